@@ -1,0 +1,71 @@
+# tracehouse developer entry points. A fresh machine needs only python3 (3.11+), cargo
+# and a C compiler: `make setup` installs everything else from PyPI and crates.io.
+#
+#   make setup   venv + maturin + the package's deps and dev extras + the Rust core (release)
+#   make test    cargo tests of the pure Rust code, then pytest
+#   make demo    tracehouse demo
+#   make bench   tracehouse bench ingest --events 10000000
+#   make lint    cargo fmt --check, cargo clippy -D warnings
+#
+# VENV=/some/dir puts the virtualenv elsewhere (default .venv, reused when present).
+
+VENV    ?= .venv
+PYTHON  ?= python3
+BIN     := $(VENV)/bin
+# maturin finds the target interpreter through VIRTUAL_ENV.
+MATURIN := VIRTUAL_ENV=$(abspath $(VENV)) $(BIN)/maturin
+
+# The core is rebuilt when one of these is newer than the stamp left by the last build.
+CORE_SOURCES := Cargo.toml Cargo.lock pyproject.toml $(shell find src -name '*.rs' 2>/dev/null)
+CORE_STAMP   := $(VENV)/.tracehouse-core-stamp
+
+.PHONY: setup test test-rust test-python demo bench lint fmt clean
+
+setup: $(CORE_STAMP)
+	@# The stamp lives in the venv but the extension is placed in python/tracehouse/: a
+	@# fresh checkout next to an old venv must rebuild.
+	@ls python/tracehouse/_core.*.so >/dev/null 2>&1 || { rm -f $(CORE_STAMP); $(MAKE) --no-print-directory $(CORE_STAMP); }
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+
+$(BIN)/maturin: | $(BIN)/python
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet "maturin>=1.9.4,<2"
+
+# `maturin develop` installs the dependencies and the dev extras declared in
+# pyproject.toml, builds the crate in release mode and installs it in the venv with
+# python/ on the path (edits to the Python sources need no rebuild).
+$(CORE_STAMP): $(CORE_SOURCES) | $(BIN)/maturin
+	$(MATURIN) develop --release --extras dev
+	@touch $@
+
+Cargo.lock:
+	cargo generate-lockfile
+
+test: setup test-rust test-python
+
+# --no-default-features drops the PyO3 glue: the pure Rust tests then link without libpython.
+test-rust:
+	cargo test --no-default-features
+
+test-python: setup
+	$(BIN)/python -m pytest -q
+
+demo: setup
+	$(BIN)/tracehouse demo
+
+bench: setup
+	$(BIN)/tracehouse bench ingest --events 10000000
+
+lint:
+	cargo fmt --check
+	cargo clippy --all-targets --no-default-features -- -D warnings
+	cargo clippy --all-targets -- -D warnings
+
+fmt:
+	cargo fmt
+
+clean:
+	cargo clean
+	rm -f python/tracehouse/_core.*.so $(CORE_STAMP)

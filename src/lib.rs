@@ -1,0 +1,37 @@
+//! `tracehouse._core`: the native half of tracehouse.
+//!
+//! Owns every per-event loop of the project and hands its results to Python as Arrow
+//! record batches through the Arrow C data interface, never as Python objects.
+//! This file owns the crate layout and the one `#[pymodule]`; each concern lives in its
+//! own module:
+//!
+//! - [`rng`]: the deterministic PRNG shared by the workload generators.
+//! - [`tod`]: the TOD workload generator (seed 001).
+//! - `py`: the PyO3 glue (only with the default `python` feature), one file per
+//!   concern, registered below.
+//!
+//! The pure Rust modules know nothing of Python, so `cargo test --no-default-features`
+//! tests them without linking libpython.
+
+#![deny(missing_docs)]
+
+pub mod rng;
+pub mod tod;
+
+#[cfg(feature = "python")]
+mod py;
+
+/// The crate version, exported to Python as `_core.__version__`.
+pub const VERSION: &str = env!("CARGO_PKG_VERSION");
+
+#[cfg(feature = "python")]
+use pyo3::prelude::*;
+
+/// The `tracehouse._core` extension module.
+#[cfg(feature = "python")]
+#[pymodule]
+fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("__version__", VERSION)?;
+    py::tod::register(m)?;
+    Ok(())
+}

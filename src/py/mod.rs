@@ -1,0 +1,7 @@
+//! PyO3 glue: Python classes and functions over the pure Rust modules.
+//!
+//! Owns every conversion between Rust and Python, so no other module imports pyo3.
+//! Arrow data crosses as Arrow C data interface structs: see [`arrow`].
+
+pub mod arrow;
+pub mod tod;
