@@ -1,0 +1,72 @@
+"""Typed stub of ``tracehouse._core``, the native (Rust) half of tracehouse.
+
+Hand-written: keep it in step with ``src/lib.rs`` and ``src/py/``.
+"""
+
+from collections.abc import Iterator
+from typing import Final
+
+import pyarrow as pa
+
+__version__: Final[str]
+
+TOD_EVENT_TYPES: Final[tuple[str, str, str, str]]
+"""("field_write", "var_write", "behavior_enter", "behavior_exit"), the order batches come in."""
+
+def tod_schemas() -> dict[str, pa.Schema]:
+    """{event type: schema} of the four TOD event types.
+
+    Every column is a non-null int64 except ``producer`` (int32) and ``arg0..arg3`` of
+    ``behavior_enter`` (nullable: null from index ``arg_count`` on). Columns:
+
+    - field_write: ts, producer, seq, parent_seq, field_id, target, value
+    - var_write: ts, producer, seq, parent_seq, var_id, value
+    - behavior_enter: ts, producer, seq, parent_seq, behavior_id, target, arg_count, arg0, arg1, arg2, arg3
+    - behavior_exit: ts, producer, seq, parent_seq, behavior_id, ret_value
+
+    ``ts`` is in ns on one global clock starting at 1_000_000_000 (strictly increasing
+    over the whole trace); ``producer`` is the thread, 1..threads; ``seq`` numbers a
+    thread's events 0, 1, 2, ... across all four types; ``parent_seq`` is the ``seq`` of
+    the enclosing ``behavior_enter`` of the same thread (-1 for root calls; for an exit,
+    the enter it closes). Object ids (target, value, args, ret_value) are 1..objects.
+    """
+
+class TodGenerator(Iterator[dict[str, pa.RecordBatch]]):
+    """Deterministic generator of the TOD benchmark workload (seed 001).
+
+    ``threads`` simulated threads call a root method in an endless loop; each method body
+    performs 1..8 actions: a field write (45 %), a local-variable write (40 %) or a call
+    (15 %, a variable write at ``max_depth``). A global scheduler interleaves the threads.
+    Once ``events`` events are out, every thread exits its open calls, so the total is
+    ``events`` plus at most ``threads * (max_depth + 1)``. Equal arguments give equal
+    events, however the output is sliced into batches. Raises ValueError for a count
+    below 1 (events may be 0).
+    """
+
+    def __init__(
+        self,
+        events: int = 1_000_000,
+        seed: int = 42,
+        threads: int = 10,
+        methods: int = 1_000,
+        fields: int = 1_000,
+        locals: int = 50,
+        objects: int = 10_000,
+        max_depth: int = 10,
+    ) -> None: ...
+    def next_batches(self, max_events: int = 65_536) -> dict[str, pa.RecordBatch] | None:
+        """Up to ``max_events`` (>= 1) next events, as {event type: RecordBatch} holding only
+        the types that got rows, in TOD_EVENT_TYPES order; None once exhausted.
+        Generation runs without the GIL."""
+    def __iter__(self) -> TodGenerator: ...
+    def __next__(self) -> dict[str, pa.RecordBatch]:
+        """``next_batches()`` with the default size; StopIteration once exhausted."""
+    @property
+    def emitted(self) -> int:
+        """Events produced so far."""
+    @property
+    def events(self) -> int:
+        """Events requested."""
+    @property
+    def exhausted(self) -> bool:
+        """True once every event has been produced."""

@@ -1,0 +1,136 @@
+"""The Python face of the native TOD generator (``tracehouse._core.TodGenerator``).
+
+The event-level invariants are proven in ``cargo test`` (src/tod/tests.rs); here we
+check what crosses the binding: names, Arrow types, batching, determinism, errors.
+"""
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from tracehouse import _core
+
+COLUMNS = {
+    "field_write": ["ts", "producer", "seq", "parent_seq", "field_id", "target", "value"],
+    "var_write": ["ts", "producer", "seq", "parent_seq", "var_id", "value"],
+    "behavior_enter": [
+        "ts", "producer", "seq", "parent_seq", "behavior_id", "target", "arg_count",
+        "arg0", "arg1", "arg2", "arg3",
+    ],
+    "behavior_exit": ["ts", "producer", "seq", "parent_seq", "behavior_id", "ret_value"],
+}
+ARGS = {"arg0", "arg1", "arg2", "arg3"}
+
+
+def drain(gen, max_events=10_000):
+    """All batches of ``gen``, concatenated per event type."""
+    parts = {t: [] for t in _core.TOD_EVENT_TYPES}
+    while (batches := gen.next_batches(max_events)) is not None:
+        for t, b in batches.items():
+            parts[t].append(b)
+    return {t: pa.Table.from_batches(bs) for t, bs in parts.items() if bs}
+
+
+def test_module_exports():
+    assert _core.TOD_EVENT_TYPES == ("field_write", "var_write", "behavior_enter", "behavior_exit")
+    assert isinstance(_core.__version__, str) and _core.__version__.count(".") == 2
+
+
+def test_batches_have_declared_columns_and_types():
+    batches = _core.TodGenerator(events=5_000).next_batches(5_000)
+    assert list(batches) == list(_core.TOD_EVENT_TYPES)
+    schemas = _core.tod_schemas()
+    for name, batch in batches.items():
+        assert isinstance(batch, pa.RecordBatch)
+        assert batch.schema.names == COLUMNS[name]
+        assert batch.schema.equals(schemas[name])
+        for field in batch.schema:
+            want = pa.int32() if field.name == "producer" else pa.int64()
+            assert field.type == want, (name, field)
+            assert field.nullable == (field.name in ARGS), (name, field)
+        batch.validate(full=True)
+
+
+def test_args_are_null_past_arg_count():
+    enters = drain(_core.TodGenerator(events=20_000))["behavior_enter"]
+    argc = enters["arg_count"]
+    assert pc.min(argc).as_py() >= 0 and pc.max(argc).as_py() <= 4
+    for k in range(4):
+        valid = pc.is_valid(enters[f"arg{k}"])
+        assert valid.equals(pc.greater(argc, k)), f"arg{k}"
+
+
+def test_same_seed_same_events_whatever_the_batch_size():
+    a = drain(_core.TodGenerator(events=30_000, seed=7), max_events=1_000_000)
+    b = drain(_core.TodGenerator(events=30_000, seed=7), max_events=777)
+    assert a.keys() == b.keys()
+    for t in a:
+        assert a[t].combine_chunks().equals(b[t].combine_chunks()), t
+
+
+def test_other_seed_other_events():
+    a = drain(_core.TodGenerator(events=5_000, seed=1))
+    b = drain(_core.TodGenerator(events=5_000, seed=2))
+    assert not a["field_write"].equals(b["field_write"])
+
+
+@pytest.mark.parametrize("events", [0, 1, 999, 50_000])
+def test_event_count_and_exhaustion(events):
+    gen = _core.TodGenerator(events=events, threads=4, max_depth=5)
+    assert gen.events == events and gen.emitted == 0
+    total = sum(t.num_rows for t in drain(gen).values())
+    assert events <= total <= events + 4 * (5 + 1)
+    assert gen.emitted == total
+    assert gen.exhausted
+    assert gen.next_batches() is None
+    assert gen.next_batches(5) is None
+
+
+def test_max_events_is_respected():
+    gen = _core.TodGenerator(events=10_000)
+    sizes = []
+    while (batches := gen.next_batches(max_events=333)) is not None:
+        n = sum(b.num_rows for b in batches.values())
+        assert 1 <= n <= 333
+        assert all(b.num_rows > 0 for b in batches.values())
+        sizes.append(n)
+    assert sizes[:-1] == [333] * (len(sizes) - 1)
+    assert sum(sizes) == gen.emitted
+
+
+def test_iteration_yields_every_event():
+    gen = _core.TodGenerator(events=200_000, seed=3)
+    total = sum(sum(b.num_rows for b in batches.values()) for batches in gen)
+    assert total == gen.emitted >= 200_000
+
+
+def test_trace_invariants_hold_after_the_binding():
+    tables = drain(_core.TodGenerator(events=40_000, seed=5))
+    common = ["ts", "producer", "seq"]
+    merged = pa.concat_tables([t.select(common) for t in tables.values()]).sort_by("ts")
+    ts = merged["ts"].to_numpy()
+    assert ts[0] >= 1_000_000_000
+    assert (ts[1:] > ts[:-1]).all(), "ts strictly increasing across types"
+    producers = merged["producer"].to_numpy()
+    seqs = merged["seq"].to_numpy()
+    assert set(producers.tolist()) == set(range(1, 11))
+    for p in range(1, 11):
+        s = seqs[producers == p]
+        assert (s == np.arange(len(s))).all(), f"seq of producer {p}"
+    assert tables["behavior_enter"].num_rows == tables["behavior_exit"].num_rows
+
+
+@pytest.mark.parametrize("bad", [{"threads": 0}, {"methods": 0}, {"objects": 0}, {"locals": 0}])
+def test_invalid_parameters_raise(bad):
+    name = next(iter(bad))
+    with pytest.raises(ValueError, match=name):
+        _core.TodGenerator(events=10, **bad)
+
+
+def test_invalid_max_events_raises():
+    gen = _core.TodGenerator(events=10)
+    with pytest.raises(ValueError, match="max_events"):
+        gen.next_batches(0)
+    with pytest.raises(OverflowError):
+        gen.next_batches(-1)
