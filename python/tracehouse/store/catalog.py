@@ -1,0 +1,431 @@
+"""The catalog: one SQLite database (`catalog.sqlite`) describing a whole store.
+
+Owns the tables for traces (and their key/value metadata), formats and their
+event types (stored once per format), producers, segments, analysis results
+and the link between results and traces. Every change that must be atomic
+(registering segments together with the WAL range they cover, retiring
+compacted segments, deleting a trace) is one SQLite transaction here.
+Nothing in this module reads or writes event data.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from ..errors import AlreadyExists, BadInput, NotFound
+from ..schema import Column, EventType
+
+SCHEMA_VERSION = 1
+
+DDL = """
+CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS formats(
+    name TEXT PRIMARY KEY,
+    description TEXT NOT NULL DEFAULT ''
+);
+CREATE TABLE IF NOT EXISTS event_types(
+    id INTEGER PRIMARY KEY,
+    format TEXT NOT NULL REFERENCES formats(name),
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('instant','span','begin','end','counter','link')),
+    params TEXT NOT NULL,            -- JSON list of {name, type, unit, doc}
+    doc TEXT NOT NULL DEFAULT '',
+    UNIQUE(format, name)
+);
+CREATE TABLE IF NOT EXISTS traces(
+    id INTEGER PRIMARY KEY,
+    name TEXT NOT NULL UNIQUE,
+    format TEXT NOT NULL REFERENCES formats(name),
+    description TEXT NOT NULL DEFAULT '',
+    created REAL NOT NULL,           -- unix seconds
+    ts_min INTEGER,                  -- ns, over registered segments
+    ts_max INTEGER,
+    event_count INTEGER NOT NULL DEFAULT 0,
+    bytes INTEGER NOT NULL DEFAULT 0,
+    wal_covered INTEGER NOT NULL DEFAULT -1,  -- WAL files numbered <= this are in segments
+    state TEXT NOT NULL DEFAULT 'live' CHECK (state IN ('live','deleting'))
+);
+CREATE TABLE IF NOT EXISTS trace_metadata(
+    trace_id INTEGER NOT NULL REFERENCES traces(id) ON DELETE CASCADE,
+    key TEXT NOT NULL,
+    value TEXT NOT NULL,
+    PRIMARY KEY(trace_id, key)
+);
+CREATE TABLE IF NOT EXISTS producers(
+    trace_id INTEGER NOT NULL REFERENCES traces(id) ON DELETE CASCADE,
+    id INTEGER NOT NULL,
+    parent INTEGER,
+    kind TEXT NOT NULL,
+    name TEXT NOT NULL,
+    attrs TEXT NOT NULL DEFAULT '{}',  -- JSON object: typed attributes
+    PRIMARY KEY(trace_id, id)
+);
+CREATE TABLE IF NOT EXISTS segments(
+    id INTEGER PRIMARY KEY,
+    trace_id INTEGER NOT NULL REFERENCES traces(id) ON DELETE CASCADE,
+    event_type TEXT NOT NULL,
+    path TEXT NOT NULL,              -- relative to the store root
+    rows INTEGER NOT NULL,
+    bytes INTEGER NOT NULL,
+    ts_min INTEGER,
+    ts_max INTEGER,
+    columns TEXT NOT NULL,           -- JSON list of column names in the file
+    level INTEGER NOT NULL DEFAULT 0,  -- 0 = flushed from the WAL, n = compacted n times
+    created REAL NOT NULL,
+    retired REAL                     -- set when compaction replaced it; file deleted after a grace period
+);
+CREATE INDEX IF NOT EXISTS segments_live ON segments(trace_id, event_type) WHERE retired IS NULL;
+CREATE TABLE IF NOT EXISTS results(
+    id INTEGER PRIMARY KEY,
+    kind TEXT NOT NULL CHECK (kind IN ('annotation','group','search','processed','file','table')),
+    name TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    params TEXT NOT NULL DEFAULT '{}',
+    created REAL NOT NULL,
+    payload TEXT,                    -- JSON for small results
+    path TEXT                        -- relative path of a file or table (Parquet) result
+);
+CREATE TABLE IF NOT EXISTS result_traces(
+    result_id INTEGER NOT NULL REFERENCES results(id) ON DELETE CASCADE,
+    trace_id INTEGER NOT NULL REFERENCES traces(id) ON DELETE CASCADE,
+    PRIMARY KEY(result_id, trace_id)
+);
+"""
+
+RESULT_KINDS = ("annotation", "group", "search", "processed", "file", "table")
+
+
+@dataclass(frozen=True)
+class TraceInfo:
+    id: int
+    name: str
+    format: str
+    description: str
+    created: float
+    ts_min: int | None
+    ts_max: int | None
+    event_count: int
+    bytes: int
+    wal_covered: int
+    metadata: dict[str, str]
+
+    def to_json(self) -> dict:
+        d = dict(self.__dict__)
+        d.pop("wal_covered")
+        return d
+
+
+@dataclass(frozen=True)
+class SegmentInfo:
+    id: int
+    trace_id: int
+    event_type: str
+    path: str
+    rows: int
+    bytes: int
+    ts_min: int | None
+    ts_max: int | None
+    columns: tuple[str, ...]
+    level: int
+
+
+class Catalog:
+    """SQLite catalog of one store. Safe to open from many processes."""
+
+    def __init__(self, path: Path, *, readonly: bool = False) -> None:
+        self.path = Path(path)
+        self.readonly = readonly
+        if readonly:
+            uri = f"file:{self.path}?mode=ro"
+            self.db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=30)
+        else:
+            self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            # FULL: a registered segment must survive power loss before its WAL range is dropped.
+            self.db.execute("PRAGMA synchronous=FULL")
+            self.db.executescript(DDL)
+            self.db.execute(
+                "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?), ('version', '0')",
+                (str(SCHEMA_VERSION),),
+            )
+        self.db.execute("PRAGMA foreign_keys=ON")
+
+    def close(self) -> None:
+        self.db.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; bumps the catalog version readers use to refresh views."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            yield self.db
+            self.db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'version'")
+            self.db.execute("COMMIT")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+
+    def version(self) -> int:
+        return int(self.db.execute("SELECT value FROM meta WHERE key='version'").fetchone()[0])
+
+    # -- formats and event types -------------------------------------------------
+
+    def ensure_format(self, name: str, description: str = "") -> None:
+        with self.transaction() as db:
+            db.execute("INSERT OR IGNORE INTO formats(name, description) VALUES (?, ?)", (name, description))
+
+    def event_types(self, fmt: str) -> dict[str, EventType]:
+        rows = self.db.execute(
+            "SELECT name, kind, params, doc FROM event_types WHERE format = ? ORDER BY id", (fmt,)
+        ).fetchall()
+        return {
+            r[0]: EventType(r[0], r[1], tuple(Column.from_json(p) for p in json.loads(r[2])), r[3]) for r in rows
+        }
+
+    def put_event_type(self, fmt: str, et: EventType) -> EventType:
+        """Register `et` under `fmt`, or widen the stored type with new params.
+
+        Existing params keep their type: a conflicting type or kind is an error.
+        Returns the stored (possibly widened) type.
+        """
+        with self.transaction() as db:
+            row = db.execute(
+                "SELECT kind, params, doc FROM event_types WHERE format = ? AND name = ?", (fmt, et.name)
+            ).fetchone()
+            if row is None:
+                db.execute(
+                    "INSERT INTO event_types(format, name, kind, params, doc) VALUES (?, ?, ?, ?, ?)",
+                    (fmt, et.name, et.kind, json.dumps(et.params_json()), et.doc),
+                )
+                return et
+            stored = EventType(et.name, row[0], tuple(Column.from_json(p) for p in json.loads(row[1])), row[2])
+            if stored.kind != et.kind:
+                raise BadInput(
+                    f"event type {fmt}.{et.name} is stored with kind {stored.kind!r}, not {et.kind!r}"
+                )
+            have = {p.name: p for p in stored.params}
+            extra = []
+            for p in et.params:
+                if p.name in have:
+                    if have[p.name].type != p.type:
+                        raise BadInput(
+                            f"parameter {p.name!r} of {fmt}.{et.name} is stored as {have[p.name].type}, not {p.type}",
+                            column=p.name,
+                        )
+                else:
+                    extra.append(p)
+            if not extra:
+                return stored
+            widened = stored.with_params(extra)
+            db.execute(
+                "UPDATE event_types SET params = ? WHERE format = ? AND name = ?",
+                (json.dumps(widened.params_json()), fmt, et.name),
+            )
+            return widened
+
+    # -- traces ------------------------------------------------------------------
+
+    def create_trace(self, name: str, fmt: str, description: str, metadata: dict[str, Any]) -> int:
+        with self.transaction() as db:
+            if db.execute("SELECT 1 FROM traces WHERE name = ?", (name,)).fetchone():
+                raise AlreadyExists(f"trace {name!r} already exists")
+            db.execute("INSERT OR IGNORE INTO formats(name) VALUES (?)", (fmt,))
+            cur = db.execute(
+                "INSERT INTO traces(name, format, description, created) VALUES (?, ?, ?, ?)",
+                (name, fmt, description, time.time()),
+            )
+            tid = int(cur.lastrowid)
+            db.executemany(
+                "INSERT INTO trace_metadata(trace_id, key, value) VALUES (?, ?, ?)",
+                [(tid, str(k), str(v)) for k, v in metadata.items()],
+            )
+            return tid
+
+    def _trace_from_row(self, r: tuple) -> TraceInfo:
+        md = dict(self.db.execute("SELECT key, value FROM trace_metadata WHERE trace_id = ?", (r[0],)).fetchall())
+        return TraceInfo(*r, metadata=md)
+
+    _TRACE_COLS = "id, name, format, description, created, ts_min, ts_max, event_count, bytes, wal_covered"
+
+    def trace(self, name: str) -> TraceInfo:
+        r = self.db.execute(
+            f"SELECT {self._TRACE_COLS} FROM traces WHERE name = ? AND state = 'live'", (name,)
+        ).fetchone()
+        if r is None:
+            raise NotFound(f"no trace named {name!r} in {self.path.parent}")
+        return self._trace_from_row(r)
+
+    def traces(self, where: str = "", args: tuple = ()) -> list[TraceInfo]:
+        sql = f"SELECT {self._TRACE_COLS} FROM traces WHERE state = 'live'"
+        if where:
+            sql += f" AND ({where})"
+        rows = self.db.execute(sql + " ORDER BY name", args).fetchall()
+        return [self._trace_from_row(r) for r in rows]
+
+    def set_metadata(self, trace_id: int, metadata: dict[str, Any]) -> None:
+        with self.transaction() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO trace_metadata(trace_id, key, value) VALUES (?, ?, ?)",
+                [(trace_id, str(k), str(v)) for k, v in metadata.items()],
+            )
+
+    def mark_deleting(self, trace_id: int) -> None:
+        with self.transaction() as db:
+            db.execute("UPDATE traces SET state = 'deleting', name = name || '#deleting#' || id WHERE id = ?", (trace_id,))
+
+    def deleting(self) -> list[int]:
+        return [r[0] for r in self.db.execute("SELECT id FROM traces WHERE state = 'deleting'")]
+
+    def drop_trace_rows(self, trace_id: int) -> None:
+        with self.transaction() as db:
+            db.execute("DELETE FROM segments WHERE trace_id = ?", (trace_id,))
+            db.execute("DELETE FROM producers WHERE trace_id = ?", (trace_id,))
+            db.execute("DELETE FROM trace_metadata WHERE trace_id = ?", (trace_id,))
+            db.execute("DELETE FROM result_traces WHERE trace_id = ?", (trace_id,))
+            db.execute("DELETE FROM traces WHERE id = ?", (trace_id,))
+
+    # -- producers ---------------------------------------------------------------
+
+    def put_producers(self, trace_id: int, rows: list[dict]) -> None:
+        """Insert or replace producers: dicts with id, parent, kind, name, attrs."""
+        with self.transaction() as db:
+            db.executemany(
+                "INSERT OR REPLACE INTO producers(trace_id, id, parent, kind, name, attrs) VALUES (?, ?, ?, ?, ?, ?)",
+                [
+                    (trace_id, int(r["id"]), r.get("parent"), r["kind"], r["name"], json.dumps(r.get("attrs") or {}))
+                    for r in rows
+                ],
+            )
+
+    def producers(self, trace_id: int) -> list[dict]:
+        rows = self.db.execute(
+            "SELECT id, parent, kind, name, attrs FROM producers WHERE trace_id = ? ORDER BY id", (trace_id,)
+        ).fetchall()
+        return [{"id": r[0], "parent": r[1], "kind": r[2], "name": r[3], "attrs": json.loads(r[4])} for r in rows]
+
+    def next_producer_id(self, trace_id: int) -> int:
+        r = self.db.execute("SELECT MAX(id) FROM producers WHERE trace_id = ?", (trace_id,)).fetchone()
+        return 0 if r[0] is None else int(r[0]) + 1
+
+    # -- segments ----------------------------------------------------------------
+
+    def register_segments(
+        self,
+        trace_id: int,
+        segments: list[dict],
+        *,
+        wal_covered: int | None = None,
+        retire: list[int] = (),
+    ) -> list[int]:
+        """Register written segment files in one transaction.
+
+        `wal_covered` advances the trace's covered WAL number (flush);
+        `retire` marks replaced segments (compaction). Trace statistics are
+        recomputed from the live segments in the same transaction.
+        """
+        now = time.time()
+        with self.transaction() as db:
+            if retire:
+                n = db.execute(
+                    f"UPDATE segments SET retired = ? WHERE retired IS NULL AND trace_id = ? AND id IN ({','.join('?' * len(retire))})",
+                    (now, trace_id, *retire),
+                ).rowcount
+                if n != len(retire):
+                    raise RuntimeError(f"compaction raced: {len(retire) - n} of its input segments are gone")
+            ids = []
+            for s in segments:
+                cur = db.execute(
+                    "INSERT INTO segments(trace_id, event_type, path, rows, bytes, ts_min, ts_max, columns, level, created)"
+                    " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (
+                        trace_id, s["event_type"], s["path"], s["rows"], s["bytes"], s["ts_min"], s["ts_max"],
+                        json.dumps(list(s["columns"])), s.get("level", 0), now,
+                    ),
+                )
+                ids.append(int(cur.lastrowid))
+            db.execute(
+                "UPDATE traces SET (event_count, bytes, ts_min, ts_max) = "
+                "(SELECT COALESCE(SUM(rows), 0), COALESCE(SUM(bytes), 0), MIN(ts_min), MAX(ts_max)"
+                "   FROM segments WHERE trace_id = ? AND retired IS NULL) WHERE id = ?",
+                (trace_id, trace_id),
+            )
+            if wal_covered is not None:
+                db.execute("UPDATE traces SET wal_covered = MAX(wal_covered, ?) WHERE id = ?", (wal_covered, trace_id))
+            return ids
+
+    def segments(self, trace_id: int, event_type: str | None = None) -> list[SegmentInfo]:
+        sql = (
+            "SELECT id, trace_id, event_type, path, rows, bytes, ts_min, ts_max, columns, level FROM segments"
+            " WHERE trace_id = ? AND retired IS NULL"
+        )
+        args: tuple = (trace_id,)
+        if event_type is not None:
+            sql += " AND event_type = ?"
+            args += (event_type,)
+        rows = self.db.execute(sql + " ORDER BY ts_min, id", args).fetchall()
+        return [SegmentInfo(*r[:8], tuple(json.loads(r[8])), r[9]) for r in rows]
+
+    def all_live_segments(self) -> list[SegmentInfo]:
+        rows = self.db.execute(
+            "SELECT s.id, s.trace_id, s.event_type, s.path, s.rows, s.bytes, s.ts_min, s.ts_max, s.columns, s.level"
+            " FROM segments s JOIN traces t ON t.id = s.trace_id"
+            " WHERE s.retired IS NULL AND t.state = 'live' ORDER BY s.trace_id, s.event_type, s.ts_min, s.id"
+        ).fetchall()
+        return [SegmentInfo(*r[:8], tuple(json.loads(r[8])), r[9]) for r in rows]
+
+    def retired_before(self, cutoff: float) -> list[tuple[int, str]]:
+        return self.db.execute("SELECT id, path FROM segments WHERE retired IS NOT NULL AND retired < ?", (cutoff,)).fetchall()
+
+    def forget_segments(self, ids: list[int]) -> None:
+        if not ids:
+            return
+        with self.transaction() as db:
+            db.executemany("DELETE FROM segments WHERE id = ?", [(i,) for i in ids])
+
+    def known_paths(self) -> set[str]:
+        return {r[0] for r in self.db.execute("SELECT path FROM segments")}
+
+    # -- results -----------------------------------------------------------------
+
+    def add_result(
+        self, kind: str, name: str, tool: str, params: dict, trace_ids: list[int],
+        payload: Any = None, path: str | None = None,
+    ) -> int:
+        if kind not in RESULT_KINDS:
+            raise BadInput(f"unknown result kind {kind!r}", expected=" | ".join(RESULT_KINDS))
+        with self.transaction() as db:
+            cur = db.execute(
+                "INSERT INTO results(kind, name, tool, params, created, payload, path) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (kind, name, tool, json.dumps(params), time.time(),
+                 None if payload is None else json.dumps(payload), path),
+            )
+            rid = int(cur.lastrowid)
+            db.executemany("INSERT INTO result_traces(result_id, trace_id) VALUES (?, ?)", [(rid, t) for t in trace_ids])
+            return rid
+
+    def results(self, where: str = "", args: tuple = ()) -> list[dict]:
+        sql = (
+            "SELECT r.id, r.kind, r.name, r.tool, r.params, r.created, r.payload, r.path,"
+            " (SELECT json_group_array(t.name) FROM result_traces rt JOIN traces t ON t.id = rt.trace_id"
+            "   WHERE rt.result_id = r.id) FROM results r"
+        )
+        if where:
+            sql += f" WHERE {where}"
+        out = []
+        for r in self.db.execute(sql + " ORDER BY r.id", args).fetchall():
+            out.append({
+                "id": r[0], "kind": r[1], "name": r[2], "tool": r[3], "params": json.loads(r[4]),
+                "created": r[5], "payload": None if r[6] is None else json.loads(r[6]), "path": r[7],
+                "traces": json.loads(r[8]),
+            })
+        return out
+
+    def delete_result(self, rid: int) -> None:
+        with self.transaction() as db:
+            db.execute("DELETE FROM results WHERE id = ?", (rid,))

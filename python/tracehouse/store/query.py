@@ -1,0 +1,235 @@
+"""SQL over a store: DuckDB views built from the catalog.
+
+Owns the mapping from catalog to SQL names:
+  "<trace>".<event_type>  every column of that type (segments + unflushed tail)
+  "<trace>".events        common columns of every type, plus `type`
+  th.traces, th.event_types, th.producers, th.results, th.segments, th.metadata
+Views are rebuilt only when the catalog version or a writer's tail changes,
+and only for traces whose name the SQL mentions (a store may hold thousands
+of traces; binding a view reads Parquet footers).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+from typing import TYPE_CHECKING, Any
+
+import duckdb
+import pyarrow as pa
+
+from ..errors import BadInput
+from ..schema import EventType
+
+if TYPE_CHECKING:
+    from .store import Store
+
+DUCK_TYPES = {"int64": "BIGINT", "int32": "INTEGER", "float64": "DOUBLE", "bool": "BOOLEAN", "string": "VARCHAR"}
+
+
+def qident(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def qstr(s: str) -> str:
+    return "'" + s.replace("'", "''") + "'"
+
+
+class QueryEngine:
+    def __init__(self, store: "Store") -> None:
+        self.store = store
+        self.con = duckdb.connect(":memory:")
+        self.lock = threading.RLock()
+        self._catalog_version = -1
+        self._trace_sigs: dict[str, Any] = {}  # trace name -> signature of its views
+        self._registered: set[str] = set()
+
+    def close(self) -> None:
+        self.con.close()
+
+    # -- view maintenance ----------------------------------------------------------
+
+    def _refresh_th(self) -> None:
+        cat = self.store.catalog
+        db = cat.db
+        traces = db.execute(
+            "SELECT id, name, format, description, created, ts_min, ts_max, event_count, bytes FROM traces"
+            " WHERE state = 'live' ORDER BY name"
+        ).fetchall()
+        tables = {
+            "traces": pa.table({
+                "id": pa.array([r[0] for r in traces], pa.int64()),
+                "name": pa.array([r[1] for r in traces], pa.string()),
+                "format": pa.array([r[2] for r in traces], pa.string()),
+                "description": pa.array([r[3] for r in traces], pa.string()),
+                "created": pa.array([r[4] for r in traces], pa.float64()),
+                "ts_min": pa.array([r[5] for r in traces], pa.int64()),
+                "ts_max": pa.array([r[6] for r in traces], pa.int64()),
+                "event_count": pa.array([r[7] for r in traces], pa.int64()),
+                "bytes": pa.array([r[8] for r in traces], pa.int64()),
+            }),
+        }
+        rows = db.execute("SELECT format, name, kind, params, doc FROM event_types ORDER BY format, id").fetchall()
+        tables["event_types"] = pa.table({
+            "format": pa.array([r[0] for r in rows], pa.string()),
+            "name": pa.array([r[1] for r in rows], pa.string()),
+            "kind": pa.array([r[2] for r in rows], pa.string()),
+            "params": pa.array([r[3] for r in rows], pa.string()),
+            "doc": pa.array([r[4] for r in rows], pa.string()),
+        })
+        rows = db.execute(
+            "SELECT t.name, p.id, p.parent, p.kind, p.name, p.attrs FROM producers p JOIN traces t ON t.id = p.trace_id"
+            " WHERE t.state = 'live' ORDER BY t.name, p.id"
+        ).fetchall()
+        tables["producers"] = pa.table({
+            "trace": pa.array([r[0] for r in rows], pa.string()),
+            "id": pa.array([r[1] for r in rows], pa.int32()),
+            "parent": pa.array([r[2] for r in rows], pa.int32()),
+            "kind": pa.array([r[3] for r in rows], pa.string()),
+            "name": pa.array([r[4] for r in rows], pa.string()),
+            "attrs": pa.array([r[5] for r in rows], pa.string()),
+        })
+        res = cat.results()
+        tables["results"] = pa.table({
+            "id": pa.array([r["id"] for r in res], pa.int64()),
+            "kind": pa.array([r["kind"] for r in res], pa.string()),
+            "name": pa.array([r["name"] for r in res], pa.string()),
+            "tool": pa.array([r["tool"] for r in res], pa.string()),
+            "params": pa.array([json.dumps(r["params"]) for r in res], pa.string()),
+            "created": pa.array([r["created"] for r in res], pa.float64()),
+            "traces": pa.array([r["traces"] for r in res], pa.list_(pa.string())),
+        })
+        rows = db.execute(
+            "SELECT t.name, s.id, s.event_type, s.path, s.rows, s.bytes, s.ts_min, s.ts_max, s.level"
+            " FROM segments s JOIN traces t ON t.id = s.trace_id WHERE s.retired IS NULL AND t.state = 'live'"
+        ).fetchall()
+        tables["segments"] = pa.table({
+            "trace": pa.array([r[0] for r in rows], pa.string()),
+            "id": pa.array([r[1] for r in rows], pa.int64()),
+            "event_type": pa.array([r[2] for r in rows], pa.string()),
+            "path": pa.array([r[3] for r in rows], pa.string()),
+            "rows": pa.array([r[4] for r in rows], pa.int64()),
+            "bytes": pa.array([r[5] for r in rows], pa.int64()),
+            "ts_min": pa.array([r[6] for r in rows], pa.int64()),
+            "ts_max": pa.array([r[7] for r in rows], pa.int64()),
+            "level": pa.array([r[8] for r in rows], pa.int64()),
+        })
+        rows = db.execute(
+            "SELECT t.name, m.key, m.value FROM trace_metadata m JOIN traces t ON t.id = m.trace_id WHERE t.state = 'live'"
+        ).fetchall()
+        tables["metadata"] = pa.table({
+            "trace": pa.array([r[0] for r in rows], pa.string()),
+            "key": pa.array([r[1] for r in rows], pa.string()),
+            "value": pa.array([r[2] for r in rows], pa.string()),
+        })
+        self.con.execute("CREATE SCHEMA IF NOT EXISTS th")
+        for name, t in tables.items():
+            reg = f"_th_{name}"
+            self.con.register(reg, t)
+            self.con.execute(f"CREATE OR REPLACE VIEW th.{name} AS SELECT * FROM {reg}")
+
+    def _type_sources(self, trace_name: str, trace_id: int, et: EventType, segs, tail) -> str:
+        cols = et.columns
+        selects = []
+        if segs:
+            present = set()
+            same = True
+            for s in segs:
+                present.update(s.columns)
+                same = same and list(s.columns) == [c.name for c in cols]
+            paths = "[" + ", ".join(qstr(str(self.store.path / s.path)) for s in segs) + "]"
+            src = f"read_parquet({paths}{'' if same else ', union_by_name = true'})"
+            selects.append(self._select(cols, present, src))
+        if tail:
+            reg = f"_tail_{trace_id}_{et.name}"
+            self.con.register(reg, tail)
+            self._registered.add(reg)
+            selects.append(self._select(cols, set(tail.column_names), reg))
+        if not selects:
+            sel = ", ".join(f"CAST(NULL AS {DUCK_TYPES[c.type]}) AS {qident(c.name)}" for c in cols)
+            return f"SELECT {sel} WHERE false"
+        return "\nUNION ALL\n".join(selects)
+
+    @staticmethod
+    def _select(cols, present: set[str], src: str) -> str:
+        parts = []
+        for c in cols:
+            if c.name in present:
+                parts.append(qident(c.name))
+            else:
+                parts.append(f"CAST(NULL AS {DUCK_TYPES[c.type]}) AS {qident(c.name)}")
+        return f"SELECT {', '.join(parts)} FROM {src}"
+
+    def _refresh_trace(self, info) -> None:
+        store = self.store
+        types = store.catalog.event_types(info.format)
+        writer = store._writers.get(info.id)
+        if writer is not None:
+            with writer.lock:  # one consistent cut: registered segments + unflushed tail
+                segs = store.catalog.segments(info.id)
+                tails = {k: list(v) for k, v in writer.tail().items()}
+                sig = (self._catalog_version, writer.tail_version, tuple(types))
+                types = dict(types, **{k: v for k, v in writer.event_types.items()})
+        else:
+            segs = store.catalog.segments(info.id)
+            tails = {}
+            sig = (self._catalog_version, None, tuple(types))
+        if self._trace_sigs.get(info.name) == sig:
+            return
+        by_type: dict[str, list] = {}
+        for s in segs:
+            by_type.setdefault(s.event_type, []).append(s)
+        schema = qident(info.name)
+        self.con.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+        event_selects = []
+        for name, et in types.items():
+            tail = None
+            if tails.get(name):
+                from .writer import _concat
+
+                tail = _concat(tails[name], et)
+            body = self._type_sources(info.name, info.id, et, by_type.get(name, []), tail)
+            self.con.execute(f"CREATE OR REPLACE VIEW {schema}.{qident(name)} AS {body}")
+            dur = "dur" if et.kind == "span" else "CAST(NULL AS BIGINT) AS dur"
+            event_selects.append(f"SELECT ts, producer, seq, {dur}, {qstr(name)} AS type FROM {schema}.{qident(name)}")
+        if not event_selects:
+            event_selects = ["SELECT CAST(NULL AS BIGINT) ts, CAST(NULL AS INTEGER) producer, CAST(NULL AS BIGINT) seq,"
+                             " CAST(NULL AS BIGINT) dur, CAST(NULL AS VARCHAR) type WHERE false"]
+        self.con.execute(f"CREATE OR REPLACE VIEW {schema}.events AS " + "\nUNION ALL\n".join(event_selects))
+        self._trace_sigs[info.name] = sig
+
+    def refresh(self, sql: str | None = None) -> None:
+        version = self.store.catalog.version()
+        if version != self._catalog_version:
+            self._catalog_version = version
+            self._refresh_th()
+            live = {t.name for t in self.store.catalog.traces()}
+            for gone in set(self._trace_sigs) - live:
+                self.con.execute(f"DROP SCHEMA IF EXISTS {qident(gone)} CASCADE")
+                del self._trace_sigs[gone]
+        lowered = sql.lower() if sql is not None else None
+        for info in self.store.catalog.traces():
+            if lowered is None or info.name.lower() in lowered:
+                self._refresh_trace(info)
+
+    # -- running SQL ---------------------------------------------------------------
+
+    def sql(self, query: str, params: list | dict | None = None) -> pa.Table:
+        with self.lock:
+            self.refresh(query)
+            try:
+                rel = self.con.sql(query, params=params)
+                return pa.table({}) if rel is None else _to_arrow(rel)
+            except duckdb.Error as e:
+                raise BadInput(f"SQL error: {_first_line(e)}", expected="a valid DuckDB query over the store's views") from None
+
+
+def _to_arrow(rel) -> pa.Table:
+    # duckdb 2 renamed arrow() to to_arrow_table(); accept both.
+    f = getattr(rel, "to_arrow_table", None) or rel.arrow
+    return f()
+
+
+def _first_line(e: Exception) -> str:
+    return re.sub(r"\s+", " ", str(e)).strip()

@@ -1,0 +1,80 @@
+"""Immutable Parquet segments: writing one safely, and the encoding we chose.
+
+Owns the segment file layout (`traces/<id>/segments/<type>/<name>.parquet`)
+and the write protocol: write to a temporary name, fsync, rename, fsync the
+directory. Registration in the catalog is the caller's next step; a file that
+is never registered is an orphan that the writer removes on open.
+
+Encoding choices (measured on TOD data, 2-core machine): zstd level 1 is as
+small as the default level and faster; delta encoding of the sorted/monotone
+integer columns (ts, seq) beats dictionary on them; dictionary only for
+low-cardinality columns (producer, strings).
+"""
+
+from __future__ import annotations
+
+import os
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from .wal import fsync_dir
+
+ROW_GROUP = 512 * 1024
+DELTA_COLUMNS = ("ts", "seq")
+
+
+def write_options(schema: pa.Schema) -> dict:
+    dict_cols = [f.name for f in schema if f.name == "producer" or pa.types.is_string(f.type) or pa.types.is_boolean(f.type)]
+    delta = {f.name: "DELTA_BINARY_PACKED" for f in schema if f.name in DELTA_COLUMNS and pa.types.is_integer(f.type)}
+    return {
+        "compression": "zstd",
+        "compression_level": 1,
+        "use_dictionary": dict_cols,
+        "column_encoding": delta or None,
+        "row_group_size": ROW_GROUP,
+        "write_statistics": True,
+    }
+
+
+def sort_by_ts(table: pa.Table) -> pa.Table:
+    """The table ordered by ts (stable); returned as is when already ordered."""
+    ts = table.column("ts")
+    if len(ts) < 2:
+        return table
+    a = ts.to_numpy() if ts.num_chunks == 1 else np.concatenate([c.to_numpy() for c in ts.chunks])
+    if bool(np.all(a[1:] >= a[:-1])):
+        return table
+    return table.take(pc.array_sort_indices(ts.combine_chunks() if ts.num_chunks > 1 else ts.chunk(0)))
+
+
+def write_segment(root: Path, rel_dir: str, table: pa.Table, level: int = 0) -> dict:
+    """Write `table` (already sorted by ts) as one durable segment; returns its catalog row."""
+    directory = root / rel_dir
+    directory.mkdir(parents=True, exist_ok=True)
+    name = uuid.uuid4().hex
+    tmp = directory / f".{name}.parquet.tmp"
+    final = directory / f"{name}.parquet"
+    pq.write_table(table, tmp, **write_options(table.schema))
+    fd = os.open(tmp, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.rename(tmp, final)
+    fsync_dir(directory)
+    ts = table.column("ts")
+    mm = pc.min_max(ts) if len(ts) else None
+    return {
+        "path": f"{rel_dir}/{name}.parquet",
+        "rows": table.num_rows,
+        "bytes": final.stat().st_size,
+        "ts_min": None if mm is None else mm["min"].as_py(),
+        "ts_max": None if mm is None else mm["max"].as_py(),
+        "columns": table.schema.names,
+        "level": level,
+    }

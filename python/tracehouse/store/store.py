@@ -1,0 +1,446 @@
+"""`Store`: the one object that owns a store directory.
+
+Owns the catalog, the per-trace writers, the single-writer lock, recovery on
+open, deletes, and the query engine. The CLI, the HTTP server and the Python
+API are thin callers of this class.
+
+Layout of a store directory:
+  catalog.sqlite            the catalog (traces, types, producers, segments, results)
+  writer.lock               held (flock) by the one process allowed to write
+  traces/<id>/wal/          write-ahead log files of trace <id>
+  traces/<id>/segments/<type>/*.parquet   immutable sorted segments
+  results/<id>.parquet      table results
+"""
+
+from __future__ import annotations
+
+import fcntl
+import fnmatch
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Iterable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..errors import BadInput, NotFound, ReadOnly, StoreLocked
+from ..schema import EventType, check_ident
+from .catalog import Catalog, TraceInfo
+from .query import QueryEngine, qident
+from .writer import RecoveryReport, TraceWriter, WriterOptions, conform
+
+TRACE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:@+-]{0,127}$")
+
+
+def check_trace_name(name: str) -> str:
+    """Trace names become SQL schema names: no path separators, quotes or '..'."""
+    if not isinstance(name, str) or not TRACE_NAME.match(name) or ".." in name:
+        raise BadInput(
+            f"invalid trace name {name!r}",
+            expected="letters, digits and _ . : @ + - (not starting with . or -, no '..', at most 128 characters)",
+        )
+    return name
+
+
+class Store:
+    """A tracehouse store directory. Open with `tracehouse.open(path)`.
+
+    Any number of processes may read; the first write takes the store's
+    writer lock (a second writing process gets `StoreLocked`).
+    """
+
+    def __init__(self, path: str | os.PathLike, *, readonly: bool = False, create: bool = True,
+                 options: WriterOptions | None = None, **option_kw: Any) -> None:
+        self.path = Path(path).absolute()
+        self.readonly = readonly
+        self.options = options or WriterOptions(**option_kw)
+        cat_path = self.path / "catalog.sqlite"
+        if not cat_path.exists():
+            if readonly or not create:
+                raise NotFound(f"no tracehouse store at {self.path} (run `tracehouse init` first)")
+            self.path.mkdir(parents=True, exist_ok=True)
+            (self.path / "traces").mkdir(exist_ok=True)
+        self.catalog = Catalog(cat_path, readonly=readonly)
+        self._lock_fd: int | None = None
+        self._writers: dict[int, TraceWriter] = {}
+        self.recovery: list[RecoveryReport] = []
+        self._query: QueryEngine | None = None
+        if not readonly and _has_pending_work(self):
+            try:
+                self._become_writer()
+            except StoreLocked:
+                pass  # the process holding the lock owns recovery; we read registered segments
+
+
+    # -- the writer lock -----------------------------------------------------------
+
+    def _become_writer(self) -> None:
+        if self.readonly:
+            raise ReadOnly(f"store {self.path} was opened read-only")
+        if self._lock_fd is not None:
+            return
+        fd = os.open(self.path / "writer.lock", os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
+            os.close(fd)
+            raise StoreLocked(
+                f"store {self.path} is being written by another process (pid {holder}); "
+                "one writer per store — stop it, or read with a read-only open"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, str(os.getpid()).encode(), 0)
+        self._lock_fd = fd
+        self._recover()
+
+    def _recover(self) -> None:
+        """Finish interrupted deletes, drop orphan files, replay uncovered WAL."""
+        for tid in self.catalog.deleting():
+            shutil.rmtree(self.path / "traces" / str(tid), ignore_errors=True)
+            self.catalog.drop_trace_rows(tid)
+        known = self.catalog.known_paths()
+        traces_dir = self.path / "traces"
+        live_ids = {t.id for t in self.catalog.traces()}
+        if traces_dir.exists():
+            for d in traces_dir.iterdir():
+                if d.name.isdigit() and int(d.name) not in live_ids:
+                    shutil.rmtree(d, ignore_errors=True)  # a trace whose creation never committed
+                    continue
+                seg_root = d / "segments"
+                if seg_root.exists():
+                    for f in seg_root.rglob("*"):
+                        rel = f.relative_to(self.path).as_posix()
+                        if f.is_file() and (f.name.endswith(".tmp") or rel not in known):
+                            f.unlink()
+        self._delete_retired()
+        for info in self.catalog.traces():
+            wal_dir = self.path / "traces" / str(info.id) / "wal"
+            if wal_dir.exists() and any(wal_dir.iterdir()):
+                w = self._writer(info)
+                if w.recovery.wal_files:
+                    self.recovery.append(w.recovery)
+
+    def _delete_retired(self) -> None:
+        """Delete files of compacted-away segments once readers had `retire_grace_s` to finish."""
+        cutoff = time.time() - self.options.retire_grace_s
+        gone = []
+        for sid, rel in self.catalog.retired_before(cutoff):
+            (self.path / rel).unlink(missing_ok=True)
+            gone.append(sid)
+        self.catalog.forget_segments(gone)
+
+    def _writer(self, info: TraceInfo) -> TraceWriter:
+        w = self._writers.get(info.id)
+        if w is None:
+            self._become_writer()
+            w = TraceWriter(self, info.id, info.name, self.catalog.event_types(info.format), self.options)
+            self._writers[info.id] = w
+        return w
+
+    # -- traces --------------------------------------------------------------------
+
+    def create_trace(self, name: str, format: str = "custom", *, description: str = "",
+                     metadata: dict[str, Any] | None = None, event_types: Iterable[EventType] = (),
+                     producers: list[dict] | None = None, format_description: str = "") -> TraceInfo:
+        """Create an empty trace; its format's event types are registered once."""
+        check_trace_name(name)
+        check_ident(format, "format")
+        self._become_writer()
+        self.catalog.ensure_format(format, format_description)
+        for et in event_types:
+            self.catalog.put_event_type(format, et)
+        tid = self.catalog.create_trace(name, format, description, metadata or {})
+        if producers:
+            self.catalog.put_producers(tid, producers)
+        return self.catalog.trace(name)
+
+    def trace(self, name: str) -> TraceInfo:
+        return self.catalog.trace(name)
+
+    def traces(self) -> list[TraceInfo]:
+        return self.catalog.traces()
+
+    def search(self, name: str | None = None, *, format: str | None = None, metadata: dict[str, str] | None = None,
+               start: int | None = None, end: int | None = None, min_events: int | None = None,
+               max_events: int | None = None, min_bytes: int | None = None,
+               max_bytes: int | None = None) -> list[TraceInfo]:
+        """Traces matching every given criterion.
+
+        name: glob pattern (`*`, `?`); start/end: ns, the trace overlaps [start, end];
+        metadata: key -> glob pattern on the value.
+        """
+        where, args = [], []
+        if format is not None:
+            where.append("format = ?")
+            args.append(format)
+        if start is not None:
+            where.append("ts_max >= ?")
+            args.append(int(start))
+        if end is not None:
+            where.append("ts_min <= ?")
+            args.append(int(end))
+        for col, op, v in (("event_count", ">=", min_events), ("event_count", "<=", max_events),
+                           ("bytes", ">=", min_bytes), ("bytes", "<=", max_bytes)):
+            if v is not None:
+                where.append(f"{col} {op} ?")
+                args.append(int(v))
+        for k, pattern in (metadata or {}).items():
+            where.append("id IN (SELECT trace_id FROM trace_metadata WHERE key = ? AND value GLOB ?)")
+            args += [k, pattern]
+        if name is not None:
+            where.append("name GLOB ?")
+            args.append(name)
+        return self.catalog.traces(" AND ".join(where), tuple(args))
+
+    def set_metadata(self, trace: str, metadata: dict[str, Any]) -> None:
+        self._become_writer()
+        self.catalog.set_metadata(self.catalog.trace(trace).id, metadata)
+
+    def event_types(self, trace: str) -> dict[str, EventType]:
+        info = self.catalog.trace(trace)
+        w = self._writers.get(info.id)
+        return dict(w.event_types) if w else self.catalog.event_types(info.format)
+
+    def add_event_type(self, trace: str, et: EventType) -> EventType:
+        """Declare (or widen) an event type of the trace's format."""
+        info = self.catalog.trace(trace)
+        self._become_writer()
+        stored = self.catalog.put_event_type(info.format, et)
+        w = self._writers.get(info.id)
+        if w is not None:
+            w.event_types[stored.name] = stored
+        return stored
+
+    # -- producers -----------------------------------------------------------------
+
+    def add_producers(self, trace: str, rows: list[dict]) -> None:
+        """Insert or replace producers: dicts with id, parent, kind, name, attrs."""
+        self._become_writer()
+        self.catalog.put_producers(self.catalog.trace(trace).id, rows)
+
+    def producers(self, trace: str) -> list[dict]:
+        return self.catalog.producers(self.catalog.trace(trace).id)
+
+    # -- appending -----------------------------------------------------------------
+
+    def append(self, trace: str, event_type: str, batch: pa.RecordBatch | pa.Table, *, wait: bool = False,
+               source: str = "batch") -> int:
+        """Append events of one type. Returns the log sequence number of the write.
+
+        `batch` needs ts (int64 ns) and producer (int32); seq is assigned per
+        producer when absent; params not given are null. With `wait=True` the
+        call returns once the write is durable under the store's fsync policy.
+        """
+        info = self.catalog.trace(trace)
+        w = self._writer(info)
+        et = w.event_types.get(event_type)
+        if et is None:
+            raise BadInput(f"trace {trace!r} (format {info.format!r}) has no event type {event_type!r}",
+                           expected=", ".join(w.event_types) or "a declared event type (store.add_event_type)")
+        if isinstance(batch, pa.Table):
+            batch = pa.RecordBatch.from_arrays([c.combine_chunks() for c in batch.columns], schema=batch.schema) \
+                if batch.num_rows else pa.RecordBatch.from_pylist([], schema=batch.schema)
+        if "seq" not in batch.schema.names and batch.num_rows:
+            if "producer" not in batch.schema.names:
+                raise BadInput("batch has no producer column", file=source, column="producer")
+            prod = batch.column("producer")
+            if prod.null_count:
+                raise BadInput(f"{prod.null_count} null producers", file=source, column="producer")
+            seq = w.assign_seq(prod.cast(pa.int32()).to_numpy(zero_copy_only=False))
+            batch = batch.append_column("seq", pa.array(seq, pa.int64()))
+        batch = conform(batch, et, source=source)
+        return w.append(event_type, batch, wait=wait)
+
+    def wait_durable(self, trace: str, lsn: int, timeout: float | None = None) -> bool:
+        return self._writer(self.catalog.trace(trace)).wait_durable(lsn, timeout)
+
+    def flush(self, trace: str | None = None) -> None:
+        """Checkpoint buffered events into registered segments (all traces by default)."""
+        for w in self._selected_writers(trace):
+            w.flush()
+
+    def compact(self, trace: str | None = None) -> int:
+        """Merge small segments now; returns how many segments were merged."""
+        n = 0
+        names = [trace] if trace else [t.name for t in self.catalog.traces()]
+        for name in names:
+            w = self._writer(self.catalog.trace(name))
+            w.flush()
+            n += w.maybe_compact(force=True)
+        self._delete_retired()
+        return n
+
+    def _selected_writers(self, trace: str | None) -> list[TraceWriter]:
+        if trace is None:
+            return list(self._writers.values())
+        info = self.catalog.trace(trace)
+        w = self._writers.get(info.id)
+        return [w] if w else []
+
+    def _max_seq_by_producer(self, trace: str) -> dict[int, int]:
+        t = self.sql(f"SELECT producer, max(seq) + 1 AS n FROM {qident(trace)}.events GROUP BY producer")
+        return dict(zip(t.column("producer").to_pylist(), t.column("n").to_pylist()))
+
+    # -- reading -------------------------------------------------------------------
+
+    @property
+    def query_engine(self) -> QueryEngine:
+        if self._query is None:
+            self._query = QueryEngine(self)
+        return self._query
+
+    def sql(self, query: str, params: list | dict | None = None) -> pa.Table:
+        """Run SQL over the store's views; returns an Arrow table."""
+        return self.query_engine.sql(query, params)
+
+    def events(self, trace: str, types: str | Iterable[str] | None = None, *, start: int | None = None,
+               end: int | None = None, producers: Iterable[int] | None = None,
+               columns: Iterable[str] | None = None, output: str = "arrow"):
+        """Events of a trace in ts order, filtered by type, time range [start, end) and producer.
+
+        One type: all of its columns. Several types (or None): the common
+        columns plus `type`. output: arrow | pandas | polars.
+        """
+        info = self.catalog.trace(trace)
+        known = self.event_types(trace)
+        if isinstance(types, str):
+            types = [types]
+        types = list(types) if types is not None else None
+        for t in types or []:
+            if t not in known:
+                raise BadInput(f"trace {trace!r} has no event type {t!r}", expected=", ".join(known))
+        schema = qident(info.name)
+        if types is not None and len(types) == 1:
+            src, type_filter = f"{schema}.{qident(types[0])}", None
+        else:
+            src, type_filter = f"{schema}.events", types
+        cols = "*" if columns is None else ", ".join(qident(c) for c in columns)
+        where, args = [], []
+        if start is not None:
+            where.append("ts >= ?")
+            args.append(int(start))
+        if end is not None:
+            where.append("ts < ?")
+            args.append(int(end))
+        if producers is not None:
+            ps = [int(p) for p in producers]
+            where.append(f"producer IN ({', '.join('?' * len(ps))})" if ps else "false")
+            args += ps
+        if type_filter is not None:
+            where.append(f"type IN ({', '.join('?' * len(type_filter))})" if type_filter else "false")
+            args += type_filter
+        sql = f"SELECT {cols} FROM {src}" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY ts, producer, seq"
+        table = self.sql(sql, args)
+        return convert(table, output)
+
+    # -- analysis results ------------------------------------------------------------
+
+    def save_result(self, kind: str, name: str, tool: str, traces: Iterable[str], *, params: dict | None = None,
+                    payload: Any = None, table: pa.Table | None = None) -> int:
+        """Save an analysis result linked to one or more traces; returns its id."""
+        self._become_writer()
+        ids = [self.catalog.trace(t).id for t in traces]
+        path = None
+        if table is not None:
+            (self.path / "results").mkdir(exist_ok=True)
+            tmp = self.path / "results" / f".{os.getpid()}-{time.time_ns()}.parquet.tmp"
+            pq.write_table(table, tmp, compression="zstd")
+            with open(tmp, "rb") as f:
+                os.fsync(f.fileno())
+            path = f"results/{tmp.name[1:-4]}"
+            os.rename(tmp, self.path / path)
+        return self.catalog.add_result(kind, name, tool, params or {}, ids, payload=payload, path=path)
+
+    def results(self, *, trace: str | None = None, tool: str | None = None, name: str | None = None,
+                kind: str | None = None) -> list[dict]:
+        where, args = [], []
+        if trace is not None:
+            where.append("r.id IN (SELECT result_id FROM result_traces WHERE trace_id = ?)")
+            args.append(self.catalog.trace(trace).id)
+        for col, v in (("tool", tool), ("name", name), ("kind", kind)):
+            if v is not None:
+                where.append(f"r.{col} = ?")
+                args.append(v)
+        return self.catalog.results(" AND ".join(where), tuple(args))
+
+    def result(self, rid: int) -> dict:
+        rows = self.catalog.results("r.id = ?", (int(rid),))
+        if not rows:
+            raise NotFound(f"no result with id {rid}")
+        return rows[0]
+
+    def result_table(self, rid: int) -> pa.Table:
+        r = self.result(rid)
+        if not r["path"]:
+            raise NotFound(f"result {rid} ({r['kind']}) has no table")
+        return pq.read_table(self.path / r["path"])
+
+    # -- deleting --------------------------------------------------------------------
+
+    def rm(self, trace: str) -> None:
+        """Delete a trace: hidden in one catalog transaction first, files after."""
+        info = self.catalog.trace(trace)
+        self._become_writer()
+        w = self._writers.pop(info.id, None)
+        if w is not None:
+            w.close(flush=False)
+        self.catalog.mark_deleting(info.id)
+        shutil.rmtree(self.path / "traces" / str(info.id), ignore_errors=True)
+        self.catalog.drop_trace_rows(info.id)
+
+    # -- closing ---------------------------------------------------------------------
+
+    def close(self) -> None:
+        errors = []
+        for w in list(self._writers.values()):
+            try:
+                w.close()
+            except Exception as e:  # keep closing the others; report the first
+                errors.append(e)
+        self._writers.clear()
+        if self._query is not None:
+            self._query.close()
+            self._query = None
+        self.catalog.close()
+        if self._lock_fd is not None:
+            os.close(self._lock_fd)
+            self._lock_fd = None
+        if errors:
+            raise errors[0]
+
+    def __enter__(self) -> "Store":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def _has_pending_work(store: Store) -> bool:
+    """True when opening must recover (uncovered WAL, unfinished delete, stray files)."""
+    if store.catalog.deleting():
+        return True
+    traces = store.path / "traces"
+    if not traces.exists():
+        return False
+    for d in traces.iterdir():
+        wal = d / "wal"
+        if wal.exists() and any(wal.iterdir()):
+            return True
+    return False
+
+
+def convert(table: pa.Table, output: str):
+    if output == "arrow":
+        return table
+    if output == "pandas":
+        return table.to_pandas()
+    if output == "polars":
+        import polars as pl
+
+        return pl.from_arrow(table)
+    raise BadInput(f"unknown output {output!r}", expected="arrow | pandas | polars")

@@ -1,0 +1,175 @@
+"""The write-ahead log of one trace: numbered files of length+CRC framed records.
+
+Owns the on-disk WAL format, appending, fsync, rotation and reading back with
+torn-tail detection. A file is `wal/<number>.wal`: an 8-byte magic, then
+records `[u32 payload length][u32 crc32(payload)][payload]`, where payload is
+`[u16 name length][event type name][Arrow IPC stream of one record batch]`.
+Numbers only grow; the catalog records the highest number whose records are
+all in registered segments (`traces.wal_covered`), so recovery replays exactly
+the files above it.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+import zlib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+import pyarrow as pa
+
+MAGIC = b"THWAL001"
+HEADER = struct.Struct("<II")
+NAME_LEN = struct.Struct("<H")
+MAX_RECORD = 1 << 31  # a length beyond this is garbage, not a record
+
+
+def wal_path(directory: Path, number: int) -> Path:
+    return directory / f"{number:012d}.wal"
+
+
+def wal_numbers(directory: Path) -> list[int]:
+    if not directory.exists():
+        return []
+    out = []
+    for p in directory.iterdir():
+        if p.suffix == ".wal" and p.stem.isdigit():
+            out.append(int(p.stem))
+    return sorted(out)
+
+
+def fsync_dir(directory: Path) -> None:
+    fd = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def encode_batch(batch: pa.RecordBatch) -> pa.Buffer:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, batch.schema) as w:
+        w.write_batch(batch)
+    return sink.getvalue()
+
+
+class WalWriter:
+    """Appends records to the current WAL file; `rotate()` starts the next one."""
+
+    def __init__(self, directory: Path, number: int) -> None:
+        self.directory = Path(directory)
+        self.directory.mkdir(parents=True, exist_ok=True)
+        self.number = number
+        self.fd = -1
+        self.size = 0
+        self._open(number)
+
+    def _open(self, number: int) -> None:
+        path = wal_path(self.directory, number)
+        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self.size = os.fstat(self.fd).st_size
+        if self.size == 0:
+            os.write(self.fd, MAGIC)
+            self.size = len(MAGIC)
+        self.number = number
+        fsync_dir(self.directory)
+
+    def append(self, event_type: str, batch: pa.RecordBatch) -> int:
+        """Write one record; returns the file size after it (not yet durable)."""
+        name = event_type.encode()
+        body = encode_batch(batch)
+        head = NAME_LEN.pack(len(name)) + name
+        crc = zlib.crc32(body, zlib.crc32(head))
+        n = os.writev(self.fd, [HEADER.pack(len(head) + body.size, crc), head, body])
+        expected = HEADER.size + len(head) + body.size
+        if n != expected:  # a short write on a regular file means the disk is full
+            raise OSError(f"short write to {wal_path(self.directory, self.number)}: {n} of {expected} bytes")
+        self.size += n
+        return self.size
+
+    def sync(self) -> None:
+        os.fsync(self.fd)
+
+    def rotate(self) -> int:
+        """Make the current file durable, close it and open the next; returns the closed number."""
+        old = self.number
+        os.fsync(self.fd)
+        os.close(self.fd)
+        self._open(old + 1)
+        return old
+
+    def close(self) -> None:
+        if self.fd >= 0:
+            os.fsync(self.fd)
+            os.close(self.fd)
+            self.fd = -1
+
+
+@dataclass
+class WalScan:
+    """What reading one WAL file found."""
+
+    path: Path
+    records: list[tuple[str, pa.RecordBatch]] = field(default_factory=list)
+    valid_bytes: int = 0
+    file_bytes: int = 0
+    error: str | None = None
+
+    @property
+    def torn_bytes(self) -> int:
+        return self.file_bytes - self.valid_bytes
+
+
+def read_wal(path: Path) -> WalScan:
+    """Read every intact record of a WAL file, stopping at the first bad one."""
+    data = Path(path).read_bytes()
+    scan = WalScan(Path(path), file_bytes=len(data))
+    if len(data) < len(MAGIC) or data[: len(MAGIC)] != MAGIC:
+        scan.error = "missing WAL header" if len(data) < len(MAGIC) else "bad WAL magic"
+        return scan
+    pos = len(MAGIC)
+    mv = memoryview(data)
+    while pos < len(data):
+        if pos + HEADER.size > len(data):
+            scan.error = f"truncated record header at byte {pos}"
+            break
+        length, crc = HEADER.unpack_from(data, pos)
+        start, end = pos + HEADER.size, pos + HEADER.size + length
+        if length < NAME_LEN.size or length > MAX_RECORD or end > len(data):
+            scan.error = f"record at byte {pos} claims {length} bytes, {len(data) - start} remain"
+            break
+        payload = mv[start:end]
+        if zlib.crc32(payload) != crc:
+            scan.error = f"CRC mismatch in record at byte {pos}"
+            break
+        (nlen,) = NAME_LEN.unpack_from(payload, 0)
+        try:
+            name = bytes(payload[2 : 2 + nlen]).decode()
+            reader = pa.ipc.open_stream(pa.py_buffer(payload[2 + nlen :]))
+            batches = list(reader)
+        except (UnicodeDecodeError, pa.ArrowInvalid) as e:
+            scan.error = f"undecodable record at byte {pos}: {e}"
+            break
+        for b in batches:
+            scan.records.append((name, b))
+        pos = end
+    scan.valid_bytes = pos if scan.error is None else pos
+    if scan.error is None:
+        scan.valid_bytes = len(data)
+    return scan
+
+
+def cut_tail(scan: WalScan) -> None:
+    """Truncate a WAL file to its last intact record and make that durable."""
+    with open(scan.path, "r+b") as f:
+        f.truncate(max(scan.valid_bytes, len(MAGIC)) if scan.valid_bytes >= len(MAGIC) else 0)
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def iter_uncovered(directory: Path, covered: int) -> Iterator[int]:
+    for n in wal_numbers(directory):
+        if n > covered:
+            yield n

@@ -1,0 +1,448 @@
+"""The writer of one trace: WAL append, group commit, checkpoints into segments.
+
+Owns the path of an appended batch from acknowledgement to segment:
+
+  append ──> WAL record (framed, CRC) ──> in-memory tail ──checkpoint──> Parquet segments
+                 │                                            (rotate WAL, write, fsync, rename,
+                 └─ fsync policy: always | batch | off         register + advance wal_covered, drop WAL)
+
+* `always`: append returns after fsync of its record.
+* `batch`: a syncer thread fsyncs every `group_commit_ms`; `wait_durable(lsn)`
+  (or `append(..., wait=True)`) blocks until a group commit covers the record.
+* `off`: no WAL at all (bulk import that can be redone); rows are durable
+  only once a checkpoint has registered them (`flush()`).
+
+One checkpoint runs at a time in a background thread while appends continue
+into the next WAL file; if a second one is due before the first finishes,
+append waits (back-pressure bounds memory to about two checkpoints of rows).
+Segments of a checkpoint are encoded in parallel (pyarrow releases the GIL).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ..errors import BadInput, TracehouseError
+from ..schema import EventType
+from . import wal as walmod
+from .segments import sort_by_ts, write_segment
+
+if TYPE_CHECKING:
+    from .store import Store
+
+POLICIES = ("always", "batch", "off")
+
+
+@dataclass
+class WriterOptions:
+    fsync: str = "batch"
+    group_commit_ms: float = 5.0
+    flush_rows: int = 4_000_000  # checkpoint when this many rows are buffered
+    flush_interval_s: float = 1.0  # ... or when the oldest buffered row is this old
+    compact_min_segments: int = 8  # auto-compact a type once it has this many small segments
+    compact_target_rows: int = 8_000_000  # segments at least this big are left alone
+    retire_grace_s: float = 60.0  # readers may still scan a compacted segment this long
+    encode_threads: int = 2
+
+    def __post_init__(self) -> None:
+        if self.fsync not in POLICIES:
+            raise BadInput(f"unknown fsync policy {self.fsync!r}", expected=" | ".join(POLICIES))
+
+
+@dataclass
+class RecoveryReport:
+    trace: str
+    wal_files: int = 0
+    records: int = 0
+    rows: int = 0
+    torn: list[dict] = field(default_factory=list)
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+class TraceWriter:
+    """Appends to one trace. Created by `Store`; not shared between processes."""
+
+    def __init__(self, store: "Store", trace_id: int, trace_name: str, event_types: dict[str, EventType],
+                 opts: WriterOptions) -> None:
+        self.store = store
+        self.trace_id = trace_id
+        self.trace_name = trace_name
+        self.event_types = dict(event_types)
+        self.opts = opts
+        self.root = store.path
+        self.trace_dir = f"traces/{trace_id}"
+        self.wal_dir = self.root / self.trace_dir / "wal"
+        self.lock = threading.RLock()
+        self.cond = threading.Condition(self.lock)
+        self.active: dict[str, list[pa.RecordBatch]] = {}
+        self.active_rows = 0
+        self.active_since = 0.0
+        self.inflight: dict[str, list[pa.RecordBatch]] | None = None
+        self.tail_version = 0  # bumped whenever the unflushed tail changes
+        self.lsn = 0
+        self.durable_lsn = 0
+        self.error: BaseException | None = None
+        self.closed = False
+        self.seq_next: dict[int, int] | None = None
+        self.pool = ThreadPoolExecutor(max_workers=max(1, opts.encode_threads), thread_name_prefix="th-encode")
+        self.recovery = self._recover()
+        self.wal: walmod.WalWriter | None = None
+        if opts.fsync != "off":
+            nums = walmod.wal_numbers(self.wal_dir)
+            covered = store.catalog.trace(trace_name).wal_covered
+            self.wal = walmod.WalWriter(self.wal_dir, max([covered, *nums]) + 1)
+        self._stop = False
+        self.flush_request = threading.Event()
+        self.flusher = threading.Thread(target=self._flush_loop, name=f"th-flush-{trace_id}", daemon=True)
+        self.flusher.start()
+        self.syncer = threading.Thread(target=self._sync_loop, name=f"th-sync-{trace_id}", daemon=True)
+        self.syncer.start()
+
+    # -- recovery ----------------------------------------------------------------
+
+    def _recover(self) -> RecoveryReport:
+        """Replay WAL files above the covered number into the tail; cut torn tails."""
+        report = RecoveryReport(self.trace_name)
+        covered = self.store.catalog.trace(self.trace_name).wal_covered
+        for n in walmod.wal_numbers(self.wal_dir):
+            path = walmod.wal_path(self.wal_dir, n)
+            if n <= covered:  # a crash after registration but before the WAL was dropped
+                path.unlink(missing_ok=True)
+                continue
+            scan = walmod.read_wal(path)
+            report.wal_files += 1
+            if scan.error is not None:
+                report.torn.append({"file": str(path), "offset": scan.valid_bytes, "bytes_cut": scan.torn_bytes,
+                                    "reason": scan.error})
+                walmod.cut_tail(scan)
+            for name, batch in scan.records:
+                et = self.event_types.get(name)
+                if et is None:
+                    raise TracehouseError(f"{path}: WAL record for unknown event type {name!r}")
+                self._buffer(name, batch)
+                report.records += 1
+                report.rows += batch.num_rows
+        return report
+
+    # -- appending ---------------------------------------------------------------
+
+    def _check(self) -> None:
+        if self.error is not None:
+            raise TracehouseError(f"writer of trace {self.trace_name!r} failed earlier: {self.error}") from self.error
+        if self.closed:
+            raise TracehouseError(f"writer of trace {self.trace_name!r} is closed")
+
+    def _buffer(self, name: str, batch: pa.RecordBatch) -> None:
+        if not self.active_rows:
+            self.active_since = time.monotonic()
+        self.active.setdefault(name, []).append(batch)
+        self.active_rows += batch.num_rows
+        self.tail_version += 1
+
+    def append(self, event_type: str, batch: pa.RecordBatch, *, wait: bool = False) -> int:
+        """Log and buffer one conformed batch; returns its log sequence number."""
+        self._check()
+        if batch.num_rows == 0:
+            return self.lsn
+        with self.cond:
+            while self.active_rows >= 2 * self.opts.flush_rows and self.inflight is not None and self.error is None:
+                self.cond.wait(0.05)  # back-pressure: the checkpoint thread is behind
+            self._check()
+            if self.wal is not None:
+                self.wal.append(event_type, batch)
+            self.lsn += 1
+            lsn = self.lsn
+            self._buffer(event_type, batch)
+            if self.opts.fsync == "always":
+                self.wal.sync()
+                self.durable_lsn = lsn
+            elif self.opts.fsync == "off":
+                self.durable_lsn = lsn
+            else:
+                self.cond.notify_all()
+            if self.active_rows >= self.opts.flush_rows:
+                self.flush_request.set()
+        if wait:
+            self.wait_durable(lsn)
+        return lsn
+
+    def wait_durable(self, lsn: int, timeout: float | None = None) -> bool:
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self.cond:
+            while self.durable_lsn < lsn:
+                self._check()
+                left = None if deadline is None else deadline - time.monotonic()
+                if left is not None and left <= 0:
+                    return False
+                self.cond.wait(left if left is not None else 0.5)
+        return True
+
+    def sync(self) -> None:
+        """Make every appended record durable now (fsync=off: a no-op)."""
+        with self.cond:
+            if self.wal is not None:
+                self.wal.sync()
+            self.durable_lsn = self.lsn
+            self.cond.notify_all()
+
+    def _sync_loop(self) -> None:
+        interval = self.opts.group_commit_ms / 1000.0
+        while not self._stop:
+            with self.cond:
+                if self.opts.fsync == "batch" and self.lsn > self.durable_lsn and self.wal is not None:
+                    target, fd = self.lsn, os.dup(self.wal.fd)
+                else:
+                    target, fd = None, -1
+                    self.cond.wait(min(interval, 0.05) if self.opts.fsync == "batch" else 0.1)
+                due = self.active_rows and time.monotonic() - self.active_since >= self.opts.flush_interval_s
+            if due:
+                self.flush_request.set()
+            if target is None:
+                continue
+            try:
+                os.fsync(fd)  # outside the lock: appends continue during the group commit
+            except OSError as e:
+                self.error = e
+            finally:
+                os.close(fd)
+            with self.cond:
+                self.durable_lsn = max(self.durable_lsn, target)
+                self.cond.notify_all()
+            time.sleep(interval)
+
+    # -- tail for in-process queries ------------------------------------------------
+
+    def tail(self) -> dict[str, list[pa.RecordBatch]]:
+        """Batches appended but not yet in registered segments (call under `lock`)."""
+        out: dict[str, list[pa.RecordBatch]] = {}
+        for src in (self.inflight or {}, self.active):
+            for k, v in src.items():
+                out.setdefault(k, []).extend(v)
+        return out
+
+    # -- checkpoints ---------------------------------------------------------------
+
+    def _flush_loop(self) -> None:
+        while True:
+            self.flush_request.wait(0.1)
+            if self._stop and not self.active_rows:
+                return
+            if not self.flush_request.is_set():
+                continue
+            self.flush_request.clear()
+            try:
+                self._checkpoint()
+            except BaseException as e:  # surfaced to the next append / flush
+                self.error = e
+                with self.cond:
+                    self.cond.notify_all()
+                return
+
+    def _checkpoint(self) -> None:
+        with self.cond:
+            if not self.active_rows:
+                return
+            snapshot, self.active, self.active_rows = self.active, {}, 0
+            covered = self.wal.rotate() if self.wal is not None else None
+            if self.wal is not None:
+                self.durable_lsn = self.lsn  # rotation fsynced the closed file
+            self.inflight = snapshot
+            self.tail_version += 1
+            self.cond.notify_all()
+        rows = self._write_segments(snapshot)
+        with self.cond:
+            self.store.catalog.register_segments(self.trace_id, rows, wal_covered=covered)
+            self.inflight = None
+            self.tail_version += 1
+            self.cond.notify_all()
+        if covered is not None:
+            for n in walmod.wal_numbers(self.wal_dir):
+                if n <= covered:
+                    walmod.wal_path(self.wal_dir, n).unlink(missing_ok=True)
+        self.maybe_compact()
+        self.store._delete_retired()
+
+    def _write_segments(self, snapshot: dict[str, list[pa.RecordBatch]]) -> list[dict]:
+        jobs = []
+        for name, batches in snapshot.items():
+            et = self.event_types[name]
+            table = _concat(batches, et)
+            table = sort_by_ts(table)
+            # Two parts per big type so both cores encode; each part is still one ts range.
+            parts = 2 if table.num_rows >= 1_000_000 and self.opts.encode_threads > 1 else 1
+            step = -(-table.num_rows // parts)
+            for i in range(parts):
+                jobs.append((name, table.slice(i * step, step)))
+        jobs.sort(key=lambda j: -j[1].num_rows)
+        futures = [
+            (name, self.pool.submit(write_segment, self.root, f"{self.trace_dir}/segments/{name}", t))
+            for name, t in jobs if t.num_rows
+        ]
+        out = []
+        for name, f in futures:
+            row = f.result()
+            row["event_type"] = name
+            out.append(row)
+        return out
+
+    def flush(self) -> None:
+        """Checkpoint everything appended so far and wait until it is registered."""
+        self._check()
+        with self.cond:
+            while self.inflight is not None and self.error is None:
+                self.cond.wait(0.05)
+        self._check()
+        self._checkpoint()
+        self._check()
+
+    # -- compaction ----------------------------------------------------------------
+
+    def maybe_compact(self, force: bool = False) -> int:
+        """Merge small live segments of each type; returns how many were merged."""
+        merged = 0
+        cat = self.store.catalog
+        for name in self.event_types:
+            small = [s for s in cat.segments(self.trace_id, name) if s.rows < self.opts.compact_target_rows]
+            if len(small) < (2 if force else self.opts.compact_min_segments):
+                continue
+            groups, cur, cur_rows = [], [], 0
+            for s in small:
+                if cur and cur_rows + s.rows > self.opts.compact_target_rows:
+                    groups.append(cur)
+                    cur, cur_rows = [], 0
+                cur.append(s)
+                cur_rows += s.rows
+            if cur:
+                groups.append(cur)
+            et = self.event_types[name]
+            for g in groups:
+                if len(g) < 2:
+                    continue
+                tables = [pq.read_table(self.root / s.path) for s in g]
+                table = sort_by_ts(_concat_tables(tables, et))
+                row = write_segment(self.root, f"{self.trace_dir}/segments/{name}", table,
+                                    level=1 + max(s.level for s in g))
+                row["event_type"] = name
+                with self.cond:
+                    cat.register_segments(self.trace_id, [row], retire=[s.id for s in g])
+                    self.tail_version += 1
+                merged += len(g)
+        return merged
+
+    # -- sequence numbers ----------------------------------------------------------
+
+    def assign_seq(self, producer: np.ndarray) -> np.ndarray:
+        """Per-producer sequence numbers continuing from what the trace holds."""
+        if self.seq_next is None:
+            self.seq_next = self.store._max_seq_by_producer(self.trace_name)
+        order = np.argsort(producer, kind="stable")
+        sp = producer[order]
+        starts = np.flatnonzero(np.r_[True, sp[1:] != sp[:-1]])
+        counts = np.diff(np.r_[starts, len(sp)])
+        uniq = sp[starts]
+        base = np.fromiter((self.seq_next.get(int(u), 0) for u in uniq), dtype=np.int64, count=len(uniq))
+        pos = np.arange(len(sp), dtype=np.int64) - np.repeat(starts, counts)
+        seq = np.empty(len(sp), dtype=np.int64)
+        seq[order] = pos + np.repeat(base, counts)
+        for u, b, c in zip(uniq.tolist(), base.tolist(), counts.tolist()):
+            self.seq_next[u] = b + c
+        return seq
+
+    # -- closing -------------------------------------------------------------------
+
+    def close(self, flush: bool = True) -> None:
+        if self.closed:
+            return
+        try:
+            if flush and self.error is None:
+                self.flush()
+        finally:
+            self.closed = True
+            self._stop = True
+            self.flush_request.set()
+            with self.cond:
+                self.cond.notify_all()
+            self.flusher.join(timeout=30)
+            self.syncer.join(timeout=5)
+            self.pool.shutdown(wait=True)
+            if self.wal is not None:
+                self.wal.close()
+                # The file opened after the last rotation holds nothing when flushed.
+                path = walmod.wal_path(self.wal_dir, self.wal.number)
+                if flush and self.error is None and path.exists() and path.stat().st_size <= len(walmod.MAGIC):
+                    path.unlink()
+
+    def abandon(self) -> None:
+        """Stop threads without flushing (used by tests that simulate a crash in-process)."""
+        self.close(flush=False)
+
+
+def _concat(batches: list[pa.RecordBatch], et: EventType) -> pa.Table:
+    if all(b.schema.equals(batches[0].schema) for b in batches):
+        return pa.Table.from_batches(batches)
+    return _concat_tables([pa.Table.from_batches([b]) for b in batches], et)
+
+
+def _concat_tables(tables: list[pa.Table], et: EventType) -> pa.Table:
+    """Tables of one type whose columns differ (the type was widened): align to `et`."""
+    target = et.arrow_schema()
+    aligned = []
+    for t in tables:
+        cols = []
+        for f in target:
+            if f.name in t.column_names:
+                cols.append(t.column(f.name).cast(f.type))
+            else:
+                cols.append(pa.nulls(t.num_rows, f.type))
+        aligned.append(pa.Table.from_arrays(cols, schema=target.remove_metadata()))
+    return pa.concat_tables(aligned)
+
+
+def conform(batch: pa.RecordBatch | pa.Table, et: EventType, *, source: str = "batch") -> pa.RecordBatch:
+    """`batch` cast to the columns of `et`, in order; missing params become null.
+
+    Raises BadInput naming the column when a common column is missing or null,
+    a value does not cast, or a column is not declared.
+    """
+    if isinstance(batch, pa.Table):
+        batch = batch.combine_chunks().to_batches()[0] if batch.num_rows else pa.RecordBatch.from_pylist([], schema=batch.schema)
+    names = set(batch.schema.names)
+    declared = {c.name for c in et.columns}
+    extra = [n for n in batch.schema.names if n not in declared]
+    if extra:
+        raise BadInput(f"columns {extra} are not parameters of event type {et.name!r}", file=source,
+                       expected=", ".join(sorted(declared)))
+    arrays = []
+    for c in et.columns:
+        if c.name not in names:
+            if not c.nullable:
+                raise BadInput(f"event type {et.name!r} needs column {c.name!r}", file=source, column=c.name)
+            arrays.append(pa.nulls(batch.num_rows, c.arrow_type))
+            continue
+        a = batch.column(c.name)
+        if not c.nullable and a.null_count:
+            raise BadInput(f"{a.null_count} null values in column {c.name!r}", file=source, column=c.name,
+                           expected=f"a {c.type} in every row")
+        if a.type != c.arrow_type:
+            if pa.types.is_dictionary(a.type):
+                a = a.cast(a.type.value_type)
+            try:
+                a = pc.cast(a, c.arrow_type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                raise BadInput(f"cannot store values as {c.type}: {e}", file=source, column=c.name,
+                               expected=c.type) from None
+        arrays.append(a)
+    return pa.RecordBatch.from_arrays(arrays, schema=et.arrow_schema())
