@@ -1,0 +1,476 @@
+"""The `tracehouse` command: a thin shell over `Store`.
+
+Owns argument parsing, output rendering (rich tables, CSV, JSON with
+`--json`), progress bars and exit codes: 0 ok, 1 failure, 2 bad input or
+unknown names, 3 store locked by another writer. The store is `--store DIR`,
+else $TRACEHOUSE_HOME, else ./tracehouse-data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv as csvmod
+import datetime as dt
+import io
+import json
+import os
+import sys
+import time
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Callable
+
+import pyarrow as pa
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from . import __version__, default_path
+from .errors import BadInput, TracehouseError
+from .store import Store
+from .store.query import qident
+
+out = Console(soft_wrap=True)
+err = Console(stderr=True)
+
+
+# -- helpers -------------------------------------------------------------------------
+
+
+def open_store(args, *, write: bool = False, **options) -> Store:
+    path = args.store or default_path()
+    if not write:
+        return Store(path, readonly=True)
+    return Store(path, **options)
+
+
+def emit_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def human_bytes(n: int | None) -> str:
+    if n is None:
+        return ""
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1024 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def human_ns(ns: int | None) -> str:
+    if ns is None:
+        return ""
+    if ns > 10**17:  # looks like a unix epoch in ns
+        return dt.datetime.fromtimestamp(ns / 1e9, dt.timezone.utc).isoformat(timespec="microseconds")
+    return f"{ns / 1e9:.6f} s"
+
+
+@contextmanager
+def progress_bar(description: str, total: int | None, enabled: bool = True):
+    """Yields advance(n); draws a bar on stderr when the terminal (or FORCE) allows."""
+    if not enabled:
+        yield lambda n: None
+        return
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TimeRemainingColumn()]
+    with Progress(*columns, console=err, transient=True) as p:
+        task = p.add_task(description, total=total)
+        yield lambda n: p.advance(task, n)
+
+
+def arrow_table_render(t: pa.Table, fmt: str, limit: int | None = None) -> None:
+    if fmt == "json":
+        emit_json(t.to_pylist())
+    elif fmt == "csv":
+        buf = io.StringIO()
+        w = csvmod.writer(buf)
+        w.writerow(t.column_names)
+        for row in t.to_pylist():
+            w.writerow([row[c] for c in t.column_names])
+        sys.stdout.write(buf.getvalue())
+    else:
+        table = Table(show_edge=False, header_style="bold")
+        for c in t.column_names:
+            table.add_column(c, justify="right" if pa.types.is_integer(t.schema.field(c).type)
+                             or pa.types.is_floating(t.schema.field(c).type) else "left")
+        rows = t.slice(0, limit).to_pylist() if limit else t.to_pylist()
+        for row in rows:
+            table.add_row(*["NULL" if v is None else escape(str(v)) for v in row.values()])
+        out.print(table)
+        if limit and t.num_rows > limit:
+            err.print(f"({t.num_rows} rows, {limit} shown; use --format csv or json for all)")
+
+
+def trace_rows(traces) -> list[dict]:
+    return [t.to_json() for t in traces]
+
+
+def print_traces(traces, as_json: bool) -> None:
+    if as_json:
+        emit_json(trace_rows(traces))
+        return
+    table = Table(show_edge=False, header_style="bold")
+    for c, j in (("name", "left"), ("format", "left"), ("events", "right"), ("bytes", "right"),
+                 ("from", "left"), ("to", "left"), ("created", "left")):
+        table.add_column(c, justify=j)
+    for t in traces:
+        created = dt.datetime.fromtimestamp(t.created).strftime("%Y-%m-%d %H:%M:%S")
+        table.add_row(t.name, t.format, f"{t.event_count:,}", human_bytes(t.bytes), human_ns(t.ts_min),
+                      human_ns(t.ts_max), created)
+    out.print(table)
+    if not traces:
+        err.print("no traces")
+
+
+# -- commands ------------------------------------------------------------------------
+
+
+def cmd_init(args) -> int:
+    store = Store(args.store or default_path())
+    store.close()
+    if args.json:
+        emit_json({"store": str(store.path)})
+    else:
+        out.print(f"store ready at {store.path}")
+    return 0
+
+
+def cmd_ls(args) -> int:
+    with open_store(args) as s:
+        print_traces(s.traces(), args.json)
+    return 0
+
+
+def cmd_info(args) -> int:
+    with open_store(args) as s:
+        info = s.trace(args.trace)
+        types = s.event_types(args.trace)
+        counts = {}
+        for seg in s.catalog.segments(info.id):
+            counts[seg.event_type] = counts.get(seg.event_type, 0) + seg.rows
+        nseg = len(s.catalog.segments(info.id))
+        producers = s.producers(args.trace)
+        data = info.to_json() | {
+            "segments": nseg,
+            "producers": len(producers),
+            "event_types": [
+                {"name": et.name, "kind": et.kind, "events": counts.get(et.name, 0),
+                 "params": [p.to_json() for p in et.params]}
+                for et in types.values()
+            ],
+        }
+    if args.json:
+        emit_json(data)
+        return 0
+    out.print(f"[bold]{info.name}[/bold]  format {info.format}  {info.event_count:,} events  "
+              f"{human_bytes(info.bytes)} in {nseg} segments  {len(producers)} producers")
+    if info.description:
+        out.print(info.description)
+    out.print(f"time {human_ns(info.ts_min)} .. {human_ns(info.ts_max)}")
+    for k, v in info.metadata.items():
+        out.print(f"  {k} = {v}")
+    table = Table(show_edge=False, header_style="bold")
+    for c in ("event type", "kind", "events", "parameters"):
+        table.add_column(c)
+    for et in data["event_types"]:
+        table.add_row(et["name"], et["kind"], f"{et['events']:,}",
+                      escape(", ".join(f"{p['name']}:{p['type']}" + (f" [{p['unit']}]" if p["unit"] else "")
+                                       for p in et["params"])))
+    out.print(table)
+    return 0
+
+
+def cmd_search(args) -> int:
+    meta = {}
+    for kv in args.meta or []:
+        if "=" not in kv:
+            raise BadInput(f"--meta {kv!r}", expected="KEY=GLOB")
+        k, v = kv.split("=", 1)
+        meta[k] = v
+    with open_store(args) as s:
+        traces = s.search(args.name, format=args.format, metadata=meta, start=args.start, end=args.end,
+                          min_events=args.min_events, max_events=args.max_events, min_bytes=args.min_bytes,
+                          max_bytes=args.max_bytes)
+    print_traces(traces, args.json)
+    return 0
+
+
+def cmd_query(args) -> int:
+    fmt = "json" if args.json else args.format
+    with open_store(args) as s:
+        t = s.sql(args.sql)
+    arrow_table_render(t, fmt, limit=args.limit if fmt == "table" else None)
+    return 0
+
+
+def cmd_export(args) -> int:
+    out_dir = Path(args.out or ".")
+    with open_store(args) as s:
+        info = s.trace(args.trace)
+        types = s.event_types(args.trace)
+        target = out_dir / info.name
+        target.mkdir(parents=True, exist_ok=True)
+        files = []
+        for name in types:
+            path = target / f"{name}.{args.format}"
+            opts = "(FORMAT parquet, COMPRESSION zstd)" if args.format == "parquet" else "(FORMAT csv, HEADER true)"
+            s.sql(f"COPY (SELECT * FROM {qident(info.name)}.{qident(name)} ORDER BY ts, producer, seq) "
+                  f"TO '{str(path).replace(chr(39), chr(39) * 2)}' {opts}")
+            files.append({"event_type": name, "path": str(path), "bytes": path.stat().st_size})
+        prod = pa.Table.from_pylist([p | {"attrs": json.dumps(p["attrs"])} for p in s.producers(args.trace)]) \
+            if s.producers(args.trace) else None
+        if prod is not None:
+            ppath = target / f"producers.{args.format}"
+            if args.format == "parquet":
+                import pyarrow.parquet as pq
+
+                pq.write_table(prod, ppath)
+            else:
+                import pyarrow.csv as pacsv
+
+                pacsv.write_csv(prod, ppath)
+            files.append({"event_type": None, "path": str(ppath), "bytes": ppath.stat().st_size})
+    if args.json:
+        emit_json({"trace": info.name, "files": files})
+    else:
+        for f in files:
+            out.print(f"{f['path']}  {human_bytes(f['bytes'])}")
+    return 0
+
+
+def cmd_rm(args) -> int:
+    with open_store(args, write=True) as s:
+        for name in args.trace:
+            s.rm(name)
+    if args.json:
+        emit_json({"removed": args.trace})
+    else:
+        out.print("removed " + ", ".join(args.trace))
+    return 0
+
+
+def cmd_import(args) -> int:
+    from . import importers
+    from .importers.tabular import Mapping
+
+    path = Path(args.path)
+    if not path.exists():
+        raise BadInput("no such file", file=str(path))
+    imp = importers.get(args.importer, path)
+    mapping = Mapping(ts=args.ts, ts_unit=args.ts_unit, producer=args.producer, type=args.type, seq=args.seq,
+                      dur=args.dur, event_type=args.event_type, kind=args.kind, format=args.trace_format)
+    name = args.name or path.stem.split(".")[0]
+    t0 = time.perf_counter()
+    with open_store(args, write=True, fsync=args.fsync) as s:
+        with progress_bar(f"importing {path.name}", None, enabled=not args.json and sys.stderr.isatty()) as adv:
+            report = imp.import_file(s, path, name, mapping=mapping, strict=args.strict,
+                                     description=args.description or "", progress=adv)
+    secs = time.perf_counter() - t0
+    data = report.to_json() | {"seconds": round(secs, 3), "events_per_s": round(report.events / secs)}
+    if args.json:
+        emit_json(data)
+    else:
+        out.print(f"imported {report.events:,} events into [bold]{report.trace}[/bold] in {secs:.2f} s "
+                  f"({report.events / secs:,.0f} events/s): " + ", ".join(f"{k} {v:,}" for k, v in report.by_type.items()))
+        if report.rejected:
+            err.print(f"[yellow]{report.rejected} rejected lines[/yellow] (first: " + "; ".join(
+                f"line {r.line}: {r.reason}" for r in report.first_rejected[:5]) + ")")
+    return 0
+
+
+def generate_tod(store: Store, name: str, events: int, *, seed: int = 42, threads: int = 10, batch: int = 100_000,
+                 progress: Callable[[int], None] | None = None, description: str = "") -> dict:
+    """Generate a TOD trace (seed 001) into `store`; returns counts and timing."""
+    from . import _core
+    from .formats import tod
+
+    params = {"events": events, "seed": seed, "threads": threads}
+    store.create_trace(name, tod.FORMAT, description=description or "TOD workload (seed 001)",
+                       metadata={"generator": "tod", **params}, event_types=tod.EVENT_TYPES,
+                       producers=tod.producers(threads), format_description=tod.DESCRIPTION)
+    gen = _core.TodGenerator(events=events, seed=seed, threads=threads)
+    t0 = time.perf_counter()
+    total = 0
+    while True:
+        batches = gen.next_batches(max_events=batch)
+        if batches is None:
+            break
+        n = 0
+        for type_name, b in batches.items():
+            store.append(name, type_name, b)
+            n += b.num_rows
+        total += n
+        if progress:
+            progress(n)
+    store.flush(name)
+    secs = time.perf_counter() - t0
+    return {"trace": name, "events": total, "seconds": round(secs, 3), "events_per_s": round(total / secs)}
+
+
+def cmd_generate(args) -> int:
+    if args.workload != "tod":
+        raise BadInput(f"unknown workload {args.workload!r}", expected="tod")
+    with open_store(args, write=True, fsync=args.fsync) as s:
+        with progress_bar(f"generating {args.name}", args.events, enabled=not args.json) as adv:
+            r = generate_tod(s, args.name, args.events, seed=args.seed, threads=args.threads, progress=adv)
+    if args.json:
+        emit_json(r)
+    else:
+        out.print(f"generated {r['events']:,} TOD events into [bold]{r['trace']}[/bold] in {r['seconds']:.2f} s "
+                  f"({r['events_per_s']:,} events/s)")
+    return 0
+
+
+DEMO_QUERIES = [
+    ("events by type",
+     'SELECT type, count(*) AS events, min(ts) AS first_ns, max(ts) AS last_ns FROM "{t}".events GROUP BY type ORDER BY events DESC'),
+    ("events per thread",
+     'SELECT p.name AS thread, count(*) AS events FROM "{t}".events e JOIN th.producers p'
+     " ON p.trace = '{t}' AND p.id = e.producer GROUP BY p.name ORDER BY events DESC LIMIT 5"),
+    ("most called methods",
+     'SELECT behavior_id, count(*) AS calls, round(avg(arg_count), 2) AS args FROM "{t}".behavior_enter'
+     " GROUP BY behavior_id ORDER BY calls DESC LIMIT 5"),
+    ("most written fields",
+     'SELECT field_id, count(*) AS writes, count(DISTINCT target) AS objects FROM "{t}".field_write'
+     " GROUP BY field_id ORDER BY writes DESC LIMIT 5"),
+]
+
+
+def cmd_demo(args) -> int:
+    name = "demo-tod"
+    with open_store(args, write=True, fsync="batch") as s:
+        if any(t.name == name for t in s.traces()):
+            s.rm(name)
+        with progress_bar(f"generating {name}", args.events, enabled=not args.json) as adv:
+            r = generate_tod(s, name, args.events, progress=adv, description="tracehouse demo: TOD workload")
+        results = {}
+        timings = {}
+        for title, q in DEMO_QUERIES:
+            t0 = time.perf_counter()
+            results[title] = s.sql(q.format(t=name))
+            timings[title] = time.perf_counter() - t0
+        info = s.trace(name)
+    if args.json:
+        emit_json({"store": str(s.path), "ingest": r, "bytes": info.bytes,
+                   "queries": {k: {"rows": v.to_pylist(), "seconds": round(timings[k], 4)} for k, v in results.items()}})
+        return 0
+    out.print(f"[bold]tracehouse demo[/bold] — store {s.path}")
+    out.print(f"generated {r['events']:,} TOD events (seed 001 workload: 10 threads, 1,000 methods, 1,000 fields, "
+              f"50 locals) in {r['seconds']:.2f} s = {r['events_per_s']:,} events/s, "
+              f"{human_bytes(info.bytes)} on disk ({info.bytes / max(1, r['events']):.2f} B/event)")
+    for title, t in results.items():
+        out.print(f"\n[bold]{title}[/bold]  ({timings[title] * 1000:.1f} ms)")
+        arrow_table_render(t, "table")
+    out.print(f"\nTry: tracehouse --store {s.path} query 'SELECT count(*) FROM \"{name}\".events'")
+    return 0
+
+
+def cmd_bench(args) -> int:
+    if args.bench == "ingest":
+        from .bench import ingest
+
+        result = ingest.run(args.events, batch=args.batch, workdir=args.workdir, progress=not args.json)
+        if args.json:
+            emit_json(result)
+        else:
+            out.print(ingest.render(result))
+            for k, v in ingest.ratios(result).items():
+                out.print(f"{k}: {v}")
+        return 0
+    raise BadInput(f"unknown benchmark {args.bench!r}", expected="ingest")
+
+
+# -- parser --------------------------------------------------------------------------
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="tracehouse", description="A warehouse for execution traces.")
+    p.add_argument("--version", action="version", version=f"tracehouse {__version__}")
+    p.add_argument("--store", help="store directory (default: $TRACEHOUSE_HOME or ./tracehouse-data)")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name: str, fn, help: str) -> argparse.ArgumentParser:
+        sp = sub.add_parser(name, help=help, description=help)
+        sp.add_argument("--json", action="store_true", help="print machine-readable JSON")
+        sp.set_defaults(fn=fn)
+        return sp
+
+    add("init", cmd_init, "create an empty store")
+    add("ls", cmd_ls, "list traces")
+    sp = add("info", cmd_info, "describe one trace: event types, counts, producers, segments")
+    sp.add_argument("trace")
+    sp = add("search", cmd_search, "find traces by name, format, metadata, time range and size")
+    sp.add_argument("name", nargs="?", help="glob on the trace name, e.g. 'run-*'")
+    sp.add_argument("--format")
+    sp.add_argument("--meta", action="append", metavar="KEY=GLOB")
+    sp.add_argument("--start", type=int, help="overlaps [start, end], ns")
+    sp.add_argument("--end", type=int)
+    sp.add_argument("--min-events", type=int)
+    sp.add_argument("--max-events", type=int)
+    sp.add_argument("--min-bytes", type=int)
+    sp.add_argument("--max-bytes", type=int)
+    sp = add("query", cmd_query, "run SQL over the store (DuckDB dialect)")
+    sp.add_argument("sql")
+    sp.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    sp.add_argument("--limit", type=int, default=100, help="rows shown in table format")
+    sp = add("export", cmd_export, "write a trace's events, one file per event type")
+    sp.add_argument("trace")
+    sp.add_argument("--format", choices=("parquet", "csv"), default="parquet")
+    sp.add_argument("--out", help="directory (default: .); files go to OUT/<trace>/")
+    sp = add("rm", cmd_rm, "delete traces")
+    sp.add_argument("trace", nargs="+")
+    sp = add("import", cmd_import, "import a file as a new trace")
+    sp.add_argument("importer", help="format: csv | parquet (| installed plugins)")
+    sp.add_argument("path")
+    sp.add_argument("--name", help="trace name (default: the file name)")
+    sp.add_argument("--description")
+    sp.add_argument("--ts", default="ts", help="timestamp column (default ts)")
+    sp.add_argument("--ts-unit", default="ns", choices=("ns", "us", "ms", "s"))
+    sp.add_argument("--producer", default="producer", help="producer column: ids or names (default producer)")
+    sp.add_argument("--type", default="type", help="event type column (default type)")
+    sp.add_argument("--event-type", default="event", help="event type when there is no type column")
+    sp.add_argument("--seq", help="per-producer sequence column (default: assigned)")
+    sp.add_argument("--dur", help="duration column, ns (makes span events)")
+    sp.add_argument("--kind", choices=("instant", "span", "begin", "end", "counter", "link"))
+    sp.add_argument("--trace-format", help="format name the event types are stored under (default: the importer)")
+    sp.add_argument("--strict", action="store_true", help="stop at the first bad line and register nothing")
+    sp.add_argument("--fsync", choices=("always", "batch", "off"), default="off",
+                    help="durability while importing (default off: the import is durable when it ends)")
+    sp = add("generate", cmd_generate, "generate a synthetic workload trace")
+    sp.add_argument("workload", choices=("tod",))
+    sp.add_argument("--events", type=int, default=1_000_000)
+    sp.add_argument("--name", required=True)
+    sp.add_argument("--seed", type=int, default=42)
+    sp.add_argument("--threads", type=int, default=10)
+    sp.add_argument("--fsync", choices=("always", "batch", "off"), default="off")
+    sp = add("demo", cmd_demo, "generate a TOD trace into the store and summarise it with SQL")
+    sp.add_argument("--events", type=int, default=2_000_000)
+    sp = add("bench", cmd_bench, "benchmarks against peers measured in the same run")
+    sp.add_argument("bench", choices=("ingest",))
+    sp.add_argument("--events", type=int, default=10_000_000)
+    sp.add_argument("--batch", type=int, default=10_000)
+    sp.add_argument("--workdir", help="where peers write (default: a temporary directory)")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.fn(args)
+    except TracehouseError as e:
+        if getattr(args, "json", False):
+            emit_json({"error": str(e), "kind": type(e).__name__})
+        err.print(f"[red]error:[/red] {escape(str(e))}", highlight=False)
+        return e.exit_code
+    except KeyboardInterrupt:
+        err.print("interrupted")
+        return 130
+    except BrokenPipeError:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
