@@ -87,6 +87,11 @@ class TraceWriter:
         self.wal_dir = self.root / self.trace_dir / "wal"
         self.lock = threading.RLock()
         self.cond = threading.Condition(self.lock)
+        # One checkpoint or compaction at a time: `flush()` (caller's thread) and the flusher
+        # thread both checkpoint. Two overlapping checkpoints overwrite `inflight` (rows vanish
+        # from in-process queries) and the later one can advance wal_covered over the earlier
+        # one's unregistered WAL file; two compactions merge the same inputs and one fails.
+        self.ckpt_lock = threading.RLock()
         self.active: dict[str, list[pa.RecordBatch]] = {}
         self.active_rows = 0
         self.active_since = 0.0
@@ -252,6 +257,10 @@ class TraceWriter:
                 return
 
     def _checkpoint(self) -> None:
+        with self.ckpt_lock:
+            self._checkpoint_locked()
+
+    def _checkpoint_locked(self) -> None:
         with self.cond:
             if not self.active_rows:
                 return
@@ -312,6 +321,10 @@ class TraceWriter:
 
     def maybe_compact(self, force: bool = False) -> int:
         """Merge small live segments of each type; returns how many were merged."""
+        with self.ckpt_lock:
+            return self._compact_locked(force)
+
+    def _compact_locked(self, force: bool) -> int:
         merged = 0
         cat = self.store.catalog
         for name in self.event_types:
