@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -141,6 +142,10 @@ class Catalog:
     def __init__(self, path: Path, *, readonly: bool = False) -> None:
         self.path = Path(path)
         self.readonly = readonly
+        # The connection is shared by the store's threads (caller, flusher, syncer): SQLite
+        # has one transaction per connection, so a second thread's BEGIN failed with
+        # "cannot start a transaction within a transaction". Transactions take turns.
+        self._tx_lock = threading.RLock()
         if readonly:
             uri = f"file:{self.path}?mode=ro"
             self.db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=30)
@@ -162,14 +167,15 @@ class Catalog:
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """One write transaction; bumps the catalog version readers use to refresh views."""
-        self.db.execute("BEGIN IMMEDIATE")
-        try:
-            yield self.db
-            self.db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'version'")
-            self.db.execute("COMMIT")
-        except BaseException:
-            self.db.execute("ROLLBACK")
-            raise
+        with self._tx_lock:
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.db
+                self.db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'version'")
+                self.db.execute("COMMIT")
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
 
     def version(self) -> int:
         return int(self.db.execute("SELECT value FROM meta WHERE key='version'").fetchone()[0])
