@@ -121,6 +121,10 @@ class TraceWriter:
     def _recover(self) -> RecoveryReport:
         """Replay WAL files above the covered number into the tail; cut torn tails."""
         report = RecoveryReport(self.trace_name)
+        # Highest WAL file replayed into the tail. With fsync=off there is no WalWriter to
+        # rotate, so the first checkpoint must cover these files itself; otherwise they are
+        # never dropped and every later open replays them again (duplicated rows).
+        self.replayed_wal: int | None = None
         covered = self.store.catalog.trace(self.trace_name).wal_covered
         for n in walmod.wal_numbers(self.wal_dir):
             path = walmod.wal_path(self.wal_dir, n)
@@ -129,6 +133,7 @@ class TraceWriter:
                 continue
             scan = walmod.read_wal(path)
             report.wal_files += 1
+            self.replayed_wal = n
             if scan.error is not None:
                 report.torn.append({"file": str(path), "offset": scan.valid_bytes, "bytes_cut": scan.torn_bytes,
                                     "reason": scan.error})
@@ -265,7 +270,8 @@ class TraceWriter:
             if not self.active_rows:
                 return
             snapshot, self.active, self.active_rows = self.active, {}, 0
-            covered = self.wal.rotate() if self.wal is not None else None
+            covered = self.wal.rotate() if self.wal is not None else self.replayed_wal
+            self.replayed_wal = None
             if self.wal is not None:
                 self.durable_lsn = self.lsn  # rotation fsynced the closed file
             self.inflight = snapshot
