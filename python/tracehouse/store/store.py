@@ -237,6 +237,8 @@ class Store:
         call returns once the write is durable under the store's fsync policy.
         """
         info = self.catalog.trace(trace)
+        if not isinstance(batch, (pa.RecordBatch, pa.Table)):
+            raise BadInput(f"events must be a pyarrow RecordBatch or Table, not {type(batch).__name__}", file=source)
         w = self._writer(info)
         et = w.event_types.get(event_type)
         if et is None:
@@ -245,15 +247,17 @@ class Store:
         if isinstance(batch, pa.Table):
             batch = pa.RecordBatch.from_arrays([c.combine_chunks() for c in batch.columns], schema=batch.schema) \
                 if batch.num_rows else pa.RecordBatch.from_pylist([], schema=batch.schema)
-        if "seq" not in batch.schema.names and batch.num_rows:
-            if "producer" not in batch.schema.names:
-                raise BadInput("batch has no producer column", file=source, column="producer")
-            prod = batch.column("producer")
-            if prod.null_count:
-                raise BadInput(f"{prod.null_count} null producers", file=source, column="producer")
-            seq = w.assign_seq(prod.cast(pa.int32()).to_numpy(zero_copy_only=False))
-            batch = batch.append_column("seq", pa.array(seq, pa.int64()))
+        # seq is assigned only once `conform` accepted the batch (a placeholder stands in until
+        # then): a rejected batch must not use up sequence numbers, and a producer column of the
+        # wrong type must be a BadInput naming it, not a raw Arrow cast error.
+        assign_seq = "seq" not in batch.schema.names and batch.num_rows > 0
+        if assign_seq:
+            batch = batch.append_column("seq", pa.array(np.zeros(batch.num_rows, np.int64)))
         batch = conform(batch, et, source=source)
+        if assign_seq:
+            seq = w.assign_seq(batch.column("producer").to_numpy(zero_copy_only=False))
+            i = batch.schema.get_field_index("seq")
+            batch = batch.set_column(i, batch.schema.field(i), pa.array(seq, pa.int64()))
         return w.append(event_type, batch, wait=wait)
 
     def wait_durable(self, trace: str, lsn: int, timeout: float | None = None) -> bool:
