@@ -46,6 +46,25 @@ def check_trace_name(name: str) -> str:
     return name
 
 
+def check_producers(rows: Iterable[dict]) -> list[dict]:
+    """Producer rows validated up front: a bad row must not leave a half-created trace behind."""
+    out = []
+    for i, r in enumerate(rows):
+        if not isinstance(r, dict):
+            raise BadInput(f"producer #{i} is a {type(r).__name__}", expected="a dict with id, kind, name")
+        missing = [k for k in ("id", "kind", "name") if k not in r]
+        if missing:
+            raise BadInput(f"producer #{i} has no {', '.join(missing)}", expected="a dict with id, kind, name")
+        for k, types in (("id", (int, np.integer)), ("parent", (int, np.integer, type(None))),
+                         ("kind", (str,)), ("name", (str,)), ("attrs", (dict, type(None)))):
+            v = r.get(k)
+            if isinstance(v, bool) or not isinstance(v, types):
+                raise BadInput(f"producer #{i} has {k}={v!r}", column=k,
+                               expected={"id": "an int", "parent": "an int or None", "attrs": "a dict"}.get(k, "a string"))
+        out.append(r)
+    return out
+
+
 class Store:
     """A tracehouse store directory. Open with `tracehouse.open(path)`.
 
@@ -150,6 +169,7 @@ class Store:
         """Create an empty trace; its format's event types are registered once."""
         check_trace_name(name)
         check_ident(format, "format")
+        producers = check_producers(producers or [])  # before anything is registered
         self._become_writer()
         self.catalog.ensure_format(format, format_description)
         for et in event_types:
@@ -220,6 +240,7 @@ class Store:
 
     def add_producers(self, trace: str, rows: list[dict]) -> None:
         """Insert or replace producers: dicts with id, parent, kind, name, attrs."""
+        rows = check_producers(rows)
         self._become_writer()
         self.catalog.put_producers(self.catalog.trace(trace).id, rows)
 
