@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 from ..errors import BadInput, NotFound, ReadOnly, StoreLocked
 from ..schema import EventType, check_ident
-from .catalog import Catalog, TraceInfo
+from .catalog import RESULT_KINDS, Catalog, TraceInfo
 from .query import QueryEngine, qident
 from .writer import RecoveryReport, TraceWriter, WriterOptions, conform
 
@@ -369,6 +369,8 @@ class Store:
                     payload: Any = None, table: pa.Table | None = None) -> int:
         """Save an analysis result linked to one or more traces; returns its id."""
         self._become_writer()
+        if kind not in RESULT_KINDS:  # checked before the table file is written, not after
+            raise BadInput(f"unknown result kind {kind!r}", expected=" | ".join(RESULT_KINDS))
         ids = [self.catalog.trace(t).id for t in traces]
         path = None
         if table is not None:
