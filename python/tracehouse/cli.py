@@ -32,7 +32,7 @@ from .store import Store
 from .store.query import qident
 
 out = Console(soft_wrap=True)
-err = Console(stderr=True)
+err = Console(stderr=True, soft_wrap=True)  # errors stay one greppable line
 
 
 # -- helpers -------------------------------------------------------------------------
@@ -261,7 +261,7 @@ def cmd_import(args) -> int:
     imp = importers.get(args.importer, path)
     mapping = Mapping(ts=args.ts, ts_unit=args.ts_unit, producer=args.producer, type=args.type, seq=args.seq,
                       dur=args.dur, event_type=args.event_type, kind=args.kind, format=args.trace_format)
-    name = args.name or path.stem.split(".")[0]
+    name = args.name if args.name is not None else path.stem.split(".")[0]
     t0 = time.perf_counter()
     with open_store(args, write=True, fsync=args.fsync) as s:
         with progress_bar(f"importing {path.name}", None, enabled=not args.json and sys.stderr.isatty()) as adv:

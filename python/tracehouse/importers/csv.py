@@ -83,13 +83,23 @@ def import_file(store, path: str | Path, name: str, *, mapping: Mapping | None =
     if mapping.format is None:
         mapping.format = NAME
     try:
+        with open(path, "rb") as f:
+            header = f.readline(1 << 20)
+    except FileNotFoundError:
+        raise BadInput("no such file", file=source) from None
+    try:
+        header.decode("utf-8")
+    except UnicodeDecodeError as e:
+        raise BadInput(f"header is not UTF-8 text (byte {e.start})", file=source, line=1, offset=e.start,
+                       expected="a header line of column names") from None
+    try:
         # Types come from the first block; malformed rows are the second pass's business.
         probe = pacsv.open_csv(path, read_options=pacsv.ReadOptions(block_size=BLOCK),
                                parse_options=pacsv.ParseOptions(invalid_row_handler=lambda row: "skip"))
         inferred = probe.schema
     except FileNotFoundError:
         raise BadInput("no such file", file=source) from None
-    except pa.ArrowInvalid as e:
+    except (pa.ArrowInvalid, UnicodeDecodeError) as e:
         raise BadInput(f"not a readable CSV: {e}", file=source, line=None,
                        expected="a header line, then one event per line") from None
     text_types = {f.name: pa.string() for f in inferred}
@@ -106,7 +116,7 @@ def import_file(store, path: str | Path, name: str, *, mapping: Mapping | None =
         reasons[row.number] = reason
         return "skip"
 
-    def read_error(e: pa.ArrowInvalid, row: int) -> BadInput:
+    def read_error(e: Exception, row: int) -> BadInput:
         if -1 in reasons:
             line, reason = reasons[-1].split("\t", 1)
             return BadInput(reason, file=source, line=int(line), expected="the header's number of fields")
@@ -120,7 +130,7 @@ def import_file(store, path: str | Path, name: str, *, mapping: Mapping | None =
             parse_options=pacsv.ParseOptions(invalid_row_handler=on_invalid),
             convert_options=pacsv.ConvertOptions(column_types=text_types, strings_can_be_null=False),
         )
-    except pa.ArrowInvalid as e:
+    except (pa.ArrowInvalid, UnicodeDecodeError) as e:
         raise read_error(e, 0) from None
 
     def batches():
@@ -130,7 +140,7 @@ def import_file(store, path: str | Path, name: str, *, mapping: Mapping | None =
                 batch = reader.read_next_batch()
             except StopIteration:
                 return
-            except pa.ArrowInvalid as e:
+            except (pa.ArrowInvalid, UnicodeDecodeError) as e:
                 raise read_error(e, row) from None
             row += batch.num_rows
             yield batch
