@@ -42,6 +42,7 @@ class QueryEngine:
         self.con = duckdb.connect(":memory:")
         self.lock = threading.RLock()
         self._catalog_version = -1
+        self._th_version = -1
         self._trace_sigs: dict[str, Any] = {}  # trace name -> signature of its views
         self._registered: set[str] = set()
 
@@ -201,14 +202,18 @@ class QueryEngine:
 
     def refresh(self, sql: str | None = None) -> None:
         version = self.store.catalog.version()
+        lowered = sql.lower() if sql is not None else None
+        # th.* is built from Python objects, and DuckDB imports pandas (0.3 s) to register any:
+        # plain trace queries (read_parquet views only) skip it.
+        if (lowered is None or "th." in lowered) and version != self._th_version:
+            self._th_version = version
+            self._refresh_th()
         if version != self._catalog_version:
             self._catalog_version = version
-            self._refresh_th()
             live = {t.name for t in self.store.catalog.traces()}
             for gone in set(self._trace_sigs) - live:
                 self.con.execute(f"DROP SCHEMA IF EXISTS {qident(gone)} CASCADE")
                 del self._trace_sigs[gone]
-        lowered = sql.lower() if sql is not None else None
         for info in self.store.catalog.traces():
             if lowered is None or info.name.lower() in lowered:
                 self._refresh_trace(info)
