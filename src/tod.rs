@@ -198,9 +198,15 @@ pub struct TodBatch {
 /// writes (the 15 % calls are counted in the callee), i.e. 34.8/30.9/17.2/17.2 %.
 const SHARE_PERMILLE: [usize; 4] = [360, 320, 180, 180];
 
+/// Most events [`TodBatch::with_capacity`] reserves room for (about 300 MB of columns).
+pub const MAX_RESERVE: usize = 1 << 22;
+
 impl TodBatch {
-    /// An empty batch with room for about `events` events without reallocating.
+    /// An empty batch with room for about `events` events without reallocating (at most
+    /// [`MAX_RESERVE`]: past that the columns grow as they fill, so a huge `max_events`
+    /// never reserves memory the run will not use).
     pub fn with_capacity(events: usize) -> Self {
+        let events = events.min(MAX_RESERVE);
         let cap = |t: usize| events / 1000 * SHARE_PERMILLE[t] + (events % 1000) * SHARE_PERMILLE[t] / 1000 + 16;
         let v = |t: usize| Vec::with_capacity(cap(t));
         let (fw, vw, be, bx) = (0, 1, 2, 3);
@@ -416,11 +422,9 @@ impl TodGenerator {
     pub fn remaining_bound(&self) -> u64 {
         let open: u64 = self.threads.iter().map(|t| t.stack.len() as u64).sum();
         match self.phase {
-            Phase::Running => {
-                self.cfg.events - self.emitted
-                    + open
-                    + u64::from(self.cfg.threads) * (u64::from(self.cfg.max_depth) + 1)
-            }
+            Phase::Running => (self.cfg.events - self.emitted)
+                .saturating_add(open)
+                .saturating_add(u64::from(self.cfg.threads) * (u64::from(self.cfg.max_depth) + 1)),
             Phase::Draining { .. } => open,
             Phase::Done => 0,
         }

@@ -15,6 +15,8 @@ use crate::tod::{self, TodBatch, TodConfig, EVENT_TYPES};
 
 /// Default `max_events` of `next_batches` and of iteration.
 const DEFAULT_MAX_EVENTS: usize = 65_536;
+/// Events generated per GIL release inside one `next_batches` (about 20 ms of work).
+const SLICE: usize = 1 << 20;
 
 /// The four pyarrow schemas, converted once per interpreter.
 fn pa_schemas(py: Python<'_>) -> PyResult<&[Py<PyAny>; 4]> {
@@ -61,13 +63,25 @@ impl PyTodGenerator {
         if self.inner.is_exhausted() {
             return Ok(None);
         }
-        let inner = &mut self.inner;
-        let batch = py.detach(|| {
-            let room = (max_events as u64).min(inner.remaining_bound()) as usize;
-            let mut b = TodBatch::with_capacity(room);
-            inner.fill(max_events, &mut b);
-            b
-        });
+        let room = (max_events as u64).min(self.inner.remaining_bound()) as usize;
+        let mut batch = TodBatch::with_capacity(room);
+        // Slices of SLICE events without the GIL, checking for Ctrl-C in between, so a
+        // huge `max_events` stays interruptible. A signal drops the partial batch; the
+        // generator has moved on by those events.
+        let mut filled = 0;
+        while filled < max_events {
+            let want = (max_events - filled).min(SLICE);
+            let inner = &mut self.inner;
+            let b = &mut batch;
+            let n = py.detach(move || inner.fill(want, b));
+            filled += n;
+            if n < want {
+                break;
+            }
+            if filled < max_events {
+                py.check_signals()?;
+            }
+        }
         if batch.is_empty() {
             return Ok(None);
         }
