@@ -5,6 +5,7 @@
 //! This file owns the crate layout and the one `#[pymodule]`; each concern lives in its
 //! own module:
 //!
+//! - [`colpool`]: recycling of column allocations lent to Arrow.
 //! - [`rng`]: the deterministic PRNG shared by the workload generators.
 //! - [`tod`]: the TOD workload generator (seed 001).
 //! - `py`: the PyO3 glue (only with the default `python` feature), one file per
@@ -15,6 +16,7 @@
 
 #![deny(missing_docs)]
 
+pub mod colpool;
 pub mod rng;
 pub mod tod;
 

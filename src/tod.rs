@@ -26,6 +26,7 @@ use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch};
 use arrow_buffer::{BooleanBuffer, NullBuffer, ScalarBuffer};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
+use crate::colpool::ColumnPool;
 use crate::rng::{scale32, SplitMix64};
 
 /// Names of the four event types, in the order batches are returned.
@@ -206,9 +207,17 @@ impl TodBatch {
     /// [`MAX_RESERVE`]: past that the columns grow as they fill, so a huge `max_events`
     /// never reserves memory the run will not use).
     pub fn with_capacity(events: usize) -> Self {
+        Self::with_capacity_in(events, None)
+    }
+
+    /// Like [`TodBatch::with_capacity`], taking the int64 columns from `pool` when given.
+    pub fn with_capacity_in(events: usize, pool: Option<&ColumnPool>) -> Self {
         let events = events.min(MAX_RESERVE);
         let cap = |t: usize| events / 1000 * SHARE_PERMILLE[t] + (events % 1000) * SHARE_PERMILLE[t] / 1000 + 16;
-        let v = |t: usize| Vec::with_capacity(cap(t));
+        let v = |t: usize| match pool {
+            Some(p) => p.take(cap(t)),
+            None => Vec::with_capacity(cap(t)),
+        };
         let (fw, vw, be, bx) = (0, 1, 2, 3);
         Self {
             field_write: FieldWrites {
@@ -267,6 +276,12 @@ impl TodBatch {
     /// One `RecordBatch` per event type that has rows, in [`EVENT_TYPES`] order, with
     /// the schemas of [`schema`]. The columns move into Arrow without a copy.
     pub fn into_record_batches(self) -> Vec<(&'static str, RecordBatch)> {
+        self.into_record_batches_in(None)
+    }
+
+    /// Like [`TodBatch::into_record_batches`]; with a `pool`, the int64 columns go back
+    /// to it once Arrow drops them (see [`ColumnPool`]).
+    pub fn into_record_batches_in(self, pool: Option<&ColumnPool>) -> Vec<(&'static str, RecordBatch)> {
         let lens = self.lens();
         let mut out = Vec::with_capacity(4);
         let mut push = |t: usize, columns: Vec<ArrayRef>| {
@@ -275,37 +290,31 @@ impl TodBatch {
                 out.push((EVENT_TYPES[t], batch));
             }
         };
+        let buf = |v: Vec<i64>| match pool {
+            Some(p) => p.share(v),
+            None => ScalarBuffer::from(v),
+        };
+        let i64s = |v: Vec<i64>| -> ArrayRef { Arc::new(Int64Array::new(buf(v), None)) };
         let FieldWrites { ts, producer, seq, parent_seq, field_id, target, value } = self.field_write;
         push(0, vec![i64s(ts), i32s(producer), i64s(seq), i64s(parent_seq), i64s(field_id), i64s(target), i64s(value)]);
         let VarWrites { ts, producer, seq, parent_seq, var_id, value } = self.var_write;
         push(1, vec![i64s(ts), i32s(producer), i64s(seq), i64s(parent_seq), i64s(var_id), i64s(value)]);
         let BehaviorEnters { ts, producer, seq, parent_seq, behavior_id, target, arg_count, args } =
             self.behavior_enter;
-        let arg_cols = args.into_iter().enumerate().map(|(k, col)| {
+        let mut cols = Vec::with_capacity(11);
+        for (k, col) in args.into_iter().enumerate() {
             let valid = BooleanBuffer::collect_bool(arg_count.len(), |i| arg_count[i] > k as i64);
-            let arr: ArrayRef = Arc::new(Int64Array::new(ScalarBuffer::from(col), Some(NullBuffer::new(valid))));
-            arr
-        });
-        let arg_cols: Vec<ArrayRef> = arg_cols.collect();
-        let mut cols = vec![
-            i64s(ts),
-            i32s(producer),
-            i64s(seq),
-            i64s(parent_seq),
-            i64s(behavior_id),
-            i64s(target),
-            i64s(arg_count),
-        ];
+            cols.push(Arc::new(Int64Array::new(buf(col), Some(NullBuffer::new(valid)))) as ArrayRef);
+        }
+        let arg_cols = std::mem::take(&mut cols);
+        cols.extend([i64s(ts), i32s(producer), i64s(seq), i64s(parent_seq), i64s(behavior_id), i64s(target)]);
+        cols.push(i64s(arg_count));
         cols.extend(arg_cols);
         push(2, cols);
         let BehaviorExits { ts, producer, seq, parent_seq, behavior_id, ret_value } = self.behavior_exit;
         push(3, vec![i64s(ts), i32s(producer), i64s(seq), i64s(parent_seq), i64s(behavior_id), i64s(ret_value)]);
         out
     }
-}
-
-fn i64s(v: Vec<i64>) -> ArrayRef {
-    Arc::new(Int64Array::new(ScalarBuffer::from(v), None))
 }
 
 fn i32s(v: Vec<i32>) -> ArrayRef {

@@ -11,6 +11,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyTuple};
 
 use super::arrow::{batch_to_pyarrow, schema_to_pyarrow};
+use crate::colpool::ColumnPool;
 use crate::tod::{self, TodBatch, TodConfig, EVENT_TYPES};
 
 /// Default `max_events` of `next_batches` and of iteration.
@@ -31,6 +32,8 @@ fn pa_schemas(py: Python<'_>) -> PyResult<&[Py<PyAny>; 4]> {
 #[pyclass(module = "tracehouse._core", name = "TodGenerator")]
 pub struct PyTodGenerator {
     inner: tod::TodGenerator,
+    /// Columns of batches the caller has dropped, reused for the next ones.
+    pool: ColumnPool,
 }
 
 #[pymethods]
@@ -50,7 +53,7 @@ impl PyTodGenerator {
     ) -> PyResult<Self> {
         let cfg = TodConfig { events, seed, threads, methods, fields, locals, objects, max_depth };
         let inner = tod::TodGenerator::new(cfg).map_err(|e| PyValueError::new_err(e.to_string()))?;
-        Ok(Self { inner })
+        Ok(Self { inner, pool: ColumnPool::new() })
     }
 
     /// Up to `max_events` next events as {event type: pyarrow.RecordBatch} (only the
@@ -64,7 +67,7 @@ impl PyTodGenerator {
             return Ok(None);
         }
         let room = (max_events as u64).min(self.inner.remaining_bound()) as usize;
-        let mut batch = TodBatch::with_capacity(room);
+        let mut batch = TodBatch::with_capacity_in(room, Some(&self.pool));
         // Slices of SLICE events without the GIL, checking for Ctrl-C in between, so a
         // huge `max_events` stays interruptible. A signal drops the partial batch; the
         // generator has moved on by those events.
@@ -87,7 +90,7 @@ impl PyTodGenerator {
         }
         let schemas = pa_schemas(py)?;
         let out = PyDict::new(py);
-        for (name, rb) in batch.into_record_batches() {
+        for (name, rb) in batch.into_record_batches_in(Some(&self.pool)) {
             let t = EVENT_TYPES.iter().position(|n| *n == name).expect("known event type");
             out.set_item(name, batch_to_pyarrow(py, rb, schemas[t].bind(py))?)?;
         }

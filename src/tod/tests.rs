@@ -261,3 +261,21 @@ fn record_batches_have_the_declared_layout() {
         assert_eq!(rb.column(k).null_count(), 0);
     }
 }
+
+#[test]
+fn pooled_columns_give_the_same_batches_and_are_reused() {
+    let pool = ColumnPool::new();
+    let mut plain = TodGenerator::new(small(30_000, 13)).unwrap();
+    let mut pooled = plain.clone();
+    for round in 0..3 {
+        let mut a = TodBatch::with_capacity(10_000);
+        plain.fill(10_000, &mut a);
+        let mut b = TodBatch::with_capacity_in(10_000, Some(&pool));
+        pooled.fill(10_000, &mut b);
+        let (a, b) = (a.into_record_batches(), b.into_record_batches_in(Some(&pool)));
+        assert_eq!(a, b, "round {round}");
+        drop(b);
+        // 26 int64 columns per batch (6 + 5 + 10 + 5) went back to the pool.
+        assert_eq!(pool.len(), 26, "round {round}");
+    }
+}
