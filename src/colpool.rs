@@ -109,7 +109,7 @@ impl Drop for PooledColumn {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use arrow_array::{Array, Int64Array};
+    use arrow_array::Int64Array;
 
     #[test]
     fn columns_come_back_when_arrow_drops_them() {
