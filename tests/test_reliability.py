@@ -1,0 +1,610 @@
+"""The store under crashes, torn logs, concurrent readers, bad input, a second writer and interrupted deletes.
+
+Crash tests run a real writer process (tests/helpers/ingest_child.py) and SIGKILL
+it: at random moments (several iterations, seeded so a failure can be replayed)
+and at exact points reached through monkeypatched seams. After every crash a plain
+`tracehouse.open` must recover on its own, and every acknowledged batch must be
+there exactly once, whole, with nothing that was never sent.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import shutil
+import signal
+import threading
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import tracehouse
+from helpers import (
+    BATCH_TYPE, ID_TYPE, Child, batch_table, id_table, rows_of_batch, run_child, segment_files, wal_files,
+    wal_frames,
+)
+from tracehouse import BadInput, NotFound, StoreLocked
+from tracehouse.store import wal as walmod
+
+# -- helpers -------------------------------------------------------------------------
+
+
+def make_batch_trace(path: Path) -> None:
+    with tracehouse.open(path) as s:
+        s.create_trace("t", "crashfmt", event_types=[BATCH_TYPE])
+
+
+def batches_in(store) -> dict[int, tuple[int, int]]:
+    """batch id -> (rows, distinct row indexes) of every batch present in trace t."""
+    t = store.sql('SELECT batch, count(*) AS n, count(DISTINCT "row") AS d FROM "t".ev GROUP BY batch')
+    return {b: (n, d) for b, n, d in zip(*(t.column(c).to_pylist() for c in ("batch", "n", "d")))}
+
+
+def assert_files_match_catalog(store) -> None:
+    """No orphan or temporary segment file; every live segment's file exists; no covered WAL file left."""
+    files = set(segment_files(store.path))
+    assert not [f for f in files if f.endswith(".tmp")], "temporary segment files survived recovery"
+    orphans = files - store.catalog.known_paths()
+    assert not orphans, f"segment files not in the catalog: {sorted(orphans)}"
+    missing = {s.path for s in store.catalog.all_live_segments()} - files
+    assert not missing, f"live segments whose file is gone: {sorted(missing)}"
+    for info in store.traces():
+        wal_dir = store.path / "traces" / str(info.id) / "wal"
+        stale = [n for n in walmod.wal_numbers(wal_dir) if n <= info.wal_covered]
+        assert not stale, f"WAL files {stale} are covered by segments but still on disk"
+
+
+def check_batches(store, acked: set[int], sent: set[int]) -> dict[int, tuple[int, int]]:
+    present = batches_in(store)
+    lost = sorted(acked - present.keys())
+    assert not lost, f"acknowledged batches missing after recovery: {lost[:20]}"
+    never_sent = sorted(present.keys() - sent)
+    assert not never_sent, f"batches present that were never sent: {never_sent[:20]}"
+    wrong = {b: nd for b, nd in present.items() if nd != (rows_of_batch(b), rows_of_batch(b))}
+    assert not wrong, f"batches duplicated or partial (batch: (rows, distinct rows)): {dict(list(wrong.items())[:20])}"
+    return present
+
+
+# -- SIGKILL in the middle of ingest -----------------------------------------------------
+
+KILL_ITERATIONS = 8
+
+
+@pytest.mark.parametrize("fsync", ["batch", "always"])
+def test_sigkill_mid_ingest_keeps_every_acked_batch_exactly_once(store_path, fsync):
+    make_batch_trace(store_path)
+    rng = random.Random(f"sigkill-{fsync}")
+    acked: set[int] = set()
+    sent: set[int] = set()
+    for it in range(KILL_ITERATIONS):
+        first = it * 100_000
+        child = Child("ingest_child.py", str(store_path), fsync, str(first))
+        child.wait_lines(rng.randint(1, 40))
+        time.sleep(rng.uniform(0.0, 0.05))
+        ids = [int(x) for x in child.kill()]
+        assert ids == list(range(first, first + len(ids))), "the child acknowledges ids in order"
+        acked.update(ids)
+        sent.update(range(first, first + len(ids) + 1))  # + the one in flight when it died
+        # Every other crash is left for the next child to recover, so kills also land during recovery.
+        if it % 2 == 1 or it == KILL_ITERATIONS - 1:
+            with tracehouse.open(store_path) as s:  # recovery needs nothing but an open
+                check_batches(s, acked, sent)
+                assert_files_match_catalog(s)
+                assert all(not r.torn or r.torn[0]["bytes_cut"] > 0 for r in s.recovery)
+
+    # After all that, a new writer appends and everything is still there exactly once.
+    with tracehouse.open(store_path) as s:
+        s.append("t", "ev", batch_table(999_999), wait=True)
+    acked.add(999_999)
+    sent.add(999_999)
+    with tracehouse.open(store_path, readonly=True) as ro:  # registered segments only: all of it was flushed
+        present = check_batches(ro, acked, sent)
+        assert ro.trace("t").event_count == sum(n for n, _ in present.values())
+
+
+# The point where the child kills itself, and at which occurrence (late enough that earlier
+# checkpoints and compactions have happened).
+DIE_POINTS = {
+    "wal-append": 30,     # half a WAL record on disk
+    "segment-tmp": 2,     # a checkpoint's temporary Parquet file half written
+    "segment-file": 2,    # a segment renamed into place, never registered
+    "registered": 3,      # segments registered and wal_covered advanced, WAL files not deleted
+    "compacted": 1,       # compaction registered, retired files not deleted
+}
+
+
+@pytest.mark.parametrize("fsync", ["batch", "always"])
+@pytest.mark.parametrize("point", list(DIE_POINTS))
+def test_sigkill_at_each_checkpoint_phase_recovers_without_repair(store_path, point, fsync):
+    make_batch_trace(store_path)
+    child = Child("ingest_child.py", str(store_path), fsync, "0", point, str(DIE_POINTS[point]))
+    ids = [int(x) for x in child.finish(timeout=60)]
+    assert child.proc.returncode == -signal.SIGKILL, f"child did not die at {point}: {child.stderr()}"
+    assert ids == list(range(len(ids)))
+    if point == "wal-append":
+        assert len(ids) == DIE_POINTS[point] - 1  # the torn append was never acknowledged
+    files_before = set(segment_files(store_path))
+
+    with tracehouse.open(store_path) as s:
+        check_batches(s, set(ids), set(range(len(ids) + 1)))
+        assert_files_match_catalog(s)
+        torn = [e for r in s.recovery for e in r.torn]
+        if point == "wal-append":
+            assert len(torn) == 1 and torn[0]["bytes_cut"] > 0, s.recovery
+            assert Path(torn[0]["file"]).exists()
+        else:
+            assert torn == [], s.recovery
+        if point in ("segment-tmp", "segment-file"):
+            gone = files_before - set(segment_files(store_path))
+            assert gone, "the orphan left by the crash was not removed"
+            assert not gone & s.catalog.known_paths()
+        s.append("t", "ev", batch_table(10_000), wait=True)  # the store takes writes again
+
+    with tracehouse.open(store_path) as s:
+        check_batches(s, set(ids) | {10_000}, set(range(len(ids) + 1)) | {10_000})
+        assert [e for r in s.recovery for e in r.torn] == []
+
+
+# -- torn and corrupted WAL tails ----------------------------------------------------------
+
+WRITE_THREE = """
+import os, sys
+sys.path.insert(0, {tests!r})
+import tracehouse
+from helpers import batch_table
+s = tracehouse.open({path!r}, fsync="always")
+s.create_trace("t", "crashfmt", event_types=[__import__("helpers").BATCH_TYPE])
+for b in (1, 2, 3):
+    s.append("t", "ev", batch_table(b), wait=True)
+os._exit(0)  # a crash: nothing flushed, the three records live only in the WAL
+"""
+
+
+@pytest.fixture(scope="module")
+def crashed_with_three_records(tmp_path_factory):
+    """A store whose writer died with three acknowledged batches (ids 1, 2, 3) in one WAL file."""
+    path = tmp_path_factory.mktemp("template") / "store"
+    import subprocess
+    import sys
+
+    from helpers import HERE, child_env
+
+    code = WRITE_THREE.format(tests=str(HERE.parent), path=str(path))
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=60, env=child_env())
+    (wal,) = wal_files(path)
+    assert len(wal_frames(wal)) == 3
+    return path
+
+
+def _copy(template: Path, dest: Path) -> tuple[Path, Path]:
+    shutil.copytree(template, dest)
+    (wal,) = wal_files(dest)
+    return dest, wal
+
+
+def _truncate(wal: Path, size: int) -> None:
+    with open(wal, "r+b") as f:
+        f.truncate(size)
+
+
+def _flip(wal: Path, offset: int) -> None:
+    data = bytearray(wal.read_bytes())
+    data[offset] ^= 0x5A
+    wal.write_bytes(bytes(data))
+
+
+def _append(wal: Path, junk: bytes) -> None:
+    with open(wal, "ab") as f:
+        f.write(junk)
+
+
+GARBAGE = bytes((i * 73 + 41) % 256 for i in range(97))
+
+
+# name -> (damage(wal, frames) -> (cut offset, bytes cut), batches kept)
+TORN_CASES = {
+    "truncated-in-header": (lambda w, fr: (_truncate(w, fr[2][0] + 5), (fr[2][0], 5))[1], {1, 2}),
+    "truncated-in-payload": (lambda w, fr: (_truncate(w, fr[2][0] + 8 + 20), (fr[2][0], 28))[1], {1, 2}),
+    "crc-mismatch-last-record": (lambda w, fr: (_flip(w, (fr[2][0] + fr[2][1]) // 2),
+                                                (fr[2][0], fr[2][1] - fr[2][0]))[1], {1, 2}),
+    "crc-mismatch-middle-record": (lambda w, fr: (_flip(w, fr[1][1] - 3), (fr[1][0], fr[2][1] - fr[1][0]))[1], {1}),
+    "garbage-appended": (lambda w, fr: (_append(w, GARBAGE), (fr[2][1], len(GARBAGE)))[1], {1, 2, 3}),
+    "short-garbage-appended": (lambda w, fr: (_append(w, b"\x07\x00\x00"), (fr[2][1], 3))[1], {1, 2, 3}),
+}
+
+
+@pytest.mark.parametrize("case", list(TORN_CASES))
+def test_torn_wal_tail_is_cut_reported_and_everything_before_it_kept(crashed_with_three_records, tmp_path, case):
+    damage, kept = TORN_CASES[case]
+    path, wal = _copy(crashed_with_three_records, tmp_path / "store")
+    offset, cut = damage(wal, wal_frames(wal))
+
+    with tracehouse.open(path, flush_interval_s=3600.0) as s:  # no checkpoint may drop the WAL before we look
+        (report,) = s.recovery
+        assert report.trace == "t"
+        assert len(report.torn) == 1, report
+        torn = report.torn[0]
+        assert Path(torn["file"]) == wal
+        assert torn["offset"] == offset
+        assert torn["bytes_cut"] == cut
+        assert torn["reason"]
+        assert report.records == len(kept)
+        assert report.rows == sum(rows_of_batch(b) for b in kept)
+        assert wal.stat().st_size == offset, "the cut is made on disk, not only skipped in memory"
+        present = check_batches(s, kept, kept)
+        assert present.keys() == kept
+        s.append("t", "ev", batch_table(4), wait=True)
+
+    with tracehouse.open(path) as s:  # the cut was durable: nothing torn the second time
+        assert all(r.torn == [] for r in s.recovery)
+        assert batches_in(s).keys() == kept | {4}
+        check_batches(s, kept | {4}, kept | {4})
+
+
+def test_wal_replay_with_fsync_off_does_not_duplicate_rows(crashed_with_three_records, tmp_path):
+    # Regression: with fsync=off no checkpoint covered the replayed WAL files, so every
+    # reopen replayed them again.
+    path, _ = _copy(crashed_with_three_records, tmp_path / "store")
+    for _ in range(3):
+        with tracehouse.open(path, fsync="off") as s:
+            check_batches(s, {1, 2, 3}, {1, 2, 3})
+    assert wal_files(path) == []
+    with tracehouse.open(path, readonly=True) as ro:
+        check_batches(ro, {1, 2, 3}, {1, 2, 3})
+
+
+@pytest.fixture(scope="module")
+def wal_template(tmp_path_factory):
+    """A WAL file of five records written by WalWriter, and the batches in it."""
+    d = tmp_path_factory.mktemp("wal")
+    w = walmod.WalWriter(d, 0)
+    batches = [batch_table(b).to_batches()[0] for b in range(5)]
+    for b in batches:
+        w.append("ev", b)
+    w.close()
+    path = walmod.wal_path(d, 0)
+    return path.read_bytes(), wal_frames(path), batches
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_any_truncation_or_flipped_byte_keeps_exactly_the_intact_prefix(wal_template, tmp_path, data):
+    raw, frames, batches = wal_template
+    damaged = bytearray(raw)
+    if data.draw(st.booleans(), label="truncate"):
+        size = data.draw(st.integers(len(walmod.MAGIC), len(raw)), label="size")
+        damaged = damaged[:size]
+        intact = sum(1 for _, end in frames if end <= size)
+    else:
+        pos = data.draw(st.integers(len(walmod.MAGIC), len(raw) - 1), label="flip at")
+        damaged[pos] ^= data.draw(st.integers(1, 255), label="xor")
+        intact = sum(1 for _, end in frames if end <= pos)
+    path = tmp_path / f"{random.getrandbits(64):016x}.wal"
+    path.write_bytes(bytes(damaged))
+    scan = walmod.read_wal(path)
+    assert len(scan.records) == intact
+    assert all(b.equals(batches[i]) for i, (_, b) in enumerate(scan.records))
+    expected_valid = frames[intact - 1][1] if intact else len(walmod.MAGIC)
+    assert scan.valid_bytes == expected_valid
+    assert (scan.error is None) == (len(damaged) == expected_valid)
+    walmod.cut_tail(scan)
+    assert path.stat().st_size == expected_valid
+    assert len(walmod.read_wal(path).records) == intact and walmod.read_wal(path).error is None
+
+
+# -- readers during flush and compaction ---------------------------------------------------
+
+SNAPSHOT_QUERY = 'SELECT count(*), count(DISTINCT id), coalesce(max(id), -1) FROM "t".ev'
+SNAPSHOT_ROWS = 8_000
+SNAPSHOT_BATCH = 50
+
+
+def test_readers_see_consistent_snapshots_while_the_writer_flushes_and_compacts(store_path):
+    s = tracehouse.open(store_path, flush_rows=400, flush_interval_s=0.02, compact_min_segments=2,
+                        compact_target_rows=3_000, retire_grace_s=5.0, group_commit_ms=1)
+    try:
+        s.create_trace("t", "idfmt", event_types=[ID_TYPE])
+        reader = Child("reader_child.py", str(store_path), str(SNAPSHOT_ROWS), "90")
+        reader.wait_lines(1)  # the other process is querying before the first append
+
+        inproc: list[tuple[int, int, int]] = []
+        errors: list[BaseException] = []
+        stop = threading.Event()
+
+        def query_loop() -> None:
+            while not stop.is_set():
+                try:
+                    inproc.append(tuple(s.sql(SNAPSHOT_QUERY).to_pylist()[0].values()))
+                except BaseException as e:  # surfaced below
+                    errors.append(e)
+                    return
+
+        t = threading.Thread(target=query_loop)
+        t.start()
+        try:
+            for i in range(SNAPSHOT_ROWS // SNAPSHOT_BATCH):
+                s.append("t", "ev", id_table(i * SNAPSHOT_BATCH, SNAPSHOT_BATCH))
+                if i % 15 == 14:
+                    s.flush("t")  # a checkpoint from this thread while the flusher thread runs its own
+                if i % 50 == 49:
+                    s.compact("t")
+                time.sleep(0.001)
+            s.flush("t")
+            lines = reader.finish(timeout=90)
+        finally:
+            stop.set()
+            t.join(timeout=60)
+        assert not errors, errors
+        assert reader.proc.returncode == 0, f"reader exit {reader.proc.returncode}: {reader.stderr()}"
+
+        other = [tuple(int(x) for x in line.split()) for line in lines]
+        for name, obs in (("other process", other), ("in-writer", inproc)):
+            bad = [o for o in obs if not (o[0] == o[1] == o[2] + 1)]
+            assert not bad, f"{name} reader saw rows missing or doubled (count, distinct, max): {bad[:10]}"
+            counts = [o[0] for o in obs]
+            assert counts == sorted(counts), f"{name} reader went back in time"
+        assert other[0][0] == 0 and other[-1][0] == SNAPSHOT_ROWS
+        assert len(inproc) > 1 and inproc[-1][0] == SNAPSHOT_ROWS
+        final = list(s.sql(SNAPSHOT_QUERY).to_pylist()[0].values())
+        assert final == [SNAPSHOT_ROWS, SNAPSHOT_ROWS, SNAPSHOT_ROWS - 1]
+        levels = s.sql("SELECT max(level) AS l FROM th.segments WHERE trace = 't'").column("l")[0].as_py()
+        assert levels >= 1, "the test meant to compact while reading, but nothing was compacted"
+    finally:
+        s.close()
+
+
+def test_catalog_writes_from_several_threads_while_checkpoints_run(store_path):
+    # Regression: the catalog's shared SQLite connection failed with "cannot start a
+    # transaction within a transaction" when two threads wrote at once.
+    s = tracehouse.open(store_path, flush_rows=100, flush_interval_s=0.01, compact_min_segments=2)
+    try:
+        s.create_trace("t", "idfmt", event_types=[ID_TYPE])
+        errors: list[BaseException] = []
+
+        def meta(k: int) -> None:
+            try:
+                for i in range(60):
+                    s.set_metadata("t", {f"k{k}": i})
+                    s.add_producers("t", [{"id": k * 1000 + i, "kind": "thread", "name": f"p{k}-{i}"}])
+            except BaseException as e:
+                errors.append(e)
+
+        threads = [threading.Thread(target=meta, args=(k,)) for k in range(3)]
+        for th in threads:
+            th.start()
+        for i in range(40):
+            s.append("t", "ev", id_table(i * 25, 25))
+        for th in threads:
+            th.join(timeout=60)
+        s.flush("t")
+        assert not errors, errors
+        assert s.trace("t").metadata == {"k0": "59", "k1": "59", "k2": "59"}
+        assert len(s.producers("t")) == 180
+        assert s.sql(SNAPSHOT_QUERY).to_pylist()[0]["count_star()"] == 1000
+    finally:
+        s.close()
+
+
+# -- bad input through the Python API ------------------------------------------------------
+
+def _tbl(**cols) -> pa.Table:
+    return pa.table(cols)
+
+
+BAD_BATCHES = {
+    "string-in-int-param": (_tbl(ts=[1, 2], producer=pa.array([0, 0], pa.int32()), id=["1", "x"]), "id"),
+    "float-ts": (_tbl(ts=[1.5], producer=pa.array([0], pa.int32())), "ts"),
+    "string-producer": (_tbl(ts=[1], producer=["main"]), "producer"),
+    "producer-out-of-int32": (_tbl(ts=[1], producer=[2**40]), "producer"),
+    "missing-ts": (_tbl(producer=pa.array([0], pa.int32()), id=[1]), "ts"),
+    "missing-producer": (_tbl(ts=[1], id=[1]), "producer"),
+    "null-ts": (_tbl(ts=pa.array([1, None], pa.int64()), producer=pa.array([0, 0], pa.int32())), "ts"),
+    "null-producer": (_tbl(ts=[1, 2], producer=pa.array([0, None], pa.int32())), "producer"),
+    "undeclared-column": (_tbl(ts=[1], producer=pa.array([0], pa.int32()), colour=["red"]), "colour"),
+    "not-arrow": ({"ts": [1], "producer": [0]}, "RecordBatch"),
+}
+
+
+def _assert_nothing_registered(store, store_path) -> None:
+    store.flush()
+    info = store.trace("t")
+    assert info.event_count == 0
+    assert store.catalog.segments(info.id) == []
+    assert segment_files(store_path) == []
+    assert all(walmod.read_wal(w).records == [] for w in wal_files(store_path)), "a WAL record was left behind"
+    assert store.sql('SELECT count(*) AS n FROM "t".ev').column("n")[0].as_py() == 0
+
+
+@pytest.mark.parametrize("case", list(BAD_BATCHES))
+def test_bad_batch_is_rejected_naming_the_problem_and_leaves_nothing(store, store_path, case):
+    batch, named = BAD_BATCHES[case]
+    store.create_trace("t", "idfmt", event_types=[ID_TYPE])
+    with pytest.raises(BadInput) as e:
+        store.append("t", "ev", batch)
+    assert named in str(e.value)
+    if e.value.column is not None:
+        assert e.value.column == named
+    _assert_nothing_registered(store, store_path)
+    # The rejected batch used up no sequence numbers: the next good one starts at 0.
+    store.append("t", "ev", pa.table({"ts": [5, 6], "producer": pa.array([0, 0], pa.int32()), "id": [1, 2]}))
+    assert store.sql('SELECT seq FROM "t".ev ORDER BY ts').column("seq").to_pylist() == [0, 1]
+
+
+def test_append_to_unknown_trace_or_event_type(store, store_path):
+    store.create_trace("t", "idfmt", event_types=[ID_TYPE])
+    good = id_table(0, 3)
+    with pytest.raises(NotFound, match="'nope'"):
+        store.append("nope", "ev", good)
+    with pytest.raises(BadInput, match="no event type 'nope'") as e:
+        store.append("t", "nope", good)
+    assert "ev" in str(e.value)  # names what exists
+    assert [t.name for t in store.traces()] == ["t"]
+    _assert_nothing_registered(store, store_path)
+
+
+BAD_NAMES = ["../x", "a/b", "..", ".hidden", "-opt", 'q"uote', "q'uote", "a\\b", "", "x" * 129, "sp ace",
+             "nul\0", "new\nline"]
+
+
+@pytest.mark.parametrize("name", BAD_NAMES, ids=repr)
+def test_trace_name_that_would_escape_the_store_is_rejected(store, store_path, name):
+    with pytest.raises(BadInput) as e:
+        store.create_trace(name, "fmt")
+    assert repr(name) in str(e.value)
+    assert store.traces() == []
+    assert list((store_path / "traces").iterdir()) == []
+    assert not (store_path.parent / "x").exists()
+    assert store.catalog.db.execute("SELECT count(*) FROM traces").fetchone()[0] == 0
+
+
+@pytest.mark.parametrize("name", [None, 42, b"bytes"], ids=repr)
+def test_trace_name_of_wrong_type_is_rejected(store, name):
+    with pytest.raises(BadInput):
+        store.create_trace(name, "fmt")
+    assert store.traces() == []
+
+
+@pytest.mark.parametrize("producers", [[{"id": 1}], [{"id": "one", "kind": "thread", "name": "a"}],
+                                       [{"id": 1, "kind": "thread", "name": "a", "attrs": "x"}], ["p"]], ids=repr)
+def test_bad_producers_leave_no_trace_behind(store, producers):
+    with pytest.raises(BadInput, match="producer #0"):
+        store.create_trace("t", "fmt", producers=producers)
+    assert store.traces() == []
+    store.create_trace("t", "fmt")
+    with pytest.raises(BadInput, match="producer #0"):
+        store.add_producers("t", producers)
+    assert store.producers("t") == []
+
+
+def test_bad_format_event_type_and_result_kind(store, store_path):
+    with pytest.raises(BadInput, match="format"):
+        store.create_trace("t", "../fmt")
+    with pytest.raises(BadInput, match="kind"):
+        tracehouse.EventType("e", "sometimes")
+    with pytest.raises(BadInput, match="reserved"):
+        tracehouse.EventType("e", "instant", (tracehouse.Column("ts", "int64", "", ""),))
+    assert store.traces() == []
+    store.create_trace("t", "fmt", event_types=[ID_TYPE])
+    with pytest.raises(BadInput, match="kind"):
+        store.save_result("verdict", "r", "tool", ["t"], table=pa.table({"a": [1]}))
+    with pytest.raises(NotFound):
+        store.save_result("table", "r", "tool", ["t", "nope"], table=pa.table({"a": [1]}))
+    assert store.results() == []
+    assert not (store_path / "results").exists() or list((store_path / "results").iterdir()) == []
+
+
+# -- one writer per store -------------------------------------------------------------------
+
+def _actions(out: str) -> dict[str, dict]:
+    return {d["action"]: d for d in map(json.loads, out.splitlines())}
+
+
+def test_second_writer_process_gets_store_locked_and_readers_still_work(store_path):
+    s = tracehouse.open(store_path, flush_interval_s=3600.0)
+    try:
+        s.create_trace("t", "idfmt", event_types=[ID_TYPE])
+        s.append("t", "ev", id_table(0, 5))
+        s.flush("t")
+        s.append("t", "ev", id_table(5, 2), wait=True)  # durable in the WAL, not in a segment
+
+        r = run_child("lock_child.py", str(store_path))
+        assert r.returncode == 0, r.stderr
+        a = _actions(r.stdout)
+        assert a["open"]["ok"], a["open"]  # opening is fine; it is writing that is refused
+        assert a["read"] == dict(a["read"], ok=True, value=5)  # registered segments only
+        for action in ("create_trace", "append"):
+            assert a[action]["error"] == "StoreLocked", a[action]
+            msg = a[action]["message"]
+            assert str(store_path) in msg and f"pid {os.getpid()}" in msg and "read-only" in msg
+        assert a["readonly_read"] == dict(a["readonly_read"], ok=True, value=5)
+        assert [t.name for t in s.traces()] == ["t"]  # the refused create left nothing
+
+        # A second handle in this same process is refused the same way.
+        other = tracehouse.open(store_path)
+        try:
+            with pytest.raises(StoreLocked):
+                other.create_trace("x", "fmt")
+        finally:
+            other.close()
+        s.append("t", "ev", id_table(7, 1))  # ... and the first writer is unaffected
+    finally:
+        s.close()
+
+    # Once the writer is gone the lock is free.
+    r = run_child("lock_child.py", str(store_path))
+    a = _actions(r.stdout)
+    assert a["create_trace"]["ok"] and a["append"]["ok"], r.stdout + r.stderr
+    with tracehouse.open(store_path, readonly=True) as ro:
+        assert sorted(t.name for t in ro.traces()) == ["other", "t"]
+        assert ro.sql('SELECT count(*) AS n FROM "t".ev').column("n")[0].as_py() == 9
+
+
+def test_readonly_open_refuses_writes(store_path):
+    with tracehouse.open(store_path) as s:
+        s.create_trace("t", "idfmt", event_types=[ID_TYPE])
+    with tracehouse.open(store_path, readonly=True) as ro:
+        for f in (lambda: ro.create_trace("u", "fmt"), lambda: ro.append("t", "ev", id_table(0, 1)),
+                  lambda: ro.rm("t"), lambda: ro.set_metadata("t", {"a": 1})):
+            with pytest.raises(tracehouse.ReadOnly):
+                f()
+    with pytest.raises(NotFound):
+        tracehouse.open(store_path.parent / "elsewhere", readonly=True)
+
+
+# -- crash-safe delete ----------------------------------------------------------------------
+
+@pytest.mark.parametrize("files_half_removed", [False, True])
+def test_rm_interrupted_after_mark_deleting_is_completed_on_reopen(store_path, files_half_removed):
+    s = tracehouse.open(store_path)
+    s.create_trace("gone", "idfmt", event_types=[ID_TYPE], metadata={"k": "v"},
+                   producers=[{"id": 0, "kind": "process", "name": "p"}])
+    s.create_trace("kept", "idfmt")
+    for name in ("gone", "kept"):
+        s.append(name, "ev", id_table(0, 10))
+    s.flush()
+    rid = s.save_result("annotation", "note", "tool", ["gone", "kept"], payload={"x": 1})
+    tid = s.trace("gone").id
+    s.catalog.mark_deleting(tid)  # what rm does first ...
+    s.close()  # ... and then the process stops
+    trace_dir = store_path / "traces" / str(tid)
+    assert trace_dir.exists()
+    if files_half_removed:
+        shutil.rmtree(trace_dir / "segments")
+
+    with tracehouse.open(store_path, readonly=True) as ro:  # hidden from readers already
+        assert [t.name for t in ro.traces()] == ["kept"]
+        with pytest.raises(NotFound):
+            ro.trace("gone")
+
+    with tracehouse.open(store_path) as s:
+        assert not trace_dir.exists()
+        db = s.catalog.db
+        for table in ("traces", "segments", "producers", "trace_metadata"):
+            col = "id" if table == "traces" else "trace_id"
+            assert db.execute(f"SELECT count(*) FROM {table} WHERE {col} = ?", (tid,)).fetchone()[0] == 0, table
+        assert [t.name for t in s.traces()] == ["kept"]
+        assert s.sql('SELECT count(*) AS n FROM "kept".ev').column("n")[0].as_py() == 10
+        assert s.result(rid)["traces"] == ["kept"]
+        with pytest.raises(BadInput):
+            s.sql('SELECT * FROM "gone".ev')
+        s.create_trace("gone", "idfmt")  # the name is free again, and the new trace is empty
+        assert s.sql('SELECT count(*) AS n FROM "gone".ev').column("n")[0].as_py() == 0
+        assert_files_match_catalog(s)
+
+
+def test_rm_of_a_trace_with_unflushed_rows(store):
+    store.create_trace("t", "idfmt", event_types=[ID_TYPE])
+    store.append("t", "ev", id_table(0, 10), wait=True)
+    tid = store.trace("t").id
+    store.rm("t")
+    assert not (store.path / "traces" / str(tid)).exists()
+    with pytest.raises(NotFound):
+        store.rm("t")
+    store.close()
+    with tracehouse.open(store.path) as s:  # nothing is replayed for the deleted trace
+        assert s.traces() == [] and s.recovery == []
