@@ -57,7 +57,9 @@ class TodGenerator(Iterator[dict[str, pa.RecordBatch]]):
     def next_batches(self, max_events: int = 65_536) -> dict[str, pa.RecordBatch] | None:
         """Up to ``max_events`` (>= 1) next events, as {event type: RecordBatch} holding only
         the types that got rows, in TOD_EVENT_TYPES order; None once exhausted.
-        Generation runs without the GIL."""
+        Generation runs without the GIL (Ctrl-C is checked every ~1M events). The memory
+        of batches the caller has dropped is reused for later ones, so dropping them
+        before the next call (rather than holding many) keeps generation fastest."""
     def __iter__(self) -> TodGenerator: ...
     def __next__(self) -> dict[str, pa.RecordBatch]:
         """``next_batches()`` with the default size; StopIteration once exhausted."""
