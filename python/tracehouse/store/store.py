@@ -173,7 +173,7 @@ class Store:
         self._become_writer()
         self.catalog.ensure_format(format, format_description)
         for et in event_types:
-            self.catalog.put_event_type(format, et)
+            self._widen_writers(format, self.catalog.put_event_type(format, et))
         tid = self.catalog.create_trace(name, format, description, metadata or {})
         if producers:
             self.catalog.put_producers(tid, producers)
@@ -231,10 +231,16 @@ class Store:
         info = self.catalog.trace(trace)
         self._become_writer()
         stored = self.catalog.put_event_type(info.format, et)
-        w = self._writers.get(info.id)
-        if w is not None:
-            w.event_types[stored.name] = stored
+        self._widen_writers(info.format, stored)
         return stored
+
+    def _widen_writers(self, fmt: str, stored: EventType) -> None:
+        """Event types belong to the format: every open writer of a trace of `fmt` sees the new one
+        (updating only the named trace's writer left the others rejecting the new columns)."""
+        for t in self.catalog.traces("format = ?", (fmt,)):
+            w = self._writers.get(t.id)
+            if w is not None:
+                w.event_types[stored.name] = stored
 
     # -- producers -----------------------------------------------------------------
 
