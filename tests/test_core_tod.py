@@ -158,3 +158,26 @@ def test_recycled_memory_never_changes_batches_still_referenced():
         col, sl = kept[t]
         assert col.equals(batch0.column(0)), t
         assert sl.equals(batch0.slice(10, 20)), t
+
+
+def test_stub_matches_the_native_module():
+    """python/tracehouse/_core.pyi is hand-written: every name it declares must exist,
+    and every public name of the module must be declared."""
+    import ast
+    from pathlib import Path
+
+    stub = ast.parse((Path(_core.__file__).parent / "_core.pyi").read_text())
+    declared, methods = set(), {}
+    for node in stub.body:
+        if isinstance(node, ast.ClassDef):
+            declared.add(node.name)
+            methods[node.name] = {n.name for n in node.body if isinstance(n, ast.FunctionDef)}
+        elif isinstance(node, ast.FunctionDef):
+            declared.add(node.name)
+        elif isinstance(node, ast.AnnAssign):
+            declared.add(node.target.id)
+    public = {n for n in dir(_core) if not n.startswith("_")} | {"__version__"}
+    assert declared == public
+    for cls, names in methods.items():
+        for name in names:
+            assert hasattr(getattr(_core, cls), name), f"{cls}.{name}"
