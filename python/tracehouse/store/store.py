@@ -277,11 +277,11 @@ class Store:
         # seq is assigned only once `conform` accepted the batch (a placeholder stands in until
         # then): a rejected batch must not use up sequence numbers, and a producer column of the
         # wrong type must be a BadInput naming it, not a raw Arrow cast error.
-        assign_seq = "seq" not in batch.schema.names and batch.num_rows > 0
+        assign_seq = "seq" not in batch.schema.names
         if assign_seq:
             batch = batch.append_column("seq", pa.array(np.zeros(batch.num_rows, np.int64)))
         batch = conform(batch, et, source=source)
-        if assign_seq:
+        if assign_seq and batch.num_rows:
             seq = w.assign_seq(batch.column("producer").to_numpy(zero_copy_only=False))
             i = batch.schema.get_field_index("seq")
             batch = batch.set_column(i, batch.schema.field(i), pa.array(seq, pa.int64()))
