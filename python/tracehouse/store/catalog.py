@@ -239,8 +239,12 @@ class Catalog:
 
     def create_trace(self, name: str, fmt: str, description: str, metadata: dict[str, Any]) -> int:
         with self.transaction() as db:
-            if db.execute("SELECT 1 FROM traces WHERE name = ?", (name,)).fetchone():
-                raise AlreadyExists(f"trace {name!r} already exists")
+            # Case-insensitive: a trace is a SQL schema and DuckDB matches identifiers ignoring
+            # case, so "App" and "app" would share (and overwrite) one set of views.
+            row = db.execute("SELECT name FROM traces WHERE name = ? COLLATE NOCASE", (name,)).fetchone()
+            if row:
+                same = "" if row[0] == name else f" (as {row[0]!r}: trace names are case-insensitive in SQL)"
+                raise AlreadyExists(f"trace {name!r} already exists{same}")
             db.execute("INSERT OR IGNORE INTO formats(name) VALUES (?)", (fmt,))
             cur = db.execute(
                 "INSERT INTO traces(name, format, description, created) VALUES (?, ?, ?, ?)",
