@@ -126,6 +126,8 @@ def read_wal(path: Path) -> WalScan:
     """Read every intact record of a WAL file, stopping at the first bad one."""
     data = Path(path).read_bytes()
     scan = WalScan(Path(path), file_bytes=len(data))
+    if not data:  # created, then the writer died before the header: an empty log, nothing torn
+        return scan
     if len(data) < len(MAGIC) or data[: len(MAGIC)] != MAGIC:
         scan.error = "missing WAL header" if len(data) < len(MAGIC) else "bad WAL magic"
         return scan
