@@ -73,6 +73,24 @@ def test_create_trace_records_what_was_given(store):
         store.trace("run-2")
 
 
+def test_every_allowed_trace_name_is_its_own_sql_schema(store):
+    names = ["web:1@host+x.y", "a_b-c", "app", "app2", "9lives"]  # "app" is a prefix of "app2"
+    for i, name in enumerate(names):
+        store.create_trace(name, "demo", event_types=[MARK])
+        store.append(name, "mark", marks(list(range(i + 1)), [0] * (i + 1), [name] * (i + 1)))
+    for i, name in enumerate(names):
+        q = f'SELECT count(*) AS n, min(label) AS l FROM "{name}".mark'
+        assert store.sql(q).to_pylist() == [{"n": i + 1, "l": name}]
+
+
+def test_trace_names_differing_only_in_case_are_the_same_name(store):
+    # Regression: DuckDB matches schema names ignoring case, so "App" and "app" shared views.
+    store.create_trace("App", "demo", event_types=[MARK])
+    with pytest.raises(AlreadyExists, match="'App'"):
+        store.create_trace("app", "demo")
+    assert [t.name for t in store.traces()] == ["App"]
+
+
 def test_trace_statistics_follow_registered_segments(app):
     info = app.trace("app")
     assert info.event_count == 7
