@@ -246,6 +246,25 @@ def test_torn_wal_tail_is_cut_reported_and_everything_before_it_kept(crashed_wit
         check_batches(s, kept | {4}, kept | {4})
 
 
+@pytest.mark.parametrize("content", [b"", walmod.MAGIC[:3]], ids=["empty", "half-a-header"])
+def test_next_wal_file_killed_before_its_header(crashed_with_three_records, tmp_path, content):
+    """The writer died right after creating its next WAL file (rotation): the earlier file is intact."""
+    path, wal = _copy(crashed_with_three_records, tmp_path / "store")
+    nxt = walmod.wal_path(wal.parent, int(wal.stem) + 1)
+    nxt.write_bytes(content)
+    with tracehouse.open(path) as s:
+        torn = [e for r in s.recovery for e in r.torn]
+        if content:
+            assert [(Path(e["file"]), e["bytes_cut"]) for e in torn] == [(nxt, len(content))]
+        else:
+            assert torn == []  # an empty file is an empty log, not damage
+        check_batches(s, {1, 2, 3}, {1, 2, 3})
+        s.append("t", "ev", batch_table(4), wait=True)
+    with tracehouse.open(path) as s:
+        check_batches(s, {1, 2, 3, 4}, {1, 2, 3, 4})
+        assert s.recovery == []
+
+
 def test_wal_replay_with_fsync_off_does_not_duplicate_rows(crashed_with_three_records, tmp_path):
     # Regression: with fsync=off no checkpoint covered the replayed WAL files, so every
     # reopen replayed them again.
