@@ -20,6 +20,7 @@ Segments of a checkpoint are encoded in parallel (pyarrow releases the GIL).
 
 from __future__ import annotations
 
+import functools
 import os
 import threading
 import time
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
     from .store import Store
 
 POLICIES = ("always", "batch", "off")
+MIN_SPLIT_ROWS = 256 * 1024  # a checkpoint never splits a type into parts smaller than this
 
 
 @dataclass
@@ -291,17 +293,21 @@ class TraceWriter:
         self.store._delete_retired()
 
     def _write_segments(self, snapshot: dict[str, list[pa.RecordBatch]]) -> list[dict]:
+        tables = {name: sort_by_ts(_concat(batches, self.event_types[name])) for name, batches in snapshot.items()}
+        # Encoding cost ~ rows x columns. A type is split (each part still one ts range) only
+        # when it alone would keep one encoder busier than its fair share: the types of a
+        # checkpoint already spread over the threads, and every extra part is one more small
+        # segment for compaction to merge later.
+        threads = max(1, self.opts.encode_threads)
+        share = sum(t.num_rows * t.num_columns for t in tables.values()) / threads
         jobs = []
-        for name, batches in snapshot.items():
-            et = self.event_types[name]
-            table = _concat(batches, et)
-            table = sort_by_ts(table)
-            # Two parts per big type so both cores encode; each part is still one ts range.
-            parts = 2 if table.num_rows >= 1_000_000 and self.opts.encode_threads > 1 else 1
+        for name, table in tables.items():
+            cost = table.num_rows * table.num_columns
+            parts = min(threads, int(-(-cost // share))) if share and table.num_rows >= 2 * MIN_SPLIT_ROWS else 1
             step = -(-table.num_rows // parts)
             for i in range(parts):
                 jobs.append((name, table.slice(i * step, step)))
-        jobs.sort(key=lambda j: -j[1].num_rows)
+        jobs.sort(key=lambda j: -j[1].num_rows * j[1].num_columns)  # longest first
         futures = [
             (name, self.pool.submit(write_segment, self.root, f"{self.trace_dir}/segments/{name}", t))
             for name, t in jobs if t.num_rows
@@ -430,6 +436,14 @@ def _concat_tables(tables: list[pa.Table], et: EventType) -> pa.Table:
     return pa.concat_tables(aligned)
 
 
+@functools.lru_cache(maxsize=1024)
+def _conform_target(et: EventType) -> tuple[pa.Schema, list[tuple[str, pa.DataType]], tuple[int, ...]]:
+    """The stored schema of `et`, its (name, type) list and the positions of its non-null columns."""
+    cols = et.columns
+    return (et.arrow_schema(), [(c.name, c.arrow_type) for c in cols],
+            tuple(i for i, c in enumerate(cols) if not c.nullable))
+
+
 def conform(batch: pa.RecordBatch | pa.Table, et: EventType, *, source: str = "batch") -> pa.RecordBatch:
     """`batch` cast to the columns of `et`, in order; missing params become null.
 
@@ -438,6 +452,15 @@ def conform(batch: pa.RecordBatch | pa.Table, et: EventType, *, source: str = "b
     """
     if isinstance(batch, pa.Table):
         batch = batch.combine_chunks().to_batches()[0] if batch.num_rows else pa.RecordBatch.from_pylist([], schema=batch.schema)
+    target, names_types, required = _conform_target(et)
+    if batch.schema.equals(target, check_metadata=True):
+        # Fast path (every live append of a known producer): nothing to cast or fill, only the
+        # non-null check. The slow path below cost ~80 us per batch, mostly rebuilding schemas.
+        if not any(batch.column(i).null_count for i in required):
+            return batch
+    elif [(f.name, f.type) for f in batch.schema] == names_types:
+        if not any(batch.column(i).null_count for i in required):
+            return pa.RecordBatch.from_arrays(batch.columns, schema=target)
     names = set(batch.schema.names)
     declared = {c.name for c in et.columns}
     extra = [n for n in batch.schema.names if n not in declared]
