@@ -182,7 +182,15 @@ class QueryEngine:
         for s in segs:
             by_type.setdefault(s.event_type, []).append(s)
         schema = qident(info.name)
-        self.con.execute(f"CREATE SCHEMA IF NOT EXISTS {schema}")
+        # Start from an empty schema: views of a type this trace no longer has (the name was
+        # deleted and reused by a trace of another format) would still answer with old rows.
+        self.con.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        self.con.execute(f"CREATE SCHEMA {schema}")
+        # ... and let go of its old tail tables (a flushed tail would stay pinned in memory).
+        prefix = f"_tail_{info.id}_"
+        for reg in [r for r in self._registered if r.startswith(prefix)]:
+            self.con.unregister(reg)
+            self._registered.discard(reg)
         event_selects = []
         for name, et in types.items():
             tail = None
