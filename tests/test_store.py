@@ -495,6 +495,22 @@ def test_rm_removes_files_views_and_catalog_rows(app, store_path):
     assert scalar(app, 'SELECT count(*) FROM "app".events') == 0
 
 
+@pytest.mark.parametrize("flushed", [True, False])
+def test_a_reused_trace_name_shows_none_of_the_deleted_traces_views(store, flushed):
+    # Regression: the old type's view survived rm and answered with the deleted rows.
+    store.create_trace("t", "demo", event_types=[MARK])
+    store.append("t", "mark", marks([1, 2], [0, 0], ["a", "b"]))
+    if flushed:
+        store.flush("t")
+    assert scalar(store, 'SELECT count(*) FROM "t".mark') == 2
+    store.rm("t")
+    store.create_trace("t", "demo2", event_types=[LOAD])
+    with pytest.raises(BadInput, match="mark"):
+        store.sql('SELECT count(*) FROM "t".mark')
+    assert scalar(store, 'SELECT count(*) FROM "t".events') == 0
+    assert scalar(store, 'SELECT count(*) FROM "t".load') == 0
+
+
 # -- options -------------------------------------------------------------------------------
 
 def test_fsync_policy_is_checked(store_path):
