@@ -104,6 +104,7 @@ class TraceWriter:
         self.error: BaseException | None = None
         self.closed = False
         self.seq_next: dict[int, int] | None = None
+        self.seq_lock = threading.Lock()  # appends from several threads must not share numbers
         self.pool = ThreadPoolExecutor(max_workers=max(1, opts.encode_threads), thread_name_prefix="th-encode")
         self.recovery = self._recover()
         self.wal: walmod.WalWriter | None = None
@@ -370,7 +371,13 @@ class TraceWriter:
     # -- sequence numbers ----------------------------------------------------------
 
     def assign_seq(self, producer: np.ndarray) -> np.ndarray:
-        """Per-producer sequence numbers continuing from what the trace holds."""
+        """Per-producer sequence numbers continuing from what the trace holds (thread-safe)."""
+        # Its own lock, not `lock`: the first call queries the trace, and a query takes the
+        # query engine's lock and then `lock`.
+        with self.seq_lock:
+            return self._assign_seq(producer)
+
+    def _assign_seq(self, producer: np.ndarray) -> np.ndarray:
         if self.seq_next is None:
             self.seq_next = self.store._max_seq_by_producer(self.trace_name)
         order = np.argsort(producer, kind="stable")
