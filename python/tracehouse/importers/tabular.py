@@ -168,11 +168,20 @@ class TabularLoader:
         if pa.types.is_duration(a.type):
             return pc.cast(a.cast(pa.duration("ns")), pa.int64())
         scale = TS_UNITS[self.mapping.ts_unit]
+        # Values that do not fit int64 nanoseconds become null: rejected rows with their lines.
         if pa.types.is_floating(a.type):
-            return pc.cast(pc.round(pc.multiply(a, float(scale))), pa.int64())
+            ns = pc.round(pc.multiply(a.cast(pa.float64()), float(scale)))
+            fits = pc.and_(pc.is_finite(ns), pc.and_(pc.greater(ns, -9.2e18), pc.less(ns, 9.2e18)))
+            return pc.cast(pc.if_else(fits, ns, pa.scalar(None, pa.float64())), pa.int64())
         if pa.types.is_integer(a.type):
+            if pa.types.is_uint64(a.type):
+                a = pc.if_else(pc.less_equal(a, 2**63 - 1), a, pa.scalar(None, a.type))
             a = a.cast(pa.int64())
-            return a if scale == 1 else pc.multiply_checked(a, scale)
+            if scale == 1:
+                return a
+            limit = (2**63 - 1) // scale
+            fits = pc.and_(pc.less_equal(a, limit), pc.greater_equal(a, -limit))
+            return pc.multiply(pc.if_else(fits, a, pa.scalar(None, pa.int64())), scale)
         raise BadInput(f"timestamps of type {a.type} are not supported", file=self.source, column=self.mapping.ts,
                        expected="integer or float (in --ts-unit) or an ISO timestamp")
 
@@ -237,8 +246,11 @@ class TabularLoader:
 
     def finish(self) -> ImportReport:
         if self.report.events == 0:
-            raise BadInput("no valid events in the input", file=self.source,
-                           expected=f"rows with a {self.mapping.ts!r} column")
+            first = self.report.first_rejected[0] if self.report.first_rejected else None
+            why = f"; {self.report.rejected} rejected, first: {first.reason}" if first else ""
+            raise BadInput(f"no valid events in the input{why}", file=self.source,
+                           line=first.line if first else None,
+                           expected=f"rows with a {self.mapping.ts!r} timestamp that fits int64 ns")
         self.store.flush(self.report.trace)
         return self.report
 
