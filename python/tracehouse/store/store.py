@@ -19,6 +19,7 @@ import fnmatch
 import os
 import re
 import shutil
+import threading
 import time
 from pathlib import Path
 from typing import Any, Iterable
@@ -85,6 +86,10 @@ class Store:
             (self.path / "traces").mkdir(exist_ok=True)
         self.catalog = Catalog(cat_path, readonly=readonly)
         self._lock_fd: int | None = None
+        # Threads of this process racing for their first write: one takes the flock (a second
+        # flock from the same process fails as if another process held it) and one TraceWriter
+        # is made per trace (a second one loses rows and replays the same WAL twice).
+        self._writer_lock = threading.RLock()
         self._writers: dict[int, TraceWriter] = {}
         self.recovery: list[RecoveryReport] = []
         self._query: QueryEngine | None = None
@@ -98,6 +103,10 @@ class Store:
     # -- the writer lock -----------------------------------------------------------
 
     def _become_writer(self) -> None:
+        with self._writer_lock:
+            self._become_writer_locked()
+
+    def _become_writer_locked(self) -> None:
         if self.readonly:
             raise ReadOnly(f"store {self.path} was opened read-only")
         if self._lock_fd is not None:
@@ -156,9 +165,12 @@ class Store:
     def _writer(self, info: TraceInfo) -> TraceWriter:
         w = self._writers.get(info.id)
         if w is None:
-            self._become_writer()
-            w = TraceWriter(self, info.id, info.name, self.catalog.event_types(info.format), self.options)
-            self._writers[info.id] = w
+            with self._writer_lock:
+                self._become_writer()  # its recovery may have made this trace's writer already
+                w = self._writers.get(info.id)
+                if w is None:
+                    w = TraceWriter(self, info.id, info.name, self.catalog.event_types(info.format), self.options)
+                    self._writers[info.id] = w
         return w
 
     # -- traces --------------------------------------------------------------------
