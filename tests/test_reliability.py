@@ -150,6 +150,28 @@ def test_sigkill_at_each_checkpoint_phase_recovers_without_repair(store_path, po
         assert [e for r in s.recovery for e in r.torn] == []
 
 
+def test_a_process_that_opened_during_ingest_recovers_once_when_the_writer_dies(store_path):
+    # Regression: the first write recovered the trace (making its TraceWriter) and then made
+    # a second TraceWriter for it: the WAL was replayed twice and rows doubled.
+    make_batch_trace(store_path)
+    child = Child("ingest_child.py", str(store_path), "batch", "0")
+    child.wait_lines(25)
+    late = tracehouse.open(store_path)  # the lock is held: it opens as a reader
+    try:
+        ids = [int(x) for x in child.kill()]
+        before = set(threading.enumerate())
+        late.append("t", "ev", batch_table(500_000), wait=True)  # now it is the writer, and recovers
+        flushers = [th.name for th in set(threading.enumerate()) - before if th.name.startswith("th-flush-")]
+        assert len(flushers) == 1, f"one trace, one writer: {flushers}"
+        sent = set(range(len(ids) + 1)) | {500_000}
+        check_batches(late, set(ids) | {500_000}, sent)
+    finally:
+        late.close()
+    with tracehouse.open(store_path) as s:
+        check_batches(s, set(ids) | {500_000}, sent)
+        assert_files_match_catalog(s)
+
+
 # -- torn and corrupted WAL tails ----------------------------------------------------------
 
 WRITE_THREE = """
@@ -407,6 +429,28 @@ def test_catalog_writes_from_several_threads_while_checkpoints_run(store_path):
         assert s.sql(SNAPSHOT_QUERY).to_pylist()[0]["count_star()"] == 1000
     finally:
         s.close()
+
+
+def test_concurrent_appends_without_seq_get_distinct_sequence_numbers(store):
+    # Regression: assign_seq was unguarded; four threads got 46201 distinct seq for 60001 rows.
+    store.create_trace("t", "plain", event_types=[tracehouse.EventType("ev", "instant")])
+    errors: list[BaseException] = []
+
+    def appender() -> None:
+        try:
+            for _ in range(100):
+                store.append("t", "ev", pa.table({"ts": list(range(20)), "producer": pa.array([0] * 20, pa.int32())}))
+        except BaseException as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=appender) for _ in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join(timeout=60)
+    assert not errors, errors
+    got = store.sql('SELECT count(*), count(DISTINCT seq), min(seq), max(seq) FROM "t".ev').to_pylist()[0]
+    assert list(got.values()) == [8000, 8000, 0, 7999]
 
 
 # -- bad input through the Python API ------------------------------------------------------
