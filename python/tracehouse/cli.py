@@ -367,35 +367,60 @@ def cmd_demo(args) -> int:
     return 0
 
 
-def cmd_bench(args) -> int:
-    if args.bench == "ingest":
-        from .bench import ingest
+def cmd_bench_ingest(args) -> int:
+    from .bench import ingest
 
-        result = ingest.run(args.events, batch=args.batch, workdir=args.workdir, progress=not args.json)
-        if args.json:
-            emit_json(result)
-        else:
-            out.print(ingest.render(result))
-            for k, v in ingest.ratios(result).items():
-                out.print(f"{k}: {v}")
-        return 0
-    raise BadInput(f"unknown benchmark {args.bench!r}", expected="ingest")
+    result = ingest.run(args.events, batch=args.batch, workdir=args.workdir, progress=not args.json)
+    if args.json:
+        emit_json(result)
+    else:
+        out.print(ingest.render(result))
+        for k, v in ingest.ratios(result).items():
+            out.print(f"{k}: {v}")
+    return 0
 
 
 # -- parser --------------------------------------------------------------------------
 
 
+# Modules that add commands: each has `register(commands: Commands)`. One line per area
+# (importers, analyses, server, ...), so areas never edit each other's parsers.
+COMMAND_MODULES: tuple[str, ...] = ()
+
+
+class Commands:
+    """Where a module adds its subcommands (`add`) and benchmarks (`bench`)."""
+
+    def __init__(self, sub, bench_sub) -> None:
+        self._sub = sub
+        self._bench_sub = bench_sub
+
+    @staticmethod
+    def _finish(sp: argparse.ArgumentParser, fn) -> argparse.ArgumentParser:
+        sp.add_argument("--json", action="store_true", help="print machine-readable JSON")
+        sp.set_defaults(fn=fn)
+        return sp
+
+    def add(self, name: str, fn: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
+        """`tracehouse NAME ...`; fn(args) returns the exit code."""
+        return self._finish(self._sub.add_parser(name, help=help, description=help), fn)
+
+    def bench(self, name: str, fn: Callable[[argparse.Namespace], int], help: str) -> argparse.ArgumentParser:
+        """`tracehouse bench NAME ...`: a benchmark printing numbers beside peers measured in the same run."""
+        return self._finish(self._bench_sub.add_parser(name, help=help, description=help), fn)
+
+
 def build_parser() -> argparse.ArgumentParser:
+    import importlib
+
     p = argparse.ArgumentParser(prog="tracehouse", description="A warehouse for execution traces.")
     p.add_argument("--version", action="version", version=f"tracehouse {__version__}")
     p.add_argument("--store", help="store directory (default: $TRACEHOUSE_HOME or ./tracehouse-data)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
-
-    def add(name: str, fn, help: str) -> argparse.ArgumentParser:
-        sp = sub.add_parser(name, help=help, description=help)
-        sp.add_argument("--json", action="store_true", help="print machine-readable JSON")
-        sp.set_defaults(fn=fn)
-        return sp
+    bench = sub.add_parser("bench", help="benchmarks against peers measured in the same run",
+                           description="benchmarks against peers measured in the same run")
+    commands = Commands(sub, bench.add_subparsers(dest="bench", required=True, metavar="BENCHMARK"))
+    add = commands.add
 
     add("init", cmd_init, "create an empty store")
     add("ls", cmd_ls, "list traces")
@@ -447,11 +472,13 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--fsync", choices=("always", "batch", "off"), default="off")
     sp = add("demo", cmd_demo, "generate a TOD trace into the store and summarise it with SQL")
     sp.add_argument("--events", type=int, default=2_000_000)
-    sp = add("bench", cmd_bench, "benchmarks against peers measured in the same run")
-    sp.add_argument("bench", choices=("ingest",))
+    sp = commands.bench("ingest", cmd_bench_ingest,
+                        "TOD ingest: raw append, tracehouse, SQLite, DuckDB on the same batches (seed 001)")
     sp.add_argument("--events", type=int, default=10_000_000)
     sp.add_argument("--batch", type=int, default=10_000)
     sp.add_argument("--workdir", help="where peers write (default: a temporary directory)")
+    for name in COMMAND_MODULES:
+        importlib.import_module(name).register(commands)
     return p
 
 
