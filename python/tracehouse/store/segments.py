@@ -51,12 +51,24 @@ def write_options(schema: pa.Schema) -> dict:
     }
 
 
+def _as_numpy(a: pa.Array) -> np.ndarray:
+    """A zero-copy int64 view of a null-free int64 array.
+
+    Not `Array.to_numpy()`: that imports pandas (0.4-0.9 s) on first use, which stalled
+    the first checkpoint of every process while holding the import lock.
+    """
+    if pa.types.is_int64(a.type) and not a.null_count:
+        return np.frombuffer(a.buffers()[1], dtype=np.int64, count=len(a), offset=a.offset * 8)
+    return a.to_numpy(zero_copy_only=False)
+
+
 def sort_by_ts(table: pa.Table) -> pa.Table:
     """The table ordered by ts (stable); returned as is when already ordered."""
     ts = table.column("ts")
     if len(ts) < 2:
         return table
-    a = ts.to_numpy() if ts.num_chunks == 1 else np.concatenate([c.to_numpy() for c in ts.chunks])
+    chunks = [_as_numpy(c) for c in ts.chunks if len(c)]
+    a = chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
     if bool(np.all(a[1:] >= a[:-1])):
         return table
     return table.take(pc.array_sort_indices(ts.combine_chunks() if ts.num_chunks > 1 else ts.chunk(0)))
