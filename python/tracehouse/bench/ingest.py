@@ -274,23 +274,25 @@ def _machine() -> dict:
 
 
 def run(events: int, *, batch: int = 10_000, seed: int = 42, workdir: str | os.PathLike | None = None,
-        systems: list[str] | None = None, progress: bool = True, probe: bool = True) -> dict:
+        systems: list[str] | None = None, progress: bool = True, probe: bool = True, repeat: int = 1) -> dict:
     """Measure every system ingesting the same TOD batches; returns a JSON-able dict.
 
     workdir: where each system gets a fresh temporary directory (default: next to the
     default store, so on its disk); everything written is removed afterwards.
     probe: run the freshness reader process during the tracehouse streaming run.
+    repeat: runs per system, the fastest is reported (all timings are kept in the JSON);
+    on a shared machine best-of-2 or 3 filters out neighbours' bursts.
+    Before anything is timed every system ingests the first two batches once (imports,
+    first-use code paths, page cache), so no system pays one-time process costs.
     """
+    from ..errors import BadInput
+
     systems = list(systems or SYSTEMS)
     unknown = [s for s in systems if s not in RUNNERS]
     if unknown:
-        from ..errors import BadInput
-
         raise BadInput(f"unknown systems {unknown}", expected=", ".join(SYSTEMS))
-    if events < 1 or batch < 1:
-        from ..errors import BadInput
-
-        raise BadInput(f"events ({events}) and batch ({batch}) must be at least 1")
+    if events < 1 or batch < 1 or repeat < 1:
+        raise BadInput(f"events ({events}), batch ({batch}) and repeat ({repeat}) must be at least 1")
     base = Path(workdir).absolute() if workdir is not None else _default_workdir()
     base.mkdir(parents=True, exist_ok=True)
     # ~54 B/event in memory for TOD: check before generating anything.
@@ -308,20 +310,37 @@ def run(events: int, *, batch: int = 10_000, seed: int = 42, workdir: str | os.P
             w = Workload.tod(events, batch=batch, seed=seed)
             gen_seconds = time.perf_counter() - t0
             bar.update(task, total=1, completed=1)
+            warm = Workload(w.format, w.batches[:2], w.schemas, w.producers, w.params)
+            task = bar.add_task("warming up", total=len(systems))
             for s in systems:
-                _check_space(base, int(w.nbytes * SPACE_FACTOR[s]), s)
-                d = root / s
+                d = root / f"warm-{s}"
                 d.mkdir()
-                task = bar.add_task(s, total=w.events)
-                tick = (lambda n, _t=task: bar.advance(_t, n)) if progress else peers._no_tick
-                kw = {"probe": probe} if s == "tracehouse" else {}
                 try:
-                    r = RUNNERS[s](d, w, tick, **kw)
+                    RUNNERS[s](d, warm, peers._no_tick, **({"probe": False} if s == "tracehouse" else {}))
                 finally:
                     shutil.rmtree(d, ignore_errors=True)
-                r.extra["id"] = s
-                runs.append(r)
-                bar.update(task, completed=w.events)
+                bar.advance(task)
+            for s in systems:
+                best: Run | None = None
+                times = []
+                for i in range(repeat):
+                    _check_space(base, int(w.nbytes * SPACE_FACTOR[s]), s)
+                    d = root / f"{s}-{i}"
+                    d.mkdir()
+                    task = bar.add_task(s if repeat == 1 else f"{s} ({i + 1}/{repeat})", total=w.events)
+                    tick = (lambda n, _t=task: bar.advance(_t, n)) if progress else peers._no_tick
+                    kw = {"probe": probe} if s == "tracehouse" else {}
+                    try:
+                        r = RUNNERS[s](d, w, tick, **kw)
+                    finally:
+                        shutil.rmtree(d, ignore_errors=True)
+                    times.append(r.seconds)
+                    if best is None or r.seconds < best.seconds:
+                        best = r
+                    bar.update(task, completed=w.events)
+                best.extra["id"] = s
+                best.extra["all_seconds"] = times
+                runs.append(best)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     result = {
@@ -509,12 +528,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workdir")
     p.add_argument("--systems", help=f"comma-separated subset of {','.join(SYSTEMS)}")
     p.add_argument("--no-probe", action="store_true", help="no freshness reader during the streaming run")
+    p.add_argument("--repeat", type=int, default=1, help="runs per system, the fastest is reported")
     p.add_argument("--count", action="store_true", help="also measure count(*) over --count-events events")
     p.add_argument("--count-events", type=int, default=100_000_000)
     p.add_argument("--json", action="store_true")
     a = p.parse_args(argv)
     result = run(a.events, batch=a.batch, seed=a.seed, workdir=a.workdir,
-                 systems=a.systems.split(",") if a.systems else None, progress=not a.json, probe=not a.no_probe)
+                 systems=a.systems.split(",") if a.systems else None, progress=not a.json, probe=not a.no_probe,
+                 repeat=a.repeat)
     if a.count:
         result["count"] = run_count(a.count_events, seed=a.seed, workdir=a.workdir, progress=not a.json)
     if a.json:
