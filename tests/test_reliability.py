@@ -92,6 +92,8 @@ def test_sigkill_mid_ingest_keeps_every_acked_batch_exactly_once(store_path, fsy
         sent.update(range(first, first + len(ids) + 1))  # + the one in flight when it died
         # Every other crash is left for the next child to recover, so kills also land during recovery.
         if it % 2 == 1 or it == KILL_ITERATIONS - 1:
+            with tracehouse.open(store_path, readonly=True) as ro:  # before recovery: registered rows only,
+                check_batches(ro, set(), sent)                      # but never a partial or doubled batch
             with tracehouse.open(store_path) as s:  # recovery needs nothing but an open
                 check_batches(s, acked, sent)
                 assert_files_match_catalog(s)
