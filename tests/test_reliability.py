@@ -14,6 +14,8 @@ import os
 import random
 import shutil
 import signal
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -25,8 +27,8 @@ from hypothesis import strategies as st
 
 import tracehouse
 from helpers import (
-    BATCH_TYPE, ID_TYPE, Child, batch_table, id_table, rows_of_batch, run_child, segment_files, wal_files,
-    wal_frames,
+    BATCH_TYPE, HERE, ID_TYPE, Child, batch_table, child_env, id_table, rows_of_batch, run_child, segment_files,
+    wal_files, wal_frames,
 )
 from tracehouse import BadInput, NotFound, StoreLocked
 from tracehouse.store import wal as walmod
@@ -193,11 +195,6 @@ os._exit(0)  # a crash: nothing flushed, the three records live only in the WAL
 def crashed_with_three_records(tmp_path_factory):
     """A store whose writer died with three acknowledged batches (ids 1, 2, 3) in one WAL file."""
     path = tmp_path_factory.mktemp("template") / "store"
-    import subprocess
-    import sys
-
-    from helpers import HERE, child_env
-
     code = WRITE_THREE.format(tests=str(HERE.parent), path=str(path))
     subprocess.run([sys.executable, "-c", code], check=True, timeout=60, env=child_env())
     (wal,) = wal_files(path)

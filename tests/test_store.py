@@ -8,6 +8,7 @@ import numpy as np
 import pandas as pd
 import polars as pl
 import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
 import tracehouse
@@ -431,8 +432,6 @@ def test_compaction_keeps_every_row_exactly_once(store, store_path):
     assert after.equals(before)
     assert sorted(store.sql('SELECT ts FROM "t".mark').column(0).to_pylist()) == sorted(expected)
     seg = store_path / segs[0].path  # the merged segment is sorted by ts
-    import pyarrow.parquet as pq
-
     ts = pq.read_table(seg, columns=["ts"]).column(0).to_numpy()
     assert (np.diff(ts) >= 0).all()
     assert store.trace("t").event_count == 306
