@@ -121,3 +121,13 @@ def test_not_enough_space_fails_before_writing(tmp_path, monkeypatch):
     with pytest.raises(ingest.NotEnoughSpace, match="GB free"):
         ingest.run(1_000_000, workdir=tmp_path, progress=False)
     assert list(tmp_path.iterdir()) == []
+
+
+def test_count_measurement_counts_what_was_ingested(tmp_path):
+    r = ingest.run_count(30_000, batch=7_000, workdir=tmp_path, progress=False)
+    emitted, _ = generated(30_000, 7_000, 42)
+    assert r["events"] == r["counted"] == r["fresh_process_counted"] == emitted
+    assert r["bytes"] > 0 and r["count_cold_s"] > 0 and r["count_warm_s"] > 0
+    if "count_cli_s" in r:  # the console script is installed in this environment
+        assert str(emitted) in r["cli_output"]
+    assert list(tmp_path.iterdir()) == []

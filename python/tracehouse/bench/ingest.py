@@ -29,6 +29,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+import resource
 import shutil
 import subprocess
 import sys
@@ -185,11 +186,14 @@ def _probe_main() -> None:
 
 def _freshness(reader: subprocess.Popen, max_ts: list[int], acked: list[float], done: float) -> dict:
     """Lag between each batch's append returning and the reader first seeing its events."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
         out, err = reader.communicate(timeout=60)
     except subprocess.TimeoutExpired:
         reader.kill()
         out, err = reader.communicate()
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    reader_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     try:
         seen = json.loads(out.strip().splitlines()[-1])["seen"]
     except (ValueError, IndexError, KeyError):
@@ -220,6 +224,7 @@ def _freshness(reader: subprocess.Popen, max_ts: list[int], acked: list[float], 
         # every batch counts, including the tail that only the final flush registers
         "within_1s": (sum(1 for x in lags if x < 1.0) / len(max_ts)) if max_ts else None,
         "observations": len(seen),
+        "reader_cpu_s": round(reader_cpu, 3),  # includes its start-up (imports, first view build)
     }
 
 
@@ -461,8 +466,10 @@ def run_count(events: int = 100_000_000, *, batch: int = 1_000_000, seed: int = 
               workdir: str | os.PathLike | None = None, progress: bool = True) -> dict:
     """Ingest `events` TOD events (fsync=off, streamed from the generator, not held in memory),
     then time `SELECT count(*)` over the trace's events view: in a fresh read-only open
-    (cold: views built, Parquet footers read) and repeated (warm), and as a fresh
-    process that imports tracehouse, opens the store and counts (what `tracehouse query` does)."""
+    (cold: views built, Parquet footers read) and repeated (warm), as a fresh process
+    that imports tracehouse, opens the store and counts, and through the `tracehouse query`
+    CLI itself. `bytes` are the live segments (compacted-away files wait `retire_grace_s`
+    for readers before deletion; `bytes_in_directory` counts them too)."""
     import tracehouse
 
     from .. import _core
@@ -499,17 +506,28 @@ def run_count(events: int = 100_000_000, *, batch: int = 1_000_000, seed: int = 
                 ro.sql(sql)
                 warm.append(time.perf_counter() - t1)
             segments = ro.sql(f"SELECT count(*) AS n FROM th.segments WHERE trace = '{TRACE}'").column("n")[0].as_py()
+            live_bytes = ro.trace(TRACE).bytes
         code = ("import sys, time, tracehouse; s = tracehouse.open(sys.argv[1], readonly=True); "
                 "print(s.sql(sys.argv[2]).column(0)[0].as_py())")
         t0 = time.perf_counter()
         out = subprocess.run([sys.executable, "-c", code, str(root), sql], capture_output=True, text=True, check=True)
         process = time.perf_counter() - t0
-        return {
+        result = {
             "benchmark": "count", "events": gen.emitted, "counted": n, "segments": segments,
-            "bytes": peers.dir_bytes(root), "ingest_seconds": ingest_seconds,
+            "bytes": live_bytes, "bytes_in_directory": peers.dir_bytes(root), "ingest_seconds": ingest_seconds,
             "count_cold_s": cold, "count_warm_s": min(warm), "count_fresh_process_s": process,
             "fresh_process_counted": int(out.stdout.strip()), "sql": sql,
         }
+        # The real CLI, interpreter start-up and imports included (when the console script is installed).
+        cli = Path(sys.executable).with_name("tracehouse")
+        if cli.exists():
+            t0 = time.perf_counter()
+            out = subprocess.run([str(cli), "--store", str(root), "query", sql, "--format", "csv"],
+                                 capture_output=True, text=True)
+            if out.returncode == 0:
+                result["count_cli_s"] = time.perf_counter() - t0
+                result["cli_output"] = out.stdout.strip()[-200:]
+        return result
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
