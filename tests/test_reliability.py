@@ -340,16 +340,19 @@ def test_any_truncation_or_flipped_byte_keeps_exactly_the_intact_prefix(wal_temp
 # -- readers during flush and compaction ---------------------------------------------------
 
 SNAPSHOT_QUERY = 'SELECT count(*), count(DISTINCT id), coalesce(max(id), -1) FROM "t".ev'
-SNAPSHOT_ROWS = 8_000
 SNAPSHOT_BATCH = 50
+SNAPSHOT_MIN_BATCHES = 160    # 8000 rows at least ...
+SNAPSHOT_MAX_BATCHES = 4_000  # ... and on until a compacted-away file was deleted under the readers
+GRACE_S = 1.5
 
 
-def test_readers_see_consistent_snapshots_while_the_writer_flushes_and_compacts(store_path):
+def test_readers_see_consistent_snapshots_while_the_writer_flushes_and_compacts(store_path, tmp_path):
     s = tracehouse.open(store_path, flush_rows=400, flush_interval_s=0.02, compact_min_segments=2,
-                        compact_target_rows=3_000, retire_grace_s=5.0, group_commit_ms=1)
+                        compact_target_rows=3_000, retire_grace_s=GRACE_S, group_commit_ms=1)
     try:
         s.create_trace("t", "idfmt", event_types=[ID_TYPE])
-        reader = Child("reader_child.py", str(store_path), str(SNAPSHOT_ROWS), "90")
+        stop_file = tmp_path / "stop-reading"
+        reader = Child("reader_child.py", str(store_path), str(stop_file), "120")
         reader.wait_lines(1)  # the other process is querying before the first append
 
         inproc: list[tuple[int, int, int]] = []
@@ -366,34 +369,44 @@ def test_readers_see_consistent_snapshots_while_the_writer_flushes_and_compacts(
 
         t = threading.Thread(target=query_loop)
         t.start()
+        seen: set[str] = set()
+        deleted: set[str] = set()
         try:
-            for i in range(SNAPSHOT_ROWS // SNAPSHOT_BATCH):
+            i = 0
+            while i < SNAPSHOT_MIN_BATCHES or (not deleted and i < SNAPSHOT_MAX_BATCHES):
                 s.append("t", "ev", id_table(i * SNAPSHOT_BATCH, SNAPSHOT_BATCH))
-                if i % 15 == 14:
+                i += 1
+                if i % 15 == 0:
                     s.flush("t")  # a checkpoint from this thread while the flusher thread runs its own
-                if i % 50 == 49:
+                if i % 50 == 0:
                     s.compact("t")
+                if i % 10 == 0:
+                    now = set(segment_files(store_path))
+                    seen |= now
+                    deleted = seen - now
                 time.sleep(0.001)
+            total = i * SNAPSHOT_BATCH
             s.flush("t")
-            lines = reader.finish(timeout=90)
+            stop_file.touch()
+            lines = reader.finish(timeout=120)
         finally:
             stop.set()
             t.join(timeout=60)
         assert not errors, errors
         assert reader.proc.returncode == 0, f"reader exit {reader.proc.returncode}: {reader.stderr()}"
+        assert deleted, "the test meant to delete compacted-away files while reading, but none were"
+        levels = s.sql("SELECT max(level) AS l FROM th.segments WHERE trace = 't'").column("l")[0].as_py()
+        assert levels >= 1, "the test meant to compact while reading, but nothing was compacted"
 
+        inproc.append(tuple(s.sql(SNAPSHOT_QUERY).to_pylist()[0].values()))
         other = [tuple(int(x) for x in line.split()) for line in lines]
         for name, obs in (("other process", other), ("in-writer", inproc)):
             bad = [o for o in obs if not (o[0] == o[1] == o[2] + 1)]
             assert not bad, f"{name} reader saw rows missing or doubled (count, distinct, max): {bad[:10]}"
             counts = [o[0] for o in obs]
             assert counts == sorted(counts), f"{name} reader went back in time"
-        assert other[0][0] == 0 and other[-1][0] == SNAPSHOT_ROWS
-        assert len(inproc) > 1 and inproc[-1][0] == SNAPSHOT_ROWS
-        final = list(s.sql(SNAPSHOT_QUERY).to_pylist()[0].values())
-        assert final == [SNAPSHOT_ROWS, SNAPSHOT_ROWS, SNAPSHOT_ROWS - 1]
-        levels = s.sql("SELECT max(level) AS l FROM th.segments WHERE trace = 't'").column("l")[0].as_py()
-        assert levels >= 1, "the test meant to compact while reading, but nothing was compacted"
+            assert counts[-1] == total, f"{name} reader's last look missed rows"
+        assert other[0][0] == 0
     finally:
         s.close()
 
