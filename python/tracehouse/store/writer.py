@@ -146,6 +146,11 @@ class TraceWriter:
                 report.torn.append({"file": str(path), "offset": scan.valid_bytes, "bytes_cut": scan.torn_bytes,
                                     "reason": scan.error})
                 walmod.cut_tail(scan)
+            if not scan.records:
+                # Nothing to replay (e.g. killed right after a rotation): drop it now, or every
+                # later open would find "pending work", take the lock and recover it again.
+                path.unlink()
+                continue
             for name, batch in scan.records:
                 et = self.event_types.get(name)
                 if et is None:
