@@ -286,6 +286,25 @@ def test_next_wal_file_killed_before_its_header(crashed_with_three_records, tmp_
         assert s.recovery == []
 
 
+@pytest.mark.parametrize("fsync", ["batch", "off"])
+def test_a_wal_file_with_no_records_is_recovered_once(store_path, fsync):
+    # Regression: a header-only WAL file (killed right after a rotation) was never dropped
+    # while no rows came, so every open "recovered" it again and took the writer lock.
+    with tracehouse.open(store_path) as s:
+        s.create_trace("t", "crashfmt", event_types=[BATCH_TYPE])
+        wal_dir = store_path / "traces" / str(s.trace("t").id) / "wal"
+    wal_dir.mkdir(parents=True, exist_ok=True)
+    walmod.wal_path(wal_dir, 5).write_bytes(walmod.MAGIC)
+    with tracehouse.open(store_path, fsync=fsync) as s:
+        assert [(r.wal_files, r.records, r.torn) for r in s.recovery] == [(1, 0, [])]
+    assert wal_files(store_path) == []
+    with tracehouse.open(store_path, fsync=fsync) as s:
+        assert s.recovery == []
+        s.append("t", "ev", batch_table(1), wait=True)
+    with tracehouse.open(store_path, readonly=True) as ro:
+        check_batches(ro, {1}, {1})
+
+
 def test_wal_replay_with_fsync_off_does_not_duplicate_rows(crashed_with_three_records, tmp_path):
     # Regression: with fsync=off no checkpoint covered the replayed WAL files, so every
     # reopen replayed them again.
