@@ -227,23 +227,38 @@ def _append(wal: Path, junk: bytes) -> None:
 GARBAGE = bytes((i * 73 + 41) % 256 for i in range(97))
 
 
-# name -> (damage(wal, frames) -> (cut offset, bytes cut), batches kept)
-TORN_CASES = {
-    "truncated-in-header": (lambda w, fr: (_truncate(w, fr[2][0] + 5), (fr[2][0], 5))[1], {1, 2}),
-    "truncated-in-payload": (lambda w, fr: (_truncate(w, fr[2][0] + 8 + 20), (fr[2][0], 28))[1], {1, 2}),
-    "crc-mismatch-last-record": (lambda w, fr: (_flip(w, (fr[2][0] + fr[2][1]) // 2),
-                                                (fr[2][0], fr[2][1] - fr[2][0]))[1], {1, 2}),
-    "crc-mismatch-middle-record": (lambda w, fr: (_flip(w, fr[1][1] - 3), (fr[1][0], fr[2][1] - fr[1][0]))[1], {1}),
-    "garbage-appended": (lambda w, fr: (_append(w, GARBAGE), (fr[2][1], len(GARBAGE)))[1], {1, 2, 3}),
-    "short-garbage-appended": (lambda w, fr: (_append(w, b"\x07\x00\x00"), (fr[2][1], 3))[1], {1, 2, 3}),
-}
+def damage_wal(case: str, wal: Path, frames: list[tuple[int, int]]) -> tuple[int, int, set[int]]:
+    """Damage the three-record WAL file as `case` says; returns (where the cut must be, bytes cut, batches kept)."""
+    _, (start2, end2), (start3, end3) = frames
+    if case == "truncated-in-header":
+        _truncate(wal, start3 + 5)  # 5 of the 8 header bytes of record 3
+        return start3, 5, {1, 2}
+    if case == "truncated-in-payload":
+        _truncate(wal, start3 + 8 + 20)
+        return start3, 28, {1, 2}
+    if case == "crc-mismatch-last-record":
+        _flip(wal, (start3 + end3) // 2)
+        return start3, end3 - start3, {1, 2}
+    if case == "crc-mismatch-middle-record":  # the first bad record ends the log: record 3 goes too
+        _flip(wal, end2 - 3)
+        return start2, end3 - start2, {1}
+    if case == "garbage-appended":
+        _append(wal, GARBAGE)
+        return end3, len(GARBAGE), {1, 2, 3}
+    if case == "short-garbage-appended":
+        _append(wal, b"\x07\x00\x00")
+        return end3, 3, {1, 2, 3}
+    raise AssertionError(case)
 
 
-@pytest.mark.parametrize("case", list(TORN_CASES))
+TORN_CASES = ["truncated-in-header", "truncated-in-payload", "crc-mismatch-last-record",
+              "crc-mismatch-middle-record", "garbage-appended", "short-garbage-appended"]
+
+
+@pytest.mark.parametrize("case", TORN_CASES)
 def test_torn_wal_tail_is_cut_reported_and_everything_before_it_kept(crashed_with_three_records, tmp_path, case):
-    damage, kept = TORN_CASES[case]
     path, wal = _copy(crashed_with_three_records, tmp_path / "store")
-    offset, cut = damage(wal, wal_frames(wal))
+    offset, cut, kept = damage_wal(case, wal, wal_frames(wal))
 
     with tracehouse.open(path, flush_interval_s=3600.0) as s:  # no checkpoint may drop the WAL before we look
         (report,) = s.recovery
