@@ -28,6 +28,53 @@ if TYPE_CHECKING:
 DUCK_TYPES = {"int64": "BIGINT", "int32": "INTEGER", "float64": "DOUBLE", "bool": "BOOLEAN", "string": "VARCHAR"}
 
 
+# The catalog as SQL: each th.<name> is one catalog query and its typed output columns.
+_LIVE = "t.state = 'live'"
+TH_TABLES: dict[str, tuple[str, list[tuple[str, pa.DataType]]]] = {
+    "traces": (
+        "SELECT id, name, format, description, created, ts_min, ts_max, event_count, bytes FROM traces t"
+        f" WHERE {_LIVE} ORDER BY name",
+        [("id", pa.int64()), ("name", pa.string()), ("format", pa.string()), ("description", pa.string()),
+         ("created", pa.float64()), ("ts_min", pa.int64()), ("ts_max", pa.int64()), ("event_count", pa.int64()),
+         ("bytes", pa.int64())],
+    ),
+    "event_types": (
+        "SELECT format, name, kind, params, doc FROM event_types ORDER BY format, id",
+        [("format", pa.string()), ("name", pa.string()), ("kind", pa.string()), ("params", pa.string()),
+         ("doc", pa.string())],
+    ),
+    "producers": (
+        "SELECT t.name, p.id, p.parent, p.kind, p.name, p.attrs FROM producers p JOIN traces t ON t.id = p.trace_id"
+        f" WHERE {_LIVE} ORDER BY t.name, p.id",
+        [("trace", pa.string()), ("id", pa.int32()), ("parent", pa.int32()), ("kind", pa.string()),
+         ("name", pa.string()), ("attrs", pa.string())],
+    ),
+    "results": (
+        "SELECT r.id, r.kind, r.name, r.tool, r.params, r.created, (SELECT json_group_array(t.name)"
+        " FROM result_traces rt JOIN traces t ON t.id = rt.trace_id WHERE rt.result_id = r.id) FROM results r"
+        " ORDER BY r.id",
+        [("id", pa.int64()), ("kind", pa.string()), ("name", pa.string()), ("tool", pa.string()),
+         ("params", pa.string()), ("created", pa.float64()), ("traces", pa.list_(pa.string()))],
+    ),
+    "segments": (
+        "SELECT t.name, s.id, s.event_type, s.path, s.rows, s.bytes, s.ts_min, s.ts_max, s.level"
+        f" FROM segments s JOIN traces t ON t.id = s.trace_id WHERE s.retired IS NULL AND {_LIVE}",
+        [("trace", pa.string()), ("id", pa.int64()), ("event_type", pa.string()), ("path", pa.string()),
+         ("rows", pa.int64()), ("bytes", pa.int64()), ("ts_min", pa.int64()), ("ts_max", pa.int64()),
+         ("level", pa.int64())],
+    ),
+    "metadata": (
+        f"SELECT t.name, m.key, m.value FROM trace_metadata m JOIN traces t ON t.id = m.trace_id WHERE {_LIVE}",
+        [("trace", pa.string()), ("key", pa.string()), ("value", pa.string())],
+    ),
+}
+
+
+def _th_value(v, typ: pa.DataType):
+    # Lists arrive from SQLite as JSON text (json_group_array).
+    return json.loads(v) if pa.types.is_list(typ) and isinstance(v, str) else v
+
+
 def qident(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
@@ -52,82 +99,15 @@ class QueryEngine:
     # -- view maintenance ----------------------------------------------------------
 
     def _refresh_th(self) -> None:
-        cat = self.store.catalog
-        db = cat.db
-        traces = db.execute(
-            "SELECT id, name, format, description, created, ts_min, ts_max, event_count, bytes FROM traces"
-            " WHERE state = 'live' ORDER BY name"
-        ).fetchall()
-        tables = {
-            "traces": pa.table({
-                "id": pa.array([r[0] for r in traces], pa.int64()),
-                "name": pa.array([r[1] for r in traces], pa.string()),
-                "format": pa.array([r[2] for r in traces], pa.string()),
-                "description": pa.array([r[3] for r in traces], pa.string()),
-                "created": pa.array([r[4] for r in traces], pa.float64()),
-                "ts_min": pa.array([r[5] for r in traces], pa.int64()),
-                "ts_max": pa.array([r[6] for r in traces], pa.int64()),
-                "event_count": pa.array([r[7] for r in traces], pa.int64()),
-                "bytes": pa.array([r[8] for r in traces], pa.int64()),
-            }),
-        }
-        rows = db.execute("SELECT format, name, kind, params, doc FROM event_types ORDER BY format, id").fetchall()
-        tables["event_types"] = pa.table({
-            "format": pa.array([r[0] for r in rows], pa.string()),
-            "name": pa.array([r[1] for r in rows], pa.string()),
-            "kind": pa.array([r[2] for r in rows], pa.string()),
-            "params": pa.array([r[3] for r in rows], pa.string()),
-            "doc": pa.array([r[4] for r in rows], pa.string()),
-        })
-        rows = db.execute(
-            "SELECT t.name, p.id, p.parent, p.kind, p.name, p.attrs FROM producers p JOIN traces t ON t.id = p.trace_id"
-            " WHERE t.state = 'live' ORDER BY t.name, p.id"
-        ).fetchall()
-        tables["producers"] = pa.table({
-            "trace": pa.array([r[0] for r in rows], pa.string()),
-            "id": pa.array([r[1] for r in rows], pa.int32()),
-            "parent": pa.array([r[2] for r in rows], pa.int32()),
-            "kind": pa.array([r[3] for r in rows], pa.string()),
-            "name": pa.array([r[4] for r in rows], pa.string()),
-            "attrs": pa.array([r[5] for r in rows], pa.string()),
-        })
-        res = cat.results()
-        tables["results"] = pa.table({
-            "id": pa.array([r["id"] for r in res], pa.int64()),
-            "kind": pa.array([r["kind"] for r in res], pa.string()),
-            "name": pa.array([r["name"] for r in res], pa.string()),
-            "tool": pa.array([r["tool"] for r in res], pa.string()),
-            "params": pa.array([json.dumps(r["params"]) for r in res], pa.string()),
-            "created": pa.array([r["created"] for r in res], pa.float64()),
-            "traces": pa.array([r["traces"] for r in res], pa.list_(pa.string())),
-        })
-        rows = db.execute(
-            "SELECT t.name, s.id, s.event_type, s.path, s.rows, s.bytes, s.ts_min, s.ts_max, s.level"
-            " FROM segments s JOIN traces t ON t.id = s.trace_id WHERE s.retired IS NULL AND t.state = 'live'"
-        ).fetchall()
-        tables["segments"] = pa.table({
-            "trace": pa.array([r[0] for r in rows], pa.string()),
-            "id": pa.array([r[1] for r in rows], pa.int64()),
-            "event_type": pa.array([r[2] for r in rows], pa.string()),
-            "path": pa.array([r[3] for r in rows], pa.string()),
-            "rows": pa.array([r[4] for r in rows], pa.int64()),
-            "bytes": pa.array([r[5] for r in rows], pa.int64()),
-            "ts_min": pa.array([r[6] for r in rows], pa.int64()),
-            "ts_max": pa.array([r[7] for r in rows], pa.int64()),
-            "level": pa.array([r[8] for r in rows], pa.int64()),
-        })
-        rows = db.execute(
-            "SELECT t.name, m.key, m.value FROM trace_metadata m JOIN traces t ON t.id = m.trace_id WHERE t.state = 'live'"
-        ).fetchall()
-        tables["metadata"] = pa.table({
-            "trace": pa.array([r[0] for r in rows], pa.string()),
-            "key": pa.array([r[1] for r in rows], pa.string()),
-            "value": pa.array([r[2] for r in rows], pa.string()),
-        })
+        db = self.store.catalog.db
         self.con.execute("CREATE SCHEMA IF NOT EXISTS th")
-        for name, t in tables.items():
+        for name, (sql, columns) in TH_TABLES.items():
+            rows = db.execute(sql).fetchall()
+            table = pa.table({
+                col: pa.array([_th_value(r[i], typ) for r in rows], typ) for i, (col, typ) in enumerate(columns)
+            })
             reg = f"_th_{name}"
-            self.con.register(reg, t)
+            self.con.register(reg, table)
             self.con.execute(f"CREATE OR REPLACE VIEW th.{name} AS SELECT * FROM {reg}")
 
     def _type_sources(self, trace_name: str, trace_id: int, et: EventType, segs, tail) -> str:
