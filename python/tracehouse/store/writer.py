@@ -494,7 +494,7 @@ def conform(batch: pa.RecordBatch | pa.Table, et: EventType, *, source: str = "b
         a = batch.column(c.name)
         if not c.nullable and a.null_count:
             raise BadInput(f"{a.null_count} null values in column {c.name!r}", file=source, column=c.name,
-                           expected=f"a {c.type} in every row")
+                           expected=f"a value of type {c.type} in every row")
         if a.type != c.arrow_type:
             if pa.types.is_dictionary(a.type):
                 a = a.cast(a.type.value_type)
