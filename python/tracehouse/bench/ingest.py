@@ -311,6 +311,7 @@ def run(events: int, *, batch: int = 10_000, seed: int = 42, workdir: str | os.P
     bar = Progress(TextColumn("{task.description:<26}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                    console=console, transient=True, disable=not progress)
     runs: list[Run] = []
+    load_before = list(os.getloadavg())  # a shared machine: neighbours' load is part of the record
     root = Path(tempfile.mkdtemp(prefix=".tracehouse-bench-", dir=base))
     try:
         with bar:
@@ -356,7 +357,7 @@ def run(events: int, *, batch: int = 10_000, seed: int = 42, workdir: str | os.P
         "benchmark": "ingest",
         "workload": {"format": w.format, **w.params, "events_generated": w.events, "source_calls": len(w.batches),
                      "per_type": w.per_type, "memory_bytes": w.nbytes, "generate_seconds": gen_seconds},
-        "machine": _machine(),
+        "machine": {**_machine(), "loadavg_before": load_before, "loadavg_after": list(os.getloadavg())},
         "workdir": str(base),
         "runs": [],
     }
@@ -435,7 +436,7 @@ def render(result: dict) -> Table:
     """The result as a rich table, one row per system."""
     wl = result["workload"]
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, title=f"ingest of {wl['events_generated']:,} TOD events, batches of {wl['batch']:,} "
-                    f"({result['machine']['cpus']} CPUs)")
+                    f"({result['machine']['cpus']} CPUs, load {result['machine']['loadavg_before'][0]:.1f} before)")
     for col, just in (("system", "left"), ("mode", "left"), ("seconds", "right"), ("events/s", "right"),
                       ("bytes", "right"), ("B/ev", "right"), ("×raw", "right"), ("count", "left")):
         t.add_column(col, justify=just, no_wrap=True)

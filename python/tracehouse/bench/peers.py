@@ -207,6 +207,13 @@ def sqlite_stream(directory: Path, w: Workload, tick: Tick = _no_tick) -> Run:
 # -- DuckDB --------------------------------------------------------------------------
 
 
+def _duckdb_connect(path: Path):
+    import duckdb
+
+    # No progress bar: it prints to stdout (breaking --json) on statements over 2 s.
+    return duckdb.connect(str(path), config={"enable_progress_bar": False})
+
+
 def _duckdb_count(con, names) -> int:
     return sum(con.execute(f"SELECT count(*) FROM {_q(t)}").fetchone()[0] for t in names)
 
@@ -216,7 +223,7 @@ def duckdb_stream(directory: Path, w: Workload, tick: Tick = _no_tick) -> Run:
     import duckdb
 
     path = Path(directory) / "bench.duckdb"
-    con = duckdb.connect(str(path))
+    con = _duckdb_connect(path)
     for t, schema in w.schemas.items():
         con.register("_src", pa.Table.from_batches([], schema=schema))
         con.execute(f"CREATE TABLE {_q(t)} AS SELECT * FROM _src LIMIT 0")
@@ -248,7 +255,7 @@ def duckdb_bulk(directory: Path, w: Workload, tick: Tick = _no_tick) -> Run:
 
     path = Path(directory) / "bench.duckdb"
     tables = w.tables(combine=True)  # one contiguous table per type, built before the clock starts
-    con = duckdb.connect(str(path))
+    con = _duckdb_connect(path)
     t0 = time.perf_counter()
     for t, table in tables.items():
         con.register("_src", table)
