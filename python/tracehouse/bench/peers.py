@@ -211,7 +211,9 @@ def _duckdb_connect(path: Path):
     import duckdb
 
     # No progress bar: it prints to stdout (breaking --json) on statements over 2 s.
-    return duckdb.connect(str(path), config={"enable_progress_bar": False})
+    con = duckdb.connect(str(path))
+    con.execute("SET enable_progress_bar = false")
+    return con
 
 
 def _duckdb_count(con, names) -> int:
