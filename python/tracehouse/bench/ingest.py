@@ -107,14 +107,18 @@ def tracehouse_stream(directory: Path, w: Workload, tick: Tick = peers._no_tick,
         store.flush()
         store.close()
         seconds = time.perf_counter() - t0
-        done = clock()
     except BaseException:
         if reader is not None:
             reader.kill()
+            reader.wait()
+        try:
+            store.close()  # stop the writer's threads; the original error is what matters
+        except Exception:
+            pass
         raise
     extra = {}
     if reader is not None:
-        extra["freshness"] = _freshness(reader, w.max_ts, acked, done)
+        extra["freshness"] = _freshness(reader, w.max_ts, acked)
     stored, facts = _stored(directory)
     extra.update(facts)
     run = Run("tracehouse", f"stream fsync={fsync}", w.events, seconds, peers.dir_bytes(directory), stored=stored,
@@ -174,10 +178,12 @@ def _probe_main() -> None:
     store.sql(sql)  # builds the views once before the writer starts
     print("ready", flush=True)
     seen: list[tuple[float, int]] = []
+    polls = 0
     start = time.monotonic()
     deadline = start + 600.0
     while time.monotonic() < deadline:
         m = store.sql(sql).column("m")[0].as_py()
+        polls += 1
         now = time.monotonic()  # when the reader *has* the answer: the conservative end
         if m is not None and (not seen or m > seen[-1][1]):
             seen.append((now, m))
@@ -185,10 +191,10 @@ def _probe_main() -> None:
             break
         time.sleep(interval)
     store.close()
-    print(json.dumps({"seen": seen, "polls_from": start}), flush=True)
+    print(json.dumps({"seen": seen, "polls": polls}), flush=True)
 
 
-def _freshness(reader: subprocess.Popen, max_ts: list[int], acked: list[float], done: float) -> dict:
+def _freshness(reader: subprocess.Popen, max_ts: list[int], acked: list[float]) -> dict:
     """Lag between each batch's append returning and the reader first seeing its events."""
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     try:
@@ -199,7 +205,8 @@ def _freshness(reader: subprocess.Popen, max_ts: list[int], acked: list[float], 
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     reader_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     try:
-        seen = json.loads(out.strip().splitlines()[-1])["seen"]
+        report = json.loads(out.strip().splitlines()[-1])
+        seen, polls = report["seen"], report["polls"]
     except (ValueError, IndexError, KeyError):
         return {"error": f"probe produced no result: {err.strip()[-500:]}"}
     lags = []
@@ -227,7 +234,8 @@ def _freshness(reader: subprocess.Popen, max_ts: list[int], acked: list[float], 
         "lag_max_s": lags[-1] if lags else None,
         # every batch counts, including the tail that only the final flush registers
         "within_1s": (sum(1 for x in lags if x < 1.0) / len(max_ts)) if max_ts else None,
-        "observations": len(seen),
+        "polls": polls,
+        "visible_steps": len(seen),  # how often the max ts a reader sees moved (one per checkpoint)
         "reader_cpu_s": round(reader_cpu, 3),  # includes its start-up (imports, first view build)
     }
 
