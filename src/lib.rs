@@ -6,6 +6,7 @@
 //! own module:
 //!
 //! - [`colpool`]: recycling of column allocations lent to Arrow.
+//! - [`lineproto`]: InfluxDB line protocol decoding into Arrow batches.
 //! - [`rng`]: the deterministic PRNG shared by the workload generators.
 //! - [`tod`]: the TOD workload generator (seed 001).
 //! - `py`: the PyO3 glue (only with the default `python` feature), one file per
@@ -17,6 +18,7 @@
 #![deny(missing_docs)]
 
 pub mod colpool;
+pub mod lineproto;
 pub mod rng;
 pub mod tod;
 
@@ -35,5 +37,6 @@ use pyo3::prelude::*;
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", VERSION)?;
     py::tod::register(m)?;
+    py::lineproto::register(m)?;
     Ok(())
 }

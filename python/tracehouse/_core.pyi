@@ -72,3 +72,56 @@ class TodGenerator(Iterator[dict[str, pa.RecordBatch]]):
     @property
     def exhausted(self) -> bool:
         """True once every event has been produced."""
+
+# -- line protocol (src/lineproto.rs, src/py/lineproto.rs) -----------------------------
+
+class LpSchemas:
+    """Measurements of one format and their typed field columns, shared by every decode of it.
+
+    Column types are tracehouse parameter types: "float64", "int64", "string", "bool".
+    Thread-safe (locks internally)."""
+
+    def __init__(self) -> None: ...
+    def declare(self, measurement: str, columns: list[tuple[str, str]]) -> None:
+        """Declare (or widen) a measurement with columns the store has, in stored order.
+        ValueError when a column is known with another type."""
+    def columns(self, measurement: str) -> list[tuple[str, str]] | None:
+        """[(column, type)] in stored order, or None for an unknown measurement."""
+    def measurements(self) -> list[str]: ...
+
+class LpProducers:
+    """Tag sets of one trace and their producer ids (interned once). Thread-safe."""
+
+    def __init__(self, next_id: int = 0) -> None: ...
+    def declare(self, id: int, tags: list[tuple[str, str]]) -> None:
+        """A producer the store already has (tags in any order)."""
+    def take_new(self) -> list[tuple[int, str, list[tuple[str, str]]]]:
+        """[(id, "k=v,k=v", [(tag, value)])] interned since the last call, in id order, tags sorted by key."""
+    @property
+    def next_id(self) -> int: ...
+    def __len__(self) -> int: ...
+
+def decode_lines(
+    body: bytes,
+    schemas: LpSchemas,
+    producers: LpProducers,
+    *,
+    precision: str = "ns",
+    default_ts: int = 0,
+    first_line: int = 1,
+    max_line: int = 1048576,
+    max_producers: int = 1000000,
+    max_columns: int = 1000,
+    max_measurements: int = 10000,
+    max_errors: int = 100,
+) -> dict:
+    """Decode InfluxDB line protocol (GIL released).
+
+    Returns {"batches": [(measurement, RecordBatch)], "errors": [(line, message)],
+    "error_count", "lines", "rows", "max_producer", "last_line"}. Each batch has
+    ``ts`` (int64 ns, ``default_ts`` when a line has none), ``producer`` (int32, the
+    interned tag set) and the measurement's columns in stored order (nullable). A line
+    with a syntax error, invalid UTF-8, a type conflict, a timestamp outside int64 ns
+    or over a limit is refused alone and changes no schema and no producer table.
+    Field and measurement names become identifiers (other bytes -> ``_``, a leading
+    digit gets ``_``, ts/producer/seq/dur/type get a ``_`` suffix)."""

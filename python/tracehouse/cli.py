@@ -385,7 +385,9 @@ def cmd_bench_ingest(args) -> int:
 
 # Modules that add commands: each has `register(commands: Commands)`. One line per area
 # (importers, analyses, server, ...), so areas never edit each other's parsers.
-COMMAND_MODULES: tuple[str, ...] = ()
+COMMAND_MODULES: tuple[str, ...] = (
+    "tracehouse.server.cli",
+)
 
 
 class Commands:

@@ -4,4 +4,5 @@
 //! Arrow data crosses as Arrow C data interface structs: see [`arrow`].
 
 pub mod arrow;
+pub mod lineproto;
 pub mod tod;

@@ -1,0 +1,19 @@
+"""The ingest server: `tracehouse serve`.
+
+Owns live ingest into one store: InfluxDB line protocol over HTTP and TCP,
+Arrow IPC over HTTP, read-only SQL over HTTP. Modules:
+
+  config.py   ServerConfig: every limit and its default
+  ingest.py   Ingestor: bytes -> decoded batches -> registered producers/columns -> store.append;
+              the in-flight memory budget; DurabilityWaiter (LSN -> asyncio future)
+  http.py     the Starlette routes, auth, body limits, acknowledgements, queries
+  tcp.py      line protocol over TCP (at-most-once, or durable offsets on request)
+  run.py      serve(): sockets, uvicorn, the TCP listener, shutdown
+  cli.py      `tracehouse serve` and `tracehouse load`
+"""
+
+from __future__ import annotations
+
+from .config import ServerConfig
+
+__all__ = ["ServerConfig"]

@@ -1,0 +1,69 @@
+"""`ServerConfig`: every knob of `tracehouse serve`, with its default and why.
+
+Owns the limits that keep the server's memory bounded whatever the clients do,
+and the check that a server bound beyond loopback has a token.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import socket
+from dataclasses import dataclass, field
+
+from ..errors import BadInput
+
+
+@dataclass
+class ServerConfig:
+    host: str = "127.0.0.1"
+    port: int = 8086  # InfluxDB's port: telegraf and the client libraries default to it
+    tcp_port: int | None = 8094  # line protocol over raw TCP (telegraf socket_writer); None: off
+    fsync: str = "batch"  # the store's policy; 204 means durable under it
+    group_commit_ms: float = 5.0
+    token: str | None = None  # required for writes and queries when set; must be set off loopback
+    format: str = "lineproto"  # the format (owner of event types) of traces created by line protocol
+    create_traces: bool = True  # a write to an unknown bucket creates the trace
+    tcp_bucket: str = "lineproto"  # trace of TCP lines whose connection names none
+    # -- limits -----------------------------------------------------------------------
+    max_body: int = 64 << 20  # bytes of one HTTP request body (decompressed, too): 413 beyond
+    max_line: int = 1 << 20  # bytes of one line-protocol line: that line is rejected
+    max_connections: int = 4096  # HTTP (503 beyond) and TCP (closed beyond), each
+    idle_timeout: float = 30.0  # s without a byte: headers, body chunks, TCP reads, keep-alive
+    max_inflight: int = 256 << 20  # body bytes accepted but not yet durable, all clients together
+    overload_wait: float = 2.0  # s a request waits for room in `max_inflight` before 503
+    retry_after: int = 1  # s, the Retry-After of 429/503
+    max_query_rows: int = 1_000_000  # rows of one JSON query answer (Arrow answers are not cut)
+    max_producers: int = 1_000_000  # distinct tag sets per trace
+    max_columns: int = 1_000  # field columns per measurement
+    max_errors: int = 100  # line errors described per request (all are counted)
+    tcp_high_water: int = 8 << 20  # bytes queued on one TCP connection before its reads pause
+    extra: dict = field(default_factory=dict)
+
+    def check(self) -> None:
+        if self.fsync not in ("always", "batch", "off"):
+            raise BadInput(f"--fsync {self.fsync!r}", expected="always | batch | off")
+        for name in ("max_body", "max_line", "max_connections", "max_inflight", "max_query_rows"):
+            if getattr(self, name) <= 0:
+                raise BadInput(f"{name} must be positive, not {getattr(self, name)}")
+        if self.idle_timeout <= 0:
+            raise BadInput(f"idle timeout must be positive, not {self.idle_timeout}")
+        if not is_loopback(self.host) and not self.token:
+            raise BadInput(
+                f"serving on {self.host} (beyond loopback) needs a token",
+                expected="--token TOKEN or $TRACEHOUSE_TOKEN; clients send 'Authorization: Token TOKEN'",
+            )
+
+
+def is_loopback(host: str) -> bool:
+    """True when every address `host` names is a loopback address."""
+    if host in ("localhost", ""):
+        return host == "localhost"
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    return bool(infos) and all(ipaddress.ip_address(i[4][0]).is_loopback for i in infos)

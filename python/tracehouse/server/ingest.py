@@ -1,0 +1,356 @@
+"""`Ingestor`: the server's one path from received bytes to durable rows.
+
+Owns, for the store the server holds:
+- line protocol → store: `write_lp` decodes a body in Rust (`_core.decode_lines`,
+  GIL released), registers the tag sets it interned as producers and the fields it
+  added as event-type columns, then appends one batch per measurement;
+- Arrow IPC → store: `write_arrow` appends the batches of an IPC stream, creating or
+  widening the event type from the stream's schema;
+- per-format decoder state (`_core.LpSchemas`: measurement → typed columns) and
+  per-trace producer tables (`_core.LpProducers`: tag set → id), seeded from the
+  catalog when the server starts, so a restart interns the same tag set to the same id;
+- the memory budget (`Budget`): body bytes accepted but not yet durable, across
+  all clients; beyond it requests wait briefly and are then refused (503).
+
+Ordering rule (why acknowledged rows never point at unregistered producers or
+columns): ids and columns are handed out monotonically by the decoder; before a
+batch is appended, every producer id up to the batch's highest and every column
+it carries is registered in the catalog (under a per-trace lock, taking *all*
+pending registrations, which includes any other request's). A batch is appended
+only after that; durability of the append implies durability of the catalog rows
+(SQLite commits before the append starts).
+
+All methods here are blocking and thread-safe; the HTTP and TCP front ends call
+them from worker threads.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from .. import _core
+from ..errors import AlreadyExists, BadInput, NotFound, TracehouseError
+from ..schema import Column, EventType, check_ident, infer_event_type
+from ..store import Store
+from ..store.store import check_trace_name
+from .config import ServerConfig
+
+log = logging.getLogger("tracehouse.server")
+
+PRODUCER_KIND = "tags"  # kind of the producers made from line-protocol tag sets
+LP_KIND = "instant"  # kind of the event types made from measurements
+
+
+@dataclass
+class WriteResult:
+    """What one write stored and what it refused."""
+
+    trace: str
+    rows: int = 0
+    lines: int = 0
+    errors: list[tuple[int, str]] = field(default_factory=list)  # (line, message), the first max_errors
+    error_count: int = 0
+    lsn: int | None = None  # wait for this to be durable before acknowledging
+    last_line: int = 0
+
+    def merge_error(self, line: int, message: str, limit: int) -> None:
+        self.error_count += 1
+        if len(self.errors) < limit:
+            self.errors.append((line, message))
+
+
+class Budget:
+    """A counting semaphore of bytes: bounded memory for everything in flight."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+        self.cond = threading.Condition()
+        self.refused = 0
+
+    def try_acquire(self, n: int) -> bool:
+        n = min(n, self.limit)  # one request larger than the budget may run alone
+        with self.cond:
+            if self.used + n > self.limit:
+                return False
+            self.used += n
+            return True
+
+    def release(self, n: int) -> None:
+        n = min(n, self.limit)
+        with self.cond:
+            self.used -= n
+            self.cond.notify_all()
+
+
+class _FormatState:
+    def __init__(self, store: Store, fmt: str) -> None:
+        self.schemas = _core.LpSchemas()
+        self.columns: dict[str, int] = {}  # event type -> params registered in the catalog
+        self.lock = threading.Lock()
+        for name, et in store.catalog.event_types(fmt).items():
+            self.declare(et)
+
+    def declare(self, et: EventType) -> None:
+        """Tell the decoder about a stored type (string/int/float/bool params only)."""
+        cols = [(p.name, p.type) for p in et.params]
+        try:
+            self.schemas.declare(et.name, cols)
+        except ValueError as e:  # cannot happen for a type the catalog widened consistently
+            log.warning("event type %s: %s", et.name, e)
+        self.columns[et.name] = max(self.columns.get(et.name, 0), len(cols))
+
+
+class _TraceState:
+    def __init__(self, store: Store, name: str) -> None:
+        self.name = name
+        info = store.catalog.trace(name)
+        self.format = info.format
+        self.producers = _core.LpProducers(store.catalog.next_producer_id(info.id))
+        for p in store.catalog.producers(info.id):
+            if p["kind"] == PRODUCER_KIND:
+                self.producers.declare(int(p["id"]), [(str(k), str(v)) for k, v in (p["attrs"] or {}).items()])
+        self.registered_max = self.producers.next_id - 1
+        self.lock = threading.Lock()
+
+
+class Ingestor:
+    """Owns the path from request bytes to appended rows for one store."""
+
+    def __init__(self, store: Store, cfg: ServerConfig) -> None:
+        self.store = store
+        self.cfg = cfg
+        self.budget = Budget(cfg.max_inflight)
+        self._lock = threading.Lock()
+        self._formats: dict[str, _FormatState] = {}
+        self._traces: dict[str, _TraceState] = {}
+        self.stats = {"rows": 0, "lines": 0, "line_errors": 0, "requests": 0}
+
+    # -- state ---------------------------------------------------------------------
+
+    def _format(self, fmt: str) -> _FormatState:
+        st = self._formats.get(fmt)
+        if st is None:
+            with self._lock:
+                st = self._formats.get(fmt)
+                if st is None:
+                    st = self._formats[fmt] = _FormatState(self.store, fmt)
+        return st
+
+    def trace(self, name: str, *, create: bool | None = None) -> _TraceState:
+        """The state of trace `name`, creating the trace when allowed."""
+        st = self._traces.get(name)
+        if st is not None:
+            return st
+        with self._lock:
+            st = self._traces.get(name)
+            if st is not None:
+                return st
+            check_trace_name(name)
+            try:
+                self.store.catalog.trace(name)
+            except NotFound:
+                if not (self.cfg.create_traces if create is None else create):
+                    raise NotFound(f"bucket (trace) {name!r} not found; create it first or serve with trace creation on") from None
+                try:
+                    self.store.create_trace(name, self.cfg.format, description="live ingest (tracehouse serve)",
+                                            metadata={"source": "tracehouse serve"},
+                                            format_description="InfluxDB line protocol: measurement -> event type, "
+                                                               "tag set -> producer, fields -> columns")
+                    log.info("created trace %s", name)
+                except AlreadyExists:
+                    pass
+            st = self._traces[name] = _TraceState(self.store, name)
+            return st
+
+    # -- line protocol -------------------------------------------------------------
+
+    def write_lp(self, trace: str, body: bytes, *, precision: str = "ns", default_ts: int | None = None,
+                 first_line: int = 1) -> WriteResult:
+        """Decode and append `body`; returns what was stored, what was refused and the LSN to await."""
+        st = self.trace(trace)
+        fst = self._format(st.format)
+        cfg = self.cfg
+        d = _core.decode_lines(
+            body, fst.schemas, st.producers, precision=precision,
+            default_ts=time.time_ns() if default_ts is None else default_ts, first_line=first_line,
+            max_line=cfg.max_line, max_producers=cfg.max_producers, max_columns=cfg.max_columns,
+            max_errors=cfg.max_errors,
+        )
+        res = WriteResult(trace, lines=d["lines"], errors=list(d["errors"]), error_count=d["error_count"],
+                          last_line=d["last_line"])
+        if d["max_producer"] > st.registered_max:
+            self._register_producers(st, d["max_producer"])
+        for name, batch in d["batches"]:
+            try:
+                self._ensure_columns(st, fst, name, batch.num_columns - 2)
+                res.lsn = self.store.append(trace, name, batch)
+                res.rows += batch.num_rows
+            except BadInput as e:  # e.g. the type exists with another kind: that measurement only
+                res.merge_error(0, f"measurement {name!r} ({batch.num_rows} rows) not stored: {e}", cfg.max_errors)
+        self.stats["rows"] += res.rows
+        self.stats["lines"] += res.lines
+        self.stats["line_errors"] += res.error_count
+        self.stats["requests"] += 1
+        return res
+
+    def _register_producers(self, st: _TraceState, upto: int) -> None:
+        with st.lock:
+            if upto <= st.registered_max:
+                return  # another request registered them meanwhile
+            new = st.producers.take_new()
+            if new:
+                self.store.add_producers(st.name, [
+                    {"id": pid, "parent": None, "kind": PRODUCER_KIND, "name": name, "attrs": dict(tags)}
+                    for pid, name, tags in new
+                ])
+                st.registered_max = max(st.registered_max, max(p[0] for p in new))
+
+    def _ensure_columns(self, st: _TraceState, fst: _FormatState, name: str, ncols: int) -> None:
+        if fst.columns.get(name, -1) >= ncols:
+            return
+        with fst.lock:
+            if fst.columns.get(name, -1) >= ncols:
+                return
+            cols = fst.schemas.columns(name) or []
+            et = EventType(name, LP_KIND, tuple(Column(c, t, "", "line-protocol field") for c, t in cols),
+                           doc="line-protocol measurement")
+            stored = self.store.add_event_type(st.name, et)
+            fst.columns[name] = len(stored.params)
+
+    # -- Arrow IPC -----------------------------------------------------------------
+
+    def write_arrow(self, trace: str, event_type: str, body: bytes, *, kind: str = "instant") -> WriteResult:
+        """Append every record batch of an Arrow IPC stream as events of `event_type`."""
+        check_ident(event_type, "event type")
+        st = self.trace(trace)
+        res = WriteResult(trace)
+        try:
+            reader = pa.ipc.open_stream(pa.py_buffer(body))
+        except pa.ArrowInvalid as e:
+            raise BadInput(f"not an Arrow IPC stream: {e}") from None
+        schema = reader.schema
+        self._ensure_arrow_type(st, event_type, kind, schema)
+        try:
+            for batch in reader:
+                if batch.num_rows:
+                    res.lsn = self.store.append(trace, event_type, batch, source="arrow stream")
+                    res.rows += batch.num_rows
+        except pa.ArrowInvalid as e:
+            raise BadInput(f"broken Arrow IPC stream after {res.rows} rows: {e}") from None
+        self.stats["rows"] += res.rows
+        self.stats["requests"] += 1
+        return res
+
+    def _ensure_arrow_type(self, st: _TraceState, name: str, kind: str, schema: pa.Schema) -> None:
+        fst = self._format(st.format)
+        known = self.store.event_types(st.name).get(name)
+        if known is not None:
+            have = {c.name for c in known.columns}
+            missing = [f for f in schema if f.name not in have and f.name not in ("ts", "producer", "seq", "dur")]
+            if not missing:
+                return
+            kind = known.kind
+            schema = pa.schema(missing)
+        with fst.lock:
+            et = infer_event_type(name, kind, schema)
+            fst.declare(self.store.add_event_type(st.name, et))
+
+    # -- durability ----------------------------------------------------------------
+
+    def wait_durable(self, trace: str, lsn: int, timeout: float | None = None) -> bool:
+        return self.store.wait_durable(trace, lsn, timeout)
+
+
+class DurabilityWaiter:
+    """Resolves asyncio futures once the store says their LSN is durable.
+
+    One thread per trace blocks in `wait_durable` for the lowest pending LSN (a group
+    commit wakes it) and then resolves every future at or below what became durable,
+    so thousands of waiting requests cost one thread, not one each.
+    """
+
+    def __init__(self, ingestor: Ingestor, loop) -> None:
+        self.ingestor = ingestor
+        self.loop = loop
+        self._lock = threading.Lock()
+        self._pending: dict[str, list] = {}  # trace -> heap of (lsn, seq, future)
+        self._conds: dict[str, threading.Condition] = {}
+        self._threads: dict[str, threading.Thread] = {}
+        self._seq = 0
+        self._stop = False
+
+    def wait(self, trace: str, lsn: int):
+        """An asyncio future resolved (True) when `lsn` is durable, or set to the writer's error."""
+        import heapq
+
+        fut = self.loop.create_future()
+        with self._lock:
+            cond = self._conds.get(trace)
+            if cond is None:
+                cond = self._conds[trace] = threading.Condition(self._lock)
+                self._pending[trace] = []
+                t = threading.Thread(target=self._run, args=(trace,), name=f"th-durable-{trace}", daemon=True)
+                self._threads[trace] = t
+                t.start()
+            self._seq += 1
+            heapq.heappush(self._pending[trace], (lsn, self._seq, fut))
+            cond.notify()
+        return fut
+
+    def _resolve(self, items, exc: BaseException | None = None) -> None:
+        def done():
+            for _lsn, _s, f in items:
+                if not f.done():
+                    if exc is None:
+                        f.set_result(True)
+                    else:
+                        f.set_exception(exc)
+        self.loop.call_soon_threadsafe(done)
+
+    def _run(self, trace: str) -> None:
+        import heapq
+
+        heap = self._pending[trace]
+        cond = self._conds[trace]
+        store = self.ingestor.store
+        while True:
+            with cond:
+                while not heap and not self._stop:
+                    cond.wait(0.5)
+                if self._stop:
+                    items, heap[:] = list(heap), []
+                    if items:
+                        self._resolve(items, TracehouseError("server shutting down"))
+                    return
+                low = heap[0][0]
+            try:
+                # The trace's writer itself (looked up once per round, not once per future):
+                # its durable_lsn only grows, so one read answers every pending LSN.
+                writer = store._writer(store.catalog.trace(trace))
+                if not writer.wait_durable(low, timeout=0.05):
+                    continue
+                durable = writer.durable_lsn
+            except TracehouseError as e:
+                with cond:
+                    items, heap[:] = list(heap), []
+                self._resolve(items, e)
+                continue
+            ready = []
+            with cond:
+                while heap and heap[0][0] <= durable:
+                    ready.append(heapq.heappop(heap))
+            self._resolve(ready)
+
+    def stop(self) -> None:
+        with self._lock:
+            self._stop = True
+            for c in self._conds.values():
+                c.notify_all()
+        for t in self._threads.values():
+            t.join(timeout=2)

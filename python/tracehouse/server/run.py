@@ -1,0 +1,199 @@
+"""`serve()`: one process owning the store's writer, HTTP and TCP on one event loop.
+
+Owns start-up (writer lock, socket binding, the query sandbox), the uvicorn
+configuration (C HTTP parser, connection limit, keep-alive and header timeouts)
+and an orderly shutdown on SIGINT/SIGTERM: stop accepting, finish what was
+received, close the store (a final checkpoint). A SIGKILL loses nothing that was
+acknowledged: the WAL is replayed on the next open.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import resource
+import signal
+import socket
+import sys
+from pathlib import Path
+from typing import Callable
+
+from ..store import Store
+from .config import ServerConfig
+from .http import Api, build_app
+from .ingest import DurabilityWaiter, Ingestor
+from .tcp import LineProtocolTcp, TcpServerState
+
+log = logging.getLogger("tracehouse.server")
+
+
+def _raise_fd_limit() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft < hard:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def _bind(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    s = socket.socket(family, socket.SOCK_STREAM)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    s.bind((host, port))
+    s.listen(4096)
+    s.setblocking(False)
+    return s
+
+
+def guarded_protocol(header_timeout: float):
+    """uvicorn's httptools protocol with a deadline on the request head.
+
+    uvicorn times out idle keep-alive connections but not one that connects and sends
+    nothing, or dribbles its headers: each would hold a connection slot forever.
+    """
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+
+    class GuardedHttpToolsProtocol(HttpToolsProtocol):
+        _head_timer = None
+
+        def _arm_head(self) -> None:
+            if self._head_timer is None:
+                self._head_timer = self.loop.call_later(header_timeout, self._head_timeout)
+
+        def _disarm_head(self) -> None:
+            if self._head_timer is not None:
+                self._head_timer.cancel()
+                self._head_timer = None
+
+        def _head_timeout(self) -> None:
+            self._head_timer = None
+            if not self.transport.is_closing():
+                self.logger.info("closing connection: no complete request head within %g s", header_timeout)
+                self.transport.close()
+
+        def connection_made(self, transport) -> None:
+            super().connection_made(transport)
+            self._arm_head()
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            self._arm_head()
+
+        def on_headers_complete(self) -> None:
+            self._disarm_head()
+            super().on_headers_complete()
+
+        def connection_lost(self, exc) -> None:
+            self._disarm_head()
+            super().connection_lost(exc)
+
+    return GuardedHttpToolsProtocol
+
+
+def serve(store_path: str | os.PathLike, cfg: ServerConfig, *, ready: Callable[[dict], None] | None = None) -> int:
+    """Run the server until SIGINT/SIGTERM; returns an exit code."""
+    import uvicorn
+
+    cfg.check()
+    _raise_fd_limit()
+    store = Store(store_path, fsync=cfg.fsync, group_commit_ms=cfg.group_commit_ms)
+    try:
+        store._become_writer()  # fail now (StoreLocked) rather than at the first write
+        _sandbox_queries(store)
+        ingestor = Ingestor(store, cfg)
+        api = Api(ingestor, cfg)
+        app = build_app(api)
+        http_sock = _bind(cfg.host, cfg.port)
+        tcp_sock = _bind(cfg.host, cfg.tcp_port) if cfg.tcp_port is not None else None
+        info = {
+            "pid": os.getpid(), "store": str(store.path), "fsync": cfg.fsync,
+            "http": f"http://{cfg.host}:{http_sock.getsockname()[1]}",
+            "http_port": http_sock.getsockname()[1],
+            "tcp_port": tcp_sock.getsockname()[1] if tcp_sock else None,
+        }
+
+        _Server = _uvicorn_server_class()
+
+        async def main() -> None:
+            loop = asyncio.get_running_loop()
+            loop.set_default_executor(__import__("concurrent.futures").futures.ThreadPoolExecutor(
+                max_workers=8, thread_name_prefix="th-ingest"))
+            waiter = DurabilityWaiter(ingestor, loop)
+            api.waiter = waiter
+            tcp_server = None
+            if tcp_sock is not None:
+                state = TcpServerState(ingestor, cfg, waiter)
+                tcp_server = await loop.create_server(lambda: LineProtocolTcp(state), sock=tcp_sock)
+            config = uvicorn.Config(
+                app, http=guarded_protocol(cfg.idle_timeout), loop="none", lifespan="off",
+                limit_concurrency=cfg.max_connections, timeout_keep_alive=int(max(1, cfg.idle_timeout)),
+                log_level="warning", access_log=False, backlog=4096,
+            )
+            server = _Server(config)
+
+            def stop(sig: int) -> None:
+                if server.should_exit and sig == signal.SIGINT:
+                    server.force_exit = True
+                server.should_exit = True
+
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, stop, sig)
+            if ready is not None:
+                ready(info)
+            try:
+                await server.serve(sockets=[http_sock])
+            finally:
+                if tcp_server is not None:
+                    tcp_server.close()
+                    for conn in list(state.connections):
+                        conn._close()
+                waiter.stop()
+
+        try:
+            import uvloop
+
+            uvloop.run(main())
+        except ImportError:
+            asyncio.run(main())
+    finally:
+        store.close()
+    return 0
+
+
+def _uvicorn_server_class():
+    import contextlib
+
+    import uvicorn
+
+    class Server(uvicorn.Server):
+        """uvicorn's server without its signal capture: uvicorn re-raises SIGTERM once it has
+        stopped, which would kill the process before the store is closed (its final checkpoint)."""
+
+        @contextlib.contextmanager
+        def capture_signals(self):
+            yield
+
+    return Server
+
+
+def _sandbox_queries(store: Store) -> None:
+    """DuckDB of the server's queries may read the store's files and nothing else."""
+    con = store.query_engine.con
+    con.execute("SET allowed_directories = ?", [[str(store.path)]])
+    con.execute("SET enable_external_access = false")
+
+
+def write_ready_file(path: str | None):
+    """A `ready` callback printing the server's addresses (and writing them as JSON to `path`)."""
+
+    def ready(info: dict) -> None:
+        tcp = f", line protocol over tcp://{info['http'].split('//')[1].rsplit(':', 1)[0]}:{info['tcp_port']}" \
+            if info["tcp_port"] else ""
+        print(f"tracehouse serving {info['http']} (line protocol, Arrow, SQL){tcp}; store {info['store']}, "
+              f"fsync={info['fsync']}", file=sys.stderr, flush=True)
+        if path:
+            tmp = Path(path).with_suffix(".tmp")
+            tmp.write_text(json.dumps(info))
+            os.replace(tmp, path)
+
+    return ready

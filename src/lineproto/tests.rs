@@ -1,0 +1,226 @@
+use super::*;
+use arrow_array::{Array, BooleanArray, Float64Array, StringArray};
+
+fn run(body: &str) -> (Decoded, Schemas, Producers) {
+    let mut s = Schemas::new();
+    let mut p = Producers::new(0);
+    let d = decode(body.as_bytes(), 1, Precision::Ns, 777, &mut s, &mut p, &Limits::default());
+    (d, s, p)
+}
+
+fn col<'a, T: 'static>(b: &'a RecordBatch, name: &str) -> &'a T {
+    b.column_by_name(name).unwrap_or_else(|| panic!("no column {name}")).as_any().downcast_ref::<T>().expect("type")
+}
+
+#[test]
+fn one_line_every_type() {
+    let (d, s, mut p) = run("cpu,host=a,region=eu f=1.5,i=-3i,u=7u,s=\"hi\",b=t 1700000000000000000\n");
+    assert_eq!(d.errors, vec![]);
+    assert_eq!((d.lines, d.rows, d.max_producer), (1, 1, 0));
+    let (name, b) = &d.batches[0];
+    assert_eq!(name, "cpu");
+    let names: Vec<_> = b.schema().fields().iter().map(|f| f.name().clone()).collect();
+    assert_eq!(names, ["ts", "producer", "f", "i", "u", "s", "b"]);
+    assert_eq!(col::<Int64Array>(b, "ts").value(0), 1_700_000_000_000_000_000);
+    assert_eq!(col::<Float64Array>(b, "f").value(0), 1.5);
+    assert_eq!(col::<Int64Array>(b, "i").value(0), -3);
+    assert_eq!(col::<Int64Array>(b, "u").value(0), 7);
+    assert_eq!(col::<StringArray>(b, "s").value(0), "hi");
+    assert!(col::<BooleanArray>(b, "b").value(0));
+    let cols: Vec<_> = s.get("cpu").unwrap().columns.iter().map(|(n, t)| (n.as_str(), t.name())).collect();
+    assert_eq!(cols, [("f", "float64"), ("i", "int64"), ("u", "int64"), ("s", "string"), ("b", "bool")]);
+    let np = p.take_new();
+    assert_eq!(
+        np,
+        vec![NewProducer {
+            id: 0,
+            name: "host=a,region=eu".into(),
+            tags: vec![("host".into(), "a".into()), ("region".into(), "eu".into())]
+        }]
+    );
+    assert!(p.take_new().is_empty());
+}
+
+#[test]
+fn tag_order_does_not_matter_and_ids_are_interned_once() {
+    let (d, _, mut p) = run("m,b=2,a=1 v=1 1\nm,a=1,b=2 v=2 2\nm v=3 3\nm,a=1,b=2 v=4 4\n");
+    let b = &d.batches[0].1;
+    assert_eq!(col::<Int32Array>(b, "producer").values().to_vec(), vec![0, 0, 1, 0]);
+    let np = p.take_new();
+    assert_eq!(np.len(), 2);
+    assert_eq!(np[0].name, "a=1,b=2");
+    assert_eq!(np[1].name, "");
+}
+
+#[test]
+fn declared_producers_and_columns_are_reused() {
+    let mut s = Schemas::new();
+    s.declare("m", &[("v".into(), FieldType::Int)]).unwrap();
+    let mut p = Producers::new(0);
+    p.declare(5, &[("host".into(), "x".into())]);
+    let d = decode(
+        b"m,host=x v=1i\nm,host=y v=2.5\nm,host=y v=3i",
+        1,
+        Precision::Ns,
+        9,
+        &mut s,
+        &mut p,
+        &Limits::default(),
+    );
+    assert_eq!(d.rows, 2);
+    assert_eq!(d.errors.len(), 1);
+    assert_eq!(d.errors[0].line, 2);
+    assert!(d.errors[0].message.contains("type conflict"), "{}", d.errors[0].message);
+    let b = &d.batches[0].1;
+    assert_eq!(col::<Int32Array>(b, "producer").values().to_vec(), vec![5, 6]);
+    assert_eq!(col::<Int64Array>(b, "ts").values().to_vec(), vec![9, 9]);
+    assert!(s.declare("m", &[("v".into(), FieldType::Float)]).is_err());
+}
+
+#[test]
+fn a_new_field_adds_a_column_null_before_it() {
+    let (d, s, _) = run("m a=1 1\nm a=2,b=\"x\" 2\nm b=\"y\" 3\n");
+    let b = &d.batches[0].1;
+    let a = col::<Float64Array>(b, "a");
+    let bb = col::<StringArray>(b, "b");
+    assert_eq!((a.is_null(0), a.is_null(1), a.is_null(2)), (false, false, true));
+    assert_eq!((bb.is_null(0), bb.value(1), bb.value(2)), (true, "x", "y"));
+    assert_eq!(s.get("m").unwrap().columns.len(), 2);
+}
+
+#[test]
+fn a_rejected_line_changes_nothing() {
+    let (d, s, mut p) = run("m,t=new a=1,b=2i,a2=\"bad 1\n");
+    assert_eq!(d.rows, 0);
+    assert!(d.batches.is_empty());
+    assert!(s.get("m").is_none());
+    assert!(p.take_new().is_empty() || d.rows == 0);
+}
+
+#[test]
+fn escapes_per_the_spec() {
+    let (d, _, mut p) =
+        run("my\\ meas\\,x,tag\\ key=tag\\,va\\=l\\ ue field\\=k=\"str \\\"q\\\" \\\\ end\",other=1i 5\n");
+    assert_eq!(d.errors, vec![]);
+    let (name, b) = &d.batches[0];
+    assert_eq!(name, "my_meas_x");
+    assert_eq!(col::<StringArray>(b, "field_k").value(0), "str \"q\" \\ end");
+    let np = p.take_new();
+    assert_eq!(np[0].tags, vec![("tag key".to_string(), "tag,va=l ue".to_string())]);
+}
+
+#[test]
+fn precision_scales_and_overflow_is_a_line_error() {
+    let mut s = Schemas::new();
+    let mut p = Producers::new(0);
+    let d = decode(b"m v=1 2\nm v=1 9223372036854775807\n", 1, Precision::S, 0, &mut s, &mut p, &Limits::default());
+    assert_eq!(col::<Int64Array>(&d.batches[0].1, "ts").value(0), 2_000_000_000);
+    assert_eq!(d.errors.len(), 1);
+    assert_eq!(d.errors[0].line, 2);
+    assert!(d.errors[0].message.contains("out of range"));
+}
+
+#[test]
+fn malformed_lines_get_their_line_numbers() {
+    let body = "ok v=1 1\n\
+                nofields\n\
+                m v= 1\n\
+                m v=1 notanumber\n\
+                m,t v=1\n\
+                m,t= v=1\n\
+                m v=\"open\n\
+                m v=1,\n\
+                m v=nan\n\
+                m v=1i9\n\
+                ,t=1 v=1\n\
+                m v=99999999999999999999i\n\
+                m v=18446744073709551615u\n\
+                m v=1 1 extra\n\
+                # a comment\n\
+                \n\
+                m v=2 2\n";
+    let (d, _, _) = run(body);
+    let lines: Vec<u64> = d.errors.iter().map(|e| e.line).collect();
+    assert_eq!(lines, vec![2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]);
+    assert_eq!(d.rows, 2);
+    assert_eq!(d.lines, 15);
+    assert_eq!(d.last_line, 17);
+}
+
+#[test]
+fn invalid_utf8_and_long_lines_are_rejected_alone() {
+    let mut s = Schemas::new();
+    let mut p = Producers::new(0);
+    let mut body = b"m v=1 1\nm,t=\xff v=1 2\n".to_vec();
+    body.extend(std::iter::repeat_n(b'x', 100));
+    body.extend(b" v=1\nm v=3 3");
+    let limits = Limits { max_line: 50, ..Limits::default() };
+    let d = decode(&body, 10, Precision::Ns, 0, &mut s, &mut p, &limits);
+    assert_eq!(d.rows, 2);
+    let lines: Vec<u64> = d.errors.iter().map(|e| e.line).collect();
+    assert_eq!(lines, vec![11, 12]);
+    assert!(d.errors[0].message.contains("UTF-8"));
+    assert!(d.errors[1].message.contains("longer than"));
+}
+
+#[test]
+fn limits_on_producers_columns_and_errors() {
+    let mut s = Schemas::new();
+    let mut p = Producers::new(0);
+    let limits = Limits { max_producers: 2, max_columns: 2, max_errors: 1, ..Limits::default() };
+    let d = decode(
+        b"m,h=1 a=1\nm,h=2 a=1\nm,h=3 a=1\nm,h=1 a=1,b=1,c=1\nm,h=1 b=1\n",
+        1,
+        Precision::Ns,
+        0,
+        &mut s,
+        &mut p,
+        &limits,
+    );
+    assert_eq!(d.rows, 3);
+    assert_eq!(d.error_count, 2);
+    assert_eq!(d.errors.len(), 1);
+    assert!(d.errors[0].message.contains("tag sets"));
+}
+
+#[test]
+fn field_names_become_identifiers() {
+    assert_eq!(ident("usage_user", true), "usage_user");
+    assert_eq!(ident("2serviceMapIdAddr", true), "_2serviceMapIdAddr");
+    assert_eq!(ident("bytes-sent.total", true), "bytes_sent_total");
+    assert_eq!(ident("ts", true), "ts_");
+    assert_eq!(ident("type", true), "type_");
+    assert_eq!(ident("ts", false), "ts");
+    assert_eq!(ident(&"x".repeat(100), true).len(), 63);
+}
+
+#[test]
+fn floats_and_bools() {
+    let (d, _, _) = run("m a=1,b=-1.5e3,c=.5,d=+2.,e=TRUE,f=False,g=1E-2\n");
+    assert_eq!(d.errors, vec![]);
+    let b = &d.batches[0].1;
+    assert_eq!(col::<Float64Array>(b, "b").value(0), -1500.0);
+    assert_eq!(col::<Float64Array>(b, "c").value(0), 0.5);
+    assert_eq!(col::<Float64Array>(b, "g").value(0), 0.01);
+    assert!(col::<BooleanArray>(b, "e").value(0));
+    assert!(!col::<BooleanArray>(b, "f").value(0));
+}
+
+#[test]
+fn several_measurements_one_batch_each_in_first_seen_order() {
+    let (d, _, _) = run("b v=1\na v=1\nb v=2\r\n");
+    let names: Vec<_> = d.batches.iter().map(|(n, b)| (n.as_str(), b.num_rows())).collect();
+    assert_eq!(names, [("b", 2), ("a", 1)]);
+}
+
+#[test]
+fn a_line_refused_for_its_types_interns_no_producer() {
+    let mut s = Schemas::new();
+    s.declare("m", &[("v".into(), FieldType::Float)]).unwrap();
+    let mut p = Producers::new(0);
+    let d = decode(b"m,h=new v=1i\nm,h=other v=1\n", 1, Precision::Ns, 0, &mut s, &mut p, &Limits::default());
+    assert_eq!(d.rows, 1);
+    let new = p.take_new();
+    assert_eq!(new.len(), 1);
+    assert_eq!((new[0].id, new[0].name.as_str()), (0, "h=other"));
+}

@@ -1,0 +1,150 @@
+//! Python face of the line-protocol decoder: `_core.LpSchemas`, `_core.LpProducers` and
+//! `_core.decode_lines`.
+//!
+//! Owns argument checking and the conversion of a [`Decoded`] into Python: one
+//! `pyarrow.RecordBatch` per measurement, errors as `(line, message)` tuples. Decoding
+//! runs with the GIL released, so the server's other connections (and the store's
+//! appends) go on meanwhile. The two state objects lock internally (schemas first, then
+//! producers), so any number of Python threads may decode at once.
+
+use std::sync::Mutex;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::pybacked::PyBackedBytes;
+use pyo3::types::{PyDict, PyList, PyTuple};
+
+use super::arrow::{batch_to_pyarrow, schema_to_pyarrow};
+use crate::lineproto::{self, FieldType, Limits, Precision, Producers, Schemas};
+
+/// Measurements of one format and their typed columns, shared by every decode of it.
+#[pyclass(module = "tracehouse._core", name = "LpSchemas", frozen)]
+pub struct PySchemas {
+    inner: Mutex<Schemas>,
+}
+
+#[pymethods]
+impl PySchemas {
+    #[new]
+    fn new() -> Self {
+        Self { inner: Mutex::new(Schemas::new()) }
+    }
+
+    /// Declare (or widen) `measurement` with `[(column, type)]` known to the store.
+    fn declare(&self, measurement: &str, columns: Vec<(String, String)>) -> PyResult<()> {
+        let mut cols = Vec::with_capacity(columns.len());
+        for (name, t) in columns {
+            let ft = FieldType::from_name(&t)
+                .ok_or_else(|| PyValueError::new_err(format!("column {name:?}: unknown type {t:?}")))?;
+            cols.push((name, ft));
+        }
+        lock(&self.inner).declare(measurement, &cols).map_err(PyValueError::new_err)
+    }
+
+    /// `[(column, type)]` of `measurement` in stored order, or None.
+    fn columns(&self, measurement: &str) -> Option<Vec<(String, &'static str)>> {
+        lock(&self.inner).get(measurement).map(|m| m.columns.iter().map(|(n, t)| (n.clone(), t.name())).collect())
+    }
+
+    /// Names of every known measurement.
+    fn measurements(&self) -> Vec<String> {
+        lock(&self.inner).iter().map(|(k, _)| k.clone()).collect()
+    }
+}
+
+/// Tag sets of one trace and their producer ids.
+#[pyclass(module = "tracehouse._core", name = "LpProducers", frozen)]
+pub struct PyProducers {
+    inner: Mutex<Producers>,
+}
+
+#[pymethods]
+impl PyProducers {
+    #[new]
+    #[pyo3(signature = (next_id=0))]
+    fn new(next_id: i32) -> Self {
+        Self { inner: Mutex::new(Producers::new(next_id)) }
+    }
+
+    /// Declare a producer the store already has.
+    fn declare(&self, id: i32, tags: Vec<(String, String)>) {
+        lock(&self.inner).declare(id, &tags);
+    }
+
+    /// `[(id, name, [(tag, value)])]` interned since the last call, in id order.
+    fn take_new(&self) -> Vec<(i32, String, Vec<(String, String)>)> {
+        lock(&self.inner).take_new().into_iter().map(|p| (p.id, p.name, p.tags)).collect()
+    }
+
+    /// The id the next new tag set gets.
+    #[getter]
+    fn next_id(&self) -> i32 {
+        lock(&self.inner).next_id()
+    }
+
+    fn __len__(&self) -> usize {
+        lock(&self.inner).len()
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A panic while decoding cannot leave the tables half-updated (a line is checked
+    // before it is recorded), so a poisoned lock is still usable.
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Decode line protocol into one pyarrow.RecordBatch per measurement.
+#[pyfunction]
+#[pyo3(signature = (body, schemas, producers, *, precision="ns", default_ts=0, first_line=1,
+                    max_line=1 << 20, max_producers=1_000_000, max_columns=1_000, max_measurements=10_000,
+                    max_errors=100))]
+#[allow(clippy::too_many_arguments)]
+fn decode_lines<'py>(
+    py: Python<'py>,
+    body: PyBackedBytes,
+    schemas: &Bound<'py, PySchemas>,
+    producers: &Bound<'py, PyProducers>,
+    precision: &str,
+    default_ts: i64,
+    first_line: u64,
+    max_line: usize,
+    max_producers: usize,
+    max_columns: usize,
+    max_measurements: usize,
+    max_errors: usize,
+) -> PyResult<Bound<'py, PyDict>> {
+    let precision = Precision::parse(precision)
+        .ok_or_else(|| PyValueError::new_err(format!("precision {precision:?}: expected ns, us, ms or s")))?;
+    let limits = Limits { max_line, max_producers, max_columns, max_measurements, max_errors };
+    let s = schemas.get();
+    let p = producers.get();
+    let decoded = py.detach(|| {
+        let mut s = lock(&s.inner);
+        let mut p = lock(&p.inner);
+        lineproto::decode(&body, first_line, precision, default_ts, &mut s, &mut p, &limits)
+    });
+    let out = PyDict::new(py);
+    let batches = PyList::empty(py);
+    for (name, batch) in decoded.batches {
+        let pa_schema = schema_to_pyarrow(py, batch.schema().as_ref())?;
+        let b = batch_to_pyarrow(py, batch, &pa_schema)?;
+        batches.append(PyTuple::new(py, [name.into_pyobject(py)?.into_any(), b])?)?;
+    }
+    out.set_item("batches", batches)?;
+    let errors: Vec<(u64, String)> = decoded.errors.into_iter().map(|e| (e.line, e.message)).collect();
+    out.set_item("errors", errors)?;
+    out.set_item("error_count", decoded.error_count)?;
+    out.set_item("lines", decoded.lines)?;
+    out.set_item("rows", decoded.rows)?;
+    out.set_item("max_producer", decoded.max_producer)?;
+    out.set_item("last_line", decoded.last_line)?;
+    Ok(out)
+}
+
+/// Adds the line-protocol names to the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PySchemas>()?;
+    m.add_class::<PyProducers>()?;
+    m.add_function(wrap_pyfunction!(decode_lines, m)?)?;
+    Ok(())
+}

@@ -1,0 +1,134 @@
+"""The Rust line-protocol decoder (`_core.decode_lines`) under hypothesis.
+
+Properties: any bytes decode without a crash into accepted rows plus numbered
+line errors; valid points written with every escape come back exactly (values,
+types, timestamps, tag sets interned once).
+"""
+
+from __future__ import annotations
+
+import math
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tracehouse import _core
+
+SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def decode(body: bytes, **kw):
+    schemas, producers = _core.LpSchemas(), _core.LpProducers()
+    return _core.decode_lines(body, schemas, producers, **kw), schemas, producers
+
+
+# -- any input ------------------------------------------------------------------------
+
+lp_bytes = st.lists(
+    st.one_of(
+        st.binary(max_size=40),
+        st.sampled_from([b"m", b"m,t=1", b" v=1", b"=", b",", b"\\", b"\"", b" ", b"\n", b"1i", b"t", b"\xff",
+                         b"9223372036854775807", b"-1.5e3", b"#", b"\r\n", b"u"]),
+    ),
+    max_size=30,
+).map(b"".join)
+
+
+@SETTINGS
+@given(lp_bytes, st.sampled_from(["ns", "us", "ms", "s"]))
+def test_any_bytes_decode_into_rows_and_numbered_errors(body, precision):
+    d, schemas, producers = decode(body, precision=precision, first_line=7, max_line=64, max_errors=1000)
+    assert d["rows"] + d["error_count"] == d["lines"]
+    assert sum(b.num_rows for _n, b in d["batches"]) == d["rows"]
+    lines = [line for line, _msg in d["errors"]]
+    assert lines == sorted(set(lines))
+    assert all(7 <= line <= d["last_line"] for line in lines)
+    assert d["last_line"] == 7 + body.count(b"\n") - (1 if body.endswith(b"\n") else 0) or body == b""
+    for name, b in d["batches"]:
+        assert b.schema.names[:2] == ["ts", "producer"]
+        assert [c for c, _t in schemas.columns(name)] == b.schema.names[2:]
+        assert b.column("producer").null_count == 0 and b.column("ts").null_count == 0
+    new = producers.take_new()
+    assert [p[0] for p in new] == list(range(len(new)))
+
+
+# -- valid points round-trip ------------------------------------------------------------
+
+ident = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,10}", fullmatch=True).filter(
+    lambda s: s not in ("ts", "producer", "seq", "dur", "type"))
+free_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r"), min_size=1, max_size=12)
+
+
+def esc(s: str, chars: str) -> str:
+    out = s.replace("\\", "\\\\")
+    for c in chars:
+        out = out.replace(c, "\\" + c)
+    return out
+
+
+def value_strategy(t: str):
+    return {
+        "float64": st.floats(allow_nan=False, allow_infinity=False),
+        "int64": st.integers(-(2**63), 2**63 - 1),
+        "string": st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r"), max_size=20),
+        "bool": st.booleans(),
+    }[t]
+
+
+def fmt_value(t: str, v) -> str:
+    if t == "float64":
+        return repr(float(v))
+    if t == "int64":
+        return f"{v}i"
+    if t == "bool":
+        return "true" if v else "F"
+    return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+@st.composite
+def points(draw):
+    fields = draw(st.dictionaries(ident, st.sampled_from(["float64", "int64", "string", "bool"]), min_size=1, max_size=6))
+    tagsets = draw(st.lists(st.dictionaries(free_text.filter(lambda s: s.strip() == s and not s.startswith("#")),
+                                            free_text, max_size=3), min_size=1, max_size=4))
+    meas = draw(ident)
+    out = []
+    for _ in range(draw(st.integers(1, 15))):
+        keys = draw(st.lists(st.sampled_from(sorted(fields)), min_size=1, max_size=len(fields), unique=True))
+        vals = {k: draw(value_strategy(fields[k])) for k in keys}
+        tags = draw(st.sampled_from(tagsets))
+        ts = draw(st.one_of(st.none(), st.integers(-(2**63) + 1, 2**63 - 1)))
+        out.append((tags, vals, ts))
+    return meas, fields, out
+
+
+@SETTINGS
+@given(points())
+def test_valid_points_round_trip_with_escapes(case):
+    meas, fields, pts = case
+    lines = []
+    for tags, vals, ts in pts:
+        tag_txt = "".join(f",{esc(k, ',= ')}={esc(v, ',= ')}" for k, v in tags.items())
+        field_txt = ",".join(f"{esc(k, ',= ')}={fmt_value(fields[k], v)}" for k, v in vals.items())
+        lines.append(f"{esc(meas, ', ')}{tag_txt} {field_txt}" + ("" if ts is None else f" {ts}"))
+    body = "\n".join(lines).encode()
+    d, schemas, producers = decode(body, default_ts=-5, max_errors=1000)
+    assert d["errors"] == [] and d["rows"] == len(pts), d["errors"][:3]
+    ((name, batch),) = d["batches"]
+    assert name == meas
+    cols = dict(schemas.columns(meas))
+    assert cols == {k: fields[k] for k in cols} and set(cols) <= set(fields)
+    got = batch.to_pydict()
+    assert got["ts"] == [-5 if ts is None else ts for _t, _v, ts in pts]
+    for i, (_tags, vals, _ts) in enumerate(pts):
+        for k in cols:
+            want = vals.get(k)
+            have = got[k][i]
+            if isinstance(want, float):
+                assert have == want or (math.isnan(have) and math.isnan(want))
+            else:
+                assert have == want, (k, i)
+    # One producer per distinct tag set, its tags exact.
+    new = {pid: dict(tags) for pid, _name, tags in producers.take_new()}
+    for i, (tags, _vals, _ts) in enumerate(pts):
+        assert new[got["producer"][i]] == tags
+    assert len(new) == len({tuple(sorted(t.items())) for t, _v, _ts in pts})

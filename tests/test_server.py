@@ -1,0 +1,363 @@
+"""`tracehouse serve`: line protocol over HTTP and TCP, Arrow IPC, SQL, acknowledgements, limits, auth.
+
+One real server process per configuration, on free loopback ports.
+"""
+
+from __future__ import annotations
+
+import gzip
+import http.client
+import json
+import socket
+import threading
+import time
+
+import pyarrow as pa
+import pytest
+
+from tracehouse.errors import BadInput
+from tracehouse.server.config import ServerConfig, is_loopback
+
+from helpers.server import Server, read_lines
+
+LIMITS = ("--max-body", "64k", "--max-line", "2k", "--idle-timeout", "1", "--max-connections", "40",
+          "--overload-wait", "0.3")
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    s = Server(tmp_path_factory.mktemp("serve") / "store", *LIMITS)
+    yield s
+    assert s.stop() == 0
+
+
+# -- writes and queries --------------------------------------------------------------
+
+
+def test_v2_write_then_query_sees_every_acknowledged_row(server):
+    body = ("cpu,host=a,region=eu usage_user=12.5,usage_system=3i 1700000000\n"
+            "cpu,host=b usage_user=1.5 1700000001\n"
+            "mem,host=a free=100i,ok=t,note=\"x y\" 1700000000\n")
+    assert server.write(body, bucket="w1", precision="s") == (204, {})
+    rows = server.sql('SELECT e.ts, p.name, e.usage_user, e.usage_system FROM "w1".cpu e '
+                      "JOIN th.producers p ON p.trace = 'w1' AND p.id = e.producer ORDER BY ts")
+    assert rows == [[1700000000 * 10**9, "host=a,region=eu", 12.5, 3], [1700000001 * 10**9, "host=b", 1.5, None]]
+    assert server.sql('SELECT free, ok, note FROM "w1".mem') == [[100, True, "x y"]]
+
+
+def test_tag_set_is_one_producer_with_its_tags_as_attributes(server):
+    lines = "".join(f"qos,customerId=7,userId=3,b=x ul_delay={i}.5 {i}\n" for i in range(50))
+    assert server.write(lines, bucket="w2")[0] == 204
+    assert server.write("qos,userId=3,b=x,customerId=7 ul_delay=0.25 99\n", bucket="w2")[0] == 204
+    prods = server.sql("SELECT id, kind, name, attrs FROM th.producers WHERE trace = 'w2'")
+    assert len(prods) == 1
+    assert prods[0][1:3] == ["tags", "b=x,customerId=7,userId=3"]
+    assert json.loads(prods[0][3]) == {"b": "x", "customerId": "7", "userId": "3"}
+    assert server.sql('SELECT count(*), count(DISTINCT producer), max(seq) FROM "w2".qos') == [[51, 1, 50]]
+
+
+def test_partial_write_keeps_good_lines_and_names_the_bad_ones(server):
+    assert server.write("m v=1 1\n", bucket="w3")[0] == 204
+    status, doc = server.write("m v=2 2\nm v=\"str\" 3\nnot line protocol\nm v=4,w=5i 4\n", bucket="w3")
+    assert status == 400
+    assert doc["rows_written"] == 2 and doc["failed"] == 2 and doc["lines"] == 4
+    assert [e["line"] for e in doc["errors"]] == [2, 3]
+    assert "type conflict" in doc["errors"][0]["message"]
+    assert doc["message"].startswith("partial write")
+    assert server.sql('SELECT ts, v, w FROM "w3".m ORDER BY ts') == [[1, 1.0, None], [2, 2.0, None], [4, 4.0, 5]]
+
+
+def test_v1_write_gzip_and_precisions(server):
+    body = gzip.compress(b"m v=1 5\n")
+    assert server.write(body, bucket="w4", v1=True, precision="ms", headers={"Content-Encoding": "gzip"})[0] == 204
+    assert server.write("m v=2 5\n", bucket="w4", precision="us")[0] == 204
+    assert server.write("m v=3 5\n", bucket="w4", precision="s")[0] == 204
+    assert server.write("m v=4 5\n", bucket="w4")[0] == 204
+    assert server.sql('SELECT ts FROM "w4".m ORDER BY v') == [[5_000_000], [5_000], [5_000_000_000], [5]]
+    assert server.write("m v=4 5\n", bucket="w4", precision="h")[0] == 400
+
+
+def test_lines_without_timestamp_get_the_receive_time(server):
+    before = time.time_ns()
+    assert server.write("m v=1\n", bucket="w5")[0] == 204
+    (ts,), = server.sql('SELECT ts FROM "w5".m')
+    assert before <= ts <= time.time_ns()
+
+
+def test_malformed_input_gets_line_errors_and_the_server_keeps_serving(server):
+    body = (b"m v=1 1\n"
+            b"m,t=a\\ v=1 2\n"  # escaped space: no fields
+            b"m v=\"unterminated 3\n"
+            b"m v=1 99999999999999999999\n"  # timestamp out of int64
+            b"m,t=\xff\xfe v=1 4\n"  # invalid UTF-8
+            b"m v=1 " + b"9" * 3000 + b"\n"  # longer than --max-line 2k
+            b"m,=x v=1 5\n"  # empty tag key
+            b"m v=nan 6\n"
+            b"m v=1 7\n")
+    status, doc = server.write(body, bucket="w6", precision="s")
+    assert status == 400
+    assert [e["line"] for e in doc["errors"]] == [2, 3, 4, 5, 6, 7, 8]
+    assert "UTF-8" in doc["errors"][3]["message"]
+    assert "out of range" in doc["errors"][2]["message"] or "invalid timestamp" in doc["errors"][2]["message"]
+    assert "longer than" in doc["errors"][4]["message"]
+    assert server.sql('SELECT ts FROM "w6".m ORDER BY ts') == [[1_000_000_000], [7_000_000_000]]
+    assert server.request("GET", "/ping")[0] == 204
+
+
+def test_arrow_ipc_write_creates_and_widens_the_type(server):
+    def ipc(t):
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, t.schema) as w:
+            w.write_table(t, max_chunksize=2)
+        return sink.getvalue().to_pybytes()
+
+    t1 = pa.table({"ts": pa.array([1, 2, 3], pa.int64()), "producer": pa.array([0, 0, 1], pa.int32()),
+                   "x": [1.0, 2.0, 3.0]})
+    st, h, _ = server.request("POST", "/api/v2/arrow?trace=a1&type=ev", ipc(t1))
+    assert st == 204 and h["x-rows-written"] == "3"
+    t2 = t1.append_column("name", pa.array(["a", "b", "c"]))
+    assert server.request("POST", "/api/v2/arrow?trace=a1&type=ev", ipc(t2))[0] == 204
+    assert server.sql('SELECT count(*), count(name), sum(x) FROM "a1".ev') == [[6, 3, 12.0]]
+    assert server.request("POST", "/api/v2/arrow?trace=a1&type=ev", b"not arrow")[0] == 400
+    bad = pa.table({"ts": pa.array([1], pa.int64()), "producer": pa.array([0], pa.int32()), "x": ["s"]})
+    assert server.request("POST", "/api/v2/arrow?trace=a1&type=ev", ipc(bad))[0] == 400
+
+
+def test_query_as_arrow_and_read_only(server):
+    assert server.write("q v=1i 1\nq v=2i 2\n", bucket="w7")[0] == 204
+    st, h, data = server.request("POST", "/api/query", json.dumps({"sql": 'SELECT v FROM "w7".q ORDER BY v',
+                                                                    "format": "arrow"}).encode(),
+                                 {"Content-Type": "application/json"})
+    assert st == 200 and h["content-type"] == "application/vnd.apache.arrow.stream"
+    assert pa.ipc.open_stream(data).read_all().column("v").to_pylist() == [1, 2]
+    st, _h, data = server.request("GET", "/api/query?sql=SELECT%201%20AS%20x")
+    assert st == 200 and json.loads(data)["rows"] == [[1]]
+    for sql in ("COPY (SELECT 1) TO '/tmp/th-escape.csv'", "CREATE TABLE x AS SELECT 1", "SELECT 1; SELECT 2",
+                "SELECT * FROM read_csv('/etc/passwd')", "ATTACH '/tmp/x.db'", "SET enable_external_access=true"):
+        st, _h, data = server.request("POST", "/api/query", sql.encode())
+        assert st == 400, (sql, data)
+
+
+def test_unknown_routes_and_missing_bucket(server):
+    assert server.request("POST", "/api/v2/write", b"m v=1")[0] == 400
+    assert server.request("POST", "/api/v2/write?bucket=../x", b"m v=1")[0] == 400
+    assert server.request("GET", "/nope")[0] == 404
+    st, _h, data = server.request("POST", "/query?q=CREATE%20DATABASE%20w8")
+    assert st == 200 and json.loads(data) == {"results": [{"statement_id": 0}]}
+
+
+# -- TCP ----------------------------------------------------------------------------------
+
+
+def test_tcp_with_durable_offsets(server):
+    s = server.tcp()
+    s.sendall(b"# tracehouse bucket=t1 acks=1 precision=s\ncpu,host=a v=1 1\ncpu,host=a v=2 2\nbad\n")
+    assert read_lines(s, 2) == ["err 4 missing fields (no space after the measurement and tags)", "ok 4 2"]
+    s.sendall(b"cpu,host=b v=3 3\n" + b"x" * 5000 + b" v=1\ncpu v=4 4")  # over-long line dropped, last without \n
+    s.shutdown(socket.SHUT_WR)
+    got = read_lines(s, 3)
+    # Line 6 is refused whether it arrived whole (decoder) or streamed in pieces (dropped unbuffered).
+    assert [g for g in got if g.startswith("err")] and all(g.startswith("err 6 line is") for g in got if g[:3] == "err")
+    assert got[-1] == "ok 7 4"
+    s.close()
+    assert server.sql('SELECT count(*) FROM "t1".cpu') == [[4]]
+
+
+def test_tcp_at_most_once_default_bucket(server):
+    s = server.tcp()
+    s.sendall(b"tcpm v=1i 1\ntcpm v=2i 2\n")
+    s.shutdown(socket.SHUT_WR)
+    s.settimeout(10)
+    assert s.recv(100) == b""  # nothing is sent back; the server closes after ingesting
+    s.close()
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        try:
+            if server.sql('SELECT count(*) FROM "lineproto".tcpm') == [[2]]:
+                break
+        except AssertionError:
+            pass
+        time.sleep(0.05)
+    assert server.sql('SELECT sum(v) FROM "lineproto".tcpm') == [[3]]
+
+
+# -- limits -----------------------------------------------------------------------------
+
+
+def test_body_limit_413_and_gzip_bomb(server):
+    st, _ = server.write(b"m v=1\n" * 20000, bucket="l1")  # 120 KB > 64k
+    assert st == 413
+    bomb = gzip.compress(b"m v=1\n" * 100000)  # small on the wire, 600 KB inflated
+    st, doc = server.write(bomb, bucket="l1", headers={"Content-Encoding": "gzip"})
+    assert st == 413 and "inflates" in doc["message"]
+    st, doc = server.write(b"\x1f\x8bnot gzip", bucket="l1", headers={"Content-Encoding": "gzip"})
+    assert st == 400
+    assert server.write("m v=1\n", bucket="l1")[0] == 204
+
+
+def _raw(port: int) -> socket.socket:
+    s = socket.create_connection(("127.0.0.1", port), timeout=10)
+    return s
+
+
+def test_silent_and_slow_clients_do_not_hold_the_server(server):
+    silent = [_raw(server.port) for _ in range(5)]
+    silent_tcp = [server.tcp() for _ in range(5)]
+    slow_head = _raw(server.port)
+    slow_head.sendall(b"POST /api/v2/write?bucket=l2 HTTP/1.1\r\nHost: x\r\n")
+    slow_body = _raw(server.port)
+    slow_body.sendall(b"POST /api/v2/write?bucket=l2 HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\nm v=1")
+    # Meanwhile others are served at once.
+    t0 = time.monotonic()
+    assert server.write("m v=1 1\n", bucket="l2")[0] == 204
+    assert time.monotonic() - t0 < 5
+    # After the idle timeout (1 s) every one of them has been closed by the server.
+    time.sleep(2.5)
+    for s in silent + silent_tcp + [slow_head]:
+        s.settimeout(5)
+        assert s.recv(1000) in (b"",) or True  # closed: EOF (maybe after nothing)
+        s.settimeout(5)
+        assert s.recv(1000) == b""
+        s.close()
+    slow_body.settimeout(5)
+    resp = slow_body.recv(1000)
+    assert resp.startswith(b"HTTP/1.1 408"), resp
+    slow_body.close()
+    assert server.sql('SELECT count(*) FROM "l2".m') == [[1]]
+
+
+def test_client_disconnecting_mid_body(server):
+    for _ in range(5):
+        s = _raw(server.port)
+        s.sendall(b"POST /api/v2/write?bucket=l3 HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\nm v=1 1\nm v=")
+        s.close()
+    s = server.tcp()
+    s.sendall(b"# tracehouse bucket=l3 acks=1\nm v=2 2\nm v=")  # a half line, then gone
+    s.close()
+    assert server.write("m v=3 3\n", bucket="l3")[0] == 204
+    time.sleep(0.3)
+    rows = server.sql('SELECT ts FROM "l3".m ORDER BY ts')
+    assert [2, 2] not in rows and [3] in rows
+    assert [1] not in rows  # the cut HTTP body was never acknowledged nor stored
+
+
+def test_overload_is_503_with_retry_after(tmp_path):
+    s = Server(tmp_path / "store", "--max-inflight", "1k", "--overload-wait", "0.2", "--idle-timeout", "5",
+               "--tcp-port", "-1")
+    try:
+        hold = _raw(s.port)  # holds the whole in-flight budget with a body it never finishes
+        hold.sendall(b"POST /api/v2/write?bucket=o HTTP/1.1\r\nHost: x\r\nContent-Length: 1024\r\n\r\nm v=1")
+        time.sleep(0.3)
+        st, h, data = s.request("POST", "/api/v2/write?bucket=o", b"m v=2 2\n")
+        assert st == 503 and h["retry-after"] == "1", data
+        hold.close()
+        deadline = time.monotonic() + 10
+        while s.request("POST", "/api/v2/write?bucket=o", b"m v=2 2\n")[0] != 204:
+            assert time.monotonic() < deadline
+            time.sleep(0.1)
+        st, _h, data = s.request("GET", "/health")
+        assert json.loads(data)["overload_refusals"] >= 1
+    finally:
+        s.stop()
+
+
+def test_connection_limits(tmp_path):
+    s = Server(tmp_path / "store", "--max-connections", "3", "--idle-timeout", "10")
+    try:
+        conns = [s.tcp() for _ in range(3)]
+        time.sleep(0.2)
+        extra = s.tcp()
+        assert read_lines(extra, 1) == ["err 0 too many connections"]
+        extra.close()
+        http_conns = [_raw(s.port) for _ in range(3)]
+        time.sleep(0.2)
+        st, _h, _d = s.request("GET", "/ping")
+        assert st == 503
+        for c in conns + http_conns:
+            c.close()
+        time.sleep(0.3)
+        assert s.request("GET", "/ping")[0] == 204
+    finally:
+        s.stop()
+
+
+# -- auth -------------------------------------------------------------------------------
+
+
+def test_token_required_when_set(tmp_path):
+    s = Server(tmp_path / "store", "--token", "s3cret")
+    try:
+        assert s.write("m v=1 1\n", bucket="a")[0] == 401
+        assert s.write("m v=1 1\n", bucket="a", headers={"Authorization": "Token wrong"})[0] == 401
+        assert s.write("m v=1 1\n", bucket="a", headers={"Authorization": "Token s3cret"})[0] == 204
+        assert s.request("POST", "/write?db=a&u=x&p=s3cret", b"m v=2 2\n")[0] == 204
+        assert s.request("POST", "/api/query", b"SELECT 1")[0] == 401
+        assert s.sql('SELECT count(*) FROM "a".m', headers={"Authorization": "Bearer s3cret"}) == [[2]]
+        t = s.tcp()
+        t.sendall(b"m v=3 3\n")
+        assert read_lines(t, 1)[0].startswith("err 0 unauthorized")
+        t.close()
+        t = s.tcp()
+        t.sendall(b"# tracehouse bucket=a acks=1 token=s3cret\nm v=3 3\n")
+        assert read_lines(t, 1) == ["ok 2 1"]
+        t.close()
+        st, _h, data = s.request("GET", "/health")
+        assert json.loads(data)["auth_refusals"] >= 3
+        assert s.alive()
+    finally:
+        s.stop()
+    assert "refused" in s.log.read_text()
+
+
+def test_binding_beyond_loopback_needs_a_token():
+    assert is_loopback("127.0.0.1") and is_loopback("::1") and is_loopback("localhost")
+    assert not is_loopback("0.0.0.0")
+    with pytest.raises(BadInput, match="needs a token"):
+        ServerConfig(host="0.0.0.0").check()
+    ServerConfig(host="0.0.0.0", token="t").check()
+
+
+# -- restart --------------------------------------------------------------------------------
+
+
+def test_restart_keeps_producer_ids_and_columns(tmp_path):
+    s = Server(tmp_path / "store")
+    try:
+        assert s.write("m,host=a v=1 1\nm,host=b v=2,extra=\"e\" 2\n", bucket="r")[0] == 204
+    finally:
+        s.stop()
+    s = Server(tmp_path / "store")
+    try:
+        assert s.write("m,host=b v=3 3\nm,host=c v=4 4\n", bucket="r")[0] == 204
+        assert s.write("m,host=c extra=5i 5\n", bucket="r")[0] == 400  # still a string column
+        rows = s.sql('SELECT p.name, count(*) FROM "r".m e JOIN th.producers p ON p.trace = \'r\' AND p.id = e.producer '
+                     "GROUP BY p.name ORDER BY p.name")
+        assert rows == [["host=a", 1], ["host=b", 2], ["host=c", 1]]
+    finally:
+        s.stop()
+
+
+def test_many_concurrent_writers(server):
+    errors = []
+
+    def writer(w: int) -> None:
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", server.port, timeout=30)
+            for b in range(10):
+                body = "".join(f"cw,writer={w} b={b}i,i={i}i {b * 100 + i}\n" for i in range(20)).encode()
+                c.request("POST", "/api/v2/write?bucket=cw", body)
+                r = c.getresponse()
+                r.read()
+                if r.status != 204:
+                    errors.append(r.status)
+            c.close()
+        except Exception as e:  # noqa: BLE001 - reported below
+            errors.append(repr(e))
+
+    threads = [threading.Thread(target=writer, args=(w,)) for w in range(16)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    assert server.sql('SELECT count(*), count(DISTINCT producer) FROM "cw".cw') == [[16 * 10 * 20, 16]]
