@@ -42,6 +42,7 @@ def test_every_system_ran_on_the_same_events(result):
         assert r["events"] == emitted, r["id"]
         assert r["stored"] in (None, emitted), r["id"]  # raw cannot count itself back
         assert r["bytes"] > 0 and r["seconds"] > 0 and r["events_per_s"] > 0, r["id"]
+        assert r["cpu_seconds"] > 0 and r["events_per_cpu_s"] > 0, r["id"]
     assert runs["raw"]["ratio_to_raw"] == 1.0
 
 

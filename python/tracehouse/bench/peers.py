@@ -24,6 +24,7 @@ clock stops. The harness is shared: write/import benchmarks reuse these peers.
 from __future__ import annotations
 
 import os
+import resource
 import sqlite3
 import time
 from dataclasses import dataclass, field
@@ -97,6 +98,26 @@ class Workload:
         return {t: tb.combine_chunks() for t, tb in tables.items()} if combine else tables
 
 
+def _cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+class Stopwatch:
+    """Wall time, and this process's CPU time (every thread, user + system), since creation.
+
+    The CPU time does not move with the neighbours' load on a shared machine, so
+    events per CPU-second compare systems even when wall times are noisy.
+    """
+
+    def __init__(self) -> None:
+        self.t0 = time.perf_counter()
+        self.c0 = _cpu()
+
+    def stop(self) -> tuple[float, float]:
+        return time.perf_counter() - self.t0, _cpu() - self.c0
+
+
 @dataclass
 class Run:
     """One measured ingestion: `events` in, `stored` counted back, `bytes` on disk."""
@@ -106,6 +127,7 @@ class Run:
     events: int
     seconds: float
     bytes: int
+    cpu_seconds: float | None = None  # CPU of this process in the timed region (all threads)
     stored: int | None = None  # events counted in the system after the run (None: cannot count)
     notes: str = ""
     extra: dict = field(default_factory=dict)
@@ -118,6 +140,8 @@ class Run:
         d = {
             "system": self.system, "mode": self.mode, "events": self.events, "stored": self.stored,
             "seconds": self.seconds, "events_per_s": self.events_per_s, "bytes": self.bytes,
+            "cpu_seconds": self.cpu_seconds,
+            "events_per_cpu_s": self.events / self.cpu_seconds if self.cpu_seconds else None,
             "bytes_per_event": self.bytes / self.events if self.events else None, "notes": self.notes,
         }
         d.update(self.extra)
@@ -146,7 +170,7 @@ def raw_append(directory: Path, w: Workload, tick: Tick = _no_tick) -> Run:
     plan = [[[buf for col in b.columns for buf in col.buffers() if buf is not None] for b in d.values()]
             for d in w.batches]
     counts = [sum(b.num_rows for b in d.values()) for d in w.batches]
-    t0 = time.perf_counter()
+    sw = Stopwatch()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
     try:
         for bufs_per_type, n in zip(plan, counts):
@@ -158,9 +182,9 @@ def raw_append(directory: Path, w: Workload, tick: Tick = _no_tick) -> Run:
         os.fsync(fd)
     finally:
         os.close(fd)
-    seconds = time.perf_counter() - t0
-    return Run("raw", "append+fsync", w.events, seconds, path.stat().st_size, stored=None,
-               notes="column buffers, no format; the upper bound")
+    seconds, cpu = sw.stop()
+    return Run("raw", "append+fsync", w.events, seconds, path.stat().st_size, cpu_seconds=cpu,
+               stored=None, notes="column buffers, no format; the upper bound")
 
 
 # -- SQLite --------------------------------------------------------------------------
@@ -188,7 +212,7 @@ def sqlite_stream(directory: Path, w: Workload, tick: Tick = _no_tick) -> Run:
         cols = ", ".join(f"{_q(f.name)} {_sqlite_type(f.type)}{'' if f.nullable else ' NOT NULL'}" for f in schema)
         db.execute(f"CREATE TABLE {_q(t)} ({cols})")
         inserts[t] = f"INSERT INTO {_q(t)} VALUES ({', '.join('?' * len(schema))})"
-    t0 = time.perf_counter()
+    sw = Stopwatch()
     db.execute("BEGIN")
     for d in w.batches:
         n = 0
@@ -197,11 +221,11 @@ def sqlite_stream(directory: Path, w: Workload, tick: Tick = _no_tick) -> Run:
             n += b.num_rows
         tick(n)
     db.execute("COMMIT")
-    seconds = time.perf_counter() - t0
+    seconds, cpu = sw.stop()
     stored = sum(db.execute(f"SELECT count(*) FROM {_q(t)}").fetchone()[0] for t in w.schemas)
     db.close()
-    return Run("sqlite", "stream 1txn WAL", w.events, seconds, dir_bytes(directory), stored=stored,
-               notes=f"sqlite {sqlite3.sqlite_version}, executemany of Python rows")
+    return Run("sqlite", "stream 1txn WAL", w.events, seconds, dir_bytes(directory), cpu_seconds=cpu,
+               stored=stored, notes=f"sqlite {sqlite3.sqlite_version}, executemany of Python rows")
 
 
 # -- DuckDB --------------------------------------------------------------------------
@@ -232,7 +256,7 @@ def duckdb_stream(directory: Path, w: Workload, tick: Tick = _no_tick) -> Run:
         con.unregister("_src")
     con.execute("CHECKPOINT")
     inserts = {t: f"INSERT INTO {_q(t)} SELECT * FROM _src" for t in w.schemas}
-    t0 = time.perf_counter()
+    sw = Stopwatch()
     con.execute("BEGIN TRANSACTION")
     for d in w.batches:
         n = 0
@@ -244,11 +268,11 @@ def duckdb_stream(directory: Path, w: Workload, tick: Tick = _no_tick) -> Run:
         tick(n)
     con.execute("COMMIT")
     con.execute("CHECKPOINT")
-    seconds = time.perf_counter() - t0
+    seconds, cpu = sw.stop()
     stored = _duckdb_count(con, w.schemas)
     con.close()
-    return Run("duckdb", "stream INSERT", w.events, seconds, dir_bytes(directory), stored=stored,
-               notes=f"duckdb {duckdb.__version__}, native table, 1 txn")
+    return Run("duckdb", "stream INSERT", w.events, seconds, dir_bytes(directory), cpu_seconds=cpu,
+               stored=stored, notes=f"duckdb {duckdb.__version__}, native table, 1 txn")
 
 
 def duckdb_bulk(directory: Path, w: Workload, tick: Tick = _no_tick) -> Run:
@@ -258,15 +282,15 @@ def duckdb_bulk(directory: Path, w: Workload, tick: Tick = _no_tick) -> Run:
     path = Path(directory) / "bench.duckdb"
     tables = w.tables(combine=True)  # one contiguous table per type, built before the clock starts
     con = _duckdb_connect(path)
-    t0 = time.perf_counter()
+    sw = Stopwatch()
     for t, table in tables.items():
         con.register("_src", table)
         con.execute(f"CREATE TABLE {_q(t)} AS SELECT * FROM _src")
         con.unregister("_src")
         tick(table.num_rows)
     con.execute("CHECKPOINT")
-    seconds = time.perf_counter() - t0
+    seconds, cpu = sw.stop()
     stored = _duckdb_count(con, tables)
     con.close()
-    return Run("duckdb", "bulk CTAS", w.events, seconds, dir_bytes(directory), stored=stored,
-               notes=f"duckdb {duckdb.__version__}, one Arrow table per type")
+    return Run("duckdb", "bulk CTAS", w.events, seconds, dir_bytes(directory), cpu_seconds=cpu,
+               stored=stored, notes=f"duckdb {duckdb.__version__}, one Arrow table per type")
