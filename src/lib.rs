@@ -7,6 +7,7 @@
 //!
 //! - [`colpool`]: recycling of column allocations lent to Arrow.
 //! - [`lineproto`]: InfluxDB line protocol decoding into Arrow batches.
+//! - [`loadgen`]: the write load generator (QoS agents, TSBS cpu-only) and its report.
 //! - [`rng`]: the deterministic PRNG shared by the workload generators.
 //! - [`tod`]: the TOD workload generator (seed 001).
 //! - `py`: the PyO3 glue (only with the default `python` feature), one file per
@@ -19,6 +20,7 @@
 
 pub mod colpool;
 pub mod lineproto;
+pub mod loadgen;
 pub mod rng;
 pub mod tod;
 
@@ -38,5 +40,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", VERSION)?;
     py::tod::register(m)?;
     py::lineproto::register(m)?;
+    py::loadgen::register(m)?;
     Ok(())
 }

@@ -125,3 +125,40 @@ def decode_lines(
     or over a limit is refused alone and changes no schema and no producer table.
     Field and measurement names become identifiers (other bytes -> ``_``, a leading
     digit gets ``_``, ts/producer/seq/dur/type get a ``_`` suffix)."""
+
+# -- load generator (src/loadgen.rs, src/py/loadgen.rs) ----------------------------------
+
+QOS_ID_PARAMS: Final[list[str]]
+"""The 13 measurement-id parameters of a Qosmet measurement (seed 003), written as tags."""
+QOS_RESULT_PARAMS: Final[list[tuple[str, str, float, float]]]
+"""The 48 result parameters: (name, "float64" | "int64", low, high) of their generated values."""
+CPU_TAGS: Final[list[str]]
+"""TSBS cpu-only tags (10)."""
+CPU_FIELDS: Final[list[str]]
+"""TSBS cpu-only fields (10, integers 0..100)."""
+
+def run_load(
+    *,
+    workload: str = "qos",
+    protocol: str = "http",
+    host: str = "127.0.0.1",
+    port: int = 8086,
+    path: str = "/api/v2/write?bucket=qos",
+    bucket: str = "qos",
+    token: str | None = None,
+    agents: int = 8,
+    rows_per_batch: int = 1000,
+    interval_ms: float = 0.0,
+    duration_s: float = 10.0,
+    batches_per_agent: int = 0,
+    seed: int = 42,
+    bodies: list[bytes] | None = None,
+    content_type: str = "application/vnd.apache.arrow.stream",
+) -> dict:
+    """Run write load (one thread per agent, GIL released; Ctrl-C stops it).
+
+    workload: "qos" | "cpu"; protocol: "http" (POST path, 2xx acknowledges), "tcp" (nothing
+    acknowledged), "tcp-acks" (tracehouse durable offsets), "http-bodies" (POST the given
+    ``bodies`` in turn). Returns elapsed_s, rows_sent, rows_acked, batches_sent,
+    batches_acked, errors, statuses [(code, n)], error_samples, ack_us and e2e_us
+    ([p50, p90, p99, max] microseconds), bytes_sent."""

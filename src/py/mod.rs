@@ -5,4 +5,5 @@
 
 pub mod arrow;
 pub mod lineproto;
+pub mod loadgen;
 pub mod tod;

@@ -62,3 +62,42 @@ def register(commands) -> None:
                     help="seconds a request waits for in-flight room before 503 (default 2)")
     sp.add_argument("--ready-file", help="write the bound addresses as JSON here once serving")
     sp.add_argument("--quiet", action="store_true", help="log warnings only")
+    register_load(commands)
+
+
+def cmd_load(args) -> int:
+    from ..bench import load
+    from ..cli import emit_json, out
+
+    target = load.Target.parse(args.url, tcp_port=args.tcp_port,
+                               token=args.token or os.environ.get("TRACEHOUSE_TOKEN") or None)
+    agents = args.hosts if args.workload == "cpu" and args.hosts else args.agents
+    rep = load.run(args.workload, target=target, protocol=args.protocol, bucket=args.bucket, agents=agents,
+                   rows_per_batch=args.rows_per_batch, interval_ms=args.interval, duration_s=args.duration,
+                   seed=args.seed)
+    if args.json:
+        emit_json(rep)
+    else:
+        out.print(load.render(rep), highlight=False)
+    return 0 if rep["rows_sent"] else 1
+
+
+def register_load(commands) -> None:
+    sp = commands.add("load", cmd_load,
+                      "write load generator (Rust): seed 003's QoS agents or TSBS cpu-only hosts against a server")
+    sp.add_argument("workload", choices=("qos", "cpu"),
+                    help="qos: 13 id tags + 48 result fields per row; cpu: TSBS cpu-only, 10 tags + 10 fields")
+    sp.add_argument("--agents", type=int, default=8, help="concurrent agents (connections), default 8")
+    sp.add_argument("--hosts", type=int, help="cpu: simulated hosts (= agents)")
+    sp.add_argument("--interval", type=float, default=0.0,
+                    help="ms between an agent's batches (default 0: send as soon as acknowledged)")
+    sp.add_argument("--rows-per-batch", type=int, default=1000)
+    sp.add_argument("--duration", type=float, default=10.0, help="seconds (default 10)")
+    sp.add_argument("--protocol", choices=("http", "tcp", "tcp-acks", "arrow"), default="http",
+                    help="http: line protocol, 2xx = durable; tcp: line protocol, nothing acknowledged; tcp-acks: "
+                         "tracehouse durable offsets; arrow: Arrow IPC over HTTP")
+    sp.add_argument("--url", default="http://127.0.0.1:8086", help="server (default http://127.0.0.1:8086)")
+    sp.add_argument("--tcp-port", type=int, default=8094, help="line protocol TCP port (default 8094)")
+    sp.add_argument("--bucket", help="trace to write (default: the workload's name)")
+    sp.add_argument("--token")
+    sp.add_argument("--seed", type=int, default=42)

@@ -28,6 +28,7 @@ import asyncio
 import hmac
 import json
 import logging
+import os
 import time
 import zlib
 from typing import Any
@@ -303,7 +304,7 @@ class Api:
 
     async def health(self, request: Request) -> Response:
         b = self.ingestor.budget
-        return JSONResponse({"status": "pass", "name": "tracehouse", "inflight_bytes": b.used,
+        return JSONResponse({"status": "pass", "name": "tracehouse", "pid": os.getpid(), "inflight_bytes": b.used,
                              "inflight_limit": b.limit, "overload_refusals": b.refused,
                              "auth_refusals": self.auth_refused, **self.ingestor.stats})
 

@@ -1,0 +1,155 @@
+"""`tracehouse load`: the Rust load generator, with CPU shares and a readable report.
+
+Owns the choice of wire protocol (line protocol over HTTP or TCP, Arrow IPC over
+HTTP), the Arrow bodies for the Arrow protocol (built once with numpy before the
+clock starts), and the CPU accounting: the generator's own share of the machine
+(this process: every agent thread) and, when the server is local, the server's
+(its /health names its pid; /proc gives its CPU time).
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import resource
+import time
+from dataclasses import dataclass
+from urllib.parse import urlparse
+
+import numpy as np
+import pyarrow as pa
+
+from .. import _core
+
+PROTOCOLS = ("http", "tcp", "tcp-acks", "arrow")
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+
+
+@dataclass
+class Target:
+    host: str = "127.0.0.1"
+    port: int = 8086
+    tcp_port: int = 8094
+    token: str | None = None
+
+    @classmethod
+    def parse(cls, url: str, tcp_port: int = 8094, token: str | None = None) -> "Target":
+        u = urlparse(url if "//" in url else f"http://{url}")
+        return cls(u.hostname or "127.0.0.1", u.port or 8086, tcp_port, token)
+
+
+def server_pid(t: Target) -> int | None:
+    """The pid a local tracehouse server reports in /health (None for others)."""
+    try:
+        c = http.client.HTTPConnection(t.host, t.port, timeout=5)
+        c.request("GET", "/health", headers={"Authorization": f"Token {t.token}"} if t.token else {})
+        r = c.getresponse()
+        doc = json.loads(r.read()) if r.status == 200 else {}
+        c.close()
+        pid = doc.get("pid")
+        return int(pid) if pid and os.path.exists(f"/proc/{pid}/stat") else None
+    except (OSError, ValueError, http.client.HTTPException):
+        return None
+
+
+def proc_cpu_s(pid: int) -> float | None:
+    """User + system CPU seconds of process `pid` (all threads)."""
+    try:
+        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def self_cpu_s() -> float:
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def arrow_bodies(workload: str, rows: int, count: int = 8, seed: int = 42) -> list[bytes]:
+    """`count` Arrow IPC streams of `rows` rows of the workload's fields (ts, producer, params)."""
+    rng = np.random.default_rng(seed)
+    out = []
+    base = time.time_ns()
+    for k in range(count):
+        cols = {"ts": pa.array(base + np.arange(rows, dtype=np.int64) * 1000 + k, pa.int64()),
+                "producer": pa.array(np.full(rows, k, np.int32))}
+        if workload == "qos":
+            for name, typ, lo, hi in _core.QOS_RESULT_PARAMS:
+                if typ == "float64":
+                    cols[name] = pa.array(np.round(rng.uniform(lo, hi, rows), 3))
+                else:
+                    cols[name] = pa.array(rng.integers(int(lo), int(hi) + 1, rows, dtype=np.int64))
+        else:
+            for name in _core.CPU_FIELDS:
+                cols[name] = pa.array(rng.integers(0, 101, rows, dtype=np.int64))
+        t = pa.table(cols)
+        sink = pa.BufferOutputStream()
+        with pa.ipc.new_stream(sink, t.schema) as w:
+            w.write_table(t)
+        out.append(sink.getvalue().to_pybytes())
+    return out
+
+
+def run(workload: str, *, target: Target, protocol: str = "http", bucket: str | None = None, agents: int = 8,
+        rows_per_batch: int = 1000, interval_ms: float = 0.0, duration_s: float = 10.0, batches_per_agent: int = 0,
+        seed: int = 42, path: str | None = None) -> dict:
+    """One load run; returns the generator's report plus rates and CPU shares."""
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"protocol {protocol!r}: expected one of {', '.join(PROTOCOLS)}")
+    bucket = bucket or workload
+    kw: dict = {}
+    if protocol == "arrow":
+        kw["bodies"] = arrow_bodies(workload, rows_per_batch, seed=seed)
+        kw["path"] = path or f"/api/v2/arrow?trace={bucket}&type={workload}"
+        proto = "http-bodies"
+    else:
+        kw["path"] = path or f"/api/v2/write?bucket={bucket}"
+        proto = protocol
+    port = target.tcp_port if protocol.startswith("tcp") else target.port
+    spid = server_pid(target)
+    s0 = proc_cpu_s(spid) if spid else None
+    c0, w0 = self_cpu_s(), time.perf_counter()
+    load0 = os.getloadavg()[0]
+    rep = dict(_core.run_load(workload=workload, protocol=proto, host=target.host, port=port, bucket=bucket,
+                              token=target.token, agents=agents, rows_per_batch=rows_per_batch,
+                              interval_ms=interval_ms, duration_s=duration_s,
+                              batches_per_agent=batches_per_agent, seed=seed, **kw))
+    wall = time.perf_counter() - w0
+    c1 = self_cpu_s()
+    s1 = proc_cpu_s(spid) if spid else None
+    ncpu = os.cpu_count() or 1
+    el = rep["elapsed_s"] or wall
+    rep.update({
+        "workload": workload, "protocol": protocol, "agents": agents, "rows_per_batch": rows_per_batch,
+        "interval_ms": interval_ms, "duration_s": duration_s,
+        "rows_sent_per_s": rep["rows_sent"] / el, "rows_acked_per_s": rep["rows_acked"] / el,
+        "loadgen_cpu_share": (c1 - c0) / (wall * ncpu),
+        "server_cpu_share": (s1 - s0) / (wall * ncpu) if s0 is not None and s1 is not None else None,
+        "cpus": ncpu, "loadavg_1m_before": load0, "loadavg_1m_after": os.getloadavg()[0],
+        "columns_per_row": (13 + 48) if workload == "qos" else 20,
+    })
+    return rep
+
+
+def render(rep: dict) -> str:
+    ms = lambda us: f"{us / 1000:.1f}"  # noqa: E731
+    srv = rep["server_cpu_share"]
+    lines = [
+        f"{rep['workload']} over {rep['protocol']}: {rep['agents']} agents x {rep['rows_per_batch']} rows/batch"
+        + (f" every {rep['interval_ms']:g} ms" if rep["interval_ms"] else " (closed loop)")
+        + f", {rep['elapsed_s']:.1f} s",
+        f"  sent          {rep['rows_sent']:>12,} rows  {rep['rows_sent_per_s']:>12,.0f} rows/s"
+        f"  ({rep['bytes_sent'] / max(rep['elapsed_s'], 1e-9) / 1e6:.1f} MB/s)",
+        f"  acknowledged  {rep['rows_acked']:>12,} rows  {rep['rows_acked_per_s']:>12,.0f} rows/s",
+        f"  ack latency   p50 {ms(rep['ack_us'][0])} ms  p90 {ms(rep['ack_us'][1])} ms  p99 {ms(rep['ack_us'][2])} ms"
+        f"  max {ms(rep['ack_us'][3])} ms",
+        f"  end-to-end    p50 {ms(rep['e2e_us'][0])} ms  p99 {ms(rep['e2e_us'][2])} ms (measurement time -> durable ack)",
+        f"  errors        {rep['errors']:,}" + (f"  {rep['statuses']}" if rep["statuses"] else "")
+        + (f"  e.g. {rep['error_samples'][0]}" if rep["error_samples"] else ""),
+        f"  CPU share     load generator {rep['loadgen_cpu_share']:.0%}"
+        + (f", server {srv:.0%}" if srv is not None else "") + f" of {rep['cpus']} cores;"
+        f" load average {rep['loadavg_1m_before']:.2f} -> {rep['loadavg_1m_after']:.2f}",
+    ]
+    return "\n".join(lines)
