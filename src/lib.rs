@@ -10,6 +10,8 @@
 //! - [`loadgen`]: the write load generator (QoS agents, TSBS cpu-only) and its report.
 //! - [`rng`]: the deterministic PRNG shared by the workload generators.
 //! - [`tod`]: the TOD workload generator (seed 001).
+//! - [`parse`]: trace file parsers, one module per format.
+//! - [`export`]: trace file writers, one module per format.
 //! - `py`: the PyO3 glue (only with the default `python` feature), one file per
 //!   concern, registered below.
 //!
@@ -21,6 +23,8 @@
 pub mod colpool;
 pub mod lineproto;
 pub mod loadgen;
+pub mod export;
+pub mod parse;
 pub mod rng;
 pub mod tod;
 
@@ -41,5 +45,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     py::tod::register(m)?;
     py::lineproto::register(m)?;
     py::loadgen::register(m)?;
+    py::chrome::register(m)?;
     Ok(())
 }

@@ -162,3 +162,48 @@ def run_load(
     ``bodies`` in turn). Returns elapsed_s, rows_sent, rows_acked, batches_sent,
     batches_acked, errors, statuses [(code, n)], error_samples, ack_us and e2e_us
     ([p50, p90, p99, max] microseconds), bytes_sent."""
+
+# -- Chrome Trace Event JSON (src/parse/chrome.rs, src/export/chrome.rs) ------------------
+
+def chrome_tables() -> dict[str, tuple[str, list[tuple[str, str]]]]:
+    """{event type: (kind, [(column, type), ...])} of the chrome event types, common columns included."""
+
+class ChromeParser:
+    """Streaming parser of Chrome Trace Event JSON (array or {"traceEvents": [...]} form).
+
+    Feed byte chunks of any size, cut anywhere; only the unconsumed tail is buffered.
+    Parsing releases the GIL. Batches carry the columns of ``tracehouse.formats.chrome``
+    plus the ``arg_<key>``/``end_arg_<key>`` columns met so far (``new_columns``).
+    """
+
+    def __init__(self, strict: bool = False, batch_rows: int = 65536, max_arg_columns: int = 200) -> None: ...
+    def declare(self, event_type: str, column: str, ptype: str, key: str, end: bool = False) -> bool:
+        """Store args key ``key`` in ``column`` (type ``ptype``), as an earlier trace did."""
+    def feed(self, chunk: bytes) -> list[tuple[str, pa.RecordBatch]]:
+        """Parse a chunk; returns the batches that are full."""
+    def finish(self) -> list[tuple[str, pa.RecordBatch]]:
+        """End of input: unmatched halves are closed; returns every remaining batch."""
+    def new_columns(self) -> list[tuple[str, str, str, str]]:
+        """(event type, column, type, args key) discovered since the last call."""
+    def producers(self) -> list[dict]:
+        """Producer rows (id, parent, kind, name, attrs with pid/tid/sort_index/labels)."""
+    @property
+    def stats(self) -> dict[str, int]: ...
+    @property
+    def problems(self) -> list[tuple[int, int, str]]:
+        """The first rejected records: (line, byte offset, reason)."""
+    @property
+    def fatal(self) -> tuple[int, int, str] | None:
+        """strict mode: the record that stopped the parse."""
+    @property
+    def metadata(self) -> list[tuple[str, str]]:
+        """Top-level members other than traceEvents: (key, JSON text)."""
+
+class ChromeWriter:
+    """Encodes record batches whose columns are named by role as Chrome JSON events."""
+
+    def __init__(self, producers: list[tuple[int, str, str]], first: bool = True) -> None: ...
+    def encode(self, batch: pa.RecordBatch, ph: str, name: str, cat: str) -> bytes:
+        """The batch's events, each preceded by its separator (none before the very first)."""
+    @property
+    def events(self) -> int: ...

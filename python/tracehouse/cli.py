@@ -206,6 +206,8 @@ def cmd_query(args) -> int:
 
 
 def cmd_export(args) -> int:
+    if args.format not in ("parquet", "csv"):
+        return export_with_plugin(args)
     out_dir = Path(args.out or ".")
     with open_store(args) as s:
         info = s.trace(args.trace)
@@ -237,6 +239,26 @@ def cmd_export(args) -> int:
     else:
         for f in files:
             out.print(f"{f['path']}  {human_bytes(f['bytes'])}")
+    return 0
+
+
+def export_with_plugin(args) -> int:
+    """`export --format NAME` through a registered exporter: one file, OUT/<trace>.<ext> or OUT itself
+    when it names a file (has a suffix)."""
+    from . import exporters
+
+    exp = exporters.get(args.format)
+    out_path = Path(args.out or ".")
+    if not out_path.suffix:
+        out_path = out_path / f"{args.trace}.{getattr(exp, 'EXTENSION', args.format)}"
+    with open_store(args) as s:
+        info = s.trace(args.trace)
+        with progress_bar(f"exporting {info.name}", info.event_count, enabled=not args.json and sys.stderr.isatty()) as adv:
+            r = exp.export(s, info.name, out_path, progress=adv)
+    if args.json:
+        emit_json(r)
+    else:
+        out.print(f"{r['path']}  {r.get('events', 0):,} events  {human_bytes(r.get('bytes'))}")
     return 0
 
 
@@ -274,6 +296,8 @@ def cmd_import(args) -> int:
     else:
         out.print(f"imported {report.events:,} events into [bold]{report.trace}[/bold] in {secs:.2f} s "
                   f"({report.events / secs:,.0f} events/s): " + ", ".join(f"{k} {v:,}" for k, v in report.by_type.items()))
+        if getattr(report, "details", None):
+            err.print(", ".join(f"{k.replace('_', ' ')}: {v:,}" for k, v in report.details.items()))
         if report.rejected:
             err.print(f"[yellow]{report.rejected} rejected lines[/yellow] (first: " + "; ".join(
                 f"line {r.line}: {r.reason}" for r in report.first_rejected[:5]) + ")")
@@ -444,8 +468,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--limit", type=int, default=100, help="rows shown in table format")
     sp = add("export", cmd_export, "write a trace's events, one file per event type")
     sp.add_argument("trace")
-    sp.add_argument("--format", choices=("parquet", "csv"), default="parquet")
-    sp.add_argument("--out", help="directory (default: .); files go to OUT/<trace>/")
+    from . import exporters
+
+    sp.add_argument("--format", choices=("parquet", "csv", *exporters.registry()), default="parquet",
+                    help="parquet | csv: one file per event type; chrome: one Chrome JSON file (Perfetto UI)")
+    sp.add_argument("--out", help="directory (default: .); parquet/csv go to OUT/<trace>/, others to "
+                                  "OUT/<trace>.<ext>, or to OUT itself when it names a file (e.g. t.json.gz)")
     sp = add("rm", cmd_rm, "delete traces")
     sp.add_argument("trace", nargs="+")
     sp = add("import", cmd_import, "import a file as a new trace")

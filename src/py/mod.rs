@@ -6,4 +6,5 @@
 pub mod arrow;
 pub mod lineproto;
 pub mod loadgen;
+pub mod chrome;
 pub mod tod;

@@ -71,6 +71,7 @@ class ImportReport:
     producers: int = 0
     rejected: int = 0
     first_rejected: list[Rejected] = field(default_factory=list)
+    details: dict = field(default_factory=dict)  # format-specific counts (unmatched halves, ...)
 
     def reject(self, line: int | None, reason: str, keep: int = 10) -> None:
         self.rejected += 1

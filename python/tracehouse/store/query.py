@@ -217,6 +217,22 @@ class QueryEngine:
             except duckdb.Error as e:
                 raise BadInput(f"SQL error: {_first_line(e)}", expected="a valid DuckDB query over the store's views") from None
 
+    def batches(self, query: str, params: list | dict | None = None, rows: int = 65_536):
+        """Yields the result as record batches of up to `rows` rows, streamed (the engine
+        stays locked while the generator is consumed: finish or close it before other SQL)."""
+        with self.lock:
+            self.refresh(query)
+            try:
+                rel = self.con.sql(query, params=params)
+                if rel is None:
+                    return
+                # duckdb 2 renamed fetch_record_batch() to to_arrow_reader(); accept both.
+                f = getattr(rel, "to_arrow_reader", None) or rel.fetch_record_batch
+                reader = f(rows)
+            except duckdb.Error as e:
+                raise BadInput(f"SQL error: {_first_line(e)}", expected="a valid DuckDB query over the store's views") from None
+            yield from reader
+
 
 def _to_arrow(rel) -> pa.Table:
     # duckdb 2 renamed arrow() to to_arrow_table(); accept both.

@@ -341,6 +341,11 @@ class Store:
         """Run SQL over the store's views; returns an Arrow table."""
         return self.query_engine.sql(query, params)
 
+    def sql_batches(self, query: str, params: list | dict | None = None, rows: int = 65_536):
+        """Like `sql`, streamed: yields record batches of up to `rows` rows without holding the
+        whole result in memory. Consume (or close) the generator before running other SQL."""
+        return self.query_engine.batches(query, params, rows)
+
     def events(self, trace: str, types: str | Iterable[str] | None = None, *, start: int | None = None,
                end: int | None = None, producers: Iterable[int] | None = None,
                columns: Iterable[str] | None = None, output: str = "arrow"):

@@ -1,0 +1,244 @@
+//! Python face of the Chrome JSON parser and writer: `_core.ChromeParser`,
+//! `_core.ChromeWriter` and `_core.chrome_tables()`.
+//!
+//! Owns argument checking and the conversions: chunks in as `bytes`, batches out as
+//! `pyarrow.RecordBatch`, producers/stats/problems as plain Python values (a handful
+//! per trace, never one per event). Parsing and encoding run with the GIL released,
+//! so the store's checkpoint thread encodes Parquet while the next chunk is parsed.
+
+use std::collections::HashMap;
+
+use arrow_array::RecordBatch;
+use arrow_pyarrow::FromPyArrow;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+
+use super::arrow::{batch_to_pyarrow, schema_to_pyarrow};
+use crate::export::chrome::ChromeWriter;
+use crate::parse::chrome::{ChromeParser, Options, Problem, TABLES};
+use crate::parse::table::PType;
+
+/// Batches as a list of (event type, pyarrow.RecordBatch), converting each distinct
+/// schema once.
+pub fn batches_to_py<'py>(
+    py: Python<'py>,
+    batches: Vec<(String, RecordBatch)>,
+    cache: &mut HashMap<(String, usize), Py<PyAny>>,
+) -> PyResult<Bound<'py, PyList>> {
+    let out = PyList::empty(py);
+    for (name, b) in batches {
+        let key = (name.clone(), b.num_columns());
+        let schema = match cache.get(&key) {
+            Some(s) => s.bind(py).clone(),
+            None => {
+                let s = schema_to_pyarrow(py, &b.schema())?;
+                cache.insert(key, s.clone().unbind());
+                s
+            }
+        };
+        out.append((name, batch_to_pyarrow(py, b, &schema)?))?;
+    }
+    Ok(out)
+}
+
+/// Problems as (line, byte offset, reason) tuples.
+pub fn problems_to_py<'py>(py: Python<'py>, ps: &[Problem]) -> PyResult<Bound<'py, PyList>> {
+    let out = PyList::empty(py);
+    for p in ps {
+        out.append((p.line, p.offset, p.reason.as_str()))?;
+    }
+    Ok(out)
+}
+
+/// Streaming parser of Chrome Trace Event JSON (see `tracehouse/formats/chrome.py`).
+#[pyclass(module = "tracehouse._core", name = "ChromeParser")]
+pub struct PyChromeParser {
+    inner: ChromeParser,
+    schemas: HashMap<(String, usize), Py<PyAny>>,
+}
+
+#[pymethods]
+impl PyChromeParser {
+    #[new]
+    #[pyo3(signature = (strict=false, batch_rows=65_536, max_arg_columns=200))]
+    fn new(strict: bool, batch_rows: usize, max_arg_columns: usize) -> PyResult<Self> {
+        if batch_rows == 0 {
+            return Err(PyValueError::new_err("batch_rows: expected at least 1"));
+        }
+        Ok(Self { inner: ChromeParser::new(Options { strict, batch_rows, max_arg_columns }), schemas: HashMap::new() })
+    }
+
+    /// Declares an args column of an earlier trace: `end` for `end_arg_` columns.
+    /// Returns False when the event type is unknown or the column name is taken.
+    #[pyo3(signature = (event_type, column, ptype, key, end=false))]
+    fn declare(&mut self, event_type: &str, column: &str, ptype: &str, key: &str, end: bool) -> PyResult<bool> {
+        let t =
+            PType::from_name(ptype).ok_or_else(|| PyValueError::new_err(format!("unknown column type {ptype:?}")))?;
+        Ok(self.inner.declare(event_type, column, t, key, end))
+    }
+
+    /// Parses a chunk; returns the batches that are full, as [(event type, batch)].
+    fn feed<'py>(&mut self, py: Python<'py>, chunk: &[u8]) -> PyResult<Bound<'py, PyList>> {
+        let inner = &mut self.inner;
+        let batches = py.detach(move || {
+            inner.feed(chunk);
+            inner.take_batches(false)
+        });
+        batches_to_py(py, batches, &mut self.schemas)
+    }
+
+    /// Ends the input; returns every remaining batch.
+    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let inner = &mut self.inner;
+        let batches = py.detach(move || {
+            inner.finish();
+            inner.take_batches(true)
+        });
+        batches_to_py(py, batches, &mut self.schemas)
+    }
+
+    /// Columns discovered since the last call: [(event type, column, type, args key)].
+    fn new_columns(&mut self) -> Vec<(String, String, &'static str, String)> {
+        self.inner.take_new_columns().into_iter().map(|(t, c, p, k)| (t, c, p.name(), k)).collect()
+    }
+
+    /// Every producer met: dicts with id, parent, kind, name, attrs (pid, tid, sort_index, labels).
+    fn producers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let out = PyList::empty(py);
+        for p in self.inner.producers() {
+            let d = PyDict::new(py);
+            d.set_item("id", p.id)?;
+            d.set_item("parent", p.parent)?;
+            d.set_item("kind", p.kind)?;
+            let default = match &p.tid {
+                Some(t) => format!("thread {t}"),
+                None => format!("process {}", p.pid),
+            };
+            d.set_item("name", p.name.clone().unwrap_or(default))?;
+            let attrs = PyDict::new(py);
+            let num = |s: &str| s.parse::<i64>().ok();
+            match num(&p.pid) {
+                Some(v) => attrs.set_item("pid", v)?,
+                None => attrs.set_item("pid", &p.pid)?,
+            }
+            if let Some(t) = &p.tid {
+                match num(t) {
+                    Some(v) => attrs.set_item("tid", v)?,
+                    None => attrs.set_item("tid", t)?,
+                }
+            }
+            if let Some(s) = p.sort_index {
+                attrs.set_item("sort_index", s)?;
+            }
+            if let Some(l) = &p.labels {
+                attrs.set_item("labels", l)?;
+            }
+            d.set_item("attrs", attrs)?;
+            out.append(d)?;
+        }
+        Ok(out)
+    }
+
+    /// Counts: records, metadata, unmatched_begin, unmatched_end, unmatched_async_begin,
+    /// unmatched_async_end, unterminated_flows, skipped_counter_args, rejected.
+    #[getter]
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = &self.inner.stats;
+        let d = PyDict::new(py);
+        for (k, v) in [
+            ("records", s.records),
+            ("metadata", s.metadata),
+            ("unmatched_begin", s.unmatched_begin),
+            ("unmatched_end", s.unmatched_end),
+            ("unmatched_async_begin", s.unmatched_async_begin),
+            ("unmatched_async_end", s.unmatched_async_end),
+            ("unterminated_flows", s.unterminated_flows),
+            ("skipped_counter_args", s.skipped_counter_args),
+            ("rejected", self.inner.rejected),
+        ] {
+            d.set_item(k, v)?;
+        }
+        Ok(d)
+    }
+
+    /// The first rejected records: [(line, byte offset, reason)].
+    #[getter]
+    fn problems<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        problems_to_py(py, &self.inner.problems)
+    }
+
+    /// In strict mode, the record that stopped the parse: (line, byte offset, reason).
+    #[getter]
+    fn fatal(&self) -> Option<(u64, u64, String)> {
+        self.inner.fatal.as_ref().map(|p| (p.line, p.offset, p.reason.clone()))
+    }
+
+    /// Top-level members other than the events, as [(key, JSON text)].
+    #[getter]
+    fn metadata(&self) -> Vec<(String, String)> {
+        self.inner.metadata.clone()
+    }
+}
+
+/// Encoder of record batches as Chrome JSON events (see `src/export/chrome.rs` for the
+/// column roles).
+#[pyclass(module = "tracehouse._core", name = "ChromeWriter")]
+pub struct PyChromeWriter {
+    inner: ChromeWriter,
+}
+
+#[pymethods]
+impl PyChromeWriter {
+    #[new]
+    #[pyo3(signature = (producers, first=true))]
+    fn new(producers: Vec<(i32, String, String)>, first: bool) -> Self {
+        Self { inner: ChromeWriter::new(producers, first) }
+    }
+
+    /// The events of `batch` as JSON text (each preceded by its separator).
+    fn encode<'py>(
+        &mut self,
+        py: Python<'py>,
+        batch: &Bound<'py, PyAny>,
+        ph: &str,
+        name: &str,
+        cat: &str,
+    ) -> PyResult<Bound<'py, PyBytes>> {
+        let rb = RecordBatch::from_pyarrow_bound(batch)?;
+        let inner = &mut self.inner;
+        let out = py.detach(move || {
+            let mut out = Vec::with_capacity(rb.num_rows() * 160);
+            inner.encode(&rb, ph, name, cat, &mut out).map(|_| out)
+        });
+        let out = out.map_err(PyValueError::new_err)?;
+        Ok(PyBytes::new(py, &out))
+    }
+
+    /// Events written so far.
+    #[getter]
+    fn events(&self) -> u64 {
+        self.inner.events
+    }
+}
+
+/// {event type: (kind, [(column, type), ...])} of the Chrome event types, common
+/// columns included, in stored order.
+#[pyfunction]
+fn chrome_tables(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let d = PyDict::new(py);
+    let p = ChromeParser::new(Options::default());
+    for ((name, cols), (_, kind, _)) in p.table_columns().into_iter().zip(TABLES.iter()) {
+        let cols: Vec<(String, &str)> = cols.into_iter().map(|(c, t)| (c, t.name())).collect();
+        d.set_item(name, PyTuple::new(py, [kind.into_pyobject(py)?.into_any(), cols.into_pyobject(py)?])?)?;
+    }
+    Ok(d)
+}
+
+/// Adds the Chrome names to the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyChromeParser>()?;
+    m.add_class::<PyChromeWriter>()?;
+    m.add_function(wrap_pyfunction!(chrome_tables, m)?)?;
+    Ok(())
+}
