@@ -21,9 +21,9 @@
 #![deny(missing_docs)]
 
 pub mod colpool;
+pub mod export;
 pub mod lineproto;
 pub mod loadgen;
-pub mod export;
 pub mod parse;
 pub mod rng;
 pub mod tod;

@@ -320,6 +320,8 @@ pub struct ChromeParser {
     /// Byte offset and line of `buf[0]` in the input.
     base_off: u64,
     base_line: u64,
+    /// Column (0-based) of `buf[0]` in its line.
+    base_col: usize,
     /// Line counting cursor within `buf` (only moves forward).
     lc_pos: usize,
     lc_line: u64,
@@ -374,6 +376,7 @@ impl ChromeParser {
             buf: Vec::new(),
             base_off: 0,
             base_line: 1,
+            base_col: 0,
             lc_pos: 0,
             lc_line: 1,
             state: Top::Start,
@@ -653,8 +656,10 @@ impl ChromeParser {
                                     let reason = if p >= buf.len() {
                                         "truncated event at the end of the input".to_string()
                                     } else {
-                                        let col =
-                                            p - buf[..p].iter().rposition(|&c| c == b'\n').map_or(0, |i| i + 1) + 1;
+                                        let col = match buf[..p].iter().rposition(|&c| c == b'\n') {
+                                            Some(nl) => p - nl,
+                                            None => self.base_col + p + 1,
+                                        };
                                         format!("invalid JSON at column {col}: expected {what}")
                                     };
                                     self.problem(&buf, pos, reason);
@@ -727,6 +732,10 @@ impl ChromeParser {
         let buf = std::mem::take(&mut self.buf);
         let pos = pos.min(buf.len());
         let line = self.line_at(&buf, pos);
+        self.base_col = match buf[..pos].iter().rposition(|&c| c == b'\n') {
+            Some(nl) => pos - nl - 1,
+            None => self.base_col + pos,
+        };
         self.buf = buf;
         self.base_line = line;
         self.base_off += pos as u64;

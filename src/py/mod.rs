@@ -4,7 +4,7 @@
 //! Arrow data crosses as Arrow C data interface structs: see [`arrow`].
 
 pub mod arrow;
+pub mod chrome;
 pub mod lineproto;
 pub mod loadgen;
-pub mod chrome;
 pub mod tod;
