@@ -1,7 +1,8 @@
 # tracehouse developer entry points. A fresh machine needs only python3 (3.11+), cargo
 # and a C compiler: `make setup` installs everything else from PyPI and crates.io.
 #
-#   make setup   venv + maturin + the package's deps and dev extras + the Rust core (release)
+#   make setup   venv + maturin + the package's deps and dev extras + the Rust core (release);
+#                strace (apt-get) when missing: the strace tests trace real programs
 #   make test    cargo tests of the pure Rust code, then pytest
 #   make demo    tracehouse demo
 #   make bench   tracehouse bench ingest --events 10000000
@@ -19,9 +20,9 @@ MATURIN := VIRTUAL_ENV=$(abspath $(VENV)) $(BIN)/maturin
 CORE_SOURCES := Cargo.toml Cargo.lock pyproject.toml $(shell find src -name '*.rs' 2>/dev/null)
 CORE_STAMP   := $(VENV)/.tracehouse-core-stamp
 
-.PHONY: setup test test-rust test-python demo bench lint fmt clean
+.PHONY: setup strace-tool test test-rust test-python demo bench lint fmt clean
 
-setup: $(CORE_STAMP)
+setup: $(CORE_STAMP) strace-tool
 	@# The stamp lives in the venv but the extension is placed in python/tracehouse/: a
 	@# fresh checkout next to an old venv must rebuild.
 	@ls python/tracehouse/_core.*.so >/dev/null 2>&1 || { rm -f $(CORE_STAMP); $(MAKE) --no-print-directory $(CORE_STAMP); }
@@ -42,6 +43,15 @@ $(CORE_STAMP): $(CORE_SOURCES) | $(BIN)/maturin
 
 Cargo.lock:
 	cargo generate-lockfile
+
+# `tracehouse capture` and the strace tests run strace. Installed with apt-get when missing
+# (sudo -n when not root); if that is impossible the capture tests skip and say why.
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo "sudo -n")
+strace-tool:
+	@command -v strace >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1 || \
+		$(SUDO) apt-get install -y -q strace >/dev/null 2>&1 || \
+		{ $(SUDO) apt-get update -q >/dev/null 2>&1 && $(SUDO) apt-get install -y -q strace >/dev/null 2>&1; } || true
+	@command -v strace >/dev/null 2>&1 || echo "note: strace is not installed; the capture tests will be skipped"
 
 test: setup test-rust test-python
 

@@ -46,5 +46,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     py::lineproto::register(m)?;
     py::loadgen::register(m)?;
     py::chrome::register(m)?;
+    py::strace::register(m)?;
     Ok(())
 }

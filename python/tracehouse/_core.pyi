@@ -207,3 +207,57 @@ class ChromeWriter:
         """The batch's events, each preceded by its separator (none before the very first)."""
     @property
     def events(self) -> int: ...
+
+STRACE_EVENT_TYPES: Final[tuple[str, str, str]]
+"""("syscall", "signal", "exit"): the strace event types (tracehouse.formats.strace)."""
+
+def strace_schemas() -> dict[str, pa.Schema]:
+    """{event type: schema} of the strace event types; equal to the ``arrow_schema()`` of the
+    EventTypes declared in ``tracehouse.formats.strace`` (units and meaning are there).
+
+    - syscall: ts, producer, seq, dur, name, fd, path, path2, pos, size, ret, errno, flags, args
+    - signal: ts, producer, seq, signal, code, sender, info
+    - exit: ts, producer, seq, status, signal, core
+    """
+
+class StraceParser:
+    """Streaming parser of strace output (src/parse/strace.rs): byte chunks in, batches out.
+
+    ``pids`` has one entry per source: None for a file with a pid column (``-f``) or
+    none needed, a tid for a ``-ff`` per-thread file whose lines have no pid column.
+    With several sources, lines are merged by timestamp; feed the source ``need()``
+    names. A chunk may end anywhere (partial lines are kept); ``b""`` ends a source.
+    Batches hold at most ``batch_rows`` rows and arrive sorted by ``ts`` (a call left
+    unfinished for more than two batches is emitted late); ``seq`` is numbered per
+    producer. Lines longer than ``max_line`` bytes are rejected without being held.
+    Parsing runs without the GIL. Bad lines are counted, the first ``keep_rejects``
+    kept with their source, line number and reason; parsing never raises on input.
+    """
+
+    def __init__(
+        self,
+        pids: list[int | None] | None = None,
+        batch_rows: int = 65_536,
+        max_line: int = 16 << 20,
+        keep_rejects: int = 10,
+    ) -> None: ...
+    def need(self) -> int | None:
+        """The source to feed next; None once every source has ended."""
+    def feed(self, chunk: bytes, source: int = 0) -> list[tuple[str, pa.RecordBatch]]:
+        """Parse a chunk of ``source`` (``b""``: its end); the batches completed so far."""
+    def finish(self) -> list[tuple[str, pa.RecordBatch]]:
+        """End the input: unfinished calls are recorded (null ``ret``); the last batches."""
+    def producers(self) -> list[dict]:
+        """[{id, parent, kind, name, attrs}]: processes (attrs pid) and threads (attrs tid, pid)."""
+    def rejects(self) -> list[tuple[int, int, str]]:
+        """The first rejected lines as (source, line number from 1, reason)."""
+    @property
+    def stats(self) -> dict:
+        """lines, bytes, events (by type), rejected, notes (strace messages, -C table),
+        orphans (resumed without a start), unfinished (never resumed)."""
+    @property
+    def rejected(self) -> int:
+        """Rejected lines so far."""
+    @property
+    def lines(self) -> int:
+        """Lines read so far."""

@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import csv as csvmod
 import datetime as dt
+import glob
 import io
 import json
 import os
@@ -278,7 +279,7 @@ def cmd_import(args) -> int:
     from .importers.tabular import Mapping
 
     path = Path(args.path)
-    if not path.exists():
+    if not path.exists() and not any(path.parent.glob(glob.escape(path.name) + ".*")):  # PREFIX of strace -ff
         raise BadInput("no such file", file=str(path))
     imp = importers.get(args.importer, path)
     mapping = Mapping(ts=args.ts, ts_unit=args.ts_unit, producer=args.producer, type=args.type, seq=args.seq,
@@ -477,7 +478,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("rm", cmd_rm, "delete traces")
     sp.add_argument("trace", nargs="+")
     sp = add("import", cmd_import, "import a file as a new trace")
-    sp.add_argument("importer", help="format: csv | parquet (| installed plugins)")
+    sp.add_argument("importer", help="format: csv | parquet | strace (| installed plugins)")
     sp.add_argument("path")
     sp.add_argument("--name", help="trace name (default: the file name)")
     sp.add_argument("--description")

@@ -8,4 +8,5 @@
 
 pub mod chrome;
 pub mod json;
+pub mod strace;
 pub mod table;

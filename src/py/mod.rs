@@ -7,4 +7,5 @@ pub mod arrow;
 pub mod chrome;
 pub mod lineproto;
 pub mod loadgen;
+pub mod strace;
 pub mod tod;

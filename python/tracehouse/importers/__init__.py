@@ -12,10 +12,10 @@ from pathlib import Path
 from types import ModuleType
 
 from ..errors import BadInput
-from . import chrome, csv, parquet
+from . import chrome, csv, parquet, strace
 from .tabular import ImportReport, Mapping
 
-BUILTIN: dict[str, ModuleType] = {m.NAME: m for m in (csv, parquet, chrome)}
+BUILTIN: dict[str, ModuleType] = {m.NAME: m for m in (csv, parquet, chrome, strace)}
 
 
 def registry() -> dict:

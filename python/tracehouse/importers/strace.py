@@ -1,0 +1,191 @@
+"""strace importer: a thin loop feeding file chunks to the Rust parser and its batches to the store.
+
+Owns finding the input files (one file, or the `PREFIX.<pid>` files of
+`strace -ff -o PREFIX`, merged by timestamp in Rust), the read loop, strict mode
+and the import report. Every per-line loop is in `src/parse/strace.rs`; the
+event types are declared in `tracehouse.formats.strace`.
+
+`StraceSink` is the part shared with `tracehouse capture`, which feeds the
+same parser from a pipe instead of files.
+"""
+
+from __future__ import annotations
+
+import glob
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO, Callable
+
+from ..errors import BadInput
+from ..formats import strace as fmt
+from .tabular import ImportReport, Mapping
+
+if TYPE_CHECKING:
+    from ..store import Store
+
+NAME = "strace"
+DESCRIPTION = ("strace output with timestamps: `strace -f -ttt -T -y -o FILE CMD` "
+               "(or -ff -o PREFIX: give PREFIX to merge PREFIX.<pid>)")
+
+CHUNK = 4 << 20
+# -ff files are read in smaller chunks: one buffer per file is held at a time.
+MERGE_BUDGET = 64 << 20
+MIN_CHUNK = 64 << 10
+
+# A strace line: optional pid column, timestamp, then a call, a resumption, a signal or an exit.
+_LINE = re.compile(
+    rb"^(?:\[pid\s+\d+\] |\d+ +)?(?:\s*\d+(?:\.\d+)?|\d\d:\d\d:\d\d(?:\.\d+)?)? *"
+    rb"(?:[A-Za-z_][A-Za-z0-9_]*\(|<\.\.\. [A-Za-z0-9_]+ resumed>|--- |\+\+\+ )"
+)
+
+
+def sniff(head: bytes) -> bool:
+    """True when the first line that is not a strace message looks like strace output."""
+    lines = head.split(b"\n")
+    if len(lines) > 1:
+        lines = lines[:-1]  # the last one may be cut by the head
+    for line in lines[:50]:
+        if not line.strip() or line.startswith(b"strace: "):
+            continue
+        return bool(_LINE.match(line))
+    return False
+
+
+@dataclass
+class StraceReport(ImportReport):
+    """What an import or a capture did, beyond the common counts."""
+
+    files: list[str] = field(default_factory=list)
+    lines: int = 0
+    bytes: int = 0
+    notes: int = 0
+    orphans: int = 0
+    unfinished: int = 0
+
+
+def _sources(path: Path) -> tuple[list[Path], list[int | None]]:
+    """The files to read and the pid of each (from a `.N` suffix, for lines without a pid column)."""
+    if path.is_file():
+        return [path], [_pid_suffix(path)]
+    if path.exists():
+        raise BadInput("not a regular file", file=str(path), expected="an strace output file or an -ff prefix")
+    parts = [p for p in path.parent.glob(glob.escape(path.name) + ".*")
+             if p.is_file() and p.name[len(path.name) + 1:].isdigit() and _pid_suffix(p) is not None]
+    parts.sort(key=lambda p: int(p.suffix[1:]))
+    if not parts:
+        raise BadInput("no such file (nor PREFIX.<pid> files of strace -ff)", file=str(path))
+    return parts, [_pid_suffix(p) for p in parts]
+
+
+def _pid_suffix(p: Path) -> int | None:
+    s = p.suffix[1:]
+    return int(s) if s.isdigit() and 0 < int(s) < 2**31 else None
+
+
+class StraceSink:
+    """Feeds one StraceParser and appends its batches to a new trace; `finish` registers it.
+
+    On any error the caller calls `abort()`: nothing of the trace stays.
+    """
+
+    def __init__(self, store: "Store", trace: str, sources: list[str], pids: list[int | None], *,
+                 strict: bool = False, description: str = "", metadata: dict | None = None,
+                 batch_rows: int = 1 << 16) -> None:
+        from .. import _core
+
+        self.store = store
+        self.trace = trace
+        self.sources = sources
+        self.strict = strict
+        self.parser = _core.StraceParser(pids=pids, batch_rows=batch_rows)
+        self.report = StraceReport(trace, sources[0] if len(sources) == 1 else ", ".join(sources),
+                                   files=list(sources))
+        store.create_trace(trace, fmt.FORMAT, description=description, event_types=fmt.EVENT_TYPES,
+                           format_description=fmt.DESCRIPTION,
+                           metadata={"source": self.report.source, **(metadata or {})})
+        self._append = store.append
+        self._lines = 0
+
+    def feed(self, chunk: bytes, source: int = 0) -> int:
+        """Parses one chunk, stores the batches it completed; returns lines read so far."""
+        for type_name, batch in self.parser.feed(chunk, source):
+            self._append(self.trace, type_name, batch)
+        if self.strict and self.parser.rejected:
+            self._fail_strict()
+        return self.parser.lines
+
+    def _where(self, source: int) -> str:
+        return self.sources[source] if source < len(self.sources) else "?"
+
+    def _fail_strict(self):
+        src, line, reason = self.parser.rejects()[0]
+        raise BadInput(reason, file=self._where(src), line=line, expected="a strace line (see `tracehouse import --help`)")
+
+    def finish(self) -> StraceReport:
+        for type_name, batch in self.parser.finish():
+            self._append(self.trace, type_name, batch)
+        if self.strict and self.parser.rejected:
+            self._fail_strict()
+        st = self.parser.stats
+        r = self.report
+        multi = len(self.sources) > 1
+        for src, line, reason in self.parser.rejects():
+            r.reject(line, f"{Path(self._where(src)).name}: {reason}" if multi else reason)
+        r.rejected = st["rejected"]
+        r.by_type = {k: v for k, v in st["events"].items() if v}
+        r.events = sum(st["events"].values())
+        r.lines, r.bytes = st["lines"], st["bytes"]
+        r.notes, r.orphans, r.unfinished = st["notes"], st["orphans"], st["unfinished"]
+        if r.events == 0:
+            first = r.first_rejected[0] if r.first_rejected else None
+            why = f"; {r.rejected} lines rejected, first: line {first.line}: {first.reason}" if first else ""
+            raise BadInput(f"no strace events in the input{why}", file=self._where(0),
+                           line=first.line if first else None, expected=DESCRIPTION)
+        producers = self.parser.producers()
+        self.store.add_producers(self.trace, producers)
+        r.producers = len(producers)
+        self.store.flush(self.trace)
+        return r
+
+    def abort(self) -> None:
+        """Remove the half-made trace."""
+        try:
+            self.store.rm(self.trace)
+        except Exception:
+            pass
+
+
+def feed_files(sink: StraceSink, files: list[BinaryIO], progress: Callable[[int], None] | None = None) -> None:
+    """Reads the files in the order the parser asks for them (-ff merge) until all have ended."""
+    chunk = CHUNK if len(files) == 1 else max(MIN_CHUNK, MERGE_BUDGET // len(files))
+    seen = 0
+    while (i := sink.parser.need()) is not None:
+        lines = sink.feed(files[i].read(chunk), i)
+        if progress is not None and lines != seen:
+            progress(lines - seen)
+            seen = lines
+
+
+def import_file(store: "Store", path: str | Path, name: str, *, mapping: Mapping | None = None,
+                strict: bool = False, description: str = "", progress=None) -> StraceReport:
+    """Import strace output from `path` (a file, or the PREFIX of `strace -ff -o PREFIX`) as trace `name`.
+
+    `mapping` is ignored: strace lines map onto the format's fixed event types.
+    """
+    path = Path(path)
+    paths, pids = _sources(path)
+    sink = StraceSink(store, name, [str(p) for p in paths], pids, strict=strict, description=description,
+                      metadata={"files": len(paths)} if len(paths) > 1 else None)
+    files = []
+    try:
+        for p in paths:
+            files.append(open(p, "rb"))
+        feed_files(sink, files, progress)
+        return sink.finish()
+    except BaseException:
+        sink.abort()
+        raise
+    finally:
+        for f in files:
+            f.close()

@@ -1,0 +1,1143 @@
+//! strace output (seed 002: the IO traces a replayer needs) to Arrow record batches.
+//!
+//! Owns [`StraceParser`]: byte chunks of any size in (partial lines are kept across
+//! chunk boundaries), batches of three event types out ([`EVENT_TYPES`], schemas in
+//! [`schema`]):
+//!
+//! - `syscall` (span): every syscall line, typed. `fd`, `path` (from `-y`, else from
+//!   the per-process fd table, else the path argument resolved against its directory
+//!   fd or the working directory), `path2` (rename/link targets), `pos` (explicit
+//!   for pread/pwrite/lseek/mmap, the tracked file position for read/write), `size`
+//!   (bytes requested), `ret`, `errno`, `flags` and, for calls whose arguments are not
+//!   all typed, `args` as strace printed them.
+//! - `signal` (instant): `--- SIGX {...} ---` lines.
+//! - `exit` (instant): `+++ exited with N +++` / `+++ killed by SIGX +++` lines.
+//!
+//! Accepted output: `-f` (pid column, `[pid N]` too), `-ff -o prefix` (one source per
+//! file, merged by timestamp as `strace-log-merge` does: feed each file as its own
+//! source with its pid), `-t`/`-tt`/`-ttt`, `--timestamps=unix|time,s|ms|us|ns`,
+//! `-T`/`--syscall-times` (any precision), `-y`, `-s N`, `-i`, `-n`. An `<unfinished
+//! ...>` line is paired with the `<... NAME resumed>` line of the same pid: the event
+//! starts at the first line, its arguments are both halves joined. Without `-T` a
+//! paired call lasts from its first to its last line and a one-line call 0 ns.
+//!
+//! Bad lines never stop the parser: each is counted and the first few kept with
+//! source, line number and reason ([`StraceParser::rejects`]); the caller decides
+//! whether that is fatal (`--strict`). Lines longer than [`Config::max_line`] are
+//! rejected without being buffered, so memory stays bounded by the chunk, the batch
+//! and the longest accepted line.
+
+mod line;
+mod names;
+mod procs;
+mod rows;
+#[cfg(test)]
+mod tests;
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use arrow_array::RecordBatch;
+
+use line::{arg_int, parse_call, parse_fd, quoted, split_line, unescape_into, Body, Call, Stamp};
+use names::{Names, Sc};
+use procs::{CloneFlags, Procs};
+use rows::{Kind, Row, Rows, Str, NULL};
+
+pub use procs::Producer;
+pub use rows::{schema, EVENT_TYPES};
+
+/// `AT_FDCWD` as a number.
+const AT_FDCWD: i64 = -100;
+/// A day in ns (time-of-day stamps roll over at midnight).
+const DAY_NS: i64 = 86_400_000_000_000;
+/// Bytes of strings held before a batch is cut whatever its row count (keeps Arrow's
+/// 32-bit string offsets far from overflow and memory bounded with huge lines).
+const ARENA_LIMIT: usize = 64 << 20;
+
+/// Parser settings.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// Rows per emitted batch (a cut may hold back rows after an unfinished call).
+    pub batch_rows: usize,
+    /// Longest line accepted, in bytes; longer ones are rejected and skipped.
+    pub max_line: usize,
+    /// How many rejected lines are kept with their reason (all are counted).
+    pub keep_rejects: usize,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { batch_rows: 1 << 16, max_line: 16 << 20, keep_rejects: 10 }
+    }
+}
+
+/// A rejected line.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Reject {
+    /// Index of the source (file) it came from.
+    pub source: usize,
+    /// 1-based line number in that source.
+    pub line: u64,
+    /// Why it was rejected.
+    pub reason: String,
+}
+
+/// Counters over everything fed so far.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Lines read (every newline, plus a last line without one).
+    pub lines: u64,
+    /// Bytes fed.
+    pub bytes: u64,
+    /// Events emitted, by type (in [`EVENT_TYPES`] order).
+    pub events: [u64; 3],
+    /// Rejected lines.
+    pub rejected: u64,
+    /// Lines of strace's own messages (`strace: Process N attached`, the `-C` summary
+    /// table), skipped.
+    pub notes: u64,
+    /// `<... resumed>` lines with no `<unfinished ...>` before them (a trace that starts
+    /// mid-call); recorded with what they hold.
+    pub orphans: u64,
+    /// Calls whose `<... resumed>` never came (the thread was killed, or the trace
+    /// ended); recorded with a null `ret`.
+    pub unfinished: u64,
+}
+
+/// A thread's call waiting for its `<... resumed>` line (one per thread index; the
+/// buffer is reused).
+#[derive(Default)]
+struct Pending {
+    active: bool,
+    ts: i64,
+    name: u32,
+    sc: Option<Sc>,
+    /// Row reserved for it.
+    slot: u64,
+    partial: Vec<u8>,
+}
+
+/// One input stream (a file, a pipe).
+#[derive(Default)]
+struct Source {
+    /// Unconsumed bytes (a partial line; in merge mode, whole lines too).
+    buf: Vec<u8>,
+    /// Start of the unconsumed bytes in `buf` (merge mode).
+    start: usize,
+    eof: bool,
+    done: bool,
+    /// Lines seen.
+    line: u64,
+    /// Tid of lines without a pid column (`-ff` files: the file name's suffix).
+    pid: Option<u32>,
+    /// Discarding the rest of an overlong line.
+    skipping: bool,
+    /// Inside a `-c`/`-C` summary table (until its `total` line).
+    summary: bool,
+    /// Time-of-day rollover: days added, and the last stamp.
+    day: i64,
+    last_ts: i64,
+    /// Merge mode: the adjusted stamp of the next line, computed when it was queued.
+    next_ts: Option<i64>,
+}
+
+/// Parses strace output into record batches. See the module documentation.
+pub struct StraceParser {
+    cfg: Config,
+    sources: Vec<Source>,
+    names: Names,
+    procs: Procs,
+    rows: Rows,
+    seq: Vec<i64>,
+    /// By thread index.
+    pending: Vec<Pending>,
+    out: Vec<(&'static str, RecordBatch)>,
+    rejects: Vec<Reject>,
+    stats: Stats,
+    scratch: Vec<u8>,
+    next_cut: usize,
+    last_ts: i64,
+    finished: bool,
+    /// Merge mode: sources with a complete next line, by its timestamp.
+    heap: BinaryHeap<Reverse<(i64, u32)>>,
+    /// Merge mode: sources that need a chunk before the next line can be chosen.
+    need: Vec<u32>,
+}
+
+impl StraceParser {
+    /// A parser over one source per entry of `pids`: `Some(tid)` for a source whose lines
+    /// have no pid column (`-ff` files), `None` otherwise. With several sources, lines
+    /// are merged by timestamp.
+    pub fn new(cfg: Config, pids: &[Option<u32>]) -> Self {
+        let pids: Vec<Option<u32>> = if pids.is_empty() { vec![None] } else { pids.to_vec() };
+        let n = pids.len();
+        let sources = pids.into_iter().map(|pid| Source { pid, ..Default::default() }).collect();
+        let next_cut = cfg.batch_rows.max(1);
+        StraceParser {
+            cfg,
+            sources,
+            names: Names::new(),
+            procs: Procs::new(),
+            rows: Rows::default(),
+            seq: Vec::new(),
+            pending: Vec::new(),
+            out: Vec::new(),
+            rejects: Vec::new(),
+            stats: Stats::default(),
+            scratch: Vec::new(),
+            next_cut,
+            last_ts: 0,
+            finished: false,
+            heap: BinaryHeap::new(),
+            need: (0..n as u32).collect(),
+        }
+    }
+
+    /// Number of sources.
+    pub fn sources(&self) -> usize {
+        self.sources.len()
+    }
+
+    /// The source that must be fed next, or None when every source has reached its end
+    /// (call [`StraceParser::finish`]). With one source this is always 0 until its end.
+    pub fn need(&self) -> Option<usize> {
+        self.need.first().map(|&i| i as usize)
+    }
+
+    /// Feeds the next chunk of source `src`; an empty chunk marks its end.
+    pub fn feed(&mut self, src: usize, chunk: &[u8]) {
+        assert!(!self.finished, "feed after finish");
+        self.stats.bytes += chunk.len() as u64;
+        if self.sources.len() == 1 {
+            self.feed_single(chunk);
+        } else {
+            self.feed_merge(src, chunk);
+        }
+    }
+
+    /// Ends the input: calls still unfinished are recorded, every row is emitted.
+    pub fn finish(&mut self) {
+        if self.finished {
+            return;
+        }
+        for i in 0..self.sources.len() {
+            if !self.sources[i].eof {
+                self.feed(i, &[]);
+            }
+        }
+        for t in 0..self.pending.len() {
+            if self.pending[t].active {
+                let end = self.last_ts;
+                self.unresumed(t as u32, end);
+            }
+        }
+        self.cut(true);
+        self.finished = true;
+    }
+
+    /// Batches completed so far, as (event type, batch), emptied by the call.
+    pub fn take_batches(&mut self) -> Vec<(&'static str, RecordBatch)> {
+        std::mem::take(&mut self.out)
+    }
+
+    /// The first rejected lines (at most [`Config::keep_rejects`]).
+    pub fn rejects(&self) -> &[Reject] {
+        &self.rejects
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> &Stats {
+        &self.stats
+    }
+
+    /// Every process and thread seen so far, by producer id.
+    pub fn producers(&self) -> Vec<Producer> {
+        self.procs.producers()
+    }
+
+    // -- input ---------------------------------------------------------------------
+
+    fn feed_single(&mut self, chunk: &[u8]) {
+        let max = self.cfg.max_line;
+        if chunk.is_empty() {
+            let s = &mut self.sources[0];
+            s.eof = true;
+            s.done = true;
+            self.need.clear();
+            if s.skipping {
+                s.skipping = false;
+            } else if !s.buf.is_empty() {
+                let buf = std::mem::take(&mut s.buf);
+                self.line(0, &buf);
+                self.sources[0].buf = buf;
+                self.sources[0].buf.clear();
+            }
+            return;
+        }
+        let mut rest = chunk;
+        if self.sources[0].skipping {
+            match memchr::memchr(b'\n', rest) {
+                Some(nl) => {
+                    self.sources[0].skipping = false;
+                    rest = &rest[nl + 1..];
+                }
+                None => return,
+            }
+        }
+        if !self.sources[0].buf.is_empty() {
+            match memchr::memchr(b'\n', rest) {
+                Some(nl) => {
+                    let mut buf = std::mem::take(&mut self.sources[0].buf);
+                    if buf.len() + nl > max {
+                        self.sources[0].line += 1;
+                        self.overlong(0);
+                    } else {
+                        buf.extend_from_slice(&rest[..nl]);
+                        self.line(0, &buf);
+                    }
+                    buf.clear();
+                    self.sources[0].buf = buf;
+                    rest = &rest[nl + 1..];
+                }
+                None => {
+                    let s = &mut self.sources[0];
+                    if s.buf.len() + rest.len() > max {
+                        s.buf.clear();
+                        s.skipping = true;
+                        s.line += 1;
+                        self.overlong(0);
+                    } else {
+                        s.buf.extend_from_slice(rest);
+                    }
+                    return;
+                }
+            }
+        }
+        let mut pos = 0;
+        for nl in memchr::memchr_iter(b'\n', rest) {
+            let l = &rest[pos..nl];
+            if l.len() > max {
+                self.sources[0].line += 1;
+                self.overlong(0);
+            } else {
+                self.line(0, l);
+            }
+            pos = nl + 1;
+        }
+        let tail = &rest[pos..];
+        if tail.len() > max {
+            self.sources[0].skipping = true;
+            self.sources[0].line += 1;
+            self.overlong(0);
+        } else {
+            self.sources[0].buf.extend_from_slice(tail);
+        }
+    }
+
+    /// Rejects the overlong line just counted in source `src`.
+    fn overlong(&mut self, src: usize) {
+        self.stats.lines += 1;
+        let line = self.sources[src].line;
+        let reason = format!("line longer than {} bytes", self.cfg.max_line);
+        self.reject_at(src, line, reason);
+    }
+
+    fn feed_merge(&mut self, src: usize, chunk: &[u8]) {
+        let max = self.cfg.max_line;
+        let s = &mut self.sources[src];
+        if s.done {
+            return;
+        }
+        if chunk.is_empty() {
+            s.eof = true;
+        } else {
+            if s.start > 0 {
+                s.buf.drain(..s.start);
+                s.start = 0;
+            }
+            s.buf.extend_from_slice(chunk);
+        }
+        // A line that cannot end within `max_line` bytes is skipped as it streams in.
+        loop {
+            let s = &mut self.sources[src];
+            if s.skipping {
+                match memchr::memchr(b'\n', &s.buf[s.start..]) {
+                    Some(nl) => {
+                        s.start += nl + 1;
+                        s.skipping = false;
+                    }
+                    None => {
+                        s.buf.clear();
+                        s.start = 0;
+                        break;
+                    }
+                }
+            } else if memchr::memchr(b'\n', &s.buf[s.start..]).is_none() && s.buf.len() - s.start > max {
+                s.buf.clear();
+                s.start = 0;
+                s.skipping = true;
+                s.line += 1;
+                self.overlong(src);
+            } else {
+                break;
+            }
+        }
+        if let Some(k) = self.need.iter().position(|&i| i as usize == src) {
+            self.need.remove(k);
+            self.queue(src);
+        }
+        self.pump();
+    }
+
+    /// Puts source `src` in the heap (its next line is complete), in `need`, or done.
+    fn queue(&mut self, src: usize) {
+        let s = &mut self.sources[src];
+        let avail = &s.buf[s.start..];
+        let line = match memchr::memchr(b'\n', avail) {
+            Some(nl) => &avail[..nl],
+            None if s.eof && !avail.is_empty() => avail,
+            None if s.eof => {
+                s.done = true;
+                return;
+            }
+            None => {
+                self.need.push(src as u32);
+                return;
+            }
+        };
+        // Order by the line's own stamp; a line without one keeps its place in its file.
+        let ts = match split_line(line) {
+            Ok((p, _)) => match p.stamp {
+                Stamp::Epoch(t) => Some(t),
+                Stamp::Tod(t) => Some(tod_adjust(&mut s.day, s.last_ts, t)),
+                Stamp::None => None,
+            },
+            Err(_) => None,
+        };
+        let key = ts.unwrap_or(s.last_ts);
+        s.next_ts = ts;
+        self.heap.push(Reverse((key, src as u32)));
+    }
+
+    /// Processes lines in timestamp order while every source has its next line (as
+    /// `strace-log-merge` does: each `-ff` file is one thread, stamped at syscall entry).
+    fn pump(&mut self) {
+        while self.need.is_empty() {
+            let Some(Reverse((_, src))) = self.heap.pop() else { break };
+            let src = src as usize;
+            let s = &mut self.sources[src];
+            let avail = &s.buf[s.start..];
+            let (len, adv) = match memchr::memchr(b'\n', avail) {
+                Some(nl) => (nl, nl + 1),
+                None => (avail.len(), avail.len()),
+            };
+            let buf = std::mem::take(&mut s.buf);
+            let start = s.start;
+            self.line(src, &buf[start..start + len]);
+            let s = &mut self.sources[src];
+            s.buf = buf;
+            s.start = start + adv;
+            self.queue(src);
+        }
+    }
+
+    // -- one line ------------------------------------------------------------------
+
+    fn reject_at(&mut self, src: usize, line: u64, reason: String) {
+        self.stats.rejected += 1;
+        if self.rejects.len() < self.cfg.keep_rejects {
+            self.rejects.push(Reject { source: src, line, reason });
+        }
+    }
+
+    fn line(&mut self, src: usize, text: &[u8]) {
+        let s = &mut self.sources[src];
+        s.line += 1;
+        self.stats.lines += 1;
+        let no = s.line;
+        let text = text.strip_suffix(b"\r").unwrap_or(text);
+        if text.iter().all(|&b| b == b' ' || b == b'\t') {
+            return;
+        }
+        // The -c/-C summary table (written to the same file by `-C -o FILE`).
+        if s.summary || text.starts_with(b"% time ") || text.starts_with(b"System call usage summary") {
+            s.summary = !line::trim_end(text).ends_with(b" total");
+            self.stats.notes += 1;
+            return;
+        }
+        let (prefix, body) = match split_line(text) {
+            Ok(x) => x,
+            Err(reason) => return self.reject_at(src, no, reason.to_string()),
+        };
+        if let Body::Note = body {
+            self.stats.notes += 1;
+            return;
+        }
+        let s = &mut self.sources[src];
+        let ts = match (s.next_ts.take(), prefix.stamp) {
+            (Some(t), _) => t,
+            (None, Stamp::Epoch(t)) => t,
+            (None, Stamp::Tod(t)) => tod_adjust(&mut s.day, s.last_ts, t),
+            (None, Stamp::None) => {
+                let reason = "no timestamp (capture with -ttt, -tt or --timestamps=unix,ns)";
+                return self.reject_at(src, no, reason.into());
+            }
+        };
+        s.last_ts = ts;
+        if ts > self.last_ts {
+            self.last_ts = ts;
+        }
+        let tid = prefix.pid.or(s.pid).unwrap_or(0);
+        match body {
+            Body::Call { name, tail } => {
+                let Some((id, sc)) = self.names.get(name) else {
+                    return self.reject_at(src, no, "too many distinct syscall names".into());
+                };
+                match parse_call(tail) {
+                    Ok(call) => {
+                        let t = self.procs.thread(tid);
+                        // A new call while one is unfinished: the old one never resumed.
+                        self.unresumed(t, ts);
+                        self.syscall(t, ts, 0, id, sc, &call, None);
+                    }
+                    Err(reason) => self.reject_at(src, no, reason.into()),
+                }
+            }
+            Body::Unfinished { name, partial } => {
+                let Some((id, sc)) = self.names.get(name) else {
+                    return self.reject_at(src, no, "too many distinct syscall names".into());
+                };
+                let t = self.procs.thread(tid);
+                self.unresumed(t, ts);
+                if sc == Sc::Clone || sc == Sc::Fork {
+                    let flags = if sc == Sc::Clone {
+                        CloneFlags::from_args(partial)
+                    } else {
+                        CloneFlags { thread: false, files: false }
+                    };
+                    self.procs.clone_started(tid, flags);
+                }
+                let slot = self.rows.reserve(ts, self.procs.producer(t), id);
+                let p = self.pending_mut(t);
+                p.active = true;
+                p.ts = ts;
+                p.name = id;
+                p.sc = Some(sc);
+                p.slot = slot;
+                p.partial.clear();
+                p.partial.extend_from_slice(partial);
+            }
+            Body::Resumed { name, tail } => {
+                let Some((id, sc)) = self.names.get(name) else {
+                    return self.reject_at(src, no, "too many distinct syscall names".into());
+                };
+                let t = self.procs.thread(tid);
+                // `<... x resumed> <unfinished ...>) = ?`: interrupted again (killed).
+                let tail = tail.strip_prefix(b" <unfinished ...>").unwrap_or(tail);
+                let p = self.pending_mut(t);
+                if p.active && p.name == id {
+                    p.active = false;
+                    let (start, slot) = (p.ts, p.slot);
+                    let mut scratch = std::mem::take(&mut self.scratch);
+                    scratch.clear();
+                    scratch.extend_from_slice(&self.pending[t as usize].partial);
+                    scratch.extend_from_slice(tail);
+                    match parse_call(&scratch) {
+                        Ok(call) => self.syscall(t, start, ts - start, id, sc, &call, Some(slot)),
+                        Err(reason) => {
+                            self.rows.drop_slot(slot);
+                            self.reject_at(src, no, reason.into());
+                        }
+                    }
+                    self.scratch = scratch;
+                    if sc == Sc::Clone || sc == Sc::Fork {
+                        self.procs.clone_ended(tid);
+                    }
+                } else if p.active {
+                    let other = p.name;
+                    let reason = format!(
+                        "'{}' resumed, but pid {tid} has '{}' unfinished",
+                        String::from_utf8_lossy(name),
+                        String::from_utf8_lossy(self.names.name(other))
+                    );
+                    self.reject_at(src, no, reason);
+                } else {
+                    match parse_call(tail) {
+                        Ok(call) => {
+                            self.stats.orphans += 1;
+                            let start = ts - call.dur.unwrap_or(0);
+                            self.syscall(t, start, ts - start, id, sc, &call, None);
+                        }
+                        Err(reason) => self.reject_at(src, no, reason.into()),
+                    }
+                }
+            }
+            Body::Signal(text) => {
+                let t = self.procs.thread(tid);
+                self.signal(t, ts, text);
+            }
+            Body::Exit(text) => {
+                let t = self.procs.thread(tid);
+                self.unresumed(t, ts);
+                self.exit(t, ts, text);
+                self.procs.exited(t);
+            }
+            Body::Note => {}
+        }
+    }
+
+    /// The pending call slot of thread index `t`.
+    #[inline]
+    fn pending_mut(&mut self, t: u32) -> &mut Pending {
+        let t = t as usize;
+        if self.pending.len() <= t {
+            self.pending.resize_with(t + 1, Pending::default);
+        }
+        &mut self.pending[t]
+    }
+
+    /// Records the unfinished call of thread index `t`, if any, as ended at `end`
+    /// without a result.
+    fn unresumed(&mut self, t: u32, end: i64) {
+        let Some(p) = self.pending.get_mut(t as usize) else { return };
+        if !p.active {
+            return;
+        }
+        p.active = false;
+        let (start, name, sc, slot) = (p.ts, p.name, p.sc.unwrap_or(Sc::Other), p.slot);
+        self.stats.unfinished += 1;
+        let mut scratch = std::mem::take(&mut self.scratch);
+        scratch.clear();
+        // `name(a, b,  <unfinished ...>` printed "a, b, ": drop the dangling separator.
+        let partial = line::trim_end(&self.pending[t as usize].partial);
+        scratch.extend_from_slice(partial.strip_suffix(b",").unwrap_or(partial));
+        scratch.extend_from_slice(b") = ?");
+        let dur = (end - start).max(0);
+        match parse_call(&scratch) {
+            Ok(call) => self.syscall(t, start, dur, name, sc, &call, Some(slot)),
+            Err(_) => {
+                // The partial arguments end inside a string or bracket: keep them as text.
+                let mut row = Row::new(Kind::Syscall, start, self.procs.producer(t));
+                row.name = name;
+                row.dur = dur;
+                let partial = std::mem::take(&mut self.pending[t as usize].partial);
+                row.s[4] = self.text(&partial);
+                self.pending[t as usize].partial = partial;
+                self.put(row, Some(slot));
+            }
+        }
+        if sc == Sc::Clone || sc == Sc::Fork {
+            let tid = self.procs.tid(t);
+            self.procs.clone_ended(tid);
+        }
+        self.scratch = scratch;
+    }
+
+    // -- rows ----------------------------------------------------------------------
+
+    /// `bytes` into the arena, replaced lossily when not UTF-8.
+    #[inline]
+    fn text(&mut self, bytes: &[u8]) -> Str {
+        if bytes.is_ascii() {
+            return self.rows.text(bytes);
+        }
+        match std::str::from_utf8(bytes) {
+            Ok(_) => self.rows.text(bytes),
+            Err(_) => {
+                let s = String::from_utf8_lossy(bytes).into_owned();
+                self.rows.text(s.as_bytes())
+            }
+        }
+    }
+
+    /// strace's escaped text, unescaped into the arena (as printed if that is not UTF-8).
+    fn escaped(&mut self, bytes: &[u8]) -> Str {
+        let start = self.rows.arena_bytes();
+        if unescape_into(bytes, self.rows.arena_mut()) {
+            self.rows.since(start)
+        } else {
+            self.text(bytes)
+        }
+    }
+
+    /// A path argument (`"..."`), made absolute against the directory `dirfd` (its `-y`
+    /// path `dir_y`, else the fd table) or, for AT_FDCWD and plain calls, the cwd.
+    fn path_arg(&mut self, t: u32, arg: &[u8], dirfd: Option<i64>, dir_y: Option<&[u8]>) -> Str {
+        let Some(inner) = quoted(arg) else { return Str::NULL };
+        let start = self.rows.arena_bytes();
+        if !inner.is_empty() && inner[0] != b'/' {
+            if let Some(y) = dir_y {
+                if !unescape_into(y, self.rows.arena_mut()) {
+                    let lossy = String::from_utf8_lossy(y).into_owned();
+                    self.rows.arena_mut().extend_from_slice(lossy.as_bytes());
+                }
+                self.rows.arena_mut().push(b'/');
+            } else {
+                let base = match dirfd {
+                    None | Some(AT_FDCWD) => self.procs.cwd(t),
+                    Some(fd) => self.procs.fd_info(t, fd).and_then(|(p, _)| p),
+                };
+                if let Some(base) = base {
+                    let arena = self.rows.arena_mut();
+                    arena.extend_from_slice(base);
+                    arena.push(b'/');
+                }
+            }
+        }
+        if !unescape_into(inner, self.rows.arena_mut()) {
+            let lossy = String::from_utf8_lossy(inner).into_owned();
+            self.rows.arena_mut().extend_from_slice(lossy.as_bytes());
+        }
+        self.rows.since(start)
+    }
+
+    /// The path of `fd`: its `-y` annotation, else the fd table's.
+    ///
+    /// strace's timestamps order the calls of different threads only roughly (it stamps
+    /// a call when it gets to it), so the rebuilt table can be stale: a `close(3)` seen
+    /// after the `openat` that reused fd 3. What `-y` prints is what the kernel had, so
+    /// an fd the table does not know, or knows under another path, is (re)learned from it.
+    fn fd_path(&mut self, t: u32, fd: Option<i64>, y: Option<&[u8]>) -> Str {
+        match (fd, y) {
+            (_, Some(y)) => {
+                let s = self.escaped(y);
+                if let Some(fd) = fd.filter(|&f| f >= 0) {
+                    let path = self.rows.get(s);
+                    let stale = match self.procs.fd_info(t, fd) {
+                        None => true,
+                        Some((known, _)) => known != Some(path),
+                    };
+                    if stale {
+                        let path = path.to_vec();
+                        self.procs.open(t, fd, Some(&path), None, false);
+                    }
+                }
+                s
+            }
+            (Some(fd), None) => match self.procs.fd_info(t, fd) {
+                Some((Some(p), _)) => {
+                    let off = self.rows.arena_bytes();
+                    self.rows.arena_mut().extend_from_slice(p);
+                    self.rows.since(off)
+                }
+                _ => Str::NULL,
+            },
+            _ => Str::NULL,
+        }
+    }
+
+    /// `AT_FDCWD</dir>` tells the working directory.
+    fn note_cwd(&mut self, t: u32, dirfd: Option<i64>, y: Option<&[u8]>) {
+        if let (Some(AT_FDCWD), Some(y)) = (dirfd, y) {
+            if self.procs.cwd(t) != Some(y) || y.contains(&b'\\') {
+                let mut dir = Vec::with_capacity(y.len());
+                if unescape_into(y, &mut dir) {
+                    self.procs.set_cwd(t, &dir);
+                }
+            }
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, row: Row) {
+        self.put(row, None);
+    }
+
+    /// Stores a complete row (in its reserved slot, if any) and cuts a batch when due.
+    #[inline]
+    fn put(&mut self, row: Row, slot: Option<u64>) {
+        match slot {
+            Some(s) => self.rows.fill(s, row),
+            None => self.rows.push(row),
+        }
+        if self.rows.len() >= self.next_cut || self.rows.arena_bytes() >= ARENA_LIMIT {
+            let batch = self.cfg.batch_rows;
+            // A call unfinished for two batches' worth of rows is let go (see rows.rs).
+            let force = self.rows.len() >= 2 * batch || self.rows.arena_bytes() >= ARENA_LIMIT;
+            if force || self.rows.ready() >= batch / 2 {
+                self.cut(force);
+            }
+            self.next_cut = batch.max(self.rows.len() + batch / 4).max(1);
+        }
+    }
+
+    fn cut(&mut self, force: bool) {
+        let batches = self.rows.cut(force, &mut self.seq, &self.names);
+        for (name, b) in batches {
+            let k = EVENT_TYPES.iter().position(|n| *n == name).unwrap_or(0);
+            self.stats.events[k] += b.num_rows() as u64;
+            self.out.push((name, b));
+        }
+    }
+
+    fn signal(&mut self, t: u32, ts: i64, text: &[u8]) {
+        let mut row = Row::new(Kind::Signal, ts, self.procs.producer(t));
+        // `SIGCHLD {si_signo=SIGCHLD, si_code=CLD_EXITED, si_pid=42, ...}` or
+        // `stopped by SIGSTOP`.
+        if let Some(rest) = text.strip_prefix(b"stopped by ") {
+            row.s[0] = self.text(rest);
+            row.s[1] = self.rows.text(b"stopped");
+        } else {
+            let end = text.iter().position(|&b| b == b' ').unwrap_or(text.len());
+            row.s[0] = self.text(&text[..end]);
+            let info = line::trim(&text[end..]);
+            if !info.is_empty() {
+                row.s[2] = self.text(info);
+                if let Some(code) = field(info, b"si_code=") {
+                    row.s[1] = self.text(code);
+                }
+                if let Some(pid) = field(info, b"si_pid=") {
+                    row.i[0] = arg_int(pid).unwrap_or(NULL);
+                }
+            }
+        }
+        self.push(row);
+    }
+
+    fn exit(&mut self, t: u32, ts: i64, text: &[u8]) {
+        let mut row = Row::new(Kind::Exit, ts, self.procs.producer(t));
+        row.i[1] = 0;
+        if let Some(rest) = text.strip_prefix(b"exited with ") {
+            row.i[0] = arg_int(line::trim(rest)).unwrap_or(NULL);
+        } else if let Some(rest) = text.strip_prefix(b"killed by ") {
+            let end = rest.iter().position(|&b| b == b' ').unwrap_or(rest.len());
+            row.s[0] = self.text(&rest[..end]);
+            if line::find(rest, b"(core dumped)").is_some() {
+                row.i[1] = 1;
+            }
+        }
+        self.push(row);
+    }
+
+    /// One complete call: typed columns, and the fd table / process updates it implies.
+    /// `slot`: the row reserved when the call started.
+    #[allow(clippy::too_many_arguments)]
+    fn syscall(&mut self, t: u32, ts: i64, dur: i64, name: u32, sc: Sc, c: &Call<'_>, slot: Option<u64>) {
+        let mut row = Row::new(Kind::Syscall, ts, self.procs.producer(t));
+        row.name = name;
+        row.dur = c.dur.unwrap_or(dur).max(0);
+        let ret = c.ret;
+        row.i[3] = ret.unwrap_or(NULL);
+        if let Some(e) = c.errno {
+            row.s[2] = self.text(e);
+        }
+        let a = &c.args;
+        let na = c.nargs;
+        let arg = |k: usize| -> &[u8] {
+            if k < na {
+                a[k]
+            } else {
+                &[]
+            }
+        };
+        let ok = ret.is_some_and(|r| r >= 0);
+        let mut raw = false;
+        match sc {
+            Sc::Rw | Sc::Rwv | Sc::Prw | Sc::Prwv => {
+                let (fd, y) = parse_fd(arg(0));
+                row.i[0] = fd.unwrap_or(NULL);
+                row.s[0] = self.fd_path(t, fd, y);
+                row.i[2] =
+                    if matches!(sc, Sc::Rw | Sc::Prw) { arg_int(arg(2)).unwrap_or(NULL) } else { iov_total(arg(1)) };
+                let explicit = if matches!(sc, Sc::Prw | Sc::Prwv) { arg_int(arg(3)) } else { None };
+                match explicit {
+                    Some(off) if off >= 0 => row.i[1] = off,
+                    _ => {
+                        // read/write (and preadv2 with offset -1) use the file position.
+                        if let Some(fd) = fd {
+                            if let Some((_, Some(pos))) = self.procs.fd_info(t, fd) {
+                                row.i[1] = pos;
+                                if let Some(n) = ret.filter(|&n| n > 0) {
+                                    self.procs.set_pos(t, fd, Some(pos + n));
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            Sc::Open | Sc::Creat | Sc::Openat | Sc::Openat2 => {
+                let (dirfd, dir_y, p, f) = match sc {
+                    Sc::Open => (None, None, arg(0), Some(arg(1))),
+                    Sc::Creat => (None, None, arg(0), None),
+                    _ => {
+                        let (d, y) = parse_fd(arg(0));
+                        (d, y, arg(1), Some(arg(2)))
+                    }
+                };
+                self.note_cwd(t, dirfd, dir_y);
+                row.s[0] = match c.ret_path {
+                    Some(y) => self.escaped(y),
+                    None => self.path_arg(t, p, dirfd, dir_y),
+                };
+                let flags: &[u8] = match (sc, f) {
+                    (Sc::Creat, _) => b"O_WRONLY|O_CREAT|O_TRUNC",
+                    (Sc::Openat2, Some(how)) => field(how, b"flags=").unwrap_or(how),
+                    (_, Some(f)) => f,
+                    _ => b"",
+                };
+                row.s[3] = self.text(flags);
+                if let Some(fd) = ret.filter(|&r| r >= 0) {
+                    let append = line::find(flags, b"O_APPEND").is_some();
+                    let cloexec = line::find(flags, b"O_CLOEXEC").is_some();
+                    let path = self.rows.get(row.s[0]).to_vec();
+                    let path = if row.s[0].is_null() { None } else { Some(path.as_slice()) };
+                    self.procs.open(t, fd, path, if append { None } else { Some(0) }, cloexec);
+                }
+            }
+            Sc::Close => {
+                let (fd, y) = parse_fd(arg(0));
+                row.i[0] = fd.unwrap_or(NULL);
+                // Not through fd_path: a close printed with another path than the table's
+                // entry closed an older file (see fd_path) and must not drop the entry.
+                row.s[0] = match y {
+                    Some(y) => self.escaped(y),
+                    None => self.fd_path(t, fd, None),
+                };
+                if let (Some(fd), true) = (fd, ok) {
+                    let same = match (y, self.procs.fd_info(t, fd)) {
+                        (Some(_), Some((known, _))) => known == Some(self.rows.get(row.s[0])),
+                        _ => true,
+                    };
+                    if same {
+                        self.procs.close(t, fd);
+                    }
+                }
+            }
+            Sc::Lseek => {
+                let (fd, y) = parse_fd(arg(0));
+                row.i[0] = fd.unwrap_or(NULL);
+                row.s[0] = self.fd_path(t, fd, y);
+                row.i[1] = arg_int(arg(1)).unwrap_or(NULL);
+                row.s[3] = self.text(arg(2));
+                if let (Some(fd), Some(pos)) = (fd, ret.filter(|&r| r >= 0)) {
+                    self.procs.set_pos(t, fd, Some(pos));
+                }
+            }
+            Sc::Sync | Sc::FdFirst | Sc::Getdents | Sc::Fchdir | Sc::SyncRange | Sc::Fallocate | Sc::Ftruncate => {
+                let (fd, y) = parse_fd(arg(0));
+                row.i[0] = fd.unwrap_or(NULL);
+                row.s[0] = self.fd_path(t, fd, y);
+                match sc {
+                    Sc::Getdents => row.i[2] = arg_int(arg(2)).unwrap_or(NULL),
+                    Sc::SyncRange => {
+                        row.i[1] = arg_int(arg(1)).unwrap_or(NULL);
+                        row.i[2] = arg_int(arg(2)).unwrap_or(NULL);
+                        row.s[3] = self.text(arg(3));
+                    }
+                    Sc::Fallocate => {
+                        row.s[3] = self.text(arg(1));
+                        row.i[1] = arg_int(arg(2)).unwrap_or(NULL);
+                        row.i[2] = arg_int(arg(3)).unwrap_or(NULL);
+                    }
+                    Sc::Ftruncate => row.i[2] = arg_int(arg(1)).unwrap_or(NULL),
+                    Sc::Fchdir if ok && !row.s[0].is_null() => {
+                        let dir = self.rows.get(row.s[0]).to_vec();
+                        self.procs.set_cwd(t, &dir);
+                    }
+                    Sc::FdFirst => raw = true,
+                    _ => {}
+                }
+            }
+            Sc::Dup | Sc::Dup2 => {
+                let (fd, y) = parse_fd(arg(0));
+                row.i[0] = fd.unwrap_or(NULL);
+                row.s[0] = self.fd_path(t, fd, y);
+                if sc == Sc::Dup2 && na > 2 {
+                    row.s[3] = self.text(arg(2));
+                }
+                if let (Some(old), Some(new)) = (fd, ret.filter(|&r| r >= 0)) {
+                    let cloexec = na > 2 && line::find(arg(2), b"O_CLOEXEC").is_some();
+                    self.procs.dup(t, old, new, cloexec);
+                }
+            }
+            Sc::Fcntl => {
+                let (fd, y) = parse_fd(arg(0));
+                row.i[0] = fd.unwrap_or(NULL);
+                row.s[0] = self.fd_path(t, fd, y);
+                let cmd = arg(1);
+                let after_fd = args_from(c, 1);
+                row.s[3] = self.text(after_fd);
+                if let Some(fd) = fd {
+                    if let Some(new) = ret.filter(|&r| r >= 0) {
+                        if cmd.starts_with(b"F_DUPFD") {
+                            self.procs.dup(t, fd, new, cmd == b"F_DUPFD_CLOEXEC");
+                        }
+                    }
+                    if ok && cmd == b"F_SETFD" {
+                        self.procs.set_cloexec(t, fd, line::find(arg(2), b"FD_CLOEXEC").is_some());
+                    }
+                }
+            }
+            Sc::Mmap => {
+                let (fd, y) = parse_fd(arg(4));
+                let fd = fd.filter(|&f| f >= 0);
+                row.i[0] = fd.unwrap_or(NULL);
+                row.s[0] = self.fd_path(t, fd, if fd.is_some() { y } else { None });
+                row.i[2] = arg_int(arg(1)).unwrap_or(NULL);
+                if fd.is_some() {
+                    row.i[1] = arg_int(arg(5)).unwrap_or(NULL);
+                }
+                let start = self.rows.arena_bytes();
+                let (prot, fl) = (arg(2).to_vec(), arg(3).to_vec());
+                self.text(&prot);
+                self.rows.arena_mut().extend_from_slice(b", ");
+                self.text(&fl);
+                row.s[3] = self.rows.since(start);
+            }
+            Sc::PathFirst | Sc::Truncate | Sc::Chdir | Sc::Execve => {
+                row.s[0] = self.path_arg(t, arg(0), None, None);
+                match sc {
+                    Sc::Truncate => row.i[2] = arg_int(arg(1)).unwrap_or(NULL),
+                    Sc::Chdir if ok && !row.s[0].is_null() => {
+                        let dir = self.rows.get(row.s[0]).to_vec();
+                        self.procs.set_cwd(t, &dir);
+                    }
+                    Sc::Execve => {
+                        raw = true;
+                        if ret == Some(0) {
+                            let p = if row.s[0].is_null() { None } else { Some(self.rows.get(row.s[0]).to_vec()) };
+                            self.procs.exec(t, p.as_deref());
+                        }
+                    }
+                    Sc::PathFirst => raw = true,
+                    _ => {}
+                }
+            }
+            Sc::PathAt | Sc::Execveat => {
+                let (dirfd, y) = parse_fd(arg(0));
+                self.note_cwd(t, dirfd, y);
+                if quoted(arg(1)) == Some(b"") {
+                    // AT_EMPTY_PATH: the call is on the fd itself.
+                    row.i[0] = dirfd.unwrap_or(NULL);
+                    row.s[0] = self.fd_path(t, dirfd, y);
+                } else {
+                    if dirfd != Some(AT_FDCWD) {
+                        row.i[0] = dirfd.unwrap_or(NULL);
+                    }
+                    row.s[0] = self.path_arg(t, arg(1), dirfd, y);
+                }
+                raw = true;
+                if sc == Sc::Execveat && ret == Some(0) {
+                    let p = if row.s[0].is_null() { None } else { Some(self.rows.get(row.s[0]).to_vec()) };
+                    self.procs.exec(t, p.as_deref());
+                }
+            }
+            Sc::Rename => {
+                row.s[0] = self.path_arg(t, arg(0), None, None);
+                row.s[1] = self.path_arg(t, arg(1), None, None);
+            }
+            Sc::RenameAt => {
+                let (d1, y1) = parse_fd(arg(0));
+                let (d2, y2) = parse_fd(arg(2));
+                self.note_cwd(t, d1, y1);
+                row.s[0] = self.path_arg(t, arg(1), d1, y1);
+                row.s[1] = self.path_arg(t, arg(3), d2, y2);
+                if na > 4 {
+                    row.s[3] = self.text(arg(4));
+                }
+            }
+            Sc::SymlinkAt => {
+                let (d, y) = parse_fd(arg(1));
+                row.s[0] = self.text(quoted(arg(0)).unwrap_or(b""));
+                row.s[1] = self.path_arg(t, arg(2), d, y);
+            }
+            Sc::Clone | Sc::Fork => {
+                raw = true;
+                if let Some(child) = ret.filter(|&r| r > 0).and_then(|r| u32::try_from(r).ok()) {
+                    let flags = if sc == Sc::Clone {
+                        CloneFlags::from_args(c.raw_args)
+                    } else {
+                        CloneFlags { thread: false, files: false }
+                    };
+                    self.procs.cloned(t, child, flags);
+                }
+            }
+            Sc::Pipe => {
+                raw = true;
+                if ok {
+                    let list = if self.names.name(name) == b"socketpair" { arg(3) } else { arg(0) };
+                    if let Some(inner) = list.strip_prefix(b"[").and_then(|l| l.strip_suffix(b"]")) {
+                        let cloexec = line::find(c.raw_args, b"CLOEXEC").is_some();
+                        for part in inner.split(|&b| b == b',') {
+                            let (fd, y) = parse_fd(line::trim(part));
+                            if let Some(fd) = fd {
+                                let mut p = Vec::new();
+                                let path = y.filter(|y| unescape_into(y, &mut p)).map(|_| p.as_slice());
+                                self.procs.open(t, fd, path, None, cloexec);
+                            }
+                        }
+                    }
+                }
+            }
+            Sc::NewFd => {
+                raw = true;
+                if let Some(fd) = ret.filter(|&r| r >= 0) {
+                    let cloexec = line::find(c.raw_args, b"CLOEXEC").is_some();
+                    let mut p = Vec::new();
+                    let path = c.ret_path.filter(|y| unescape_into(y, &mut p)).map(|_| p.as_slice());
+                    self.procs.open(t, fd, path, None, cloexec);
+                }
+            }
+            Sc::CloseRange => {
+                raw = true;
+                if ok {
+                    let first = arg_int(arg(0)).unwrap_or(i64::MAX);
+                    let last = arg_int(arg(1)).unwrap_or(i64::MAX);
+                    self.procs.close_range(t, first, last);
+                }
+            }
+            Sc::Exit | Sc::Other => raw = true,
+        }
+        if raw {
+            row.s[4] = self.text(c.raw_args);
+        }
+        self.put(row, slot);
+    }
+}
+
+/// `ns` since midnight made monotone across midnight: a stamp more than 12 h before the
+/// previous one means the next day.
+fn tod_adjust(day: &mut i64, last: i64, tod: i64) -> i64 {
+    let mut ts = tod + *day * DAY_NS;
+    if ts < last - DAY_NS / 2 {
+        *day += 1;
+        ts += DAY_NS;
+    }
+    ts
+}
+
+/// The value of `key` (`si_code=`, `flags=`) in a `{k=v, ...}` text, up to `,` or `}`.
+fn field<'a>(text: &'a [u8], key: &[u8]) -> Option<&'a [u8]> {
+    let at = line::find(text, key)? + key.len();
+    let rest = &text[at..];
+    let end = rest.iter().position(|&b| b == b',' || b == b'}').unwrap_or(rest.len());
+    Some(line::trim(&rest[..end]))
+}
+
+/// The raw argument text from argument `k` on (`F_SETFD, FD_CLOEXEC` for fcntl).
+fn args_from<'a>(c: &Call<'a>, k: usize) -> &'a [u8] {
+    if k >= c.nargs {
+        return b"";
+    }
+    // Every argument is a subslice of `raw_args`.
+    let off = c.args[k].as_ptr() as usize - c.raw_args.as_ptr() as usize;
+    &c.raw_args[off.min(c.raw_args.len())..]
+}
+
+/// Sum of the `iov_len=N` of an iovec array argument (readv/writev), or null.
+fn iov_total(arg: &[u8]) -> i64 {
+    let mut total: i64 = 0;
+    let mut seen = false;
+    for at in memchr::memmem::find_iter(arg, b"iov_len=") {
+        if let Some((v, _)) = line::parse_int(&arg[at + 8..]) {
+            total = total.saturating_add(v);
+            seen = true;
+        }
+    }
+    if seen {
+        total
+    } else {
+        NULL
+    }
+}

@@ -1,0 +1,165 @@
+//! Python face of the strace parser: `_core.StraceParser`, `_core.STRACE_EVENT_TYPES`
+//! and `_core.strace_schemas()`.
+//!
+//! Owns argument checking and the conversion of finished batches to
+//! `pyarrow.RecordBatch`. Parsing runs with the GIL released, so the store's encoder
+//! threads work on the previous batches meanwhile.
+
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
+use pyo3::types::{PyDict, PyList, PyTuple};
+
+use super::arrow::{batch_to_pyarrow, schema_to_pyarrow};
+use crate::parse::strace::{self, Config, StraceParser, EVENT_TYPES};
+
+/// The three pyarrow schemas, converted once per interpreter.
+fn pa_schemas(py: Python<'_>) -> PyResult<&[Py<PyAny>; 3]> {
+    static SCHEMAS: PyOnceLock<[Py<PyAny>; 3]> = PyOnceLock::new();
+    SCHEMAS.get_or_try_init(py, || {
+        let one = |t: usize| schema_to_pyarrow(py, &strace::schema(t)).map(Bound::unbind);
+        Ok([one(0)?, one(1)?, one(2)?])
+    })
+}
+
+/// Streaming strace parser (see `tracehouse/_core.pyi`).
+#[pyclass(module = "tracehouse._core", name = "StraceParser")]
+pub struct PyStraceParser {
+    inner: StraceParser,
+}
+
+impl PyStraceParser {
+    fn batches<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let schemas = pa_schemas(py)?;
+        let out = PyList::empty(py);
+        for (name, rb) in self.inner.take_batches() {
+            let t = EVENT_TYPES.iter().position(|n| *n == name).expect("known event type");
+            let b = batch_to_pyarrow(py, rb, schemas[t].bind(py))?;
+            out.append(PyTuple::new(py, [name.into_pyobject(py)?.into_any(), b])?)?;
+        }
+        Ok(out)
+    }
+}
+
+#[pymethods]
+impl PyStraceParser {
+    #[new]
+    #[pyo3(signature = (pids=None, batch_rows=65_536, max_line=16 << 20, keep_rejects=10))]
+    fn new(pids: Option<Vec<Option<u32>>>, batch_rows: usize, max_line: usize, keep_rejects: usize) -> PyResult<Self> {
+        if batch_rows == 0 {
+            return Err(PyValueError::new_err("batch_rows: expected at least 1"));
+        }
+        if max_line == 0 {
+            return Err(PyValueError::new_err("max_line: expected at least 1"));
+        }
+        let pids = pids.unwrap_or_else(|| vec![None]);
+        if pids.is_empty() {
+            return Err(PyValueError::new_err("pids: expected at least one source"));
+        }
+        let cfg = Config { batch_rows, max_line, keep_rejects };
+        Ok(Self { inner: StraceParser::new(cfg, &pids) })
+    }
+
+    /// The source to feed next, or None once every source has ended.
+    fn need(&self) -> Option<usize> {
+        self.inner.need()
+    }
+
+    /// Parses `chunk` (bytes) of source `source`; b"" ends that source. Returns the
+    /// batches completed so far as [(event type, pyarrow.RecordBatch)].
+    #[pyo3(signature = (chunk, source=0))]
+    fn feed<'py>(&mut self, py: Python<'py>, chunk: &[u8], source: usize) -> PyResult<Bound<'py, PyList>> {
+        if source >= self.inner.sources() {
+            return Err(PyValueError::new_err(format!("source {source}: there are {}", self.inner.sources())));
+        }
+        if self.inner.need().is_none() && !chunk.is_empty() {
+            return Err(PyRuntimeError::new_err("feed after every source ended"));
+        }
+        let inner = &mut self.inner;
+        py.detach(move || inner.feed(source, chunk));
+        self.batches(py)
+    }
+
+    /// Ends the input (unfinished calls are recorded) and returns the last batches.
+    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let inner = &mut self.inner;
+        py.detach(move || inner.finish());
+        self.batches(py)
+    }
+
+    /// [{id, parent, kind, name, attrs}] of every process and thread seen so far.
+    fn producers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let out = PyList::empty(py);
+        for p in self.inner.producers() {
+            let d = PyDict::new(py);
+            d.set_item("id", p.id)?;
+            d.set_item("parent", p.parent)?;
+            d.set_item("kind", p.kind)?;
+            d.set_item("name", p.name)?;
+            let attrs = PyDict::new(py);
+            if p.kind == "process" {
+                attrs.set_item("pid", p.os_id)?;
+            } else {
+                attrs.set_item("tid", p.os_id)?;
+                attrs.set_item("pid", p.pid)?;
+            }
+            d.set_item("attrs", attrs)?;
+            out.append(d)?;
+        }
+        Ok(out)
+    }
+
+    /// The first rejected lines: [(source, line, reason)].
+    fn rejects(&self) -> Vec<(usize, u64, String)> {
+        self.inner.rejects().iter().map(|r| (r.source, r.line, r.reason.clone())).collect()
+    }
+
+    /// Counters: lines, bytes, events (by type), rejected, notes, orphans, unfinished.
+    #[getter]
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = self.inner.stats();
+        let d = PyDict::new(py);
+        d.set_item("lines", s.lines)?;
+        d.set_item("bytes", s.bytes)?;
+        let ev = PyDict::new(py);
+        for (name, n) in EVENT_TYPES.iter().zip(s.events) {
+            ev.set_item(name, n)?;
+        }
+        d.set_item("events", ev)?;
+        d.set_item("rejected", s.rejected)?;
+        d.set_item("notes", s.notes)?;
+        d.set_item("orphans", s.orphans)?;
+        d.set_item("unfinished", s.unfinished)?;
+        Ok(d)
+    }
+
+    /// Rejected lines so far (all of them, not only those kept).
+    #[getter]
+    fn rejected(&self) -> u64 {
+        self.inner.stats().rejected
+    }
+
+    /// Lines read so far.
+    #[getter]
+    fn lines(&self) -> u64 {
+        self.inner.stats().lines
+    }
+}
+
+/// {event type: pyarrow.Schema} of the strace event types.
+#[pyfunction]
+fn strace_schemas(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let out = PyDict::new(py);
+    for (name, s) in EVENT_TYPES.iter().zip(pa_schemas(py)?) {
+        out.set_item(name, s.bind(py))?;
+    }
+    Ok(out)
+}
+
+/// Adds the strace names to the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyStraceParser>()?;
+    m.add("STRACE_EVENT_TYPES", PyTuple::new(m.py(), EVENT_TYPES)?)?;
+    m.add_function(wrap_pyfunction!(strace_schemas, m)?)?;
+    Ok(())
+}
