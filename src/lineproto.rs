@@ -32,7 +32,8 @@
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::fmt;
-use std::sync::Arc;
+use std::hash::{BuildHasher, Hasher};
+use std::sync::{Arc, Mutex, MutexGuard};
 
 use arrow_array::builder::{BooleanBuilder, Float64Builder, Int64Builder, StringBuilder};
 use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch};
@@ -181,7 +182,7 @@ pub fn ident(raw: &str, reserved: bool) -> Cow<'_, str> {
 pub struct MeasurementSchema {
     /// (column name, type), in the order they were added.
     pub columns: Vec<(String, FieldType)>,
-    index: HashMap<String, usize>,
+    index: FxMap<String, usize>,
 }
 
 impl MeasurementSchema {
@@ -196,7 +197,7 @@ impl MeasurementSchema {
 /// The measurements (event types) of one format and their field columns.
 #[derive(Debug, Default)]
 pub struct Schemas {
-    map: HashMap<String, MeasurementSchema>,
+    map: FxMap<String, MeasurementSchema>,
 }
 
 impl Schemas {
@@ -238,6 +239,60 @@ impl Schemas {
     }
 }
 
+/// FxHash (rustc's hasher): keys here are short names and tag sections hashed once per
+/// line; SipHash cost more than the rest of a line's lookup. (Not DoS-resistant: the
+/// tables are bounded by the producer limit, and writers are on loopback or hold a token.)
+#[derive(Clone, Copy, Debug, Default)]
+pub struct FxBuild;
+
+/// The hasher of [`FxBuild`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Fx(u64);
+
+impl Fx {
+    #[inline]
+    fn add(&mut self, w: u64) {
+        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
+    }
+}
+
+impl Hasher for Fx {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let mut chunks = bytes.chunks_exact(8);
+        for c in &mut chunks {
+            self.add(u64::from_le_bytes(c.try_into().expect("8 bytes")));
+        }
+        let r = chunks.remainder();
+        if !r.is_empty() {
+            let mut w = [0u8; 8];
+            w[..r.len()].copy_from_slice(r);
+            self.add(u64::from_le_bytes(w) ^ ((r.len() as u64) << 59));
+        }
+    }
+    #[inline]
+    fn write_u8(&mut self, i: u8) {
+        self.add(u64::from(i));
+    }
+    #[inline]
+    fn write_usize(&mut self, i: usize) {
+        self.add(i as u64);
+    }
+    #[inline]
+    fn finish(&self) -> u64 {
+        self.0
+    }
+}
+
+impl BuildHasher for FxBuild {
+    type Hasher = Fx;
+    fn build_hasher(&self) -> Fx {
+        Fx(0)
+    }
+}
+
+type FxMap<K, V> = HashMap<K, V, FxBuild>;
+
 /// A producer interned by a decode that the caller has not registered yet.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NewProducer {
@@ -252,8 +307,8 @@ pub struct NewProducer {
 /// Tag sets of one trace → producer ids.
 #[derive(Debug, Default)]
 pub struct Producers {
-    canonical: HashMap<Vec<u8>, i32>,
-    raw: HashMap<Vec<u8>, i32>,
+    canonical: FxMap<Vec<u8>, i32>,
+    raw: FxMap<Box<[u8]>, i32>,
     next: i32,
     fresh: Vec<NewProducer>,
 }
@@ -386,11 +441,41 @@ impl Col {
 }
 
 struct Builder {
+    name: String,
     ts: Vec<i64>,
     producer: Vec<i32>,
     cols: Vec<Col>,
     /// Row stamp per column: set to the row number when the current line filled it.
     filled: Vec<u64>,
+    /// Raw field keys of the last line recorded here and their columns: the next line
+    /// with the same keys in the same order skips unescaping, naming and hashing.
+    layout: Vec<(Box<[u8]>, usize)>,
+}
+
+impl Builder {
+    fn new(name: String) -> Self {
+        Self {
+            name,
+            ts: Vec::with_capacity(256),
+            producer: Vec::with_capacity(256),
+            cols: Vec::new(),
+            filled: Vec::new(),
+            layout: Vec::new(),
+        }
+    }
+
+    /// Adds columns up to `upto` (exclusive) from `schema`, null for the rows so far.
+    fn grow(&mut self, schema: &MeasurementSchema, upto: usize) {
+        while self.cols.len() < upto {
+            let rows = self.ts.len();
+            let mut c = Col::new(schema.columns[self.cols.len()].1, rows.max(256));
+            for _ in 0..rows {
+                c.push_null();
+            }
+            self.cols.push(c);
+            self.filled.push(0);
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -412,26 +497,63 @@ impl Value<'_> {
     }
 }
 
+impl Col {
+    fn ftype(&self) -> FieldType {
+        match self {
+            Col::F(_) => FieldType::Float,
+            Col::I(_) => FieldType::Int,
+            Col::S(_) => FieldType::Str,
+            Col::B(_) => FieldType::Bool,
+        }
+    }
+}
+
+/// State of one decode call: the batches being built and the last line's shortcuts.
+struct State<'a> {
+    builders: Vec<Builder>,
+    by_name: FxMap<String, usize>,
+    /// Raw measurement bytes of the last recorded line and its builder.
+    last_meas: &'a [u8],
+    last_builder: usize,
+    /// Raw tag section of the last recorded line and its producer.
+    last_tags: &'a [u8],
+    last_pid: i32,
+    /// Parsed fields of the current line: (raw key, value).
+    fields: Vec<(&'a str, Value<'a>)>,
+    tags: Vec<(Cow<'a, str>, Cow<'a, str>)>,
+    cols: Vec<usize>,
+}
+
 /// Decodes `body` (complete lines; a last line without `\n` is decoded too).
 ///
 /// `first_line` numbers the first line (a TCP stream continues its count across
 /// chunks); `default_ts` (ns) stamps lines without a timestamp.
+///
+/// The shared tables are locked only for a line's slow path (a new measurement, field
+/// layout or tag set) and for looking up a tag section the previous line did not have:
+/// decodes of many connections run in parallel on the common fast path.
 pub fn decode(
     body: &[u8],
     first_line: u64,
     precision: Precision,
     default_ts: i64,
-    schemas: &mut Schemas,
-    producers: &mut Producers,
+    schemas: &Mutex<Schemas>,
+    producers: &Mutex<Producers>,
     limits: &Limits,
 ) -> Decoded {
     let mut out = Decoded { max_producer: -1, ..Decoded::default() };
-    let mut builders: HashMap<String, Builder> = HashMap::new();
-    let mut order: Vec<String> = Vec::new();
+    let mut st = State {
+        builders: Vec::new(),
+        by_name: FxMap::default(),
+        last_meas: &body[..0],
+        last_builder: usize::MAX,
+        last_tags: &body[..0],
+        last_pid: -1,
+        fields: Vec::with_capacity(64),
+        tags: Vec::with_capacity(16),
+        cols: Vec::with_capacity(64),
+    };
     let mut line_no = first_line;
-    // Scratch vectors reused by every line (their contents borrow from `body`).
-    let mut fields: Vec<(Cow<'_, str>, Value<'_>)> = Vec::with_capacity(64);
-    let mut tags: Vec<(Cow<'_, str>, Cow<'_, str>)> = Vec::with_capacity(16);
     let mut rest = body;
     let mut first = true;
     while !rest.is_empty() || first {
@@ -452,18 +574,7 @@ pub fn decode(
         let res = if line.len() > limits.max_line {
             Err(format!("line is {} bytes, longer than the limit of {}", line.len(), limits.max_line))
         } else {
-            decode_line(
-                trimmed,
-                precision,
-                default_ts,
-                schemas,
-                producers,
-                limits,
-                &mut builders,
-                &mut order,
-                &mut fields,
-                &mut tags,
-            )
+            decode_line(trimmed, precision, default_ts, schemas, producers, limits, &mut st)
         };
         match res {
             Ok(pid) => {
@@ -479,48 +590,42 @@ pub fn decode(
         }
     }
     out.last_line = line_no.saturating_sub(1).max(first_line);
-    for name in order {
-        let mut b = builders.remove(&name).expect("builder of a listed measurement");
-        let schema_cols = &schemas.get(&name).expect("schema of a decoded measurement").columns;
-        let rows = b.ts.len();
-        while b.cols.len() < schema_cols.len() {
-            let mut c = Col::new(schema_cols[b.cols.len()].1, rows);
-            for _ in 0..rows {
-                c.push_null();
-            }
-            b.cols.push(c);
-        }
+    let schemas = lock(schemas);
+    for mut b in st.builders {
+        let schema = schemas.get(&b.name).expect("schema of a decoded measurement");
+        b.grow(schema, schema.columns.len());
         let mut fields = Vec::with_capacity(2 + b.cols.len());
         fields.push(Field::new("ts", DataType::Int64, false));
         fields.push(Field::new("producer", DataType::Int32, false));
         let mut arrays: Vec<ArrayRef> = Vec::with_capacity(2 + b.cols.len());
         arrays.push(Arc::new(Int64Array::from(std::mem::take(&mut b.ts))));
         arrays.push(Arc::new(Int32Array::from(std::mem::take(&mut b.producer))));
-        for (c, (cname, t)) in b.cols.iter_mut().zip(schema_cols) {
+        for (c, (cname, t)) in b.cols.iter_mut().zip(&schema.columns) {
             fields.push(Field::new(cname, t.arrow(), true));
             arrays.push(c.finish());
         }
         let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays).expect("columns of equal length");
-        out.batches.push((name, batch));
+        out.batches.push((b.name, batch));
     }
     out
 }
 
-#[allow(clippy::too_many_arguments)]
+/// A lock whose holder panicked is still consistent: a line is checked before it is
+/// recorded, so no table is ever left half-updated.
+pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Parses and checks one line; records it only when every check passed.
 fn decode_line<'a>(
     line: &'a [u8],
     precision: Precision,
     default_ts: i64,
-    schemas: &mut Schemas,
-    producers: &mut Producers,
+    schemas: &Mutex<Schemas>,
+    producers: &Mutex<Producers>,
     limits: &Limits,
-    builders: &mut HashMap<String, Builder>,
-    order: &mut Vec<String>,
-    fields: &mut Vec<(Cow<'a, str>, Value<'a>)>,
-    tags: &mut Vec<(Cow<'a, str>, Cow<'a, str>)>,
+    st: &mut State<'a>,
 ) -> Result<i32, String> {
-    fields.clear();
-    tags.clear();
     let text = std::str::from_utf8(line).map_err(|e| format!("invalid UTF-8 at byte {}", e.valid_up_to() + 1))?;
     let b = text.as_bytes();
     // Key section: measurement[,tags] up to the first unescaped space.
@@ -529,16 +634,12 @@ fn decode_line<'a>(
     if meas_end == 0 {
         return Err("missing measurement name".into());
     }
-    let meas_raw = unescape(&text[..meas_end], b",  \\");
-    let meas = ident(&meas_raw, false);
-    if meas.is_empty() {
-        return Err("missing measurement name".into());
-    }
     let tag_raw = if meas_end < key_end { &b[meas_end + 1..key_end] } else { &b[key_end..key_end] };
     if meas_end < key_end && tag_raw.is_empty() {
         return Err("empty tag set after ','".into());
     }
     // Fields, then the optional timestamp.
+    st.fields.clear();
     let mut i = key_end;
     while i < b.len() && b[i] == b' ' {
         i += 1;
@@ -553,16 +654,13 @@ fn decode_line<'a>(
         if kend == i {
             return Err(format!("empty field key at byte {}", i + 1));
         }
-        let key = unescape(&text[i..kend], b",= \\");
-        let vstart = kend + 1;
-        let (value, vend) = parse_value(text, vstart)?;
-        fields.push((key, value));
+        let (value, vend) = parse_value(text, kend + 1)?;
+        st.fields.push((&text[i..kend], value));
         i = vend;
         if i >= b.len() || b[i] == b' ' {
             break;
         }
-        // b[i] == b','
-        i += 1;
+        i += 1; // b[i] was ','
         if i >= b.len() {
             return Err("trailing ',' after the last field".into());
         }
@@ -583,15 +681,62 @@ fn decode_line<'a>(
         default_ts
     };
 
-    // Types against the schema, before anything is recorded.
+    // Fast path: same measurement and field keys (in order) as the last line recorded
+    // into this measurement, and a tag section already known.
+    if st.last_builder != usize::MAX && st.last_meas == &b[..meas_end] {
+        let bi = st.last_builder;
+        let bl = &st.builders[bi];
+        if bl.layout.len() == st.fields.len()
+            && bl.layout.iter().zip(&st.fields).all(|((raw, _), (k, _))| **raw == *k.as_bytes())
+        {
+            for ((_, ci), (k, v)) in bl.layout.iter().zip(&st.fields) {
+                let t = bl.cols[*ci].ftype();
+                if t != v.ftype() {
+                    return Err(conflict(k, v.ftype(), &ident(&unescape(k, b",= \\"), true), &bl.name, t));
+                }
+            }
+            let pid =
+                if st.last_tags == tag_raw { Some(st.last_pid) } else { lock(producers).raw.get(tag_raw).copied() };
+            if let Some(pid) = pid {
+                let bl = &mut st.builders[bi];
+                let full = bl.layout.len() == bl.cols.len();
+                let row = bl.ts.len() as u64 + 1;
+                for ((_, ci), (_, v)) in bl.layout.iter().zip(&st.fields) {
+                    bl.cols[*ci].push(v);
+                    bl.filled[*ci] = row;
+                }
+                if !full {
+                    for (c, f) in bl.cols.iter_mut().zip(bl.filled.iter()) {
+                        if *f != row {
+                            c.push_null();
+                        }
+                    }
+                }
+                bl.ts.push(ts);
+                bl.producer.push(pid);
+                st.last_tags = tag_raw;
+                st.last_pid = pid;
+                return Ok(pid);
+            }
+        }
+    }
+
+    // Slow path: name the measurement and fields, check types against the schema.
+    let mut schemas = lock(schemas);
+    let mut producers = lock(producers);
+    let meas_raw = unescape(&text[..meas_end], b",  \\");
+    let meas = ident(&meas_raw, false);
+    if meas.is_empty() {
+        return Err("missing measurement name".into());
+    }
     let known = schemas.map.get(meas.as_ref());
     if known.is_none() && schemas.map.len() >= limits.max_measurements {
         return Err(format!("too many measurements (limit {})", limits.max_measurements));
     }
     let mut new_cols = 0usize;
-    let mut names: Vec<Cow<'_, str>> = Vec::with_capacity(fields.len());
-    for (k, v) in fields.iter() {
-        let name = ident(k, true);
+    let mut names: Vec<Cow<'_, str>> = Vec::with_capacity(st.fields.len());
+    for (k, v) in st.fields.iter() {
+        let name = ident_owned(unescape(k, b",= \\"));
         if name.is_empty() {
             return Err("empty field key".into());
         }
@@ -599,19 +744,12 @@ fn decode_line<'a>(
             Some(&ci) => {
                 let t = known.expect("known").columns[ci].1;
                 if t != v.ftype() {
-                    return Err(format!(
-                        "field {:?} is {} but column {:?} of {:?} is {} (type conflict)",
-                        k.as_ref(),
-                        v.ftype().name(),
-                        name.as_ref(),
-                        meas.as_ref(),
-                        t.name()
-                    ));
+                    return Err(conflict(k, v.ftype(), &name, &meas, t));
                 }
             }
             None => {
                 if let Some(j) = names.iter().position(|n| *n == name) {
-                    if fields[j].1.ftype() != v.ftype() {
+                    if st.fields[j].1.ftype() != v.ftype() {
                         return Err(format!("field {:?} given twice with different types", name.as_ref()));
                     }
                 } else {
@@ -632,8 +770,8 @@ fn decode_line<'a>(
         Some(&id) => id,
         None => {
             let raw_text = &text[meas_end.min(key_end) + usize::from(meas_end < key_end)..key_end];
-            parse_tags(raw_text, tags)?;
-            let mut sorted: Vec<(&str, &str)> = tags.iter().map(|(k, v)| (k.as_ref(), v.as_ref())).collect();
+            parse_tags(raw_text, &mut st.tags)?;
+            let mut sorted: Vec<(&str, &str)> = st.tags.iter().map(|(k, v)| (k.as_ref(), v.as_ref())).collect();
             sorted.sort_unstable();
             for w in sorted.windows(2) {
                 if w[0].0 == w[1].0 {
@@ -662,54 +800,71 @@ fn decode_line<'a>(
             if producers.raw.len() >= 2 * limits.max_producers.max(1024) {
                 producers.raw.clear(); // a cache: bounded, rebuilt from the canonical table
             }
-            producers.raw.insert(tag_raw.to_vec(), id);
+            producers.raw.insert(tag_raw.to_vec().into_boxed_slice(), id);
             id
         }
     };
 
     // Accepted: record.
     let schema = schemas.map.entry(meas.to_string()).or_default();
-    let builder = match builders.get_mut(meas.as_ref()) {
-        Some(b) => b,
+    let bi = match st.by_name.get(meas.as_ref()) {
+        Some(&bi) => bi,
         None => {
-            order.push(meas.to_string());
-            builders.entry(meas.to_string()).or_insert_with(|| Builder {
-                ts: Vec::with_capacity(64),
-                producer: Vec::with_capacity(64),
-                cols: Vec::new(),
-                filled: Vec::new(),
-            })
+            st.builders.push(Builder::new(meas.to_string()));
+            st.by_name.insert(meas.to_string(), st.builders.len() - 1);
+            st.builders.len() - 1
         }
     };
-    let row = builder.ts.len() as u64 + 1; // stamps start at 1 (0 = never filled)
-    for ((_, v), name) in fields.iter().zip(&names) {
+    st.cols.clear();
+    for ((_, v), name) in st.fields.iter().zip(&names) {
         let ci = match schema.index.get(name.as_ref()) {
             Some(&ci) => ci,
             None => schema.add(name.to_string(), v.ftype()),
         };
-        while builder.cols.len() <= ci {
-            let rows = builder.ts.len();
-            let mut c = Col::new(schema.columns[builder.cols.len()].1, rows.max(16));
-            for _ in 0..rows {
-                c.push_null();
-            }
-            builder.cols.push(c);
-            builder.filled.push(0);
-        }
-        if builder.filled[ci] == row {
-            continue; // a repeated key: the first value stands (its type was checked)
-        }
-        builder.filled[ci] = row;
-        builder.cols[ci].push(v);
+        st.cols.push(ci);
     }
-    for (c, f) in builder.cols.iter_mut().zip(builder.filled.iter()) {
+    let bl = &mut st.builders[bi];
+    let upto = st.cols.iter().copied().max().map_or(0, |m| m + 1);
+    bl.grow(schema, upto);
+    let row = bl.ts.len() as u64 + 1; // stamps start at 1 (0 = never filled)
+    let mut repeated = false;
+    for ((_, v), &ci) in st.fields.iter().zip(&st.cols) {
+        if bl.filled[ci] == row {
+            repeated = true; // a repeated key: the first value stands (its type was checked)
+            continue;
+        }
+        bl.filled[ci] = row;
+        bl.cols[ci].push(v);
+    }
+    for (c, f) in bl.cols.iter_mut().zip(bl.filled.iter()) {
         if *f != row {
             c.push_null();
         }
     }
-    builder.ts.push(ts);
-    builder.producer.push(pid);
+    bl.ts.push(ts);
+    bl.producer.push(pid);
+    // Shortcuts for the next line (not after a line repeating a key: the fast path
+    // would then push a column twice).
+    bl.layout.clear();
+    if !repeated {
+        bl.layout.extend(st.fields.iter().zip(&st.cols).map(|((k, _), &ci)| (Box::from(k.as_bytes()), ci)));
+    }
+    st.last_meas = &b[..meas_end];
+    st.last_builder = bi;
+    st.last_tags = tag_raw;
+    st.last_pid = pid;
     Ok(pid)
+}
+
+fn conflict(key: &str, got: FieldType, column: &str, meas: &str, stored: FieldType) -> String {
+    format!("field {key:?} is {} but column {column:?} of {meas:?} is {} (type conflict)", got.name(), stored.name())
+}
+
+fn ident_owned(s: Cow<'_, str>) -> Cow<'_, str> {
+    match s {
+        Cow::Borrowed(b) => ident(b, true),
+        Cow::Owned(o) => Cow::Owned(ident(&o, true).into_owned()),
+    }
 }
 
 fn parse_tags<'a>(raw: &'a str, tags: &mut Vec<(Cow<'a, str>, Cow<'a, str>)>) -> Result<(), String> {
@@ -789,11 +944,57 @@ fn parse_value(text: &str, start: usize) -> Result<(Value<'_>, usize), String> {
         _ => match tok {
             "t" | "T" | "true" | "True" | "TRUE" => Value::Bool(true),
             "f" | "F" | "false" | "False" | "FALSE" => Value::Bool(false),
-            _ if is_float(tok) => Value::Float(tok.parse().map_err(|_| bad())?),
-            _ => return Err(bad()),
+            _ => match fast_float(tok.as_bytes()) {
+                Some(x) => Value::Float(x),
+                None if is_float(tok) => Value::Float(tok.parse().map_err(|_| bad())?),
+                None => return Err(bad()),
+            },
         },
     };
     Ok((v, end))
+}
+
+/// Exact powers of ten a double holds.
+const POW10: [f64; 23] = [
+    1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20,
+    1e21, 1e22,
+];
+
+/// `[+-]digits[.digits]` with at most 15 significant digits, correctly rounded without
+/// the general parser: the mantissa and the power of ten are both exact doubles, so one
+/// division rounds once (Clinger's fast path). None for anything else.
+#[inline]
+fn fast_float(b: &[u8]) -> Option<f64> {
+    let (neg, d) = match b.first()? {
+        b'-' => (true, &b[1..]),
+        b'+' => (false, &b[1..]),
+        _ => (false, b),
+    };
+    let mut m: u64 = 0;
+    let mut digits = 0u32;
+    let mut frac = 0usize;
+    let mut dot = false;
+    for &c in d {
+        match c {
+            b'0'..=b'9' => {
+                m = m * 10 + u64::from(c - b'0');
+                digits += 1;
+                if dot {
+                    frac += 1;
+                }
+                if digits > 15 {
+                    return None;
+                }
+            }
+            b'.' if !dot => dot = true,
+            _ => return None,
+        }
+    }
+    if digits == 0 {
+        return None;
+    }
+    let x = m as f64 / POW10[frac];
+    Some(if neg { -x } else { x })
 }
 
 fn is_int(s: &str) -> bool {
@@ -874,8 +1075,21 @@ fn trim_start(b: &[u8]) -> &[u8] {
     &b[n..]
 }
 
+/// Position of the first `needle` in `hay`, eight bytes at a time.
 fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
-    hay.iter().position(|&c| c == needle)
+    const LO: u64 = 0x0101_0101_0101_0101;
+    const HI: u64 = 0x8080_8080_8080_8080;
+    let pat = LO * u64::from(needle);
+    let mut i = 0;
+    while i + 8 <= hay.len() {
+        let w = u64::from_le_bytes(hay[i..i + 8].try_into().expect("8 bytes")) ^ pat;
+        let z = w.wrapping_sub(LO) & !w & HI;
+        if z != 0 {
+            return Some(i + (z.trailing_zeros() / 8) as usize);
+        }
+        i += 8;
+    }
+    hay[i..].iter().position(|&c| c == needle).map(|p| i + p)
 }
 
 #[cfg(test)]

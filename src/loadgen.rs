@@ -741,9 +741,10 @@ mod tests {
         a.render(&mut out, 5, 1_700_000_000_000_000_000);
         let text = String::from_utf8(out.clone()).unwrap();
         assert_eq!(text.lines().count(), 5);
-        let mut s = Schemas::new();
-        let mut p = Producers::new(0);
-        let d = decode(&out, 1, Precision::Ns, 0, &mut s, &mut p, &Limits::default());
+        let s = std::sync::Mutex::new(Schemas::new());
+        let p = std::sync::Mutex::new(Producers::new(0));
+        let d = decode(&out, 1, Precision::Ns, 0, &s, &p, &Limits::default());
+        let mut p = p.into_inner().unwrap();
         assert_eq!(d.errors, vec![]);
         assert_eq!(d.rows, 5);
         let (name, b) = &d.batches[0];

@@ -2,10 +2,20 @@ use super::*;
 use arrow_array::{Array, BooleanArray, Float64Array, StringArray};
 
 fn run(body: &str) -> (Decoded, Schemas, Producers) {
-    let mut s = Schemas::new();
-    let mut p = Producers::new(0);
-    let d = decode(body.as_bytes(), 1, Precision::Ns, 777, &mut s, &mut p, &Limits::default());
-    (d, s, p)
+    let s = Mutex::new(Schemas::new());
+    let p = Mutex::new(Producers::new(0));
+    let d = decode(body.as_bytes(), 1, Precision::Ns, 777, &s, &p, &Limits::default());
+    (d, s.into_inner().unwrap(), p.into_inner().unwrap())
+}
+
+/// `decode` over plain tables (the tests own them).
+fn dec(body: &[u8], first: u64, prec: Precision, ts: i64, s: &mut Schemas, p: &mut Producers, l: &Limits) -> Decoded {
+    let sm = Mutex::new(std::mem::take(s));
+    let pm = Mutex::new(std::mem::take(p));
+    let d = decode(body, first, prec, ts, &sm, &pm, l);
+    *s = sm.into_inner().unwrap();
+    *p = pm.into_inner().unwrap();
+    d
 }
 
 fn col<'a, T: 'static>(b: &'a RecordBatch, name: &str) -> &'a T {
@@ -58,15 +68,8 @@ fn declared_producers_and_columns_are_reused() {
     s.declare("m", &[("v".into(), FieldType::Int)]).unwrap();
     let mut p = Producers::new(0);
     p.declare(5, &[("host".into(), "x".into())]);
-    let d = decode(
-        b"m,host=x v=1i\nm,host=y v=2.5\nm,host=y v=3i",
-        1,
-        Precision::Ns,
-        9,
-        &mut s,
-        &mut p,
-        &Limits::default(),
-    );
+    let d =
+        dec(b"m,host=x v=1i\nm,host=y v=2.5\nm,host=y v=3i", 1, Precision::Ns, 9, &mut s, &mut p, &Limits::default());
     assert_eq!(d.rows, 2);
     assert_eq!(d.errors.len(), 1);
     assert_eq!(d.errors[0].line, 2);
@@ -113,7 +116,7 @@ fn escapes_per_the_spec() {
 fn precision_scales_and_overflow_is_a_line_error() {
     let mut s = Schemas::new();
     let mut p = Producers::new(0);
-    let d = decode(b"m v=1 2\nm v=1 9223372036854775807\n", 1, Precision::S, 0, &mut s, &mut p, &Limits::default());
+    let d = dec(b"m v=1 2\nm v=1 9223372036854775807\n", 1, Precision::S, 0, &mut s, &mut p, &Limits::default());
     assert_eq!(col::<Int64Array>(&d.batches[0].1, "ts").value(0), 2_000_000_000);
     assert_eq!(d.errors.len(), 1);
     assert_eq!(d.errors[0].line, 2);
@@ -155,7 +158,7 @@ fn invalid_utf8_and_long_lines_are_rejected_alone() {
     body.extend(std::iter::repeat_n(b'x', 100));
     body.extend(b" v=1\nm v=3 3");
     let limits = Limits { max_line: 50, ..Limits::default() };
-    let d = decode(&body, 10, Precision::Ns, 0, &mut s, &mut p, &limits);
+    let d = dec(&body, 10, Precision::Ns, 0, &mut s, &mut p, &limits);
     assert_eq!(d.rows, 2);
     let lines: Vec<u64> = d.errors.iter().map(|e| e.line).collect();
     assert_eq!(lines, vec![11, 12]);
@@ -168,7 +171,7 @@ fn limits_on_producers_columns_and_errors() {
     let mut s = Schemas::new();
     let mut p = Producers::new(0);
     let limits = Limits { max_producers: 2, max_columns: 2, max_errors: 1, ..Limits::default() };
-    let d = decode(
+    let d = dec(
         b"m,h=1 a=1\nm,h=2 a=1\nm,h=3 a=1\nm,h=1 a=1,b=1,c=1\nm,h=1 b=1\n",
         1,
         Precision::Ns,
@@ -218,9 +221,46 @@ fn a_line_refused_for_its_types_interns_no_producer() {
     let mut s = Schemas::new();
     s.declare("m", &[("v".into(), FieldType::Float)]).unwrap();
     let mut p = Producers::new(0);
-    let d = decode(b"m,h=new v=1i\nm,h=other v=1\n", 1, Precision::Ns, 0, &mut s, &mut p, &Limits::default());
+    let d = dec(b"m,h=new v=1i\nm,h=other v=1\n", 1, Precision::Ns, 0, &mut s, &mut p, &Limits::default());
     assert_eq!(d.rows, 1);
     let new = p.take_new();
     assert_eq!(new.len(), 1);
     assert_eq!((new[0].id, new[0].name.as_str()), (0, "h=other"));
+}
+
+#[test]
+fn fast_float_agrees_with_the_parser() {
+    for s in ["0", "1.5", "-0.001", "123456789.123456", "999999999999999", "+7.25", "0.1", "3.141592653589793"] {
+        let want: f64 = s.parse().unwrap();
+        match fast_float(s.as_bytes()) {
+            Some(x) => assert_eq!(x.to_bits(), want.to_bits(), "{s}"),
+            None => assert!(s.replace(['.', '-', '+'], "").len() > 15, "{s}"),
+        }
+    }
+    assert_eq!(fast_float(b"1e3"), None);
+    assert_eq!(fast_float(b"."), None);
+    assert_eq!(fast_float(b"1.2.3"), None);
+}
+
+#[test]
+fn memchr_finds_every_position() {
+    let hay: Vec<u8> = (0..40).map(|i| if i % 13 == 12 { b'\n' } else { b'a' }).collect();
+    for start in 0..hay.len() {
+        assert_eq!(memchr(b'\n', &hay[start..]), hay[start..].iter().position(|&c| c == b'\n'));
+    }
+}
+
+#[test]
+fn fast_path_keeps_types_nulls_and_producers_right() {
+    let (d, _, mut p) =
+        run("m,h=a x=1,y=2i 1\nm,h=a x=2,y=3i 2\nm,h=b x=3,y=4i 3\nm,h=a x=4,y=\"s\" 4\nm,h=a y=5i,x=5 5\n\
+                             m,h=a x=6 6\nm,h=a x=7,x=8,y=9i 7\nm,h=a x=9,y=10i 8\n");
+    assert_eq!(d.errors.len(), 1);
+    assert_eq!(d.errors[0].line, 4);
+    let b = &d.batches[0].1;
+    assert_eq!(col::<Float64Array>(b, "x").values().to_vec(), vec![1.0, 2.0, 3.0, 5.0, 6.0, 7.0, 9.0]);
+    let y = col::<Int64Array>(b, "y");
+    assert_eq!((y.value(3), y.is_null(4), y.value(5), y.value(6)), (5, true, 9, 10));
+    assert_eq!(col::<Int32Array>(b, "producer").values().to_vec(), vec![0, 0, 1, 0, 0, 0, 0]);
+    assert_eq!(p.take_new().len(), 2);
 }

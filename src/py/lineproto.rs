@@ -4,8 +4,8 @@
 //! Owns argument checking and the conversion of a [`Decoded`] into Python: one
 //! `pyarrow.RecordBatch` per measurement, errors as `(line, message)` tuples. Decoding
 //! runs with the GIL released, so the server's other connections (and the store's
-//! appends) go on meanwhile. The two state objects lock internally (schemas first, then
-//! producers), so any number of Python threads may decode at once.
+//! appends) go on meanwhile. The two state objects are locked by the decoder only on a
+//! line's slow path (schemas first, then producers), so decodes run in parallel.
 
 use std::sync::Mutex;
 
@@ -15,7 +15,7 @@ use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use super::arrow::{batch_to_pyarrow, schema_to_pyarrow};
-use crate::lineproto::{self, FieldType, Limits, Precision, Producers, Schemas};
+use crate::lineproto::{self, lock, FieldType, Limits, Precision, Producers, Schemas};
 
 /// Measurements of one format and their typed columns, shared by every decode of it.
 #[pyclass(module = "tracehouse._core", name = "LpSchemas", frozen)]
@@ -87,12 +87,6 @@ impl PyProducers {
     }
 }
 
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    // A panic while decoding cannot leave the tables half-updated (a line is checked
-    // before it is recorded), so a poisoned lock is still usable.
-    m.lock().unwrap_or_else(|e| e.into_inner())
-}
-
 /// Decode line protocol into one pyarrow.RecordBatch per measurement.
 #[pyfunction]
 #[pyo3(signature = (body, schemas, producers, *, precision="ns", default_ts=0, first_line=1,
@@ -118,11 +112,8 @@ fn decode_lines<'py>(
     let limits = Limits { max_line, max_producers, max_columns, max_measurements, max_errors };
     let s = schemas.get();
     let p = producers.get();
-    let decoded = py.detach(|| {
-        let mut s = lock(&s.inner);
-        let mut p = lock(&p.inner);
-        lineproto::decode(&body, first_line, precision, default_ts, &mut s, &mut p, &limits)
-    });
+    let decoded =
+        py.detach(|| lineproto::decode(&body, first_line, precision, default_ts, &s.inner, &p.inner, &limits));
     let out = PyDict::new(py);
     let batches = PyList::empty(py);
     for (name, batch) in decoded.batches {
