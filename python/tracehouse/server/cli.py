@@ -5,6 +5,7 @@ Registered through `tracehouse.cli.COMMAND_MODULES`.
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 
@@ -63,6 +64,7 @@ def register(commands) -> None:
     sp.add_argument("--ready-file", help="write the bound addresses as JSON here once serving")
     sp.add_argument("--quiet", action="store_true", help="log warnings only")
     register_load(commands)
+    register_bench(commands)
 
 
 def cmd_load(args) -> int:
@@ -101,3 +103,61 @@ def register_load(commands) -> None:
     sp.add_argument("--bucket", help="trace to write (default: the workload's name)")
     sp.add_argument("--token")
     sp.add_argument("--seed", type=int, default=42)
+
+
+def cmd_bench_write(args) -> int:
+    from pathlib import Path
+
+    from ..bench import write
+    from ..cli import emit_json, err, out
+
+    writers = tuple(int(x) for x in args.writers.split(",")) if args.writers else (
+        write.QUICK_WRITERS if args.quick else write.WRITERS)
+    batches = tuple(int(x) for x in args.rows_per_batch.split(",")) if args.rows_per_batch else (
+        write.QUICK_BATCHES if args.quick else write.BATCHES)
+    systems = tuple(args.systems.split(",")) if args.systems else write.DEFAULT_SYSTEMS
+    seconds = args.seconds if args.seconds is not None else (0.5 if args.quick else 2.0)
+    max_runs = args.max_runs if args.max_runs is not None else (8 if args.quick else 20)
+
+    def progress(done, total, cell):
+        if cell is not None and not args.json:
+            err.print(f"[{done}/{total}] {cell['system']:>16} writers={cell['writers']:<4} rows/batch="
+                      f"{cell['rows_per_batch']:<6} {cell['rows_per_s']:>12,.0f} rows/s ±{(cell['rel_se'] or 0) * 100:.1f}% "
+                      f"({cell['runs']} runs{', ' + str(cell['errors']) + ' errors' if cell['errors'] else ''})",
+                      highlight=False)
+
+    result = write.run(systems=systems, writers=writers, batches=batches, workload=args.workload, seconds=seconds,
+                       min_runs=args.min_runs, max_runs=max_runs, workdir=args.workdir, progress=progress)
+    outdir = Path(args.out)
+    outdir.mkdir(parents=True, exist_ok=True)
+    (outdir / "bench-write.json").write_text(json.dumps(result, indent=1))
+    png = write.plot(result, outdir / "bench-write.png")
+    if args.json:
+        emit_json(result)
+        return 0
+    from rich.console import Console
+
+    Console(width=max(100, 22 + 13 * len(result["systems"])), soft_wrap=True).print(write.render(result))
+    for name, why in result["skipped"].items():
+        out.print(f"skipped {name}: {why}")
+    out.print(f"JSON: {outdir / 'bench-write.json'}" + (f"   plot: {png}" if png else "   (no plot: matplotlib missing)"))
+    return 0
+
+
+def register_bench(commands) -> None:
+    from ..bench import write
+
+    sp = commands.bench("write", cmd_bench_write,
+                        "seed 003 write matrix (writers x rows per batch): tracehouse over loopback vs QuestDB, "
+                        "PostgreSQL, MariaDB, SQLite, with the seed's statistical protocol")
+    sp.add_argument("--systems", help="comma list (default " + ",".join(write.DEFAULT_SYSTEMS) + "; also questdb-tcp)")
+    sp.add_argument("--writers", help="comma list (default 1,2,4,8,16,32,64,128)")
+    sp.add_argument("--rows-per-batch", help="comma list (default 1,5,10,50,100,500,1000,5000,10000)")
+    sp.add_argument("--workload", choices=("qos", "cpu"), default="qos")
+    sp.add_argument("--quick", action="store_true",
+                    help="writers 1,16,128 x rows/batch 10,1000,10000, 0.5 s runs, at most 8 runs per cell")
+    sp.add_argument("--seconds", type=float, help="length of one timed run (default 2, quick 0.5)")
+    sp.add_argument("--min-runs", type=int, default=5, help="runs per cell at least (default 5, the seed's)")
+    sp.add_argument("--max-runs", type=int, help="runs per cell at most while SE >= 5%% (default 20, quick 8)")
+    sp.add_argument("--workdir", help="where the systems keep their data (default: a temporary directory)")
+    sp.add_argument("--out", default=".", help="directory for bench-write.json and bench-write.png (default .)")

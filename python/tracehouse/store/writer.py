@@ -123,6 +123,7 @@ class TraceWriter:
             self.wal = walmod.WalWriter(self.wal_dir, max([covered, *nums]) + 1)
         self._stop = False
         self.flush_request = threading.Event()
+        self.commit_now = threading.Event()  # set by wait_durable: the syncer skips its pause
         self.flusher = threading.Thread(target=self._flush_loop, name=f"th-flush-{trace_id}", daemon=True)
         self.flusher.start()
         self.syncer = threading.Thread(target=self._sync_loop, name=f"th-sync-{trace_id}", daemon=True)
@@ -211,6 +212,7 @@ class TraceWriter:
         with self.cond:
             while self.durable_lsn < lsn:
                 self._check()
+                self.commit_now.set()
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     return False
@@ -248,7 +250,11 @@ class TraceWriter:
             with self.cond:
                 self.durable_lsn = max(self.durable_lsn, target)
                 self.cond.notify_all()
-            time.sleep(interval)
+            # Pace group commits by `interval`, unless a caller is blocked in wait_durable for
+            # a later record: then commit at once (an acknowledged writer waits one fsync, not
+            # fsync + interval; appends arriving during an fsync still share the next one).
+            self.commit_now.wait(interval)
+            self.commit_now.clear()
 
     # -- tail for in-process queries ------------------------------------------------
 

@@ -1,0 +1,217 @@
+"""`tracehouse bench write`: seed 003's write matrix, re-measured against peers in one run.
+
+Owns the matrix (writers {1, 2, 4, ..., 128} x rows per batch {1, 5, 10, ..., 10,000}),
+the seed's statistical protocol and the report (table, JSON, PNG like the seed's
+figures 5.1-5.3: rows/s against writers, one line per batch size, one panel per
+system).
+
+Protocol (seed 003, section 4.4): a cell (system, writers, rows per batch) is
+measured by timed runs repeated until the standard error of the mean throughput is
+below 5 % of the mean, with at least 5 runs (and at most `max_runs`). A run: every
+writer writes batches back to back for `seconds` (each waits for its batch to be
+acknowledged before the next, as the seed's writing clients did); throughput =
+acknowledged rows / wall time until the last writer stops. Fixed-time runs instead
+of the seed's fixed row counts keep a full matrix bounded in time; they measure
+the same rate.
+
+Systems are started once each, on loopback, in a work directory, and stopped
+after their cells; one not installed here is reported as skipped.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import platform
+import tempfile
+import time
+from pathlib import Path
+
+from rich import box
+from rich.table import Table
+
+from . import writepeers
+from .writepeers import Unavailable
+
+WRITERS = (1, 2, 4, 8, 16, 32, 64, 128)
+BATCHES = (1, 5, 10, 50, 100, 500, 1000, 5000, 10000)
+QUICK_WRITERS = (1, 16, 128)
+QUICK_BATCHES = (10, 1000, 10000)
+DEFAULT_SYSTEMS = ("tracehouse-http", "tracehouse-tcp", "tracehouse-arrow", "questdb", "postgres-copy",
+                   "postgres-insert", "mariadb", "sqlite")
+
+
+def stats(xs: list[float]) -> tuple[float, float]:
+    """Mean and standard error (population deviation / sqrt(n), the seed's formulas 1-3)."""
+    n = len(xs)
+    mean = sum(xs) / n
+    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / n)
+    return mean, sd / math.sqrt(n)
+
+
+def measure_cell(system, name: str, writers: int, rows: int, *, seconds: float, min_runs: int, max_runs: int,
+                 rel_se: float = 0.05) -> dict:
+    samples = []
+    errors = 0
+    cpu = 0.0
+    while True:
+        s = system.measure(writers, rows, seconds, name)
+        samples.append(s.rows_per_s)
+        errors += s.errors
+        cpu += s.loadgen_cpu_s
+        if len(samples) >= min_runs:
+            mean, se = stats(samples)
+            if mean == 0 or se / mean < rel_se or len(samples) >= max_runs:
+                break
+    mean, se = stats(samples)
+    return {"system": name, "writers": writers, "rows_per_batch": rows, "runs": len(samples),
+            "rows_per_s": mean, "se": se, "rel_se": se / mean if mean else None, "samples": samples,
+            "errors": errors, "converged": bool(mean) and se / mean < rel_se,
+            "loadgen_cpu_share": cpu / (len(samples) * seconds * (os.cpu_count() or 1))}
+
+
+def run(*, systems=DEFAULT_SYSTEMS, writers=WRITERS, batches=BATCHES, workload: str = "qos", seconds: float = 2.0,
+        min_runs: int = 5, max_runs: int = 20, workdir: str | None = None, progress=None) -> dict:
+    """Measure every (system, writers, rows per batch) cell; returns a JSON-able dict."""
+    tmp = None
+    if workdir is None:
+        tmp = tempfile.mkdtemp(prefix="th-bench-write-")
+        workdir = tmp
+    work = Path(workdir)
+    result = {
+        "benchmark": "write", "workload": workload, "seconds_per_run": seconds, "min_runs": min_runs,
+        "max_runs": max_runs, "writers": list(writers), "rows_per_batch": list(batches), "systems": list(systems),
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "loadavg_before": list(os.getloadavg())},
+        "cells": [], "skipped": {},
+    }
+    t0 = time.time()
+    # Systems sharing one server (tracehouse-*, questdb*, postgres-*) are started once.
+    groups: dict[type, list[str]] = {}
+    for name in systems:
+        cls = writepeers.SYSTEMS.get(name)
+        if cls is None:
+            raise ValueError(f"unknown system {name!r}: expected {', '.join(writepeers.SYSTEMS)}")
+        groups.setdefault(cls, []).append(name)
+    total = len(systems) * len(writers) * len(batches)
+    done = 0
+    for cls, names in groups.items():
+        try:
+            with cls(work, workload, names[0]) as system:
+                for name in names:
+                    for w in writers:
+                        for b in batches:
+                            cell = measure_cell(system, name, w, b, seconds=seconds, min_runs=min_runs,
+                                                max_runs=max_runs)
+                            result["cells"].append(cell)
+                            done += 1
+                            if progress:
+                                progress(done, total, cell)
+        except Unavailable as e:
+            for name in names:
+                result["skipped"][name] = str(e)
+                done += len(writers) * len(batches)
+                if progress:
+                    progress(done, total, None)
+    result["machine"]["loadavg_after"] = list(os.getloadavg())
+    result["seconds"] = round(time.time() - t0, 1)
+    if tmp is not None:
+        import shutil
+
+        shutil.rmtree(tmp, ignore_errors=True)
+    result["ratios"] = ratios(result)
+    return result
+
+
+def ratios(result: dict) -> dict:
+    """Per cell with >= 50 rows per batch: tracehouse line protocol (best of HTTP/TCP) over the best
+    relational peer and over QuestDB (the issue's targets: >= 5x and >= 2x)."""
+    by = {(c["system"], c["writers"], c["rows_per_batch"]): c["rows_per_s"] for c in result["cells"]}
+    out = []
+    for w in result["writers"]:
+        for b in result["rows_per_batch"]:
+            if b < 50:
+                continue
+            th = max([by.get((s, w, b), 0) for s in ("tracehouse-http", "tracehouse-tcp")] or [0])
+            rel = max([by.get((s, w, b), 0) for s in ("postgres-copy", "postgres-insert", "mariadb", "sqlite")] or [0])
+            q = by.get(("questdb", w, b))
+            out.append({"writers": w, "rows_per_batch": b, "tracehouse_lp": th,
+                        "vs_best_relational": th / rel if rel else None, "vs_questdb": th / q if q else None})
+    return {"cells": out}
+
+
+SHORT = {"tracehouse-http": "th-http", "tracehouse-tcp": "th-tcp", "tracehouse-arrow": "th-arrow",
+         "postgres-copy": "pg-copy", "postgres-insert": "pg-insert", "questdb-tcp": "qdb-tcp"}
+
+
+def human_rate(v: float) -> str:
+    return f"{v / 1e6:.2f}M" if v >= 1e6 else f"{v / 1e3:.1f}K" if v >= 1e3 else f"{v:.0f}"
+
+
+def render(result: dict) -> Table:
+    """Rows/s per cell (K = thousand, M = million), ± the standard error in % of the mean;
+    * marks a cell whose SE stayed above 5 % after max_runs; eN counts errors."""
+    systems = [s for s in result["systems"] if s not in result["skipped"]]
+    la = result["machine"]["loadavg_before"][0]
+    t = Table(title=f"bench write: {result['workload']} rows, rows/s acknowledged (mean ± SE %), "
+                    f"{result['seconds_per_run']:g} s runs, load avg {la:.1f}",
+              box=box.SIMPLE_HEAD, header_style="bold")
+    t.add_column("writers", justify="right")
+    t.add_column("rows/batch", justify="right")
+    for s in systems:
+        t.add_column(SHORT.get(s, s), justify="right", no_wrap=True)
+    by = {(c["system"], c["writers"], c["rows_per_batch"]): c for c in result["cells"]}
+    for w in result["writers"]:
+        for b in result["rows_per_batch"]:
+            row = [str(w), f"{b:,}"]
+            for s in systems:
+                c = by.get((s, w, b))
+                if c is None:
+                    row.append("")
+                    continue
+                mark = "" if c["converged"] else "*"
+                err = f" e{c['errors']}" if c["errors"] else ""
+                row.append(f"{human_rate(c['rows_per_s'])} ±{(c['rel_se'] or 0) * 100:.0f}%{mark}{err}")
+            t.add_row(*row)
+    return t
+
+
+def plot(result: dict, path: Path) -> Path | None:
+    """Figures 5.1-5.3 of the seed, one panel per system: rows/s against writers, a line per batch size."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    systems = [s for s in result["systems"] if s not in result["skipped"]]
+    if not systems:
+        return None
+    cols = min(3, len(systems))
+    rows = math.ceil(len(systems) / cols)
+    fig, axes = plt.subplots(rows, cols, figsize=(5.2 * cols, 3.9 * rows), squeeze=False, sharey=True)
+    by = {(c["system"], c["writers"], c["rows_per_batch"]): c for c in result["cells"]}
+    for i, s in enumerate(systems):
+        ax = axes[i // cols][i % cols]
+        for b in result["rows_per_batch"]:
+            xs = [w for w in result["writers"] if (s, w, b) in by]
+            ys = [by[(s, w, b)]["rows_per_s"] for w in xs]
+            es = [by[(s, w, b)]["se"] for w in xs]
+            if xs:
+                ax.errorbar(xs, ys, yerr=es, marker="o", ms=3, capsize=2, label=f"{b:,}")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_title(s)
+        ax.set_xlabel("writers (threads)")
+        ax.grid(True, which="both", alpha=0.3)
+        if i % cols == 0:
+            ax.set_ylabel("rows/s acknowledged")
+    for j in range(len(systems), rows * cols):
+        axes[j // cols][j % cols].axis("off")
+    axes[0][0].legend(title="rows per batch", fontsize=7, title_fontsize=7)
+    fig.suptitle(f"Write throughput against writers ({result['workload']} rows; seed 003 figs 5.1-5.3)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

@@ -1,0 +1,40 @@
+"""`tracehouse bench write` at toy size: tracehouse and SQLite only (no PostgreSQL/MariaDB/QuestDB in CI)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from helpers import child_env
+
+from tracehouse.bench import write
+
+
+def test_statistics_follow_the_seed():
+    mean, se = write.stats([10.0, 12.0, 8.0, 10.0])
+    assert mean == 10.0 and abs(se - (2 ** 0.5) / 2) < 1e-9
+
+
+def test_bench_write_cli_small_matrix(tmp_path):
+    cmd = [sys.executable, "-m", "tracehouse.cli", "bench", "write", "--systems", "tracehouse-http,tracehouse-tcp,sqlite",
+           "--writers", "1,3", "--rows-per-batch", "1,50", "--seconds", "0.1", "--min-runs", "2", "--max-runs", "2",
+           "--out", str(tmp_path), "--json"]
+    r = subprocess.run(cmd, env=child_env(), capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)
+    assert len(doc["cells"]) == 3 * 2 * 2
+    assert all(c["runs"] == 2 and c["rows_per_s"] > 0 and c["errors"] == 0 for c in doc["cells"]), doc["cells"]
+    assert {c["system"] for c in doc["cells"]} == {"tracehouse-http", "tracehouse-tcp", "sqlite"}
+    assert json.loads((tmp_path / "bench-write.json").read_text())["cells"] == doc["cells"]
+    assert (tmp_path / "bench-write.png").stat().st_size > 10_000
+    assert [c["rows_per_batch"] for c in doc["ratios"]["cells"]] == [50, 50]
+    assert doc["ratios"]["cells"][0]["vs_best_relational"] > 0
+
+
+def test_unavailable_peer_is_skipped_not_fatal(tmp_path, monkeypatch):
+    monkeypatch.setenv("TRACEHOUSE_QUESTDB_JAR", str(tmp_path / "missing.jar"))
+    monkeypatch.setenv("PATH", "/nonexistent")  # no java, no mvn
+    res = write.run(systems=("questdb",), writers=(1,), batches=(10,), seconds=0.1, min_runs=1, max_runs=1,
+                    workdir=str(tmp_path))
+    assert "questdb" in res["skipped"] and res["cells"] == []
