@@ -1,0 +1,1 @@
+"""IO capture and replay (seed 002): `capture` runs a command under strace into the store."""
