@@ -91,6 +91,7 @@ class Store:
         # is made per trace (a second one loses rows and replays the same WAL twice).
         self._writer_lock = threading.RLock()
         self._writers: dict[int, TraceWriter] = {}
+        self._append_writers: dict[str, TraceWriter] = {}  # trace name -> writer, for append's hot path
         self.recovery: list[RecoveryReport] = []
         self._query: QueryEngine | None = None
         if not readonly and _has_pending_work(self):
@@ -275,17 +276,26 @@ class Store:
         producer when absent; params not given are null. With `wait=True` the
         call returns once the write is durable under the store's fsync policy.
         """
-        info = self.catalog.trace(trace)
+        # Hot path: a live append of a known trace costs no catalog query (the one writer
+        # process owns every trace; rm drops the entry).
+        w = self._append_writers.get(trace)
+        if w is None or w.closed:
+            w = self._writer(self.catalog.trace(trace))
+            self._append_writers[trace] = w
         if not isinstance(batch, (pa.RecordBatch, pa.Table)):
             raise BadInput(f"events must be a pyarrow RecordBatch or Table, not {type(batch).__name__}", file=source)
-        w = self._writer(info)
         et = w.event_types.get(event_type)
         if et is None:
+            info = self.catalog.trace(trace)
             raise BadInput(f"trace {trace!r} (format {info.format!r}) has no event type {event_type!r}",
                            expected=", ".join(w.event_types) or "a declared event type (store.add_event_type)")
         if isinstance(batch, pa.Table):
-            batch = pa.RecordBatch.from_arrays([c.combine_chunks() for c in batch.columns], schema=batch.schema) \
-                if batch.num_rows else pa.RecordBatch.from_pylist([], schema=batch.schema)
+            if batch.num_rows == 0:
+                batch = pa.RecordBatch.from_pylist([], schema=batch.schema)
+            elif all(c.num_chunks == 1 for c in batch.columns):  # no copy for one-chunk tables
+                batch = pa.RecordBatch.from_arrays([c.chunk(0) for c in batch.columns], schema=batch.schema)
+            else:
+                batch = pa.RecordBatch.from_arrays([c.combine_chunks() for c in batch.columns], schema=batch.schema)
         # seq is assigned only once `conform` accepted the batch (a placeholder stands in until
         # then): a rejected batch must not use up sequence numbers, and a producer column of the
         # wrong type must be a BadInput naming it, not a raw Arrow cast error.
@@ -436,6 +446,7 @@ class Store:
         """Delete a trace: hidden in one catalog transaction first, files after."""
         info = self.catalog.trace(trace)
         self._become_writer()
+        self._append_writers.pop(info.name, None)
         w = self._writers.pop(info.id, None)
         if w is not None:
             w.close(flush=False)

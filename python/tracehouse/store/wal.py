@@ -64,6 +64,7 @@ class WalWriter:
         self.number = number
         self.fd = -1
         self.size = 0
+        self._schemas: dict[str, tuple[pa.Schema, bytes, pa.Buffer]] = {}
         self._open(number)
 
     def _open(self, number: int) -> None:
@@ -78,12 +79,19 @@ class WalWriter:
 
     def append(self, event_type: str, batch: pa.RecordBatch) -> int:
         """Write one record; returns the file size after it (not yet durable)."""
-        name = event_type.encode()
-        body = encode_batch(batch)
-        head = NAME_LEN.pack(len(name)) + name
-        crc = zlib.crc32(body, zlib.crc32(head))
-        n = os.writev(self.fd, [HEADER.pack(len(head) + body.size, crc), head, body])
-        expected = HEADER.size + len(head) + body.size
+        # The payload is an IPC stream: the type's schema message (serialized once and
+        # cached) followed by the batch message. A new stream writer per record cost 3x more.
+        cached = self._schemas.get(event_type)
+        if cached is None or not (cached[0] is batch.schema or cached[0].equals(batch.schema)):
+            name = event_type.encode()
+            cached = (batch.schema, NAME_LEN.pack(len(name)) + name, batch.schema.serialize())
+            self._schemas[event_type] = cached
+        _, head, schema_msg = cached
+        body = batch.serialize()
+        crc = zlib.crc32(body, zlib.crc32(schema_msg, zlib.crc32(head)))
+        size = len(head) + schema_msg.size + body.size
+        n = os.writev(self.fd, [HEADER.pack(size, crc), head, schema_msg, body])
+        expected = HEADER.size + size
         if n != expected:  # a short write on a regular file means the disk is full
             raise OSError(f"short write to {wal_path(self.directory, self.number)}: {n} of {expected} bytes")
         self.size += n
