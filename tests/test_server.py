@@ -361,3 +361,21 @@ def test_many_concurrent_writers(server):
         t.join(60)
     assert errors == []
     assert server.sql('SELECT count(*), count(DISTINCT producer) FROM "cw".cw') == [[16 * 10 * 20, 16]]
+
+
+def test_coalesced_bodies_keep_their_own_lines_and_share_one_append(store):
+    from tracehouse.server.ingest import Ingestor
+
+    ing = Ingestor(store, ServerConfig())
+    a = b"m,h=1 v=1 1\nm,h=1 v=oops 2\nn x=1i 3\n"
+    b = b"m,h=2 v=2 4\nm,h=2 v=3,w=\"new\" 5\n"  # widens m: appended apart from a's m rows
+    c = b"m,h=3 v=4 6\n"
+    ra, rb, rc = ing.write_lp_many("co", [(a, "ns", None, 1), (b, "ns", None, 10), (c, "ns", None, 1)])
+    assert (ra.rows, ra.error_count, ra.errors[0][0]) == (2, 1, 2)
+    assert (rb.rows, rb.error_count, rb.last_line) == (2, 0, 11)
+    assert (rc.rows, rc.error_count) == (1, 0)
+    assert ra.lsn is not None and rc.lsn is not None
+    assert store.wait_durable("co", max(ra.lsn, rb.lsn, rc.lsn), timeout=10)
+    t = store.sql('SELECT ts, v, w FROM "co".m ORDER BY ts').to_pylist()
+    assert [r["ts"] for r in t] == [1, 4, 5, 6] and t[2]["w"] == "new" and t[0]["w"] is None
+    assert store.sql('SELECT count(*) AS n FROM "co".n').to_pylist() == [{"n": 1}]

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import ipaddress
 import socket
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..errors import BadInput
 
@@ -37,7 +37,6 @@ class ServerConfig:
     max_columns: int = 1_000  # field columns per measurement
     max_errors: int = 100  # line errors described per request (all are counted)
     tcp_high_water: int = 8 << 20  # bytes queued on one TCP connection before its reads pause
-    extra: dict = field(default_factory=dict)
 
     def check(self) -> None:
         if self.fsync not in ("always", "batch", "off"):

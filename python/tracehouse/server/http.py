@@ -42,7 +42,7 @@ from starlette.routing import Route
 
 from ..errors import BadInput, NotFound, TracehouseError
 from .config import ServerConfig
-from .ingest import DurabilityWaiter, Ingestor, WriteResult
+from .ingest import Coalescer, DurabilityWaiter, Ingestor, WriteResult
 
 log = logging.getLogger("tracehouse.server")
 
@@ -72,6 +72,7 @@ class Api:
         self.ingestor = ingestor
         self.cfg = cfg
         self.waiter: DurabilityWaiter | None = None
+        self.coalescer: Coalescer | None = None
         self.auth_refused = 0
 
     # -- plumbing ------------------------------------------------------------------
@@ -174,8 +175,7 @@ class Api:
             received = time.time_ns()
             body, hold = await self.read_body(request)
             try:
-                res = await asyncio.to_thread(self.ingestor.write_lp, bucket, body,
-                                              precision=PRECISIONS[precision], default_ts=received)
+                res = await self.coalescer.write(bucket, body, PRECISIONS[precision], received)
                 await self.acknowledge(res)
             finally:
                 self.ingestor.budget.release(hold)

@@ -130,6 +130,13 @@ class Ingestor:
         self._formats: dict[str, _FormatState] = {}
         self._traces: dict[str, _TraceState] = {}
         self.stats = {"rows": 0, "lines": 0, "line_errors": 0, "requests": 0}
+        self._stats_lock = threading.Lock()
+
+    def _count(self, **kw: int) -> None:
+        with self._stats_lock:
+            for k, v in kw.items():
+                self.stats[k] += v
+            self.stats["requests"] += 1
 
     # -- state ---------------------------------------------------------------------
 
@@ -173,31 +180,55 @@ class Ingestor:
     def write_lp(self, trace: str, body: bytes, *, precision: str = "ns", default_ts: int | None = None,
                  first_line: int = 1) -> WriteResult:
         """Decode and append `body`; returns what was stored, what was refused and the LSN to await."""
+        return self.write_lp_many(trace, [(body, precision, default_ts, first_line)])[0]
+
+    def write_lp_many(self, trace: str, items: list[tuple[bytes, str, int | None, int]]) -> list[WriteResult]:
+        """Several bodies (body, precision, default_ts, first_line) decoded apart (each keeps its
+        line numbers and errors) but appended together: one append per measurement for all of
+        them, so many small concurrent requests cost one WAL record and one LSN."""
         st = self.trace(trace)
         fst = self._format(st.format)
         cfg = self.cfg
-        d = _core.decode_lines(
-            body, fst.schemas, st.producers, precision=precision,
-            default_ts=time.time_ns() if default_ts is None else default_ts, first_line=first_line,
-            max_line=cfg.max_line, max_producers=cfg.max_producers, max_columns=cfg.max_columns,
-            max_errors=cfg.max_errors,
-        )
-        res = WriteResult(trace, lines=d["lines"], errors=list(d["errors"]), error_count=d["error_count"],
-                          last_line=d["last_line"])
-        if d["max_producer"] > st.registered_max:
-            self._register_producers(st, d["max_producer"])
-        for name, batch in d["batches"]:
+        results, groups = [], {}
+        max_producer = -1
+        for body, precision, default_ts, first_line in items:
+            d = _core.decode_lines(
+                body, fst.schemas, st.producers, precision=precision,
+                default_ts=time.time_ns() if default_ts is None else default_ts, first_line=first_line,
+                max_line=cfg.max_line, max_producers=cfg.max_producers, max_columns=cfg.max_columns,
+                max_errors=cfg.max_errors,
+            )
+            res = WriteResult(trace, lines=d["lines"], errors=list(d["errors"]), error_count=d["error_count"],
+                              last_line=d["last_line"])
+            results.append(res)
+            max_producer = max(max_producer, d["max_producer"])
+            for name, batch in d["batches"]:
+                groups.setdefault(name, []).append((res, batch))
+        if max_producer > st.registered_max:
+            self._register_producers(st, max_producer)
+        for name, parts in groups.items():
+            ncols = max(b.num_columns for _r, b in parts) - 2
             try:
-                self._ensure_columns(st, fst, name, batch.num_columns - 2)
-                res.lsn = self.store.append(trace, name, batch)
-                res.rows += batch.num_rows
+                self._ensure_columns(st, fst, name, ncols)
+                if len(parts) == 1:
+                    batch = parts[0][1]
+                elif all(b.schema.equals(parts[0][1].schema) for _r, b in parts):
+                    batch = pa.Table.from_batches([b for _r, b in parts]).combine_chunks().to_batches()[0]
+                else:  # the measurement was widened between two bodies: append them apart
+                    batch = None
+                if batch is not None:
+                    lsn = self.store.append(trace, name, batch)
+                    for res, b in parts:
+                        res.lsn, res.rows = lsn, res.rows + b.num_rows
+                else:
+                    for res, b in parts:
+                        res.lsn, res.rows = self.store.append(trace, name, b), res.rows + b.num_rows
             except BadInput as e:  # e.g. the type exists with another kind: that measurement only
-                res.merge_error(0, f"measurement {name!r} ({batch.num_rows} rows) not stored: {e}", cfg.max_errors)
-        self.stats["rows"] += res.rows
-        self.stats["lines"] += res.lines
-        self.stats["line_errors"] += res.error_count
-        self.stats["requests"] += 1
-        return res
+                for res, b in parts:
+                    res.merge_error(0, f"measurement {name!r} ({b.num_rows} rows) not stored: {e}", cfg.max_errors)
+        for res in results:
+            self._count(rows=res.rows, lines=res.lines, line_errors=res.error_count)
+        return results
 
     def _register_producers(self, st: _TraceState, upto: int) -> None:
         with st.lock:
@@ -243,8 +274,7 @@ class Ingestor:
                     res.rows += batch.num_rows
         except pa.ArrowInvalid as e:
             raise BadInput(f"broken Arrow IPC stream after {res.rows} rows: {e}") from None
-        self.stats["rows"] += res.rows
-        self.stats["requests"] += 1
+        self._count(rows=res.rows)
         return res
 
     def _ensure_arrow_type(self, st: _TraceState, name: str, kind: str, schema: pa.Schema) -> None:
@@ -265,6 +295,59 @@ class Ingestor:
 
     def wait_durable(self, trace: str, lsn: int, timeout: float | None = None) -> bool:
         return self.store.wait_durable(trace, lsn, timeout)
+
+
+class Coalescer:
+    """Merges line-protocol writes that arrive together into one decode-and-append round.
+
+    A write joins the trace's queue; while fewer than `parallel` rounds run for that trace,
+    a new round takes everything queued (up to `max_bytes`) to a worker thread. Under light
+    load a round holds one write (no added latency); under many small concurrent writes a
+    round holds many, and they share one append and one group commit.
+    """
+
+    def __init__(self, ingestor: Ingestor, loop, parallel: int = 2, max_bytes: int = 8 << 20) -> None:
+        self.ingestor = ingestor
+        self.loop = loop
+        self.parallel = parallel
+        self.max_bytes = max_bytes
+        self.pending: dict[str, list] = {}
+        self.running: dict[str, int] = {}
+
+    async def write(self, trace: str, body: bytes, precision: str = "ns", default_ts: int | None = None,
+                    first_line: int = 1) -> WriteResult:
+        fut = self.loop.create_future()
+        self.pending.setdefault(trace, []).append(((body, precision, default_ts, first_line), fut))
+        if self.running.get(trace, 0) < self.parallel:
+            self.running[trace] = self.running.get(trace, 0) + 1
+            self.loop.create_task(self._drain(trace))
+        return await fut
+
+    async def _drain(self, trace: str) -> None:
+        import asyncio
+
+        try:
+            while self.pending.get(trace):
+                queue = self.pending[trace]
+                take, size = 0, 0
+                while take < len(queue) and (take == 0 or size + len(queue[take][0][0]) <= self.max_bytes):
+                    size += len(queue[take][0][0])
+                    take += 1
+                items, self.pending[trace] = queue[:take], queue[take:]
+                try:
+                    results = await asyncio.to_thread(self.ingestor.write_lp_many, trace, [a for a, _f in items])
+                except Exception as e:  # noqa: BLE001 - handed to every waiting request
+                    for _a, f in items:
+                        if not f.done():
+                            f.set_exception(e)
+                    continue
+                for (_a, f), r in zip(items, results):
+                    if not f.done():
+                        f.set_result(r)
+        finally:
+            self.running[trace] -= 1
+            if not self.pending.get(trace):
+                self.pending.pop(trace, None)
 
 
 class DurabilityWaiter:

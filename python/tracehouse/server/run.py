@@ -23,7 +23,7 @@ from typing import Callable
 from ..store import Store
 from .config import ServerConfig
 from .http import Api, build_app
-from .ingest import DurabilityWaiter, Ingestor
+from .ingest import Coalescer, DurabilityWaiter, Ingestor
 from .tcp import LineProtocolTcp, TcpServerState
 
 log = logging.getLogger("tracehouse.server")
@@ -119,10 +119,11 @@ def serve(store_path: str | os.PathLike, cfg: ServerConfig, *, ready: Callable[[
             loop.set_default_executor(__import__("concurrent.futures").futures.ThreadPoolExecutor(
                 max_workers=8, thread_name_prefix="th-ingest"))
             waiter = DurabilityWaiter(ingestor, loop)
-            api.waiter = waiter
+            coalescer = Coalescer(ingestor, loop)
+            api.waiter, api.coalescer = waiter, coalescer
             tcp_server = None
             if tcp_sock is not None:
-                state = TcpServerState(ingestor, cfg, waiter)
+                state = TcpServerState(ingestor, cfg, waiter, coalescer)
                 tcp_server = await loop.create_server(lambda: LineProtocolTcp(state), sock=tcp_sock)
             config = uvicorn.Config(
                 app, http=guarded_protocol(cfg.idle_timeout), loop="none", lifespan="off",

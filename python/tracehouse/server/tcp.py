@@ -35,7 +35,7 @@ import time
 
 from ..errors import TracehouseError
 from .config import ServerConfig
-from .ingest import DurabilityWaiter, Ingestor
+from .ingest import Coalescer, DurabilityWaiter, Ingestor
 
 log = logging.getLogger("tracehouse.server")
 
@@ -43,8 +43,9 @@ CHUNK = 4 << 20  # most bytes handed to one decode
 
 
 class TcpServerState:
-    def __init__(self, ingestor: Ingestor, cfg: ServerConfig, waiter: DurabilityWaiter) -> None:
+    def __init__(self, ingestor: Ingestor, cfg: ServerConfig, waiter: DurabilityWaiter, coalescer: Coalescer) -> None:
         self.ingestor = ingestor
+        self.coalescer = coalescer
         self.cfg = cfg
         self.waiter = waiter
         self.connections: set["LineProtocolTcp"] = set()
@@ -107,7 +108,6 @@ class LineProtocolTcp(asyncio.Protocol):
     def connection_lost(self, exc) -> None:
         self.state.connections.discard(self)
         self.eof = True  # whatever was received is still ingested (at-most-once, not at-most-never)
-        self.closed_by_peer = True
         if self.timer is not None:
             self.timer.cancel()
         self.wake.set()
@@ -232,8 +232,7 @@ class LineProtocolTcp(asyncio.Protocol):
                             self.transport.pause_reading()
                         await asyncio.sleep(0.01)
                     try:
-                        res = await asyncio.to_thread(ing.write_lp, self.bucket, body, precision=self.precision,
-                                                      first_line=first)
+                        res = await self.state.coalescer.write(self.bucket, body, self.precision, None, first)
                         if self.acks and res.lsn is not None:
                             await self.state.waiter.wait(res.trace, res.lsn)
                     except TracehouseError as e:
