@@ -43,6 +43,7 @@ use pyo3::prelude::*;
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", VERSION)?;
     py::tod::register(m)?;
+    py::checksum::register(m)?;
     py::lineproto::register(m)?;
     py::loadgen::register(m)?;
     py::chrome::register(m)?;

@@ -181,3 +181,20 @@ def test_stub_matches_the_native_module():
     for cls, names in methods.items():
         for name in names:
             assert hasattr(getattr(_core, cls), name), f"{cls}.{name}"
+
+
+def test_crc32_equals_zlib_on_every_buffer_kind():
+    import os
+    import zlib
+
+    import pyarrow as pa
+
+    data = os.urandom(100_003)
+    for value in (0, 1, 0xFFFFFFFF):
+        assert _core.crc32(data, value) == zlib.crc32(data, value)
+    assert _core.crc32(b"") == 0
+    assert _core.crc32(pa.py_buffer(data)) == zlib.crc32(data)  # pyarrow exports format "b"
+    assert _core.crc32(memoryview(data)[7:9001]) == zlib.crc32(data[7:9001])
+    assert _core.crc32(bytearray(b"123456789")) == 0xCBF43926  # the CRC-32 check value
+    with pytest.raises(ValueError, match="contiguous"):
+        _core.crc32(memoryview(data)[::2])

@@ -13,6 +13,10 @@ __version__: Final[str]
 TOD_EVENT_TYPES: Final[tuple[str, str, str, str]]
 """("field_write", "var_write", "behavior_enter", "behavior_exit"), the order batches come in."""
 
+def crc32(data: bytes | bytearray | memoryview | pa.Buffer, value: int = 0) -> int:
+    """CRC-32 of a contiguous buffer continuing from `value`; equals zlib.crc32 (GIL released)."""
+    ...
+
 def tod_schemas() -> dict[str, pa.Schema]:
     """{event type: schema} of the four TOD event types.
 

@@ -4,6 +4,7 @@
 //! Arrow data crosses as Arrow C data interface structs: see [`arrow`].
 
 pub mod arrow;
+pub mod checksum;
 pub mod chrome;
 pub mod lineproto;
 pub mod loadgen;

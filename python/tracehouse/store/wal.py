@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import os
 import struct
-import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
 import pyarrow as pa
+
+from .._core import crc32  # zlib's CRC-32, SIMD: the WAL's checksum
 
 MAGIC = b"THWAL001"
 HEADER = struct.Struct("<II")
@@ -88,7 +89,7 @@ class WalWriter:
             self._schemas[event_type] = cached
         _, head, schema_msg = cached
         body = batch.serialize()
-        crc = zlib.crc32(body, zlib.crc32(schema_msg, zlib.crc32(head)))
+        crc = crc32(body, crc32(schema_msg, crc32(head)))
         size = len(head) + schema_msg.size + body.size
         n = os.writev(self.fd, [HEADER.pack(size, crc), head, schema_msg, body])
         expected = HEADER.size + size
@@ -151,7 +152,7 @@ def read_wal(path: Path) -> WalScan:
             scan.error = f"record at byte {pos} claims {length} bytes, {len(data) - start} remain"
             break
         payload = mv[start:end]
-        if zlib.crc32(payload) != crc:
+        if crc32(payload) != crc:
             scan.error = f"CRC mismatch in record at byte {pos}"
             break
         (nlen,) = NAME_LEN.unpack_from(payload, 0)
