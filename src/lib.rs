@@ -48,5 +48,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     py::loadgen::register(m)?;
     py::chrome::register(m)?;
     py::strace::register(m)?;
+    py::probe::register(m)?;
     Ok(())
 }

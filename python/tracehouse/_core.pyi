@@ -265,3 +265,36 @@ class StraceParser:
     @property
     def lines(self) -> int:
         """Lines read so far."""
+
+# -- bpftrace / SystemTap output (src/parse/probe.rs) -----------------------------------------
+
+class ProbeParser:
+    """Streaming parser of bpftrace (``-f json`` or text) and SystemTap output.
+
+    ``patterns`` are ``NAME:TEMPLATE`` (fields ``{name:type[:unit]}``, types int hex float str
+    ns us ms s; ``ts``, ``dur``, ``pid``, ``tid`` are the common columns); ``spans`` are
+    ``NAME=BEGIN,END,KEY``: each END event closes the most recent unmatched BEGIN with the
+    same KEY. Raises ValueError for a bad pattern or span.
+    """
+
+    def __init__(self, tool: str, patterns: list[str] = ..., spans: list[str] = ..., strict: bool = False,
+                 batch_rows: int = 65536) -> None: ...
+    def tables(self) -> list[tuple[str, str, list[tuple[str, str]]]]:
+        """(event type, kind, [(column, type)]) of every type made, ``printf`` last."""
+    def units(self) -> list[tuple[str, str, str]]:
+        """(pattern, field, unit) of every pattern field."""
+    def feed(self, chunk: bytes) -> list[tuple[str, pa.RecordBatch]]: ...
+    def finish(self) -> list[tuple[str, pa.RecordBatch]]: ...
+    def aggregates(self) -> list[tuple[str, pa.RecordBatch]]:
+        """("hist" | "map" | "stats", rows of every map) read so far."""
+    def new_columns(self) -> list[tuple[str, str, str, str]]: ...
+    def producers(self) -> list[dict]: ...
+    @property
+    def stats(self) -> dict[str, int]: ...
+    @property
+    def spans(self) -> dict[str, dict[str, int]]:
+        """{span: {matched, unmatched_begin, unmatched_end}}."""
+    @property
+    def problems(self) -> list[tuple[int, int, str]]: ...
+    @property
+    def fatal(self) -> tuple[int, int, str] | None: ...

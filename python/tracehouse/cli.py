@@ -274,6 +274,29 @@ def cmd_rm(args) -> int:
     return 0
 
 
+def add_importer_options(sp: argparse.ArgumentParser) -> None:
+    """Options importers declare in their OPTIONS ({name: argparse kwargs}), added once each."""
+    from . import importers
+
+    seen: set[str] = set()
+    for imp in importers.registry().values():
+        for opt, kw in (getattr(imp, "OPTIONS", None) or {}).items():
+            if opt not in seen:
+                seen.add(opt)
+                sp.add_argument("--" + opt.replace("_", "-"), dest="opt_" + opt, **kw)
+
+
+def importer_options(args, imp) -> dict:
+    """The importer-specific options given on the command line; one meant for another importer is an error."""
+    mine = set(getattr(imp, "OPTIONS", None) or {})
+    given = {k[4:]: v for k, v in vars(args).items() if k.startswith("opt_") and v is not None}
+    other = sorted(set(given) - mine)
+    if other:
+        raise BadInput(f"--{other[0].replace('_', '-')} does not apply to the {imp.NAME} importer",
+                       expected=", ".join("--" + o for o in sorted(mine)) or "no importer-specific options")
+    return given
+
+
 def cmd_import(args) -> int:
     from . import importers
     from .importers.tabular import Mapping
@@ -289,7 +312,7 @@ def cmd_import(args) -> int:
     with open_store(args, write=True, fsync=args.fsync) as s:
         with progress_bar(f"importing {path.name}", None, enabled=not args.json and sys.stderr.isatty()) as adv:
             report = imp.import_file(s, path, name, mapping=mapping, strict=args.strict,
-                                     description=args.description or "", progress=adv)
+                                     description=args.description or "", progress=adv, **importer_options(args, imp))
     secs = time.perf_counter() - t0
     data = report.to_json() | {"seconds": round(secs, 3), "events_per_s": round(report.events / secs)}
     if args.json:
@@ -297,8 +320,16 @@ def cmd_import(args) -> int:
     else:
         out.print(f"imported {report.events:,} events into [bold]{report.trace}[/bold] in {secs:.2f} s "
                   f"({report.events / secs:,.0f} events/s): " + ", ".join(f"{k} {v:,}" for k, v in report.by_type.items()))
-        if getattr(report, "details", None):
-            err.print(", ".join(f"{k.replace('_', ' ')}: {v:,}" for k, v in report.details.items()))
+        for k, v in (getattr(report, "details", None) or {}).items():
+            if isinstance(v, int):
+                err.print(f"{k.replace('_', ' ')}: {v:,}")
+            elif k == "spans":
+                for span, st in v.items():
+                    err.print(f"span {span}: {st['matched']:,} matched, {st['unmatched_begin']:,} starts and "
+                              f"{st['unmatched_end']:,} ends unmatched")
+            elif k == "results":
+                for r in v:
+                    err.print(f"result {r['id']}: {r['kind']} {r['name']} ({r['rows']:,} rows)")
         if report.rejected:
             err.print(f"[yellow]{report.rejected} rejected lines[/yellow] (first: " + "; ".join(
                 f"line {r.line}: {r.reason}" for r in report.first_rejected[:5]) + ")")
@@ -479,7 +510,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp = add("rm", cmd_rm, "delete traces")
     sp.add_argument("trace", nargs="+")
     sp = add("import", cmd_import, "import a file as a new trace")
-    sp.add_argument("importer", help="format: csv | parquet | strace (| installed plugins)")
+    sp.add_argument("importer", help="format: csv | parquet | strace | chrome | bpftrace | stap | paje | ... (tracehouse tools)")
     sp.add_argument("path")
     sp.add_argument("--name", help="trace name (default: the file name)")
     sp.add_argument("--description")
@@ -493,6 +524,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--kind", choices=("instant", "span", "begin", "end", "counter", "link"))
     sp.add_argument("--trace-format", help="format name the event types are stored under (default: the importer)")
     sp.add_argument("--strict", action="store_true", help="stop at the first bad line and register nothing")
+    add_importer_options(sp)
     sp.add_argument("--fsync", choices=("always", "batch", "off"), default="off",
                     help="durability while importing (default off: the import is durable when it ends)")
     sp = add("generate", cmd_generate, "generate a synthetic workload trace")

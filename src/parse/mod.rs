@@ -8,5 +8,6 @@
 
 pub mod chrome;
 pub mod json;
+pub mod probe;
 pub mod strace;
 pub mod table;

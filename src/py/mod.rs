@@ -8,5 +8,6 @@ pub mod checksum;
 pub mod chrome;
 pub mod lineproto;
 pub mod loadgen;
+pub mod probe;
 pub mod strace;
 pub mod tod;

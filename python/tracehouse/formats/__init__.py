@@ -1,7 +1,7 @@
 """Built-in formats: each module declares a format's event types once, as data."""
 
-from . import strace, tod
+from . import bpftrace, chrome, stap, strace, tod
 
-BUILTIN = {tod.FORMAT: tod, strace.FORMAT: strace}
+BUILTIN = {m.FORMAT: m for m in (tod, strace, chrome, bpftrace, stap)}
 
-__all__ = ["BUILTIN", "strace", "tod"]
+__all__ = ["BUILTIN", "bpftrace", "chrome", "stap", "strace", "tod"]

@@ -12,10 +12,10 @@ from pathlib import Path
 from types import ModuleType
 
 from ..errors import BadInput
-from . import chrome, csv, parquet, strace
+from . import bpftrace, chrome, csv, parquet, stap, strace
 from .tabular import ImportReport, Mapping
 
-BUILTIN: dict[str, ModuleType] = {m.NAME: m for m in (csv, parquet, chrome, strace)}
+BUILTIN: dict[str, ModuleType] = {m.NAME: m for m in (csv, parquet, chrome, strace, bpftrace, stap)}
 
 
 def registry() -> dict:

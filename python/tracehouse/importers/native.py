@@ -73,7 +73,9 @@ class NativeLoader:
         if declare is not None:
             declare(self.types)
 
-    def run(self, parser, chunks: Iterator[bytes], progress=None) -> ImportReport:
+    def run(self, parser, chunks: Iterator[bytes], progress=None, after=None) -> ImportReport:
+        """Feeds every chunk; `after(parser)` runs at the end and returns how many other things
+        (result tables) it stored: a trace with those but no events is still an import."""
         try:
             for chunk in chunks:
                 self._take(parser, parser.feed(chunk), progress)
@@ -85,7 +87,8 @@ class NativeLoader:
             if prods:
                 self.store.add_producers(self.trace, prods)
             self.report.producers = len(prods)
-            if self.report.events == 0:
+            others = after(parser) if after is not None else 0
+            if self.report.events == 0 and not others:
                 first = self.report.first_rejected[0] if self.report.first_rejected else None
                 why = f"; {self.report.rejected} rejected, first: {first.reason}" if first else ""
                 raise BadInput(f"no events in the input{why}", file=self.source,

@@ -1,0 +1,69 @@
+"""What the bpftrace and SystemTap importers share (not an importer itself).
+
+Owns running `_core.ProbeParser` into a trace: declaring the event types of
+the user's `--pattern`s and `--span`s, reporting span matches and leftovers,
+and saving each histogram, map and stats aggregate as a result table linked to
+the trace (`store.results(trace=...)`, kind "table", tool "bpftrace"/"stap",
+name the map, params {"kind": hist|map|stats, "source": file}).
+"""
+
+from __future__ import annotations
+
+import types
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .. import _core
+from ..errors import BadInput
+from .native import NativeLoader, read_chunks
+from .tabular import ImportReport, Mapping
+
+OPTIONS = {
+    "pattern": {"action": "append", "metavar": "NAME:TEMPLATE",
+                "help": "bpftrace/stap: a printf line as an event type, e.g. "
+                        "'job_start:job_start {ts} {tid} {task:hex}' (types int hex float str ns us ms s; "
+                        "fields ts dur pid tid are the common columns)"},
+    "span": {"action": "append", "metavar": "NAME=BEGIN,END,KEY",
+             "help": "bpftrace/stap: pair each END event with the most recent unmatched BEGIN of the same KEY field"},
+}
+
+
+def import_probe_output(tool: str, fmt, store, path: str | Path, name: str, *, mapping: Mapping | None = None,
+                        strict: bool = False, description: str = "", progress=None, pattern=None,
+                        span=None) -> ImportReport:
+    path = Path(path)
+    source = str(path)
+    if not path.is_file():
+        raise BadInput("no such file", file=source)
+    try:
+        parser = _core.ProbeParser(tool, list(pattern or []), list(span or []), strict=strict)
+    except ValueError as e:
+        raise BadInput(str(e), expected="--pattern NAME:TEMPLATE and --span NAME=BEGIN,END,KEY") from None
+    declared = types.SimpleNamespace(
+        FORMAT=(mapping.format if mapping is not None and mapping.format else fmt.FORMAT),
+        DESCRIPTION=fmt.DESCRIPTION,
+        EVENT_TYPES=(*fmt.EVENT_TYPES, *fmt.pattern_types(parser.tables(), parser.units())),
+    )
+    loader = NativeLoader(store, name, source, declared, strict=strict, description=description,
+                          metadata={"patterns": "\n".join(pattern or []), "spans": "\n".join(span or [])})
+    saved = []
+
+    def results(parser) -> int:
+        for kind, batch in parser.aggregates():
+            table = pa.Table.from_batches([batch])
+            for m in pc.unique(table.column("map")).to_pylist():
+                sub = table.filter(pc.equal(table.column("map"), m))
+                rid = store.save_result("table", m, tool, [name], params={"kind": kind, "source": source}, table=sub)
+                saved.append({"id": rid, "kind": kind, "name": m, "rows": sub.num_rows})
+        return len(saved)
+
+    report = loader.run(parser, read_chunks(path), progress, after=results)
+    details = {k: v for k, v in parser.stats.items() if v and k != "rejected"}
+    if parser.spans:
+        details["spans"] = parser.spans
+    if saved:
+        details["results"] = saved
+    report.details = details
+    return report
