@@ -12,6 +12,11 @@
 //! - [`tod`]: the TOD workload generator (seed 001).
 //! - [`parse`]: trace file parsers, one module per format.
 //! - [`export`]: trace file writers, one module per format.
+//! - [`order`]: stable multi-key row ordering (radix sort) for the derived indexes.
+//! - [`spans`]: begin/end pairing into spans (control-flow reconstitution).
+//! - [`calltree`]: the aggregated call tree (calling-context tree) of spans.
+//! - [`hist`]: bpftrace `hist`/`lhist` bucket rules and counting.
+//! - [`density`]: events per time bin over sorted timestamp streams.
 //! - `py`: the PyO3 glue (only with the default `python` feature), one file per
 //!   concern, registered below.
 //!
@@ -20,12 +25,17 @@
 
 #![deny(missing_docs)]
 
+pub mod calltree;
 pub mod colpool;
+pub mod density;
 pub mod export;
+pub mod hist;
 pub mod lineproto;
 pub mod loadgen;
+pub mod order;
 pub mod parse;
 pub mod rng;
+pub mod spans;
 pub mod tod;
 
 #[cfg(feature = "python")]
@@ -49,5 +59,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     py::chrome::register(m)?;
     py::strace::register(m)?;
     py::probe::register(m)?;
+    py::analysis::register(m)?;
     Ok(())
 }

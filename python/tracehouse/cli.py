@@ -444,6 +444,7 @@ def cmd_bench_ingest(args) -> int:
 COMMAND_MODULES: tuple[str, ...] = (
     "tracehouse.server.cli",
     "tracehouse.replay.cli",
+    "tracehouse.analysis.cli",
 )
 
 

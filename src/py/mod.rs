@@ -3,6 +3,7 @@
 //! Owns every conversion between Rust and Python, so no other module imports pyo3.
 //! Arrow data crosses as Arrow C data interface structs: see [`arrow`].
 
+pub mod analysis;
 pub mod arrow;
 pub mod checksum;
 pub mod chrome;

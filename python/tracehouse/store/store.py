@@ -399,22 +399,41 @@ class Store:
     # -- analysis results ------------------------------------------------------------
 
     def save_result(self, kind: str, name: str, tool: str, traces: Iterable[str], *, params: dict | None = None,
-                    payload: Any = None, table: pa.Table | None = None) -> int:
-        """Save an analysis result linked to one or more traces; returns its id."""
+                    payload: Any = None, table: pa.Table | None = None, table_format: str = "parquet") -> int:
+        """Save an analysis result linked to one or more traces; returns its id.
+
+        table_format: "parquet" (zstd) or "arrow" (uncompressed Arrow IPC, one record
+        batch: `result_table` memory-maps it, for indexes read by random access).
+        """
         self._become_writer()
         if kind not in RESULT_KINDS:  # checked before the table file is written, not after
             raise BadInput(f"unknown result kind {kind!r}", expected=" | ".join(RESULT_KINDS))
+        if table_format not in ("parquet", "arrow"):
+            raise BadInput(f"unknown table format {table_format!r}", expected="parquet | arrow")
         ids = [self.catalog.trace(t).id for t in traces]
         path = None
         if table is not None:
             (self.path / "results").mkdir(exist_ok=True)
-            tmp = self.path / "results" / f".{os.getpid()}-{time.time_ns()}.parquet.tmp"
-            pq.write_table(table, tmp, compression="zstd")
+            tmp = self.path / "results" / f".{os.getpid()}-{time.time_ns()}.{table_format}.tmp"
+            if table_format == "parquet":
+                pq.write_table(table, tmp, compression="zstd")
+            else:
+                table = table.combine_chunks()
+                with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
+                    w.write_table(table, max_chunksize=max(1, table.num_rows))
             with open(tmp, "rb") as f:
                 os.fsync(f.fileno())
             path = f"results/{tmp.name[1:-4]}"
             os.rename(tmp, self.path / path)
         return self.catalog.add_result(kind, name, tool, params or {}, ids, payload=payload, path=path)
+
+    def delete_result(self, rid: int) -> None:
+        """Delete a result: its catalog row first, then its table file."""
+        r = self.result(rid)
+        self._become_writer()
+        self.catalog.delete_result(int(rid))
+        if r["path"]:
+            (self.path / r["path"]).unlink(missing_ok=True)
 
     def results(self, *, trace: str | None = None, tool: str | None = None, name: str | None = None,
                 kind: str | None = None) -> list[dict]:
@@ -435,10 +454,14 @@ class Store:
         return rows[0]
 
     def result_table(self, rid: int) -> pa.Table:
+        """The table of a result (an Arrow IPC table is memory-mapped, not read)."""
         r = self.result(rid)
         if not r["path"]:
             raise NotFound(f"result {rid} ({r['kind']}) has no table")
-        return pq.read_table(self.path / r["path"])
+        path = self.path / r["path"]
+        if path.suffix == ".arrow":
+            return pa.ipc.open_file(pa.memory_map(str(path))).read_all()
+        return pq.read_table(path)
 
     # -- deleting --------------------------------------------------------------------
 

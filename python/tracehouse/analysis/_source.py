@@ -1,0 +1,196 @@
+"""Reading a trace's events for the analyses: straight from its Parquet segments.
+
+Owns the analyses' data access. The SQL views (`store.sql`) answer ad-hoc questions;
+the analyses need whole columns fast (pairing 34M begin/end rows) or a few row groups
+(cursors), so they read the registered segments with pyarrow: column projection,
+row-group pruning on the `ts` statistics, both cores, no SQL round trip. The writer's
+unflushed tail is included when this process holds the trace's writer, so an analysis
+sees the same rows as `store.sql`.
+
+Row order: `read(..., order=True)` returns rows ordered by (ts, producer, seq), the
+total order every analysis uses; segments of one type rarely overlap in time, so this
+is usually a check, not a sort.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterable
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+
+from ..errors import BadInput
+from ..schema import EventType
+
+if TYPE_CHECKING:
+    from ..store import Store
+
+
+def event_type(store: "Store", trace: str, name: str) -> EventType:
+    types = store.event_types(trace)
+    if name not in types:
+        raise BadInput(f"trace {trace!r} has no event type {name!r}", expected=", ".join(types) or "an event type")
+    return types[name]
+
+
+def segments(store: "Store", trace: str, type_name: str) -> list:
+    """Registered segments of one event type, by ts_min."""
+    return store.catalog.segments(store.trace(trace).id, type_name)
+
+
+def tail(store: "Store", trace: str, type_name: str) -> pa.Table | None:
+    """Rows of the type appended in this process but not yet in a registered segment."""
+    info = store.trace(trace)
+    w = store._writers.get(info.id)
+    if w is None:
+        return None
+    with w.lock:
+        batches = list(w.tail().get(type_name, []))
+    if not batches:
+        return None
+    return pa.Table.from_batches(batches)
+
+
+def signature(store: "Store", trace: str) -> str:
+    """Changes whenever the trace's events do (derived data built on it is then stale)."""
+    info = store.trace(trace)
+    tail_rows = 0
+    w = store._writers.get(info.id)
+    if w is not None:
+        with w.lock:
+            tail_rows = sum(b.num_rows for bs in w.tail().values() for b in bs)
+    return f"{info.id}:{info.event_count}:{info.ts_min}:{info.ts_max}:{tail_rows}"
+
+
+def _conform(t: pa.Table, columns: list[str], et: EventType) -> pa.Table:
+    """`t` with exactly `columns` (a column a segment predates is all null)."""
+    types = {c.name: c.arrow_type for c in et.columns}
+    arrays = []
+    for c in columns:
+        if c in t.column_names:
+            a = t.column(c)
+            if a.type != types[c]:
+                a = a.cast(types[c])
+            arrays.append(a)
+        else:
+            arrays.append(pa.nulls(t.num_rows, types[c]))
+    return pa.table(arrays, names=columns)
+
+
+def read(store: "Store", trace: str, type_name: str, columns: Iterable[str] | None = None, *,
+         start: int | None = None, end: int | None = None, order: bool = True) -> pa.Table:
+    """Rows of one event type with `columns` (default all), ts in [start, end).
+
+    order=True: rows ordered by (ts, producer, seq); False: in storage order.
+    """
+    et = event_type(store, trace, type_name)
+    names = [c.name for c in et.columns]
+    cols = list(columns) if columns is not None else names
+    for c in cols:
+        if c not in names:
+            raise BadInput(f"event type {type_name!r} has no column {c!r}", expected=", ".join(names))
+    need = list(dict.fromkeys(cols + (["ts", "producer", "seq"] if order else [])))
+    segs = [s for s in segments(store, trace, type_name)
+            if (start is None or s.ts_max is None or s.ts_max >= start) and (end is None or s.ts_min is None or s.ts_min < end)]
+    parts: list[pa.Table] = []
+    filters = None
+    if start is not None or end is not None:
+        filters = []
+        if start is not None:
+            filters.append(("ts", ">=", int(start)))
+        if end is not None:
+            filters.append(("ts", "<", int(end)))
+    uniform = [s for s in segs if all(c in s.columns for c in need)]
+    if uniform:
+        # One multi-file read: pyarrow decodes the files' row groups on both cores.
+        paths = [str(store.path / s.path) for s in uniform]
+        parts.append(pq.read_table(paths, columns=need, filters=filters, use_threads=True))
+    for s in segs:
+        if s in uniform:
+            continue
+        present = [c for c in need if c in s.columns]
+        parts.append(_conform(pq.read_table(str(store.path / s.path), columns=present, filters=filters), need, et))
+    t = tail(store, trace, type_name)
+    if t is not None:
+        t = _conform(t, need, et)
+        if filters:
+            mask = None
+            if start is not None:
+                mask = pc.greater_equal(t.column("ts"), int(start))
+            if end is not None:
+                m2 = pc.less(t.column("ts"), int(end))
+                mask = m2 if mask is None else pc.and_(mask, m2)
+            t = t.filter(mask)
+        parts.append(t)
+    if not parts:
+        table = pa.table([pa.array([], f.type) for f in (et.arrow_schema().field(c) for c in need)], names=need)
+    else:
+        table = pa.concat_tables([_conform(p, need, et) for p in parts]) if len(parts) > 1 else _conform(parts[0], need, et)
+    if order:
+        table = sort_rows(table)
+    return table.select(cols)
+
+
+def as_numpy(col) -> np.ndarray:
+    """A non-null int column as one numpy array (zero-copy when it is one chunk)."""
+    if isinstance(col, pa.ChunkedArray):
+        if col.num_chunks == 1:
+            return col.chunk(0).to_numpy(zero_copy_only=False)
+        if col.num_chunks == 0:
+            return np.array([], dtype=col.type.to_pandas_dtype())
+        return np.concatenate([c.to_numpy(zero_copy_only=False) for c in col.chunks])
+    return col.to_numpy(zero_copy_only=False)
+
+
+def is_ordered(ts: np.ndarray, producer: np.ndarray, seq: np.ndarray) -> bool:
+    """True when rows are ordered by (ts, producer, seq)."""
+    if len(ts) < 2:
+        return True
+    dt = np.diff(ts)
+    if (dt > 0).all():
+        return True
+    if (dt < 0).any():
+        return False
+    tie = dt == 0
+    dp = np.diff(producer.astype(np.int64))
+    if (dp[tie] < 0).any():
+        return False
+    same = tie & (dp == 0)
+    return bool((np.diff(seq)[same] > 0).all())
+
+
+def ordering(table: pa.Table) -> pa.Array | None:
+    """The permutation ordering `table` by (ts, producer, seq), None when already ordered."""
+    from .. import _core
+
+    ts = as_numpy(table.column("ts"))
+    producer = as_numpy(table.column("producer"))
+    seq = as_numpy(table.column("seq"))
+    if is_ordered(ts, producer, seq):
+        return None
+    return _core.stable_order([pa.array(ts), pa.array(producer.astype(np.int64)), pa.array(seq)])
+
+
+def sort_rows(table: pa.Table) -> pa.Table:
+    """`table` ordered by (ts, producer, seq): a check when already so, else a stable sort."""
+    order = ordering(table)
+    return table if order is None else table.take(order)
+
+
+def int64_array(col) -> pa.Array:
+    """A non-null column as one int64 pyarrow array (what `_core` takes)."""
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    if col.type != pa.int64():
+        col = col.cast(pa.int64())
+    return col
+
+
+def int32_array(col) -> pa.Array:
+    if isinstance(col, pa.ChunkedArray):
+        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
+    if col.type != pa.int32():
+        col = col.cast(pa.int32())
+    return col

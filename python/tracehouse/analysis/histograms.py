@@ -1,0 +1,409 @@
+"""Duration histograms and attribution (seed 004), bucketed exactly like bpftrace.
+
+Owns `hist` (log2 buckets of bpftrace `hist(n, k)`, including its negative and 0
+buckets) and `lhist` (linear buckets of `lhist(n, min, max, step)`, with its
+below-min and above-max buckets), grouped by caller, by call stack, by name, by
+producer or by any column (bpftrace's `@[key] = hist(...)`), the share of values below
+a threshold ("28.9% of spans under 10 us"), the text in bpftrace's `@` style, and the
+before/after comparison of two traces.
+
+Bucket indexes come from Rust (`src/hist.rs`, one pass over the values); labels,
+edges and text follow bpftrace's `src/output` (`hist_index_label`, `lhist_index_label`,
+`hist_to_str`): rows from the first to the last non-empty bucket, a 16-wide label, an
+8-wide count, a 52-wide bar of `@` scaled to the fullest bucket; keyed maps sorted by
+total count, largest last. Values are durations in ns divided by the unit (us: /1000,
+truncated toward zero like bpftrace's integer division).
+
+Bucket table (`Histogram.buckets()`, `BUCKET_COLUMNS`):
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .. import _core
+from ..errors import BadInput
+from ..schema import Column
+from . import _source
+
+if TYPE_CHECKING:
+    from ..store import Store
+
+BUCKET_COLUMNS = (
+    Column("group", "string", "", "the group (caller, stack, name, ...), empty when ungrouped"),
+    Column("bucket", "int64", "index", "bpftrace's bucket index"),
+    Column("low", "int64", "unit", "smallest value in the bucket (null: no lower bound)"),
+    Column("high", "int64", "unit", "largest value in the bucket (null: no upper bound)"),
+    Column("label", "string", "", "bpftrace's label, e.g. [4, 8) or [1K, 2K)"),
+    Column("count", "int64", "count", "values in the bucket"),
+)
+__doc__ += "\n".join(f"  {c.name:<7} {c.type:<6} {c.unit:<6} {c.doc}" for c in BUCKET_COLUMNS)
+
+UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+MAP_NAMES = {"ns": "@nsecs", "us": "@usecs", "ms": "@msecs", "s": "@secs"}
+GROUPS = ("none", "caller", "stack", "name", "producer")
+BAR = 52
+SUMMARY_GROUPS = 50  # groups (largest first) that get count/mean/percentiles
+
+
+# -- bpftrace's labels and edges ----------------------------------------------------------
+
+
+def _hist_label(index: int, k: int) -> str:
+    """bpftrace TextOutput::hist_index_label."""
+    n = 1 << k
+    interval = index & (n - 1)
+    power = (index >> k) - 1
+    decade = power // 10
+    suffix = "\0KMGTPE"[decade]
+    power -= 10 * decade
+    v = (1 << power) * (n + interval)
+    return f"{v}{suffix}" if suffix != "\0" else str(v)
+
+
+def _hist_low(index: int, k: int) -> int | None:
+    """Smallest value of `hist` bucket `index` (None: the negative bucket)."""
+    if index == 0:
+        return None
+    if index <= 2 << k:
+        return index - 1
+    i = index - 1
+    n = 1 << k
+    return (1 << ((i >> k) - 1)) * (n + (i & (n - 1)))
+
+
+def hist_bucket(index: int, k: int = 0) -> tuple[int | None, int | None, str]:
+    """(low, high, label) of `hist` bucket `index`; bounds inclusive, None = unbounded."""
+    if index == 0:
+        return None, -1, "(..., 0)"
+    if index <= 2 << k:
+        return index - 1, index - 1, f"[{index - 1}]"
+    low = _hist_low(index, k)
+    nxt = _hist_low(index + 1, k)
+    high = None if nxt is None or index + 1 >= _core.hist_log2_buckets(k) else nxt - 1
+    return low, high, f"[{_hist_label(index - 1, k)}, {_hist_label(index, k)})"
+
+
+def _lhist_label(number: int, step: int) -> str:
+    """bpftrace TextOutput::lhist_index_label."""
+    kilo, mega = 1024, 1024 * 1024
+    if step % kilo != 0 or number == 0:
+        return str(number)
+    if number % mega == 0:
+        return f"{number // mega}M"
+    if number % kilo == 0:
+        return f"{number // kilo}K"
+    return str(number)
+
+
+def lhist_bucket(index: int, lo: int, hi: int, step: int) -> tuple[int | None, int | None, str]:
+    """(low, high, label) of `lhist` bucket `index`; bounds inclusive, None = unbounded."""
+    buckets = (hi - lo) // step
+    if index == 0:
+        return None, lo - 1, f"(..., {_lhist_label(lo, step)})"
+    if index == buckets + 1:
+        return hi, None, f"[{_lhist_label(hi, step)}, ...)"
+    a = (index - 1) * step + lo
+    return a, a + step - 1, f"[{_lhist_label(a, step)}, {_lhist_label(a + step, step)})"
+
+
+# -- the histogram ------------------------------------------------------------------------
+
+
+@dataclass
+class Histogram:
+    """Counts per bucket and group, with the raw facts needed for shares and percentiles."""
+
+    kind: str  # "hist" | "lhist"
+    params: dict  # hist: k; lhist: min, max, step
+    unit: str
+    groups: list[str]
+    counts: np.ndarray  # groups x buckets
+    name: str = "@"
+    below: dict = field(default_factory=dict)  # threshold share per group, when asked
+    summary: dict = field(default_factory=dict)  # per group: count, min, max, mean, p50, p90, p99
+    stack_keys: bool = False
+
+    def bucket(self, i: int) -> tuple[int | None, int | None, str]:
+        if self.kind == "hist":
+            return hist_bucket(i, self.params["k"])
+        return lhist_bucket(i, self.params["min"], self.params["max"], self.params["step"])
+
+    def rows(self, g: int) -> range:
+        """Bucket indexes bpftrace prints for group g: first to last non-empty."""
+        nz = np.nonzero(self.counts[g])[0]
+        return range(0) if len(nz) == 0 else range(int(nz[0]), int(nz[-1]) + 1)
+
+    def buckets(self, top: int | None = None) -> pa.Table:
+        """BUCKET_COLUMNS, the printed range of every group (of the `top` largest)."""
+        out = {c.name: [] for c in BUCKET_COLUMNS}
+        for g in self.order(top):
+            gname = self.groups[g]
+            for i in self.rows(g):
+                low, high, label = self.bucket(i)
+                for k, v in zip(("group", "bucket", "low", "high", "label", "count"),
+                                (gname, i, low, high, label, int(self.counts[g, i]))):
+                    out[k].append(v)
+        return pa.table({c.name: pa.array(out[c.name], c.arrow_type) for c in BUCKET_COLUMNS})
+
+    def order(self, top: int | None = None) -> list[int]:
+        """Groups by total count ascending (largest last, as bpftrace prints), the last `top`."""
+        totals = self.counts.sum(axis=1)
+        idx = np.argsort(totals, kind="stable")  # ties keep group order
+        if top:
+            idx = idx[-top:]
+        return [int(i) for i in idx]
+
+    def text(self, top: int | None = None) -> str:
+        """bpftrace's text output: one `@name[key]: ` map per group."""
+        maps = []
+        for g in self.order(top):
+            rows = list(self.rows(g))
+            if not rows:
+                continue
+            key = self.groups[g]
+            if key == "":
+                head = f"{self.name}: "
+            elif self.stack_keys:
+                frames = key.split(";")[::-1]
+                head = f"{self.name}[\n" + "".join(f"        {f}\n" for f in frames) + "]: "
+            else:
+                head = f"{self.name}[{key}]: "
+            c = self.counts[g]
+            mx = np.float32(c[rows].max())
+            lines = []
+            for i in rows:
+                label = self.bucket(i)[2]
+                width = int(np.float32(c[i]) / mx * np.float32(BAR))
+                lines.append(f"{label:<16}{int(c[i]):>8} |{'@' * width:<{BAR}}|\n")
+            maps.append(head + "\n" + "".join(lines))
+        return "\n".join(maps) + ("\n" if maps else "")
+
+    def to_json(self, top: int | None = None) -> dict:
+        keep = {self.groups[g] for g in self.order(top)}
+        return {"kind": self.kind, "params": self.params, "unit": self.unit, "name": self.name,
+                "groups": len(self.groups), "buckets": self.buckets(top).to_pylist(),
+                "below": {k: v for k, v in self.below.items() if k in keep},
+                "summary": {k: v for k, v in self.summary.items() if k in keep}}
+
+
+def _summary(values: np.ndarray) -> dict:
+    if len(values) == 0:
+        return {"count": 0}
+    q = np.quantile(values, [0.5, 0.9, 0.99], method="inverted_cdf")
+    return {"count": int(len(values)), "min": int(values.min()), "max": int(values.max()),
+            "mean": float(values.mean()), "p50": int(q[0]), "p90": int(q[1]), "p99": int(q[2])}
+
+
+def scale(values: np.ndarray, unit: str) -> np.ndarray:
+    """ns -> unit, truncating toward zero (C integer division, as in bpftrace scripts)."""
+    if unit not in UNITS:
+        raise BadInput(f"unit {unit!r}", expected=" | ".join(UNITS))
+    d = UNITS[unit]
+    if d == 1:
+        return values
+    q = np.abs(values) // d
+    return np.where(values < 0, -q, q)
+
+
+def histogram(values: np.ndarray, *, kind: str = "hist", k: int = 0, min: int = 0, max: int = 0, step: int = 1,  # noqa: A002
+              unit: str = "ns", groups: np.ndarray | None = None, group_names: list[str] | None = None,
+              below: float | None = None, name: str | None = None, stack_keys: bool = False) -> Histogram:
+    """Histogram of int64 `values` (ns), optionally per group code (0..len(group_names)-1)."""
+    v = np.ascontiguousarray(values, dtype=np.int64)
+    scaled = scale(v, unit)
+    ng = len(group_names) if group_names is not None else 1
+    g = None if groups is None else pa.array(np.ascontiguousarray(groups, dtype=np.int64))
+    if kind == "hist":
+        if not 0 <= k <= 5:
+            raise BadInput(f"hist k {k}", expected="0..5")
+        flat = _core.hist_log2(pa.array(scaled), k, g, ng)
+        params = {"k": k}
+    elif kind == "lhist":
+        try:
+            flat = _core.hist_linear(pa.array(scaled), int(min), int(max), int(step), g, ng)
+        except ValueError as e:
+            raise BadInput(str(e)) from None
+        params = {"min": int(min), "max": int(max), "step": int(step)}
+    else:
+        raise BadInput(f"histogram kind {kind!r}", expected="hist | lhist")
+    counts = flat.to_numpy().reshape(ng, -1)
+    h = Histogram(kind, params, unit, group_names or [""], counts, name or MAP_NAMES.get(unit, "@"),
+                  stack_keys=stack_keys)
+    # Shares below the threshold for every group (vectorized); percentiles for the
+    # SUMMARY_GROUPS largest groups only (each needs its own selection).
+    gcodes = np.zeros(len(v), np.int64) if groups is None else np.asarray(groups, dtype=np.int64)
+    n = np.bincount(gcodes, minlength=ng)
+    if below is not None:
+        nb = np.bincount(gcodes, weights=(v < below), minlength=ng).astype(np.int64)
+        for gi, gname in enumerate(h.groups):
+            h.below[gname] = {"threshold_ns": below, "below": int(nb[gi]), "count": int(n[gi]),
+                              "share": float(nb[gi] / n[gi]) if n[gi] else 0.0}
+    for gi in h.order(SUMMARY_GROUPS):
+        h.summary[h.groups[gi]] = _summary(v if groups is None else v[gcodes == gi])
+    return h
+
+
+# -- where values come from -------------------------------------------------------------------
+
+
+def _codes(col: pa.Array | pa.ChunkedArray, null_name: str = "(none)") -> tuple[np.ndarray, list[str]]:
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    enc = arr.dictionary_encode()
+    codes = enc.indices.to_numpy(zero_copy_only=False)
+    names = [str(x) for x in enc.dictionary.to_pylist()]
+    if enc.indices.null_count:
+        codes = np.where(pc.is_null(enc.indices).to_numpy(zero_copy_only=False), len(names), codes)
+        names.append(null_name)
+    return codes.astype(np.int64), names
+
+
+def span_values(store: "Store", trace: str, *, group: str = "none", config=None, include_unclosed: bool = False,
+                start: int | None = None, end: int | None = None) -> tuple[np.ndarray, np.ndarray | None, list[str] | None, bool]:
+    """Span durations of `trace` with their group codes: (values, codes, names, stack_keys)."""
+    from .profiles import span_config
+    from .spans import _begin_name, _name_strings, span_table
+
+    cfg = config or span_config(store, trace)
+    name_col = _begin_name(cfg.name_column) if cfg.name_column else None
+    cols = ["ts", "dur", "closed"]
+    if group in ("caller", "stack"):
+        cols += ["parent_id", "depth"] + ([name_col] if name_col else [])
+    elif group == "name":
+        if not name_col:
+            raise BadInput("spans have no name column", expected="--name COL when pairing")
+        cols.append(name_col)
+    elif group == "producer":
+        cols.append("producer")
+    elif group != "none":
+        cols.append(group)
+    cols = list(dict.fromkeys(cols))
+    t = span_table(store, trace, cfg, columns=cols)
+    keep = np.ones(t.num_rows, bool) if include_unclosed else _source.as_numpy(t.column("closed")).astype(bool)
+    if start is not None or end is not None:
+        ts = _source.as_numpy(t.column("ts"))
+        if start is not None:
+            keep &= ts >= start
+        if end is not None:
+            keep &= ts < end
+    dur = _source.as_numpy(t.column("dur"))
+    all_kept = bool(keep.all())
+    values = dur if all_kept else dur[keep]
+    if group == "none":
+        return values, None, None, False
+    if group == "caller":
+        parent = _source.as_numpy(t.column("parent_id"))
+        if name_col:
+            codes, names = _name_strings(t.column(name_col))
+            names = names.to_pylist()
+        else:
+            codes, names = np.zeros(t.num_rows, np.int64), [cfg.begin]
+        caller = np.where(parent >= 0, codes[np.maximum(parent, 0)], len(names))
+        names = list(names) + ["(root)"]
+        return values, caller if all_kept else caller[keep], names, False
+    if group == "stack":
+        parent = _source.as_numpy(t.column("parent_id"))
+        depth = _source.as_numpy(t.column("depth")).astype(np.int32)
+        if name_col:
+            codes, names_arr = _name_strings(t.column(name_col))
+        else:
+            codes, names_arr = np.zeros(t.num_rows, np.int64), pa.array([cfg.begin])
+        ct = _core.call_tree(pa.array(parent), pa.array(codes), pa.array(depth))
+        node_of = ct["node_of"].to_numpy()
+        node_of = node_of if all_kept else node_of[keep]
+        used, inv = np.unique(node_of, return_inverse=True)
+        paths = _node_paths(ct, names_arr, used)
+        return values, inv.astype(np.int64), paths, True
+    col = name_col if group == "name" else group
+    codes, names = _codes(t.column(col))
+    return values, codes if all_kept else codes[keep], names, False
+
+
+def _node_paths(ct: dict, names: pa.Array, wanted: np.ndarray) -> list[str]:
+    """'root;...;leaf' of the wanted call-tree nodes (walking up from each, depth steps)."""
+    parent = ct["parent"].to_numpy()
+    key = ct["key"].to_numpy()
+    nm = np.array([str(x) for x in names.to_pylist()], dtype=object)
+    cur = wanted.copy()
+    parts = [nm[key[cur]]]
+    cur = parent[cur]
+    while (cur >= 0).any():
+        live = cur >= 0
+        step = np.full(len(cur), "", dtype=object)
+        step[live] = nm[key[cur[live]]]
+        parts.append(step)
+        cur = np.where(live, parent[np.maximum(cur, 0)], -1)
+    out = []
+    for i in range(len(wanted)):
+        frames = [p[i] for p in reversed(parts) if p[i] != ""]
+        out.append(";".join(frames))
+    return out
+
+
+def type_values(store: "Store", trace: str, type_name: str, value: str = "dur", *, group: str = "none",
+                start: int | None = None, end: int | None = None) -> tuple[np.ndarray, np.ndarray | None, list[str] | None, bool]:
+    """An event type's int column (`dur` of a span kind by default) with group codes."""
+    et = _source.event_type(store, trace, type_name)
+    cols_of = {c.name: c for c in et.columns}
+    if value not in cols_of or cols_of[value].type not in ("int64", "int32"):
+        raise BadInput(f"event type {type_name!r} has no integer column {value!r}",
+                       expected=", ".join(c.name for c in et.columns if c.type in ("int64", "int32")))
+    if group in ("caller", "stack", "name"):
+        raise BadInput(f"grouping by {group} needs spans", expected="none, producer or a column of the type")
+    gcol = "producer" if group == "producer" else (None if group == "none" else group)
+    if gcol is not None and gcol not in cols_of:
+        raise BadInput(f"event type {type_name!r} has no column {gcol!r}", expected=", ".join(cols_of))
+    t = _source.read(store, trace, type_name, list(dict.fromkeys([value] + ([gcol] if gcol else []))),
+                     start=start, end=end, order=False)
+    t = t.filter(pc.is_valid(t.column(value)))
+    values = _source.as_numpy(t.column(value)).astype(np.int64, copy=False)
+    if gcol is None:
+        return values, None, None, False
+    codes, names = _codes(t.column(gcol))
+    return values, codes, names, False
+
+
+def compare(before: Histogram, after: Histogram) -> pa.Table:
+    """Bucket by bucket, two ungrouped histograms with the same buckets: counts, shares
+    and the change of share (after - before), over the union of printed rows."""
+    if before.kind != after.kind or before.params != after.params or before.unit != after.unit:
+        raise BadInput("the two histograms have different buckets")
+    b, a = before.counts.sum(axis=0), after.counts.sum(axis=0)
+    nz = np.nonzero((a + b) > 0)[0]
+    rows = range(int(nz[0]), int(nz[-1]) + 1) if len(nz) else range(0)
+    tb, ta = max(int(b.sum()), 1), max(int(a.sum()), 1)
+    out = {"bucket": [], "label": [], "before": [], "after": [], "before_share": [], "after_share": [], "delta_share": []}
+    for i in rows:
+        out["bucket"].append(i)
+        out["label"].append(before.bucket(i)[2])
+        out["before"].append(int(b[i]))
+        out["after"].append(int(a[i]))
+        out["before_share"].append(b[i] / tb)
+        out["after_share"].append(a[i] / ta)
+        out["delta_share"].append(a[i] / ta - b[i] / tb)
+    return pa.table(out)
+
+
+def compare_text(before: Histogram, after: Histogram, names: tuple[str, str] = ("before", "after")) -> str:
+    """Both histograms in bpftrace style, then count/percentile changes and the bucket shares."""
+    bn, an = names
+    b1 = Histogram(before.kind, before.params, before.unit, [bn], before.counts.sum(axis=0, keepdims=True), before.name)
+    a1 = Histogram(after.kind, after.params, after.unit, [an], after.counts.sum(axis=0, keepdims=True), after.name)
+    text = b1.text() + "\n" + a1.text()
+    sb, sa = next(iter(before.summary.values()), {}), next(iter(after.summary.values()), {})
+    lines = []
+    for k in ("count", "mean", "p50", "p90", "p99", "max"):
+        if k in sb and k in sa:
+            x, y = sb[k], sa[k]
+            ch = f"{(y - x) / x * 100:+.1f}%" if x else "n/a"
+            lines.append(f"{k:<6} {x:>14,.0f} -> {y:>14,.0f}  ({ch})")
+    t = compare(before, after)
+    shares = [f"{lab:<16} {bs * 100:6.1f}% -> {as_ * 100:6.1f}%  ({d * 100:+.1f} pt)"
+              for lab, bs, as_, d in zip(t.column("label").to_pylist(), t.column("before_share").to_pylist(),
+                                         t.column("after_share").to_pylist(), t.column("delta_share").to_pylist())]
+    return text + f"\n{bn} -> {an} (ns)\n" + "\n".join(lines) + "\n\nshare per bucket\n" + "\n".join(shares) + "\n"

@@ -1,0 +1,119 @@
+"""What the analyses need to know about a format: which types pair into spans, which
+type writes object fields, which writes local variables.
+
+Owns the per-format defaults of the analyses, declared as data. A format not listed
+here still works when the caller names the types and columns (CLI flags `--begin`,
+`--end`, `--key`, `--type`, ...), or, for spans, when its formats declare exactly one
+`begin` and one `end` event type.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+from ..errors import BadInput
+
+
+@dataclass(frozen=True)
+class SpanConfig:
+    """How begins and ends pair into spans.
+
+    begin/end: event types; key: a column both have, an end closes the innermost open
+    span with the same key (None: the innermost open span); name: the begin column
+    naming a span in call trees and flame graphs (default: key).
+    """
+
+    begin: str
+    end: str
+    key: str | None = None
+    name: str | None = None
+
+    @property
+    def name_column(self) -> str | None:
+        return self.name or self.key
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class ObjectConfig:
+    """Writes of object fields: event type, and its object, field and value columns."""
+
+    type: str
+    object: str
+    field: str
+    value: str
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class LocalsConfig:
+    """Writes of local variables: event type, the column holding the seq of the frame's
+    begin (same producer), the variable and the value columns."""
+
+    type: str
+    frame: str
+    var: str
+    value: str
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class Profile:
+    spans: SpanConfig | None = None
+    objects: ObjectConfig | None = None
+    locals: LocalsConfig | None = None
+
+
+PROFILES: dict[str, Profile] = {
+    "tod": Profile(
+        spans=SpanConfig("behavior_enter", "behavior_exit", key="behavior_id"),
+        objects=ObjectConfig("field_write", object="target", field="field_id", value="value"),
+        locals=LocalsConfig("var_write", frame="parent_seq", var="var_id", value="value"),
+    ),
+}
+
+
+def span_config(store, trace: str, begin: str | None = None, end: str | None = None, key: str | None = None,
+                name: str | None = None) -> SpanConfig:
+    """The pairing of `trace`: given types win, then the format's profile, then its only
+    begin and end types."""
+    fmt = store.trace(trace).format
+    prof = PROFILES.get(fmt, Profile()).spans
+    types = store.event_types(trace)
+    if begin is None and end is None and prof is not None:
+        return SpanConfig(prof.begin, prof.end, key if key is not None else prof.key, name or prof.name)
+    if begin is None or end is None:
+        begins = [t.name for t in types.values() if t.kind == "begin"]
+        ends = [t.name for t in types.values() if t.kind == "end"]
+        begin = begin or (begins[0] if len(begins) == 1 else None)
+        end = end or (ends[0] if len(ends) == 1 else None)
+        if begin is None or end is None:
+            raise BadInput(f"trace {trace!r} (format {fmt!r}): which event types are the begins and ends of spans?",
+                           expected="--begin TYPE --end TYPE (types: " + ", ".join(types) + ")")
+    for t in (begin, end):
+        if t not in types:
+            raise BadInput(f"trace {trace!r} has no event type {t!r}", expected=", ".join(types))
+    return SpanConfig(begin, end, key, name)
+
+
+def object_config(store, trace: str, type: str | None = None, object: str | None = None,  # noqa: A002
+                  field: str | None = None, value: str | None = None) -> ObjectConfig:
+    prof = PROFILES.get(store.trace(trace).format, Profile()).objects
+    vals = {"type": type, "object": object, "field": field, "value": value}
+    if prof is not None:
+        vals = {k: v if v is not None else getattr(prof, k) for k, v in vals.items()}
+    missing = [k for k, v in vals.items() if v is None]
+    if missing:
+        raise BadInput(f"trace {trace!r}: object state needs " + ", ".join(missing),
+                       expected="--type TYPE --object COL --field COL --value COL")
+    return ObjectConfig(**vals)
+
+
+def locals_config(store, trace: str) -> LocalsConfig | None:
+    return PROFILES.get(store.trace(trace).format, Profile()).locals

@@ -1,0 +1,459 @@
+"""Spans and call trees: control-flow reconstitution (seed 001) and what it answers.
+
+Owns pairing a trace's begin and end halves into spans (the pass itself is Rust,
+`src/spans.rs`: depth, parent, end, self time, unmatched halves), saving them as a
+processed trace linked to its source, the span index (spans by thread, depth, ts) and
+the questions asked of spans: children of a call, the call tree of a thread, the
+aggregated call tree and its folded-stack flame graph text.
+
+Output columns of a span table (`SPAN_COLUMNS`, then the begin type's parameters
+under their own names and the end type's parameters prefixed `end_`):
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .. import _core
+from ..errors import BadInput, NotFound, ReadOnly, StoreLocked
+from ..schema import Column, EventType
+from . import _index, _source
+from .profiles import SpanConfig, span_config
+
+if TYPE_CHECKING:
+    from ..store import Store
+
+TOOL = "tracehouse.analysis.spans"
+
+SPAN_COLUMNS = (
+    Column("span_id", "int64", "id", "the span's number: its begin's rank in (ts, producer, seq) order"),
+    Column("ts", "int64", "ns", "begin time"),
+    Column("end_ts", "int64", "ns", "end time (unclosed spans: where they were cut)"),
+    Column("dur", "int64", "ns", "end_ts - ts"),
+    Column("self_time", "int64", "ns", "dur minus the durations of the direct children"),
+    Column("producer", "int32", "id", "thread (producer) of the span"),
+    Column("seq", "int64", "seq", "seq of the begin event"),
+    Column("end_seq", "int64", "seq", "seq of the end event, null when unclosed"),
+    Column("depth", "int64", "count", "nesting depth, 0 for a root call"),
+    Column("parent_id", "int64", "id", "span_id of the enclosing span, -1 at the root"),
+    Column("closed", "bool", "", "false when no matching end closed the span"),
+)
+UNMATCHED_COLUMNS = (
+    Column("ts", "int64", "ns", "time of the half"),
+    Column("producer", "int32", "id", "thread (producer)"),
+    Column("seq", "int64", "seq", "seq of the half"),
+    Column("half", "string", "", "'begin' (never closed) or 'end' (closed nothing)"),
+    Column("key", "string", "", "the half's key, as text (empty without a key)"),
+)
+__doc__ += "\n".join(f"  {c.name:<10} {c.type:<6} {c.unit:<5} {c.doc}" for c in SPAN_COLUMNS)
+__doc__ += "\n\nUnmatched halves (`Spans.unmatched`):\n" + "\n".join(
+    f"  {c.name:<10} {c.type:<6} {c.unit:<5} {c.doc}" for c in UNMATCHED_COLUMNS)
+
+_RESERVED = {c.name for c in SPAN_COLUMNS}
+
+
+@dataclass
+class Spans:
+    """Result of pairing: the span table, the unmatched halves and counts."""
+
+    trace: str
+    config: SpanConfig
+    table: pa.Table
+    unmatched: pa.Table
+    stats: dict = field(default_factory=dict)
+
+
+def _begin_name(p: str) -> str:
+    return f"begin_{p}" if p in _RESERVED else p
+
+
+def _keys(b: pa.Table, e: pa.Table, key: str) -> tuple[pa.Array, pa.Array]:
+    """Key columns as int64 codes comparable across begins and ends."""
+    kb, ke = b.column(key), e.column(key)
+    if pa.types.is_integer(kb.type) and pa.types.is_integer(ke.type):
+        sentinel = np.iinfo(np.int64).min  # a null key matches only a null key
+        return (_source.int64_array(kb.fill_null(sentinel) if kb.null_count else kb),
+                _source.int64_array(ke.fill_null(sentinel) if ke.null_count else ke))
+    both = pa.chunked_array(kb.chunks + ke.chunks, type=kb.type) if kb.type == ke.type else \
+        pa.chunked_array([c.cast(pa.string()) for c in kb.chunks + ke.chunks], type=pa.string())
+    codes = both.combine_chunks().dictionary_encode().indices
+    codes = pc.fill_null(codes.cast(pa.int64()), -1)
+    return codes.slice(0, len(kb)), codes.slice(len(kb))
+
+
+def pair(store: "Store", trace: str, config: SpanConfig | None = None) -> Spans:
+    """Pair the begins and ends of `trace` into spans (nothing is saved)."""
+    cfg = config or span_config(store, trace)
+    t0 = time.perf_counter()
+    bt = _source.event_type(store, trace, cfg.begin)
+    et = _source.event_type(store, trace, cfg.end)
+    if cfg.key is not None:
+        for t in (bt, et):
+            if cfg.key not in [c.name for c in t.columns]:
+                raise BadInput(f"event type {t.name!r} has no key column {cfg.key!r}",
+                               expected=", ".join(c.name for c in t.params))
+    if cfg.name is not None and cfg.name not in [c.name for c in bt.columns]:
+        raise BadInput(f"event type {bt.name!r} has no name column {cfg.name!r}",
+                       expected=", ".join(c.name for c in bt.params))
+    # Pairing columns first (what the pass needs), the parameters after: the pairing
+    # speed is then the read of 4 columns plus the Rust pass.
+    pcols = ["ts", "producer", "seq"] + ([cfg.key] if cfg.key else [])
+    b = _source.read(store, trace, cfg.begin, pcols, order=False)
+    e = _source.read(store, trace, cfg.end, pcols, order=False)
+    b_order, e_order = _source.ordering(b), _source.ordering(e)
+    if b_order is not None:
+        b = b.take(b_order)
+    if e_order is not None:
+        e = e.take(e_order)
+    t_read = time.perf_counter() - t0
+    kb = ke = None
+    if cfg.key is not None:
+        kb, ke = _keys(b, e, cfg.key)
+    bts, ets = _source.int64_array(b.column("ts")), _source.int64_array(e.column("ts"))
+    r = _core.pair_spans(bts, _source.int32_array(b.column("producer")), _source.int64_array(b.column("seq")),
+                         ets, _source.int32_array(e.column("producer")), _source.int64_array(e.column("seq")),
+                         kb, ke)
+    t_pair = time.perf_counter() - t0 - t_read
+    bp = _params(store, trace, bt, b_order)
+    ep = _params(store, trace, et, e_order, skip=cfg.key)
+    table = _span_table(b, e, bp, ep, r, cfg)
+    unmatched = _unmatched_table(b, e, r, cfg)
+    n_unclosed = len(b) - pc.sum(r["closed"]).as_py() if len(b) else 0
+    stats = {
+        "begins": b.num_rows, "ends": e.num_rows, "spans": table.num_rows,
+        "closed": table.num_rows - n_unclosed, "unclosed_begins": n_unclosed,
+        "unmatched_ends": len(r["unmatched_end"]), "presorted": r["presorted"],
+        "read_s": round(t_read, 4), "pair_s": round(t_pair, 4),
+        "table_s": round(time.perf_counter() - t0 - t_read - t_pair, 4), "seconds": round(time.perf_counter() - t0, 4),
+    }
+    return Spans(trace, cfg, table, unmatched, stats)
+
+
+def _params(store: "Store", trace: str, et: EventType, order: pa.Array | None, skip: str | None = None) -> pa.Table:
+    """The parameter columns of a type, in the same row order as its pairing columns."""
+    names = [c.name for c in et.params if c.name != skip]
+    t = _source.read(store, trace, et.name, names, order=False) if names else None
+    if t is not None and order is not None:
+        t = t.take(order)
+    return t if t is not None else pa.table({})
+
+
+def _span_table(b: pa.Table, e: pa.Table, bp: pa.Table, ep: pa.Table, r: dict, cfg: SpanConfig) -> pa.Table:
+    n = b.num_rows
+    end_row = r["end_row"].to_numpy()
+    idx = pa.array(end_row, mask=end_row < 0)  # null where unclosed: takes give null
+    ts = _source.int64_array(b.column("ts"))
+    end_ts = r["end_ts"]
+    cols: dict[str, pa.Array] = {
+        "span_id": pa.array(np.arange(n, dtype=np.int64)),
+        "ts": ts,
+        "end_ts": end_ts,
+        "dur": pc.subtract(end_ts, ts) if n else pa.array([], pa.int64()),
+        "self_time": r["self_ns"],
+        "producer": _source.int32_array(b.column("producer")),
+        "seq": _source.int64_array(b.column("seq")),
+        "end_seq": e.column("seq").take(idx) if n else pa.array([], pa.int64()),
+        "depth": r["depth"].cast(pa.int64()),
+        "parent_id": r["parent"],
+        "closed": r["closed"],
+    }
+    for c in bp.column_names:
+        cols[_begin_name(c)] = bp.column(c)
+    for c in ep.column_names:
+        cols[f"end_{c}"] = ep.column(c).take(idx) if n else ep.column(c)
+    return pa.table({k: (v.combine_chunks() if isinstance(v, pa.ChunkedArray) else v) for k, v in cols.items()})
+
+
+def _unmatched_table(b: pa.Table, e: pa.Table, r: dict, cfg: SpanConfig) -> pa.Table:
+    ue = r["unmatched_end"]
+    ub = pc.indices_nonzero(pc.invert(r["closed"]))
+    parts = []
+    for half, src, rows in (("begin", b, ub), ("end", e, ue)):
+        if len(rows) == 0:
+            continue
+        key = src.column(cfg.key).take(rows).cast(pa.string()) if cfg.key else pa.nulls(len(rows), pa.string())
+        parts.append(pa.table({
+            "ts": _source.int64_array(src.column("ts").take(rows)),
+            "producer": _source.int32_array(src.column("producer").take(rows)),
+            "seq": _source.int64_array(src.column("seq").take(rows)),
+            "half": pa.array([half] * len(rows), pa.string()),
+            "key": pc.fill_null(key, ""),
+        }))
+    if not parts:
+        return pa.table({c.name: pa.array([], c.arrow_type) for c in UNMATCHED_COLUMNS})
+    return _source.sort_rows(pa.concat_tables(parts))
+
+
+# -- saving and finding the processed trace -----------------------------------------------
+
+
+def derived_name(trace: str) -> str:
+    return f"{trace}:spans"
+
+
+def _span_event_types(spans: Spans, fmt_types: dict[str, EventType]) -> tuple[EventType, EventType]:
+    bt, et = fmt_types[spans.config.begin], fmt_types[spans.config.end]
+    params = [c for c in SPAN_COLUMNS if c.name not in ("ts", "producer", "seq", "dur")]
+    params += [Column(_begin_name(c.name), c.type, c.unit, c.doc) for c in bt.params]
+    params += [Column(f"end_{c.name}", c.type, c.unit, c.doc) for c in et.params if c.name != spans.config.key]
+    span = EventType("span", "span", tuple(params), f"a {bt.name} paired with its {et.name}")
+    unmatched = EventType("unmatched", "instant", tuple(c for c in UNMATCHED_COLUMNS
+                                                        if c.name not in ("ts", "producer", "seq")),
+                          "a begin never closed or an end that closed nothing")
+    return span, unmatched
+
+
+def save(store: "Store", spans: Spans, name: str | None = None, *, chunk_rows: int = 2_000_000) -> dict:
+    """Save `spans` as a processed trace (events `span` and `unmatched`) linked to its source.
+
+    Replaces an earlier processed trace of the same name. Returns the result row.
+    """
+    src = store.trace(spans.trace)
+    name = name or derived_name(spans.trace)
+    t0 = time.perf_counter()
+    for old in store.results(trace=spans.trace, tool=TOOL, kind="processed"):
+        if old["params"].get("derived") == name:
+            store.delete_result(old["id"])
+    if any(t.name == name for t in store.traces()):
+        store.rm(name)
+    span_et, unmatched_et = _span_event_types(spans, store.event_types(spans.trace))
+    store.create_trace(name, f"{src.format}_spans", description=f"spans of {spans.trace} ({spans.config.begin}/{spans.config.end})",
+                       metadata={"source": spans.trace, "tool": TOOL, "config": json.dumps(spans.config.to_json())},
+                       event_types=[span_et, unmatched_et], producers=store.producers(spans.trace),
+                       format_description=f"spans paired from {src.format} traces")
+    for off in range(0, spans.table.num_rows, chunk_rows):
+        store.append(name, "span", spans.table.slice(off, chunk_rows))
+    if spans.unmatched.num_rows:
+        store.append(name, "unmatched", spans.unmatched)
+    store.flush(name)
+    params = {"config": spans.config.to_json(), "derived": name, "signature": _source.signature(store, spans.trace),
+              "stats": spans.stats}
+    rid = store.save_result("processed", "spans", TOOL, [spans.trace, name], params=params,
+                            payload={"derived_trace": name})
+    out = store.result(rid)
+    out["seconds"] = round(time.perf_counter() - t0, 3)
+    return out
+
+
+def processed(store: "Store", trace: str, config: SpanConfig) -> str | None:
+    """The fresh processed span trace of `trace` for `config`, if one is saved."""
+    sig = _source.signature(store, trace)
+    for r in reversed(store.results(trace=trace, tool=TOOL, kind="processed")):
+        p = r["params"]
+        if p.get("config") == config.to_json() and p.get("signature") == sig:
+            name = p.get("derived")
+            if name and any(t.name == name for t in store.traces()):
+                return name
+    return None
+
+
+_PAIRED: dict[tuple, Spans] = {}
+
+
+def span_table(store: "Store", trace: str, config: SpanConfig | None = None, *, columns: list[str] | None = None,
+          save_processed: bool | None = None) -> pa.Table:
+    """The span table of `trace` (in span_id order): read from its processed trace when
+    one is saved and fresh, else paired now (and saved when the store is writable and
+    `save_processed` is not False)."""
+    cfg = config or span_config(store, trace)
+    name = processed(store, trace, cfg)
+    if name is not None:
+        t = _source.read(store, name, "span", columns)
+        if columns is None:
+            t = t.select([c for c in t.column_names])  # stored order
+        return t
+    key = (str(store.path), trace, _source.signature(store, trace), json.dumps(cfg.to_json()))
+    sp = _PAIRED.get(key)
+    if sp is None:
+        sp = pair(store, trace, cfg)
+        if save_processed is not False and not store.readonly:
+            try:
+                save(store, sp)
+            except (StoreLocked, ReadOnly):
+                if save_processed:
+                    raise
+        _PAIRED.clear()
+        _PAIRED[key] = sp
+    return sp.table if columns is None else sp.table.select(columns)
+
+
+# -- the span index: spans by (producer, depth, ts) -----------------------------------------
+
+
+def span_index(store: "Store", trace: str, config: SpanConfig | None = None, *, save: bool | None = None) -> pa.Table:
+    """Every span, ordered by (producer, depth, ts), plus `row_of` (row of span i)."""
+    cfg = config or span_config(store, trace)
+
+    def build() -> pa.Table:
+        t = span_table(store, trace, cfg)
+        order = _core.stable_order([_source.int64_array(t.column("producer")),
+                                    _source.int64_array(t.column("depth"))])
+        idx = t.take(order)
+        row_of = np.empty(len(order), dtype=np.int64)
+        row_of[order.to_numpy()] = np.arange(len(order), dtype=np.int64)
+        return idx.append_column("row_of", pa.array(row_of))
+
+    return _index.get(store, trace, "spans", {"config": cfg.to_json()}, build, save=save)
+
+
+def _span_row(idx: pa.Table, span_id: int) -> int:
+    row_of = _index.column(idx, "row_of")
+    if not 0 <= span_id < len(row_of):
+        raise NotFound(f"no span {span_id} (spans are numbered 0..{len(row_of) - 1})")
+    return int(row_of[span_id])
+
+
+def span(store: "Store", trace: str, span_id: int, config: SpanConfig | None = None) -> dict:
+    """One span as a dict of its columns."""
+    idx = span_index(store, trace, config)
+    r = _span_row(idx, span_id)
+    return {k: v[0] for k, v in idx.slice(r, 1).drop_columns(["row_of"]).to_pydict().items()}
+
+
+def children(store: "Store", trace: str, span_id: int, config: SpanConfig | None = None) -> pa.Table:
+    """The direct callees of span `span_id`, in time order (span table columns)."""
+    idx = span_index(store, trace, config)
+    r = _span_row(idx, span_id)
+    producer, depth = _index.column(idx, "producer"), _index.column(idx, "depth")
+    ts = _index.column(idx, "ts")
+    p, d = int(producer[r]), int(depth[r])
+    lo, hi = _index.key_range([producer, depth], [p, d + 1])
+    start, end = int(ts[r]), int(_index.column(idx, "end_ts")[r])
+    a = lo + _index.search(ts[lo:hi], start, "left")
+    b = lo + _index.search(ts[lo:hi], end, "right")
+    rows = idx.slice(a, b - a)
+    rows = rows.filter(pc.equal(rows.column("parent_id"), span_id))
+    return rows.drop_columns(["row_of"])
+
+
+def thread_calls(store: "Store", trace: str, producer: int, config: SpanConfig | None = None, *,
+                 start: int | None = None, end: int | None = None, max_depth: int | None = None) -> pa.Table:
+    """The call tree of one thread: its spans overlapping [start, end), in time order
+    (depth and parent_id give the tree; span table columns)."""
+    idx = span_index(store, trace, config)
+    prod = _index.column(idx, "producer")
+    lo, hi = _index.key_range([prod], [int(producer)])
+    if lo == hi:
+        return idx.slice(0, 0).drop_columns(["row_of"])
+    rows = idx.slice(lo, hi - lo)
+    mask = None
+    if max_depth is not None:
+        mask = pc.less_equal(rows.column("depth"), int(max_depth))
+    if start is not None:
+        m = pc.greater(rows.column("end_ts"), int(start))
+        mask = m if mask is None else pc.and_(mask, m)
+    if end is not None:
+        m = pc.less(rows.column("ts"), int(end))
+        mask = m if mask is None else pc.and_(mask, m)
+    if mask is not None:
+        rows = rows.filter(mask)
+    rows = rows.take(pc.sort_indices(rows.column("span_id")))
+    return rows.drop_columns(["row_of"])
+
+
+# -- aggregated call tree and flame graph -------------------------------------------------
+
+CALL_TREE_COLUMNS = (
+    Column("node", "int64", "id", "node of the aggregated call tree (a distinct call path)"),
+    Column("parent", "int64", "id", "node of the caller's path, -1 at the root"),
+    Column("depth", "int32", "count", "path length - 1"),
+    Column("name", "string", "", "the callee's name (name column of the begin type)"),
+    Column("calls", "int64", "count", "spans with this call path"),
+    Column("total_ns", "int64", "ns", "sum of their durations"),
+    Column("self_ns", "int64", "ns", "sum of their self times"),
+)
+
+
+def _name_strings(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, pa.Array]:
+    """(int64 codes, string names) of a name column; codes index the names."""
+    enc = (col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col).dictionary_encode()
+    codes = pc.fill_null(enc.indices.cast(pa.int64()), -1).to_numpy()
+    names = pc.fill_null(enc.dictionary.cast(pa.string()), "?")
+    return codes, names
+
+
+def aggregated_call_tree(store: "Store", trace: str, config: SpanConfig | None = None, *,
+                         producers: list[int] | None = None) -> pa.Table:
+    """Spans merged by call path (calling-context tree): CALL_TREE_COLUMNS, node order
+    (a node's parent comes before it)."""
+    cfg = config or span_config(store, trace)
+    name_col = cfg.name_column
+    cols = ["span_id", "producer", "depth", "parent_id", "dur", "self_time"] + ([_begin_name(name_col)] if name_col else [])
+    t = span_table(store, trace, cfg, columns=cols)
+    if name_col:
+        codes, names = _name_strings(t.column(_begin_name(name_col)))
+    else:
+        codes, names = np.zeros(t.num_rows, np.int64), pa.array([cfg.begin])
+    parent = _source.as_numpy(t.column("parent_id"))
+    depth = _source.as_numpy(t.column("depth"))
+    keep = None
+    if producers is not None:
+        # A span's path needs its ancestors: filter after interning, on the spans' thread.
+        keep = np.isin(_source.as_numpy(t.column("producer")), np.asarray(producers, dtype=np.int32))
+    ct = _core.call_tree(pa.array(parent), pa.array(codes), pa.array(depth.astype(np.int32)))
+    node_of = ct["node_of"].to_numpy()
+    nn = len(ct["parent"])
+    dur = _source.as_numpy(t.column("dur"))
+    self_t = _source.as_numpy(t.column("self_time"))
+    w = slice(None) if keep is None else keep
+    calls = np.bincount(node_of[w], minlength=nn).astype(np.int64)
+    total = np.bincount(node_of[w], weights=dur[w], minlength=nn).astype(np.int64)
+    selfs = np.bincount(node_of[w], weights=self_t[w], minlength=nn).astype(np.int64)
+    key = ct["key"].to_numpy()
+    out = pa.table({
+        "node": pa.array(np.arange(nn, dtype=np.int64)),
+        "parent": ct["parent"],
+        "depth": ct["depth"],
+        "name": names.take(pa.array(np.where(key < 0, 0, key))) if nn else pa.array([], pa.string()),
+        "calls": pa.array(calls),
+        "total_ns": pa.array(total),
+        "self_ns": pa.array(selfs),
+    })
+    if keep is not None:
+        out = _prune(out)
+    return out
+
+
+def _prune(t: pa.Table) -> pa.Table:
+    """Drop nodes no kept span passes through (renumbering the rest, parents first)."""
+    calls = t.column("calls").to_numpy()
+    parent = t.column("parent").to_numpy()
+    depth = t.column("depth").to_numpy()
+    alive = calls > 0
+    # A node is alive if it or a descendant has calls: propagate upward, deepest first.
+    for d in range(int(depth.max()) if len(depth) else -1, 0, -1):
+        at = np.nonzero((depth == d) & alive)[0]
+        alive[parent[at]] = True
+    keep = np.nonzero(alive)[0]
+    new_id = np.full(len(alive), -1, np.int64)
+    new_id[keep] = np.arange(len(keep))
+    t = t.take(pa.array(keep))
+    p = t.column("parent").to_numpy()
+    p = np.where(p >= 0, new_id[np.maximum(p, 0)], -1)
+    return t.set_column(0, "node", pa.array(np.arange(len(keep), dtype=np.int64))).set_column(1, "parent", pa.array(p))
+
+
+def folded(tree: pa.Table, value: str = "self_ns") -> str:
+    """Folded-stack text (flamegraph.pl, speedscope, inferno): one line per call path
+    `root;child;leaf VALUE`, VALUE = self time in ns by default, paths with 0 left out."""
+    n = tree.num_rows
+    if n == 0:
+        return ""
+    parent = tree.column("parent").to_numpy()
+    depth = tree.column("depth").to_numpy()
+    names = np.array(tree.column("name").to_pylist(), dtype=object)
+    names = np.array([s.replace(";", ":").replace(" ", "_") for s in names], dtype=object)
+    paths = np.empty(n, dtype=object)
+    for d in range(int(depth.max()) + 1):
+        at = np.nonzero(depth == d)[0]
+        paths[at] = names[at] if d == 0 else paths[parent[at]] + ";" + names[at]
+    vals = tree.column(value).to_numpy()
+    keep = np.nonzero(vals > 0)[0]
+    return "".join(f"{paths[i]} {int(vals[i])}\n" for i in keep)

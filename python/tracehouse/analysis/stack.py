@@ -1,0 +1,125 @@
+"""The stack frame of a thread at time t: its open calls, their arguments and locals.
+
+Owns "what was thread p doing at t?". Design: a precomputed span index, no snapshots.
+With spans properly nested per thread, the frame open at depth d at time t is the
+*last span of depth d on that thread started at or before t*, if it has not ended by t;
+the stack is those frames for d = 0, 1, ... up to the first depth with none. The span
+index (`spans.span_index`: spans ordered by thread, depth, ts) makes each depth one
+binary search, so the answer costs O(depth x log n) whatever t (no forward pass from a
+snapshot; TOD stacks are at most 11 deep). Locals come from the `locals` index
+(variable writes ordered by thread, frame, variable, ts): per frame one range, the last
+write at or before t of each variable.
+
+Output of `stack_at` (`FRAME_COLUMNS`, outermost frame first, then the begin type's
+parameters: for TOD the method, receiver and arguments), and of `frame_locals`
+(`LOCAL_COLUMNS`):
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+
+from .. import _core
+from ..schema import Column
+from . import _index, _source
+from .profiles import LocalsConfig, SpanConfig, locals_config
+from .spans import span_index
+
+if TYPE_CHECKING:
+    from ..store import Store
+
+FRAME_COLUMNS = (
+    Column("depth", "int64", "count", "0 for the outermost frame"),
+    Column("span_id", "int64", "id", "the call (span table row)"),
+    Column("ts", "int64", "ns", "when the call began"),
+    Column("end_ts", "int64", "ns", "when it returned"),
+    Column("seq", "int64", "seq", "seq of its begin event"),
+)
+LOCAL_COLUMNS = (
+    Column("var", "int64", "id", "the local variable"),
+    Column("value", "int64", "", "its value at t (type of the value column)"),
+    Column("ts", "int64", "ns", "when that value was written"),
+)
+__doc__ += "\n".join(f"  {c.name:<8} {c.type:<6} {c.unit:<5} {c.doc}" for c in FRAME_COLUMNS)
+__doc__ += "\n\n" + "\n".join(f"  {c.name:<8} {c.type:<6} {c.unit:<5} {c.doc}" for c in LOCAL_COLUMNS)
+
+
+def locals_index(store: "Store", trace: str, config: LocalsConfig, *, save: bool | None = None) -> pa.Table:
+    """Variable writes ordered by (producer, frame, var, ts)."""
+
+    def build() -> pa.Table:
+        t = _source.read(store, trace, config.type, ["ts", "producer", "seq", config.frame, config.var, config.value])
+        order = _core.stable_order([
+            _source.int64_array(t.column("producer")),
+            _source.int64_array(t.column(config.frame).fill_null(-1)),
+            _source.int64_array(t.column(config.var).fill_null(-1)),
+        ])
+        return pa.table({
+            "producer": t.column("producer").take(order),
+            "frame": t.column(config.frame).take(order),
+            "var": _index.narrow(t.column(config.var).fill_null(-1).take(order)),
+            "ts": t.column("ts").take(order),
+            "value": t.column(config.value).take(order),
+        })
+
+    return _index.get(store, trace, "locals", {"config": config.to_json()}, build, save=save)
+
+
+def stack_at(store: "Store", trace: str, producer: int, t: int, config: SpanConfig | None = None) -> pa.Table:
+    """The calls open on thread `producer` at time `t`, outermost first."""
+    idx = span_index(store, trace, config)
+    prod, depth, ts, end_ts = (_index.column(idx, c) for c in ("producer", "depth", "ts", "end_ts"))
+    lo, hi = _index.key_range([prod], [int(producer)])
+    rows = []
+    d = 0
+    while lo < hi:
+        a, b = _index.key_range([depth], [d], lo, hi)
+        if a == b:
+            break
+        r = a + _index.search(ts[a:b], int(t), "right") - 1  # last span of depth d begun at or before t
+        if r < a or not int(end_ts[r]) > t:
+            break
+        rows.append(r)
+        lo = b
+        d += 1
+    out = idx.take(pa.array(rows, pa.int64())).drop_columns(["row_of"])
+    return out
+
+
+def frame_locals(store: "Store", trace: str, producer: int, frame_seq: int, t: int,
+                 config: LocalsConfig | None = None) -> pa.Table:
+    """The local variables of the frame begun by event `frame_seq` of thread `producer`,
+    as they were at time `t`: the last write at or before t of each."""
+    cfg = config or locals_config(store, trace)
+    if cfg is None:
+        return pa.table({c.name: pa.array([], c.arrow_type) for c in LOCAL_COLUMNS})
+    idx = locals_index(store, trace, cfg)
+    prod, frame, var, ts = (_index.column(idx, c) for c in ("producer", "frame", "var", "ts"))
+    lo, hi = _index.key_range([prod, frame], [int(producer), int(frame_seq)])
+    mine = lo + np.nonzero(ts[lo:hi] <= t)[0]
+    if len(mine) == 0:
+        return pa.table({"var": pa.array([], pa.int64()), "value": idx.column("value").slice(0, 0),
+                         "ts": pa.array([], pa.int64())})
+    v = var[mine]
+    last = mine[np.append(v[1:] != v[:-1], True)]
+    sel = pa.array(last)
+    return pa.table({"var": idx.column("var").take(sel).cast(pa.int64()), "value": idx.column("value").take(sel),
+                     "ts": idx.column("ts").take(sel)})
+
+
+def stack_frames(store: "Store", trace: str, producer: int, t: int, config: SpanConfig | None = None,
+                 locals_cfg: LocalsConfig | None = None) -> list[dict]:
+    """The stack at t with each frame's columns and its locals: a list of dicts,
+    outermost first ({column: value, ..., "locals": {var: value}})."""
+    frames = stack_at(store, trace, producer, t, config).to_pylist()
+    cfg = locals_cfg or locals_config(store, trace)
+    for f in frames:
+        if cfg is None:
+            f["locals"] = {}
+            continue
+        loc = frame_locals(store, trace, producer, f["seq"], t, cfg)
+        f["locals"] = dict(zip(loc.column("var").to_pylist(), loc.column("value").to_pylist()))
+    return frames

@@ -1,0 +1,107 @@
+"""Object state at time t and the history of one field (seed 001's omniscient queries).
+
+Owns the answers to "what was in every field of object o at time t?" (the last
+write at or before t, per field) and "every value field f of object o took". Both
+read the `objects` index (field writes ordered by object, field, ts; `_index.py`):
+the object's writes are one contiguous range found by binary search, so a question
+costs microseconds to a few ms whatever the trace size, against a scan of every
+field write up to t for the plain SQL (`sql/object_state.sql`).
+
+Output columns of `object_state` and `field_history` (`STATE_COLUMNS`):
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..schema import Column
+from . import _index, _source
+from .profiles import ObjectConfig, object_config
+
+if TYPE_CHECKING:
+    from ..store import Store
+
+STATE_COLUMNS = (
+    Column("field", "int64", "id", "the field (its value in the field column)"),
+    Column("value", "int64", "", "the value written (type of the value column)"),
+    Column("ts", "int64", "ns", "time of the write"),
+    Column("producer", "int32", "id", "thread that wrote it"),
+    Column("seq", "int64", "seq", "seq of the write event"),
+)
+__doc__ += "\n".join(f"  {c.name:<9} {c.type:<6} {c.unit:<3} {c.doc}" for c in STATE_COLUMNS)
+
+
+def objects_index(store: "Store", trace: str, config: ObjectConfig | None = None, *, save: bool | None = None) -> pa.Table:
+    """Field writes ordered by (object, field, ts): columns object, field, ts, value, producer, seq."""
+    cfg = config or object_config(store, trace)
+
+    def build() -> pa.Table:
+        t = _source.read(store, trace, cfg.type, ["ts", "producer", "seq", cfg.object, cfg.field, cfg.value])
+        t = t.filter(pc.and_(pc.is_valid(t.column(cfg.object)), pc.is_valid(t.column(cfg.field))))
+        obj, fld = _key_codes(t.column(cfg.object)), _key_codes(t.column(cfg.field))
+        from .. import _core
+
+        order = _core.stable_order([pa.array(obj), pa.array(fld)])
+        return pa.table({
+            "object": _index.narrow(t.column(cfg.object).take(order)),
+            "field": _index.narrow(t.column(cfg.field).take(order)),
+            "ts": t.column("ts").take(order),
+            "value": t.column(cfg.value).take(order),
+            "producer": t.column("producer").take(order),
+            "seq": t.column("seq").take(order),
+        })
+
+    return _index.get(store, trace, "objects", {"config": cfg.to_json()}, build, save=save)
+
+
+def _key_codes(col) -> np.ndarray:
+    """An int key column as int64 (object and field ids are integers in every profile)."""
+    if not pa.types.is_integer(col.type):
+        from ..errors import BadInput
+
+        raise BadInput(f"object and field columns must be integers, not {col.type}")
+    return _source.as_numpy(col).astype(np.int64, copy=False)
+
+
+def _rows(idx: pa.Table, lo: int, hi: int) -> pa.Table:
+    t = idx.slice(lo, hi - lo)
+    return pa.table({
+        "field": t.column("field").cast(pa.int64()),
+        "value": t.column("value"),
+        "ts": t.column("ts"),
+        "producer": t.column("producer"),
+        "seq": t.column("seq"),
+    })
+
+
+def object_state(store: "Store", trace: str, obj: int, t: int, config: ObjectConfig | None = None) -> pa.Table:
+    """Every field of object `obj` written at or before `t`, with its last value (by field)."""
+    idx = objects_index(store, trace, config)
+    ocol, fcol, tcol = (_index.column(idx, c) for c in ("object", "field", "ts"))
+    lo, hi = _index.key_range([ocol], [int(obj)])
+    ts = tcol[lo:hi]
+    fields = fcol[lo:hi]
+    mine = np.nonzero(ts <= t)[0]
+    if len(mine) == 0:
+        return _rows(idx, 0, 0)
+    f = fields[mine]
+    # Rows are ordered by (field, ts): the last row of each field at or before t.
+    last = mine[np.append(f[1:] != f[:-1], True)]
+    return _rows(idx, lo, hi).take(pa.array(last))
+
+
+def field_history(store: "Store", trace: str, obj: int, field: int, config: ObjectConfig | None = None, *,
+                  start: int | None = None, end: int | None = None) -> pa.Table:
+    """Every write of field `field` of object `obj`, in time order, ts in [start, end)."""
+    idx = objects_index(store, trace, config)
+    ocol, fcol, tcol = (_index.column(idx, c) for c in ("object", "field", "ts"))
+    lo, hi = _index.key_range([ocol, fcol], [int(obj), int(field)])
+    if start is not None:
+        lo += _index.search(tcol[lo:hi], int(start), "left")
+    if end is not None:
+        hi = lo + _index.search(tcol[lo:hi], int(end), "left")
+    return _rows(idx, lo, max(lo, hi))

@@ -1,0 +1,262 @@
+"""Statistics and density (seed 000's overview views), for one trace or many.
+
+Owns `density` (events per N equal time bins, overall, by type, by producer or both)
+and `stats` (counts and total/mean duration by type, by producer, by state), and
+their multi-trace versions over the traces a search selects (one table with a
+`trace` column; saved, the result links every trace: seed 000's CDB feature).
+
+Density answers from the `density` index: every event type's timestamps ordered by
+(type, producer, ts), so the count of a stream in a bin is the difference of two
+binary searches (`_core.binned_counts`), exact, in milliseconds for 1,000 bins over
+100M events. Statistics are SQL analyses (`sql/stats_by_*.sql`, output columns
+documented there) over the store's views. `sql/density.sql` is the plain-SQL density
+the tests and the benchmark compare with.
+
+Bins: over [start, end), bin b covers [start + ceil(b*(end-start)/bins),
+start + ceil((b+1)*(end-start)/bins)) — equal widths up to integer ns, every ns in
+exactly one bin. Default range: the trace's first to last event (inclusive).
+
+Output of `density` (`DENSITY_COLUMNS`; `type` and `producer` only when grouped by them):
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import TYPE_CHECKING, Iterable
+
+import numpy as np
+import pyarrow as pa
+
+from .. import _core
+from ..errors import BadInput
+from ..schema import Column
+from ..store.query import qident, qstr
+from . import _index, _source
+from .profiles import span_config
+
+if TYPE_CHECKING:
+    from ..store import Store
+
+DENSITY_COLUMNS = (
+    Column("trace", "string", "", "trace name (multi-trace density only)"),
+    Column("bin", "int64", "count", "bin number, 0..bins-1"),
+    Column("bin_start", "int64", "ns", "first ns of the bin"),
+    Column("bin_end", "int64", "ns", "first ns after the bin"),
+    Column("type", "string", "", "event type (by type)"),
+    Column("producer", "int32", "id", "producer (by producer)"),
+    Column("events", "int64", "count", "events in the bin"),
+)
+__doc__ += "\n".join(f"  {c.name:<9} {c.type:<6} {c.unit:<5} {c.doc}" for c in DENSITY_COLUMNS)
+
+BY = ("none", "type", "producer", "both")
+
+
+def sql_text(name: str) -> str:
+    """The text of an SQL analysis shipped in `analysis/sql/` (without its comments)."""
+    text = resources.files(__package__).joinpath("sql", f"{name}.sql").read_text()
+    return "\n".join(line for line in text.splitlines() if not line.startswith("--"))
+
+
+def density_index(store: "Store", trace: str, *, save: bool | None = None) -> pa.Table:
+    """Timestamps of every event ordered by (type, producer, ts); the stream table
+    (type, producer, offset, count) is in the schema metadata under b"streams"."""
+
+    def build() -> pa.Table:
+        parts, streams, off = [], [], 0
+        for name in store.event_types(trace):
+            t = _source.read(store, trace, name, ["ts", "producer"], order=False)
+            if t.num_rows == 0:
+                continue
+            prod = _source.as_numpy(t.column("producer")).astype(np.int64)
+            ts = _source.as_numpy(t.column("ts"))
+            order = _core.stable_order([pa.array(prod), pa.array(ts)]).to_numpy()
+            ts, prod = ts[order], prod[order]
+            cut = np.nonzero(np.diff(prod))[0] + 1
+            starts = np.concatenate([[0], cut])
+            ends = np.concatenate([cut, [len(prod)]])
+            for a, b in zip(starts, ends):
+                streams.append({"type": name, "producer": int(prod[a]), "offset": off + int(a), "count": int(b - a)})
+            parts.append(ts)
+            off += len(ts)
+        ts = np.concatenate(parts) if parts else np.array([], np.int64)
+        return pa.table({"ts": pa.array(ts)}).replace_schema_metadata({"streams": json.dumps(streams)})
+
+    return _index.get(store, trace, "density", {}, build, save=save)
+
+
+def bin_edges(start: int, end: int, bins: int) -> np.ndarray:
+    """bins + 1 edges: start + ceil(b * (end - start) / bins), exact in integers."""
+    if bins < 1:
+        raise BadInput(f"bins {bins}", expected="at least 1")
+    if end <= start:
+        raise BadInput(f"time range [{start}, {end}) is empty", expected="start < end")
+    span = end - start
+    return np.array([start + -(-b * span // bins) for b in range(bins + 1)], dtype=np.int64)
+
+
+def density(store: "Store", trace: str, bins: int = 1000, *, by: str = "type", start: int | None = None,
+            end: int | None = None, types: Iterable[str] | None = None,
+            producers: Iterable[int] | None = None) -> pa.Table:
+    """Events per equal time bin of `trace` (see the module doc), grouped by `by`:
+    none | type | producer | both."""
+    if by not in BY:
+        raise BadInput(f"density by {by!r}", expected=" | ".join(BY))
+    info = store.trace(trace)
+    idx = density_index(store, trace)
+    streams = json.loads(idx.schema.metadata[b"streams"])
+    if info.ts_min is None and not streams:
+        return _empty_density(by)
+    ts_all = idx.column("ts").chunk(0) if idx.num_rows else pa.array([], pa.int64())
+    if start is None or end is None:
+        lo, hi = _index_bounds(ts_all, streams)
+        start = lo if start is None else start
+        end = (hi + 1) if end is None else end
+    edges = bin_edges(int(start), int(end), int(bins))
+    tset = set(types) if types is not None else None
+    pset = {int(p) for p in producers} if producers is not None else None
+    sel = [s for s in streams if (tset is None or s["type"] in tset) and (pset is None or s["producer"] in pset)]
+    if sel:
+        starts = np.array([s["offset"] for s in sel], dtype=np.int64)
+        ends = starts + np.array([s["count"] for s in sel], dtype=np.int64)
+        counts = _core.binned_counts(ts_all, pa.array(starts), pa.array(ends), pa.array(edges))
+        counts = counts.to_numpy().reshape(len(sel), bins)
+    else:
+        counts = np.zeros((0, bins), np.int64)
+    keys = {"type": [s["type"] for s in sel], "producer": [s["producer"] for s in sel]}
+    group = {"none": [], "type": ["type"], "producer": ["producer"], "both": ["type", "producer"]}[by]
+    if group:
+        labels = list(zip(*(keys[g] for g in group))) if sel else []
+        uniq = sorted(set(labels))
+        gi = np.array([uniq.index(x) for x in labels], dtype=np.int64) if labels else np.zeros(0, np.int64)
+        agg = np.zeros((len(uniq), bins), np.int64)
+        np.add.at(agg, gi, counts)
+    else:
+        uniq = [()]
+        agg = counts.sum(axis=0, keepdims=True)
+    g = len(uniq)
+    cols = {
+        "bin": pa.array(np.tile(np.arange(bins, dtype=np.int64), g)),
+        "bin_start": pa.array(np.tile(edges[:-1], g)),
+        "bin_end": pa.array(np.tile(edges[1:], g)),
+    }
+    for i, name in enumerate(group):
+        vals = [u[i] for u in uniq]
+        cols[name] = pa.array(np.repeat(np.array(vals, dtype=object if name == "type" else np.int32), bins),
+                              pa.string() if name == "type" else pa.int32())
+    cols["events"] = pa.array(agg.reshape(-1))
+    return pa.table(cols)
+
+
+def _index_bounds(ts: pa.Array, streams: list[dict]) -> tuple[int, int]:
+    a = ts.to_numpy()
+    firsts = [a[s["offset"]] for s in streams if s["count"]]
+    lasts = [a[s["offset"] + s["count"] - 1] for s in streams if s["count"]]
+    return int(min(firsts)), int(max(lasts))
+
+
+def _empty_density(by: str) -> pa.Table:
+    cols = {"bin": pa.array([], pa.int64()), "bin_start": pa.array([], pa.int64()), "bin_end": pa.array([], pa.int64())}
+    if by in ("type", "both"):
+        cols["type"] = pa.array([], pa.string())
+    if by in ("producer", "both"):
+        cols["producer"] = pa.array([], pa.int32())
+    cols["events"] = pa.array([], pa.int64())
+    return pa.table(cols)
+
+
+def density_sql(store: "Store", trace: str, bins: int, start: int, end: int) -> pa.Table:
+    """The same counts by plain SQL over the views (bin, type, producer, events; empty bins absent)."""
+    q = sql_text("density").format(trace=qident(trace), start=int(start), end=int(end), bins=int(bins))
+    return store.sql(q)
+
+
+# -- statistics --------------------------------------------------------------------------
+
+
+def _where(start: int | None, end: int | None, col: str = "ts") -> str:
+    parts = []
+    if start is not None:
+        parts.append(f"{col} >= {int(start)}")
+    if end is not None:
+        parts.append(f"{col} < {int(end)}")
+    return " AND ".join(parts) or "true"
+
+
+def stats(store: "Store", trace: str, by: str = "type", *, start: int | None = None, end: int | None = None,
+          state: str | None = None, source_type: str | None = None) -> pa.Table:
+    """Counts and durations of `trace` by type | producer | state (see sql/stats_by_*.sql).
+
+    by="state": spans grouped by a state column. Default: the trace's paired spans
+    (processed trace, made if needed) by their name column; with `source_type`, that
+    span-kind event type grouped by `state` (a column of it).
+    """
+    if by == "type":
+        return store.sql(sql_text("stats_by_type").format(trace=qident(trace), trace_str=qstr(trace),
+                                                          where=_where(start, end)))
+    if by == "producer":
+        return store.sql(sql_text("stats_by_producer").format(trace=qident(trace), trace_str=qstr(trace),
+                                                              where=_where(start, end, "e.ts")))
+    if by != "state":
+        raise BadInput(f"stats by {by!r}", expected="type | producer | state")
+    if source_type is not None:
+        et = _source.event_type(store, trace, source_type)
+        if et.kind != "span":
+            raise BadInput(f"event type {source_type!r} is a {et.kind}, not a span kind", expected="a span-kind type")
+        if state is None or state not in [c.name for c in et.columns]:
+            raise BadInput(f"state column {state!r} of {source_type!r}",
+                           expected=", ".join(c.name for c in et.params))
+        src, self_col = f"{qident(trace)}.{qident(source_type)}", "CAST(NULL AS BIGINT)"
+    else:
+        from .spans import _begin_name, processed, span_table
+
+        cfg = span_config(store, trace)
+        if processed(store, trace, cfg) is None:
+            span_table(store, trace, cfg, columns=["span_id"])  # pairs (and saves when it can)
+        name = processed(store, trace, cfg)
+        state = _begin_name(state or cfg.name_column or "depth")
+        if name is None:  # read-only store: query the in-memory span table
+            t = span_table(store, trace, cfg)
+            return _state_from_table(t, trace, state, start, end)
+        src, self_col = f"{qident(name)}.span", "self_time"
+    q = sql_text("stats_by_state").format(trace_str=qstr(trace), state=qident(state), self_col=self_col,
+                                          source=src, where=_where(start, end))
+    return store.sql(q)
+
+
+def _state_from_table(t: pa.Table, trace: str, state: str, start, end) -> pa.Table:
+    import duckdb
+
+    con = duckdb.connect()
+    con.register("spans_mem", t)
+    q = sql_text("stats_by_state").format(trace_str=qstr(trace), state=qident(state), self_col="self_time",
+                                          source="spans_mem", where=_where(start, end))
+    rel = con.sql(q)
+    f = getattr(rel, "to_arrow_table", None) or rel.arrow
+    return f()
+
+
+def select_traces(store: "Store", traces: Iterable[str] | None = None, search: dict | None = None) -> list[str]:
+    """Trace names given explicitly and/or selected by a `store.search(**search)`."""
+    names = list(traces or [])
+    if search:
+        names += [t.name for t in store.search(**search)]
+    names = list(dict.fromkeys(names))
+    if not names:
+        raise BadInput("no trace selected", expected="trace names or a search matching some")
+    return names
+
+
+def multi_stats(store: "Store", traces: list[str], by: str = "type", **kw) -> pa.Table:
+    """`stats` of several traces in one table (its `trace` column tells them apart)."""
+    parts = [stats(store, t, by, **kw) for t in traces]
+    return pa.concat_tables(parts, promote_options="permissive")
+
+
+def multi_density(store: "Store", traces: list[str], bins: int = 1000, *, by: str = "type", **kw) -> pa.Table:
+    """`density` of several traces, each over its own time range, with a `trace` column first."""
+    parts = []
+    for t in traces:
+        d = density(store, t, bins, by=by, **kw)
+        parts.append(d.add_column(0, "trace", pa.array([t] * d.num_rows, pa.string())))
+    return pa.concat_tables(parts, promote_options="permissive")

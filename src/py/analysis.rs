@@ -1,0 +1,199 @@
+//! Python face of the analysis passes: `_core.stable_order`, `_core.pair_spans`,
+//! `_core.call_tree`, `_core.hist_log2`, `_core.hist_linear`, `_core.binned_counts`.
+//!
+//! Owns argument conversion (pyarrow arrays in, zero-copy; pyarrow arrays out) and runs
+//! every pass with the GIL released. The passes themselves are the pure Rust modules
+//! `order`, `spans`, `calltree`, `hist` and `density`.
+
+use arrow_array::types::{Int32Type, Int64Type, UInt32Type, UInt64Type};
+use arrow_array::{Int32Array, Int64Array};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use super::arrow::{bools_to_pyarrow, primitive_from_pyarrow, vec_to_pyarrow};
+use crate::{calltree, density, hist, order, spans};
+
+fn i64s(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Int64Array> {
+    primitive_from_pyarrow::<Int64Type>(obj, what)
+}
+
+fn i32s(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Int32Array> {
+    primitive_from_pyarrow::<Int32Type>(obj, what)
+}
+
+/// The permutation (uint32) ordering rows by the int64 `keys` columns, stable.
+#[pyfunction]
+fn stable_order<'py>(py: Python<'py>, keys: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyAny>> {
+    let cols: Vec<Int64Array> =
+        keys.iter().enumerate().map(|(i, k)| i64s(&k, &format!("keys[{i}]"))).collect::<PyResult<_>>()?;
+    let n = cols.first().map_or(0, |c| c.len());
+    if cols.iter().any(|c| c.len() != n) {
+        return Err(PyValueError::new_err("keys: columns differ in length"));
+    }
+    if n > order::MAX_ROWS {
+        return Err(PyValueError::new_err("keys: more than 2^32 - 1 rows"));
+    }
+    let out = py.detach(|| {
+        let slices: Vec<&[i64]> = cols.iter().map(|c| c.values().as_ref()).collect();
+        order::stable_order(&slices)
+    });
+    vec_to_pyarrow::<UInt32Type>(py, out)
+}
+
+/// Pairs begin and end halves into spans; see `spans.rs` for the rules.
+#[pyfunction]
+#[pyo3(signature = (begin_ts, begin_producer, begin_seq, end_ts, end_producer, end_seq, begin_key=None, end_key=None))]
+#[allow(clippy::too_many_arguments)]
+fn pair_spans<'py>(
+    py: Python<'py>,
+    begin_ts: &Bound<'py, PyAny>,
+    begin_producer: &Bound<'py, PyAny>,
+    begin_seq: &Bound<'py, PyAny>,
+    end_ts: &Bound<'py, PyAny>,
+    end_producer: &Bound<'py, PyAny>,
+    end_seq: &Bound<'py, PyAny>,
+    begin_key: Option<&Bound<'py, PyAny>>,
+    end_key: Option<&Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let (bt, bp, bs) = (i64s(begin_ts, "begin_ts")?, i32s(begin_producer, "begin_producer")?, i64s(begin_seq, "begin_seq")?);
+    let (et, ep, es) = (i64s(end_ts, "end_ts")?, i32s(end_producer, "end_producer")?, i64s(end_seq, "end_seq")?);
+    let bk = begin_key.map(|k| i64s(k, "begin_key")).transpose()?;
+    let ek = end_key.map(|k| i64s(k, "end_key")).transpose()?;
+    let result = py.detach(|| {
+        let b = spans::Halves {
+            ts: bt.values(),
+            producer: bp.values(),
+            seq: bs.values(),
+            key: bk.as_ref().map(|k| k.values().as_ref()),
+        };
+        let e = spans::Halves {
+            ts: et.values(),
+            producer: ep.values(),
+            seq: es.values(),
+            key: ek.as_ref().map(|k| k.values().as_ref()),
+        };
+        spans::pair(b, e)
+    });
+    let s = result.map_err(PyValueError::new_err)?;
+    let out = PyDict::new(py);
+    out.set_item("closed", bools_to_pyarrow(py, &s.closed)?)?;
+    out.set_item("end_row", vec_to_pyarrow::<Int64Type>(py, s.end_row)?)?;
+    out.set_item("end_ts", vec_to_pyarrow::<Int64Type>(py, s.end_ts)?)?;
+    out.set_item("depth", vec_to_pyarrow::<Int32Type>(py, s.depth)?)?;
+    out.set_item("parent", vec_to_pyarrow::<Int64Type>(py, s.parent)?)?;
+    out.set_item("self_ns", vec_to_pyarrow::<Int64Type>(py, s.self_ns)?)?;
+    out.set_item("unmatched_end", vec_to_pyarrow::<Int64Type>(py, s.unmatched_end)?)?;
+    out.set_item("presorted", s.presorted)?;
+    Ok(out)
+}
+
+/// Calling-context tree of spans given their parent span, key and depth.
+#[pyfunction]
+fn call_tree<'py>(
+    py: Python<'py>,
+    parent: &Bound<'py, PyAny>,
+    key: &Bound<'py, PyAny>,
+    depth: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let (p, k, d) = (i64s(parent, "parent")?, i64s(key, "key")?, i32s(depth, "depth")?);
+    let t = py.detach(|| calltree::build(p.values(), k.values(), d.values())).map_err(PyValueError::new_err)?;
+    let out = PyDict::new(py);
+    out.set_item("node_of", vec_to_pyarrow::<Int64Type>(py, t.node_of)?)?;
+    out.set_item("parent", vec_to_pyarrow::<Int64Type>(py, t.parent)?)?;
+    out.set_item("key", vec_to_pyarrow::<Int64Type>(py, t.key)?)?;
+    out.set_item("depth", vec_to_pyarrow::<Int32Type>(py, t.depth)?)?;
+    Ok(out)
+}
+
+fn groups_arg(groups: Option<&Bound<'_, PyAny>>, n: usize) -> PyResult<Option<Int64Array>> {
+    let g = groups.map(|g| i64s(g, "groups")).transpose()?;
+    if g.as_ref().is_some_and(|g| g.len() != n) {
+        return Err(PyValueError::new_err("groups: expected one group per value"));
+    }
+    Ok(g)
+}
+
+/// bpftrace `hist(v, k)` counts: uint64 array of `n_groups` x `hist_log2_buckets(k)`.
+#[pyfunction]
+#[pyo3(signature = (values, k=0, groups=None, n_groups=1))]
+fn hist_log2<'py>(
+    py: Python<'py>,
+    values: &Bound<'py, PyAny>,
+    k: u32,
+    groups: Option<&Bound<'py, PyAny>>,
+    n_groups: usize,
+) -> PyResult<Bound<'py, PyAny>> {
+    if k > 5 {
+        return Err(PyValueError::new_err(format!("hist k {k}: expected 0..=5")));
+    }
+    let v = i64s(values, "values")?;
+    let g = groups_arg(groups, v.len())?;
+    let buckets = hist::log2_buckets(k);
+    let out = py.detach(|| {
+        hist::count(v.values(), g.as_ref().map(|g| g.values().as_ref()), n_groups, buckets, |x| hist::log2_index(x, k))
+    });
+    vec_to_pyarrow::<UInt64Type>(py, out)
+}
+
+/// Number of `hist(v, k)` buckets.
+#[pyfunction]
+fn hist_log2_buckets(k: u32) -> PyResult<usize> {
+    if k > 5 {
+        return Err(PyValueError::new_err(format!("hist k {k}: expected 0..=5")));
+    }
+    Ok(hist::log2_buckets(k))
+}
+
+/// bpftrace `lhist(v, min, max, step)` counts: uint64 array of `n_groups` x buckets.
+#[pyfunction]
+#[pyo3(signature = (values, min, max, step, groups=None, n_groups=1))]
+fn hist_linear<'py>(
+    py: Python<'py>,
+    values: &Bound<'py, PyAny>,
+    min: i64,
+    max: i64,
+    step: i64,
+    groups: Option<&Bound<'py, PyAny>>,
+    n_groups: usize,
+) -> PyResult<Bound<'py, PyAny>> {
+    hist::check_linear(min, max, step).map_err(PyValueError::new_err)?;
+    let v = i64s(values, "values")?;
+    let g = groups_arg(groups, v.len())?;
+    let buckets = hist::linear_buckets(min, max, step);
+    let out = py.detach(|| {
+        hist::count(v.values(), g.as_ref().map(|g| g.values().as_ref()), n_groups, buckets, |x| {
+            hist::linear_index(x, min, max, step)
+        })
+    });
+    vec_to_pyarrow::<UInt64Type>(py, out)
+}
+
+/// Events per (stream, bin): int64 array of streams x (len(edges) - 1); stream s is
+/// `ts[starts[s]:ends[s]]`, sorted.
+#[pyfunction]
+fn binned_counts<'py>(
+    py: Python<'py>,
+    ts: &Bound<'py, PyAny>,
+    starts: &Bound<'py, PyAny>,
+    ends: &Bound<'py, PyAny>,
+    edges: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let (t, s, n, e) = (i64s(ts, "ts")?, i64s(starts, "starts")?, i64s(ends, "ends")?, i64s(edges, "edges")?);
+    let out = py
+        .detach(|| density::binned_counts(t.values(), s.values(), n.values(), e.values()))
+        .map_err(PyValueError::new_err)?;
+    vec_to_pyarrow::<Int64Type>(py, out)
+}
+
+/// Adds the analysis functions to the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(stable_order, m)?)?;
+    m.add_function(wrap_pyfunction!(pair_spans, m)?)?;
+    m.add_function(wrap_pyfunction!(call_tree, m)?)?;
+    m.add_function(wrap_pyfunction!(hist_log2, m)?)?;
+    m.add_function(wrap_pyfunction!(hist_log2_buckets, m)?)?;
+    m.add_function(wrap_pyfunction!(hist_linear, m)?)?;
+    m.add_function(wrap_pyfunction!(binned_counts, m)?)?;
+    Ok(())
+}

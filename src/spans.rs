@@ -1,0 +1,365 @@
+//! Begin/end pairing: control-flow reconstitution (seed 001) in one sequential pass.
+//!
+//! Owns the rule that turns the begin and end halves of a trace (TOD behavior
+//! enter/exit, Chrome B/E, probe start/end) into spans with a depth, a parent span, an
+//! end, a duration and a self time, and the report of the halves that pair with
+//! nothing. Rules, per producer, in `seq` order (the producer's own order):
+//!
+//! - a begin opens a span one level below the innermost open span (its parent);
+//! - without keys, an end closes the innermost open span; with keys (method id, name)
+//!   it closes the innermost open span *with the same key*: open spans above that one
+//!   lost their end (a dropped probe, a longjmp) and are closed there as *unclosed*;
+//! - an end that finds no span to close is an *unmatched end*;
+//! - spans still open when the producer's events run out are closed as unclosed at the
+//!   producer's last timestamp ("open at least until").
+//!
+//! Self time is the duration minus the durations of the direct children (unclosed
+//! children included, with their cut duration).
+//!
+//! Speed: begins and ends usually arrive each sorted by `ts` (the store's segments are)
+//! and a producer's `seq` grows with `ts`; then one merge of the two inputs by (`ts`,
+//! `seq`) visits every producer's rows in `seq` order while reading each column
+//! sequentially (checked on every row: `seq` must grow per producer). Otherwise rows are
+//! first grouped by producer (one stable counting sort of row numbers,
+//! producers mapped to dense slots), then each producer's begins and ends, which arrive
+//! in `seq` order when the input is sorted by `ts` (the store's segments are), are
+//! merged by `seq` and walked with one stack: a few ns per event, no comparison sort.
+//! A producer whose rows are not in `seq` order gets them sorted (stable) first. The
+//! result equals ordering every half by (`producer`, `seq`), begins before ends on equal
+//! `seq` ([`crate::order::stable_order`], used by the tests as the reference).
+
+use std::collections::HashMap;
+
+#[cfg(test)]
+use crate::order::stable_order;
+
+/// One input: the begin or the end halves, as parallel columns.
+#[derive(Clone, Copy, Debug)]
+pub struct Halves<'a> {
+    /// Event time, ns.
+    pub ts: &'a [i64],
+    /// Producer (thread) id.
+    pub producer: &'a [i32],
+    /// Order of the event within its producer.
+    pub seq: &'a [i64],
+    /// Matching key (method id, interned name); `None` pairs by nesting alone.
+    pub key: Option<&'a [i64]>,
+}
+
+impl Halves<'_> {
+    fn len(&self) -> usize {
+        self.ts.len()
+    }
+
+    fn check(&self, what: &str) -> Result<(), String> {
+        let n = self.ts.len();
+        if self.producer.len() != n || self.seq.len() != n || self.key.is_some_and(|k| k.len() != n) {
+            return Err(format!("{what}: columns differ in length"));
+        }
+        if n > crate::order::MAX_ROWS {
+            return Err(format!("{what}: more than u32::MAX rows"));
+        }
+        Ok(())
+    }
+}
+
+/// The spans, one per begin row (in the begin input's order), and the unmatched ends.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Spans {
+    /// Row of the end that closed the span, -1 when it is unclosed.
+    pub end_row: Vec<i64>,
+    /// End time, ns (for unclosed spans: where they were cut).
+    pub end_ts: Vec<i64>,
+    /// Nesting depth, 0 for a root span.
+    pub depth: Vec<i32>,
+    /// Begin row of the enclosing span, -1 at the root.
+    pub parent: Vec<i64>,
+    /// Duration minus the durations of the direct children, ns.
+    pub self_ns: Vec<i64>,
+    /// False when no matching end closed the span.
+    pub closed: Vec<bool>,
+    /// End rows that closed no span, ascending.
+    pub unmatched_end: Vec<i64>,
+    /// True when every producer's rows already came in `seq` order (no sort needed).
+    pub presorted: bool,
+}
+
+#[derive(Clone, Copy)]
+struct Frame {
+    row: u32,
+    key: i64,
+    child: i64,
+}
+
+/// Producer id -> dense slot (direct table for compact id ranges, a map otherwise).
+enum Slots {
+    Dense { min: i64, table: Vec<u32> },
+    Sparse(HashMap<i32, u32>),
+}
+
+impl Slots {
+    fn new(b: &Halves, e: &Halves) -> Self {
+        let (mut lo, mut hi) = (i64::MAX, i64::MIN);
+        for &p in b.producer.iter().chain(e.producer.iter()) {
+            lo = lo.min(p as i64);
+            hi = hi.max(p as i64);
+        }
+        if lo <= hi && hi - lo < (1 << 22) {
+            Slots::Dense { min: lo, table: vec![u32::MAX; (hi - lo + 1) as usize] }
+        } else {
+            Slots::Sparse(HashMap::new())
+        }
+    }
+
+    #[inline(always)]
+    fn get(&mut self, p: i32, next: &mut u32) -> usize {
+        match self {
+            Slots::Dense { min, table } => {
+                let s = &mut table[(p as i64 - *min) as usize];
+                if *s == u32::MAX {
+                    *s = *next;
+                    *next += 1;
+                }
+                *s as usize
+            }
+            Slots::Sparse(m) => {
+                let s = *m.entry(p).or_insert(*next);
+                if s == *next {
+                    *next += 1;
+                }
+                s as usize
+            }
+        }
+    }
+}
+
+struct Producer {
+    stack: Vec<Frame>,
+    max_ts: i64,
+}
+
+struct Pairer<'a> {
+    b: Halves<'a>,
+    e: Halves<'a>,
+    slots: Slots,
+    next_slot: u32,
+    producers: Vec<Producer>,
+    out: Spans,
+}
+
+impl<'a> Pairer<'a> {
+    fn new(b: Halves<'a>, e: Halves<'a>) -> Self {
+        let nb = b.len();
+        let out = Spans {
+            end_row: vec![-1; nb],
+            end_ts: vec![0; nb],
+            depth: vec![0; nb],
+            parent: vec![-1; nb],
+            self_ns: vec![0; nb],
+            closed: vec![false; nb],
+            unmatched_end: Vec::new(),
+            presorted: false,
+        };
+        let slots = Slots::new(&b, &e);
+        Self { b, e, slots, next_slot: 0, producers: Vec::new(), out }
+    }
+
+    #[inline(always)]
+    fn producer(&mut self, p: i32) -> usize {
+        let s = self.slots.get(p, &mut self.next_slot);
+        if s == self.producers.len() {
+            self.producers.push(Producer { stack: Vec::new(), max_ts: i64::MIN });
+        }
+        s
+    }
+
+    /// Visits one event of producer slot `s`.
+    #[inline(always)]
+    fn visit(&mut self, s: usize, is_end: bool, row: usize) {
+        let ts = if is_end { self.e.ts[row] } else { self.b.ts[row] };
+        let st = &mut self.producers[s];
+        st.max_ts = st.max_ts.max(ts);
+        if !is_end {
+            let key = self.b.key.map_or(0, |k| k[row]);
+            let out = &mut self.out;
+            out.depth[row] = st.stack.len() as i32;
+            out.parent[row] = st.stack.last().map_or(-1, |f| f.row as i64);
+            st.stack.push(Frame { row: row as u32, key, child: 0 });
+            return;
+        }
+        let at = match self.e.key {
+            None => st.stack.len().checked_sub(1),
+            Some(k) => {
+                let key = k[row];
+                st.stack.iter().rposition(|f| f.key == key)
+            }
+        };
+        let Some(at) = at else {
+            self.out.unmatched_end.push(row as i64);
+            return;
+        };
+        while st.stack.len() > at + 1 {
+            let f = st.stack.pop().expect("frame above the match");
+            close(&mut self.out, self.b.ts, &mut st.stack, f, ts, -1);
+        }
+        let f = st.stack.pop().expect("the matching frame");
+        close(&mut self.out, self.b.ts, &mut st.stack, f, ts, row as i64);
+    }
+
+    fn finish(mut self) -> Spans {
+        for st in &mut self.producers {
+            while let Some(f) = st.stack.pop() {
+                close(&mut self.out, self.b.ts, &mut st.stack, f, st.max_ts, -1);
+            }
+        }
+        self.out.unmatched_end.sort_unstable();
+        self.out
+    }
+}
+
+#[inline(always)]
+fn close(out: &mut Spans, begin_ts: &[i64], stack: &mut [Frame], f: Frame, end_ts: i64, end_row: i64) {
+    let r = f.row as usize;
+    let dur = end_ts.wrapping_sub(begin_ts[r]);
+    out.end_row[r] = end_row;
+    out.end_ts[r] = end_ts;
+    out.self_ns[r] = dur.wrapping_sub(f.child);
+    out.closed[r] = end_row >= 0;
+    if let Some(top) = stack.last_mut() {
+        top.child = top.child.wrapping_add(dur);
+    }
+}
+
+/// Pairs `begin` with `end` halves into spans (see the module rules).
+pub fn pair(begin: Halves, end: Halves) -> Result<Spans, String> {
+    begin.check("begin")?;
+    end.check("end")?;
+    if begin.key.is_some() != end.key.is_some() {
+        return Err("keys must be given for both begins and ends, or for neither".into());
+    }
+    if let Some(s) = merged(begin, end) {
+        return Ok(s);
+    }
+    let mut p = Pairer::new(begin, end);
+    // Slot of every row, then rows grouped by slot (stable counting sort).
+    let bslot: Vec<u32> = begin.producer.iter().map(|&x| p.producer(x) as u32).collect();
+    let eslot: Vec<u32> = end.producer.iter().map(|&x| p.producer(x) as u32).collect();
+    let nslots = p.producers.len();
+    let (bstart, brows) = group(&bslot, nslots);
+    let (estart, erows) = group(&eslot, nslots);
+    drop((bslot, eslot));
+    let mut presorted = true;
+    let mut bbuf = Vec::new();
+    let mut ebuf = Vec::new();
+    for s in 0..nslots {
+        let mut bs = &brows[bstart[s]..bstart[s + 1]];
+        let mut es = &erows[estart[s]..estart[s + 1]];
+        if !seq_sorted(begin.seq, bs) {
+            presorted = false;
+            bbuf.clear();
+            bbuf.extend_from_slice(bs);
+            bbuf.sort_by_key(|&r| begin.seq[r as usize]);
+            bs = &bbuf;
+        }
+        if !seq_sorted(end.seq, es) {
+            presorted = false;
+            ebuf.clear();
+            ebuf.extend_from_slice(es);
+            ebuf.sort_by_key(|&r| end.seq[r as usize]);
+            es = &ebuf;
+        }
+        let (mut i, mut j) = (0, 0);
+        while i < bs.len() || j < es.len() {
+            if j >= es.len() || (i < bs.len() && begin.seq[bs[i] as usize] <= end.seq[es[j] as usize]) {
+                p.visit(s, false, bs[i] as usize);
+                i += 1;
+            } else {
+                p.visit(s, true, es[j] as usize);
+                j += 1;
+            }
+        }
+    }
+    let mut out = p.finish();
+    out.presorted = presorted;
+    Ok(out)
+}
+
+/// The fast path: both inputs sorted by ts, one merge by (ts, seq) visits each producer's
+/// rows in seq order, reading every column sequentially. None (and the grouped path
+/// runs) when an input is not sorted by ts or some producer's seq does not grow along
+/// the merge (ts ties across producers in an adverse order, clocks against seq).
+fn merged(b: Halves, e: Halves) -> Option<Spans> {
+    let ts_sorted = |t: &[i64]| t.windows(2).all(|w| w[0] <= w[1]);
+    if !ts_sorted(b.ts) || !ts_sorted(e.ts) {
+        return None;
+    }
+    let mut p = Pairer::new(b, e);
+    let mut last_seq: Vec<i64> = Vec::new();
+    let (nb, ne) = (b.len(), e.len());
+    let (mut i, mut j) = (0, 0);
+    while i < nb || j < ne {
+        let take_begin = j >= ne || (i < nb && (b.ts[i], b.seq[i]) <= (e.ts[j], e.seq[j]));
+        let (is_end, row) = if take_begin { (false, i) } else { (true, j) };
+        let h = if is_end { e } else { b };
+        let s = p.producer(h.producer[row]);
+        if s == last_seq.len() {
+            last_seq.push(i64::MIN);
+        }
+        if h.seq[row] <= last_seq[s] {
+            return None;
+        }
+        last_seq[s] = h.seq[row];
+        p.visit(s, is_end, row);
+        if take_begin {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
+    let mut s = p.finish();
+    s.presorted = true;
+    Some(s)
+}
+
+/// Row numbers grouped by slot, keeping row order inside a slot: (group starts, rows).
+fn group(slot: &[u32], nslots: usize) -> (Vec<usize>, Vec<u32>) {
+    let mut start = vec![0usize; nslots + 1];
+    for &s in slot {
+        start[s as usize + 1] += 1;
+    }
+    for i in 1..start.len() {
+        start[i] += start[i - 1];
+    }
+    let mut at = start.clone();
+    let mut rows = vec![0u32; slot.len()];
+    for (r, &s) in slot.iter().enumerate() {
+        rows[at[s as usize]] = r as u32;
+        at[s as usize] += 1;
+    }
+    (start, rows)
+}
+
+fn seq_sorted(seq: &[i64], rows: &[u32]) -> bool {
+    rows.windows(2).all(|w| seq[w[0] as usize] <= seq[w[1] as usize])
+}
+
+/// The reference order: every half sorted by (producer, seq), begins before ends on ties.
+#[cfg(test)]
+fn by_producer(b: Halves, e: Halves) -> Spans {
+    let nb = b.len();
+    let producer: Vec<i64> = b.producer.iter().chain(e.producer.iter()).map(|&p| p as i64).collect();
+    let seq: Vec<i64> = b.seq.iter().chain(e.seq.iter()).copied().collect();
+    let order = stable_order(&[&producer, &seq]);
+    let mut p = Pairer::new(b, e);
+    for &r in &order {
+        let r = r as usize;
+        let (is_end, row) = if r < nb { (false, r) } else { (true, r - nb) };
+        let h = if is_end { e } else { b };
+        let s = p.producer(h.producer[row]);
+        p.visit(s, is_end, row);
+    }
+    p.finish()
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,166 @@
+//! Pairing rules on hand-made sequences, and the fast merge path against the general one.
+
+use super::*;
+use crate::rng::SplitMix64;
+
+struct Ev {
+    ts: Vec<i64>,
+    producer: Vec<i32>,
+    seq: Vec<i64>,
+    key: Vec<i64>,
+}
+
+impl Ev {
+    fn new() -> Self {
+        Ev { ts: vec![], producer: vec![], seq: vec![], key: vec![] }
+    }
+    fn push(&mut self, ts: i64, p: i32, seq: i64, key: i64) {
+        self.ts.push(ts);
+        self.producer.push(p);
+        self.seq.push(seq);
+        self.key.push(key);
+    }
+    fn halves(&self, keyed: bool) -> Halves<'_> {
+        Halves { ts: &self.ts, producer: &self.producer, seq: &self.seq, key: keyed.then_some(&self.key[..]) }
+    }
+}
+
+/// (is_end, ts, producer, key) in seq order; seq is the position.
+fn split(events: &[(bool, i64, i32, i64)]) -> (Ev, Ev) {
+    let (mut b, mut e) = (Ev::new(), Ev::new());
+    for (i, &(is_end, ts, p, k)) in events.iter().enumerate() {
+        if is_end { e.push(ts, p, i as i64, k) } else { b.push(ts, p, i as i64, k) }
+    }
+    (b, e)
+}
+
+#[test]
+fn nested_calls_get_depth_parent_and_self_time() {
+    // a(0..100) { b(10..30) { c(15..20) }  d(40..90) }
+    let (b, e) = split(&[
+        (false, 0, 1, 1), (false, 10, 1, 2), (false, 15, 1, 3), (true, 20, 1, 3), (true, 30, 1, 2),
+        (false, 40, 1, 4), (true, 90, 1, 4), (true, 100, 1, 1),
+    ]);
+    let s = pair(b.halves(true), e.halves(true)).unwrap();
+    assert!(s.presorted);
+    assert_eq!(s.depth, vec![0, 1, 2, 1]);
+    assert_eq!(s.parent, vec![-1, 0, 1, 0]);
+    assert_eq!(s.end_ts, vec![100, 30, 20, 90]);
+    assert_eq!(s.self_ns, vec![100 - 20 - 50, 20 - 5, 5, 50]);
+    assert_eq!(s.end_row, vec![3, 1, 0, 2]);
+    assert!(s.closed.iter().all(|&c| c));
+    assert!(s.unmatched_end.is_empty());
+}
+
+#[test]
+fn unmatched_end_and_unclosed_begin() {
+    // end with nothing open; a begin never closed (cut at the producer's last ts)
+    let (b, e) = split(&[(true, 5, 1, 9), (false, 10, 1, 1), (false, 12, 1, 2), (true, 20, 1, 2)]);
+    let s = pair(b.halves(false), e.halves(false)).unwrap();
+    assert_eq!(s.unmatched_end, vec![0]);
+    assert_eq!(s.closed, vec![false, true]);
+    assert_eq!(s.end_ts, vec![20, 20]);
+    assert_eq!(s.end_row, vec![-1, 1]);
+    assert_eq!(s.self_ns, vec![10 - 8, 8]);
+}
+
+#[test]
+fn keyed_end_cuts_the_frames_above_its_match() {
+    // a { b { c   ...end of a arrives: b and c lost their ends
+    let (b, e) = split(&[(false, 0, 1, 1), (false, 1, 1, 2), (false, 2, 1, 3), (true, 10, 1, 1), (true, 11, 1, 7)]);
+    let s = pair(b.halves(true), e.halves(true)).unwrap();
+    assert_eq!(s.closed, vec![true, false, false]);
+    assert_eq!(s.end_ts, vec![10, 10, 10]);
+    assert_eq!(s.unmatched_end, vec![1]);
+    // without keys the end of `a` closes `c`, the stray end closes `b`, `a` stays open
+    let s = pair(b.halves(false), e.halves(false)).unwrap();
+    assert_eq!(s.closed, vec![false, true, true]);
+    assert_eq!(s.end_ts, vec![11, 11, 10]);
+}
+
+#[test]
+fn producers_are_independent_and_interleaved() {
+    let (b, e) = split(&[
+        (false, 0, 1, 1), (false, 1, 2, 1), (false, 2, 1, 2), (true, 3, 2, 1), (true, 4, 1, 2), (true, 5, 1, 1),
+    ]);
+    let s = pair(b.halves(true), e.halves(true)).unwrap();
+    assert_eq!(s.depth, vec![0, 0, 1]);
+    assert_eq!(s.parent, vec![-1, -1, 0]);
+    assert_eq!(s.end_ts, vec![5, 3, 4]);
+}
+
+#[test]
+fn seq_order_decides_not_ts() {
+    // producer 1: seq order is begin(ts 10), end(ts 5): paired by seq, a negative span.
+    let mut b = Ev::new();
+    let mut e = Ev::new();
+    b.push(10, 1, 0, 0);
+    e.push(5, 1, 1, 0);
+    let s = pair(b.halves(false), e.halves(false)).unwrap();
+    assert!(s.presorted);
+    assert_eq!(s.closed, vec![true]);
+    assert_eq!(s.end_ts, vec![5]);
+    assert_eq!(s.self_ns, vec![-5]);
+}
+
+#[test]
+fn mismatched_lengths_and_keys_are_errors() {
+    let b = Ev::new();
+    let mut e = Ev::new();
+    e.push(1, 1, 0, 0);
+    assert!(pair(b.halves(true), e.halves(false)).is_err());
+    let bad = Halves { ts: &[1, 2], producer: &[1], seq: &[0, 1], key: None };
+    assert!(pair(bad, e.halves(false)).is_err());
+}
+
+fn random_trace(rng: &mut SplitMix64, n: usize, producers: i32, keys: i64) -> (Ev, Ev) {
+    let (mut b, mut e) = (Ev::new(), Ev::new());
+    let mut seqs = vec![0i64; producers as usize];
+    let mut ts = 0i64;
+    for _ in 0..n {
+        ts += (rng.next_u64() % 3) as i64; // ties happen
+        let p = rng.below(producers as u32) as i32;
+        let k = (rng.next_u64() % keys as u64) as i64;
+        let seq = seqs[p as usize];
+        seqs[p as usize] += 1;
+        if rng.below(2) == 0 { b.push(ts, p, seq, k) } else { e.push(ts, p, seq, k) }
+    }
+    (b, e)
+}
+
+#[test]
+fn merge_path_equals_producer_path_on_random_unbalanced_traces() {
+    let mut rng = SplitMix64::new(3);
+    for round in 0..200 {
+        let (b, e) = random_trace(&mut rng, 1 + round * 3, 1 + (round % 5) as i32, 1 + (round % 4) as i64);
+        for keyed in [false, true] {
+            let fast = pair(b.halves(keyed), e.halves(keyed)).unwrap();
+            assert!(fast.presorted);
+            let mut slow = by_producer(b.halves(keyed), e.halves(keyed));
+            slow.presorted = true;
+            assert_eq!(fast, slow, "round {round} keyed {keyed}");
+        }
+    }
+}
+
+#[test]
+fn rows_out_of_seq_order_are_sorted_per_producer() {
+    let mut rng = SplitMix64::new(11);
+    for round in 0..100 {
+        let (b, e) = random_trace(&mut rng, 5 + round * 4, 3, 2);
+        // Reverse the inputs: every producer's rows now come in falling seq order.
+        let rev = |x: &Ev| Ev {
+            ts: x.ts.iter().rev().copied().collect(),
+            producer: x.producer.iter().rev().copied().collect(),
+            seq: x.seq.iter().rev().copied().collect(),
+            key: x.key.iter().rev().copied().collect(),
+        };
+        let (rb, re) = (rev(&b), rev(&e));
+        for keyed in [false, true] {
+            let got = pair(rb.halves(keyed), re.halves(keyed)).unwrap();
+            let mut want = by_producer(rb.halves(keyed), re.halves(keyed));
+            want.presorted = got.presorted;
+            assert_eq!(got, want, "round {round}");
+        }
+    }
+}
