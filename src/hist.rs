@@ -71,7 +71,13 @@ pub fn check_linear(min: i64, max: i64, step: i64) -> Result<(), String> {
 /// Counts `values` into `groups` x `buckets` cells (row-major by group). `group` gives
 /// each value's group in 0..groups (all in group 0 when `None`); values whose group is
 /// out of range are skipped (callers use -1 for "no group").
-pub fn count<F: Fn(i64) -> usize>(values: &[i64], group: Option<&[i64]>, groups: usize, buckets: usize, index: F) -> Vec<u64> {
+pub fn count<F: Fn(i64) -> usize>(
+    values: &[i64],
+    group: Option<&[i64]>,
+    groups: usize,
+    buckets: usize,
+    index: F,
+) -> Vec<u64> {
     let mut out = vec![0u64; groups.max(1) * buckets];
     match group {
         None => {

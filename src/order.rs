@@ -78,7 +78,7 @@ fn radix_order(mut keys: Vec<u64>, bits: u32) -> Vec<u32> {
             counts[((k >> shift) & mask) as usize] += 1;
         }
         // A digit that is the same for every row moves nothing.
-        if counts.iter().any(|&c| c == n) {
+        if counts.contains(&n) {
             shift += DIGIT_BITS;
             continue;
         }

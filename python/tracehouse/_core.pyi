@@ -298,3 +298,50 @@ class ProbeParser:
     def problems(self) -> list[tuple[int, int, str]]: ...
     @property
     def fatal(self) -> tuple[int, int, str] | None: ...
+# -- analyses (src/order.rs, spans.rs, calltree.rs, hist.rs, density.rs) ------------------
+# Every array argument is a non-null pyarrow array of the stated type, imported without a
+# copy; every pass runs with the GIL released.
+
+def stable_order(keys: list[pa.Array]) -> pa.UInt32Array:
+    """The permutation ordering rows by the int64 ``keys`` columns (first most significant),
+    ties in input order (LSD radix sort on the packed key; a comparison sort when the key
+    ranges need more than 64 bits). At most 2^32 - 1 rows."""
+
+def pair_spans(
+    begin_ts: pa.Int64Array,
+    begin_producer: pa.Int32Array,
+    begin_seq: pa.Int64Array,
+    end_ts: pa.Int64Array,
+    end_producer: pa.Int32Array,
+    end_seq: pa.Int64Array,
+    begin_key: pa.Int64Array | None = None,
+    end_key: pa.Int64Array | None = None,
+) -> dict[str, pa.Array | bool]:
+    """Pairs begin and end halves into spans, per producer in seq order (rules in
+    ``src/spans.rs``). Returns, one row per begin (input order): ``end_row`` (int64, -1 when
+    unclosed), ``end_ts``, ``depth`` (int32), ``parent`` (begin row, -1 at the root),
+    ``self_ns``, ``closed`` (bool); ``unmatched_end`` (end rows that closed nothing) and
+    ``presorted`` (bool: no producer needed a sort). Raises ValueError on ragged columns or
+    keys given for only one side."""
+
+def call_tree(parent: pa.Int64Array, key: pa.Int64Array, depth: pa.Int32Array) -> dict[str, pa.Array]:
+    """Calling-context tree: ``node_of`` (node of each span), and per node ``parent``,
+    ``key``, ``depth`` (nodes in creation order, parents first). ValueError when a parent is
+    not one level above its child."""
+
+def hist_log2(values: pa.Int64Array, k: int = 0, groups: pa.Int64Array | None = None, n_groups: int = 1) -> pa.UInt64Array:
+    """bpftrace ``hist(v, k)`` counts, ``n_groups`` x ``hist_log2_buckets(k)`` (row-major);
+    values whose group is outside 0..n_groups are skipped."""
+
+def hist_log2_buckets(k: int) -> int:
+    """Number of ``hist(v, k)`` buckets (k in 0..5)."""
+
+def hist_linear(
+    values: pa.Int64Array, min: int, max: int, step: int, groups: pa.Int64Array | None = None, n_groups: int = 1
+) -> pa.UInt64Array:
+    """bpftrace ``lhist(v, min, max, step)`` counts, ``n_groups`` x ((max - min) / step + 2).
+    ValueError unless step >= 1, min < max and (max - min) is a multiple of step."""
+
+def binned_counts(ts: pa.Int64Array, starts: pa.Int64Array, ends: pa.Int64Array, edges: pa.Int64Array) -> pa.Int64Array:
+    """Events per (stream, bin), streams x (len(edges) - 1): stream s is the sorted
+    ``ts[starts[s]:ends[s]]``, bin b is [edges[b], edges[b + 1])."""

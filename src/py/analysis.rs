@@ -56,7 +56,8 @@ fn pair_spans<'py>(
     begin_key: Option<&Bound<'py, PyAny>>,
     end_key: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let (bt, bp, bs) = (i64s(begin_ts, "begin_ts")?, i32s(begin_producer, "begin_producer")?, i64s(begin_seq, "begin_seq")?);
+    let (bt, bp, bs) =
+        (i64s(begin_ts, "begin_ts")?, i32s(begin_producer, "begin_producer")?, i64s(begin_seq, "begin_seq")?);
     let (et, ep, es) = (i64s(end_ts, "end_ts")?, i32s(end_producer, "end_producer")?, i64s(end_seq, "end_seq")?);
     let bk = begin_key.map(|k| i64s(k, "begin_key")).transpose()?;
     let ek = end_key.map(|k| i64s(k, "end_key")).transpose()?;

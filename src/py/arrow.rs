@@ -53,14 +53,21 @@ pub fn batch_to_pyarrow<'py>(
 /// A pyarrow array (anything with `__arrow_c_array__`) as an arrow-rs primitive array,
 /// without copying its buffers. `what` names the argument in errors; nulls are refused
 /// (every column the analyses hand over is non-null by contract).
-pub fn primitive_from_pyarrow<T: ArrowPrimitiveType>(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<PrimitiveArray<T>> {
+pub fn primitive_from_pyarrow<T: ArrowPrimitiveType>(
+    obj: &Bound<'_, PyAny>,
+    what: &str,
+) -> PyResult<PrimitiveArray<T>> {
     // SAFETY: `from_pyarrow_bound_unchecked` imports through the Arrow C data interface;
     // `validate` below checks the buffers against the declared type and length (the
     // checked variant also scans every value, which costs ~1 ms per 10M int64s).
     let data = unsafe { ArrayData::from_pyarrow_bound_unchecked(obj) }
         .map_err(|e| PyTypeError::new_err(format!("{what}: expected a pyarrow array ({e})")))?;
     if data.data_type() != &T::DATA_TYPE {
-        return Err(PyTypeError::new_err(format!("{what}: expected {} values, got {}", T::DATA_TYPE, data.data_type())));
+        return Err(PyTypeError::new_err(format!(
+            "{what}: expected {} values, got {}",
+            T::DATA_TYPE,
+            data.data_type()
+        )));
     }
     data.validate().map_err(|e| PyValueError::new_err(format!("{what}: {e}")))?;
     if data.null_count() != 0 {
@@ -70,7 +77,10 @@ pub fn primitive_from_pyarrow<T: ArrowPrimitiveType>(obj: &Bound<'_, PyAny>, wha
 }
 
 /// `values` as a pyarrow array of `T`, handing the Vec's allocation over without a copy.
-pub fn vec_to_pyarrow<'py, T: ArrowPrimitiveType>(py: Python<'py>, values: Vec<T::Native>) -> PyResult<Bound<'py, PyAny>> {
+pub fn vec_to_pyarrow<'py, T: ArrowPrimitiveType>(
+    py: Python<'py>,
+    values: Vec<T::Native>,
+) -> PyResult<Bound<'py, PyAny>> {
     PrimitiveArray::<T>::new(ScalarBuffer::from(values), None).into_data().to_pyarrow(py)
 }
 

@@ -29,7 +29,11 @@ impl Ev {
 fn split(events: &[(bool, i64, i32, i64)]) -> (Ev, Ev) {
     let (mut b, mut e) = (Ev::new(), Ev::new());
     for (i, &(is_end, ts, p, k)) in events.iter().enumerate() {
-        if is_end { e.push(ts, p, i as i64, k) } else { b.push(ts, p, i as i64, k) }
+        if is_end {
+            e.push(ts, p, i as i64, k)
+        } else {
+            b.push(ts, p, i as i64, k)
+        }
     }
     (b, e)
 }
@@ -38,8 +42,14 @@ fn split(events: &[(bool, i64, i32, i64)]) -> (Ev, Ev) {
 fn nested_calls_get_depth_parent_and_self_time() {
     // a(0..100) { b(10..30) { c(15..20) }  d(40..90) }
     let (b, e) = split(&[
-        (false, 0, 1, 1), (false, 10, 1, 2), (false, 15, 1, 3), (true, 20, 1, 3), (true, 30, 1, 2),
-        (false, 40, 1, 4), (true, 90, 1, 4), (true, 100, 1, 1),
+        (false, 0, 1, 1),
+        (false, 10, 1, 2),
+        (false, 15, 1, 3),
+        (true, 20, 1, 3),
+        (true, 30, 1, 2),
+        (false, 40, 1, 4),
+        (true, 90, 1, 4),
+        (true, 100, 1, 1),
     ]);
     let s = pair(b.halves(true), e.halves(true)).unwrap();
     assert!(s.presorted);
@@ -81,7 +91,12 @@ fn keyed_end_cuts_the_frames_above_its_match() {
 #[test]
 fn producers_are_independent_and_interleaved() {
     let (b, e) = split(&[
-        (false, 0, 1, 1), (false, 1, 2, 1), (false, 2, 1, 2), (true, 3, 2, 1), (true, 4, 1, 2), (true, 5, 1, 1),
+        (false, 0, 1, 1),
+        (false, 1, 2, 1),
+        (false, 2, 1, 2),
+        (true, 3, 2, 1),
+        (true, 4, 1, 2),
+        (true, 5, 1, 1),
     ]);
     let s = pair(b.halves(true), e.halves(true)).unwrap();
     assert_eq!(s.depth, vec![0, 0, 1]);
@@ -123,7 +138,11 @@ fn random_trace(rng: &mut SplitMix64, n: usize, producers: i32, keys: i64) -> (E
         let k = (rng.next_u64() % keys as u64) as i64;
         let seq = seqs[p as usize];
         seqs[p as usize] += 1;
-        if rng.below(2) == 0 { b.push(ts, p, seq, k) } else { e.push(ts, p, seq, k) }
+        if rng.below(2) == 0 {
+            b.push(ts, p, seq, k)
+        } else {
+            e.push(ts, p, seq, k)
+        }
     }
     (b, e)
 }

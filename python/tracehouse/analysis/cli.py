@@ -229,7 +229,8 @@ def a_cursor(args) -> int:
 
             rid = save_search(s, args.save_name or f"cursor {args.trace}", args.trace, c.filter, at=_ns(args.at))
     if args.json:
-        emit_json({"rows": page.to_pylist(), "position": list(c.position), "seconds": round(secs, 4)})
+        emit_json({"rows": page.to_pylist(), "position": list(c.position), "after": c.after,
+                   "seconds": round(secs, 4)})
     else:
         render(page, "table", limit=args.limit)
         err.print(f"{page.num_rows} events in {secs * 1000:.1f} ms; next page: --at {c.position[0]} "

@@ -161,9 +161,12 @@ def _units(store: "Store", trace: str, type_name: str) -> list[_Unit]:
 class Cursor:
     """Iterates the events of `trace` matching `filter` from a position (see the module doc).
 
-    The position is (ts, producer, seq): `next` returns events strictly after it,
-    `prev` events strictly before it. `Cursor(..., at=t)` stands just before the first
-    event at time t (so `next` starts at t and `prev` ends before t).
+    The cursor stands in a gap of the total order (ts, producer, seq): just after the
+    event `position` when `after` is true, just before it otherwise. `next(n)` returns
+    the n matching events after the gap and moves the gap past them; `prev(n)` the n
+    before it, moving the gap before them (so `prev` after `next` returns the same
+    events again, like a list iterator). `Cursor(..., at=t)` stands just before the
+    first event at time t.
     """
 
     store: "Store"
@@ -172,6 +175,7 @@ class Cursor:
     at: int | None = None
     columns: list[str] | None = None
     position: tuple[int, int, int] = LOW
+    after: bool = False
 
     def __post_init__(self) -> None:
         types = self.store.event_types(self.trace)
@@ -198,15 +202,16 @@ class Cursor:
             self.columns = [c.name for c in types[names[0]].columns] if single else list(COMMON)
         self._units: dict[str, list[_Unit]] | None = None
         if self.at is not None:
-            self.position = (int(self.at), LOW[1], LOW[2])
+            self.seek(self.at)
 
     def seek(self, t: int) -> "Cursor":
         """Stand just before the first event at time t."""
-        self.position = (int(t), LOW[1], LOW[2])
+        self.position, self.after = (int(t), LOW[1], LOW[2]), False
         return self
 
     def seek_end(self) -> "Cursor":
-        self.position = HIGH
+        """Stand after the last event."""
+        self.position, self.after = HIGH, True
         return self
 
     def _all_units(self) -> dict[str, list[_Unit]]:
@@ -219,10 +224,16 @@ class Cursor:
         pr = _source.as_numpy(t.column("producer")).astype(np.int64)
         sq = _source.as_numpy(t.column("seq"))
         p0, p1, p2 = pos
+        # Past the gap: forward, events > position (after) or >= it (before); backward,
+        # events <= position (after) or < it (before).
         if forward:
-            m = (ts > p0) | ((ts == p0) & ((pr > p1) | ((pr == p1) & (sq > p2))))
+            last = (sq > p2) if self.after else (sq >= p2)
         else:
-            m = (ts < p0) | ((ts == p0) & ((pr < p1) | ((pr == p1) & (sq < p2))))
+            last = (sq <= p2) if self.after else (sq < p2)
+        if forward:
+            m = (ts > p0) | ((ts == p0) & ((pr > p1) | ((pr == p1) & last)))
+        else:
+            m = (ts < p0) | ((ts == p0) & ((pr < p1) | ((pr == p1) & last)))
         f = self.filter
         if f.start is not None:
             m &= ts >= f.start
@@ -317,8 +328,8 @@ class Cursor:
             pieces.append(part)
         out = pa.concat_tables(pieces, promote_options="permissive")
         out = out.take(pc.sort_indices(out.column("_k"))).drop_columns(["_k"])
-        last = out.slice(out.num_rows - 1 if forward else 0, 1).to_pylist()[0]
-        self.position = (last["ts"], last["producer"], last["seq"])
+        edge = out.slice(out.num_rows - 1 if forward else 0, 1).select(["ts", "producer", "seq"]).to_pylist()[0]
+        self.position, self.after = (edge["ts"], edge["producer"], edge["seq"]), forward
         return out
 
     def _empty(self) -> pa.Table:

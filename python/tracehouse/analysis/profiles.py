@@ -81,13 +81,20 @@ PROFILES: dict[str, Profile] = {
 
 def span_config(store, trace: str, begin: str | None = None, end: str | None = None, key: str | None = None,
                 name: str | None = None) -> SpanConfig:
-    """The pairing of `trace`: given types win, then the format's profile, then its only
-    begin and end types."""
+    """The pairing of `trace`: given types win, then the format's profile, then the
+    pairing its last saved processed span trace was made with, then its only begin and
+    end types."""
     fmt = store.trace(trace).format
     prof = PROFILES.get(fmt, Profile()).spans
     types = store.event_types(trace)
     if begin is None and end is None and prof is not None:
         return SpanConfig(prof.begin, prof.end, key if key is not None else prof.key, name or prof.name)
+    if begin is None and end is None:
+        saved = [r for r in store.results(trace=trace, tool="tracehouse.analysis.spans", kind="processed")
+                 if isinstance(r["params"].get("config"), dict)]
+        if saved:
+            c = saved[-1]["params"]["config"]
+            return SpanConfig(c["begin"], c["end"], key if key is not None else c.get("key"), name or c.get("name"))
     if begin is None or end is None:
         begins = [t.name for t in types.values() if t.kind == "begin"]
         ends = [t.name for t in types.values() if t.kind == "end"]

@@ -167,7 +167,7 @@ def _span_table(b: pa.Table, e: pa.Table, bp: pa.Table, ep: pa.Table, r: dict, c
     for c in bp.column_names:
         cols[_begin_name(c)] = bp.column(c)
     for c in ep.column_names:
-        cols[f"end_{c}"] = ep.column(c).take(idx) if n else ep.column(c)
+        cols[f"end_{c}"] = ep.column(c).take(idx) if n else ep.column(c).slice(0, 0)
     return pa.table({k: (v.combine_chunks() if isinstance(v, pa.ChunkedArray) else v) for k, v in cols.items()})
 
 

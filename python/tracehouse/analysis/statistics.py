@@ -184,7 +184,7 @@ def _where(start: int | None, end: int | None, col: str = "ts") -> str:
 
 
 def stats(store: "Store", trace: str, by: str = "type", *, start: int | None = None, end: int | None = None,
-          state: str | None = None, source_type: str | None = None) -> pa.Table:
+          state: str | None = None, source_type: str | None = None, config=None) -> pa.Table:
     """Counts and durations of `trace` by type | producer | state (see sql/stats_by_*.sql).
 
     by="state": spans grouped by a state column. Default: the trace's paired spans
@@ -210,7 +210,7 @@ def stats(store: "Store", trace: str, by: str = "type", *, start: int | None = N
     else:
         from .spans import _begin_name, processed, span_table
 
-        cfg = span_config(store, trace)
+        cfg = config or span_config(store, trace)
         if processed(store, trace, cfg) is None:
             span_table(store, trace, cfg, columns=["span_id"])  # pairs (and saves when it can)
         name = processed(store, trace, cfg)

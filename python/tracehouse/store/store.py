@@ -309,6 +309,13 @@ class Store:
             batch = batch.set_column(i, batch.schema.field(i), pa.array(seq, pa.int64()))
         return w.append(event_type, batch, wait=wait)
 
+    def assign_seq(self, trace: str, producer) -> np.ndarray:
+        """Sequence numbers for new events of `producer` (one per row, in row order),
+        continuing each producer's numbering. For writers that split a batch by event type
+        before appending: numbering the batch first keeps `seq` in source order."""
+        info = self.catalog.trace(trace)
+        return self._writer(info).assign_seq(np.asarray(producer))
+
     def wait_durable(self, trace: str, lsn: int, timeout: float | None = None) -> bool:
         return self._writer(self.catalog.trace(trace)).wait_durable(lsn, timeout)
 

@@ -1,0 +1,138 @@
+"""`tracehouse analyze` and `tracehouse results` through the real entry point, on a TOD trace."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+
+from tracehouse import cli
+
+
+def run(capsys, store: Path, *argv: str) -> tuple[int, str, str]:
+    code = cli.main(["--store", str(store), *argv])
+    cap = capsys.readouterr()
+    return code, cap.out, cap.err
+
+
+def run_json(capsys, store: Path, *argv: str):
+    code, out, err = run(capsys, store, *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+@pytest.fixture(scope="module")
+def tod(tmp_path_factory):
+    store = tmp_path_factory.mktemp("cli") / "s"
+    assert cli.main(["--store", str(store), "generate", "tod", "--events", "20000", "--name", "tod", "--json"]) == 0
+    return store
+
+
+def test_spans_save_makes_a_linked_processed_trace(tod, capsys):
+    r = run_json(capsys, tod, "analyze", "spans", "tod", "--save")
+    assert r["processed_trace"] == "tod:spans" and r["stats"]["unmatched_ends"] == 0
+    assert r["stats"]["spans"] == r["stats"]["begins"] == r["stats"]["closed"]
+    rows = run_json(capsys, tod, "results", "list", "--trace", "tod", "--kind", "processed")
+    assert [x["id"] for x in rows] == [r["result"]] and set(rows[0]["traces"]) == {"tod", "tod:spans"}
+    shown = run_json(capsys, tod, "results", "show", str(r["result"]))
+    assert shown["params"]["derived"] == "tod:spans"
+    n = run_json(capsys, tod, "query", 'SELECT count(*) AS n FROM "tod:spans".span')[0]["n"]
+    assert n == r["stats"]["spans"]
+
+
+def test_call_tree_questions(tod, capsys, tmp_path):
+    kids = run_json(capsys, tod, "analyze", "children", "tod", "0")["rows"]
+    assert all(k["parent_id"] == 0 for k in kids)
+    calls = run_json(capsys, tod, "analyze", "calltree", "tod", "--thread", "2", "--max-depth", "1")
+    assert calls["total"] > 0 and all(c["producer"] == 2 and c["depth"] <= 1 for c in calls["rows"])
+    tree = run_json(capsys, tod, "analyze", "tree", "tod")["rows"]
+    assert tree and {"node", "parent", "name", "calls", "total_ns", "self_ns"} <= set(tree[0])
+    out = tmp_path / "f.folded"
+    code, _, err = run(capsys, tod, "analyze", "flame", "tod", "--out", str(out))
+    assert code == 0 and "stacks" in err
+    lines = out.read_text().splitlines()
+    assert lines and all(re.fullmatch(r"[^ ]+ \d+", line) for line in lines)
+    code, text, _ = run(capsys, tod, "analyze", "calltree", "tod", "--thread", "1", "--limit", "3")
+    assert code == 0 and "[span " in text
+
+
+def test_point_in_time_questions(tod, capsys):
+    t = run_json(capsys, tod, "query", 'SELECT ts FROM "tod".behavior_enter ORDER BY ts LIMIT 1 OFFSET 500')[0]["ts"]
+    st = run_json(capsys, tod, "analyze", "stack", "tod", "1", "--at", str(t))
+    assert all(f["producer"] == 1 for f in st["frames"])
+    assert [f["depth"] for f in st["frames"]] == list(range(len(st["frames"])))
+    state = run_json(capsys, tod, "analyze", "state", "tod", "7", "--at", str(t))["rows"]
+    assert all(r["ts"] <= t for r in state)
+    if state:
+        hist = run_json(capsys, tod, "analyze", "history", "tod", "7", str(state[0]["field"]))["rows"]
+        assert state[0]["ts"] in [h["ts"] for h in hist]
+    page = run_json(capsys, tod, "analyze", "cursor", "tod", "--type", "field_write", "--producer", "3",
+                    "--where", "value > 10", "--at", str(t), "--limit", "5")
+    assert len(page["rows"]) == 5 and all(r["ts"] >= t and r["producer"] == 3 and r["value"] > 10 for r in page["rows"])
+    back = run_json(capsys, tod, "analyze", "cursor", "tod", "--at", str(t), "--backward", "--limit", "5")["rows"]
+    assert len(back) == 5 and all(r["ts"] < t for r in back)
+    code, _, err = run(capsys, tod, "analyze", "cursor", "tod", "--where", "nonsense")
+    assert code == 2 and "predicate" in err
+
+
+def test_statistics_and_histograms(tod, capsys):
+    d = run_json(capsys, tod, "analyze", "density", "tod", "--bins", "7", "--by", "none")["rows"]
+    total = run_json(capsys, tod, "query", 'SELECT count(*) AS n FROM "tod".events')[0]["n"]
+    assert len(d) == 7 and sum(r["events"] for r in d) == total
+    st = run_json(capsys, tod, "analyze", "stats", "tod", "--by", "producer")["rows"]
+    assert sum(r["events"] for r in st) == total
+    state = run_json(capsys, tod, "analyze", "stats", "tod", "--by", "state")["rows"]
+    assert abs(sum(r["share"] for r in state) - 1) < 1e-9
+    h = run_json(capsys, tod, "analyze", "hist", "tod", "--by", "caller", "--below", "1us", "--top", "3")
+    assert h["kind"] == "hist" and h["buckets"] and h["below"]
+    code, text, _ = run(capsys, tod, "analyze", "hist", "tod", "--unit", "ns")
+    assert code == 0 and text.startswith("@nsecs: \n[")
+    code, text, _ = run(capsys, tod, "analyze", "lhist", "tod", "--min", "0", "--max", "20", "--step", "5")
+    assert code == 0 and "[20, ...)" in text
+    code, _, err = run(capsys, tod, "analyze", "lhist", "tod", "--min", "0", "--max", "20", "--step", "3")
+    assert code == 2 and "multiple of step" in err
+
+
+def test_saving_answers_and_results_commands(tod, capsys):
+    assert cli.main(["--store", str(tod), "generate", "tod", "--events", "5000", "--name", "tod2", "--seed", "3"]) == 0
+    capsys.readouterr()
+    cmp = run_json(capsys, tod, "analyze", "compare", "tod", "tod2", "--save")
+    assert cmp["buckets"] and cmp["before"]["count"] > cmp["after"]["count"]
+    code, _, err = run(capsys, tod, "analyze", "hist", "tod", "--save")
+    assert code == 0 and "saved as result" in err
+    rid = int(err.split("saved as result")[1].split()[0])
+    code, out, _ = run(capsys, tod, "results", "show", str(rid))
+    assert code == 0 and "@usecs: " in out
+    multi = run_json(capsys, tod, "analyze", "stats", "tod", "tod2", "--save")
+    assert {r["trace"] for r in multi["rows"]} == {"tod", "tod2"}
+    tables = run_json(capsys, tod, "results", "list", "--tool", "tracehouse.analysis.stats-by-type")
+    assert tables and tables[-1]["traces"] == ["tod", "tod2"]
+    a = run_json(capsys, tod, "results", "annotate", "tod", "tod2", "--text", "GC pause here", "--at", "1.2s")
+    g = run_json(capsys, tod, "results", "group", "runs", "--search", "tod*")
+    assert set(g["traces"]) >= {"tod", "tod2"}
+    shown = run_json(capsys, tod, "results", "show", str(a["id"]))
+    assert shown["kind"] == "annotation" and shown["payload"]["ts"] == 1_200_000_000
+    run_json(capsys, tod, "results", "rm", str(a["id"]))
+    code, _, err = run(capsys, tod, "results", "show", str(a["id"]))
+    assert code == 2
+    code, out, _ = run(capsys, tod, "results")
+    assert code == 0 and "runs" in out
+
+
+def test_index_command_builds_every_index(tod, capsys):
+    r = run_json(capsys, tod, "analyze", "index", "tod")
+    assert set(r["built_s"]) == {"spans", "objects", "locals", "density"}
+    names = {x["name"] for x in run_json(capsys, tod, "results", "list", "--tool", "tracehouse.index")}
+    assert names == {"spans", "objects", "locals", "density"}
+
+
+def test_every_analysis_is_documented_in_the_readme():
+    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    section = readme.split("## Analyses", 1)[1].split("\n## ", 1)[0]
+    parser = cli.build_parser()
+    sub = next(a for a in parser._subparsers._group_actions[0].choices["analyze"]._actions
+               if a.__class__.__name__ == "_SubParsersAction")
+    for name in sub.choices:
+        assert f"analyze {name}" in section, f"`tracehouse analyze {name}` is not in the README's Analyses section"
