@@ -343,6 +343,60 @@ fn seq_sorted(seq: &[i64], rows: &[u32]) -> bool {
     rows.windows(2).all(|w| seq[w[0] as usize] <= seq[w[1] as usize])
 }
 
+/// Depth, parent and self time of spans that already carry their duration (Chrome `X`
+/// slices, strace syscalls, any `span`-kind event type), one per row in input order.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Nested {
+    /// Nesting depth, 0 for a root span.
+    pub depth: Vec<i32>,
+    /// Row of the enclosing span, -1 at the root.
+    pub parent: Vec<i64>,
+    /// Duration minus the durations of the direct children, ns.
+    pub self_ns: Vec<i64>,
+}
+
+/// Nests spans given as (ts, dur) per producer by time: per producer, spans sorted by
+/// start, longer first on equal starts (then seq), each goes under the innermost open
+/// span that contains it. An open span is closed (popped) once a span starts at or after
+/// its end, or ends after it (overlap without nesting: the two become siblings).
+pub fn nest(ts: &[i64], dur: &[i64], producer: &[i32], seq: &[i64]) -> Result<Nested, String> {
+    let n = ts.len();
+    if dur.len() != n || producer.len() != n || seq.len() != n {
+        return Err("ts, dur, producer and seq differ in length".into());
+    }
+    let mut order: Vec<u32> = (0..n as u32).collect();
+    order.sort_unstable_by(|&a, &b| {
+        let (a, b) = (a as usize, b as usize);
+        (producer[a], ts[a], std::cmp::Reverse(dur[a]), seq[a], a).cmp(&(producer[b], ts[b], std::cmp::Reverse(dur[b]), seq[b], b))
+    });
+    let mut out = Nested { depth: vec![0; n], parent: vec![-1; n], self_ns: dur.to_vec() };
+    let mut stack: Vec<usize> = Vec::new();
+    let mut current: Option<i32> = None;
+    for &r in &order {
+        let r = r as usize;
+        if current != Some(producer[r]) {
+            stack.clear();
+            current = Some(producer[r]);
+        }
+        let end = ts[r].saturating_add(dur[r]);
+        while let Some(&top) = stack.last() {
+            let top_end = ts[top].saturating_add(dur[top]);
+            if top_end <= ts[r] || end > top_end {
+                stack.pop();
+            } else {
+                break;
+            }
+        }
+        if let Some(&top) = stack.last() {
+            out.parent[r] = top as i64;
+            out.depth[r] = stack.len() as i32;
+            out.self_ns[top] = out.self_ns[top].wrapping_sub(dur[r]);
+        }
+        stack.push(r);
+    }
+    Ok(out)
+}
+
 /// The reference order: every half sorted by (producer, seq), begins before ends on ties.
 #[cfg(test)]
 fn by_producer(b: Halves, e: Halves) -> Spans {

@@ -324,6 +324,11 @@ def pair_spans(
     ``presorted`` (bool: no producer needed a sort). Raises ValueError on ragged columns or
     keys given for only one side."""
 
+def nest_spans(ts: pa.Int64Array, dur: pa.Int64Array, producer: pa.Int32Array, seq: pa.Int64Array) -> dict[str, pa.Array]:
+    """Spans that carry their duration, nested by time per producer (rules in
+    ``src/spans.rs``, ``nest``): ``depth`` (int32), ``parent`` (row, -1 at the root) and
+    ``self_ns`` per row, in input order."""
+
 def call_tree(parent: pa.Int64Array, key: pa.Int64Array, depth: pa.Int32Array) -> dict[str, pa.Array]:
     """Calling-context tree: ``node_of`` (node of each span), and per node ``parent``,
     ``key``, ``depth`` (nodes in creation order, parents first). ValueError when a parent is

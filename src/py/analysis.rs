@@ -1,4 +1,4 @@
-//! Python face of the analysis passes: `_core.stable_order`, `_core.pair_spans`,
+//! Python face of the analysis passes: `_core.stable_order`, `_core.pair_spans`, `_core.nest_spans`,
 //! `_core.call_tree`, `_core.hist_log2`, `_core.hist_linear`, `_core.binned_counts`.
 //!
 //! Owns argument conversion (pyarrow arrays in, zero-copy; pyarrow arrays out) and runs
@@ -86,6 +86,26 @@ fn pair_spans<'py>(
     out.set_item("self_ns", vec_to_pyarrow::<Int64Type>(py, s.self_ns)?)?;
     out.set_item("unmatched_end", vec_to_pyarrow::<Int64Type>(py, s.unmatched_end)?)?;
     out.set_item("presorted", s.presorted)?;
+    Ok(out)
+}
+
+/// Depth, parent (row) and self time of spans given with their durations, nested by time.
+#[pyfunction]
+fn nest_spans<'py>(
+    py: Python<'py>,
+    ts: &Bound<'py, PyAny>,
+    dur: &Bound<'py, PyAny>,
+    producer: &Bound<'py, PyAny>,
+    seq: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let (t, d, p, s) = (i64s(ts, "ts")?, i64s(dur, "dur")?, i32s(producer, "producer")?, i64s(seq, "seq")?);
+    let n = py
+        .detach(|| spans::nest(t.values(), d.values(), p.values(), s.values()))
+        .map_err(PyValueError::new_err)?;
+    let out = PyDict::new(py);
+    out.set_item("depth", vec_to_pyarrow::<Int32Type>(py, n.depth)?)?;
+    out.set_item("parent", vec_to_pyarrow::<Int64Type>(py, n.parent)?)?;
+    out.set_item("self_ns", vec_to_pyarrow::<Int64Type>(py, n.self_ns)?)?;
     Ok(out)
 }
 
@@ -191,6 +211,7 @@ fn binned_counts<'py>(
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stable_order, m)?)?;
     m.add_function(wrap_pyfunction!(pair_spans, m)?)?;
+    m.add_function(wrap_pyfunction!(nest_spans, m)?)?;
     m.add_function(wrap_pyfunction!(call_tree, m)?)?;
     m.add_function(wrap_pyfunction!(hist_log2, m)?)?;
     m.add_function(wrap_pyfunction!(hist_log2_buckets, m)?)?;

@@ -183,3 +183,23 @@ fn rows_out_of_seq_order_are_sorted_per_producer() {
         }
     }
 }
+
+#[test]
+fn nest_by_time() {
+    // producer 1: a [0, 100) { b [10, 30) { c [10, 20) } z [30, 30) d [40, 100) }; e [100, 110)
+    let ts = [0, 10, 10, 40, 100, 30, 5];
+    let dur = [100, 20, 10, 60, 10, 0, 1];
+    let pr = [1, 1, 1, 1, 1, 1, 2];
+    let seq = [0, 1, 2, 4, 5, 3, 0];
+    let n = nest(&ts, &dur, &pr, &seq).unwrap();
+    assert_eq!(n.parent, vec![-1, 0, 1, 0, -1, 0, -1]);
+    assert_eq!(n.depth, vec![0, 1, 2, 1, 0, 1, 0]);
+    assert_eq!(n.self_ns, vec![100 - 20 - 60, 10, 10, 60, 10, 0, 1]);
+}
+
+#[test]
+fn nest_overlap_makes_siblings() {
+    let n = nest(&[0, 5], &[10, 10], &[1, 1], &[0, 1]).unwrap();
+    assert_eq!(n.parent, vec![-1, -1]);
+    assert!(nest(&[0], &[1, 2], &[1], &[0]).is_err());
+}

@@ -20,11 +20,12 @@ class SpanConfig:
 
     begin/end: event types; key: a column both have, an end closes the innermost open
     span with the same key (None: the innermost open span); name: the begin column
-    naming a span in call trees and flame graphs (default: key).
+    naming a span in call trees and flame graphs (default: key). end=None: `begin` is a
+    span-kind type (events with their `dur`: Chrome slices, strace syscalls), nested by time.
     """
 
     begin: str
-    end: str
+    end: str | None
     key: str | None = None
     name: str | None = None
 
@@ -71,6 +72,9 @@ class Profile:
 
 
 PROFILES: dict[str, Profile] = {
+    # Chrome's importer already pairs B/E (and X) into `slice` spans; strace's syscalls are spans.
+    "chrome": Profile(spans=SpanConfig("slice", None, name="name")),
+    "strace": Profile(spans=SpanConfig("syscall", None, name="name")),
     "tod": Profile(
         spans=SpanConfig("behavior_enter", "behavior_exit", key="behavior_id"),
         objects=ObjectConfig("field_write", object="target", field="field_id", value="value"),
@@ -95,14 +99,20 @@ def span_config(store, trace: str, begin: str | None = None, end: str | None = N
         if saved:
             c = saved[-1]["params"]["config"]
             return SpanConfig(c["begin"], c["end"], key if key is not None else c.get("key"), name or c.get("name"))
+    if begin is not None and end is None and begin in types and types[begin].kind == "span":
+        return SpanConfig(begin, None, None, name)
     if begin is None or end is None:
         begins = [t.name for t in types.values() if t.kind == "begin"]
         ends = [t.name for t in types.values() if t.kind == "end"]
+        spans = [t.name for t in types.values() if t.kind == "span"]
+        if begin is None and end is None and not begins and not ends and len(spans) == 1:
+            return SpanConfig(spans[0], None, None, name)
         begin = begin or (begins[0] if len(begins) == 1 else None)
         end = end or (ends[0] if len(ends) == 1 else None)
         if begin is None or end is None:
             raise BadInput(f"trace {trace!r} (format {fmt!r}): which event types are the begins and ends of spans?",
-                           expected="--begin TYPE --end TYPE (types: " + ", ".join(types) + ")")
+                           expected="--begin TYPE --end TYPE, or --begin SPAN_TYPE alone (types: "
+                                    + ", ".join(types) + ")")
     for t in (begin, end):
         if t not in types:
             raise BadInput(f"trace {trace!r} has no event type {t!r}", expected=", ".join(types))

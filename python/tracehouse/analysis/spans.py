@@ -91,6 +91,8 @@ def _keys(b: pa.Table, e: pa.Table, key: str) -> tuple[pa.Array, pa.Array]:
 def pair(store: "Store", trace: str, config: SpanConfig | None = None) -> Spans:
     """Pair the begins and ends of `trace` into spans (nothing is saved)."""
     cfg = config or span_config(store, trace)
+    if cfg.end is None:
+        return _nest(store, trace, cfg)
     t0 = time.perf_counter()
     bt = _source.event_type(store, trace, cfg.begin)
     et = _source.event_type(store, trace, cfg.end)
@@ -133,6 +135,46 @@ def pair(store: "Store", trace: str, config: SpanConfig | None = None) -> Spans:
         "read_s": round(t_read, 4), "pair_s": round(t_pair, 4),
         "table_s": round(time.perf_counter() - t0 - t_read - t_pair, 4), "seconds": round(time.perf_counter() - t0, 4),
     }
+    return Spans(trace, cfg, table, unmatched, stats)
+
+
+def _nest(store: "Store", trace: str, cfg: SpanConfig) -> Spans:
+    """Spans of a span-kind type (they carry `dur`): nested by time (`_core.nest_spans`)."""
+    t0 = time.perf_counter()
+    st = _source.event_type(store, trace, cfg.begin)
+    if st.kind != "span":
+        raise BadInput(f"event type {cfg.begin!r} is a {st.kind}, not a span", expected="--end TYPE to pair it")
+    if cfg.name is not None and cfg.name not in [c.name for c in st.columns]:
+        raise BadInput(f"event type {st.name!r} has no name column {cfg.name!r}",
+                       expected=", ".join(c.name for c in st.params))
+    b = _source.read(store, trace, cfg.begin, ["ts", "producer", "seq", "dur"])
+    t_read = time.perf_counter() - t0
+    ts, dur = _source.int64_array(b.column("ts")), _source.int64_array(b.column("dur").fill_null(0))
+    r = _core.nest_spans(ts, dur, _source.int32_array(b.column("producer")), _source.int64_array(b.column("seq")))
+    t_pair = time.perf_counter() - t0 - t_read
+    n = b.num_rows
+    cols = {
+        "span_id": pa.array(np.arange(n, dtype=np.int64)),
+        "ts": ts,
+        "end_ts": pc.add(ts, dur) if n else pa.array([], pa.int64()),
+        "dur": dur,
+        "self_time": r["self_ns"],
+        "producer": _source.int32_array(b.column("producer")),
+        "seq": _source.int64_array(b.column("seq")),
+        "end_seq": pa.nulls(n, pa.int64()),
+        "depth": r["depth"].cast(pa.int64()),
+        "parent_id": r["parent"],
+        "closed": pa.array(np.ones(n, dtype=bool)),
+    }
+    params = _source.read(store, trace, cfg.begin, [c.name for c in st.params]) if st.params else pa.table({})
+    for c in params.column_names:
+        cols[_begin_name(c)] = params.column(c)
+    table = pa.table({k: (v.combine_chunks() if isinstance(v, pa.ChunkedArray) else v) for k, v in cols.items()})
+    unmatched = pa.table({c.name: pa.array([], c.arrow_type) for c in UNMATCHED_COLUMNS})
+    stats = {"begins": n, "ends": 0, "spans": n, "closed": n, "unclosed_begins": 0, "unmatched_ends": 0,
+             "presorted": True, "read_s": round(t_read, 4), "pair_s": round(t_pair, 4),
+             "table_s": round(time.perf_counter() - t0 - t_read - t_pair, 4),
+             "seconds": round(time.perf_counter() - t0, 4)}
     return Spans(trace, cfg, table, unmatched, stats)
 
 
@@ -199,11 +241,14 @@ def derived_name(trace: str) -> str:
 
 
 def _span_event_types(spans: Spans, fmt_types: dict[str, EventType]) -> tuple[EventType, EventType]:
-    bt, et = fmt_types[spans.config.begin], fmt_types[spans.config.end]
+    bt = fmt_types[spans.config.begin]
+    et = fmt_types[spans.config.end] if spans.config.end else None
     params = [c for c in SPAN_COLUMNS if c.name not in ("ts", "producer", "seq", "dur")]
     params += [Column(_begin_name(c.name), c.type, c.unit, c.doc) for c in bt.params]
-    params += [Column(f"end_{c.name}", c.type, c.unit, c.doc) for c in et.params if c.name != spans.config.key]
-    span = EventType("span", "span", tuple(params), f"a {bt.name} paired with its {et.name}")
+    if et is not None:
+        params += [Column(f"end_{c.name}", c.type, c.unit, c.doc) for c in et.params if c.name != spans.config.key]
+    doc = f"a {bt.name} paired with its {et.name}" if et is not None else f"a {bt.name} with its depth and parent"
+    span = EventType("span", "span", tuple(params), doc)
     unmatched = EventType("unmatched", "instant", tuple(c for c in UNMATCHED_COLUMNS
                                                         if c.name not in ("ts", "producer", "seq")),
                           "a begin never closed or an end that closed nothing")
@@ -224,7 +269,8 @@ def save(store: "Store", spans: Spans, name: str | None = None, *, chunk_rows: i
     if any(t.name == name for t in store.traces()):
         store.rm(name)
     span_et, unmatched_et = _span_event_types(spans, store.event_types(spans.trace))
-    store.create_trace(name, f"{src.format}_spans", description=f"spans of {spans.trace} ({spans.config.begin}/{spans.config.end})",
+    store.create_trace(name, f"{src.format}_spans",
+                       description=f"spans of {spans.trace} ({spans.config.begin}/{spans.config.end or 'nested'})",
                        metadata={"source": spans.trace, "tool": TOOL, "config": json.dumps(spans.config.to_json())},
                        event_types=[span_et, unmatched_et], producers=store.producers(spans.trace),
                        format_description=f"spans paired from {src.format} traces")
