@@ -298,6 +298,7 @@ class ProbeParser:
     def problems(self) -> list[tuple[int, int, str]]: ...
     @property
     def fatal(self) -> tuple[int, int, str] | None: ...
+
 # -- analyses (src/order.rs, spans.rs, calltree.rs, hist.rs, density.rs) ------------------
 # Every array argument is a non-null pyarrow array of the stated type, imported without a
 # copy; every pass runs with the GIL released.
