@@ -60,5 +60,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     py::strace::register(m)?;
     py::probe::register(m)?;
     py::analysis::register(m)?;
+    py::paje::register(m)?;
     Ok(())
 }

@@ -8,6 +8,7 @@
 
 pub mod chrome;
 pub mod json;
+pub mod paje;
 pub mod probe;
 pub mod strace;
 pub mod table;

@@ -9,6 +9,7 @@ pub mod checksum;
 pub mod chrome;
 pub mod lineproto;
 pub mod loadgen;
+pub mod paje;
 pub mod probe;
 pub mod strace;
 pub mod tod;

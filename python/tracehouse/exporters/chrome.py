@@ -54,6 +54,16 @@ _CHROME_PH = {"slice": "X", "slice_begin": "B", "slice_end": "E", "instant": "i"
               "sample": "P", "other": "i"}
 
 
+# Other formats whose columns name their events better than the type does (column -> role).
+_FORMAT_ROLES = {
+    ("paje", "state"): {"value": "__name", "state_type": "__cat"},
+    ("paje", "event"): {"event_type": "__name"},
+    ("paje", "variable"): {"variable_type": "__name"},
+    ("paje", "link"): {"link_type": "__name"},
+    ("paje", "link_end"): {"link_type": "__name"},
+}
+
+
 def producer_map(producers: list[dict]) -> tuple[list[tuple[int, str, str]], list[dict]]:
     """([(producer id, pid JSON, tid JSON or '')], metadata events naming them)."""
     by_id = {p["id"]: p for p in producers}
@@ -133,11 +143,22 @@ def _branch(trace: str, fmt_name: str, et: EventType, n: int) -> tuple[str, str]
         link = et.kind == "link" and {"dst_producer", "dst_ts"} <= names
         if et.kind == "link" and not link:
             ph = "i"
-        cols += [f"{qstr(ph)} AS __ph", f"{qstr(et.name)} AS __name", f"{qstr(fmt_name)} AS __cat"]
+        roles = _FORMAT_ROLES.get((fmt_name, et.name), {})
+        cols.append(f"{qstr(ph)} AS __ph")
+        if "__name" not in roles.values():
+            cols.append(f"{qstr(et.name)} AS __name")
+        if "__cat" not in roles.values():
+            cols.append(f"{qstr(fmt_name)} AS __cat")
+        # A counter with a numeric `value` is that one series; other counters chart every numeric param.
+        series = et.kind == "counter" and any(p.name == "value" and p.type in ("int64", "float64") for p in et.params)
         for p in et.params:
-            if link and p.name in ("dst_producer", "dst_ts"):
+            if p.name in roles:
+                cols.append(f"{qident(p.name)} AS {qident(roles[p.name])}")
+            elif link and p.name in ("dst_producer", "dst_ts"):
                 cols.append(f"{qident(p.name)} AS {qident('__' + p.name)}")
-            else:
+            elif series and p.name == "value":
+                cols += ["'value' AS __series", f"CAST({qident(p.name)} AS DOUBLE) AS __value"]
+            elif not series:
                 cols.append(f"{qident(p.name)} AS {qident(f'a{n}:' + p.name)}")
         if link:
             cols.append(f"'{et.name}-' || producer || '-' || seq AS __id")

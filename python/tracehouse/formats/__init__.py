@@ -1,7 +1,7 @@
 """Built-in formats: each module declares a format's event types once, as data."""
 
-from . import bpftrace, chrome, stap, strace, tod
+from . import bpftrace, chrome, paje, stap, strace, tod
 
-BUILTIN = {m.FORMAT: m for m in (tod, strace, chrome, bpftrace, stap)}
+BUILTIN = {m.FORMAT: m for m in (tod, strace, chrome, bpftrace, stap, paje)}
 
-__all__ = ["BUILTIN", "bpftrace", "chrome", "stap", "strace", "tod"]
+__all__ = ["BUILTIN", "bpftrace", "chrome", "paje", "stap", "strace", "tod"]

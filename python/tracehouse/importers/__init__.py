@@ -12,10 +12,10 @@ from pathlib import Path
 from types import ModuleType
 
 from ..errors import BadInput
-from . import bpftrace, chrome, csv, parquet, stap, strace
+from . import bpftrace, chrome, csv, paje, parquet, stap, strace
 from .tabular import ImportReport, Mapping
 
-BUILTIN: dict[str, ModuleType] = {m.NAME: m for m in (csv, parquet, chrome, strace, bpftrace, stap)}
+BUILTIN: dict[str, ModuleType] = {m.NAME: m for m in (chrome, strace, bpftrace, stap, paje, parquet, csv)}
 
 
 def registry() -> dict:
@@ -28,7 +28,8 @@ def registry() -> dict:
 
 
 def sniff(path: str | Path) -> str | None:
-    """The name of the first importer that recognises the file's first bytes."""
+    """The name of the first importer that recognises the file's first bytes (CSV, whose
+    sniffer accepts any text with a comma, is asked last)."""
     with open(path, "rb") as f:
         head = f.read(65536)
     for name, imp in registry().items():

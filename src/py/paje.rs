@@ -1,0 +1,135 @@
+//! Python face of the Paje parser: `_core.PajeParser` and `_core.paje_tables()`.
+//!
+//! Owns argument checking and conversions; parsing runs with the GIL released.
+
+use std::collections::HashMap;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use super::chrome::batches_to_py;
+use crate::parse::paje::{PajeParser, TABLES};
+
+/// Streaming parser of Paje trace files (see `tracehouse/formats/paje.py`).
+#[pyclass(module = "tracehouse._core", name = "PajeParser")]
+pub struct PyPajeParser {
+    inner: PajeParser,
+    schemas: HashMap<(String, usize), Py<PyAny>>,
+}
+
+#[pymethods]
+impl PyPajeParser {
+    #[new]
+    #[pyo3(signature = (strict=false, batch_rows=65_536, time_unit="s"))]
+    fn new(strict: bool, batch_rows: usize, time_unit: &str) -> PyResult<Self> {
+        let scale = match time_unit {
+            "s" => 1_000_000_000,
+            "ms" => 1_000_000,
+            "us" => 1_000,
+            "ns" => 1,
+            _ => return Err(PyValueError::new_err(format!("unknown time unit {time_unit:?} (s, ms, us, ns)"))),
+        };
+        Ok(Self { inner: PajeParser::new(strict, batch_rows.max(1), scale), schemas: HashMap::new() })
+    }
+
+    /// Parses a chunk; returns the full batches as [(event type, batch)].
+    fn feed<'py>(&mut self, py: Python<'py>, chunk: &[u8]) -> PyResult<Bound<'py, PyList>> {
+        let inner = &mut self.inner;
+        let b = py.detach(move || {
+            inner.feed(chunk);
+            inner.take_batches(false)
+        });
+        batches_to_py(py, b, &mut self.schemas)
+    }
+
+    /// Ends the input (closing held states and unmatched links); returns the remaining batches.
+    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let inner = &mut self.inner;
+        let b = py.detach(move || {
+            inner.finish();
+            inner.take_batches(true)
+        });
+        batches_to_py(py, b, &mut self.schemas)
+    }
+
+    /// Always []: the Paje event types have fixed columns (extra fields go to `extra`).
+    fn new_columns(&self) -> Vec<(String, String, String, String)> {
+        Vec::new()
+    }
+
+    /// Producer rows: one per container (kind = container type, nested by parent).
+    fn producers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let out = PyList::empty(py);
+        for c in self.inner.containers() {
+            let d = PyDict::new(py);
+            d.set_item("id", c.id)?;
+            d.set_item("parent", c.parent)?;
+            d.set_item("kind", &c.kind)?;
+            d.set_item("name", &c.name)?;
+            let attrs = PyDict::new(py);
+            if let Some(a) = &c.alias {
+                attrs.set_item("alias", a)?;
+            }
+            if let Some(t) = c.created {
+                attrs.set_item("created_ns", t)?;
+            }
+            if let Some(t) = c.destroyed {
+                attrs.set_item("destroyed_ns", t)?;
+            }
+            d.set_item("attrs", attrs)?;
+            out.append(d)?;
+        }
+        Ok(out)
+    }
+
+    /// Counts: events, definitions, states closed at end / by destroy, unmatched link halves, rejected.
+    #[getter]
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = &self.inner.stats;
+        let d = PyDict::new(py);
+        for (k, v) in [
+            ("events", s.events),
+            ("definitions", s.definitions),
+            ("states_closed_at_end", s.states_closed_at_end),
+            ("states_closed_by_destroy", s.states_closed_by_destroy),
+            ("unmatched_link_start", s.unmatched_link_start),
+            ("unmatched_link_end", s.unmatched_link_end),
+            ("rejected", self.inner.rejected),
+        ] {
+            d.set_item(k, v)?;
+        }
+        Ok(d)
+    }
+
+    /// The first rejected lines: [(line, 0, reason)].
+    #[getter]
+    fn problems(&self) -> Vec<(u64, u64, String)> {
+        self.inner.problems.iter().map(|p| (p.line, 0, p.reason.clone())).collect()
+    }
+
+    /// In strict mode, the line that stopped the parse.
+    #[getter]
+    fn fatal(&self) -> Option<(u64, u64, String)> {
+        self.inner.fatal.as_ref().map(|p| (p.line, 0, p.reason.clone()))
+    }
+}
+
+/// {event type: (kind, [(column, type), ...])} of the Paje event types, common columns included.
+#[pyfunction]
+fn paje_tables(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let d = PyDict::new(py);
+    let p = PajeParser::new(false, 1, 1);
+    for ((name, cols), (_, kind, _)) in p.table_columns().into_iter().zip(TABLES.iter()) {
+        let cols: Vec<(String, &str)> = cols.into_iter().map(|(c, t)| (c, t.name())).collect();
+        d.set_item(name, (*kind, cols))?;
+    }
+    Ok(d)
+}
+
+/// Adds the Paje names to the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyPajeParser>()?;
+    m.add_function(wrap_pyfunction!(paje_tables, m)?)?;
+    Ok(())
+}
