@@ -443,6 +443,7 @@ def cmd_bench_ingest(args) -> int:
 # (importers, analyses, server, ...), so areas never edit each other's parsers.
 COMMAND_MODULES: tuple[str, ...] = (
     "tracehouse.server.cli",
+    "tracehouse.tools",
     "tracehouse.replay.cli",
     "tracehouse.analysis.cli",
 )

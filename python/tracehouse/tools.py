@@ -1,0 +1,90 @@
+"""`tracehouse tools`: every importer, exporter and analysis the installation can use.
+
+Owns listing the plugin registries. Tools are found through Python entry
+points, one group per kind, so another package adds a format, an exporter or an
+analysis by declaring it in its own pyproject.toml, without touching ours:
+
+    [project.entry-points."tracehouse.importers"]     # a module/object with NAME, DESCRIPTION,
+    myformat = "mypkg.myformat"                        # sniff(head) and import_file(store, path, name, ...)
+    [project.entry-points."tracehouse.exporters"]     # NAME, DESCRIPTION, export(store, trace, out, *, progress)
+    [project.entry-points."tracehouse.analyses"]      # NAME, DESCRIPTION and the analysis' own entry function
+
+tracehouse declares its own importers and exporters in the same groups; the
+built-in modules also sit in each registry's BUILTIN table so a source checkout
+works before it is installed. A plugin that fails to load is listed with its
+error instead of breaking the command.
+"""
+
+from __future__ import annotations
+
+from importlib import metadata
+
+GROUPS = {"importer": "tracehouse.importers", "exporter": "tracehouse.exporters", "analysis": "tracehouse.analyses"}
+
+
+def _first_line(text: str | None) -> str:
+    return (text or "").strip().split("\n", 1)[0]
+
+
+def list_tools() -> list[dict]:
+    """[{name, kind, description, source, version, module, options}] sorted by kind then name."""
+    from . import __version__, exporters, importers
+
+    out: dict[tuple[str, str], dict] = {}
+
+    def add(kind, name, obj, source, version, module):
+        out.setdefault((kind, name), {
+            "name": name, "kind": kind, "description": getattr(obj, "DESCRIPTION", None) or _first_line(getattr(obj, "__doc__", "")),
+            "source": source, "version": version, "module": module,
+            "options": sorted(getattr(obj, "OPTIONS", None) or {}),
+        })
+
+    for name, mod in importers.BUILTIN.items():
+        add("importer", name, mod, "tracehouse", __version__, mod.__name__)
+    for name, mod in exporters.BUILTIN.items():
+        add("exporter", name, mod, "tracehouse", __version__, mod.__name__)
+    for name, desc in exporters.CORE.items():
+        out[("exporter", name)] = {"name": name, "kind": "exporter", "description": desc, "source": "tracehouse",
+                                   "version": __version__, "module": "tracehouse.cli", "options": []}
+    for kind, group in GROUPS.items():
+        for ep in metadata.entry_points(group=group):
+            if (kind, ep.name) in out:
+                continue
+            dist = getattr(ep, "dist", None)
+            source = dist.name if dist is not None else "?"
+            version = dist.version if dist is not None else None
+            try:
+                obj = ep.load()
+            except Exception as e:  # a broken plugin is reported, not fatal
+                out[(kind, ep.name)] = {"name": ep.name, "kind": kind, "description": f"failed to load: {e!r}",
+                                        "source": source, "version": version, "module": ep.value, "options": []}
+                continue
+            add(kind, ep.name, obj, source, version, ep.value)
+    return sorted(out.values(), key=lambda t: (list(GROUPS).index(t["kind"]), t["name"]))
+
+
+def cmd_tools(args) -> int:
+    from .cli import emit_json, out
+
+    tools = list_tools()
+    if args.kind:
+        tools = [t for t in tools if t["kind"] == args.kind]
+    if args.json:
+        emit_json(tools)
+        return 0
+    from rich.table import Table
+
+    table = Table(show_edge=False, header_style="bold")
+    for col in ("name", "kind", "description", "source"):
+        table.add_column(col, overflow="fold")
+    for t in tools:
+        desc = t["description"] + (f" (options: {', '.join('--' + o.replace('_', '-') for o in t['options'])})" if t["options"] else "")
+        src = t["source"] + (f" {t['version']}" if t.get("version") else "")
+        table.add_row(t["name"], t["kind"], desc, src)
+    out.print(table)
+    return 0
+
+
+def register(commands) -> None:
+    sp = commands.add("tools", cmd_tools, "list importers, exporters and analyses (ours and installed plugins)")
+    sp.add_argument("--kind", choices=tuple(GROUPS), help="only tools of this kind")
