@@ -95,6 +95,8 @@ def test_tools_lists_ours(capsys):
         assert listed[("importer", name)]["description"]
     assert {("exporter", n) for n in ("chrome", "parquet", "csv")} <= set(listed)
     assert listed[("importer", "bpftrace")]["options"] == ["pattern", "span"]
+    analyses = [t for t in listed.values() if t["kind"] == "analysis"]
+    assert analyses and all(t["source"] == "tracehouse" and t["description"] for t in analyses)
 
 
 def test_third_party_plugin_is_picked_up(plugin, tmp_path, capsys):

@@ -46,6 +46,9 @@ def list_tools() -> list[dict]:
     for name, desc in exporters.CORE.items():
         out[("exporter", name)] = {"name": name, "kind": "exporter", "description": desc, "source": "tracehouse",
                                    "version": __version__, "module": "tracehouse.cli", "options": []}
+    for name, desc in _builtin_analyses():
+        out[("analysis", name)] = {"name": name, "kind": "analysis", "description": desc, "source": "tracehouse",
+                                   "version": __version__, "module": "tracehouse.analysis", "options": []}
     for kind, group in GROUPS.items():
         for ep in metadata.entry_points(group=group):
             if (kind, ep.name) in out:
@@ -61,6 +64,26 @@ def list_tools() -> list[dict]:
                 continue
             add(kind, ep.name, obj, source, version, ep.value)
     return sorted(out.values(), key=lambda t: (list(GROUPS).index(t["kind"]), t["name"]))
+
+
+def _builtin_analyses() -> list[tuple[str, str]]:
+    """(name, help) of the built-in `tracehouse analyze NAME` subcommands."""
+    import argparse
+
+    from . import cli
+
+    def subs(parser):
+        return next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
+
+    try:
+        top = subs(cli.build_parser())
+        analyze = top.choices.get("analyze") if top is not None else None
+        act = subs(analyze) if analyze is not None else None
+        if act is None:
+            return []
+        return [(c.dest, c.help or "") for c in act._choices_actions]
+    except Exception:  # the CLI layout changed: list no built-in analyses rather than fail
+        return []
 
 
 def cmd_tools(args) -> int:
