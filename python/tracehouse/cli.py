@@ -446,6 +446,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "tracehouse.tools",
     "tracehouse.replay.cli",
     "tracehouse.analysis.cli",
+    "tracehouse.bench.import_",
 )
 
 

@@ -116,6 +116,8 @@ struct Pending {
     /// Row reserved for it.
     slot: u64,
     partial: Vec<u8>,
+    /// A close applied to the fd table when it started: the path the fd had then.
+    closed: Option<Option<Box<[u8]>>>,
 }
 
 /// One input stream (a file, a pipe).
@@ -518,8 +520,13 @@ impl StraceParser {
                     };
                     self.procs.clone_started(tid, flags);
                 }
+                // The kernel takes the fd out of the table as close() starts (the rest is
+                // flushing): another thread's open may get the number before this close
+                // returns, so the table forgets the fd now, not at `<... close resumed>`.
+                let closed = if sc == Sc::Close { Some(self.close_fd(t, partial)) } else { None };
                 let slot = self.rows.reserve(ts, self.procs.producer(t), id);
                 let p = self.pending_mut(t);
+                p.closed = closed;
                 p.active = true;
                 p.ts = ts;
                 p.name = id;
@@ -539,18 +546,17 @@ impl StraceParser {
                 if p.active && p.name == id {
                     p.active = false;
                     let (start, slot) = (p.ts, p.slot);
-                    let mut scratch = std::mem::take(&mut self.scratch);
-                    scratch.clear();
-                    scratch.extend_from_slice(&self.pending[t as usize].partial);
-                    scratch.extend_from_slice(tail);
-                    match parse_call(&scratch) {
+                    // Both halves joined in the pending buffer itself (one copy, no scratch).
+                    let mut joined = std::mem::take(&mut p.partial);
+                    joined.extend_from_slice(tail);
+                    match parse_call(&joined) {
                         Ok(call) => self.syscall(t, start, ts - start, id, sc, &call, Some(slot)),
                         Err(reason) => {
                             self.rows.drop_slot(slot);
                             self.reject_at(src, no, reason.into());
                         }
                     }
-                    self.scratch = scratch;
+                    self.pending[t as usize].partial = joined;
                     if sc == Sc::Clone || sc == Sc::Fork {
                         self.procs.clone_ended(tid);
                     }
@@ -727,6 +733,33 @@ impl StraceParser {
         }
     }
 
+    /// Takes the fd of close's first argument (`3` or `3</path>`) out of thread index
+    /// `t`'s table; returns the path it had (its `-y` path, else the table's).
+    ///
+    /// Not through fd_path: a close printed with another path than the table's entry
+    /// closed an older file (the table is stale, see fd_path) and must not drop the entry.
+    fn close_fd(&mut self, t: u32, arg: &[u8]) -> Option<Box<[u8]>> {
+        let arg = line::trim(arg);
+        let arg = arg.strip_suffix(b",").unwrap_or(arg);
+        let (fd, y) = parse_fd(arg);
+        let fd = fd?;
+        let known = self.procs.fd_info(t, fd).and_then(|(p, _)| p).map(Box::<[u8]>::from);
+        let path = match y {
+            Some(y) => {
+                let mut p = Vec::with_capacity(y.len());
+                if !unescape_into(y, &mut p) {
+                    p = String::from_utf8_lossy(y).into_owned().into_bytes();
+                }
+                Some(p.into_boxed_slice())
+            }
+            None => known.clone(),
+        };
+        if y.is_none() || known.is_none() || known == path {
+            self.procs.close(t, fd);
+        }
+        path
+    }
+
     /// `AT_FDCWD</dir>` tells the working directory.
     fn note_cwd(&mut self, t: u32, dirfd: Option<i64>, y: Option<&[u8]>) {
         if let (Some(AT_FDCWD), Some(y)) = (dirfd, y) {
@@ -886,22 +919,14 @@ impl StraceParser {
                 }
             }
             Sc::Close => {
-                let (fd, y) = parse_fd(arg(0));
+                let (fd, _) = parse_fd(arg(0));
                 row.i[0] = fd.unwrap_or(NULL);
-                // Not through fd_path: a close printed with another path than the table's
-                // entry closed an older file (see fd_path) and must not drop the entry.
-                row.s[0] = match y {
-                    Some(y) => self.escaped(y),
-                    None => self.fd_path(t, fd, None),
+                let closed = match slot.and_then(|_| self.pending.get_mut(t as usize)).and_then(|p| p.closed.take()) {
+                    Some(path) => path, // applied when the call started
+                    None => self.close_fd(t, arg(0)),
                 };
-                if let (Some(fd), true) = (fd, ok) {
-                    let same = match (y, self.procs.fd_info(t, fd)) {
-                        (Some(_), Some((known, _))) => known == Some(self.rows.get(row.s[0])),
-                        _ => true,
-                    };
-                    if same {
-                        self.procs.close(t, fd);
-                    }
+                if let Some(path) = closed {
+                    row.s[0] = self.rows.text(&path);
                 }
             }
             Sc::Lseek => {

@@ -95,8 +95,14 @@ pub(super) fn split_line(line: &[u8]) -> Result<(Prefix, Body<'_>), &'static str
         i += 1;
     }
     let mut stamp = Stamp::None;
-    let (secs, k) = lead_digits(line, i);
-    if k > 0 {
+    if let Some((ts, next)) = epoch_10_6(line, i) {
+        // The common -ttt stamp, read in three word-sized steps.
+        stamp = Stamp::Epoch(ts);
+        i = next;
+        while i < n && line[i] == b' ' {
+            i += 1;
+        }
+    } else if let (secs, k @ 1..) = lead_digits(line, i) {
         let end = match line[i + k..].iter().position(|&b| b == b' ') {
             Some(e) => i + k + e,
             None => return Err("expected a syscall after the timestamp"),
@@ -158,9 +164,59 @@ pub(super) fn split_line(line: &[u8]) -> Result<(Prefix, Body<'_>), &'static str
     Ok((prefix, body))
 }
 
-#[inline]
+/// Bytes of a syscall name: letters, digits, `_` and `?` (strace's `???`).
+static NAME_BYTE: [bool; 256] = {
+    let mut t = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        t[b] = c.is_ascii_alphanumeric() || c == b'_' || c == b'?';
+        b += 1;
+    }
+    t
+};
+
+#[inline(always)]
 fn is_name_byte(b: u8) -> bool {
-    b.is_ascii_alphanumeric() || b == b'_' || b == b'?'
+    NAME_BYTE[b as usize]
+}
+
+/// `-ttt`'s `SSSSSSSSSS.UUUUUU ` (10 + 6 digits, then a space) at `line[i..]` as ns, and
+/// the index of that space; None for any other shape (the general path reads it).
+#[inline(always)]
+fn epoch_10_6(line: &[u8], i: usize) -> Option<(i64, usize)> {
+    let t = line.get(i..i + 18)?;
+    if t[10] != b'.' || t[17] != b' ' {
+        return None;
+    }
+    let w0 = u64::from_le_bytes(t[0..8].try_into().expect("8 bytes"));
+    let (a, b) = (t[8].wrapping_sub(b'0'), t[9].wrapping_sub(b'0'));
+    if leading_digit_bytes(w0) != 8 || a > 9 || b > 9 {
+        return None;
+    }
+    // Fraction: "UUUUUU" at 11..17, as the top six of eight digits with two '0's below.
+    let f = u64::from_le_bytes([b'0', b'0', t[11], t[12], t[13], t[14], t[15], t[16]]);
+    if leading_digit_bytes(f) != 8 {
+        return None;
+    }
+    let secs = eight_digits(w0) * 100 + (a as u64) * 10 + b as u64;
+    let ns = (secs as i64).checked_mul(1_000_000_000)? + eight_digits(f) as i64 * 1_000;
+    Some((ns, i + 17))
+}
+
+/// ` <S.UUUUUU>` (`-T` in microseconds, under 10 s) at the end of `r`, as ns.
+#[inline(always)]
+fn dur_1_6(r: &[u8]) -> Option<i64> {
+    let t = r.get(r.len().checked_sub(11)?..)?;
+    if t[0] != b' ' || t[1] != b'<' || t[3] != b'.' || t[10] != b'>' {
+        return None;
+    }
+    let s = t[2].wrapping_sub(b'0');
+    let f = u64::from_le_bytes([b'0', b'0', t[4], t[5], t[6], t[7], t[8], t[9]]);
+    if s > 9 || leading_digit_bytes(f) != 8 {
+        return None;
+    }
+    Some(s as i64 * 1_000_000_000 + eight_digits(f) as i64 * 1_000)
 }
 
 /// `secs` seconds plus the fraction digits `frac` (any number, kept to ns) as ns.
@@ -334,8 +390,11 @@ pub(super) fn parse_call(tail: &[u8]) -> Result<Call<'_>, &'static str> {
     let mut r = trim_start(&tail[close + 1..]);
     r = r.strip_prefix(b"=").ok_or("expected '= RESULT' after the arguments")?;
     r = trim_start(r);
-    // -T: `<seconds>` at the very end.
-    if let Some(body) = r.strip_suffix(b">") {
+    // -T: `<seconds>` at the very end; ` <S.UUUUUU>` (microseconds, under 10 s) first.
+    if let Some(d) = dur_1_6(r) {
+        call.dur = Some(d);
+        r = trim_end(&r[..r.len() - 11]);
+    } else if let Some(body) = r.strip_suffix(b">") {
         if let Some(lt) = body.iter().rposition(|&b| b == b'<') {
             let inner = &body[lt + 1..];
             if inner.first().is_some_and(u8::is_ascii_digit) && (lt == 0 || body[lt - 1] == b' ') {
@@ -370,6 +429,9 @@ pub(super) fn parse_call(tail: &[u8]) -> Result<Call<'_>, &'static str> {
 /// Index just past the closing quote of a string starting at `i` (after its `"`).
 #[inline]
 fn skip_string(s: &[u8], mut i: usize) -> Option<usize> {
+    if s.get(i) == Some(&b'"') {
+        return Some(i + 1); // `""`: every buffer under -s0
+    }
     loop {
         let j = memchr::memchr2(b'"', b'\\', &s[i..])? + i;
         if s[j] == b'\\' {
@@ -387,6 +449,11 @@ fn skip_string(s: &[u8], mut i: usize) -> Option<usize> {
 /// `>` inside `[...]` (`-yy` sockets: `TCP:[1.2.3.4:5->6.7.8.9:10]`) does not close it.
 #[inline]
 fn skip_angle(s: &[u8], mut i: usize) -> Option<usize> {
+    // Paths (the usual case) hold no '[': the first '>' closes them.
+    let gt = memchr::memchr(b'>', &s[i..])? + i;
+    if !s[i..gt].contains(&b'[') {
+        return Some(gt + 1);
+    }
     let mut brackets = 0u32;
     while i < s.len() {
         match s[i] {
@@ -467,10 +534,15 @@ pub(super) fn parse_int(s: &[u8]) -> Option<(i64, usize)> {
 /// Leading decimal digits as u64 (None when there are none or they overflow).
 #[inline]
 pub(super) fn parse_u64(s: &[u8]) -> Option<(u64, usize)> {
+    // Results and sizes are short: a plain loop beats the word-at-a-time one here.
     let mut v: u64 = 0;
     let mut i = 0;
-    while i < s.len() && s[i].is_ascii_digit() {
-        v = v.checked_mul(10)?.checked_add((s[i] - b'0') as u64)?;
+    while i < s.len() {
+        let d = s[i].wrapping_sub(b'0');
+        if d > 9 {
+            break;
+        }
+        v = if i < 18 { v * 10 + d as u64 } else { v.checked_mul(10)?.checked_add(d as u64)? };
         i += 1;
     }
     if i == 0 {

@@ -589,3 +589,22 @@ fn dash_y_paths_correct_a_table_made_stale_by_rough_timestamps() {
     assert_eq!(sys.col("path"), ["/a", "", "/b", "/a", "/b", "/b"]);
     assert_eq!(sys.col("pos"), ["", "", "", "", "0", "10"]);
 }
+
+#[test]
+fn close_frees_its_fd_when_it_starts() {
+    // Thread 2's openat gets fd 3 while thread 1's close(3) has not returned yet.
+    let text = "\
+1 1.000 openat(AT_FDCWD, \"/a\", O_RDONLY) = 3 <0.000001>
+1 1.001 clone3({flags=CLONE_VM|CLONE_FILES|CLONE_THREAD}, 88) = 2 <0.000001>
+1 1.002 close(3 <unfinished ...>
+2 1.003 openat(AT_FDCWD, \"/b\", O_RDONLY <unfinished ...>
+2 1.004 <... openat resumed>) = 3 <0.000001>
+1 1.005 <... close resumed>) = 0 <0.000003>
+2 1.006 read(3, \"\", 10) = 10 <0.000001>
+";
+    let (p, [sys, ..]) = parse(text);
+    assert_eq!(p.rejects(), &[]);
+    assert_eq!(sys.col("name"), ["openat", "clone3", "close", "openat", "read"]);
+    assert_eq!(sys.col("path"), ["/a", "", "/a", "/b", "/b"]);
+    assert_eq!(sys.col("pos"), ["", "", "", "", "0"]);
+}

@@ -1,0 +1,291 @@
+"""`tracehouse bench import`: how fast each importer parses and stores real files, beside peers.
+
+Owns the harness shared by every format: build the inputs (one case per format,
+see `Case`), measure the peers on the largest input, then import each input size
+into a fresh store in a child process (its peak RSS is the import's memory) and
+report time, throughput, CPU seconds and memory at every size, so O(N) time and
+memory bounded by the batch (not the file) show in one table.
+
+Adding a format (the extension point): write a module exposing `CASE = Case(...)`
+(how to build inputs of a given size from real data, which importer, which peers,
+the target) and add its name to `CASE_MODULES`. `import_strace.py` is the model.
+
+Timings are wall seconds of the timed region only (the child's interpreter start
+and imports are excluded), plus the CPU seconds of the same region: on a shared
+machine the CPU figure stays comparable when neighbours load it, and the load
+average is recorded.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from ..errors import TracehouseError
+
+# One module per format, each exposing CASE.
+CASE_MODULES: tuple[str, ...] = (
+    "tracehouse.bench.import_strace",
+)
+SPACE_MARGIN = 256 << 20
+
+
+class NotEnoughSpace(TracehouseError):
+    exit_code = 2
+
+
+@dataclass
+class Input:
+    """One input file of a case: its size in the case's unit, bytes, and notes on how it was made."""
+
+    path: Path
+    units: int
+    bytes: int
+    notes: dict = field(default_factory=dict)
+
+
+@dataclass
+class Peer:
+    """A baseline measured on the same file: `units` processed in `seconds` (None: not measured)."""
+
+    name: str
+    what: str
+    seconds: float | None
+    units: int | None
+    note: str = ""
+
+    def to_json(self, unit: str) -> dict:
+        rate = self.units / self.seconds if self.seconds and self.units is not None else None
+        return {"name": self.name, "what": self.what, "seconds": self.seconds and round(self.seconds, 3),
+                unit: self.units, f"{unit}_per_s": rate and round(rate), "note": self.note}
+
+
+@dataclass
+class Case:
+    """How to benchmark one format's importer.
+
+    build(workdir, sizes) -> one Input per size (in `unit`), made from real data;
+    peers: functions Input -> Peer, run on the largest input; importer: the name in
+    the importers registry; target: the goal in `unit`s per second (parsed and
+    stored), described by `target_text`; bytes_per_unit: for the disk-space check.
+    """
+
+    name: str
+    unit: str
+    importer: str
+    default_size: int
+    build: Callable[[Path, list[int]], list[Input]]
+    peers: tuple[Callable[[Input], Peer], ...]
+    target: float
+    target_text: str
+    bytes_per_unit: float = 100.0
+
+
+def cases() -> dict[str, Case]:
+    out = {}
+    for name in CASE_MODULES:
+        case = importlib.import_module(name).CASE
+        out[case.name] = case
+    return out
+
+
+# -- the child process: one import, timed, with its peak memory ---------------------------
+
+
+def _rss_kb(field_: str) -> int | None:
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith(field_ + ":"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def _child_main() -> None:
+    """`python -c '... _child_main()' JSON`: import one file into a fresh store, print JSON."""
+    args = json.loads(sys.argv[1])
+    import tracehouse
+    from tracehouse import importers
+
+    imp = importers.get(args["importer"])
+    store = tracehouse.open(args["store"], fsync="off")
+    base = _rss_kb("VmRSS")
+    t0, c0 = time.perf_counter(), time.process_time()
+    report = imp.import_file(store, args["path"], "bench")
+    store.close()
+    secs, cpu = time.perf_counter() - t0, time.process_time() - c0
+    peak = _rss_kb("VmHWM")
+    print(json.dumps({"seconds": secs, "cpu_seconds": cpu, "events": report.events, "rejected": report.rejected,
+                      "lines": getattr(report, "lines", None), "rss_before_kb": base, "peak_rss_kb": peak}))
+
+
+def _run_child(importer: str, path: Path, store: Path) -> dict:
+    env = dict(os.environ)
+    pkg_parent = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    arg = json.dumps({"importer": importer, "path": str(path), "store": str(store)})
+    p = subprocess.run([sys.executable, "-c", "from tracehouse.bench.import_ import _child_main; _child_main()", arg],
+                       capture_output=True, text=True, env=env)
+    if p.returncode != 0:
+        raise RuntimeError(f"import child failed ({p.returncode}): {p.stderr.strip()[-2000:]}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def _dir_bytes(p: Path) -> int:
+    return sum(f.stat().st_size for f in p.rglob("*") if f.is_file())
+
+
+# -- the run ---------------------------------------------------------------------------------
+
+
+def _default_workdir() -> Path:
+    import tracehouse
+
+    p = Path(tracehouse.default_path()).absolute()
+    while not p.exists():
+        p = p.parent
+    return p if p.is_dir() else p.parent
+
+
+def run(fmt: str = "strace", size: int | None = None, *, sizes: list[int] | None = None,
+        workdir: str | os.PathLike | None = None, peers: bool = True, keep: bool = False,
+        log: Callable[[str], None] = lambda s: None) -> dict:
+    """Benchmark one format's import at several sizes; returns a JSON-able dict.
+
+    size: the headline input, in the case's unit (default: the case's), on which the
+    peers run; sizes: every size imported (default: size, 2 x size, 4 x size: above
+    the store's checkpoint threshold, so bounded memory shows). Inputs and stores go
+    to a temporary directory under `workdir` (default: next to the default store)
+    and are removed unless `keep`.
+    """
+    all_cases = cases()
+    if fmt not in all_cases:
+        from ..errors import BadInput
+
+        raise BadInput(f"no import benchmark for {fmt!r}", expected=" | ".join(all_cases))
+    case = all_cases[fmt]
+    size = size or case.default_size
+    sizes = sorted(set((sizes or [size, 2 * size, 4 * size]) + [size]))
+    base = Path(workdir) if workdir else _default_workdir()
+    need = int(sum(sizes) * case.bytes_per_unit * 1.3)
+    free = shutil.disk_usage(base).free
+    if free < need + SPACE_MARGIN:
+        raise NotEnoughSpace(f"{base}: {free / 1e9:.2f} GB free, the inputs need about {(need + SPACE_MARGIN) / 1e9:.2f} GB "
+                             "(use a smaller --size or another --workdir)")
+    tmp = Path(tempfile.mkdtemp(prefix=f"tracehouse-bench-import-{fmt}-", dir=base))
+    load_before = list(os.getloadavg())
+    try:
+        log(f"building {fmt} inputs of {', '.join(f'{s:,}' for s in sizes)} {case.unit} in {tmp}")
+        inputs = case.build(tmp, sizes)
+        headline = next(i for i in inputs if i.units == size)
+        peer_rows = []
+        if peers:
+            for fn in case.peers:
+                log(f"peer {fn.__name__} on {headline.units:,} {case.unit}")
+                peer_rows.append(fn(headline).to_json(case.unit))
+        runs = []
+        for inp in sorted(inputs, key=lambda i: i.units):
+            log(f"importing {inp.units:,} {case.unit} ({inp.bytes / 1e6:.0f} MB)")
+            store = tmp / f"store-{inp.units}"
+            r = _run_child(case.importer, inp.path, store)
+            r.update({case.unit: inp.units, "bytes_in": inp.bytes, "store_bytes": _dir_bytes(store),
+                      f"{case.unit}_per_s": round(inp.units / r["seconds"]),
+                      f"{case.unit}_per_cpu_s": round(inp.units / r["cpu_seconds"]) if r["cpu_seconds"] else None,
+                      "events_per_s": round(r["events"] / r["seconds"]),
+                      "rss_growth_kb": (r["peak_rss_kb"] or 0) - (r["rss_before_kb"] or 0)})
+            runs.append(r)
+            shutil.rmtree(store, ignore_errors=True)
+        rate = next(r for r in runs if r[case.unit] == size)[f"{case.unit}_per_s"]
+        result = {
+            "format": fmt, "unit": case.unit, "importer": case.importer, "size": size, "inputs": [
+                {"path": str(i.path) if keep else None, case.unit: i.units, "bytes": i.bytes, **i.notes} for i in inputs],
+            "peers": peer_rows, "runs": runs,
+            "targets": [{"target": case.target_text, "value": rate, "met": rate >= case.target}],
+            "machine": {"cpus": os.cpu_count(), "loadavg_before": load_before, "loadavg_after": list(os.getloadavg())},
+            "workdir": str(tmp) if keep else None,
+        }
+        return result
+    finally:
+        if not keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def render(result: dict):
+    """Two rich tables: the largest input against its peers, then every size."""
+    from rich import box
+    from rich.table import Table
+
+    u = result["unit"]
+    runs = result["runs"]
+    big = next(r for r in runs if r[u] == result["size"])
+    load = result["machine"]["loadavg_before"][0]
+    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
+              title=f"{result['format']} import of {big[u]:,} {u} ({big['bytes_in'] / 1e6:.0f} MB; "
+                    f"{result['machine']['cpus']} CPUs, load {load:.1f} before)")
+    for col, j in (("system", "left"), ("does", "left"), ("s", "right"), (f"{u}/s", "right")):
+        t.add_column(col, justify=j)
+    t.add_row("tracehouse import", "parse + store (Parquet segments registered)", f"{big['seconds']:.2f}",
+              f"{big[u + '_per_s'] / 1e6:.2f}M")
+    for p in result["peers"]:
+        rate = p[f"{u}_per_s"]
+        t.add_row(p["name"], p["what"] + (f" ({p['note']})" if p["note"] else ""),
+                  "" if p["seconds"] is None else f"{p['seconds']:.2f}", "" if rate is None else f"{rate / 1e6:.2f}M")
+    s = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
+              title="scaling: time O(N), memory bounded by the batch (peak RSS of the importing process)")
+    for col in (u, "events", "s", f"{u}/s", f"{u}/CPU·s", "peak RSS", "RSS growth", "stored"):
+        s.add_column(col, justify="right")
+    for r in runs:
+        s.add_row(f"{r[u]:,}", f"{r['events']:,}", f"{r['seconds']:.2f}", f"{r[u + '_per_s'] / 1e6:.2f}M",
+                  "" if r[u + "_per_cpu_s"] is None else f"{r[u + '_per_cpu_s'] / 1e6:.2f}M",
+                  f"{(r['peak_rss_kb'] or 0) / 1024:.0f} MB", f"{r['rss_growth_kb'] / 1024:.0f} MB",
+                  f"{r['store_bytes'] / 1e6:.1f} MB")
+    return t, s
+
+
+def print_report(result: dict, console=None) -> None:
+    from rich.console import Console
+
+    console = console or Console()
+    for t in render(result):
+        console.print(t)
+    for tg in result["targets"]:
+        mark = "[green]met[/green]" if tg["met"] else "[red]missed[/red]"
+        console.print(f"target {tg['target']}: {tg['value'] / 1e6:.2f}M {result['unit']}/s {mark}")
+
+
+def cmd_bench_import(args) -> int:
+    from ..cli import emit_json, err
+
+    log = (lambda s: None) if args.json else (lambda s: err.print(f"[dim]{s}[/dim]"))
+    sizes = [int(x) for x in args.sizes.split(",")] if args.sizes else None
+    result = run(args.format, args.size, sizes=sizes, workdir=args.workdir, peers=not args.no_peers, keep=args.keep,
+                 log=log)
+    if args.json:
+        emit_json(result)
+    else:
+        print_report(result)
+    return 0
+
+
+def register(commands) -> None:
+    sp = commands.bench("import", cmd_bench_import,
+                        "importers on real files: throughput at 3 sizes, peak memory, peers (wc -l, a Python regex)")
+    sp.add_argument("--format", default="strace", help="which importer: " + " | ".join(
+        m.rsplit("_", 1)[-1] for m in CASE_MODULES) + " (default strace)")
+    sp.add_argument("--size", type=int, help="headline input, in the format's unit, where the peers run "
+                                             "(strace: lines; default 5M)")
+    sp.add_argument("--sizes", help="every input size imported, comma separated (default: size, 2 x size, 4 x size)")
+    sp.add_argument("--workdir", help="where inputs and stores go (default: next to the store); removed afterwards")
+    sp.add_argument("--keep", action="store_true", help="keep the inputs (their paths are in the JSON)")
+    sp.add_argument("--no-peers", action="store_true", help="skip the peers")

@@ -1,0 +1,65 @@
+"""`tracehouse bench import` at toy size: every part runs and counts what it was given.
+
+No timing is asserted: the numbers only mean something at full size on a quiet machine.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import tracehouse
+from helpers.strace import DATA, needs_strace
+from tracehouse.bench import import_, import_strace
+from tracehouse.cli import main
+from tracehouse.importers import strace as imp
+
+
+def test_replicated_log_is_copies_of_the_capture_shifted_in_time(tmp_path):
+    template = DATA / "threads.strace"
+    lines = template.read_bytes().count(b"\n")
+    out = tmp_path / "rep.strace"
+    import_strace.replicate(template, out, 3 * lines + 7)
+    data = out.read_bytes()
+    assert data.count(b"\n") == 3 * lines + 7
+    assert data.startswith(template.read_bytes())  # copy 0 is the capture itself
+    with tracehouse.open(tmp_path / "s") as s:
+        r = imp.import_file(s, out, "rep")
+        one = imp.import_file(s, template, "one")
+        assert r.rejected == 0 and r.unfinished <= 1  # the last copy is cut after 7 lines
+        assert r.by_type["exit"] == 3 * one.by_type["exit"]
+        assert r.by_type["syscall"] >= 3 * one.by_type["syscall"]
+        ts = s.sql("SELECT ts FROM rep.syscall").column("ts").to_pylist()
+        assert ts == sorted(ts)
+        # Each copy's process and threads are new producers (pids reused after they exited);
+        # the 7 lines of the last copy come from its main thread only.
+        assert len(s.producers("rep")) == 3 * len(s.producers("one")) + 2
+
+
+@needs_strace
+def test_bench_import_runs_every_part(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(import_strace, "OPS", 40)
+    r = import_.run("strace", 20_000, sizes=[10_000, 40_000], workdir=tmp_path)
+    assert [x["lines"] for x in r["runs"]] == [10_000, 20_000, 40_000]
+    for x in r["runs"]:
+        assert x["rejected"] == 0 and x["events"] > 0 and x["lines_per_s"] > 0
+        assert x["peak_rss_kb"] and x["store_bytes"] > 0
+    peers = {p["name"]: p for p in r["peers"]}
+    assert set(peers) == {"wc -l", "python re", "tracehouse parse"}
+    assert all(p["lines"] == 20_000 for p in peers.values())
+    assert r["targets"][0]["target"].startswith(">= 4M lines/s")
+    assert list(tmp_path.iterdir()) == []  # inputs and stores removed
+    import_.print_report(r)
+    assert "strace import of 20,000 lines" in capsys.readouterr().out
+
+
+def test_bench_import_cli_names_unknown_formats(tmp_path, capsys):
+    assert main(["bench", "import", "--format", "nope", "--workdir", str(tmp_path)]) == 2
+    assert "no import benchmark for 'nope'" in capsys.readouterr().err
+
+
+def test_cases_are_declared_by_modules():
+    cases = import_.cases()
+    assert cases["strace"] is import_strace.CASE
+    assert json.dumps([c.name for c in cases.values()])
