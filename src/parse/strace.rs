@@ -160,6 +160,8 @@ pub struct StraceParser {
     scratch: Vec<u8>,
     next_cut: usize,
     last_ts: i64,
+    /// Every source ended and every pending call recorded: the last cut comes.
+    finished_input: bool,
     finished: bool,
     /// Merge mode: sources with a complete next line, by its timestamp.
     heap: BinaryHeap<Reverse<(i64, u32)>>,
@@ -190,6 +192,7 @@ impl StraceParser {
             scratch: Vec::new(),
             next_cut,
             last_ts: 0,
+            finished_input: false,
             finished: false,
             heap: BinaryHeap::new(),
             need: (0..n as u32).collect(),
@@ -234,6 +237,7 @@ impl StraceParser {
                 self.unresumed(t as u32, end);
             }
         }
+        self.finished_input = true;
         self.cut(true);
         self.finished = true;
     }
@@ -779,7 +783,13 @@ impl StraceParser {
 
     /// Stores a complete row (in its reserved slot, if any) and cuts a batch when due.
     #[inline]
-    fn put(&mut self, row: Row, slot: Option<u64>) {
+    fn put(&mut self, mut row: Row, slot: Option<u64>) {
+        let p = row.producer as usize;
+        if self.seq.len() <= p {
+            self.seq.resize(p + 1, 0);
+        }
+        row.seq = self.seq[p];
+        self.seq[p] += 1;
         match slot {
             Some(s) => self.rows.fill(s, row),
             None => self.rows.push(row),
@@ -796,7 +806,10 @@ impl StraceParser {
     }
 
     fn cut(&mut self, force: bool) {
-        let batches = self.rows.cut(force, &mut self.seq, &self.names);
+        let mut batches = self.rows.cut(force, &self.names);
+        if self.finished_input {
+            batches.extend(self.rows.take_aside(&self.names));
+        }
         for (name, b) in batches {
             let k = EVENT_TYPES.iter().position(|n| *n == name).unwrap_or(0);
             self.stats.events[k] += b.num_rows() as u64;

@@ -12,7 +12,9 @@ same parser from a pipe instead of files.
 from __future__ import annotations
 
 import glob
+import queue
 import re
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Callable
@@ -157,14 +159,62 @@ class StraceSink:
 
 
 def feed_files(sink: StraceSink, files: list[BinaryIO], progress: Callable[[int], None] | None = None) -> None:
-    """Reads the files in the order the parser asks for them (-ff merge) until all have ended."""
-    chunk = CHUNK if len(files) == 1 else max(MIN_CHUNK, MERGE_BUDGET // len(files))
+    """Reads the files in the order the parser asks for them (-ff merge) until all have ended.
+
+    One file is read ahead by a thread (both the read and the parse run without the
+    GIL, so the next chunk is read while this one is parsed); -ff files are read on
+    demand, in the order the merge needs them.
+    """
     seen = 0
-    while (i := sink.parser.need()) is not None:
-        lines = sink.feed(files[i].read(chunk), i)
+
+    def report(lines: int) -> None:
+        nonlocal seen
         if progress is not None and lines != seen:
             progress(lines - seen)
             seen = lines
+
+    if len(files) == 1:
+        for chunk in _read_ahead(files[0], CHUNK):
+            report(sink.feed(chunk, 0))
+        return
+    chunk = max(MIN_CHUNK, MERGE_BUDGET // len(files))
+    while (i := sink.parser.need()) is not None:
+        report(sink.feed(files[i].read(chunk), i))
+
+
+def _read_ahead(f: BinaryIO, size: int, depth: int = 2):
+    """The chunks of `f` (the last one b""), read by a thread `depth` chunks ahead."""
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def reader() -> None:
+        try:
+            while not stop.is_set():
+                chunk = f.read(size)
+                q.put(chunk)
+                if not chunk:
+                    return
+        except BaseException as e:  # handed to the consumer
+            q.put(e)
+
+    t = threading.Thread(target=reader, name="th-strace-read", daemon=True)
+    t.start()
+    try:
+        while True:
+            chunk = q.get()
+            if isinstance(chunk, BaseException):
+                raise chunk
+            yield chunk
+            if not chunk:
+                return
+    finally:
+        stop.set()
+        while t.is_alive():  # unblock a reader waiting on a full queue, then let it end
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                pass
+            t.join(0.01)
 
 
 def import_file(store: "Store", path: str | Path, name: str, *, mapping: Mapping | None = None,

@@ -8,8 +8,11 @@
 //! prefix (up to the oldest row still unfilled), so batches reach the store sorted
 //! without a sort. A call that stays unfinished for more than a batch (a thread
 //! blocked in futex or wait4 all along) is let go: its placeholder is dropped and its
-//! row appended when it completes; that one batch is then sorted before it is cut.
-//! `seq` is numbered per producer at the cut, in `ts` order over the three types.
+//! row, when it completes, is set aside and emitted at the very end, so only the last
+//! batch is out of order (the store sorts a checkpoint that is not in order: one late
+//! row in every checkpoint made the store sort them all).
+//! `seq` is numbered per producer when a row completes: a thread's calls complete in
+//! the order they started, so that is `ts` order over the three types.
 
 use std::sync::{Arc, OnceLock};
 
@@ -68,6 +71,7 @@ pub(super) struct Row {
     pub hole: u8,
     pub ts: i64,
     pub dur: i64,
+    pub seq: i64,
     pub producer: i32,
     pub name: u32,
     pub i: [i64; 4],
@@ -76,7 +80,7 @@ pub(super) struct Row {
 
 impl Row {
     pub fn new(kind: Kind, ts: i64, producer: i32) -> Self {
-        Row { kind, hole: COMPLETE, ts, dur: 0, producer, name: 0, i: [NULL; 4], s: [Str::NULL; 5] }
+        Row { kind, hole: COMPLETE, ts, dur: 0, seq: 0, producer, name: 0, i: [NULL; 4], s: [Str::NULL; 5] }
     }
 }
 
@@ -87,8 +91,11 @@ pub(super) struct Rows {
     arena: Vec<u8>,
     /// Global index of `rows[0]` (rows emitted or dropped before it).
     base: u64,
-    /// Rows appended out of `ts` order since the last cut (late fills).
+    /// Rows appended out of `ts` order since the last cut.
     late: bool,
+    /// Rows whose placeholder was let go, with their strings: emitted at the end.
+    aside: Vec<Row>,
+    aside_arena: Vec<u8>,
 }
 
 impl Rows {
@@ -161,8 +168,25 @@ impl Rows {
             Some(k) if (k as usize) < self.rows.len() && self.rows[k as usize].hole == WAITING => {
                 self.rows[k as usize] = row
             }
-            _ => self.push(row),
+            _ => {
+                let mut row = row;
+                for s in row.s.iter_mut().filter(|s| !s.is_null()) {
+                    let off = self.aside_arena.len() as u32;
+                    self.aside_arena.extend_from_slice(&self.arena[s.off as usize..(s.off + s.len) as usize]);
+                    s.off = off;
+                }
+                self.aside.push(row);
+            }
         }
+    }
+
+    /// Emits the rows set aside (see the module documentation), sorted by `ts`.
+    pub fn take_aside(&mut self, names: &Names) -> Vec<(&'static str, RecordBatch)> {
+        let mut aside = std::mem::take(&mut self.aside);
+        aside.sort_by_key(|r| r.ts);
+        let out = build(aside.iter(), &self.aside_arena, names);
+        self.aside_arena.clear();
+        out
     }
 
     /// Gives up the row reserved at `slot` (its resumption was rejected).
@@ -183,46 +207,14 @@ impl Rows {
 
     /// Emits the complete rows before the first placeholder (all rows with `force`,
     /// dropping the placeholders) in `ts` order as record batches, one per event type
-    /// that has rows. `seq` holds the next sequence number of each producer id.
-    pub fn cut(&mut self, force: bool, seq: &mut Vec<i64>, names: &Names) -> Vec<(&'static str, RecordBatch)> {
+    /// that has rows.
+    pub fn cut(&mut self, force: bool, names: &Names) -> Vec<(&'static str, RecordBatch)> {
         let k = if force { self.rows.len() } else { self.ready() };
-        let mut emit: Vec<u32> = (0..k as u32).filter(|&i| self.rows[i as usize].hole == COMPLETE).collect();
+        let mut emit: Vec<&Row> = self.rows[..k].iter().filter(|r| r.hole == COMPLETE).collect();
         if self.late {
-            emit.sort_by_key(|&i| self.rows[i as usize].ts);
+            emit.sort_by_key(|r| r.ts);
         }
-        // Exact capacities first: growing ~14 columns by doubling cost a fifth of the cut.
-        let mut count = [0usize; 3];
-        let mut bytes = [[0usize; 6]; 3];
-        for &i in &emit {
-            let r = &self.rows[i as usize];
-            let k = r.kind as usize;
-            count[k] += 1;
-            if r.kind == Kind::Syscall {
-                bytes[k][5] += names.name(r.name).len();
-            }
-            for (b, s) in bytes[k].iter_mut().zip(r.s) {
-                if !s.is_null() {
-                    *b += s.len as usize;
-                }
-            }
-        }
-        let mut cols: [Cols; 3] = std::array::from_fn(|k| Cols::with_capacity(count[k], &bytes[k]));
-        for &i in &emit {
-            let r = &self.rows[i as usize];
-            let p = r.producer as usize;
-            if seq.len() <= p {
-                seq.resize(p + 1, 0);
-            }
-            let c = &mut cols[r.kind as usize];
-            c.push(r, seq[p], self, names);
-            seq[p] += 1;
-        }
-        let mut out = Vec::new();
-        for (t, c) in cols.into_iter().enumerate() {
-            if !c.ts.is_empty() {
-                out.push((EVENT_TYPES[t], c.finish(t)));
-            }
-        }
+        let out = build(emit.into_iter(), &self.arena, names);
         // Keep the rest, with their strings moved to a fresh arena.
         self.base += k as u64;
         if k == self.rows.len() {
@@ -245,6 +237,40 @@ impl Rows {
         self.late = self.rows.windows(2).any(|w| w[1].ts < w[0].ts);
         out
     }
+}
+
+/// Record batches (one per event type that has rows) of `rows`, in that order.
+fn build<'a>(
+    rows: impl Iterator<Item = &'a Row> + Clone,
+    arena: &[u8],
+    names: &Names,
+) -> Vec<(&'static str, RecordBatch)> {
+    // Exact capacities first: growing ~14 columns by doubling cost a fifth of the cut.
+    let mut count = [0usize; 3];
+    let mut bytes = [[0usize; 6]; 3];
+    for r in rows.clone() {
+        let k = r.kind as usize;
+        count[k] += 1;
+        if r.kind == Kind::Syscall {
+            bytes[k][5] += names.name(r.name).len();
+        }
+        for (b, s) in bytes[k].iter_mut().zip(r.s) {
+            if !s.is_null() {
+                *b += s.len as usize;
+            }
+        }
+    }
+    let mut cols: [Cols; 3] = std::array::from_fn(|k| Cols::with_capacity(count[k], &bytes[k]));
+    for r in rows {
+        cols[r.kind as usize].push(r, arena, names);
+    }
+    let mut out = Vec::new();
+    for (t, c) in cols.into_iter().enumerate() {
+        if !c.ts.is_empty() {
+            out.push((EVENT_TYPES[t], c.finish(t)));
+        }
+    }
+    out
 }
 
 /// A nullable string column being built.
@@ -329,11 +355,11 @@ impl Cols {
     }
 
     #[inline]
-    fn push(&mut self, r: &Row, seq: i64, rows: &Rows, names: &Names) {
+    fn push(&mut self, r: &Row, arena: &[u8], names: &Names) {
         self.ts.push(r.ts);
         self.producer.push(r.producer);
-        self.seq.push(seq);
-        let opt = |s: Str| if s.is_null() { None } else { Some(rows.get(s)) };
+        self.seq.push(r.seq);
+        let opt = |s: Str| if s.is_null() { None } else { Some(&arena[s.off as usize..(s.off + s.len) as usize]) };
         match r.kind {
             Kind::Syscall => {
                 self.dur.push(r.dur);

@@ -608,3 +608,30 @@ fn close_frees_its_fd_when_it_starts() {
     assert_eq!(sys.col("path"), ["/a", "", "/a", "/b", "/b"]);
     assert_eq!(sys.col("pos"), ["", "", "", "", "0"]);
 }
+
+#[test]
+fn a_call_blocked_for_many_batches_comes_last_and_keeps_its_seq() {
+    let mut text = String::from("1 1.000 futex(0x1, FUTEX_WAIT, 2, NULL <unfinished ...>\n");
+    for k in 0..20 {
+        text += &format!("2 1.{:03} read(0, \"\", 1) = 1 <0.000001>\n", k + 1);
+    }
+    text += "1 1.500 <... futex resumed>) = 0 <0.500000>\n1 1.600 close(0) = 0 <0.000001>\n";
+    let cfg = Config { batch_rows: 4, ..Config::default() };
+    let mut p = StraceParser::new(cfg, &[None]);
+    p.feed(0, text.as_bytes());
+    p.finish();
+    let batches = p.take_batches();
+    let ts: Vec<Vec<i64>> = batches
+        .iter()
+        .map(|(_, b)| b.column(0).as_any().downcast_ref::<Int64Array>().unwrap().values().to_vec())
+        .collect();
+    // Every batch but the last continues in ts order; the futex (ts 1.000) is in the last.
+    let flat: Vec<i64> = ts[..ts.len() - 1].concat();
+    assert!(flat.windows(2).all(|w| w[0] <= w[1]));
+    assert_eq!(*ts.last().unwrap(), vec![1_000_000_000]);
+    let [sys, ..] = tables(&batches);
+    let futex = sys.rows.iter().find(|r| r[4] == "futex").unwrap();
+    let close = sys.rows.iter().find(|r| r[4] == "close").unwrap();
+    assert_eq!((futex[2].as_str(), close[2].as_str()), ("0", "1"));
+    assert_eq!(futex[3], "500000000");
+}
