@@ -36,7 +36,7 @@ def run(data: bytes, cuts: list[int], *, batch_rows: int = 7, max_line: int = 1 
                 out.setdefault(name, []).append(b)
             pos = c
     p.feed(b"")
-    for name, b in p.finish():
+    for name, b in p.finish() + p.late():
         out.setdefault(name, []).append(b)
     for name, bs in out.items():
         for b in bs:
@@ -106,7 +106,7 @@ def test_one_megabyte_lines():
     check(data, [100, 70_000, 1 << 20, (1 << 20) + 5000])
     # Within the default limit (16 MiB) the 1 MB call is an event with its arguments.
     p = _core.StraceParser()
-    batches = p.feed(big_write + b"\n") + p.finish()
+    batches = p.feed(big_write + b"\n") + p.finish() + p.late()
     t = pa.Table.from_batches([b for name, b in batches if name == "syscall"])
     assert t.column("size").to_pylist() == [1 << 20]
     assert p.stats["rejected"] == 0

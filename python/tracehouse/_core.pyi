@@ -232,7 +232,7 @@ class StraceParser:
     With several sources, lines are merged by timestamp; feed the source ``need()``
     names. A chunk may end anywhere (partial lines are kept); ``b""`` ends a source.
     Batches hold at most ``batch_rows`` rows and arrive sorted by ``ts`` (a call left
-    unfinished for more than two batches is emitted late); ``seq`` is numbered per
+    unfinished for more than two batches comes from ``late()``); ``seq`` is numbered per
     producer. Lines longer than ``max_line`` bytes are rejected without being held.
     Parsing runs without the GIL. Bad lines are counted, the first ``keep_rejects``
     kept with their source, line number and reason; parsing never raises on input.
@@ -251,6 +251,10 @@ class StraceParser:
         """Parse a chunk of ``source`` (``b""``: its end); the batches completed so far."""
     def finish(self) -> list[tuple[str, pa.RecordBatch]]:
         """End the input: unfinished calls are recorded (null ``ret``); the last batches."""
+    def late(self) -> list[tuple[str, pa.RecordBatch]]:
+        """After ``finish()``: calls left unfinished for more than two batches (a thread
+        blocked in futex all along), sorted, but older than rows already returned: store
+        them as a checkpoint of their own to keep every other checkpoint in order."""
     def producers(self) -> list[dict]:
         """[{id, parent, kind, name, attrs}]: processes (attrs pid) and threads (attrs tid, pid)."""
     def rejects(self) -> list[tuple[int, int, str]]:

@@ -160,8 +160,8 @@ pub struct StraceParser {
     scratch: Vec<u8>,
     next_cut: usize,
     last_ts: i64,
-    /// Every source ended and every pending call recorded: the last cut comes.
-    finished_input: bool,
+    /// Batches of rows set aside (see rows.rs), handed over after `finish`.
+    late: Vec<(&'static str, RecordBatch)>,
     finished: bool,
     /// Merge mode: sources with a complete next line, by its timestamp.
     heap: BinaryHeap<Reverse<(i64, u32)>>,
@@ -192,7 +192,7 @@ impl StraceParser {
             scratch: Vec::new(),
             next_cut,
             last_ts: 0,
-            finished_input: false,
+            late: Vec::new(),
             finished: false,
             heap: BinaryHeap::new(),
             need: (0..n as u32).collect(),
@@ -237,14 +237,25 @@ impl StraceParser {
                 self.unresumed(t as u32, end);
             }
         }
-        self.finished_input = true;
         self.cut(true);
+        for (name, b) in self.rows.take_aside(&self.names) {
+            let k = EVENT_TYPES.iter().position(|n| *n == name).unwrap_or(0);
+            self.stats.events[k] += b.num_rows() as u64;
+            self.late.push((name, b));
+        }
         self.finished = true;
     }
 
     /// Batches completed so far, as (event type, batch), emptied by the call.
     pub fn take_batches(&mut self) -> Vec<(&'static str, RecordBatch)> {
         std::mem::take(&mut self.out)
+    }
+
+    /// After [`StraceParser::finish`]: the rows of calls that stayed unfinished for more
+    /// than two batches, sorted by `ts` but older than rows already emitted. Stored as a
+    /// checkpoint of their own they keep every other one in order (see rows.rs).
+    pub fn take_late(&mut self) -> Vec<(&'static str, RecordBatch)> {
+        std::mem::take(&mut self.late)
     }
 
     /// The first rejected lines (at most [`Config::keep_rejects`]).
@@ -463,11 +474,15 @@ impl StraceParser {
         self.stats.lines += 1;
         let no = s.line;
         let text = text.strip_suffix(b"\r").unwrap_or(text);
-        if text.iter().all(|&b| b == b' ' || b == b'\t') {
+        if text.first().is_none_or(|&b| b == b' ' || b == b'\t') && text.iter().all(|&b| b == b' ' || b == b'\t') {
             return;
         }
         // The -c/-C summary table (written to the same file by `-C -o FILE`).
-        if s.summary || text.starts_with(b"% time ") || text.starts_with(b"System call usage summary") {
+        let first = text.first().copied().unwrap_or(b' ');
+        if s.summary
+            || (first == b'%' && text.starts_with(b"% time "))
+            || (first == b'S' && text.starts_with(b"System call usage summary"))
+        {
             s.summary = !line::trim_end(text).ends_with(b" total");
             self.stats.notes += 1;
             return;
@@ -806,10 +821,7 @@ impl StraceParser {
     }
 
     fn cut(&mut self, force: bool) {
-        let mut batches = self.rows.cut(force, &self.names);
-        if self.finished_input {
-            batches.extend(self.rows.take_aside(&self.names));
-        }
+        let batches = self.rows.cut(force, &self.names);
         for (name, b) in batches {
             let k = EVENT_TYPES.iter().position(|n| *n == name).unwrap_or(0);
             self.stats.events[k] += b.num_rows() as u64;

@@ -30,9 +30,18 @@ pub struct PyStraceParser {
 
 impl PyStraceParser {
     fn batches<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let b = self.inner.take_batches();
+        self.out_list(py, b)
+    }
+
+    fn out_list<'py>(
+        &self,
+        py: Python<'py>,
+        batches: Vec<(&'static str, arrow_array::RecordBatch)>,
+    ) -> PyResult<Bound<'py, PyList>> {
         let schemas = pa_schemas(py)?;
         let out = PyList::empty(py);
-        for (name, rb) in self.inner.take_batches() {
+        for (name, rb) in batches {
             let t = EVENT_TYPES.iter().position(|n| *n == name).expect("known event type");
             let b = batch_to_pyarrow(py, rb, schemas[t].bind(py))?;
             out.append(PyTuple::new(py, [name.into_pyobject(py)?.into_any(), b])?)?;
@@ -85,6 +94,13 @@ impl PyStraceParser {
         let inner = &mut self.inner;
         py.detach(move || inner.finish());
         self.batches(py)
+    }
+
+    /// After finish(): batches of calls left unfinished for more than two batches, older
+    /// than rows already returned (store them as a checkpoint of their own).
+    fn late<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let late = self.inner.take_late();
+        self.out_list(py, late)
     }
 
     /// [{id, parent, kind, name, attrs}] of every process and thread seen so far.

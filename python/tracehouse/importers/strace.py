@@ -129,6 +129,13 @@ class StraceSink:
             self._append(self.trace, type_name, batch)
         if self.strict and self.parser.rejected:
             self._fail_strict()
+        late = self.parser.late()
+        if late:
+            # Calls that blocked for the whole trace (a thread waiting in futex or wait4) are
+            # older than every row since: a checkpoint of their own keeps the others sorted.
+            self.store.flush(self.trace)
+            for type_name, batch in late:
+                self._append(self.trace, type_name, batch)
         st = self.parser.stats
         r = self.report
         multi = len(self.sources) > 1

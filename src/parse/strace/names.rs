@@ -258,7 +258,11 @@ impl Names {
     /// once the table is full.
     #[inline]
     pub fn get(&mut self, name: &[u8]) -> Option<(u32, Sc)> {
-        let k = key(name);
+        self.get_keyed(key(name), name)
+    }
+
+    #[inline]
+    fn get_keyed(&mut self, k: (u64, u64), name: &[u8]) -> Option<(u32, Sc)> {
         let mask = self.slots.len() - 1;
         let mut i = hash(k) as usize & mask;
         loop {

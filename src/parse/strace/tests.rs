@@ -66,6 +66,7 @@ fn parse_with(text: &str, cfg: Config, chunk: usize) -> (StraceParser, [Table; 3
     p.feed(0, b"");
     p.finish();
     batches.extend(p.take_batches());
+    batches.extend(p.take_late());
     let t = tables(&batches);
     (p, t)
 }
@@ -208,6 +209,7 @@ fn small_batches_stay_sorted_and_complete() {
     p.feed(0, THREADS.as_bytes());
     p.finish();
     let batches = p.take_batches();
+    assert!(p.take_late().is_empty());
     assert!(batches.len() > 3);
     let mut last = i64::MIN;
     for (name, b) in &batches {
@@ -620,12 +622,15 @@ fn a_call_blocked_for_many_batches_comes_last_and_keeps_its_seq() {
     let mut p = StraceParser::new(cfg, &[None]);
     p.feed(0, text.as_bytes());
     p.finish();
-    let batches = p.take_batches();
+    let mut batches = p.take_batches();
+    let late = p.take_late();
+    assert_eq!(late.len(), 1);
+    batches.extend(late);
     let ts: Vec<Vec<i64>> = batches
         .iter()
         .map(|(_, b)| b.column(0).as_any().downcast_ref::<Int64Array>().unwrap().values().to_vec())
         .collect();
-    // Every batch but the last continues in ts order; the futex (ts 1.000) is in the last.
+    // Every batch continues in ts order; the futex (ts 1.000) comes late, alone.
     let flat: Vec<i64> = ts[..ts.len() - 1].concat();
     assert!(flat.windows(2).all(|w| w[0] <= w[1]));
     assert_eq!(*ts.last().unwrap(), vec![1_000_000_000]);
