@@ -156,8 +156,8 @@ def render(result: dict) -> Table:
     t = Table(title=f"bench write: {result['workload']} rows, rows/s acknowledged (mean ± SE %), "
                     f"{result['seconds_per_run']:g} s runs, load avg {la:.1f}",
               box=box.SIMPLE_HEAD, header_style="bold")
-    t.add_column("writers", justify="right")
-    t.add_column("rows/batch", justify="right")
+    t.add_column("writers", justify="right", no_wrap=True, min_width=7)
+    t.add_column("rows/batch", justify="right", no_wrap=True, min_width=10)
     for s in systems:
         t.add_column(SHORT.get(s, s), justify="right", no_wrap=True)
     by = {(c["system"], c["writers"], c["rows_per_batch"]): c for c in result["cells"]}

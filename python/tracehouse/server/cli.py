@@ -137,7 +137,7 @@ def cmd_bench_write(args) -> int:
         return 0
     from rich.console import Console
 
-    Console(width=max(100, 22 + 13 * len(result["systems"])), soft_wrap=True).print(write.render(result))
+    Console(width=max(100, 26 + 15 * len(result["systems"])), soft_wrap=True).print(write.render(result))
     for name, why in result["skipped"].items():
         out.print(f"skipped {name}: {why}")
     out.print(f"JSON: {outdir / 'bench-write.json'}" + (f"   plot: {png}" if png else "   (no plot: matplotlib missing)"))
