@@ -444,6 +444,7 @@ def cmd_bench_ingest(args) -> int:
 COMMAND_MODULES: tuple[str, ...] = (
     "tracehouse.server.cli",
     "tracehouse.tools",
+    "tracehouse.bench.chrome",
     "tracehouse.replay.cli",
     "tracehouse.analysis.cli",
     "tracehouse.bench.import_",

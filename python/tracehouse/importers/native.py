@@ -77,9 +77,10 @@ class NativeLoader:
         """Feeds every chunk; `after(parser)` runs at the end and returns how many other things
         (result tables) it stored: a trace with those but no events is still an import."""
         try:
-            for chunk in chunks:
-                self._take(parser, parser.feed(chunk), progress)
-            self._take(parser, parser.finish(), progress)
+            with self.store.bulk(self.trace):  # peak memory independent of the file's size
+                for chunk in chunks:
+                    self._take(parser, parser.feed(chunk), progress)
+                self._take(parser, parser.finish(), progress)
             for line, _offset, reason in parser.problems:
                 self.report.reject(line, reason)
             self.report.rejected = parser.stats["rejected"]

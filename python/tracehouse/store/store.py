@@ -21,6 +21,7 @@ import re
 import shutil
 import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -315,6 +316,21 @@ class Store:
         before appending: numbering the batch first keeps `seq` in source order."""
         info = self.catalog.trace(trace)
         return self._writer(info).assign_seq(np.asarray(producer))
+
+    @contextmanager
+    def bulk(self, trace: str):
+        """Defer the trace's automatic compaction while a bulk import streams into it.
+
+        A compaction merges up to `compact_target_rows` rows of a type in memory; during an
+        import that would make peak memory grow with the file. Checkpoints still run; the
+        small segments are merged by a later `compact()` or by the next writes' checkpoints.
+        """
+        w = self._writer(self.catalog.trace(trace))
+        w.compact_paused = True
+        try:
+            yield
+        finally:
+            w.compact_paused = False
 
     def wait_durable(self, trace: str, lsn: int, timeout: float | None = None) -> bool:
         return self._writer(self.catalog.trace(trace)).wait_durable(lsn, timeout)

@@ -112,6 +112,9 @@ class TraceWriter:
         self.durable_lsn = 0
         self.error: BaseException | None = None
         self.closed = False
+        # Store.bulk(): automatic compaction deferred while a bulk import streams in (a
+        # compaction holds up to compact_target_rows rows of a type in memory at once).
+        self.compact_paused = False
         self.seq_next: dict[int, int] | None = None
         self.seq_lock = threading.Lock()  # appends from several threads must not share numbers
         self.pool = ThreadPoolExecutor(max_workers=max(1, opts.encode_threads), thread_name_prefix="th-encode")
@@ -354,6 +357,8 @@ class TraceWriter:
 
     def maybe_compact(self, force: bool = False) -> int:
         """Merge small live segments of each type; returns how many were merged."""
+        if self.compact_paused and not force:
+            return 0
         with self.ckpt_lock:
             return self._compact_locked(force)
 

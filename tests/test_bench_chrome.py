@@ -1,0 +1,29 @@
+"""`tracehouse bench chrome` runs end to end on a tiny size (numbers are for the real run, not asserted)."""
+
+from __future__ import annotations
+
+import json
+
+from tracehouse.bench import chrome as bench
+from tracehouse.importers import chrome as chrome_import
+
+
+def test_generated_trace_imports_cleanly(store, tmp_path):
+    n = bench.generate(tmp_path / "t.json", 5_000)
+    rep = chrome_import.import_file(store, tmp_path / "t.json", "g")
+    assert rep.rejected == 0 and rep.details["records"] == n
+    assert set(rep.by_type) == {"slice", "instant", "counter"}
+    # B/E halves pair into slices: stored rows = records - one per pair.
+    pairs = store.sql("""SELECT count(*) FROM "g".slice WHERE phase = 'B'""").column(0)[0].as_py()
+    assert rep.events == n - pairs
+
+
+def test_bench_chrome_runs(tmp_path):
+    r = bench.run([3_000, 6_000], workdir=str(tmp_path / "w"), modes=("read", "parse", "tracehouse"))
+    modes = [(x["size"], x["mode"]) for x in r["results"]]
+    assert modes == [(3000, "read"), (3000, "parse"), (3000, "tracehouse"), (6000, "read"), (6000, "parse"),
+                     (6000, "tracehouse")]
+    th = [x for x in r["results"] if x["mode"] == "tracehouse"]
+    assert all(x["rows"] > 0 and x["max_rss"] > 0 and x["store_bytes"] > 0 for x in th)
+    assert "records" in bench.render(r)
+    json.dumps(r)
