@@ -292,3 +292,28 @@ def test_export_command(store_path, tmp_path, capsys):
     assert cli.main(["--store", str(store_path), "import", "chrome", r["path"], "--name", "again", "--json"]) == 0
     rep = json.loads(capsys.readouterr().out)
     assert rep["events"] == first.events == 33 and rep["rejected"] == 0
+
+
+def test_bulk_defers_automatic_compaction(store_path):
+    """Store.bulk (used by the native importers): checkpoints still run, automatic compaction waits
+    (a compaction holds up to compact_target_rows rows in memory, growing with the trace)."""
+    import pyarrow as pa
+
+    store = tracehouse.open(store_path, flush_rows=10_000_000, flush_interval_s=3600.0, compact_min_segments=2)
+    try:
+        store.create_trace("t", "bulkfmt", event_types=[tracehouse.EventType("e", "instant")])
+        batch = pa.table({"ts": [1, 2], "producer": pa.array([0, 0], pa.int32())})
+
+        def segments():
+            return store.sql("SELECT count(*) FROM th.segments WHERE trace = 't'").column(0)[0].as_py()
+
+        with store.bulk("t"):
+            for _ in range(3):
+                store.append("t", "e", batch)
+                store.flush("t")
+            assert segments() == 3
+        store.append("t", "e", batch)
+        store.flush("t")  # outside bulk: the checkpoint compacts again
+        assert segments() == 1
+    finally:
+        store.close()

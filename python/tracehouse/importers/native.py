@@ -77,10 +77,13 @@ class NativeLoader:
         """Feeds every chunk; `after(parser)` runs at the end and returns how many other things
         (result tables) it stored: a trace with those but no events is still an import."""
         try:
-            with self.store.bulk(self.trace):  # peak memory independent of the file's size
+            # Compaction deferred for the whole import, final checkpoint included: it would hold
+            # up to compact_target_rows rows in memory, and peak memory must not grow with the file.
+            with self.store.bulk(self.trace):
                 for chunk in chunks:
                     self._take(parser, parser.feed(chunk), progress)
                 self._take(parser, parser.finish(), progress)
+                self.store.flush(self.trace)
             for line, _offset, reason in parser.problems:
                 self.report.reject(line, reason)
             self.report.rejected = parser.stats["rejected"]
@@ -94,7 +97,6 @@ class NativeLoader:
                 why = f"; {self.report.rejected} rejected, first: {first.reason}" if first else ""
                 raise BadInput(f"no events in the input{why}", file=self.source,
                                line=first.line if first else None, expected=self.fmt.DESCRIPTION)
-            self.store.flush(self.trace)
             return self.report
         except BaseException:
             self.abort()
