@@ -52,6 +52,9 @@ impl PySchemas {
     }
 }
 
+/// `(id, name, [(tag, value)])` of a new producer, as Python sees it.
+type NewProducerTuple = (i32, String, Vec<(String, String)>);
+
 /// Tag sets of one trace and their producer ids.
 #[pyclass(module = "tracehouse._core", name = "LpProducers", frozen)]
 pub struct PyProducers {
@@ -72,7 +75,7 @@ impl PyProducers {
     }
 
     /// `[(id, name, [(tag, value)])]` interned since the last call, in id order.
-    fn take_new(&self) -> Vec<(i32, String, Vec<(String, String)>)> {
+    fn take_new(&self) -> Vec<NewProducerTuple> {
         lock(&self.inner).take_new().into_iter().map(|p| (p.id, p.name, p.tags)).collect()
     }
 

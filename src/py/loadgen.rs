@@ -61,7 +61,7 @@ fn run_load<'py>(
     if agents == 0 || rows_per_batch == 0 {
         return Err(PyValueError::new_err("agents and rows_per_batch must be at least 1"));
     }
-    if !(duration_s > 0.0) {
+    if duration_s.is_nan() || duration_s <= 0.0 {
         return Err(PyValueError::new_err("duration_s must be positive"));
     }
     let cfg = Config {

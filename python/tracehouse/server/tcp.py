@@ -73,6 +73,10 @@ class LineProtocolTcp(asyncio.Protocol):
         self.last_activity = time.monotonic()
         self.wake = asyncio.Event()
         self.task: asyncio.Task | None = None
+        self.ack_queue: collections.deque = collections.deque()  # ("res", result, bytes, rows) | ("err", line, why)
+        self.ack_wake = asyncio.Event()
+        self.ack_task: asyncio.Task | None = None
+        self.ingest_done = False
         self.timer: asyncio.TimerHandle | None = None
         self.closed = False
 
@@ -205,10 +209,53 @@ class LineProtocolTcp(asyncio.Protocol):
         if self.transport is not None and not self.transport.is_closing():
             self.transport.write(data)
 
+    def _ack(self, item) -> None:
+        """Queue an acknowledgement line; they are sent in order once their rows are durable."""
+        self.ack_queue.append(item)
+        self.ack_wake.set()
+        if self.ack_task is None:
+            self.ack_task = asyncio.get_running_loop().create_task(self._send_acks())
+
+    async def _send_acks(self) -> None:
+        # Apart from ingestion, so a connection's next chunks are decoded and appended while
+        # earlier ones wait for their group commit (one fsync for a whole streamed batch, not
+        # one per network read).
+        budget = self.state.ingestor.budget
+        max_errors = self.cfg.max_errors
+        try:
+            while True:
+                await self.ack_wake.wait()
+                self.ack_wake.clear()
+                while self.ack_queue:
+                    item = self.ack_queue.popleft()
+                    if item[0] == "err":
+                        self._write(f"err {item[1]} {item[2]}\n".encode())
+                        continue
+                    _kind, res, n, total = item
+                    try:
+                        if res.lsn is not None:
+                            await self.state.waiter.wait(res.trace, res.lsn)
+                    except TracehouseError as e:
+                        log.warning("TCP write to %s not durable: %s", self.bucket, e)
+                        self._write(f"err {res.last_line} {e}\n".encode())
+                        self._close()
+                        return
+                    finally:
+                        budget.release(n)
+                    out = [f"err {line} {msg}\n" for line, msg in res.errors[:max_errors]]
+                    out.append(f"ok {res.last_line} {total}\n")
+                    self._write("".join(out).encode())
+                if self.ingest_done:
+                    return
+        finally:
+            for item in self.ack_queue:  # closed early: give back what the unsent ones held
+                if item[0] == "res":
+                    budget.release(item[2])
+            self.ack_queue.clear()
+
     async def _consume(self) -> None:
         ing = self.state.ingestor
         budget = ing.budget
-        max_errors = self.cfg.max_errors
         try:
             while True:
                 await self.wake.wait()
@@ -218,7 +265,7 @@ class LineProtocolTcp(asyncio.Protocol):
                     if item[1] is None:  # a dropped over-long line
                         self.queue.popleft()
                         if self.acks:
-                            self._write(f"err {item[0]} {item[2]}\n".encode())
+                            self._ack(("err", item[0], item[2]))
                         continue
                     parts, n, first = [], 0, item[0]
                     while self.queue and self.queue[0][1] is not None and n < CHUNK:
@@ -233,32 +280,36 @@ class LineProtocolTcp(asyncio.Protocol):
                         await asyncio.sleep(0.01)
                     try:
                         res = await self.state.coalescer.write(self.bucket, body, self.precision, None, first)
-                        if self.acks and res.lsn is not None:
-                            await self.state.waiter.wait(res.trace, res.lsn)
                     except TracehouseError as e:
+                        budget.release(n)
                         log.warning("TCP write to %s failed: %s", self.bucket, e)
                         if self.acks:
-                            self._write(f"err {first} {e}\n".encode())
-                        self._close()
-                        return
-                    finally:
-                        budget.release(n)
+                            self._ack(("err", first, str(e)))
+                        break
                     self.rows += res.rows
                     self.queued -= n
                     if self.acks:
-                        out = [f"err {line} {msg}\n" for line, msg in res.errors[:max_errors]]
-                        out.append(f"ok {res.last_line} {self.rows}\n")
-                        self._write("".join(out).encode())
-                    elif res.error_count:
-                        log.debug("TCP %s: %d lines refused, first: %s", self.bucket, res.error_count, res.errors[:1])
+                        self._ack(("res", res, n, self.rows))  # the budget is released once durable
+                    else:
+                        budget.release(n)
+                        if res.error_count:
+                            log.debug("TCP %s: %d lines refused, first: %s", self.bucket, res.error_count,
+                                      res.errors[:1])
                     if self.paused and self.queued <= self.cfg.tcp_high_water // 2 and not self.closed:
                         self.paused = False
                         self.transport.resume_reading()
-                if self.eof or self.closed:
-                    if self.transport is not None and not self.transport.is_closing():
-                        self.transport.close()
-                    self.state.connections.discard(self)
-                    return
+                else:
+                    if not (self.eof or self.closed):
+                        continue
+                # End of stream (or a failed write): send the last acknowledgements, then close.
+                self.ingest_done = True
+                if self.ack_task is not None:
+                    self.ack_wake.set()
+                    await self.ack_task
+                if self.transport is not None and not self.transport.is_closing():
+                    self.transport.close()
+                self.state.connections.discard(self)
+                return
         except asyncio.CancelledError:
             raise
         except Exception:  # never let one connection take the server down
