@@ -379,3 +379,27 @@ def test_coalesced_bodies_keep_their_own_lines_and_share_one_append(store):
     t = store.sql('SELECT ts, v, w FROM "co".m ORDER BY ts').to_pylist()
     assert [r["ts"] for r in t] == [1, 4, 5, 6] and t[2]["w"] == "new" and t[0]["w"] is None
     assert store.sql('SELECT count(*) AS n FROM "co".n').to_pylist() == [{"n": 1}]
+
+
+def test_port_in_use_is_a_clear_error(server, tmp_path):
+    import subprocess
+    import sys
+
+    from helpers import child_env
+
+    r = subprocess.run([sys.executable, "-m", "tracehouse.cli", "--store", str(tmp_path / "s2"), "serve", "--port",
+                        str(server.port), "--tcp-port", "-1"], env=child_env(), capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 2 and "cannot listen on 127.0.0.1" in r.stderr, r.stderr
+
+
+def test_second_server_on_the_same_store_is_refused(server):
+    import subprocess
+    import sys
+
+    from helpers import child_env
+
+    r = subprocess.run([sys.executable, "-m", "tracehouse.cli", "--store", str(server.store), "serve", "--port", "0",
+                        "--tcp-port", "-1"], env=child_env(), capture_output=True, text=True, timeout=60)
+    assert r.returncode == 3 and "another process" in r.stderr, r.stderr
+    assert server.request("GET", "/ping")[0] == 204

@@ -20,6 +20,7 @@ import sys
 from pathlib import Path
 from typing import Callable
 
+from ..errors import BadInput
 from ..store import Store
 from .config import ServerConfig
 from .http import Api, build_app
@@ -39,7 +40,12 @@ def _bind(host: str, port: int) -> socket.socket:
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     s = socket.socket(family, socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind((host, port))
+    try:
+        s.bind((host, port))
+    except OSError as e:
+        s.close()
+        raise BadInput(f"cannot listen on {host}:{port}: {e.strerror}",
+                       expected="a free port (--port / --tcp-port; 0 picks one)") from None
     s.listen(4096)
     s.setblocking(False)
     return s
