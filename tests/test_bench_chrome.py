@@ -27,3 +27,13 @@ def test_bench_chrome_runs(tmp_path):
     assert all(x["rows"] > 0 and x["max_rss"] > 0 and x["store_bytes"] > 0 for x in th)
     assert "records" in bench.render(r)
     json.dumps(r)
+
+
+def test_bench_import_has_a_chrome_case(tmp_path):
+    from tracehouse.bench import import_
+
+    r = import_.run("chrome", 2_000, workdir=tmp_path)
+    assert [x["events"] for x in r["runs"]] == [2_000, 4_000, 8_000]
+    assert [p["name"] for p in r["peers"]] == ["wc -l", "python json", "tracehouse parse"]
+    assert r["peers"][1]["events"] == 2_000 and r["peers"][2]["events"] == 2_000
+    assert all(x["rejected"] == 0 and x["peak_rss_kb"] for x in r["runs"])

@@ -94,8 +94,17 @@ def generate(path: Path, records: int, seed: int = 7, batch: int = 100_000) -> i
     with open(path, "wb") as f:
         f.write(b'{"traceEvents":[')
         while written < records:
-            n = min(batch, records - written)
+            left = records - written
+            n = min(batch, left)
             kind = rng.choice(4, size=n, p=[0.6, 0.075, 0.15, 0.175])  # rows: X, B/E pair, i, C
+            # Exactly `records` records: a B/E row counts two; cut where the count is reached.
+            cum = np.cumsum(np.where(kind == 1, 2, 1))
+            k = int(np.searchsorted(cum, left, side="right"))
+            if k < n and (cum[k - 1] if k else 0) == left - 1:
+                kind[k] = 2  # one record short: an instant instead of a pair
+                k += 1
+            n = k
+            kind = kind[:n]
             ts = ts0 + written * 1_000 + np.arange(n, dtype=np.int64) * 1_000 + rng.integers(0, 999, n)
             prod = rng.integers(0, 16, n).astype(np.int32)
             ph = np.array(["X", "B", "i", "C"])[kind]

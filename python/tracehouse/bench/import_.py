@@ -35,6 +35,7 @@ from ..errors import TracehouseError
 # One module per format, each exposing CASE.
 CASE_MODULES: tuple[str, ...] = (
     "tracehouse.bench.import_strace",
+    "tracehouse.bench.import_chrome",
 )
 SPACE_MARGIN = 256 << 20
 
