@@ -247,8 +247,10 @@ class StraceParser:
     ) -> None: ...
     def need(self) -> int | None:
         """The source to feed next; None once every source has ended."""
-    def feed(self, chunk: bytes, source: int = 0) -> list[tuple[str, pa.RecordBatch]]:
-        """Parse a chunk of ``source`` (``b""``: its end); the batches completed so far."""
+    def feed(self, chunk: bytes | bytearray | memoryview, source: int = 0) -> list[tuple[str, pa.RecordBatch]]:
+        """Parse a chunk (any contiguous bytes-like object, e.g. a memoryview of an mmap:
+        read in place) of ``source`` (empty: its end); the batches completed so far. Nothing
+        of the chunk is referenced after the call returns."""
     def finish(self) -> list[tuple[str, pa.RecordBatch]]:
         """End the input: unfinished calls are recorded (null ``ret``); the last batches."""
     def late(self) -> list[tuple[str, pa.RecordBatch]]:

@@ -5,6 +5,7 @@
 //! `pyarrow.RecordBatch`. Parsing runs with the GIL released, so the store's encoder
 //! threads work on the previous batches meanwhile.
 
+use pyo3::buffer::PyBuffer;
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -74,18 +75,32 @@ impl PyStraceParser {
         self.inner.need()
     }
 
-    /// Parses `chunk` (bytes) of source `source`; b"" ends that source. Returns the
-    /// batches completed so far as [(event type, pyarrow.RecordBatch)].
+    /// Parses `chunk` (any bytes-like object: bytes, a memoryview of an mmap, ...) of
+    /// source `source`; an empty chunk ends that source. Returns the batches completed
+    /// so far as [(event type, pyarrow.RecordBatch)].
     #[pyo3(signature = (chunk, source=0))]
-    fn feed<'py>(&mut self, py: Python<'py>, chunk: &[u8], source: usize) -> PyResult<Bound<'py, PyList>> {
+    fn feed<'py>(&mut self, py: Python<'py>, chunk: PyBuffer<u8>, source: usize) -> PyResult<Bound<'py, PyList>> {
         if source >= self.inner.sources() {
             return Err(PyValueError::new_err(format!("source {source}: there are {}", self.inner.sources())));
         }
-        if self.inner.need().is_none() && !chunk.is_empty() {
+        if !chunk.is_c_contiguous() {
+            return Err(PyValueError::new_err("chunk: expected a contiguous bytes-like object"));
+        }
+        if self.inner.need().is_none() && chunk.len_bytes() > 0 {
             return Err(PyRuntimeError::new_err("feed after every source ended"));
         }
+        // SAFETY: the buffer is C-contiguous, `len_bytes` long, and held (so neither freed
+        // nor resized) until `chunk` drops after the parse. The parse only reads it; a
+        // writable exporter changing it meanwhile (another thread writing into a
+        // bytearray) could make it read mixed bytes, never out of bounds.
+        let bytes: &[u8] = if chunk.len_bytes() == 0 {
+            &[]
+        } else {
+            unsafe { std::slice::from_raw_parts(chunk.buf_ptr() as *const u8, chunk.len_bytes()) }
+        };
         let inner = &mut self.inner;
-        py.detach(move || inner.feed(source, chunk));
+        py.detach(move || inner.feed(source, bytes));
+        drop(chunk);
         self.batches(py)
     }
 

@@ -12,6 +12,9 @@ same parser from a pipe instead of files.
 from __future__ import annotations
 
 import glob
+import io
+import mmap
+import os
 import queue
 import re
 import threading
@@ -181,12 +184,38 @@ def feed_files(sink: StraceSink, files: list[BinaryIO], progress: Callable[[int]
             seen = lines
 
     if len(files) == 1:
+        mapped = _mapped(files[0])
+        if mapped is not None:
+            # The parser reads the page cache through the mapping: no copy into Python. Pages
+            # parsed are dropped from this process (the parser copied any partial line), so
+            # its memory does not grow with the file.
+            m, view = mapped
+            with m, view:
+                for start in range(0, len(view), CHUNK):
+                    report(sink.feed(view[start:start + CHUNK], 0))
+                    if hasattr(m, "madvise"):
+                        m.madvise(mmap.MADV_DONTNEED, start, min(CHUNK, len(view) - start))
+            report(sink.feed(b"", 0))
+            return
         for chunk in _read_ahead(files[0], CHUNK):
             report(sink.feed(chunk, 0))
         return
     chunk = max(MIN_CHUNK, MERGE_BUDGET // len(files))
     while (i := sink.parser.need()) is not None:
         report(sink.feed(files[i].read(chunk), i))
+
+
+def _mapped(f: BinaryIO) -> tuple[mmap.mmap, memoryview] | None:
+    """The whole file mapped read-only, and a view of it; None for an empty file, a pipe, no mmap."""
+    try:
+        if os.fstat(f.fileno()).st_size == 0:
+            return None
+        m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return None
+    if hasattr(m, "madvise"):
+        m.madvise(mmap.MADV_SEQUENTIAL)
+    return m, memoryview(m)
 
 
 def _read_ahead(f: BinaryIO, size: int, depth: int = 2):
