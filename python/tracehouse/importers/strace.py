@@ -192,7 +192,12 @@ def feed_files(sink: StraceSink, files: list[BinaryIO], progress: Callable[[int]
             m, view = mapped
             with m, view:
                 for start in range(0, len(view), CHUNK):
-                    report(sink.feed(view[start:start + CHUNK], 0))
+                    part = view[start:start + CHUNK]
+                    try:
+                        lines = sink.feed(part, 0)
+                    finally:
+                        part.release()  # else an error's traceback keeps the mapping exported
+                    report(lines)
                     if hasattr(m, "madvise"):
                         m.madvise(mmap.MADV_DONTNEED, start, min(CHUNK, len(view) - start))
             report(sink.feed(b"", 0))
