@@ -367,7 +367,13 @@ pub fn nest(ts: &[i64], dur: &[i64], producer: &[i32], seq: &[i64]) -> Result<Ne
     let mut order: Vec<u32> = (0..n as u32).collect();
     order.sort_unstable_by(|&a, &b| {
         let (a, b) = (a as usize, b as usize);
-        (producer[a], ts[a], std::cmp::Reverse(dur[a]), seq[a], a).cmp(&(producer[b], ts[b], std::cmp::Reverse(dur[b]), seq[b], b))
+        (producer[a], ts[a], std::cmp::Reverse(dur[a]), seq[a], a).cmp(&(
+            producer[b],
+            ts[b],
+            std::cmp::Reverse(dur[b]),
+            seq[b],
+            b,
+        ))
     });
     let mut out = Nested { depth: vec![0; n], parent: vec![-1; n], self_ns: dur.to_vec() };
     let mut stack: Vec<usize> = Vec::new();

@@ -99,9 +99,7 @@ fn nest_spans<'py>(
     seq: &Bound<'py, PyAny>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let (t, d, p, s) = (i64s(ts, "ts")?, i64s(dur, "dur")?, i32s(producer, "producer")?, i64s(seq, "seq")?);
-    let n = py
-        .detach(|| spans::nest(t.values(), d.values(), p.values(), s.values()))
-        .map_err(PyValueError::new_err)?;
+    let n = py.detach(|| spans::nest(t.values(), d.values(), p.values(), s.values())).map_err(PyValueError::new_err)?;
     let out = PyDict::new(py);
     out.set_item("depth", vec_to_pyarrow::<Int32Type>(py, n.depth)?)?;
     out.set_item("parent", vec_to_pyarrow::<Int64Type>(py, n.parent)?)?;
