@@ -272,8 +272,11 @@ def import_file(store: "Store", path: str | Path, name: str, *, mapping: Mapping
     try:
         for p in paths:
             files.append(open(p, "rb"))
-        feed_files(sink, files, progress)
-        return sink.finish()
+        # Compaction deferred for the whole import (it would hold up to compact_target_rows
+        # rows in memory: peak memory must not grow with the file).
+        with store.bulk(name):
+            feed_files(sink, files, progress)
+            return sink.finish()
     except BaseException:
         sink.abort()
         raise

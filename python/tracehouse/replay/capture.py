@@ -101,19 +101,20 @@ def capture(store: "Store", cmd: list[str], name: str | None = None, *, all_sysc
         try:
             # Non-blocking open: it cannot hang if strace dies before opening its end.
             fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
-            try:
-                proc = subprocess.Popen(argv)
-                interrupted = _pump(fd, proc, sink, progress)
-            finally:
-                os.close(fd)
-            status = proc.wait()
-            try:
-                report = sink.finish()
-            except BadInput:
-                if sum(sink.parser.stats["events"].values()) == 0:
-                    raise BadInput(f"strace exited with {status} and traced nothing", file=cmd[0],
-                                   expected="a program that runs (strace says why above)") from None
-                raise
+            with store.bulk(name):  # no compaction while the capture streams in
+                try:
+                    proc = subprocess.Popen(argv)
+                    interrupted = _pump(fd, proc, sink, progress)
+                finally:
+                    os.close(fd)
+                status = proc.wait()
+                try:
+                    report = sink.finish()
+                except BadInput:
+                    if sum(sink.parser.stats["events"].values()) == 0:
+                        raise BadInput(f"strace exited with {status} and traced nothing", file=cmd[0],
+                                       expected="a program that runs (strace says why above)") from None
+                    raise
         except BaseException:
             if proc is not None and proc.poll() is None:
                 proc.kill()
