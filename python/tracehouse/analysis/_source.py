@@ -1,11 +1,13 @@
 """Reading a trace's events for the analyses: straight from its Parquet segments.
 
-Owns the analyses' data access. The SQL views (`store.sql`) answer ad-hoc questions;
-the analyses need whole columns fast (pairing 34M begin/end rows) or a few row groups
-(cursors), so they read the registered segments with pyarrow: column projection,
-row-group pruning on the `ts` statistics, both cores, no SQL round trip. The writer's
-unflushed tail is included when this process holds the trace's writer, so an analysis
-sees the same rows as `store.sql`.
+Owns the analyses' data access. The analyses need whole columns fast (pairing 34M
+begin/end rows) or a few row groups (cursors, `cursors.py`), so `read` scans the
+registered segments of one event type directly (column projection, row-group pruning on
+the `ts` statistics) with a DuckDB connection of its own: DuckDB's Parquet reader
+decodes a few columns 3-10x faster than `pyarrow.parquet.read_table` here (measured
+on 1.7M TOD enters x 4 columns: 50-70 ms against 130-690 ms, pyarrow's column threads
+suffering most from a loaded machine). The writer's unflushed tail is included when
+this process holds the trace's writer, so an analysis sees the same rows as `store.sql`.
 
 Row order: `read(..., order=True)` returns rows ordered by (ts, producer, seq), the
 total order every analysis uses; segments of one type rarely overlap in time, so this
@@ -14,12 +16,13 @@ is usually a check, not a sort.
 
 from __future__ import annotations
 
+import threading
 from typing import TYPE_CHECKING, Iterable
 
+import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from ..errors import BadInput
 from ..schema import EventType
@@ -64,6 +67,33 @@ def signature(store: "Store", trace: str) -> str:
     return f"{info.id}:{info.event_count}:{info.ts_min}:{info.ts_max}:{tail_rows}"
 
 
+_DUCK = threading.local()
+
+
+def _duck() -> duckdb.DuckDBPyConnection:
+    """This thread's DuckDB connection for scanning segments (no views, no store state)."""
+    con = getattr(_DUCK, "con", None)
+    if con is None:
+        con = _DUCK.con = duckdb.connect(":memory:")
+    return con
+
+
+def _scan(paths: list[str], columns: list[str], start: int | None, end: int | None) -> pa.Table:
+    """`columns` of Parquet files of one type (every file has them), in file order."""
+    from ..store.query import qident, qstr
+
+    where = []
+    if start is not None:
+        where.append(f"ts >= {int(start)}")
+    if end is not None:
+        where.append(f"ts < {int(end)}")
+    sql = (f"SELECT {', '.join(qident(c) for c in columns)} FROM read_parquet([{', '.join(qstr(p) for p in paths)}])"
+           + (" WHERE " + " AND ".join(where) if where else ""))
+    rel = _duck().sql(sql)
+    f = getattr(rel, "to_arrow_table", None) or rel.arrow
+    return f()
+
+
 def _conform(t: pa.Table, columns: list[str], et: EventType) -> pa.Table:
     """`t` with exactly `columns` (a column a segment predates is all null)."""
     types = {c.name: c.arrow_type for c in et.columns}
@@ -95,23 +125,21 @@ def read(store: "Store", trace: str, type_name: str, columns: Iterable[str] | No
     segs = [s for s in segments(store, trace, type_name)
             if (start is None or s.ts_max is None or s.ts_max >= start) and (end is None or s.ts_min is None or s.ts_min < end)]
     parts: list[pa.Table] = []
-    filters = None
-    if start is not None or end is not None:
-        filters = []
-        if start is not None:
-            filters.append(("ts", ">=", int(start)))
-        if end is not None:
-            filters.append(("ts", "<", int(end)))
-    uniform = [s for s in segs if all(c in s.columns for c in need)]
-    if uniform:
-        # One multi-file read: pyarrow decodes the files' row groups on both cores.
-        paths = [str(store.path / s.path) for s in uniform]
-        parts.append(pq.read_table(paths, columns=need, filters=filters, use_threads=True))
-    for s in segs:
-        if s in uniform:
+    filters = start is not None or end is not None
+    # Runs of consecutive segments holding every needed column are scanned together (one
+    # multi-file scan decodes on both cores); a segment written before a column existed
+    # is read alone and the column filled with nulls. Storage order is kept.
+    run: list[str] = []
+    for s in segs + [None]:
+        if s is not None and all(c in s.columns for c in need):
+            run.append(str(store.path / s.path))
             continue
-        present = [c for c in need if c in s.columns]
-        parts.append(_conform(pq.read_table(str(store.path / s.path), columns=present, filters=filters), need, et))
+        if run:
+            parts.append(_scan(run, need, start, end))
+            run = []
+        if s is not None:
+            present = [c for c in need if c in s.columns]
+            parts.append(_conform(_scan([str(store.path / s.path)], present, start, end), need, et))
     t = tail(store, trace, type_name)
     if t is not None:
         t = _conform(t, need, et)
@@ -148,9 +176,9 @@ def is_ordered(ts: np.ndarray, producer: np.ndarray, seq: np.ndarray) -> bool:
     """True when rows are ordered by (ts, producer, seq)."""
     if len(ts) < 2:
         return True
-    dt = np.diff(ts)
-    if (dt > 0).all():
+    if (ts[1:] > ts[:-1]).all():  # the usual case, one pass and no temporaries beyond a mask
         return True
+    dt = np.diff(ts)
     if (dt < 0).any():
         return False
     tie = dt == 0
@@ -166,6 +194,8 @@ def ordering(table: pa.Table) -> pa.Array | None:
     from .. import _core
 
     ts = as_numpy(table.column("ts"))
+    if len(ts) < 2 or (ts[1:] > ts[:-1]).all():
+        return None
     producer = as_numpy(table.column("producer"))
     seq = as_numpy(table.column("seq"))
     if is_ordered(ts, producer, seq):

@@ -5,14 +5,15 @@ producers, parameter predicates (`column op value`) and a time range; a cursor s
 between two events of the total order (ts, producer, seq) and `next(n)` / `prev(n)`
 return the n matching events after / before it, moving it.
 
-How it avoids scanning from the start: segments are sorted by ts and every Parquet
-row group carries min/max statistics of ts, so the row groups that can hold the next
-events after t are known without reading anything. They are visited in ts order (by
-their min for forward, max for backward), reading only the filter's columns first; the
-walk stops as soon as n matches are in hand and the next row group starts after the
-n-th of them. Only the row groups holding returned events are then read for the output
-columns. A page costs one or two row-group reads (~5-20 ms at 512K rows), wherever t
-is in a 100M-event trace.
+How it avoids scanning from the start: segments are sorted by ts and registered with
+their time bounds, and every Parquet row group carries min/max statistics of ts. A page
+visits the segments (and the unflushed tail) that can hold events past the gap in ts
+order, asking each for its n best matches with one DuckDB query (`ts` bound first, so
+row groups before t are pruned by their statistics; ORDER BY ts ... LIMIT n, whose
+top-n pushes its running n-th value into the scan, so row groups after the page are
+skipped too, and the output columns are only decoded for rows that pass the filter).
+It stops as soon as n matches are in hand and the next segment starts after the n-th
+of them. A page costs a few row-group decodes wherever t is in a 100M-event trace.
 
 Output columns: for one event type every column of that type, for several the common
 columns (ts, producer, seq, dur); then `type`.
@@ -20,27 +21,22 @@ columns (ts, producer, seq, dur); then `type`.
 
 from __future__ import annotations
 
-import operator
-import threading
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from ..errors import BadInput
 from ..schema import EventType
+from ..store.query import qident, qstr
 from . import _source
 
 if TYPE_CHECKING:
     from ..store import Store
 
-OPS = {"=": pc.equal, "==": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal,
-       ">": pc.greater, ">=": pc.greater_equal}
-_PYOPS = {"=": operator.eq, "==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
-          ">": operator.gt, ">=": operator.ge}
+OPS = ("=", "==", "!=", "<", "<=", ">", ">=")
 COMMON = ("ts", "producer", "seq", "dur")
 LOW = (-(2**63), -(2**31), -(2**63))  # a position before every event at the same ts
 HIGH = (2**63 - 1, 2**31 - 1, 2**63 - 1)
@@ -100,64 +96,6 @@ def _typed(value: Any, t: pa.DataType, col: str) -> Any:
 
 
 @dataclass
-class _Unit:
-    """A piece of one event type's rows: a row group of a segment, or the unflushed tail."""
-
-    type: str
-    ts_min: int
-    ts_max: int
-    path: str | None = None
-    row_group: int = -1
-    table: pa.Table | None = None  # the tail
-
-    def read(self, columns: list[str], et: EventType) -> pa.Table:
-        if self.table is not None:
-            return _source._conform(self.table, columns, et)
-        pf = _parquet(self.path)
-        present = [c for c in columns if c in pf.schema_arrow.names]
-        return _source._conform(pf.read_row_group(self.row_group, columns=present), columns, et)
-
-
-_META: dict[str, pq.FileMetaData] = {}
-_META_LOCK = threading.Lock()
-
-
-def _parquet(path: str) -> pq.ParquetFile:
-    """A ParquetFile opened with its footer parsed once per process (segments are immutable)."""
-    with _META_LOCK:
-        md = _META.get(path)
-    pf = pq.ParquetFile(path, metadata=md)
-    if md is None:
-        with _META_LOCK:
-            if len(_META) > 4096:
-                _META.clear()
-            _META[path] = pf.metadata
-    return pf
-
-
-def _units(store: "Store", trace: str, type_name: str) -> list[_Unit]:
-    out = []
-    for s in _source.segments(store, trace, type_name):
-        path = str(store.path / s.path)
-        md = _parquet(path).metadata
-        ts_col = md.schema.names.index("ts")
-        for i in range(md.num_row_groups):
-            rg = md.row_group(i)
-            st = rg.column(ts_col).statistics
-            if rg.num_rows == 0:
-                continue
-            if st is not None and st.has_min_max:
-                out.append(_Unit(type_name, int(st.min), int(st.max), path, i))
-            else:
-                out.append(_Unit(type_name, s.ts_min, s.ts_max, path, i))
-    tail = _source.tail(store, trace, type_name)
-    if tail is not None and tail.num_rows:
-        ts = tail.column("ts")
-        out.append(_Unit(type_name, pc.min(ts).as_py(), pc.max(ts).as_py(), table=tail))
-    return out
-
-
-@dataclass
 class Cursor:
     """Iterates the events of `trace` matching `filter` from a position (see the module doc).
 
@@ -200,7 +138,6 @@ class Cursor:
         single = len(names) == 1
         if self.columns is None:
             self.columns = [c.name for c in types[names[0]].columns] if single else list(COMMON)
-        self._units: dict[str, list[_Unit]] | None = None
         if self.at is not None:
             self.seek(self.at)
 
@@ -214,123 +151,98 @@ class Cursor:
         self.position, self.after = HIGH, True
         return self
 
-    def _all_units(self) -> dict[str, list[_Unit]]:
-        if self._units is None:
-            self._units = {n: _units(self.store, self.trace, n) for n in self._types}
-        return self._units
-
-    def _mask(self, t: pa.Table, et: EventType, forward: bool, pos: tuple[int, int, int]) -> np.ndarray:
-        ts = _source.as_numpy(t.column("ts"))
-        pr = _source.as_numpy(t.column("producer")).astype(np.int64)
-        sq = _source.as_numpy(t.column("seq"))
-        p0, p1, p2 = pos
-        # Past the gap: forward, events > position (after) or >= it (before); backward,
-        # events <= position (after) or < it (before).
-        if forward:
-            last = (sq > p2) if self.after else (sq >= p2)
-        else:
-            last = (sq <= p2) if self.after else (sq < p2)
-        if forward:
-            m = (ts > p0) | ((ts == p0) & ((pr > p1) | ((pr == p1) & last)))
-        else:
-            m = (ts < p0) | ((ts == p0) & ((pr < p1) | ((pr == p1) & last)))
+    def _sql_filter(self, et: EventType, forward: bool) -> tuple[list[str], list]:
+        """WHERE terms (and their parameters) selecting the filter's events past the gap."""
         f = self.filter
+        p0, p1, p2 = self.position
+        cmp = (">" if self.after else ">=") if forward else ("<=" if self.after else "<")
+        strict = ">" if forward else "<"
+        # The plain `ts` bound lets DuckDB prune row groups by their statistics; the full
+        # (ts, producer, seq) comparison places the gap exactly.
+        terms = [f"ts {'>=' if forward else '<='} ?",
+                 f"(ts {strict} ? OR (ts = ? AND (producer {strict} ? OR (producer = ? AND seq {cmp} ?))))"]
+        args: list = [p0, p0, p0, p1, p1, p2]
         if f.start is not None:
-            m &= ts >= f.start
+            terms.append("ts >= ?")
+            args.append(int(f.start))
         if f.end is not None:
-            m &= ts < f.end
+            terms.append("ts < ?")
+            args.append(int(f.end))
         if f.producers is not None:
-            m &= np.isin(pr, np.asarray(f.producers, dtype=np.int64))
+            terms.append(f"producer IN ({', '.join('?' * len(f.producers))})")
+            args += [int(x) for x in f.producers]
         types = {c.name: c.arrow_type for c in et.columns}
         for col, op, val in self._where:
-            r = OPS[op](t.column(col), pa.scalar(_typed(val, types[col], col), types[col]))
-            m &= np.asarray(pc.fill_null(r, False).to_numpy(zero_copy_only=False), dtype=bool)
-        return m
+            terms.append(f"{qident(col)} {'=' if op == '==' else op} ?")
+            args.append(_typed(val, types[col], col))
+        return terms, args
 
     def _page(self, n: int, forward: bool) -> pa.Table:
         f = self.filter
         pos = self.position
-        units = []
-        for name, us in self._all_units().items():
-            for u in us:
-                if f.start is not None and u.ts_max < f.start or f.end is not None and u.ts_min >= f.end:
+        order = "ASC" if forward else "DESC"
+        # Candidate sources: every segment (and the unflushed tail) of the filter's types
+        # that can hold events past the gap, visited in ts order.
+        cands = []
+        for name in self._types:
+            for sg in _source.segments(self.store, self.trace, name):
+                if sg.ts_min is None or f.start is not None and sg.ts_max < f.start or f.end is not None and sg.ts_min >= f.end:
                     continue
-                if forward and u.ts_max < pos[0] or not forward and u.ts_min > pos[0]:
+                if forward and sg.ts_max < pos[0] or not forward and sg.ts_min > pos[0]:
                     continue
-                units.append(u)
-        units.sort(key=(lambda u: u.ts_min) if forward else (lambda u: -u.ts_max))
-        need = ["ts", "producer", "seq"] + [w[0] for w in self._where]
-        need = list(dict.fromkeys(need))
-        found: list[tuple[_Unit, np.ndarray, pa.Table]] = []
+                cands.append((sg.ts_min, sg.ts_max, name, sg))
+            tail = _source.tail(self.store, self.trace, name)
+            if tail is not None and tail.num_rows:
+                ts = tail.column("ts")
+                cands.append((pc.min(ts).as_py(), pc.max(ts).as_py(), name, tail))
+        cands.sort(key=(lambda c: c[0]) if forward else (lambda c: -c[1]))
+        pieces: list[pa.Table] = []
         keys: list[np.ndarray] = []
-        count = 0
-        for u in units:
-            if count >= n:
-                # The n-th best match so far: a unit starting beyond it cannot beat it.
+        con = _source._duck()
+        for lo, hi, name, src in cands:
+            if sum(len(k) for k in keys) >= n:
+                # A source starting beyond the n-th best match so far cannot improve the page.
                 kth = _kth(keys, n, forward)
-                if forward and u.ts_min > kth or not forward and u.ts_max < kth:
+                if forward and lo > kth or not forward and hi < kth:
                     break
-            et = self._types[u.type]
-            t = u.read(need, et)
-            lo, hi = 0, t.num_rows
-            if u.table is None:
-                # Segment rows are in ts order: only those on the right side of the position
-                # (and inside the filter's time range) need testing.
-                ts_all = _source.as_numpy(t.column("ts"))
-                if forward:
-                    lo = int(np.searchsorted(ts_all, max(pos[0], f.start if f.start is not None else pos[0]), "left"))
-                else:
-                    hi = int(np.searchsorted(ts_all, min(pos[0], f.end if f.end is not None else pos[0]), "right"))
-            m = self._mask(t.slice(lo, hi - lo), et, forward, pos)
-            rows = lo + np.nonzero(m)[0]
-            if len(rows) == 0:
+            et = self._types[name]
+            own = {c.name for c in et.columns}
+            sel = ", ".join(qident(c) if c in own else f"CAST(NULL AS BIGINT) AS {qident(c)}" for c in self.columns)
+            terms, args = self._sql_filter(et, forward)
+            view = None
+            if isinstance(src, pa.Table):
+                view = f"_cursor_tail_{id(src)}"
+                con.register(view, _source._conform(src, [c.name for c in et.columns], et))
+                frm = view
+            else:
+                frm = f"read_parquet({qstr(str(self.store.path / src.path))})"
+            # DuckDB's top-N pushes its running n-th value into the scan: only the row
+            # groups that can still hold the page are decoded, and the output columns only
+            # for rows that pass the filter.
+            sql = (f"SELECT {sel}, ts AS _ts, CAST(producer AS BIGINT) AS _p, seq AS _s FROM {frm} "
+                   f"WHERE {' AND '.join(terms)} ORDER BY ts {order}, producer {order}, seq {order} LIMIT {int(n)}")
+            try:
+                rel = con.sql(sql, params=args)
+                t = (getattr(rel, "to_arrow_table", None) or rel.arrow)()
+            finally:
+                if view is not None:
+                    con.unregister(view)
+            if t.num_rows == 0:
                 continue
-            if len(rows) > n:
-                # Rows of a unit are in ts order: only its first (last) n matches, and any
-                # ties with the n-th one's ts, can be among the page's n.
-                ts = _source.as_numpy(t.column("ts"))[rows]
-                if forward:
-                    rows = rows[ts <= ts[n - 1]] if ts[n - 1] == ts[n] else rows[:n]
-                else:
-                    rows = rows[ts >= ts[-n]] if ts[-n] == ts[-n - 1] else rows[-n:]
-            found.append((u, rows, t))
-            keys.append(_source.as_numpy(t.column("ts"))[rows])
-            count += len(rows)
-        if not found:
+            pieces.append(t.append_column("type", pa.array([name] * t.num_rows, pa.string())))
+            keys.append(_source.as_numpy(t.column("_ts")))
+        if not pieces:
             return self._empty()
-        # Order every candidate by (ts, producer, seq) and keep the first (last) n.
-        cand = pa.table({
-            "ts": pa.array(np.concatenate([_source.as_numpy(t.column("ts"))[r] for _, r, t in found])),
-            "producer": pa.array(np.concatenate([_source.as_numpy(t.column("producer"))[r].astype(np.int64) for _, r, t in found])),
-            "seq": pa.array(np.concatenate([_source.as_numpy(t.column("seq"))[r] for _, r, t in found])),
-            "unit": pa.array(np.concatenate([np.full(len(r), i, np.int64) for i, (_, r, _t) in enumerate(found)])),
-            "row": pa.array(np.concatenate([r.astype(np.int64) for _, r, _t in found])),
-        })
-        order = "ascending" if forward else "descending"
-        cand = cand.take(pc.sort_indices(cand, [("ts", order), ("producer", order), ("seq", order)]))
-        cand = cand.slice(0, n)
-        if not forward:
-            cand = cand.take(pa.array(np.arange(cand.num_rows - 1, -1, -1)))
-        unit_of = cand.column("unit").to_numpy()
-        row_of = cand.column("row").to_numpy()
-        pieces = []
-        for i in np.unique(unit_of):
-            u, _, t = found[i]
-            et = self._types[u.type]
-            own = {x.name for x in et.columns}
-            sel = row_of[unit_of == i]
-            full = t
-            if any(c in own and c not in t.column_names for c in self.columns):
-                full = u.read([c for c in self.columns if c in own], et)
-            part = pa.table({c: _out_col(full, c, et, sel) for c in self.columns})
-            part = part.append_column("type", pa.array([u.type] * len(sel), pa.string()))
-            part = part.append_column("_k", pa.array(np.nonzero(unit_of == i)[0]))
-            pieces.append(part)
         out = pa.concat_tables(pieces, promote_options="permissive")
-        out = out.take(pc.sort_indices(out.column("_k"))).drop_columns(["_k"])
-        edge = out.slice(out.num_rows - 1 if forward else 0, 1).select(["ts", "producer", "seq"]).to_pylist()[0]
-        self.position, self.after = (edge["ts"], edge["producer"], edge["seq"]), forward
-        return out
+        direction = "ascending" if forward else "descending"
+        out = out.take(pc.sort_indices(out, [("_ts", direction), ("_p", direction), ("_s", direction)])).slice(0, n)
+        if not forward:
+            out = out.take(pa.array(np.arange(out.num_rows - 1, -1, -1)))
+        edge = out.slice(out.num_rows - 1 if forward else 0, 1).select(["_ts", "_p", "_s"]).to_pylist()[0]
+        self.position, self.after = (edge["_ts"], edge["_p"], edge["_s"]), forward
+        out = out.drop_columns(["_ts", "_p", "_s"])
+        return pa.table({c: (out.column(c).combine_chunks() if isinstance(out.column(c), pa.ChunkedArray) else out.column(c))
+                         for c in out.column_names})
 
     def _empty(self) -> pa.Table:
         et = next(iter(self._types.values()), None)
@@ -360,14 +272,6 @@ def _kth(keys: list[np.ndarray], n: int, forward: bool) -> int:
     if forward:
         return int(np.partition(allk, n - 1)[n - 1])
     return int(-np.partition(-allk, n - 1)[n - 1])
-
-
-def _out_col(t: pa.Table, c: str, et: EventType, rows: np.ndarray) -> pa.Array:
-    if c in t.column_names:
-        col = t.column(c).take(pa.array(rows))
-        return col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-    types = {x.name: x.arrow_type for x in et.columns}
-    return pa.nulls(len(rows), types.get(c, pa.int64()))
 
 
 def cursor(store: "Store", trace: str, *, types: Iterable[str] | None = None, producers: Iterable[int] | None = None,

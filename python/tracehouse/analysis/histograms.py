@@ -193,11 +193,14 @@ class Histogram:
 
 
 def _summary(values: np.ndarray) -> dict:
-    if len(values) == 0:
+    """count, min, max, mean and nearest-rank p50/p90/p99 (one partition, not a sort)."""
+    n = len(values)
+    if n == 0:
         return {"count": 0}
-    q = np.quantile(values, [0.5, 0.9, 0.99], method="inverted_cdf")
-    return {"count": int(len(values)), "min": int(values.min()), "max": int(values.max()),
-            "mean": float(values.mean()), "p50": int(q[0]), "p90": int(q[1]), "p99": int(q[2])}
+    ranks = [max(0, int(np.ceil(q * n)) - 1) for q in (0.5, 0.9, 0.99)]
+    part = np.partition(values, ranks)
+    return {"count": int(n), "min": int(values.min()), "max": int(values.max()), "mean": float(values.mean()),
+            "p50": int(part[ranks[0]]), "p90": int(part[ranks[1]]), "p99": int(part[ranks[2]])}
 
 
 def scale(values: np.ndarray, unit: str) -> np.ndarray:
@@ -271,7 +274,7 @@ def span_values(store: "Store", trace: str, *, group: str = "none", config=None,
 
     cfg = config or span_config(store, trace)
     name_col = _begin_name(cfg.name_column) if cfg.name_column else None
-    cols = ["ts", "dur", "closed"]
+    cols = (["ts"] if start is not None or end is not None else []) + ["dur", "closed"]
     if group in ("caller", "stack"):
         cols += ["parent_id", "depth"] + ([name_col] if name_col else [])
     elif group == "name":

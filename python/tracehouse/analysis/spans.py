@@ -109,11 +109,11 @@ def pair(store: "Store", trace: str, config: SpanConfig | None = None) -> Spans:
     pcols = ["ts", "producer", "seq"] + ([cfg.key] if cfg.key else [])
     b = _source.read(store, trace, cfg.begin, pcols, order=False)
     e = _source.read(store, trace, cfg.end, pcols, order=False)
-    b_order, e_order = _source.ordering(b), _source.ordering(e)
+    # Begins in (ts, producer, seq) order: a span's id is its begin's rank. Ends stay in
+    # storage order (the pass orders each producer's halves by seq itself).
+    b_order, e_order = _source.ordering(b), None
     if b_order is not None:
         b = b.take(b_order)
-    if e_order is not None:
-        e = e.take(e_order)
     t_read = time.perf_counter() - t0
     kb = ke = None
     if cfg.key is not None:
@@ -311,10 +311,15 @@ def span_table(store: "Store", trace: str, config: SpanConfig | None = None, *, 
     cfg = config or span_config(store, trace)
     name = processed(store, trace, cfg)
     if name is not None:
-        t = _source.read(store, name, "span", columns)
-        if columns is None:
-            t = t.select([c for c in t.column_names])  # stored order
-        return t
+        # Rows in span_id order: the processed trace's segments are in ts order, so this is
+        # a check, not a sort (the order columns are read only when asked for).
+        if columns is None or {"ts", "producer", "seq"} <= set(columns):
+            return _source.read(store, name, "span", columns)
+        t = _source.read(store, name, "span", list(dict.fromkeys(["span_id", *columns])), order=False)
+        sid = _source.as_numpy(t.column("span_id"))
+        if len(sid) > 1 and not (sid[1:] > sid[:-1]).all():
+            t = t.take(pa.array(np.argsort(sid, kind="stable")))
+        return t.select(columns)
     key = (str(store.path), trace, _source.signature(store, trace), json.dumps(cfg.to_json()))
     sp = _PAIRED.get(key)
     if sp is None:
