@@ -328,24 +328,11 @@ def span_values(store: "Store", trace: str, *, group: str = "none", config=None,
 
 
 def _node_paths(ct: dict, names: pa.Array, wanted: np.ndarray) -> list[str]:
-    """'root;...;leaf' of the wanted call-tree nodes (walking up from each, depth steps)."""
-    parent = ct["parent"].to_numpy()
-    key = ct["key"].to_numpy()
-    nm = np.array([str(x) for x in names.to_pylist()], dtype=object)
-    cur = wanted.copy()
-    parts = [nm[key[cur]]]
-    cur = parent[cur]
-    while (cur >= 0).any():
-        live = cur >= 0
-        step = np.full(len(cur), "", dtype=object)
-        step[live] = nm[key[cur[live]]]
-        parts.append(step)
-        cur = np.where(live, parent[np.maximum(cur, 0)], -1)
-    out = []
-    for i in range(len(wanted)):
-        frames = [p[i] for p in reversed(parts) if p[i] != ""]
-        out.append(";".join(frames))
-    return out
+    """'root;...;leaf' of the wanted call-tree nodes, built level by level (nodes come
+    parents first, so a level's paths extend the previous level's)."""
+    from .spans import node_paths
+
+    return node_paths(ct["parent"].to_numpy(), ct["depth"].to_numpy(), ct["key"].to_numpy(), names)[wanted].tolist()
 
 
 def type_values(store: "Store", trace: str, type_name: str, value: str = "dur", *, group: str = "none",

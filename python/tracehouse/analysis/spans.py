@@ -491,20 +491,27 @@ def _prune(t: pa.Table) -> pa.Table:
     return t.set_column(0, "node", pa.array(np.arange(len(keep), dtype=np.int64))).set_column(1, "parent", pa.array(p))
 
 
+def node_paths(parent: np.ndarray, depth: np.ndarray, key: np.ndarray, names: pa.Array) -> np.ndarray:
+    """'root;...;leaf' of every call-tree node (object array), one vectorized step per depth.
+    ';' and spaces inside names become ':' and '_' (they separate frames and the value)."""
+    clean = pc.replace_substring(pc.replace_substring(names.cast(pa.string()), ";", ":"), " ", "_")
+    nm = np.array(clean.to_pylist(), dtype=object)
+    label = nm[np.where(key < 0, 0, key)] if len(key) else np.array([], dtype=object)
+    paths = np.empty(len(parent), dtype=object)
+    for d in range(int(depth.max()) + 1 if len(depth) else 0):
+        at = np.nonzero(depth == d)[0]
+        paths[at] = label[at] if d == 0 else paths[parent[at]] + ";" + label[at]
+    return paths
+
+
 def folded(tree: pa.Table, value: str = "self_ns") -> str:
     """Folded-stack text (flamegraph.pl, speedscope, inferno): one line per call path
     `root;child;leaf VALUE`, VALUE = self time in ns by default, paths with 0 left out."""
     n = tree.num_rows
     if n == 0:
         return ""
-    parent = tree.column("parent").to_numpy()
-    depth = tree.column("depth").to_numpy()
-    names = np.array(tree.column("name").to_pylist(), dtype=object)
-    names = np.array([s.replace(";", ":").replace(" ", "_") for s in names], dtype=object)
-    paths = np.empty(n, dtype=object)
-    for d in range(int(depth.max()) + 1):
-        at = np.nonzero(depth == d)[0]
-        paths[at] = names[at] if d == 0 else paths[parent[at]] + ";" + names[at]
+    paths = node_paths(tree.column("parent").to_numpy(), tree.column("depth").to_numpy(),
+                       np.arange(n, dtype=np.int64), tree.column("name"))
     vals = tree.column(value).to_numpy()
     keep = np.nonzero(vals > 0)[0]
-    return "".join(f"{paths[i]} {int(vals[i])}\n" for i in keep)
+    return "\n".join(paths[keep] + " " + vals[keep].astype(str).astype(object)) + ("\n" if len(keep) else "")
