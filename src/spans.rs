@@ -138,30 +138,88 @@ struct Producer {
     max_ts: i64,
 }
 
+/// Raw views of the per-begin output columns of one `Spans`. Several pairers (one per
+/// thread) write through copies of it, each only at the begin rows of its own producers:
+/// a begin row belongs to one producer and a producer to one pairer, so writes never
+/// overlap, and the `Spans` outlives the threads (`std::thread::scope`).
+#[derive(Clone, Copy)]
+struct Out {
+    end_row: *mut i64,
+    end_ts: *mut i64,
+    depth: *mut i32,
+    parent: *mut i64,
+    self_ns: *mut i64,
+    closed: *mut bool,
+    len: usize,
+}
+
+// SAFETY: see the type's doc: disjoint rows per thread, storage outliving the scope.
+unsafe impl Send for Out {}
+unsafe impl Sync for Out {}
+
+impl Out {
+    fn of(s: &mut Spans) -> Self {
+        Out {
+            end_row: s.end_row.as_mut_ptr(),
+            end_ts: s.end_ts.as_mut_ptr(),
+            depth: s.depth.as_mut_ptr(),
+            parent: s.parent.as_mut_ptr(),
+            self_ns: s.self_ns.as_mut_ptr(),
+            closed: s.closed.as_mut_ptr(),
+            len: s.end_row.len(),
+        }
+    }
+
+    #[inline(always)]
+    fn open(&self, r: usize, depth: i32, parent: i64) {
+        assert!(r < self.len);
+        // SAFETY: r is in bounds; only this pairer writes row r (see the type's doc).
+        unsafe {
+            *self.depth.add(r) = depth;
+            *self.parent.add(r) = parent;
+        }
+    }
+
+    #[inline(always)]
+    fn close(&self, r: usize, end_row: i64, end_ts: i64, self_ns: i64) {
+        assert!(r < self.len);
+        // SAFETY: as in `open`.
+        unsafe {
+            *self.end_row.add(r) = end_row;
+            *self.end_ts.add(r) = end_ts;
+            *self.self_ns.add(r) = self_ns;
+            *self.closed.add(r) = end_row >= 0;
+        }
+    }
+}
+
+fn new_spans(nb: usize) -> Spans {
+    Spans {
+        end_row: vec![-1; nb],
+        end_ts: vec![0; nb],
+        depth: vec![0; nb],
+        parent: vec![-1; nb],
+        self_ns: vec![0; nb],
+        closed: vec![false; nb],
+        unmatched_end: Vec::new(),
+        presorted: false,
+    }
+}
+
 struct Pairer<'a> {
     b: Halves<'a>,
     e: Halves<'a>,
     slots: Slots,
     next_slot: u32,
     producers: Vec<Producer>,
-    out: Spans,
+    out: Out,
+    unmatched: Vec<i64>,
 }
 
 impl<'a> Pairer<'a> {
-    fn new(b: Halves<'a>, e: Halves<'a>) -> Self {
-        let nb = b.len();
-        let out = Spans {
-            end_row: vec![-1; nb],
-            end_ts: vec![0; nb],
-            depth: vec![0; nb],
-            parent: vec![-1; nb],
-            self_ns: vec![0; nb],
-            closed: vec![false; nb],
-            unmatched_end: Vec::new(),
-            presorted: false,
-        };
+    fn new(b: Halves<'a>, e: Halves<'a>, out: Out) -> Self {
         let slots = Slots::new(&b, &e);
-        Self { b, e, slots, next_slot: 0, producers: Vec::new(), out }
+        Self { b, e, slots, next_slot: 0, producers: Vec::new(), out, unmatched: Vec::new() }
     }
 
     #[inline(always)]
@@ -181,9 +239,7 @@ impl<'a> Pairer<'a> {
         st.max_ts = st.max_ts.max(ts);
         if !is_end {
             let key = self.b.key.map_or(0, |k| k[row]);
-            let out = &mut self.out;
-            out.depth[row] = st.stack.len() as i32;
-            out.parent[row] = st.stack.last().map_or(-1, |f| f.row as i64);
+            self.out.open(row, st.stack.len() as i32, st.stack.last().map_or(-1, |f| f.row as i64));
             st.stack.push(Frame { row: row as u32, key, child: 0 });
             return;
         }
@@ -195,36 +251,33 @@ impl<'a> Pairer<'a> {
             }
         };
         let Some(at) = at else {
-            self.out.unmatched_end.push(row as i64);
+            self.unmatched.push(row as i64);
             return;
         };
         while st.stack.len() > at + 1 {
             let f = st.stack.pop().expect("frame above the match");
-            close(&mut self.out, self.b.ts, &mut st.stack, f, ts, -1);
+            close(&self.out, self.b.ts, &mut st.stack, f, ts, -1);
         }
         let f = st.stack.pop().expect("the matching frame");
-        close(&mut self.out, self.b.ts, &mut st.stack, f, ts, row as i64);
+        close(&self.out, self.b.ts, &mut st.stack, f, ts, row as i64);
     }
 
-    fn finish(mut self) -> Spans {
+    /// Closes what is still open (cut at each producer's last ts); returns the unmatched ends.
+    fn finish(mut self) -> Vec<i64> {
         for st in &mut self.producers {
             while let Some(f) = st.stack.pop() {
-                close(&mut self.out, self.b.ts, &mut st.stack, f, st.max_ts, -1);
+                close(&self.out, self.b.ts, &mut st.stack, f, st.max_ts, -1);
             }
         }
-        self.out.unmatched_end.sort_unstable();
-        self.out
+        self.unmatched
     }
 }
 
 #[inline(always)]
-fn close(out: &mut Spans, begin_ts: &[i64], stack: &mut [Frame], f: Frame, end_ts: i64, end_row: i64) {
+fn close(out: &Out, begin_ts: &[i64], stack: &mut [Frame], f: Frame, end_ts: i64, end_row: i64) {
     let r = f.row as usize;
     let dur = end_ts.wrapping_sub(begin_ts[r]);
-    out.end_row[r] = end_row;
-    out.end_ts[r] = end_ts;
-    out.self_ns[r] = dur.wrapping_sub(f.child);
-    out.closed[r] = end_row >= 0;
+    out.close(r, end_row, end_ts, dur.wrapping_sub(f.child));
     if let Some(top) = stack.last_mut() {
         top.child = top.child.wrapping_add(dur);
     }
@@ -240,7 +293,8 @@ pub fn pair(begin: Halves, end: Halves) -> Result<Spans, String> {
     if let Some(s) = merged(begin, end) {
         return Ok(s);
     }
-    let mut p = Pairer::new(begin, end);
+    let mut spans = new_spans(begin.len());
+    let mut p = Pairer::new(begin, end, Out::of(&mut spans));
     // Slot of every row, then rows grouped by slot (stable counting sort).
     let bslot: Vec<u32> = begin.producer.iter().map(|&x| p.producer(x) as u32).collect();
     let eslot: Vec<u32> = end.producer.iter().map(|&x| p.producer(x) as u32).collect();
@@ -279,46 +333,99 @@ pub fn pair(begin: Halves, end: Halves) -> Result<Spans, String> {
             }
         }
     }
-    let mut out = p.finish();
-    out.presorted = presorted;
-    Ok(out)
+    let mut unmatched = p.finish();
+    unmatched.sort_unstable();
+    spans.unmatched_end = unmatched;
+    spans.presorted = presorted;
+    Ok(spans)
 }
 
+/// Most threads the merged pass uses (each reads every row, handles its producers' rows).
+const MAX_THREADS: usize = 4;
+
 /// The fast path: both inputs sorted by ts, one merge by (ts, seq) visits each producer's
-/// rows in seq order, reading every column sequentially. None (and the grouped path
-/// runs) when an input is not sorted by ts or some producer's seq does not grow along
-/// the merge (ts ties across producers in an adverse order, clocks against seq).
+/// rows in seq order, reading every column sequentially. Producers are dealt to up to
+/// `MAX_THREADS` threads (by id, round robin), each merging the whole input but pairing
+/// only its producers' rows. None (and the grouped path runs) when an input is not
+/// sorted by ts or some producer's seq does not grow along the merge (ts ties across
+/// producers in an adverse order, clocks against seq).
 fn merged(b: Halves, e: Halves) -> Option<Spans> {
     let ts_sorted = |t: &[i64]| t.windows(2).all(|w| w[0] <= w[1]);
     if !ts_sorted(b.ts) || !ts_sorted(e.ts) {
         return None;
     }
-    let mut p = Pairer::new(b, e);
-    let mut last_seq: Vec<i64> = Vec::new();
-    let (nb, ne) = (b.len(), e.len());
-    let (mut i, mut j) = (0, 0);
-    while i < nb || j < ne {
-        let take_begin = j >= ne || (i < nb && (b.ts[i], b.seq[i]) <= (e.ts[j], e.seq[j]));
-        let (is_end, row) = if take_begin { (false, i) } else { (true, j) };
-        let h = if is_end { e } else { b };
-        let s = p.producer(h.producer[row]);
-        if s == last_seq.len() {
-            last_seq.push(i64::MIN);
+    // Producer -> thread, round robin over the sorted distinct ids.
+    let (lo, hi) = b
+        .producer
+        .iter()
+        .chain(e.producer.iter())
+        .fold((i64::MAX, i64::MIN), |(l, h), &p| (l.min(p as i64), h.max(p as i64)));
+    let dense = lo <= hi && hi - lo < (1 << 22);
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, MAX_THREADS);
+    let mut owner_of: Vec<u8> = Vec::new();
+    let mut distinct = 0usize;
+    if dense && threads > 1 {
+        let mut seen = vec![false; (hi - lo + 1) as usize];
+        for &p in b.producer.iter().chain(e.producer.iter()) {
+            seen[(p as i64 - lo) as usize] = true;
         }
-        if h.seq[row] <= last_seq[s] {
-            return None;
-        }
-        last_seq[s] = h.seq[row];
-        p.visit(s, is_end, row);
-        if take_begin {
-            i += 1;
-        } else {
-            j += 1;
+        owner_of = vec![u8::MAX; seen.len()];
+        for (i, s) in seen.iter().enumerate() {
+            if *s {
+                owner_of[i] = (distinct % threads) as u8;
+                distinct += 1;
+            }
         }
     }
-    let mut s = p.finish();
-    s.presorted = true;
-    Some(s)
+    let threads = if owner_of.is_empty() { 1 } else { threads.min(distinct.max(1)) };
+    let mut spans = new_spans(b.len());
+    let out = Out::of(&mut spans);
+    let run = |me: u8| -> Option<Vec<i64>> {
+        let mut p = Pairer::new(b, e, out);
+        let mut last_seq: Vec<i64> = Vec::new();
+        let (nb, ne) = (b.len(), e.len());
+        let (mut i, mut j) = (0, 0);
+        while i < nb || j < ne {
+            let take_begin = j >= ne || (i < nb && (b.ts[i], b.seq[i]) <= (e.ts[j], e.seq[j]));
+            let (is_end, row) = if take_begin { (false, i) } else { (true, j) };
+            if take_begin {
+                i += 1;
+            } else {
+                j += 1;
+            }
+            let h = if is_end { e } else { b };
+            let pr = h.producer[row];
+            if threads > 1 && owner_of[(pr as i64 - lo) as usize] != me {
+                continue;
+            }
+            let s = p.producer(pr);
+            if s == last_seq.len() {
+                last_seq.push(i64::MIN);
+            }
+            if h.seq[row] <= last_seq[s] {
+                return None;
+            }
+            last_seq[s] = h.seq[row];
+            p.visit(s, is_end, row);
+        }
+        Some(p.finish())
+    };
+    let results: Vec<Option<Vec<i64>>> = if threads == 1 {
+        vec![run(0)]
+    } else {
+        std::thread::scope(|sc| {
+            let hs: Vec<_> = (0..threads as u8).map(|me| sc.spawn(move || run(me))).collect();
+            hs.into_iter().map(|h| h.join().expect("pairing thread panicked")).collect()
+        })
+    };
+    let mut unmatched = Vec::new();
+    for r in results {
+        unmatched.extend(r?);
+    }
+    unmatched.sort_unstable();
+    spans.unmatched_end = unmatched;
+    spans.presorted = true;
+    Some(spans)
 }
 
 /// Row numbers grouped by slot, keeping row order inside a slot: (group starts, rows).
@@ -410,7 +517,8 @@ fn by_producer(b: Halves, e: Halves) -> Spans {
     let producer: Vec<i64> = b.producer.iter().chain(e.producer.iter()).map(|&p| p as i64).collect();
     let seq: Vec<i64> = b.seq.iter().chain(e.seq.iter()).copied().collect();
     let order = stable_order(&[&producer, &seq]);
-    let mut p = Pairer::new(b, e);
+    let mut spans = new_spans(nb);
+    let mut p = Pairer::new(b, e, Out::of(&mut spans));
     for &r in &order {
         let r = r as usize;
         let (is_end, row) = if r < nb { (false, r) } else { (true, r - nb) };
@@ -418,7 +526,10 @@ fn by_producer(b: Halves, e: Halves) -> Spans {
         let s = p.producer(h.producer[row]);
         p.visit(s, is_end, row);
     }
-    p.finish()
+    let mut unmatched = p.finish();
+    unmatched.sort_unstable();
+    spans.unmatched_end = unmatched;
+    spans
 }
 
 #[cfg(test)]
