@@ -169,7 +169,7 @@ def _nest(store: "Store", trace: str, cfg: SpanConfig) -> Spans:
     params = _source.read(store, trace, cfg.begin, [c.name for c in st.params]) if st.params else pa.table({})
     for c in params.column_names:
         cols[_begin_name(c)] = params.column(c)
-    table = pa.table({k: (v.combine_chunks() if isinstance(v, pa.ChunkedArray) else v) for k, v in cols.items()})
+    table = pa.table({k: (v if isinstance(v, pa.ChunkedArray) else pa.chunked_array([v])) for k, v in cols.items()})
     unmatched = pa.table({c.name: pa.array([], c.arrow_type) for c in UNMATCHED_COLUMNS})
     stats = {"begins": n, "ends": 0, "spans": n, "closed": n, "unclosed_begins": 0, "unmatched_ends": 0,
              "presorted": True, "read_s": round(t_read, 4), "pair_s": round(t_pair, 4),
@@ -210,7 +210,9 @@ def _span_table(b: pa.Table, e: pa.Table, bp: pa.Table, ep: pa.Table, r: dict, c
         cols[_begin_name(c)] = bp.column(c)
     for c in ep.column_names:
         cols[f"end_{c}"] = ep.column(c).take(idx) if n else ep.column(c).slice(0, 0)
-    return pa.table({k: (v.combine_chunks() if isinstance(v, pa.ChunkedArray) else v) for k, v in cols.items()})
+    # Columns keep their chunks (DuckDB's batches, the pass's one array): combining them
+    # copied every column (0.4 s per 1.7M spans) for nothing downstream needs.
+    return pa.table({k: (v if isinstance(v, pa.ChunkedArray) else pa.chunked_array([v])) for k, v in cols.items()})
 
 
 def _unmatched_table(b: pa.Table, e: pa.Table, r: dict, cfg: SpanConfig) -> pa.Table:
