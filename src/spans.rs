@@ -16,17 +16,17 @@
 //! Self time is the duration minus the durations of the direct children (unclosed
 //! children included, with their cut duration).
 //!
-//! Speed: begins and ends usually arrive each sorted by `ts` (the store's segments are)
-//! and a producer's `seq` grows with `ts`; then one merge of the two inputs by (`ts`,
-//! `seq`) visits every producer's rows in `seq` order while reading each column
-//! sequentially (checked on every row: `seq` must grow per producer). Otherwise rows are
-//! first grouped by producer (one stable counting sort of row numbers,
-//! producers mapped to dense slots), then each producer's begins and ends, which arrive
-//! in `seq` order when the input is sorted by `ts` (the store's segments are), are
-//! merged by `seq` and walked with one stack: a few ns per event, no comparison sort.
-//! A producer whose rows are not in `seq` order gets them sorted (stable) first. The
-//! result equals ordering every half by (`producer`, `seq`), begins before ends on equal
-//! `seq` ([`crate::order::stable_order`], used by the tests as the reference).
+//! Speed: inputs arrive as Arrow chunks (the store's segments decoded batch by batch) and
+//! are read in place, never concatenated on the fast path. Begins and ends usually come
+//! each sorted by `ts` and a producer's `seq` grows with `ts`; then one merge of the two
+//! inputs by (`ts`, `seq`) visits every producer's rows in `seq` order while reading
+//! each column sequentially (checked on every row: `seq` must grow per producer), with
+//! the producers dealt to up to [`MAX_THREADS`] threads. Otherwise the chunks are
+//! concatenated and rows grouped by producer (a stable counting sort of row numbers),
+//! each producer's begins and ends merged by `seq` (sorted first when they are not) and
+//! walked with one stack. Both paths equal ordering every half by (`producer`, `seq`),
+//! begins before ends on equal `seq` ([`crate::order::stable_order`], the tests'
+//! reference).
 
 use std::collections::HashMap;
 
@@ -46,20 +46,154 @@ pub struct Halves<'a> {
     pub key: Option<&'a [i64]>,
 }
 
-impl Halves<'_> {
+impl<'a> Halves<'a> {
     fn len(&self) -> usize {
         self.ts.len()
     }
 
+    fn chunked(&self) -> Chunked<'a> {
+        Chunked { ts: vec![self.ts], producer: vec![self.producer], seq: vec![self.seq], key: self.key.map(|k| vec![k]) }
+    }
+}
+
+/// One input as chunks (Arrow chunked arrays): chunk k of every column holds the same rows.
+#[derive(Clone, Debug, Default)]
+pub struct Chunked<'a> {
+    /// Event time, ns.
+    pub ts: Vec<&'a [i64]>,
+    /// Producer (thread) id.
+    pub producer: Vec<&'a [i32]>,
+    /// Order of the event within its producer.
+    pub seq: Vec<&'a [i64]>,
+    /// Matching key; `None` pairs by nesting alone.
+    pub key: Option<Vec<&'a [i64]>>,
+}
+
+impl Chunked<'_> {
+    fn len(&self) -> usize {
+        self.ts.iter().map(|c| c.len()).sum()
+    }
+
     fn check(&self, what: &str) -> Result<(), String> {
-        let n = self.ts.len();
-        if self.producer.len() != n || self.seq.len() != n || self.key.is_some_and(|k| k.len() != n) {
-            return Err(format!("{what}: columns differ in length"));
+        let k = self.ts.len();
+        if self.producer.len() != k || self.seq.len() != k || self.key.as_ref().is_some_and(|x| x.len() != k) {
+            return Err(format!("{what}: columns have different numbers of chunks"));
         }
-        if n > crate::order::MAX_ROWS {
+        for i in 0..k {
+            let n = self.ts[i].len();
+            if self.producer[i].len() != n || self.seq[i].len() != n || self.key.as_ref().is_some_and(|x| x[i].len() != n) {
+                return Err(format!("{what}: columns differ in length"));
+            }
+        }
+        if self.len() > crate::order::MAX_ROWS {
             return Err(format!("{what}: more than u32::MAX rows"));
         }
         Ok(())
+    }
+
+    fn ts_sorted(&self) -> bool {
+        let mut last = i64::MIN;
+        for c in &self.ts {
+            if c.first().is_some_and(|&f| f < last) || c.windows(2).any(|w| w[0] > w[1]) {
+                return false;
+            }
+            if let Some(&l) = c.last() {
+                last = l;
+            }
+        }
+        true
+    }
+
+    /// True when rows are ordered by (ts, producer, seq).
+    fn ordered(&self) -> bool {
+        let mut last: Option<(i64, i32, i64)> = None;
+        for i in 0..self.ts.len() {
+            for j in 0..self.ts[i].len() {
+                let k = (self.ts[i][j], self.producer[i][j], self.seq[i][j]);
+                if last.is_some_and(|l| l > k) {
+                    return false;
+                }
+                last = Some(k);
+            }
+        }
+        true
+    }
+
+    fn producer_range(&self) -> (i64, i64) {
+        self.producer
+            .iter()
+            .flat_map(|c| c.iter())
+            .fold((i64::MAX, i64::MIN), |(l, h), &p| (l.min(p as i64), h.max(p as i64)))
+    }
+
+    fn concat(&self) -> Owned {
+        Owned {
+            ts: self.ts.concat(),
+            producer: self.producer.concat(),
+            seq: self.seq.concat(),
+            key: self.key.as_ref().map(|k| k.concat()),
+        }
+    }
+}
+
+/// Concatenated chunks, for the paths that need random access.
+struct Owned {
+    ts: Vec<i64>,
+    producer: Vec<i32>,
+    seq: Vec<i64>,
+    key: Option<Vec<i64>>,
+}
+
+impl Owned {
+    fn halves(&self) -> Halves<'_> {
+        Halves { ts: &self.ts, producer: &self.producer, seq: &self.seq, key: self.key.as_deref() }
+    }
+}
+
+/// Sequential reader of a chunked input: the next row's values without indexing by row.
+struct Rows<'c, 'a> {
+    h: &'c Chunked<'a>,
+    chunk: usize,
+    off: usize,
+    row: usize,
+}
+
+impl<'c, 'a> Rows<'c, 'a> {
+    fn new(h: &'c Chunked<'a>) -> Self {
+        let mut r = Rows { h, chunk: 0, off: 0, row: 0 };
+        r.skip_empty();
+        r
+    }
+
+    #[inline(always)]
+    fn skip_empty(&mut self) {
+        while self.chunk < self.h.ts.len() && self.off >= self.h.ts[self.chunk].len() {
+            self.chunk += 1;
+            self.off = 0;
+        }
+    }
+
+    /// (ts, seq) of the next row, None at the end.
+    #[inline(always)]
+    fn peek(&self) -> Option<(i64, i64)> {
+        (self.chunk < self.h.ts.len()).then(|| (self.h.ts[self.chunk][self.off], self.h.seq[self.chunk][self.off]))
+    }
+
+    /// (row, ts, producer, seq, key) of the next row; call only after `peek` gave Some.
+    #[inline(always)]
+    fn take(&mut self) -> (usize, i64, i32, i64, i64) {
+        let (c, o) = (self.chunk, self.off);
+        let out = (
+            self.row,
+            self.h.ts[c][o],
+            self.h.producer[c][o],
+            self.h.seq[c][o],
+            self.h.key.as_ref().map_or(0, |k| k[c][o]),
+        );
+        self.row += 1;
+        self.off += 1;
+        self.skip_empty();
+        out
     }
 }
 
@@ -82,11 +216,14 @@ pub struct Spans {
     pub unmatched_end: Vec<i64>,
     /// True when every producer's rows already came in `seq` order (no sort needed).
     pub presorted: bool,
+    /// True when the begins came ordered by (ts, producer, seq) (span ids are then ranks).
+    pub begins_ordered: bool,
 }
 
 #[derive(Clone, Copy)]
 struct Frame {
     row: u32,
+    ts: i64,
     key: i64,
     child: i64,
 }
@@ -98,12 +235,7 @@ enum Slots {
 }
 
 impl Slots {
-    fn new(b: &Halves, e: &Halves) -> Self {
-        let (mut lo, mut hi) = (i64::MAX, i64::MIN);
-        for &p in b.producer.iter().chain(e.producer.iter()) {
-            lo = lo.min(p as i64);
-            hi = hi.max(p as i64);
-        }
+    fn new((lo, hi): (i64, i64)) -> Self {
         if lo <= hi && hi - lo < (1 << 22) {
             Slots::Dense { min: lo, table: vec![u32::MAX; (hi - lo + 1) as usize] }
         } else {
@@ -203,12 +335,13 @@ fn new_spans(nb: usize) -> Spans {
         closed: vec![false; nb],
         unmatched_end: Vec::new(),
         presorted: false,
+        begins_ordered: false,
     }
 }
 
-struct Pairer<'a> {
-    b: Halves<'a>,
-    e: Halves<'a>,
+/// The stack machine of the rules, for the producers one thread owns.
+struct Pairer {
+    keyed: bool,
     slots: Slots,
     next_slot: u32,
     producers: Vec<Producer>,
@@ -216,10 +349,9 @@ struct Pairer<'a> {
     unmatched: Vec<i64>,
 }
 
-impl<'a> Pairer<'a> {
-    fn new(b: Halves<'a>, e: Halves<'a>, out: Out) -> Self {
-        let slots = Slots::new(&b, &e);
-        Self { b, e, slots, next_slot: 0, producers: Vec::new(), out, unmatched: Vec::new() }
+impl Pairer {
+    fn new(keyed: bool, range: (i64, i64), out: Out) -> Self {
+        Self { keyed, slots: Slots::new(range), next_slot: 0, producers: Vec::new(), out, unmatched: Vec::new() }
     }
 
     #[inline(always)]
@@ -231,42 +363,34 @@ impl<'a> Pairer<'a> {
         s
     }
 
-    /// Visits one event of producer slot `s`.
+    /// Visits one event (begin or end row `row`, time `ts`, key `key`) of producer slot `s`.
     #[inline(always)]
-    fn visit(&mut self, s: usize, is_end: bool, row: usize) {
-        let ts = if is_end { self.e.ts[row] } else { self.b.ts[row] };
+    fn visit(&mut self, s: usize, is_end: bool, row: usize, ts: i64, key: i64) {
         let st = &mut self.producers[s];
         st.max_ts = st.max_ts.max(ts);
         if !is_end {
-            let key = self.b.key.map_or(0, |k| k[row]);
             self.out.open(row, st.stack.len() as i32, st.stack.last().map_or(-1, |f| f.row as i64));
-            st.stack.push(Frame { row: row as u32, key, child: 0 });
+            st.stack.push(Frame { row: row as u32, ts, key, child: 0 });
             return;
         }
-        let at = match self.e.key {
-            None => st.stack.len().checked_sub(1),
-            Some(k) => {
-                let key = k[row];
-                st.stack.iter().rposition(|f| f.key == key)
-            }
-        };
+        let at = if self.keyed { st.stack.iter().rposition(|f| f.key == key) } else { st.stack.len().checked_sub(1) };
         let Some(at) = at else {
             self.unmatched.push(row as i64);
             return;
         };
         while st.stack.len() > at + 1 {
             let f = st.stack.pop().expect("frame above the match");
-            close(&self.out, self.b.ts, &mut st.stack, f, ts, -1);
+            close(&self.out, &mut st.stack, f, ts, -1);
         }
         let f = st.stack.pop().expect("the matching frame");
-        close(&self.out, self.b.ts, &mut st.stack, f, ts, row as i64);
+        close(&self.out, &mut st.stack, f, ts, row as i64);
     }
 
     /// Closes what is still open (cut at each producer's last ts); returns the unmatched ends.
     fn finish(mut self) -> Vec<i64> {
         for st in &mut self.producers {
             while let Some(f) = st.stack.pop() {
-                close(&self.out, self.b.ts, &mut st.stack, f, st.max_ts, -1);
+                close(&self.out, &mut st.stack, f, st.max_ts, -1);
             }
         }
         self.unmatched
@@ -274,10 +398,9 @@ impl<'a> Pairer<'a> {
 }
 
 #[inline(always)]
-fn close(out: &Out, begin_ts: &[i64], stack: &mut [Frame], f: Frame, end_ts: i64, end_row: i64) {
-    let r = f.row as usize;
-    let dur = end_ts.wrapping_sub(begin_ts[r]);
-    out.close(r, end_row, end_ts, dur.wrapping_sub(f.child));
+fn close(out: &Out, stack: &mut [Frame], f: Frame, end_ts: i64, end_row: i64) {
+    let dur = end_ts.wrapping_sub(f.ts);
+    out.close(f.row as usize, end_row, end_ts, dur.wrapping_sub(f.child));
     if let Some(top) = stack.last_mut() {
         top.child = top.child.wrapping_add(dur);
     }
@@ -285,16 +408,34 @@ fn close(out: &Out, begin_ts: &[i64], stack: &mut [Frame], f: Frame, end_ts: i64
 
 /// Pairs `begin` with `end` halves into spans (see the module rules).
 pub fn pair(begin: Halves, end: Halves) -> Result<Spans, String> {
+    pair_chunked(&begin.chunked(), &end.chunked())
+}
+
+/// [`pair`] over chunked inputs, read in place on the fast path.
+pub fn pair_chunked(begin: &Chunked, end: &Chunked) -> Result<Spans, String> {
     begin.check("begin")?;
     end.check("end")?;
     if begin.key.is_some() != end.key.is_some() {
         return Err("keys must be given for both begins and ends, or for neither".into());
     }
-    if let Some(s) = merged(begin, end) {
-        return Ok(s);
-    }
+    let ordered = begin.ordered();
+    let mut spans = match merged(begin, end) {
+        Some(s) => s,
+        None => {
+            let (b, e) = (begin.concat(), end.concat());
+            grouped(b.halves(), e.halves())
+        }
+    };
+    spans.begins_ordered = ordered;
+    Ok(spans)
+}
+
+/// The general path: rows grouped by producer, each producer's halves merged by seq.
+fn grouped(begin: Halves, end: Halves) -> Spans {
     let mut spans = new_spans(begin.len());
-    let mut p = Pairer::new(begin, end, Out::of(&mut spans));
+    let range = begin.chunked().producer_range();
+    let range2 = end.chunked().producer_range();
+    let mut p = Pairer::new(begin.key.is_some(), (range.0.min(range2.0), range.1.max(range2.1)), Out::of(&mut spans));
     // Slot of every row, then rows grouped by slot (stable counting sort).
     let bslot: Vec<u32> = begin.producer.iter().map(|&x| p.producer(x) as u32).collect();
     let eslot: Vec<u32> = end.producer.iter().map(|&x| p.producer(x) as u32).collect();
@@ -305,6 +446,7 @@ pub fn pair(begin: Halves, end: Halves) -> Result<Spans, String> {
     let mut presorted = true;
     let mut bbuf = Vec::new();
     let mut ebuf = Vec::new();
+    let key = |h: &Halves, r: usize| h.key.map_or(0, |k| k[r]);
     for s in 0..nslots {
         let mut bs = &brows[bstart[s]..bstart[s + 1]];
         let mut es = &erows[estart[s]..estart[s + 1]];
@@ -325,10 +467,12 @@ pub fn pair(begin: Halves, end: Halves) -> Result<Spans, String> {
         let (mut i, mut j) = (0, 0);
         while i < bs.len() || j < es.len() {
             if j >= es.len() || (i < bs.len() && begin.seq[bs[i] as usize] <= end.seq[es[j] as usize]) {
-                p.visit(s, false, bs[i] as usize);
+                let r = bs[i] as usize;
+                p.visit(s, false, r, begin.ts[r], key(&begin, r));
                 i += 1;
             } else {
-                p.visit(s, true, es[j] as usize);
+                let r = es[j] as usize;
+                p.visit(s, true, r, end.ts[r], key(&end, r));
                 j += 1;
             }
         }
@@ -337,11 +481,11 @@ pub fn pair(begin: Halves, end: Halves) -> Result<Spans, String> {
     unmatched.sort_unstable();
     spans.unmatched_end = unmatched;
     spans.presorted = presorted;
-    Ok(spans)
+    spans
 }
 
-/// Most threads the merged pass uses (each reads every row, handles its producers' rows).
-const MAX_THREADS: usize = 4;
+/// Most threads the merged pass uses (each reads every row, pairs its producers' rows).
+pub const MAX_THREADS: usize = 4;
 
 /// The fast path: both inputs sorted by ts, one merge by (ts, seq) visits each producer's
 /// rows in seq order, reading every column sequentially. Producers are dealt to up to
@@ -349,25 +493,24 @@ const MAX_THREADS: usize = 4;
 /// only its producers' rows. None (and the grouped path runs) when an input is not
 /// sorted by ts or some producer's seq does not grow along the merge (ts ties across
 /// producers in an adverse order, clocks against seq).
-fn merged(b: Halves, e: Halves) -> Option<Spans> {
-    let ts_sorted = |t: &[i64]| t.windows(2).all(|w| w[0] <= w[1]);
-    if !ts_sorted(b.ts) || !ts_sorted(e.ts) {
+fn merged(b: &Chunked, e: &Chunked) -> Option<Spans> {
+    if !b.ts_sorted() || !e.ts_sorted() {
         return None;
     }
-    // Producer -> thread, round robin over the sorted distinct ids.
-    let (lo, hi) = b
-        .producer
-        .iter()
-        .chain(e.producer.iter())
-        .fold((i64::MAX, i64::MIN), |(l, h), &p| (l.min(p as i64), h.max(p as i64)));
+    let (bl, bh) = b.producer_range();
+    let (el, eh) = e.producer_range();
+    let (lo, hi) = (bl.min(el), bh.max(eh));
     let dense = lo <= hi && hi - lo < (1 << 22);
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, MAX_THREADS);
+    // Producer -> thread, round robin over the sorted distinct ids.
     let mut owner_of: Vec<u8> = Vec::new();
     let mut distinct = 0usize;
     if dense && threads > 1 {
         let mut seen = vec![false; (hi - lo + 1) as usize];
-        for &p in b.producer.iter().chain(e.producer.iter()) {
-            seen[(p as i64 - lo) as usize] = true;
+        for c in b.producer.iter().chain(e.producer.iter()) {
+            for &p in c.iter() {
+                seen[(p as i64 - lo) as usize] = true;
+            }
         }
         owner_of = vec![u8::MAX; seen.len()];
         for (i, s) in seen.iter().enumerate() {
@@ -380,21 +523,20 @@ fn merged(b: Halves, e: Halves) -> Option<Spans> {
     let threads = if owner_of.is_empty() { 1 } else { threads.min(distinct.max(1)) };
     let mut spans = new_spans(b.len());
     let out = Out::of(&mut spans);
-    let run = |me: u8| -> Option<Vec<i64>> {
-        let mut p = Pairer::new(b, e, out);
+    let keyed = b.key.is_some();
+    let owner_of = &owner_of;
+    let run = move |me: u8| -> Option<Vec<i64>> {
+        let mut p = Pairer::new(keyed, (lo, hi), out);
         let mut last_seq: Vec<i64> = Vec::new();
-        let (nb, ne) = (b.len(), e.len());
-        let (mut i, mut j) = (0, 0);
-        while i < nb || j < ne {
-            let take_begin = j >= ne || (i < nb && (b.ts[i], b.seq[i]) <= (e.ts[j], e.seq[j]));
-            let (is_end, row) = if take_begin { (false, i) } else { (true, j) };
-            if take_begin {
-                i += 1;
-            } else {
-                j += 1;
-            }
-            let h = if is_end { e } else { b };
-            let pr = h.producer[row];
+        let (mut bi, mut ei) = (Rows::new(b), Rows::new(e));
+        loop {
+            let take_begin = match (bi.peek(), ei.peek()) {
+                (None, None) => break,
+                (Some(_), None) => true,
+                (None, Some(_)) => false,
+                (Some(x), Some(y)) => x <= y,
+            };
+            let (row, ts, pr, seq, key) = if take_begin { bi.take() } else { ei.take() };
             if threads > 1 && owner_of[(pr as i64 - lo) as usize] != me {
                 continue;
             }
@@ -402,11 +544,11 @@ fn merged(b: Halves, e: Halves) -> Option<Spans> {
             if s == last_seq.len() {
                 last_seq.push(i64::MIN);
             }
-            if h.seq[row] <= last_seq[s] {
+            if seq <= last_seq[s] {
                 return None;
             }
-            last_seq[s] = h.seq[row];
-            p.visit(s, is_end, row);
+            last_seq[s] = seq;
+            p.visit(s, !take_begin, row, ts, key);
         }
         Some(p.finish())
     };
@@ -518,13 +660,13 @@ fn by_producer(b: Halves, e: Halves) -> Spans {
     let seq: Vec<i64> = b.seq.iter().chain(e.seq.iter()).copied().collect();
     let order = stable_order(&[&producer, &seq]);
     let mut spans = new_spans(nb);
-    let mut p = Pairer::new(b, e, Out::of(&mut spans));
+    let mut p = Pairer::new(b.key.is_some(), (i32::MIN as i64, i32::MAX as i64), Out::of(&mut spans));
     for &r in &order {
         let r = r as usize;
         let (is_end, row) = if r < nb { (false, r) } else { (true, r - nb) };
         let h = if is_end { e } else { b };
         let s = p.producer(h.producer[row]);
-        p.visit(s, is_end, row);
+        p.visit(s, is_end, row, h.ts[row], h.key.map_or(0, |k| k[row]));
     }
     let mut unmatched = p.finish();
     unmatched.sort_unstable();

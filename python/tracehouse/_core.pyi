@@ -314,22 +314,27 @@ def stable_order(keys: list[pa.Array]) -> pa.UInt32Array:
     ties in input order (LSD radix sort on the packed key; a comparison sort when the key
     ranges need more than 64 bits). At most 2^32 - 1 rows."""
 
+_Col = pa.Array | pa.ChunkedArray | list[pa.Array]
+
 def pair_spans(
-    begin_ts: pa.Int64Array,
-    begin_producer: pa.Int32Array,
-    begin_seq: pa.Int64Array,
-    end_ts: pa.Int64Array,
-    end_producer: pa.Int32Array,
-    end_seq: pa.Int64Array,
-    begin_key: pa.Int64Array | None = None,
-    end_key: pa.Int64Array | None = None,
+    begin_ts: _Col,
+    begin_producer: _Col,
+    begin_seq: _Col,
+    end_ts: _Col,
+    end_producer: _Col,
+    end_seq: _Col,
+    begin_key: _Col | None = None,
+    end_key: _Col | None = None,
 ) -> dict[str, pa.Array | bool]:
     """Pairs begin and end halves into spans, per producer in seq order (rules in
-    ``src/spans.rs``). Returns, one row per begin (input order): ``end_row`` (int64, -1 when
-    unclosed), ``end_ts``, ``depth`` (int32), ``parent`` (begin row, -1 at the root),
-    ``self_ns``, ``closed`` (bool); ``unmatched_end`` (end rows that closed nothing) and
-    ``presorted`` (bool: no producer needed a sort). Raises ValueError on ragged columns or
-    keys given for only one side."""
+    ``src/spans.rs``). Columns are int64 (producer int32), each one array, a ChunkedArray
+    or a list of arrays, with the same chunk lengths on one side; chunks are read in place.
+    Returns, one row per begin (input order): ``end_row`` (int64, -1 when unclosed),
+    ``end_ts``, ``depth`` (int32), ``parent`` (begin row, -1 at the root), ``self_ns``,
+    ``closed`` (bool); ``unmatched_end`` (end rows that closed nothing), ``presorted``
+    (bool: no producer needed a sort) and ``begins_ordered`` (bool: the begins came in
+    (ts, producer, seq) order). Raises ValueError on ragged columns or keys given for
+    only one side."""
 
 def nest_spans(ts: pa.Int64Array, dur: pa.Int64Array, producer: pa.Int32Array, seq: pa.Int64Array) -> dict[str, pa.Array]:
     """Spans that carry their duration, nested by time per producer (rules in

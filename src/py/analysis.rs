@@ -5,9 +5,10 @@
 //! every pass with the GIL released. The passes themselves are the pure Rust modules
 //! `order`, `spans`, `calltree`, `hist` and `density`.
 
-use arrow_array::types::{Int32Type, Int64Type, UInt32Type, UInt64Type};
-use arrow_array::{Int32Array, Int64Array};
+use arrow_array::types::{ArrowPrimitiveType, Int32Type, Int64Type, UInt32Type, UInt64Type};
+use arrow_array::{Int32Array, Int64Array, PrimitiveArray};
 use pyo3::exceptions::PyValueError;
+use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
@@ -41,7 +42,25 @@ fn stable_order<'py>(py: Python<'py>, keys: &Bound<'py, PyList>) -> PyResult<Bou
     vec_to_pyarrow::<UInt32Type>(py, out)
 }
 
-/// Pairs begin and end halves into spans; see `spans.rs` for the rules.
+/// The chunks of a column: a pyarrow ChunkedArray, a list of arrays or one array.
+fn chunks<T: ArrowPrimitiveType>(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<PrimitiveArray<T>>> {
+    if let Ok(list) = obj.cast::<PyList>() {
+        return list.iter().map(|a| primitive_from_pyarrow::<T>(&a, what)).collect();
+    }
+    if obj.hasattr(intern!(obj.py(), "chunks"))? && obj.hasattr(intern!(obj.py(), "num_chunks"))? {
+        let list = obj.getattr(intern!(obj.py(), "chunks"))?;
+        return list.try_iter()?.map(|a| primitive_from_pyarrow::<T>(&a?, what)).collect();
+    }
+    Ok(vec![primitive_from_pyarrow::<T>(obj, what)?])
+}
+
+fn slices<T: ArrowPrimitiveType>(cols: &[PrimitiveArray<T>]) -> Vec<&[T::Native]> {
+    cols.iter().map(|c| c.values().as_ref()).collect()
+}
+
+/// Pairs begin and end halves into spans; see `spans.rs` for the rules. Every column may
+/// be chunked (ChunkedArray or list of arrays, the same chunk lengths within one side):
+/// the chunks are read in place.
 #[pyfunction]
 #[pyo3(signature = (begin_ts, begin_producer, begin_seq, end_ts, end_producer, end_seq, begin_key=None, end_key=None))]
 #[allow(clippy::too_many_arguments)]
@@ -56,25 +75,22 @@ fn pair_spans<'py>(
     begin_key: Option<&Bound<'py, PyAny>>,
     end_key: Option<&Bound<'py, PyAny>>,
 ) -> PyResult<Bound<'py, PyDict>> {
-    let (bt, bp, bs) =
-        (i64s(begin_ts, "begin_ts")?, i32s(begin_producer, "begin_producer")?, i64s(begin_seq, "begin_seq")?);
-    let (et, ep, es) = (i64s(end_ts, "end_ts")?, i32s(end_producer, "end_producer")?, i64s(end_seq, "end_seq")?);
-    let bk = begin_key.map(|k| i64s(k, "begin_key")).transpose()?;
-    let ek = end_key.map(|k| i64s(k, "end_key")).transpose()?;
+    let (bt, bp, bs) = (
+        chunks::<Int64Type>(begin_ts, "begin_ts")?,
+        chunks::<Int32Type>(begin_producer, "begin_producer")?,
+        chunks::<Int64Type>(begin_seq, "begin_seq")?,
+    );
+    let (et, ep, es) = (
+        chunks::<Int64Type>(end_ts, "end_ts")?,
+        chunks::<Int32Type>(end_producer, "end_producer")?,
+        chunks::<Int64Type>(end_seq, "end_seq")?,
+    );
+    let bk = begin_key.map(|k| chunks::<Int64Type>(k, "begin_key")).transpose()?;
+    let ek = end_key.map(|k| chunks::<Int64Type>(k, "end_key")).transpose()?;
     let result = py.detach(|| {
-        let b = spans::Halves {
-            ts: bt.values(),
-            producer: bp.values(),
-            seq: bs.values(),
-            key: bk.as_ref().map(|k| k.values().as_ref()),
-        };
-        let e = spans::Halves {
-            ts: et.values(),
-            producer: ep.values(),
-            seq: es.values(),
-            key: ek.as_ref().map(|k| k.values().as_ref()),
-        };
-        spans::pair(b, e)
+        let b = spans::Chunked { ts: slices(&bt), producer: slices(&bp), seq: slices(&bs), key: bk.as_deref().map(slices) };
+        let e = spans::Chunked { ts: slices(&et), producer: slices(&ep), seq: slices(&es), key: ek.as_deref().map(slices) };
+        spans::pair_chunked(&b, &e)
     });
     let s = result.map_err(PyValueError::new_err)?;
     let out = PyDict::new(py);
@@ -86,6 +102,7 @@ fn pair_spans<'py>(
     out.set_item("self_ns", vec_to_pyarrow::<Int64Type>(py, s.self_ns)?)?;
     out.set_item("unmatched_end", vec_to_pyarrow::<Int64Type>(py, s.unmatched_end)?)?;
     out.set_item("presorted", s.presorted)?;
+    out.set_item("begins_ordered", s.begins_ordered)?;
     Ok(out)
 }
 

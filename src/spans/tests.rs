@@ -157,6 +157,7 @@ fn merge_path_equals_producer_path_on_random_unbalanced_traces() {
             assert!(fast.presorted);
             let mut slow = by_producer(b.halves(keyed), e.halves(keyed));
             slow.presorted = true;
+            slow.begins_ordered = fast.begins_ordered;
             assert_eq!(fast, slow, "round {round} keyed {keyed}");
         }
     }
@@ -179,6 +180,7 @@ fn rows_out_of_seq_order_are_sorted_per_producer() {
             let got = pair(rb.halves(keyed), re.halves(keyed)).unwrap();
             let mut want = by_producer(rb.halves(keyed), re.halves(keyed));
             want.presorted = got.presorted;
+            want.begins_ordered = got.begins_ordered;
             assert_eq!(got, want, "round {round}");
         }
     }
@@ -202,4 +204,50 @@ fn nest_overlap_makes_siblings() {
     let n = nest(&[0, 5], &[10, 10], &[1, 1], &[0, 1]).unwrap();
     assert_eq!(n.parent, vec![-1, -1]);
     assert!(nest(&[0], &[1, 2], &[1], &[0]).is_err());
+}
+
+#[test]
+fn chunked_inputs_pair_like_contiguous_ones() {
+    let mut rng = SplitMix64::new(5);
+    for round in 0..60 {
+        let (b, e) = random_trace(&mut rng, 10 + round * 5, 3, 2);
+        let cut = |x: &Ev, k: usize| -> Vec<usize> {
+            let n = x.ts.len();
+            let mut at: Vec<usize> = (0..k).map(|i| rng_below(n + 1, round * 31 + k * 7 + i)).collect();
+            at.push(0);
+            at.push(n);
+            at.sort_unstable();
+            at
+        };
+        for keyed in [false, true] {
+            let want = pair(b.halves(keyed), e.halves(keyed)).unwrap();
+            let (bc, ec) = (cut(&b, 3), cut(&e, 2));
+            let got = pair_chunked(&chunks(&b, &bc, keyed), &chunks(&e, &ec, keyed)).unwrap();
+            assert_eq!(got, want, "round {round}");
+        }
+    }
+}
+
+fn chunks<'a>(x: &'a Ev, at: &[usize], keyed: bool) -> Chunked<'a> {
+    Chunked {
+        ts: at.windows(2).map(|w| &x.ts[w[0]..w[1]]).collect(),
+        producer: at.windows(2).map(|w| &x.producer[w[0]..w[1]]).collect(),
+        seq: at.windows(2).map(|w| &x.seq[w[0]..w[1]]).collect(),
+        key: keyed.then(|| at.windows(2).map(|w| &x.key[w[0]..w[1]]).collect()),
+    }
+}
+
+fn rng_below(n: usize, salt: usize) -> usize {
+    let mut r = SplitMix64::new(salt as u64 * 7919 + n as u64);
+    (r.next_u64() % n as u64) as usize
+}
+
+#[test]
+fn begins_out_of_ts_order_are_reported() {
+    let (b, e) = split(&[(false, 5, 1, 0), (true, 6, 1, 0), (false, 7, 1, 0), (true, 8, 1, 0)]);
+    assert!(pair(b.halves(false), e.halves(false)).unwrap().begins_ordered);
+    let rb = Ev { ts: vec![7, 5], producer: vec![1, 1], seq: vec![2, 0], key: vec![0, 0] };
+    let s = pair(rb.halves(false), e.halves(false)).unwrap();
+    assert!(!s.begins_ordered);
+    assert_eq!(s.end_ts, vec![8, 6]);
 }

@@ -74,13 +74,36 @@ def _begin_name(p: str) -> str:
     return f"begin_{p}" if p in _RESERVED else p
 
 
-def _keys(b: pa.Table, e: pa.Table, key: str) -> tuple[pa.Array, pa.Array]:
-    """Key columns as int64 codes comparable across begins and ends."""
+def _pair(b: pa.Table, e: pa.Table, kb, ke) -> dict:
+    bc = _side([b.column("ts"), b.column("producer"), b.column("seq")] + ([kb] if kb is not None else []))
+    ec = _side([e.column("ts"), e.column("producer"), e.column("seq")] + ([ke] if ke is not None else []))
+    return _core.pair_spans(*bc[:3], *ec[:3], bc[3] if kb is not None else None, ec[3] if ke is not None else None)
+
+
+def _side(cols: list) -> list[list[pa.Array]]:
+    """One side's columns as chunk lists with equal chunk lengths (combined when they differ)."""
+    types = [pa.int64(), pa.int32(), pa.int64(), pa.int64()]
+    out = [_chunks(c, t) for c, t in zip(cols, types)]
+    if len({tuple(len(x) for x in ch) for ch in out}) > 1:
+        out = [[pa.concat_arrays(ch)] for ch in out]
+    return out
+
+
+def _chunks(col, t: pa.DataType = pa.int64()) -> list[pa.Array]:
+    """A column as its chunks, cast when needed (no copy when it already has the type)."""
+    if isinstance(col, pa.Array):
+        col = pa.chunked_array([col])
+    if col.type != t:
+        col = col.cast(t)
+    return [c for c in col.chunks if len(c)] or [pa.array([], t)]
+
+
+def _keys(b: pa.Table, e: pa.Table, key: str):
+    """Key columns as int64 codes comparable across begins and ends (chunked)."""
     kb, ke = b.column(key), e.column(key)
     if pa.types.is_integer(kb.type) and pa.types.is_integer(ke.type):
         sentinel = np.iinfo(np.int64).min  # a null key matches only a null key
-        return (_source.int64_array(kb.fill_null(sentinel) if kb.null_count else kb),
-                _source.int64_array(ke.fill_null(sentinel) if ke.null_count else ke))
+        return (kb.fill_null(sentinel) if kb.null_count else kb), (ke.fill_null(sentinel) if ke.null_count else ke)
     both = pa.chunked_array(kb.chunks + ke.chunks, type=kb.type) if kb.type == ke.type else \
         pa.chunked_array([c.cast(pa.string()) for c in kb.chunks + ke.chunks], type=pa.string())
     codes = both.combine_chunks().dictionary_encode().indices
@@ -109,22 +132,24 @@ def pair(store: "Store", trace: str, config: SpanConfig | None = None) -> Spans:
     pcols = ["ts", "producer", "seq"] + ([cfg.key] if cfg.key else [])
     b = _source.read(store, trace, cfg.begin, pcols, order=False)
     e = _source.read(store, trace, cfg.end, pcols, order=False)
-    # Begins in (ts, producer, seq) order: a span's id is its begin's rank. Ends stay in
-    # storage order (the pass orders each producer's halves by seq itself).
-    b_order, e_order = _source.ordering(b), None
-    if b_order is not None:
-        b = b.take(b_order)
     t_read = time.perf_counter() - t0
     kb = ke = None
     if cfg.key is not None:
         kb, ke = _keys(b, e, cfg.key)
-    bts, ets = _source.int64_array(b.column("ts")), _source.int64_array(e.column("ts"))
-    r = _core.pair_spans(bts, _source.int32_array(b.column("producer")), _source.int64_array(b.column("seq")),
-                         ets, _source.int32_array(e.column("producer")), _source.int64_array(e.column("seq")),
-                         kb, ke)
+    # Columns go to the pass as they came (chunked, not copied). A span's id is its
+    # begin's rank in (ts, producer, seq) order: the pass says whether the begins came so
+    # (the store's segments are sorted by ts), else they are sorted and paired again.
+    b_order = None
+    r = _pair(b, e, kb, ke)
+    if not r["begins_ordered"]:
+        b_order = _source.ordering(b)
+        b = b.take(b_order)
+        if kb is not None:
+            kb = kb.take(b_order)
+        r = _pair(b, e, kb, ke)
     t_pair = time.perf_counter() - t0 - t_read
     bp = _params(store, trace, bt, b_order)
-    ep = _params(store, trace, et, e_order, skip=cfg.key)
+    ep = _params(store, trace, et, None, skip=cfg.key)
     table = _span_table(b, e, bp, ep, r, cfg)
     unmatched = _unmatched_table(b, e, r, cfg)
     n_unclosed = len(b) - pc.sum(r["closed"]).as_py() if len(b) else 0
