@@ -75,6 +75,10 @@ def _duck() -> duckdb.DuckDBPyConnection:
     con = getattr(_DUCK, "con", None)
     if con is None:
         con = _DUCK.con = duckdb.connect(":memory:")
+        # Segments are immutable: their Parquet footers can be cached across queries (a
+        # cursor page asks one segment per event type; re-reading its footer each time
+        # cost more than the rows it decoded).
+        con.execute("SET parquet_metadata_cache = true")
     return con
 
 

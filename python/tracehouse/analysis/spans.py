@@ -331,15 +331,17 @@ _PAIRED: dict[tuple, Spans] = {}
 
 
 def span_table(store: "Store", trace: str, config: SpanConfig | None = None, *, columns: list[str] | None = None,
-          save_processed: bool | None = None) -> pa.Table:
+               save_processed: bool | None = None, ordered: bool = True) -> pa.Table:
     """The span table of `trace` (in span_id order): read from its processed trace when
     one is saved and fresh, else paired now (and saved when the store is writable and
-    `save_processed` is not False)."""
+    `save_processed` is not False). ordered=False: rows in any order (aggregates)."""
     cfg = config or span_config(store, trace)
     name = processed(store, trace, cfg)
     if name is not None:
         # Rows in span_id order: the processed trace's segments are in ts order, so this is
         # a check, not a sort (the order columns are read only when asked for).
+        if columns is not None and not ordered:
+            return _source.read(store, name, "span", columns, order=False)
         if columns is None or {"ts", "producer", "seq"} <= set(columns):
             return _source.read(store, name, "span", columns)
         t = _source.read(store, name, "span", list(dict.fromkeys(["span_id", *columns])), order=False)
