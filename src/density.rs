@@ -26,23 +26,69 @@ pub fn binned_counts(ts: &[i64], starts: &[i64], ends: &[i64], edges: &[i64]) ->
     let bins = edges.len() - 1;
     let streams = starts.len();
     let mut out = vec![0i64; streams * bins];
-    let mut ranks = vec![0usize; edges.len()];
-    for s in 0..streams {
-        let stream = &ts[starts[s] as usize..ends[s] as usize];
-        // Edges are sorted: each search gallops forward from where the previous one
-        // ended. A plain binary search over the whole stream per edge costs ~20 cache
-        // misses each (80 ms for 1,000 bins x 40 streams of a 100 MB index); galloping
-        // touches the few lines between consecutive ranks.
-        let mut from = 0;
-        for (r, &e) in ranks.iter_mut().zip(edges) {
-            from = gallop(stream, from, e);
-            *r = from;
+    // Streams are independent and the searches wait on memory, not arithmetic: split them
+    // over the cores (each thread fills its own rows of `out`).
+    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4).min(streams.max(1));
+    let per = streams.div_ceil(threads.max(1)).max(1);
+    std::thread::scope(|sc| {
+        for (t, rows) in out.chunks_mut(per * bins).enumerate() {
+            sc.spawn(move || {
+                let mut ranks = vec![0usize; edges.len()];
+                for (i, row) in rows.chunks_mut(bins).enumerate() {
+                    let s = t * per + i;
+                    let stream = &ts[starts[s] as usize..ends[s] as usize];
+                    // Edges are sorted, so each search starts where the previous one ended;
+                    // and timestamps are close to evenly spread, so interpolation lands near
+                    // the answer and a short gallop around the guess finds it: a few cache
+                    // misses per edge where a binary search over a 2.5M-event stream costs ~20
+                    // (which made 1,000 bins over 100M events an 80 ms question).
+                    let mut from = 0;
+                    for (r, &e) in ranks.iter_mut().zip(edges) {
+                        from = locate(stream, from, e);
+                        *r = from;
+                    }
+                    for (b, cell) in row.iter_mut().enumerate() {
+                        *cell = (ranks[b + 1] - ranks[b]) as i64;
+                    }
+                }
+            });
         }
-        for b in 0..bins {
-            out[s * bins + b] = (ranks[b + 1] - ranks[b]) as i64;
-        }
-    }
+    });
     Ok(out)
+}
+
+/// The first index `i >= from` with `s[i] >= e` (`s` sorted): interpolate a guess
+/// between `s[from]` and the last value, then gallop from the guess toward the answer.
+fn locate(s: &[i64], from: usize, e: i64) -> usize {
+    let n = s.len();
+    if from >= n || s[from] >= e {
+        return from;
+    }
+    let last = s[n - 1];
+    if last < e {
+        return n;
+    }
+    // s[from] < e <= last, so the answer is in (from, n - 1].
+    let span = (last as i128 - s[from] as i128) as f64;
+    let frac = (e as i128 - s[from] as i128) as f64 / span;
+    let guess = (from + ((n - 1 - from) as f64 * frac) as usize).clamp(from + 1, n - 1);
+    if s[guess - 1] < e && s[guess] >= e {
+        return guess;
+    }
+    if s[guess] < e {
+        return gallop(s, guess, e);
+    }
+    // s[guess] >= e: gallop backward to a value below e (s[from] is one).
+    let (mut hi, mut step) = (guess, 1usize);
+    let lo = loop {
+        let probe = hi.saturating_sub(step).max(from);
+        if s[probe] < e {
+            break probe;
+        }
+        hi = probe;
+        step *= 2;
+    };
+    lo + 1 + s[lo + 1..hi].partition_point(|&t| t < e)
 }
 
 /// The first index `i >= from` with `s[i] >= e` (`s` sorted), searching exponentially
@@ -78,6 +124,23 @@ mod tests {
         let ts = [1, 2, 3, 10, 5, 5];
         let c = binned_counts(&ts, &[0, 4, 6], &[4, 6, 6], &[0, 3, 6, 11]).unwrap();
         assert_eq!(c, vec![2, 1, 1, 0, 2, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn locate_equals_partition_point() {
+        let mut v: Vec<i64> = (0..2000).map(|i| (i * i) % 7919).collect();
+        v.sort_unstable();
+        for s in [&v[..], &v[..1], &v[..0], &[5, 5, 5, 5][..]] {
+            for from in [0usize, 1, 3, 100, 1999, 2000] {
+                if from > s.len() {
+                    continue;
+                }
+                for e in [-1i64, 0, 1, 5, 6, 100, 4000, 7918, 7919, 9000] {
+                    let want = from + s[from..].partition_point(|&t| t < e);
+                    assert_eq!(locate(s, from, e), want, "from {from} e {e} len {}", s.len());
+                }
+            }
+        }
     }
 
     #[test]

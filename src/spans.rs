@@ -52,7 +52,12 @@ impl<'a> Halves<'a> {
     }
 
     fn chunked(&self) -> Chunked<'a> {
-        Chunked { ts: vec![self.ts], producer: vec![self.producer], seq: vec![self.seq], key: self.key.map(|k| vec![k]) }
+        Chunked {
+            ts: vec![self.ts],
+            producer: vec![self.producer],
+            seq: vec![self.seq],
+            key: self.key.map(|k| vec![k]),
+        }
     }
 }
 
@@ -81,7 +86,10 @@ impl Chunked<'_> {
         }
         for i in 0..k {
             let n = self.ts[i].len();
-            if self.producer[i].len() != n || self.seq[i].len() != n || self.key.as_ref().is_some_and(|x| x[i].len() != n) {
+            if self.producer[i].len() != n
+                || self.seq[i].len() != n
+                || self.key.as_ref().is_some_and(|x| x[i].len() != n)
+            {
                 return Err(format!("{what}: columns differ in length"));
             }
         }

@@ -88,8 +88,10 @@ fn pair_spans<'py>(
     let bk = begin_key.map(|k| chunks::<Int64Type>(k, "begin_key")).transpose()?;
     let ek = end_key.map(|k| chunks::<Int64Type>(k, "end_key")).transpose()?;
     let result = py.detach(|| {
-        let b = spans::Chunked { ts: slices(&bt), producer: slices(&bp), seq: slices(&bs), key: bk.as_deref().map(slices) };
-        let e = spans::Chunked { ts: slices(&et), producer: slices(&ep), seq: slices(&es), key: ek.as_deref().map(slices) };
+        let b =
+            spans::Chunked { ts: slices(&bt), producer: slices(&bp), seq: slices(&bs), key: bk.as_deref().map(slices) };
+        let e =
+            spans::Chunked { ts: slices(&et), producer: slices(&ep), seq: slices(&es), key: ek.as_deref().map(slices) };
         spans::pair_chunked(&b, &e)
     });
     let s = result.map_err(PyValueError::new_err)?;
