@@ -26,6 +26,13 @@
 //! whether that is fatal (`--strict`). Lines longer than [`Config::max_line`] are
 //! rejected without being buffered, so memory stays bounded by the chunk, the batch
 //! and the longest accepted line.
+//!
+//! Work is split in two stages: what a line says on its own (`Pre`: the split and,
+//! for a complete call, its parsed arguments and result) and what needs the state
+//! (pairing, fd tables, producers, rows). For a big chunk a second thread runs the
+//! first stage on most of it while this one runs both stages on the rest. Rows are
+//! kept in start order and cut into batches already sorted by `ts` (see `rows.rs`);
+//! the few calls blocked for longer than two batches come last ([`StraceParser::take_late`]).
 
 mod line;
 mod names;

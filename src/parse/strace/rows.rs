@@ -22,7 +22,7 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 
 use super::names::Names;
 
-/// Names of the event types, in the order of [`Kind`].
+/// Names of the event types, in the order of `Kind`.
 pub const EVENT_TYPES: [&str; 3] = ["syscall", "signal", "exit"];
 
 /// Null of an int64 slot.
