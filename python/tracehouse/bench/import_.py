@@ -160,7 +160,7 @@ def _default_workdir() -> Path:
 
 
 def run(fmt: str = "strace", size: int | None = None, *, sizes: list[int] | None = None,
-        workdir: str | os.PathLike | None = None, peers: bool = True, keep: bool = False,
+        workdir: str | os.PathLike | None = None, peers: bool = True, keep: bool = False, repeat: int = 1,
         log: Callable[[str], None] = lambda s: None) -> dict:
     """Benchmark one format's import at several sizes; returns a JSON-able dict.
 
@@ -168,7 +168,8 @@ def run(fmt: str = "strace", size: int | None = None, *, sizes: list[int] | None
     peers run; sizes: every size imported (default: size, 2 x size, 4 x size: above
     the store's checkpoint threshold, so bounded memory shows). Inputs and stores go
     to a temporary directory under `workdir` (default: next to the default store)
-    and are removed unless `keep`.
+    and are removed unless `keep`. repeat: imports per size; the fastest is reported
+    (on a shared machine it is the one neighbours disturbed least), all are kept.
     """
     all_cases = cases()
     if fmt not in all_cases:
@@ -198,21 +199,29 @@ def run(fmt: str = "strace", size: int | None = None, *, sizes: list[int] | None
         runs = []
         for inp in sorted(inputs, key=lambda i: i.units):
             log(f"importing {inp.units:,} {case.unit} ({inp.bytes / 1e6:.0f} MB)")
-            store = tmp / f"store-{inp.units}"
-            r = _run_child(case.importer, inp.path, store)
-            r.update({case.unit: inp.units, "bytes_in": inp.bytes, "store_bytes": _dir_bytes(store),
+            tries = []
+            for k in range(max(1, repeat)):
+                store = tmp / f"store-{inp.units}-{k}"
+                tries.append(_run_child(case.importer, inp.path, store) | {"store_bytes": _dir_bytes(store)})
+                shutil.rmtree(store, ignore_errors=True)
+            # The fastest try is the one neighbours disturbed least; every try is kept. Memory
+            # is the worst try's.
+            r = dict(min(tries, key=lambda t: t["seconds"]))
+            r["tries_seconds"] = [round(t["seconds"], 3) for t in tries]
+            r["peak_rss_kb"] = max((t["peak_rss_kb"] or 0) for t in tries) or None
+            r.update({case.unit: inp.units, "bytes_in": inp.bytes,
                       f"{case.unit}_per_s": round(inp.units / r["seconds"]),
                       f"{case.unit}_per_cpu_s": round(inp.units / r["cpu_seconds"]) if r["cpu_seconds"] else None,
                       "events_per_s": round(r["events"] / r["seconds"]),
                       "rss_growth_kb": (r["peak_rss_kb"] or 0) - (r["rss_before_kb"] or 0)})
             runs.append(r)
-            shutil.rmtree(store, ignore_errors=True)
         rate = next(r for r in runs if r[case.unit] == size)[f"{case.unit}_per_s"]
         result = {
             "format": fmt, "unit": case.unit, "importer": case.importer, "size": size, "inputs": [
                 {"path": str(i.path) if keep else None, case.unit: i.units, "bytes": i.bytes, **i.notes} for i in inputs],
             "peers": peer_rows, "runs": runs,
             "targets": [{"target": case.target_text, "value": rate, "met": rate >= case.target}],
+            "repeat": repeat,
             "machine": {"cpus": os.cpu_count(), "loadavg_before": load_before, "loadavg_after": list(os.getloadavg())},
             "workdir": str(tmp) if keep else None,
         }
@@ -233,7 +242,8 @@ def render(result: dict):
     load = result["machine"]["loadavg_before"][0]
     t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
               title=f"{result['format']} import of {big[u]:,} {u} ({big['bytes_in'] / 1e6:.0f} MB; "
-                    f"{result['machine']['cpus']} CPUs, load {load:.1f} before)")
+                    f"{result['machine']['cpus']} CPUs, load {load:.1f} before"
+                    + (f"; best of {result['repeat']}" if result.get("repeat", 1) > 1 else "") + ")")
     for col, j in (("system", "left"), ("does", "left"), ("s", "right"), (f"{u}/s", "right")):
         t.add_column(col, justify=j)
     t.add_row("tracehouse import", "parse + store (Parquet segments registered)", f"{big['seconds']:.2f}",
@@ -271,7 +281,7 @@ def cmd_bench_import(args) -> int:
     log = (lambda s: None) if args.json else (lambda s: err.print(f"[dim]{s}[/dim]"))
     sizes = [int(x) for x in args.sizes.split(",")] if args.sizes else None
     result = run(args.format, args.size, sizes=sizes, workdir=args.workdir, peers=not args.no_peers, keep=args.keep,
-                 log=log)
+                 repeat=args.repeat, log=log)
     if args.json:
         emit_json(result)
     else:
@@ -290,3 +300,4 @@ def register(commands) -> None:
     sp.add_argument("--workdir", help="where inputs and stores go (default: next to the store); removed afterwards")
     sp.add_argument("--keep", action="store_true", help="keep the inputs (their paths are in the JSON)")
     sp.add_argument("--no-peers", action="store_true", help="skip the peers")
+    sp.add_argument("--repeat", type=int, default=1, help="imports per size, the fastest reported (default 1)")
