@@ -456,6 +456,56 @@ def a_index(args) -> int:
     return 0
 
 
+# -- plugin analyses ----------------------------------------------------------------------
+
+PLUGIN_GROUP = "tracehouse.analyses"
+
+
+def _plugin_runner(name: str, plugin):
+    """`tracehouse analyze NAME` for a plugin: `run(store, args)` returns a pyarrow Table
+    (rendered, saved with --save), a str (printed) or a JSON-able value."""
+
+    def fn(args) -> int:
+        out, err, emit_json, render = _out()
+        with open_store(args) as s:
+            result = plugin.run(s, args)
+            rid = None
+            if isinstance(result, pa.Table):
+                traces = [args.trace] if getattr(args, "trace", None) else []
+                rid = _save_table(s, args, name, traces, result, {"plugin": name})
+        if isinstance(result, pa.Table):
+            _render(args, result, title=f"{name}: {result.num_rows} rows", limit=args.limit)
+        elif isinstance(result, str) and not args.json:
+            sys.stdout.write(result if result.endswith("\n") else result + "\n")
+        else:
+            emit_json(result)
+        _saved(args, rid)
+        return 0
+
+    return fn
+
+
+def _add_plugins(sub) -> None:
+    """Analyses other packages declare under the `tracehouse.analyses` entry-point group:
+    a module or object with NAME, DESCRIPTION, `run(store, args)` and optionally
+    `add_arguments(parser)` (the trace argument, --json, --save, --limit are given)."""
+    from importlib import metadata
+
+    for ep in metadata.entry_points(group=PLUGIN_GROUP):
+        if ep.name in sub.choices:
+            continue
+        try:
+            plugin = ep.load()
+        except Exception:  # `tracehouse tools` lists the failure; the CLI goes on without it
+            continue
+        if not callable(getattr(plugin, "run", None)):
+            continue
+        p = _common(sub.add_parser(ep.name, help=getattr(plugin, "DESCRIPTION", "") or f"plugin analysis {ep.name}"),
+                    _plugin_runner(ep.name, plugin))
+        if callable(getattr(plugin, "add_arguments", None)):
+            plugin.add_arguments(p)
+
+
 # -- results ----------------------------------------------------------------------------
 
 
@@ -680,6 +730,7 @@ def register(commands) -> None:
     _hist_args(p)
     p = _common(sub.add_parser("index", help="build the derived indexes now (else built on first use)"), a_index)
     p.add_argument("--what", help="comma-separated: spans, objects, locals, density (default all)")
+    _add_plugins(sub)
 
     rp = commands.add("results", cmd_results, "analysis results saved in the store: list, show, annotate, group, rm")
     rsub = rp.add_subparsers(dest="results_cmd", metavar="COMMAND")
