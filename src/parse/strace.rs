@@ -63,6 +63,8 @@ const DAY_NS: i64 = 86_400_000_000_000;
 const ARENA_LIMIT: usize = 64 << 20;
 /// Chunks at least this big have their stage A split with a second thread.
 const PARALLEL_MIN: usize = 256 << 10;
+/// Bytes of lines the second thread pre-parses per message (a few thousand lines).
+const PART: usize = 256 << 10;
 
 /// Parser settings.
 #[derive(Clone, Debug)]
@@ -347,36 +349,51 @@ impl StraceParser {
         let lines = &rest[..pos];
         if lines.len() >= PARALLEL_MIN {
             // A second thread does stage A (the stateless split and argument parse, ~1/3
-            // of the work) for the far part while this one runs both stages on the near
-            // part, then stage B on the far part: the chunk takes ~3/4 of the time.
-            let at = lines.len() * 3 / 10;
+            // of the work) for all but the first tenth of the chunk, part by part, while
+            // this one runs both stages on that tenth, then stage B on each part as it
+            // arrives: this thread does little more than stage B.
+            let at = lines.len() / 10;
             let cut = memchr::memchr(b'\n', &lines[at..]).map_or(lines.len(), |nl| at + nl + 1);
             let (near, far) = lines.split_at(cut);
             std::thread::scope(|scope| {
+                // Bounded: at most a few parts of pre-parsed lines are held.
+                let (tx, rx) = std::sync::mpsc::sync_channel::<Vec<Option<Pre<'_>>>>(2);
                 let worker = scope.spawn(move || {
-                    let mut out = Vec::with_capacity(far.len() / 64);
-                    let mut p = 0;
-                    for nl in memchr::memchr_iter(b'\n', far) {
-                        let l = &far[p..nl];
-                        out.push(if l.len() > max { None } else { Some(pre(l)) });
-                        p = nl + 1;
+                    let mut rest = far;
+                    while !rest.is_empty() {
+                        let end = if rest.len() <= PART {
+                            rest.len()
+                        } else {
+                            memchr::memchr(b'\n', &rest[PART..]).map_or(rest.len(), |nl| PART + nl + 1)
+                        };
+                        let (part, next) = rest.split_at(end);
+                        rest = next;
+                        let mut out = Vec::with_capacity(part.len() / 64);
+                        let mut p = 0;
+                        for nl in memchr::memchr_iter(b'\n', part) {
+                            let l = &part[p..nl];
+                            out.push(if l.len() > max { None } else { Some(pre(l)) });
+                            p = nl + 1;
+                        }
+                        if tx.send(out).is_err() {
+                            return;
+                        }
                     }
-                    out
                 });
                 self.lines_single(near);
-                match worker.join() {
-                    Ok(pres) => {
-                        for p in &pres {
-                            match p {
-                                Some(p) => self.line_pre(0, p),
-                                None => {
-                                    self.sources[0].line += 1;
-                                    self.overlong(0);
-                                }
+                for pres in rx {
+                    for p in &pres {
+                        match p {
+                            Some(p) => self.line_pre(0, p),
+                            None => {
+                                self.sources[0].line += 1;
+                                self.overlong(0);
                             }
                         }
                     }
-                    Err(e) => std::panic::resume_unwind(e),
+                }
+                if let Err(e) = worker.join() {
+                    std::panic::resume_unwind(e);
                 }
             });
         } else {
