@@ -48,19 +48,16 @@ def arm(point: str, after: int) -> None:
         return count["n"] >= after
 
     if point == "wal-append":
-        orig = walmod.WalWriter.append
+        orig = walmod.WalWriter.write
 
-        def append(self, event_type, batch):
+        def write(self, parts):
             if not due():
-                return orig(self, event_type, batch)
-            body = walmod.encode_batch(batch)
-            name = event_type.encode()
-            head = walmod.NAME_LEN.pack(len(name)) + name
-            rec = walmod.HEADER.pack(len(head) + body.size, 0) + head + body.to_pybytes()
+                return orig(self, parts)
+            rec = b"".join(bytes(p) if isinstance(p, bytes) else p.to_pybytes() for p in parts)
             os.write(self.fd, rec[: len(rec) // 2])
             die()
 
-        walmod.WalWriter.append = append
+        walmod.WalWriter.write = write
     elif point in ("segment-tmp", "segment-file"):
         orig = writermod.write_segment
 

@@ -117,6 +117,7 @@ class _TraceState:
                 self.producers.declare(int(p["id"]), [(str(k), str(v)) for k, v in (p["attrs"] or {}).items()])
         self.registered_max = self.producers.next_id - 1
         self.lock = threading.Lock()
+        self.arrow_schemas: dict[str, pa.Schema] = {}  # event type -> last IPC schema found declared
 
 
 class Ingestor:
@@ -278,6 +279,15 @@ class Ingestor:
         return res
 
     def _ensure_arrow_type(self, st: _TraceState, name: str, kind: str, schema: pa.Schema) -> None:
+        # A schema found complete once stays complete (types only widen): agents sending the
+        # same layout again cost one schema comparison, not two catalog queries.
+        seen = st.arrow_schemas.get(name)
+        if seen is not None and (seen is schema or seen.equals(schema)):
+            return
+        self._declare_arrow_type(st, name, kind, schema)
+        st.arrow_schemas[name] = schema
+
+    def _declare_arrow_type(self, st: _TraceState, name: str, kind: str, schema: pa.Schema) -> None:
         fst = self._format(st.format)
         known = self.store.event_types(st.name).get(name)
         if known is not None:

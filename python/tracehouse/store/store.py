@@ -35,6 +35,7 @@ from .catalog import RESULT_KINDS, Catalog, TraceInfo
 from .query import QueryEngine, qident
 from .writer import RecoveryReport, TraceWriter, WriterOptions, conform
 
+SEQ_FIELD = pa.field("seq", pa.int64(), nullable=False)
 TRACE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:@+-]{0,127}$")
 
 
@@ -302,7 +303,10 @@ class Store:
         # wrong type must be a BadInput naming it, not a raw Arrow cast error.
         assign_seq = "seq" not in batch.schema.names
         if assign_seq:
-            batch = batch.append_column("seq", pa.array(np.zeros(batch.num_rows, np.int64)))
+            # Placeholder where the stored schema has seq (after ts, producer): a batch laid out
+            # like the stored type takes conform's fast path (no per-column work).
+            at = 2 if batch.schema.names[:2] == ["ts", "producer"] else batch.num_columns
+            batch = batch.add_column(at, SEQ_FIELD, pa.array(np.zeros(batch.num_rows, np.int64)))
         batch = conform(batch, et, source=source)
         if assign_seq and batch.num_rows:
             seq = w.assign_seq(batch.column("producer").to_numpy(zero_copy_only=False))

@@ -80,6 +80,11 @@ class WalWriter:
 
     def append(self, event_type: str, batch: pa.RecordBatch) -> int:
         """Write one record; returns the file size after it (not yet durable)."""
+        return self.write(self.encode(event_type, batch))
+
+    def encode(self, event_type: str, batch: pa.RecordBatch) -> list:
+        """The framed record of `batch`, ready for `write` (thread-safe: callers encode
+        outside the lock that orders writes, so only the write itself is serialized)."""
         # The payload is an IPC stream: the type's schema message (serialized once and
         # cached) followed by the batch message. A new stream writer per record cost 3x more.
         cached = self._schemas.get(event_type)
@@ -91,8 +96,12 @@ class WalWriter:
         body = batch.serialize()
         crc = crc32(body, crc32(schema_msg, crc32(head)))
         size = len(head) + schema_msg.size + body.size
-        n = os.writev(self.fd, [HEADER.pack(size, crc), head, schema_msg, body])
-        expected = HEADER.size + size
+        return [HEADER.pack(size, crc), head, schema_msg, body]
+
+    def write(self, parts: list) -> int:
+        """Append records made by `encode` (one list, or several concatenated); returns the file size."""
+        n = os.writev(self.fd, parts)
+        expected = sum(len(p) if isinstance(p, bytes) else p.size for p in parts)
         if n != expected:  # a short write on a regular file means the disk is full
             raise OSError(f"short write to {wal_path(self.directory, self.number)}: {n} of {expected} bytes")
         self.size += n
@@ -100,6 +109,16 @@ class WalWriter:
 
     def sync(self) -> None:
         os.fsync(self.fd)
+
+    def switch(self) -> tuple[int, int]:
+        """Start the next file without syncing this one; returns (its number, its open fd).
+
+        The caller fsyncs and closes that fd later, outside its locks: at hundreds of MB/s an
+        fsync of the closed file takes tens of ms, and appends must not wait for it.
+        """
+        old, fd = self.number, self.fd
+        self._open(old + 1)
+        return old, fd
 
     def rotate(self) -> int:
         """Make the current file durable, close it and open the next; returns the closed number."""

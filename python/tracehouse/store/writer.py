@@ -120,6 +120,7 @@ class TraceWriter:
         self.pool = ThreadPoolExecutor(max_workers=max(1, opts.encode_threads), thread_name_prefix="th-encode")
         self.recovery = self._recover()
         self.wal: walmod.WalWriter | None = None
+        self.unsynced_fds: list[int] = []  # WAL files closed by a checkpoint, not yet fsynced (batch)
         if opts.fsync != "off":
             nums = walmod.wal_numbers(self.wal_dir)
             covered = store.catalog.trace(trace_name).wal_covered
@@ -188,12 +189,13 @@ class TraceWriter:
         self._check()
         if batch.num_rows == 0:
             return self.lsn
+        record = self.wal.encode(event_type, batch) if self.wal is not None else None
         with self.cond:
             while self.active_rows >= 2 * self.opts.flush_rows and self.inflight is not None and self.error is None:
                 self.cond.wait(0.05)  # back-pressure: the checkpoint thread is behind
             self._check()
-            if self.wal is not None:
-                self.wal.append(event_type, batch)
+            if record is not None:
+                self.wal.write(record)
             self.lsn += 1
             lsn = self.lsn
             self._buffer(event_type, batch)
@@ -222,10 +224,21 @@ class TraceWriter:
                 self.cond.wait(left if left is not None else 0.5)
         return True
 
+    def _sync_closed_files(self) -> None:
+        """fsync and close WAL files a checkpoint closed that no group commit took yet (under `cond`)."""
+        olds, self.unsynced_fds = self.unsynced_fds, []
+        try:
+            for old in olds:
+                os.fsync(old)
+        finally:
+            for old in olds:
+                os.close(old)
+
     def sync(self) -> None:
         """Make every appended record durable now (fsync=off: a no-op)."""
         with self.cond:
             if self.wal is not None:
+                self._sync_closed_files()
                 self.wal.sync()
             self.durable_lsn = self.lsn
             self.cond.notify_all()
@@ -234,10 +247,11 @@ class TraceWriter:
         interval = self.opts.group_commit_ms / 1000.0
         while not self._stop:
             with self.cond:
-                if self.opts.fsync == "batch" and self.lsn > self.durable_lsn and self.wal is not None:
+                if self.opts.fsync == "batch" and (self.lsn > self.durable_lsn or self.unsynced_fds) and self.wal is not None:
                     target, fd = self.lsn, os.dup(self.wal.fd)
+                    olds, self.unsynced_fds = self.unsynced_fds, []
                 else:
-                    target, fd = None, -1
+                    target, fd, olds = None, -1, []
                     self.cond.wait(min(interval, 0.05) if self.opts.fsync == "batch" else 0.1)
                 due = self.active_rows and time.monotonic() - self.active_since >= self.opts.flush_interval_s
             if due:
@@ -245,11 +259,15 @@ class TraceWriter:
             if target is None:
                 continue
             try:
+                for old in olds:  # files closed by checkpoints since the last commit, oldest first
+                    os.fsync(old)
                 os.fsync(fd)  # outside the lock: appends continue during the group commit
             except OSError as e:
                 self.error = e
             finally:
                 os.close(fd)
+                for old in olds:
+                    os.close(old)
             with self.cond:
                 self.durable_lsn = max(self.durable_lsn, target)
                 self.cond.notify_all()
@@ -296,10 +314,18 @@ class TraceWriter:
             if not self.active_rows:
                 return
             snapshot, self.active, self.active_rows = self.active, {}, 0
-            covered = self.wal.rotate() if self.wal is not None else self.replayed_wal
-            self.replayed_wal = None
-            if self.wal is not None:
+            if self.wal is None:
+                covered = self.replayed_wal
+            elif self.opts.fsync == "batch":
+                # The closed file is made durable by the next group commit (the syncer fsyncs
+                # it before it advances durable_lsn), not here under the lock appends need.
+                covered, old_fd = self.wal.switch()
+                self.unsynced_fds.append(old_fd)
+                self.cond.notify_all()
+            else:
+                covered = self.wal.rotate()
                 self.durable_lsn = self.lsn  # rotation fsynced the closed file
+            self.replayed_wal = None
             self.inflight = snapshot
             self.tail_version += 1
             self.cond.notify_all()
@@ -405,6 +431,12 @@ class TraceWriter:
     def _assign_seq(self, producer: np.ndarray) -> np.ndarray:
         if self.seq_next is None:
             self.seq_next = self.store._max_seq_by_producer(self.trace_name)
+        if len(producer) and producer[0] == producer[-1] and producer.min() == producer.max():
+            # One producer (an agent's batch): no sort, one counter.
+            u = int(producer[0])
+            base = self.seq_next.get(u, 0)
+            self.seq_next[u] = base + len(producer)
+            return np.arange(base, base + len(producer), dtype=np.int64)
         order = np.argsort(producer, kind="stable")
         sp = producer[order]
         starts = np.flatnonzero(np.r_[True, sp[1:] != sp[:-1]])
@@ -436,6 +468,8 @@ class TraceWriter:
             self.syncer.join(timeout=5)
             self.pool.shutdown(wait=True)
             if self.wal is not None:
+                with self.cond:
+                    self._sync_closed_files()
                 self.wal.close()
                 # The file opened after the last rotation holds nothing when flushed.
                 path = walmod.wal_path(self.wal_dir, self.wal.number)
@@ -469,11 +503,42 @@ def _concat_tables(tables: list[pa.Table], et: EventType) -> pa.Table:
 
 
 @functools.lru_cache(maxsize=1024)
-def _conform_target(et: EventType) -> tuple[pa.Schema, list[tuple[str, pa.DataType]], tuple[int, ...]]:
+def _conform_target_of(et: EventType) -> tuple[pa.Schema, list[tuple[str, pa.DataType]], tuple[int, ...]]:
     """The stored schema of `et`, its (name, type) list and the positions of its non-null columns."""
     cols = et.columns
     return (et.arrow_schema(), [(c.name, c.arrow_type) for c in cols],
             tuple(i for i, c in enumerate(cols) if not c.nullable))
+
+
+# Keyed by identity first: hashing a frozen EventType hashes every Column (~50 us for 60
+# params), and writers hand the same object with every append.
+_TARGET_BY_ID: dict[int, tuple[EventType, tuple]] = {}
+# Schemas that passed the name/type comparison against a target (nullability differs).
+_SAME_LAYOUT: dict[int, tuple[pa.Schema, pa.Schema]] = {}
+
+
+def _conform_target(et: EventType) -> tuple[pa.Schema, list[tuple[str, pa.DataType]], tuple[int, ...]]:
+    hit = _TARGET_BY_ID.get(id(et))
+    if hit is not None and hit[0] is et:
+        return hit[1]
+    out = _conform_target_of(et)
+    if len(_TARGET_BY_ID) > 4096:
+        _TARGET_BY_ID.clear()
+    _TARGET_BY_ID[id(et)] = (et, out)
+    return out
+
+
+def _same_layout(schema: pa.Schema, target: pa.Schema, names_types: list) -> bool:
+    """Same column names and types in the same order (nullability aside), remembered per target."""
+    hit = _SAME_LAYOUT.get(id(target))
+    if hit is not None and hit[0] is target and (hit[1] is schema or hit[1].equals(schema)):
+        return True
+    if [(f.name, f.type) for f in schema] != names_types:
+        return False
+    if len(_SAME_LAYOUT) > 4096:
+        _SAME_LAYOUT.clear()
+    _SAME_LAYOUT[id(target)] = (target, schema)
+    return True
 
 
 def conform(batch: pa.RecordBatch | pa.Table, et: EventType, *, source: str = "batch") -> pa.RecordBatch:
@@ -490,7 +555,7 @@ def conform(batch: pa.RecordBatch | pa.Table, et: EventType, *, source: str = "b
         # non-null check. The slow path below cost ~80 us per batch, mostly rebuilding schemas.
         if not any(batch.column(i).null_count for i in required):
             return batch
-    elif [(f.name, f.type) for f in batch.schema] == names_types:
+    elif _same_layout(batch.schema, target, names_types):
         if not any(batch.column(i).null_count for i in required):
             return pa.RecordBatch.from_arrays(batch.columns, schema=target)
     names = set(batch.schema.names)
