@@ -16,6 +16,7 @@
 //! - [`spans`]: begin/end pairing into spans (control-flow reconstitution).
 //! - [`calltree`]: the aggregated call tree (calling-context tree) of spans.
 //! - [`hist`]: bpftrace `hist`/`lhist` bucket rules and counting.
+//! - [`httpfront`]: the HTTP/1.1 front end of the ingest server (sockets, framing, limits).
 //! - [`density`]: events per time bin over sorted timestamp streams.
 //! - `py`: the PyO3 glue (only with the default `python` feature), one file per
 //!   concern, registered below.
@@ -30,6 +31,7 @@ pub mod colpool;
 pub mod density;
 pub mod export;
 pub mod hist;
+pub mod httpfront;
 pub mod lineproto;
 pub mod loadgen;
 pub mod order;
@@ -61,5 +63,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     py::probe::register(m)?;
     py::analysis::register(m)?;
     py::paje::register(m)?;
+    py::httpfront::register(m)?;
     Ok(())
 }

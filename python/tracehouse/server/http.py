@@ -1,4 +1,4 @@
-"""The HTTP API of `tracehouse serve` (a Starlette app on uvicorn).
+"""The HTTP API of `tracehouse serve`, over the native front end (`_core.HttpFront`).
 
 Routes:
   POST /api/v2/write?bucket=T&precision=ns|us|ms|s   line protocol (InfluxDB 2.x API)
@@ -16,7 +16,16 @@ all lines were refused: the good lines of that body *are* stored and durable
 (InfluxDB's partial-write behaviour). 413: body over `max_body`. 401: token
 missing or wrong. 503 + Retry-After: the server's in-flight budget stayed full
 for `overload_wait` seconds (clients are slowed, memory stays bounded). 408: the
-body stalled for `idle_timeout`.
+body stalled for `idle_timeout`. The front end (Rust) answers 408/413/431/503
+for framing and limits itself; everything else is decided here.
+
+Owns routing, auth, gzip, the write and query handlers and the dispatchers: a few
+threads that take complete requests from the front end in batches. The line-protocol
+writes of one batch to one trace are decoded apart but appended together (one WAL
+record per measurement, one group commit), and each is answered from the
+durability waiter's thread once its rows are durable: a dispatcher never waits
+for an fsync. Queries run on their own small pool so a slow query never delays a
+write.
 
 Queries are read-only: one SELECT (or EXPLAIN) statement, run by DuckDB with
 file access confined to the store directory; they see every acknowledged write.
@@ -24,30 +33,32 @@ file access confined to the store directory; they see every acknowledged write.
 
 from __future__ import annotations
 
-import asyncio
 import hmac
 import json
 import logging
 import os
+import threading
 import time
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
+from urllib.parse import parse_qsl
 
 import duckdb
 import pyarrow as pa
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
 
+from .. import _core
 from ..errors import BadInput, NotFound, TracehouseError
 from .config import ServerConfig
-from .ingest import Coalescer, DurabilityWaiter, Ingestor, WriteResult
+from .ingest import DurabilityWaiter, Ingestor, WriteResult
 
 log = logging.getLogger("tracehouse.server")
 
 ARROW_STREAM = "application/vnd.apache.arrow.stream"
 PRECISIONS = {"ns": "ns", "n": "ns", "us": "us", "u": "us", "ms": "ms", "s": "s"}
+JSON_TYPE = [("content-type", "application/json")]
+DISPATCHERS = 3  # threads taking requests from the front end
+QUERY_THREADS = 2
 
 
 class HttpError(Exception):
@@ -59,31 +70,94 @@ class HttpError(Exception):
         self.headers = headers or {}
 
 
-def _error(status: int, code: str, message: str, headers: dict | None = None, **extra) -> JSONResponse:
+def _json(doc: Any) -> bytes:
+    # json's default=str: dates, decimals and intervals of query answers become strings.
+    return json.dumps(doc, default=str, allow_nan=True).encode()
+
+
+def _error_doc(code: str, message: str, **extra) -> bytes:
     # InfluxDB 2.x error shape ({"code", "message"}) plus 1.x's "error" key.
-    return JSONResponse({"code": code, "message": message, "error": message, **extra}, status_code=status,
-                        headers=headers)
+    return _json({"code": code, "message": message, "error": message, **extra})
+
+
+class Call:
+    """One request being handled: its parsed parts and the one way to answer it."""
+
+    __slots__ = ("req", "path", "method", "query", "headers", "body", "peer")
+
+    def __init__(self, req) -> None:
+        self.req = req
+        self.path = req.path
+        self.method = req.method
+        self.query = dict(parse_qsl(req.query, keep_blank_values=True))
+        self.headers = dict(req.headers)
+        self.body: bytes | None = None
+        self.peer = req.peer
+
+    def read_body(self, cfg: ServerConfig) -> bytes:
+        if self.body is None:
+            body = self.req.take_body()
+            enc = self.headers.get("content-encoding", "").lower()
+            if enc == "gzip":
+                body = _gunzip(body, cfg.max_body)
+            elif enc not in ("", "identity"):
+                raise HttpError(415, "unsupported", f"Content-Encoding {enc!r} (expected gzip or none)")
+            self.body = body
+        return self.body
+
+    def reply(self, status: int, body: bytes = b"", headers: list[tuple[str, str]] | None = None) -> None:
+        try:
+            self.req.respond(status, headers or [], body)
+        except RuntimeError:
+            pass  # answered already (e.g. shutdown raced a late answer)
+
+    def error(self, status: int, code: str, message: str, headers: dict | None = None, **extra) -> None:
+        self.reply(status, _error_doc(code, message, **extra), JSON_TYPE + list((headers or {}).items()))
+
+    def fail(self, e: BaseException, what: str) -> None:
+        """Answer the error `e` raised while handling the request."""
+        if isinstance(e, HttpError):
+            self.error(e.status, e.code, e.message, e.headers)
+        elif isinstance(e, NotFound):
+            self.error(404, "not found", str(e))
+        elif isinstance(e, BadInput):
+            self.error(400, "invalid", str(e))
+        elif isinstance(e, TracehouseError):
+            log.error("%s failed: %s", what, e)
+            self.error(500, "internal error", str(e))
+        else:
+            log.exception("%s failed", what, exc_info=e)
+            self.error(500, "internal error", f"{type(e).__name__}: {e}")
 
 
 class Api:
-    """The request handlers; owns auth, body reading under limits, and acknowledgement."""
+    """Routes, auth and the handlers; answers every request it is given exactly once."""
 
     def __init__(self, ingestor: Ingestor, cfg: ServerConfig) -> None:
         self.ingestor = ingestor
         self.cfg = cfg
         self.waiter: DurabilityWaiter | None = None
-        self.coalescer: Coalescer | None = None
+        self.front = None  # the _core.HttpFront, for its counters
         self.auth_refused = 0
+        self.queries = ThreadPoolExecutor(max_workers=QUERY_THREADS, thread_name_prefix="th-query")
+        self.routes = {
+            "/api/v2/write": (("POST",), None),
+            "/write": (("POST",), None),
+            "/api/v2/arrow": (("POST",), self.write_arrow),
+            "/api/query": (("GET", "POST"), self.query),
+            "/query": (("GET", "POST"), self.create_database),
+            "/ping": (("GET", "HEAD"), self.ping),
+            "/health": (("GET",), self.health),
+        }
 
     # -- plumbing ------------------------------------------------------------------
 
-    def check_auth(self, request: Request) -> None:
+    def check_auth(self, call: Call) -> None:
         token = self.cfg.token
         if not token:
             return
         given = None
-        h = request.headers.get("authorization", "")
-        scheme, _, value = h.partition(" ")
+        scheme, _, value = call.headers.get("authorization", "").partition(" ")
         if scheme.lower() in ("token", "bearer"):
             given = value.strip()
         elif scheme.lower() == "basic":
@@ -93,145 +167,108 @@ class Api:
                 given = base64.b64decode(value.strip()).decode().partition(":")[2]
             except Exception:
                 given = None
-        elif "p" in request.query_params:  # InfluxDB 1.x ?u=&p=
-            given = request.query_params["p"]
+        elif "p" in call.query:  # InfluxDB 1.x ?u=&p=
+            given = call.query["p"]
         if given is None or not hmac.compare_digest(given.encode(), token.encode()):
             self.auth_refused += 1
-            client = request.client.host if request.client else "?"
-            log.warning("refused %s %s from %s: %s", request.method, request.url.path, client,
+            log.warning("refused %s %s from %s: %s", call.method, call.path, call.peer,
                         "no token" if given is None else "wrong token")
             raise HttpError(401, "unauthorized", "unauthorized: send 'Authorization: Token <token>'")
 
-    async def read_body(self, request: Request) -> tuple[bytes, int]:
-        """The request body under the size limit and the idle timeout; returns (body, budget bytes held)."""
-        cfg = self.cfg
-        length = request.headers.get("content-length")
-        try:
-            declared = int(length) if length is not None else None
-        except ValueError:
-            raise HttpError(400, "invalid", f"bad Content-Length {length!r}") from None
-        if declared is not None and declared > cfg.max_body:
-            raise HttpError(413, "request too large", f"body of {declared} bytes exceeds the limit of {cfg.max_body}")
-        hold = declared if declared is not None else cfg.max_body
-        budget = self.ingestor.budget
-        deadline = time.monotonic() + cfg.overload_wait
-        while not budget.try_acquire(hold):
-            if time.monotonic() >= deadline:
-                budget.refused += 1
-                raise HttpError(503, "unavailable", "server overloaded: too many bytes in flight, retry later",
-                                {"Retry-After": str(cfg.retry_after)})
-            await asyncio.sleep(0.01)
-        try:
-            chunks, total = [], 0
-            receive = request.receive
-            while True:
-                try:
-                    msg = await asyncio.wait_for(receive(), cfg.idle_timeout)
-                except asyncio.TimeoutError:
-                    raise HttpError(408, "request timeout",
-                                    f"no body bytes for {cfg.idle_timeout:g} s after {total} bytes") from None
-                if msg["type"] == "http.disconnect":
-                    raise HttpError(499, "client closed", "client disconnected before the body ended")
-                chunk = msg.get("body", b"")
-                if chunk:
-                    total += len(chunk)
-                    if total > cfg.max_body:
-                        raise HttpError(413, "request too large", f"body exceeds the limit of {cfg.max_body} bytes")
-                    chunks.append(chunk)
-                if not msg.get("more_body", False):
-                    break
-            body = b"".join(chunks) if len(chunks) != 1 else chunks[0]
-            enc = request.headers.get("content-encoding", "").lower()
-            if enc == "gzip":
-                body = await asyncio.to_thread(_gunzip, body, cfg.max_body)
-            elif enc not in ("", "identity"):
-                raise HttpError(415, "unsupported", f"Content-Encoding {enc!r} (expected gzip or none)")
-            return body, hold
-        except BaseException:
-            budget.release(hold)
-            raise
+    def acknowledge(self, call: Call, res: WriteResult, answer) -> None:
+        """Answer `call` with `answer(res)` once `res` is durable (at once when nothing was stored)."""
+        if res.lsn is None or self.waiter is None:
+            answer(res)
+            return
 
-    async def acknowledge(self, res: WriteResult) -> None:
-        if res.lsn is not None and self.waiter is not None:
-            await self.waiter.wait(res.trace, res.lsn)
+        def done(exc: BaseException | None) -> None:
+            if exc is None:
+                answer(res)
+            else:
+                call.fail(exc, f"write to {res.trace}")
+
+        self.waiter.on_durable(res.trace, res.lsn, done)
+
+    # -- dispatch ------------------------------------------------------------------
+
+    def dispatch(self, reqs: list) -> None:
+        """Handle a batch of requests taken together from the front end."""
+        lp: dict[str, list[tuple[Call, tuple]]] = {}
+        for req in reqs:
+            call = Call(req)
+            try:
+                route = self.routes.get(call.path)
+                if route is None:
+                    raise HttpError(404, "not found", f"no route {call.path}")
+                if call.method not in route[0]:
+                    raise HttpError(405, "method not allowed", f"{call.method} {call.path} (expected {' or '.join(route[0])})")
+                if route[1] is None:  # line protocol: gathered per trace, appended together below
+                    trace, item = self._lp_item(call)
+                    lp.setdefault(trace, []).append((call, item))
+                else:
+                    route[1](call)
+            except BaseException as e:  # noqa: BLE001 - every request gets an answer
+                call.fail(e, f"{call.method} {call.path}")
+        for trace, calls in lp.items():
+            self._write_lp(trace, calls)
 
     # -- writes --------------------------------------------------------------------
 
-    async def write_v2(self, request: Request) -> Response:
-        q = request.query_params
-        return await self._write_lp(request, q.get("bucket"), q.get("precision", "ns"), "bucket")
+    def _lp_item(self, call: Call) -> tuple[str, tuple]:
+        self.check_auth(call)
+        param = "bucket" if call.path == "/api/v2/write" else "db"
+        bucket = call.query.get(param)
+        if not bucket:
+            raise HttpError(400, "invalid", f"missing ?{param}= (the trace to write to)")
+        precision = call.query.get("precision", "ns")
+        if precision not in PRECISIONS:
+            raise HttpError(400, "invalid", f"precision {precision!r} (expected ns, us, ms or s)")
+        received = time.time_ns()
+        return bucket, (call.read_body(self.cfg), PRECISIONS[precision], received, 1)
 
-    async def write_v1(self, request: Request) -> Response:
-        q = request.query_params
-        return await self._write_lp(request, q.get("db"), q.get("precision", "ns"), "db")
-
-    async def _write_lp(self, request: Request, bucket: str | None, precision: str, param: str) -> Response:
+    def _write_lp(self, trace: str, calls: list[tuple[Call, tuple]]) -> None:
         try:
-            self.check_auth(request)
-            if not bucket:
-                raise HttpError(400, "invalid", f"missing ?{param}= (the trace to write to)")
-            if precision not in PRECISIONS:
-                raise HttpError(400, "invalid", f"precision {precision!r} (expected ns, us, ms or s)")
-            received = time.time_ns()
-            body, hold = await self.read_body(request)
-            try:
-                res = await self.coalescer.write(bucket, body, PRECISIONS[precision], received)
-                await self.acknowledge(res)
-            finally:
-                self.ingestor.budget.release(hold)
-        except HttpError as e:
-            return _error(e.status, e.code, e.message, e.headers)
-        except NotFound as e:
-            return _error(404, "not found", str(e))
-        except BadInput as e:
-            return _error(400, "invalid", str(e))
-        except TracehouseError as e:
-            log.error("write to %s failed: %s", bucket, e)
-            return _error(500, "internal error", str(e))
+            results = self.ingestor.write_lp_many(trace, [item for _c, item in calls])
+        except BaseException as e:  # noqa: BLE001 - the whole group failed (e.g. unknown bucket)
+            for call, _item in calls:
+                call.fail(e, f"write to {trace}")
+            return
+        for (call, _item), res in zip(calls, results):
+            self.acknowledge(call, res, lambda r, call=call: self._answer_lp(call, r))
+
+    @staticmethod
+    def _answer_lp(call: Call, res: WriteResult) -> None:
         if res.error_count:
             first = res.errors[0] if res.errors else (0, "")
             msg = (f"partial write: {res.error_count} of {res.lines} lines refused, {res.rows} stored; "
                    f"first at line {first[0]}: {first[1]}")
-            return _error(400, "invalid", msg, rows_written=res.rows, lines=res.lines, failed=res.error_count,
-                          errors=[{"line": line, "message": m} for line, m in res.errors])
-        return Response(status_code=204)
+            call.error(400, "invalid", msg, rows_written=res.rows, lines=res.lines, failed=res.error_count,
+                       errors=[{"line": line, "message": m} for line, m in res.errors])
+        else:
+            call.reply(204)
 
-    async def write_arrow(self, request: Request) -> Response:
-        q = request.query_params
+    def write_arrow(self, call: Call) -> None:
+        q = call.query
         trace, etype, kind = q.get("trace") or q.get("bucket"), q.get("type"), q.get("kind", "instant")
-        try:
-            self.check_auth(request)
-            if not trace or not etype:
-                raise HttpError(400, "invalid", "missing ?trace= or ?type= (trace and event type to append to)")
-            body, hold = await self.read_body(request)
-            try:
-                res = await asyncio.to_thread(self.ingestor.write_arrow, trace, etype, body, kind=kind)
-                await self.acknowledge(res)
-            finally:
-                self.ingestor.budget.release(hold)
-        except HttpError as e:
-            return _error(e.status, e.code, e.message, e.headers)
-        except NotFound as e:
-            return _error(404, "not found", str(e))
-        except BadInput as e:
-            return _error(400, "invalid", str(e))
-        except TracehouseError as e:
-            log.error("arrow write to %s failed: %s", trace, e)
-            return _error(500, "internal error", str(e))
-        return Response(status_code=204, headers={"X-Rows-Written": str(res.rows)})
+        self.check_auth(call)
+        if not trace or not etype:
+            raise HttpError(400, "invalid", "missing ?trace= or ?type= (trace and event type to append to)")
+        res = self.ingestor.write_arrow(trace, etype, call.read_body(self.cfg), kind=kind)
+        self.acknowledge(call, res, lambda r: call.reply(204, headers=[("x-rows-written", str(r.rows))]))
 
     # -- queries -------------------------------------------------------------------
 
-    async def query(self, request: Request) -> Response:
+    def query(self, call: Call) -> None:
+        self.check_auth(call)
+        self.queries.submit(self._query, call)
+
+    def _query(self, call: Call) -> None:
         try:
-            self.check_auth(request)
-            fmt = request.query_params.get("format")
-            sql = request.query_params.get("sql")
-            if request.method == "POST" and sql is None:
-                body, hold = await self.read_body(request)
-                self.ingestor.budget.release(hold)
-                ctype = request.headers.get("content-type", "")
-                if ctype.startswith("application/json"):
+            fmt = call.query.get("format")
+            sql = call.query.get("sql")
+            if call.method == "POST" and sql is None:
+                body = call.read_body(self.cfg)
+                if call.headers.get("content-type", "").startswith("application/json"):
                     try:
                         doc = json.loads(body)
                     except ValueError as e:
@@ -243,28 +280,25 @@ class Api:
                     sql = body.decode("utf-8", errors="replace")
             if not sql:
                 raise HttpError(400, "invalid", "missing SQL (?sql=, a JSON body {\"sql\": ...} or a text body)")
-            accept = request.headers.get("accept", "")
-            fmt = fmt or ("arrow" if ARROW_STREAM in accept else "json")
+            fmt = fmt or ("arrow" if ARROW_STREAM in call.headers.get("accept", "") else "json")
             if fmt not in ("json", "arrow"):
                 raise HttpError(400, "invalid", f"format {fmt!r} (expected json or arrow)")
             t0 = time.perf_counter()
-            table = await asyncio.to_thread(self._run_query, sql)
+            table = self._run_query(sql)
             secs = time.perf_counter() - t0
-        except HttpError as e:
-            return _error(e.status, e.code, e.message, e.headers)
-        except BadInput as e:
-            return _error(400, "invalid", str(e))
-        except TracehouseError as e:
-            return _error(500, "internal error", str(e))
-        if fmt == "arrow":
-            sink = pa.BufferOutputStream()
-            with pa.ipc.new_stream(sink, table.schema) as w:
-                w.write_table(table)
-            return Response(sink.getvalue().to_pybytes(), media_type=ARROW_STREAM)
-        truncated = table.num_rows > self.cfg.max_query_rows
-        if truncated:
-            table = table.slice(0, self.cfg.max_query_rows)
-        return JSON(_table_json(table) | {"seconds": round(secs, 6), "truncated": truncated})
+            if fmt == "arrow":
+                sink = pa.BufferOutputStream()
+                with pa.ipc.new_stream(sink, table.schema) as w:
+                    w.write_table(table)
+                call.reply(200, sink.getvalue().to_pybytes(), [("content-type", ARROW_STREAM)])
+                return
+            truncated = table.num_rows > self.cfg.max_query_rows
+            if truncated:
+                table = table.slice(0, self.cfg.max_query_rows)
+            call.reply(200, _json(_table_json(table) | {"seconds": round(secs, 6), "truncated": truncated}),
+                       JSON_TYPE)
+        except BaseException as e:  # noqa: BLE001
+            call.fail(e, "query")
 
     def _run_query(self, sql: str) -> pa.Table:
         try:
@@ -278,35 +312,73 @@ class Api:
             raise BadInput(f"read-only API: {stmts[0].type.name} statements are refused", expected="SELECT or EXPLAIN")
         return self.ingestor.store.sql(sql)
 
-    async def create_database(self, request: Request) -> Response:
+    # -- the rest ------------------------------------------------------------------
+
+    def create_database(self, call: Call) -> None:
         """InfluxDB 1.x `/query?q=CREATE DATABASE name` (telegraf sends it on start)."""
-        try:
-            self.check_auth(request)
-        except HttpError as e:
-            return _error(e.status, e.code, e.message)
-        q = request.query_params.get("q", "")
-        if request.method == "POST" and not q:
-            form = await request.form()
-            q = str(form.get("q", ""))
+        self.check_auth(call)
+        q = call.query.get("q", "")
+        if call.method == "POST" and not q:
+            q = dict(parse_qsl(call.read_body(self.cfg).decode("utf-8", "replace"))).get("q", "")
         words = q.strip().rstrip(";").split()
         if len(words) == 3 and words[0].upper() == "CREATE" and words[1].upper() == "DATABASE":
-            name = words[2].strip('"')
             try:
-                await asyncio.to_thread(self.ingestor.trace, name, create=True)
+                self.ingestor.trace(words[2].strip('"'), create=True)
             except TracehouseError as e:
-                return JSONResponse({"results": [{"statement_id": 0, "error": str(e)}]})
-            return JSONResponse({"results": [{"statement_id": 0}]})
-        return JSONResponse({"results": [{"statement_id": 0, "error": "only CREATE DATABASE is supported here; "
-                                          "query with POST /api/query (SQL)"}]}, status_code=400)
+                call.reply(200, _json({"results": [{"statement_id": 0, "error": str(e)}]}), JSON_TYPE)
+                return
+            call.reply(200, _json({"results": [{"statement_id": 0}]}), JSON_TYPE)
+            return
+        call.reply(400, _json({"results": [{"statement_id": 0, "error": "only CREATE DATABASE is supported here; "
+                                            "query with POST /api/query (SQL)"}]}), JSON_TYPE)
 
-    async def ping(self, request: Request) -> Response:
-        return Response(status_code=204, headers={"X-Influxdb-Version": "tracehouse", "X-Influxdb-Build": "OSS"})
+    def ping(self, call: Call) -> None:
+        call.reply(204, headers=[("x-influxdb-version", "tracehouse"), ("x-influxdb-build", "OSS")])
 
-    async def health(self, request: Request) -> Response:
+    def health(self, call: Call) -> None:
         b = self.ingestor.budget
-        return JSONResponse({"status": "pass", "name": "tracehouse", "pid": os.getpid(), "inflight_bytes": b.used,
-                             "inflight_limit": b.limit, "overload_refusals": b.refused,
-                             "auth_refusals": self.auth_refused, **self.ingestor.stats})
+        front = self.front.stats() if self.front is not None else {}
+        doc = {"status": "pass", "name": "tracehouse", "pid": os.getpid(),
+               "inflight_bytes": b.used + front.get("inflight_bytes", 0),
+               "inflight_limit": b.limit,
+               "overload_refusals": b.refused + front.get("overload_refusals", 0),
+               "auth_refusals": self.auth_refused, "http_connections": front.get("connections", 0),
+               "refused_connections": front.get("refused_connections", 0), **self.ingestor.stats}
+        call.reply(200, _json(doc), JSON_TYPE)
+
+
+class HttpServer:
+    """The native front end on a listening socket plus the dispatcher threads over `api`."""
+
+    def __init__(self, api: Api, sock, cfg: ServerConfig) -> None:
+        self.api = api
+        self.front = _core.HttpFront(
+            os.dup(sock.fileno()), max_body=cfg.max_body, max_connections=cfg.max_connections,
+            idle_timeout=cfg.idle_timeout, max_inflight=cfg.max_inflight, overload_wait=cfg.overload_wait,
+            retry_after=cfg.retry_after)
+        sock.close()  # the front end owns its own descriptor of the socket
+        api.front = self.front
+        self._stop = False
+        self.threads = [threading.Thread(target=self._run, name=f"th-http-{i}", daemon=True)
+                        for i in range(DISPATCHERS)]
+        for t in self.threads:
+            t.start()
+
+    def _run(self) -> None:
+        while not self._stop:
+            reqs = self.front.take(256, 0.2)
+            if reqs:
+                try:
+                    self.api.dispatch(reqs)
+                except BaseException:  # noqa: BLE001 - a dispatcher must survive anything
+                    log.exception("dispatch failed")
+
+    def close(self) -> None:
+        self._stop = True
+        self.front.close()
+        for t in self.threads:
+            t.join(timeout=5)
+        self.api.queries.shutdown(wait=True, cancel_futures=True)
 
 
 def _gunzip(body: bytes, limit: int) -> bytes:
@@ -339,23 +411,3 @@ def _json_column(c):
     return c
 
 
-class JSON(Response):
-    """JSON whose dates, decimals and intervals become strings (json's default=str)."""
-
-    media_type = "application/json"
-
-    def render(self, content: Any) -> bytes:
-        return json.dumps(content, default=str, allow_nan=True).encode()
-
-
-def build_app(api: Api) -> Starlette:
-    routes = [
-        Route("/api/v2/write", api.write_v2, methods=["POST"]),
-        Route("/write", api.write_v1, methods=["POST"]),
-        Route("/api/v2/arrow", api.write_arrow, methods=["POST"]),
-        Route("/api/query", api.query, methods=["GET", "POST"]),
-        Route("/query", api.create_database, methods=["GET", "POST"]),
-        Route("/ping", api.ping, methods=["GET", "HEAD"]),
-        Route("/health", api.health, methods=["GET"]),
-    ]
-    return Starlette(routes=routes)

@@ -361,29 +361,40 @@ class Coalescer:
 
 
 class DurabilityWaiter:
-    """Resolves asyncio futures once the store says their LSN is durable.
+    """Tells waiters when their LSN is durable: asyncio futures (TCP) or callbacks (HTTP).
 
     One thread per trace blocks in `wait_durable` for the lowest pending LSN (a group
-    commit wakes it) and then resolves every future at or below what became durable,
+    commit wakes it) and then resolves every waiter at or below what became durable,
     so thousands of waiting requests cost one thread, not one each.
     """
 
-    def __init__(self, ingestor: Ingestor, loop) -> None:
+    def __init__(self, ingestor: Ingestor, loop=None) -> None:
         self.ingestor = ingestor
         self.loop = loop
         self._lock = threading.Lock()
-        self._pending: dict[str, list] = {}  # trace -> heap of (lsn, seq, future)
+        self._pending: dict[str, list] = {}  # trace -> heap of (lsn, seq, future | callback)
         self._conds: dict[str, threading.Condition] = {}
         self._threads: dict[str, threading.Thread] = {}
         self._seq = 0
         self._stop = False
 
     def wait(self, trace: str, lsn: int):
-        """An asyncio future resolved (True) when `lsn` is durable, or set to the writer's error."""
+        """An asyncio future (of `loop`) resolved (True) when `lsn` is durable, or set to the writer's error."""
+        fut = self.loop.create_future()
+        self._add(trace, lsn, fut)
+        return fut
+
+    def on_durable(self, trace: str, lsn: int, callback) -> None:
+        """Call `callback(None)` from the waiter's thread once `lsn` is durable (`callback(error)` if it
+        never will be)."""
+        self._add(trace, lsn, callback)
+
+    def _add(self, trace: str, lsn: int, waiter) -> None:
         import heapq
 
-        fut = self.loop.create_future()
         with self._lock:
+            if self._stop:
+                raise TracehouseError("server shutting down")
             cond = self._conds.get(trace)
             if cond is None:
                 cond = self._conds[trace] = threading.Condition(self._lock)
@@ -392,19 +403,33 @@ class DurabilityWaiter:
                 self._threads[trace] = t
                 t.start()
             self._seq += 1
-            heapq.heappush(self._pending[trace], (lsn, self._seq, fut))
+            heapq.heappush(self._pending[trace], (lsn, self._seq, waiter))
             cond.notify()
-        return fut
 
     def _resolve(self, items, exc: BaseException | None = None) -> None:
+        futures = []
+        for _lsn, _s, w in items:
+            if callable(w):
+                try:
+                    w(exc)
+                except Exception:  # noqa: BLE001 - one waiter's failure must not strand the others
+                    log.exception("durability callback failed")
+            else:
+                futures.append(w)
+        if not futures:
+            return
+
         def done():
-            for _lsn, _s, f in items:
+            for f in futures:
                 if not f.done():
                     if exc is None:
                         f.set_result(True)
                     else:
                         f.set_exception(exc)
-        self.loop.call_soon_threadsafe(done)
+        try:
+            self.loop.call_soon_threadsafe(done)
+        except RuntimeError:
+            pass  # the loop is closed: nobody is waiting any more
 
     def _run(self, trace: str) -> None:
         import heapq
@@ -423,7 +448,7 @@ class DurabilityWaiter:
                     return
                 low = heap[0][0]
             try:
-                # The trace's writer itself (looked up once per round, not once per future):
+                # The trace's writer itself (looked up once per round, not once per waiter):
                 # its durable_lsn only grows, so one read answers every pending LSN.
                 writer = store._writer(store.catalog.trace(trace))
                 if not writer.wait_durable(low, timeout=0.05):

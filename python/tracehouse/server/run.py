@@ -1,9 +1,9 @@
-"""`serve()`: one process owning the store's writer, HTTP and TCP on one event loop.
+"""`serve()`: one process owning the store's writer, serving HTTP (native front end) and TCP (asyncio).
 
-Owns start-up (writer lock, socket binding, the query sandbox), the uvicorn
-configuration (C HTTP parser, connection limit, keep-alive and header timeouts)
-and an orderly shutdown on SIGINT/SIGTERM: stop accepting, finish what was
-received, close the store (a final checkpoint). A SIGKILL loses nothing that was
+Owns start-up (writer lock, socket binding, the query sandbox), the native HTTP
+front end with its dispatcher threads, the asyncio loop of the TCP listener, and an
+orderly shutdown on SIGINT/SIGTERM: stop accepting, finish what was received,
+close the store (a final checkpoint). A SIGKILL loses nothing that was
 acknowledged: the WAL is replayed on the next open.
 """
 
@@ -23,7 +23,7 @@ from typing import Callable
 from ..errors import BadInput
 from ..store import Store
 from .config import ServerConfig
-from .http import Api, build_app
+from .http import Api, HttpServer
 from .ingest import Coalescer, DurabilityWaiter, Ingestor
 from .tcp import LineProtocolTcp, TcpServerState
 
@@ -51,64 +51,17 @@ def _bind(host: str, port: int) -> socket.socket:
     return s
 
 
-def guarded_protocol(header_timeout: float):
-    """uvicorn's httptools protocol with a deadline on the request head.
-
-    uvicorn times out idle keep-alive connections but not one that connects and sends
-    nothing, or dribbles its headers: each would hold a connection slot forever.
-    """
-    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
-
-    class GuardedHttpToolsProtocol(HttpToolsProtocol):
-        _head_timer = None
-
-        def _arm_head(self) -> None:
-            if self._head_timer is None:
-                self._head_timer = self.loop.call_later(header_timeout, self._head_timeout)
-
-        def _disarm_head(self) -> None:
-            if self._head_timer is not None:
-                self._head_timer.cancel()
-                self._head_timer = None
-
-        def _head_timeout(self) -> None:
-            self._head_timer = None
-            if not self.transport.is_closing():
-                self.logger.info("closing connection: no complete request head within %g s", header_timeout)
-                self.transport.close()
-
-        def connection_made(self, transport) -> None:
-            super().connection_made(transport)
-            self._arm_head()
-
-        def on_message_begin(self) -> None:
-            super().on_message_begin()
-            self._arm_head()
-
-        def on_headers_complete(self) -> None:
-            self._disarm_head()
-            super().on_headers_complete()
-
-        def connection_lost(self, exc) -> None:
-            self._disarm_head()
-            super().connection_lost(exc)
-
-    return GuardedHttpToolsProtocol
-
-
 def serve(store_path: str | os.PathLike, cfg: ServerConfig, *, ready: Callable[[dict], None] | None = None) -> int:
     """Run the server until SIGINT/SIGTERM; returns an exit code."""
-    import uvicorn
-
     cfg.check()
     _raise_fd_limit()
     store = Store(store_path, fsync=cfg.fsync, group_commit_ms=cfg.group_commit_ms)
+    http = None
     try:
         store._become_writer()  # fail now (StoreLocked) rather than at the first write
         _sandbox_queries(store)
         ingestor = Ingestor(store, cfg)
         api = Api(ingestor, cfg)
-        app = build_app(api)
         http_sock = _bind(cfg.host, cfg.port)
         tcp_sock = _bind(cfg.host, cfg.tcp_port) if cfg.tcp_port is not None else None
         info = {
@@ -118,38 +71,33 @@ def serve(store_path: str | os.PathLike, cfg: ServerConfig, *, ready: Callable[[
             "tcp_port": tcp_sock.getsockname()[1] if tcp_sock else None,
         }
 
-        _Server = _uvicorn_server_class()
-
         async def main() -> None:
+            nonlocal http
             loop = asyncio.get_running_loop()
             loop.set_default_executor(__import__("concurrent.futures").futures.ThreadPoolExecutor(
                 max_workers=8, thread_name_prefix="th-ingest"))
             waiter = DurabilityWaiter(ingestor, loop)
-            coalescer = Coalescer(ingestor, loop)
-            api.waiter, api.coalescer = waiter, coalescer
+            api.waiter = waiter
+            http = HttpServer(api, http_sock, cfg)
             tcp_server = None
             if tcp_sock is not None:
-                state = TcpServerState(ingestor, cfg, waiter, coalescer)
+                state = TcpServerState(ingestor, cfg, waiter, Coalescer(ingestor, loop))
                 tcp_server = await loop.create_server(lambda: LineProtocolTcp(state), sock=tcp_sock)
-            config = uvicorn.Config(
-                app, http=guarded_protocol(cfg.idle_timeout), loop="none", lifespan="off",
-                limit_concurrency=cfg.max_connections, timeout_keep_alive=int(max(1, cfg.idle_timeout)),
-                log_level="warning", access_log=False, backlog=4096,
-            )
-            server = _Server(config)
+            stopping = asyncio.Event()
 
             def stop(sig: int) -> None:
-                if server.should_exit and sig == signal.SIGINT:
-                    server.force_exit = True
-                server.should_exit = True
+                if stopping.is_set() and sig == signal.SIGINT:
+                    os._exit(130)  # a second Ctrl-C: leave now (the WAL keeps what was acknowledged)
+                stopping.set()
 
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, stop, sig)
             if ready is not None:
                 ready(info)
             try:
-                await server.serve(sockets=[http_sock])
+                await stopping.wait()
             finally:
+                http.close()  # stop accepting, answer or drop what is queued
                 if tcp_server is not None:
                     tcp_server.close()
                     for conn in list(state.connections):
@@ -163,24 +111,10 @@ def serve(store_path: str | os.PathLike, cfg: ServerConfig, *, ready: Callable[[
         except ImportError:
             asyncio.run(main())
     finally:
+        if http is not None:
+            http.close()
         store.close()
     return 0
-
-
-def _uvicorn_server_class():
-    import contextlib
-
-    import uvicorn
-
-    class Server(uvicorn.Server):
-        """uvicorn's server without its signal capture: uvicorn re-raises SIGTERM once it has
-        stopped, which would kill the process before the store is closed (its final checkpoint)."""
-
-        @contextlib.contextmanager
-        def capture_signals(self):
-            yield
-
-    return Server
 
 
 def _sandbox_queries(store: Store) -> None:

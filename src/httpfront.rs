@@ -1,0 +1,786 @@
+//! The HTTP/1.1 front end of `tracehouse serve`: sockets, framing and limits in native threads.
+//!
+//! Owns accepting connections, reading request heads and bodies (Content-Length or chunked,
+//! `Expect: 100-continue`), the limits that keep memory bounded (connections, head size,
+//! body size, bytes in flight across all requests) and the timeouts that keep silent or slow
+//! clients from holding anything, and writing the responses. It knows nothing of routes: a
+//! complete request goes into one queue that the server's Python dispatchers drain in
+//! batches ([`Front::take`]); each request is answered once through [`Request::respond`].
+//!
+//! Why native: under Python's asyncio/ASGI stack a write cost a few hundred µs of
+//! interpreter time before any work was done (body chunks woke the event loop every 64 KB),
+//! and the dispatchers compete for one interpreter lock. Here a request reaches Python whole,
+//! many at a time, and the connection threads never take that lock.
+//!
+//! One thread per connection (small stacks): a connection spends its life blocked in a read
+//! or waiting for its answer, and the kernel's scheduler is the simplest fair multiplexer.
+
+use std::collections::VecDeque;
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread;
+use std::time::{Duration, Instant};
+
+/// Limits and timeouts of the front end.
+#[derive(Clone, Debug)]
+pub struct FrontConfig {
+    /// Largest request body in bytes (413 beyond).
+    pub max_body: usize,
+    /// Largest request head (request line and headers) in bytes (431 beyond).
+    pub max_head: usize,
+    /// Open connections at most; one more is answered 503 and closed.
+    pub max_connections: usize,
+    /// A connection silent this long (in a head, a body or between requests) is closed;
+    /// a body stalled this long is answered 408.
+    pub idle_timeout: Duration,
+    /// Body bytes of requests received but not yet answered, all connections together.
+    pub max_inflight: usize,
+    /// How long a request waits for room in `max_inflight` before 503.
+    pub overload_wait: Duration,
+    /// Seconds in the Retry-After of a 503.
+    pub retry_after: u32,
+}
+
+/// One complete request, waiting in the queue or being handled.
+pub struct Request {
+    /// Method, as sent (e.g. `POST`).
+    pub method: String,
+    /// Path without the query string.
+    pub path: String,
+    /// The raw query string (after `?`, without it), or empty.
+    pub query: String,
+    /// Headers in order, names lower-cased.
+    pub headers: Vec<(String, String)>,
+    /// The body (de-chunked; not decompressed).
+    pub body: Vec<u8>,
+    /// The client's address.
+    pub peer: String,
+    reply: Option<SyncSender<Reply>>,
+}
+
+/// An answer to one request.
+pub struct Reply {
+    /// HTTP status code.
+    pub status: u16,
+    /// Extra headers (Content-Length and Connection are added).
+    pub headers: Vec<(String, String)>,
+    /// The body.
+    pub body: Vec<u8>,
+}
+
+impl Request {
+    /// Answers the request (the first answer counts; later ones are ignored).
+    pub fn respond(&mut self, reply: Reply) {
+        if let Some(tx) = self.reply.take() {
+            let _ = tx.send(reply); // the connection may be gone: nothing to tell
+        }
+    }
+
+    /// Whether the request was answered already.
+    pub fn answered(&self) -> bool {
+        self.reply.is_none()
+    }
+
+    /// The value of header `name` (lower case), if sent.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers.iter().find(|(k, _)| k == name).map(|(_, v)| v.as_str())
+    }
+}
+
+impl Drop for Request {
+    fn drop(&mut self) {
+        // A request dropped unanswered (a dispatcher bug or shutdown) must not hold its
+        // connection forever.
+        if let Some(tx) = self.reply.take() {
+            let _ = tx.send(Reply { status: 500, headers: vec![], body: b"request dropped unanswered\n".to_vec() });
+        }
+    }
+}
+
+/// Counters, for the health endpoint.
+#[derive(Default)]
+pub struct FrontStats {
+    /// Connections open now.
+    pub connections: AtomicUsize,
+    /// Connections refused by the connection limit.
+    pub refused_connections: AtomicU64,
+    /// Requests refused because the in-flight budget stayed full.
+    pub overload_refusals: AtomicU64,
+    /// Requests received whole.
+    pub requests: AtomicU64,
+    /// Body bytes held now.
+    pub inflight: AtomicUsize,
+}
+
+/// The shared state of one front end: its queue, budget and counters.
+pub struct Front {
+    cfg: FrontConfig,
+    queue: Mutex<VecDeque<Request>>,
+    ready: Condvar,
+    budget: Mutex<usize>,
+    budget_freed: Condvar,
+    stop: AtomicBool,
+    /// The counters.
+    pub stats: FrontStats,
+    local: SocketAddr,
+    open: Mutex<Vec<(u64, TcpStream)>>,
+    next_conn: AtomicU64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+impl Front {
+    /// Starts accepting on `listener` (blocking mode is set here).
+    pub fn start(listener: TcpListener, cfg: FrontConfig) -> io::Result<Arc<Front>> {
+        listener.set_nonblocking(false)?;
+        let local = listener.local_addr()?;
+        let front = Arc::new(Front {
+            cfg,
+            queue: Mutex::new(VecDeque::new()),
+            ready: Condvar::new(),
+            budget: Mutex::new(0),
+            budget_freed: Condvar::new(),
+            stop: AtomicBool::new(false),
+            stats: FrontStats::default(),
+            local,
+            open: Mutex::new(Vec::new()),
+            next_conn: AtomicU64::new(0),
+        });
+        let f = Arc::clone(&front);
+        thread::Builder::new().name("th-http-accept".into()).spawn(move || f.accept_loop(listener))?;
+        Ok(front)
+    }
+
+    /// Up to `max` queued requests, waiting at most `timeout` for the first.
+    pub fn take(&self, max: usize, timeout: Duration) -> Vec<Request> {
+        let deadline = Instant::now() + timeout;
+        let mut q = lock(&self.queue);
+        while q.is_empty() && !self.stop.load(Ordering::Relaxed) {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                break;
+            }
+            q = self.ready.wait_timeout(q, left).unwrap_or_else(|e| e.into_inner()).0;
+        }
+        let n = q.len().min(max.max(1));
+        q.drain(..n).collect()
+    }
+
+    /// Stops accepting, closes every connection and wakes every `take`.
+    pub fn close(&self) {
+        if self.stop.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let _ = TcpStream::connect_timeout(&self.local, Duration::from_millis(200)); // wakes accept()
+        for (_, s) in lock(&self.open).drain(..) {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+        self.ready.notify_all();
+        self.budget_freed.notify_all();
+        lock(&self.queue).clear();
+    }
+
+    /// Whether `close` was called.
+    pub fn closed(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    fn accept_loop(self: Arc<Self>, listener: TcpListener) {
+        loop {
+            let (stream, peer) = match listener.accept() {
+                Ok(x) => x,
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(_) if !self.closed() => {
+                    thread::sleep(Duration::from_millis(10)); // e.g. out of fds: back off, go on
+                    continue;
+                }
+                Err(_) => return,
+            };
+            if self.closed() {
+                return;
+            }
+            let _ = stream.set_nodelay(true);
+            if self.stats.connections.load(Ordering::SeqCst) >= self.cfg.max_connections {
+                self.stats.refused_connections.fetch_add(1, Ordering::Relaxed);
+                let mut s = stream;
+                let _ = s.set_write_timeout(Some(Duration::from_secs(1)));
+                let _ = write_reply(&mut s, &overloaded("too many connections", self.cfg.retry_after), true, false);
+                continue;
+            }
+            self.stats.connections.fetch_add(1, Ordering::SeqCst);
+            let id = self.next_conn.fetch_add(1, Ordering::Relaxed);
+            if let Ok(s) = stream.try_clone() {
+                lock(&self.open).push((id, s));
+            }
+            let f = Arc::clone(&self);
+            let spawned = thread::Builder::new()
+                .name("th-http-conn".into())
+                .stack_size(256 << 10)
+                .spawn(move || {
+                    f.serve_connection(stream, peer);
+                    lock(&f.open).retain(|(i, _)| *i != id);
+                    f.stats.connections.fetch_sub(1, Ordering::SeqCst);
+                });
+            if spawned.is_err() {
+                self.stats.connections.fetch_sub(1, Ordering::SeqCst);
+                lock(&self.open).retain(|(i, _)| *i != id);
+            }
+        }
+    }
+
+    fn acquire(&self, n: usize) -> bool {
+        let n = n.min(self.cfg.max_inflight); // one request larger than the budget may run alone
+        let deadline = Instant::now() + self.cfg.overload_wait;
+        let mut used = lock(&self.budget);
+        while *used + n > self.cfg.max_inflight {
+            let left = deadline.saturating_duration_since(Instant::now());
+            if left.is_zero() || self.closed() {
+                return false;
+            }
+            used = self.budget_freed.wait_timeout(used, left).unwrap_or_else(|e| e.into_inner()).0;
+        }
+        *used += n;
+        self.stats.inflight.store(*used, Ordering::Relaxed);
+        true
+    }
+
+    fn release(&self, n: usize) {
+        let n = n.min(self.cfg.max_inflight);
+        let mut used = lock(&self.budget);
+        *used = used.saturating_sub(n);
+        self.stats.inflight.store(*used, Ordering::Relaxed);
+        self.budget_freed.notify_all();
+    }
+
+    fn serve_connection(&self, mut stream: TcpStream, peer: SocketAddr) {
+        let idle = self.cfg.idle_timeout;
+        let _ = stream.set_read_timeout(Some(idle));
+        let _ = stream.set_write_timeout(Some(idle.max(Duration::from_secs(5))));
+        let mut buf: Vec<u8> = Vec::with_capacity(8192);
+        let peer = peer.to_string();
+        while !self.closed() {
+            let head = match read_head(&mut stream, &mut buf, self.cfg.max_head, idle) {
+                Ok(Some(h)) => h,
+                Ok(None) => return, // closed or silent between requests: just close
+                Err(HeadError::TooLarge) => {
+                    let r = error_reply(431, "request head too large");
+                    let _ = write_reply(&mut stream, &r, true, false);
+                    return;
+                }
+                Err(HeadError::Bad(why)) => {
+                    let _ = write_reply(&mut stream, &error_reply(400, &why), true, false);
+                    return;
+                }
+            };
+            let consumed = head.len;
+            let mut req = match parse_head(&buf[..consumed]) {
+                Ok(r) => r,
+                Err(why) => {
+                    let _ = write_reply(&mut stream, &error_reply(400, &why), true, false);
+                    return;
+                }
+            };
+            buf.drain(..consumed);
+            req.peer.clone_from(&peer);
+            let keep_alive = wants_keep_alive(&req, head.http10);
+            let is_head = req.method == "HEAD";
+            let chunked = req.header("transfer-encoding").is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
+            let declared = match req.header("content-length") {
+                Some(v) if !chunked => match v.trim().parse::<usize>() {
+                    Ok(n) => Some(n),
+                    Err(_) => {
+                        let _ = write_reply(&mut stream, &error_reply(400, &format!("bad Content-Length {v:?}")), true, false);
+                        return;
+                    }
+                },
+                _ => None,
+            };
+            if let Some(n) = declared {
+                if n > self.cfg.max_body {
+                    let msg = format!("body of {n} bytes exceeds the limit of {}", self.cfg.max_body);
+                    let _ = write_reply(&mut stream, &too_large(&msg), true, false);
+                    return; // the body was not read: the connection cannot go on
+                }
+            }
+            let hold = if chunked { self.cfg.max_body } else { declared.unwrap_or(0) };
+            if hold > 0 && !self.acquire(hold) {
+                self.stats.overload_refusals.fetch_add(1, Ordering::Relaxed);
+                let r = overloaded("server overloaded: too many bytes in flight, retry later", self.cfg.retry_after);
+                let _ = write_reply(&mut stream, &r, true, false);
+                return;
+            }
+            if req.header("expect").is_some_and(|v| v.eq_ignore_ascii_case("100-continue"))
+                && stream.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").is_err()
+            {
+                self.release(hold);
+                return;
+            }
+            let body = if chunked {
+                read_chunked(&mut stream, &mut buf, self.cfg.max_body)
+            } else {
+                read_exact_body(&mut stream, &mut buf, declared.unwrap_or(0))
+            };
+            req.body = match body {
+                Ok(b) => b,
+                Err(BodyError::Gone) => {
+                    self.release(hold);
+                    return; // disconnected mid-body: nothing was stored, nothing to answer
+                }
+                Err(BodyError::Stalled(got)) => {
+                    self.release(hold);
+                    let r = error_reply(408, &format!("no body bytes for {} s after {got} bytes", idle.as_secs_f64()));
+                    let _ = write_reply(&mut stream, &r, true, false);
+                    return;
+                }
+                Err(BodyError::TooLarge) => {
+                    self.release(hold);
+                    let msg = format!("body exceeds the limit of {} bytes", self.cfg.max_body);
+                    let _ = write_reply(&mut stream, &too_large(&msg), true, false);
+                    return;
+                }
+                Err(BodyError::Bad(why)) => {
+                    self.release(hold);
+                    let _ = write_reply(&mut stream, &error_reply(400, &why), true, false);
+                    return;
+                }
+            };
+            let (tx, rx): (SyncSender<Reply>, Receiver<Reply>) = sync_channel(1);
+            req.reply = Some(tx);
+            self.stats.requests.fetch_add(1, Ordering::Relaxed);
+            {
+                let mut q = lock(&self.queue);
+                if self.closed() {
+                    self.release(hold);
+                    return;
+                }
+                q.push_back(req);
+            }
+            self.ready.notify_one();
+            let reply = rx.recv();
+            self.release(hold);
+            let Ok(reply) = reply else { return };
+            let close = !keep_alive || self.closed();
+            if write_reply(&mut stream, &reply, close, is_head).is_err() || close {
+                let _ = stream.shutdown(Shutdown::Both);
+                return;
+            }
+        }
+    }
+}
+
+struct Head {
+    len: usize,
+    http10: bool,
+}
+
+enum HeadError {
+    TooLarge,
+    Bad(String),
+}
+
+/// Reads until the end of a head (`\r\n\r\n`); None when the peer closed or stayed silent.
+fn read_head(s: &mut TcpStream, buf: &mut Vec<u8>, max: usize, idle: Duration) -> Result<Option<Head>, HeadError> {
+    let started = Instant::now();
+    let mut scanned = 0usize;
+    loop {
+        // Leading blank lines between requests are allowed (RFC 9112 2.2).
+        while buf.starts_with(b"\r\n") {
+            buf.drain(..2);
+        }
+        if let Some(i) = memchr::memmem::find(&buf[scanned.saturating_sub(3)..], b"\r\n\r\n") {
+            let end = scanned.saturating_sub(3) + i + 4;
+            let http10 = buf.windows(8).take(end).any(|w| w == b"HTTP/1.0");
+            return Ok(Some(Head { len: end, http10 }));
+        }
+        scanned = buf.len();
+        if buf.len() > max {
+            return Err(HeadError::TooLarge);
+        }
+        // A head must arrive within the idle timeout as a whole: a client dribbling one
+        // byte at a time must not hold its thread (and connection slot) forever.
+        if !buf.is_empty() && started.elapsed() > idle {
+            return Ok(None);
+        }
+        let mut chunk = [0u8; 8192];
+        match s.read(&mut chunk) {
+            Ok(0) => return Ok(None),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return Ok(None), // timeout or reset
+        }
+        if buf.len() > 2 && buf.len() >= 4 && !buf.starts_with(b"\r\n") && !buf[0].is_ascii_alphabetic() {
+            return Err(HeadError::Bad("not an HTTP request".into()));
+        }
+    }
+}
+
+fn parse_head(head: &[u8]) -> Result<Request, String> {
+    let text = std::str::from_utf8(head).map_err(|_| "request head is not UTF-8".to_string())?;
+    let mut lines = text.split("\r\n");
+    let line = lines.next().unwrap_or("");
+    let mut parts = line.split(' ');
+    let (method, target, version) = match (parts.next(), parts.next(), parts.next(), parts.next()) {
+        (Some(m), Some(t), Some(v), None) if !m.is_empty() && !t.is_empty() => (m, t, v),
+        _ => return Err(format!("bad request line {line:?}")),
+    };
+    if !version.starts_with("HTTP/1.") {
+        return Err(format!("unsupported protocol {version:?} (HTTP/1.x expected)"));
+    }
+    let (path, query) = match target.split_once('?') {
+        Some((p, q)) => (p, q),
+        None => (target, ""),
+    };
+    let mut headers = Vec::new();
+    for l in lines {
+        if l.is_empty() {
+            continue;
+        }
+        let (k, v) = l.split_once(':').ok_or_else(|| format!("bad header line {l:?}"))?;
+        if k.is_empty() || k.bytes().any(|c| c == b' ' || c == b'\t') {
+            return Err(format!("bad header name {k:?}"));
+        }
+        headers.push((k.to_ascii_lowercase(), v.trim().to_string()));
+    }
+    Ok(Request {
+        method: method.to_string(),
+        path: path.to_string(),
+        query: query.to_string(),
+        headers,
+        body: Vec::new(),
+        peer: String::new(),
+        reply: None,
+    })
+}
+
+fn wants_keep_alive(req: &Request, http10: bool) -> bool {
+    match req.header("connection").map(str::to_ascii_lowercase) {
+        Some(v) if v.contains("close") => false,
+        Some(v) if v.contains("keep-alive") => true,
+        _ => !http10,
+    }
+}
+
+enum BodyError {
+    Gone,
+    Stalled(usize),
+    TooLarge,
+    Bad(String),
+}
+
+fn read_more(s: &mut TcpStream, buf: &mut Vec<u8>, want: usize, got: usize) -> Result<(), BodyError> {
+    let old = buf.len();
+    buf.resize(old + want.clamp(8192, 1 << 20), 0);
+    let r = loop {
+        match s.read(&mut buf[old..]) {
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            r => break r,
+        }
+    };
+    match r {
+        Ok(0) => {
+            buf.truncate(old);
+            Err(BodyError::Gone)
+        }
+        Ok(n) => {
+            buf.truncate(old + n);
+            Ok(())
+        }
+        Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
+            buf.truncate(old);
+            Err(BodyError::Stalled(got))
+        }
+        Err(_) => {
+            buf.truncate(old);
+            Err(BodyError::Gone)
+        }
+    }
+}
+
+/// `n` body bytes: those already in `buf` first, the rest read straight into the body.
+fn read_exact_body(s: &mut TcpStream, buf: &mut Vec<u8>, n: usize) -> Result<Vec<u8>, BodyError> {
+    if buf.len() >= n {
+        let rest = buf.split_off(n);
+        return Ok(std::mem::replace(buf, rest));
+    }
+    let mut body = std::mem::take(buf);
+    body.reserve_exact(n - body.len());
+    while body.len() < n {
+        let got = body.len();
+        read_more(s, &mut body, n - got, got)?;
+        if body.len() > n {
+            // Bytes of a pipelined next request: keep them for the next head.
+            *buf = body.split_off(n);
+        }
+    }
+    Ok(body)
+}
+
+/// A chunked body (RFC 9112 7.1), trailers skipped.
+fn read_chunked(s: &mut TcpStream, buf: &mut Vec<u8>, max: usize) -> Result<Vec<u8>, BodyError> {
+    let mut body = Vec::new();
+    let mut pos = 0usize;
+    loop {
+        // chunk-size line
+        let line_end = loop {
+            if let Some(i) = memchr::memmem::find(&buf[pos..], b"\r\n") {
+                break pos + i;
+            }
+            if buf.len() - pos > 4096 {
+                return Err(BodyError::Bad("chunk size line too long".into()));
+            }
+            read_more(s, buf, 8192, body.len())?;
+        };
+        let line = std::str::from_utf8(&buf[pos..line_end]).map_err(|_| BodyError::Bad("bad chunk size".into()))?;
+        let size_hex = line.split(';').next().unwrap_or("").trim();
+        let size = usize::from_str_radix(size_hex, 16)
+            .map_err(|_| BodyError::Bad(format!("bad chunk size {size_hex:?}")))?;
+        pos = line_end + 2;
+        if size == 0 {
+            // trailers up to an empty line
+            loop {
+                if let Some(i) = memchr::memmem::find(&buf[pos..], b"\r\n") {
+                    let empty = i == 0;
+                    pos += i + 2;
+                    if empty {
+                        buf.drain(..pos);
+                        return Ok(body);
+                    }
+                    continue;
+                }
+                read_more(s, buf, 8192, body.len())?;
+            }
+        }
+        if body.len() + size > max {
+            return Err(BodyError::TooLarge);
+        }
+        while buf.len() < pos + size + 2 {
+            let want = pos + size + 2 - buf.len();
+            read_more(s, buf, want, body.len())?;
+        }
+        body.extend_from_slice(&buf[pos..pos + size]);
+        if &buf[pos + size..pos + size + 2] != b"\r\n" {
+            return Err(BodyError::Bad("chunk not followed by CRLF".into()));
+        }
+        pos += size + 2;
+        if pos > (1 << 20) {
+            buf.drain(..pos);
+            pos = 0;
+        }
+    }
+}
+
+fn json_message(status: u16, code: &str, message: &str) -> Vec<u8> {
+    let esc: String = message
+        .chars()
+        .flat_map(|c| match c {
+            '"' => vec!['\\', '"'],
+            '\\' => vec!['\\', '\\'],
+            c if (c as u32) < 0x20 => format!("\\u{:04x}", c as u32).chars().collect(),
+            c => vec![c],
+        })
+        .collect();
+    let _ = status;
+    format!("{{\"code\": \"{code}\", \"message\": \"{esc}\", \"error\": \"{esc}\"}}").into_bytes()
+}
+
+/// A JSON error reply in the InfluxDB 2.x shape (`code`, `message`) plus 1.x's `error`.
+pub fn error_reply(status: u16, message: &str) -> Reply {
+    let code = match status {
+        400 | 431 => "invalid",
+        408 => "request timeout",
+        413 => "request too large",
+        503 => "unavailable",
+        _ => "internal error",
+    };
+    Reply {
+        status,
+        headers: vec![("content-type".into(), "application/json".into())],
+        body: json_message(status, code, message),
+    }
+}
+
+fn too_large(message: &str) -> Reply {
+    error_reply(413, message)
+}
+
+fn overloaded(message: &str, retry_after: u32) -> Reply {
+    let mut r = error_reply(503, message);
+    r.headers.push(("retry-after".into(), retry_after.to_string()));
+    r
+}
+
+/// The reason phrase of `status`.
+pub fn reason(status: u16) -> &'static str {
+    match status {
+        100 => "Continue",
+        200 => "OK",
+        204 => "No Content",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        413 => "Content Too Large",
+        415 => "Unsupported Media Type",
+        422 => "Unprocessable Content",
+        429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
+        499 => "Client Closed Request",
+        500 => "Internal Server Error",
+        503 => "Service Unavailable",
+        _ => "Status",
+    }
+}
+
+fn write_reply(s: &mut TcpStream, r: &Reply, close: bool, head_only: bool) -> io::Result<()> {
+    let mut out = Vec::with_capacity(160 + if head_only { 0 } else { r.body.len() });
+    out.extend_from_slice(format!("HTTP/1.1 {} {}\r\n", r.status, reason(r.status)).as_bytes());
+    for (k, v) in &r.headers {
+        if k.eq_ignore_ascii_case("content-length") || k.eq_ignore_ascii_case("connection") {
+            continue;
+        }
+        out.extend_from_slice(k.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(v.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    if r.status != 204 && r.status != 304 {
+        out.extend_from_slice(format!("content-length: {}\r\n", r.body.len()).as_bytes());
+    }
+    if close {
+        out.extend_from_slice(b"connection: close\r\n");
+    }
+    out.extend_from_slice(b"\r\n");
+    if head_only || r.status == 204 || r.status == 304 {
+        return s.write_all(&out);
+    }
+    if r.body.len() <= 64 << 10 {
+        out.extend_from_slice(&r.body);
+        s.write_all(&out)
+    } else {
+        s.write_all(&out)?;
+        s.write_all(&r.body)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn start(cfg: FrontConfig) -> (Arc<Front>, SocketAddr) {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = l.local_addr().unwrap();
+        (Front::start(l, cfg).unwrap(), addr)
+    }
+
+    fn cfg() -> FrontConfig {
+        FrontConfig {
+            max_body: 1 << 20,
+            max_head: 16 << 10,
+            max_connections: 8,
+            idle_timeout: Duration::from_millis(500),
+            max_inflight: 4 << 20,
+            overload_wait: Duration::from_millis(100),
+            retry_after: 1,
+        }
+    }
+
+    /// Answers every request with 200 and its body reversed, until the front closes.
+    fn echo(front: Arc<Front>) -> thread::JoinHandle<usize> {
+        thread::spawn(move || {
+            let mut n = 0;
+            while !front.closed() {
+                for mut r in front.take(16, Duration::from_millis(50)) {
+                    let mut b = r.body.clone();
+                    b.reverse();
+                    let h = vec![("x-path".to_string(), format!("{}?{}", r.path, r.query))];
+                    r.respond(Reply { status: 200, headers: h, body: b });
+                    n += 1;
+                }
+            }
+            n
+        })
+    }
+
+    fn roundtrip(addr: SocketAddr, raw: &[u8]) -> String {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        s.write_all(raw).unwrap();
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
+    #[test]
+    fn content_length_chunked_and_keep_alive() {
+        let (front, addr) = start(cfg());
+        let h = echo(Arc::clone(&front));
+        let raw = b"POST /a?x=1 HTTP/1.1\r\nContent-Length: 3\r\n\r\nabcPOST /b HTTP/1.1\r\nTransfer-Encoding: chunked\r\nConnection: close\r\n\r\n2\r\nxy\r\n1;ext=1\r\nz\r\n0\r\n\r\n";
+        let out = roundtrip(addr, raw);
+        assert!(out.starts_with("HTTP/1.1 200 OK\r\nx-path: /a?x=1\r\ncontent-length: 3\r\n\r\ncba"), "{out}");
+        assert!(out.contains("x-path: /b?\r\ncontent-length: 3\r\nconnection: close\r\n\r\nzyx"), "{out}");
+        front.close();
+        assert_eq!(h.join().unwrap(), 2);
+    }
+
+    #[test]
+    fn limits_and_timeouts() {
+        let (front, addr) = start(cfg());
+        let _h = echo(Arc::clone(&front));
+        let big = roundtrip(addr, b"POST / HTTP/1.1\r\nContent-Length: 99999999\r\n\r\n");
+        assert!(big.starts_with("HTTP/1.1 413"), "{big}");
+        let stalled = roundtrip(addr, b"POST / HTTP/1.1\r\nContent-Length: 10\r\n\r\nabc");
+        assert!(stalled.starts_with("HTTP/1.1 408"), "{stalled}");
+        let silent = roundtrip(addr, b"");
+        assert_eq!(silent, "");
+        let bad = roundtrip(addr, b"\x16\x03\x01 garbage\r\n\r\n");
+        assert!(bad.starts_with("HTTP/1.1 400"), "{bad}");
+        let chunk = roundtrip(addr, b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n");
+        assert!(chunk.starts_with("HTTP/1.1 400"), "{chunk}");
+        front.close();
+    }
+
+    #[test]
+    fn connection_limit_and_expect_continue() {
+        let mut c = cfg();
+        c.max_connections = 2;
+        c.idle_timeout = Duration::from_secs(5);
+        let (front, addr) = start(c);
+        let _h = echo(Arc::clone(&front));
+        let a = TcpStream::connect(addr).unwrap();
+        let b = TcpStream::connect(addr).unwrap();
+        thread::sleep(Duration::from_millis(100));
+        let refused = roundtrip(addr, b"GET / HTTP/1.1\r\n\r\n");
+        assert!(refused.starts_with("HTTP/1.1 503") && refused.contains("retry-after: 1"), "{refused}");
+        drop((a, b));
+        thread::sleep(Duration::from_millis(200));
+        let ok = roundtrip(addr, b"PUT /e HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi");
+        assert!(ok.starts_with("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK"), "{ok}");
+        front.close();
+    }
+
+    #[test]
+    fn overload_is_503_until_the_budget_frees() {
+        let mut c = cfg();
+        c.max_inflight = 100;
+        c.idle_timeout = Duration::from_secs(2);
+        let (front, addr) = start(c);
+        let _h = echo(Arc::clone(&front));
+        let mut hold = TcpStream::connect(addr).unwrap();
+        hold.write_all(b"POST / HTTP/1.1\r\nContent-Length: 100\r\n\r\nab").unwrap();
+        thread::sleep(Duration::from_millis(100));
+        let refused = roundtrip(addr, b"POST / HTTP/1.1\r\nContent-Length: 5\r\n\r\nhello");
+        assert!(refused.starts_with("HTTP/1.1 503"), "{refused}");
+        drop(hold);
+        thread::sleep(Duration::from_millis(100));
+        let ok = roundtrip(addr, b"POST / HTTP/1.1\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello");
+        assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+        assert_eq!(front.stats.overload_refusals.load(Ordering::Relaxed), 1);
+        front.close();
+    }
+}

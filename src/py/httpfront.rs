@@ -1,0 +1,154 @@
+//! Python face of the HTTP front end: `_core.HttpFront` and `_core.HttpRequest`.
+//!
+//! Owns the conversions only: a request's parts to Python strings and bytes (the body is
+//! handed over once), an answer back to a [`Reply`]. Waiting for requests releases the GIL.
+
+use std::net::TcpListener;
+use std::os::fd::FromRawFd;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+
+use crate::httpfront::{Front, FrontConfig, Reply, Request};
+
+/// The native HTTP/1.1 front end listening on one socket.
+#[pyclass(module = "tracehouse._core", name = "HttpFront", frozen)]
+pub struct PyFront {
+    front: Arc<Front>,
+}
+
+#[pymethods]
+impl PyFront {
+    /// Takes ownership of listening socket `fd` (pass a dup) and starts accepting.
+    #[new]
+    #[pyo3(signature = (fd, *, max_body, max_connections, idle_timeout, max_inflight, overload_wait,
+                        retry_after=1, max_head=65536))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        fd: i32,
+        max_body: usize,
+        max_connections: usize,
+        idle_timeout: f64,
+        max_inflight: usize,
+        overload_wait: f64,
+        retry_after: u32,
+        max_head: usize,
+    ) -> PyResult<Self> {
+        if fd < 0 || !(idle_timeout > 0.0) || !(overload_wait >= 0.0) {
+            return Err(PyValueError::new_err("HttpFront: a socket fd and positive timeouts are needed"));
+        }
+        // SAFETY: the caller hands over a listening socket descriptor it no longer uses.
+        let listener = unsafe { TcpListener::from_raw_fd(fd) };
+        let cfg = FrontConfig {
+            max_body,
+            max_head,
+            max_connections,
+            idle_timeout: Duration::from_secs_f64(idle_timeout),
+            max_inflight,
+            overload_wait: Duration::from_secs_f64(overload_wait),
+            retry_after,
+        };
+        let front = Front::start(listener, cfg).map_err(|e| PyRuntimeError::new_err(format!("HttpFront: {e}")))?;
+        Ok(Self { front })
+    }
+
+    /// Up to `max` complete requests, waiting at most `timeout` seconds for the first.
+    #[pyo3(signature = (max=64, timeout=0.1))]
+    fn take(&self, py: Python<'_>, max: usize, timeout: f64) -> Vec<PyRequest> {
+        let f = Arc::clone(&self.front);
+        let t = Duration::from_secs_f64(timeout.max(0.0));
+        py.detach(move || f.take(max, t)).into_iter().map(|r| PyRequest { inner: Some(r) }).collect()
+    }
+
+    /// Stops accepting and closes every connection.
+    fn close(&self, py: Python<'_>) {
+        let f = Arc::clone(&self.front);
+        py.detach(move || f.close());
+    }
+
+    /// Counters: connections, refused_connections, overload_refusals, requests, inflight_bytes.
+    fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let s = &self.front.stats;
+        let d = PyDict::new(py);
+        d.set_item("connections", s.connections.load(Ordering::Relaxed))?;
+        d.set_item("refused_connections", s.refused_connections.load(Ordering::Relaxed))?;
+        d.set_item("overload_refusals", s.overload_refusals.load(Ordering::Relaxed))?;
+        d.set_item("requests", s.requests.load(Ordering::Relaxed))?;
+        d.set_item("inflight_bytes", s.inflight.load(Ordering::Relaxed))?;
+        Ok(d)
+    }
+}
+
+/// One request taken from the front end; answer it once with `respond`.
+#[pyclass(module = "tracehouse._core", name = "HttpRequest")]
+pub struct PyRequest {
+    inner: Option<Request>,
+}
+
+impl PyRequest {
+    fn req(&self) -> PyResult<&Request> {
+        self.inner.as_ref().ok_or_else(|| PyRuntimeError::new_err("request already answered"))
+    }
+}
+
+#[pymethods]
+impl PyRequest {
+    #[getter]
+    fn method(&self) -> PyResult<String> {
+        Ok(self.req()?.method.clone())
+    }
+
+    #[getter]
+    fn path(&self) -> PyResult<String> {
+        Ok(self.req()?.path.clone())
+    }
+
+    /// The raw query string (without `?`).
+    #[getter]
+    fn query(&self) -> PyResult<String> {
+        Ok(self.req()?.query.clone())
+    }
+
+    /// `[(name, value)]`, names lower-cased.
+    #[getter]
+    fn headers(&self) -> PyResult<Vec<(String, String)>> {
+        Ok(self.req()?.headers.clone())
+    }
+
+    #[getter]
+    fn peer(&self) -> PyResult<String> {
+        Ok(self.req()?.peer.clone())
+    }
+
+    /// The body as bytes (the request gives it up: a second call returns b"").
+    fn take_body<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+        let r = self.inner.as_mut().ok_or_else(|| PyRuntimeError::new_err("request already answered"))?;
+        let body = std::mem::take(&mut r.body);
+        Ok(PyBytes::new(py, &body))
+    }
+
+    /// Answers the request; a second answer is an error.
+    #[pyo3(signature = (status, headers=Vec::new(), body=Vec::new()))]
+    fn respond(&mut self, status: u16, headers: Vec<(String, String)>, body: Vec<u8>) -> PyResult<()> {
+        let mut r = self.inner.take().ok_or_else(|| PyRuntimeError::new_err("request already answered"))?;
+        r.respond(Reply { status, headers, body });
+        Ok(())
+    }
+
+    /// Whether `respond` was called.
+    #[getter]
+    fn answered(&self) -> bool {
+        self.inner.is_none()
+    }
+}
+
+/// Adds the HTTP front end's names to the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyFront>()?;
+    m.add_class::<PyRequest>()?;
+    Ok(())
+}
