@@ -3,13 +3,15 @@
 //! Owns the conversions only: a request's parts to Python strings and bytes (the body is
 //! handed over once), an answer back to a [`Reply`]. Waiting for requests releases the GIL.
 
+use std::ffi::{c_int, c_void};
 use std::net::TcpListener;
 use std::os::fd::FromRawFd;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyBufferError, PyRuntimeError, PyValueError};
+use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
@@ -124,18 +126,19 @@ impl PyRequest {
         Ok(self.req()?.peer.clone())
     }
 
-    /// The body as bytes (the request gives it up: a second call returns b"").
-    fn take_body<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyBytes>> {
+    /// The body, without a copy: a `Body` (buffer protocol; `bytes(b)` copies). The request
+    /// gives it up: a second call returns an empty one.
+    fn take_body(&mut self) -> PyResult<PyBody> {
         let r = self.inner.as_mut().ok_or_else(|| PyRuntimeError::new_err("request already answered"))?;
-        let body = std::mem::take(&mut r.body);
-        Ok(PyBytes::new(py, &body))
+        Ok(PyBody { data: std::mem::take(&mut r.body) })
     }
 
     /// Answers the request; a second answer is an error.
     #[pyo3(signature = (status, headers=Vec::new(), body=Vec::new()))]
-    fn respond(&mut self, status: u16, headers: Vec<(String, String)>, body: Vec<u8>) -> PyResult<()> {
+    fn respond(&mut self, py: Python<'_>, status: u16, headers: Vec<(String, String)>, body: Vec<u8>) -> PyResult<()> {
         let mut r = self.inner.take().ok_or_else(|| PyRuntimeError::new_err("request already answered"))?;
-        r.respond(Reply { status, headers, body });
+        // Waking the connection's thread is a futex call: not under the GIL.
+        py.detach(move || r.respond(Reply { status, headers, body }));
         Ok(())
     }
 
@@ -146,9 +149,51 @@ impl PyRequest {
     }
 }
 
+/// A request body handed to Python without copying it (400 KB bodies at 1,000 requests/s:
+/// a copy into `bytes` under the GIL, page faults included, cost ~150 µs each).
+/// Read-only buffer protocol: `pyarrow.py_buffer(body)`, `zlib`, `memoryview` and
+/// `_core.decode_lines` read it in place.
+#[pyclass(module = "tracehouse._core", name = "Body", frozen)]
+pub struct PyBody {
+    pub(crate) data: Vec<u8>,
+}
+
+#[pymethods]
+impl PyBody {
+    unsafe fn __getbuffer__(slf: Bound<'_, Self>, view: *mut ffi::Py_buffer, flags: c_int) -> PyResult<()> {
+        if view.is_null() {
+            return Err(PyBufferError::new_err("null view"));
+        }
+        if (flags & ffi::PyBUF_WRITABLE) == ffi::PyBUF_WRITABLE {
+            return Err(PyBufferError::new_err("a request body is read-only"));
+        }
+        let data = &slf.get().data;
+        // SAFETY: `view` is valid (checked non-null, given by CPython); the data lives as long
+        // as `slf`, which the view holds a reference to (PyBuffer_FillInfo increfs it), and a
+        // frozen class never changes it.
+        let rc = unsafe {
+            ffi::PyBuffer_FillInfo(view, slf.as_ptr(), data.as_ptr() as *mut c_void, data.len() as isize, 1, flags)
+        };
+        if rc != 0 {
+            return Err(PyErr::fetch(slf.py()));
+        }
+        Ok(())
+    }
+
+    fn __len__(&self) -> usize {
+        self.data.len()
+    }
+
+    /// A copy as `bytes`.
+    fn __bytes__<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.data)
+    }
+}
+
 /// Adds the HTTP front end's names to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyFront>()?;
     m.add_class::<PyRequest>()?;
+    m.add_class::<PyBody>()?;
     Ok(())
 }

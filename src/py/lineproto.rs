@@ -15,6 +15,7 @@ use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use super::arrow::{batch_to_pyarrow, schema_to_pyarrow};
+use super::httpfront::PyBody;
 use crate::lineproto::{self, lock, FieldType, Limits, Precision, Producers, Schemas};
 
 /// Measurements of one format and their typed columns, shared by every decode of it.
@@ -98,7 +99,7 @@ impl PyProducers {
 #[allow(clippy::too_many_arguments)]
 fn decode_lines<'py>(
     py: Python<'py>,
-    body: PyBackedBytes,
+    body: &Bound<'py, PyAny>,
     schemas: &Bound<'py, PySchemas>,
     producers: &Bound<'py, PyProducers>,
     precision: &str,
@@ -115,8 +116,16 @@ fn decode_lines<'py>(
     let limits = Limits { max_line, max_producers, max_columns, max_measurements, max_errors };
     let s = schemas.get();
     let p = producers.get();
+    // A request body from the HTTP front end is read in place; anything else must be bytes.
+    let native = body.cast::<PyBody>().ok();
+    let backed: Option<PyBackedBytes> = if native.is_some() { None } else { Some(body.extract()?) };
+    let bytes: &[u8] = match (&native, &backed) {
+        (Some(b), _) => &b.get().data,
+        (None, Some(b)) => b,
+        (None, None) => unreachable!("one of the two is set"),
+    };
     let decoded =
-        py.detach(|| lineproto::decode(&body, first_line, precision, default_ts, &s.inner, &p.inner, &limits));
+        py.detach(|| lineproto::decode(bytes, first_line, precision, default_ts, &s.inner, &p.inner, &limits));
     let out = PyDict::new(py);
     let batches = PyList::empty(py);
     for (name, batch) in decoded.batches {

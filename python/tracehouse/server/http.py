@@ -94,7 +94,8 @@ class Call:
         self.body: bytes | None = None
         self.peer = req.peer
 
-    def read_body(self, cfg: ServerConfig) -> bytes:
+    def read_body(self, cfg: ServerConfig):
+        """The (inflated) body: a `_core.Body` read in place (buffer protocol) or, gzip'd, bytes."""
         if self.body is None:
             body = self.req.take_body()
             enc = self.headers.get("content-encoding", "").lower()
@@ -267,7 +268,7 @@ class Api:
             fmt = call.query.get("format")
             sql = call.query.get("sql")
             if call.method == "POST" and sql is None:
-                body = call.read_body(self.cfg)
+                body = bytes(call.read_body(self.cfg))
                 if call.headers.get("content-type", "").startswith("application/json"):
                     try:
                         doc = json.loads(body)
@@ -319,7 +320,7 @@ class Api:
         self.check_auth(call)
         q = call.query.get("q", "")
         if call.method == "POST" and not q:
-            q = dict(parse_qsl(call.read_body(self.cfg).decode("utf-8", "replace"))).get("q", "")
+            q = dict(parse_qsl(bytes(call.read_body(self.cfg)).decode("utf-8", "replace"))).get("q", "")
         words = q.strip().rstrip(";").split()
         if len(words) == 3 and words[0].upper() == "CREATE" and words[1].upper() == "DATABASE":
             try:

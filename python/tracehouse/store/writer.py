@@ -20,6 +20,7 @@ Segments of a checkpoint are encoded in parallel (pyarrow releases the GIL).
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import os
 import threading
@@ -541,6 +542,20 @@ def _same_layout(schema: pa.Schema, target: pa.Schema, names_types: list) -> boo
     return True
 
 
+def _with_schema(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
+    """`batch` under `schema` (same names and types, other nullability), no data copied.
+
+    Through the Arrow C data interface: half the cost of `RecordBatch.from_arrays` over
+    60 columns, which wraps every column in a Python object first.
+    """
+    c_array = ctypes.create_string_buffer(_ARROW_ARRAY_SIZE)
+    batch._export_to_c(ctypes.addressof(c_array))
+    return pa.RecordBatch._import_from_c(ctypes.addressof(c_array), schema)
+
+
+_ARROW_ARRAY_SIZE = 80  # sizeof(struct ArrowArray), the C data interface's fixed layout
+
+
 def conform(batch: pa.RecordBatch | pa.Table, et: EventType, *, source: str = "batch") -> pa.RecordBatch:
     """`batch` cast to the columns of `et`, in order; missing params become null.
 
@@ -557,7 +572,7 @@ def conform(batch: pa.RecordBatch | pa.Table, et: EventType, *, source: str = "b
             return batch
     elif _same_layout(batch.schema, target, names_types):
         if not any(batch.column(i).null_count for i in required):
-            return pa.RecordBatch.from_arrays(batch.columns, schema=target)
+            return _with_schema(batch, target)
     names = set(batch.schema.names)
     declared = {c.name for c in et.columns}
     extra = [n for n in batch.schema.names if n not in declared]
