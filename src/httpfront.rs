@@ -156,8 +156,10 @@ impl Front {
         Ok(front)
     }
 
-    /// Up to `max` queued requests, waiting at most `timeout` for the first.
-    pub fn take(&self, max: usize, timeout: Duration) -> Vec<Request> {
+    /// Up to `max` queued requests holding at most `max_bytes` of body together (always at
+    /// least one), waiting at most `timeout` for the first. The byte cap keeps one dispatcher
+    /// round short: a round's requests are answered together, after its last append.
+    pub fn take(&self, max: usize, max_bytes: usize, timeout: Duration) -> Vec<Request> {
         let deadline = Instant::now() + timeout;
         let mut q = lock(&self.queue);
         while q.is_empty() && !self.stop.load(Ordering::Relaxed) {
@@ -167,7 +169,16 @@ impl Front {
             }
             q = self.ready.wait_timeout(q, left).unwrap_or_else(|e| e.into_inner()).0;
         }
-        let n = q.len().min(max.max(1));
+        let mut n = 0usize;
+        let mut bytes = 0usize;
+        while n < q.len() && n < max.max(1) {
+            let b = q[n].body.len();
+            if n > 0 && bytes + b > max_bytes {
+                break;
+            }
+            bytes += b;
+            n += 1;
+        }
         q.drain(..n).collect()
     }
 
@@ -394,6 +405,9 @@ fn read_head(s: &mut TcpStream, buf: &mut Vec<u8>, max: usize, idle: Duration) -
         }
         if let Some(i) = memchr::memmem::find(&buf[scanned.saturating_sub(3)..], b"\r\n\r\n") {
             let end = scanned.saturating_sub(3) + i + 4;
+            if end > max {
+                return Err(HeadError::TooLarge);
+            }
             let http10 = buf.windows(8).take(end).any(|w| w == b"HTTP/1.0");
             return Ok(Some(Head { len: end, http10 }));
         }
@@ -695,7 +709,7 @@ mod tests {
         thread::spawn(move || {
             let mut n = 0;
             while !front.closed() {
-                for mut r in front.take(16, Duration::from_millis(50)) {
+                for mut r in front.take(16, 1 << 20, Duration::from_millis(50)) {
                     let mut b = r.body.clone();
                     b.reverse();
                     let h = vec![("x-path".to_string(), format!("{}?{}", r.path, r.query))];

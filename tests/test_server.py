@@ -195,6 +195,40 @@ def test_body_limit_413_and_gzip_bomb(server):
     assert server.write("m v=1\n", bucket="l1")[0] == 204
 
 
+def test_curl_style_chunked_body_expect_continue_and_keep_alive(server):
+    # curl sends `Expect: 100-continue` for bodies over 1 KB and chunks bodies of unknown
+    # length (-T -); a keep-alive connection carries several requests.
+    s = _raw(server.port)
+    lines = b"".join(b"c,host=h%d v=%di %d\n" % (i % 3, i, i) for i in range(200))
+    chunks = b"".join(b"%x\r\n%s\r\n" % (len(lines[i:i + 700]), lines[i:i + 700]) for i in range(0, len(lines), 700))
+    s.sendall(b"POST /api/v2/write?bucket=w9 HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+              b"Transfer-Encoding: chunked\r\n\r\n")
+    assert s.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
+    s.sendall(chunks + b"0\r\n\r\n")
+    f = s.makefile("rb")
+    assert f.readline().startswith(b"HTTP/1.1 204")
+    while f.readline() not in (b"\r\n", b""):
+        pass
+    s.sendall(b"GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")  # the same connection again
+    assert f.readline().startswith(b"HTTP/1.1 204")
+    s.close()
+    assert server.sql('SELECT count(*), sum(v), count(DISTINCT producer) FROM "w9".c') == [[200, 19900, 3]]
+
+
+def test_bad_requests_get_http_errors_not_a_dead_server(server):
+    for raw, status in [(b"GARBAGE\r\n\r\n", b"400"), (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n", b"400"),
+                        (b"POST /api/v2/write?bucket=w9 HTTP/1.1\r\nContent-Length: x\r\n\r\n", b"400"),
+                        (b"GET /" + b"a" * 70000 + b" HTTP/1.1\r\n\r\n", b"431"),
+                        (b"DELETE /api/v2/write HTTP/1.1\r\nContent-Length: 0\r\n\r\n", b"405"),
+                        (b"GET /nope HTTP/1.1\r\n\r\n", b"404")]:
+        s = _raw(server.port)
+        s.sendall(raw)
+        got = s.recv(200)
+        assert got.startswith(b"HTTP/1.1 " + status), (raw[:40], got)
+        s.close()
+    assert server.request("GET", "/ping")[0] == 204
+
+
 def _raw(port: int) -> socket.socket:
     s = socket.create_connection(("127.0.0.1", port), timeout=10)
     return s

@@ -58,12 +58,13 @@ impl PyFront {
         Ok(Self { front })
     }
 
-    /// Up to `max` complete requests, waiting at most `timeout` seconds for the first.
-    #[pyo3(signature = (max=64, timeout=0.1))]
-    fn take(&self, py: Python<'_>, max: usize, timeout: f64) -> Vec<PyRequest> {
+    /// Up to `max` complete requests with at most `max_bytes` of body together (at least
+    /// one request), waiting at most `timeout` seconds for the first.
+    #[pyo3(signature = (max=64, max_bytes=8 << 20, timeout=0.1))]
+    fn take(&self, py: Python<'_>, max: usize, max_bytes: usize, timeout: f64) -> Vec<PyRequest> {
         let f = Arc::clone(&self.front);
         let t = Duration::from_secs_f64(timeout.max(0.0));
-        py.detach(move || f.take(max, t)).into_iter().map(|r| PyRequest { inner: Some(r) }).collect()
+        py.detach(move || f.take(max, max_bytes, t)).into_iter().map(|r| PyRequest { inner: Some(r) }).collect()
     }
 
     /// Stops accepting and closes every connection.

@@ -59,6 +59,7 @@ PRECISIONS = {"ns": "ns", "n": "ns", "us": "us", "u": "us", "ms": "ms", "s": "s"
 JSON_TYPE = [("content-type", "application/json")]
 DISPATCHERS = 3  # threads taking requests from the front end
 QUERY_THREADS = 2
+ROUND_BYTES = 4 << 20  # body bytes one dispatcher round takes at most (its requests are answered together)
 
 
 class HttpError(Exception):
@@ -367,7 +368,7 @@ class HttpServer:
 
     def _run(self) -> None:
         while not self._stop:
-            reqs = self.front.take(256, 0.2)
+            reqs = self.front.take(256, ROUND_BYTES, 0.2)
             if reqs:
                 try:
                     self.api.dispatch(reqs)
