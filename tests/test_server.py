@@ -415,6 +415,36 @@ def test_coalesced_bodies_keep_their_own_lines_and_share_one_append(store):
     assert store.sql('SELECT count(*) AS n FROM "co".n').to_pylist() == [{"n": 1}]
 
 
+def _ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def test_coalesced_arrow_streams_share_one_append_and_a_bad_one_stores_nothing(store):
+    from tracehouse.errors import BadInput as Bad
+    from tracehouse.server.ingest import Ingestor
+
+    ing = Ingestor(store, ServerConfig())
+    good = [_ipc(pa.table({"ts": pa.array([i, i + 1], pa.int64()), "producer": pa.array([i, i], pa.int32()),
+                           "v": [float(i), 2.0 * i]})) for i in (10, 20)]
+    wider = _ipc(pa.table({"ts": pa.array([30], pa.int64()), "producer": pa.array([1], pa.int32()),
+                           "v": [3.0], "w": ["x"]}))
+    null_ts = _ipc(pa.table({"ts": pa.array([None, 41], pa.int64()), "producer": pa.array([1, 1], pa.int32()),
+                             "v": [4.0, 4.1]}))
+    cut = good[0][: len(good[0]) - 40]  # a stream broken after its schema
+    res = ing.write_arrow_many("ar", "ev", [good[0], cut, wider, null_ts, good[1], b"junk"])
+    assert [type(r).__name__ for r in res] == ["WriteResult", "BadInput", "WriteResult", "BadInput",
+                                               "WriteResult", "BadInput"]
+    assert isinstance(res[3], Bad) and "null" in str(res[3])
+    assert res[0].lsn == res[4].lsn  # same schema: one append
+    assert store.wait_durable("ar", max(r.lsn for r in res if not isinstance(r, Exception)), timeout=10)
+    rows = store.sql('SELECT ts, producer, v, w FROM "ar".ev ORDER BY ts').to_pylist()
+    assert [r["ts"] for r in rows] == [10, 11, 20, 21, 30] and rows[-1]["w"] == "x" and rows[0]["w"] is None
+    assert [r["producer"] for r in rows] == [10, 10, 20, 20, 1]
+
+
 def test_port_in_use_is_a_clear_error(server, tmp_path):
     import subprocess
     import sys

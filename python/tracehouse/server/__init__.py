@@ -5,10 +5,11 @@ Arrow IPC over HTTP, read-only SQL over HTTP. Modules:
 
   config.py   ServerConfig: every limit and its default
   ingest.py   Ingestor: bytes -> decoded batches -> registered producers/columns -> store.append;
-              the in-flight memory budget; DurabilityWaiter (LSN -> asyncio future)
-  http.py     the Starlette routes, auth, body limits, acknowledgements, queries
+              the in-flight memory budget (TCP); DurabilityWaiter (LSN -> future or callback)
+  http.py     routes, auth, gzip, write/query handlers and the dispatcher threads over the
+              native HTTP front end (_core.HttpFront: sockets, framing, limits; src/httpfront.rs)
   tcp.py      line protocol over TCP (at-most-once, or durable offsets on request)
-  run.py      serve(): sockets, uvicorn, the TCP listener, shutdown
+  run.py      serve(): sockets, the HTTP front end, the TCP listener (asyncio), shutdown
   cli.py      `tracehouse serve` and `tracehouse load`
 """
 

@@ -145,7 +145,7 @@ class Api:
         self.routes = {
             "/api/v2/write": (("POST",), None),
             "/write": (("POST",), None),
-            "/api/v2/arrow": (("POST",), self.write_arrow),
+            "/api/v2/arrow": (("POST",), None),
             "/api/query": (("GET", "POST"), self.query),
             "/query": (("GET", "POST"), self.create_database),
             "/ping": (("GET", "HEAD"), self.ping),
@@ -196,6 +196,7 @@ class Api:
     def dispatch(self, reqs: list) -> None:
         """Handle a batch of requests taken together from the front end."""
         lp: dict[str, list[tuple[Call, tuple]]] = {}
+        arrow: dict[tuple[str, str, str], list[Call]] = {}
         for req in reqs:
             call = Call(req)
             try:
@@ -204,7 +205,10 @@ class Api:
                     raise HttpError(404, "not found", f"no route {call.path}")
                 if call.method not in route[0]:
                     raise HttpError(405, "method not allowed", f"{call.method} {call.path} (expected {' or '.join(route[0])})")
-                if route[1] is None:  # line protocol: gathered per trace, appended together below
+                # Writes are gathered per trace (and type) and appended together below.
+                if call.path == "/api/v2/arrow":
+                    arrow.setdefault(self._arrow_key(call), []).append(call)
+                elif route[1] is None:
                     trace, item = self._lp_item(call)
                     lp.setdefault(trace, []).append((call, item))
                 else:
@@ -213,6 +217,8 @@ class Api:
                 call.fail(e, f"{call.method} {call.path}")
         for trace, calls in lp.items():
             self._write_lp(trace, calls)
+        for key, calls in arrow.items():
+            self._write_arrow(key, calls)
 
     # -- writes --------------------------------------------------------------------
 
@@ -249,14 +255,28 @@ class Api:
         else:
             call.reply(204)
 
-    def write_arrow(self, call: Call) -> None:
+    def _arrow_key(self, call: Call) -> tuple[str, str, str]:
         q = call.query
         trace, etype, kind = q.get("trace") or q.get("bucket"), q.get("type"), q.get("kind", "instant")
         self.check_auth(call)
         if not trace or not etype:
             raise HttpError(400, "invalid", "missing ?trace= or ?type= (trace and event type to append to)")
-        res = self.ingestor.write_arrow(trace, etype, call.read_body(self.cfg), kind=kind)
-        self.acknowledge(call, res, lambda r: call.reply(204, headers=[("x-rows-written", str(r.rows))]))
+        call.read_body(self.cfg)
+        return trace, etype, kind
+
+    def _write_arrow(self, key: tuple[str, str, str], calls: list[Call]) -> None:
+        trace, etype, kind = key
+        try:
+            results = self.ingestor.write_arrow_many(trace, etype, [c.body for c in calls], kind=kind)
+        except BaseException as e:  # noqa: BLE001 - the whole group failed (e.g. unknown trace)
+            for call in calls:
+                call.fail(e, f"Arrow write to {trace}")
+            return
+        for call, res in zip(calls, results):
+            if isinstance(res, BaseException):
+                call.fail(res, f"Arrow write to {trace}")
+            else:
+                self.acknowledge(call, res, lambda r, call=call: call.reply(204, headers=[("x-rows-written", str(r.rows))]))
 
     # -- queries -------------------------------------------------------------------
 

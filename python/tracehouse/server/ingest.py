@@ -4,8 +4,9 @@ Owns, for the store the server holds:
 - line protocol → store: `write_lp` decodes a body in Rust (`_core.decode_lines`,
   GIL released), registers the tag sets it interned as producers and the fields it
   added as event-type columns, then appends one batch per measurement;
-- Arrow IPC → store: `write_arrow` appends the batches of an IPC stream, creating or
-  widening the event type from the stream's schema;
+- Arrow IPC → store: `write_arrow_many` appends the batches of IPC streams (many
+  requests' streams of one type as one append), creating or widening the event type
+  from the stream's schema;
 - per-format decoder state (`_core.LpSchemas`: measurement → typed columns) and
   per-trace producer tables (`_core.LpProducers`: tag set → id), seeded from the
   catalog when the server starts, so a restart interns the same tag set to the same id;
@@ -257,26 +258,72 @@ class Ingestor:
 
     # -- Arrow IPC -----------------------------------------------------------------
 
-    def write_arrow(self, trace: str, event_type: str, body: bytes, *, kind: str = "instant") -> WriteResult:
-        """Append every record batch of an Arrow IPC stream as events of `event_type`."""
+    def write_arrow(self, trace: str, event_type: str, body, *, kind: str = "instant") -> WriteResult:
+        """Append every record batch of one Arrow IPC stream as events of `event_type`."""
+        res = self.write_arrow_many(trace, event_type, [body], kind=kind)[0]
+        if isinstance(res, BaseException):
+            raise res
+        return res
+
+    def write_arrow_many(self, trace: str, event_type: str, bodies: list, *, kind: str = "instant") -> list:
+        """Several Arrow IPC streams of one event type appended together: one `WriteResult`
+        (or the `BadInput` that refused that body, which then stored nothing) per body.
+
+        Many small concurrent writes cost one conform, one WAL record and one LSN; a body is
+        read whole before anything is appended, so a stream broken half-way stores nothing.
+        """
         check_ident(event_type, "event type")
         st = self.trace(trace)
-        res = WriteResult(trace)
-        try:
-            reader = pa.ipc.open_stream(pa.py_buffer(body))
-        except pa.ArrowInvalid as e:
-            raise BadInput(f"not an Arrow IPC stream: {e}") from None
-        schema = reader.schema
-        self._ensure_arrow_type(st, event_type, kind, schema)
-        try:
-            for batch in reader:
-                if batch.num_rows:
-                    res.lsn = self.store.append(trace, event_type, batch, source="arrow stream")
-                    res.rows += batch.num_rows
-        except pa.ArrowInvalid as e:
-            raise BadInput(f"broken Arrow IPC stream after {res.rows} rows: {e}") from None
-        self._count(rows=res.rows)
-        return res
+        out: list = []
+        groups: list[tuple[pa.Schema, list]] = []  # streams with equal schemas append together
+        for body in bodies:
+            try:
+                # A truncated stream is an ArrowIOError (an OSError), not ArrowInvalid.
+                try:
+                    reader = pa.ipc.open_stream(pa.py_buffer(body))
+                except (pa.ArrowInvalid, OSError) as e:
+                    raise BadInput(f"not an Arrow IPC stream: {e}") from None
+                schema = reader.schema
+                self._ensure_arrow_type(st, event_type, kind, schema)
+                try:
+                    batches = [b for b in reader if b.num_rows]
+                except (pa.ArrowInvalid, OSError) as e:
+                    raise BadInput(f"broken Arrow IPC stream: {e}") from None
+            except BadInput as e:
+                out.append(e)
+                continue
+            res = WriteResult(trace, rows=sum(b.num_rows for b in batches))
+            out.append(res)
+            if not batches:
+                continue
+            for gschema, members in groups:
+                if gschema.equals(schema):
+                    members.append((res, batches))
+                    break
+            else:
+                groups.append((schema, [(res, batches)]))
+        for schema, members in groups:
+            allb = [b for _r, bs in members for b in bs]
+            try:
+                if len(allb) == 1:
+                    lsn = self.store.append(trace, event_type, allb[0], source="arrow stream")
+                else:
+                    table = pa.Table.from_batches(allb, schema).combine_chunks()
+                    lsn = self.store.append(trace, event_type, table, source="arrow stream")
+                for res, _bs in members:
+                    res.lsn = lsn
+            except BadInput:
+                # One body is bad (e.g. nulls in ts): append them apart so only it is refused.
+                for res, bs in members:
+                    try:
+                        for b in bs:
+                            res.lsn = self.store.append(trace, event_type, b, source="arrow stream")
+                    except BadInput as e:
+                        out[out.index(res)] = e
+        for r in out:
+            if isinstance(r, WriteResult):
+                self._count(rows=r.rows)
+        return out
 
     def _ensure_arrow_type(self, st: _TraceState, name: str, kind: str, schema: pa.Schema) -> None:
         # A schema found complete once stays complete (types only widen): agents sending the
