@@ -229,14 +229,11 @@ impl Front {
                 lock(&self.open).push((id, s));
             }
             let f = Arc::clone(&self);
-            let spawned = thread::Builder::new()
-                .name("th-http-conn".into())
-                .stack_size(256 << 10)
-                .spawn(move || {
-                    f.serve_connection(stream, peer);
-                    lock(&f.open).retain(|(i, _)| *i != id);
-                    f.stats.connections.fetch_sub(1, Ordering::SeqCst);
-                });
+            let spawned = thread::Builder::new().name("th-http-conn".into()).stack_size(256 << 10).spawn(move || {
+                f.serve_connection(stream, peer);
+                lock(&f.open).retain(|(i, _)| *i != id);
+                f.stats.connections.fetch_sub(1, Ordering::SeqCst);
+            });
             if spawned.is_err() {
                 self.stats.connections.fetch_sub(1, Ordering::SeqCst);
                 lock(&self.open).retain(|(i, _)| *i != id);
@@ -305,7 +302,12 @@ impl Front {
                 Some(v) if !chunked => match v.trim().parse::<usize>() {
                     Ok(n) => Some(n),
                     Err(_) => {
-                        let _ = write_reply(&mut stream, &error_reply(400, &format!("bad Content-Length {v:?}")), true, false);
+                        let _ = write_reply(
+                            &mut stream,
+                            &error_reply(400, &format!("bad Content-Length {v:?}")),
+                            true,
+                            false,
+                        );
                         return;
                     }
                 },
@@ -551,8 +553,8 @@ fn read_chunked(s: &mut TcpStream, buf: &mut Vec<u8>, max: usize) -> Result<Vec<
         };
         let line = std::str::from_utf8(&buf[pos..line_end]).map_err(|_| BodyError::Bad("bad chunk size".into()))?;
         let size_hex = line.split(';').next().unwrap_or("").trim();
-        let size = usize::from_str_radix(size_hex, 16)
-            .map_err(|_| BodyError::Bad(format!("bad chunk size {size_hex:?}")))?;
+        let size =
+            usize::from_str_radix(size_hex, 16).map_err(|_| BodyError::Bad(format!("bad chunk size {size_hex:?}")))?;
         pos = line_end + 2;
         if size == 0 {
             // trailers up to an empty line
@@ -773,7 +775,10 @@ mod tests {
         assert!(refused.starts_with("HTTP/1.1 503") && refused.contains("retry-after: 1"), "{refused}");
         drop((a, b));
         thread::sleep(Duration::from_millis(200));
-        let ok = roundtrip(addr, b"PUT /e HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi");
+        let ok = roundtrip(
+            addr,
+            b"PUT /e HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 2\r\nConnection: close\r\n\r\nhi",
+        );
         assert!(ok.starts_with("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK"), "{ok}");
         front.close();
     }

@@ -40,7 +40,7 @@ impl PyFront {
         retry_after: u32,
         max_head: usize,
     ) -> PyResult<Self> {
-        if fd < 0 || !(idle_timeout > 0.0) || !(overload_wait >= 0.0) {
+        if fd < 0 || idle_timeout.is_nan() || idle_timeout <= 0.0 || overload_wait.is_nan() || overload_wait < 0.0 {
             return Err(PyValueError::new_err("HttpFront: a socket fd and positive timeouts are needed"));
         }
         // SAFETY: the caller hands over a listening socket descriptor it no longer uses.
