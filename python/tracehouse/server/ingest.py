@@ -484,6 +484,7 @@ class DurabilityWaiter:
         heap = self._pending[trace]
         cond = self._conds[trace]
         store = self.ingestor.store
+        writer = None
         while True:
             with cond:
                 while not heap and not self._stop:
@@ -495,9 +496,11 @@ class DurabilityWaiter:
                     return
                 low = heap[0][0]
             try:
-                # The trace's writer itself (looked up once per round, not once per waiter):
+                # The trace's writer itself (looked up again only when it was closed, not per
+                # round: a catalog query per round cost a small write's round trip ~0.1 ms):
                 # its durable_lsn only grows, so one read answers every pending LSN.
-                writer = store._writer(store.catalog.trace(trace))
+                if writer is None or writer.closed:
+                    writer = store._writer(store.catalog.trace(trace))
                 if not writer.wait_durable(low, timeout=0.05):
                     continue
                 durable = writer.durable_lsn
