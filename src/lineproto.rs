@@ -327,6 +327,11 @@ impl Producers {
         self.next = self.next.max(id.saturating_add(1));
     }
 
+    /// Keeps `id` (used by someone else, e.g. an Arrow writer) from being given to a tag set.
+    pub fn reserve(&mut self, id: i32) {
+        self.next = self.next.max(id.saturating_add(1));
+    }
+
     /// Producers interned since the last call, in id order (the caller registers them).
     pub fn take_new(&mut self) -> Vec<NewProducer> {
         std::mem::take(&mut self.fresh)

@@ -121,6 +121,14 @@ def test_arrow_ipc_write_creates_and_widens_the_type(server):
     assert server.request("POST", "/api/v2/arrow?trace=a1&type=ev", b"not arrow")[0] == 400
     bad = pa.table({"ts": pa.array([1], pa.int64()), "producer": pa.array([0], pa.int32()), "x": ["s"]})
     assert server.request("POST", "/api/v2/arrow?trace=a1&type=ev", ipc(bad))[0] == 400
+    # The ids an Arrow writer chose are producers of the trace, never handed to a tag set.
+    assert server.sql("SELECT id, kind, name FROM th.producers WHERE trace = 'a1' ORDER BY id") == [
+        [0, "arrow", "producer 0"], [1, "arrow", "producer 1"]]
+    assert server.write("ev,host=h x=9.0 9\n", bucket="a1")[0] == 204
+    assert server.sql("SELECT id, kind FROM th.producers WHERE trace = 'a1' AND kind = 'tags'") == [[2, "tags"]]
+    neg = pa.table({"ts": pa.array([1], pa.int64()), "producer": pa.array([-3], pa.int32()), "x": [1.0]})
+    st, _h, data = server.request("POST", "/api/v2/arrow?trace=a1&type=ev", ipc(neg))
+    assert st == 400 and b"out of range" in data
 
 
 def test_query_as_arrow_and_read_only(server):

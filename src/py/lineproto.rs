@@ -80,6 +80,11 @@ impl PyProducers {
         lock(&self.inner).take_new().into_iter().map(|p| (p.id, p.name, p.tags)).collect()
     }
 
+    /// Keeps `id` from ever being given to a tag set (a producer id an Arrow writer chose).
+    fn reserve(&self, id: i32) {
+        lock(&self.inner).reserve(id);
+    }
+
     /// The id the next new tag set gets.
     #[getter]
     fn next_id(&self) -> i32 {

@@ -33,6 +33,7 @@ import time
 from dataclasses import dataclass, field
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .. import _core
 from ..errors import AlreadyExists, BadInput, NotFound, TracehouseError
@@ -44,6 +45,7 @@ from .config import ServerConfig
 log = logging.getLogger("tracehouse.server")
 
 PRODUCER_KIND = "tags"  # kind of the producers made from line-protocol tag sets
+ARROW_PRODUCER_KIND = "arrow"  # kind of the producers named by id in Arrow writes
 LP_KIND = "instant"  # kind of the event types made from measurements
 
 
@@ -117,6 +119,7 @@ class _TraceState:
             if p["kind"] == PRODUCER_KIND:
                 self.producers.declare(int(p["id"]), [(str(k), str(v)) for k, v in (p["attrs"] or {}).items()])
         self.registered_max = self.producers.next_id - 1
+        self.known_ids = {int(p["id"]) for p in store.catalog.producers(info.id)}  # registered producers
         self.lock = threading.Lock()
         self.arrow_schemas: dict[str, pa.Schema] = {}  # event type -> last IPC schema found declared
 
@@ -243,6 +246,7 @@ class Ingestor:
                     for pid, name, tags in new
                 ])
                 st.registered_max = max(st.registered_max, max(p[0] for p in new))
+                st.known_ids.update(p[0] for p in new)
 
     def _ensure_columns(self, st: _TraceState, fst: _FormatState, name: str, ncols: int) -> None:
         if fst.columns.get(name, -1) >= ncols:
@@ -292,6 +296,11 @@ class Ingestor:
             except BadInput as e:
                 out.append(e)
                 continue
+            try:
+                self._register_arrow_producers(st, batches)
+            except BadInput as e:
+                out.append(e)
+                continue
             res = WriteResult(trace, rows=sum(b.num_rows for b in batches))
             out.append(res)
             if not batches:
@@ -324,6 +333,31 @@ class Ingestor:
             if isinstance(r, WriteResult):
                 self._count(rows=r.rows)
         return out
+
+    def _register_arrow_producers(self, st: _TraceState, batches: list[pa.RecordBatch]) -> None:
+        """Producer ids an Arrow writer chose become producers of the trace (kind `arrow`) before
+        their rows are appended, and are never handed to a line-protocol tag set."""
+        ids: set[int] = set()
+        for b in batches:
+            i = b.schema.get_field_index("producer")
+            if i < 0 or not pa.types.is_integer(b.schema.field(i).type):
+                return  # conform refuses the batch with the reason
+            ids.update(pc.unique(b.column(i)).drop_null().to_pylist())  # distinct ids: a few per batch
+        new = ids - st.known_ids
+        if not new:
+            return
+        bad = [i for i in new if not 0 <= i < 2**31 - 1]
+        if bad:
+            raise BadInput(f"producer ids {sorted(bad)[:5]} out of range", expected="0 <= producer < 2**31-1")
+        with st.lock:
+            new = sorted(new - st.known_ids)
+            if not new:
+                return
+            for pid in new:
+                st.producers.reserve(pid)
+            self.store.add_producers(st.name, [{"id": pid, "parent": None, "kind": ARROW_PRODUCER_KIND,
+                                                "name": f"producer {pid}", "attrs": {}} for pid in new])
+            st.known_ids.update(new)
 
     def _ensure_arrow_type(self, st: _TraceState, name: str, kind: str, schema: pa.Schema) -> None:
         # A schema found complete once stays complete (types only widen): agents sending the
