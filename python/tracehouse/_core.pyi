@@ -101,12 +101,14 @@ class LpProducers:
         """A producer the store already has (tags in any order)."""
     def take_new(self) -> list[tuple[int, str, list[tuple[str, str]]]]:
         """[(id, "k=v,k=v", [(tag, value)])] interned since the last call, in id order, tags sorted by key."""
+    def reserve(self, id: int) -> None:
+        """Keep `id` (chosen by an Arrow writer) from ever being given to a tag set."""
     @property
     def next_id(self) -> int: ...
     def __len__(self) -> int: ...
 
 def decode_lines(
-    body: bytes,
+    body: bytes | Body,
     schemas: LpSchemas,
     producers: LpProducers,
     *,
@@ -383,3 +385,49 @@ class PajeParser:
     def problems(self) -> list[tuple[int, int, str]]: ...
     @property
     def fatal(self) -> tuple[int, int, str] | None: ...
+
+# -- HTTP front end of `tracehouse serve` (src/httpfront.rs) -------------------------------
+
+class Body:
+    """A request body handed over without a copy: read-only buffer protocol (pyarrow.py_buffer,
+    zlib, memoryview, decode_lines read it in place); ``bytes(body)`` copies."""
+
+    def __len__(self) -> int: ...
+    def __bytes__(self) -> bytes: ...
+
+class HttpRequest:
+    """One complete request taken from an HttpFront; answer it exactly once with ``respond``."""
+
+    @property
+    def method(self) -> str: ...
+    @property
+    def path(self) -> str: ...
+    @property
+    def query(self) -> str:
+        """The raw query string, without '?'."""
+    @property
+    def headers(self) -> list[tuple[str, str]]:
+        """[(name, value)] in order, names lower-cased."""
+    @property
+    def peer(self) -> str: ...
+    @property
+    def answered(self) -> bool: ...
+    def take_body(self) -> Body:
+        """The body (de-chunked, not decompressed); a second call returns an empty one."""
+    def respond(self, status: int, headers: list[tuple[str, str]] = ..., body: bytes = ...) -> None:
+        """Answer (content-length and connection headers are added); a second answer raises."""
+
+class HttpFront:
+    """Native HTTP/1.1 front end on a listening socket: thread per connection, framing
+    (Content-Length, chunked, 100-continue), limits (connections, head, body, bytes in flight)
+    and timeouts; complete requests wait in one queue for ``take``."""
+
+    def __init__(self, fd: int, *, max_body: int, max_connections: int, idle_timeout: float,
+                 max_inflight: int, overload_wait: float, retry_after: int = 1, max_head: int = 65536) -> None:
+        """Takes ownership of listening socket descriptor `fd` (pass a dup)."""
+    def take(self, max: int = 64, max_bytes: int = 8388608, timeout: float = 0.1) -> list[HttpRequest]:
+        """Up to `max` requests holding at most `max_bytes` of body (at least one), waiting at most
+        `timeout` s for the first (GIL released)."""
+    def close(self) -> None: ...
+    def stats(self) -> dict[str, int]:
+        """connections, refused_connections, overload_refusals, requests, inflight_bytes."""
