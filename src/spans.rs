@@ -20,8 +20,9 @@
 //! are read in place, never concatenated on the fast path. Begins and ends usually come
 //! each sorted by `ts` and a producer's `seq` grows with `ts`; then one merge of the two
 //! inputs by (`ts`, `seq`) visits every producer's rows in `seq` order while reading
-//! each column sequentially (checked on every row: `seq` must grow per producer), with
-//! the producers dealt to up to [`MAX_THREADS`] threads. Otherwise the chunks are
+//! each column sequentially (checked on every row: `seq` must grow per producer), on one
+//! thread, fed batch by batch so that reading overlaps with it ([`Stream`],
+//! `spans/stream.rs`). Otherwise the chunks are
 //! concatenated and rows grouped by producer (a stable counting sort of row numbers),
 //! each producer's begins and ends merged by `seq` (sorted first when they are not) and
 //! walked with one stack. Both paths equal ordering every half by (`producer`, `seq`),
@@ -29,6 +30,9 @@
 //! reference).
 
 use std::collections::HashMap;
+
+mod stream;
+pub use stream::{Batch, Cols, Stream};
 
 #[cfg(test)]
 use crate::order::stable_order;
@@ -99,19 +103,6 @@ impl Chunked<'_> {
         Ok(())
     }
 
-    fn ts_sorted(&self) -> bool {
-        let mut last = i64::MIN;
-        for c in &self.ts {
-            if c.first().is_some_and(|&f| f < last) || c.windows(2).any(|w| w[0] > w[1]) {
-                return false;
-            }
-            if let Some(&l) = c.last() {
-                last = l;
-            }
-        }
-        true
-    }
-
     /// True when rows are ordered by (ts, producer, seq).
     fn ordered(&self) -> bool {
         let mut last: Option<(i64, i32, i64)> = None;
@@ -155,54 +146,6 @@ struct Owned {
 impl Owned {
     fn halves(&self) -> Halves<'_> {
         Halves { ts: &self.ts, producer: &self.producer, seq: &self.seq, key: self.key.as_deref() }
-    }
-}
-
-/// Sequential reader of a chunked input: the next row's values without indexing by row.
-struct Rows<'c, 'a> {
-    h: &'c Chunked<'a>,
-    chunk: usize,
-    off: usize,
-    row: usize,
-}
-
-impl<'c, 'a> Rows<'c, 'a> {
-    fn new(h: &'c Chunked<'a>) -> Self {
-        let mut r = Rows { h, chunk: 0, off: 0, row: 0 };
-        r.skip_empty();
-        r
-    }
-
-    #[inline(always)]
-    fn skip_empty(&mut self) {
-        while self.chunk < self.h.ts.len() && self.off >= self.h.ts[self.chunk].len() {
-            self.chunk += 1;
-            self.off = 0;
-        }
-    }
-
-    /// (ts, seq) of the next row, None at the end.
-    #[inline(always)]
-    fn peek(&self) -> Option<(i64, i64)> {
-        (self.chunk < self.h.ts.len()).then(|| (self.h.ts[self.chunk][self.off], self.h.seq[self.chunk][self.off]))
-    }
-
-    /// Position (chunk, offset, row) and producer of the next row, then moves past it;
-    /// call only after `peek` gave Some. The other columns are read with `at` only for
-    /// the rows a thread keeps.
-    #[inline(always)]
-    fn take(&mut self) -> (usize, usize, usize, i32) {
-        let out = (self.chunk, self.off, self.row, self.h.producer[self.chunk][self.off]);
-        self.row += 1;
-        self.off += 1;
-        self.skip_empty();
-        out
-    }
-
-    /// (ts, seq, key) at a position `take` returned.
-    #[inline(always)]
-    fn at(&self, c: usize, o: usize) -> (i64, i64, i64) {
-        (self.h.ts[c][o], self.h.seq[c][o], self.h.key.as_ref().map_or(0, |k| k[c][o]))
     }
 }
 
@@ -279,10 +222,9 @@ struct Producer {
     max_ts: i64,
 }
 
-/// Raw views of the per-begin output columns of one `Spans`. Several pairers (one per
-/// thread) write through copies of it, each only at the begin rows of its own producers:
-/// a begin row belongs to one producer and a producer to one pairer, so writes never
-/// overlap, and the `Spans` outlives the threads (`std::thread::scope`).
+/// Raw views of the per-begin output columns of one `Spans`, written by the general
+/// path's pairer (it once served several pairers on threads, each writing only the begin
+/// rows of its own producers; one pairer now, the `Spans` outliving it).
 #[derive(Clone, Copy)]
 struct Out {
     end_row: *mut i64,
@@ -293,10 +235,6 @@ struct Out {
     closed: *mut bool,
     len: usize,
 }
-
-// SAFETY: see the type's doc: disjoint rows per thread, storage outliving the scope.
-unsafe impl Send for Out {}
-unsafe impl Sync for Out {}
 
 impl Out {
     fn of(s: &mut Spans) -> Self {
@@ -431,16 +369,22 @@ pub fn pair_chunked(begin: &Chunked, end: &Chunked) -> Result<Spans, String> {
     if begin.key.is_some() != end.key.is_some() {
         return Err("keys must be given for both begins and ends, or for neither".into());
     }
-    let ordered = begin.ordered();
-    let mut spans = match merged(begin, end) {
+    let mut stream = Stream::new(begin.key.is_some(), begin.len());
+    for (is_end, h) in [(false, begin), (true, end)] {
+        for i in 0..h.ts.len() {
+            let key = h.key.as_ref().map(|k| k[i]);
+            stream.push(is_end, Halves { ts: h.ts[i], producer: h.producer[i], seq: h.seq[i], key })?;
+        }
+    }
+    Ok(match stream.finish() {
         Some(s) => s,
         None => {
             let (b, e) = (begin.concat(), end.concat());
-            grouped(b.halves(), e.halves())
+            let mut s = grouped(b.halves(), e.halves());
+            s.begins_ordered = begin.ordered();
+            s
         }
-    };
-    spans.begins_ordered = ordered;
-    Ok(spans)
+    })
 }
 
 /// The general path: rows grouped by producer, each producer's halves merged by seq.
@@ -495,93 +439,6 @@ fn grouped(begin: Halves, end: Halves) -> Spans {
     spans.unmatched_end = unmatched;
     spans.presorted = presorted;
     spans
-}
-
-/// Most threads the merged pass uses (each reads every row, pairs its producers' rows).
-pub const MAX_THREADS: usize = 4;
-
-/// The fast path: both inputs sorted by ts, one merge by (ts, seq) visits each producer's
-/// rows in seq order, reading every column sequentially. Producers are dealt to up to
-/// `MAX_THREADS` threads (by id, round robin), each merging the whole input but pairing
-/// only its producers' rows. None (and the grouped path runs) when an input is not
-/// sorted by ts or some producer's seq does not grow along the merge (ts ties across
-/// producers in an adverse order, clocks against seq).
-fn merged(b: &Chunked, e: &Chunked) -> Option<Spans> {
-    if !b.ts_sorted() || !e.ts_sorted() {
-        return None;
-    }
-    let (bl, bh) = b.producer_range();
-    let (el, eh) = e.producer_range();
-    let (lo, hi) = (bl.min(el), bh.max(eh));
-    let dense = lo <= hi && hi - lo < (1 << 22);
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, MAX_THREADS);
-    // Producer -> thread, round robin over the sorted distinct ids.
-    let mut owner_of: Vec<u8> = Vec::new();
-    let mut distinct = 0usize;
-    if dense && threads > 1 {
-        let mut seen = vec![false; (hi - lo + 1) as usize];
-        for c in b.producer.iter().chain(e.producer.iter()) {
-            for &p in c.iter() {
-                seen[(p as i64 - lo) as usize] = true;
-            }
-        }
-        owner_of = vec![u8::MAX; seen.len()];
-        for (i, s) in seen.iter().enumerate() {
-            if *s {
-                owner_of[i] = (distinct % threads) as u8;
-                distinct += 1;
-            }
-        }
-    }
-    let threads = if owner_of.is_empty() { 1 } else { threads.min(distinct.max(1)) };
-    let mut spans = new_spans(b.len());
-    let out = Out::of(&mut spans);
-    let keyed = b.key.is_some();
-    let owner_of = &owner_of;
-    let run = move |me: u8| -> Option<Vec<i64>> {
-        let mut p = Pairer::new(keyed, (lo, hi), out);
-        let mut last_seq: Vec<i64> = Vec::new();
-        let (mut bi, mut ei) = (Rows::new(b), Rows::new(e));
-        loop {
-            let take_begin = match (bi.peek(), ei.peek()) {
-                (None, None) => break,
-                (Some(_), None) => true,
-                (None, Some(_)) => false,
-                (Some(x), Some(y)) => x <= y,
-            };
-            let (c, o, row, pr) = if take_begin { bi.take() } else { ei.take() };
-            if threads > 1 && owner_of[(pr as i64 - lo) as usize] != me {
-                continue;
-            }
-            let (ts, seq, key) = if take_begin { bi.at(c, o) } else { ei.at(c, o) };
-            let s = p.producer(pr);
-            if s == last_seq.len() {
-                last_seq.push(i64::MIN);
-            }
-            if seq <= last_seq[s] {
-                return None;
-            }
-            last_seq[s] = seq;
-            p.visit(s, !take_begin, row, ts, key);
-        }
-        Some(p.finish())
-    };
-    let results: Vec<Option<Vec<i64>>> = if threads == 1 {
-        vec![run(0)]
-    } else {
-        std::thread::scope(|sc| {
-            let hs: Vec<_> = (0..threads as u8).map(|me| sc.spawn(move || run(me))).collect();
-            hs.into_iter().map(|h| h.join().expect("pairing thread panicked")).collect()
-        })
-    };
-    let mut unmatched = Vec::new();
-    for r in results {
-        unmatched.extend(r?);
-    }
-    unmatched.sort_unstable();
-    spans.unmatched_end = unmatched;
-    spans.presorted = true;
-    Some(spans)
 }
 
 /// Row numbers grouped by slot, keeping row order inside a slot: (group starts, rows).

@@ -159,3 +159,26 @@ def test_tod_trace_spans_follow_the_generators_links(tmp_path):
             assert (pid == -1 and pseq == -1) or seq_of[pid] == pseq
         frames = an.stack_frames(store, "tod", 3, int(t.column("ts")[t.num_rows // 2].as_py()))
         assert frames and all("locals" in f for f in frames)
+
+
+def test_pairing_streamed_by_row_group_equals_pairing_whole_columns(tmp_path, monkeypatch):
+    """The pairing columns are read row group by row group on a second thread while the
+    Rust pass consumes them (`_stream_pair`): same spans as reading the whole columns first."""
+    import tracehouse.store.segments as seg
+    from tracehouse.cli import generate_tod
+
+    monkeypatch.setattr(seg, "ROW_GROUP", 997)  # many row groups, cut anywhere in a call
+    with tracehouse.open(tmp_path / "s", fsync="off", flush_rows=7_000) as store:
+        generate_tod(store, "tod", 60_000, batch=5_000)
+        store.append("tod", "behavior_exit", pa.table({  # an unflushed tail: an end closing nothing
+            "ts": [10**15], "producer": pa.array([1], pa.int32()), "seq": [10**12], "parent_seq": [-1],
+            "behavior_id": [5], "ret_value": [0]}))
+        assert len(store.catalog.segments(store.trace("tod").id, "behavior_enter")) > 2
+        streamed = S.pair(store, "tod")
+        assert streamed.stats["overlapped"] and streamed.stats["presorted"]
+        assert streamed.stats["unmatched_ends"] == 1
+        monkeypatch.setattr(S, "_streamable", lambda *a: False)
+        whole = S.pair(store, "tod")
+        assert not whole.stats["overlapped"]
+        assert streamed.table.equals(whole.table)
+        assert streamed.unmatched.equals(whole.unmatched)

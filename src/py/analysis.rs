@@ -1,4 +1,4 @@
-//! Python face of the analysis passes: `_core.stable_order`, `_core.pair_spans`, `_core.nest_spans`,
+//! Python face of the analysis passes: `_core.stable_order`, `_core.pair_spans`, `_core.SpanPairer`, `_core.nest_spans`,
 //! `_core.call_tree`, `_core.hist_log2`, `_core.hist_linear`, `_core.binned_counts`.
 //!
 //! Owns argument conversion (pyarrow arrays in, zero-copy; pyarrow arrays out) and runs
@@ -95,6 +95,10 @@ fn pair_spans<'py>(
         spans::pair_chunked(&b, &e)
     });
     let s = result.map_err(PyValueError::new_err)?;
+    spans_dict(py, s)
+}
+
+fn spans_dict(py: Python<'_>, s: spans::Spans) -> PyResult<Bound<'_, PyDict>> {
     let out = PyDict::new(py);
     out.set_item("closed", bools_to_pyarrow(py, &s.closed)?)?;
     out.set_item("end_row", vec_to_pyarrow::<Int64Type>(py, s.end_row)?)?;
@@ -106,6 +110,71 @@ fn pair_spans<'py>(
     out.set_item("presorted", s.presorted)?;
     out.set_item("begins_ordered", s.begins_ordered)?;
     Ok(out)
+}
+
+/// Pairing fed batch by batch (`spans::Stream`): `push` begins and ends in their input
+/// order as they are read, each call pairing (without the GIL) as far as both sides go;
+/// `finish` returns what `pair_spans` returns, or None when the inputs were not both
+/// sorted by ts with every producer's seq growing (pair them with `pair_spans` then).
+#[pyclass(module = "tracehouse._core", name = "SpanPairer")]
+struct SpanPairer {
+    stream: Option<spans::Stream<spans::Batch>>,
+}
+
+#[pymethods]
+impl SpanPairer {
+    #[new]
+    #[pyo3(signature = (keyed, begins_hint=0))]
+    fn new(keyed: bool, begins_hint: usize) -> Self {
+        SpanPairer { stream: Some(spans::Stream::new(keyed, begins_hint)) }
+    }
+
+    /// Adds begins (`is_end` false) or ends; False once the fast path is off.
+    #[pyo3(signature = (is_end, ts, producer, seq, key=None))]
+    fn push(
+        &mut self,
+        py: Python<'_>,
+        is_end: bool,
+        ts: &Bound<'_, PyAny>,
+        producer: &Bound<'_, PyAny>,
+        seq: &Bound<'_, PyAny>,
+        key: Option<&Bound<'_, PyAny>>,
+    ) -> PyResult<bool> {
+        let (t, p, s) = (
+            chunks::<Int64Type>(ts, "ts")?,
+            chunks::<Int32Type>(producer, "producer")?,
+            chunks::<Int64Type>(seq, "seq")?,
+        );
+        let k = key.map(|k| chunks::<Int64Type>(k, "key")).transpose()?;
+        if p.len() != t.len() || s.len() != t.len() || k.as_ref().is_some_and(|k| k.len() != t.len()) {
+            return Err(PyValueError::new_err("columns have different numbers of chunks"));
+        }
+        let batches: Vec<spans::Batch> = (0..t.len())
+            .map(|i| spans::Batch {
+                ts: t[i].values().clone(),
+                producer: p[i].values().clone(),
+                seq: s[i].values().clone(),
+                key: k.as_ref().map(|k| k[i].values().clone()),
+            })
+            .collect();
+        let stream = self.stream.as_mut().ok_or_else(|| PyValueError::new_err("the pairer is finished"))?;
+        py.detach(|| {
+            for b in batches {
+                stream.push(is_end, b)?;
+            }
+            Ok::<_, String>(stream.ok())
+        })
+        .map_err(PyValueError::new_err)
+    }
+
+    /// The spans (a dict as `pair_spans` gives), None when the fast path was off.
+    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let stream = self.stream.take().ok_or_else(|| PyValueError::new_err("the pairer is finished"))?;
+        match py.detach(|| stream.finish()) {
+            Some(s) => Ok(Some(spans_dict(py, s)?)),
+            None => Ok(None),
+        }
+    }
 }
 
 /// Depth, parent (row) and self time of spans given with their durations, nested by time.
@@ -228,6 +297,7 @@ fn binned_counts<'py>(
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stable_order, m)?)?;
     m.add_function(wrap_pyfunction!(pair_spans, m)?)?;
+    m.add_class::<SpanPairer>()?;
     m.add_function(wrap_pyfunction!(nest_spans, m)?)?;
     m.add_function(wrap_pyfunction!(call_tree, m)?)?;
     m.add_function(wrap_pyfunction!(hist_log2, m)?)?;

@@ -251,3 +251,83 @@ fn begins_out_of_ts_order_are_reported() {
     assert!(!s.begins_ordered);
     assert_eq!(s.end_ts, vec![8, 6]);
 }
+
+/// Cuts of `0..n` into `k` random batches (boundaries, first 0, last n).
+fn cuts(rng: &mut SplitMix64, n: usize, k: usize) -> Vec<usize> {
+    let mut at: Vec<usize> = (0..k).map(|_| (rng.next_u64() % (n as u64 + 1)) as usize).collect();
+    at.push(0);
+    at.push(n);
+    at.sort_unstable();
+    at
+}
+
+#[test]
+fn stream_fed_in_interleaved_batches_pairs_like_the_whole_input() {
+    let mut rng = SplitMix64::new(17);
+    for round in 0..150 {
+        let (b, e) = random_trace(&mut rng, 1 + round * 4, 1 + (round % 6) as i32, 1 + (round % 3) as i64);
+        let (b, e) = (by_ts(&b), by_ts(&e));
+        for keyed in [false, true] {
+            let want = by_producer(b.halves(keyed), e.halves(keyed));
+            let (bc, ec) = (cuts(&mut rng, b.ts.len(), 4), cuts(&mut rng, e.ts.len(), 3));
+            // Batches of both sides pushed in the order of their first ts (as the store's
+            // row groups are read), a hint too small half the time (the columns grow).
+            let mut order: Vec<(i64, bool, usize)> = Vec::new();
+            for (is_end, x, at) in [(false, &b, &bc), (true, &e, &ec)] {
+                for w in 0..at.len() - 1 {
+                    order.push((x.ts.get(at[w]).copied().unwrap_or(i64::MAX), is_end, w));
+                }
+            }
+            order.sort_by_key(|&(t, is_end, w)| (t, w, is_end));
+            let hint = if round % 2 == 0 { b.ts.len() } else { b.ts.len() / 3 };
+            let mut s = Stream::new(keyed, hint);
+            for &(_, is_end, w) in &order {
+                let (x, at) = if is_end { (&e, &ec) } else { (&b, &bc) };
+                let r = at[w]..at[w + 1];
+                let key = keyed.then(|| &x.key[r.clone()]);
+                let h = Halves { ts: &x.ts[r.clone()], producer: &x.producer[r.clone()], seq: &x.seq[r], key };
+                s.push(is_end, h).unwrap();
+                assert!(s.ok(), "round {round} keyed {keyed}");
+            }
+            let mut got = s.finish().expect("sorted inputs stay on the fast path");
+            got.begins_ordered = false;
+            let mut want = want.clone();
+            want.presorted = true;
+            assert_eq!(got, want, "round {round} keyed {keyed}");
+        }
+    }
+}
+
+#[test]
+fn stream_reports_inputs_out_of_order() {
+    // A batch starting before the previous one ended (overlapping segments).
+    let (b, e) = split(&[(false, 5, 1, 0), (false, 6, 1, 0), (true, 7, 1, 0), (true, 8, 1, 0)]);
+    let mut s = Stream::new(false, 2);
+    s.push(false, Halves { ts: &b.ts[1..], producer: &b.producer[1..], seq: &b.seq[1..], key: None }).unwrap();
+    s.push(false, Halves { ts: &b.ts[..1], producer: &b.producer[..1], seq: &b.seq[..1], key: None }).unwrap();
+    assert!(!s.ok());
+    assert!(s.finish().is_none());
+    // A producer whose seq falls as ts grows: the merge would visit it out of seq order.
+    let b2 = Ev { ts: vec![1, 2], producer: vec![1, 1], seq: vec![5, 4], key: vec![0, 0] };
+    let mut s = Stream::new(false, 2);
+    s.push(false, b2.halves(false)).unwrap();
+    s.push(true, e.halves(false)).unwrap();
+    assert!(s.finish().is_none());
+    // Keys on one side only, ragged columns.
+    let mut s = Stream::new(true, 0);
+    assert!(s.push(false, b.halves(false)).is_err());
+    let bad = Halves { ts: &[1, 2], producer: &[1], seq: &[0, 1], key: None };
+    assert!(Stream::new(false, 0).push(false, bad).is_err());
+}
+
+/// Rows ordered by (ts, producer, seq), as the store's segments hold them.
+fn by_ts(x: &Ev) -> Ev {
+    let mut at: Vec<usize> = (0..x.ts.len()).collect();
+    at.sort_by_key(|&r| (x.ts[r], x.producer[r], x.seq[r]));
+    Ev {
+        ts: at.iter().map(|&r| x.ts[r]).collect(),
+        producer: at.iter().map(|&r| x.producer[r]).collect(),
+        seq: at.iter().map(|&r| x.seq[r]).collect(),
+        key: at.iter().map(|&r| x.key[r]).collect(),
+    }
+}

@@ -9,6 +9,10 @@ on 1.7M TOD enters x 4 columns: 50-70 ms against 130-690 ms, pyarrow's column th
 suffering most from a loaded machine). The writer's unflushed tail is included when
 this process holds the trace's writer, so an analysis sees the same rows as `store.sql`.
 
+`parts` cuts the same rows into row groups, each read on demand (pyarrow, one thread,
+no DuckDB): span pairing reads them on one thread while the Rust pass consumes them on
+another (a row group of 4 columns decodes at ~80M rows/s on one core here).
+
 Row order: `read(..., order=True)` returns rows ordered by (ts, producer, seq), the
 total order every analysis uses; segments of one type rarely overlap in time, so this
 is usually a check, not a sort.
@@ -17,12 +21,14 @@ is usually a check, not a sort.
 from __future__ import annotations
 
 import threading
-from typing import TYPE_CHECKING, Iterable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Iterable
 
 import duckdb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.parquet as pq
 
 from ..errors import BadInput
 from ..schema import EventType
@@ -163,6 +169,50 @@ def read(store: "Store", trace: str, type_name: str, columns: Iterable[str] | No
     if order:
         table = sort_rows(table)
     return table.select(cols)
+
+
+@dataclass
+class Part:
+    """A piece of one event type's rows: a row group of a segment, or the unflushed tail."""
+
+    ts_min: int | None
+    rows: int
+    read: Callable[[], pa.Table]
+
+
+def parts(store: "Store", trace: str, type_name: str, columns: list[str]) -> list[Part]:
+    """The rows of one event type with `columns` as row-group parts, in storage order:
+    concatenated, they are `read(store, trace, type_name, columns, order=False)`. Each
+    `read()` decodes one row group on the calling thread (a segment that predates a column
+    gives nulls for it)."""
+    et = event_type(store, trace, type_name)
+    names = [c.name for c in et.columns]
+    for c in columns:
+        if c not in names:
+            raise BadInput(f"event type {type_name!r} has no column {c!r}", expected=", ".join(names))
+    out: list[Part] = []
+    for s in segments(store, trace, type_name):
+        f = pq.ParquetFile(store.path / s.path)
+        md = f.metadata
+        present = [c for c in columns if c in s.columns]
+        ts_at = md.schema.to_arrow_schema().get_field_index("ts")
+        for i in range(md.num_row_groups):
+            rg = md.row_group(i)
+            st = rg.column(ts_at).statistics if ts_at >= 0 else None
+            lo = st.min if st is not None and st.has_min_max else s.ts_min
+            out.append(Part(lo, rg.num_rows, lambda f=f, i=i, present=present:
+                            _conform(f.read_row_group(i, columns=present, use_threads=False), columns, et)))
+    t = tail(store, trace, type_name)
+    if t is not None and t.num_rows:
+        t = _conform(t, columns, et)
+        out.append(Part(pc.min(t.column("ts")).as_py(), t.num_rows, lambda t=t: t))
+    return out
+
+
+def empty(store: "Store", trace: str, type_name: str, columns: list[str]) -> pa.Table:
+    """No rows, with `columns` of the type."""
+    et = event_type(store, trace, type_name)
+    return pa.table([pa.array([], et.arrow_schema().field(c).type) for c in columns], names=columns)
 
 
 def as_numpy(col) -> np.ndarray:

@@ -130,23 +130,33 @@ def pair(store: "Store", trace: str, config: SpanConfig | None = None) -> Spans:
     # Pairing columns first (what the pass needs), the parameters after: the pairing
     # speed is then the read of 4 columns plus the Rust pass.
     pcols = ["ts", "producer", "seq"] + ([cfg.key] if cfg.key else [])
-    b = _source.read(store, trace, cfg.begin, pcols, order=False)
-    e = _source.read(store, trace, cfg.end, pcols, order=False)
-    t_read = time.perf_counter() - t0
+    r = None
+    timing: dict = {}
+    if _streamable(bt, et, cfg.key):
+        b, e, r, timing = _stream_pair(store, trace, cfg, pcols, t0)
+        t_read = timing["read_s"]
+    else:
+        b = _source.read(store, trace, cfg.begin, pcols, order=False)
+        e = _source.read(store, trace, cfg.end, pcols, order=False)
+        t_read = time.perf_counter() - t0
     kb = ke = None
-    if cfg.key is not None:
-        kb, ke = _keys(b, e, cfg.key)
-    # Columns go to the pass as they came (chunked, not copied). A span's id is its
-    # begin's rank in (ts, producer, seq) order: the pass says whether the begins came so
-    # (the store's segments are sorted by ts), else they are sorted and paired again.
     b_order = None
-    r = _pair(b, e, kb, ke)
-    if not r["begins_ordered"]:
-        b_order = _source.ordering(b)
-        b = b.take(b_order)
-        if kb is not None:
-            kb = kb.take(b_order)
-        r = _pair(b, e, kb, ke)
+    if r is None or not r["begins_ordered"]:
+        # Not streamed (string keys), or the inputs were not both sorted by ts: the whole
+        # columns go to the pass as they came (chunked, not copied). A span's id is its
+        # begin's rank in (ts, producer, seq) order: the pass says whether the begins
+        # came so (the store's segments are sorted by ts), else they are sorted and
+        # paired again.
+        if cfg.key is not None:
+            kb, ke = _keys(b, e, cfg.key)
+        if r is None:
+            r = _pair(b, e, kb, ke)
+        if not r["begins_ordered"]:
+            b_order = _source.ordering(b)
+            b = b.take(b_order)
+            if kb is not None:
+                kb = kb.take(b_order)
+            r = _pair(b, e, kb, ke)
     t_pair = time.perf_counter() - t0 - t_read
     bp = _params(store, trace, bt, b_order)
     ep = _params(store, trace, et, None, skip=cfg.key)
@@ -158,9 +168,92 @@ def pair(store: "Store", trace: str, config: SpanConfig | None = None) -> Spans:
         "closed": table.num_rows - n_unclosed, "unclosed_begins": n_unclosed,
         "unmatched_ends": len(r["unmatched_end"]), "presorted": r["presorted"],
         "read_s": round(t_read, 4), "pair_s": round(t_pair, 4),
+        "read_busy_s": round(timing.get("read_busy_s", t_read), 4),
+        "pass_busy_s": round(timing.get("pass_busy_s", t_pair), 4),
+        "overlapped": bool(timing),
         "table_s": round(time.perf_counter() - t0 - t_read - t_pair, 4), "seconds": round(time.perf_counter() - t0, 4),
     }
     return Spans(trace, cfg, table, unmatched, stats)
+
+
+def _streamable(bt: EventType, et: EventType, key: str | None) -> bool:
+    """Pairing can consume the halves batch by batch: without a key, or with an integer key
+    on both sides (other keys are interned over both whole columns first, `_keys`)."""
+    if key is None:
+        return True
+    types = [{c.name: c.arrow_type for c in t.columns}[key] for t in (bt, et)]
+    return all(pa.types.is_integer(t) for t in types)
+
+
+def _int_key(col) -> pa.ChunkedArray:
+    """An integer key column as int64 codes, as `_keys` gives them."""
+    if col.type != pa.int64():
+        col = col.cast(pa.int64())
+    return col.fill_null(np.iinfo(np.int64).min) if col.null_count else col
+
+
+def _stream_pair(store: "Store", trace: str, cfg: SpanConfig, pcols: list[str], t0: float):
+    """Read the pairing columns row group by row group on a second thread while the Rust
+    pass (`_core.SpanPairer`, no GIL) pairs what has arrived: the two overlap on two cores.
+
+    Returns (begins, ends, pass result or None when the inputs were not both sorted by
+    ts, timing): begins and ends as `_source.read(..., order=False)` gives them; timing
+    read_s (wall time until the last row group was read), read_busy_s (time spent
+    reading) and pass_busy_s (time spent in the pass).
+    """
+    import heapq
+    import queue
+    import threading
+
+    bparts = _source.parts(store, trace, cfg.begin, pcols)
+    eparts = _source.parts(store, trace, cfg.end, pcols)
+    # Row groups of both sides interleaved by their first ts (each side in its own order):
+    # the pass advances as far as both sides have rows, so they should arrive together.
+    order = list(heapq.merge(((p.ts_min if p.ts_min is not None else -2**63, 0, i) for i, p in enumerate(bparts)),
+                             ((p.ts_min if p.ts_min is not None else -2**63, 1, i) for i, p in enumerate(eparts))))
+    q: queue.SimpleQueue = queue.SimpleQueue()
+    timing = {"read_busy_s": 0.0, "pass_busy_s": 0.0}
+
+    def reader() -> None:
+        try:
+            for _, side, i in order:
+                t = time.perf_counter()
+                table = (eparts if side else bparts)[i].read()
+                if any(c.num_chunks != 1 for c in table.columns):  # the pass takes aligned chunks
+                    table = table.combine_chunks()
+                timing["read_busy_s"] += time.perf_counter() - t
+                q.put((side, table))
+            timing["read_s"] = time.perf_counter() - t0
+            q.put(None)
+        except BaseException as exc:  # handed to the consumer, which raises it
+            q.put(exc)
+
+    pairer = _core.SpanPairer(cfg.key is not None, sum(p.rows for p in bparts))
+    tables: tuple[list, list] = ([], [])
+    ok = True
+    th = threading.Thread(target=reader, name="tracehouse-pair-reader", daemon=True)
+    th.start()
+    while True:
+        item = q.get()
+        if item is None:
+            break
+        if isinstance(item, BaseException):
+            th.join()
+            raise item
+        side, table = item
+        tables[side].append(table)
+        if ok:
+            t = time.perf_counter()
+            key = _int_key(table.column(cfg.key)) if cfg.key else None
+            ok = pairer.push(bool(side), table.column("ts"), table.column("producer"), table.column("seq"), key)
+            timing["pass_busy_s"] += time.perf_counter() - t
+    th.join()
+    t = time.perf_counter()
+    r = pairer.finish() if ok else None
+    timing["pass_busy_s"] += time.perf_counter() - t
+    b, e = (pa.concat_tables(ts) if ts else _source.empty(store, trace, name, pcols)
+            for ts, name in ((tables[0], cfg.begin), (tables[1], cfg.end)))
+    return b, e, r, timing
 
 
 def _nest(store: "Store", trace: str, cfg: SpanConfig) -> Spans:
