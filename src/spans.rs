@@ -32,7 +32,7 @@
 use std::collections::HashMap;
 
 mod stream;
-pub use stream::{Batch, Cols, Stream};
+pub use stream::{Batch, Cols, Stream, UnmatchedEnds};
 
 #[cfg(test)]
 use crate::order::stable_order;
@@ -377,7 +377,7 @@ pub fn pair_chunked(begin: &Chunked, end: &Chunked) -> Result<Spans, String> {
         }
     }
     Ok(match stream.finish() {
-        Some(s) => s,
+        Some((s, _)) => s,
         None => {
             let (b, e) = (begin.concat(), end.concat());
             let mut s = grouped(b.halves(), e.halves());

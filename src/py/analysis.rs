@@ -167,13 +167,19 @@ impl SpanPairer {
         .map_err(PyValueError::new_err)
     }
 
-    /// The spans (a dict as `pair_spans` gives), None when the fast path was off.
+    /// The spans (a dict as `pair_spans` gives, plus the values of the unmatched ends:
+    /// `unmatched_end_ts`, `_producer`, `_seq`, `_key`), None when the fast path was off.
     fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyDict>>> {
         let stream = self.stream.take().ok_or_else(|| PyValueError::new_err("the pairer is finished"))?;
-        match py.detach(|| stream.finish()) {
-            Some(s) => Ok(Some(spans_dict(py, s)?)),
-            None => Ok(None),
-        }
+        let Some((s, um)) = py.detach(|| stream.finish()) else {
+            return Ok(None);
+        };
+        let out = spans_dict(py, s)?;
+        out.set_item("unmatched_end_ts", vec_to_pyarrow::<Int64Type>(py, um.ts)?)?;
+        out.set_item("unmatched_end_producer", vec_to_pyarrow::<Int32Type>(py, um.producer)?)?;
+        out.set_item("unmatched_end_seq", vec_to_pyarrow::<Int64Type>(py, um.seq)?)?;
+        out.set_item("unmatched_end_key", vec_to_pyarrow::<Int64Type>(py, um.key)?)?;
+        Ok(Some(out))
     }
 }
 

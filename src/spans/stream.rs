@@ -97,12 +97,27 @@ struct Producer {
 /// Producer ids in [0, DENSE) find their slot in a table, others in a map.
 const DENSE: usize = 1 << 22;
 
+/// The values of the ends that closed nothing (`Spans::unmatched_end` gives their rows):
+/// a caller that does not keep the end columns builds its report from these.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct UnmatchedEnds {
+    /// Event time, ns.
+    pub ts: Vec<i64>,
+    /// Producer (thread) id.
+    pub producer: Vec<i32>,
+    /// Order of the event within its producer.
+    pub seq: Vec<i64>,
+    /// Matching key (0 without keys).
+    pub key: Vec<i64>,
+}
+
 /// The pairing state: per-producer stacks and the output columns.
 struct State<const KEYED: bool> {
     dense: Vec<u32>,
     sparse: HashMap<i32, u32>,
     producers: Vec<Producer>,
     out: Spans,
+    unmatched: UnmatchedEnds,
 }
 
 impl<const KEYED: bool> State<KEYED> {
@@ -172,7 +187,15 @@ impl<const KEYED: bool> State<KEYED> {
                 st.stack.pop();
                 close(&mut self.out, &mut st.stack, f, ts, row as i64);
             }
-            _ => end_slow(&mut self.out, &mut st.stack, KEYED, ts, key, row),
+            _ => {
+                if !end_slow(&mut self.out, &mut st.stack, KEYED, ts, key, row) {
+                    let u = &mut self.unmatched;
+                    u.ts.push(ts);
+                    u.producer.push(p);
+                    u.seq.push(seq);
+                    u.key.push(key);
+                }
+            }
         }
         true
     }
@@ -252,14 +275,14 @@ fn close(out: &mut Spans, stack: &mut [Frame], f: Frame, end_ts: i64, end_row: i
 }
 
 /// An end whose key is not the innermost open span's (or with nothing open): it closes
-/// the innermost open span with its key, cutting the ones above, or is unmatched.
+/// the innermost open span with its key, cutting the ones above, or is unmatched (false).
 #[cold]
 #[inline(never)]
-fn end_slow(out: &mut Spans, stack: &mut Vec<Frame>, keyed: bool, ts: i64, key: i64, row: usize) {
+fn end_slow(out: &mut Spans, stack: &mut Vec<Frame>, keyed: bool, ts: i64, key: i64, row: usize) -> bool {
     let at = if keyed { stack.iter().rposition(|f| f.key == key) } else { stack.len().checked_sub(1) };
     let Some(at) = at else {
         out.unmatched_end.push(row as i64);
-        return;
+        return false;
     };
     while stack.len() > at + 1 {
         let f = stack.pop().expect("frame above the match");
@@ -267,6 +290,7 @@ fn end_slow(out: &mut Spans, stack: &mut Vec<Frame>, keyed: bool, ts: i64, key: 
     }
     let f = stack.pop().expect("the matching frame");
     close(out, stack, f, ts, row as i64);
+    true
 }
 
 /// One side's batches not yet paired.
@@ -313,19 +337,37 @@ impl<C: Cols> Stream<C> {
         let out = Spans {
             // Zeroed allocations come from the kernel as untouched pages: the pass writes
             // every row once (`begin` and `close`), nothing is written twice.
-            end_row: zeroed(hint),
-            end_ts: zeroed(hint),
-            depth: zeroed(hint),
-            parent: zeroed(hint),
-            self_ns: zeroed(hint),
-            closed: zeroed(hint),
+            end_row: vec![Default::default(); hint],
+            end_ts: vec![Default::default(); hint],
+            depth: vec![Default::default(); hint],
+            parent: vec![Default::default(); hint],
+            self_ns: vec![Default::default(); hint],
+            closed: vec![Default::default(); hint],
             ..Spans::default()
         };
         let sides = [Side::new(), Side::new()];
         let inner = if keyed {
-            Keyed::Yes(State { dense: Vec::new(), sparse: HashMap::new(), producers: Vec::new(), out }, sides)
+            Keyed::Yes(
+                State {
+                    dense: Vec::new(),
+                    sparse: HashMap::new(),
+                    producers: Vec::new(),
+                    out,
+                    unmatched: Default::default(),
+                },
+                sides,
+            )
         } else {
-            Keyed::No(State { dense: Vec::new(), sparse: HashMap::new(), producers: Vec::new(), out }, sides)
+            Keyed::No(
+                State {
+                    dense: Vec::new(),
+                    sparse: HashMap::new(),
+                    producers: Vec::new(),
+                    out,
+                    unmatched: Default::default(),
+                },
+                sides,
+            )
         };
         Stream { inner, keyed, broken: false, begins_ordered: true, last_begin: (i64::MIN, i32::MIN, i64::MIN) }
     }
@@ -391,19 +433,19 @@ impl<C: Cols> Stream<C> {
         }
     }
 
-    /// Pairs what is left and closes what is still open. None when the inputs broke the
-    /// fast path's order.
-    pub fn finish(self) -> Option<Spans> {
+    /// Pairs what is left and closes what is still open: the spans and the values of
+    /// the unmatched ends. None when the inputs broke the fast path's order.
+    pub fn finish(self) -> Option<(Spans, UnmatchedEnds)> {
         if self.broken {
             return None;
         }
-        let mut spans = match self.inner {
+        let (mut spans, unmatched) = match self.inner {
             Keyed::No(st, sides) => drain(st, sides)?,
             Keyed::Yes(st, sides) => drain(st, sides)?,
         };
         spans.presorted = true;
         spans.begins_ordered = self.begins_ordered;
-        Some(spans)
+        Some((spans, unmatched))
     }
 }
 
@@ -427,41 +469,6 @@ fn ordered_from<C: Cols>(b: &C, last: (i64, i32, i64)) -> (bool, (i64, i32, i64)
     }
     (true, key(n - 1))
 }
-
-/// `n` zeroed values whose pages the kernel backs with huge pages where it can.
-///
-/// The output columns of 17M spans are 635 MB of fresh memory: faulted in 4 KiB at a
-/// time, the page faults took a quarter of the pass (a VM, with a memory cgroup). With
-/// `MADV_HUGEPAGE` (this machine's THP setting is `madvise`) a fault brings 2 MiB.
-fn zeroed<T: Clone + Default>(n: usize) -> Vec<T> {
-    let v = vec![T::default(); n];
-    huge_pages(v.as_ptr() as usize, n * std::mem::size_of::<T>());
-    v
-}
-
-#[cfg(target_os = "linux")]
-fn huge_pages(addr: usize, len: usize) {
-    const HUGE: usize = 2 << 20;
-    const MADV_HUGEPAGE: i32 = 14;
-    extern "C" {
-        fn madvise(addr: *mut std::ffi::c_void, len: usize, advice: i32) -> i32;
-    }
-    if len < 2 * HUGE || std::env::var_os("TH_NO_HUGE").is_some() {
-        return;
-    }
-    let start = (addr + HUGE - 1) & !(HUGE - 1);
-    let end = (addr + len) & !(HUGE - 1);
-    if end > start {
-        // SAFETY: the range lies inside the allocation; the advice only changes how the
-        // kernel backs it (a failure, e.g. THP off, leaves 4 KiB pages and is ignored).
-        unsafe {
-            madvise(start as *mut std::ffi::c_void, end - start, MADV_HUGEPAGE);
-        }
-    }
-}
-
-#[cfg(not(target_os = "linux"))]
-fn huge_pages(_addr: usize, _len: usize) {}
 
 /// Appends a batch to its side (checking it continues the side's ts order) and makes
 /// room in the output columns for new begins. Ok(false): the order is broken.
@@ -518,7 +525,7 @@ fn advance<C: Cols, const K: bool>(st: &mut State<K>, sides: &mut [Side<C>; 2]) 
 }
 
 /// The rows left on one side once the other has none, then the open spans closed.
-fn drain<C: Cols, const K: bool>(mut st: State<K>, mut sides: [Side<C>; 2]) -> Option<Spans> {
+fn drain<C: Cols, const K: bool>(mut st: State<K>, mut sides: [Side<C>; 2]) -> Option<(Spans, UnmatchedEnds)> {
     if !advance(&mut st, &mut sides) {
         return None;
     }
@@ -541,6 +548,7 @@ fn drain<C: Cols, const K: bool>(mut st: State<K>, mut sides: [Side<C>; 2]) -> O
     }
     out.depth.truncate(nb);
     out.closed.truncate(nb);
-    out.unmatched_end.sort_unstable();
-    Some(out)
+    // Ends are visited in their input order: the unmatched rows (and their values) ascend.
+    debug_assert!(out.unmatched_end.windows(2).all(|w| w[0] < w[1]));
+    Some((out, st.unmatched))
 }

@@ -289,7 +289,12 @@ fn stream_fed_in_interleaved_batches_pairs_like_the_whole_input() {
                 s.push(is_end, h).unwrap();
                 assert!(s.ok(), "round {round} keyed {keyed}");
             }
-            let mut got = s.finish().expect("sorted inputs stay on the fast path");
+            let (mut got, um) = s.finish().expect("sorted inputs stay on the fast path");
+            let rows: Vec<usize> = got.unmatched_end.iter().map(|&r| r as usize).collect();
+            assert_eq!(um.ts, rows.iter().map(|&r| e.ts[r]).collect::<Vec<_>>());
+            assert_eq!(um.producer, rows.iter().map(|&r| e.producer[r]).collect::<Vec<_>>());
+            assert_eq!(um.seq, rows.iter().map(|&r| e.seq[r]).collect::<Vec<_>>());
+            assert_eq!(um.key, rows.iter().map(|&r| if keyed { e.key[r] } else { 0 }).collect::<Vec<_>>());
             got.begins_ordered = false;
             let mut want = want.clone();
             want.presorted = true;

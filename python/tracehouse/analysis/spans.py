@@ -134,34 +134,43 @@ def pair(store: "Store", trace: str, config: SpanConfig | None = None) -> Spans:
     timing: dict = {}
     if _streamable(bt, et, cfg.key):
         b, e, r, timing = _stream_pair(store, trace, cfg, pcols, t0)
+    b_order = None
+    if r is not None and r["begins_ordered"]:
         t_read = timing["read_s"]
+        um_end = pa.table({"ts": r["unmatched_end_ts"], "producer": r["unmatched_end_producer"],
+                           "seq": r["unmatched_end_seq"], "key": _unmatched_keys(r["unmatched_end_key"], et, cfg.key)})
     else:
+        # Not streamed (string keys), or the inputs were not both sorted by ts (read again,
+        # whole): the columns go to the pass as they came (chunked, not copied). A span's id
+        # is its begin's rank in (ts, producer, seq) order: the pass says whether the begins
+        # came so (the store's segments are sorted by ts), else they are sorted and paired
+        # again.
+        timing = {}
         b = _source.read(store, trace, cfg.begin, pcols, order=False)
         e = _source.read(store, trace, cfg.end, pcols, order=False)
         t_read = time.perf_counter() - t0
-    kb = ke = None
-    b_order = None
-    if r is None or not r["begins_ordered"]:
-        # Not streamed (string keys), or the inputs were not both sorted by ts: the whole
-        # columns go to the pass as they came (chunked, not copied). A span's id is its
-        # begin's rank in (ts, producer, seq) order: the pass says whether the begins
-        # came so (the store's segments are sorted by ts), else they are sorted and
-        # paired again.
+        kb = ke = None
         if cfg.key is not None:
             kb, ke = _keys(b, e, cfg.key)
-        if r is None:
-            r = _pair(b, e, kb, ke)
+        r = _pair(b, e, kb, ke)
         if not r["begins_ordered"]:
             b_order = _source.ordering(b)
             b = b.take(b_order)
             if kb is not None:
                 kb = kb.take(b_order)
             r = _pair(b, e, kb, ke)
+        rows = r["unmatched_end"]
+        um_end = pa.table({"ts": _source.int64_array(e.column("ts").take(rows)),
+                           "producer": _source.int32_array(e.column("producer").take(rows)),
+                           "seq": _source.int64_array(e.column("seq").take(rows)),
+                           "key": e.column(cfg.key).take(rows).cast(pa.string()) if cfg.key
+                           else pa.nulls(len(rows), pa.string())})
     t_pair = time.perf_counter() - t0 - t_read
     bp = _params(store, trace, bt, b_order)
     ep = _params(store, trace, et, None, skip=cfg.key)
     table = _span_table(b, e, bp, ep, r, cfg)
-    unmatched = _unmatched_table(b, e, r, cfg)
+    bkey = None if cfg.key is None else b.column(cfg.key) if cfg.key in b.column_names else bp.column(cfg.key)
+    unmatched = _unmatched_table(b, bkey, um_end, r)
     n_unclosed = len(b) - pc.sum(r["closed"]).as_py() if len(b) else 0
     stats = {
         "begins": b.num_rows, "ends": e.num_rows, "spans": table.num_rows,
@@ -196,10 +205,11 @@ def _stream_pair(store: "Store", trace: str, cfg: SpanConfig, pcols: list[str], 
     """Read the pairing columns row group by row group on a second thread while the Rust
     pass (`_core.SpanPairer`, no GIL) pairs what has arrived: the two overlap on two cores.
 
-    Returns (begins, ends, pass result or None when the inputs were not both sorted by
-    ts, timing): begins and ends as `_source.read(..., order=False)` gives them; timing
-    read_s (wall time until the last row group was read), read_busy_s (time spent
-    reading) and pass_busy_s (time spent in the pass).
+    Returns (begins, ends, pass result, timing), the first three None when the inputs
+    were not both sorted by ts: begins (ts, producer, seq) and ends (seq) in the order
+    `_source.read(..., order=False)` gives them; timing read_s (wall time until the last
+    row group was read), read_busy_s (time spent reading) and pass_busy_s (time spent in
+    the pass).
     """
     import heapq
     import queue
@@ -211,12 +221,18 @@ def _stream_pair(store: "Store", trace: str, cfg: SpanConfig, pcols: list[str], 
     # the pass advances as far as both sides have rows, so they should arrive together.
     order = list(heapq.merge(((p.ts_min if p.ts_min is not None else -2**63, 0, i) for i, p in enumerate(bparts)),
                              ((p.ts_min if p.ts_min is not None else -2**63, 1, i) for i, p in enumerate(eparts))))
-    q: queue.SimpleQueue = queue.SimpleQueue()
+    # A bounded read-ahead: the columns the pass drops are freed while the reader is a few
+    # row groups ahead, so their memory is reused instead of faulted in fresh.
+    q: queue.Queue = queue.Queue(maxsize=6)
     timing = {"read_busy_s": 0.0, "pass_busy_s": 0.0}
+
+    stop = threading.Event()
 
     def reader() -> None:
         try:
             for _, side, i in order:
+                if stop.is_set():
+                    break
                 t = time.perf_counter()
                 table = (eparts if side else bparts)[i].read()
                 if any(c.num_chunks != 1 for c in table.columns):  # the pass takes aligned chunks
@@ -229,6 +245,7 @@ def _stream_pair(store: "Store", trace: str, cfg: SpanConfig, pcols: list[str], 
             q.put(exc)
 
     pairer = _core.SpanPairer(cfg.key is not None, sum(p.rows for p in bparts))
+    keep = (["ts", "producer", "seq"], ["seq"])
     tables: tuple[list, list] = ([], [])
     ok = True
     th = threading.Thread(target=reader, name="tracehouse-pair-reader", daemon=True)
@@ -241,18 +258,27 @@ def _stream_pair(store: "Store", trace: str, cfg: SpanConfig, pcols: list[str], 
             th.join()
             raise item
         side, table = item
-        tables[side].append(table)
-        if ok:
-            t = time.perf_counter()
-            key = _int_key(table.column(cfg.key)) if cfg.key else None
-            ok = pairer.push(bool(side), table.column("ts"), table.column("producer"), table.column("seq"), key)
-            timing["pass_busy_s"] += time.perf_counter() - t
+        if not ok:
+            stop.set()
+            continue
+        # Kept: what the span table takes from the pairing columns (the begins' ts,
+        # producer, seq; the ends' seq). The rest is dropped once the pass is past it, so
+        # the allocator hands the same memory to the next row groups (fresh pages cost
+        # ~1 s per GB on this VM, more than decoding them).
+        tables[side].append(table.select(keep[side]))
+        t = time.perf_counter()
+        key = _int_key(table.column(cfg.key)) if cfg.key else None
+        ok = pairer.push(bool(side), table.column("ts"), table.column("producer"), table.column("seq"), key)
+        timing["pass_busy_s"] += time.perf_counter() - t
+        del table, key
     th.join()
+    if not ok:
+        return None, None, None, timing
     t = time.perf_counter()
-    r = pairer.finish() if ok else None
+    r = pairer.finish()
     timing["pass_busy_s"] += time.perf_counter() - t
-    b, e = (pa.concat_tables(ts) if ts else _source.empty(store, trace, name, pcols)
-            for ts, name in ((tables[0], cfg.begin), (tables[1], cfg.end)))
+    b, e = (pa.concat_tables(ts) if ts else _source.empty(store, trace, name, cols)
+            for ts, name, cols in ((tables[0], cfg.begin, keep[0]), (tables[1], cfg.end, keep[1])))
     return b, e, r, timing
 
 
@@ -333,20 +359,33 @@ def _span_table(b: pa.Table, e: pa.Table, bp: pa.Table, ep: pa.Table, r: dict, c
     return pa.table({k: (v if isinstance(v, pa.ChunkedArray) else pa.chunked_array([v])) for k, v in cols.items()})
 
 
-def _unmatched_table(b: pa.Table, e: pa.Table, r: dict, cfg: SpanConfig) -> pa.Table:
-    ue = r["unmatched_end"]
+def _unmatched_keys(codes: pa.Array, et: EventType, key: str | None) -> pa.Array:
+    """The key text of unmatched ends from the pass's int64 codes (`_int_key`)."""
+    if key is None:
+        return pa.nulls(len(codes), pa.string())
+    null = pc.equal(codes, np.iinfo(np.int64).min)
+    return pc.if_else(null, pa.scalar(None, pa.string()), codes.cast(pa.string()))
+
+
+def _unmatched_table(b: pa.Table, bkey, um_end: pa.Table, r: dict) -> pa.Table:
+    """Unclosed begins (rows of `b`, keys from `bkey`) and unmatched ends (`um_end`: ts,
+    producer, seq and key as text), as UNMATCHED_COLUMNS sorted by (ts, producer, seq)."""
     ub = pc.indices_nonzero(pc.invert(r["closed"]))
     parts = []
-    for half, src, rows in (("begin", b, ub), ("end", e, ue)):
-        if len(rows) == 0:
-            continue
-        key = src.column(cfg.key).take(rows).cast(pa.string()) if cfg.key else pa.nulls(len(rows), pa.string())
+    if len(ub):
+        key = bkey.take(ub).cast(pa.string()) if bkey is not None else pa.nulls(len(ub), pa.string())
         parts.append(pa.table({
-            "ts": _source.int64_array(src.column("ts").take(rows)),
-            "producer": _source.int32_array(src.column("producer").take(rows)),
-            "seq": _source.int64_array(src.column("seq").take(rows)),
-            "half": pa.array([half] * len(rows), pa.string()),
+            "ts": _source.int64_array(b.column("ts").take(ub)),
+            "producer": _source.int32_array(b.column("producer").take(ub)),
+            "seq": _source.int64_array(b.column("seq").take(ub)),
+            "half": pa.array(["begin"] * len(ub), pa.string()),
             "key": pc.fill_null(key, ""),
+        }))
+    if um_end.num_rows:
+        parts.append(pa.table({
+            "ts": um_end.column("ts"), "producer": um_end.column("producer"), "seq": um_end.column("seq"),
+            "half": pa.array(["end"] * um_end.num_rows, pa.string()),
+            "key": pc.fill_null(um_end.column("key"), ""),
         }))
     if not parts:
         return pa.table({c.name: pa.array([], c.arrow_type) for c in UNMATCHED_COLUMNS})
