@@ -110,9 +110,10 @@ def test_tod_frame_locals_are_the_last_writes_in_the_frame(tmp_path):
 @given(raw=writes_strategy(70), at=st.integers(90, 230), n=st.integers(1, 12),
        types=st.sampled_from([None, ("W",), ("B", "E"), ("W", "E")]),
        producers=st.sampled_from([None, (1,), (2, 3)]), pred=st.sampled_from([None, "value >= 0", "key = 1"]),
-       rng=st.sampled_from([(None, None), (120, 180)]), flush=st.booleans())
-def test_cursor_pages_match_brute_force(monkeypatch, raw, at, n, types, producers, pred, rng, flush):
+       rng=st.sampled_from([(None, None), (120, 180)]), flush=st.booleans(), indexed=st.booleans())
+def test_cursor_pages_match_brute_force(monkeypatch, raw, at, n, types, producers, pred, rng, flush, indexed):
     import tracehouse.store.segments as seg
+    from tracehouse.analysis import cursors as C
 
     monkeypatch.setattr(seg, "ROW_GROUP", 7)  # many row groups: the pruning is exercised (same for every example)
     events = to_events(raw)
@@ -123,6 +124,11 @@ def test_cursor_pages_match_brute_force(monkeypatch, raw, at, n, types, producer
         pyfn = lambda e: e["type"] in ("B", "E") and e["key"] == 1  # noqa: E731
     with tempfile.TemporaryDirectory() as d, open_store(d) as store:
         build_trace(store, "t", events, flush=flush)
+        scans = []
+        if indexed:  # a fresh density index: pages over given producers come from it
+            an.density_index(store, "t")
+            scan = C.Cursor._scan_page
+            monkeypatch.setattr(C.Cursor, "_scan_page", lambda self, k, fw: scans.append(k) or scan(self, k, fw))
         kinds = set(types) if types else {"B", "E", "W"}
         if pred == "value >= 0" and not (kinds & {"W"}) or pred == "key = 1" and not (kinds & {"B", "E"}):
             with pytest.raises(BadInput):
@@ -150,6 +156,8 @@ def test_cursor_pages_match_brute_force(monkeypatch, raw, at, n, types, producer
                 break
             back = list(zip(*[page.column(k).to_pylist() for k in ("ts", "producer", "seq")])) + back
         assert back == [w for w in want if w[0] < at]
+        if indexed and producers and not pred and types != ("W",):
+            assert not scans, "the density index should have served every page"
 
 
 def test_cursor_columns_one_type_all_columns_several_types_common(store):

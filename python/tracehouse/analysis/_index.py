@@ -7,7 +7,8 @@ question's key, so that the answer is a contiguous range found by binary search:
   objects   field writes by (object, field, ts)      -> state of an object at t, field history
   locals    variable writes by (thread, frame, var, ts) -> local variables of a frame at t
   spans     spans by (thread, depth, ts)             -> stack at t, children of a call
-  density   timestamps by (event type, producer, ts) -> events per time bin, exact
+  density   ts, seq (dur) by (event type, producer, ts) -> events per time bin, exact;
+                                                  a cursor's next page over a few threads
 
 Decisions:
 - Stored as result tables (kind "table", tool `tracehouse.index`, linked to the trace,
@@ -68,13 +69,9 @@ def find(store: "Store", trace: str, name: str, params: dict) -> dict | None:
     return None
 
 
-def get(store: "Store", trace: str, name: str, params: dict, build: Callable[[], pa.Table], *,
-        save: bool | None = None) -> pa.Table:
-    """The index `name` of `trace` for `params`: mapped from the store when fresh, else built.
-
-    save: None = save when the store can be written (else keep it in memory), True = must save,
-    False = keep in memory only.
-    """
+def fresh(store: "Store", trace: str, name: str, params: dict) -> pa.Table | None:
+    """The index `name` of `trace` for `params` when it is built and fresh (mapped from the
+    store or kept in this process's memory), else None: nothing is built."""
     sig = _source.signature(store, trace)
     r = find(store, trace, name, params)
     if r is not None and r["params"].get("signature") == sig and r["path"]:
@@ -86,11 +83,23 @@ def get(store: "Store", trace: str, name: str, params: dict, build: Callable[[],
             with _LOCK:
                 _MAPPED[key] = t
         return t
-    mkey = (str(store.path), store.trace(trace).id, name, _params_key(params), sig)
     with _LOCK:
-        t = _MEMORY.get(mkey)
+        return _MEMORY.get((str(store.path), store.trace(trace).id, name, _params_key(params), sig))
+
+
+def get(store: "Store", trace: str, name: str, params: dict, build: Callable[[], pa.Table], *,
+        save: bool | None = None) -> pa.Table:
+    """The index `name` of `trace` for `params`: mapped from the store when fresh, else built.
+
+    save: None = save when the store can be written (else keep it in memory), True = must save,
+    False = keep in memory only.
+    """
+    t = fresh(store, trace, name, params)
     if t is not None:
         return t
+    sig = _source.signature(store, trace)
+    r = find(store, trace, name, params)
+    mkey = (str(store.path), store.trace(trace).id, name, _params_key(params), sig)
     t = build().combine_chunks()
     if save is not False and not store.readonly:
         try:

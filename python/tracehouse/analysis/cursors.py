@@ -15,12 +15,22 @@ skipped too, and the output columns are only decoded for rows that pass the filt
 It stops as soon as n matches are in hand and the next segment starts after the n-th
 of them. A page costs a few row-group decodes wherever t is in a 100M-event trace.
 
+Faster, when the trace's `density` index is built and fresh (`tracehouse analyze
+index`), the filter names a few producers and no predicate, and only the common
+columns are asked for (the default over several types): the index holds every event's
+ts, seq and dur ordered by (type, producer, ts), so each (type, producer) stream gives
+its next n events by one binary search, and the page is the n first of those, merged.
+No Parquet is decoded: a page costs well under a millisecond where the row-group path
+decodes 3-4 columns of a 512K-row row group per event type (4-7 ms each, 20-40 ms a
+page over TOD's 4 types, over 100 ms at the tail on a loaded machine).
+
 Output columns: for one event type every column of that type, for several the common
 columns (ts, producer, seq, dur); then `type`.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable
 
@@ -31,7 +41,7 @@ import pyarrow.compute as pc
 from ..errors import BadInput
 from ..schema import EventType
 from ..store.query import qident, qstr
-from . import _source
+from . import _index, _source
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -40,6 +50,7 @@ OPS = ("=", "==", "!=", "<", "<=", ">", ">=")
 COMMON = ("ts", "producer", "seq", "dur")
 LOW = (-(2**63), -(2**31), -(2**63))  # a position before every event at the same ts
 HIGH = (2**63 - 1, 2**31 - 1, 2**63 - 1)
+MAX_INDEX_STREAMS = 256  # (type, producer) streams a page merges from the index; more: row groups
 
 
 @dataclass(frozen=True)
@@ -178,6 +189,82 @@ class Cursor:
         return terms, args
 
     def _page(self, n: int, forward: bool) -> pa.Table:
+        if not self._where and set(self.columns) <= set(COMMON):
+            page = self._index_page(n, forward)
+            if page is not None:
+                return page
+        return self._scan_page(n, forward)
+
+    def _index_page(self, n: int, forward: bool) -> pa.Table | None:
+        """The page from the density index (see the module doc); None when it cannot serve."""
+        from .statistics import density_index
+
+        f = self.filter
+        if f.producers is None or len(f.producers) * len(self._types) > MAX_INDEX_STREAMS:
+            return None
+        idx = density_index(self.store, self.trace, build=False)
+        if idx is None or "seq" not in idx.column_names:
+            return None
+        key = (id(idx), idx.num_rows)
+        if getattr(self, "_streams_key", None) != key:
+            self._streams_key = key
+            self._streams = {(s["type"], s["producer"]): s for s in json.loads(idx.schema.metadata[b"streams"])}
+        ts_all, seq_all = _index.column(idx, "ts"), _index.column(idx, "seq")
+        dur_all = idx.column("dur") if "dur" in idx.column_names else None
+        p0, p1, p2 = self.position
+        lo_t = None if f.start is None else int(f.start)
+        hi_t = None if f.end is None else int(f.end)
+        picks: list[tuple[str, int, np.ndarray]] = []  # (type, producer, index rows)
+        for name in self._types:
+            for q in sorted(set(f.producers)):
+                st = self._streams.get((name, q))
+                if st is None or st["count"] == 0:
+                    continue
+                a, b = st["offset"], st["offset"] + st["count"]
+                ts = ts_all[a:b]
+                lo = 0 if lo_t is None else _index.search(ts, lo_t)
+                hi = len(ts) if hi_t is None else _index.search(ts, hi_t)
+                if lo >= hi:
+                    continue
+                # Rows tied with the gap's ts are compared on (producer, seq); the rest
+                # fall on one side of it by ts alone.
+                i0, i1 = _index.search(ts, p0, "left"), _index.search(ts, p0, "right")
+                i0, i1 = min(max(i0, lo), hi), min(max(i1, lo), hi)
+                tie = np.arange(a + i0, a + i1)
+                if len(tie):
+                    s_tie = seq_all[tie].astype(np.int64)
+                    if forward:
+                        keep = (q > p1) | ((q == p1) & ((s_tie > p2) if self.after else (s_tie >= p2)))
+                    else:
+                        keep = (q < p1) | ((q == p1) & ((s_tie <= p2) if self.after else (s_tie < p2)))
+                    tie = tie[keep]
+                if forward:
+                    rows = np.concatenate([tie, np.arange(a + i1, a + min(i1 + n, hi))])
+                else:
+                    rows = np.concatenate([np.arange(a + max(i0 - n, lo), a + i0), tie])
+                if len(rows):
+                    picks.append((name, q, rows))
+        if not picks:
+            return self._empty()
+        rows = np.concatenate([r for _, _, r in picks])
+        prod = np.concatenate([np.full(len(r), q, np.int64) for _, q, r in picks])
+        tix = np.concatenate([np.full(len(r), i, np.int64) for i, (_, _, r) in enumerate(picks)])
+        ts, seq = ts_all[rows].astype(np.int64), seq_all[rows].astype(np.int64)
+        order = np.lexsort((seq, prod, ts))  # (ts, producer, seq) ascending
+        order = order[:n] if forward else order[::-1][:n][::-1]
+        rows, prod, tix, ts, seq = rows[order], prod[order], tix[order], ts[order], seq[order]
+        if forward:
+            self.position, self.after = (int(ts[-1]), int(prod[-1]), int(seq[-1])), True
+        else:
+            self.position, self.after = (int(ts[0]), int(prod[0]), int(seq[0])), False
+        names = pa.array([name for name, _, _ in picks], pa.string())
+        cols = {"ts": pa.array(ts), "producer": pa.array(prod.astype(np.int32)), "seq": pa.array(seq),
+                "dur": dur_all.take(pa.array(rows)) if dur_all is not None else pa.nulls(len(rows), pa.int64())}
+        out = {c: cols[c] for c in self.columns}
+        out["type"] = names.take(pa.array(tix))
+        return pa.table(out)
+
+    def _scan_page(self, n: int, forward: bool) -> pa.Table:
         f = self.filter
         pos = self.position
         order = "ASC" if forward else "DESC"

@@ -58,20 +58,33 @@ def sql_text(name: str) -> str:
     return "\n".join(line for line in text.splitlines() if not line.startswith("--"))
 
 
-def density_index(store: "Store", trace: str, *, save: bool | None = None) -> pa.Table:
-    """Timestamps of every event ordered by (type, producer, ts); the stream table
-    (type, producer, offset, count) is in the schema metadata under b"streams"."""
+DENSITY_INDEX = {"v": 2, "columns": ["ts", "seq", "dur"]}  # params: older builds (ts only) are rebuilt
 
-    def build() -> pa.Table:
-        parts, streams, off = [], [], 0
-        for name in store.event_types(trace):
-            t = _source.read(store, trace, name, ["ts", "producer"], order=False)
+
+def density_index(store: "Store", trace: str, *, save: bool | None = None, build: bool = True) -> pa.Table | None:
+    """Every event ordered by (type, producer, ts): `ts`, `seq` (narrowed to int32 when it
+    fits) and, when some type is a span kind, `dur` (null for the other types); the
+    stream table (type, producer, offset, count) is in the schema metadata under
+    b"streams". Density counts on `ts`; cursors over a few producers page on all three
+    (`cursors.py`). build=False: None unless a fresh index exists."""
+
+    def make() -> pa.Table:
+        parts, seqs, durs, streams, off = [], [], [], [], 0
+        types = store.event_types(trace)
+        with_dur = any("dur" in [c.name for c in t.columns] for t in types.values())
+        for name, et in types.items():
+            has_dur = "dur" in [c.name for c in et.columns]
+            t = _source.read(store, trace, name, ["ts", "producer", "seq"] + (["dur"] if has_dur else []), order=False)
             if t.num_rows == 0:
                 continue
             prod = _source.as_numpy(t.column("producer")).astype(np.int64)
             ts = _source.as_numpy(t.column("ts"))
             order = _core.stable_order([pa.array(prod), pa.array(ts)]).to_numpy()
             ts, prod = ts[order], prod[order]
+            seqs.append(_source.as_numpy(t.column("seq"))[order])
+            if with_dur:
+                durs.append(_source.int64_array(t.column("dur")).take(pa.array(order)) if has_dur
+                            else pa.nulls(len(order), pa.int64()))
             cut = np.nonzero(np.diff(prod))[0] + 1
             starts = np.concatenate([[0], cut])
             ends = np.concatenate([cut, [len(prod)]])
@@ -80,9 +93,14 @@ def density_index(store: "Store", trace: str, *, save: bool | None = None) -> pa
             parts.append(ts)
             off += len(ts)
         ts = np.concatenate(parts) if parts else np.array([], np.int64)
-        return pa.table({"ts": pa.array(ts)}).replace_schema_metadata({"streams": json.dumps(streams)})
+        cols = {"ts": pa.array(ts), "seq": _index.narrow(pa.array(np.concatenate(seqs) if seqs else np.array([], np.int64)))}
+        if with_dur:
+            cols["dur"] = pa.concat_arrays(durs) if durs else pa.array([], pa.int64())
+        return pa.table(cols).replace_schema_metadata({"streams": json.dumps(streams)})
 
-    return _index.get(store, trace, "density", {}, build, save=save)
+    if not build:
+        return _index.fresh(store, trace, "density", DENSITY_INDEX)
+    return _index.get(store, trace, "density", DENSITY_INDEX, make, save=save)
 
 
 def bin_edges(start: int, end: int, bins: int) -> np.ndarray:
