@@ -158,3 +158,29 @@ def test_every_analysis_is_documented_in_the_readme():
         if name == "longest":  # the plugin of the test above, when the parser was built with it
             continue
         assert f"analyze {name}" in section, f"`tracehouse analyze {name}` is not in the README's Analyses section"
+
+
+def test_rm_removes_the_processed_trace_and_the_index_files(tmp_path, capsys):
+    """Regression: `rm` left a trace's index files in results/ and its `<trace>:spans` trace."""
+    store = tmp_path / "s"
+    run_json(capsys, store, "generate", "tod", "--events", "5000", "--name", "gone")
+    run_json(capsys, store, "generate", "tod", "--events", "3000", "--name", "kept")
+    for name in ("gone", "kept"):
+        run_json(capsys, store, "analyze", "spans", name, "--save")
+        run_json(capsys, store, "analyze", "index", name)
+    files = lambda: sorted(p.name for p in (store / "results").iterdir())  # noqa: E731
+    kept_files = {Path(r["path"]).name for r in run_json(capsys, store, "results", "list", "--trace", "kept")
+                  if r.get("path")}
+    assert kept_files and set(files()) > kept_files
+    spans_id = run_json(capsys, store, "info", "gone:spans")["id"]
+    run_json(capsys, store, "rm", "gone")
+    assert sorted(t["name"] for t in run_json(capsys, store, "ls")) == ["kept", "kept:spans"]
+    assert not (store / "traces" / str(spans_id)).exists()
+    assert set(files()) == kept_files
+    assert all(set(r["traces"]) <= {"kept", "kept:spans"} for r in run_json(capsys, store, "results", "list"))
+    # removing a processed trace itself drops the result that named it, not its source
+    run_json(capsys, store, "rm", "kept:spans")
+    assert [t["name"] for t in run_json(capsys, store, "ls")] == ["kept"]
+    assert run_json(capsys, store, "results", "list", "--kind", "processed") == []
+    code, _, _ = run(capsys, store, "analyze", "density", "kept")
+    assert code == 0

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 
 TOOL = "tracehouse.index"
 
-# (store path, result id) -> mmapped table; (store path, trace id, name, params) -> in-memory table
+# (store path, result id, result file) -> mmapped table; (store path, trace id, name, params) -> in-memory table
 _MAPPED: dict[tuple, pa.Table] = {}
 _MEMORY: dict[tuple, pa.Table] = {}
 _LOCK = threading.Lock()
@@ -75,7 +75,8 @@ def fresh(store: "Store", trace: str, name: str, params: dict) -> pa.Table | Non
     sig = _source.signature(store, trace)
     r = find(store, trace, name, params)
     if r is not None and r["params"].get("signature") == sig and r["path"]:
-        key = (str(store.path), r["id"])
+        # Keyed by the file too: a result id can be reused once its row is deleted (rm).
+        key = (str(store.path), r["id"], r["path"])
         with _LOCK:
             t = _MAPPED.get(key)
         if t is None:
@@ -109,7 +110,7 @@ def get(store: "Store", trace: str, name: str, params: dict, build: Callable[[],
                 store.delete_result(r["id"])
             t = store.result_table(rid)
             with _LOCK:
-                _MAPPED[(str(store.path), rid)] = t
+                _MAPPED[(str(store.path), rid, store.result(rid)["path"])] = t
             return t
         except (StoreLocked, ReadOnly):
             if save:

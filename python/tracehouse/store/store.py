@@ -493,9 +493,22 @@ class Store:
     # -- deleting --------------------------------------------------------------------
 
     def rm(self, trace: str) -> None:
-        """Delete a trace: hidden in one catalog transaction first, files after."""
+        """Delete a trace: hidden in one catalog transaction first, files after.
+
+        What was derived from it goes with it: the processed traces made from it (a
+        `processed` result naming its derived trace in params["derived"], e.g.
+        `<trace>:spans`), removed the same way, and the results linked to no other trace
+        (its derived indexes, tables, annotations: catalog rows, then files). A result
+        linked to other traces too stays, linked to those; a processed result whose
+        derived trace this is goes.
+        """
         info = self.catalog.trace(trace)
         self._become_writer()
+        linked = self.results(trace=info.name)
+        for r in linked:
+            derived = r["kind"] == "processed" and r["params"].get("derived")
+            if derived and derived != info.name and any(t.name == derived for t in self.catalog.traces()):
+                self.rm(derived)
         self._append_writers.pop(info.name, None)
         w = self._writers.pop(info.id, None)
         if w is not None:
@@ -503,6 +516,13 @@ class Store:
         self.catalog.mark_deleting(info.id)
         shutil.rmtree(self.path / "traces" / str(info.id), ignore_errors=True)
         self.catalog.drop_trace_rows(info.id)
+        for r in linked:
+            others = [t for t in r["traces"] if t != info.name]
+            if not others or (r["kind"] == "processed" and r["params"].get("derived") == info.name):
+                try:
+                    self.delete_result(r["id"])
+                except NotFound:  # went with a derived trace removed above
+                    pass
 
     # -- closing ---------------------------------------------------------------------
 
