@@ -212,20 +212,29 @@ impl<const KEYED: bool> State<KEYED> {
         mut j: usize,
         ebase: usize,
     ) -> Option<(usize, usize)> {
-        let (bts, bp, bs) = (b.ts(), b.producer(), b.seq());
-        let (ets, ep, es) = (e.ts(), e.producer(), e.seq());
-        let (bk, ek) = if KEYED { (b.key().unwrap_or(&[]), e.key().unwrap_or(&[])) } else { (&[][..], &[][..]) };
+        // Every column of a side re-sliced to the side's length: the loop condition then
+        // proves each index in bounds and the checks go.
+        let bts = b.ts();
+        let ets = e.ts();
+        let (bp, bs) = (&b.producer()[..bts.len()], &b.seq()[..bts.len()]);
+        let (ep, es) = (&e.producer()[..ets.len()], &e.seq()[..ets.len()]);
+        let (bk, ek) = if KEYED {
+            (&b.key().unwrap_or(&[])[..bts.len()], &e.key().unwrap_or(&[])[..ets.len()])
+        } else {
+            (&[][..], &[][..])
+        };
         while i < bts.len() && j < ets.len() {
             let (tb, te, sb, se) = (bts[i], ets[j], bs[i], es[j]);
+            let (pb, pe) = (bp[i], ep[j]);
             // (ts, producer, seq): a proper merge of inputs sorted so (ts ties across
             // producers in any other order may break a producer's seq order: checked).
-            if tb < te || (tb == te && (bp[i], sb) <= (ep[j], se)) {
-                if !self.begin(bp[i], tb, sb, if KEYED { bk[i] } else { 0 }, bbase + i) {
+            if tb < te || (tb == te && (pb, sb) <= (pe, se)) {
+                if !self.begin(pb, tb, sb, if KEYED { bk[i] } else { 0 }, bbase + i) {
                     return None;
                 }
                 i += 1;
             } else {
-                if !self.end(ep[j], te, se, if KEYED { ek[j] } else { 0 }, ebase + j) {
+                if !self.end(pe, te, se, if KEYED { ek[j] } else { 0 }, ebase + j) {
                     return None;
                 }
                 j += 1;
