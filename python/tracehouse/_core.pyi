@@ -338,6 +338,33 @@ def pair_spans(
     (ts, producer, seq) order). Raises ValueError on ragged columns or keys given for
     only one side."""
 
+class SpanPairer:
+    """``pair_spans`` fed batch by batch (``src/spans/stream.rs``): push begins and ends in
+    their input order as they are read; each ``push`` pairs, without the GIL, as far as
+    both sides have rows (one thread; the caller reads the next batches on another).
+    The fast path only: inputs sorted by ts, every producer's seq growing along the
+    merge by (ts, producer, seq)."""
+
+    def __init__(self, keyed: bool, begins_hint: int = 0) -> None:
+        """``begins_hint``: the number of begins expected (sizes the outputs once)."""
+    def push(
+        self,
+        is_end: bool,
+        ts: _Col,
+        producer: _Col,
+        seq: _Col,
+        key: _Col | None = None,
+    ) -> bool:
+        """Adds begins (``is_end`` false) or ends, chunks aligned across the columns; False
+        once the inputs broke the fast path's order (nothing more is paired: pair the
+        whole input with ``pair_spans``). ValueError on ragged columns or a key on one
+        side only."""
+    def finish(self) -> dict[str, pa.Array | bool] | None:
+        """What ``pair_spans`` returns plus ``unmatched_end_ts``, ``unmatched_end_producer``
+        (int32), ``unmatched_end_seq`` and ``unmatched_end_key`` (int64 codes, 0 without
+        keys): the values of the unmatched ends, in row order. None when the fast path
+        was off."""
+
 def nest_spans(ts: pa.Int64Array, dur: pa.Int64Array, producer: pa.Int32Array, seq: pa.Int64Array) -> dict[str, pa.Array]:
     """Spans that carry their duration, nested by time per producer (rules in
     ``src/spans.rs``, ``nest``): ``depth`` (int32), ``parent`` (row, -1 at the root) and

@@ -409,18 +409,10 @@ impl<C: Cols> Stream<C> {
         }
         match &mut self.inner {
             Keyed::No(st, sides) => {
-                if !queue(st, sides, is_end, batch, what)? {
-                    self.broken = true;
-                } else if !advance(st, sides) {
-                    self.broken = true;
-                }
+                self.broken = !(queue(st, sides, is_end, batch, what)? && advance(st, sides));
             }
             Keyed::Yes(st, sides) => {
-                if !queue(st, sides, is_end, batch, what)? {
-                    self.broken = true;
-                } else if !advance(st, sides) {
-                    self.broken = true;
-                }
+                self.broken = !(queue(st, sides, is_end, batch, what)? && advance(st, sides));
             }
         }
         if self.broken {

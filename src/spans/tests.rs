@@ -274,8 +274,8 @@ fn stream_fed_in_interleaved_batches_pairs_like_the_whole_input() {
             // row groups are read), a hint too small half the time (the columns grow).
             let mut order: Vec<(i64, bool, usize)> = Vec::new();
             for (is_end, x, at) in [(false, &b, &bc), (true, &e, &ec)] {
-                for w in 0..at.len() - 1 {
-                    order.push((x.ts.get(at[w]).copied().unwrap_or(i64::MAX), is_end, w));
+                for (w, &start) in at[..at.len() - 1].iter().enumerate() {
+                    order.push((x.ts.get(start).copied().unwrap_or(i64::MAX), is_end, w));
                 }
             }
             order.sort_by_key(|&(t, is_end, w)| (t, w, is_end));
