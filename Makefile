@@ -34,11 +34,11 @@ $(BIN)/maturin: | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "maturin>=1.9.4,<2"
 
-# `maturin develop` installs the dependencies and the dev extras declared in
+# `maturin develop` installs the dependencies and the dev and bench extras declared in
 # pyproject.toml, builds the crate in release mode and installs it in the venv with
 # python/ on the path (edits to the Python sources need no rebuild).
 $(CORE_STAMP): $(CORE_SOURCES) | $(BIN)/maturin
-	$(MATURIN) develop --release --extras dev
+	$(MATURIN) develop --release --extras dev,bench
 	@touch $@
 
 Cargo.lock:

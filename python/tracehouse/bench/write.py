@@ -55,6 +55,9 @@ def measure_cell(system, name: str, writers: int, rows: int, *, seconds: float, 
     samples = []
     errors = 0
     cpu = 0.0
+    # One short run first, discarded for every system alike: connections opened, tables or
+    # measurements created, caches and JITs warm — the seed measured steady state.
+    system.measure(writers, rows, min(1.0, seconds / 2), name)
     while True:
         s = system.measure(writers, rows, seconds, name)
         samples.append(s.rows_per_s)

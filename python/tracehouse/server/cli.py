@@ -138,8 +138,10 @@ def cmd_bench_write(args) -> int:
     from rich.console import Console
 
     Console(width=max(100, 26 + 15 * len(result["systems"])), soft_wrap=True).print(write.render(result))
+    from rich.markup import escape
+
     for name, why in result["skipped"].items():
-        out.print(f"skipped {name}: {why}")
+        out.print(f"skipped {name}: {escape(why)}")  # "[bench]" is not rich markup
     out.print(f"JSON: {outdir / 'bench-write.json'}" + (f"   plot: {png}" if png else "   (no plot: matplotlib missing)"))
     return 0
 
