@@ -142,10 +142,11 @@ class Api:
         self.front = None  # the _core.HttpFront, for its counters
         self.auth_refused = 0
         self.queries = ThreadPoolExecutor(max_workers=QUERY_THREADS, thread_name_prefix="th-query")
+        # path -> (methods, handler); writes are named, not called: a round gathers them
         self.routes = {
-            "/api/v2/write": (("POST",), None),
-            "/write": (("POST",), None),
-            "/api/v2/arrow": (("POST",), None),
+            "/api/v2/write": (("POST",), "lp"),
+            "/write": (("POST",), "lp"),
+            "/api/v2/arrow": (("POST",), "arrow"),
             "/api/query": (("GET", "POST"), self.query),
             "/query": (("GET", "POST"), self.create_database),
             "/ping": (("GET", "HEAD"), self.ping),
@@ -206,9 +207,9 @@ class Api:
                 if call.method not in route[0]:
                     raise HttpError(405, "method not allowed", f"{call.method} {call.path} (expected {' or '.join(route[0])})")
                 # Writes are gathered per trace (and type) and appended together below.
-                if call.path == "/api/v2/arrow":
+                if route[1] == "arrow":
                     arrow.setdefault(self._arrow_key(call), []).append(call)
-                elif route[1] is None:
+                elif route[1] == "lp":
                     trace, item = self._lp_item(call)
                     lp.setdefault(trace, []).append((call, item))
                 else:
