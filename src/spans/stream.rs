@@ -154,16 +154,24 @@ impl<const KEYED: bool> State<KEYED> {
         s as usize
     }
 
-    /// A begin (row `row` of the begin input). False when the producer's seq did not grow.
+    /// The producer's slot once its seq grew (seq and max ts recorded); None when it did not.
     #[inline(always)]
-    fn begin(&mut self, p: i32, ts: i64, seq: i64, key: i64, row: usize) -> bool {
+    fn advance(&mut self, p: i32, ts: i64, seq: i64) -> Option<usize> {
         let s = self.slot(p);
         let st = &mut self.producers[s];
         if seq <= st.last_seq {
-            return false;
+            return None;
         }
         st.last_seq = seq;
         st.max_ts = st.max_ts.max(ts);
+        Some(s)
+    }
+
+    /// A begin (row `row` of the begin input). False when the producer's seq did not grow.
+    #[inline(always)]
+    fn begin(&mut self, p: i32, ts: i64, seq: i64, key: i64, row: usize) -> bool {
+        let Some(s) = self.advance(p, ts, seq) else { return false };
+        let st = &mut self.producers[s];
         let out = &mut self.out;
         out.depth[row] = st.stack.len() as i32;
         out.parent[row] = st.stack.last().map_or(-1, |f| f.row as i64);
@@ -174,13 +182,8 @@ impl<const KEYED: bool> State<KEYED> {
     /// An end (row `row` of the end input). False when the producer's seq did not grow.
     #[inline(always)]
     fn end(&mut self, p: i32, ts: i64, seq: i64, key: i64, row: usize) -> bool {
-        let s = self.slot(p);
+        let Some(s) = self.advance(p, ts, seq) else { return false };
         let st = &mut self.producers[s];
-        if seq <= st.last_seq {
-            return false;
-        }
-        st.last_seq = seq;
-        st.max_ts = st.max_ts.max(ts);
         match st.stack.last() {
             Some(f) if !KEYED || f.key == key => {
                 let f = *f;
