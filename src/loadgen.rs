@@ -172,6 +172,10 @@ pub enum Proto {
         bodies: Arc<Vec<Vec<u8>>>,
         /// Content type header.
         content_type: String,
+        /// Byte offset of each body's `ts` values (int64 little-endian, one per row), if any:
+        /// each send then stamps its rows with the send's measurement time (`ts + k * 1 µs`,
+        /// as the line-protocol rows are), instead of repeating the bodies' own stamps.
+        ts_offsets: Option<Arc<Vec<usize>>>,
     },
 }
 
@@ -377,6 +381,14 @@ pub fn field_section(workload: Workload, r: &mut SplitMix64) -> String {
     s
 }
 
+/// Overwrites `rows` int64 values at `at` with `ts + k * 1000` (k = 0..rows), where they fit.
+fn stamp(body: &mut [u8], at: usize, rows: usize, ts: i64) {
+    let end = at.saturating_add(rows * 8).min(body.len());
+    for (k, v) in body[at.min(end)..end].chunks_exact_mut(8).enumerate() {
+        v.copy_from_slice(&(ts + k as i64 * 1000).to_le_bytes());
+    }
+}
+
 /// Writes `v` in decimal.
 fn push_i64(out: &mut Vec<u8>, v: i64) {
     let mut buf = [0u8; 20];
@@ -551,10 +563,13 @@ fn run_agent(mut agent: Agent, start: Instant, stop: Arc<AtomicBool>) -> AgentSt
                 agent.render(&mut body, rows, ts);
                 http_post(s, r, &mut head, &cfg, path, "text/plain; charset=utf-8", &body).map(Some)
             }
-            Proto::HttpBodies { path, bodies, content_type } => {
-                let b = &bodies[(batches as usize + agent.id) % bodies.len()];
+            Proto::HttpBodies { path, bodies, content_type, ts_offsets } => {
+                let i = (batches as usize + agent.id) % bodies.len();
                 body.clear();
-                body.extend_from_slice(b);
+                body.extend_from_slice(&bodies[i]);
+                if let Some(offs) = ts_offsets {
+                    stamp(&mut body, offs[i], rows, ts);
+                }
                 http_post(s, r, &mut head, &cfg, path, content_type, &body).map(Some)
             }
             Proto::Tcp { acks, .. } => {

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 import subprocess
 import sys
 
@@ -30,6 +31,7 @@ def load(server, *args):
 @pytest.mark.parametrize("protocol", ["http", "tcp-acks", "arrow"])
 def test_qos_agents_every_acknowledged_row_is_stored(server, protocol):
     bucket = f"qos_{protocol.replace('-', '_')}"
+    started = time.time_ns()
     rep = load(server, "qos", "--agents", "3", "--rows-per-batch", "20", "--protocol", protocol, "--bucket", bucket)
     assert rep["errors"] == 0, rep["error_samples"]
     assert rep["rows_acked"] > 0 and rep["rows_acked"] == rep["rows_sent"]
@@ -42,6 +44,11 @@ def test_qos_agents_every_acknowledged_row_is_stored(server, protocol):
     if protocol != "arrow":
         prods = server.sql(f"SELECT attrs FROM th.producers WHERE trace = '{bucket}'")
         assert len(prods) == 3 and all(len(json.loads(a)) == 13 for (a,) in prods)
+    # Every send is stamped with its own measurement time (rows 1 us apart), Arrow bodies too:
+    # batches do not repeat each other's stamps (agents may collide on a few by chance), and
+    # the stamps are of this run. Repeated bodies would give count(DISTINCT ts) = 8 x rows.
+    (distinct, lo), = server.sql(f'SELECT count(DISTINCT ts), min(ts) FROM "{bucket}".qos')
+    assert distinct >= 0.95 * n and lo > started - 60 * 10**9
 
 
 def test_tsbs_cpu_hosts_over_tcp_and_interval(server):

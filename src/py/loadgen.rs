@@ -18,7 +18,8 @@ use crate::loadgen::{self, Config, GenSpec, Proto, Workload, CPU_FIELDS, CPU_TAG
 #[pyfunction]
 #[pyo3(signature = (*, workload="qos", protocol="http", host="127.0.0.1", port=8086, path="/api/v2/write?bucket=qos",
                     bucket="qos", token=None, agents=8, rows_per_batch=1000, interval_ms=0.0, duration_s=10.0,
-                    batches_per_agent=0, seed=42, bodies=None, content_type="application/vnd.apache.arrow.stream"))]
+                    batches_per_agent=0, seed=42, bodies=None, content_type="application/vnd.apache.arrow.stream",
+                    ts_offsets=None))]
 #[allow(clippy::too_many_arguments)]
 fn run_load<'py>(
     py: Python<'py>,
@@ -37,6 +38,7 @@ fn run_load<'py>(
     seed: u64,
     bodies: Option<Vec<Vec<u8>>>,
     content_type: &str,
+    ts_offsets: Option<Vec<usize>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let workload = match workload {
         "qos" => Workload::Qos,
@@ -50,10 +52,14 @@ fn run_load<'py>(
         "http-bodies" => {
             let bodies =
                 bodies.filter(|b| !b.is_empty()).ok_or_else(|| PyValueError::new_err("http-bodies needs bodies"))?;
+            if ts_offsets.as_ref().is_some_and(|o| o.len() != bodies.len()) {
+                return Err(PyValueError::new_err("ts_offsets needs one offset per body"));
+            }
             Proto::HttpBodies {
                 path: path.to_string(),
                 bodies: Arc::new(bodies),
                 content_type: content_type.to_string(),
+                ts_offsets: ts_offsets.map(Arc::new),
             }
         }
         p => return Err(PyValueError::new_err(format!("protocol {p:?}: expected http, tcp, tcp-acks or http-bodies"))),

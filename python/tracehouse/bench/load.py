@@ -69,11 +69,19 @@ def self_cpu_s() -> float:
 
 def arrow_bodies(workload: str, rows: int, count: int = 8, seed: int = 42) -> list[bytes]:
     """`count` Arrow IPC streams of `rows` rows of the workload's fields (ts, producer, params)."""
+    return arrow_bodies_stamped(workload, rows, count, seed)[0]
+
+
+def arrow_bodies_stamped(workload: str, rows: int, count: int = 8, seed: int = 42) -> tuple[list[bytes], list[int]]:
+    """`arrow_bodies` plus the byte offset of each body's `ts` values, so the load generator can
+    stamp every send with its own measurement time (repeating the same stamps made every
+    checkpoint a full re-sort of identical time ranges, which no real agent produces)."""
     rng = np.random.default_rng(seed)
-    out = []
+    out, offsets = [], []
     base = time.time_ns()
     for k in range(count):
-        cols = {"ts": pa.array(base + np.arange(rows, dtype=np.int64) * 1000 + k, pa.int64()),
+        ts = base + np.arange(rows, dtype=np.int64) * 1000 + k
+        cols = {"ts": pa.array(ts, pa.int64()),
                 "producer": pa.array(np.full(rows, k, np.int32))}
         if workload == "qos":
             for name, typ, lo, hi in _core.QOS_RESULT_PARAMS:
@@ -88,8 +96,13 @@ def arrow_bodies(workload: str, rows: int, count: int = 8, seed: int = 42) -> li
         sink = pa.BufferOutputStream()
         with pa.ipc.new_stream(sink, t.schema) as w:
             w.write_table(t)
-        out.append(sink.getvalue().to_pybytes())
-    return out
+        body = sink.getvalue().to_pybytes()
+        at = body.find(ts.astype("<i8").tobytes())
+        if at < 0:
+            raise AssertionError("ts values not found in the IPC body")  # pyarrow wrote them compressed?
+        out.append(body)
+        offsets.append(at)
+    return out, offsets
 
 
 def run(workload: str, *, target: Target, protocol: str = "http", bucket: str | None = None, agents: int = 8,
@@ -101,7 +114,7 @@ def run(workload: str, *, target: Target, protocol: str = "http", bucket: str | 
     bucket = bucket or workload
     kw: dict = {}
     if protocol == "arrow":
-        kw["bodies"] = arrow_bodies(workload, rows_per_batch, seed=seed)
+        kw["bodies"], kw["ts_offsets"] = arrow_bodies_stamped(workload, rows_per_batch, seed=seed)
         kw["path"] = path or f"/api/v2/arrow?trace={bucket}&type={workload}"
         proto = "http-bodies"
     else:

@@ -294,15 +294,16 @@ class Tracehouse:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def measure(self, writers: int, rows: int, seconds: float, name: str | None = None) -> Sample:
-        from .load import arrow_bodies, self_cpu_s
+        from .load import arrow_bodies_stamped, self_cpu_s
 
         proto = self.protocols[name or self.name]
         kw: dict = {}
         bucket = f"{self.workload}_{proto.replace('-', '_')}"
         if proto == "arrow":
             if getattr(self, "_bodies_for", None) != rows:
-                self._bodies, self._bodies_for = arrow_bodies(self.workload, rows), rows
-            kw = {"bodies": self._bodies, "path": f"/api/v2/arrow?trace={bucket}&type={self.workload}"}
+                self._bodies, self._bodies_for = arrow_bodies_stamped(self.workload, rows), rows
+            kw = {"bodies": self._bodies[0], "ts_offsets": self._bodies[1],
+                  "path": f"/api/v2/arrow?trace={bucket}&type={self.workload}"}
             proto_arg = "http-bodies"
         else:
             kw = {"path": f"/api/v2/write?bucket={bucket}"}
