@@ -468,6 +468,23 @@ def test_auto_compaction_after_enough_checkpoints(store_path):
         assert scalar(s, 'SELECT count(DISTINCT (producer, seq)) FROM "t".mark') == 10
 
 
+def test_compaction_of_a_wide_type_is_capped_by_bytes(store_path):
+    # 10 params + ts, producer, seq = 13 columns x 8 bytes: a 2,600-byte cap is 25 rows.
+    wide = EventType("w", "instant", tuple(Column(f"c{i}", "float64", "", "") for i in range(10)))
+    with tracehouse.open(store_path, compact_min_segments=100, flush_interval_s=3600.0,
+                         compact_target_bytes=2600) as s:
+        s.create_trace("t", "widefmt", event_types=[wide])
+        for i in range(8):
+            cols = {"ts": pa.array(range(i * 10, i * 10 + 10), pa.int64()), "producer": pa.array([0] * 10, pa.int32())}
+            cols.update({f"c{j}": [float(j)] * 10 for j in range(10)})
+            s.append("t", "w", pa.table(cols))
+            s.flush("t")
+        assert s.compact("t") == 8
+        rows = sorted(x.rows for x in s.catalog.segments(s.trace("t").id))
+        assert rows == [20, 20, 20, 20]  # groups stop before exceeding 25 rows
+        assert scalar(s, 'SELECT count(*) FROM "t".w') == 80
+
+
 # -- rm ------------------------------------------------------------------------------------
 
 def test_rm_removes_files_views_and_catalog_rows(app, store_path):
