@@ -154,6 +154,10 @@ impl<const KEYED: bool> State<KEYED> {
         s as usize
     }
 
+    fn new(out: Spans) -> Self {
+        State { dense: Vec::new(), sparse: HashMap::new(), producers: Vec::new(), out, unmatched: Default::default() }
+    }
+
     /// The producer's slot once its seq grew (seq and max ts recorded); None when it did not.
     #[inline(always)]
     fn advance(&mut self, p: i32, ts: i64, seq: i64) -> Option<usize> {
@@ -358,29 +362,7 @@ impl<C: Cols> Stream<C> {
             ..Spans::default()
         };
         let sides = [Side::new(), Side::new()];
-        let inner = if keyed {
-            Keyed::Yes(
-                State {
-                    dense: Vec::new(),
-                    sparse: HashMap::new(),
-                    producers: Vec::new(),
-                    out,
-                    unmatched: Default::default(),
-                },
-                sides,
-            )
-        } else {
-            Keyed::No(
-                State {
-                    dense: Vec::new(),
-                    sparse: HashMap::new(),
-                    producers: Vec::new(),
-                    out,
-                    unmatched: Default::default(),
-                },
-                sides,
-            )
-        };
+        let inner = if keyed { Keyed::Yes(State::new(out), sides) } else { Keyed::No(State::new(out), sides) };
         Stream { inner, keyed, broken: false, begins_ordered: true, last_begin: (i64::MIN, i32::MIN, i64::MIN) }
     }
 
