@@ -220,6 +220,23 @@ class SqlPayloads:
         return self._cached(("params", writer, n), make)
 
 
+def ensure_writer_ids(system, writers: int, idempotent) -> None:
+    """Schema 2's identity rows, one per writer, exist before any batch references them.
+
+    `system` has `payloads`, `connect()` (autocommit) and `ids_for` (writers covered so far);
+    `idempotent` turns the INSERT into the dialect's insert-or-ignore.
+    """
+    if writers <= system.ids_for:
+        return
+    sql, rows = system.payloads.id_rows(writers)
+    conn = system.connect()
+    try:
+        conn.cursor().executemany(idempotent(sql), rows)
+    finally:
+        conn.close()
+    system.ids_for = writers
+
+
 def threaded(writers: int, seconds: float, make_conn, write_batch) -> Sample:
     """`writers` threads, each with its own connection, writing batches closed-loop for `seconds`."""
     conns = [make_conn(w) for w in range(writers)]
@@ -455,15 +472,8 @@ class Postgres:
                               timeout=120)
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def _ensure_ids(self, writers: int) -> None:
-        if writers > self.ids_for:
-            sql, rows = self.payloads.id_rows(writers)
-            with self.connect() as c:
-                c.cursor().executemany(sql + " ON CONFLICT DO NOTHING", rows)
-            self.ids_for = writers
-
     def measure(self, writers: int, rows: int, seconds: float, name: str | None = None) -> Sample:
-        self._ensure_ids(writers)
+        ensure_writer_ids(self, writers, lambda sql: sql + " ON CONFLICT DO NOTHING")
         p = self.payloads
         if (name or self.name) == "postgres-copy":
             copy_sql = p.copy_sql()
@@ -559,12 +569,7 @@ class MariaDB:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def measure(self, writers: int, rows: int, seconds: float, name: str | None = None) -> Sample:
-        if writers > self.ids_for:
-            sql, idrows = self.payloads.id_rows(writers)
-            c = self.connect()
-            c.cursor().executemany(sql.replace("INSERT", "INSERT IGNORE"), idrows)
-            c.close()
-            self.ids_for = writers
+        ensure_writer_ids(self, writers, lambda sql: sql.replace("INSERT", "INSERT IGNORE"))
         sql = {w: self.payloads.insert_sql(w, rows) for w in range(writers)}
 
         def write(conn, w):
@@ -606,12 +611,7 @@ class SQLite:
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def measure(self, writers: int, rows: int, seconds: float, name: str | None = None) -> Sample:
-        if writers > self.ids_for:
-            sql, idrows = self.payloads.id_rows(writers)
-            db = self.connect()
-            db.executemany(sql.replace("INSERT", "INSERT OR IGNORE"), idrows)
-            db.close()
-            self.ids_for = writers
+        ensure_writer_ids(self, writers, lambda sql: sql.replace("INSERT", "INSERT OR IGNORE"))
         batches = {w: self.payloads.param_rows(w, rows) for w in range(writers)}
 
         def write(db, w):
