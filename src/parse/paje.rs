@@ -303,29 +303,12 @@ impl PajeParser {
 
     /// Parses a chunk (cut anywhere).
     pub fn feed(&mut self, chunk: &[u8]) {
-        let mut start = 0;
-        if !self.carry.is_empty() {
-            match chunk.iter().position(|&c| c == b'\n') {
-                Some(nl) => {
-                    let mut l = std::mem::take(&mut self.carry);
-                    l.extend_from_slice(&chunk[..nl]);
-                    self.line_in(&l);
-                    start = nl + 1;
-                }
-                None => {
-                    self.carry.extend_from_slice(chunk);
-                    return;
-                }
-            }
-        }
-        while let Some(off) = chunk[start..].iter().position(|&c| c == b'\n') {
-            if self.fatal.is_some() {
-                return;
-            }
-            self.line_in(&chunk[start..start + off]);
-            start += off + 1;
-        }
-        self.carry.extend_from_slice(&chunk[start..]);
+        let mut carry = std::mem::take(&mut self.carry);
+        super::split_lines(&mut carry, chunk, |l| {
+            self.line_in(l);
+            self.fatal.is_none()
+        });
+        self.carry = carry;
     }
 
     /// Ends the input: the last line, then every state and link still open.
@@ -745,3 +728,15 @@ fn extra_json(extra: &[(&str, &str, &str)]) -> Option<String> {
 
 #[cfg(test)]
 mod tests;
+
+impl super::ChunkParser for PajeParser {
+    fn feed(&mut self, chunk: &[u8]) {
+        PajeParser::feed(self, chunk)
+    }
+    fn finish(&mut self) {
+        PajeParser::finish(self)
+    }
+    fn take_batches(&mut self, all: bool) -> Vec<(String, RecordBatch)> {
+        PajeParser::take_batches(self, all)
+    }
+}

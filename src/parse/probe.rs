@@ -747,29 +747,12 @@ impl ProbeParser {
         if self.fatal.is_some() {
             return;
         }
-        let mut start = 0;
-        if !self.carry.is_empty() {
-            match chunk.iter().position(|&c| c == b'\n') {
-                Some(nl) => {
-                    let mut line = std::mem::take(&mut self.carry);
-                    line.extend_from_slice(&chunk[..nl]);
-                    self.line_in(&line);
-                    start = nl + 1;
-                }
-                None => {
-                    self.carry.extend_from_slice(chunk);
-                    return;
-                }
-            }
-        }
-        while let Some(off) = chunk[start..].iter().position(|&c| c == b'\n') {
-            if self.fatal.is_some() {
-                return;
-            }
-            self.line_in(&chunk[start..start + off]);
-            start += off + 1;
-        }
-        self.carry.extend_from_slice(&chunk[start..]);
+        let mut carry = std::mem::take(&mut self.carry);
+        super::split_lines(&mut carry, chunk, |l| {
+            self.line_in(l);
+            self.fatal.is_none()
+        });
+        self.carry = carry;
     }
 
     /// Ends the input: the last line, an open table, spans never closed.
@@ -1490,3 +1473,15 @@ fn parse_stats_text(v: &str) -> Option<(i64, i64, i64)> {
 
 #[cfg(test)]
 mod tests;
+
+impl super::ChunkParser for ProbeParser {
+    fn feed(&mut self, chunk: &[u8]) {
+        ProbeParser::feed(self, chunk)
+    }
+    fn finish(&mut self) {
+        ProbeParser::finish(self)
+    }
+    fn take_batches(&mut self, all: bool) -> Vec<(String, RecordBatch)> {
+        ProbeParser::take_batches(self, all)
+    }
+}

@@ -18,6 +18,7 @@ use super::arrow::{batch_to_pyarrow, schema_to_pyarrow};
 use crate::export::chrome::ChromeWriter;
 use crate::parse::chrome::{ChromeParser, Options, Problem, TABLES};
 use crate::parse::table::PType;
+use crate::parse::ChunkParser;
 
 /// Batches as a list of (event type, pyarrow.RecordBatch), converting each distinct
 /// schema once.
@@ -40,6 +41,33 @@ pub fn batches_to_py<'py>(
         out.append((name, batch_to_pyarrow(py, b, &schema)?))?;
     }
     Ok(out)
+}
+
+/// Feeds `chunk` to `parser` without the GIL; returns the batches it filled, for Python.
+pub fn feed_parser<'py, P: ChunkParser>(
+    py: Python<'py>,
+    parser: &mut P,
+    chunk: &[u8],
+    cache: &mut HashMap<(String, usize), Py<PyAny>>,
+) -> PyResult<Bound<'py, PyList>> {
+    let b = py.detach(|| {
+        parser.feed(chunk);
+        parser.take_batches(false)
+    });
+    batches_to_py(py, b, cache)
+}
+
+/// Ends `parser`'s input without the GIL; returns every remaining batch, for Python.
+pub fn finish_parser<'py, P: ChunkParser>(
+    py: Python<'py>,
+    parser: &mut P,
+    cache: &mut HashMap<(String, usize), Py<PyAny>>,
+) -> PyResult<Bound<'py, PyList>> {
+    let b = py.detach(|| {
+        parser.finish();
+        parser.take_batches(true)
+    });
+    batches_to_py(py, b, cache)
 }
 
 /// Problems as (line, byte offset, reason) tuples.
@@ -80,22 +108,12 @@ impl PyChromeParser {
 
     /// Parses a chunk; returns the batches that are full, as [(event type, batch)].
     fn feed<'py>(&mut self, py: Python<'py>, chunk: &[u8]) -> PyResult<Bound<'py, PyList>> {
-        let inner = &mut self.inner;
-        let batches = py.detach(move || {
-            inner.feed(chunk);
-            inner.take_batches(false)
-        });
-        batches_to_py(py, batches, &mut self.schemas)
+        feed_parser(py, &mut self.inner, chunk, &mut self.schemas)
     }
 
     /// Ends the input; returns every remaining batch.
     fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let inner = &mut self.inner;
-        let batches = py.detach(move || {
-            inner.finish();
-            inner.take_batches(true)
-        });
-        batches_to_py(py, batches, &mut self.schemas)
+        finish_parser(py, &mut self.inner, &mut self.schemas)
     }
 
     /// Columns discovered since the last call: [(event type, column, type, args key)].

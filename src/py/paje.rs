@@ -8,7 +8,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use super::chrome::batches_to_py;
+use super::chrome::{feed_parser, finish_parser};
 use crate::parse::paje::{PajeParser, TABLES};
 
 /// Streaming parser of Paje trace files (see `tracehouse/formats/paje.py`).
@@ -35,22 +35,12 @@ impl PyPajeParser {
 
     /// Parses a chunk; returns the full batches as [(event type, batch)].
     fn feed<'py>(&mut self, py: Python<'py>, chunk: &[u8]) -> PyResult<Bound<'py, PyList>> {
-        let inner = &mut self.inner;
-        let b = py.detach(move || {
-            inner.feed(chunk);
-            inner.take_batches(false)
-        });
-        batches_to_py(py, b, &mut self.schemas)
+        feed_parser(py, &mut self.inner, chunk, &mut self.schemas)
     }
 
     /// Ends the input (closing held states and unmatched links); returns the remaining batches.
     fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let inner = &mut self.inner;
-        let b = py.detach(move || {
-            inner.finish();
-            inner.take_batches(true)
-        });
-        batches_to_py(py, b, &mut self.schemas)
+        finish_parser(py, &mut self.inner, &mut self.schemas)
     }
 
     /// Always []: the Paje event types have fixed columns (extra fields go to `extra`).

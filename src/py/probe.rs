@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use super::arrow::schema_to_pyarrow;
-use super::chrome::batches_to_py;
+use super::chrome::{feed_parser, finish_parser};
 use crate::parse::probe::{ProbeParser, Tool};
 
 /// Streaming parser of bpftrace / SystemTap output with printf patterns and spans.
@@ -57,22 +57,12 @@ impl PyProbeParser {
 
     /// Parses a chunk; returns the full batches as [(event type, batch)].
     fn feed<'py>(&mut self, py: Python<'py>, chunk: &[u8]) -> PyResult<Bound<'py, PyList>> {
-        let inner = &mut self.inner;
-        let b = py.detach(move || {
-            inner.feed(chunk);
-            inner.take_batches(false)
-        });
-        batches_to_py(py, b, &mut self.schemas)
+        feed_parser(py, &mut self.inner, chunk, &mut self.schemas)
     }
 
     /// Ends the input; returns every remaining batch.
     fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let inner = &mut self.inner;
-        let b = py.detach(move || {
-            inner.finish();
-            inner.take_batches(true)
-        });
-        batches_to_py(py, b, &mut self.schemas)
+        finish_parser(py, &mut self.inner, &mut self.schemas)
     }
 
     /// The aggregate result tables: [("hist" | "map" | "stats", batch)].
