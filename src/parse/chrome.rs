@@ -1585,14 +1585,4 @@ fn parse_event(cur: &mut Cursor<'_>, ev: &mut Ev) -> Result<(), JErr> {
 #[cfg(test)]
 mod tests;
 
-impl super::ChunkParser for ChromeParser {
-    fn feed(&mut self, chunk: &[u8]) {
-        ChromeParser::feed(self, chunk)
-    }
-    fn finish(&mut self) {
-        ChromeParser::finish(self)
-    }
-    fn take_batches(&mut self, all: bool) -> Vec<(String, RecordBatch)> {
-        ChromeParser::take_batches(self, all)
-    }
-}
+super::chunk_parser!(ChromeParser);

@@ -26,6 +26,25 @@ pub trait ChunkParser: Send {
     fn take_batches(&mut self, all: bool) -> Vec<(String, RecordBatch)>;
 }
 
+/// Implements [`ChunkParser`] for a parser type by its inherent `feed`, `finish` and
+/// `take_batches` (the Rust tests call those without importing the trait).
+macro_rules! chunk_parser {
+    ($t:ty) => {
+        impl $crate::parse::ChunkParser for $t {
+            fn feed(&mut self, chunk: &[u8]) {
+                <$t>::feed(self, chunk)
+            }
+            fn finish(&mut self) {
+                <$t>::finish(self)
+            }
+            fn take_batches(&mut self, all: bool) -> Vec<(String, arrow_array::RecordBatch)> {
+                <$t>::take_batches(self, all)
+            }
+        }
+    };
+}
+pub(crate) use chunk_parser;
+
 /// Hands each whole line of `chunk` (without `\n`) to `line`, the unfinished tail waiting in
 /// `carry` for the next chunk. `line` returns false to stop (a fatal error): the rest of the
 /// chunk is then dropped.

@@ -729,14 +729,4 @@ fn extra_json(extra: &[(&str, &str, &str)]) -> Option<String> {
 #[cfg(test)]
 mod tests;
 
-impl super::ChunkParser for PajeParser {
-    fn feed(&mut self, chunk: &[u8]) {
-        PajeParser::feed(self, chunk)
-    }
-    fn finish(&mut self) {
-        PajeParser::finish(self)
-    }
-    fn take_batches(&mut self, all: bool) -> Vec<(String, RecordBatch)> {
-        PajeParser::take_batches(self, all)
-    }
-}
+super::chunk_parser!(PajeParser);

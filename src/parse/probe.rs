@@ -1474,14 +1474,4 @@ fn parse_stats_text(v: &str) -> Option<(i64, i64, i64)> {
 #[cfg(test)]
 mod tests;
 
-impl super::ChunkParser for ProbeParser {
-    fn feed(&mut self, chunk: &[u8]) {
-        ProbeParser::feed(self, chunk)
-    }
-    fn finish(&mut self) {
-        ProbeParser::finish(self)
-    }
-    fn take_batches(&mut self, all: bool) -> Vec<(String, RecordBatch)> {
-        ProbeParser::take_batches(self, all)
-    }
-}
+super::chunk_parser!(ProbeParser);

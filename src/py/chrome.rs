@@ -70,6 +70,24 @@ pub fn finish_parser<'py, P: ChunkParser>(
     batches_to_py(py, b, cache)
 }
 
+/// One producer row as `Store.add_producers` takes it: {id, parent, kind, name, attrs}.
+pub fn producer_row<'py>(
+    py: Python<'py>,
+    id: impl IntoPyObject<'py>,
+    parent: impl IntoPyObject<'py>,
+    kind: &str,
+    name: &str,
+    attrs: Bound<'py, PyDict>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item("id", id)?;
+    d.set_item("parent", parent)?;
+    d.set_item("kind", kind)?;
+    d.set_item("name", name)?;
+    d.set_item("attrs", attrs)?;
+    Ok(d)
+}
+
 /// Problems as (line, byte offset, reason) tuples.
 pub fn problems_to_py<'py>(py: Python<'py>, ps: &[Problem]) -> PyResult<Bound<'py, PyList>> {
     let out = PyList::empty(py);
@@ -125,15 +143,10 @@ impl PyChromeParser {
     fn producers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let out = PyList::empty(py);
         for p in self.inner.producers() {
-            let d = PyDict::new(py);
-            d.set_item("id", p.id)?;
-            d.set_item("parent", p.parent)?;
-            d.set_item("kind", p.kind)?;
             let default = match &p.tid {
                 Some(t) => format!("thread {t}"),
                 None => format!("process {}", p.pid),
             };
-            d.set_item("name", p.name.clone().unwrap_or(default))?;
             let attrs = PyDict::new(py);
             let num = |s: &str| s.parse::<i64>().ok();
             match num(&p.pid) {
@@ -152,8 +165,7 @@ impl PyChromeParser {
             if let Some(l) = &p.labels {
                 attrs.set_item("labels", l)?;
             }
-            d.set_item("attrs", attrs)?;
-            out.append(d)?;
+            out.append(producer_row(py, p.id, p.parent, p.kind, p.name.as_deref().unwrap_or(&default), attrs)?)?;
         }
         Ok(out)
     }

@@ -8,7 +8,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use super::chrome::{feed_parser, finish_parser};
+use super::chrome::{feed_parser, finish_parser, producer_row};
 use crate::parse::paje::{PajeParser, TABLES};
 
 /// Streaming parser of Paje trace files (see `tracehouse/formats/paje.py`).
@@ -52,11 +52,6 @@ impl PyPajeParser {
     fn producers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let out = PyList::empty(py);
         for c in self.inner.containers() {
-            let d = PyDict::new(py);
-            d.set_item("id", c.id)?;
-            d.set_item("parent", c.parent)?;
-            d.set_item("kind", &c.kind)?;
-            d.set_item("name", &c.name)?;
             let attrs = PyDict::new(py);
             if let Some(a) = &c.alias {
                 attrs.set_item("alias", a)?;
@@ -67,8 +62,7 @@ impl PyPajeParser {
             if let Some(t) = c.destroyed {
                 attrs.set_item("destroyed_ns", t)?;
             }
-            d.set_item("attrs", attrs)?;
-            out.append(d)?;
+            out.append(producer_row(py, c.id, c.parent, &c.kind, &c.name, attrs)?)?;
         }
         Ok(out)
     }

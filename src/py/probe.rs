@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use super::arrow::schema_to_pyarrow;
-use super::chrome::{feed_parser, finish_parser};
+use super::chrome::{feed_parser, finish_parser, producer_row};
 use crate::parse::probe::{ProbeParser, Tool};
 
 /// Streaming parser of bpftrace / SystemTap output with printf patterns and spans.
@@ -84,11 +84,6 @@ impl PyProbeParser {
     fn producers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let out = PyList::empty(py);
         for p in self.inner.producers() {
-            let d = PyDict::new(py);
-            d.set_item("id", p.id)?;
-            d.set_item("parent", p.parent)?;
-            d.set_item("kind", p.kind)?;
-            d.set_item("name", &p.name)?;
             let attrs = PyDict::new(py);
             if let Some(v) = p.pid {
                 attrs.set_item("pid", v)?;
@@ -96,8 +91,7 @@ impl PyProbeParser {
             if let Some(v) = p.tid {
                 attrs.set_item("tid", v)?;
             }
-            d.set_item("attrs", attrs)?;
-            out.append(d)?;
+            out.append(producer_row(py, p.id, p.parent, p.kind, &p.name, attrs)?)?;
         }
         Ok(out)
     }
