@@ -307,10 +307,10 @@ class Ingestor:
                 continue
             for gschema, members in groups:
                 if gschema.equals(schema):
-                    members.append((res, batches))
+                    members.append((len(out) - 1, batches))
                     break
             else:
-                groups.append((schema, [(res, batches)]))
+                groups.append((schema, [(len(out) - 1, batches)]))
         for schema, members in groups:
             allb = [b for _r, bs in members for b in bs]
             try:
@@ -319,16 +319,16 @@ class Ingestor:
                 else:
                     table = pa.Table.from_batches(allb, schema).combine_chunks()
                     lsn = self.store.append(trace, event_type, table, source="arrow stream")
-                for res, _bs in members:
-                    res.lsn = lsn
+                for i, _bs in members:
+                    out[i].lsn = lsn
             except BadInput:
                 # One body is bad (e.g. nulls in ts): append them apart so only it is refused.
-                for res, bs in members:
+                for i, bs in members:
                     try:
                         for b in bs:
-                            res.lsn = self.store.append(trace, event_type, b, source="arrow stream")
+                            out[i].lsn = self.store.append(trace, event_type, b, source="arrow stream")
                     except BadInput as e:
-                        out[out.index(res)] = e
+                        out[i] = e  # by position: WriteResults compare by value, two can be equal
         for r in out:
             if isinstance(r, WriteResult):
                 self._count(rows=r.rows)
