@@ -441,6 +441,28 @@ def test_compaction_keeps_every_row_exactly_once(store, store_path):
         assert s.sql('SELECT * FROM "t".mark ORDER BY producer, seq').equals(before)
 
 
+def test_checkpoint_floats_are_lz4_and_compaction_recompresses_them_with_zstd(store):
+    store.create_trace("t", "demo", event_types=[LOAD])
+    tid = store.trace("t").id
+
+    def codecs():
+        out = set()
+        for seg in store.catalog.segments(tid, "load"):
+            md = pq.ParquetFile(store.path / seg.path).metadata
+            names = md.schema.to_arrow_schema().names
+            col = md.row_group(0).column(names.index("value"))
+            out.add((seg.level, col.compression))
+        return out
+
+    for i in range(3):
+        store.append("t", "load", pa.table({"ts": [i], "producer": [0], "value": [float(i) + 0.5]}))
+        store.flush("t")
+    assert codecs() == {(0, "LZ4")}  # checkpoints favour encoding speed
+    assert store.compact("t") == 3
+    assert codecs() == {(1, "ZSTD")}  # compaction favours size
+    assert store.sql('SELECT sum(value) FROM "t".load').column(0)[0].as_py() == 4.5
+
+
 def test_compacted_away_files_are_deleted_after_the_grace_period(store_path):
     with tracehouse.open(store_path, retire_grace_s=0.0) as s:
         s.create_trace("t", "demo", event_types=[MARK])

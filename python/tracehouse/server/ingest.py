@@ -218,7 +218,7 @@ class Ingestor:
                 if len(parts) == 1:
                     batch = parts[0][1]
                 elif all(b.schema.equals(parts[0][1].schema) for _r, b in parts):
-                    batch = pa.Table.from_batches([b for _r, b in parts]).combine_chunks().to_batches()[0]
+                    batch = pa.Table.from_batches([b for _r, b in parts])  # one WAL record, not glued
                 else:  # the measurement was widened between two bodies: append them apart
                     batch = None
                 if batch is not None:
@@ -314,11 +314,10 @@ class Ingestor:
         for schema, members in groups:
             allb = [b for _r, bs in members for b in bs]
             try:
-                if len(allb) == 1:
-                    lsn = self.store.append(trace, event_type, allb[0], source="arrow stream")
-                else:
-                    table = pa.Table.from_batches(allb, schema).combine_chunks()
-                    lsn = self.store.append(trace, event_type, table, source="arrow stream")
+                # Several streams: one table of their batches, appended as one WAL record
+                # without gluing them (a copy of every value).
+                lsn = self.store.append(trace, event_type, allb[0] if len(allb) == 1 else pa.Table.from_batches(allb, schema),
+                                        source="arrow stream")
                 for i, _bs in members:
                     out[i].lsn = lsn
             except BadInput:

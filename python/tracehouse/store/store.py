@@ -297,7 +297,16 @@ class Store:
             elif all(c.num_chunks == 1 for c in batch.columns):  # no copy for one-chunk tables
                 batch = pa.RecordBatch.from_arrays([c.chunk(0) for c in batch.columns], schema=batch.schema)
             else:
-                batch = pa.RecordBatch.from_arrays([c.combine_chunks() for c in batch.columns], schema=batch.schema)
+                # Several chunks (e.g. many small client batches gathered into one write) stay
+                # several batches of one WAL record: gluing them first copied every value.
+                parts = [b for b in batch.to_batches() if b.num_rows]
+                conformed = [self._conformed(et, b, source) for b in parts]  # all, before any seq
+                return w.append_many(event_type, [self._numbered(w, b, s) for b, s in conformed], wait=wait)
+        return w.append(event_type, self._numbered(w, *self._conformed(et, batch, source)), wait=wait)
+
+    @staticmethod
+    def _conformed(et: EventType, batch: pa.RecordBatch, source: str) -> tuple[pa.RecordBatch, bool]:
+        """`batch` conformed to the stored type, and whether it needs sequence numbers."""
         # seq is assigned only once `conform` accepted the batch (a placeholder stands in until
         # then): a rejected batch must not use up sequence numbers, and a producer column of the
         # wrong type must be a BadInput naming it, not a raw Arrow cast error.
@@ -307,12 +316,15 @@ class Store:
             # like the stored type takes conform's fast path (no per-column work).
             at = 2 if batch.schema.names[:2] == ["ts", "producer"] else batch.num_columns
             batch = batch.add_column(at, SEQ_FIELD, pa.array(np.zeros(batch.num_rows, np.int64)))
-        batch = conform(batch, et, source=source)
+        return conform(batch, et, source=source), assign_seq
+
+    @staticmethod
+    def _numbered(w: TraceWriter, batch: pa.RecordBatch, assign_seq: bool) -> pa.RecordBatch:
         if assign_seq and batch.num_rows:
             seq = w.assign_seq(batch.column("producer").to_numpy(zero_copy_only=False))
             i = batch.schema.get_field_index("seq")
             batch = batch.set_column(i, batch.schema.field(i), pa.array(seq, pa.int64()))
-        return w.append(event_type, batch, wait=wait)
+        return batch
 
     def assign_seq(self, trace: str, producer) -> np.ndarray:
         """Sequence numbers for new events of `producer` (one per row, in row order),

@@ -49,6 +49,9 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+IOV_MAX = 1024
+
+
 def encode_batch(batch: pa.RecordBatch) -> pa.Buffer:
     sink = pa.BufferOutputStream()
     with pa.ipc.new_stream(sink, batch.schema) as w:
@@ -80,27 +83,32 @@ class WalWriter:
 
     def append(self, event_type: str, batch: pa.RecordBatch) -> int:
         """Write one record; returns the file size after it (not yet durable)."""
-        return self.write(self.encode(event_type, batch))
+        return self.write(self.encode_many(event_type, [batch]))
 
-    def encode(self, event_type: str, batch: pa.RecordBatch) -> list:
-        """The framed record of `batch`, ready for `write` (thread-safe: callers encode
-        outside the lock that orders writes, so only the write itself is serialized)."""
+    def encode_many(self, event_type: str, batches: list[pa.RecordBatch]) -> list:
+        """The framed record of `batches` (one schema), ready for `write` (thread-safe: callers
+        encode outside the lock that orders writes, so only the write itself is serialized)."""
         # The payload is an IPC stream: the type's schema message (serialized once and
-        # cached) followed by the batch message. A new stream writer per record cost 3x more.
+        # cached) followed by the batch messages. A new stream writer per record cost 3x more.
+        schema = batches[0].schema
         cached = self._schemas.get(event_type)
-        if cached is None or not (cached[0] is batch.schema or cached[0].equals(batch.schema)):
+        if cached is None or not (cached[0] is schema or cached[0].equals(schema)):
             name = event_type.encode()
-            cached = (batch.schema, NAME_LEN.pack(len(name)) + name, batch.schema.serialize())
+            cached = (schema, NAME_LEN.pack(len(name)) + name, schema.serialize())
             self._schemas[event_type] = cached
         _, head, schema_msg = cached
-        body = batch.serialize()
-        crc = crc32(body, crc32(schema_msg, crc32(head)))
-        size = len(head) + schema_msg.size + body.size
-        return [HEADER.pack(size, crc), head, schema_msg, body]
+        bodies = [b.serialize() for b in batches]
+        crc = crc32(schema_msg, crc32(head))
+        for body in bodies:
+            crc = crc32(body, crc)
+        size = len(head) + schema_msg.size + sum(body.size for body in bodies)
+        return [HEADER.pack(size, crc), head, schema_msg, *bodies]
 
     def write(self, parts: list) -> int:
-        """Append records made by `encode` (one list, or several concatenated); returns the file size."""
-        n = os.writev(self.fd, parts)
+        """Append records made by `encode_many` (one list, or several concatenated); returns the file size."""
+        n = 0
+        for i in range(0, len(parts), IOV_MAX):  # writev takes at most IOV_MAX buffers
+            n += os.writev(self.fd, parts[i : i + IOV_MAX])
         expected = sum(len(p) if isinstance(p, bytes) else p.size for p in parts)
         if n != expected:  # a short write on a regular file means the disk is full
             raise OSError(f"short write to {wal_path(self.directory, self.number)}: {n} of {expected} bytes")
