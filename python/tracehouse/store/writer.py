@@ -38,7 +38,7 @@ import pyarrow.parquet as pq
 from ..errors import BadInput, TracehouseError
 from ..schema import EventType
 from . import wal as walmod
-from .segments import sort_by_ts, write_segment
+from .segments import sort_by_ts, ts_order, write_segment, write_sorted_part
 
 if TYPE_CHECKING:
     from .store import Store
@@ -365,7 +365,7 @@ class TraceWriter:
         self.store._delete_retired()
 
     def _write_segments(self, snapshot: dict[str, list[pa.RecordBatch]]) -> list[dict]:
-        tables = {name: sort_by_ts(_concat(batches, self.event_types[name])) for name, batches in snapshot.items()}
+        tables = {name: _concat(batches, self.event_types[name]) for name, batches in snapshot.items()}
         # Encoding cost ~ rows x columns. A type is split (each part still one ts range) only
         # when it alone would keep one encoder busier than its fair share: the types of a
         # checkpoint already spread over the threads, and every extra part is one more small
@@ -374,15 +374,18 @@ class TraceWriter:
         share = sum(t.num_rows * t.num_columns for t in tables.values()) / threads
         jobs = []
         for name, table in tables.items():
+            order = ts_order(table)
             cost = table.num_rows * table.num_columns
             parts = min(threads, int(-(-cost // share))) if share and table.num_rows >= 2 * MIN_SPLIT_ROWS else 1
             step = -(-table.num_rows // parts)
             for i in range(parts):
-                jobs.append((name, table.slice(i * step, step)))
-        jobs.sort(key=lambda j: -j[1].num_rows * j[1].num_columns)  # longest first
+                start, stop = i * step, min(table.num_rows, (i + 1) * step)
+                if stop > start:
+                    jobs.append((name, table, order, start, stop))
+        jobs.sort(key=lambda j: -(j[4] - j[3]) * j[1].num_columns)  # longest first
         futures = [
-            (name, self.pool.submit(write_segment, self.root, f"{self.trace_dir}/segments/{name}", t))
-            for name, t in jobs if t.num_rows
+            (name, self.pool.submit(write_sorted_part, self.root, f"{self.trace_dir}/segments/{name}", t, order, a, b))
+            for name, t, order, a, b in jobs
         ]
         out = []
         for name, f in futures:
