@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import tracehouse  # noqa: E402
 from helpers import batch_table  # noqa: E402
 from tracehouse.store import catalog as catmod  # noqa: E402
+from tracehouse.store import segments as segmod  # noqa: E402
 from tracehouse.store import wal as walmod  # noqa: E402
 from tracehouse.store import writer as writermod  # noqa: E402
 
@@ -72,7 +73,8 @@ def arm(point: str, after: int) -> None:
                 (d / f".{uuid.uuid4().hex}.parquet.tmp").write_bytes(b"PAR1" + b"\0" * 100)
             die()
 
-        writermod.write_segment = write_segment
+        # Checkpoints reach it through segments.write_sorted_part, compactions from the writer.
+        writermod.write_segment = segmod.write_segment = write_segment
     elif point in ("registered", "compacted"):
         orig = catmod.Catalog.register_segments
 

@@ -63,10 +63,11 @@ class WriterOptions:
     # checkpoints a type gets a segment per checkpoint, and compacting every 8 rewrote each
     # row again mid-stream (10M TOD events streamed in 4.1-6.9 s instead of 1.8-2.1 s).
     compact_min_segments: int = 16
-    # A group of small segments is merged only when it has this many (or `compact(force)`
-    # asked): merging 2-3 segments costs a full decode, sort and re-encode of every row for
-    # 2-3x fewer files. At 0.75M 61-column QoS rows/s each 0.5 s checkpoint is ~375K rows
-    # and the byte cap allows ~1M: such merges took a fifth of the server's CPU.
+    # Automatic compaction merges groups of at least this many segments, each smaller than
+    # 1/fanin of the target (`compact()` merges any two): merging 2-3 segments costs a full
+    # decode, sort and re-encode of every row for 2-3x fewer files. At 0.75M 61-column QoS
+    # rows/s each 0.5 s checkpoint is ~375K rows and the byte cap allows ~1M: such merges
+    # took a fifth of the server's CPU.
     compact_min_fanin: int = 4
     compact_target_rows: int = 8_000_000  # segments at least this big are left alone
     # ... and at most this many bytes of decoded columns (8 per value) merged at once: a
@@ -75,6 +76,10 @@ class WriterOptions:
     compact_target_bytes: int = 512 << 20
     retire_grace_s: float = 60.0  # readers may still scan a compacted segment this long
     encode_threads: int = 2
+    # Checkpoints encoding at once: the next snapshot need not wait for the previous one's
+    # encoding (a 0.5 s checkpoint of ~450K QoS rows is one part on one encoder; with one in
+    # flight the other core idled and appends met back-pressure at ~0.85M rows/s).
+    checkpoints_in_flight: int = 2
 
     def __post_init__(self) -> None:
         if self.fsync not in POLICIES:
@@ -108,15 +113,16 @@ class TraceWriter:
         self.wal_dir = self.root / self.trace_dir / "wal"
         self.lock = threading.RLock()
         self.cond = threading.Condition(self.lock)
-        # One checkpoint or compaction at a time: `flush()` (caller's thread) and the flusher
-        # thread both checkpoint. Two overlapping checkpoints overwrite `inflight` (rows vanish
-        # from in-process queries) and the later one can advance wal_covered over the earlier
-        # one's unregistered WAL file; two compactions merge the same inputs and one fails.
-        self.ckpt_lock = threading.RLock()
+        # Checkpoints overlap (up to `checkpoints_in_flight`): each takes its snapshot and
+        # switches the WAL under `cond`, encodes on its own, and registers strictly in the
+        # order the snapshots were taken - a later one registered first would advance
+        # wal_covered over an earlier one's WAL file before its rows are in segments.
+        self.ckpt_taken = 0  # snapshots taken (tickets handed out)
+        self.ckpt_registered = 0  # tickets registered, in order
         self.active: dict[str, list[pa.RecordBatch]] = {}
         self.active_rows = 0
         self.active_since = 0.0
-        self.inflight: dict[str, list[pa.RecordBatch]] | None = None
+        self.inflight: dict[int, dict[str, list[pa.RecordBatch]]] = {}  # ticket -> snapshot being checkpointed
         self.tail_version = 0  # bumped whenever the unflushed tail changes
         self.lsn = 0
         self.durable_lsn = 0
@@ -128,6 +134,7 @@ class TraceWriter:
         self.seq_next: dict[int, int] | None = None
         self.seq_lock = threading.Lock()  # appends from several threads must not share numbers
         self.pool = ThreadPoolExecutor(max_workers=max(1, opts.encode_threads), thread_name_prefix="th-encode")
+        self.ckpt_pool = ThreadPoolExecutor(max_workers=max(1, opts.checkpoints_in_flight), thread_name_prefix="th-ckpt")
         self.recovery = self._recover()
         self.wal: walmod.WalWriter | None = None
         self.unsynced_fds: list[int] = []  # WAL files closed by a checkpoint, not yet fsynced (batch)
@@ -213,7 +220,7 @@ class TraceWriter:
             return self.lsn
         record = self.wal.encode_many(event_type, batches) if self.wal is not None else None
         with self.cond:
-            while self.active_rows >= 2 * self.opts.flush_rows and self.inflight is not None and self.error is None:
+            while self.active_rows >= 2 * self.opts.flush_rows and self.inflight and self.error is None:
                 self.cond.wait(0.05)  # back-pressure: the checkpoint thread is behind
             self._check()
             if record is not None:
@@ -304,7 +311,7 @@ class TraceWriter:
     def tail(self) -> dict[str, list[pa.RecordBatch]]:
         """Batches appended but not yet in registered segments (call under `lock`)."""
         out: dict[str, list[pa.RecordBatch]] = {}
-        for src in (self.inflight or {}, self.active):
+        for src in (*self.inflight.values(), self.active):
             for k, v in src.items():
                 out.setdefault(k, []).extend(v)
         return out
@@ -320,21 +327,32 @@ class TraceWriter:
                 continue
             self.flush_request.clear()
             try:
-                self._checkpoint()
+                self._start_checkpoint()
             except BaseException as e:  # surfaced to the next append / flush
-                self.error = e
-                with self.cond:
-                    self.cond.notify_all()
+                self._fail(e)
                 return
+
+    def _fail(self, e: BaseException) -> None:
+        self.error = e
+        with self.cond:
+            self.cond.notify_all()
 
     def _checkpoint(self) -> None:
-        with self.ckpt_lock:
-            self._checkpoint_locked()
+        """Checkpoint what is buffered now and wait until it (and every earlier one) is registered."""
+        f = self._start_checkpoint()
+        if f is not None:
+            f.result()
 
-    def _checkpoint_locked(self) -> None:
+    def _start_checkpoint(self):
+        """Take a snapshot of the buffered rows and switch the WAL; its encoding and registration
+        run on the checkpoint pool (returns that future, None when nothing was buffered).
+        Waits while `checkpoints_in_flight` are under way."""
         with self.cond:
+            while len(self.inflight) >= max(1, self.opts.checkpoints_in_flight) and self.error is None:
+                self.cond.wait(0.05)
+            self._check()
             if not self.active_rows:
-                return
+                return None
             snapshot, self.active, self.active_rows = self.active, {}, 0
             if self.wal is None:
                 covered = self.replayed_wal
@@ -348,15 +366,30 @@ class TraceWriter:
                 covered = self.wal.rotate()
                 self.durable_lsn = self.lsn  # rotation fsynced the closed file
             self.replayed_wal = None
-            self.inflight = snapshot
+            self.ckpt_taken += 1
+            ticket = self.ckpt_taken
+            self.inflight[ticket] = snapshot
             self.tail_version += 1
             self.cond.notify_all()
-        rows = self._write_segments(snapshot)
-        with self.cond:
-            self.store.catalog.register_segments(self.trace_id, rows, wal_covered=covered)
-            self.inflight = None
-            self.tail_version += 1
-            self.cond.notify_all()
+        return self.ckpt_pool.submit(self._finish_checkpoint, ticket, snapshot, covered)
+
+    def _finish_checkpoint(self, ticket: int, snapshot: dict, covered: int | None) -> None:
+        try:
+            rows = self._write_segments(snapshot)
+            with self.cond:
+                while self.ckpt_registered != ticket - 1:  # the earlier checkpoints first
+                    self._check()
+                    self.cond.wait(0.05)
+                self.store.catalog.register_segments(self.trace_id, rows, wal_covered=covered)
+                del self.inflight[ticket]
+                self.ckpt_registered = ticket
+                self.tail_version += 1
+                self.cond.notify_all()
+        except BaseException as e:
+            # Later checkpoints must not register over this one's WAL file: the writer stops.
+            if self.error is None:
+                self._fail(e)
+            raise
         if covered is not None:
             for n in walmod.wal_numbers(self.wal_dir):
                 if n <= covered:
@@ -397,11 +430,10 @@ class TraceWriter:
     def flush(self) -> None:
         """Checkpoint everything appended so far and wait until it is registered."""
         self._check()
-        with self.cond:
-            while self.inflight is not None and self.error is None:
-                self.cond.wait(0.05)
-        self._check()
         self._checkpoint()
+        with self.cond:  # nothing was buffered: still wait for the checkpoints under way
+            while self.inflight and self.error is None:
+                self.cond.wait(0.05)
         self._check()
         self.maybe_compact()  # an explicit flush leaves the trace as tidy as the policy asks
 
@@ -416,6 +448,11 @@ class TraceWriter:
         if n:
             self.store._delete_retired()
         return n
+
+    def _ingest_saturated(self) -> bool:
+        """Checkpoints are behind the appends: automatic compaction waits for a quieter moment
+        (it competes with them for the cores, and appends meet back-pressure when they lag)."""
+        return len(self.inflight) >= max(1, self.opts.checkpoints_in_flight) or self.active_rows >= self.opts.flush_rows
 
     def _compact_loop(self) -> None:
         try:  # below the appenders and the checkpoint encoders when the cores are busy
@@ -446,7 +483,11 @@ class TraceWriter:
         cat = self.store.catalog
         for name in self.event_types:
             target = self.compact_rows(self.event_types[name])
-            small = [s for s in cat.segments(self.trace_id, name) if s.rows < target]
+            # Automatically, only segments that `compact_min_fanin` of could merge within the
+            # target: a bigger one would be rewritten for a 2-3x smaller file count.
+            fanin = 2 if force else max(2, self.opts.compact_min_fanin)
+            limit = target if force else max(1, target // fanin)
+            small = [s for s in cat.segments(self.trace_id, name) if s.rows < limit]
             if len(small) < (2 if force else self.opts.compact_min_segments):
                 continue
             groups, cur, cur_rows = [], [], 0
@@ -460,10 +501,10 @@ class TraceWriter:
                 groups.append(cur)
             et = self.event_types[name]
             for g in groups:
-                if len(g) < (2 if force else max(2, self.opts.compact_min_fanin)):
+                if len(g) < fanin:
                     continue
-                if self._stop and not force:
-                    break
+                if not force and (self._stop or self._ingest_saturated()):
+                    break  # the next checkpoint asks again
                 tables = [pq.read_table(self.root / s.path) for s in g]
                 table = sort_by_ts(_concat_tables(tables, et))
                 row = write_segment(self.root, f"{self.trace_dir}/segments/{name}", table,
@@ -521,6 +562,7 @@ class TraceWriter:
             with self.cond:
                 self.cond.notify_all()
             self.flusher.join(timeout=30)
+            self.ckpt_pool.shutdown(wait=True)
             self.compactor.join(timeout=120)  # a merge under way finishes (its inputs stay live)
             self.syncer.join(timeout=5)
             self.pool.shutdown(wait=True)
