@@ -463,6 +463,45 @@ def test_checkpoint_floats_are_lz4_and_compaction_recompresses_them_with_zstd(st
     assert store.sql('SELECT sum(value) FROM "t".load').column(0)[0].as_py() == 4.5
 
 
+def test_overlapping_checkpoints_register_in_snapshot_order(store_path, monkeypatch):
+    """Two checkpoints encode at once; the later one, finished first, waits to register: its
+    wal_covered would otherwise claim the earlier one's WAL file before its rows are stored."""
+    import threading
+    import time as _time
+
+    from tracehouse.store import writer as writermod
+
+    release = threading.Event()
+    orig = writermod.write_sorted_part
+
+    def slow_first(root, rel_dir, table, order, start, stop, level=0):
+        if table.column("ts")[0].as_py() == 1:  # the first checkpoint's rows
+            assert release.wait(10)
+        return orig(root, rel_dir, table, order, start, stop, level)
+
+    monkeypatch.setattr(writermod, "write_sorted_part", slow_first)
+    with tracehouse.open(store_path, flush_interval_s=3600.0, checkpoints_in_flight=2) as s:
+        s.create_trace("t", "demo", event_types=[MARK])
+        w = s._writer(s.catalog.trace("t"))
+        s.append("t", "mark", marks([1, 2], [0, 0], ["a", "b"]))
+        first = w._start_checkpoint()
+        s.append("t", "mark", marks([10, 11], [1, 1], ["c", "d"]))
+        second = w._start_checkpoint()
+        _time.sleep(0.3)  # the second has long encoded its segment by now ...
+        assert not first.done() and not second.done()  # ... and waits for the first
+        assert s.catalog.segments(s.trace("t").id) == []
+        assert scalar(s, 'SELECT count(*) FROM "t".mark') == 4  # both still in the tail
+        release.set()
+        second.result(timeout=10)
+        assert first.done()
+        segs = s.catalog.segments(s.trace("t").id, "mark")
+        assert sorted((x.ts_min, x.id) for x in segs)[0][1] < sorted((x.ts_min, x.id) for x in segs)[1][1]
+        assert s.trace("t").wal_covered == w.wal.number - 1  # both WAL files covered
+        assert scalar(s, 'SELECT count(*) FROM "t".mark') == 4
+    with tracehouse.open(store_path) as s:
+        assert scalar(s, 'SELECT count(*) FROM "t".mark') == 4
+
+
 def test_compacted_away_files_are_deleted_after_the_grace_period(store_path):
     with tracehouse.open(store_path, retire_grace_s=0.0) as s:
         s.create_trace("t", "demo", event_types=[MARK])
