@@ -299,7 +299,8 @@ def test_bulk_defers_automatic_compaction(store_path):
     (a compaction holds up to compact_target_rows rows in memory, growing with the trace)."""
     import pyarrow as pa
 
-    store = tracehouse.open(store_path, flush_rows=10_000_000, flush_interval_s=3600.0, compact_min_segments=2)
+    store = tracehouse.open(store_path, flush_rows=10_000_000, flush_interval_s=3600.0, compact_min_segments=2,
+                            compact_min_fanin=2)
     try:
         store.create_trace("t", "bulkfmt", event_types=[tracehouse.EventType("e", "instant")])
         batch = pa.table({"ts": [1, 2], "producer": pa.array([0, 0], pa.int32())})

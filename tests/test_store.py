@@ -518,7 +518,7 @@ def test_compacted_away_files_are_deleted_after_the_grace_period(store_path):
 
 
 def test_auto_compaction_after_enough_checkpoints(store_path):
-    with tracehouse.open(store_path, compact_min_segments=3, flush_interval_s=3600.0) as s:
+    with tracehouse.open(store_path, compact_min_segments=3, compact_min_fanin=3, flush_interval_s=3600.0) as s:
         s.create_trace("t", "demo", event_types=[MARK])
         for i in range(5):
             s.append("t", "mark", marks([i, i + 100], [0, 1], ["x", "y"]))
@@ -527,6 +527,31 @@ def test_auto_compaction_after_enough_checkpoints(store_path):
         assert len(segs) < 5 and max(x.level for x in segs) >= 1
         assert scalar(s, 'SELECT count(*) FROM "t".mark') == 10
         assert scalar(s, 'SELECT count(DISTINCT (producer, seq)) FROM "t".mark') == 10
+
+
+def test_auto_compaction_leaves_segments_a_fanin_of_which_would_not_fit_the_target(store_path):
+    # target 40 rows, fan-in 4: only segments under 10 rows are merged automatically, in
+    # groups of at least 4; compact() still merges the rest.
+    with tracehouse.open(store_path, compact_min_segments=2, compact_min_fanin=4, compact_target_rows=40,
+                         flush_interval_s=3600.0) as s:
+        s.create_trace("t", "demo", event_types=[MARK])
+        tid = s.trace("t").id
+
+        def add(n, base):
+            s.append("t", "mark", marks(list(range(base, base + n)), [0] * n, ["x"] * n))
+            s.flush("t")
+
+        for i in range(3):
+            add(12, 100 * i)  # 12 >= 40 / 4: left alone
+        assert sorted(x.level for x in s.catalog.segments(tid)) == [0, 0, 0]
+        for i in range(3):
+            add(5, 1000 + 10 * i)  # three small ones: fewer than the fan-in
+        assert len(s.catalog.segments(tid)) == 6
+        add(5, 2000)  # the fourth small one: those four merge
+        segs = s.catalog.segments(tid)
+        assert sorted((x.level, x.rows) for x in segs) == [(0, 12), (0, 12), (0, 12), (1, 20)]
+        assert s.compact("t") == 3  # an explicit compaction merges what fits the target (12+12+12)
+        assert scalar(s, 'SELECT count(*) FROM "t".mark') == 56
 
 
 def test_compaction_of_a_wide_type_is_capped_by_bytes(store_path):

@@ -64,11 +64,11 @@ class WriterOptions:
     # row again mid-stream (10M TOD events streamed in 4.1-6.9 s instead of 1.8-2.1 s).
     compact_min_segments: int = 16
     # Automatic compaction merges groups of at least this many segments, each smaller than
-    # 1/fanin of the target (`compact()` merges any two): merging 2-3 segments costs a full
-    # decode, sort and re-encode of every row for 2-3x fewer files. At 0.75M 61-column QoS
-    # rows/s each 0.5 s checkpoint is ~375K rows and the byte cap allows ~1M: such merges
-    # took a fifth of the server's CPU.
-    compact_min_fanin: int = 4
+    # 1/fanin of the target (`compact()` merges any two): a merge costs a full decode, sort
+    # and re-encode of every row. With 61-column QoS rows the byte cap allows ~1.4M rows per
+    # segment; 0.5 s checkpoints at 0.5-1M rows/s are 250-500K rows, and merging those 3-5
+    # at a time took 20-40 % of a core and doubled the ack p99 at half rate (40 -> 80-120 ms).
+    compact_min_fanin: int = 8
     compact_target_rows: int = 8_000_000  # segments at least this big are left alone
     # ... and at most this many bytes of decoded columns (8 per value) merged at once: a
     # compaction holds its inputs and their sorted copy in memory, and 8M rows of a 61-column
