@@ -132,6 +132,22 @@ def decode_lines(
     Field and measurement names become identifiers (other bytes -> ``_``, a leading
     digit gets ``_``, ts/producer/seq/dur/type get a ``_`` suffix)."""
 
+def decode_lines_many(
+    items: list[tuple[bytes | Body, str, int, int]],
+    schemas: LpSchemas,
+    producers: LpProducers,
+    *,
+    max_line: int = 1048576,
+    max_producers: int = 1000000,
+    max_columns: int = 1000,
+    max_measurements: int = 10000,
+    max_errors: int = 100,
+) -> dict:
+    """Bodies `(body, precision, default_ts, first_line)` decoded together into one batch per
+    measurement (rows in input order): {"batches": [(measurement, RecordBatch)], "bodies":
+    [{"lines", "rows", "errors", "error_count", "last_line", "rows_by_batch": [(batch index,
+    rows)]}], "max_producer"}. Each body keeps its own line numbers and errors."""
+
 # -- load generator (src/loadgen.rs, src/py/loadgen.rs) ----------------------------------
 
 QOS_ID_PARAMS: Final[list[str]]

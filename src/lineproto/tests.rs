@@ -264,3 +264,52 @@ fn fast_path_keeps_types_nulls_and_producers_right() {
     assert_eq!(col::<Int32Array>(b, "producer").values().to_vec(), vec![0, 0, 1, 0, 0, 0, 0]);
     assert_eq!(p.take_new().len(), 2);
 }
+
+#[test]
+fn many_bodies_share_batches_but_keep_their_lines_errors_and_counts() {
+    let s = Mutex::new(Schemas::new());
+    let p = Mutex::new(Producers::new(0));
+    let one = b"cpu,host=a v=1 10\nbad line\nmem,host=a used=5i 11\n";
+    let two = b"cpu,host=b v=2,extra=9 5\ncpu,host=a v=x 6\n";
+    let three = b"# nothing\n";
+    let inputs = [
+        Input { body: one, first_line: 1, precision: Precision::Ns, default_ts: 0 },
+        Input { body: two, first_line: 40, precision: Precision::S, default_ts: 0 },
+        Input { body: three, first_line: 1, precision: Precision::Ns, default_ts: 0 },
+    ];
+    let d = decode_many(&inputs, &s, &p, &Limits::default());
+    let names: Vec<_> = d.batches.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["cpu", "mem"]);
+    let cpu = &d.batches[0].1;
+    assert_eq!(cpu.num_rows(), 2); // one row of each body, in input order
+    assert_eq!(col::<Int64Array>(cpu, "ts").values(), &[10, 5_000_000_000]); // each body its precision
+    assert_eq!(col::<Float64Array>(cpu, "v").values(), &[1.0, 2.0]);
+    let extra = col::<Float64Array>(cpu, "extra"); // widened by the second body: null before
+    assert!(extra.is_null(0) && extra.value(1) == 9.0);
+    assert_eq!(d.bodies.len(), 3);
+    let (b1, b2, b3) = (&d.bodies[0], &d.bodies[1], &d.bodies[2]);
+    assert_eq!((b1.lines, b1.rows, b1.error_count, b1.last_line), (3, 2, 1, 3));
+    assert_eq!(b1.errors[0].line, 2);
+    assert_eq!(b1.rows_by_batch, vec![(0, 1), (1, 1)]);
+    assert_eq!((b2.lines, b2.rows, b2.error_count, b2.last_line), (2, 1, 1, 41));
+    assert_eq!(b2.errors[0].line, 41); // numbered from the body's first line
+    assert_eq!(b2.rows_by_batch, vec![(0, 1)]);
+    assert_eq!((b3.lines, b3.rows, b3.rows_by_batch.len()), (0, 0, 0));
+    assert_eq!(d.max_producer, 1);
+}
+
+#[test]
+fn a_measurement_whose_every_line_failed_makes_no_batch() {
+    let s = Mutex::new(Schemas::new());
+    let p = Mutex::new(Producers::new(0));
+    let body = b"cpu v=1 1\nmem x=1i 2\n";
+    let conflict = b"mem x=\"text\" 3\ncpu v=2 4\n";
+    let inputs = [Input { body, first_line: 1, precision: Precision::Ns, default_ts: 0 }];
+    decode_many(&inputs, &s, &p, &Limits::default());
+    let inputs = [Input { body: conflict, first_line: 1, precision: Precision::Ns, default_ts: 0 }];
+    let d = decode_many(&inputs, &s, &p, &Limits::default());
+    let names: Vec<_> = d.batches.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["cpu"]);
+    assert_eq!(d.bodies[0].rows_by_batch, vec![(0, 1)]);
+    assert_eq!(d.bodies[0].error_count, 1);
+}

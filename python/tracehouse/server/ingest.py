@@ -188,49 +188,40 @@ class Ingestor:
         return self.write_lp_many(trace, [(body, precision, default_ts, first_line)])[0]
 
     def write_lp_many(self, trace: str, items: list[tuple[bytes, str, int | None, int]]) -> list[WriteResult]:
-        """Several bodies (body, precision, default_ts, first_line) decoded apart (each keeps its
-        line numbers and errors) but appended together: one append per measurement for all of
-        them, so many small concurrent requests cost one WAL record and one LSN."""
+        """Several bodies (body, precision, default_ts, first_line) decoded in one pass into one
+        batch per measurement (each body keeps its line numbers, errors and row counts) and
+        appended together: many small concurrent requests cost one WAL record and one LSN."""
         st = self.trace(trace)
         fst = self._format(st.format)
         cfg = self.cfg
-        results, groups = [], {}
-        max_producer = -1
-        for body, precision, default_ts, first_line in items:
-            d = _core.decode_lines(
-                body, fst.schemas, st.producers, precision=precision,
-                default_ts=time.time_ns() if default_ts is None else default_ts, first_line=first_line,
-                max_line=cfg.max_line, max_producers=cfg.max_producers, max_columns=cfg.max_columns,
-                max_errors=cfg.max_errors,
-            )
-            res = WriteResult(trace, lines=d["lines"], errors=list(d["errors"]), error_count=d["error_count"],
-                              last_line=d["last_line"])
-            results.append(res)
-            max_producer = max(max_producer, d["max_producer"])
-            for name, batch in d["batches"]:
-                groups.setdefault(name, []).append((res, batch))
-        if max_producer > st.registered_max:
-            self._register_producers(st, max_producer)
-        for name, parts in groups.items():
-            ncols = max(b.num_columns for _r, b in parts) - 2
+        now = time.time_ns()
+        d = _core.decode_lines_many(
+            [(body, precision, now if default_ts is None else default_ts, first_line)
+             for body, precision, default_ts, first_line in items],
+            fst.schemas, st.producers,
+            max_line=cfg.max_line, max_producers=cfg.max_producers, max_columns=cfg.max_columns,
+            max_errors=cfg.max_errors,
+        )
+        results = [WriteResult(trace, lines=b["lines"], errors=list(b["errors"]), error_count=b["error_count"],
+                               last_line=b["last_line"]) for b in d["bodies"]]
+        if d["max_producer"] > st.registered_max:
+            self._register_producers(st, d["max_producer"])
+        stored: list = []  # per batch: its LSN, or the BadInput that refused that measurement
+        for name, batch in d["batches"]:
             try:
-                self._ensure_columns(st, fst, name, ncols)
-                if len(parts) == 1:
-                    batch = parts[0][1]
-                elif all(b.schema.equals(parts[0][1].schema) for _r, b in parts):
-                    batch = pa.Table.from_batches([b for _r, b in parts])  # one WAL record, not glued
-                else:  # the measurement was widened between two bodies: append them apart
-                    batch = None
-                if batch is not None:
-                    lsn = self.store.append(trace, name, batch)
-                    for res, b in parts:
-                        res.lsn, res.rows = lsn, res.rows + b.num_rows
-                else:
-                    for res, b in parts:
-                        res.lsn, res.rows = self.store.append(trace, name, b), res.rows + b.num_rows
+                self._ensure_columns(st, fst, name, batch.num_columns - 2)
+                stored.append(self.store.append(trace, name, batch))
             except BadInput as e:  # e.g. the type exists with another kind: that measurement only
-                for res, b in parts:
-                    res.merge_error(0, f"measurement {name!r} ({b.num_rows} rows) not stored: {e}", cfg.max_errors)
+                stored.append(e)
+        for res, body in zip(results, d["bodies"]):
+            for i, n in body["rows_by_batch"]:
+                got = stored[i]
+                if isinstance(got, BaseException):
+                    name = d["batches"][i][0]
+                    res.merge_error(0, f"measurement {name!r} ({n} rows) not stored: {got}", cfg.max_errors)
+                else:
+                    res.rows += n
+                    res.lsn = got if res.lsn is None else max(res.lsn, got)
         for res in results:
             self._count(rows=res.rows, lines=res.lines, line_errors=res.error_count)
         return results
