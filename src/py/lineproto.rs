@@ -132,21 +132,38 @@ fn decode_lines<'py>(
     let decoded =
         py.detach(|| lineproto::decode(bytes, first_line, precision, default_ts, &s.inner, &p.inner, &limits));
     let out = PyDict::new(py);
+    out.set_item("batches", batches_to_py(py, decoded.batches)?)?;
+    set_counts(&out, decoded.errors, decoded.error_count, decoded.lines, decoded.rows, decoded.last_line)?;
+    out.set_item("max_producer", decoded.max_producer)?;
+    Ok(out)
+}
+
+/// `[(measurement, pyarrow.RecordBatch)]`.
+fn batches_to_py(py: Python<'_>, decoded: Vec<(String, arrow_array::RecordBatch)>) -> PyResult<Bound<'_, PyList>> {
     let batches = PyList::empty(py);
-    for (name, batch) in decoded.batches {
+    for (name, batch) in decoded {
         let pa_schema = schema_to_pyarrow(py, batch.schema().as_ref())?;
         let b = batch_to_pyarrow(py, batch, &pa_schema)?;
         batches.append(PyTuple::new(py, [name.into_pyobject(py)?.into_any(), b])?)?;
     }
-    out.set_item("batches", batches)?;
-    let errors: Vec<(u64, String)> = decoded.errors.into_iter().map(|e| (e.line, e.message)).collect();
-    out.set_item("errors", errors)?;
-    out.set_item("error_count", decoded.error_count)?;
-    out.set_item("lines", decoded.lines)?;
-    out.set_item("rows", decoded.rows)?;
-    out.set_item("max_producer", decoded.max_producer)?;
-    out.set_item("last_line", decoded.last_line)?;
-    Ok(out)
+    Ok(batches)
+}
+
+/// The per-body counts of a decode into `d`: errors as `(line, message)`, error_count, lines, rows, last_line.
+fn set_counts(
+    d: &Bound<'_, PyDict>,
+    errors: Vec<lineproto::LineError>,
+    error_count: u64,
+    lines: u64,
+    rows: u64,
+    last_line: u64,
+) -> PyResult<()> {
+    let errors: Vec<(u64, String)> = errors.into_iter().map(|e| (e.line, e.message)).collect();
+    d.set_item("errors", errors)?;
+    d.set_item("error_count", error_count)?;
+    d.set_item("lines", lines)?;
+    d.set_item("rows", rows)?;
+    d.set_item("last_line", last_line)
 }
 
 /// A request body as handed over: read in place (HTTP front end) or Python bytes.
@@ -204,22 +221,11 @@ fn decode_lines_many<'py>(
     let p = producers.get();
     let decoded = py.detach(|| lineproto::decode_many(&inputs, &s.inner, &p.inner, &limits));
     let out = PyDict::new(py);
-    let batches = PyList::empty(py);
-    for (name, batch) in decoded.batches {
-        let pa_schema = schema_to_pyarrow(py, batch.schema().as_ref())?;
-        let b = batch_to_pyarrow(py, batch, &pa_schema)?;
-        batches.append(PyTuple::new(py, [name.into_pyobject(py)?.into_any(), b])?)?;
-    }
-    out.set_item("batches", batches)?;
+    out.set_item("batches", batches_to_py(py, decoded.batches)?)?;
     let bodies = PyList::empty(py);
     for b in decoded.bodies {
         let d = PyDict::new(py);
-        let errors: Vec<(u64, String)> = b.errors.into_iter().map(|e| (e.line, e.message)).collect();
-        d.set_item("errors", errors)?;
-        d.set_item("error_count", b.error_count)?;
-        d.set_item("lines", b.lines)?;
-        d.set_item("rows", b.rows)?;
-        d.set_item("last_line", b.last_line)?;
+        set_counts(&d, b.errors, b.error_count, b.lines, b.rows, b.last_line)?;
         d.set_item("rows_by_batch", b.rows_by_batch)?;
         bodies.append(d)?;
     }
