@@ -38,3 +38,16 @@ def test_unavailable_peer_is_skipped_not_fatal(tmp_path, monkeypatch):
     res = write.run(systems=("questdb",), writers=(1,), batches=(10,), seconds=0.1, min_runs=1, max_runs=1,
                     workdir=str(tmp_path))
     assert "questdb" in res["skipped"] and res["cells"] == []
+
+
+def test_ratios_take_the_best_protocol_on_each_side():
+    from tracehouse.bench.write import ratios
+
+    cells = [("tracehouse-http", 100), ("tracehouse-tcp", 120), ("tracehouse-arrow", 300),
+             ("questdb", 40), ("questdb-tcp", 60), ("sqlite", 20), ("mariadb", 30)]
+    result = {"writers": [1], "rows_per_batch": [10, 1000],
+              "cells": [{"system": s, "writers": 1, "rows_per_batch": 1000, "rows_per_s": v} for s, v in cells]}
+    (cell,) = ratios(result)["cells"]  # 10 rows per batch is below the targets' 50
+    assert (cell["tracehouse_lp"], cell["tracehouse_best"]) == (120, 300)
+    assert cell["vs_questdb"] == 2.0 and cell["vs_best_relational"] == 4.0  # QuestDB over TCP, MariaDB
+    assert cell["best_vs_questdb"] == 5.0 and cell["best_vs_best_relational"] == 10.0
