@@ -379,24 +379,16 @@ impl fmt::Display for LineError {
     }
 }
 
-/// What one decode produced.
+/// What one [`decode`] produced.
 #[derive(Debug, Default)]
 pub struct Decoded {
     /// One batch per measurement that got rows: `ts` (int64 ns), `producer` (int32), then
     /// the measurement's columns in stored order (as many as it had at the end of the call).
     pub batches: Vec<(String, RecordBatch)>,
-    /// The first `max_errors` rejected lines.
-    pub errors: Vec<LineError>,
-    /// All rejected lines.
-    pub error_count: u64,
-    /// Lines seen (blank and comment lines excluded).
-    pub lines: u64,
-    /// Rows decoded (lines accepted).
-    pub rows: u64,
+    /// Lines, rows and errors of the body.
+    pub body: BodyStats,
     /// Highest producer id used by any row (-1 when none).
     pub max_producer: i32,
-    /// Line number of the last line of the input.
-    pub last_line: u64,
 }
 
 enum Col {
@@ -585,16 +577,7 @@ pub fn decode(
 ) -> Decoded {
     let input = Input { body, first_line, precision, default_ts };
     let mut many = decode_many(&[input], schemas, producers, limits);
-    let b = many.bodies.pop().unwrap_or_default();
-    Decoded {
-        batches: many.batches,
-        errors: b.errors,
-        error_count: b.error_count,
-        lines: b.lines,
-        rows: b.rows,
-        max_producer: many.max_producer,
-        last_line: b.last_line,
-    }
+    Decoded { body: many.bodies.pop().unwrap_or_default(), batches: many.batches, max_producer: many.max_producer }
 }
 
 /// Decodes several bodies into one batch per measurement (rows in input order), keeping

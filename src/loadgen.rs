@@ -760,8 +760,8 @@ mod tests {
         let p = std::sync::Mutex::new(Producers::new(0));
         let d = decode(&out, 1, Precision::Ns, 0, &s, &p, &Limits::default());
         let mut p = p.into_inner().unwrap();
-        assert_eq!(d.errors, vec![]);
-        assert_eq!(d.rows, 5);
+        assert_eq!(d.body.errors, vec![]);
+        assert_eq!(d.body.rows, 5);
         let (name, b) = &d.batches[0];
         assert_eq!(name, "qos");
         assert_eq!(b.num_columns(), 2 + 48);

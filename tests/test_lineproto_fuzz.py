@@ -1,8 +1,9 @@
-"""The Rust line-protocol decoder (`_core.decode_lines`) under hypothesis.
+"""The Rust line-protocol decoder (`_core.decode_lines_many`, the server's path) under hypothesis.
 
-Properties: any bytes decode without a crash into accepted rows plus numbered
-line errors; valid points written with every escape come back exactly (values,
-types, timestamps, tag sets interned once).
+Properties: any bytes, split into any number of bodies, decode without a crash into
+accepted rows plus line errors numbered within each body, with each body's row counts
+adding up to the shared batches; valid points written with every escape come back
+exactly (values, types, timestamps, tag sets interned once) however they are split.
 """
 
 from __future__ import annotations
@@ -17,9 +18,9 @@ from tracehouse import _core
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
 
-def decode(body: bytes, **kw):
+def decode(items: list[tuple[bytes, str, int, int]], **kw):
     schemas, producers = _core.LpSchemas(), _core.LpProducers()
-    return _core.decode_lines(body, schemas, producers, **kw), schemas, producers
+    return _core.decode_lines_many(items, schemas, producers, **kw), schemas, producers
 
 
 # -- any input ------------------------------------------------------------------------
@@ -35,15 +36,24 @@ lp_bytes = st.lists(
 
 
 @SETTINGS
-@given(lp_bytes, st.sampled_from(["ns", "us", "ms", "s"]))
-def test_any_bytes_decode_into_rows_and_numbered_errors(body, precision):
-    d, schemas, producers = decode(body, precision=precision, first_line=7, max_line=64, max_errors=1000)
-    assert d["rows"] + d["error_count"] == d["lines"]
-    assert sum(b.num_rows for _n, b in d["batches"]) == d["rows"]
-    lines = [line for line, _msg in d["errors"]]
-    assert lines == sorted(set(lines))
-    assert all(7 <= line <= d["last_line"] for line in lines)
-    assert d["last_line"] == 7 + body.count(b"\n") - (1 if body.endswith(b"\n") else 0) or body == b""
+@given(st.lists(st.tuples(lp_bytes, st.sampled_from(["ns", "us", "ms", "s"]), st.integers(1, 1000)),
+                min_size=1, max_size=4))
+def test_any_bytes_decode_into_rows_and_numbered_errors(bodies):
+    items = [(body, precision, 0, first) for body, precision, first in bodies]
+    d, schemas, producers = decode(items, max_line=64, max_errors=1000)
+    assert len(d["bodies"]) == len(items)
+    per_batch = [0] * len(d["batches"])
+    for (body, _p, first), b in zip(bodies, d["bodies"]):
+        assert b["rows"] + b["error_count"] == b["lines"]
+        lines = [line for line, _msg in b["errors"]]
+        assert lines == sorted(set(lines))
+        assert all(first <= line <= b["last_line"] for line in lines)
+        assert b["last_line"] == first + body.count(b"\n") - (1 if body.endswith(b"\n") else 0) or body == b""
+        assert sum(n for _i, n in b["rows_by_batch"]) == b["rows"]
+        for i, n in b["rows_by_batch"]:
+            per_batch[i] += n
+    assert per_batch == [batch.num_rows for _n, batch in d["batches"]]
+    assert all(n > 0 for n in per_batch)  # no empty batches
     for name, b in d["batches"]:
         assert b.schema.names[:2] == ["ts", "producer"]
         assert [c for c, _t in schemas.columns(name)] == b.schema.names[2:]
@@ -102,23 +112,28 @@ def points(draw):
 
 
 @SETTINGS
-@given(points())
-def test_valid_points_round_trip_with_escapes(case):
+@given(points(), st.lists(st.integers(0, 15), max_size=3))
+def test_valid_points_round_trip_with_escapes(case, cuts):
     meas, fields, pts = case
     lines = []
     for tags, vals, ts in pts:
         tag_txt = "".join(f",{esc(k, ',= ')}={esc(v, ',= ')}" for k, v in tags.items())
         field_txt = ",".join(f"{esc(k, ',= ')}={fmt_value(fields[k], v)}" for k, v in vals.items())
         lines.append(f"{esc(meas, ', ')}{tag_txt} {field_txt}" + ("" if ts is None else f" {ts}"))
-    body = "\n".join(lines).encode()
-    d, schemas, producers = decode(body, default_ts=-5, max_errors=1000)
-    assert d["errors"] == [] and d["rows"] == len(pts), d["errors"][:3]
+    # The points split into consecutive bodies, body k stamping lines without a ts with -5 - k.
+    bounds = [0, *sorted({min(c, len(lines)) for c in cuts}), len(lines)]
+    parts = [(a, b) for a, b in zip(bounds, bounds[1:]) if b > a]
+    items = [("\n".join(lines[a:b]).encode(), "ns", -5 - k, 1) for k, (a, b) in enumerate(parts)]
+    d, schemas, producers = decode(items, max_errors=1000)
+    assert [b["errors"] for b in d["bodies"]] == [[]] * len(parts), d["bodies"][:2]
+    assert [b["rows"] for b in d["bodies"]] == [b - a for a, b in parts]
     ((name, batch),) = d["batches"]
     assert name == meas
     cols = dict(schemas.columns(meas))
     assert cols == {k: fields[k] for k in cols} and set(cols) <= set(fields)
     got = batch.to_pydict()
-    assert got["ts"] == [-5 if ts is None else ts for _t, _v, ts in pts]
+    default = [-5 - k for k, (a, b) in enumerate(parts) for _ in range(a, b)]
+    assert got["ts"] == [dflt if ts is None else ts for dflt, (_t, _v, ts) in zip(default, pts)]
     for i, (_tags, vals, _ts) in enumerate(pts):
         for k in cols:
             want = vals.get(k)

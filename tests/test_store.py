@@ -228,6 +228,36 @@ def test_chunked_tables_dictionary_strings_and_castable_types_are_accepted(store
     assert load.column("value").to_pylist() == [1.0, 2.0]
 
 
+def test_a_table_of_big_chunks_is_one_wal_record_of_several_batches(store_path):
+    from tracehouse.store.store import BIG_CHUNK_ROWS
+    from tracehouse.store import wal as walmod
+
+    n = BIG_CHUNK_ROWS + 1
+    big = pa.concat_tables([marks(list(range(n)), [0] * n, ["a"] * n),
+                            marks(list(range(n, 2 * n)), [0] * n, ["b"] * n)])
+    s = tracehouse.open(store_path, flush_interval_s=3600.0)
+    s.create_trace("t", "demo", event_types=[MARK])
+    s.append("t", "mark", marks([-1], [0], ["x"]), wait=True)
+    lsn = s.append("t", "mark", big, wait=True)
+    assert lsn == 2  # one LSN for both chunks
+    # A bad chunk refuses the whole table and uses up no sequence numbers.
+    nulls = marks(list(range(n)), [0] * n, ["d"] * n)
+    nulls = nulls.set_column(0, nulls.schema.field(0), pa.array([None] * n, nulls.schema.field(0).type))
+    bad = pa.concat_tables([marks(list(range(n)), [0] * n, ["c"] * n), nulls])
+    with pytest.raises(BadInput):
+        s.append("t", "mark", bad)
+    s.append("t", "mark", marks([10**9], [0], ["y"]), wait=True)  # numbered right after the big table
+    s._writer(s.catalog.trace("t")).abandon()  # a crash: only the WAL has the rows
+    s.close()
+    (wal,) = wal_files(store_path)
+    scan = walmod.read_wal(wal)
+    assert [b.num_rows for _name, b in scan.records] == [1, n, n, 1]  # the second record: two batches
+    with tracehouse.open(store_path) as s2:  # recovery replays the WAL into the tail
+        seq = s2.sql('SELECT seq FROM "t".mark ORDER BY seq').column(0).to_pylist()
+        assert seq == list(range(2 * n + 2))
+        assert scalar(s2, 'SELECT count(*) FROM "t".mark WHERE label IN (\'c\', \'d\')') == 0
+
+
 def test_span_events_need_a_duration(store):
     store.create_trace("t", "demo", event_types=[CALL])
     with pytest.raises(BadInput, match="dur"):

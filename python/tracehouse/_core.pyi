@@ -107,31 +107,6 @@ class LpProducers:
     def next_id(self) -> int: ...
     def __len__(self) -> int: ...
 
-def decode_lines(
-    body: bytes | Body,
-    schemas: LpSchemas,
-    producers: LpProducers,
-    *,
-    precision: str = "ns",
-    default_ts: int = 0,
-    first_line: int = 1,
-    max_line: int = 1048576,
-    max_producers: int = 1000000,
-    max_columns: int = 1000,
-    max_measurements: int = 10000,
-    max_errors: int = 100,
-) -> dict:
-    """Decode InfluxDB line protocol (GIL released).
-
-    Returns {"batches": [(measurement, RecordBatch)], "errors": [(line, message)],
-    "error_count", "lines", "rows", "max_producer", "last_line"}. Each batch has
-    ``ts`` (int64 ns, ``default_ts`` when a line has none), ``producer`` (int32, the
-    interned tag set) and the measurement's columns in stored order (nullable). A line
-    with a syntax error, invalid UTF-8, a type conflict, a timestamp outside int64 ns
-    or over a limit is refused alone and changes no schema and no producer table.
-    Field and measurement names become identifiers (other bytes -> ``_``, a leading
-    digit gets ``_``, ts/producer/seq/dur/type get a ``_`` suffix)."""
-
 def decode_lines_many(
     items: list[tuple[bytes | Body, str, int, int]],
     schemas: LpSchemas,
@@ -146,7 +121,14 @@ def decode_lines_many(
     """Bodies `(body, precision, default_ts, first_line)` decoded together into one batch per
     measurement (rows in input order): {"batches": [(measurement, RecordBatch)], "bodies":
     [{"lines", "rows", "errors", "error_count", "last_line", "rows_by_batch": [(batch index,
-    rows)]}], "max_producer"}. Each body keeps its own line numbers and errors."""
+    rows)]}], "max_producer"}. Each body keeps its own line numbers and errors.
+
+    Each batch has ``ts`` (int64 ns, the body's ``default_ts`` when a line has none),
+    ``producer`` (int32, the interned tag set) and the measurement's columns in stored order
+    (nullable). A line with a syntax error, invalid UTF-8, a type conflict, a timestamp
+    outside int64 ns or over a limit is refused alone and changes no schema and no producer
+    table. Field and measurement names become identifiers (other bytes -> ``_``, a leading
+    digit gets ``_``, ts/producer/seq/dur/type get a ``_`` suffix)."""
 
 # -- load generator (src/loadgen.rs, src/py/loadgen.rs) ----------------------------------
 
@@ -433,7 +415,7 @@ class PajeParser:
 
 class Body:
     """A request body handed over without a copy: read-only buffer protocol (pyarrow.py_buffer,
-    zlib, memoryview, decode_lines read it in place); ``bytes(body)`` copies."""
+    zlib, memoryview, decode_lines_many read it in place); ``bytes(body)`` copies."""
 
     def __len__(self) -> int: ...
     def __bytes__(self) -> bytes: ...

@@ -25,8 +25,8 @@ fn col<'a, T: 'static>(b: &'a RecordBatch, name: &str) -> &'a T {
 #[test]
 fn one_line_every_type() {
     let (d, s, mut p) = run("cpu,host=a,region=eu f=1.5,i=-3i,u=7u,s=\"hi\",b=t 1700000000000000000\n");
-    assert_eq!(d.errors, vec![]);
-    assert_eq!((d.lines, d.rows, d.max_producer), (1, 1, 0));
+    assert_eq!(d.body.errors, vec![]);
+    assert_eq!((d.body.lines, d.body.rows, d.max_producer), (1, 1, 0));
     let (name, b) = &d.batches[0];
     assert_eq!(name, "cpu");
     let names: Vec<_> = b.schema().fields().iter().map(|f| f.name().clone()).collect();
@@ -70,10 +70,10 @@ fn declared_producers_and_columns_are_reused() {
     p.declare(5, &[("host".into(), "x".into())]);
     let d =
         dec(b"m,host=x v=1i\nm,host=y v=2.5\nm,host=y v=3i", 1, Precision::Ns, 9, &mut s, &mut p, &Limits::default());
-    assert_eq!(d.rows, 2);
-    assert_eq!(d.errors.len(), 1);
-    assert_eq!(d.errors[0].line, 2);
-    assert!(d.errors[0].message.contains("type conflict"), "{}", d.errors[0].message);
+    assert_eq!(d.body.rows, 2);
+    assert_eq!(d.body.errors.len(), 1);
+    assert_eq!(d.body.errors[0].line, 2);
+    assert!(d.body.errors[0].message.contains("type conflict"), "{}", d.body.errors[0].message);
     let b = &d.batches[0].1;
     assert_eq!(col::<Int32Array>(b, "producer").values().to_vec(), vec![5, 6]);
     assert_eq!(col::<Int64Array>(b, "ts").values().to_vec(), vec![9, 9]);
@@ -94,17 +94,17 @@ fn a_new_field_adds_a_column_null_before_it() {
 #[test]
 fn a_rejected_line_changes_nothing() {
     let (d, s, mut p) = run("m,t=new a=1,b=2i,a2=\"bad 1\n");
-    assert_eq!(d.rows, 0);
+    assert_eq!(d.body.rows, 0);
     assert!(d.batches.is_empty());
     assert!(s.get("m").is_none());
-    assert!(p.take_new().is_empty() || d.rows == 0);
+    assert!(p.take_new().is_empty() || d.body.rows == 0);
 }
 
 #[test]
 fn escapes_per_the_spec() {
     let (d, _, mut p) =
         run("my\\ meas\\,x,tag\\ key=tag\\,va\\=l\\ ue field\\=k=\"str \\\"q\\\" \\\\ end\",other=1i 5\n");
-    assert_eq!(d.errors, vec![]);
+    assert_eq!(d.body.errors, vec![]);
     let (name, b) = &d.batches[0];
     assert_eq!(name, "my_meas_x");
     assert_eq!(col::<StringArray>(b, "field_k").value(0), "str \"q\" \\ end");
@@ -118,9 +118,9 @@ fn precision_scales_and_overflow_is_a_line_error() {
     let mut p = Producers::new(0);
     let d = dec(b"m v=1 2\nm v=1 9223372036854775807\n", 1, Precision::S, 0, &mut s, &mut p, &Limits::default());
     assert_eq!(col::<Int64Array>(&d.batches[0].1, "ts").value(0), 2_000_000_000);
-    assert_eq!(d.errors.len(), 1);
-    assert_eq!(d.errors[0].line, 2);
-    assert!(d.errors[0].message.contains("out of range"));
+    assert_eq!(d.body.errors.len(), 1);
+    assert_eq!(d.body.errors[0].line, 2);
+    assert!(d.body.errors[0].message.contains("out of range"));
 }
 
 #[test]
@@ -143,11 +143,11 @@ fn malformed_lines_get_their_line_numbers() {
                 \n\
                 m v=2 2\n";
     let (d, _, _) = run(body);
-    let lines: Vec<u64> = d.errors.iter().map(|e| e.line).collect();
+    let lines: Vec<u64> = d.body.errors.iter().map(|e| e.line).collect();
     assert_eq!(lines, vec![2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14]);
-    assert_eq!(d.rows, 2);
-    assert_eq!(d.lines, 15);
-    assert_eq!(d.last_line, 17);
+    assert_eq!(d.body.rows, 2);
+    assert_eq!(d.body.lines, 15);
+    assert_eq!(d.body.last_line, 17);
 }
 
 #[test]
@@ -159,11 +159,11 @@ fn invalid_utf8_and_long_lines_are_rejected_alone() {
     body.extend(b" v=1\nm v=3 3");
     let limits = Limits { max_line: 50, ..Limits::default() };
     let d = dec(&body, 10, Precision::Ns, 0, &mut s, &mut p, &limits);
-    assert_eq!(d.rows, 2);
-    let lines: Vec<u64> = d.errors.iter().map(|e| e.line).collect();
+    assert_eq!(d.body.rows, 2);
+    let lines: Vec<u64> = d.body.errors.iter().map(|e| e.line).collect();
     assert_eq!(lines, vec![11, 12]);
-    assert!(d.errors[0].message.contains("UTF-8"));
-    assert!(d.errors[1].message.contains("longer than"));
+    assert!(d.body.errors[0].message.contains("UTF-8"));
+    assert!(d.body.errors[1].message.contains("longer than"));
 }
 
 #[test]
@@ -180,10 +180,10 @@ fn limits_on_producers_columns_and_errors() {
         &mut p,
         &limits,
     );
-    assert_eq!(d.rows, 3);
-    assert_eq!(d.error_count, 2);
-    assert_eq!(d.errors.len(), 1);
-    assert!(d.errors[0].message.contains("tag sets"));
+    assert_eq!(d.body.rows, 3);
+    assert_eq!(d.body.error_count, 2);
+    assert_eq!(d.body.errors.len(), 1);
+    assert!(d.body.errors[0].message.contains("tag sets"));
 }
 
 #[test]
@@ -200,7 +200,7 @@ fn field_names_become_identifiers() {
 #[test]
 fn floats_and_bools() {
     let (d, _, _) = run("m a=1,b=-1.5e3,c=.5,d=+2.,e=TRUE,f=False,g=1E-2\n");
-    assert_eq!(d.errors, vec![]);
+    assert_eq!(d.body.errors, vec![]);
     let b = &d.batches[0].1;
     assert_eq!(col::<Float64Array>(b, "b").value(0), -1500.0);
     assert_eq!(col::<Float64Array>(b, "c").value(0), 0.5);
@@ -222,7 +222,7 @@ fn a_line_refused_for_its_types_interns_no_producer() {
     s.declare("m", &[("v".into(), FieldType::Float)]).unwrap();
     let mut p = Producers::new(0);
     let d = dec(b"m,h=new v=1i\nm,h=other v=1\n", 1, Precision::Ns, 0, &mut s, &mut p, &Limits::default());
-    assert_eq!(d.rows, 1);
+    assert_eq!(d.body.rows, 1);
     let new = p.take_new();
     assert_eq!(new.len(), 1);
     assert_eq!((new[0].id, new[0].name.as_str()), (0, "h=other"));
@@ -255,8 +255,8 @@ fn fast_path_keeps_types_nulls_and_producers_right() {
     let (d, _, mut p) =
         run("m,h=a x=1,y=2i 1\nm,h=a x=2,y=3i 2\nm,h=b x=3,y=4i 3\nm,h=a x=4,y=\"s\" 4\nm,h=a y=5i,x=5 5\n\
                              m,h=a x=6 6\nm,h=a x=7,x=8,y=9i 7\nm,h=a x=9,y=10i 8\n");
-    assert_eq!(d.errors.len(), 1);
-    assert_eq!(d.errors[0].line, 4);
+    assert_eq!(d.body.errors.len(), 1);
+    assert_eq!(d.body.errors[0].line, 4);
     let b = &d.batches[0].1;
     assert_eq!(col::<Float64Array>(b, "x").values().to_vec(), vec![1.0, 2.0, 3.0, 5.0, 6.0, 7.0, 9.0]);
     let y = col::<Int64Array>(b, "y");

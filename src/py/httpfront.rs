@@ -153,7 +153,7 @@ impl PyRequest {
 /// A request body handed to Python without copying it (400 KB bodies at 1,000 requests/s:
 /// a copy into `bytes` under the GIL, page faults included, cost ~150 µs each).
 /// Read-only buffer protocol: `pyarrow.py_buffer(body)`, `zlib`, `memoryview` and
-/// `_core.decode_lines` read it in place.
+/// `_core.decode_lines_many` read it in place.
 #[pyclass(module = "tracehouse._core", name = "Body", frozen)]
 pub struct PyBody {
     pub(crate) data: Vec<u8>,

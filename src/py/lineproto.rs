@@ -1,7 +1,7 @@
-//! Python face of the line-protocol decoder: `_core.LpSchemas`, `_core.LpProducers`,
-//! `_core.decode_lines` and `_core.decode_lines_many` (the bodies of one server round).
+//! Python face of the line-protocol decoder: `_core.LpSchemas`, `_core.LpProducers` and
+//! `_core.decode_lines_many` (the bodies of one server round, or one body).
 //!
-//! Owns argument checking and the conversion of a [`Decoded`] into Python: one
+//! Owns argument checking and the conversion of a [`lineproto::DecodedMany`] into Python: one
 //! `pyarrow.RecordBatch` per measurement, errors as `(line, message)` tuples. Decoding
 //! runs with the GIL released, so the server's other connections (and the store's
 //! appends) go on meanwhile. The two state objects are locked by the decoder only on a
@@ -96,76 +96,6 @@ impl PyProducers {
     }
 }
 
-/// Decode line protocol into one pyarrow.RecordBatch per measurement.
-#[pyfunction]
-#[pyo3(signature = (body, schemas, producers, *, precision="ns", default_ts=0, first_line=1,
-                    max_line=1 << 20, max_producers=1_000_000, max_columns=1_000, max_measurements=10_000,
-                    max_errors=100))]
-#[allow(clippy::too_many_arguments)]
-fn decode_lines<'py>(
-    py: Python<'py>,
-    body: &Bound<'py, PyAny>,
-    schemas: &Bound<'py, PySchemas>,
-    producers: &Bound<'py, PyProducers>,
-    precision: &str,
-    default_ts: i64,
-    first_line: u64,
-    max_line: usize,
-    max_producers: usize,
-    max_columns: usize,
-    max_measurements: usize,
-    max_errors: usize,
-) -> PyResult<Bound<'py, PyDict>> {
-    let precision = Precision::parse(precision)
-        .ok_or_else(|| PyValueError::new_err(format!("precision {precision:?}: expected ns, us, ms or s")))?;
-    let limits = Limits { max_line, max_producers, max_columns, max_measurements, max_errors };
-    let s = schemas.get();
-    let p = producers.get();
-    // A request body from the HTTP front end is read in place; anything else must be bytes.
-    let native = body.cast::<PyBody>().ok();
-    let backed: Option<PyBackedBytes> = if native.is_some() { None } else { Some(body.extract()?) };
-    let bytes: &[u8] = match (&native, &backed) {
-        (Some(b), _) => &b.get().data,
-        (None, Some(b)) => b,
-        (None, None) => unreachable!("one of the two is set"),
-    };
-    let decoded =
-        py.detach(|| lineproto::decode(bytes, first_line, precision, default_ts, &s.inner, &p.inner, &limits));
-    let out = PyDict::new(py);
-    out.set_item("batches", batches_to_py(py, decoded.batches)?)?;
-    set_counts(&out, decoded.errors, decoded.error_count, decoded.lines, decoded.rows, decoded.last_line)?;
-    out.set_item("max_producer", decoded.max_producer)?;
-    Ok(out)
-}
-
-/// `[(measurement, pyarrow.RecordBatch)]`.
-fn batches_to_py(py: Python<'_>, decoded: Vec<(String, arrow_array::RecordBatch)>) -> PyResult<Bound<'_, PyList>> {
-    let batches = PyList::empty(py);
-    for (name, batch) in decoded {
-        let pa_schema = schema_to_pyarrow(py, batch.schema().as_ref())?;
-        let b = batch_to_pyarrow(py, batch, &pa_schema)?;
-        batches.append(PyTuple::new(py, [name.into_pyobject(py)?.into_any(), b])?)?;
-    }
-    Ok(batches)
-}
-
-/// The per-body counts of a decode into `d`: errors as `(line, message)`, error_count, lines, rows, last_line.
-fn set_counts(
-    d: &Bound<'_, PyDict>,
-    errors: Vec<lineproto::LineError>,
-    error_count: u64,
-    lines: u64,
-    rows: u64,
-    last_line: u64,
-) -> PyResult<()> {
-    let errors: Vec<(u64, String)> = errors.into_iter().map(|e| (e.line, e.message)).collect();
-    d.set_item("errors", errors)?;
-    d.set_item("error_count", error_count)?;
-    d.set_item("lines", lines)?;
-    d.set_item("rows", rows)?;
-    d.set_item("last_line", last_line)
-}
-
 /// A request body as handed over: read in place (HTTP front end) or Python bytes.
 enum Held<'py> {
     Native(Bound<'py, PyBody>),
@@ -221,11 +151,22 @@ fn decode_lines_many<'py>(
     let p = producers.get();
     let decoded = py.detach(|| lineproto::decode_many(&inputs, &s.inner, &p.inner, &limits));
     let out = PyDict::new(py);
-    out.set_item("batches", batches_to_py(py, decoded.batches)?)?;
+    let batches = PyList::empty(py);
+    for (name, batch) in decoded.batches {
+        let pa_schema = schema_to_pyarrow(py, batch.schema().as_ref())?;
+        let b = batch_to_pyarrow(py, batch, &pa_schema)?;
+        batches.append(PyTuple::new(py, [name.into_pyobject(py)?.into_any(), b])?)?;
+    }
+    out.set_item("batches", batches)?;
     let bodies = PyList::empty(py);
     for b in decoded.bodies {
         let d = PyDict::new(py);
-        set_counts(&d, b.errors, b.error_count, b.lines, b.rows, b.last_line)?;
+        let errors: Vec<(u64, String)> = b.errors.into_iter().map(|e| (e.line, e.message)).collect();
+        d.set_item("errors", errors)?;
+        d.set_item("error_count", b.error_count)?;
+        d.set_item("lines", b.lines)?;
+        d.set_item("rows", b.rows)?;
+        d.set_item("last_line", b.last_line)?;
         d.set_item("rows_by_batch", b.rows_by_batch)?;
         bodies.append(d)?;
     }
@@ -238,7 +179,6 @@ fn decode_lines_many<'py>(
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySchemas>()?;
     m.add_class::<PyProducers>()?;
-    m.add_function(wrap_pyfunction!(decode_lines, m)?)?;
     m.add_function(wrap_pyfunction!(decode_lines_many, m)?)?;
     Ok(())
 }

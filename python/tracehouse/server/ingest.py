@@ -1,9 +1,10 @@
 """`Ingestor`: the server's one path from received bytes to durable rows.
 
 Owns, for the store the server holds:
-- line protocol → store: `write_lp` decodes a body in Rust (`_core.decode_lines`,
-  GIL released), registers the tag sets it interned as producers and the fields it
-  added as event-type columns, then appends one batch per measurement;
+- line protocol → store: `write_lp_many` decodes the bodies of a round in Rust in one pass
+  (`_core.decode_lines_many`, GIL released), registers the tag sets it interned as
+  producers and the fields it added as event-type columns, then appends one batch per
+  measurement;
 - Arrow IPC → store: `write_arrow_many` appends the batches of IPC streams (many
   requests' streams of one type as one append), creating or widening the event type
   from the stream's schema;
@@ -305,8 +306,8 @@ class Ingestor:
         for schema, members in groups:
             allb = [b for _r, bs in members for b in bs]
             try:
-                # Several streams: one table of their batches, appended as one WAL record
-                # without gluing them (a copy of every value).
+                # Several streams: one table of their batches, one WAL record (Store.append
+                # glues small chunks and keeps big ones apart).
                 lsn = self.store.append(trace, event_type, allb[0] if len(allb) == 1 else pa.Table.from_batches(allb, schema),
                                         source="arrow stream")
                 for i, _bs in members:

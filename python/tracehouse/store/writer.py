@@ -468,9 +468,7 @@ class TraceWriter:
             try:
                 self.maybe_compact()
             except BaseException as e:  # surfaced to the next append / flush
-                self.error = e
-                with self.cond:
-                    self.cond.notify_all()
+                self._fail(e)
                 return
 
     def compact_rows(self, et: EventType) -> int:
