@@ -9,6 +9,7 @@
 //! - [`lineproto`]: InfluxDB line protocol decoding into Arrow batches.
 //! - [`loadgen`]: the write load generator (QoS agents, TSBS cpu-only) and its report.
 //! - [`rng`]: the deterministic PRNG shared by the workload generators.
+//! - [`seqnum`]: per-producer sequence numbers (the stored `seq` column).
 //! - [`tod`]: the TOD workload generator (seed 001).
 //! - [`parse`]: trace file parsers, one module per format.
 //! - [`export`]: trace file writers, one module per format.
@@ -37,6 +38,7 @@ pub mod loadgen;
 pub mod order;
 pub mod parse;
 pub mod rng;
+pub mod seqnum;
 pub mod spans;
 pub mod tod;
 

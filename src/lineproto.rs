@@ -37,7 +37,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use arrow_array::builder::{BooleanBuilder, Float64Builder, Int64Builder, StringBuilder};
 use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch};
-use arrow_schema::{DataType, Field, Schema};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+
+use crate::seqnum::SeqCounters;
 
 /// The stored type of a field column.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -183,6 +185,9 @@ pub struct MeasurementSchema {
     /// (column name, type), in the order they were added.
     pub columns: Vec<(String, FieldType)>,
     index: FxMap<String, usize>,
+    /// Batch schemas of the current columns, without and with `seq`; dropped when a column is
+    /// added. One `Arc` per layout lets the Python side convert it once, not per batch.
+    arrow: [Option<SchemaRef>; 2],
 }
 
 impl MeasurementSchema {
@@ -190,7 +195,26 @@ impl MeasurementSchema {
         let i = self.columns.len();
         self.index.insert(name.clone(), i);
         self.columns.push((name, t));
+        self.arrow = [None, None];
         i
+    }
+
+    /// The schema of a decoded batch: `ts` (int64), `producer` (int32), with `seq` (int64)
+    /// when numbered (the three non-null), then every column, nullable.
+    pub fn batch_schema(&mut self, with_seq: bool) -> SchemaRef {
+        let columns = &self.columns;
+        self.arrow[usize::from(with_seq)]
+            .get_or_insert_with(|| {
+                let mut fields = Vec::with_capacity(3 + columns.len());
+                fields.push(Field::new("ts", DataType::Int64, false));
+                fields.push(Field::new("producer", DataType::Int32, false));
+                if with_seq {
+                    fields.push(Field::new("seq", DataType::Int64, false));
+                }
+                fields.extend(columns.iter().map(|(name, t)| Field::new(name, t.arrow(), true)));
+                Arc::new(Schema::new(fields))
+            })
+            .clone()
     }
 }
 
@@ -291,7 +315,7 @@ impl BuildHasher for FxBuild {
     }
 }
 
-type FxMap<K, V> = HashMap<K, V, FxBuild>;
+pub(crate) type FxMap<K, V> = HashMap<K, V, FxBuild>;
 
 /// A producer interned by a decode that the caller has not registered yet.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -576,12 +600,15 @@ pub fn decode(
     limits: &Limits,
 ) -> Decoded {
     let input = Input { body, first_line, precision, default_ts };
-    let mut many = decode_many(&[input], schemas, producers, limits);
+    let mut many = decode_many(&[input], schemas, producers, None, limits);
     Decoded { body: many.bodies.pop().unwrap_or_default(), batches: many.batches, max_producer: many.max_producer }
 }
 
 /// Decodes several bodies into one batch per measurement (rows in input order), keeping
-/// each body's line numbers, errors and row counts apart.
+/// each body's line numbers, errors and row counts apart. With `seq`, each batch comes
+/// numbered per producer from those counters (a `seq` column after `producer`; a producer's
+/// rows in the order of their lines, across measurements): the stored layout, appended as
+/// it is.
 ///
 /// Many small requests decoded together cost one set of column builders and one batch
 /// per measurement instead of one per body (a 100-row QoS body spent ~70 of its ~250 us
@@ -592,6 +619,7 @@ pub fn decode_many<'a>(
     inputs: &[Input<'a>],
     schemas: &Mutex<Schemas>,
     producers: &Mutex<Producers>,
+    seq: Option<&Mutex<SeqCounters>>,
     limits: &Limits,
 ) -> DecodedMany {
     let mut out = DecodedMany { max_producer: -1, ..DecodedMany::default() };
@@ -607,6 +635,9 @@ pub fn decode_many<'a>(
         tags: Vec::with_capacity(16),
         cols: Vec::with_capacity(64),
     };
+    // Builder of each accepted row in line order: rows are numbered per producer in the
+    // order their lines came, across measurements.
+    let mut line_order: Vec<u32> = Vec::new();
     for input in inputs {
         let mut stats = BodyStats::default();
         let mut line_no = input.first_line;
@@ -637,6 +668,9 @@ pub fn decode_many<'a>(
                     stats.rows += 1;
                     out.max_producer = out.max_producer.max(pid);
                     let bi = st.last_builder;
+                    if seq.is_some() {
+                        line_order.push(bi as u32);
+                    }
                     match stats.rows_by_batch.iter_mut().find(|(i, _)| *i == bi) {
                         Some((_, n)) => *n += 1,
                         None => stats.rows_by_batch.push((bi, 1)),
@@ -656,24 +690,37 @@ pub fn decode_many<'a>(
     // Builders that got no row (every line of theirs failed later checks) make no batch:
     // renumber the per-body counts to the batches that exist.
     let mut index = vec![usize::MAX; st.builders.len()];
-    let schemas = lock(schemas);
+    let mut numbers: Vec<Vec<i64>> = Vec::new();
+    if let Some(c) = seq {
+        let mut c = lock(c);
+        if st.builders.len() == 1 {
+            numbers.push(c.assign(&st.builders[0].producer));
+        } else {
+            numbers = st.builders.iter().map(|b| Vec::with_capacity(b.ts.len())).collect();
+            for &bi in &line_order {
+                let n = &mut numbers[bi as usize];
+                n.push(c.take(st.builders[bi as usize].producer[n.len()]));
+            }
+        }
+    }
+    let mut numbers = numbers.into_iter();
+    let mut schemas = lock(schemas);
     for (bi, mut b) in st.builders.into_iter().enumerate() {
+        let numbered = numbers.next();
         if b.ts.is_empty() {
             continue;
         }
-        let schema = schemas.get(&b.name).expect("schema of a decoded measurement");
+        let schema = schemas.map.get_mut(&b.name).expect("schema of a decoded measurement");
         b.grow(schema, schema.columns.len());
-        let mut fields = Vec::with_capacity(2 + b.cols.len());
-        fields.push(Field::new("ts", DataType::Int64, false));
-        fields.push(Field::new("producer", DataType::Int32, false));
-        let mut arrays: Vec<ArrayRef> = Vec::with_capacity(2 + b.cols.len());
+        let mut arrays: Vec<ArrayRef> = Vec::with_capacity(3 + b.cols.len());
+        let with_seq = numbered.is_some();
         arrays.push(Arc::new(Int64Array::from(std::mem::take(&mut b.ts))));
         arrays.push(Arc::new(Int32Array::from(std::mem::take(&mut b.producer))));
-        for (c, (cname, t)) in b.cols.iter_mut().zip(&schema.columns) {
-            fields.push(Field::new(cname, t.arrow(), true));
-            arrays.push(c.finish());
+        if let Some(n) = numbered {
+            arrays.push(Arc::new(Int64Array::from(n)));
         }
-        let batch = RecordBatch::try_new(Arc::new(Schema::new(fields)), arrays).expect("columns of equal length");
+        arrays.extend(b.cols.iter_mut().map(Col::finish));
+        let batch = RecordBatch::try_new(schema.batch_schema(with_seq), arrays).expect("columns of equal length");
         index[bi] = out.batches.len();
         out.batches.push((b.name, batch));
     }
@@ -705,8 +752,8 @@ fn decode_line<'a>(
     let text = std::str::from_utf8(line).map_err(|e| format!("invalid UTF-8 at byte {}", e.valid_up_to() + 1))?;
     let b = text.as_bytes();
     // Key section: measurement[,tags] up to the first unescaped space.
-    let key_end = scan(b, 0, |c| c == b' ').ok_or("missing fields (no space after the measurement and tags)")?;
-    let meas_end = scan(&b[..key_end], 0, |c| c == b',').unwrap_or(key_end);
+    let key_end = scan_for(b, 0, b' ').ok_or("missing fields (no space after the measurement and tags)")?;
+    let meas_end = scan_for(&b[..key_end], 0, b',').unwrap_or(key_end);
     if meas_end == 0 {
         return Err("missing measurement name".into());
     }
@@ -714,8 +761,6 @@ fn decode_line<'a>(
     if meas_end < key_end && tag_raw.is_empty() {
         return Err("empty tag set after ','".into());
     }
-    // Fields, then the optional timestamp.
-    st.fields.clear();
     let mut i = key_end;
     while i < b.len() && b[i] == b' ' {
         i += 1;
@@ -723,54 +768,15 @@ fn decode_line<'a>(
     if i >= b.len() {
         return Err("missing fields".into());
     }
-    loop {
-        let kend = scan(b, i, |c| c == b'=' || c == b' ' || c == b',')
-            .filter(|&e| b[e] == b'=')
-            .ok_or_else(|| format!("field at byte {} has no '='", i + 1))?;
-        if kend == i {
-            return Err(format!("empty field key at byte {}", i + 1));
-        }
-        let (value, vend) = parse_value(text, kend + 1)?;
-        st.fields.push((&text[i..kend], value));
-        i = vend;
-        if i >= b.len() || b[i] == b' ' {
-            break;
-        }
-        i += 1; // b[i] was ','
-        if i >= b.len() {
-            return Err("trailing ',' after the last field".into());
-        }
-    }
-    while i < b.len() && b[i] == b' ' {
-        i += 1;
-    }
-    let ts = if i < b.len() {
-        let end = b[i..].iter().position(|&c| c == b' ').map_or(b.len(), |p| i + p);
-        if b[end..].iter().any(|&c| c != b' ') {
-            return Err(format!("unexpected text after the timestamp at byte {}", end + 1));
-        }
-        let raw: i64 =
-            text[i..end].parse().map_err(|_| format!("invalid timestamp {:?} (expected an integer)", &text[i..end]))?;
-        raw.checked_mul(precision.factor())
-            .ok_or_else(|| format!("timestamp {raw} out of range for precision {precision:?} (int64 nanoseconds)"))?
-    } else {
-        default_ts
-    };
 
-    // Fast path: same measurement and field keys (in order) as the last line recorded
-    // into this measurement, and a tag section already known.
+    // Fast path: the measurement and field keys (in order) of the last line recorded into
+    // this measurement, values of the columns' types, and a tag section already known. The
+    // fields are read against that layout (no key search, no naming, typed parsers); any
+    // difference sends the line to the general path below, which decides.
     if st.last_builder != usize::MAX && st.last_meas == &b[..meas_end] {
         let bi = st.last_builder;
-        let bl = &st.builders[bi];
-        if bl.layout.len() == st.fields.len()
-            && bl.layout.iter().zip(&st.fields).all(|((raw, _), (k, _))| **raw == *k.as_bytes())
-        {
-            for ((_, ci), (k, v)) in bl.layout.iter().zip(&st.fields) {
-                let t = bl.cols[*ci].ftype();
-                if t != v.ftype() {
-                    return Err(conflict(k, v.ftype(), &ident(&unescape(k, b",= \\"), true), &bl.name, t));
-                }
-            }
+        if let Some(fields_end) = fast_fields(text, i, &st.builders[bi], &mut st.fields) {
+            let ts = timestamp(text, fields_end, precision, default_ts)?;
             let pid =
                 if st.last_tags == tag_raw { Some(st.last_pid) } else { lock(producers).raw.get(tag_raw).copied() };
             if let Some(pid) = pid {
@@ -796,6 +802,28 @@ fn decode_line<'a>(
             }
         }
     }
+
+    // General path: fields, then the optional timestamp.
+    st.fields.clear();
+    loop {
+        let kend = scan(b, i, |c| c == b'=' || c == b' ' || c == b',')
+            .filter(|&e| b[e] == b'=')
+            .ok_or_else(|| format!("field at byte {} has no '='", i + 1))?;
+        if kend == i {
+            return Err(format!("empty field key at byte {}", i + 1));
+        }
+        let (value, vend) = parse_value(text, kend + 1)?;
+        st.fields.push((&text[i..kend], value));
+        i = vend;
+        if i >= b.len() || b[i] == b' ' {
+            break;
+        }
+        i += 1; // b[i] was ','
+        if i >= b.len() {
+            return Err("trailing ',' after the last field".into());
+        }
+    }
+    let ts = timestamp(text, i, precision, default_ts)?;
 
     // Slow path: name the measurement and fields, check types against the schema.
     let mut schemas = lock(schemas);
@@ -930,6 +958,134 @@ fn decode_line<'a>(
     st.last_tags = tag_raw;
     st.last_pid = pid;
     Ok(pid)
+}
+
+/// Reads the fields of a line starting at `i` against the layout of builder `bl` (its last
+/// recorded line's raw keys, in order) into `out`; returns where the fields end (a space or
+/// the end of the line), or None when the line differs in any way: another key, order or
+/// count, a value not of its column's type, or a number the typed parsers do not take.
+fn fast_fields<'a>(text: &'a str, mut i: usize, bl: &Builder, out: &mut Vec<(&'a str, Value<'a>)>) -> Option<usize> {
+    let b = text.as_bytes();
+    out.clear();
+    let last = bl.layout.len().checked_sub(1)?;
+    for (n, (raw, ci)) in bl.layout.iter().enumerate() {
+        let kend = i + raw.len();
+        if kend >= b.len() || b[kend] != b'=' || b[i..kend] != **raw {
+            return None;
+        }
+        let (v, vend) = match bl.cols[*ci] {
+            Col::F(_) => float_at(b, kend + 1).map(|(x, e)| (Value::Float(x), e))?,
+            Col::I(_) => int_at(b, kend + 1).map(|(x, e)| (Value::Int(x), e))?,
+            Col::S(_) | Col::B(_) => match parse_value(text, kend + 1) {
+                Ok((v, e)) if v.ftype() == bl.cols[*ci].ftype() => (v, e),
+                _ => return None,
+            },
+        };
+        out.push((&text[i..kend], v));
+        if n == last {
+            return (vend == b.len() || b[vend] == b' ').then_some(vend);
+        }
+        if vend >= b.len() || b[vend] != b',' {
+            return None;
+        }
+        i = vend + 1;
+    }
+    None
+}
+
+/// A float field value `[+-]digits[.digits]` (at most 15 significant digits) at `s`, ending at
+/// a ',' or ' ' or the end: the value (the one `fast_float` gives) and where it ends.
+#[inline]
+fn float_at(b: &[u8], s: usize) -> Option<(f64, usize)> {
+    let mut i = s;
+    let neg = match b.get(i)? {
+        b'-' => {
+            i += 1;
+            true
+        }
+        b'+' => {
+            i += 1;
+            false
+        }
+        _ => false,
+    };
+    let (mut m, mut digits, mut frac, mut dot) = (0u64, 0u32, 0usize, false);
+    while i < b.len() {
+        let c = b[i];
+        if c.is_ascii_digit() {
+            m = m.wrapping_mul(10).wrapping_add(u64::from(c - b'0'));
+            digits += 1;
+            frac += usize::from(dot);
+        } else if c == b'.' && !dot {
+            dot = true;
+        } else {
+            break;
+        }
+        i += 1;
+    }
+    if digits == 0 || digits > 15 || (i < b.len() && b[i] != b',' && b[i] != b' ') {
+        return None;
+    }
+    let x = m as f64 / POW10[frac];
+    Some((if neg { -x } else { x }, i))
+}
+
+/// An integer field value `[-]digits` + `i` (at most 18 digits) at `s`, ending at a ',' or
+/// ' ' or the end: the value and where it ends.
+#[inline]
+fn int_at(b: &[u8], s: usize) -> Option<(i64, usize)> {
+    let neg = b.get(s)? == &b'-';
+    let (v, i) = digits_at(b, s + usize::from(neg))?;
+    if i >= b.len() || b[i] != b'i' || (i + 1 < b.len() && b[i + 1] != b',' && b[i + 1] != b' ') {
+        return None;
+    }
+    Some((if neg { -v } else { v }, i + 1))
+}
+
+/// 1 to 18 decimal digits at `from` (they fit an i64): the value and the index after them.
+#[inline]
+fn digits_at(b: &[u8], from: usize) -> Option<(i64, usize)> {
+    let mut v = 0i64;
+    let mut i = from;
+    while i < b.len() && b[i].is_ascii_digit() {
+        if i - from == 18 {
+            return None;
+        }
+        v = v * 10 + i64::from(b[i] - b'0');
+        i += 1;
+    }
+    (i > from).then_some((v, i))
+}
+
+/// The line's timestamp after the fields (which end at `i`), scaled to ns; `default_ts`
+/// when there is none.
+fn timestamp(text: &str, mut i: usize, precision: Precision, default_ts: i64) -> Result<i64, String> {
+    let b = text.as_bytes();
+    while i < b.len() && b[i] == b' ' {
+        i += 1;
+    }
+    if i >= b.len() {
+        return Ok(default_ts);
+    }
+    let end = memchr(b' ', &b[i..]).map_or(b.len(), |p| i + p);
+    if b[end..].iter().any(|&c| c != b' ') {
+        return Err(format!("unexpected text after the timestamp at byte {}", end + 1));
+    }
+    let neg = b[i] == b'-';
+    let raw: i64 = match digits_at(b, i + usize::from(neg)) {
+        Some((v, e)) if e == end => {
+            if neg {
+                -v
+            } else {
+                v
+            }
+        }
+        _ => {
+            text[i..end].parse().map_err(|_| format!("invalid timestamp {:?} (expected an integer)", &text[i..end]))?
+        }
+    };
+    raw.checked_mul(precision.factor())
+        .ok_or_else(|| format!("timestamp {raw} out of range for precision {precision:?} (int64 nanoseconds)"))
 }
 
 fn conflict(key: &str, got: FieldType, column: &str, meas: &str, stored: FieldType) -> String {
@@ -1125,6 +1281,20 @@ fn scan(b: &[u8], from: usize, stop: impl Fn(u8) -> bool) -> Option<usize> {
     None
 }
 
+/// Index of the first unescaped `stop` at or after `from` ([`scan`] for one byte, with SIMD
+/// search: the key section of a QoS line is ~400 bytes of tags).
+fn scan_for(b: &[u8], from: usize, stop: u8) -> Option<usize> {
+    let mut i = from;
+    while i < b.len() {
+        let p = i + memchr::memchr2(stop, b'\\', &b[i..])?;
+        if b[p] == stop {
+            return Some(p);
+        }
+        i = p + 2;
+    }
+    None
+}
+
 /// `s` with `\X` replaced by `X` for X in `set`; other backslashes are kept.
 fn unescape<'a>(s: &'a str, set: &[u8]) -> Cow<'a, str> {
     if !s.as_bytes().contains(&b'\\') {
@@ -1151,21 +1321,10 @@ fn trim_start(b: &[u8]) -> &[u8] {
     &b[n..]
 }
 
-/// Position of the first `needle` in `hay`, eight bytes at a time.
+/// Position of the first `needle` in `hay` (SIMD).
+#[inline]
 fn memchr(needle: u8, hay: &[u8]) -> Option<usize> {
-    const LO: u64 = 0x0101_0101_0101_0101;
-    const HI: u64 = 0x8080_8080_8080_8080;
-    let pat = LO * u64::from(needle);
-    let mut i = 0;
-    while i + 8 <= hay.len() {
-        let w = u64::from_le_bytes(hay[i..i + 8].try_into().expect("8 bytes")) ^ pat;
-        let z = w.wrapping_sub(LO) & !w & HI;
-        if z != 0 {
-            return Some(i + (z.trailing_zeros() / 8) as usize);
-        }
-        i += 8;
-    }
-    hay[i..].iter().position(|&c| c == needle).map(|p| i + p)
+    memchr::memchr(needle, hay)
 }
 
 #[cfg(test)]

@@ -147,3 +147,58 @@ def test_valid_points_round_trip_with_escapes(case, cuts):
     for i, (tags, _vals, _ts) in enumerate(pts):
         assert new[got["producer"][i]] == tags
     assert len(new) == len({tuple(sorted(t.items())) for t, _v, _ts in pts})
+
+
+# -- the fast path agrees with the general path -------------------------------------------
+
+# Field values as text, many near the typed parsers' edges (digit counts, signs, exponents,
+# suffixes), so a line often keeps the previous line's layout but not its types.
+value_text = st.one_of(
+    st.from_regex(r"[+-]?[0-9]{1,17}(\.[0-9]{0,4})?", fullmatch=True),
+    st.from_regex(r"-?[0-9]{1,20}[iu]", fullmatch=True),
+    st.sampled_from(["1e5", ".5", "5.", "-.5", "+3i", "t", "FALSE", '"x,y z"', '"a\\"b"', "1.2.3", "-", "i", "1x"]),
+)
+
+
+@st.composite
+def shaped_lines(draw):
+    keys = draw(st.lists(st.sampled_from(["a", "b", "c", "d\\ e", "f\\,g", "h\\=i"]), min_size=1, max_size=4, unique=True))
+    out = []
+    for _ in range(draw(st.integers(1, 25))):
+        meas = draw(st.sampled_from(["m", "m", "n"]))
+        tags = draw(st.sampled_from(["", ",host=a", ",host=b", ",host=a\\ b,dc=x"]))
+        ks = keys if draw(st.booleans()) else draw(st.permutations(keys))[: draw(st.integers(1, len(keys)))]
+        fields = ",".join(f"{k}={draw(value_text)}" for k in ks)
+        ts = draw(st.sampled_from(["", " 5", " -7", " 1234567890123456789", " 99999999999999999999", " 1x", " 5 6"]))
+        out.append(f"{meas}{tags} {fields}{ts}".encode())
+    return out
+
+
+def _rows_and_errors(lines: list[bytes], together: bool, seq: bool):
+    """Each line's outcome: ("row", {column: value}) or ("error", message)."""
+    schemas, producers = _core.LpSchemas(), _core.LpProducers()
+    counters = _core.SeqCounters() if seq else None
+    calls = [b"\n".join(lines)] if together else lines
+    out: list = []
+    for body in calls:
+        d = _core.decode_lines_many([(body, "ns", 0, 1)], schemas, producers, seq=counters, max_errors=1000)
+        errors = dict(d["bodies"][0]["errors"])
+        cursors = {name: 0 for name, _b in d["batches"]}
+        tables = {name: b.to_pylist() for name, b in d["batches"]}
+        for no, line in enumerate(body.split(b"\n"), start=1):
+            if no in errors:
+                out.append(("error", errors[no]))
+                continue
+            name = line.split(b" ")[0].split(b",")[0].decode()
+            row = tables[name][cursors[name]]
+            cursors[name] += 1
+            out.append(("row", name, {k: v for k, v in row.items() if v is not None}))
+    return out
+
+
+@SETTINGS
+@given(shaped_lines(), st.booleans())
+def test_lines_decoded_together_equal_lines_decoded_one_by_one(lines, seq):
+    # One call per line never takes the fast path (a call's first line has no layout to
+    # follow); one call for all of them takes it whenever a line repeats the last shape.
+    assert _rows_and_errors(lines, True, seq) == _rows_and_errors(lines, False, seq)

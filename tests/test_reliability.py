@@ -499,6 +499,25 @@ def test_concurrent_appends_without_seq_get_distinct_sequence_numbers(store):
     assert list(got.values()) == [8000, 8000, 0, 7999]
 
 
+
+def test_line_protocol_and_arrow_appends_share_one_numbering_across_reopen(store_path):
+    # The line-protocol decoder numbers its rows itself (the writer's native counters): it must
+    # continue what plain appends and earlier sessions stored, per producer, without repeats.
+    from tracehouse.server.config import ServerConfig
+    from tracehouse.server.ingest import Ingestor
+
+    lines = "".join(f"m,host={'ab'[i % 2]} v={i} {i}\n" for i in range(10)).encode()
+    with tracehouse.open(store_path) as s:
+        ing = Ingestor(s, ServerConfig())
+        assert ing.write_lp("lp", lines).rows == 10
+        s.append("lp", "m", pa.table({"ts": [20, 21], "producer": pa.array([0, 0], pa.int32()), "v": [1.0, 2.0]}))
+        assert ing.write_lp("lp", b"m,host=a v=0 30\n").rows == 1
+    with tracehouse.open(store_path) as s:
+        ing = Ingestor(s, ServerConfig())
+        assert ing.write_lp("lp", b"m,host=b v=0 40\nm,host=a v=0 41\n").rows == 2
+        got = s.sql('SELECT producer, list(seq ORDER BY ts) AS seq FROM "lp".m GROUP BY producer ORDER BY producer')
+    assert got.column("seq").to_pylist() == [list(range(9)), list(range(6))]  # a: 5 + 2 + 1 + 1, b: 5 + 1
+
 # -- bad input through the Python API ------------------------------------------------------
 
 def _tbl(**cols) -> pa.Table:

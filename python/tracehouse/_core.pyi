@@ -107,11 +107,24 @@ class LpProducers:
     def next_id(self) -> int: ...
     def __len__(self) -> int: ...
 
+class SeqCounters:
+    """Next sequence number per producer of one trace (the stored ``seq`` column). The store's
+    writer owns one per trace and seeds it from the stored maxima. Thread-safe."""
+
+    def __init__(self) -> None: ...
+    def seed(self, next: dict[int, int]) -> None:
+        """Make each producer continue at least at its number."""
+    def peek(self, producer: int) -> int:
+        """The number the next event of `producer` gets."""
+    def assign(self, producer: pa.Array) -> pa.Array:
+        """int64 numbers for rows of `producer` (int32, no nulls), in row order."""
+
 def decode_lines_many(
     items: list[tuple[bytes | Body, str, int, int]],
     schemas: LpSchemas,
     producers: LpProducers,
     *,
+    seq: SeqCounters | None = None,
     max_line: int = 1048576,
     max_producers: int = 1000000,
     max_columns: int = 1000,
@@ -124,8 +137,9 @@ def decode_lines_many(
     rows)]}], "max_producer"}. Each body keeps its own line numbers and errors.
 
     Each batch has ``ts`` (int64 ns, the body's ``default_ts`` when a line has none),
-    ``producer`` (int32, the interned tag set) and the measurement's columns in stored order
-    (nullable). A line with a syntax error, invalid UTF-8, a type conflict, a timestamp
+    ``producer`` (int32, the interned tag set), with `seq` given ``seq`` (int64, numbered per
+    producer from those counters: the store's layout) and the measurement's columns in stored
+    order (nullable). A line with a syntax error, invalid UTF-8, a type conflict, a timestamp
     outside int64 ns or over a limit is refused alone and changes no schema and no producer
     table. Field and measurement names become identifiers (other bytes -> ``_``, a leading
     digit gets ``_``, ts/producer/seq/dur/type get a ``_`` suffix)."""

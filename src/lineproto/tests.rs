@@ -277,7 +277,7 @@ fn many_bodies_share_batches_but_keep_their_lines_errors_and_counts() {
         Input { body: two, first_line: 40, precision: Precision::S, default_ts: 0 },
         Input { body: three, first_line: 1, precision: Precision::Ns, default_ts: 0 },
     ];
-    let d = decode_many(&inputs, &s, &p, &Limits::default());
+    let d = decode_many(&inputs, &s, &p, None, &Limits::default());
     let names: Vec<_> = d.batches.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, ["cpu", "mem"]);
     let cpu = &d.batches[0].1;
@@ -305,11 +305,47 @@ fn a_measurement_whose_every_line_failed_makes_no_batch() {
     let body = b"cpu v=1 1\nmem x=1i 2\n";
     let conflict = b"mem x=\"text\" 3\ncpu v=2 4\n";
     let inputs = [Input { body, first_line: 1, precision: Precision::Ns, default_ts: 0 }];
-    decode_many(&inputs, &s, &p, &Limits::default());
+    decode_many(&inputs, &s, &p, None, &Limits::default());
     let inputs = [Input { body: conflict, first_line: 1, precision: Precision::Ns, default_ts: 0 }];
-    let d = decode_many(&inputs, &s, &p, &Limits::default());
+    let d = decode_many(&inputs, &s, &p, None, &Limits::default());
     let names: Vec<_> = d.batches.iter().map(|(n, _)| n.as_str()).collect();
     assert_eq!(names, ["cpu"]);
     assert_eq!(d.bodies[0].rows_by_batch, vec![(0, 1)]);
     assert_eq!(d.bodies[0].error_count, 1);
+}
+
+#[test]
+fn numbered_batches_have_seq_per_producer_and_one_schema_per_layout() {
+    use crate::seqnum::SeqCounters;
+    let s = Mutex::new(Schemas::new());
+    let p = Mutex::new(Producers::new(0));
+    let seq = Mutex::new(SeqCounters::new());
+    lock(&seq).seed(1, 7); // host=b continues a stored numbering
+    let body = b"cpu,host=a v=1 1\ncpu,host=b v=2 2\ncpu,host=a v=3 3\nbad\n";
+    let inputs = [Input { body, first_line: 1, precision: Precision::Ns, default_ts: 0 }];
+    let d = decode_many(&inputs, &s, &p, Some(&seq), &Limits::default());
+    let cpu = &d.batches[0].1;
+    let names: Vec<_> = cpu.schema().fields().iter().map(|f| f.name().clone()).collect();
+    assert_eq!(names, ["ts", "producer", "seq", "v"]);
+    assert!(!cpu.schema().field(2).is_nullable() && cpu.schema().field(3).is_nullable());
+    assert_eq!(col::<Int64Array>(cpu, "seq").values(), &[0, 7, 1]);
+    // The next call continues each producer; an unchanged layout reuses the schema itself.
+    let d2 = decode_many(&inputs, &s, &p, Some(&seq), &Limits::default());
+    assert_eq!(col::<Int64Array>(&d2.batches[0].1, "seq").values(), &[2, 8, 3]);
+    assert!(Arc::ptr_eq(&cpu.schema(), &d2.batches[0].1.schema()));
+    // A new column makes a new schema.
+    let wide = [Input { body: b"cpu,host=a v=1,w=2 9\n", first_line: 1, precision: Precision::Ns, default_ts: 0 }];
+    let d3 = decode_many(&wide, &s, &p, Some(&seq), &Limits::default());
+    assert_eq!(d3.batches[0].1.num_columns(), 5);
+    assert_eq!(col::<Int64Array>(&d3.batches[0].1, "seq").values(), &[4]);
+    // Unnumbered decodes keep the two-column head.
+    let d4 = decode_many(&inputs, &s, &p, None, &Limits::default());
+    assert_eq!(d4.batches[0].1.schema().field(2).name(), "v");
+    assert_eq!(lock(&seq).peek(0), 5);
+    // A producer's rows are numbered in line order across measurements.
+    let mixed = b"cpu,host=a v=1 1\nmem,host=a x=1i 2\ncpu,host=a v=2 3\n";
+    let inputs = [Input { body: mixed, first_line: 1, precision: Precision::Ns, default_ts: 0 }];
+    let d5 = decode_many(&inputs, &s, &p, Some(&seq), &Limits::default());
+    assert_eq!(col::<Int64Array>(&d5.batches[0].1, "seq").values(), &[5, 7]);
+    assert_eq!(col::<Int64Array>(&d5.batches[1].1, "seq").values(), &[6]);
 }

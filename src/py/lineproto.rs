@@ -1,4 +1,5 @@
-//! Python face of the line-protocol decoder: `_core.LpSchemas`, `_core.LpProducers` and
+//! Python face of the line-protocol decoder: `_core.LpSchemas`, `_core.LpProducers`,
+//! `_core.SeqCounters` (the per-producer numbering the decoder and the store share) and
 //! `_core.decode_lines_many` (the bodies of one server round, or one body).
 //!
 //! Owns argument checking and the conversion of a [`lineproto::DecodedMany`] into Python: one
@@ -7,28 +8,54 @@
 //! appends) go on meanwhile. The two state objects are locked by the decoder only on a
 //! line's slow path (schemas first, then producers), so decodes run in parallel.
 
-use std::sync::Mutex;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use arrow_array::types::{Int32Type, Int64Type};
+use arrow_schema::SchemaRef;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
-use super::arrow::{batch_to_pyarrow, schema_to_pyarrow};
+use super::arrow::{batch_to_pyarrow, primitive_from_pyarrow, schema_to_pyarrow, vec_to_pyarrow};
 use super::httpfront::PyBody;
 use crate::lineproto::{self, lock, FieldType, Input, Limits, Precision, Producers, Schemas};
+use crate::seqnum::SeqCounters;
 
 /// Measurements of one format and their typed columns, shared by every decode of it.
 #[pyclass(module = "tracehouse._core", name = "LpSchemas", frozen)]
 pub struct PySchemas {
     inner: Mutex<Schemas>,
+    /// Batch schemas already converted to pyarrow, by the identity of the decoder's `Arc`
+    /// (a measurement keeps one per layout): converting 60 fields cost ~60 us per batch.
+    converted: Mutex<Vec<(SchemaRef, Py<PyAny>)>>,
+}
+
+/// Converted schemas kept at most (a new layout per added column; old ones are dropped).
+const CONVERTED_MAX: usize = 256;
+
+impl PySchemas {
+    fn pyarrow_schema<'py>(&self, py: Python<'py>, schema: &SchemaRef) -> PyResult<Bound<'py, PyAny>> {
+        if let Some((_, pa)) = lock(&self.converted).iter().find(|(s, _)| Arc::ptr_eq(s, schema)) {
+            return Ok(pa.bind(py).clone());
+        }
+        let pa = schema_to_pyarrow(py, schema.as_ref())?;
+        let mut cache = lock(&self.converted);
+        if cache.len() >= CONVERTED_MAX {
+            cache.clear();
+        }
+        cache.push((schema.clone(), pa.clone().unbind()));
+        Ok(pa)
+    }
 }
 
 #[pymethods]
 impl PySchemas {
     #[new]
     fn new() -> Self {
-        Self { inner: Mutex::new(Schemas::new()) }
+        Self { inner: Mutex::new(Schemas::new()), converted: Mutex::new(Vec::new()) }
     }
 
     /// Declare (or widen) `measurement` with `[(column, type)]` known to the store.
@@ -96,6 +123,41 @@ impl PyProducers {
     }
 }
 
+/// Per-producer sequence numbers of one trace (the store's writer owns one and seeds it).
+#[pyclass(module = "tracehouse._core", name = "SeqCounters", frozen)]
+pub struct PySeqCounters {
+    inner: Mutex<SeqCounters>,
+}
+
+#[pymethods]
+impl PySeqCounters {
+    #[new]
+    fn new() -> Self {
+        Self { inner: Mutex::new(SeqCounters::new()) }
+    }
+
+    /// Make each producer continue at least at its number: `{producer: next}`.
+    fn seed(&self, next: HashMap<i32, i64>) {
+        let mut c = lock(&self.inner);
+        for (p, n) in next {
+            c.seed(p, n);
+        }
+    }
+
+    /// The number the next event of `producer` gets.
+    fn peek(&self, producer: i32) -> i64 {
+        lock(&self.inner).peek(producer)
+    }
+
+    /// Sequence numbers (a pyarrow int64 array) for rows of the given producers (a pyarrow
+    /// int32 array without nulls), in row order.
+    fn assign<'py>(&self, py: Python<'py>, producer: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let p = primitive_from_pyarrow::<Int32Type>(producer, "producer")?;
+        let numbers = py.detach(|| lock(&self.inner).assign(p.values()));
+        vec_to_pyarrow::<Int64Type>(py, numbers)
+    }
+}
+
 /// A request body as handed over: read in place (HTTP front end) or Python bytes.
 enum Held<'py> {
     Native(Bound<'py, PyBody>),
@@ -112,11 +174,11 @@ impl Held<'_> {
 }
 
 /// Decode several bodies (`[(body, precision, default_ts, first_line)]`) into one
-/// pyarrow.RecordBatch per measurement: `{"batches": [(name, batch)], "bodies": [{"lines",
+/// pyarrow.RecordBatch per measurement (numbered from `seq`, a `SeqCounters`, when given): `{"batches": [(name, batch)], "bodies": [{"lines",
 /// "rows", "errors", "error_count", "last_line", "rows_by_batch": [(batch index, rows)]}],
 /// "max_producer"}`.
 #[pyfunction]
-#[pyo3(signature = (items, schemas, producers, *, max_line=1 << 20, max_producers=1_000_000, max_columns=1_000,
+#[pyo3(signature = (items, schemas, producers, *, seq=None, max_line=1 << 20, max_producers=1_000_000, max_columns=1_000,
                     max_measurements=10_000, max_errors=100))]
 #[allow(clippy::too_many_arguments)]
 fn decode_lines_many<'py>(
@@ -124,6 +186,7 @@ fn decode_lines_many<'py>(
     items: Vec<(Bound<'py, PyAny>, String, i64, u64)>,
     schemas: &Bound<'py, PySchemas>,
     producers: &Bound<'py, PyProducers>,
+    seq: Option<&Bound<'py, PySeqCounters>>,
     max_line: usize,
     max_producers: usize,
     max_columns: usize,
@@ -149,11 +212,12 @@ fn decode_lines_many<'py>(
         .collect();
     let s = schemas.get();
     let p = producers.get();
-    let decoded = py.detach(|| lineproto::decode_many(&inputs, &s.inner, &p.inner, &limits));
+    let counters = seq.map(|c| &c.get().inner);
+    let decoded = py.detach(|| lineproto::decode_many(&inputs, &s.inner, &p.inner, counters, &limits));
     let out = PyDict::new(py);
     let batches = PyList::empty(py);
     for (name, batch) in decoded.batches {
-        let pa_schema = schema_to_pyarrow(py, batch.schema().as_ref())?;
+        let pa_schema = s.pyarrow_schema(py, &batch.schema())?;
         let b = batch_to_pyarrow(py, batch, &pa_schema)?;
         batches.append(PyTuple::new(py, [name.into_pyobject(py)?.into_any(), b])?)?;
     }
@@ -179,6 +243,7 @@ fn decode_lines_many<'py>(
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySchemas>()?;
     m.add_class::<PyProducers>()?;
+    m.add_class::<PySeqCounters>()?;
     m.add_function(wrap_pyfunction!(decode_lines_many, m)?)?;
     Ok(())
 }

@@ -196,10 +196,13 @@ class Ingestor:
         fst = self._format(st.format)
         cfg = self.cfg
         now = time.time_ns()
+        # Rows come numbered per producer (the writer's counters) in the stored layout, so
+        # the append below takes conform's fast path. A measurement refused after decoding
+        # (e.g. its name is a type of another kind) leaves a gap in its producers' numbers.
         d = _core.decode_lines_many(
             [(body, precision, now if default_ts is None else default_ts, first_line)
              for body, precision, default_ts, first_line in items],
-            fst.schemas, st.producers,
+            fst.schemas, st.producers, seq=self.store.seq_counters(trace),
             max_line=cfg.max_line, max_producers=cfg.max_producers, max_columns=cfg.max_columns,
             max_errors=cfg.max_errors,
         )
@@ -210,7 +213,7 @@ class Ingestor:
         stored: list = []  # per batch: its LSN, or the BadInput that refused that measurement
         for name, batch in d["batches"]:
             try:
-                self._ensure_columns(st, fst, name, batch.num_columns - 2)
+                self._ensure_columns(st, fst, name, batch.num_columns - 3)
                 stored.append(self.store.append(trace, name, batch))
             except BadInput as e:  # e.g. the type exists with another kind: that measurement only
                 stored.append(e)

@@ -29,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from .. import _core
 from ..errors import BadInput, NotFound, ReadOnly, StoreLocked
 from ..schema import EventType, check_ident
 from .catalog import RESULT_KINDS, Catalog, TraceInfo
@@ -328,9 +329,9 @@ class Store:
     @staticmethod
     def _numbered(w: TraceWriter, batch: pa.RecordBatch, assign_seq: bool) -> pa.RecordBatch:
         if assign_seq and batch.num_rows:
-            seq = w.assign_seq(batch.column("producer").to_numpy(zero_copy_only=False))
+            seq = w.assign_seq(batch.column("producer"))
             i = batch.schema.get_field_index("seq")
-            batch = batch.set_column(i, batch.schema.field(i), pa.array(seq, pa.int64()))
+            batch = batch.set_column(i, batch.schema.field(i), seq)
         return batch
 
     def assign_seq(self, trace: str, producer) -> np.ndarray:
@@ -338,7 +339,16 @@ class Store:
         continuing each producer's numbering. For writers that split a batch by event type
         before appending: numbering the batch first keeps `seq` in source order."""
         info = self.catalog.trace(trace)
-        return self._writer(info).assign_seq(np.asarray(producer))
+        return self._writer(info).assign_seq(producer).to_numpy()
+
+    def seq_counters(self, trace: str) -> _core.SeqCounters:
+        """The per-producer numbering of `trace`'s live writer (for writers that number rows
+        themselves, e.g. the line-protocol decoder, which builds batches in the stored layout)."""
+        w = self._append_writers.get(trace)
+        if w is None or w.closed:
+            w = self._writer(self.catalog.trace(trace))
+            self._append_writers[trace] = w
+        return w.seq_counters()
 
     @contextmanager
     def bulk(self, trace: str):

@@ -35,6 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from .. import _core
 from ..errors import BadInput, TracehouseError
 from ..schema import EventType
 from . import wal as walmod
@@ -131,8 +132,11 @@ class TraceWriter:
         # Store.bulk(): automatic compaction deferred while a bulk import streams in (a
         # compaction holds up to compact_target_rows rows of a type in memory at once).
         self.compact_paused = False
-        self.seq_next: dict[int, int] | None = None
-        self.seq_lock = threading.Lock()  # appends from several threads must not share numbers
+        # Per-producer numbering (native, locked inside): shared with the line-protocol decoder,
+        # which numbers rows while it builds a batch. Seeded from the stored maxima on first use.
+        self.seq = _core.SeqCounters()
+        self.seq_seeded = False
+        self.seq_lock = threading.Lock()  # one seeding
         self.pool = ThreadPoolExecutor(max_workers=max(1, opts.encode_threads), thread_name_prefix="th-encode")
         self.ckpt_pool = ThreadPoolExecutor(max_workers=max(1, opts.checkpoints_in_flight), thread_name_prefix="th-ckpt")
         self.recovery = self._recover()
@@ -516,34 +520,23 @@ class TraceWriter:
 
     # -- sequence numbers ----------------------------------------------------------
 
-    def assign_seq(self, producer: np.ndarray) -> np.ndarray:
-        """Per-producer sequence numbers continuing from what the trace holds (thread-safe)."""
-        # Its own lock, not `lock`: the first call queries the trace, and a query takes the
-        # query engine's lock and then `lock`.
-        with self.seq_lock:
-            return self._assign_seq(producer)
+    def seq_counters(self) -> _core.SeqCounters:
+        """The trace's per-producer counters, seeded from what it holds (thread-safe)."""
+        if not self.seq_seeded:
+            # Its own lock, not `lock`: seeding queries the trace, and a query takes the
+            # query engine's lock and then `lock`.
+            with self.seq_lock:
+                if not self.seq_seeded:
+                    self.seq.seed(self.store._max_seq_by_producer(self.trace_name))
+                    self.seq_seeded = True
+        return self.seq
 
-    def _assign_seq(self, producer: np.ndarray) -> np.ndarray:
-        if self.seq_next is None:
-            self.seq_next = self.store._max_seq_by_producer(self.trace_name)
-        if len(producer) and producer[0] == producer[-1] and producer.min() == producer.max():
-            # One producer (an agent's batch): no sort, one counter.
-            u = int(producer[0])
-            base = self.seq_next.get(u, 0)
-            self.seq_next[u] = base + len(producer)
-            return np.arange(base, base + len(producer), dtype=np.int64)
-        order = np.argsort(producer, kind="stable")
-        sp = producer[order]
-        starts = np.flatnonzero(np.r_[True, sp[1:] != sp[:-1]])
-        counts = np.diff(np.r_[starts, len(sp)])
-        uniq = sp[starts]
-        base = np.fromiter((self.seq_next.get(int(u), 0) for u in uniq), dtype=np.int64, count=len(uniq))
-        pos = np.arange(len(sp), dtype=np.int64) - np.repeat(starts, counts)
-        seq = np.empty(len(sp), dtype=np.int64)
-        seq[order] = pos + np.repeat(base, counts)
-        for u, b, c in zip(uniq.tolist(), base.tolist(), counts.tolist()):
-            self.seq_next[u] = b + c
-        return seq
+    def assign_seq(self, producer) -> pa.Array:
+        """Per-producer sequence numbers (int64) continuing from what the trace holds, one per
+        row of `producer` (int32 values) in row order (thread-safe)."""
+        if not isinstance(producer, pa.Array) or producer.type != pa.int32():
+            producer = pa.array(np.asarray(producer), pa.int32())
+        return self.seq_counters().assign(producer)
 
     # -- closing -------------------------------------------------------------------
 
