@@ -6,6 +6,7 @@
 //! own module:
 //!
 //! - [`colpool`]: recycling of column allocations lent to Arrow.
+//! - [`commit`]: group commit of a trace's write-ahead log (fsync thread, durable actions).
 //! - [`lineproto`]: InfluxDB line protocol decoding into Arrow batches.
 //! - [`loadgen`]: the write load generator (QoS agents, TSBS cpu-only) and its report.
 //! - [`rng`]: the deterministic PRNG shared by the workload generators.
@@ -29,6 +30,7 @@
 
 pub mod calltree;
 pub mod colpool;
+pub mod commit;
 pub mod density;
 pub mod export;
 pub mod hist;
@@ -66,5 +68,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     py::analysis::register(m)?;
     py::paje::register(m)?;
     py::httpfront::register(m)?;
+    py::commit::register(m)?;
     Ok(())
 }

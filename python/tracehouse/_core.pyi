@@ -107,6 +107,27 @@ class LpProducers:
     def next_id(self) -> int: ...
     def __len__(self) -> int: ...
 
+class GroupCommit:
+    """The group committer of one trace's WAL (fsync batch; src/commit.rs): a native thread
+    fsyncs what was written (at once when anyone waits, else within `interval`) and runs
+    what waits for it. The writer keeps `fd` open until it reports a switch or calls `stop`."""
+
+    def __init__(self, fd: int, interval: float) -> None: ...
+    def written(self, lsn: int) -> None:
+        """Records up to `lsn` are written."""
+    def switched(self, old_fd: int, new_fd: int) -> None:
+        """The writer moved to `new_fd`; `old_fd` is handed over (fsynced, closed by the next commit)."""
+    @property
+    def durable(self) -> int: ...
+    @property
+    def error(self) -> str | None: ...
+    @property
+    def commits(self) -> int: ...
+    def wait(self, lsn: int, timeout: float | None = None) -> bool:
+        """Block (GIL released) until `lsn` is durable (True) or `timeout` (False); OSError if never."""
+    def stop(self) -> None:
+        """Commit everything written and stop (idempotent)."""
+
 class SeqCounters:
     """Next sequence number per producer of one trace (the stored ``seq`` column). The store's
     writer owns one per trace and seeds it from the stored maxima. Thread-safe."""
@@ -455,6 +476,10 @@ class HttpRequest:
         """The body (de-chunked, not decompressed); a second call returns an empty one."""
     def respond(self, status: int, headers: list[tuple[str, str]] = ..., body: bytes = ...) -> None:
         """Answer (content-length and connection headers are added); a second answer raises."""
+    def respond_when_durable(self, commit: GroupCommit, lsn: int, status: int,
+                             headers: list[tuple[str, str]] = ..., body: bytes = ...) -> None:
+        """Answer from `commit`'s thread once record `lsn` is durable (500 with the reason if it
+        never will be); a second answer raises."""
 
 class HttpFront:
     """Native HTTP/1.1 front end on a listening socket: thread per connection, framing

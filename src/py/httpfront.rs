@@ -15,7 +15,8 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
-use crate::httpfront::{Front, FrontConfig, Reply, Request};
+use super::commit::PyGroupCommit;
+use crate::httpfront::{error_reply, Front, FrontConfig, Reply, Request};
 
 /// The native HTTP/1.1 front end listening on one socket.
 #[pyclass(module = "tracehouse._core", name = "HttpFront", frozen)]
@@ -140,6 +141,33 @@ impl PyRequest {
         let mut r = self.inner.take().ok_or_else(|| PyRuntimeError::new_err("request already answered"))?;
         // Waking the connection's thread is a futex call: not under the GIL.
         py.detach(move || r.respond(Reply { status, headers, body }));
+        Ok(())
+    }
+
+    /// Answers the request once record `lsn` of `commit` is durable, from the committer's
+    /// thread (no Python runs then); 500 with the reason if it never will be. A second
+    /// answer is an error.
+    #[pyo3(signature = (commit, lsn, status, headers=Vec::new(), body=Vec::new()))]
+    fn respond_when_durable(
+        &mut self,
+        py: Python<'_>,
+        commit: &Bound<'_, PyGroupCommit>,
+        lsn: u64,
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: Vec<u8>,
+    ) -> PyResult<()> {
+        let mut r = self.inner.take().ok_or_else(|| PyRuntimeError::new_err("request already answered"))?;
+        let c = commit.get();
+        py.detach(move || {
+            c.inner.on_durable(
+                lsn,
+                Box::new(move |res| match res {
+                    Ok(()) => r.respond(Reply { status, headers, body }),
+                    Err(why) => r.respond(error_reply(500, &format!("write not durable: {why}"))),
+                }),
+            )
+        });
         Ok(())
     }
 

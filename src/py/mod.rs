@@ -7,6 +7,7 @@ pub mod analysis;
 pub mod arrow;
 pub mod checksum;
 pub mod chrome;
+pub mod commit;
 pub mod httpfront;
 pub mod lineproto;
 pub mod loadgen;

@@ -21,11 +21,11 @@ for framing and limits itself; everything else is decided here.
 
 Owns routing, auth, gzip, the write and query handlers and the dispatchers: a few
 threads that take complete requests from the front end in batches. The line-protocol
-writes of one batch to one trace are decoded apart but appended together (one WAL
-record per measurement, one group commit), and each is answered from the
-durability waiter's thread once its rows are durable: a dispatcher never waits
-for an fsync. Queries run on their own small pool so a slow query never delays a
-write.
+writes of one batch to one trace are decoded together and appended together (one WAL
+record per measurement, one group commit); each answer is decided here and handed with
+the request to the trace's group committer, whose thread sends it once the rows are
+durable (no Python runs then): a dispatcher never waits for an fsync. Queries run on
+their own small pool so a slow query never delays a write.
 
 Queries are read-only: one SELECT (or EXPLAIN) statement, run by DuckDB with
 file access confined to the store directory; they see every acknowledged write.
@@ -51,7 +51,7 @@ import pyarrow as pa
 from .. import _core
 from ..errors import BadInput, NotFound, TracehouseError
 from .config import ServerConfig
-from .ingest import DurabilityWaiter, Ingestor, WriteResult
+from .ingest import Ingestor, WriteResult
 
 log = logging.getLogger("tracehouse.server")
 
@@ -150,7 +150,6 @@ class Api:
     def __init__(self, ingestor: Ingestor, cfg: ServerConfig) -> None:
         self.ingestor = ingestor
         self.cfg = cfg
-        self.waiter: DurabilityWaiter | None = None
         self.front = None  # the _core.HttpFront, for its counters
         self.auth_refused = 0
         self.queries = ThreadPoolExecutor(max_workers=QUERY_THREADS, thread_name_prefix="th-query")
@@ -190,19 +189,18 @@ class Api:
                         "no token" if given is None else "wrong token")
             raise HttpError(401, "unauthorized", "unauthorized: send 'Authorization: Token <token>'")
 
-    def acknowledge(self, call: Call, res: WriteResult, answer) -> None:
-        """Answer `call` with `answer(res)` once `res` is durable (at once when nothing was stored)."""
-        if res.lsn is None or self.waiter is None:
-            answer(res)
+    def acknowledge(self, call: Call, res: WriteResult, status: int, headers: list[tuple[str, str]] | None = None,
+                    body: bytes = b"") -> None:
+        """Answer `call` once `res` is durable (at once when nothing was stored, or when the
+        fsync policy made it durable in the append)."""
+        committer = None if res.lsn is None else self.ingestor.committer(res.trace)
+        if committer is None:
+            call.reply(status, body, headers)
             return
-
-        def done(exc: BaseException | None) -> None:
-            if exc is None:
-                answer(res)
-            else:
-                call.fail(exc, f"write to {res.trace}")
-
-        self.waiter.on_durable(res.trace, res.lsn, done)
+        try:
+            call.req.respond_when_durable(committer, res.lsn, status, headers or [], body)
+        except RuntimeError:
+            pass  # answered already (e.g. shutdown raced it)
 
     # -- dispatch ------------------------------------------------------------------
 
@@ -255,18 +253,15 @@ class Api:
                 call.fail(e, f"write to {trace}")
             return
         for (call, _item), res in zip(calls, results):
-            self.acknowledge(call, res, lambda r, call=call: self._answer_lp(call, r))
-
-    @staticmethod
-    def _answer_lp(call: Call, res: WriteResult) -> None:
-        if res.error_count:
-            first = res.errors[0] if res.errors else (0, "")
-            msg = (f"partial write: {res.error_count} of {res.lines} lines refused, {res.rows} stored; "
-                   f"first at line {first[0]}: {first[1]}")
-            call.error(400, "invalid", msg, rows_written=res.rows, lines=res.lines, failed=res.error_count,
-                       errors=[{"line": line, "message": m} for line, m in res.errors])
-        else:
-            call.reply(204)
+            if res.error_count:
+                first = res.errors[0] if res.errors else (0, "")
+                msg = (f"partial write: {res.error_count} of {res.lines} lines refused, {res.rows} stored; "
+                       f"first at line {first[0]}: {first[1]}")
+                doc = _error_doc("invalid", msg, rows_written=res.rows, lines=res.lines, failed=res.error_count,
+                                 errors=[{"line": line, "message": m} for line, m in res.errors])
+                self.acknowledge(call, res, 400, JSON_TYPE, doc)
+            else:
+                self.acknowledge(call, res, 204)
 
     def _arrow_key(self, call: Call) -> tuple[str, str, str]:
         q = call.query
@@ -289,7 +284,7 @@ class Api:
             if isinstance(res, BaseException):
                 call.fail(res, f"Arrow write to {trace}")
             else:
-                self.acknowledge(call, res, lambda r, call=call: call.reply(204, headers=[("x-rows-written", str(r.rows))]))
+                self.acknowledge(call, res, 204, [("x-rows-written", str(res.rows))])
 
     # -- queries -------------------------------------------------------------------
 

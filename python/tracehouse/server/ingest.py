@@ -381,6 +381,11 @@ class Ingestor:
     def wait_durable(self, trace: str, lsn: int, timeout: float | None = None) -> bool:
         return self.store.wait_durable(trace, lsn, timeout)
 
+    def committer(self, trace: str) -> _core.GroupCommit | None:
+        """The group committer that makes `trace`'s appends durable (None when the fsync
+        policy makes them durable in the append itself: always, off)."""
+        return self.store.committer(trace)
+
 
 class Coalescer:
     """Merges line-protocol writes that arrive together into one decode-and-append round.
@@ -436,7 +441,8 @@ class Coalescer:
 
 
 class DurabilityWaiter:
-    """Tells waiters when their LSN is durable: asyncio futures (TCP) or callbacks (HTTP).
+    """Tells waiters when their LSN is durable: asyncio futures (the TCP front end; HTTP writes
+    are answered by the trace's group committer itself).
 
     One thread per trace blocks in `wait_durable` for the lowest pending LSN (a group
     commit wakes it) and then resolves every waiter at or below what became durable,
@@ -447,7 +453,7 @@ class DurabilityWaiter:
         self.ingestor = ingestor
         self.loop = loop
         self._lock = threading.Lock()
-        self._pending: dict[str, list] = {}  # trace -> heap of (lsn, seq, future | callback)
+        self._pending: dict[str, list] = {}  # trace -> heap of (lsn, seq, future)
         self._conds: dict[str, threading.Condition] = {}
         self._threads: dict[str, threading.Thread] = {}
         self._seq = 0
@@ -458,11 +464,6 @@ class DurabilityWaiter:
         fut = self.loop.create_future()
         self._add(trace, lsn, fut)
         return fut
-
-    def on_durable(self, trace: str, lsn: int, callback) -> None:
-        """Call `callback(None)` from the waiter's thread once `lsn` is durable (`callback(error)` if it
-        never will be)."""
-        self._add(trace, lsn, callback)
 
     def _add(self, trace: str, lsn: int, waiter) -> None:
         import heapq
@@ -482,15 +483,7 @@ class DurabilityWaiter:
             cond.notify()
 
     def _resolve(self, items, exc: BaseException | None = None) -> None:
-        futures = []
-        for _lsn, _s, w in items:
-            if callable(w):
-                try:
-                    w(exc)
-                except Exception:  # noqa: BLE001 - one waiter's failure must not strand the others
-                    log.exception("durability callback failed")
-            else:
-                futures.append(w)
+        futures = [w for _lsn, _s, w in items]
         if not futures:
             return
 

@@ -101,7 +101,6 @@ def serve(store_path: str | os.PathLike, cfg: ServerConfig, *, ready: Callable[[
             loop.set_default_executor(__import__("concurrent.futures").futures.ThreadPoolExecutor(
                 max_workers=8, thread_name_prefix="th-ingest"))
             waiter = DurabilityWaiter(ingestor, loop)
-            api.waiter = waiter
             http = HttpServer(api, http_sock, cfg)
             tcp_server = None
             if tcp_sock is not None:

@@ -341,6 +341,15 @@ class Store:
         info = self.catalog.trace(trace)
         return self._writer(info).assign_seq(producer).to_numpy()
 
+    def committer(self, trace: str) -> _core.GroupCommit | None:
+        """The group committer of `trace`'s live writer (fsync batch), for callers that hand it
+        work to do once records are durable; None under fsync always/off."""
+        w = self._append_writers.get(trace)
+        if w is None or w.closed:
+            w = self._writer(self.catalog.trace(trace))
+            self._append_writers[trace] = w
+        return w.committer
+
     def seq_counters(self, trace: str) -> _core.SeqCounters:
         """The per-producer numbering of `trace`'s live writer (for writers that number rows
         themselves, e.g. the line-protocol decoder, which builds batches in the stored layout)."""

@@ -7,8 +7,10 @@ Owns the path of an appended batch from acknowledgement to segment:
                  └─ fsync policy: always | batch | off         register + advance wal_covered, drop WAL)
 
 * `always`: append returns after fsync of its record.
-* `batch`: a syncer thread fsyncs every `group_commit_ms`; `wait_durable(lsn)`
-  (or `append(..., wait=True)`) blocks until a group commit covers the record.
+* `batch`: a native group committer (`_core.GroupCommit`, src/commit.rs) fsyncs what was
+  written at once when someone waits, else within `group_commit_ms`; `wait_durable(lsn)`
+  (or `append(..., wait=True)`) blocks until a commit covers the record, and the HTTP
+  server has its write requests answered from the committer's thread.
 * `off`: no WAL at all (bulk import that can be redone); rows are durable
   only once a checkpoint has registered them (`flush()`).
 
@@ -126,7 +128,7 @@ class TraceWriter:
         self.inflight: dict[int, dict[str, list[pa.RecordBatch]]] = {}  # ticket -> snapshot being checkpointed
         self.tail_version = 0  # bumped whenever the unflushed tail changes
         self.lsn = 0
-        self.durable_lsn = 0
+        self._durable_lsn = 0  # fsync always/off; batch: the committer's
         self.error: BaseException | None = None
         self.closed = False
         # Store.bulk(): automatic compaction deferred while a bulk import streams in (a
@@ -141,14 +143,15 @@ class TraceWriter:
         self.ckpt_pool = ThreadPoolExecutor(max_workers=max(1, opts.checkpoints_in_flight), thread_name_prefix="th-ckpt")
         self.recovery = self._recover()
         self.wal: walmod.WalWriter | None = None
-        self.unsynced_fds: list[int] = []  # WAL files closed by a checkpoint, not yet fsynced (batch)
+        self.committer: _core.GroupCommit | None = None
         if opts.fsync != "off":
             nums = walmod.wal_numbers(self.wal_dir)
             covered = store.catalog.trace(trace_name).wal_covered
             self.wal = walmod.WalWriter(self.wal_dir, max([covered, *nums]) + 1)
+            if opts.fsync == "batch":
+                self.committer = _core.GroupCommit(self.wal.fd, opts.group_commit_ms / 1000.0)
         self._stop = False
         self.flush_request = threading.Event()
-        self.commit_now = threading.Event()  # set by wait_durable: the syncer skips its pause
         # Automatic compaction runs on its own (niced) thread, not on the flusher: a merge of
         # 512 MB of columns took seconds, and checkpoints queued behind it stalled appends
         # (the write back-pressure) - the ack latency tail under load.
@@ -158,8 +161,6 @@ class TraceWriter:
         self.flusher.start()
         self.compactor = threading.Thread(target=self._compact_loop, name=f"th-compact-{trace_id}", daemon=True)
         self.compactor.start()
-        self.syncer = threading.Thread(target=self._sync_loop, name=f"th-sync-{trace_id}", daemon=True)
-        self.syncer.start()
 
     # -- recovery ----------------------------------------------------------------
 
@@ -200,6 +201,8 @@ class TraceWriter:
     # -- appending ---------------------------------------------------------------
 
     def _check(self) -> None:
+        if self.error is None and self.committer is not None and self.committer.error is not None:
+            self.error = OSError(self.committer.error)
         if self.error is not None:
             raise TracehouseError(f"writer of trace {self.trace_name!r} failed earlier: {self.error}") from self.error
         if self.closed:
@@ -238,77 +241,41 @@ class TraceWriter:
             elif self.opts.fsync == "off":
                 self.durable_lsn = lsn
             else:
-                self.cond.notify_all()
+                self.committer.written(lsn)
             if self.active_rows >= self.opts.flush_rows:
                 self.flush_request.set()
         if wait:
             self.wait_durable(lsn)
         return lsn
 
-    def wait_durable(self, lsn: int, timeout: float | None = None) -> bool:
-        deadline = None if timeout is None else time.monotonic() + timeout
-        with self.cond:
-            while self.durable_lsn < lsn:
-                self._check()
-                self.commit_now.set()
-                left = None if deadline is None else deadline - time.monotonic()
-                if left is not None and left <= 0:
-                    return False
-                self.cond.wait(left if left is not None else 0.5)
-        return True
+    @property
+    def durable_lsn(self) -> int:
+        """Highest LSN durable under the fsync policy."""
+        return self.committer.durable if self.committer is not None else self._durable_lsn
 
-    def _sync_closed_files(self) -> None:
-        """fsync and close WAL files a checkpoint closed that no group commit took yet (under `cond`)."""
-        olds, self.unsynced_fds = self.unsynced_fds, []
+    @durable_lsn.setter
+    def durable_lsn(self, lsn: int) -> None:
+        self._durable_lsn = lsn
+
+    def wait_durable(self, lsn: int, timeout: float | None = None) -> bool:
+        if self.committer is None:
+            self._check()  # always/off: durable when append returned
+            return True
+        self._check()
         try:
-            for old in olds:
-                os.fsync(old)
-        finally:
-            for old in olds:
-                os.close(old)
+            return self.committer.wait(lsn, timeout)
+        except OSError:
+            self._check()  # the committer's error, or closed
+            raise
 
     def sync(self) -> None:
         """Make every appended record durable now (fsync=off: a no-op)."""
         with self.cond:
-            if self.wal is not None:
-                self._sync_closed_files()
-                self.wal.sync()
-            self.durable_lsn = self.lsn
-            self.cond.notify_all()
-
-    def _sync_loop(self) -> None:
-        interval = self.opts.group_commit_ms / 1000.0
-        while not self._stop:
-            with self.cond:
-                if self.opts.fsync == "batch" and (self.lsn > self.durable_lsn or self.unsynced_fds) and self.wal is not None:
-                    target, fd = self.lsn, os.dup(self.wal.fd)
-                    olds, self.unsynced_fds = self.unsynced_fds, []
-                else:
-                    target, fd, olds = None, -1, []
-                    self.cond.wait(min(interval, 0.05) if self.opts.fsync == "batch" else 0.1)
-                due = self.active_rows and time.monotonic() - self.active_since >= self.opts.flush_interval_s
-            if due:
-                self.flush_request.set()
-            if target is None:
-                continue
-            try:
-                for old in olds:  # files closed by checkpoints since the last commit, oldest first
-                    os.fsync(old)
-                os.fsync(fd)  # outside the lock: appends continue during the group commit
-            except OSError as e:
-                self.error = e
-            finally:
-                os.close(fd)
-                for old in olds:
-                    os.close(old)
-            with self.cond:
-                self.durable_lsn = max(self.durable_lsn, target)
-                self.cond.notify_all()
-            # Pace group commits by `interval`, unless a caller is blocked in wait_durable for
-            # a later record: then commit at once (an acknowledged writer waits one fsync, not
-            # fsync + interval; appends arriving during an fsync still share the next one).
-            self.commit_now.wait(interval)
-            self.commit_now.clear()
+            lsn = self.lsn
+            if self.committer is None:
+                self.durable_lsn = lsn
+        if self.committer is not None:
+            self.wait_durable(lsn)
 
     # -- tail for in-process queries ------------------------------------------------
 
@@ -327,7 +294,8 @@ class TraceWriter:
             self.flush_request.wait(0.1)
             if self._stop and not self.active_rows:
                 return
-            if not self.flush_request.is_set():
+            due = self.active_rows and time.monotonic() - self.active_since >= self.opts.flush_interval_s
+            if not (self.flush_request.is_set() or due):
                 continue
             self.flush_request.clear()
             try:
@@ -361,11 +329,10 @@ class TraceWriter:
             if self.wal is None:
                 covered = self.replayed_wal
             elif self.opts.fsync == "batch":
-                # The closed file is made durable by the next group commit (the syncer fsyncs
-                # it before it advances durable_lsn), not here under the lock appends need.
+                # The closed file is made durable by the next group commit (the committer
+                # fsyncs it before any later record counts), not here under the lock appends need.
                 covered, old_fd = self.wal.switch()
-                self.unsynced_fds.append(old_fd)
-                self.cond.notify_all()
+                self.committer.switched(old_fd, self.wal.fd)
             else:
                 covered = self.wal.rotate()
                 self.durable_lsn = self.lsn  # rotation fsynced the closed file
@@ -555,11 +522,10 @@ class TraceWriter:
             self.flusher.join(timeout=30)
             self.ckpt_pool.shutdown(wait=True)
             self.compactor.join(timeout=120)  # a merge under way finishes (its inputs stay live)
-            self.syncer.join(timeout=5)
             self.pool.shutdown(wait=True)
+            if self.committer is not None:
+                self.committer.stop()  # commits what was written, closes switched-away files
             if self.wal is not None:
-                with self.cond:
-                    self._sync_closed_files()
                 self.wal.close()
                 # The file opened after the last rotation holds nothing when flushed.
                 path = walmod.wal_path(self.wal_dir, self.wal.number)
