@@ -142,7 +142,7 @@ class Catalog:
     def __init__(self, path: Path, *, readonly: bool = False) -> None:
         self.path = Path(path)
         self.readonly = readonly
-        # The connection is shared by the store's threads (caller, flusher, syncer): SQLite
+        # The connection is shared by the store's threads (caller, flusher, checkpoints): SQLite
         # has one transaction per connection, so a second thread's BEGIN failed with
         # "cannot start a transaction within a transaction". Transactions take turns.
         self._tx_lock = threading.RLock()
