@@ -493,6 +493,55 @@ def test_checkpoint_floats_are_lz4_and_compaction_recompresses_them_with_zstd(st
     assert store.sql('SELECT sum(value) FROM "t".load').column(0)[0].as_py() == 4.5
 
 
+def _resident_pages(path) -> tuple[int, int]:
+    """(pages of `path` in the page cache, pages of `path`), by mincore over a libc mapping."""
+    import ctypes
+    import mmap
+    import os
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mmap.restype = ctypes.c_void_p
+    libc.mmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
+    libc.munmap.argtypes = [ctypes.c_void_p, ctypes.c_size_t]
+    size = os.path.getsize(path)
+    pages = (size + mmap.PAGESIZE - 1) // mmap.PAGESIZE
+    vec = (ctypes.c_ubyte * pages)()
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        ptr = libc.mmap(None, size, mmap.PROT_READ, mmap.MAP_SHARED, fd, 0)
+        assert ptr not in (None, ctypes.c_void_p(-1).value), ctypes.get_errno()
+        try:
+            assert libc.mincore(ptr, size, vec) == 0, ctypes.get_errno()
+        finally:
+            libc.munmap(ptr, size)
+    finally:
+        os.close(fd)
+    return sum(b & 1 for b in vec), pages
+
+
+@pytest.mark.parametrize("drop", [False, True])
+def test_drop_written_pages_leaves_segments_out_of_the_page_cache(store_path, drop):
+    # `serve` sets it: a long ingest otherwise fills the page cache with segments it never reads.
+    s = tracehouse.open(store_path, flush_rows=10_000_000, flush_interval_s=3600.0, drop_written_pages=drop)
+    try:
+        s.create_trace("t", "demo", event_types=[LOAD])
+        n = 200_000
+        s.append("t", "load", pa.table({"ts": np.arange(n), "producer": np.zeros(n, np.int32),
+                                        "value": np.random.default_rng(1).random(n)}))
+        s.flush("t")
+        (seg,) = s.catalog.segments(s.trace("t").id, "load")
+        resident, pages = _resident_pages(s.path / seg.path)
+        assert pages > 10
+        if drop:
+            assert resident == 0
+        else:
+            assert resident > 0  # just written: still cached
+        assert s.sql('SELECT count(*) FROM "t".load').column(0)[0].as_py() == n  # readable either way
+    finally:
+        s.close()
+
+
 def test_overlapping_checkpoints_register_in_snapshot_order(store_path, monkeypatch):
     """Two checkpoints encode at once; the later one, finished first, waits to register: its
     wal_covered would otherwise claim the earlier one's WAL file before its rows are stored."""
@@ -504,10 +553,10 @@ def test_overlapping_checkpoints_register_in_snapshot_order(store_path, monkeypa
     release = threading.Event()
     orig = writermod.write_sorted_part
 
-    def slow_first(root, rel_dir, table, order, start, stop, level=0):
+    def slow_first(root, rel_dir, table, order, start, stop, level=0, keep_cached=True):
         if table.column("ts")[0].as_py() == 1:  # the first checkpoint's rows
             assert release.wait(10)
-        return orig(root, rel_dir, table, order, start, stop, level)
+        return orig(root, rel_dir, table, order, start, stop, level, keep_cached)
 
     monkeypatch.setattr(writermod, "write_sorted_part", slow_first)
     with tracehouse.open(store_path, flush_interval_s=3600.0, checkpoints_in_flight=2) as s:

@@ -26,7 +26,8 @@ def open(path: str | os.PathLike | None = None, *, readonly: bool = False, creat
     """Open (creating if needed) the store at `path` (default: $TRACEHOUSE_HOME or ./tracehouse-data).
 
     options: fsync ("always" | "batch" | "off"), group_commit_ms, flush_rows,
-    flush_interval_s, compact_min_segments, compact_target_rows, compact_target_bytes, retire_grace_s.
+    flush_interval_s, compact_min_segments, compact_target_rows, compact_target_bytes, retire_grace_s,
+    drop_written_pages (segments leave the page cache once durable; `serve` sets it).
     """
     return Store(path if path is not None else default_path(), readonly=readonly, create=create, **options)
 

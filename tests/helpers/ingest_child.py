@@ -62,11 +62,11 @@ def arm(point: str, after: int) -> None:
     elif point in ("segment-tmp", "segment-file"):
         orig = writermod.write_segment
 
-        def write_segment(root, rel_dir, table, level=0):
+        def write_segment(root, rel_dir, table, level=0, keep_cached=True):
             if not due():
-                return orig(root, rel_dir, table, level)
+                return orig(root, rel_dir, table, level, keep_cached)
             if point == "segment-file":
-                orig(root, rel_dir, table, level)
+                orig(root, rel_dir, table, level, keep_cached)
             else:
                 d = Path(root) / rel_dir
                 d.mkdir(parents=True, exist_ok=True)

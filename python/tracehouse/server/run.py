@@ -79,7 +79,9 @@ def serve(store_path: str | os.PathLike, cfg: ServerConfig, *, ready: Callable[[
     cfg.check()
     _raise_fd_limit()
     _keep_freed_memory()
-    store = Store(store_path, fsync=cfg.fsync, group_commit_ms=cfg.group_commit_ms)
+    # The server ingests for hours: its segments leave the page cache once durable (see
+    # WriterOptions.drop_written_pages; queries then read them from disk).
+    store = Store(store_path, fsync=cfg.fsync, group_commit_ms=cfg.group_commit_ms, drop_written_pages=True)
     http = None
     try:
         store._become_writer()  # fail now (StoreLocked) rather than at the first write

@@ -87,18 +87,21 @@ def sort_by_ts(table: pa.Table) -> pa.Table:
 
 
 def write_sorted_part(root: Path, rel_dir: str, table: pa.Table, order: np.ndarray | None, start: int, stop: int,
-                      level: int = 0) -> dict:
+                      level: int = 0, keep_cached: bool = True) -> dict:
     """Rows start..stop of `table` in ts order (`order` from `ts_order`) as one segment.
 
     The gather runs here, on the encoding thread, so a checkpoint's parts sort in parallel
     (sorting a whole checkpoint on the flusher first took as long as encoding half of it).
     """
     part = table.slice(start, stop - start) if order is None else table.take(order[start:stop])
-    return write_segment(root, rel_dir, part, level)
+    return write_segment(root, rel_dir, part, level, keep_cached)
 
 
-def write_segment(root: Path, rel_dir: str, table: pa.Table, level: int = 0) -> dict:
-    """Write `table` (already sorted by ts) as one durable segment; returns its catalog row."""
+def write_segment(root: Path, rel_dir: str, table: pa.Table, level: int = 0, keep_cached: bool = True) -> dict:
+    """Write `table` (already sorted by ts) as one durable segment; returns its catalog row.
+
+    `keep_cached=False` drops the file's pages from the page cache once durable (see
+    `WriterOptions.drop_written_pages`)."""
     directory = root / rel_dir
     directory.mkdir(parents=True, exist_ok=True)
     name = uuid.uuid4().hex
@@ -108,6 +111,8 @@ def write_segment(root: Path, rel_dir: str, table: pa.Table, level: int = 0) -> 
     fd = os.open(tmp, os.O_RDONLY)
     try:
         os.fsync(fd)
+        if not keep_cached:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
     finally:
         os.close(fd)
     os.rename(tmp, final)
