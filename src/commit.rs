@@ -33,13 +33,13 @@ pub type OnDurable = Box<dyn FnOnce(Result<(), String>) + Send>;
 
 struct Waiter {
     lsn: u64,
-    seq: u64,
     action: OnDurable,
 }
 
+// Ordered by LSN alone: waiters of one LSN become due together, in any order.
 impl PartialEq for Waiter {
     fn eq(&self, o: &Self) -> bool {
-        (self.lsn, self.seq) == (o.lsn, o.seq)
+        self.lsn == o.lsn
     }
 }
 impl Eq for Waiter {}
@@ -51,23 +51,20 @@ impl PartialOrd for Waiter {
 impl Ord for Waiter {
     // Reversed: BinaryHeap is a max-heap and the lowest LSN is due first.
     fn cmp(&self, o: &Self) -> CmpOrdering {
-        (o.lsn, o.seq).cmp(&(self.lsn, self.seq))
+        o.lsn.cmp(&self.lsn)
     }
 }
 
-#[derive(Default)]
 struct State {
     written: u64,
     durable: u64,
-    fd: Option<RawFd>,
+    fd: RawFd,
     closed: Vec<OwnedFd>,
     waiters: BinaryHeap<Waiter>,
     blocked: usize,
     urgent: bool,
     stop: bool,
     error: Option<String>,
-    seq: u64,
-    commits: u64,
 }
 
 struct Shared {
@@ -92,7 +89,17 @@ impl GroupCommit {
     /// or stops this), with records nobody waits for committed within `interval`.
     pub fn start(fd: RawFd, interval: Duration) -> std::io::Result<Self> {
         let shared = Arc::new(Shared {
-            state: Mutex::new(State { fd: Some(fd), ..State::default() }),
+            state: Mutex::new(State {
+                written: 0,
+                durable: 0,
+                fd,
+                closed: Vec::new(),
+                waiters: BinaryHeap::new(),
+                blocked: 0,
+                urgent: false,
+                stop: false,
+                error: None,
+            }),
             work: Condvar::new(),
             done: Condvar::new(),
             interval,
@@ -113,7 +120,7 @@ impl GroupCommit {
     pub fn switched(&self, old: OwnedFd, new_fd: RawFd) {
         let mut s = lock(&self.shared.state);
         s.closed.push(old);
-        s.fd = Some(new_fd);
+        s.fd = new_fd;
     }
 
     /// Highest LSN known durable.
@@ -124,11 +131,6 @@ impl GroupCommit {
     /// Why commits stopped (an fsync failed), if they did.
     pub fn error(&self) -> Option<String> {
         lock(&self.shared.state).error.clone()
-    }
-
-    /// Group commits done so far.
-    pub fn commits(&self) -> u64 {
-        lock(&self.shared.state).commits
     }
 
     /// Runs `action` once `lsn` is durable (at once, on this thread, if it is already);
@@ -143,9 +145,7 @@ impl GroupCommit {
             drop(s);
             return action(Err(e));
         }
-        s.seq += 1;
-        let seq = s.seq;
-        s.waiters.push(Waiter { lsn, seq, action });
+        s.waiters.push(Waiter { lsn, action });
         s.urgent = true;
         drop(s);
         self.shared.work.notify_one();
@@ -236,7 +236,7 @@ fn run(sh: &Shared) {
             s.urgent = false;
             // SAFETY: the writer keeps `fd` open until it reports a switch (under this lock)
             // or stops this committer; the duplicate is ours.
-            let dup = s.fd.map(|fd| unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned());
+            let dup = unsafe { BorrowedFd::borrow_raw(s.fd) }.try_clone_to_owned();
             (s.written, dup, std::mem::take(&mut s.closed))
         };
         // Older files first: a record counts as durable only when every file up to it is.
@@ -244,13 +244,10 @@ fn run(sh: &Shared) {
         for f in olds.into_iter().map(File::from) {
             result = result.and_then(|()| f.sync_all());
         }
-        if let Some(fd) = fd {
-            result = result.and_then(|()| fd.and_then(|fd| File::from(fd).sync_data()));
-        }
+        result = result.and_then(|()| fd.and_then(|fd| File::from(fd).sync_data()));
         last = Instant::now();
         let ready = {
             let mut s = lock(&sh.state);
-            s.commits += 1;
             match result {
                 Ok(()) => s.durable = s.durable.max(target),
                 Err(e) => s.error = Some(format!("WAL fsync failed: {e}")),
@@ -332,7 +329,6 @@ mod tests {
             assert!(t.elapsed() < Duration::from_secs(5), "never committed");
             thread::sleep(Duration::from_millis(1));
         }
-        assert!(gc.commits() >= 1);
         gc.stop();
         drop(f);
         std::fs::remove_dir_all(&dir).unwrap();

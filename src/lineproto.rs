@@ -993,8 +993,10 @@ fn fast_fields<'a>(text: &'a str, mut i: usize, bl: &Builder, out: &mut Vec<(&'a
     None
 }
 
-/// A float field value `[+-]digits[.digits]` (at most 15 significant digits) at `s`, ending at
-/// a ',' or ' ' or the end: the value (the one `fast_float` gives) and where it ends.
+/// A float field value `[+-]digits[.digits]` with at most 15 significant digits at `s`, ending
+/// at a ',' or ' ' or the end: the value and where it ends. Correctly rounded without the
+/// general parser: the mantissa and the power of ten are both exact doubles, so one division
+/// rounds once (Clinger's fast path). None for anything else.
 #[inline]
 fn float_at(b: &[u8], s: usize) -> Option<(f64, usize)> {
     let mut i = s;
@@ -1192,41 +1194,10 @@ const POW10: [f64; 23] = [
     1e21, 1e22,
 ];
 
-/// `[+-]digits[.digits]` with at most 15 significant digits, correctly rounded without
-/// the general parser: the mantissa and the power of ten are both exact doubles, so one
-/// division rounds once (Clinger's fast path). None for anything else.
+/// A whole token (no ',' or ' ' in it) that [`float_at`] takes, as its value.
 #[inline]
 fn fast_float(b: &[u8]) -> Option<f64> {
-    let (neg, d) = match b.first()? {
-        b'-' => (true, &b[1..]),
-        b'+' => (false, &b[1..]),
-        _ => (false, b),
-    };
-    let mut m: u64 = 0;
-    let mut digits = 0u32;
-    let mut frac = 0usize;
-    let mut dot = false;
-    for &c in d {
-        match c {
-            b'0'..=b'9' => {
-                m = m * 10 + u64::from(c - b'0');
-                digits += 1;
-                if dot {
-                    frac += 1;
-                }
-                if digits > 15 {
-                    return None;
-                }
-            }
-            b'.' if !dot => dot = true,
-            _ => return None,
-        }
-    }
-    if digits == 0 {
-        return None;
-    }
-    let x = m as f64 / POW10[frac];
-    Some(if neg { -x } else { x })
+    float_at(b, 0).filter(|&(_, end)| end == b.len()).map(|(x, _)| x)
 }
 
 fn is_int(s: &str) -> bool {

@@ -121,8 +121,6 @@ class GroupCommit:
     def durable(self) -> int: ...
     @property
     def error(self) -> str | None: ...
-    @property
-    def commits(self) -> int: ...
     def wait(self, lsn: int, timeout: float | None = None) -> bool:
         """Block (GIL released) until `lsn` is durable (True) or `timeout` (False); OSError if never."""
     def stop(self) -> None:
@@ -135,8 +133,6 @@ class SeqCounters:
     def __init__(self) -> None: ...
     def seed(self, next: dict[int, int]) -> None:
         """Make each producer continue at least at its number."""
-    def peek(self, producer: int) -> int:
-        """The number the next event of `producer` gets."""
     def assign(self, producer: pa.Array) -> pa.Array:
         """int64 numbers for rows of `producer` (int32, no nulls), in row order."""
 

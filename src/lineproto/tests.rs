@@ -8,6 +8,16 @@ fn run(body: &str) -> (Decoded, Schemas, Producers) {
     (d, s.into_inner().unwrap(), p.into_inner().unwrap())
 }
 
+/// One body of a [`decode_many`] call: ns timestamps, numbered from line 1.
+fn ns(body: &[u8]) -> Input<'_> {
+    Input { body, first_line: 1, precision: Precision::Ns, default_ts: 0 }
+}
+
+/// The measurements of a call's batches, in order.
+fn names(d: &DecodedMany) -> Vec<&str> {
+    d.batches.iter().map(|(n, _)| n.as_str()).collect()
+}
+
 /// `decode` over plain tables (the tests own them).
 fn dec(body: &[u8], first: u64, prec: Precision, ts: i64, s: &mut Schemas, p: &mut Producers, l: &Limits) -> Decoded {
     let sm = Mutex::new(std::mem::take(s));
@@ -272,14 +282,9 @@ fn many_bodies_share_batches_but_keep_their_lines_errors_and_counts() {
     let one = b"cpu,host=a v=1 10\nbad line\nmem,host=a used=5i 11\n";
     let two = b"cpu,host=b v=2,extra=9 5\ncpu,host=a v=x 6\n";
     let three = b"# nothing\n";
-    let inputs = [
-        Input { body: one, first_line: 1, precision: Precision::Ns, default_ts: 0 },
-        Input { body: two, first_line: 40, precision: Precision::S, default_ts: 0 },
-        Input { body: three, first_line: 1, precision: Precision::Ns, default_ts: 0 },
-    ];
+    let inputs = [ns(one), Input { body: two, first_line: 40, precision: Precision::S, default_ts: 0 }, ns(three)];
     let d = decode_many(&inputs, &s, &p, None, &Limits::default());
-    let names: Vec<_> = d.batches.iter().map(|(n, _)| n.as_str()).collect();
-    assert_eq!(names, ["cpu", "mem"]);
+    assert_eq!(names(&d), ["cpu", "mem"]);
     let cpu = &d.batches[0].1;
     assert_eq!(cpu.num_rows(), 2); // one row of each body, in input order
     assert_eq!(col::<Int64Array>(cpu, "ts").values(), &[10, 5_000_000_000]); // each body its precision
@@ -304,12 +309,11 @@ fn a_measurement_whose_every_line_failed_makes_no_batch() {
     let p = Mutex::new(Producers::new(0));
     let body = b"cpu v=1 1\nmem x=1i 2\n";
     let conflict = b"mem x=\"text\" 3\ncpu v=2 4\n";
-    let inputs = [Input { body, first_line: 1, precision: Precision::Ns, default_ts: 0 }];
+    let inputs = [ns(body)];
     decode_many(&inputs, &s, &p, None, &Limits::default());
-    let inputs = [Input { body: conflict, first_line: 1, precision: Precision::Ns, default_ts: 0 }];
+    let inputs = [ns(conflict)];
     let d = decode_many(&inputs, &s, &p, None, &Limits::default());
-    let names: Vec<_> = d.batches.iter().map(|(n, _)| n.as_str()).collect();
-    assert_eq!(names, ["cpu"]);
+    assert_eq!(names(&d), ["cpu"]);
     assert_eq!(d.bodies[0].rows_by_batch, vec![(0, 1)]);
     assert_eq!(d.bodies[0].error_count, 1);
 }
@@ -322,11 +326,11 @@ fn numbered_batches_have_seq_per_producer_and_one_schema_per_layout() {
     let seq = Mutex::new(SeqCounters::new());
     lock(&seq).seed(1, 7); // host=b continues a stored numbering
     let body = b"cpu,host=a v=1 1\ncpu,host=b v=2 2\ncpu,host=a v=3 3\nbad\n";
-    let inputs = [Input { body, first_line: 1, precision: Precision::Ns, default_ts: 0 }];
+    let inputs = [ns(body)];
     let d = decode_many(&inputs, &s, &p, Some(&seq), &Limits::default());
     let cpu = &d.batches[0].1;
-    let names: Vec<_> = cpu.schema().fields().iter().map(|f| f.name().clone()).collect();
-    assert_eq!(names, ["ts", "producer", "seq", "v"]);
+    let fields: Vec<_> = cpu.schema().fields().iter().map(|f| f.name().clone()).collect();
+    assert_eq!(fields, ["ts", "producer", "seq", "v"]);
     assert!(!cpu.schema().field(2).is_nullable() && cpu.schema().field(3).is_nullable());
     assert_eq!(col::<Int64Array>(cpu, "seq").values(), &[0, 7, 1]);
     // The next call continues each producer; an unchanged layout reuses the schema itself.
@@ -334,7 +338,7 @@ fn numbered_batches_have_seq_per_producer_and_one_schema_per_layout() {
     assert_eq!(col::<Int64Array>(&d2.batches[0].1, "seq").values(), &[2, 8, 3]);
     assert!(Arc::ptr_eq(&cpu.schema(), &d2.batches[0].1.schema()));
     // A new column makes a new schema.
-    let wide = [Input { body: b"cpu,host=a v=1,w=2 9\n", first_line: 1, precision: Precision::Ns, default_ts: 0 }];
+    let wide = [ns(b"cpu,host=a v=1,w=2 9\n")];
     let d3 = decode_many(&wide, &s, &p, Some(&seq), &Limits::default());
     assert_eq!(d3.batches[0].1.num_columns(), 5);
     assert_eq!(col::<Int64Array>(&d3.batches[0].1, "seq").values(), &[4]);
@@ -344,7 +348,7 @@ fn numbered_batches_have_seq_per_producer_and_one_schema_per_layout() {
     assert_eq!(lock(&seq).peek(0), 5);
     // A producer's rows are numbered in line order across measurements.
     let mixed = b"cpu,host=a v=1 1\nmem,host=a x=1i 2\ncpu,host=a v=2 3\n";
-    let inputs = [Input { body: mixed, first_line: 1, precision: Precision::Ns, default_ts: 0 }];
+    let inputs = [ns(mixed)];
     let d5 = decode_many(&inputs, &s, &p, Some(&seq), &Limits::default());
     assert_eq!(col::<Int64Array>(&d5.batches[0].1, "seq").values(), &[5, 7]);
     assert_eq!(col::<Int64Array>(&d5.batches[1].1, "seq").values(), &[6]);

@@ -60,12 +60,6 @@ impl PyGroupCommit {
         self.inner.error()
     }
 
-    /// Group commits done.
-    #[getter]
-    fn commits(&self) -> u64 {
-        self.inner.commits()
-    }
-
     /// Blocks until `lsn` is durable (True) or `timeout` seconds pass (False); OSError when
     /// it never will be (an fsync failed, or the committer was stopped first).
     #[pyo3(signature = (lsn, timeout=None))]

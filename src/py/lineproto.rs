@@ -144,11 +144,6 @@ impl PySeqCounters {
         }
     }
 
-    /// The number the next event of `producer` gets.
-    fn peek(&self, producer: i32) -> i64 {
-        lock(&self.inner).peek(producer)
-    }
-
     /// Sequence numbers (a pyarrow int64 array) for rows of the given producers (a pyarrow
     /// int32 array without nulls), in row order.
     fn assign<'py>(&self, py: Python<'py>, producer: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
@@ -174,9 +169,9 @@ impl Held<'_> {
 }
 
 /// Decode several bodies (`[(body, precision, default_ts, first_line)]`) into one
-/// pyarrow.RecordBatch per measurement (numbered from `seq`, a `SeqCounters`, when given): `{"batches": [(name, batch)], "bodies": [{"lines",
-/// "rows", "errors", "error_count", "last_line", "rows_by_batch": [(batch index, rows)]}],
-/// "max_producer"}`.
+/// pyarrow.RecordBatch per measurement (numbered from `seq`, a `SeqCounters`, when given):
+/// `{"batches": [(name, batch)], "bodies": [{"lines", "rows", "errors", "error_count",
+/// "last_line", "rows_by_batch": [(batch index, rows)]}], "max_producer"}`.
 #[pyfunction]
 #[pyo3(signature = (items, schemas, producers, *, seq=None, max_line=1 << 20, max_producers=1_000_000, max_columns=1_000,
                     max_measurements=10_000, max_errors=100))]

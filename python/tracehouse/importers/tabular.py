@@ -151,8 +151,7 @@ class TabularLoader:
             # Number the rows per producer in file order *before* splitting them by type:
             # appending type by type would number all of a batch's begins before its ends,
             # and seq is the order of a producer's events (begin/end pairing follows it).
-            seq = self.store.assign_seq(self.report.trace, mapped.column("producer").to_numpy(zero_copy_only=False))
-            mapped = mapped.append_column("seq", pa.array(seq, pa.int64()))
+            mapped = mapped.append_column("seq", self.store.assign_seq(self.report.trace, mapped.column("producer")))
         if _TYPE in mapped.schema.names:
             types = mapped.column(_TYPE)
             self._split_by_type(mapped.drop_columns([_TYPE]), types, lines)

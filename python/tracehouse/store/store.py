@@ -284,12 +284,7 @@ class Store:
         producer when absent; params not given are null. With `wait=True` the
         call returns once the write is durable under the store's fsync policy.
         """
-        # Hot path: a live append of a known trace costs no catalog query (the one writer
-        # process owns every trace; rm drops the entry).
-        w = self._append_writers.get(trace)
-        if w is None or w.closed:
-            w = self._writer(self.catalog.trace(trace))
-            self._append_writers[trace] = w
+        w = self._live_writer(trace)
         if not isinstance(batch, (pa.RecordBatch, pa.Table)):
             raise BadInput(f"events must be a pyarrow RecordBatch or Table, not {type(batch).__name__}", file=source)
         et = w.event_types.get(event_type)
@@ -334,30 +329,30 @@ class Store:
             batch = batch.set_column(i, batch.schema.field(i), seq)
         return batch
 
-    def assign_seq(self, trace: str, producer) -> np.ndarray:
+    def _live_writer(self, trace: str) -> TraceWriter:
+        # Hot path: a live append of a known trace costs no catalog query (the one writer
+        # process owns every trace; rm drops the entry).
+        w = self._append_writers.get(trace)
+        if w is None or w.closed:
+            w = self._writer(self.catalog.trace(trace))
+            self._append_writers[trace] = w
+        return w
+
+    def assign_seq(self, trace: str, producer) -> pa.Array:
         """Sequence numbers for new events of `producer` (one per row, in row order),
         continuing each producer's numbering. For writers that split a batch by event type
         before appending: numbering the batch first keeps `seq` in source order."""
-        info = self.catalog.trace(trace)
-        return self._writer(info).assign_seq(producer).to_numpy()
+        return self._live_writer(trace).assign_seq(producer)
 
     def committer(self, trace: str) -> _core.GroupCommit | None:
         """The group committer of `trace`'s live writer (fsync batch), for callers that hand it
         work to do once records are durable; None under fsync always/off."""
-        w = self._append_writers.get(trace)
-        if w is None or w.closed:
-            w = self._writer(self.catalog.trace(trace))
-            self._append_writers[trace] = w
-        return w.committer
+        return self._live_writer(trace).committer
 
     def seq_counters(self, trace: str) -> _core.SeqCounters:
         """The per-producer numbering of `trace`'s live writer (for writers that number rows
         themselves, e.g. the line-protocol decoder, which builds batches in the stored layout)."""
-        w = self._append_writers.get(trace)
-        if w is None or w.closed:
-            w = self._writer(self.catalog.trace(trace))
-            self._append_writers[trace] = w
-        return w.seq_counters()
+        return self._live_writer(trace).seq_counters()
 
     @contextmanager
     def bulk(self, trace: str):

@@ -265,10 +265,9 @@ class TraceWriter:
         self._durable_lsn = lsn
 
     def wait_durable(self, lsn: int, timeout: float | None = None) -> bool:
-        if self.committer is None:
-            self._check()  # always/off: durable when append returned
-            return True
         self._check()
+        if self.committer is None:
+            return True  # always/off: durable when append returned
         try:
             return self.committer.wait(lsn, timeout)
         except OSError:
