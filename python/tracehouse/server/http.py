@@ -6,7 +6,7 @@ Routes:
   POST /api/v2/arrow?trace=T&type=E[&kind=instant]    Arrow IPC stream of one event type
   POST /api/query    {"sql": ..., "format": "json"|"arrow"} (or the SQL as text/plain)
   GET  /api/query?sql=...&format=...
-  POST /query?q=CREATE DATABASE x                     1.x clients creating their database
+  GET|POST /query?q=SHOW DATABASES&db=...             InfluxDB 1.x InfluxQL meta statements (influxql.py)
   GET  /ping, /health                                 204 / JSON stats
 
 Acknowledgements: a write answers only once its rows are durable under the
@@ -50,6 +50,7 @@ import pyarrow as pa
 
 from .. import _core
 from ..errors import BadInput, NotFound, TracehouseError
+from . import influxql
 from .config import ServerConfig
 from .ingest import Ingestor, WriteResult
 
@@ -159,7 +160,7 @@ class Api:
             "/write": (("POST",), "lp"),
             "/api/v2/arrow": (("POST",), "arrow"),
             "/api/query": (("GET", "POST"), self.query),
-            "/query": (("GET", "POST"), self.create_database),
+            "/query": (("GET", "POST"), self.influxql),
             "/ping": (("GET", "HEAD"), self.ping),
             "/health": (("GET",), self.health),
         }
@@ -344,23 +345,10 @@ class Api:
 
     # -- the rest ------------------------------------------------------------------
 
-    def create_database(self, call: Call) -> None:
-        """InfluxDB 1.x `/query?q=CREATE DATABASE name` (telegraf sends it on start)."""
+    def influxql(self, call: Call) -> None:
+        """InfluxDB 1.x `/query`: InfluxQL meta statements (SHOW DATABASES, CREATE DATABASE ...)."""
         self.check_auth(call)
-        q = call.query.get("q", "")
-        if call.method == "POST" and not q:
-            q = dict(parse_qsl(bytes(call.read_body(self.cfg)).decode("utf-8", "replace"))).get("q", "")
-        words = q.strip().rstrip(";").split()
-        if len(words) == 3 and words[0].upper() == "CREATE" and words[1].upper() == "DATABASE":
-            try:
-                self.ingestor.trace(words[2].strip('"'), create=True)
-            except TracehouseError as e:
-                call.reply(200, _json({"results": [{"statement_id": 0, "error": str(e)}]}), JSON_TYPE)
-                return
-            call.reply(200, _json({"results": [{"statement_id": 0}]}), JSON_TYPE)
-            return
-        call.reply(400, _json({"results": [{"statement_id": 0, "error": "only CREATE DATABASE is supported here; "
-                                            "query with POST /api/query (SQL)"}]}), JSON_TYPE)
+        influxql.handle(call, self.ingestor, cfg=self.cfg, submit=self.queries.submit)
 
     def ping(self, call: Call) -> None:
         call.reply(204, headers=[("x-influxdb-version", "tracehouse"), ("x-influxdb-build", "OSS")])

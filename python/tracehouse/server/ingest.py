@@ -8,9 +8,12 @@ Owns, for the store the server holds:
 - Arrow IPC → store: `write_arrow_many` appends the batches of IPC streams (many
   requests' streams of one type as one append), creating or widening the event type
   from the stream's schema;
-- per-format decoder state (`_core.LpSchemas`: measurement → typed columns) and
+- decoder state per type scope (`_core.LpSchemas`: measurement → typed columns) and
   per-trace producer tables (`_core.LpProducers`: tag set → id), seeded from the
-  catalog when the server starts, so a restart interns the same tag set to the same id;
+  catalog when the server starts, so a restart interns the same tag set to the same id.
+  Traces created here own their event types (`own_types`): a bucket's `cpu` is typed by
+  what was written to that bucket, so two buckets may type one measurement differently
+  (older stores' traces keep their format's shared types);
 - the memory budget (`Budget`): body bytes accepted but not yet durable, across
   all clients; beyond it requests wait briefly and are then refused (503).
 
@@ -48,6 +51,7 @@ log = logging.getLogger("tracehouse.server")
 PRODUCER_KIND = "tags"  # kind of the producers made from line-protocol tag sets
 ARROW_PRODUCER_KIND = "arrow"  # kind of the producers named by id in Arrow writes
 LP_KIND = "instant"  # kind of the event types made from measurements
+SOURCE = "tracehouse serve"  # metadata `source` of the traces created here (DROP DATABASE may remove only these)
 
 
 @dataclass
@@ -92,12 +96,14 @@ class Budget:
             self.cond.notify_all()
 
 
-class _FormatState:
-    def __init__(self, store: Store, fmt: str) -> None:
+class _TypeState:
+    """The decoder's view of one set of event types: a trace's own, or a format's shared ones."""
+
+    def __init__(self, types: dict[str, EventType]) -> None:
         self.schemas = _core.LpSchemas()
         self.columns: dict[str, int] = {}  # event type -> params registered in the catalog
         self.lock = threading.Lock()
-        for name, et in store.catalog.event_types(fmt).items():
+        for et in types.values():
             self.declare(et)
 
     def declare(self, et: EventType) -> None:
@@ -114,7 +120,10 @@ class _TraceState:
     def __init__(self, store: Store, name: str) -> None:
         self.name = name
         info = store.catalog.trace(name)
+        self.id = info.id
         self.format = info.format
+        # whose event types it writes: its own, or its format's (traces of older stores)
+        self.types_key = ("trace", info.id) if info.own_types else ("format", info.format)
         self.producers = _core.LpProducers(store.catalog.next_producer_id(info.id))
         for p in store.catalog.producers(info.id):
             if p["kind"] == PRODUCER_KIND:
@@ -133,7 +142,7 @@ class Ingestor:
         self.cfg = cfg
         self.budget = Budget(cfg.max_inflight)
         self._lock = threading.Lock()
-        self._formats: dict[str, _FormatState] = {}
+        self._types: dict[tuple, _TypeState] = {}
         self._traces: dict[str, _TraceState] = {}
         self.stats = {"rows": 0, "lines": 0, "line_errors": 0, "requests": 0}
         self._stats_lock = threading.Lock()
@@ -146,13 +155,13 @@ class Ingestor:
 
     # -- state ---------------------------------------------------------------------
 
-    def _format(self, fmt: str) -> _FormatState:
-        st = self._formats.get(fmt)
+    def _types_of(self, trace: _TraceState) -> _TypeState:
+        st = self._types.get(trace.types_key)
         if st is None:
             with self._lock:
-                st = self._formats.get(fmt)
+                st = self._types.get(trace.types_key)
                 if st is None:
-                    st = self._formats[fmt] = _FormatState(self.store, fmt)
+                    st = self._types[trace.types_key] = _TypeState(self.store.event_types(trace.name))
         return st
 
     def trace(self, name: str, *, create: bool | None = None) -> _TraceState:
@@ -172,7 +181,7 @@ class Ingestor:
                     raise NotFound(f"bucket (trace) {name!r} not found; create it first or serve with trace creation on") from None
                 try:
                     self.store.create_trace(name, self.cfg.format, description="live ingest (tracehouse serve)",
-                                            metadata={"source": "tracehouse serve"},
+                                            metadata={"source": SOURCE}, own_types=True,
                                             format_description="InfluxDB line protocol: measurement -> event type, "
                                                                "tag set -> producer, fields -> columns")
                     log.info("created trace %s", name)
@@ -180,6 +189,14 @@ class Ingestor:
                     pass
             st = self._traces[name] = _TraceState(self.store, name)
             return st
+
+    def drop_trace(self, name: str) -> None:
+        """Delete trace `name` (InfluxQL `DROP DATABASE`); a later write to it creates it anew."""
+        with self._lock:
+            st = self._traces.pop(name, None)
+            if st is not None and st.types_key[0] == "trace":
+                self._types.pop(st.types_key, None)
+            self.store.rm(name)
 
     # -- line protocol -------------------------------------------------------------
 
@@ -193,7 +210,7 @@ class Ingestor:
         batch per measurement (each body keeps its line numbers, errors and row counts) and
         appended together: many small concurrent requests cost one WAL record and one LSN."""
         st = self.trace(trace)
-        fst = self._format(st.format)
+        fst = self._types_of(st)
         cfg = self.cfg
         now = time.time_ns()
         # Rows come numbered per producer (the writer's counters) in the stored layout, so
@@ -243,7 +260,7 @@ class Ingestor:
                 st.registered_max = max(st.registered_max, max(p[0] for p in new))
                 st.known_ids.update(p[0] for p in new)
 
-    def _ensure_columns(self, st: _TraceState, fst: _FormatState, name: str, ncols: int) -> None:
+    def _ensure_columns(self, st: _TraceState, fst: _TypeState, name: str, ncols: int) -> None:
         if fst.columns.get(name, -1) >= ncols:
             return
         with fst.lock:
@@ -363,7 +380,7 @@ class Ingestor:
         st.arrow_schemas[name] = schema
 
     def _declare_arrow_type(self, st: _TraceState, name: str, kind: str, schema: pa.Schema) -> None:
-        fst = self._format(st.format)
+        fst = self._types_of(st)
         known = self.store.event_types(st.name).get(name)
         if known is not None:
             have = {c.name for c in known.columns}

@@ -1,8 +1,9 @@
 """The catalog: one SQLite database (`catalog.sqlite`) describing a whole store.
 
 Owns the tables for traces (and their key/value metadata), formats and their
-event types (stored once per format), producers, segments, analysis results
-and the link between results and traces. Every change that must be atomic
+event types (stored once per format, or per trace for a trace created with
+`own_types`: line protocol, where two buckets may type one measurement differently),
+producers, segments, analysis results and the link between results and traces. Every change that must be atomic
 (registering segments together with the WAL range they cover, retiring
 compacted segments, deleting a trace) is one SQLite transaction here.
 Nothing in this module reads or writes event data.
@@ -50,7 +51,17 @@ CREATE TABLE IF NOT EXISTS traces(
     event_count INTEGER NOT NULL DEFAULT 0,
     bytes INTEGER NOT NULL DEFAULT 0,
     wal_covered INTEGER NOT NULL DEFAULT -1,  -- WAL files numbered <= this are in segments
-    state TEXT NOT NULL DEFAULT 'live' CHECK (state IN ('live','deleting'))
+    state TEXT NOT NULL DEFAULT 'live' CHECK (state IN ('live','deleting')),
+    own_types INTEGER NOT NULL DEFAULT 0  -- 1: its event types are its own (trace_event_types)
+);
+CREATE TABLE IF NOT EXISTS trace_event_types(
+    id INTEGER PRIMARY KEY,
+    trace_id INTEGER NOT NULL REFERENCES traces(id) ON DELETE CASCADE,
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL CHECK (kind IN ('instant','span','begin','end','counter','link')),
+    params TEXT NOT NULL,            -- JSON list of {name, type, unit, doc}
+    doc TEXT NOT NULL DEFAULT '',
+    UNIQUE(trace_id, name)
 );
 CREATE TABLE IF NOT EXISTS trace_metadata(
     trace_id INTEGER NOT NULL REFERENCES traces(id) ON DELETE CASCADE,
@@ -114,11 +125,13 @@ class TraceInfo:
     event_count: int
     bytes: int
     wal_covered: int
+    own_types: bool  # its event types belong to it, not to its format (see trace_event_types)
     metadata: dict[str, str]
 
     def to_json(self) -> dict:
         d = dict(self.__dict__)
         d.pop("wal_covered")
+        d.pop("own_types")
         return d
 
 
@@ -155,11 +168,21 @@ class Catalog:
             # FULL: a registered segment must survive power loss before its WAL range is dropped.
             self.db.execute("PRAGMA synchronous=FULL")
             self.db.executescript(DDL)
+            if "own_types" not in self._columns("traces"):  # a store made before per-trace types
+                self.db.execute("ALTER TABLE traces ADD COLUMN own_types INTEGER NOT NULL DEFAULT 0")
             self.db.execute(
                 "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?), ('version', '0')",
                 (str(SCHEMA_VERSION),),
             )
         self.db.execute("PRAGMA foreign_keys=ON")
+        # A read-only open of a store made before per-trace types cannot add the column: such a
+        # store has no trace that owns its types.
+        self.per_trace_types = "own_types" in self._columns("traces")
+        self._trace_cols = self._TRACE_COLS if self.per_trace_types else \
+            self._TRACE_COLS.replace("own_types", "0 AS own_types")
+
+    def _columns(self, table: str) -> set[str]:
+        return {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")}
 
     def close(self) -> None:
         self.db.close()
@@ -187,33 +210,47 @@ class Catalog:
             db.execute("INSERT OR IGNORE INTO formats(name, description) VALUES (?, ?)", (name, description))
 
     def event_types(self, fmt: str) -> dict[str, EventType]:
+        """The event types of format `fmt` (shared by its traces that do not own theirs)."""
+        return self._types("event_types", "format", fmt)
+
+    def trace_types(self, info: "TraceInfo") -> dict[str, EventType]:
+        """The event types trace `info` reads and writes: its own, or its format's."""
+        return self._types("trace_event_types", "trace_id", info.id) if info.own_types else \
+            self.event_types(info.format)
+
+    def _types(self, table: str, key: str, value) -> dict[str, EventType]:
         rows = self.db.execute(
-            "SELECT name, kind, params, doc FROM event_types WHERE format = ? ORDER BY id", (fmt,)
+            f"SELECT name, kind, params, doc FROM {table} WHERE {key} = ? ORDER BY id", (value,)
         ).fetchall()
         return {
             r[0]: EventType(r[0], r[1], tuple(Column.from_json(p) for p in json.loads(r[2])), r[3]) for r in rows
         }
 
-    def put_event_type(self, fmt: str, et: EventType) -> EventType:
-        """Register `et` under `fmt`, or widen the stored type with new params.
+    def put_event_type(self, fmt: str, et: EventType, trace: "TraceInfo | None" = None) -> EventType:
+        """Register `et` under `fmt` (or, for a `trace` that owns its types, under that trace),
+        or widen the stored type with new params.
 
         Existing params keep their type: a conflicting type or kind is an error.
         Returns the stored (possibly widened) type.
         """
+        if trace is not None and trace.own_types:
+            table, key, value, owner = "trace_event_types", "trace_id", trace.id, f"trace {trace.name!r}"
+        else:
+            table, key, value, owner = "event_types", "format", fmt, f"format {fmt!r}"
         with self.transaction() as db:
             row = db.execute(
-                "SELECT kind, params, doc FROM event_types WHERE format = ? AND name = ?", (fmt, et.name)
+                f"SELECT kind, params, doc FROM {table} WHERE {key} = ? AND name = ?", (value, et.name)
             ).fetchone()
             if row is None:
                 db.execute(
-                    "INSERT INTO event_types(format, name, kind, params, doc) VALUES (?, ?, ?, ?, ?)",
-                    (fmt, et.name, et.kind, json.dumps(et.params_json()), et.doc),
+                    f"INSERT INTO {table}({key}, name, kind, params, doc) VALUES (?, ?, ?, ?, ?)",
+                    (value, et.name, et.kind, json.dumps(et.params_json()), et.doc),
                 )
                 return et
             stored = EventType(et.name, row[0], tuple(Column.from_json(p) for p in json.loads(row[1])), row[2])
             if stored.kind != et.kind:
                 raise BadInput(
-                    f"event type {fmt}.{et.name} is stored with kind {stored.kind!r}, not {et.kind!r}"
+                    f"event type {et.name} of {owner} is stored with kind {stored.kind!r}, not {et.kind!r}"
                 )
             have = {p.name: p for p in stored.params}
             extra = []
@@ -221,7 +258,8 @@ class Catalog:
                 if p.name in have:
                     if have[p.name].type != p.type:
                         raise BadInput(
-                            f"parameter {p.name!r} of {fmt}.{et.name} is stored as {have[p.name].type}, not {p.type}",
+                            f"parameter {p.name!r} of {et.name} ({owner}) is stored as {have[p.name].type}, "
+                            f"not {p.type}",
                             column=p.name,
                         )
                 else:
@@ -230,14 +268,15 @@ class Catalog:
                 return stored
             widened = stored.with_params(extra)
             db.execute(
-                "UPDATE event_types SET params = ? WHERE format = ? AND name = ?",
-                (json.dumps(widened.params_json()), fmt, et.name),
+                f"UPDATE {table} SET params = ? WHERE {key} = ? AND name = ?",
+                (json.dumps(widened.params_json()), value, et.name),
             )
             return widened
 
     # -- traces ------------------------------------------------------------------
 
-    def create_trace(self, name: str, fmt: str, description: str, metadata: dict[str, Any]) -> int:
+    def create_trace(self, name: str, fmt: str, description: str, metadata: dict[str, Any], *,
+                     own_types: bool = False) -> int:
         with self.transaction() as db:
             # Case-insensitive: a trace is a SQL schema and DuckDB matches identifiers ignoring
             # case, so "App" and "app" would share (and overwrite) one set of views.
@@ -247,8 +286,8 @@ class Catalog:
                 raise AlreadyExists(f"trace {name!r} already exists{same}")
             db.execute("INSERT OR IGNORE INTO formats(name) VALUES (?)", (fmt,))
             cur = db.execute(
-                "INSERT INTO traces(name, format, description, created) VALUES (?, ?, ?, ?)",
-                (name, fmt, description, time.time()),
+                "INSERT INTO traces(name, format, description, created, own_types) VALUES (?, ?, ?, ?, ?)",
+                (name, fmt, description, time.time(), int(own_types)),
             )
             tid = int(cur.lastrowid)
             db.executemany(
@@ -259,20 +298,20 @@ class Catalog:
 
     def _trace_from_row(self, r: tuple) -> TraceInfo:
         md = dict(self.db.execute("SELECT key, value FROM trace_metadata WHERE trace_id = ?", (r[0],)).fetchall())
-        return TraceInfo(*r, metadata=md)
+        return TraceInfo(*r[:-1], own_types=bool(r[-1]), metadata=md)
 
-    _TRACE_COLS = "id, name, format, description, created, ts_min, ts_max, event_count, bytes, wal_covered"
+    _TRACE_COLS = "id, name, format, description, created, ts_min, ts_max, event_count, bytes, wal_covered, own_types"
 
     def trace(self, name: str) -> TraceInfo:
         r = self.db.execute(
-            f"SELECT {self._TRACE_COLS} FROM traces WHERE name = ? AND state = 'live'", (name,)
+            f"SELECT {self._trace_cols} FROM traces WHERE name = ? AND state = 'live'", (name,)
         ).fetchone()
         if r is None:
             raise NotFound(f"no trace named {name!r} in {self.path.parent}")
         return self._trace_from_row(r)
 
     def traces(self, where: str = "", args: tuple = ()) -> list[TraceInfo]:
-        sql = f"SELECT {self._TRACE_COLS} FROM traces WHERE state = 'live'"
+        sql = f"SELECT {self._trace_cols} FROM traces WHERE state = 'live'"
         if where:
             sql += f" AND ({where})"
         rows = self.db.execute(sql + " ORDER BY name", args).fetchall()
@@ -296,6 +335,7 @@ class Catalog:
         with self.transaction() as db:
             db.execute("DELETE FROM segments WHERE trace_id = ?", (trace_id,))
             db.execute("DELETE FROM producers WHERE trace_id = ?", (trace_id,))
+            db.execute("DELETE FROM trace_event_types WHERE trace_id = ?", (trace_id,))
             db.execute("DELETE FROM trace_metadata WHERE trace_id = ?", (trace_id,))
             db.execute("DELETE FROM result_traces WHERE trace_id = ?", (trace_id,))
             db.execute("DELETE FROM traces WHERE id = ?", (trace_id,))

@@ -39,9 +39,12 @@ TH_TABLES: dict[str, tuple[str, list[tuple[str, pa.DataType]]]] = {
          ("bytes", pa.int64())],
     ),
     "event_types": (
-        "SELECT format, name, kind, params, doc FROM event_types ORDER BY format, id",
+        # a format's types (trace NULL), then the types of traces that own theirs (line protocol)
+        "SELECT format, name, kind, params, doc, NULL, id FROM event_types UNION ALL"
+        " SELECT t.format, e.name, e.kind, e.params, e.doc, t.name, e.id FROM trace_event_types e"
+        f" JOIN traces t ON t.id = e.trace_id WHERE {_LIVE} ORDER BY 6, 1, 7",
         [("format", pa.string()), ("name", pa.string()), ("kind", pa.string()), ("params", pa.string()),
-         ("doc", pa.string())],
+         ("doc", pa.string()), ("trace", pa.string())],
     ),
     "producers": (
         "SELECT t.name, p.id, p.parent, p.kind, p.name, p.attrs FROM producers p JOIN traces t ON t.id = p.trace_id"
@@ -102,6 +105,8 @@ class QueryEngine:
         db = self.store.catalog.db
         self.con.execute("CREATE SCHEMA IF NOT EXISTS th")
         for name, (sql, columns) in TH_TABLES.items():
+            if name == "event_types" and not self.store.catalog.per_trace_types:
+                sql = "SELECT format, name, kind, params, doc, NULL FROM event_types ORDER BY format, id"  # older store
             rows = db.execute(sql).fetchall()
             table = pa.table({
                 col: pa.array([_th_value(r[i], typ) for r in rows], typ) for i, (col, typ) in enumerate(columns)
@@ -144,7 +149,7 @@ class QueryEngine:
 
     def _refresh_trace(self, info) -> None:
         store = self.store
-        types = store.catalog.event_types(info.format)
+        types = store.catalog.trace_types(info)
         writer = store._writers.get(info.id)
         if writer is not None:
             with writer.lock:  # one consistent cut: registered segments + unflushed tail

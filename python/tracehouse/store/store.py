@@ -178,7 +178,7 @@ class Store:
                 self._become_writer()  # its recovery may have made this trace's writer already
                 w = self._writers.get(info.id)
                 if w is None:
-                    w = TraceWriter(self, info.id, info.name, self.catalog.event_types(info.format), self.options)
+                    w = TraceWriter(self, info.id, info.name, self.catalog.trace_types(info), self.options)
                     self._writers[info.id] = w
         return w
 
@@ -186,19 +186,29 @@ class Store:
 
     def create_trace(self, name: str, format: str = "custom", *, description: str = "",
                      metadata: dict[str, Any] | None = None, event_types: Iterable[EventType] = (),
-                     producers: list[dict] | None = None, format_description: str = "") -> TraceInfo:
-        """Create an empty trace; its format's event types are registered once."""
+                     producers: list[dict] | None = None, format_description: str = "",
+                     own_types: bool = False) -> TraceInfo:
+        """Create an empty trace; its format's event types are registered once.
+
+        `own_types`: the trace's event types are its own, not its format's (line protocol: two
+        buckets may hold a measurement of one name with different field types)."""
         check_trace_name(name)
         check_ident(format, "format")
         producers = check_producers(producers or [])  # before anything is registered
+        event_types = list(event_types)
         self._become_writer()
         self.catalog.ensure_format(format, format_description)
-        for et in event_types:
-            self._widen_writers(format, self.catalog.put_event_type(format, et))
-        tid = self.catalog.create_trace(name, format, description, metadata or {})
+        if not own_types:
+            for et in event_types:
+                self._widen_writers(format, self.catalog.put_event_type(format, et))
+        tid = self.catalog.create_trace(name, format, description, metadata or {}, own_types=own_types)
         if producers:
             self.catalog.put_producers(tid, producers)
-        return self.catalog.trace(name)
+        info = self.catalog.trace(name)
+        if own_types:
+            for et in event_types:
+                self.catalog.put_event_type(format, et, info)
+        return info
 
     def trace(self, name: str) -> TraceInfo:
         return self.catalog.trace(name)
@@ -245,20 +255,27 @@ class Store:
     def event_types(self, trace: str) -> dict[str, EventType]:
         info = self.catalog.trace(trace)
         w = self._writers.get(info.id)
-        return dict(w.event_types) if w else self.catalog.event_types(info.format)
+        return dict(w.event_types) if w else self.catalog.trace_types(info)
 
     def add_event_type(self, trace: str, et: EventType) -> EventType:
-        """Declare (or widen) an event type of the trace's format."""
+        """Declare (or widen) an event type of the trace's format (or of the trace, when it owns
+        its types)."""
         info = self.catalog.trace(trace)
         self._become_writer()
-        stored = self.catalog.put_event_type(info.format, et)
-        self._widen_writers(info.format, stored)
+        stored = self.catalog.put_event_type(info.format, et, info)
+        if info.own_types:
+            w = self._writers.get(info.id)
+            if w is not None:
+                w.event_types[stored.name] = stored
+        else:
+            self._widen_writers(info.format, stored)
         return stored
 
     def _widen_writers(self, fmt: str, stored: EventType) -> None:
         """Event types belong to the format: every open writer of a trace of `fmt` sees the new one
-        (updating only the named trace's writer left the others rejecting the new columns)."""
-        for t in self.catalog.traces("format = ?", (fmt,)):
+        (updating only the named trace's writer left the others rejecting the new columns);
+        traces that own their types are not the format's."""
+        for t in self.catalog.traces("format = ? AND own_types = 0", (fmt,)):
             w = self._writers.get(t.id)
             if w is not None:
                 w.event_types[stored.name] = stored
