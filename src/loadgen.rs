@@ -155,12 +155,15 @@ pub enum Proto {
         /// Request path and query, e.g. `/api/v2/write?bucket=qos`.
         path: String,
     },
-    /// Line protocol over TCP. `acks`: send the tracehouse handshake and wait for the
-    /// durable offset (`ok <line>`) of each batch; without, batches are only sent.
+    /// Line protocol over TCP, opened by the tracehouse handshake (a comment line naming the
+    /// bucket and token). `acks`: ask for and wait for the durable offset (`ok <line>`) of each
+    /// batch; without, batches are only sent.
     Tcp {
-        /// Wait for durable offsets (tracehouse only).
+        /// Wait for durable offsets (tracehouse only; implies `handshake`).
         acks: bool,
-        /// Bucket named in the handshake (acks mode).
+        /// Open with the handshake (off for other servers, e.g. QuestDB, that may not take comments).
+        handshake: bool,
+        /// Bucket named in the handshake.
         bucket: String,
     },
     /// `POST path` with bodies supplied by the caller, used in turn (e.g. Arrow IPC);
@@ -530,9 +533,13 @@ fn run_agent(mut agent: Agent, start: Instant, stop: Arc<AtomicBool>) -> AgentSt
                 Ok(s) => {
                     let r = BufReader::new(s.try_clone().expect("clone socket"));
                     let mut s = s;
-                    if let Proto::Tcp { acks: true, bucket } = &cfg.proto {
+                    if let Proto::Tcp { acks, handshake: true, bucket } = &cfg.proto {
+                        // The handshake is a comment line to any other line-protocol parser; it
+                        // names the bucket and token at most once too (without it a token server
+                        // refuses the connection and the lines go to its default bucket).
                         let tok = cfg.token.as_ref().map(|t| format!(" token={t}")).unwrap_or_default();
-                        if s.write_all(format!("# tracehouse acks=1 bucket={bucket}{tok}\n").as_bytes()).is_err() {
+                        let mode = if *acks { "acks=1 " } else { "" };
+                        if s.write_all(format!("# tracehouse {mode}bucket={bucket}{tok}\n").as_bytes()).is_err() {
                             st.error("handshake failed".into());
                             thread::sleep(Duration::from_millis(100));
                             continue;

@@ -193,7 +193,9 @@ def run_load(
     """Run write load (one thread per agent, GIL released; Ctrl-C stops it).
 
     workload: "qos" | "cpu"; protocol: "http" (POST path, 2xx acknowledges), "tcp" (nothing
-    acknowledged), "tcp-acks" (tracehouse durable offsets), "http-bodies" (POST the given
+    acknowledged; opens with the tracehouse comment line naming bucket and token), "tcp-plain"
+    (nothing acknowledged, no handshake: any line-protocol listener), "tcp-acks" (tracehouse
+    durable offsets), "http-bodies" (POST the given
     ``bodies`` in turn). Returns elapsed_s, rows_sent, rows_acked, batches_sent,
     batches_acked, errors, statuses [(code, n)], error_samples, ack_us and e2e_us
     ([p50, p90, p99, max] microseconds), bytes_sent."""

@@ -47,8 +47,9 @@ fn run_load<'py>(
     };
     let proto = match protocol {
         "http" => Proto::Http { path: path.to_string() },
-        "tcp" => Proto::Tcp { acks: false, bucket: bucket.to_string() },
-        "tcp-acks" => Proto::Tcp { acks: true, bucket: bucket.to_string() },
+        "tcp" => Proto::Tcp { acks: false, handshake: true, bucket: bucket.to_string() },
+        "tcp-acks" => Proto::Tcp { acks: true, handshake: true, bucket: bucket.to_string() },
+        "tcp-plain" => Proto::Tcp { acks: false, handshake: false, bucket: bucket.to_string() },
         "http-bodies" => {
             let bodies =
                 bodies.filter(|b| !b.is_empty()).ok_or_else(|| PyValueError::new_err("http-bodies needs bodies"))?;
@@ -62,7 +63,7 @@ fn run_load<'py>(
                 ts_offsets: ts_offsets.map(Arc::new),
             }
         }
-        p => return Err(PyValueError::new_err(format!("protocol {p:?}: expected http, tcp, tcp-acks or http-bodies"))),
+        p => return Err(PyValueError::new_err(format!("protocol {p:?}: expected http, tcp, tcp-acks, tcp-plain or http-bodies"))),
     };
     if agents == 0 || rows_per_batch == 0 {
         return Err(PyValueError::new_err("agents and rows_per_batch must be at least 1"));

@@ -5,6 +5,12 @@ HTTP), the Arrow bodies for the Arrow protocol (built once with numpy before the
 clock starts), and the CPU accounting: the generator's own share of the machine
 (this process: every agent thread) and, when the server is local, the server's
 (its /health names its pid; /proc gives its CPU time).
+
+At-most-once TCP (`--protocol tcp`) has no answers to count errors from: the report reads a
+tracehouse server's `/health` counters before and after the run (`tcp_rows` stored,
+`tcp_lines_refused`) and counts the refused lines as errors. Every agent's connection is
+drained (the server closes it once all it received is ingested) before the second read, so
+the difference covers the run; it also counts any other TCP client of that server meanwhile.
 """
 
 from __future__ import annotations
@@ -39,18 +45,32 @@ class Target:
         return cls(u.hostname or "127.0.0.1", u.port or 8086, tcp_port, token)
 
 
-def server_pid(t: Target) -> int | None:
-    """The pid a local tracehouse server reports in /health (None for others)."""
+def server_health(t: Target) -> dict:
+    """A tracehouse server's /health document ({} for other servers or when unreachable)."""
     try:
         c = http.client.HTTPConnection(t.host, t.port, timeout=5)
         c.request("GET", "/health", headers={"Authorization": f"Token {t.token}"} if t.token else {})
         r = c.getresponse()
         doc = json.loads(r.read()) if r.status == 200 else {}
         c.close()
-        pid = doc.get("pid")
-        return int(pid) if pid and os.path.exists(f"/proc/{pid}/stat") else None
+        return doc if isinstance(doc, dict) else {}
     except (OSError, ValueError, http.client.HTTPException):
+        return {}
+
+
+def server_pid(t: Target, health: dict | None = None) -> int | None:
+    """The pid a local tracehouse server reports in /health (None for others)."""
+    pid = (server_health(t) if health is None else health).get("pid")
+    try:
+        return int(pid) if pid and os.path.exists(f"/proc/{int(pid)}/stat") else None
+    except (TypeError, ValueError):
         return None
+
+
+def _delta(before: dict, after: dict, key: str) -> int | None:
+    if isinstance(before.get(key), int) and isinstance(after.get(key), int):
+        return after[key] - before[key]
+    return None
 
 
 def proc_cpu_s(pid: int) -> float | None:
@@ -121,7 +141,8 @@ def run(workload: str, *, target: Target, protocol: str = "http", bucket: str | 
         kw["path"] = path or f"/api/v2/write?bucket={bucket}"
         proto = protocol
     port = target.tcp_port if protocol.startswith("tcp") else target.port
-    spid = server_pid(target)
+    health0 = server_health(target)
+    spid = server_pid(target, health0)
     s0 = proc_cpu_s(spid) if spid else None
     c0, w0 = self_cpu_s(), time.perf_counter()
     load0 = os.getloadavg()[0]
@@ -132,6 +153,15 @@ def run(workload: str, *, target: Target, protocol: str = "http", bucket: str | 
     wall = time.perf_counter() - w0
     c1 = self_cpu_s()
     s1 = proc_cpu_s(spid) if spid else None
+    health1 = server_health(target)
+    refused = _delta(health0, health1, "tcp_lines_refused")
+    rep["server_tcp_rows"] = _delta(health0, health1, "tcp_rows")
+    rep["server_tcp_lines_refused"] = refused
+    if protocol == "tcp" and refused:
+        # nothing is acknowledged at most once: the server's count is the only one there is
+        rep["errors"] += refused
+        rep["error_samples"] = [f"server refused {refused:,} lines (its /health tcp_lines_refused; "
+                                "the reasons are in its log)"] + list(rep["error_samples"])
     ncpu = os.cpu_count() or 1
     el = rep["elapsed_s"] or wall
     rep.update({
@@ -161,6 +191,11 @@ def render(rep: dict) -> str:
         f"  end-to-end    p50 {ms(rep['e2e_us'][0])} ms  p99 {ms(rep['e2e_us'][2])} ms (measurement time -> durable ack)",
         f"  errors        {rep['errors']:,}" + (f"  {rep['statuses']}" if rep["statuses"] else "")
         + (f"  e.g. {rep['error_samples'][0]}" if rep["error_samples"] else ""),
+        *([f"  server (TCP)  {rep['server_tcp_rows']:,} rows stored, {rep['server_tcp_lines_refused']:,} lines "
+           "refused during the run (/health before and after; any TCP client of the server)"]
+          if rep["protocol"] == "tcp" and rep.get("server_tcp_rows") is not None else
+          ["  server (TCP)  unknown: no tracehouse /health to count what was stored and refused"]
+          if rep["protocol"] == "tcp" else []),
         f"  CPU share     load generator {rep['loadgen_cpu_share']:.0%}"
         + (f", server {srv:.0%}" if srv is not None else "") + f" of {rep['cpus']} cores;"
         f" load average {rep['loadavg_1m_before']:.2f} -> {rep['loadavg_1m_after']:.2f}",

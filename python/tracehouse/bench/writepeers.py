@@ -400,7 +400,7 @@ class QuestDB:
 
         tcp = (name or self.name) == "questdb-tcp"
         c0 = self_cpu_s()
-        r = _core.run_load(workload=self.workload, protocol="tcp" if tcp else "http", host="127.0.0.1",
+        r = _core.run_load(workload=self.workload, protocol="tcp-plain" if tcp else "http", host="127.0.0.1",
                            port=self.tcp_port if tcp else self.port, path="/write?precision=n",
                            agents=writers, rows_per_batch=rows, duration_s=seconds)
         return Sample(r["rows_sent"] if tcp else r["rows_acked"], r["elapsed_s"], r["errors"], self_cpu_s() - c0)

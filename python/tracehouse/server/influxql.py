@@ -85,6 +85,7 @@ class Token:
     pos: int  # offset in the query text
     text: str = ""  # the source text (for errors)
     keyword: str | None = None  # upper-case keyword of a bare identifier that is one
+    end: int = 0  # offset just past it
 
 
 class ParseError(Exception):
@@ -126,6 +127,11 @@ class Scanner:
                 return
 
     def scan(self) -> Token:
+        tok = self._scan()
+        tok.end = self.i
+        return tok
+
+    def _scan(self) -> Token:
         self._skip_space()
         t, i = self.text, self.i
         if i >= len(t):
@@ -224,12 +230,13 @@ class Scanner:
             out.append(c)
             j += 1
         self.i = j + 1
+        end = self.i
         src = "".join(out)
         try:
             rx = re.compile(src)
         except re.error as e:
             raise self.error(f"invalid regex /{src}/: {e}", slash.pos) from None
-        return Token(REGEX, rx, slash.pos, t[slash.pos:j + 1])
+        return Token(REGEX, rx, slash.pos, t[slash.pos:j + 1], end=end)
 
 
 # -- statements -----------------------------------------------------------------------------
@@ -279,10 +286,13 @@ class Parser:
     def __init__(self, text: str, params: dict[str, Any] | None = None) -> None:
         self.s = Scanner(text, params)
         self.buf: list[Token] = []
+        self.last_end = 0  # end of the last token consumed
 
     # -- token plumbing
     def next(self) -> Token:
-        return self.buf.pop() if self.buf else self.s.scan()
+        tok = self.buf.pop() if self.buf else self.s.scan()
+        self.last_end = max(self.last_end, tok.end)
+        return tok
 
     def peek(self) -> Token:
         if not self.buf:
@@ -343,7 +353,7 @@ class Parser:
             st = self.statement()
             end = self.peek()
             if end.kind == EOF or (end.kind == OP and end.value == ";"):
-                st.text = self.s.text[start:end.pos].strip()
+                st.text = self.s.text[start:self.last_end].strip()
                 out.append(st)
                 continue
             raise self.fail(end, ";")
@@ -516,7 +526,9 @@ class Parser:
     def regex(self) -> re.Pattern:
         tok = self.next()
         if tok.kind == OP and tok.value == "/":
-            return self.s.scan_regex(tok).value
+            rx = self.s.scan_regex(tok)
+            self.last_end = rx.end
+            return rx.value
         raise self.fail(tok, "regex")
 
     def regex_source(self) -> Source:
@@ -809,7 +821,8 @@ class Executor:
         types = self.store.event_types(db)
         out = []
         for m in self._measurements(db, st.sources):
-            keys = [[c.name, FIELD_TYPES.get(c.type, c.type)] for c in types[m].columns if c.name not in COMMON_COLUMNS]
+            keys = sorted([c.name, FIELD_TYPES.get(c.type, c.type)] for c in types[m].columns
+                          if c.name not in COMMON_COLUMNS)  # by name, as InfluxDB lists them
             keys = self._page(keys, st)
             if keys:
                 out.append({"name": m, "columns": ["fieldKey", "fieldType"], "values": keys})

@@ -144,7 +144,8 @@ class Ingestor:
         self._lock = threading.Lock()
         self._types: dict[tuple, _TypeState] = {}
         self._traces: dict[str, _TraceState] = {}
-        self.stats = {"rows": 0, "lines": 0, "line_errors": 0, "requests": 0}
+        # tcp_*: what TCP connections stored and refused (an at-most-once sender sees no answer)
+        self.stats = {"rows": 0, "lines": 0, "line_errors": 0, "requests": 0, "tcp_rows": 0, "tcp_lines_refused": 0}
         self._stats_lock = threading.Lock()
 
     def _count(self, **kw: int) -> None:
@@ -152,6 +153,11 @@ class Ingestor:
             for k, v in kw.items():
                 self.stats[k] += v
             self.stats["requests"] += 1
+
+    def count_tcp(self, *, rows: int, refused: int) -> None:
+        with self._stats_lock:
+            self.stats["tcp_rows"] += rows
+            self.stats["tcp_lines_refused"] += refused
 
     # -- state ---------------------------------------------------------------------
 

@@ -18,6 +18,13 @@ Acknowledgements — chosen semantics:
 The same first line may carry `bucket=NAME` (the trace; default `--tcp-bucket`),
 `precision=ns|us|ms|s` and `token=TOKEN` (required when the server has a token).
 
+Refused lines (bad syntax, a field whose type differs from its column, ...) are counted
+(`/health`: `tcp_lines_refused`, beside `tcp_rows` stored) and logged as a warning naming the
+bucket, the client and the first reason, at most once per bucket every
+`REFUSAL_LOG_INTERVAL` seconds (the lines refused in between are summed into the next
+warning): an at-most-once sender hears nothing, so the server's log and counters are where
+a refusal shows (`tracehouse load --protocol tcp` reads the counters before and after).
+
 Limits: lines longer than `max_line` are dropped as they stream in (an error for
 that line, the connection goes on); reads pause while more than `tcp_high_water`
 bytes of a connection wait for ingestion, or while the server's in-flight budget
@@ -35,11 +42,12 @@ import time
 
 from ..errors import TracehouseError
 from .config import ServerConfig
-from .ingest import Coalescer, DurabilityWaiter, Ingestor
+from .ingest import Coalescer, DurabilityWaiter, Ingestor, WriteResult
 
 log = logging.getLogger("tracehouse.server")
 
 CHUNK = 4 << 20  # most bytes handed to one decode
+REFUSAL_LOG_INTERVAL = 10.0  # s between two warnings about refused lines of one bucket
 
 
 class TcpServerState:
@@ -51,6 +59,23 @@ class TcpServerState:
         self.connections: set["LineProtocolTcp"] = set()
         self.refused = 0
         self.auth_refused = 0
+        self._refusal_log: dict[str, tuple[float, int]] = {}  # bucket -> (next warning at, refused since)
+
+    def lines_refused(self, bucket: str, peer, res) -> None:
+        """Count `res`'s refused lines and warn about them, at most once per bucket per interval."""
+        self.ingestor.count_tcp(rows=res.rows, refused=res.error_count)
+        if not res.error_count:
+            return
+        now = time.monotonic()
+        due, since = self._refusal_log.get(bucket, (0.0, 0))
+        since += res.error_count
+        if now < due:
+            self._refusal_log[bucket] = (due, since)
+            return
+        first = res.errors[0] if res.errors else (0, "")
+        log.warning("TCP line protocol to %s from %s: %d lines refused (%d since the last warning, %d stored); "
+                    "first: line %d: %s", bucket, peer, res.error_count, since, res.rows, first[0], first[1])
+        self._refusal_log[bucket] = (now + REFUSAL_LOG_INTERVAL, 0)
 
 
 class LineProtocolTcp(asyncio.Protocol):
@@ -125,6 +150,9 @@ class LineProtocolTcp(asyncio.Protocol):
                 self.transport.close()
             self.state.connections.discard(self)
             self.wake.set()
+
+    def _peer(self):
+        return self.transport.get_extra_info("peername") if self.transport is not None else None
 
     # -- framing -------------------------------------------------------------------
 
@@ -264,6 +292,8 @@ class LineProtocolTcp(asyncio.Protocol):
                     item = self.queue[0]
                     if item[1] is None:  # a dropped over-long line
                         self.queue.popleft()
+                        self.state.lines_refused(self.bucket, self._peer(), WriteResult(
+                            self.bucket, errors=[(item[0], item[2])], error_count=1))
                         if self.acks:
                             self._ack(("err", item[0], item[2]))
                         continue
@@ -288,13 +318,11 @@ class LineProtocolTcp(asyncio.Protocol):
                         break
                     self.rows += res.rows
                     self.queued -= n
+                    self.state.lines_refused(self.bucket, self._peer(), res)
                     if self.acks:
                         self._ack(("res", res, n, self.rows))  # the budget is released once durable
                     else:
                         budget.release(n)
-                        if res.error_count:
-                            log.debug("TCP %s: %d lines refused, first: %s", self.bucket, res.error_count,
-                                      res.errors[:1])
                     if self.paused and self.queued <= self.cfg.tcp_high_water // 2 and not self.closed:
                         self.paused = False
                         self.transport.resume_reading()
