@@ -83,3 +83,41 @@ def test_a_command_that_cannot_run_registers_nothing(store, tmp_path):
 def test_no_command(tmp_path, capsys):
     assert main(["--store", str(tmp_path / "s"), "capture", "--name", "x"]) == 2
     assert "no command" in capsys.readouterr().err
+
+
+def test_cp_r_bytes_moved_by_copy_file_range_are_typed_and_summed(store, tmp_path, monkeypatch):
+    """Issue 11: `cp -r` moves its bytes with copy_file_range (coreutils >= 9), which the summary
+    counted as nothing ("wrote 0 B"). Real cp, real strace: every byte shows up on both files."""
+    import shutil
+
+    cp = shutil.which("cp")
+    if cp is None:
+        pytest.skip("no cp")
+    src = tmp_path / "src"
+    (src / "sub" / "deeper").mkdir(parents=True)
+    sizes = {"a.bin": 300_000, "sub/b.bin": 70_001, "sub/deeper/c.txt": 5}
+    for rel, n in sizes.items():
+        (src / rel).write_bytes(bytes(range(256)) * (n // 256) + b"x" * (n % 256))
+    monkeypatch.chdir(tmp_path)
+    r = cap.capture(store, [cp, "-r", "src", "dst"], "cp")
+    assert r.exit_status == 0 and r.report.rejected == 0
+    total = sum(sizes.values())
+    s = cap.summarize(store, "cp", top=100)
+    assert s["bytes_written"] == total  # whether cp used copy_file_range or read/write
+    files = {f["path"]: f for f in s["by_file"]}
+    for rel, n in sizes.items():
+        assert files[str(tmp_path / "dst" / rel)]["bytes_written"] == n
+        assert files[str(tmp_path / "src" / rel)]["bytes_read"] == n
+    copies = store.sql("""SELECT path, path2, sum(ret) AS moved, min(pos) AS first_pos, max(pos + ret) AS end_pos,
+                                 bool_and(pos = pos2) AS same_pos, bool_and(fd IS NOT NULL AND fd2 IS NOT NULL) AS fds
+                          FROM cp.syscall WHERE name = 'copy_file_range' GROUP BY path, path2""").to_pylist()
+    if not copies:
+        pytest.skip("this cp copies with read/write (no copy_file_range to check)")
+    got = {(c["path"], c["path2"]): c for c in copies}
+    for rel, n in sizes.items():
+        c = got[(str(tmp_path / "src" / rel), str(tmp_path / "dst" / rel))]
+        assert (c["moved"], c["first_pos"], c["end_pos"], c["same_pos"], c["fds"]) == (n, 0, n, True, True)
+    # The path the program asked for, beside the one -y resolved.
+    asked = store.sql("""SELECT path_arg, path FROM cp.syscall
+                         WHERE name = 'openat' AND path_arg LIKE 'dst/%' AND ret >= 0""").to_pylist()
+    assert {a["path_arg"]: a["path"] for a in asked} == {f"dst/{rel}": str(tmp_path / "dst" / rel) for rel in sizes}

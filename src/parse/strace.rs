@@ -9,7 +9,11 @@
 //!   fd or the working directory), `path2` (rename/link targets), `pos` (explicit
 //!   for pread/pwrite/lseek/mmap, the tracked file position for read/write), `size`
 //!   (bytes requested), `ret`, `errno`, `flags` and, for calls whose arguments are not
-//!   all typed, `args` as strace printed them.
+//!   all typed, `args` as strace printed them. Calls that move bytes between two fds
+//!   (copy_file_range, splice, sendfile, tee) put the source in `fd`/`path`/`pos` and
+//!   the destination in `fd2`/`path2`/`pos2`. `path_arg`/`path2_arg` keep the path
+//!   arguments as the program passed them (relative, through symlinks) beside the
+//!   resolved `path`/`path2`.
 //! - `signal` (instant): `--- SIGX {...} ---` lines.
 //! - `exit` (instant): `+++ exited with N +++` / `+++ killed by SIGX +++` lines.
 //!
@@ -46,7 +50,7 @@ use std::collections::BinaryHeap;
 
 use arrow_array::RecordBatch;
 
-use line::{arg_int, parse_call, parse_fd, quoted, split_line, unescape_into, Body, Call, Stamp};
+use line::{arg_int, offset_ptr, parse_call, parse_fd, quoted, split_line, unescape_into, Body, Call, Stamp};
 use names::{Names, Sc};
 use procs::{CloneFlags, Procs};
 use rows::{Kind, Row, Rows, Str, NULL};
@@ -806,6 +810,26 @@ impl StraceParser {
         self.rows.since(start)
     }
 
+    /// A path argument (`"..."`) as the program passed it (relative, through symlinks),
+    /// unescaped; null when the argument is not a string.
+    fn asked(&mut self, arg: &[u8]) -> Str {
+        match quoted(arg) {
+            Some(inner) => self.escaped(inner),
+            None => Str::NULL,
+        }
+    }
+
+    /// The tracked file position of `fd` (null when unknown), advanced by the `ret` bytes
+    /// a call that used it moved.
+    fn tracked_pos(&mut self, t: u32, fd: Option<i64>, ret: Option<i64>) -> i64 {
+        let Some(fd) = fd else { return NULL };
+        let Some((_, Some(pos))) = self.procs.fd_info(t, fd) else { return NULL };
+        if let Some(n) = ret.filter(|&n| n > 0) {
+            self.procs.set_pos(t, fd, Some(pos + n));
+        }
+        pos
+    }
+
     /// The path of `fd`: its `-y` annotation, else the fd table's.
     ///
     /// strace's timestamps order the calls of different threads only roughly (it stamps
@@ -988,19 +1012,41 @@ impl StraceParser {
                 row.i[2] =
                     if matches!(sc, Sc::Rw | Sc::Prw) { arg_int(arg(2)).unwrap_or(NULL) } else { iov_total(arg(1)) };
                 let explicit = if matches!(sc, Sc::Prw | Sc::Prwv) { arg_int(arg(3)) } else { None };
-                match explicit {
-                    Some(off) if off >= 0 => row.i[1] = off,
-                    _ => {
-                        // read/write (and preadv2 with offset -1) use the file position.
-                        if let Some(fd) = fd {
-                            if let Some((_, Some(pos))) = self.procs.fd_info(t, fd) {
-                                row.i[1] = pos;
-                                if let Some(n) = ret.filter(|&n| n > 0) {
-                                    self.procs.set_pos(t, fd, Some(pos + n));
-                                }
-                            }
-                        }
-                    }
+                row.i[1] = match explicit {
+                    Some(off) if off >= 0 => off,
+                    // read/write (and preadv2 with offset -1) use the file position.
+                    _ => self.tracked_pos(t, fd, ret),
+                };
+            }
+            Sc::Copy | Sc::Sendfile | Sc::Tee => {
+                // Source side in fd/path/pos, destination side in fd2/path2/pos2, as for
+                // rename: what is read, then where it goes. `size` is the length asked,
+                // `ret` the bytes moved.
+                let (src, src_off, dst, dst_off, len, flags) = match sc {
+                    Sc::Copy => (arg(0), Some(arg(1)), arg(2), Some(arg(3)), arg(4), Some(arg(5))),
+                    Sc::Sendfile => (arg(1), Some(arg(2)), arg(0), None, arg(3), None),
+                    _ => (arg(0), None, arg(1), None, arg(2), Some(arg(3))),
+                };
+                let pipe_only = sc == Sc::Tee; // tee copies between two pipes: no positions
+                let (fd, y) = parse_fd(src);
+                row.i[0] = fd.unwrap_or(NULL);
+                row.s[0] = self.fd_path(t, fd, y);
+                let (fd2, y2) = parse_fd(dst);
+                row.i[4] = fd2.unwrap_or(NULL);
+                row.s[1] = self.fd_path(t, fd2, y2);
+                if !pipe_only {
+                    row.i[1] = match src_off.and_then(offset_ptr) {
+                        Some(at) => at.unwrap_or(NULL), // explicit: the file position stays
+                        None => self.tracked_pos(t, fd, ret),
+                    };
+                    row.i[5] = match dst_off.and_then(offset_ptr) {
+                        Some(at) => at.unwrap_or(NULL),
+                        None => self.tracked_pos(t, fd2, ret),
+                    };
+                }
+                row.i[2] = arg_int(len).unwrap_or(NULL);
+                if let Some(f) = flags.filter(|f| !f.is_empty()) {
+                    row.s[3] = self.text(f);
                 }
             }
             Sc::Open | Sc::Creat | Sc::Openat | Sc::Openat2 => {
@@ -1013,6 +1059,7 @@ impl StraceParser {
                     }
                 };
                 self.note_cwd(t, dirfd, dir_y);
+                row.s[5] = self.asked(p);
                 row.s[0] = match c.ret_path {
                     Some(y) => self.escaped(y),
                     None => self.path_arg(t, p, dirfd, dir_y),
@@ -1126,6 +1173,7 @@ impl StraceParser {
             }
             Sc::PathFirst | Sc::Truncate | Sc::Chdir | Sc::Execve => {
                 row.s[0] = self.path_arg(t, arg(0), None, None);
+                row.s[5] = self.asked(arg(0));
                 match sc {
                     Sc::Truncate => row.i[2] = arg_int(arg(1)).unwrap_or(NULL),
                     Sc::Chdir if ok && !row.s[0].is_null() => {
@@ -1155,6 +1203,7 @@ impl StraceParser {
                         row.i[0] = dirfd.unwrap_or(NULL);
                     }
                     row.s[0] = self.path_arg(t, arg(1), dirfd, y);
+                    row.s[5] = self.asked(arg(1));
                 }
                 raw = true;
                 if sc == Sc::Execveat && ret == Some(0) {
@@ -1165,6 +1214,8 @@ impl StraceParser {
             Sc::Rename => {
                 row.s[0] = self.path_arg(t, arg(0), None, None);
                 row.s[1] = self.path_arg(t, arg(1), None, None);
+                row.s[5] = self.asked(arg(0));
+                row.s[6] = self.asked(arg(1));
             }
             Sc::RenameAt => {
                 let (d1, y1) = parse_fd(arg(0));
@@ -1172,6 +1223,8 @@ impl StraceParser {
                 self.note_cwd(t, d1, y1);
                 row.s[0] = self.path_arg(t, arg(1), d1, y1);
                 row.s[1] = self.path_arg(t, arg(3), d2, y2);
+                row.s[5] = self.asked(arg(1));
+                row.s[6] = self.asked(arg(3));
                 if na > 4 {
                     row.s[3] = self.text(arg(4));
                 }
@@ -1180,6 +1233,8 @@ impl StraceParser {
                 let (d, y) = parse_fd(arg(1));
                 row.s[0] = self.text(quoted(arg(0)).unwrap_or(b""));
                 row.s[1] = self.path_arg(t, arg(2), d, y);
+                row.s[5] = self.asked(arg(0));
+                row.s[6] = self.asked(arg(2));
             }
             Sc::Clone | Sc::Fork => {
                 raw = true;

@@ -18,6 +18,13 @@ Decisions:
 - `path` comes from `-y` when present, else from the fd table the parser rebuilds
   per process (open/dup/fork/close/execve), else from the path argument made
   absolute against its directory fd or the working directory when known.
+- Calls that move bytes between two fds (copy_file_range, splice, sendfile, tee)
+  are typed like a read on the source and a write on the destination in one row:
+  `fd`/`path`/`pos` the source, `fd2`/`path2`/`pos2` the destination, `size` the
+  length asked, `ret` the bytes moved. New columns go at the end: a replayer's
+  queries over the older ones keep working.
+- `path_arg` keeps what the program asked for (`src/a.bin`) beside the resolved
+  `path` (`/home/u/src/a.bin` from -y or the working directory).
 - `= ?` results (exit, a killed thread) and calls whose `<... resumed>` never came
   are kept with a null `ret`; signals and exits are instants of their own types.
 """
@@ -36,10 +43,11 @@ EVENT_TYPES = (
         (
             Column("name", "string", "", "syscall name as strace printed it (read, pwrite64, openat, ...)"),
             Column("fd", "int64", "fd", "file descriptor operated on (the old fd for dup*, the dirfd of *at calls "
-                   "on AT_EMPTY_PATH); null when the call has none"),
+                   "on AT_EMPTY_PATH, the source of copy calls); null when the call has none"),
             Column("path", "string", "path", "file the call is about: -y path, fd table path, or the path argument "
                    "made absolute when the directory is known; unescaped (as printed if not UTF-8)"),
-            Column("path2", "string", "path", "second path: the target of rename/link/symlink"),
+            Column("path2", "string", "path", "second path: the target of rename/link/symlink, the destination file of "
+                   "copy_file_range/splice/sendfile/tee"),
             Column("pos", "int64", "B", "file offset the call operated at: explicit (pread/pwrite/preadv), the "
                    "tracked file position (read/write/readv/writev), lseek's offset argument, mmap's file offset"),
             Column("size", "int64", "B", "bytes requested (count, iovec total, length)"),
@@ -50,6 +58,12 @@ EVENT_TYPES = (
                    "flags, dup3/renameat2/fallocate/sync_file_range flags, as printed"),
             Column("args", "string", "", "arguments as strace printed them, for syscalls whose arguments are not "
                    "all in typed columns (null for the typed IO calls)"),
+            Column("fd2", "int64", "fd", "destination fd of copy_file_range/splice/sendfile/tee (fd is the source)"),
+            Column("pos2", "int64", "B", "file offset at the destination of copy_file_range/splice/sendfile: "
+                   "explicit, else the tracked position (pos is the source's)"),
+            Column("path_arg", "string", "path", "the path argument as the program passed it (relative, through "
+                   "symlinks), unescaped; path holds it resolved (-y, or made absolute)"),
+            Column("path2_arg", "string", "path", "the second path argument as passed (rename/link/symlink target)"),
         ),
         "one syscall: ts is its start (the first line of an <unfinished ...> pair), dur the -T time "
         "(else last line minus first line, 0 for a one-line call without -T)",

@@ -160,20 +160,33 @@ def _pump(fd: int, proc: subprocess.Popen, sink: StraceSink, progress) -> bool:
             seen = lines
 
 
+# Calls that read into the process, write from it, or move bytes between two fds without
+# passing them through it (counted as read from the source `path` and written to `path2`).
+_READS = "('read', 'pread64', 'readv', 'preadv', 'preadv2')"
+_WRITES = "('write', 'pwrite64', 'writev', 'pwritev', 'pwritev2')"
+_COPIES = "('copy_file_range', 'sendfile', 'sendfile64', 'splice', 'tee')"
+
+
 def summarize(store: "Store", trace: str, top: int = 10) -> dict:
     """Totals of a strace trace, answered by SQL: calls and time by syscall, IO by file."""
     q = f'"{trace}"'
     by_call = store.sql(f"""
         SELECT name, count(*) AS calls, count(errno) AS errors, sum(dur)::BIGINT AS dur_ns,
-               sum(ret) FILTER (name IN ('read', 'pread64', 'readv', 'preadv', 'preadv2') AND ret > 0)::BIGINT AS bytes_read,
-               sum(ret) FILTER (name IN ('write', 'pwrite64', 'writev', 'pwritev', 'pwritev2') AND ret > 0)::BIGINT AS bytes_written
+               sum(ret) FILTER ((name IN {_READS} OR name IN {_COPIES}) AND ret > 0)::BIGINT AS bytes_read,
+               sum(ret) FILTER ((name IN {_WRITES} OR name IN {_COPIES}) AND ret > 0)::BIGINT AS bytes_written
         FROM {q}.syscall GROUP BY name ORDER BY dur_ns DESC, calls DESC""").to_pylist()
     by_file = store.sql(f"""
+        WITH io AS (
+            SELECT path, dur,
+                   CASE WHEN (name IN {_READS} OR name IN {_COPIES}) AND ret > 0 THEN ret END AS r,
+                   CASE WHEN name IN {_WRITES} AND ret > 0 THEN ret END AS w
+            FROM {q}.syscall WHERE path LIKE '/%' AND fd IS NOT NULL
+            UNION ALL  -- the destination side of a copy: a call on that file too, its time on the source
+            SELECT path2, 0, NULL, CASE WHEN ret > 0 THEN ret END
+            FROM {q}.syscall WHERE name IN {_COPIES} AND path2 LIKE '/%' AND fd2 IS NOT NULL)
         SELECT path, count(*) AS calls, sum(dur)::BIGINT AS dur_ns,
-               coalesce(sum(ret) FILTER (name IN ('read', 'pread64', 'readv', 'preadv', 'preadv2') AND ret > 0), 0)::BIGINT AS bytes_read,
-               coalesce(sum(ret) FILTER (name IN ('write', 'pwrite64', 'writev', 'pwritev', 'pwritev2') AND ret > 0), 0)::BIGINT AS bytes_written
-        FROM {q}.syscall WHERE path LIKE '/%' AND fd IS NOT NULL
-        GROUP BY path ORDER BY bytes_read + bytes_written DESC, calls DESC LIMIT {int(top)}""").to_pylist()
+               coalesce(sum(r), 0)::BIGINT AS bytes_read, coalesce(sum(w), 0)::BIGINT AS bytes_written
+        FROM io GROUP BY path ORDER BY bytes_read + bytes_written DESC, calls DESC LIMIT {int(top)}""").to_pylist()
     producers = store.producers(trace)
     return {
         "processes": sum(p["kind"] == "process" for p in producers),

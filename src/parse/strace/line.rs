@@ -497,6 +497,24 @@ pub(super) fn arg_int(arg: &[u8]) -> Option<i64> {
     }
 }
 
+/// An in/out pointer to an offset (`off_in` of copy_file_range and splice, sendfile's
+/// `offset`): None for `NULL` (the call uses and advances the fd's file position),
+/// `Some(value at entry)` otherwise (`[N]`, or `[N] => [M]` as sendfile prints it on exit;
+/// `Some(None)` when strace could not read it and printed an address).
+pub(super) fn offset_ptr(arg: &[u8]) -> Option<Option<i64>> {
+    if arg == b"NULL" {
+        return None;
+    }
+    let inner = arg.strip_prefix(b"[").and_then(|r| {
+        let end = r.iter().position(|&b| b == b']')?;
+        Some(&r[..end])
+    });
+    Some(inner.and_then(|v| match parse_int(v) {
+        Some((n, used)) if used == v.len() => Some(n),
+        _ => None,
+    }))
+}
+
 /// A leading integer: decimal (optionally negative) or `0x` hex; its value and length.
 /// Hex values above i64::MAX wrap (addresses), decimals that overflow are None.
 pub(super) fn parse_int(s: &[u8]) -> Option<(i64, usize)> {

@@ -31,6 +31,12 @@ pub(super) enum Sc {
     Prwv,
     /// lseek(fd, offset, whence)
     Lseek,
+    /// copy_file_range/splice(fd_in, off_in, fd_out, off_out, len, flags)
+    Copy,
+    /// sendfile/sendfile64(out_fd, in_fd, offset, count)
+    Sendfile,
+    /// tee(fd_in, fd_out, len, flags)
+    Tee,
     /// fsync/fdatasync/syncfs(fd)
     Sync,
     /// sync_file_range(fd, offset, nbytes, flags)
@@ -104,6 +110,11 @@ const KNOWN: &[(&str, Sc)] = &[
     ("preadv2", Sc::Prwv),
     ("pwritev2", Sc::Prwv),
     ("lseek", Sc::Lseek),
+    ("copy_file_range", Sc::Copy),
+    ("splice", Sc::Copy),
+    ("sendfile", Sc::Sendfile),
+    ("sendfile64", Sc::Sendfile),
+    ("tee", Sc::Tee),
     ("fsync", Sc::Sync),
     ("fdatasync", Sc::Sync),
     ("syncfs", Sc::Sync),

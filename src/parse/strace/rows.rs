@@ -60,7 +60,8 @@ impl Str {
 }
 
 /// One event. Slot meaning by kind:
-/// - syscall: `i` = fd, offset, size, ret; `s` = path, path2, errno, flags, args
+/// - syscall: `i` = fd, offset, size, ret, fd2, pos2; `s` = path, path2, errno, flags, args,
+///   path_arg, path2_arg
 /// - signal:  `i[0]` = sender pid; `s` = signal, code, info
 /// - exit:    `i[0]` = status, `i[1]` = core dumped (0/1); `s[0]` = signal
 #[derive(Clone, Copy, Debug)]
@@ -74,13 +75,13 @@ pub(super) struct Row {
     pub seq: i64,
     pub producer: i32,
     pub name: u32,
-    pub i: [i64; 4],
-    pub s: [Str; 5],
+    pub i: [i64; 6],
+    pub s: [Str; 7],
 }
 
 impl Row {
     pub fn new(kind: Kind, ts: i64, producer: i32) -> Self {
-        Row { kind, hole: COMPLETE, ts, dur: 0, seq: 0, producer, name: 0, i: [NULL; 4], s: [Str::NULL; 5] }
+        Row { kind, hole: COMPLETE, ts, dur: 0, seq: 0, producer, name: 0, i: [NULL; 6], s: [Str::NULL; 7] }
     }
 }
 
@@ -247,12 +248,12 @@ fn build<'a>(
 ) -> Vec<(&'static str, RecordBatch)> {
     // Exact capacities first: growing ~14 columns by doubling cost a fifth of the cut.
     let mut count = [0usize; 3];
-    let mut bytes = [[0usize; 6]; 3];
+    let mut bytes = [[0usize; 8]; 3];
     for r in rows.clone() {
         let k = r.kind as usize;
         count[k] += 1;
         if r.kind == Kind::Syscall {
-            bytes[k][5] += names.name(r.name).len();
+            bytes[k][7] += names.name(r.name).len();
         }
         for (b, s) in bytes[k].iter_mut().zip(r.s) {
             if !s.is_null() {
@@ -336,19 +337,19 @@ struct Cols {
     seq: Vec<i64>,
     dur: Vec<i64>,
     name: StrCol,
-    i: [Vec<i64>; 4],
-    s: [StrCol; 5],
+    i: [Vec<i64>; 6],
+    s: [StrCol; 7],
 }
 
 impl Cols {
-    /// Room for `rows` rows; `bytes`: string bytes of slots s[0..5], then of `name`.
-    fn with_capacity(rows: usize, bytes: &[usize; 6]) -> Self {
+    /// Room for `rows` rows; `bytes`: string bytes of slots s[0..7], then of `name`.
+    fn with_capacity(rows: usize, bytes: &[usize; 8]) -> Self {
         Cols {
             ts: Vec::with_capacity(rows),
             producer: Vec::with_capacity(rows),
             seq: Vec::with_capacity(rows),
             dur: Vec::with_capacity(rows),
-            name: StrCol::with_capacity(rows, bytes[5]),
+            name: StrCol::with_capacity(rows, bytes[7]),
             i: std::array::from_fn(|_| Vec::with_capacity(rows)),
             s: std::array::from_fn(|k| StrCol::with_capacity(rows, bytes[k])),
         }
@@ -364,10 +365,10 @@ impl Cols {
             Kind::Syscall => {
                 self.dur.push(r.dur);
                 self.name.push(Some(names.name(r.name)));
-                for k in 0..4 {
+                for k in 0..6 {
                     self.i[k].push(r.i[k]);
                 }
-                for k in 0..5 {
+                for k in 0..7 {
                     self.s[k].push(opt(r.s[k]));
                 }
             }
@@ -387,8 +388,8 @@ impl Cols {
 
     fn finish(self, t: usize) -> RecordBatch {
         let Cols { ts, producer, seq, dur, name, i, s } = self;
-        let [i0, i1, i2, i3] = i;
-        let [s0, s1, s2, s3, s4] = s;
+        let [i0, i1, i2, i3, i4, i5] = i;
+        let [s0, s1, s2, s3, s4, s5, s6] = s;
         let mut cols: Vec<ArrayRef> = vec![
             i64_col(ts, false),
             Arc::new(Int32Array::new(ScalarBuffer::from(producer), None)),
@@ -408,6 +409,11 @@ impl Cols {
                 cols.push(s2.finish());
                 cols.push(s3.finish());
                 cols.push(s4.finish());
+                // added later, so existing columns keep their places: fd2, pos2, path_arg, path2_arg
+                cols.push(i64_col(i4, true));
+                cols.push(i64_col(i5, true));
+                cols.push(s5.finish());
+                cols.push(s6.finish());
             }
             1 => {
                 // signal, code, sender, info
@@ -432,7 +438,7 @@ impl Cols {
 /// `python/tracehouse/formats/strace.py` (a test checks it):
 ///
 /// - syscall (span): ts, producer, seq, dur, name, fd, path, path2, pos, size, ret,
-///   errno, flags, args
+///   errno, flags, args, fd2, pos2, path_arg, path2_arg
 /// - signal (instant): ts, producer, seq, signal, code, sender, info
 /// - exit (instant): ts, producer, seq, status, signal, core
 pub fn schema(t: usize) -> SchemaRef {
@@ -463,6 +469,10 @@ fn build_schemas() -> [SchemaRef; 3] {
         s("errno"),
         s("flags"),
         s("args"),
+        i("fd2"),
+        i("pos2"),
+        s("path_arg"),
+        s("path2_arg"),
     ]);
     let mut signal = common();
     signal.extend([s("signal"), s("code"), i("sender"), s("info")]);

@@ -675,3 +675,67 @@ fn a_big_chunk_split_across_two_threads_gives_the_same_events() {
         assert_eq!(whole[k].rows, small[k].rows);
     }
 }
+
+/// Issue 11: `cp -r` moved 44 MB through copy_file_range and nothing typed it. Lines from
+/// strace 6.1 tracing coreutils 9.1 `cp` and Python's os.sendfile/copy_file_range/splice.
+#[test]
+fn calls_moving_bytes_between_two_fds_are_typed_source_then_destination() {
+    let text = "\
+1 1.0 openat(AT_FDCWD</tmp/cpt>, \"src/a.bin\", O_RDONLY|O_NOFOLLOW) = 3</tmp/cpt/src/a.bin> <0.000050>
+1 1.1 openat(AT_FDCWD</tmp/cpt>, \"dst/a.bin\", O_WRONLY|O_CREAT|O_EXCL, 0644) = 4</tmp/cpt/dst/a.bin> <0.000092>
+1 1.2 copy_file_range(3</tmp/cpt/src/a.bin>, NULL, 4</tmp/cpt/dst/a.bin>, NULL, 9223372035781033984, 0) = 300000 <0.000225>
+1 1.3 copy_file_range(3</tmp/cpt/src/a.bin>, NULL, 4</tmp/cpt/dst/a.bin>, NULL, 9223372035781033984, 0) = 0 <0.000048>
+1 1.4 sendfile(4</tmp/cpt/dst/a.bin>, 3</tmp/cpt/src/a.bin>, NULL, 1000) = 1000 <0.000144>
+1 1.5 sendfile(4</tmp/cpt/dst/a.bin>, 3</tmp/cpt/src/a.bin>, [5000] => [6000], 1000) = 1000 <0.000112>
+1 1.6 copy_file_range(3</tmp/cpt/src/a.bin>, [0], 4</tmp/cpt/dst/a.bin>, [200], 100, 0) = 100 <0.000067>
+1 1.7 splice(3</tmp/cpt/src/a.bin>, [10], 6<pipe:[18757]>, NULL, 500, 0) = 500 <0.000078>
+1 1.8 splice(5<pipe:[18757]>, NULL, 4</tmp/cpt/dst/a.bin>, NULL, 500, SPLICE_F_MOVE) = 500 <0.000071>
+1 1.9 tee(5<pipe:[18757]>, 7<pipe:[18758]>, 64, 0) = 0 <0.000001>
+";
+    let (p, [sys, ..]) = parse(text);
+    assert_eq!(p.rejects(), &[]);
+    let cols = ["name", "fd", "path", "pos", "fd2", "path2", "pos2", "size", "ret", "flags", "args"];
+    let got: Vec<Vec<String>> = (2..sys.rows.len()).map(|i| cols.iter().map(|c| sys.get(i, c)).collect()).collect();
+    let (a, b) = ("/tmp/cpt/src/a.bin", "/tmp/cpt/dst/a.bin");
+    let want: Vec<Vec<&str>> = vec![
+        vec!["copy_file_range", "3", a, "0", "4", b, "0", "9223372035781033984", "300000", "0", ""],
+        vec!["copy_file_range", "3", a, "300000", "4", b, "300000", "9223372035781033984", "0", "0", ""],
+        vec!["sendfile", "3", a, "300000", "4", b, "300000", "1000", "1000", "", ""],
+        // an explicit offset leaves the file position where it was
+        vec!["sendfile", "3", a, "5000", "4", b, "301000", "1000", "1000", "", ""],
+        vec!["copy_file_range", "3", a, "0", "4", b, "200", "100", "100", "0", ""],
+        vec!["splice", "3", a, "10", "6", "pipe:[18757]", "", "500", "500", "0", ""],
+        vec!["splice", "5", "pipe:[18757]", "", "4", b, "302000", "500", "500", "SPLICE_F_MOVE", ""],
+        vec!["tee", "5", "pipe:[18757]", "", "7", "pipe:[18758]", "", "64", "0", "0", ""],
+    ];
+    assert_eq!(got, want);
+    // What the program asked for, beside the resolved path.
+    assert_eq!((sys.get(0, "path_arg"), sys.get(0, "path")), ("src/a.bin".into(), a.into()));
+    assert_eq!((sys.get(1, "path_arg"), sys.get(1, "path")), ("dst/a.bin".into(), b.into()));
+    assert_eq!(sys.get(2, "path_arg"), "");
+}
+
+#[test]
+fn path_arguments_are_kept_as_asked() {
+    let text = "\
+1 1.0 chdir(\"/w\") = 0 <0.000001>
+1 1.1 newfstatat(AT_FDCWD, \"sub/../f\", {st_mode=S_IFREG|0644, st_size=1, ...}, 0) = 0 <0.000001>
+1 1.2 rename(\"a\", \"b\") = 0 <0.000001>
+1 1.3 renameat2(AT_FDCWD, \"x\", AT_FDCWD, \"y\", RENAME_NOREPLACE) = 0 <0.000001>
+1 1.4 symlinkat(\"target\", AT_FDCWD, \"link\") = 0 <0.000001>
+1 1.5 open(\"rel\\\\t.txt\", O_RDONLY) = 3 <0.000001>
+";
+    let (p, [sys, ..]) = parse(text);
+    assert_eq!(p.rejects(), &[]);
+    let cols = ["path", "path_arg", "path2", "path2_arg"];
+    let got: Vec<Vec<String>> = (0..sys.rows.len()).map(|i| cols.iter().map(|c| sys.get(i, c)).collect()).collect();
+    let want: Vec<Vec<&str>> = vec![
+        vec!["/w", "/w", "", ""],
+        vec!["/w/sub/../f", "sub/../f", "", ""],
+        vec!["/w/a", "a", "/w/b", "b"],
+        vec!["/w/x", "x", "/w/y", "y"],
+        vec!["target", "target", "/w/link", "link"],
+        vec!["/w/rel\\t.txt", "rel\\t.txt", "", ""],
+    ];
+    assert_eq!(got, want);
+}
