@@ -318,3 +318,58 @@ def test_bulk_defers_automatic_compaction(store_path):
         assert segments() == 1
     finally:
         store.close()
+
+
+def test_counter_events_go_back_whole_with_integers_as_integers(store, tmp_path):
+    """Issue 12: a `C` event with several series came back as one event per series, and its
+    integers as floats (10 -> 10.0; 2**53 + 1 not even the same number)."""
+    counters = [
+        {"name": "mem", "cat": "m", "ph": "C", "ts": 50, "pid": 1, "tid": 7,
+         "args": {"heap": 10, "stack": 2.5, "big": 2**53 + 1, "neg": -3}},
+        {"name": "mem", "cat": "m", "ph": "C", "ts": 50, "pid": 1, "tid": 7, "args": {"heap": 11}},  # same ts: its own event
+        {"name": "mem", "cat": "m", "ph": "C", "ts": 51, "pid": 1, "tid": 7, "id": "7", "args": {"heap": 1.0e300}},
+        {"name": "q", "ph": "C", "ts": 51, "pid": 2, "args": {"depth": 0}},
+    ]
+    events = [{"name": "x", "ph": "X", "ts": 49, "dur": 1, "pid": 1, "tid": 7}] + counters
+    path = write_json(tmp_path / "c.json", events)
+    chrome_import.import_file(store, path, "c")
+    out = tmp_path / "c-out.json"
+    r = chrome_export.export(store, "c", out)
+    doc = json.loads(out.read_text())
+    got = [e for e in doc["traceEvents"] if e["ph"] == "C"]
+    text = lambda e: json.dumps(e, sort_keys=True)  # noqa: E731  (10 and 10.0 differ as text)
+    assert [text(e) for e in got] == [text(e) for e in counters]
+    assert r["events"] == 1 + len(counters)
+    # And back in, the same rows.
+    chrome_import.import_file(store, out, "c2")
+    q = 'SELECT ts, producer, name, cat, id, series, value, int_value FROM "{}".counter ORDER BY ALL'
+    assert store.sql(q.format("c")).to_pylist() == store.sql(q.format("c2")).to_pylist()
+    assert store.sql('SELECT int_value FROM c.counter WHERE series = \'big\'').column(0).to_pylist() == [2**53 + 1]
+
+
+@pytest.mark.skipif(__import__("shutil").which("strace") is None, reason="strace is not installed")
+def test_strace_export_has_a_process_per_traced_process_real_tids_and_syscall_names(store, tmp_path):
+    """Issue 12: every process of a strace capture was one Chrome process (children as its
+    "threads"), and every slice was named "syscall"."""
+    from tracehouse.replay import capture as cap
+
+    cap.capture(store, ["sh", "-c", "cat /etc/hostname > /dev/null; ls / > /dev/null"], "sh")
+    out = tmp_path / "sh.json"
+    chrome_export.export(store, "sh", out)
+    doc = json.loads(out.read_text())["traceEvents"]
+    prods = store.producers("sh")
+    procs = {p["attrs"]["pid"]: p["name"] for p in prods if p["kind"] == "process"}
+    assert len(procs) == 3 and sorted(procs.values()) == ["cat", "ls", "sh"]
+    assert {e["pid"]: e["args"]["name"] for e in doc if e["name"] == "process_name"} == procs
+    threads = {(p["attrs"]["pid"], p["attrs"]["tid"]) for p in prods if p["kind"] == "thread"}
+    assert {(e["pid"], e["tid"]) for e in doc if e["name"] == "thread_name"} == threads
+    slices = [e for e in doc if e["ph"] == "X"]
+    assert {(e["pid"], e["tid"]) for e in slices} <= threads
+    # Named by syscall, not by the event type; the name is not repeated in args.
+    want = store.sql("SELECT name, count(*) AS n FROM sh.syscall GROUP BY name").to_pylist()
+    from collections import Counter
+    assert Counter(e["name"] for e in slices) == {w["name"]: w["n"] for w in want}
+    assert all("name" not in e.get("args", {}) for e in slices)
+    # The execve of each child is in that child's own process.
+    execs = {e["pid"] for e in slices if e["name"] == "execve" and e.get("args", {}).get("ret") == 0}
+    assert execs == set(procs)

@@ -84,6 +84,40 @@ def test_export_parquet_and_csv_round_trip_counts(tmp_path, capsys):
     assert len(Path(fw).read_text().splitlines()) == counts["field_write"] + 1
 
 
+def test_import_parquet_of_our_own_export_needs_no_flags(tmp_path, capsys):
+    """Issue 12: `import parquet` refused the files `export --format parquet` writes ("column 'seq'
+    clashes with a common column name"). A file alone, or the exported directory, comes back as it was."""
+    store = tmp_path / "s"
+    run_json(capsys, store, "generate", "tod", "--events", "5000", "--name", "t")
+    out = tmp_path / "out"
+    run_json(capsys, store, "export", "t", "--out", str(out))
+    one = run_json(capsys, store, "import", "parquet", str(out / "t" / "behavior_enter.parquet"), "--name", "enters")
+    enters = {e["name"]: e["events"] for e in run_json(capsys, store, "info", "t")["event_types"]}["behavior_enter"]
+    assert one["by_type"] == {"behavior_enter": enters} and one["rejected"] == 0
+    whole = run_json(capsys, store, "import", "parquet", str(out / "t"), "--name", "back")
+    assert whole["rejected"] == 0
+    a, b = run_json(capsys, store, "info", "t"), run_json(capsys, store, "info", "back")
+    assert b["format"] == a["format"] == "tod" and b["event_count"] == a["event_count"]
+    kinds = lambda i: {e["name"]: (e["kind"], e["events"]) for e in i["event_types"]}  # noqa: E731
+    assert kinds(b) == kinds(a)
+    for et in a["event_types"]:
+        q = 'SELECT * FROM "{}".{} ORDER BY ALL'
+        assert run_json(capsys, store, "query", q.format("t", et["name"])) == \
+            run_json(capsys, store, "query", q.format("back", et["name"])), et["name"]
+    q = "SELECT id, parent, kind, name, attrs FROM th.producers WHERE trace = '{}' ORDER BY id"
+    assert run_json(capsys, store, "query", q.format("t")) == run_json(capsys, store, "query", q.format("back"))
+    # A file alone keeps its kind, seq and the producers beside it.
+    q = 'SELECT ts, producer, seq FROM "{}".behavior_enter ORDER BY ALL'
+    assert run_json(capsys, store, "query", q.format("enters")) == run_json(capsys, store, "query", q.format("t"))
+    assert {e["name"]: e["kind"] for e in run_json(capsys, store, "info", "enters")["event_types"] if e["events"]} == \
+        {"behavior_enter": "begin"}
+    # A directory of foreign Parquet files is named, not half-imported.
+    (tmp_path / "foreign").mkdir()
+    pq.write_table(__import__("pyarrow").table({"ts": [1], "v": [2]}), tmp_path / "foreign" / "x.parquet")
+    code, _, err = run(capsys, store, "import", "parquet", str(tmp_path / "foreign"), "--name", "f")
+    assert code == 2 and "x.parquet was not written by `tracehouse export`" in err
+
+
 def test_rm_removes_trace_views_and_files(tmp_path, capsys):
     store = tmp_path / "s"
     run_json(capsys, store, "generate", "tod", "--events", "5000", "--name", "gone")

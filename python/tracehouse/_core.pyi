@@ -241,7 +241,10 @@ class ChromeWriter:
 
     def __init__(self, producers: list[tuple[int, str, str]], first: bool = True) -> None: ...
     def encode(self, batch: pa.RecordBatch, ph: str, name: str, cat: str) -> bytes:
-        """The batch's events, each preceded by its separator (none before the very first)."""
+        """The batch's events, each preceded by its separator (none before the very first); the last
+        counter event is left open for the next row's series."""
+    def finish(self) -> bytes:
+        """What closes the last event: call once after the last batch."""
     @property
     def events(self) -> int: ...
 

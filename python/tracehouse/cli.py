@@ -30,7 +30,7 @@ from rich.table import Table
 from . import __version__, default_path
 from .errors import BadInput, TracehouseError
 from .store import Store
-from .store.query import qident
+from .store.query import qident, qstr
 
 out = Console(soft_wrap=True)
 err = Console(stderr=True, soft_wrap=True)  # errors stay one greppable line
@@ -209,6 +209,8 @@ def cmd_query(args) -> int:
 def cmd_export(args) -> int:
     if args.format not in ("parquet", "csv"):
         return export_with_plugin(args)
+    from .importers.parquet import EXPORT_KEY, export_meta
+
     out_dir = Path(args.out or ".")
     with open_store(args) as s:
         info = s.trace(args.trace)
@@ -216,9 +218,11 @@ def cmd_export(args) -> int:
         target = out_dir / info.name
         target.mkdir(parents=True, exist_ok=True)
         files = []
-        for name in types:
+        for name, et in types.items():
             path = target / f"{name}.{args.format}"
-            opts = "(FORMAT parquet, COMPRESSION zstd)" if args.format == "parquet" else "(FORMAT csv, HEADER true)"
+            opts = "(FORMAT csv, HEADER true)"
+            if args.format == "parquet":  # the type and format ride along: `import parquet` restores them
+                opts = f"(FORMAT parquet, COMPRESSION zstd, KV_METADATA {{{qstr(EXPORT_KEY)}: {qstr(export_meta(info, et))}}})"
             s.sql(f"COPY (SELECT * FROM {qident(info.name)}.{qident(name)} ORDER BY ts, producer, seq) "
                   f"TO '{str(path).replace(chr(39), chr(39) * 2)}' {opts}")
             files.append({"event_type": name, "path": str(path), "bytes": path.stat().st_size})

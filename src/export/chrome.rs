@@ -10,7 +10,13 @@
 //!   (JSON text), `__series` + `__value` (a counter sample), `__dst_producer` + `__dst_ts`
 //!   (+ `__bp`) (the far end of a flow/link), `__args` / `__end_args` (JSON object text
 //!   merged into `args`);
-//! - `a:<key>` columns become `args.<key>`; `e:<key>` the args of the closing event.
+//! - `a:<key>` columns become `args.<key>`; `e:<key>` the args of the closing event;
+//! - `__ivalue`: a counter sample's exact integer (written instead of `__value` when set).
+//!
+//! Counter samples (`C` rows with `__series`) that came from one `C` event (same ts,
+//! producer, name, category and id, consecutive `seq`, distinct series) are written back
+//! as that one event with all its series: the open event's closing braces wait for the
+//! next row, across batches, until [`ChromeWriter::finish`].
 //!
 //! A span with phase `B` (or `b`) is written as its begin and end events, one after the
 //! other (the end carrying the `e:` args), so an importer pairing by thread order gets
@@ -34,6 +40,22 @@ pub struct ChromeWriter {
     first: bool,
     /// Events written so far.
     pub events: u64,
+    /// The counter event whose args are still open.
+    open: Option<OpenCounter>,
+    /// The batch's default name and category (rows without those columns).
+    defaults: (String, String),
+}
+
+/// A `C` event written up to its last series, waiting to learn whether the next row
+/// adds a series to it.
+struct OpenCounter {
+    ts: i64,
+    producer: i32,
+    seq: i64,
+    name: String,
+    cat: String,
+    id: Option<String>,
+    series: Vec<String>,
 }
 
 enum Col<'a> {
@@ -123,6 +145,12 @@ pub fn write_f64(out: &mut Vec<u8>, v: f64) {
         return;
     }
     let start = out.len();
+    let a = v.abs();
+    if a != 0.0 && !(1e-5..1e16).contains(&a) {
+        // Shortest exact digits with an exponent (1e300, not 301 digits).
+        let _ = write!(out, "{v:e}");
+        return;
+    }
     let _ = write!(out, "{v}");
     if !out[start..].iter().any(|&c| c == b'.' || c == b'e' || c == b'E') {
         out.extend_from_slice(b".0");
@@ -145,6 +173,8 @@ struct Roles<'a> {
     stack: Option<Col<'a>>,
     series: Option<Col<'a>>,
     value: Option<Col<'a>>,
+    ivalue: Option<Col<'a>>,
+    seq: Option<Col<'a>>,
     dst_producer: Option<Col<'a>>,
     dst_ts: Option<Col<'a>>,
     dst_ph: Option<Col<'a>>,
@@ -159,7 +189,52 @@ impl ChromeWriter {
     /// A writer; `producers` maps producer id -> (pid, tid) as JSON text; `first` is
     /// false when events were already written before (a separator is needed).
     pub fn new(producers: Vec<(i32, String, String)>, first: bool) -> Self {
-        ChromeWriter { producers: producers.into_iter().map(|(i, p, t)| (i, (p, t))).collect(), first, events: 0 }
+        ChromeWriter {
+            producers: producers.into_iter().map(|(i, p, t)| (i, (p, t))).collect(),
+            first,
+            events: 0,
+            open: None,
+            defaults: Default::default(),
+        }
+    }
+
+    /// Closes the counter event left open by the last rows, if any (call once at the end).
+    pub fn finish(&mut self, out: &mut Vec<u8>) {
+        if self.open.take().is_some() {
+            out.extend_from_slice(b"}}");
+        }
+    }
+
+    /// Adds row `i` to the open counter event when it is the next series of that event.
+    #[allow(clippy::too_many_arguments)]
+    fn merge_counter(
+        &mut self,
+        out: &mut Vec<u8>,
+        r: &Roles<'_>,
+        i: usize,
+        ts: i64,
+        producer: i32,
+        name: &str,
+        cat: &str,
+    ) -> bool {
+        let (Some(o), Some(series)) = (self.open.as_mut(), r.series.as_ref().and_then(|c| c.str(i))) else {
+            return false;
+        };
+        let seq = r.seq.as_ref().and_then(|c| c.int(i));
+        let id = r.id.as_ref().and_then(|c| c.str(i));
+        let same = o.ts == ts
+            && o.producer == producer
+            && seq == Some(o.seq + 1)
+            && o.name == name
+            && o.cat == cat
+            && o.id.as_deref() == id
+            && !o.series.iter().any(|s| s == series);
+        if !same || !write_sample(out, r, i, true) {
+            return false;
+        }
+        o.seq += 1;
+        o.series.push(series.to_string());
+        true
     }
 
     /// Appends the events of `batch` to `out`; `ph`, `name` and `cat` are the defaults
@@ -190,6 +265,8 @@ impl ChromeWriter {
             stack: get("__stack"),
             series: get("__series"),
             value: get("__value"),
+            ivalue: get("__ivalue"),
+            seq: get("seq"),
             dst_producer: get("__dst_producer"),
             dst_ts: get("__dst_ts"),
             dst_ph: get("__dst_ph"),
@@ -207,6 +284,9 @@ impl ChromeWriter {
             }
         }
         let default_ph = ph.as_bytes().first().copied().unwrap_or(b'i');
+        if self.defaults.0 != name || self.defaults.1 != cat {
+            self.defaults = (name.to_string(), cat.to_string());
+        }
         let (name_json, cat_json) = (json_key(name), json_key(cat));
         for i in 0..batch.num_rows() {
             let Some(ts) = r.ts.int(i) else { continue };
@@ -214,6 +294,13 @@ impl ChromeWriter {
             let ph = r.ph.as_ref().and_then(|c| c.str(i)).and_then(|s| s.bytes().next()).unwrap_or(default_ph);
             let dur = r.dur.as_ref().and_then(|c| c.int(i));
             let dst = r.dst_ts.as_ref().and_then(|c| c.int(i));
+            if ph == b'C' && r.series.is_some() {
+                let n = r.name.as_ref().and_then(|c| c.str(i)).unwrap_or(name);
+                let c = r.cat.as_ref().and_then(|c| c.str(i)).unwrap_or(cat);
+                if self.merge_counter(out, &r, i, ts, producer, n, c) {
+                    continue;
+                }
+            }
             match (ph, dur, dst) {
                 (b'B' | b'b', Some(d), _) => {
                     let end = if ph == b'B' { b'E' } else { b'e' };
@@ -255,6 +342,7 @@ impl ChromeWriter {
         cat_json: &[u8],
         part: Part,
     ) {
+        self.finish(out);
         out.extend_from_slice(if self.first { b"\n{\"name\":" } else { b",\n{\"name\":" });
         self.first = false;
         self.events += 1;
@@ -354,13 +442,8 @@ impl ChromeWriter {
         out.extend_from_slice(b",\"args\":{");
         let body = out.len();
         let (typed, text) = if matches!(part, Part::End) { (&r.e, &r.end_args) } else { (&r.a, &r.args) };
-        if let (Some(s), Some(v)) = (r.series.as_ref().and_then(|c| c.str(i)), r.value.as_ref()) {
-            if !matches!(part, Part::End) && v.valid(i) {
-                write_str(out, s.as_bytes());
-                out.push(b':');
-                v.write(out, i);
-            }
-        }
+        let sample = !matches!(part, Part::End) && write_sample(out, r, i, false);
+        let after_sample = out.len();
         for (k, c) in typed {
             if c.valid(i) {
                 if out.len() > body {
@@ -382,11 +465,41 @@ impl ChromeWriter {
         }
         if out.len() == body {
             out.truncate(mark);
+        } else if sample && ph == b'C' && out.len() == after_sample {
+            // Only the sample: the next rows may add their series to this event.
+            self.open = Some(OpenCounter {
+                ts,
+                producer,
+                seq: r.seq.as_ref().and_then(|c| c.int(i)).unwrap_or(i64::MIN + 1),
+                name: r.name.as_ref().and_then(|c| c.str(i)).unwrap_or(&self.defaults.0).to_string(),
+                cat: r.cat.as_ref().and_then(|c| c.str(i)).unwrap_or(&self.defaults.1).to_string(),
+                id: r.id.as_ref().and_then(|c| c.str(i)).map(str::to_string),
+                series: vec![r.series.as_ref().and_then(|c| c.str(i)).unwrap_or_default().to_string()],
+            });
+            return;
         } else {
             out.push(b'}');
         }
         out.push(b'}');
     }
+}
+
+/// Writes the counter sample of row `i` (`"series":value`, preceded by a comma when
+/// `comma`); false (nothing written) when the row has none. The exact integer wins over
+/// the float.
+fn write_sample(out: &mut Vec<u8>, r: &Roles<'_>, i: usize, comma: bool) -> bool {
+    let Some(s) = r.series.as_ref().and_then(|c| c.str(i)) else { return false };
+    let v = match (r.ivalue.as_ref().filter(|c| c.valid(i)), r.value.as_ref().filter(|c| c.valid(i))) {
+        (Some(c), _) | (None, Some(c)) => c,
+        _ => return false,
+    };
+    if comma {
+        out.push(b',');
+    }
+    write_str(out, s.as_bytes());
+    out.push(b':');
+    v.write(out, i);
+    true
 }
 
 #[derive(Clone, Copy)]

@@ -75,7 +75,7 @@ pub const TABLES: [TableDef; 12] = [
     ("slice_begin", "begin", &[("name", S), ("cat", S), ("phase", S), ("thread_ts", I), ("args", S)]),
     ("slice_end", "end", &[("name", S), ("cat", S), ("thread_ts", I), ("args", S)]),
     ("instant", "instant", &[("name", S), ("cat", S), ("scope", S), ("args", S)]),
-    ("counter", "counter", &[("name", S), ("cat", S), ("id", S), ("series", S), ("value", F)]),
+    ("counter", "counter", &[("name", S), ("cat", S), ("id", S), ("series", S), ("value", F), ("int_value", I)]),
     ("async_slice", "span", &[("name", S), ("cat", S), ("id", S), ("id_local", B), ("args", S), ("end_args", S)]),
     ("async_begin", "begin", &[("name", S), ("cat", S), ("id", S), ("id_local", B), ("args", S)]),
     ("async_end", "end", &[("name", S), ("cat", S), ("id", S), ("id_local", B), ("args", S)]),
@@ -979,8 +979,8 @@ impl ChromeParser {
             b'C' => {
                 let id = id_text(buf, ev.id, "id")?;
                 for &(k, v) in &ev.arg_list {
-                    let x = match v {
-                        Value::Num(n) => n.as_f64(buf),
+                    let (x, exact) = match v {
+                        Value::Num(n) => (n.as_f64(buf), n.as_i64(buf)),
                         _ => {
                             self.stats.skipped_counter_args += 1;
                             continue;
@@ -995,6 +995,10 @@ impl ChromeParser {
                     }
                     t.t.set_str(t.col("series"), &k.text(buf));
                     t.t.set_f64(t.col("value"), x);
+                    if let Some(i) = exact {
+                        // An integer goes back out as the integer it was (a float may not hold it).
+                        t.t.set_i64(t.col("int_value"), i);
+                    }
                     t.t.end();
                 }
             }

@@ -245,6 +245,14 @@ impl PyChromeWriter {
         Ok(PyBytes::new(py, &out))
     }
 
+    /// The text that closes the last event (a counter event waits for more series); call
+    /// once after the last batch.
+    fn finish<'py>(&mut self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        let mut out = Vec::new();
+        self.inner.finish(&mut out);
+        PyBytes::new(py, &out)
+    }
+
     /// Events written so far.
     #[getter]
     fn events(&self) -> u64 {

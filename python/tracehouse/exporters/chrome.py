@@ -1,14 +1,18 @@
 """Export any trace as Chrome Trace Event JSON, the format Perfetto UI and chrome://tracing open.
 
 Owns the mapping from tracehouse's model to Chrome's: producers become pid/tid
-(a root producer is a process, every producer below it a thread of that
-process, named by `M` events), and each event type is selected with SQL that
+(a root producer or one of kind `process` is a process, with its `pid` attribute
+as pid when it has one; every producer below it a thread of that process, with
+its `tid` attribute as tid; all named by `M` events), and each event type is selected with SQL that
 names its columns by role for the Rust encoder (`_core.ChromeWriter`, see
 src/export/chrome.rs). Types of the `chrome` format are written back exactly as
 they were read (phases, ids, scopes, args with their original keys); other
 formats map by kind: span -> X, instant -> i, begin/end -> B/E, counter -> C,
-link (with dst_producer/dst_ts) -> a flow s -> f, with the event type as name,
-the format as category and the parameters as args.
+link (with dst_producer/dst_ts) -> a flow s -> f, with the event type as name
+(or the column that names the event better: a strace syscall's name, a Paje
+state's value), the format as category and the parameters as args. Counter
+rows that came from one `C` event go back as that one event with all its series,
+integers as integers.
 
 Begin/end halves of every type go out in one query ordered by (ts, producer,
 seq), so B and E interleave as they happened; a matched slice is written as its
@@ -39,7 +43,7 @@ _CHROME_ROLES = {
     "slice_begin": {"phase": "__ph", "thread_ts": "__tts", "args": "__args"},
     "slice_end": {"thread_ts": "__tts", "args": "__args"},
     "instant": {"scope": "__s", "args": "__args"},
-    "counter": {"id": "__id", "series": "__series", "value": "__value"},
+    "counter": {"id": "__id", "series": "__series", "value": "__value", "int_value": "__ivalue"},
     "async_slice": {"id": "__id", "id_local": "__id_local", "args": "__args", "end_args": "__end_args"},
     "async_begin": {"id": "__id", "id_local": "__id_local", "args": "__args"},
     "async_end": {"id": "__id", "id_local": "__id_local", "args": "__args"},
@@ -61,6 +65,8 @@ _FORMAT_ROLES = {
     ("paje", "variable"): {"variable_type": "__name"},
     ("paje", "link"): {"link_type": "__name"},
     ("paje", "link_end"): {"link_type": "__name"},
+    ("strace", "syscall"): {"name": "__name"},
+    ("strace", "signal"): {"signal": "__name"},
 }
 
 
@@ -69,8 +75,12 @@ def producer_map(producers: list[dict]) -> tuple[list[tuple[int, str, str]], lis
     by_id = {p["id"]: p for p in producers}
 
     def root(p):
+        """The producer that is p's Chrome process: p itself when it is a root or of kind
+        `process` (a forked child is a process of its own, not a thread of its parent), else
+        its nearest such ancestor."""
         seen = set()
-        while p.get("parent") is not None and p["parent"] in by_id and p["id"] not in seen:
+        while (p.get("kind") != "process" and p.get("parent") is not None and p["parent"] in by_id
+               and p["id"] not in seen):
             seen.add(p["id"])
             p = by_id[p["parent"]]
         return p
@@ -157,7 +167,7 @@ def _branch(trace: str, fmt_name: str, et: EventType, n: int) -> tuple[str, str]
             elif link and p.name in ("dst_producer", "dst_ts"):
                 cols.append(f"{qident(p.name)} AS {qident('__' + p.name)}")
             elif series and p.name == "value":
-                cols += ["'value' AS __series", f"CAST({qident(p.name)} AS DOUBLE) AS __value"]
+                cols += ["'value' AS __series", f"{qident(p.name)} AS __value"]  # an integer stays one
             elif not series:
                 cols.append(f"{qident(p.name)} AS {qident(f'a{n}:' + p.name)}")
         if link:
@@ -199,6 +209,7 @@ def export(store, trace: str, out: str | Path, *, progress=None) -> dict:
                 f.write(writer.encode(batch, ph, "", ""))
                 if progress is not None:
                     progress(batch.num_rows)
+        f.write(writer.finish())
         tail = {}
         for k, v in (info.metadata or {}).items():
             if k.startswith("chrome.") and k not in ("chrome.traceEvents",):

@@ -55,7 +55,10 @@ EVENT_TYPES = (
         _name, _cat, _id,
         Column("series", "string", "text", "the args key of this series"),
         Column("value", "float64", "as recorded", "the series' value from ts on"),
-    ), "one series of a C event (a C event with n numeric args gives n rows)"),
+        Column("int_value", "int64", "as recorded", "the value exactly, when it was written as an integer "
+               "(null for a float); export writes it back as that integer"),
+    ), "one series of a C event (a C event with n numeric args gives n consecutive rows: same ts, "
+       "producer, name and id)"),
     EventType("async_slice", "span", (_name, _cat, _id, _id_local, _args, _end_args),
               "a nestable async b/e pair (or legacy S/F) matched by category, id and scope"),
     EventType("async_begin", "begin", (_name, _cat, _id, _id_local, _args), "an async b (or S) never closed"),

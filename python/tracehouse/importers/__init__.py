@@ -43,7 +43,7 @@ def get(name: str, path: str | Path | None = None):
     if name not in reg:
         raise BadInput(f"no importer named {name!r}", expected=" | ".join(reg))
     imp = reg[name]
-    if path is not None and Path(path).exists():
+    if path is not None and Path(path).is_file():  # a directory (an -ff prefix, a Parquet export) is the importer's
         with open(path, "rb") as f:
             head = f.read(65536)
         if not imp.sniff(head):
