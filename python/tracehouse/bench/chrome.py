@@ -120,6 +120,7 @@ def generate(path: Path, records: int, seed: int = 7, batch: int = 100_000) -> i
             for b in t.to_batches():
                 f.write(w.encode(b, "X", "", ""))
             written += int(n + (kind == 1).sum())
+        f.write(w.finish())
         f.write(b"\n]}\n")
     return written
 
