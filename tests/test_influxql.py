@@ -60,6 +60,7 @@ def test_parser_bound_parameters_and_sources_in_other_databases():
     ("SHOW MEASUREMENTS ON $db", "missing parameter: db"),
     ("SHOW DATABASES; SHOW 'x", "unterminated string at line 1, char 22"),
     ("CREATE DATABASE select", "expected database name"),  # keywords must be quoted
+    ("SHOW SERIES WHERE " + "(" * 500 + "a = 'b'" + ")" * 500, "nested deeper than 100"),
 ])
 def test_parse_errors_name_what_and_where(text, message):
     with pytest.raises(influxql.ParseError, match=message.replace("(", r"\(").replace("/", "/")):

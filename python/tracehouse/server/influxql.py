@@ -234,7 +234,7 @@ class Scanner:
         src = "".join(out)
         try:
             rx = re.compile(src)
-        except re.error as e:
+        except (re.error, RecursionError, OverflowError, ValueError) as e:
             raise self.error(f"invalid regex /{src}/: {e}", slash.pos) from None
         return Token(REGEX, rx, slash.pos, t[slash.pos:j + 1], end=end)
 
@@ -279,6 +279,7 @@ class Statement:
 
 # Statement kinds InfluxQL has beyond the ones answered: parsed by their leading keywords, answered
 # with an error (InfluxDB's parser would accept them).
+MAX_NESTING = 100  # parentheses in a condition (the parser recurses on them)
 _UNSUPPORTED_STARTS = ("SELECT", "DELETE", "ALTER", "GRANT", "REVOKE", "KILL", "SET", "EXPLAIN")
 
 
@@ -287,6 +288,7 @@ class Parser:
         self.s = Scanner(text, params)
         self.buf: list[Token] = []
         self.last_end = 0  # end of the last token consumed
+        self.depth = 0  # open parentheses of a WHERE condition
 
     # -- token plumbing
     def next(self) -> Token:
@@ -566,9 +568,13 @@ class Parser:
 
     def term(self) -> tuple:
         if self.accept_op("("):
+            self.depth += 1
+            if self.depth > MAX_NESTING:
+                raise self.s.error(f"conditions nested deeper than {MAX_NESTING} parentheses", self.last_end)
             e = self.expr()
             if not self.accept_op(")"):
                 raise self.fail(self.peek(), ")")
+            self.depth -= 1
             return e
         key_tok = self.peek()
         key = self.ident("tag key")
