@@ -94,8 +94,8 @@ def test_sigkill_mid_ingest_keeps_every_acked_batch_exactly_once(store_path, fsy
         sent.update(range(first, first + len(ids) + 1))  # + the one in flight when it died
         # Every other crash is left for the next child to recover, so kills also land during recovery.
         if it % 2 == 1 or it == KILL_ITERATIONS - 1:
-            with tracehouse.open(store_path, readonly=True) as ro:  # before recovery: registered rows only,
-                check_batches(ro, set(), sent)                      # but never a partial or doubled batch
+            with tracehouse.open(store_path, readonly=True) as ro:  # before recovery: segments + the intact
+                check_batches(ro, acked, sent)                      # WAL records, never a partial or doubled batch
             with tracehouse.open(store_path) as s:  # recovery needs nothing but an open
                 check_batches(s, acked, sent)
                 assert_files_match_catalog(s)
@@ -644,12 +644,12 @@ def test_second_writer_process_gets_store_locked_and_readers_still_work(store_pa
         assert r.returncode == 0, r.stderr
         a = _actions(r.stdout)
         assert a["open"]["ok"], a["open"]  # opening is fine; it is writing that is refused
-        assert a["read"] == dict(a["read"], ok=True, value=5)  # registered segments only
+        assert a["read"] == dict(a["read"], ok=True, value=7)  # segments and the writer's durable WAL
         for action in ("create_trace", "append"):
             assert a[action]["error"] == "StoreLocked", a[action]
             msg = a[action]["message"]
             assert str(store_path) in msg and f"pid {os.getpid()}" in msg and "read-only" in msg
-        assert a["readonly_read"] == dict(a["readonly_read"], ok=True, value=5)
+        assert a["readonly_read"] == dict(a["readonly_read"], ok=True, value=7)
         assert [t.name for t in s.traces()] == ["t"]  # the refused create left nothing
 
         # A second handle in this same process is refused the same way.

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 
-from .errors import AlreadyExists, BadInput, NotFound, ReadOnly, StoreLocked, TracehouseError
+from .errors import AlreadyExists, BadInput, DiskFull, NotFound, ReadOnly, StoreLocked, TracehouseError
 from .schema import Column, EventType
 from .store import Store, TraceInfo, WriterOptions
 
@@ -33,6 +33,6 @@ def open(path: str | os.PathLike | None = None, *, readonly: bool = False, creat
 
 
 __all__ = [
-    "AlreadyExists", "BadInput", "Column", "EventType", "NotFound", "ReadOnly", "Store", "StoreLocked",
+    "AlreadyExists", "BadInput", "Column", "DiskFull", "EventType", "NotFound", "ReadOnly", "Store", "StoreLocked",
     "TraceInfo", "TracehouseError", "WriterOptions", "open", "__version__",
 ]

@@ -123,6 +123,9 @@ def print_traces(traces, as_json: bool) -> None:
     out.print(table)
     if not traces:
         err.print("no traces")
+    for t in traces:
+        if t.state_reason is not None:
+            err.print(f"[yellow]{escape(t.name)} is incomplete:[/yellow] {escape(t.state_reason)}")
 
 
 # -- commands ------------------------------------------------------------------------
@@ -169,6 +172,8 @@ def cmd_info(args) -> int:
               f"{human_bytes(info.bytes)} in {nseg} segments  {len(producers)} producers")
     if info.description:
         out.print(info.description)
+    if info.state_reason is not None:
+        out.print(f"[yellow]incomplete:[/yellow] {escape(info.state_reason)}")
     out.print(f"time {human_ns(info.ts_min)} .. {human_ns(info.ts_max)}")
     for k, v in info.metadata.items():
         out.print(f"  {k} = {v}")
@@ -349,22 +354,25 @@ def generate_tod(store: Store, name: str, events: int, *, seed: int = 42, thread
     params = {"events": events, "seed": seed, "threads": threads}
     store.create_trace(name, tod.FORMAT, description=description or "TOD workload (seed 001)",
                        metadata={"generator": "tod", **params}, event_types=tod.EVENT_TYPES,
-                       producers=tod.producers(threads), format_description=tod.DESCRIPTION)
+                       producers=tod.producers(threads), format_description=tod.DESCRIPTION, importing=True)
     gen = _core.TodGenerator(events=events, seed=seed, threads=threads)
     t0 = time.perf_counter()
     total = 0
-    while True:
-        batches = gen.next_batches(max_events=batch)
-        if batches is None:
-            break
-        n = 0
-        for type_name, b in batches.items():
-            store.append(name, type_name, b)
-            n += b.num_rows
-        total += n
-        if progress:
-            progress(n)
-    store.flush(name)
+    try:  # all or nothing, like an import
+        while True:
+            batches = gen.next_batches(max_events=batch)
+            if batches is None:
+                break
+            n = 0
+            for type_name, b in batches.items():
+                store.append(name, type_name, b)
+                n += b.num_rows
+            total += n
+            if progress:
+                progress(n)
+        store.complete_import(name)
+    except BaseException as e:
+        store.rollback_import(name, e)  # raises
     secs = time.perf_counter() - t0
     return {"trace": name, "events": total, "seconds": round(secs, 3), "events_per_s": round(total / secs)}
 

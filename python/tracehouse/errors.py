@@ -70,3 +70,46 @@ class ReadOnly(TracehouseError):
     """A write was attempted through a read-only store handle."""
 
     exit_code = 2
+
+
+class DiskFull(TracehouseError):
+    """The store's file system has no space (or quota) left for a write.
+
+    Nothing half-written stays behind: a failed WAL append is cut back, a checkpoint keeps
+    its rows in the WAL and retries, an import is rolled back. The server answers 507 with
+    Retry-After while it lasts.
+    """
+
+    exit_code = 4
+
+
+# Errno values that mean "no room to write": ENOSPC, and EDQUOT (a quota is full).
+_FULL_ERRNOS = frozenset({28, 122})
+
+
+def is_disk_full(e: BaseException | None) -> bool:
+    """Whether `e` (or an exception it was raised from) says the disk or a quota is full:
+    DiskFull, an OSError with ENOSPC/EDQUOT (pyarrow's write errors carry the errno; the group
+    committer's fsync error only its text), or SQLite's "database or disk is full". Only
+    errors of those kinds count: a BadInput quoting a traced program's ENOSPC is bad input."""
+    import sqlite3
+
+    seen = 0
+    while e is not None and seen < 16:
+        if isinstance(e, DiskFull):
+            return True
+        if isinstance(e, OSError) and (e.errno in _FULL_ERRNOS or "No space left on device" in str(e)
+                                       or "Disk quota exceeded" in str(e)):
+            return True
+        if isinstance(e, sqlite3.Error) and "database or disk is full" in str(e):
+            return True
+        e = cause_of(e)
+        seen += 1
+    return False
+
+
+def cause_of(e: BaseException) -> BaseException | None:
+    """The exception `e` was raised from, as its traceback would show it (`from None` hides it)."""
+    if e.__cause__ is not None:
+        return e.__cause__
+    return None if e.__suppress_context__ else e.__context__

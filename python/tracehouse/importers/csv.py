@@ -7,6 +7,12 @@ bad value later in the file rejects that row (or, with `strict`, stops the
 import naming the file, line and column) instead of aborting the whole read
 at an unknown position. Malformed rows (wrong number of fields) come from
 pyarrow's invalid-row handler, which knows their line number.
+
+pyarrow reads in blocks and refuses a line longer than about two of them
+("straddles two block boundaries"), without saying where. The import then
+starts again (the first attempt rolled back) with a block that holds the
+longest line, found by one scan of the file; a line over `MAX_LINE` is refused
+naming its number and length.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ from .tabular import ImportReport, Mapping, TabularLoader
 NAME = "csv"
 DESCRIPTION = "comma-separated values with a header row (one event per row)"
 BLOCK = 1 << 22
+MAX_LINE = 256 << 20  # a longer CSV line is refused (named), not read into one block
 
 _INT = r"^\s*[-+]?[0-9]+\s*$"
 _FLOAT = r"^\s*[-+]?(([0-9]+\.?[0-9]*|\.[0-9]+)([eE][-+]?[0-9]+)?|[iI]nf(inity)?|[nN]a[nN])\s*$"
@@ -62,6 +69,11 @@ def _validate(col: pa.Array, typ: pa.DataType) -> tuple[pa.Array, pa.Array]:
         return pc.cast(pc.if_else(pa.array(over), pa.scalar(None, pa.string()), clean), typ), bad
 
 
+def _straddles(e: Exception) -> bool:
+    """pyarrow's "straddling object straddles two block boundaries": a line longer than its block."""
+    return "straddl" in str(e)
+
+
 def _line_numbers(first_row: int, n: int, header_lines: int, skipped: np.ndarray) -> np.ndarray:
     """Source line of each of `n` valid rows starting at valid-row index `first_row`."""
     base = np.arange(first_row, first_row + n, dtype=np.int64) + header_lines + 1
@@ -75,9 +87,63 @@ def _line_numbers(first_row: int, n: int, header_lines: int, skipped: np.ndarray
     return lines
 
 
+class _LineTooLong(Exception):
+    """pyarrow met a line longer than its block can hold (internal: the import starts again)."""
+
+
+def longest_line(path: str | Path, chunk: int = 16 << 20) -> tuple[int, int]:
+    """(1-based number, length in bytes without the newline) of the file's longest line, in one
+    vectorized pass (newline positions per chunk; only run when pyarrow refused a line)."""
+    best, best_line = -1, 0
+    line, start, pos = 1, 0, 0  # current line number, its start offset, offset of the chunk
+    with open(path, "rb") as f:
+        while data := f.read(chunk):
+            nl = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == 10) + pos
+            if nl.size:
+                starts = np.concatenate(([start], nl[:-1] + 1))
+                lengths = nl - starts
+                i = int(np.argmax(lengths))
+                if lengths[i] > best:
+                    best, best_line = int(lengths[i]), line + i
+                line += nl.size
+                start = int(nl[-1]) + 1
+            pos += len(data)
+    if pos - start > best:  # the last line, without a newline
+        best, best_line = pos - start, line
+    return best_line, best
+
+
 def import_file(store, path: str | Path, name: str, *, mapping: Mapping | None = None, strict: bool = False,
                 description: str = "", progress=None) -> ImportReport:
     path = Path(path)
+    source = str(path)
+    block, done, shown = BLOCK, [0], [0]
+
+    def advance(n: int) -> None:  # a second attempt does not count its rows twice
+        done[0] += n
+        if progress is not None and done[0] > shown[0]:
+            progress(done[0] - shown[0])
+            shown[0] = done[0]
+
+    while True:
+        done[0] = 0
+        try:
+            return _import(store, path, name, mapping=mapping, strict=strict, description=description,
+                           progress=advance, block=block)
+        except _LineTooLong:
+            line, length = longest_line(path)
+            if length + 1 > MAX_LINE:
+                raise BadInput(f"line of {length:,} bytes (a CSV line may have at most {MAX_LINE:,})",
+                               file=source, line=line, expected="one event per line") from None
+            grown = 1 << max(length + 1, 1).bit_length()  # a power of two that holds the longest line
+            if grown <= block:  # pyarrow refused a line the block holds: do not loop
+                raise BadInput(f"pyarrow could not read a line in blocks of {block:,} bytes (longest line: "
+                               f"{length:,} bytes)", file=source, line=line, expected="one event per line") from None
+            block = grown
+
+
+def _import(store, path: Path, name: str, *, mapping: Mapping | None, strict: bool, description: str,
+            progress, block: int) -> ImportReport:
     source = str(path)
     mapping = mapping or Mapping()
     if mapping.format is None:
@@ -94,12 +160,14 @@ def import_file(store, path: str | Path, name: str, *, mapping: Mapping | None =
                        expected="a header line of column names") from None
     try:
         # Types come from the first block; malformed rows are the second pass's business.
-        probe = pacsv.open_csv(path, read_options=pacsv.ReadOptions(block_size=BLOCK),
+        probe = pacsv.open_csv(path, read_options=pacsv.ReadOptions(block_size=block),
                                parse_options=pacsv.ParseOptions(invalid_row_handler=lambda row: "skip"))
         inferred = probe.schema
     except FileNotFoundError:
         raise BadInput("no such file", file=source) from None
     except (pa.ArrowInvalid, UnicodeDecodeError) as e:
+        if _straddles(e):
+            raise _LineTooLong() from None
         raise BadInput(f"not a readable CSV: {e}", file=source, line=None,
                        expected="a header line, then one event per line") from None
     text_types = {f.name: pa.string() for f in inferred}
@@ -116,7 +184,9 @@ def import_file(store, path: str | Path, name: str, *, mapping: Mapping | None =
         reasons[row.number] = reason
         return "skip"
 
-    def read_error(e: Exception, row: int) -> BadInput:
+    def read_error(e: Exception, row: int) -> Exception:
+        if _straddles(e):
+            return _LineTooLong()
         if -1 in reasons:
             line, reason = reasons[-1].split("\t", 1)
             return BadInput(reason, file=source, line=int(line), expected="the header's number of fields")
@@ -126,7 +196,7 @@ def import_file(store, path: str | Path, name: str, *, mapping: Mapping | None =
     try:
         reader = pacsv.open_csv(
             path,
-            read_options=pacsv.ReadOptions(block_size=BLOCK, use_threads=False),
+            read_options=pacsv.ReadOptions(block_size=block, use_threads=False),
             parse_options=pacsv.ParseOptions(invalid_row_handler=on_invalid),
             convert_options=pacsv.ConvertOptions(column_types=text_types, strings_can_be_null=False),
         )
@@ -181,6 +251,5 @@ def import_file(store, path: str | Path, name: str, *, mapping: Mapping | None =
         for ln in skipped[reported:]:
             loader.report.reject(ln, reasons[ln])
         return loader.finish()
-    except BaseException:
-        loader.abort()
-        raise
+    except BaseException as e:
+        loader.abort(e)  # raises

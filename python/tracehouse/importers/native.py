@@ -18,7 +18,7 @@ from __future__ import annotations
 import gzip
 import zlib
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import Callable, Iterator, NoReturn
 
 from ..errors import BadInput
 from ..schema import Column, EventType
@@ -68,7 +68,8 @@ class NativeLoader:
         self.column = column or (lambda t, name, ptype, key: Column(name, ptype, "as recorded", key))
         self.report = ImportReport(trace, source)
         store.create_trace(trace, fmt.FORMAT, description=description, metadata={"source": source, **(metadata or {})},
-                           event_types=getattr(fmt, "EVENT_TYPES", ()), format_description=fmt.DESCRIPTION)
+                           event_types=getattr(fmt, "EVENT_TYPES", ()), format_description=fmt.DESCRIPTION,
+                           importing=True)
         self.types: dict[str, EventType] = dict(store.event_types(trace))
         if declare is not None:
             declare(self.types)
@@ -97,10 +98,10 @@ class NativeLoader:
                 why = f"; {self.report.rejected} rejected, first: {first.reason}" if first else ""
                 raise BadInput(f"no events in the input{why}", file=self.source,
                                line=first.line if first else None, expected=self.fmt.DESCRIPTION)
+            self.store.complete_import(self.trace)
             return self.report
-        except BaseException:
-            self.abort()
-            raise
+        except BaseException as e:
+            self.abort(e)  # raises
 
     def _take(self, parser, batches, progress) -> None:
         fatal = parser.fatal
@@ -129,8 +130,6 @@ class NativeLoader:
             if progress is not None:
                 progress(batch.num_rows)
 
-    def abort(self) -> None:
-        try:
-            self.store.rm(self.trace)
-        except Exception:
-            pass
+    def abort(self, error: BaseException) -> NoReturn:
+        """Remove the half-made trace and raise `error` (see `Store.rollback_import`)."""
+        self.store.rollback_import(self.trace, error)

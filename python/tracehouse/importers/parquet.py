@@ -6,7 +6,9 @@ the file) and handing them to the tabular mapping, and reading back what
 (kind, typed parameters with units and docs) and the trace's format in its
 key-value metadata (`EXPORT_KEY`), so importing an exported file, or the whole
 exported directory with its `producers.parquet`, restores the trace without
-mapping flags.
+mapping flags. A row group whose pages do not decode (corrupt or truncated
+data) is bad input naming the file, the row group and its rows; the import is
+then rolled back like any failed import.
 """
 
 from __future__ import annotations
@@ -61,9 +63,8 @@ def import_file(store, path: str | Path, name: str, *, mapping: Mapping | None =
             _declare(loader, [recorded[1]], path.parent / PRODUCERS)
         _feed(loader, pf, progress)
         return loader.finish()
-    except BaseException:
-        loader.abort()
-        raise
+    except BaseException as e:
+        loader.abort(e)  # raises
 
 
 def _open(path: Path) -> pq.ParquetFile:
@@ -77,12 +78,29 @@ def _open(path: Path) -> pq.ParquetFile:
 
 def _feed(loader: TabularLoader, pf: pq.ParquetFile, progress) -> None:
     row = 0
-    for batch in pf.iter_batches(batch_size=1 << 20):
-        rows = np.arange(row + 1, row + 1 + batch.num_rows, dtype=np.int64)  # 1-based row numbers
-        row += batch.num_rows
-        loader.add(batch, rows)
-        if progress is not None:
-            progress(batch.num_rows)
+    for group in range(pf.num_row_groups):
+        for batch in _row_group_batches(pf, group, loader.source, row + 1):
+            rows = np.arange(row + 1, row + 1 + batch.num_rows, dtype=np.int64)  # 1-based row numbers
+            row += batch.num_rows
+            loader.add(batch, rows)
+            if progress is not None:
+                progress(batch.num_rows)
+
+
+def _row_group_batches(pf: pq.ParquetFile, group: int, source: str, first_row: int):
+    """The batches of one row group; a page that does not decode is a BadInput naming the group."""
+    it = pf.iter_batches(batch_size=1 << 20, row_groups=[group])
+    while True:
+        try:
+            batch = next(it)
+        except StopIteration:
+            return
+        except (OSError, pa.ArrowException) as e:  # pyarrow: "Unexpected end of stream", bad thrift, zstd...
+            n = pf.metadata.row_group(group).num_rows
+            raise BadInput(f"row group {group} (rows {first_row:,}-{first_row + n - 1:,} of "
+                           f"{pf.metadata.num_rows:,}) does not decode: {e}", file=source,
+                           expected="a Parquet file whose data pages are intact") from None
+        yield batch
 
 
 def _recorded(pf: pq.ParquetFile, source: str) -> tuple[str, EventType] | None:
@@ -167,6 +185,5 @@ def _import_export_dir(store, path: Path, name: str, *, mapping: Mapping | None,
             loader.source = str(f)
             _feed(loader, pf, progress)
         return loader.finish()
-    except BaseException:
-        loader.abort()
-        raise
+    except BaseException as e:
+        loader.abort(e)  # raises

@@ -20,7 +20,7 @@ import re
 import threading
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Callable
+from typing import TYPE_CHECKING, BinaryIO, Callable, NoReturn
 
 from ..errors import BadInput
 from ..formats import strace as fmt
@@ -108,7 +108,7 @@ class StraceSink:
                                    files=list(sources))
         store.create_trace(trace, fmt.FORMAT, description=description, event_types=fmt.EVENT_TYPES,
                            format_description=fmt.DESCRIPTION,
-                           metadata={"source": self.report.source, **(metadata or {})})
+                           metadata={"source": self.report.source, **(metadata or {})}, importing=True)
         self._append = store.append
         self._lines = 0
 
@@ -157,15 +157,12 @@ class StraceSink:
         producers = self.parser.producers()
         self.store.add_producers(self.trace, producers)
         r.producers = len(producers)
-        self.store.flush(self.trace)
+        self.store.complete_import(self.trace)
         return r
 
-    def abort(self) -> None:
-        """Remove the half-made trace."""
-        try:
-            self.store.rm(self.trace)
-        except Exception:
-            pass
+    def abort(self, error: BaseException) -> NoReturn:
+        """Remove the half-made trace and raise `error` (see `Store.rollback_import`)."""
+        self.store.rollback_import(self.trace, error)
 
 
 def feed_files(sink: StraceSink, files: list[BinaryIO], progress: Callable[[int], None] | None = None) -> None:
@@ -277,9 +274,8 @@ def import_file(store: "Store", path: str | Path, name: str, *, mapping: Mapping
         with store.bulk(name):
             feed_files(sink, files, progress)
             return sink.finish()
-    except BaseException:
-        sink.abort()
-        raise
+    except BaseException as e:
+        sink.abort(e)  # raises
     finally:
         for f in files:
             f.close()

@@ -14,7 +14,7 @@ deleted (crash-safe delete) before the error propagates.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
 import numpy as np
 import pyarrow as pa
@@ -97,7 +97,7 @@ class TabularLoader:
         fmt = mapping.format or "custom"
         check_ident(fmt, "format")
         self.info = store.create_trace(trace, fmt, description=description,
-                                       metadata={"source": source, **(metadata or {})})
+                                       metadata={"source": source, **(metadata or {})}, importing=True)
         self.producer_ids: dict[str, int] = {}
         self.known_producers: set[int] = set()
         self.types: dict[str, EventType] = dict(store.event_types(trace))
@@ -257,12 +257,10 @@ class TabularLoader:
             raise BadInput(f"no valid events in the input{why}", file=self.source,
                            line=first.line if first else None,
                            expected=f"rows with a {self.mapping.ts!r} timestamp that fits int64 ns")
-        self.store.flush(self.report.trace)
+        self.store.complete_import(self.report.trace)
         return self.report
 
-    def abort(self) -> None:
-        """Remove the half-made trace: nothing of a failed import stays registered."""
-        try:
-            self.store.rm(self.report.trace)
-        except Exception:
-            pass
+    def abort(self, error: BaseException) -> NoReturn:
+        """Remove the half-made trace (nothing of a failed import stays registered) and raise
+        `error` (for a full disk, one saying the import was rolled back)."""
+        self.store.rollback_import(self.report.trace, error)

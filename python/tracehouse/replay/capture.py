@@ -115,12 +115,11 @@ def capture(store: "Store", cmd: list[str], name: str | None = None, *, all_sysc
                         raise BadInput(f"strace exited with {status} and traced nothing", file=cmd[0],
                                        expected="a program that runs (strace says why above)") from None
                     raise
-        except BaseException:
+        except BaseException as e:
             if proc is not None and proc.poll() is None:
                 proc.kill()
                 proc.wait()
-            sink.abort()
-            raise
+            sink.abort(e)  # raises
     return CaptureReport(name, list(cmd), status, time.perf_counter() - t0, argv[:-len(cmd) - 1], report,
                          interrupted=interrupted, summary=summarize(store, name))
 

@@ -15,7 +15,9 @@ with a JSON body listing the failed lines (line number and reason) when some or
 all lines were refused: the good lines of that body *are* stored and durable
 (InfluxDB's partial-write behaviour). 413: body over `max_body`. 401: token
 missing or wrong. 503 + Retry-After: the server's in-flight budget stayed full
-for `overload_wait` seconds (clients are slowed, memory stays bounded). 408: the
+for `overload_wait` seconds (clients are slowed, memory stays bounded). 507 +
+Retry-After: the store's disk is full (nothing of that write was kept; writes are
+taken again by themselves once there is room). 408: the
 body stalled for `idle_timeout`. The front end (Rust) answers 408/413/431/503
 for framing and limits itself; everything else is decided here.
 
@@ -49,7 +51,7 @@ import duckdb
 import pyarrow as pa
 
 from .. import _core
-from ..errors import BadInput, NotFound, TracehouseError
+from ..errors import BadInput, NotFound, TracehouseError, is_disk_full
 from . import influxql
 from .config import ServerConfig
 from .ingest import Ingestor, WriteResult
@@ -62,6 +64,7 @@ JSON_TYPE = [("content-type", "application/json")]
 DISPATCHERS = 1  # see HttpServer: one thread takes the rounds
 QUERY_THREADS = 2
 ROUND_BYTES = 4 << 20  # body bytes one dispatcher round takes at most (its requests are answered together)
+DISK_FULL_RETRY_S = 5  # Retry-After of a 507: a checkpoint tries for room every second
 
 
 class HttpError(Exception):
@@ -137,12 +140,26 @@ class Call:
             self.error(404, "not found", str(e))
         elif isinstance(e, BadInput):
             self.error(400, "invalid", str(e))
+        elif is_disk_full(e):
+            _log_disk_full(what, e)
+            self.error(507, "insufficient storage", str(e), {"retry-after": str(DISK_FULL_RETRY_S)})
         elif isinstance(e, TracehouseError):
             log.error("%s failed: %s", what, e)
             self.error(500, "internal error", str(e))
         else:
             log.exception("%s failed", what, exc_info=e)
             self.error(500, "internal error", f"{type(e).__name__}: {e}")
+
+
+_disk_full_logged = [0.0]  # when a refusal for a full disk was last logged
+
+
+def _log_disk_full(what: str, e: BaseException) -> None:
+    """Logs a 507 at most every 10 s: while the disk is full every write is refused."""
+    now = time.monotonic()
+    if now - _disk_full_logged[0] >= 10:
+        _disk_full_logged[0] = now
+        log.warning("%s refused (507, further refusals for 10 s not logged): %s", what, e)
 
 
 class Api:

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..errors import AlreadyExists, BadInput, NotFound
+from ..errors import AlreadyExists, BadInput, DiskFull, NotFound, is_disk_full
 from ..schema import Column, EventType
 
 SCHEMA_VERSION = 1
@@ -52,7 +52,8 @@ CREATE TABLE IF NOT EXISTS traces(
     bytes INTEGER NOT NULL DEFAULT 0,
     wal_covered INTEGER NOT NULL DEFAULT -1,  -- WAL files numbered <= this are in segments
     state TEXT NOT NULL DEFAULT 'live' CHECK (state IN ('live','deleting')),
-    own_types INTEGER NOT NULL DEFAULT 0  -- 1: its event types are its own (trace_event_types)
+    own_types INTEGER NOT NULL DEFAULT 0,  -- 1: its event types are its own (trace_event_types)
+    incomplete TEXT                  -- NULL, or why the trace is incomplete (see INCOMPLETE_*)
 );
 CREATE TABLE IF NOT EXISTS trace_event_types(
     id INTEGER PRIMARY KEY,
@@ -112,6 +113,11 @@ CREATE TABLE IF NOT EXISTS result_traces(
 
 RESULT_KINDS = ("annotation", "group", "search", "processed", "file", "table")
 
+# Why a trace is incomplete (`traces.incomplete`, th.traces.state = 'incomplete'). Each starts
+# with its own prefix: whoever sets a mark clears only its own.
+INCOMPLETE_IMPORT = "import did not finish"  # set when an import creates the trace, cleared when it ends
+INCOMPLETE_CHECKPOINT = "checkpoint waiting for disk space"  # cleared by the next registered checkpoint
+
 
 @dataclass(frozen=True)
 class TraceInfo:
@@ -127,11 +133,18 @@ class TraceInfo:
     wal_covered: int
     own_types: bool  # its event types belong to it, not to its format (see trace_event_types)
     metadata: dict[str, str]
+    state_reason: str | None = None  # why the trace is incomplete; None when complete
+
+    @property
+    def state(self) -> str:
+        """'complete', or 'incomplete' (an import that did not finish, rows only in the WAL)."""
+        return "complete" if self.state_reason is None else "incomplete"
 
     def to_json(self) -> dict:
         d = dict(self.__dict__)
         d.pop("wal_covered")
         d.pop("own_types")
+        d["state"] = self.state
         return d
 
 
@@ -168,18 +181,27 @@ class Catalog:
             # FULL: a registered segment must survive power loss before its WAL range is dropped.
             self.db.execute("PRAGMA synchronous=FULL")
             self.db.executescript(DDL)
-            if "own_types" not in self._columns("traces"):  # a store made before per-trace types
-                self.db.execute("ALTER TABLE traces ADD COLUMN own_types INTEGER NOT NULL DEFAULT 0")
+            # Columns added since the first stores were made (another process may add one first).
+            for col, decl in (("own_types", "INTEGER NOT NULL DEFAULT 0"), ("incomplete", "TEXT")):
+                if col not in self._columns("traces"):
+                    try:
+                        self.db.execute(f"ALTER TABLE traces ADD COLUMN {col} {decl}")
+                    except sqlite3.OperationalError as e:
+                        if "duplicate column" not in str(e):
+                            raise
             self.db.execute(
                 "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?), ('version', '0')",
                 (str(SCHEMA_VERSION),),
             )
         self.db.execute("PRAGMA foreign_keys=ON")
+        cols = self._columns("traces")
         # A read-only open of a store made before per-trace types cannot add the column: such a
-        # store has no trace that owns its types.
-        self.per_trace_types = "own_types" in self._columns("traces")
-        self._trace_cols = self._TRACE_COLS if self.per_trace_types else \
-            self._TRACE_COLS.replace("own_types", "0 AS own_types")
+        # store has no trace that owns its types. Nor one made before incomplete marks: NULL,
+        # complete.
+        self.per_trace_types = "own_types" in cols
+        self.incomplete_col = "incomplete" if "incomplete" in cols else "NULL"
+        self._trace_cols = (self._TRACE_COLS if self.per_trace_types else
+                            self._TRACE_COLS.replace("own_types", "0 AS own_types")) + f", {self.incomplete_col}"
 
     def _columns(self, table: str) -> set[str]:
         return {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")}
@@ -191,14 +213,31 @@ class Catalog:
     def transaction(self) -> Iterator[sqlite3.Connection]:
         """One write transaction; bumps the catalog version readers use to refresh views."""
         with self._tx_lock:
-            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                self.db.execute("BEGIN IMMEDIATE")
+                try:
+                    yield self.db
+                    self.db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'version'")
+                    self.db.execute("COMMIT")
+                except BaseException:
+                    if self.db.in_transaction:  # SQLITE_FULL may have rolled it back already
+                        self.db.execute("ROLLBACK")
+                    raise
+            except sqlite3.OperationalError as e:
+                if is_disk_full(e):
+                    raise DiskFull(f"no space left for the catalog {self.path}: {e}") from e
+                raise
+
+    @contextmanager
+    def snapshot(self) -> Iterator[sqlite3.Connection]:
+        """One read transaction: every query inside sees the same committed catalog (a
+        reader pairing the registered segments with the trace's covered WAL number)."""
+        with self._tx_lock:
+            self.db.execute("BEGIN")
             try:
                 yield self.db
-                self.db.execute("UPDATE meta SET value = CAST(value AS INTEGER) + 1 WHERE key = 'version'")
+            finally:
                 self.db.execute("COMMIT")
-            except BaseException:
-                self.db.execute("ROLLBACK")
-                raise
 
     def version(self) -> int:
         return int(self.db.execute("SELECT value FROM meta WHERE key='version'").fetchone()[0])
@@ -276,7 +315,7 @@ class Catalog:
     # -- traces ------------------------------------------------------------------
 
     def create_trace(self, name: str, fmt: str, description: str, metadata: dict[str, Any], *,
-                     own_types: bool = False) -> int:
+                     own_types: bool = False, incomplete: str | None = None) -> int:
         with self.transaction() as db:
             # Case-insensitive: a trace is a SQL schema and DuckDB matches identifiers ignoring
             # case, so "App" and "app" would share (and overwrite) one set of views.
@@ -286,8 +325,9 @@ class Catalog:
                 raise AlreadyExists(f"trace {name!r} already exists{same}")
             db.execute("INSERT OR IGNORE INTO formats(name) VALUES (?)", (fmt,))
             cur = db.execute(
-                "INSERT INTO traces(name, format, description, created, own_types) VALUES (?, ?, ?, ?, ?)",
-                (name, fmt, description, time.time(), int(own_types)),
+                "INSERT INTO traces(name, format, description, created, own_types, incomplete)"
+                " VALUES (?, ?, ?, ?, ?, ?)",
+                (name, fmt, description, time.time(), int(own_types), incomplete),
             )
             tid = int(cur.lastrowid)
             db.executemany(
@@ -298,7 +338,7 @@ class Catalog:
 
     def _trace_from_row(self, r: tuple) -> TraceInfo:
         md = dict(self.db.execute("SELECT key, value FROM trace_metadata WHERE trace_id = ?", (r[0],)).fetchall())
-        return TraceInfo(*r[:-1], own_types=bool(r[-1]), metadata=md)
+        return TraceInfo(*r[:10], own_types=bool(r[10]), metadata=md, state_reason=r[11])
 
     _TRACE_COLS = "id, name, format, description, created, ts_min, ts_max, event_count, bytes, wal_covered, own_types"
 
@@ -323,6 +363,19 @@ class Catalog:
                 "INSERT OR REPLACE INTO trace_metadata(trace_id, key, value) VALUES (?, ?, ?)",
                 [(trace_id, str(k), str(v)) for k, v in metadata.items()],
             )
+
+    def set_incomplete(self, trace_id: int, reason: str | None, *, only_if: str | None = None) -> None:
+        """Mark the trace incomplete with `reason`, or complete (None). `only_if`: change it only
+        while its reason starts with this prefix (each marker clears only its own mark)."""
+        with self.transaction() as db:
+            if only_if is None:
+                db.execute("UPDATE traces SET incomplete = ? WHERE id = ?", (reason, trace_id))
+            else:
+                db.execute("UPDATE traces SET incomplete = ? WHERE id = ? AND substr(incomplete, 1, ?) = ?",
+                           (reason, trace_id, len(only_if), only_if))
+
+    def wal_covered(self, trace_id: int) -> int:
+        return int(self.db.execute("SELECT wal_covered FROM traces WHERE id = ?", (trace_id,)).fetchone()[0])
 
     def mark_deleting(self, trace_id: int) -> None:
         with self.transaction() as db:
@@ -407,6 +460,9 @@ class Catalog:
             )
             if wal_covered is not None:
                 db.execute("UPDATE traces SET wal_covered = MAX(wal_covered, ?) WHERE id = ?", (wal_covered, trace_id))
+            if not retire:  # a checkpoint that registers clears the mark of one that waited for disk space
+                db.execute("UPDATE traces SET incomplete = NULL WHERE id = ? AND substr(incomplete, 1, ?) = ?",
+                           (trace_id, len(INCOMPLETE_CHECKPOINT), INCOMPLETE_CHECKPOINT))
             return ids
 
     def segments(self, trace_id: int, event_type: str | None = None) -> list[SegmentInfo]:

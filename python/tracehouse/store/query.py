@@ -1,7 +1,8 @@
 """SQL over a store: DuckDB views built from the catalog.
 
 Owns the mapping from catalog to SQL names:
-  "<trace>".<event_type>  every column of that type (segments + unflushed tail)
+  "<trace>".<event_type>  every column of that type (segments + unflushed tail: the writer's
+                          own in its process, the uncovered WAL records read from disk in others)
   "<trace>".events        common columns of every type, plus `type`
   th.traces, th.event_types, th.producers, th.results, th.segments, th.metadata
 Views are rebuilt only when the catalog version or a writer's tail changes,
@@ -31,12 +32,13 @@ DUCK_TYPES = {"int64": "BIGINT", "int32": "INTEGER", "float64": "DOUBLE", "bool"
 # The catalog as SQL: each th.<name> is one catalog query and its typed output columns.
 _LIVE = "t.state = 'live'"
 TH_TABLES: dict[str, tuple[str, list[tuple[str, pa.DataType]]]] = {
-    "traces": (
-        "SELECT id, name, format, description, created, ts_min, ts_max, event_count, bytes FROM traces t"
+    "traces": (  # {incomplete}: the column, or NULL in a catalog made before it (read-only)
+        "SELECT id, name, format, description, created, ts_min, ts_max, event_count, bytes,"
+        " CASE WHEN {incomplete} IS NULL THEN 'complete' ELSE 'incomplete' END, {incomplete} FROM traces t"
         f" WHERE {_LIVE} ORDER BY name",
         [("id", pa.int64()), ("name", pa.string()), ("format", pa.string()), ("description", pa.string()),
          ("created", pa.float64()), ("ts_min", pa.int64()), ("ts_max", pa.int64()), ("event_count", pa.int64()),
-         ("bytes", pa.int64())],
+         ("bytes", pa.int64()), ("state", pa.string()), ("state_reason", pa.string())],
     ),
     "event_types": (
         # a format's types (trace NULL), then the types of traces that own theirs (line protocol)
@@ -94,6 +96,7 @@ class QueryEngine:
         self._catalog_version = -1
         self._th_version = -1
         self._trace_sigs: dict[str, Any] = {}  # trace name -> signature of its views
+        self._wal_sigs: dict[int, tuple] = {}  # trace id -> signature of the WAL records in its views
         self._registered: set[str] = set()
 
     def close(self) -> None:
@@ -107,7 +110,7 @@ class QueryEngine:
         for name, (sql, columns) in TH_TABLES.items():
             if name == "event_types" and not self.store.catalog.per_trace_types:
                 sql = "SELECT format, name, kind, params, doc, NULL FROM event_types ORDER BY format, id"  # older store
-            rows = db.execute(sql).fetchall()
+            rows = db.execute(sql.replace("{incomplete}", self.store.catalog.incomplete_col)).fetchall()
             table = pa.table({
                 col: pa.array([_th_value(r[i], typ) for r in rows], typ) for i, (col, typ) in enumerate(columns)
             })
@@ -158,9 +161,18 @@ class QueryEngine:
                 sig = (self._catalog_version, writer.tail_version, tuple(types))
                 types = dict(types, **{k: v for k, v in writer.event_types.items()})
         else:
-            segs = store.catalog.segments(info.id)
+            # Another process may be writing this trace: what it logged but has not checkpointed
+            # (all of it while its disk is full) is read from its WAL files.
+            old = self._trace_sigs.get(info.name)
+            known = self._wal_sigs.get(info.id) if old is not None and old[0] == self._catalog_version else None
+            segs, wal_sig, records = store.wal_view(info, known)
+            sig = (self._catalog_version, ("wal", wal_sig), tuple(types))
+            if records is None:
+                return  # neither the catalog nor the WAL changed since the views were made
             tails = {}
-            sig = (self._catalog_version, None, tuple(types))
+            for name, batch in records:
+                tails.setdefault(name, []).append(batch)
+            self._wal_sigs[info.id] = wal_sig
         if self._trace_sigs.get(info.name) == sig:
             return
         by_type: dict[str, list] = {}
@@ -179,7 +191,7 @@ class QueryEngine:
         event_selects = []
         for name, et in types.items():
             tail = None
-            if tails.get(name):
+            if tails.get(name):  # (records of a type the catalog does not list are never made: types register first)
                 from .writer import _concat
 
                 tail = _concat(tails[name], et)

@@ -107,16 +107,23 @@ def write_segment(root: Path, rel_dir: str, table: pa.Table, level: int = 0, kee
     name = uuid.uuid4().hex
     tmp = directory / f".{name}.parquet.tmp"
     final = directory / f"{name}.parquet"
-    pq.write_table(table, tmp, **write_options(table.schema, level))
-    fd = os.open(tmp, os.O_RDONLY)
     try:
-        os.fsync(fd)
-        if not keep_cached:
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
-    finally:
-        os.close(fd)
-    os.rename(tmp, final)
-    fsync_dir(directory)
+        pq.write_table(table, tmp, **write_options(table.schema, level))
+        fd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+            if not keep_cached:
+                os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+        os.rename(tmp, final)
+        fsync_dir(directory)
+    except BaseException:
+        # A full disk is the usual cause: the half-written file must not keep holding the space
+        # (the writer only sweeps orphans when it opens).
+        tmp.unlink(missing_ok=True)
+        final.unlink(missing_ok=True)
+        raise
     ts = table.column("ts")
     mm = pc.min_max(ts) if len(ts) else None
     return {

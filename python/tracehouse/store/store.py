@@ -7,6 +7,8 @@ API are thin callers of this class.
 Layout of a store directory:
   catalog.sqlite            the catalog (traces, types, producers, segments, results)
   writer.lock               held (flock) by the one process allowed to write
+  disk-full.reserve         1 MB the writer frees when the disk is full, so the catalog can
+                            still record that (mark a trace incomplete, roll an import back)
   traces/<id>/wal/          write-ahead log files of trace <id>
   traces/<id>/segments/<type>/*.parquet   immutable sorted segments
   results/<id>.parquet      table results
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import fcntl
 import fnmatch
+import logging
 import os
 import re
 import shutil
@@ -23,18 +26,22 @@ import threading
 import time
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable, NoReturn
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import _core
-from ..errors import BadInput, NotFound, ReadOnly, StoreLocked
+from ..errors import (BadInput, DiskFull, NotFound, ReadOnly, StoreLocked, TracehouseError, cause_of,
+                      is_disk_full)
 from ..schema import EventType, check_ident
-from .catalog import RESULT_KINDS, Catalog, TraceInfo
+from . import wal as walmod
+from .catalog import INCOMPLETE_IMPORT, RESULT_KINDS, Catalog, SegmentInfo, TraceInfo
 from .query import QueryEngine, qident
 from .writer import RecoveryReport, TraceWriter, WriterOptions, conform
+
+log = logging.getLogger("tracehouse.store")
 
 SEQ_FIELD = pa.field("seq", pa.int64(), nullable=False)
 TRACE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:@+-]{0,127}$")
@@ -68,6 +75,9 @@ def check_producers(rows: Iterable[dict]) -> list[dict]:
         out.append(r)
     return out
 
+
+RESERVE = "disk-full.reserve"
+RESERVE_BYTES = 1 << 20  # a catalog transaction needs a few 4 KB pages of SQLite's WAL
 
 # Mean rows per chunk from which a several-chunk table is appended chunk by chunk, not glued:
 # each batch costs a conform and an IPC message (~30-60 us for 61 columns), gluing ~8 ns a value.
@@ -133,7 +143,49 @@ class Store:
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         self._lock_fd = fd
+        self.ensure_reserve()
         self._recover()
+
+    # -- the disk-full reserve -------------------------------------------------------
+    # The catalog lives on the disk the events fill: when it is full, even the transaction that
+    # marks a trace incomplete or rolls an import back fails. The writer keeps a little space
+    # taken and gives it back at that moment.
+
+    def ensure_reserve(self) -> None:
+        """Take the reserve if it is not held (best effort: on a full disk it waits for later)."""
+        path = self.path / RESERVE
+        if path.exists():
+            return
+        tmp = path.with_name(f".{RESERVE}.{os.getpid()}.tmp")
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            try:
+                os.posix_fallocate(fd, 0, RESERVE_BYTES)
+            finally:
+                os.close(fd)
+            os.rename(tmp, path)
+        except OSError:
+            tmp.unlink(missing_ok=True)
+
+    def release_reserve(self) -> bool:
+        """Give the reserve back to the file system; True if it was held."""
+        try:
+            (self.path / RESERVE).unlink()
+            return True
+        except FileNotFoundError:
+            return False
+
+    def catalog_write(self, write: Callable[[], Any]) -> Any:
+        """Run a catalog write that must succeed on a full disk: if the catalog finds no room,
+        the reserve is given back and the write tried once more."""
+        try:
+            return write()
+        except DiskFull:
+            if not self.release_reserve():
+                raise
+            log.warning("disk full under %s: gave back the %d KB reserve for the catalog", self.path,
+                        RESERVE_BYTES >> 10)
+            return write()
 
     def _recover(self) -> None:
         """Finish interrupted deletes, drop orphan files, replay uncovered WAL."""
@@ -187,11 +239,14 @@ class Store:
     def create_trace(self, name: str, format: str = "custom", *, description: str = "",
                      metadata: dict[str, Any] | None = None, event_types: Iterable[EventType] = (),
                      producers: list[dict] | None = None, format_description: str = "",
-                     own_types: bool = False) -> TraceInfo:
+                     own_types: bool = False, importing: bool = False) -> TraceInfo:
         """Create an empty trace; its format's event types are registered once.
 
         `own_types`: the trace's event types are its own, not its format's (line protocol: two
-        buckets may hold a measurement of one name with different field types)."""
+        buckets may hold a measurement of one name with different field types).
+        `importing`: the trace is filled by an import that either completes
+        (`complete_import`) or is rolled back (`rollback_import`); until then it is marked
+        incomplete (th.traces.state), so one whose importer died stays marked."""
         check_trace_name(name)
         check_ident(format, "format")
         producers = check_producers(producers or [])  # before anything is registered
@@ -201,7 +256,9 @@ class Store:
         if not own_types:
             for et in event_types:
                 self._widen_writers(format, self.catalog.put_event_type(format, et))
-        tid = self.catalog.create_trace(name, format, description, metadata or {}, own_types=own_types)
+        mark = f"{INCOMPLETE_IMPORT} (pid {os.getpid()}, started {time.strftime('%Y-%m-%d %H:%M:%S')})" if importing else None
+        tid = self.catalog.create_trace(name, format, description, metadata or {}, own_types=own_types,
+                                        incomplete=mark)
         if producers:
             self.catalog.put_producers(tid, producers)
         info = self.catalog.trace(name)
@@ -209,6 +266,27 @@ class Store:
             for et in event_types:
                 self.catalog.put_event_type(format, et, info)
         return info
+
+    def complete_import(self, trace: str) -> None:
+        """Make every row of an import durable in segments, then clear its incomplete mark."""
+        self.flush(trace)
+        self.catalog.set_incomplete(self.catalog.trace(trace).id, None, only_if=INCOMPLETE_IMPORT)
+
+    def rollback_import(self, trace: str, error: BaseException) -> NoReturn:
+        """Delete what a failed import made of `trace` (an import either completes or leaves
+        nothing), then raise `error` - for a full disk, a DiskFull saying what was rolled back.
+        Call it from the `except` that caught `error`. If the delete fails too, the trace keeps
+        its incomplete mark."""
+        try:
+            self.catalog_write(lambda: self.rm(trace))
+            undone = "was rolled back (nothing of it is kept)"
+        except Exception as e:  # noqa: BLE001 - the import's own error is the one to report
+            log.warning("could not roll back the import of trace %s: %s", trace, e)
+            undone = f"could not be rolled back ({e}): it stays, marked incomplete; remove it with `tracehouse rm`"
+        if is_disk_full(error) and isinstance(error, Exception):
+            raise DiskFull(f"no space left on the store's disk ({self.path}): the import of trace {trace!r} "
+                           f"{undone}; cause: {_root_cause(error)}") from error
+        raise error
 
     def trace(self, name: str) -> TraceInfo:
         return self.catalog.trace(name)
@@ -418,6 +496,29 @@ class Store:
 
     # -- reading -------------------------------------------------------------------
 
+    def wal_view(self, info: TraceInfo, known: tuple | None = None
+                 ) -> tuple[list[SegmentInfo], tuple, list[tuple[str, pa.RecordBatch]] | None]:
+        """For a trace no writer of this process holds: its registered segments and the records
+        of its WAL files not yet covered by them (rows another process - e.g. a server whose
+        checkpoints cannot write - has logged but not checkpointed), as one consistent cut.
+
+        Takes no lock and changes nothing. Returns (segments, signature, records); records is
+        None when the signature equals `known` (nothing changed since that read)."""
+        wal_dir = self.path / "traces" / str(info.id) / "wal"
+        for _ in range(100):
+            with self.catalog.snapshot():  # segments and covered number from one catalog state
+                segs = self.catalog.segments(info.id)
+                covered = self.catalog.wal_covered(info.id)
+            try:
+                files = walmod.uncovered_files(wal_dir, covered)
+                sig = (covered, files)
+                if sig == known or not files:
+                    return segs, sig, None if sig == known else []
+                return segs, sig, walmod.read_uncovered(wal_dir, files)
+            except FileNotFoundError:
+                continue  # a checkpoint registered a file after our snapshot and dropped it: look again
+        raise TracehouseError(f"trace {info.name!r}: its WAL kept changing under 100 consistent reads")
+
     @property
     def query_engine(self) -> QueryEngine:
         if self._query is None:
@@ -562,7 +663,10 @@ class Store:
         self._append_writers.pop(info.name, None)
         w = self._writers.pop(info.id, None)
         if w is not None:
-            w.close(flush=False)
+            try:
+                w.close(flush=False)
+            except Exception as e:  # noqa: BLE001 - a writer that failed (a full disk) is deleted all the same
+                log.warning("trace %s: closing its writer for rm: %s", info.name, e)
         self.catalog.mark_deleting(info.id)
         shutil.rmtree(self.path / "traces" / str(info.id), ignore_errors=True)
         self.catalog.drop_trace_rows(info.id)
@@ -613,6 +717,17 @@ def _has_pending_work(store: Store) -> bool:
         if wal.exists() and any(wal.iterdir()):
             return True
     return False
+
+
+def _root_cause(e: BaseException) -> str:
+    """The innermost error of `e`'s chain that says the disk is full (or `e`)."""
+    best, seen = e, 0
+    while e is not None and seen < 16:
+        if isinstance(e, OSError) or "database or disk is full" in str(e):
+            best = e
+        e = cause_of(e)
+        seen += 1
+    return str(best)
 
 
 def convert(table: pa.Table, output: str):

@@ -11,6 +11,7 @@ the files above it.
 
 from __future__ import annotations
 
+import errno
 import os
 import struct
 from dataclasses import dataclass, field
@@ -68,18 +69,31 @@ class WalWriter:
         self.number = number
         self.fd = -1
         self.size = 0
+        # Set when a failed append could not be cut back: the file then holds a torn record
+        # that would end the log at recovery, so nothing more may be appended after it.
+        self.broken: OSError | None = None
         self._schemas: dict[str, tuple[pa.Schema, bytes, pa.Buffer]] = {}
         self._open(number)
 
     def _open(self, number: int) -> None:
+        """Make `number` the current file. On failure (a full disk) the current file stays
+        current and a new file that got no complete header is removed."""
         path = wal_path(self.directory, number)
-        self.fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        self.size = os.fstat(self.fd).st_size
-        if self.size == 0:
-            os.write(self.fd, MAGIC)
-            self.size = len(MAGIC)
-        self.number = number
-        fsync_dir(self.directory)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        size = -1
+        try:
+            size = os.fstat(fd).st_size
+            if size == 0:
+                if os.write(fd, MAGIC) != len(MAGIC):
+                    raise OSError(errno.ENOSPC, f"No space left on device: short write of the header of {path}")
+            fsync_dir(self.directory)
+        except BaseException:
+            os.close(fd)
+            if size == 0:  # made here: it holds no record
+                path.unlink(missing_ok=True)
+            raise
+        size = size or len(MAGIC)
+        self.fd, self.size, self.number = fd, size, number
 
     def append(self, event_type: str, batch: pa.RecordBatch) -> int:
         """Write one record; returns the file size after it (not yet durable)."""
@@ -105,13 +119,31 @@ class WalWriter:
         return [HEADER.pack(size, crc), head, schema_msg, *bodies]
 
     def write(self, parts: list) -> int:
-        """Append records made by `encode_many` (one list, or several concatenated); returns the file size."""
+        """Append records made by `encode_many` (one list, or several concatenated); returns the file size.
+
+        All or nothing: when the write fails (a full disk: ENOSPC or a short write) the file is
+        cut back to where it was, so a later append does not follow a torn record (recovery
+        stops at the first bad record: everything after it would be lost). If even the cut
+        fails, `broken` is set and every later write is refused."""
+        if self.broken is not None:
+            raise self.broken
         n = 0
-        for i in range(0, len(parts), IOV_MAX):  # writev takes at most IOV_MAX buffers
-            n += os.writev(self.fd, parts[i : i + IOV_MAX])
         expected = sum(len(p) if isinstance(p, bytes) else p.size for p in parts)
-        if n != expected:  # a short write on a regular file means the disk is full
-            raise OSError(f"short write to {wal_path(self.directory, self.number)}: {n} of {expected} bytes")
+        try:
+            for i in range(0, len(parts), IOV_MAX):  # writev takes at most IOV_MAX buffers
+                n += os.writev(self.fd, parts[i : i + IOV_MAX])
+            if n != expected:  # a short write on a regular file means the disk is full
+                raise OSError(errno.ENOSPC, f"No space left on device: short write to "
+                              f"{wal_path(self.directory, self.number)}, {n} of {expected} bytes")
+        except OSError as e:
+            if n or os.fstat(self.fd).st_size != self.size:
+                try:
+                    os.ftruncate(self.fd, self.size)
+                except OSError as cut:
+                    self.broken = OSError(cut.errno, f"WAL file {wal_path(self.directory, self.number)} holds a "
+                                          f"torn record that could not be cut ({cut}) after: {e}")
+                    raise self.broken from e
+            raise
         self.size += n
         return self.size
 
@@ -130,10 +162,10 @@ class WalWriter:
 
     def rotate(self) -> int:
         """Make the current file durable, close it and open the next; returns the closed number."""
-        old = self.number
-        os.fsync(self.fd)
-        os.close(self.fd)
-        self._open(old + 1)
+        old, fd = self.number, self.fd
+        os.fsync(fd)
+        self._open(old + 1)  # on a full disk this fails and the current file stays open and current
+        os.close(fd)
         return old
 
     def close(self) -> None:
@@ -211,3 +243,25 @@ def iter_uncovered(directory: Path, covered: int) -> Iterator[int]:
     for n in wal_numbers(directory):
         if n > covered:
             yield n
+
+
+def uncovered_files(directory: Path, covered: int) -> tuple[tuple[int, int, int], ...]:
+    """(number, size, mtime ns) of each WAL file above `covered`: what a reader in another
+    process must read besides the registered segments, and whether it changed since the last
+    look. Raises FileNotFoundError when a file vanished meanwhile (a checkpoint covered it)."""
+    out = []
+    for n in iter_uncovered(Path(directory), covered):
+        st = os.stat(wal_path(directory, n))
+        out.append((n, st.st_size, st.st_mtime_ns))
+    return tuple(out)
+
+
+def read_uncovered(directory: Path, files: tuple[tuple[int, int, int], ...]) -> list[tuple[str, pa.RecordBatch]]:
+    """The intact records of `files` (from `uncovered_files`), read without a lock and without
+    changing anything: a torn or half-written tail (the writer may be appending) ends a file's
+    records and is left for the writer's recovery to cut. Raises FileNotFoundError like
+    `uncovered_files`."""
+    records: list[tuple[str, pa.RecordBatch]] = []
+    for n, _size, _mtime in files:
+        records += read_wal(wal_path(Path(directory), n)).records
+    return records

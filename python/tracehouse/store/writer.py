@@ -18,12 +18,23 @@ One checkpoint runs at a time in a background thread while appends continue
 into the next WAL file; if a second one is due before the first finishes,
 append waits (back-pressure bounds memory to about two checkpoints of rows).
 Segments of a checkpoint are encoded in parallel (pyarrow releases the GIL).
+
+A full disk (ENOSPC, EDQUOT, SQLite's "database or disk is full") does not stop the
+writer: an append whose WAL write fails is cut back out of the log and refused with
+`DiskFull`; a checkpoint that cannot write its segments (or register them) removes
+what it wrote, keeps its rows in memory and in the WAL, marks the trace incomplete
+and tries again every `disk_full_retry_s`, registering as soon as there is room.
+Meanwhile appends go on into the WAL until the back-pressure limit, where they are
+refused with `DiskFull` instead of waiting; `flush()` has the waiting checkpoints try
+once more at once and raises `DiskFull` if that finds no room either.
+Any other error stops the writer: every later call raises it.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import logging
 import os
 import threading
 import time
@@ -38,13 +49,16 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .. import _core
-from ..errors import BadInput, TracehouseError
+from ..errors import BadInput, DiskFull, TracehouseError, is_disk_full
 from ..schema import EventType
 from . import wal as walmod
+from .catalog import INCOMPLETE_CHECKPOINT
 from .segments import sort_by_ts, ts_order, write_segment, write_sorted_part
 
 if TYPE_CHECKING:
     from .store import Store
+
+log = logging.getLogger("tracehouse.store")
 
 POLICIES = ("always", "batch", "off")
 MIN_SPLIT_ROWS = 256 * 1024  # a checkpoint never splits a type into parts smaller than this
@@ -90,6 +104,8 @@ class WriterOptions:
     # pages dropped 80M rows held 1.04-1.09M. Off by default: an import followed by analyses
     # reads its fresh segments from memory.
     drop_written_pages: bool = False
+    # A checkpoint that found the disk full tries again this often (it holds its rows meanwhile).
+    disk_full_retry_s: float = 1.0
 
     def __post_init__(self) -> None:
         if self.fsync not in POLICIES:
@@ -136,7 +152,13 @@ class TraceWriter:
         self.tail_version = 0  # bumped whenever the unflushed tail changes
         self.lsn = 0
         self._durable_lsn = 0  # fsync always/off; batch: the committer's
-        self.error: BaseException | None = None
+        self.error: BaseException | None = None  # the first error that stopped the writer
+        # Set while a checkpoint waits for disk space (see the module docstring); cleared
+        # when a checkpoint registers.
+        self.disk_full: DiskFull | None = None
+        self.full_failures = 0  # checkpoint attempts that found the disk full, ever
+        self.full_kicks = 0  # bumped by flush(): waiting checkpoints try again at once
+        self.switch_retry_at: float | None = None  # when to try again a WAL switch that found no room
         self.closed = False
         # Store.bulk(): automatic compaction deferred while a bulk import streams in (a
         # compaction holds up to compact_target_rows rows of a type in memory at once).
@@ -209,11 +231,20 @@ class TraceWriter:
 
     def _check(self) -> None:
         if self.error is None and self.committer is not None and self.committer.error is not None:
-            self.error = OSError(self.committer.error)
+            self._fail(OSError(self.committer.error))
         if self.error is not None:
+            # Always worded from the first error itself, never from an error raised by an
+            # earlier _check (that gave "failed earlier: failed earlier: ...").
             raise TracehouseError(f"writer of trace {self.trace_name!r} failed earlier: {self.error}") from self.error
         if self.closed:
             raise TracehouseError(f"writer of trace {self.trace_name!r} is closed")
+
+    def _refuse_full(self, what: str) -> DiskFull:
+        """The error for `what` while a checkpoint waits for disk space (caused by its error)."""
+        full = self.disk_full
+        e = DiskFull(f"{what} of trace {self.trace_name!r} refused: {full}")
+        e.__cause__ = full.__cause__ if full is not None else None
+        return e
 
     def _buffer(self, name: str, batches: list[pa.RecordBatch]) -> None:
         if not self.active_rows:
@@ -235,10 +266,21 @@ class TraceWriter:
         record = self.wal.encode_many(event_type, batches) if self.wal is not None else None
         with self.cond:
             while self.active_rows >= 2 * self.opts.flush_rows and self.inflight and self.error is None:
+                if self.disk_full is not None:  # waiting would last until someone frees space
+                    raise self._refuse_full(f"append of {sum(b.num_rows for b in batches):,} rows")
                 self.cond.wait(0.05)  # back-pressure: the checkpoint thread is behind
             self._check()
             if record is not None:
-                self.wal.write(record)
+                try:
+                    self.wal.write(record)  # all or nothing: a failed write is cut back out of the log
+                except OSError as e:
+                    if self.wal.broken is not None:
+                        self._fail(self.wal.broken)
+                        self._check()
+                    if is_disk_full(e):
+                        raise DiskFull(f"no space to log {sum(b.num_rows for b in batches):,} rows of trace "
+                                       f"{self.trace_name!r} (nothing of them was kept): {e}") from e
+                    raise
             self.lsn += 1
             lsn = self.lsn
             self._buffer(event_type, batches)
@@ -298,50 +340,69 @@ class TraceWriter:
     def _flush_loop(self) -> None:
         while True:
             self.flush_request.wait(0.1)
-            if self._stop and not self.active_rows:
-                return
-            due = self.active_rows and time.monotonic() - self.active_since >= self.opts.flush_interval_s
+            retry_at = self.switch_retry_at
+            if self._stop and (not self.active_rows or retry_at is not None):
+                return  # (rows that found no room stay in the WAL for the next open)
+            now = time.monotonic()
+            if retry_at is None:
+                due = self.active_rows and now - self.active_since >= self.opts.flush_interval_s
+            else:
+                due = self.active_rows and now >= retry_at
             if not (self.flush_request.is_set() or due):
                 continue
             self.flush_request.clear()
             try:
                 self._start_checkpoint()
+            except DiskFull:
+                pass  # no room for the next WAL file: the rows stay in the tail, tried at switch_retry_at
             except BaseException as e:  # surfaced to the next append / flush
                 self._fail(e)
                 return
 
     def _fail(self, e: BaseException) -> None:
-        self.error = e
         with self.cond:
+            if self.error is None:  # the first error is the cause; later ones are its echoes
+                self.error = e
             self.cond.notify_all()
 
-    def _checkpoint(self) -> None:
-        """Checkpoint what is buffered now and wait until it (and every earlier one) is registered."""
-        f = self._start_checkpoint()
-        if f is not None:
-            f.result()
-
-    def _start_checkpoint(self):
+    def _start_checkpoint(self, fail_after: int | None = None):
         """Take a snapshot of the buffered rows and switch the WAL; its encoding and registration
         run on the checkpoint pool (returns that future, None when nothing was buffered).
-        Waits while `checkpoints_in_flight` are under way."""
+        Waits while `checkpoints_in_flight` are under way (`fail_after`: raises DiskFull instead
+        once a checkpoint finds the disk full after `full_failures` was this)."""
         with self.cond:
             while len(self.inflight) >= max(1, self.opts.checkpoints_in_flight) and self.error is None:
+                if self._stop:
+                    break
+                if fail_after is not None and self.full_failures > fail_after:
+                    raise self._refuse_full("checkpoint")
                 self.cond.wait(0.05)
             self._check()
             if not self.active_rows:
                 return None
+            # The WAL switches before the snapshot is taken: when the disk has no room for the
+            # next file, nothing has changed and the rows stay in the tail.
+            try:
+                if self.wal is None:
+                    covered = self.replayed_wal
+                elif self.opts.fsync == "batch":
+                    # The closed file is made durable by the next group commit (the committer
+                    # fsyncs it before any later record counts), not here under the lock appends need.
+                    covered, old_fd = self.wal.switch()
+                    self.committer.switched(old_fd, self.wal.fd)
+                else:
+                    covered = self.wal.rotate()
+                    self.durable_lsn = self.lsn  # rotation fsynced the closed file
+            except OSError as e:
+                if not is_disk_full(e):
+                    raise
+                self._note_disk_full(e)
+                self.switch_retry_at = time.monotonic() + self.opts.disk_full_retry_s
+                raise DiskFull(f"no space for a new WAL file of trace {self.trace_name!r}: {e}") from e
+            self.switch_retry_at = None
+            if not self.inflight:
+                self.disk_full = None  # (set by a switch that failed; a waiting checkpoint sets it again)
             snapshot, self.active, self.active_rows = self.active, {}, 0
-            if self.wal is None:
-                covered = self.replayed_wal
-            elif self.opts.fsync == "batch":
-                # The closed file is made durable by the next group commit (the committer
-                # fsyncs it before any later record counts), not here under the lock appends need.
-                covered, old_fd = self.wal.switch()
-                self.committer.switched(old_fd, self.wal.fd)
-            else:
-                covered = self.wal.rotate()
-                self.durable_lsn = self.lsn  # rotation fsynced the closed file
             self.replayed_wal = None
             self.ckpt_taken += 1
             ticket = self.ckpt_taken
@@ -351,21 +412,39 @@ class TraceWriter:
         return self.ckpt_pool.submit(self._finish_checkpoint, ticket, snapshot, covered)
 
     def _finish_checkpoint(self, ticket: int, snapshot: dict, covered: int | None) -> None:
+        rows = None
         try:
-            rows = self._write_segments(snapshot)
-            with self.cond:
-                while self.ckpt_registered != ticket - 1:  # the earlier checkpoints first
-                    self._check()
-                    self.cond.wait(0.05)
-                self.store.catalog.register_segments(self.trace_id, rows, wal_covered=covered)
-                del self.inflight[ticket]
-                self.ckpt_registered = ticket
-                self.tail_version += 1
-                self.cond.notify_all()
+            while True:
+                try:
+                    if rows is None:
+                        rows = self._write_segments(snapshot)
+                    with self.cond:
+                        while self.ckpt_registered != ticket - 1:  # the earlier checkpoints first
+                            self._check()
+                            self.cond.wait(0.05)
+                        self.store.catalog.register_segments(self.trace_id, rows, wal_covered=covered)
+                        del self.inflight[ticket]
+                        self.ckpt_registered = ticket
+                        self.tail_version += 1
+                        resumed = self.disk_full is not None
+                        self.disk_full = None
+                        self.cond.notify_all()
+                    if resumed:
+                        log.warning("trace %s: checkpoints register again (disk space is back)", self.trace_name)
+                        self.store.ensure_reserve()
+                    break
+                except BaseException as e:
+                    if not is_disk_full(e) or self._stop or self.error is not None:
+                        raise
+                    # The rows stay in the snapshot (and the WAL): try again once there is room.
+                    self._note_disk_full(e)
+                    self._wait_retry()
         except BaseException as e:
+            if rows:  # written but never registered: orphans holding space
+                for r in rows:
+                    (self.root / r["path"]).unlink(missing_ok=True)
             # Later checkpoints must not register over this one's WAL file: the writer stops.
-            if self.error is None:
-                self._fail(e)
+            self._fail(e)
             raise
         if covered is not None:
             for n in walmod.wal_numbers(self.wal_dir):
@@ -398,19 +477,66 @@ class TraceWriter:
                                     0, not self.opts.drop_written_pages))
             for name, t, order, a, b in jobs
         ]
-        out = []
+        out, error = [], None
         for name, f in futures:
-            row = f.result()
+            try:
+                row = f.result()
+            except BaseException as e:  # the other parts finish first: their files are removed below
+                error = error or e
+                continue
             row["event_type"] = name
             out.append(row)
+        if error is not None:
+            for r in out:
+                (self.root / r["path"]).unlink(missing_ok=True)
+            raise error
         return out
 
+    def _note_disk_full(self, e: BaseException) -> None:
+        """Enter (or stay in) the disk-full state: appends past the back-pressure limit and
+        `flush()` are refused; the trace is marked incomplete while its rows wait."""
+        first = self.disk_full is None
+        self.full_failures += 1
+        where = "the WAL" if self.wal is not None else "memory (fsync=off)"
+        self.disk_full = DiskFull(f"no space left to checkpoint (rows wait in {where}; retried every "
+                                  f"{self.opts.disk_full_retry_s:g} s): {e}")
+        self.disk_full.__cause__ = e
+        if not first:
+            return
+        # (an import - no WAL - is rolled back and says so itself)
+        log.log(logging.WARNING if self.wal is not None else logging.INFO, "trace %s: %s", self.trace_name,
+                self.disk_full)
+        reason = (f"{INCOMPLETE_CHECKPOINT} since {time.strftime('%Y-%m-%d %H:%M:%S')}: rows appended after "
+                  f"the last checkpoint are only in {where}")
+        try:
+            self.store.catalog_write(lambda: self.store.catalog.set_incomplete(self.trace_id, reason))
+        except Exception as mark_error:  # the catalog's disk may be the full one: the state is in memory too
+            log.warning("trace %s: could not mark it incomplete: %s", self.trace_name, mark_error)
+
+    def _wait_retry(self) -> None:
+        """Wait `disk_full_retry_s`, or less when flush() asks for an attempt now."""
+        deadline = time.monotonic() + self.opts.disk_full_retry_s
+        with self.cond:
+            kicks = self.full_kicks
+            while (not self._stop and self.error is None and self.full_kicks == kicks
+                   and (left := deadline - time.monotonic()) > 0):
+                self.cond.wait(min(left, 0.25))
+
     def flush(self) -> None:
-        """Checkpoint everything appended so far and wait until it is registered."""
+        """Checkpoint everything appended so far and wait until it is registered.
+
+        Raises DiskFull when that finds the disk full: the checkpoints waiting for space try once
+        more at once (not at their next retry), and a failure of that attempt is the answer."""
         self._check()
-        self._checkpoint()
-        with self.cond:  # nothing was buffered: still wait for the checkpoints under way
+        with self.cond:  # checkpoints waiting for space try again now: it may be back
+            failures = self.full_failures
+            self.full_kicks += 1
+            self.cond.notify_all()
+        self._start_checkpoint(fail_after=failures)
+        with self.cond:  # this checkpoint and every one before it
             while self.inflight and self.error is None:
+                if self.full_failures > failures:
+                    raise self._refuse_full("flush")
                 self.cond.wait(0.05)
         self._check()
         self.maybe_compact()  # an explicit flush leaves the trace as tidy as the policy asks
@@ -445,8 +571,11 @@ class TraceWriter:
                 return
             try:
                 self.maybe_compact()
-            except BaseException as e:  # surfaced to the next append / flush
-                self._fail(e)
+            except BaseException as e:
+                if is_disk_full(e):  # a merge needs room for its output: the inputs stay, tried later
+                    log.warning("trace %s: compaction skipped: %s", self.trace_name, e)
+                    continue
+                self._fail(e)  # surfaced to the next append / flush
                 return
 
     def compact_rows(self, et: EventType) -> int:
@@ -486,9 +615,13 @@ class TraceWriter:
                 row = write_segment(self.root, f"{self.trace_dir}/segments/{name}", table,
                                     level=1 + max(s.level for s in g), keep_cached=not self.opts.drop_written_pages)
                 row["event_type"] = name
-                with self.cond:
-                    cat.register_segments(self.trace_id, [row], retire=[s.id for s in g])
-                    self.tail_version += 1
+                try:
+                    with self.cond:
+                        cat.register_segments(self.trace_id, [row], retire=[s.id for s in g])
+                        self.tail_version += 1
+                except BaseException:
+                    (self.root / row["path"]).unlink(missing_ok=True)  # never registered
+                    raise
                 merged += len(g)
         return merged
 
