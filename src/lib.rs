@@ -20,6 +20,7 @@
 //! - [`hist`]: bpftrace `hist`/`lhist` bucket rules and counting.
 //! - [`httpfront`]: the HTTP/1.1 front end of the ingest server (sockets, framing, limits).
 //! - [`density`]: events per time bin over sorted timestamp streams.
+//! - [`replay`]: IO trace replay (plan from a strace trace, timed multi-threaded run).
 //! - `py`: the PyO3 glue (only with the default `python` feature), one file per
 //!   concern, registered below.
 //!
@@ -39,6 +40,7 @@ pub mod lineproto;
 pub mod loadgen;
 pub mod order;
 pub mod parse;
+pub mod replay;
 pub mod rng;
 pub mod seqnum;
 pub mod spans;
