@@ -71,5 +71,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     py::paje::register(m)?;
     py::httpfront::register(m)?;
     py::commit::register(m)?;
+    py::replay::register(m)?;
     Ok(())
 }

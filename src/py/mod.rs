@@ -13,5 +13,6 @@ pub mod lineproto;
 pub mod loadgen;
 pub mod paje;
 pub mod probe;
+pub mod replay;
 pub mod strace;
 pub mod tod;

@@ -529,3 +529,39 @@ pub fn prepare(plan: &Plan, roots: &[Root], cold: bool) -> Vec<super::fsroot::Pr
 pub fn root_bytes(root: &Root) -> Vec<u8> {
     root.path().as_os_str().as_bytes().to_vec()
 }
+
+/// The peer `tracehouse bench replay` measures the replayer against: the same preads in
+/// a bare loop (no schedule, no dependencies, no records), `threads` threads, thread `t`
+/// on `paths[t % paths.len()]` reading `size` bytes at its share of `offsets`. Returns
+/// the wall seconds from a common start to the last thread's end.
+pub fn raw_preads(paths: &[std::path::PathBuf], offsets: &[i64], size: usize, threads: usize) -> io::Result<f64> {
+    use std::os::unix::fs::FileExt;
+    let threads = threads.max(1);
+    let files = (0..threads).map(|t| std::fs::File::open(&paths[t % paths.len()])).collect::<io::Result<Vec<_>>>()?;
+    let per = offsets.len().div_ceil(threads);
+    let barrier = std::sync::Barrier::new(threads + 1);
+    let t0 = std::sync::Mutex::new(0i64);
+    let ends: Vec<i64> = std::thread::scope(|s| {
+        let hs: Vec<_> = files
+            .iter()
+            .enumerate()
+            .map(|(t, f)| {
+                let chunk = &offsets[(t * per).min(offsets.len())..((t + 1) * per).min(offsets.len())];
+                let barrier = &barrier;
+                s.spawn(move || {
+                    let mut buf = vec![0u8; size];
+                    barrier.wait();
+                    for &off in chunk {
+                        let _ = f.read_at(&mut buf, off as u64);
+                    }
+                    now()
+                })
+            })
+            .collect();
+        barrier.wait();
+        *t0.lock().unwrap() = now();
+        hs.into_iter().map(|h| h.join().unwrap_or(0)).collect()
+    });
+    let start = *t0.lock().unwrap();
+    Ok((ends.into_iter().max().unwrap_or(start) - start) as f64 / 1e9)
+}

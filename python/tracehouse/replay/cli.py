@@ -71,3 +71,179 @@ def register(commands) -> None:
     sp.add_argument("--fsync", choices=("always", "batch", "off"), default="off",
                     help="durability while capturing (default off: the trace is durable when the capture ends)")
     sp.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the command and its arguments")
+    register_replay(commands)
+    register_extrapolate(commands)
+
+
+# -- tracehouse replay / extrapolate / bench replay ----------------------------------------
+
+
+def cmd_replay(args) -> int:
+    from ..cli import emit_json, err, human_bytes, open_store, out, progress_bar
+    from .replay import replay
+
+    with open_store(args, write=True) as s:
+        with progress_bar("replaying", None, enabled=not args.json and sys.stderr.isatty()) as adv:
+            r = replay(s, args.trace, args.root, maps=args.map or (), only=args.only or (), timing=args.timing,
+                       copies=args.copies, name=args.name, cold=args.cold, force=args.force, spin_us=args.spin_us,
+                       progress=adv)
+    if args.json:
+        emit_json(r.to_json())
+        return 0 if r.summary["complete"] else 1
+    from rich.markup import escape
+    from rich.table import Table
+
+    sm = r.summary
+    ratio = f", ratio {sm['length_ratio']:.4f}" if sm.get("length_ratio") else ""
+    out.print(f"replayed [bold]{escape(r.source)}[/bold]: {sm['ops']:,} calls, {sm['threads']} threads x "
+              f"{sm['copies']} copies, timing {sm['timing']}, in {sm['seconds']:.3f} s "
+              f"(trace {sm['original_seconds']:.3f} s{ratio})" + ("" if sm["complete"] else " [red]incomplete[/red]"))
+    out.print(f"stored as [bold]{escape(r.trace)}[/bold] (processed result {r.result_id}); root {escape(sm['root'])}")
+    out.print(f"throughput {sm['ops_per_s']:,.0f} calls/s, {sm['mb_per_s']:,.2f} MB/s ({human_bytes(sm['bytes'])}); "
+              f"errors {sm['errors']:,} ({sm['divergent']:,} differ from the trace), "
+              f"refused outside the root {sm['refused_outside_root']:,}")
+    t = Table(show_edge=False, header_style="bold", title="latency (µs)", title_justify="left")
+    for c in ("class", "calls", "p50", "p90", "p99", "max", "mean"):
+        t.add_column(c, justify="left" if c == "class" else "right")
+    for cls, q in [("all", sm["latency_us"] | {"ops": sm["ops"]}), *sm["latency_by_class_us"].items()]:
+        t.add_row(cls, f"{q.get('ops', 0):,}", *(f"{q.get(k, 0):,.1f}" for k in ("p50", "p90", "p99", "max", "mean")))
+    out.print(t)
+    if sm["lag_us"]:
+        q = sm["lag_us"]
+        out.print(f"issue-time error (µs): p50 {q['p50']:.1f}, p90 {q['p90']:.1f}, p99 {q['p99']:.1f}, "
+                  f"max {q['max']:.1f} (spin {sm['spin_us']:.0f} µs; absolute sleeps wake p90 "
+                  f"{sm['wakeup_late_us']['p90']:.0f} µs late here)")
+    u = sm["utilisation"]
+    dev = (f"device {sm['device']} busy {u['device_util'] * 100:.1f} %, " if "device_util" in u else "no block device, ")
+    out.print(f"{dev}CPU {u['cpu_util'] * 100:.1f} % of {sm['cores']} cores (replayer {u['replay_cpu_cores']:.2f} "
+              f"cores), load average {sm['loadavg'][0]:.2f}")
+    if sm["skipped"]:
+        out.print("skipped: " + ", ".join(f"{k} {v:,}" for k, v in sorted(sm["skipped"].items(), key=lambda x: -x[1])))
+    if sm["prepare"]["error_count"]:
+        err.print(f"[yellow]{sm['prepare']['error_count']} paths could not be prepared[/yellow] (first: "
+                  + "; ".join(f"{escape(p)}: {escape(m)}" for p, m in sm["prepare"]["errors"][:3]) + ")")
+    out.print(f"query it: tracehouse query 'SELECT kind, count(*), median(dur) FROM \"{r.trace}\".op GROUP BY kind'")
+    return 0 if sm["complete"] else 1
+
+
+def register_replay(commands) -> None:
+    sp = commands.add("replay", cmd_replay,
+                      "replay a strace trace's IO under --root with its timing and threads; store every call")
+    sp.add_argument("trace", help="a strace trace (tracehouse capture / import strace)")
+    sp.add_argument("--root", required=True,
+                    help="target directory: every file goes under it (/a/b -> ROOT/a/b unless --map)")
+    sp.add_argument("--map", action="append", metavar="OLD=NEW",
+                    help="traced paths under OLD go to ROOT/NEW (repeatable; longest OLD wins)")
+    sp.add_argument("--only", action="append", metavar="PREFIX",
+                    help="replay only calls on traced paths under PREFIX (repeatable)")
+    sp.add_argument("--timing", default="original",
+                    help="original (the traced times) | scale:X (X times as fast) | think[:X] (traced think "
+                         "times after each replayed call ends) | asap")
+    sp.add_argument("--copies", type=int, default=1,
+                    help="replay K independent copies at once (own files under ROOT/copy-<k>, own threads)")
+    sp.add_argument("--name", help="name of the stored replay (default TRACE:replay-N)")
+    sp.add_argument("--cold", action="store_true",
+                    help="drop the prepared files from the page cache first (reads reach the device)")
+    sp.add_argument("--force", action="store_true",
+                    help="use a non-empty --root that no replay made (its files may be resized or removed)")
+    sp.add_argument("--spin-us", type=float, help="spin before each planned time, µs (default: calibrated)")
+
+
+def cmd_extrapolate(args) -> int:
+    from pathlib import Path
+
+    from ..cli import emit_json, open_store, out
+    from ..errors import BadInput
+    from . import extrapolate as ex
+    from .replay import runs as replay_runs
+
+    if Path(args.input).exists():
+        runs = ex.read_runs(args.input)
+    else:
+        with open_store(args) as s:
+            runs = ex.runs_from_replays(replay_runs(s, args.input), args.input)
+    models = [m.strip() for m in args.models.split(",") if m.strip()]
+    at = None
+    if args.at:
+        try:
+            at = [float(v) for v in args.at.split(",")]
+        except ValueError:
+            raise BadInput(f"--at {args.at!r}", expected="comma-separated concurrencies, e.g. 8,16,32") from None
+    result = ex.extrapolate(runs, models=models, holdout=args.holdout, at=at, util_bound=args.max_util,
+                            rt_bound=args.max_rt)
+    data = result.to_json()
+    if args.plot:
+        data["plot"] = str(ex.plot(result, args.plot))
+    if args.json:
+        emit_json(data)
+        return 0
+    from rich.table import Table
+
+    out.print(f"[bold]{data['source']}[/bold]: {len(data['runs'])} runs, fitted on concurrency "
+              f"{', '.join(f'{n:g}' for n in data['fitted_on'])}"
+              + (f", held out {', '.join(f'{n:g}' for n in data['held_out'])}" if data["held_out"] else ""))
+    t = Table(show_edge=False, header_style="bold", title="measured", title_justify="left")
+    cols = ["concurrency", "throughput/s", "response ms"] + [f"util {k} %" for k in runs.util]
+    for c in cols:
+        t.add_column(c, justify="right")
+    for r in data["runs"]:
+        rt = r["response_time"]
+        t.add_row(f"{r['concurrency']:g}", f"{r['throughput']:,.1f}", "" if rt is None else f"{rt * 1e3:.3f}",
+                  *(f"{r[f'util_{k}'] * 100:.1f}" for k in runs.util))
+    out.print(t)
+    for m, p in data["models"].items():
+        out.print(f"[bold]{m}[/bold]: " + ", ".join(f"{k} {_fmt(v)}" for k, v in p.items()))
+    for m, e in data["model_errors"].items():
+        out.print(f"[yellow]{m} not fitted[/yellow]: {e}")
+    t = Table(show_edge=False, header_style="bold", title="predicted", title_justify="left")
+    t.add_column("concurrency", justify="right")
+    for m in data["models"]:
+        t.add_column(f"{m} X/s", justify="right")
+        t.add_column(f"{m} R ms", justify="right")
+    for row in data["predictions"]:
+        cells = [f"{row['concurrency']:g}"]
+        for m in data["models"]:
+            p = row[m]
+            mark = "" if p["in_range"] else "*"
+            cells += [f"{p['throughput']:,.1f}{mark}", "" if p["response_time"] is None
+                      else f"{p['response_time'] * 1e3:.3f}"]
+        t.add_row(*cells)
+    out.print(t)
+    if any(not row[m]["in_range"] for row in data["predictions"] for m in data["models"] if m == "perfext"):
+        out.print("* beyond 90 % of PerfExt's maximum throughput, where the method stops")
+    for m, b in data["bounds"].items():
+        u = f"{b['util_bound'] * 100:.0f} % {b['resource']} at concurrency {b['util']}" if b["util"] else \
+            f"no resource reaches {b['util_bound'] * 100:.0f} %"
+        r = "" if b["rt_bound"] is None else (f"; R reaches {b['rt_bound'] * 1e3:g} ms at {b['rt']}" if b["rt"]
+                                              else f"; R stays under {b['rt_bound'] * 1e3:g} ms")
+        out.print(f"{m}: {u}{r}")
+    for h in data["holdout"]:
+        out.print(f"held out concurrency {h['concurrency']:g} ({h['ratio_to_fitted_max']:.1f}x the fitted maximum), "
+                  f"measured {h['measured']['throughput']:,.1f}/s: " + ", ".join(
+                      f"{m} {h[m]['throughput']:,.1f} ({h[m]['throughput_error'] * 100:+.1f} %)"
+                      for m in data["models"]))
+    if args.plot:
+        out.print(f"plot: {data['plot']}")
+    return 0
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{k}: {_fmt(x)}" for k, x in v.items()) + "}"
+    return str(v)
+
+
+def register_extrapolate(commands) -> None:
+    sp = commands.add("extrapolate", cmd_extrapolate,
+                      "fit PerfExt, USL and MVA to measured runs and predict higher concurrency")
+    sp.add_argument("input", help="a CSV/Parquet/JSON of runs (concurrency, throughput, response_time, "
+                                  "util_<resource>), or a trace whose replays to use")
+    sp.add_argument("--models", default="perfext,usl,mva", help="comma-separated: perfext, usl, mva")
+    sp.add_argument("--holdout", type=int, nargs="?", const=1, default=0, metavar="K",
+                    help="leave the K highest-concurrency runs out of the fit and report the errors on them")
+    sp.add_argument("--at", help="concurrencies to predict (default: the runs', and 2x, 4x, 8x the highest)")
+    sp.add_argument("--max-util", type=float, default=0.9, help="utilisation bound to report (default 0.9)")
+    sp.add_argument("--max-rt", type=float, help="response-time bound to report, seconds")
+    sp.add_argument("--plot", metavar="PNG", help="write measured points and model curves")
