@@ -73,6 +73,7 @@ def register(commands) -> None:
     sp.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the command and its arguments")
     register_replay(commands)
     register_extrapolate(commands)
+    register_bench(commands)
 
 
 # -- tracehouse replay / extrapolate / bench replay ----------------------------------------
@@ -157,8 +158,9 @@ def cmd_extrapolate(args) -> int:
     from . import extrapolate as ex
     from .replay import runs as replay_runs
 
-    if Path(args.input).exists():
-        runs = ex.read_runs(args.input)
+    p = Path(args.input)
+    if p.exists() or p.suffix in (".csv", ".parquet", ".json") or "/" in args.input:
+        runs = ex.read_runs(p)
     else:
         with open_store(args) as s:
             runs = ex.runs_from_replays(replay_runs(s, args.input), args.input)
@@ -247,3 +249,37 @@ def register_extrapolate(commands) -> None:
     sp.add_argument("--max-util", type=float, default=0.9, help="utilisation bound to report (default 0.9)")
     sp.add_argument("--max-rt", type=float, help="response-time bound to report, seconds")
     sp.add_argument("--plot", metavar="PNG", help="write measured points and model curves")
+
+
+def cmd_bench_replay(args) -> int:
+    from ..bench import replay as bench
+    from ..cli import emit_json, err, out
+
+    quiet = args.json
+
+    def progress(msg: str) -> None:
+        if not quiet:
+            err.print(msg, highlight=False)
+
+    r = bench.run(iops=args.iops, seconds=args.seconds, threads=args.threads, asap_ops=args.asap_ops,
+                  asap_threads=args.asap_threads, real=not args.no_real, cycles=args.cycles, seeds=args.seeds,
+                  workdir=args.workdir, progress=progress)
+    if args.json:
+        emit_json(r)
+    else:
+        out.print(bench.render(r), highlight=False)
+    return 0
+
+
+def register_bench(commands) -> None:
+    sp = commands.bench("replay", cmd_bench_replay,
+                        "replay: issue-time error at 10,000 IOPS, asap calls/s and overhead, extrapolation errors")
+    sp.add_argument("--iops", type=float, default=10_000)
+    sp.add_argument("--seconds", type=float, default=5.0, help="length of the timed trace")
+    sp.add_argument("--threads", type=int, default=4, help="threads of the timed trace")
+    sp.add_argument("--asap-ops", type=int, default=2_000_000, help="preads of the asap trace (all threads)")
+    sp.add_argument("--asap-threads", type=int, help="threads of the asap trace (default: the CPU count)")
+    sp.add_argument("--no-real", action="store_true", help="skip the real device-bound replay runs")
+    sp.add_argument("--cycles", type=int, default=60, help="write+fdatasync cycles per thread in the real runs")
+    sp.add_argument("--seeds", type=int, default=5, help="noise draws per synthetic system")
+    sp.add_argument("--workdir", help="where the store and replay roots go (default: a temporary directory)")

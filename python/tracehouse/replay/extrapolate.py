@@ -379,6 +379,8 @@ class MVA(Model):
     """Exact MVA of a closed network (module documentation)."""
 
     name = "mva"
+    # Largest population solved (the recursion is linear in it).
+    MAX_POPULATION = 200_000
 
     def fit(self, runs: Runs) -> "MVA":
         self._common(runs)
@@ -397,32 +399,39 @@ class MVA(Model):
 
             def err(d0):
                 self.d0 = d0
+                self._cache = None
                 return float(np.sum(((self._x(pop) - runs.x) / runs.x) ** 2))
             d0 = _golden(err, 0.0, hi)
             e = err(d0)
             if e < best[0]:
                 best = (e, z, d0)
         _, self.z, self.d0 = best
+        self._cache = None
         return self
 
     def _x(self, pop: np.ndarray) -> np.ndarray:
-        """Throughput at each (integer-rounded) population by the exact MVA recursion."""
+        """Throughput at each population (fractional: linear between neighbours) by the exact
+        MVA recursion, continued from where the last call stopped."""
+        pop = np.minimum(np.asarray(pop, np.float64), self.MAX_POPULATION)
         nmax = int(math.ceil(float(np.max(pop))))
         names = list(self.d)
         c = np.array([max(1, self.servers.get(k, 1)) for k in names], np.float64)
         dk = np.array([self.d[k] for k in names])
         dq = dk / c  # Seidmann: queueing part
         delay = self.d0 + float(np.sum(dk - dq)) + (self.z or 0.0)
-        q = np.zeros(len(names))
-        xs = np.zeros(nmax + 1)
-        for m in range(1, nmax + 1):
+        if getattr(self, "_cache", None) is None:
+            self._cache = (np.zeros(len(names)), [0.0])
+        q, xl = self._cache
+        for m in range(len(xl), nmax + 1):
             rk = dq * (1 + q)
             x = m / (delay + rk.sum())
             q = x * rk
-            xs[m] = x
+            xl.append(x)
+        self._cache = (q, xl)
+        xs = np.asarray(xl)
         # Fractional populations: linear between neighbours.
         lo = np.floor(pop).astype(int)
-        hi = np.minimum(lo + 1, nmax)
+        hi = np.minimum(lo + 1, len(xs) - 1)
         f = pop - lo
         return xs[np.maximum(lo, 0)] * (1 - f) + xs[hi] * f
 
@@ -516,31 +525,48 @@ def _golden(f: Callable[[float], float], lo: float, hi: float, tol: float = 1e-1
 
 
 def crossing(model: Model, *, util_bound: float = UTIL_BOUND, rt_bound: float | None = None,
-             start: float = 1.0, limit: float = 1e6) -> dict:
+             limit: float = 1e6) -> dict:
     """The smallest integer concurrency at which any utilisation reaches `util_bound` (and the
-    resource), and at which R reaches `rt_bound`; None when not within `limit`."""
+    resource), and at which R reaches `rt_bound`; None when not within `limit`. Scanned in
+    blocks of a grid (every integer to 64, then 5 % steps), refined to the integer, stopping
+    once both are found (MVA's cost grows with the largest concurrency asked)."""
     out: dict = {"util_bound": util_bound, "util": None, "resource": None, "rt_bound": rt_bound, "rt": None}
-    n = 1.0
-    grid = []
+    grid, n = [], 1.0
     while n <= limit:
         grid.append(n)
         n = n + 1 if n < 64 else math.ceil(n * 1.05)
     g = np.array(grid)
-    p = model.predict(g)
-    for k, u in p.util.items():
-        hit = np.nonzero(u >= util_bound)[0]
-        if len(hit):
-            i = _refine(model, g, hit[0], lambda q, k=k: q.util[k][0] >= util_bound)
-            if out["util"] is None or i < out["util"]:
-                out["util"], out["resource"] = i, k
-    if rt_bound is not None and not np.all(np.isnan(p.r)):
-        hit = np.nonzero(p.r >= rt_bound)[0]
-        if len(hit):
-            out["rt"] = _refine(model, g, hit[0], lambda q: q.r[0] >= rt_bound)
+    want_rt = rt_bound is not None
+    prev = 0
+    for end in range(64, len(g) + 64, 64):
+        block = g[prev:end]
+        if not len(block):
+            break
+        p = model.predict(block)
+        for k, u in p.util.items():
+            hit = np.nonzero(u >= util_bound)[0]
+            if len(hit) and out["util"] is None:
+                i = _refine(model, g, prev + hit[0], lambda q, k=k: q.util[k][0] >= util_bound)
+                best = [(i, k)]
+                for k2, u2 in p.util.items():  # another resource may cross in the same step
+                    if k2 != k and np.any(u2[: hit[0] + 1] >= util_bound):
+                        best.append((_refine(model, g, prev + int(np.argmax(u2 >= util_bound)),
+                                             lambda q, k2=k2: q.util[k2][0] >= util_bound), k2))
+                out["util"], out["resource"] = min(best)
+        if want_rt and out["rt"] is None and not np.all(np.isnan(p.r)):
+            hit = np.nonzero(p.r >= rt_bound)[0]
+            if len(hit):
+                out["rt"] = _refine(model, g, prev + hit[0], lambda q: q.r[0] >= rt_bound)
+        if out["util"] is not None and (not want_rt or out["rt"] is not None):
+            break
+        if isinstance(model, MVA) and block[-1] * model.customers > MVA.MAX_POPULATION:
+            break
+        prev = end
     return out
 
 
 def _refine(model: Model, g: np.ndarray, i: int, test) -> int:
+    """The first integer concurrency in (g[i-1], g[i]] passing `test`."""
     lo = int(g[i - 1]) if i > 0 else 0
     for n in range(lo + 1, int(g[i]) + 1):
         if test(model.predict([n])):
