@@ -65,6 +65,7 @@ def test_replay_of_a_captured_program(captured, capsys):
     assert snapshot(base, (root, store)) == before
     # the issue-time error of every call is recorded, never negative
     assert set(sm["lag_us"]) >= {"p50", "p99", "max"}
+    assert sm["on_time_share"] > 0 and set(sm["issue_error_us"]) >= {"p50", "p99", "max"}
     import tracehouse
 
     with tracehouse.open(store, readonly=True) as s:

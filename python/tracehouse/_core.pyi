@@ -496,3 +496,87 @@ class HttpFront:
     def close(self) -> None: ...
     def stats(self) -> dict[str, int]:
         """connections, refused_connections, overload_refusals, requests, inflight_bytes."""
+
+REPLAY_KINDS: Final[list[str]]
+"""Names of the replayed operation kinds, by the `kind` code of `ReplayPlan.op_columns`."""
+
+REPLAY_SKIP_REASONS: Final[list[str]]
+"""Why a traced call is not replayed, by the `reason` code of `ReplayPlan.skip_columns`."""
+
+class ReplayPlan:
+    """A replay plan built from a strace trace's `syscall` table (src/replay/plan.rs).
+
+    ``batches``: the table in ts order with columns ts, dur, producer, name, fd, path, path2,
+    pos, size, ret, errno, flags, args (types as stored). ``process_of``: thread producer ->
+    process producer; ``parent_of``: process -> forking process. ``maps``: (OLD, NEW) prefix
+    rules (NEW relative to the root); ``only``: traced path prefixes to keep. Raises
+    ValueError for a bad rule or a column of the wrong type. Building runs without the GIL.
+    """
+
+    def __init__(
+        self,
+        batches: list[pa.RecordBatch],
+        process_of: dict[int, int],
+        parent_of: dict[int, int],
+        maps: list[tuple[str, str]] = ...,
+        only: list[str] = ...,
+    ) -> None: ...
+    def stats(self) -> dict:
+        """rows, ops, threads, slots, dependencies, span_ns, t_start, ops_by_kind,
+        skipped_by_reason, prepare {dirs, files, bytes, absent}."""
+        ...
+    def threads(self) -> list[int]:
+        """Producer id of each plan thread."""
+        ...
+    def paths(self) -> list[str]:
+        """Mapped paths (relative to a copy's root), by path id."""
+        ...
+    def prep(self) -> list[tuple[str, str, int]]:
+        """What the target gets before the run: (dir | file | absent, path, size)."""
+        ...
+    def op_columns(self) -> dict[str, pa.Array]:
+        """Per op in (thread, index) order: thread, src (input row), kind, path (-1: none), at (ns), deps."""
+        ...
+    def skip_columns(self) -> dict[str, pa.Array]:
+        """Per skipped row: src (input row), reason (index into REPLAY_SKIP_REASONS)."""
+        ...
+    def prepare(self, root: str, copies: int = 1, cold: bool = False) -> list[dict]:
+        """Prepares each copy's root (root itself for one, root/copy-<k> for several): per copy
+        dirs, files, kept, bytes, removed, errors [(path, message)]. OSError if the root cannot
+        be opened."""
+        ...
+    def start(
+        self,
+        root: str,
+        copies: int = 1,
+        timing: str = "original",
+        speed: float = 1.0,
+        spin_ns: int | None = None,
+        lead_ns: int = 20_000_000,
+        realtime: bool = False,
+    ) -> ReplayRun:
+        """Starts the workers (timing: original | think | asap | relative). ValueError for a bad
+        timing, speed or copy count, or more than 4096 threads."""
+        ...
+
+class ReplayRun:
+    """A replay running in its own threads; `result()` joins them."""
+
+    def done_ops(self) -> int: ...
+    def wait(self, timeout: float) -> bool:
+        """True once every worker has ended (waits up to `timeout` seconds, GIL released)."""
+        ...
+    def cancel(self) -> None: ...
+    def info(self) -> dict:
+        """t0 (monotonic ns), wall0 (epoch ns), spin_ns, late_p50_ns, late_p90_ns, slack_ok, realtime."""
+        ...
+    def result(self) -> dict:
+        """Joins; per replayed call in (copy, thread, index) order: copy, thread, op, planned (epoch
+        ns, null for asap), issue (epoch ns), latency, lag (null for asap), ret, errno (0 ok), wait,
+        ready (bool: ready before the planned time, so lag is the timer's error);
+        plus cancelled and realtime. RuntimeError if taken twice."""
+        ...
+
+def replay_raw_preads(paths: list[str], offsets: pa.Int64Array, size: int, threads: int) -> float:
+    """The replay benchmark's peer: the preads in a bare loop over `threads` threads; wall seconds."""
+    ...

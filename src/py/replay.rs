@@ -279,7 +279,8 @@ impl PyReplayPlan {
 
     /// Starts the replay: timing "original" | "think" | "asap" | "relative", speed factor,
     /// spin window (None: calibrated), lead time before the schedule's zero.
-    #[pyo3(signature = (root, copies=1, timing="original", speed=1.0, spin_ns=None, lead_ns=20_000_000))]
+    #[pyo3(signature = (root, copies=1, timing="original", speed=1.0, spin_ns=None, lead_ns=20_000_000, realtime=false))]
+    #[allow(clippy::too_many_arguments)]
     fn start(
         &self,
         py: Python<'_>,
@@ -289,6 +290,7 @@ impl PyReplayPlan {
         speed: f64,
         spin_ns: Option<i64>,
         lead_ns: i64,
+        realtime: bool,
     ) -> PyResult<PyReplayRun> {
         let timing = match timing {
             "original" => Timing::Original(speed),
@@ -303,7 +305,7 @@ impl PyReplayPlan {
             return Err(PyValueError::new_err("copies: expected at least 1"));
         }
         let plan = self.plan.clone();
-        let cfg = RunConfig { copies, timing, spin_ns, lead_ns };
+        let cfg = RunConfig { copies, timing, spin_ns, lead_ns, realtime };
         let runner = py.detach(move || {
             let roots = run::copy_roots(&root, copies)?;
             Runner::start(plan.clone(), roots, &cfg)
@@ -366,6 +368,7 @@ impl PyReplayRun {
         d.set_item("late_p50_ns", i.late_p50)?;
         d.set_item("late_p90_ns", i.late_p90)?;
         d.set_item("slack_ok", i.slack_ok)?;
+        d.set_item("realtime", self.with(|r| r.realtime())?)?;
         Ok(d)
     }
 
@@ -373,7 +376,7 @@ impl PyReplayRun {
     /// call in (copy, thread, index) order: copy, thread, op (index into the plan's
     /// `op_columns`), planned (epoch ns; null for asap), issue (epoch ns), latency (ns),
     /// lag (issue minus planned, ns; null for asap), ret, errno (0 = ok), wait (ns on
-    /// dependencies); and `cancelled`.
+    /// dependencies), ready (the worker was ready before the planned time); and `cancelled`.
     fn result<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let runner = self
             .runner
@@ -383,6 +386,7 @@ impl PyReplayRun {
             .ok_or_else(|| PyRuntimeError::new_err("the replay's result was already taken"))?;
         let info = runner.info;
         let cancelled = runner.cancelled();
+        let realtime = runner.realtime();
         let recs = py.detach(move || runner.join());
         let mut offsets = Vec::with_capacity(self.plan.threads.len());
         let mut acc = 0i64;
@@ -401,6 +405,7 @@ impl PyReplayRun {
         let mut ret = Vec::with_capacity(n);
         let mut errno = Vec::with_capacity(n);
         let mut wait = Vec::with_capacity(n);
+        let mut ready = Vec::with_capacity(n);
         let wall = |t: i64| info.wall0 + (t - info.t0);
         for (c, threads) in recs.iter().enumerate() {
             for (t, rs) in threads.iter().enumerate() {
@@ -416,6 +421,7 @@ impl PyReplayRun {
                     ret.push(r.ret);
                     errno.push(r.errno);
                     wait.push(r.wait);
+                    ready.push(r.ready);
                 }
             }
         }
@@ -430,7 +436,9 @@ impl PyReplayRun {
         d.set_item("ret", vec_to_pyarrow::<Int64Type>(py, ret)?)?;
         d.set_item("errno", vec_to_pyarrow::<Int32Type>(py, errno)?)?;
         d.set_item("wait", vec_to_pyarrow::<Int64Type>(py, wait)?)?;
+        d.set_item("ready", super::arrow::bools_to_pyarrow(py, &ready)?)?;
         d.set_item("cancelled", cancelled)?;
+        d.set_item("realtime", realtime)?;
         Ok(d)
     }
 }

@@ -33,6 +33,17 @@ pub fn minimise_timer_slack() -> bool {
     unsafe { libc::prctl(libc::PR_SET_TIMERSLACK, 1 as libc::c_ulong, 0, 0, 0) == 0 }
 }
 
+/// Puts the calling thread under SCHED_FIFO at the lowest real-time priority (`on`), or
+/// back under SCHED_OTHER. False when not permitted (no CAP_SYS_NICE). The kernel's
+/// real-time throttling (sched_rt_runtime_us, 95 % by default) still leaves the rest of
+/// the machine a share should a worker spin.
+pub fn set_realtime(on: bool) -> bool {
+    let param = libc::sched_param { sched_priority: if on { 1 } else { 0 } };
+    let policy = if on { libc::SCHED_FIFO } else { libc::SCHED_OTHER };
+    // SAFETY: param is valid; 0 is the calling thread.
+    unsafe { libc::sched_setscheduler(0, policy, &param) == 0 }
+}
+
 /// Sleeps until monotonic `t` (absolute; returns early on a signal, the caller loops).
 #[inline]
 fn sleep_until(t: i64) {

@@ -65,6 +65,10 @@ pub struct RunConfig {
     pub spin_ns: Option<i64>,
     /// Time from start to the schedule's zero, ns (threads start and settle meanwhile).
     pub lead_ns: i64,
+    /// Run the workers under SCHED_FIFO (lowest real-time priority): a shared machine's
+    /// other runnable threads then no longer delay a wakeup by a time slice. Needs
+    /// CAP_SYS_NICE; without it the run goes on at normal priority and says so.
+    pub realtime: bool,
 }
 
 /// One replayed call.
@@ -82,6 +86,9 @@ pub struct Rec {
     pub errno: i32,
     /// ns spent waiting for dependencies.
     pub wait: i64,
+    /// The worker was ready (previous call done, dependencies met) before the planned
+    /// time: the lag is then the timer's error alone, not the replay running behind.
+    pub ready: bool,
 }
 
 /// Facts about a run's clock.
@@ -99,6 +106,8 @@ pub struct RunInfo {
     pub late_p90: i64,
     /// Whether the timer slack could be set.
     pub slack_ok: bool,
+    /// Whether real-time scheduling was asked for and obtained (by every worker).
+    pub realtime: bool,
 }
 
 /// A worker's two counters, on their own cache line.
@@ -117,6 +126,8 @@ struct Copy {
 
 struct Shared {
     plan: Arc<Plan>,
+    realtime: bool,
+    realtime_failed: AtomicBool,
     paths: Vec<CString>,
     copies: Vec<Copy>,
     stop: AtomicBool,
@@ -215,10 +226,15 @@ impl Runner {
             .map(|p| CString::new(p.as_slice()).map_err(|_| "NUL byte in a path".to_string()))
             .collect::<Result<Vec<_>, _>>()?;
         let slack_ok = clock::minimise_timer_slack();
+        // Calibrate under the scheduling class the workers will have.
+        let rt_here = cfg.realtime && clock::set_realtime(true);
         let (late_p50, late_p90) = match cfg.timing {
             Timing::Asap => (0, 0),
             _ => clock::calibrate(40, 200_000),
         };
+        if rt_here {
+            clock::set_realtime(false);
+        }
         // Spin through the usual lateness plus a margin; bounded both ways (a loaded
         // machine's 10 ms wakeups are not worth a 10 ms spin per call).
         let spin = cfg.spin_ns.unwrap_or_else(|| (late_p90 + 20_000).clamp(20_000, 1_000_000));
@@ -233,8 +249,17 @@ impl Runner {
         let lead = cfg.lead_ns.max(1_000_000) + 100_000 * nthreads as i64;
         let t0 = now() + lead;
         let wall0 = clock::wall() + (t0 - now());
-        let shared =
-            Arc::new(Shared { plan, paths, copies, stop: AtomicBool::new(false), timing: cfg.timing, t0, spin });
+        let shared = Arc::new(Shared {
+            plan,
+            realtime: cfg.realtime,
+            realtime_failed: AtomicBool::new(cfg.realtime && !rt_here),
+            paths,
+            copies,
+            stop: AtomicBool::new(false),
+            timing: cfg.timing,
+            t0,
+            spin,
+        });
         let mut handles = Vec::with_capacity(nthreads);
         for c in 0..cfg.copies {
             for t in 0..shared.plan.threads.len() {
@@ -255,8 +280,13 @@ impl Runner {
                 }
             }
         }
-        let info = RunInfo { t0, wall0, spin, late_p50, late_p90, slack_ok };
+        let info = RunInfo { t0, wall0, spin, late_p50, late_p90, slack_ok, realtime: rt_here };
         Ok(Runner { shared, handles, info })
+    }
+
+    /// Whether every worker ran under real-time scheduling (false when not asked).
+    pub fn realtime(&self) -> bool {
+        self.shared.realtime && !self.shared.realtime_failed.load(Ordering::Relaxed)
     }
 
     /// Calls completed so far, over all threads and copies.
@@ -332,6 +362,9 @@ fn worker(sh: &Shared, copy: usize, thread: usize) -> Vec<Rec> {
     if !relative {
         clock::minimise_timer_slack();
     }
+    if sh.realtime && !clock::set_realtime(true) {
+        sh.realtime_failed.store(true, Ordering::Relaxed);
+    }
     let mut buf = Buf::new(th.max_size.max(0) as usize);
     let mut recs = Vec::with_capacity(th.ops.len());
     clock::wait_until(sh.t0, sh.spin, &sh.stop);
@@ -372,8 +405,12 @@ fn worker(sh: &Shared, copy: usize, thread: usize) -> Vec<Rec> {
                 sh.t0 + op.at
             }
         };
-        if !relative && planned != i64::MIN {
-            clock::wait_until(planned, sh.spin, &sh.stop);
+        let mut ready = false;
+        if planned != i64::MIN {
+            ready = now() < planned;
+            if !relative {
+                clock::wait_until(planned, sh.spin, &sh.stop);
+            }
         }
         let issue = now();
         prog.issued.store(i as u32 + 1, Ordering::Release);
@@ -384,7 +421,7 @@ fn worker(sh: &Shared, copy: usize, thread: usize) -> Vec<Rec> {
         };
         let done = now();
         prog.done.store(i as u32 + 1, Ordering::Release);
-        recs.push(Rec { planned, issue, done, ret, errno: err, wait });
+        recs.push(Rec { planned, issue, done, ret, errno: err, wait, ready });
         prev_done = done;
     }
     recs
@@ -539,9 +576,8 @@ pub fn raw_preads(paths: &[std::path::PathBuf], offsets: &[i64], size: usize, th
     let threads = threads.max(1);
     let files = (0..threads).map(|t| std::fs::File::open(&paths[t % paths.len()])).collect::<io::Result<Vec<_>>>()?;
     let per = offsets.len().div_ceil(threads);
-    let barrier = std::sync::Barrier::new(threads + 1);
-    let t0 = std::sync::Mutex::new(0i64);
-    let ends: Vec<i64> = std::thread::scope(|s| {
+    let barrier = std::sync::Barrier::new(threads);
+    let spans: Vec<(i64, i64)> = std::thread::scope(|s| {
         let hs: Vec<_> = files
             .iter()
             .enumerate()
@@ -551,17 +587,17 @@ pub fn raw_preads(paths: &[std::path::PathBuf], offsets: &[i64], size: usize, th
                 s.spawn(move || {
                     let mut buf = vec![0u8; size];
                     barrier.wait();
+                    let start = now();
                     for &off in chunk {
                         let _ = f.read_at(&mut buf, off as u64);
                     }
-                    now()
+                    (start, now())
                 })
             })
             .collect();
-        barrier.wait();
-        *t0.lock().unwrap() = now();
-        hs.into_iter().map(|h| h.join().unwrap_or(0)).collect()
+        hs.into_iter().map(|h| h.join().unwrap_or((0, 0))).collect()
     });
-    let start = *t0.lock().unwrap();
-    Ok((ends.into_iter().max().unwrap_or(start) - start) as f64 / 1e9)
+    let start = spans.iter().map(|s| s.0).min().unwrap_or(0);
+    let end = spans.iter().map(|s| s.1).max().unwrap_or(0);
+    Ok((end - start) as f64 / 1e9)
 }

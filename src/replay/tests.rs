@@ -60,7 +60,9 @@ fn run(plan: Plan, root: &std::path::Path, copies: usize, timing: Timing) -> Vec
     let roots = copy_roots(root, copies).unwrap();
     let prepared = prepare(&plan, &roots, false);
     assert!(prepared.iter().all(|p| p.errors.is_empty()), "{prepared:?}");
-    let r = Runner::start(plan, roots, &RunConfig { copies, timing, spin_ns: None, lead_ns: 1_000_000 }).unwrap();
+    let r =
+        Runner::start(plan, roots, &RunConfig { copies, timing, spin_ns: None, lead_ns: 1_000_000, realtime: false })
+            .unwrap();
     r.join()
 }
 
@@ -201,8 +203,12 @@ fn a_symlink_planted_in_the_root_does_not_lead_out() {
     let prepared = prepare(&plan, &roots, false);
     // preparing db/evil (a directory on the way) is refused by the kernel, not followed
     assert!(prepared[0].errors.iter().all(|(_, e)| *e == libc::EXDEV || *e == libc::ENOTDIR), "{prepared:?}");
-    let r =
-        Runner::start(plan, roots, &RunConfig { copies: 1, timing: Timing::Asap, spin_ns: None, lead_ns: 0 }).unwrap();
+    let r = Runner::start(
+        plan,
+        roots,
+        &RunConfig { copies: 1, timing: Timing::Asap, spin_ns: None, lead_ns: 0, realtime: false },
+    )
+    .unwrap();
     let recs = r.join();
     let errnos: Vec<i32> = recs[0][0].iter().map(|r| r.errno).collect();
     assert_eq!(errnos, [libc::EXDEV, libc::EBADF, libc::EXDEV, libc::EXDEV]);

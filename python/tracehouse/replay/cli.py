@@ -87,7 +87,7 @@ def cmd_replay(args) -> int:
         with progress_bar("replaying", None, enabled=not args.json and sys.stderr.isatty()) as adv:
             r = replay(s, args.trace, args.root, maps=args.map or (), only=args.only or (), timing=args.timing,
                        copies=args.copies, name=args.name, cold=args.cold, force=args.force, spin_us=args.spin_us,
-                       progress=adv)
+                       realtime=args.realtime, progress=adv)
     if args.json:
         emit_json(r.to_json())
         return 0 if r.summary["complete"] else 1
@@ -109,11 +109,18 @@ def cmd_replay(args) -> int:
     for cls, q in [("all", sm["latency_us"] | {"ops": sm["ops"]}), *sm["latency_by_class_us"].items()]:
         t.add_row(cls, f"{q.get('ops', 0):,}", *(f"{q.get(k, 0):,.1f}" for k in ("p50", "p90", "p99", "max", "mean")))
     out.print(t)
+    if sm["realtime"]["asked"] and not sm["realtime"]["granted"]:
+        err.print("[yellow]--realtime: SCHED_FIFO was refused (needs CAP_SYS_NICE); ran at normal priority[/yellow]")
+    if sm["issue_error_us"]:
+        q = sm["issue_error_us"]
+        out.print(f"issue-time error (µs) of the {sm['on_time_share'] * 100:.1f} % of calls ready on time: "
+                  f"p50 {q['p50']:.1f}, p90 {q['p90']:.1f}, p99 {q['p99']:.1f}, max {q['max']:.1f} "
+                  f"(spin {sm['spin_us']:.0f} µs; absolute sleeps wake p90 {sm['wakeup_late_us']['p90']:.0f} µs "
+                  f"late here)")
     if sm["lag_us"]:
         q = sm["lag_us"]
-        out.print(f"issue-time error (µs): p50 {q['p50']:.1f}, p90 {q['p90']:.1f}, p99 {q['p99']:.1f}, "
-                  f"max {q['max']:.1f} (spin {sm['spin_us']:.0f} µs; absolute sleeps wake p90 "
-                  f"{sm['wakeup_late_us']['p90']:.0f} µs late here)")
+        out.print(f"lag behind the schedule (µs), all calls: p50 {q['p50']:.1f}, p90 {q['p90']:.1f}, "
+                  f"p99 {q['p99']:.1f}, max {q['max']:.1f}")
     u = sm["utilisation"]
     dev = (f"device {sm['device']} busy {u['device_util'] * 100:.1f} %, " if "device_util" in u else "no block device, ")
     out.print(f"{dev}CPU {u['cpu_util'] * 100:.1f} % of {sm['cores']} cores (replayer {u['replay_cpu_cores']:.2f} "
@@ -148,6 +155,9 @@ def register_replay(commands) -> None:
     sp.add_argument("--force", action="store_true",
                     help="use a non-empty --root that no replay made (its files may be resized or removed)")
     sp.add_argument("--spin-us", type=float, help="spin before each planned time, µs (default: calibrated)")
+    sp.add_argument("--realtime", action="store_true",
+                    help="replay threads under SCHED_FIFO (needs CAP_SYS_NICE): neighbours' threads no longer delay "
+                         "a planned call by a time slice")
 
 
 def cmd_extrapolate(args) -> int:
@@ -262,7 +272,8 @@ def cmd_bench_replay(args) -> int:
             err.print(msg, highlight=False)
 
     r = bench.run(iops=args.iops, seconds=args.seconds, threads=args.threads, asap_ops=args.asap_ops,
-                  asap_threads=args.asap_threads, real=not args.no_real, cycles=args.cycles, seeds=args.seeds,
+                  asap_threads=args.asap_threads, real=not args.no_real, cycles=args.cycles, repeat=args.repeat,
+                  seeds=args.seeds,
                   workdir=args.workdir, progress=progress)
     if args.json:
         emit_json(r)
@@ -280,6 +291,7 @@ def register_bench(commands) -> None:
     sp.add_argument("--asap-ops", type=int, default=2_000_000, help="preads of the asap trace (all threads)")
     sp.add_argument("--asap-threads", type=int, help="threads of the asap trace (default: the CPU count)")
     sp.add_argument("--no-real", action="store_true", help="skip the real device-bound replay runs")
-    sp.add_argument("--cycles", type=int, default=60, help="write+fdatasync cycles per thread in the real runs")
+    sp.add_argument("--cycles", type=int, default=300, help="write+fdatasync cycles per thread in the real runs")
+    sp.add_argument("--repeat", type=int, default=3, help="tries per level in the real runs (the median counts)")
     sp.add_argument("--seeds", type=int, default=5, help="noise draws per synthetic system")
     sp.add_argument("--workdir", help="where the store and replay roots go (default: a temporary directory)")

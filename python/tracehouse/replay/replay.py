@@ -75,6 +75,8 @@ EVENT_TYPES = (
         Column("planned", "int64", "ns", "when the schedule said to issue it (epoch ns; null with --timing asap)"),
         Column("lag", "int64", "ns", "issue-time error: actual issue minus planned (null with --timing asap)"),
         Column("wait", "int64", "ns", "time spent waiting for other threads' calls it is ordered after"),
+        Column("on_time", "bool", "", "the thread was ready before the planned time (its previous call done, the "
+               "calls it waits for done): lag is then the timer's error alone, not the replay running behind"),
         Column("source_ts", "int64", "ns", "start of the traced call"),
         Column("source_dur", "int64", "ns", "duration of the traced call"),
         Column("source_ret", "int64", "", "return value in the trace"),
@@ -226,14 +228,15 @@ def _us(d: dict) -> dict:
 
 def replay(store: "Store", trace: str, root: str | os.PathLike, *, maps: Iterable[str] = (), only: Iterable[str] = (),
            timing: str = "original", copies: int = 1, name: str | None = None, cold: bool = False,
-           force: bool = False, spin_us: float | None = None, sample_s: float = 0.1,
+           force: bool = False, spin_us: float | None = None, realtime: bool = False, sample_s: float = 0.1,
            progress: Callable[[int], None] | None = None, on_plan: Callable[[dict], None] | None = None,
            peer_timing: str | None = None) -> ReplayReport:
     """Replay `trace` under `root` (see the module documentation); returns the report.
 
     timing: original | scale:X | think | think:X | asap. copies: K independent copies
-    (`root/copy-<k>` each, one root for K=1). `peer_timing` ("relative") is for the
-    benchmark only: the seed's ioreplay way, relative sleeps.
+    (`root/copy-<k>` each, one root for K=1). realtime: workers under SCHED_FIFO (needs
+    CAP_SYS_NICE; the summary says whether it was granted). `peer_timing` ("relative") is
+    for the benchmark only: the seed's ioreplay way, relative sleeps.
     """
     if copies < 1:
         raise BadInput(f"--copies {copies}", expected="at least 1")
@@ -256,8 +259,8 @@ def replay(store: "Store", trace: str, root: str | os.PathLike, *, maps: Iterabl
     device = machine.device_of(root)
     samples = [machine.sample(device)]
     done_at = [0]
-    run = plan.start(str(root), copies, mode, speed,
-                     None if spin_us is None else int(spin_us * 1000))
+    run = plan.start(str(root), copies, mode, speed, None if spin_us is None else int(spin_us * 1000),
+                     realtime=realtime)
     info = run.info()
     seen = 0
     try:
@@ -279,6 +282,7 @@ def replay(store: "Store", trace: str, root: str | os.PathLike, *, maps: Iterabl
     ops, summary = _op_table(plan, source, res, info, copies)
     util = machine.between(samples[0], samples[-1])
     summary.update(_summarise(ops, stats, info, copies, mode, speed, util, device, res["cancelled"]))
+    summary["realtime"] = {"asked": realtime, "granted": bool(res["realtime"])}
     summary["prepare"] = {"dirs": sum(p["dirs"] for p in prepared), "files": sum(p["files"] for p in prepared),
                           "kept": sum(p["kept"] for p in prepared), "bytes_written": sum(p["bytes"] for p in prepared),
                           "removed": sum(p["removed"] for p in prepared), "errors": errors[:10],
@@ -324,6 +328,7 @@ def _op_table(plan, source: pa.Table, res: dict, info: dict, copies: int) -> tup
         "planned": res["planned"],
         "lag": res["lag"],
         "wait": res["wait"],
+        "on_time": res["ready"],
         "source_ts": pc.take(source.column("ts"), src),
         "source_dur": pc.take(source.column("dur"), src),
         "source_ret": pc.take(source.column("ret"), src),
@@ -350,6 +355,8 @@ def _summarise(ops: pa.Table, stats: dict, info: dict, copies: int, mode: str, s
     src_err = ops.column("source_errno").is_valid().to_numpy(zero_copy_only=False)
     refused = int(pc.sum(pc.equal(ops.column("errno"), "EXDEV")).as_py() or 0)
     lag = ops.column("lag").drop_null().to_numpy() if mode != "asap" else np.array([], np.int64)
+    ready = ops.column("on_time").to_numpy(zero_copy_only=False)
+    timer = ops.column("lag").to_numpy(zero_copy_only=False)[ready] if mode != "asap" else np.array([], np.int64)
     waited = ops.column("wait").to_numpy()
     by_class = {}
     for cls, members in CLASSES.items():
@@ -371,7 +378,8 @@ def _summarise(ops: pa.Table, stats: dict, info: dict, copies: int, mode: str, s
         "refused_outside_root": refused,
         "seconds": round(seconds, 6),
         "original_seconds": round(original / (speed if mode == "original" else 1.0), 6),
-        "length_ratio": round(seconds / (original / speed), 6) if original > 0 and mode == "original" else None,
+        "length_ratio": round(seconds / (original / speed), 6) if original > 0 and mode in ("original", "relative")
+        else None,
         "ops_per_s": n / seconds,
         "mb_per_s": nbytes / 1e6 / seconds,
         "bytes": nbytes,
@@ -379,6 +387,8 @@ def _summarise(ops: pa.Table, stats: dict, info: dict, copies: int, mode: str, s
         "latency_by_class_us": by_class,
         "response_time_s": float(lat.mean() / 1e9) if n else None,
         "lag_us": _us(_quantiles(lag.astype(np.float64))),
+        "issue_error_us": _us(_quantiles(timer.astype(np.float64))),
+        "on_time_share": float(ready.mean()) if n and mode != "asap" else None,
         "dependency_waits": int((waited > 0).sum()),
         "dependency_wait_us": _us(_quantiles(waited[waited > 0].astype(np.float64))),
         "spin_us": info["spin_ns"] / 1e3,
