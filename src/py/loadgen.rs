@@ -63,7 +63,11 @@ fn run_load<'py>(
                 ts_offsets: ts_offsets.map(Arc::new),
             }
         }
-        p => return Err(PyValueError::new_err(format!("protocol {p:?}: expected http, tcp, tcp-acks, tcp-plain or http-bodies"))),
+        p => {
+            return Err(PyValueError::new_err(format!(
+                "protocol {p:?}: expected http, tcp, tcp-acks, tcp-plain or http-bodies"
+            )))
+        }
     };
     if agents == 0 || rows_per_batch == 0 {
         return Err(PyValueError::new_err("agents and rows_per_batch must be at least 1"));

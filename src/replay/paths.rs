@@ -36,19 +36,29 @@ pub struct Mapper {
     only: Vec<Vec<u8>>,
 }
 
-/// Components of `p` after lexical normalisation, or None if `..` climbs above the start.
-pub fn normalize(p: &[u8]) -> Option<Vec<Vec<u8>>> {
-    let mut out: Vec<Vec<u8>> = Vec::new();
+/// Components of `p` after lexical normalisation (`.` and empty ones dropped, `..` pops
+/// one). A `..` with nothing to pop is dropped when `at_root_stays` (an absolute path: `/..`
+/// is `/`), else the path climbs above its start: None.
+fn components(p: &[u8], at_root_stays: bool) -> Option<Vec<&[u8]>> {
+    let mut out: Vec<&[u8]> = Vec::new();
     for c in p.split(|&b| b == b'/') {
         match c {
             b"" | b"." => {}
             b".." => {
-                out.pop()?;
+                if out.pop().is_none() && !at_root_stays {
+                    return None;
+                }
             }
-            c => out.push(c.to_vec()),
+            c => out.push(c),
         }
     }
     Some(out)
+}
+
+/// Components of the relative path `p` after lexical normalisation, or None if `..` climbs
+/// above its start.
+pub fn normalize(p: &[u8]) -> Option<Vec<Vec<u8>>> {
+    Some(components(p, false)?.into_iter().map(<[u8]>::to_vec).collect())
 }
 
 /// Whether `path` (as traced) is under the directory `prefix` (whole components).
@@ -110,31 +120,7 @@ impl Mapper {
             return Err(PathRefusal::Special);
         }
         let absolute = p.starts_with(b"/");
-        let comps = if absolute {
-            let mut out: Vec<&[u8]> = Vec::new();
-            for c in p.split(|&b| b == b'/') {
-                match c {
-                    b"" | b"." => {}
-                    b".." => {
-                        out.pop(); // `/..` is `/`
-                    }
-                    c => out.push(c),
-                }
-            }
-            out
-        } else {
-            let mut out: Vec<&[u8]> = Vec::new();
-            for c in p.split(|&b| b == b'/') {
-                match c {
-                    b"" | b"." => {}
-                    b".." => {
-                        out.pop().ok_or(PathRefusal::Escapes)?;
-                    }
-                    c => out.push(c),
-                }
-            }
-            out
-        };
+        let comps = components(p, absolute).ok_or(PathRefusal::Escapes)?;
         let mut text = Vec::with_capacity(p.len() + 1);
         for c in &comps {
             if absolute || !text.is_empty() {
