@@ -1,4 +1,5 @@
-//! Stable ordering of rows by several int64 key columns.
+//! Stable ordering of rows by several int64 key columns, and running maxima over rows
+//! so ordered.
 //!
 //! Owns the one sort the analyses need: "give me the permutation that orders these rows
 //! by (k1, k2, ...), ties kept in input order". The derived indexes (object history,
@@ -119,10 +120,41 @@ fn comparison_order(keys: &[&[i64]]) -> Vec<u32> {
     rows
 }
 
+/// The running maximum of `values` within each run of rows with equal `keys` (rows
+/// ordered so that equal keys are adjacent, as [`stable_order`] leaves them): `out[i]` is
+/// the largest `values[j]` of i's run with j <= i. The span index stores it over `end_ts`
+/// per (thread, depth): the spans open at t are then a binary search away even where
+/// spans of one depth overlap (Chrome slices that overlap without nesting).
+pub fn running_max_by_key(keys: &[&[i64]], values: &[i64]) -> Vec<i64> {
+    let n = values.len();
+    assert!(keys.iter().all(|k| k.len() == n), "key columns differ in length");
+    let mut out = Vec::with_capacity(n);
+    let mut m = i64::MIN;
+    for i in 0..n {
+        if i == 0 || keys.iter().any(|k| k[i] != k[i - 1]) {
+            m = values[i];
+        } else {
+            m = m.max(values[i]);
+        }
+        out.push(m);
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::rng::SplitMix64;
+
+    #[test]
+    fn running_max_restarts_with_each_key_run() {
+        let k1 = [1i64, 1, 1, 2, 2, 2];
+        let k2 = [0i64, 0, 1, 1, 1, 1];
+        let v = [5i64, 3, 2, 1, 9, 4];
+        assert_eq!(running_max_by_key(&[&k1, &k2], &v), vec![5, 5, 2, 1, 9, 9]);
+        assert_eq!(running_max_by_key(&[&k1], &v), vec![5, 5, 5, 1, 9, 9]);
+        assert!(running_max_by_key(&[&[]], &[]).is_empty());
+    }
 
     fn reference(keys: &[&[i64]]) -> Vec<u32> {
         comparison_order(keys)

@@ -10,8 +10,11 @@
 //!   it closes the innermost open span *with the same key*: open spans above that one
 //!   lost their end (a dropped probe, a longjmp) and are closed there as *unclosed*;
 //! - an end that finds no span to close is an *unmatched end*;
-//! - spans still open when the producer's events run out are closed as unclosed at the
-//!   producer's last timestamp ("open at least until").
+//! - spans still open when the producer's halves run out are closed as unclosed at the
+//!   producer's last half, and reported ([`Spans::open_at_end`]): the caller moves that
+//!   cut to the producer's last event of any type (`tracehouse.analysis.spans.pair`,
+//!   the README's rule: a call was running at least until the thread's last event), a
+//!   question of the whole trace the pass does not see.
 //!
 //! Self time is the duration minus the durations of the direct children (unclosed
 //! children included, with their cut duration).
@@ -166,6 +169,9 @@ pub struct Spans {
     pub closed: Vec<bool>,
     /// End rows that closed no span, ascending.
     pub unmatched_end: Vec<i64>,
+    /// Begin rows of the spans still open when their producer's halves ran out (cut at
+    /// its last half), ascending.
+    pub open_at_end: Vec<i64>,
     /// True when every producer's rows already came in `seq` order (no sort needed).
     pub presorted: bool,
     /// True when the begins came ordered by (ts, producer, seq) (span ids are then ranks).
@@ -285,6 +291,7 @@ fn new_spans(nb: usize) -> Spans {
         self_ns: vec![0; nb],
         closed: vec![false; nb],
         unmatched_end: Vec::new(),
+        open_at_end: Vec::new(),
         presorted: false,
         begins_ordered: false,
     }
@@ -298,11 +305,20 @@ struct Pairer {
     producers: Vec<Producer>,
     out: Out,
     unmatched: Vec<i64>,
+    open_at_end: Vec<i64>,
 }
 
 impl Pairer {
     fn new(keyed: bool, range: (i64, i64), out: Out) -> Self {
-        Self { keyed, slots: Slots::new(range), next_slot: 0, producers: Vec::new(), out, unmatched: Vec::new() }
+        Self {
+            keyed,
+            slots: Slots::new(range),
+            next_slot: 0,
+            producers: Vec::new(),
+            out,
+            unmatched: Vec::new(),
+            open_at_end: Vec::new(),
+        }
     }
 
     #[inline(always)]
@@ -337,14 +353,16 @@ impl Pairer {
         close(&self.out, &mut st.stack, f, ts, row as i64);
     }
 
-    /// Closes what is still open (cut at each producer's last ts); returns the unmatched ends.
-    fn finish(mut self) -> Vec<i64> {
+    /// Closes what is still open (cut at each producer's last ts); returns the unmatched
+    /// ends and the rows so closed.
+    fn finish(mut self) -> (Vec<i64>, Vec<i64>) {
         for st in &mut self.producers {
             while let Some(f) = st.stack.pop() {
+                self.open_at_end.push(f.row as i64);
                 close(&self.out, &mut st.stack, f, st.max_ts, -1);
             }
         }
-        self.unmatched
+        (self.unmatched, self.open_at_end)
     }
 }
 
@@ -434,9 +452,11 @@ fn grouped(begin: Halves, end: Halves) -> Spans {
             }
         }
     }
-    let mut unmatched = p.finish();
+    let (mut unmatched, mut open_at_end) = p.finish();
     unmatched.sort_unstable();
+    open_at_end.sort_unstable();
     spans.unmatched_end = unmatched;
+    spans.open_at_end = open_at_end;
     spans.presorted = presorted;
     spans
 }
@@ -539,9 +559,11 @@ fn by_producer(b: Halves, e: Halves) -> Spans {
         let s = p.producer(h.producer[row]);
         p.visit(s, is_end, row, h.ts[row], h.key.map_or(0, |k| k[row]));
     }
-    let mut unmatched = p.finish();
+    let (mut unmatched, mut open_at_end) = p.finish();
     unmatched.sort_unstable();
+    open_at_end.sort_unstable();
     spans.unmatched_end = unmatched;
+    spans.open_at_end = open_at_end;
     spans
 }
 

@@ -350,6 +350,11 @@ def stable_order(keys: list[pa.Array]) -> pa.UInt32Array:
     ties in input order (LSD radix sort on the packed key; a comparison sort when the key
     ranges need more than 64 bits). At most 2^32 - 1 rows."""
 
+def running_max_by_key(keys: list[pa.Array], values: pa.Array) -> pa.Int64Array:
+    """The running maximum of the int64 ``values`` within each run of rows with equal int64
+    ``keys`` (rows ordered so equal keys are adjacent): out[i] = max of values[j], j <= i in
+    i's run."""
+
 _Col = pa.Array | pa.ChunkedArray | list[pa.Array]
 
 def pair_spans(
@@ -367,7 +372,9 @@ def pair_spans(
     or a list of arrays, with the same chunk lengths on one side; chunks are read in place.
     Returns, one row per begin (input order): ``end_row`` (int64, -1 when unclosed),
     ``end_ts``, ``depth`` (int32), ``parent`` (begin row, -1 at the root), ``self_ns``,
-    ``closed`` (bool); ``unmatched_end`` (end rows that closed nothing), ``presorted``
+    ``closed`` (bool); ``unmatched_end`` (end rows that closed nothing), ``open_at_end``
+    (begin rows still open when their producer's halves ran out, cut at its last half;
+    ascending), ``presorted``
     (bool: no producer needed a sort) and ``begins_ordered`` (bool: the begins came in
     (ts, producer, seq) order). Raises ValueError on ragged columns or keys given for
     only one side."""

@@ -1,4 +1,4 @@
-//! Python face of the analysis passes: `_core.stable_order`, `_core.pair_spans`, `_core.SpanPairer`, `_core.nest_spans`,
+//! Python face of the analysis passes: `_core.stable_order`, `_core.running_max_by_key`, `_core.pair_spans`, `_core.SpanPairer`, `_core.nest_spans`,
 //! `_core.call_tree`, `_core.hist_log2`, `_core.hist_linear`, `_core.binned_counts`.
 //!
 //! Owns argument conversion (pyarrow arrays in, zero-copy; pyarrow arrays out) and runs
@@ -40,6 +40,26 @@ fn stable_order<'py>(py: Python<'py>, keys: &Bound<'py, PyList>) -> PyResult<Bou
         order::stable_order(&slices)
     });
     vec_to_pyarrow::<UInt32Type>(py, out)
+}
+
+/// The running maximum of `values` within runs of rows with equal int64 `keys` (int64).
+#[pyfunction]
+fn running_max_by_key<'py>(
+    py: Python<'py>,
+    keys: &Bound<'py, PyList>,
+    values: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyAny>> {
+    let cols: Vec<Int64Array> =
+        keys.iter().enumerate().map(|(i, k)| i64s(&k, &format!("keys[{i}]"))).collect::<PyResult<_>>()?;
+    let v = i64s(values, "values")?;
+    if cols.iter().any(|c| c.len() != v.len()) {
+        return Err(PyValueError::new_err("keys and values differ in length"));
+    }
+    let out = py.detach(|| {
+        let slices: Vec<&[i64]> = cols.iter().map(|c| c.values().as_ref()).collect();
+        order::running_max_by_key(&slices, v.values())
+    });
+    vec_to_pyarrow::<Int64Type>(py, out)
 }
 
 /// The chunks of a column: a pyarrow ChunkedArray, a list of arrays or one array.
@@ -107,6 +127,7 @@ fn spans_dict(py: Python<'_>, s: spans::Spans) -> PyResult<Bound<'_, PyDict>> {
     out.set_item("parent", vec_to_pyarrow::<Int64Type>(py, s.parent)?)?;
     out.set_item("self_ns", vec_to_pyarrow::<Int64Type>(py, s.self_ns)?)?;
     out.set_item("unmatched_end", vec_to_pyarrow::<Int64Type>(py, s.unmatched_end)?)?;
+    out.set_item("open_at_end", vec_to_pyarrow::<Int64Type>(py, s.open_at_end)?)?;
     out.set_item("presorted", s.presorted)?;
     out.set_item("begins_ordered", s.begins_ordered)?;
     Ok(out)
@@ -302,6 +323,7 @@ fn binned_counts<'py>(
 /// Adds the analysis functions to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stable_order, m)?)?;
+    m.add_function(wrap_pyfunction!(running_max_by_key, m)?)?;
     m.add_function(wrap_pyfunction!(pair_spans, m)?)?;
     m.add_class::<SpanPairer>()?;
     m.add_function(wrap_pyfunction!(nest_spans, m)?)?;

@@ -267,10 +267,11 @@ impl<const KEYED: bool> State<KEYED> {
         true
     }
 
-    /// Closes what is still open, cut at each producer's last ts.
+    /// Closes what is still open, cut at each producer's last ts (rows in `open_at_end`).
     fn close_open(&mut self) {
         for st in &mut self.producers {
             while let Some(f) = st.stack.pop() {
+                self.out.open_at_end.push(f.row as i64);
                 close(&mut self.out, &mut st.stack, f, st.max_ts, -1);
             }
         }
@@ -527,6 +528,7 @@ fn drain<C: Cols, const K: bool>(mut st: State<K>, mut sides: [Side<C>; 2]) -> O
         }
     }
     st.close_open();
+    st.out.open_at_end.sort_unstable();
     let nb = sides[0].rows;
     let mut out = st.out;
     for v in [&mut out.end_row, &mut out.end_ts, &mut out.parent, &mut out.self_ns] {

@@ -72,6 +72,7 @@ fn unmatched_end_and_unclosed_begin() {
     assert_eq!(s.end_ts, vec![20, 20]);
     assert_eq!(s.end_row, vec![-1, 1]);
     assert_eq!(s.self_ns, vec![10 - 8, 8]);
+    assert_eq!(s.open_at_end, vec![0]);
 }
 
 #[test]

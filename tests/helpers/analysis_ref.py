@@ -75,10 +75,13 @@ def ref_spans(events: list[dict], keyed: bool) -> tuple[list[dict], list[dict]]:
         if stack:
             spans[stack[-1]]["child"] += s["dur"]
 
+    last_ts: dict[int, int] = {}  # spans left open are cut at their thread's last event, of any type
+    for e in events:
+        last_ts[e["producer"]] = max(last_ts.get(e["producer"], e["ts"]), e["ts"])
     for p, evs in by_p.items():
         evs.sort(key=lambda e: (e["seq"], e["type"] != "B"))
         stack: list[int] = []
-        max_ts = max(e["ts"] for e in evs)
+        max_ts = last_ts[p]
         for e in evs:
             if e["type"] == "B":
                 i = sid[id(e)]
@@ -125,7 +128,8 @@ def ref_call_tree(spans: list[dict]) -> dict[tuple, tuple[int, int, int]]:
 
 
 def ref_stack(spans: list[dict], producer: int, t: int) -> list[int]:
-    """span_ids open on `producer` at t (ts <= t < end_ts), outermost first."""
+    """span_ids open on `producer` at t (ts <= t < end_ts), outermost first (by depth,
+    then span_id: siblings overlapping at one depth all appear)."""
     return [s["span_id"] for s in sorted(spans, key=lambda s: s["depth"])
             if s["producer"] == producer and s["ts"] <= t < s["end_ts"]]
 

@@ -171,6 +171,28 @@ def read(store: "Store", trace: str, type_name: str, columns: Iterable[str] | No
     return table.select(cols)
 
 
+def last_event_ts(store: "Store", trace: str, producers: np.ndarray, after: int) -> np.ndarray:
+    """For each of `producers` (int64, ascending), the time of its last event of any type
+    at or after `after` (int64 min when it has none): only row groups reaching `after`
+    are read."""
+    best = np.full(len(producers), np.iinfo(np.int64).min, dtype=np.int64)
+    if not len(producers):
+        return best
+    want = pa.array(producers)
+    for name in store.event_types(trace):
+        t = read(store, trace, name, ["ts", "producer"], start=after, order=False)
+        if not t.num_rows:
+            continue
+        t = t.filter(pc.is_in(t.column("producer").cast(pa.int64()), value_set=want))
+        if not t.num_rows:
+            continue
+        g = t.group_by("producer").aggregate([("ts", "max")])
+        p = as_numpy(g.column("producer")).astype(np.int64)
+        at = np.searchsorted(producers, p)
+        np.maximum.at(best, at, as_numpy(g.column("ts_max")).astype(np.int64))
+    return best
+
+
 @dataclass
 class Part:
     """A piece of one event type's rows: a row group of a segment, or the unflushed tail."""

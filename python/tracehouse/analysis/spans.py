@@ -165,6 +165,7 @@ def pair(store: "Store", trace: str, config: SpanConfig | None = None) -> Spans:
                            "seq": _source.int64_array(e.column("seq").take(rows)),
                            "key": e.column(cfg.key).take(rows).cast(pa.string()) if cfg.key
                            else pa.nulls(len(rows), pa.string())})
+    r = _cut_at_last_event(store, trace, b, r)
     t_pair = time.perf_counter() - t0 - t_read
     bp = _params(store, trace, bt, b_order)
     ep = _params(store, trace, et, None, skip=cfg.key)
@@ -183,6 +184,37 @@ def pair(store: "Store", trace: str, config: SpanConfig | None = None) -> Spans:
         "table_s": round(time.perf_counter() - t0 - t_read - t_pair, 4), "seconds": round(time.perf_counter() - t0, 4),
     }
     return Spans(trace, cfg, table, unmatched, stats)
+
+
+def _cut_at_last_event(store: "Store", trace: str, b: pa.Table, r: dict) -> dict:
+    """Spans still open when their thread's halves ran out: the pass cut them at the
+    thread's last begin or end (`open_at_end`); they are cut at its last event of any type
+    instead (a call was running at least until the thread's last sign of life, which may
+    be a field write or a sample after its last call). Moving the cut by d lengthens each
+    of those spans by d; only the innermost one's self time grows (each outer one's child
+    grows by d too). Only events after the earliest such cut are read (row groups pruned
+    on their ts statistics), and nothing when no span stayed open."""
+    rows = r.get("open_at_end")
+    if rows is None or len(rows) == 0:
+        return r
+    rows = rows.to_numpy()
+    prod = _source.as_numpy(b.column("producer").take(pa.array(rows))).astype(np.int64)
+    end_ts = r["end_ts"].to_numpy()
+    old = end_ts[rows]
+    uprod, inv = np.unique(prod, return_inverse=True)
+    last = _source.last_event_ts(store, trace, uprod, int(old.min()))
+    new = np.maximum(old, last[inv])
+    delta = new - old
+    if not delta.any():
+        return r
+    end_ts = end_ts.copy()
+    end_ts[rows] = new
+    self_ns = r["self_ns"].to_numpy().copy()
+    depth = r["depth"].to_numpy()[rows]
+    by = np.lexsort((depth, prod))  # per producer, deepest last
+    inner = by[np.append(prod[by][1:] != prod[by][:-1], True)]
+    self_ns[rows[inner]] += delta[inner]
+    return r | {"end_ts": pa.array(end_ts), "self_ns": pa.array(self_ns)}
 
 
 def _streamable(bt: EventType, et: EventType, key: str | None) -> bool:
@@ -439,7 +471,7 @@ def save(store: "Store", spans: Spans, name: str | None = None, *, chunk_rows: i
         store.append(name, "unmatched", spans.unmatched)
     store.flush(name)
     params = {"config": spans.config.to_json(), "derived": name, "signature": _source.signature(store, spans.trace),
-              "stats": spans.stats}
+              "rules": RULES, "stats": spans.stats}
     rid = store.save_result("processed", "spans", TOOL, [spans.trace, name], params=params,
                             payload={"derived_trace": name})
     out = store.result(rid)
@@ -452,7 +484,7 @@ def processed(store: "Store", trace: str, config: SpanConfig) -> str | None:
     sig = _source.signature(store, trace)
     for r in reversed(store.results(trace=trace, tool=TOOL, kind="processed")):
         p = r["params"]
-        if p.get("config") == config.to_json() and p.get("signature") == sig:
+        if p.get("config") == config.to_json() and p.get("signature") == sig and p.get("rules") == RULES:
             name = p.get("derived")
             if name and any(t.name == name for t in store.traces()):
                 return name
@@ -499,20 +531,28 @@ def span_table(store: "Store", trace: str, config: SpanConfig | None = None, *, 
 # -- the span index: spans by (producer, depth, ts) -----------------------------------------
 
 
+# Bumped when what a span table or its index holds changes: saved ones of another version
+# are not used (2: unclosed spans cut at the thread's last event; the index's `end_max`).
+RULES = 2
+_INDEX_ONLY = ["row_of", "end_max"]  # index columns that are not span columns
+
+
 def span_index(store: "Store", trace: str, config: SpanConfig | None = None, *, save: bool | None = None) -> pa.Table:
-    """Every span, ordered by (producer, depth, ts), plus `row_of` (row of span i)."""
+    """Every span, ordered by (producer, depth, ts), plus `row_of` (row of span i) and
+    `end_max` (running maximum of end_ts within the (producer, depth): `stack.stack_at`)."""
     cfg = config or span_config(store, trace)
 
     def build() -> pa.Table:
         t = span_table(store, trace, cfg)
-        order = _core.stable_order([_source.int64_array(t.column("producer")),
-                                    _source.int64_array(t.column("depth"))])
+        keys = [_source.int64_array(t.column("producer")), _source.int64_array(t.column("depth"))]
+        order = _core.stable_order(keys)
         idx = t.take(order)
         row_of = np.empty(len(order), dtype=np.int64)
         row_of[order.to_numpy()] = np.arange(len(order), dtype=np.int64)
-        return idx.append_column("row_of", pa.array(row_of))
+        end_max = _core.running_max_by_key([k.take(order) for k in keys], _source.int64_array(idx.column("end_ts")))
+        return idx.append_column("row_of", pa.array(row_of)).append_column("end_max", end_max)
 
-    return _index.get(store, trace, "spans", {"config": cfg.to_json()}, build, save=save)
+    return _index.get(store, trace, "spans", {"config": cfg.to_json(), "rules": RULES}, build, save=save)
 
 
 def _span_row(idx: pa.Table, span_id: int) -> int:
@@ -526,7 +566,7 @@ def span(store: "Store", trace: str, span_id: int, config: SpanConfig | None = N
     """One span as a dict of its columns."""
     idx = span_index(store, trace, config)
     r = _span_row(idx, span_id)
-    return {k: v[0] for k, v in idx.slice(r, 1).drop_columns(["row_of"]).to_pydict().items()}
+    return {k: v[0] for k, v in idx.slice(r, 1).drop_columns(_INDEX_ONLY).to_pydict().items()}
 
 
 def children(store: "Store", trace: str, span_id: int, config: SpanConfig | None = None) -> pa.Table:
@@ -542,7 +582,7 @@ def children(store: "Store", trace: str, span_id: int, config: SpanConfig | None
     b = lo + _index.search(ts[lo:hi], end, "right")
     rows = idx.slice(a, b - a)
     rows = rows.filter(pc.equal(rows.column("parent_id"), span_id))
-    return rows.drop_columns(["row_of"])
+    return rows.drop_columns(_INDEX_ONLY)
 
 
 def thread_calls(store: "Store", trace: str, producer: int, config: SpanConfig | None = None, *,
@@ -553,7 +593,7 @@ def thread_calls(store: "Store", trace: str, producer: int, config: SpanConfig |
     prod = _index.column(idx, "producer")
     lo, hi = _index.key_range([prod], [int(producer)])
     if lo == hi:
-        return idx.slice(0, 0).drop_columns(["row_of"])
+        return idx.slice(0, 0).drop_columns(_INDEX_ONLY)
     rows = idx.slice(lo, hi - lo)
     mask = None
     if max_depth is not None:
@@ -567,7 +607,7 @@ def thread_calls(store: "Store", trace: str, producer: int, config: SpanConfig |
     if mask is not None:
         rows = rows.filter(mask)
     rows = rows.take(pc.sort_indices(rows.column("span_id")))
-    return rows.drop_columns(["row_of"])
+    return rows.drop_columns(_INDEX_ONLY)
 
 
 # -- aggregated call tree and flame graph -------------------------------------------------

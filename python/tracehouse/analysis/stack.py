@@ -1,14 +1,19 @@
 """The stack frame of a thread at time t: its open calls, their arguments and locals.
 
-Owns "what was thread p doing at t?". Design: a precomputed span index, no snapshots.
-With spans properly nested per thread, the frame open at depth d at time t is the
-*last span of depth d on that thread started at or before t*, if it has not ended by t;
-the stack is those frames for d = 0, 1, ... up to the first depth with none. The span
-index (`spans.span_index`: spans ordered by thread, depth, ts) makes each depth one
-binary search, so the answer costs O(depth x log n) whatever t (no forward pass from a
-snapshot; TOD stacks are at most 11 deep). Locals come from the `locals` index
-(variable writes ordered by thread, frame, variable, ts): per frame one range, the last
-write at or before t of each variable.
+Owns "what was thread p doing at t?": every span of the thread open at t (ts <= t <
+end_ts). Design: a precomputed span index, no snapshots. The span index
+(`spans.span_index`: spans ordered by thread, depth, ts) also holds `end_max`, the running
+maximum of `end_ts` within each (thread, depth). At depth d the spans begun at or before t
+are a prefix [a, r) of the depth's rows (one binary search on ts); the ones still open lie
+at or after the first row whose `end_max` exceeds t (a second binary search: `end_max`
+never decreases). Paired spans never overlap within one depth, so that range is the
+one frame of the depth; spans of a span-kind type (Chrome slices) may overlap without
+nesting and become siblings at one depth, and then every one of them open at t is shown.
+The stack is the depths from 0 up to the first with nothing open (a span lies inside its
+parent, so nothing deeper is open either), so the answer costs O(depth x log n) whatever
+t (no forward pass from a snapshot; TOD stacks are at most 11 deep). Locals come from
+the `locals` index (variable writes ordered by thread, frame, variable, ts): per frame
+one range, the last write at or before t of each variable.
 
 Output of `stack_at` (`FRAME_COLUMNS`, outermost frame first, then the begin type's
 parameters: for TOD the method, receiver and arguments), and of `frame_locals`
@@ -69,24 +74,27 @@ def locals_index(store: "Store", trace: str, config: LocalsConfig, *, save: bool
 
 
 def stack_at(store: "Store", trace: str, producer: int, t: int, config: SpanConfig | None = None) -> pa.Table:
-    """The calls open on thread `producer` at time `t`, outermost first."""
+    """Every call open on thread `producer` at time `t` (ts <= t < end_ts), outermost first
+    (by depth, then begin time: siblings that overlap without nesting both appear)."""
     idx = span_index(store, trace, config)
-    prod, depth, ts, end_ts = (_index.column(idx, c) for c in ("producer", "depth", "ts", "end_ts"))
+    prod, depth, ts, end_ts, end_max = (_index.column(idx, c) for c in ("producer", "depth", "ts", "end_ts", "end_max"))
     lo, hi = _index.key_range([prod], [int(producer)])
-    rows = []
+    rows: list[np.ndarray] = []
     d = 0
     while lo < hi:
         a, b = _index.key_range([depth], [d], lo, hi)
         if a == b:
             break
-        r = a + _index.search(ts[a:b], int(t), "right") - 1  # last span of depth d begun at or before t
-        if r < a or not int(end_ts[r]) > t:
+        r = a + _index.search(ts[a:b], int(t), "right")  # spans of depth d begun at or before t: [a, r)
+        j = a + _index.search(end_max[a:r], int(t), "right")  # before j every span ended by t
+        open_rows = j + np.nonzero(end_ts[j:r] > t)[0]
+        if not len(open_rows):
             break
-        rows.append(r)
+        rows.append(open_rows)
         lo = b
         d += 1
-    out = idx.take(pa.array(rows, pa.int64())).drop_columns(["row_of"])
-    return out
+    sel = np.concatenate(rows) if rows else np.array([], dtype=np.int64)
+    return idx.take(pa.array(sel, pa.int64())).drop_columns(["row_of", "end_max"])
 
 
 def frame_locals(store: "Store", trace: str, producer: int, frame_seq: int, t: int,
