@@ -134,6 +134,34 @@ def ref_stack(spans: list[dict], producer: int, t: int) -> list[int]:
             if s["producer"] == producer and s["ts"] <= t < s["end_ts"]]
 
 
+SLICE = EventType("S", "span", (Column("name", "string", "", "slice name"),))
+
+
+def build_slices(store: tracehouse.Store, name: str, slices: list[dict]) -> None:
+    """A trace of format `sl` with one span-kind type `S` from {ts, dur, producer, name}
+    (seq assigned in list order per producer): spans that may overlap without nesting."""
+    store.create_trace(name, "sl", event_types=(SLICE,),
+                       producers=[{"id": p, "parent": None, "kind": "thread", "name": f"t{p}", "attrs": {}}
+                                  for p in sorted({x["producer"] for x in slices} | {1})])
+    seqs: dict[int, int] = defaultdict(int)
+    for x in slices:
+        x["seq"] = seqs[x["producer"]]
+        seqs[x["producer"]] += 1
+    if slices:
+        store.append(name, "S", pa.table({
+            "ts": pa.array([x["ts"] for x in slices], pa.int64()),
+            "producer": pa.array([x["producer"] for x in slices], pa.int32()),
+            "seq": pa.array([x["seq"] for x in slices], pa.int64()),
+            "dur": pa.array([x["dur"] for x in slices], pa.int64()),
+            "name": pa.array([x["name"] for x in slices], pa.string())}))
+    store.flush(name)
+
+
+def ref_open_slices(slices: list[dict], producer: int, t: int) -> list[tuple[int, int]]:
+    """(ts, seq) of the slices of `producer` open at t (ts <= t < ts + dur), sorted."""
+    return sorted((x["ts"], x["seq"]) for x in slices if x["producer"] == producer and x["ts"] <= t < x["ts"] + x["dur"])
+
+
 def ref_state(events: list[dict], obj: int, t: int) -> dict[int, tuple[int, int]]:
     """field -> (value, ts) of the last write at or before t (ties: the later in (ts, producer, seq))."""
     out: dict[int, tuple] = {}
