@@ -89,3 +89,48 @@ def test_open_span_is_cut_at_the_threads_last_event(store):
     rows = [(r["name"], r["end_ts"], r["dur"], r["self_time"], r["closed"]) for r in an.pair(store, "t", cfg).table.to_pylist()]
     assert rows == [("f0", 95, 85, 75, False), ("f1", 30, 10, 10, True)]
     assert an.stack_at(store, "t", 1, 90, cfg).column("name").to_pylist() == ["f0"]
+
+
+# -- item 14: result ids --------------------------------------------------------------------
+
+
+def _a_result(s, text: str) -> int:
+    return an.annotate(s, ["t"], text)
+
+
+def test_result_ids_are_never_reused_after_rm(store):
+    build_trace(store, "t", [{"type": "B", "ts": 1, "producer": 1, "key": 0}])
+    a, b = _a_result(store, "one"), _a_result(store, "two")
+    store.delete_result(b)
+    c = _a_result(store, "three")
+    assert c > b > a
+    store.delete_result(c)
+    store.close()
+    with tracehouse.open(store.path) as s:  # across opens too
+        assert _a_result(s, "four") > c
+
+
+def test_an_old_catalog_is_migrated_to_autoincrement_keeping_ids_and_links(store_path):
+    import sqlite3
+
+    with tracehouse.open(store_path) as s:
+        build_trace(s, "t", [{"type": "B", "ts": 1, "producer": 1, "key": 0}])
+        ids = [_a_result(s, f"note {i}") for i in range(3)]
+    # The results table as stores made before this change have it (no AUTOINCREMENT).
+    db = sqlite3.connect(store_path / "catalog.sqlite")
+    with db:
+        db.execute("CREATE TABLE r_old(id INTEGER PRIMARY KEY, kind TEXT NOT NULL, name TEXT NOT NULL, tool TEXT NOT NULL,"
+                   " params TEXT NOT NULL DEFAULT '{}', created REAL NOT NULL, payload TEXT, path TEXT)")
+        db.execute("INSERT INTO r_old SELECT * FROM results")
+        db.execute("DROP TABLE results")
+        db.execute("ALTER TABLE r_old RENAME TO results")
+        db.execute("DELETE FROM sqlite_sequence WHERE name = 'results'")
+    db.close()
+    with tracehouse.open(store_path) as s:
+        assert [r["id"] for r in s.results(trace="t")] == ids
+        assert all(r["traces"] == ["t"] for r in s.results(trace="t"))
+        s.delete_result(ids[-1])
+        assert _a_result(s, "after") > ids[-1]
+    sql = sqlite3.connect(store_path / "catalog.sqlite").execute(
+        "SELECT sql FROM sqlite_master WHERE name = 'results'").fetchone()[0]
+    assert "AUTOINCREMENT" in sql

@@ -75,7 +75,7 @@ def fresh(store: "Store", trace: str, name: str, params: dict) -> pa.Table | Non
     sig = _source.signature(store, trace)
     r = find(store, trace, name, params)
     if r is not None and r["params"].get("signature") == sig and r["path"]:
-        # Keyed by the file too: a result id can be reused once its row is deleted (rm).
+        # Keyed by the file too: stores made before result ids were AUTOINCREMENT reused them.
         key = (str(store.path), r["id"], r["path"])
         with _LOCK:
             t = _MAPPED.get(key)

@@ -25,6 +25,16 @@ from ..schema import Column, EventType
 
 SCHEMA_VERSION = 1
 
+RESULTS_COLUMNS = """
+    id INTEGER PRIMARY KEY AUTOINCREMENT,  -- never reused: a deleted result's id names nothing else
+    kind TEXT NOT NULL CHECK (kind IN ('annotation','group','search','processed','file','table')),
+    name TEXT NOT NULL,
+    tool TEXT NOT NULL,
+    params TEXT NOT NULL DEFAULT '{}',
+    created REAL NOT NULL,
+    payload TEXT,                    -- JSON for small results
+    path TEXT                        -- relative path of a file or table (Parquet) result"""
+
 DDL = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS formats(
@@ -94,15 +104,7 @@ CREATE TABLE IF NOT EXISTS segments(
     retired REAL                     -- set when compaction replaced it; file deleted after a grace period
 );
 CREATE INDEX IF NOT EXISTS segments_live ON segments(trace_id, event_type) WHERE retired IS NULL;
-CREATE TABLE IF NOT EXISTS results(
-    id INTEGER PRIMARY KEY,
-    kind TEXT NOT NULL CHECK (kind IN ('annotation','group','search','processed','file','table')),
-    name TEXT NOT NULL,
-    tool TEXT NOT NULL,
-    params TEXT NOT NULL DEFAULT '{}',
-    created REAL NOT NULL,
-    payload TEXT,                    -- JSON for small results
-    path TEXT                        -- relative path of a file or table (Parquet) result
+CREATE TABLE IF NOT EXISTS results(""" + RESULTS_COLUMNS + """
 );
 CREATE TABLE IF NOT EXISTS result_traces(
     result_id INTEGER NOT NULL REFERENCES results(id) ON DELETE CASCADE,
@@ -193,6 +195,7 @@ class Catalog:
                 "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema_version', ?), ('version', '0')",
                 (str(SCHEMA_VERSION),),
             )
+            self._results_autoincrement()
         self.db.execute("PRAGMA foreign_keys=ON")
         cols = self._columns("traces")
         # A read-only open of a store made before per-trace types cannot add the column: such a
@@ -205,6 +208,28 @@ class Catalog:
 
     def _columns(self, table: str) -> set[str]:
         return {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")}
+
+    def _results_autoincrement(self) -> None:
+        """Stores made before result ids were AUTOINCREMENT reused the id of a deleted
+        result for the next one (a saved id then named another result): their results
+        table is rebuilt with AUTOINCREMENT, rows and ids kept (SQLite's documented
+        table rebuild; foreign keys are still off here, so result_traces is untouched)."""
+
+        def old() -> bool:
+            row = self.db.execute("SELECT sql FROM sqlite_master WHERE type = 'table' AND name = 'results'").fetchone()
+            return row is not None and "AUTOINCREMENT" not in row[0].upper()
+
+        if not old():
+            return
+        with self.transaction() as db:
+            if not old():  # another process migrated it first
+                return
+            db.execute("DROP TABLE IF EXISTS results_autoincrement")
+            db.execute(f"CREATE TABLE results_autoincrement({RESULTS_COLUMNS}\n)")
+            db.execute("INSERT INTO results_autoincrement(id, kind, name, tool, params, created, payload, path)"
+                       " SELECT id, kind, name, tool, params, created, payload, path FROM results")
+            db.execute("DROP TABLE results")
+            db.execute("ALTER TABLE results_autoincrement RENAME TO results")
 
     def close(self) -> None:
         self.db.close()
