@@ -134,3 +134,139 @@ def test_an_old_catalog_is_migrated_to_autoincrement_keeping_ids_and_links(store
     sql = sqlite3.connect(store_path / "catalog.sqlite").execute(
         "SELECT sql FROM sqlite_master WHERE name = 'results'").fetchone()[0]
     assert "AUTOINCREMENT" in sql
+
+
+# -- item 14: --save records what reproduces the answer -------------------------------------
+
+T0 = 1_000_000_000  # the TOD generator's first event is just after 1 s
+# Every analysis with arguments that change its answer (none at its default). The test
+# saves each, replays the arguments the result recorded, and gets the same answer; the
+# same analysis without those arguments gives another answer, so a lost one shows.
+SAVED = {
+    "children": (["children", "tod", "0"], None),
+    "calltree": (["calltree", "tod", "--thread", "2", "--start", str(T0 + 100_000), "--end-time", "1.0003s",
+                  "--max-depth", "2"], ["calltree", "tod", "--thread", "2"]),
+    "tree": (["tree", "tod", "--thread", "1", "--thread", "3"], ["tree", "tod"]),
+    "flame": (["flame", "tod", "--thread", "2", "--total"], ["flame", "tod"]),
+    "state": (["state", "tod", "OBJ", "--at", str(T0 + 400_000)], None),
+    "history": (["history", "tod", "OBJ", "FIELD", "--start", str(T0), "--end", str(T0 + 300_000)],
+                ["history", "tod", "OBJ", "FIELD"]),
+    "stack": (["stack", "tod", "3", "--at", str(T0 + 250_000)], None),
+    "density": (["density", "tod", "--bins", "7", "--by", "producer", "--start", str(T0 + 100_000),
+                 "--end", str(T0 + 400_000), "--type", "field_write", "--producer", "2", "--producer", "4"],
+                ["density", "tod", "--bins", "7", "--by", "producer"]),
+    "stats": (["stats", "tod", "tod2", "--by", "producer", "--start", str(T0 + 100_000), "--end", str(T0 + 200_000)],
+              ["stats", "tod", "tod2", "--by", "producer"]),
+    "stats-search": (["stats", "--search", "tod*", "--by", "type", "--start", str(T0 + 100_000)],
+                     ["stats", "--search", "tod*", "--by", "type"]),
+    "hist": (["hist", "tod", "--type", "field_write", "--value", "value", "--start", str(T0 + 100_000),
+              "--end-time", str(T0 + 400_000), "--k", "1", "--by", "producer", "--unit", "ns", "--below", "1000"],
+             ["hist", "tod"]),
+    "lhist": (["lhist", "tod", "--min", "0", "--max", "100", "--step", "10", "--unit", "ns", "--unclosed",
+               "--start", str(T0 + 200_000)], ["lhist", "tod", "--min", "0", "--max", "100", "--step", "10"]),
+    "compare": (["compare", "tod", "tod2", "--kind", "lhist", "--min", "0", "--max", "50", "--step", "5",
+                 "--unit", "ns"], ["compare", "tod", "tod2"]),
+}
+
+
+@pytest.fixture(scope="module")
+def tods(tmp_path_factory):
+    store = tmp_path_factory.mktemp("replay") / "s"
+    for name, seed in (("tod", "42"), ("tod2", "7")):
+        assert cli.main(["--store", str(store), "generate", "tod", "--events", "20000", "--name", name,
+                         "--seed", seed, "--json"]) == 0
+    return store
+
+
+def _answer(store: Path, rid: int):
+    """What a saved result says: its table rows, or its text, or (a search) its filter."""
+    with tracehouse.open(store, readonly=True) as s:
+        r = s.result(rid)
+        rows = s.result_table(rid).to_pylist() if r["path"] else None
+    text = (r["payload"] or {}).get("text") if isinstance(r["payload"], dict) else None
+    return rows, text, r["params"].get("filter")
+
+
+def _save(capsys, store: Path, argv: list[str]) -> int:
+    code, out, err = run(capsys, store, "analyze", *argv, "--save")
+    assert code == 0, err
+    return int(err.rsplit("saved as result ", 1)[1].split()[0])
+
+
+def test_every_saved_analysis_replays_to_the_same_answer(tods, capsys):
+    w = run_json(capsys, tods, "query", "SELECT target, field_id FROM tod.field_write GROUP BY ALL HAVING "
+                 f"min(ts) < {T0 + 300_000} AND max(ts) >= {T0 + 300_000} ORDER BY ALL LIMIT 1")[0]
+    sub = {"OBJ": str(w["target"]), "FIELD": str(w["field_id"])}
+    for name, (argv, default) in SAVED.items():
+        argv = [sub.get(a, a) for a in argv]
+        rid = _save(capsys, tods, argv)
+        shown = run_json(capsys, tods, "results", "show", str(rid))
+        replay = shown["replay"]
+        assert replay is not None and replay[:2] == ["analyze", argv[0]], name
+        again = _save(capsys, tods, replay[1:])
+        assert again != rid
+        assert _answer(tods, again) == _answer(tods, rid), name
+        if default is not None:
+            other = _save(capsys, tods, [sub.get(a, a) for a in default])
+            assert _answer(tods, other) != _answer(tods, rid), f"{name}: the arguments change nothing"
+        # The params name what each argument was, times in ns (SQL readers of th.results).
+        args = shown["params"]["args"]
+        if "--start" in argv:
+            assert args["start"] == int(argv[argv.index("--start") + 1])
+        if name == "calltree":
+            assert args["end_time"] == T0 + 300_000
+
+
+def test_spans_and_cursor_saves_record_their_arguments(tods, capsys):
+    r = run_json(capsys, tods, "analyze", "spans", "tod", "--save", "--key", "behavior_id")
+    shown = run_json(capsys, tods, "results", "show", str(r["result"]))
+    assert shown["replay"] == ["analyze", "spans", "tod", "--key", "behavior_id"]
+    code, _, err = run(capsys, tods, "analyze", "cursor", "tod", "--type", "field_write", "--producer", "3",
+                       "--at", str(T0 + 100_000), "--limit", "5", "--backward", "--save")
+    assert code == 0, err
+    rid = int(err.rsplit("saved as result ", 1)[1].split()[0])
+    shown = run_json(capsys, tods, "results", "show", str(rid))
+    assert shown["params"]["args"]["limit"] == 5 and shown["params"]["args"]["backward"] is True
+    assert shown["replay"] == ["analyze", "cursor", "tod", "--limit", "5", "--type", "field_write", "--producer", "3",
+                               "--at", str(T0 + 100_000), "--backward"]
+    page = run_json(capsys, tods, "analyze", *shown["replay"][1:])["rows"]
+    want = run_json(capsys, tods, "query", f"SELECT ts FROM tod.field_write WHERE producer = 3 AND ts < {T0 + 100_000}"
+                    " ORDER BY ts DESC LIMIT 5")
+    assert sorted(p["ts"] for p in page) == sorted(x["ts"] for x in want)
+
+
+def test_spans_json_prints_the_span_rows_within_limit(tods, capsys):
+    r = run_json(capsys, tods, "analyze", "spans", "tod", "--limit", "7")
+    assert len(r["rows"]) == 7 and r["total"] == r["stats"]["spans"] > 7
+    assert [x["span_id"] for x in r["rows"]] == list(range(7))
+    assert {"ts", "end_ts", "dur", "depth", "parent_id", "behavior_id"} <= set(r["rows"][0])
+    code, out, err = run(capsys, tods, "analyze", "spans", "tod", "--limit", "3")
+    assert code == 0 and "span_id" in out and "3 shown" in err
+
+
+def test_cursor_where_value_in_quotes_matches_like_the_bare_value(tmp_path, capsys):
+    f = tmp_path / "nest.json"
+    f.write_text(json.dumps({"traceEvents": [
+        {"name": "outer", "ph": "X", "ts": 0, "dur": 10, "pid": 1, "tid": 1},
+        {"name": "inner", "ph": "X", "ts": 2, "dur": 3, "pid": 1, "tid": 1},
+        {"name": "outer", "ph": "X", "ts": 20, "dur": 10, "pid": 1, "tid": 1}]}))
+    store = tmp_path / "s"
+    run_json(capsys, store, "import", "chrome", str(f))
+    bare = run_json(capsys, store, "analyze", "cursor", "nest", "--type", "slice", "--where", "name = outer")["rows"]
+    assert [r["ts"] for r in bare] == [0, 20_000]
+    for quoted in ('name = "outer"', "name = 'outer'", 'name="outer"'):
+        assert run_json(capsys, store, "analyze", "cursor", "nest", "--type", "slice", "--where", quoted)["rows"] == bare
+    assert len(run_json(capsys, store, "analyze", "cursor", "nest", "--type", "slice",
+                        "--where", 'name != "outer"')["rows"]) == 1
+
+
+def test_results_show_json_gives_every_row_and_no_made_up_flag(tods, capsys):
+    rid = _save(capsys, tods, ["density", "tod", "--bins", "120", "--by", "none"])
+    shown = run_json(capsys, tods, "results", "show", str(rid))
+    assert shown["row_count"] == 120 and len(shown["rows"]) == 120
+    assert len(run_json(capsys, tods, "results", "show", str(rid), "--limit", "5")["rows"]) == 5
+    code, out, err = run(capsys, tods, "results", "show", str(rid))
+    assert code == 0 and "50 shown" in err and "--format" not in err and "--json" in err
+    with pytest.raises(SystemExit) as e:  # there is no such flag, and the hint above does not suggest one
+        run(capsys, tods, "results", "show", str(rid), "--format", "csv")
+    assert e.value.code == 2

@@ -81,7 +81,9 @@ def progress_bar(description: str, total: int | None, enabled: bool = True):
         yield lambda n: p.advance(task, n)
 
 
-def arrow_table_render(t: pa.Table, fmt: str, limit: int | None = None) -> None:
+def arrow_table_render(t: pa.Table, fmt: str, limit: int | None = None,
+                       more: str = "use --format csv or json for all") -> None:
+    """`t` as JSON, CSV or a table of its first `limit` rows (`more` says how to see the rest)."""
     if fmt == "json":
         emit_json(t.to_pylist())
     elif fmt == "csv":
@@ -101,7 +103,7 @@ def arrow_table_render(t: pa.Table, fmt: str, limit: int | None = None) -> None:
             table.add_row(*["NULL" if v is None else escape(str(v)) for v in row.values()])
         out.print(table)
         if limit and t.num_rows > limit:
-            err.print(f"({t.num_rows} rows, {limit} shown; use --format csv or json for all)")
+            err.print(f"({t.num_rows:,} rows, {limit} shown; {more})")
 
 
 def trace_rows(traces) -> list[dict]:

@@ -6,6 +6,12 @@ bpftrace-style histograms), `--json`, and `--save` (the answer becomes a result 
 store, linked to the traces it was computed over). Derived data (processed span trace,
 indexes) is saved on first use whenever the store can be written; when another process
 holds the writer lock it is kept in memory for the command instead.
+
+A saved result records, under `params["args"]`, every argument of the analysis that can
+change its answer (all of them but the ones that only change what is shown: `--json`,
+`--limit`, `--top`, `--out`, ...; times in ns, the traces a `--search` selected by name),
+and `params["analysis"]`; `replay_argv` turns them back into the command line that
+computes the same answer (`tracehouse results show ID` prints it).
 """
 
 from __future__ import annotations
@@ -36,10 +42,10 @@ def open_store(args) -> Store:
     return Store(args.store or default_path(), fsync="off")
 
 
-def _ns(text: str | None) -> int | None:
+def _ns(text: str | int | None) -> int | None:
     """An int in ns, or a number with a unit: 1500, 1.5us, 2ms, 0.25s."""
-    if text is None:
-        return None
+    if text is None or isinstance(text, int):
+        return text
     t = str(text).strip().replace("_", "")
     for suffix, mult in (("ns", 1), ("us", 1_000), ("µs", 1_000), ("ms", 1_000_000), ("s", 1_000_000_000)):
         if t.endswith(suffix) and t[: -len(suffix)].replace(".", "", 1).lstrip("-").isdigit():
@@ -48,6 +54,14 @@ def _ns(text: str | None) -> int | None:
         return int(t)
     except ValueError:
         raise BadInput(f"time {text!r}", expected="ns as an integer, or a number with ns/us/ms/s") from None
+
+
+def _time(text: str) -> int:
+    """argparse type of a time argument: ns, or a number with a unit (recorded as ns)."""
+    try:
+        return _ns(text)
+    except BadInput as e:
+        raise argparse.ArgumentTypeError(str(e)) from None
 
 
 def _span_cfg(store: Store, args):
@@ -61,7 +75,8 @@ SPAN_VIEW = ("span_id", "producer", "depth", "ts", "dur", "self_time", "closed")
 
 
 def _render(args, table: pa.Table, *, title: str | None = None, limit: int = 50, view: tuple[str, ...] = ()) -> None:
-    """JSON (every column) with --json, else a table of the `view` columns (all when empty)."""
+    """JSON (every row and column) with --json, else a table of the first `limit` rows'
+    `view` columns (all when empty)."""
     out, err, emit_json, render = _out()
     if args.json:
         emit_json({"rows": table.to_pylist()} | ({"title": title} if title else {}))
@@ -70,7 +85,28 @@ def _render(args, table: pa.Table, *, title: str | None = None, limit: int = 50,
         out.print(title, markup=False, highlight=False, style="bold")
     if view:
         table = table.select([c for c in view if c in table.column_names])
-    render(table, "table", limit=limit)
+    render(table, "table", limit=limit, more="--limit N shows more, --json all")
+
+
+# Arguments that never change an answer, only how it is shown or where it goes (and the
+# parser's own plumbing): not recorded with a saved result.
+_NOT_ANSWER = frozenset({"json", "save", "save_name", "limit", "top", "out", "store", "command", "analysis",
+                         "analysis_fn", "fn", "results_fn", "results_cmd"})
+
+
+def answer_args(args, resolved: dict | None = None) -> dict:
+    """Every argument of the analysis that can change its answer, as parsed (times in ns),
+    with `resolved` values in place of the given ones (the trace names a --search found)."""
+    out = {k: v for k, v in sorted(vars(args).items()) if k not in _NOT_ANSWER and not callable(v)}
+    if args.analysis == "cursor":  # a cursor's answer is its page: its size and direction
+        out["limit"] = args.limit
+    return out | (resolved or {})
+
+
+def result_params(args, extra: dict | None = None, resolved: dict | None = None) -> dict:
+    """The params of a saved result: `extra` (what the analysis adds for SQL readers), the
+    analysis name and its answer's arguments (`answer_args`)."""
+    return (extra or {}) | {"analysis": args.analysis, "args": answer_args(args, resolved)}
 
 
 def _saved(args, rid: int | None) -> None:
@@ -90,9 +126,10 @@ def a_spans(args) -> int:
     with open_store(args) as s:
         cfg = _span_cfg(s, args)
         sp = S.pair(s, args.trace, cfg)
-        saved = S.save(s, sp) if args.save else None
+        saved = S.save(s, sp, params=result_params(args)) if args.save else None
         data = {"trace": args.trace, "config": cfg.to_json(), "stats": sp.stats,
-                "unmatched": sp.unmatched.slice(0, 20).to_pylist(),
+                "rows": sp.table.slice(0, args.limit).to_pylist(), "total": sp.table.num_rows,
+                "unmatched": sp.unmatched.slice(0, args.limit).to_pylist(),
                 "processed_trace": saved["params"]["derived"] if saved else None,
                 "result": saved["id"] if saved else None}
     if args.json:
@@ -104,8 +141,14 @@ def a_spans(args) -> int:
               f"(read {st['read_s']:.2f} s, pair {st['pair_s']:.2f} s)")
     out.print(f"closed {st['closed']:,}, unclosed begins {st['unclosed_begins']:,}, "
               f"unmatched ends {st['unmatched_ends']:,}")
+    name_col = cfg.name_column
+    view = SPAN_VIEW[:3] + ((S._begin_name(name_col),) if name_col else ()) + SPAN_VIEW[3:]
+    render(sp.table.slice(0, args.limit).select([c for c in view if c in sp.table.column_names]), "table")
+    if sp.table.num_rows > args.limit:
+        err.print(f"({sp.table.num_rows:,} spans, {args.limit} shown; --limit N, --json)")
     if sp.unmatched.num_rows:
-        render(sp.unmatched, "table", limit=10)
+        out.print("unmatched halves", style="bold")
+        render(sp.unmatched, "table", limit=10, more="--json lists them")
     if saved:
         out.print(f"saved as processed trace [bold]{saved['params']['derived']}[/bold] (result {saved['id']})")
     return 0
@@ -115,8 +158,9 @@ def a_children(args) -> int:
     from . import spans as S
 
     with open_store(args) as s:
-        t = S.children(s, args.trace, args.span, _span_cfg(s, args))
-        rid = _save_table(s, args, "children", [args.trace], t, {"span": args.span})
+        cfg = _span_cfg(s, args)
+        t = S.children(s, args.trace, args.span, cfg)
+        rid = _save_table(s, args, "children", [args.trace], t, {"config": cfg.to_json()})
     cfg = _span_cfg_quiet(args)
     view = SPAN_VIEW[:3] + ((cfg,) if cfg else ()) + SPAN_VIEW[3:]
     _render(args, t, title=f"children of span {args.span}: {t.num_rows}", limit=args.limit, view=view)
@@ -131,12 +175,13 @@ def _span_cfg_quiet(args) -> str | None:
     return "behavior_id" if getattr(args, "begin", None) is None else None
 
 
-def _save_table(s: Store, args, analysis: str, traces: list[str], t: pa.Table, params: dict, payload: Any = None):
+def _save_table(s: Store, args, analysis: str, traces: list[str], t: pa.Table, params: dict | None = None,
+                payload: Any = None, resolved: dict | None = None):
     if not args.save:
         return None
     from .results import save_table
 
-    return save_table(s, analysis, traces, t, params=params, payload=payload)
+    return save_table(s, analysis, traces, t, params=result_params(args, params, resolved), payload=payload)
 
 
 def a_calltree(args) -> int:
@@ -147,8 +192,7 @@ def a_calltree(args) -> int:
         cfg = _span_cfg(s, args)
         t = S.thread_calls(s, args.trace, args.thread, cfg, start=_ns(args.start), end=_ns(args.end_time),
                            max_depth=args.max_depth)
-        rid = _save_table(s, args, "calltree", [args.trace], t,
-                          {"thread": args.thread, "start": args.start, "end": args.end_time, "max_depth": args.max_depth})
+        rid = _save_table(s, args, "calltree", [args.trace], t, {"config": cfg.to_json()})
     if args.json:
         emit_json({"rows": t.slice(0, args.limit).to_pylist(), "total": t.num_rows})
         return 0
@@ -169,8 +213,9 @@ def a_tree(args) -> int:
     from . import spans as S
 
     with open_store(args) as s:
-        t = S.aggregated_call_tree(s, args.trace, _span_cfg(s, args), producers=args.thread or None)
-        rid = _save_table(s, args, "calltree-aggregated", [args.trace], t, {"threads": args.thread})
+        cfg = _span_cfg(s, args)
+        t = S.aggregated_call_tree(s, args.trace, cfg, producers=args.thread or None)
+        rid = _save_table(s, args, "calltree-aggregated", [args.trace], t, {"config": cfg.to_json()})
     top = t.take(pc.sort_indices(t, [("total_ns", "descending")])) if t.num_rows else t
     _render(args, top, title=f"aggregated call tree: {t.num_rows:,} call paths (by total time)", limit=args.limit)
     _saved(args, rid)
@@ -182,14 +227,16 @@ def a_flame(args) -> int:
 
     out, err, *_ = _out()
     with open_store(args) as s:
-        t = S.aggregated_call_tree(s, args.trace, _span_cfg(s, args), producers=args.thread or None)
+        cfg = _span_cfg(s, args)
+        t = S.aggregated_call_tree(s, args.trace, cfg, producers=args.thread or None)
         text = S.folded(t, "total_ns" if args.total else "self_ns")
         rid = None
         if args.save:
             from .results import save_file
 
             rid = save_file(s, "flame", [args.trace], text, filename=f"{args.trace}.folded",
-                            params={"threads": args.thread, "value": "total_ns" if args.total else "self_ns"})
+                            params=result_params(args, {"config": cfg.to_json(),
+                                                        "value": "total_ns" if args.total else "self_ns"}))
     if args.out:
         with open(args.out, "w") as f:
             f.write(text)
@@ -227,7 +274,8 @@ def a_cursor(args) -> int:
         if args.save:
             from .results import save_search
 
-            rid = save_search(s, args.save_name or f"cursor {args.trace}", args.trace, c.filter, at=_ns(args.at))
+            rid = save_search(s, args.save_name or f"cursor {args.trace}", args.trace, c.filter, at=_ns(args.at),
+                              params=result_params(args))
     if args.json:
         emit_json({"rows": page.to_pylist(), "position": list(c.position), "after": c.after,
                    "seconds": round(secs, 4)})
@@ -248,7 +296,7 @@ def a_state(args) -> int:
         t0 = time.perf_counter()
         t = ST.object_state(s, args.trace, args.object, _ns(args.at), cfg)
         secs = time.perf_counter() - t0
-        rid = _save_table(s, args, "state", [args.trace], t, {"object": args.object, "at": _ns(args.at)})
+        rid = _save_table(s, args, "state", [args.trace], t, {"config": cfg.to_json()})
     _render(args, t, title=f"object {args.object} at {_ns(args.at)}: {t.num_rows} fields ({secs * 1000:.1f} ms)",
             limit=args.limit)
     _saved(args, rid)
@@ -262,7 +310,7 @@ def a_history(args) -> int:
     with open_store(args) as s:
         cfg = object_config(s, args.trace, args.type, args.object_col, args.field_col, args.value_col)
         t = ST.field_history(s, args.trace, args.object, args.field, cfg, start=_ns(args.start), end=_ns(args.end))
-        rid = _save_table(s, args, "history", [args.trace], t, {"object": args.object, "field": args.field})
+        rid = _save_table(s, args, "history", [args.trace], t, {"config": cfg.to_json()})
     _render(args, t, title=f"object {args.object} field {args.field}: {t.num_rows} writes", limit=args.limit)
     _saved(args, rid)
     return 0
@@ -281,7 +329,7 @@ def a_stack(args) -> int:
         if args.save:
             t = pa.Table.from_pylist([f | {"locals": json.dumps(f["locals"])} for f in frames]) if frames \
                 else pa.table({"depth": pa.array([], pa.int64())})
-            rid = _save_table(s, args, "stack", [args.trace], t, {"thread": args.thread, "at": _ns(args.at)})
+            rid = _save_table(s, args, "stack", [args.trace], t, {"config": cfg.to_json()})
     if args.json:
         emit_json({"frames": [f | {"locals": {str(k): v for k, v in f["locals"].items()}} for f in frames],
                    "seconds": round(secs, 4)})
@@ -304,15 +352,16 @@ def a_density(args) -> int:
     from . import statistics as ST
 
     with open_store(args) as s:
-        traces = ST.select_traces(s, [args.trace] if args.trace else [], _search(args))
+        traces = ST.select_traces(s, args.traces, _search(args))
         t0 = time.perf_counter()
-        if len(traces) == 1 and not args.search:
-            t = ST.density(s, traces[0], args.bins, by=args.by, start=_ns(args.start), end=_ns(args.end),
-                           types=args.type or None, producers=args.producer or None)
+        kw = {"by": args.by, "start": args.start, "end": args.end, "types": args.type or None,
+              "producers": args.producer or None}
+        if len(traces) == 1:
+            t = ST.density(s, traces[0], args.bins, **kw)
         else:
-            t = ST.multi_density(s, traces, args.bins, by=args.by, start=_ns(args.start), end=_ns(args.end))
+            t = ST.multi_density(s, traces, args.bins, **kw)
         secs = time.perf_counter() - t0
-        rid = _save_table(s, args, "density", traces, t, {"bins": args.bins, "by": args.by, "traces": traces})
+        rid = _save_table(s, args, "density", traces, t, {"search": args.search}, resolved=_resolved(args, traces))
     _render(args, t, title=f"density: {args.bins} bins by {args.by} over {len(traces)} trace(s) ({secs * 1000:.1f} ms)",
             limit=args.limit)
     _saved(args, rid)
@@ -325,14 +374,21 @@ def _search(args) -> dict | None:
     return {"name": args.search, "format": getattr(args, "format", None)}
 
 
+def _resolved(args, traces: list[str]) -> dict:
+    """The traces a --search selected, recorded by name (replaying gives the same answer
+    after more traces match the pattern)."""
+    return {"traces": traces, "search": None} | ({"format": None} if "format" in vars(args) else {})
+
+
 def a_stats(args) -> int:
     from . import statistics as ST
 
     with open_store(args) as s:
         traces = ST.select_traces(s, args.traces or [], _search(args))
-        t = ST.multi_stats(s, traces, args.by, start=_ns(args.start), end=_ns(args.end), state=args.state,
+        t = ST.multi_stats(s, traces, args.by, start=args.start, end=args.end, state=args.state,
                            source_type=args.type)
-        rid = _save_table(s, args, f"stats-by-{args.by}", traces, t, {"by": args.by, "traces": traces})
+        rid = _save_table(s, args, f"stats-by-{args.by}", traces, t, {"by": args.by, "search": args.search},
+                          resolved=_resolved(args, traces))
     _render(args, t, title=f"statistics by {args.by} of {len(traces)} trace(s)", limit=args.limit)
     _saved(args, rid)
     return 0
@@ -370,7 +426,7 @@ def a_hist(args) -> int:
         rid = None
         if args.save:
             rid = _save_table(s, args, args.analysis, [args.trace], h.buckets(), {
-                "kind": h.kind, **h.params, "unit": h.unit, "by": args.by, "below": _ns(args.below)},
+                "kind": h.kind, **h.params, "unit": h.unit},
                 payload={"text": h.text(args.top), "below": h.below, "summary": dict(list(h.summary.items())[:20])})
     if args.json:
         emit_json(h.to_json(args.top) | {"seconds": round(secs, 4)})
@@ -382,7 +438,7 @@ def a_hist(args) -> int:
     for g in h.order(args.top)[::-1][:10] if h.below else []:
         b = h.below[h.groups[g]]
         label = f"[{h.groups[g]}] " if h.groups[g] else ""
-        out.print(f"{label}{b['share'] * 100:.1f}% of {b['count']:,} under {args.below} ({b['below']:,})",
+        out.print(f"{label}{b['share'] * 100:.1f}% of {b['count']:,} under {args.below:,} ns ({b['below']:,})",
                   highlight=False, markup=False)
     _saved(args, rid)
     return 0
@@ -403,8 +459,7 @@ def a_compare(args) -> int:
             from .results import save_table
 
             rid = save_table(s, "compare", [args.before, args.after], table,
-                             params={"kind": before.kind, **before.params, "unit": before.unit,
-                                     "before": args.before, "after": args.after},
+                             params=result_params(args, {"kind": before.kind, **before.params, "unit": before.unit}),
                              payload={"text": text, "before": before.summary, "after": after.summary})
     if args.json:
         emit_json({"buckets": table.to_pylist(), "before": next(iter(before.summary.values()), {}),
@@ -539,22 +594,31 @@ def r_show(args) -> int:
     with Store(args.store or default_path(), readonly=True) as s:
         r = show(s, args.id)
     table = r.pop("table")
+    replay = replay_argv(r)
     if args.json:
-        emit_json(r | {"rows": table.slice(0, args.limit).to_pylist() if table is not None else None,
-                       "row_count": table.num_rows if table is not None else 0})
+        # Every row unless --limit says otherwise: JSON is for scripts, which want the result.
+        rows = None if table is None else (table if args.limit is None else table.slice(0, args.limit)).to_pylist()
+        emit_json(r | {"rows": rows, "row_count": table.num_rows if table is not None else 0, "replay": replay})
         return 0
     out.print(f"[bold]result {r['id']}[/bold]: {r['kind']} {r['name']!r} by {r['tool']} on {', '.join(r['traces'])}")
     out.print(f"params: {json.dumps(r['params'])}", highlight=False)
+    if replay:
+        import shlex
+
+        out.print(f"replay: tracehouse {shlex.join(replay)}", highlight=False, markup=False)
     payload = r.get("payload") or {}
     if isinstance(payload, dict) and isinstance(payload.get("text"), str):
         sys.stdout.write(payload["text"])
     elif payload:
         out.print(f"payload: {json.dumps(payload)[:2000]}", highlight=False)
     if table is not None:
+        limit = 50 if args.limit is None else args.limit
         if r["kind"] == "file" and "line" in table.column_names:
-            sys.stdout.write("".join(x + "\n" for x in table.column("line").slice(0, args.limit).to_pylist()))
+            sys.stdout.write("".join(x + "\n" for x in table.column("line").slice(0, limit).to_pylist()))
+            if table.num_rows > limit:
+                err.print(f"({table.num_rows:,} lines, {limit} shown; --limit N shows more, --json all)")
         else:
-            render(table, "table", limit=args.limit)
+            render(table, "table", limit=limit, more="--limit N shows more, --json all")
     return 0
 
 
@@ -629,22 +693,18 @@ def _hist_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--by", default="none",
                    help="group by: none | caller | stack | name | producer | a column (default none)")
     p.add_argument("--unit", default="us", choices=("ns", "us", "ms", "s"), help="value unit (default us)")
-    p.add_argument("--below", help="report the share of values under this duration, e.g. 10us")
+    p.add_argument("--below", type=_time, help="report the share of values under this duration, e.g. 10us")
     p.add_argument("--type", help="histogram of an event type's column instead of span durations")
     p.add_argument("--value", default="dur", help="that column (default dur)")
     p.add_argument("--unclosed", action="store_true", help="include spans cut without an end")
-    p.add_argument("--start", help="span start time range, from (ns or with a unit)")
-    p.add_argument("--end-time", dest="end_time", help="... to")
+    p.add_argument("--start", type=_time, help="span start time range, from (ns or with a unit)")
+    p.add_argument("--end-time", dest="end_time", type=_time, help="... to")
     p.add_argument("--top", type=int, default=20, help="groups printed, the largest (default 20)")
     _span_args(p)
 
 
-def register(commands) -> None:
-    """Adds `tracehouse analyze ...`, `tracehouse results ...` and `tracehouse bench analyze`."""
-    sp = commands.add("analyze", cmd_analyze, "analyses: spans, call trees, cursors, state and stack at t, "
-                                              "density, statistics, histograms (see README, Analyses)")
-    sub = sp.add_subparsers(dest="analysis", required=True, metavar="ANALYSIS")
-
+def _add_analyses(sub) -> None:
+    """`analyze NAME ...` for every analysis, ours and the plugins'."""
     p = _common(sub.add_parser("spans", help="pair begins and ends into spans; --save keeps them as a processed trace"),
                 a_spans)
     _span_args(p)
@@ -653,8 +713,8 @@ def register(commands) -> None:
     _span_args(p)
     p = _common(sub.add_parser("calltree", help="the call tree of one thread, indented"), a_calltree, limit=200)
     p.add_argument("--thread", type=int, required=True, help="producer id")
-    p.add_argument("--start", help="calls overlapping [start, end) (ns or with a unit)")
-    p.add_argument("--end-time", dest="end_time", help="...")
+    p.add_argument("--start", type=_time, help="calls overlapping [start, end) (ns or with a unit)")
+    p.add_argument("--end-time", dest="end_time", type=_time, help="...")
     p.add_argument("--max-depth", type=int)
     _span_args(p)
     p = _common(sub.add_parser("tree", help="aggregated call tree: spans merged by call path"), a_tree)
@@ -670,32 +730,32 @@ def register(commands) -> None:
     p.add_argument("--type", action="append", help="event type (repeat; default all)")
     p.add_argument("--producer", type=int, action="append", help="producer id (repeat)")
     p.add_argument("--where", action="append", help="parameter predicate 'COL OP VALUE' (repeat)")
-    p.add_argument("--start", help="ts >= start")
-    p.add_argument("--end", help="ts < end")
-    p.add_argument("--at", help="stand just before time t (default: the start, or the end with --backward)")
+    p.add_argument("--start", type=_time, help="ts >= start")
+    p.add_argument("--end", type=_time, help="ts < end")
+    p.add_argument("--at", type=_time, help="stand just before time t (default: the start, or the end with --backward)")
     p.add_argument("--backward", action="store_true", help="the page before the position")
     p.add_argument("--save-name", help="name of the saved search (with --save)")
     p = _common(sub.add_parser("state", help="every field of an object at time t"), a_state)
     p.add_argument("object", type=int)
-    p.add_argument("--at", required=True, help="time t (ns or with a unit)")
+    p.add_argument("--at", required=True, type=_time, help="time t (ns or with a unit)")
     _obj_args(p)
     p = _common(sub.add_parser("history", help="every value one field of an object took"), a_history, limit=100)
     p.add_argument("object", type=int)
     p.add_argument("field", type=int)
-    p.add_argument("--start")
-    p.add_argument("--end")
+    p.add_argument("--start", type=_time)
+    p.add_argument("--end", type=_time)
     _obj_args(p)
     p = _common(sub.add_parser("stack", help="the call stack of a thread at time t, with arguments and locals"), a_stack)
     p.add_argument("thread", type=int)
-    p.add_argument("--at", required=True, help="time t (ns or with a unit)")
+    p.add_argument("--at", required=True, type=_time, help="time t (ns or with a unit)")
     _span_args(p)
     p = _common(sub.add_parser("density", help="events per equal time bin, by type / producer"), a_density,
                 trace=False, limit=20)
-    p.add_argument("trace", nargs="?", help="a trace (or --search for several)")
+    p.add_argument("traces", nargs="*", help="traces (several: one table with a trace column)")
     p.add_argument("--bins", type=int, default=1000)
     p.add_argument("--by", default="type", choices=("none", "type", "producer", "both"))
-    p.add_argument("--start")
-    p.add_argument("--end")
+    p.add_argument("--start", type=_time)
+    p.add_argument("--end", type=_time)
     p.add_argument("--type", action="append", help="only these event types")
     p.add_argument("--producer", type=int, action="append", help="only these producers")
     p.add_argument("--search", help="every trace whose name matches this glob")
@@ -705,8 +765,8 @@ def register(commands) -> None:
     p.add_argument("--by", default="type", choices=("type", "producer", "state"))
     p.add_argument("--search", help="also every trace whose name matches this glob")
     p.add_argument("--format", help="with --search: only traces of this format")
-    p.add_argument("--start")
-    p.add_argument("--end")
+    p.add_argument("--start", type=_time)
+    p.add_argument("--end", type=_time)
     p.add_argument("--state", help="by state: the state column (default: the span name)")
     p.add_argument("--type", help="by state: a span-kind event type instead of paired spans")
     for kind, help_ in (("hist", "log2 duration histogram, bpftrace hist() buckets"),
@@ -732,6 +792,46 @@ def register(commands) -> None:
     p.add_argument("--what", help="comma-separated: spans, objects, locals, density (default all)")
     _add_plugins(sub)
 
+
+def replay_argv(result: dict) -> list[str] | None:
+    """The `tracehouse` arguments that compute a saved result's answer again, from the
+    arguments it recorded (`params["args"]`), None for a result no analysis recorded
+    them for (indexes, annotations, groups, results saved before they were recorded).
+    Arguments at their default are left out."""
+    params = result.get("params") or {}
+    name, given = params.get("analysis"), params.get("args")
+    if not isinstance(name, str) or not isinstance(given, dict):
+        return None
+    sub = argparse.ArgumentParser(add_help=False).add_subparsers(dest="analysis")
+    _add_analyses(sub)
+    parser = sub.choices.get(name)
+    if parser is None:
+        return None
+    argv = ["analyze", name]
+    for action in parser._actions:  # argparse has no public list of a parser's arguments
+        if action.dest not in given:
+            continue
+        value = given[action.dest]
+        if not action.option_strings:  # positional
+            argv += [str(v) for v in value] if isinstance(value, list) else [str(value)]
+        elif value == action.default or value is None:
+            continue
+        elif isinstance(action, argparse._StoreTrueAction):
+            argv.append(action.option_strings[-1])
+        elif isinstance(value, list):
+            for v in value:
+                argv += [action.option_strings[-1], str(v)]
+        else:
+            argv += [action.option_strings[-1], str(value)]
+    return argv
+
+
+def register(commands) -> None:
+    """Adds `tracehouse analyze ...`, `tracehouse results ...` and `tracehouse bench analyze`."""
+    sp = commands.add("analyze", cmd_analyze, "analyses: spans, call trees, cursors, state and stack at t, "
+                                              "density, statistics, histograms (see README, Analyses)")
+    _add_analyses(sp.add_subparsers(dest="analysis", required=True, metavar="ANALYSIS"))
+
     rp = commands.add("results", cmd_results, "analysis results saved in the store: list, show, annotate, group, rm")
     rsub = rp.add_subparsers(dest="results_cmd", metavar="COMMAND")
     rp.set_defaults(results_fn=r_list, trace=None, tool=None, kind=None, name=None, limit=100)
@@ -745,14 +845,14 @@ def register(commands) -> None:
     p.set_defaults(results_fn=r_list)
     p = rsub.add_parser("show", help="one result: provenance, payload and table")
     p.add_argument("id", type=int)
-    p.add_argument("--limit", type=int, default=50)
+    p.add_argument("--limit", type=int, help="rows shown (default 50; with --json every row)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(results_fn=r_show)
     p = rsub.add_parser("annotate", help="a note on traces, optionally at a time")
     p.add_argument("traces", nargs="+")
     p.add_argument("--text", required=True)
-    p.add_argument("--at")
-    p.add_argument("--until")
+    p.add_argument("--at", type=_time)
+    p.add_argument("--until", type=_time)
     p.add_argument("--producer", type=int)
     p.add_argument("--json", action="store_true")
     p.set_defaults(results_fn=r_annotate)

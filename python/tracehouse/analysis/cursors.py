@@ -31,6 +31,7 @@ columns (ts, producer, seq, dur); then `type`.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable
 
@@ -76,15 +77,22 @@ class Filter:
                    tuple(tuple(w) for w in d.get("where") or ()), d.get("start"), d.get("end"))
 
 
+_PREDICATE = re.compile(r"\s*([^\W\d]\w*)\s*(<=|>=|!=|==|=|<|>)\s*(.*?)\s*", re.S)
+
+
 def parse_where(text: str) -> tuple[str, str, str]:
-    """'target = 42' -> ('target', '=', '42') (the value is typed later, per column)."""
-    for op in ("<=", ">=", "!=", "==", "=", "<", ">"):
-        if op in text:
-            col, val = text.split(op, 1)
-            col, val = col.strip(), val.strip()
-            if col and val:
-                return col, op, val
-    raise BadInput(f"predicate {text!r}", expected="COLUMN OP VALUE with OP one of = != < <= > >=")
+    """'target = 42' -> ('target', '=', '42') (the value is typed later, per column).
+
+    The column is the name before the first operator, so a value may hold operators
+    (`path = a=b`). A value in matching quotes, single or double (`name = "outer"`, as a
+    shell user writes it), is the text inside them: it matches like `name = outer`."""
+    m = _PREDICATE.fullmatch(text)
+    if m is None or not m.group(3):
+        raise BadInput(f"predicate {text!r}", expected="COLUMN OP VALUE with OP one of = != < <= > >=")
+    col, op, val = m.groups()
+    if len(val) >= 2 and val[0] == val[-1] and val[0] in "'\"":
+        val = val[1:-1]
+    return col, op, val
 
 
 def _typed(value: Any, t: pa.DataType, col: str) -> Any:

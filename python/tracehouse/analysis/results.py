@@ -65,10 +65,12 @@ def group(store: "Store", name: str, traces: Iterable[str], *, description: str 
                              payload={"description": description, "traces": traces})
 
 
-def save_search(store: "Store", name: str, trace: str, filter: "Filter", *, at: int | None = None) -> int:  # noqa: A002
-    """A cursor's filter (and position) as a saved search; `open_search` resumes it."""
+def save_search(store: "Store", name: str, trace: str, filter: "Filter", *, at: int | None = None,  # noqa: A002
+                params: dict | None = None) -> int:
+    """A cursor's filter (and position) as a saved search; `open_search` resumes it.
+    `params`: more to record (the CLI's arguments)."""
     return store.save_result("search", name, TOOL_PREFIX + "cursor", [trace],
-                             params={"filter": filter.to_json(), "at": at}, payload={"trace": trace})
+                             params=(params or {}) | {"filter": filter.to_json(), "at": at}, payload={"trace": trace})
 
 
 def open_search(store: "Store", rid: int) -> "Cursor":

@@ -446,10 +446,12 @@ def _span_event_types(spans: Spans, fmt_types: dict[str, EventType]) -> tuple[Ev
     return span, unmatched
 
 
-def save(store: "Store", spans: Spans, name: str | None = None, *, chunk_rows: int = 2_000_000) -> dict:
+def save(store: "Store", spans: Spans, name: str | None = None, *, chunk_rows: int = 2_000_000,
+         params: dict | None = None) -> dict:
     """Save `spans` as a processed trace (events `span` and `unmatched`) linked to its source.
 
     Replaces an earlier processed trace of the same name. Returns the result row.
+    `params`: more to record with the result (the CLI's arguments).
     """
     src = store.trace(spans.trace)
     name = name or derived_name(spans.trace)
@@ -470,8 +472,8 @@ def save(store: "Store", spans: Spans, name: str | None = None, *, chunk_rows: i
     if spans.unmatched.num_rows:
         store.append(name, "unmatched", spans.unmatched)
     store.flush(name)
-    params = {"config": spans.config.to_json(), "derived": name, "signature": _source.signature(store, spans.trace),
-              "rules": RULES, "stats": spans.stats}
+    params = (params or {}) | {"config": spans.config.to_json(), "derived": name, "rules": RULES,
+                               "signature": _source.signature(store, spans.trace), "stats": spans.stats}
     rid = store.save_result("processed", "spans", TOOL, [spans.trace, name], params=params,
                             payload={"derived_trace": name})
     out = store.result(rid)
