@@ -31,8 +31,11 @@ from . import __version__, default_path
 from .errors import BadInput, TracehouseError
 from .store import Store
 from .store.query import qident, qstr
+from .store.store import trace_name_from
 
-out = Console(soft_wrap=True)
+# Piped or redirected, rich would fit tables to 80 columns, cutting numbers and names
+# ("1,000,…"): tables then take the width they need (scripts read every digit).
+out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 1 << 16)
 err = Console(stderr=True, soft_wrap=True)  # errors stay one greppable line
 
 
@@ -285,6 +288,27 @@ def cmd_rm(args) -> int:
     return 0
 
 
+def cmd_compact(args) -> int:
+    """Merge small segments now (`Store.compact`); the store also does it on its own."""
+    with open_store(args, write=True) as s:
+        names = args.trace or [t.name for t in s.traces()]
+        for name in names:
+            s.trace(name)  # unknown names fail before anything is merged
+        merged = {}
+        with progress_bar("compacting", len(names), enabled=not args.json and sys.stderr.isatty()) as adv:
+            for name in names:
+                before = len(s.catalog.segments(s.trace(name).id))
+                s.compact(name)
+                merged[name] = {"segments_before": before, "segments": len(s.catalog.segments(s.trace(name).id))}
+                adv(1)
+    if args.json:
+        emit_json({"traces": merged})
+    else:
+        for name, m in merged.items():
+            out.print(f"{escape(name)}: {m['segments_before']} -> {m['segments']} segments", highlight=False)
+    return 0
+
+
 def add_importer_options(sp: argparse.ArgumentParser) -> None:
     """Options importers declare in their OPTIONS ({name: argparse kwargs}), added once each."""
     from . import importers
@@ -318,7 +342,9 @@ def cmd_import(args) -> int:
     imp = importers.get(args.importer, path)
     mapping = Mapping(ts=args.ts, ts_unit=args.ts_unit, producer=args.producer, type=args.type, seq=args.seq,
                       dur=args.dur, event_type=args.event_type, kind=args.kind, format=args.trace_format)
-    name = args.name if args.name is not None else path.stem.split(".")[0]
+    # A name given is checked as given; one taken from the file name is cleaned
+    # (`my events (1).csv` -> my_events_1, `データ.csv` -> データ).
+    name = args.name if args.name is not None else trace_name_from(path.stem.split(".")[0])
     t0 = time.perf_counter()
     with open_store(args, write=True, fsync=args.fsync) as s:
         with progress_bar(f"importing {path.name}", None, enabled=not args.json and sys.stderr.isatty()) as adv:
@@ -440,14 +466,7 @@ def cmd_demo(args) -> int:
 def cmd_bench_ingest(args) -> int:
     from .bench import ingest
 
-    result = ingest.run(args.events, batch=args.batch, workdir=args.workdir, progress=not args.json)
-    if args.json:
-        emit_json(result)
-    else:
-        out.print(ingest.render(result))
-        for k, v in ingest.ratios(result).items():
-            out.print(f"{k}: {v}")
-    return 0
+    return ingest.run_args(args)
 
 
 # -- parser --------------------------------------------------------------------------
@@ -527,6 +546,8 @@ def build_parser() -> argparse.ArgumentParser:
                                   "OUT/<trace>.<ext>, or to OUT itself when it names a file (e.g. t.json.gz)")
     sp = add("rm", cmd_rm, "delete traces")
     sp.add_argument("trace", nargs="+")
+    sp = add("compact", cmd_compact, "merge small segments now (the store also merges them on its own)")
+    sp.add_argument("trace", nargs="*", help="traces (default: all)")
     sp = add("import", cmd_import, "import a file as a new trace")
     sp.add_argument("importer", help="format: csv | parquet | strace | chrome | bpftrace | stap | paje | ... (tracehouse tools)")
     sp.add_argument("path")
@@ -556,9 +577,9 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--events", type=int, default=2_000_000)
     sp = commands.bench("ingest", cmd_bench_ingest,
                         "TOD ingest: raw append, tracehouse, SQLite, DuckDB on the same batches (seed 001)")
-    sp.add_argument("--events", type=int, default=10_000_000)
-    sp.add_argument("--batch", type=int, default=10_000)
-    sp.add_argument("--workdir", help="where peers write (default: a temporary directory)")
+    from .bench import ingest
+
+    ingest.add_arguments(sp)
     for name in COMMAND_MODULES:
         importlib.import_module(name).register(commands)
     return p

@@ -40,12 +40,12 @@ from typing import Callable
 
 from rich import box
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from ..errors import TracehouseError
 from . import peers
 from .peers import Run, Tick, Workload
+from .progress import stages
 
 TRACE = "tod-bench"
 SYSTEMS = ("raw", "tracehouse", "tracehouse-bulk", "sqlite", "duckdb", "duckdb-bulk")
@@ -316,9 +316,7 @@ def run(events: int, *, batch: int = 10_000, seed: int = 42, workdir: str | os.P
     # ~54 B/event in memory for TOD: check before generating anything.
     estimate = int(events * 54)
     _check_space(base, int(estimate * max(SPACE_FACTOR[s] for s in systems)), f"{events:,} events")
-    console = Console(stderr=True)
-    bar = Progress(TextColumn("{task.description:<26}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   console=console, transient=True, disable=not progress)
+    bar = stages(progress)
     runs: list[Run] = []
     load_before = list(os.getloadavg())  # a shared machine: neighbours' load is part of the record
     root = Path(tempfile.mkdtemp(prefix=".tracehouse-bench-", dir=base))
@@ -477,7 +475,7 @@ def print_report(result: dict, console: Console | None = None) -> None:
     console = console or Console()
     console.print(render(result))
     for k, v in ratios(result).items():
-        console.print(f"{k}: {v:.2f}")
+        console.print(f"{k}: " + ("n/a (a system it compares was not run)" if v is None else f"{v:.2f}"))
     for tg in result.get("targets", []):
         mark = "[green]met[/green]" if tg["met"] else "[red]missed[/red]"
         console.print(f"target {tg['target']} {tg['goal']}: {tg['value']} {mark}")
@@ -503,9 +501,7 @@ def run_count(events: int = 100_000_000, *, batch: int = 1_000_000, seed: int = 
     base.mkdir(parents=True, exist_ok=True)
     _check_space(base, int(events * 12), f"a {events:,}-event store")
     root = Path(tempfile.mkdtemp(prefix=".tracehouse-bench-count-", dir=base))
-    console = Console(stderr=True)
-    bar = Progress(TextColumn("{task.description:<26}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                   console=console, transient=True, disable=not progress)
+    bar = stages(progress)
     sql = f'SELECT count(*) AS n FROM "{TRACE}".events'
     try:
         with bar:
@@ -559,27 +555,27 @@ def run_count(events: int = 100_000_000, *, batch: int = 1_000_000, seed: int = 
 # -- running without the CLI -------------------------------------------------------------
 
 
-def main(argv: list[str] | None = None) -> int:
-    """`python -m tracehouse.bench.ingest --events N [--batch B] [--json]` (same flags as the CLI)."""
-    import argparse
-
-    p = argparse.ArgumentParser(prog="python -m tracehouse.bench.ingest", description=__doc__.splitlines()[0])
+def add_arguments(p) -> None:
+    """The flags of `tracehouse bench ingest` and `python -m tracehouse.bench.ingest` (one list)."""
     p.add_argument("--events", type=int, default=10_000_000)
     p.add_argument("--batch", type=int, default=10_000)
     p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--workdir")
+    p.add_argument("--workdir", help="where systems write (default: a temporary directory next to the store)")
     p.add_argument("--systems", help=f"comma-separated subset of {','.join(SYSTEMS)}")
     p.add_argument("--no-probe", action="store_true", help="no freshness reader during the streaming run")
     p.add_argument("--repeat", type=int, default=1, help="runs per system, the fastest is reported")
     p.add_argument("--count", action="store_true", help="also measure count(*) over --count-events events")
     p.add_argument("--count-events", type=int, default=100_000_000)
-    p.add_argument("--json", action="store_true")
-    a = p.parse_args(argv)
+
+
+def run_args(a) -> int:
+    """Runs the benchmark the parsed flags describe and prints its report (JSON with
+    --json); progress goes to stderr either way (lines when it is not a terminal)."""
     result = run(a.events, batch=a.batch, seed=a.seed, workdir=a.workdir,
-                 systems=a.systems.split(",") if a.systems else None, progress=not a.json, probe=not a.no_probe,
+                 systems=a.systems.split(",") if a.systems else None, progress=True, probe=not a.no_probe,
                  repeat=a.repeat)
     if a.count:
-        result["count"] = run_count(a.count_events, seed=a.seed, workdir=a.workdir, progress=not a.json)
+        result["count"] = run_count(a.count_events, seed=a.seed, workdir=a.workdir, progress=True)
     if a.json:
         print(json.dumps(result, indent=2))
     else:
@@ -589,6 +585,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"count(*) over {c['counted']:,} events: {c['count_cold_s']:.3f} s cold, "
                   f"{c['count_warm_s']:.3f} s warm, {c['count_fresh_process_s']:.2f} s as a fresh process")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m tracehouse.bench.ingest --events N [--batch B] [--json]` (same flags as the CLI)."""
+    import argparse
+
+    p = argparse.ArgumentParser(prog="python -m tracehouse.bench.ingest", description=__doc__.splitlines()[0])
+    add_arguments(p)
+    p.add_argument("--json", action="store_true")
+    return run_args(p.parse_args(argv))
 
 
 if __name__ == "__main__":

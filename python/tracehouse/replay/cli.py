@@ -25,7 +25,7 @@ def cmd_capture(args) -> int:
                         progress=adv)
     if args.json:
         emit_json(r.to_json())
-        return 0
+        return exit_code_of(r.exit_status)
     from rich.markup import escape
     from rich.table import Table
 
@@ -58,7 +58,16 @@ def cmd_capture(args) -> int:
         err.print(f"[yellow]{rep.rejected} strace lines not understood[/yellow] (first: " + "; ".join(
             f"line {x.line}: {escape(x.reason)}" for x in rep.first_rejected[:3]) + ")")
     out.print(f"query it: tracehouse query 'SELECT * FROM \"{r.trace}\".syscall LIMIT 10'")
-    return 0
+    return exit_code_of(r.exit_status)
+
+
+def exit_code_of(status: int | None) -> int:
+    """The captured command's exit code is ours (a script `tracehouse capture -- make`
+    fails when make does), as a shell gives it: 128 + N when signal N killed it; 1 when
+    it did not run."""
+    if status is None:
+        return 1
+    return status if status >= 0 else 128 - status
 
 
 def register(commands) -> None:

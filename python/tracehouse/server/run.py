@@ -92,7 +92,7 @@ def serve(store_path: str | os.PathLike, cfg: ServerConfig, *, ready: Callable[[
         tcp_sock = _bind(cfg.host, cfg.tcp_port) if cfg.tcp_port is not None else None
         info = {
             "pid": os.getpid(), "store": str(store.path), "fsync": cfg.fsync,
-            "http": f"http://{cfg.host}:{http_sock.getsockname()[1]}",
+            "http": f"http://{url_host(cfg.host)}:{http_sock.getsockname()[1]}",
             "http_port": http_sock.getsockname()[1],
             "tcp_port": tcp_sock.getsockname()[1] if tcp_sock else None,
         }
@@ -147,6 +147,11 @@ def _sandbox_queries(store: Store) -> None:
     con = store.query_engine.con
     con.execute("SET allowed_directories = ?", [[str(store.path)]])
     con.execute("SET enable_external_access = false")
+
+
+def url_host(host: str) -> str:
+    """`host` as a URL writes it: an IPv6 address in brackets (`http://[::1]:8086`)."""
+    return f"[{host}]" if ":" in host and not host.startswith("[") else host
 
 
 def write_ready_file(path: str | None):

@@ -24,6 +24,7 @@ import re
 import shutil
 import threading
 import time
+import unicodedata
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Callable, Iterable, NoReturn
@@ -44,17 +45,27 @@ from .writer import RecoveryReport, TraceWriter, WriterOptions, conform
 log = logging.getLogger("tracehouse.store")
 
 SEQ_FIELD = pa.field("seq", pa.int64(), nullable=False)
-TRACE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_.:@+-]{0,127}$")
+# Letters and digits of any script (`\w`: `データ`, `café`), and _ . : @ + -.
+TRACE_NAME = re.compile(r"\w[\w.:@+-]{0,127}")
+TRACE_NAME_RULE = ("letters or digits (any script) and _ . : @ + - (starting with a letter, digit or _, "
+                   "no '..', at most 128 characters)")
 
 
 def check_trace_name(name: str) -> str:
-    """Trace names become SQL schema names: no path separators, quotes or '..'."""
-    if not isinstance(name, str) or not TRACE_NAME.match(name) or ".." in name:
-        raise BadInput(
-            f"invalid trace name {name!r}",
-            expected="letters, digits and _ . : @ + - (not starting with . or -, no '..', at most 128 characters)",
-        )
+    """Trace names become SQL schema names: no path separators, quotes, spaces or '..'."""
+    if not isinstance(name, str) or not TRACE_NAME.fullmatch(name) or ".." in name:
+        raise BadInput(f"invalid trace name {name!r}", expected=TRACE_NAME_RULE)
     return name
+
+
+def trace_name_from(text: str, default: str = "trace") -> str:
+    """A valid trace name made from `text` (a file name, a command): Unicode NFC (a name
+    typed on a Mac is then the same name), other characters at either end dropped and
+    each run of them inside one `_`, no '..', at most 128 characters; `default` when
+    nothing is left. `my events (1)` -> `my_events_1`, `データ` stays."""
+    name = re.sub(r"^\W+|\W+$", "", unicodedata.normalize("NFC", text))
+    name = re.sub(r"\.{2,}", ".", re.sub(r"[^\w.:@+-]+", "_", name))[:128]
+    return name if TRACE_NAME.fullmatch(name) else default
 
 
 def check_producers(rows: Iterable[dict]) -> list[dict]:

@@ -1,0 +1,231 @@
+"""Issue 11, item 15: CLI papercuts found by running the README as a new user — commands the
+README shows that the CLI rejected, a capture's exit code, piped tables cut to 80 columns,
+default trace names refused, silent long benchmarks, the IPv6 serve banner."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+import tracehouse
+from tracehouse import Column, EventType, cli
+
+from helpers import child_env
+from helpers.strace import needs_strace
+
+README = Path(__file__).resolve().parents[1] / "README.md"
+CLI = [sys.executable, "-m", "tracehouse.cli"]
+
+
+def run(capsys, store: Path, *argv: str) -> tuple[int, str, str]:
+    code = cli.main(["--store", str(store), *argv])
+    cap = capsys.readouterr()
+    return code, cap.out, cap.err
+
+
+def run_json(capsys, store: Path, *argv: str):
+    code, out, err = run(capsys, store, *argv, "--json")
+    assert code == 0, err
+    return json.loads(out)
+
+
+def _block_commands() -> list[str]:
+    """Every `tracehouse ...` command of the README's code blocks (continuations and
+    multi-line quotes joined)."""
+    cmds = []
+    for block in re.findall(r"```[a-z]*\n(.*?)```", README.read_text(), re.S):
+        lines = block.replace("\\\n", " ").splitlines()
+        i = 0
+        while i < len(lines):
+            line = lines[i].strip().removeprefix("$ ")
+            if line.startswith("tracehouse "):
+                while True:
+                    try:
+                        shlex.split(line, comments=True)
+                        break
+                    except ValueError:  # a quote spanning lines
+                        i += 1
+                        line += "\n" + lines[i]
+                cmds.append(line)
+            i += 1
+    return cmds
+
+
+def _parser_of(words: list[str]):
+    """The (sub)parser `tracehouse WORDS...` reaches, and the words after the command names."""
+    import argparse
+
+    p = cli.build_parser()
+    rest = list(words)
+    while rest:
+        subs = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+        if not subs or rest[0] not in subs[0].choices:
+            break
+        p = subs[0].choices[rest.pop(0)]
+    return p, rest
+
+
+def _flags(p) -> set[str]:
+    """Options of parser `p` and of every subcommand below it (`analyze NAME ... [--save]`)."""
+    import argparse
+
+    out = {o for a in p._actions for o in a.option_strings}
+    for a in p._actions:
+        if isinstance(a, argparse._SubParsersAction):
+            for sub in a.choices.values():
+                out |= _flags(sub)
+    return out
+
+
+def test_every_readme_command_is_accepted_by_the_cli():
+    cmds = _block_commands()
+    assert len(cmds) > 40
+    for c in cmds:
+        argv = shlex.split(c, comments=True)[1:]
+        argv = ["1" if a == "ID" else a for a in argv if a != "&"]  # a placeholder, a shell operator
+        with _NoExit(c):
+            cli.build_parser().parse_args(argv)
+
+
+class _NoExit:
+    """Fails the test with the README line when argparse rejects it."""
+
+    def __init__(self, line: str) -> None:
+        self.line = line
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, et, e, tb):
+        if et is SystemExit and e.code:
+            pytest.fail(f"the CLI rejects this README line: {self.line}")
+        return False
+
+
+def test_every_flag_the_readme_names_after_a_command_exists():
+    # Inline mentions too: "`tracehouse compact` / `store.compact()`", usage forms like
+    # "`tracehouse results [list --trace T --tool X --kind K]`".
+    spans = re.findall(r"`(tracehouse [^`]+)`", README.read_text())
+    assert "tracehouse compact" in spans
+    for span in spans:
+        words = span.replace("[", " ").replace("]", " ").replace("|", " ").split()[1:]
+        p, rest = _parser_of(words)
+        assert p.prog != "tracehouse" or not words or words[0].startswith("-"), f"unknown command in `{span}`"
+        known = _flags(p)
+        for w in rest:
+            flag = w.split("=", 1)[0]
+            if flag.startswith("--"):
+                assert flag in known, f"`{span}`: {p.prog} has no {flag}"
+
+
+def test_bench_ingest_takes_the_readme_flags_and_shows_progress_when_piped(tmp_path):
+    # The README's own run: `--systems raw,tracehouse,tracehouse-bulk,duckdb-bulk --repeat 3`.
+    cli.build_parser().parse_args(["bench", "ingest", "--systems", "raw,tracehouse,tracehouse-bulk,duckdb-bulk",
+                                   "--repeat", "3"])
+    r = subprocess.run([*CLI, "bench", "ingest", "--events", "20000", "--systems", "raw,tracehouse-bulk",
+                        "--repeat", "2", "--no-probe", "--workdir", str(tmp_path), "--json"],
+                       capture_output=True, text=True, env=child_env(), timeout=300)
+    assert r.returncode == 0, r.stderr
+    result = json.loads(r.stdout)
+    assert [x["id"] for x in result["runs"]] == ["raw", "tracehouse-bulk"]
+    assert all(len(x["all_seconds"]) == 2 for x in result["runs"])
+    # stderr is a pipe here: progress comes as lines (a live bar would print nothing)
+    assert "raw (1/2) ..." in r.stderr and "tracehouse-bulk (2/2): done (20,0" in r.stderr, r.stderr
+
+
+def test_compact_merges_small_segments(tmp_path, capsys):
+    store = tmp_path / "s"
+    et = EventType("ev", "instant", (Column("v", "int64", "", "a value"),))
+    with tracehouse.open(store, fsync="off") as s:
+        s.create_trace("t", "test", event_types=[et])
+        for i in range(6):
+            s.append("t", "ev", pa.table({"ts": pa.array([i * 10 + 1, i * 10 + 2], pa.int64()),
+                                          "producer": pa.array([0, 0], pa.int32()), "v": pa.array([i, i])}))
+            s.flush("t")
+    before = run_json(capsys, store, "query", "SELECT count(*) AS n FROM th.segments WHERE trace = 't'")[0]["n"]
+    r = run_json(capsys, store, "compact", "t")
+    assert before == 6 and r["traces"]["t"] == {"segments_before": 6, "segments": 1}
+    assert run_json(capsys, store, "query", "SELECT count(*) AS n, sum(v)::BIGINT AS v FROM t.ev") == [{"n": 12, "v": 30}]
+    code, out, _ = run(capsys, store, "compact")
+    assert code == 0 and "t: 1 -> 1 segments" in out
+    code, _, err = run(capsys, store, "compact", "nope")
+    assert code == 2 and "nope" in err
+
+
+@needs_strace
+def test_capture_exits_with_the_commands_exit_code(tmp_path):
+    store = str(tmp_path / "s")
+    r = subprocess.run([*CLI, "--store", store, "capture", "--", "sh", "-c", "exit 7"], capture_output=True,
+                       text=True, env=child_env(), timeout=120)
+    assert r.returncode == 7, r.stderr
+    assert "exited with 7" in r.stdout
+    r = subprocess.run([*CLI, "--store", store, "capture", "--json", "--", "sh", "-c", "kill -TERM $$"],
+                       capture_output=True, text=True, env=child_env(), timeout=120)
+    assert r.returncode == 128 + 15, r.stderr
+    assert json.loads(r.stdout)["exit_status"] == -15
+
+
+def test_piped_ls_and_search_print_whole_values(tmp_path):
+    # A long name and epoch timestamps (printed as ISO times): 80 columns cut them ("2026-…").
+    name = "nightly-regression-run-with-a-rather-long-descriptive-name-2026-11-25"
+    f = tmp_path / "ev.csv"
+    f.write_text("ts,producer,type,v\n1764000000000000000,1,a,1\n1764000000500000000,1,a,2\n")
+    store = str(tmp_path / "s")
+    env = {k: v for k, v in child_env().items() if k != "COLUMNS"}
+    r = subprocess.run([*CLI, "--store", store, "import", "csv", str(f), "--name", name], capture_output=True,
+                       text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    for cmd in (["ls"], ["search", "nightly-*"]):
+        r = subprocess.run([*CLI, "--store", store, *cmd], capture_output=True, text=True, env=env, timeout=120)
+        assert r.returncode == 0, r.stderr
+        row = next(line for line in r.stdout.splitlines() if "nightly" in line)
+        assert name in row and "2025-11-24T16:00:00.500000+00:00" in row, r.stdout
+        assert "…" not in r.stdout
+
+
+def test_default_trace_names_are_cleaned_and_unicode_names_allowed(tmp_path, capsys):
+    store = tmp_path / "s"
+    for fname, want in (("my events (1).csv", "my_events_1"), ("データ.csv", "データ"), ("café.csv", "café")):
+        f = tmp_path / fname
+        f.write_text("ts,producer,type,v\n1,1,a,1\n2,1,a,2\n")
+        assert run_json(capsys, store, "import", "csv", str(f))["trace"] == want
+        assert run_json(capsys, store, "query", f'SELECT count(*) AS n FROM "{want}".events') == [{"n": 2}]
+    assert run_json(capsys, store, "import", "csv", str(tmp_path / "データ.csv"), "--name", "計測-2")["trace"] == "計測-2"
+    # A name given explicitly is checked as given, and the message says what is allowed.
+    code, _, err = run(capsys, store, "import", "csv", str(tmp_path / "データ.csv"), "--name", "a b")
+    assert code == 2 and "any script" in err
+
+
+def test_ipv6_banner_url_has_brackets(tmp_path):
+    ready = tmp_path / "ready.json"
+    proc = subprocess.Popen([*CLI, "--store", str(tmp_path / "s"), "serve", "--host", "::1", "--port", "0",
+                             "--tcp-port", "0", "--ready-file", str(ready)],
+                            stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True, env=child_env())
+    try:
+        banner = proc.stderr.readline()
+        if not banner.startswith("tracehouse serving"):  # no IPv6 on this machine
+            pytest.skip(f"cannot serve on ::1: {banner.strip()}")
+        import time
+
+        deadline = time.monotonic() + 30  # the banner is printed just before the ready file is written
+        while not ready.exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        info = json.loads(ready.read_text())
+        assert info["http"] == f"http://[::1]:{info['http_port']}"
+        assert f"http://[::1]:{info['http_port']} " in banner and f"tcp://[::1]:{info['tcp_port']}" in banner
+        import urllib.request
+
+        with urllib.request.urlopen(info["http"] + "/health", timeout=30) as resp:  # the URL as printed works
+            assert resp.status == 200
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+        proc.stderr.close()
