@@ -79,22 +79,29 @@ def stack_at(store: "Store", trace: str, producer: int, t: int, config: SpanConf
     idx = span_index(store, trace, config)
     prod, depth, ts, end_ts, end_max = (_index.column(idx, c) for c in ("producer", "depth", "ts", "end_ts", "end_max"))
     lo, hi = _index.key_range([prod], [int(producer)])
-    rows: list[np.ndarray] = []
+    t = int(t)
+    rows: list[int] = []
     d = 0
     while lo < hi:
         a, b = _index.key_range([depth], [d], lo, hi)
         if a == b:
             break
-        r = a + _index.search(ts[a:b], int(t), "right")  # spans of depth d begun at or before t: [a, r)
-        j = a + _index.search(end_max[a:r], int(t), "right")  # before j every span ended by t
-        open_rows = j + np.nonzero(end_ts[j:r] > t)[0]
-        if not len(open_rows):
+        r = a + _index.search(ts[a:b], t, "right")  # spans of depth d begun at or before t: [a, r)
+        if r == a:
             break
-        rows.append(open_rows)
+        if r - a == 1 or end_max[r - 2] <= t:  # the usual case: only the last one begun can be open
+            if end_ts[r - 1] <= t:
+                break
+            rows.append(r - 1)
+        else:
+            j = a + _index.search(end_max[a:r], t, "right")  # before j every span ended by t
+            open_rows = (j + np.nonzero(end_ts[j:r] > t)[0]).tolist()
+            if not open_rows:
+                break
+            rows += open_rows
         lo = b
         d += 1
-    sel = np.concatenate(rows) if rows else np.array([], dtype=np.int64)
-    return idx.take(pa.array(sel, pa.int64())).drop_columns(["row_of", "end_max"])
+    return idx.take(pa.array(rows, pa.int64())).drop_columns(["row_of", "end_max"])
 
 
 def frame_locals(store: "Store", trace: str, producer: int, frame_seq: int, t: int,
