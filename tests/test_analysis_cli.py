@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
@@ -10,17 +9,7 @@ import pytest
 
 from tracehouse import cli
 
-
-def run(capsys, store: Path, *argv: str) -> tuple[int, str, str]:
-    code = cli.main(["--store", str(store), *argv])
-    cap = capsys.readouterr()
-    return code, cap.out, cap.err
-
-
-def run_json(capsys, store: Path, *argv: str):
-    code, out, err = run(capsys, store, *argv, "--json")
-    assert code == 0, err
-    return json.loads(out)
+from helpers.cli import run, run_json
 
 
 @pytest.fixture(scope="module")

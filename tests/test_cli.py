@@ -8,19 +8,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pytest
 
-from tracehouse import cli
-
-
-def run(capsys, store: Path, *argv: str) -> tuple[int, str, str]:
-    code = cli.main(["--store", str(store), *argv])
-    cap = capsys.readouterr()
-    return code, cap.out, cap.err
-
-
-def run_json(capsys, store: Path, *argv: str):
-    code, out, err = run(capsys, store, *argv, "--json")
-    assert code == 0, err
-    return json.loads(out)
+from helpers.cli import run, run_json
 
 
 def test_init_then_ls_is_empty(tmp_path, capsys):

@@ -19,20 +19,9 @@ from tracehouse import cli
 from tracehouse.analysis.profiles import SpanConfig
 
 from helpers.analysis_ref import build_slices, build_trace, ref_open_slices
+from helpers.cli import run, run_json
 
 SLICES = SpanConfig("S", None, name="name")
-
-
-def run(capsys, store: Path, *argv: str) -> tuple[int, str, str]:
-    code = cli.main(["--store", str(store), *argv])
-    cap = capsys.readouterr()
-    return code, cap.out, cap.err
-
-
-def run_json(capsys, store: Path, *argv: str):
-    code, out, err = run(capsys, store, *argv, "--json")
-    assert code == 0, err
-    return json.loads(out)
 
 
 # -- item 13: the stack at t ----------------------------------------------------------------
@@ -61,7 +50,7 @@ def test_stack_shows_overlapping_siblings(tmp_path, capsys):
     assert run_json(capsys, store, "analyze", "stack", "ov", str(tid), "--at", "17us")["frames"] == []
 
 
-@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(raw=st.lists(st.tuples(st.integers(1, 2), st.integers(0, 40), st.integers(0, 25)), max_size=25),
        probes=st.lists(st.integers(-1, 70), min_size=1, max_size=5))
 def test_stack_of_slices_is_every_slice_open_at_t(raw, probes):

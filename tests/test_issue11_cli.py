@@ -4,8 +4,8 @@ default trace names refused, silent long benchmarks, the IPv6 serve banner."""
 
 from __future__ import annotations
 
+import functools
 import json
-import os
 import re
 import shlex
 import subprocess
@@ -19,22 +19,11 @@ import tracehouse
 from tracehouse import Column, EventType, cli
 
 from helpers import child_env
+from helpers.cli import run, run_json
 from helpers.strace import needs_strace
 
 README = Path(__file__).resolve().parents[1] / "README.md"
 CLI = [sys.executable, "-m", "tracehouse.cli"]
-
-
-def run(capsys, store: Path, *argv: str) -> tuple[int, str, str]:
-    code = cli.main(["--store", str(store), *argv])
-    cap = capsys.readouterr()
-    return code, cap.out, cap.err
-
-
-def run_json(capsys, store: Path, *argv: str):
-    code, out, err = run(capsys, store, *argv, "--json")
-    assert code == 0, err
-    return json.loads(out)
 
 
 def _block_commands() -> list[str]:
@@ -59,11 +48,16 @@ def _block_commands() -> list[str]:
     return cmds
 
 
+@functools.cache
+def _parser():
+    return cli.build_parser()
+
+
 def _parser_of(words: list[str]):
     """The (sub)parser `tracehouse WORDS...` reaches, and the words after the command names."""
     import argparse
 
-    p = cli.build_parser()
+    p = _parser()
     rest = list(words)
     while rest:
         subs = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
@@ -92,7 +86,7 @@ def test_every_readme_command_is_accepted_by_the_cli():
         argv = shlex.split(c, comments=True)[1:]
         argv = ["1" if a == "ID" else a for a in argv if a != "&"]  # a placeholder, a shell operator
         with _NoExit(c):
-            cli.build_parser().parse_args(argv)
+            _parser().parse_args(argv)
 
 
 class _NoExit:
@@ -128,7 +122,7 @@ def test_every_flag_the_readme_names_after_a_command_exists():
 
 def test_bench_ingest_takes_the_readme_flags_and_shows_progress_when_piped(tmp_path):
     # The README's own run: `--systems raw,tracehouse,tracehouse-bulk,duckdb-bulk --repeat 3`.
-    cli.build_parser().parse_args(["bench", "ingest", "--systems", "raw,tracehouse,tracehouse-bulk,duckdb-bulk",
+    _parser().parse_args(["bench", "ingest", "--systems", "raw,tracehouse,tracehouse-bulk,duckdb-bulk",
                                    "--repeat", "3"])
     r = subprocess.run([*CLI, "bench", "ingest", "--events", "20000", "--systems", "raw,tracehouse-bulk",
                         "--repeat", "2", "--no-probe", "--workdir", str(tmp_path), "--json"],
@@ -179,10 +173,8 @@ def test_piped_ls_and_search_print_whole_values(tmp_path):
     f = tmp_path / "ev.csv"
     f.write_text("ts,producer,type,v\n1764000000000000000,1,a,1\n1764000000500000000,1,a,2\n")
     store = str(tmp_path / "s")
+    assert cli.main(["--store", store, "import", "csv", str(f), "--name", name, "--json"]) == 0
     env = {k: v for k, v in child_env().items() if k != "COLUMNS"}
-    r = subprocess.run([*CLI, "--store", store, "import", "csv", str(f), "--name", name], capture_output=True,
-                       text=True, env=env, timeout=120)
-    assert r.returncode == 0, r.stderr
     for cmd in (["ls"], ["search", "nightly-*"]):
         r = subprocess.run([*CLI, "--store", store, *cmd], capture_output=True, text=True, env=env, timeout=120)
         assert r.returncode == 0, r.stderr
