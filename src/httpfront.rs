@@ -1,11 +1,17 @@
 //! The HTTP/1.1 front end of `tracehouse serve`: sockets, framing and limits in native threads.
 //!
 //! Owns accepting connections, reading request heads and bodies (Content-Length or chunked,
-//! `Expect: 100-continue`), the limits that keep memory bounded (connections, head size,
-//! body size, bytes in flight across all requests) and the timeouts that keep silent or slow
-//! clients from holding anything, and writing the responses. It knows nothing of routes: a
-//! complete request goes into one queue that the server's Python dispatchers drain in
-//! batches ([`Front::take`]); each request is answered once through [`Request::respond`].
+//! `Expect: 100-continue`), the token check on the head, the limits that keep memory bounded
+//! (connections, head size, body size, bytes in flight across all requests) and the timeouts
+//! that keep silent or slow clients from holding anything, and writing the responses. It knows
+//! nothing of routes: a complete request goes into one queue that the server's Python
+//! dispatchers drain in batches ([`Front::take`]); each request is answered once through
+//! [`Request::respond`].
+//!
+//! The order on a connection, per request: head (within `idle_timeout` of its first byte) ->
+//! token (401 before any `100 Continue` and before a byte of the body is read: a client without
+//! the token never holds in-flight budget) -> body size (413) -> in-flight budget (503) ->
+//! `100 Continue` -> body (paced: [`Pace`]) -> queue.
 //!
 //! Why native: under Python's asyncio/ASGI stack a write cost a few hundred µs of
 //! interpreter time before any work was done (body chunks woke the event loop every 64 KB),
@@ -42,6 +48,14 @@ pub struct FrontConfig {
     pub overload_wait: Duration,
     /// Seconds in the Retry-After of a 503.
     pub retry_after: u32,
+    /// When set, every request but those to `open_paths` must carry it (see [`token_given`]).
+    pub token: Option<String>,
+    /// Paths served without the token (`/ping`: InfluxDB clients probe it unauthenticated).
+    pub open_paths: Vec<String>,
+    /// A whole request (head and body) must arrive within this long of its first byte.
+    pub request_timeout: Duration,
+    /// Bytes per second a body must average after a grace of `idle_timeout` (0: no minimum).
+    pub min_rate: usize,
 }
 
 /// One complete request, waiting in the queue or being handled.
@@ -113,6 +127,10 @@ pub struct FrontStats {
     pub requests: AtomicU64,
     /// Body bytes held now.
     pub inflight: AtomicUsize,
+    /// Requests refused (401) because their head carried no token or a wrong one.
+    pub auth_refusals: AtomicU64,
+    /// Requests cut (408) for arriving too slowly (`min_rate`, `request_timeout`).
+    pub slow_refusals: AtomicU64,
 }
 
 /// The shared state of one front end: its queue, budget and counters.
@@ -128,6 +146,7 @@ pub struct Front {
     local: SocketAddr,
     open: Mutex<Vec<(u64, TcpStream)>>,
     next_conn: AtomicU64,
+    last_auth_refusal: Mutex<String>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -150,6 +169,7 @@ impl Front {
             local,
             open: Mutex::new(Vec::new()),
             next_conn: AtomicU64::new(0),
+            last_auth_refusal: Mutex::new(String::new()),
         });
         let f = Arc::clone(&front);
         thread::Builder::new().name("th-http-accept".into()).spawn(move || f.accept_loop(listener))?;
@@ -199,6 +219,27 @@ impl Front {
     /// Whether `close` was called.
     pub fn closed(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
+    }
+
+    /// The last request refused for its token, described (method, path, peer, why), or empty.
+    pub fn last_auth_refusal(&self) -> String {
+        lock(&self.last_auth_refusal).clone()
+    }
+
+    /// None when `req` may be served; else why not ("no token" or "wrong token").
+    fn refuse_auth(&self, req: &Request) -> Option<&'static str> {
+        let token = self.cfg.token.as_deref()?;
+        if self.cfg.open_paths.iter().any(|p| *p == req.path) {
+            return None;
+        }
+        let why = match token_given(req) {
+            None => "no token",
+            Some(given) if same_bytes(given.as_bytes(), token.as_bytes()) => return None,
+            Some(_) => "wrong token",
+        };
+        self.stats.auth_refusals.fetch_add(1, Ordering::Relaxed);
+        *lock(&self.last_auth_refusal) = format!("{} {} from {}: {why}", req.method, req.path, req.peer);
+        Some(why)
     }
 
     fn accept_loop(self: Arc<Self>, listener: TcpListener) {
@@ -267,11 +308,12 @@ impl Front {
 
     fn serve_connection(&self, mut stream: TcpStream, peer: SocketAddr) {
         let idle = self.cfg.idle_timeout;
-        let _ = stream.set_read_timeout(Some(idle));
         let _ = stream.set_write_timeout(Some(idle.max(Duration::from_secs(5))));
         let mut buf: Vec<u8> = Vec::with_capacity(8192);
         let peer = peer.to_string();
         while !self.closed() {
+            // A paced body read shortens the socket's timeout: each head starts from idle again.
+            let _ = stream.set_read_timeout(Some(idle));
             let head = match read_head(&mut stream, &mut buf, self.cfg.max_head, idle) {
                 Ok(Some(h)) => h,
                 Ok(None) => return, // closed or silent between requests: just close
@@ -295,6 +337,13 @@ impl Front {
             };
             buf.drain(..consumed);
             req.peer.clone_from(&peer);
+            if let Some(why) = self.refuse_auth(&req) {
+                // Before `100 Continue` and before any body byte: the body is never read.
+                let mut r = error_reply(401, &format!("unauthorized ({why}): send 'Authorization: Token <token>'"));
+                r.headers.push(("www-authenticate".into(), "Token".into()));
+                refuse(stream, &r, idle);
+                return;
+            }
             let keep_alive = wants_keep_alive(&req, head.http10);
             let is_head = req.method == "HEAD";
             let chunked = req.header("transfer-encoding").is_some_and(|v| v.to_ascii_lowercase().contains("chunked"));
@@ -302,12 +351,7 @@ impl Front {
                 Some(v) if !chunked => match v.trim().parse::<usize>() {
                     Ok(n) => Some(n),
                     Err(_) => {
-                        let _ = write_reply(
-                            &mut stream,
-                            &error_reply(400, &format!("bad Content-Length {v:?}")),
-                            true,
-                            false,
-                        );
+                        refuse(stream, &error_reply(400, &format!("bad Content-Length {v:?}")), idle);
                         return;
                     }
                 },
@@ -316,15 +360,15 @@ impl Front {
             if let Some(n) = declared {
                 if n > self.cfg.max_body {
                     let msg = format!("body of {n} bytes exceeds the limit of {}", self.cfg.max_body);
-                    let _ = write_reply(&mut stream, &too_large(&msg), true, false);
-                    return; // the body was not read: the connection cannot go on
+                    refuse(stream, &too_large(&msg), idle); // the body was not read: the connection cannot go on
+                    return;
                 }
             }
             let hold = if chunked { self.cfg.max_body } else { declared.unwrap_or(0) };
             if hold > 0 && !self.acquire(hold) {
                 self.stats.overload_refusals.fetch_add(1, Ordering::Relaxed);
                 let r = overloaded("server overloaded: too many bytes in flight, retry later", self.cfg.retry_after);
-                let _ = write_reply(&mut stream, &r, true, false);
+                refuse(stream, &r, idle);
                 return;
             }
             if req.header("expect").is_some_and(|v| v.eq_ignore_ascii_case("100-continue"))
@@ -333,32 +377,38 @@ impl Front {
                 self.release(hold);
                 return;
             }
+            let pace = Pace {
+                idle,
+                whole: head.started + self.cfg.request_timeout,
+                whole_secs: self.cfg.request_timeout.as_secs_f64(),
+                body: Instant::now(),
+                min_rate: self.cfg.min_rate,
+            };
             let body = if chunked {
-                read_chunked(&mut stream, &mut buf, self.cfg.max_body)
+                read_chunked(&mut stream, &mut buf, self.cfg.max_body, &pace)
             } else {
-                read_exact_body(&mut stream, &mut buf, declared.unwrap_or(0))
+                read_exact_body(&mut stream, &mut buf, declared.unwrap_or(0), &pace)
             };
             req.body = match body {
                 Ok(b) => b,
-                Err(BodyError::Gone) => {
+                Err(e) => {
                     self.release(hold);
-                    return; // disconnected mid-body: nothing was stored, nothing to answer
-                }
-                Err(BodyError::Stalled(got)) => {
-                    self.release(hold);
-                    let r = error_reply(408, &format!("no body bytes for {} s after {got} bytes", idle.as_secs_f64()));
+                    let r = match e {
+                        BodyError::Gone => return, // disconnected mid-body: nothing was stored, nothing to answer
+                        BodyError::Stalled(got) => {
+                            error_reply(408, &format!("no body bytes for {} s after {got} bytes", idle.as_secs_f64()))
+                        }
+                        BodyError::TooSlow(why) => {
+                            self.stats.slow_refusals.fetch_add(1, Ordering::Relaxed);
+                            error_reply(408, &why)
+                        }
+                        BodyError::TooLarge => {
+                            too_large(&format!("body exceeds the limit of {} bytes", self.cfg.max_body))
+                        }
+                        BodyError::Bad(why) => error_reply(400, &why),
+                    };
                     let _ = write_reply(&mut stream, &r, true, false);
-                    return;
-                }
-                Err(BodyError::TooLarge) => {
-                    self.release(hold);
-                    let msg = format!("body exceeds the limit of {} bytes", self.cfg.max_body);
-                    let _ = write_reply(&mut stream, &too_large(&msg), true, false);
-                    return;
-                }
-                Err(BodyError::Bad(why)) => {
-                    self.release(hold);
-                    let _ = write_reply(&mut stream, &error_reply(400, &why), true, false);
+                    let _ = stream.shutdown(Shutdown::Both);
                     return;
                 }
             };
@@ -386,9 +436,122 @@ impl Front {
     }
 }
 
+/// Answers `r` and closes without having read the request's body. The client may still be
+/// sending it: closing a socket with unread bytes makes the kernel send a reset, which can
+/// destroy the answer before the client reads it. So the write side is shut first and what
+/// arrives is discarded (never held) for at most a second (or `idle`) before the close.
+fn refuse(mut s: TcpStream, r: &Reply, idle: Duration) {
+    if write_reply(&mut s, r, true, false).is_err() {
+        return;
+    }
+    let _ = s.shutdown(Shutdown::Write);
+    let end = Instant::now() + idle.min(Duration::from_secs(1));
+    let mut sink = [0u8; 16 << 10];
+    loop {
+        let left = end.saturating_duration_since(Instant::now());
+        if left.is_zero() || s.set_read_timeout(Some(left)).is_err() {
+            return;
+        }
+        match s.read(&mut sink) {
+            Ok(0) => return,
+            Ok(_) => {}
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(_) => return,
+        }
+    }
+}
+
+/// The token a request's head carries: `Authorization: Token|Bearer <t>`, the password of
+/// `Authorization: Basic` (any user name), or, without an Authorization header of those kinds,
+/// InfluxDB 1.x's `?p=<t>` (percent-decoded, the last one counts).
+pub fn token_given(req: &Request) -> Option<String> {
+    let auth = req.header("authorization").unwrap_or("");
+    let (scheme, value) = auth.split_once(' ').unwrap_or((auth, ""));
+    if scheme.eq_ignore_ascii_case("token") || scheme.eq_ignore_ascii_case("bearer") {
+        return Some(value.trim().to_string());
+    }
+    if scheme.eq_ignore_ascii_case("basic") {
+        use base64::Engine;
+        let engine = base64::engine::GeneralPurpose::new(
+            &base64::alphabet::STANDARD,
+            base64::engine::GeneralPurposeConfig::new()
+                .with_decode_padding_mode(base64::engine::DecodePaddingMode::Indifferent),
+        );
+        let raw = engine.decode(value.trim()).ok()?;
+        let text = String::from_utf8(raw).ok()?;
+        return Some(text.split_once(':').map_or(String::new(), |(_, pw)| pw.to_string()));
+    }
+    let mut p = None;
+    for pair in req.query.split('&') {
+        let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+        if form_decode(k) == "p" {
+            p = Some(form_decode(v));
+        }
+    }
+    p
+}
+
+/// One `application/x-www-form-urlencoded` component: `+` is a space, then `%XX` escapes.
+fn form_decode(s: &str) -> String {
+    let spaced = s.replace('+', " ");
+    percent_encoding::percent_decode_str(&spaced).decode_utf8_lossy().into_owned()
+}
+
+/// Equality in time independent of where the first difference is (the token is a secret).
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// When the rest of one request must have arrived. The idle timeout alone is per read: a body
+/// trickled a byte a second (or a byte every `idle` - 1 s) would hold its connection and thread
+/// forever, and twenty such senders held all of `--max-connections 20`. So a body must also
+/// average `min_rate` bytes/s after a grace of `idle` (Apache's mod_reqtimeout `MinRate`: every
+/// `min_rate` bytes received buy one more second), and the whole request, head included, must
+/// arrive within `request_timeout` of its first byte.
+struct Pace {
+    idle: Duration,
+    whole: Instant,
+    whole_secs: f64,
+    body: Instant,
+    min_rate: usize,
+}
+
+impl Pace {
+    /// The instant by which more than `got` body bytes must have arrived, and what is said if not.
+    fn deadline(&self, got: usize) -> (Instant, Option<String>) {
+        if self.min_rate > 0 {
+            let by_rate = self.body + self.idle + Duration::from_secs_f64(got as f64 / self.min_rate as f64);
+            if by_rate < self.whole {
+                let secs = self.body.elapsed().as_secs_f64();
+                return (
+                    by_rate,
+                    Some(format!(
+                        "request body too slow: {got} bytes in {secs:.1} s (at least {} bytes/s after the first {} s)",
+                        self.min_rate,
+                        self.idle.as_secs_f64()
+                    )),
+                );
+            }
+        }
+        (self.whole, None)
+    }
+
+    fn too_slow(&self, got: usize) -> BodyError {
+        match self.deadline(got).1 {
+            Some(why) => BodyError::TooSlow(why),
+            None => BodyError::TooSlow(format!(
+                "request not complete within {} s of its first byte ({got} body bytes received)",
+                self.whole_secs
+            )),
+        }
+    }
+}
+
 struct Head {
     len: usize,
     http10: bool,
+    /// When its first byte arrived.
+    started: Instant,
 }
 
 enum HeadError {
@@ -398,7 +561,7 @@ enum HeadError {
 
 /// Reads until the end of a head (`\r\n\r\n`); None when the peer closed or stayed silent.
 fn read_head(s: &mut TcpStream, buf: &mut Vec<u8>, max: usize, idle: Duration) -> Result<Option<Head>, HeadError> {
-    let started = Instant::now();
+    let mut started = if buf.is_empty() { None } else { Some(Instant::now()) };
     let mut scanned = 0usize;
     loop {
         // Leading blank lines between requests are allowed (RFC 9112 2.2).
@@ -411,21 +574,27 @@ fn read_head(s: &mut TcpStream, buf: &mut Vec<u8>, max: usize, idle: Duration) -
                 return Err(HeadError::TooLarge);
             }
             let http10 = buf.windows(8).take(end).any(|w| w == b"HTTP/1.0");
-            return Ok(Some(Head { len: end, http10 }));
+            return Ok(Some(Head { len: end, http10, started: started.unwrap_or_else(Instant::now) }));
         }
         scanned = buf.len();
         if buf.len() > max {
             return Err(HeadError::TooLarge);
         }
-        // A head must arrive within the idle timeout as a whole: a client dribbling one
-        // byte at a time must not hold its thread (and connection slot) forever.
-        if !buf.is_empty() && started.elapsed() > idle {
-            return Ok(None);
+        // A head must arrive within the idle timeout of its first byte as a whole: a client
+        // dribbling one byte at a time must not hold its thread (and connection slot) forever.
+        if let Some(t) = started {
+            let left = idle.saturating_sub(t.elapsed());
+            if left.is_zero() || s.set_read_timeout(Some(left)).is_err() {
+                return Ok(None);
+            }
         }
         let mut chunk = [0u8; 8192];
         match s.read(&mut chunk) {
             Ok(0) => return Ok(None),
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Ok(n) => {
+                started.get_or_insert_with(Instant::now);
+                buf.extend_from_slice(&chunk[..n]);
+            }
             Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
             Err(_) => return Ok(None), // timeout or reset
         }
@@ -484,11 +653,18 @@ fn wants_keep_alive(req: &Request, http10: bool) -> bool {
 enum BodyError {
     Gone,
     Stalled(usize),
+    TooSlow(String),
     TooLarge,
     Bad(String),
 }
 
-fn read_more(s: &mut TcpStream, buf: &mut Vec<u8>, want: usize, got: usize) -> Result<(), BodyError> {
+fn read_more(s: &mut TcpStream, buf: &mut Vec<u8>, want: usize, got: usize, pace: &Pace) -> Result<(), BodyError> {
+    let deadline = pace.deadline(got).0;
+    let left = deadline.saturating_duration_since(Instant::now());
+    if left.is_zero() {
+        return Err(pace.too_slow(got));
+    }
+    let _ = s.set_read_timeout(Some(left.min(pace.idle)));
     let old = buf.len();
     buf.resize(old + want.clamp(8192, 1 << 20), 0);
     let r = loop {
@@ -508,7 +684,11 @@ fn read_more(s: &mut TcpStream, buf: &mut Vec<u8>, want: usize, got: usize) -> R
         }
         Err(e) if matches!(e.kind(), io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut) => {
             buf.truncate(old);
-            Err(BodyError::Stalled(got))
+            if Instant::now() >= deadline {
+                Err(pace.too_slow(got))
+            } else {
+                Err(BodyError::Stalled(got))
+            }
         }
         Err(_) => {
             buf.truncate(old);
@@ -518,7 +698,7 @@ fn read_more(s: &mut TcpStream, buf: &mut Vec<u8>, want: usize, got: usize) -> R
 }
 
 /// `n` body bytes: those already in `buf` first, the rest read straight into the body.
-fn read_exact_body(s: &mut TcpStream, buf: &mut Vec<u8>, n: usize) -> Result<Vec<u8>, BodyError> {
+fn read_exact_body(s: &mut TcpStream, buf: &mut Vec<u8>, n: usize, pace: &Pace) -> Result<Vec<u8>, BodyError> {
     if buf.len() >= n {
         let rest = buf.split_off(n);
         return Ok(std::mem::replace(buf, rest));
@@ -527,7 +707,7 @@ fn read_exact_body(s: &mut TcpStream, buf: &mut Vec<u8>, n: usize) -> Result<Vec
     body.reserve_exact(n - body.len());
     while body.len() < n {
         let got = body.len();
-        read_more(s, &mut body, n - got, got)?;
+        read_more(s, &mut body, n - got, got, pace)?;
         if body.len() > n {
             // Bytes of a pipelined next request: keep them for the next head.
             *buf = body.split_off(n);
@@ -537,7 +717,7 @@ fn read_exact_body(s: &mut TcpStream, buf: &mut Vec<u8>, n: usize) -> Result<Vec
 }
 
 /// A chunked body (RFC 9112 7.1), trailers skipped.
-fn read_chunked(s: &mut TcpStream, buf: &mut Vec<u8>, max: usize) -> Result<Vec<u8>, BodyError> {
+fn read_chunked(s: &mut TcpStream, buf: &mut Vec<u8>, max: usize, pace: &Pace) -> Result<Vec<u8>, BodyError> {
     let mut body = Vec::new();
     let mut pos = 0usize;
     loop {
@@ -549,7 +729,7 @@ fn read_chunked(s: &mut TcpStream, buf: &mut Vec<u8>, max: usize) -> Result<Vec<
             if buf.len() - pos > 4096 {
                 return Err(BodyError::Bad("chunk size line too long".into()));
             }
-            read_more(s, buf, 8192, body.len())?;
+            read_more(s, buf, 8192, body.len(), pace)?;
         };
         let line = std::str::from_utf8(&buf[pos..line_end]).map_err(|_| BodyError::Bad("bad chunk size".into()))?;
         let size_hex = line.split(';').next().unwrap_or("").trim();
@@ -568,7 +748,7 @@ fn read_chunked(s: &mut TcpStream, buf: &mut Vec<u8>, max: usize) -> Result<Vec<
                     }
                     continue;
                 }
-                read_more(s, buf, 8192, body.len())?;
+                read_more(s, buf, 8192, body.len(), pace)?;
             }
         }
         if body.len() + size > max {
@@ -576,7 +756,7 @@ fn read_chunked(s: &mut TcpStream, buf: &mut Vec<u8>, max: usize) -> Result<Vec<
         }
         while buf.len() < pos + size + 2 {
             let want = pos + size + 2 - buf.len();
-            read_more(s, buf, want, body.len())?;
+            read_more(s, buf, want, body.len(), pace)?;
         }
         body.extend_from_slice(&buf[pos..pos + size]);
         if &buf[pos + size..pos + size + 2] != b"\r\n" {
@@ -608,6 +788,7 @@ fn json_message(status: u16, code: &str, message: &str) -> Vec<u8> {
 pub fn error_reply(status: u16, message: &str) -> Reply {
     let code = match status {
         400 | 431 => "invalid",
+        401 => "unauthorized",
         408 => "request timeout",
         413 => "request too large",
         503 => "unavailable",
@@ -703,6 +884,10 @@ mod tests {
             max_inflight: 4 << 20,
             overload_wait: Duration::from_millis(100),
             retry_after: 1,
+            token: None,
+            open_paths: vec!["/ping".into()],
+            request_timeout: Duration::from_secs(60),
+            min_rate: 0,
         }
     }
 
@@ -800,6 +985,97 @@ mod tests {
         let ok = roundtrip(addr, b"POST / HTTP/1.1\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello");
         assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
         assert_eq!(front.stats.overload_refusals.load(Ordering::Relaxed), 1);
+        front.close();
+    }
+
+    #[test]
+    fn the_token_is_checked_on_the_head_before_100_continue_and_the_body() {
+        let mut c = cfg();
+        c.token = Some("s3cret".into());
+        c.max_inflight = 100; // one unauthenticated 4 MB head would hold it all if it were acquired
+        let (front, addr) = start(c);
+        let _h = echo(Arc::clone(&front));
+        let mut held = Vec::new();
+        for _ in 0..3 {
+            let mut s = TcpStream::connect(addr).unwrap();
+            s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+            s.write_all(b"POST /w HTTP/1.1\r\nExpect: 100-continue\r\nContent-Length: 4194304\r\n\r\n").unwrap();
+            let mut out = [0u8; 512];
+            let n = s.read(&mut out).unwrap();
+            let text = String::from_utf8_lossy(&out[..n]).into_owned();
+            assert!(text.starts_with("HTTP/1.1 401") && text.contains("www-authenticate: Token"), "{text}");
+            held.push(s);
+        }
+        let ok = roundtrip(addr, b"POST /w HTTP/1.1\r\nAuthorization: Token s3cret\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello");
+        assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
+        let basic = roundtrip(addr, b"GET /q HTTP/1.1\r\nAuthorization: Basic dTpzM2NyZXQ=\r\nConnection: close\r\n\r\n");
+        assert!(basic.starts_with("HTTP/1.1 200"), "{basic}");
+        let v1 = roundtrip(addr, b"GET /q?u=x&p=s3%63ret HTTP/1.1\r\nConnection: close\r\n\r\n");
+        assert!(v1.starts_with("HTTP/1.1 200"), "{v1}");
+        let wrong = roundtrip(addr, b"GET /q?p=s3cret HTTP/1.1\r\nAuthorization: Bearer nope\r\n\r\n");
+        assert!(wrong.starts_with("HTTP/1.1 401"), "{wrong}");
+        let open = roundtrip(addr, b"GET /ping HTTP/1.1\r\nConnection: close\r\n\r\n");
+        assert!(open.starts_with("HTTP/1.1 200"), "{open}");
+        // A body sent at once without Expect is not read, yet the 401 reaches the client.
+        let mut raw = b"POST /w HTTP/1.1\r\nContent-Length: 1000000\r\n\r\n".to_vec();
+        raw.extend(std::iter::repeat_n(b'x', 1_000_000));
+        let flood = roundtrip(addr, &raw);
+        assert!(flood.starts_with("HTTP/1.1 401"), "{flood}");
+        assert_eq!(front.stats.auth_refusals.load(Ordering::Relaxed), 5);
+        assert!(front.last_auth_refusal().contains("POST /w from 127.0.0.1:"), "{}", front.last_auth_refusal());
+        assert_eq!(front.stats.overload_refusals.load(Ordering::Relaxed), 0);
+        front.close();
+    }
+
+    #[test]
+    fn trickled_bodies_are_cut_by_the_minimum_rate_and_the_request_deadline() {
+        let mut c = cfg();
+        c.idle_timeout = Duration::from_millis(400);
+        c.min_rate = 100;
+        c.request_timeout = Duration::from_secs(2);
+        let (front, addr) = start(c);
+        let _h = echo(Arc::clone(&front));
+        // One byte every 100 ms never trips the idle timeout, but averages 10 bytes/s.
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        s.write_all(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n").unwrap();
+        let mut out = Vec::new();
+        for _ in 0..60 {
+            if s.write_all(b"1\r\nx\r\n").is_err() {
+                break;
+            }
+            let mut b = [0u8; 512];
+            if let Ok(n) = s.read(&mut b) {
+                out.extend_from_slice(&b[..n]);
+                if n == 0 || out.len() > 12 {
+                    break;
+                }
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+        let text = String::from_utf8_lossy(&out).into_owned();
+        assert!(text.starts_with("HTTP/1.1 408") && text.contains("too slow"), "{text}");
+        // Fast enough for the rate (200 bytes/s) but longer than the request deadline.
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        s.write_all(b"POST / HTTP/1.1\r\nContent-Length: 100000\r\n\r\n").unwrap();
+        let mut out = Vec::new();
+        for _ in 0..100 {
+            if s.write_all(&[b'y'; 20]).is_err() {
+                break;
+            }
+            let mut b = [0u8; 512];
+            if let Ok(n) = s.read(&mut b) {
+                out.extend_from_slice(&b[..n]);
+                if n == 0 || out.len() > 12 {
+                    break;
+                }
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+        let text = String::from_utf8_lossy(&out).into_owned();
+        assert!(text.starts_with("HTTP/1.1 408") && text.contains("within 2 s"), "{text}");
+        assert_eq!(front.stats.slow_refusals.load(Ordering::Relaxed), 2);
         front.close();
     }
 }

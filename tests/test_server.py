@@ -343,8 +343,9 @@ def test_token_required_when_set(tmp_path):
         t.sendall(b"# tracehouse bucket=a acks=1 token=s3cret\nm v=3 3\n")
         assert read_lines(t, 1) == ["ok 2 1"]
         t.close()
-        st, _h, data = s.request("GET", "/health")
-        assert json.loads(data)["auth_refusals"] >= 3
+        assert s.request("GET", "/health")[0] == 401  # it shows the pid and counters: token holders only
+        st, _h, data = s.request("GET", "/health", headers={"Authorization": "Token s3cret"})
+        assert json.loads(data)["auth_refusals"] >= 4
         assert s.alive()
     finally:
         s.stop()

@@ -491,18 +491,25 @@ class HttpRequest:
 
 class HttpFront:
     """Native HTTP/1.1 front end on a listening socket: thread per connection, framing
-    (Content-Length, chunked, 100-continue), limits (connections, head, body, bytes in flight)
-    and timeouts; complete requests wait in one queue for ``take``."""
+    (Content-Length, chunked, 100-continue), the token check on the head (401 before any body
+    byte is read), limits (connections, head, body, bytes in flight) and timeouts (idle, whole
+    request, minimum body rate); complete requests wait in one queue for ``take``."""
 
     def __init__(self, fd: int, *, max_body: int, max_connections: int, idle_timeout: float,
-                 max_inflight: int, overload_wait: float, retry_after: int = 1, max_head: int = 65536) -> None:
-        """Takes ownership of listening socket descriptor `fd` (pass a dup)."""
+                 max_inflight: int, overload_wait: float, retry_after: int = 1, max_head: int = 65536,
+                 token: str | None = None, open_paths: list[str] = ..., request_timeout: float = 300.0,
+                 min_rate: int = 0) -> None:
+        """Takes ownership of listening socket descriptor `fd` (pass a dup). With `token`, every
+        request but those to `open_paths` needs it (Token/Bearer, Basic password or ?p=)."""
     def take(self, max: int = 64, max_bytes: int = 8388608, timeout: float = 0.1) -> list[HttpRequest]:
         """Up to `max` requests holding at most `max_bytes` of body (at least one), waiting at most
         `timeout` s for the first (GIL released)."""
     def close(self) -> None: ...
     def stats(self) -> dict[str, int]:
-        """connections, refused_connections, overload_refusals, requests, inflight_bytes."""
+        """connections, refused_connections, overload_refusals, requests, inflight_bytes,
+        auth_refusals, slow_refusals."""
+    def last_auth_refusal(self) -> str:
+        """The last request refused for its token ("POST /path from peer: wrong token"), or ""."""
 
 REPLAY_KINDS: Final[list[str]]
 """Names of the replayed operation kinds, by the `kind` code of `ReplayPlan.op_columns`."""

@@ -29,7 +29,8 @@ impl PyFront {
     /// Takes ownership of listening socket `fd` (pass a dup) and starts accepting.
     #[new]
     #[pyo3(signature = (fd, *, max_body, max_connections, idle_timeout, max_inflight, overload_wait,
-                        retry_after=1, max_head=65536))]
+                        retry_after=1, max_head=65536, token=None, open_paths=Vec::new(),
+                        request_timeout=300.0, min_rate=0))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         fd: i32,
@@ -40,9 +41,18 @@ impl PyFront {
         overload_wait: f64,
         retry_after: u32,
         max_head: usize,
+        token: Option<String>,
+        open_paths: Vec<String>,
+        request_timeout: f64,
+        min_rate: usize,
     ) -> PyResult<Self> {
-        if fd < 0 || idle_timeout.is_nan() || idle_timeout <= 0.0 || overload_wait.is_nan() || overload_wait < 0.0 {
+        let positive = |t: f64| t.is_finite() && t > 0.0;
+        if fd < 0 || !positive(idle_timeout) || !positive(request_timeout) || overload_wait.is_nan() || overload_wait < 0.0
+        {
             return Err(PyValueError::new_err("HttpFront: a socket fd and positive timeouts are needed"));
+        }
+        if token.as_deref() == Some("") {
+            return Err(PyValueError::new_err("HttpFront: an empty token (pass None for no token)"));
         }
         // SAFETY: the caller hands over a listening socket descriptor it no longer uses.
         let listener = unsafe { TcpListener::from_raw_fd(fd) };
@@ -54,6 +64,10 @@ impl PyFront {
             max_inflight,
             overload_wait: Duration::from_secs_f64(overload_wait),
             retry_after,
+            token,
+            open_paths,
+            request_timeout: Duration::from_secs_f64(request_timeout),
+            min_rate,
         };
         let front = Front::start(listener, cfg).map_err(|e| PyRuntimeError::new_err(format!("HttpFront: {e}")))?;
         Ok(Self { front })
@@ -74,7 +88,8 @@ impl PyFront {
         py.detach(move || f.close());
     }
 
-    /// Counters: connections, refused_connections, overload_refusals, requests, inflight_bytes.
+    /// Counters: connections, refused_connections, overload_refusals, requests, inflight_bytes,
+    /// auth_refusals, slow_refusals.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = &self.front.stats;
         let d = PyDict::new(py);
@@ -83,7 +98,14 @@ impl PyFront {
         d.set_item("overload_refusals", s.overload_refusals.load(Ordering::Relaxed))?;
         d.set_item("requests", s.requests.load(Ordering::Relaxed))?;
         d.set_item("inflight_bytes", s.inflight.load(Ordering::Relaxed))?;
+        d.set_item("auth_refusals", s.auth_refusals.load(Ordering::Relaxed))?;
+        d.set_item("slow_refusals", s.slow_refusals.load(Ordering::Relaxed))?;
         Ok(d)
+    }
+
+    /// The last request refused for its token ("POST /path from peer: wrong token"), or "".
+    fn last_auth_refusal(&self) -> String {
+        self.front.last_auth_refusal()
     }
 }
 

@@ -31,6 +31,8 @@ def cmd_serve(args) -> int:
         format=args.trace_format, create_traces=not args.no_create, tcp_bucket=args.tcp_bucket,
         max_body=_size(args.max_body), max_line=_size(args.max_line), max_connections=args.max_connections,
         idle_timeout=args.idle_timeout, max_inflight=_size(args.max_inflight), overload_wait=args.overload_wait,
+        request_timeout=args.request_timeout, min_rate=_size(args.min_rate), query_timeout=args.query_timeout,
+        query_workers=args.query_workers, max_answer=_size(args.max_answer),
     )
     return serve(args.store or default_path(), cfg, ready=write_ready_file(args.ready_file))
 
@@ -46,8 +48,8 @@ def register(commands) -> None:
     sp.add_argument("--fsync", choices=("always", "batch", "off"), default=d.fsync,
                     help="durability of acknowledged writes (default batch: group commit)")
     sp.add_argument("--group-commit-ms", type=float, default=d.group_commit_ms)
-    sp.add_argument("--token", help="required for writes and queries ('Authorization: Token ...'); "
-                                    "default $TRACEHOUSE_TOKEN")
+    sp.add_argument("--token", help="required for every request but /ping ('Authorization: Token ...'), checked "
+                                    "on the request head before any body is read; default $TRACEHOUSE_TOKEN")
     sp.add_argument("--trace-format", default=d.format, help=f"format of traces created by writes (default {d.format})")
     sp.add_argument("--no-create", action="store_true", help="refuse writes to unknown buckets (404)")
     sp.add_argument("--tcp-bucket", default=d.tcp_bucket, help="trace of TCP lines whose connection names none")
@@ -61,6 +63,19 @@ def register(commands) -> None:
                     help="body bytes received but not yet durable, all clients (default 256M); then 503 / TCP pause")
     sp.add_argument("--overload-wait", type=float, default=d.overload_wait,
                     help="seconds a request waits for in-flight room before 503 (default 2)")
+    sp.add_argument("--request-timeout", type=float, default=d.request_timeout,
+                    help=f"seconds a whole HTTP request (head and body) may take from its first byte "
+                         f"(default {d.request_timeout:g}; 408 beyond)")
+    sp.add_argument("--min-rate", default="1k",
+                    help="bytes/s an HTTP body must average after its first --idle-timeout seconds "
+                         "(default 1k; 408 below; 0 turns it off)")
+    sp.add_argument("--query-timeout", type=float, default=d.query_timeout,
+                    help=f"seconds a SQL query may run before it is interrupted (default {d.query_timeout:g}; "
+                         "408; 0: no limit)")
+    sp.add_argument("--query-workers", type=int, default=d.query_workers,
+                    help=f"SQL queries run side by side (default {d.query_workers})")
+    sp.add_argument("--max-answer", default="64M",
+                    help="largest SQL answer, JSON or Arrow, in bytes (default 64M; 422 beyond)")
     sp.add_argument("--ready-file", help="write the bound addresses as JSON here once serving")
     sp.add_argument("--quiet", action="store_true", help="log warnings only")
     register_load(commands)

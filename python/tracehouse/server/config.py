@@ -29,10 +29,16 @@ class ServerConfig:
     max_line: int = 1 << 20  # bytes of one line-protocol line: that line is rejected
     max_connections: int = 4096  # HTTP (503 beyond) and TCP (closed beyond), each
     idle_timeout: float = 30.0  # s without a byte: headers, body chunks, TCP reads, keep-alive
+    # A body trickled faster than the idle timeout would otherwise hold its connection forever:
+    request_timeout: float = 300.0  # s for one whole HTTP request (head + body) from its first byte: 408
+    min_rate: int = 1024  # bytes/s a body must average after its first idle_timeout s: 408 below
     max_inflight: int = 256 << 20  # body bytes accepted but not yet durable, all clients together
     overload_wait: float = 2.0  # s a request waits for room in `max_inflight` before 503
     retry_after: int = 1  # s, the Retry-After of 429/503
     max_query_rows: int = 1_000_000  # rows of one JSON query answer (Arrow answers are not cut)
+    max_answer: int = 64 << 20  # bytes of one query answer, JSON or Arrow: 422 beyond
+    query_timeout: float = 30.0  # s a query may run before it is interrupted (408); 0: no limit
+    query_workers: int = 4  # queries run side by side; more wait (503 beyond 16 per worker)
     max_producers: int = 1_000_000  # distinct tag sets per trace
     max_columns: int = 1_000  # field columns per measurement
     max_errors: int = 100  # line errors described per request (all are counted)
@@ -41,11 +47,15 @@ class ServerConfig:
     def check(self) -> None:
         if self.fsync not in ("always", "batch", "off"):
             raise BadInput(f"--fsync {self.fsync!r}", expected="always | batch | off")
-        for name in ("max_body", "max_line", "max_connections", "max_inflight", "max_query_rows"):
+        for name in ("max_body", "max_line", "max_connections", "max_inflight", "max_query_rows", "max_answer",
+                     "query_workers", "request_timeout"):
             if getattr(self, name) <= 0:
                 raise BadInput(f"{name} must be positive, not {getattr(self, name)}")
         if self.idle_timeout <= 0:
             raise BadInput(f"idle timeout must be positive, not {self.idle_timeout}")
+        if self.query_timeout < 0 or self.min_rate < 0:
+            raise BadInput(f"--query-timeout {self.query_timeout:g} and --min-rate {self.min_rate}",
+                           expected="0 (no limit) or more")
         if not is_loopback(self.host) and not self.token:
             raise BadInput(
                 f"serving on {self.host} (beyond loopback) needs a token",

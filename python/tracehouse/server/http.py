@@ -7,7 +7,7 @@ Routes:
   POST /api/query    {"sql": ..., "format": "json"|"arrow"} (or the SQL as text/plain)
   GET  /api/query?sql=...&format=...
   GET|POST /query?q=SHOW DATABASES&db=...             InfluxDB 1.x InfluxQL meta statements (influxql.py)
-  GET  /ping, /health                                 204 / JSON stats
+  GET  /ping, /health                                 204 / JSON stats (/ping needs no token)
 
 Acknowledgements: a write answers only once its rows are durable under the
 store's fsync policy (group commit for `batch`). 204: every line stored. 400
@@ -17,9 +17,11 @@ all lines were refused: the good lines of that body *are* stored and durable
 missing or wrong. 503 + Retry-After: the server's in-flight budget stayed full
 for `overload_wait` seconds (clients are slowed, memory stays bounded). 507 +
 Retry-After: the store's disk is full (nothing of that write was kept; writes are
-taken again by themselves once there is room). 408: the
-body stalled for `idle_timeout`. The front end (Rust) answers 408/413/431/503
-for framing and limits itself; everything else is decided here.
+taken again by themselves once there is room). 408: the body stalled for
+`idle_timeout`, fell below `min_rate` or passed `request_timeout`. The front end
+(Rust) answers 401 (the token is checked on the request head, before `100 Continue`
+and before any body byte is read) and 408/413/431/503 for framing and limits itself;
+everything else is decided here.
 
 Owns routing, auth, gzip, the write and query handlers and the dispatcher: the thread
 that takes complete requests from the front end in rounds. The line-protocol
@@ -27,42 +29,39 @@ writes of one batch to one trace are decoded together and appended together (one
 record per measurement, one group commit); each answer is decided here and handed with
 the request to the trace's group committer, whose thread sends it once the rows are
 durable (no Python runs then): a dispatcher never waits for an fsync. Queries run on
-their own small pool so a slow query never delays a write.
+their own workers (queries.py) so a slow query never delays a write.
 
-Queries are read-only: one SELECT (or EXPLAIN) statement, run by DuckDB with
-file access confined to the store directory; they see every acknowledged write.
+Queries are read-only: one SELECT (or EXPLAIN of one) statement, checked by DuckDB's
+parser (sqlguard.py), run on a cursor of its own with file access confined to the store
+directory, a deadline and a cap on answer bytes; they see every acknowledged write.
 """
 
 from __future__ import annotations
 
 import functools
-import hmac
 import json
 import logging
 import os
 import threading
 import time
 import zlib
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 from urllib.parse import parse_qsl
-
-import duckdb
-import pyarrow as pa
 
 from .. import _core
 from ..errors import BadInput, NotFound, TracehouseError, is_disk_full
 from . import influxql
 from .config import ServerConfig
 from .ingest import Ingestor, WriteResult
+from .queries import ARROW_STREAM, QueryRunner, QueryStopped
+from .queries import json_bytes as _json
 
 log = logging.getLogger("tracehouse.server")
 
-ARROW_STREAM = "application/vnd.apache.arrow.stream"
 PRECISIONS = {"ns": "ns", "n": "ns", "us": "us", "u": "us", "ms": "ms", "s": "s"}
 JSON_TYPE = [("content-type", "application/json")]
 DISPATCHERS = 1  # see HttpServer: one thread takes the rounds
-QUERY_THREADS = 2
+OPEN_PATHS = ["/ping"]  # served without the token: InfluxDB clients probe /ping unauthenticated
 ROUND_BYTES = 4 << 20  # body bytes one dispatcher round takes at most (its requests are answered together)
 DISK_FULL_RETRY_S = 5  # Retry-After of a 507: a checkpoint tries for room every second
 
@@ -74,11 +73,6 @@ class HttpError(Exception):
         self.code = code
         self.message = message
         self.headers = headers or {}
-
-
-def _json(doc: Any) -> bytes:
-    # json's default=str: dates, decimals and intervals of query answers become strings.
-    return json.dumps(doc, default=str, allow_nan=True).encode()
 
 
 def _error_doc(code: str, message: str, **extra) -> bytes:
@@ -136,6 +130,9 @@ class Call:
         """Answer the error `e` raised while handling the request."""
         if isinstance(e, HttpError):
             self.error(e.status, e.code, e.message, e.headers)
+        elif isinstance(e, QueryStopped):  # deadline, answer cap, full queue, shutdown
+            retry = {"retry-after": str(e.retry_after)} if e.retry_after is not None else None
+            self.error(e.status, e.code, str(e), retry)
         elif isinstance(e, NotFound):
             self.error(404, "not found", str(e))
         elif isinstance(e, BadInput):
@@ -163,14 +160,14 @@ def _log_disk_full(what: str, e: BaseException) -> None:
 
 
 class Api:
-    """Routes, auth and the handlers; answers every request it is given exactly once."""
+    """Routes and the handlers; answers every request it is given exactly once. (Auth is the
+    front end's: a request reaches Api only with the token, when one is set.)"""
 
     def __init__(self, ingestor: Ingestor, cfg: ServerConfig) -> None:
         self.ingestor = ingestor
         self.cfg = cfg
         self.front = None  # the _core.HttpFront, for its counters
-        self.auth_refused = 0
-        self.queries = ThreadPoolExecutor(max_workers=QUERY_THREADS, thread_name_prefix="th-query")
+        self.queries = QueryRunner(ingestor.store, cfg)
         # path -> (methods, handler); writes are named, not called: a round gathers them
         self.routes = {
             "/api/v2/write": (("POST",), "lp"),
@@ -183,29 +180,6 @@ class Api:
         }
 
     # -- plumbing ------------------------------------------------------------------
-
-    def check_auth(self, call: Call) -> None:
-        token = self.cfg.token
-        if not token:
-            return
-        given = None
-        scheme, _, value = call.headers.get("authorization", "").partition(" ")
-        if scheme.lower() in ("token", "bearer"):
-            given = value.strip()
-        elif scheme.lower() == "basic":
-            import base64
-
-            try:
-                given = base64.b64decode(value.strip()).decode().partition(":")[2]
-            except Exception:
-                given = None
-        elif "p" in call.query:  # InfluxDB 1.x ?u=&p=
-            given = call.query["p"]
-        if given is None or not hmac.compare_digest(given.encode(), token.encode()):
-            self.auth_refused += 1
-            log.warning("refused %s %s from %s: %s", call.method, call.path, call.peer,
-                        "no token" if given is None else "wrong token")
-            raise HttpError(401, "unauthorized", "unauthorized: send 'Authorization: Token <token>'")
 
     def acknowledge(self, call: Call, res: WriteResult, status: int, headers: list[tuple[str, str]] | None = None,
                     body: bytes = b"") -> None:
@@ -252,7 +226,6 @@ class Api:
     # -- writes --------------------------------------------------------------------
 
     def _lp_item(self, call: Call) -> tuple[str, tuple]:
-        self.check_auth(call)
         param = "bucket" if call.path == "/api/v2/write" else "db"
         bucket = call.query.get(param)
         if not bucket:
@@ -284,7 +257,6 @@ class Api:
     def _arrow_key(self, call: Call) -> tuple[str, str, str]:
         q = call.query
         trace, etype, kind = q.get("trace") or q.get("bucket"), q.get("type"), q.get("kind", "instant")
-        self.check_auth(call)
         if not trace or not etype:
             raise HttpError(400, "invalid", "missing ?trace= or ?type= (trace and event type to append to)")
         call.read_body(self.cfg)
@@ -307,8 +279,7 @@ class Api:
     # -- queries -------------------------------------------------------------------
 
     def query(self, call: Call) -> None:
-        self.check_auth(call)
-        self.queries.submit(self._query, call)
+        self.queries.submit(functools.partial(self._query, call))
 
     def _query(self, call: Call) -> None:
         try:
@@ -331,40 +302,15 @@ class Api:
             fmt = fmt or ("arrow" if ARROW_STREAM in call.headers.get("accept", "") else "json")
             if fmt not in ("json", "arrow"):
                 raise HttpError(400, "invalid", f"format {fmt!r} (expected json or arrow)")
-            t0 = time.perf_counter()
-            table = self._run_query(sql)
-            secs = time.perf_counter() - t0
-            if fmt == "arrow":
-                sink = pa.BufferOutputStream()
-                with pa.ipc.new_stream(sink, table.schema) as w:
-                    w.write_table(table)
-                call.reply(200, sink.getvalue().to_pybytes(), [("content-type", ARROW_STREAM)])
-                return
-            truncated = table.num_rows > self.cfg.max_query_rows
-            if truncated:
-                table = table.slice(0, self.cfg.max_query_rows)
-            call.reply(200, _json(_table_json(table) | {"seconds": round(secs, 6), "truncated": truncated}),
-                       JSON_TYPE)
+            body, ctype = self.queries.run(sql, fmt)
+            call.reply(200, body, [("content-type", ctype)])
         except BaseException as e:  # noqa: BLE001
             call.fail(e, "query")
-
-    def _run_query(self, sql: str) -> pa.Table:
-        try:
-            stmts = duckdb.extract_statements(sql)
-        except duckdb.Error as e:
-            raise BadInput(f"SQL error: {str(e).splitlines()[0]}") from None
-        if len(stmts) != 1:
-            raise BadInput(f"{len(stmts)} statements: send exactly one")
-        allowed = (duckdb.StatementType.SELECT, duckdb.StatementType.EXPLAIN)
-        if stmts[0].type not in allowed:
-            raise BadInput(f"read-only API: {stmts[0].type.name} statements are refused", expected="SELECT or EXPLAIN")
-        return self.ingestor.store.sql(sql)
 
     # -- the rest ------------------------------------------------------------------
 
     def influxql(self, call: Call) -> None:
         """InfluxDB 1.x `/query`: InfluxQL meta statements (SHOW DATABASES, CREATE DATABASE ...)."""
-        self.check_auth(call)
         influxql.handle(call, self.ingestor, cfg=self.cfg, submit=self.queries.submit)
 
     def ping(self, call: Call) -> None:
@@ -377,8 +323,10 @@ class Api:
                "inflight_bytes": b.used + front.get("inflight_bytes", 0),
                "inflight_limit": b.limit,
                "overload_refusals": b.refused + front.get("overload_refusals", 0),
-               "auth_refusals": self.auth_refused, "http_connections": front.get("connections", 0),
-               "refused_connections": front.get("refused_connections", 0), **self.ingestor.stats}
+               "auth_refusals": front.get("auth_refusals", 0), "slow_refusals": front.get("slow_refusals", 0),
+               "http_connections": front.get("connections", 0),
+               "refused_connections": front.get("refused_connections", 0), **self.queries.stats(),
+               **self.ingestor.stats}
         call.reply(200, _json(doc), JSON_TYPE)
 
 
@@ -398,7 +346,8 @@ class HttpServer:
         self.front = _core.HttpFront(
             os.dup(sock.fileno()), max_body=cfg.max_body, max_connections=cfg.max_connections,
             idle_timeout=cfg.idle_timeout, max_inflight=cfg.max_inflight, overload_wait=cfg.overload_wait,
-            retry_after=cfg.retry_after)
+            retry_after=cfg.retry_after, token=cfg.token or None, open_paths=OPEN_PATHS,
+            request_timeout=cfg.request_timeout, min_rate=cfg.min_rate)
         sock.close()  # the front end owns its own descriptor of the socket
         api.front = self.front
         self._stop = False
@@ -408,6 +357,7 @@ class HttpServer:
             t.start()
 
     def _run(self) -> None:
+        refusals = RefusalLog(self.front)
         while not self._stop:
             reqs = self.front.take(256, ROUND_BYTES, 0.2)
             if reqs:
@@ -415,13 +365,36 @@ class HttpServer:
                     self.api.dispatch(reqs)
                 except BaseException:  # noqa: BLE001 - a dispatcher must survive anything
                     log.exception("dispatch failed")
+            refusals.check()
 
     def close(self) -> None:
+        """Stop accepting and close every connection, then interrupt the running queries."""
         self._stop = True
         self.front.close()
+        self.api.queries.close()
         for t in self.threads:
             t.join(timeout=5)
-        self.api.queries.shutdown(wait=True, cancel_futures=True)
+
+
+class RefusalLog:
+    """Logs the front end's token refusals, at most one line a second: a client hammering the
+    server without its token must not flood the log (each refusal is counted in /health)."""
+
+    def __init__(self, front) -> None:
+        self.front = front
+        self.logged = 0
+        self.at = 0.0
+
+    def check(self) -> None:
+        now = time.monotonic()
+        if now - self.at < 1.0:
+            return
+        self.at = now
+        n = self.front.stats()["auth_refusals"]
+        if n > self.logged:
+            log.warning("refused %d request(s) without a valid token; last: %s", n - self.logged,
+                        self.front.last_auth_refusal())
+            self.logged = n
 
 
 def _gunzip(body: bytes, limit: int) -> bytes:
@@ -435,22 +408,3 @@ def _gunzip(body: bytes, limit: int) -> bytes:
     if not d.eof:
         raise HttpError(400, "invalid", "truncated gzip body")
     return out
-
-
-def _table_json(t: pa.Table) -> dict[str, Any]:
-    # Column at a time (Arrow's own conversion), rows zipped in C: no per-row Python code.
-    cols = [_json_column(c).to_pylist() for c in t.columns]
-    return {"columns": t.column_names, "types": [str(f.type) for f in t.schema],
-            "rows": list(zip(*cols)) if cols else [], "row_count": t.num_rows}
-
-
-def _json_column(c):
-    """DuckDB's sum() of integers is HUGEINT (Arrow decimal, scale 0): a JSON number, not a string."""
-    if pa.types.is_decimal(c.type):
-        try:
-            return c.cast(pa.int64() if c.type.scale == 0 else pa.float64())
-        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-            return c.cast(pa.float64())
-    return c
-
-

@@ -2,8 +2,8 @@
 
 Owns start-up (writer lock, socket binding, the query sandbox), the native HTTP
 front end with its dispatcher threads, the asyncio loop of the TCP listener, and an
-orderly shutdown on SIGINT/SIGTERM: stop accepting, finish what was received,
-close the store (a final checkpoint). A SIGKILL loses nothing that was
+orderly shutdown on SIGINT/SIGTERM: stop accepting, interrupt running queries, finish
+what was received, close the store (a final checkpoint). A SIGKILL loses nothing that was
 acknowledged: the WAL is replayed on the next open.
 """
 
@@ -85,7 +85,8 @@ def serve(store_path: str | os.PathLike, cfg: ServerConfig, *, ready: Callable[[
     http = None
     try:
         store._become_writer()  # fail now (StoreLocked) rather than at the first write
-        _sandbox_queries(store)
+        # DuckDB of the server's queries may read the store's files and nothing else.
+        store.query_engine.sandbox(str(store.path))
         ingestor = Ingestor(store, cfg)
         api = Api(ingestor, cfg)
         http_sock = _bind(cfg.host, cfg.port)
@@ -140,13 +141,6 @@ def serve(store_path: str | os.PathLike, cfg: ServerConfig, *, ready: Callable[[
             http.close()
         store.close()
     return 0
-
-
-def _sandbox_queries(store: Store) -> None:
-    """DuckDB of the server's queries may read the store's files and nothing else."""
-    con = store.query_engine.con
-    con.execute("SET allowed_directories = ?", [[str(store.path)]])
-    con.execute("SET enable_external_access = false")
 
 
 def url_host(host: str) -> str:

@@ -8,6 +8,9 @@ Owns the mapping from catalog to SQL names:
 Views are rebuilt only when the catalog version or a writer's tail changes,
 and only for traces whose name the SQL mentions (a store may hold thousands
 of traces; binding a view reads Parquet footers).
+
+Queries of this process run on its one connection under the engine's lock; the server's run
+side by side, each on a cursor of its own (`snapshot`), confined by `sandbox`.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from __future__ import annotations
 import json
 import re
 import threading
-from typing import TYPE_CHECKING, Any
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any, Iterator
 
 import duckdb
 import pyarrow as pa
@@ -97,10 +101,20 @@ class QueryEngine:
         self._th_version = -1
         self._trace_sigs: dict[str, Any] = {}  # trace name -> signature of its views
         self._wal_sigs: dict[int, tuple] = {}  # trace id -> signature of the WAL records in its views
-        self._registered: set[str] = set()
+        # Arrow tables the views read, by registered name: name -> (trace name or None for th.*, table).
+        # A cursor does not see its connection's registrations; `snapshot` registers them on it.
+        self._sources: dict[str, tuple[str | None, pa.Table]] = {}
 
     def close(self) -> None:
         self.con.close()
+
+    def _register(self, name: str, trace: str | None, table: pa.Table) -> None:
+        self.con.register(name, table)
+        self._sources[name] = (trace, table)
+
+    def _unregister(self, name: str) -> None:
+        self.con.unregister(name)
+        del self._sources[name]
 
     # -- view maintenance ----------------------------------------------------------
 
@@ -115,7 +129,7 @@ class QueryEngine:
                 col: pa.array([_th_value(r[i], typ) for r in rows], typ) for i, (col, typ) in enumerate(columns)
             })
             reg = f"_th_{name}"
-            self.con.register(reg, table)
+            self._register(reg, None, table)
             self.con.execute(f"CREATE OR REPLACE VIEW th.{name} AS SELECT * FROM {reg}")
 
     def _type_sources(self, trace_name: str, trace_id: int, et: EventType, segs, tail) -> str:
@@ -132,8 +146,7 @@ class QueryEngine:
             selects.append(self._select(cols, present, src))
         if tail:
             reg = f"_tail_{trace_id}_{et.name}"
-            self.con.register(reg, tail)
-            self._registered.add(reg)
+            self._register(reg, trace_name, tail)
             selects.append(self._select(cols, set(tail.column_names), reg))
         if not selects:
             sel = ", ".join(f"CAST(NULL AS {DUCK_TYPES[c.type]}) AS {qident(c.name)}" for c in cols)
@@ -185,9 +198,8 @@ class QueryEngine:
         self.con.execute(f"CREATE SCHEMA {schema}")
         # ... and let go of its old tail tables (a flushed tail would stay pinned in memory).
         prefix = f"_tail_{info.id}_"
-        for reg in [r for r in self._registered if r.startswith(prefix)]:
-            self.con.unregister(reg)
-            self._registered.discard(reg)
+        for reg in [r for r in self._sources if r.startswith(prefix)]:
+            self._unregister(reg)
         event_selects = []
         for name, et in types.items():
             tail = None
@@ -210,7 +222,7 @@ class QueryEngine:
         lowered = sql.lower() if sql is not None else None
         # th.* is built from Python objects, and DuckDB imports pandas (0.3 s) to register any:
         # plain trace queries (read_parquet views only) skip it.
-        if (lowered is None or "th." in lowered) and version != self._th_version:
+        if (lowered is None or _mentions_th(lowered)) and version != self._th_version:
             self._th_version = version
             self._refresh_th()
         if version != self._catalog_version:
@@ -224,6 +236,48 @@ class QueryEngine:
                 self._refresh_trace(info)
 
     # -- running SQL ---------------------------------------------------------------
+
+    def sandbox(self, directory: str) -> None:
+        """From now on DuckDB may read files under `directory` only (no other path, no URL,
+        no extension install), and no statement may change its configuration (SET, PRAGMA)."""
+        with self.lock:
+            self.con.execute("SET allowed_directories = ?", [[directory]])
+            self.con.execute("SET enable_external_access = false")
+            self.con.execute("SET autoinstall_known_extensions = false")
+            self.con.execute("SET lock_configuration = true")
+
+    @contextmanager
+    def snapshot(self, query: str) -> Iterator[duckdb.DuckDBPyConnection]:
+        """A cursor of its own for running `query` without holding the engine's lock.
+
+        The views `query` needs are refreshed and the Arrow tables they read registered on the
+        cursor; its transaction begins (and reads the catalog, which fixes what it sees) before
+        the lock is let go, so a refresh for a later query cannot change the views under it. The
+        transaction is rolled back at the end: nothing the cursor ran outlives it. `interrupt()`
+        the cursor from another thread to stop it.
+        """
+        with self.lock:
+            self.refresh(query)
+            lowered = query.lower()
+            cur = self.con.cursor()
+            try:
+                for name, (trace, table) in self._sources.items():
+                    # Registering costs ~1 ms: only what the refreshed views can read.
+                    if (_mentions_th(lowered) if trace is None else trace.lower() in lowered):
+                        cur.register(name, table)
+                cur.execute("BEGIN TRANSACTION")
+                cur.execute("SELECT count(*) FROM duckdb_schemas()").fetchall()
+            except BaseException:
+                cur.close()
+                raise
+        try:
+            yield cur
+        finally:
+            try:
+                cur.execute("ROLLBACK")
+            except duckdb.Error:
+                pass  # interrupted: the transaction was aborted already
+            cur.close()
 
     def sql(self, query: str, params: list | dict | None = None) -> pa.Table:
         with self.lock:
@@ -243,12 +297,22 @@ class QueryEngine:
                 rel = self.con.sql(query, params=params)
                 if rel is None:
                     return
-                # duckdb 2 renamed fetch_record_batch() to to_arrow_reader(); accept both.
-                f = getattr(rel, "to_arrow_reader", None) or rel.fetch_record_batch
-                reader = f(rows)
+                reader = arrow_reader(rel, rows)
             except duckdb.Error as e:
                 raise BadInput(f"SQL error: {_first_line(e)}", expected="a valid DuckDB query over the store's views") from None
             yield from reader
+
+
+def _mentions_th(lowered: str) -> bool:
+    """Whether lower-cased SQL may name a th.* view (`th.traces`, `"th".traces`, `th . x`)."""
+    return re.search(r'\bth"?\s*\.', lowered) is not None
+
+
+def arrow_reader(rel, rows: int):
+    """A relation's rows streamed as Arrow record batches of about `rows` rows."""
+    # duckdb 2 renamed fetch_record_batch() to to_arrow_reader(); accept both.
+    f = getattr(rel, "to_arrow_reader", None) or rel.fetch_record_batch
+    return f(rows)
 
 
 def _to_arrow(rel) -> pa.Table:
