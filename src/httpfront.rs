@@ -229,7 +229,7 @@ impl Front {
     /// None when `req` may be served; else why not ("no token" or "wrong token").
     fn refuse_auth(&self, req: &Request) -> Option<&'static str> {
         let token = self.cfg.token.as_deref()?;
-        if self.cfg.open_paths.iter().any(|p| *p == req.path) {
+        if self.cfg.open_paths.contains(&req.path) {
             return None;
         }
         let why = match token_given(req) {
@@ -1006,9 +1006,13 @@ mod tests {
             assert!(text.starts_with("HTTP/1.1 401") && text.contains("www-authenticate: Token"), "{text}");
             held.push(s);
         }
-        let ok = roundtrip(addr, b"POST /w HTTP/1.1\r\nAuthorization: Token s3cret\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello");
+        let ok = roundtrip(
+            addr,
+            b"POST /w HTTP/1.1\r\nAuthorization: Token s3cret\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello",
+        );
         assert!(ok.starts_with("HTTP/1.1 200"), "{ok}");
-        let basic = roundtrip(addr, b"GET /q HTTP/1.1\r\nAuthorization: Basic dTpzM2NyZXQ=\r\nConnection: close\r\n\r\n");
+        let basic =
+            roundtrip(addr, b"GET /q HTTP/1.1\r\nAuthorization: Basic dTpzM2NyZXQ=\r\nConnection: close\r\n\r\n");
         assert!(basic.starts_with("HTTP/1.1 200"), "{basic}");
         let v1 = roundtrip(addr, b"GET /q?u=x&p=s3%63ret HTTP/1.1\r\nConnection: close\r\n\r\n");
         assert!(v1.starts_with("HTTP/1.1 200"), "{v1}");

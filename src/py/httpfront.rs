@@ -47,7 +47,11 @@ impl PyFront {
         min_rate: usize,
     ) -> PyResult<Self> {
         let positive = |t: f64| t.is_finite() && t > 0.0;
-        if fd < 0 || !positive(idle_timeout) || !positive(request_timeout) || overload_wait.is_nan() || overload_wait < 0.0
+        if fd < 0
+            || !positive(idle_timeout)
+            || !positive(request_timeout)
+            || overload_wait.is_nan()
+            || overload_wait < 0.0
         {
             return Err(PyValueError::new_err("HttpFront: a socket fd and positive timeouts are needed"));
         }

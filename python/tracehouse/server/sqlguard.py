@@ -26,7 +26,8 @@ from ..store.query import _first_line
 
 EXPECTED = "one SELECT (or WITH ..., VALUES, FROM ..., DESCRIBE/SHOW/SUMMARIZE) or EXPLAIN [ANALYZE] of one"
 
-# Parsing needs a connection; this one never sees data, and a lock keeps it to one thread.
+# Parsing needs a connection (duckdb.extract_statements would share the module's default one
+# with the rest of the process); this one never sees data, and a lock keeps it to one thread.
 _parser = duckdb.connect(":memory:")
 _parser_lock = threading.Lock()
 _WORD = re.compile(r"[A-Za-z_]+")
@@ -35,7 +36,8 @@ _WORD = re.compile(r"[A-Za-z_]+")
 def check_read_only(sql: str) -> None:
     """Raise BadInput unless `sql` is one read-only statement (see the module's docstring)."""
     try:
-        statements = duckdb.extract_statements(sql)
+        with _parser_lock:
+            statements = _parser.extract_statements(sql)
         kinds = [s.type for s in statements]
     except duckdb.Error as e:
         raise BadInput(f"SQL error: {_first_line(e)}", expected=EXPECTED) from None
