@@ -224,6 +224,12 @@ def test_a_cursor_that_gets_past_the_guard_still_changes_nothing(tmp_path):
     with eng.snapshot("SELECT 1") as cur:
         with pytest.raises(duckdb.Error, match="Permission"):
             cur.execute("SELECT * FROM read_csv('/etc/passwd')").fetchall()
+    # What a snapshot reads is fixed when it is taken: views replaced for a later query do not
+    # change under it (the server's queries run beside the refreshes of others).
+    with eng.snapshot("SELECT * FROM th.traces") as cur:
+        with eng.lock:
+            eng.con.execute("CREATE OR REPLACE VIEW th.traces AS SELECT 42 AS answer")
+        assert cur.sql("SELECT * FROM th.traces").columns[:2] == ["id", "name"]
     store.close()
 
 
