@@ -1031,6 +1031,28 @@ mod tests {
         front.close();
     }
 
+    /// Sends `head`, then `piece` every 100 ms (at most `times`), until the server answers.
+    fn trickle(addr: SocketAddr, head: &[u8], piece: &[u8], times: usize) -> String {
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
+        s.write_all(head).unwrap();
+        let mut out = Vec::new();
+        for _ in 0..times {
+            if s.write_all(piece).is_err() {
+                break;
+            }
+            let mut b = [0u8; 512];
+            if let Ok(n) = s.read(&mut b) {
+                out.extend_from_slice(&b[..n]);
+                if n == 0 || out.len() > 12 {
+                    break;
+                }
+            }
+            thread::sleep(Duration::from_millis(100));
+        }
+        String::from_utf8_lossy(&out).into_owned()
+    }
+
     #[test]
     fn trickled_bodies_are_cut_by_the_minimum_rate_and_the_request_deadline() {
         let mut c = cfg();
@@ -1040,44 +1062,10 @@ mod tests {
         let (front, addr) = start(c);
         let _h = echo(Arc::clone(&front));
         // One byte every 100 ms never trips the idle timeout, but averages 10 bytes/s.
-        let mut s = TcpStream::connect(addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
-        s.write_all(b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n").unwrap();
-        let mut out = Vec::new();
-        for _ in 0..60 {
-            if s.write_all(b"1\r\nx\r\n").is_err() {
-                break;
-            }
-            let mut b = [0u8; 512];
-            if let Ok(n) = s.read(&mut b) {
-                out.extend_from_slice(&b[..n]);
-                if n == 0 || out.len() > 12 {
-                    break;
-                }
-            }
-            thread::sleep(Duration::from_millis(100));
-        }
-        let text = String::from_utf8_lossy(&out).into_owned();
+        let text = trickle(addr, b"POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n", b"1\r\nx\r\n", 60);
         assert!(text.starts_with("HTTP/1.1 408") && text.contains("too slow"), "{text}");
         // Fast enough for the rate (200 bytes/s) but longer than the request deadline.
-        let mut s = TcpStream::connect(addr).unwrap();
-        s.set_read_timeout(Some(Duration::from_millis(50))).unwrap();
-        s.write_all(b"POST / HTTP/1.1\r\nContent-Length: 100000\r\n\r\n").unwrap();
-        let mut out = Vec::new();
-        for _ in 0..100 {
-            if s.write_all(&[b'y'; 20]).is_err() {
-                break;
-            }
-            let mut b = [0u8; 512];
-            if let Ok(n) = s.read(&mut b) {
-                out.extend_from_slice(&b[..n]);
-                if n == 0 || out.len() > 12 {
-                    break;
-                }
-            }
-            thread::sleep(Duration::from_millis(100));
-        }
-        let text = String::from_utf8_lossy(&out).into_owned();
+        let text = trickle(addr, b"POST / HTTP/1.1\r\nContent-Length: 100000\r\n\r\n", &[b'y'; 20], 100);
         assert!(text.starts_with("HTTP/1.1 408") && text.contains("within 2 s"), "{text}");
         assert_eq!(front.stats.slow_refusals.load(Ordering::Relaxed), 2);
         front.close();
