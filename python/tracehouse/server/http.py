@@ -23,7 +23,7 @@ taken again by themselves once there is room). 408: the body stalled for
 and before any body byte is read) and 408/413/431/503 for framing and limits itself;
 everything else is decided here.
 
-Owns routing, auth, gzip, the write and query handlers and the dispatcher: the thread
+Owns routing, gzip, the write and query handlers and the dispatcher: the thread
 that takes complete requests from the front end in rounds. The line-protocol
 writes of one batch to one trace are decoded together and appended together (one WAL
 record per measurement, one group commit); each answer is decided here and handed with

@@ -188,7 +188,7 @@ class QueryRunner:
                         f"the answer passed {self.cfg.max_answer:,} bytes (--max-answer) after {answer.rows:,} rows: "
                         "aggregate, add a LIMIT, select fewer columns, or raise --max-answer")
                 body = answer.finish(time.perf_counter() - t0)
-            except (duckdb.Error, OSError) as e:  # the Arrow reader reports an interrupt as OSError
+            except (duckdb.Error, pa.ArrowException, OSError) as e:  # the Arrow reader reports an interrupt as OSError
                 if r.stopped == "deadline":
                     raise QueryStopped(408, "query timeout",
                                        f"query cancelled after {timeout:g} s (--query-timeout)") from None
