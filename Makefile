@@ -1,8 +1,9 @@
 # tracehouse developer entry points. A fresh machine needs only python3 (3.11+), cargo
 # and a C compiler: `make setup` installs everything else from PyPI and crates.io.
 #
-#   make setup   venv + maturin + the package's deps and dev extras + the Rust core (release);
-#                strace (apt-get) when missing: the strace tests trace real programs
+#   make setup   venv + maturin + the package's deps and dev/bench/spark extras + the Rust core
+#                (release); strace and a Java runtime (apt-get) when missing: the strace tests
+#                trace real programs, the Spark engine tests run Spark local[2]
 #   make test    cargo tests of the pure Rust code, then pytest
 #   make demo    tracehouse demo
 #   make bench   tracehouse bench ingest --events 10000000
@@ -20,9 +21,9 @@ MATURIN := VIRTUAL_ENV=$(abspath $(VENV)) $(BIN)/maturin
 CORE_SOURCES := Cargo.toml Cargo.lock pyproject.toml $(shell find src -name '*.rs' 2>/dev/null)
 CORE_STAMP   := $(VENV)/.tracehouse-core-stamp
 
-.PHONY: setup strace-tool test test-rust test-python demo bench lint fmt clean
+.PHONY: setup strace-tool java-tool test test-rust test-python demo bench lint fmt clean
 
-setup: $(CORE_STAMP) strace-tool
+setup: $(CORE_STAMP) strace-tool java-tool
 	@# The stamp lives in the venv but the extension is placed in python/tracehouse/: a
 	@# fresh checkout next to an old venv must rebuild.
 	@ls python/tracehouse/_core.*.so >/dev/null 2>&1 || { rm -f $(CORE_STAMP); $(MAKE) --no-print-directory $(CORE_STAMP); }
@@ -34,11 +35,11 @@ $(BIN)/maturin: | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "maturin>=1.9.4,<2"
 
-# `maturin develop` installs the dependencies and the dev and bench extras declared in
+# `maturin develop` installs the dependencies and the dev, bench and spark extras declared in
 # pyproject.toml, builds the crate in release mode and installs it in the venv with
 # python/ on the path (edits to the Python sources need no rebuild).
 $(CORE_STAMP): $(CORE_SOURCES) | $(BIN)/maturin
-	$(MATURIN) develop --release --extras dev,bench
+	$(MATURIN) develop --release --extras dev,bench,spark
 	@touch $@
 
 Cargo.lock:
@@ -52,6 +53,13 @@ strace-tool:
 		$(SUDO) apt-get install -y -q strace >/dev/null 2>&1 || \
 		{ $(SUDO) apt-get update -q >/dev/null 2>&1 && $(SUDO) apt-get install -y -q strace >/dev/null 2>&1; } || true
 	@command -v strace >/dev/null 2>&1 || echo "note: strace is not installed; the capture tests will be skipped"
+
+# pyspark (the spark extra) runs Spark on a JVM: Java 17+ from apt-get when missing.
+java-tool:
+	@command -v java >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1 || \
+		$(SUDO) apt-get install -y -q openjdk-17-jre-headless >/dev/null 2>&1 || \
+		{ $(SUDO) apt-get update -q >/dev/null 2>&1 && $(SUDO) apt-get install -y -q openjdk-17-jre-headless >/dev/null 2>&1; } || true
+	@command -v java >/dev/null 2>&1 || echo "note: java is not installed; the Spark engine tests will be skipped"
 
 test: setup test-rust test-python
 

@@ -3,6 +3,7 @@
     import tracehouse
     store = tracehouse.open("./tracehouse-data")
     store.sql('SELECT count(*) FROM "my-trace".events')
+    tracehouse.open_engine(["./a", "./b"], "spark").sql(...)   # several stores, Apache Spark
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import os
 from .errors import AlreadyExists, BadInput, DiskFull, NotFound, ReadOnly, StoreLocked, TracehouseError
 from .schema import Column, EventType
 from .store import Store, TraceInfo, WriterOptions
+from .store.engines import open_engine
 
 __version__ = "0.1.0"
 
@@ -34,5 +36,5 @@ def open(path: str | os.PathLike | None = None, *, readonly: bool = False, creat
 
 __all__ = [
     "AlreadyExists", "BadInput", "Column", "DiskFull", "EventType", "NotFound", "ReadOnly", "Store", "StoreLocked",
-    "TraceInfo", "TracehouseError", "WriterOptions", "open", "__version__",
+    "TraceInfo", "TracehouseError", "WriterOptions", "open", "open_engine", "__version__",
 ]

@@ -208,10 +208,32 @@ def cmd_search(args) -> int:
     return 0
 
 
+def query_stores(args) -> list:
+    """The stores of a query: --store DIR (before the command) and every `query --store
+    [ALIAS=]DIR` and `--store-list FILE` entry; default $TRACEHOUSE_HOME or ./tracehouse-data."""
+    from .store.engines import load_store_list, parse_store
+
+    refs = [parse_store(args.store)] if args.store else []
+    refs += [parse_store(s) for s in args.stores or []]
+    refs += load_store_list(args.store_list) if args.store_list else []
+    return refs or [parse_store(default_path())]
+
+
 def cmd_query(args) -> int:
     fmt = "json" if args.json else args.format
-    with open_store(args) as s:
-        t = s.sql(args.sql)
+    refs = query_stores(args)
+    engine = args.engine or ("spark" if args.master else None)
+    if engine is None and len(refs) == 1:
+        with Store(refs[0].path, readonly=True) as s:
+            t = s.sql(args.sql)
+    else:
+        from .store.engines import open_engine
+
+        t0 = time.perf_counter()
+        with open_engine(refs, engine or "duckdb", master=args.master) as e:
+            t = e.sql(args.sql)
+            err.print(f"answered by {e.description} over {len(refs)} store(s) in {time.perf_counter() - t0:.2f} s",
+                      highlight=False, markup=False)
     arrow_table_render(t, fmt, limit=args.limit if fmt == "table" else None)
     return 0
 
@@ -481,6 +503,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "tracehouse.replay.cli",
     "tracehouse.analysis.cli",
     "tracehouse.bench.import_",
+    "tracehouse.bench.engines",
 )
 
 
@@ -536,6 +559,12 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("sql")
     sp.add_argument("--format", choices=("table", "csv", "json"), default="table")
     sp.add_argument("--limit", type=int, default=100, help="rows shown in table format")
+    sp.add_argument("--engine", choices=("duckdb", "spark"),
+                    help="duckdb (default, this process) or spark (README: Beyond one machine)")
+    sp.add_argument("--master", help="Spark master URL (default local[2])")
+    sp.add_argument("--store", dest="stores", action="append", metavar="[ALIAS=]DIR",
+                    help="query this store too (repeat): several stores are queried as one")
+    sp.add_argument("--store-list", metavar="FILE", help="a TOML file of [[store]] tables (path, alias, url)")
     sp = add("export", cmd_export, "write a trace's events, one file per event type")
     sp.add_argument("trace")
     from . import exporters

@@ -348,22 +348,40 @@ def a_stack(args) -> int:
     return 0
 
 
+def _engine(args, s: Store):
+    """The engine of `--engine duckdb|spark` (pure-SQL path), or None: the store's own
+    (indexes, Rust) path."""
+    if not getattr(args, "engine", None):
+        return None
+    from ..store.engines import open_engine
+
+    return open_engine(s, args.engine, master=args.master)
+
+
+def _answered(engine, default: str = "duckdb") -> str:
+    return f"answered by {engine.description} (SQL)" if engine is not None else f"answered by {default}"
+
+
 def a_density(args) -> int:
     from . import statistics as ST
 
-    with open_store(args) as s:
+    with open_store(args) as s, _engine(args, s) or _none() as e:
         traces = ST.select_traces(s, args.traces, _search(args))
         t0 = time.perf_counter()
         kw = {"by": args.by, "start": args.start, "end": args.end, "types": args.type or None,
               "producers": args.producer or None}
-        if len(traces) == 1:
+        if e is not None:
+            parts = [ST.density_by_sql(e, tr, args.bins, **kw) for tr in traces]
+            t = parts[0] if len(parts) == 1 else pa.concat_tables(
+                [p.add_column(0, "trace", pa.array([tr] * p.num_rows, pa.string())) for tr, p in zip(traces, parts)])
+        elif len(traces) == 1:
             t = ST.density(s, traces[0], args.bins, **kw)
         else:
             t = ST.multi_density(s, traces, args.bins, **kw)
         secs = time.perf_counter() - t0
         rid = _save_table(s, args, "density", traces, t, {"search": args.search}, resolved=_resolved(args, traces))
-    _render(args, t, title=f"density: {args.bins} bins by {args.by} over {len(traces)} trace(s) ({secs * 1000:.1f} ms)",
-            limit=args.limit)
+    _render(args, t, title=f"density: {args.bins} bins by {args.by} over {len(traces)} trace(s) ({secs * 1000:.1f} ms, "
+                          f"{_answered(e) if e is not None else 'density index'})", limit=args.limit)
     _saved(args, rid)
     return 0
 
@@ -383,13 +401,14 @@ def _resolved(args, traces: list[str]) -> dict:
 def a_stats(args) -> int:
     from . import statistics as ST
 
-    with open_store(args) as s:
+    with open_store(args) as s, _engine(args, s) or _none() as e:
         traces = ST.select_traces(s, args.traces or [], _search(args))
-        t = ST.multi_stats(s, traces, args.by, start=args.start, end=args.end, state=args.state,
+        t = ST.multi_stats(e or s, traces, args.by, start=args.start, end=args.end, state=args.state,
                            source_type=args.type)
         rid = _save_table(s, args, f"stats-by-{args.by}", traces, t, {"by": args.by, "search": args.search},
                           resolved=_resolved(args, traces))
-    _render(args, t, title=f"statistics by {args.by} of {len(traces)} trace(s)", limit=args.limit)
+        title = f"statistics by {args.by} of {len(traces)} trace(s), {_answered(e)}"
+    _render(args, t, title=title, limit=args.limit)
     _saved(args, rid)
     return 0
 
@@ -418,10 +437,21 @@ def _hist_of(s: Store, args, trace: str):
 
 
 def a_hist(args) -> int:
+    from . import histograms as H
+
     out, err, emit_json, render = _out()
-    with open_store(args) as s:
+    with open_store(args) as s, _engine(args, s) or _none() as e:
         t0 = time.perf_counter()
-        h = _hist_of(s, args, args.trace)
+        if e is not None:
+            if not args.type:
+                raise BadInput(f"--engine {args.engine} histograms are of an event type's column",
+                               expected="--type TYPE (span pairing runs in the Rust core, not in SQL)")
+            kind = args.analysis if args.analysis in ("hist", "lhist") else args.kind
+            kw = {"k": args.k} if kind == "hist" else {"min": args.min, "max": args.max, "step": args.step}
+            h = H.type_histogram_sql(e, args.trace, args.type, args.value, group=args.by, start=_ns(args.start),
+                                     end=_ns(args.end_time), kind=kind, unit=args.unit, below=_ns(args.below), **kw)
+        else:
+            h = _hist_of(s, args, args.trace)
         secs = time.perf_counter() - t0
         rid = None
         if args.save:
@@ -429,11 +459,11 @@ def a_hist(args) -> int:
                 "kind": h.kind, **h.params, "unit": h.unit},
                 payload={"text": h.text(args.top), "below": h.below, "summary": dict(list(h.summary.items())[:20])})
     if args.json:
-        emit_json(h.to_json(args.top) | {"seconds": round(secs, 4)})
+        emit_json(h.to_json(args.top) | {"seconds": round(secs, 4), "engine": _answered(e, "the Rust core")})
         return 0
     sys.stdout.write(h.text(args.top))
     n = int(h.counts.sum())
-    err.print(f"{n:,} values in {len(h.groups):,} group(s), {secs * 1000:.0f} ms"
+    err.print(f"{n:,} values in {len(h.groups):,} group(s), {secs * 1000:.0f} ms, {_answered(e, 'the Rust core')}"
               + (f"; {args.top} largest groups shown" if len(h.groups) > args.top else ""))
     for g in h.order(args.top)[::-1][:10] if h.below else []:
         b = h.below[h.groups[g]]
@@ -679,6 +709,18 @@ def _obj_args(p: argparse.ArgumentParser) -> None:
     g.add_argument("--value-col", help="its value column")
 
 
+def _none():
+    from contextlib import nullcontext
+
+    return nullcontext()
+
+
+def _engine_args(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--engine", choices=("duckdb", "spark"),
+                   help="answer by plain SQL on this engine (default: indexes and the Rust core)")
+    p.add_argument("--master", help="Spark master URL (default local[2])")
+
+
 def _common(p: argparse.ArgumentParser, fn, *, trace: bool = True, limit: int = 50) -> argparse.ArgumentParser:
     if trace:
         p.add_argument("trace")
@@ -759,6 +801,7 @@ def _add_analyses(sub) -> None:
     p.add_argument("--type", action="append", help="only these event types")
     p.add_argument("--producer", type=int, action="append", help="only these producers")
     p.add_argument("--search", help="every trace whose name matches this glob")
+    _engine_args(p)
     p = _common(sub.add_parser("stats", help="counts and durations by type / producer / state, one or many traces"),
                 a_stats, trace=False)
     p.add_argument("traces", nargs="*")
@@ -769,10 +812,12 @@ def _add_analyses(sub) -> None:
     p.add_argument("--end", type=_time)
     p.add_argument("--state", help="by state: the state column (default: the span name)")
     p.add_argument("--type", help="by state: a span-kind event type instead of paired spans")
+    _engine_args(p)
     for kind, help_ in (("hist", "log2 duration histogram, bpftrace hist() buckets"),
                         ("lhist", "linear duration histogram, bpftrace lhist() buckets")):
         p = _common(sub.add_parser(kind, help=help_), a_hist)
         _hist_args(p)
+        _engine_args(p)
         if kind == "hist":
             p.add_argument("--k", type=int, default=0, help="2^k buckets per power of 2 (0..5)")
         else:

@@ -368,6 +368,63 @@ def type_values(store: "Store", trace: str, type_name: str, value: str = "dur", 
     return values, codes, names, False
 
 
+def type_histogram_sql(engine, trace: str, type_name: str, value: str = "dur", *, group: str = "none",
+                       start: int | None = None, end: int | None = None, kind: str = "hist", k: int = 0,
+                       min: int = 0, max: int = 0, step: int = 1, unit: str = "ns",  # noqa: A002
+                       below: float | None = None, name: str | None = None) -> Histogram:
+    """`histogram(*type_values(...))` answered by plain SQL (sql/hist_log2.sql,
+    hist_linear.sql, hist_summary.sql) on any engine: a Store (DuckDB) or an engine from
+    `tracehouse.open_engine` (DuckDB or Spark, one store or several). Same buckets and
+    counts; groups in name order; the summary has count/min/max/mean (no percentiles)."""
+    from ..store.query import qident
+    from .statistics import _where, sql_text
+
+    et = _source.event_type(engine, trace, type_name)
+    cols_of = {c.name: c for c in et.columns}
+    if value not in cols_of or cols_of[value].type not in ("int64", "int32"):
+        raise BadInput(f"event type {type_name!r} has no integer column {value!r}",
+                       expected=", ".join(c.name for c in et.columns if c.type in ("int64", "int32")))
+    gcol = "producer" if group == "producer" else (None if group == "none" else group)
+    if gcol is not None and gcol not in cols_of:
+        raise BadInput(f"event type {type_name!r} has no column {gcol!r}", expected=", ".join(cols_of))
+    if unit not in UNITS:
+        raise BadInput(f"unit {unit!r}", expected=" | ".join(UNITS))
+    fmt = {"group": "''" if gcol is None else f"COALESCE(CAST({qident(gcol)} AS VARCHAR), '(none)')",
+           "value": qident(value), "unit": UNITS[unit], "source": f"{qident(trace)}.{qident(type_name)}",
+           "where": _where(start, end)}
+    if kind == "hist":
+        if not 0 <= k <= 5:
+            raise BadInput(f"hist k {k}", expected="0..5")
+        params = {"k": k}
+        nb = _core.hist_log2_buckets(k)
+        q = sql_text("hist_log2").format(**fmt, k=k, n=1 << k, small=2 << k)
+    elif kind == "lhist":
+        if step <= 0 or min >= max or (max - min) % step:
+            raise BadInput(f"lhist min {min}, max {max}, step {step}",
+                           expected="step >= 1, min < max, max - min a multiple of step")
+        params = {"min": int(min), "max": int(max), "step": int(step)}
+        nb = (max - min) // step + 2
+        q = sql_text("hist_linear").format(**fmt, min=int(min), max=int(max), step=int(step),
+                                           buckets=(max - min) // step)
+    else:
+        raise BadInput(f"histogram kind {kind!r}", expected="hist | lhist")
+    t = engine.sql(q)
+    summ = engine.sql(sql_text("hist_summary").format(**fmt, below=float(below) if below is not None else 0))
+    groups = summ.column("grp").to_pylist() if gcol is not None else [""]
+    counts = np.zeros((len(groups), nb), np.int64)
+    if t.num_rows:
+        gi = pc.index_in(t.column("grp"), value_set=pa.array(groups, pa.string())).to_numpy(zero_copy_only=False)
+        np.add.at(counts, (gi.astype(np.int64), t.column("bucket").to_numpy()), t.column("count").to_numpy())
+    h = Histogram(kind, params, unit, groups, counts, name or MAP_NAMES.get(unit, "@"))
+    for row in summ.to_pylist():
+        g = row["grp"] if gcol is not None else ""
+        h.summary[g] = {"count": row["count"], "min": row["min"], "max": row["max"], "mean": row["mean"]}
+        if below is not None:
+            h.below[g] = {"threshold_ns": below, "below": int(row["below"]), "count": row["count"],
+                          "share": row["below"] / row["count"] if row["count"] else 0.0}
+    return h
+
+
 def compare(before: Histogram, after: Histogram) -> pa.Table:
     """Bucket by bucket, two ungrouped histograms with the same buckets: counts, shares
     and the change of share (after - before), over the union of printed rows."""

@@ -189,6 +189,62 @@ def density_sql(store: "Store", trace: str, bins: int, start: int, end: int) -> 
     return store.sql(q)
 
 
+def density_by_sql(engine, trace: str, bins: int = 1000, *, by: str = "type", start: int | None = None,
+                   end: int | None = None, types: Iterable[str] | None = None,
+                   producers: Iterable[int] | None = None) -> pa.Table:
+    """`density` answered by plain SQL (sql/density.sql) on any engine: a Store (DuckDB) or
+    an engine from `tracehouse.open_engine` (DuckDB or Spark over one store or several).
+    The same table as `density` (every bin, and every stream of the trace even when empty
+    in the range); the engine counts, the bins and groups are laid out here."""
+    if by not in BY:
+        raise BadInput(f"density by {by!r}", expected=" | ".join(BY))
+    src = f"{qident(trace)}.events"
+    where = []
+    if types is not None:
+        where.append(f"type IN ({', '.join(qstr(t) for t in types) or 'NULL'})")
+    if producers is not None:
+        where.append(f"producer IN ({', '.join(str(int(p)) for p in producers) or 'NULL'})")
+    cond = " AND ".join(where) or "true"
+    group = {"none": [], "type": ["type"], "producer": ["producer"], "both": ["type", "producer"]}[by]
+    if start is None or end is None:
+        b = engine.sql(f"SELECT min(ts) AS lo, max(ts) AS hi FROM {src}")
+        lo, hi = b.column("lo")[0].as_py(), b.column("hi")[0].as_py()
+        if lo is None:
+            return _empty_density(by)
+        start = lo if start is None else start
+        end = (hi + 1) if end is None else end
+    edges = bin_edges(int(start), int(end), int(bins))
+    if group:
+        keys = ", ".join(group)
+        uniq = engine.sql(f"SELECT DISTINCT {keys} FROM {src} WHERE {cond} ORDER BY {keys}")
+    else:
+        uniq = pa.table({})
+    g = uniq.num_rows if group else 1
+    agg = np.zeros((g, bins), np.int64)
+    inner = sql_text("density").format(trace=qident(trace), start=int(start), end=int(end), bins=int(bins))
+    inner = inner[: inner.upper().rindex("ORDER BY")]
+    sel = ", ".join(["bin", *group])
+    counts = engine.sql(f"SELECT {sel}, sum(events) AS events FROM ({inner}) d WHERE {cond} GROUP BY {sel}")
+    if counts.num_rows:
+        if group:  # the group of every (bin, group) row: a join, not a loop
+            ids = uniq.append_column("_g", pa.array(np.arange(g, dtype=np.int64)))
+            counts = counts.join(ids, keys=group)
+            gi = counts.column("_g").to_numpy()
+        else:
+            gi = np.zeros(counts.num_rows, np.int64)
+        np.add.at(agg, (gi, counts.column("bin").to_numpy()), counts.column("events").to_numpy().astype(np.int64))
+    cols = {
+        "bin": pa.array(np.tile(np.arange(bins, dtype=np.int64), g)),
+        "bin_start": pa.array(np.tile(edges[:-1], g)),
+        "bin_end": pa.array(np.tile(edges[1:], g)),
+    }
+    for name in group:
+        cols[name] = pa.array(np.repeat(np.array(uniq.column(name).to_pylist(), dtype=object if name == "type" else np.int32), bins),
+                              pa.string() if name == "type" else pa.int32())
+    cols["events"] = pa.array(agg.reshape(-1))
+    return pa.table(cols)
+
+
 # -- statistics --------------------------------------------------------------------------
 
 

@@ -19,7 +19,7 @@ import json
 import re
 import threading
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 import duckdb
 import pyarrow as pa
@@ -28,6 +28,7 @@ from ..errors import BadInput
 from ..schema import EventType
 
 if TYPE_CHECKING:
+    from .catalog import Catalog
     from .store import Store
 
 DUCK_TYPES = {"int64": "BIGINT", "int32": "INTEGER", "float64": "DOUBLE", "bool": "BOOLEAN", "string": "VARCHAR"}
@@ -92,6 +93,65 @@ def qstr(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
+def th_tables(catalog: "Catalog") -> dict[str, pa.Table]:
+    """Every th.* table read from a catalog (inside one read transaction for a consistent set)."""
+    out = {}
+    for name, (sql, columns) in TH_TABLES.items():
+        if name == "event_types" and not catalog.per_trace_types:
+            sql = "SELECT format, name, kind, params, doc, NULL FROM event_types ORDER BY format, id"  # older store
+        rows = catalog.db.execute(sql.replace("{incomplete}", catalog.incomplete_col)).fetchall()
+        out[name] = pa.table({
+            col: pa.array([_th_value(r[i], typ) for r in rows], typ) for i, (col, typ) in enumerate(columns)
+        })
+    return out
+
+
+def _select(cols, present: Iterable[str], src: str) -> str:
+    present = set(present)
+    parts = []
+    for c in cols:
+        if c.name in present:
+            parts.append(qident(c.name))
+        else:
+            parts.append(f"CAST(NULL AS {DUCK_TYPES[c.type]}) AS {qident(c.name)}")
+    return f"SELECT {', '.join(parts)} FROM {src}"
+
+
+def type_view_sql(et: EventType, files: list[tuple[str, Iterable[str]]], tail: tuple[str, Iterable[str]] | None = None) -> str:
+    """The DuckDB view body of one event type: its segment files (path, columns in the
+    file) read by name, then the registered tail table (name, columns); a column a file
+    predates reads null. No files and no tail: no rows, typed."""
+    cols = et.columns
+    selects = []
+    if files:
+        present: set[str] = set()
+        same = True
+        for _path, fcols in files:
+            present.update(fcols)
+            same = same and list(fcols) == [c.name for c in cols]
+        paths = "[" + ", ".join(qstr(p) for p, _ in files) + "]"
+        src = f"read_parquet({paths}{'' if same else ', union_by_name = true'})"
+        selects.append(_select(cols, present, src))
+    if tail is not None:
+        selects.append(_select(cols, tail[1], tail[0]))
+    if not selects:
+        sel = ", ".join(f"CAST(NULL AS {DUCK_TYPES[c.type]}) AS {qident(c.name)}" for c in cols)
+        return f"SELECT {sel} WHERE false"
+    return "\nUNION ALL\n".join(selects)
+
+
+def events_view_sql(schema: str, types: dict[str, EventType]) -> str:
+    """The body of `<schema>.events`: the common columns of every type's view, plus `type`."""
+    selects = []
+    for name, et in types.items():
+        dur = "dur" if et.kind == "span" else "CAST(NULL AS BIGINT) AS dur"
+        selects.append(f"SELECT ts, producer, seq, {dur}, {qstr(name)} AS type FROM {schema}.{qident(name)}")
+    if not selects:
+        selects = ["SELECT CAST(NULL AS BIGINT) ts, CAST(NULL AS INTEGER) producer, CAST(NULL AS BIGINT) seq,"
+                   " CAST(NULL AS BIGINT) dur, CAST(NULL AS VARCHAR) type WHERE false"]
+    return "\nUNION ALL\n".join(selects)
+
+
 class QueryEngine:
     def __init__(self, store: "Store") -> None:
         self.store = store
@@ -119,49 +179,20 @@ class QueryEngine:
     # -- view maintenance ----------------------------------------------------------
 
     def _refresh_th(self) -> None:
-        db = self.store.catalog.db
         self.con.execute("CREATE SCHEMA IF NOT EXISTS th")
-        for name, (sql, columns) in TH_TABLES.items():
-            if name == "event_types" and not self.store.catalog.per_trace_types:
-                sql = "SELECT format, name, kind, params, doc, NULL FROM event_types ORDER BY format, id"  # older store
-            rows = db.execute(sql.replace("{incomplete}", self.store.catalog.incomplete_col)).fetchall()
-            table = pa.table({
-                col: pa.array([_th_value(r[i], typ) for r in rows], typ) for i, (col, typ) in enumerate(columns)
-            })
+        for name, table in th_tables(self.store.catalog).items():
             reg = f"_th_{name}"
             self._register(reg, None, table)
             self.con.execute(f"CREATE OR REPLACE VIEW th.{name} AS SELECT * FROM {reg}")
 
     def _type_sources(self, trace_name: str, trace_id: int, et: EventType, segs, tail) -> str:
-        cols = et.columns
-        selects = []
-        if segs:
-            present = set()
-            same = True
-            for s in segs:
-                present.update(s.columns)
-                same = same and list(s.columns) == [c.name for c in cols]
-            paths = "[" + ", ".join(qstr(str(self.store.path / s.path)) for s in segs) + "]"
-            src = f"read_parquet({paths}{'' if same else ', union_by_name = true'})"
-            selects.append(self._select(cols, present, src))
+        files = [(str(self.store.path / s.path), s.columns) for s in segs]
+        tail_src = None
         if tail:
             reg = f"_tail_{trace_id}_{et.name}"
             self._register(reg, trace_name, tail)
-            selects.append(self._select(cols, set(tail.column_names), reg))
-        if not selects:
-            sel = ", ".join(f"CAST(NULL AS {DUCK_TYPES[c.type]}) AS {qident(c.name)}" for c in cols)
-            return f"SELECT {sel} WHERE false"
-        return "\nUNION ALL\n".join(selects)
-
-    @staticmethod
-    def _select(cols, present: set[str], src: str) -> str:
-        parts = []
-        for c in cols:
-            if c.name in present:
-                parts.append(qident(c.name))
-            else:
-                parts.append(f"CAST(NULL AS {DUCK_TYPES[c.type]}) AS {qident(c.name)}")
-        return f"SELECT {', '.join(parts)} FROM {src}"
+            tail_src = (reg, tail.column_names)
+        return type_view_sql(et, files, tail_src)
 
     def _refresh_trace(self, info) -> None:
         store = self.store
@@ -200,7 +231,6 @@ class QueryEngine:
         prefix = f"_tail_{info.id}_"
         for reg in [r for r in self._sources if r.startswith(prefix)]:
             self._unregister(reg)
-        event_selects = []
         for name, et in types.items():
             tail = None
             if tails.get(name):  # (records of a type the catalog does not list are never made: types register first)
@@ -209,12 +239,7 @@ class QueryEngine:
                 tail = _concat(tails[name], et)
             body = self._type_sources(info.name, info.id, et, by_type.get(name, []), tail)
             self.con.execute(f"CREATE OR REPLACE VIEW {schema}.{qident(name)} AS {body}")
-            dur = "dur" if et.kind == "span" else "CAST(NULL AS BIGINT) AS dur"
-            event_selects.append(f"SELECT ts, producer, seq, {dur}, {qstr(name)} AS type FROM {schema}.{qident(name)}")
-        if not event_selects:
-            event_selects = ["SELECT CAST(NULL AS BIGINT) ts, CAST(NULL AS INTEGER) producer, CAST(NULL AS BIGINT) seq,"
-                             " CAST(NULL AS BIGINT) dur, CAST(NULL AS VARCHAR) type WHERE false"]
-        self.con.execute(f"CREATE OR REPLACE VIEW {schema}.events AS " + "\nUNION ALL\n".join(event_selects))
+        self.con.execute(f"CREATE OR REPLACE VIEW {schema}.events AS " + events_view_sql(schema, types))
         self._trace_sigs[info.name] = sig
 
     def refresh(self, sql: str | None = None) -> None:

@@ -1,0 +1,288 @@
+"""`tracehouse bench engines`: the same questions to DuckDB and to Apache Spark (local[N])
+over the same store: seed 003's read queries Q1-Q5 on its QoS data set, and the TOD
+statistics queries (statistics by type and by producer, density) of seed 001's workload.
+
+Owns the QoS read data set, the Q1-Q5 queries, and the engine benchmark.
+
+The QoS data set is the thesis's (Table 4.3): 556 measurement runs, one producer each (its
+13 measurement-id parameters as attributes, `customerId` = the run number), 2,032,000 result
+rows of 48 parameters: run 1 has 600,000 rows, runs 2-6 86,400, runs 7-56 10,000, runs
+57-556 1,000 (`scale` divides them). As in the thesis, `ul_delay`, `dl_delay`, `ul_dupl` and
+`dl_dupl` count up within a run (so `ul_delay < x` selects x rows of every run) and the
+other parameters are random (floats on a 1/1024 grid: sums are exact, so both engines'
+aggregates agree to the last bit whatever order they add in).
+
+Q1-Q5 (the thesis's Table 4.2, middle cases of Tables 5.1-5.5), each fetching whole rows
+ordered by (ts, producer); the measurement id comes from th.producers (schema 2):
+
+  Q1  customerId = 10                          10,000 rows
+  Q2  ul_delay < 50                            27,800
+  Q3  ul_dupl < 50                             27,800
+  Q4  customerId = 10 AND ul_delay < 5,000      5,000
+  Q5  ul_delay < 50 AND ul_dupl < 50           27,800
+
+Every answer is checked equal (values and Arrow types) between the engines; times are the
+median of `repeat` warm runs beside the first (cold) run, DuckDB and Spark measured one
+after the other in the same process, with the load average printed beside them.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import statistics as pystats
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+import pyarrow as pa
+
+from .. import _core
+from ..schema import Column, EventType
+from ..store.query import qident, qstr
+
+QOS_FORMAT = "qosmet"
+QOS_TYPE = "results"
+RUNS = ((1, 600_000), (5, 86_400), (50, 10_000), (500, 1_000))  # (runs, rows per run): Table 4.3
+COUNTED = ("ul_delay", "dl_delay", "ul_dupl", "dl_dupl")  # incremented within a run
+
+
+def qos_event_type() -> EventType:
+    params = tuple(Column(name, typ, "", "Qosmet result parameter (seed 003)") for name, typ, _lo, _hi in _core.QOS_RESULT_PARAMS)
+    return EventType(QOS_TYPE, "instant", params, "one QoS measurement result (1 s sampling)")
+
+
+def qos_dataset(store, name: str = "qos", *, scale: int = 1, seed: int = 3, progress: Callable[[int], None] | None = None) -> int:
+    """Create the QoS read data set as trace `name` (rows per run divided by `scale`);
+    returns its row count. Registered (flushed) when it returns."""
+    rng = np.random.default_rng(seed)
+    runs = [max(1, rows // scale) for n, rows in RUNS for _ in range(n)]
+    producers = []
+    for r in range(len(runs)):
+        ids = {p: int(rng.integers(0, 1 << 16)) for p in _core.QOS_ID_PARAMS}
+        ids["customerId"], ids["measurementId"] = r + 1, r + 1
+        producers.append({"id": r, "parent": None, "kind": "measurement",
+                          "name": ",".join(f"{k}={v}" for k, v in ids.items()), "attrs": ids})
+    store.create_trace(name, QOS_FORMAT, description="seed 003 read data set (Table 4.3)",
+                       metadata={"generator": "qos-read", "scale": scale, "seed": seed},
+                       event_types=[qos_event_type()], producers=producers)
+    base = 1_400_000_000 * 10**9
+    total = 0
+    for r, n in enumerate(runs):
+        i = np.arange(n, dtype=np.int64)
+        cols: dict[str, pa.Array] = {"ts": pa.array(base + r * 10**6 + i * 10**9),
+                                     "producer": pa.array(np.full(n, r, np.int32))}
+        for pname, typ, lo, hi in _core.QOS_RESULT_PARAMS:
+            if pname in COUNTED:
+                cols[pname] = pa.array(i.astype(np.float64) if typ == "float64" else i)
+            elif typ == "float64":
+                cols[pname] = pa.array(np.round(rng.uniform(lo, hi, n) * 1024) / 1024)
+            else:
+                cols[pname] = pa.array(rng.integers(int(lo), int(hi) + 1, n, dtype=np.int64))
+        store.append(name, QOS_TYPE, pa.table(cols))
+        total += n
+        if progress:
+            progress(n)
+    store.flush(name)
+    return total
+
+
+def qos_queries(trace: str = "qos", scale: int = 1) -> dict[str, str]:
+    """Q1-Q5 in DuckDB SQL over trace `trace` (thresholds follow `scale`)."""
+    t, ts = qident(trace), qstr(trace)
+    x = max(1, 50 // scale)
+    half10 = max(1, 5_000 // scale)
+    join = (f"SELECT p.name AS measurement, r.* FROM {t}.{QOS_TYPE} r JOIN th.producers p "
+            f"ON p.trace = {ts} AND p.id = r.producer WHERE ")
+    cust = "CAST(json_extract_string(p.attrs, '$.customerId') AS BIGINT)"
+    order = " ORDER BY r.ts, r.producer"
+    return {
+        "Q1": join + f"{cust} = 10" + order,
+        "Q2": f"SELECT * FROM {t}.{QOS_TYPE} WHERE ul_delay < {x} ORDER BY ts, producer",
+        "Q3": f"SELECT * FROM {t}.{QOS_TYPE} WHERE ul_dupl < {x} ORDER BY ts, producer",
+        "Q4": join + f"{cust} = 10 AND r.ul_delay < {half10}" + order,
+        "Q5": f"SELECT * FROM {t}.{QOS_TYPE} WHERE ul_delay < {x} AND ul_dupl < {x} ORDER BY ts, producer",
+    }
+
+
+def tod_trace(store, name: str, events: int, *, seed: int = 42, threads: int = 10) -> int:
+    """A TOD trace (seed 001's generator), registered when it returns."""
+    from ..formats import tod
+
+    store.create_trace(name, tod.FORMAT, description="TOD workload (seed 001)", event_types=tod.EVENT_TYPES,
+                       producers=tod.producers(threads), format_description=tod.DESCRIPTION)
+    gen = _core.TodGenerator(events=events, seed=seed, threads=threads)
+    total = 0
+    while (batches := gen.next_batches(max_events=500_000)) is not None:
+        for type_name, b in batches.items():
+            store.append(name, type_name, b)
+            total += b.num_rows
+    store.flush(name)
+    return total
+
+
+def tod_questions(trace: str) -> dict[str, Callable]:
+    """The TOD statistics questions, each a function of an engine (or a Store): the pure-SQL
+    analyses, one code path for both engines."""
+    from ..analysis import statistics as ST
+
+    return {
+        "stats by type": lambda e: ST.stats(e, trace, "type"),
+        "stats by producer": lambda e: ST.stats(e, trace, "producer"),
+        "density 1000 bins": lambda e: ST.density_by_sql(e, trace, 1000, by="type"),
+    }
+
+
+def _timed(fn: Callable, repeat: int) -> tuple[object, float, float]:
+    """(answer, first run s, median of `repeat` more runs s)."""
+    t0 = time.perf_counter()
+    ans = fn()
+    first = time.perf_counter() - t0
+    times = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return ans, first, pystats.median(times) if times else first
+
+
+def run(*, scale: int = 1, tod_events: int = 10_000_000, repeat: int = 3, master: str = "local[2]",
+        workdir: str | None = None, say: Callable[[str], None] = lambda s: None) -> dict:
+    """Build the data sets in a fresh store, ask every question of both engines; see the module doc."""
+    from .. import Store
+    from ..store.engines import open_engine
+
+    base = Path(workdir or tempfile.mkdtemp(prefix="th-bench-engines-"))
+    path = base / "store"
+    if path.exists():
+        shutil.rmtree(path)
+    out: dict = {"machine": {"cpus": os.cpu_count(), "loadavg_before": list(os.getloadavg())}, "queries": []}
+    try:
+        with Store(path, fsync="off") as s:
+            say("generating the QoS data set")
+            out["qos_rows"] = qos_dataset(s, "qos", scale=scale)
+            say("generating the TOD trace")
+            out["tod_events"] = tod_trace(s, "tod", tod_events)
+        out["store_bytes"] = sum(f.stat().st_size for f in path.rglob("*.parquet"))
+        questions: dict[str, Callable] = {k: (lambda e, q=q: e.sql(q)) for k, q in qos_queries("qos", scale).items()}
+        questions |= tod_questions("tod")
+        duck = Store(path, readonly=True)  # the DuckDB engine as `tracehouse query` runs it
+        say(f"starting Spark {master}")
+        t0 = time.perf_counter()
+        spark = open_engine(path, "spark", master=master)
+        out["spark_start_s"] = round(time.perf_counter() - t0, 2)
+        out["spark"] = spark.description
+        try:
+            for name, q in questions.items():
+                say(name)
+                load = os.getloadavg()[0]
+                d_ans, d_first, d_med = _timed(lambda: q(duck), repeat)
+                s_ans, s_first, s_med = _timed(lambda: q(spark), repeat)
+                out["queries"].append({
+                    "query": name, "rows": d_ans.num_rows, "identical": d_ans.equals(s_ans) and d_ans.schema == s_ans.schema,
+                    "duckdb_first_s": round(d_first, 4), "duckdb_s": round(d_med, 4),
+                    "spark_first_s": round(s_first, 4), "spark_s": round(s_med, 4),
+                    "spark_over_duckdb": round(s_med / d_med, 1) if d_med else None, "loadavg": round(load, 2),
+                })
+            out["scan"] = _scan_rates(duck, spark, repeat)
+        finally:
+            spark.close()
+            duck.close()
+    finally:
+        if workdir is None:
+            shutil.rmtree(base, ignore_errors=True)
+    out["machine"]["loadavg_after"] = list(os.getloadavg())
+    out["crossover"] = crossover(out)
+    return out
+
+
+def _scan_rates(duck, spark, repeat: int) -> dict:
+    """Rows/s of a full scan with a filter and an aggregate (the part that spreads over
+    nodes), and Spark's fixed cost per query (a one-row query), for the crossover model."""
+    q = f'SELECT producer, count(*) AS n, sum(ul_bytes) AS b FROM "qos".{QOS_TYPE} WHERE ul_pk_loss < 2.5 GROUP BY producer'
+    rows = duck.sql('SELECT count(*) AS n FROM "qos".results').column(0)[0].as_py()
+    _, _, d = _timed(lambda: duck.sql(q), repeat)
+    _, _, sp = _timed(lambda: spark.sql(q), repeat)
+    _, _, fixed = _timed(lambda: spark.sql('SELECT count(*) AS n FROM th.traces'), repeat)
+    return {"rows": rows, "duckdb_s": round(d, 4), "spark_s": round(sp, 4), "spark_fixed_s": round(fixed, 4),
+            "duckdb_rows_per_s": rows / d, "spark_rows_per_s": rows / max(sp - fixed, 1e-6)}
+
+
+def crossover(out: dict) -> dict:
+    """Where Spark on N nodes is expected to beat DuckDB on one, from this run's rates.
+
+    Model (scans with filters and aggregates: Q2/Q3/Q5 and the statistics, whose work
+    splits by segment with no shuffle of rows): DuckDB takes R / r_d on one machine while
+    the data fits its disks and memory; Spark takes f + R / (N * r_s), r_s its rate on this
+    machine's cores (per node of the same size), f its fixed cost per query (planning, task
+    scheduling, results through the driver). Spark wins from N > r_d / r_s nodes once R / r_d
+    is well above f, i.e. the data size where the fixed cost stops mattering."""
+    sc = out.get("scan") or {}
+    r_d, r_s, f = sc.get("duckdb_rows_per_s"), sc.get("spark_rows_per_s"), sc.get("spark_fixed_s")
+    if not r_d or not r_s or f is None:
+        return {}
+    nodes = max(1.0, r_d / r_s)
+    table = []
+    for rows in (2_032_000, 100_000_000, 1_000_000_000, 10_000_000_000):
+        t_d = rows / r_d
+        # smallest N whose f + R/(N r_s) beats R / r_d (none while f >= t_d)
+        n = None if f >= t_d else int(np.ceil(rows / (r_s * (t_d - f))))
+        table.append({"rows": rows, "duckdb_s": round(t_d, 2), "spark_nodes_to_win": n})
+    return {"nodes_at_least": round(nodes, 1), "fixed_s": f, "by_size": table}
+
+
+def render(out: dict) -> str:
+    lines = [f"QoS data set {out['qos_rows']:,} rows, TOD trace {out['tod_events']:,} events, "
+             f"{out['store_bytes'] / 1e6:.0f} MB of segments; {out['spark']} started in {out['spark_start_s']} s",
+             f"{'query':<20} {'rows':>8} {'duckdb s':>9} {'(first)':>8} {'spark s':>9} {'(first)':>8} {'spark/duck':>10} "
+             f"{'same':>5} {'load':>5}"]
+    for q in out["queries"]:
+        lines.append(f"{q['query']:<20} {q['rows']:>8,} {q['duckdb_s']:>9.3f} {q['duckdb_first_s']:>8.3f} "
+                     f"{q['spark_s']:>9.3f} {q['spark_first_s']:>8.3f} {q['spark_over_duckdb']:>9}x "
+                     f"{'yes' if q['identical'] else 'NO':>5} {q['loadavg']:>5.1f}")
+    sc, cx = out.get("scan", {}), out.get("crossover", {})
+    if sc:
+        lines.append(f"full scan + aggregate of {sc['rows']:,} rows: duckdb {sc['duckdb_s']:.3f} s "
+                     f"({sc['duckdb_rows_per_s'] / 1e6:.1f}M rows/s), spark {sc['spark_s']:.3f} s "
+                     f"({sc['spark_rows_per_s'] / 1e6:.1f}M rows/s after its fixed {sc['spark_fixed_s']:.3f} s per query)")
+    if cx:
+        lines.append(f"crossover: Spark needs > {cx['nodes_at_least']} nodes like this one to scan faster than DuckDB "
+                     "here, and enough data that its fixed cost per query stops mattering:")
+        for row in cx["by_size"]:
+            n = row["spark_nodes_to_win"]
+            lines.append(f"  {row['rows']:>14,} rows: duckdb ~{row['duckdb_s']:,.2f} s; spark wins with "
+                         + (f">= {n} nodes" if n is not None else "no number of nodes (its fixed cost is larger)"))
+        lines.append("  (model: scans split by segment without shuffling rows; beyond one machine's disks and memory "
+                     "DuckDB slows down or cannot run, which the model does not credit Spark for)")
+    m = out["machine"]
+    lines.append(f"load average {m['loadavg_before'][0]:.1f} before, {m['loadavg_after'][0]:.1f} after, {m['cpus']} cores")
+    return "\n".join(lines)
+
+
+def cmd_bench_engines(args) -> int:
+    import json
+    import sys
+
+    from rich.console import Console
+
+    err = Console(stderr=True)
+    say = (lambda m: None) if args.json else (lambda m: err.print(f"[dim]{m}...[/dim]"))
+    out = run(scale=args.scale, tod_events=args.tod_events, repeat=args.repeat, master=args.master,
+              workdir=args.workdir, say=say)
+    if args.json:
+        sys.stdout.write(json.dumps(out, indent=2) + "\n")
+    else:
+        sys.stdout.write(render(out) + "\n")
+    return 0 if all(q["identical"] for q in out["queries"]) else 1
+
+
+def register(commands) -> None:
+    sp = commands.bench("engines", cmd_bench_engines,
+                        "Q1-Q5 (seed 003) and the TOD statistics on DuckDB vs Spark local[2], same store, same answers")
+    sp.add_argument("--scale", type=int, default=1, help="divide the QoS data set's 2,032,000 rows by this")
+    sp.add_argument("--tod-events", type=int, default=10_000_000)
+    sp.add_argument("--repeat", type=int, default=3, help="warm runs per query (the median is reported)")
+    sp.add_argument("--master", default="local[2]", help="Spark master URL")
+    sp.add_argument("--workdir", help="where the store is built (default: a temporary directory, removed)")

@@ -1,0 +1,263 @@
+"""Apache Spark as the query engine of one store or several (scale-out).
+
+Owns the Spark side of `open_engine(..., engine="spark")`: the session (`local[N]` on this
+machine or a cluster's master URL), one temp view per (trace, event type), per trace's
+`events` and per `th.*` table over exactly the registered segment files of one catalog
+snapshot (`engines.Snapshot`), the translation of our DuckDB dialect to Spark SQL (sqlglot;
+the only rewrite of our own is the table names, since Spark has no per-trace schemas), and
+the answer: Spark's Arrow result renamed and cast to the schema DuckDB gives the same query
+(bound by DuckDB over empty views of the same types), so both engines return the same table.
+
+Spark reads the files when the query runs: a segment compacted away after the snapshot stays
+readable for the writer's `retire_grace_s` (60 s by default); longer Spark jobs over a store
+being compacted need a longer grace on the writer.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import shutil
+import warnings
+from importlib import resources
+from typing import Sequence
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ..errors import BadInput, TracehouseError
+from ..schema import EventType
+from .engines import DuckViews, EngineBase, Snapshot, TraceSource, mentions_th, parse, referenced_traces, table_refs, view_name
+
+DEFAULT_MASTER = "local[2]"
+_ENGINE_NO = itertools.count()
+
+
+def _spark_type(t: str):
+    from pyspark.sql import types as T
+
+    return {"int64": T.LongType(), "int32": T.IntegerType(), "float64": T.DoubleType(), "bool": T.BooleanType(),
+            "string": T.StringType()}[t]
+
+
+def struct_of(et: EventType):
+    """The Spark schema of an event type's segments (every column nullable: a column a
+    segment predates reads null)."""
+    from pyspark.sql import types as T
+
+    return T.StructType([T.StructField(c.name, _spark_type(c.type), True) for c in et.columns])
+
+
+def spark_session(master: str = DEFAULT_MASTER, conf: dict | None = None):
+    """A SparkSession for tracehouse (an existing one is reused: Spark allows one per process).
+
+    Local masters bind to loopback and use few shuffle partitions (Spark's 200 cost more
+    than the work on one machine); timestamps are UTC; ANSI SQL on (overflow and bad casts
+    are errors, as in DuckDB)."""
+    if shutil.which("java") is None and not os.environ.get("JAVA_HOME"):
+        raise TracehouseError("the Spark engine needs Java 17 or later (e.g. apt-get install openjdk-17-jre-headless)")
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise TracehouseError("the Spark engine needs pyspark: pip install 'tracehouse[spark]'") from None
+    log4j = resources.files(__package__).joinpath("spark-log4j2.properties")
+    settings = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.sql.ansi.enabled": "true",
+        "spark.driver.memory": "2g",
+        "spark.driver.extraJavaOptions": f"-Dlog4j.configurationFile={log4j}",
+    }
+    if master.startswith("local"):
+        settings |= {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
+                     "spark.sql.shuffle.partitions": "4"}
+    b = SparkSession.builder.master(master).appName("tracehouse")
+    for k, v in (settings | dict(conf or {})).items():
+        b = b.config(k, str(v))
+    s = b.getOrCreate()
+    s.sparkContext.setLogLevel("ERROR")
+    return s
+
+
+class SparkEngine(EngineBase):
+    """Spark SQL over the registered segments of one store or several (see the module doc)."""
+
+    name = "spark"
+
+    def __init__(self, stores: Sequence, *, master: str | None = None, spark=None, conf: dict | None = None) -> None:
+        super().__init__(stores)
+        from pyspark.sql import SparkSession
+
+        self._own_session = spark is None and SparkSession.getActiveSession() is None
+        self.spark = spark if spark is not None else spark_session(master or DEFAULT_MASTER, conf)
+        self.master = self.spark.sparkContext.master
+        self.typing = DuckViews(files=False)
+        self._no = next(_ENGINE_NO)
+        self._ids: dict[tuple[str, int], int] = {}
+        self._views: dict[tuple[str, int], tuple[tuple, dict[str, str]]] = {}  # trace -> (signature, type -> view)
+        self._th_version: tuple | None = None
+        self._th_views: dict[str, str] = {}
+
+    @property
+    def description(self) -> str:
+        return f"spark {self.master} (Spark {self.spark.version})"
+
+    # -- views ----------------------------------------------------------------------------
+
+    def _trace_views(self, src: TraceSource) -> dict[str, str]:
+        """lower-case type name (and "events") -> temp view, made when the trace changed."""
+        key = (src.store.ref.alias, src.info.id)
+        sig = src.signature()
+        cached = self._views.get(key)
+        if cached is not None and cached[0] == sig:
+            return cached[1]
+        from pyspark.sql import functions as F
+
+        idx = self._ids.setdefault(key, len(self._ids))
+        views, parts = {}, []
+        for name, et in src.types.items():
+            urls = [src.store.ref.file_url(s.path) for s in src.segments(name)]
+            schema = struct_of(et)
+            df = self.spark.read.schema(schema).parquet(*urls) if urls else self.spark.createDataFrame([], schema)
+            v = view_name(self._no, idx, name)
+            df.createOrReplaceTempView(v)
+            views[name.lower()] = v
+            dur = F.col("dur") if et.kind == "span" else F.lit(None).cast("bigint").alias("dur")
+            parts.append(df.select("ts", "producer", "seq", dur, F.lit(name).alias("type")))
+        if parts:
+            events = parts[0]
+            for p in parts[1:]:
+                events = events.unionAll(p)
+        else:
+            events = self.spark.sql("SELECT CAST(NULL AS BIGINT) ts, CAST(NULL AS INT) producer, CAST(NULL AS BIGINT) seq,"
+                                    " CAST(NULL AS BIGINT) dur, CAST(NULL AS STRING) type WHERE false")
+        v = view_name(self._no, idx, "events")
+        events.createOrReplaceTempView(v)
+        views.setdefault("events", v)
+        for old in set((cached or ((), {}))[1].values()) - set(views.values()):
+            self.spark.catalog.dropTempView(old)
+        self._views[key] = (sig, views)
+        return views
+
+    def _th(self, snap: Snapshot) -> dict[str, str]:
+        if self._th_version != snap.version():
+            for name, table in snap.th().items():
+                with warnings.catch_warnings():  # pyspark's pandas-version notice; no pandas is used
+                    warnings.simplefilter("ignore", FutureWarning)
+                    df = self.spark.createDataFrame(table)
+                v = view_name(self._no, "th", name)
+                df.createOrReplaceTempView(v)
+                self._th_views[name] = v
+            self._th_version = snap.version()
+        return self._th_views
+
+    # -- translation ------------------------------------------------------------------------
+
+    def _spark_tree(self, snap: Snapshot, tree, params):
+        """The tree with parameters inlined and every store table renamed to its view."""
+        from sqlglot import exp
+
+        tree = tree.copy()
+        _bind_params(tree, params)
+        th = self._th(snap) if mentions_th(tree, "") else {}
+        for t in table_refs(tree):
+            db, name = t.db, t.name
+            if db.lower() == "th":
+                view = th.get(name.lower())
+            else:
+                view = self._trace_views(snap.trace(db)).get(name.lower())
+            if view is None:
+                continue  # DuckDB already refused unknown names; leave anything else as written
+            t.set("db", None)
+            t.set("this", exp.to_identifier(view, quoted=True))
+            if not t.alias:
+                t.set("alias", exp.TableAlias(this=exp.to_identifier(name, quoted=True)))
+        return tree
+
+    def translate(self, query: str, params: list | dict | None = None) -> str:
+        """The Spark SQL this engine runs for a DuckDB-dialect query (its views registered)."""
+        with self.lock:
+            snap = self.snapshots.take()
+            return self._spark_tree(snap, parse(query), params).sql(dialect="spark")
+
+    # -- running --------------------------------------------------------------------------------
+
+    def sql(self, query: str, params: list | dict | None = None, output: str = "arrow"):
+        from .store import convert
+
+        with self.lock:
+            snap = self.snapshots.take()
+            tree = parse(query)
+            # DuckDB binds the query over empty views of the same types: it judges the SQL
+            # (same errors as the DuckDB engine) and names the result's columns and types.
+            self.typing.update(snap, referenced_traces(snap, query, tree), mentions_th(tree, query))
+            schema = self.typing.run(query, params, schema_only=True).schema
+            spark_sql = self._spark_tree(snap, tree, params).sql(dialect="spark")
+            result = self._run(spark_sql)
+            return convert(conform(result, schema), output)
+
+    def _run(self, spark_sql: str) -> pa.Table:
+        from pyspark.errors import AnalysisException, ParseException
+
+        try:
+            return self.spark.sql(spark_sql).toArrow()
+        except (AnalysisException, ParseException) as e:
+            msg = str(e).strip().splitlines()[0]
+            raise BadInput(f"Spark could not run the translated query: {msg}", expected=f"Spark SQL: {spark_sql}") from None
+
+    def close(self) -> None:
+        try:
+            for _sig, views in self._views.values():
+                for v in set(views.values()):
+                    self.spark.catalog.dropTempView(v)
+            for v in self._th_views.values():
+                self.spark.catalog.dropTempView(v)
+        finally:
+            self.typing.close()
+            super().close()
+            if self._own_session:
+                self.spark.stop()
+
+
+def _bind_params(tree, params: list | dict | None) -> None:
+    """Inline `?`, `$n` and `$name` parameters as typed literals (DuckDB binds the same
+    values; floats stay DOUBLE, not Spark's DECIMAL literals)."""
+    if params is None:
+        return
+    from sqlglot import exp
+
+    def literal(v):
+        if isinstance(v, float):
+            return exp.cast(exp.Literal.string(repr(v)), "DOUBLE")
+        return exp.convert(v)
+
+    position = 0
+    for node in list(tree.walk(bfs=False)):
+        if not isinstance(node, exp.Placeholder):
+            continue
+        key = node.this
+        if key is None:
+            if not isinstance(params, (list, tuple)) or position >= len(params):
+                raise BadInput("more ? placeholders than parameters")
+            value = params[position]
+            position += 1
+        elif isinstance(params, dict):
+            if key not in params:
+                raise BadInput(f"no value for parameter ${key}", expected=", ".join(params))
+            value = params[key]
+        else:
+            value = params[int(key) - 1]
+        node.replace(literal(value))
+
+
+def conform(t: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Spark's answer with DuckDB's column names and types (same values: counts stay
+    int64, sums DuckDB widens are cast up, strings come back as Spark's large strings)."""
+    if t.num_columns != len(schema):
+        raise TracehouseError(f"Spark answered {t.num_columns} columns where DuckDB binds {len(schema)}: "
+                              f"{t.column_names} vs {schema.names}")
+    cols = []
+    for col, f in zip(t.columns, schema):
+        cols.append(col if col.type == f.type else pc.cast(col, f.type))
+    return pa.Table.from_arrays(cols, schema=schema)
