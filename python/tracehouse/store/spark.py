@@ -201,7 +201,9 @@ class SparkEngine(EngineBase):
         from pyspark.errors import AnalysisException, ParseException
 
         try:
-            return self.spark.sql(spark_sql).toArrow()
+            with warnings.catch_warnings():  # pyspark's pandas-version notice: toArrow uses no pandas
+                warnings.simplefilter("ignore", FutureWarning)
+                return self.spark.sql(spark_sql).toArrow()
         except (AnalysisException, ParseException) as e:
             msg = str(e).strip().splitlines()[0]
             raise BadInput(f"Spark could not run the translated query: {msg}", expected=f"Spark SQL: {spark_sql}") from None
