@@ -30,6 +30,8 @@ from ..schema import EventType
 from .engines import DuckViews, EngineBase, Snapshot, TraceSource, mentions_th, parse, referenced_traces, table_refs, view_name
 
 DEFAULT_MASTER = "local[2]"
+# pyspark warns about pandas 3 whenever it checks for pandas; tracehouse hands it Arrow only.
+warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas", category=FutureWarning)
 _ENGINE_NO = itertools.count()
 
 
