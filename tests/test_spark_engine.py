@@ -216,6 +216,7 @@ def test_several_stores_are_queried_as_one(two_stores, spark):
     queries = [
         ('SELECT store, name, event_count FROM th.traces ORDER BY store, name', True),
         ('SELECT count(*) AS n FROM "only-node1".events', True),
+        ('SELECT count(*) AS n FROM "n2/only-node2".events', True),  # a qualified name works for a unique one too
         ('SELECT \'a\' AS s, count(*) AS n FROM "n1/run".events UNION ALL SELECT \'b\', count(*) FROM "n2/run".events', False),
         ('SELECT e.type, p.name, count(*) AS n FROM "n2/run".events e JOIN th.producers p '
          'ON p.trace = \'n2/run\' AND p.id = e.producer GROUP BY ALL', False),
@@ -282,3 +283,47 @@ def test_spark_sees_whole_registered_flushes_while_a_writer_appends(tmp_path, sp
         # a prefix of whole flushes: batches 0..k-1, each complete, nothing counted twice
         assert t.column("batch").to_pylist() == list(range(k))
         same(t, final.slice(0, k))
+
+
+def _by_group(h) -> dict:
+    return {g: h.counts[i].tolist() for i, g in enumerate(h.groups) if h.counts[i].any()}
+
+
+@pytest.mark.parametrize("kw", [{"kind": "hist", "k": 0, "unit": "ns"}, {"kind": "hist", "k": 2, "unit": "us"},
+                                {"kind": "lhist", "min": 0, "max": 1000, "step": 100, "unit": "us"}],
+                         ids=["hist-k0", "hist-k2-us", "lhist"])
+def test_sql_histograms_count_what_the_rust_core_counts(duck, sparkq, kw):
+    from tracehouse.analysis import histograms as H
+
+    for value, group in (("dur", "none"), ("bytes", "producer"), ("dur", "name")):
+        vals, codes, names, _ = H.type_values(duck, "mixed", "call", value, group=group)
+        hk = {k: v for k, v in kw.items() if k != "kind"}
+        ref = H.histogram(vals, kind=kw["kind"], groups=codes, group_names=names, below=5000, **hk)
+        for engine in (duck, sparkq):
+            h = H.type_histogram_sql(engine, "mixed", "call", value, group=group, below=5000, **kw)
+            assert _by_group(h) == _by_group(ref), (value, group, engine)
+            assert {g: b["below"] for g, b in h.below.items()} == {g: b["below"] for g, b in ref.below.items()}
+            assert h.text() == H.Histogram(ref.kind, ref.params, ref.unit, h.groups,
+                                           np.array([ref.counts[ref.groups.index(g)] for g in h.groups]), h.name).text()
+
+
+def test_cli_says_which_engine_answered(store_dir, spark, capsys):
+    from tracehouse.cli import main
+
+    q = 'SELECT type, count(*) AS n FROM "tod".events GROUP BY type ORDER BY type'
+    assert main(["--store", str(store_dir), "query", q, "--format", "csv"]) == 0
+    duck_out = capsys.readouterr()
+    assert main(["--store", str(store_dir), "query", q, "--format", "csv", "--engine", "spark"]) == 0
+    spark_out = capsys.readouterr()
+    assert spark_out.out == duck_out.out and spark_out.out.count("\n") > 2
+    assert "answered by spark local[2]" in spark_out.err
+    assert main(["--store", str(store_dir), "analyze", "stats", "tod", "--by", "producer", "--engine", "spark",
+                 "--json"]) == 0
+    st = capsys.readouterr()
+    assert main(["--store", str(store_dir), "analyze", "stats", "tod", "--by", "producer", "--json"]) == 0
+    assert capsys.readouterr().out.split('"title"')[0] == st.out.split('"title"')[0]
+    assert "spark local[2]" in st.out
+    assert main(["--store", str(store_dir), "analyze", "hist", "mixed", "--type", "call", "--by", "producer",
+                 "--engine", "spark"]) == 0
+    h = capsys.readouterr()
+    assert "@usecs[" in h.out and "answered by spark" in h.err

@@ -327,8 +327,9 @@ def table_refs(tree) -> list:
     return [t for t in tree.find_all(exp.Table) if t.args.get("db") is not None and not t.args.get("catalog")]
 
 
-def referenced_traces(snap: Snapshot, query: str, tree=None) -> list[TraceSource]:
-    """The traces a query names (an ambiguous or unknown name is an error naming it)."""
+def referenced_traces(snap: Snapshot, query: str, tree=None) -> dict[str, TraceSource]:
+    """The traces a query names, by the name it uses (bare or `alias/trace`); an ambiguous
+    or unknown name is an error naming it."""
     if tree is None:
         try:
             tree = parse(query)
@@ -336,14 +337,12 @@ def referenced_traces(snap: Snapshot, query: str, tree=None) -> list[TraceSource
             # Not parseable by sqlglot: every trace whose name appears (DuckDB itself will
             # judge the SQL), as the single-store engine does.
             low = query.lower()
-            return [s for s in snap.traces() if s.sql_name.lower() in low]
-    out: dict[int, TraceSource] = {}
+            return {s.sql_name: s for s in snap.traces() if s.sql_name.lower() in low}
+    out: dict[str, TraceSource] = {}
     for t in table_refs(tree):
-        if t.db.lower() == "th":
-            continue
-        src = snap.trace(t.db)
-        out[id(src)] = src
-    return list(out.values())
+        if t.db.lower() != "th":
+            out[t.db] = snap.trace(t.db)
+    return out
 
 
 def mentions_th(tree, query: str) -> bool:
@@ -366,7 +365,8 @@ class DuckViews:
         self._sigs: dict[str, tuple] = {}
         self._th_version: tuple | None = None
 
-    def update(self, snap: Snapshot, traces: Iterable[TraceSource], th: bool) -> None:
+    def update(self, snap: Snapshot, traces: dict[str, TraceSource], th: bool) -> None:
+        """Views of `th` (when asked) and of every trace under the name the query uses."""
         if th and self._th_version != snap.version():
             self.con.execute("CREATE SCHEMA IF NOT EXISTS th")
             for name, table in snap.th().items():
@@ -374,18 +374,18 @@ class DuckViews:
                 self.con.register(reg, table if self.files else table.slice(0, 0))
                 self.con.execute(f"CREATE OR REPLACE VIEW th.{name} AS SELECT * FROM {reg}")
             self._th_version = snap.version()
-        for src in traces:
+        for written, src in traces.items():
             sig = src.signature()
-            if self._sigs.get(src.sql_name.lower()) == sig:
+            if self._sigs.get(written.lower()) == sig:
                 continue
-            schema = qident(src.sql_name)
+            schema = qident(written)
             self.con.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
             self.con.execute(f"CREATE SCHEMA {schema}")
             for name, et in src.types.items():
                 files = [(str(src.store.ref.path / s.path), s.columns) for s in src.segments(name)] if self.files else []
                 self.con.execute(f"CREATE VIEW {schema}.{qident(name)} AS {type_view_sql(et, files)}")
             self.con.execute(f"CREATE VIEW {schema}.events AS {events_view_sql(schema, src.types)}")
-            self._sigs[src.sql_name.lower()] = sig
+            self._sigs[written.lower()] = sig
 
     def run(self, query: str, params=None, *, schema_only: bool = False) -> pa.Table:
         try:
