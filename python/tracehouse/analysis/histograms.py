@@ -384,6 +384,8 @@ def type_histogram_sql(engine, trace: str, type_name: str, value: str = "dur", *
     if value not in cols_of or cols_of[value].type not in ("int64", "int32"):
         raise BadInput(f"event type {type_name!r} has no integer column {value!r}",
                        expected=", ".join(c.name for c in et.columns if c.type in ("int64", "int32")))
+    if group in ("caller", "stack", "name"):
+        raise BadInput(f"grouping by {group} needs spans", expected="none, producer or a column of the type")
     gcol = "producer" if group == "producer" else (None if group == "none" else group)
     if gcol is not None and gcol not in cols_of:
         raise BadInput(f"event type {type_name!r} has no column {gcol!r}", expected=", ".join(cols_of))
