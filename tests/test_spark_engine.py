@@ -80,6 +80,12 @@ def _mixed(store) -> None:
                                             "label": pa.array([f"m{i % 3}" for i in range(100)]),
                                             "level": pa.array(np.arange(100))}))
     store.flush("mixed")
+    # a trace owning its event types (line protocol's buckets)
+    store.create_trace("lp", "lineproto", own_types=True, event_types=[
+        EventType("cpu", "instant", (Column("usage", "float64", "%", ""), Column("host", "string", "", "")))])
+    store.append("lp", "cpu", pa.table({"ts": pa.array(np.arange(50) * 10**9), "producer": pa.array(np.zeros(50, np.int32)),
+                                        "usage": pa.array(np.arange(50) / 4), "host": pa.array(["a", "b"] * 25)}))
+    store.flush("lp")
 
 
 @pytest.fixture(scope="module")
@@ -144,7 +150,8 @@ EQUIVALENT = [
      'QUALIFY k <= 3 ORDER BY producer, k', True),
     ('SELECT name, format, event_count, ts_min, ts_max FROM th.traces ORDER BY name', True),
     ('SELECT trace, event_type, sum(rows) AS rows FROM th.segments GROUP BY ALL ORDER BY ALL', True),
-    ('SELECT format, name, kind FROM th.event_types ORDER BY format, name', True),
+    ('SELECT format, name, kind, trace FROM th.event_types ORDER BY format, name, trace', True),
+    ('SELECT host, count(*) AS n, avg(usage) AS u FROM "lp".cpu GROUP BY host ORDER BY host', True),
     ('SELECT * FROM th.metadata ORDER BY trace, key', True),
 ]
 

@@ -134,7 +134,7 @@ class StoreSnapshot:
     ref: StoreRef
     version: int
     traces: list[TraceInfo]
-    types: dict[str, dict[str, EventType]]  # format -> its event types
+    types: dict[int, dict[str, EventType]]  # trace id -> its event types (its own, or its format's)
     segments: dict[int, dict[str, list[SegmentInfo]]]  # trace id -> type -> live segments
     th: dict[str, pa.Table]
 
@@ -158,11 +158,12 @@ class _Reader:
             if self.last is not None and self.last.version == version:
                 return self.last
             traces = self.catalog.traces()
-            types = {fmt: self.catalog.event_types(fmt) for fmt in sorted({t.format for t in traces})}
+            by_format = {fmt: self.catalog.event_types(fmt) for fmt in sorted({t.format for t in traces})}
+            types = {t.id: self.catalog.trace_types(t) if t.own_types else by_format[t.format] for t in traces}
             segs: dict[int, dict[str, list[SegmentInfo]]] = {}
             for s in self.catalog.all_live_segments():
                 segs.setdefault(s.trace_id, {}).setdefault(s.event_type, []).append(s)
-            th = th_tables(db)
+            th = th_tables(self.catalog)
         finally:
             db.execute("COMMIT")
         self.last = StoreSnapshot(self.ref, version, traces, types, segs, th)
@@ -182,7 +183,7 @@ class TraceSource:
 
     @property
     def types(self) -> dict[str, EventType]:
-        return self.store.types.get(self.info.format, {})
+        return self.store.types.get(self.info.id, {})
 
     def segments(self, type_name: str) -> list[SegmentInfo]:
         return self.store.segments.get(self.info.id, {}).get(type_name, [])
@@ -271,7 +272,8 @@ class Snapshot:
 
 def _rename_traces(table: str, t: pa.Table, rename: dict[str, str]) -> pa.Table:
     """Trace names in a th table replaced by their SQL names."""
-    col = {"traces": "name", "producers": "trace", "segments": "trace", "metadata": "trace", "results": "traces"}.get(table)
+    col = {"traces": "name", "producers": "trace", "segments": "trace", "metadata": "trace", "results": "traces",
+           "event_types": "trace"}.get(table)
     if col is None or not rename or all(k == v for k, v in rename.items()):
         return t
     i = t.schema.get_field_index(col)
