@@ -345,9 +345,9 @@ def _node_paths(ct: dict, names: pa.Array, wanted: np.ndarray) -> list[str]:
     return node_paths(ct["parent"].to_numpy(), ct["depth"].to_numpy(), ct["key"].to_numpy(), names)[wanted].tolist()
 
 
-def type_values(store: "Store", trace: str, type_name: str, value: str = "dur", *, group: str = "none",
-                start: int | None = None, end: int | None = None) -> tuple[np.ndarray, np.ndarray | None, list[str] | None, bool]:
-    """An event type's int column (`dur` of a span kind by default) with group codes."""
+def _value_and_group(store, trace: str, type_name: str, value: str, group: str) -> str | None:
+    """Checks `value` is an integer column of the type and `group` one of its columns (or
+    none/producer); returns the group column (None: ungrouped)."""
     et = _source.event_type(store, trace, type_name)
     cols_of = {c.name: c for c in et.columns}
     if value not in cols_of or cols_of[value].type not in ("int64", "int32"):
@@ -358,6 +358,13 @@ def type_values(store: "Store", trace: str, type_name: str, value: str = "dur", 
     gcol = "producer" if group == "producer" else (None if group == "none" else group)
     if gcol is not None and gcol not in cols_of:
         raise BadInput(f"event type {type_name!r} has no column {gcol!r}", expected=", ".join(cols_of))
+    return gcol
+
+
+def type_values(store: "Store", trace: str, type_name: str, value: str = "dur", *, group: str = "none",
+                start: int | None = None, end: int | None = None) -> tuple[np.ndarray, np.ndarray | None, list[str] | None, bool]:
+    """An event type's int column (`dur` of a span kind by default) with group codes."""
+    gcol = _value_and_group(store, trace, type_name, value, group)
     t = _source.read(store, trace, type_name, list(dict.fromkeys([value] + ([gcol] if gcol else []))),
                      start=start, end=end, order=False)
     t = t.filter(pc.is_valid(t.column(value)))
@@ -379,16 +386,7 @@ def type_histogram_sql(engine, trace: str, type_name: str, value: str = "dur", *
     from ..store.query import qident
     from .statistics import _where, sql_text
 
-    et = _source.event_type(engine, trace, type_name)
-    cols_of = {c.name: c for c in et.columns}
-    if value not in cols_of or cols_of[value].type not in ("int64", "int32"):
-        raise BadInput(f"event type {type_name!r} has no integer column {value!r}",
-                       expected=", ".join(c.name for c in et.columns if c.type in ("int64", "int32")))
-    if group in ("caller", "stack", "name"):
-        raise BadInput(f"grouping by {group} needs spans", expected="none, producer or a column of the type")
-    gcol = "producer" if group == "producer" else (None if group == "none" else group)
-    if gcol is not None and gcol not in cols_of:
-        raise BadInput(f"event type {type_name!r} has no column {gcol!r}", expected=", ".join(cols_of))
+    gcol = _value_and_group(engine, trace, type_name, value, group)
     if unit not in UNITS:
         raise BadInput(f"unit {unit!r}", expected=" | ".join(UNITS))
     fmt = {"group": "''" if gcol is None else f"COALESCE(CAST({qident(gcol)} AS VARCHAR), '(none)')",
