@@ -10,7 +10,7 @@ Owns the engine-neutral half of scale-out:
   query sees, per store, the registered segments of one catalog version: never a file being
   written (segments are registered only once durable and renamed), never both a compaction's
   inputs and its output, never half of a flush. Rows a writer has not yet registered are not
-  seen (in the writer process itself `Store.sql` also sees its unflushed tail).
+  seen (`Store.sql` of one store also reads a writer's unflushed tail or WAL records).
 - Names across stores: with one store, SQL names are the store's own (`"<trace>".<type>`,
   `th.*`). With several, a trace keeps its bare name when no other store has a trace of that
   name (case-insensitively, as SQL matches it); a name several stores hold is ambiguous and
