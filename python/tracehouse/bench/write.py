@@ -32,6 +32,7 @@ from rich import box
 from rich.table import Table
 
 from . import writepeers
+from .protocol import stats  # noqa: F401 - the seed's formulas, shared by every bench
 from .writepeers import Unavailable
 
 WRITERS = (1, 2, 4, 8, 16, 32, 64, 128)
@@ -40,14 +41,6 @@ QUICK_WRITERS = (1, 16, 128)
 QUICK_BATCHES = (10, 1000, 10000)
 DEFAULT_SYSTEMS = ("tracehouse-http", "tracehouse-tcp", "tracehouse-arrow", "questdb", "postgres-copy",
                    "postgres-insert", "mariadb", "sqlite")
-
-
-def stats(xs: list[float]) -> tuple[float, float]:
-    """Mean and standard error (population deviation / sqrt(n), the seed's formulas 1-3)."""
-    n = len(xs)
-    mean = sum(xs) / n
-    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / n)
-    return mean, sd / math.sqrt(n)
 
 
 def measure_cell(system, name: str, writers: int, rows: int, *, seconds: float, min_runs: int, max_runs: int,

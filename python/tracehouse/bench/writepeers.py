@@ -379,6 +379,7 @@ class QuestDB:
 
         wait_for(ping, 90, "QuestDB", self.proc, self.log)
         self.pid = self.proc.pid
+        self.version = QUESTDB_VERSION
         return self
 
     def __exit__(self, *exc) -> None:
@@ -409,8 +410,18 @@ class QuestDB:
 # -- PostgreSQL ----------------------------------------------------------------------------
 
 
-class Postgres:
-    def __init__(self, workdir: Path, workload: str, name: str = "postgres-copy") -> None:
+class PostgresServer:
+    """A PostgreSQL server (Debian package) in its own data directory on loopback, stopped at exit.
+
+    `SETTINGS` are what a careful user sets on a machine of this size (stated in reports):
+    commits stay durable (fsync, synchronous_commit on); the WAL may grow so bulk loads are
+    not interrupted by forced checkpoints; sorts and hashes of analytic reads get memory.
+    """
+
+    SETTINGS = {"shared_buffers": "256MB", "fsync": "on", "synchronous_commit": "on", "max_wal_size": "4GB",
+                "work_mem": "64MB", "effective_cache_size": "4GB", "max_connections": "300"}
+
+    def __init__(self, workdir: Path, workload: str = "", name: str = "postgres") -> None:
         self.dir = Path(workdir) / "postgres"
         self.workload = workload
         self.name = name
@@ -427,7 +438,7 @@ class Postgres:
             cmd = ["runuser", "-u", "postgres", "--", *cmd]
         return subprocess.run(cmd, capture_output=True, text=True, **kw)
 
-    def __enter__(self) -> "Postgres":
+    def __enter__(self):
         try:
             import psycopg  # noqa: F401
         except ImportError:
@@ -447,18 +458,15 @@ class Postgres:
         if r.returncode != 0:
             raise Unavailable(f"initdb failed: {r.stderr[-1000:]}")
         self.port = free_port()
-        opts = (f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 -c max_connections=300 "
-                "-c shared_buffers=256MB -c fsync=on -c synchronous_commit=on")
+        opts = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 " + " ".join(
+            f"-c {k}={v}" for k, v in self.SETTINGS.items())
         r = self._as_postgres([self._bin("pg_ctl"), "-D", str(data), "-l", str(self.dir / "pg.log"), "-o", opts,
                                "-w", "-t", "60", "start"], timeout=90)
         if r.returncode != 0:
             raise Unavailable(f"PostgreSQL did not start: {r.stderr[-1000:]} {r.stdout[-1000:]}")
         self.started = True
-        self.payloads = SqlPayloads(self.workload, "postgres")
         with self.connect() as c:
-            for stmt in self.payloads.ddl():
-                c.execute(stmt)
-        self.ids_for = 0
+            self.version = c.execute("SHOW server_version").fetchone()[0]
         return self
 
     def connect(self):
@@ -466,11 +474,37 @@ class Postgres:
 
         return psycopg.connect(host="127.0.0.1", port=self.port, user="postgres", dbname="postgres", autocommit=True)
 
+    @property
+    def uri(self) -> str:
+        return f"postgresql://postgres@127.0.0.1:{self.port}/postgres"
+
+    def data_bytes(self) -> int:
+        """Bytes of the current database (relations, indexes, TOAST), as PostgreSQL counts them."""
+        with self.connect() as c:
+            return int(c.execute("SELECT pg_database_size(current_database())").fetchone()[0])
+
     def __exit__(self, *exc) -> None:
         if self.started:
             self._as_postgres([self._bin("pg_ctl"), "-D", str(self.dir / "data"), "-m", "fast", "-w", "stop"],
                               timeout=120)
+            self.started = False
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class Postgres(PostgresServer):
+    """`bench write`'s PostgreSQL: the server with schema 2 of the workload."""
+
+    def __init__(self, workdir: Path, workload: str, name: str = "postgres-copy") -> None:
+        super().__init__(workdir, workload, name)
+
+    def __enter__(self) -> "Postgres":
+        super().__enter__()
+        self.payloads = SqlPayloads(self.workload, "postgres")
+        with self.connect() as c:
+            for stmt in self.payloads.ddl():
+                c.execute(stmt)
+        self.ids_for = 0
+        return self
 
     def measure(self, writers: int, rows: int, seconds: float, name: str | None = None) -> Sample:
         ensure_writer_ids(self, writers, lambda sql: sql + " ON CONFLICT DO NOTHING")
@@ -507,14 +541,24 @@ class Postgres:
 # -- MariaDB -------------------------------------------------------------------------------
 
 
-class MariaDB:
-    def __init__(self, workdir: Path, workload: str, name: str = "mariadb") -> None:
+class MariaDBServer:
+    """A MariaDB server (Debian package) in its own data directory on loopback, stopped at exit.
+
+    `SETTINGS` (stated in reports): InnoDB, every commit flushed (innodb_flush_log_at_trx_commit=1),
+    a buffer pool and redo log sized for bulk loads on this machine, LOAD DATA LOCAL allowed.
+    """
+
+    SETTINGS = {"innodb-flush-log-at-trx-commit": "1", "innodb-buffer-pool-size": "1G",
+                "innodb-log-file-size": "1G", "max-connections": "400", "max-allowed-packet": "256M",
+                "local-infile": "1"}
+
+    def __init__(self, workdir: Path, workload: str = "", name: str = "mariadb") -> None:
         self.dir = Path(workdir) / "mariadb"
         self.workload = workload
         self.name = name
         self.proc = None
 
-    def __enter__(self) -> "MariaDB":
+    def __enter__(self):
         try:
             import pymysql  # noqa: F401
         except ImportError:
@@ -536,28 +580,43 @@ class MariaDB:
         self.log = self.dir / "mariadb.log"
         self.proc = subprocess.Popen(
             [server, "--no-defaults", f"--datadir={data}", f"--socket={self.dir}/sock", f"--port={self.port}",
-             "--bind-address=127.0.0.1", *user, "--max-connections=400", "--max-allowed-packet=256M",
-             "--innodb-flush-log-at-trx-commit=1", "--innodb-buffer-pool-size=512M", "--skip-name-resolve",
-             f"--pid-file={self.dir}/pid", f"--log-error={self.log}"],
+             "--bind-address=127.0.0.1", *user, *(f"--{k}={v}" for k, v in self.SETTINGS.items()),
+             "--skip-name-resolve", f"--pid-file={self.dir}/pid", f"--log-error={self.log}"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         wait_for(lambda: self.connect(db=None).close() or True, 90, "MariaDB", self.proc, self.log)
         self.pid = self.proc.pid
         c = self.connect(db=None)
         c.cursor().execute("CREATE DATABASE bench")
+        cur = c.cursor()
+        cur.execute("SELECT VERSION()")
+        self.version = cur.fetchone()[0]
         c.close()
-        self.payloads = SqlPayloads(self.workload, "mariadb")
-        c = self.connect()
-        for stmt in self.payloads.ddl():
-            c.cursor().execute(stmt)
-        c.close()
-        self.ids_for = 0
         return self
 
-    def connect(self, db: str | None = "bench"):
+    def connect(self, db: str | None = "bench", **kw):
         import pymysql
 
         return pymysql.connect(host="127.0.0.1", port=self.port, user="root", password="", database=db,
-                               autocommit=True, connect_timeout=5)
+                               autocommit=True, connect_timeout=5, **kw)
+
+    @property
+    def uri(self) -> str:
+        return f"mysql://root@127.0.0.1:{self.port}/bench"
+
+    def data_bytes(self) -> int:
+        """Bytes of the bench database's tables and indexes (InnoDB's own accounting, after ANALYZE)."""
+        c = self.connect()
+        try:
+            cur = c.cursor()
+            cur.execute("SELECT table_name FROM information_schema.tables WHERE table_schema = 'bench'")
+            for (t,) in cur.fetchall():
+                cur.execute(f"ANALYZE TABLE `{t}`")
+                cur.fetchall()
+            cur.execute("SELECT COALESCE(SUM(data_length + index_length), 0) FROM information_schema.tables "
+                        "WHERE table_schema = 'bench'")
+            return int(cur.fetchone()[0])
+        finally:
+            c.close()
 
     def __exit__(self, *exc) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -567,6 +626,23 @@ class MariaDB:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
         shutil.rmtree(self.dir, ignore_errors=True)
+
+
+class MariaDB(MariaDBServer):
+    """`bench write`'s MariaDB: the server with schema 2 of the workload."""
+
+    def __init__(self, workdir: Path, workload: str, name: str = "mariadb") -> None:
+        super().__init__(workdir, workload, name)
+
+    def __enter__(self) -> "MariaDB":
+        super().__enter__()
+        self.payloads = SqlPayloads(self.workload, "mariadb")
+        c = self.connect()
+        for stmt in self.payloads.ddl():
+            c.cursor().execute(stmt)
+        c.close()
+        self.ids_for = 0
+        return self
 
     def measure(self, writers: int, rows: int, seconds: float, name: str | None = None) -> Sample:
         ensure_writer_ids(self, writers, lambda sql: sql.replace("INSERT", "INSERT IGNORE"))
