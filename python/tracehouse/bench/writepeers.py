@@ -280,16 +280,21 @@ class Tracehouse:
 
     protocols = {"tracehouse-http": "http", "tracehouse-tcp": "tcp-acks", "tracehouse-arrow": "arrow"}
 
-    def __init__(self, workdir: Path, workload: str, name: str = "tracehouse-http", fsync: str = "batch") -> None:
+    def __init__(self, workdir: Path, workload: str, name: str = "tracehouse-http", fsync: str = "batch",
+                 before_start=None) -> None:
         self.dir = Path(workdir) / "tracehouse"
         self.workload = workload
         self.name = name
         self.fsync = fsync
         self.proc = None
+        self.before_start = before_start  # called with the store's path before serve opens it (loads data)
 
     def __enter__(self) -> "Tracehouse":
         shutil.rmtree(self.dir, ignore_errors=True)
         self.dir.mkdir(parents=True)
+        self.store_path = self.dir / "store"
+        if self.before_start is not None:
+            self.before_start(self.store_path)
         ready = self.dir / "ready.json"
         self.log = self.dir / "server.log"
         cmd = [sys.executable, "-m", "tracehouse.cli", "--store", str(self.dir / "store"), "serve", "--port", "0",
@@ -550,7 +555,7 @@ class MariaDBServer:
 
     SETTINGS = {"innodb-flush-log-at-trx-commit": "1", "innodb-buffer-pool-size": "1G",
                 "innodb-log-file-size": "1G", "max-connections": "400", "max-allowed-packet": "256M",
-                "local-infile": "1"}
+                "local-infile": "1", "query-cache-size": "64M", "query-cache-type": "2"}  # 2: on demand (SQL_CACHE)
 
     def __init__(self, workdir: Path, workload: str = "", name: str = "mariadb") -> None:
         self.dir = Path(workdir) / "mariadb"

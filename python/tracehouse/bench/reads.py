@@ -1,0 +1,176 @@
+"""Seed 003's read experiment: Q1-Q5 (every case of tables 5.1-5.5) with 1 ... 50 concurrent
+clients, on every system and layout, and the seed's points table (equations 4-10).
+
+Owns the client matrix and the points. One cell = (system, layout, case, clients): the
+clients (threads, one connection each, opened before the clock) are released together,
+each runs the case's query once and receives every row as Arrow; a run's figure is the
+mean over clients of each client's total execution time (the seed's "seconds per client");
+runs repeat under the shared protocol (`protocol.repeat`: SE < 5 % of the mean, at least 5
+runs, a time budget per cell). Before any timing each system answers every case once and
+its row count is checked against the data set's (DuckDB over the in-memory table): a
+system that answers differently fails the experiment, it is not timed.
+
+Q1 case 4 (600,000 rows) runs with at most 20 clients, as in the seed ("it was not
+possible to run the test with 50 clients, but 20 were used instead").
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+
+from . import protocol, qos_reads, readpeers
+from .writepeers import Unavailable
+
+CLIENTS = (1, 5, 20, 50)
+QUICK_CLIENTS = (1, 4)
+SEED_MAX_CLIENTS = {"Q1.4": 20}
+
+
+def expected_rows(data) -> dict[str, int]:
+    """Ground truth: each case's row count over the in-memory data set (DuckDB)."""
+    import duckdb
+
+    con = duckdb.connect()
+    con.register("qos1", data)
+    return {c.name: con.execute(f"SELECT count(*) FROM qos1 t WHERE {qos_reads._qualify(c.where, 'schema1')}")
+            .fetchone()[0] for c in qos_reads.CASES}
+
+
+def _one_run(clients: list, sql: str) -> float:
+    """All clients released at once; the mean of their total execution times (s)."""
+    n = len(clients)
+    times = [0.0] * n
+    errors: list[BaseException] = []
+    gate = threading.Barrier(n)
+
+    def go(i: int) -> None:
+        gate.wait()
+        t0 = time.perf_counter()
+        try:
+            clients[i].fetch(sql)
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+        times[i] = time.perf_counter() - t0
+
+    threads = [threading.Thread(target=go, args=(i,), daemon=True) for i in range(n)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    if errors:
+        raise errors[0]
+    return sum(times) / n
+
+
+def run(*, systems=tuple(readpeers.SYSTEMS), clients=CLIENTS, scale: float = 1.0, cases=None,
+        budget_s: float = 20.0, max_runs: int = 20, workdir: str | Path, log=lambda s: None) -> dict:
+    """Load every system, check its answers, time every cell; returns a JSON-able dict."""
+    cases = tuple(cases or qos_reads.CASES)
+    t0 = time.perf_counter()
+    data = qos_reads.dataset(scale)
+    gen_s = time.perf_counter() - t0
+    expect = expected_rows(data)
+    out = {"experiment": "qos_reads", "scale": scale, "rows": data.num_rows, "clients": list(clients),
+           "generate_s": round(gen_s, 2), "expected_rows": expect, "cells": [], "systems": {}, "skipped": {}}
+    for name in systems:
+        cls = readpeers.SYSTEMS[name]
+        try:
+            with cls(Path(workdir)) as s:
+                log(f"qos reads: loading {name}")
+                loads = s.load(data, s.layouts)
+                out["systems"][name] = {"version": getattr(s, "version", ""), "client": s.client_path,
+                                        "settings": getattr(s, "settings", None) or dict(getattr(s, "SETTINGS", {})),
+                                        "loads": loads}
+                pool = [s.client() for _ in range(max(clients))]
+                try:
+                    for layout in s.layouts:
+                        dialect = "mariadb" if name == "mariadb" else "generic"
+                        for case in cases:
+                            sql = qos_reads.sql(case, layout, dialect=dialect)
+                            got = _check(pool[0], sql, expect[case.name], name, layout, case)
+                            for n in clients:
+                                if n > SEED_MAX_CLIENTS.get(case.name, n):
+                                    continue
+                                m = protocol.repeat(lambda: _one_run(pool[:n], sql), budget_s=budget_s,
+                                                    max_runs=max_runs, warmup=True)
+                                cell = {"system": name, "layout": layout, "case": case.name, "clients": n,
+                                        "rows": got, **{k: m[k] for k in ("mean", "se", "rel_se", "runs", "converged",
+                                                                          "stopped")}}
+                                out["cells"].append(cell)
+                            log(f"  {name} {layout} {case.name}: {got:,} rows, "
+                                + ", ".join(f"{c['clients']}x {c['mean'] * 1e3:.1f} ms" for c in out["cells"]
+                                            if (c["system"], c["layout"], c["case"]) == (name, layout, case.name)))
+                finally:
+                    for c in pool:
+                        c.close()
+        except Unavailable as e:
+            out["skipped"][name] = str(e)
+            log(f"qos reads: {name} skipped: {e}")
+    out["seconds"] = round(time.perf_counter() - t0, 1)
+    return out
+
+
+def _check(client, sql: str, expected: int, system: str, layout: str, case) -> int:
+    got = client.fetch(sql)
+    if got != expected:
+        raise AssertionError(f"{system} ({layout}) answered {case.name} with {got:,} rows, expected {expected:,}: {sql}")
+    return got
+
+
+# -- the seed's points (equations 4-10) ---------------------------------------------------------
+
+
+def variant(cell: dict) -> str:
+    return cell["system"] if cell["layout"] in ("tracehouse", "schema1") and cell["system"] in ("tracehouse", "questdb") \
+        else f"{cell['system']} {cell['layout'].replace('schema', 'schema ')}"
+
+
+WRITE_SYSTEMS = {"tracehouse": ("tracehouse-http", "tracehouse-tcp", "tracehouse-arrow"), "questdb": ("questdb", "questdb-tcp"),
+                 "postgres": ("postgres-copy", "postgres-insert"), "mariadb": ("mariadb",), "sqlite": ("sqlite",)}
+
+
+def points(reads: dict, write: dict | None) -> dict:
+    """The seed's points for every system (and schema): reading per query (eqs 6-9) and overall
+    (eq 10), writing (eqs 4-5, from `bench write`'s matrix: a system's average throughput over
+    all its cells, its best protocol), total = 2 x writing + reading (table 5.7)."""
+    by: dict[tuple[str, str], list[float]] = {}
+    for c in reads["cells"]:
+        by.setdefault((variant(c), c["case"]), []).append(c["mean"])
+    variants = sorted({v for v, _ in by})
+    case_names = sorted({k for _, k in by}, key=lambda n: (int(n[1]), int(n.split(".")[1])))
+    per_query: dict[str, dict[int, list[float]]] = {v: {} for v in variants}
+    for case in case_names:
+        tbar = {v: sum(by[(v, case)]) / len(by[(v, case)]) for v in variants if (v, case) in by}  # eq 6
+        if len(tbar) < 1:
+            continue
+        top = max(tbar.values())
+        m = {v: t / top * 10 for v, t in tbar.items()}  # eq 8
+        hi, lo = max(m.values()), min(m.values())
+        for v, mi in m.items():
+            per_query[v].setdefault(int(case[1]), []).append(hi + lo - mi)  # eq 7
+    read = {}
+    for v in variants:
+        q = {k: sum(xs) / len(xs) for k, xs in sorted(per_query[v].items())}  # eq 9
+        read[v] = {"queries": q, "read": sum(q.values()) / len(q) if q else None}  # eq 10
+    wr = {}
+    if write and write.get("cells"):
+        avg = {}
+        for c in write["cells"]:
+            avg.setdefault(c["system"], []).append(c["rows_per_s"])
+        avg = {s: sum(xs) / len(xs) for s, xs in avg.items()}  # eq 4
+        top = max(avg.values())
+        pts = {s: a / top * 10 for s, a in avg.items()}  # eq 5
+        for sysname, protos in WRITE_SYSTEMS.items():
+            have = [pts[p] for p in protos if p in pts]
+            if have:
+                wr[sysname] = max(have)
+    out = {}
+    for v in variants:
+        sysname = v.split(" ")[0]
+        w = wr.get(sysname)
+        r = read[v]["read"]
+        out[v] = {"queries": read[v]["queries"], "read": r, "write": w,
+                  "total": (2 * w + r) if w is not None and r is not None else None}
+    return out
