@@ -62,7 +62,8 @@ def repeat(measure: Callable[[], float], *, min_runs: int = MIN_RUNS, max_runs: 
             stopped = "budget"
             break
     out = summary(samples, rel_se)
-    out["stopped"] = "se" if out["converged"] and n >= min_runs else stopped
+    out["converged"] = out["converged"] and n >= min_runs  # the seed's rule needs both
+    out["stopped"] = "se" if out["converged"] else stopped
     return out
 
 

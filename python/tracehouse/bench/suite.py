@@ -1,0 +1,223 @@
+"""`tracehouse bench all`: every experiment of the source documents in one run, one report.
+
+Owns the running order, the settings of `--quick` and of the full run, and the report:
+DIR/report.md (tables, each seed's own figures beside ours, the raw-append upper bound
+beside every ingest figure, the ratio tracehouse / best peer of every experiment, machine,
+peer versions and settings, every figure where the statistical protocol was not met),
+DIR/*.png (matplotlib) and DIR/results.json (everything measured).
+
+Experiments, each a module of its own (called, never copied):
+
+  1 tod_store   seed 001: events/s and bytes at 10^3 ... 10^8 TOD events (tod_store.py)
+  2 write       seed 003: the write matrix (write.py, as `tracehouse bench write`)
+    reads       seed 003: Q1-Q5, every case, 1 ... 50 clients, the points table (reads.py)
+  3 soctrace    seed 000: storage size, import time, search-and-save (soctrace.py)
+  4 ingest, import, analyze: the per-issue benches (ingest.py, import_.py, analyze.py)
+    replay      the IO replay bench, when a module `tracehouse.bench.replay` with
+                `suite_run(quick, workdir, log) -> dict` and `suite_markdown(result) -> str`
+                exists (EXTRA_BENCHES: the hook for benches that land later)
+
+Every experiment runs under the same protocol (`protocol.repeat`: standard error < 5 % of
+the mean, at least 5 runs), with a time budget per cell that the full run sets high and
+`--quick` low; a cell that stopped on its budget is starred in the report.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import importlib
+import importlib.util
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from pathlib import Path
+
+from . import protocol
+
+EXPERIMENTS = ("tod_store", "write", "reads", "soctrace", "ingest", "import", "analyze")
+EXTRA_BENCHES = ("tracehouse.bench.replay",)
+
+QUICK = {
+    "tod_store": {"sizes": (10**3, 10**4, 10**5), "cap_s": 4.0, "budget_s": 3.0, "max_runs": 6},
+    "write": {"systems": ("tracehouse-http", "tracehouse-arrow", "questdb", "postgres-copy", "mariadb", "sqlite"),
+              "writers": (1, 16), "batches": (50, 1000), "seconds": 0.3, "max_runs": 6},
+    "reads": {"scale": 0.01, "clients": (1, 4), "cases": ("Q1.2", "Q2.3", "Q3.5", "Q4.4", "Q5.4"), "budget_s": 1.5,
+              "max_runs": 6},
+    "soctrace": {"sizes_mb": (1,), "budget_s": 3.0, "max_runs": 6},
+    "ingest": {"events": 200_000},
+    "import": {"size": 200_000},
+    "analyze": {"events": 200_000, "queries": 50, "duck_queries": 5},
+}
+FULL = {
+    "tod_store": {"sizes": (10**3, 10**4, 10**5, 10**6, 10**7, 10**8), "cap_s": 300.0, "budget_s": 120.0,
+                  "max_runs": 10},
+    "write": {"systems": ("tracehouse-http", "tracehouse-tcp", "tracehouse-arrow", "questdb", "questdb-tcp",
+                          "postgres-copy", "postgres-insert", "mariadb", "sqlite"),
+              "writers": (1, 2, 4, 8, 16, 32, 64, 128), "batches": (1, 10, 50, 100, 1000, 10000), "seconds": 1.0,
+              "max_runs": 10},
+    "reads": {"scale": 1.0, "clients": (1, 5, 20, 50), "cases": None, "budget_s": 15.0, "max_runs": 10},
+    "soctrace": {"sizes_mb": (1, 100), "budget_s": 120.0, "max_runs": 10},
+    "ingest": {"events": 10_000_000},
+    "import": {"size": 5_000_000},
+    "analyze": {"events": 100_000_000, "queries": 1000, "duck_queries": 20},
+}
+
+
+# -- machine and versions ------------------------------------------------------------------------
+
+
+def machine() -> dict:
+    import duckdb
+    import pyarrow
+    import sqlite3
+
+    from .. import __version__
+
+    cpu = ""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    mem = ""
+    try:
+        kb = int(next(x for x in Path("/proc/meminfo").read_text().splitlines() if x.startswith("MemTotal")).split()[1])
+        mem = f"{kb / 2**20:.1f} GiB"
+    except (OSError, StopIteration, ValueError):
+        pass
+    java = ""
+    if shutil.which("java"):
+        r = subprocess.run(["java", "-version"], capture_output=True, text=True)
+        java = (r.stderr or r.stdout).splitlines()[0] if (r.stderr or r.stdout) else ""
+    return {"cpu": cpu, "cores": os.cpu_count(), "memory": mem, "platform": platform.platform(),
+            "python": platform.python_version(), "tracehouse": __version__, "duckdb": duckdb.__version__,
+            "pyarrow": pyarrow.__version__, "sqlite": sqlite3.sqlite_version, "java": java}
+
+
+# -- running ---------------------------------------------------------------------------------------
+
+
+def run(*, quick: bool, out: str | Path, workdir: str | Path | None = None, only=None, log=print) -> dict:
+    """Run the experiments (all, or `only`), write the report; returns what was measured."""
+    from . import analyze, import_, ingest, reads, soctrace, tod_store, write
+
+    cfg = QUICK if quick else FULL
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    base = Path(workdir) if workdir else Path(tempfile.gettempdir())
+    base.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="tracehouse-bench-all-", dir=base))
+    result = {"benchmark": "all", "quick": quick, "started": _dt.datetime.now(_dt.timezone.utc).isoformat(
+        timespec="seconds"), "machine": machine(), "loadavg_before": list(os.getloadavg()), "config": cfg,
+        "experiments": {}, "errors": {}, "durations": {}}
+    wanted = [e for e in EXPERIMENTS if not only or e in only]
+
+    def step(name: str, fn) -> None:
+        t0 = time.perf_counter()
+        la = os.getloadavg()[0]
+        log(f"== {name} (load average {la:.1f})")
+        try:
+            r = fn()
+            if isinstance(r, dict):
+                r.setdefault("loadavg_before", la)
+                r["loadavg_after"] = os.getloadavg()[0]
+            result["experiments"][name] = r
+        except Exception as e:  # noqa: BLE001 - one experiment failing does not lose the others
+            result["errors"][name] = f"{type(e).__name__}: {e}\n{traceback.format_exc()[-3000:]}"
+            log(f"   {name} failed: {type(e).__name__}: {e}")
+        result["durations"][name] = round(time.perf_counter() - t0, 1)
+        (out / "results.json").write_text(json.dumps(result, indent=1, default=str))
+
+    try:
+        if "tod_store" in wanted:
+            c = cfg["tod_store"]
+            step("tod_store", lambda: tod_store.run(sizes=c["sizes"], workdir=work, cap_s=c["cap_s"],
+                                                    budget_s=c["budget_s"], max_runs=c["max_runs"], log=log))
+        if "write" in wanted:
+            c = cfg["write"]
+
+            def do_write():
+                r = write.run(systems=c["systems"], writers=c["writers"], batches=c["batches"], workload="qos",
+                              seconds=c["seconds"], max_runs=c["max_runs"], workdir=str(work),
+                              progress=lambda d, t, cell: cell and log(
+                                  f"  write {cell['system']} {cell['writers']}x{cell['rows_per_batch']}: "
+                                  f"{cell['rows_per_s']:,.0f} rows/s"))
+                r["raw_append"] = raw_qos_append(work, c["batches"], c["seconds"])
+                return r
+            step("write", do_write)
+        if "reads" in wanted:
+            c = cfg["reads"]
+            from . import qos_reads
+
+            cases = None if c["cases"] is None else [x for x in qos_reads.CASES if x.name in c["cases"]]
+            step("reads", lambda: reads.run(clients=c["clients"], scale=c["scale"], cases=cases, budget_s=c["budget_s"],
+                                            max_runs=c["max_runs"], workdir=work, log=log))
+        if "soctrace" in wanted:
+            c = cfg["soctrace"]
+            step("soctrace", lambda: soctrace.run(sizes_mb=c["sizes_mb"], workdir=work, budget_s=c["budget_s"],
+                                                  max_runs=c["max_runs"], log=log))
+        if "ingest" in wanted:
+            step("ingest", lambda: ingest.run(cfg["ingest"]["events"], workdir=work, progress=False,
+                                              repeat=1 if quick else 3))
+        if "import" in wanted:
+            step("import", lambda: import_.run("strace", cfg["import"]["size"], workdir=work, repeat=1 if quick else 3,
+                                               log=lambda s: log("  " + s)))
+        if "analyze" in wanted:
+            c = cfg["analyze"]
+            step("analyze", lambda: analyze.run(c["events"], workdir=work, queries=c["queries"],
+                                                duck_queries=c["duck_queries"], progress=lambda s: log("  " + s)))
+        for mod in EXTRA_BENCHES:
+            name = mod.rsplit(".", 1)[1]
+            if importlib.util.find_spec(mod) is None or (only and name not in only):
+                continue
+            m = importlib.import_module(mod)
+            if hasattr(m, "suite_run"):
+                step(name, lambda m=m: m.suite_run(quick=quick, workdir=work, log=log))
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    result["loadavg_after"] = list(os.getloadavg())
+    result["finished"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    (out / "results.json").write_text(json.dumps(result, indent=1, default=str))
+    from . import report
+
+    report.write(result, out)
+    return result
+
+
+def raw_qos_append(work: Path, batches, seconds: float) -> dict:
+    """The upper bound beside the write matrix: the same QoS rows (Arrow IPC bodies, as
+    tracehouse-arrow sends them) appended to one file by one writer, fdatasync per batch,
+    for `seconds` per batch size, under the protocol."""
+    from .load import arrow_bodies_stamped
+
+    out = {}
+    for rows in batches:
+        bodies = arrow_bodies_stamped("qos", rows)[0]
+        path = Path(tempfile.mkstemp(prefix="raw-qos-", dir=work)[1])
+
+        def one() -> float:
+            fd = os.open(path, os.O_WRONLY | os.O_TRUNC | os.O_APPEND)
+            n = i = 0
+            t0 = time.perf_counter()
+            try:
+                while time.perf_counter() - t0 < seconds:
+                    os.write(fd, bodies[i % len(bodies)])
+                    os.fdatasync(fd)
+                    n += rows
+                    i += 1
+            finally:
+                os.close(fd)
+            return n / (time.perf_counter() - t0)
+
+        m = protocol.repeat(one, max_runs=10, budget_s=max(5 * seconds, 2.0))
+        path.unlink(missing_ok=True)
+        out[rows] = {k: m[k] for k in ("mean", "se", "rel_se", "runs", "converged")}
+    return out
