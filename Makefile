@@ -3,7 +3,8 @@
 #
 #   make setup   venv + maturin + the package's deps and dev/bench/spark extras + the Rust core
 #                (release); strace and a Java runtime (apt-get) when missing: the strace tests
-#                trace real programs, the Spark engine tests run Spark local[2]
+#                trace real programs, the Spark engine tests run Spark local[2]; the benchmark
+#                peers (bench-peers): PostgreSQL, MariaDB, Java + the QuestDB jar
 #   make test    cargo tests of the pure Rust code, then pytest
 #   make demo    tracehouse demo
 #   make bench   tracehouse bench ingest --events 10000000
@@ -21,9 +22,12 @@ MATURIN := VIRTUAL_ENV=$(abspath $(VENV)) $(BIN)/maturin
 CORE_SOURCES := Cargo.toml Cargo.lock pyproject.toml $(shell find src -name '*.rs' 2>/dev/null)
 CORE_STAMP   := $(VENV)/.tracehouse-core-stamp
 
-.PHONY: setup strace-tool java-tool test test-rust test-python demo bench lint fmt clean
+BENCH_PEERS_PKGS := postgresql mariadb-server mariadb-client openjdk-17-jre-headless maven
+QUESTDB_VERSION  := 9.1.0
 
-setup: $(CORE_STAMP) strace-tool java-tool
+.PHONY: setup strace-tool java-tool bench-peers test test-rust test-python demo bench lint fmt clean
+
+setup: $(CORE_STAMP) strace-tool java-tool bench-peers
 	@# The stamp lives in the venv but the extension is placed in python/tracehouse/: a
 	@# fresh checkout next to an old venv must rebuild.
 	@ls python/tracehouse/_core.*.so >/dev/null 2>&1 || { rm -f $(CORE_STAMP); $(MAKE) --no-print-directory $(CORE_STAMP); }
@@ -60,6 +64,20 @@ java-tool:
 		$(SUDO) apt-get install -y -q openjdk-17-jre-headless >/dev/null 2>&1 || \
 		{ $(SUDO) apt-get update -q >/dev/null 2>&1 && $(SUDO) apt-get install -y -q openjdk-17-jre-headless >/dev/null 2>&1; } || true
 	@command -v java >/dev/null 2>&1 || echo "note: java is not installed; the Spark engine tests will be skipped"
+
+# `tracehouse bench all` (and bench write) start their peers themselves on loopback, from
+# Debian packages and the QuestDB jar of Maven Central (fetched by mvn into ~/.m2). The
+# packages' own services are not needed (the bench runs each server in its own directory).
+bench-peers:
+	@missing=""; for p in $(BENCH_PEERS_PKGS); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ] && command -v apt-get >/dev/null 2>&1; then \
+		$(SUDO) apt-get install -y -q $$missing >/dev/null 2>&1 || \
+		{ $(SUDO) apt-get update -q >/dev/null 2>&1 && $(SUDO) apt-get install -y -q $$missing >/dev/null 2>&1; } || \
+		echo "note: could not install$$missing; bench all will skip those peers"; fi
+	@[ -f $$HOME/.m2/repository/org/questdb/questdb/$(QUESTDB_VERSION)/questdb-$(QUESTDB_VERSION).jar ] || \
+		! command -v mvn >/dev/null 2>&1 || \
+		mvn -q dependency:get -Dartifact=org.questdb:questdb:$(QUESTDB_VERSION) >/dev/null 2>&1 || \
+		echo "note: could not fetch the QuestDB jar; bench all will skip QuestDB"
 
 test: setup test-rust test-python
 

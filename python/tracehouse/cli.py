@@ -504,6 +504,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "tracehouse.analysis.cli",
     "tracehouse.bench.import_",
     "tracehouse.bench.engines",
+    "tracehouse.bench.suite",
 )
 
 

@@ -116,7 +116,7 @@ class _DuckClient:
         self.cur = con.cursor()
 
     def fetch(self, sql: str) -> int:
-        return self.cur.execute(sql).to_arrow_table().num_rows
+        return self.cur.sql(sql).to_arrow_table().num_rows
 
     def close(self) -> None:
         self.cur.close()

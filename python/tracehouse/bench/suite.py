@@ -43,15 +43,14 @@ from . import protocol
 EXPERIMENTS = ("tod_store", "write", "reads", "soctrace", "ingest", "import", "analyze")
 EXTRA_BENCHES = ("tracehouse.bench.replay",)
 
-QUICK = {
-    "tod_store": {"sizes": (10**3, 10**4, 10**5), "cap_s": 4.0, "budget_s": 3.0, "max_runs": 6},
+QUICK = {  # a smoke run of every experiment and every peer (CI): small sizes, short budgets
+    "tod_store": {"sizes": (10**3, 10**4), "cap_s": 3.0, "budget_s": 2.0, "max_runs": 6},
     "write": {"systems": ("tracehouse-http", "tracehouse-arrow", "questdb", "postgres-copy", "mariadb", "sqlite"),
-              "writers": (1, 16), "batches": (50, 1000), "seconds": 0.3, "max_runs": 6},
-    "reads": {"scale": 0.01, "clients": (1, 4), "cases": ("Q1.2", "Q2.3", "Q3.5", "Q4.4", "Q5.4"), "budget_s": 1.5,
-              "max_runs": 6},
-    "soctrace": {"sizes_mb": (1,), "budget_s": 3.0, "max_runs": 6},
+              "writers": (16,), "batches": (1000,), "seconds": 0.25, "max_runs": 6},
+    "reads": {"scale": 0.01, "clients": (1, 4), "cases": ("Q1.2", "Q3.5", "Q5.4"), "budget_s": 1.0, "max_runs": 6},
+    "soctrace": {"sizes_mb": (1,), "budget_s": 2.0, "max_runs": 6},
     "ingest": {"events": 200_000},
-    "import": {"size": 200_000},
+    "import": {"size": 200_000, "sizes": [200_000]},
     "analyze": {"events": 200_000, "queries": 50, "duck_queries": 5},
 }
 FULL = {
@@ -168,7 +167,8 @@ def run(*, quick: bool, out: str | Path, workdir: str | Path | None = None, only
             step("ingest", lambda: ingest.run(cfg["ingest"]["events"], workdir=work, progress=False,
                                               repeat=1 if quick else 3))
         if "import" in wanted:
-            step("import", lambda: import_.run("strace", cfg["import"]["size"], workdir=work, repeat=1 if quick else 3,
+            step("import", lambda: import_.run("strace", cfg["import"]["size"], sizes=cfg["import"].get("sizes"),
+                                               workdir=work, repeat=1 if quick else 3,
                                                log=lambda s: log("  " + s)))
         if "analyze" in wanted:
             c = cfg["analyze"]
@@ -221,3 +221,36 @@ def raw_qos_append(work: Path, batches, seconds: float) -> dict:
         path.unlink(missing_ok=True)
         out[rows] = {k: m[k] for k in ("mean", "se", "rel_se", "runs", "converged")}
     return out
+
+
+def cmd_bench_all(args) -> int:
+    from ..cli import emit_json, err, out
+
+    only = tuple(args.only.split(",")) if args.only else None
+    bad = [x for x in only or () if x not in EXPERIMENTS + tuple(m.rsplit(".", 1)[1] for m in EXTRA_BENCHES)]
+    if bad:
+        from ..errors import BadInput
+
+        raise BadInput(f"unknown experiments {bad}", expected=", ".join(EXPERIMENTS))
+    log = (lambda s: None) if args.json else (lambda s: err.print(s, highlight=False, markup=False))
+    t0 = time.perf_counter()
+    result = run(quick=args.quick, out=args.out, workdir=args.workdir, only=only, log=log)
+    if args.json:
+        emit_json({"report": str(Path(args.out) / "report.md"), "seconds": round(time.perf_counter() - t0, 1),
+                   "errors": result["errors"], "durations": result["durations"]})
+    else:
+        out.print(f"report: {Path(args.out) / 'report.md'} ({time.perf_counter() - t0:.0f} s)")
+        for k, v in result["errors"].items():
+            out.print(f"[red]{k} failed[/red]: {v.splitlines()[0]}", highlight=False)
+    return 1 if result["errors"] else 0
+
+
+def register(commands) -> None:
+    sp = commands.bench("all", cmd_bench_all,
+                        "every experiment of the seeds (TOD store, QoS writes and reads, SoC-Trace, import, "
+                        "analyses) against SQLite, PostgreSQL, MariaDB, DuckDB, QuestDB; writes DIR/report.md")
+    sp.add_argument("--quick", action="store_true", help="small sizes and short budgets (CI smoke run, < 5 min)")
+    sp.add_argument("--out", default="bench-report", help="directory for report.md, the PNGs and results.json "
+                                                         "(default ./bench-report)")
+    sp.add_argument("--workdir", help="where systems keep their data (default: the system temp dir); removed after")
+    sp.add_argument("--only", help="comma list of experiments: " + ",".join(EXPERIMENTS))
