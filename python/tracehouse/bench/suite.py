@@ -53,6 +53,16 @@ QUICK = {  # a smoke run of every experiment and every peer (CI): small sizes, s
     "import": {"size": 200_000, "sizes": [200_000]},
     "analyze": {"events": 200_000, "queries": 50, "duck_queries": 5},
 }
+MEDIUM = {  # every experiment end to end at a tenth of the full sizes (a check that the full run works)
+    "tod_store": {"sizes": (10**3, 10**4, 10**5, 10**6), "cap_s": 30.0, "budget_s": 20.0, "max_runs": 8},
+    "write": {"systems": QUICK["write"]["systems"], "writers": (1, 16, 128), "batches": (50, 1000, 10000),
+              "seconds": 0.5, "max_runs": 8},
+    "reads": {"scale": 0.1, "clients": (1, 5, 20), "cases": None, "budget_s": 2.0, "max_runs": 8},
+    "soctrace": {"sizes_mb": (1, 10), "budget_s": 20.0, "max_runs": 8},
+    "ingest": {"events": 1_000_000},
+    "import": {"size": 1_000_000, "sizes": [1_000_000]},
+    "analyze": {"events": 10_000_000, "queries": 200, "duck_queries": 10},
+}
 FULL = {
     "tod_store": {"sizes": (10**3, 10**4, 10**5, 10**6, 10**7, 10**8), "cap_s": 300.0, "budget_s": 120.0,
                   "max_runs": 10},
@@ -104,17 +114,19 @@ def machine() -> dict:
 # -- running ---------------------------------------------------------------------------------------
 
 
-def run(*, quick: bool, out: str | Path, workdir: str | Path | None = None, only=None, log=print) -> dict:
+def run(*, quick: bool, out: str | Path, workdir: str | Path | None = None, only=None, log=print,
+        medium: bool = False) -> dict:
     """Run the experiments (all, or `only`), write the report; returns what was measured."""
     from . import analyze, import_, ingest, reads, soctrace, tod_store, write
 
-    cfg = QUICK if quick else FULL
+    cfg = QUICK if quick else MEDIUM if medium else FULL
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     base = Path(workdir) if workdir else Path(tempfile.gettempdir())
     base.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="tracehouse-bench-all-", dir=base))
-    result = {"benchmark": "all", "quick": quick, "started": _dt.datetime.now(_dt.timezone.utc).isoformat(
+    result = {"benchmark": "all", "quick": quick, "size": "quick" if quick else "medium" if medium else "full",
+              "started": _dt.datetime.now(_dt.timezone.utc).isoformat(
         timespec="seconds"), "machine": machine(), "loadavg_before": list(os.getloadavg()), "config": cfg,
         "experiments": {}, "errors": {}, "durations": {}}
     wanted = [e for e in EXPERIMENTS if not only or e in only]
@@ -234,7 +246,7 @@ def cmd_bench_all(args) -> int:
         raise BadInput(f"unknown experiments {bad}", expected=", ".join(EXPERIMENTS))
     log = (lambda s: None) if args.json else (lambda s: err.print(s, highlight=False, markup=False))
     t0 = time.perf_counter()
-    result = run(quick=args.quick, out=args.out, workdir=args.workdir, only=only, log=log)
+    result = run(quick=args.quick, medium=args.medium, out=args.out, workdir=args.workdir, only=only, log=log)
     if args.json:
         emit_json({"report": str(Path(args.out) / "report.md"), "seconds": round(time.perf_counter() - t0, 1),
                    "errors": result["errors"], "durations": result["durations"]})
@@ -250,6 +262,8 @@ def register(commands) -> None:
                         "every experiment of the seeds (TOD store, QoS writes and reads, SoC-Trace, import, "
                         "analyses) against SQLite, PostgreSQL, MariaDB, DuckDB, QuestDB; writes DIR/report.md")
     sp.add_argument("--quick", action="store_true", help="small sizes and short budgets (CI smoke run, < 5 min)")
+    sp.add_argument("--medium", action="store_true", help="every experiment at about a tenth of the full sizes "
+                                                           "(TOD to 10^6 events, reads at 203,200 rows; ~1 h here)")
     sp.add_argument("--out", default="bench-report", help="directory for report.md, the PNGs and results.json "
                                                          "(default ./bench-report)")
     sp.add_argument("--workdir", help="where systems keep their data (default: the system temp dir); removed after")
