@@ -485,6 +485,8 @@ def write(result: dict, out: Path) -> Path:
             mod = importlib.import_module(f"tracehouse.bench.{name}")
             if hasattr(mod, "suite_markdown"):
                 body.append(mod.suite_markdown(r))
+            elif isinstance(r, dict) and "_text" in r:
+                body.append(f"## `tracehouse bench {name}`\n\n```\n{r['_text']}\n```\n")
     srows = []
     missed = []
     for exp, what, v, target, peer in summary:

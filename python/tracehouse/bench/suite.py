@@ -42,6 +42,9 @@ from . import protocol
 
 EXPERIMENTS = ("tod_store", "write", "reads", "soctrace", "ingest", "import", "analyze")
 EXTRA_BENCHES = ("tracehouse.bench.replay",)
+# Small settings for --quick of a later bench that has only run(**kwargs) and render(result) -> str
+# (its own defaults are the full run); names it does not take are dropped.
+EXTRA_QUICK = {"replay": {"iops": 2000, "seconds": 1.0, "asap_ops": 100_000, "cycles": 5, "seeds": 2}}
 
 QUICK = {  # a smoke run of every experiment and every peer (CI): small sizes, short budgets
     "tod_store": {"sizes": (10**3, 10**4), "cap_s": 3.0, "budget_s": 2.0, "max_runs": 6},
@@ -193,6 +196,8 @@ def run(*, quick: bool, out: str | Path, workdir: str | Path | None = None, only
             m = importlib.import_module(mod)
             if hasattr(m, "suite_run"):
                 step(name, lambda m=m: m.suite_run(quick=quick, workdir=work, log=log))
+            elif hasattr(m, "run") and hasattr(m, "render"):  # a bench with the usual run()/render() face
+                step(name, lambda m=m, name=name: _plain_bench(m, EXTRA_QUICK.get(name, {}) if quick else {}))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     result["loadavg_after"] = list(os.getloadavg())
@@ -202,6 +207,17 @@ def run(*, quick: bool, out: str | Path, workdir: str | Path | None = None, only
 
     report.write(result, out)
     return result
+
+
+def _plain_bench(mod, kwargs: dict) -> dict:
+    """Call a bench's run() with the keyword arguments it accepts; keep its own text report."""
+    import inspect
+
+    params = inspect.signature(mod.run).parameters
+    r = mod.run(**{k: v for k, v in kwargs.items() if k in params})
+    r = dict(r) if isinstance(r, dict) else {"result": r}
+    r["_text"] = mod.render(r)
+    return r
 
 
 def raw_qos_append(work: Path, batches, seconds: float) -> dict:

@@ -37,6 +37,7 @@ import socket
 import sqlite3
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 import urllib.parse
@@ -463,7 +464,12 @@ class PostgresServer:
         if r.returncode != 0:
             raise Unavailable(f"initdb failed: {r.stderr[-1000:]}")
         self.port = free_port()
-        opts = f"-p {self.port} -k {self.dir} -c listen_addresses=127.0.0.1 " + " ".join(
+        # The Unix socket goes to a short directory of its own: a socket path over 107 bytes
+        # (a deep work directory) makes the server refuse to start. Clients use TCP anyway.
+        self.sockdir = Path(tempfile.mkdtemp(prefix="thpg-"))
+        if os.geteuid() == 0:
+            shutil.chown(self.sockdir, "postgres", "postgres")
+        opts = f"-p {self.port} -k {self.sockdir} -c listen_addresses=127.0.0.1 " + " ".join(
             f"-c {k}={v}" for k, v in self.SETTINGS.items())
         r = self._as_postgres([self._bin("pg_ctl"), "-D", str(data), "-l", str(self.dir / "pg.log"), "-o", opts,
                                "-w", "-t", "60", "start"], timeout=90)
@@ -494,6 +500,8 @@ class PostgresServer:
                               timeout=120)
             self.started = False
         shutil.rmtree(self.dir, ignore_errors=True)
+        if getattr(self, "sockdir", None) is not None:
+            shutil.rmtree(self.sockdir, ignore_errors=True)
 
 
 class Postgres(PostgresServer):
@@ -582,9 +590,10 @@ class MariaDBServer:
         if r.returncode != 0:
             raise Unavailable(f"mariadb-install-db failed: {r.stderr[-1000:]}")
         self.port = free_port()
+        self.sockdir = Path(tempfile.mkdtemp(prefix="thmy-"))  # short: socket paths end at 107 bytes
         self.log = self.dir / "mariadb.log"
         self.proc = subprocess.Popen(
-            [server, "--no-defaults", f"--datadir={data}", f"--socket={self.dir}/sock", f"--port={self.port}",
+            [server, "--no-defaults", f"--datadir={data}", f"--socket={self.sockdir}/sock", f"--port={self.port}",
              "--bind-address=127.0.0.1", *user, *(f"--{k}={v}" for k, v in self.SETTINGS.items()),
              "--skip-name-resolve", f"--pid-file={self.dir}/pid", f"--log-error={self.log}"],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -631,6 +640,8 @@ class MariaDBServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
         shutil.rmtree(self.dir, ignore_errors=True)
+        if getattr(self, "sockdir", None) is not None:
+            shutil.rmtree(self.sockdir, ignore_errors=True)
 
 
 class MariaDB(MariaDBServer):
