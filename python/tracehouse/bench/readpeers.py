@@ -325,8 +325,6 @@ class MariaDBReads(writepeers.MariaDBServer):
     def load(self, data: pa.Table, layouts) -> dict:
         """LOAD DATA LOCAL INFILE of a CSV per table (MariaDB's fastest load; the CSV is written
         by pyarrow inside the timed region, as part of the load)."""
-        import pyarrow.csv as pacsv
-
         out = {}
         for layout in layouts:
             tables = qos_reads.schema_tables(data, layout)
@@ -338,11 +336,7 @@ class MariaDBReads(writepeers.MariaDBServer):
                 for stmt in qos_reads.ddl(layout, data, "mariadb"):
                     cur.execute(stmt)
                 for name, t in tables.items():
-                    path = self.dir / f"{name}.csv"
-                    pacsv.write_csv(t, path, pacsv.WriteOptions(include_header=False))
-                    cur.execute(f"LOAD DATA LOCAL INFILE '{path}' INTO TABLE {name} FIELDS TERMINATED BY ',' "
-                                f"({', '.join(t.column_names)})")
-                    path.unlink()
+                    self.load_arrow(cur, name, t)
                 cur.execute("ANALYZE TABLE " + ", ".join(tables))
                 cur.fetchall()
                 c.close()

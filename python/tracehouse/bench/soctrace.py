@@ -254,15 +254,6 @@ class MariaDBCDB(writepeers.MariaDBServer):
         self.models = {}
         return self
 
-    def _load(self, cur, name: str, table: pa.Table) -> None:
-        import pyarrow.csv as pacsv
-
-        path = self.dir / f"{name}.csv"
-        pacsv.write_csv(table, path, pacsv.WriteOptions(include_header=False))
-        cur.execute(f"LOAD DATA LOCAL INFILE '{path}' INTO TABLE {name} FIELDS TERMINATED BY ',' "
-                    f"OPTIONALLY ENCLOSED BY '\"' ({', '.join(table.column_names)})")
-        path.unlink()
-
     def import_trace(self, path: Path, fmt: str = "strace") -> tuple[float, int]:
         t0 = time.perf_counter()
         m = Model(parse(path))
@@ -277,12 +268,12 @@ class MariaDBCDB(writepeers.MariaDBServer):
             for t, table in m.format_tables(tt).items():
                 off = (tt - 1) * 1_000_000  # each format's ids in its own range
                 table = table.set_column(0, "id", pc.add(table.column("id"), off))
-                self._load(cur, t, table)
+                self.load_arrow(cur, t, table)
         cur.execute("INSERT INTO trace VALUES (%s, %s, %s)", (n, f"trace-{n}", self.formats[fmt]))
         for t, cols in TRACE_DDL.items():
             cur.execute(f"CREATE TABLE {t}_{n} ({cols})")
         for t, table in (("event", m.event), ("event_param", m.param), ("event_producer", m.producer)):
-            self._load(cur, f"{t}_{n}", table)
+            self.load_arrow(cur, f"{t}_{n}", table)
         for t, col in INDEXES.items():
             cur.execute(f"CREATE INDEX {t}_{n}_{col} ON {t}_{n} ({col})")
         c.close()

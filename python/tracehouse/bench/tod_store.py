@@ -143,17 +143,26 @@ def _sqlite(directory: Path, batches: list, rows: bool) -> tuple[float, float, i
         db.close()
         from adbc_driver_sqlite import dbapi
 
-        conn = dbapi.connect(str(path))
-        cur = conn.cursor()
-        sw = Stopwatch()
-        for tables in batches:
-            for name, t in tables.items():
-                cur.adbc_ingest(name, t, mode="append")
-        conn.commit()
-        secs, cpu = sw.stop()
-        cur.close()
-        conn.close()
+        secs, cpu = _adbc_load(dbapi.connect(str(path)), batches, commit_each=False)
     return secs, cpu, dir_bytes(directory)
+
+
+def _adbc_load(conn, batches: list, *, commit_each: bool) -> tuple[float, float]:
+    """ADBC bulk ingest (Arrow in, the driver's COPY / prepared bulk path) of every batch's
+    tables; a COMMIT per batch or one at the end. Closes `conn`."""
+    cur = conn.cursor()
+    sw = Stopwatch()
+    for tables in batches:
+        for name, t in tables.items():
+            cur.adbc_ingest(name, t, mode="append")
+        if commit_each:
+            conn.commit()
+    if not commit_each:
+        conn.commit()
+    secs, cpu = sw.stop()
+    cur.close()
+    conn.close()
+    return secs, cpu
 
 
 def _duckdb(directory: Path, batches: list, rows: bool) -> tuple[float, float, int]:
@@ -230,21 +239,9 @@ class _Server:
             return secs, cpu
         from adbc_driver_postgresql import dbapi
 
-        conn = dbapi.connect(self.server.uri)
-        cur = conn.cursor()
-        sw = Stopwatch()
-        for tables in batches:
-            for name, t in tables.items():
-                cur.adbc_ingest(name, t, mode="append")
-            conn.commit()
-        secs, cpu = sw.stop()
-        cur.close()
-        conn.close()
-        return secs, cpu
+        return _adbc_load(dbapi.connect(self.server.uri), batches, commit_each=True)
 
     def _maria(self, directory: Path, batches, rows):
-        import pyarrow.csv as pacsv
-
         conn = self.server.connect(local_infile=True)
         cur = conn.cursor()
         if rows:
@@ -258,13 +255,10 @@ class _Server:
                 conn.commit()
             secs, cpu = sw.stop()
         else:
-            path = directory / "batch.csv"
             sw = Stopwatch()
             for tables in batches:
                 for name, t in tables.items():
-                    pacsv.write_csv(t, path, pacsv.WriteOptions(include_header=False))
-                    cur.execute(f"LOAD DATA LOCAL INFILE '{path}' INTO TABLE {name} FIELDS TERMINATED BY ',' "
-                                f"({', '.join(t.column_names)})")
+                    self.server.load_arrow(cur, name, t)
             secs, cpu = sw.stop()
         conn.close()
         return secs, cpu

@@ -617,6 +617,19 @@ class MariaDBServer:
     def uri(self) -> str:
         return f"mysql://root@127.0.0.1:{self.port}/bench"
 
+    def load_arrow(self, cur, name: str, table) -> None:
+        """MariaDB's fastest load: `table` written as CSV by pyarrow, then LOAD DATA LOCAL INFILE
+        into `name` (`cur` from a connection opened with local_infile=True)."""
+        import pyarrow.csv as pacsv
+
+        path = self.dir / f"load-{name}.csv"
+        pacsv.write_csv(table, path, pacsv.WriteOptions(include_header=False))
+        try:
+            cur.execute(f"LOAD DATA LOCAL INFILE '{path}' INTO TABLE {name} FIELDS TERMINATED BY ',' "
+                        f"OPTIONALLY ENCLOSED BY '\"' ({', '.join(table.column_names)})")
+        finally:
+            path.unlink(missing_ok=True)
+
     def data_bytes(self) -> int:
         """Bytes of the bench database's tables and indexes (InnoDB's own accounting, after ANALYZE)."""
         c = self.connect()
