@@ -135,6 +135,7 @@ def _tod(r: dict, out: Path, summary: list) -> str:
     try:
         plt = _plt()
         fig, ax = plt.subplots(figsize=(8, 5))
+        ax.set_prop_cycle(color=plt.cm.tab20.colors)
         for k in keys:
             xs = [n for n in sizes if (k, n) in by]
             ax.plot(xs, [by[(k, n)]["events_per_s"] for n in xs], marker="o", ms=3, label=k,
@@ -281,6 +282,7 @@ def _reads(r: dict, out: Path, summary: list, write: dict | None) -> str:
             fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.3 * nrows), squeeze=False)
             for i, case in enumerate(qc):
                 ax = axes[i // cols][i % cols]
+                ax.set_prop_cycle(color=plt.cm.tab20.colors)
                 for v in variants:
                     xs = [n for n in clients if (v, case.name, n) in by]
                     ax.plot(xs, [by[(v, case.name, n)]["mean"] for n in xs], marker="o", ms=3, label=v,
