@@ -279,7 +279,7 @@ def _reads(r: dict, out: Path, summary: list, write: dict | None) -> str:
                 continue
             cols = min(4, len(qc))
             nrows = math.ceil(len(qc) / cols)
-            fig, axes = plt.subplots(nrows, cols, figsize=(4.2 * cols, 3.3 * nrows), squeeze=False)
+            fig, axes = plt.subplots(nrows, cols, figsize=(max(8.0, 4.2 * cols), 3.3 * nrows + 0.4), squeeze=False)
             for i, case in enumerate(qc):
                 ax = axes[i // cols][i % cols]
                 ax.set_prop_cycle(color=plt.cm.tab20.colors)
