@@ -4,8 +4,11 @@ the seed's equations, and the quick run (every experiment, every peer) produces 
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
+import tempfile
+from pathlib import Path
 
 import pytest
 from helpers import child_env
@@ -87,11 +90,20 @@ def test_points_follow_equations_6_to_10():
     assert p["a schema 1"]["write"] is None  # no write matrix cells for system "a"
 
 
+@pytest.fixture
+def private_dir():
+    """A directory of this test's own, outside pytest's numbered tmp dirs: a pytest session
+    started meanwhile (other work on the same machine) prunes those, and this test runs minutes."""
+    d = Path(tempfile.mkdtemp(prefix="tracehouse-test-bench-all-"))
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
 @pytest.mark.bench_all
-def test_bench_all_quick_produces_the_report_with_every_peer(tmp_path):
-    out = tmp_path / "report"
+def test_bench_all_quick_produces_the_report_with_every_peer(private_dir):
+    out = private_dir / "report"
     r = subprocess.run([sys.executable, "-m", "tracehouse.cli", "bench", "all", "--quick", "--out", str(out),
-                        "--workdir", str(tmp_path), "--json"], env=child_env(), capture_output=True, text=True,
+                        "--workdir", str(private_dir), "--json"], env=child_env(), capture_output=True, text=True,
                        timeout=900)
     assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-2000:]
     doc = json.loads((out / "results.json").read_text())
