@@ -44,7 +44,7 @@ EXPERIMENTS = ("tod_store", "write", "reads", "soctrace", "ingest", "import", "a
 EXTRA_BENCHES = ("tracehouse.bench.replay",)
 # Small settings for --quick of a later bench that has only run(**kwargs) and render(result) -> str
 # (its own defaults are the full run); names it does not take are dropped.
-EXTRA_QUICK = {"replay": {"iops": 2000, "seconds": 1.0, "asap_ops": 100_000, "cycles": 5, "seeds": 2}}
+EXTRA_QUICK = {"replay": {"iops": 2000, "seconds": 1.0, "asap_ops": 100_000, "cycles": 5, "seeds": 2, "repeat": 1}}
 
 QUICK = {  # a smoke run of every experiment and every peer (CI): small sizes, short budgets
     "tod_store": {"sizes": (10**3, 10**4), "cap_s": 3.0, "budget_s": 2.0, "max_runs": 6},
@@ -197,7 +197,9 @@ def run(*, quick: bool, out: str | Path, workdir: str | Path | None = None, only
             if hasattr(m, "suite_run"):
                 step(name, lambda m=m: m.suite_run(quick=quick, workdir=work, log=log))
             elif hasattr(m, "run") and hasattr(m, "render"):  # a bench with the usual run()/render() face
-                step(name, lambda m=m, name=name: _plain_bench(m, EXTRA_QUICK.get(name, {}) if quick else {}))
+                step(name, lambda m=m, name=name: _plain_bench(
+                    m, {**(EXTRA_QUICK.get(name, {}) if quick else {}), "workdir": str(work),
+                        "progress": lambda s: log("  " + str(s))}))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     result["loadavg_after"] = list(os.getloadavg())
