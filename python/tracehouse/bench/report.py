@@ -324,7 +324,10 @@ def _soc(r: dict, out: Path, summary: list) -> str:
         txt += [f"Storage after k traces of {size} MB ({r.get('trace_bytes', {}).get(size, 0) / 1e6:.2f} MB of "
                 "strace text each):", "", md_table(["traces"] + systems, rows), ""]
     rows = [[f"{e['system']}", f"{e['mb']} MB", e["format"], f"{secs(e['mean'])}{star(e)}"] for e in r["import"]]
-    txt += ["Import time of one trace (parse + store, the format already stored vs new):", "",
+    raw = r.get("raw_append") or {}
+    rows += [["raw append (upper bound)", f"{k} MB", "", f"{secs(v['mean'])}{star(v)}"] for k, v in raw.items()]
+    txt += ["Import time of one trace (parse + store, the format already stored vs new; the last rows: the "
+            "trace's bytes appended to one file and fsynced, the upper bound):", "",
             md_table(["system", "trace", "format", "import"], rows), ""]
     rows = [[e["system"], f"{e['mb']} MB", f"{secs(e['mean'])}{star(e)}"] for e in r["search"]]
     txt += [f"Search and save: 5 threads, one per trace, each finds the events of type {soctrace.SEARCH_TYPE} and "

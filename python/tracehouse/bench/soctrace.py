@@ -415,6 +415,8 @@ def run(*, sizes_mb=SIZES_MB, systems=SYSTEMS, workdir: str | Path, budget_s: fl
         traces = build_traces(tmp, sizes_mb)
         for mb, path in traces.items():
             out.setdefault("trace_bytes", {})[mb] = path.stat().st_size
+            m = protocol.repeat(lambda: raw_append(path, tmp / "raw.copy"), budget_s=budget_s, max_runs=max_runs)
+            out.setdefault("raw_append", {})[mb] = {k: m[k] for k in ("mean", "se", "rel_se", "runs", "converged")}
             for name in systems:
                 try:
                     s = _open(name, work)
@@ -450,6 +452,24 @@ def run(*, sizes_mb=SIZES_MB, systems=SYSTEMS, workdir: str | Path, budget_s: fl
         shutil.rmtree(tmp, ignore_errors=True)
     out["ratios"] = ratios(out)
     return out
+
+
+def raw_append(src: Path, dst: Path) -> float:
+    """The upper bound of an import: the trace's bytes appended to one file and fsynced (seconds)."""
+    import os
+
+    t0 = time.perf_counter()
+    fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        with open(src, "rb") as f:
+            while chunk := f.read(4 << 20):
+                os.write(fd, chunk)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    secs = time.perf_counter() - t0
+    dst.unlink()
+    return secs
 
 
 _new_formats = [0]
