@@ -44,14 +44,12 @@ EXPERIMENTS = ("tod_store", "write", "reads", "soctrace", "ingest", "import", "a
 EXTRA_BENCHES = ("tracehouse.bench.replay",)
 # Small settings for --quick of a later bench that has only run(**kwargs) and render(result) -> str
 # (its own defaults are the full run); names it does not take are dropped.
-EXTRA_QUICK = {"replay": {"iops": 2000, "seconds": 1.0, "asap_ops": 100_000, "cycles": 5, "seeds": 2, "repeat": 1}}
-
-QUICK = {  # a smoke run of every experiment and every peer (CI): small sizes, short budgets
-    "tod_store": {"sizes": (10**3, 10**4), "cap_s": 3.0, "budget_s": 2.0, "max_runs": 6},
+EXTRA_QUICK = {  # a smoke run of every experiment and every peer (CI): small sizes, short budgets
+    "tod_store": {"sizes": (10**3, 10**4), "cap_s": 2.0, "budget_s": 1.0, "max_runs": 5},
     "write": {"systems": ("tracehouse-http", "tracehouse-arrow", "questdb", "postgres-copy", "mariadb", "sqlite"),
-              "writers": (16,), "batches": (1000,), "seconds": 0.25, "max_runs": 6},
-    "reads": {"scale": 0.01, "clients": (1, 4), "cases": ("Q1.2", "Q3.5", "Q5.4"), "budget_s": 1.0, "max_runs": 6},
-    "soctrace": {"sizes_mb": (1,), "budget_s": 2.0, "max_runs": 6},
+              "writers": (16,), "batches": (1000,), "seconds": 0.2, "max_runs": 5},
+    "reads": {"scale": 0.01, "clients": (1, 4), "cases": ("Q1.2", "Q3.5", "Q5.4"), "budget_s": 0.6, "max_runs": 5},
+    "soctrace": {"sizes_mb": (1,), "budget_s": 1.0, "max_runs": 5},
     "ingest": {"events": 200_000},
     "import": {"size": 200_000, "sizes": [200_000]},
     "analyze": {"events": 200_000, "queries": 50, "duck_queries": 5},
