@@ -44,7 +44,9 @@ EXPERIMENTS = ("tod_store", "write", "reads", "soctrace", "ingest", "import", "a
 EXTRA_BENCHES = ("tracehouse.bench.replay",)
 # Small settings for --quick of a later bench that has only run(**kwargs) and render(result) -> str
 # (its own defaults are the full run); names it does not take are dropped.
-EXTRA_QUICK = {  # a smoke run of every experiment and every peer (CI): small sizes, short budgets
+EXTRA_QUICK = {"replay": {"iops": 2000, "seconds": 1.0, "asap_ops": 100_000, "cycles": 5, "seeds": 2, "repeat": 1}}
+
+QUICK = {  # a smoke run of every experiment and every peer (CI): small sizes, short budgets
     "tod_store": {"sizes": (10**3, 10**4), "cap_s": 2.0, "budget_s": 1.0, "max_runs": 5},
     "write": {"systems": ("tracehouse-http", "tracehouse-arrow", "questdb", "postgres-copy", "mariadb", "sqlite"),
               "writers": (16,), "batches": (1000,), "seconds": 0.2, "max_runs": 5},
