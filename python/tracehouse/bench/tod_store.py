@@ -130,13 +130,7 @@ def _sqlite(directory: Path, batches: list, rows: bool) -> tuple[float, float, i
         db.execute(s)
     if rows:
         sw = Stopwatch()
-        for tables in batches:
-            db.execute("BEGIN")
-            for name, rs in tables.items():
-                sql = _insert(name, "?")
-                for r in rs:
-                    db.execute(sql, r)
-            db.execute("COMMIT")
+        _row_at_a_time(db.execute, batches, "?", lambda: db.execute("BEGIN"), lambda: db.execute("COMMIT"))
         secs, cpu = sw.stop()
         db.close()
     else:
@@ -145,6 +139,17 @@ def _sqlite(directory: Path, batches: list, rows: bool) -> tuple[float, float, i
 
         secs, cpu = _adbc_load(dbapi.connect(str(path)), batches, commit_each=False)
     return secs, cpu, dir_bytes(directory)
+
+
+def _row_at_a_time(execute, batches: list, placeholder: str, begin, commit) -> None:
+    """Every row its own INSERT (the client's per-row path), one transaction per source batch."""
+    for tables in batches:
+        begin()
+        for name, rs in tables.items():
+            sql = _insert(name, placeholder)
+            for r in rs:
+                execute(sql, r)
+        commit()
 
 
 def _adbc_load(conn, batches: list, *, commit_each: bool) -> tuple[float, float]:
@@ -172,13 +177,8 @@ def _duckdb(directory: Path, batches: list, rows: bool) -> tuple[float, float, i
     con.execute("CHECKPOINT")
     sw = Stopwatch()
     if rows:
-        for tables in batches:
-            con.execute("BEGIN TRANSACTION")
-            for name, rs in tables.items():
-                sql = _insert(name, "?")
-                for r in rs:
-                    con.execute(sql, r)
-            con.execute("COMMIT")
+        _row_at_a_time(con.execute, batches, "?", lambda: con.execute("BEGIN TRANSACTION"),
+                       lambda: con.execute("COMMIT"))
     else:
         con.execute("BEGIN TRANSACTION")
         for tables in batches:
@@ -228,12 +228,7 @@ class _Server:
             conn = psycopg.connect(host="127.0.0.1", port=self.server.port, user="postgres", dbname="postgres",
                                    prepare_threshold=0)
             sw = Stopwatch()
-            for tables in batches:
-                with conn.transaction():
-                    for name, rs in tables.items():
-                        sql = _insert(name, "%s")
-                        for r in rs:
-                            conn.execute(sql, r)
+            _row_at_a_time(conn.execute, batches, "%s", lambda: None, conn.commit)  # psycopg opens the transaction
             secs, cpu = sw.stop()
             conn.close()
             return secs, cpu
@@ -247,12 +242,7 @@ class _Server:
         if rows:
             conn.autocommit(False)
             sw = Stopwatch()
-            for tables in batches:
-                for name, rs in tables.items():
-                    sql = _insert(name, "%s")
-                    for r in rs:
-                        cur.execute(sql, r)
-                conn.commit()
+            _row_at_a_time(cur.execute, batches, "%s", lambda: None, conn.commit)
             secs, cpu = sw.stop()
         else:
             sw = Stopwatch()
