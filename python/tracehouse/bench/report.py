@@ -186,9 +186,10 @@ def _write(r: dict, out: Path, summary: list) -> str:
     txt = ["## 2a. QoS write matrix (seed 003, figures 5.1-5.3)", "",
            f"Rows/s acknowledged, {r['seconds_per_run']:g} s runs, QoS rows (13 id tags + 48 results), every "
            "writer a closed loop waiting for each batch's acknowledgement (`tracehouse bench write`: the systems "
-           "and their durability are described in the README). `raw append` is the upper bound: the same rows "
-           "as Arrow IPC appended to one file by one writer, fdatasync per batch. The last column is the best "
-           "tracehouse protocol over the best peer of the cell.", "",
+           "and their durability are described in the README). `raw append` is the upper bound of one writer: "
+           "the same rows as Arrow IPC written one after another into one preallocated file, fdatasync per "
+           "batch (several writers sharing one fsync, as group commit does, can pass it). The last column is "
+           "the best tracehouse protocol over the best peer of the cell.", "",
            md_table(["writers", "rows/batch"] + [write.SHORT.get(s, s) for s in systems] + ["raw append (1 writer)",
                                                                                            "tracehouse / best peer"],
                     rows), ""]
