@@ -3,9 +3,10 @@
 //! Each format module takes byte chunks of any size (keeping partial records across
 //! chunk boundaries) and produces Arrow record batches whose schemas match the event
 //! types the Python side declares for that format (`python/tracehouse/formats/<format>.py`).
-//! This file owns what they share: the [`ChunkParser`] interface the PyO3 glue drives,
-//! and [`split_lines`] for the line-based formats. No module here knows Python; the
-//! PyO3 glue lives in `src/py/`.
+//! This file owns what they share: the [`ChunkParser`] interface the PyO3 glue drives
+//! and, for the line-based formats, [`Lines`] (lines cut across chunks, capped at
+//! [`MAX_LINE`]) and [`looks_binary`]. No module here knows Python; the PyO3 glue lives
+//! in `src/py/`.
 
 pub mod chrome;
 pub mod json;
@@ -45,54 +46,181 @@ macro_rules! chunk_parser {
 }
 pub(crate) use chunk_parser;
 
-/// Hands each whole line of `chunk` (without `\n`) to `line`, the unfinished tail waiting in
-/// `carry` for the next chunk. `line` returns false to stop (a fatal error): the rest of the
-/// chunk is then dropped.
-pub fn split_lines(carry: &mut Vec<u8>, chunk: &[u8], mut line: impl FnMut(&[u8]) -> bool) {
-    let mut start = 0;
-    if !carry.is_empty() {
-        let Some(nl) = memchr::memchr(b'\n', chunk) else {
-            carry.extend_from_slice(chunk);
-            return;
-        };
-        let mut first = std::mem::take(carry);
-        first.extend_from_slice(&chunk[..nl]);
-        start = nl + 1;
-        if !line(&first) {
-            return;
+/// Longest line (or record) the text formats accept by default, in bytes, as the strace
+/// parser's: a longer one is rejected with its line number and skipped as it streams by,
+/// never buffered, so one runaway line can neither become one huge event nor take memory.
+pub const MAX_LINE: usize = 16 << 20;
+
+/// A piece of input cut by [`Lines`].
+#[derive(Debug, PartialEq, Eq)]
+pub enum Piece<'a> {
+    /// A whole line, without its `\n`.
+    Line(&'a [u8]),
+    /// A line longer than the limit (reported once, its bytes skipped).
+    TooLong,
+}
+
+/// Cuts chunks cut anywhere into lines, keeping the unfinished tail for the next chunk,
+/// but never more than `max` bytes of one line.
+#[derive(Debug)]
+pub struct Lines {
+    carry: Vec<u8>,
+    max: usize,
+    skipping: bool,
+}
+
+impl Lines {
+    /// A splitter accepting lines of at most `max` bytes.
+    pub fn new(max: usize) -> Self {
+        Lines { carry: Vec::new(), max, skipping: false }
+    }
+
+    /// The longest line accepted.
+    pub fn max(&self) -> usize {
+        self.max
+    }
+
+    /// Hands each piece of `chunk` to `f`, one per line; `f` returns false to stop (a fatal
+    /// error): the rest of the chunk is then dropped.
+    pub fn feed(&mut self, chunk: &[u8], mut f: impl FnMut(Piece<'_>) -> bool) {
+        let mut start = 0;
+        if self.skipping {
+            match memchr::memchr(b'\n', chunk) {
+                Some(nl) => {
+                    self.skipping = false;
+                    start = nl + 1;
+                }
+                None => return,
+            }
+        }
+        if !self.carry.is_empty() {
+            let rest = &chunk[start..];
+            match memchr::memchr(b'\n', rest) {
+                Some(nl) => {
+                    start += nl + 1;
+                    let ok = if self.carry.len() + nl > self.max {
+                        self.carry.clear();
+                        f(Piece::TooLong)
+                    } else {
+                        let mut first = std::mem::take(&mut self.carry);
+                        first.extend_from_slice(&rest[..nl]);
+                        let ok = f(Piece::Line(&first));
+                        first.clear();
+                        self.carry = first;
+                        ok
+                    };
+                    if !ok {
+                        return;
+                    }
+                }
+                None => {
+                    if self.carry.len() + rest.len() > self.max {
+                        self.carry.clear();
+                        self.skipping = true;
+                        f(Piece::TooLong);
+                    } else {
+                        self.carry.extend_from_slice(rest);
+                    }
+                    return;
+                }
+            }
+        }
+        while let Some(off) = memchr::memchr(b'\n', &chunk[start..]) {
+            let l = &chunk[start..start + off];
+            let ok = if l.len() > self.max { f(Piece::TooLong) } else { f(Piece::Line(l)) };
+            if !ok {
+                return;
+            }
+            start += off + 1;
+        }
+        let rest = &chunk[start..];
+        if rest.len() > self.max {
+            self.skipping = true;
+            f(Piece::TooLong);
+        } else {
+            self.carry.extend_from_slice(rest);
         }
     }
-    while let Some(off) = memchr::memchr(b'\n', &chunk[start..]) {
-        if !line(&chunk[start..start + off]) {
-            return;
+
+    /// The last line, when the input does not end with a newline.
+    pub fn finish(&mut self, f: impl FnOnce(Piece<'_>)) {
+        self.skipping = false;
+        if !self.carry.is_empty() {
+            let last = std::mem::take(&mut self.carry);
+            f(Piece::Line(&last));
         }
-        start += off + 1;
     }
-    carry.extend_from_slice(&chunk[start..]);
+}
+
+/// Whether `head` (the first bytes of an input) looks like binary data rather than text:
+/// a NUL byte, or more than a tenth of control bytes other than tab, CR, LF and FF, or of
+/// bytes that are not UTF-8. Text formats refuse such input as a whole instead of making
+/// events of its "lines".
+pub fn looks_binary(head: &[u8]) -> bool {
+    if head.is_empty() {
+        return false;
+    }
+    if head.contains(&0) {
+        return true;
+    }
+    let control = head.iter().filter(|&&b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r' | 0x0c)).count();
+    let invalid = match std::str::from_utf8(head) {
+        Ok(_) => 0,
+        // Count the invalid bytes (a cut multi-byte character at the end is not one).
+        Err(_) => String::from_utf8_lossy(head).matches('\u{FFFD}').count(),
+    };
+    (control + invalid) * 10 > head.len()
 }
 
 #[cfg(test)]
 mod tests {
-    use super::split_lines;
+    use super::{looks_binary, Lines, Piece};
 
-    #[test]
-    fn lines_across_chunks_and_early_stop() {
-        let mut carry = Vec::new();
-        let mut got: Vec<String> = Vec::new();
-        for chunk in [&b"ab"[..], b"c\nd", b"", b"e\nf\ng", b"h"] {
-            split_lines(&mut carry, chunk, |l| {
-                got.push(String::from_utf8_lossy(l).into_owned());
+    fn pieces(max: usize, chunks: &[&[u8]]) -> Vec<String> {
+        let mut l = Lines::new(max);
+        let mut got = Vec::new();
+        let mut put = |p: Piece<'_>| match p {
+            Piece::Line(l) => got.push(String::from_utf8_lossy(l).into_owned()),
+            Piece::TooLong => got.push("<too long>".into()),
+        };
+        for c in chunks {
+            l.feed(c, |p| {
+                put(p);
                 true
             });
         }
-        assert_eq!(got, ["abc", "de", "f"]);
-        assert_eq!(carry, b"gh");
+        l.finish(&mut put);
+        got
+    }
+
+    #[test]
+    fn lines_across_chunks_and_early_stop() {
+        assert_eq!(pieces(100, &[b"ab", b"c\nd", b"", b"e\nf\ng", b"h"]), ["abc", "de", "f", "gh"]);
         let mut n = 0;
-        carry.clear();
-        split_lines(&mut carry, b"x\ny\nz\n", |_| {
+        let mut l = Lines::new(100);
+        l.feed(b"x\ny\nz\n", |_| {
             n += 1;
             n < 2
         });
-        assert_eq!((n, carry.len()), (2, 0));
+        assert_eq!(n, 2);
+    }
+
+    #[test]
+    fn a_line_over_the_limit_is_one_piece_in_any_chunking() {
+        let text = b"ok\n0123456789abc\nfine\n0123456789\nlast0123456789x";
+        let want = ["ok", "<too long>", "fine", "0123456789", "<too long>"];
+        for size in 1..text.len() {
+            let chunks: Vec<&[u8]> = text.chunks(size).collect();
+            assert_eq!(pieces(10, &chunks), want, "chunks of {size}");
+        }
+    }
+
+    #[test]
+    fn binary_is_told_from_text() {
+        assert!(!looks_binary(b"12.5 1 job_start 0x7f\n\tok\r\n"));
+        assert!(!looks_binary("caf\u{e9} \u{65e5}\u{672c}\n".as_bytes()));
+        assert!(looks_binary(b"PK\x03\x04\x00\x00"));
+        let noise: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8 | 1).collect();
+        assert!(looks_binary(&noise));
     }
 }

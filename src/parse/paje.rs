@@ -16,7 +16,19 @@
 //!   never started is a `link_end`).
 //!
 //! Fields beyond the standard ones of an event definition are kept as a JSON object in
-//! `extra`. Types, containers and entity values are referred to by alias or by name.
+//! `extra`. Types and entity values are referred to by alias or by name. A container is
+//! identified as PajeNG does, by its alias (its name when it has none): names need only
+//! be unique within their parent (`t1` under `p1` and under `p2`), and a name may equal
+//! another container's alias; an event may also name a container whose name is unique.
+//!
+//! `PajeTraceFile` (Container, Type, Filename) events are followed: the named file (relative
+//! to the file that names it) is read at that point with the definitions known so far, as
+//! an include; a file already being read (a cycle) is reported, not followed again.
+//! A header with no event is a valid, empty trace. Lines longer than the limit
+//! ([`super::MAX_LINE`]) are rejected with their line number; binary input is refused.
+
+use std::io::Read;
+use std::path::{Path, PathBuf};
 
 use arrow_array::RecordBatch;
 
@@ -87,6 +99,12 @@ pub struct Stats {
     pub unmatched_link_start: u64,
     /// Link ends never started.
     pub unmatched_link_end: u64,
+    /// `%EventDef` headers read (a Paje header: the input is a Paje trace, even without events).
+    pub event_defs: u64,
+    /// Containers created.
+    pub containers: u64,
+    /// Files read through `PajeTraceFile`.
+    pub includes: u64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,6 +127,7 @@ enum Ev {
     SubVariable,
     StartLink,
     EndLink,
+    TraceFile,
     Other,
 }
 
@@ -133,6 +152,7 @@ impl Ev {
             "PajeSubVariable" => Ev::SubVariable,
             "PajeStartLink" => Ev::StartLink,
             "PajeEndLink" => Ev::EndLink,
+            "PajeTraceFile" => Ev::TraceFile,
             _ => Ev::Other,
         }
     }
@@ -153,6 +173,7 @@ enum Role {
     EndContainerType,
     Key,
     Color,
+    Filename,
     Extra,
 }
 
@@ -170,6 +191,7 @@ fn role(field: &str) -> Role {
         "EndContainerType" | "DestContainerType" => Role::EndContainerType,
         "Key" => Role::Key,
         "Color" => Role::Color,
+        "Filename" | "FileName" => Role::Filename,
         _ => Role::Extra,
     }
 }
@@ -195,6 +217,19 @@ struct LinkHalf {
     extra: Option<String>,
 }
 
+/// A file being read through `PajeTraceFile`.
+struct Include {
+    /// As canonicalized (cycle detection).
+    path: PathBuf,
+    /// As named (messages).
+    shown: String,
+    /// The line of the including file that named it.
+    at_line: u64,
+}
+
+/// Most nested `PajeTraceFile` includes.
+const MAX_INCLUDE_DEPTH: usize = 32;
+
 /// The streaming Paje parser.
 pub struct PajeParser {
     strict: bool,
@@ -202,16 +237,24 @@ pub struct PajeParser {
     /// Nanoseconds per unit of the file's times.
     scale: i64,
     tables: Vec<Table>,
-    carry: Vec<u8>,
+    lines: super::Lines,
     line: u64,
+    /// The file fed (includes are relative to it); None when the input has no path.
+    source: Option<PathBuf>,
+    /// Files being read through `PajeTraceFile`, outermost first.
+    includes: Vec<Include>,
+    /// Nothing fed yet (the binary check looks at the first chunk).
+    started: bool,
     defs: FastMap<String, Def>,
     in_def: Option<(String, Def)>,
     /// Type alias or name -> type name.
     types: FastMap<String, String>,
     /// Entity value alias or name -> value name.
     values: FastMap<String, String>,
-    /// Container alias or name -> producer id.
-    by_ref: FastMap<String, i32>,
+    /// Container identifier (alias, else name) -> producer id.
+    by_ident: FastMap<String, i32>,
+    /// Container name -> producer id; None when several containers have that name.
+    by_name: FastMap<String, Option<i32>>,
     containers: Vec<Container>,
     seqs: Vec<i64>,
     /// (producer, state type) -> the states held.
@@ -270,13 +313,17 @@ impl PajeParser {
             batch_rows,
             scale,
             tables: TABLES.iter().map(|(n, k, f)| Table::new(n, *k == "span", f, cap)).collect(),
-            carry: Vec::new(),
+            lines: super::Lines::new(super::MAX_LINE),
             line: 0,
+            source: None,
+            includes: Vec::new(),
+            started: false,
             defs: FastMap::default(),
             in_def: None,
             types: FastMap::default(),
             values: FastMap::default(),
-            by_ref: FastMap::default(),
+            by_ident: FastMap::default(),
+            by_name: FastMap::default(),
             containers: Vec::new(),
             seqs: Vec::new(),
             states: FastMap::default(),
@@ -301,21 +348,46 @@ impl PajeParser {
         &self.containers
     }
 
+    /// Names the file being fed: `PajeTraceFile` names are relative to its directory.
+    pub fn set_source(&mut self, path: &Path) {
+        self.source = Some(path.to_path_buf());
+    }
+
+    /// Sets the longest line accepted (default [`super::MAX_LINE`]).
+    pub fn set_max_line(&mut self, max: usize) {
+        self.lines = super::Lines::new(max);
+    }
+
     /// Parses a chunk (cut anywhere).
     pub fn feed(&mut self, chunk: &[u8]) {
-        let mut carry = std::mem::take(&mut self.carry);
-        super::split_lines(&mut carry, chunk, |l| {
-            self.line_in(l);
+        if !self.started && !chunk.is_empty() {
+            self.started = true;
+            if super::looks_binary(&chunk[..chunk.len().min(4096)]) {
+                self.line = 1;
+                self.fatal = Some(Problem {
+                    line: 1,
+                    reason: "binary data, not a text Paje trace (%EventDef header, then event lines)".into(),
+                });
+                self.rejected += 1;
+            }
+        }
+        if self.fatal.is_some() {
+            return;
+        }
+        let mut lines = std::mem::replace(&mut self.lines, super::Lines::new(0));
+        lines.feed(chunk, |p| {
+            self.piece(p);
             self.fatal.is_none()
         });
-        self.carry = carry;
+        self.lines = lines;
     }
 
     /// Ends the input: the last line, then every state and link still open.
     pub fn finish(&mut self) {
-        if !self.carry.is_empty() && self.fatal.is_none() {
-            let l = std::mem::take(&mut self.carry);
-            self.line_in(&l);
+        if self.fatal.is_none() {
+            let mut lines = std::mem::replace(&mut self.lines, super::Lines::new(0));
+            lines.finish(|p| self.piece(p));
+            self.lines = lines;
         }
         if self.in_def.is_some() {
             self.reject("the input ends inside an %EventDef".into());
@@ -368,13 +440,31 @@ impl PajeParser {
 
     fn reject(&mut self, reason: String) {
         self.rejected += 1;
-        let p = Problem { line: self.line, reason };
+        // In an included file: the line of the outermost include, the file and line inside.
+        let p = match self.includes.first() {
+            Some(inc) => {
+                let inner = self.includes.last().map_or("?", |i| i.shown.as_str());
+                Problem { line: inc.at_line, reason: format!("{inner}:{}: {reason}", self.line) }
+            }
+            None => Problem { line: self.line, reason },
+        };
         if self.strict {
             if self.fatal.is_none() {
                 self.fatal = Some(p);
             }
         } else if self.problems.len() < 10 {
             self.problems.push(p);
+        }
+    }
+
+    fn piece(&mut self, p: super::Piece<'_>) {
+        match p {
+            super::Piece::Line(l) => self.line_in(l),
+            super::Piece::TooLong => {
+                self.line += 1;
+                let max = self.lines.max();
+                self.reject(format!("line longer than {max} bytes (skipped)"));
+            }
         }
     }
 
@@ -410,6 +500,7 @@ impl PajeParser {
                 if self.in_def.is_some() {
                     return self.reject("%EventDef inside another (missing %EndEventDef)".into());
                 }
+                self.stats.event_defs += 1;
                 self.in_def =
                     Some((id.to_string(), Def { ev: Ev::of(name), name: name.to_string(), fields: Vec::new() }));
             }
@@ -442,8 +533,15 @@ impl PajeParser {
     }
 
     fn container(&mut self, r: &str) -> Result<i32, String> {
-        if let Some(&id) = self.by_ref.get(r) {
+        if let Some(&id) = self.by_ident.get(r) {
             return Ok(id);
+        }
+        match self.by_name.get(r) {
+            Some(Some(id)) => return Ok(*id),
+            Some(None) => {
+                return Err(format!("container name {r:?} is not unique (several parents have one): use its alias"))
+            }
+            None => {}
         }
         if r == "0" {
             // The implicit root container, used only when events are placed on it.
@@ -462,10 +560,10 @@ impl PajeParser {
         created: Option<i64>,
     ) -> i32 {
         let id = self.containers.len() as i32;
-        self.by_ref.insert(name.clone(), id);
-        if let Some(a) = &alias {
-            self.by_ref.insert(a.clone(), id);
-        }
+        // PajeNG's identifier: the alias, else the name.
+        self.by_ident.insert(alias.clone().unwrap_or_else(|| name.clone()), id);
+        self.by_name.entry(name.clone()).and_modify(|v| *v = None).or_insert(Some(id));
+        self.stats.containers += 1;
         self.containers.push(Container { id, parent, kind, name, alias, created, destroyed: None });
         self.seqs.push(0);
         id
@@ -494,7 +592,7 @@ impl PajeParser {
             return Err(format!("{} needs {} fields, the line has {}", def.name, def.fields.len(), vals.len()));
         }
         let ev = def.ev;
-        let mut get = [None::<&str>; 13];
+        let mut get = [None::<&str>; Role::Extra as usize + 1];
         let mut extra: Vec<(&str, &str, &str)> = Vec::new();
         for ((name, ty, r), v) in def.fields.iter().zip(vals) {
             if *r == Role::Extra {
@@ -539,9 +637,10 @@ impl PajeParser {
                     None | Some("0") => None,
                     Some(p) => Some(self.container(p)?),
                 };
-                let alias = get[Role::Alias as usize].map(str::to_string);
-                if self.by_ref.contains_key(&name) || alias.as_ref().is_some_and(|a| self.by_ref.contains_key(a)) {
-                    return Err(format!("container {name:?} created twice"));
+                let alias = get[Role::Alias as usize].filter(|a| !a.is_empty()).map(str::to_string);
+                let ident = alias.as_deref().unwrap_or(&name);
+                if self.by_ident.contains_key(ident) {
+                    return Err(format!("container {ident:?} created twice"));
                 }
                 self.new_container(parent, kind, name, alias, ts);
             }
@@ -652,9 +751,66 @@ impl PajeParser {
                     None => mine.entry(k).or_default().push(half),
                 }
             }
+            Ev::TraceFile => {
+                let file = need(Role::Filename)?.to_string();
+                if let Some(c) = get[Role::Container as usize] {
+                    self.container(c)?; // the container whose events the file holds must exist
+                }
+                self.include(&file)?;
+            }
             Ev::Other => {}
         }
         Ok(())
+    }
+
+    /// Reads the file a `PajeTraceFile` names, here, as part of this trace.
+    fn include(&mut self, file: &str) -> Result<(), String> {
+        let base = match (self.includes.last(), &self.source) {
+            (Some(inc), _) => inc.path.parent().map(Path::to_path_buf),
+            (None, Some(src)) => src.parent().map(Path::to_path_buf),
+            (None, None) => return Err(format!("PajeTraceFile {file:?}: the trace has no path to find it from")),
+        };
+        let path = base.unwrap_or_default().join(file);
+        let real = std::fs::canonicalize(&path).map_err(|e| format!("PajeTraceFile {file:?}: {e}"))?;
+        let root = self.source.as_ref().and_then(|s| std::fs::canonicalize(s).ok());
+        if root.as_ref() == Some(&real) || self.includes.iter().any(|i| i.path == real) {
+            return Err(format!("PajeTraceFile {file:?} is a file already being read (a cycle): not followed"));
+        }
+        if self.includes.len() >= MAX_INCLUDE_DEPTH {
+            return Err(format!("PajeTraceFile {file:?}: more than {MAX_INCLUDE_DEPTH} nested includes"));
+        }
+        let mut f = std::fs::File::open(&real).map_err(|e| format!("PajeTraceFile {file:?}: {e}"))?;
+        let at_line = self.includes.first().map_or(self.line, |i| i.at_line);
+        self.includes.push(Include { path: real, shown: file.to_string(), at_line });
+        self.stats.includes += 1;
+        let outer_line = std::mem::replace(&mut self.line, 0);
+        let mut lines = super::Lines::new(self.lines.max());
+        let mut buf = vec![0u8; 1 << 20];
+        let mut first = true;
+        let result = loop {
+            let n = match f.read(&mut buf) {
+                Ok(0) => break Ok(()),
+                Ok(n) => n,
+                Err(e) => break Err(format!("PajeTraceFile {file:?}: {e}")),
+            };
+            if first && super::looks_binary(&buf[..n.min(4096)]) {
+                break Err(format!("PajeTraceFile {file:?} is binary data (a compressed file?), not a Paje text trace"));
+            }
+            first = false;
+            lines.feed(&buf[..n], |p| {
+                self.piece(p);
+                self.fatal.is_none()
+            });
+            if self.fatal.is_some() {
+                break Ok(());
+            }
+        };
+        if result.is_ok() && self.fatal.is_none() {
+            lines.finish(|p| self.piece(p));
+        }
+        self.line = outer_line;
+        self.includes.pop();
+        result
     }
 
     /// Closes up to `n` states of (container, type), innermost first; returns how many.

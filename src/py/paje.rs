@@ -20,9 +20,17 @@ pub struct PyPajeParser {
 
 #[pymethods]
 impl PyPajeParser {
+    /// `source`: the file's path (`PajeTraceFile` names are relative to it); `max_line`: the
+    /// longest line accepted, in bytes.
     #[new]
-    #[pyo3(signature = (strict=false, batch_rows=65_536, time_unit="s"))]
-    fn new(strict: bool, batch_rows: usize, time_unit: &str) -> PyResult<Self> {
+    #[pyo3(signature = (strict=false, batch_rows=65_536, time_unit="s", source=None, max_line=None))]
+    fn new(
+        strict: bool,
+        batch_rows: usize,
+        time_unit: &str,
+        source: Option<std::path::PathBuf>,
+        max_line: Option<usize>,
+    ) -> PyResult<Self> {
         let scale = match time_unit {
             "s" => 1_000_000_000,
             "ms" => 1_000_000,
@@ -30,7 +38,14 @@ impl PyPajeParser {
             "ns" => 1,
             _ => return Err(PyValueError::new_err(format!("unknown time unit {time_unit:?} (s, ms, us, ns)"))),
         };
-        Ok(Self { inner: PajeParser::new(strict, batch_rows.max(1), scale), schemas: HashMap::new() })
+        let mut inner = PajeParser::new(strict, batch_rows.max(1), scale);
+        if let Some(src) = source {
+            inner.set_source(&src);
+        }
+        if let Some(max) = max_line {
+            inner.set_max_line(max.max(1));
+        }
+        Ok(Self { inner, schemas: HashMap::new() })
     }
 
     /// Parses a chunk; returns the full batches as [(event type, batch)].
@@ -67,7 +82,8 @@ impl PyPajeParser {
         Ok(out)
     }
 
-    /// Counts: events, definitions, states closed at end / by destroy, unmatched link halves, rejected.
+    /// Counts: events, definitions, states closed at end / by destroy, unmatched link halves,
+    /// %EventDef headers, containers, files included, rejected.
     #[getter]
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = &self.inner.stats;
@@ -79,6 +95,9 @@ impl PyPajeParser {
             ("states_closed_by_destroy", s.states_closed_by_destroy),
             ("unmatched_link_start", s.unmatched_link_start),
             ("unmatched_link_end", s.unmatched_link_end),
+            ("event_defs", s.event_defs),
+            ("containers", s.containers),
+            ("includes", s.includes),
             ("rejected", self.inner.rejected),
         ] {
             d.set_item(k, v)?;
