@@ -213,7 +213,9 @@ class ChromeParser:
     plus the ``arg_<key>``/``end_arg_<key>`` columns met so far (``new_columns``).
     """
 
-    def __init__(self, strict: bool = False, batch_rows: int = 65536, max_arg_columns: int = 200) -> None: ...
+    def __init__(self, strict: bool = False, batch_rows: int = 65536, max_arg_columns: int = 200,
+                 max_record: int | None = None) -> None:
+        """Event records longer than ``max_record`` bytes (default 16 MB) are rejected and skipped."""
     def declare(self, event_type: str, column: str, ptype: str, key: str, end: bool = False) -> bool:
         """Store args key ``key`` in ``column`` (type ``ptype``), as an earlier trace did."""
     def feed(self, chunk: bytes) -> list[tuple[str, pa.RecordBatch]]:
@@ -320,15 +322,18 @@ class ProbeParser:
     """
 
     def __init__(self, tool: str, patterns: list[str] = ..., spans: list[str] = ..., strict: bool = False,
-                 batch_rows: int = 65536) -> None: ...
+                 batch_rows: int = 65536, max_line: int | None = None) -> None: ...
     def tables(self) -> list[tuple[str, str, list[tuple[str, str]]]]:
-        """(event type, kind, [(column, type)]) of every type made, ``printf`` last."""
+        """(event type, kind, [(column, type)]) of every type made: patterns, spans, ``printf``,
+        then (bpftrace) ``tseries``."""
     def units(self) -> list[tuple[str, str, str]]:
         """(pattern, field, unit) of every pattern field."""
     def feed(self, chunk: bytes) -> list[tuple[str, pa.RecordBatch]]: ...
     def finish(self) -> list[tuple[str, pa.RecordBatch]]: ...
     def aggregates(self) -> list[tuple[str, pa.RecordBatch]]:
         """("hist" | "map" | "stats", rows of every map) read so far."""
+    def empty_aggregates(self) -> list[tuple[str, str]]:
+        """(result kind, map name) of aggregates printed with nothing in them (``{"@h": []}``)."""
     def new_columns(self) -> list[tuple[str, str, str, str]]: ...
     def producers(self) -> list[dict]: ...
     @property

@@ -38,11 +38,14 @@ pub struct Options {
     pub batch_rows: usize,
     /// Most `arg_`/`end_arg_` columns per event type; further keys go to `args` text.
     pub max_arg_columns: usize,
+    /// Longest event record accepted, in bytes: a longer one is rejected and skipped as
+    /// it streams by (never buffered whole, never stored as one event).
+    pub max_record: usize,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { strict: false, batch_rows: 65_536, max_arg_columns: 200 }
+        Options { strict: false, batch_rows: 65_536, max_arg_columns: 200, max_record: super::MAX_LINE }
     }
 }
 
@@ -303,11 +306,27 @@ impl Skipper {
 
 enum Top {
     Start,
-    Member { first: bool },
+    Member {
+        first: bool,
+    },
     Next,
-    Skip { sk: Skipper, key: String, cap: Option<Vec<u8>> },
-    Events { top_array: bool },
-    Resync { top_array: bool, line_start: bool },
+    Skip {
+        sk: Skipper,
+        key: String,
+        cap: Option<Vec<u8>>,
+    },
+    Events {
+        top_array: bool,
+    },
+    Resync {
+        top_array: bool,
+        line_start: bool,
+    },
+    /// Skipping an event record longer than `max_record`.
+    Oversized {
+        sk: Skipper,
+        top_array: bool,
+    },
     Done,
     Stopped,
 }
@@ -645,8 +664,19 @@ impl ChromeParser {
                                     }
                                     self.ev = ev;
                                 }
+                                Err(JErr::Incomplete) if buf.len() - pos > self.opts.max_record => {
+                                    self.ev = ev;
+                                    self.need = 0;
+                                    self.stats.records += 1;
+                                    let max = self.opts.max_record;
+                                    self.problem(&buf, pos, format!("event longer than {max} bytes (skipped)"));
+                                    state = Top::Oversized { sk: Skipper::default(), top_array };
+                                }
                                 Err(JErr::Incomplete) => {
-                                    self.need = 2 * (buf.len() - pos);
+                                    // Wait for more input, but not for more than the longest
+                                    // record accepted (plus one byte, to tell it is too long).
+                                    let have = buf.len() - pos;
+                                    self.need = (2 * have).min(self.opts.max_record + 1).max(have + 1);
                                     self.ev = ev;
                                     break;
                                 }
@@ -675,6 +705,14 @@ impl ChromeParser {
                             state = Top::Resync { top_array, line_start: false };
                         }
                     }
+                }
+                Top::Oversized { sk, top_array } => {
+                    let (n, done) = sk.feed(&buf[pos..]);
+                    pos += n;
+                    if !done {
+                        break;
+                    }
+                    state = Top::Events { top_array: *top_array };
                 }
                 Top::Resync { top_array, line_start } => {
                     // Skip to the next line that starts with '{' (or ']').

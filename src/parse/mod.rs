@@ -5,7 +5,7 @@
 //! types the Python side declares for that format (`python/tracehouse/formats/<format>.py`).
 //! This file owns what they share: the [`ChunkParser`] interface the PyO3 glue drives
 //! and, for the line-based formats, [`Lines`] (lines cut across chunks, capped at
-//! [`MAX_LINE`]) and [`looks_binary`]. No module here knows Python; the PyO3 glue lives
+//! [`MAX_LINE`]), [`Head`] and [`looks_binary`]. No module here knows Python; the PyO3 glue lives
 //! in `src/py/`.
 
 pub mod chrome;
@@ -73,11 +73,6 @@ impl Lines {
     /// A splitter accepting lines of at most `max` bytes.
     pub fn new(max: usize) -> Self {
         Lines { carry: Vec::new(), max, skipping: false }
-    }
-
-    /// The longest line accepted.
-    pub fn max(&self) -> usize {
-        self.max
     }
 
     /// Hands each piece of `chunk` to `f`, one per line; `f` returns false to stop (a fatal
@@ -152,9 +147,54 @@ impl Lines {
     }
 }
 
+/// Bytes of the start of an input that decide whether it is binary ([`looks_binary`]).
+pub const HEAD: usize = 4096;
+
+/// Holds back the start of an input until [`HEAD`] bytes (or its end) have come, so a
+/// decision about the whole input does not depend on how it was cut into chunks.
+#[derive(Debug, Default)]
+pub struct Head {
+    buf: Vec<u8>,
+    passed: bool,
+}
+
+/// What [`Head::feed`] hands back.
+pub enum Fed<'a> {
+    /// Still gathering the start: nothing to parse yet.
+    Wait,
+    /// The start has come: decide on it, then parse all of it.
+    First(Vec<u8>),
+    /// A later chunk, as fed.
+    Then(&'a [u8]),
+}
+
+impl Head {
+    /// Takes a chunk.
+    pub fn feed<'a>(&mut self, chunk: &'a [u8]) -> Fed<'a> {
+        if self.passed {
+            return Fed::Then(chunk);
+        }
+        self.buf.extend_from_slice(chunk);
+        if self.buf.len() < HEAD {
+            return Fed::Wait;
+        }
+        self.passed = true;
+        Fed::First(std::mem::take(&mut self.buf))
+    }
+
+    /// At the end of the input: the whole (short) input, when it never reached [`HEAD`] bytes.
+    pub fn finish(&mut self) -> Option<Vec<u8>> {
+        if self.passed {
+            return None;
+        }
+        self.passed = true;
+        Some(std::mem::take(&mut self.buf))
+    }
+}
+
 /// Whether `head` (the first bytes of an input) looks like binary data rather than text:
-/// a NUL byte, or more than a tenth of control bytes other than tab, CR, LF and FF, or of
-/// bytes that are not UTF-8. Text formats refuse such input as a whole instead of making
+/// a NUL byte, or more than a tenth of control bytes other than tab, CR, LF, FF and ESC,
+/// or of bytes that are not UTF-8. Text formats refuse such input as a whole instead of making
 /// events of its "lines".
 pub fn looks_binary(head: &[u8]) -> bool {
     if head.is_empty() {
@@ -163,7 +203,8 @@ pub fn looks_binary(head: &[u8]) -> bool {
     if head.contains(&0) {
         return true;
     }
-    let control = head.iter().filter(|&&b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r' | 0x0c)).count();
+    // Tab, newlines, form feed and escape (terminal colours in printed text) are text.
+    let control = head.iter().filter(|&&b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r' | 0x0c | 0x1b)).count();
     let invalid = match std::str::from_utf8(head) {
         Ok(_) => 0,
         // Count the invalid bytes (a cut multi-byte character at the end is not one).
@@ -218,6 +259,7 @@ mod tests {
     #[test]
     fn binary_is_told_from_text() {
         assert!(!looks_binary(b"12.5 1 job_start 0x7f\n\tok\r\n"));
+        assert!(!looks_binary(b"\x1b[31mERROR\x1b[0m disk full\n"));
         assert!(!looks_binary("caf\u{e9} \u{65e5}\u{672c}\n".as_bytes()));
         assert!(looks_binary(b"PK\x03\x04\x00\x00"));
         let noise: Vec<u8> = (0..4096u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 13) as u8 | 1).collect();

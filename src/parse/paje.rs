@@ -238,13 +238,15 @@ pub struct PajeParser {
     scale: i64,
     tables: Vec<Table>,
     lines: super::Lines,
+    /// Longest line accepted.
+    max_line: usize,
     line: u64,
     /// The file fed (includes are relative to it); None when the input has no path.
     source: Option<PathBuf>,
     /// Files being read through `PajeTraceFile`, outermost first.
     includes: Vec<Include>,
-    /// Nothing fed yet (the binary check looks at the first chunk).
-    started: bool,
+    /// The start of the input, held until the binary check can look at it.
+    head: super::Head,
     defs: FastMap<String, Def>,
     in_def: Option<(String, Def)>,
     /// Type alias or name -> type name.
@@ -314,10 +316,11 @@ impl PajeParser {
             scale,
             tables: TABLES.iter().map(|(n, k, f)| Table::new(n, *k == "span", f, cap)).collect(),
             lines: super::Lines::new(super::MAX_LINE),
+            max_line: super::MAX_LINE,
             line: 0,
             source: None,
             includes: Vec::new(),
-            started: false,
+            head: super::Head::default(),
             defs: FastMap::default(),
             in_def: None,
             types: FastMap::default(),
@@ -356,21 +359,36 @@ impl PajeParser {
     /// Sets the longest line accepted (default [`super::MAX_LINE`]).
     pub fn set_max_line(&mut self, max: usize) {
         self.lines = super::Lines::new(max);
+        self.max_line = max;
     }
 
     /// Parses a chunk (cut anywhere).
     pub fn feed(&mut self, chunk: &[u8]) {
-        if !self.started && !chunk.is_empty() {
-            self.started = true;
-            if super::looks_binary(&chunk[..chunk.len().min(4096)]) {
-                self.line = 1;
-                self.fatal = Some(Problem {
-                    line: 1,
-                    reason: "binary data, not a text Paje trace (%EventDef header, then event lines)".into(),
-                });
-                self.rejected += 1;
-            }
+        if self.fatal.is_some() {
+            return;
         }
+        match self.head.feed(chunk) {
+            super::Fed::Wait => {}
+            super::Fed::First(start) => {
+                self.check_binary(&start);
+                self.lines_in(&start);
+            }
+            super::Fed::Then(c) => self.lines_in(c),
+        }
+    }
+
+    /// Refuses binary input whole (its "lines" are not a trace).
+    fn check_binary(&mut self, start: &[u8]) {
+        if super::looks_binary(&start[..start.len().min(super::HEAD)]) {
+            self.rejected += 1;
+            self.fatal = Some(Problem {
+                line: 1,
+                reason: "binary data, not a text Paje trace (%EventDef header, then event lines)".into(),
+            });
+        }
+    }
+
+    fn lines_in(&mut self, chunk: &[u8]) {
         if self.fatal.is_some() {
             return;
         }
@@ -384,6 +402,10 @@ impl PajeParser {
 
     /// Ends the input: the last line, then every state and link still open.
     pub fn finish(&mut self) {
+        if let Some(start) = self.head.finish().filter(|_| self.fatal.is_none()) {
+            self.check_binary(&start);
+            self.lines_in(&start);
+        }
         if self.fatal.is_none() {
             let mut lines = std::mem::replace(&mut self.lines, super::Lines::new(0));
             lines.finish(|p| self.piece(p));
@@ -462,7 +484,7 @@ impl PajeParser {
             super::Piece::Line(l) => self.line_in(l),
             super::Piece::TooLong => {
                 self.line += 1;
-                let max = self.lines.max();
+                let max = self.max_line;
                 self.reject(format!("line longer than {max} bytes (skipped)"));
             }
         }
@@ -753,7 +775,7 @@ impl PajeParser {
             }
             Ev::TraceFile => {
                 let file = need(Role::Filename)?.to_string();
-                if let Some(c) = get[Role::Container as usize] {
+                if let Some(c) = get[Role::Container as usize].filter(|c| *c != "0") {
                     self.container(c)?; // the container whose events the file holds must exist
                 }
                 self.include(&file)?;
@@ -784,7 +806,7 @@ impl PajeParser {
         self.includes.push(Include { path: real, shown: file.to_string(), at_line });
         self.stats.includes += 1;
         let outer_line = std::mem::replace(&mut self.line, 0);
-        let mut lines = super::Lines::new(self.lines.max());
+        let mut lines = super::Lines::new(self.max_line);
         let mut buf = vec![0u8; 1 << 20];
         let mut first = true;
         let result = loop {
@@ -794,7 +816,9 @@ impl PajeParser {
                 Err(e) => break Err(format!("PajeTraceFile {file:?}: {e}")),
             };
             if first && super::looks_binary(&buf[..n.min(4096)]) {
-                break Err(format!("PajeTraceFile {file:?} is binary data (a compressed file?), not a Paje text trace"));
+                break Err(format!(
+                    "PajeTraceFile {file:?} is binary data (a compressed file?), not a Paje text trace"
+                ));
             }
             first = false;
             lines.feed(&buf[..n], |p| {

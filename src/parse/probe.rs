@@ -14,9 +14,15 @@
 //!   (Hyrise's `job_start`/`job_end` keyed by the task pointer, seed 004); halves left
 //!   over stay BEGIN/END events and are counted.
 //! - **aggregates.** Histograms (log2, linear, with SystemTap's `~` elision rows), maps
-//!   and stats become rows of three result tables (`hist`, `map`, `stats`).
+//!   and stats (stats() maps, and avg() maps bpftrace prints as `stats` records) become
+//!   rows of three result tables (`hist`, `map`, `stats`); a histogram printed empty is
+//!   an empty result ([`ProbeParser::empty_aggregates`]). bpftrace's `tseries` records
+//!   become `tseries` counter events, one per interval. A `value` record (`print(x)`) is
+//!   one `map` row, whatever its data (number, string, tuple, struct).
 //!
-//! Input is byte chunks cut anywhere; only the current partial line is buffered.
+//! Input is byte chunks cut anywhere; only the current partial line is buffered, and
+//! never more than [`super::MAX_LINE`] bytes of it. Binary data and pretty-printed JSON
+//! (a record spread over lines) are refused whole, whatever `strict` says.
 
 use std::sync::Arc;
 
@@ -115,7 +121,7 @@ impl Pattern {
     pub fn compile(spec: &str) -> Result<Pattern, String> {
         let (name, tpl) = spec.split_once(':').ok_or_else(|| format!("pattern {spec:?}: expected NAME:TEMPLATE"))?;
         let name = name.trim();
-        if !is_ident(name) || name == "printf" {
+        if !is_ident(name) || name == "printf" || name == "tseries" {
             return Err(format!("pattern {spec:?}: {name:?} is not a valid event type name (or is reserved)"));
         }
         let mut toks = Vec::new();
@@ -203,6 +209,22 @@ impl Pattern {
             return Err(format!("pattern {spec:?}: empty template"));
         }
         Ok(Pattern { name: name.to_string(), toks, fields })
+    }
+
+    /// Whether the line starts the way this pattern does (its leading literal word, then
+    /// what follows it): a line that does but does not match is a bad line of this kind,
+    /// not free text.
+    fn starts(&self, line: &[u8]) -> bool {
+        let line = line.trim_ascii();
+        let Some(Tok::Lit(l)) = self.toks.first() else { return false };
+        if l.len() < 2 || !line.starts_with(l) {
+            return false;
+        }
+        match self.toks.get(1) {
+            Some(Tok::Ws) => matches!(line.get(l.len()), Some(b' ' | b'\t')),
+            Some(_) => true,
+            None => false,
+        }
     }
 
     /// Matches a whole line (leading and trailing blanks ignored): the text of each
@@ -431,6 +453,9 @@ pub const HIST: &[(&str, PType)] = &[
 /// Columns of the `map` result table: one row per map entry.
 pub const MAP: &[(&str, PType)] =
     &[("map", PType::Str), ("key", PType::Str), ("value", PType::Int), ("text", PType::Str), ("line", PType::Int)];
+/// Columns of the `tseries` event type (after ts, producer, seq): one counter row per interval.
+pub const TSERIES: &[(&str, PType)] =
+    &[("map", PType::Str), ("key", PType::Str), ("value", PType::Float), ("line", PType::Int)];
 /// Columns of the `stats` result table: one row per stats() entry.
 pub const STATS: &[(&str, PType)] = &[
     ("map", PType::Str),
@@ -540,7 +565,7 @@ pub struct ProbeParser {
     strict: bool,
     batch_rows: usize,
     patterns: Vec<Pattern>,
-    /// Tables: one per pattern, one per span, then `printf`.
+    /// Tables: one per pattern, one per span, then `printf`, then `tseries` (bpftrace).
     tables: Vec<Table>,
     kinds: Vec<&'static str>,
     /// Column of each pattern field in its table (None for ts/dur/pid/tid).
@@ -551,7 +576,15 @@ pub struct ProbeParser {
     /// Pattern index -> (span index, is begin).
     role: Vec<Option<(usize, bool)>>,
     printf: usize,
-    carry: Vec<u8>,
+    /// The `tseries` table (bpftrace's time series: one counter row per interval).
+    tseries: Option<usize>,
+    /// Aggregates printed with nothing in them (`{"@h": []}`): (result kind, map name).
+    empty: Vec<(&'static str, String)>,
+    lines: super::Lines,
+    /// Longest line accepted.
+    max_line: usize,
+    /// The start of the input, held until the binary check can look at it.
+    head: super::Head,
     pending_text: Vec<u8>,
     line: u64,
     last_ts: i64,
@@ -690,6 +723,11 @@ impl ProbeParser {
         let printf = tables.len();
         tables.push(Table::new("printf", false, &[("text", PType::Str), ("line", PType::Int)], cap));
         kinds.push("instant");
+        let tseries = (tool == Tool::Bpftrace).then(|| {
+            tables.push(Table::new("tseries", false, TSERIES, cap));
+            kinds.push("counter");
+            tables.len() - 1
+        });
         Ok(ProbeParser {
             tool,
             strict,
@@ -702,7 +740,11 @@ impl ProbeParser {
             spans,
             role,
             printf,
-            carry: Vec::new(),
+            tseries,
+            empty: Vec::new(),
+            lines: super::Lines::new(super::MAX_LINE),
+            max_line: super::MAX_LINE,
+            head: super::Head::default(),
             pending_text: Vec::new(),
             line: 0,
             last_ts: 0,
@@ -742,24 +784,60 @@ impl ProbeParser {
         self.spans.iter().map(|s| (s.def.name.clone(), s.stats.clone())).collect()
     }
 
+    /// Sets the longest line accepted (default [`super::MAX_LINE`]).
+    pub fn set_max_line(&mut self, max: usize) {
+        self.lines = super::Lines::new(max);
+        self.max_line = max;
+    }
+
     /// Parses a chunk (cut anywhere).
     pub fn feed(&mut self, chunk: &[u8]) {
         if self.fatal.is_some() {
             return;
         }
-        let mut carry = std::mem::take(&mut self.carry);
-        super::split_lines(&mut carry, chunk, |l| {
-            self.line_in(l);
+        match self.head.feed(chunk) {
+            super::Fed::Wait => {}
+            super::Fed::First(start) => {
+                self.check_binary(&start);
+                self.lines_in(&start);
+            }
+            super::Fed::Then(c) => self.lines_in(c),
+        }
+    }
+
+    /// Refuses the input whole, whatever --strict says, when its start is binary: split at
+    /// its newlines, random bytes would become thousands of printf "lines".
+    fn check_binary(&mut self, start: &[u8]) {
+        if super::looks_binary(&start[..start.len().min(super::HEAD)]) {
+            let what = if self.tool == Tool::Bpftrace { "bpftrace output" } else { "SystemTap output" };
+            self.rejected += 1;
+            self.fatal =
+                Some(Problem { line: 1, reason: format!("binary data, not {what} (text lines, or -f json records)") });
+        }
+    }
+
+    fn lines_in(&mut self, chunk: &[u8]) {
+        if self.fatal.is_some() {
+            return;
+        }
+        let mut lines = std::mem::replace(&mut self.lines, super::Lines::new(0));
+        lines.feed(chunk, |p| {
+            self.piece(p);
             self.fatal.is_none()
         });
-        self.carry = carry;
+        self.lines = lines;
     }
 
     /// Ends the input: the last line, an open table, spans never closed.
     pub fn finish(&mut self) {
-        if self.fatal.is_none() && !self.carry.is_empty() {
-            let line = std::mem::take(&mut self.carry);
-            self.line_in(&line);
+        if let Some(start) = self.head.finish().filter(|_| self.fatal.is_none()) {
+            self.check_binary(&start);
+            self.lines_in(&start);
+        }
+        if self.fatal.is_none() {
+            let mut lines = std::mem::replace(&mut self.lines, super::Lines::new(0));
+            lines.finish(|p| self.piece(p));
+            self.lines = lines;
         }
         if self.fatal.is_none() && !self.pending_text.is_empty() {
             let t = std::mem::take(&mut self.pending_text);
@@ -793,6 +871,11 @@ impl ProbeParser {
         out
     }
 
+    /// Aggregates that were printed empty, as (result kind, map name): valid results with no rows.
+    pub fn empty_aggregates(&self) -> &[(&'static str, String)] {
+        &self.empty
+    }
+
     /// The aggregate tables: ("hist" | "map" | "stats", batch), non-empty ones only.
     pub fn take_aggregates(&mut self) -> Vec<(&'static str, RecordBatch)> {
         let mut out = Vec::new();
@@ -815,6 +898,17 @@ impl ProbeParser {
             self.fatal = Some(p);
         } else if self.problems.len() < KEEP_PROBLEMS {
             self.problems.push(p);
+        }
+    }
+
+    fn piece(&mut self, p: super::Piece<'_>) {
+        match p {
+            super::Piece::Line(l) => self.line_in(l),
+            super::Piece::TooLong => {
+                self.line += 1;
+                let max = self.max_line;
+                self.reject(format!("line longer than {max} bytes (skipped)"));
+            }
         }
     }
 
@@ -887,6 +981,11 @@ impl ProbeParser {
     // -- text ---------------------------------------------------------------------------
 
     fn text_line(&mut self, line: &[u8], from_json: bool) {
+        if !from_json && line.len() >= 8 && super::looks_binary(line) {
+            // Binary bytes further into a text file: not a printed line.
+            self.reject("binary data, not a printed line".into());
+            return;
+        }
         let trimmed = line.trim_ascii();
         match &mut self.state {
             TextState::StapHist { rows, .. } => {
@@ -896,6 +995,10 @@ impl ProbeParser {
                 }
                 if let Some((prefix, value, count)) = stap_row(trimmed) {
                     rows.push(StapRow { value, prefix, count, elided: false, line: self.line });
+                    return;
+                }
+                if row_like(trimmed, b"0123456789<>-") {
+                    self.reject("histogram row: expected 'VALUE |@@@ COUNT'".into());
                     return;
                 }
                 self.end_table();
@@ -913,6 +1016,10 @@ impl ProbeParser {
                         AV::B(false),
                         AV::I(Some(line)),
                     ]);
+                    return;
+                }
+                if row_like(trimmed, b"[(") {
+                    self.reject("histogram row: expected '[LO, HI)  COUNT |@@@|'".into());
                     return;
                 }
                 self.state = TextState::Normal;
@@ -955,7 +1062,19 @@ impl ProbeParser {
 
     fn try_patterns(&mut self, line: &[u8]) -> bool {
         let mut texts = Vec::new();
-        let Some(pi) = self.patterns.iter().position(|p| p.matches(line, &mut texts)) else { return false };
+        let Some(pi) = self.patterns.iter().position(|p| p.matches(line, &mut texts)) else {
+            if let Some(p) = self.patterns.iter().find(|p| p.starts(line)) {
+                let msg = format!(
+                    "starts like --pattern {} but does not match it ({} field{})",
+                    p.name,
+                    p.fields.len(),
+                    if p.fields.len() == 1 { "" } else { "s" }
+                );
+                self.reject(msg);
+                return true;
+            }
+            return false;
+        };
         let mut vals = Vec::with_capacity(texts.len());
         for (f, t) in self.patterns[pi].fields.iter().zip(&texts) {
             match parse_field(t, f.ftype) {
@@ -1153,6 +1272,24 @@ impl ProbeParser {
     // -- bpftrace -f json ---------------------------------------------------------------
 
     fn json_record(&mut self, line: &[u8]) {
+        // bpftrace's time series emitter writes its points without commas between them
+        // (`[{...}{...}]`, src/output/json.cpp): put them in before parsing.
+        const GLUED: &[u8] = b"}{\"interval_start\"";
+        let fixed: Vec<u8>;
+        let line = if memchr::memmem::find(line, GLUED).is_some() {
+            let mut v = Vec::with_capacity(line.len() + 64);
+            let mut at = 0;
+            for i in memchr::memmem::find_iter(line, GLUED) {
+                v.extend_from_slice(&line[at..=i]);
+                v.push(b',');
+                at = i + 1;
+            }
+            v.extend_from_slice(&line[at..]);
+            fixed = v;
+            &fixed[..]
+        } else {
+            line
+        };
         let mut cur = Cursor::new(line, 0, true);
         let mut rtype = None;
         let mut data = None;
@@ -1182,7 +1319,18 @@ impl ProbeParser {
         if let Err(e) = parsed {
             let what = match e {
                 super::json::Error::Syntax { what, .. } => what,
-                super::json::Error::Incomplete => "more input",
+                super::json::Error::Incomplete => {
+                    // The rest of the record is on the next lines: pretty-printed JSON, whose
+                    // lines would each become a printf "event". Refused whole.
+                    self.rejected += 1;
+                    self.fatal = Some(Problem {
+                        line: self.line,
+                        reason: "a JSON record that continues on the next line (pretty-printed JSON?): bpftrace \
+                                 -f json writes one record per line; compact it with `jq -c . FILE`"
+                            .into(),
+                    });
+                    return;
+                }
             };
             self.reject(format!("invalid JSON record: expected {what}"));
             return;
@@ -1225,7 +1373,17 @@ impl ProbeParser {
                 let n = num(count).or_else(|| data.and_then(|d| sub_num(line, d, b"probes"))).unwrap_or(0);
                 self.count("attached_probes", n.max(0) as u64);
             }
-            "map" | "hist" | "stats" | "tseries" | "value" => {
+            "value" => {
+                // print() of one value: a scalar, a tuple (array) or a struct (object), one row.
+                let Some(d) = data else {
+                    self.reject("\"value\" record without \"data\"".into());
+                    return;
+                };
+                let (val, text) = scalar(line, d);
+                let l = self.line as i64;
+                self.map.push(&[AV::S(Some("value")), AV::S(None), AV::I(val), AV::S(text.as_deref()), AV::I(Some(l))]);
+            }
+            "map" | "hist" | "stats" | "tseries" => {
                 let Some(Value::Nested { start, end, object: true }) = data else {
                     if let Some(d) = data {
                         let text = String::from_utf8_lossy(d.raw(line)).into_owned();
@@ -1249,6 +1407,27 @@ impl ProbeParser {
     fn json_aggregate(&mut self, rtype: &str, map: &str, buf: &[u8], v: Value) {
         let line = self.line as i64;
         match (rtype, v) {
+            ("tseries", Value::Nested { start, end, object: false }) => self.json_tseries(map, None, &buf[start..end]),
+            ("tseries", Value::Nested { start, end, object: true }) => {
+                let obj = &buf[start..end];
+                for (k, v) in members(obj) {
+                    if let Value::Nested { start, end, object: false } = v {
+                        let key = k.text(obj).into_owned();
+                        self.json_tseries(map, Some(&key), &obj[start..end]);
+                    }
+                }
+            }
+            ("stats", Value::Num(_) | Value::Str(_)) => {
+                // An avg() map without keys: `{"@a": 5}` is its average.
+                self.stats.push(&[
+                    AV::S(Some(map)),
+                    AV::S(None),
+                    AV::I(None),
+                    AV::I(num(buf, v)),
+                    AV::I(None),
+                    AV::I(Some(line)),
+                ]);
+            }
             ("hist", Value::Nested { start, end, object: false }) => self.json_hist(map, None, &buf[start..end]),
             ("hist", Value::Nested { start, end, object: true }) => {
                 let obj = &buf[start..end];
@@ -1262,13 +1441,26 @@ impl ProbeParser {
             ("stats", Value::Nested { start, end, object: true }) => {
                 let obj = &buf[start..end];
                 let ms = members(obj);
-                if ms.iter().any(|(k, v)| k.eq(obj, b"count") && matches!(v, Value::Num(_))) {
+                let is_stats = |k: &[u8]| ms.iter().any(|(n, v)| n.eq(obj, k) && matches!(v, Value::Num(_)));
+                if is_stats(b"count") && is_stats(b"average") && is_stats(b"total") {
                     self.json_stats(map, None, obj);
                 } else {
                     for (k, v) in ms {
-                        if let Value::Nested { start, end, object: true } = v {
-                            let key = k.text(obj).into_owned();
-                            self.json_stats(map, Some(&key), &obj[start..end]);
+                        let key = k.text(obj).into_owned();
+                        match v {
+                            Value::Nested { start, end, object: true } => {
+                                self.json_stats(map, Some(&key), &obj[start..end])
+                            }
+                            // An avg() map: `{"@": {"c": 3, "d": 4}}`, each key's average.
+                            Value::Num(_) | Value::Str(_) => self.stats.push(&[
+                                AV::S(Some(map)),
+                                AV::S(Some(&key)),
+                                AV::I(None),
+                                AV::I(num(obj, v)),
+                                AV::I(None),
+                                AV::I(Some(line)),
+                            ]),
+                            _ => {}
                         }
                     }
                 }
@@ -1297,7 +1489,14 @@ impl ProbeParser {
     fn json_hist(&mut self, map: &str, key: Option<&str>, arr: &[u8]) {
         let line = self.line as i64;
         let mut cur = Cursor::new(arr, 0, true);
-        if cur.expect(b'[', "[").is_err() || cur.peek_ws("]") == Ok(b']') {
+        if cur.expect(b'[', "[").is_err() {
+            return;
+        }
+        if cur.peek_ws("]") == Ok(b']') {
+            // An empty histogram (`zero(@h)`, or no samples yet) is a result with no buckets.
+            if key.is_none() && !self.empty.iter().any(|(k, m)| *k == "hist" && m == map) {
+                self.empty.push(("hist", map.to_string()));
+            }
             return;
         }
         loop {
@@ -1317,6 +1516,55 @@ impl ProbeParser {
                     AV::B(false),
                     AV::I(Some(line)),
                 ]);
+            }
+            if cur.next_member(b']', "]") != Ok(true) {
+                return;
+            }
+        }
+    }
+
+    /// The points of one time series: `[{"interval_start": T, "value": V}, ...]`, each a
+    /// `tseries` counter row at T (epoch ns as a number, or bpftrace's printed timestamp).
+    fn json_tseries(&mut self, map: &str, key: Option<&str>, arr: &[u8]) {
+        let Some(t) = self.tseries else { return };
+        let mut cur = Cursor::new(arr, 0, true);
+        if cur.expect(b'[', "[").is_err() || cur.peek_ws("]") == Ok(b']') {
+            return;
+        }
+        let p = self.producer(None, None);
+        loop {
+            let Ok(v) = cur.value() else { return };
+            if let Value::Nested { start, end, object: true } = v {
+                let o = &arr[start..end];
+                let ms = members(o);
+                let get = |k: &[u8]| ms.iter().find(|(n, _)| n.eq(o, k)).map(|(_, v)| *v);
+                let ts = match get(b"interval_start") {
+                    Some(Value::Num(n)) => n.as_i64(o),
+                    Some(Value::Str(s)) => timestamp_ns(s.text(o).as_bytes()),
+                    _ => None,
+                };
+                let Some(ts) = ts else {
+                    self.reject(format!("tseries {map}: a point without a readable \"interval_start\""));
+                    return;
+                };
+                let value = match get(b"value") {
+                    Some(Value::Num(n)) => Some(n.as_f64(o)),
+                    Some(Value::Str(s)) => s.text(o).parse::<f64>().ok(),
+                    _ => None, // an interval with no value (null)
+                };
+                self.last_ts = self.last_ts.max(ts);
+                let seq = self.next_seq(p);
+                let tb = &mut self.tables[t];
+                tb.start(ts, p, seq);
+                tb.set_str(3, map);
+                if let Some(k) = key {
+                    tb.set_str(4, k);
+                }
+                if let Some(v) = value {
+                    tb.set_f64(5, v);
+                }
+                tb.set_i64(6, self.line as i64);
+                tb.end();
             }
             if cur.next_member(b']', "]") != Ok(true) {
                 return;
@@ -1377,6 +1625,52 @@ fn sub_num(buf: &[u8], v: Value, key: &[u8]) -> Option<i64> {
     })
 }
 
+/// A number (or a string holding one, as bpftrace writes integers a double cannot hold).
+fn num(buf: &[u8], v: Value) -> Option<i64> {
+    match v {
+        Value::Num(n) => n.as_i64(buf).or_else(|| Some(n.as_f64(buf).round() as i64)),
+        Value::Str(s) => s.text(buf).parse().ok(),
+        _ => None,
+    }
+}
+
+/// bpftrace's printed time point (`2025-03-01 12:34:56.123456789`, UTC, as C++ prints a
+/// system_clock time) as epoch ns, or `HH:MM:SS[.frac]` as ns since midnight.
+fn timestamp_ns(t: &[u8]) -> Option<i64> {
+    let t = std::str::from_utf8(t).ok()?.trim();
+    let (date, time) = match t.split_once([' ', 'T']) {
+        Some((d, tm)) => (Some(d), tm.trim_end_matches('Z')),
+        None => (None, t),
+    };
+    let mut hms = time.splitn(3, ':');
+    let (h, m, sec) = (hms.next()?.parse::<i64>().ok()?, hms.next()?.parse::<i64>().ok()?, hms.next()?);
+    let (whole, frac) = sec.split_once('.').unwrap_or((sec, ""));
+    let mut ns: i64 = 0;
+    for (i, c) in frac.bytes().take(9).enumerate() {
+        if !c.is_ascii_digit() {
+            return None;
+        }
+        ns += (c - b'0') as i64 * 10i64.pow(8 - i as u32);
+    }
+    let day_ns = ((h * 60 + m) * 60 + whole.parse::<i64>().ok()?) * 1_000_000_000 + ns;
+    let Some(date) = date else { return Some(day_ns) };
+    let mut ymd = date.splitn(3, '-');
+    let (y, mo, d) =
+        (ymd.next()?.parse::<i64>().ok()?, ymd.next()?.parse::<i64>().ok()?, ymd.next()?.parse::<i64>().ok()?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) {
+        return None;
+    }
+    // Days since 1970-01-01 (proleptic Gregorian, Howard Hinnant's days_from_civil).
+    let y = if mo <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (mo + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    days.checked_mul(86_400_000_000_000)?.checked_add(day_ns)
+}
+
 /// A map value: (integer, else its text).
 fn scalar(buf: &[u8], v: Value) -> (Option<i64>, Option<String>) {
     match v {
@@ -1399,6 +1693,12 @@ fn is_stap_header(t: &[u8]) -> bool {
 }
 
 /// `[<|>]value |@@@ count`.
+/// A line inside a histogram that looks like one of its rows (starts with one of
+/// `first`, has a `|`) without being one.
+fn row_like(t: &[u8], first: &[u8]) -> bool {
+    t.first().is_some_and(|c| first.contains(c)) && t.contains(&b'|')
+}
+
 fn stap_row(t: &[u8]) -> Option<(u8, i64, i64)> {
     let (prefix, t) = match t.first()? {
         b'<' => (b'<', &t[1..]),

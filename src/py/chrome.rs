@@ -106,13 +106,18 @@ pub struct PyChromeParser {
 
 #[pymethods]
 impl PyChromeParser {
+    /// `max_record`: the longest event record accepted, in bytes (default 16 MB).
     #[new]
-    #[pyo3(signature = (strict=false, batch_rows=65_536, max_arg_columns=200))]
-    fn new(strict: bool, batch_rows: usize, max_arg_columns: usize) -> PyResult<Self> {
+    #[pyo3(signature = (strict=false, batch_rows=65_536, max_arg_columns=200, max_record=None))]
+    fn new(strict: bool, batch_rows: usize, max_arg_columns: usize, max_record: Option<usize>) -> PyResult<Self> {
         if batch_rows == 0 {
             return Err(PyValueError::new_err("batch_rows: expected at least 1"));
         }
-        Ok(Self { inner: ChromeParser::new(Options { strict, batch_rows, max_arg_columns }), schemas: HashMap::new() })
+        let mut opts = Options { strict, batch_rows, max_arg_columns, ..Options::default() };
+        if let Some(m) = max_record {
+            opts.max_record = m.max(1);
+        }
+        Ok(Self { inner: ChromeParser::new(opts), schemas: HashMap::new() })
     }
 
     /// Declares an args column of an earlier trace: `end` for `end_arg_` columns.

@@ -21,16 +21,27 @@ pub struct PyProbeParser {
 
 #[pymethods]
 impl PyProbeParser {
+    /// `max_line`: the longest line accepted, in bytes (default 16 MB).
     #[new]
-    #[pyo3(signature = (tool, patterns=Vec::new(), spans=Vec::new(), strict=false, batch_rows=65_536))]
-    fn new(tool: &str, patterns: Vec<String>, spans: Vec<String>, strict: bool, batch_rows: usize) -> PyResult<Self> {
+    #[pyo3(signature = (tool, patterns=Vec::new(), spans=Vec::new(), strict=false, batch_rows=65_536, max_line=None))]
+    fn new(
+        tool: &str,
+        patterns: Vec<String>,
+        spans: Vec<String>,
+        strict: bool,
+        batch_rows: usize,
+        max_line: Option<usize>,
+    ) -> PyResult<Self> {
         let tool = match tool {
             "bpftrace" => Tool::Bpftrace,
             "stap" => Tool::Stap,
             _ => return Err(PyValueError::new_err(format!("unknown tool {tool:?} (bpftrace, stap)"))),
         };
-        let inner =
+        let mut inner =
             ProbeParser::new(tool, &patterns, &spans, strict, batch_rows.max(1)).map_err(PyValueError::new_err)?;
+        if let Some(max) = max_line {
+            inner.set_max_line(max.max(1));
+        }
         Ok(Self { inner, schemas: HashMap::new() })
     }
 
@@ -73,6 +84,11 @@ impl PyProbeParser {
             out.append((n, super::arrow::batch_to_pyarrow(py, b, &schema)?))?;
         }
         Ok(out)
+    }
+
+    /// Aggregates printed with nothing in them: [(result kind, map name)].
+    fn empty_aggregates(&self) -> Vec<(&'static str, String)> {
+        self.inner.empty_aggregates().to_vec()
     }
 
     /// No columns are discovered while parsing (patterns fix them): always [].

@@ -79,7 +79,7 @@ def producer_map(producers: list[dict]) -> tuple[list[tuple[int, str, str]], lis
         `process` (a forked child is a process of its own, not a thread of its parent), else
         its nearest such ancestor."""
         seen = set()
-        while (p.get("kind") != "process" and p.get("parent") is not None and p["parent"] in by_id
+        while (str(p.get("kind")).lower() != "process" and p.get("parent") is not None and p["parent"] in by_id
                and p["id"] not in seen):
             seen.add(p["id"])
             p = by_id[p["parent"]]

@@ -1,7 +1,8 @@
-"""bpftrace output (`-f json` NDJSON or text): printf lines, maps, histograms, stats.
+"""bpftrace output (`-f json` NDJSON or text): printf lines, maps, histograms, stats, time series.
 
 Owns the declaration of what every bpftrace (and SystemTap, see `stap.py`) trace
-has: the `printf` event type (lines no pattern matched, kept as text) and the
+has: the `printf` event type (lines no pattern matched, kept as text), bpftrace's
+`tseries` counter type (one row per interval of a tseries() map), and the
 columns of the three result tables aggregates become (`hist`, `map`, `stats`,
 saved with `Store.save_result` and linked to the trace). The event types of the
 user's printf patterns (`NAME:literal {field:type[:unit]} ...`) and spans
@@ -23,7 +24,14 @@ PRINTF = EventType("printf", "instant", (
     Column("line", "int64", "line", "line number in the input file"),
 ), "printed output that matched no pattern")
 
-EVENT_TYPES = (PRINTF,)
+TSERIES = EventType("tseries", "counter", (
+    Column("map", "string", "text", "map name (@name)"),
+    Column("key", "string", "text", "map key, null for a map without keys"),
+    Column("value", "float64", "as recorded", "the value over the interval that starts at ts (null: none)"),
+    Column("line", "int64", "line", "line of the input"),
+), "one interval of a tseries() map: ts is its interval_start (epoch ns; bpftrace's printed time is UTC)")
+
+EVENT_TYPES = (PRINTF, TSERIES)
 
 RESULTS = {
     "hist": (
@@ -63,7 +71,7 @@ def pattern_types(tables: list, units: list) -> list[EventType]:
         by_field.setdefault(field, u)
     out = []
     for name, kind, cols in tables:
-        if name == PRINTF.name:
+        if name in (PRINTF.name, TSERIES.name):
             continue
         params = []
         for col, ptype in cols:

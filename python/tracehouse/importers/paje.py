@@ -1,4 +1,9 @@
-"""Paje importer: a thin shell over `_core.PajeParser` (event types in `formats/paje.py`)."""
+"""Paje importer: a thin shell over `_core.PajeParser` (event types in `formats/paje.py`).
+
+The parser is given the file's path so it can follow `PajeTraceFile` includes
+(relative to the file naming them); an input that declares events but has none
+(a trace with only containers) imports as an empty trace.
+"""
 
 from __future__ import annotations
 
@@ -34,9 +39,11 @@ def import_file(store, path: str | Path, name: str, *, mapping: Mapping | None =
     source = str(path)
     if not path.is_file():
         raise BadInput("no such file", file=source)
-    parser = _core.PajeParser(strict=strict, time_unit=time_unit or "s")
+    parser = _core.PajeParser(strict=strict, time_unit=time_unit or "s", source=str(path))
     loader = NativeLoader(store, name, source, fmt, strict=strict, description=description,
                           metadata={"time_unit": time_unit or "s"})
-    report = loader.run(parser, read_chunks(path), progress)
-    report.details = {k: v for k, v in parser.stats.items() if v and k != "rejected"}
+    # A Paje header with no event in it (only containers, or nothing) is a valid, empty trace:
+    # what counts is that the input is Paje, i.e. that it declared its events.
+    report = loader.run(parser, read_chunks(path), progress, after=lambda p: p.stats["event_defs"])
+    report.details = {k: v for k, v in parser.stats.items() if v and k not in ("rejected", "event_defs", "containers")}
     return report

@@ -51,12 +51,18 @@ def import_probe_output(tool: str, fmt, store, path: str | Path, name: str, *, m
     saved = []
 
     def results(parser) -> int:
+        def save(kind, m, sub):
+            rid = store.save_result("table", m, tool, [name], params={"kind": kind, "source": source}, table=sub)
+            saved.append({"id": rid, "kind": kind, "name": m, "rows": sub.num_rows})
+
         for kind, batch in parser.aggregates():
             table = pa.Table.from_batches([batch])
             for m in pc.unique(table.column("map")).to_pylist():
-                sub = table.filter(pc.equal(table.column("map"), m))
-                rid = store.save_result("table", m, tool, [name], params={"kind": kind, "source": source}, table=sub)
-                saved.append({"id": rid, "kind": kind, "name": m, "rows": sub.num_rows})
+                save(kind, m, table.filter(pc.equal(table.column("map"), m)))
+        for kind, m in parser.empty_aggregates():  # `{"@h": []}`: the map exists, with no buckets
+            if not any(s["kind"] == kind and s["name"] == m for s in saved):
+                cols = fmt.RESULTS[kind]
+                save(kind, m, pa.table({c.name: pa.array([], c.arrow_type) for c in cols}))
         return len(saved)
 
     report = loader.run(parser, read_chunks(path), progress, after=results)
