@@ -25,9 +25,9 @@ CORE_STAMP   := $(VENV)/.tracehouse-core-stamp
 BENCH_PEERS_PKGS := postgresql mariadb-server mariadb-client openjdk-17-jre-headless maven
 QUESTDB_VERSION  := 9.1.0
 
-.PHONY: setup strace-tool java-tool bench-peers test test-rust test-python demo bench lint fmt clean
+.PHONY: setup strace-tool java-tool bench-peers bpftrace-tool test test-rust test-python demo bench lint fmt clean
 
-setup: $(CORE_STAMP) strace-tool java-tool bench-peers
+setup: $(CORE_STAMP) strace-tool java-tool bench-peers bpftrace-tool
 	@# The stamp lives in the venv but the extension is placed in python/tracehouse/: a
 	@# fresh checkout next to an old venv must rebuild.
 	@ls python/tracehouse/_core.*.so >/dev/null 2>&1 || { rm -f $(CORE_STAMP); $(MAKE) --no-print-directory $(CORE_STAMP); }
@@ -78,6 +78,14 @@ bench-peers:
 		! command -v mvn >/dev/null 2>&1 || \
 		mvn -q dependency:get -Dartifact=org.questdb:questdb:$(QUESTDB_VERSION) >/dev/null 2>&1 || \
 		echo "note: could not fetch the QuestDB jar; bench all will skip QuestDB"
+
+# The live bpftrace test runs bpftrace (as root, where BPF is allowed); the committed
+# captures in tests/data/bpftrace are tested everywhere.
+bpftrace-tool:
+	@command -v bpftrace >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1 || \
+		$(SUDO) apt-get install -y -q bpftrace >/dev/null 2>&1 || \
+		{ $(SUDO) apt-get update -q >/dev/null 2>&1 && $(SUDO) apt-get install -y -q bpftrace >/dev/null 2>&1; } || true
+	@command -v bpftrace >/dev/null 2>&1 || echo "note: bpftrace is not installed; the live bpftrace test will be skipped"
 
 test: setup test-rust test-python
 

@@ -373,3 +373,19 @@ def test_strace_export_has_a_process_per_traced_process_real_tids_and_syscall_na
     # The execve of each child is in that child's own process.
     execs = {e["pid"] for e in slices if e["name"] == "execve" and e.get("args", {}).get("ret") == 0}
     assert execs == set(procs)
+
+
+def test_an_event_over_16_mb_is_rejected_not_stored(store, tmp_path):
+    """Issue 11 item 8: a 50 MB line was stored as one event."""
+    events = [{"name": "a", "ph": "i", "ts": 1, "pid": 1, "tid": 1},
+              {"name": "huge", "ph": "i", "ts": 2, "pid": 1, "tid": 1, "args": {"blob": "x" * (17 << 20)}},
+              {"name": "b", "ph": "i", "ts": 3, "pid": 1, "tid": 1}]
+    path = tmp_path / "big.json"
+    path.write_text("[\n" + ",\n".join(json.dumps(e) for e in events) + "\n]\n")
+    rep = chrome_import.import_file(store, path, "big")
+    assert rep.by_type == {"instant": 2}
+    assert (rep.rejected, rep.first_rejected[0].line) == (1, 3)
+    assert rep.first_rejected[0].reason == "event longer than 16777216 bytes (skipped)"
+    with pytest.raises(BadInput) as e:
+        chrome_import.import_file(store, path, "big2", strict=True)
+    assert str(e.value).startswith(f"{path}:3: event longer than")

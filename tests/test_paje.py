@@ -100,6 +100,100 @@ def test_sniffer():
         importers.get("chrome", SMALL)
 
 
+PAJENG = Path(__file__).parent / "data" / "paje" / "pajeng"  # PajeNG's own test traces (see its README.md)
+
+
+def state_rows(store, trace):
+    return store.sql(f"""SELECT s.ts, s.dur, p.name AS container, s.state_type, s.value, s.depth
+                         FROM "{trace}".state s JOIN th.producers p ON p.trace = '{trace}' AND p.id = s.producer
+                         ORDER BY s.ts, s.depth""").to_pylist()
+
+
+def test_pajeng_traces_golden(store):
+    """PajeNG's states/events/variables/links traces, every row checked against the file."""
+    paje.import_file(store, PAJENG / "states.trace", "states")
+    assert [(r["ts"], r["dur"], r["container"], r["value"], r["depth"]) for r in state_rows(store, "states")] == [
+        (0, 1_340_000_000, "p1", "Inicio", 0),              # set at 0, closed by p1's destruction
+        (320_000_000, 210_000_000, "p1", "Meio", 1),        # pushed at 0.32, popped at 0.53
+        (860_000_000, 130_000_000, "p1", "Fim", 1)]         # pushed at 0.86, popped at 0.99
+    paje.import_file(store, PAJENG / "events.trace", "events")
+    assert store.sql('SELECT ts, event_type, value FROM "events".event ORDER BY ts').to_pylist() == [
+        {"ts": 2_430_000_000, "event_type": "EV", "value": "PrimeiroEvento"},
+        {"ts": 2_870_000_000, "event_type": "EV", "value": "SegundoEvento"}]
+    paje.import_file(store, PAJENG / "variables.trace", "variables")
+    assert store.sql('SELECT ts, value, op, operand FROM "variables".variable ORDER BY ts').to_pylist() == [
+        {"ts": 0, "value": 10.0, "op": "set", "operand": 10.0},
+        {"ts": 320_000_000, "value": 13.0, "op": "add", "operand": 3.0},
+        {"ts": 530_000_000, "value": 11.0, "op": "sub", "operand": 2.0}]
+    paje.import_file(store, PAJENG / "links.trace", "links")
+    names = {p["id"]: p["name"] for p in store.producers("links")}
+    got = store.sql('SELECT ts, producer, dst_producer, dst_ts, key FROM "links".link ORDER BY ts').to_pylist()
+    assert [(r["ts"], names[r["producer"]], names[r["dst_producer"]], r["dst_ts"], r["key"]) for r in got] == [
+        (240_000_000, "p1", "p2", 1_020_000_000, "myKey-001"), (1_040_000_000, "p1", "p3", 2_100_000_000, "myKey-002")]
+
+
+def test_a_trace_of_only_containers_imports(tmp_path, capsys):
+    """Issue 11 item 9: PajeNG's containers.trace (no events; threads t1, t2 under several
+    processes) failed with "container t1 created twice" and "no events in the input"."""
+    store = tmp_path / "s"
+    rc = __import__("tracehouse.cli", fromlist=["main"]).main(
+        ["--store", str(store), "import", "paje", str(PAJENG / "containers.trace"), "--strict", "--json"])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    rep = __import__("json").loads(out.out)
+    assert (rep["events"], rep["producers"], rep["rejected"]) == (0, 10, 0)
+    with tracehouse.open(store, readonly=True) as s:
+        prods = {p["id"]: p for p in s.producers("containers")}
+        path = lambda p: (path(prods[p["parent"]]) + "/" if p["parent"] is not None else "") + p["name"]  # noqa: E731
+        assert sorted(path(p) for p in prods.values() if p["kind"] == "THREAD") == [
+            "root/p1/t1", "root/p1/t2", "root/p1/t3", "root/p2/t1", "root/p2/t2", "root/p3/t1"]
+        assert sorted(p["attrs"]["alias"] for p in prods.values() if p["name"] == "t1") == ["1t1", "2t1", "3t1"]
+        assert s.trace("containers").event_count == 0
+
+
+def test_trace_file_includes_are_followed(store):
+    rep = paje.import_file(store, Path(__file__).parent / "data" / "paje" / "include" / "split.paje", "split",
+                           strict=True)
+    assert rep.details["includes"] == 3 and rep.rejected == 0
+    assert [(r["ts"] / S, r["container"], r["value"]) for r in state_rows(store, "split")] == [
+        (1.0, "t1", "run"), (1.5, "t2", "run"), (2.0, "t1", "wait"), (2.5, "t2", "io"), (3.0, "t1", "done")]
+
+
+def test_a_trace_file_naming_itself_is_a_reported_cycle(store):
+    root = PAJENG / "multiple_files" / "root.trace"
+    line = root.read_text().splitlines().index('17 "0" "0" "root.trace"') + 1
+    rep = paje.import_file(store, root, "root")
+    assert rep.events == 0 and rep.rejected == 1
+    assert rep.first_rejected[0].line == line and "cycle" in rep.first_rejected[0].reason
+    with pytest.raises(BadInput) as e:
+        paje.import_file(store, root, "root2", strict=True)
+    assert str(e.value).startswith(f"{root}:{line}: ")
+
+
+def test_a_line_over_16_mb_is_rejected_not_stored(store, tmp_path):
+    """Issue 11 item 8: a 50 MB line became one event."""
+    text = SMALL.read_text().splitlines()
+    at = text.index('20 1.25 ET_E C_T1 "SIGUSR1"')
+    text[at] = '20 1.25 ET_E C_T1 "' + "x" * (17 << 20) + '"'
+    big = tmp_path / "big.paje"
+    big.write_text("\n".join(text) + "\n")
+    rep = paje.import_file(store, big, "big")
+    assert (rep.rejected, rep.first_rejected[0].line) == (1, at + 1)
+    assert rep.first_rejected[0].reason == "line longer than 16777216 bytes (skipped)"
+    assert rep.by_type["event"] == 1
+    with pytest.raises(BadInput) as e:
+        paje.import_file(store, big, "big2", strict=True)
+    assert str(e.value).startswith(f"{big}:{at + 1}: line longer than")
+
+
+def test_binary_input_is_refused(store, tmp_path):
+    junk = tmp_path / "junk.paje"
+    junk.write_bytes(bytes(range(256)) * 4000)
+    with pytest.raises(BadInput, match="binary data, not a text Paje trace"):
+        paje.import_file(store, junk, "junk")
+    assert store.traces() == []
+
+
 lines = st.one_of(st.binary(max_size=50), st.sampled_from(SMALL.read_bytes().splitlines()),
                   st.sampled_from([b"%EventDef PajeSetState 10", b"%EndEventDef", b"% Time date", b'10 "unterminated',
                                    b"12 1e400 ST_S C_T1", b"11 -5 ST_S C_T1 V_C x", b"7 1.0 CT_T C_T1", b"6 1 C_X CT_T C_Y y"]))

@@ -129,6 +129,137 @@ def test_bad_patterns_and_lines(store, tmp_path):
     assert [t.name for t in store.traces()] == ["bad"]
 
 
+BT = DATA / "bpftrace"  # real `bpftrace -f json` captures (see its README.md)
+
+
+def results_of(store, trace):
+    return {r["name"]: (r["params"]["kind"], store.result_table(r["id"]).to_pylist()) for r in store.results(trace=trace)}
+
+
+def test_real_bpftrace_uprobe_capture(store):
+    """bpftrace 0.17 tracing a real program's job_start/job_end functions with uprobes: 100
+    jobs on 4 threads, and the avg() map it printed as a `stats` record (dropped before)."""
+    rep = bpftrace.import_file(store, BT / "jobs.json", "jobs", pattern=PATTERNS, span=SPANS)
+    assert rep.rejected == 0 and rep.by_type == {"job": 100}
+    assert rep.details["spans"]["job"] == {"matched": 100, "unmatched_begin": 0, "unmatched_end": 0}
+    per = store.sql('SELECT producer, count(*) AS n FROM jobs.job GROUP BY producer').to_pylist()
+    assert sorted(r["n"] for r in per) == [25, 25, 25, 25]
+    res = results_of(store, "jobs")
+    assert res["@avg_us"] == ("stats", [{"map": "@avg_us", "key": None, "count": None, "average": 1022, "total": None,
+                                         "line": 204}])
+    # The hist counts the same 100 jobs, and its average matches the spans' (within its rounding).
+    assert sum(r["count"] for r in res["@us"][1]) == 100
+    avg_us = store.sql("SELECT avg(dur) / 1000 FROM jobs.job").column(0)[0].as_py()
+    assert abs(avg_us - 1022) < 5
+    assert {r["key"]: r["value"] for r in res["@per_thread"][1]} == {str(t): 25 for t in tids(store, "jobs").values() if t}
+
+
+def test_real_bpftrace_aggregates_only(store, tmp_path, capsys):
+    """Issue 11 item 10: an output of only aggregates, with avg() maps (`stats` records of
+    numbers), print() values of tuples and an emptied histogram (`{"@z": []}`), imports."""
+    path = BT / "aggregates.json"
+    assert cli.main(["--store", str(tmp_path / "s"), "import", "bpftrace", str(path), "--name", "agg", "--strict"]) == 0
+    capsys.readouterr()
+    with tracehouse.open(tmp_path / "s", readonly=True) as s:
+        res = results_of(s, "agg")
+    assert res["@z"] == ("hist", [])
+    assert [(r["key"], r["average"]) for r in res["@a"][1]] == [("x", 10), ("y", 30)]
+    assert [(r["key"], r["average"]) for r in res["@avg1"][1]] == [(None, 7)]
+    assert [(r["count"], r["average"], r["total"]) for r in res["@s"][1]] == [(2, 6, 12)]
+    assert [(r["value"], r["text"]) for r in res["value"][1]] == [(None, '[1,"two"]'), (None, "bpftrace"), (42, None)]
+    assert res["@tup"][1][0]["text"] == '[1,2,"string"]'
+    assert len(res) == 12
+
+
+def test_tseries_records_are_counter_events(store, tmp_path):
+    path = tmp_path / "ts.json"
+    path.write_text('{"type": "attached_probes", "count": 1, "data": {"probes": 1}}\n'
+                    '{"type": "tseries", "data": {"@rate": [{"interval_start":"2025-03-01 12:00:00","value":3},'
+                    '{"interval_start":"2025-03-01 12:00:01","value":5}]}}\n')
+    rep = bpftrace.import_file(store, path, "ts")
+    assert rep.by_type == {"tseries": 2}
+    assert store.event_types("ts")["tseries"].kind == "counter"
+    rows = store.sql("SELECT epoch_ns(make_timestamp(2025, 3, 1, 12, 0, 0)) AS base").column(0)[0].as_py()
+    assert store.sql('SELECT ts, map, value FROM ts.tseries ORDER BY ts').to_pylist() == [
+        {"ts": rows, "map": "@rate", "value": 3.0}, {"ts": rows + 1_000_000_000, "map": "@rate", "value": 5.0}]
+
+
+def test_pretty_printed_json_is_refused_with_a_clear_error(tmp_path, capsys):
+    # As bpftrace's own test files hold it (tests/runtime/outputs/stats.json): one record over lines.
+    path = tmp_path / "pretty.json"
+    path.write_text('{"type": "stats", "data": {\n  "@stats": {"count": 2, "average": 6, "total": 12}\n}}\n')
+    assert cli.main(["--store", str(tmp_path / "s"), "import", "bpftrace", str(path), "--name", "p"]) == 2
+    err = capsys.readouterr().err
+    assert f"{path}:1: a JSON record that continues on the next line (pretty-printed JSON?)" in err
+    assert "jq -c" in err
+
+
+def test_random_bytes_are_refused_not_imported(tmp_path):
+    """Issue 11 item 8: 1 MB of random bytes became 4,047 printf events."""
+    import random
+
+    path = tmp_path / "noise.bin"
+    path.write_bytes(random.Random(7).randbytes(1 << 20))
+    with tracehouse.open(tmp_path / "s") as s:
+        for imp in (bpftrace, stap):  # the importers themselves (the CLI's sniffer may stop it first)
+            with pytest.raises(BadInput) as e:
+                imp.import_file(s, path, "n")
+            assert str(e.value).startswith(f"{path}:1: binary data, not ")
+        assert s.traces() == []
+
+
+def test_a_line_over_16_mb_is_rejected_not_stored(store, tmp_path):
+    path = tmp_path / "big.txt"
+    lines = STAP.read_text().splitlines()
+    lines.insert(3, "x" * (17 << 20))
+    path.write_text("\n".join(lines) + "\n")
+    rep = stap.import_file(store, path, "big", pattern=PATTERNS, span=SPANS)
+    assert (rep.rejected, rep.first_rejected[0].line, rep.first_rejected[0].reason) == (
+        1, 4, "line longer than 16777216 bytes (skipped)")
+    assert store.sql('SELECT max(length(text)) FROM big.printf').column(0)[0].as_py() < 100
+
+
+def test_stap_strict_stops_at_the_first_bad_line(tmp_path, capsys):
+    """Issue 11 item 8: `--strict` was ignored by the stap importer: lines that start like a
+    --pattern but do not match it, and broken histogram rows, became printf text."""
+    lines = STAP.read_text().splitlines()
+    bad_at = lines.index("job_end 5000001015000 101 0x55d0c0a03000")
+    lines[bad_at] = "job_end 5000001015000 101 0xZZ"
+    path = tmp_path / "bad.stap"
+    path.write_text("\n".join(lines) + "\n")
+    args = ["--store", str(tmp_path / "s"), "import", "stap", str(path), "--name", "b"]
+    for p in PATTERNS:
+        args += ["--pattern", p]
+    assert cli.main(args + ["--strict"]) == 2
+    assert f"{path}:{bad_at + 1}: starts like --pattern job_end but does not match it" in capsys.readouterr().err
+    assert cli.main(args + ["--json"]) == 0
+    rep = json.loads(capsys.readouterr().out)
+    assert rep["rejected"] == 1 and rep["first_rejected"][0]["line"] == bad_at + 1
+    assert rep["by_type"]["printf"] == 1  # only the table's title
+
+
+@pytest.mark.skipif(__import__("shutil").which("bpftrace") is None or __import__("os").geteuid() != 0,
+                    reason="needs bpftrace and root")
+def test_live_bpftrace_output_imports(tmp_path):
+    """When bpftrace runs here, its output of every aggregate kind imports as it did when captured."""
+    import subprocess
+
+    prog = ('BEGIN { @h = hist(2); @h = hist(1025); @s = stats(2); @s = stats(10); @a["x"] = avg(10); '
+            '@z = hist(3); zero(@z); @c["k"] = count(); $t = (1, "two"); print($t); exit(); }')
+    r = subprocess.run(["bpftrace", "-f", "json", "-e", prog], capture_output=True, timeout=60)
+    if r.returncode != 0 or b'"type"' not in r.stdout:
+        pytest.skip(f"bpftrace cannot run here: {r.stderr.decode(errors='replace')[-300:]}")
+    path = tmp_path / "live.json"
+    path.write_bytes(r.stdout)
+    with tracehouse.open(tmp_path / "s") as s:
+        bpftrace.import_file(s, path, "live", strict=True)
+        res = results_of(s, "live")
+    assert res["@z"] == ("hist", [])
+    assert [r["average"] for r in res["@a"][1]] == [10]
+    assert [(r["count"], r["total"]) for r in res["@s"][1]] == [(2, 12)]
+    assert sum(r["count"] for r in res["@h"][1]) == 2
+
+
 def test_sniffers_name_the_format(tmp_path):
     assert importers.sniff(STAP) == "stap"
     assert importers.sniff(BPF) == "bpftrace"

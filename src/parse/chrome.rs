@@ -655,6 +655,15 @@ impl ChromeParser {
                             ev.clear();
                             ev.start = pos;
                             match parse_event(&mut cur, &mut ev) {
+                                Ok(()) if cur.pos - pos > self.opts.max_record => {
+                                    // Whole in this chunk, but over the limit all the same.
+                                    self.need = 0;
+                                    self.stats.records += 1;
+                                    let max = self.opts.max_record;
+                                    self.problem(&buf, pos, format!("event longer than {max} bytes (skipped)"));
+                                    pos = cur.pos;
+                                    self.ev = ev;
+                                }
                                 Ok(()) => {
                                     self.need = 0;
                                     self.stats.records += 1;

@@ -583,6 +583,9 @@ pub struct ProbeParser {
     lines: super::Lines,
     /// Longest line accepted.
     max_line: usize,
+    /// The line of a JSON record cut at the end of its line, until the next line tells
+    /// whether the input ends there or goes on (pretty-printed).
+    cut_record: Option<u64>,
     /// The start of the input, held until the binary check can look at it.
     head: super::Head,
     pending_text: Vec<u8>,
@@ -744,6 +747,7 @@ impl ProbeParser {
             empty: Vec::new(),
             lines: super::Lines::new(super::MAX_LINE),
             max_line: super::MAX_LINE,
+            cut_record: None,
             head: super::Head::default(),
             pending_text: Vec::new(),
             line: 0,
@@ -839,6 +843,11 @@ impl ProbeParser {
             lines.finish(|p| self.piece(p));
             self.lines = lines;
         }
+        if let Some(at) = self.cut_record.take() {
+            let line = std::mem::replace(&mut self.line, at);
+            self.reject("truncated JSON record at the end of the input".into());
+            self.line = line;
+        }
         if self.fatal.is_none() && !self.pending_text.is_empty() {
             let t = std::mem::take(&mut self.pending_text);
             self.text_line(&t, true);
@@ -914,6 +923,22 @@ impl ProbeParser {
 
     fn line_in(&mut self, line: &[u8]) {
         self.line += 1;
+        if let Some(at) = self.cut_record.take() {
+            if line.trim_ascii().is_empty() {
+                self.cut_record = Some(at);
+                return;
+            }
+            // The rest of the record is on the next lines: pretty-printed JSON, whose lines
+            // would each become a printf "event". Refused whole.
+            self.rejected += 1;
+            self.fatal = Some(Problem {
+                line: at,
+                reason: "a JSON record that continues on the next line (pretty-printed JSON?): bpftrace -f json \
+                         writes one record per line; compact it with `jq -c . FILE`"
+                    .into(),
+            });
+            return;
+        }
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if self.tool == Tool::Bpftrace && line.trim_ascii_start().starts_with(b"{") {
             self.json_record(line);
@@ -1317,18 +1342,17 @@ impl ProbeParser {
             }
         })();
         if let Err(e) = parsed {
+            // A record cut at the end of its line: the rest is on the next lines.
+            let cut = match e {
+                super::json::Error::Syntax { pos, .. } => pos >= line.trim_ascii_end().len(),
+                super::json::Error::Incomplete => true,
+            };
             let what = match e {
-                super::json::Error::Syntax { what, .. } => what,
-                super::json::Error::Incomplete => {
-                    // The rest of the record is on the next lines: pretty-printed JSON, whose
-                    // lines would each become a printf "event". Refused whole.
-                    self.rejected += 1;
-                    self.fatal = Some(Problem {
-                        line: self.line,
-                        reason: "a JSON record that continues on the next line (pretty-printed JSON?): bpftrace \
-                                 -f json writes one record per line; compact it with `jq -c . FILE`"
-                            .into(),
-                    });
+                super::json::Error::Syntax { what, .. } if !cut => what,
+                _ => {
+                    // Cut at the end of its line: the last line of an output cut short, or
+                    // pretty-printed JSON when more lines follow (see `line_in`).
+                    self.cut_record = Some(self.line);
                     return;
                 }
             };

@@ -204,3 +204,30 @@ fn write_us_is_exact() {
         assert_eq!(String::from_utf8(out).unwrap(), s);
     }
 }
+
+/// Issue 11 item 8: a 50 MB line was stored as one event. An event record longer than
+/// `max_record` is rejected with its line and skipped as it streams by; the rest imports.
+#[test]
+fn an_event_longer_than_the_limit_is_rejected_and_skipped_in_any_chunking() {
+    let big = format!(
+        "{{\"name\": \"huge\", \"ph\": \"i\", \"ts\": 2, \"pid\": 1, \"tid\": 1, \"args\": {{\"blob\": \"{}\", \"n\": [{{\"a\": \"}}]\"}}]}}}}",
+        "z".repeat(5000)
+    );
+    let input = format!(
+        "[\n{{\"name\": \"a\", \"ph\": \"i\", \"ts\": 1, \"pid\": 1, \"tid\": 1}},\n{big},\n{{\"name\": \"b\", \"ph\": \"i\", \"ts\": 3, \"pid\": 1, \"tid\": 1}}\n]"
+    );
+    for chunk in [1, 333, 4096, 1 << 20] {
+        let mut p = ChromeParser::new(Options { max_record: 1000, batch_rows: 3, ..Options::default() });
+        let mut out = Vec::new();
+        for c in input.as_bytes().chunks(chunk) {
+            p.feed(c);
+            out.extend(p.take_batches(false));
+        }
+        p.finish();
+        out.extend(p.take_batches(true));
+        assert_eq!(rows(&out, "instant"), 2, "chunk {chunk}: {:?}", p.problems);
+        assert_eq!(p.problems.len(), 1);
+        assert_eq!((p.problems[0].line, p.problems[0].reason.as_str()), (3, "event longer than 1000 bytes (skipped)"));
+        assert!(p.buf.capacity() < 1000 + 2 * chunk.max(4096) + 8192, "buffered {}", p.buf.capacity());
+    }
+}

@@ -114,3 +114,139 @@ fn bad_lines() {
     let (p, _) = run(bad.as_bytes(), 7, true);
     assert_eq!(p.fatal.unwrap().line, want[0]);
 }
+
+const DATA: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/paje");
+
+fn pajeng(name: &str) -> Vec<u8> {
+    std::fs::read(format!("{DATA}/pajeng/{name}")).unwrap()
+}
+
+/// Issue 11 item 9: PajeNG's containers.trace names threads `t1`, `t2` under several
+/// processes (aliases `1t1`, `2t1`, ...): every one is a container, in its parent, and the
+/// trace (only containers) parses without a reject.
+#[test]
+fn pajeng_containers_unique_within_their_parent() {
+    for chunk in [1, 100, 1 << 20] {
+        let (p, out) = run(&pajeng("containers.trace"), chunk, true);
+        assert_eq!((p.rejected, &p.fatal), (0, &None), "{:?}", p.problems);
+        assert!(out.is_empty());
+        let c = p.containers();
+        let got: Vec<(&str, &str, Option<&str>, Option<i32>)> =
+            c.iter().map(|c| (c.kind.as_str(), c.name.as_str(), c.alias.as_deref(), c.parent)).collect();
+        assert_eq!(
+            got,
+            vec![
+                ("ROOT", "root", Some("root"), None),
+                ("PROCESS", "p1", Some("p1"), Some(0)),
+                ("PROCESS", "p2", Some("p2"), Some(0)),
+                ("PROCESS", "p3", Some("p3"), Some(0)),
+                ("THREAD", "t1", Some("1t1"), Some(1)),
+                ("THREAD", "t2", Some("1t2"), Some(1)),
+                ("THREAD", "t3", Some("1t3"), Some(1)),
+                ("THREAD", "t1", Some("2t1"), Some(2)),
+                ("THREAD", "t2", Some("2t2"), Some(2)),
+                ("THREAD", "t1", Some("3t1"), Some(3)),
+            ]
+        );
+        assert_eq!((c[2].destroyed, c[0].destroyed), (Some(760_000_000), Some(1_340_000_000)));
+        assert_eq!(p.stats.event_defs, 21);
+    }
+}
+
+#[test]
+fn a_name_may_equal_another_containers_alias_and_ambiguous_names_are_named() {
+    let head = SMALL.split("\n6 ").next().unwrap().to_string();
+    let defs: String = head.lines().filter(|l| l.starts_with('%') || l.starts_with('#')).collect::<Vec<_>>().join("\n");
+    // Container type and state type lines of small.paje, then: a container aliased "a" named
+    // "b", another aliased "x" named "a" (legal: names and aliases are different things), and
+    // a name two containers share.
+    let body = "\n0 CT_P 0 \"Program\"\n0 CT_T CT_P \"Thread\"\n\
+                6 0 a CT_P 0 \"b\"\n6 0 x CT_P 0 \"a\"\n6 0 y CT_T a \"w\"\n6 0 z CT_T x \"w\"\n\
+                7 1 CT_P a\n7 2 CT_T w\n";
+    let (p, _) = run(format!("{defs}{body}").as_bytes(), 5, false);
+    let c = p.containers();
+    assert_eq!(c.len(), 4, "{:?}", p.problems);
+    assert_eq!((c[1].name.as_str(), c[1].alias.as_deref()), ("a", Some("x")));
+    // "a" is the identifier (alias) of the first container: that one is destroyed at 1 s.
+    assert_eq!((c[0].destroyed, c[1].destroyed), (Some(1_000_000_000), None));
+    assert_eq!(p.rejected, 1);
+    assert!(p.problems[0].reason.contains("\"w\" is not unique"), "{:?}", p.problems);
+}
+
+/// PajeTraceFile: each thread's events in a file of its own, read where it is named.
+#[test]
+fn trace_file_includes_are_followed_relative_to_the_naming_file() {
+    let path = format!("{DATA}/include/split.paje");
+    for chunk in [3, 1 << 20] {
+        let mut p = PajeParser::new(true, 100, 1_000_000_000);
+        p.set_source(std::path::Path::new(&path));
+        let mut out = Vec::new();
+        for c in std::fs::read(&path).unwrap().chunks(chunk) {
+            p.feed(c);
+        }
+        p.finish();
+        out.extend(p.take_batches(true));
+        assert_eq!((p.rejected, &p.fatal), (0, &None), "{:?}", p.problems);
+        assert_eq!(p.stats.includes, 3);
+        let st = concat(&out, "state");
+        let mut rows: Vec<_> = i64s(&st, "ts").into_iter().zip(strs(&st, "value")).collect();
+        rows.sort();
+        let s = 1_000_000_000;
+        let v = |x: &str| Some(x.to_string());
+        assert_eq!(
+            rows,
+            vec![
+                (Some(s), v("run")),
+                (Some(3 * s / 2), v("run")),
+                (Some(2 * s), v("wait")),
+                (Some(5 * s / 2), v("io")),
+                (Some(3 * s), v("done"))
+            ]
+        );
+    }
+}
+
+/// PajeNG's multiple_files/root.trace names itself: reported as a cycle, not followed forever.
+#[test]
+fn a_trace_file_cycle_is_reported_with_its_line() {
+    let path = format!("{DATA}/pajeng/multiple_files/root.trace");
+    let data = std::fs::read(&path).unwrap();
+    for strict in [false, true] {
+        let mut p = PajeParser::new(strict, 100, 1_000_000_000);
+        p.set_source(std::path::Path::new(&path));
+        p.feed(&data);
+        p.finish();
+        let line = data.split(|&b| b == b'\n').position(|l| l.starts_with(b"17 ")).unwrap() as u64 + 1;
+        let prob = if strict { p.fatal.clone().unwrap() } else { p.problems[0].clone() };
+        assert_eq!(prob.line, line);
+        assert!(prob.reason.contains("cycle"), "{prob:?}");
+    }
+}
+
+#[test]
+fn overlong_lines_are_rejected_with_their_number_in_any_chunking() {
+    let long = format!("20 1.3 ET_E C_T1 \"{}\"", "x".repeat(300));
+    let text = SMALL.replace("20 1.25 ET_E C_T1 \"SIGUSR1\"", &long);
+    let want = text.lines().position(|l| l.len() > 200).unwrap() as u64 + 1;
+    for chunk in [1, 64, 1 << 20] {
+        let mut p = PajeParser::new(false, 100, 1_000_000_000);
+        p.set_max_line(200);
+        for c in text.as_bytes().chunks(chunk) {
+            p.feed(c);
+        }
+        p.finish();
+        assert_eq!(p.rejected, 1);
+        assert_eq!(p.problems[0].line, want);
+        assert!(p.problems[0].reason.starts_with("line longer than 200 bytes"));
+    }
+}
+
+#[test]
+fn binary_input_is_refused_whole_in_any_chunking() {
+    let noise: Vec<u8> = (0..100_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 11) as u8).collect();
+    for chunk in [1, 4095, 1 << 20] {
+        let (p, out) = run(&noise, chunk, false);
+        assert!(out.is_empty() && p.containers().is_empty());
+        assert!(p.fatal.as_ref().unwrap().reason.starts_with("binary data"), "{:?}", p.fatal);
+    }
+}

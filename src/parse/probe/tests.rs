@@ -219,3 +219,196 @@ fn bad_lines_are_rejected_with_their_number() {
     assert_eq!(p.problems[1].line, 3);
     assert!(p.problems[1].reason.contains("field ts"), "{:?}", p.problems);
 }
+
+/// Real `bpftrace -f json` output (bpftrace 0.17.0, Debian 12; the command is in
+/// tests/data/bpftrace/README.md): every aggregate kind, print() values, an avg() map and
+/// an emptied histogram.
+const AGGREGATES: &str = include_str!("../../../tests/data/bpftrace/aggregates.json");
+
+fn agg_rows(p: &mut ProbeParser, kind: &str) -> Vec<Vec<String>> {
+    let aggs = p.take_aggregates();
+    let Some((_, b)) = aggs.into_iter().find(|(n, _)| *n == kind) else { return Vec::new() };
+    (0..b.num_rows())
+        .map(|i| {
+            b.columns()
+                .iter()
+                .map(|c| {
+                    if c.is_null(i) {
+                        return String::new();
+                    }
+                    if let Some(x) = c.as_any().downcast_ref::<Int64Array>() {
+                        return x.value(i).to_string();
+                    }
+                    if let Some(x) = c.as_any().downcast_ref::<StringArray>() {
+                        return x.value(i).to_string();
+                    }
+                    c.as_any().downcast_ref::<BooleanArray>().unwrap().value(i).to_string()
+                })
+                .collect()
+        })
+        .collect()
+}
+
+/// Issue 11 item 10: avg() maps come as `stats` records of numbers (`{"@a": {"x": 10}}`,
+/// `{"@avg1": 7}`) and were dropped (an input of only those: "no events", exit 2); a `value`
+/// record of a tuple or struct was one fake map per key; `{"@z": []}` was nothing at all.
+#[test]
+fn real_bpftrace_aggregates_are_all_kept() {
+    for chunk in [1, 37, 1 << 20] {
+        let (mut p, out) = run(Tool::Bpftrace, &[], &[], AGGREGATES, chunk);
+        assert_eq!((p.rejected, &p.fatal), (0, &None), "{:?}", p.problems);
+        assert!(out.is_empty());
+        assert_eq!(p.empty_aggregates(), &[("hist", "@z".to_string())]);
+        let stats = agg_rows(&mut p, "stats");
+        let cols = |r: &Vec<String>| r[..5].join(" ");
+        assert_eq!(
+            stats.iter().map(cols).collect::<Vec<_>>(),
+            [
+                "@a x  10 ",
+                "@a y  30 ",
+                "@avg1   7 ",
+                "@ks curl 1 2 2",
+                "@ks zsh 1 10 10",
+                "@s  2 6 12",
+            ]
+        );
+        let (mut p, _) = run(Tool::Bpftrace, &[], &[], AGGREGATES, chunk);
+        let map = agg_rows(&mut p, "map");
+        let values: Vec<_> = map.iter().filter(|r| r[0] == "value").map(|r| (r[2].clone(), r[3].clone())).collect();
+        assert_eq!(
+            values,
+            [("".into(), "[1,\"two\"]".into()), ("".into(), "bpftrace".into()), ("42".to_string(), "".to_string())]
+        );
+        assert!(map.iter().any(|r| r[0] == "@tup" && r[3] == "[1,2,\"string\"]"));
+        let (mut p, _) = run(Tool::Bpftrace, &[], &[], AGGREGATES, chunk);
+        let hist = agg_rows(&mut p, "hist");
+        // lhist's last bucket is open above; @kh is keyed.
+        assert!(hist.iter().any(|r| r[0] == "@lh" && r[2] == "100" && r[3].is_empty() && r[4] == "1"));
+        assert_eq!(hist.iter().filter(|r| r[0] == "@kh").map(|r| r[1].as_str()).collect::<Vec<_>>(), ["bash", "curl"]);
+    }
+}
+
+/// A `value` record whose data is an object (a struct print()) is one value, not a map per field.
+#[test]
+fn a_struct_value_is_one_value() {
+    let (mut p, _) =
+        run(Tool::Bpftrace, &[], &[], "{\"type\": \"value\", \"data\": {\"y\": {\"m\": [2]}, \"a\": {\"n\": 3}}}\n", 4);
+    let map = agg_rows(&mut p, "map");
+    assert_eq!(map.len(), 1);
+    assert_eq!((map[0][0].as_str(), map[0][3].as_str()), ("value", "{\"y\": {\"m\": [2]}, \"a\": {\"n\": 3}}"));
+}
+
+/// tseries() maps as bpftrace's JSON writer prints them (src/output/json.cpp: one object per
+/// interval, `interval_start` the printed UTC time point; an earlier version left out the
+/// commas between points): one `tseries` counter row per interval, at its start.
+#[test]
+fn tseries_records_become_a_time_series() {
+    let input = "{\"type\": \"tseries\", \"data\": {\"@a\": [{\"interval_start\":\"2025-03-01 12:00:00.250000000\",\"value\":9},{\"interval_start\":\"2025-03-01 12:00:01.250000000\",\"value\":4}]}}\n\
+                 {\"type\": \"tseries\", \"data\": {\"@k\": {\"cpu0\": [{\"interval_start\":\"2025-03-01 12:00:00\",\"value\":1.5}{\"interval_start\":\"2025-03-01 12:00:01\",\"value\":2}]}}}\n";
+    for chunk in [1, 50, 1 << 20] {
+        let (p, out) = run(Tool::Bpftrace, &[], &[], input, chunk);
+        assert_eq!((p.rejected, &p.fatal), (0, &None), "{:?}", p.problems);
+        let ts = ints(&out, "tseries", "ts");
+        let base = 1_740_830_400_000_000_000i64; // 2025-03-01T12:00:00Z
+        assert_eq!(ts, [Some(base + 250_000_000), Some(base + 1_250_000_000), Some(base), Some(base + 1_000_000_000)]);
+        let vals: Vec<f64> = out
+            .iter()
+            .filter(|(n, _)| n == "tseries")
+            .flat_map(|(_, b)| {
+                let a = b.column(b.schema().index_of("value").unwrap()).clone();
+                let f = a.as_any().downcast_ref::<arrow_array::Float64Array>().unwrap().clone();
+                f.values().to_vec()
+            })
+            .collect();
+        assert_eq!(vals, [9.0, 4.0, 1.5, 2.0]);
+    }
+    assert_eq!(timestamp_ns(b"1970-01-01 00:00:01.5"), Some(1_500_000_000));
+    assert_eq!(timestamp_ns(b"12:00:00"), Some(43_200_000_000_000));
+    assert_eq!(timestamp_ns(b"2024-02-29 00:00:00"), Some(1_709_164_800_000_000_000));
+}
+
+/// Pretty-printed JSON (as bpftrace's own test files are) would make a printf event of every
+/// line: refused whole, strict or not, naming the line.
+#[test]
+fn pretty_printed_json_is_refused() {
+    let pretty = "{\"type\": \"attached_probes\", \"data\": {\"probes\": 1}}\n{\n  \"type\": \"tseries\",\n  \"data\": {\n    \"@a\": []\n  }\n}\n";
+    for strict in [false, true] {
+        let pats: Vec<String> = Vec::new();
+        let mut p = ProbeParser::new(Tool::Bpftrace, &pats, &[], strict, 10).unwrap();
+        p.feed(pretty.as_bytes());
+        p.finish();
+        let f = p.fatal.clone().unwrap();
+        assert_eq!(f.line, 2);
+        assert!(f.reason.contains("pretty-printed"), "{f:?}");
+        assert!(p.take_batches(true).is_empty());
+    }
+    // A last record cut short (bpftrace killed while writing) is a bad line, not a refusal.
+    let cut = "{\"type\": \"printf\", \"data\": \"job_start 1 1 0x1\\n\"}\n{\"type\": \"printf\", \"da\n\n";
+    let (p, out) = run(Tool::Bpftrace, &PATS, &[], cut, 3);
+    assert_eq!((rows(&out, "job_start"), p.fatal.is_none()), (1, true));
+    assert_eq!(p.problems.iter().map(|p| (p.line, p.reason.as_str())).collect::<Vec<_>>(),
+               [(2, "truncated JSON record at the end of the input")]);
+}
+
+/// Issue 11 item 8: 1 MB of random bytes became 4,047 printf events.
+#[test]
+fn binary_input_is_refused_whole_in_any_chunking() {
+    let noise: Vec<u8> = (0..1_000_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 9) as u8).collect();
+    for tool in [Tool::Bpftrace, Tool::Stap] {
+        for chunk in [1000, 4096, 1 << 20] {
+            let mut p = ProbeParser::new(tool, &[], &[], false, 64).unwrap();
+            let mut rows = 0;
+            for c in noise.chunks(chunk) {
+                p.feed(c);
+                rows += p.take_batches(false).iter().map(|(_, b)| b.num_rows()).sum::<usize>();
+            }
+            p.finish();
+            rows += p.take_batches(true).iter().map(|(_, b)| b.num_rows()).sum::<usize>();
+            assert_eq!(rows, 0);
+            assert!(p.fatal.as_ref().unwrap().reason.starts_with("binary data"), "{:?}", p.fatal);
+        }
+    }
+}
+
+/// Issue 11 item 8: `--strict` did nothing for SystemTap output because nothing was ever a bad
+/// line: a line that starts like a --pattern without matching it, and a broken histogram
+/// row, became printf text. They are rejected (and stop a strict parse) with their number.
+#[test]
+fn stap_lines_that_look_like_something_and_are_not_are_rejected() {
+    let input = "job_start 5 101 0x1\njob_start soon 101 0x2\nhist:\nvalue |------ count\n    1 |@@ 2\n    2 |@@ x\n\njob_started fine\n";
+    let pats = ["job_start:job_start {ts} {tid} {task:hex}"];
+    let (p, out) = run(Tool::Stap, &pats, &[], input, 3);
+    assert_eq!(rows(&out, "job_start"), 1);
+    assert_eq!(rows(&out, "printf"), 2); // "hist:" is a title; "job_started fine" is text
+    let got: Vec<(u64, &str)> = p.problems.iter().map(|p| (p.line, p.reason.as_str())).collect();
+    assert_eq!(got.len(), 2, "{got:?}");
+    assert_eq!(got[0].0, 2);
+    assert!(got[0].1.contains("starts like --pattern job_start"), "{got:?}");
+    assert_eq!(got[1].0, 6);
+    assert!(got[1].1.starts_with("histogram row"), "{got:?}");
+    let pats: Vec<String> = pats.iter().map(|s| s.to_string()).collect();
+    let mut p = ProbeParser::new(Tool::Stap, &pats, &[], true, 4).unwrap();
+    p.feed(input.as_bytes());
+    p.finish();
+    assert_eq!(p.fatal.unwrap().line, 2);
+}
+
+#[test]
+fn overlong_lines_are_rejected_with_their_number_in_any_chunking() {
+    let input = format!("job_start 1 1 0x1\n{}\njob_start 2 1 0x2\n", "y".repeat(5000));
+    for chunk in [1, 777, 1 << 20] {
+        let pats: Vec<String> = PATS.iter().map(|s| s.to_string()).collect();
+        let mut p = ProbeParser::new(Tool::Bpftrace, &pats, &[], false, 4).unwrap();
+        p.set_max_line(1000);
+        let mut out = Vec::new();
+        for c in input.as_bytes().chunks(chunk) {
+            p.feed(c);
+            out.extend(p.take_batches(false));
+        }
+        p.finish();
+        out.extend(p.take_batches(true));
+        assert_eq!((rows(&out, "job_start"), rows(&out, "printf")), (2, 0));
+        assert_eq!(p.problems.iter().map(|p| p.line).collect::<Vec<_>>(), [2]);
+        assert!(p.problems[0].reason.starts_with("line longer than 1000 bytes"));
+    }
+}
