@@ -263,14 +263,7 @@ fn real_bpftrace_aggregates_are_all_kept() {
         let cols = |r: &Vec<String>| r[..5].join(" ");
         assert_eq!(
             stats.iter().map(cols).collect::<Vec<_>>(),
-            [
-                "@a x  10 ",
-                "@a y  30 ",
-                "@avg1   7 ",
-                "@ks curl 1 2 2",
-                "@ks zsh 1 10 10",
-                "@s  2 6 12",
-            ]
+            ["@a x  10 ", "@a y  30 ", "@avg1   7 ", "@ks curl 1 2 2", "@ks zsh 1 10 10", "@s  2 6 12",]
         );
         let (mut p, _) = run(Tool::Bpftrace, &[], &[], AGGREGATES, chunk);
         let map = agg_rows(&mut p, "map");
@@ -346,8 +339,10 @@ fn pretty_printed_json_is_refused() {
     let cut = "{\"type\": \"printf\", \"data\": \"job_start 1 1 0x1\\n\"}\n{\"type\": \"printf\", \"da\n\n";
     let (p, out) = run(Tool::Bpftrace, &PATS, &[], cut, 3);
     assert_eq!((rows(&out, "job_start"), p.fatal.is_none()), (1, true));
-    assert_eq!(p.problems.iter().map(|p| (p.line, p.reason.as_str())).collect::<Vec<_>>(),
-               [(2, "truncated JSON record at the end of the input")]);
+    assert_eq!(
+        p.problems.iter().map(|p| (p.line, p.reason.as_str())).collect::<Vec<_>>(),
+        [(2, "truncated JSON record at the end of the input")]
+    );
 }
 
 /// Issue 11 item 8: 1 MB of random bytes became 4,047 printf events.
