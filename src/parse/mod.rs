@@ -5,7 +5,7 @@
 //! types the Python side declares for that format (`python/tracehouse/formats/<format>.py`).
 //! This file owns what they share: the [`ChunkParser`] interface the PyO3 glue drives
 //! and, for the line-based formats, [`Lines`] (lines cut across chunks, capped at
-//! [`MAX_LINE`]), [`Head`] and [`looks_binary`]. No module here knows Python; the PyO3 glue lives
+//! [`MAX_LINE`]) behind [`TextInput`], which also refuses binary input ([`looks_binary`]). No module here knows Python; the PyO3 glue lives
 //! in `src/py/`.
 
 pub mod chrome;
@@ -189,6 +189,76 @@ impl Head {
         }
         self.passed = true;
         Some(std::mem::take(&mut self.buf))
+    }
+}
+
+/// What [`TextInput`] hands a line-based parser.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Item<'a> {
+    /// The input is binary data: refuse it whole (nothing else comes).
+    Binary,
+    /// A line, without its `\n`.
+    Line(&'a [u8]),
+    /// A line longer than the limit, which this is (reported once, its bytes skipped).
+    TooLong(usize),
+}
+
+impl<'a> Item<'a> {
+    fn of(p: Piece<'a>, max: usize) -> Self {
+        match p {
+            Piece::Line(l) => Item::Line(l),
+            Piece::TooLong => Item::TooLong(max),
+        }
+    }
+}
+
+/// The front of a line-based text parser: holds the start of the input back until the
+/// binary check can look at it ([`Head`]), then cuts lines of at most `max` bytes ([`Lines`]).
+#[derive(Debug)]
+pub struct TextInput {
+    head: Head,
+    lines: Lines,
+    max: usize,
+    binary: bool,
+}
+
+impl TextInput {
+    /// An input whose lines may be `max` bytes long.
+    pub fn new(max: usize) -> Self {
+        TextInput { head: Head::default(), lines: Lines::new(max), max, binary: false }
+    }
+
+    /// Hands each item of `chunk` to `f`, which returns false to stop.
+    pub fn feed(&mut self, chunk: &[u8], mut f: impl FnMut(Item<'_>) -> bool) {
+        match self.head.feed(chunk) {
+            Fed::Wait => {}
+            Fed::First(start) => self.start(&start, &mut f),
+            Fed::Then(c) if !self.binary => self.lines.feed(c, |p| f(Item::of(p, self.max))),
+            Fed::Then(_) => {}
+        }
+    }
+
+    /// Ends the input (a short input is decided on here).
+    pub fn finish(&mut self, mut f: impl FnMut(Item<'_>) -> bool) {
+        if let Some(start) = self.head.finish() {
+            self.start(&start, &mut f);
+        }
+        if !self.binary {
+            let max = self.max;
+            self.lines.finish(|p| {
+                f(Item::of(p, max));
+            });
+        }
+    }
+
+    fn start(&mut self, start: &[u8], f: &mut impl FnMut(Item<'_>) -> bool) {
+        if looks_binary(&start[..start.len().min(HEAD)]) {
+            self.binary = true;
+            f(Item::Binary);
+        } else {
+            let max = self.max;
+            self.lines.feed(start, |p| f(Item::of(p, max)));
+        }
     }
 }
 

@@ -227,6 +227,9 @@ struct Include {
     at_line: u64,
 }
 
+/// What a Paje input must be (for the message refusing binary data).
+const PAJE_TEXT: &str = "a text Paje trace (%EventDef header, then event lines)";
+
 /// Most nested `PajeTraceFile` includes.
 const MAX_INCLUDE_DEPTH: usize = 32;
 
@@ -237,16 +240,14 @@ pub struct PajeParser {
     /// Nanoseconds per unit of the file's times.
     scale: i64,
     tables: Vec<Table>,
-    lines: super::Lines,
-    /// Longest line accepted.
+    input: super::TextInput,
+    /// Longest line accepted (also in included files).
     max_line: usize,
     line: u64,
     /// The file fed (includes are relative to it); None when the input has no path.
     source: Option<PathBuf>,
     /// Files being read through `PajeTraceFile`, outermost first.
     includes: Vec<Include>,
-    /// The start of the input, held until the binary check can look at it.
-    head: super::Head,
     defs: FastMap<String, Def>,
     in_def: Option<(String, Def)>,
     /// Type alias or name -> type name.
@@ -315,12 +316,11 @@ impl PajeParser {
             batch_rows,
             scale,
             tables: TABLES.iter().map(|(n, k, f)| Table::new(n, *k == "span", f, cap)).collect(),
-            lines: super::Lines::new(super::MAX_LINE),
+            input: super::TextInput::new(super::MAX_LINE),
             max_line: super::MAX_LINE,
             line: 0,
             source: None,
             includes: Vec::new(),
-            head: super::Head::default(),
             defs: FastMap::default(),
             in_def: None,
             types: FastMap::default(),
@@ -358,7 +358,7 @@ impl PajeParser {
 
     /// Sets the longest line accepted (default [`super::MAX_LINE`]).
     pub fn set_max_line(&mut self, max: usize) {
-        self.lines = super::Lines::new(max);
+        self.input = super::TextInput::new(max);
         self.max_line = max;
     }
 
@@ -367,49 +367,23 @@ impl PajeParser {
         if self.fatal.is_some() {
             return;
         }
-        match self.head.feed(chunk) {
-            super::Fed::Wait => {}
-            super::Fed::First(start) => {
-                self.check_binary(&start);
-                self.lines_in(&start);
-            }
-            super::Fed::Then(c) => self.lines_in(c),
-        }
-    }
-
-    /// Refuses binary input whole (its "lines" are not a trace).
-    fn check_binary(&mut self, start: &[u8]) {
-        if super::looks_binary(&start[..start.len().min(super::HEAD)]) {
-            self.rejected += 1;
-            self.fatal = Some(Problem {
-                line: 1,
-                reason: "binary data, not a text Paje trace (%EventDef header, then event lines)".into(),
-            });
-        }
-    }
-
-    fn lines_in(&mut self, chunk: &[u8]) {
-        if self.fatal.is_some() {
-            return;
-        }
-        let mut lines = std::mem::replace(&mut self.lines, super::Lines::new(0));
-        lines.feed(chunk, |p| {
-            self.piece(p);
+        let mut input = std::mem::replace(&mut self.input, super::TextInput::new(0));
+        input.feed(chunk, |it| {
+            self.item(it, PAJE_TEXT);
             self.fatal.is_none()
         });
-        self.lines = lines;
+        self.input = input;
     }
 
     /// Ends the input: the last line, then every state and link still open.
     pub fn finish(&mut self) {
-        if let Some(start) = self.head.finish().filter(|_| self.fatal.is_none()) {
-            self.check_binary(&start);
-            self.lines_in(&start);
-        }
         if self.fatal.is_none() {
-            let mut lines = std::mem::replace(&mut self.lines, super::Lines::new(0));
-            lines.finish(|p| self.piece(p));
-            self.lines = lines;
+            let mut input = std::mem::replace(&mut self.input, super::TextInput::new(0));
+            input.finish(|it| {
+                self.item(it, PAJE_TEXT);
+                self.fatal.is_none()
+            });
+            self.input = input;
         }
         if self.in_def.is_some() {
             self.reject("the input ends inside an %EventDef".into());
@@ -479,13 +453,19 @@ impl PajeParser {
         }
     }
 
-    fn piece(&mut self, p: super::Piece<'_>) {
-        match p {
-            super::Piece::Line(l) => self.line_in(l),
-            super::Piece::TooLong => {
+    /// One item of the input: a line, a line too long, or the news that it is binary (`what`
+    /// names what it should have been).
+    fn item(&mut self, it: super::Item<'_>, what: &str) {
+        match it {
+            super::Item::Line(l) => self.line_in(l),
+            super::Item::TooLong(max) => {
                 self.line += 1;
-                let max = self.max_line;
                 self.reject(format!("line longer than {max} bytes (skipped)"));
+            }
+            super::Item::Binary => {
+                self.rejected += 1;
+                let line = self.includes.first().map_or(1, |i| i.at_line);
+                self.fatal = Some(Problem { line, reason: format!("binary data, not {what}") });
             }
         }
     }
@@ -806,23 +786,17 @@ impl PajeParser {
         self.includes.push(Include { path: real, shown: file.to_string(), at_line });
         self.stats.includes += 1;
         let outer_line = std::mem::replace(&mut self.line, 0);
-        let mut lines = super::Lines::new(self.max_line);
+        let mut input = super::TextInput::new(self.max_line);
+        let what = format!("a Paje text trace: PajeTraceFile {file:?} (a compressed file?)");
         let mut buf = vec![0u8; 1 << 20];
-        let mut first = true;
         let result = loop {
             let n = match f.read(&mut buf) {
                 Ok(0) => break Ok(()),
                 Ok(n) => n,
                 Err(e) => break Err(format!("PajeTraceFile {file:?}: {e}")),
             };
-            if first && super::looks_binary(&buf[..n.min(4096)]) {
-                break Err(format!(
-                    "PajeTraceFile {file:?} is binary data (a compressed file?), not a Paje text trace"
-                ));
-            }
-            first = false;
-            lines.feed(&buf[..n], |p| {
-                self.piece(p);
+            input.feed(&buf[..n], |it| {
+                self.item(it, &what);
                 self.fatal.is_none()
             });
             if self.fatal.is_some() {
@@ -830,7 +804,10 @@ impl PajeParser {
             }
         };
         if result.is_ok() && self.fatal.is_none() {
-            lines.finish(|p| self.piece(p));
+            input.finish(|it| {
+                self.item(it, &what);
+                self.fatal.is_none()
+            });
         }
         self.line = outer_line;
         self.includes.pop();

@@ -580,14 +580,10 @@ pub struct ProbeParser {
     tseries: Option<usize>,
     /// Aggregates printed with nothing in them (`{"@h": []}`): (result kind, map name).
     empty: Vec<(&'static str, String)>,
-    lines: super::Lines,
-    /// Longest line accepted.
-    max_line: usize,
+    input: super::TextInput,
     /// The line of a JSON record cut at the end of its line, until the next line tells
     /// whether the input ends there or goes on (pretty-printed).
     cut_record: Option<u64>,
-    /// The start of the input, held until the binary check can look at it.
-    head: super::Head,
     pending_text: Vec<u8>,
     line: u64,
     last_ts: i64,
@@ -745,10 +741,8 @@ impl ProbeParser {
             printf,
             tseries,
             empty: Vec::new(),
-            lines: super::Lines::new(super::MAX_LINE),
-            max_line: super::MAX_LINE,
+            input: super::TextInput::new(super::MAX_LINE),
             cut_record: None,
-            head: super::Head::default(),
             pending_text: Vec::new(),
             line: 0,
             last_ts: 0,
@@ -790,8 +784,7 @@ impl ProbeParser {
 
     /// Sets the longest line accepted (default [`super::MAX_LINE`]).
     pub fn set_max_line(&mut self, max: usize) {
-        self.lines = super::Lines::new(max);
-        self.max_line = max;
+        self.input = super::TextInput::new(max);
     }
 
     /// Parses a chunk (cut anywhere).
@@ -799,49 +792,23 @@ impl ProbeParser {
         if self.fatal.is_some() {
             return;
         }
-        match self.head.feed(chunk) {
-            super::Fed::Wait => {}
-            super::Fed::First(start) => {
-                self.check_binary(&start);
-                self.lines_in(&start);
-            }
-            super::Fed::Then(c) => self.lines_in(c),
-        }
-    }
-
-    /// Refuses the input whole, whatever --strict says, when its start is binary: split at
-    /// its newlines, random bytes would become thousands of printf "lines".
-    fn check_binary(&mut self, start: &[u8]) {
-        if super::looks_binary(&start[..start.len().min(super::HEAD)]) {
-            let what = if self.tool == Tool::Bpftrace { "bpftrace output" } else { "SystemTap output" };
-            self.rejected += 1;
-            self.fatal =
-                Some(Problem { line: 1, reason: format!("binary data, not {what} (text lines, or -f json records)") });
-        }
-    }
-
-    fn lines_in(&mut self, chunk: &[u8]) {
-        if self.fatal.is_some() {
-            return;
-        }
-        let mut lines = std::mem::replace(&mut self.lines, super::Lines::new(0));
-        lines.feed(chunk, |p| {
-            self.piece(p);
+        let mut input = std::mem::replace(&mut self.input, super::TextInput::new(0));
+        input.feed(chunk, |it| {
+            self.item(it);
             self.fatal.is_none()
         });
-        self.lines = lines;
+        self.input = input;
     }
 
     /// Ends the input: the last line, an open table, spans never closed.
     pub fn finish(&mut self) {
-        if let Some(start) = self.head.finish().filter(|_| self.fatal.is_none()) {
-            self.check_binary(&start);
-            self.lines_in(&start);
-        }
         if self.fatal.is_none() {
-            let mut lines = std::mem::replace(&mut self.lines, super::Lines::new(0));
-            lines.finish(|p| self.piece(p));
-            self.lines = lines;
+            let mut input = std::mem::replace(&mut self.input, super::TextInput::new(0));
+            input.finish(|it| {
+                self.item(it);
+                self.fatal.is_none()
+            });
+            self.input = input;
         }
         if let Some(at) = self.cut_record.take() {
             let line = std::mem::replace(&mut self.line, at);
@@ -910,13 +877,20 @@ impl ProbeParser {
         }
     }
 
-    fn piece(&mut self, p: super::Piece<'_>) {
-        match p {
-            super::Piece::Line(l) => self.line_in(l),
-            super::Piece::TooLong => {
+    fn item(&mut self, it: super::Item<'_>) {
+        match it {
+            super::Item::Line(l) => self.line_in(l),
+            super::Item::TooLong(max) => {
                 self.line += 1;
-                let max = self.max_line;
                 self.reject(format!("line longer than {max} bytes (skipped)"));
+            }
+            super::Item::Binary => {
+                // Refused whole, whatever --strict says: split at its newlines, random bytes
+                // would become thousands of printf "lines".
+                let what = if self.tool == Tool::Bpftrace { "bpftrace output" } else { "SystemTap output" };
+                self.rejected += 1;
+                let reason = format!("binary data, not {what} (text lines, or -f json records)");
+                self.fatal = Some(Problem { line: 1, reason });
             }
         }
     }

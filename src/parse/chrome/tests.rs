@@ -2,7 +2,11 @@ use super::*;
 use arrow_array::{Array, BooleanArray, Float64Array, Int32Array, Int64Array, StringArray};
 
 fn parse_chunks(input: &[u8], chunk: usize, strict: bool) -> (ChromeParser, Vec<(String, RecordBatch)>) {
-    let mut p = ChromeParser::new(Options { strict, batch_rows: 3, ..Options::default() });
+    parse_with(input, chunk, Options { strict, batch_rows: 3, ..Options::default() })
+}
+
+fn parse_with(input: &[u8], chunk: usize, opts: Options) -> (ChromeParser, Vec<(String, RecordBatch)>) {
+    let mut p = ChromeParser::new(opts);
     let mut out = Vec::new();
     for c in input.chunks(chunk.max(1)) {
         p.feed(c);
@@ -217,14 +221,8 @@ fn an_event_longer_than_the_limit_is_rejected_and_skipped_in_any_chunking() {
         "[\n{{\"name\": \"a\", \"ph\": \"i\", \"ts\": 1, \"pid\": 1, \"tid\": 1}},\n{big},\n{{\"name\": \"b\", \"ph\": \"i\", \"ts\": 3, \"pid\": 1, \"tid\": 1}}\n]"
     );
     for chunk in [1, 333, 4096, 1 << 20] {
-        let mut p = ChromeParser::new(Options { max_record: 1000, batch_rows: 3, ..Options::default() });
-        let mut out = Vec::new();
-        for c in input.as_bytes().chunks(chunk) {
-            p.feed(c);
-            out.extend(p.take_batches(false));
-        }
-        p.finish();
-        out.extend(p.take_batches(true));
+        let (p, out) =
+            parse_with(input.as_bytes(), chunk, Options { max_record: 1000, batch_rows: 3, ..Options::default() });
         assert_eq!(rows(&out, "instant"), 2, "chunk {chunk}: {:?}", p.problems);
         assert_eq!(p.problems.len(), 1);
         assert_eq!((p.problems[0].line, p.problems[0].reason.as_str()), (3, "event longer than 1000 bytes (skipped)"));

@@ -8,9 +8,22 @@ fn run(
     input: &str,
     chunk: usize,
 ) -> (ProbeParser, Vec<(String, RecordBatch)>) {
+    run_with(tool, pats, spans, input, chunk, |_| {})
+}
+
+/// [`run`] with the parser adjusted by `setup` first.
+fn run_with(
+    tool: Tool,
+    pats: &[&str],
+    spans: &[&str],
+    input: &str,
+    chunk: usize,
+    setup: impl Fn(&mut ProbeParser),
+) -> (ProbeParser, Vec<(String, RecordBatch)>) {
     let pats: Vec<String> = pats.iter().map(|s| s.to_string()).collect();
     let spans: Vec<String> = spans.iter().map(|s| s.to_string()).collect();
     let mut p = ProbeParser::new(tool, &pats, &spans, false, 4).unwrap();
+    setup(&mut p);
     let mut out = Vec::new();
     for c in input.as_bytes().chunks(chunk.max(1)) {
         p.feed(c);
@@ -392,16 +405,7 @@ fn stap_lines_that_look_like_something_and_are_not_are_rejected() {
 fn overlong_lines_are_rejected_with_their_number_in_any_chunking() {
     let input = format!("job_start 1 1 0x1\n{}\njob_start 2 1 0x2\n", "y".repeat(5000));
     for chunk in [1, 777, 1 << 20] {
-        let pats: Vec<String> = PATS.iter().map(|s| s.to_string()).collect();
-        let mut p = ProbeParser::new(Tool::Bpftrace, &pats, &[], false, 4).unwrap();
-        p.set_max_line(1000);
-        let mut out = Vec::new();
-        for c in input.as_bytes().chunks(chunk) {
-            p.feed(c);
-            out.extend(p.take_batches(false));
-        }
-        p.finish();
-        out.extend(p.take_batches(true));
+        let (p, out) = run_with(Tool::Bpftrace, &PATS, &[], &input, chunk, |p| p.set_max_line(1000));
         assert_eq!((rows(&out, "job_start"), rows(&out, "printf")), (2, 0));
         assert_eq!(p.problems.iter().map(|p| p.line).collect::<Vec<_>>(), [2]);
         assert!(p.problems[0].reason.starts_with("line longer than 1000 bytes"));
