@@ -267,18 +267,23 @@ impl TextInput {
 /// or of bytes that are not UTF-8. Text formats refuse such input as a whole instead of making
 /// events of its "lines".
 pub fn looks_binary(head: &[u8]) -> bool {
-    if head.is_empty() {
-        return false;
+    // One pass over the bytes; UTF-8 is checked only when there are non-ASCII bytes.
+    let mut control = 0;
+    let mut high = false;
+    for &b in head {
+        if b < 0x20 {
+            // Tab, newlines, form feed and escape (terminal colours in printed text) are text.
+            if b == 0 {
+                return true;
+            }
+            control += !matches!(b, b'\t' | b'\n' | b'\r' | 0x0c | 0x1b) as usize;
+        }
+        high |= b >= 0x80;
     }
-    if head.contains(&0) {
-        return true;
-    }
-    // Tab, newlines, form feed and escape (terminal colours in printed text) are text.
-    let control = head.iter().filter(|&&b| b < 0x20 && !matches!(b, b'\t' | b'\n' | b'\r' | 0x0c | 0x1b)).count();
-    let invalid = match std::str::from_utf8(head) {
-        Ok(_) => 0,
+    let invalid = match high.then(|| std::str::from_utf8(head)) {
+        None | Some(Ok(_)) => 0,
         // Count the invalid bytes (a cut multi-byte character at the end is not one).
-        Err(_) => String::from_utf8_lossy(head).matches('\u{FFFD}').count(),
+        Some(Err(_)) => String::from_utf8_lossy(head).matches('\u{FFFD}').count(),
     };
     (control + invalid) * 10 > head.len()
 }

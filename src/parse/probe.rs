@@ -980,11 +980,6 @@ impl ProbeParser {
     // -- text ---------------------------------------------------------------------------
 
     fn text_line(&mut self, line: &[u8], from_json: bool) {
-        if !from_json && line.len() >= 8 && super::looks_binary(line) {
-            // Binary bytes further into a text file: not a printed line.
-            self.reject("binary data, not a printed line".into());
-            return;
-        }
         let trimmed = line.trim_ascii();
         match &mut self.state {
             TextState::StapHist { rows, .. } => {
@@ -1054,6 +1049,12 @@ impl ProbeParser {
                     return;
                 }
             }
+        }
+        if !from_json && line.len() >= 8 && super::looks_binary(line) {
+            // Binary bytes further into a text file: not a printed line. (Looked at only here,
+            // for lines nothing else understood: a line a pattern matched is text.)
+            self.reject("binary data, not a printed line".into());
+            return;
         }
         self.last_title = String::from_utf8_lossy(trimmed).trim_end_matches(':').trim().to_string();
         self.printf_row(trimmed);
