@@ -120,3 +120,11 @@ def test_cli_names_the_bad_cell(tmp_path, capsys):
     assert main(["extrapolate", str(path)]) == 2
     assert "no throughput column" in capsys.readouterr().err
     assert main(["extrapolate", str(tmp_path / "none.csv")]) == 2
+
+
+def test_usl_leaves_a_residual_to_fit_against():
+    """Three runs fit lambda and sigma only: kappa through three points chased their noise."""
+    runs = ex.synthetic_usl([1, 2, 4], 1000.0, 0.02, 0.0, noise=0.01, seed=4)
+    m = ex.USL().fit(runs)
+    assert m.fitted == 2 and m.kappa == 0.0 and m.lam == pytest.approx(1000.0, rel=0.05)
+    assert ex.USL().fit(ex.synthetic_usl([1, 2, 4, 8], 1000.0, 0.02, 0.001)).fitted == 3

@@ -3,12 +3,12 @@ temporary root; sizes, per-fd order, issue-time errors, copies, and nothing outs
 
 from __future__ import annotations
 
-import json
 import os
 from pathlib import Path
 
 import pytest
 
+from helpers.cli import run_json
 from helpers.strace import build_programs, needs_strace
 from tracehouse.cli import main
 
@@ -40,20 +40,12 @@ def captured(tmp_path_factory):
     return base, store, work
 
 
-def run_json(capsys, argv) -> tuple[int, dict]:
-    capsys.readouterr()
-    rc = main(argv)
-    return rc, json.loads(capsys.readouterr().out)
-
-
 def test_replay_of_a_captured_program(captured, capsys):
     base, store, work = captured
     root = base / "root1"
     before = snapshot(base, (root, store))
-    rc, out = run_json(capsys, ["--store", str(store), "replay", "mt", "--root", str(root), "--map", f"{work}=data",
-                                "--name", "mt-r1", "--json"])
-    assert rc == 0, out
-    sm = out["summary"]
+    sm = run_json(capsys, store, "replay", "mt", "--root", str(root), "--map", f"{work}=data",
+                  "--name", "mt-r1")["summary"]
     assert sm["complete"] and sm["errors"] == 0 and sm["divergent"] == 0 and sm["refused_outside_root"] == 0
     assert sm["threads"] == 5 and sm["copies"] == 1
     # the files end with the traced sizes
@@ -92,10 +84,8 @@ def test_replay_of_a_captured_program(captured, capsys):
 def test_copies_replay_side_by_side(captured, capsys):
     base, store, work = captured
     root = base / "root2"
-    rc, out = run_json(capsys, ["--store", str(store), "replay", "mt", "--root", str(root), "--only", str(work),
-                                "--copies", "3", "--timing", "asap", "--json"])
-    assert rc == 0
-    sm = out["summary"]
+    sm = run_json(capsys, store, "replay", "mt", "--root", str(root), "--only", str(work), "--copies", "3",
+                  "--timing", "asap")["summary"]
     assert sm["ops"] == 3 * sm["ops_per_copy"] and sm["copies"] == 3 and sm["lag_us"] == {}
     assert sorted(p.name for p in root.iterdir() if not p.name.startswith(".")) == ["copy-0", "copy-1", "copy-2"]
     for k in range(3):
@@ -104,9 +94,9 @@ def test_copies_replay_side_by_side(captured, capsys):
         assert not (root / f"copy-{k}" / "etc").exists()  # --only kept the loader's files out
     assert sm["skipped"]["outside --only"] > 0
     # a second run into the same root starts from the same state
-    rc, again = run_json(capsys, ["--store", str(store), "replay", "mt", "--root", str(root), "--only", str(work),
-                                  "--copies", "3", "--timing", "asap", "--json"])
-    assert rc == 0 and again["summary"]["bytes"] == sm["bytes"]
+    again = run_json(capsys, store, "replay", "mt", "--root", str(root), "--only", str(work), "--copies", "3",
+                     "--timing", "asap")
+    assert again["summary"]["bytes"] == sm["bytes"]
 
 
 def test_extrapolate_from_stored_replays(captured, capsys, tmp_path):
@@ -119,8 +109,8 @@ def test_extrapolate_from_stored_replays(captured, capsys, tmp_path):
     for k in (1, 2, 3):
         assert main(["--store", str(store), "replay", "mt", "--root", str(tmp_path / f"r{k}"), "--only", str(work),
                      "--copies", str(k), "--json"]) == 0
-    rc, out = run_json(capsys, ["--store", str(store), "extrapolate", "mt", "--models", "usl", "--json"])
-    assert rc == 0
+    capsys.readouterr()
+    out = run_json(capsys, store, "extrapolate", "mt", "--models", "usl")
     assert [r["concurrency"] for r in out["runs"]] == [1, 2, 3]
     assert out["predictions"][-1]["concurrency"] == 24  # 8x the highest
 
@@ -168,10 +158,8 @@ def test_nothing_outside_the_root_is_touched(tmp_path, capsys):
     (root / "data").mkdir(parents=True)
     (root / "data" / "link").symlink_to(outside)
     before = snapshot(tmp_path, (tmp_path / "root", store))
-    rc, out = run_json(capsys, ["--store", str(store), "replay", "esc", "--root", str(root), "--map", "/data=data",
-                                "--force", "--json"])
-    assert rc == 0
-    sm = out["summary"]
+    capsys.readouterr()
+    sm = run_json(capsys, store, "replay", "esc", "--root", str(root), "--map", "/data=data", "--force")["summary"]
     assert sm["skipped"] == {"path escapes the root": 3}
     assert sm["refused_outside_root"] == 2  # the open through the link, the rename into it
     assert snapshot(tmp_path, (tmp_path / "root", store)) == before

@@ -229,8 +229,7 @@ def _us(d: dict) -> dict:
 def replay(store: "Store", trace: str, root: str | os.PathLike, *, maps: Iterable[str] = (), only: Iterable[str] = (),
            timing: str = "original", copies: int = 1, name: str | None = None, cold: bool = False,
            force: bool = False, spin_us: float | None = None, realtime: bool = False, sample_s: float = 0.1,
-           progress: Callable[[int], None] | None = None, on_plan: Callable[[dict], None] | None = None,
-           peer_timing: str | None = None) -> ReplayReport:
+           progress: Callable[[int], None] | None = None, peer_timing: str | None = None) -> ReplayReport:
     """Replay `trace` under `root` (see the module documentation); returns the report.
 
     timing: original | scale:X | think | think:X | asap. copies: K independent copies
@@ -248,8 +247,6 @@ def replay(store: "Store", trace: str, root: str | os.PathLike, *, maps: Iterabl
         raise BadInput(f"trace {name!r} exists", expected="a new --name")
     plan, source = build_plan(store, trace, mapping, only)
     stats = plan.stats()
-    if on_plan is not None:
-        on_plan(stats)
     if stats["ops"] == 0:
         raise BadInput(f"trace {trace!r}: nothing to replay ({stats['rows']} syscalls, none on regular files)",
                        expected="a trace with open/read/write/... calls on files")
@@ -279,9 +276,9 @@ def replay(store: "Store", trace: str, root: str | os.PathLike, *, maps: Iterabl
     if progress is not None:
         progress(done_at[-1] - seen)
     res = run.result()
-    ops, summary = _op_table(plan, source, res, info, copies)
+    ops = _op_table(plan, source, res, copies)
     util = machine.between(samples[0], samples[-1])
-    summary.update(_summarise(ops, stats, info, copies, mode, speed, util, device, res["cancelled"]))
+    summary = _summarise(ops, stats, info, copies, mode, speed, util, device, res["cancelled"])
     summary["realtime"] = {"asked": realtime, "granted": bool(res["realtime"])}
     summary["prepare"] = {"dirs": sum(p["dirs"] for p in prepared), "files": sum(p["files"] for p in prepared),
                           "kept": sum(p["kept"] for p in prepared), "bytes_written": sum(p["bytes"] for p in prepared),
@@ -298,7 +295,7 @@ def replay(store: "Store", trace: str, root: str | os.PathLike, *, maps: Iterabl
     return ReplayReport(trace, name, rid, summary, prepared)
 
 
-def _op_table(plan, source: pa.Table, res: dict, info: dict, copies: int) -> tuple[pa.Table, dict]:
+def _op_table(plan, source: pa.Table, res: dict, copies: int) -> pa.Table:
     """The records as the `op` table (ts = issue, dur = latency), joined to the source rows."""
     opc = plan.op_columns()
     op = res["op"]
@@ -336,7 +333,7 @@ def _op_table(plan, source: pa.Table, res: dict, info: dict, copies: int) -> tup
         "source_producer": src_prod,
         "source_seq": pc.take(source.column("seq"), src),
     })
-    return table, {}
+    return table
 
 
 def _summarise(ops: pa.Table, stats: dict, info: dict, copies: int, mode: str, speed: float, util: dict,
