@@ -33,6 +33,7 @@ def cmd_serve(args) -> int:
         idle_timeout=args.idle_timeout, max_inflight=_size(args.max_inflight), overload_wait=args.overload_wait,
         request_timeout=args.request_timeout, min_rate=_size(args.min_rate), query_timeout=args.query_timeout,
         query_workers=args.query_workers, max_answer=_size(args.max_answer),
+        ui=not args.no_ui,
     )
     return serve(args.store or default_path(), cfg, ready=write_ready_file(args.ready_file))
 
@@ -78,6 +79,7 @@ def register(commands) -> None:
                     help="largest SQL answer, JSON or Arrow, in bytes (default 64M; 422 beyond)")
     sp.add_argument("--ready-file", help="write the bound addresses as JSON here once serving")
     sp.add_argument("--quiet", action="store_true", help="log warnings only")
+    sp.add_argument("--no-ui", action="store_true", help="do not serve the web UI (/, /ui/, /api/ui/)")
     register_load(commands)
     register_bench(commands)
 
