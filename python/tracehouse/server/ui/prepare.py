@@ -38,7 +38,7 @@ import pyarrow as pa
 
 from ... import _core
 from ...analysis import _index, _source
-from ...analysis.profiles import SpanConfig, span_config
+from ...analysis.profiles import PROFILES, SpanConfig, span_config
 from ...analysis.spans import _begin_name, _name_strings, span_index
 from ...analysis.statistics import density_index
 from ...errors import BadInput, TracehouseError
@@ -160,17 +160,22 @@ class Jobs:
 
 
 def ui_span_config(store: "Store", trace: str) -> tuple[SpanConfig | None, str]:
-    """(how the trace's spans are made, why not when None): the analyses' profile or
-    inference first (`span_config`), else its first span-kind type nested by time, labelled
-    by its first string column among NAME_COLUMNS."""
+    """(how the trace's spans are made, why not when None): the format's profile or the
+    analyses' inference (`span_config`), except that a format without a profile that has a
+    span-kind type shows those spans (nested by time); labelled by the first string column
+    among NAME_COLUMNS when the pairing names none."""
     info = store.trace(trace)
     if info.metadata.get("tool"):  # a processed trace (`<trace>:spans`): its spans are its source's
         return None, f"a trace derived by {info.metadata['tool']}: open {info.metadata.get('source', 'its source')}"
     types = store.event_types(trace)
+    spans = [t for t in types.values() if t.kind == "span"]
     try:
+        if info.format not in PROFILES and spans:
+            # Spans the importer already made (bpftrace/stap --span, Paje states, CSV --dur) rather
+            # than pairing again the begin/end halves it left over.
+            raise BadInput("spans of a span-kind type")
         cfg = span_config(store, trace)
     except BadInput as e:
-        spans = [t for t in types.values() if t.kind == "span"]
         if not spans:
             return None, f"no spans: {e.reason}"
         cfg = SpanConfig(spans[0].name, None)
@@ -230,6 +235,11 @@ class Preparer:
         self._lock = threading.RLock()
         self._streams: dict[tuple, Streams] = {}
         self._calls: dict[tuple, Calls] = {}
+        self._builds: dict[str, threading.RLock] = {}
+
+    def _build_lock(self, trace: str) -> threading.RLock:
+        with self._lock:
+            return self._builds.setdefault(trace, threading.RLock())
 
     def _key(self, trace: str) -> tuple:
         return trace, _source.signature(self.store, trace)
@@ -243,7 +253,11 @@ class Preparer:
             return got
         info = self.store.trace(trace)
         if info.event_count <= self.inline_events:
-            return build()
+            # Requests of one page arrive together: one builds, the others wait for it and
+            # find it fresh (two builds would both save a processed trace of the same name).
+            with self._build_lock(trace):
+                got = fresh()
+                return got if got is not None else build()
         failed = self.jobs.failed("prepare", trace)
         if failed is not None and failed.created > time.time() - 60:
             raise BadInput(f"preparing {trace!r} failed: {failed.error}")
@@ -251,6 +265,10 @@ class Preparer:
         raise Pending(job, what)
 
     def _prepare_all(self, trace: str, job: Job) -> dict:
+        with self._build_lock(trace):
+            return self._prepare_steps(trace, job)
+
+    def _prepare_steps(self, trace: str, job: Job) -> dict:
         t0 = time.perf_counter()
         out = {}
         job.step = "density index"
@@ -338,19 +356,28 @@ class Preparer:
     def calls(self, trace: str, *, build: bool = False) -> Calls | None:
         """Call paths and name codes per span index row, None without spans."""
         key = self._key(trace)
-        with self._lock:
-            got = self._calls.get(key)
-        if got is not None:
-            return got
-        sd = self.spans(trace, build=build)
-        if sd is None:
+
+        def cached() -> Calls | None:
+            with self._lock:
+                return self._calls.get(key)
+
+        def make() -> Calls | None:
+            sd = self.spans(trace, build=build)
+            if sd is None:
+                return None
+            c = _call_paths(sd)
+            with self._lock:
+                for k in [k for k in self._calls if k[0] == trace]:
+                    del self._calls[k]
+                self._calls[key] = c
+            return c
+
+        got = cached()
+        if got is not None or build:
+            return got if got is not None else make()
+        if ui_span_config(self.store, trace)[0] is None:
             return None
-        c = _call_paths(sd)
-        with self._lock:
-            for k in [k for k in self._calls if k[0] == trace]:
-                del self._calls[k]
-            self._calls[key] = c
-        return c
+        return self._need(trace, "the call paths", cached, make)
 
 
 def _call_paths(sd: SpanData) -> Calls:
