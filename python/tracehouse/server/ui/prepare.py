@@ -188,6 +188,14 @@ def ui_span_config(store: "Store", trace: str) -> tuple[SpanConfig | None, str]:
     return cfg, ""
 
 
+def span_index_params(cfg: SpanConfig) -> dict:
+    """The parameters `analysis.spans.span_index` saves its index under (to find it without building it)."""
+    from ...analysis import spans
+
+    rules = getattr(spans, "RULES", None)
+    return {"config": cfg.to_json()} | ({"rules": rules} if rules is not None else {})
+
+
 # -- the derived data of one trace -----------------------------------------------------------------
 
 
@@ -294,7 +302,7 @@ class Preparer:
         """Which parts exist now (nothing is built)."""
         key = self._key(trace)
         cfg, _ = ui_span_config(self.store, trace)
-        spans = cfg is not None and _index.fresh(self.store, trace, "spans", {"config": cfg.to_json()}) is not None
+        spans = cfg is not None and _index.fresh(self.store, trace, "spans", span_index_params(cfg)) is not None
         return {"density": key in self._streams or density_index(self.store, trace, build=False) is not None,
                 "spans": spans if cfg is not None else None,
                 "calls": (key in self._calls) if cfg is not None else None}
@@ -339,7 +347,7 @@ class Preparer:
         cfg, _why = ui_span_config(self.store, trace)
         if cfg is None:
             return None
-        params = {"config": cfg.to_json()}
+        params = span_index_params(cfg)
 
         def wrap(idx: pa.Table | None) -> SpanData | None:
             if idx is None:

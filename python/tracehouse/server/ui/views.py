@@ -541,6 +541,7 @@ def _span_levels(sd: SpanData, calls, producer: int, start: int, end: int, edges
         return [], 0
     ts_all = _index.column(idx, "ts")
     end_all = _index.column(idx, "end_ts")
+    end_max = _index.column(idx, "end_max") if "end_max" in idx.column_names else None
     levels, used = [], 0
     dmax = int(depth[hi - 1])  # rows of one producer are ordered by depth
     for d in range(0, min(dmax, max_depth) + 1):
@@ -548,8 +549,10 @@ def _span_levels(sd: SpanData, calls, producer: int, start: int, end: int, edges
         if a == b:
             continue
         ts, en = ts_all[a:b], end_all[a:b]
-        # Spans of one depth on one thread do not overlap: both ends are sorted.
-        i = int(np.searchsorted(en, start, side="right"))
+        # Rows of one (producer, depth) are in ts order; their running maximum of end_ts (the
+        # index's `end_max`, else end_ts: spans of one depth rarely overlap) finds the first
+        # that may reach into the window.
+        i = int(np.searchsorted(end_max[a:b] if end_max is not None else en, start, side="right"))
         j = int(np.searchsorted(ts, end, side="left"))
         n = max(0, j - i)
         if n == 0:
@@ -557,6 +560,7 @@ def _span_levels(sd: SpanData, calls, producer: int, start: int, end: int, edges
             continue
         if n <= LEVEL_ITEMS and n <= budget:
             rows = np.arange(a + i, a + j)
+            rows = rows[end_all[rows] > start]  # an overlapped span may have ended before the window
             levels.append({"depth": d, "mode": "items", "ts": ts_all[rows].tolist(),
                            "dur": (end_all[rows] - ts_all[rows]).tolist(),
                            "name": calls.code[rows].tolist() if calls is not None else [],
