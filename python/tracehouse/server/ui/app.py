@@ -486,17 +486,14 @@ def build_app(state: UiState) -> Starlette:
 
 
 def start(store, token: str | None, api) -> "UiBridge":
-    """The UI attached to a running server: its app on its own thread (bridge.py), queries run
-    by the server's own query execution."""
+    """The UI attached to a running server: its app on its own thread (bridge.py), its SQL run
+    by the server's own query execution (the `/api/query` path)."""
     from .bridge import UiBridge
 
-    runner = getattr(getattr(api, "queries", None), "run", None)
-    if runner is not None:  # the server's query workers: read-only check, deadline, answer cap
+    def run_query(sql_text: str) -> pa.Table:
+        # The server's query workers (server/queries.py): read-only check, deadline, answer cap.
+        body, _ctype = api.queries.run(sql_text, "arrow")
+        return pa.ipc.open_stream(body).read_all()
 
-        def run_query(sql_text: str) -> pa.Table:
-            body, _ctype = runner(sql_text, "arrow")
-            return pa.ipc.open_stream(body).read_all()
-    else:
-        run_query = api._run_query
     state = UiState(store, token=token, run_query=run_query)
     return UiBridge(build_app(state), state=state, open_paths=ASSET_PATHS)
