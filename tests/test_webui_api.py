@@ -342,3 +342,28 @@ def test_errors_are_json_without_stack_traces(app):
     assert st == 400 and "type | producer | state | link" in d["error"]
     st, d = get(app, "/api/ui/nowhere")
     assert st == 404
+
+
+def test_window_rows_by_block_searches_equal_a_full_scan(tod_store, app):
+    """The span rows of a window found per (producer, depth) block are exactly those a mask over
+    every span finds (overlapping for flame graphs, starting-in for histograms)."""
+    from tracehouse.analysis import _index
+
+    state = UiState(tod_store, token=None, run_query=run_sql(tod_store))
+    prep = state.prep
+    sd = prep.spans("t")
+    ts, end_ts = _index.column(sd.index, "ts"), _index.column(sd.index, "end_ts")
+    prod, closed = _index.column(sd.index, "producer"), _index.column(sd.index, "closed")
+    info = tod_store.trace("t")
+    rng = np.random.default_rng(1)
+    for _ in range(20):
+        a, b = sorted(rng.integers(info.ts_min - 1000, info.ts_max + 1000, 2).tolist())
+        ps = tuple(sorted(rng.choice(np.arange(1, 11), rng.integers(1, 4), replace=False).tolist())) if rng.random() < 0.5 else None
+        w = views.Window(a, b + 1, ps)
+        in_p = np.ones(len(ts), bool) if ps is None else np.isin(prod, ps)
+        rows, clipped = views._overlapping(prep, "t", sd, w, a, b + 1)
+        assert np.array_equal(np.sort(rows), np.flatnonzero(in_p & (ts < b + 1) & (end_ts > a)))
+        assert (clipped <= b + 1 - a).all()
+        starting = views._starting(prep, "t", sd, w, a, b + 1)
+        assert np.array_equal(np.sort(starting), np.flatnonzero(in_p & (ts >= a) & (ts < b + 1) & closed))
+    state.close()

@@ -72,6 +72,19 @@ class UiState:
         self.run_query = run_query
         self.jobs = Jobs()
         self.prep = Preparer(store, self.jobs, **({} if inline_events is None else {"inline_events": inline_events}))
+        self.prep.warm = self.warm
+
+    def warm(self, trace: str) -> None:
+        """The answers a trace's overview asks first, computed by its prepare job (kept by
+        `Preparer.cached` under the keys the routes use)."""
+        p, w = self.prep, views.Window()
+        p.cached(trace, ("density", w, 1000), lambda: views.density(p, trace, w, 1000))
+        for by in ("type", "producer", "state", "link"):
+            p.cached(trace, ("stats", w, by), lambda: views.stats(p, trace, w, by))
+        kw = dict(kind="hist", unit="us", k=0, lo=None, hi=None, step=None)
+        p.cached(trace, ("hist", w, tuple(sorted(kw.items()))), lambda: views.hist(p, trace, w, **kw))
+        p.cached(trace, ("top", w, 25), lambda: views.top_spans(p, trace, w, 25))
+        p.cached(trace, ("flame", w, 0.001), lambda: views.flame(p, trace, w, 0.001))
 
     def close(self) -> None:
         self.jobs.close()
@@ -237,23 +250,28 @@ def trace_info(state: UiState, params, _body) -> dict:
 
 
 def density(state: UiState, params, _body) -> dict:
-    return views.density(state.prep, _trace(state, params), _window(params), _int(params, "bins", 1000))
+    trace, w, bins = _trace(state, params), _window(params), _int(params, "bins", 1000)
+    return state.prep.cached(trace, ("density", w, bins), lambda: views.density(state.prep, trace, w, bins))
 
 
 def stats(state: UiState, params, _body) -> dict:
-    return views.stats(state.prep, _trace(state, params), _window(params), params.get("by") or "type")
+    trace, w, by = _trace(state, params), _window(params), params.get("by") or "type"
+    return state.prep.cached(trace, ("stats", w, by), lambda: views.stats(state.prep, trace, w, by))
 
 
 def hist(state: UiState, params, _body) -> dict:
     kind = params.get("kind") or "hist"
     if kind not in ("hist", "lhist"):
         raise BadInput(f"kind={kind!r}", expected="hist | lhist")
-    return views.hist(state.prep, _trace(state, params), _window(params), kind=kind, unit=params.get("unit") or "us",
-                      k=_int(params, "k", 0), lo=_int(params, "min"), hi=_int(params, "max"), step=_int(params, "step"))
+    trace, w = _trace(state, params), _window(params)
+    kw = dict(kind=kind, unit=params.get("unit") or "us", k=_int(params, "k", 0), lo=_int(params, "min"),
+              hi=_int(params, "max"), step=_int(params, "step"))
+    return state.prep.cached(trace, ("hist", w, tuple(sorted(kw.items()))), lambda: views.hist(state.prep, trace, w, **kw))
 
 
 def top(state: UiState, params, _body) -> dict:
-    return views.top_spans(state.prep, _trace(state, params), _window(params), _int(params, "n", 25))
+    trace, w, n = _trace(state, params), _window(params), _int(params, "n", 25)
+    return state.prep.cached(trace, ("top", w, n), lambda: views.top_spans(state.prep, trace, w, n))
 
 
 def timeline(state: UiState, params, _body) -> dict:
@@ -270,9 +288,9 @@ def timeline(state: UiState, params, _body) -> dict:
 
 
 def flame(state: UiState, params, _body) -> dict:
-    share = params.get("min_share")
-    return views.flame(state.prep, _trace(state, params), _window(params),
-                       float(share) if share else 0.001)
+    share = float(params.get("min_share") or 0.001)
+    trace, w = _trace(state, params), _window(params)
+    return state.prep.cached(trace, ("flame", w, share), lambda: views.flame(state.prep, trace, w, share))
 
 
 def frame(state: UiState, params, _body) -> dict:

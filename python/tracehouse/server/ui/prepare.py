@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import json
+from collections import OrderedDict
 import logging
 import threading
 import time
@@ -49,6 +50,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("tracehouse.server.ui")
 
 INLINE_EVENTS = 2_000_000  # traces up to this many events are prepared inside the request
+ANSWERS_KEPT = 256  # answers kept (Preparer.cached)
 NAME_COLUMNS = ("name", "syscall", "value", "state", "func", "probe", "event")  # a span's label, in this order
 
 
@@ -227,6 +229,17 @@ class Calls:
 
 
 @dataclass
+class Blocks:
+    """Runs of span index rows with one (producer, depth): block i is rows [start, end)."""
+
+    start: np.ndarray
+    end: np.ndarray
+    producer: np.ndarray
+    depth: np.ndarray
+    all_closed: bool
+
+
+@dataclass
 class SpanData:
     config: SpanConfig
     index: pa.Table  # span index: spans by (producer, depth, ts), mmapped
@@ -244,6 +257,9 @@ class Preparer:
         self._streams: dict[tuple, Streams] = {}
         self._calls: dict[tuple, Calls] = {}
         self._builds: dict[str, threading.RLock] = {}
+        self._blocks: dict[tuple, Blocks] = {}
+        self._answers: OrderedDict = OrderedDict()
+        self.warm: Callable[[str], None] | None = None  # computes a trace's whole-trace answers ahead (app.py)
 
     def _build_lock(self, trace: str) -> threading.RLock:
         with self._lock:
@@ -269,7 +285,7 @@ class Preparer:
         failed = self.jobs.failed("prepare", trace)
         if failed is not None and failed.created > time.time() - 60:
             raise BadInput(f"preparing {trace!r} failed: {failed.error}")
-        job = self.jobs.submit("prepare", trace, lambda job: self._prepare_all(trace, job), steps=3)
+        job = self.jobs.submit("prepare", trace, lambda job: self._prepare_all(trace, job), steps=4)
         raise Pending(job, what)
 
     def _prepare_all(self, trace: str, job: Job) -> dict:
@@ -295,6 +311,12 @@ class Preparer:
             self.calls(trace, build=True)
             out["calls_s"] = round(time.perf_counter() - t2, 2)
         job.done_steps = 3
+        if self.warm is not None:
+            job.step = "the overview of the whole trace"
+            t3 = time.perf_counter()
+            self.warm(trace)
+            out["overview_s"] = round(time.perf_counter() - t3, 2)
+        job.done_steps = 4
         job.step = "ready"
         return out
 
@@ -361,6 +383,37 @@ class Preparer:
         return self._need(trace, "the span index", lambda: wrap(_index.fresh(self.store, trace, "spans", params)),
                           lambda: wrap(span_index(self.store, trace, cfg)))
 
+    def blocks(self, trace: str, sd: SpanData) -> Blocks:
+        """The (producer, depth) blocks of the span index (one pass, kept per trace signature)."""
+        key = self._key(trace)
+        with self._lock:
+            got = self._blocks.get(key)
+        if got is None:
+            got = _blocks(sd.index)
+            with self._lock:
+                for k in [k for k in self._blocks if k[0] == trace]:
+                    del self._blocks[k]
+                self._blocks[key] = got
+        return got
+
+    def all_closed(self, trace: str, sd: SpanData) -> bool:
+        return self.blocks(trace, sd).all_closed
+
+    def cached(self, trace: str, what: tuple, make: Callable[[], dict]) -> dict:
+        """An answer kept per (trace signature, question): a page shown again, the same selection in
+        another view, and the whole-trace answers the prepare job computes ahead."""
+        key = (self._key(trace), what)
+        with self._lock:
+            if key in self._answers:
+                self._answers.move_to_end(key)
+                return self._answers[key]
+        doc = make()
+        with self._lock:
+            self._answers[key] = doc
+            while len(self._answers) > ANSWERS_KEPT:
+                self._answers.popitem(last=False)
+        return doc
+
     def calls(self, trace: str, *, build: bool = False) -> Calls | None:
         """Call paths and name codes per span index row, None without spans."""
         key = self._key(trace)
@@ -416,3 +469,17 @@ def _call_paths(sd: SpanData) -> Calls:
     key = ct["key"].to_numpy()
     return Calls(node_rows, ct["parent"].to_numpy(), ct["depth"].to_numpy(), np.where(key < 0, 0, key), names,
                  codes_rows.astype(np.int32))
+
+
+def _blocks(idx: pa.Table) -> Blocks:
+    n = idx.num_rows
+    if n == 0:
+        z = np.zeros(0, np.int64)
+        return Blocks(z, z, z, z, True)
+    prod = _index.column(idx, "producer")
+    depth = _index.column(idx, "depth")
+    cut = np.flatnonzero((prod[1:] != prod[:-1]) | (depth[1:] != depth[:-1])) + 1
+    start = np.concatenate([[0], cut]).astype(np.int64)
+    end = np.concatenate([cut, [n]]).astype(np.int64)
+    return Blocks(start, end, prod[start].astype(np.int64), depth[start].astype(np.int64),
+                  bool(_index.column(idx, "closed").all()))

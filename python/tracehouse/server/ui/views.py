@@ -191,38 +191,59 @@ def _producer_names(store: "Store", trace: str) -> dict[int, str]:
     return got
 
 
-def _span_rows(sd: SpanData, w: Window) -> np.ndarray | slice:
-    """Rows of the span index of the window's producers: a slice, or row numbers."""
-    if w.producers is None:
+def _whole(prep: Preparer, trace: str, w: Window, start: int, end: int) -> bool:
+    """The window is the whole trace, every producer: the span index's columns are used as they are."""
+    lo, hi = trace_bounds(prep, trace)
+    return w.producers is None and (lo is None or (start <= lo and end > hi))
+
+
+def _span_window(prep: Preparer, trace: str, sd: SpanData, w: Window, start: int, end: int,
+                 overlap: bool) -> np.ndarray | slice:
+    """Rows of the span index in the window: the spans overlapping [start, end) (overlap=True)
+    or starting in it. The index is ordered by (producer, depth, ts), so each (producer,
+    depth) block holds its spans of the window in one run of rows, found by two binary
+    searches (ts; the running maximum of end_ts for overlaps): the cost follows the window,
+    not the trace. The whole trace: slice(None)."""
+    if _whole(prep, trace, w, start, end):
         return slice(None)
-    prod = _index.column(sd.index, "producer")
+    idx = sd.index
+    blocks = prep.blocks(trace, sd)
+    sel = np.arange(len(blocks.start))
+    if w.producers is not None:
+        sel = sel[np.isin(blocks.producer, np.array(w.producers, np.int64))]
+    ts = _index.column(idx, "ts")
+    reach = _index.column(idx, "end_max" if overlap and "end_max" in idx.column_names else "end_ts")
     parts = []
-    for p in sorted(set(w.producers)):
-        a, b = _index.key_range([prod], [int(p)])
-        if b > a:
-            parts.append(np.arange(a, b, dtype=np.int64))
-    return np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    for a, b in zip(blocks.start[sel].tolist(), blocks.end[sel].tolist()):  # one pair of searches per block
+        i = a + (_index.search(reach[a:b], start, "right") if overlap else _index.search(ts[a:b], start, "left"))
+        j = a + _index.search(ts[a:b], end, "left")
+        if j > i:
+            parts.append(np.arange(i, j, dtype=np.int64))
+    rows = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    if overlap and len(rows):
+        rows = rows[_index.column(idx, "end_ts")[rows] > start]
+    return rows
 
 
-def _overlapping(sd: SpanData, rows, start: int, end: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(rows, clipped durations, closed) of the spans among `rows` overlapping [start, end)."""
+def _overlapping(prep: Preparer, trace: str, sd: SpanData, w: Window, start: int,
+                 end: int) -> tuple[np.ndarray | slice, np.ndarray]:
+    """(rows, durations clipped to [start, end)) of the spans overlapping the window."""
+    rows = _span_window(prep, trace, sd, w, start, end, overlap=True)
+    if isinstance(rows, slice):  # the whole trace: nothing to clip
+        return rows, _index.column(sd.index, "dur")
     ts = _index.column(sd.index, "ts")[rows]
     end_ts = _index.column(sd.index, "end_ts")[rows]
-    keep = (ts < end) & (end_ts > start)
+    return rows, np.minimum(end_ts, end) - np.maximum(ts, start)
+
+
+def _starting(prep: Preparer, trace: str, sd: SpanData, w: Window, start: int, end: int) -> np.ndarray | slice:
+    """Rows of the closed spans starting in the window (histograms, top, by state); the whole
+    trace when every span is closed: slice(None)."""
+    rows = _span_window(prep, trace, sd, w, start, end, overlap=False)
+    closed = _index.column(sd.index, "closed")
     if isinstance(rows, slice):
-        rows = np.nonzero(keep)[0]
-    else:
-        rows = rows[keep]
-    ts, end_ts = ts[keep], end_ts[keep]
-    clipped = np.minimum(end_ts, end) - np.maximum(ts, start)
-    return rows, clipped, _index.column(sd.index, "closed")[rows]
-
-
-def _starting(sd: SpanData, rows, start: int, end: int) -> np.ndarray:
-    """Rows among `rows` of the closed spans starting in [start, end) (histograms, top, by state)."""
-    ts = _index.column(sd.index, "ts")[rows]
-    keep = (ts >= start) & (ts < end) & _index.column(sd.index, "closed")[rows]
-    return np.nonzero(keep)[0] if isinstance(rows, slice) else rows[keep]
+        return rows if prep.all_closed(trace, sd) else np.flatnonzero(closed)
+    return rows[closed[rows]]
 
 
 def _spans_or_none(prep: Preparer, trace: str) -> tuple[SpanData | None, str]:
@@ -241,7 +262,7 @@ def _stats_state(prep: Preparer, trace: str, w: Window) -> dict:
     calls = prep.calls(trace)
     lo, hi = trace_bounds(prep, trace)
     start, end = w.bounds(lo, hi)
-    rows = _starting(sd, _span_rows(sd, w), start, end)
+    rows = _starting(prep, trace, sd, w, start, end)
     dur = _index.column(sd.index, "dur")[rows]
     code = calls.code[rows]
     nn = len(calls.names)
@@ -306,7 +327,7 @@ def hist(prep: Preparer, trace: str, w: Window, *, kind: str = "hist", unit: str
         return {"why": why, "buckets": []}
     tlo, thi = trace_bounds(prep, trace)
     start, end = w.bounds(tlo, thi)
-    rows = _starting(sd, _span_rows(sd, w), start, end)
+    rows = _starting(prep, trace, sd, w, start, end)
     values = _index.column(sd.index, "dur")[rows]
     if kind == "lhist" and (lo is None or hi is None or step is None):
         lo, hi, step = _linear_buckets(values, unit)
@@ -340,12 +361,14 @@ def top_spans(prep: Preparer, trace: str, w: Window, n: int = 25) -> dict:
     n = max(1, min(int(n), 1000))
     tlo, thi = trace_bounds(prep, trace)
     start, end = w.bounds(tlo, thi)
-    rows = _starting(sd, _span_rows(sd, w), start, end)
+    rows = _starting(prep, trace, sd, w, start, end)
     dur = _index.column(sd.index, "dur")[rows]
-    count = len(rows)
+    count = len(dur)
     if count > n:
         pick = np.argpartition(-dur, n)[:n]
-        rows, dur = rows[pick], dur[pick]
+        rows, dur = (pick if isinstance(rows, slice) else rows[pick]), dur[pick]
+    elif isinstance(rows, slice):
+        rows = np.arange(count)
     order = np.argsort(-dur, kind="stable")
     return {"rows": span_rows(prep, trace, sd, rows[order]), "spans": int(count)}
 
@@ -380,7 +403,7 @@ def flame(prep: Preparer, trace: str, w: Window, min_share: float = 0.001, max_n
     calls = prep.calls(trace)
     tlo, thi = trace_bounds(prep, trace)
     start, end = w.bounds(tlo, thi)
-    rows, clipped, _closed = _overlapping(sd, _span_rows(sd, w), start, end)
+    rows, clipped = _overlapping(prep, trace, sd, w, start, end)
     node = calls.node[rows]
     nn = len(calls.parent)
     ncalls = np.bincount(node, minlength=nn)
@@ -390,7 +413,7 @@ def flame(prep: Preparer, trace: str, w: Window, min_share: float = 0.001, max_n
     self_ns = np.maximum(total - child_sum.astype(np.int64), 0)
     roots_total = int(total[calls.parent < 0].sum())
     if roots_total == 0:
-        return {"nodes": [], "total": 0, "start": start, "end": end, "spans": int(len(rows))}
+        return {"nodes": [], "total": 0, "start": start, "end": end, "spans": int(len(node))}
     threshold = max(1, int(roots_total * min_share))
     keep = np.nonzero(total >= threshold)[0]
     while len(keep) > max_nodes:
@@ -402,7 +425,7 @@ def flame(prep: Preparer, trace: str, w: Window, min_share: float = 0.001, max_n
     nodes = [{"id": int(keep[i]), "parent": int(par[i]), "depth": int(dep[i]), "name": str(names[i]),
               "calls": int(ncalls[keep[i]]), "total": int(total[keep[i]]), "self": int(self_ns[keep[i]])}
              for i in range(len(keep))]
-    return {"nodes": nodes, "total": roots_total, "start": start, "end": end, "spans": int(len(rows)),
+    return {"nodes": nodes, "total": roots_total, "start": start, "end": end, "spans": int(len(node)),
             "threshold_ns": threshold, "paths": int((ncalls > 0).sum())}
 
 
@@ -416,9 +439,9 @@ def frame_spans(prep: Preparer, trace: str, w: Window, node: int, n: int = 100) 
         raise BadInput(f"no call path {node}", expected=f"0..{len(calls.parent) - 1}")
     tlo, thi = trace_bounds(prep, trace)
     start, end = w.bounds(tlo, thi)
-    rows, clipped, _ = _overlapping(sd, _span_rows(sd, w), start, end)
+    rows, clipped = _overlapping(prep, trace, sd, w, start, end)
     mine = calls.node[rows] == node
-    rows, clipped = rows[mine], clipped[mine]
+    rows, clipped = (np.flatnonzero(mine) if isinstance(rows, slice) else rows[mine]), clipped[mine]
     count = len(rows)
     n = max(1, min(int(n), 1000))
     if count > n:

@@ -326,7 +326,7 @@ function pageOverview() {
       h("span", { class: "kbd" }, "→"), " pan, ", h("span", { class: "kbd" }, "Esc"), " whole trace."),
     densityBox, h("h2", {}, "Statistics"), statsBox, h("h2", {}, "Span durations"), histBox, h("h2", {}, "Longest spans"), topBox);
   const p = selParams();
-  fill(densityBox, () => api("/api/ui/density", Object.assign({ bins: Math.min(1000, Math.max(100, Math.floor(main.clientWidth / 1.2))) }, p)),
+  fill(densityBox, () => api("/api/ui/density", Object.assign({ bins: 1000 }, p)),
     (d) => densityChart(densityBox, d));
   for (const [by, title] of [["type", "by event type"], ["producer", "by producer"], ["state", "by state (span name) duration"], ["link", "by link duration"]]) {
     const box = h("div", { class: "panel", "data-stats": by });
