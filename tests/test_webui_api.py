@@ -179,7 +179,7 @@ def test_timeline_switches_to_per_pixel_aggregates_and_stays_bounded(tod_store, 
     lv0 = whole["rows"][0]["levels"][0]
     n_depth0 = tod_store.sql('SELECT count(*) FROM "t:spans".span WHERE producer = 1 AND depth = 0').column(0)[0].as_py()
     assert n_depth0 > views.LEVEL_ITEMS
-    assert lv0["mode"] == "busy" and len(lv0["busy"]) == 300 and lv0["spans"] == n_depth0
+    assert lv0["mode"] == "busy" and len(lv0["busy"]) == 150 and lv0["spans"] == n_depth0  # 2-pixel bins
     assert whole["rows"][2]["levels"] == []  # a collapsed group of producers: counts only
     assert {t["type"] for t in whole["rows"][2]["ticks"]} >= {"field_write", "var_write"}
     count = sum(len(v) for r in whole["rows"] for lv in r["levels"] for k, v in lv.items() if isinstance(v, list))
@@ -367,3 +367,14 @@ def test_window_rows_by_block_searches_equal_a_full_scan(tod_store, app):
         starting = views._starting(prep, "t", sd, w, a, b + 1)
         assert np.array_equal(np.sort(starting), np.flatnonzero(in_p & (ts >= a) & (ts < b + 1) & closed))
     state.close()
+
+
+def test_timeline_cuts_levels_past_its_budget(tod_store, app, monkeypatch):
+    monkeypatch.setattr(views, "MAX_ITEMS", 4_000)
+    monkeypatch.setattr(views, "LEVEL_ITEMS", 50)
+    st, d = get(app, "/api/ui/timeline", {"trace": "t", "width": 400, "rows": "1;2;3;4", "lines": 0})
+    assert st == 200
+    numbers = sum(len(v) for r in d["rows"] for lv in r["levels"] for v in lv.values() if isinstance(v, list))
+    numbers += sum(len(t.get("ts", t.get("counts", []))) for r in d["rows"] for t in r["ticks"])
+    assert numbers <= 4_000
+    assert any(lv["mode"] == "cut" for r in d["rows"] for lv in r["levels"])

@@ -83,8 +83,13 @@ class UiState:
             p.cached(trace, ("stats", w, by), lambda: views.stats(p, trace, w, by))
         kw = dict(kind="hist", unit="us", k=0, lo=None, hi=None, step=None)
         p.cached(trace, ("hist", w, tuple(sorted(kw.items()))), lambda: views.hist(p, trace, w, **kw))
+        kw = dict(kind="lhist", unit="us", k=0, lo=None, hi=None, step=None)
+        p.cached(trace, ("hist", w, tuple(sorted(kw.items()))), lambda: views.hist(p, trace, w, **kw))
         p.cached(trace, ("top", w, 25), lambda: views.top_spans(p, trace, w, 25))
         p.cached(trace, ("flame", w, 0.001), lambda: views.flame(p, trace, w, 0.001))
+        sd = p.spans(trace)
+        if sd is not None:
+            p.cumdur(trace, sd)  # the timeline's busy shares
 
     def close(self) -> None:
         self.jobs.close()

@@ -237,6 +237,7 @@ class Blocks:
     producer: np.ndarray
     depth: np.ndarray
     all_closed: bool
+    cumdur: np.ndarray | None = None  # prefix sums of dur, made on first use (Preparer.cumdur)
 
 
 @dataclass
@@ -395,6 +396,15 @@ class Preparer:
                     del self._blocks[k]
                 self._blocks[key] = got
         return got
+
+    def cumdur(self, trace: str, sd: SpanData) -> np.ndarray:
+        """Prefix sums of the span durations over the span index rows (len + 1; 8 bytes a span):
+        a level's busy time between two instants is then two lookups (the timeline)."""
+        b = self.blocks(trace, sd)
+        if b.cumdur is None:
+            dur = _index.column(sd.index, "end_ts") - _index.column(sd.index, "ts")
+            b.cumdur = np.concatenate([[0], np.cumsum(dur)])
+        return b.cumdur
 
     def all_closed(self, trace: str, sd: SpanData) -> bool:
         return self.blocks(trace, sd).all_closed

@@ -321,7 +321,9 @@ def _stats_link(prep: Preparer, trace: str, w: Window) -> dict:
 
 def hist(prep: Preparer, trace: str, w: Window, *, kind: str = "hist", unit: str = "us", k: int = 0,
          lo: int | None = None, hi: int | None = None, step: int | None = None) -> dict:
-    """bpftrace `hist` (log2) or `lhist` (linear) of the closed spans starting in the window."""
+    """bpftrace `hist` (log2) or `lhist` (linear) of the closed spans starting in the window,
+    with count/mean/p50/p90/p99 (in ns, kept per window: changing the unit or the buckets
+    only re-buckets)."""
     sd, why = _spans_or_none(prep, trace)
     if sd is None:
         return {"why": why, "buckets": []}
@@ -329,23 +331,31 @@ def hist(prep: Preparer, trace: str, w: Window, *, kind: str = "hist", unit: str
     start, end = w.bounds(tlo, thi)
     rows = _starting(prep, trace, sd, w, start, end)
     values = _index.column(sd.index, "dur")[rows]
+    summary = prep.cached(trace, ("dur summary", w), lambda: _summary(values))
     if kind == "lhist" and (lo is None or hi is None or step is None):
-        lo, hi, step = _linear_buckets(values, unit)
-    h = histogram(values, kind=kind, k=k, min=lo or 0, max=hi or 0, step=step or 1, unit=unit)
+        lo, hi, step = _linear_buckets(summary.get("p99", 0), unit)
+    h = histogram(values, kind=kind, k=k, min=lo or 0, max=hi or 0, step=step or 1, unit=unit, summary=False)
     doc = h.to_json()
+    doc["summary"] = {"": summary}
     doc["spans"] = int(len(values))
     doc["buckets"] = [{kk: b[kk] for kk in ("bucket", "low", "high", "label", "count")} for b in doc["buckets"]]
     return doc
 
 
-def _linear_buckets(values: np.ndarray, unit: str) -> tuple[int, int, int]:
+def _summary(values: np.ndarray) -> dict:
+    from ...analysis.histograms import _summary as summary
+
+    return summary(values)
+
+
+def _linear_buckets(p99_ns: float, unit: str) -> tuple[int, int, int]:
     """lhist bounds: 0 to the 99th percentile in about 40 round steps (bpftrace needs
     (max - min) to be a multiple of step)."""
     from ...analysis.histograms import UNITS
 
-    if len(values) == 0:
+    top = float(p99_ns) / UNITS[unit]
+    if top <= 0:
         return 0, 10, 1
-    top = float(np.percentile(values, 99)) / UNITS[unit]
     raw = max(top / 40, 1e-9)
     mag = 10 ** math.floor(math.log10(raw))
     step = max(1, int(next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)))
@@ -405,24 +415,37 @@ def flame(prep: Preparer, trace: str, w: Window, min_share: float = 0.001, max_n
     start, end = w.bounds(tlo, thi)
     rows, clipped = _overlapping(prep, trace, sd, w, start, end)
     node = calls.node[rows]
-    nn = len(calls.parent)
-    ncalls = np.bincount(node, minlength=nn)
-    total = np.bincount(node, weights=clipped, minlength=nn).astype(np.int64)
+    if isinstance(rows, slice):  # the whole trace: every call path
+        ids = np.arange(len(calls.parent))
+        ncalls = np.bincount(node, minlength=len(ids))
+        total = np.bincount(node, weights=clipped, minlength=len(ids)).astype(np.int64)
+        ppos = calls.parent
+    else:  # the paths of the window's spans only (their ancestors are among them: they overlap too)
+        ids, inv = np.unique(node, return_inverse=True)
+        ncalls = np.bincount(inv, minlength=len(ids))
+        total = np.bincount(inv, weights=clipped, minlength=len(ids)).astype(np.int64)
+        par = calls.parent[ids]
+        ppos = np.searchsorted(ids, par)
+        ok = (par >= 0) & (ppos < len(ids))
+        ok[ok] = ids[ppos[ok]] == par[ok]
+        ppos = np.where(ok, ppos, -1)
     # Self time of a path = its total minus its child paths' totals (clipped spans nest).
-    child_sum = np.bincount(calls.parent[calls.parent >= 0], weights=total[calls.parent >= 0], minlength=nn)
-    self_ns = np.maximum(total - child_sum.astype(np.int64), 0)
-    roots_total = int(total[calls.parent < 0].sum())
+    has = ppos >= 0
+    child_sum = np.bincount(ppos[has], weights=total[has], minlength=len(ids)).astype(np.int64)
+    self_ns = np.maximum(total - child_sum, 0)
+    roots_total = int(total[~has].sum())
     if roots_total == 0:
         return {"nodes": [], "total": 0, "start": start, "end": end, "spans": int(len(node))}
     threshold = max(1, int(roots_total * min_share))
-    keep = np.nonzero(total >= threshold)[0]
+    keep = np.flatnonzero(total >= threshold)
     while len(keep) > max_nodes:
         threshold *= 2
-        keep = np.nonzero(total >= threshold)[0]
-    # A kept node's parent path has at least its total, so it is kept too: the tree stays whole.
-    names = calls.names.take(pa.array(calls.label[keep])).to_pylist() if len(keep) else []
-    par, dep = calls.parent[keep], calls.depth[keep]
-    nodes = [{"id": int(keep[i]), "parent": int(par[i]), "depth": int(dep[i]), "name": str(names[i]),
+        keep = np.flatnonzero(total >= threshold)
+    # A kept path's parent path has at least its total, so it is kept too: the tree stays whole.
+    kid = ids[keep]
+    names = calls.names.take(pa.array(calls.label[kid])).to_pylist() if len(keep) else []
+    par, dep = calls.parent[kid], calls.depth[kid]
+    nodes = [{"id": int(kid[i]), "parent": int(par[i]), "depth": int(dep[i]), "name": str(names[i]),
               "calls": int(ncalls[keep[i]]), "total": int(total[keep[i]]), "self": int(self_ns[keep[i]])}
              for i in range(len(keep))]
     return {"nodes": nodes, "total": roots_total, "start": start, "end": end, "spans": int(len(node)),
@@ -459,12 +482,12 @@ def frame_spans(prep: Preparer, trace: str, w: Window, node: int, n: int = 100) 
 # -- timeline ---------------------------------------------------------------------------------------
 
 
-def _busy(ts: np.ndarray, end_ts: np.ndarray, edges: np.ndarray) -> np.ndarray:
+def _busy(ts: np.ndarray, end_ts: np.ndarray, edges: np.ndarray, cum: np.ndarray | None = None) -> np.ndarray:
     """Covered share of each bin by sorted, disjoint intervals [ts, end_ts) (exact):
     covered(t) = cumulative duration of the spans begun before t, minus the part of the
-    last one that lies after t."""
-    dur = end_ts - ts
-    cum = np.concatenate([[0], np.cumsum(dur)])
+    last one that lies after t. `cum`: the prefix sums of the durations (len + 1), when known."""
+    if cum is None:
+        cum = np.concatenate([[0], np.cumsum(end_ts - ts)])
     k = np.searchsorted(ts, edges, side="left")
     last_end = np.where(k > 0, end_ts[np.maximum(k - 1, 0)], edges)
     covered = cum[k] - np.maximum(last_end - edges, 0)
@@ -493,7 +516,6 @@ def timeline(prep: Preparer, trace: str, w: Window, rows: list[list[int]], width
     types = prep.store.event_types(trace)
     line_types = [t for t, et in types.items() if _is_line_type(prep.store, trace, et)]
     names = _producer_names(prep.store, trace)
-    budget = MAX_ITEMS
     out_rows = []
     # Event streams (not spans, not lines) of every requested producer, counted in one pass.
     tick_sel = np.nonzero(np.array([t not in span_types and t not in line_types for t in s.types], bool)
@@ -512,12 +534,11 @@ def timeline(prep: Preparer, trace: str, w: Window, rows: list[list[int]], width
     by_producer: dict[int, list[int]] = {}
     for j, st in enumerate(tick_sel.tolist()):
         by_producer.setdefault(int(s.producers[st]), []).append(j)
+    row_budget = MAX_ITEMS // max(1, len(rows))  # numbers per row: the answer stays within MAX_ITEMS
     for group in rows:
         row = {"producers": group, "label": ", ".join(names.get(p, str(p)) for p in group[:3])
                + (f" +{len(group) - 3}" if len(group) > 3 else ""), "levels": [], "ticks": []}
-        if len(group) == 1 and sd is not None:
-            row["levels"], used = _span_levels(sd, calls, group[0], start, end, edges, max_depth, budget)
-            budget -= used
+        budget = row_budget
         # ticks / counts per type, summed over the group's producers
         per_type: dict[str, dict] = {}
         for p in group:
@@ -532,7 +553,7 @@ def timeline(prep: Preparer, trace: str, w: Window, rows: list[list[int]], width
                     e["ts"].append(s.ts[lo_r[j]:hi_r[j]])
         for t, e in per_type.items():
             pts = np.concatenate(e["ts"]) if e["ts"] else np.zeros(0, np.int64)
-            if e["counts"] is not None or len(pts) > TICK_ITEMS or budget < len(pts):
+            if e["counts"] is not None or len(pts) > TICK_ITEMS or len(pts) > budget // 4:
                 counts = e["counts"] if e["counts"] is not None else np.zeros(width, np.int64)
                 if len(pts):
                     counts = counts + np.bincount(np.searchsorted(edges, pts, side="right") - 1, minlength=width)[:width]
@@ -541,6 +562,9 @@ def timeline(prep: Preparer, trace: str, w: Window, rows: list[list[int]], width
             else:
                 row["ticks"].append({"type": t, "mode": "items", "ts": np.sort(pts).tolist(), "events": e["events"]})
                 budget -= len(pts)
+        if len(group) == 1 and sd is not None:
+            row["levels"], _used = _span_levels(prep, trace, sd, calls, group[0], start, end, edges, max_depth,
+                                                max(0, budget))
         out_rows.append(row)
     doc = {"rows": out_rows, "start": start, "end": end, "width": width}
     if lines and line_types:
@@ -554,8 +578,11 @@ def timeline(prep: Preparer, trace: str, w: Window, rows: list[list[int]], width
     return doc
 
 
-def _span_levels(sd: SpanData, calls, producer: int, start: int, end: int, edges: np.ndarray, max_depth: int,
-                 budget: int) -> tuple[list[dict], int]:
+def _span_levels(prep: Preparer, trace: str, sd: SpanData, calls, producer: int, start: int, end: int,
+                 edges: np.ndarray, max_depth: int, budget: int) -> tuple[list[dict], int]:
+    """Depth levels of one producer's spans in view, within `budget` numbers: a level's spans
+    as bars while at most LEVEL_ITEMS (3 numbers each), else its busy share and dominant name
+    per 2-pixel bin; levels past the budget are one {"mode": "cut"} (zoom in to see them)."""
     idx = sd.index
     prod = _index.column(idx, "producer")
     depth = _index.column(idx, "depth")
@@ -565,6 +592,8 @@ def _span_levels(sd: SpanData, calls, producer: int, start: int, end: int, edges
     ts_all = _index.column(idx, "ts")
     end_all = _index.column(idx, "end_ts")
     end_max = _index.column(idx, "end_max") if "end_max" in idx.column_names else None
+    cum = prep.cumdur(trace, sd)  # prefix sums of dur over the index rows
+    lod = np.unique(np.concatenate([edges[::2], edges[-1:]]))  # 2-pixel bins for per-pixel levels
     levels, used = [], 0
     dmax = int(depth[hi - 1])  # rows of one producer are ordered by depth
     for d in range(0, min(dmax, max_depth) + 1):
@@ -581,25 +610,28 @@ def _span_levels(sd: SpanData, calls, producer: int, start: int, end: int, edges
         if n == 0:
             levels.append({"depth": d, "mode": "items", "ts": [], "dur": [], "name": [], "id": []})
             continue
-        if n <= LEVEL_ITEMS and n <= budget:
+        cost = 4 * n if n <= LEVEL_ITEMS else 2 * (len(lod) - 1)
+        if used + cost > budget:
+            levels.append({"depth": d, "mode": "cut"})
+            break
+        used += cost
+        if n <= LEVEL_ITEMS:
             rows = np.arange(a + i, a + j)
             rows = rows[end_all[rows] > start]  # an overlapped span may have ended before the window
             levels.append({"depth": d, "mode": "items", "ts": ts_all[rows].tolist(),
                            "dur": (end_all[rows] - ts_all[rows]).tolist(),
                            "name": calls.code[rows].tolist() if calls is not None else [],
                            "id": _index.column(idx, "span_id")[rows].tolist()})
-            used += 3 * n
         else:
-            w = len(edges) - 1
             bi, bj = max(0, i - 1), min(len(ts), j + 1)
-            busy = _busy(ts[bi:bj], en[bi:bj], edges)
-            centers = (edges[:-1] + edges[1:]) // 2
+            busy = _busy(ts[bi:bj], en[bi:bj], lod, cum[a + bi:a + bj + 1] - cum[a + bi])
+            centers = (lod[:-1] + lod[1:]) // 2
             k = np.searchsorted(ts[bi:bj], centers, side="right") - 1
             inside = (k >= 0) & (en[bi:bj][np.maximum(k, 0)] > centers)
-            name = np.where(inside, calls.code[a + bi + np.maximum(k, 0)], -1) if calls is not None else np.full(w, -1)
+            name = np.where(inside, calls.code[a + bi + np.maximum(k, 0)], -1) if calls is not None \
+                else np.full(len(centers), -1)
             levels.append({"depth": d, "mode": "busy", "busy": np.round(busy, 3).tolist(), "name": name.tolist(),
                            "spans": n})
-            used += 2 * w
     return levels, used
 
 

@@ -594,7 +594,9 @@ function drawTimeline(d, shown, labels, canvas, box, details, tree, expanded, W)
     g.fillStyle = i % 2 ? "#fafbfc" : "#fff"; g.fillRect(0, y, W, hgt);
     let yy = y + 2;
     for (const lv of row.levels) {
-      if (lv.mode === "items") {
+      if (lv.mode === "cut") {
+        g.fillStyle = "#778"; g.fillText(`depth ${lv.depth} and deeper: zoom in to see them`, 4, yy + 8);
+      } else if (lv.mode === "items") {
         for (let k = 0; k < lv.ts.length; k++) {
           const x0 = Math.max(0, px(lv.ts[k])), x1 = Math.min(W, px(lv.ts[k] + lv.dur[k]));
           const nm = names[lv.name[k]] ?? lv.name[k];
