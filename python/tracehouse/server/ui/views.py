@@ -571,7 +571,7 @@ def timeline(prep: Preparer, trace: str, w: Window, rows: list[list[int]], width
         doc["lines"] = _lines(prep, trace, line_types, rows, start, end, width)
     if calls is not None:
         doc["span_name_column"] = sd.config.name_column
-        codes = [np.asarray(lv["name"], np.int64) for r in out_rows for lv in r["levels"]]
+        codes = [np.asarray(lv["name"], np.int64) for r in out_rows for lv in r["levels"] if "name" in lv]
         used = np.unique(np.concatenate(codes)) if codes else np.zeros(0, np.int64)
         used = used[used >= 0]
         doc["names"] = dict(zip(used.tolist(), calls.names.take(pa.array(used)).to_pylist()))
