@@ -123,19 +123,21 @@ def run(*, store: str | None, trace: str | None, events: int, repeat: int, progr
             time.sleep(0.1)
         base = json.loads(ready.read_text())["http"]
         load0 = os.getloadavg()
-        # prepare (cold): the first density request starts the job (or builds inline when small)
+        # prepare (cold): the first request needing derived data starts the job (or builds inline
+        # when the trace is small); ready once the views needing each part answer 200
         t0 = time.perf_counter()
-        status, body, _ = _get(base, "/api/ui/density", {"trace": trace, "bins": 10})
-        while status == 202:
-            job = json.loads(body)["job"]
-            progress(f"preparing: {job['step'] or 'queued'} ({job['seconds']} s)")
+        probes = [("/api/ui/density", {"bins": 10}), ("/api/ui/flame", {"min_share": 0.5}),
+                  ("/api/ui/stats", {"by": "state"})]
+        while True:
+            answers = [_get(base, path, dict(q, trace=trace)) for path, q in probes]
+            waiting = [json.loads(b)["job"] for st_, b, _ in answers if st_ == 202]
+            failed = [b for st_, b, _ in answers if st_ not in (200, 202)]
+            if failed:
+                raise RuntimeError(f"preparing failed: {failed[0][:500]!r}")
+            if not waiting:
+                break
+            progress(f"preparing: {waiting[0]['step'] or 'queued'} ({waiting[0]['seconds']} s)")
             time.sleep(2)
-            for path in ("/api/ui/density", "/api/ui/flame"):
-                status, body, _ = _get(base, path, {"trace": trace, "min_share": 0.5})
-                if status != 200:
-                    break
-        if status != 200:
-            raise RuntimeError(f"preparing failed: {body[:500]!r}")
         prepare_s = time.perf_counter() - t0
         _s, tinfo_b, _ = _get(base, "/api/ui/trace", {"trace": trace})
         tinfo = json.loads(tinfo_b)
