@@ -5,7 +5,9 @@ Owns the endpoint list and the report. The server is `tracehouse serve` in a chi
 the store (`--store`, trace `--trace`), or over a temporary store holding a TOD trace generated
 for the run (`--events`). First the trace is prepared (the UI's background job: density index,
 spans, span index, call paths; timed as `prepare`), then each request is repeated `--repeat`
-times and its median and maximum wall time are reported with the answer's size. The target is
+times and its first, median and maximum wall time are reported with the answer's size (the
+first request of a question not computed ahead is the uncached one; later ones are answered
+from the answers kept per trace signature). The target is
 1 s per request on a 100M-event trace, and answers of at most ~100K numbers.
 """
 
@@ -157,7 +159,8 @@ def run(*, store: str | None, trace: str | None, events: int, repeat: int, progr
                 size = len(data)
             if status == 200:
                 items = _numbers(json.loads(data))
-            row = {"endpoint": c["name"], "path": c["path"], "status": status, "p50_ms": round(st.median(times) * 1000, 1),
+            row = {"endpoint": c["name"], "path": c["path"], "status": status, "first_ms": round(times[0] * 1000, 1),
+                   "p50_ms": round(st.median(times) * 1000, 1),
                    "max_ms": round(max(times) * 1000, 1), "bytes": size, "items": items}
             if c["peer"]:
                 pt = []
@@ -189,12 +192,14 @@ def render(rep: dict) -> str:
     lines = [f"web UI on {rep['trace']} ({rep['events']:,} events); prepare (first open, background job): "
              f"{rep['prepare_s']} s; load average {rep['load_before'][0]} before, {rep['load_after'][0]} after; "
              f"{rep['repeat']} requests each", "",
-             f"{'endpoint':<38} {'p50 ms':>8} {'max ms':>8} {'bytes':>10} {'numbers':>8} {'SQL peer ms':>12} {'x':>6}"]
+             f"{'endpoint':<38} {'first ms':>8} {'p50 ms':>8} {'max ms':>8} {'bytes':>10} {'numbers':>8} "
+             f"{'SQL peer ms':>12} {'x':>6}"]
     for r in rep["endpoints"]:
         peer = "" if r.get("peer_sql_ms") is None else f"{r['peer_sql_ms']:,.1f}"
         x = "" if r.get("peer_x") is None else f"{r['peer_x']:,.1f}"
         flag = "" if r["status"] == 200 else f"  HTTP {r['status']}"
-        lines.append(f"{r['endpoint']:<38} {r['p50_ms']:>8,.1f} {r['max_ms']:>8,.1f} {r['bytes']:>10,} {r['items']:>8,} "
+        lines.append(f"{r['endpoint']:<38} {r['first_ms']:>8,.1f} {r['p50_ms']:>8,.1f} {r['max_ms']:>8,.1f} "
+                     f"{r['bytes']:>10,} {r['items']:>8,} "
                      f"{peer:>12} {x:>6}{flag}")
     lines.append("")
     lines.append(f"every request within {rep['target_s']:g} s: {'yes' if rep['within_target'] else 'NO'}; "
