@@ -3,10 +3,11 @@
 #
 #   make setup   venv + maturin + the package's deps and dev/bench/spark extras + the Rust core
 #                (release); strace and a Java runtime (apt-get) when missing: the strace tests
-#                trace real programs, the Spark engine tests run Spark local[2]; the benchmark
-#                peers (bench-peers): PostgreSQL, MariaDB, Java + the QuestDB jar
+#                trace real programs, the Spark engine tests run Spark local[2]; chromium: the web
+#                UI tests drive a real browser; the benchmark peers (bench-peers): PostgreSQL,
+#                MariaDB, Java + the QuestDB jar
 #   make test    cargo tests of the pure Rust code, then pytest
-#   make demo    tracehouse demo
+#   make demo    tracehouse demo: example traces of every format, then the web UI (Ctrl-C stops it)
 #   make bench   tracehouse bench ingest --events 10000000
 #   make lint    cargo fmt --check, cargo clippy -D warnings
 #
@@ -25,9 +26,9 @@ CORE_STAMP   := $(VENV)/.tracehouse-core-stamp
 BENCH_PEERS_PKGS := postgresql mariadb-server mariadb-client openjdk-17-jre-headless maven
 QUESTDB_VERSION  := 9.1.0
 
-.PHONY: setup strace-tool java-tool bench-peers bpftrace-tool test test-rust test-python demo bench lint fmt clean
+.PHONY: setup strace-tool java-tool chromium bench-peers bpftrace-tool test test-rust test-python demo bench lint fmt clean
 
-setup: $(CORE_STAMP) strace-tool java-tool bench-peers bpftrace-tool
+setup: $(CORE_STAMP) strace-tool java-tool chromium bench-peers bpftrace-tool
 	@# The stamp lives in the venv but the extension is placed in python/tracehouse/: a
 	@# fresh checkout next to an old venv must rebuild.
 	@ls python/tracehouse/_core.*.so >/dev/null 2>&1 || { rm -f $(CORE_STAMP); $(MAKE) --no-print-directory $(CORE_STAMP); }
@@ -86,6 +87,14 @@ bpftrace-tool:
 		$(SUDO) apt-get install -y -q bpftrace >/dev/null 2>&1 || \
 		{ $(SUDO) apt-get update -q >/dev/null 2>&1 && $(SUDO) apt-get install -y -q bpftrace >/dev/null 2>&1; } || true
 	@command -v bpftrace >/dev/null 2>&1 || echo "note: bpftrace is not installed; the live bpftrace test will be skipped"
+
+# The web UI's browser tests drive Debian's Chromium (playwright's own browser download is not
+# used). Installed with apt-get when missing; if that is impossible those tests skip and say why.
+chromium:
+	@command -v chromium >/dev/null 2>&1 || ! command -v apt-get >/dev/null 2>&1 || \
+		$(SUDO) apt-get install -y -q chromium >/dev/null 2>&1 || \
+		{ $(SUDO) apt-get update -q >/dev/null 2>&1 && $(SUDO) apt-get install -y -q chromium >/dev/null 2>&1; } || true
+	@command -v chromium >/dev/null 2>&1 || echo "note: chromium is not installed; the web UI browser tests will be skipped"
 
 test: setup test-rust test-python
 

@@ -128,14 +128,16 @@ def test_unknown_trace_is_exit_2(tmp_path, capsys):
 
 def test_demo_prints_summary_and_can_rerun(tmp_path, capsys):
     store = tmp_path / "s"
-    first = run_json(capsys, store, "demo", "--events", "20000")
+    first = run_json(capsys, store, "demo", "--events", "20000", "--no-serve")  # without: serves the UI until Ctrl-C
     assert first["ingest"]["events"] >= 20000
     by_type = {r["type"]: r["events"] for r in first["queries"]["events by type"]["rows"]}
     assert sum(by_type.values()) == first["ingest"]["events"]
-    second = run_json(capsys, store, "demo", "--events", "20000")
+    second = run_json(capsys, store, "demo", "--events", "20000", "--no-serve")
     assert second["ingest"]["events"] == first["ingest"]["events"]  # deterministic, and replaced not doubled
-    assert [t["name"] for t in run_json(capsys, store, "ls")] == ["demo-tod"]
-    code, out, _ = run(capsys, store, "demo", "--events", "20000")
+    assert second["examples"] == [dict(e, seconds=s["seconds"]) for e, s in zip(first["examples"], second["examples"])]
+    names = {t["name"] for t in run_json(capsys, store, "ls")}
+    assert names == {"demo-tod"} | {e["trace"] for e in first["examples"]}
+    code, out, _ = run(capsys, store, "demo", "--events", "20000", "--no-serve")
     assert code == 0 and "most called methods" in out
 
 

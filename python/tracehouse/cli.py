@@ -470,10 +470,13 @@ def cmd_demo(args) -> int:
             results[title] = s.sql(q.format(t=name))
             timings[title] = time.perf_counter() - t0
         info = s.trace(name)
+        from .server.ui import demo
+
+        examples = demo.load_examples(s, say=(lambda m: None) if args.json else (lambda m: err.print(m, highlight=False)))
     if args.json:
-        emit_json({"store": str(s.path), "ingest": r, "bytes": info.bytes,
+        emit_json({"store": str(s.path), "ingest": r, "bytes": info.bytes, "examples": examples,
                    "queries": {k: {"rows": v.to_pylist(), "seconds": round(timings[k], 4)} for k, v in results.items()}})
-        return 0
+        return 0 if args.no_serve else _demo_serve(args, s.path)
     out.print(f"[bold]tracehouse demo[/bold] — store {s.path}")
     out.print(f"generated {r['events']:,} TOD events (seed 001 workload: 10 threads, 1,000 methods, 1,000 fields, "
               f"50 locals) in {r['seconds']:.2f} s = {r['events_per_s']:,} events/s, "
@@ -482,7 +485,15 @@ def cmd_demo(args) -> int:
         out.print(f"\n[bold]{title}[/bold]  ({timings[title] * 1000:.1f} ms)")
         arrow_table_render(t, "table")
     out.print(f"\nTry: tracehouse --store {s.path} query 'SELECT count(*) FROM \"{name}\".events'")
-    return 0
+    return 0 if args.no_serve else _demo_serve(args, s.path)
+
+
+def _demo_serve(args, path) -> int:
+    """The demo's last step: the web UI over the demo store until Ctrl-C (server/ui/demo.py)."""
+    from .server.ui import demo
+
+    return demo.serve_ui(path, host=args.host, port=args.port, token=args.token or os.environ.get("TRACEHOUSE_TOKEN"),
+                         say=lambda m: err.print(m, highlight=False), ready_file=args.ready_file)
 
 
 def cmd_bench_ingest(args) -> int:
@@ -603,8 +614,14 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--seed", type=int, default=42)
     sp.add_argument("--threads", type=int, default=10)
     sp.add_argument("--fsync", choices=("always", "batch", "off"), default="off")
-    sp = add("demo", cmd_demo, "generate a TOD trace into the store and summarise it with SQL")
-    sp.add_argument("--events", type=int, default=2_000_000)
+    sp = add("demo", cmd_demo, "example traces of every format (a generated TOD trace, strace, Chrome, bpftrace, "
+                               "SystemTap, Paje, CSV, line protocol), then the web UI until Ctrl-C")
+    sp.add_argument("--events", type=int, default=2_000_000, help="TOD events to generate (default 2M)")
+    sp.add_argument("--no-serve", action="store_true", help="load the examples and exit (no server)")
+    sp.add_argument("--host", default="127.0.0.1", help="address of the demo server (default 127.0.0.1)")
+    sp.add_argument("--port", type=int, default=8086, help="its HTTP port (default 8086; 0 picks a free one)")
+    sp.add_argument("--token", help="require this token (default $TRACEHOUSE_TOKEN; needed off loopback)")
+    sp.add_argument("--ready-file", help="write the server's addresses as JSON here once the demo is served")
     sp = commands.bench("ingest", cmd_bench_ingest,
                         "TOD ingest: raw append, tracehouse, SQLite, DuckDB on the same batches (seed 001)")
     from .bench import ingest

@@ -33,6 +33,7 @@ def cmd_serve(args) -> int:
         idle_timeout=args.idle_timeout, max_inflight=_size(args.max_inflight), overload_wait=args.overload_wait,
         request_timeout=args.request_timeout, min_rate=_size(args.min_rate), query_timeout=args.query_timeout,
         query_workers=args.query_workers, max_answer=_size(args.max_answer),
+        ui=not args.no_ui,
     )
     return serve(args.store or default_path(), cfg, ready=write_ready_file(args.ready_file))
 
@@ -78,8 +79,10 @@ def register(commands) -> None:
                     help="largest SQL answer, JSON or Arrow, in bytes (default 64M; 422 beyond)")
     sp.add_argument("--ready-file", help="write the bound addresses as JSON here once serving")
     sp.add_argument("--quiet", action="store_true", help="log warnings only")
+    sp.add_argument("--no-ui", action="store_true", help="do not serve the web UI (/, /ui/, /api/ui/)")
     register_load(commands)
     register_bench(commands)
+    register_bench_ui(commands)
 
 
 def cmd_load(args) -> int:
@@ -178,3 +181,26 @@ def register_bench(commands) -> None:
     sp.add_argument("--max-runs", type=int, help="runs per cell at most while SE >= 5%% (default 20, quick 8)")
     sp.add_argument("--workdir", help="where the systems keep their data (default: a temporary directory)")
     sp.add_argument("--out", default=".", help="directory for bench-write.json and bench-write.png (default .)")
+
+
+def cmd_bench_ui(args) -> int:
+    from .. import default_path
+    from ..cli import emit_json, err, out
+    from .ui import bench
+
+    rep = bench.run(store=args.store or str(default_path()) if args.trace else None, trace=args.trace,
+                    events=args.events, repeat=args.repeat,
+                    progress=(lambda m: None) if args.json else (lambda m: err.print(m, highlight=False)))
+    if args.json:
+        emit_json(rep)
+    else:
+        out.print(bench.render(rep), highlight=False)
+    return 0 if rep["within_target"] else 1
+
+
+def register_bench_ui(commands) -> None:
+    sp = commands.bench("ui", cmd_bench_ui, "web UI endpoints over HTTP on one trace (target: 1 s each), "
+                                            "beside plain SQL answering the same questions")
+    sp.add_argument("--trace", help="a trace of the store (default: generate a TOD trace of --events)")
+    sp.add_argument("--events", type=int, default=10_000_000, help="TOD events to generate (default 10M)")
+    sp.add_argument("--repeat", type=int, default=5, help="requests per endpoint (default 5)")

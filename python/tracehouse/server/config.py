@@ -43,6 +43,7 @@ class ServerConfig:
     max_columns: int = 1_000  # field columns per measurement
     max_errors: int = 100  # line errors described per request (all are counted)
     tcp_high_water: int = 8 << 20  # bytes queued on one TCP connection before its reads pause
+    ui: bool = True  # serve the web UI (server/ui) at / beside the API
 
     def check(self) -> None:
         if self.fsync not in ("always", "batch", "off"):

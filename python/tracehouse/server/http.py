@@ -167,6 +167,7 @@ class Api:
         self.ingestor = ingestor
         self.cfg = cfg
         self.front = None  # the _core.HttpFront, for its counters
+        self.ui = None  # the web UI (server/ui), when served: it takes its own paths
         self.queries = QueryRunner(ingestor.store, cfg)
         # path -> (methods, handler); writes are named, not called: a round gathers them
         self.routes = {
@@ -201,6 +202,9 @@ class Api:
         lp: dict[str, list[tuple[Call, tuple]]] = {}
         arrow: dict[tuple[str, str, str], list[Call]] = {}
         for req in reqs:
+            if self.ui is not None and self.ui.takes(req.path):
+                self.ui.submit(req)  # answered on the UI's own thread (server/ui/bridge.py), never here
+                continue
             call = Call(req)
             try:
                 route = self.routes.get(call.path)
@@ -346,7 +350,8 @@ class HttpServer:
         self.front = _core.HttpFront(
             os.dup(sock.fileno()), max_body=cfg.max_body, max_connections=cfg.max_connections,
             idle_timeout=cfg.idle_timeout, max_inflight=cfg.max_inflight, overload_wait=cfg.overload_wait,
-            retry_after=cfg.retry_after, token=cfg.token or None, open_paths=OPEN_PATHS,
+            retry_after=cfg.retry_after, token=cfg.token or None,
+            open_paths=OPEN_PATHS + (api.ui.open_paths if api.ui is not None else []),  # the UI's page and assets
             request_timeout=cfg.request_timeout, min_rate=cfg.min_rate)
         sock.close()  # the front end owns its own descriptor of the socket
         api.front = self.front

@@ -82,13 +82,17 @@ def serve(store_path: str | os.PathLike, cfg: ServerConfig, *, ready: Callable[[
     # The server ingests for hours: its segments leave the page cache once durable (see
     # WriterOptions.drop_written_pages; queries then read them from disk).
     store = Store(store_path, fsync=cfg.fsync, group_commit_ms=cfg.group_commit_ms, drop_written_pages=True)
-    http = None
+    http = api = None
     try:
         store._become_writer()  # fail now (StoreLocked) rather than at the first write
         # DuckDB of the server's queries may read the store's files and nothing else.
         store.query_engine.sandbox(str(store.path))
         ingestor = Ingestor(store, cfg)
         api = Api(ingestor, cfg)
+        if cfg.ui:
+            from .ui.app import start as start_ui
+
+            api.ui = start_ui(store, cfg.token, api)
         http_sock = _bind(cfg.host, cfg.port)
         tcp_sock = _bind(cfg.host, cfg.tcp_port) if cfg.tcp_port is not None else None
         info = {
@@ -139,6 +143,8 @@ def serve(store_path: str | os.PathLike, cfg: ServerConfig, *, ready: Callable[[
     finally:
         if http is not None:
             http.close()
+        if api is not None and api.ui is not None:
+            api.ui.close()
         store.close()
     return 0
 

@@ -1,0 +1,522 @@
+"""The web UI's HTTP routes: a Starlette app over one Store.
+
+Owns the routes, their parameters, authentication of the JSON API and the mapping of
+errors to answers. Pages live in the browser (`static/`: one HTML page, hash routes); the
+browser asks the JSON API under `/api/ui/` for aggregates:
+
+  GET  /                      the page (index.html);  GET /ui/<asset>  its JS, CSS, icon
+  GET  /api/ui/info           store, importers, whether a token is needed
+  GET  /api/ui/traces         trace list: q (name/description substring), format, meta=K=GLOB,
+                              start/end (overlaps, ns), min/max_events, min/max_bytes, sort, desc
+  POST /api/ui/import         body = the file; ?format= (or sniffed) &name= &filename= &opt=K=V...
+  GET  /api/ui/jobs?id=       a background job (import, preparing a big trace)
+  GET  /api/ui/trace          one trace: metadata, event types, producers, spans, readiness
+  GET  /api/ui/density        bins, by type        GET /api/ui/stats  by=type|producer|state|link
+  GET  /api/ui/hist           kind=hist|lhist, unit, k | min max step
+  GET  /api/ui/top            longest spans        GET /api/ui/timeline  rows=1;2,3;4 width max_depth
+  GET  /api/ui/flame          call paths           GET /api/ui/frame  node=  (spans behind a frame)
+  POST /api/ui/sql            {"sql", "page", "page_size"}
+  POST /api/ui/sql/download   {"sql", "format": "csv"|"parquet"}
+  GET  /api/ui/examples       example queries (?trace= for one trace's format)
+  GET  /api/ui/results        saved results (?trace=, ?kind=, ?indexes=1)
+  GET  /api/ui/result?id=     one result: table page, histogram, text or processed trace
+
+Every trace view takes the linked selection: `trace`, `start`/`end` (ns) and `producers`
+(comma list). Answers: 200 JSON; 202 {"pending": job} while a big trace is being prepared
+(the page polls `jobs`); 400 {"error"} for bad parameters and bad SQL (DuckDB's message);
+401 without the token; 404 unknown trace or result; 500 {"error"} naming the exception
+type only (the stack trace goes to the server log, never to the page).
+
+Authentication: with `--token`, the static page and its assets are public (they hold no
+data) and every `/api/ui/` request needs `Authorization: Token <token>` (or Bearer), as
+the rest of the API; the page asks for the token once and keeps it in sessionStorage.
+"""
+
+from __future__ import annotations
+
+import hmac
+import json
+import logging
+import math
+import tempfile
+from importlib import resources
+from pathlib import Path
+from typing import Any, Callable
+
+import pyarrow as pa
+from starlette.applications import Starlette
+from starlette.concurrency import run_in_threadpool
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import Route
+
+from ...errors import BadInput, NotFound, TracehouseError
+from . import console, views
+from .prepare import Jobs, Pending, Preparer, ui_span_config
+
+log = logging.getLogger("tracehouse.server.ui")
+
+STATIC = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; charset=utf-8",
+          "app.css": "text/css; charset=utf-8", "favicon.svg": "image/svg+xml"}
+ASSET_PATHS = ["/", "/favicon.ico"] + [f"/ui/{n}" for n in STATIC]  # public: served without the token
+MAX_PRODUCERS_LISTED = 5_000
+
+
+class UiState:
+    """What the routes share: the store, its derived data, jobs, and how queries run."""
+
+    def __init__(self, store, *, token: str | None, run_query: Callable[[str], pa.Table],
+                 inline_events: int | None = None) -> None:
+        self.store = store
+        self.token = token
+        self.run_query = run_query
+        self.jobs = Jobs()
+        self.prep = Preparer(store, self.jobs, **({} if inline_events is None else {"inline_events": inline_events}))
+        self.prep.warm = self.warm
+
+    def warm(self, trace: str) -> None:
+        """The answers a trace's overview asks first, computed by its prepare job (kept by
+        `Preparer.cached` under the keys the routes use)."""
+        p, w = self.prep, views.Window()
+        p.cached(trace, ("density", w, 1000), lambda: views.density(p, trace, w, 1000))
+        for by in ("type", "producer", "state", "link"):
+            p.cached(trace, ("stats", w, by), lambda: views.stats(p, trace, w, by))
+        kw = dict(kind="hist", unit="us", k=0, lo=None, hi=None, step=None)
+        p.cached(trace, ("hist", w, tuple(sorted(kw.items()))), lambda: views.hist(p, trace, w, **kw))
+        kw = dict(kind="lhist", unit="us", k=0, lo=None, hi=None, step=None)
+        p.cached(trace, ("hist", w, tuple(sorted(kw.items()))), lambda: views.hist(p, trace, w, **kw))
+        p.cached(trace, ("top", w, 25), lambda: views.top_spans(p, trace, w, 25))
+        p.cached(trace, ("flame", w, 0.001), lambda: views.flame(p, trace, w, 0.001))
+        sd = p.spans(trace)
+        if sd is not None:
+            p.cumdur(trace, sd)  # the timeline's busy shares
+
+    def close(self) -> None:
+        self.jobs.close()
+
+
+# -- plumbing -------------------------------------------------------------------------------------
+
+
+def _clean(x: Any) -> Any:
+    """JSON has no NaN or infinity: null instead."""
+    if isinstance(x, float):
+        return None if math.isnan(x) or math.isinf(x) else x
+    if isinstance(x, dict):
+        return {k: _clean(v) for k, v in x.items()}
+    if isinstance(x, (list, tuple)):
+        return [_clean(v) for v in x]
+    return x
+
+
+def json_response(doc: Any, status: int = 200) -> Response:
+    try:
+        body = json.dumps(doc, default=str, allow_nan=False, separators=(",", ":"))
+    except ValueError:
+        body = json.dumps(_clean(doc), default=str, allow_nan=False, separators=(",", ":"))
+    return Response(body, status, media_type="application/json", headers={"cache-control": "no-store"})
+
+
+def _error(status: int, message: str, **extra) -> Response:
+    return json_response({"error": message, **extra}, status)
+
+
+def _authorized(state: UiState, request: Request) -> bool:
+    if not state.token:
+        return True
+    scheme, _, value = request.headers.get("authorization", "").partition(" ")
+    if scheme.lower() not in ("token", "bearer"):
+        return False
+    return hmac.compare_digest(value.strip().encode(), state.token.encode())
+
+
+def api(state: UiState, fn: Callable[..., Any], *, body: bool = False):
+    """An endpoint: auth, then `fn(params, body)` on a worker thread, its answer (a dict, or a
+    Response) as JSON, and errors as {"error"} with the status they mean."""
+
+    async def endpoint(request: Request) -> Response:
+        if not _authorized(state, request):
+            return _error(401, "unauthorized: this server needs its token (Authorization: Token ...)", auth=True)
+        data = await request.body() if body else None
+        params = dict(request.query_params)
+        params["_multi"] = request.query_params
+        try:
+            out = await run_in_threadpool(fn, params, data)
+        except Pending as p:
+            return json_response({"pending": True, "message": f"building {p.what} (first use of a big trace)",
+                                  "job": p.job.to_json()}, 202)
+        except BadInput as e:
+            return _error(400, str(e))
+        except NotFound as e:
+            return _error(404, str(e))
+        except TracehouseError as e:
+            status = getattr(e, "status", 500)
+            return _error(status if isinstance(status, int) else 500, str(e))
+        except Exception as e:  # noqa: BLE001 - the page gets the kind of failure, the log the stack trace
+            log.exception("web UI %s failed", request.url.path)
+            return _error(500, f"internal error ({type(e).__name__}); the server log has the details")
+        return out if isinstance(out, Response) else json_response(out)
+
+    return endpoint
+
+
+def _int(params: dict, name: str, default: int | None = None) -> int | None:
+    v = params.get(name)
+    if v is None or v == "":
+        return default
+    try:
+        return int(float(v)) if "e" in v.lower() or "." in v else int(v)
+    except ValueError:
+        raise BadInput(f"parameter {name}={v!r}", expected="an integer") from None
+
+
+def _window(params: dict) -> views.Window:
+    prods = params.get("producers")
+    producers = None
+    if prods:
+        try:
+            producers = tuple(int(p) for p in prods.split(",") if p.strip())
+        except ValueError:
+            raise BadInput(f"producers={prods!r}", expected="producer ids separated by commas") from None
+    return views.Window(_int(params, "start"), _int(params, "end"), producers)
+
+
+def _trace(state: UiState, params: dict) -> str:
+    name = params.get("trace")
+    if not name:
+        raise BadInput("missing ?trace=", expected="a trace name")
+    state.store.trace(name)  # NotFound when unknown
+    return name
+
+
+# -- handlers ------------------------------------------------------------------------------------
+
+
+def info(state: UiState, params, _body) -> dict:
+    from ... import __version__, importers
+
+    return {"version": __version__, "store": str(state.store.path), "token": bool(state.token),
+            "importers": [{"name": n, "description": getattr(m, "DESCRIPTION", ""),
+                           "options": sorted(getattr(m, "OPTIONS", None) or {})}
+                          for n, m in importers.registry().items()]}
+
+
+SORTS = ("name", "format", "created", "ts_min", "ts_max", "event_count", "bytes")
+
+
+def traces(state: UiState, params, _body) -> dict:
+    meta = {}
+    for item in params["_multi"].getlist("meta"):
+        k, sep, v = item.partition("=")
+        if not sep or not k:
+            raise BadInput(f"meta={item!r}", expected="KEY=GLOB")
+        meta[k] = v
+    found = state.store.search(format=params.get("format") or None, metadata=meta or None,
+                               start=_int(params, "start"), end=_int(params, "end"),
+                               min_events=_int(params, "min_events"), max_events=_int(params, "max_events"),
+                               min_bytes=_int(params, "min_bytes"), max_bytes=_int(params, "max_bytes"))
+    q = (params.get("q") or "").lower()
+    if q:
+        found = [t for t in found if q in t.name.lower() or q in (t.description or "").lower()
+                 or any(q in str(v).lower() for v in t.metadata.values())]
+    sort = params.get("sort") or "name"
+    if sort not in SORTS:
+        raise BadInput(f"sort={sort!r}", expected=" | ".join(SORTS))
+    desc = params.get("desc") in ("1", "true")
+    found.sort(key=lambda t: (getattr(t, sort) is None, getattr(t, sort) or 0) if sort != "name" and sort != "format"
+               else getattr(t, sort), reverse=desc)
+    rows = [t.to_json() | {"derived": bool(t.metadata.get("tool"))} for t in found]
+    return {"traces": rows, "total": len(rows), "events": sum(t.event_count for t in found),
+            "bytes": sum(t.bytes for t in found), "formats": sorted({t.format for t in state.store.traces()})}
+
+
+def trace_info(state: UiState, params, _body) -> dict:
+    name = _trace(state, params)
+    store = state.store
+    info = store.trace(name)
+    types = store.event_types(name)
+    producers = store.producers(name)
+    cfg, why = ui_span_config(store, name)
+    derived = [r["params"].get("derived") for r in store.results(trace=name, kind="processed")
+               if r["params"].get("derived") and r["params"].get("derived") != name]
+    results = [r for r in store.results(trace=name) if r["tool"] != "tracehouse.index"]
+    return {
+        "trace": info.to_json() | {"derived": bool(info.metadata.get("tool"))},
+        "event_types": [{"name": t.name, "kind": t.kind, "doc": t.doc,
+                         "params": [{"name": c.name, "type": c.type, "unit": c.unit} for c in t.params]}
+                        for t in types.values()],
+        "producers": [{"id": int(p["id"]), "parent": p["parent"], "kind": p["kind"], "name": p["name"]}
+                      for p in producers[:MAX_PRODUCERS_LISTED]],
+        "producer_count": len(producers),
+        "spans": cfg.to_json() if cfg is not None else None, "spans_why": why,
+        "ready": state.prep.ready(name), "big": info.event_count > state.prep.inline_events,
+        "derived_traces": derived, "results": len(results),
+    }
+
+
+def density(state: UiState, params, _body) -> dict:
+    trace, w, bins = _trace(state, params), _window(params), _int(params, "bins", 1000)
+    return state.prep.cached(trace, ("density", w, bins), lambda: views.density(state.prep, trace, w, bins))
+
+
+def stats(state: UiState, params, _body) -> dict:
+    trace, w, by = _trace(state, params), _window(params), params.get("by") or "type"
+    return state.prep.cached(trace, ("stats", w, by), lambda: views.stats(state.prep, trace, w, by))
+
+
+def hist(state: UiState, params, _body) -> dict:
+    kind = params.get("kind") or "hist"
+    if kind not in ("hist", "lhist"):
+        raise BadInput(f"kind={kind!r}", expected="hist | lhist")
+    trace, w = _trace(state, params), _window(params)
+    kw = dict(kind=kind, unit=params.get("unit") or "us", k=_int(params, "k", 0), lo=_int(params, "min"),
+              hi=_int(params, "max"), step=_int(params, "step"))
+    return state.prep.cached(trace, ("hist", w, tuple(sorted(kw.items()))), lambda: views.hist(state.prep, trace, w, **kw))
+
+
+def top(state: UiState, params, _body) -> dict:
+    trace, w, n = _trace(state, params), _window(params), _int(params, "n", 25)
+    return state.prep.cached(trace, ("top", w, n), lambda: views.top_spans(state.prep, trace, w, n))
+
+
+def timeline(state: UiState, params, _body) -> dict:
+    name = _trace(state, params)
+    spec = params.get("rows") or ""
+    try:
+        rows = [[int(p) for p in r.split(",") if p.strip()] for r in spec.split(";") if r.strip()]
+    except ValueError:
+        raise BadInput(f"rows={spec!r}", expected="producer ids, rows separated by ';', a row's producers by ','") from None
+    if not rows:  # default: the first producers
+        rows = [[int(p["id"])] for p in state.store.producers(name)[:40]]
+    return views.timeline(state.prep, name, _window(params), rows, _int(params, "width", 1000),
+                          _int(params, "max_depth", 12), params.get("lines") != "0")
+
+
+def flame(state: UiState, params, _body) -> dict:
+    share = float(params.get("min_share") or 0.001)
+    trace, w = _trace(state, params), _window(params)
+    return state.prep.cached(trace, ("flame", w, share), lambda: views.flame(state.prep, trace, w, share))
+
+
+def frame(state: UiState, params, _body) -> dict:
+    node = _int(params, "node")
+    if node is None:
+        raise BadInput("missing ?node=", expected="a call path id from /api/ui/flame")
+    return views.frame_spans(state.prep, _trace(state, params), _window(params), node, _int(params, "n", 100))
+
+
+def _json_body(body: bytes | None) -> dict:
+    try:
+        doc = json.loads(body or b"{}")
+    except ValueError as e:
+        raise BadInput(f"body is not JSON: {e}") from None
+    if not isinstance(doc, dict):
+        raise BadInput("body is not a JSON object", expected='{"sql": "SELECT ..."}')
+    return doc
+
+
+def sql(state: UiState, _params, body) -> dict:
+    doc = _json_body(body)
+    return console.page(state.run_query, str(doc.get("sql") or ""), int(doc.get("page") or 0),
+                        int(doc.get("page_size") or 100))
+
+
+def sql_download(state: UiState, _params, body) -> Response:
+    doc = _json_body(body)
+    data, ctype, fname = console.download(state.run_query, str(doc.get("sql") or ""), str(doc.get("format") or "csv"))
+    return Response(data, 200, media_type=ctype, headers={"content-disposition": f'attachment; filename="{fname}"',
+                                                          "cache-control": "no-store"})
+
+
+def examples(state: UiState, params, _body) -> dict:
+    return {"examples": console.examples(state.store, params.get("trace") or None)}
+
+
+def jobs(state: UiState, params, _body) -> dict:
+    jid = _int(params, "id")
+    if jid is not None:
+        return state.jobs.get(jid).to_json()
+    return {"jobs": [j.to_json() for j in state.jobs.list()]}
+
+
+def import_upload(state: UiState, params, body: bytes) -> dict:
+    from ... import importers
+    from ...importers.tabular import Mapping
+
+    if not body:
+        raise BadInput("empty upload", expected="the file as the request body")
+    filename = Path(params.get("filename") or "upload").name
+    name = params.get("name") or filename.split(".")[0]
+    from ...store.store import check_trace_name
+
+    check_trace_name(name)
+    if any(t.name == name for t in state.store.traces()):
+        raise BadInput(f"a trace named {name!r} exists", expected="another name (or delete it first)")
+    updir = Path(state.store.path) / "uploads"
+    updir.mkdir(exist_ok=True)
+    tmp = tempfile.NamedTemporaryFile(dir=updir, suffix="-" + filename, delete=False)
+    with tmp:
+        tmp.write(body)
+    path = Path(tmp.name)
+    fmt = params.get("format") or importers.sniff(path)
+    if not fmt:
+        path.unlink(missing_ok=True)
+        raise BadInput(f"{filename}: format not recognised", expected="pick the format")
+    try:
+        imp = importers.get(fmt, path)
+    except BadInput:
+        path.unlink(missing_ok=True)
+        raise
+    options = _importer_options(imp, params["_multi"].getlist("opt"))
+
+    def run(job) -> dict:
+        try:
+            job.step = f"importing {filename} ({len(body):,} bytes) as {fmt}"
+            report = imp.import_file(state.store, path, name, mapping=Mapping(),
+                                     description=f"uploaded {filename}", **options)
+            return report.to_json()
+        finally:
+            path.unlink(missing_ok=True)
+
+    job = state.jobs.submit("import", name, run)
+    return {"job": job.to_json()}
+
+
+def _importer_options(imp, items: list[str]) -> dict:
+    known = getattr(imp, "OPTIONS", None) or {}
+    out: dict = {}
+    for item in items:
+        k, sep, v = item.partition("=")
+        k = k.strip().lstrip("-").replace("-", "_")
+        if not sep or k not in known:
+            raise BadInput(f"importer option {item!r}", expected=", ".join(f"{o}=VALUE" for o in known) or "none")
+        if known[k].get("action") == "append":
+            out.setdefault(k, []).append(v)
+        else:
+            out[k] = v
+    return out
+
+
+def results_list(state: UiState, params, _body) -> dict:
+    trace = params.get("trace") or None
+    rows = state.store.results(trace=trace, kind=params.get("kind") or None)
+    if params.get("indexes") not in ("1", "true"):
+        rows = [r for r in rows if r["tool"] != "tracehouse.index"]
+    return {"results": [{"id": r["id"], "kind": r["kind"], "name": r["name"], "tool": r["tool"],
+                         "created": r["created"], "traces": r["traces"], "has_table": bool(r["path"])}
+                        for r in rows]}
+
+
+HIST_COLUMNS = ({"lo", "hi", "count"}, {"label", "count"}, {"low", "high", "count"})
+
+
+def result(state: UiState, params, _body) -> dict:
+    rid = _int(params, "id")
+    if rid is None:
+        raise BadInput("missing ?id=", expected="a result id")
+    r = state.store.result(rid)
+    doc = {k: r.get(k) for k in ("id", "kind", "name", "tool", "params", "payload", "created")}
+    doc["traces"] = r.get("traces")
+    if r["kind"] == "processed":
+        doc["view"] = "processed"
+        doc["derived_trace"] = (r.get("payload") or {}).get("derived_trace") or r["params"].get("derived")
+        return doc
+    if not r.get("path"):
+        doc["view"] = "note"
+        return doc
+    page_no, size = max(0, _int(params, "page", 0)), max(1, min(_int(params, "page_size", 200), 2000))
+    table, total = _result_page(state.store, r, page_no * size, size)
+    doc["table"] = {"columns": table.column_names, "types": [str(f.type) for f in table.schema],
+                    "rows": console._rows(table), "page": page_no, "page_size": size, "total": total}
+    cols = set(table.column_names)
+    doc["view"] = "text" if r["kind"] == "file" else "histogram" if any(h <= cols for h in HIST_COLUMNS) else "table"
+    return doc
+
+
+def _result_page(store, r: dict, offset: int, n: int) -> tuple[pa.Table, int]:
+    """Rows [offset, offset+n) of a result's table, reading only the row groups that hold them."""
+    path = Path(store.path) / r["path"]
+    if path.suffix == ".arrow":
+        t = store.result_table(r["id"])  # memory-mapped
+        return t.slice(offset, n), t.num_rows
+    import pyarrow.parquet as pq
+
+    f = pq.ParquetFile(path)
+    md = f.metadata
+    total = md.num_rows
+    groups, first, pos = [], None, 0
+    for i in range(md.num_row_groups):
+        rows = md.row_group(i).num_rows
+        if pos + rows > offset and pos < offset + n:
+            groups.append(i)
+            first = pos if first is None else first
+        pos += rows
+    if not groups:
+        return f.schema_arrow.empty_table(), total
+    t = f.read_row_groups(groups)
+    return t.slice(offset - first, n), total
+
+
+# -- the app -------------------------------------------------------------------------------------
+
+
+def _asset(name: str) -> bytes:
+    return resources.files(__package__).joinpath("static", name).read_bytes()
+
+
+def build_app(state: UiState) -> Starlette:
+    assets = {name: _asset(name) for name in STATIC}
+
+    def static(name: str):
+        async def serve(_request: Request) -> Response:
+            return Response(assets[name], 200, media_type=STATIC[name], headers={"cache-control": "no-cache"})
+
+        return serve
+
+    def route(path: str, fn, methods=("GET",), body: bool = False) -> Route:
+        return Route(path, api(state, lambda p, b: fn(state, p, b), body=body), methods=list(methods))
+
+    routes = [
+        Route("/", static("index.html")),
+        Route("/favicon.ico", static("favicon.svg")),
+        *[Route(f"/ui/{name}", static(name)) for name in STATIC],
+        route("/api/ui/info", info),
+        route("/api/ui/traces", traces),
+        route("/api/ui/import", import_upload, ("POST",), body=True),
+        route("/api/ui/jobs", jobs),
+        route("/api/ui/trace", trace_info),
+        route("/api/ui/density", density),
+        route("/api/ui/stats", stats),
+        route("/api/ui/hist", hist),
+        route("/api/ui/top", top),
+        route("/api/ui/timeline", timeline),
+        route("/api/ui/flame", flame),
+        route("/api/ui/frame", frame),
+        route("/api/ui/sql", sql, ("POST",), body=True),
+        route("/api/ui/sql/download", sql_download, ("POST",), body=True),
+        route("/api/ui/examples", examples),
+        route("/api/ui/results", results_list),
+        route("/api/ui/result", result),
+    ]
+
+    async def not_found(request: Request, _exc) -> Response:
+        return _error(404, f"no route {request.url.path}")
+
+    async def not_allowed(request: Request, _exc) -> Response:
+        return _error(405, f"{request.method} {request.url.path} is not allowed")
+
+    return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_allowed})
+
+
+def start(store, token: str | None, api) -> "UiBridge":
+    """The UI attached to a running server: its app on its own thread (bridge.py), its SQL run
+    by the server's own query execution (the `/api/query` path)."""
+    from .bridge import UiBridge
+
+    def run_query(sql_text: str) -> pa.Table:
+        # The server's query workers (server/queries.py): read-only check, deadline, answer cap.
+        body, _ctype = api.queries.run(sql_text, "arrow")
+        return pa.ipc.open_stream(body).read_all()
+
+    state = UiState(store, token=token, run_query=run_query)
+    return UiBridge(build_app(state), state=state, open_paths=ASSET_PATHS)

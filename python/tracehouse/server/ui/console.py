@@ -1,0 +1,188 @@
+"""The SQL console: one page of a read-only query, downloads, and example queries per format.
+
+Owns paging and file formats only. Every statement runs through the server's own query
+execution (`run`, given by the server: the `/api/query` path with its read-only check,
+deadline and answer cap), never through a second one. A plain SELECT is paged by wrapping
+it (`SELECT * FROM (...) LIMIT n+1 OFFSET k`, the extra row says whether a next page
+exists); other statements (EXPLAIN, ...) are run as written and cut to one page. A bad
+query answers DuckDB's own message (HTTP 400), never a stack trace.
+
+Downloads run the statement as written and convert its Arrow answer to CSV or Parquet
+(pyarrow), so a download is bounded by the same answer cap as `/api/query`.
+"""
+
+from __future__ import annotations
+
+import io
+import re
+import time
+from typing import Callable
+
+import duckdb
+import pyarrow as pa
+
+from ...errors import BadInput
+from ...store.query import qident
+
+MAX_PAGE = 1_000
+
+# Parsing only: DuckDB's parser says which statements are plain SELECTs (pageable).
+_parser = duckdb.connect(":memory:")
+
+
+def _is_select(sql: str) -> bool:
+    try:
+        stmts = _parser.extract_statements(sql)
+    except (duckdb.Error, ValueError):
+        return False  # the query runner reports the error itself
+    return len(stmts) == 1 and stmts[0].type == duckdb.StatementType.SELECT
+
+
+def _strip(sql: str) -> str:
+    return re.sub(r"[\s;]+$", "", sql)
+
+
+def page(run: Callable[[str], pa.Table], sql: str, page_no: int = 0, page_size: int = 100) -> dict:
+    """Rows [page_no * page_size, +page_size) of `sql`'s answer, with the time it took."""
+    if not sql or not sql.strip():
+        raise BadInput("empty query", expected="an SQL statement")
+    page_size = max(1, min(int(page_size), MAX_PAGE))
+    page_no = max(0, int(page_no))
+    paged = _is_select(sql)
+    text = (f"SELECT * FROM (\n{_strip(sql)}\n) AS th_console LIMIT {page_size + 1} OFFSET {page_no * page_size}"
+            if paged else sql)
+    t0 = time.perf_counter()
+    table = run(text)
+    secs = time.perf_counter() - t0
+    if not paged:
+        page_no = 0
+    more = table.num_rows > page_size
+    table = table.slice(0, page_size)
+    return {"columns": table.column_names, "types": [str(f.type) for f in table.schema],
+            "rows": _rows(table), "page": page_no, "page_size": page_size, "has_more": more,
+            "seconds": round(secs, 4), "paged": paged}
+
+
+def _rows(t: pa.Table) -> list:
+    # Column at a time (Arrow's own conversion); decimals (sum of integers) as numbers.
+    cols = []
+    for c in t.columns:
+        if pa.types.is_decimal(c.type):
+            c = c.cast(pa.float64())
+        elif pa.types.is_binary(c.type) or pa.types.is_large_binary(c.type):
+            c = c.cast(pa.string(), safe=False)
+        cols.append(c.to_pylist())
+    return [list(r) for r in zip(*cols)] if cols else []
+
+
+def download(run: Callable[[str], pa.Table], sql: str, fmt: str) -> tuple[bytes, str, str]:
+    """(body, content type, file name) of `sql`'s whole answer as CSV or Parquet."""
+    if fmt not in ("csv", "parquet"):
+        raise BadInput(f"download format {fmt!r}", expected="csv | parquet")
+    table = run(sql)
+    sink = io.BytesIO()
+    if fmt == "csv":
+        import pyarrow.csv as pcsv
+
+        pcsv.write_csv(_csv_safe(table), sink)
+        return sink.getvalue(), "text/csv; charset=utf-8", "query.csv"
+    import pyarrow.parquet as pq
+
+    pq.write_table(table, sink, compression="zstd")
+    return sink.getvalue(), "application/vnd.apache.parquet", "query.parquet"
+
+
+def _csv_safe(t: pa.Table) -> pa.Table:
+    """Nested columns (lists, structs, maps) as JSON-ish text: CSV has no place for them."""
+    cols = []
+    for c in t.columns:
+        if pa.types.is_nested(c.type):
+            cols.append(pa.array([None if v is None else str(v) for v in c.to_pylist()], pa.string()))
+        else:
+            cols.append(c)
+    return pa.table(cols, names=t.column_names)
+
+
+# -- example queries -------------------------------------------------------------------------------
+
+GENERIC = [
+    ("events by type", 'SELECT type, count(*) AS events, min(ts) AS first_ns, max(ts) AS last_ns\n'
+                       'FROM {t}.events GROUP BY type ORDER BY events DESC'),
+    ("events per producer", "SELECT p.name AS producer, p.kind, count(*) AS events\nFROM {t}.events e\n"
+                            "JOIN th.producers p ON p.trace = {s} AND p.id = e.producer\n"
+                            "GROUP BY ALL ORDER BY events DESC LIMIT 20"),
+    ("events per second", "SELECT (ts - (SELECT min(ts) FROM {t}.events)) // 1000000000 AS second, count(*) AS events\n"
+                          "FROM {t}.events GROUP BY second ORDER BY second"),
+    ("event types and columns", "SELECT name, kind, params FROM th.event_types\n"
+                                "WHERE format = (SELECT format FROM th.traces WHERE name = {s})"),
+]
+
+BY_FORMAT: dict[str, list[tuple[str, str]]] = {
+    "tod": [
+        ("most called methods", "SELECT behavior_id, count(*) AS calls, round(avg(arg_count), 2) AS args\n"
+                                "FROM {t}.behavior_enter GROUP BY behavior_id ORDER BY calls DESC LIMIT 20"),
+        ("most written fields", "SELECT field_id, count(*) AS writes, count(DISTINCT target) AS objects\n"
+                                "FROM {t}.field_write GROUP BY field_id ORDER BY writes DESC LIMIT 20"),
+        ("calls per thread", "SELECT producer AS thread, count(*) AS calls FROM {t}.behavior_enter\n"
+                             "GROUP BY producer ORDER BY calls DESC"),
+    ],
+    "strace": [
+        ("time per syscall", "SELECT name, count(*) AS calls, sum(dur) / 1e6 AS ms, sum(ret) FILTER (WHERE ret > 0) AS bytes\n"
+                             "FROM {t}.syscall GROUP BY name ORDER BY ms DESC"),
+        ("bytes read and written per file", "SELECT path, sum(ret) FILTER (WHERE name LIKE '%read%') AS read_bytes,\n"
+                                            "       sum(ret) FILTER (WHERE name LIKE '%write%') AS written_bytes\n"
+                                            "FROM {t}.syscall WHERE path IS NOT NULL AND ret > 0\n"
+                                            "GROUP BY path ORDER BY written_bytes DESC NULLS LAST LIMIT 20"),
+        ("slowest calls", "SELECT ts, producer, name, path, size, ret, dur / 1e3 AS us\n"
+                          "FROM {t}.syscall ORDER BY dur DESC LIMIT 20"),
+        ("failed calls", "SELECT name, errno, count(*) AS calls FROM {t}.syscall\n"
+                         "WHERE errno IS NOT NULL GROUP BY ALL ORDER BY calls DESC"),
+    ],
+    "chrome": [
+        ("time per slice name", "SELECT name, count(*) AS slices, sum(dur) / 1e6 AS ms, max(dur) / 1e6 AS longest_ms\n"
+                                "FROM {t}.slice GROUP BY name ORDER BY ms DESC LIMIT 20"),
+        ("longest slices", "SELECT ts, producer, name, cat, dur / 1e3 AS us FROM {t}.slice ORDER BY dur DESC LIMIT 20"),
+        ("counter series", "SELECT name, series, count(*) AS samples, min(value), max(value)\n"
+                           "FROM {t}.counter GROUP BY ALL ORDER BY samples DESC"),
+    ],
+    "paje": [
+        ("time per state", "SELECT state_type, value, count(*) AS states, sum(dur) / 1e6 AS ms\n"
+                           "FROM {t}.state GROUP BY ALL ORDER BY ms DESC"),
+        ("links", "SELECT link_type, producer AS src, dst_producer AS dst, count(*) AS links,\n"
+                  "       avg(dst_ts - ts) / 1e3 AS mean_us FROM {t}.link GROUP BY ALL ORDER BY links DESC"),
+        ("variables", "SELECT variable_type, producer, count(*) AS changes, min(value), max(value)\n"
+                      "FROM {t}.variable GROUP BY ALL"),
+    ],
+    "bpftrace": [
+        ("saved aggregates (@maps, histograms)", "SELECT id, kind, name, tool, params FROM th.results\n"
+                                                  "WHERE list_contains(traces, {s}) ORDER BY id"),
+    ],
+    "stap": [
+        ("saved aggregates (@hist tables)", "SELECT id, kind, name, tool, params FROM th.results\n"
+                                             "WHERE list_contains(traces, {s}) ORDER BY id"),
+    ],
+    "lineproto": [
+        ("measurements and fields", "SELECT name, params FROM th.event_types WHERE trace = {s}"),
+        ("series (tag sets)", "SELECT id, name, attrs FROM th.producers WHERE trace = {s} LIMIT 50"),
+    ],
+}
+
+
+def examples(store, trace: str | None = None) -> list[dict]:
+    """Example queries for `trace` (its format's, then generic ones), or for the first trace
+    of every format in the store when none is given."""
+    infos = [store.trace(trace)] if trace else _one_per_format(store)
+    out = []
+    for info in infos:
+        t, s = qident(info.name), "'" + info.name.replace("'", "''") + "'"
+        for title, q in BY_FORMAT.get(info.format, []) + GENERIC:
+            out.append({"format": info.format, "trace": info.name, "title": title, "sql": q.format(t=t, s=s)})
+    return out
+
+
+def _one_per_format(store) -> list:
+    seen: dict[str, object] = {}
+    for info in store.traces():
+        if info.format not in seen and not info.metadata.get("tool"):
+            seen[info.format] = info
+    return list(seen.values())

@@ -1,0 +1,270 @@
+"""The web UI end to end: `tracehouse demo` (every format loaded, then served) driven by a real
+headless Chromium (Debian's /usr/bin/chromium, through Python playwright; `make setup` installs
+it). One browser for the module; each page's screenshot is kept under test-artifacts/webui/.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+playwright = pytest.importorskip("playwright.sync_api", reason="playwright is a dev extra (make setup)")
+
+CHROMIUM = os.environ.get("TRACEHOUSE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+ARTIFACTS = Path(os.environ.get("TRACEHOUSE_ARTIFACTS", Path(__file__).resolve().parent.parent / "test-artifacts")) / "webui"
+ROOT = Path(__file__).resolve().parent.parent
+FORMATS = {"demo-tod": "tod", "demo-strace": "strace", "demo-chrome": "chrome", "demo-bpftrace": "bpftrace",
+           "demo-stap": "stap", "demo-paje": "paje", "demo-csv": "csv", "demo-lineproto": "lineproto"}
+
+pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM} (make chromium)")
+
+
+def _start(args: list[str], store: Path, ready: Path, timeout: float = 240):
+    env = dict(os.environ, TRACEHOUSE_HOME=str(store))
+    env.pop("TRACEHOUSE_TOKEN", None)
+    log = open(store.parent / f"{ready.stem}.log", "w")
+    proc = subprocess.Popen([sys.executable, "-m", "tracehouse.cli", *args, "--ready-file", str(ready)], env=env,
+                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    end = time.monotonic() + timeout
+    while not ready.exists():
+        if proc.poll() is not None or time.monotonic() > end:
+            proc.kill()
+            raise AssertionError(f"{args[0]} did not start: " + (store.parent / f"{ready.stem}.log").read_text()[-3000:])
+        time.sleep(0.2)
+    return proc, json.loads(ready.read_text())
+
+
+def _stop(proc) -> int:
+    proc.send_signal(signal.SIGINT)  # what Ctrl-C does: the demo's documented way to stop
+    try:
+        return proc.wait(30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        return -9
+
+
+@pytest.fixture(scope="module")
+def demo(tmp_path_factory):
+    d = tmp_path_factory.mktemp("demo")
+    proc, info = _start(["demo", "--events", "60000", "--port", "0"], d / "store", d / "demo.json")
+    yield info
+    assert _stop(proc) == 0  # Ctrl-C ends the demo cleanly
+
+
+@pytest.fixture(scope="module")
+def browser():
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    with playwright.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser, demo):
+    ctx = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
+    pg = ctx.new_page()
+    errors = []
+    pg.on("pageerror", lambda e: errors.append(str(e)))
+    pg.base = demo["http"]
+    yield pg
+    ctx.close()
+    assert not errors, errors  # no JavaScript error on any page
+
+
+def shot(pg, name: str) -> None:
+    pg.screenshot(path=str(ARTIFACTS / f"{name}.png"), full_page=True)
+
+
+def test_traces_page_lists_every_format_searches_and_sorts(page):
+    page.goto(page.base + "/#/")
+    rows = page.locator("table[aria-label=traces] tbody tr")
+    page.wait_for_function("document.querySelectorAll('table[aria-label=traces] tbody tr').length >= 8")
+    shown = dict(rows.evaluate_all("rs => rs.map(r => [r.querySelector('a').innerText, r.cells[1].innerText])"))
+    assert FORMATS.items() <= shown.items()
+    assert re.search(r"\d+ traces, [\d,]+ events", page.locator("main p.muted").first.inner_text())
+    shot(page, "traces")
+    page.get_by_role("button", name=re.compile("^events")).click()  # sort by event count, largest first
+    page.wait_for_function("document.querySelector('table[aria-label=traces] tbody tr td').innerText.startsWith('demo-tod')")
+    page.fill("input[name=q]", "strace")
+    page.keyboard.press("Enter")
+    page.wait_for_function("document.querySelectorAll('table[aria-label=traces] tbody tr').length === 1")
+    assert rows.first.inner_text().startswith("demo-strace")
+
+
+def test_overview_zoom_by_dragging_the_density_chart_filters_the_statistics(page):
+    page.goto(page.base + "/#/trace/demo-tod")
+    chart = page.locator(".chart.density")
+    chart.wait_for()
+    page.wait_for_selector("[data-stats=type] .legend")
+    assert page.locator(".chart.density svg path").count() == 4  # one series per TOD event type
+    legend = page.locator("[data-stats=type] .legend").inner_text()
+    assert "field_write" in legend and "behavior_enter" in legend
+    page.wait_for_selector("svg[aria-label^=hist] rect.bar")
+    total_before = int(page.locator("[data-stats=type] [data-total]").get_attribute("data-total"))
+    shot(page, "overview")
+    box = chart.locator("svg").bounding_box()
+    y = box["y"] + box["height"] * 0.5
+    page.mouse.move(box["x"] + box["width"] * 0.25, y)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.5, y, steps=5)
+    page.mouse.up()
+    page.wait_for_function("location.hash.includes('start=') && location.hash.includes('end=')")
+    page.wait_for_selector("#selection >> text=range")
+    page.wait_for_selector("[data-stats=type] [data-total]")
+    total_after = int(page.locator("[data-stats=type] [data-total]").get_attribute("data-total"))
+    assert 0.15 * total_before < total_after < 0.35 * total_before  # a quarter of an evenly busy trace
+    start, end = (int(page.locator(".chart.density").get_attribute(a)) for a in ("data-start", "data-end"))
+    # keyboard zoom on the chart halves the range
+    page.locator(".chart.density").focus()
+    page.keyboard.press("+")
+    page.wait_for_function(f"document.querySelector('.chart.density') && "
+                           f"+document.querySelector('.chart.density').dataset.end - +document.querySelector('.chart.density').dataset.start < {(end - start) * 0.6}")
+    shot(page, "overview-zoomed")
+
+
+def test_timeline_draws_rows_and_zooms_with_the_keyboard(page):
+    page.goto(page.base + "/#/timeline/demo-strace")
+    page.wait_for_selector("#tl-labels .lab")
+    labels = page.locator("#tl-labels").inner_text()
+    assert "io_threads" in labels
+    page.wait_for_function("document.querySelector('#tl-canvas-box canvas').height > 50")
+    shot(page, "timeline")
+    page.locator("#tl-canvas-box").focus()
+    page.keyboard.press("w")
+    page.wait_for_function("location.hash.includes('start=')")
+    page.wait_for_function("document.querySelector('#tl-canvas-box canvas') && document.querySelector('#tl-canvas-box canvas').height > 50")
+
+
+def test_timeline_of_counters_and_line_protocol(page):
+    page.goto(page.base + "/#/timeline/demo-csv")
+    page.wait_for_selector("#tl-labels .lab")
+    assert "host-1" in page.locator("#tl-labels").inner_text()
+    page.wait_for_function("document.querySelector('#tl-canvas-box canvas').height > 50")
+    shot(page, "timeline-counters")
+
+
+def test_flame_graph_frame_opens_the_spans_behind_it(page):
+    page.goto(page.base + "/#/calls/demo-chrome")
+    page.wait_for_selector(".flame svg rect")
+    shot(page, "calls")
+    page.locator(".flame svg rect").first.click()
+    page.wait_for_selector("text=Spans behind")
+    page.wait_for_selector("table[aria-label=spans] tbody tr")
+    link = page.locator("table[aria-label=spans] tbody tr a").first
+    link.click()  # a span opens on the timeline, on its thread
+    page.wait_for_function("location.hash.startsWith('#/timeline/demo-chrome') && location.hash.includes('producers=')")
+    page.wait_for_selector("#tl-labels .lab")
+
+
+def test_call_tree_is_keyboard_usable(page):
+    page.goto(page.base + "/#/calls/demo-tod")
+    page.wait_for_selector("ul.tree button.name")
+    page.locator("ul.tree button.tog").first.focus()
+    page.keyboard.press("Enter")
+    page.wait_for_selector("ul.tree li[aria-expanded=true]")
+    page.locator("ul.tree button.name").first.focus()
+    page.keyboard.press("Enter")
+    page.wait_for_selector("table[aria-label=spans] tbody tr")
+
+
+def test_sql_console_good_and_bad_queries_paging_and_download(page):
+    page.goto(page.base + "/#/sql")
+    page.wait_for_selector("select[aria-label='example queries'] optgroup", state="attached")
+    groups = page.locator("select[aria-label='example queries'] optgroup").evaluate_all("gs => gs.map(g => g.label)")
+    assert {g.split(" ")[0] for g in groups} >= set(FORMATS.values())
+    page.fill("textarea.sql", 'SELECT type, count(*) AS n FROM "demo-tod".events GROUP BY type ORDER BY n DESC')
+    page.get_by_role("button", name="Run").click()
+    page.wait_for_selector("table[aria-label='query result'] tbody tr")
+    assert page.locator("table[aria-label='query result'] tbody tr").count() == 4
+    assert re.search(r"4 rows .* in [\d.]+ ms", page.locator("main p.muted[aria-live]").inner_text())
+    shot(page, "sql")
+    with page.expect_download() as dl:
+        page.get_by_role("button", name="Download CSV").click()
+    assert Path(dl.value.path()).read_text().splitlines()[0] == '"type","n"'
+    # paging: 250 rows in pages of 100
+    page.fill("textarea.sql", "SELECT * FROM range(250) t(i)")
+    page.locator("textarea.sql").press("Control+Enter")
+    page.wait_for_selector("text=more follow")
+    page.get_by_role("button", name="next ▶").click()
+    page.wait_for_selector("text=page 2")
+    assert page.locator("table[aria-label='query result'] tbody tr").first.inner_text().strip() == "100"
+    # a bad query shows DuckDB's message, not a stack trace
+    page.fill("textarea.sql", "SELECT no_such_column FROM th.traces")
+    page.get_by_role("button", name="Run").click()
+    err = page.locator("pre.sql-error")
+    err.wait_for()
+    assert "no_such_column" in err.inner_text() and "Traceback" not in err.inner_text()
+    shot(page, "sql-error")
+    page.fill("textarea.sql", "DROP TABLE th.traces")
+    page.get_by_role("button", name="Run").click()
+    page.wait_for_function("document.querySelector('pre.sql-error') && /read-only|refused/.test(document.querySelector('pre.sql-error').innerText)")
+
+
+def test_results_open_as_histograms_and_processed_traces(page):
+    page.goto(page.base + "/#/results")
+    page.wait_for_selector("table[aria-label=results] tbody tr")
+    shot(page, "results")
+    page.locator("table[aria-label=results] tbody tr", has_text="stap").locator("a").first.click()
+    page.wait_for_selector("svg[aria-label^=histogram] rect.bar", state="attached")
+    assert page.locator("table[aria-label='query result'] tbody tr").count() > 3
+    shot(page, "result-histogram")
+
+
+def test_import_by_upload(page):
+    page.goto(page.base + "/#/")
+    page.wait_for_selector("form.panel select[name=format] option[value=paje]", state="attached")
+    page.set_input_files("form.panel input[type=file]", str(ROOT / "tests" / "data" / "small.paje"))
+    page.fill("form.panel input[name=name]", "uploaded-paje")
+    page.get_by_role("button", name="Import").click()
+    page.wait_for_selector("text=imported 13 events into")
+    page.locator("form.panel a", has_text="uploaded-paje").click()
+    page.wait_for_selector("h1:has-text('uploaded-paje')")
+    page.wait_for_selector("[data-stats=link] .legend")
+
+
+def test_server_errors_are_shown_in_the_page(page):
+    page.goto(page.base + "/#/trace/no-such-trace")
+    page.wait_for_selector("#error:not([hidden])")
+    assert "no-such-trace" in page.locator("#error").inner_text()
+
+
+def test_every_trace_page_of_every_format_renders(page):
+    for name in FORMATS:
+        for view in ("trace", "timeline", "calls"):
+            page.goto(page.base + f"/#/{view}/{name}")
+            page.wait_for_selector("main h1")
+            page.wait_for_timeout(300)
+            page.wait_for_function("!document.querySelector('.pending[role=status]')", timeout=60_000)
+            assert page.locator("#error").is_hidden(), (name, view, page.locator("#error").inner_text())
+
+
+def test_a_server_with_a_token_asks_for_it(browser, tmp_path):
+    store = tmp_path / "store"
+    env = dict(os.environ, TRACEHOUSE_HOME=str(store))
+    subprocess.run([sys.executable, "-m", "tracehouse.cli", "import", "paje", str(ROOT / "tests" / "data" / "small.paje"),
+                    "--name", "p"], env=env, check=True, capture_output=True)
+    proc, info = _start(["serve", "--port", "0", "--tcp-port", "-1", "--token", "s3cret", "--quiet"], store,
+                        tmp_path / "ready.json", timeout=60)
+    try:
+        ctx = browser.new_context()
+        pg = ctx.new_page()
+        pg.goto(info["http"] + "/#/")
+        pg.wait_for_selector("dialog#login[open]")
+        pg.fill("#token", "s3cret")
+        pg.keyboard.press("Enter")
+        pg.wait_for_selector("table[aria-label=traces] tbody tr")
+        assert "p" in pg.locator("table[aria-label=traces]").inner_text()
+        shot(pg, "login")
+        ctx.close()
+    finally:
+        assert _stop(proc) == 0
