@@ -109,18 +109,30 @@ impl GroupCommit {
         Ok(Self { shared, thread: Mutex::new(Some(thread)) })
     }
 
-    /// Records up to `lsn` are written (not yet durable).
+    /// Records up to `lsn` are written (not yet durable). The first record written after an
+    /// idle spell wakes the thread, so it is committed within `interval` even when nobody waits
+    /// for it (what `serve --ack written` promises); later ones find the thread timing a commit.
     pub fn written(&self, lsn: u64) {
         let mut s = lock(&self.shared.state);
+        let idle = s.written <= s.durable && s.closed.is_empty();
         s.written = s.written.max(lsn);
+        drop(s);
+        if idle {
+            self.shared.work.notify_one();
+        }
     }
 
     /// The writer switched to file `new_fd`; `old` (every record written so far that is not
     /// durable yet is in it or an earlier one) is made durable and closed by the next commit.
     pub fn switched(&self, old: OwnedFd, new_fd: RawFd) {
         let mut s = lock(&self.shared.state);
+        let idle = s.written <= s.durable && s.closed.is_empty();
         s.closed.push(old);
         s.fd = new_fd;
+        drop(s);
+        if idle {
+            self.shared.work.notify_one();
+        }
     }
 
     /// Highest LSN known durable.
@@ -230,8 +242,14 @@ fn run(sh: &Shared) {
                     }
                     continue;
                 }
-                let wait = if pending { sh.interval.saturating_sub(last.elapsed()) } else { Duration::from_secs(1) };
-                s = sh.work.wait_timeout(s, wait).unwrap_or_else(|e| e.into_inner()).0;
+                s = if pending {
+                    let wait = sh.interval.saturating_sub(last.elapsed());
+                    sh.work.wait_timeout(s, wait).unwrap_or_else(|e| e.into_inner()).0
+                } else {
+                    // Idle until a record is written (`written` and `switched` wake it), a waiter
+                    // comes or `stop`: no polling, and no record waits for a poll to be seen.
+                    sh.work.wait(s).unwrap_or_else(|e| e.into_inner())
+                };
             }
             s.urgent = false;
             // SAFETY: the writer keeps `fd` open until it reports a switch (under this lock)
@@ -327,6 +345,30 @@ mod tests {
         let t = Instant::now();
         while gc.durable() < 7 {
             assert!(t.elapsed() < Duration::from_secs(5), "never committed");
+            thread::sleep(Duration::from_millis(1));
+        }
+        gc.stop();
+        drop(f);
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn a_record_written_after_an_idle_spell_is_committed_without_a_waiter() {
+        // `serve --ack written` answers before the fsync and promises one within the interval:
+        // the thread, idle since its last commit, must notice a record nobody waits for.
+        let dir = std::env::temp_dir().join(format!("th-commit-idle-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mut f = wal(&dir, "a.wal");
+        let gc = GroupCommit::start(f.as_raw_fd(), Duration::from_millis(1)).unwrap();
+        f.write_all(b"one").unwrap();
+        gc.written(1);
+        assert_eq!(gc.wait(1, Some(Duration::from_secs(5))), Ok(true));
+        thread::sleep(Duration::from_millis(50)); // the thread goes idle (nothing pending)
+        f.write_all(b"two").unwrap();
+        gc.written(2);
+        let t = Instant::now();
+        while gc.durable() < 2 {
+            assert!(t.elapsed() < Duration::from_secs(30), "a record nobody waits for was never committed");
             thread::sleep(Duration::from_millis(1));
         }
         gc.stop();

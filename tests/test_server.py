@@ -189,6 +189,46 @@ def test_tcp_at_most_once_default_bucket(server):
     assert server.sql('SELECT sum(v) FROM "lineproto".tcpm') == [[3]]
 
 
+# -- acknowledgement contracts (issue 17) ------------------------------------------------
+
+
+@pytest.mark.parametrize("ack", ["durable", "written"])
+def test_ack_written_answers_before_the_fsync_and_durable_after_it(tmp_path, ack):
+    # A group-commit interval no test reaches: under --ack written the answers (HTTP 204, TCP
+    # `ok`) come while the records wait for their fsync; under durable each answer waits for one.
+    s = Server(tmp_path / "store", "--ack", ack, "--group-commit-ms", "600000", "--quiet")
+    try:
+        assert s.write("m,host=a v=1i 1\nm,host=a v=2i 2\n", bucket="acks", precision="s")[0] == 204
+        t = s.tcp()
+        t.sendall(b"# tracehouse bucket=acks acks=1 precision=s\nm,host=b v=3i 3\n")
+        assert read_lines(t, 1) == ["ok 2 1"]
+        t.close()
+        _status, _h, data = s.request("GET", "/health")
+        health = json.loads(data)
+        assert health["ack"] == ack
+        if ack == "written":
+            assert health["wal_records_unsynced"] >= 1, health
+        else:
+            assert health["wal_records_unsynced"] == 0, health
+        assert s.sql('SELECT sum(v) FROM "acks".m') == [[6]]
+    finally:
+        assert s.stop() == 0  # a clean stop fsyncs what was written
+    s = Server(tmp_path / "store", "--quiet")
+    try:
+        assert s.sql('SELECT count(*), sum(v) FROM "acks".m') == [[3, 6]]
+    finally:
+        s.stop()
+
+
+def test_ack_written_needs_a_wal():
+    ServerConfig(ack="written").check()
+    ServerConfig(ack="written", fsync="always").check()
+    with pytest.raises(BadInput, match="no WAL"):
+        ServerConfig(ack="written", fsync="off").check()
+    with pytest.raises(BadInput, match="durable | written"):
+        ServerConfig(ack="fsynced").check()
+
+
 # -- limits -----------------------------------------------------------------------------
 
 

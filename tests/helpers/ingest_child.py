@@ -16,6 +16,8 @@ one exact point, to cover each phase deterministically:
   segment-tmp    a segment's temporary file half written
   segment-file   a segment renamed into place but not registered (an orphan)
   registered     a checkpoint's segments registered, its WAL files not yet deleted
+  compaction-tmp   a compaction's temporary output file half written
+  compaction-file  a compaction's output renamed into place but not registered
   compacted      a compaction registered, the retired segment files not yet deleted
 """
 
@@ -59,13 +61,13 @@ def arm(point: str, after: int) -> None:
             die()
 
         walmod.WalWriter.write = write
-    elif point in ("segment-tmp", "segment-file"):
+    elif point in ("segment-tmp", "segment-file", "compaction-tmp", "compaction-file"):
         orig = writermod.write_segment
 
         def write_segment(root, rel_dir, table, level=0, keep_cached=True):
             if not due():
                 return orig(root, rel_dir, table, level, keep_cached)
-            if point == "segment-file":
+            if point in ("segment-file", "compaction-file"):
                 orig(root, rel_dir, table, level, keep_cached)
             else:
                 d = Path(root) / rel_dir
@@ -74,7 +76,10 @@ def arm(point: str, after: int) -> None:
             die()
 
         # Checkpoints reach it through segments.write_sorted_part, compactions from the writer.
-        writermod.write_segment = segmod.write_segment = write_segment
+        if point.startswith("compaction"):
+            writermod.write_segment = write_segment
+        else:
+            writermod.write_segment = segmod.write_segment = write_segment
     elif point in ("registered", "compacted"):
         orig = catmod.Catalog.register_segments
 

@@ -141,11 +141,69 @@ def ratios(result: dict) -> dict:
                         "vs_best_relational": lp / rel if rel else None, "vs_questdb": lp / q if q else None,
                         "best_vs_best_relational": th / rel if rel else None,
                         "best_vs_questdb": th / q if q else None})
-    return {"cells": out}
+    return {"cells": out, "pairings": pairings(result)}
+
+
+# Like with like (issue 17): each tracehouse acknowledgement contract against the peers that
+# promise the same. `written`: acknowledged once in the log / page cache, kept through a crash of
+# the server process, not through a power loss (tracehouse --ack written, QuestDB's default
+# nosync commit). `durable`: acknowledged once fsynced (tracehouse's default, QuestDB with
+# cairo.commit.mode=sync, PostgreSQL with synchronous_commit=on).
+PAIRINGS = {
+    "written": (("tracehouse-http-written", "tracehouse-tcp-written"), ("tracehouse-arrow-written",),
+                ("questdb",)),
+    "durable": (("tracehouse-http", "tracehouse-tcp"), ("tracehouse-arrow",),
+                ("questdb-sync", "postgres-copy", "postgres-insert")),
+}
+
+
+def pairings(result: dict) -> list[dict]:
+    """Per contract and cell: tracehouse's best line-protocol system (and its best with Arrow)
+    over the best peer keeping the same promise, where both were measured."""
+    by = {(c["system"], c["writers"], c["rows_per_batch"]): c["rows_per_s"] for c in result["cells"]}
+    out = []
+    for contract, (lp_sys, arrow_sys, peer_sys) in PAIRINGS.items():
+        for w in result["writers"]:
+            for b in result["rows_per_batch"]:
+                lp = {s: by[(s, w, b)] for s in lp_sys if (s, w, b) in by}
+                peers = {s: by[(s, w, b)] for s in peer_sys if (s, w, b) in by}
+                if not lp or not peers:
+                    continue
+                th_name = max(lp, key=lp.get)
+                peer_name = max(peers, key=peers.get)
+                best = max([lp[th_name]] + [by[(s, w, b)] for s in arrow_sys if (s, w, b) in by])
+                peer = peers[peer_name]
+                out.append({"contract": contract, "writers": w, "rows_per_batch": b, "tracehouse": th_name,
+                            "tracehouse_rows_per_s": lp[th_name], "peer": peer_name, "peer_rows_per_s": peer,
+                            "ratio": lp[th_name] / peer if peer else None,
+                            "ratio_with_arrow": best / peer if peer else None})
+    return out
+
+
+def render_pairings(result: dict) -> Table | None:
+    """The like-with-like ratios (`pairings`), one row per contract and cell; target 2x."""
+    rows = result.get("ratios", {}).get("pairings") or []
+    if not rows:
+        return None
+    la = result["machine"]["loadavg_before"][0]
+    t = Table(title=f"tracehouse / the peer keeping the same promise (target >= 2), load avg {la:.1f}",
+              box=box.SIMPLE_HEAD, header_style="bold")
+    for col in ("ack", "writers", "rows/batch", "tracehouse (best line protocol)", "peer (best)", "ratio",
+                "with Arrow"):
+        t.add_column(col, justify="left" if col in ("ack",) else "right", no_wrap=True)
+    for p in rows:
+        t.add_row(p["contract"], str(p["writers"]), f"{p['rows_per_batch']:,}",
+                  f"{SHORT.get(p['tracehouse'], p['tracehouse'])} {human_rate(p['tracehouse_rows_per_s'])}",
+                  f"{SHORT.get(p['peer'], p['peer'])} {human_rate(p['peer_rows_per_s'])}",
+                  f"{p['ratio']:.2f}" if p["ratio"] is not None else "",
+                  f"{p['ratio_with_arrow']:.2f}" if p["ratio_with_arrow"] is not None else "")
+    return t
 
 
 SHORT = {"tracehouse-http": "th-http", "tracehouse-tcp": "th-tcp", "tracehouse-arrow": "th-arrow",
-         "postgres-copy": "pg-copy", "postgres-insert": "pg-insert", "questdb-tcp": "qdb-tcp"}
+         "tracehouse-http-written": "th-http-w", "tracehouse-tcp-written": "th-tcp-w",
+         "tracehouse-arrow-written": "th-arrow-w", "postgres-copy": "pg-copy", "postgres-insert": "pg-insert",
+         "questdb-tcp": "qdb-tcp", "questdb-sync": "qdb-sync"}
 
 
 def human_rate(v: float) -> str:

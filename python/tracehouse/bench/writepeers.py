@@ -15,7 +15,12 @@ COPY payloads are rendered once per batch size, before the clock starts.
   tracehouse-http    tracehouse serve, line protocol over HTTP, 204 = durable (fsync batch)
   tracehouse-tcp     tracehouse serve, line protocol over TCP with durable offsets
   tracehouse-arrow   tracehouse serve, Arrow IPC over HTTP, 204 = durable
-  questdb            QuestDB (Maven Central jar), ILP over HTTP: 204 after commit (no fsync by default)
+  tracehouse-*-written  the same three with `serve --ack written`: acknowledged once in the WAL
+                     (survives a crash of the server, fsynced within --group-commit-ms), the
+                     contract of QuestDB's default
+  questdb            QuestDB (Maven Central jar), ILP over HTTP: 204 after commit (no fsync by default,
+                     cairo.commit.mode=nosync: survives a crash of QuestDB, not a power loss)
+  questdb-sync       the same with cairo.commit.mode=sync: 204 once the commit is flushed to disk
   questdb-tcp        QuestDB ILP over TCP: nothing acknowledged (rows sent)
   postgres-copy      PostgreSQL (Debian package), COPY FROM STDIN per batch, autocommit (synchronous_commit on)
   postgres-insert    PostgreSQL, multi-row INSERTs (<= 1,000 rows each) per batch, one transaction
@@ -280,10 +285,11 @@ class Tracehouse:
     """`tracehouse serve` in a fresh store; the Rust load generator writes to it."""
 
     protocols = {"tracehouse-http": "http", "tracehouse-tcp": "tcp-acks", "tracehouse-arrow": "arrow"}
+    ack = "durable"  # serve --ack
 
     def __init__(self, workdir: Path, workload: str, name: str = "tracehouse-http", fsync: str = "batch",
                  before_start=None) -> None:
-        self.dir = Path(workdir) / "tracehouse"
+        self.dir = Path(workdir) / f"tracehouse-{self.ack}"
         self.workload = workload
         self.name = name
         self.fsync = fsync
@@ -299,7 +305,7 @@ class Tracehouse:
         ready = self.dir / "ready.json"
         self.log = self.dir / "server.log"
         cmd = [sys.executable, "-m", "tracehouse.cli", "--store", str(self.dir / "store"), "serve", "--port", "0",
-               "--tcp-port", "0", "--fsync", self.fsync, "--ready-file", str(ready), "--quiet",
+               "--tcp-port", "0", "--fsync", self.fsync, "--ack", self.ack, "--ready-file", str(ready), "--quiet",
                "--max-inflight", "512M"]
         self.proc = subprocess.Popen(cmd, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)
         info = wait_for(lambda: ready.exists() and json.loads(ready.read_text()), 60, "tracehouse serve", self.proc,
@@ -338,6 +344,13 @@ class Tracehouse:
         return Sample(r["rows_acked"], r["elapsed_s"], r["errors"], self_cpu_s() - c0)
 
 
+class TracehouseWritten(Tracehouse):
+    """`tracehouse serve --ack written`: the same protocols, acknowledged once in the WAL."""
+
+    protocols = {f"{k}-written": v for k, v in Tracehouse.protocols.items()}
+    ack = "written"
+
+
 # -- QuestDB -----------------------------------------------------------------------------
 
 
@@ -358,8 +371,10 @@ def questdb_jar() -> Path:
 
 
 class QuestDB:
+    commit_mode = "nosync"  # QuestDB's default: a commit flushes nothing (the page cache keeps it)
+
     def __init__(self, workdir: Path, workload: str, name: str = "questdb") -> None:
-        self.dir = Path(workdir) / "questdb"
+        self.dir = Path(workdir) / f"questdb-{self.commit_mode}"
         self.workload = workload
         self.name = name
         self.proc = None
@@ -374,7 +389,7 @@ class QuestDB:
         (self.dir / "conf" / "server.conf").write_text(
             f"http.bind.to=127.0.0.1:{self.port}\nhttp.min.enabled=false\n"
             f"line.tcp.net.bind.to=127.0.0.1:{self.tcp_port}\npg.net.bind.to=127.0.0.1:{pg}\n"
-            "line.udp.enabled=false\ntelemetry.enabled=false\n")
+            f"line.udp.enabled=false\ntelemetry.enabled=false\ncairo.commit.mode={self.commit_mode}\n")
         self.log = self.dir / "questdb.log"
         self.proc = subprocess.Popen(["java", "-Xmx2g", "-p", str(jar), "-m", "io.questdb/io.questdb.ServerMain",
                                       "-d", str(self.dir)], stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)
@@ -411,6 +426,12 @@ class QuestDB:
                            port=self.tcp_port if tcp else self.port, path="/write?precision=n",
                            agents=writers, rows_per_batch=rows, duration_s=seconds)
         return Sample(r["rows_sent"] if tcp else r["rows_acked"], r["elapsed_s"], r["errors"], self_cpu_s() - c0)
+
+
+class QuestDBSync(QuestDB):
+    """QuestDB with `cairo.commit.mode=sync`: a commit (and so an ILP/HTTP 204) waits for its flush."""
+
+    commit_mode = "sync"
 
 
 # -- PostgreSQL ----------------------------------------------------------------------------
@@ -735,7 +756,9 @@ class SQLite:
 
 SYSTEMS: dict[str, type] = {
     "tracehouse-http": Tracehouse, "tracehouse-tcp": Tracehouse, "tracehouse-arrow": Tracehouse,
-    "questdb": QuestDB, "questdb-tcp": QuestDB,
+    "tracehouse-http-written": TracehouseWritten, "tracehouse-tcp-written": TracehouseWritten,
+    "tracehouse-arrow-written": TracehouseWritten,
+    "questdb": QuestDB, "questdb-tcp": QuestDB, "questdb-sync": QuestDBSync,
     "postgres-copy": Postgres, "postgres-insert": Postgres,
     "mariadb": MariaDB, "sqlite": SQLite,
 }

@@ -27,7 +27,7 @@ def cmd_serve(args) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     cfg = ServerConfig(
         host=args.host, port=args.port, tcp_port=None if args.tcp_port < 0 else args.tcp_port, fsync=args.fsync,
-        group_commit_ms=args.group_commit_ms, token=args.token or os.environ.get("TRACEHOUSE_TOKEN") or None,
+        group_commit_ms=args.group_commit_ms, ack=args.ack, token=args.token or os.environ.get("TRACEHOUSE_TOKEN") or None,
         format=args.trace_format, create_traces=not args.no_create, tcp_bucket=args.tcp_bucket,
         max_body=_size(args.max_body), max_line=_size(args.max_line), max_connections=args.max_connections,
         idle_timeout=args.idle_timeout, max_inflight=_size(args.max_inflight), overload_wait=args.overload_wait,
@@ -48,7 +48,12 @@ def register(commands) -> None:
                     help=f"line protocol over TCP (default {d.tcp_port}; 0 picks a free one, -1 turns it off)")
     sp.add_argument("--fsync", choices=("always", "batch", "off"), default=d.fsync,
                     help="durability of acknowledged writes (default batch: group commit)")
-    sp.add_argument("--group-commit-ms", type=float, default=d.group_commit_ms)
+    sp.add_argument("--group-commit-ms", type=float, default=d.group_commit_ms,
+                    help=f"fsync batch: records nobody waits for are fsynced within this (default {d.group_commit_ms:g})")
+    sp.add_argument("--ack", choices=("durable", "written"), default=d.ack,
+                    help="when writes are acknowledged: durable (default: once fsynced) or written (once in the "
+                         "WAL: survives a crash of the server, fsynced within --group-commit-ms; a power loss in "
+                         "that window may lose them, as with QuestDB's and InfluxDB's defaults)")
     sp.add_argument("--token", help="required for every request but /ping ('Authorization: Token ...'), checked "
                                     "on the request head before any body is read; default $TRACEHOUSE_TOKEN")
     sp.add_argument("--trace-format", default=d.format, help=f"format of traces created by writes (default {d.format})")
@@ -155,7 +160,11 @@ def cmd_bench_write(args) -> int:
         return 0
     from rich.console import Console
 
-    Console(width=max(100, 26 + 15 * len(result["systems"])), soft_wrap=True).print(write.render(result))
+    console = Console(width=max(100, 26 + 15 * len(result["systems"])), soft_wrap=True)
+    console.print(write.render(result))
+    pairs = write.render_pairings(result)
+    if pairs is not None:
+        console.print(pairs)
     from rich.markup import escape
 
     for name, why in result["skipped"].items():
@@ -170,7 +179,8 @@ def register_bench(commands) -> None:
     sp = commands.bench("write", cmd_bench_write,
                         "seed 003 write matrix (writers x rows per batch): tracehouse over loopback vs QuestDB, "
                         "PostgreSQL, MariaDB, SQLite, with the seed's statistical protocol")
-    sp.add_argument("--systems", help="comma list (default " + ",".join(write.DEFAULT_SYSTEMS) + "; also questdb-tcp)")
+    sp.add_argument("--systems", help="comma list (default " + ",".join(write.DEFAULT_SYSTEMS) + "; also "
+                                      "questdb-tcp, questdb-sync and tracehouse-{http,tcp,arrow}-written)")
     sp.add_argument("--writers", help="comma list (default 1,2,4,8,16,32,64,128)")
     sp.add_argument("--rows-per-batch", help="comma list (default 1,5,10,50,100,500,1000,5000,10000)")
     sp.add_argument("--workload", choices=("qos", "cpu"), default="qos")

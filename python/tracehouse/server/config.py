@@ -20,6 +20,11 @@ class ServerConfig:
     tcp_port: int | None = 8094  # line protocol over raw TCP (telegraf socket_writer); None: off
     fsync: str = "batch"  # the store's policy; 204 means durable under it
     group_commit_ms: float = 5.0
+    # When a write is acknowledged: "durable" once fsynced under `fsync`; "written" once in the
+    # WAL (the kernel's page cache: kept through a crash of this process, fsynced within
+    # group_commit_ms, lost only to a power loss or kernel crash in that window) - the contract
+    # of QuestDB's and InfluxDB's defaults.
+    ack: str = "durable"
     token: str | None = None  # required for writes and queries when set; must be set off loopback
     format: str = "lineproto"  # the format (owner of event types) of traces created by line protocol
     create_traces: bool = True  # a write to an unknown bucket creates the trace
@@ -48,6 +53,11 @@ class ServerConfig:
     def check(self) -> None:
         if self.fsync not in ("always", "batch", "off"):
             raise BadInput(f"--fsync {self.fsync!r}", expected="always | batch | off")
+        if self.ack not in ("durable", "written"):
+            raise BadInput(f"--ack {self.ack!r}", expected="durable | written")
+        if self.ack == "written" and self.fsync == "off":
+            raise BadInput("--ack written with --fsync off: there is no WAL to have written the rows to",
+                           expected="--fsync batch (fsynced within --group-commit-ms) or always")
         for name in ("max_body", "max_line", "max_connections", "max_inflight", "max_query_rows", "max_answer",
                      "query_workers", "request_timeout"):
             if getattr(self, name) <= 0:

@@ -10,7 +10,8 @@ Routes:
   GET  /ping, /health                                 204 / JSON stats (/ping needs no token)
 
 Acknowledgements: a write answers only once its rows are durable under the
-store's fsync policy (group commit for `batch`). 204: every line stored. 400
+store's fsync policy (group commit for `batch`), or under `--ack written` once they
+are in the WAL (fsynced within `--group-commit-ms`). 204: every line stored. 400
 with a JSON body listing the failed lines (line number and reason) when some or
 all lines were refused: the good lines of that body *are* stored and durable
 (InfluxDB's partial-write behaviour). 413: body over `max_body`. 401: token
@@ -185,8 +186,10 @@ class Api:
     def acknowledge(self, call: Call, res: WriteResult, status: int, headers: list[tuple[str, str]] | None = None,
                     body: bytes = b"") -> None:
         """Answer `call` once `res` is durable (at once when nothing was stored, or when the
-        fsync policy made it durable in the append)."""
-        committer = None if res.lsn is None else self.ingestor.committer(res.trace)
+        fsync policy made it durable in the append); under `--ack written` at once: the rows
+        are in the WAL (written before this runs) and the committer fsyncs them within
+        `--group-commit-ms`."""
+        committer = None if res.lsn is None or self.cfg.ack == "written" else self.ingestor.committer(res.trace)
         if committer is None:
             call.reply(status, body, headers)
             return
@@ -323,7 +326,9 @@ class Api:
     def health(self, call: Call) -> None:
         b = self.ingestor.budget
         front = self.front.stats() if self.front is not None else {}
-        doc = {"status": "pass", "name": "tracehouse", "pid": os.getpid(),
+        doc = {"status": "pass", "name": "tracehouse", "pid": os.getpid(), "ack": self.cfg.ack,
+               # WAL records appended, not yet fsynced (under --ack written these may be acknowledged)
+               "wal_records_unsynced": self.ingestor.store.wal_records_unsynced(),
                "inflight_bytes": b.used + front.get("inflight_bytes", 0),
                "inflight_limit": b.limit,
                "overload_refusals": b.refused + front.get("overload_refusals", 0),

@@ -96,7 +96,7 @@ def serve(store_path: str | os.PathLike, cfg: ServerConfig, *, ready: Callable[[
         http_sock = _bind(cfg.host, cfg.port)
         tcp_sock = _bind(cfg.host, cfg.tcp_port) if cfg.tcp_port is not None else None
         info = {
-            "pid": os.getpid(), "store": str(store.path), "fsync": cfg.fsync,
+            "pid": os.getpid(), "store": str(store.path), "fsync": cfg.fsync, "ack": cfg.ack,
             "http": f"http://{url_host(cfg.host)}:{http_sock.getsockname()[1]}",
             "http_port": http_sock.getsockname()[1],
             "tcp_port": tcp_sock.getsockname()[1] if tcp_sock else None,
@@ -161,7 +161,7 @@ def write_ready_file(path: str | None):
         tcp = f", line protocol over tcp://{info['http'].split('//')[1].rsplit(':', 1)[0]}:{info['tcp_port']}" \
             if info["tcp_port"] else ""
         print(f"tracehouse serving {info['http']} (line protocol, Arrow, SQL){tcp}; store {info['store']}, "
-              f"fsync={info['fsync']}", file=sys.stderr, flush=True)
+              f"fsync={info['fsync']}, ack={info.get('ack', 'durable')}", file=sys.stderr, flush=True)
         if path:
             tmp = Path(path).with_suffix(".tmp")
             tmp.write_text(json.dumps(info))

@@ -11,7 +11,8 @@ Acknowledgements — chosen semantics:
   few milliseconds, and the sender cannot tell.
 - A client that opens with the comment line `# tracehouse acks=1` (any line
   protocol parser skips it) gets **durable offsets**: after each chunk of its
-  lines is durable under the fsync policy, the server writes `ok <line> <rows>\n`
+  lines is durable under the fsync policy (under `--ack written`: once in the WAL,
+  fsynced within `--group-commit-ms`), the server writes `ok <line> <rows>\n`
   (every line up to number `<line>` is processed; `<rows>` stored so far on this
   connection) and `err <line> <reason>\n` for each refused line. A client that
   keeps its lines until their `ok` can resend after a crash: at-least-once.
@@ -261,7 +262,7 @@ class LineProtocolTcp(asyncio.Protocol):
                         continue
                     _kind, res, n, total = item
                     try:
-                        if res.lsn is not None:
+                        if res.lsn is not None and self.cfg.ack == "durable":
                             await self.state.waiter.wait(res.trace, res.lsn)
                     except TracehouseError as e:
                         log.warning("TCP write to %s not durable: %s", self.bucket, e)

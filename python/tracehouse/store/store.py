@@ -455,6 +455,10 @@ class Store:
         work to do once records are durable; None under fsync always/off."""
         return self._live_writer(trace).committer
 
+    def wal_records_unsynced(self) -> int:
+        """WAL records appended by this process's writers and not yet fsynced (group commit)."""
+        return sum(max(0, w.lsn - w.durable_lsn) for w in list(self._writers.values()) if not w.closed)
+
     def seq_counters(self, trace: str) -> _core.SeqCounters:
         """The per-producer numbering of `trace`'s live writer (for writers that number rows
         themselves, e.g. the line-protocol decoder, which builds batches in the stored layout)."""
