@@ -51,3 +51,34 @@ def test_ratios_take_the_best_protocol_on_each_side():
     assert (cell["tracehouse_lp"], cell["tracehouse_best"]) == (120, 300)
     assert cell["vs_questdb"] == 2.0 and cell["vs_best_relational"] == 4.0  # QuestDB over TCP, MariaDB
     assert cell["best_vs_questdb"] == 5.0 and cell["best_vs_best_relational"] == 10.0
+
+
+def test_pairings_compare_each_ack_contract_with_the_peers_keeping_it():
+    # written: tracehouse --ack written vs QuestDB's default only (never its fsynced mode);
+    # durable: tracehouse --ack durable vs QuestDB sync and PostgreSQL (never QuestDB's default).
+    from tracehouse.bench.write import pairings
+
+    cells = [("tracehouse-http-written", 900), ("tracehouse-tcp-written", 600), ("tracehouse-arrow-written", 1800),
+             ("tracehouse-http", 300), ("tracehouse-tcp", 400), ("questdb", 450), ("questdb-tcp", 5000),
+             ("questdb-sync", 50), ("postgres-copy", 100)]
+    result = {"writers": [2], "rows_per_batch": [100],
+              "cells": [{"system": s, "writers": 2, "rows_per_batch": 100, "rows_per_s": v} for s, v in cells]}
+    got = {p["contract"]: p for p in pairings(result)}
+    assert (got["written"]["tracehouse"], got["written"]["peer"]) == ("tracehouse-http-written", "questdb")
+    assert got["written"]["ratio"] == 2.0 and got["written"]["ratio_with_arrow"] == 4.0
+    assert (got["durable"]["tracehouse"], got["durable"]["peer"]) == ("tracehouse-tcp", "postgres-copy")
+    assert got["durable"]["ratio"] == 4.0
+    # A contract with no peer measured has no row.
+    result["cells"] = [c for c in result["cells"] if c["system"] not in ("questdb-sync", "postgres-copy")]
+    assert [p["contract"] for p in pairings(result)] == ["written"]
+
+
+def test_half_rate_measures_latency_at_half_the_closed_loop_rate(tmp_path):
+    res = write.half_rate(protocols=("http",), workload="cpu", agents=4, rows=100, seconds=0.5, workdir=str(tmp_path))
+    (run,) = res["runs"]
+    assert run["errors"] == 0 and run["max_rows_per_s"] > 0
+    assert run["interval_ms"] == 4 * 100 / (run["max_rows_per_s"] / 2) * 1000
+    assert 0 < run["half_rows_per_s"] < run["max_rows_per_s"]  # open loop at half: slower than closed
+    p50, p90, p99, mx = run["ack_us"]
+    assert 0 < p50 <= p90 <= p99 <= mx
+    assert "p99" in str(write.render_half_rate(res).columns[6].header)

@@ -188,15 +188,75 @@ def render_pairings(result: dict) -> Table | None:
     la = result["machine"]["loadavg_before"][0]
     t = Table(title=f"tracehouse / the peer keeping the same promise (target >= 2), load avg {la:.1f}",
               box=box.SIMPLE_HEAD, header_style="bold")
-    for col in ("ack", "writers", "rows/batch", "tracehouse (best line protocol)", "peer (best)", "ratio",
-                "with Arrow"):
-        t.add_column(col, justify="left" if col in ("ack",) else "right", no_wrap=True)
+    for col in ("ack", "writers", "rows/batch", "tracehouse (best LP)", "peer (best)", "th / peer", "with Arrow"):
+        t.add_column(col, justify="left" if col in ("ack",) else "right", no_wrap=True, min_width=len(col))
     for p in rows:
         t.add_row(p["contract"], str(p["writers"]), f"{p['rows_per_batch']:,}",
                   f"{SHORT.get(p['tracehouse'], p['tracehouse'])} {human_rate(p['tracehouse_rows_per_s'])}",
                   f"{SHORT.get(p['peer'], p['peer'])} {human_rate(p['peer_rows_per_s'])}",
                   f"{p['ratio']:.2f}" if p["ratio"] is not None else "",
                   f"{p['ratio_with_arrow']:.2f}" if p["ratio_with_arrow"] is not None else "")
+    return t
+
+
+def half_rate(*, protocols=("arrow", "http"), workload: str = "qos", agents: int = 128, rows: int = 1000,
+              seconds: float = 10.0, ack: str = "durable", workdir: str | None = None, progress=None) -> dict:
+    """Issue 17's latency target: acknowledgement latency at half the maximum rate.
+
+    Per protocol, in one fresh `tracehouse serve` (`--ack ack`): a warm-up (2 s at most), a closed-loop
+    run of `seconds` (the maximum rate), then `agents` agents each sending a batch of `rows`
+    every `agents * rows / (max / 2)` seconds for `seconds` (open loop at half that rate);
+    ack p50/p90/p99/max of the half-rate run, with the server's CPU share and the load average.
+    Checkpoints and compactions run as they do in service: their cost shows up as the tail.
+    """
+    from . import load
+
+    tmp = None
+    if workdir is None:
+        tmp = workdir = tempfile.mkdtemp(prefix="th-bench-half-")
+    cls = writepeers.TracehouseWritten if ack == "written" else writepeers.Tracehouse
+    out = {"benchmark": "write-half-rate", "workload": workload, "agents": agents, "rows_per_batch": rows,
+           "seconds": seconds, "ack": ack, "loadavg_before": list(os.getloadavg()), "runs": []}
+    try:
+        for proto in protocols:
+            with cls(Path(workdir), workload) as th:
+                target = load.Target("127.0.0.1", th.port, th.tcp_port)
+                bucket = f"{workload}_half_{proto}"
+                kw = dict(target=target, protocol=proto, bucket=bucket, agents=agents, rows_per_batch=rows)
+                load.run(workload, duration_s=min(2.0, seconds), **kw)
+                full = load.run(workload, duration_s=seconds, **kw)
+                max_rate = full["rows_acked_per_s"]
+                interval_ms = agents * rows / (max_rate / 2) * 1000 if max_rate else 1000.0
+                half = load.run(workload, duration_s=seconds, interval_ms=interval_ms, **kw)
+                run = {"protocol": proto, "max_rows_per_s": max_rate, "max_ack_us": full["ack_us"],
+                       "interval_ms": interval_ms, "half_rows_per_s": half["rows_acked_per_s"],
+                       "ack_us": half["ack_us"], "errors": half["errors"] + full["errors"],
+                       "server_cpu_share": half["server_cpu_share"], "loadavg": half["loadavg_1m_after"]}
+                out["runs"].append(run)
+                if progress:
+                    progress(run)
+    finally:
+        if tmp is not None:
+            import shutil
+
+            shutil.rmtree(tmp, ignore_errors=True)
+    out["loadavg_after"] = list(os.getloadavg())
+    return out
+
+
+def render_half_rate(result: dict) -> Table:
+    la = result["loadavg_before"][0]
+    t = Table(title=f"ack latency at half the maximum rate ({result['agents']} agents x {result['rows_per_batch']:,} "
+                    f"{result['workload']} rows, --ack {result['ack']}, {result['seconds']:g} s runs; target p99 <= 20 ms), "
+                    f"load avg {la:.1f} -> {result['loadavg_after'][0]:.1f}", box=box.SIMPLE_HEAD, header_style="bold")
+    for col in ("protocol", "max rows/s", "half: rows/s", "every", "p50", "p90", "p99", "max", "server CPU", "errors"):
+        t.add_column(col, justify="left" if col == "protocol" else "right", no_wrap=True)
+    ms = lambda us: f"{us / 1000:.1f} ms"  # noqa: E731
+    for r in result["runs"]:
+        a = r["ack_us"]
+        t.add_row(r["protocol"], human_rate(r["max_rows_per_s"]), human_rate(r["half_rows_per_s"]),
+                  f"{r['interval_ms']:.0f} ms", ms(a[0]), ms(a[1]), ms(a[2]), ms(a[3]),
+                  f"{r['server_cpu_share']:.0%}" if r["server_cpu_share"] is not None else "", str(r["errors"]))
     return t
 
 

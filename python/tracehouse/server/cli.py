@@ -134,6 +134,16 @@ def cmd_bench_write(args) -> int:
     from ..bench import write
     from ..cli import emit_json, err, out
 
+    if args.half_rate:
+        res = write.half_rate(protocols=tuple(args.half_rate.split(",")), workload=args.workload,
+                              seconds=args.seconds or 10.0, ack=args.ack, workdir=args.workdir)
+        if args.json:
+            emit_json(res)
+        else:
+            from rich.console import Console
+
+            Console(width=140, soft_wrap=True).print(write.render_half_rate(res))
+        return 0
     writers = tuple(int(x) for x in args.writers.split(",")) if args.writers else (
         write.QUICK_WRITERS if args.quick else write.WRITERS)
     batches = tuple(int(x) for x in args.rows_per_batch.split(",")) if args.rows_per_batch else (
@@ -160,7 +170,7 @@ def cmd_bench_write(args) -> int:
         return 0
     from rich.console import Console
 
-    console = Console(width=max(100, 26 + 15 * len(result["systems"])), soft_wrap=True)
+    console = Console(width=max(110, 26 + 15 * len(result["systems"])), soft_wrap=True)
     console.print(write.render(result))
     pairs = write.render_pairings(result)
     if pairs is not None:
@@ -191,6 +201,11 @@ def register_bench(commands) -> None:
     sp.add_argument("--max-runs", type=int, help="runs per cell at most while SE >= 5%% (default 20, quick 8)")
     sp.add_argument("--workdir", help="where the systems keep their data (default: a temporary directory)")
     sp.add_argument("--out", default=".", help="directory for bench-write.json and bench-write.png (default .)")
+    sp.add_argument("--half-rate", metavar="PROTOCOLS",
+                    help="instead of the matrix: ack latency at half the maximum rate, 128 agents x 1,000 rows, "
+                         "per protocol (comma list of arrow, http, tcp-acks; the target is p99 <= 20 ms)")
+    sp.add_argument("--ack", choices=("durable", "written"), default="durable",
+                    help="--half-rate: the server's --ack (default durable)")
 
 
 def cmd_bench_ui(args) -> int:
