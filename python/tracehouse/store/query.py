@@ -199,7 +199,7 @@ class QueryEngine:
         types = store.catalog.trace_types(info)
         writer = store._writers.get(info.id)
         if writer is not None:
-            with writer.lock:  # one consistent cut: registered segments + unflushed tail
+            with writer.view_lock, writer.lock:  # one consistent cut: registered segments + unflushed tail
                 segs = store.catalog.segments(info.id)
                 tails = {k: list(v) for k, v in writer.tail().items()}
                 sig = (self._catalog_version, writer.tail_version, tuple(types))

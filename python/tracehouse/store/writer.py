@@ -139,6 +139,11 @@ class TraceWriter:
         self.wal_dir = self.root / self.trace_dir / "wal"
         self.lock = threading.RLock()
         self.cond = threading.Condition(self.lock)
+        # Held while segments are registered (a checkpoint's or a compaction's catalog
+        # transaction: an fsync of SQLite's log) and by readers taking one consistent cut of
+        # registered segments + tail (`view_lock`, then `lock`). Registering under `lock` alone
+        # made every append wait for that fsync: the acknowledgement tail at half rate.
+        self.view_lock = threading.Lock()
         # Checkpoints overlap (up to `checkpoints_in_flight`): each takes its snapshot and
         # switches the WAL under `cond`, encodes on its own, and registers strictly in the
         # order the snapshots were taken - a later one registered first would advance
@@ -422,13 +427,18 @@ class TraceWriter:
                         while self.ckpt_registered != ticket - 1:  # the earlier checkpoints first
                             self._check()
                             self.cond.wait(0.05)
+                    # Only this ticket can register now (the next waits for ckpt_registered).
+                    # Appends go on meanwhile; readers wait (view_lock) so they never see these
+                    # rows both in the new segments and in the snapshot.
+                    with self.view_lock:
                         self.store.catalog.register_segments(self.trace_id, rows, wal_covered=covered)
-                        del self.inflight[ticket]
-                        self.ckpt_registered = ticket
-                        self.tail_version += 1
-                        resumed = self.disk_full is not None
-                        self.disk_full = None
-                        self.cond.notify_all()
+                        with self.cond:
+                            del self.inflight[ticket]
+                            self.ckpt_registered = ticket
+                            self.tail_version += 1
+                            resumed = self.disk_full is not None
+                            self.disk_full = None
+                            self.cond.notify_all()
                     if resumed:
                         log.warning("trace %s: checkpoints register again (disk space is back)", self.trace_name)
                         self.store.ensure_reserve()
@@ -616,9 +626,10 @@ class TraceWriter:
                                     level=1 + max(s.level for s in g), keep_cached=not self.opts.drop_written_pages)
                 row["event_type"] = name
                 try:
-                    with self.cond:
+                    with self.view_lock:  # not `cond`: appends do not wait for the catalog's fsync
                         cat.register_segments(self.trace_id, [row], retire=[s.id for s in g])
-                        self.tail_version += 1
+                        with self.cond:
+                            self.tail_version += 1
                 except BaseException:
                     (self.root / row["path"]).unlink(missing_ok=True)  # never registered
                     raise
