@@ -752,3 +752,39 @@ def test_rm_of_a_trace_with_unflushed_rows(store):
     store.close()
     with tracehouse.open(store.path) as s:  # nothing is replayed for the deleted trace
         assert s.traces() == [] and s.recovery == []
+
+
+def test_appends_do_not_wait_for_a_checkpoint_registering_and_readers_see_one_cut(store, monkeypatch):
+    # Regression (issue 17, the ack tail at half rate): a checkpoint registered its segments
+    # (a SQLite commit: an fsync) holding the writer's append lock, so every append waited for
+    # it. Here the registration is held open: an append must complete meanwhile, and a query
+    # taken meanwhile must count each row once (not in both the new segment and the tail).
+    store.create_trace("t", "idfmt", event_types=[ID_TYPE])
+    store.append("t", "ev", id_table(0, 100), wait=True)
+    entered, release = threading.Event(), threading.Event()
+    orig = store.catalog.register_segments
+
+    def slow_register(*a, **kw):
+        entered.set()
+        release.wait(60)
+        return orig(*a, **kw)
+
+    monkeypatch.setattr(store.catalog, "register_segments", slow_register)
+    flusher = threading.Thread(target=store.flush, args=("t",))
+    flusher.start()
+    try:
+        assert entered.wait(30), "the checkpoint never reached its registration"
+        appended = threading.Thread(target=store.append, args=("t", "ev", id_table(100, 50)), kwargs={"wait": True})
+        appended.start()
+        appended.join(30)
+        assert not appended.is_alive(), "an append waited for a checkpoint's registration"
+        counted: list = []
+        reader = threading.Thread(target=lambda: counted.append(
+            store.sql('SELECT count(*) AS n, count(DISTINCT id) AS d FROM "t".ev').to_pylist()))
+        reader.start()
+    finally:
+        release.set()
+    flusher.join(60)
+    reader.join(60)
+    assert counted == [[{"n": 150, "d": 150}]]
+    assert store.sql('SELECT count(*) AS n FROM "t".ev').column("n")[0].as_py() == 150
