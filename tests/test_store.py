@@ -637,6 +637,25 @@ def test_auto_compaction_leaves_segments_a_fanin_of_which_would_not_fit_the_targ
         assert scalar(s, 'SELECT count(*) FROM "t".mark') == 56
 
 
+def test_auto_compaction_rewrites_each_row_once_per_size_tier(store_path):
+    # Regression (issue 17): merging every small segment together rewrote the growing merged
+    # one with each new group of checkpoints - 120 checkpoints of 10 rows, fan-in 4, target
+    # 640 rows: segments reached level 5 (most rows rewritten 5 times). Tiered: a merge
+    # takes segments of one size tier (4**k <= rows < 4**(k+1)), so a row is rewritten at most
+    # once per tier below the 160-row limit: 10 -> 40 -> 160, twice.
+    with tracehouse.open(store_path, compact_min_segments=4, compact_min_fanin=4, compact_target_rows=640,
+                         flush_interval_s=3600.0) as s:
+        s.create_trace("t", "demo", event_types=[MARK])
+        for i in range(120):
+            s.append("t", "mark", marks(list(range(i * 10, i * 10 + 10)), [0] * 10, ["x"] * 10))
+            s.flush("t")
+        segs = s.catalog.segments(s.trace("t").id)
+        assert max(x.level for x in segs) <= 2, sorted((x.level, x.rows) for x in segs)
+        assert sum(x.rows for x in segs) == 1200
+        assert len(segs) <= 12  # still compacted: 7 of 160 rows and what is left below
+        assert scalar(s, 'SELECT count(DISTINCT (producer, seq)) FROM "t".mark') == 1200
+
+
 def test_compaction_of_a_wide_type_is_capped_by_bytes(store_path):
     # 10 params + ts, producer, seq = 13 columns x 8 bytes: a 2,600-byte cap is 25 rows.
     wide = EventType("w", "instant", tuple(Column(f"c{i}", "float64", "", "") for i in range(10)))
