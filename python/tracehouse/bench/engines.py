@@ -2,24 +2,20 @@
 over the same store: seed 003's read queries Q1-Q5 on its QoS data set, and the TOD
 statistics queries (statistics by type and by producer, density) of seed 001's workload.
 
-Owns the QoS read data set, the Q1-Q5 queries, and the engine benchmark.
+Owns the engine benchmark (which cases, the TOD questions, the crossover model).
 
-The QoS data set is the thesis's (Table 4.3): 556 measurement runs, one producer each (its
-13 measurement-id parameters as attributes, `customerId` = the run number), 2,032,000 result
-rows of 48 parameters: run 1 has 600,000 rows, runs 2-6 86,400, runs 7-56 10,000, runs
-57-556 1,000 (`scale` divides them). As in the thesis, `ul_delay`, `dl_delay`, `ul_dupl` and
-`dl_dupl` count up within a run (so `ul_delay < x` selects x rows of every run) and the
-other parameters are random (floats on a 1/1024 grid: sums are exact, so both engines'
-aggregates agree to the last bit whatever order they add in).
+The QoS data set and the queries are bench/qos_reads.py's (one definition, shared with
+`tracehouse bench all`): seed 003's uniform data set (2,032,000 rows; `--scale N` divides
+every run's length by N) loaded in tracehouse's layout (the 13 id parameters once per
+measurement as producer attributes, the 48 results as one event type), and of every query
+Q1-Q5 the middle case of the seed's tables 5.1-5.5, as `qos_reads.sql(case, "tracehouse")`
+writes it (whole rows, the ids joined from th.producers where the seed fetched all tables):
 
-Q1-Q5 (the thesis's Table 4.2, middle cases of Tables 5.1-5.5), each fetching whole rows
-ordered by (ts, producer); the measurement id comes from th.producers (schema 2):
-
-  Q1  customerId = 10                          10,000 rows
-  Q2  ul_delay < 50                            27,800
-  Q3  ul_dupl < 50                             27,800
-  Q4  customerId = 10 AND ul_delay < 5,000      5,000
-  Q5  ul_delay < 50 AND ul_dupl < 50           27,800
+  Q1.2  customer_id = 10                         10,000 rows
+  Q2.3  ul_delay < 50                            27,800
+  Q3.15 ul_dupl < 50 (all tables, no cache)      27,800
+  Q4.2  customer_id = 10 AND ul_delay < 5000      5,000
+  Q5.3  ul_delay < 50 AND ul_dupl < 50           27,800
 
 Every answer is checked equal (values and Arrow types) between the engines; times are the
 median of `repeat` warm runs beside the first (cold) run, DuckDB and Spark measured one
@@ -40,71 +36,28 @@ import numpy as np
 import pyarrow as pa
 
 from .. import _core
-from ..schema import Column, EventType
-from ..store.query import qident, qstr
+from . import qos_reads
 
-QOS_FORMAT = "qosmet"
-QOS_TYPE = "results"
-RUNS = ((1, 600_000), (5, 86_400), (50, 10_000), (500, 1_000))  # (runs, rows per run): Table 4.3
-COUNTED = ("ul_delay", "dl_delay", "ul_dupl", "dl_dupl")  # incremented within a run
+ENGINE_CASES = ("Q1.2", "Q2.3", "Q3.15", "Q4.2", "Q5.3")  # the middle case of tables 5.1-5.5
 
 
-def qos_event_type() -> EventType:
-    params = tuple(Column(name, typ, "", "Qosmet result parameter (seed 003)") for name, typ, _lo, _hi in _core.QOS_RESULT_PARAMS)
-    return EventType(QOS_TYPE, "instant", params, "one QoS measurement result (1 s sampling)")
+def qos_load(store, *, scale: float = 1.0) -> int:
+    """Load seed 003's read data set (qos_reads.dataset, `scale` < 1 shrinks every run) into
+    `store` as qos_reads.TRACE, tracehouse's layout; returns its row count. Flushed."""
+    data = qos_reads.dataset(scale)
+    qos_reads.tracehouse_load(store, data)
+    return data.num_rows
 
 
-def qos_dataset(store, name: str = "qos", *, scale: int = 1, seed: int = 3, progress: Callable[[int], None] | None = None) -> int:
-    """Create the QoS read data set as trace `name` (rows per run divided by `scale`);
-    returns its row count. Registered (flushed) when it returns."""
-    rng = np.random.default_rng(seed)
-    runs = [max(1, rows // scale) for n, rows in RUNS for _ in range(n)]
-    producers = []
-    for r in range(len(runs)):
-        ids = {p: int(rng.integers(0, 1 << 16)) for p in _core.QOS_ID_PARAMS}
-        ids["customerId"], ids["measurementId"] = r + 1, r + 1
-        producers.append({"id": r, "parent": None, "kind": "measurement",
-                          "name": ",".join(f"{k}={v}" for k, v in ids.items()), "attrs": ids})
-    store.create_trace(name, QOS_FORMAT, description="seed 003 read data set (Table 4.3)",
-                       metadata={"generator": "qos-read", "scale": scale, "seed": seed},
-                       event_types=[qos_event_type()], producers=producers)
-    base = 1_400_000_000 * 10**9
-    total = 0
-    for r, n in enumerate(runs):
-        i = np.arange(n, dtype=np.int64)
-        cols: dict[str, pa.Array] = {"ts": pa.array(base + r * 10**6 + i * 10**9),
-                                     "producer": pa.array(np.full(n, r, np.int32))}
-        for pname, typ, lo, hi in _core.QOS_RESULT_PARAMS:
-            if pname in COUNTED:
-                cols[pname] = pa.array(i.astype(np.float64) if typ == "float64" else i)
-            elif typ == "float64":
-                cols[pname] = pa.array(np.round(rng.uniform(lo, hi, n) * 1024) / 1024)
-            else:
-                cols[pname] = pa.array(rng.integers(int(lo), int(hi) + 1, n, dtype=np.int64))
-        store.append(name, QOS_TYPE, pa.table(cols))
-        total += n
-        if progress:
-            progress(n)
-    store.flush(name)
-    return total
+def qos_queries() -> dict[str, str]:
+    """The Q1-Q5 set (ENGINE_CASES) in tracehouse's layout over qos_reads.TRACE."""
+    return {c.name: qos_reads.sql(c, "tracehouse") for c in qos_reads.CASES if c.name in ENGINE_CASES}
 
 
-def qos_queries(trace: str = "qos", scale: int = 1) -> dict[str, str]:
-    """Q1-Q5 in DuckDB SQL over trace `trace` (thresholds follow `scale`)."""
-    t, ts = qident(trace), qstr(trace)
-    x = max(1, 50 // scale)
-    half10 = max(1, 5_000 // scale)
-    join = (f"SELECT p.name AS measurement, r.* FROM {t}.{QOS_TYPE} r JOIN th.producers p "
-            f"ON p.trace = {ts} AND p.id = r.producer WHERE ")
-    cust = "CAST(json_extract_string(p.attrs, '$.customerId') AS BIGINT)"
-    order = " ORDER BY r.ts, r.producer"
-    return {
-        "Q1": join + f"{cust} = 10" + order,
-        "Q2": f"SELECT * FROM {t}.{QOS_TYPE} WHERE ul_delay < {x} ORDER BY ts, producer",
-        "Q3": f"SELECT * FROM {t}.{QOS_TYPE} WHERE ul_dupl < {x} ORDER BY ts, producer",
-        "Q4": join + f"{cust} = 10 AND r.ul_delay < {half10}" + order,
-        "Q5": f"SELECT * FROM {t}.{QOS_TYPE} WHERE ul_delay < {x} AND ul_dupl < {x} ORDER BY ts, producer",
-    }
+def sorted_rows(t: pa.Table) -> pa.Table:
+    """`t` in (ts, producer) order: the seed's queries have no ORDER BY, so answers are
+    compared (not timed) in one order."""
+    return t.sort_by([("ts", "ascending"), ("producer", "ascending")])
 
 
 def tod_trace(store, name: str, events: int, *, seed: int = 42, threads: int = 10) -> int:
@@ -148,7 +101,7 @@ def _timed(fn: Callable, repeat: int) -> tuple[object, float, float]:
     return ans, first, pystats.median(times) if times else first
 
 
-def run(*, scale: int = 1, tod_events: int = 10_000_000, repeat: int = 3, master: str = "local[2]",
+def run(*, scale: float = 1.0, tod_events: int = 10_000_000, repeat: int = 3, master: str = "local[2]",
         workdir: str | None = None, say: Callable[[str], None] = lambda s: None) -> dict:
     """Build the data sets in a fresh store, ask every question of both engines; see the module doc."""
     from .. import Store
@@ -162,12 +115,13 @@ def run(*, scale: int = 1, tod_events: int = 10_000_000, repeat: int = 3, master
     try:
         with Store(path, fsync="off") as s:
             say("generating the QoS data set")
-            out["qos_rows"] = qos_dataset(s, "qos", scale=scale)
+            out["qos_rows"] = qos_load(s, scale=scale)
             say("generating the TOD trace")
             out["tod_events"] = tod_trace(s, "tod", tod_events)
         out["store_bytes"] = sum(f.stat().st_size for f in path.rglob("*.parquet"))
-        questions: dict[str, Callable] = {k: (lambda e, q=q: e.sql(q)) for k, q in qos_queries("qos", scale).items()}
+        questions: dict[str, Callable] = {k: (lambda e, q=q: e.sql(q)) for k, q in qos_queries().items()}
         questions |= tod_questions("tod")
+        ordered = set(tod_questions("tod"))  # the statistics come ordered; Q1-Q5 are compared in (ts, producer) order
         duck = Store(path, readonly=True)  # the DuckDB engine as `tracehouse query` runs it
         say(f"starting Spark {master}")
         t0 = time.perf_counter()
@@ -181,7 +135,7 @@ def run(*, scale: int = 1, tod_events: int = 10_000_000, repeat: int = 3, master
                 d_ans, d_first, d_med = _timed(lambda: q(duck), repeat)
                 s_ans, s_first, s_med = _timed(lambda: q(spark), repeat)
                 out["queries"].append({
-                    "query": name, "rows": d_ans.num_rows, "identical": d_ans.equals(s_ans) and d_ans.schema == s_ans.schema,
+                    "query": name, "rows": d_ans.num_rows, "identical": _same(d_ans, s_ans, name in ordered),
                     "duckdb_first_s": round(d_first, 4), "duckdb_s": round(d_med, 4),
                     "spark_first_s": round(s_first, 4), "spark_s": round(s_med, 4),
                     "spark_over_duckdb": round(s_med / d_med, 1) if d_med else None, "loadavg": round(load, 2),
@@ -198,11 +152,18 @@ def run(*, scale: int = 1, tod_events: int = 10_000_000, repeat: int = 3, master
     return out
 
 
+def _same(a: pa.Table, b: pa.Table, ordered: bool) -> bool:
+    if not ordered:
+        a, b = sorted_rows(a), sorted_rows(b)
+    return a.schema == b.schema and a.equals(b)
+
+
 def _scan_rates(duck, spark, repeat: int) -> dict:
     """Rows/s of a full scan with a filter and an aggregate (the part that spreads over
     nodes), and Spark's fixed cost per query (a one-row query), for the crossover model."""
-    q = f'SELECT producer, count(*) AS n, sum(ul_bytes) AS b FROM "qos".{QOS_TYPE} WHERE ul_pk_loss < 2.5 GROUP BY producer'
-    rows = duck.sql('SELECT count(*) AS n FROM "qos".results').column(0)[0].as_py()
+    t = f'"{qos_reads.TRACE}".{qos_reads.EVENT_TYPE}'
+    q = f'SELECT producer, count(*) AS n, sum(ul_bytes) AS b FROM {t} WHERE ul_pk_loss < 2.5 GROUP BY producer'
+    rows = duck.sql(f'SELECT count(*) AS n FROM {t}').column(0)[0].as_py()
     _, _, d = _timed(lambda: duck.sql(q), repeat)
     _, _, sp = _timed(lambda: spark.sql(q), repeat)
     _, _, fixed = _timed(lambda: spark.sql('SELECT count(*) AS n FROM th.traces'), repeat)
@@ -269,7 +230,7 @@ def cmd_bench_engines(args) -> int:
 
     err = Console(stderr=True)
     say = (lambda m: None) if args.json else (lambda m: err.print(f"[dim]{m}...[/dim]"))
-    out = run(scale=args.scale, tod_events=args.tod_events, repeat=args.repeat, master=args.master,
+    out = run(scale=1 / args.scale, tod_events=args.tod_events, repeat=args.repeat, master=args.master,
               workdir=args.workdir, say=say)
     if args.json:
         sys.stdout.write(json.dumps(out, indent=2) + "\n")
@@ -281,7 +242,7 @@ def cmd_bench_engines(args) -> int:
 def register(commands) -> None:
     sp = commands.bench("engines", cmd_bench_engines,
                         "Q1-Q5 (seed 003) and the TOD statistics on DuckDB vs Spark local[2], same store, same answers")
-    sp.add_argument("--scale", type=int, default=1, help="divide the QoS data set's 2,032,000 rows by this")
+    sp.add_argument("--scale", type=int, default=1, help="divide every run of the QoS data set's 2,032,000 rows by this (runs keep >= 10 rows)")
     sp.add_argument("--tod-events", type=int, default=10_000_000)
     sp.add_argument("--repeat", type=int, default=3, help="warm runs per query (the median is reported)")
     sp.add_argument("--master", default="local[2]", help="Spark master URL")

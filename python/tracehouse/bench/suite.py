@@ -41,10 +41,20 @@ from pathlib import Path
 from . import protocol
 
 EXPERIMENTS = ("tod_store", "write", "reads", "soctrace", "ingest", "import", "analyze")
-EXTRA_BENCHES = ("tracehouse.bench.replay",)
-# Small settings for --quick of a later bench that has only run(**kwargs) and render(result) -> str
-# (its own defaults are the full run); names it does not take are dropped.
-EXTRA_QUICK = {"replay": {"iops": 2000, "seconds": 1.0, "asap_ops": 100_000, "cycles": 5, "seeds": 2, "repeat": 1}}
+EXTRA_BENCHES = ("tracehouse.bench.replay", "tracehouse.bench.engines")
+# Settings of the benches that have only run(**kwargs) and render(result) -> str, per run size
+# (names a bench's run() does not take are dropped). A bench without settings for a size is
+# not run at that size: Spark's JVM alone takes 20-40 s to start here, so `engines` stays out
+# of --quick (the Spark equivalence tests run in `make test` instead).
+EXTRA = {
+    "replay": {"quick": {"iops": 2000, "seconds": 1.0, "asap_ops": 100_000, "cycles": 5, "seeds": 2, "repeat": 1},
+               "medium": {"iops": 5000, "seconds": 2.0, "asap_ops": 500_000, "cycles": 50, "seeds": 3, "repeat": 1},
+               "full": {"iops": 10_000, "seconds": 5.0, "asap_ops": 2_000_000, "cycles": 100, "seeds": 3, "repeat": 2}},
+    "engines": {"medium": {"scale": 0.1, "tod_events": 1_000_000, "repeat": 2},
+                "full": {"scale": 1.0, "tod_events": 2_000_000, "repeat": 2}},
+}
+
+QUICK = {"replay": {"iops": 2000, "seconds": 1.0, "asap_ops": 100_000, "cycles": 5, "seeds": 2, "repeat": 1}}
 
 QUICK = {  # a smoke run of every experiment and every peer (CI): small sizes, short budgets
     "tod_store": {"sizes": (10**3, 10**4), "cap_s": 2.0, "budget_s": 1.0, "max_runs": 5},
@@ -197,9 +207,13 @@ def run(*, quick: bool, out: str | Path, workdir: str | Path | None = None, only
             if hasattr(m, "suite_run"):
                 step(name, lambda m=m: m.suite_run(quick=quick, workdir=work, log=log))
             elif hasattr(m, "run") and hasattr(m, "render"):  # a bench with the usual run()/render() face
-                step(name, lambda m=m, name=name: _plain_bench(
-                    m, {**(EXTRA_QUICK.get(name, {}) if quick else {}), "workdir": str(work),
-                        "progress": lambda s: log("  " + str(s))}))
+                settings = EXTRA.get(name, {}).get(result["size"])
+                if settings is None:
+                    log(f"== {name}: not run at size {result['size']} (see suite.EXTRA)")
+                    continue
+                step(name, lambda m=m, name=name, settings=settings: _plain_bench(
+                    m, {**settings, "workdir": tempfile.mkdtemp(prefix=f"{name}-", dir=work),
+                        "progress": lambda s: log("  " + str(s)), "say": lambda s: log("  " + str(s))}))
     finally:
         shutil.rmtree(work, ignore_errors=True)
     result["loadavg_after"] = list(os.getloadavg())
