@@ -391,6 +391,10 @@ def _import(r: dict, summary: list) -> str:
             for x in r["runs"]]
     prow = [[p["name"], p["what"], "" if p["seconds"] is None else f"{p['seconds']:.2f}", rate(p[u + "_per_s"])]
             for p in r["peers"]]
+    raw = r.get("raw_append")
+    if raw:
+        rows.append([f"{raw['units']:,}", "raw append (upper bound)", "", f"{rate(raw['mean'])}{star(raw)}",
+                     f"{mb(raw['bytes'])} written + fsync"])
     th = next(x for x in r["runs"] if x[u] == r["size"])[u + "_per_s"]
     rx = next((p for p in r["peers"] if p["name"] == "python re"), None)
     if rx and rx[u + "_per_s"]:
@@ -446,6 +450,8 @@ def write(result: dict, out: Path) -> Path:
                                        ["OS", m["platform"]], ["Python", m["python"]],
                                        ["tracehouse", m["tracehouse"]], ["DuckDB", m["duckdb"]],
                                        ["pyarrow", m["pyarrow"]], ["SQLite", m["sqlite"]], ["Java", m["java"]]]), ""]
+    if result.get("scope"):
+        head += [f"**Scope.** {result['scope']}", ""]
     versions, settings = {}, {}
     for name, r in ex.items():
         if not isinstance(r, dict):
