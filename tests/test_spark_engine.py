@@ -25,7 +25,7 @@ import pytest
 import tracehouse
 from tracehouse import Column, EventType
 from tracehouse.analysis import statistics as ST
-from tracehouse.bench import qos_reads
+from tracehouse.bench import qos_reads, reads
 from tracehouse.bench.engines import qos_load, qos_queries, sorted_rows, tod_trace
 from tracehouse.errors import BadInput, NotFound
 from tracehouse.store.engines import StoreRef, open_engine
@@ -169,14 +169,11 @@ def test_spark_answers_what_duckdb_answers(duck, sparkq, query, ordered):
 def test_qos_q1_to_q5_identical_with_the_generators_row_counts(duck, sparkq):
     # the row count each case must return, counted by DuckDB over the flat generated table
     # (schema 1), not over the store's layout the engines read
-    import duckdb
-
-    flat = qos_reads.dataset(SCALE)  # noqa: F841 - read by duckdb.sql below
-    cases = {c.name: c for c in qos_reads.CASES}
+    expect = reads.expected_rows(qos_reads.dataset(SCALE))
     queries = qos_queries()
     assert sorted(queries) == ["Q1.2", "Q2.3", "Q3.15", "Q4.2", "Q5.3"]
     for name, q in queries.items():
-        expected = duckdb.sql(f"SELECT count(*) FROM flat WHERE {cases[name].where}").fetchone()[0]
+        expected = expect[name]
         d, s = duck.sql(q), sparkq.sql(q)
         assert d.num_rows == expected > 0, name
         same(sorted_rows(d), sorted_rows(s))

@@ -224,6 +224,10 @@ def _reads(r: dict, out: Path, summary: list, write: dict | None) -> str:
            "producers, results as one event type), QuestDB one table. The last column of each block is the best "
            "peer's time over tracehouse's (> 1: tracehouse faster).", ""]
     txt += ["Clients: " + "; ".join(f"**{k}** {v['client']} ({v['version']})" for k, v in r["systems"].items()), ""]
+    txt += ["The seed's own figures for these cases are plots (figures 5.8-5.27, MySQL 5.5 over a network); its "
+            "text gives their scale: answers of ~1,000 rows took 0.0005-0.002 s per client, the large ones (Q1.4, "
+            "Q2.4) were bound by the transfer of the rows to the clients; its points (below) are its tables 5.6-5.7.",
+            ""]
     for case in cases:
         rows = []
         for v in variants:
@@ -382,7 +386,12 @@ def _ingest(r: dict, summary: list) -> str:
                       f"{wl['events_generated']:,} TOD events in batches of {wl['batch']:,}; `x raw` is events/s over "
                       "the raw append's (the upper bound, first row).", "",
                       md_table(["system", "mode", "s", "events/s", "bytes", "x raw"], rows), "",
-                      "Ratios: " + ", ".join(f"{k} {v:.2f}" for k, v in r.get("ratios", {}).items()), ""])
+                      "Ratios: " + ", ".join(f"{k} {v:.2f}" for k, v in r.get("ratios", {}).items()), "",
+                      "The seed's figures (Illustration 2, the same workload): raw storage "
+                      + ", ".join(f"{rate(v)} ev/s at {n:,}" for n, (v, _s) in tod_store.SEED["raw storage"].items())
+                      + "; its best database, Berkeley DB JE, "
+                      + ", ".join(f"{rate(v)} ev/s at {n:,}" for n, (v, _s) in tod_store.SEED["Berkeley DB JE"].items())
+                      + ".", ""])
 
 
 def _import(r: dict, summary: list) -> str:
@@ -400,9 +409,12 @@ def _import(r: dict, summary: list) -> str:
     if rx and rx[u + "_per_s"]:
         summary.append(["bench import (strace)", f"{r['size']:,} {u}, vs a Python regex", th / rx[u + "_per_s"], 1.0,
                         "python re"])
+    from .soctrace import SEED as SOC_SEED
+
     return "\n".join(["## 4b. `tracehouse bench import` (strace)", "",
                       md_table([u, "events", "s", f"{u}/s", "stored"], rows), "",
-                      md_table(["peer", "does", "s", f"{u}/s"], prow), ""])
+                      md_table(["peer", "does", "s", f"{u}/s"], prow), "",
+                      f"The seed's figure (seed 000, SoC-Trace on MySQL): {SOC_SEED['import']}.", ""])
 
 
 def _analyze(r: dict, summary: list) -> str:
