@@ -345,9 +345,11 @@ def cmd_bench_all(args) -> int:
     result = run(quick=args.quick, medium=args.medium, out=args.out, workdir=args.workdir, only=only, log=log)
     if args.json:
         emit_json({"report": str(Path(args.out) / "report.md"), "seconds": round(time.perf_counter() - t0, 1),
+                   "loadavg_before": result["loadavg_before"], "loadavg_after": result["loadavg_after"],
                    "errors": result["errors"], "durations": result["durations"]})
     else:
-        out.print(f"report: {Path(args.out) / 'report.md'} ({time.perf_counter() - t0:.0f} s)")
+        out.print(f"report: {Path(args.out) / 'report.md'} ({time.perf_counter() - t0:.0f} s, load average "
+                  f"{result['loadavg_before'][0]:.1f} before, {result['loadavg_after'][0]:.1f} after)")
         for k, v in result["errors"].items():
             out.print(f"[red]{k} failed[/red]: {v.splitlines()[0]}", highlight=False)
     return 1 if result["errors"] else 0
