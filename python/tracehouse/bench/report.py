@@ -109,6 +109,8 @@ def _tod(r: dict, out: Path, summary: list) -> str:
            "row is the upper bound: the same events appended raw to one file.", "",
            md_table(["system / path"] + [f"{n:,} events" for n in sizes], rows), ""]
     txt += ["Paths:", ""] + [f"- **{k}**: {d}" for k, d in r["modes"].items()] + [""]
+    if r.get("left_out"):
+        txt += [f"Left out of this run (see the scope above): {', '.join(r['left_out'])}.", ""]
     if r.get("stopped"):
         txt += ["Not run at larger sizes (as the seed's table, these cells stay empty):", ""]
         txt += [f"- {k}: {v}" for k, v in r["stopped"].items()] + [""]
