@@ -370,4 +370,5 @@ def register(commands) -> None:
     sp.add_argument("--out", default="bench-report", help="directory for report.md, the PNGs and results.json "
                                                          "(default ./bench-report)")
     sp.add_argument("--workdir", help="where systems keep their data (default: the system temp dir); removed after")
-    sp.add_argument("--only", help="comma list of experiments: " + ",".join(EXPERIMENTS))
+    sp.add_argument("--only", help="comma list of experiments: " + ",".join(
+        EXPERIMENTS + tuple(m.rsplit(".", 1)[1] for m in EXTRA_BENCHES)))
