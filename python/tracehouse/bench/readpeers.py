@@ -80,7 +80,10 @@ class TracehouseReads:
 
     def load(self, data: pa.Table, layouts=("tracehouse",)) -> dict:
         self.data = data
-        self.server = writepeers.Tracehouse(self.workdir, "qos", "tracehouse-http", before_start=self._load)
+        # The seed's clients fetch whole answers, up to 600,000 rows x 62 columns (~300 MB as Arrow):
+        # serve's default --max-answer (64 MB, a guard for interactive use) would refuse Q1.4 and Q2.4.
+        self.server = writepeers.Tracehouse(self.workdir, "qos", "tracehouse-http", before_start=self._load,
+                                            serve_args=("--max-answer", "1G"))
         self.server.__enter__()
         self.port = self.server.port
         return self.loads
@@ -97,7 +100,8 @@ class TracehouseReads:
         from .. import __version__
 
         self.version = __version__
-        self.settings = {"serve": "--fsync batch, 2 query threads (defaults)", "store": "Parquet zstd segments"}
+        self.settings = {"serve": "--fsync batch, 2 query threads (defaults), --max-answer 1G",
+                         "store": "Parquet zstd segments"}
         return self
 
     def client(self):

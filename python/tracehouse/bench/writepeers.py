@@ -288,8 +288,9 @@ class Tracehouse:
     ack = "durable"  # serve --ack
 
     def __init__(self, workdir: Path, workload: str, name: str = "tracehouse-http", fsync: str = "batch",
-                 before_start=None) -> None:
+                 before_start=None, serve_args: tuple = ()) -> None:
         self.dir = Path(workdir) / f"tracehouse-{self.ack}"
+        self.serve_args = tuple(serve_args)
         self.workload = workload
         self.name = name
         self.fsync = fsync
@@ -306,7 +307,7 @@ class Tracehouse:
         self.log = self.dir / "server.log"
         cmd = [sys.executable, "-m", "tracehouse.cli", "--store", str(self.dir / "store"), "serve", "--port", "0",
                "--tcp-port", "0", "--fsync", self.fsync, "--ack", self.ack, "--ready-file", str(ready), "--quiet",
-               "--max-inflight", "512M"]
+               "--max-inflight", "512M", *self.serve_args]
         self.proc = subprocess.Popen(cmd, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)
         info = wait_for(lambda: ready.exists() and json.loads(ready.read_text()), 60, "tracehouse serve", self.proc,
                         self.log)
