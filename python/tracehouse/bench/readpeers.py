@@ -56,9 +56,17 @@ class _HttpArrowClient:
         self.conn = http.client.HTTPConnection("127.0.0.1", port, timeout=600)
 
     def fetch(self, sql: str) -> int:
-        self.conn.request("POST", "/api/query", json.dumps({"sql": sql, "format": "arrow"}),
-                          {"Content-Type": "application/json"})
-        r = self.conn.getresponse()
+        body = json.dumps({"sql": sql, "format": "arrow"})
+        try:
+            self.conn.request("POST", "/api/query", body, {"Content-Type": "application/json"})
+            r = self.conn.getresponse()
+        except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+            # The server closed this keep-alive connection while it sat idle (a client of the
+            # pool waits while other cells run): reconnect once, as any HTTP client does.
+            self.conn.close()
+            self.conn.connect()
+            self.conn.request("POST", "/api/query", body, {"Content-Type": "application/json"})
+            r = self.conn.getresponse()
         body = r.read()
         if r.status != 200:
             raise RuntimeError(f"tracehouse query failed ({r.status}): {body[:500]!r}")
