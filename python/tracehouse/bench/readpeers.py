@@ -89,9 +89,10 @@ class TracehouseReads:
     def load(self, data: pa.Table, layouts=("tracehouse",)) -> dict:
         self.data = data
         # The seed's clients fetch whole answers, up to 600,000 rows x 62 columns (~300 MB as Arrow):
-        # serve's default --max-answer (64 MB, a guard for interactive use) would refuse Q1.4 and Q2.4.
+        # serve's default --max-answer (64 MB, a guard for interactive use) would refuse Q1.4 and Q2.4,
+        # and 20 clients queued on its 2 query threads passed the default 30 s --query-timeout.
         self.server = writepeers.Tracehouse(self.workdir, "qos", "tracehouse-http", before_start=self._load,
-                                            serve_args=("--max-answer", "1G"))
+                                            serve_args=("--max-answer", "1G", "--query-timeout", "600"))
         self.server.__enter__()
         self.port = self.server.port
         return self.loads
@@ -108,7 +109,7 @@ class TracehouseReads:
         from .. import __version__
 
         self.version = __version__
-        self.settings = {"serve": "--fsync batch, 2 query threads (defaults), --max-answer 1G",
+        self.settings = {"serve": "--fsync batch, 2 query threads (defaults), --max-answer 1G, --query-timeout 600",
                          "store": "Parquet zstd segments"}
         return self
 
