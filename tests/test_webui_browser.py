@@ -1,6 +1,10 @@
 """The web UI end to end: `tracehouse demo` (every format loaded, then served) driven by a real
 headless Chromium (Debian's /usr/bin/chromium, through Python playwright; `make setup` installs
 it). One browser for the module; each page's screenshot is kept under test-artifacts/webui/.
+
+Nothing here can hang the suite: every Playwright wait has a timeout (WAIT_MS), and a watchdog
+kills the Chromium processes of a test still running after TEST_BUDGET_S, which makes every
+pending call fail at once; contexts, the browser and the demo server are closed in `finally`.
 """
 
 from __future__ import annotations
@@ -12,7 +16,9 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -26,6 +32,47 @@ FORMATS = {"demo-tod": "tod", "demo-strace": "strace", "demo-chrome": "chrome", 
            "demo-stap": "stap", "demo-paje": "paje", "demo-csv": "csv", "demo-lineproto": "lineproto"}
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM} (make chromium)")
+WAIT_MS = 30_000  # the longest any wait of a page may take (the machine may be loaded)
+TEST_BUDGET_S = 240  # past this a test's browser is killed: the test fails instead of hanging
+
+
+def _kill_chromium_below_us() -> None:
+    """SIGKILL the Chromium processes descending from this process (under Playwright's driver)."""
+    parent = {}
+    for d in Path("/proc").iterdir():
+        if d.name.isdigit():
+            try:
+                parent[int(d.name)] = int((d / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                pass
+    below, frontier = set(), {os.getpid()}
+    while frontier:
+        frontier = {pid for pid, pp in parent.items() if pp in frontier and pid not in below}
+        below |= frontier
+    for pid in below:
+        try:
+            if "chrom" in Path(f"/proc/{pid}/comm").read_text():
+                os.kill(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+@contextmanager
+def _watched(browser, **context_args):
+    """A browser context whose waits all time out, closed in the end, its browser killed if stuck."""
+    watchdog = threading.Timer(TEST_BUDGET_S, _kill_chromium_below_us)
+    watchdog.daemon = True
+    watchdog.start()
+    try:
+        ctx = browser.new_context(**context_args)
+        try:
+            ctx.set_default_timeout(WAIT_MS)
+            ctx.set_default_navigation_timeout(WAIT_MS)
+            yield ctx
+        finally:
+            ctx.close()
+    finally:
+        watchdog.cancel()
 
 
 def _start(args: list[str], store: Path, ready: Path, timeout: float = 240):
@@ -64,20 +111,21 @@ def demo(tmp_path_factory):
 def browser():
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     with playwright.sync_playwright() as p:
-        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])
-        yield b
-        b.close()
+        b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"], timeout=WAIT_MS)
+        try:
+            yield b
+        finally:
+            b.close()
 
 
 @pytest.fixture
 def page(browser, demo):
-    ctx = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
-    pg = ctx.new_page()
     errors = []
-    pg.on("pageerror", lambda e: errors.append(str(e)))
-    pg.base = demo["http"]
-    yield pg
-    ctx.close()
+    with _watched(browser, viewport={"width": 1280, "height": 900}, accept_downloads=True) as ctx:
+        pg = ctx.new_page()
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        pg.base = demo["http"]
+        yield pg
     assert not errors, errors  # no JavaScript error on any page
 
 
@@ -130,6 +178,19 @@ def test_overview_zoom_by_dragging_the_density_chart_filters_the_statistics(page
     page.wait_for_function(f"document.querySelector('.chart.density') && "
                            f"+document.querySelector('.chart.density').dataset.end - +document.querySelector('.chart.density').dataset.start < {(end - start) * 0.6}")
     shot(page, "overview-zoomed")
+    # linked views: a producer picked in the statistics, with the range, is what the timeline and
+    # the flame graph show
+    page.locator("[data-stats=producer] .legend button").first.click()
+    page.wait_for_function("location.hash.includes('producers=')")
+    producer = re.search(r"producers=(\d+)", page.evaluate("location.hash")).group(1)
+    page.locator("#tracenav a", has_text="Timeline").click()
+    page.wait_for_function("location.hash.startsWith('#/timeline/demo-tod') && location.hash.includes('start=')"
+                           f" && location.hash.includes('producers={producer}')")
+    page.wait_for_selector("#tl-labels .lab")
+    assert page.locator("#tl-labels .lab").count() == 1
+    page.locator("#tracenav a", has_text="Calls").click()
+    page.wait_for_selector(".flame svg rect")
+    assert page.locator("select[aria-label=thread]").input_value() == producer
 
 
 def test_timeline_draws_rows_and_zooms_with_the_keyboard(page):
@@ -178,7 +239,11 @@ def test_call_tree_is_keyboard_usable(page):
 
 
 def test_sql_console_good_and_bad_queries_paging_and_download(page):
-    page.goto(page.base + "/#/sql")
+    page.goto(page.base + "/#/calls/demo-chrome")
+    page.wait_for_selector("#tracenav a")
+    page.locator("header a[data-nav=sql]").click()  # leaving a trace hides its tabs
+    page.wait_for_selector("header a[data-nav=sql].active")
+    assert page.locator("#tracenav").is_hidden()
     page.wait_for_selector("select[aria-label='example queries'] optgroup", state="attached")
     groups = page.locator("select[aria-label='example queries'] optgroup").evaluate_all("gs => gs.map(g => g.label)")
     assert {g.split(" ")[0] for g in groups} >= set(FORMATS.values())
@@ -191,6 +256,10 @@ def test_sql_console_good_and_bad_queries_paging_and_download(page):
     with page.expect_download() as dl:
         page.get_by_role("button", name="Download CSV").click()
     assert Path(dl.value.path()).read_text().splitlines()[0] == '"type","n"'
+    with page.expect_download() as dl:
+        page.get_by_role("button", name="Download Parquet").click()
+    pq = pytest.importorskip("pyarrow.parquet").read_table(dl.value.path())
+    assert pq.column_names == ["type", "n"] and pq.num_rows == 4
     # paging: 250 rows in pages of 100
     page.fill("textarea.sql", "SELECT * FROM range(250) t(i)")
     page.locator("textarea.sql").press("Control+Enter")
@@ -256,15 +325,14 @@ def test_a_server_with_a_token_asks_for_it(browser, tmp_path):
     proc, info = _start(["serve", "--port", "0", "--tcp-port", "-1", "--token", "s3cret", "--quiet"], store,
                         tmp_path / "ready.json", timeout=60)
     try:
-        ctx = browser.new_context()
-        pg = ctx.new_page()
-        pg.goto(info["http"] + "/#/")
-        pg.wait_for_selector("dialog#login[open]")
-        pg.fill("#token", "s3cret")
-        pg.keyboard.press("Enter")
-        pg.wait_for_selector("table[aria-label=traces] tbody tr")
-        assert "p" in pg.locator("table[aria-label=traces]").inner_text()
-        shot(pg, "login")
-        ctx.close()
+        with _watched(browser) as ctx:
+            pg = ctx.new_page()
+            pg.goto(info["http"] + "/#/")
+            pg.wait_for_selector("dialog#login[open]")
+            pg.fill("#token", "s3cret")
+            pg.keyboard.press("Enter")
+            pg.wait_for_selector("table[aria-label=traces] tbody tr")
+            assert "p" in pg.locator("table[aria-label=traces]").inner_text()
+            shot(pg, "login")
     finally:
         assert _stop(proc) == 0
