@@ -1,0 +1,125 @@
+"""The README's web UI screenshots (docs/webui/*.png): `tracehouse demo` served into a fresh store
+and each page shot by Debian's headless Chromium through Python playwright, the same way
+tests/test_webui_browser.py drives it. Nothing is fetched from the network.
+
+    .venv/bin/python dev/webui_screenshots.py            # writes docs/webui/{traces,overview,...}.png
+
+The PNGs are 1280x800 (the viewport, not the whole page), reduced to a 256-colour palette with
+Pillow (a matplotlib dependency) so the set stays small in the repository.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from PIL import Image
+from playwright.sync_api import sync_playwright
+
+ROOT = Path(__file__).resolve().parent.parent
+CHROMIUM = os.environ.get("TRACEHOUSE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+WAIT_MS = 60_000  # every wait ends: a page that never draws fails the script instead of hanging it
+IDLE = "!document.querySelector('.pending[role=status]')"
+
+
+def _serve_demo(store: Path, events: int) -> tuple[subprocess.Popen, str]:
+    ready = store.parent / "ready.json"
+    env = dict(os.environ, TRACEHOUSE_HOME=str(store))
+    env.pop("TRACEHOUSE_TOKEN", None)
+    proc = subprocess.Popen([sys.executable, "-m", "tracehouse.cli", "demo", "--events", str(events), "--port", "0",
+                             "--ready-file", str(ready)], env=env, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    end = time.monotonic() + 600
+    while not ready.exists():
+        if proc.poll() is not None or time.monotonic() > end:
+            proc.kill()
+            sys.exit("tracehouse demo did not start")
+        time.sleep(0.2)
+    return proc, json.loads(ready.read_text())["http"]
+
+
+def _shoot(pg, out: Path, name: str) -> None:
+    pg.wait_for_function(IDLE, timeout=WAIT_MS)
+    pg.wait_for_timeout(300)  # the last redraw after the answers arrived
+    raw = out / f"{name}.raw.png"
+    pg.screenshot(path=str(raw), timeout=WAIT_MS)
+    Image.open(raw).convert("RGB").quantize(256, method=Image.Quantize.MEDIANCUT).save(out / f"{name}.png", optimize=True)
+    raw.unlink()
+    print(f"{out / (name + '.png')}: {(out / (name + '.png')).stat().st_size:,} bytes", file=sys.stderr)
+
+
+def shoot_pages(base: str, out: Path) -> None:
+    with sync_playwright() as p:
+        browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"], timeout=WAIT_MS)
+        try:
+            pg = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
+            pg.set_default_timeout(WAIT_MS)
+            pg.goto(base + "/#/")
+            pg.wait_for_function("document.querySelectorAll('table[aria-label=traces] tbody tr').length >= 8")
+            _shoot(pg, out, "traces")
+
+            pg.goto(base + "/#/trace/demo-tod")
+            pg.wait_for_selector("[data-stats=type] .legend")
+            pg.wait_for_selector("svg[aria-label^=hist] rect.bar")
+            _shoot(pg, out, "overview")
+
+            pg.goto(base + "/#/timeline/demo-strace")
+            pg.wait_for_selector("#tl-labels .lab")
+            pg.wait_for_function("document.querySelector('#tl-canvas-box canvas').height > 50")
+            _shoot(pg, out, "timeline")
+
+            pg.goto(base + "/#/calls/demo-chrome")
+            pg.wait_for_selector(".flame svg rect")
+            box = pg.locator(".flame svg text", has_text="RunTimers").first.bounding_box()
+            pg.mouse.click(box["x"] + 5, box["y"] + box["height"] / 2)  # a frame zoomed, the spans behind it listed
+            pg.wait_for_selector("table[aria-label=spans] tbody tr")
+            pg.evaluate("window.scrollTo(0, 0)")
+            _shoot(pg, out, "calls")
+
+            pg.goto(base + "/#/sql")
+            pg.wait_for_selector("select[aria-label='example queries'] optgroup", state="attached")
+            pg.fill("textarea.sql", "SELECT type, count(*) AS events, round(avg(dur) / 1e3, 1) AS mean_us\n"
+                                    'FROM "demo-strace".events GROUP BY type ORDER BY events DESC')
+            pg.get_by_role("button", name="Run").click()
+            pg.wait_for_selector("table[aria-label='query result'] tbody tr")
+            _shoot(pg, out, "sql")
+
+            pg.goto(base + "/#/results")
+            pg.wait_for_selector("table[aria-label=results] tbody tr")
+            pg.locator("table[aria-label=results] tbody tr", has_text="stap").locator("a").first.click()
+            pg.wait_for_selector("svg[aria-label^=histogram] rect.bar", state="attached")
+            _shoot(pg, out, "results")
+        finally:
+            browser.close()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=ROOT / "docs" / "webui")
+    ap.add_argument("--events", type=int, default=200_000, help="TOD events of the demo (default 200K)")
+    args = ap.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix="th-shots-"))
+    proc, base = _serve_demo(tmp / "store", args.events)
+    try:
+        shoot_pages(base, args.out)
+    finally:
+        proc.send_signal(signal.SIGINT)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        shutil.rmtree(tmp, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
