@@ -311,9 +311,10 @@ def test_every_trace_page_of_every_format_renders(page):
     for name in FORMATS:
         for view in ("trace", "timeline", "calls"):
             page.goto(page.base + f"/#/{view}/{name}")
-            page.wait_for_selector("main h1")
-            page.wait_for_timeout(300)
-            page.wait_for_function("!document.querySelector('.pending[role=status]')", timeout=60_000)
+            title = name if view == "trace" else f"{name}: {view}"
+            page.wait_for_function(f"document.querySelector('main h1') && document.querySelector('main h1').innerText === {title!r}"
+                                   " && document.querySelector('main').getAttribute('aria-busy') === 'false'"
+                                   " && !document.querySelector('.pending[role=status]')")  # every answer drawn
             assert page.locator("#error").is_hidden(), (name, view, page.locator("#error").inner_text())
 
 

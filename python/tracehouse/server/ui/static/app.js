@@ -63,7 +63,16 @@ function token() { return sessionStorage.getItem("tracehouse-token") || ""; }
 
 class Pending extends Error { constructor(doc) { super(doc.message); this.doc = doc; } }
 
+// Requests under way: main's aria-busy says so (for screen readers; the browser tests wait on it).
+let inflight = 0;
+function busy(delta) { inflight += delta; main.setAttribute("aria-busy", String(inflight > 0)); }
+
 async function api(path, params = {}, opts = {}) {
+  busy(1);
+  try { return await apiCall(path, params, opts); } finally { busy(-1); }
+}
+
+async function apiCall(path, params, opts) {
   const q = new URLSearchParams();
   for (const [k, v] of Object.entries(params)) {
     if (v === null || v === undefined || v === "") continue;
