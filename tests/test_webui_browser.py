@@ -287,6 +287,17 @@ def test_results_open_as_histograms_and_processed_traces(page):
     page.wait_for_selector("svg[aria-label^=histogram] rect.bar", state="attached")
     assert page.locator("table[aria-label='query result'] tbody tr").count() > 3
     shot(page, "result-histogram")
+    # a processed trace (the spans paired from a trace's begin/end events) opens as a link to it
+    page.goto(page.base + "/#/calls/demo-chrome")  # pairs demo-chrome's spans if no test did yet
+    page.wait_for_selector(".flame svg rect")
+    page.goto(page.base + "/#/results")
+    page.locator("#show-idx").check()
+    page.locator("table[aria-label=results] tbody tr", has_text="processed").first.locator("a").first.click()
+    link = page.locator("main p", has_text="A processed trace:").locator("a")
+    derived = link.inner_text()
+    link.click()
+    page.wait_for_function(f"document.querySelector('main h1') && document.querySelector('main h1').innerText === {derived!r}")
+    assert page.locator("#error").is_hidden()
 
 
 def test_import_by_upload(page):
