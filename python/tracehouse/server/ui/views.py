@@ -485,7 +485,8 @@ def frame_spans(prep: Preparer, trace: str, w: Window, node: int, n: int = 100) 
 def _busy(ts: np.ndarray, end_ts: np.ndarray, edges: np.ndarray, cum: np.ndarray | None = None) -> np.ndarray:
     """Covered share of each bin by sorted, disjoint intervals [ts, end_ts) (exact):
     covered(t) = cumulative duration of the spans begun before t, minus the part of the
-    last one that lies after t. `cum`: the prefix sums of the durations (len + 1), when known."""
+    last one that lies after t. `cum`: the prefix sums of the durations (len + 1), when known,
+    on any base (only differences of it are used)."""
     if cum is None:
         cum = np.concatenate([[0], np.cumsum(end_ts - ts)])
     k = np.searchsorted(ts, edges, side="left")
@@ -624,7 +625,9 @@ def _span_levels(prep: Preparer, trace: str, sd: SpanData, calls, producer: int,
                            "id": _index.column(idx, "span_id")[rows].tolist()})
         else:
             bi, bj = max(0, i - 1), min(len(ts), j + 1)
-            busy = _busy(ts[bi:bj], en[bi:bj], lod, cum[a + bi:a + bj + 1] - cum[a + bi])
+            # the prefix sums as a view: _busy only differences them (re-basing them on the
+            # level's first span copied every span of the level, ~0.2 s on 100M events)
+            busy = _busy(ts[bi:bj], en[bi:bj], lod, cum[a + bi:a + bj + 1])
             centers = (lod[:-1] + lod[1:]) // 2
             k = np.searchsorted(ts[bi:bj], centers, side="right") - 1
             inside = (k >= 0) & (en[bi:bj][np.maximum(k, 0)] > centers)
