@@ -36,7 +36,7 @@ from helpers import batch_table  # noqa: E402
 from tracehouse.store import catalog as catmod  # noqa: E402
 from tracehouse.store import segments as segmod  # noqa: E402
 from tracehouse.store import wal as walmod  # noqa: E402
-from tracehouse.store import writer as writermod  # noqa: E402
+from tracehouse.store import compact as compactmod  # noqa: E402
 
 
 def die() -> None:
@@ -62,7 +62,7 @@ def arm(point: str, after: int) -> None:
 
         walmod.WalWriter.write = write
     elif point in ("segment-tmp", "segment-file", "compaction-tmp", "compaction-file"):
-        orig = writermod.write_segment
+        orig = compactmod.write_segment
 
         def write_segment(root, rel_dir, table, level=0, keep_cached=True):
             if not due():
@@ -75,11 +75,11 @@ def arm(point: str, after: int) -> None:
                 (d / f".{uuid.uuid4().hex}.parquet.tmp").write_bytes(b"PAR1" + b"\0" * 100)
             die()
 
-        # Checkpoints reach it through segments.write_sorted_part, compactions from the writer.
+        # Checkpoints reach it through segments.write_sorted_part, compactions from compact.py.
         if point.startswith("compaction"):
-            writermod.write_segment = write_segment
+            compactmod.write_segment = write_segment
         else:
-            writermod.write_segment = segmod.write_segment = write_segment
+            compactmod.write_segment = segmod.write_segment = write_segment
     elif point in ("registered", "compacted"):
         orig = catmod.Catalog.register_segments
 

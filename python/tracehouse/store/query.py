@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from ..errors import BadInput
 from ..schema import EventType
+from .conform import align
 
 if TYPE_CHECKING:
     from .catalog import Catalog
@@ -234,9 +235,7 @@ class QueryEngine:
         for name, et in types.items():
             tail = None
             if tails.get(name):  # (records of a type the catalog does not list are never made: types register first)
-                from .writer import _concat
-
-                tail = _concat(tails[name], et)
+                tail = align(tails[name], et)
             body = self._type_sources(info.name, info.id, et, by_type.get(name, []), tail)
             self.con.execute(f"CREATE OR REPLACE VIEW {schema}.{qident(name)} AS {body}")
         self.con.execute(f"CREATE OR REPLACE VIEW {schema}.events AS " + events_view_sql(schema, types))

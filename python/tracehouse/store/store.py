@@ -40,7 +40,8 @@ from ..schema import EventType, check_ident
 from . import wal as walmod
 from .catalog import INCOMPLETE_IMPORT, RESULT_KINDS, Catalog, SegmentInfo, TraceInfo
 from .query import QueryEngine, qident
-from .writer import RecoveryReport, TraceWriter, WriterOptions, conform
+from .conform import conform
+from .writer import RecoveryReport, TraceWriter, WriterHost, WriterOptions
 
 log = logging.getLogger("tracehouse.store")
 
@@ -234,6 +235,11 @@ class Store:
             gone.append(sid)
         self.catalog.forget_segments(gone)
 
+    def _writer_host(self) -> WriterHost:
+        return WriterHost(root=self.path, catalog=self.catalog, catalog_write=self.catalog_write,
+                          ensure_reserve=self.ensure_reserve, delete_retired=self._delete_retired,
+                          next_seq=self._max_seq_by_producer)
+
     def _writer(self, info: TraceInfo) -> TraceWriter:
         w = self._writers.get(info.id)
         if w is None:
@@ -241,7 +247,8 @@ class Store:
                 self._become_writer()  # its recovery may have made this trace's writer already
                 w = self._writers.get(info.id)
                 if w is None:
-                    w = TraceWriter(self, info.id, info.name, self.catalog.trace_types(info), self.options)
+                    w = TraceWriter(self._writer_host(), info.id, info.name, self.catalog.trace_types(info),
+                                    self.options)
                     self._writers[info.id] = w
         return w
 
@@ -473,11 +480,11 @@ class Store:
         small segments are merged by a later `compact()` or by the next writes' checkpoints.
         """
         w = self._writer(self.catalog.trace(trace))
-        w.compact_paused = True
+        w.compactor.paused = True
         try:
             yield
         finally:
-            w.compact_paused = False
+            w.compactor.paused = False
 
     def wait_durable(self, trace: str, lsn: int, timeout: float | None = None) -> bool:
         return self._writer(self.catalog.trace(trace)).wait_durable(lsn, timeout)

@@ -32,8 +32,6 @@ Any other error stops the writer: every later call raises it.
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import logging
 import os
 import threading
@@ -41,7 +39,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
@@ -52,11 +50,10 @@ from .. import _core
 from ..errors import BadInput, DiskFull, TracehouseError, is_disk_full
 from ..schema import EventType
 from . import wal as walmod
-from .catalog import INCOMPLETE_CHECKPOINT
-from .segments import sort_by_ts, ts_order, write_segment, write_sorted_part
-
-if TYPE_CHECKING:
-    from .store import Store
+from .catalog import INCOMPLETE_CHECKPOINT, Catalog
+from .compact import Compactor
+from .conform import align
+from .segments import ts_order, write_sorted_part
 
 log = logging.getLogger("tracehouse.store")
 
@@ -124,17 +121,30 @@ class RecoveryReport:
         return dict(self.__dict__)
 
 
+@dataclass(frozen=True)
+class WriterHost:
+    """What a trace's writer asks of the store holding it (the writer never sees `Store`)."""
+
+    root: Path
+    catalog: Catalog
+    # a catalog write that must succeed on a full disk (Store.catalog_write)
+    catalog_write: Callable[[Callable[[], Any]], Any]
+    ensure_reserve: Callable[[], None]  # take the disk-full reserve again once there is room
+    delete_retired: Callable[[], None]  # drop files of compacted-away segments past their grace
+    next_seq: Callable[[str], dict[int, int]]  # trace name -> producer -> next seq (what it holds)
+
+
 class TraceWriter:
     """Appends to one trace. Created by `Store`; not shared between processes."""
 
-    def __init__(self, store: "Store", trace_id: int, trace_name: str, event_types: dict[str, EventType],
+    def __init__(self, host: WriterHost, trace_id: int, trace_name: str, event_types: dict[str, EventType],
                  opts: WriterOptions) -> None:
-        self.store = store
+        self.host = host
         self.trace_id = trace_id
         self.trace_name = trace_name
         self.event_types = dict(event_types)
         self.opts = opts
-        self.root = store.path
+        self.root = host.root
         self.trace_dir = f"traces/{trace_id}"
         self.wal_dir = self.root / self.trace_dir / "wal"
         self.lock = threading.RLock()
@@ -165,9 +175,6 @@ class TraceWriter:
         self.full_kicks = 0  # bumped by flush(): waiting checkpoints try again at once
         self.switch_retry_at: float | None = None  # when to try again a WAL switch that found no room
         self.closed = False
-        # Store.bulk(): automatic compaction deferred while a bulk import streams in (a
-        # compaction holds up to compact_target_rows rows of a type in memory at once).
-        self.compact_paused = False
         # Per-producer numbering (native, locked inside): shared with the line-protocol decoder,
         # which numbers rows while it builds a batch. Seeded from the stored maxima on first use.
         self.seq = _core.SeqCounters()
@@ -180,21 +187,15 @@ class TraceWriter:
         self.committer: _core.GroupCommit | None = None
         if opts.fsync != "off":
             nums = walmod.wal_numbers(self.wal_dir)
-            covered = store.catalog.trace(trace_name).wal_covered
+            covered = host.catalog.trace(trace_name).wal_covered
             self.wal = walmod.WalWriter(self.wal_dir, max([covered, *nums]) + 1)
             if opts.fsync == "batch":
                 self.committer = _core.GroupCommit(self.wal.fd, opts.group_commit_ms / 1000.0)
         self._stop = False
         self.flush_request = threading.Event()
-        # Automatic compaction runs on its own (niced) thread, not on the flusher: a merge of
-        # 512 MB of columns took seconds, and checkpoints queued behind it stalled appends
-        # (the write back-pressure) - the ack latency tail under load.
-        self.compact_request = threading.Event()
-        self.compact_lock = threading.Lock()  # one compaction at a time (it merges what it listed)
         self.flusher = threading.Thread(target=self._flush_loop, name=f"th-flush-{trace_id}", daemon=True)
         self.flusher.start()
-        self.compactor = threading.Thread(target=self._compact_loop, name=f"th-compact-{trace_id}", daemon=True)
-        self.compactor.start()
+        self.compactor = Compactor(self)
 
     # -- recovery ----------------------------------------------------------------
 
@@ -205,7 +206,7 @@ class TraceWriter:
         # rotate, so the first checkpoint must cover these files itself; otherwise they are
         # never dropped and every later open replays them again (duplicated rows).
         self.replayed_wal: int | None = None
-        covered = self.store.catalog.trace(self.trace_name).wal_covered
+        covered = self.host.catalog.trace(self.trace_name).wal_covered
         for n in walmod.wal_numbers(self.wal_dir):
             path = walmod.wal_path(self.wal_dir, n)
             if n <= covered:  # a crash after registration but before the WAL was dropped
@@ -236,7 +237,7 @@ class TraceWriter:
 
     def _check(self) -> None:
         if self.error is None and self.committer is not None and self.committer.error is not None:
-            self._fail(OSError(self.committer.error))
+            self.fail(OSError(self.committer.error))
         if self.error is not None:
             # Always worded from the first error itself, never from an error raised by an
             # earlier _check (that gave "failed earlier: failed earlier: ...").
@@ -280,7 +281,7 @@ class TraceWriter:
                     self.wal.write(record)  # all or nothing: a failed write is cut back out of the log
                 except OSError as e:
                     if self.wal.broken is not None:
-                        self._fail(self.wal.broken)
+                        self.fail(self.wal.broken)
                         self._check()
                     if is_disk_full(e):
                         raise DiskFull(f"no space to log {sum(b.num_rows for b in batches):,} rows of trace "
@@ -361,10 +362,11 @@ class TraceWriter:
             except DiskFull:
                 pass  # no room for the next WAL file: the rows stay in the tail, tried at switch_retry_at
             except BaseException as e:  # surfaced to the next append / flush
-                self._fail(e)
+                self.fail(e)
                 return
 
-    def _fail(self, e: BaseException) -> None:
+    def fail(self, e: BaseException) -> None:
+        """Stop the writer with `e`: every later append, flush and close raises it."""
         with self.cond:
             if self.error is None:  # the first error is the cause; later ones are its echoes
                 self.error = e
@@ -431,7 +433,7 @@ class TraceWriter:
                     # Appends go on meanwhile; readers wait (view_lock) so they never see these
                     # rows both in the new segments and in the snapshot.
                     with self.view_lock:
-                        self.store.catalog.register_segments(self.trace_id, rows, wal_covered=covered)
+                        self.host.catalog.register_segments(self.trace_id, rows, wal_covered=covered)
                         with self.cond:
                             del self.inflight[ticket]
                             self.ckpt_registered = ticket
@@ -441,7 +443,7 @@ class TraceWriter:
                             self.cond.notify_all()
                     if resumed:
                         log.warning("trace %s: checkpoints register again (disk space is back)", self.trace_name)
-                        self.store.ensure_reserve()
+                        self.host.ensure_reserve()
                     break
                 except BaseException as e:
                     if not is_disk_full(e) or self._stop or self.error is not None:
@@ -454,17 +456,17 @@ class TraceWriter:
                 for r in rows:
                     (self.root / r["path"]).unlink(missing_ok=True)
             # Later checkpoints must not register over this one's WAL file: the writer stops.
-            self._fail(e)
+            self.fail(e)
             raise
         if covered is not None:
             for n in walmod.wal_numbers(self.wal_dir):
                 if n <= covered:
                     walmod.wal_path(self.wal_dir, n).unlink(missing_ok=True)
-        self.compact_request.set()
-        self.store._delete_retired()
+        self.compactor.request()
+        self.host.delete_retired()
 
     def _write_segments(self, snapshot: dict[str, list[pa.RecordBatch]]) -> list[dict]:
-        tables = {name: _concat(batches, self.event_types[name]) for name, batches in snapshot.items()}
+        tables = {name: align(batches, self.event_types[name]) for name, batches in snapshot.items()}
         # Encoding cost ~ rows x columns. A type is split (each part still one ts range) only
         # when it alone would keep one encoder busier than its fair share: the types of a
         # checkpoint already spread over the threads, and every extra part is one more small
@@ -519,7 +521,7 @@ class TraceWriter:
         reason = (f"{INCOMPLETE_CHECKPOINT} since {time.strftime('%Y-%m-%d %H:%M:%S')}: rows appended after "
                   f"the last checkpoint are only in {where}")
         try:
-            self.store.catalog_write(lambda: self.store.catalog.set_incomplete(self.trace_id, reason))
+            self.host.catalog_write(lambda: self.host.catalog.set_incomplete(self.trace_id, reason))
         except Exception as mark_error:  # the catalog's disk may be the full one: the state is in memory too
             log.warning("trace %s: could not mark it incomplete: %s", self.trace_name, mark_error)
 
@@ -551,92 +553,21 @@ class TraceWriter:
         self._check()
         self.maybe_compact()  # an explicit flush leaves the trace as tidy as the policy asks
 
-    # -- compaction ----------------------------------------------------------------
+    # -- compaction (compact.py) ------------------------------------------------------
+
+    @property
+    def stopping(self) -> bool:
+        """close() has begun: background work (checkpoint retries, compaction) winds down."""
+        return self._stop
 
     def maybe_compact(self, force: bool = False) -> int:
-        """Merge small live segments of each type; returns how many were merged."""
-        if self.compact_paused and not force:
-            return 0
-        with self.compact_lock:
-            n = self._compact_locked(force)
-        if n:
-            self.store._delete_retired()
-        return n
+        """Merge small live segments of each type now; returns how many were merged."""
+        return self.compactor.run(force)
 
-    def _ingest_saturated(self) -> bool:
+    def ingest_saturated(self) -> bool:
         """Checkpoints are behind the appends: automatic compaction waits for a quieter moment
         (it competes with them for the cores, and appends meet back-pressure when they lag)."""
         return len(self.inflight) >= max(1, self.opts.checkpoints_in_flight) or self.active_rows >= self.opts.flush_rows
-
-    def _compact_loop(self) -> None:
-        try:  # below the appenders and the checkpoint encoders when the cores are busy
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 5)
-        except (OSError, AttributeError):
-            pass
-        while not self._stop:
-            if not self.compact_request.wait(0.2):
-                continue
-            self.compact_request.clear()
-            if self._stop:
-                return
-            try:
-                self.maybe_compact()
-            except BaseException as e:
-                if is_disk_full(e):  # a merge needs room for its output: the inputs stay, tried later
-                    log.warning("trace %s: compaction skipped: %s", self.trace_name, e)
-                    continue
-                self._fail(e)  # surfaced to the next append / flush
-                return
-
-    def compact_rows(self, et: EventType) -> int:
-        """Rows one compaction of `et` merges at most (and the size it leaves alone)."""
-        width = 8 * max(1, len(et.columns))
-        return max(1, min(self.opts.compact_target_rows, self.opts.compact_target_bytes // width))
-
-    def _compact_locked(self, force: bool) -> int:
-        merged = 0
-        cat = self.store.catalog
-        for name in self.event_types:
-            target = self.compact_rows(self.event_types[name])
-            # Automatically, only segments that `compact_min_fanin` of could merge within the
-            # target: a bigger one would be rewritten for a 2-3x smaller file count.
-            fanin = 2 if force else max(2, self.opts.compact_min_fanin)
-            limit = target if force else max(1, target // fanin)
-            small = [s for s in cat.segments(self.trace_id, name) if s.rows < limit]
-            if len(small) < (2 if force else self.opts.compact_min_segments):
-                continue
-            groups = []
-            for tier in ([small] if force else size_tiers(small, fanin)):
-                cur, cur_rows = [], 0
-                for s in tier:
-                    if cur and cur_rows + s.rows > target:
-                        groups.append(cur)
-                        cur, cur_rows = [], 0
-                    cur.append(s)
-                    cur_rows += s.rows
-                if cur:
-                    groups.append(cur)
-            et = self.event_types[name]
-            for g in groups:
-                if len(g) < fanin:
-                    continue
-                if not force and (self._stop or self._ingest_saturated()):
-                    break  # the next checkpoint asks again
-                tables = [pq.read_table(self.root / s.path) for s in g]
-                table = sort_by_ts(_concat_tables(tables, et))
-                row = write_segment(self.root, f"{self.trace_dir}/segments/{name}", table,
-                                    level=1 + max(s.level for s in g), keep_cached=not self.opts.drop_written_pages)
-                row["event_type"] = name
-                try:
-                    with self.view_lock:  # not `cond`: appends do not wait for the catalog's fsync
-                        cat.register_segments(self.trace_id, [row], retire=[s.id for s in g])
-                        with self.cond:
-                            self.tail_version += 1
-                except BaseException:
-                    (self.root / row["path"]).unlink(missing_ok=True)  # never registered
-                    raise
-                merged += len(g)
-        return merged
 
     # -- sequence numbers ----------------------------------------------------------
 
@@ -647,7 +578,7 @@ class TraceWriter:
             # query engine's lock and then `lock`.
             with self.seq_lock:
                 if not self.seq_seeded:
-                    self.seq.seed(self.store._max_seq_by_producer(self.trace_name))
+                    self.seq.seed(self.host.next_seq(self.trace_name))
                     self.seq_seeded = True
         return self.seq
 
@@ -692,141 +623,3 @@ class TraceWriter:
     def abandon(self) -> None:
         """Stop threads without flushing (used by tests that simulate a crash in-process)."""
         self.close(flush=False)
-
-
-def size_tiers(segments: list, fanin: int) -> list[list]:
-    """`segments` grouped by size tier (tier k: fanin**k <= rows < fanin**(k+1)), each in its order.
-
-    Automatic compaction merges segments of one tier only, at least `fanin` at a time, so a
-    merge's output is at least one tier up and a row is rewritten at most once per tier: about
-    log_fanin(target / checkpoint size) times. Merging every small segment together instead
-    rewrote the growing merged one with each new group of checkpoints (60,000 rows in 100-row
-    checkpoints, fan-in 8: 8.75 rewrites per row, segments at level 9; tiered: at most 3).
-    """
-    tiers: dict[int, list] = {}
-    for s in segments:
-        k, size = 0, fanin
-        while s.rows >= size:
-            k, size = k + 1, size * fanin
-        tiers.setdefault(k, []).append(s)
-    return [tiers[k] for k in sorted(tiers)]
-
-
-def _concat(batches: list[pa.RecordBatch], et: EventType) -> pa.Table:
-    if all(b.schema.equals(batches[0].schema) for b in batches):
-        return pa.Table.from_batches(batches)
-    return _concat_tables([pa.Table.from_batches([b]) for b in batches], et)
-
-
-def _concat_tables(tables: list[pa.Table], et: EventType) -> pa.Table:
-    """Tables of one type whose columns differ (the type was widened): align to `et`."""
-    target = et.arrow_schema()
-    aligned = []
-    for t in tables:
-        cols = []
-        for f in target:
-            if f.name in t.column_names:
-                cols.append(t.column(f.name).cast(f.type))
-            else:
-                cols.append(pa.nulls(t.num_rows, f.type))
-        aligned.append(pa.Table.from_arrays(cols, schema=target.remove_metadata()))
-    return pa.concat_tables(aligned)
-
-
-@functools.lru_cache(maxsize=1024)
-def _conform_target_of(et: EventType) -> tuple[pa.Schema, list[tuple[str, pa.DataType]], tuple[int, ...]]:
-    """The stored schema of `et`, its (name, type) list and the positions of its non-null columns."""
-    cols = et.columns
-    return (et.arrow_schema(), [(c.name, c.arrow_type) for c in cols],
-            tuple(i for i, c in enumerate(cols) if not c.nullable))
-
-
-# Keyed by identity first: hashing a frozen EventType hashes every Column (~50 us for 60
-# params), and writers hand the same object with every append.
-_TARGET_BY_ID: dict[int, tuple[EventType, tuple]] = {}
-# Schemas that passed the name/type comparison against a target (nullability differs).
-_SAME_LAYOUT: dict[int, tuple[pa.Schema, pa.Schema]] = {}
-
-
-def _conform_target(et: EventType) -> tuple[pa.Schema, list[tuple[str, pa.DataType]], tuple[int, ...]]:
-    hit = _TARGET_BY_ID.get(id(et))
-    if hit is not None and hit[0] is et:
-        return hit[1]
-    out = _conform_target_of(et)
-    if len(_TARGET_BY_ID) > 4096:
-        _TARGET_BY_ID.clear()
-    _TARGET_BY_ID[id(et)] = (et, out)
-    return out
-
-
-def _same_layout(schema: pa.Schema, target: pa.Schema, names_types: list) -> bool:
-    """Same column names and types in the same order (nullability aside), remembered per target."""
-    hit = _SAME_LAYOUT.get(id(target))
-    if hit is not None and hit[0] is target and (hit[1] is schema or hit[1].equals(schema)):
-        return True
-    if [(f.name, f.type) for f in schema] != names_types:
-        return False
-    if len(_SAME_LAYOUT) > 4096:
-        _SAME_LAYOUT.clear()
-    _SAME_LAYOUT[id(target)] = (target, schema)
-    return True
-
-
-def _with_schema(batch: pa.RecordBatch, schema: pa.Schema) -> pa.RecordBatch:
-    """`batch` under `schema` (same names and types, other nullability), no data copied.
-
-    Through the Arrow C data interface: half the cost of `RecordBatch.from_arrays` over
-    60 columns, which wraps every column in a Python object first.
-    """
-    c_array = ctypes.create_string_buffer(_ARROW_ARRAY_SIZE)
-    batch._export_to_c(ctypes.addressof(c_array))
-    return pa.RecordBatch._import_from_c(ctypes.addressof(c_array), schema)
-
-
-_ARROW_ARRAY_SIZE = 80  # sizeof(struct ArrowArray), the C data interface's fixed layout
-
-
-def conform(batch: pa.RecordBatch | pa.Table, et: EventType, *, source: str = "batch") -> pa.RecordBatch:
-    """`batch` cast to the columns of `et`, in order; missing params become null.
-
-    Raises BadInput naming the column when a common column is missing or null,
-    a value does not cast, or a column is not declared.
-    """
-    if isinstance(batch, pa.Table):
-        batch = batch.combine_chunks().to_batches()[0] if batch.num_rows else pa.RecordBatch.from_pylist([], schema=batch.schema)
-    target, names_types, required = _conform_target(et)
-    if batch.schema.equals(target, check_metadata=True):
-        # Fast path (every live append of a known producer): nothing to cast or fill, only the
-        # non-null check. The slow path below cost ~80 us per batch, mostly rebuilding schemas.
-        if not any(batch.column(i).null_count for i in required):
-            return batch
-    elif _same_layout(batch.schema, target, names_types):
-        if not any(batch.column(i).null_count for i in required):
-            return _with_schema(batch, target)
-    names = set(batch.schema.names)
-    declared = {c.name for c in et.columns}
-    extra = [n for n in batch.schema.names if n not in declared]
-    if extra:
-        raise BadInput(f"columns {extra} are not parameters of event type {et.name!r}", file=source,
-                       expected=", ".join(sorted(declared)))
-    arrays = []
-    for c in et.columns:
-        if c.name not in names:
-            if not c.nullable:
-                raise BadInput(f"event type {et.name!r} needs column {c.name!r}", file=source, column=c.name)
-            arrays.append(pa.nulls(batch.num_rows, c.arrow_type))
-            continue
-        a = batch.column(c.name)
-        if not c.nullable and a.null_count:
-            raise BadInput(f"{a.null_count} null values in column {c.name!r}", file=source, column=c.name,
-                           expected=f"a value of type {c.type} in every row")
-        if a.type != c.arrow_type:
-            if pa.types.is_dictionary(a.type):
-                a = a.cast(a.type.value_type)
-            try:
-                a = pc.cast(a, c.arrow_type)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                raise BadInput(f"cannot store values as {c.type}: {e}", file=source, column=c.name,
-                               expected=c.type) from None
-        arrays.append(a)
-    return pa.RecordBatch.from_arrays(arrays, schema=et.arrow_schema())

@@ -1,0 +1,152 @@
+"""Compaction: a trace's small segments merged into bigger ones.
+
+Owns when and what to merge. Every checkpoint leaves one segment per event type (and
+part); once a type has `compact_min_segments` small ones, groups of at least
+`compact_min_fanin` of them are read, sorted by time and written as one segment of the
+next level, registered in the catalog in one transaction that retires the inputs (their
+files stay `retire_grace_s` for readers still scanning them, then `delete_retired` drops
+them). `Store.compact` (and `tracehouse compact`) forces a merge of any two.
+
+Automatic compaction runs on its own niced thread, not on the checkpoint thread: a merge
+of 512 MB of columns took seconds, and checkpoints queued behind it stalled appends (the
+write back-pressure) - the ack latency tail under load. It yields to ingest: while
+checkpoints are behind, it waits for the next request.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import threading
+
+import pyarrow.parquet as pq
+
+from ..errors import is_disk_full
+from ..schema import EventType
+from .conform import align
+from .segments import sort_by_ts, write_segment
+
+log = logging.getLogger("tracehouse.store")
+
+
+class Compactor:
+    """Merges the small segments of one trace's writer: on request (its thread) or now (`run`)."""
+
+    def __init__(self, writer) -> None:  # the TraceWriter owning it (not imported: it imports us)
+        self.writer = writer
+        # Store.bulk(): automatic compaction deferred while a bulk import streams in (a
+        # compaction holds up to compact_target_rows rows of a type in memory at once).
+        self.paused = False
+        self._request = threading.Event()
+        self._lock = threading.Lock()  # one compaction at a time (it merges what it listed)
+        self._thread = threading.Thread(target=self._loop, name=f"th-compact-{writer.trace_id}", daemon=True)
+        self._thread.start()
+
+    def request(self) -> None:
+        """Look for something to merge soon (after a checkpoint registered)."""
+        self._request.set()
+
+    def join(self, timeout: float | None = None) -> None:
+        self._thread.join(timeout)
+
+    def run(self, force: bool = False) -> int:
+        """Merge small live segments of each type; returns how many were merged."""
+        if self.paused and not force:
+            return 0
+        with self._lock:
+            n = self._merge(force)
+        if n:
+            self.writer.host.delete_retired()
+        return n
+
+    def rows_per_merge(self, et: EventType) -> int:
+        """Rows one compaction of `et` merges at most (and the size it leaves alone)."""
+        opts = self.writer.opts
+        width = 8 * max(1, len(et.columns))
+        return max(1, min(opts.compact_target_rows, opts.compact_target_bytes // width))
+
+    def _loop(self) -> None:
+        w = self.writer
+        try:  # below the appenders and the checkpoint encoders when the cores are busy
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 5)
+        except (OSError, AttributeError):
+            pass
+        while not w.stopping:
+            if not self._request.wait(0.2):
+                continue
+            self._request.clear()
+            if w.stopping:
+                return
+            try:
+                self.run()
+            except BaseException as e:
+                if is_disk_full(e):  # a merge needs room for its output: the inputs stay, tried later
+                    log.warning("trace %s: compaction skipped: %s", w.trace_name, e)
+                    continue
+                w.fail(e)  # surfaced to the next append / flush
+                return
+
+    def _merge(self, force: bool) -> int:
+        w = self.writer
+        opts = w.opts
+        merged = 0
+        cat = w.host.catalog
+        for name in w.event_types:
+            target = self.rows_per_merge(w.event_types[name])
+            # Automatically, only segments that `compact_min_fanin` of could merge within the
+            # target: a bigger one would be rewritten for a 2-3x smaller file count.
+            fanin = 2 if force else max(2, opts.compact_min_fanin)
+            limit = target if force else max(1, target // fanin)
+            small = [s for s in cat.segments(w.trace_id, name) if s.rows < limit]
+            if len(small) < (2 if force else opts.compact_min_segments):
+                continue
+            groups = []
+            for tier in ([small] if force else size_tiers(small, fanin)):
+                cur, cur_rows = [], 0
+                for s in tier:
+                    if cur and cur_rows + s.rows > target:
+                        groups.append(cur)
+                        cur, cur_rows = [], 0
+                    cur.append(s)
+                    cur_rows += s.rows
+                if cur:
+                    groups.append(cur)
+            et = w.event_types[name]
+            for g in groups:
+                if len(g) < fanin:
+                    continue
+                if not force and (w.stopping or w.ingest_saturated()):
+                    break  # the next checkpoint asks again
+                tables = [pq.read_table(w.root / s.path) for s in g]
+                table = sort_by_ts(align(tables, et))
+                row = write_segment(w.root, f"{w.trace_dir}/segments/{name}", table,
+                                    level=1 + max(s.level for s in g), keep_cached=not opts.drop_written_pages)
+                row["event_type"] = name
+                try:
+                    with w.view_lock:  # not `cond`: appends do not wait for the catalog's fsync
+                        cat.register_segments(w.trace_id, [row], retire=[s.id for s in g])
+                        with w.cond:
+                            w.tail_version += 1
+                except BaseException:
+                    (w.root / row["path"]).unlink(missing_ok=True)  # never registered
+                    raise
+                merged += len(g)
+        return merged
+
+
+def size_tiers(segments: list, fanin: int) -> list[list]:
+    """`segments` grouped by size tier (tier k: fanin**k <= rows < fanin**(k+1)), each in its order.
+
+    Automatic compaction merges segments of one tier only, at least `fanin` at a time, so a
+    merge's output is at least one tier up and a row is rewritten at most once per tier: about
+    log_fanin(target / checkpoint size) times. Merging every small segment together instead
+    rewrote the growing merged one with each new group of checkpoints (60,000 rows in 100-row
+    checkpoints, fan-in 8: 8.75 rewrites per row, segments at level 9; tiered: at most 3).
+    """
+    tiers: dict[int, list] = {}
+    for s in segments:
+        k, size = 0, fanin
+        while s.rows >= size:
+            k, size = k + 1, size * fanin
+        tiers.setdefault(k, []).append(s)
+    return [tiers[k] for k in sorted(tiers)]
