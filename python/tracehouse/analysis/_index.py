@@ -35,7 +35,7 @@ import numpy as np
 import pyarrow as pa
 
 from ..errors import ReadOnly, StoreLocked
-from . import _source
+from ..store import scan as _source
 
 if TYPE_CHECKING:
     from ..store import Store

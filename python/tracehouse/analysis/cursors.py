@@ -42,7 +42,8 @@ import pyarrow.compute as pc
 from ..errors import BadInput
 from ..schema import EventType
 from ..store.query import qident, qstr
-from . import _index, _source
+from ..store import scan as _source
+from . import _index
 
 if TYPE_CHECKING:
     from ..store import Store

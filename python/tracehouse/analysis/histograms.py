@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 from .. import _core
 from ..errors import BadInput
 from ..schema import Column
-from . import _source
+from ..store import scan as _source
 
 if TYPE_CHECKING:
     from ..store import Store

@@ -24,7 +24,8 @@ import pyarrow.compute as pc
 from .. import _core
 from ..errors import BadInput, NotFound, ReadOnly, StoreLocked
 from ..schema import Column, EventType
-from . import _index, _source
+from ..store import scan as _source
+from . import _index
 from .profiles import SpanConfig, span_config
 
 if TYPE_CHECKING:

@@ -29,7 +29,8 @@ import pyarrow as pa
 
 from .. import _core
 from ..schema import Column
-from . import _index, _source
+from ..store import scan as _source
+from . import _index
 from .profiles import LocalsConfig, SpanConfig, locals_config
 from .spans import span_index
 

@@ -19,7 +19,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ..schema import Column
-from . import _index, _source
+from ..store import scan as _source
+from . import _index
 from .profiles import ObjectConfig, object_config
 
 if TYPE_CHECKING:

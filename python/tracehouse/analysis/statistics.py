@@ -32,7 +32,8 @@ from .. import _core
 from ..errors import BadInput
 from ..schema import Column
 from ..store.query import qident, qstr
-from . import _index, _source
+from ..store import scan as _source
+from . import _index
 from .profiles import span_config
 
 if TYPE_CHECKING:

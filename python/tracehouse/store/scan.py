@@ -34,7 +34,7 @@ from ..errors import BadInput
 from ..schema import EventType
 
 if TYPE_CHECKING:
-    from ..store import Store
+    from .store import Store
 
 
 def event_type(store: "Store", trace: str, name: str) -> EventType:
@@ -90,7 +90,7 @@ def _duck() -> duckdb.DuckDBPyConnection:
 
 def _scan(paths: list[str], columns: list[str], start: int | None, end: int | None) -> pa.Table:
     """`columns` of Parquet files of one type (every file has them), in file order."""
-    from ..store.query import qident, qstr
+    from .query import qident, qstr
 
     where = []
     if start is not None:
