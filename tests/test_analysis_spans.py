@@ -176,8 +176,7 @@ def test_pairing_streamed_by_row_group_equals_pairing_whole_columns(tmp_path, mo
         store.append("tod", "behavior_exit", pa.table({  # an unflushed tail: an end closing nothing
             "ts": [10**15], "producer": pa.array([1], pa.int32()), "seq": [10**12], "parent_seq": [-1],
             "behavior_id": [5], "ret_value": [0]}))
-        from tracehouse.store import scan as _source
-        assert len(_source.parts(store, "tod", "behavior_enter", ["ts"])) > 5
+        assert len(store.scan_parts("tod", "behavior_enter", ["ts"])) > 5
         streamed = S.pair(store, "tod")
         assert streamed.stats["overlapped"] and streamed.stats["presorted"]
         assert streamed.stats["unmatched_ends"] == 1

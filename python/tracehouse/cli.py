@@ -157,9 +157,10 @@ def cmd_info(args) -> int:
         info = s.trace(args.trace)
         types = s.event_types(args.trace)
         counts = {}
-        for seg in s.catalog.segments(info.id):
+        segments = s.segments_of(args.trace)
+        for seg in segments:
             counts[seg.event_type] = counts.get(seg.event_type, 0) + seg.rows
-        nseg = len(s.catalog.segments(info.id))
+        nseg = len(segments)
         producers = s.producers(args.trace)
         data = info.to_json() | {
             "segments": nseg,
@@ -319,9 +320,9 @@ def cmd_compact(args) -> int:
         merged = {}
         with progress_bar("compacting", len(names), enabled=not args.json and sys.stderr.isatty()) as adv:
             for name in names:
-                before = len(s.catalog.segments(s.trace(name).id))
+                before = len(s.segments_of(name))
                 s.compact(name)
-                merged[name] = {"segments_before": before, "segments": len(s.catalog.segments(s.trace(name).id))}
+                merged[name] = {"segments_before": before, "segments": len(s.segments_of(name))}
                 adv(1)
     if args.json:
         emit_json({"traces": merged})

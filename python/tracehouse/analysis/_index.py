@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Callable
 import numpy as np
 import pyarrow as pa
 
+from .. import arrays
 from ..errors import ReadOnly, StoreLocked
-from ..store import scan as _source
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -50,7 +50,7 @@ _LOCK = threading.Lock()
 
 def narrow(col: pa.Array | pa.ChunkedArray) -> pa.Array:
     """An int64 column as int32 when every value fits (halves the index's bytes)."""
-    a = _source.as_numpy(col)
+    a = arrays.as_numpy(col)
     if a.dtype == np.int64 and len(a) and a.min() >= -(2**31) and a.max() < 2**31:
         return pa.array(a.astype(np.int32))
     return pa.array(a)
@@ -72,7 +72,7 @@ def find(store: "Store", trace: str, name: str, params: dict) -> dict | None:
 def fresh(store: "Store", trace: str, name: str, params: dict) -> pa.Table | None:
     """The index `name` of `trace` for `params` when it is built and fresh (mapped from the
     store or kept in this process's memory), else None: nothing is built."""
-    sig = _source.signature(store, trace)
+    sig = store.stamp(trace)
     r = find(store, trace, name, params)
     if r is not None and r["params"].get("signature") == sig and r["path"]:
         # Keyed by the file too: stores made before result ids were AUTOINCREMENT reused them.
@@ -98,7 +98,7 @@ def get(store: "Store", trace: str, name: str, params: dict, build: Callable[[],
     t = fresh(store, trace, name, params)
     if t is not None:
         return t
-    sig = _source.signature(store, trace)
+    sig = store.stamp(trace)
     r = find(store, trace, name, params)
     mkey = (str(store.path), store.trace(trace).id, name, _params_key(params), sig)
     t = build().combine_chunks()
@@ -133,7 +133,7 @@ def forget(store: "Store") -> None:
 
 def column(t: pa.Table, name: str) -> np.ndarray:
     """A column of a mapped index as a numpy view (no copy)."""
-    return _source.as_numpy(t.column(name))
+    return arrays.as_numpy(t.column(name))
 
 
 def search(a: np.ndarray, v: int, side: str = "left") -> int:

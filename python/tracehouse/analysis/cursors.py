@@ -39,10 +39,11 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .. import arrays
 from ..errors import BadInput
 from ..schema import EventType
-from ..store.query import qident, qstr
-from ..store import scan as _source
+from ..store import scan
+from ..store.query import qident
 from . import _index
 
 if TYPE_CHECKING:
@@ -281,20 +282,15 @@ class Cursor:
         # that can hold events past the gap, visited in ts order.
         cands = []
         for name in self._types:
-            for sg in _source.segments(self.store, self.trace, name):
-                if sg.ts_min is None or f.start is not None and sg.ts_max < f.start or f.end is not None and sg.ts_min >= f.end:
+            for src in self.store.scan_sources(self.trace, name):
+                if src.ts_min is None or f.start is not None and src.ts_max < f.start or f.end is not None and src.ts_min >= f.end:
                     continue
-                if forward and sg.ts_max < pos[0] or not forward and sg.ts_min > pos[0]:
+                if forward and src.ts_max < pos[0] or not forward and src.ts_min > pos[0]:
                     continue
-                cands.append((sg.ts_min, sg.ts_max, name, sg))
-            tail = _source.tail(self.store, self.trace, name)
-            if tail is not None and tail.num_rows:
-                ts = tail.column("ts")
-                cands.append((pc.min(ts).as_py(), pc.max(ts).as_py(), name, tail))
+                cands.append((src.ts_min, src.ts_max, name, src))
         cands.sort(key=(lambda c: c[0]) if forward else (lambda c: -c[1]))
         pieces: list[pa.Table] = []
         keys: list[np.ndarray] = []
-        con = _source._duck()
         for lo, hi, name, src in cands:
             if sum(len(k) for k in keys) >= n:
                 # A source starting beyond the n-th best match so far cannot improve the page.
@@ -305,28 +301,16 @@ class Cursor:
             own = {c.name for c in et.columns}
             sel = ", ".join(qident(c) if c in own else f"CAST(NULL AS BIGINT) AS {qident(c)}" for c in self.columns)
             terms, args = self._sql_filter(et, forward)
-            view = None
-            if isinstance(src, pa.Table):
-                view = f"_cursor_tail_{id(src)}"
-                con.register(view, _source._conform(src, [c.name for c in et.columns], et))
-                frm = view
-            else:
-                frm = f"read_parquet({qstr(str(self.store.path / src.path))})"
             # DuckDB's top-N pushes its running n-th value into the scan: only the row
             # groups that can still hold the page are decoded, and the output columns only
             # for rows that pass the filter.
-            sql = (f"SELECT {sel}, ts AS _ts, CAST(producer AS BIGINT) AS _p, seq AS _s FROM {frm} "
-                   f"WHERE {' AND '.join(terms)} ORDER BY ts {order}, producer {order}, seq {order} LIMIT {int(n)}")
-            try:
-                rel = con.sql(sql, params=args)
-                t = (getattr(rel, "to_arrow_table", None) or rel.arrow)()
-            finally:
-                if view is not None:
-                    con.unregister(view)
+            t = scan.select(src, f"SELECT {sel}, ts AS _ts, CAST(producer AS BIGINT) AS _p, seq AS _s FROM {{src}} "
+                                 f"WHERE {' AND '.join(terms)} ORDER BY ts {order}, producer {order}, seq {order} "
+                                 f"LIMIT {int(n)}", args)
             if t.num_rows == 0:
                 continue
             pieces.append(t.append_column("type", pa.array([name] * t.num_rows, pa.string())))
-            keys.append(_source.as_numpy(t.column("_ts")))
+            keys.append(arrays.as_numpy(t.column("_ts")))
         if not pieces:
             return self._empty()
         out = pa.concat_tables(pieces, promote_options="permissive")

@@ -26,10 +26,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import _core
+from .. import _core, arrays
 from ..errors import BadInput
 from ..schema import Column
-from ..store import scan as _source
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -297,20 +296,20 @@ def span_values(store: "Store", trace: str, *, group: str = "none", config=None,
     cols = list(dict.fromkeys(cols))
     # Order matters only when a span's caller or path is looked up by its parent's row.
     t = span_table(store, trace, cfg, columns=cols, ordered=group in ("caller", "stack"))
-    keep = np.ones(t.num_rows, bool) if include_unclosed else _source.as_numpy(t.column("closed")).astype(bool)
+    keep = np.ones(t.num_rows, bool) if include_unclosed else arrays.as_numpy(t.column("closed")).astype(bool)
     if start is not None or end is not None:
-        ts = _source.as_numpy(t.column("ts"))
+        ts = arrays.as_numpy(t.column("ts"))
         if start is not None:
             keep &= ts >= start
         if end is not None:
             keep &= ts < end
-    dur = _source.as_numpy(t.column("dur"))
+    dur = arrays.as_numpy(t.column("dur"))
     all_kept = bool(keep.all())
     values = dur if all_kept else dur[keep]
     if group == "none":
         return values, None, None, False
     if group == "caller":
-        parent = _source.as_numpy(t.column("parent_id"))
+        parent = arrays.as_numpy(t.column("parent_id"))
         if name_col:
             codes, names = _name_strings(t.column(name_col))
             names = names.to_pylist()
@@ -320,8 +319,8 @@ def span_values(store: "Store", trace: str, *, group: str = "none", config=None,
         names = list(names) + ["(root)"]
         return values, caller if all_kept else caller[keep], names, False
     if group == "stack":
-        parent = _source.as_numpy(t.column("parent_id"))
-        depth = _source.as_numpy(t.column("depth")).astype(np.int32)
+        parent = arrays.as_numpy(t.column("parent_id"))
+        depth = arrays.as_numpy(t.column("depth")).astype(np.int32)
         if name_col:
             codes, names_arr = _name_strings(t.column(name_col))
         else:
@@ -348,7 +347,7 @@ def _node_paths(ct: dict, names: pa.Array, wanted: np.ndarray) -> list[str]:
 def _value_and_group(store, trace: str, type_name: str, value: str, group: str) -> str | None:
     """Checks `value` is an integer column of the type and `group` one of its columns (or
     none/producer); returns the group column (None: ungrouped)."""
-    et = _source.event_type(store, trace, type_name)
+    et = store.event_type(trace, type_name)
     cols_of = {c.name: c for c in et.columns}
     if value not in cols_of or cols_of[value].type not in ("int64", "int32"):
         raise BadInput(f"event type {type_name!r} has no integer column {value!r}",
@@ -365,10 +364,10 @@ def type_values(store: "Store", trace: str, type_name: str, value: str = "dur", 
                 start: int | None = None, end: int | None = None) -> tuple[np.ndarray, np.ndarray | None, list[str] | None, bool]:
     """An event type's int column (`dur` of a span kind by default) with group codes."""
     gcol = _value_and_group(store, trace, type_name, value, group)
-    t = _source.read(store, trace, type_name, list(dict.fromkeys([value] + ([gcol] if gcol else []))),
+    t = store.scan(trace, type_name, list(dict.fromkeys([value] + ([gcol] if gcol else []))),
                      start=start, end=end, order=False)
     t = t.filter(pc.is_valid(t.column(value)))
-    values = _source.as_numpy(t.column(value)).astype(np.int64, copy=False)
+    values = arrays.as_numpy(t.column(value)).astype(np.int64, copy=False)
     if gcol is None:
         return values, None, None, False
     codes, names = _codes(t.column(gcol))

@@ -21,10 +21,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from .. import _core
+from .. import _core, arrays
 from ..errors import BadInput, NotFound, ReadOnly, StoreLocked
 from ..schema import Column, EventType
-from ..store import scan as _source
+from ..store import scan
 from . import _index
 from .profiles import SpanConfig, span_config
 
@@ -118,8 +118,8 @@ def pair(store: "Store", trace: str, config: SpanConfig | None = None) -> Spans:
     if cfg.end is None:
         return _nest(store, trace, cfg)
     t0 = time.perf_counter()
-    bt = _source.event_type(store, trace, cfg.begin)
-    et = _source.event_type(store, trace, cfg.end)
+    bt = store.event_type(trace, cfg.begin)
+    et = store.event_type(trace, cfg.end)
     if cfg.key is not None:
         for t in (bt, et):
             if cfg.key not in [c.name for c in t.columns]:
@@ -147,23 +147,23 @@ def pair(store: "Store", trace: str, config: SpanConfig | None = None) -> Spans:
         # came so (the store's segments are sorted by ts), else they are sorted and paired
         # again.
         timing = {}
-        b = _source.read(store, trace, cfg.begin, pcols, order=False)
-        e = _source.read(store, trace, cfg.end, pcols, order=False)
+        b = store.scan(trace, cfg.begin, pcols, order=False)
+        e = store.scan(trace, cfg.end, pcols, order=False)
         t_read = time.perf_counter() - t0
         kb = ke = None
         if cfg.key is not None:
             kb, ke = _keys(b, e, cfg.key)
         r = _pair(b, e, kb, ke)
         if not r["begins_ordered"]:
-            b_order = _source.ordering(b)
+            b_order = scan.ordering(b)
             b = b.take(b_order)
             if kb is not None:
                 kb = kb.take(b_order)
             r = _pair(b, e, kb, ke)
         rows = r["unmatched_end"]
-        um_end = pa.table({"ts": _source.int64_array(e.column("ts").take(rows)),
-                           "producer": _source.int32_array(e.column("producer").take(rows)),
-                           "seq": _source.int64_array(e.column("seq").take(rows)),
+        um_end = pa.table({"ts": arrays.int64_array(e.column("ts").take(rows)),
+                           "producer": arrays.int32_array(e.column("producer").take(rows)),
+                           "seq": arrays.int64_array(e.column("seq").take(rows)),
                            "key": e.column(cfg.key).take(rows).cast(pa.string()) if cfg.key
                            else pa.nulls(len(rows), pa.string())})
     r = _cut_at_last_event(store, trace, b, r)
@@ -187,6 +187,28 @@ def pair(store: "Store", trace: str, config: SpanConfig | None = None) -> Spans:
     return Spans(trace, cfg, table, unmatched, stats)
 
 
+def last_event_ts(store: "Store", trace: str, producers: np.ndarray, after: int) -> np.ndarray:
+    """For each of `producers` (int64, ascending), the time of its last event of any type
+    at or after `after` (int64 min when it has none): only row groups reaching `after`
+    are read."""
+    best = np.full(len(producers), np.iinfo(np.int64).min, dtype=np.int64)
+    if not len(producers):
+        return best
+    want = pa.array(producers)
+    for name in store.event_types(trace):
+        t = store.scan(trace, name, ["ts", "producer"], start=after, order=False)
+        if not t.num_rows:
+            continue
+        t = t.filter(pc.is_in(t.column("producer").cast(pa.int64()), value_set=want))
+        if not t.num_rows:
+            continue
+        g = t.group_by("producer").aggregate([("ts", "max")])
+        p = arrays.as_numpy(g.column("producer")).astype(np.int64)
+        at = np.searchsorted(producers, p)
+        np.maximum.at(best, at, arrays.as_numpy(g.column("ts_max")).astype(np.int64))
+    return best
+
+
 def _cut_at_last_event(store: "Store", trace: str, b: pa.Table, r: dict) -> dict:
     """Spans still open when their thread's halves ran out: the pass cut them at the
     thread's last begin or end (`open_at_end`); they are cut at its last event of any type
@@ -199,11 +221,11 @@ def _cut_at_last_event(store: "Store", trace: str, b: pa.Table, r: dict) -> dict
     if rows is None or len(rows) == 0:
         return r
     rows = rows.to_numpy()
-    prod = _source.as_numpy(b.column("producer").take(pa.array(rows))).astype(np.int64)
+    prod = arrays.as_numpy(b.column("producer").take(pa.array(rows))).astype(np.int64)
     end_ts = r["end_ts"].to_numpy()
     old = end_ts[rows]
     uprod, inv = np.unique(prod, return_inverse=True)
-    last = _source.last_event_ts(store, trace, uprod, int(old.min()))
+    last = last_event_ts(store, trace, uprod, int(old.min()))
     new = np.maximum(old, last[inv])
     delta = new - old
     if not delta.any():
@@ -240,7 +262,7 @@ def _stream_pair(store: "Store", trace: str, cfg: SpanConfig, pcols: list[str], 
 
     Returns (begins, ends, pass result, timing), the first three None when the inputs
     were not both sorted by ts: begins (ts, producer, seq) and ends (seq) in the order
-    `_source.read(..., order=False)` gives them; timing read_s (wall time until the last
+    `store.scan(..., order=False)` gives them; timing read_s (wall time until the last
     row group was read), read_busy_s (time spent reading) and pass_busy_s (time spent in
     the pass).
     """
@@ -248,8 +270,8 @@ def _stream_pair(store: "Store", trace: str, cfg: SpanConfig, pcols: list[str], 
     import queue
     import threading
 
-    bparts = _source.parts(store, trace, cfg.begin, pcols)
-    eparts = _source.parts(store, trace, cfg.end, pcols)
+    bparts = store.scan_parts(trace, cfg.begin, pcols)
+    eparts = store.scan_parts(trace, cfg.end, pcols)
     # Row groups of both sides interleaved by their first ts (each side in its own order):
     # the pass advances as far as both sides have rows, so they should arrive together.
     order = list(heapq.merge(((p.ts_min if p.ts_min is not None else -2**63, 0, i) for i, p in enumerate(bparts)),
@@ -310,7 +332,7 @@ def _stream_pair(store: "Store", trace: str, cfg: SpanConfig, pcols: list[str], 
     t = time.perf_counter()
     r = pairer.finish()
     timing["pass_busy_s"] += time.perf_counter() - t
-    b, e = (pa.concat_tables(ts) if ts else _source.empty(store, trace, name, cols)
+    b, e = (pa.concat_tables(ts) if ts else scan.empty_table(store.event_type(trace, name), cols)
             for ts, name, cols in ((tables[0], cfg.begin, keep[0]), (tables[1], cfg.end, keep[1])))
     return b, e, r, timing
 
@@ -318,16 +340,16 @@ def _stream_pair(store: "Store", trace: str, cfg: SpanConfig, pcols: list[str], 
 def _nest(store: "Store", trace: str, cfg: SpanConfig) -> Spans:
     """Spans of a span-kind type (they carry `dur`): nested by time (`_core.nest_spans`)."""
     t0 = time.perf_counter()
-    st = _source.event_type(store, trace, cfg.begin)
+    st = store.event_type(trace, cfg.begin)
     if st.kind != "span":
         raise BadInput(f"event type {cfg.begin!r} is a {st.kind}, not a span", expected="--end TYPE to pair it")
     if cfg.name is not None and cfg.name not in [c.name for c in st.columns]:
         raise BadInput(f"event type {st.name!r} has no name column {cfg.name!r}",
                        expected=", ".join(c.name for c in st.params))
-    b = _source.read(store, trace, cfg.begin, ["ts", "producer", "seq", "dur"])
+    b = store.scan(trace, cfg.begin, ["ts", "producer", "seq", "dur"])
     t_read = time.perf_counter() - t0
-    ts, dur = _source.int64_array(b.column("ts")), _source.int64_array(b.column("dur").fill_null(0))
-    r = _core.nest_spans(ts, dur, _source.int32_array(b.column("producer")), _source.int64_array(b.column("seq")))
+    ts, dur = arrays.int64_array(b.column("ts")), arrays.int64_array(b.column("dur").fill_null(0))
+    r = _core.nest_spans(ts, dur, arrays.int32_array(b.column("producer")), arrays.int64_array(b.column("seq")))
     t_pair = time.perf_counter() - t0 - t_read
     n = b.num_rows
     cols = {
@@ -336,14 +358,14 @@ def _nest(store: "Store", trace: str, cfg: SpanConfig) -> Spans:
         "end_ts": pc.add(ts, dur) if n else pa.array([], pa.int64()),
         "dur": dur,
         "self_time": r["self_ns"],
-        "producer": _source.int32_array(b.column("producer")),
-        "seq": _source.int64_array(b.column("seq")),
+        "producer": arrays.int32_array(b.column("producer")),
+        "seq": arrays.int64_array(b.column("seq")),
         "end_seq": pa.nulls(n, pa.int64()),
         "depth": r["depth"].cast(pa.int64()),
         "parent_id": r["parent"],
         "closed": pa.array(np.ones(n, dtype=bool)),
     }
-    params = _source.read(store, trace, cfg.begin, [c.name for c in st.params]) if st.params else pa.table({})
+    params = store.scan(trace, cfg.begin, [c.name for c in st.params]) if st.params else pa.table({})
     for c in params.column_names:
         cols[_begin_name(c)] = params.column(c)
     table = pa.table({k: (v if isinstance(v, pa.ChunkedArray) else pa.chunked_array([v])) for k, v in cols.items()})
@@ -358,7 +380,7 @@ def _nest(store: "Store", trace: str, cfg: SpanConfig) -> Spans:
 def _params(store: "Store", trace: str, et: EventType, order: pa.Array | None, skip: str | None = None) -> pa.Table:
     """The parameter columns of a type, in the same row order as its pairing columns."""
     names = [c.name for c in et.params if c.name != skip]
-    t = _source.read(store, trace, et.name, names, order=False) if names else None
+    t = store.scan(trace, et.name, names, order=False) if names else None
     if t is not None and order is not None:
         t = t.take(order)
     return t if t is not None else pa.table({})
@@ -368,7 +390,7 @@ def _span_table(b: pa.Table, e: pa.Table, bp: pa.Table, ep: pa.Table, r: dict, c
     n = b.num_rows
     end_row = r["end_row"].to_numpy()
     idx = pa.array(end_row, mask=end_row < 0)  # null where unclosed: takes give null
-    ts = _source.int64_array(b.column("ts"))
+    ts = arrays.int64_array(b.column("ts"))
     end_ts = r["end_ts"]
     cols: dict[str, pa.Array] = {
         "span_id": pa.array(np.arange(n, dtype=np.int64)),
@@ -376,8 +398,8 @@ def _span_table(b: pa.Table, e: pa.Table, bp: pa.Table, ep: pa.Table, r: dict, c
         "end_ts": end_ts,
         "dur": pc.subtract(end_ts, ts) if n else pa.array([], pa.int64()),
         "self_time": r["self_ns"],
-        "producer": _source.int32_array(b.column("producer")),
-        "seq": _source.int64_array(b.column("seq")),
+        "producer": arrays.int32_array(b.column("producer")),
+        "seq": arrays.int64_array(b.column("seq")),
         "end_seq": e.column("seq").take(idx) if n else pa.array([], pa.int64()),
         "depth": r["depth"].cast(pa.int64()),
         "parent_id": r["parent"],
@@ -408,9 +430,9 @@ def _unmatched_table(b: pa.Table, bkey, um_end: pa.Table, r: dict) -> pa.Table:
     if len(ub):
         key = bkey.take(ub).cast(pa.string()) if bkey is not None else pa.nulls(len(ub), pa.string())
         parts.append(pa.table({
-            "ts": _source.int64_array(b.column("ts").take(ub)),
-            "producer": _source.int32_array(b.column("producer").take(ub)),
-            "seq": _source.int64_array(b.column("seq").take(ub)),
+            "ts": arrays.int64_array(b.column("ts").take(ub)),
+            "producer": arrays.int32_array(b.column("producer").take(ub)),
+            "seq": arrays.int64_array(b.column("seq").take(ub)),
             "half": pa.array(["begin"] * len(ub), pa.string()),
             "key": pc.fill_null(key, ""),
         }))
@@ -422,7 +444,7 @@ def _unmatched_table(b: pa.Table, bkey, um_end: pa.Table, r: dict) -> pa.Table:
         }))
     if not parts:
         return pa.table({c.name: pa.array([], c.arrow_type) for c in UNMATCHED_COLUMNS})
-    return _source.sort_rows(pa.concat_tables(parts))
+    return scan.sort_rows(pa.concat_tables(parts))
 
 
 # -- saving and finding the processed trace -----------------------------------------------
@@ -474,7 +496,7 @@ def save(store: "Store", spans: Spans, name: str | None = None, *, chunk_rows: i
         store.append(name, "unmatched", spans.unmatched)
     store.flush(name)
     params = (params or {}) | {"config": spans.config.to_json(), "derived": name, "rules": RULES,
-                               "signature": _source.signature(store, spans.trace), "stats": spans.stats}
+                               "signature": store.stamp(spans.trace), "stats": spans.stats}
     rid = store.save_result("processed", "spans", TOOL, [spans.trace, name], params=params,
                             payload={"derived_trace": name})
     out = store.result(rid)
@@ -484,7 +506,7 @@ def save(store: "Store", spans: Spans, name: str | None = None, *, chunk_rows: i
 
 def processed(store: "Store", trace: str, config: SpanConfig) -> str | None:
     """The fresh processed span trace of `trace` for `config`, if one is saved."""
-    sig = _source.signature(store, trace)
+    sig = store.stamp(trace)
     for r in reversed(store.results(trace=trace, tool=TOOL, kind="processed")):
         p = r["params"]
         if p.get("config") == config.to_json() and p.get("signature") == sig and p.get("rules") == RULES:
@@ -508,15 +530,15 @@ def span_table(store: "Store", trace: str, config: SpanConfig | None = None, *, 
         # Rows in span_id order: the processed trace's segments are in ts order, so this is
         # a check, not a sort (the order columns are read only when asked for).
         if columns is not None and not ordered:
-            return _source.read(store, name, "span", columns, order=False)
+            return store.scan(name, "span", columns, order=False)
         if columns is None or {"ts", "producer", "seq"} <= set(columns):
-            return _source.read(store, name, "span", columns)
-        t = _source.read(store, name, "span", list(dict.fromkeys(["span_id", *columns])), order=False)
-        sid = _source.as_numpy(t.column("span_id"))
+            return store.scan(name, "span", columns)
+        t = store.scan(name, "span", list(dict.fromkeys(["span_id", *columns])), order=False)
+        sid = arrays.as_numpy(t.column("span_id"))
         if len(sid) > 1 and not (sid[1:] > sid[:-1]).all():
             t = t.take(pa.array(np.argsort(sid, kind="stable")))
         return t.select(columns)
-    key = (str(store.path), trace, _source.signature(store, trace), json.dumps(cfg.to_json()))
+    key = (str(store.path), trace, store.stamp(trace), json.dumps(cfg.to_json()))
     sp = _PAIRED.get(key)
     if sp is None:
         sp = pair(store, trace, cfg)
@@ -547,12 +569,12 @@ def span_index(store: "Store", trace: str, config: SpanConfig | None = None, *, 
 
     def build() -> pa.Table:
         t = span_table(store, trace, cfg)
-        keys = [_source.int64_array(t.column("producer")), _source.int64_array(t.column("depth"))]
+        keys = [arrays.int64_array(t.column("producer")), arrays.int64_array(t.column("depth"))]
         order = _core.stable_order(keys)
         idx = t.take(order)
         row_of = np.empty(len(order), dtype=np.int64)
         row_of[order.to_numpy()] = np.arange(len(order), dtype=np.int64)
-        end_max = _core.running_max_by_key([k.take(order) for k in keys], _source.int64_array(idx.column("end_ts")))
+        end_max = _core.running_max_by_key([k.take(order) for k in keys], arrays.int64_array(idx.column("end_ts")))
         return idx.append_column("row_of", pa.array(row_of)).append_column("end_max", end_max)
 
     return _index.get(store, trace, "spans", {"config": cfg.to_json(), "rules": RULES}, build, save=save)
@@ -646,17 +668,17 @@ def aggregated_call_tree(store: "Store", trace: str, config: SpanConfig | None =
         codes, names = _name_strings(t.column(_begin_name(name_col)))
     else:
         codes, names = np.zeros(t.num_rows, np.int64), pa.array([cfg.begin])
-    parent = _source.as_numpy(t.column("parent_id"))
-    depth = _source.as_numpy(t.column("depth"))
+    parent = arrays.as_numpy(t.column("parent_id"))
+    depth = arrays.as_numpy(t.column("depth"))
     keep = None
     if producers is not None:
         # A span's path needs its ancestors: filter after interning, on the spans' thread.
-        keep = np.isin(_source.as_numpy(t.column("producer")), np.asarray(producers, dtype=np.int32))
+        keep = np.isin(arrays.as_numpy(t.column("producer")), np.asarray(producers, dtype=np.int32))
     ct = _core.call_tree(pa.array(parent), pa.array(codes), pa.array(depth.astype(np.int32)))
     node_of = ct["node_of"].to_numpy()
     nn = len(ct["parent"])
-    dur = _source.as_numpy(t.column("dur"))
-    self_t = _source.as_numpy(t.column("self_time"))
+    dur = arrays.as_numpy(t.column("dur"))
+    self_t = arrays.as_numpy(t.column("self_time"))
     w = slice(None) if keep is None else keep
     calls = np.bincount(node_of[w], minlength=nn).astype(np.int64)
     total = np.bincount(node_of[w], weights=dur[w], minlength=nn).astype(np.int64)

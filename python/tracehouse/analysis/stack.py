@@ -27,9 +27,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
-from .. import _core
+from .. import _core, arrays
 from ..schema import Column
-from ..store import scan as _source
 from . import _index
 from .profiles import LocalsConfig, SpanConfig, locals_config
 from .spans import span_index
@@ -57,11 +56,11 @@ def locals_index(store: "Store", trace: str, config: LocalsConfig, *, save: bool
     """Variable writes ordered by (producer, frame, var, ts)."""
 
     def build() -> pa.Table:
-        t = _source.read(store, trace, config.type, ["ts", "producer", "seq", config.frame, config.var, config.value])
+        t = store.scan(trace, config.type, ["ts", "producer", "seq", config.frame, config.var, config.value])
         order = _core.stable_order([
-            _source.int64_array(t.column("producer")),
-            _source.int64_array(t.column(config.frame).fill_null(-1)),
-            _source.int64_array(t.column(config.var).fill_null(-1)),
+            arrays.int64_array(t.column("producer")),
+            arrays.int64_array(t.column(config.frame).fill_null(-1)),
+            arrays.int64_array(t.column(config.var).fill_null(-1)),
         ])
         return pa.table({
             "producer": t.column("producer").take(order),

@@ -18,8 +18,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from .. import arrays
 from ..schema import Column
-from ..store import scan as _source
 from . import _index
 from .profiles import ObjectConfig, object_config
 
@@ -41,7 +41,7 @@ def objects_index(store: "Store", trace: str, config: ObjectConfig | None = None
     cfg = config or object_config(store, trace)
 
     def build() -> pa.Table:
-        t = _source.read(store, trace, cfg.type, ["ts", "producer", "seq", cfg.object, cfg.field, cfg.value])
+        t = store.scan(trace, cfg.type, ["ts", "producer", "seq", cfg.object, cfg.field, cfg.value])
         t = t.filter(pc.and_(pc.is_valid(t.column(cfg.object)), pc.is_valid(t.column(cfg.field))))
         obj, fld = _key_codes(t.column(cfg.object)), _key_codes(t.column(cfg.field))
         from .. import _core
@@ -65,7 +65,7 @@ def _key_codes(col) -> np.ndarray:
         from ..errors import BadInput
 
         raise BadInput(f"object and field columns must be integers, not {col.type}")
-    return _source.as_numpy(col).astype(np.int64, copy=False)
+    return arrays.as_numpy(col).astype(np.int64, copy=False)
 
 
 def _rows(idx: pa.Table, lo: int, hi: int) -> pa.Table:

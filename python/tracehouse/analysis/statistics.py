@@ -28,11 +28,10 @@ from typing import TYPE_CHECKING, Iterable
 import numpy as np
 import pyarrow as pa
 
-from .. import _core
+from .. import _core, arrays
 from ..errors import BadInput
 from ..schema import Column
 from ..store.query import qident, qstr
-from ..store import scan as _source
 from . import _index
 from .profiles import span_config
 
@@ -75,16 +74,16 @@ def density_index(store: "Store", trace: str, *, save: bool | None = None, build
         with_dur = any("dur" in [c.name for c in t.columns] for t in types.values())
         for name, et in types.items():
             has_dur = "dur" in [c.name for c in et.columns]
-            t = _source.read(store, trace, name, ["ts", "producer", "seq"] + (["dur"] if has_dur else []), order=False)
+            t = store.scan(trace, name, ["ts", "producer", "seq"] + (["dur"] if has_dur else []), order=False)
             if t.num_rows == 0:
                 continue
-            prod = _source.as_numpy(t.column("producer")).astype(np.int64)
-            ts = _source.as_numpy(t.column("ts"))
+            prod = arrays.as_numpy(t.column("producer")).astype(np.int64)
+            ts = arrays.as_numpy(t.column("ts"))
             order = _core.stable_order([pa.array(prod), pa.array(ts)]).to_numpy()
             ts, prod = ts[order], prod[order]
-            seqs.append(_source.as_numpy(t.column("seq"))[order])
+            seqs.append(arrays.as_numpy(t.column("seq"))[order])
             if with_dur:
-                durs.append(_source.int64_array(t.column("dur")).take(pa.array(order)) if has_dur
+                durs.append(arrays.int64_array(t.column("dur")).take(pa.array(order)) if has_dur
                             else pa.nulls(len(order), pa.int64()))
             cut = np.nonzero(np.diff(prod))[0] + 1
             starts = np.concatenate([[0], cut])
@@ -275,7 +274,7 @@ def stats(store: "Store", trace: str, by: str = "type", *, start: int | None = N
     if by != "state":
         raise BadInput(f"stats by {by!r}", expected="type | producer | state")
     if source_type is not None:
-        et = _source.event_type(store, trace, source_type)
+        et = store.event_type(trace, source_type)
         if et.kind != "span":
             raise BadInput(f"event type {source_type!r} is a {et.kind}, not a span kind", expected="a span-kind type")
         if state is None or state not in [c.name for c in et.columns]:

@@ -119,17 +119,18 @@ class _TypeState:
 class _TraceState:
     def __init__(self, store: Store, name: str) -> None:
         self.name = name
-        info = store.catalog.trace(name)
+        info = store.trace(name)
         self.id = info.id
         self.format = info.format
         # whose event types it writes: its own, or its format's (traces of older stores)
         self.types_key = ("trace", info.id) if info.own_types else ("format", info.format)
-        self.producers = _core.LpProducers(store.catalog.next_producer_id(info.id))
-        for p in store.catalog.producers(info.id):
+        self.producers = _core.LpProducers(store.next_producer_id(name))
+        producers = store.producers(name)
+        for p in producers:
             if p["kind"] == PRODUCER_KIND:
                 self.producers.declare(int(p["id"]), [(str(k), str(v)) for k, v in (p["attrs"] or {}).items()])
         self.registered_max = self.producers.next_id - 1
-        self.known_ids = {int(p["id"]) for p in store.catalog.producers(info.id)}  # registered producers
+        self.known_ids = {int(p["id"]) for p in producers}  # registered producers
         self.lock = threading.Lock()
         self.arrow_schemas: dict[str, pa.Schema] = {}  # event type -> last IPC schema found declared
 
@@ -181,7 +182,7 @@ class Ingestor:
                 return st
             check_trace_name(name)
             try:
-                self.store.catalog.trace(name)
+                self.store.trace(name)
             except NotFound:
                 if not (self.cfg.create_traces if create is None else create):
                     raise NotFound(f"bucket (trace) {name!r} not found; create it first or serve with trace creation on") from None
@@ -528,7 +529,6 @@ class DurabilityWaiter:
         heap = self._pending[trace]
         cond = self._conds[trace]
         store = self.ingestor.store
-        writer = None
         while True:
             with cond:
                 while not heap and not self._stop:
@@ -540,14 +540,12 @@ class DurabilityWaiter:
                     return
                 low = heap[0][0]
             try:
-                # The trace's writer itself (looked up again only when it was closed, not per
-                # round: a catalog query per round cost a small write's round trip ~0.1 ms):
-                # its durable_lsn only grows, so one read answers every pending LSN.
-                if writer is None or writer.closed:
-                    writer = store._writer(store.catalog.trace(trace))
-                if not writer.wait_durable(low, timeout=0.05):
+                # (the store finds the trace's live writer without a catalog query: one per round
+                # cost a small write's round trip ~0.1 ms) durable_lsn only grows, so one read
+                # answers every pending LSN.
+                if not store.wait_durable(trace, low, timeout=0.05):
                     continue
-                durable = writer.durable_lsn
+                durable = store.durable_lsn(trace)
             except TracehouseError as e:
                 with cond:
                     items, heap[:] = list(heap), []

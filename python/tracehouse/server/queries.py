@@ -162,7 +162,7 @@ class QueryRunner:
         check_read_only(sql)
         t0 = time.perf_counter()
         timeout = self.cfg.query_timeout
-        with self.store.query_engine.snapshot(sql) as cur:
+        with self.store.read_connection(sql) as cur:
             r = _Running(cur, time.monotonic() + timeout if timeout > 0 else None)
             with self.cond:
                 if self.closing:

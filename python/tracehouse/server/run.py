@@ -84,9 +84,8 @@ def serve(store_path: str | os.PathLike, cfg: ServerConfig, *, ready: Callable[[
     store = Store(store_path, fsync=cfg.fsync, group_commit_ms=cfg.group_commit_ms, drop_written_pages=True)
     http = api = None
     try:
-        store._become_writer()  # fail now (StoreLocked) rather than at the first write
-        # DuckDB of the server's queries may read the store's files and nothing else.
-        store.query_engine.sandbox(str(store.path))
+        store.become_writer()  # fail now (StoreLocked) rather than at the first write
+        store.sandbox_sql()  # DuckDB of the server's queries may read the store's files and nothing else
         ingestor = Ingestor(store, cfg)
         api = Api(ingestor, cfg)
         if cfg.ui:

@@ -24,8 +24,10 @@ from ..schema import EventType
 def align(parts: Sequence[pa.RecordBatch | pa.Table], et: EventType, columns: Sequence[str] | None = None
           ) -> pa.Table:
     """Rows of one event type written at different times, as one table with `columns` of
-    `et` (default: all, in stored order): a column a part predates (the type was widened
-    after it was written) is all null, a column of an older type is cast.
+    `et`: a column a part predates (the type was widened after it was written) is all
+    null, a column of an older type is cast. Default: the stored schema (every column,
+    the common ones not null: what segments are written with); with `columns`, every
+    field nullable (what readers get from Parquet, whichever piece the rows come from).
 
     Every reader goes through here: checkpoints and compaction (`writer`, `compact`), the
     SQL views' unflushed tail (`query`) and the analyses' scans (`scan`)."""

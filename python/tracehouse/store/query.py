@@ -26,7 +26,6 @@ import pyarrow as pa
 
 from ..errors import BadInput
 from ..schema import EventType
-from .conform import align
 
 if TYPE_CHECKING:
     from .catalog import Catalog
@@ -161,7 +160,6 @@ class QueryEngine:
         self._catalog_version = -1
         self._th_version = -1
         self._trace_sigs: dict[str, Any] = {}  # trace name -> signature of its views
-        self._wal_sigs: dict[int, tuple] = {}  # trace id -> signature of the WAL records in its views
         # Arrow tables the views read, by registered name: name -> (trace name or None for th.*, table).
         # A cursor does not see its connection's registrations; `snapshot` registers them on it.
         self._sources: dict[str, tuple[str | None, pa.Table]] = {}
@@ -196,30 +194,10 @@ class QueryEngine:
         return type_view_sql(et, files, tail_src)
 
     def _refresh_trace(self, info) -> None:
-        store = self.store
-        types = store.catalog.trace_types(info)
-        writer = store._writers.get(info.id)
-        if writer is not None:
-            with writer.view_lock, writer.lock:  # one consistent cut: registered segments + unflushed tail
-                segs = store.catalog.segments(info.id)
-                tails = {k: list(v) for k, v in writer.tail().items()}
-                sig = (self._catalog_version, writer.tail_version, tuple(types))
-                types = dict(types, **{k: v for k, v in writer.event_types.items()})
-        else:
-            # Another process may be writing this trace: what it logged but has not checkpointed
-            # (all of it while its disk is full) is read from its WAL files.
-            old = self._trace_sigs.get(info.name)
-            known = self._wal_sigs.get(info.id) if old is not None and old[0] == self._catalog_version else None
-            segs, wal_sig, records = store.wal_view(info, known)
-            sig = (self._catalog_version, ("wal", wal_sig), tuple(types))
-            if records is None:
-                return  # neither the catalog nor the WAL changed since the views were made
-            tails = {}
-            for name, batch in records:
-                tails.setdefault(name, []).append(batch)
-            self._wal_sigs[info.id] = wal_sig
-        if self._trace_sigs.get(info.name) == sig:
+        cut = self.store.cut(info)  # segments + unflushed tail, one consistent cut (scan.Cut)
+        if self._trace_sigs.get(info.name) == cut.signature:
             return
+        types, segs = cut.types, cut.segments
         by_type: dict[str, list] = {}
         for s in segs:
             by_type.setdefault(s.event_type, []).append(s)
@@ -233,13 +211,11 @@ class QueryEngine:
         for reg in [r for r in self._sources if r.startswith(prefix)]:
             self._unregister(reg)
         for name, et in types.items():
-            tail = None
-            if tails.get(name):  # (records of a type the catalog does not list are never made: types register first)
-                tail = align(tails[name], et)
+            tail = cut.tail(name)
             body = self._type_sources(info.name, info.id, et, by_type.get(name, []), tail)
             self.con.execute(f"CREATE OR REPLACE VIEW {schema}.{qident(name)} AS {body}")
         self.con.execute(f"CREATE OR REPLACE VIEW {schema}.events AS " + events_view_sql(schema, types))
-        self._trace_sigs[info.name] = sig
+        self._trace_sigs[info.name] = cut.signature
 
     def refresh(self, sql: str | None = None) -> None:
         version = self.store.catalog.version()

@@ -1,17 +1,23 @@
-"""Reading a trace's events for the analyses: straight from its Parquet segments.
+"""The one reader: a trace's events as they are now, for SQL, analyses and exports.
 
-Owns the analyses' data access. The analyses need whole columns fast (pairing 34M
-begin/end rows) or a few row groups (cursors, `cursors.py`), so `read` scans the
-registered segments of one event type directly (column projection, row-group pruning on
-the `ts` statistics) with a DuckDB connection of its own: DuckDB's Parquet reader
-decodes a few columns 3-10x faster than `pyarrow.parquet.read_table` here (measured
-on 1.7M TOD enters x 4 columns: 50-70 ms against 130-690 ms, pyarrow's column threads
-suffering most from a loaded machine). The writer's unflushed tail is included when
-this process holds the trace's writer, so an analysis sees the same rows as `store.sql`.
+Owns "the rows of an event type": its registered segments (immutable Parquet) plus its
+unflushed tail - the rows the writer of this process buffers, or, when another process
+writes the trace, the records of its WAL no checkpoint covers yet - every piece read as
+the current version of the type (a column a piece predates is null: `conform.align`).
 
-`parts` cuts the same rows into row groups, each read on demand (pyarrow, one thread,
-no DuckDB): span pairing reads them on one thread while the Rust pass consumes them on
-another (a row group of 4 columns decodes at ~80M rows/s on one core here).
+- `Cut`: one consistent cut of a trace (`Store.cut`): its types, segments and tail
+  batches, and a signature that changes whenever its rows do. The SQL views
+  (`query.py`) are built from a cut; so are the reads below.
+- `read`: whole columns of one type (projection, time range, row-group pruning on the
+  `ts` statistics) with a DuckDB connection of this thread's own: DuckDB's Parquet
+  reader decodes a few columns 3-10x faster than `pyarrow.parquet.read_table` here
+  (measured on 1.7M TOD enters x 4 columns: 50-70 ms against 130-690 ms, pyarrow's
+  column threads suffering most from a loaded machine).
+- `parts`: the same rows cut into row groups, each read on demand (pyarrow, one
+  thread, no DuckDB): span pairing reads them on one thread while the Rust pass
+  consumes them on another (a row group of 4 columns decodes at ~80M rows/s on one core).
+- `sources` and `select`: one piece at a time through SQL (a cursor's top-N page asks
+  each piece that can still hold it).
 
 Row order: `read(..., order=True)` returns rows ordered by (ts, producer, seq), the
 total order every analysis uses; segments of one type rarely overlap in time, so this
@@ -21,8 +27,9 @@ is usually a check, not a sort.
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable
 
 import duckdb
 import numpy as np
@@ -30,47 +37,89 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
+from .. import _core
+from ..arrays import as_numpy
 from ..errors import BadInput
 from ..schema import EventType
-
-if TYPE_CHECKING:
-    from .store import Store
-
-
-def event_type(store: "Store", trace: str, name: str) -> EventType:
-    types = store.event_types(trace)
-    if name not in types:
-        raise BadInput(f"trace {trace!r} has no event type {name!r}", expected=", ".join(types) or "an event type")
-    return types[name]
+from .catalog import SegmentInfo, TraceInfo
+from .conform import align
+from .query import qident, qstr
 
 
-def segments(store: "Store", trace: str, type_name: str) -> list:
-    """Registered segments of one event type, by ts_min."""
-    return store.catalog.segments(store.trace(trace).id, type_name)
+@dataclass
+class Cut:
+    """One consistent cut of a trace: what a reader sees of it at one moment."""
+
+    info: TraceInfo
+    root: Path  # the store directory segment paths are relative to
+    types: dict[str, EventType]
+    segments: list[SegmentInfo]  # registered and live, by ts_min
+    tails: dict[str, list[pa.RecordBatch]]  # unflushed rows by event type, as appended
+    signature: tuple  # equal while the trace's rows are the same
+    _tail_tables: dict = field(default_factory=dict, repr=False)
+
+    def event_type(self, name: str) -> EventType:
+        et = self.types.get(name)
+        if et is None:
+            raise BadInput(f"trace {self.info.name!r} has no event type {name!r}",
+                           expected=", ".join(self.types) or "an event type")
+        return et
+
+    def segments_of(self, type_name: str) -> list[SegmentInfo]:
+        return [s for s in self.segments if s.event_type == type_name]
+
+    def tail(self, type_name: str) -> pa.Table | None:
+        """The unflushed rows of a type with every column of its current version (None: none)."""
+        t = self._tail_tables.get(type_name)
+        if t is None and self.tails.get(type_name):
+            et = self.event_type(type_name)
+            t = self._tail_tables[type_name] = align(self.tails[type_name], et, [c.name for c in et.columns])
+        return t
+
+    @property
+    def tail_rows(self) -> int:
+        return sum(b.num_rows for bs in self.tails.values() for b in bs)
+
+    def stamp(self) -> str:
+        """Changes whenever the trace's events do: what derived data built on it records
+        (an index or a processed trace whose stamp differs is stale)."""
+        i = self.info
+        return f"{i.id}:{i.event_count}:{i.ts_min}:{i.ts_max}:{self.tail_rows}"
 
 
-def tail(store: "Store", trace: str, type_name: str) -> pa.Table | None:
-    """Rows of the type appended in this process but not yet in a registered segment."""
-    info = store.trace(trace)
-    w = store._writers.get(info.id)
-    if w is None:
-        return None
-    with w.lock:
-        batches = list(w.tail().get(type_name, []))
-    if not batches:
-        return None
-    return pa.Table.from_batches(batches)
+def _columns(et: EventType, type_name: str, columns: Iterable[str] | None) -> list[str]:
+    names = [c.name for c in et.columns]
+    cols = list(columns) if columns is not None else names
+    for c in cols:
+        if c not in names:
+            raise BadInput(f"event type {type_name!r} has no column {c!r}", expected=", ".join(names))
+    return cols
 
 
-def signature(store: "Store", trace: str) -> str:
-    """Changes whenever the trace's events do (derived data built on it is then stale)."""
-    info = store.trace(trace)
-    tail_rows = 0
-    w = store._writers.get(info.id)
-    if w is not None:
-        with w.lock:
-            tail_rows = sum(b.num_rows for bs in w.tail().values() for b in bs)
-    return f"{info.id}:{info.event_count}:{info.ts_min}:{info.ts_max}:{tail_rows}"
+# -- one piece at a time ----------------------------------------------------------------
+
+
+@dataclass
+class Source:
+    """A piece of one event type's rows: a segment file, or the unflushed tail (a table)."""
+
+    ts_min: int | None
+    ts_max: int | None
+    rows: int
+    columns: tuple[str, ...]  # the columns it has (a segment may predate some)
+    path: str | None = None
+    table: pa.Table | None = None
+
+
+def sources(cut: Cut, type_name: str) -> list[Source]:
+    """The pieces of a type's rows in storage order: segments by ts_min, then the tail."""
+    cut.event_type(type_name)
+    out = [Source(s.ts_min, s.ts_max, s.rows, s.columns, path=str(cut.root / s.path)) for s in cut.segments_of(type_name)]
+    t = cut.tail(type_name)
+    if t is not None and t.num_rows:
+        ts = t.column("ts")
+        out.append(Source(pc.min(ts).as_py(), pc.max(ts).as_py(), t.num_rows, tuple(t.column_names), table=t))
+    return out
 
 
 _DUCK = threading.local()
@@ -88,109 +137,89 @@ def _duck() -> duckdb.DuckDBPyConnection:
     return con
 
 
-def _scan(paths: list[str], columns: list[str], start: int | None, end: int | None) -> pa.Table:
-    """`columns` of Parquet files of one type (every file has them), in file order."""
-    from .query import qident, qstr
+def _arrow(rel) -> pa.Table:
+    # duckdb 2 renamed arrow() to to_arrow_table(); accept both.
+    return (getattr(rel, "to_arrow_table", None) or rel.arrow)()
 
+
+def select(source: Source | list[str], sql: str, params: list | None = None) -> pa.Table:
+    """`sql` with `{src}` standing for one piece (or a list of segment files of one layout),
+    run on this thread's scanning connection."""
+    con = _duck()
+    if isinstance(source, list):
+        return _arrow(con.sql(sql.format(src=f"read_parquet([{', '.join(qstr(p) for p in source)}])"), params=params))
+    if source.path is not None:
+        return _arrow(con.sql(sql.format(src=f"read_parquet({qstr(source.path)})"), params=params))
+    view = f"_scan_tail_{id(source.table)}"
+    con.register(view, source.table)
+    try:
+        return _arrow(con.sql(sql.format(src=view), params=params))
+    finally:
+        con.unregister(view)
+
+
+def _filtered(paths: list[str], columns: list[str], start: int | None, end: int | None) -> pa.Table:
+    """`columns` of Parquet files of one type (every file has them), in file order."""
     where = []
     if start is not None:
         where.append(f"ts >= {int(start)}")
     if end is not None:
         where.append(f"ts < {int(end)}")
-    sql = (f"SELECT {', '.join(qident(c) for c in columns)} FROM read_parquet([{', '.join(qstr(p) for p in paths)}])"
-           + (" WHERE " + " AND ".join(where) if where else ""))
-    rel = _duck().sql(sql)
-    f = getattr(rel, "to_arrow_table", None) or rel.arrow
-    return f()
+    return select(paths, f"SELECT {', '.join(qident(c) for c in columns)} FROM {{src}}"
+                  + (" WHERE " + " AND ".join(where) if where else ""))
 
 
-def _conform(t: pa.Table, columns: list[str], et: EventType) -> pa.Table:
-    """`t` with exactly `columns` (a column a segment predates is all null)."""
-    types = {c.name: c.arrow_type for c in et.columns}
-    arrays = []
-    for c in columns:
-        if c in t.column_names:
-            a = t.column(c)
-            if a.type != types[c]:
-                a = a.cast(types[c])
-            arrays.append(a)
-        else:
-            arrays.append(pa.nulls(t.num_rows, types[c]))
-    return pa.table(arrays, names=columns)
+# -- whole columns ----------------------------------------------------------------------
 
 
-def read(store: "Store", trace: str, type_name: str, columns: Iterable[str] | None = None, *,
-         start: int | None = None, end: int | None = None, order: bool = True) -> pa.Table:
+def read(cut: Cut, type_name: str, columns: Iterable[str] | None = None, *, start: int | None = None,
+         end: int | None = None, order: bool = True) -> pa.Table:
     """Rows of one event type with `columns` (default all), ts in [start, end).
 
     order=True: rows ordered by (ts, producer, seq); False: in storage order.
     """
-    et = event_type(store, trace, type_name)
-    names = [c.name for c in et.columns]
-    cols = list(columns) if columns is not None else names
-    for c in cols:
-        if c not in names:
-            raise BadInput(f"event type {type_name!r} has no column {c!r}", expected=", ".join(names))
+    et = cut.event_type(type_name)
+    cols = _columns(et, type_name, columns)
     need = list(dict.fromkeys(cols + (["ts", "producer", "seq"] if order else [])))
-    segs = [s for s in segments(store, trace, type_name)
+    srcs = [s for s in sources(cut, type_name)
             if (start is None or s.ts_max is None or s.ts_max >= start) and (end is None or s.ts_min is None or s.ts_min < end)]
     parts: list[pa.Table] = []
-    filters = start is not None or end is not None
     # Runs of consecutive segments holding every needed column are scanned together (one
     # multi-file scan decodes on both cores); a segment written before a column existed
     # is read alone and the column filled with nulls. Storage order is kept.
     run: list[str] = []
-    for s in segs + [None]:
-        if s is not None and all(c in s.columns for c in need):
-            run.append(str(store.path / s.path))
+    for s in srcs + [None]:
+        if s is not None and s.path is not None and all(c in s.columns for c in need):
+            run.append(s.path)
             continue
         if run:
-            parts.append(_scan(run, need, start, end))
+            parts.append(_filtered(run, need, start, end))
             run = []
-        if s is not None:
-            present = [c for c in need if c in s.columns]
-            parts.append(_conform(_scan([str(store.path / s.path)], present, start, end), need, et))
-    t = tail(store, trace, type_name)
-    if t is not None:
-        t = _conform(t, need, et)
-        if filters:
+        if s is None:
+            continue
+        if s.path is not None:
+            parts.append(_filtered([s.path], [c for c in need if c in s.columns], start, end))
+        else:
+            t = s.table.select(need)
             mask = None
             if start is not None:
                 mask = pc.greater_equal(t.column("ts"), int(start))
             if end is not None:
                 m2 = pc.less(t.column("ts"), int(end))
                 mask = m2 if mask is None else pc.and_(mask, m2)
-            t = t.filter(mask)
-        parts.append(t)
-    if not parts:
-        table = pa.table([pa.array([], f.type) for f in (et.arrow_schema().field(c) for c in need)], names=need)
-    else:
-        table = pa.concat_tables([_conform(p, need, et) for p in parts]) if len(parts) > 1 else _conform(parts[0], need, et)
+            parts.append(t if mask is None else t.filter(mask))
+    table = align(parts, et, need)
     if order:
         table = sort_rows(table)
     return table.select(cols)
 
 
-def last_event_ts(store: "Store", trace: str, producers: np.ndarray, after: int) -> np.ndarray:
-    """For each of `producers` (int64, ascending), the time of its last event of any type
-    at or after `after` (int64 min when it has none): only row groups reaching `after`
-    are read."""
-    best = np.full(len(producers), np.iinfo(np.int64).min, dtype=np.int64)
-    if not len(producers):
-        return best
-    want = pa.array(producers)
-    for name in store.event_types(trace):
-        t = read(store, trace, name, ["ts", "producer"], start=after, order=False)
-        if not t.num_rows:
-            continue
-        t = t.filter(pc.is_in(t.column("producer").cast(pa.int64()), value_set=want))
-        if not t.num_rows:
-            continue
-        g = t.group_by("producer").aggregate([("ts", "max")])
-        p = as_numpy(g.column("producer")).astype(np.int64)
-        at = np.searchsorted(producers, p)
-        np.maximum.at(best, at, as_numpy(g.column("ts_max")).astype(np.int64))
-    return best
+def empty_table(et: EventType, columns: list[str]) -> pa.Table:
+    """No rows, with `columns` of the type."""
+    return align([], et, columns)
+
+
+# -- row groups on demand -----------------------------------------------------------------
 
 
 @dataclass
@@ -202,19 +231,20 @@ class Part:
     read: Callable[[], pa.Table]
 
 
-def parts(store: "Store", trace: str, type_name: str, columns: list[str]) -> list[Part]:
+def parts(cut: Cut, type_name: str, columns: list[str]) -> list[Part]:
     """The rows of one event type with `columns` as row-group parts, in storage order:
-    concatenated, they are `read(store, trace, type_name, columns, order=False)`. Each
-    `read()` decodes one row group on the calling thread (a segment that predates a column
-    gives nulls for it)."""
-    et = event_type(store, trace, type_name)
-    names = [c.name for c in et.columns]
-    for c in columns:
-        if c not in names:
-            raise BadInput(f"event type {type_name!r} has no column {c!r}", expected=", ".join(names))
+    concatenated, they are `read(cut, type_name, columns, order=False)`. Each `read()`
+    decodes one row group on the calling thread (a segment that predates a column gives
+    nulls for it)."""
+    et = cut.event_type(type_name)
+    _columns(et, type_name, columns)
     out: list[Part] = []
-    for s in segments(store, trace, type_name):
-        f = pq.ParquetFile(store.path / s.path)
+    for s in sources(cut, type_name):
+        if s.table is not None:
+            t = s.table.select(columns)
+            out.append(Part(s.ts_min, s.rows, lambda t=t: t))
+            continue
+        f = pq.ParquetFile(s.path)
         md = f.metadata
         present = [c for c in columns if c in s.columns]
         ts_at = md.schema.to_arrow_schema().get_field_index("ts")
@@ -223,29 +253,11 @@ def parts(store: "Store", trace: str, type_name: str, columns: list[str]) -> lis
             st = rg.column(ts_at).statistics if ts_at >= 0 else None
             lo = st.min if st is not None and st.has_min_max else s.ts_min
             out.append(Part(lo, rg.num_rows, lambda f=f, i=i, present=present:
-                            _conform(f.read_row_group(i, columns=present, use_threads=False), columns, et)))
-    t = tail(store, trace, type_name)
-    if t is not None and t.num_rows:
-        t = _conform(t, columns, et)
-        out.append(Part(pc.min(t.column("ts")).as_py(), t.num_rows, lambda t=t: t))
+                            align([f.read_row_group(i, columns=present, use_threads=False)], et, columns)))
     return out
 
 
-def empty(store: "Store", trace: str, type_name: str, columns: list[str]) -> pa.Table:
-    """No rows, with `columns` of the type."""
-    et = event_type(store, trace, type_name)
-    return pa.table([pa.array([], et.arrow_schema().field(c).type) for c in columns], names=columns)
-
-
-def as_numpy(col) -> np.ndarray:
-    """A non-null int column as one numpy array (zero-copy when it is one chunk)."""
-    if isinstance(col, pa.ChunkedArray):
-        if col.num_chunks == 1:
-            return col.chunk(0).to_numpy(zero_copy_only=False)
-        if col.num_chunks == 0:
-            return np.array([], dtype=col.type.to_pandas_dtype())
-        return np.concatenate([c.to_numpy(zero_copy_only=False) for c in col.chunks])
-    return col.to_numpy(zero_copy_only=False)
+# -- the total order --------------------------------------------------------------------
 
 
 def is_ordered(ts: np.ndarray, producer: np.ndarray, seq: np.ndarray) -> bool:
@@ -267,8 +279,6 @@ def is_ordered(ts: np.ndarray, producer: np.ndarray, seq: np.ndarray) -> bool:
 
 def ordering(table: pa.Table) -> pa.Array | None:
     """The permutation ordering `table` by (ts, producer, seq), None when already ordered."""
-    from .. import _core
-
     ts = as_numpy(table.column("ts"))
     if len(ts) < 2 or (ts[1:] > ts[:-1]).all():
         return None
@@ -283,20 +293,3 @@ def sort_rows(table: pa.Table) -> pa.Table:
     """`table` ordered by (ts, producer, seq): a check when already so, else a stable sort."""
     order = ordering(table)
     return table if order is None else table.take(order)
-
-
-def int64_array(col) -> pa.Array:
-    """A non-null column as one int64 pyarrow array (what `_core` takes)."""
-    if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-    if col.type != pa.int64():
-        col = col.cast(pa.int64())
-    return col
-
-
-def int32_array(col) -> pa.Array:
-    if isinstance(col, pa.ChunkedArray):
-        col = col.combine_chunks() if col.num_chunks != 1 else col.chunk(0)
-    if col.type != pa.int32():
-        col = col.cast(pa.int32())
-    return col

@@ -17,7 +17,6 @@ Layout of a store directory:
 from __future__ import annotations
 
 import fcntl
-import fnmatch
 import logging
 import os
 import re
@@ -34,13 +33,23 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from .. import _core
-from ..errors import (BadInput, DiskFull, NotFound, ReadOnly, StoreLocked, TracehouseError, cause_of,
-                      is_disk_full)
+from ..errors import (
+    BadInput,
+    DiskFull,
+    NotFound,
+    ReadOnly,
+    StoreLocked,
+    TracehouseError,
+    cause_of,
+    is_disk_full,
+)
 from ..schema import EventType, check_ident
+from . import scan as scanmod
 from . import wal as walmod
 from .catalog import INCOMPLETE_IMPORT, RESULT_KINDS, Catalog, SegmentInfo, TraceInfo
-from .query import QueryEngine, qident
 from .conform import conform
+from .query import QueryEngine, qident
+from .scan import Cut
 from .writer import RecoveryReport, TraceWriter, WriterHost, WriterOptions
 
 log = logging.getLogger("tracehouse.store")
@@ -124,16 +133,19 @@ class Store:
         self._append_writers: dict[str, TraceWriter] = {}  # trace name -> writer, for append's hot path
         self.recovery: list[RecoveryReport] = []
         self._query: QueryEngine | None = None
+        self._wal_reads: dict[int, tuple] = {}  # trace id -> (signature, records) of its last WAL read
         if not readonly and _has_pending_work(self):
             try:
-                self._become_writer()
+                self.become_writer()
             except StoreLocked:
                 pass  # the process holding the lock owns recovery; we read registered segments
 
 
     # -- the writer lock -----------------------------------------------------------
 
-    def _become_writer(self) -> None:
+    def become_writer(self) -> None:
+        """Take the store's writer lock now (StoreLocked if another process holds it) and
+        recover what an earlier writer left; writes otherwise take it on first use."""
         with self._writer_lock:
             self._become_writer_locked()
 
@@ -244,7 +256,7 @@ class Store:
         w = self._writers.get(info.id)
         if w is None:
             with self._writer_lock:
-                self._become_writer()  # its recovery may have made this trace's writer already
+                self.become_writer()  # its recovery may have made this trace's writer already
                 w = self._writers.get(info.id)
                 if w is None:
                     w = TraceWriter(self._writer_host(), info.id, info.name, self.catalog.trace_types(info),
@@ -269,7 +281,7 @@ class Store:
         check_ident(format, "format")
         producers = check_producers(producers or [])  # before anything is registered
         event_types = list(event_types)
-        self._become_writer()
+        self.become_writer()
         self.catalog.ensure_format(format, format_description)
         if not own_types:
             for et in event_types:
@@ -345,7 +357,7 @@ class Store:
         return self.catalog.traces(" AND ".join(where), tuple(args))
 
     def set_metadata(self, trace: str, metadata: dict[str, Any]) -> None:
-        self._become_writer()
+        self.become_writer()
         self.catalog.set_metadata(self.catalog.trace(trace).id, metadata)
 
     def event_types(self, trace: str) -> dict[str, EventType]:
@@ -353,11 +365,18 @@ class Store:
         w = self._writers.get(info.id)
         return dict(w.event_types) if w else self.catalog.trace_types(info)
 
+    def event_type(self, trace: str, name: str) -> EventType:
+        """One event type of a trace (BadInput naming the ones it has when it has none of that name)."""
+        types = self.event_types(trace)
+        if name not in types:
+            raise BadInput(f"trace {trace!r} has no event type {name!r}", expected=", ".join(types) or "an event type")
+        return types[name]
+
     def add_event_type(self, trace: str, et: EventType) -> EventType:
         """Declare (or widen) an event type of the trace's format (or of the trace, when it owns
         its types)."""
         info = self.catalog.trace(trace)
-        self._become_writer()
+        self.become_writer()
         stored = self.catalog.put_event_type(info.format, et, info)
         if info.own_types:
             w = self._writers.get(info.id)
@@ -381,7 +400,7 @@ class Store:
     def add_producers(self, trace: str, rows: list[dict]) -> None:
         """Insert or replace producers: dicts with id, parent, kind, name, attrs."""
         rows = check_producers(rows)
-        self._become_writer()
+        self.become_writer()
         self.catalog.put_producers(self.catalog.trace(trace).id, rows)
 
     def producers(self, trace: str) -> list[dict]:
@@ -487,7 +506,16 @@ class Store:
             w.compactor.paused = False
 
     def wait_durable(self, trace: str, lsn: int, timeout: float | None = None) -> bool:
-        return self._writer(self.catalog.trace(trace)).wait_durable(lsn, timeout)
+        """Wait until the write numbered `lsn` (what `append` returned) is durable; False on timeout."""
+        return self._live_writer(trace).wait_durable(lsn, timeout)
+
+    def durable_lsn(self, trace: str) -> int:
+        """The highest write number of `trace` durable under the fsync policy (it only grows)."""
+        return self._live_writer(trace).durable_lsn
+
+    def next_producer_id(self, trace: str) -> int:
+        """An id no producer of `trace` has yet (one above the highest)."""
+        return self.catalog.next_producer_id(self.catalog.trace(trace).id)
 
     def flush(self, trace: str | None = None) -> None:
         """Checkpoint buffered events into registered segments (all traces by default)."""
@@ -518,13 +546,39 @@ class Store:
 
     # -- reading -------------------------------------------------------------------
 
-    def wal_view(self, info: TraceInfo, known: tuple | None = None
-                 ) -> tuple[list[SegmentInfo], tuple, list[tuple[str, pa.RecordBatch]] | None]:
-        """For a trace no writer of this process holds: its registered segments and the records
-        of its WAL files not yet covered by them (rows another process - e.g. a server whose
-        checkpoints cannot write - has logged but not checkpointed), as one consistent cut.
+    def cut(self, trace: str | TraceInfo) -> Cut:
+        """One consistent cut of a trace (`scan.Cut`): its event types, registered segments and
+        unflushed tail. The tail is what this process's writer buffers; for a trace no writer of
+        this process holds, it is the records of its WAL no checkpoint covers yet (rows another
+        process - e.g. a server whose checkpoints cannot write - has logged but not
+        checkpointed). Takes no lock of the trace and changes nothing."""
+        info = trace if isinstance(trace, TraceInfo) else self.catalog.trace(trace)
+        types = self.catalog.trace_types(info)
+        w = self._writers.get(info.id)
+        if w is not None:
+            with w.view_lock, w.lock:  # registered segments + unflushed tail as one cut (view_lock: registrations)
+                version = self.catalog.version()
+                segs = self.catalog.segments(info.id)
+                tails = {k: list(v) for k, v in w.tail().items()}
+                sig = (version, w.tail_version, tuple(types))
+                types = dict(types, **w.event_types)
+            return Cut(info, self.path, types, segs, tails, sig)
+        version = self.catalog.version()
+        known = self._wal_reads.get(info.id)
+        segs, wal_sig, records = self._wal_view(info, known[0] if known else None)
+        if records is None:
+            records = known[1]
+        else:
+            self._wal_reads[info.id] = (wal_sig, records)
+        tails: dict[str, list[pa.RecordBatch]] = {}
+        for name, batch in records:  # (records of a type the catalog does not list are never made)
+            tails.setdefault(name, []).append(batch)
+        return Cut(info, self.path, types, segs, tails, (version, ("wal", wal_sig), tuple(types)))
 
-        Takes no lock and changes nothing. Returns (segments, signature, records); records is
+    def _wal_view(self, info: TraceInfo, known: tuple | None = None
+                  ) -> tuple[list[SegmentInfo], tuple, list[tuple[str, pa.RecordBatch]] | None]:
+        """The registered segments of a trace and the records of its WAL files not yet covered
+        by them, from one catalog state. Returns (segments, signature, records); records is
         None when the signature equals `known` (nothing changed since that read)."""
         wal_dir = self.path / "traces" / str(info.id) / "wal"
         for _ in range(100):
@@ -541,11 +595,44 @@ class Store:
                 continue  # a checkpoint registered a file after our snapshot and dropped it: look again
         raise TracehouseError(f"trace {info.name!r}: its WAL kept changing under 100 consistent reads")
 
+    def segments_of(self, trace: str, event_type: str | None = None) -> list[SegmentInfo]:
+        """The registered, live segments of a trace (of one event type), by ts_min."""
+        return self.catalog.segments(self.catalog.trace(trace).id, event_type)
+
+    def scan(self, trace: str, event_type: str, columns: Iterable[str] | None = None, *, start: int | None = None,
+             end: int | None = None, order: bool = True) -> pa.Table:
+        """Rows of one event type with `columns` (default all), ts in [start, end), unflushed
+        ones included; order=True: by (ts, producer, seq), else in storage order (`scan.read`)."""
+        return scanmod.read(self.cut(trace), event_type, columns, start=start, end=end, order=order)
+
+    def scan_parts(self, trace: str, event_type: str, columns: list[str]) -> list[scanmod.Part]:
+        """The rows `scan(..., order=False)` gives, as row-group parts read on demand (`scan.parts`)."""
+        return scanmod.parts(self.cut(trace), event_type, columns)
+
+    def scan_sources(self, trace: str, event_type: str) -> list[scanmod.Source]:
+        """The pieces of a type's rows (segments, then the unflushed tail) for `scan.select`."""
+        return scanmod.sources(self.cut(trace), event_type)
+
+    def stamp(self, trace: str) -> str:
+        """Changes whenever the trace's events do: derived data records it to know it is stale."""
+        return self.cut(trace).stamp()
+
     @property
     def query_engine(self) -> QueryEngine:
         if self._query is None:
             self._query = QueryEngine(self)
         return self._query
+
+    def read_connection(self, query: str):
+        """A context manager giving a DuckDB cursor of its own to run `query` on, outside the
+        engine's lock (`QueryEngine.snapshot`): its views are fixed when it is handed out,
+        and whatever it runs is rolled back. `interrupt()` it from another thread to stop it."""
+        return self.query_engine.snapshot(query)
+
+    def sandbox_sql(self) -> None:
+        """From now on SQL may read the store's own files only (no other path, no URL, no
+        extension install) and may not change its configuration: what a server runs."""
+        self.query_engine.sandbox(str(self.path))
 
     def sql(self, query: str, params: list | dict | None = None) -> pa.Table:
         """Run SQL over the store's views; returns an Arrow table."""
@@ -605,7 +692,7 @@ class Store:
         table_format: "parquet" (zstd) or "arrow" (uncompressed Arrow IPC, one record
         batch: `result_table` memory-maps it, for indexes read by random access).
         """
-        self._become_writer()
+        self.become_writer()
         if kind not in RESULT_KINDS:  # checked before the table file is written, not after
             raise BadInput(f"unknown result kind {kind!r}", expected=" | ".join(RESULT_KINDS))
         if table_format not in ("parquet", "arrow"):
@@ -630,7 +717,7 @@ class Store:
     def delete_result(self, rid: int) -> None:
         """Delete a result: its catalog row first, then its table file."""
         r = self.result(rid)
-        self._become_writer()
+        self.become_writer()
         self.catalog.delete_result(int(rid))
         if r["path"]:
             (self.path / r["path"]).unlink(missing_ok=True)
@@ -676,13 +763,14 @@ class Store:
         derived trace this is goes.
         """
         info = self.catalog.trace(trace)
-        self._become_writer()
+        self.become_writer()
         linked = self.results(trace=info.name)
         for r in linked:
             derived = r["kind"] == "processed" and r["params"].get("derived")
             if derived and derived != info.name and any(t.name == derived for t in self.catalog.traces()):
                 self.rm(derived)
         self._append_writers.pop(info.name, None)
+        self._wal_reads.pop(info.id, None)
         w = self._writers.pop(info.id, None)
         if w is not None:
             try:

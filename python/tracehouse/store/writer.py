@@ -33,7 +33,6 @@ Any other error stops the writer: every later call raises it.
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -43,8 +42,6 @@ from typing import Any, Callable
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
 
 from .. import _core
 from ..errors import BadInput, DiskFull, TracehouseError, is_disk_full
