@@ -602,7 +602,7 @@ def test_overlapping_checkpoints_register_in_snapshot_order(store_path, monkeypa
         assert scalar(s, 'SELECT count(*) FROM "t".mark') == 4  # both still in the tail
         release.set()
         second.result(timeout=10)
-        assert first.done()
+        first.result(timeout=10)  # registered before the second (the ids below); may still be dropping its WAL
         segs = s.catalog.segments(s.trace("t").id, "mark")
         assert sorted((x.ts_min, x.id) for x in segs)[0][1] < sorted((x.ts_min, x.id) for x in segs)[1][1]
         assert s.trace("t").wal_covered == w.wal.number - 1  # both WAL files covered
