@@ -24,9 +24,11 @@ use std::cmp::Ordering as CmpOrdering;
 use std::collections::BinaryHeap;
 use std::fs::File;
 use std::os::fd::{BorrowedFd, OwnedFd, RawFd};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
+
+use crate::sync::lock;
 
 /// What to do once a record is durable (`Err` with the reason when it never will be).
 pub type OnDurable = Box<dyn FnOnce(Result<(), String>) + Send>;
@@ -78,10 +80,6 @@ struct Shared {
 pub struct GroupCommit {
     shared: Arc<Shared>,
     thread: Mutex<Option<JoinHandle<()>>>,
-}
-
-fn lock(m: &Mutex<State>) -> MutexGuard<'_, State> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl GroupCommit {

@@ -26,9 +26,11 @@ use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
+
+use crate::sync::lock;
 
 /// Limits and timeouts of the front end.
 #[derive(Clone, Debug)]
@@ -147,10 +149,6 @@ pub struct Front {
     open: Mutex<Vec<(u64, TcpStream)>>,
     next_conn: AtomicU64,
     last_auth_refusal: Mutex<String>,
-}
-
-fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 impl Front {

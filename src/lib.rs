@@ -11,6 +11,7 @@
 //! - [`loadgen`]: the write load generator (QoS agents, TSBS cpu-only) and its report.
 //! - [`rng`]: the deterministic PRNG shared by the workload generators.
 //! - [`seqnum`]: per-producer sequence numbers (the stored `seq` column).
+//! - [`sync`]: the one `lock()` (a mutex whose holder panicked still guards consistent state).
 //! - [`tod`]: the TOD workload generator (seed 001).
 //! - [`parse`]: trace file parsers, one module per format.
 //! - [`export`]: trace file writers, one module per format.
@@ -44,6 +45,7 @@ pub mod replay;
 pub mod rng;
 pub mod seqnum;
 pub mod spans;
+pub mod sync;
 pub mod tod;
 
 #[cfg(feature = "python")]
