@@ -30,16 +30,19 @@
 //!   columns per measurement, measurements per format, errors reported per call.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
 use std::fmt;
-use std::hash::{BuildHasher, Hasher};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
 
 use arrow_array::builder::{BooleanBuilder, Float64Builder, Int64Builder, StringBuilder};
 use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch};
 use arrow_schema::{DataType, Field, Schema, SchemaRef};
+// Keys here are short names and tag sections hashed once per line: FxHash (see Cargo.toml);
+// SipHash cost more than the rest of a line's lookup. (Not DoS-resistant: the tables are
+// bounded by the producer limit, and writers are on loopback or hold a token.)
+use rustc_hash::FxHashMap as FxMap;
 
 use crate::seqnum::SeqCounters;
+use crate::sync::lock;
 
 /// The stored type of a field column.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -262,60 +265,6 @@ impl Schemas {
         self.map.iter()
     }
 }
-
-/// FxHash (rustc's hasher): keys here are short names and tag sections hashed once per
-/// line; SipHash cost more than the rest of a line's lookup. (Not DoS-resistant: the
-/// tables are bounded by the producer limit, and writers are on loopback or hold a token.)
-#[derive(Clone, Copy, Debug, Default)]
-pub struct FxBuild;
-
-/// The hasher of [`FxBuild`].
-#[derive(Clone, Copy, Debug, Default)]
-pub struct Fx(u64);
-
-impl Fx {
-    #[inline]
-    fn add(&mut self, w: u64) {
-        self.0 = (self.0.rotate_left(5) ^ w).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-}
-
-impl Hasher for Fx {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            self.add(u64::from_le_bytes(c.try_into().expect("8 bytes")));
-        }
-        let r = chunks.remainder();
-        if !r.is_empty() {
-            let mut w = [0u8; 8];
-            w[..r.len()].copy_from_slice(r);
-            self.add(u64::from_le_bytes(w) ^ ((r.len() as u64) << 59));
-        }
-    }
-    #[inline]
-    fn write_u8(&mut self, i: u8) {
-        self.add(u64::from(i));
-    }
-    #[inline]
-    fn write_usize(&mut self, i: usize) {
-        self.add(i as u64);
-    }
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-impl BuildHasher for FxBuild {
-    type Hasher = Fx;
-    fn build_hasher(&self) -> Fx {
-        Fx(0)
-    }
-}
-
-pub(crate) type FxMap<K, V> = HashMap<K, V, FxBuild>;
 
 /// A producer interned by a decode that the caller has not registered yet.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -731,12 +680,6 @@ pub fn decode_many<'a>(
         });
     }
     out
-}
-
-/// A lock whose holder panicked is still consistent: a line is checked before it is
-/// recorded, so no table is ever left half-updated.
-pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// Parses and checks one line; records it only when every check passed.

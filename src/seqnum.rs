@@ -6,7 +6,7 @@
 //! line-protocol decoder numbers its rows with the same counters while it builds a batch,
 //! so a decoded batch arrives in the stored layout and is appended without another pass.
 
-use crate::lineproto::FxMap;
+use rustc_hash::FxHashMap as FxMap;
 
 /// Next sequence number per producer id.
 #[derive(Debug, Default)]

@@ -15,41 +15,8 @@ use arrow_array::builder::{ArrayBuilder, BooleanBuilder, Float64Builder, Int32Bu
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
 
-/// A fast non-cryptographic hasher (FxHash's multiply-rotate) for the short keys the
-/// parsers look up per record (arg names, thread ids): std's SipHash costs ~20 ns per
-/// short key, this ~2 ns, and the keys come from files, not from an adversary who could
-/// profit from collisions beyond slowing their own import.
-#[derive(Default, Clone, Copy)]
-pub struct FxHasher(u64);
-
-impl std::hash::Hasher for FxHasher {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        const K: u64 = 0x51_7c_c1_b7_27_22_0a_95;
-        let mut h = self.0;
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            h = (h.rotate_left(5) ^ u64::from_le_bytes(c.try_into().unwrap())).wrapping_mul(K);
-        }
-        for &b in chunks.remainder() {
-            h = (h.rotate_left(5) ^ b as u64).wrapping_mul(K);
-        }
-        self.0 = h;
-    }
-
-    #[inline]
-    fn write_u8(&mut self, i: u8) {
-        self.0 = (self.0.rotate_left(5) ^ i as u64).wrapping_mul(0x51_7c_c1_b7_27_22_0a_95);
-    }
-
-    #[inline]
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
-
-/// A HashMap with [`FxHasher`].
-pub type FastMap<K, V> = HashMap<K, V, std::hash::BuildHasherDefault<FxHasher>>;
+/// A HashMap with rustc's FxHash (the `rustc-hash` crate; see Cargo.toml for why not SipHash).
+pub type FastMap<K, V> = rustc_hash::FxHashMap<K, V>;
 
 /// The parameter types of tracehouse (Python's `schema.PARAM_TYPES`), plus int32 for
 /// the producer column.
