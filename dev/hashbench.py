@@ -8,6 +8,7 @@ times interleaved with its peer, a pass that reads the same input without hashin
 ratio against the peer cancels most of the machine's load.
 
     .venv/bin/python dev/hashbench.py [--repeat 7] [--core OLD/_core.so]
+    .venv/bin/python dev/hashbench.py --against OLD/_core.so   # this build vs an earlier one, alternating
 """
 
 from __future__ import annotations
@@ -94,24 +95,65 @@ def run_chrome(text: bytes) -> int:
     return n + sum(b.num_rows for _, b in p.finish())
 
 
+def _load(path: str):
+    """An extension module from a file (another build of `_core`), beside the installed one."""
+    import importlib.machinery
+    import importlib.util
+
+    name = f"hashbench_{abs(hash(path))}._core"  # PyInit__core: the last name part must be _core
+    loader = importlib.machinery.ExtensionFileLoader(name, path)
+    mod = importlib.util.module_from_spec(importlib.util.spec_from_file_location(name, path, loader=loader))
+    loader.exec_module(mod)
+    return mod
+
+
+def workloads():
+    lp = lineproto_body(100_000, 2_000)
+    st = strace_text(1_000_000)
+    ch = chrome_json(500_000)
+    ct = call_tree_input(2_000_000)
+    return {
+        "lineproto decode (100K QoS lines)": lambda: run_lineproto(lp),
+        "strace parse (1M lines)": lambda: run_strace(st),
+        "chrome parse (500K events)": lambda: run_chrome(ch),
+        "call tree (2M spans)": lambda: len(_core.call_tree(*ct)["parent"]),
+    }
+
+
+def against(ours, earlier, repeat: int) -> int:
+    """Ours and the earlier build, alternately on the same inputs: per-run ratios, median."""
+    global _core
+    work = workloads()
+    print(f"load average {os.getloadavg()[0]:.1f}; {repeat} alternating runs each (ours, then the earlier build), "
+          "CPU seconds of this process")
+    for name, fn in work.items():
+        ratios, a, b = [], [], []
+        for _ in range(repeat):
+            for mod, acc in ((ours, a), (earlier, b)):
+                _core = mod
+                t0 = time.process_time()  # CPU time: the workloads are one thread; wall time is the neighbours'
+                fn()
+                acc.append(time.process_time() - t0)
+            ratios.append(a[-1] / b[-1])
+        print(f"  {name:<36} ours {statistics.median(a) * 1000:8.1f} ms   earlier {statistics.median(b) * 1000:8.1f} ms"
+              f"   ours/earlier median {statistics.median(ratios):.3f} (runs: {', '.join(f'{r:.2f}' for r in ratios)})")
+    print(f"load average at the end {os.getloadavg()[0]:.1f}")
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--core", help="an extension file to measure instead of tracehouse._core (an earlier build)")
+    ap.add_argument("--against", help="an earlier build's extension file: each run of ours is followed by one of "
+                                      "it, and the ratio ours/earlier is printed (the fairest peer on a busy machine)")
     args = ap.parse_args()
     global _core
-    if args.core:
-        import importlib.machinery
-        import importlib.util
+    from tracehouse import _core as core
 
-        loader = importlib.machinery.ExtensionFileLoader("hashbench_alt._core", args.core)
-        spec = importlib.util.spec_from_file_location("hashbench_alt._core", args.core, loader=loader)
-        _core = importlib.util.module_from_spec(spec)
-        loader.exec_module(_core)
-    else:
-        from tracehouse import _core as core
-
-        _core = core
+    _core = _load(args.core) if args.core else core
+    if args.against:
+        return against(_core, _load(args.against), args.repeat)
     print(f"core: {args.core or 'tracehouse._core'}")
     lp = lineproto_body(100_000, 2_000)
     st = strace_text(1_000_000)
