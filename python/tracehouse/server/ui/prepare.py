@@ -38,10 +38,11 @@ import numpy as np
 import pyarrow as pa
 
 from ... import _core
-from ...analysis import _index, _source
+from ...analysis import _index
 from ...analysis.profiles import PROFILES, SpanConfig, span_config
 from ...analysis.spans import _begin_name, _name_strings, span_index
 from ...analysis.statistics import density_index
+from ...arrays import as_numpy
 from ...errors import BadInput, TracehouseError
 
 if TYPE_CHECKING:
@@ -267,7 +268,7 @@ class Preparer:
             return self._builds.setdefault(trace, threading.RLock())
 
     def _key(self, trace: str) -> tuple:
-        return trace, _source.signature(self.store, trace)
+        return trace, self.store.stamp(trace)
 
     # -- readiness -----------------------------------------------------------------------
 
@@ -343,11 +344,11 @@ class Preparer:
             rows = json.loads(idx.schema.metadata[b"streams"])
             counts = np.array([r["count"] for r in rows], np.int64)
             offsets = np.array([r["offset"] for r in rows], np.int64)
-            ts = _source.as_numpy(idx.column("ts")) if idx.num_rows else np.zeros(0, np.int64)
+            ts = as_numpy(idx.column("ts")) if idx.num_rows else np.zeros(0, np.int64)
             dur = None
             if "dur" in idx.column_names and idx.num_rows:
                 d = idx.column("dur")
-                dur = _source.as_numpy(d.fill_null(-1) if d.null_count else d)
+                dur = as_numpy(d.fill_null(-1) if d.null_count else d)
             nz = counts > 0
             lo = int(ts[offsets[nz]].min()) if nz.any() else None
             hi = int(ts[offsets[nz] + counts[nz] - 1].max()) if nz.any() else None
