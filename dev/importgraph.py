@@ -30,7 +30,7 @@ PKG_DIR = ROOT / "python" / "tracehouse"
 
 # Lowest first. A module belongs to the layer of the longest prefix naming it.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("tracehouse._core", "tracehouse.errors", "tracehouse.schema", "tracehouse.util")),
+    ("base", ("tracehouse._core", "tracehouse.arrays", "tracehouse.errors", "tracehouse.schema", "tracehouse.util")),
     ("store", ("tracehouse.store",)),
     ("formats", ("tracehouse.formats",)),
     ("analysis", ("tracehouse.analysis",)),

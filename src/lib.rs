@@ -6,20 +6,17 @@
 //! own module:
 //!
 //! - [`colpool`]: recycling of column allocations lent to Arrow.
-//! - [`commit`]: group commit of a trace's write-ahead log (fsync thread, durable actions).
-//! - [`lineproto`]: InfluxDB line protocol decoding into Arrow batches.
-//! - [`loadgen`]: the write load generator (QoS agents, TSBS cpu-only) and its report.
-//! - [`rng`]: the deterministic PRNG shared by the workload generators.
-//! - [`seqnum`]: per-producer sequence numbers (the stored `seq` column).
 //! - [`sync`]: the one `lock()` (a mutex whose holder panicked still guards consistent state).
-//! - [`tod`]: the TOD workload generator (seed 001).
-//! - [`parse`]: trace file parsers, one module per format.
-//! - [`export`]: trace file writers, one module per format.
+//! - [`formats`]: trace file formats, one folder per format (parser, writer, tests) and
+//!   what the parsers share.
+//! - [`ingest`]: live ingest: line protocol decoding, per-producer sequence numbers,
+//!   WAL group commit, the HTTP/1.1 front end.
+//! - [`workload`]: generated workloads: the TOD generator (seed 001), the write load
+//!   generator, their PRNG.
 //! - [`order`]: stable multi-key row ordering (radix sort) for the derived indexes.
 //! - [`spans`]: begin/end pairing into spans (control-flow reconstitution).
 //! - [`calltree`]: the aggregated call tree (calling-context tree) of spans.
 //! - [`hist`]: bpftrace `hist`/`lhist` bucket rules and counting.
-//! - [`httpfront`]: the HTTP/1.1 front end of the ingest server (sockets, framing, limits).
 //! - [`density`]: events per time bin over sorted timestamp streams.
 //! - [`replay`]: IO trace replay (plan from a strace trace, timed multi-threaded run).
 //! - `py`: the PyO3 glue (only with the default `python` feature), one file per
@@ -32,21 +29,15 @@
 
 pub mod calltree;
 pub mod colpool;
-pub mod commit;
 pub mod density;
-pub mod export;
+pub mod formats;
 pub mod hist;
-pub mod httpfront;
-pub mod lineproto;
-pub mod loadgen;
+pub mod ingest;
 pub mod order;
-pub mod parse;
 pub mod replay;
-pub mod rng;
-pub mod seqnum;
 pub mod spans;
 pub mod sync;
-pub mod tod;
+pub mod workload;
 
 #[cfg(feature = "python")]
 mod py;

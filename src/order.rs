@@ -144,7 +144,7 @@ pub fn running_max_by_key(keys: &[&[i64]], values: &[i64]) -> Vec<i64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rng::SplitMix64;
+    use crate::workload::rng::SplitMix64;
 
     #[test]
     fn running_max_restarts_with_each_key_run() {

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tracehouse import cli
+from tracehouse.cli import command as cli
 
 from helpers.cli import run, run_json
 

@@ -9,8 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from tracehouse import analysis as an
-from tracehouse.importers import chrome as chrome_import
-from tracehouse.importers import strace as strace_import
+from tracehouse.formats.chrome import importer as chrome_import
+from tracehouse.formats.strace import importer as strace_import
 
 DATA = Path(__file__).parent / "data"
 

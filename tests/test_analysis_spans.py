@@ -147,7 +147,7 @@ def test_processed_trace_is_saved_and_linked(store):
 
 def test_tod_trace_spans_follow_the_generators_links(tmp_path):
     """TOD exits carry parent_seq = the seq of their enter: pairing must agree on every span."""
-    from tracehouse.cli import generate_tod
+    from tracehouse.formats.tod.generate import generate_tod
 
     with tracehouse.open(tmp_path / "s", fsync="off") as store:
         generate_tod(store, "tod", 20_000)
@@ -168,7 +168,7 @@ def test_pairing_streamed_by_row_group_equals_pairing_whole_columns(tmp_path, mo
     """The pairing columns are read row group by row group on a second thread while the
     Rust pass consumes them (`_stream_pair`): same spans as reading the whole columns first."""
     import tracehouse.store.segments as seg
-    from tracehouse.cli import generate_tod
+    from tracehouse.formats.tod.generate import generate_tod
 
     monkeypatch.setattr(seg, "ROW_GROUP", 997)  # many row groups, cut anywhere in a call
     with tracehouse.open(tmp_path / "s", fsync="off", flush_rows=7_000) as store:

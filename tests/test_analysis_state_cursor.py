@@ -79,7 +79,7 @@ def test_object_state_sql_reference_agrees(store):
 
 
 def test_tod_frame_locals_are_the_last_writes_in_the_frame(tmp_path):
-    from tracehouse.cli import generate_tod
+    from tracehouse.formats.tod.generate import generate_tod
 
     with tracehouse.open(tmp_path / "s", fsync="off") as store:
         generate_tod(store, "tod", 20_000)

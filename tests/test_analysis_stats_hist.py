@@ -214,7 +214,7 @@ def test_chrome_like_csv_hand_computed(chrome):
 
 def test_multi_trace_statistics_and_compare(chrome):
     s = chrome
-    from tracehouse.cli import generate_tod
+    from tracehouse.formats.tod.generate import generate_tod
 
     generate_tod(s, "tod-a", 3000, seed=1)
     generate_tod(s, "tod-b", 3000, seed=2)

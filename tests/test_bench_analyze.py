@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tracehouse import cli
+from tracehouse.cli import command as cli
 from tracehouse.bench import analyze
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from tracehouse.bench import chrome as bench
-from tracehouse.importers import chrome as chrome_import
+from tracehouse.formats.chrome import importer as chrome_import
 
 
 def test_generated_trace_imports_cleanly(store, tmp_path):

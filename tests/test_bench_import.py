@@ -13,7 +13,7 @@ import tracehouse
 from helpers.strace import DATA, needs_strace
 from tracehouse.bench import import_, import_strace
 from tracehouse.cli import main
-from tracehouse.importers import strace as imp
+from tracehouse.formats.strace import importer as imp
 
 
 def test_replicated_log_is_copies_of_the_capture_shifted_in_time(tmp_path):

@@ -11,7 +11,7 @@ import pytest
 from helpers.strace import build_programs, check_io_threads, needs_strace
 from tracehouse.cli import main
 from tracehouse.errors import BadInput
-from tracehouse.replay import capture as cap
+from tracehouse.formats.strace import capture as cap
 
 pytestmark = needs_strace
 

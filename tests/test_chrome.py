@@ -9,12 +9,14 @@ from pathlib import Path
 import pytest
 
 import tracehouse
-from tracehouse import _core, cli
+from tracehouse import _core
+from tracehouse.cli import command as cli
+from tracehouse.formats.tod.generate import generate_tod
 from tracehouse.errors import BadInput
-from tracehouse.exporters import chrome as chrome_export
+from tracehouse.formats.chrome import exporter as chrome_export
 from tracehouse.formats import chrome as fmt
-from tracehouse.importers import chrome as chrome_import
-from tracehouse import importers
+from tracehouse.formats.chrome import importer as chrome_import
+from tracehouse.formats import registry
 
 DATA = Path(__file__).parent / "data"
 NODE = DATA / "node_trace.json"  # node 20: --trace-event-categories v8,node,node.async_hooks
@@ -204,10 +206,10 @@ def test_wrong_format_is_named(tmp_path):
     csv = tmp_path / "t.csv"
     csv.write_text("ts,producer,type\n1,a,x\n")
     with pytest.raises(BadInput, match="this looks like chrome, not csv"):
-        importers.get("csv", js)
+        registry.importer("csv", js)
     with pytest.raises(BadInput, match="this looks like csv, not chrome"):
-        importers.get("chrome", csv)
-    assert importers.sniff(js) == "chrome"
+        registry.importer("chrome", csv)
+    assert registry.sniff(js) == "chrome"
 
 
 def test_empty_or_eventless_input_is_an_error(store, tmp_path):
@@ -238,7 +240,7 @@ def slices(store, name):
 
 
 def test_tod_round_trip_keeps_every_event(store, tmp_path):
-    cli.generate_tod(store, "tod", 30_000, threads=4)
+    generate_tod(store, "tod", 30_000, threads=4)
     out = tmp_path / "tod.json.gz"
     r = chrome_export.export(store, "tod", out)
     n = count(store, 'SELECT count(*) FROM "tod".events')
@@ -351,7 +353,7 @@ def test_counter_events_go_back_whole_with_integers_as_integers(store, tmp_path)
 def test_strace_export_has_a_process_per_traced_process_real_tids_and_syscall_names(store, tmp_path):
     """Issue 12: every process of a strace capture was one Chrome process (children as its
     "threads"), and every slice was named "syscall"."""
-    from tracehouse.replay import capture as cap
+    from tracehouse.formats.strace import capture as cap
 
     cap.capture(store, ["sh", "-c", "cat /etc/hostname > /dev/null; ls / > /dev/null"], "sh")
     out = tmp_path / "sh.json"

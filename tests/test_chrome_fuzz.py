@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import tracehouse
 from tracehouse import _core
 from tracehouse.errors import BadInput
-from tracehouse.importers import chrome as chrome_import
+from tracehouse.formats.chrome import importer as chrome_import
 
 from test_chrome import SAMPLE
 

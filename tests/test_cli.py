@@ -191,7 +191,7 @@ def test_import_csv_strict_stops_at_first_bad_line_and_registers_nothing(tmp_pat
 
 
 def test_import_csv_wrong_type_in_a_later_block_names_line_and_column(tmp_path, capsys, monkeypatch):
-    from tracehouse.importers import csv as csv_importer
+    from tracehouse.formats.csv import importer as csv_importer
 
     monkeypatch.setattr(csv_importer, "BLOCK", 256)  # types are inferred from the first block only
     store = tmp_path / "s"

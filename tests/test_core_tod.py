@@ -1,6 +1,6 @@
 """The Python face of the native TOD generator (``tracehouse._core.TodGenerator``).
 
-The event-level invariants are proven in ``cargo test`` (src/tod/tests.rs); here we
+The event-level invariants are proven in ``cargo test`` (src/workload/tod/tests.rs); here we
 check what crosses the binding: names, Arrow types, batching, determinism, errors.
 """
 

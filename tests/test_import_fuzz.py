@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 import tracehouse
 from tracehouse.errors import BadInput
-from tracehouse.importers import csv as csv_importer
+from tracehouse.formats.csv import importer as csv_importer
 
 HEADER = b"ts,producer,type,v\n"
 

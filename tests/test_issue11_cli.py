@@ -16,7 +16,8 @@ import pyarrow as pa
 import pytest
 
 import tracehouse
-from tracehouse import Column, EventType, cli
+from tracehouse import Column, EventType
+from tracehouse.cli import command as cli
 
 from helpers import child_env
 from helpers.cli import run, run_json

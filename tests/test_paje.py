@@ -10,12 +10,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tracehouse
-from tracehouse import _core, importers
+from tracehouse import _core
+from tracehouse.formats import registry
 from tracehouse.errors import BadInput
-from tracehouse.exporters import chrome as chrome_export
+from tracehouse.formats.chrome import exporter as chrome_export
 from tracehouse.formats import paje as fmt
-from tracehouse.importers import chrome as chrome_import
-from tracehouse.importers import paje
+from tracehouse.formats.chrome import importer as chrome_import
+from tracehouse.formats.paje import importer as paje
 
 SMALL = Path(__file__).parent / "data" / "small.paje"
 S = 1_000_000_000
@@ -95,9 +96,9 @@ def test_bad_lines_and_strict(store, tmp_path):
 
 
 def test_sniffer():
-    assert importers.sniff(SMALL) == "paje"
+    assert registry.sniff(SMALL) == "paje"
     with pytest.raises(BadInput, match="this looks like paje, not chrome"):
-        importers.get("chrome", SMALL)
+        registry.importer("chrome", SMALL)
 
 
 PAJENG = Path(__file__).parent / "data" / "paje" / "pajeng"  # PajeNG's own test traces (see its README.md)

@@ -11,9 +11,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tracehouse
-from tracehouse import _core, cli, importers
+from tracehouse import _core
+from tracehouse.cli import command as cli
+from tracehouse.formats import registry
 from tracehouse.errors import BadInput
-from tracehouse.importers import bpftrace, stap
+from tracehouse.formats.bpftrace import importer as bpftrace
+from tracehouse.formats.stap import importer as stap
 
 DATA = Path(__file__).parent / "data"
 STAP = DATA / "hyrise_jobs.stap.txt"
@@ -261,13 +264,13 @@ def test_live_bpftrace_output_imports(tmp_path):
 
 
 def test_sniffers_name_the_format(tmp_path):
-    assert importers.sniff(STAP) == "stap"
-    assert importers.sniff(BPF) == "bpftrace"
-    assert importers.sniff(BPF_TEXT) == "bpftrace"
+    assert registry.sniff(STAP) == "stap"
+    assert registry.sniff(BPF) == "bpftrace"
+    assert registry.sniff(BPF_TEXT) == "bpftrace"
     with pytest.raises(BadInput, match="this looks like bpftrace, not stap"):
-        importers.get("stap", BPF)
+        registry.importer("stap", BPF)
     with pytest.raises(BadInput, match="this looks like stap, not chrome"):
-        importers.get("chrome", STAP)
+        registry.importer("chrome", STAP)
 
 
 lines = st.one_of(

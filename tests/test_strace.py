@@ -22,11 +22,12 @@ import pyarrow as pa
 import pytest
 
 import tracehouse
-from tracehouse import _core, importers
+from tracehouse import _core
+from tracehouse.formats import registry
 from tracehouse.cli import main
 from tracehouse.errors import BadInput
 from tracehouse.formats import strace as fmt
-from tracehouse.importers import strace as imp
+from tracehouse.formats.strace import importer as imp
 
 from helpers.strace import CC, DATA, STRACE, build_programs, check_io_threads, needs_strace
 
@@ -122,9 +123,9 @@ def test_rust_schemas_are_the_declared_event_types():
 def test_registered_as_builtin_and_entry_point():
     from importlib import metadata
 
-    assert importers.registry()["strace"] is imp
+    assert registry.importers()["strace"] is imp
     eps = {ep.name: ep.value for ep in metadata.entry_points(group="tracehouse.importers")}
-    assert eps.get("strace") == "tracehouse.importers.strace"
+    assert eps.get("strace") == "tracehouse.formats.strace.importer"
 
 
 @pytest.mark.parametrize("name", ["single.strace", "single-noy.strace", "threads.strace", "ff/threads.13368"])
@@ -149,11 +150,11 @@ def test_wrong_format_is_named(tmp_path):
     csv = tmp_path / "events.csv"
     csv.write_text("ts,producer,type\n1,2,read\n")
     with pytest.raises(BadInput, match="this looks like csv, not strace"):
-        importers.get("strace", csv)
+        registry.importer("strace", csv)
     js = tmp_path / "trace.json"
     js.write_text('{"traceEvents": []}')
     with pytest.raises(BadInput, match=r"looks like \w+, not strace|does not look like strace"):
-        importers.get("strace", js)
+        registry.importer("strace", js)
 
 
 # -- golden captures ---------------------------------------------------------------------

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import tracehouse
 from tracehouse import _core
 from tracehouse.errors import BadInput
-from tracehouse.importers import strace as imp
+from tracehouse.formats.strace import importer as imp
 
 DATA = Path(__file__).parent / "data" / "strace"
 REAL = [line for f in ("threads.strace", "single-noy.strace") for line in (DATA / f).read_bytes().split(b"\n") if line]

@@ -9,12 +9,14 @@ from importlib import metadata
 
 import pytest
 
-from tracehouse import cli, exporters, importers, tools
+from tracehouse import tools
+from tracehouse.cli import command as cli
+from tracehouse.formats import registry
 
 PLUGIN = '''
 """A third-party importer: one event per line "TS VALUE"."""
 import pyarrow as pa
-from tracehouse.importers.tabular import ImportReport
+from tracehouse.formats.tabular import ImportReport
 
 NAME = "tsv2"
 DESCRIPTION = "two-column lines: ts value"
@@ -84,7 +86,7 @@ def test_our_tools_are_entry_points_too():
     eps = {ep.name for ep in metadata.entry_points(group="tracehouse.importers")}
     assert {"csv", "parquet", "chrome", "bpftrace", "stap", "paje"} <= eps
     assert "chrome" in {ep.name for ep in metadata.entry_points(group="tracehouse.exporters")}
-    assert set(importers.BUILTIN) <= eps
+    assert set(registry.IMPORTERS) <= eps
 
 
 def test_tools_lists_ours(capsys):
@@ -100,8 +102,8 @@ def test_tools_lists_ours(capsys):
 
 
 def test_third_party_plugin_is_picked_up(plugin, tmp_path, capsys):
-    assert "tsv2" in importers.registry()
-    assert "lines" in exporters.registry()
+    assert "tsv2" in registry.importers()
+    assert "lines" in registry.exporters()
     assert cli.main(["tools", "--json"]) == 0
     listed = {(t["kind"], t["name"]): t for t in json.loads(capsys.readouterr().out)}
     t = listed[("importer", "tsv2")]
@@ -111,7 +113,7 @@ def test_third_party_plugin_is_picked_up(plugin, tmp_path, capsys):
     # And it works end to end through the CLI: sniffing, its own option, export.
     data = tmp_path / "d.txt"
     data.write_text("#tsv2\n1 10\n2 20\n")
-    assert importers.sniff(data) == "tsv2"
+    assert registry.sniff(data) == "tsv2"
     store = str(tmp_path / "store")
     assert cli.main(["--store", store, "import", "tsv2", str(data), "--name", "p", "--scale", "1000", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["events"] == 2

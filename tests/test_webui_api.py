@@ -15,7 +15,7 @@ import pyarrow as pa
 import pytest
 
 from tracehouse import analysis as an
-from tracehouse.cli import generate_tod
+from tracehouse.formats.tod.generate import generate_tod
 from tracehouse.server.ui import console, views
 from tracehouse.server.ui.app import UiState, build_app
 from tracehouse.server.ui.bridge import call_app
@@ -104,7 +104,7 @@ def test_stats_by_state_equal_the_sql_analysis(tod_store, app):
 
 def test_link_stats_of_paje(tmp_path):
     import tracehouse
-    from tracehouse.importers import paje
+    from tracehouse.formats.paje import importer as paje
     from tracehouse.server.ui.demo import example_path
 
     with tracehouse.open(tmp_path / "s") as s:

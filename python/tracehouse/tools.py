@@ -28,7 +28,8 @@ def _first_line(text: str | None) -> str:
 
 def list_tools() -> list[dict]:
     """[{name, kind, description, source, version, module, options}] sorted by kind then name."""
-    from . import __version__, exporters, importers
+    from . import __version__
+    from .formats import registry
 
     out: dict[tuple[str, str], dict] = {}
 
@@ -39,11 +40,11 @@ def list_tools() -> list[dict]:
             "options": sorted(getattr(obj, "OPTIONS", None) or {}),
         })
 
-    for name, mod in importers.BUILTIN.items():
+    for name, mod in registry.IMPORTERS.items():
         add("importer", name, mod, "tracehouse", __version__, mod.__name__)
-    for name, mod in exporters.BUILTIN.items():
+    for name, mod in registry.EXPORTERS.items():
         add("exporter", name, mod, "tracehouse", __version__, mod.__name__)
-    for name, desc in exporters.CORE.items():
+    for name, desc in registry.EXPORT_CORE.items():
         out[("exporter", name)] = {"name": name, "kind": "exporter", "description": desc, "source": "tracehouse",
                                    "version": __version__, "module": "tracehouse.cli", "options": []}
     for name, desc in _builtin_analyses():
@@ -70,13 +71,13 @@ def _builtin_analyses() -> list[tuple[str, str]]:
     """(name, help) of the built-in `tracehouse analyze NAME` subcommands."""
     import argparse
 
-    from . import cli
+    from .cli.command import build_parser
 
     def subs(parser):
         return next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
 
     try:
-        top = subs(cli.build_parser())
+        top = subs(build_parser())
         analyze = top.choices.get("analyze") if top is not None else None
         act = subs(analyze) if analyze is not None else None
         if act is None:
@@ -87,7 +88,7 @@ def _builtin_analyses() -> list[tuple[str, str]]:
 
 
 def cmd_tools(args) -> int:
-    from .cli import emit_json, out
+    from .cli.command import emit_json, out
 
     tools = list_tools()
     if args.kind:

@@ -15,10 +15,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
 
 use super::arrow::{batch_to_pyarrow, schema_to_pyarrow};
-use crate::export::chrome::ChromeWriter;
-use crate::parse::chrome::{ChromeParser, Options, Problem, TABLES};
-use crate::parse::table::PType;
-use crate::parse::ChunkParser;
+use crate::formats::chrome::export::ChromeWriter;
+use crate::formats::chrome::{ChromeParser, Options, Problem, TABLES};
+use crate::formats::table::PType;
+use crate::formats::ChunkParser;
 
 /// Batches as a list of (event type, pyarrow.RecordBatch), converting each distinct
 /// schema once.
@@ -97,7 +97,7 @@ pub fn problems_to_py<'py>(py: Python<'py>, ps: &[Problem]) -> PyResult<Bound<'p
     Ok(out)
 }
 
-/// Streaming parser of Chrome Trace Event JSON (see `tracehouse/formats/chrome.py`).
+/// Streaming parser of Chrome Trace Event JSON (see `tracehouse/formats/chrome/__init__.py`).
 #[pyclass(module = "tracehouse._core", name = "ChromeParser")]
 pub struct PyChromeParser {
     inner: ChromeParser,
@@ -216,7 +216,7 @@ impl PyChromeParser {
     }
 }
 
-/// Encoder of record batches as Chrome JSON events (see `src/export/chrome.rs` for the
+/// Encoder of record batches as Chrome JSON events (see `src/formats/chrome/export.rs` for the
 /// column roles).
 #[pyclass(module = "tracehouse._core", name = "ChromeWriter")]
 pub struct PyChromeWriter {

@@ -16,7 +16,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
 use super::commit::PyGroupCommit;
-use crate::httpfront::{error_reply, Front, FrontConfig, Reply, Request};
+use crate::ingest::httpfront::{error_reply, Front, FrontConfig, Reply, Request};
 
 /// The native HTTP/1.1 front end listening on one socket.
 #[pyclass(module = "tracehouse._core", name = "HttpFront", frozen)]

@@ -12,7 +12,9 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::loadgen::{self, Config, GenSpec, Proto, Workload, CPU_FIELDS, CPU_TAGS, QOS_ID_PARAMS, QOS_RESULTS};
+use crate::workload::loadgen::{
+    self, Config, GenSpec, Proto, Workload, CPU_FIELDS, CPU_TAGS, QOS_ID_PARAMS, QOS_RESULTS,
+};
 
 /// Run write load against a server; returns what was sent, acknowledged and how fast.
 #[pyfunction]

@@ -9,9 +9,9 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use super::chrome::{feed_parser, finish_parser, producer_row};
-use crate::parse::paje::{PajeParser, TABLES};
+use crate::formats::paje::{PajeParser, TABLES};
 
-/// Streaming parser of Paje trace files (see `tracehouse/formats/paje.py`).
+/// Streaming parser of Paje trace files (see `tracehouse/formats/paje/__init__.py`).
 #[pyclass(module = "tracehouse._core", name = "PajeParser")]
 pub struct PyPajeParser {
     inner: PajeParser,

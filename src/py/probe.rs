@@ -10,7 +10,7 @@ use pyo3::types::{PyDict, PyList};
 
 use super::arrow::schema_to_pyarrow;
 use super::chrome::{feed_parser, finish_parser, producer_row};
-use crate::parse::probe::{ProbeParser, Tool};
+use crate::formats::probe::{ProbeParser, Tool};
 
 /// Streaming parser of bpftrace / SystemTap output with printf patterns and spans.
 #[pyclass(module = "tracehouse._core", name = "ProbeParser")]

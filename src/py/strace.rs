@@ -12,7 +12,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use super::arrow::{batch_to_pyarrow, schema_to_pyarrow};
-use crate::parse::strace::{self, Config, StraceParser, EVENT_TYPES};
+use crate::formats::strace::{self, Config, StraceParser, EVENT_TYPES};
 
 /// The three pyarrow schemas, converted once per interpreter.
 fn pa_schemas(py: Python<'_>) -> PyResult<&[Py<PyAny>; 3]> {

@@ -12,7 +12,7 @@ use pyo3::types::{PyDict, PyTuple};
 
 use super::arrow::{batch_to_pyarrow, schema_to_pyarrow};
 use crate::colpool::ColumnPool;
-use crate::tod::{self, TodBatch, TodConfig, EVENT_TYPES};
+use crate::workload::tod::{self, TodBatch, TodConfig, EVENT_TYPES};
 
 /// Default `max_events` of `next_batches` and of iteration.
 const DEFAULT_MAX_EVENTS: usize = 65_536;

@@ -249,7 +249,7 @@ impl Plan {
     }
 }
 
-/// One traced syscall, as stored (see `formats/strace.py`). Null columns are None.
+/// One traced syscall, as stored (see `formats/strace/__init__.py`). Null columns are None.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Row<'a> {
     /// Start, ns.

@@ -1,7 +1,7 @@
 //! Pairing rules on hand-made sequences, and the fast merge path against the general one.
 
 use super::*;
-use crate::rng::SplitMix64;
+use crate::workload::rng::SplitMix64;
 
 struct Ev {
     ts: Vec<i64>,

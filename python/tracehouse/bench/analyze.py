@@ -97,7 +97,7 @@ def run(events: int = 100_000_000, *, workdir: str | None = None, queries: int =
     from .. import analysis as an
     from ..analysis import statistics as STS
     from ..analysis.stack import locals_index
-    from ..cli import generate_tod
+    from ..formats.tod.generate import generate_tod
     from ..store.query import qident
 
     say = progress or (lambda msg: None)
@@ -309,7 +309,7 @@ def render(result: dict) -> Table:
 
 
 def cmd_bench_analyze(args) -> int:
-    from ..cli import emit_json, err, out
+    from ..cli.command import emit_json, err, out
 
     result = run(args.events, workdir=args.workdir, queries=args.queries, duck_queries=args.duck_queries,
                  keep=args.keep, progress=None if args.json else (lambda msg: err.print(msg, highlight=False)))

@@ -37,8 +37,8 @@ path, mode, store = sys.argv[1], sys.argv[2], sys.argv[3]
 if mode in ("parse", "tracehouse"):
     import tracehouse
     from tracehouse import _core
-    from tracehouse.importers import chrome
-    from tracehouse.importers.native import read_chunks
+    from tracehouse.formats.chrome import importer as chrome
+    from tracehouse.formats.native import read_chunks
 t0, c0 = time.perf_counter(), time.process_time()
 out = {}
 if mode == "read":
@@ -52,7 +52,7 @@ if mode == "read":
     out["bytes"] = n
 elif mode == "parse":
     from tracehouse import _core
-    from tracehouse.importers.native import read_chunks
+    from tracehouse.formats.native import read_chunks
     p = _core.ChromeParser()
     rows = 0
     for ch in read_chunks(path):
@@ -65,7 +65,7 @@ elif mode == "json.load":
     out["records"] = len(d["traceEvents"])
 else:
     import tracehouse
-    from tracehouse.importers import chrome
+    from tracehouse.formats.chrome import importer as chrome
     s = tracehouse.open(store, fsync="off")
     rep = chrome.import_file(s, path, "bench")
     s.close()
@@ -178,7 +178,7 @@ def render(result: dict) -> str:
 
 
 def cmd_bench_chrome(args) -> int:
-    from ..cli import emit_json, err, out
+    from ..cli.command import emit_json, err, out
 
     sizes = [int(x) for x in args.events.split(",")]
     result = run(sizes, workdir=args.workdir, progress=None if args.json else lambda r: err.print(

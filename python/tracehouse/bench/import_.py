@@ -117,9 +117,9 @@ def _child_main() -> None:
     """`python -c '... _child_main()' JSON`: import one file into a fresh store, print JSON."""
     args = json.loads(sys.argv[1])
     import tracehouse
-    from tracehouse import importers
+    from tracehouse.formats import registry
 
-    imp = importers.get(args["importer"])
+    imp = registry.importer(args["importer"])
     store = tracehouse.open(args["store"], fsync="off")
     base = _rss_kb("VmRSS")
     t0, c0 = time.perf_counter(), time.process_time()
@@ -276,7 +276,7 @@ def print_report(result: dict, console=None) -> None:
 
 
 def cmd_bench_import(args) -> int:
-    from ..cli import emit_json, err
+    from ..cli.command import emit_json, err
 
     log = (lambda s: None) if args.json else (lambda s: err.print(f"[dim]{s}[/dim]"))
     sizes = [int(x) for x in args.sizes.split(",")] if args.sizes else None

@@ -14,7 +14,7 @@ its two architectures, and the three experiments:
   mariadb-cdb  one MariaDB database, per-trace EVENT_n / EVENT_PARAM_n / EVENT_PRODUCER_n
                tables and the format stored once (the seed's CDB catalog solution, on the
                seed's MySQL lineage)
-  tracehouse   `importers.get("strace").import_file` into one store (per-trace segments,
+  tracehouse   `registry.importer("strace").import_file` into one store (per-trace segments,
                event types once per format in the catalog)
 
 The traces are strace logs built from a real capture (`import_strace.build`: the import
@@ -337,11 +337,11 @@ class TracehouseStore:
         self.version = __version__
 
     def import_trace(self, path: Path, fmt: str = "strace") -> tuple[float, int]:
-        from .. import importers
+        from ..formats import registry
 
         t0 = time.perf_counter()
         self.n += 1
-        r = importers.get("strace").import_file(self.store, path, f"trace-{self.n}")
+        r = registry.importer("strace").import_file(self.store, path, f"trace-{self.n}")
         self.store.flush()
         return time.perf_counter() - t0, r.events
 

@@ -337,7 +337,7 @@ def raw_bytes_append(work: Path, nbytes: int, units: int) -> dict:
 
 
 def cmd_bench_all(args) -> int:
-    from ..cli import emit_json, err, out
+    from ..cli.command import emit_json, err, out
 
     only = tuple(args.only.split(",")) if args.only else None
     bad = [x for x in only or () if x not in EXPERIMENTS + tuple(m.rsplit(".", 1)[1] for m in EXTRA_BENCHES)]

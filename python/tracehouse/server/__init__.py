@@ -8,13 +8,13 @@ Arrow IPC over HTTP, read-only SQL over HTTP. Modules:
               the in-flight memory budget (TCP); DurabilityWaiter (LSN -> asyncio future, TCP)
   http.py     routes, gzip, write/query handlers and the dispatcher threads over the
               native HTTP front end (_core.HttpFront: sockets, framing, the token on the head,
-              limits and timeouts; src/httpfront.rs); write answers are sent by the store's
+              limits and timeouts; src/ingest/httpfront.rs); write answers are sent by the store's
               group committer once durable
   queries.py  QueryRunner: SQL query workers, deadlines (interrupt), answer byte cap, shutdown
   sqlguard.py which SQL /api/query runs: one read-only statement, by DuckDB's own parser
   tcp.py      line protocol over TCP (at-most-once, or durable offsets on request)
   run.py      serve(): sockets, the HTTP front end, the TCP listener (asyncio), shutdown
-  cli.py      `tracehouse serve` and `tracehouse load`
+  (cli/serve.py: `tracehouse serve` and `tracehouse load`)
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Owns the path of an appended batch from acknowledgement to segment:
                  └─ fsync policy: always | batch | off         register + advance wal_covered, drop WAL)
 
 * `always`: append returns after fsync of its record.
-* `batch`: a native group committer (`_core.GroupCommit`, src/commit.rs) fsyncs what was
+* `batch`: a native group committer (`_core.GroupCommit`, src/ingest/commit.rs) fsyncs what was
   written at once when someone waits, else within `group_commit_ms`; `wait_durable(lsn)`
   (or `append(..., wait=True)`) blocks until a commit covers the record, and the HTTP
   server has its write requests answered from the committer's thread.

@@ -193,12 +193,13 @@ def _trace(state: UiState, params: dict) -> str:
 
 
 def info(state: UiState, params, _body) -> dict:
-    from ... import __version__, importers
+    from ... import __version__
+    from ...formats import registry
 
     return {"version": __version__, "store": str(state.store.path), "token": bool(state.token),
             "importers": [{"name": n, "description": getattr(m, "DESCRIPTION", ""),
                            "options": sorted(getattr(m, "OPTIONS", None) or {})}
-                          for n, m in importers.registry().items()]}
+                          for n, m in registry.importers().items()]}
 
 
 SORTS = ("name", "format", "created", "ts_min", "ts_max", "event_count", "bytes")
@@ -340,8 +341,8 @@ def jobs(state: UiState, params, _body) -> dict:
 
 
 def import_upload(state: UiState, params, body: bytes) -> dict:
-    from ... import importers
-    from ...importers.tabular import Mapping
+    from ...formats import registry
+    from ...formats.tabular import Mapping
 
     if not body:
         raise BadInput("empty upload", expected="the file as the request body")
@@ -358,12 +359,12 @@ def import_upload(state: UiState, params, body: bytes) -> dict:
     with tmp:
         tmp.write(body)
     path = Path(tmp.name)
-    fmt = params.get("format") or importers.sniff(path)
+    fmt = params.get("format") or registry.sniff(path)
     if not fmt:
         path.unlink(missing_ok=True)
         raise BadInput(f"{filename}: format not recognised", expected="pick the format")
     try:
-        imp = importers.get(fmt, path)
+        imp = registry.importer(fmt, path)
     except BadInput:
         path.unlink(missing_ok=True)
         raise

@@ -58,8 +58,8 @@ def metrics_csv(path: Path, *, hosts: int = 3, seconds: int = 120, seed: int = 7
 
 def load_examples(store, say: Callable[[str], None] = print, workdir: Path | None = None) -> list[dict]:
     """Import every example trace (replacing earlier demo traces of the same names)."""
-    from ... import importers
-    from ...importers.tabular import Mapping
+    from ...formats import registry
+    from ...formats.tabular import Mapping
 
     done = []
     existing = {t.name for t in store.traces()}
@@ -76,7 +76,7 @@ def load_examples(store, say: Callable[[str], None] = print, workdir: Path | Non
             mapping = Mapping()
             desc = f"tracehouse demo: {fname}"
         t0 = time.perf_counter()
-        rep = importers.get(fmt, path).import_file(store, path, name, mapping=mapping, description=desc, **opts)
+        rep = registry.importer(fmt, path).import_file(store, path, name, mapping=mapping, description=desc, **opts)
         if fname is None:
             path.unlink(missing_ok=True)
         done.append({"trace": name, "format": fmt, "events": rep.events, "seconds": round(time.perf_counter() - t0, 3)})

@@ -1,0 +1,7 @@
+"""`python -m tracehouse.cli ...`: the same command as `tracehouse ...`."""
+
+import sys
+
+from .command import main
+
+sys.exit(main())

@@ -1,0 +1,49 @@
+"""Paje importer: a thin shell over `_core.PajeParser` (event types in `formats/paje/__init__.py`).
+
+The parser is given the file's path so it can follow `PajeTraceFile` includes
+(relative to the file naming them); an input that declares events but has none
+(a trace with only containers) imports as an empty trace.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ... import _core
+from ...errors import BadInput
+from .. import paje as fmt
+from ..native import NativeLoader, head_bytes, read_chunks
+from ..tabular import ImportReport, Mapping
+
+NAME = "paje"
+DESCRIPTION = fmt.DESCRIPTION
+OPTIONS = {
+    "time_unit": {"choices": ("s", "ms", "us", "ns"),
+                  "help": "paje: unit of the file's times (default s, as Paje, ViTE and SimGrid write them)"},
+}
+
+
+def sniff(head: bytes) -> bool:
+    """Paje files start (after comments) with an %EventDef header."""
+    for line in head_bytes(head).splitlines():
+        s = line.strip()
+        if not s or s.startswith(b"#"):
+            continue
+        return s.startswith(b"%EventDef") or s.startswith(b"%\tEventDef") or s.startswith(b"% EventDef")
+    return False
+
+
+def import_file(store, path: str | Path, name: str, *, mapping: Mapping | None = None, strict: bool = False,
+                description: str = "", progress=None, time_unit: str | None = None) -> ImportReport:
+    path = Path(path)
+    source = str(path)
+    if not path.is_file():
+        raise BadInput("no such file", file=source)
+    parser = _core.PajeParser(strict=strict, time_unit=time_unit or "s", source=str(path))
+    loader = NativeLoader(store, name, source, fmt, strict=strict, description=description,
+                          metadata={"time_unit": time_unit or "s"})
+    # A Paje header with no event in it (only containers, or nothing) is a valid, empty trace:
+    # what counts is that the input is Paje, i.e. that it declared its events.
+    report = loader.run(parser, read_chunks(path), progress, after=lambda p: p.stats["event_defs"])
+    report.details = {k: v for k, v in parser.stats.items() if v and k not in ("rejected", "event_defs", "containers")}
+    return report

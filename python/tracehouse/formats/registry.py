@@ -1,0 +1,99 @@
+"""The registry of importers and exporters: ours and installed plugins', found the same way.
+
+Owns discovery. An importer is a module (or object) with `NAME`, `DESCRIPTION`,
+`sniff(head) -> bool` and `import_file(store, path, name, ...)` (optional `OPTIONS`:
+{name: argparse kwargs}); an exporter has `NAME`, `DESCRIPTION` and
+`export(store, trace, out, *, progress=None) -> dict` (optional `EXTENSION`). Ours live in
+`formats/<format>/importer.py` and `exporter.py` and are declared in pyproject.toml under the
+entry-point groups `tracehouse.importers` and `tracehouse.exporters` like any third party's;
+`discover` reads a group, after the built-in table (so a source checkout works before it is
+installed, and a plugin cannot shadow a built-in name). Parquet and CSV exports are written by
+`tracehouse export` itself (one file per event type) and listed in `EXPORT_CORE`.
+"""
+
+from __future__ import annotations
+
+from importlib import metadata
+from pathlib import Path
+from types import ModuleType
+
+from ..errors import BadInput
+from .bpftrace import importer as bpftrace
+from .chrome import exporter as chrome_exporter
+from .chrome import importer as chrome
+from .csv import importer as csv
+from .paje import importer as paje
+from .parquet import importer as parquet
+from .stap import importer as stap
+from .strace import importer as strace
+from .tabular import ImportReport, Mapping
+
+GROUPS = {"importer": "tracehouse.importers", "exporter": "tracehouse.exporters", "analysis": "tracehouse.analyses"}
+# CSV, whose sniffer accepts any text with a comma, is asked last.
+IMPORTERS: dict[str, ModuleType] = {m.NAME: m for m in (chrome, strace, bpftrace, stap, paje, parquet, csv)}
+EXPORTERS: dict[str, ModuleType] = {m.NAME: m for m in (chrome_exporter,)}
+EXPORT_CORE = {
+    "parquet": "Parquet, one file per event type plus producers (tracehouse export --format parquet)",
+    "csv": "CSV, one file per event type plus producers (tracehouse export --format csv)",
+}
+
+
+def discover(kind: str, builtin: dict | None = None, *, skip: tuple[str, ...] = ()) -> dict:
+    """Every tool of a kind ("importer", "exporter", "analysis") by name: the built-in ones,
+    then those the installed packages declare in the kind's entry-point group."""
+    out: dict = dict(builtin or {})
+    for ep in metadata.entry_points(group=GROUPS[kind]):
+        if ep.name not in out and ep.name not in skip:
+            out[ep.name] = ep.load()
+    return out
+
+
+def importers() -> dict:
+    """Every importer by name: ours, then those of installed plugins."""
+    return discover("importer", IMPORTERS)
+
+
+def exporters() -> dict:
+    """Every exporter by name: ours, then those of installed plugins."""
+    return discover("exporter", EXPORTERS, skip=tuple(EXPORT_CORE))
+
+
+def _head(path: str | Path) -> bytes:
+    with open(path, "rb") as f:
+        return f.read(65536)
+
+
+def sniff(path: str | Path) -> str | None:
+    """The name of the first importer that recognises the file's first bytes."""
+    head = _head(path)
+    for name, imp in importers().items():
+        if imp.sniff(head):
+            return name
+    return None
+
+
+def importer(name: str, path: str | Path | None = None):
+    """The importer called `name`; given the file, refuses one that does not look like it."""
+    reg = importers()
+    if name not in reg:
+        raise BadInput(f"no importer named {name!r}", expected=" | ".join(reg))
+    imp = reg[name]
+    if path is not None and Path(path).is_file():  # a directory (an -ff prefix, a Parquet export) is the importer's
+        head = _head(path)
+        if not imp.sniff(head):
+            other = next((n for n, m in reg.items() if n != name and m.sniff(head)), None)
+            hint = f"this looks like {other}, not {name}" if other else f"this does not look like {name}"
+            raise BadInput(hint, file=str(path), line=1, expected=imp.DESCRIPTION)
+    return imp
+
+
+def exporter(name: str):
+    """The exporter called `name` (Parquet and CSV are `tracehouse export`'s own: not here)."""
+    reg = exporters()
+    if name not in reg:
+        raise BadInput(f"no exporter named {name!r}", expected=" | ".join([*EXPORT_CORE, *reg]))
+    return reg[name]
+
+
+__all__ = ["EXPORTERS", "EXPORT_CORE", "GROUPS", "IMPORTERS", "ImportReport", "Mapping", "discover", "exporter",
+           "exporters", "importer", "importers", "sniff"]

@@ -1,0 +1,281 @@
+"""strace importer: a thin loop feeding file chunks to the Rust parser and its batches to the store.
+
+Owns finding the input files (one file, or the `PREFIX.<pid>` files of
+`strace -ff -o PREFIX`, merged by timestamp in Rust), the read loop, strict mode
+and the import report. Every per-line loop is in `src/formats/strace/mod.rs`; the
+event types are declared in `tracehouse.formats.strace`.
+
+`StraceSink` is the part shared with `tracehouse capture`, which feeds the
+same parser from a pipe instead of files.
+"""
+
+from __future__ import annotations
+
+import glob
+import io
+import mmap
+import os
+import queue
+import re
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, BinaryIO, Callable, NoReturn
+
+from ...errors import BadInput
+from .. import strace as fmt
+from ..tabular import ImportReport, Mapping
+
+if TYPE_CHECKING:
+    from ...store import Store
+
+NAME = "strace"
+DESCRIPTION = ("strace output with timestamps: `strace -f -ttt -T -y -o FILE CMD` "
+               "(or -ff -o PREFIX: give PREFIX to merge PREFIX.<pid>)")
+
+CHUNK = 4 << 20
+# -ff files are read in smaller chunks: one buffer per file is held at a time.
+MERGE_BUDGET = 64 << 20
+MIN_CHUNK = 64 << 10
+
+# A strace line: optional pid column, timestamp, then a call, a resumption, a signal or an exit.
+_LINE = re.compile(
+    rb"^(?:\[pid\s+\d+\] |\d+ +)?(?:\s*\d+(?:\.\d+)?|\d\d:\d\d:\d\d(?:\.\d+)?)? *"
+    rb"(?:[A-Za-z_][A-Za-z0-9_]*\(|<\.\.\. [A-Za-z0-9_]+ resumed>|--- |\+\+\+ )"
+)
+
+
+def sniff(head: bytes) -> bool:
+    """True when the first line that is not a strace message looks like strace output."""
+    lines = head.split(b"\n")
+    if len(lines) > 1:
+        lines = lines[:-1]  # the last one may be cut by the head
+    for line in lines[:50]:
+        if not line.strip() or line.startswith(b"strace: "):
+            continue
+        return bool(_LINE.match(line))
+    return False
+
+
+@dataclass
+class StraceReport(ImportReport):
+    """What an import or a capture did, beyond the common counts."""
+
+    files: list[str] = field(default_factory=list)
+    lines: int = 0
+    bytes: int = 0
+    notes: int = 0
+    orphans: int = 0
+    unfinished: int = 0
+
+
+def _sources(path: Path) -> tuple[list[Path], list[int | None]]:
+    """The files to read and the pid of each (from a `.N` suffix, for lines without a pid column)."""
+    if path.is_file():
+        return [path], [_pid_suffix(path)]
+    if path.exists():
+        raise BadInput("not a regular file", file=str(path), expected="an strace output file or an -ff prefix")
+    parts = [p for p in path.parent.glob(glob.escape(path.name) + ".*")
+             if p.is_file() and p.name[len(path.name) + 1:].isdigit() and _pid_suffix(p) is not None]
+    parts.sort(key=lambda p: int(p.suffix[1:]))
+    if not parts:
+        raise BadInput("no such file (nor PREFIX.<pid> files of strace -ff)", file=str(path))
+    return parts, [_pid_suffix(p) for p in parts]
+
+
+def _pid_suffix(p: Path) -> int | None:
+    s = p.suffix[1:]
+    return int(s) if s.isdigit() and 0 < int(s) < 2**31 else None
+
+
+class StraceSink:
+    """Feeds one StraceParser and appends its batches to a new trace; `finish` registers it.
+
+    On any error the caller calls `abort()`: nothing of the trace stays.
+    """
+
+    def __init__(self, store: "Store", trace: str, sources: list[str], pids: list[int | None], *,
+                 strict: bool = False, description: str = "", metadata: dict | None = None,
+                 batch_rows: int = 1 << 16) -> None:
+        from ... import _core
+
+        self.store = store
+        self.trace = trace
+        self.sources = sources
+        self.strict = strict
+        self.parser = _core.StraceParser(pids=pids, batch_rows=batch_rows)
+        self.report = StraceReport(trace, sources[0] if len(sources) == 1 else ", ".join(sources),
+                                   files=list(sources))
+        store.create_trace(trace, fmt.FORMAT, description=description, event_types=fmt.EVENT_TYPES,
+                           format_description=fmt.DESCRIPTION,
+                           metadata={"source": self.report.source, **(metadata or {})}, importing=True)
+        self._append = store.append
+        self._lines = 0
+
+    def feed(self, chunk: bytes, source: int = 0) -> int:
+        """Parses one chunk, stores the batches it completed; returns lines read so far."""
+        for type_name, batch in self.parser.feed(chunk, source):
+            self._append(self.trace, type_name, batch)
+        if self.strict and self.parser.rejected:
+            self._fail_strict()
+        return self.parser.lines
+
+    def _where(self, source: int) -> str:
+        return self.sources[source] if source < len(self.sources) else "?"
+
+    def _fail_strict(self):
+        src, line, reason = self.parser.rejects()[0]
+        raise BadInput(reason, file=self._where(src), line=line, expected="a strace line (see `tracehouse import --help`)")
+
+    def finish(self) -> StraceReport:
+        for type_name, batch in self.parser.finish():
+            self._append(self.trace, type_name, batch)
+        if self.strict and self.parser.rejected:
+            self._fail_strict()
+        late = self.parser.late()
+        if late:
+            # Calls that blocked for the whole trace (a thread waiting in futex or wait4) are
+            # older than every row since: a checkpoint of their own keeps the others sorted.
+            self.store.flush(self.trace)
+            for type_name, batch in late:
+                self._append(self.trace, type_name, batch)
+        st = self.parser.stats
+        r = self.report
+        multi = len(self.sources) > 1
+        for src, line, reason in self.parser.rejects():
+            r.reject(line, f"{Path(self._where(src)).name}: {reason}" if multi else reason)
+        r.rejected = st["rejected"]
+        r.by_type = {k: v for k, v in st["events"].items() if v}
+        r.events = sum(st["events"].values())
+        r.lines, r.bytes = st["lines"], st["bytes"]
+        r.notes, r.orphans, r.unfinished = st["notes"], st["orphans"], st["unfinished"]
+        if r.events == 0:
+            first = r.first_rejected[0] if r.first_rejected else None
+            why = f"; {r.rejected} lines rejected, first: line {first.line}: {first.reason}" if first else ""
+            raise BadInput(f"no strace events in the input{why}", file=self._where(0),
+                           line=first.line if first else None, expected=DESCRIPTION)
+        producers = self.parser.producers()
+        self.store.add_producers(self.trace, producers)
+        r.producers = len(producers)
+        self.store.complete_import(self.trace)
+        return r
+
+    def abort(self, error: BaseException) -> NoReturn:
+        """Remove the half-made trace and raise `error` (see `Store.rollback_import`)."""
+        self.store.rollback_import(self.trace, error)
+
+
+def feed_files(sink: StraceSink, files: list[BinaryIO], progress: Callable[[int], None] | None = None) -> None:
+    """Reads the files in the order the parser asks for them (-ff merge) until all have ended.
+
+    One file is read ahead by a thread (both the read and the parse run without the
+    GIL, so the next chunk is read while this one is parsed); -ff files are read on
+    demand, in the order the merge needs them.
+    """
+    seen = 0
+
+    def report(lines: int) -> None:
+        nonlocal seen
+        if progress is not None and lines != seen:
+            progress(lines - seen)
+            seen = lines
+
+    if len(files) == 1:
+        mapped = _mapped(files[0])
+        if mapped is not None:
+            # The parser reads the page cache through the mapping: no copy into Python. Pages
+            # parsed are dropped from this process (the parser copied any partial line), so
+            # its memory does not grow with the file.
+            m, view = mapped
+            with m, view:
+                for start in range(0, len(view), CHUNK):
+                    part = view[start:start + CHUNK]
+                    try:
+                        lines = sink.feed(part, 0)
+                    finally:
+                        part.release()  # else an error's traceback keeps the mapping exported
+                    report(lines)
+                    if hasattr(m, "madvise"):
+                        m.madvise(mmap.MADV_DONTNEED, start, min(CHUNK, len(view) - start))
+            report(sink.feed(b"", 0))
+            return
+        for chunk in _read_ahead(files[0], CHUNK):
+            report(sink.feed(chunk, 0))
+        return
+    chunk = max(MIN_CHUNK, MERGE_BUDGET // len(files))
+    while (i := sink.parser.need()) is not None:
+        report(sink.feed(files[i].read(chunk), i))
+
+
+def _mapped(f: BinaryIO) -> tuple[mmap.mmap, memoryview] | None:
+    """The whole file mapped read-only, and a view of it; None for an empty file, a pipe, no mmap."""
+    try:
+        if os.fstat(f.fileno()).st_size == 0:
+            return None
+        m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError, io.UnsupportedOperation):
+        return None
+    if hasattr(m, "madvise"):
+        m.madvise(mmap.MADV_SEQUENTIAL)
+    return m, memoryview(m)
+
+
+def _read_ahead(f: BinaryIO, size: int, depth: int = 2):
+    """The chunks of `f` (the last one b""), read by a thread `depth` chunks ahead."""
+    q: queue.Queue = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+
+    def reader() -> None:
+        try:
+            while not stop.is_set():
+                chunk = f.read(size)
+                q.put(chunk)
+                if not chunk:
+                    return
+        except BaseException as e:  # handed to the consumer
+            q.put(e)
+
+    t = threading.Thread(target=reader, name="th-strace-read", daemon=True)
+    t.start()
+    try:
+        while True:
+            chunk = q.get()
+            if isinstance(chunk, BaseException):
+                raise chunk
+            yield chunk
+            if not chunk:
+                return
+    finally:
+        stop.set()
+        while t.is_alive():  # unblock a reader waiting on a full queue, then let it end
+            try:
+                q.get_nowait()
+            except queue.Empty:
+                pass
+            t.join(0.01)
+
+
+def import_file(store: "Store", path: str | Path, name: str, *, mapping: Mapping | None = None,
+                strict: bool = False, description: str = "", progress=None) -> StraceReport:
+    """Import strace output from `path` (a file, or the PREFIX of `strace -ff -o PREFIX`) as trace `name`.
+
+    `mapping` is ignored: strace lines map onto the format's fixed event types.
+    """
+    path = Path(path)
+    paths, pids = _sources(path)
+    sink = StraceSink(store, name, [str(p) for p in paths], pids, strict=strict, description=description,
+                      metadata={"files": len(paths)} if len(paths) > 1 else None)
+    files = []
+    try:
+        for p in paths:
+            files.append(open(p, "rb"))
+        # Compaction deferred for the whole import (it would hold up to compact_target_rows
+        # rows in memory: peak memory must not grow with the file).
+        with store.bulk(name):
+            feed_files(sink, files, progress)
+            return sink.finish()
+    except BaseException as e:
+        sink.abort(e)  # raises
+    finally:
+        for f in files:
+            f.close()

@@ -1,0 +1,482 @@
+//! Parsed events waiting to become Arrow record batches, and the strace schemas.
+//!
+//! Owns [`Rows`]: fixed-size rows plus one byte arena for their strings, cut into
+//! record batches of the three event types ([`EVENT_TYPES`]). Rows are kept in the
+//! order their first line came, which is `ts` order: a call printed as `<unfinished
+//! ...>` reserves its row when it starts and fills it when its `<... resumed>` line
+//! comes, after lines of other threads that started later. A cut emits the complete
+//! prefix (up to the oldest row still unfilled), so batches reach the store sorted
+//! without a sort. A call that stays unfinished for more than a batch (a thread
+//! blocked in futex or wait4 all along) is let go: its placeholder is dropped and its
+//! row, when it completes, is set aside and emitted at the very end, so only the last
+//! batch is out of order (the store sorts a checkpoint that is not in order: one late
+//! row in every checkpoint made the store sort them all).
+//! `seq` is numbered per producer when a row completes: a thread's calls complete in
+//! the order they started, so that is `ts` order over the three types.
+
+use std::sync::{Arc, OnceLock};
+
+use arrow_array::{ArrayRef, BooleanArray, Int32Array, Int64Array, RecordBatch, StringArray};
+use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow_schema::{DataType, Field, Schema, SchemaRef};
+
+use super::names::Names;
+
+/// Names of the event types, in the order of `Kind`.
+pub const EVENT_TYPES: [&str; 3] = ["syscall", "signal", "exit"];
+
+/// Null of an int64 slot.
+pub(super) const NULL: i64 = i64::MIN;
+
+/// [`Row::hole`]: a complete row.
+pub(super) const COMPLETE: u8 = 0;
+/// [`Row::hole`]: a placeholder for a call whose `<... resumed>` line has not come.
+pub(super) const WAITING: u8 = 1;
+/// [`Row::hole`]: a placeholder that is never emitted.
+pub(super) const DROPPED: u8 = 2;
+
+/// Which event type a row is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Kind {
+    Syscall = 0,
+    Signal = 1,
+    Exit = 2,
+}
+
+/// A string in the arena; `len == u32::MAX` is null.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Str {
+    off: u32,
+    len: u32,
+}
+
+impl Str {
+    pub const NULL: Str = Str { off: 0, len: u32::MAX };
+
+    #[inline]
+    pub fn is_null(self) -> bool {
+        self.len == u32::MAX
+    }
+}
+
+/// One event. Slot meaning by kind:
+/// - syscall: `i` = fd, offset, size, ret, fd2, pos2; `s` = path, path2, errno, flags, args,
+///   path_arg, path2_arg
+/// - signal:  `i[0]` = sender pid; `s` = signal, code, info
+/// - exit:    `i[0]` = status, `i[1]` = core dumped (0/1); `s[0]` = signal
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Row {
+    pub kind: Kind,
+    /// [`COMPLETE`], [`WAITING`] (a placeholder for a call not resumed yet) or
+    /// [`DROPPED`] (a placeholder given up on, or whose resumption was rejected).
+    pub hole: u8,
+    pub ts: i64,
+    pub dur: i64,
+    pub seq: i64,
+    pub producer: i32,
+    pub name: u32,
+    pub i: [i64; 6],
+    pub s: [Str; 7],
+}
+
+impl Row {
+    pub fn new(kind: Kind, ts: i64, producer: i32) -> Self {
+        Row { kind, hole: COMPLETE, ts, dur: 0, seq: 0, producer, name: 0, i: [NULL; 6], s: [Str::NULL; 7] }
+    }
+}
+
+/// Rows not yet emitted, with their strings.
+#[derive(Default)]
+pub(super) struct Rows {
+    rows: Vec<Row>,
+    arena: Vec<u8>,
+    /// Global index of `rows[0]` (rows emitted or dropped before it).
+    base: u64,
+    /// Rows appended out of `ts` order since the last cut.
+    late: bool,
+    /// Rows whose placeholder was let go, with their strings: emitted at the end.
+    aside: Vec<Row>,
+    aside_arena: Vec<u8>,
+}
+
+impl Rows {
+    /// Rows held.
+    #[inline]
+    pub fn len(&self) -> usize {
+        self.rows.len()
+    }
+
+    /// Bytes of strings held.
+    #[inline]
+    pub fn arena_bytes(&self) -> usize {
+        self.arena.len()
+    }
+
+    /// Appends `bytes` (valid UTF-8) to the arena.
+    #[inline]
+    pub fn text(&mut self, bytes: &[u8]) -> Str {
+        let off = self.arena.len() as u32;
+        self.arena.extend_from_slice(bytes);
+        Str { off, len: bytes.len() as u32 }
+    }
+
+    /// The arena itself, for callers that write a string in place (then [`Rows::since`]).
+    #[inline]
+    pub fn arena_mut(&mut self) -> &mut Vec<u8> {
+        &mut self.arena
+    }
+
+    /// The string written to the arena since it held `start` bytes.
+    #[inline]
+    pub fn since(&self, start: usize) -> Str {
+        Str { off: start as u32, len: (self.arena.len() - start) as u32 }
+    }
+
+    /// The bytes of `s` (empty for null).
+    #[inline]
+    pub fn get(&self, s: Str) -> &[u8] {
+        if s.is_null() {
+            &[]
+        } else {
+            &self.arena[s.off as usize..(s.off + s.len) as usize]
+        }
+    }
+
+    #[inline]
+    pub fn push(&mut self, row: Row) {
+        if let Some(last) = self.rows.last() {
+            if row.ts < last.ts {
+                self.late = true;
+            }
+        }
+        self.rows.push(row);
+    }
+
+    /// Reserves the row of a call whose result comes later; returns its slot.
+    #[inline]
+    pub fn reserve(&mut self, ts: i64, producer: i32, name: u32) -> u64 {
+        let mut row = Row::new(Kind::Syscall, ts, producer);
+        row.hole = WAITING;
+        row.name = name;
+        self.push(row);
+        self.base + self.rows.len() as u64 - 1
+    }
+
+    /// Fills the row reserved at `slot`, or appends it when the placeholder was let go.
+    #[inline]
+    pub fn fill(&mut self, slot: u64, row: Row) {
+        match slot.checked_sub(self.base) {
+            Some(k) if (k as usize) < self.rows.len() && self.rows[k as usize].hole == WAITING => {
+                self.rows[k as usize] = row
+            }
+            _ => {
+                let mut row = row;
+                for s in row.s.iter_mut().filter(|s| !s.is_null()) {
+                    let off = self.aside_arena.len() as u32;
+                    self.aside_arena.extend_from_slice(&self.arena[s.off as usize..(s.off + s.len) as usize]);
+                    s.off = off;
+                }
+                self.aside.push(row);
+            }
+        }
+    }
+
+    /// Emits the rows set aside (see the module documentation), sorted by `ts`.
+    pub fn take_aside(&mut self, names: &Names) -> Vec<(&'static str, RecordBatch)> {
+        let mut aside = std::mem::take(&mut self.aside);
+        aside.sort_by_key(|r| r.ts);
+        let out = build(aside.iter(), &self.aside_arena, names);
+        self.aside_arena.clear();
+        out
+    }
+
+    /// Gives up the row reserved at `slot` (its resumption was rejected).
+    pub fn drop_slot(&mut self, slot: u64) {
+        if let Some(k) = slot.checked_sub(self.base) {
+            if let Some(r) = self.rows.get_mut(k as usize) {
+                if r.hole == WAITING {
+                    r.hole = DROPPED;
+                }
+            }
+        }
+    }
+
+    /// Rows that can be emitted now: those before the first placeholder.
+    pub fn ready(&self) -> usize {
+        self.rows.iter().position(|r| r.hole == WAITING).unwrap_or(self.rows.len())
+    }
+
+    /// Emits the complete rows before the first placeholder (all rows with `force`,
+    /// dropping the placeholders) in `ts` order as record batches, one per event type
+    /// that has rows.
+    pub fn cut(&mut self, force: bool, names: &Names) -> Vec<(&'static str, RecordBatch)> {
+        let k = if force { self.rows.len() } else { self.ready() };
+        let mut emit: Vec<&Row> = self.rows[..k].iter().filter(|r| r.hole == COMPLETE).collect();
+        if self.late {
+            emit.sort_by_key(|r| r.ts);
+        }
+        let out = build(emit.into_iter(), &self.arena, names);
+        // Keep the rest, with their strings moved to a fresh arena.
+        self.base += k as u64;
+        if k == self.rows.len() {
+            self.rows.clear();
+            self.arena.clear();
+        } else {
+            let mut arena = Vec::with_capacity(self.arena.capacity().min(self.arena.len() * 2 + 1024));
+            for r in self.rows[k..].iter_mut() {
+                for s in r.s.iter_mut() {
+                    if !s.is_null() {
+                        let off = arena.len() as u32;
+                        arena.extend_from_slice(&self.arena[s.off as usize..(s.off + s.len) as usize]);
+                        s.off = off;
+                    }
+                }
+            }
+            self.rows.drain(..k);
+            self.arena = arena;
+        }
+        self.late = self.rows.windows(2).any(|w| w[1].ts < w[0].ts);
+        out
+    }
+}
+
+/// Record batches (one per event type that has rows) of `rows`, in that order.
+fn build<'a>(
+    rows: impl Iterator<Item = &'a Row> + Clone,
+    arena: &[u8],
+    names: &Names,
+) -> Vec<(&'static str, RecordBatch)> {
+    // Exact capacities first: growing ~14 columns by doubling cost a fifth of the cut.
+    let mut count = [0usize; 3];
+    let mut bytes = [[0usize; 8]; 3];
+    for r in rows.clone() {
+        let k = r.kind as usize;
+        count[k] += 1;
+        if r.kind == Kind::Syscall {
+            bytes[k][7] += names.name(r.name).len();
+        }
+        for (b, s) in bytes[k].iter_mut().zip(r.s) {
+            if !s.is_null() {
+                *b += s.len as usize;
+            }
+        }
+    }
+    let mut cols: [Cols; 3] = std::array::from_fn(|k| Cols::with_capacity(count[k], &bytes[k]));
+    for r in rows {
+        cols[r.kind as usize].push(r, arena, names);
+    }
+    let mut out = Vec::new();
+    for (t, c) in cols.into_iter().enumerate() {
+        if !c.ts.is_empty() {
+            out.push((EVENT_TYPES[t], c.finish(t)));
+        }
+    }
+    out
+}
+
+/// A nullable string column being built.
+struct StrCol {
+    offsets: Vec<i32>,
+    values: Vec<u8>,
+    valid: Vec<bool>,
+    nulls: usize,
+}
+
+impl StrCol {
+    fn with_capacity(rows: usize, bytes: usize) -> Self {
+        let mut offsets = Vec::with_capacity(rows + 1);
+        offsets.push(0);
+        StrCol { offsets, values: Vec::with_capacity(bytes), valid: Vec::with_capacity(rows), nulls: 0 }
+    }
+
+    #[inline]
+    fn push(&mut self, bytes: Option<&[u8]>) {
+        match bytes {
+            Some(b) => {
+                self.values.extend_from_slice(b);
+                self.valid.push(true);
+            }
+            None => {
+                self.valid.push(false);
+                self.nulls += 1;
+            }
+        }
+        self.offsets.push(self.values.len() as i32);
+    }
+
+    fn finish(self) -> ArrayRef {
+        let nulls = if self.nulls > 0 { Some(NullBuffer::from(self.valid)) } else { None };
+        // SAFETY: offsets start at 0 and never decrease (each push appends), the last one
+        // is values.len() (cut before 2 GiB: see the parser's arena limit), and every value
+        // was checked to be UTF-8 before it entered the arena (`unescape_into`, or ASCII
+        // from the grammar, or from_utf8 on raw text).
+        let array = unsafe {
+            StringArray::new_unchecked(
+                OffsetBuffer::new_unchecked(ScalarBuffer::from(self.offsets)),
+                Buffer::from_vec(self.values),
+                nulls,
+            )
+        };
+        Arc::new(array)
+    }
+}
+
+fn i64_col(v: Vec<i64>, nullable: bool) -> ArrayRef {
+    let nulls = if nullable && v.contains(&NULL) {
+        Some(NullBuffer::new(BooleanBuffer::collect_bool(v.len(), |i| v[i] != NULL)))
+    } else {
+        None
+    };
+    Arc::new(Int64Array::new(ScalarBuffer::from(v), nulls))
+}
+
+/// The columns of one event type being built.
+struct Cols {
+    ts: Vec<i64>,
+    producer: Vec<i32>,
+    seq: Vec<i64>,
+    dur: Vec<i64>,
+    name: StrCol,
+    i: [Vec<i64>; 6],
+    s: [StrCol; 7],
+}
+
+impl Cols {
+    /// Room for `rows` rows; `bytes`: string bytes of slots s[0..7], then of `name`.
+    fn with_capacity(rows: usize, bytes: &[usize; 8]) -> Self {
+        Cols {
+            ts: Vec::with_capacity(rows),
+            producer: Vec::with_capacity(rows),
+            seq: Vec::with_capacity(rows),
+            dur: Vec::with_capacity(rows),
+            name: StrCol::with_capacity(rows, bytes[7]),
+            i: std::array::from_fn(|_| Vec::with_capacity(rows)),
+            s: std::array::from_fn(|k| StrCol::with_capacity(rows, bytes[k])),
+        }
+    }
+
+    #[inline]
+    fn push(&mut self, r: &Row, arena: &[u8], names: &Names) {
+        self.ts.push(r.ts);
+        self.producer.push(r.producer);
+        self.seq.push(r.seq);
+        let opt = |s: Str| if s.is_null() { None } else { Some(&arena[s.off as usize..(s.off + s.len) as usize]) };
+        match r.kind {
+            Kind::Syscall => {
+                self.dur.push(r.dur);
+                self.name.push(Some(names.name(r.name)));
+                for k in 0..6 {
+                    self.i[k].push(r.i[k]);
+                }
+                for k in 0..7 {
+                    self.s[k].push(opt(r.s[k]));
+                }
+            }
+            Kind::Signal => {
+                self.i[0].push(r.i[0]);
+                for k in 0..3 {
+                    self.s[k].push(opt(r.s[k]));
+                }
+            }
+            Kind::Exit => {
+                self.i[0].push(r.i[0]);
+                self.i[1].push(r.i[1]);
+                self.s[0].push(opt(r.s[0]));
+            }
+        }
+    }
+
+    fn finish(self, t: usize) -> RecordBatch {
+        let Cols { ts, producer, seq, dur, name, i, s } = self;
+        let [i0, i1, i2, i3, i4, i5] = i;
+        let [s0, s1, s2, s3, s4, s5, s6] = s;
+        let mut cols: Vec<ArrayRef> = vec![
+            i64_col(ts, false),
+            Arc::new(Int32Array::new(ScalarBuffer::from(producer), None)),
+            i64_col(seq, false),
+        ];
+        match t {
+            0 => {
+                cols.push(i64_col(dur, false));
+                cols.push(name.finish());
+                // fd, path, path2, pos, size, ret, errno, flags, args
+                cols.push(i64_col(i0, true));
+                cols.push(s0.finish());
+                cols.push(s1.finish());
+                cols.push(i64_col(i1, true));
+                cols.push(i64_col(i2, true));
+                cols.push(i64_col(i3, true));
+                cols.push(s2.finish());
+                cols.push(s3.finish());
+                cols.push(s4.finish());
+                // added later, so existing columns keep their places: fd2, pos2, path_arg, path2_arg
+                cols.push(i64_col(i4, true));
+                cols.push(i64_col(i5, true));
+                cols.push(s5.finish());
+                cols.push(s6.finish());
+            }
+            1 => {
+                // signal, code, sender, info
+                cols.push(s0.finish());
+                cols.push(s1.finish());
+                cols.push(i64_col(i0, true));
+                cols.push(s2.finish());
+            }
+            _ => {
+                // status, signal, core
+                let core = BooleanArray::new(BooleanBuffer::collect_bool(i1.len(), |k| i1[k] == 1), None);
+                cols.push(i64_col(i0, true));
+                cols.push(s0.finish());
+                cols.push(Arc::new(core));
+            }
+        }
+        RecordBatch::try_new(schema(t), cols).expect("strace columns always match their schema")
+    }
+}
+
+/// Arrow schema of event type `t` (index into [`EVENT_TYPES`]); must match
+/// `python/tracehouse/formats/strace/__init__.py` (a test checks it):
+///
+/// - syscall (span): ts, producer, seq, dur, name, fd, path, path2, pos, size, ret,
+///   errno, flags, args, fd2, pos2, path_arg, path2_arg
+/// - signal (instant): ts, producer, seq, signal, code, sender, info
+/// - exit (instant): ts, producer, seq, status, signal, core
+pub fn schema(t: usize) -> SchemaRef {
+    static SCHEMAS: OnceLock<[SchemaRef; 3]> = OnceLock::new();
+    SCHEMAS.get_or_init(build_schemas)[t].clone()
+}
+
+fn build_schemas() -> [SchemaRef; 3] {
+    let common = || {
+        vec![
+            Field::new("ts", DataType::Int64, false),
+            Field::new("producer", DataType::Int32, false),
+            Field::new("seq", DataType::Int64, false),
+        ]
+    };
+    let i = |n: &str| Field::new(n, DataType::Int64, true);
+    let s = |n: &str| Field::new(n, DataType::Utf8, true);
+    let mut syscall = common();
+    syscall.push(Field::new("dur", DataType::Int64, false));
+    syscall.extend([
+        s("name"),
+        i("fd"),
+        s("path"),
+        s("path2"),
+        i("pos"),
+        i("size"),
+        i("ret"),
+        s("errno"),
+        s("flags"),
+        s("args"),
+        i("fd2"),
+        i("pos2"),
+        s("path_arg"),
+        s("path2_arg"),
+    ]);
+    let mut signal = common();
+    signal.extend([s("signal"), s("code"), i("sender"), s("info")]);
+    let mut exit = common();
+    exit.extend([i("status"), s("signal"), Field::new("core", DataType::Boolean, true)]);
+    [Arc::new(Schema::new(syscall)), Arc::new(Schema::new(signal)), Arc::new(Schema::new(exit))]
+}
