@@ -9,14 +9,13 @@ from importlib import metadata
 
 import pytest
 
-from tracehouse import tools
 from tracehouse.cli import command as cli
 from tracehouse.formats import registry
 
 PLUGIN = '''
 """A third-party importer: one event per line "TS VALUE"."""
 import pyarrow as pa
-from tracehouse.formats.tabular import ImportReport
+from tracehouse.formats.report import ImportReport
 
 NAME = "tsv2"
 DESCRIPTION = "two-column lines: ts value"

@@ -9,13 +9,38 @@
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from .errors import AlreadyExists, BadInput, DiskFull, NotFound, ReadOnly, StoreLocked, TracehouseError
-from .schema import Column, EventType
-from .store import Store, TraceInfo, WriterOptions
-from .store.engines import open_engine
 
-__version__ = "0.1.0"
+if TYPE_CHECKING:
+    from .schema import Column, EventType
+    from .store import Store, TraceInfo, WriterOptions
+    from .store.engines import open_engine
+
+# The public names below pull in pyarrow and DuckDB: they are imported on first use (PEP 562),
+# so `import tracehouse` (and `tracehouse --help`) stays cheap.
+_LAZY = {"Column": "schema", "EventType": "schema", "Store": "store", "TraceInfo": "store",
+         "WriterOptions": "store", "open_engine": "store.engines"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(f"{__name__}.{_LAZY[name]}"), name)
+        globals()[name] = value
+        return value
+    if name == "__version__":  # the installed distribution's, so it cannot drift from pyproject.toml
+        from importlib import metadata
+
+        try:
+            value = metadata.version("tracehouse")
+        except metadata.PackageNotFoundError:  # a source tree that was never installed
+            value = "0+unknown"
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 DEFAULT_HOME = "./tracehouse-data"
 
@@ -24,13 +49,15 @@ def default_path() -> str:
     return os.environ.get("TRACEHOUSE_HOME") or DEFAULT_HOME
 
 
-def open(path: str | os.PathLike | None = None, *, readonly: bool = False, create: bool = True, **options) -> Store:  # noqa: A001
+def open(path: str | os.PathLike | None = None, *, readonly: bool = False, create: bool = True, **options) -> "Store":  # noqa: A001
     """Open (creating if needed) the store at `path` (default: $TRACEHOUSE_HOME or ./tracehouse-data).
 
     options: fsync ("always" | "batch" | "off"), group_commit_ms, flush_rows,
     flush_interval_s, compact_min_segments, compact_target_rows, compact_target_bytes, retire_grace_s,
     drop_written_pages (segments leave the page cache once durable; `serve` sets it).
     """
+    from .store import Store
+
     return Store(path if path is not None else default_path(), readonly=readonly, create=create, **options)
 
 

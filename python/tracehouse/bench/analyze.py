@@ -306,27 +306,3 @@ def render(result: dict) -> Table:
                  f"locals {b.get('locals_index_s', 0):.0f} s, density {b.get('density_index_s', 0):.0f} s; "
                  f"indexes {b.get('index_bytes', 0) / 2**30:.2f} GiB, trace {result['trace']['bytes'] / 2**30:.2f} GiB")
     return t
-
-
-def cmd_bench_analyze(args) -> int:
-    from ..cli.command import emit_json, err, out
-
-    result = run(args.events, workdir=args.workdir, queries=args.queries, duck_queries=args.duck_queries,
-                 keep=args.keep, progress=None if args.json else (lambda msg: err.print(msg, highlight=False)))
-    if args.json:
-        emit_json(result)
-        return 0
-    out.print(render(result))
-    for q in result["questions"]:
-        out.print(f"  {q['question']}: {q['detail']}", highlight=False, markup=False)
-    return 0
-
-
-def register(commands) -> None:
-    sp = commands.bench("analyze", cmd_bench_analyze,
-                        "analyses on a TOD trace (seeds 000, 001, 004) against the same questions in DuckDB")
-    sp.add_argument("--events", type=int, default=100_000_000, help="trace size (default 100M; ~6 GB of disk)")
-    sp.add_argument("--workdir", help="where the temporary store goes (default: the system temp dir)")
-    sp.add_argument("--queries", type=int, default=1000, help="random inputs per latency question (default 1000)")
-    sp.add_argument("--duck-queries", type=int, default=20, help="of them, asked of DuckDB too (default 20)")
-    sp.add_argument("--keep", action="store_true", help="keep the store afterwards (prints where)")

@@ -175,23 +175,3 @@ def render(result: dict) -> str:
                      f"{r['records_per_cpu_s']:>11,} {r['mb_per_s']:>7} {r['wall']:>7.2f} "
                      f"{r['max_rss'] / 2**20:>7.0f}MB {r['load_avg']:>5}")
     return "\n".join(lines)
-
-
-def cmd_bench_chrome(args) -> int:
-    from ..cli.command import emit_json, err, out
-
-    sizes = [int(x) for x in args.events.split(",")]
-    result = run(sizes, workdir=args.workdir, progress=None if args.json else lambda r: err.print(
-        f"{r['mode']} {r['records']:,}: {r['records_per_s']:,} records/s, peak {r['max_rss'] / 2**20:.0f} MB"))
-    if args.json:
-        emit_json(result)
-    else:
-        out.print(render(result), highlight=False)
-    return 0
-
-
-def register(commands) -> None:
-    sp = commands.bench("chrome", cmd_bench_chrome,
-                        "Chrome JSON import: records/s and peak memory at several sizes, beside read, parse-only and json.load")
-    sp.add_argument("--events", default="1000000,4000000,16000000", help="comma-separated sizes (default 1M,4M,16M)")
-    sp.add_argument("--workdir", help="where files and stores go (default: a temporary directory, removed)")

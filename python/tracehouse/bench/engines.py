@@ -220,30 +220,3 @@ def render(out: dict) -> str:
     m = out["machine"]
     lines.append(f"load average {m['loadavg_before'][0]:.1f} before, {m['loadavg_after'][0]:.1f} after, {m['cpus']} cores")
     return "\n".join(lines)
-
-
-def cmd_bench_engines(args) -> int:
-    import json
-    import sys
-
-    from rich.console import Console
-
-    err = Console(stderr=True)
-    say = (lambda m: None) if args.json else (lambda m: err.print(f"[dim]{m}...[/dim]"))
-    out = run(scale=1 / args.scale, tod_events=args.tod_events, repeat=args.repeat, master=args.master,
-              workdir=args.workdir, say=say)
-    if args.json:
-        sys.stdout.write(json.dumps(out, indent=2) + "\n")
-    else:
-        sys.stdout.write(render(out) + "\n")
-    return 0 if all(q["identical"] for q in out["queries"]) else 1
-
-
-def register(commands) -> None:
-    sp = commands.bench("engines", cmd_bench_engines,
-                        "Q1-Q5 (seed 003) and the TOD statistics on DuckDB vs Spark local[2], same store, same answers")
-    sp.add_argument("--scale", type=int, default=1, help="divide every run of the QoS data set's 2,032,000 rows by this (runs keep >= 10 rows)")
-    sp.add_argument("--tod-events", type=int, default=10_000_000)
-    sp.add_argument("--repeat", type=int, default=3, help="warm runs per query (the median is reported)")
-    sp.add_argument("--master", default="local[2]", help="Spark master URL")
-    sp.add_argument("--workdir", help="where the store is built (default: a temporary directory, removed)")

@@ -273,31 +273,3 @@ def print_report(result: dict, console=None) -> None:
     for tg in result["targets"]:
         mark = "[green]met[/green]" if tg["met"] else "[red]missed[/red]"
         console.print(f"target {tg['target']}: {tg['value'] / 1e6:.2f}M {result['unit']}/s {mark}")
-
-
-def cmd_bench_import(args) -> int:
-    from ..cli.command import emit_json, err
-
-    log = (lambda s: None) if args.json else (lambda s: err.print(f"[dim]{s}[/dim]"))
-    sizes = [int(x) for x in args.sizes.split(",")] if args.sizes else None
-    result = run(args.format, args.size, sizes=sizes, workdir=args.workdir, peers=not args.no_peers, keep=args.keep,
-                 repeat=args.repeat, log=log)
-    if args.json:
-        emit_json(result)
-    else:
-        print_report(result)
-    return 0
-
-
-def register(commands) -> None:
-    sp = commands.bench("import", cmd_bench_import,
-                        "importers on real files: throughput at 3 sizes, peak memory, peers (wc -l, a Python regex)")
-    sp.add_argument("--format", default="strace", help="which importer: " + " | ".join(
-        m.rsplit("_", 1)[-1] for m in CASE_MODULES) + " (default strace)")
-    sp.add_argument("--size", type=int, help="headline input, in the format's unit, where the peers run "
-                                             "(strace: lines; default 5M)")
-    sp.add_argument("--sizes", help="every input size imported, comma separated (default: size, 2 x size, 4 x size)")
-    sp.add_argument("--workdir", help="where inputs and stores go (default: next to the store); removed afterwards")
-    sp.add_argument("--keep", action="store_true", help="keep the inputs (their paths are in the JSON)")
-    sp.add_argument("--no-peers", action="store_true", help="skip the peers")
-    sp.add_argument("--repeat", type=int, default=1, help="imports per size, the fastest reported (default 1)")

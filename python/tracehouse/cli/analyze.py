@@ -31,7 +31,7 @@ from ..store import Store
 
 
 def _out():
-    from .command import arrow_table_render, emit_json, err, out
+    from .output import arrow_table_render, emit_json, err, out
 
     return out, err, emit_json, arrow_table_render
 
@@ -242,7 +242,7 @@ def a_flame(args) -> int:
             f.write(text)
         err.print(f"wrote {text.count(chr(10)):,} stacks to {args.out} (flamegraph.pl, speedscope, inferno read it)")
     elif args.json:
-        from .command import emit_json
+        from .output import emit_json
 
         emit_json({"folded": text})
     else:
@@ -747,6 +747,29 @@ def _hist_args(p: argparse.ArgumentParser) -> None:
 
 def _add_analyses(sub) -> None:
     """`analyze NAME ...` for every analysis, ours and the plugins'."""
+    _add_builtin_analyses(sub)
+    _add_plugins(sub)
+
+
+class _Listing:
+    """Stands for the subparsers of `analyze` to list what `_add_builtin_analyses` adds."""
+
+    def __init__(self) -> None:
+        self.names: list[tuple[str, str]] = []
+
+    def add_parser(self, name: str, help: str = "", **_) -> argparse.ArgumentParser:
+        self.names.append((name, help))
+        return argparse.ArgumentParser(add_help=False)
+
+
+def builtin_analyses() -> list[tuple[str, str]]:
+    """(name, help) of the built-in `tracehouse analyze NAME` subcommands."""
+    listing = _Listing()
+    _add_builtin_analyses(listing)
+    return listing.names
+
+
+def _add_builtin_analyses(sub) -> None:
     p = _common(sub.add_parser("spans", help="pair begins and ends into spans; --save keeps them as a processed trace"),
                 a_spans)
     _span_args(p)
@@ -835,7 +858,6 @@ def _add_analyses(sub) -> None:
     _hist_args(p)
     p = _common(sub.add_parser("index", help="build the derived indexes now (else built on first use)"), a_index)
     p.add_argument("--what", help="comma-separated: spans, objects, locals, density (default all)")
-    _add_plugins(sub)
 
 
 def replay_argv(result: dict) -> list[str] | None:
@@ -872,12 +894,11 @@ def replay_argv(result: dict) -> list[str] | None:
 
 
 def register(commands) -> None:
-    """Adds `tracehouse analyze ...`, `tracehouse results ...` and `tracehouse bench analyze`."""
-    sp = commands.add("analyze", cmd_analyze, "analyses: spans, call trees, cursors, state and stack at t, "
-                                              "density, statistics, histograms (see README, Analyses)")
+    """Adds `tracehouse analyze ...` and `tracehouse results ...`."""
+    sp = commands.add("analyze", cmd_analyze)
     _add_analyses(sp.add_subparsers(dest="analysis", required=True, metavar="ANALYSIS"))
 
-    rp = commands.add("results", cmd_results, "analysis results saved in the store: list, show, annotate, group, rm")
+    rp = commands.add("results", cmd_results)
     rsub = rp.add_subparsers(dest="results_cmd", metavar="COMMAND")
     rp.set_defaults(results_fn=r_list, trace=None, tool=None, kind=None, name=None, limit=100)
     p = rsub.add_parser("list", help="list results (the default)")
@@ -912,9 +933,3 @@ def register(commands) -> None:
     p.add_argument("id", type=int, nargs="+")
     p.add_argument("--json", action="store_true")
     p.set_defaults(results_fn=r_rm)
-
-    try:
-        from ..bench import analyze as bench_analyze
-    except ImportError:  # the benchmark lands separately
-        return
-    bench_analyze.register(commands)

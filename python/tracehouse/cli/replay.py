@@ -10,7 +10,7 @@ import sys
 
 
 def cmd_capture(args) -> int:
-    from .command import emit_json, err, human_bytes, open_store, out, progress_bar
+    from .output import emit_json, err, human_bytes, open_store, out, progress_bar
     from ..errors import BadInput
     from ..formats.strace.capture import capture
 
@@ -71,8 +71,7 @@ def exit_code_of(status: int | None) -> int:
 
 
 def register(commands) -> None:
-    sp = commands.add("capture", cmd_capture,
-                      "run a command under strace (-f -ttt -T -y -s0), streaming its IO syscalls into a new trace")
+    sp = commands.add("capture", cmd_capture)
     sp.add_argument("--name", help="trace name (default: the command's name and the time)")
     sp.add_argument("--description")
     sp.add_argument("--all-syscalls", action="store_true",
@@ -89,7 +88,7 @@ def register(commands) -> None:
 
 
 def cmd_replay(args) -> int:
-    from .command import emit_json, err, human_bytes, open_store, out, progress_bar
+    from .output import emit_json, err, human_bytes, open_store, out, progress_bar
     from ..replay.replay import replay
 
     with open_store(args, write=True) as s:
@@ -144,8 +143,7 @@ def cmd_replay(args) -> int:
 
 
 def register_replay(commands) -> None:
-    sp = commands.add("replay", cmd_replay,
-                      "replay a strace trace's IO under --root with its timing and threads; store every call")
+    sp = commands.add("replay", cmd_replay)
     sp.add_argument("trace", help="a strace trace (tracehouse capture / import strace)")
     sp.add_argument("--root", required=True,
                     help="target directory: every file goes under it (/a/b -> ROOT/a/b unless --map)")
@@ -172,7 +170,7 @@ def register_replay(commands) -> None:
 def cmd_extrapolate(args) -> int:
     from pathlib import Path
 
-    from .command import emit_json, open_store, out
+    from .output import emit_json, open_store, out
     from ..errors import BadInput
     from ..replay import extrapolate as ex
     from ..replay.replay import runs as replay_runs
@@ -257,8 +255,7 @@ def _fmt(v) -> str:
 
 
 def register_extrapolate(commands) -> None:
-    sp = commands.add("extrapolate", cmd_extrapolate,
-                      "fit PerfExt, USL and MVA to measured runs and predict higher concurrency")
+    sp = commands.add("extrapolate", cmd_extrapolate)
     sp.add_argument("input", help="a CSV/Parquet/JSON of runs (concurrency, throughput, response_time, "
                                   "util_<resource>), or a trace whose replays to use")
     sp.add_argument("--models", default="perfext,usl,mva", help="comma-separated: perfext, usl, mva")
@@ -272,7 +269,7 @@ def register_extrapolate(commands) -> None:
 
 def cmd_bench_replay(args) -> int:
     from ..bench import replay as bench
-    from .command import emit_json, err, out
+    from .output import emit_json, err, out
 
     quiet = args.json
 
@@ -292,8 +289,7 @@ def cmd_bench_replay(args) -> int:
 
 
 def register_bench(commands) -> None:
-    sp = commands.bench("replay", cmd_bench_replay,
-                        "replay: issue-time error at 10,000 IOPS, asap calls/s and overhead, extrapolation errors")
+    sp = commands.bench("replay", cmd_bench_replay)
     sp.add_argument("--iops", type=float, default=10_000)
     sp.add_argument("--seconds", type=float, default=5.0, help="length of the timed trace")
     sp.add_argument("--threads", type=int, default=4, help="threads of the timed trace")

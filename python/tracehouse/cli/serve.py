@@ -40,8 +40,7 @@ def cmd_serve(args) -> int:
 
 def register(commands) -> None:
     d = ServerConfig()
-    sp = commands.add("serve", cmd_serve,
-                      "ingest server: InfluxDB line protocol over HTTP and TCP, Arrow IPC, read-only SQL over HTTP")
+    sp = commands.add("serve", cmd_serve)
     sp.add_argument("--host", default=d.host, help="address to bind (default 127.0.0.1; others need --token)")
     sp.add_argument("--port", type=int, default=d.port, help=f"HTTP port (default {d.port}; 0 picks a free one)")
     sp.add_argument("--tcp-port", type=int, default=d.tcp_port,
@@ -92,7 +91,7 @@ def register(commands) -> None:
 
 def cmd_load(args) -> int:
     from ..bench import load
-    from .command import emit_json, out
+    from .output import emit_json, out
 
     target = load.Target.parse(args.url, tcp_port=args.tcp_port,
                                token=args.token or os.environ.get("TRACEHOUSE_TOKEN") or None)
@@ -108,8 +107,7 @@ def cmd_load(args) -> int:
 
 
 def register_load(commands) -> None:
-    sp = commands.add("load", cmd_load,
-                      "write load generator (Rust): seed 003's QoS agents or TSBS cpu-only hosts against a server")
+    sp = commands.add("load", cmd_load)
     sp.add_argument("workload", choices=("qos", "cpu"),
                     help="qos: 13 id tags + 48 result fields per row; cpu: TSBS cpu-only, 10 tags + 10 fields")
     sp.add_argument("--agents", type=int, default=8, help="concurrent agents (connections), default 8")
@@ -132,7 +130,7 @@ def cmd_bench_write(args) -> int:
     from pathlib import Path
 
     from ..bench import write
-    from .command import emit_json, err, out
+    from .output import emit_json, err, out
 
     if args.half_rate:
         res = write.half_rate(protocols=tuple(args.half_rate.split(",")), workload=args.workload,
@@ -186,9 +184,7 @@ def cmd_bench_write(args) -> int:
 def register_bench(commands) -> None:
     from ..bench import write
 
-    sp = commands.bench("write", cmd_bench_write,
-                        "seed 003 write matrix (writers x rows per batch): tracehouse over loopback vs QuestDB, "
-                        "PostgreSQL, MariaDB, SQLite, with the seed's statistical protocol")
+    sp = commands.bench("write", cmd_bench_write)
     sp.add_argument("--systems", help="comma list (default " + ",".join(write.DEFAULT_SYSTEMS) + "; also "
                                       "questdb-tcp, questdb-sync and tracehouse-{http,tcp,arrow}-written)")
     sp.add_argument("--writers", help="comma list (default 1,2,4,8,16,32,64,128)")
@@ -210,7 +206,7 @@ def register_bench(commands) -> None:
 
 def cmd_bench_ui(args) -> int:
     from .. import default_path
-    from .command import emit_json, err, out
+    from .output import emit_json, err, out
     from ..server.ui import bench
 
     rep = bench.run(store=args.store or str(default_path()) if args.trace else None, trace=args.trace,
@@ -224,8 +220,7 @@ def cmd_bench_ui(args) -> int:
 
 
 def register_bench_ui(commands) -> None:
-    sp = commands.bench("ui", cmd_bench_ui, "web UI endpoints over HTTP on one trace (target: 1 s each), "
-                                            "beside plain SQL answering the same questions")
+    sp = commands.bench("ui", cmd_bench_ui)
     sp.add_argument("--trace", help="a trace of the store (default: generate a TOD trace of --events)")
     sp.add_argument("--events", type=int, default=10_000_000, help="TOD events to generate (default 10M)")
     sp.add_argument("--repeat", type=int, default=5, help="requests per endpoint (default 5)")

@@ -22,7 +22,7 @@ from typing import Callable, Iterator, NoReturn
 
 from ..errors import BadInput
 from ..schema import Column, EventType
-from .tabular import ImportReport
+from .report import ImportReport
 
 CHUNK = 4 << 20
 GZIP_MAGIC = b"\x1f\x8b"

@@ -18,7 +18,8 @@ import pyarrow.compute as pc
 from .. import _core
 from ..errors import BadInput
 from .native import NativeLoader, read_chunks
-from .tabular import ImportReport, Mapping
+from .report import ImportReport
+from .tabular import Mapping
 
 OPTIONS = {
     "pattern": {"action": "append", "metavar": "NAME:TEMPLATE",

@@ -26,7 +26,8 @@ from .paje import importer as paje
 from .parquet import importer as parquet
 from .stap import importer as stap
 from .strace import importer as strace
-from .tabular import ImportReport, Mapping
+from .report import ImportReport
+from .tabular import Mapping
 
 GROUPS = {"importer": "tracehouse.importers", "exporter": "tracehouse.exporters", "analysis": "tracehouse.analyses"}
 # CSV, whose sniffer accepts any text with a comma, is asked last.

@@ -13,7 +13,7 @@ deleted (crash-safe delete) before the error propagates.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, NoReturn
 
 import numpy as np
@@ -22,6 +22,7 @@ import pyarrow.compute as pc
 
 from ..errors import BadInput
 from ..schema import EventType, check_ident, infer_event_type
+from .report import ImportReport
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -51,37 +52,6 @@ class Mapping:
     @property
     def event_kind(self) -> str:
         return self.kind or ("span" if self.dur else "instant")
-
-
-@dataclass
-class Rejected:
-    line: int | None
-    reason: str
-
-    def to_json(self) -> dict:
-        return {"line": self.line, "reason": self.reason}
-
-
-@dataclass
-class ImportReport:
-    trace: str
-    source: str
-    events: int = 0
-    by_type: dict[str, int] = field(default_factory=dict)
-    producers: int = 0
-    rejected: int = 0
-    first_rejected: list[Rejected] = field(default_factory=list)
-    details: dict = field(default_factory=dict)  # format-specific counts (unmatched halves, ...)
-
-    def reject(self, line: int | None, reason: str, keep: int = 10) -> None:
-        self.rejected += 1
-        if len(self.first_rejected) < keep:
-            self.first_rejected.append(Rejected(line, reason))
-
-    def to_json(self) -> dict:
-        d = dict(self.__dict__)
-        d["first_rejected"] = [r.to_json() for r in self.first_rejected]
-        return d
 
 
 class TabularLoader:

@@ -29,7 +29,6 @@ from ..schema import EventType
 
 if TYPE_CHECKING:
     from .catalog import Catalog
-    from .store import Store
 
 DUCK_TYPES = {"int64": "BIGINT", "int32": "INTEGER", "float64": "DOUBLE", "bool": "BOOLEAN", "string": "VARCHAR"}
 
@@ -153,8 +152,8 @@ def events_view_sql(schema: str, types: dict[str, EventType]) -> str:
 
 
 class QueryEngine:
-    def __init__(self, store: "Store") -> None:
-        self.store = store
+    def __init__(self, store) -> None:
+        self.store = store  # the Store that owns this engine (not imported: store.py imports this module)
         self.con = duckdb.connect(":memory:")
         self.lock = threading.RLock()
         self._catalog_version = -1

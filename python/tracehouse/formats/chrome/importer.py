@@ -16,7 +16,8 @@ from ... import _core
 from ...errors import BadInput
 from .. import chrome as fmt
 from ..native import NativeLoader, head_bytes, read_chunks
-from ..tabular import ImportReport, Mapping
+from ..report import ImportReport
+from ..tabular import Mapping
 
 NAME = "chrome"
 DESCRIPTION = fmt.DESCRIPTION

@@ -25,7 +25,8 @@ import pyarrow.compute as pc
 import pyarrow.csv as pacsv
 
 from ...errors import BadInput
-from ..tabular import ImportReport, Mapping, TabularLoader
+from ..report import ImportReport
+from ..tabular import Mapping, TabularLoader
 
 NAME = "csv"
 DESCRIPTION = "comma-separated values with a header row (one event per row)"

@@ -13,7 +13,8 @@ from ... import _core
 from ...errors import BadInput
 from .. import paje as fmt
 from ..native import NativeLoader, head_bytes, read_chunks
-from ..tabular import ImportReport, Mapping
+from ..report import ImportReport
+from ..tabular import Mapping
 
 NAME = "paje"
 DESCRIPTION = fmt.DESCRIPTION

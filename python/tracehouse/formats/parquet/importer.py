@@ -22,7 +22,8 @@ import pyarrow.parquet as pq
 
 from ...errors import BadInput
 from ...schema import EventType
-from ..tabular import ImportReport, Mapping, TabularLoader
+from ..report import ImportReport
+from ..tabular import Mapping, TabularLoader
 
 NAME = "parquet"
 DESCRIPTION = "Apache Parquet file (one event per row), or a directory written by `tracehouse export --format parquet`"

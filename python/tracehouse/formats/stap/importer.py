@@ -14,7 +14,8 @@ from pathlib import Path
 from .. import stap as fmt
 from ..native import head_bytes
 from ..probes import OPTIONS, import_probe_output
-from ..tabular import ImportReport, Mapping
+from ..report import ImportReport
+from ..tabular import Mapping
 
 NAME = "stap"
 DESCRIPTION = fmt.DESCRIPTION

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, BinaryIO, Callable, NoReturn
 
 from ...errors import BadInput
 from .. import strace as fmt
-from ..tabular import ImportReport, Mapping
+from ..report import ImportReport
+from ..tabular import Mapping
 
 if TYPE_CHECKING:
     from ...store import Store

@@ -1,25 +1,25 @@
 """`tracehouse tools`: every importer, exporter and analysis the installation can use.
 
-Owns listing the plugin registries. Tools are found through Python entry
-points, one group per kind, so another package adds a format, an exporter or an
-analysis by declaring it in its own pyproject.toml, without touching ours:
+Owns listing them. Tools are found through Python entry points, one group per kind
+(`formats.registry.GROUPS`), so another package adds a format, an exporter or an analysis by
+declaring it in its own pyproject.toml, without touching ours:
 
     [project.entry-points."tracehouse.importers"]     # a module/object with NAME, DESCRIPTION,
     myformat = "mypkg.myformat"                        # sniff(head) and import_file(store, path, name, ...)
     [project.entry-points."tracehouse.exporters"]     # NAME, DESCRIPTION, export(store, trace, out, *, progress)
     [project.entry-points."tracehouse.analyses"]      # NAME, DESCRIPTION and the analysis' own entry function
 
-tracehouse declares its own importers and exporters in the same groups; the
-built-in modules also sit in each registry's BUILTIN table so a source checkout
-works before it is installed. A plugin that fails to load is listed with its
-error instead of breaking the command.
+tracehouse declares its own importers and exporters in the same groups; the built-in
+modules also sit in the registry's tables so a source checkout works before it is
+installed. A plugin that fails to load is listed with its error instead of breaking the
+command.
 """
 
 from __future__ import annotations
 
 from importlib import metadata
 
-GROUPS = {"importer": "tracehouse.importers", "exporter": "tracehouse.exporters", "analysis": "tracehouse.analyses"}
+from .output import emit_json, out
 
 
 def _first_line(text: str | None) -> str:
@@ -28,13 +28,14 @@ def _first_line(text: str | None) -> str:
 
 def list_tools() -> list[dict]:
     """[{name, kind, description, source, version, module, options}] sorted by kind then name."""
-    from . import __version__
-    from .formats import registry
+    from .. import __version__
+    from ..formats import registry
+    from .analyze import builtin_analyses
 
-    out: dict[tuple[str, str], dict] = {}
+    found: dict[tuple[str, str], dict] = {}
 
     def add(kind, name, obj, source, version, module):
-        out.setdefault((kind, name), {
+        found.setdefault((kind, name), {
             "name": name, "kind": kind, "description": getattr(obj, "DESCRIPTION", None) or _first_line(getattr(obj, "__doc__", "")),
             "source": source, "version": version, "module": module,
             "options": sorted(getattr(obj, "OPTIONS", None) or {}),
@@ -45,14 +46,14 @@ def list_tools() -> list[dict]:
     for name, mod in registry.EXPORTERS.items():
         add("exporter", name, mod, "tracehouse", __version__, mod.__name__)
     for name, desc in registry.EXPORT_CORE.items():
-        out[("exporter", name)] = {"name": name, "kind": "exporter", "description": desc, "source": "tracehouse",
-                                   "version": __version__, "module": "tracehouse.cli", "options": []}
-    for name, desc in _builtin_analyses():
-        out[("analysis", name)] = {"name": name, "kind": "analysis", "description": desc, "source": "tracehouse",
-                                   "version": __version__, "module": "tracehouse.analysis", "options": []}
-    for kind, group in GROUPS.items():
+        found[("exporter", name)] = {"name": name, "kind": "exporter", "description": desc, "source": "tracehouse",
+                                     "version": __version__, "module": "tracehouse.cli", "options": []}
+    for name, desc in builtin_analyses():
+        found[("analysis", name)] = {"name": name, "kind": "analysis", "description": desc, "source": "tracehouse",
+                                     "version": __version__, "module": "tracehouse.analysis", "options": []}
+    for kind, group in registry.GROUPS.items():
         for ep in metadata.entry_points(group=group):
-            if (kind, ep.name) in out:
+            if (kind, ep.name) in found:
                 continue
             dist = getattr(ep, "dist", None)
             source = dist.name if dist is not None else "?"
@@ -60,36 +61,14 @@ def list_tools() -> list[dict]:
             try:
                 obj = ep.load()
             except Exception as e:  # a broken plugin is reported, not fatal
-                out[(kind, ep.name)] = {"name": ep.name, "kind": kind, "description": f"failed to load: {e!r}",
-                                        "source": source, "version": version, "module": ep.value, "options": []}
+                found[(kind, ep.name)] = {"name": ep.name, "kind": kind, "description": f"failed to load: {e!r}",
+                                          "source": source, "version": version, "module": ep.value, "options": []}
                 continue
             add(kind, ep.name, obj, source, version, ep.value)
-    return sorted(out.values(), key=lambda t: (list(GROUPS).index(t["kind"]), t["name"]))
-
-
-def _builtin_analyses() -> list[tuple[str, str]]:
-    """(name, help) of the built-in `tracehouse analyze NAME` subcommands."""
-    import argparse
-
-    from .cli.command import build_parser
-
-    def subs(parser):
-        return next((a for a in parser._actions if isinstance(a, argparse._SubParsersAction)), None)
-
-    try:
-        top = subs(build_parser())
-        analyze = top.choices.get("analyze") if top is not None else None
-        act = subs(analyze) if analyze is not None else None
-        if act is None:
-            return []
-        return [(c.dest, c.help or "") for c in act._choices_actions]
-    except Exception:  # the CLI layout changed: list no built-in analyses rather than fail
-        return []
+    return sorted(found.values(), key=lambda t: (list(registry.GROUPS).index(t["kind"]), t["name"]))
 
 
 def cmd_tools(args) -> int:
-    from .cli.command import emit_json, out
-
     tools = list_tools()
     if args.kind:
         tools = [t for t in tools if t["kind"] == args.kind]
@@ -110,5 +89,5 @@ def cmd_tools(args) -> int:
 
 
 def register(commands) -> None:
-    sp = commands.add("tools", cmd_tools, "list importers, exporters and analyses (ours and installed plugins)")
-    sp.add_argument("--kind", choices=tuple(GROUPS), help="only tools of this kind")
+    sp = commands.add("tools", cmd_tools)
+    sp.add_argument("--kind", choices=("importer", "exporter", "analysis"), help="only tools of this kind")

@@ -1,0 +1,164 @@
+"""`tracehouse bench ...`: the benchmarks' command lines (each prints numbers beside peers
+measured in the same run). The benchmarks themselves live in `bench/`; `bench write`, `bench ui`
+(cli/serve.py) and `bench replay` (cli/replay.py) sit with their commands.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from .output import emit_json, err, out
+
+
+def cmd_bench_ingest(args) -> int:
+    from ..bench import ingest
+
+    return ingest.run_args(args)
+
+
+def _register_ingest(commands) -> None:
+    sp = commands.bench("ingest", cmd_bench_ingest)
+    from ..bench import ingest
+
+    ingest.add_arguments(sp)
+
+
+def cmd_bench_chrome(args) -> int:
+    from ..bench import chrome
+
+    sizes = [int(x) for x in args.events.split(",")]
+    result = chrome.run(sizes, workdir=args.workdir, progress=None if args.json else lambda r: err.print(
+        f"{r['mode']} {r['records']:,}: {r['records_per_s']:,} records/s, peak {r['max_rss'] / 2**20:.0f} MB"))
+    if args.json:
+        emit_json(result)
+    else:
+        out.print(chrome.render(result), highlight=False)
+    return 0
+
+
+def _register_chrome(commands) -> None:
+    sp = commands.bench("chrome", cmd_bench_chrome)
+    sp.add_argument("--events", default="1000000,4000000,16000000", help="comma-separated sizes (default 1M,4M,16M)")
+    sp.add_argument("--workdir", help="where files and stores go (default: a temporary directory, removed)")
+
+
+def cmd_bench_analyze(args) -> int:
+    from ..bench import analyze
+
+    result = analyze.run(args.events, workdir=args.workdir, queries=args.queries, duck_queries=args.duck_queries,
+                 keep=args.keep, progress=None if args.json else (lambda msg: err.print(msg, highlight=False)))
+    if args.json:
+        emit_json(result)
+        return 0
+    out.print(analyze.render(result))
+    for q in result["questions"]:
+        out.print(f"  {q['question']}: {q['detail']}", highlight=False, markup=False)
+    return 0
+
+
+def _register_analyze(commands) -> None:
+    sp = commands.bench("analyze", cmd_bench_analyze)
+    sp.add_argument("--events", type=int, default=100_000_000, help="trace size (default 100M; ~6 GB of disk)")
+    sp.add_argument("--workdir", help="where the temporary store goes (default: the system temp dir)")
+    sp.add_argument("--queries", type=int, default=1000, help="random inputs per latency question (default 1000)")
+    sp.add_argument("--duck-queries", type=int, default=20, help="of them, asked of DuckDB too (default 20)")
+    sp.add_argument("--keep", action="store_true", help="keep the store afterwards (prints where)")
+
+
+def cmd_bench_import(args) -> int:
+    from ..bench import import_
+
+    log = (lambda s: None) if args.json else (lambda s: err.print(f"[dim]{s}[/dim]"))
+    sizes = [int(x) for x in args.sizes.split(",")] if args.sizes else None
+    result = import_.run(args.format, args.size, sizes=sizes, workdir=args.workdir, peers=not args.no_peers, keep=args.keep,
+                 repeat=args.repeat, log=log)
+    if args.json:
+        emit_json(result)
+    else:
+        import_.print_report(result)
+    return 0
+
+
+def _register_import(commands) -> None:
+    from ..bench import import_
+
+    sp = commands.bench("import", cmd_bench_import)
+    sp.add_argument("--format", default="strace", help="which importer: " + " | ".join(
+        m.rsplit("_", 1)[-1] for m in import_.CASE_MODULES) + " (default strace)")
+    sp.add_argument("--size", type=int, help="headline input, in the format's unit, where the peers run "
+                                             "(strace: lines; default 5M)")
+    sp.add_argument("--sizes", help="every input size imported, comma separated (default: size, 2 x size, 4 x size)")
+    sp.add_argument("--workdir", help="where inputs and stores go (default: next to the store); removed afterwards")
+    sp.add_argument("--keep", action="store_true", help="keep the inputs (their paths are in the JSON)")
+    sp.add_argument("--no-peers", action="store_true", help="skip the peers")
+    sp.add_argument("--repeat", type=int, default=1, help="imports per size, the fastest reported (default 1)")
+
+
+def cmd_bench_engines(args) -> int:
+    import sys
+
+    from ..bench import engines
+
+    say = (lambda m: None) if args.json else (lambda m: err.print(f"[dim]{m}...[/dim]"))
+    result = engines.run(scale=1 / args.scale, tod_events=args.tod_events, repeat=args.repeat, master=args.master,
+                         workdir=args.workdir, say=say)
+    if args.json:
+        emit_json(result)
+    else:
+        sys.stdout.write(engines.render(result) + "\n")
+    return 0 if all(q["identical"] for q in result["queries"]) else 1
+
+
+def _register_engines(commands) -> None:
+    sp = commands.bench("engines", cmd_bench_engines)
+    sp.add_argument("--scale", type=int, default=1,
+                    help="divide every run of the QoS data set's 2,032,000 rows by this (runs keep >= 10 rows)")
+    sp.add_argument("--tod-events", type=int, default=10_000_000)
+    sp.add_argument("--repeat", type=int, default=3, help="warm runs per query (the median is reported)")
+    sp.add_argument("--master", default="local[2]", help="Spark master URL")
+    sp.add_argument("--workdir", help="where the store is built (default: a temporary directory, removed)")
+
+
+def cmd_bench_all(args) -> int:
+    from ..bench import suite
+
+    only = tuple(args.only.split(",")) if args.only else None
+    bad = [x for x in only or () if x not in suite.EXPERIMENTS + tuple(m.rsplit(".", 1)[1] for m in suite.EXTRA_BENCHES)]
+    if bad:
+        from ..errors import BadInput
+
+        raise BadInput(f"unknown experiments {bad}", expected=", ".join(suite.EXPERIMENTS))
+    log = (lambda s: None) if args.json else (lambda s: err.print(s, highlight=False, markup=False))
+    t0 = time.perf_counter()
+    result = suite.run(quick=args.quick, medium=args.medium, out=args.out, workdir=args.workdir, only=only, log=log)
+    if args.json:
+        emit_json({"report": str(Path(args.out) / "report.md"), "seconds": round(time.perf_counter() - t0, 1),
+                   "loadavg_before": result["loadavg_before"], "loadavg_after": result["loadavg_after"],
+                   "errors": result["errors"], "durations": result["durations"]})
+    else:
+        out.print(f"report: {Path(args.out) / 'report.md'} ({time.perf_counter() - t0:.0f} s, load average "
+                  f"{result['loadavg_before'][0]:.1f} before, {result['loadavg_after'][0]:.1f} after)")
+        for k, v in result["errors"].items():
+            out.print(f"[red]{k} failed[/red]: {v.splitlines()[0]}", highlight=False)
+    return 1 if result["errors"] else 0
+
+
+def _register_suite(commands) -> None:
+    from ..bench import suite
+
+    sp = commands.bench("all", cmd_bench_all)
+    sp.add_argument("--quick", action="store_true", help="small sizes and short budgets (CI smoke run, < 5 min)")
+    sp.add_argument("--medium", action="store_true", help="every experiment at about a tenth of the full sizes "
+                                                           "(TOD to 10^6 events, reads at 203,200 rows; ~1 h here)")
+    sp.add_argument("--out", default="bench-report", help="directory for report.md, the PNGs and results.json "
+                                                         "(default ./bench-report)")
+    sp.add_argument("--workdir", help="where systems keep their data (default: the system temp dir); removed after")
+    sp.add_argument("--only", help="comma list of experiments: " + ",".join(
+        suite.EXPERIMENTS + tuple(m.rsplit(".", 1)[1] for m in suite.EXTRA_BENCHES)))
+
+
+def register(commands) -> None:
+    for reg in (_register_ingest, _register_chrome, _register_analyze, _register_import, _register_engines,
+                _register_suite):
+        reg(commands)

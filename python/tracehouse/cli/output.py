@@ -1,0 +1,129 @@
+"""What every command prints with: the consoles, JSON, human-readable sizes and times, tables,
+the progress bar, and opening the store a command names (`--store`, else $TRACEHOUSE_HOME).
+
+Owns the output conventions: tables on stdout sized to their content when piped (scripts
+read every digit), errors on stderr as one greppable line, `--json` as indented JSON,
+progress bars on stderr only.
+"""
+
+from __future__ import annotations
+
+import csv as csvmod
+import datetime as dt
+import io
+import json
+import sys
+from contextlib import contextmanager
+from typing import TYPE_CHECKING, Any
+
+from rich.console import Console
+from rich.markup import escape
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from .. import default_path
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from ..store import Store
+
+# Piped or redirected, rich would fit tables to 80 columns, cutting numbers and names
+# ("1,000,…"): tables then take the width they need (scripts read every digit).
+out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 1 << 16)
+err = Console(stderr=True, soft_wrap=True)  # errors stay one greppable line
+
+
+def open_store(args, *, write: bool = False, **options) -> "Store":
+    from ..store import Store
+
+    path = args.store or default_path()
+    if not write:
+        return Store(path, readonly=True)
+    return Store(path, **options)
+
+
+def emit_json(data: Any) -> None:
+    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+
+
+def human_bytes(n: int | None) -> str:
+    if n is None:
+        return ""
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(n) < 1024 or unit == "TB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return str(n)
+
+
+def human_ns(ns: int | None) -> str:
+    if ns is None:
+        return ""
+    if ns > 10**17:  # looks like a unix epoch in ns
+        return dt.datetime.fromtimestamp(ns / 1e9, dt.timezone.utc).isoformat(timespec="microseconds")
+    return f"{ns / 1e9:.6f} s"
+
+
+@contextmanager
+def progress_bar(description: str, total: int | None, enabled: bool = True):
+    """Yields advance(n); draws a bar on stderr when the terminal (or FORCE) allows."""
+    if not enabled:
+        yield lambda n: None
+        return
+    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+               TimeRemainingColumn()]
+    with Progress(*columns, console=err, transient=True) as p:
+        task = p.add_task(description, total=total)
+        yield lambda n: p.advance(task, n)
+
+
+def arrow_table_render(t: "pa.Table", fmt: str, limit: int | None = None,
+                       more: str = "use --format csv or json for all") -> None:
+    """`t` as JSON, CSV or a table of its first `limit` rows (`more` says how to see the rest)."""
+    if fmt == "json":
+        emit_json(t.to_pylist())
+    elif fmt == "csv":
+        buf = io.StringIO()
+        w = csvmod.writer(buf)
+        w.writerow(t.column_names)
+        for row in t.to_pylist():
+            w.writerow([row[c] for c in t.column_names])
+        sys.stdout.write(buf.getvalue())
+    else:
+        import pyarrow as pa
+
+        table = Table(show_edge=False, header_style="bold")
+        for c in t.column_names:
+            table.add_column(c, justify="right" if pa.types.is_integer(t.schema.field(c).type)
+                             or pa.types.is_floating(t.schema.field(c).type) else "left")
+        rows = t.slice(0, limit).to_pylist() if limit else t.to_pylist()
+        for row in rows:
+            table.add_row(*["NULL" if v is None else escape(str(v)) for v in row.values()])
+        out.print(table)
+        if limit and t.num_rows > limit:
+            err.print(f"({t.num_rows:,} rows, {limit} shown; {more})")
+
+
+def trace_rows(traces) -> list[dict]:
+    return [t.to_json() for t in traces]
+
+
+def print_traces(traces, as_json: bool) -> None:
+    if as_json:
+        emit_json(trace_rows(traces))
+        return
+    table = Table(show_edge=False, header_style="bold")
+    for c, j in (("name", "left"), ("format", "left"), ("events", "right"), ("bytes", "right"),
+                 ("from", "left"), ("to", "left"), ("created", "left")):
+        table.add_column(c, justify=j)
+    for t in traces:
+        created = dt.datetime.fromtimestamp(t.created).strftime("%Y-%m-%d %H:%M:%S")
+        table.add_row(t.name, t.format, f"{t.event_count:,}", human_bytes(t.bytes), human_ns(t.ts_min),
+                      human_ns(t.ts_max), created)
+    out.print(table)
+    if not traces:
+        err.print("no traces")
+    for t in traces:
+        if t.state_reason is not None:
+            err.print(f"[yellow]{escape(t.name)} is incomplete:[/yellow] {escape(t.state_reason)}")

@@ -1,0 +1,263 @@
+"""The store's commands: init, ls, info, search, query, export, rm, compact.
+
+Thin shells over `Store` (and `open_engine` for several stores); printing is `output`'s.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from rich.markup import escape
+from rich.table import Table
+
+from .. import default_path
+from ..errors import BadInput
+from .output import arrow_table_render, emit_json, err, human_bytes, human_ns, open_store, out, print_traces, progress_bar
+
+
+def cmd_init(args) -> int:
+    from ..store import Store
+
+    store = Store(args.store or default_path())
+    store.close()
+    if args.json:
+        emit_json({"store": str(store.path)})
+    else:
+        out.print(f"store ready at {store.path}")
+    return 0
+
+
+def cmd_ls(args) -> int:
+    with open_store(args) as s:
+        print_traces(s.traces(), args.json)
+    return 0
+
+
+def cmd_info(args) -> int:
+    with open_store(args) as s:
+        info = s.trace(args.trace)
+        types = s.event_types(args.trace)
+        counts = {}
+        segments = s.segments_of(args.trace)
+        for seg in segments:
+            counts[seg.event_type] = counts.get(seg.event_type, 0) + seg.rows
+        nseg = len(segments)
+        producers = s.producers(args.trace)
+        data = info.to_json() | {
+            "segments": nseg,
+            "producers": len(producers),
+            "event_types": [
+                {"name": et.name, "kind": et.kind, "events": counts.get(et.name, 0),
+                 "params": [p.to_json() for p in et.params]}
+                for et in types.values()
+            ],
+        }
+    if args.json:
+        emit_json(data)
+        return 0
+    out.print(f"[bold]{info.name}[/bold]  format {info.format}  {info.event_count:,} events  "
+              f"{human_bytes(info.bytes)} in {nseg} segments  {len(producers)} producers")
+    if info.description:
+        out.print(info.description)
+    if info.state_reason is not None:
+        out.print(f"[yellow]incomplete:[/yellow] {escape(info.state_reason)}")
+    out.print(f"time {human_ns(info.ts_min)} .. {human_ns(info.ts_max)}")
+    for k, v in info.metadata.items():
+        out.print(f"  {k} = {v}")
+    table = Table(show_edge=False, header_style="bold")
+    for c in ("event type", "kind", "events", "parameters"):
+        table.add_column(c)
+    for et in data["event_types"]:
+        table.add_row(et["name"], et["kind"], f"{et['events']:,}",
+                      escape(", ".join(f"{p['name']}:{p['type']}" + (f" [{p['unit']}]" if p["unit"] else "")
+                                       for p in et["params"])))
+    out.print(table)
+    return 0
+
+
+def cmd_search(args) -> int:
+    meta = {}
+    for kv in args.meta or []:
+        if "=" not in kv:
+            raise BadInput(f"--meta {kv!r}", expected="KEY=GLOB")
+        k, v = kv.split("=", 1)
+        meta[k] = v
+    with open_store(args) as s:
+        traces = s.search(args.name, format=args.format, metadata=meta, start=args.start, end=args.end,
+                          min_events=args.min_events, max_events=args.max_events, min_bytes=args.min_bytes,
+                          max_bytes=args.max_bytes)
+    print_traces(traces, args.json)
+    return 0
+
+
+def query_stores(args) -> list:
+    """The stores of a query: --store DIR (before the command) and every `query --store
+    [ALIAS=]DIR` and `--store-list FILE` entry; default $TRACEHOUSE_HOME or ./tracehouse-data."""
+    from ..store.engines import load_store_list, parse_store
+
+    refs = [parse_store(args.store)] if args.store else []
+    refs += [parse_store(s) for s in args.stores or []]
+    refs += load_store_list(args.store_list) if args.store_list else []
+    return refs or [parse_store(default_path())]
+
+
+def cmd_query(args) -> int:
+    fmt = "json" if args.json else args.format
+    refs = query_stores(args)
+    engine = args.engine or ("spark" if args.master else None)
+    if engine is None and len(refs) == 1:
+        from ..store import Store
+
+        with Store(refs[0].path, readonly=True) as s:
+            t = s.sql(args.sql)
+    else:
+        from ..store.engines import open_engine
+
+        t0 = time.perf_counter()
+        with open_engine(refs, engine or "duckdb", master=args.master) as e:
+            t = e.sql(args.sql)
+            err.print(f"answered by {e.description} over {len(refs)} store(s) in {time.perf_counter() - t0:.2f} s",
+                      highlight=False, markup=False)
+    arrow_table_render(t, fmt, limit=args.limit if fmt == "table" else None)
+    return 0
+
+
+def cmd_export(args) -> int:
+    if args.format not in ("parquet", "csv"):
+        return export_with_plugin(args)
+    import pyarrow as pa
+
+    from ..formats.parquet.importer import EXPORT_KEY, export_meta
+    from ..store.query import qident, qstr
+
+    out_dir = Path(args.out or ".")
+    with open_store(args) as s:
+        info = s.trace(args.trace)
+        types = s.event_types(args.trace)
+        target = out_dir / info.name
+        target.mkdir(parents=True, exist_ok=True)
+        files = []
+        for name, et in types.items():
+            path = target / f"{name}.{args.format}"
+            opts = "(FORMAT csv, HEADER true)"
+            if args.format == "parquet":  # the type and format ride along: `import parquet` restores them
+                opts = f"(FORMAT parquet, COMPRESSION zstd, KV_METADATA {{{qstr(EXPORT_KEY)}: {qstr(export_meta(info, et))}}})"
+            s.sql(f"COPY (SELECT * FROM {qident(info.name)}.{qident(name)} ORDER BY ts, producer, seq) "
+                  f"TO '{str(path).replace(chr(39), chr(39) * 2)}' {opts}")
+            files.append({"event_type": name, "path": str(path), "bytes": path.stat().st_size})
+        prod = pa.Table.from_pylist([p | {"attrs": json.dumps(p["attrs"])} for p in s.producers(args.trace)]) \
+            if s.producers(args.trace) else None
+        if prod is not None:
+            ppath = target / f"producers.{args.format}"
+            if args.format == "parquet":
+                import pyarrow.parquet as pq
+
+                pq.write_table(prod, ppath)
+            else:
+                import pyarrow.csv as pacsv
+
+                pacsv.write_csv(prod, ppath)
+            files.append({"event_type": None, "path": str(ppath), "bytes": ppath.stat().st_size})
+    if args.json:
+        emit_json({"trace": info.name, "files": files})
+    else:
+        for f in files:
+            out.print(f"{f['path']}  {human_bytes(f['bytes'])}")
+    return 0
+
+
+def export_with_plugin(args) -> int:
+    """`export --format NAME` through a registered exporter: one file, OUT/<trace>.<ext> or OUT itself
+    when it names a file (has a suffix)."""
+    from ..formats import registry
+
+    exp = registry.exporter(args.format)
+    out_path = Path(args.out or ".")
+    if not out_path.suffix:
+        out_path = out_path / f"{args.trace}.{getattr(exp, 'EXTENSION', args.format)}"
+    with open_store(args) as s:
+        info = s.trace(args.trace)
+        with progress_bar(f"exporting {info.name}", info.event_count, enabled=not args.json and sys.stderr.isatty()) as adv:
+            r = exp.export(s, info.name, out_path, progress=adv)
+    if args.json:
+        emit_json(r)
+    else:
+        out.print(f"{r['path']}  {r.get('events', 0):,} events  {human_bytes(r.get('bytes'))}")
+    return 0
+
+
+def cmd_rm(args) -> int:
+    with open_store(args, write=True) as s:
+        for name in args.trace:
+            s.rm(name)
+    if args.json:
+        emit_json({"removed": args.trace})
+    else:
+        out.print("removed " + ", ".join(args.trace))
+    return 0
+
+
+def cmd_compact(args) -> int:
+    """Merge small segments now (`Store.compact`); the store also does it on its own."""
+    with open_store(args, write=True) as s:
+        names = args.trace or [t.name for t in s.traces()]
+        for name in names:
+            s.trace(name)  # unknown names fail before anything is merged
+        merged = {}
+        with progress_bar("compacting", len(names), enabled=not args.json and sys.stderr.isatty()) as adv:
+            for name in names:
+                before = len(s.segments_of(name))
+                s.compact(name)
+                merged[name] = {"segments_before": before, "segments": len(s.segments_of(name))}
+                adv(1)
+    if args.json:
+        emit_json({"traces": merged})
+    else:
+        for name, m in merged.items():
+            out.print(f"{escape(name)}: {m['segments_before']} -> {m['segments']} segments", highlight=False)
+    return 0
+
+
+def register(commands) -> None:
+    add = commands.add
+
+    add("init", cmd_init)
+    add("ls", cmd_ls)
+    sp = add("info", cmd_info)
+    sp.add_argument("trace")
+    sp = add("search", cmd_search)
+    sp.add_argument("name", nargs="?", help="glob on the trace name, e.g. 'run-*'")
+    sp.add_argument("--format")
+    sp.add_argument("--meta", action="append", metavar="KEY=GLOB")
+    sp.add_argument("--start", type=int, help="overlaps [start, end], ns")
+    sp.add_argument("--end", type=int)
+    sp.add_argument("--min-events", type=int)
+    sp.add_argument("--max-events", type=int)
+    sp.add_argument("--min-bytes", type=int)
+    sp.add_argument("--max-bytes", type=int)
+    sp = add("query", cmd_query)
+    sp.add_argument("sql")
+    sp.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    sp.add_argument("--limit", type=int, default=100, help="rows shown in table format")
+    sp.add_argument("--engine", choices=("duckdb", "spark"),
+                    help="duckdb (default, this process) or spark (README: Beyond one machine)")
+    sp.add_argument("--master", help="Spark master URL (default local[2])")
+    sp.add_argument("--store", dest="stores", action="append", metavar="[ALIAS=]DIR",
+                    help="query this store too (repeat): several stores are queried as one")
+    sp.add_argument("--store-list", metavar="FILE", help="a TOML file of [[store]] tables (path, alias, url)")
+    sp = add("export", cmd_export)
+    sp.add_argument("trace")
+    # Not `choices`: listing the exporters loads every plugin, and `ls` registers this parser too.
+    # An unknown name is refused by the registry (exit 2, naming the ones there are).
+    sp.add_argument("--format", default="parquet",
+                    help="parquet | csv: one file per event type; chrome: one Chrome JSON file (Perfetto UI); "
+                         "or any exporter `tracehouse tools` lists")
+    sp.add_argument("--out", help="directory (default: .); parquet/csv go to OUT/<trace>/, others to "
+                                  "OUT/<trace>.<ext>, or to OUT itself when it names a file (e.g. t.json.gz)")
+    sp = add("rm", cmd_rm)
+    sp.add_argument("trace", nargs="+")
+    sp = add("compact", cmd_compact)
+    sp.add_argument("trace", nargs="*", help="traces (default: all)")
