@@ -4,7 +4,7 @@
 use std::time::Instant;
 
 use _core::colpool::ColumnPool;
-use _core::tod::{TodBatch, TodConfig, TodGenerator};
+use _core::workload::tod::{TodBatch, TodConfig, TodGenerator};
 
 fn main() {
     let mut args = std::env::args().skip(1).map(|a| a.replace('_', "").parse::<u64>().expect("integer argument"));

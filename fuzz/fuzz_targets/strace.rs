@@ -3,7 +3,7 @@
 //! every batch matches its schema.
 #![no_main]
 
-use _core::parse::strace::{schema, Config, StraceParser, EVENT_TYPES};
+use _core::formats::strace::{schema, Config, StraceParser, EVENT_TYPES};
 use libfuzzer_sys::fuzz_target;
 
 fuzz_target!(|data: &[u8]| {

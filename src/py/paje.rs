@@ -8,7 +8,7 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
-use super::chrome::{feed_parser, finish_parser, producer_row};
+use super::driver::{feed_parser, finish_parser, producer_row};
 use crate::formats::paje::{PajeParser, TABLES};
 
 /// Streaming parser of Paje trace files (see `tracehouse/formats/paje/__init__.py`).

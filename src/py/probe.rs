@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use super::arrow::schema_to_pyarrow;
-use super::chrome::{feed_parser, finish_parser, producer_row};
+use super::driver::{feed_parser, finish_parser, producer_row};
 use crate::formats::probe::{ProbeParser, Tool};
 
 /// Streaming parser of bpftrace / SystemTap output with printf patterns and spans.
