@@ -77,7 +77,7 @@ class TodGenerator(Iterator[dict[str, pa.RecordBatch]]):
     def exhausted(self) -> bool:
         """True once every event has been produced."""
 
-# -- line protocol (src/lineproto.rs, src/py/lineproto.rs) -----------------------------
+# -- line protocol (src/ingest/lineproto.rs, src/py/lineproto.rs) -----------------------------
 
 class LpSchemas:
     """Measurements of one format and their typed field columns, shared by every decode of it.
@@ -108,7 +108,7 @@ class LpProducers:
     def __len__(self) -> int: ...
 
 class GroupCommit:
-    """The group committer of one trace's WAL (fsync batch; src/commit.rs): a native thread
+    """The group committer of one trace's WAL (fsync batch; src/ingest/commit.rs): a native thread
     fsyncs what was written (at once when anyone waits, else within `interval`) and runs
     what waits for it. The writer keeps `fd` open until it reports a switch or calls `stop`."""
 
@@ -161,7 +161,7 @@ def decode_lines_many(
     table. Field and measurement names become identifiers (other bytes -> ``_``, a leading
     digit gets ``_``, ts/producer/seq/dur/type get a ``_`` suffix)."""
 
-# -- load generator (src/loadgen.rs, src/py/loadgen.rs) ----------------------------------
+# -- load generator (src/workload/loadgen.rs, src/py/loadgen.rs) ----------------------------------
 
 QOS_ID_PARAMS: Final[list[str]]
 """The 13 measurement-id parameters of a Qosmet measurement (seed 003), written as tags."""
@@ -200,7 +200,7 @@ def run_load(
     batches_acked, errors, statuses [(code, n)], error_samples, ack_us and e2e_us
     ([p50, p90, p99, max] microseconds), bytes_sent."""
 
-# -- Chrome Trace Event JSON (src/parse/chrome.rs, src/export/chrome.rs) ------------------
+# -- Chrome Trace Event JSON (src/formats/chrome/mod.rs, src/formats/chrome/export.rs) ------------------
 
 def chrome_tables() -> dict[str, tuple[str, list[tuple[str, str]]]]:
     """{event type: (kind, [(column, type), ...])} of the chrome event types, common columns included."""
@@ -263,7 +263,7 @@ def strace_schemas() -> dict[str, pa.Schema]:
     """
 
 class StraceParser:
-    """Streaming parser of strace output (src/parse/strace.rs): byte chunks in, batches out.
+    """Streaming parser of strace output (src/formats/strace/mod.rs): byte chunks in, batches out.
 
     ``pids`` has one entry per source: None for a file with a pid column (``-f``) or
     none needed, a tid for a ``-ff`` per-thread file whose lines have no pid column.
@@ -310,7 +310,7 @@ class StraceParser:
     def lines(self) -> int:
         """Lines read so far."""
 
-# -- bpftrace / SystemTap output (src/parse/probe.rs) -----------------------------------------
+# -- bpftrace / SystemTap output (src/formats/probe/mod.rs) -----------------------------------------
 
 class ProbeParser:
     """Streaming parser of bpftrace (``-f json`` or text) and SystemTap output.
@@ -438,7 +438,7 @@ def binned_counts(ts: pa.Int64Array, starts: pa.Int64Array, ends: pa.Int64Array,
     """Events per (stream, bin), streams x (len(edges) - 1): stream s is the sorted
     ``ts[starts[s]:ends[s]]``, bin b is [edges[b], edges[b + 1])."""
 
-# -- Paje (src/parse/paje.rs) ----------------------------------------------------------------
+# -- Paje (src/formats/paje/mod.rs) ----------------------------------------------------------------
 
 def paje_tables() -> dict[str, tuple[str, list[tuple[str, str]]]]:
     """{event type: (kind, [(column, type), ...])} of the paje event types, common columns included."""
@@ -462,7 +462,7 @@ class PajeParser:
     @property
     def fatal(self) -> tuple[int, int, str] | None: ...
 
-# -- HTTP front end of `tracehouse serve` (src/httpfront.rs) -------------------------------
+# -- HTTP front end of `tracehouse serve` (src/ingest/httpfront.rs) -------------------------------
 
 class Body:
     """A request body handed over without a copy: read-only buffer protocol (pyarrow.py_buffer,
