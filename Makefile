@@ -9,7 +9,7 @@
 #   make test    cargo tests of the pure Rust code, then pytest
 #   make demo    tracehouse demo: example traces of every format, then the web UI (Ctrl-C stops it)
 #   make bench   tracehouse bench ingest --events 10000000
-#   make lint    cargo fmt --check, cargo clippy -D warnings
+#   make lint    ruff (unused names, complexity), cargo fmt --check, cargo clippy -D warnings
 #
 # VENV=/some/dir puts the virtualenv elsewhere (default .venv, reused when present).
 
@@ -112,6 +112,7 @@ bench: setup
 	$(BIN)/tracehouse bench ingest --events 10000000
 
 lint:
+	$(BIN)/ruff check python tests dev
 	cargo fmt --check
 	cargo clippy --all-targets --no-default-features -- -D warnings
 	cargo clippy --all-targets -- -D warnings

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 
-import pytest
 
 import tracehouse
 from helpers.strace import DATA, needs_strace

@@ -12,16 +12,13 @@ timestamps, durations and threads.
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 from collections import Counter
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
-import tracehouse
 from tracehouse import _core
 from tracehouse.formats import registry
 from tracehouse.cli import main
@@ -29,7 +26,7 @@ from tracehouse.errors import BadInput
 from tracehouse.formats import strace as fmt
 from tracehouse.formats.strace import importer as imp
 
-from helpers.strace import CC, DATA, STRACE, build_programs, check_io_threads, needs_strace
+from helpers.strace import DATA, STRACE, build_programs, check_io_threads, needs_strace
 
 
 # -- the oracle -----------------------------------------------------------------------

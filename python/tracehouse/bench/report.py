@@ -452,7 +452,7 @@ WHY = {  # known reasons, written beside a missed target (the measurements say w
 }
 
 
-def write(result: dict, out: Path) -> Path:
+def write(result: dict, out: Path) -> Path:  # noqa: C901 - one branch per report section, in order
     out = Path(out)
     ex = result["experiments"]
     summary: list[list] = []

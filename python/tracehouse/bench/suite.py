@@ -32,7 +32,6 @@ import os
 import platform
 import shutil
 import subprocess
-import sys
 import tempfile
 import time
 import traceback

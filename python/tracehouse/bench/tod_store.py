@@ -360,7 +360,7 @@ def run(*, sizes=SIZES, systems=SYSTEMS, workdir: str | Path, cap_s: float = 120
                 if projected > cap_s and s not in ("raw", "tracehouse"):  # the subject and its bound run at every size
                     stopped[key] = (f"not run beyond {w.events:,} events: one run took {last['seconds']:.1f} s, "
                                     f"{bigger[0]:,} would take ~{projected:.0f} s (cap {cap_s:g} s per run)")
-            del w, rel, row_cache
+            w = rel = row_cache = None  # the batches go before the next size is generated (not `del`: one() reads w)
         out["stopped"] = stopped
     finally:
         for srv in reversed(stack):

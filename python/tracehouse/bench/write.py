@@ -20,7 +20,6 @@ after their cells; one not installed here is reported as skipped.
 
 from __future__ import annotations
 
-import json
 import math
 import os
 import platform

@@ -50,7 +50,7 @@ import numpy as np
 from ..errors import BadInput
 
 if TYPE_CHECKING:
-    from ..store import Store
+    pass
 
 MODELS = ("perfext", "usl", "mva")
 UTIL_BOUND = 0.9

@@ -23,7 +23,6 @@ from __future__ import annotations
 import errno as errnomod
 import os
 import socket
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Iterable

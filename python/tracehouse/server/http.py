@@ -46,7 +46,6 @@ import os
 import threading
 import time
 import zlib
-from typing import Any
 from urllib.parse import parse_qsl
 
 from .. import _core

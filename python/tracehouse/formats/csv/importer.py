@@ -143,7 +143,7 @@ def import_file(store, path: str | Path, name: str, *, mapping: Mapping | None =
             block = grown
 
 
-def _import(store, path: Path, name: str, *, mapping: Mapping | None, strict: bool, description: str,
+def _import(store, path: Path, name: str, *, mapping: Mapping | None, strict: bool, description: str,  # noqa: C901
             progress, block: int) -> ImportReport:
     source = str(path)
     mapping = mapping or Mapping()

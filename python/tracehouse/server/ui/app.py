@@ -41,7 +41,7 @@ import math
 import tempfile
 from importlib import resources
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 import pyarrow as pa
 from starlette.applications import Starlette
@@ -53,6 +53,9 @@ from starlette.routing import Route
 from ...errors import BadInput, NotFound, TracehouseError
 from . import console, views
 from .prepare import Jobs, Pending, Preparer, ui_span_config
+
+if TYPE_CHECKING:
+    from .bridge import UiBridge
 
 log = logging.getLogger("tracehouse.server.ui")
 
