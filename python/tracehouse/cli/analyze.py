@@ -543,8 +543,6 @@ def a_index(args) -> int:
 
 # -- plugin analyses ----------------------------------------------------------------------
 
-PLUGIN_GROUP = "tracehouse.analyses"
-
 
 def _plugin_runner(name: str, plugin):
     """`tracehouse analyze NAME` for a plugin: `run(store, args)` returns a pyarrow Table
@@ -574,19 +572,15 @@ def _add_plugins(sub) -> None:
     """Analyses other packages declare under the `tracehouse.analyses` entry-point group:
     a module or object with NAME, DESCRIPTION, `run(store, args)` and optionally
     `add_arguments(parser)` (the trace argument, --json, --save, --limit are given)."""
-    from importlib import metadata
+    from ..formats import registry
 
-    for ep in metadata.entry_points(group=PLUGIN_GROUP):
-        if ep.name in sub.choices:
-            continue
-        try:
-            plugin = ep.load()
-        except Exception:  # `tracehouse tools` lists the failure; the CLI goes on without it
-            continue
+    # A plugin that fails to load is left out: `tracehouse tools` lists the failure.
+    plugins = registry.discover("analysis", skip=tuple(sub.choices), on_error=lambda ep, e: None)
+    for name, plugin in plugins.items():
         if not callable(getattr(plugin, "run", None)):
             continue
-        p = _common(sub.add_parser(ep.name, help=getattr(plugin, "DESCRIPTION", "") or f"plugin analysis {ep.name}"),
-                    _plugin_runner(ep.name, plugin))
+        p = _common(sub.add_parser(name, help=getattr(plugin, "DESCRIPTION", "") or f"plugin analysis {name}"),
+                    _plugin_runner(name, plugin))
         if callable(getattr(plugin, "add_arguments", None)):
             plugin.add_arguments(p)
 

@@ -17,8 +17,6 @@ command.
 
 from __future__ import annotations
 
-from importlib import metadata
-
 from .output import emit_json, out
 
 
@@ -51,8 +49,8 @@ def list_tools() -> list[dict]:
     for name, desc in builtin_analyses():
         found[("analysis", name)] = {"name": name, "kind": "analysis", "description": desc, "source": "tracehouse",
                                      "version": __version__, "module": "tracehouse.analysis", "options": []}
-    for kind, group in registry.GROUPS.items():
-        for ep in metadata.entry_points(group=group):
+    for kind in registry.GROUPS:
+        for ep in registry.entry_points(kind):
             if (kind, ep.name) in found:
                 continue
             dist = getattr(ep, "dist", None)

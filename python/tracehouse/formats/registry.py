@@ -39,13 +39,25 @@ EXPORT_CORE = {
 }
 
 
-def discover(kind: str, builtin: dict | None = None, *, skip: tuple[str, ...] = ()) -> dict:
-    """Every tool of a kind ("importer", "exporter", "analysis") by name: the built-in ones,
-    then those the installed packages declare in the kind's entry-point group."""
+def entry_points(kind: str) -> list[metadata.EntryPoint]:
+    """What the installed packages (ours too) declare for a kind: "importer", "exporter" or "analysis"."""
+    return list(metadata.entry_points(group=GROUPS[kind]))
+
+
+def discover(kind: str, builtin: dict | None = None, *, skip: tuple[str, ...] = (), on_error=None) -> dict:
+    """Every tool of a kind by name: the built-in ones, then those the installed packages
+    declare in the kind's entry-point group. A plugin that fails to load raises, or is left
+    out after `on_error(entry_point, exception)` when that is given."""
     out: dict = dict(builtin or {})
-    for ep in metadata.entry_points(group=GROUPS[kind]):
-        if ep.name not in out and ep.name not in skip:
+    for ep in entry_points(kind):
+        if ep.name in out or ep.name in skip:
+            continue
+        try:
             out[ep.name] = ep.load()
+        except Exception as e:
+            if on_error is None:
+                raise
+            on_error(ep, e)
     return out
 
 
