@@ -132,3 +132,10 @@ def infer_event_type(name: str, kind: str, schema: pa.Schema) -> EventType:
             raise BadInput(f"column {f.name!r} has unsupported type {f.type}", expected="int, float, bool or string")
         params.append(Column(f.name, pt, "", ""))
     return EventType(name, kind, tuple(params))
+
+
+def one_event_type(types: dict[str, EventType], trace: str, name: str) -> EventType:
+    """`types[name]`, or BadInput naming the trace's event types when it has none of that name."""
+    if name not in types:
+        raise BadInput(f"trace {trace!r} has no event type {name!r}", expected=", ".join(types) or "an event type")
+    return types[name]

@@ -36,7 +36,7 @@ import duckdb
 import pyarrow as pa
 
 from ..errors import BadInput, NotFound
-from ..schema import EventType
+from ..schema import EventType, one_event_type
 from .catalog import Catalog, SegmentInfo, TraceInfo
 from .query import TH_TABLES, _first_line, _to_arrow, events_view_sql, qident, th_tables, type_view_sql
 
@@ -425,6 +425,10 @@ class EngineBase:
 
     def event_types(self, trace: str) -> dict[str, EventType]:
         return dict(self.snapshots.take().trace(trace).types)
+
+    def event_type(self, trace: str, name: str) -> EventType:
+        """One event type of a trace, as `Store.event_type` (the analyses take either)."""
+        return one_event_type(self.event_types(trace), trace, name)
 
     def sql(self, query: str, params: list | dict | None = None, output: str = "arrow"):
         raise NotImplementedError

@@ -43,7 +43,7 @@ from ..errors import (
     cause_of,
     is_disk_full,
 )
-from ..schema import EventType, check_ident
+from ..schema import EventType, check_ident, one_event_type
 from . import scan as scanmod
 from . import wal as walmod
 from .catalog import INCOMPLETE_IMPORT, RESULT_KINDS, Catalog, SegmentInfo, TraceInfo
@@ -367,10 +367,7 @@ class Store:
 
     def event_type(self, trace: str, name: str) -> EventType:
         """One event type of a trace (BadInput naming the ones it has when it has none of that name)."""
-        types = self.event_types(trace)
-        if name not in types:
-            raise BadInput(f"trace {trace!r} has no event type {name!r}", expected=", ".join(types) or "an event type")
-        return types[name]
+        return one_event_type(self.event_types(trace), trace, name)
 
     def add_event_type(self, trace: str, et: EventType) -> EventType:
         """Declare (or widen) an event type of the trace's format (or of the trace, when it owns
