@@ -234,7 +234,7 @@ def test_close_wakes_the_compactor_instead_of_waiting_for_its_poll(store_path):
     s.flush("t")  # close() then has nothing to flush: no checkpoint wakes the compactor for it
     w = next(iter(s._writers.values()))
     time.sleep(0.3)  # the checkpoint's wake-up is consumed
-    w.compact_request = NoPoll()
+    w.compactor._request = NoPoll()
     time.sleep(0.3)  # the thread's current 0.2 s poll ends; it now waits on NoPoll
     s.close()
     assert not w.compactor.is_alive()

@@ -49,6 +49,9 @@ class Compactor:
     def join(self, timeout: float | None = None) -> None:
         self._thread.join(timeout)
 
+    def is_alive(self) -> bool:
+        return self._thread.is_alive()
+
     def run(self, force: bool = False) -> int:
         """Merge small live segments of each type; returns how many were merged."""
         if self.paused and not force:
