@@ -137,19 +137,30 @@ def type_view_sql(et: EventType, files: list[tuple[str, Iterable[str]]], tail: t
     if not selects:
         sel = ", ".join(f"CAST(NULL AS {DUCK_TYPES[c.type]}) AS {qident(c.name)}" for c in cols)
         return f"SELECT {sel} WHERE false"
-    return "\nUNION ALL\n".join(selects)
+    if len(selects) == 1:
+        return selects[0]
+    # Segments and tail: a constant first, dropped outside (see `events_view_sql`: a count
+    # then reads no column of either side).
+    names = ", ".join(qident(c.name) for c in cols)
+    return (f"SELECT {names} FROM (\n" + "\nUNION ALL\n".join(s.replace("SELECT ", "SELECT 0 AS _part, ", 1)
+                                                            for s in selects) + "\n)")
 
 
 def events_view_sql(schema: str, types: dict[str, EventType]) -> str:
-    """The body of `<schema>.events`: the common columns of every type's view, plus `type`."""
+    """The body of `<schema>.events`: the common columns of every type's view, plus `type`.
+
+    `type` (a constant per branch) is the UNION ALL's first column and the outer SELECT puts it
+    last: a query that needs no column of the branches (`count(*)`) keeps only the first one,
+    so the Parquet scans read none and count from the footers. With `ts` first, DuckDB read
+    the whole `ts` column: 0.26 s for a count over 100M events instead of a few ms."""
     selects = []
     for name, et in types.items():
         dur = "dur" if et.kind == "span" else "CAST(NULL AS BIGINT) AS dur"
-        selects.append(f"SELECT ts, producer, seq, {dur}, {qstr(name)} AS type FROM {schema}.{qident(name)}")
+        selects.append(f"SELECT {qstr(name)} AS type, ts, producer, seq, {dur} FROM {schema}.{qident(name)}")
     if not selects:
-        selects = ["SELECT CAST(NULL AS BIGINT) ts, CAST(NULL AS INTEGER) producer, CAST(NULL AS BIGINT) seq,"
-                   " CAST(NULL AS BIGINT) dur, CAST(NULL AS VARCHAR) type WHERE false"]
-    return "\nUNION ALL\n".join(selects)
+        selects = ["SELECT CAST(NULL AS VARCHAR) type, CAST(NULL AS BIGINT) ts, CAST(NULL AS INTEGER) producer,"
+                   " CAST(NULL AS BIGINT) seq, CAST(NULL AS BIGINT) dur WHERE false"]
+    return "SELECT ts, producer, seq, dur, type FROM (\n" + "\nUNION ALL\n".join(selects) + "\n)"
 
 
 class QueryEngine:
