@@ -73,3 +73,67 @@ def test_count_in_a_reader_sees_the_writers_unflushed_rows(tmp_path):
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["1290", "40"]
     store.close()
+
+
+def test_whole_view_counts_match_duckdb_while_the_writer_appends(tmp_path):
+    """The catalog-answered count of a whole view equals DuckDB's own count (a form it cannot
+    shortcut) after every append, flush and compaction, in the writer and in a reader."""
+    store = tracehouse.open(tmp_path, fsync="off", flush_rows=10**9, flush_interval_s=3600)
+    store.create_trace("t-1", "custom", event_types=TYPES)
+    for step in range(6):
+        store.append("t-1", "a", _rows(100 + step, step * 1000))
+        if step % 2:
+            store.append("t-1", "b", _rows(7, step * 1000, span=True))
+        if step in (2, 4):
+            store.flush()
+        if step == 4:
+            store.compact("t-1")
+        for view in ("events", "a", "b"):
+            want = store.sql(f'SELECT count(ts) FROM "t-1".{view}').column(0)[0].as_py()
+            for sql in (f'SELECT count(*) FROM "t-1".{view}', f'select COUNT( * ) as n from "t-1" . {view} ;'):
+                got = store.sql(sql)
+                assert got.column(0).to_pylist() == [want], (sql, step)
+            assert store.sql(f'SELECT count(*) FROM "t-1".{view}').column_names == ["count_star()"]
+            assert store.sql(f'SELECT count(*) AS "my n" FROM "t-1".{view}').column_names == ["my n"]
+    # A count with anything more (a filter) is DuckDB's, and right.
+    assert store.sql('SELECT count(*) FROM "t-1".events WHERE ts >= 5000').column(0)[0].as_py() == 105 + 7
+    store.close()
+    reader = tracehouse.open(tmp_path, readonly=True)
+    assert reader.sql('SELECT count(*) FROM "t-1".events').column(0)[0].as_py() == sum(100 + i for i in range(6)) + 21
+    reader.close()
+
+
+def test_server_count_answers_from_the_catalog_and_stays_right(tmp_path):
+    from helpers.server import Server
+
+    s = Server(tmp_path / "store")
+    try:
+        total = 0
+        for i in range(3):
+            lines = "".join(f"m,host=h{k % 3} v={k}i {i * 1000 + k}\n" for k in range(50 + i))
+            assert s.write(lines, bucket="w")[0] == 204
+            total += 50 + i
+            assert s.sql('SELECT count(*) FROM "w".events') == [[total]]
+            assert s.sql('SELECT count(*) AS n FROM "w".m') == [[total]]
+            assert s.sql('SELECT count(v) FROM "w".m') == [[total]]
+        assert s.sql('SELECT count(*) FROM "w".m WHERE v >= 50') == [[1 + 2]]
+    finally:
+        assert s.stop() == 0
+
+
+def test_which_counts_the_catalog_answers(tmp_path):
+    """Whole views only (events or one type, any spelling of the same SELECT); anything else,
+    or a name the store did not make, is left to DuckDB."""
+    store = tracehouse.open(tmp_path, fsync="off")
+    store.create_trace("Big", "custom", event_types=TYPES)
+    store.append("Big", "a", _rows(10, 0))
+    store.sql('SELECT 1 FROM "Big".events LIMIT 0')  # views made
+    shortcut = store.query_engine._whole_count
+    for sql in ('SELECT count(*) FROM "Big".events', "select count(*) from big.a", 'SELECT count(*) n FROM "Big"."b";'):
+        assert shortcut(sql) is not None, sql
+    for sql in ('SELECT count(*) FROM "Big".events WHERE ts > 3', 'SELECT count(ts) FROM "Big".events',
+                'SELECT count(*) FROM "big".events', 'SELECT count(*) FROM "Big".nope',
+                'SELECT count(*) FROM "Big".events, "Big".a', 'SELECT count(*) FROM "Big".events GROUP BY type'):
+        assert shortcut(sql) is None, sql
+    assert store.sql("select count(*) from big.a").column(0).to_pylist() == [10]
+    store.close()
