@@ -215,11 +215,9 @@ class QueryEngine:
         types = store.catalog.trace_types(info)
         writer = store._writers.get(info.id)
         if writer is not None:
-            with writer.view_lock, writer.lock:  # one consistent cut: registered segments + unflushed tail
-                segs = store.catalog.segments(info.id)
-                tails = {k: list(v) for k, v in writer.tail().items()}
-                sig = (self._catalog_version, writer.tail_version, tuple(types))
-                types = dict(types, **{k: v for k, v in writer.event_types.items()})
+            segs, tails, tail_version, writer_types = self._writer_cut(info, writer)
+            sig = (self._catalog_version, tail_version, tuple(types))
+            types = dict(types, **writer_types)
         else:
             # Another process may be writing this trace: what it logged but has not checkpointed
             # (all of it while its disk is full) is read from its WAL files.
@@ -257,6 +255,14 @@ class QueryEngine:
             self.con.execute(f"CREATE OR REPLACE VIEW {schema}.{qident(name)} AS {body}")
         self.con.execute(f"CREATE OR REPLACE VIEW {schema}.events AS " + events_view_sql(schema, types))
         self._trace_sigs[info.name] = sig
+
+    def _writer_cut(self, info, writer) -> tuple[list, dict[str, list[pa.RecordBatch]], int, dict[str, EventType]]:
+        """One consistent cut of a trace this process writes: its registered segments and its
+        unflushed tail (batches by type), the tail's version and the writer's event types."""
+        with writer.view_lock, writer.lock:  # registrations hold view_lock, appends lock
+            segs = self.store.catalog.segments(info.id)
+            tails = {k: list(v) for k, v in writer.tail().items()}
+            return segs, tails, writer.tail_version, dict(writer.event_types)
 
     def refresh(self, sql: str | None = None) -> None:
         version = self.store.catalog.version()
@@ -370,10 +376,8 @@ class QueryEngine:
         types = cat.trace_types(info)
         writer = self.store._writers.get(info.id)
         if writer is not None:
-            with writer.lock:  # one consistent cut: registered segments + unflushed tail
-                segs = cat.segments(info.id)
-                tails = {k: list(v) for k, v in writer.tail().items()}
-                types = dict(types, **writer.event_types)
+            segs, tails, _version, writer_types = self._writer_cut(info, writer)
+            types = dict(types, **writer_types)
         else:
             segs, _sig, records = self.store.wal_view(info)
             tails = {}
