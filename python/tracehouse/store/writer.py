@@ -49,11 +49,12 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from .. import _core
-from ..errors import BadInput, DiskFull, TracehouseError, is_disk_full
+from ..errors import BadInput, DiskFull, NotFound, TracehouseError, is_disk_full
 from ..schema import EventType
 from . import wal as walmod
 from .catalog import INCOMPLETE_CHECKPOINT
-from .segments import sort_by_ts, ts_order, write_segment, write_sorted_part
+from .segments import (PRODUCER_ORDER, PRODUCER_ROW_GROUP, ROW_GROUP, row_order, sort_rows, write_segment,
+                       write_sorted_part)
 
 if TYPE_CHECKING:
     from .store import Store
@@ -136,6 +137,12 @@ class TraceWriter:
         self.opts = opts
         self.root = store.path
         self.trace_dir = f"traces/{trace_id}"
+        # Segment order (segments.py): by ts, or by (producer, ts) when the trace asks for it.
+        try:
+            self.by_producer = store.catalog.trace(trace_name).metadata.get("segment_order") == PRODUCER_ORDER
+        except NotFound:  # a trace being deleted, recovered only to be dropped
+            self.by_producer = False
+        self.row_group = PRODUCER_ROW_GROUP if self.by_producer else ROW_GROUP
         self.wal_dir = self.root / self.trace_dir / "wal"
         self.lock = threading.RLock()
         self.cond = threading.Condition(self.lock)
@@ -473,7 +480,7 @@ class TraceWriter:
         share = sum(t.num_rows * t.num_columns for t in tables.values()) / threads
         jobs = []
         for name, table in tables.items():
-            order = ts_order(table)
+            order = row_order(table, self.by_producer)
             cost = table.num_rows * table.num_columns
             parts = min(threads, int(-(-cost // share))) if share and table.num_rows >= 2 * MIN_SPLIT_ROWS else 1
             step = -(-table.num_rows // parts)
@@ -484,7 +491,7 @@ class TraceWriter:
         jobs.sort(key=lambda j: -(j[4] - j[3]) * j[1].num_columns)  # longest first
         futures = [
             (name, self.pool.submit(write_sorted_part, self.root, f"{self.trace_dir}/segments/{name}", t, order, a, b,
-                                    0, not self.opts.drop_written_pages))
+                                    0, not self.opts.drop_written_pages, self.row_group))
             for name, t, order, a, b in jobs
         ]
         out, error = [], None
@@ -623,9 +630,10 @@ class TraceWriter:
                 if not force and (self._stop or self._ingest_saturated()):
                     break  # the next checkpoint asks again
                 tables = [pq.read_table(self.root / s.path) for s in g]
-                table = sort_by_ts(_concat_tables(tables, et))
+                table = sort_rows(_concat_tables(tables, et), self.by_producer)
                 row = write_segment(self.root, f"{self.trace_dir}/segments/{name}", table,
-                                    level=1 + max(s.level for s in g), keep_cached=not self.opts.drop_written_pages)
+                                    level=1 + max(s.level for s in g), keep_cached=not self.opts.drop_written_pages,
+                                    row_group=self.row_group)
                 row["event_type"] = name
                 try:
                     with self.view_lock:  # not `cond`: appends do not wait for the catalog's fsync
