@@ -17,15 +17,12 @@ timed region inside the child.
 from __future__ import annotations
 
 import re
-import shutil
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 from ..errors import NotFound
 from .import_ import Case, Input
-from .import_strace import peer_parse_only, peer_regex, peer_wc
+from .import_strace import capture, peer_parse_only, peer_regex, peer_wc
 
 WORKLOAD = r"""
 import os, sys, threading
@@ -62,17 +59,8 @@ _PID_REFS = re.compile(rb"(= |si_pid=|wait4\(|kill\(|tgkill\()(\d+)")
 
 
 def capture_template(workdir: Path) -> Path:
-    """A real capture of the workload (about 60K lines)."""
-    strace = shutil.which("strace")
-    if strace is None:
-        raise NotFound("strace is not installed (Debian/Ubuntu: apt-get install strace)")
-    data = workdir / "workload-procs"
-    data.mkdir(exist_ok=True)
-    log = workdir / "template-procs.strace"
-    subprocess.run([strace, "-f", "-ttt", "-T", "-y", "-s0", "-o", str(log), sys.executable, "-c", WORKLOAD,
-                    str(data), str(PROCESSES), str(THREADS), str(OPS)], check=True, stdout=subprocess.DEVNULL)
-    shutil.rmtree(data, ignore_errors=True)
-    return log
+    """A real capture of the workload (about 280K lines: the threads' futex calls included)."""
+    return capture(workdir, "template-procs", WORKLOAD, [str(PROCESSES), str(THREADS), str(OPS)])
 
 
 def replicate(template: Path, out: Path, lines: int) -> int:
