@@ -49,7 +49,8 @@ def _delta_packed(f: pa.Field) -> bool:
     return f.name != "producer" and (pa.types.is_int64(f.type) or pa.types.is_int32(f.type))
 
 
-def write_options(schema: pa.Schema, level: int = 0, row_group: int = ROW_GROUP) -> dict:
+def write_options(schema: pa.Schema, level: int = 0, row_group: int | None = None) -> dict:
+    """pq.write_table options; `row_group` rows per row group (default ROW_GROUP, read at call time)."""
     dict_cols = [f.name for f in schema if f.name == "producer" or pa.types.is_string(f.type) or pa.types.is_boolean(f.type)]
     delta = {f.name: "DELTA_BINARY_PACKED" for f in schema if _delta_packed(f)}
     fast = level == 0
@@ -60,7 +61,7 @@ def write_options(schema: pa.Schema, level: int = 0, row_group: int = ROW_GROUP)
         "compression_level": {name: 1 for name, codec in compression.items() if codec == "zstd"} or None,
         "use_dictionary": dict_cols,
         "column_encoding": delta or None,
-        "row_group_size": row_group,
+        "row_group_size": row_group or ROW_GROUP,
         "write_statistics": True,
     }
 
@@ -115,7 +116,7 @@ def sort_rows(table: pa.Table, by_producer: bool) -> pa.Table:
 
 
 def write_sorted_part(root: Path, rel_dir: str, table: pa.Table, order: np.ndarray | None, start: int, stop: int,
-                      level: int = 0, keep_cached: bool = True, row_group: int = ROW_GROUP) -> dict:
+                      level: int = 0, keep_cached: bool = True, row_group: int | None = None) -> dict:
     """Rows start..stop of `table` in ts order (`order` from `ts_order`) as one segment.
 
     The gather runs here, on the encoding thread, so a checkpoint's parts sort in parallel
@@ -126,7 +127,7 @@ def write_sorted_part(root: Path, rel_dir: str, table: pa.Table, order: np.ndarr
 
 
 def write_segment(root: Path, rel_dir: str, table: pa.Table, level: int = 0, keep_cached: bool = True,
-                  row_group: int = ROW_GROUP) -> dict:
+                  row_group: int | None = None) -> dict:
     """Write `table` (already sorted by ts) as one durable segment; returns its catalog row.
 
     `keep_cached=False` drops the file's pages from the page cache once durable (see

@@ -53,8 +53,7 @@ from ..errors import BadInput, DiskFull, NotFound, TracehouseError, is_disk_full
 from ..schema import EventType
 from . import wal as walmod
 from .catalog import INCOMPLETE_CHECKPOINT
-from .segments import (PRODUCER_ORDER, PRODUCER_ROW_GROUP, ROW_GROUP, row_order, sort_rows, write_segment,
-                       write_sorted_part)
+from .segments import PRODUCER_ORDER, PRODUCER_ROW_GROUP, row_order, sort_rows, write_segment, write_sorted_part
 
 if TYPE_CHECKING:
     from .store import Store
@@ -142,7 +141,7 @@ class TraceWriter:
             self.by_producer = store.catalog.trace(trace_name).metadata.get("segment_order") == PRODUCER_ORDER
         except NotFound:  # a trace being deleted, recovered only to be dropped
             self.by_producer = False
-        self.row_group = PRODUCER_ROW_GROUP if self.by_producer else ROW_GROUP
+        self.row_group = PRODUCER_ROW_GROUP if self.by_producer else None  # None: segments.ROW_GROUP
         self.wal_dir = self.root / self.trace_dir / "wal"
         self.lock = threading.RLock()
         self.cond = threading.Condition(self.lock)
