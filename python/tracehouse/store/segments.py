@@ -77,6 +77,14 @@ def _as_numpy(a: pa.Array) -> np.ndarray:
     return a.to_numpy(zero_copy_only=False)
 
 
+def _column_numpy(col: pa.ChunkedArray) -> np.ndarray:
+    """A null-free int32/int64 column as one numpy array (zero-copy for one chunk; see `_as_numpy`)."""
+    dt = np.int64 if pa.types.is_int64(col.type) else np.int32
+    parts = [np.frombuffer(c.buffers()[1], dtype=dt, count=len(c), offset=c.offset * dt().itemsize)
+             if not c.null_count else c.to_numpy(zero_copy_only=False) for c in col.chunks if len(c)]
+    return parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else np.empty(0, dt)
+
+
 def ts_order(table: pa.Table) -> np.ndarray | None:
     """Row order that sorts `table` by ts (stable), or None when it is already ordered."""
     ts = table.column("ts")
@@ -101,9 +109,8 @@ def row_order(table: pa.Table, by_producer: bool) -> np.ndarray | None:
         return ts_order(table)
     if table.num_rows < 2:
         return None
-    ts = _as_numpy(pa.concat_arrays(table.column("ts").chunks) if table.column("ts").num_chunks != 1
-                   else table.column("ts").chunk(0))
-    prod = table.column("producer").to_numpy()
+    ts = _column_numpy(table.column("ts"))
+    prod = _column_numpy(table.column("producer"))
     if bool(np.all((prod[1:] > prod[:-1]) | ((prod[1:] == prod[:-1]) & (ts[1:] >= ts[:-1])))):
         return None
     return np.lexsort((ts, prod))
