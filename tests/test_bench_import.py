@@ -106,7 +106,9 @@ def test_bench_import_many_processes_end_to_end(tmp_path, monkeypatch):
     r = import_.run("strace-procs", 6_000, sizes=[6_000], workdir=tmp_path, peers=False)
     (x,) = r["runs"]
     assert x["lines"] == 6_000 and x["rejected"] == 0 and x["events"] > 0
-    assert x["command_seconds"] > 0 and x["command_cpu_seconds"] > 0 and x["lines_per_s_end_to_end"] == round(6_000 / x["command_seconds"])
+    assert x["command_seconds"] > 0 and x["command_cpu_seconds"] > 0
+    # command_seconds is rounded to the millisecond; the rate comes from the unrounded time
+    assert abs(x["lines_per_s_end_to_end"] / (6_000 / x["command_seconds"]) - 1) < 0.002
     assert r["targets"][0]["value"] == x["lines_per_s_end_to_end"]
     assert r["inputs"][0]["pids"] > 3
     assert list(tmp_path.iterdir()) == []
