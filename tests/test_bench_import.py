@@ -62,3 +62,52 @@ def test_cases_are_declared_by_modules():
     cases = import_.cases()
     assert cases["strace"] is import_strace.CASE
     assert json.dumps([c.name for c in cases.values()])
+
+
+def test_many_process_log_moves_pids_per_copy(tmp_path):
+    """Each copy of the capture is new processes (pids moved, clone/wait4 results with them),
+    in time order, and imports with nothing rejected; producers grow with the copies."""
+    from tracehouse.bench import import_strace_procs as procs
+
+    template = DATA / "threads.strace"
+    lines = template.read_bytes().count(b"\n")
+    out = tmp_path / "procs.strace"
+    procs.replicate(template, out, 3 * lines)
+    data = out.read_bytes()
+    assert data.count(b"\n") == 3 * lines
+    first = data[: len(template.read_bytes())]
+    assert first == template.read_bytes()  # copy 0 is the capture itself
+    pids = {int(x.split(b" ", 1)[0]) for x in data.splitlines()}
+    base = {int(x.split(b" ", 1)[0]) for x in template.read_bytes().splitlines()}
+    assert pids == base | {p + procs.PID_STEP for p in base} | {p + 2 * procs.PID_STEP for p in base}
+    clones = [x for x in data.splitlines() if b"clone" in x and b"= " in x and b"resumed" not in x
+              and not x.endswith(b"...>")]
+    for x in clones:  # a clone's result is a pid of the same copy as its caller
+        caller, child = int(x.split(b" ", 1)[0]), int(x.rsplit(b"= ", 1)[1].split(b" ")[0])
+        if child > 0:
+            assert caller // procs.PID_STEP == child // procs.PID_STEP, x
+    with tracehouse.open(tmp_path / "s") as s:
+        r = imp.import_file(s, out, "procs")
+        one = imp.import_file(s, template, "one")
+        assert r.rejected == 0
+        assert r.by_type["syscall"] == 3 * one.by_type["syscall"]
+        assert len(s.producers("procs")) == 3 * len(s.producers("one"))
+        ts = s.sql("SELECT ts FROM procs.syscall").column("ts").to_pylist()
+        assert ts == sorted(ts)
+
+
+@needs_strace
+def test_bench_import_many_processes_end_to_end(tmp_path, monkeypatch):
+    from tracehouse.bench import import_strace_procs as procs
+
+    monkeypatch.setattr(procs, "OPS", 20)
+    monkeypatch.setattr(procs, "PROCESSES", 3)
+    r = import_.run("strace-procs", 6_000, sizes=[6_000], workdir=tmp_path, peers=False)
+    (x,) = r["runs"]
+    assert x["lines"] == 6_000 and x["rejected"] == 0 and x["events"] > 0
+    assert x["command_seconds"] > 0 and x["command_cpu_seconds"] > 0
+    # command_seconds is rounded to the millisecond; the rate comes from the unrounded time
+    assert abs(x["lines_per_s_end_to_end"] / (6_000 / x["command_seconds"]) - 1) < 0.002
+    assert r["targets"][0]["value"] == x["lines_per_s_end_to_end"]
+    assert r["inputs"][0]["pids"] > 3
+    assert list(tmp_path.iterdir()) == []

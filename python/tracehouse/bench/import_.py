@@ -10,6 +10,10 @@ Adding a format (the extension point): write a module exposing `CASE = Case(...)
 (how to build inputs of a given size from real data, which importer, which peers,
 the target) and add its name to `CASE_MODULES`. `import_strace.py` is the model.
 
+A case with `end_to_end` also runs the `tracehouse import` command itself from outside for every
+input (interpreter start-up and imports included: what a user waits for), and its target is
+judged on that figure.
+
 Timings are wall seconds of the timed region only (the child's interpreter start
 and imports are excluded), plus the CPU seconds of the same region: on a shared
 machine the CPU figure stays comparable when neighbours load it, and the load
@@ -35,8 +39,10 @@ from ..errors import TracehouseError
 # One module per format, each exposing CASE.
 CASE_MODULES: tuple[str, ...] = (
     "tracehouse.bench.import_strace",
+    "tracehouse.bench.import_strace_procs",
     "tracehouse.bench.import_chrome",
 )
+CASE_NAMES = ("strace", "strace-procs", "chrome")  # for --help, without importing every module
 SPACE_MARGIN = 256 << 20
 
 
@@ -89,6 +95,7 @@ class Case:
     target: float
     target_text: str
     bytes_per_unit: float = 100.0
+    end_to_end: bool = False  # also time the CLI command from outside; the target is judged on it
 
 
 def cases() -> dict[str, Case]:
@@ -141,6 +148,25 @@ def _run_child(importer: str, path: Path, store: Path) -> dict:
     if p.returncode != 0:
         raise RuntimeError(f"import child failed ({p.returncode}): {p.stderr.strip()[-2000:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def _run_command(importer: str, path: Path, store: Path) -> tuple[float, float]:
+    """Wall and CPU seconds of `tracehouse --store STORE import IMPORTER PATH`, from outside
+    (start-up included; CPU: the command's user + system time, comparable on a loaded machine)."""
+    import resource
+
+    env = dict(os.environ)
+    pkg_parent = str(Path(__file__).resolve().parents[2])
+    env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    cmd = [sys.executable, "-m", "tracehouse.cli", "--store", str(store), "import", importer, str(path), "--name", "bench"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env)
+    secs = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if p.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}): {p.stderr.strip()[-2000:]}")
+    return secs, (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
 
 
 def _dir_bytes(p: Path) -> int:
@@ -209,13 +235,26 @@ def run(fmt: str = "strace", size: int | None = None, *, sizes: list[int] | None
             r = dict(min(tries, key=lambda t: t["seconds"]))
             r["tries_seconds"] = [round(t["seconds"], 3) for t in tries]
             r["peak_rss_kb"] = max((t["peak_rss_kb"] or 0) for t in tries) or None
+            if case.end_to_end:
+                whole = []
+                for k in range(max(1, repeat)):
+                    store = tmp / f"store-cli-{inp.units}-{k}"
+                    whole.append(_run_command(case.importer, inp.path, store))
+                    shutil.rmtree(store, ignore_errors=True)
+                best = min(whole)
+                r["command_seconds"] = round(best[0], 3)
+                r["command_cpu_seconds"] = round(best[1], 3)
+                r["tries_command_seconds"] = [round(x[0], 3) for x in whole]
+                r[f"{case.unit}_per_s_end_to_end"] = round(inp.units / best[0])
+                r[f"{case.unit}_per_cpu_s_end_to_end"] = round(inp.units / best[1]) if best[1] else None
             r.update({case.unit: inp.units, "bytes_in": inp.bytes,
                       f"{case.unit}_per_s": round(inp.units / r["seconds"]),
                       f"{case.unit}_per_cpu_s": round(inp.units / r["cpu_seconds"]) if r["cpu_seconds"] else None,
                       "events_per_s": round(r["events"] / r["seconds"]),
                       "rss_growth_kb": (r["peak_rss_kb"] or 0) - (r["rss_before_kb"] or 0)})
             runs.append(r)
-        rate = next(r for r in runs if r[case.unit] == size)[f"{case.unit}_per_s"]
+        head = next(r for r in runs if r[case.unit] == size)
+        rate = head[f"{case.unit}_per_s_end_to_end" if case.end_to_end else f"{case.unit}_per_s"]
         result = {
             "format": fmt, "unit": case.unit, "importer": case.importer, "size": size, "inputs": [
                 {"path": str(i.path) if keep else None, case.unit: i.units, "bytes": i.bytes, **i.notes} for i in inputs],
@@ -246,6 +285,10 @@ def render(result: dict):
                     + (f"; best of {result['repeat']}" if result.get("repeat", 1) > 1 else "") + ")")
     for col, j in (("system", "left"), ("does", "left"), ("s", "right"), (f"{u}/s", "right")):
         t.add_column(col, justify=j)
+    if "command_seconds" in big:
+        t.add_row("tracehouse import (command)", "the whole command from outside: start-up, parse, store, close "
+                  f"({big['command_cpu_seconds']:.2f} CPU-s)", f"{big['command_seconds']:.2f}",
+                  f"{big[u + '_per_s_end_to_end'] / 1e6:.2f}M")
     t.add_row("tracehouse import", "parse + store (Parquet segments registered)", f"{big['seconds']:.2f}",
               f"{big[u + '_per_s'] / 1e6:.2f}M")
     for p in result["peers"]:

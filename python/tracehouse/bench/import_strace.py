@@ -75,14 +75,20 @@ _PREFIX = re.compile(rb"^(\d+) +(\d{10})\.(\d{6}) ")
 
 def capture_template(workdir: Path) -> Path:
     """A real capture of the workload (about 100K lines)."""
+    return capture(workdir, "template", WORKLOAD, [str(WORKERS), str(OPS)])
+
+
+def capture(workdir: Path, name: str, program: str, args: list[str]) -> Path:
+    """`workdir/NAME.strace`: the Python `program` (given a scratch directory and `args`) run
+    under `strace -f -ttt -T -y -s0`; the scratch directory is removed afterwards."""
     strace = shutil.which("strace")
     if strace is None:
         raise NotFound("strace is not installed (Debian/Ubuntu: apt-get install strace)")
-    data = workdir / "workload"
+    data = workdir / f"{name}-data"
     data.mkdir(exist_ok=True)
-    log = workdir / "template.strace"
-    subprocess.run([strace, "-f", "-ttt", "-T", "-y", "-s0", "-o", str(log), sys.executable, "-c", WORKLOAD,
-                    str(data), str(WORKERS), str(OPS)], check=True, stdout=subprocess.DEVNULL)
+    log = workdir / f"{name}.strace"
+    subprocess.run([strace, "-f", "-ttt", "-T", "-y", "-s0", "-o", str(log), sys.executable, "-c", program,
+                    str(data), *args], check=True, stdout=subprocess.DEVNULL)
     shutil.rmtree(data, ignore_errors=True)
     return log
 

@@ -316,8 +316,10 @@ def tracehouse_load(store, data: pa.Table) -> None:
     ids = data.select(list(ID_COLUMNS)).take(pa.array(first)).to_pylist()
     producers = [{"id": int(r["measurement_id"]), "parent": None, "kind": "measurement",
                   "name": f"customer={r['customer_id']},measurement={r['measurement_id']}", "attrs": r} for r in ids]
+    # Segments sorted by (measurement, ts) (`segment_order=producer`): the seed's clients read a
+    # customer's measurement at a time, as its schemas' keys lead with the customer.
     store.create_trace(TRACE, "qos", event_types=[tracehouse_event_type()], producers=producers,
-                       format_description="Qosmet QoS measurements (seed 003)")
+                       format_description="Qosmet QoS measurements (seed 003)", metadata={"segment_order": "producer"})
     cols = {"ts": data.column("ts"), "producer": pa.compute.cast(data.column("measurement_id"), pa.int32())}
     for n, _t, _lo, _hi in result_params():
         cols[n] = data.column(n)

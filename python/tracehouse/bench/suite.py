@@ -58,7 +58,8 @@ QUICK = {  # a smoke run of every experiment and every peer (CI, < 5 min here; Q
     # (SQLite's row path stays: the row mode is smoke-tested once)
     "tod_store": {"sizes": (10**3, 10**4), "cap_s": 2.0, "budget_s": 0.8, "max_runs": 5,
                   "skip": ("duckdb row", "postgres row", "mariadb row")},
-    # (5:52 at load average 6-18 with every write system and 3 read cases x 1, 4 clients: trimmed)
+    # (5:52 at load average 6-18 with every write system and 3 read cases x 1, 4 clients; these
+    # settings: 3:32 at load 12-13)
     "write": {"systems": ("tracehouse-http", "tracehouse-arrow", "postgres-copy", "sqlite"),
               "writers": (16,), "batches": (1000,), "seconds": 0.2, "max_runs": 5},
     "reads": {"scale": 0.01, "clients": (4,), "cases": ("Q1.2", "Q5.4"), "budget_s": 0.4, "max_runs": 5},

@@ -162,7 +162,8 @@ class QueryRunner:
         check_read_only(sql)
         t0 = time.perf_counter()
         timeout = self.cfg.query_timeout
-        with self.store.read_connection(sql) as cur:
+        engine = self.store.query_engine
+        with engine.snapshot(sql) as cur:
             r = _Running(cur, time.monotonic() + timeout if timeout > 0 else None)
             with self.cond:
                 if self.closing:
@@ -170,7 +171,7 @@ class QueryRunner:
                 self.running.add(r)
                 self.cond.notify_all()
             try:
-                rel = cur.sql(sql)
+                rel = cur.sql(engine.snapshot_query(sql))
                 batches = iter(()) if rel is None else arrow_reader(rel, BATCH_ROWS)
                 encode = _ArrowAnswer if fmt == "arrow" else _JsonAnswer
                 answer = encode(self.cfg.max_answer, self.cfg.max_query_rows)

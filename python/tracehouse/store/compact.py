@@ -24,7 +24,7 @@ import pyarrow.parquet as pq
 from ..errors import is_disk_full
 from ..schema import EventType
 from .conform import align
-from .segments import sort_by_ts, write_segment
+from .segments import sort_rows, write_segment
 
 log = logging.getLogger("tracehouse.store")
 
@@ -121,9 +121,10 @@ class Compactor:
                 if not force and (w.stopping or w.ingest_saturated()):
                     break  # the next checkpoint asks again
                 tables = [pq.read_table(w.root / s.path) for s in g]
-                table = sort_by_ts(align(tables, et))
+                table = sort_rows(align(tables, et), w.by_producer)  # the trace's segment order
                 row = write_segment(w.root, f"{w.trace_dir}/segments/{name}", table,
-                                    level=1 + max(s.level for s in g), keep_cached=not opts.drop_written_pages)
+                                    level=1 + max(s.level for s in g), keep_cached=not opts.drop_written_pages,
+                                    row_group=w.row_group)
                 row["event_type"] = name
                 try:
                     with w.view_lock:  # not `cond`: appends do not wait for the catalog's fsync

@@ -44,13 +44,13 @@ import numpy as np
 import pyarrow as pa
 
 from .. import _core
-from ..errors import BadInput, DiskFull, TracehouseError, is_disk_full
+from ..errors import BadInput, DiskFull, NotFound, TracehouseError, is_disk_full
 from ..schema import EventType
 from . import wal as walmod
 from .catalog import INCOMPLETE_CHECKPOINT, Catalog
 from .compact import Compactor
 from .conform import align
-from .segments import ts_order, write_sorted_part
+from .segments import PRODUCER_ORDER, PRODUCER_ROW_GROUP, row_order, sort_rows, write_sorted_part
 
 log = logging.getLogger("tracehouse.store")
 
@@ -143,6 +143,12 @@ class TraceWriter:
         self.opts = opts
         self.root = host.root
         self.trace_dir = f"traces/{trace_id}"
+        # Segment order (segments.py): by ts, or by (producer, ts) when the trace asks for it.
+        try:
+            self.by_producer = host.catalog.trace(trace_name).metadata.get("segment_order") == PRODUCER_ORDER
+        except NotFound:  # a trace being deleted, recovered only to be dropped
+            self.by_producer = False
+        self.row_group = PRODUCER_ROW_GROUP if self.by_producer else None  # None: segments.ROW_GROUP
         self.wal_dir = self.root / self.trace_dir / "wal"
         self.lock = threading.RLock()
         self.cond = threading.Condition(self.lock)
@@ -472,7 +478,7 @@ class TraceWriter:
         share = sum(t.num_rows * t.num_columns for t in tables.values()) / threads
         jobs = []
         for name, table in tables.items():
-            order = ts_order(table)
+            order = row_order(table, self.by_producer)
             cost = table.num_rows * table.num_columns
             parts = min(threads, int(-(-cost // share))) if share and table.num_rows >= 2 * MIN_SPLIT_ROWS else 1
             step = -(-table.num_rows // parts)
@@ -483,7 +489,7 @@ class TraceWriter:
         jobs.sort(key=lambda j: -(j[4] - j[3]) * j[1].num_columns)  # longest first
         futures = [
             (name, self.pool.submit(write_sorted_part, self.root, f"{self.trace_dir}/segments/{name}", t, order, a, b,
-                                    0, not self.opts.drop_written_pages))
+                                    0, not self.opts.drop_written_pages, self.row_group))
             for name, t, order, a, b in jobs
         ]
         out, error = [], None
