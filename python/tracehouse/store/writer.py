@@ -50,7 +50,7 @@ from . import wal as walmod
 from .catalog import INCOMPLETE_CHECKPOINT, Catalog
 from .compact import Compactor
 from .conform import align
-from .segments import PRODUCER_ORDER, PRODUCER_ROW_GROUP, row_order, sort_rows, write_sorted_part
+from .segments import PRODUCER_ORDER, PRODUCER_ROW_GROUP, row_order, write_sorted_part
 
 log = logging.getLogger("tracehouse.store")
 
