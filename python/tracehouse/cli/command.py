@@ -5,7 +5,7 @@ Owns argument parsing and exit codes: 0 ok, 1 failure, 2 bad input or unknown na
 else ./tracehouse-data.
 
 Commands live one group per module beside this one (`stores`, `importing`, `analyze`,
-`replay`, `serve`, `bench`, `tools`); each has `register(commands)` adding its commands'
+`results`, `replay`, `serve`, `bench`, `tools`); each has `register(commands)` adding its commands'
 arguments. `COMMANDS` and `BENCHMARKS` below name each command's module and its one-line
 help, so a run imports only the module of the command it runs: `tracehouse --help` and
 `tracehouse ls` load neither pyarrow nor DuckDB's query side for the rest (dev/startup.py
@@ -42,7 +42,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "extrapolate": ("replay", "fit PerfExt, USL and MVA to measured runs and predict higher concurrency"),
     "analyze": ("analyze", "analyses: spans, call trees, cursors, state and stack at t, density, statistics, "
                            "histograms (see README, Analyses)"),
-    "results": ("analyze", "analysis results saved in the store: list, show, annotate, group, rm"),
+    "results": ("results", "analysis results saved in the store: list, show, annotate, group, rm"),
 }
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "ingest": ("bench", "TOD ingest: raw append, tracehouse, SQLite, DuckDB on the same batches (seed 001)"),
