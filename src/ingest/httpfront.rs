@@ -20,6 +20,9 @@
 //!
 //! One thread per connection (small stacks): a connection spends its life blocked in a read
 //! or waiting for its answer, and the kernel's scheduler is the simplest fair multiplexer.
+//!
+//! Over 600 lines: request framing, limits, the accept loop and the connection threads
+//! share the limits and counters; the Python face is py/httpfront.rs.
 
 use std::collections::VecDeque;
 use std::io::{self, Read, Write};

@@ -27,6 +27,9 @@
 //!   says the exact size), stat sizes, writes, ftruncate, unlink and rename, giving
 //!   [`Prep`]: directories to make, files to create with the size the trace implies,
 //!   and paths to remove because the trace creates them or found them absent.
+//!
+//! Over 600 lines: planning is one pass over the trace's rows (per-thread ops, ordering,
+//! the files to prepare) whose parts read the same per-path state.
 
 use std::collections::HashMap;
 

@@ -22,6 +22,9 @@
 //!
 //! `K` copies replay the same plan side by side, each in its own root and with its
 //! own slots and counters: the same schedule for K users.
+//!
+//! Over 600 lines: the workers, their slots and ordering waits, and the timer share one run
+//! state.
 
 use std::ffi::CString;
 use std::io;

@@ -21,6 +21,9 @@
 //!   which grows when an agent falls behind its interval (the writing module's buffer).
 //! - Pure Rust and no Python: the PyO3 wrapper (`py/loadgen.rs`) runs [`run`] with the
 //!   GIL released.
+//!
+//! Over 600 lines: the two workloads (QoS agents, TSBS cpu-only), the sending threads and
+//! the report share one schedule and one set of counters.
 
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{Shutdown, TcpStream, ToSocketAddrs};

@@ -8,6 +8,9 @@ aggregated call tree and its folded-stack flame graph text.
 
 Output columns of a span table (`SPAN_COLUMNS`, then the begin type's parameters
 under their own names and the end type's parameters prefixed `end_`):
+
+Over 600 lines: pairing, saving the processed trace, the span index and the questions asked of
+spans share the span configuration and the saved trace's layout.
 """
 
 from __future__ import annotations

@@ -31,6 +31,9 @@ COPY payloads are rendered once per batch size, before the clock starts.
 The tracehouse and QuestDB writers are the Rust load generator (`_core.run_load`);
 the SQL writers are Python threads (one connection each) sending pre-rendered
 statements, whose network waits release the GIL.
+
+Over 600 lines: one class per system with the same face (tracehouse HTTP/TCP, QuestDB,
+PostgreSQL, MariaDB, SQLite); each is short.
 """
 
 from __future__ import annotations

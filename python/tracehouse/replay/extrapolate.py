@@ -34,6 +34,9 @@ per copy; 1 for a load-test table), so R is per request of one customer.
 Fitting uses numpy only (no scipy): three parameters at most, the linearised USL
 solved exactly, a few LM iterations, golden-section for one parameter. scipy would
 add ~40 MB for what fits in a page here.
+
+Over 600 lines: the runs table, three models (PerfExt, USL, MVA) that share it, the bounds and
+the plot; each model is a few functions.
 """
 
 from __future__ import annotations

@@ -38,6 +38,9 @@ Decisions:
   `SHOW` statement's WHERE are not applied (warning): the whole trace is listed.
 - As in InfluxDB, a statement that fails stops the rest of the request (they answer
   "not executed"), and write statements sent with GET carry InfluxDB's deprecation warning.
+
+Over 600 lines: a tokenizer, a parser and the execution of the statements clients send, kept
+together because each statement's grammar and its answer change together.
 """
 
 from __future__ import annotations

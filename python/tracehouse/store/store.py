@@ -12,6 +12,9 @@ Layout of a store directory:
   traces/<id>/wal/          write-ahead log files of trace <id>
   traces/<id>/segments/<type>/*.parquet   immutable sorted segments
   results/<id>.parquet      table results
+
+Over 600 lines: Store is the one door, so every public operation is a method here; the work is
+in catalog.py, writer.py, compact.py, conform.py, scan.py and query.py.
 """
 
 from __future__ import annotations

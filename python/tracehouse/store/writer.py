@@ -28,6 +28,9 @@ Meanwhile appends go on into the WAL until the back-pressure limit, where they a
 refused with `DiskFull` instead of waiting; `flush()` has the waiting checkpoints try
 once more at once and raises `DiskFull` if that finds no room either.
 Any other error stops the writer: every later call raises it.
+
+Over 600 lines: the WAL append path, checkpoints and recovery share the writer's lock and its
+tail; compaction is compact.py, conform is conform.py.
 """
 
 from __future__ import annotations

@@ -26,6 +26,9 @@
 //! an include; a file already being read (a cycle) is reported, not followed again.
 //! A header with no event is a valid, empty trace. Lines longer than the limit
 //! ([`super::MAX_LINE`]) are rejected with their line number; binary input is refused.
+//!
+//! Over 600 lines: the Paje format is header definitions plus a container/state machine the
+//! events replay against; tests are in tests.rs.
 
 use std::io::Read;
 use std::path::{Path, PathBuf};

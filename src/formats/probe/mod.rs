@@ -23,6 +23,10 @@
 //! Input is byte chunks cut anywhere; only the current partial line is buffered, and
 //! never more than [`super::MAX_LINE`] bytes of it. Binary data and pretty-printed JSON
 //! (a record spread over lines) are refused whole, whatever `strict` says.
+//!
+//! Over 600 lines: one parser for two tools' output (bpftrace JSON and text, SystemTap
+//! text): records, printf patterns, maps, histograms and their spans share the line reader,
+//! the typed tables and the producers; tests are in tests.rs.
 
 use std::sync::Arc;
 

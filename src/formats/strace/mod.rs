@@ -37,6 +37,10 @@
 //! first stage on most of it while this one runs both stages on the rest. Rows are
 //! kept in start order and cut into batches already sorted by `ts` (see `rows.rs`);
 //! the few calls blocked for longer than two batches come last ([`StraceParser::take_late`]).
+//!
+//! Over 600 lines: the parser's two stages and their hand-off (chunk split, second thread,
+//! pairing of unfinished/resumed calls, late rows) share one state; lines are in line.rs,
+//! names in names.rs, processes in procs.rs, rows in rows.rs, tests in tests.rs.
 
 mod line;
 mod names;
