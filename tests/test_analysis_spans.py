@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import tracehouse
 from tracehouse import analysis as an
 from tracehouse.analysis import spans as S
-from tracehouse.analysis.profiles import SpanConfig
+from tracehouse.analysis.format_defaults import SpanConfig
 
 from helpers.analysis_ref import build_trace, ref_call_tree, ref_spans, ref_stack
 

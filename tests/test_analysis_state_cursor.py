@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import tracehouse
 from tracehouse import analysis as an
-from tracehouse.analysis.profiles import ObjectConfig
+from tracehouse.analysis.format_defaults import ObjectConfig
 from tracehouse.errors import BadInput
 
 from helpers.analysis_ref import build_trace, ref_matches, ref_state

@@ -16,7 +16,7 @@ from tracehouse import _core
 from tracehouse import analysis as an
 from tracehouse.analysis import histograms as H
 from tracehouse.analysis import statistics as STS
-from tracehouse.analysis.profiles import SpanConfig
+from tracehouse.analysis.format_defaults import SpanConfig
 from tracehouse.errors import BadInput
 
 from helpers.analysis_ref import build_trace

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import tracehouse
 from tracehouse import analysis as an
 from tracehouse.cli import command as cli
-from tracehouse.analysis.profiles import SpanConfig
+from tracehouse.analysis.format_defaults import SpanConfig
 
 from helpers.analysis_ref import build_slices, build_trace, ref_open_slices
 from helpers.cli import run, run_json

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from .cursors import Cursor, Filter, cursor, parse_where
 from .histograms import Histogram, compare, compare_text, histogram, span_values, type_values
-from .profiles import LocalsConfig, ObjectConfig, SpanConfig, locals_config, object_config, span_config
+from .format_defaults import LocalsConfig, ObjectConfig, SpanConfig, locals_config, object_config, span_config
 from .results import annotate, file_text, group, open_search, save_file, save_search, save_table, show
 from .spans import (
     Spans,

@@ -277,7 +277,7 @@ def _codes(col: pa.Array | pa.ChunkedArray, null_name: str = "(none)") -> tuple[
 def span_values(store: "Store", trace: str, *, group: str = "none", config=None, include_unclosed: bool = False,
                 start: int | None = None, end: int | None = None) -> tuple[np.ndarray, np.ndarray | None, list[str] | None, bool]:
     """Span durations of `trace` with their group codes: (values, codes, names, stack_keys)."""
-    from .profiles import span_config
+    from .format_defaults import span_config
     from .spans import _begin_name, _name_strings, span_table
 
     cfg = config or span_config(store, trace)

@@ -29,7 +29,7 @@ from ..errors import BadInput, NotFound, ReadOnly, StoreLocked
 from ..schema import Column, EventType
 from ..store import scan
 from . import _index
-from .profiles import SpanConfig, span_config
+from .format_defaults import SpanConfig, span_config
 
 if TYPE_CHECKING:
     from ..store import Store

@@ -30,7 +30,7 @@ import pyarrow as pa
 from .. import _core, arrays
 from ..schema import Column
 from . import _index
-from .profiles import LocalsConfig, SpanConfig, locals_config
+from .format_defaults import LocalsConfig, SpanConfig, locals_config
 from .spans import span_index
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ import pyarrow.compute as pc
 from .. import arrays
 from ..schema import Column
 from . import _index
-from .profiles import ObjectConfig, object_config
+from .format_defaults import ObjectConfig, object_config
 
 if TYPE_CHECKING:
     from ..store import Store

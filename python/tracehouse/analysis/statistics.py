@@ -33,7 +33,7 @@ from ..errors import BadInput
 from ..schema import Column
 from ..store.query import qident, qstr
 from . import _index
-from .profiles import span_config
+from .format_defaults import span_config
 
 if TYPE_CHECKING:
     from ..store import Store

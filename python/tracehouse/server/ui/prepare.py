@@ -39,7 +39,7 @@ import pyarrow as pa
 
 from ... import _core
 from ...analysis import _index
-from ...analysis.profiles import PROFILES, SpanConfig, span_config
+from ...analysis.format_defaults import PROFILES, SpanConfig, span_config
 from ...analysis.spans import _begin_name, _name_strings, span_index
 from ...analysis.statistics import density_index
 from ...arrays import as_numpy
