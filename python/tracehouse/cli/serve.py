@@ -117,7 +117,7 @@ def register_load(commands) -> None:
     sp.add_argument("--rows-per-batch", type=int, default=1000)
     sp.add_argument("--duration", type=float, default=10.0, help="seconds (default 10)")
     sp.add_argument("--protocol", choices=("http", "tcp", "tcp-acks", "arrow"), default="http",
-                    help="http: line protocol, 2xx = durable; tcp: line protocol, nothing acknowledged; tcp-acks: "
+                    help="http: line protocol, 2xx = durable (in the WAL under serve --ack written); tcp: line protocol, nothing acknowledged; tcp-acks: "
                          "tracehouse durable offsets; arrow: Arrow IPC over HTTP")
     sp.add_argument("--url", default="http://127.0.0.1:8086", help="server (default http://127.0.0.1:8086)")
     sp.add_argument("--tcp-port", type=int, default=8094, help="line protocol TCP port (default 8094)")
