@@ -222,3 +222,21 @@ def test_ipv6_banner_url_has_brackets(tmp_path):
         proc.terminate()
         proc.wait(timeout=60)
         proc.stderr.close()
+
+
+def test_capture_default_names_never_collide_within_one_second(tmp_path, monkeypatch):
+    # Two captures of one program in the same second used to be refused ("already exists").
+    from tracehouse.formats.strace import capture as capmod
+    monkeypatch.setattr(capmod.time, "strftime", lambda fmt: "20261126-002546")
+    assert capmod.default_name(["/bin/sh", "-c", "true"]) == "sh-20261126-002546"
+    assert capmod.default_name(["sh"], {"sh-20261126-002546"}) == "sh-20261126-002546-2"
+    assert capmod.default_name(["sh"], {"sh-20261126-002546", "sh-20261126-002546-2"}) == "sh-20261126-002546-3"
+    monkeypatch.undo()
+    store = str(tmp_path / "s")
+    names = set()
+    for _ in range(3):
+        r = subprocess.run([*CLI, "--store", store, "capture", "--json", "--", "sh", "-c", "exit 0"],
+                           capture_output=True, text=True, env=child_env(), timeout=120)
+        assert r.returncode == 0, r.stderr
+        names.add(json.loads(r.stdout)["trace"])
+    assert len(names) == 3

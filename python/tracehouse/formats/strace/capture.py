@@ -67,9 +67,14 @@ def strace_binary() -> str:
     return path
 
 
-def default_name(cmd: list[str]) -> str:
+def default_name(cmd: list[str], taken: set[str] = frozenset()) -> str:
+    """`<program>-<local time to the second>`, with `-2`, `-3`, ... when two captures start in one second."""
     base = "".join(c if c.isalnum() or c in "_.-" else "_" for c in Path(cmd[0]).name)[:80] or "cmd"
-    return f"{base}-{time.strftime('%Y%m%d-%H%M%S')}"
+    name = f"{base}-{time.strftime('%Y%m%d-%H%M%S')}"
+    n = 1
+    while (name if n == 1 else f"{name}-{n}") in taken:
+        n += 1
+    return name if n == 1 else f"{name}-{n}"
 
 
 def capture(store: "Store", cmd: list[str], name: str | None = None, *, all_syscalls: bool = False,
@@ -84,7 +89,7 @@ def capture(store: "Store", cmd: list[str], name: str | None = None, *, all_sysc
     if not cmd:
         raise BadInput("no command to capture", expected="tracehouse capture [--name N] -- CMD [ARG ...]")
     strace = strace_binary()
-    name = name or default_name(cmd)
+    name = name or default_name(cmd, {t.name for t in store.traces()})
     args = [strace, *STRACE_FLAGS]
     if not all_syscalls:
         args += ["-e", f"trace={IO_SYSCALLS}"]
