@@ -57,3 +57,22 @@ def test_random_bytes_never_crash(data, strict):
 
 def test_one_megabyte_line(tmp_path):
     _check(HEADER + b"1,a,x," + b"9" * (1 << 20) + b"\n2,a,x,1\n", strict=False)
+
+
+def test_csv_not_utf8_names_the_line_and_prints_no_traceback(tmp_path):
+    # A malformed row that is not UTF-8 made pyarrow print "Exception ignored ... UnicodeDecodeError"
+    # and the error named no line; a well-formed one said only "after data row N".
+    import subprocess
+    import sys
+
+    from helpers import child_env
+    for name, body, line, offset in (("short.csv", b"1,1,a,1\n2,1,\xd7\n3,1,a,3\n", 3, 31),
+                                     ("field.csv", b"1,1,a,1\n2,1,a,\xd7\n3,1,a,3\n", 3, 33)):
+        f = tmp_path / name
+        f.write_bytes(b"ts,producer,type,v\n" + body)
+        r = subprocess.run([sys.executable, "-m", "tracehouse.cli", "--store", str(tmp_path / "s"), "import", "csv",
+                            str(f)], capture_output=True, text=True, env=child_env(), timeout=120)
+        assert r.returncode == 2
+        assert "Exception ignored" not in r.stderr and "Traceback" not in r.stderr, r.stderr
+        assert f"{name}:{line} (byte {offset}): not UTF-8 text (byte 0xd7)" in r.stderr, r.stderr
+    assert csv_importer.first_non_utf8(tmp_path / "field.csv", chunk=3) == (3, 33, 0xd7)

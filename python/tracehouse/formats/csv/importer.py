@@ -17,6 +17,9 @@ naming its number and length.
 
 from __future__ import annotations
 
+import codecs
+import contextlib
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -129,7 +132,8 @@ def import_file(store, path: str | Path, name: str, *, mapping: Mapping | None =
     while True:
         done[0] = 0
         try:
-            return _import(store, path, name, mapping=mapping, strict=strict, description=description,
+            with _undecodable_rows_quiet():
+                return _import(store, path, name, mapping=mapping, strict=strict, description=description,
                            progress=advance, block=block)
         except _LineTooLong:
             line, length = longest_line(path)
@@ -141,6 +145,43 @@ def import_file(store, path: str | Path, name: str, *, mapping: Mapping | None =
                 raise BadInput(f"pyarrow could not read a line in blocks of {block:,} bytes (longest line: "
                                f"{length:,} bytes)", file=source, line=line, expected="one event per line") from None
             block = grown
+
+
+@contextlib.contextmanager
+def _undecodable_rows_quiet():
+    """pyarrow decodes a malformed row to text before calling the invalid-row handler; when
+    the row is not UTF-8 that decode fails inside pyarrow, which prints "Exception ignored"
+    and a traceback on stderr, then fails the read (reported by `first_non_utf8`)."""
+    previous = sys.unraisablehook
+
+    def hook(u) -> None:
+        if not isinstance(u.exc_value, UnicodeDecodeError):
+            previous(u)
+
+    sys.unraisablehook = hook
+    try:
+        yield
+    finally:
+        sys.unraisablehook = previous
+
+
+def first_non_utf8(path: str | Path, chunk: int = 16 << 20) -> tuple[int, int, int] | None:
+    """(line, byte offset in the file, the byte) of the first byte that is not UTF-8, or None."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    line, offset = 1, 0
+    with open(path, "rb") as f:
+        while True:
+            data = f.read(chunk)
+            try:
+                decoder.decode(data, final=not data)
+            except UnicodeDecodeError as e:
+                # e.start indexes the decoder's pending bytes + this chunk; pending is < 4 bytes
+                pending = len(e.object) - len(data)
+                return line + e.object.count(b"\n", 0, e.start), offset - pending + e.start, e.object[e.start]
+            if not data:
+                return None
+            line += data.count(b"\n")
+            offset += len(data)
 
 
 def _import(store, path: Path, name: str, *, mapping: Mapping | None, strict: bool, description: str,  # noqa: C901
@@ -169,6 +210,10 @@ def _import(store, path: Path, name: str, *, mapping: Mapping | None, strict: bo
     except (pa.ArrowInvalid, UnicodeDecodeError) as e:
         if _straddles(e):
             raise _LineTooLong() from None
+        at = first_non_utf8(path)
+        if at is not None:
+            raise BadInput(f"not UTF-8 text (byte 0x{at[2]:02x})", file=source, line=at[0], offset=at[1],
+                           expected="UTF-8 text, one event per line") from None
         raise BadInput(f"not a readable CSV: {e}", file=source, line=None,
                        expected="a header line, then one event per line") from None
     text_types = {f.name: pa.string() for f in inferred}
@@ -191,6 +236,10 @@ def _import(store, path: Path, name: str, *, mapping: Mapping | None, strict: bo
         if -1 in reasons:
             line, reason = reasons[-1].split("\t", 1)
             return BadInput(reason, file=source, line=int(line), expected="the header's number of fields")
+        at = first_non_utf8(path)  # the usual cause: name its line rather than pyarrow's row
+        if at is not None:
+            return BadInput(f"not UTF-8 text (byte 0x{at[2]:02x})", file=source, line=at[0], offset=at[1],
+                            expected="UTF-8 text, one event per line")
         return BadInput(f"unreadable CSV after data row {row}: {e}", file=source,
                         expected="UTF-8 text, one event per line")
 
