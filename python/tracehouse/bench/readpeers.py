@@ -90,7 +90,7 @@ class TracehouseReads:
         self.data = data
         # The seed's clients fetch whole answers, up to 600,000 rows x 62 columns (~300 MB as Arrow):
         # serve's default --max-answer (64 MB, a guard for interactive use) would refuse Q1.4 and Q2.4,
-        # and 20 clients queued on its 2 query threads passed the default 30 s --query-timeout.
+        # and 20 clients queued on its 4 query workers passed the default 30 s --query-timeout.
         self.server = writepeers.Tracehouse(self.workdir, "qos", "tracehouse-http", before_start=self._load,
                                             serve_args=("--max-answer", "1G", "--query-timeout", "600"))
         self.server.__enter__()
@@ -109,7 +109,7 @@ class TracehouseReads:
         from .. import __version__
 
         self.version = __version__
-        self.settings = {"serve": "--fsync batch, 2 query threads (defaults), --max-answer 1G, --query-timeout 600",
+        self.settings = {"serve": "--fsync batch, 4 query workers (defaults), --max-answer 1G, --query-timeout 600",
                          "store": "Parquet zstd segments"}
         return self
 

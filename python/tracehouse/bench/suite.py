@@ -88,8 +88,11 @@ FULL = {
     "tod_store": {"sizes": (10**3, 10**4, 10**5, 10**6, 10**7), "cap_s": 15.0, "budget_s": 30.0, "max_runs": 6},
     # every protocol of every system; writers 1 / 16 / 128 and batches 10 / 1,000 / 10,000 span the
     # seed's figures 5.1-5.3 (1 ... 128 writers, 1 ... 10,000 rows) at its two ends and its knee
-    "write": {"systems": ("tracehouse-http", "tracehouse-tcp", "tracehouse-arrow", "questdb", "questdb-tcp",
-                          "postgres-copy", "postgres-insert", "mariadb", "sqlite"),
+    # ... and each acknowledgement contract paired like with like (write.PAIRINGS): tracehouse
+    # --ack written beside QuestDB's default, QuestDB cairo.commit.mode=sync beside --ack durable
+    "write": {"systems": ("tracehouse-http", "tracehouse-tcp", "tracehouse-arrow", "tracehouse-http-written",
+                          "questdb", "questdb-tcp", "questdb-sync", "postgres-copy", "postgres-insert", "mariadb",
+                          "sqlite"),
               "writers": (1, 16, 128), "batches": (10, 1000, 10000), "seconds": 0.5, "max_runs": 6},
     # the seed's full data set (2,032,000 rows), every system and schema; of each query its middle
     # case (the engines bench's set), Q3 also over one table, and Q2.4 for a large answer (278,000
