@@ -11,6 +11,7 @@
 //! in `src/py/`.
 
 pub mod chrome;
+pub mod decl;
 pub mod json;
 pub mod paje;
 pub mod probe;
