@@ -4,8 +4,13 @@
 use crate::formats::decl::types::{F, I, S};
 use crate::formats::decl::{param, EventTypeDecl, FormatDecl, Param};
 
-const EXTRA: Param =
-    param("extra", S, "JSON", "fields beyond the standard ones of the event's %EventDef, as a JSON object of strings");
+const EXTRA: Param = param(
+    "extra",
+    S,
+    "JSON",
+    "fields beyond the standard ones of the event's %EventDef, as a \
+                          JSON object of strings",
+);
 
 const PAJE_STATE: EventTypeDecl = EventTypeDecl {
     name: "state",
@@ -16,8 +21,10 @@ const PAJE_STATE: EventTypeDecl = EventTypeDecl {
         param("depth", I, "levels", "nesting: 0 for a set state, n for the n-th pushed one"),
         EXTRA,
     ],
-    doc: "a state held by a container from Set/PushState until Pop/Set/ResetState, its destruction or the trace end",
+    doc: "a state held by a container from Set/PushState until Pop/Set/ResetState, its destruction or the trace \
+          end",
 };
+
 const PAJE_EVENT: EventTypeDecl = EventTypeDecl {
     name: "event",
     kind: "instant",
@@ -28,6 +35,7 @@ const PAJE_EVENT: EventTypeDecl = EventTypeDecl {
     ],
     doc: "PajeNewEvent",
 };
+
 const PAJE_VARIABLE: EventTypeDecl = EventTypeDecl {
     name: "variable",
     kind: "counter",
@@ -40,6 +48,7 @@ const PAJE_VARIABLE: EventTypeDecl = EventTypeDecl {
     ],
     doc: "a variable's new value",
 };
+
 const PAJE_LINK: EventTypeDecl = EventTypeDecl {
     name: "link",
     kind: "link",
@@ -53,6 +62,7 @@ const PAJE_LINK: EventTypeDecl = EventTypeDecl {
     ],
     doc: "a link from its start container (producer, ts) to its end container",
 };
+
 const PAJE_LINK_END: EventTypeDecl = EventTypeDecl {
     name: "link_end",
     kind: "end",

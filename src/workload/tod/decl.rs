@@ -4,8 +4,13 @@
 use crate::formats::decl::types::I;
 use crate::formats::decl::{param, EventTypeDecl, FormatDecl, Param};
 
-const PARENT_SEQ: Param =
-    param("parent_seq", I, "seq", "seq of the enclosing behavior_enter in the same thread, -1 at the root");
+const PARENT_SEQ: Param = param(
+    "parent_seq",
+    I,
+    "seq",
+    "seq of the enclosing behavior_enter in the same thread, \
+                               -1 at the root",
+);
 
 const TOD_FIELD_WRITE: EventTypeDecl = EventTypeDecl {
     name: "field_write",
@@ -18,6 +23,7 @@ const TOD_FIELD_WRITE: EventTypeDecl = EventTypeDecl {
     ],
     doc: "a field of an object is assigned",
 };
+
 const TOD_VAR_WRITE: EventTypeDecl = EventTypeDecl {
     name: "var_write",
     kind: "instant",
@@ -28,6 +34,7 @@ const TOD_VAR_WRITE: EventTypeDecl = EventTypeDecl {
     ],
     doc: "a local variable is assigned",
 };
+
 const TOD_BEHAVIOR_ENTER: EventTypeDecl = EventTypeDecl {
     name: "behavior_enter",
     kind: "begin",
@@ -43,6 +50,7 @@ const TOD_BEHAVIOR_ENTER: EventTypeDecl = EventTypeDecl {
     ],
     doc: "a behavior (method or constructor) is entered",
 };
+
 const TOD_BEHAVIOR_EXIT: EventTypeDecl = EventTypeDecl {
     name: "behavior_exit",
     kind: "end",
