@@ -53,6 +53,7 @@ use pyo3::prelude::*;
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", VERSION)?;
+    py::decl::register(m)?;
     py::tod::register(m)?;
     py::checksum::register(m)?;
     py::lineproto::register(m)?;

@@ -18,3 +18,8 @@ def store(store_path):
     s = tracehouse.open(store_path, flush_rows=10_000_000, flush_interval_s=3600.0, group_commit_ms=1)
     yield s
     s.close()
+
+
+def pytest_addoption(parser):
+    parser.addoption("--update-golden", action="store_true",
+                     help="rewrite tests/formats/*/*/expected.csv from what the queries answer (then check them by hand)")

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 
 import tracehouse
-from tracehouse import _core
 from tracehouse.cli import command as cli
 from tracehouse.formats.tod.generate import generate_tod
 from tracehouse.errors import BadInput
@@ -58,16 +57,6 @@ def write_json(path: Path, events, form="object") -> Path:
     else:
         path.write_text(body)
     return path
-
-
-def test_rust_tables_match_the_declared_event_types():
-    tables = _core.chrome_tables()
-    assert list(tables) == [et.name for et in fmt.EVENT_TYPES]
-    for et in fmt.EVENT_TYPES:
-        kind, cols = tables[et.name]
-        assert kind == et.kind
-        assert cols == [(c.name, c.type) for c in et.columns]
-        assert all(c.unit for c in et.columns), et.name
 
 
 def test_real_node_trace(store):

@@ -14,19 +14,11 @@ from tracehouse import _core
 from tracehouse.formats import registry
 from tracehouse.errors import BadInput
 from tracehouse.formats.chrome import exporter as chrome_export
-from tracehouse.formats import paje as fmt
 from tracehouse.formats.chrome import importer as chrome_import
 from tracehouse.formats.paje import importer as paje
 
 SMALL = Path(__file__).parent / "data" / "small.paje"
 S = 1_000_000_000
-
-
-def test_rust_tables_match_the_declared_event_types():
-    tables = _core.paje_tables()
-    assert list(tables) == [et.name for et in fmt.EVENT_TYPES]
-    for et in fmt.EVENT_TYPES:
-        assert tables[et.name] == (et.kind, [(c.name, c.type) for c in et.columns])
 
 
 def test_small_trace(store):

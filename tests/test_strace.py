@@ -19,11 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from tracehouse import _core
 from tracehouse.formats import registry
 from tracehouse.cli import main
 from tracehouse.errors import BadInput
-from tracehouse.formats import strace as fmt
 from tracehouse.formats.strace import importer as imp
 
 from helpers.strace import DATA, STRACE, build_programs, check_io_threads, needs_strace
@@ -107,14 +105,6 @@ def import_(store, path, name, **kw):
 
 
 # -- schema and registry -----------------------------------------------------------------
-
-
-def test_rust_schemas_are_the_declared_event_types():
-    schemas = _core.strace_schemas()
-    assert tuple(schemas) == _core.STRACE_EVENT_TYPES == tuple(et.name for et in fmt.EVENT_TYPES)
-    for et in fmt.EVENT_TYPES:
-        assert schemas[et.name].equals(et.arrow_schema()), et.name
-        assert all(c.doc for c in et.params), et.name
 
 
 def test_registered_as_builtin_and_entry_point():

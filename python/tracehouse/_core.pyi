@@ -10,6 +10,12 @@ import pyarrow as pa
 
 __version__: Final[str]
 
+def format_declarations() -> dict[str, dict]:
+    """The event types declared in Rust (src/formats/decl.rs), by format: {"description": str,
+    "event_types": [(name, kind, doc, [(column, type, unit, doc), ...]), ...], "results":
+    {kind: [(column, type, unit, doc), ...]}}; parameters only (the common columns are schema.py's)."""
+    ...
+
 TOD_EVENT_TYPES: Final[tuple[str, str, str, str]]
 """("field_write", "var_write", "behavior_enter", "behavior_exit"), the order batches come in."""
 
@@ -201,9 +207,6 @@ def run_load(
     ([p50, p90, p99, max] microseconds), bytes_sent."""
 
 # -- Chrome Trace Event JSON (src/formats/chrome/mod.rs, src/formats/chrome/export.rs) ------------------
-
-def chrome_tables() -> dict[str, tuple[str, list[tuple[str, str]]]]:
-    """{event type: (kind, [(column, type), ...])} of the chrome event types, common columns included."""
 
 class ChromeParser:
     """Streaming parser of Chrome Trace Event JSON (array or {"traceEvents": [...]} form).
@@ -439,9 +442,6 @@ def binned_counts(ts: pa.Int64Array, starts: pa.Int64Array, ends: pa.Int64Array,
     ``ts[starts[s]:ends[s]]``, bin b is [edges[b], edges[b + 1])."""
 
 # -- Paje (src/formats/paje/mod.rs) ----------------------------------------------------------------
-
-def paje_tables() -> dict[str, tuple[str, list[tuple[str, str]]]]:
-    """{event type: (kind, [(column, type), ...])} of the paje event types, common columns included."""
 
 class PajeParser:
     """Streaming parser of Paje trace files; ``time_unit`` is the unit of the file's times

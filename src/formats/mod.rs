@@ -3,14 +3,15 @@
 //! parser reads both tools' output.
 //!
 //! Each format module takes byte chunks of any size (keeping partial records across
-//! chunk boundaries) and produces Arrow record batches whose schemas match the event
-//! types the Python side declares for that format (`python/tracehouse/formats/<format>/`).
+//! chunk boundaries) and produces Arrow record batches of the event types it declares in
+//! its `decl.rs` ([`decl`]: columns, types, units; Python reads them through `_core`).
 //! This file owns what they share: the [`ChunkParser`] interface the PyO3 glue drives
 //! and, for the line-based formats, [`Lines`] (lines cut across chunks, capped at
 //! [`MAX_LINE`]) behind [`TextInput`], which also refuses binary input ([`looks_binary`]). No module here knows Python; the PyO3 glue lives
 //! in `src/py/`.
 
 pub mod chrome;
+pub mod decl;
 pub mod json;
 pub mod paje;
 pub mod probe;

@@ -58,7 +58,8 @@ impl PType {
         })
     }
 
-    fn data_type(self) -> DataType {
+    /// Its Arrow type.
+    pub fn data_type(self) -> DataType {
         match self {
             PType::Int => DataType::Int64,
             PType::Float => DataType::Float64,

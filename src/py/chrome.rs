@@ -1,5 +1,5 @@
-//! Python face of the Chrome JSON parser and writer: `_core.ChromeParser`,
-//! `_core.ChromeWriter` and `_core.chrome_tables()`.
+//! Python face of the Chrome JSON parser and writer: `_core.ChromeParser` and
+//! `_core.ChromeWriter` (the event types: `py/decl.rs`).
 //!
 //! Owns argument checking and the conversions: chunks in as `bytes`, batches out as
 //! `pyarrow.RecordBatch`, producers/stats/problems as plain Python values (a handful
@@ -12,11 +12,11 @@ use arrow_array::RecordBatch;
 use arrow_pyarrow::FromPyArrow;
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict, PyList, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList};
 
 use super::driver::{feed_parser, finish_parser, producer_row};
 use crate::formats::chrome::export::ChromeWriter;
-use crate::formats::chrome::{ChromeParser, Options, Problem, TABLES};
+use crate::formats::chrome::{ChromeParser, Options, Problem};
 use crate::formats::table::PType;
 
 /// Problems as (line, byte offset, reason) tuples.
@@ -196,23 +196,9 @@ impl PyChromeWriter {
     }
 }
 
-/// {event type: (kind, [(column, type), ...])} of the Chrome event types, common
-/// columns included, in stored order.
-#[pyfunction]
-fn chrome_tables(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
-    let d = PyDict::new(py);
-    let p = ChromeParser::new(Options::default());
-    for ((name, cols), (_, kind, _)) in p.table_columns().into_iter().zip(TABLES.iter()) {
-        let cols: Vec<(String, &str)> = cols.into_iter().map(|(c, t)| (c, t.name())).collect();
-        d.set_item(name, PyTuple::new(py, [kind.into_pyobject(py)?.into_any(), cols.into_pyobject(py)?])?)?;
-    }
-    Ok(d)
-}
-
 /// Adds the Chrome names to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyChromeParser>()?;
     m.add_class::<PyChromeWriter>()?;
-    m.add_function(wrap_pyfunction!(chrome_tables, m)?)?;
     Ok(())
 }

@@ -8,6 +8,7 @@ pub mod arrow;
 pub mod checksum;
 pub mod chrome;
 pub mod commit;
+pub mod decl;
 pub mod driver;
 pub mod httpfront;
 pub mod lineproto;

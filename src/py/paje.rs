@@ -1,4 +1,4 @@
-//! Python face of the Paje parser: `_core.PajeParser` and `_core.paje_tables()`.
+//! Python face of the Paje parser: `_core.PajeParser` (the event types: `py/decl.rs`).
 //!
 //! Owns argument checking and conversions; parsing runs with the GIL released.
 
@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use super::driver::{feed_parser, finish_parser, producer_row};
-use crate::formats::paje::{PajeParser, TABLES};
+use crate::formats::paje::PajeParser;
 
 /// Streaming parser of Paje trace files (see `tracehouse/formats/paje/__init__.py`).
 #[pyclass(module = "tracehouse._core", name = "PajeParser")]
@@ -118,21 +118,8 @@ impl PyPajeParser {
     }
 }
 
-/// {event type: (kind, [(column, type), ...])} of the Paje event types, common columns included.
-#[pyfunction]
-fn paje_tables(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
-    let d = PyDict::new(py);
-    let p = PajeParser::new(false, 1, 1);
-    for ((name, cols), (_, kind, _)) in p.table_columns().into_iter().zip(TABLES.iter()) {
-        let cols: Vec<(String, &str)> = cols.into_iter().map(|(c, t)| (c, t.name())).collect();
-        d.set_item(name, (*kind, cols))?;
-    }
-    Ok(d)
-}
-
 /// Adds the Paje names to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyPajeParser>()?;
-    m.add_function(wrap_pyfunction!(paje_tables, m)?)?;
     Ok(())
 }

@@ -27,13 +27,17 @@ use std::sync::{Arc, OnceLock};
 
 use arrow_array::{ArrayRef, Int32Array, Int64Array, RecordBatch};
 use arrow_buffer::{BooleanBuffer, NullBuffer, ScalarBuffer};
-use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use arrow_schema::SchemaRef;
 
 use crate::colpool::ColumnPool;
+use crate::formats::decl::EventTypeDecl;
 use crate::workload::rng::{scale32, SplitMix64};
 
 /// Names of the four event types, in the order batches are returned.
-pub const EVENT_TYPES: [&str; 4] = ["field_write", "var_write", "behavior_enter", "behavior_exit"];
+pub const EVENT_TYPES: [&str; 4] = [TYPES[0].name, TYPES[1].name, TYPES[2].name, TYPES[3].name];
+
+/// Their declarations (`tod/decl.rs`: columns, units), in the same order.
+const TYPES: &[EventTypeDecl] = decl::TOD.event_types;
 
 /// First timestamp of the global clock, in nanoseconds.
 pub const CLOCK_START_NS: i64 = 1_000_000_000;
@@ -337,26 +341,11 @@ pub fn schema(t: usize) -> SchemaRef {
 }
 
 fn build_schemas() -> [SchemaRef; 4] {
-    let common = || {
-        vec![
-            Field::new("ts", DataType::Int64, false),
-            Field::new("producer", DataType::Int32, false),
-            Field::new("seq", DataType::Int64, false),
-            Field::new("parent_seq", DataType::Int64, false),
-        ]
+    // Every column is always set except the arguments past `arg_count`.
+    let never_null = |t: &EventTypeDecl| -> Vec<&str> {
+        t.params.iter().map(|p| p.name).filter(|n| !matches!(*n, "arg0" | "arg1" | "arg2" | "arg3")).collect()
     };
-    let with = |own: &[&str], nullable: &[&str]| {
-        let mut f = common();
-        f.extend(own.iter().map(|n| Field::new(*n, DataType::Int64, false)));
-        f.extend(nullable.iter().map(|n| Field::new(*n, DataType::Int64, true)));
-        Arc::new(Schema::new(f))
-    };
-    [
-        with(&["field_id", "target", "value"], &[]),
-        with(&["var_id", "value"], &[]),
-        with(&["behavior_id", "target", "arg_count"], &["arg0", "arg1", "arg2", "arg3"]),
-        with(&["behavior_id", "ret_value"], &[]),
-    ]
+    [0, 1, 2, 3].map(|t| Arc::new(TYPES[t].arrow_schema(&never_null(&TYPES[t]))))
 }
 
 /// An open method invocation on a thread's stack.
@@ -607,5 +596,6 @@ impl TodGenerator {
     }
 }
 
+pub mod decl;
 #[cfg(test)]
 mod tests;

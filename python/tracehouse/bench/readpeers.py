@@ -48,6 +48,34 @@ def _loaded(fn):
     return time.perf_counter() - t0
 
 
+def _load_layouts(data: pa.Table, layouts, load_one, size) -> dict:
+    """{layout: {"seconds", "bytes"}}: `load_one(layout, tables)` timed for each layout (its
+    tables made before the clock starts), and the bytes it added as `size()` measures them."""
+    out = {}
+    for layout in layouts:
+        tables = qos_reads.schema_tables(data, layout)
+        before = size()
+        out[layout] = {"seconds": _loaded(lambda: load_one(layout, tables)), "bytes": size() - before}
+    return out
+
+
+class _FileReads:
+    """An embedded system whose database lives in a fresh directory of the workdir."""
+
+    name = ""
+    layouts = ("schema1", "schema2", "schema3")
+
+    def __init__(self, workdir: Path) -> None:
+        self.dir = Path(workdir) / f"{self.name}-reads"
+
+    def _fresh_dir(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+        self.dir.mkdir(parents=True)
+
+    def __exit__(self, *exc) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
 # -- tracehouse -------------------------------------------------------------------------
 
 
@@ -135,19 +163,14 @@ class _DuckClient:
         self.cur.close()
 
 
-class DuckDBReads:
+class DuckDBReads(_FileReads):
     name = "duckdb"
-    layouts = ("schema1", "schema2", "schema3")
     client_path = "embedded DuckDB file, a cursor per client, fetch_arrow_table"
-
-    def __init__(self, workdir: Path) -> None:
-        self.dir = Path(workdir) / "duckdb-reads"
 
     def __enter__(self):
         import duckdb
 
-        shutil.rmtree(self.dir, ignore_errors=True)
-        self.dir.mkdir(parents=True)
+        self._fresh_dir()
         self.path = self.dir / "qos.duckdb"
         self.con = duckdb.connect(str(self.path))
         self.con.execute("SET enable_progress_bar = false")
@@ -157,29 +180,23 @@ class DuckDBReads:
         return self
 
     def load(self, data: pa.Table, layouts) -> dict:
-        out = {}
-        for layout in layouts:
-            tables = qos_reads.schema_tables(data, layout)
-            before = dir_bytes(self.dir)
+        def go(layout, tables):
+            for stmt in qos_reads.ddl(layout, data, "duckdb"):
+                self.con.execute(stmt)
+            for name, t in tables.items():
+                self.con.register("_src", t)
+                self.con.execute(f"INSERT INTO {name} SELECT * FROM _src")
+                self.con.unregister("_src")
+            self.con.execute("CHECKPOINT")
 
-            def go():
-                for stmt in qos_reads.ddl(layout, data, "duckdb"):
-                    self.con.execute(stmt)
-                for name, t in tables.items():
-                    self.con.register("_src", t)
-                    self.con.execute(f"INSERT INTO {name} SELECT * FROM _src")
-                    self.con.unregister("_src")
-                self.con.execute("CHECKPOINT")
-
-            out[layout] = {"seconds": _loaded(go), "bytes": dir_bytes(self.dir) - before}
-        return out
+        return _load_layouts(data, layouts, go, lambda: dir_bytes(self.dir))
 
     def client(self):
         return _DuckClient(self.con)
 
     def __exit__(self, *exc) -> None:
         self.con.close()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        super().__exit__(*exc)
 
 
 # -- PostgreSQL and SQLite through ADBC ---------------------------------------------------
@@ -228,42 +245,31 @@ class PostgresReads(writepeers.PostgresServer):
         return super().__enter__()
 
     def load(self, data: pa.Table, layouts) -> dict:
-        out = {}
-        for layout in layouts:
-            tables = qos_reads.schema_tables(data, layout)
-            before = self.data_bytes()
+        def go(layout, tables):
+            with self.connect() as c:
+                for stmt in qos_reads.ddl(layout, data, "postgres"):
+                    c.execute(stmt)
+            conn = self.dbapi.connect(self.uri)
+            _ingest(conn, tables)
+            conn.close()
+            with self.connect() as c:
+                c.execute("ANALYZE")
 
-            def go():
-                with self.connect() as c:
-                    for stmt in qos_reads.ddl(layout, data, "postgres"):
-                        c.execute(stmt)
-                conn = self.dbapi.connect(self.uri)
-                _ingest(conn, tables)
-                conn.close()
-                with self.connect() as c:
-                    c.execute("ANALYZE")
-
-            out[layout] = {"seconds": _loaded(go), "bytes": self.data_bytes() - before}
-        return out
+        return _load_layouts(data, layouts, go, self.data_bytes)
 
     def client(self):
         return _AdbcClient(lambda: self.dbapi.connect(self.uri))
 
 
-class SQLiteReads:
+class SQLiteReads(_FileReads):
     name = "sqlite"
-    layouts = ("schema1", "schema2", "schema3")
     client_path = "ADBC SQLite driver (-> Arrow), a connection per client, WAL"
-
-    def __init__(self, workdir: Path) -> None:
-        self.dir = Path(workdir) / "sqlite-reads"
 
     def __enter__(self):
         import sqlite3
 
         self.dbapi = _adbc("sqlite")
-        shutil.rmtree(self.dir, ignore_errors=True)
-        self.dir.mkdir(parents=True)
+        self._fresh_dir()
         self.path = self.dir / "qos.sqlite"
         db = sqlite3.connect(self.path)
         db.execute("PRAGMA journal_mode=WAL")
@@ -275,33 +281,24 @@ class SQLiteReads:
     def load(self, data: pa.Table, layouts) -> dict:
         import sqlite3
 
-        out = {}
-        for layout in layouts:
-            tables = qos_reads.schema_tables(data, layout)
-            before = dir_bytes(self.dir)
+        def go(layout, tables):
+            db = sqlite3.connect(self.path)
+            for stmt in qos_reads.ddl(layout, data, "sqlite"):
+                db.execute(stmt)
+            db.commit()
+            db.close()
+            conn = self.dbapi.connect(str(self.path))
+            _ingest(conn, tables)
+            conn.close()
+            db = sqlite3.connect(self.path)
+            db.execute("ANALYZE")
+            db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            db.close()
 
-            def go():
-                db = sqlite3.connect(self.path)
-                for stmt in qos_reads.ddl(layout, data, "sqlite"):
-                    db.execute(stmt)
-                db.commit()
-                db.close()
-                conn = self.dbapi.connect(str(self.path))
-                _ingest(conn, tables)
-                conn.close()
-                db = sqlite3.connect(self.path)
-                db.execute("ANALYZE")
-                db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-                db.close()
-
-            out[layout] = {"seconds": _loaded(go), "bytes": dir_bytes(self.dir) - before}
-        return out
+        return _load_layouts(data, layouts, go, lambda: dir_bytes(self.dir))
 
     def client(self):
         return _AdbcClient(lambda: self.dbapi.connect(str(self.path)))
-
-    def __exit__(self, *exc) -> None:
-        shutil.rmtree(self.dir, ignore_errors=True)
 
 
 # -- MariaDB ------------------------------------------------------------------------------
@@ -338,24 +335,18 @@ class MariaDBReads(writepeers.MariaDBServer):
     def load(self, data: pa.Table, layouts) -> dict:
         """LOAD DATA LOCAL INFILE of a CSV per table (MariaDB's fastest load; the CSV is written
         by pyarrow inside the timed region, as part of the load)."""
-        out = {}
-        for layout in layouts:
-            tables = qos_reads.schema_tables(data, layout)
-            before = self.data_bytes()
+        def go(layout, tables):
+            c = self.connect(local_infile=True)
+            cur = c.cursor()
+            for stmt in qos_reads.ddl(layout, data, "mariadb"):
+                cur.execute(stmt)
+            for name, t in tables.items():
+                self.load_arrow(cur, name, t)
+            cur.execute("ANALYZE TABLE " + ", ".join(tables))
+            cur.fetchall()
+            c.close()
 
-            def go():
-                c = self.connect(local_infile=True)
-                cur = c.cursor()
-                for stmt in qos_reads.ddl(layout, data, "mariadb"):
-                    cur.execute(stmt)
-                for name, t in tables.items():
-                    self.load_arrow(cur, name, t)
-                cur.execute("ANALYZE TABLE " + ", ".join(tables))
-                cur.fetchall()
-                c.close()
-
-            out[layout] = {"seconds": _loaded(go), "bytes": self.data_bytes() - before}
-        return out
+        return _load_layouts(data, layouts, go, self.data_bytes)
 
     def client(self):
         return _CxClient(self.uri)

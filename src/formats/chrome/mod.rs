@@ -1,10 +1,9 @@
 //! Chrome Trace Event Format (the JSON that chrome://tracing and Perfetto UI open).
 //!
 //! Owns the streaming parse of a trace into the `chrome` event types (declared as data
-//! in `python/tracehouse/formats/chrome/__init__.py`; [`TABLES`] is the same list and a test
-//! keeps the two equal). Input arrives as byte chunks of any size: the array form
-//! `[{...}, ...]` (the closing `]` may be missing, as the format allows for traces cut
-//! short) and the object form `{"traceEvents": [...], ...}` with the other top-level
+//! in `decl.rs`, which Python reads through `_core.format_declarations()`). Input arrives
+//! as byte chunks of any size: the array form `[{...}, ...]` (the closing `]` may be
+//! missing, as the format allows for traces cut short) and the object form `{"traceEvents": [...], ...}` with the other top-level
 //! members skipped (small ones are kept as trace metadata). Only the unconsumed tail
 //! of the input is buffered, so memory does not grow with the file.
 //!
@@ -30,6 +29,7 @@
 
 use arrow_array::RecordBatch;
 
+use super::decl::EventTypeDecl;
 use super::json::{self, Cursor, Error as JErr, Str, Value};
 use super::table::{FastMap, PType, Table, DUR};
 
@@ -64,46 +64,8 @@ pub struct Problem {
     pub reason: String,
 }
 
-const S: PType = PType::Str;
-const I: PType = PType::Int;
-const F: PType = PType::Float;
-const B: PType = PType::Bool;
-
-/// An event type: (name, kind, fixed columns after the common ones).
-pub type TableDef = (&'static str, &'static str, &'static [(&'static str, PType)]);
-
-/// The event types.
-pub const TABLES: [TableDef; 12] = [
-    (
-        "slice",
-        "span",
-        &[("name", S), ("cat", S), ("phase", S), ("thread_ts", I), ("thread_dur", I), ("args", S), ("end_args", S)],
-    ),
-    ("slice_begin", "begin", &[("name", S), ("cat", S), ("phase", S), ("thread_ts", I), ("args", S)]),
-    ("slice_end", "end", &[("name", S), ("cat", S), ("thread_ts", I), ("args", S)]),
-    ("instant", "instant", &[("name", S), ("cat", S), ("scope", S), ("args", S)]),
-    ("counter", "counter", &[("name", S), ("cat", S), ("id", S), ("series", S), ("value", F), ("int_value", I)]),
-    ("async_slice", "span", &[("name", S), ("cat", S), ("id", S), ("id_local", B), ("args", S), ("end_args", S)]),
-    ("async_begin", "begin", &[("name", S), ("cat", S), ("id", S), ("id_local", B), ("args", S)]),
-    ("async_end", "end", &[("name", S), ("cat", S), ("id", S), ("id_local", B), ("args", S)]),
-    ("async_instant", "instant", &[("name", S), ("cat", S), ("id", S), ("id_local", B), ("args", S)]),
-    (
-        "flow",
-        "link",
-        &[
-            ("name", S),
-            ("cat", S),
-            ("id", S),
-            ("dst_producer", I),
-            ("dst_ts", I),
-            ("src_phase", S),
-            ("dst_phase", S),
-            ("bp", S),
-        ],
-    ),
-    ("sample", "instant", &[("name", S), ("cat", S), ("sf", S), ("stack", S), ("args", S)]),
-    ("other", "instant", &[("name", S), ("cat", S), ("phase", S), ("id", S), ("args", S)]),
-];
+/// The event types (declared in `decl.rs`), in the order of the `T_*` indices below.
+pub const TABLES: &[EventTypeDecl] = decl::CHROME.event_types;
 
 const T_SLICE: usize = 0;
 const T_SLICE_BEGIN: usize = 1;
@@ -352,7 +314,7 @@ pub struct ChromeParser {
     need: usize,
     ev: Ev,
     tables: Vec<Tbl>,
-    new_cols: Vec<NewColumn>,
+    sink: ArgSink,
     procs: FastMap<Vec<u8>, i32>,
     threads: FastMap<Vec<u8>, i32>,
     producers: Vec<Producer>,
@@ -362,7 +324,6 @@ pub struct ChromeParser {
     open_async: FastMap<Vec<u8>, Vec<Open>>,
     flows: FastMap<Vec<u8>, FlowStep>,
     key: Vec<u8>,
-    text: Vec<u8>,
     tmp_args: Vec<(Str, Value)>,
     /// Counts of matched and unmatched halves.
     pub stats: Stats,
@@ -380,11 +341,12 @@ impl ChromeParser {
     /// A parser with no input yet.
     pub fn new(opts: Options) -> Self {
         let cap = opts.batch_rows.min(1 << 16);
+        let max_cols = opts.max_arg_columns;
         let tables = TABLES
             .iter()
-            .map(|(name, kind, fixed)| {
-                let t = Table::new(name, *kind == "span", fixed, cap);
-                let c = fixed.iter().map(|(n, _)| (*n, t.col(n).expect("fixed column"))).collect();
+            .map(|et| {
+                let t = Table::new(et.name, et.is_span(), &et.columns(), cap);
+                let c = et.params.iter().map(|p| (p.name, t.col(p.name).expect("fixed column"))).collect();
                 Tbl {
                     t,
                     args: ArgReg { prefix: "arg_", map: FastMap::default() },
@@ -406,7 +368,7 @@ impl ChromeParser {
             need: 0,
             ev: Ev::default(),
             tables,
-            new_cols: Vec::new(),
+            sink: ArgSink { new_cols: Vec::new(), text: Vec::new(), max_cols },
             procs: FastMap::default(),
             threads: FastMap::default(),
             producers: Vec::new(),
@@ -416,7 +378,6 @@ impl ChromeParser {
             open_async: FastMap::default(),
             flows: FastMap::default(),
             key: Vec::new(),
-            text: Vec::new(),
             tmp_args: Vec::new(),
             stats: Stats::default(),
             rejected: 0,
@@ -486,7 +447,7 @@ impl ChromeParser {
 
     /// Columns discovered since the last call.
     pub fn take_new_columns(&mut self) -> Vec<NewColumn> {
-        std::mem::take(&mut self.new_cols)
+        std::mem::take(&mut self.sink.new_cols)
     }
 
     /// Every producer met, by id.
@@ -836,6 +797,34 @@ impl ChromeParser {
         id
     }
 
+    /// A start half waiting for its end (a recycled record): where and when it began, its
+    /// names and its args as raw JSON.
+    fn open_record(&mut self, at: (i64, i64, i32), tts: Option<i64>, name: &str, cat: &str, args: &[u8]) -> Open {
+        let mut o = self.spare.pop().unwrap_or_default();
+        (o.ts, o.seq, o.producer, o.tts) = (at.0, at.1, at.2, tts);
+        o.name.clear();
+        o.name.push_str(name);
+        o.cat.clear();
+        o.cat.push_str(cat);
+        o.args.clear();
+        o.args.extend_from_slice(args);
+        o
+    }
+
+    /// Ends the row being written in table `k` (a matched pair) with the args of its start
+    /// half `o` and those of the closing event, then recycles `o`.
+    fn close_pair(&mut self, k: usize, o: Open, buf: &[u8], end_args: &[(Str, Value)]) {
+        let mut list = std::mem::take(&mut self.tmp_args);
+        arg_list(&o.args, &mut list);
+        let t = &mut self.tables[k];
+        let (rem, end_rem) = (t.col("args"), t.col("end_args"));
+        self.sink.put(t, false, &o.args, &list, rem);
+        self.sink.put(t, true, buf, end_args, end_rem);
+        t.t.end();
+        self.tmp_args = list;
+        self.spare.push(o);
+    }
+
     fn next_seq(&mut self, p: i32) -> i64 {
         let s = &mut self.seqs[p as usize];
         *s += 1;
@@ -892,16 +881,7 @@ impl ChromeParser {
                             t.t.set_i64(t.col("thread_dur"), v);
                         }
                         let rem = t.col("args");
-                        put_args(
-                            t,
-                            false,
-                            buf,
-                            &ev.arg_list,
-                            rem,
-                            &mut self.new_cols,
-                            &mut self.text,
-                            self.opts.max_arg_columns,
-                        );
+                        self.sink.put(t, false, buf, &ev.arg_list, rem);
                         t.t.end();
                     }
                     None => {
@@ -916,35 +896,14 @@ impl ChromeParser {
                             t.t.set_i64(t.col("thread_ts"), v);
                         }
                         let rem = t.col("args");
-                        put_args(
-                            t,
-                            false,
-                            buf,
-                            &ev.arg_list,
-                            rem,
-                            &mut self.new_cols,
-                            &mut self.text,
-                            self.opts.max_arg_columns,
-                        );
+                        self.sink.put(t, false, buf, &ev.arg_list, rem);
                         t.t.end();
                     }
                 }
             }
             b'B' => {
                 let seq = self.next_seq(producer);
-                let mut o = self.spare.pop().unwrap_or_default();
-                o.ts = ts;
-                o.seq = seq;
-                o.producer = producer;
-                o.tts = tts;
-                o.name.clear();
-                o.name.push_str(&name);
-                o.cat.clear();
-                o.cat.push_str(&cat);
-                o.args.clear();
-                if let Some(v) = ev.args {
-                    o.args.extend_from_slice(v.raw(buf));
-                }
+                let o = self.open_record((ts, seq, producer), tts, &name, &cat, ev.args.map_or(&[], |v| v.raw(buf)));
                 self.open[producer as usize].push(o);
             }
             b'E' => {
@@ -956,8 +915,6 @@ impl ChromeParser {
                         return Err(msg);
                     }
                     Some(o) => {
-                        let mut list = std::mem::take(&mut self.tmp_args);
-                        arg_list(&o.args, &mut list);
                         let t = &mut self.tables[T_SLICE];
                         t.t.start(o.ts, producer, o.seq);
                         t.t.set_i64(DUR, ts - o.ts);
@@ -973,13 +930,7 @@ impl ChromeParser {
                                 t.t.set_i64(t.col("thread_dur"), e - v);
                             }
                         }
-                        let (rem, end_rem) = (t.col("args"), t.col("end_args"));
-                        let max = self.opts.max_arg_columns;
-                        put_args(t, false, &o.args, &list, rem, &mut self.new_cols, &mut self.text, max);
-                        put_args(t, true, buf, &ev.arg_list, end_rem, &mut self.new_cols, &mut self.text, max);
-                        t.t.end();
-                        self.tmp_args = list;
-                        self.spare.push(o);
+                        self.close_pair(T_SLICE, o, buf, &ev.arg_list);
                     }
                     None => {
                         self.stats.unmatched_end += 1;
@@ -990,16 +941,7 @@ impl ChromeParser {
                             t.t.set_i64(t.col("thread_ts"), v);
                         }
                         let rem = t.col("args");
-                        put_args(
-                            t,
-                            false,
-                            buf,
-                            &ev.arg_list,
-                            rem,
-                            &mut self.new_cols,
-                            &mut self.text,
-                            self.opts.max_arg_columns,
-                        );
+                        self.sink.put(t, false, buf, &ev.arg_list, rem);
                         t.t.end();
                     }
                 }
@@ -1015,16 +957,7 @@ impl ChromeParser {
                 set_names(t, &name, &cat);
                 t.t.set_str(t.col("scope"), &scope);
                 let rem = t.col("args");
-                put_args(
-                    t,
-                    false,
-                    buf,
-                    &ev.arg_list,
-                    rem,
-                    &mut self.new_cols,
-                    &mut self.text,
-                    self.opts.max_arg_columns,
-                );
+                self.sink.put(t, false, buf, &ev.arg_list, rem);
                 t.t.end();
             }
             b'C' => {
@@ -1070,21 +1003,10 @@ impl ChromeParser {
                 let seq = self.next_seq(producer);
                 match ph {
                     b'b' | b'S' => {
-                        let mut o = self.spare.pop().unwrap_or_default();
-                        o.ts = ts;
-                        o.seq = seq;
-                        o.producer = producer;
-                        o.tts = None;
-                        o.name.clear();
-                        o.name.push_str(&name);
-                        o.cat.clear();
-                        o.cat.push_str(&cat);
+                        let args = ev.args.map_or(&[][..], |v| v.raw(buf));
+                        let mut o = self.open_record((ts, seq, producer), None, &name, &cat, args);
                         o.id = id;
                         o.id_local = local;
-                        o.args.clear();
-                        if let Some(v) = ev.args {
-                            o.args.extend_from_slice(v.raw(buf));
-                        }
                         let key = self.key.clone();
                         self.open_async.entry(key).or_default().push(o);
                     }
@@ -1102,9 +1024,6 @@ impl ChromeParser {
                                 return Err(msg);
                             }
                             Some(o) => {
-                                let mut list = std::mem::take(&mut self.tmp_args);
-                                arg_list(&o.args, &mut list);
-                                let max = self.opts.max_arg_columns;
                                 let t = &mut self.tables[T_ASYNC];
                                 t.t.start(o.ts, o.producer, o.seq);
                                 t.t.set_i64(DUR, ts - o.ts);
@@ -1113,12 +1032,7 @@ impl ChromeParser {
                                 if let Some(l) = o.id_local {
                                     t.t.set_bool(t.col("id_local"), l);
                                 }
-                                let (rem, end_rem) = (t.col("args"), t.col("end_args"));
-                                put_args(t, false, &o.args, &list, rem, &mut self.new_cols, &mut self.text, max);
-                                put_args(t, true, buf, &ev.arg_list, end_rem, &mut self.new_cols, &mut self.text, max);
-                                t.t.end();
-                                self.tmp_args = list;
-                                self.spare.push(o);
+                                self.close_pair(T_ASYNC, o, buf, &ev.arg_list);
                             }
                             None => {
                                 self.stats.unmatched_async_end += 1;
@@ -1171,16 +1085,7 @@ impl ChromeParser {
                     t.t.set_str(t.col("stack"), &String::from_utf8_lossy(st.raw(buf)));
                 }
                 let rem = t.col("args");
-                put_args(
-                    t,
-                    false,
-                    buf,
-                    &ev.arg_list,
-                    rem,
-                    &mut self.new_cols,
-                    &mut self.text,
-                    self.opts.max_arg_columns,
-                );
+                self.sink.put(t, false, buf, &ev.arg_list, rem);
                 t.t.end();
             }
             _ => {
@@ -1232,7 +1137,6 @@ impl ChromeParser {
         id: &str,
         local: Option<bool>,
     ) {
-        let max = self.opts.max_arg_columns;
         let t = &mut self.tables[ti];
         t.t.start(ts, producer, seq);
         set_names(t, name, cat);
@@ -1241,7 +1145,7 @@ impl ChromeParser {
             t.t.set_bool(t.col("id_local"), l);
         }
         let rem = t.col("args");
-        put_args(t, false, buf, &ev.arg_list, rem, &mut self.new_cols, &mut self.text, max);
+        self.sink.put(t, false, buf, &ev.arg_list, rem);
         t.t.end();
     }
 
@@ -1328,7 +1232,6 @@ impl ChromeParser {
 
     /// Moves everything still open at the end of the input to the unmatched tables.
     fn close_open(&mut self) {
-        let max = self.opts.max_arg_columns;
         let mut list = std::mem::take(&mut self.tmp_args);
         for p in 0..self.open.len() {
             for o in std::mem::take(&mut self.open[p]) {
@@ -1342,7 +1245,7 @@ impl ChromeParser {
                     t.t.set_i64(t.col("thread_ts"), v);
                 }
                 let rem = t.col("args");
-                put_args(t, false, &o.args, &list, rem, &mut self.new_cols, &mut self.text, max);
+                self.sink.put(t, false, &o.args, &list, rem);
                 t.t.end();
             }
         }
@@ -1360,7 +1263,7 @@ impl ChromeParser {
                     t.t.set_bool(t.col("id_local"), l);
                 }
                 let rem = t.col("args");
-                put_args(t, false, &o.args, &list, rem, &mut self.new_cols, &mut self.text, max);
+                self.sink.put(t, false, &o.args, &list, rem);
                 t.t.end();
             }
         }
@@ -1477,94 +1380,95 @@ pub fn arg_column(prefix: &str, key: &[u8]) -> String {
     s
 }
 
-/// Stores the args of the current row of `t`: typed columns where the key has one and
-/// the value fits it, the rest as a JSON object in column `rem`.
-#[allow(clippy::too_many_arguments)]
-fn put_args(
-    t: &mut Tbl,
-    end: bool,
-    buf: &[u8],
-    list: &[(Str, Value)],
-    rem: usize,
-    new_cols: &mut Vec<NewColumn>,
-    text: &mut Vec<u8>,
+/// Where `ArgSink::put` writes besides the row: the columns it adds (reported to Python),
+/// its scratch for the JSON text of the args left over, and the cap on added columns.
+struct ArgSink {
+    new_cols: Vec<NewColumn>,
+    text: Vec<u8>,
     max_cols: usize,
-) {
-    if list.is_empty() {
-        return;
-    }
-    text.clear();
-    let mut key_buf = Vec::new();
-    for &(k, v) in list {
-        let key: &[u8] = if k.escaped {
-            key_buf.clear();
-            json::unescape_into(k.raw(buf), &mut key_buf);
-            &key_buf
-        } else {
-            k.raw(buf)
-        };
-        let reg = if end { &mut t.end_args } else { &mut t.args };
-        let slot = match reg.map.get(key) {
-            Some(&s) => Some(s),
-            None => {
-                let ptype = match v {
-                    Value::Num(n) if n.int => n.as_i64(buf).map(|_| PType::Int),
-                    Value::Num(_) => Some(PType::Float),
-                    Value::Bool(_) => Some(PType::Bool),
-                    Value::Str(_) => Some(PType::Str),
-                    _ => None,
-                };
-                ptype.map(|pt| {
-                    let name = arg_column(reg.prefix, key);
-                    let s = if t.t.col(&name).is_some() || t.dyn_cols >= max_cols {
-                        Slot::Text
-                    } else {
-                        let i = t.t.add_col(&name, pt);
-                        t.dyn_cols += 1;
-                        new_cols.push((t.t.name.clone(), name, pt, String::from_utf8_lossy(key).into_owned()));
-                        Slot::Col(i)
+}
+
+impl ArgSink {
+    /// Stores the args of the current row of `t`: typed columns where the key has one and
+    /// the value fits it, the rest as a JSON object in column `rem`.
+    fn put(&mut self, t: &mut Tbl, end: bool, buf: &[u8], list: &[(Str, Value)], rem: usize) {
+        let (new_cols, text, max_cols) = (&mut self.new_cols, &mut self.text, self.max_cols);
+        if list.is_empty() {
+            return;
+        }
+        text.clear();
+        let mut key_buf = Vec::new();
+        for &(k, v) in list {
+            let key: &[u8] = if k.escaped {
+                key_buf.clear();
+                json::unescape_into(k.raw(buf), &mut key_buf);
+                &key_buf
+            } else {
+                k.raw(buf)
+            };
+            let reg = if end { &mut t.end_args } else { &mut t.args };
+            let slot = match reg.map.get(key) {
+                Some(&s) => Some(s),
+                None => {
+                    let ptype = match v {
+                        Value::Num(n) if n.int => n.as_i64(buf).map(|_| PType::Int),
+                        Value::Num(_) => Some(PType::Float),
+                        Value::Bool(_) => Some(PType::Bool),
+                        Value::Str(_) => Some(PType::Str),
+                        _ => None,
                     };
-                    let reg = if end { &mut t.end_args } else { &mut t.args };
-                    reg.map.insert(key.to_vec(), s);
-                    s
-                })
-            }
-        };
-        let stored = match slot {
-            Some(Slot::Col(c)) if !t.t.is_set(c) => match (t.t.col_type(c), v) {
-                (PType::Int, Value::Num(n)) => match n.as_i64(buf) {
-                    Some(x) => {
-                        t.t.set_i64(c, x);
+                    ptype.map(|pt| {
+                        let name = arg_column(reg.prefix, key);
+                        let s = if t.t.col(&name).is_some() || t.dyn_cols >= max_cols {
+                            Slot::Text
+                        } else {
+                            let i = t.t.add_col(&name, pt);
+                            t.dyn_cols += 1;
+                            new_cols.push((t.t.name.clone(), name, pt, String::from_utf8_lossy(key).into_owned()));
+                            Slot::Col(i)
+                        };
+                        let reg = if end { &mut t.end_args } else { &mut t.args };
+                        reg.map.insert(key.to_vec(), s);
+                        s
+                    })
+                }
+            };
+            let stored = match slot {
+                Some(Slot::Col(c)) if !t.t.is_set(c) => match (t.t.col_type(c), v) {
+                    (PType::Int, Value::Num(n)) => match n.as_i64(buf) {
+                        Some(x) => {
+                            t.t.set_i64(c, x);
+                            true
+                        }
+                        None => false,
+                    },
+                    (PType::Float, Value::Num(n)) => {
+                        t.t.set_f64(c, n.as_f64(buf));
                         true
                     }
-                    None => false,
+                    (PType::Bool, Value::Bool(b)) => {
+                        t.t.set_bool(c, b);
+                        true
+                    }
+                    (PType::Str, Value::Str(s)) => {
+                        t.t.set_str(c, &s.text(buf));
+                        true
+                    }
+                    _ => false,
                 },
-                (PType::Float, Value::Num(n)) => {
-                    t.t.set_f64(c, n.as_f64(buf));
-                    true
-                }
-                (PType::Bool, Value::Bool(b)) => {
-                    t.t.set_bool(c, b);
-                    true
-                }
-                (PType::Str, Value::Str(s)) => {
-                    t.t.set_str(c, &s.text(buf));
-                    true
-                }
                 _ => false,
-            },
-            _ => false,
-        };
-        if !stored {
-            text.push(if text.is_empty() { b'{' } else { b',' });
-            text.extend_from_slice(k.quoted(buf));
-            text.push(b':');
-            text.extend_from_slice(v.raw(buf));
+            };
+            if !stored {
+                text.push(if text.is_empty() { b'{' } else { b',' });
+                text.extend_from_slice(k.quoted(buf));
+                text.push(b':');
+                text.extend_from_slice(v.raw(buf));
+            }
         }
-    }
-    if !text.is_empty() {
-        text.push(b'}');
-        t.t.set_str(rem, &String::from_utf8_lossy(text));
+        if !text.is_empty() {
+            text.push(b'}');
+            t.t.set_str(rem, &String::from_utf8_lossy(text));
+        }
     }
 }
 
@@ -1637,6 +1541,7 @@ fn parse_event(cur: &mut Cursor<'_>, ev: &mut Ev) -> Result<(), JErr> {
     }
 }
 
+pub mod decl;
 pub mod export;
 #[cfg(test)]
 mod tests;

@@ -35,24 +35,12 @@ use std::path::{Path, PathBuf};
 
 use arrow_array::RecordBatch;
 
+use super::decl::EventTypeDecl;
 use super::json::write_str;
 use super::table::{FastMap, PType, Table, DUR};
 
-const S: PType = PType::Str;
-const I: PType = PType::Int;
-const F: PType = PType::Float;
-
-/// An event type: (name, kind, fixed columns after the common ones).
-pub type TableDef = (&'static str, &'static str, &'static [(&'static str, PType)]);
-
-/// The event types.
-pub const TABLES: [TableDef; 5] = [
-    ("state", "span", &[("state_type", S), ("value", S), ("depth", I), ("extra", S)]),
-    ("event", "instant", &[("event_type", S), ("value", S), ("extra", S)]),
-    ("variable", "counter", &[("variable_type", S), ("value", F), ("op", S), ("operand", F), ("extra", S)]),
-    ("link", "link", &[("link_type", S), ("value", S), ("key", S), ("dst_producer", I), ("dst_ts", I), ("extra", S)]),
-    ("link_end", "end", &[("link_type", S), ("value", S), ("key", S), ("extra", S)]),
-];
+/// The event types (declared in `decl.rs`), in the order of the `T_*` indices below.
+pub const TABLES: &[EventTypeDecl] = decl::PAJE.event_types;
 const T_STATE: usize = 0;
 const T_EVENT: usize = 1;
 const T_VAR: usize = 2;
@@ -318,7 +306,7 @@ impl PajeParser {
             strict,
             batch_rows,
             scale,
-            tables: TABLES.iter().map(|(n, k, f)| Table::new(n, *k == "span", f, cap)).collect(),
+            tables: TABLES.iter().map(|et| Table::new(et.name, et.is_span(), &et.columns(), cap)).collect(),
             input: super::TextInput::new(super::MAX_LINE),
             max_line: super::MAX_LINE,
             line: 0,
@@ -886,6 +874,7 @@ fn extra_json(extra: &[(&str, &str, &str)]) -> Option<String> {
     Some(String::from_utf8_lossy(&out).into_owned())
 }
 
+pub mod decl;
 #[cfg(test)]
 mod tests;
 

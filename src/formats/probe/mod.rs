@@ -34,6 +34,7 @@ use arrow_array::builder::{BooleanBuilder, Int64Builder, StringBuilder};
 use arrow_array::{ArrayRef, RecordBatch};
 use arrow_schema::{DataType, Field, Schema};
 
+use super::decl::Param;
 use super::json::{Cursor, Value};
 use super::table::{FastMap, PType, Table, DUR};
 
@@ -426,7 +427,7 @@ struct Span {
 
 /// Rows of one aggregate table, as strings/ints/bools by column.
 struct Agg {
-    names: &'static [(&'static str, PType)],
+    names: &'static [Param],
     cols: Vec<AggCol>,
     rows: usize,
 }
@@ -444,37 +445,11 @@ enum AV<'a> {
     B(bool),
 }
 
-/// Columns of the `hist` result table: one row per bucket.
-pub const HIST: &[(&str, PType)] = &[
-    ("map", PType::Str),
-    ("key", PType::Str),
-    ("lo", PType::Int),
-    ("hi", PType::Int),
-    ("count", PType::Int),
-    ("elided", PType::Bool),
-    ("line", PType::Int),
-];
-/// Columns of the `map` result table: one row per map entry.
-pub const MAP: &[(&str, PType)] =
-    &[("map", PType::Str), ("key", PType::Str), ("value", PType::Int), ("text", PType::Str), ("line", PType::Int)];
-/// Columns of the `tseries` event type (after ts, producer, seq): one counter row per interval.
-pub const TSERIES: &[(&str, PType)] =
-    &[("map", PType::Str), ("key", PType::Str), ("value", PType::Float), ("line", PType::Int)];
-/// Columns of the `stats` result table: one row per stats() entry.
-pub const STATS: &[(&str, PType)] = &[
-    ("map", PType::Str),
-    ("key", PType::Str),
-    ("count", PType::Int),
-    ("average", PType::Int),
-    ("total", PType::Int),
-    ("line", PType::Int),
-];
-
 impl Agg {
-    fn new(names: &'static [(&'static str, PType)]) -> Self {
+    fn new(names: &'static [Param]) -> Self {
         let cols = names
             .iter()
-            .map(|(_, t)| match t {
+            .map(|p| match p.ptype {
                 PType::Str => AggCol::S(StringBuilder::new()),
                 PType::Bool => AggCol::B(BooleanBuilder::new()),
                 _ => AggCol::I(Int64Builder::new()),
@@ -502,13 +477,13 @@ impl Agg {
         self.rows = 0;
         let mut fields = Vec::new();
         let mut arrays: Vec<ArrayRef> = Vec::new();
-        for ((n, t), c) in self.names.iter().zip(self.cols.iter_mut()) {
-            let dt = match t {
+        for (p, c) in self.names.iter().zip(self.cols.iter_mut()) {
+            let dt = match p.ptype {
                 PType::Str => DataType::Utf8,
                 PType::Bool => DataType::Boolean,
                 _ => DataType::Int64,
             };
-            fields.push(Field::new(*n, dt, true));
+            fields.push(Field::new(p.name, dt, true));
             arrays.push(match c {
                 AggCol::S(b) => Arc::new(b.finish()),
                 AggCol::I(b) => Arc::new(b.finish()),
@@ -724,11 +699,11 @@ impl ProbeParser {
             kinds.push("span");
         }
         let printf = tables.len();
-        tables.push(Table::new("printf", false, &[("text", PType::Str), ("line", PType::Int)], cap));
-        kinds.push("instant");
+        tables.push(Table::new(decl::PRINTF.name, false, &decl::PRINTF.columns(), cap));
+        kinds.push(decl::PRINTF.kind);
         let tseries = (tool == Tool::Bpftrace).then(|| {
-            tables.push(Table::new("tseries", false, TSERIES, cap));
-            kinds.push("counter");
+            tables.push(Table::new(decl::TSERIES.name, false, &decl::TSERIES.columns(), cap));
+            kinds.push(decl::TSERIES.kind);
             tables.len() - 1
         });
         Ok(ProbeParser {
@@ -756,9 +731,9 @@ impl ProbeParser {
             producers: Vec::new(),
             prod_ids: FastMap::default(),
             seqs: Vec::new(),
-            hist: Agg::new(HIST),
-            map: Agg::new(MAP),
-            stats: Agg::new(STATS),
+            hist: Agg::new(decl::HIST.params),
+            map: Agg::new(decl::MAP_RESULT.params),
+            stats: Agg::new(decl::STATS.params),
             rejected: 0,
             problems: Vec::new(),
             fatal: None,
@@ -1774,6 +1749,7 @@ fn parse_stats_text(v: &str) -> Option<(i64, i64, i64)> {
     Some((out[0], out[1], out[2]))
 }
 
+pub mod decl;
 #[cfg(test)]
 mod tests;
 

@@ -18,12 +18,16 @@ use std::sync::{Arc, OnceLock};
 
 use arrow_array::{ArrayRef, BooleanArray, Int32Array, Int64Array, RecordBatch, StringArray};
 use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
-use arrow_schema::{DataType, Field, Schema, SchemaRef};
+use arrow_schema::SchemaRef;
 
 use super::names::Names;
+use crate::formats::decl::EventTypeDecl;
 
 /// Names of the event types, in the order of `Kind`.
-pub const EVENT_TYPES: [&str; 3] = ["syscall", "signal", "exit"];
+pub const EVENT_TYPES: [&str; 3] = [TYPES[0].name, TYPES[1].name, TYPES[2].name];
+
+/// Their declarations (`decl.rs`), in the same order.
+const TYPES: &[EventTypeDecl] = super::decl::STRACE.event_types;
 
 /// Null of an int64 slot.
 pub(super) const NULL: i64 = i64::MIN;
@@ -434,8 +438,8 @@ impl Cols {
     }
 }
 
-/// Arrow schema of event type `t` (index into [`EVENT_TYPES`]); must match
-/// `python/tracehouse/formats/strace/__init__.py` (a test checks it):
+/// Arrow schema of event type `t` (index into [`EVENT_TYPES`]), from its declaration
+/// (`decl.rs`): the common columns, then every parameter, nullable.
 ///
 /// - syscall (span): ts, producer, seq, dur, name, fd, path, path2, pos, size, ret,
 ///   errno, flags, args, fd2, pos2, path_arg, path2_arg
@@ -447,36 +451,5 @@ pub fn schema(t: usize) -> SchemaRef {
 }
 
 fn build_schemas() -> [SchemaRef; 3] {
-    let common = || {
-        vec![
-            Field::new("ts", DataType::Int64, false),
-            Field::new("producer", DataType::Int32, false),
-            Field::new("seq", DataType::Int64, false),
-        ]
-    };
-    let i = |n: &str| Field::new(n, DataType::Int64, true);
-    let s = |n: &str| Field::new(n, DataType::Utf8, true);
-    let mut syscall = common();
-    syscall.push(Field::new("dur", DataType::Int64, false));
-    syscall.extend([
-        s("name"),
-        i("fd"),
-        s("path"),
-        s("path2"),
-        i("pos"),
-        i("size"),
-        i("ret"),
-        s("errno"),
-        s("flags"),
-        s("args"),
-        i("fd2"),
-        i("pos2"),
-        s("path_arg"),
-        s("path2_arg"),
-    ]);
-    let mut signal = common();
-    signal.extend([s("signal"), s("code"), i("sender"), s("info")]);
-    let mut exit = common();
-    exit.extend([i("status"), s("signal"), Field::new("core", DataType::Boolean, true)]);
-    [Arc::new(Schema::new(syscall)), Arc::new(Schema::new(signal)), Arc::new(Schema::new(exit))]
+    [0, 1, 2].map(|t| Arc::new(TYPES[t].arrow_schema(&[])))
 }

@@ -1,6 +1,7 @@
 //! Invariants of the TOD generator, checked on whole runs replayed event by event.
 
 use super::*;
+use arrow_schema::DataType;
 
 /// One event of any type, flattened for checking.
 #[derive(Clone, Debug, PartialEq, Eq)]

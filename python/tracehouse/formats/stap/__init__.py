@@ -1,17 +1,18 @@
 """SystemTap output: printf lines and @hist_log / @hist_linear tables (with '~' elision rows).
 
-Owns the format's name and description; the event types (`printf`, the
-pattern types; not bpftrace's `tseries`) and the result tables are those of bpftrace output
-(`formats/bpftrace/__init__.py`): both tools print the same kinds of things.
+Owns the format's name; its description, event types (`printf`, not bpftrace's
+`tseries`) and result tables are declared in Rust beside bpftrace's
+(src/formats/probe/decl.rs): both tools print the same kinds of things. The pattern
+types come from `formats/bpftrace/__init__.py::pattern_types`.
 """
 
 from __future__ import annotations
 
+from .. import declared
 from ..bpftrace import PRINTF, RESULTS, pattern_types
 
 FORMAT = "stap"
-DESCRIPTION = "SystemTap output: printf lines parsed by --pattern, @hist_log/@hist_linear tables"
-
-EVENT_TYPES = (PRINTF,)  # no time series: that is bpftrace's tseries()
+DESCRIPTION = declared.description(FORMAT)
+EVENT_TYPES = declared.event_types(FORMAT)  # printf; no time series: that is bpftrace's tseries()
 
 __all__ = ["DESCRIPTION", "EVENT_TYPES", "FORMAT", "PRINTF", "RESULTS", "pattern_types"]

@@ -1,0 +1,83 @@
+"""The event types declared in Rust (src/formats/decl.rs) are what the parsers emit.
+
+The Python format modules read their event types from `_core.format_declarations()`, so there
+is no second copy to compare; what can still go wrong is a parser whose batches do not follow
+its declaration (a column added to one and not the other). Each parser is fed a real capture
+and every batch it emits is held against the declared columns and Arrow types.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from tracehouse import _core
+from tracehouse.formats import BUILTIN, bpftrace, chrome, paje, stap, strace, tod
+
+DATA = Path(__file__).parent.parent / "data"
+PATTERNS = ["job_start:job_start {ts} {tid} {task:hex}", "job_end:job_end {ts} {tid} {task:hex}"]
+
+
+def _run(parser, data: bytes) -> list[tuple[str, pa.RecordBatch]]:
+    return list(parser.feed(data)) + list(parser.finish())
+
+
+def _strace(path: Path):
+    p = _core.StraceParser()
+    out = []
+    while p.need() is not None:
+        out += p.feed(path.read_bytes())
+        out += p.feed(b"")
+    return out + list(p.finish()) + list(p.late())
+
+
+CASES = {
+    "strace": lambda: _strace(DATA / "strace" / "threads.strace"),
+    "chrome": lambda: _run(_core.ChromeParser(), (DATA / "node_trace.json").read_bytes()),
+    "paje": lambda: _run(_core.PajeParser(), (DATA / "small.paje").read_bytes()),
+    "bpftrace": lambda: _run(_core.ProbeParser("bpftrace"), (DATA / "bpftrace" / "jobs.json").read_bytes()),
+    "stap": lambda: _run(_core.ProbeParser("stap", PATTERNS), (DATA / "hyrise_jobs.stap.txt").read_bytes()),
+    "tod": lambda: list(_core.TodGenerator(events=2_000, threads=3).next_batches(10_000).items()),
+}
+MODULES = {"strace": strace, "chrome": chrome, "paje": paje, "bpftrace": bpftrace, "stap": stap, "tod": tod}
+
+
+def test_the_rust_declared_formats_are_the_builtin_ones():
+    declared = _core.format_declarations()
+    assert set(declared) == set(BUILTIN) == set(MODULES)
+    for name, mod in MODULES.items():
+        assert mod.FORMAT == name and mod.DESCRIPTION == declared[name]["description"]
+        assert [et.name for et in mod.EVENT_TYPES] == [e[0] for e in declared[name]["event_types"]]
+        for et in mod.EVENT_TYPES:
+            assert all(c.unit and c.doc for c in et.params), (name, et.name)
+    assert set(bpftrace.RESULTS) == set(stap.RESULTS) == {"hist", "map", "stats"}
+
+
+@pytest.mark.parametrize("fmt", sorted(CASES))
+def test_parser_batches_follow_the_declaration(fmt):
+    types = {et.name: et for et in MODULES[fmt].EVENT_TYPES}
+    batches = CASES[fmt]()
+    seen = set()
+    for name, batch in batches:
+        if name not in types:  # a bpftrace/SystemTap --pattern or --span type, declared per import
+            assert fmt in ("bpftrace", "stap"), (fmt, name)
+            continue
+        seen.add(name)
+        want = [(c.name, c.arrow_type) for c in types[name].columns]
+        got = [(f.name, f.type) for f in batch.schema]
+        assert got[:len(want)] == want, (fmt, name)
+        # Only Chrome adds columns, one per args key it meets.
+        assert all(n.startswith(("arg_", "end_arg_")) for n, _ in got[len(want):]), (fmt, name, got[len(want):])
+    assert seen, f"{fmt}: no batch of a declared type"
+
+
+def test_bpftrace_aggregates_follow_the_declared_result_tables():
+    p = _core.ProbeParser("bpftrace")
+    _run(p, (DATA / "bpftrace" / "aggregates.json").read_bytes())
+    kinds = set()
+    for kind, batch in p.aggregates():
+        kinds.add(kind)
+        assert [(f.name, f.type) for f in batch.schema] == [(c.name, c.arrow_type) for c in bpftrace.RESULTS[kind]]
+    assert kinds == {"hist", "map", "stats"}
