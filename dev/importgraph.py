@@ -30,7 +30,8 @@ PKG_DIR = ROOT / "python" / "tracehouse"
 
 # Lowest first. A module belongs to the layer of the longest prefix naming it.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("tracehouse._core", "tracehouse.arrays", "tracehouse.errors", "tracehouse.schema", "tracehouse.util")),
+    ("base", ("tracehouse._core", "tracehouse.arrays", "tracehouse.errors", "tracehouse.lazy", "tracehouse.schema",
+              "tracehouse.util")),
     ("store", ("tracehouse.store",)),
     ("formats", ("tracehouse.formats",)),
     ("analysis", ("tracehouse.analysis",)),
@@ -105,13 +106,20 @@ def imports(known: dict[str, Path]) -> dict[str, set[str]]:
                 deps.update(a.name for a in node.names)
             elif isinstance(node, ast.ImportFrom):
                 deps.update(_resolve(known, mod, is_pkg, node))
-            elif (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", None))
-                  == "import_module" and node.args and isinstance(node.args[0], ast.Constant)
-                  and isinstance(node.args[0].value, str)):
-                deps.add(node.args[0].value)  # importlib.import_module("tracehouse.x")
+            elif (isinstance(node, ast.Call) and _call_name(node) in ("import_module", "lazy.module")
+                  and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
+                deps.add(node.args[0].value)  # importlib.import_module("tracehouse.x"), lazy.module("tracehouse.x")
         graph[mod] = {_known_prefix(known, d) for d in deps if d == "tracehouse" or d.startswith("tracehouse.")}
         graph[mod].discard(mod)
     return graph
+
+
+def _call_name(node: ast.Call) -> str | None:
+    """`f` for a call of `f(...)` or `x.f(...)`, `lazy.module` for `lazy.module(...)`."""
+    f = node.func
+    if isinstance(f, ast.Attribute):
+        return "lazy.module" if f.attr == "module" and getattr(f.value, "id", None) == "lazy" else f.attr
+    return getattr(f, "id", None)
 
 
 def _known_prefix(known: dict[str, Path], name: str) -> str:

@@ -22,3 +22,47 @@ def test_help_loads_no_heavy_module():
             " or m.startswith('tracehouse.cli.') and m != 'tracehouse.cli.command'))")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert r.stdout.strip().splitlines()[-1] == "[]"
+
+
+_HEAVY = ("pyarrow", "numpy", "duckdb", "pandas", "sqlglot")
+
+
+def _loaded_heavy(argv: list[str], setup: str = "") -> tuple[list[str], str]:
+    """(the heavy modules loaded, stdout) when the CLI runs `argv` in a fresh interpreter."""
+    code = ("import contextlib, io, sys\nfrom tracehouse.cli import command\nbuf = io.StringIO()\n"
+            f"with contextlib.redirect_stdout(buf):\n    rc = command.main({argv!r})\n"
+            "assert rc == 0, rc\n"
+            f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({_HEAVY!r})))\n"
+            "print(buf.getvalue(), end='')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    first, _, rest = r.stdout.partition("\n")
+    return eval(first), rest  # noqa: S307 - our own subprocess's printed list
+
+
+def _store_with_a_trace(path: Path) -> None:
+    """A store holding trace `t`: flushed segments, and an unflushed tail left in the WAL by a
+    writer that went away (read-only opens read it, as a server's)."""
+    code = (
+        "import sys, pyarrow as pa, tracehouse\n"
+        "from tracehouse import Column, EventType\n"
+        "s = tracehouse.open(sys.argv[1], fsync='always', flush_rows=10**9, flush_interval_s=3600)\n"
+        "s.create_trace('t', 'custom', event_types=[EventType('a', 'instant', (Column('x', 'int64', '', ''),))])\n"
+        "rows = lambda n, t0: pa.table({'ts': pa.array(range(t0, t0 + n), pa.int64()),"
+        " 'producer': pa.array([0] * n, pa.int32()), 'x': pa.array([1] * n, pa.int64())})\n"
+        "s.append('t', 'a', rows(100, 0)); s.flush()\n"
+        "s.append('t', 'a', rows(7, 1000), wait=True)\n"
+        "import os; os._exit(0)\n"  # no close: the 7 rows stay in the WAL only
+    )
+    subprocess.run([sys.executable, "-c", code, str(path)], check=True)
+
+
+def test_listing_traces_loads_no_heavy_module(tmp_path):
+    """`tracehouse ls` (table and --json), `search` and `info` read the SQLite catalog only:
+    no pyarrow, numpy or DuckDB (issue 12: `ls` took 1.0-1.2 s, importing them to open the store)."""
+    _store_with_a_trace(tmp_path)
+    for argv in (["ls"], ["ls", "--json"], ["search", "t*", "--json"], ["info", "t", "--json"]):
+        heavy, out = _loaded_heavy(["--store", str(tmp_path), *argv])
+        assert heavy == [], (argv, heavy)
+        assert '"t"' in out or " t " in out, (argv, out)
+

@@ -10,18 +10,27 @@ free.
 
 from __future__ import annotations
 
-import numpy as np
-import pyarrow as pa
+import functools
 
-_NUMPY = {
-    pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64,
-    pa.uint8(): np.uint8, pa.uint16(): np.uint16, pa.uint32(): np.uint32, pa.uint64(): np.uint64,
-    pa.float32(): np.float32, pa.float64(): np.float64,
-}
+from . import lazy
+
+# Imported on first use (lazy.py): listing, searching and counting traces need none.
+np = lazy.module("numpy")
+pa = lazy.module("pyarrow")
+
+
+@functools.cache
+def _numpy_types() -> dict:
+    """Arrow numeric type -> numpy dtype (made on first use: it needs both modules)."""
+    return {
+        pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64,
+        pa.uint8(): np.uint8, pa.uint16(): np.uint16, pa.uint32(): np.uint32, pa.uint64(): np.uint64,
+        pa.float32(): np.float32, pa.float64(): np.float64,
+    }
 
 
 def _chunk(a: pa.Array) -> np.ndarray:
-    dtype = _NUMPY.get(a.type)
+    dtype = _numpy_types().get(a.type)
     if dtype is not None and not a.null_count:
         return np.frombuffer(a.buffers()[1], dtype=dtype, count=len(a), offset=a.offset * np.dtype(dtype).itemsize)
     return a.to_numpy(zero_copy_only=False)
@@ -33,7 +42,7 @@ def as_numpy(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
         if col.num_chunks == 1:
             return _chunk(col.chunk(0))
         if col.num_chunks == 0:
-            return np.array([], dtype=_NUMPY.get(col.type, object))
+            return np.array([], dtype=_numpy_types().get(col.type, object))
         return np.concatenate([_chunk(c) for c in col.chunks])
     return _chunk(col)
 

@@ -11,16 +11,14 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-import pyarrow as pa
-
+from . import lazy
 from .errors import BadInput
 
-PARAM_TYPES: dict[str, pa.DataType] = {
-    "int64": pa.int64(),
-    "float64": pa.float64(),
-    "bool": pa.bool_(),
-    "string": pa.string(),
-}
+pa = lazy.module("pyarrow")  # loaded on first use: the catalog's event types need no Arrow
+
+PARAM_TYPES = ("int64", "float64", "bool", "string")
+# Each parameter type's (and the producer column's int32) Arrow type, by constructor name.
+_ARROW_TYPES = {"int64": "int64", "float64": "float64", "bool": "bool_", "string": "string", "int32": "int32"}
 
 KINDS = ("instant", "span", "begin", "end", "counter", "link")
 
@@ -37,9 +35,7 @@ class Column:
 
     @property
     def arrow_type(self) -> pa.DataType:
-        if self.type == "int32":
-            return pa.int32()
-        return PARAM_TYPES[self.type]
+        return getattr(pa, _ARROW_TYPES[self.type])()
 
     def to_json(self) -> dict:
         return {"name": self.name, "type": self.type, "unit": self.unit, "doc": self.doc}

@@ -2,6 +2,6 @@
 
 from .catalog import Catalog, TraceInfo
 from .store import Store, check_trace_name
-from .writer import WriterOptions
+from .options import WriterOptions
 
 __all__ = ["Catalog", "Store", "TraceInfo", "WriterOptions", "check_trace_name"]

@@ -19,12 +19,14 @@ import logging
 import os
 import threading
 
-import pyarrow.parquet as pq
-
 from ..errors import is_disk_full
 from ..schema import EventType
 from .conform import align
 from .segments import sort_rows, write_segment
+from .. import lazy
+
+# Imported on first use (lazy.py): listing, searching and counting traces need none.
+pq = lazy.module("pyarrow.parquet")
 
 log = logging.getLogger("tracehouse.store")
 

@@ -14,11 +14,13 @@ import ctypes
 import functools
 from typing import Sequence
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from ..errors import BadInput
 from ..schema import EventType
+from .. import lazy
+
+# Imported on first use (lazy.py): listing, searching and counting traces need none.
+pa = lazy.module("pyarrow")
+pc = lazy.module("pyarrow.compute")
 
 
 def align(parts: Sequence[pa.RecordBatch | pa.Table], et: EventType, columns: Sequence[str] | None = None

@@ -32,13 +32,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Sequence
 
-import duckdb
-import pyarrow as pa
-
 from ..errors import BadInput, NotFound
 from ..schema import EventType, one_event_type
 from .catalog import Catalog, SegmentInfo, TraceInfo
 from .query import TH_TABLES, _first_line, _to_arrow, events_view_sql, qident, th_tables, type_view_sql
+from .. import lazy
+
+# Imported on first use (lazy.py): listing, searching and counting traces need none.
+duckdb = lazy.module("duckdb")
+pa = lazy.module("pyarrow")
 
 if TYPE_CHECKING:
     from .store import Store

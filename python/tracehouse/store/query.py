@@ -21,11 +21,13 @@ import threading
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
-import duckdb
-import pyarrow as pa
-
 from ..errors import BadInput
 from ..schema import EventType
+from .. import lazy
+
+# Imported on first use (lazy.py): listing, searching and counting traces need none.
+duckdb = lazy.module("duckdb")
+pa = lazy.module("pyarrow")
 
 if TYPE_CHECKING:
     from .catalog import Catalog
@@ -33,55 +35,60 @@ if TYPE_CHECKING:
 DUCK_TYPES = {"int64": "BIGINT", "int32": "INTEGER", "float64": "DOUBLE", "bool": "BOOLEAN", "string": "VARCHAR"}
 
 
-# The catalog as SQL: each th.<name> is one catalog query and its typed output columns.
+# The catalog as SQL: each th.<name> is one catalog query and its typed output columns (Arrow
+# type names: pyarrow is imported only when a th.* table is made, see `_th_type`).
 _LIVE = "t.state = 'live'"
-TH_TABLES: dict[str, tuple[str, list[tuple[str, pa.DataType]]]] = {
+TH_TABLES: dict[str, tuple[str, list[tuple[str, str]]]] = {
     "traces": (  # {incomplete}: the column, or NULL in a catalog made before it (read-only)
         "SELECT id, name, format, description, created, ts_min, ts_max, event_count, bytes,"
         " CASE WHEN {incomplete} IS NULL THEN 'complete' ELSE 'incomplete' END, {incomplete} FROM traces t"
         f" WHERE {_LIVE} ORDER BY name",
-        [("id", pa.int64()), ("name", pa.string()), ("format", pa.string()), ("description", pa.string()),
-         ("created", pa.float64()), ("ts_min", pa.int64()), ("ts_max", pa.int64()), ("event_count", pa.int64()),
-         ("bytes", pa.int64()), ("state", pa.string()), ("state_reason", pa.string())],
+        [("id", "int64"), ("name", "string"), ("format", "string"), ("description", "string"),
+         ("created", "float64"), ("ts_min", "int64"), ("ts_max", "int64"), ("event_count", "int64"),
+         ("bytes", "int64"), ("state", "string"), ("state_reason", "string")],
     ),
     "event_types": (
         # a format's types (trace NULL), then the types of traces that own theirs (line protocol)
         "SELECT format, name, kind, params, doc, NULL, id FROM event_types UNION ALL"
         " SELECT t.format, e.name, e.kind, e.params, e.doc, t.name, e.id FROM trace_event_types e"
         f" JOIN traces t ON t.id = e.trace_id WHERE {_LIVE} ORDER BY 6, 1, 7",
-        [("format", pa.string()), ("name", pa.string()), ("kind", pa.string()), ("params", pa.string()),
-         ("doc", pa.string()), ("trace", pa.string())],
+        [("format", "string"), ("name", "string"), ("kind", "string"), ("params", "string"),
+         ("doc", "string"), ("trace", "string")],
     ),
     "producers": (
         "SELECT t.name, p.id, p.parent, p.kind, p.name, p.attrs FROM producers p JOIN traces t ON t.id = p.trace_id"
         f" WHERE {_LIVE} ORDER BY t.name, p.id",
-        [("trace", pa.string()), ("id", pa.int32()), ("parent", pa.int32()), ("kind", pa.string()),
-         ("name", pa.string()), ("attrs", pa.string())],
+        [("trace", "string"), ("id", "int32"), ("parent", "int32"), ("kind", "string"),
+         ("name", "string"), ("attrs", "string")],
     ),
     "results": (
         "SELECT r.id, r.kind, r.name, r.tool, r.params, r.created, (SELECT json_group_array(t.name)"
         " FROM result_traces rt JOIN traces t ON t.id = rt.trace_id WHERE rt.result_id = r.id) FROM results r"
         " ORDER BY r.id",
-        [("id", pa.int64()), ("kind", pa.string()), ("name", pa.string()), ("tool", pa.string()),
-         ("params", pa.string()), ("created", pa.float64()), ("traces", pa.list_(pa.string()))],
+        [("id", "int64"), ("kind", "string"), ("name", "string"), ("tool", "string"),
+         ("params", "string"), ("created", "float64"), ("traces", "list<string>")],
     ),
     "segments": (
         "SELECT t.name, s.id, s.event_type, s.path, s.rows, s.bytes, s.ts_min, s.ts_max, s.level"
         f" FROM segments s JOIN traces t ON t.id = s.trace_id WHERE s.retired IS NULL AND {_LIVE}",
-        [("trace", pa.string()), ("id", pa.int64()), ("event_type", pa.string()), ("path", pa.string()),
-         ("rows", pa.int64()), ("bytes", pa.int64()), ("ts_min", pa.int64()), ("ts_max", pa.int64()),
-         ("level", pa.int64())],
+        [("trace", "string"), ("id", "int64"), ("event_type", "string"), ("path", "string"),
+         ("rows", "int64"), ("bytes", "int64"), ("ts_min", "int64"), ("ts_max", "int64"),
+         ("level", "int64")],
     ),
     "metadata": (
         f"SELECT t.name, m.key, m.value FROM trace_metadata m JOIN traces t ON t.id = m.trace_id WHERE {_LIVE}",
-        [("trace", pa.string()), ("key", pa.string()), ("value", pa.string())],
+        [("trace", "string"), ("key", "string"), ("value", "string")],
     ),
 }
 
 
-def _th_value(v, typ: pa.DataType):
+def _th_type(name: str) -> pa.DataType:
+    return pa.list_(pa.string()) if name == "list<string>" else pa.type_for_alias(name)
+
+
+def _th_value(v, typ: str):
     # Lists arrive from SQLite as JSON text (json_group_array).
-    return json.loads(v) if pa.types.is_list(typ) and isinstance(v, str) else v
+    return json.loads(v) if typ == "list<string>" and isinstance(v, str) else v
 
 
 def qident(name: str) -> str:
@@ -100,7 +107,7 @@ def th_tables(catalog: "Catalog") -> dict[str, pa.Table]:
             sql = "SELECT format, name, kind, params, doc, NULL FROM event_types ORDER BY format, id"  # older store
         rows = catalog.db.execute(sql.replace("{incomplete}", catalog.incomplete_col)).fetchall()
         out[name] = pa.table({
-            col: pa.array([_th_value(r[i], typ) for r in rows], typ) for i, (col, typ) in enumerate(columns)
+            col: pa.array([_th_value(r[i], typ) for r in rows], _th_type(typ)) for i, (col, typ) in enumerate(columns)
         })
     return out
 

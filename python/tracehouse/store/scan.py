@@ -31,12 +31,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-import duckdb
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
-
 from .. import _core
 from ..arrays import as_numpy
 from ..errors import BadInput
@@ -44,6 +38,14 @@ from ..schema import EventType
 from .catalog import SegmentInfo, TraceInfo
 from .conform import align
 from .query import qident, qstr
+from .. import lazy
+
+# Imported on first use (lazy.py): listing, searching and counting traces need none.
+duckdb = lazy.module("duckdb")
+np = lazy.module("numpy")
+pa = lazy.module("pyarrow")
+pc = lazy.module("pyarrow.compute")
+pq = lazy.module("pyarrow.parquet")
 
 
 @dataclass

@@ -26,12 +26,14 @@ import os
 import uuid
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.parquet as pq
-
 from .wal import fsync_dir
+from .. import lazy
+
+# Imported on first use (lazy.py): listing, searching and counting traces need none.
+np = lazy.module("numpy")
+pa = lazy.module("pyarrow")
+pc = lazy.module("pyarrow.compute")
+pq = lazy.module("pyarrow.parquet")
 
 ROW_GROUP = 512 * 1024
 # A trace whose metadata says `segment_order=producer` (measurements of many series read a

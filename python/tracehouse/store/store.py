@@ -29,13 +29,9 @@ import time
 import unicodedata
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterable, NoReturn
+from typing import TYPE_CHECKING, Any, Callable, Iterable, NoReturn
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
-
-from .. import _core
+from .. import _core, lazy
 from ..errors import (
     BadInput,
     DiskFull,
@@ -47,17 +43,28 @@ from ..errors import (
     is_disk_full,
 )
 from ..schema import EventType, check_ident, one_event_type
-from . import scan as scanmod
-from . import wal as walmod
 from .catalog import INCOMPLETE_IMPORT, RESULT_KINDS, Catalog, SegmentInfo, TraceInfo
-from .conform import conform
-from .query import QueryEngine, qident
-from .scan import Cut
-from .writer import RecoveryReport, TraceWriter, WriterHost, WriterOptions
+from .options import WriterOptions
+
+if TYPE_CHECKING:
+    from .query import QueryEngine
+    from .scan import Cut
+    from .writer import RecoveryReport, TraceWriter, WriterHost
+
+# Imported on first use (lazy.py): listing and searching traces read only the catalog, and a
+# count of a whole view reads the catalog and the unflushed tail; the writer, the reader,
+# the SQL engine and the libraries under them are loaded by the first call that needs them.
+np = lazy.module("numpy")
+pa = lazy.module("pyarrow")
+pq = lazy.module("pyarrow.parquet")
+conformmod = lazy.module("tracehouse.store.conform")
+querymod = lazy.module("tracehouse.store.query")
+scanmod = lazy.module("tracehouse.store.scan")
+walmod = lazy.module("tracehouse.store.wal")
+writermod = lazy.module("tracehouse.store.writer")
 
 log = logging.getLogger("tracehouse.store")
 
-SEQ_FIELD = pa.field("seq", pa.int64(), nullable=False)
 # Letters and digits of any script (`\w`: `データ`, `café`), and _ . : @ + -.
 TRACE_NAME = re.compile(r"\w[\w.:@+-]{0,127}")
 TRACE_NAME_RULE = ("letters or digits (any script) and _ . : @ + - (starting with a letter, digit or _, "
@@ -251,7 +258,7 @@ class Store:
         self.catalog.forget_segments(gone)
 
     def _writer_host(self) -> WriterHost:
-        return WriterHost(root=self.path, catalog=self.catalog, catalog_write=self.catalog_write,
+        return writermod.WriterHost(root=self.path, catalog=self.catalog, catalog_write=self.catalog_write,
                           ensure_reserve=self.ensure_reserve, delete_retired=self._delete_retired,
                           next_seq=self._max_seq_by_producer)
 
@@ -262,7 +269,7 @@ class Store:
                 self.become_writer()  # its recovery may have made this trace's writer already
                 w = self._writers.get(info.id)
                 if w is None:
-                    w = TraceWriter(self._writer_host(), info.id, info.name, self.catalog.trace_types(info),
+                    w = writermod.TraceWriter(self._writer_host(), info.id, info.name, self.catalog.trace_types(info),
                                     self.options)
                     self._writers[info.id] = w
         return w
@@ -450,8 +457,8 @@ class Store:
             # Placeholder where the stored schema has seq (after ts, producer): a batch laid out
             # like the stored type takes conform's fast path (no per-column work).
             at = 2 if batch.schema.names[:2] == ["ts", "producer"] else batch.num_columns
-            batch = batch.add_column(at, SEQ_FIELD, pa.array(np.zeros(batch.num_rows, np.int64)))
-        return conform(batch, et, source=source), assign_seq
+            batch = batch.add_column(at, pa.field("seq", pa.int64(), nullable=False), pa.array(np.zeros(batch.num_rows, np.int64)))
+        return conformmod.conform(batch, et, source=source), assign_seq
 
     @staticmethod
     def _numbered(w: TraceWriter, batch: pa.RecordBatch, assign_seq: bool) -> pa.RecordBatch:
@@ -541,7 +548,7 @@ class Store:
         return [w] if w else []
 
     def _max_seq_by_producer(self, trace: str) -> dict[int, int]:
-        t = self.sql(f"SELECT producer, max(seq) + 1 AS n FROM {qident(trace)}.events GROUP BY producer")
+        t = self.sql(f"SELECT producer, max(seq) + 1 AS n FROM {querymod.qident(trace)}.events GROUP BY producer")
         return dict(zip(t.column("producer").to_pylist(), t.column("n").to_pylist()))
 
     # -- reading -------------------------------------------------------------------
@@ -562,7 +569,7 @@ class Store:
                 tails = {k: list(v) for k, v in w.tail().items()}
                 sig = (version, w.tail_version, tuple(types))
                 types = dict(types, **w.event_types)
-            return Cut(info, self.path, types, segs, tails, sig)
+            return scanmod.Cut(info, self.path, types, segs, tails, sig)
         version = self.catalog.version()
         known = self._wal_reads.get(info.id)
         segs, wal_sig, records = self._wal_view(info, known[0] if known else None)
@@ -573,7 +580,7 @@ class Store:
         tails: dict[str, list[pa.RecordBatch]] = {}
         for name, batch in records:  # (records of a type the catalog does not list are never made)
             tails.setdefault(name, []).append(batch)
-        return Cut(info, self.path, types, segs, tails, (version, ("wal", wal_sig), tuple(types)))
+        return scanmod.Cut(info, self.path, types, segs, tails, (version, ("wal", wal_sig), tuple(types)))
 
     def _wal_view(self, info: TraceInfo, known: tuple | None = None
                   ) -> tuple[list[SegmentInfo], tuple, list[tuple[str, pa.RecordBatch]] | None]:
@@ -620,7 +627,7 @@ class Store:
     @property
     def query_engine(self) -> QueryEngine:
         if self._query is None:
-            self._query = QueryEngine(self)
+            self._query = querymod.QueryEngine(self)
         return self._query
 
     def read_connection(self, query: str):
@@ -659,6 +666,7 @@ class Store:
         for t in types or []:
             if t not in known:
                 raise BadInput(f"trace {trace!r} has no event type {t!r}", expected=", ".join(known))
+        qident = querymod.qident
         schema = qident(info.name)
         if types is not None and len(types) == 1:
             src, type_filter = f"{schema}.{qident(types[0])}", None

@@ -18,9 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-import pyarrow as pa
-
 from .._core import crc32  # zlib's CRC-32, SIMD: the WAL's checksum
+from .. import lazy
+
+# Imported on first use (lazy.py): listing, searching and counting traces need none.
+pa = lazy.module("pyarrow")
 
 MAGIC = b"THWAL001"
 HEADER = struct.Struct("<II")
