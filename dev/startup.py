@@ -1,16 +1,26 @@
-"""Start-up time of `tracehouse --help` and `tracehouse ls` beside a bare interpreter.
+"""Start-up time of `tracehouse --help`, `ls` and a whole-view count query beside a bare interpreter.
 
-Owns the measurement behind the README's start-up figure: each command runs N times,
+Owns the measurement behind the README's start-up figures: each command runs N times,
 interleaved with the peer (`python -c pass`, the floor no command can go under) so
-both see the same machine load; prints medians, minima and the load average.
+both see the same machine load; prints medians and minima of wall and CPU seconds and
+the load average before and after.
 
-    .venv/bin/python dev/startup.py [--runs 21] [--store DIR]
+    .venv/bin/python dev/startup.py [--runs 21] [--store DIR] [--trace NAME] [--no-bytecode-cache]
+
+The count command is `tracehouse query 'SELECT count(*) FROM "<trace>".events' --format csv`
+over `--trace` of `--store` (the first trace listed when not given; without a trace the
+command is left out). Python compiles our modules on every start when it may not write
+bytecode (PYTHONDONTWRITEBYTECODE, set on the team's machines): the commands run with a
+bytecode cache in a temporary directory (PYTHONPYCACHEPREFIX, filled by a first run) as an
+installed package has one; `--no-bytecode-cache` measures them without.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -19,31 +29,58 @@ import time
 from pathlib import Path
 
 
+def _child_cpu() -> float:
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def main() -> int:
     p = argparse.ArgumentParser()
     p.add_argument("--runs", type=int, default=21)
     p.add_argument("--store")
+    p.add_argument("--trace", help="trace of the count query (default: the store's first)")
+    p.add_argument("--no-bytecode-cache", action="store_true")
     args = p.parse_args()
     exe = Path(sys.executable).parent / "tracehouse"
     store = args.store or tempfile.mkdtemp(prefix="th-startup-")
-    subprocess.run([str(exe), "--store", store, "init"], check=True, stdout=subprocess.DEVNULL)
+    env = dict(os.environ)
+    if not args.no_bytecode_cache:
+        env.pop("PYTHONDONTWRITEBYTECODE", None)
+        env["PYTHONPYCACHEPREFIX"] = tempfile.mkdtemp(prefix="th-startup-pyc-")
+    subprocess.run([str(exe), "--store", store, "init"], check=True, stdout=subprocess.DEVNULL, env=env)
+    trace = args.trace
+    if trace is None:
+        listed = subprocess.run([str(exe), "--store", store, "ls", "--json"], check=True, capture_output=True,
+                                text=True, env=env)
+        trace = next((t["name"] for t in json.loads(listed.stdout)), None)
     cmds = {
         "python -c pass (peer)": [sys.executable, "-c", "pass"],
         "tracehouse --help": [str(exe), "--help"],
         "tracehouse ls": [str(exe), "--store", store, "ls"],
+        "tracehouse ls --json": [str(exe), "--store", store, "ls", "--json"],
     }
-    times: dict[str, list[float]] = {k: [] for k in cmds}
+    if trace is not None:
+        sql = 'SELECT count(*) FROM "' + trace.replace('"', '""') + '".events'
+        cmds["tracehouse query count(*)"] = [str(exe), "--store", store, "query", sql, "--format", "csv"]
+    for cmd in cmds.values():  # fills the bytecode cache; not timed
+        subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, env=env)
+    wall: dict[str, list[float]] = {k: [] for k in cmds}
+    cpu: dict[str, list[float]] = {k: [] for k in cmds}
     load0 = os.getloadavg()[0]
     for _ in range(args.runs):
         for name, cmd in cmds.items():
-            t0 = time.perf_counter()
-            subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
-            times[name].append(time.perf_counter() - t0)
-    peer = statistics.median(times["python -c pass (peer)"])
-    print(f"load average {load0:.1f} -> {os.getloadavg()[0]:.1f}, {args.runs} runs each, interleaved")
-    for name, ts in times.items():
+            c0, t0 = _child_cpu(), time.perf_counter()
+            subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, env=env)
+            wall[name].append(time.perf_counter() - t0)
+            cpu[name].append(_child_cpu() - c0)
+    peer = statistics.median(wall["python -c pass (peer)"])
+    cache = "without a bytecode cache" if args.no_bytecode_cache else "bytecode cached"
+    print(f"load average {load0:.1f} -> {os.getloadavg()[0]:.1f}, {args.runs} runs each, interleaved, {cache}"
+          + (f"; count over {trace!r}" if trace is not None else ""))
+    for name, ts in wall.items():
         med = statistics.median(ts)
-        print(f"  {name:<24} median {med:.3f} s  min {min(ts):.3f} s  ({med / peer:.1f}x the peer)")
+        print(f"  {name:<26} wall median {med:.3f} s  min {min(ts):.3f} s  ({med / peer:.1f}x the peer)"
+              f"   CPU median {statistics.median(cpu[name]):.3f} s  min {min(cpu[name]):.3f} s")
     return 0
 
 

@@ -66,3 +66,26 @@ def test_listing_traces_loads_no_heavy_module(tmp_path):
         assert heavy == [], (argv, heavy)
         assert '"t"' in out or " t " in out, (argv, out)
 
+
+
+def test_whole_count_query_loads_no_heavy_module(tmp_path):
+    """`tracehouse query 'SELECT count(*) FROM "<trace>".events' --format csv` is answered from the
+    catalog's counts without DuckDB (issue 17: <= 0.35 s for the whole command); with an unflushed
+    tail in another process's WAL it reads that WAL (pyarrow) and still needs no DuckDB, and the
+    number is DuckDB's own."""
+    _store_with_a_trace(tmp_path)
+    sql = 'SELECT count(*) FROM "t".events'
+    heavy, out = _loaded_heavy(["--store", str(tmp_path), "query", sql, "--format", "csv"])
+    assert "duckdb" not in heavy and "pandas" not in heavy and "sqlglot" not in heavy, heavy
+    assert out.splitlines() == ["count_star()", "107"]
+    _, duck = _loaded_heavy(["--store", str(tmp_path), "query", 'SELECT count(ts) AS "count_star()" FROM "t".events',
+                             "--format", "csv"])
+    assert duck == out
+    import tracehouse
+
+    with tracehouse.open(tmp_path) as s:  # the writer's open recovers the WAL into segments
+        s.flush()
+    heavy, out = _loaded_heavy(["--store", str(tmp_path), "query", sql, "--format", "csv"])
+    assert heavy == [] and out.splitlines() == ["count_star()", "107"], (heavy, out)
+    heavy, out = _loaded_heavy(["--store", str(tmp_path), "query", sql, "--json"])
+    assert heavy == [] and '"count_star()": 107' in out, (heavy, out)

@@ -16,22 +16,49 @@ import sys
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from rich.console import Console
-from rich.markup import escape
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
-from rich.table import Table
-
 from .. import default_path
 
 if TYPE_CHECKING:
     import pyarrow as pa
+    from rich.console import Console
 
     from ..store import Store
 
-# Piped or redirected, rich would fit tables to 80 columns, cutting numbers and names
-# ("1,000,…"): tables then take the width they need (scripts read every digit).
-out = Console(soft_wrap=True, width=None if sys.stdout.isatty() else 1 << 16)
-err = Console(stderr=True, soft_wrap=True)  # errors stay one greppable line
+
+class _OnFirstUse:
+    """A rich Console made when first used: importing rich costs 0.05-0.08 CPU-s, more than
+    `ls --json` or a CSV count needs in all (they print without it)."""
+
+    def __init__(self, make) -> None:
+        self._make = make
+        self._console: Console | None = None
+
+    @property
+    def console(self) -> "Console":
+        if self._console is None:
+            self._console = self._make()
+        return self._console
+
+    def __getattr__(self, name: str):
+        return getattr(self.console, name)
+
+
+def _stdout_console() -> "Console":
+    from rich.console import Console
+
+    # Piped or redirected, rich would fit tables to 80 columns, cutting numbers and names
+    # ("1,000,…"): tables then take the width they need (scripts read every digit).
+    return Console(soft_wrap=True, width=None if sys.stdout.isatty() else 1 << 16)
+
+
+def _stderr_console() -> "Console":
+    from rich.console import Console
+
+    return Console(stderr=True, soft_wrap=True)  # errors stay one greppable line
+
+
+out = _OnFirstUse(_stdout_console)
+err = _OnFirstUse(_stderr_console)
 
 
 def open_store(args, *, write: bool = False, **options) -> "Store":
@@ -71,9 +98,11 @@ def progress_bar(description: str, total: int | None, enabled: bool = True):
     if not enabled:
         yield lambda n: None
         return
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
     columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                TimeRemainingColumn()]
-    with Progress(*columns, console=err, transient=True) as p:
+    with Progress(*columns, console=err.console, transient=True) as p:
         task = p.add_task(description, total=total)
         yield lambda n: p.advance(task, n)
 
@@ -81,28 +110,39 @@ def progress_bar(description: str, total: int | None, enabled: bool = True):
 def arrow_table_render(t: "pa.Table", fmt: str, limit: int | None = None,
                        more: str = "use --format csv or json for all") -> None:
     """`t` as JSON, CSV or a table of its first `limit` rows (`more` says how to see the rest)."""
+    import pyarrow as pa
+
+    numeric = [pa.types.is_integer(f.type) or pa.types.is_floating(f.type) for f in t.schema]
+    rows = t.slice(0, limit).to_pylist() if limit and fmt == "table" else t.to_pylist()
+    rows_render(t.column_names, numeric, rows, t.num_rows, fmt, limit, more)
+
+
+def rows_render(columns: list[str], numeric: list[bool], rows: list[dict], total: int, fmt: str,
+                limit: int | None = None, more: str = "use --format csv or json for all") -> None:
+    """Rows (dicts by column) as JSON, CSV or a table (numeric columns right-aligned) of the
+    first `limit` of `total` rows: `arrow_table_render` without Arrow (a count the store
+    answers from its catalog is printed without loading pyarrow)."""
     if fmt == "json":
-        emit_json(t.to_pylist())
+        emit_json(rows)
     elif fmt == "csv":
         buf = io.StringIO()
         w = csvmod.writer(buf)
-        w.writerow(t.column_names)
-        for row in t.to_pylist():
-            w.writerow([row[c] for c in t.column_names])
+        w.writerow(columns)
+        for row in rows:
+            w.writerow([row[c] for c in columns])
         sys.stdout.write(buf.getvalue())
     else:
-        import pyarrow as pa
+        from rich.markup import escape
+        from rich.table import Table
 
         table = Table(show_edge=False, header_style="bold")
-        for c in t.column_names:
-            table.add_column(c, justify="right" if pa.types.is_integer(t.schema.field(c).type)
-                             or pa.types.is_floating(t.schema.field(c).type) else "left")
-        rows = t.slice(0, limit).to_pylist() if limit else t.to_pylist()
-        for row in rows:
+        for c, num in zip(columns, numeric):
+            table.add_column(c, justify="right" if num else "left")
+        for row in rows[:limit] if limit else rows:
             table.add_row(*["NULL" if v is None else escape(str(v)) for v in row.values()])
         out.print(table)
-        if limit and t.num_rows > limit:
-            err.print(f"({t.num_rows:,} rows, {limit} shown; {more})")
+        if limit and total > limit:
+            err.print(f"({total:,} rows, {limit} shown; {more})")
 
 
 def trace_rows(traces) -> list[dict]:
@@ -113,6 +153,9 @@ def print_traces(traces, as_json: bool) -> None:
     if as_json:
         emit_json(trace_rows(traces))
         return
+    from rich.markup import escape
+    from rich.table import Table
+
     table = Table(show_edge=False, header_style="bold")
     for c, j in (("name", "left"), ("format", "left"), ("events", "right"), ("bytes", "right"),
                  ("from", "left"), ("to", "left"), ("created", "left")):

@@ -10,12 +10,20 @@ import sys
 import time
 from pathlib import Path
 
-from rich.markup import escape
-from rich.table import Table
-
 from .. import default_path
 from ..errors import BadInput
-from .output import arrow_table_render, emit_json, err, human_bytes, human_ns, open_store, out, print_traces, progress_bar
+from .output import (
+    arrow_table_render,
+    emit_json,
+    err,
+    human_bytes,
+    human_ns,
+    open_store,
+    out,
+    print_traces,
+    progress_bar,
+    rows_render,
+)
 
 
 def cmd_init(args) -> int:
@@ -37,6 +45,9 @@ def cmd_ls(args) -> int:
 
 
 def cmd_info(args) -> int:
+    from rich.markup import escape
+    from rich.table import Table
+
     with open_store(args) as s:
         info = s.trace(args.trace)
         types = s.event_types(args.trace)
@@ -112,6 +123,11 @@ def cmd_query(args) -> int:
         from ..store import Store
 
         with Store(refs[0].path, readonly=True) as s:
+            count = s.whole_count(args.sql)
+            if count is not None:  # from the catalog: printed without pyarrow or DuckDB (issue 17)
+                name, n = count
+                rows_render([name], [True], [{name: n}], 1, fmt, args.limit if fmt == "table" else None)
+                return 0
             t = s.sql(args.sql)
     else:
         from ..store.engines import open_engine
@@ -202,6 +218,8 @@ def cmd_rm(args) -> int:
 
 def cmd_compact(args) -> int:
     """Merge small segments now (`Store.compact`); the store also does it on its own."""
+    from rich.markup import escape
+
     with open_store(args, write=True) as s:
         names = args.trace or [t.name for t in s.traces()]
         for name in names:

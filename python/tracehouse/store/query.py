@@ -329,32 +329,9 @@ class QueryEngine:
         return getattr(self._local, "query", None) or query
 
     def _whole_count(self, query: str) -> str | None:
-        """`SELECT count(*) FROM "<trace>".<view>` over a whole view (events or one type): a
-        SELECT of the number itself, else None. The number is the rows the catalog registered
-        for the view's segments plus the unflushed tail's (this process's writer's, or the WAL
-        records no segment covers yet), taken as one cut the way the views are.
-
-        DuckDB counts one read_parquet from the footers, but through a UNION ALL (the events
-        view, a type with an unflushed tail) every row streams as an empty chunk: 0.22 s over
-        100M events in 26 segments; and the views themselves take a process's first query
-        0.15 s to make (footers read to bind them), which a count does not need."""
-        m = _WHOLE_COUNT.fullmatch(query)
-        if m is None:
-            return None
-        alias, trace, view = (_unquote(g) if g else g for g in m.groups())
-        cat = self.store.catalog
-        info = next((t for t in cat.traces() if t.name == trace), None)
-        if info is None and not m.group(2).startswith('"'):  # unquoted: DuckDB's case-insensitive names
-            info = next((t for t in cat.traces() if t.name.lower() == trace.lower()), None)
-        if info is None:
-            return None
-        cut = self.store.cut(info)  # the same consistent cut the views are made from
-        types, segs, tails = cut.types, cut.segments, cut.tails
-        if view != "events" and view not in types:  # a name we did not make (or in another case): DuckDB decides
-            return None
-        rows = sum(s.rows for s in segs if view == "events" or s.event_type == view)
-        rows += sum(b.num_rows for name, bs in tails.items() if view == "events" or name == view for b in bs)
-        return f"SELECT CAST({int(rows)} AS BIGINT) AS {qident(alias or 'count_star()')}"
+        """`whole_count` as a SELECT of the number itself, else None."""
+        count = whole_count(self.store, query)
+        return None if count is None else f"SELECT CAST({count[1]} AS BIGINT) AS {qident(count[0])}"
 
     def _drop_cursor(self) -> None:
         cur = getattr(self._local, "cur", None)
@@ -394,6 +371,39 @@ class QueryEngine:
 _IDENT = r'("(?:[^"]|"")+"|[^\s."();,]+)'
 _WHOLE_COUNT = re.compile(r"\s*select\s+count\s*\(\s*\*\s*\)(?:\s+(?:as\s+)?" + _IDENT + r")?\s+from\s+" + _IDENT
                           + r"\s*\.\s*" + _IDENT + r"\s*;?\s*", re.IGNORECASE)
+
+
+def whole_count(store, query: str) -> tuple[str, int] | None:
+    """`SELECT count(*) [[AS] name] FROM "<trace>".<view> [;]` over a whole view (events or one
+    type) of `store`: (the result's column name, the number), else None. The whole statement
+    is matched (a filter, a join, a second statement, a comment: None, DuckDB answers). The
+    number is the rows the catalog registered for the view's segments plus the unflushed
+    tail's (this process's writer's, or the WAL records no segment covers yet), taken as one
+    cut the way the views are.
+
+    DuckDB counts one read_parquet from the footers, but through a UNION ALL (the events
+    view, a type with an unflushed tail) every row streams as an empty chunk: 0.22 s over
+    100M events in 26 segments; and the views themselves take a process's first query
+    0.15 s to make (footers read to bind them), which a count does not need. Nor does it
+    need DuckDB itself (0.2-0.4 s to import): `Store.sql` and `tracehouse query` answer
+    it without loading it."""
+    m = _WHOLE_COUNT.fullmatch(query)
+    if m is None:
+        return None
+    alias, trace, view = (_unquote(g) if g else g for g in m.groups())
+    cat = store.catalog
+    info = next((t for t in cat.traces() if t.name == trace), None)
+    if info is None and not m.group(2).startswith('"'):  # unquoted: DuckDB's case-insensitive names
+        info = next((t for t in cat.traces() if t.name.lower() == trace.lower()), None)
+    if info is None:
+        return None
+    cut = store.cut(info)  # the same consistent cut the views are made from
+    types, segs, tails = cut.types, cut.segments, cut.tails
+    if view != "events" and view not in types:  # a name we did not make (or in another case): DuckDB decides
+        return None
+    rows = sum(s.rows for s in segs if view == "events" or s.event_type == view)
+    rows += sum(b.num_rows for name, bs in tails.items() if view == "events" or name == view for b in bs)
+    return alias or "count_star()", int(rows)
 
 
 def _unquote(ident: str) -> str:
