@@ -6,6 +6,7 @@ both see the same machine load; prints medians and minima of wall and CPU second
 the load average before and after.
 
     .venv/bin/python dev/startup.py [--runs 21] [--store DIR] [--trace NAME] [--no-bytecode-cache]
+                                    [--before /work/main/.venv/bin/tracehouse]
 
 The count command is `tracehouse query 'SELECT count(*) FROM "<trace>".events' --format csv`
 over `--trace` of `--store` (the first trace listed when not given; without a trace the
@@ -40,6 +41,8 @@ def main() -> int:
     p.add_argument("--store")
     p.add_argument("--trace", help="trace of the count query (default: the store's first)")
     p.add_argument("--no-bytecode-cache", action="store_true")
+    p.add_argument("--before", metavar="EXE", help="another installation's tracehouse (e.g. main's): its ls and count "
+                                                     "query run interleaved too, for a before/after in one run")
     args = p.parse_args()
     exe = Path(sys.executable).parent / "tracehouse"
     store = args.store or tempfile.mkdtemp(prefix="th-startup-")
@@ -62,6 +65,9 @@ def main() -> int:
     if trace is not None:
         sql = 'SELECT count(*) FROM "' + trace.replace('"', '""') + '".events'
         cmds["tracehouse query count(*)"] = [str(exe), "--store", store, "query", sql, "--format", "csv"]
+    if args.before:
+        for name in [n for n in cmds if n.startswith("tracehouse ") and n != "tracehouse --help"]:
+            cmds[f"{name} (before)"] = [args.before, *cmds[name][1:]]
     for cmd in cmds.values():  # fills the bytecode cache; not timed
         subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, env=env)
     wall: dict[str, list[float]] = {k: [] for k in cmds}
@@ -79,7 +85,7 @@ def main() -> int:
           + (f"; count over {trace!r}" if trace is not None else ""))
     for name, ts in wall.items():
         med = statistics.median(ts)
-        print(f"  {name:<26} wall median {med:.3f} s  min {min(ts):.3f} s  ({med / peer:.1f}x the peer)"
+        print(f"  {name:<35} wall median {med:.3f} s  min {min(ts):.3f} s  ({med / peer:.1f}x the peer)"
               f"   CPU median {statistics.median(cpu[name]):.3f} s  min {min(cpu[name]):.3f} s")
     return 0
 
