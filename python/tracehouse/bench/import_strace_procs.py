@@ -16,6 +16,8 @@ timed region inside the child.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import re
 import time
 from pathlib import Path
@@ -63,6 +65,43 @@ def capture_template(workdir: Path) -> Path:
     return capture(workdir, "template-procs", WORKLOAD, [str(PROCESSES), str(THREADS), str(OPS)])
 
 
+class _Copies:
+    """The template cut once into literal bytes and the numbers a copy moves (each line's pid and
+    stamp, every pid it names), so a copy is made by arithmetic and one join. Substituting with a
+    regular expression and a Python callback per number for every copy took 136 s for 3M lines
+    (load 20); measured at load 9 on the 284K-line template: 700K lines 16.3 s -> 6.1 s, 3M lines
+    39.2 s -> 16.9 s, the same bytes (`cmp` against the old code's output)."""
+
+    def __init__(self, body: bytes, pids: set[int]) -> None:
+        found = [(m.start(), m.end(), (int(m.group(1)), m.group(2), int(m.group(3)) * 1_000_000 + int(m.group(4))))
+                 for m in _PREFIX.finditer(body)]
+        found += [(m.start(), m.end(), (m.group(1), int(m.group(2)))) for m in _PID_REFS.finditer(body)
+                  if int(m.group(2)) in pids]
+        found.sort(key=lambda x: x[0])
+        self.body = body
+        self.starts = [start for start, _, _ in found]
+        self.ends = [end for _, end, _ in found]
+        self.fields = [f for _, _, f in found]  # (pid, spaces, stamp in us) of a prefix, or (text before, pid)
+
+    def render(self, shift_us: int, shift_pid: int, stop: int | None = None) -> bytes:
+        """One copy (of the template's first `stop` bytes, a line boundary)."""
+        body, stop = self.body, len(self.body) if stop is None else stop
+        n = bisect.bisect_left(self.starts, stop)
+        parts = []
+        add = parts.append
+        pos = 0
+        for start, end, f in zip(self.starts[:n], self.ends[:n], self.fields[:n]):
+            add(body[pos:start])
+            if len(f) == 3:
+                t = f[2] + shift_us
+                add(b"%d%s%010d.%06d " % (f[0] + shift_pid, f[1], t // 1_000_000, t % 1_000_000))
+            else:
+                add(b"%s%d" % (f[0], f[1] + shift_pid))
+            pos = end
+        add(body[pos:stop])
+        return b"".join(parts)
+
+
 def replicate(template: Path, out: Path, lines: int) -> int:
     """Writes `lines` lines of copies of `template` (timestamps and pids moved per copy, see the
     module's docstring); returns the number of distinct pids written."""
@@ -70,26 +109,16 @@ def replicate(template: Path, out: Path, lines: int) -> int:
     body = b"".join(line for line in raw.splitlines(keepends=True) if _PREFIX.match(line))
     if not body:
         raise NotFound(f"{template}: no strace lines with -f -ttt stamps")
-    body_lines = body.splitlines(keepends=True)
-    pids = {int(m.group(1)) for m in _PREFIX.finditer(body)}
-    stamps = [int(m.group(3)) * 1_000_000 + int(m.group(4)) for m in _PREFIX.finditer(body)]
+    ends = list(itertools.accumulate(len(line) for line in body.splitlines(keepends=True)))
+    copies = _Copies(body, {int(m.group(1)) for m in _PREFIX.finditer(body)})
+    pids = {f[0] for f in copies.fields if len(f) == 3}
+    stamps = [f[2] for f in copies.fields if len(f) == 3]
     span = max(stamps) - min(stamps) + 1000
     written = copy = 0
     with open(out, "wb") as f:
         while written < lines:
-            shift_us, shift_pid = copy * span, copy * PID_STEP
-
-            def prefix(m: re.Match) -> bytes:
-                t = int(m.group(3)) * 1_000_000 + int(m.group(4)) + shift_us
-                return b"%d%s%010d.%06d " % (int(m.group(1)) + shift_pid, m.group(2), t // 1_000_000, t % 1_000_000)
-
-            def ref(m: re.Match) -> bytes:
-                v = int(m.group(2))
-                return m.group(0) if v not in pids else m.group(1) + b"%d" % (v + shift_pid)
-
-            take = min(len(body_lines), lines - written)
-            part = body if take == len(body_lines) else b"".join(body_lines[:take])
-            f.write(_PID_REFS.sub(ref, _PREFIX.sub(prefix, part)))
+            take = min(len(ends), lines - written)
+            f.write(copies.render(copy * span, copy * PID_STEP, ends[take - 1]))
             written += take
             copy += 1
     return len(pids) * copy

@@ -12,14 +12,16 @@ from __future__ import annotations
 import types
 from pathlib import Path
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from .. import _core
 from ..errors import BadInput
 from .native import NativeLoader, read_chunks
 from .report import ImportReport
 from .tabular import Mapping
+from .. import lazy
+
+# Imported on first use (lazy.py): `tracehouse import` loads every importer to read its options.
+pa = lazy.module("pyarrow")
+pc = lazy.module("pyarrow.compute")
 
 OPTIONS = {
     "pattern": {"action": "append", "metavar": "NAME:TEMPLATE",

@@ -16,13 +16,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NoReturn
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from ..errors import BadInput
 from ..schema import EventType, check_ident, infer_event_type
 from .report import ImportReport
+from .. import lazy
+
+# Imported on first use (lazy.py): `tracehouse import` loads every importer to read its options.
+np = lazy.module("numpy")
+pa = lazy.module("pyarrow")
+pc = lazy.module("pyarrow.compute")
 
 if TYPE_CHECKING:
     from ..store import Store

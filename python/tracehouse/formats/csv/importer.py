@@ -22,14 +22,16 @@ import contextlib
 import sys
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.compute as pc
-import pyarrow.csv as pacsv
-
+from ... import lazy
 from ...errors import BadInput
 from ..report import ImportReport
 from ..tabular import Mapping, TabularLoader
+
+# Imported on first use (lazy.py): `tracehouse import` loads every importer to read its options.
+np = lazy.module("numpy")
+pa = lazy.module("pyarrow")
+pc = lazy.module("pyarrow.compute")
+pacsv = lazy.module("pyarrow.csv")
 
 NAME = "csv"
 DESCRIPTION = "comma-separated values with a header row (one event per row)"

@@ -16,14 +16,16 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
-import pyarrow.parquet as pq
-
 from ...errors import BadInput
 from ...schema import EventType
 from ..report import ImportReport
 from ..tabular import Mapping, TabularLoader
+from ... import lazy
+
+# Imported on first use (lazy.py): `tracehouse import` loads every importer to read its options.
+np = lazy.module("numpy")
+pa = lazy.module("pyarrow")
+pq = lazy.module("pyarrow.parquet")
 
 NAME = "parquet"
 DESCRIPTION = "Apache Parquet file (one event per row), or a directory written by `tracehouse export --format parquet`"
