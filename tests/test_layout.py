@@ -89,3 +89,19 @@ def test_whole_count_query_loads_no_heavy_module(tmp_path):
     assert heavy == [] and out.splitlines() == ["count_star()", "107"], (heavy, out)
     heavy, out = _loaded_heavy(["--store", str(tmp_path), "query", sql, "--json"])
     assert heavy == [] and '"count_star()": 107' in out, (heavy, out)
+
+
+def test_lazy_module_imports_on_first_attribute():
+    """`lazy.module(name)` binds a name without importing the module; the first attribute read
+    imports it, later reads are the module's own attributes (the stand-in holds them)."""
+    code = ("import sys\nfrom tracehouse import lazy\n"
+            "m = lazy.module('colorsys')\n"
+            "assert 'colorsys' not in sys.modules\n"
+            "assert m.rgb_to_hsv(1.0, 0.0, 0.0) == (0.0, 1.0, 1.0)\n"
+            "import colorsys\n"
+            "assert 'colorsys' in sys.modules and m.rgb_to_hsv is colorsys.rgb_to_hsv\n"
+            "assert 'rgb_to_hsv' in vars(m)\n"
+            "assert lazy.module('colorsys') is colorsys\n"  # already imported: the module itself
+            "try:\n    m.no_such_name\nexcept AttributeError:\n    print('ok')\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
