@@ -148,6 +148,13 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    # numpy's OpenBLAS starts a thread per core at import, which spin: importing numpy + pyarrow
+    # took 0.24 CPU-s with them, 0.17 with one (load 8, 4 runs each); `tracehouse import strace`
+    # of 3,000 lines 0.40 -> 0.32 CPU-s (median of 6, load 6.5). No command does BLAS work big
+    # enough to gain from them (extrapolate's fits are 3x3). Only when the user chose no number.
+    import os
+
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(argv).parse_args(argv)
     from ..errors import TracehouseError
