@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -44,12 +45,25 @@ def main() -> int:
     p.add_argument("--before", metavar="EXE", help="another installation's tracehouse (e.g. main's): its ls and count "
                                                      "query run interleaved too, for a before/after in one run")
     args = p.parse_args()
+    made: list[str] = []  # temporary directories of this run, removed at the end
+    try:
+        return _measure(args, made)
+    finally:
+        for d in made:
+            shutil.rmtree(d, ignore_errors=True)
+
+
+def _measure(args, made: list[str]) -> int:
     exe = Path(sys.executable).parent / "tracehouse"
-    store = args.store or tempfile.mkdtemp(prefix="th-startup-")
+    store = args.store
+    if store is None:
+        store = tempfile.mkdtemp(prefix="th-startup-")
+        made.append(store)
     env = dict(os.environ)
     if not args.no_bytecode_cache:
         env.pop("PYTHONDONTWRITEBYTECODE", None)
         env["PYTHONPYCACHEPREFIX"] = tempfile.mkdtemp(prefix="th-startup-pyc-")
+        made.append(env["PYTHONPYCACHEPREFIX"])
     subprocess.run([str(exe), "--store", store, "init"], check=True, stdout=subprocess.DEVNULL, env=env)
     trace = args.trace
     if trace is None:
