@@ -1,6 +1,6 @@
 """The README's web UI screenshots (docs/webui/*.png): `tracehouse demo` served into a fresh store
 and each page shot by Debian's headless Chromium through Python playwright, the same way
-tests/test_webui_browser.py drives it. Nothing is fetched from the network.
+tests/server/test_webui_browser.py drives it. Nothing is fetched from the network.
 
     .venv/bin/python dev/webui_screenshots.py            # writes docs/webui/{traces,overview,...}.png
 

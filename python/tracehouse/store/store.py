@@ -653,7 +653,7 @@ class Store:
         """For `SELECT count(*) [AS name] FROM "<trace>".<view>` over a whole view (events or one
         type; the whole statement, nothing more): (column name, the count), from the catalog's
         counts and the unflushed tail, without DuckDB; else None (`sql` runs it). The number
-        is the one DuckDB gives on the views (tests/test_query_counts.py)."""
+        is the one DuckDB gives on the views (tests/store/test_query_counts.py)."""
         return querymod.whole_count(self, query)
 
     def sql_batches(self, query: str, params: list | dict | None = None, rows: int = 65_536):

@@ -29,6 +29,7 @@ from helpers.server import Server
 from tracehouse import Column, DiskFull, EventType, TracehouseError
 from tracehouse.cli import command as cli
 from tracehouse.formats.csv import importer as csv_importer
+from helpers.paths import TESTS
 
 FLOATS = EventType("ev", "instant", (Column("x", "float64", "", "random: incompressible"),))
 
@@ -332,7 +333,7 @@ def test_a_failed_writer_names_its_first_error_once(store_path):
 def test_readers_see_the_wal_of_a_dead_writer_without_taking_the_lock_or_changing_a_byte(store_path):
     code = f"""
 import os, sys
-sys.path.insert(0, {str(Path(__file__).parent)!r})
+sys.path.insert(0, {str(TESTS)!r})
 import tracehouse
 from helpers import BATCH_TYPE, batch_table
 s = tracehouse.open({str(store_path)!r}, fsync="always", flush_interval_s=3600.0)

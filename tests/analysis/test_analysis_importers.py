@@ -4,15 +4,14 @@ answers), the real Node.js trace (brute-force nesting) and a real strace capture
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 
 from tracehouse import analysis as an
 from tracehouse.formats.chrome import importer as chrome_import
 from tracehouse.formats.strace import importer as strace_import
+from helpers.paths import DATA
 
-DATA = Path(__file__).parent / "data"
 
 
 def test_hand_written_chrome_json(store, tmp_path):

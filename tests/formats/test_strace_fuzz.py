@@ -19,8 +19,9 @@ import tracehouse
 from tracehouse import _core
 from tracehouse.errors import BadInput
 from tracehouse.formats.strace import importer as imp
+from helpers import paths
 
-DATA = Path(__file__).parent / "data" / "strace"
+DATA = paths.DATA / "strace"
 REAL = [line for f in ("threads.strace", "single-noy.strace") for line in (DATA / f).read_bytes().split(b"\n") if line]
 SCHEMAS = _core.strace_schemas()
 

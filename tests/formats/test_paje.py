@@ -16,8 +16,9 @@ from tracehouse.errors import BadInput
 from tracehouse.formats.chrome import exporter as chrome_export
 from tracehouse.formats.chrome import importer as chrome_import
 from tracehouse.formats.paje import importer as paje
+from helpers.paths import DATA
 
-SMALL = Path(__file__).parent / "data" / "small.paje"
+SMALL = DATA / "small.paje"
 S = 1_000_000_000
 
 
@@ -93,7 +94,7 @@ def test_sniffer():
         registry.importer("chrome", SMALL)
 
 
-PAJENG = Path(__file__).parent / "data" / "paje" / "pajeng"  # PajeNG's own test traces (see its README.md)
+PAJENG = DATA / "paje" / "pajeng"  # PajeNG's own test traces (see its README.md)
 
 
 def state_rows(store, trace):
@@ -145,7 +146,7 @@ def test_a_trace_of_only_containers_imports(tmp_path, capsys):
 
 
 def test_trace_file_includes_are_followed(store):
-    rep = paje.import_file(store, Path(__file__).parent / "data" / "paje" / "include" / "split.paje", "split",
+    rep = paje.import_file(store, DATA / "paje" / "include" / "split.paje", "split",
                            strict=True)
     assert rep.details["includes"] == 3 and rep.rejected == 0
     assert [(r["ts"] / S, r["container"], r["value"]) for r in state_rows(store, "split")] == [

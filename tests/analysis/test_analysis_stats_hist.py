@@ -4,7 +4,6 @@ and hand-computed answers on a small Chrome-like trace imported from CSV."""
 from __future__ import annotations
 
 import tempfile
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,8 +19,8 @@ from tracehouse.analysis.format_defaults import SpanConfig
 from tracehouse.errors import BadInput
 
 from helpers.analysis_ref import build_trace
+from helpers.paths import DATA
 
-DATA = Path(__file__).parent / "data"
 CHROME = SpanConfig("B", "E", key="name")
 
 

@@ -16,8 +16,8 @@ from tracehouse.formats.chrome import exporter as chrome_export
 from tracehouse.formats import chrome as fmt
 from tracehouse.formats.chrome import importer as chrome_import
 from tracehouse.formats import registry
+from helpers.paths import DATA
 
-DATA = Path(__file__).parent / "data"
 NODE = DATA / "node_trace.json"  # node 20: --trace-event-categories v8,node,node.async_hooks
 
 SAMPLE = [

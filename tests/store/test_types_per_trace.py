@@ -11,7 +11,6 @@ import sqlite3
 import subprocess
 import sys
 import time
-from pathlib import Path
 
 import pytest
 
@@ -20,8 +19,9 @@ from tracehouse import Column, EventType
 
 from helpers import child_env
 from helpers.server import Server
+from helpers.paths import ROOT
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = ROOT / "README.md"
 
 
 def readme_telegraf_write() -> tuple[str, str]:

@@ -10,7 +10,6 @@ import re
 import shlex
 import subprocess
 import sys
-from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -22,8 +21,9 @@ from tracehouse.cli import command as cli
 from helpers import child_env
 from helpers.cli import run, run_json
 from helpers.strace import needs_strace
+from helpers.paths import ROOT
 
-README = Path(__file__).resolve().parents[1] / "README.md"
+README = ROOT / "README.md"
 CLI = [sys.executable, "-m", "tracehouse.cli"]
 
 

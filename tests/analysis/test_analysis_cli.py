@@ -10,6 +10,7 @@ import pytest
 from tracehouse.cli import command as cli
 
 from helpers.cli import run, run_json
+from helpers.paths import ROOT
 
 
 @pytest.fixture(scope="module")
@@ -138,7 +139,7 @@ def test_plugin_analyses_join_the_analyze_command(tod, capsys, monkeypatch):
 
 
 def test_every_analysis_is_documented_in_the_readme():
-    readme = (Path(__file__).parents[1] / "README.md").read_text()
+    readme = (ROOT / "README.md").read_text()
     section = readme.split("## Analyses", 1)[1].split("\n## ", 1)[0]
     parser = cli.build_parser()
     sub = next(a for a in parser._subparsers._group_actions[0].choices["analyze"]._actions

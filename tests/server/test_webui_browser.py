@@ -22,12 +22,12 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from helpers.paths import DATA, ROOT
 
 playwright = pytest.importorskip("playwright.sync_api", reason="playwright is a dev extra (make setup)")
 
 CHROMIUM = os.environ.get("TRACEHOUSE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
-ARTIFACTS = Path(os.environ.get("TRACEHOUSE_ARTIFACTS", Path(__file__).resolve().parent.parent / "test-artifacts")) / "webui"
-ROOT = Path(__file__).resolve().parent.parent
+ARTIFACTS = Path(os.environ.get("TRACEHOUSE_ARTIFACTS", ROOT / "test-artifacts")) / "webui"
 FORMATS = {"demo-tod": "tod", "demo-strace": "strace", "demo-chrome": "chrome", "demo-bpftrace": "bpftrace",
            "demo-stap": "stap", "demo-paje": "paje", "demo-csv": "csv", "demo-lineproto": "lineproto"}
 
@@ -303,7 +303,7 @@ def test_results_open_as_histograms_and_processed_traces(page):
 def test_import_by_upload(page):
     page.goto(page.base + "/#/")
     page.wait_for_selector("form.panel select[name=format] option[value=paje]", state="attached")
-    page.set_input_files("form.panel input[type=file]", str(ROOT / "tests" / "data" / "small.paje"))
+    page.set_input_files("form.panel input[type=file]", str(DATA / "small.paje"))
     page.fill("form.panel input[name=name]", "uploaded-paje")
     page.get_by_role("button", name="Import").click()
     page.wait_for_selector("text=imported 13 events into")
@@ -332,7 +332,7 @@ def test_every_trace_page_of_every_format_renders(page):
 def test_a_server_with_a_token_asks_for_it(browser, tmp_path):
     store = tmp_path / "store"
     env = dict(os.environ, TRACEHOUSE_HOME=str(store))
-    subprocess.run([sys.executable, "-m", "tracehouse.cli", "import", "paje", str(ROOT / "tests" / "data" / "small.paje"),
+    subprocess.run([sys.executable, "-m", "tracehouse.cli", "import", "paje", str(DATA / "small.paje"),
                     "--name", "p"], env=env, check=True, capture_output=True)
     proc, info = _start(["serve", "--port", "0", "--tcp-port", "-1", "--token", "s3cret", "--quiet"], store,
                         tmp_path / "ready.json", timeout=60)

@@ -17,8 +17,8 @@ from tracehouse.formats import registry
 from tracehouse.errors import BadInput
 from tracehouse.formats.bpftrace import importer as bpftrace
 from tracehouse.formats.stap import importer as stap
+from helpers.paths import DATA
 
-DATA = Path(__file__).parent / "data"
 STAP = DATA / "hyrise_jobs.stap.txt"
 BPF = DATA / "hyrise_jobs.bpftrace.json"
 BPF_TEXT = DATA / "bpftrace_text.txt"
