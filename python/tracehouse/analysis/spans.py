@@ -563,9 +563,13 @@ def span_table(store: "Store", trace: str, config: SpanConfig | None = None, *, 
 # are not used (2: unclosed spans cut at the thread's last event; the index's `end_max`).
 RULES = 2
 _INDEX_ONLY = ["row_of", "end_max"]  # index columns that are not span columns
+# Span index columns stored relative to another when that packs smaller (`_index.pack`):
+# end_ts - ts is the duration, end_max - end_ts is 0 wherever spans of a depth do not overlap.
+SPAN_RELATIVE = {"end_ts": "ts", "end_max": "end_ts", "end_seq": "seq", "end_parent_seq": "parent_seq"}
 
 
-def span_index(store: "Store", trace: str, config: SpanConfig | None = None, *, save: bool | None = None) -> pa.Table:
+def span_index(store: "Store", trace: str, config: SpanConfig | None = None, *,
+               save: bool | None = None) -> _index.PackedIndex:
     """Every span, ordered by (producer, depth, ts), plus `row_of` (row of span i) and
     `end_max` (running maximum of end_ts within the (producer, depth): `stack.stack_at`)."""
     cfg = config or span_config(store, trace)
@@ -580,7 +584,8 @@ def span_index(store: "Store", trace: str, config: SpanConfig | None = None, *, 
         end_max = _core.running_max_by_key([k.take(order) for k in keys], arrays.int64_array(idx.column("end_ts")))
         return idx.append_column("row_of", pa.array(row_of)).append_column("end_max", end_max)
 
-    return _index.get(store, trace, "spans", {"config": cfg.to_json(), "rules": RULES}, build, save=save)
+    return _index.get(store, trace, "spans", {"config": cfg.to_json(), "rules": RULES}, build, save=save,
+                      derived={"dur": ("end_ts", "ts")}, relative=SPAN_RELATIVE)
 
 
 def _span_row(idx: pa.Table, span_id: int) -> int:
