@@ -452,6 +452,26 @@ impl PackedColumn {
         self.with(&mut |c| packed::search(c, lo.min(hi), hi, v, right))
     }
 
+    /// The row holding `v` in one of the sorted runs [starts[k], ends[k]) (the span index's
+    /// span_id, sorted within each (thread, depth)), or -1: one binary search per run.
+    fn search_runs(&self, starts: &Bound<'_, PyAny>, ends: &Bound<'_, PyAny>, v: i64) -> PyResult<i64> {
+        let (s, e) = (i64s(starts, "starts")?, i64s(ends, "ends")?);
+        if s.len() != e.len()
+            || s.values().iter().zip(e.values()).any(|(&a, &b)| a < 0 || b < a || b as usize > self.len)
+        {
+            return Err(PyValueError::new_err("runs must lie inside the column"));
+        }
+        Ok(self.with(&mut |c| {
+            for (&a, &b) in s.values().iter().zip(e.values()) {
+                let r = packed::search(c, a as usize, b as usize, v, false);
+                if r < b as usize && c.get(r) == Some(v) {
+                    return r as i64;
+                }
+            }
+            -1
+        }))
+    }
+
     /// Values [a, b) as an int64 pyarrow array.
     fn decode<'py>(&self, py: Python<'py>, a: usize, b: usize) -> PyResult<Bound<'py, PyAny>> {
         if b > self.len {

@@ -276,6 +276,14 @@ class PackedIndex:
     def nbytes(self) -> int:
         return self.packed.nbytes
 
+    def runs(self) -> np.ndarray:
+        """The span index's (producer, depth) runs: int64 rows [producer, depth, start, end]."""
+        got = getattr(self, "_runs", None)
+        if got is None:
+            got = np.array(json.loads(self.schema.metadata[b"runs"]), np.int64).reshape(-1, 4)
+            self._runs = got
+        return got
+
     def view(self, name: str) -> ColumnView:
         return ColumnView(self._cols[name], 0, self.num_rows)
 

@@ -103,7 +103,7 @@ def stack_at(store: "Store", trace: str, producer: int, t: int, config: SpanConf
             rows += open_rows
         lo = b
         d += 1
-    return idx.take(pa.array(rows, pa.int64())).drop_columns(["row_of", "end_max"])
+    return idx.take(pa.array(rows, pa.int64())).drop_columns(["end_max"])
 
 
 def frame_locals(store: "Store", trace: str, producer: int, frame_seq: int, t: int,

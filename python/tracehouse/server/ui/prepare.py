@@ -481,7 +481,8 @@ def _call_paths(sd: SpanData) -> Calls:
     depth, ts: the pass wants span_id order, so columns go through `row_of`)."""
     idx = sd.index
     n = idx.num_rows
-    row_of = _index.array(idx, "row_of")
+    row_of = np.empty(n, np.int64)  # the row of span i (span_id is a permutation of 0..n-1)
+    row_of[_index.array(idx, "span_id")] = np.arange(n, dtype=np.int64)
     name_col = _begin_name(sd.config.name_column) if sd.config.name_column else None
     if name_col and name_col in idx.column_names:
         codes_rows, names = _name_strings(idx.column(name_col))
