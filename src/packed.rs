@@ -8,9 +8,10 @@
 //!   columns: `value - base + 1`, code 0 = null) in `w` bits each: a value is read in place
 //!   (block `i / BLOCK`, bit `(i % BLOCK) * w`), one shift and mask;
 //! - delta (null-free blocks only; `bits` has [`DELTA`] set): `base` = the first value, the
-//!   block's data starts with `dmin` (8 bytes), then the codes `v[j] - v[j-1] - dmin`,
-//!   j >= 1: sorted columns (timestamps of one stream, seqs) pack ~30 % tighter, and a value
-//!   costs a prefix sum over at most 1,023 codes (~1 us).
+//!   block's data starts with `dmin` (8 bytes) and an anchor every [`STEP`] values (the
+//!   value at k = STEP, 2 STEP, ... less `base`, 8 bytes each), then the codes
+//!   `v[j] - v[j-1] - dmin`, j >= 1: sorted columns (timestamps of one stream, seqs) pack
+//!   ~30 % tighter, and a value costs a prefix sum over at most STEP - 1 codes from its anchor.
 //!
 //! Codes are packed LSB-first, followed by 8 zero bytes so any code is read with one
 //! unaligned 8-byte load (plus one byte when `w > 57`). `base` is the sparse top level: a
@@ -27,6 +28,13 @@ pub const BLOCK: usize = 1024;
 const PAD: usize = 8;
 /// Flag in a block's `bits`: delta coded.
 pub const DELTA: u8 = 0x80;
+/// Values between two anchors of a delta block.
+pub const STEP: usize = 128;
+
+/// Bytes before the codes of a delta block of n values: dmin and the anchors.
+fn delta_head(n: usize) -> usize {
+    8 + 8 * ((n - 1) / STEP)
+}
 
 /// One encoded column: blocks as (offsets into `data`, base, bit width).
 #[derive(Debug, Default, Clone, PartialEq)]
@@ -105,14 +113,19 @@ pub fn encode(values: &[i64], valid: &[bool], nullable: bool) -> Result<Encoded,
             // Overflowing differences (|v| near 2^63) keep frame of reference.
             let exact = (lo + 1..hi).all(|j| values[j].checked_sub(values[j - 1]).is_some());
             let dw = width((dmax as u64).wrapping_sub(dmin as u64));
-            if exact && dmax.checked_sub(dmin).is_some() && (n - 1) * dw as usize + 64 < n * w as usize {
+            let head = delta_head(n);
+            if exact && dmax.checked_sub(dmin).is_some() && (n - 1) * dw as usize + 8 * head < n * w as usize {
                 out.base.push(values[lo]);
                 out.bits.push(DELTA | dw);
                 let start = out.data.len();
-                let nbytes = 8 + ((n - 1) * dw as usize).div_ceil(8);
+                let nbytes = head + ((n - 1) * dw as usize).div_ceil(8);
                 out.data.resize(start + nbytes + PAD, 0);
                 out.data[start..start + 8].copy_from_slice(&dmin.to_le_bytes());
-                let buf = &mut out.data[start + 8..];
+                for a in 0..(n - 1) / STEP {
+                    let v = (values[lo + (a + 1) * STEP] as u64).wrapping_sub(values[lo] as u64);
+                    out.data[start + 8 + 8 * a..start + 16 + 8 * a].copy_from_slice(&v.to_le_bytes());
+                }
+                let buf = &mut out.data[start + head..];
                 if dw > 0 {
                     for j in lo + 1..hi {
                         put(buf, j - lo - 1, dw as u32, (d(j) as u64).wrapping_sub(dmin as u64));
@@ -215,7 +228,7 @@ impl<'a> Packed<'a> {
             let n = (len - b * BLOCK).min(BLOCK);
             let w = (bits[b] & !DELTA) as usize;
             let need = if bits[b] & DELTA != 0 {
-                8 + ((n - 1) * w).div_ceil(8) + PAD
+                delta_head(n) + ((n - 1) * w).div_ceil(8) + PAD
             } else if w == 0 {
                 0
             } else {
@@ -228,23 +241,14 @@ impl<'a> Packed<'a> {
         Ok(Packed { data, offsets, base, bits, len, nullable })
     }
 
-    /// Value `i` (None = null). `i < len`. O(1), but O(i % BLOCK) in a delta block.
+    /// Value `i` (None = null). `i < len`. O(1), but a sum of up to STEP - 1 codes in a delta block.
     #[inline]
     pub fn get(&self, i: usize) -> Option<i64> {
         let b = i / BLOCK;
-        let buf = &self.data[self.offsets[b] as usize..];
         if self.bits[b] & DELTA != 0 {
-            let w = (self.bits[b] & !DELTA) as u32;
-            let k = i % BLOCK;
-            let dmin = i64::from_le_bytes(buf[..8].try_into().unwrap());
-            let mut sum = (self.base[b] as u64).wrapping_add((k as u64).wrapping_mul(dmin as u64));
-            if w > 0 {
-                for j in 0..k {
-                    sum = sum.wrapping_add(code(&buf[8..], j, w));
-                }
-            }
-            return Some(sum as i64);
+            return Some(self.delta_at(b, i % BLOCK) as i64);
         }
+        let buf = &self.data[self.offsets[b] as usize..];
         let c = code(buf, i % BLOCK, self.bits[b] as u32);
         if self.nullable {
             if c == 0 {
@@ -255,6 +259,86 @@ impl<'a> Packed<'a> {
         } else {
             Some((self.base[b] as u64).wrapping_add(c) as i64)
         }
+    }
+
+    fn block_len(&self, b: usize) -> usize {
+        (self.len - b * BLOCK).min(BLOCK)
+    }
+
+    /// Anchor `a` of delta block `b` (the value at k = a * STEP, as u64): base for a = 0.
+    #[inline]
+    fn anchor(&self, b: usize, a: usize) -> u64 {
+        let base = self.base[b] as u64;
+        if a == 0 {
+            return base;
+        }
+        let o = self.offsets[b] as usize + 8 * a;
+        base.wrapping_add(u64::from_le_bytes(self.data[o..o + 8].try_into().unwrap()))
+    }
+
+    /// Value k of delta block b: its anchor plus the codes after it.
+    #[inline]
+    fn delta_at(&self, b: usize, k: usize) -> u64 {
+        let w = (self.bits[b] & !DELTA) as u32;
+        let buf = &self.data[self.offsets[b] as usize..];
+        let dmin = u64::from_le_bytes(buf[..8].try_into().unwrap());
+        let codes = &buf[delta_head(self.block_len(b))..];
+        let a = k / STEP;
+        let mut sum = self.anchor(b, a).wrapping_add(((k - a * STEP) as u64).wrapping_mul(dmin));
+        if w > 0 {
+            for j in a * STEP..k {
+                sum = sum.wrapping_add(code(codes, j, w));
+            }
+        }
+        sum
+    }
+
+    /// First position in [from, to) (inside block b, sorted) whose value is >= v (right: > v):
+    /// in place for a frame-of-reference block; from the last anchor before the answer in
+    /// a delta block (a scan of at most STEP codes).
+    fn search_block(&self, from: usize, to: usize, v: i64, right: bool) -> usize {
+        let before = |x: i64| x < v || (right && x == v);
+        let b = from / BLOCK;
+        if self.bits[b] & DELTA == 0 {
+            let (mut lo, mut hi) = (from, to);
+            while lo < hi {
+                let mid = lo + (hi - lo) / 2;
+                if before(self.at(mid)) {
+                    lo = mid + 1;
+                } else {
+                    hi = mid;
+                }
+            }
+            return lo;
+        }
+        let (k0, k1) = (from - b * BLOCK, to - b * BLOCK);
+        // The last anchor at or after k0 whose value is still `before` v.
+        let (mut a, mut z) = (k0.div_ceil(STEP), (k1 - 1) / STEP + 1);
+        let mut k = k0;
+        while a < z {
+            let m = a + (z - a) / 2;
+            if before(self.anchor(b, m) as i64) {
+                k = k.max(m * STEP);
+                a = m + 1;
+            } else {
+                z = m;
+            }
+        }
+        let w = (self.bits[b] & !DELTA) as u32;
+        let buf = &self.data[self.offsets[b] as usize..];
+        let dmin = u64::from_le_bytes(buf[..8].try_into().unwrap());
+        let codes = &buf[delta_head(self.block_len(b))..];
+        let mut x = self.delta_at(b, k);
+        while k < k1 {
+            if !before(x as i64) {
+                break;
+            }
+            k += 1;
+            if k < k1 {
+                x = x.wrapping_add(dmin).wrapping_add(if w > 0 { code(codes, k - 1, w) } else { 0 });
+            }
+        }
+        b * BLOCK + k
     }
 
     /// Value `i` with null read as `i64::MIN` (sorted search columns have no nulls).
@@ -280,10 +364,12 @@ impl<'a> Packed<'a> {
             if self.bits[blk] & DELTA != 0 {
                 let w = w & !(DELTA as u32);
                 let dmin = u64::from_le_bytes(buf[..8].try_into().unwrap());
-                let mut v = base;
-                for k in 0..end - blk * BLOCK {
-                    if k > 0 {
-                        v = v.wrapping_add(dmin).wrapping_add(code(&buf[8..], k - 1, w));
+                let codes = &buf[delta_head(self.block_len(blk))..];
+                let k0 = (i - blk * BLOCK) / STEP * STEP; // start from the anchor before i
+                let mut v = self.anchor(blk, k0 / STEP);
+                for k in k0..end - blk * BLOCK {
+                    if k > k0 {
+                        v = v.wrapping_add(dmin).wrapping_add(if w > 0 { code(codes, k - 1, w) } else { 0 });
                     }
                     if blk * BLOCK + k >= i {
                         out.push(v as i64);
@@ -323,6 +409,16 @@ pub trait Read: Sync {
     fn decode(&self, a: usize, b: usize, out: &mut Vec<i64>, valid: &mut Vec<bool>);
     /// Whether values may be null.
     fn nullable(&self) -> bool;
+    /// First position in [from, to) (inside one block, sorted) whose value is >= v (right: > v).
+    fn search_block(&self, from: usize, to: usize, v: i64, right: bool) -> usize {
+        let (mut vals, mut valid) = (Vec::with_capacity(to - from), Vec::new());
+        self.decode(from, to, &mut vals, &mut valid);
+        let k = vals.iter().enumerate().position(|(k, &x)| {
+            let x = if valid.get(k) == Some(&false) { i64::MIN } else { x };
+            !(x < v || (right && x == v))
+        });
+        from + k.unwrap_or(vals.len())
+    }
 }
 
 impl Read for Packed<'_> {
@@ -337,6 +433,18 @@ impl Read for Packed<'_> {
     }
     fn nullable(&self) -> bool {
         self.nullable
+    }
+    fn search_block(&self, from: usize, to: usize, v: i64, right: bool) -> usize {
+        if self.nullable {
+            let (mut vals, mut valid) = (Vec::new(), Vec::new());
+            self.decode(from, to, &mut vals, &mut valid);
+            let k = (0..vals.len()).position(|k| {
+                let x = if valid[k] { vals[k] } else { i64::MIN };
+                !(x < v || (right && x == v))
+            });
+            return from + k.unwrap_or(vals.len());
+        }
+        Packed::search_block(self, from, to, v, right)
     }
 }
 
@@ -395,19 +503,12 @@ pub fn search(col: &dyn Read, lo: usize, hi: usize, v: i64, right: bool) -> usiz
         }
     }
     let to = ((from / BLOCK + 1) * BLOCK).min(hi);
-    let (mut vals, mut valid) = (Vec::with_capacity(to - from), Vec::new());
-    col.decode(from, to, &mut vals, &mut valid);
-    let k = vals.iter().enumerate().position(|(k, &x)| {
-        let x = if valid.get(k) == Some(&false) { i64::MIN } else { x };
-        !before(x)
-    });
-    from + k.unwrap_or(vals.len())
+    col.search_block(from, to, v, right)
 }
 
 /// Events of stream s (the sorted range [starts[s], ends[s])) per bin of `edges`:
-/// `crate::density::binned_counts` over a packed column. Each stream's rows inside
-/// [edges[0], edges[last]) are found by two searches and decoded once, then counted per
-/// bin on the decoded values (a search per edge would decode a block per edge).
+/// `crate::density::binned_counts` over a packed column, a search per edge (block
+/// bisection, then at most STEP codes: nothing else is decoded).
 pub fn binned_counts(col: &dyn Read, starts: &[i64], ends: &[i64], edges: &[i64]) -> Result<Vec<i64>, String> {
     if edges.len() < 2 {
         return Err("density needs at least two bin edges".into());
@@ -428,18 +529,13 @@ pub fn binned_counts(col: &dyn Read, starts: &[i64], ends: &[i64], edges: &[i64]
     std::thread::scope(|sc| {
         for (t, rows) in out.chunks_mut(per * bins).enumerate() {
             sc.spawn(move || {
-                let (mut vals, mut valid) = (Vec::new(), Vec::new());
                 for (i, row) in rows.chunks_mut(bins).enumerate() {
                     let s = t * per + i;
                     let (a, b) = (starts[s] as usize, ends[s] as usize);
-                    let lo = search(col, a, b, edges[0], false);
-                    let hi = search(col, lo, b, edges[bins], false);
-                    vals.clear();
-                    valid.clear();
-                    col.decode(lo, hi, &mut vals, &mut valid);
-                    let mut prev = 0;
+                    // Edges are sorted: each search starts where the previous one ended.
+                    let mut prev = search(col, a, b, edges[0], false);
                     for (k, slot) in row.iter_mut().enumerate() {
-                        let next = prev + vals[prev..].partition_point(|&x| x < edges[k + 1]);
+                        let next = search(col, prev, b, edges[k + 1], false);
                         *slot = (next - prev) as i64;
                         prev = next;
                     }

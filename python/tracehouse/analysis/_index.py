@@ -537,8 +537,11 @@ def get_parts(store: "Store", trace: str, name: str, params: dict, types: list[s
     saved = [r for r in store.results(trace=trace, tool=TOOL, name=name)
              if _params_key(r["params"].get("spec", {})) == want]
     good = [r for r in saved if r["params"].get("format") == FORMAT and "segments" in r["params"] and r["path"]]
-    if any(set(r["params"]["segments"]) - live for r in good):
-        good = []  # a compaction rewrote segments a part covers: rebuild it all
+    ids = [i for r in good for i in r["params"]["segments"]]
+    if any(set(r["params"]["segments"]) - live for r in good) or len(ids) != len(set(ids)):
+        # A compaction rewrote segments a part covers, or two processes indexed the same
+        # segments at once: rebuild it all.
+        good = []
     good.sort(key=lambda r: min(r["params"]["segments"], default=-1))
     stale = [r for r in saved if r not in good]
     covered = {i for r in good for i in r["params"]["segments"]}
