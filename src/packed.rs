@@ -142,11 +142,11 @@ pub fn encode(values: &[i64], valid: &[bool], nullable: bool) -> Result<Encoded,
             let nbytes = ((hi - lo) * w as usize).div_ceil(8);
             out.data.resize(start + nbytes + PAD, 0);
             let buf = &mut out.data[start..];
-            for i in lo..hi {
+            for (i, &v) in values.iter().enumerate().take(hi).skip(lo) {
                 let code = if !ok(i) {
                     0
                 } else {
-                    let c = (values[i] as u64).wrapping_sub(min as u64);
+                    let c = (v as u64).wrapping_sub(min as u64);
                     if nullable {
                         c + 1
                     } else {
