@@ -282,3 +282,33 @@ def test_compaction_that_rewrote_segments_rebuilds_the_index(tmp_path):
         live = {g.id for g in store.segments_of("t", "W")}
         assert not before & {r["id"] for r in after}
         assert all(set(r["params"]["segments"]) <= live for r in after)
+
+
+def test_web_ui_streams_of_an_index_in_parts_equal_one_built_at_once(tmp_path):
+    """The web UI's density streams (one per type and thread) read from an index in parts
+    are those of an index built at once."""
+    from tracehouse.server.ui.app import UiState
+
+    def streams(store):
+        state = UiState(store, token=None, run_query=lambda sql, params=None: store.sql(sql, params))
+        s = state.prep.streams("t", build=True)
+        return sorted((t, int(p), s.ts[o:o + c].tolist()) for t, p, o, c in zip(s.types, s.producers, s.offsets, s.counts))
+
+    events = _writes(300)
+    with tracehouse.open(tmp_path / "s", fsync="off") as store:
+        build_trace(store, "t", events[:150])
+        an.density_index(store, "t")
+        seqs: dict[int, int] = {}
+        for e in events[:150]:
+            seqs[e["producer"]] = max(seqs.get(e["producer"], 0), e["seq"] + 1)
+        _append(store, "t", events[150:170], seqs)
+        _append(store, "t", events[170:], seqs, flush=False)
+        assert isinstance(an.density_index(store, "t"), _index.MultiIndex)
+        parts = streams(store)
+        for r in store.results(trace="t", tool=_index.TOOL):
+            store.delete_result(r["id"])
+        _index.forget(store)
+        store.flush("t")
+        store.compact("t")
+        assert parts == streams(store)
+        assert sum(len(x[2]) for x in parts) == len(events)
