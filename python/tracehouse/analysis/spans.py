@@ -565,8 +565,9 @@ def span_table(store: "Store", trace: str, config: SpanConfig | None = None, *, 
 RULES = 3
 _INDEX_ONLY = ["end_max"]  # index columns that are not span columns
 # Span index columns stored relative to another when that packs smaller (`_index.pack`):
-# end_ts - ts is the duration, end_max - end_ts is 0 wherever spans of a depth do not overlap.
-SPAN_RELATIVE = {"end_ts": "ts", "end_max": "end_ts", "end_seq": "seq", "end_parent_seq": "parent_seq"}
+# end_ts - ts is the duration, end_max - end_ts is 0 wherever spans of a depth do not overlap,
+# TOD's end_parent_seq (the exit's frame) is the begin's seq: 0 bits.
+SPAN_RELATIVE = {"end_ts": "ts", "end_max": "end_ts", "end_seq": "seq", "end_parent_seq": "seq"}
 
 
 def span_index(store: "Store", trace: str, config: SpanConfig | None = None, *,
