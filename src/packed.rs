@@ -510,40 +510,17 @@ pub fn search(col: &dyn Read, lo: usize, hi: usize, v: i64, right: bool) -> usiz
 /// `crate::density::binned_counts` over a packed column, a search per edge (block
 /// bisection, then at most STEP codes: nothing else is decoded).
 pub fn binned_counts(col: &dyn Read, starts: &[i64], ends: &[i64], edges: &[i64]) -> Result<Vec<i64>, String> {
-    if edges.len() < 2 {
-        return Err("density needs at least two bin edges".into());
-    }
-    if edges.windows(2).any(|w| w[0] > w[1]) {
-        return Err("bin edges must be sorted".into());
-    }
-    if starts.len() != ends.len() {
-        return Err("one end per stream start".into());
-    }
-    if starts.iter().zip(ends).any(|(&a, &b)| a < 0 || a > b || b as usize > col.len()) {
-        return Err("stream ranges must lie inside the timestamps".into());
-    }
-    let bins = edges.len() - 1;
-    let mut out = vec![0i64; starts.len() * bins];
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get()).clamp(1, 4).min(starts.len().max(1));
-    let per = starts.len().div_ceil(threads.max(1)).max(1);
-    std::thread::scope(|sc| {
-        for (t, rows) in out.chunks_mut(per * bins).enumerate() {
-            sc.spawn(move || {
-                for (i, row) in rows.chunks_mut(bins).enumerate() {
-                    let s = t * per + i;
-                    let (a, b) = (starts[s] as usize, ends[s] as usize);
-                    // Edges are sorted: each search starts where the previous one ended.
-                    let mut prev = search(col, a, b, edges[0], false);
-                    for (k, slot) in row.iter_mut().enumerate() {
-                        let next = search(col, prev, b, edges[k + 1], false);
-                        *slot = (next - prev) as i64;
-                        prev = next;
-                    }
-                }
-            });
+    let bins = crate::density::check_bins(col.len(), starts, ends, edges)?;
+    Ok(crate::density::per_stream(starts.len(), bins, |s, row| {
+        let (a, b) = (starts[s] as usize, ends[s] as usize);
+        // Edges are sorted: each search starts where the previous one ended.
+        let mut prev = search(col, a, b, edges[0], false);
+        for (k, slot) in row.iter_mut().enumerate() {
+            let next = search(col, prev, b, edges[k + 1], false);
+            *slot = (next - prev) as i64;
+            prev = next;
         }
-    });
-    Ok(out)
+    }))
 }
 
 #[cfg(test)]
