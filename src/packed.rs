@@ -507,16 +507,32 @@ pub fn search(col: &dyn Read, lo: usize, hi: usize, v: i64, right: bool) -> usiz
 }
 
 /// Events of stream s (the sorted range [starts[s], ends[s])) per bin of `edges`:
-/// `crate::density::binned_counts` over a packed column, a search per edge (block
-/// bisection, then at most STEP codes: nothing else is decoded).
+/// `crate::density::binned_counts` over a packed column: the window [edges[0],
+/// edges[last]) of each stream by two searches, then a search per edge (block bisection
+/// and at most STEP codes) when the window is long, else one decode of the window.
 pub fn binned_counts(col: &dyn Read, starts: &[i64], ends: &[i64], edges: &[i64]) -> Result<Vec<i64>, String> {
     let bins = crate::density::check_bins(col.len(), starts, ends, edges)?;
     Ok(crate::density::per_stream(starts.len(), bins, |s, row| {
         let (a, b) = (starts[s] as usize, ends[s] as usize);
+        let lo = search(col, a, b, edges[0], false);
+        let hi = search(col, lo, b, edges[bins], false);
+        if hi - lo <= STEP / 2 * bins {
+            // Few rows per edge: decoding the window once costs less than a search per edge
+            // (each ends in a scan of up to STEP codes).
+            let (mut vals, mut valid) = (Vec::with_capacity(hi - lo), Vec::new());
+            col.decode(lo, hi, &mut vals, &mut valid);
+            let mut prev = 0;
+            for (k, slot) in row.iter_mut().enumerate() {
+                let next = prev + vals[prev..].partition_point(|&x| x < edges[k + 1]);
+                *slot = (next - prev) as i64;
+                prev = next;
+            }
+            return;
+        }
         // Edges are sorted: each search starts where the previous one ended.
-        let mut prev = search(col, a, b, edges[0], false);
+        let mut prev = lo;
         for (k, slot) in row.iter_mut().enumerate() {
-            let next = search(col, prev, b, edges[k + 1], false);
+            let next = search(col, prev, hi, edges[k + 1], false);
             *slot = (next - prev) as i64;
             prev = next;
         }

@@ -131,7 +131,7 @@ def test_index_saved_in_the_old_layout_is_rebuilt_not_misread(tmp_path):
 
 def test_indexes_of_a_tod_trace_take_a_fifth_of_the_old_layout(tmp_path):
     """All four indexes together: 7.1x the trace's bytes in the old layout (1M events), now
-    under 1.5x (1.26-1.33x at 10M-1M events; the issue's target of 1x is not met: the span
+    under 1.5x (1.24-1.31x at 10M-1M events; the issue's target of 1x is not met: the span
     parameters, values and timestamps of field writes are near-random and cost ~1.8 B each)."""
     with tracehouse.open(tmp_path / "s", fsync="off") as store:
         from tracehouse.formats.tod.generate import generate_tod

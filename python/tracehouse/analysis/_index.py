@@ -20,18 +20,22 @@ Decisions:
   rows. An integer or boolean column is frame-of-reference bit-packed (`src/packed.rs`:
   per block its minimum - the sparse top level - a bit width and the codes, read in
   place by `_core.PackedColumn`: a binary search is the same probes as over a plain
-  array, each a shift and a mask; nothing is decoded ahead). Index columns are sorted
-  by their keys, so neighbouring values are close: timestamps take 12-24 bits, thread
-  and depth keys 0-2, flags 1. Other columns (strings, floats) are kept plain, one list
-  of 1,024 values per block. A column that is a difference of two others (the span
-  index's `dur` = end_ts - ts) is not stored.
+  array, each a shift and a mask; nothing is decoded ahead), or, where smaller (sorted
+  runs: a stream's timestamps and seqs), delta-coded with an anchor every 128 values (a
+  read sums at most 127 codes; a search bisects the blocks, then scans at most 128).
+  Index columns are sorted by their keys, so neighbouring values are close: timestamps
+  take 12-24 bits, thread and depth keys 0-2, flags 1. Other columns (strings, floats)
+  are kept plain, one list of 1,024 values per block. A column that is a difference of
+  two others (the span index's `dur` = end_ts - ts) is not stored; one close to another
+  is stored as the difference (`relative`: end_ts - ts, end_max - end_ts).
   Before (format 1, uncompressed, ints narrowed to int32 when they fit): 5.8 GiB of
   indexes beside the 0.93 GiB 100M-event TOD trace (6.2x), 64.0 MB beside a 1M-event
-  trace (7.08x), 640 MB beside a 10M-event one (6.79x). After: 12.1 MB (1.33x) and
-  119 MB (1.26x) (`tracehouse bench analyze --events N`, `index_bytes_by_index`; load
+  trace (7.08x), 640 MB beside a 10M-event one (6.79x). After: 11.9 MB (1.31x) and
+  117 MB (1.24x) (`tracehouse bench analyze --events N`, `index_bytes_by_index`; load
   6-8 on 2 shared cores). Lookups against the same run's DuckDB peer at 10M events,
-  before -> after: children 18x -> 26x ahead, object state 32x -> 42x, stack p99 3.9x ->
-  3.2x, density 21x -> 23x, cursor page 25x -> 48x (README, "Analyses on 100M events").
+  before -> after: children 18x -> 27x ahead, object state 32x -> 34x, density 21x ->
+  26x, cursor page 25x -> 25x; stack p99 3.9x -> 1.4-4.7x over four noisy runs
+  (README, "Analyses on 100M events").
   The issue's 1x target is not met: span parameters, written values and field-write
   timestamps are near-random copies of the trace's columns (~1.8-3.5 B each).
 - In parts (`get_parts`; objects, locals, density): each part covers a set of the
