@@ -14,6 +14,7 @@
 //! - [`workload`]: generated workloads: the TOD generator (seed 001), the write load
 //!   generator, their PRNG.
 //! - [`order`]: stable multi-key row ordering (radix sort) for the derived indexes.
+//! - [`packed`]: frame-of-reference bit-packed int columns of the derived indexes.
 //! - [`spans`]: begin/end pairing into spans (control-flow reconstitution).
 //! - [`calltree`]: the aggregated call tree (calling-context tree) of spans.
 //! - [`hist`]: bpftrace `hist`/`lhist` bucket rules and counting.
@@ -34,6 +35,7 @@ pub mod formats;
 pub mod hist;
 pub mod ingest;
 pub mod order;
+pub mod packed;
 pub mod replay;
 pub mod spans;
 pub mod sync;

@@ -441,6 +441,32 @@ def binned_counts(ts: pa.Int64Array, starts: pa.Int64Array, ends: pa.Int64Array,
     """Events per (stream, bin), streams x (len(edges) - 1): stream s is the sorted
     ``ts[starts[s]:ends[s]]``, bin b is [edges[b], edges[b + 1])."""
 
+# -- packed index columns (src/packed.rs) ------------------------------------------------------
+
+def pack_int64(values: pa.Int64Array, nullable: bool = False) -> tuple[pa.LargeBinaryArray, pa.Int64Array, pa.UInt8Array]:
+    """(data, base, bits): ``values`` in blocks of 1,024, each frame-of-reference bit-packed
+    or delta-coded (whichever is smaller); ``nullable`` reserves code 0 for null."""
+
+class PackedColumn:
+    """A packed column read in place (the arrays are kept alive, typically memory-mapped);
+    with ``rel`` the stored values are ``value - rel`` and reads add ``rel``'s."""
+
+    def __init__(self, data: pa.LargeBinaryArray, base: pa.Int64Array, bits: pa.UInt8Array, len: int,
+                 nullable: bool, rel: PackedColumn | None = None) -> None: ...
+    def __len__(self) -> int: ...
+    def get(self, i: int) -> int | None:
+        """Value i (None = null)."""
+    def search(self, lo: int, hi: int, v: int, right: bool = False) -> int:
+        """First row in [lo, hi) (sorted there) whose value is >= v (right: > v)."""
+    def search_runs(self, starts: pa.Int64Array, ends: pa.Int64Array, v: int) -> int:
+        """The row holding v in one of the sorted runs [starts[k], ends[k]), or -1."""
+    def decode(self, a: int, b: int) -> pa.Int64Array:
+        """Values [a, b)."""
+    def take(self, rows: pa.Int64Array) -> pa.Int64Array:
+        """The values at ``rows``."""
+    def binned_counts(self, starts: pa.Int64Array, ends: pa.Int64Array, edges: pa.Int64Array) -> pa.Int64Array:
+        """``binned_counts`` over this column (sorted within each stream)."""
+
 # -- Paje (src/formats/paje/mod.rs) ----------------------------------------------------------------
 
 class PajeParser:

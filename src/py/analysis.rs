@@ -1,19 +1,24 @@
 //! Python face of the analysis passes: `_core.stable_order`, `_core.running_max_by_key`, `_core.pair_spans`, `_core.SpanPairer`, `_core.nest_spans`,
-//! `_core.call_tree`, `_core.hist_log2`, `_core.hist_linear`, `_core.binned_counts`.
+//! `_core.call_tree`, `_core.hist_log2`, `_core.hist_linear`, `_core.binned_counts`,
+//! `_core.pack_int64` and `_core.PackedColumn` (the derived indexes' packed columns).
 //!
 //! Owns argument conversion (pyarrow arrays in, zero-copy; pyarrow arrays out) and runs
 //! every pass with the GIL released. The passes themselves are the pure Rust modules
 //! `order`, `spans`, `calltree`, `hist` and `density`.
 
-use arrow_array::types::{ArrowPrimitiveType, Int32Type, Int64Type, UInt32Type, UInt64Type};
-use arrow_array::{Int32Array, Int64Array, PrimitiveArray};
-use pyo3::exceptions::PyValueError;
+use arrow_array::types::{ArrowPrimitiveType, Int32Type, Int64Type, UInt32Type, UInt64Type, UInt8Type};
+use arrow_array::{Array, Int32Array, Int64Array, LargeBinaryArray, PrimitiveArray, UInt8Array};
+use arrow_buffer::{Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow_data::ArrayData;
+use arrow_pyarrow::{FromPyArrowUnchecked, ToPyArrow};
+use arrow_schema::DataType;
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyDict, PyList};
+use pyo3::types::{PyDict, PyList, PyTuple};
 
 use super::arrow::{bools_to_pyarrow, primitive_from_pyarrow, vec_to_pyarrow};
-use crate::{calltree, density, hist, order, spans};
+use crate::{calltree, density, hist, order, packed, spans};
 
 fn i64s(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Int64Array> {
     primitive_from_pyarrow::<Int64Type>(obj, what)
@@ -320,6 +325,209 @@ fn binned_counts<'py>(
     vec_to_pyarrow::<Int64Type>(py, out)
 }
 
+/// An int64 pyarrow array that may hold nulls (values, validity; validity empty = none).
+fn i64s_nullable(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<(Int64Array, Vec<bool>)> {
+    // SAFETY: as in `primitive_from_pyarrow`: imported through the C data interface, then validated.
+    let data = unsafe { ArrayData::from_pyarrow_bound_unchecked(obj) }
+        .map_err(|e| PyTypeError::new_err(format!("{what}: expected a pyarrow array ({e})")))?;
+    if data.data_type() != &Int64Type::DATA_TYPE {
+        return Err(PyTypeError::new_err(format!("{what}: expected int64 values, got {}", data.data_type())));
+    }
+    data.validate().map_err(|e| PyValueError::new_err(format!("{what}: {e}")))?;
+    let a = Int64Array::from(data);
+    let valid = match a.nulls() {
+        Some(n) if n.null_count() > 0 => n.iter().collect(),
+        _ => Vec::new(),
+    };
+    Ok((a, valid))
+}
+
+fn packed_to_pyarrow<'py>(py: Python<'py>, e: packed::Encoded) -> PyResult<Bound<'py, PyTuple>> {
+    let data = LargeBinaryArray::new(OffsetBuffer::new(ScalarBuffer::from(e.offsets)), Buffer::from_vec(e.data), None);
+    let data = data.into_data().to_pyarrow(py)?;
+    PyTuple::new(py, [data, vec_to_pyarrow::<Int64Type>(py, e.base)?, vec_to_pyarrow::<UInt8Type>(py, e.bits)?])
+}
+
+/// (data, base, bits): int64 `values` packed in blocks of 1,024 (`packed.rs`); nullable
+/// reserves a code for null.
+#[pyfunction]
+#[pyo3(signature = (values, nullable=false))]
+fn pack_int64<'py>(py: Python<'py>, values: &Bound<'py, PyAny>, nullable: bool) -> PyResult<Bound<'py, PyTuple>> {
+    let (v, valid) = i64s_nullable(values, "values")?;
+    let e = py.detach(|| packed::encode(v.values(), &valid, nullable)).map_err(PyValueError::new_err)?;
+    packed_to_pyarrow(py, e)
+}
+
+/// A packed index column read in place: the arrays (typically memory-mapped) are kept
+/// alive by this object; every method reads only the values it needs. With `rel`, the
+/// stored values are `value - rel` and reads add `rel`'s.
+#[pyclass(module = "tracehouse._core", name = "PackedColumn", frozen)]
+struct PackedColumn {
+    data: LargeBinaryArray,
+    base: Int64Array,
+    bits: UInt8Array,
+    len: usize,
+    nullable: bool,
+    rel: Option<Py<PackedColumn>>,
+}
+
+impl PackedColumn {
+    fn view(&self) -> packed::Packed<'_> {
+        packed::Packed {
+            data: self.data.values().as_slice(),
+            offsets: self.data.value_offsets(),
+            base: self.base.values(),
+            bits: self.bits.values(),
+            len: self.len,
+            nullable: self.nullable,
+        }
+    }
+
+    /// `f` over this column as read (the sum with `rel` when stored relative).
+    fn with<R>(&self, f: &mut dyn FnMut(&dyn packed::Read) -> R) -> R {
+        let own = self.view();
+        match &self.rel {
+            None => f(&own),
+            Some(r) => r.get().with(&mut |b: &dyn packed::Read| f(&packed::Rel { diff: &own, base: b })),
+        }
+    }
+
+    fn out<'py>(&self, py: Python<'py>, vals: Vec<i64>, valid: Vec<bool>) -> PyResult<Bound<'py, PyAny>> {
+        let nulls = if valid.is_empty() { None } else { Some(NullBuffer::from(valid)) };
+        Int64Array::new(ScalarBuffer::from(vals), nulls).into_data().to_pyarrow(py)
+    }
+}
+
+#[pymethods]
+impl PackedColumn {
+    #[new]
+    #[pyo3(signature = (data, base, bits, len, nullable, rel=None))]
+    fn new(
+        data: &Bound<'_, PyAny>,
+        base: &Bound<'_, PyAny>,
+        bits: &Bound<'_, PyAny>,
+        len: usize,
+        nullable: bool,
+        rel: Option<Py<PackedColumn>>,
+    ) -> PyResult<Self> {
+        // SAFETY: imported through the C data interface and validated before use.
+        let d = unsafe { ArrayData::from_pyarrow_bound_unchecked(data) }
+            .map_err(|e| PyTypeError::new_err(format!("data: expected a pyarrow array ({e})")))?;
+        if d.data_type() != &DataType::LargeBinary {
+            return Err(PyTypeError::new_err(format!("data: expected large_binary, got {}", d.data_type())));
+        }
+        d.validate().map_err(|e| PyValueError::new_err(format!("data: {e}")))?;
+        if rel.as_ref().is_some_and(|r| r.get().len != len) {
+            return Err(PyValueError::new_err("rel: a column of another length"));
+        }
+        let col = PackedColumn {
+            data: LargeBinaryArray::from(d),
+            base: i64s(base, "base")?,
+            bits: primitive_from_pyarrow::<UInt8Type>(bits, "bits")?,
+            len,
+            nullable,
+            rel,
+        };
+        let v = col.view();
+        packed::Packed::new(v.data, v.offsets, v.base, v.bits, len, nullable).map_err(PyValueError::new_err)?;
+        Ok(col)
+    }
+
+    fn __len__(&self) -> usize {
+        self.len
+    }
+
+    /// Value i (None = null).
+    fn get(&self, i: usize) -> PyResult<Option<i64>> {
+        if i >= self.len {
+            return Err(PyValueError::new_err(format!("row {i} beyond {} values", self.len)));
+        }
+        Ok(self.with(&mut |c| c.get(i)))
+    }
+
+    /// First row in [lo, hi) (a range sorted ascending) whose value is >= v (right: > v).
+    #[pyo3(signature = (lo, hi, v, right=false))]
+    fn search(&self, lo: usize, hi: usize, v: i64, right: bool) -> usize {
+        let hi = hi.min(self.len);
+        self.with(&mut |c| packed::search(c, lo.min(hi), hi, v, right))
+    }
+
+    /// The row holding `v` in one of the sorted runs [starts[k], ends[k]) (the span index's
+    /// span_id, sorted within each (thread, depth)), or -1: one binary search per run.
+    fn search_runs(&self, starts: &Bound<'_, PyAny>, ends: &Bound<'_, PyAny>, v: i64) -> PyResult<i64> {
+        let (s, e) = (i64s(starts, "starts")?, i64s(ends, "ends")?);
+        if s.len() != e.len()
+            || s.values().iter().zip(e.values()).any(|(&a, &b)| a < 0 || b < a || b as usize > self.len)
+        {
+            return Err(PyValueError::new_err("runs must lie inside the column"));
+        }
+        Ok(self.with(&mut |c| {
+            for (&a, &b) in s.values().iter().zip(e.values()) {
+                let r = packed::search(c, a as usize, b as usize, v, false);
+                if r < b as usize && c.get(r) == Some(v) {
+                    return r as i64;
+                }
+            }
+            -1
+        }))
+    }
+
+    /// Values [a, b) as an int64 pyarrow array.
+    fn decode<'py>(&self, py: Python<'py>, a: usize, b: usize) -> PyResult<Bound<'py, PyAny>> {
+        if b > self.len {
+            return Err(PyValueError::new_err(format!("end {b} beyond {} values", self.len)));
+        }
+        let a = a.min(b);
+        let (vals, valid) = py.detach(|| {
+            self.with(&mut |c| {
+                let (mut vals, mut valid) = (Vec::with_capacity(b - a), Vec::new());
+                c.decode(a, b, &mut vals, &mut valid);
+                (vals, valid)
+            })
+        });
+        self.out(py, vals, valid)
+    }
+
+    /// The values at int64 `rows` as an int64 pyarrow array.
+    fn take<'py>(&self, py: Python<'py>, rows: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>> {
+        let r = i64s(rows, "rows")?;
+        if r.values().iter().any(|&i| i < 0 || i as usize >= self.len) {
+            return Err(PyValueError::new_err(format!("rows: a row outside 0..{}", self.len)));
+        }
+        let (vals, valid) = py.detach(|| {
+            self.with(&mut |c| {
+                let nullable = c.nullable();
+                let mut vals = Vec::with_capacity(r.len());
+                let mut valid = Vec::with_capacity(if nullable { r.len() } else { 0 });
+                for &i in r.values().iter() {
+                    let v = c.get(i as usize);
+                    if nullable {
+                        valid.push(v.is_some());
+                    }
+                    vals.push(v.unwrap_or(0));
+                }
+                (vals, valid)
+            })
+        });
+        self.out(py, vals, valid)
+    }
+
+    /// `binned_counts` over this (sorted per stream) column.
+    fn binned_counts<'py>(
+        &self,
+        py: Python<'py>,
+        starts: &Bound<'py, PyAny>,
+        ends: &Bound<'py, PyAny>,
+        edges: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (s, n, e) = (i64s(starts, "starts")?, i64s(ends, "ends")?, i64s(edges, "edges")?);
+        let out = py
+            .detach(|| self.with(&mut |c| packed::binned_counts(c, s.values(), n.values(), e.values())))
+            .map_err(PyValueError::new_err)?;
+        vec_to_pyarrow::<Int64Type>(py, out)
+    }
+}
+
 /// Adds the analysis functions to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(stable_order, m)?)?;
@@ -332,5 +540,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(hist_log2_buckets, m)?)?;
     m.add_function(wrap_pyfunction!(hist_linear, m)?)?;
     m.add_function(wrap_pyfunction!(binned_counts, m)?)?;
+    m.add_function(wrap_pyfunction!(pack_int64, m)?)?;
+    m.add_class::<PackedColumn>()?;
     Ok(())
 }

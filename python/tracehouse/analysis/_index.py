@@ -12,13 +12,42 @@ question's key, so that the answer is a contiguous range found by binary search:
 
 Decisions:
 - Stored as result tables (kind "table", tool `tracehouse.index`, linked to the trace,
-  params saying what was indexed and the trace's `signature` at build time) in
-  uncompressed Arrow IPC, one record batch per file, memory-mapped on use: a lookup is
+  params saying what was indexed, the layout `format` and the trace's `signature` at
+  build time) in Arrow IPC, one record batch per file, memory-mapped on use: a lookup is
   a few binary searches over mmapped columns and touches a few pages, however big the
   trace. Parquet would cost a row-group decode (~1-20 ms) per lookup.
-- Disk for speed: about 8 bytes per indexed value (int columns that fit are narrowed
-  to int32). On the 100M-event TOD trace that is ~3 GB next to the 1.4 GB trace.
-- An index whose trace changed since (signature differs) is stale: it is rebuilt
+- Packed (format 2, `PackedIndex`): the file holds one row per block of 1,024 index
+  rows. An integer or boolean column is frame-of-reference bit-packed (`src/packed.rs`:
+  per block its minimum - the sparse top level - a bit width and the codes, read in
+  place by `_core.PackedColumn`: a binary search is the same probes as over a plain
+  array, each a shift and a mask; nothing is decoded ahead), or, where smaller (sorted
+  runs: a stream's timestamps and seqs), delta-coded with an anchor every 128 values (a
+  read sums at most 127 codes; a search bisects the blocks, then scans at most 128).
+  Index columns are sorted by their keys, so neighbouring values are close: timestamps
+  take 12-24 bits, thread and depth keys 0-2, flags 1. Other columns (strings, floats)
+  are kept plain, one list of 1,024 values per block. A column that is a difference of
+  two others (the span index's `dur` = end_ts - ts) is not stored; one close to another
+  is stored as the difference (`relative`: end_ts - ts, end_max - end_ts).
+  Before (format 1, uncompressed, ints narrowed to int32 when they fit): 5.8 GiB of
+  indexes beside the 0.93 GiB 100M-event TOD trace (6.2x), 64.0 MB beside a 1M-event
+  trace (7.08x), 640 MB beside a 10M-event one (6.79x). After: 11.9 MB (1.31x) and
+  117 MB (1.24x) (`tracehouse bench analyze --events N`, `index_bytes_by_index`; load
+  6-8 on 2 shared cores). Lookups against the same run's DuckDB peer at 10M events,
+  before -> after: children 18x -> 27x ahead, object state 32x -> 34x, density 21x ->
+  26x, cursor page 25x -> 25x; stack p99 3.9x -> 1.4-4.7x over four noisy runs
+  (README, "Analyses on 100M events").
+  The issue's 1x target is not met: span parameters, written values and field-write
+  timestamps are near-random copies of the trace's columns (~1.8-3.5 B each).
+- In parts (`get_parts`; objects, locals, density): each part covers a set of the
+  trace's segments and is a result of its own (params: the segment ids); the unflushed
+  tail gets a part in memory. A grown trace gets a part for its new segments only; a
+  part merges with the one before it once it holds half its rows (LSM-like levels).
+  Questions ask every part and merge (`parts`, `MultiIndex`). A part naming a segment
+  that is gone (compaction) makes the whole index rebuild. The span index is built at
+  once (`get`): pairing spans is a pass over every thread, so it is rebuilt when the
+  trace's signature changes.
+- An index whose trace changed since (signature differs) or built in another layout
+  (`format` differs: an index saved before the packed layout) is stale: it is rebuilt
   and the stale result deleted. A read-only store (or one another process is writing)
   keeps a built index in this process's memory instead.
 - Builds are one stable radix sort (`_core.stable_order`) of rows that arrive in ts
@@ -27,33 +56,394 @@ Decisions:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import threading
 from typing import TYPE_CHECKING, Callable
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from .. import arrays
 from ..errors import ReadOnly, StoreLocked
 
 if TYPE_CHECKING:
     from ..store import Store
+    from ..store.scan import Cut
 
 TOOL = "tracehouse.index"
+FORMAT = 2  # the layout of a saved index; a saved index of another format is rebuilt
+BLOCK = 1024  # rows per block (= `packed::BLOCK` in Rust)
 
-# (store path, result id, result file) -> mmapped table; (store path, trace id, name, params) -> in-memory table
-_MAPPED: dict[tuple, pa.Table] = {}
-_MEMORY: dict[tuple, pa.Table] = {}
+# (store path, result id, result file) -> mapped index; (store path, trace id, name, params) -> in-memory index
+_MAPPED: dict[tuple, "PackedIndex"] = {}
+_MEMORY: dict[tuple, "PackedIndex"] = {}
 _LOCK = threading.Lock()
 
 
 def narrow(col: pa.Array | pa.ChunkedArray) -> pa.Array:
-    """An int64 column as int32 when every value fits (halves the index's bytes)."""
+    """An int64 column as int32 when every value fits (the type answers come back in)."""
     a = arrays.as_numpy(col)
     if a.dtype == np.int64 and len(a) and a.min() >= -(2**31) and a.max() < 2**31:
         return pa.array(a.astype(np.int32))
     return pa.array(a)
+
+
+# -- the packed layout ------------------------------------------------------------------------
+
+
+def _packable(t: pa.DataType) -> bool:
+    return (pa.types.is_integer(t) and t != pa.uint64()) or pa.types.is_boolean(t)
+
+
+def pack(t: pa.Table, derived: dict[str, tuple[str, str]] | None = None,
+         relative: dict[str, str] | None = None) -> pa.Table:
+    """`t` (one index, rows in index order) in the packed layout (module doc).
+
+    derived: {column: (a, b)} columns equal to a - b, left out (checked here: one that
+    differs anywhere is stored). relative: {column: ref} columns that may be stored as
+    `column - ref` (kept so when that packs smaller; ref must come first in `t`)."""
+    from .. import _core
+
+    t = t.combine_chunks()
+    n = t.num_rows
+    nb = -(-n // BLOCK)
+    meta = {k.decode(): v.decode() for k, v in (t.schema.metadata or {}).items()}
+    cols: list[dict] = []
+    out: dict[str, pa.Array] = {}
+    offsets = pa.array(np.minimum(np.arange(nb + 1, dtype=np.int64) * BLOCK, n))
+
+    def chunk(name: str) -> pa.Array:
+        c = t.column(name)
+        return c.chunk(0) if c.num_chunks else pa.array([], c.type)
+
+    def size(parts) -> int:
+        return sum(p.nbytes for p in parts)
+
+    for f in t.schema:
+        a = chunk(f.name)
+        if derived and f.name in derived:
+            x, y = derived[f.name]
+            calc = pc.subtract(chunk(x).cast(pa.int64()), chunk(y).cast(pa.int64()))
+            if a.null_count == 0 and calc.null_count == 0 and pc.all(pc.equal(calc, a.cast(pa.int64()))).as_py() in (True, None):
+                cols.append({"name": f.name, "kind": "diff", "type": str(f.type), "of": [x, y]})
+                continue
+        if _packable(f.type):
+            v = a.cast(pa.int64())
+            parts = _core.pack_int64(v, v.null_count > 0)
+            spec = {"name": f.name, "kind": "packed", "type": str(f.type), "nullable": v.null_count > 0}
+            ref = (relative or {}).get(f.name)
+            if ref is not None and ref in out and chunk(ref).null_count == 0:
+                d = pc.subtract(v, chunk(ref).cast(pa.int64()))
+                rparts = _core.pack_int64(d, d.null_count > 0)
+                if size(rparts) < size(parts):
+                    parts = rparts
+                    spec.update(nullable=d.null_count > 0, rel=ref)
+            out[f.name], out[f.name + "#base"], out[f.name + "#bits"] = parts
+            cols.append(spec)
+        else:
+            out[f.name] = pa.LargeListArray.from_arrays(offsets, a)
+            cols.append({"name": f.name, "kind": "plain", "type": str(f.type)})
+    meta = {"index": json.dumps({"format": FORMAT, "rows": n, "block": BLOCK, "columns": cols, "meta": meta})}
+    if not out:
+        out["#rows"] = pa.array(np.zeros(nb, np.int8))
+    return pa.table(out).replace_schema_metadata(meta)
+
+
+class ColumnView(np.lib.mixins.NDArrayOperatorsMixin):
+    """Rows [a, b) of one index column, read in place: `len`, `v[i]` (an int), `v[i:j]`
+    (a view), `v[rows]` (a numpy array), `search(v, side)`, `np.asarray(v)` (decoded);
+    arithmetic and comparisons decode the view first (whole-column work: use `array`)."""
+
+    __slots__ = ("col", "a", "b")
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        args = [np.asarray(x) if isinstance(x, ColumnView) else x for x in inputs]
+        return getattr(ufunc, method)(*args, **kwargs)
+
+    def __init__(self, col, a: int, b: int):
+        self.col, self.a, self.b = col, a, b
+
+    def __len__(self) -> int:
+        return self.b - self.a
+
+    def __getitem__(self, k):
+        if isinstance(k, slice):
+            lo, hi, step = k.indices(self.b - self.a)
+            if step != 1:
+                return np.asarray(self)[k]
+            return ColumnView(self.col, self.a + lo, self.a + max(lo, hi))
+        if isinstance(k, (int, np.integer)):
+            i = int(k)
+            if i < 0:
+                i += self.b - self.a
+            if not 0 <= i < self.b - self.a:
+                raise IndexError(f"row {k} of {self.b - self.a}")
+            return self.col.get(self.a + i)
+        rows = np.asarray(k)
+        if rows.dtype == bool:
+            rows = np.flatnonzero(rows)
+        return arrays.as_numpy(self.col.take(pa.array(rows.astype(np.int64) + self.a)))
+
+    def __array__(self, dtype=None, copy=None):
+        a = arrays.as_numpy(self.col.decode(self.a, self.b))
+        return a if dtype is None else a.astype(dtype)
+
+    def search(self, v: int, side: str = "left") -> int:
+        """np.searchsorted over the view (sorted ascending), one int needle."""
+        v = int(v)
+        if v > 2**63 - 1:
+            return len(self)
+        if v < -(2**63):
+            return 0
+        return self.col.search(self.a, self.b, v, side == "right") - self.a
+
+
+class _Diff:
+    """A derived column (a - b) with the `PackedColumn` read interface."""
+
+    def __init__(self, x, y):
+        self.x, self.y = x, y
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def get(self, i: int):
+        a, b = self.x.get(i), self.y.get(i)
+        return None if a is None or b is None else a - b
+
+    def take(self, rows: pa.Array) -> pa.Array:
+        return pc.subtract(self.x.take(rows), self.y.take(rows))
+
+    def decode(self, a: int, b: int) -> pa.Array:
+        return pc.subtract(self.x.decode(a, b), self.y.decode(a, b))
+
+    def search(self, lo: int, hi: int, v: int, right: bool) -> int:
+        raise TypeError("a derived index column is not sorted")
+
+
+class _Plain:
+    """A plain (numpy) column with the `PackedColumn` read interface."""
+
+    def __init__(self, values: pa.Array):
+        self.values = values
+        self.np = arrays.as_numpy(values)
+
+    def __len__(self) -> int:
+        return len(self.values)
+
+    def get(self, i: int):
+        return self.values[i].as_py()
+
+    def take(self, rows: pa.Array) -> pa.Array:
+        return self.values.take(rows)
+
+    def decode(self, a: int, b: int) -> pa.Array:
+        return self.values.slice(a, b - a)
+
+    def search(self, lo: int, hi: int, v: int, right: bool) -> int:
+        return lo + int(np.searchsorted(self.np[lo:hi], v, side="right" if right else "left"))
+
+
+class PackedIndex:
+    """One index in the packed layout (mapped from the store or in memory), read as the
+    table it packs: `num_rows`, `column_names`, `schema` (its metadata included),
+    `view(c)` (in place), `array(c)` / `column(c)` (whole column, decoded once),
+    `slice(a, n)` and `take(rows)` (tables of the original column types)."""
+
+    def __init__(self, packed: pa.Table):
+        from .. import _core
+
+        info = json.loads(packed.schema.metadata[b"index"])
+        if info.get("format") != FORMAT:
+            raise ValueError(f"index format {info.get('format')}, expected {FORMAT}")
+        self.packed = packed
+        self.num_rows = int(info["rows"])
+        self._spec = {c["name"]: c for c in info["columns"]}
+        self.column_names = [c["name"] for c in info["columns"]]
+        self._types = {c["name"]: pa.type_for_alias(c["type"]) if c["kind"] != "plain" else None
+                       for c in info["columns"]}
+        cols = {}
+        for c in info["columns"]:
+            name = c["name"]
+            if c["kind"] == "packed":
+                ch = lambda k: packed.column(k).chunk(0) if packed.column(k).num_chunks else None  # noqa: E731
+                d = ch(name)
+                if d is None:
+                    d, b, w = _core.pack_int64(pa.array([], pa.int64()), False)
+                else:
+                    b, w = ch(name + "#base"), ch(name + "#bits")
+                rel = cols[c["rel"]] if c.get("rel") else None
+                cols[name] = _core.PackedColumn(d, b, w, self.num_rows, c["nullable"], rel)
+            elif c["kind"] == "plain":
+                col = packed.column(name)
+                vals = col.chunk(0).flatten() if col.num_chunks else pa.array([], col.type.value_type)
+                self._types[name] = vals.type
+                cols[name] = _Plain(vals)
+        for c in info["columns"]:
+            if c["kind"] == "diff":
+                cols[c["name"]] = _Diff(cols[c["of"][0]], cols[c["of"][1]])
+        self._cols = cols
+        self.schema = pa.schema([pa.field(n, self._types[n]) for n in self.column_names],
+                                metadata={k: v for k, v in info["meta"].items()})
+        self._arrays: dict[str, np.ndarray] = {}
+        self._lock = threading.Lock()
+
+    @property
+    def nbytes(self) -> int:
+        return self.packed.nbytes
+
+    def runs(self) -> np.ndarray:
+        """The span index's (producer, depth) runs: int64 rows [producer, depth, start, end]."""
+        got = getattr(self, "_runs", None)
+        if got is None:
+            got = np.array(json.loads(self.schema.metadata[b"runs"]), np.int64).reshape(-1, 4)
+            self._runs = got
+        return got
+
+    def view(self, name: str) -> ColumnView:
+        return ColumnView(self._cols[name], 0, self.num_rows)
+
+    def _typed(self, name: str, a: pa.Array) -> pa.Array:
+        t = self._types[name]
+        return a if a.type == t else a.cast(t)
+
+    def column(self, name: str) -> pa.Array:
+        """The whole column, decoded (original type)."""
+        return self._typed(name, self._cols[name].decode(0, self.num_rows))
+
+    def array(self, name: str) -> np.ndarray:
+        """The whole column as numpy, decoded once and kept (bulk consumers: the web UI)."""
+        with self._lock:
+            got = self._arrays.get(name)
+        if got is None:
+            got = arrays.as_numpy(self.column(name))
+            with self._lock:
+                self._arrays[name] = got
+        return got
+
+    def slice(self, a: int, n: int) -> pa.Table:
+        a = max(0, min(int(a), self.num_rows))
+        b = max(a, min(a + int(n), self.num_rows))
+        return pa.table({c: self._typed(c, self._cols[c].decode(a, b)) for c in self.column_names}, schema=self.schema)
+
+    def take(self, rows) -> pa.Table:
+        r = rows if isinstance(rows, pa.Array) else pa.array(np.asarray(rows, np.int64))
+        r = r.cast(pa.int64())
+        return pa.table({c: self._typed(c, self._cols[c].take(r)) for c in self.column_names}, schema=self.schema)
+
+    def take_column(self, name: str, rows) -> pa.Array:
+        """Column `name` at `rows` (original type, nulls kept)."""
+        return self._typed(name, self._cols[name].take(pa.array(np.asarray(rows, np.int64))))
+
+    def binned_counts(self, name: str, starts: pa.Array, ends: pa.Array, edges: pa.Array) -> pa.Array:
+        col = self._cols[name]
+        if isinstance(col, _Plain):
+            from .. import _core
+
+            return _core.binned_counts(col.values.cast(pa.int64()), starts, ends, edges)
+        return col.binned_counts(starts, ends, edges)
+
+
+class _Concat:
+    """The columns of several parts read as one (rows of part 0, then part 1, ...); a search
+    stays inside one part (its rows are sorted only there)."""
+
+    def __init__(self, cols: list, starts: np.ndarray):
+        self.cols, self.starts = cols, starts
+
+    def __len__(self) -> int:
+        return int(self.starts[-1])
+
+    def _part(self, i: int) -> int:
+        return int(np.searchsorted(self.starts, i, side="right")) - 1
+
+    def get(self, i: int):
+        k = self._part(i)
+        return self.cols[k].get(i - int(self.starts[k]))
+
+    def take(self, rows: pa.Array) -> pa.Array:
+        r = arrays.as_numpy(rows).astype(np.int64)
+        k = np.searchsorted(self.starts, r, side="right") - 1
+        order = np.argsort(k, kind="stable")
+        pieces = []
+        for part in np.unique(k).tolist():
+            sel = r[k == part] - int(self.starts[part])
+            pieces.append(self.cols[part].take(pa.array(sel)))
+        if not pieces:
+            return pa.array([], pa.int64())
+        inv = np.empty(len(r), np.int64)
+        inv[order] = np.arange(len(r))
+        return pa.concat_arrays([p.cast(pieces[0].type) for p in pieces]).take(pa.array(inv))
+
+    def decode(self, a: int, b: int) -> pa.Array:
+        pieces = []
+        for k, col in enumerate(self.cols):
+            s0, s1 = int(self.starts[k]), int(self.starts[k + 1])
+            lo, hi = max(a, s0), min(b, s1)
+            if lo < hi:
+                pieces.append(col.decode(lo - s0, hi - s0))
+        if not pieces:
+            return self.cols[0].decode(0, 0) if self.cols else pa.array([], pa.int64())
+        return pa.concat_arrays([p.cast(pieces[0].type) for p in pieces])
+
+    def search(self, lo: int, hi: int, v: int, right: bool) -> int:
+        if hi <= lo:
+            return lo
+        k = self._part(lo)
+        s0 = int(self.starts[k])
+        if hi > int(self.starts[k + 1]):
+            raise ValueError("an index search across parts")
+        return s0 + self.cols[k].search(lo - s0, hi - s0, v, right)
+
+
+class MultiIndex(PackedIndex):
+    """An index in parts (`get_parts`: one per range of the trace's segments, plus the
+    unflushed tail), read as the concatenation of the parts' rows. A sorted run of rows
+    (a key's range, a density stream) lies inside one part; questions over keys ask each
+    part (`parts(idx)`) and merge. The density index's streams are listed per part with
+    offsets into the concatenation (a stream may appear once per part)."""
+
+    def __init__(self, parts: list[PackedIndex]):  # noqa: D107 - no PackedIndex.__init__: nothing to unpack
+        self.parts = parts
+        self.starts = np.concatenate([[0], np.cumsum([p.num_rows for p in parts])]).astype(np.int64)
+        self.num_rows = int(self.starts[-1])
+        self.column_names = parts[0].column_names
+        self._types = {c: parts[0].schema.field(c).type for c in self.column_names}
+        self._cols = {c: _Concat([p._cols[c] for p in parts], self.starts) for c in self.column_names}
+        meta = dict(parts[0].schema.metadata or {})
+        if b"streams" in meta:
+            streams = []
+            for p, s0 in zip(parts, self.starts.tolist()):
+                for st in json.loads(p.schema.metadata[b"streams"]):
+                    streams.append(dict(st, offset=st["offset"] + s0))
+            meta[b"streams"] = json.dumps(streams).encode()
+        self.schema = pa.schema([parts[0].schema.field(c) for c in self.column_names], metadata=meta)
+        self._arrays = {}
+        self._lock = threading.Lock()
+
+    @property
+    def nbytes(self) -> int:
+        return sum(p.nbytes for p in self.parts)
+
+    def binned_counts(self, name: str, starts: pa.Array, ends: pa.Array, edges: pa.Array) -> pa.Array:
+        s, e = arrays.as_numpy(starts).astype(np.int64), arrays.as_numpy(ends).astype(np.int64)
+        bins = len(edges) - 1
+        out = np.zeros((len(s), bins), np.int64)
+        k = np.searchsorted(self.starts, s, side="right") - 1
+        k = np.where(e == s, 0, k)  # an empty stream may sit at a part's end
+        for part in np.unique(k).tolist():
+            sel = np.flatnonzero(k == part)
+            s0 = int(self.starts[part])
+            c = self.parts[part].binned_counts(name, pa.array(s[sel] - s0), pa.array(e[sel] - s0), edges)
+            out[sel] = arrays.as_numpy(c).reshape(len(sel), bins)
+        return pa.array(out.reshape(-1))
+
+
+def parts(idx) -> list[PackedIndex]:
+    """The parts of an index (one for an index built at once)."""
+    return idx.parts if isinstance(idx, MultiIndex) else [idx]
 
 
 def _params_key(params: dict) -> str:
@@ -61,7 +451,7 @@ def _params_key(params: dict) -> str:
 
 
 def find(store: "Store", trace: str, name: str, params: dict) -> dict | None:
-    """The saved index result `name` of `trace` built with `params`, fresh or not."""
+    """The saved index result `name` of `trace` built with `params`, fresh or not (of any format)."""
     want = _params_key(params)
     for r in store.results(trace=trace, tool=TOOL, name=name):
         if _params_key(r["params"].get("spec", {})) == want:
@@ -69,28 +459,34 @@ def find(store: "Store", trace: str, name: str, params: dict) -> dict | None:
     return None
 
 
-def fresh(store: "Store", trace: str, name: str, params: dict) -> pa.Table | None:
+def _mapped(store: "Store", r: dict) -> PackedIndex:
+    # Keyed by the file too: stores made before result ids were AUTOINCREMENT reused them.
+    key = (str(store.path), r["id"], r["path"])
+    with _LOCK:
+        t = _MAPPED.get(key)
+    if t is None:
+        t = PackedIndex(store.result_table(r["id"]))
+        with _LOCK:
+            _MAPPED[key] = t
+    return t
+
+
+def fresh(store: "Store", trace: str, name: str, params: dict) -> PackedIndex | None:
     """The index `name` of `trace` for `params` when it is built and fresh (mapped from the
     store or kept in this process's memory), else None: nothing is built."""
     sig = store.stamp(trace)
     r = find(store, trace, name, params)
-    if r is not None and r["params"].get("signature") == sig and r["path"]:
-        # Keyed by the file too: stores made before result ids were AUTOINCREMENT reused them.
-        key = (str(store.path), r["id"], r["path"])
-        with _LOCK:
-            t = _MAPPED.get(key)
-        if t is None:
-            t = store.result_table(r["id"])
-            with _LOCK:
-                _MAPPED[key] = t
-        return t
+    if r is not None and r["params"].get("signature") == sig and r["params"].get("format") == FORMAT and r["path"]:
+        return _mapped(store, r)
     with _LOCK:
         return _MEMORY.get((str(store.path), store.trace(trace).id, name, _params_key(params), sig))
 
 
 def get(store: "Store", trace: str, name: str, params: dict, build: Callable[[], pa.Table], *,
-        save: bool | None = None) -> pa.Table:
-    """The index `name` of `trace` for `params`: mapped from the store when fresh, else built.
+        save: bool | None = None, derived: dict[str, tuple[str, str]] | None = None,
+        relative: dict[str, str] | None = None) -> PackedIndex:
+    """The index `name` of `trace` for `params`: mapped from the store when fresh, else built
+    (`build()` returns the index as a plain table, packed here; `derived`, `relative` as in `pack`).
 
     save: None = save when the store can be written (else keep it in memory), True = must save,
     False = keep in memory only.
@@ -101,44 +497,155 @@ def get(store: "Store", trace: str, name: str, params: dict, build: Callable[[],
     sig = store.stamp(trace)
     r = find(store, trace, name, params)
     mkey = (str(store.path), store.trace(trace).id, name, _params_key(params), sig)
-    t = build().combine_chunks()
+    packed = pack(build(), derived, relative)
     if save is not False and not store.readonly:
         try:
-            rid = store.save_result("table", name, TOOL, [trace], params={"spec": params, "signature": sig},
-                                    table=t, table_format="arrow")
+            rid = store.save_result("table", name, TOOL, [trace],
+                                    params={"spec": params, "signature": sig, "format": FORMAT},
+                                    table=packed, table_format="arrow")
             if r is not None:
                 store.delete_result(r["id"])
-            t = store.result_table(rid)
-            with _LOCK:
-                _MAPPED[(str(store.path), rid, store.result(rid)["path"])] = t
-            return t
+            return _mapped(store, store.result(rid))
         except (StoreLocked, ReadOnly):
             if save:
                 raise
     elif save:
         raise ReadOnly(f"store {store.path} was opened read-only: cannot save the {name} index")
+    idx = PackedIndex(packed)
     with _LOCK:
-        _MEMORY[mkey] = t
-    return t
+        _MEMORY[mkey] = idx
+    return idx
+
+
+# -- indexes in parts: extended as a live trace grows -------------------------------------------
+
+MERGE_RATIO = 2  # a part is merged into the one before it once it holds at least 1/MERGE_RATIO of its rows
+_PARTS: dict[tuple, PackedIndex] = {}  # (store, trace id, name, params, stamp) -> the index as last assembled
+
+
+def _sub(cut: "Cut", segments: list, tails: bool) -> "Cut":
+    return dataclasses.replace(cut, segments=segments, tails=cut.tails if tails else {}, _tail_tables={})
+
+
+def get_parts(store: "Store", trace: str, name: str, params: dict, types: list[str] | None,
+              build: Callable[["Cut"], pa.Table], *, save: bool | None = None, build_missing: bool = True):
+    """The index `name` of `trace` for `params` built in parts, each over a set of the trace's
+    segments (of `types`; None = every type) and saved as its own result (params: the
+    segment ids it covers), plus one in memory over the unflushed tail. `build(cut)` makes
+    the plain index table of the rows of a cut (the whole trace or some of its segments).
+
+    When the trace grows, only the new segments are indexed (a new part); a part then
+    merges with the one before it while it holds at least 1/MERGE_RATIO of that one's rows
+    (levels, as an LSM tree: each row is rewritten O(log n) times, there are O(log n)
+    parts). A part naming a segment that is gone (a compaction rewrote it) or saved in
+    another layout is stale: every part is deleted and the index rebuilt.
+    build_missing=False: None unless the saved parts cover every segment (nothing built but
+    the tail's part). save as in `get`.
+    """
+    cut = store.cut(trace)
+    stamp = cut.stamp()
+    pkey = (str(store.path), cut.info.id, name, _params_key(params), stamp)
+    with _LOCK:
+        got = _PARTS.get(pkey)
+    if got is not None:
+        return got
+    segs = [g for g in cut.segments if types is None or g.event_type in types]
+    live = {g.id for g in segs}
+    want = _params_key(params)
+    saved = [r for r in store.results(trace=trace, tool=TOOL, name=name)
+             if _params_key(r["params"].get("spec", {})) == want]
+    good = [r for r in saved if r["params"].get("format") == FORMAT and "segments" in r["params"] and r["path"]]
+    ids = [i for r in good for i in r["params"]["segments"]]
+    if any(set(r["params"]["segments"]) - live for r in good) or len(ids) != len(set(ids)):
+        # A compaction rewrote segments a part covers, or two processes indexed the same
+        # segments at once: rebuild it all.
+        good = []
+    good.sort(key=lambda r: min(r["params"]["segments"], default=-1))
+    stale = [r for r in saved if r not in good]
+    covered = {i for r in good for i in r["params"]["segments"]}
+    new = [g for g in segs if g.id not in covered]
+    if (new or not good) and not build_missing:
+        return None
+    writable = save is not False and not store.readonly
+    mem: list[tuple[list[int], PackedIndex]] = []  # parts kept in memory (store not writable)
+
+    def add(segments: list) -> None:
+        packed = pack(build(_sub(cut, segments, False)))
+        ids = sorted(g.id for g in segments)
+        if writable:
+            try:
+                rows = json.loads(packed.schema.metadata[b"index"])["rows"]
+                rid = store.save_result("table", name, TOOL, [trace], params={
+                    "spec": params, "format": FORMAT, "segments": ids, "rows": rows, "signature": stamp},
+                    table=packed, table_format="arrow")
+                good.append(store.result(rid))
+                return
+            except (StoreLocked, ReadOnly):
+                if save:
+                    raise
+        elif save:
+            raise ReadOnly(f"store {store.path} was opened read-only: cannot save the {name} index")
+        mem.append((ids, PackedIndex(packed)))
+
+    if new or not good:
+        add(new)
+        # Levels: merge the newest saved part into the one before while it is not much smaller.
+        while len(good) >= 2 and not mem and \
+                MERGE_RATIO * int(good[-1]["params"].get("rows") or 0) >= int(good[-2]["params"].get("rows") or 0):
+            a, b = good.pop(), good.pop()
+            ids = set(a["params"]["segments"]) | set(b["params"]["segments"])
+            add([g for g in segs if g.id in ids])
+            stale += [a, b]
+    if writable and stale:
+        with _LOCK:
+            for k in [k for k in _MAPPED if k[0] == str(store.path) and k[1] in {r["id"] for r in stale}]:
+                del _MAPPED[k]
+        for r in stale:
+            try:
+                store.delete_result(r["id"])
+            except (StoreLocked, ReadOnly):
+                break
+    pieces = [_mapped(store, r) for r in good] + [m for _, m in mem]
+    if cut.tail_rows and any(types is None or k in types for k in cut.tails):
+        pieces.append(PackedIndex(pack(build(_sub(cut, [], True)))))
+    pieces = [p for p in pieces if p.num_rows] or pieces[:1]
+    idx = pieces[0] if len(pieces) == 1 else MultiIndex(pieces)
+    with _LOCK:
+        for k in [k for k in _PARTS if k[:4] == pkey[:4]]:
+            del _PARTS[k]
+        _PARTS[pkey] = idx
+    return idx
 
 
 def forget(store: "Store") -> None:
     """Drop this process's mapped and in-memory indexes of `store` (before deleting files)."""
     p = str(store.path)
     with _LOCK:
-        for d in (_MAPPED, _MEMORY):
+        for d in (_MAPPED, _MEMORY, _PARTS):
             for k in [k for k in d if k[0] == p]:
                 del d[k]
 
 
-def column(t: pa.Table, name: str) -> np.ndarray:
-    """A column of a mapped index as a numpy view (no copy)."""
+def column(t, name: str):
+    """A column of an index: a `ColumnView` read in place (a packed index) or a numpy view."""
+    if isinstance(t, PackedIndex):
+        return t.view(name)
     return arrays.as_numpy(t.column(name))
 
 
-def search(a: np.ndarray, v: int, side: str = "left") -> int:
-    """np.searchsorted for one int needle, in the array's own dtype: a needle numpy would
-    promote (an int64 into an int32 column) makes it convert the whole column first."""
+def array(t, name: str) -> np.ndarray:
+    """A whole index column as numpy (decoded once per process for a packed index)."""
+    if isinstance(t, PackedIndex):
+        return t.array(name)
+    return arrays.as_numpy(t.column(name))
+
+
+def search(a, v: int, side: str = "left") -> int:
+    """np.searchsorted for one int needle. A `ColumnView` searches in place; a numpy array
+    in its own dtype: a needle numpy would promote (an int64 into an int32 column) makes it
+    convert the whole column first."""
+    if isinstance(a, ColumnView):
+        return a.search(v, side)
     info = np.iinfo(a.dtype)
     if v > info.max:
         return len(a)
@@ -147,7 +654,7 @@ def search(a: np.ndarray, v: int, side: str = "left") -> int:
     return int(np.searchsorted(a, a.dtype.type(v), side=side))
 
 
-def key_range(cols: list[np.ndarray], values: list[int], lo: int = 0, hi: int | None = None) -> tuple[int, int]:
+def key_range(cols: list, values: list[int], lo: int = 0, hi: int | None = None) -> tuple[int, int]:
     """Rows [lo, hi) whose leading key columns equal `values`, in rows sorted by those columns."""
     hi = len(cols[0]) if hi is None else hi
     for c, v in zip(cols, values):

@@ -218,17 +218,18 @@ class Cursor:
         key = (id(idx), idx.num_rows)
         if getattr(self, "_streams_key", None) != key:
             self._streams_key = key
-            self._streams = {(s["type"], s["producer"]): s for s in json.loads(idx.schema.metadata[b"streams"])}
+            self._streams = {}  # (type, producer) -> its streams (one per part of the index)
+            for st in json.loads(idx.schema.metadata[b"streams"]):
+                self._streams.setdefault((st["type"], st["producer"]), []).append(st)
         ts_all, seq_all = _index.column(idx, "ts"), _index.column(idx, "seq")
-        dur_all = idx.column("dur") if "dur" in idx.column_names else None
+        has_dur = "dur" in idx.column_names
         p0, p1, p2 = self.position
         lo_t = None if f.start is None else int(f.start)
         hi_t = None if f.end is None else int(f.end)
         picks: list[tuple[str, int, np.ndarray]] = []  # (type, producer, index rows)
         for name in self._types:
-            for q in sorted(set(f.producers)):
-                st = self._streams.get((name, q))
-                if st is None or st["count"] == 0:
+            for q, st in ((q, st) for q in sorted(set(f.producers)) for st in self._streams.get((name, q), [])):
+                if st["count"] == 0:
                     continue
                 a, b = st["offset"], st["offset"] + st["count"]
                 ts = ts_all[a:b]
@@ -269,7 +270,7 @@ class Cursor:
             self.position, self.after = (int(ts[0]), int(prod[0]), int(seq[0])), False
         names = pa.array([name for name, _, _ in picks], pa.string())
         cols = {"ts": pa.array(ts), "producer": pa.array(prod.astype(np.int32)), "seq": pa.array(seq),
-                "dur": dur_all.take(pa.array(rows)) if dur_all is not None else pa.nulls(len(rows), pa.int64())}
+                "dur": idx.take_column("dur", rows) if has_dur else pa.nulls(len(rows), pa.int64())}
         out = {c: cols[c] for c in self.columns}
         out["type"] = names.take(pa.array(tix))
         return pa.table(out)

@@ -560,14 +560,23 @@ def span_table(store: "Store", trace: str, config: SpanConfig | None = None, *, 
 
 
 # Bumped when what a span table or its index holds changes: saved ones of another version
-# are not used (2: unclosed spans cut at the thread's last event; the index's `end_max`).
-RULES = 2
-_INDEX_ONLY = ["row_of", "end_max"]  # index columns that are not span columns
+# are not used (2: unclosed spans cut at the thread's last event; the index's `end_max`;
+# 3: no `row_of`, the (producer, depth) runs in the metadata).
+RULES = 3
+_INDEX_ONLY = ["end_max"]  # index columns that are not span columns
+# Span index columns stored relative to another when that packs smaller (`_index.pack`):
+# end_ts - ts is the duration, end_max - end_ts is 0 wherever spans of a depth do not overlap,
+# TOD's end_parent_seq (the exit's frame) is the begin's seq: 0 bits.
+SPAN_RELATIVE = {"end_ts": "ts", "end_max": "end_ts", "end_seq": "seq", "end_parent_seq": "seq"}
 
 
-def span_index(store: "Store", trace: str, config: SpanConfig | None = None, *, save: bool | None = None) -> pa.Table:
-    """Every span, ordered by (producer, depth, ts), plus `row_of` (row of span i) and
-    `end_max` (running maximum of end_ts within the (producer, depth): `stack.stack_at`)."""
+def span_index(store: "Store", trace: str, config: SpanConfig | None = None, *,
+               save: bool | None = None) -> _index.PackedIndex:
+    """Every span, ordered by (producer, depth, ts), plus `end_max` (running maximum of
+    end_ts within the (producer, depth): `stack.stack_at`). The (producer, depth) runs are
+    listed in the schema metadata (b"runs": [[producer, depth, start, end], ...]): span i's
+    row is found by one binary search of span_id per run (span_id grows within a run), so
+    no `row_of` column is stored."""
     cfg = config or span_config(store, trace)
 
     def build() -> pa.Table:
@@ -575,19 +584,31 @@ def span_index(store: "Store", trace: str, config: SpanConfig | None = None, *, 
         keys = [arrays.int64_array(t.column("producer")), arrays.int64_array(t.column("depth"))]
         order = _core.stable_order(keys)
         idx = t.take(order)
-        row_of = np.empty(len(order), dtype=np.int64)
-        row_of[order.to_numpy()] = np.arange(len(order), dtype=np.int64)
-        end_max = _core.running_max_by_key([k.take(order) for k in keys], arrays.int64_array(idx.column("end_ts")))
-        return idx.append_column("row_of", pa.array(row_of)).append_column("end_max", end_max)
+        sorted_keys = [arrays.as_numpy(k.take(order)) for k in keys]
+        end_max = _core.running_max_by_key([pa.array(k) for k in sorted_keys], arrays.int64_array(idx.column("end_ts")))
+        n = len(order)
+        if n:
+            brk = np.flatnonzero((np.diff(sorted_keys[0]) != 0) | (np.diff(sorted_keys[1]) != 0)) + 1
+            starts, ends = np.concatenate([[0], brk]), np.concatenate([brk, [n]])
+            runs = [[int(sorted_keys[0][a]), int(sorted_keys[1][a]), int(a), int(b)] for a, b in zip(starts, ends)]
+        else:
+            runs = []
+        meta = dict(idx.schema.metadata or {})
+        meta[b"runs"] = json.dumps(runs).encode()
+        return idx.append_column("end_max", end_max).replace_schema_metadata(meta)
 
-    return _index.get(store, trace, "spans", {"config": cfg.to_json(), "rules": RULES}, build, save=save)
+    return _index.get(store, trace, "spans", {"config": cfg.to_json(), "rules": RULES}, build, save=save,
+                      derived={"dur": ("end_ts", "ts")}, relative=SPAN_RELATIVE)
 
 
-def _span_row(idx: pa.Table, span_id: int) -> int:
-    row_of = _index.column(idx, "row_of")
-    if not 0 <= span_id < len(row_of):
-        raise NotFound(f"no span {span_id} (spans are numbered 0..{len(row_of) - 1})")
-    return int(row_of[span_id])
+def _span_row(idx: _index.PackedIndex, span_id: int) -> int:
+    if not 0 <= span_id < idx.num_rows:
+        raise NotFound(f"no span {span_id} (spans are numbered 0..{idx.num_rows - 1})")
+    runs = idx.runs()
+    r = idx._cols["span_id"].search_runs(pa.array(runs[:, 2]), pa.array(runs[:, 3]), int(span_id))
+    if r < 0:
+        raise NotFound(f"no span {span_id} in the span index")
+    return int(r)
 
 
 def span(store: "Store", trace: str, span_id: int, config: SpanConfig | None = None) -> dict:

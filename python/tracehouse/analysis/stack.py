@@ -28,6 +28,7 @@ import numpy as np
 import pyarrow as pa
 
 from .. import _core, arrays
+from ..store import scan
 from ..schema import Column
 from . import _index
 from .format_defaults import LocalsConfig, SpanConfig, locals_config
@@ -52,11 +53,12 @@ __doc__ += "\n".join(f"  {c.name:<8} {c.type:<6} {c.unit:<5} {c.doc}" for c in F
 __doc__ += "\n\n" + "\n".join(f"  {c.name:<8} {c.type:<6} {c.unit:<5} {c.doc}" for c in LOCAL_COLUMNS)
 
 
-def locals_index(store: "Store", trace: str, config: LocalsConfig, *, save: bool | None = None) -> pa.Table:
-    """Variable writes ordered by (producer, frame, var, ts)."""
+def locals_index(store: "Store", trace: str, config: LocalsConfig, *, save: bool | None = None) -> _index.PackedIndex:
+    """Variable writes ordered by (producer, frame, var, ts), in parts over the trace's
+    segments (`_index.get_parts`)."""
 
-    def build() -> pa.Table:
-        t = store.scan(trace, config.type, ["ts", "producer", "seq", config.frame, config.var, config.value])
+    def build(cut) -> pa.Table:
+        t = scan.read(cut, config.type, ["ts", "producer", "seq", config.frame, config.var, config.value])
         order = _core.stable_order([
             arrays.int64_array(t.column("producer")),
             arrays.int64_array(t.column(config.frame).fill_null(-1)),
@@ -70,7 +72,7 @@ def locals_index(store: "Store", trace: str, config: LocalsConfig, *, save: bool
             "value": t.column(config.value).take(order),
         })
 
-    return _index.get(store, trace, "locals", {"config": config.to_json()}, build, save=save)
+    return _index.get_parts(store, trace, "locals", {"config": config.to_json()}, [config.type], build, save=save)
 
 
 def stack_at(store: "Store", trace: str, producer: int, t: int, config: SpanConfig | None = None) -> pa.Table:
@@ -95,13 +97,13 @@ def stack_at(store: "Store", trace: str, producer: int, t: int, config: SpanConf
             rows.append(r - 1)
         else:
             j = a + _index.search(end_max[a:r], t, "right")  # before j every span ended by t
-            open_rows = (j + np.nonzero(end_ts[j:r] > t)[0]).tolist()
+            open_rows = (j + np.nonzero(np.asarray(end_ts[j:r]) > t)[0]).tolist()
             if not open_rows:
                 break
             rows += open_rows
         lo = b
         d += 1
-    return idx.take(pa.array(rows, pa.int64())).drop_columns(["row_of", "end_max"])
+    return idx.take(pa.array(rows, pa.int64())).drop_columns(["end_max"])
 
 
 def frame_locals(store: "Store", trace: str, producer: int, frame_seq: int, t: int,
@@ -112,17 +114,23 @@ def frame_locals(store: "Store", trace: str, producer: int, frame_seq: int, t: i
     if cfg is None:
         return pa.table({c.name: pa.array([], c.arrow_type) for c in LOCAL_COLUMNS})
     idx = locals_index(store, trace, cfg)
-    prod, frame, var, ts = (_index.column(idx, c) for c in ("producer", "frame", "var", "ts"))
-    lo, hi = _index.key_range([prod, frame], [int(producer), int(frame_seq)])
-    mine = lo + np.nonzero(ts[lo:hi] <= t)[0]
-    if len(mine) == 0:
-        return pa.table({"var": pa.array([], pa.int64()), "value": idx.column("value").slice(0, 0),
-                         "ts": pa.array([], pa.int64())})
-    v = var[mine]
-    last = mine[np.append(v[1:] != v[:-1], True)]
-    sel = pa.array(last)
-    return pa.table({"var": idx.column("var").take(sel).cast(pa.int64()), "value": idx.column("value").take(sel),
-                     "ts": idx.column("ts").take(sel)})
+    pieces = []
+    for part in _index.parts(idx):
+        prod, frame, ts = (_index.column(part, c) for c in ("producer", "frame", "ts"))
+        lo, hi = _index.key_range([prod, frame], [int(producer), int(frame_seq)])
+        mine = lo + np.nonzero(np.asarray(ts[lo:hi]) <= t)[0]
+        got = part.take(mine)
+        pieces.append(pa.table({"var": got.column("var").cast(pa.int64()), "value": got.column("value"),
+                                "ts": got.column("ts").cast(pa.int64())}))
+    rows = pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
+    if len(pieces) > 1:
+        # The order one index built at once gives: (var, ts) within the frame, one thread's
+        # writes of equal ts in seq order = part order (stable sort).
+        rows = rows.take(pa.array(np.lexsort([arrays.as_numpy(rows.column(c)) for c in ("ts", "var")])))
+    if rows.num_rows == 0:
+        return rows
+    v = arrays.as_numpy(rows.column("var"))
+    return rows.take(pa.array(np.flatnonzero(np.append(v[1:] != v[:-1], True))))
 
 
 def stack_frames(store: "Store", trace: str, producer: int, t: int, config: SpanConfig | None = None,

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import arrays
+from ..store import scan
 from ..schema import Column
 from . import _index
 from .format_defaults import ObjectConfig, object_config
@@ -36,12 +37,14 @@ STATE_COLUMNS = (
 __doc__ += "\n".join(f"  {c.name:<9} {c.type:<6} {c.unit:<3} {c.doc}" for c in STATE_COLUMNS)
 
 
-def objects_index(store: "Store", trace: str, config: ObjectConfig | None = None, *, save: bool | None = None) -> pa.Table:
-    """Field writes ordered by (object, field, ts): columns object, field, ts, value, producer, seq."""
+def objects_index(store: "Store", trace: str, config: ObjectConfig | None = None, *,
+                  save: bool | None = None) -> _index.PackedIndex:
+    """Field writes ordered by (object, field, ts): columns object, field, ts, value, producer,
+    seq; in parts over the trace's segments (`_index.get_parts`)."""
     cfg = config or object_config(store, trace)
 
-    def build() -> pa.Table:
-        t = store.scan(trace, cfg.type, ["ts", "producer", "seq", cfg.object, cfg.field, cfg.value])
+    def build(cut) -> pa.Table:
+        t = scan.read(cut, cfg.type, ["ts", "producer", "seq", cfg.object, cfg.field, cfg.value])
         t = t.filter(pc.and_(pc.is_valid(t.column(cfg.object)), pc.is_valid(t.column(cfg.field))))
         obj, fld = _key_codes(t.column(cfg.object)), _key_codes(t.column(cfg.field))
         from .. import _core
@@ -56,7 +59,7 @@ def objects_index(store: "Store", trace: str, config: ObjectConfig | None = None
             "seq": t.column("seq").take(order),
         })
 
-    return _index.get(store, trace, "objects", {"config": cfg.to_json()}, build, save=save)
+    return _index.get_parts(store, trace, "objects", {"config": cfg.to_json()}, [cfg.type], build, save=save)
 
 
 def _key_codes(col) -> np.ndarray:
@@ -68,7 +71,7 @@ def _key_codes(col) -> np.ndarray:
     return arrays.as_numpy(col).astype(np.int64, copy=False)
 
 
-def _rows(idx: pa.Table, lo: int, hi: int) -> pa.Table:
+def _rows(idx: _index.PackedIndex, lo: int, hi: int) -> pa.Table:
     t = idx.slice(lo, hi - lo)
     return pa.table({
         "field": t.column("field").cast(pa.int64()),
@@ -79,30 +82,42 @@ def _rows(idx: pa.Table, lo: int, hi: int) -> pa.Table:
     })
 
 
+def _key_rows(idx, keys: list[int], start: int | None = None, end: int | None = None) -> pa.Table:
+    """The rows of every part of the index whose leading keys are `keys` (ts in [start, end)),
+    as STATE_COLUMNS ordered by (field, ts, producer, seq): the order one index built at
+    once gives (its rows arrive in that order and are sorted stably by key)."""
+    pieces = []
+    for part in _index.parts(idx):
+        ocol, fcol, tcol = (_index.column(part, c) for c in ("object", "field", "ts"))
+        lo, hi = _index.key_range([ocol, fcol][:len(keys)], keys)
+        if start is not None:
+            lo += _index.search(tcol[lo:hi], int(start), "left")
+        if end is not None:
+            hi = lo + _index.search(tcol[lo:hi], int(end), "left")
+        pieces.append(_rows(part, lo, max(lo, hi)))
+    if len(pieces) == 1:
+        return pieces[0]
+    t = pa.concat_tables(pieces)
+    return t.take(pa.array(np.lexsort([arrays.as_numpy(t.column(c)).astype(np.int64)
+                                       for c in ("seq", "producer", "ts", "field")])))
+
+
 def object_state(store: "Store", trace: str, obj: int, t: int, config: ObjectConfig | None = None) -> pa.Table:
     """Every field of object `obj` written at or before `t`, with its last value (by field)."""
     idx = objects_index(store, trace, config)
-    ocol, fcol, tcol = (_index.column(idx, c) for c in ("object", "field", "ts"))
-    lo, hi = _index.key_range([ocol], [int(obj)])
-    ts = tcol[lo:hi]
-    fields = fcol[lo:hi]
+    rows = _key_rows(idx, [int(obj)])
+    ts = arrays.as_numpy(rows.column("ts"))
     mine = np.nonzero(ts <= t)[0]
     if len(mine) == 0:
-        return _rows(idx, 0, 0)
-    f = fields[mine]
+        return rows.slice(0, 0)
+    f = arrays.as_numpy(rows.column("field"))[mine]
     # Rows are ordered by (field, ts): the last row of each field at or before t.
     last = mine[np.append(f[1:] != f[:-1], True)]
-    return _rows(idx, lo, hi).take(pa.array(last))
+    return rows.take(pa.array(last))
 
 
 def field_history(store: "Store", trace: str, obj: int, field: int, config: ObjectConfig | None = None, *,
                   start: int | None = None, end: int | None = None) -> pa.Table:
     """Every write of field `field` of object `obj`, in time order, ts in [start, end)."""
     idx = objects_index(store, trace, config)
-    ocol, fcol, tcol = (_index.column(idx, c) for c in ("object", "field", "ts"))
-    lo, hi = _index.key_range([ocol, fcol], [int(obj), int(field)])
-    if start is not None:
-        lo += _index.search(tcol[lo:hi], int(start), "left")
-    if end is not None:
-        hi = lo + _index.search(tcol[lo:hi], int(end), "left")
-    return _rows(idx, lo, max(lo, hi))
+    return _key_rows(idx, [int(obj), int(field)], start, end)

@@ -31,6 +31,7 @@ import pyarrow as pa
 from .. import _core, arrays
 from ..errors import BadInput
 from ..schema import Column
+from ..store import scan
 from ..store.query import qident, qstr
 from . import _index
 from .format_defaults import span_config
@@ -61,20 +62,22 @@ def sql_text(name: str) -> str:
 DENSITY_INDEX = {"v": 2, "columns": ["ts", "seq", "dur"]}  # params: older builds (ts only) are rebuilt
 
 
-def density_index(store: "Store", trace: str, *, save: bool | None = None, build: bool = True) -> pa.Table | None:
+def density_index(store: "Store", trace: str, *, save: bool | None = None,
+                  build: bool = True) -> _index.PackedIndex | None:
     """Every event ordered by (type, producer, ts): `ts`, `seq` (narrowed to int32 when it
     fits) and, when some type is a span kind, `dur` (null for the other types); the
     stream table (type, producer, offset, count) is in the schema metadata under
     b"streams". Density counts on `ts`; cursors over a few producers page on all three
-    (`cursors.py`). build=False: None unless a fresh index exists."""
+    (`cursors.py`). In parts over the trace's segments (`_index.get_parts`: a stream is
+    listed once per part). build=False: None unless the saved parts cover every segment."""
 
-    def make() -> pa.Table:
+    def make(cut) -> pa.Table:
         parts, seqs, durs, streams, off = [], [], [], [], 0
-        types = store.event_types(trace)
+        types = cut.types
         with_dur = any("dur" in [c.name for c in t.columns] for t in types.values())
         for name, et in types.items():
             has_dur = "dur" in [c.name for c in et.columns]
-            t = store.scan(trace, name, ["ts", "producer", "seq"] + (["dur"] if has_dur else []), order=False)
+            t = scan.read(cut, name, ["ts", "producer", "seq"] + (["dur"] if has_dur else []), order=False)
             if t.num_rows == 0:
                 continue
             prod = arrays.as_numpy(t.column("producer")).astype(np.int64)
@@ -85,9 +88,9 @@ def density_index(store: "Store", trace: str, *, save: bool | None = None, build
             if with_dur:
                 durs.append(arrays.int64_array(t.column("dur")).take(pa.array(order)) if has_dur
                             else pa.nulls(len(order), pa.int64()))
-            cut = np.nonzero(np.diff(prod))[0] + 1
-            starts = np.concatenate([[0], cut])
-            ends = np.concatenate([cut, [len(prod)]])
+            brk = np.nonzero(np.diff(prod))[0] + 1
+            starts = np.concatenate([[0], brk])
+            ends = np.concatenate([brk, [len(prod)]])
             for a, b in zip(starts, ends):
                 streams.append({"type": name, "producer": int(prod[a]), "offset": off + int(a), "count": int(b - a)})
             parts.append(ts)
@@ -98,9 +101,7 @@ def density_index(store: "Store", trace: str, *, save: bool | None = None, build
             cols["dur"] = pa.concat_arrays(durs) if durs else pa.array([], pa.int64())
         return pa.table(cols).replace_schema_metadata({"streams": json.dumps(streams)})
 
-    if not build:
-        return _index.fresh(store, trace, "density", DENSITY_INDEX)
-    return _index.get(store, trace, "density", DENSITY_INDEX, make, save=save)
+    return _index.get_parts(store, trace, "density", DENSITY_INDEX, None, make, save=save, build_missing=build)
 
 
 def bin_edges(start: int, end: int, bins: int) -> np.ndarray:
@@ -125,9 +126,8 @@ def density(store: "Store", trace: str, bins: int = 1000, *, by: str = "type", s
     streams = json.loads(idx.schema.metadata[b"streams"])
     if info.ts_min is None and not streams:
         return _empty_density(by)
-    ts_all = idx.column("ts").chunk(0) if idx.num_rows else pa.array([], pa.int64())
     if start is None or end is None:
-        lo, hi = _index_bounds(ts_all, streams)
+        lo, hi = _index_bounds(_index.column(idx, "ts"), streams)
         start = lo if start is None else start
         end = (hi + 1) if end is None else end
     edges = bin_edges(int(start), int(end), int(bins))
@@ -137,7 +137,7 @@ def density(store: "Store", trace: str, bins: int = 1000, *, by: str = "type", s
     if sel:
         starts = np.array([s["offset"] for s in sel], dtype=np.int64)
         ends = starts + np.array([s["count"] for s in sel], dtype=np.int64)
-        counts = _core.binned_counts(ts_all, pa.array(starts), pa.array(ends), pa.array(edges))
+        counts = idx.binned_counts("ts", pa.array(starts), pa.array(ends), pa.array(edges))
         counts = counts.to_numpy().reshape(len(sel), bins)
     else:
         counts = np.zeros((0, bins), np.int64)
@@ -166,8 +166,7 @@ def density(store: "Store", trace: str, bins: int = 1000, *, by: str = "type", s
     return pa.table(cols)
 
 
-def _index_bounds(ts: pa.Array, streams: list[dict]) -> tuple[int, int]:
-    a = ts.to_numpy()
+def _index_bounds(a, streams: list[dict]) -> tuple[int, int]:
     firsts = [a[s["offset"]] for s in streams if s["count"]]
     lasts = [a[s["offset"] + s["count"] - 1] for s in streams if s["count"]]
     return int(min(firsts)), int(max(lasts))

@@ -175,8 +175,12 @@ def run(events: int = 100_000_000, *, workdir: str | None = None, queries: int =
                 t0 = time.perf_counter()
                 build()
                 out["build"][name.replace(" ", "_") + "_s"] = round(time.perf_counter() - t0, 2)
-            out["build"]["index_bytes"] = sum((directory / r["path"]).stat().st_size
-                                              for r in s.results(trace=TRACE, tool="tracehouse.index") if r["path"])
+            by_index: dict[str, int] = {}
+            for r in s.results(trace=TRACE, tool="tracehouse.index"):
+                if r["path"]:
+                    by_index[r["name"]] = by_index.get(r["name"], 0) + (directory / r["path"]).stat().st_size
+            out["build"]["index_bytes"] = sum(by_index.values())
+            out["build"]["index_bytes_by_index"] = by_index
             out["build"]["processed_bytes"] = s.trace(spans_name).bytes
 
             # -- children of one call ---------------------------------------------------
@@ -304,5 +308,7 @@ def render(result: dict) -> Table:
     t.caption = (f"one-time: generate {b.get('generate_s', 0):.0f} s, save processed spans {b.get('save_processed_s', 0):.0f} s, "
                  f"span index {b.get('span_index_s', 0):.0f} s, objects {b.get('objects_index_s', 0):.0f} s, "
                  f"locals {b.get('locals_index_s', 0):.0f} s, density {b.get('density_index_s', 0):.0f} s; "
-                 f"indexes {b.get('index_bytes', 0) / 2**30:.2f} GiB, trace {result['trace']['bytes'] / 2**30:.2f} GiB")
+                 f"indexes {b.get('index_bytes', 0) / 2**30:.2f} GiB "
+                 f"({b.get('index_bytes', 0) / max(1, result['trace']['bytes']):.2f} x the trace), "
+                 f"trace {result['trace']['bytes'] / 2**30:.2f} GiB")
     return t

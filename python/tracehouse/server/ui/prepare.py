@@ -206,7 +206,7 @@ def span_index_params(cfg: SpanConfig) -> dict:
 class Streams:
     """The density index's stream table as arrays: stream i is rows [offset, offset+count)."""
 
-    index: pa.Table
+    index: _index.PackedIndex
     types: np.ndarray  # object: type name per stream
     producers: np.ndarray  # int64
     offsets: np.ndarray  # int64
@@ -244,7 +244,7 @@ class Blocks:
 @dataclass
 class SpanData:
     config: SpanConfig
-    index: pa.Table  # span index: spans by (producer, depth, ts), mmapped
+    index: _index.PackedIndex  # span index: spans by (producer, depth, ts), packed and mmapped
     processed: str | None  # name of the processed trace
 
 
@@ -342,13 +342,14 @@ class Preparer:
 
         def make(idx: pa.Table) -> Streams:
             rows = json.loads(idx.schema.metadata[b"streams"])
-            counts = np.array([r["count"] for r in rows], np.int64)
-            offsets = np.array([r["offset"] for r in rows], np.int64)
-            ts = as_numpy(idx.column("ts")) if idx.num_rows else np.zeros(0, np.int64)
+            ts = _index.array(idx, "ts") if idx.num_rows else np.zeros(0, np.int64)
             dur = None
             if "dur" in idx.column_names and idx.num_rows:
                 d = idx.column("dur")
                 dur = as_numpy(d.fill_null(-1) if d.null_count else d)
+            rows, ts, dur = _one_stream_each(rows, ts, dur)
+            counts = np.array([r["count"] for r in rows], np.int64)
+            offsets = np.array([r["offset"] for r in rows], np.int64)
             nz = counts > 0
             lo = int(ts[offsets[nz]].min()) if nz.any() else None
             hi = int(ts[offsets[nz] + counts[nz] - 1].max()) if nz.any() else None
@@ -403,7 +404,7 @@ class Preparer:
         a level's busy time between two instants is then two lookups (the timeline)."""
         b = self.blocks(trace, sd)
         if b.cumdur is None:
-            dur = _index.column(sd.index, "end_ts") - _index.column(sd.index, "ts")
+            dur = _index.array(sd.index, "end_ts") - _index.array(sd.index, "ts")
             b.cumdur = np.concatenate([[0], np.cumsum(dur)])
         return b.cumdur
 
@@ -452,13 +453,36 @@ class Preparer:
         return self._need(trace, "the call paths", cached, make)
 
 
+def _one_stream_each(rows: list[dict], ts: np.ndarray, dur: np.ndarray | None):
+    """The density index's streams with one entry per (type, producer): an index in parts
+    (`_index.get_parts`) lists a stream once per part; their rows are merged in ts order."""
+    keys = [(r["type"], r["producer"]) for r in rows]
+    if len(set(keys)) == len(keys):
+        return rows, ts, dur
+    groups: dict[tuple, list[dict]] = {}
+    for k, r in zip(keys, rows):
+        groups.setdefault(k, []).append(r)
+    out_rows, ts_parts, dur_parts, off = [], [], [], 0
+    for (typ, prod), rs in groups.items():  # one step per stream, not per event
+        idx = np.concatenate([np.arange(r["offset"], r["offset"] + r["count"]) for r in rs])
+        idx = idx[np.argsort(ts[idx], kind="stable")]
+        ts_parts.append(ts[idx])
+        if dur is not None:
+            dur_parts.append(dur[idx])
+        out_rows.append({"type": typ, "producer": prod, "offset": off, "count": len(idx)})
+        off += len(idx)
+    ts = np.concatenate(ts_parts) if ts_parts else ts[:0]
+    return out_rows, ts, (np.concatenate(dur_parts) if dur_parts else dur)
+
+
 def _call_paths(sd: SpanData) -> Calls:
     """Every span's node of the calling-context tree (`_core.call_tree`, the aggregated call
     tree's own pass), aligned with the span index rows (which are ordered by producer,
     depth, ts: the pass wants span_id order, so columns go through `row_of`)."""
     idx = sd.index
     n = idx.num_rows
-    row_of = _index.column(idx, "row_of")
+    row_of = np.empty(n, np.int64)  # the row of span i (span_id is a permutation of 0..n-1)
+    row_of[_index.array(idx, "span_id")] = np.arange(n, dtype=np.int64)
     name_col = _begin_name(sd.config.name_column) if sd.config.name_column else None
     if name_col and name_col in idx.column_names:
         codes_rows, names = _name_strings(idx.column(name_col))
@@ -467,15 +491,15 @@ def _call_paths(sd: SpanData) -> Calls:
     if n == 0:
         z = np.zeros(0, np.int64)
         return Calls(z.astype(np.int32), z, z.astype(np.int32), z, names, z.astype(np.int32))
-    parent_rows = _index.column(idx, "parent_id")
-    depth_rows = _index.column(idx, "depth")
+    parent_rows = _index.array(idx, "parent_id")
+    depth_rows = _index.array(idx, "depth")
     # span_id order: column[row_of[i]] is span i's value.
     parent = parent_rows[row_of]
     codes = codes_rows[row_of]
     depth = depth_rows[row_of].astype(np.int32)
     ct = _core.call_tree(pa.array(parent), pa.array(codes), pa.array(depth))
     node_sid = ct["node_of"].to_numpy()
-    sid_rows = _index.column(idx, "span_id")
+    sid_rows = _index.array(idx, "span_id")
     node_rows = node_sid[sid_rows].astype(np.int32)
     key = ct["key"].to_numpy()
     return Calls(node_rows, ct["parent"].to_numpy(), ct["depth"].to_numpy(), np.where(key < 0, 0, key), names,
@@ -487,10 +511,10 @@ def _blocks(idx: pa.Table) -> Blocks:
     if n == 0:
         z = np.zeros(0, np.int64)
         return Blocks(z, z, z, z, True)
-    prod = _index.column(idx, "producer")
-    depth = _index.column(idx, "depth")
+    prod = _index.array(idx, "producer")
+    depth = _index.array(idx, "depth")
     cut = np.flatnonzero((prod[1:] != prod[:-1]) | (depth[1:] != depth[:-1])) + 1
     start = np.concatenate([[0], cut]).astype(np.int64)
     end = np.concatenate([cut, [n]]).astype(np.int64)
     return Blocks(start, end, prod[start].astype(np.int64), depth[start].astype(np.int64),
-                  bool(_index.column(idx, "closed").all()))
+                  bool(_index.array(idx, "closed").all()))

@@ -214,8 +214,8 @@ def _span_window(prep: Preparer, trace: str, sd: SpanData, w: Window, start: int
     sel = np.arange(len(blocks.start))
     if w.producers is not None:
         sel = sel[np.isin(blocks.producer, np.array(w.producers, np.int64))]
-    ts = _index.column(idx, "ts")
-    reach = _index.column(idx, "end_max" if overlap and "end_max" in idx.column_names else "end_ts")
+    ts = _index.array(idx, "ts")
+    reach = _index.array(idx, "end_max" if overlap and "end_max" in idx.column_names else "end_ts")
     parts = []
     for a, b in zip(blocks.start[sel].tolist(), blocks.end[sel].tolist()):  # one pair of searches per block
         i = a + (_index.search(reach[a:b], start, "right") if overlap else _index.search(ts[a:b], start, "left"))
@@ -224,7 +224,7 @@ def _span_window(prep: Preparer, trace: str, sd: SpanData, w: Window, start: int
             parts.append(np.arange(i, j, dtype=np.int64))
     rows = np.concatenate(parts) if parts else np.zeros(0, np.int64)
     if overlap and len(rows):
-        rows = rows[_index.column(idx, "end_ts")[rows] > start]
+        rows = rows[_index.array(idx, "end_ts")[rows] > start]
     return rows
 
 
@@ -233,9 +233,9 @@ def _overlapping(prep: Preparer, trace: str, sd: SpanData, w: Window, start: int
     """(rows, durations clipped to [start, end)) of the spans overlapping the window."""
     rows = _span_window(prep, trace, sd, w, start, end, overlap=True)
     if isinstance(rows, slice):  # the whole trace: nothing to clip
-        return rows, _index.column(sd.index, "dur")
-    ts = _index.column(sd.index, "ts")[rows]
-    end_ts = _index.column(sd.index, "end_ts")[rows]
+        return rows, _index.array(sd.index, "dur")
+    ts = _index.array(sd.index, "ts")[rows]
+    end_ts = _index.array(sd.index, "end_ts")[rows]
     return rows, np.minimum(end_ts, end) - np.maximum(ts, start)
 
 
@@ -243,7 +243,7 @@ def _starting(prep: Preparer, trace: str, sd: SpanData, w: Window, start: int, e
     """Rows of the closed spans starting in the window (histograms, top, by state); the whole
     trace when every span is closed: slice(None)."""
     rows = _span_window(prep, trace, sd, w, start, end, overlap=False)
-    closed = _index.column(sd.index, "closed")
+    closed = _index.array(sd.index, "closed")
     if isinstance(rows, slice):
         return rows if prep.all_closed(trace, sd) else np.flatnonzero(closed)
     return rows[closed[rows]]
@@ -266,7 +266,7 @@ def _stats_state(prep: Preparer, trace: str, w: Window) -> dict:
     lo, hi = trace_bounds(prep, trace)
     start, end = w.bounds(lo, hi)
     rows = _starting(prep, trace, sd, w, start, end)
-    dur = _index.column(sd.index, "dur")[rows]
+    dur = _index.array(sd.index, "dur")[rows]
     code = calls.code[rows]
     nn = len(calls.names)
     total = np.bincount(code, weights=dur, minlength=nn)
@@ -333,7 +333,7 @@ def hist(prep: Preparer, trace: str, w: Window, *, kind: str = "hist", unit: str
     tlo, thi = trace_bounds(prep, trace)
     start, end = w.bounds(tlo, thi)
     rows = _starting(prep, trace, sd, w, start, end)
-    values = _index.column(sd.index, "dur")[rows]
+    values = _index.array(sd.index, "dur")[rows]
     summary = prep.cached(trace, ("dur summary", w), lambda: _summary(values))
     if kind == "lhist" and (lo is None or hi is None or step is None):
         lo, hi, step = _linear_buckets(summary.get("p99", 0), unit)
@@ -375,7 +375,7 @@ def top_spans(prep: Preparer, trace: str, w: Window, n: int = 25) -> dict:
     tlo, thi = trace_bounds(prep, trace)
     start, end = w.bounds(tlo, thi)
     rows = _starting(prep, trace, sd, w, start, end)
-    dur = _index.column(sd.index, "dur")[rows]
+    dur = _index.array(sd.index, "dur")[rows]
     count = len(dur)
     if count > n:
         pick = np.argpartition(-dur, n)[:n]
@@ -391,7 +391,7 @@ def span_rows(prep: Preparer, trace: str, sd: SpanData, rows: np.ndarray) -> lis
     calls = prep.calls(trace)
     names = _producer_names(prep.store, trace)
     idx = sd.index
-    cols = {c: _index.column(idx, c)[rows] for c in ("span_id", "ts", "end_ts", "dur", "self_time", "producer",
+    cols = {c: _index.array(idx, c)[rows] for c in ("span_id", "ts", "end_ts", "dur", "self_time", "producer",
                                                        "depth", "closed")}
     label = calls.names.take(pa.array(calls.code[rows])).to_pylist() if len(rows) else []
     out = []
@@ -588,14 +588,14 @@ def _span_levels(prep: Preparer, trace: str, sd: SpanData, calls, producer: int,
     as bars while at most LEVEL_ITEMS (3 numbers each), else its busy share and dominant name
     per 2-pixel bin; levels past the budget are one {"mode": "cut"} (zoom in to see them)."""
     idx = sd.index
-    prod = _index.column(idx, "producer")
-    depth = _index.column(idx, "depth")
+    prod = _index.array(idx, "producer")
+    depth = _index.array(idx, "depth")
     lo, hi = _index.key_range([prod], [int(producer)])
     if lo == hi:
         return [], 0
-    ts_all = _index.column(idx, "ts")
-    end_all = _index.column(idx, "end_ts")
-    end_max = _index.column(idx, "end_max") if "end_max" in idx.column_names else None
+    ts_all = _index.array(idx, "ts")
+    end_all = _index.array(idx, "end_ts")
+    end_max = _index.array(idx, "end_max") if "end_max" in idx.column_names else None
     cum = prep.cumdur(trace, sd)  # prefix sums of dur over the index rows
     lod = np.unique(np.concatenate([edges[::2], edges[-1:]]))  # 2-pixel bins for per-pixel levels
     levels, used = [], 0
@@ -625,7 +625,7 @@ def _span_levels(prep: Preparer, trace: str, sd: SpanData, calls, producer: int,
             levels.append({"depth": d, "mode": "items", "ts": ts_all[rows].tolist(),
                            "dur": (end_all[rows] - ts_all[rows]).tolist(),
                            "name": calls.code[rows].tolist() if calls is not None else [],
-                           "id": _index.column(idx, "span_id")[rows].tolist()})
+                           "id": _index.array(idx, "span_id")[rows].tolist()})
         else:
             bi, bj = max(0, i - 1), min(len(ts), j + 1)
             # the prefix sums as a view: _busy only differences them (re-basing them on the
