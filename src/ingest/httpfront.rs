@@ -33,6 +33,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::tcpfront::{TcpItem, TcpListen};
 use crate::sync::lock;
 
 /// Limits and timeouts of the front end.
@@ -138,11 +139,20 @@ pub struct FrontStats {
     pub slow_refusals: AtomicU64,
 }
 
+/// What waits for the dispatcher: complete HTTP requests and TCP line-protocol items.
+#[derive(Default)]
+pub struct Inbox {
+    /// HTTP requests, in arrival order.
+    pub http: VecDeque<Request>,
+    /// TCP items, in arrival order (a connection's in its stream's order).
+    pub tcp: VecDeque<TcpItem>,
+}
+
 /// The shared state of one front end: its queue, budget and counters.
 pub struct Front {
     cfg: FrontConfig,
-    queue: Mutex<VecDeque<Request>>,
-    ready: Condvar,
+    pub(crate) inbox: Mutex<Inbox>,
+    pub(crate) ready: Condvar,
     budget: Mutex<usize>,
     budget_freed: Condvar,
     stop: AtomicBool,
@@ -151,7 +161,9 @@ pub struct Front {
     local: SocketAddr,
     open: Mutex<Vec<(u64, TcpStream)>>,
     next_conn: AtomicU64,
-    last_auth_refusal: Mutex<String>,
+    pub(crate) last_auth_refusal: Mutex<String>,
+    /// The line-protocol TCP listener, once started (tcpfront.rs).
+    pub(crate) tcp: Mutex<Option<Arc<TcpListen>>>,
 }
 
 impl Front {
@@ -161,7 +173,7 @@ impl Front {
         let local = listener.local_addr()?;
         let front = Arc::new(Front {
             cfg,
-            queue: Mutex::new(VecDeque::new()),
+            inbox: Mutex::new(Inbox::default()),
             ready: Condvar::new(),
             budget: Mutex::new(0),
             budget_freed: Condvar::new(),
@@ -171,6 +183,7 @@ impl Front {
             open: Mutex::new(Vec::new()),
             next_conn: AtomicU64::new(0),
             last_auth_refusal: Mutex::new(String::new()),
+            tcp: Mutex::new(None),
         });
         let f = Arc::clone(&front);
         thread::Builder::new().name("th-http-accept".into()).spawn(move || f.accept_loop(listener))?;
@@ -181,9 +194,15 @@ impl Front {
     /// least one), waiting at most `timeout` for the first. The byte cap keeps one dispatcher
     /// round short: a round's requests are answered together, after its last append.
     pub fn take(&self, max: usize, max_bytes: usize, timeout: Duration) -> Vec<Request> {
+        self.take_all(max, max_bytes, timeout).0
+    }
+
+    /// [`Front::take`] for HTTP requests and TCP items alike: up to `max` of each, up to
+    /// `max_bytes` of body each (at least one of either), waiting at most `timeout` for one.
+    pub fn take_all(&self, max: usize, max_bytes: usize, timeout: Duration) -> (Vec<Request>, Vec<TcpItem>) {
         let deadline = Instant::now() + timeout;
-        let mut q = lock(&self.queue);
-        while q.is_empty() && !self.stop.load(Ordering::Relaxed) {
+        let mut q = lock(&self.inbox);
+        while q.http.is_empty() && q.tcp.is_empty() && !self.stop.load(Ordering::Relaxed) {
             let left = deadline.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 break;
@@ -192,15 +211,29 @@ impl Front {
         }
         let mut n = 0usize;
         let mut bytes = 0usize;
-        while n < q.len() && n < max.max(1) {
-            let b = q[n].body.len();
+        while n < q.http.len() && n < max.max(1) {
+            let b = q.http[n].body.len();
             if n > 0 && bytes + b > max_bytes {
                 break;
             }
             bytes += b;
             n += 1;
         }
-        q.drain(..n).collect()
+        let http: Vec<Request> = q.http.drain(..n).collect();
+        let (mut m, mut tbytes) = (0usize, 0usize);
+        while m < q.tcp.len() && m < max.max(1) {
+            let b = q.tcp[m].bytes();
+            if (m > 0 || !http.is_empty()) && tbytes + b > max_bytes {
+                break;
+            }
+            tbytes += b;
+            m += 1;
+        }
+        let tcp: Vec<TcpItem> = q.tcp.drain(..m).collect();
+        for item in &tcp {
+            item.conn.open_item.store(false, Ordering::Relaxed); // taken: the connection's next lines start a new item
+        }
+        (http, tcp)
     }
 
     /// Stops accepting, closes every connection and wakes every `take`.
@@ -208,13 +241,15 @@ impl Front {
         if self.stop.swap(true, Ordering::SeqCst) {
             return;
         }
+        self.close_tcp(Duration::ZERO);
         let _ = TcpStream::connect_timeout(&self.local, Duration::from_millis(200)); // wakes accept()
         for (_, s) in lock(&self.open).drain(..) {
             let _ = s.shutdown(Shutdown::Both);
         }
         self.ready.notify_all();
         self.budget_freed.notify_all();
-        lock(&self.queue).clear();
+        let left = std::mem::take(&mut *lock(&self.inbox));
+        drop(left); // outside the lock: an unfinished TCP item tells its connection
     }
 
     /// Whether `close` was called.
@@ -417,12 +452,12 @@ impl Front {
             req.reply = Some(tx);
             self.stats.requests.fetch_add(1, Ordering::Relaxed);
             {
-                let mut q = lock(&self.queue);
+                let mut q = lock(&self.inbox);
                 if self.closed() {
                     self.release(hold);
                     return;
                 }
-                q.push_back(req);
+                q.http.push_back(req);
             }
             self.ready.notify_one();
             let reply = rx.recv();
