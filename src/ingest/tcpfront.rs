@@ -48,6 +48,9 @@ use super::commit::GroupCommit;
 use super::httpfront::Front;
 use crate::sync::lock;
 
+/// Bytes one item grows to at most by later reads (see [`Front::push_lines`]).
+pub const ITEM_BYTES: usize = 1 << 20;
+
 /// Limits of the TCP listener.
 #[derive(Clone, Debug)]
 pub struct TcpConfig {
@@ -461,10 +464,14 @@ impl Front {
         if conn.open_item.load(Ordering::Relaxed) {
             if let Some(item) = ib.tcp.iter_mut().rev().find(|i| i.conn.id == conn.id) {
                 if let Payload::Lines { body, lines: n, .. } = &mut item.payload {
-                    body.extend_from_slice(lines);
-                    *n += count;
-                    item.bytes += lines.len();
-                    return true;
+                    if body.len() + lines.len() > ITEM_BYTES {
+                        // full: a new item (below)
+                    } else {
+                        body.extend_from_slice(lines);
+                        *n += count;
+                        item.bytes += lines.len();
+                        return true;
+                    }
                 }
             }
         }
@@ -474,9 +481,13 @@ impl Front {
             st.next_seq += 1;
             st.next_seq - 1
         };
+        // Room for the reads that may extend it, reserved once: growing by doubling copied
+        // each body up to four times (and faulted in fresh pages each time).
+        let mut body = Vec::with_capacity(ITEM_BYTES.max(lines.len()));
+        body.extend_from_slice(lines);
         ib.tcp.push_back(TcpItem {
             conn: Arc::clone(conn),
-            payload: Payload::Lines { body: lines.to_vec(), first_line: first, lines: count },
+            payload: Payload::Lines { body, first_line: first, lines: count },
             received_ns: now_ns(),
             seq,
             bytes: lines.len(),
