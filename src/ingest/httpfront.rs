@@ -202,8 +202,23 @@ impl Front {
     pub fn take_all(&self, max: usize, max_bytes: usize, timeout: Duration) -> (Vec<Request>, Vec<TcpItem>) {
         let deadline = Instant::now() + timeout;
         let mut q = lock(&self.inbox);
-        while q.http.is_empty() && q.tcp.is_empty() && !self.stop.load(Ordering::Relaxed) {
-            let left = deadline.saturating_duration_since(Instant::now());
+        loop {
+            if !q.http.is_empty() || self.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            // A TCP item cut inside a line waits a moment for the rest (tcpfront.rs, `ripe`).
+            let now = Instant::now();
+            let mut wake = deadline;
+            if q.tcp.iter().any(|i| match i.due(now) {
+                Ok(()) => true,
+                Err(at) => {
+                    wake = wake.min(at);
+                    false
+                }
+            }) {
+                break;
+            }
+            let left = wake.saturating_duration_since(now);
             if left.is_zero() {
                 break;
             }
@@ -220,18 +235,26 @@ impl Front {
             n += 1;
         }
         let http: Vec<Request> = q.http.drain(..n).collect();
-        let (mut m, mut tbytes) = (0usize, 0usize);
-        while m < q.tcp.len() && m < max.max(1) {
-            let b = q.tcp[m].bytes();
-            if (m > 0 || !http.is_empty()) && tbytes + b > max_bytes {
-                break;
+        let now = Instant::now();
+        let mut tcp: Vec<TcpItem> = Vec::new();
+        let mut tbytes = 0usize;
+        if q.tcp.iter().any(|i| i.due(now).is_ok()) {
+            let mut rest = VecDeque::with_capacity(q.tcp.len());
+            let mut passed: Vec<u64> = Vec::new(); // connections with an item left: their later ones wait too
+            for item in q.tcp.drain(..) {
+                let room =
+                    tcp.len() < max.max(1) && (tcp.is_empty() && http.is_empty() || tbytes + item.bytes() <= max_bytes);
+                let id = item.conn.id();
+                if room && item.due(now).is_ok() && !passed.contains(&id) {
+                    tbytes += item.bytes();
+                    item.conn.open_item.store(false, Ordering::Relaxed); // taken: its next lines start a new item
+                    tcp.push(item);
+                } else {
+                    passed.push(id);
+                    rest.push_back(item);
+                }
             }
-            tbytes += b;
-            m += 1;
-        }
-        let tcp: Vec<TcpItem> = q.tcp.drain(..m).collect();
-        for item in &tcp {
-            item.conn.open_item.store(false, Ordering::Relaxed); // taken: the connection's next lines start a new item
+            q.tcp = rest;
         }
         (http, tcp)
     }

@@ -45,11 +45,16 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::commit::GroupCommit;
-use super::httpfront::Front;
+use super::httpfront::{Front, Inbox};
 use crate::sync::lock;
 
 /// Bytes one item grows to at most by later reads (see [`Front::push_lines`]).
-pub const ITEM_BYTES: usize = 1 << 20;
+pub const ITEM_BYTES: usize = 4 << 20;
+
+/// How long an item whose last read ended inside a line (more of that write is coming) waits
+/// for the rest before the dispatcher takes it anyway (a sender stalled mid-line must not hold
+/// its complete lines).
+pub const RIPE_AFTER: Duration = Duration::from_millis(10);
 
 /// Limits of the TCP listener.
 #[derive(Clone, Debug)]
@@ -131,6 +136,9 @@ pub struct TcpItem {
     seq: u64,
     bytes: usize,
     finished: bool,
+    /// Its last read ended at a line's end (a sender's write is likely whole): take it now.
+    ripe: bool,
+    since: Instant,
 }
 
 /// What an ingested item answers (in order with the connection's other items).
@@ -208,6 +216,11 @@ impl TcpListen {
 }
 
 impl Conn {
+    /// Its number among the server's TCP connections.
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
     /// Records `a` as item `seq`'s answer and sends, in order, every answer now due.
     fn answer(&self, seq: u64, a: Answer) {
         let mut st = lock(&self.state);
@@ -271,6 +284,16 @@ impl TcpItem {
     /// Bytes of its lines.
     pub fn bytes(&self) -> usize {
         self.bytes
+    }
+
+    /// Whether the dispatcher should take it at `now` (else: when it may, at the latest).
+    pub fn due(&self, now: Instant) -> Result<(), Instant> {
+        let at = self.since + RIPE_AFTER;
+        if self.ripe || now >= at {
+            Ok(())
+        } else {
+            Err(at)
+        }
     }
 
     /// The item was appended: `rows` stored, `errors` (line, reason) refused, its lines up to
@@ -447,7 +470,13 @@ impl Front {
     /// Hands `lines` (complete, numbered from `first`) to the dispatcher: extends the
     /// connection's item still waiting in the queue, or queues a new one. False when the front
     /// end is closed.
-    fn push_lines(&self, conn: &Arc<Conn>, lines: &[u8], first: u64, count: u64) -> bool {
+    ///
+    /// `ripe`: the read ended at a line's end. A sender writes whole batches, and the kernel
+    /// hands them over in pieces: an item taken while the rest of its batch streams in left the
+    /// rest to a later round at the back of the queue (a durable-offset `ok` then waited for
+    /// two rounds, not one); so an item cut inside a line waits for its next read (at most
+    /// [`RIPE_AFTER`]).
+    fn push_lines(&self, conn: &Arc<Conn>, lines: &[u8], first: u64, count: u64, ripe: bool) -> bool {
         {
             let mut st = lock(&conn.state);
             st.queued += lines.len();
@@ -465,11 +494,17 @@ impl Front {
             if let Some(item) = ib.tcp.iter_mut().rev().find(|i| i.conn.id == conn.id) {
                 if let Payload::Lines { body, lines: n, .. } = &mut item.payload {
                     if body.len() + lines.len() > ITEM_BYTES {
-                        // full: a new item (below)
+                        item.ripe = true; // full: taken as it is, a new item below
                     } else {
                         body.extend_from_slice(lines);
                         *n += count;
                         item.bytes += lines.len();
+                        let newly = ripe && !item.ripe;
+                        item.ripe = ripe;
+                        drop(ib);
+                        if newly {
+                            self.ready.notify_one();
+                        }
                         return true;
                     }
                 }
@@ -492,11 +527,22 @@ impl Front {
             seq,
             bytes: lines.len(),
             finished: false,
+            ripe,
+            since: Instant::now(),
         });
         conn.open_item.store(true, Ordering::Relaxed);
         drop(ib);
         self.ready.notify_one();
         true
+    }
+
+    /// Marks `conn`'s item waiting in the queue ripe (its reader stopped, or sealed it).
+    fn ripen_locked(&self, ib: &mut Inbox, conn: &Conn) {
+        if conn.open_item.load(Ordering::Relaxed) {
+            if let Some(item) = ib.tcp.iter_mut().rev().find(|i| i.conn.id == conn.id) {
+                item.ripe = true;
+            }
+        }
     }
 
     /// Queues the error of dropped line `line`; the connection's next lines start a new item.
@@ -518,7 +564,10 @@ impl Front {
             seq,
             bytes: 0,
             finished: false,
+            ripe: true,
+            since: Instant::now(),
         });
+        self.ripen_locked(&mut ib, conn);
         conn.open_item.store(false, Ordering::Relaxed); // sealed: line numbers stay consecutive per item
         drop(ib);
         self.ready.notify_one();
@@ -614,6 +663,9 @@ impl Front {
             listen: Arc::clone(tcp),
         });
         lock(&tcp.open).push(Arc::clone(&conn));
+        if tcp.stop.load(Ordering::SeqCst) {
+            lock(&conn.state).closing = true; // shutdown began during its handshake: read no more
+        }
         let writer = if conn.acks {
             let c = Arc::clone(&conn);
             thread::Builder::new().name("th-tcp-acks".into()).stack_size(128 << 10).spawn(move || c.write_acks()).ok()
@@ -621,6 +673,11 @@ impl Front {
             None
         };
         self.read_lines(tcp, &conn, &mut r);
+        {
+            let mut ib = lock(&self.inbox);
+            self.ripen_locked(&mut ib, &conn); // nothing more will come: no reason to wait
+        }
+        self.ready.notify_one();
         // What was received is appended and answered before the server closes.
         {
             let mut st = lock(&conn.state);
@@ -654,7 +711,8 @@ impl Front {
                 if start < end {
                     let lines = &r.buf[start..end];
                     let count = memchr::memchr_iter(b'\n', lines).count() as u64;
-                    if !tcp.acquire(lines.len()) || !self.push_lines(conn, lines, line_no + 1, count) {
+                    let ripe = end == r.filled;
+                    if !tcp.acquire(lines.len()) || !self.push_lines(conn, lines, line_no + 1, count, ripe) {
                         return;
                     }
                     line_no += count;
@@ -697,7 +755,7 @@ impl Front {
                     let mut last = r.buf[..r.filled].to_vec();
                     last.push(b'\n');
                     if tcp.acquire(last.len()) {
-                        self.push_lines(conn, &last, line_no + 1, 1);
+                        self.push_lines(conn, &last, line_no + 1, 1, true);
                     }
                 }
                 return;
