@@ -139,6 +139,66 @@ pub struct FrontStats {
     pub slow_refusals: AtomicU64,
 }
 
+/// A counting semaphore of bytes: what connection threads hold in flight, bounded.
+pub(crate) struct Budget {
+    limit: usize,
+    used: Mutex<usize>,
+    freed: Condvar,
+    /// Wake one waiter per release (which passes the wake on while room is left), not all:
+    /// for waiters that poll as well (TCP readers, every 100 ms). HTTP requests wait with a
+    /// deadline and no poll: a wake taken by one that still does not fit must not leave
+    /// another, which would, to its 503.
+    wake_one: bool,
+}
+
+impl Budget {
+    pub(crate) fn new(limit: usize, wake_one: bool) -> Self {
+        Self { limit, used: Mutex::new(0), freed: Condvar::new(), wake_one }
+    }
+
+    /// Takes `n` bytes (at most the whole budget: one larger piece may run alone), waiting
+    /// until `deadline` (None: as long as it takes) or `stop`; false if it could not.
+    /// `gauge` shows what is held.
+    pub(crate) fn acquire(&self, n: usize, deadline: Option<Instant>, stop: &AtomicBool, gauge: &AtomicUsize) -> bool {
+        let n = n.min(self.limit);
+        let mut used = lock(&self.used);
+        while *used + n > self.limit {
+            let wait = match deadline {
+                Some(d) => d.saturating_duration_since(Instant::now()),
+                None => Duration::from_millis(100),
+            };
+            if wait.is_zero() || stop.load(Ordering::Relaxed) {
+                return false;
+            }
+            used = self.freed.wait_timeout(used, wait).unwrap_or_else(|e| e.into_inner()).0;
+        }
+        *used += n;
+        gauge.store(*used, Ordering::Relaxed);
+        if self.wake_one && *used < self.limit {
+            self.freed.notify_one();
+        }
+        true
+    }
+
+    /// Gives back `n` bytes taken by [`Budget::acquire`].
+    pub(crate) fn release(&self, n: usize, gauge: &AtomicUsize) {
+        let n = n.min(self.limit);
+        let mut used = lock(&self.used);
+        *used = used.saturating_sub(n);
+        gauge.store(*used, Ordering::Relaxed);
+        if self.wake_one {
+            self.freed.notify_one();
+        } else {
+            self.freed.notify_all();
+        }
+    }
+
+    /// Wakes every waiter (to see a stop).
+    pub(crate) fn wake_all(&self) {
+        self.freed.notify_all();
+    }
+}
+
 /// What waits for the dispatcher: complete HTTP requests and TCP line-protocol items.
 #[derive(Default)]
 pub struct Inbox {
@@ -153,8 +213,7 @@ pub struct Front {
     cfg: FrontConfig,
     pub(crate) inbox: Mutex<Inbox>,
     pub(crate) ready: Condvar,
-    budget: Mutex<usize>,
-    budget_freed: Condvar,
+    budget: Budget,
     stop: AtomicBool,
     /// The counters.
     pub stats: FrontStats,
@@ -171,12 +230,12 @@ impl Front {
     pub fn start(listener: TcpListener, cfg: FrontConfig) -> io::Result<Arc<Front>> {
         listener.set_nonblocking(false)?;
         let local = listener.local_addr()?;
+        let budget = Budget::new(cfg.max_inflight, false);
         let front = Arc::new(Front {
             cfg,
             inbox: Mutex::new(Inbox::default()),
             ready: Condvar::new(),
-            budget: Mutex::new(0),
-            budget_freed: Condvar::new(),
+            budget,
             stop: AtomicBool::new(false),
             stats: FrontStats::default(),
             local,
@@ -270,7 +329,7 @@ impl Front {
             let _ = s.shutdown(Shutdown::Both);
         }
         self.ready.notify_all();
-        self.budget_freed.notify_all();
+        self.budget.wake_all();
         let left = std::mem::take(&mut *lock(&self.inbox));
         drop(left); // outside the lock: an unfinished TCP item tells its connection
     }
@@ -342,27 +401,12 @@ impl Front {
     }
 
     fn acquire(&self, n: usize) -> bool {
-        let n = n.min(self.cfg.max_inflight); // one request larger than the budget may run alone
         let deadline = Instant::now() + self.cfg.overload_wait;
-        let mut used = lock(&self.budget);
-        while *used + n > self.cfg.max_inflight {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() || self.closed() {
-                return false;
-            }
-            used = self.budget_freed.wait_timeout(used, left).unwrap_or_else(|e| e.into_inner()).0;
-        }
-        *used += n;
-        self.stats.inflight.store(*used, Ordering::Relaxed);
-        true
+        self.budget.acquire(n, Some(deadline), &self.stop, &self.stats.inflight)
     }
 
     fn release(&self, n: usize) {
-        let n = n.min(self.cfg.max_inflight);
-        let mut used = lock(&self.budget);
-        *used = used.saturating_sub(n);
-        self.stats.inflight.store(*used, Ordering::Relaxed);
-        self.budget_freed.notify_all();
+        self.budget.release(n, &self.stats.inflight);
     }
 
     fn serve_connection(&self, mut stream: TcpStream, peer: SocketAddr) {
@@ -503,6 +547,13 @@ fn refuse(mut s: TcpStream, r: &Reply, idle: Duration) {
     if write_reply(&mut s, r, true, false).is_err() {
         return;
     }
+    linger_close(&mut s, idle);
+}
+
+/// Shuts the write side of `s` and discards what still arrives (at most a second, or `idle`):
+/// a close with unread bytes makes the kernel send a reset, which can destroy the answer just
+/// written before the client reads it. (The socket is closed when dropped.)
+pub(crate) fn linger_close(s: &mut TcpStream, idle: Duration) {
     let _ = s.shutdown(Shutdown::Write);
     let end = Instant::now() + idle.min(Duration::from_secs(1));
     let mut sink = [0u8; 16 << 10];

@@ -50,7 +50,7 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::commit::GroupCommit;
-use super::httpfront::{Front, Inbox};
+use super::httpfront::{linger_close, Budget, Front, Inbox};
 use crate::sync::lock;
 
 /// Bytes one item grows to at most by later reads (see [`Front::push_lines`]).
@@ -98,8 +98,7 @@ pub struct TcpListen {
     cfg: TcpConfig,
     /// The counters.
     pub stats: TcpStats,
-    budget: Mutex<usize>,
-    budget_freed: Condvar,
+    budget: Budget,
     stop: AtomicBool,
     local: SocketAddr,
     open: Mutex<Vec<Arc<Conn>>>,
@@ -197,32 +196,14 @@ fn now_ns() -> i64 {
 
 impl TcpListen {
     fn acquire(&self, n: usize) -> bool {
-        let n = n.min(self.cfg.max_inflight); // one chunk larger than the budget may run alone
-        let mut used = lock(&self.budget);
-        while *used + n > self.cfg.max_inflight {
-            if self.stop.load(Ordering::Relaxed) {
-                return false;
-            }
-            used =
-                self.budget_freed.wait_timeout(used, Duration::from_millis(100)).unwrap_or_else(|e| e.into_inner()).0;
-        }
-        *used += n;
-        self.stats.inflight.store(*used, Ordering::Relaxed);
-        if *used < self.cfg.max_inflight {
-            self.budget_freed.notify_one(); // room may be left for the next reader: pass the wake on
-        }
-        true
+        self.budget.acquire(n, None, &self.stop, &self.stats.inflight)
     }
 
     fn release(&self, n: usize) {
-        let n = n.min(self.cfg.max_inflight);
-        let mut used = lock(&self.budget);
-        *used = used.saturating_sub(n);
-        self.stats.inflight.store(*used, Ordering::Relaxed);
-        // One reader, which wakes the next if room is left: waking all of them on each release
-        // (128 readers of a full budget) was ~7,000 context switches a second and a quarter of
-        // the server's CPU in its connection threads, measured with `perf` at-most-once.
-        self.budget_freed.notify_one();
+        // One reader is woken, which wakes the next if room is left: waking all of them on each
+        // release (128 readers of a full budget) was ~7,000 context switches a second and a
+        // quarter of the server's CPU in its connection threads, measured with `perf`.
+        self.budget.release(n, &self.stats.inflight);
     }
 }
 
@@ -391,11 +372,11 @@ impl Front {
     /// items come out of [`Front::take_all`].
     pub fn listen_tcp(self: &Arc<Self>, listener: TcpListener, cfg: TcpConfig) -> io::Result<()> {
         listener.set_nonblocking(false)?;
+        let budget = Budget::new(cfg.max_inflight, true);
         let tcp = Arc::new(TcpListen {
             cfg,
             stats: TcpStats::default(),
-            budget: Mutex::new(0),
-            budget_freed: Condvar::new(),
+            budget,
             stop: AtomicBool::new(false),
             local: listener.local_addr()?,
             open: Mutex::new(Vec::new()),
@@ -429,7 +410,7 @@ impl Front {
             let _ = c.stream.shutdown(Shutdown::Read);
             c.changed.notify_all();
         }
-        tcp.budget_freed.notify_all();
+        tcp.budget.wake_all();
         let deadline = Instant::now() + timeout;
         let mut g = lock(&tcp.ended_lock);
         loop {
@@ -606,27 +587,10 @@ impl Front {
         };
         let opts = first_end.map(|e| handshake(&r.buf[..e])).unwrap_or_default();
         let mut w = r.stream.try_clone().ok();
-        // Closing with unread bytes would make the kernel send a reset, which can destroy the
-        // answer before the client reads it: shut the write side, discard what arrives (at most
-        // a second), then close.
         let refuse = |w: &mut Option<TcpStream>, msg: &str| {
             if let Some(s) = w.as_mut() {
                 let _ = s.write_all(msg.as_bytes());
-                let _ = s.shutdown(Shutdown::Write);
-                let end = Instant::now() + Duration::from_secs(1);
-                let mut sink = [0u8; 16 << 10];
-                loop {
-                    let left = end.saturating_duration_since(Instant::now());
-                    if left.is_zero() || s.set_read_timeout(Some(left)).is_err() {
-                        break;
-                    }
-                    match s.read(&mut sink) {
-                        Ok(0) => break,
-                        Ok(_) => {}
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-                        Err(_) => break,
-                    }
-                }
+                linger_close(s, cfg.idle_timeout);
             }
         };
         if let Some(token) = cfg.token.as_deref() {
