@@ -523,6 +523,37 @@ class HttpRequest:
         """Answer from `commit`'s thread once record `lsn` is durable (500 with the reason if it
         never will be); a second answer raises."""
 
+class TcpChunk:
+    """Complete lines of one TCP connection (or the error of one line dropped for its length),
+    taken from an HttpFront; finish it exactly once with ``finish`` or ``fail``."""
+
+    @property
+    def bucket(self) -> str: ...
+    @property
+    def precision(self) -> str: ...
+    @property
+    def peer(self) -> str: ...
+    @property
+    def acks(self) -> bool:
+        """Whether the connection asked for durable offsets (`# tracehouse acks=1`)."""
+    @property
+    def first_line(self) -> int: ...
+    @property
+    def received_ns(self) -> int: ...
+    @property
+    def dropped(self) -> tuple[int, str] | None:
+        """(line, reason) of a line dropped for its length, else None."""
+    @property
+    def finished(self) -> bool: ...
+    def take_body(self) -> Body:
+        """Its lines (each ending in newline); a second call returns an empty one."""
+    def finish(self, rows: int, errors: list[tuple[int, str]], last_line: int,
+               commit: GroupCommit | None = None, lsn: int = 0) -> None:
+        """Appended: under durable offsets `err`/`ok` lines are sent, the `ok` once `lsn` is
+        durable in `commit` (None: at once)."""
+    def fail(self, why: str) -> None:
+        """Not appended: its error is sent (durable offsets) and the connection closed."""
+
 class HttpFront:
     """Native HTTP/1.1 front end on a listening socket: thread per connection, framing
     (Content-Length, chunked, 100-continue), the token check on the head (401 before any body
@@ -535,13 +566,24 @@ class HttpFront:
                  min_rate: int = 0) -> None:
         """Takes ownership of listening socket descriptor `fd` (pass a dup). With `token`, every
         request but those to `open_paths` needs it (Token/Bearer, Basic password or ?p=)."""
-    def take(self, max: int = 64, max_bytes: int = 8388608, timeout: float = 0.1) -> list[HttpRequest]:
-        """Up to `max` requests holding at most `max_bytes` of body (at least one), waiting at most
-        `timeout` s for the first (GIL released)."""
+    def take(self, max: int = 64, max_bytes: int = 8388608,
+             timeout: float = 0.1) -> list[HttpRequest | TcpChunk]:
+        """Up to `max` requests holding at most `max_bytes` of body, then up to `max` TCP chunks
+        holding at most `max_bytes` of lines (at least one of either), waiting at most `timeout` s
+        for the first (GIL released)."""
+    def listen_tcp(self, fd: int, *, bucket: str, max_line: int, high_water: int, max_connections: int,
+                   idle_timeout: float, max_inflight: int, token: str | None = None) -> None:
+        """Serve line protocol over TCP on listening socket `fd` (pass a dup) beside HTTP
+        (src/ingest/tcpfront.rs): framing, the `# tracehouse ...` handshake, limits,
+        back-pressure and the durable-offset acknowledgements; chunks come out of ``take``."""
+    def close_tcp(self, timeout: float) -> int:
+        """Stop accepting and reading TCP connections and wait up to `timeout` s for what they
+        sent to be ingested and acknowledged (keep taking meanwhile); the connections left."""
     def close(self) -> None: ...
     def stats(self) -> dict[str, int]:
         """connections, refused_connections, overload_refusals, requests, inflight_bytes,
-        auth_refusals, slow_refusals."""
+        auth_refusals (HTTP and TCP), slow_refusals; with TCP tcp_connections,
+        tcp_refused_connections, tcp_inflight_bytes."""
     def last_auth_refusal(self) -> str:
         """The last request refused for its token ("POST /path from peer: wrong token"), or ""."""
 

@@ -33,6 +33,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use super::tcpfront::{TcpItem, TcpListen};
 use crate::sync::lock;
 
 /// Limits and timeouts of the front end.
@@ -138,20 +139,90 @@ pub struct FrontStats {
     pub slow_refusals: AtomicU64,
 }
 
+/// A counting semaphore of bytes: what connection threads hold in flight, bounded.
+pub(crate) struct Budget {
+    limit: usize,
+    used: Mutex<usize>,
+    freed: Condvar,
+    /// Wake one waiter per release (which passes the wake on while room is left), not all:
+    /// for waiters that poll as well (TCP readers, every 100 ms). HTTP requests wait with a
+    /// deadline and no poll: a wake taken by one that still does not fit must not leave
+    /// another, which would, to its 503.
+    wake_one: bool,
+}
+
+impl Budget {
+    pub(crate) fn new(limit: usize, wake_one: bool) -> Self {
+        Self { limit, used: Mutex::new(0), freed: Condvar::new(), wake_one }
+    }
+
+    /// Takes `n` bytes (at most the whole budget: one larger piece may run alone), waiting
+    /// until `deadline` (None: as long as it takes) or `stop`; false if it could not.
+    /// `gauge` shows what is held.
+    pub(crate) fn acquire(&self, n: usize, deadline: Option<Instant>, stop: &AtomicBool, gauge: &AtomicUsize) -> bool {
+        let n = n.min(self.limit);
+        let mut used = lock(&self.used);
+        while *used + n > self.limit {
+            let wait = match deadline {
+                Some(d) => d.saturating_duration_since(Instant::now()),
+                None => Duration::from_millis(100),
+            };
+            if wait.is_zero() || stop.load(Ordering::Relaxed) {
+                return false;
+            }
+            used = self.freed.wait_timeout(used, wait).unwrap_or_else(|e| e.into_inner()).0;
+        }
+        *used += n;
+        gauge.store(*used, Ordering::Relaxed);
+        if self.wake_one && *used < self.limit {
+            self.freed.notify_one();
+        }
+        true
+    }
+
+    /// Gives back `n` bytes taken by [`Budget::acquire`].
+    pub(crate) fn release(&self, n: usize, gauge: &AtomicUsize) {
+        let n = n.min(self.limit);
+        let mut used = lock(&self.used);
+        *used = used.saturating_sub(n);
+        gauge.store(*used, Ordering::Relaxed);
+        if self.wake_one {
+            self.freed.notify_one();
+        } else {
+            self.freed.notify_all();
+        }
+    }
+
+    /// Wakes every waiter (to see a stop).
+    pub(crate) fn wake_all(&self) {
+        self.freed.notify_all();
+    }
+}
+
+/// What waits for the dispatcher: complete HTTP requests and TCP line-protocol items.
+#[derive(Default)]
+pub struct Inbox {
+    /// HTTP requests, in arrival order.
+    pub http: VecDeque<Request>,
+    /// TCP items, in arrival order (a connection's in its stream's order).
+    pub tcp: VecDeque<TcpItem>,
+}
+
 /// The shared state of one front end: its queue, budget and counters.
 pub struct Front {
     cfg: FrontConfig,
-    queue: Mutex<VecDeque<Request>>,
-    ready: Condvar,
-    budget: Mutex<usize>,
-    budget_freed: Condvar,
+    pub(crate) inbox: Mutex<Inbox>,
+    pub(crate) ready: Condvar,
+    budget: Budget,
     stop: AtomicBool,
     /// The counters.
     pub stats: FrontStats,
     local: SocketAddr,
     open: Mutex<Vec<(u64, TcpStream)>>,
     next_conn: AtomicU64,
-    last_auth_refusal: Mutex<String>,
+    pub(crate) last_auth_refusal: Mutex<String>,
+    /// The line-protocol TCP listener, once started (tcpfront.rs).
+    pub(crate) tcp: Mutex<Option<Arc<TcpListen>>>,
 }
 
 impl Front {
@@ -159,18 +230,19 @@ impl Front {
     pub fn start(listener: TcpListener, cfg: FrontConfig) -> io::Result<Arc<Front>> {
         listener.set_nonblocking(false)?;
         let local = listener.local_addr()?;
+        let budget = Budget::new(cfg.max_inflight, false);
         let front = Arc::new(Front {
             cfg,
-            queue: Mutex::new(VecDeque::new()),
+            inbox: Mutex::new(Inbox::default()),
             ready: Condvar::new(),
-            budget: Mutex::new(0),
-            budget_freed: Condvar::new(),
+            budget,
             stop: AtomicBool::new(false),
             stats: FrontStats::default(),
             local,
             open: Mutex::new(Vec::new()),
             next_conn: AtomicU64::new(0),
             last_auth_refusal: Mutex::new(String::new()),
+            tcp: Mutex::new(None),
         });
         let f = Arc::clone(&front);
         thread::Builder::new().name("th-http-accept".into()).spawn(move || f.accept_loop(listener))?;
@@ -181,10 +253,31 @@ impl Front {
     /// least one), waiting at most `timeout` for the first. The byte cap keeps one dispatcher
     /// round short: a round's requests are answered together, after its last append.
     pub fn take(&self, max: usize, max_bytes: usize, timeout: Duration) -> Vec<Request> {
+        self.take_all(max, max_bytes, timeout).0
+    }
+
+    /// [`Front::take`] for HTTP requests and TCP items alike: up to `max` of each, up to
+    /// `max_bytes` of body each (at least one of either), waiting at most `timeout` for one.
+    pub fn take_all(&self, max: usize, max_bytes: usize, timeout: Duration) -> (Vec<Request>, Vec<TcpItem>) {
         let deadline = Instant::now() + timeout;
-        let mut q = lock(&self.queue);
-        while q.is_empty() && !self.stop.load(Ordering::Relaxed) {
-            let left = deadline.saturating_duration_since(Instant::now());
+        let mut q = lock(&self.inbox);
+        loop {
+            if !q.http.is_empty() || self.stop.load(Ordering::Relaxed) {
+                break;
+            }
+            // A TCP item cut inside a line waits a moment for the rest (tcpfront.rs, `ripe`).
+            let now = Instant::now();
+            let mut wake = deadline;
+            if q.tcp.iter().any(|i| match i.due(now) {
+                Ok(()) => true,
+                Err(at) => {
+                    wake = wake.min(at);
+                    false
+                }
+            }) {
+                break;
+            }
+            let left = wake.saturating_duration_since(now);
             if left.is_zero() {
                 break;
             }
@@ -192,15 +285,37 @@ impl Front {
         }
         let mut n = 0usize;
         let mut bytes = 0usize;
-        while n < q.len() && n < max.max(1) {
-            let b = q[n].body.len();
+        while n < q.http.len() && n < max.max(1) {
+            let b = q.http[n].body.len();
             if n > 0 && bytes + b > max_bytes {
                 break;
             }
             bytes += b;
             n += 1;
         }
-        q.drain(..n).collect()
+        let http: Vec<Request> = q.http.drain(..n).collect();
+        let now = Instant::now();
+        let mut tcp: Vec<TcpItem> = Vec::new();
+        let mut tbytes = 0usize;
+        if q.tcp.iter().any(|i| i.due(now).is_ok()) {
+            let mut rest = VecDeque::with_capacity(q.tcp.len());
+            let mut passed: Vec<u64> = Vec::new(); // connections with an item left: their later ones wait too
+            for item in q.tcp.drain(..) {
+                let room =
+                    tcp.len() < max.max(1) && (tcp.is_empty() && http.is_empty() || tbytes + item.bytes() <= max_bytes);
+                let id = item.conn.id();
+                if room && item.due(now).is_ok() && !passed.contains(&id) {
+                    tbytes += item.bytes();
+                    item.conn.open_item.store(false, Ordering::Relaxed); // taken: its next lines start a new item
+                    tcp.push(item);
+                } else {
+                    passed.push(id);
+                    rest.push_back(item);
+                }
+            }
+            q.tcp = rest;
+        }
+        (http, tcp)
     }
 
     /// Stops accepting, closes every connection and wakes every `take`.
@@ -208,13 +323,15 @@ impl Front {
         if self.stop.swap(true, Ordering::SeqCst) {
             return;
         }
+        self.close_tcp(Duration::ZERO);
         let _ = TcpStream::connect_timeout(&self.local, Duration::from_millis(200)); // wakes accept()
         for (_, s) in lock(&self.open).drain(..) {
             let _ = s.shutdown(Shutdown::Both);
         }
         self.ready.notify_all();
-        self.budget_freed.notify_all();
-        lock(&self.queue).clear();
+        self.budget.wake_all();
+        let left = std::mem::take(&mut *lock(&self.inbox));
+        drop(left); // outside the lock: an unfinished TCP item tells its connection
     }
 
     /// Whether `close` was called.
@@ -284,27 +401,12 @@ impl Front {
     }
 
     fn acquire(&self, n: usize) -> bool {
-        let n = n.min(self.cfg.max_inflight); // one request larger than the budget may run alone
         let deadline = Instant::now() + self.cfg.overload_wait;
-        let mut used = lock(&self.budget);
-        while *used + n > self.cfg.max_inflight {
-            let left = deadline.saturating_duration_since(Instant::now());
-            if left.is_zero() || self.closed() {
-                return false;
-            }
-            used = self.budget_freed.wait_timeout(used, left).unwrap_or_else(|e| e.into_inner()).0;
-        }
-        *used += n;
-        self.stats.inflight.store(*used, Ordering::Relaxed);
-        true
+        self.budget.acquire(n, Some(deadline), &self.stop, &self.stats.inflight)
     }
 
     fn release(&self, n: usize) {
-        let n = n.min(self.cfg.max_inflight);
-        let mut used = lock(&self.budget);
-        *used = used.saturating_sub(n);
-        self.stats.inflight.store(*used, Ordering::Relaxed);
-        self.budget_freed.notify_all();
+        self.budget.release(n, &self.stats.inflight);
     }
 
     fn serve_connection(&self, mut stream: TcpStream, peer: SocketAddr) {
@@ -417,12 +519,12 @@ impl Front {
             req.reply = Some(tx);
             self.stats.requests.fetch_add(1, Ordering::Relaxed);
             {
-                let mut q = lock(&self.queue);
+                let mut q = lock(&self.inbox);
                 if self.closed() {
                     self.release(hold);
                     return;
                 }
-                q.push_back(req);
+                q.http.push_back(req);
             }
             self.ready.notify_one();
             let reply = rx.recv();
@@ -445,6 +547,13 @@ fn refuse(mut s: TcpStream, r: &Reply, idle: Duration) {
     if write_reply(&mut s, r, true, false).is_err() {
         return;
     }
+    linger_close(&mut s, idle);
+}
+
+/// Shuts the write side of `s` and discards what still arrives (at most a second, or `idle`):
+/// a close with unread bytes makes the kernel send a reset, which can destroy the answer just
+/// written before the client reads it. (The socket is closed when dropped.)
+pub(crate) fn linger_close(s: &mut TcpStream, idle: Duration) {
     let _ = s.shutdown(Shutdown::Write);
     let end = Instant::now() + idle.min(Duration::from_secs(1));
     let mut sink = [0u8; 16 << 10];

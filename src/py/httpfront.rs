@@ -1,7 +1,8 @@
-//! Python face of the HTTP front end: `_core.HttpFront` and `_core.HttpRequest`.
+//! Python face of the front end: `_core.HttpFront`, `_core.HttpRequest` and `_core.TcpChunk`.
 //!
 //! Owns the conversions only: a request's parts to Python strings and bytes (the body is
-//! handed over once), an answer back to a [`Reply`]. Waiting for requests releases the GIL.
+//! handed over once), an answer back to a [`Reply`]; a TCP item's lines and what its
+//! ingestion stored. Waiting for requests releases the GIL.
 
 use std::ffi::{c_int, c_void};
 use std::net::TcpListener;
@@ -17,6 +18,7 @@ use pyo3::types::{PyBytes, PyDict};
 
 use super::commit::PyGroupCommit;
 use crate::ingest::httpfront::{error_reply, Front, FrontConfig, Reply, Request};
+use crate::ingest::tcpfront::{Payload, TcpConfig, TcpItem};
 
 /// The native HTTP/1.1 front end listening on one socket.
 #[pyclass(module = "tracehouse._core", name = "HttpFront", frozen)]
@@ -77,13 +79,67 @@ impl PyFront {
         Ok(Self { front })
     }
 
-    /// Up to `max` complete requests with at most `max_bytes` of body together (at least
-    /// one request), waiting at most `timeout` seconds for the first.
+    /// Up to `max` complete HTTP requests with at most `max_bytes` of body together, then
+    /// up to `max` TCP chunks (`TcpChunk`) with at most `max_bytes` of lines (at least one
+    /// of either), waiting at most `timeout` seconds for the first.
     #[pyo3(signature = (max=64, max_bytes=8 << 20, timeout=0.1))]
-    fn take(&self, py: Python<'_>, max: usize, max_bytes: usize, timeout: f64) -> Vec<PyRequest> {
+    fn take(&self, py: Python<'_>, max: usize, max_bytes: usize, timeout: f64) -> PyResult<Vec<Py<PyAny>>> {
         let f = Arc::clone(&self.front);
         let t = Duration::from_secs_f64(timeout.max(0.0));
-        py.detach(move || f.take(max, max_bytes, t)).into_iter().map(|r| PyRequest { inner: Some(r) }).collect()
+        let (http, tcp) = py.detach(move || f.take_all(max, max_bytes, t));
+        let mut out = Vec::with_capacity(http.len() + tcp.len());
+        for r in http {
+            out.push(Py::new(py, PyRequest { inner: Some(r) })?.into_any());
+        }
+        for item in tcp {
+            out.push(Py::new(py, PyTcpChunk::new(item))?.into_any());
+        }
+        Ok(out)
+    }
+
+    /// Starts serving line protocol over TCP on listening socket `fd` (pass a dup) beside
+    /// HTTP: its chunks come out of `take` with the requests (src/ingest/tcpfront.rs).
+    #[pyo3(signature = (fd, *, bucket, max_line, high_water, max_connections, idle_timeout, max_inflight,
+                        token=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn listen_tcp(
+        &self,
+        fd: i32,
+        bucket: String,
+        max_line: usize,
+        high_water: usize,
+        max_connections: usize,
+        idle_timeout: f64,
+        max_inflight: usize,
+        token: Option<String>,
+    ) -> PyResult<()> {
+        if fd < 0 || !(idle_timeout.is_finite() && idle_timeout > 0.0) || max_line == 0 {
+            return Err(PyValueError::new_err("listen_tcp: a socket fd, a positive idle timeout and max_line"));
+        }
+        if token.as_deref() == Some("") {
+            return Err(PyValueError::new_err("listen_tcp: an empty token (pass None for no token)"));
+        }
+        // SAFETY: the caller hands over a listening socket descriptor it no longer uses.
+        let listener = unsafe { TcpListener::from_raw_fd(fd) };
+        let cfg = TcpConfig {
+            bucket,
+            max_line,
+            high_water,
+            max_connections,
+            idle_timeout: Duration::from_secs_f64(idle_timeout),
+            max_inflight,
+            token,
+        };
+        self.front.listen_tcp(listener, cfg).map_err(|e| PyRuntimeError::new_err(format!("listen_tcp: {e}")))
+    }
+
+    /// Stops accepting and reading TCP connections (unfinished last lines are dropped) and
+    /// waits up to `timeout` s for what they sent to be ingested and acknowledged (keep
+    /// taking meanwhile). Returns how many connections were still open.
+    fn close_tcp(&self, py: Python<'_>, timeout: f64) -> usize {
+        let f = Arc::clone(&self.front);
+        let t = Duration::from_secs_f64(timeout.max(0.0));
+        py.detach(move || f.close_tcp(t))
     }
 
     /// Stops accepting and closes every connection.
@@ -93,7 +149,8 @@ impl PyFront {
     }
 
     /// Counters: connections, refused_connections, overload_refusals, requests, inflight_bytes,
-    /// auth_refusals, slow_refusals.
+    /// auth_refusals (HTTP and TCP), slow_refusals; with TCP: tcp_connections,
+    /// tcp_refused_connections, tcp_inflight_bytes.
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
         let s = &self.front.stats;
         let d = PyDict::new(py);
@@ -104,6 +161,11 @@ impl PyFront {
         d.set_item("inflight_bytes", s.inflight.load(Ordering::Relaxed))?;
         d.set_item("auth_refusals", s.auth_refusals.load(Ordering::Relaxed))?;
         d.set_item("slow_refusals", s.slow_refusals.load(Ordering::Relaxed))?;
+        if let Some(t) = self.front.tcp_stats() {
+            d.set_item("tcp_connections", t.stats.connections.load(Ordering::Relaxed))?;
+            d.set_item("tcp_refused_connections", t.stats.refused_connections.load(Ordering::Relaxed))?;
+            d.set_item("tcp_inflight_bytes", t.stats.inflight.load(Ordering::Relaxed))?;
+        }
         Ok(d)
     }
 
@@ -204,6 +266,100 @@ impl PyRequest {
     }
 }
 
+/// A piece of one TCP connection's line-protocol stream: complete lines (`take_body`), or the
+/// error of one line dropped for its length (`dropped`). Finish it exactly once.
+#[pyclass(module = "tracehouse._core", name = "TcpChunk")]
+pub struct PyTcpChunk {
+    inner: Option<TcpItem>,
+    #[pyo3(get)]
+    bucket: String,
+    #[pyo3(get)]
+    precision: String,
+    #[pyo3(get)]
+    peer: String,
+    /// Whether the connection asked for durable offsets (`# tracehouse acks=1`).
+    #[pyo3(get)]
+    acks: bool,
+    /// Number of its first line on the connection (the handshake is line 1).
+    #[pyo3(get)]
+    first_line: u64,
+    /// When its first byte arrived, ns since the epoch (the time of lines without one).
+    #[pyo3(get)]
+    received_ns: i64,
+    /// `(line, reason)` of a dropped line, else None.
+    #[pyo3(get)]
+    dropped: Option<(u64, String)>,
+}
+
+impl PyTcpChunk {
+    fn new(item: TcpItem) -> Self {
+        let (first_line, dropped) = match &item.payload {
+            Payload::Lines { first_line, .. } => (*first_line, None),
+            Payload::Dropped { line, why } => (*line, Some((*line, why.clone()))),
+        };
+        Self {
+            bucket: item.conn.bucket.clone(),
+            precision: item.conn.precision.clone(),
+            peer: item.conn.peer.clone(),
+            acks: item.conn.acks,
+            first_line,
+            received_ns: item.received_ns,
+            dropped,
+            inner: Some(item),
+        }
+    }
+
+    fn item(&mut self) -> PyResult<TcpItem> {
+        self.inner.take().ok_or_else(|| PyRuntimeError::new_err("TCP chunk already finished"))
+    }
+}
+
+#[pymethods]
+impl PyTcpChunk {
+    /// Its lines, without a copy (a `Body`); a second call returns an empty one.
+    fn take_body(&mut self) -> PyResult<PyBody> {
+        let item = self.inner.as_mut().ok_or_else(|| PyRuntimeError::new_err("TCP chunk already finished"))?;
+        let data = match &mut item.payload {
+            Payload::Lines { body, .. } => std::mem::take(body),
+            Payload::Dropped { .. } => Vec::new(),
+        };
+        Ok(PyBody { data })
+    }
+
+    /// Its lines were appended: `rows` stored, `errors` [(line, reason)] refused, lines up to
+    /// `last_line` processed. Under durable offsets the `ok` waits until `lsn` is durable in
+    /// `commit` (None: the rows are already, or the server acknowledges written rows).
+    #[pyo3(signature = (rows, errors, last_line, commit=None, lsn=0))]
+    fn finish(
+        &mut self,
+        py: Python<'_>,
+        rows: u64,
+        errors: Vec<(u64, String)>,
+        last_line: u64,
+        commit: Option<&Bound<'_, PyGroupCommit>>,
+        lsn: u64,
+    ) -> PyResult<()> {
+        let item = self.item()?;
+        let c = commit.map(|c| c.get());
+        py.detach(move || item.finish(rows, errors, last_line, c.map(|c| (&c.inner, lsn))));
+        Ok(())
+    }
+
+    /// Its lines could not be appended (`why`): the error is sent under durable offsets and
+    /// the connection closes once what came before is answered.
+    fn fail(&mut self, py: Python<'_>, why: &str) -> PyResult<()> {
+        let item = self.item()?;
+        py.detach(move || item.fail(why));
+        Ok(())
+    }
+
+    /// Whether `finish` or `fail` was called.
+    #[getter]
+    fn finished(&self) -> bool {
+        self.inner.is_none()
+    }
+}
+
 /// A request body handed to Python without copying it (400 KB bodies at 1,000 requests/s:
 /// a copy into `bytes` under the GIL, page faults included, cost ~150 µs each).
 /// Read-only buffer protocol: `pyarrow.py_buffer(body)`, `zlib`, `memoryview` and
@@ -250,5 +406,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyFront>()?;
     m.add_class::<PyRequest>()?;
     m.add_class::<PyBody>()?;
+    m.add_class::<PyTcpChunk>()?;
     Ok(())
 }

@@ -4,16 +4,16 @@ Owns live ingest into one store: InfluxDB line protocol over HTTP and TCP,
 Arrow IPC over HTTP, read-only SQL over HTTP. Modules:
 
   config.py   ServerConfig: every limit and its default
-  ingest.py   Ingestor: bytes -> decoded batches -> registered producers/columns -> store.append;
-              the in-flight memory budget (TCP); DurabilityWaiter (LSN -> asyncio future, TCP)
-  http.py     routes, gzip, write/query handlers and the dispatcher threads over the
-              native HTTP front end (_core.HttpFront: sockets, framing, the token on the head,
-              limits and timeouts; src/ingest/httpfront.rs); write answers are sent by the store's
-              group committer once durable
+  ingest.py   Ingestor: bytes -> decoded batches -> registered producers/columns -> store.append
+  http.py     routes, gzip, write/query handlers and the dispatcher thread over the
+              native front end (_core.HttpFront: sockets, framing, the token on the head,
+              limits and timeouts; src/ingest/httpfront.rs, tcpfront.rs); write answers are
+              sent by the store's group committer once durable
   queries.py  QueryRunner: SQL query workers, deadlines (interrupt), answer byte cap, shutdown
   sqlguard.py which SQL /api/query runs: one read-only statement, by DuckDB's own parser
-  tcp.py      line protocol over TCP (at-most-once, or durable offsets on request)
-  run.py      serve(): sockets, the HTTP front end, the TCP listener (asyncio), shutdown
+  tcp.py      line protocol over TCP (at-most-once, or durable offsets on request): the
+              dispatcher's side of the native TCP chunks (counters, refusal warnings, acks)
+  run.py      serve(): sockets, the native front end (HTTP and TCP), shutdown
   (cli/serve.py: `tracehouse serve` and `tracehouse load`)
 """
 

@@ -55,6 +55,7 @@ from .config import ServerConfig
 from .ingest import Ingestor, WriteResult
 from .queries import ARROW_STREAM, QueryRunner, QueryStopped
 from .queries import json_bytes as _json
+from .tcp import TcpChunks
 
 log = logging.getLogger("tracehouse.server")
 
@@ -169,6 +170,7 @@ class Api:
         self.front = None  # the _core.HttpFront, for its counters
         self.ui = None  # the web UI (server/ui), when served: it takes its own paths
         self.queries = QueryRunner(ingestor.store, cfg)
+        self.tcp = TcpChunks(ingestor, cfg)  # line protocol over TCP: its chunks come in the same rounds
         # path -> (methods, handler); writes are named, not called: a round gathers them
         self.routes = {
             "/api/v2/write": (("POST",), "lp"),
@@ -200,10 +202,19 @@ class Api:
     # -- dispatch ------------------------------------------------------------------
 
     def dispatch(self, reqs: list) -> None:
-        """Handle a batch of requests taken together from the front end."""
+        """Handle a batch of requests (and TCP chunks) taken together from the front end."""
         lp: dict[str, list[tuple[Call, tuple]]] = {}
         arrow: dict[tuple[str, str, str], list[Call]] = {}
         for req in reqs:
+            if type(req) is _core.TcpChunk:
+                try:
+                    got = self.tcp.item(req)
+                except BaseException as e:  # noqa: BLE001 - every chunk is finished
+                    self.tcp.failed(req, e)
+                    continue
+                if got is not None:  # line protocol over TCP joins its trace's HTTP writes
+                    lp.setdefault(got[0], []).append((req, got[1]))
+                continue
             if self.ui is not None and self.ui.takes(req.path):
                 self.ui.submit(req)  # answered on the UI's own thread (server/ui/bridge.py), never here
                 continue
@@ -247,10 +258,15 @@ class Api:
             results = self.ingestor.write_lp_many(trace, [item for _c, item in calls])
         except BaseException as e:  # noqa: BLE001 - the whole group failed (e.g. unknown bucket)
             for call, _item in calls:
-                call.fail(e, f"write to {trace}")
+                if type(call) is _core.TcpChunk:
+                    self.tcp.failed(call, e)
+                else:
+                    call.fail(e, f"write to {trace}")
             return
         for (call, _item), res in zip(calls, results):
-            if res.error_count:
+            if type(call) is _core.TcpChunk:
+                self.tcp.done(call, res)
+            elif res.error_count:
                 first = res.errors[0] if res.errors else (0, "")
                 msg = (f"partial write: {res.error_count} of {res.lines} lines refused, {res.rows} stored; "
                        f"first at line {first[0]}: {first[1]}")
@@ -323,23 +339,24 @@ class Api:
         call.reply(204, headers=[("x-influxdb-version", "tracehouse"), ("x-influxdb-build", "OSS")])
 
     def health(self, call: Call) -> None:
-        b = self.ingestor.budget
         front = self.front.stats() if self.front is not None else {}
         doc = {"status": "pass", "name": "tracehouse", "pid": os.getpid(), "ack": self.cfg.ack,
                # WAL records appended, not yet fsynced (under --ack written these may be acknowledged)
                "wal_records_unsynced": self.ingestor.store.wal_records_unsynced(),
-               "inflight_bytes": b.used + front.get("inflight_bytes", 0),
-               "inflight_limit": b.limit,
-               "overload_refusals": b.refused + front.get("overload_refusals", 0),
+               "inflight_bytes": front.get("inflight_bytes", 0) + front.get("tcp_inflight_bytes", 0),
+               "inflight_limit": self.cfg.max_inflight,
+               "overload_refusals": front.get("overload_refusals", 0),
                "auth_refusals": front.get("auth_refusals", 0), "slow_refusals": front.get("slow_refusals", 0),
-               "http_connections": front.get("connections", 0),
-               "refused_connections": front.get("refused_connections", 0), **self.queries.stats(),
+               "http_connections": front.get("connections", 0), "tcp_connections": front.get("tcp_connections", 0),
+               "refused_connections": front.get("refused_connections", 0) + front.get("tcp_refused_connections", 0),
+               **self.queries.stats(),
                **self.ingestor.stats}
         call.reply(200, _json(doc), JSON_TYPE)
 
 
 class HttpServer:
-    """The native front end on a listening socket plus the dispatcher thread over `api`.
+    """The native front end on a listening socket (and the line-protocol TCP socket, when
+    given) plus the dispatcher thread over `api`.
 
     One dispatcher: everything slow in a round runs with the GIL released (decode, WAL
     write, gunzip) and the answers go out from the committer's thread, so a second or third
@@ -349,7 +366,7 @@ class HttpServer:
     waits for the one before it (a 64 MB gzip body holds the next round ~0.2 s).
     """
 
-    def __init__(self, api: Api, sock, cfg: ServerConfig) -> None:
+    def __init__(self, api: Api, sock, cfg: ServerConfig, tcp_sock=None) -> None:
         self.api = api
         self.front = _core.HttpFront(
             os.dup(sock.fileno()), max_body=cfg.max_body, max_connections=cfg.max_connections,
@@ -358,6 +375,12 @@ class HttpServer:
             open_paths=OPEN_PATHS + (api.ui.open_paths if api.ui is not None else []),  # the UI's page and assets
             request_timeout=cfg.request_timeout, min_rate=cfg.min_rate)
         sock.close()  # the front end owns its own descriptor of the socket
+        if tcp_sock is not None:
+            self.front.listen_tcp(os.dup(tcp_sock.fileno()), bucket=cfg.tcp_bucket, max_line=cfg.max_line,
+                                  high_water=cfg.tcp_high_water, max_connections=cfg.max_connections,
+                                  idle_timeout=cfg.idle_timeout, max_inflight=cfg.max_inflight,
+                                  token=cfg.token or None)
+            tcp_sock.close()
         api.front = self.front
         self._stop = False
         self.threads = [threading.Thread(target=self._run, name=f"th-http-{i}", daemon=True)
@@ -375,6 +398,11 @@ class HttpServer:
                 except BaseException:  # noqa: BLE001 - a dispatcher must survive anything
                     log.exception("dispatch failed")
             refusals.check()
+
+    def drain_tcp(self, timeout: float = 10.0) -> int:
+        """Stop reading TCP connections and wait (dispatching meanwhile) until what they sent is
+        appended and acknowledged; returns the connections still open after `timeout`."""
+        return self.front.close_tcp(timeout)
 
     def close(self) -> None:
         """Stop accepting and close every connection, then interrupt the running queries."""

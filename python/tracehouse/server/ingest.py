@@ -14,8 +14,6 @@ Owns, for the store the server holds:
   Traces created here own their event types (`own_types`): a bucket's `cpu` is typed by
   what was written to that bucket, so two buckets may type one measurement differently
   (older stores' traces keep their format's shared types);
-- the memory budget (`Budget`): body bytes accepted but not yet durable, across
-  all clients; beyond it requests wait briefly and are then refused (503).
 
 Ordering rule (why acknowledged rows never point at unregistered producers or
 columns): ids and columns are handed out monotonically by the decoder; before a
@@ -25,8 +23,8 @@ pending registrations, which includes any other request's). A batch is appended
 only after that; durability of the append implies durability of the catalog rows
 (SQLite commits before the append starts).
 
-All methods here are blocking and thread-safe; the HTTP and TCP front ends call
-them from worker threads.
+All methods here are blocking and thread-safe; the dispatcher calls them for HTTP and
+TCP writes alike.
 """
 
 from __future__ import annotations
@@ -40,7 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import _core
-from ..errors import AlreadyExists, BadInput, NotFound, TracehouseError
+from ..errors import AlreadyExists, BadInput, NotFound
 from ..schema import Column, EventType, check_ident, infer_event_type
 from ..store import Store
 from ..store.store import check_trace_name
@@ -70,30 +68,6 @@ class WriteResult:
         self.error_count += 1
         if len(self.errors) < limit:
             self.errors.append((line, message))
-
-
-class Budget:
-    """A counting semaphore of bytes: bounded memory for everything in flight."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.used = 0
-        self.cond = threading.Condition()
-        self.refused = 0
-
-    def try_acquire(self, n: int) -> bool:
-        n = min(n, self.limit)  # one request larger than the budget may run alone
-        with self.cond:
-            if self.used + n > self.limit:
-                return False
-            self.used += n
-            return True
-
-    def release(self, n: int) -> None:
-        n = min(n, self.limit)
-        with self.cond:
-            self.used -= n
-            self.cond.notify_all()
 
 
 class _TypeState:
@@ -141,7 +115,6 @@ class Ingestor:
     def __init__(self, store: Store, cfg: ServerConfig) -> None:
         self.store = store
         self.cfg = cfg
-        self.budget = Budget(cfg.max_inflight)
         self._lock = threading.Lock()
         self._types: dict[tuple, _TypeState] = {}
         self._traces: dict[str, _TraceState] = {}
@@ -409,158 +382,3 @@ class Ingestor:
         """The group committer that makes `trace`'s appends durable (None when the fsync
         policy makes them durable in the append itself: always, off)."""
         return self.store.committer(trace)
-
-
-class Coalescer:
-    """Merges line-protocol writes that arrive together into one decode-and-append round.
-
-    A write joins the trace's queue; while fewer than `parallel` rounds run for that trace,
-    a new round takes everything queued (up to `max_bytes`) to a worker thread. Under light
-    load a round holds one write (no added latency); under many small concurrent writes a
-    round holds many, and they share one append and one group commit.
-    """
-
-    def __init__(self, ingestor: Ingestor, loop, parallel: int = 2, max_bytes: int = 8 << 20) -> None:
-        self.ingestor = ingestor
-        self.loop = loop
-        self.parallel = parallel
-        self.max_bytes = max_bytes
-        self.pending: dict[str, list] = {}
-        self.running: dict[str, int] = {}
-
-    async def write(self, trace: str, body: bytes, precision: str = "ns", default_ts: int | None = None,
-                    first_line: int = 1) -> WriteResult:
-        fut = self.loop.create_future()
-        self.pending.setdefault(trace, []).append(((body, precision, default_ts, first_line), fut))
-        if self.running.get(trace, 0) < self.parallel:
-            self.running[trace] = self.running.get(trace, 0) + 1
-            self.loop.create_task(self._drain(trace))
-        return await fut
-
-    async def _drain(self, trace: str) -> None:
-        import asyncio
-
-        try:
-            while self.pending.get(trace):
-                queue = self.pending[trace]
-                take, size = 0, 0
-                while take < len(queue) and (take == 0 or size + len(queue[take][0][0]) <= self.max_bytes):
-                    size += len(queue[take][0][0])
-                    take += 1
-                items, self.pending[trace] = queue[:take], queue[take:]
-                try:
-                    results = await asyncio.to_thread(self.ingestor.write_lp_many, trace, [a for a, _f in items])
-                except Exception as e:  # noqa: BLE001 - handed to every waiting request
-                    for _a, f in items:
-                        if not f.done():
-                            f.set_exception(e)
-                    continue
-                for (_a, f), r in zip(items, results):
-                    if not f.done():
-                        f.set_result(r)
-        finally:
-            self.running[trace] -= 1
-            if not self.pending.get(trace):
-                self.pending.pop(trace, None)
-
-
-class DurabilityWaiter:
-    """Tells waiters when their LSN is durable: asyncio futures (the TCP front end; HTTP writes
-    are answered by the trace's group committer itself).
-
-    One thread per trace blocks in `wait_durable` for the lowest pending LSN (a group
-    commit wakes it) and then resolves every waiter at or below what became durable,
-    so thousands of waiting requests cost one thread, not one each.
-    """
-
-    def __init__(self, ingestor: Ingestor, loop=None) -> None:
-        self.ingestor = ingestor
-        self.loop = loop
-        self._lock = threading.Lock()
-        self._pending: dict[str, list] = {}  # trace -> heap of (lsn, seq, future)
-        self._conds: dict[str, threading.Condition] = {}
-        self._threads: dict[str, threading.Thread] = {}
-        self._seq = 0
-        self._stop = False
-
-    def wait(self, trace: str, lsn: int):
-        """An asyncio future (of `loop`) resolved (True) when `lsn` is durable, or set to the writer's error."""
-        fut = self.loop.create_future()
-        self._add(trace, lsn, fut)
-        return fut
-
-    def _add(self, trace: str, lsn: int, waiter) -> None:
-        import heapq
-
-        with self._lock:
-            if self._stop:
-                raise TracehouseError("server shutting down")
-            cond = self._conds.get(trace)
-            if cond is None:
-                cond = self._conds[trace] = threading.Condition(self._lock)
-                self._pending[trace] = []
-                t = threading.Thread(target=self._run, args=(trace,), name=f"th-durable-{trace}", daemon=True)
-                self._threads[trace] = t
-                t.start()
-            self._seq += 1
-            heapq.heappush(self._pending[trace], (lsn, self._seq, waiter))
-            cond.notify()
-
-    def _resolve(self, items, exc: BaseException | None = None) -> None:
-        futures = [w for _lsn, _s, w in items]
-        if not futures:
-            return
-
-        def done():
-            for f in futures:
-                if not f.done():
-                    if exc is None:
-                        f.set_result(True)
-                    else:
-                        f.set_exception(exc)
-        try:
-            self.loop.call_soon_threadsafe(done)
-        except RuntimeError:
-            pass  # the loop is closed: nobody is waiting any more
-
-    def _run(self, trace: str) -> None:
-        import heapq
-
-        heap = self._pending[trace]
-        cond = self._conds[trace]
-        store = self.ingestor.store
-        while True:
-            with cond:
-                while not heap and not self._stop:
-                    cond.wait(0.5)
-                if self._stop:
-                    items, heap[:] = list(heap), []
-                    if items:
-                        self._resolve(items, TracehouseError("server shutting down"))
-                    return
-                low = heap[0][0]
-            try:
-                # (the store finds the trace's live writer without a catalog query: one per round
-                # cost a small write's round trip ~0.1 ms) durable_lsn only grows, so one read
-                # answers every pending LSN.
-                if not store.wait_durable(trace, low, timeout=0.05):
-                    continue
-                durable = store.durable_lsn(trace)
-            except TracehouseError as e:
-                with cond:
-                    items, heap[:] = list(heap), []
-                self._resolve(items, e)
-                continue
-            ready = []
-            with cond:
-                while heap and heap[0][0] <= durable:
-                    ready.append(heapq.heappop(heap))
-            self._resolve(ready)
-
-    def stop(self) -> None:
-        with self._lock:
-            self._stop = True
-            for c in self._conds.values():
-                c.notify_all()
-        for t in self._threads.values():
-            t.join(timeout=2)

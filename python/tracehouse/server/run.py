@@ -1,15 +1,15 @@
-"""`serve()`: one process owning the store's writer, serving HTTP (native front end) and TCP (asyncio).
+"""`serve()`: one process owning the store's writer, serving HTTP and line protocol over TCP
+(both on the native front end, one dispatcher).
 
-Owns start-up (writer lock, socket binding, the query sandbox), the native HTTP
-front end with its dispatcher threads, the asyncio loop of the TCP listener, and an
-orderly shutdown on SIGINT/SIGTERM: stop accepting, interrupt running queries, finish
-what was received, close the store (a final checkpoint). A SIGKILL loses nothing that was
+Owns start-up (writer lock, socket binding, the query sandbox), the native front end with
+its dispatcher thread, and an orderly shutdown on SIGINT/SIGTERM: stop reading TCP
+connections and ingest and acknowledge what they sent, stop accepting HTTP, interrupt running
+queries, close the store (a final checkpoint). A SIGKILL loses nothing that was
 acknowledged: the WAL is replayed on the next open.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
@@ -17,6 +17,7 @@ import resource
 import signal
 import socket
 import sys
+import threading
 from pathlib import Path
 from typing import Callable
 
@@ -24,8 +25,7 @@ from ..errors import BadInput
 from ..store import Store
 from .config import ServerConfig
 from .http import Api, HttpServer
-from .ingest import Coalescer, DurabilityWaiter, Ingestor
-from .tcp import LineProtocolTcp, TcpServerState
+from .ingest import Ingestor
 
 log = logging.getLogger("tracehouse.server")
 
@@ -50,6 +50,8 @@ def _bind(host: str, port: int) -> socket.socket:
     s.setblocking(False)
     return s
 
+
+TCP_DRAIN_S = 10.0  # s a shutdown waits for what TCP clients sent to be ingested and acknowledged
 
 # How long freed Arrow memory stays mapped before it goes back to the OS.
 ARROW_MEMORY_DECAY_MS = 10_000
@@ -101,44 +103,24 @@ def serve(store_path: str | os.PathLike, cfg: ServerConfig, *, ready: Callable[[
             "tcp_port": tcp_sock.getsockname()[1] if tcp_sock else None,
         }
 
-        async def main() -> None:
-            nonlocal http
-            loop = asyncio.get_running_loop()
-            loop.set_default_executor(__import__("concurrent.futures").futures.ThreadPoolExecutor(
-                max_workers=8, thread_name_prefix="th-ingest"))
-            waiter = DurabilityWaiter(ingestor, loop)
-            http = HttpServer(api, http_sock, cfg)
-            tcp_server = None
-            if tcp_sock is not None:
-                state = TcpServerState(ingestor, cfg, waiter, Coalescer(ingestor, loop))
-                tcp_server = await loop.create_server(lambda: LineProtocolTcp(state), sock=tcp_sock)
-            stopping = asyncio.Event()
+        http = HttpServer(api, http_sock, cfg, tcp_sock)
+        stopping = threading.Event()
 
-            def stop(sig: int) -> None:
-                if stopping.is_set() and sig == signal.SIGINT:
-                    os._exit(130)  # a second Ctrl-C: leave now (the WAL keeps what was acknowledged)
-                stopping.set()
+        def stop(sig: int, _frame) -> None:
+            if stopping.is_set() and sig == signal.SIGINT:
+                os._exit(130)  # a second Ctrl-C: leave now (the WAL keeps what was acknowledged)
+            stopping.set()
 
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, stop, sig)
-            if ready is not None:
-                ready(info)
-            try:
-                await stopping.wait()
-            finally:
-                http.close()  # stop accepting, answer or drop what is queued
-                if tcp_server is not None:
-                    tcp_server.close()
-                    for conn in list(state.connections):
-                        conn._close()
-                waiter.stop()
-
-        try:
-            import uvloop
-
-            uvloop.run(main())
-        except ImportError:
-            asyncio.run(main())
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, stop)
+        if ready is not None:
+            ready(info)
+        while not stopping.wait(0.5):
+            pass
+        if tcp_sock is not None:
+            left = http.drain_tcp(TCP_DRAIN_S)  # the dispatcher runs on meanwhile
+            if left:
+                log.warning("%d TCP connection(s) not drained within %g s", left, TCP_DRAIN_S)
     finally:
         if http is not None:
             http.close()
