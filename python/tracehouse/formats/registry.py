@@ -9,13 +9,20 @@ entry-point groups `tracehouse.importers` and `tracehouse.exporters` like any th
 `discover` reads a group, after the built-in table (so a source checkout works before it is
 installed, and a plugin cannot shadow a built-in name). Parquet and CSV exports are written by
 `tracehouse export` itself (one file per event type) and listed in `EXPORT_CORE`.
+
+The group is first read straight from the `entry_points.txt` files on `sys.path`
+(`_declared`): when it names nothing beyond the built-ins, as on an installation without
+plugins, `importlib.metadata` is not imported at all (importing it and scanning cost
+0.02-0.04 CPU-s of every `tracehouse import`, whose start-up is ~0.25 CPU-s).
 """
 
 from __future__ import annotations
 
-from importlib import metadata
+import os
+import sys
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING
 
 from ..errors import BadInput
 from .bpftrace import importer as bpftrace
@@ -29,6 +36,9 @@ from .strace import importer as strace
 from .report import ImportReport
 from .tabular import Mapping
 
+if TYPE_CHECKING:
+    from importlib import metadata
+
 GROUPS = {"importer": "tracehouse.importers", "exporter": "tracehouse.exporters", "analysis": "tracehouse.analyses"}
 # CSV, whose sniffer accepts any text with a comma, is asked last.
 IMPORTERS: dict[str, ModuleType] = {m.NAME: m for m in (chrome, strace, bpftrace, stap, paje, parquet, csv)}
@@ -41,7 +51,45 @@ EXPORT_CORE = {
 
 def entry_points(kind: str) -> list[metadata.EntryPoint]:
     """What the installed packages (ours too) declare for a kind: "importer", "exporter" or "analysis"."""
+    from importlib import metadata
+
     return list(metadata.entry_points(group=GROUPS[kind]))
+
+
+def _declared(group: str) -> set[str] | None:
+    """The names declared in entry-point `group` by the distributions on `sys.path`, read from
+    their `entry_points.txt`; None when that cannot be known without importlib.metadata (a zip
+    on the path, a finder of its own providing distributions, an unreadable file)."""
+    from importlib.machinery import PathFinder
+
+    if any(hasattr(f, "find_distributions") and f is not PathFinder for f in sys.meta_path):
+        return None
+    names: set[str] = set()
+    for entry in sys.path:
+        d = entry or "."
+        if not os.path.isdir(d):
+            if os.path.exists(d):
+                return None  # a zip or egg file: importlib.metadata reads those
+            continue
+        try:
+            with os.scandir(d) as it:
+                infos = [e.path for e in it if e.name.lower().endswith((".dist-info", ".egg-info")) and e.is_dir()]
+            for info in infos:
+                try:
+                    with open(os.path.join(info, "entry_points.txt"), encoding="utf-8") as f:
+                        text = f.read()
+                except FileNotFoundError:
+                    continue
+                section = None
+                for line in text.splitlines():
+                    line = line.strip()
+                    if line.startswith("[") and line.endswith("]"):
+                        section = line[1:-1].strip()
+                    elif section == group and "=" in line and not line.startswith(("#", ";")):
+                        names.add(line.split("=", 1)[0].strip())
+        except (OSError, UnicodeDecodeError):
+            return None
+    return names
 
 
 def discover(kind: str, builtin: dict | None = None, *, skip: tuple[str, ...] = (), on_error=None) -> dict:
@@ -49,6 +97,9 @@ def discover(kind: str, builtin: dict | None = None, *, skip: tuple[str, ...] = 
     declare in the kind's entry-point group. A plugin that fails to load raises, or is left
     out after `on_error(entry_point, exception)` when that is given."""
     out: dict = dict(builtin or {})
+    declared = _declared(GROUPS[kind])
+    if declared is not None and declared <= out.keys() | set(skip):
+        return out  # only the built-ins are declared: no plugin to load
     for ep in entry_points(kind):
         if ep.name in out or ep.name in skip:
             continue
