@@ -122,3 +122,11 @@ def test_third_party_plugin_is_picked_up(plugin, tmp_path, capsys):
     assert (tmp_path / "o" / "p.txt").read_text() == "1000 v\n2000 v\n"
     with pytest.raises(SystemExit):
         cli.main(["tools", "--kind", "nonsense"])
+
+
+def test_declared_entry_points_match_importlib_metadata(plugin):
+    """The registry's own read of entry_points.txt (which spares importlib.metadata when only
+    built-ins are declared) finds what importlib.metadata finds, a plugin's names included."""
+    for group in registry.GROUPS.values():
+        assert registry._declared(group) == {ep.name for ep in metadata.entry_points(group=group)}
+    assert "tsv2" in registry._declared("tracehouse.importers")

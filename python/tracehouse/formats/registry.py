@@ -67,6 +67,8 @@ def _declared(group: str) -> set[str] | None:
     names: set[str] = set()
     for entry in sys.path:
         d = entry or "."
+        if d.lower().rstrip("/").endswith(".egg"):
+            return None  # an egg (zipped or not): its EGG-INFO is importlib.metadata's to read
         if not os.path.isdir(d):
             if os.path.exists(d):
                 return None  # a zip or egg file: importlib.metadata reads those
