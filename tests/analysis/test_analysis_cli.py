@@ -118,24 +118,37 @@ def test_index_command_builds_every_index(tod, capsys):
     assert names == {"spans", "objects", "locals", "density"}
 
 
-def test_plugin_analyses_join_the_analyze_command(tod, capsys, monkeypatch):
-    import types
-    from importlib import metadata
+def test_plugin_analyses_join_the_analyze_command(tod, capsys, monkeypatch, tmp_path):
+    """A third party's analysis, installed as pip would leave it (module + dist-info with
+    entry_points.txt), becomes `tracehouse analyze longest` and saves its result."""
+    import sys
+    import textwrap
 
-    plugin = types.SimpleNamespace(
-        NAME="longest", DESCRIPTION="the n longest spans",
-        add_arguments=lambda p: p.add_argument("--n", type=int, default=3),
-        run=lambda store, args: store.sql(f'SELECT span_id, dur FROM "{args.trace}:spans".span ORDER BY dur DESC LIMIT {args.n}'),
-    )
-    ep = types.SimpleNamespace(name="longest", value="fake:plugin", load=lambda: plugin, dist=None)
-    real = metadata.entry_points
-    monkeypatch.setattr(metadata, "entry_points",
-                        lambda group=None, **kw: [ep] if group == "tracehouse.analyses" else real(group=group, **kw))
-    run_json(capsys, tod, "analyze", "spans", "tod", "--save")
-    rows = run_json(capsys, tod, "analyze", "longest", "tod", "--n", "2", "--save")["rows"]
-    assert len(rows) == 2 and rows[0]["dur"] >= rows[1]["dur"]
-    saved = run_json(capsys, tod, "results", "list", "--tool", "tracehouse.analysis.longest")
-    assert saved and saved[-1]["traces"] == ["tod"]
+    root = tmp_path / "site"
+    (root / "thanalysis").mkdir(parents=True)
+    (root / "thanalysis" / "__init__.py").write_text(textwrap.dedent('''
+        NAME = "longest"
+        DESCRIPTION = "the n longest spans"
+
+        def add_arguments(p):
+            p.add_argument("--n", type=int, default=3)
+
+        def run(store, args):
+            return store.sql(f\'SELECT span_id, dur FROM "{args.trace}:spans".span ORDER BY dur DESC LIMIT {args.n}\')
+    '''))
+    di = root / "thanalysis-0.1.dist-info"
+    di.mkdir()
+    (di / "METADATA").write_text("Metadata-Version: 2.1\nName: thanalysis\nVersion: 0.1\n")
+    (di / "entry_points.txt").write_text("[tracehouse.analyses]\nlongest = thanalysis\n")
+    monkeypatch.syspath_prepend(str(root))
+    try:
+        run_json(capsys, tod, "analyze", "spans", "tod", "--save")
+        rows = run_json(capsys, tod, "analyze", "longest", "tod", "--n", "2", "--save")["rows"]
+        assert len(rows) == 2 and rows[0]["dur"] >= rows[1]["dur"]
+        saved = run_json(capsys, tod, "results", "list", "--tool", "tracehouse.analysis.longest")
+        assert saved and saved[-1]["traces"] == ["tod"]
+    finally:
+        sys.modules.pop("thanalysis", None)
 
 
 def test_every_analysis_is_documented_in_the_readme():
