@@ -49,7 +49,7 @@ from ..schema import EventType
 from . import wal as walmod
 from .catalog import INCOMPLETE_CHECKPOINT, Catalog
 from .compact import Compactor
-from .conform import align
+from .conform import align, conform_target, conform_unnumbered
 from .options import WriterOptions
 from .segments import PRODUCER_ORDER, PRODUCER_ROW_GROUP, row_order, write_sorted_part
 from .. import lazy
@@ -140,6 +140,7 @@ class TraceWriter:
         self.seq = _core.SeqCounters()
         self.seq_seeded = False
         self.seq_lock = threading.Lock()  # one seeding
+        self._wal_types: dict[str, tuple[EventType, _core.WalType]] = {}  # see _wal_type
         self.pool = ThreadPoolExecutor(max_workers=max(1, opts.encode_threads), thread_name_prefix="th-encode")
         self.ckpt_pool = ThreadPoolExecutor(max_workers=max(1, opts.checkpoints_in_flight), thread_name_prefix="th-ckpt")
         self.recovery = self._recover()
@@ -219,17 +220,42 @@ class TraceWriter:
         self.active_rows += sum(b.num_rows for b in batches)
         self.tail_version += 1
 
-    def append(self, event_type: str, batch: pa.RecordBatch, *, wait: bool = False) -> int:
-        """Log and buffer one conformed batch; returns its log sequence number."""
-        return self.append_many(event_type, [batch], wait=wait)
+    def append(self, event_type: str, batch: pa.RecordBatch, *, wait: bool = False, source: str = "batch") -> int:
+        """Log and buffer one batch of `event_type`; returns its log sequence number."""
+        return self.append_many(event_type, [batch], wait=wait, source=source)
 
-    def append_many(self, event_type: str, batches: list[pa.RecordBatch], *, wait: bool = False) -> int:
-        """Log conformed batches of one type as one WAL record (one LSN) and buffer them."""
+    def _wal_type(self, event_type: str) -> _core.WalType:
+        """The native view of `event_type`'s stored layout (made again when the type was widened)."""
+        et = self.event_types[event_type]
+        hit = self._wal_types.get(event_type)
+        if hit is None or hit[0] is not et:
+            hit = self._wal_types[event_type] = (et, walmod.wal_type(event_type, conform_target(et)))
+        return hit[1]
+
+    def append_many(self, event_type: str, batches: list[pa.RecordBatch], *, wait: bool = False,
+                    source: str = "batch") -> int:
+        """Log batches of one type as one WAL record (one LSN) and buffer them.
+
+        The batches are conformed to the stored layout and get `seq` numbers when they have
+        none (all of them checked before any is numbered). The native path (src/ingest/walrec.rs)
+        takes a batch already in that layout as it is: no Python loop and no copy of a value
+        (the tail keeps the caller's batch; checkpoints relabel its schema, `conform.align`).
+        Anything else is conformed here first (casts, null-filled params, or a BadInput naming
+        the column)."""
         self._check()
         batches = [b for b in batches if b.num_rows]
         if not batches:
             return self.lsn
-        record = self.wal.encode_many(event_type, batches) if self.wal is not None else None
+        wt = self._wal_type(event_type)
+        seq = self.seq_counters() if any("seq" not in b.schema.names for b in batches) else None
+        encode = self.wal is not None
+        prepared = wt.prepare(batches, seq, encode)
+        if prepared is None:
+            et = self.event_types[event_type]
+            prepared = wt.prepare([conform_unnumbered(b, et, source=source) for b in batches], seq, encode)
+            if prepared is None:
+                raise TracehouseError(f"conformed batches of {event_type!r} are not in its stored layout")
+        batches, record = prepared
         with self.cond:
             while self.active_rows >= 2 * self.opts.flush_rows and self.inflight and self.error is None:
                 if self.disk_full is not None:  # waiting would last until someone frees space
