@@ -75,9 +75,10 @@ impl PyWalType {
     /// Checks `batches` (pyarrow RecordBatches) against the stored layout and frames them.
     ///
     /// Returns None when one is not in the stored layout (or that layout without `seq`): the
-    /// caller conforms them first (nothing was numbered). Otherwise `(stored, record)`: the
-    /// batches as stored (the same objects, or new ones with `seq` numbered by `seq`, a
-    /// `SeqCounters`, needed then) and, with `encode`, their WAL record.
+    /// caller conforms them first (nothing was numbered). Otherwise `(stored, record, nbytes)`:
+    /// the batches as stored (the same objects, or new ones with `seq` numbered by `seq`, a
+    /// `SeqCounters`, needed then), with `encode` their WAL record (else None), and the bytes
+    /// of their columns (what checkpoints are sized by).
     #[pyo3(signature = (batches, seq=None, encode=true))]
     fn prepare<'py>(
         &self,
@@ -143,7 +144,10 @@ impl PyWalType {
             None
         };
         let record = record.unwrap_or_else(|| py.None());
-        Ok(Some(PyTuple::new(py, [out.into_any().unbind(), record])?))
+        let nbytes: usize =
+            imported.iter().flat_map(|b| b.columns()).map(|c| c.to_data().get_slice_memory_size().unwrap_or(0)).sum();
+        let nbytes = nbytes.into_pyobject(py)?.into_any().unbind();
+        Ok(Some(PyTuple::new(py, [out.into_any().unbind(), record, nbytes])?))
     }
 }
 

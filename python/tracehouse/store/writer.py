@@ -122,6 +122,7 @@ class TraceWriter:
         self.ckpt_registered = 0  # tickets registered, in order
         self.active: dict[str, list[pa.RecordBatch]] = {}
         self.active_rows = 0
+        self.active_bytes = 0  # bytes of the buffered columns (checkpoints are sized by them)
         self.active_since = 0.0
         self.inflight: dict[int, dict[str, list[pa.RecordBatch]]] = {}  # ticket -> snapshot being checkpointed
         self.tail_version = 0  # bumped whenever the unflushed tail changes
@@ -189,7 +190,7 @@ class TraceWriter:
                 et = self.event_types.get(name)
                 if et is None:
                     raise TracehouseError(f"{path}: WAL record for unknown event type {name!r}")
-                self._buffer(name, [batch])
+                self._buffer(name, [batch], batch.nbytes)
                 report.records += 1
                 report.rows += batch.num_rows
         return report
@@ -213,12 +214,18 @@ class TraceWriter:
         e.__cause__ = full.__cause__ if full is not None else None
         return e
 
-    def _buffer(self, name: str, batches: list[pa.RecordBatch]) -> None:
+    def _buffer(self, name: str, batches: list[pa.RecordBatch], nbytes: int) -> None:
         if not self.active_rows:
             self.active_since = time.monotonic()
         self.active.setdefault(name, []).extend(batches)
         self.active_rows += sum(b.num_rows for b in batches)
+        self.active_bytes += nbytes
         self.tail_version += 1
+
+    def _tail_full(self, factor: int = 1) -> bool:
+        """The buffered rows reach `factor` checkpoints' worth (bytes, or rows when capped)."""
+        rows = self.opts.flush_rows
+        return self.active_bytes >= factor * self.opts.flush_bytes or (rows is not None and self.active_rows >= factor * rows)
 
     def append(self, event_type: str, batch: pa.RecordBatch, *, wait: bool = False, source: str = "batch") -> int:
         """Log and buffer one batch of `event_type`; returns its log sequence number."""
@@ -255,9 +262,9 @@ class TraceWriter:
             prepared = wt.prepare([conform_unnumbered(b, et, source=source) for b in batches], seq, encode)
             if prepared is None:
                 raise TracehouseError(f"conformed batches of {event_type!r} are not in its stored layout")
-        batches, record = prepared
+        batches, record, nbytes = prepared
         with self.cond:
-            while self.active_rows >= 2 * self.opts.flush_rows and self.inflight and self.error is None:
+            while self._tail_full(2) and self.inflight and self.error is None:
                 if self.disk_full is not None:  # waiting would last until someone frees space
                     raise self._refuse_full(f"append of {sum(b.num_rows for b in batches):,} rows")
                 self.cond.wait(0.05)  # back-pressure: the checkpoint thread is behind
@@ -275,7 +282,7 @@ class TraceWriter:
                     raise
             self.lsn += 1
             lsn = self.lsn
-            self._buffer(event_type, batches)
+            self._buffer(event_type, batches, nbytes)
             if self.opts.fsync == "always":
                 self.wal.sync()
                 self.durable_lsn = lsn
@@ -283,7 +290,7 @@ class TraceWriter:
                 self.durable_lsn = lsn
             else:
                 self.committer.written(lsn)
-            if self.active_rows >= self.opts.flush_rows:
+            if self._tail_full():
                 self.flush_request.set()
         if wait:
             self.wait_durable(lsn)
@@ -395,7 +402,7 @@ class TraceWriter:
             self.switch_retry_at = None
             if not self.inflight:
                 self.disk_full = None  # (set by a switch that failed; a waiting checkpoint sets it again)
-            snapshot, self.active, self.active_rows = self.active, {}, 0
+            snapshot, self.active, self.active_rows, self.active_bytes = self.active, {}, 0, 0
             self.replayed_wal = None
             self.ckpt_taken += 1
             ticket = self.ckpt_taken
@@ -553,7 +560,7 @@ class TraceWriter:
     def ingest_saturated(self) -> bool:
         """Checkpoints are behind the appends: automatic compaction waits for a quieter moment
         (it competes with them for the cores, and appends meet back-pressure when they lag)."""
-        return len(self.inflight) >= max(1, self.opts.checkpoints_in_flight) or self.active_rows >= self.opts.flush_rows
+        return len(self.inflight) >= max(1, self.opts.checkpoints_in_flight) or self._tail_full()
 
     # -- sequence numbers ----------------------------------------------------------
 
