@@ -153,7 +153,7 @@ impl Body {
 
 /// The bits `offset..offset + len` of `buf` from bit 0 (a slice when byte-aligned, else a copy).
 fn bits(buf: &Buffer, offset: usize, len: usize) -> Buffer {
-    if offset % 8 == 0 {
+    if offset.is_multiple_of(8) {
         buf.slice_with_length(offset / 8, len.div_ceil(8))
     } else {
         buf.bit_slice(offset, len)

@@ -521,6 +521,12 @@ def test_checkpoint_floats_are_lz4_and_compaction_recompresses_them_with_zstd(st
     assert store.compact("t") == 3
     assert codecs() == {(1, "ZSTD")}  # compaction favours size
     assert store.sql('SELECT sum(value) FROM "t".load').column(0)[0].as_py() == 4.5
+    # Mixed codecs in one type: the SQL views and the analyses' reader take both at once.
+    store.append("t", "load", pa.table({"ts": [9], "producer": [0], "value": [10.0]}))
+    store.flush("t")
+    assert codecs() == {(0, "LZ4"), (1, "ZSTD")}
+    assert store.sql('SELECT sum(value) FROM "t".load').column(0)[0].as_py() == 14.5
+    assert sorted(store.scan("t", "load", columns=["value"]).column("value").to_pylist()) == [0.5, 1.5, 2.5, 10.0]
 
 
 def _resident_pages(path) -> tuple[int, int]:
