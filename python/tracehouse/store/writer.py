@@ -29,6 +29,11 @@ refused with `DiskFull` instead of waiting; `flush()` has the waiting checkpoint
 once more at once and raises `DiskFull` if that finds no room either.
 Any other error stops the writer: every later call raises it.
 
+The append path itself (conform's fast path, seq numbers, the WAL record from the batches' own
+buffers, one writev) is native: `_core.WalType.prepare` and `_core.wal_write`
+(src/ingest/walrec.rs, with the before/after measurement). Python only conforms batches not
+already in the stored layout.
+
 Over 600 lines: the WAL append path, checkpoints and recovery share the writer's lock and its
 tail; compaction is compact.py, conform is conform.py.
 """
