@@ -68,5 +68,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     py::httpfront::register(m)?;
     py::commit::register(m)?;
     py::replay::register(m)?;
+    py::wal::register(m)?;
     Ok(())
 }

@@ -52,7 +52,7 @@ def default_path() -> str:
 def open(path: str | os.PathLike | None = None, *, readonly: bool = False, create: bool = True, **options) -> "Store":  # noqa: A001
     """Open (creating if needed) the store at `path` (default: $TRACEHOUSE_HOME or ./tracehouse-data).
 
-    options: fsync ("always" | "batch" | "off"), group_commit_ms, flush_rows,
+    options: fsync ("always" | "batch" | "off"), group_commit_ms, flush_bytes, flush_rows,
     flush_interval_s, compact_min_segments, compact_target_rows, compact_target_bytes, retire_grace_s,
     drop_written_pages (segments leave the page cache once durable; `serve` sets it).
     """

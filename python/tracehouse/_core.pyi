@@ -132,6 +132,37 @@ class GroupCommit:
     def stop(self) -> None:
         """Commit everything written and stop (idempotent)."""
 
+class WalRecord:
+    """One framed WAL record (src/ingest/walrec.rs): references the batches' buffers, no copy."""
+
+    @property
+    def size(self) -> int:
+        """Bytes of the record, frame included."""
+    def to_bytes(self) -> bytes:
+        """The record as bytes (a copy: tests and the crash tests' torn writes)."""
+
+class WalType:
+    """The stored layout of one event type as the WAL append path checks and writes it."""
+
+    def __init__(self, name: str, schema: pa.Schema) -> None: ...
+    @property
+    def schema(self) -> pa.Schema: ...
+    def prepare(
+        self, batches: list[pa.RecordBatch], seq: SeqCounters | None = None, encode: bool = True
+    ) -> tuple[list[pa.RecordBatch], WalRecord | None, int] | None:
+        """None when a batch is not in the stored layout (or it without seq): conform it first.
+        Else (the batches as stored, seq numbered where absent; their record with `encode`;
+        bytes of their columns). The checksum runs with the GIL released."""
+
+def wal_write(fd: int, size: int, record: WalRecord) -> int:
+    """Append `record` to WAL file `fd` (O_APPEND, `size` bytes): one writev, GIL released; returns
+    the new size. OSError (ENOSPC for a short write) after cutting the file back to `size`."""
+    ...
+
+def wal_failpoint(after: int) -> None:
+    """Test hook: the `after`-th wal_write from now writes half its record and SIGKILLs the process."""
+    ...
+
 class SeqCounters:
     """Next sequence number per producer of one trace (the stored ``seq`` column). The store's
     writer owns one per trace and seeds it from the stored maxima. Thread-safe."""

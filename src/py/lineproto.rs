@@ -127,7 +127,7 @@ impl PyProducers {
 /// Per-producer sequence numbers of one trace (the store's writer owns one and seeds it).
 #[pyclass(module = "tracehouse._core", name = "SeqCounters", frozen)]
 pub struct PySeqCounters {
-    inner: Mutex<SeqCounters>,
+    pub(crate) inner: Mutex<SeqCounters>,
 }
 
 #[pymethods]

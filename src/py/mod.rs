@@ -18,3 +18,4 @@ pub mod probe;
 pub mod replay;
 pub mod strace;
 pub mod tod;
+pub mod wal;

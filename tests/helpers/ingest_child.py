@@ -12,7 +12,7 @@ from the parent lands in any phase.
 
 With DIE_AT the child kills itself (SIGKILL) at the DIE_AFTER-th time it reaches
 one exact point, to cover each phase deterministically:
-  wal-append     half of a WAL record written (a torn tail)
+  wal-append     half of a WAL record written by the native writer (a torn tail)
   segment-tmp    a segment's temporary file half written
   segment-file   a segment renamed into place but not registered (an orphan)
   registered     a checkpoint's segments registered, its WAL files not yet deleted
@@ -32,10 +32,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import tracehouse  # noqa: E402
+from tracehouse import _core  # noqa: E402
 from helpers import batch_table  # noqa: E402
 from tracehouse.store import catalog as catmod  # noqa: E402
 from tracehouse.store import segments as segmod  # noqa: E402
-from tracehouse.store import wal as walmod  # noqa: E402
 from tracehouse.store import compact as compactmod  # noqa: E402
 
 
@@ -51,16 +51,9 @@ def arm(point: str, after: int) -> None:
         return count["n"] >= after
 
     if point == "wal-append":
-        orig = walmod.WalWriter.write
-
-        def write(self, parts):
-            if not due():
-                return orig(self, parts)
-            rec = b"".join(bytes(p) if isinstance(p, bytes) else p.to_pybytes() for p in parts)
-            os.write(self.fd, rec[: len(rec) // 2])
-            die()
-
-        walmod.WalWriter.write = write
+        # Inside the native write itself (src/ingest/walrec.rs): the after-th record written
+        # goes half to disk, in the writev steps of a real write, then the process is killed.
+        _core.wal_failpoint(after)
     elif point in ("segment-tmp", "segment-file", "compaction-tmp", "compaction-file"):
         orig = compactmod.write_segment
 

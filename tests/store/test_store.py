@@ -521,6 +521,12 @@ def test_checkpoint_floats_are_lz4_and_compaction_recompresses_them_with_zstd(st
     assert store.compact("t") == 3
     assert codecs() == {(1, "ZSTD")}  # compaction favours size
     assert store.sql('SELECT sum(value) FROM "t".load').column(0)[0].as_py() == 4.5
+    # Mixed codecs in one type: the SQL views and the analyses' reader take both at once.
+    store.append("t", "load", pa.table({"ts": [9], "producer": [0], "value": [10.0]}))
+    store.flush("t")
+    assert codecs() == {(0, "LZ4"), (1, "ZSTD")}
+    assert store.sql('SELECT sum(value) FROM "t".load').column(0)[0].as_py() == 14.5
+    assert sorted(store.scan("t", "load", columns=["value"]).column("value").to_pylist()) == [0.5, 1.5, 2.5, 10.0]
 
 
 def _resident_pages(path) -> tuple[int, int]:
@@ -762,3 +768,112 @@ def test_open_without_create(store_path):
     with pytest.raises(NotFound, match="no tracehouse store"):
         tracehouse.open(store_path, create=False)
     assert not store_path.exists()
+
+
+# -- the native append path (issue 17) -----------------------------------------------------------
+
+
+def _pyarrow_wal_record(event_type: str, batches: list[pa.RecordBatch]) -> bytes:
+    """A WAL record as the store wrote it before the native append path: pyarrow's own IPC
+    serialization of the schema and of each batch, framed [length][crc32][u16 name][name]."""
+    import struct
+    import zlib
+
+    name = event_type.encode()
+    payload = struct.pack("<H", len(name)) + name + batches[0].schema.serialize().to_pybytes()
+    payload += b"".join(b.serialize().to_pybytes() for b in batches)
+    return struct.pack("<II", len(payload), zlib.crc32(payload)) + payload
+
+
+def test_a_wal_written_by_pyarrow_before_the_native_path_recovers(store_path):
+    from tracehouse.store import wal as walmod
+
+    with tracehouse.open(store_path) as s:
+        s.create_trace("t", "demo", event_types=[CALL, LOAD])
+        tid = s.trace("t").id
+        schemas = {n: s.event_type("t", n).arrow_schema() for n in ("call", "load")}
+    call = pa.record_batch({"ts": pa.array([5, 6], pa.int64()), "producer": pa.array([1, 1], pa.int32()),
+                            "seq": pa.array([0, 1], pa.int64()), "dur": pa.array([10, 20], pa.int64()),
+                            "fn": ["main", None], "depth": pa.array([0, None], pa.int64())},
+                           schema=schemas["call"])
+    load = pa.record_batch({"ts": pa.array([7], pa.int64()), "producer": pa.array([2], pa.int32()),
+                            "seq": pa.array([0], pa.int64()), "value": [0.25]}, schema=schemas["load"])
+    wal_dir = store_path / "traces" / str(tid) / "wal"
+    wal_dir.mkdir(parents=True, exist_ok=True)
+    walmod.wal_path(wal_dir, 1).write_bytes(walmod.MAGIC + _pyarrow_wal_record("call", [call, call.slice(1)])
+                                            + _pyarrow_wal_record("load", [load]))
+    with tracehouse.open(store_path) as s:
+        (report,) = s.recovery
+        assert (report.records, report.rows, report.torn) == (3, 4, [])
+        assert s.sql('SELECT count(*), count(fn) FROM "t".call').to_pylist() == [{"count_star()": 3, "count(fn)": 1}]
+        assert s.sql('SELECT value FROM "t".load').column(0).to_pylist() == [0.25]
+
+
+def test_native_wal_records_read_back_as_the_batches_appended(tmp_path):
+    # Nulls, strings, booleans and slices at offsets that are not a multiple of 8 (the bitmaps
+    # are shifted, the string offsets rebased): pyarrow reads back exactly what was given.
+    from tracehouse.store import wal as walmod
+
+    n = 203
+    rng = np.random.default_rng(17)
+    full = pa.record_batch({
+        "ts": np.arange(n, dtype=np.int64), "producer": pa.array(rng.integers(0, 5, n), pa.int32()),
+        "x": pa.array([None if i % 5 == 0 else float(i) / 3 for i in range(n)], pa.float64()),
+        "s": pa.array([None if i % 4 == 0 else "é" * (i % 7) for i in range(n)]),
+        "b": pa.array([None if i % 6 == 0 else bool(i % 2) for i in range(n)]),
+        "k": pa.array([None if i % 9 == 0 else i for i in range(n)], pa.int64()),
+    })
+    parts = [full, full.slice(3, 101), full.slice(17, 1), full.slice(100, 103)]
+    w = walmod.WalWriter(tmp_path, 0)
+    for p in parts:
+        w.append("ev", p)
+    w.close()
+    scan = walmod.read_wal(walmod.wal_path(tmp_path, 0))
+    assert scan.error is None
+    assert [b.equals(p) for (_, b), p in zip(scan.records, parts)] == [True] * len(parts)
+
+
+def test_batch_in_the_stored_layout_is_kept_as_given_and_stored_under_the_declared_schema(store):
+    # The native path keeps a batch whose columns match (nullability aside) without a copy;
+    # the checkpoint writes the declared schema (common columns required), not the batch's.
+    store.create_trace("t", "demo", event_types=[LOAD])
+    lax = pa.record_batch({"ts": pa.array([3, 1, 2], pa.int64()), "producer": pa.array([0, 0, 1], pa.int32()),
+                           "seq": pa.array([0, 1, 0], pa.int64()), "value": [1.0, None, 3.0]})
+    assert lax.schema.field("ts").nullable
+    store.append("t", "load", lax)
+    assert store.sql('SELECT count(*) FROM "t".load').column(0)[0].as_py() == 3  # the unflushed tail
+    store.flush("t")
+    (seg,) = store.catalog.segments(store.trace("t").id, "load")
+    schema = pq.read_schema(store.path / seg.path)
+    assert not schema.field("ts").nullable and not schema.field("seq").nullable
+    assert schema.field("value").nullable
+    assert store.sql('SELECT ts FROM "t".load ORDER BY ts').column(0).to_pylist() == [1, 2, 3]
+
+
+def test_a_rejected_batch_of_an_append_uses_up_no_sequence_numbers(store):
+    store.create_trace("t", "demo", event_types=[LOAD])
+    good = pa.table({"ts": [1, 2], "producer": pa.array([4, 4], pa.int32()), "value": [0.5, 1.5]})
+    bad = pa.table({"ts": [3, None], "producer": pa.array([4, 4], pa.int32()), "value": [0.5, 1.5]})
+    store.append("t", "load", good)
+    with pytest.raises(BadInput, match="ts"):
+        store.append("t", "load", pa.concat_tables([good, bad]))
+    store.append("t", "load", good)
+    assert store.sql('SELECT seq FROM "t".load ORDER BY seq').column(0).to_pylist() == [0, 1, 2, 3]
+
+
+def test_checkpoints_are_sized_by_bytes(store_path):
+    # Regression (issue 17): checkpoints came every `flush_rows` rows whatever the row width,
+    # 54 MB of TOD rows but ~500 MB of 61-column rows. Now `flush_bytes` of columns.
+    wide = EventType("wide", "instant", tuple(Column(f"m{i}", "float64", "", "a measurement") for i in range(60)))
+    with tracehouse.open(store_path, flush_bytes=1 << 20, flush_interval_s=3600.0) as s:
+        s.create_trace("t", "demo", event_types=[wide])
+        rows = 1000  # 1000 rows x 63 columns x 8 B = 504 KB per append: the third one crosses 1 MiB
+        cols = {f"m{i}": np.full(rows, float(i)) for i in range(60)}
+        for k in range(3):
+            s.append("t", "wide", pa.table({"ts": np.arange(k * rows, (k + 1) * rows, dtype=np.int64),
+                                             "producer": pa.array(np.zeros(rows, np.int32)), **cols}))
+        deadline = time.monotonic() + 60
+        while not s.catalog.segments(s.trace("t").id, "wide") and time.monotonic() < deadline:
+            time.sleep(0.02)
+        segs = s.catalog.segments(s.trace("t").id, "wide")
+        assert sum(seg.rows for seg in segs) == 3 * rows, "a checkpoint was due once 1 MiB of columns was buffered"

@@ -3,7 +3,9 @@
 Owns the two ways rows meet their type:
 - `conform`: a batch being appended is checked and cast to the stored schema (missing
   params become null; a missing common column, a null where none may be, a value that
-  does not cast or an undeclared column is a BadInput naming the column);
+  does not cast or an undeclared column is a BadInput naming the column). Batches already
+  in the stored layout never come here: the native append path (`_core.WalType.prepare`,
+  src/ingest/walrec.rs) recognises them; `conform_unnumbered` is what it falls back to;
 - `align`: rows already written under an older, narrower version of the type (it was
   widened since) read as the current type, missing columns null.
 """
@@ -21,6 +23,50 @@ from .. import lazy
 # Imported on first use (lazy.py): listing, searching and counting traces need none.
 pa = lazy.module("pyarrow")
 pc = lazy.module("pyarrow.compute")
+np = lazy.module("numpy")
+
+
+def conform_unnumbered(batch: pa.RecordBatch, et: EventType, *, source: str = "batch") -> pa.RecordBatch:
+    """`conform`, for a batch that may lack `seq`: then it comes back without `seq` too (the
+    stored layout minus that column), for the writer to number once every batch of the append
+    was accepted (a rejected batch must not use up sequence numbers)."""
+    if "seq" in batch.schema.names:
+        return conform(batch, et, source=source)
+    # A placeholder where the stored schema has seq (after ts, producer), so that a producer
+    # column of the wrong type is a BadInput naming it, not a raw Arrow error at numbering.
+    at = 2 if batch.schema.names[:2] == ["ts", "producer"] else batch.num_columns
+    placeholder = pa.array(np.zeros(batch.num_rows, np.int64))
+    out = conform(batch.add_column(at, pa.field("seq", pa.int64(), nullable=False), placeholder), et, source=source)
+    return out.remove_column(out.schema.get_field_index("seq"))
+
+
+def _relabelled(parts: Sequence[pa.RecordBatch | pa.Table], target: pa.Schema) -> pa.Table | None:
+    """`parts` as one table under `target` without copying, when every part has exactly its
+    column names and types (nullability and metadata may differ: the append path keeps a batch
+    that is in the stored layout as the caller made it); None otherwise."""
+    names_types = [(f.name, f.type) for f in target]
+    tables, run = [], []
+
+    def flush() -> bool:
+        if not run:
+            return True
+        schema = run[0].schema
+        if [(f.name, f.type) for f in schema] != names_types:
+            return False
+        t = pa.Table.from_batches(run) if isinstance(run[0], pa.RecordBatch) else pa.concat_tables(run)
+        tables.append(t if schema.equals(target) else pa.Table.from_arrays(t.columns, schema=target))
+        return True
+
+    for p in parts:  # runs of one schema (a run is glued as is, then relabelled once)
+        if run and not (p.schema is run[0].schema or p.schema.equals(run[0].schema)) \
+                or run and type(p) is not type(run[0]):
+            if not flush():
+                return None
+            run = []
+        run.append(p)
+    if not flush():
+        return None
+    return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
 
 
 def align(parts: Sequence[pa.RecordBatch | pa.Table], et: EventType, columns: Sequence[str] | None = None
@@ -34,10 +80,12 @@ def align(parts: Sequence[pa.RecordBatch | pa.Table], et: EventType, columns: Se
     Every reader goes through here: checkpoints and compaction (`writer`, `compact`), the
     SQL views' unflushed tail (`query`) and the analyses' scans (`scan`)."""
     if columns is None:
-        if parts and all(p.schema.equals(parts[0].schema) for p in parts) and \
-                parts[0].schema.names == [c.name for c in et.columns]:
-            return pa.Table.from_batches(parts) if isinstance(parts[0], pa.RecordBatch) else pa.concat_tables(parts)
-        target = et.arrow_schema().remove_metadata()
+        target = _conform_target(et)[0]
+        if parts:
+            same = _relabelled(parts, target)
+            if same is not None:
+                return same
+        target = target.remove_metadata()
     else:
         types = {c.name: c.arrow_type for c in et.columns}
         target = pa.schema([pa.field(c, types[c]) for c in columns])
@@ -81,6 +129,11 @@ def _conform_target(et: EventType) -> tuple[pa.Schema, list[tuple[str, pa.DataTy
         _TARGET_BY_ID.clear()
     _TARGET_BY_ID[id(et)] = (et, out)
     return out
+
+
+def conform_target(et: EventType) -> pa.Schema:
+    """The stored schema of `et` (cached per type object)."""
+    return _conform_target(et)[0]
 
 
 def _same_layout(schema: pa.Schema, target: pa.Schema, names_types: list) -> bool:

@@ -18,13 +18,16 @@ POLICIES = ("always", "batch", "off")
 class WriterOptions:
     fsync: str = "batch"
     group_commit_ms: float = 5.0
-    # Checkpoint when this many rows are buffered, or when the oldest buffered row is this
-    # old: a reader sees a row once its checkpoint is registered, so the interval plus one
-    # checkpoint's duration must stay under a second ("queryable within a second"), also
-    # when the 2 cores are shared. Measured at 10M TOD events, max reader lag: 4M rows/1.0 s
-    # 1.4-2.3 s, 2M/0.5 s 0.8-1.7 s, 1M/0.5 s 0.6-0.9 s, throughput unchanged; a small
-    # checkpoint also keeps the tail that close() encodes short.
-    flush_rows: int = 1_000_000
+    # Checkpoint when this many bytes of columns are buffered (or `flush_rows` rows, when set),
+    # or when the oldest buffered row is this old: a reader sees a row once its checkpoint is
+    # registered, so the interval plus one checkpoint's duration must stay under a second
+    # ("queryable within a second"), also when the 2 cores are shared. Measured at 10M TOD
+    # events, max reader lag: 4M rows/1.0 s 1.4-2.3 s, 2M/0.5 s 0.8-1.7 s, 1M/0.5 s 0.6-0.9 s,
+    # throughput unchanged; a small checkpoint also keeps the tail that close() encodes short.
+    # Sized by bytes (issue 17), not rows: 1M rows were 54 MB of TOD (8-11 columns) but ~500 MB
+    # of 61-column QoS rows, held twice over under back-pressure. 64 MiB is 1.2M TOD rows.
+    flush_bytes: int = 64 << 20
+    flush_rows: int | None = None
     flush_interval_s: float = 0.5
     # Auto-compact a type once it has this many small segments. 16, not 8: with 1M-row
     # checkpoints a type gets a segment per checkpoint, and compacting every 8 rewrote each

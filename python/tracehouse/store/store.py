@@ -57,7 +57,6 @@ if TYPE_CHECKING:
 np = lazy.module("numpy")
 pa = lazy.module("pyarrow")
 pq = lazy.module("pyarrow.parquet")
-conformmod = lazy.module("tracehouse.store.conform")
 querymod = lazy.module("tracehouse.store.query")
 scanmod = lazy.module("tracehouse.store.scan")
 walmod = lazy.module("tracehouse.store.wal")
@@ -442,31 +441,9 @@ class Store:
                 # Big chunks (e.g. client batches of thousands of rows gathered into one write)
                 # stay several batches of one WAL record: gluing them copied every value.
                 parts = [b for b in batch.to_batches() if b.num_rows]
-                conformed = [self._conformed(et, b, source) for b in parts]  # all, before any seq
-                return w.append_many(event_type, [self._numbered(w, b, s) for b, s in conformed], wait=wait)
-        return w.append(event_type, self._numbered(w, *self._conformed(et, batch, source)), wait=wait)
-
-    @staticmethod
-    def _conformed(et: EventType, batch: pa.RecordBatch, source: str) -> tuple[pa.RecordBatch, bool]:
-        """`batch` conformed to the stored type, and whether it needs sequence numbers."""
-        # seq is assigned only once `conform` accepted the batch (a placeholder stands in until
-        # then): a rejected batch must not use up sequence numbers, and a producer column of the
-        # wrong type must be a BadInput naming it, not a raw Arrow cast error.
-        assign_seq = "seq" not in batch.schema.names
-        if assign_seq:
-            # Placeholder where the stored schema has seq (after ts, producer): a batch laid out
-            # like the stored type takes conform's fast path (no per-column work).
-            at = 2 if batch.schema.names[:2] == ["ts", "producer"] else batch.num_columns
-            batch = batch.add_column(at, pa.field("seq", pa.int64(), nullable=False), pa.array(np.zeros(batch.num_rows, np.int64)))
-        return conformmod.conform(batch, et, source=source), assign_seq
-
-    @staticmethod
-    def _numbered(w: TraceWriter, batch: pa.RecordBatch, assign_seq: bool) -> pa.RecordBatch:
-        if assign_seq and batch.num_rows:
-            seq = w.assign_seq(batch.column("producer"))
-            i = batch.schema.get_field_index("seq")
-            batch = batch.set_column(i, batch.schema.field(i), seq)
-        return batch
+                return w.append_many(event_type, parts, wait=wait, source=source)
+        # Conform, seq and the WAL record: the writer's native path (src/ingest/walrec.rs).
+        return w.append_many(event_type, [batch], wait=wait, source=source)
 
     def _live_writer(self, trace: str) -> TraceWriter:
         # Hot path: a live append of a known trace costs no catalog query (the one writer

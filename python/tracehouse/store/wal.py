@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+from .. import _core
 from .._core import crc32  # zlib's CRC-32, SIMD: the WAL's checksum
 from .. import lazy
 
@@ -52,18 +53,18 @@ def fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-IOV_MAX = 1024
-
-
-def encode_batch(batch: pa.RecordBatch) -> pa.Buffer:
-    sink = pa.BufferOutputStream()
-    with pa.ipc.new_stream(sink, batch.schema) as w:
-        w.write_batch(batch)
-    return sink.getvalue()
+def wal_type(event_type: str, schema: pa.Schema) -> _core.WalType:
+    """The native append path's view of `event_type` stored as `schema` (see `WalWriter.write`)."""
+    return _core.WalType(event_type, schema)
 
 
 class WalWriter:
-    """Appends records to the current WAL file; `rotate()` starts the next one."""
+    """Appends records to the current WAL file; `rotate()` starts the next one.
+
+    Records are made by the native append path (`_core.WalType.prepare`, src/ingest/walrec.rs:
+    the frame, the IPC messages' metadata and the batches' own buffers, no copy) and written
+    by `write` in one `writev`. The format is the one pyarrow wrote before (module docstring).
+    """
 
     def __init__(self, directory: Path, number: int) -> None:
         self.directory = Path(directory)
@@ -74,7 +75,7 @@ class WalWriter:
         # Set when a failed append could not be cut back: the file then holds a torn record
         # that would end the log at recovery, so nothing more may be appended after it.
         self.broken: OSError | None = None
-        self._schemas: dict[str, tuple[pa.Schema, bytes, pa.Buffer]] = {}
+        self._types: dict[str, _core.WalType] = {}
         self._open(number)
 
     def _open(self, number: int) -> None:
@@ -98,55 +99,36 @@ class WalWriter:
         self.fd, self.size, self.number = fd, size, number
 
     def append(self, event_type: str, batch: pa.RecordBatch) -> int:
-        """Write one record; returns the file size after it (not yet durable)."""
-        return self.write(self.encode_many(event_type, [batch]))
+        """Write one record of `batch` in its own schema; returns the file size after it (not yet durable)."""
+        wt = self._types.get(event_type)
+        if wt is None or not wt.schema.equals(batch.schema):
+            wt = self._types[event_type] = wal_type(event_type, batch.schema)
+        prepared = wt.prepare([batch])
+        if prepared is None:  # a null in a column its schema says has none
+            raise ValueError(f"batch of {event_type!r} does not match its own schema")
+        return self.write(prepared[1])
 
-    def encode_many(self, event_type: str, batches: list[pa.RecordBatch]) -> list:
-        """The framed record of `batches` (one schema), ready for `write` (thread-safe: callers
-        encode outside the lock that orders writes, so only the write itself is serialized)."""
-        # The payload is an IPC stream: the type's schema message (serialized once and
-        # cached) followed by the batch messages. A new stream writer per record cost 3x more.
-        schema = batches[0].schema
-        cached = self._schemas.get(event_type)
-        if cached is None or not (cached[0] is schema or cached[0].equals(schema)):
-            name = event_type.encode()
-            cached = (schema, NAME_LEN.pack(len(name)) + name, schema.serialize())
-            self._schemas[event_type] = cached
-        _, head, schema_msg = cached
-        bodies = [b.serialize() for b in batches]
-        crc = crc32(schema_msg, crc32(head))
-        for body in bodies:
-            crc = crc32(body, crc)
-        size = len(head) + schema_msg.size + sum(body.size for body in bodies)
-        return [HEADER.pack(size, crc), head, schema_msg, *bodies]
+    def write(self, record: _core.WalRecord) -> int:
+        """Append a record (from `_core.WalType.prepare`); returns the file size.
 
-    def write(self, parts: list) -> int:
-        """Append records made by `encode_many` (one list, or several concatenated); returns the file size.
-
-        All or nothing: when the write fails (a full disk: ENOSPC or a short write) the file is
-        cut back to where it was, so a later append does not follow a torn record (recovery
-        stops at the first bad record: everything after it would be lost). If even the cut
-        fails, `broken` is set and every later write is refused."""
+        All or nothing: when the write fails (a full disk: ENOSPC or a short write) the native
+        writer cuts the file back to where it was, so a later append does not follow a torn
+        record (recovery stops at the first bad record: everything after it would be lost). If
+        even the cut failed, `broken` is set and every later write is refused."""
         if self.broken is not None:
             raise self.broken
-        n = 0
-        expected = sum(len(p) if isinstance(p, bytes) else p.size for p in parts)
         try:
-            for i in range(0, len(parts), IOV_MAX):  # writev takes at most IOV_MAX buffers
-                n += os.writev(self.fd, parts[i : i + IOV_MAX])
-            if n != expected:  # a short write on a regular file means the disk is full
-                raise OSError(errno.ENOSPC, f"No space left on device: short write to "
-                              f"{wal_path(self.directory, self.number)}, {n} of {expected} bytes")
+            self.size = _core.wal_write(self.fd, self.size, record)
         except OSError as e:
-            if n or os.fstat(self.fd).st_size != self.size:
-                try:
-                    os.ftruncate(self.fd, self.size)
-                except OSError as cut:
-                    self.broken = OSError(cut.errno, f"WAL file {wal_path(self.directory, self.number)} holds a "
-                                          f"torn record that could not be cut ({cut}) after: {e}")
-                    raise self.broken from e
-            raise
-        self.size += n
+            try:
+                cut = os.fstat(self.fd).st_size == self.size
+            except OSError:
+                cut = False
+            if not cut:
+                self.broken = OSError(e.errno, f"WAL file {wal_path(self.directory, self.number)} holds a "
+                                      f"torn record that could not be cut after: {e}")
+                raise self.broken from e
+            raise OSError(e.errno, f"{e.strerror}: {wal_path(self.directory, self.number)}") from None
         return self.size
 
     def sync(self) -> None:

@@ -29,6 +29,11 @@ refused with `DiskFull` instead of waiting; `flush()` has the waiting checkpoint
 once more at once and raises `DiskFull` if that finds no room either.
 Any other error stops the writer: every later call raises it.
 
+The append path itself (conform's fast path, seq numbers, the WAL record from the batches' own
+buffers, one writev) is native: `_core.WalType.prepare` and `_core.wal_write`
+(src/ingest/walrec.rs, with the before/after measurement). Python only conforms batches not
+already in the stored layout.
+
 Over 600 lines: the WAL append path, checkpoints and recovery share the writer's lock and its
 tail; compaction is compact.py, conform is conform.py.
 """
@@ -49,7 +54,7 @@ from ..schema import EventType
 from . import wal as walmod
 from .catalog import INCOMPLETE_CHECKPOINT, Catalog
 from .compact import Compactor
-from .conform import align
+from .conform import align, conform_target, conform_unnumbered
 from .options import WriterOptions
 from .segments import PRODUCER_ORDER, PRODUCER_ROW_GROUP, row_order, write_sorted_part
 from .. import lazy
@@ -122,6 +127,7 @@ class TraceWriter:
         self.ckpt_registered = 0  # tickets registered, in order
         self.active: dict[str, list[pa.RecordBatch]] = {}
         self.active_rows = 0
+        self.active_bytes = 0  # bytes of the buffered columns (checkpoints are sized by them)
         self.active_since = 0.0
         self.inflight: dict[int, dict[str, list[pa.RecordBatch]]] = {}  # ticket -> snapshot being checkpointed
         self.tail_version = 0  # bumped whenever the unflushed tail changes
@@ -140,6 +146,7 @@ class TraceWriter:
         self.seq = _core.SeqCounters()
         self.seq_seeded = False
         self.seq_lock = threading.Lock()  # one seeding
+        self._wal_types: dict[str, tuple[EventType, _core.WalType]] = {}  # see _wal_type
         self.pool = ThreadPoolExecutor(max_workers=max(1, opts.encode_threads), thread_name_prefix="th-encode")
         self.ckpt_pool = ThreadPoolExecutor(max_workers=max(1, opts.checkpoints_in_flight), thread_name_prefix="th-ckpt")
         self.recovery = self._recover()
@@ -188,7 +195,7 @@ class TraceWriter:
                 et = self.event_types.get(name)
                 if et is None:
                     raise TracehouseError(f"{path}: WAL record for unknown event type {name!r}")
-                self._buffer(name, [batch])
+                self._buffer(name, [batch], batch.nbytes)
                 report.records += 1
                 report.rows += batch.num_rows
         return report
@@ -212,26 +219,57 @@ class TraceWriter:
         e.__cause__ = full.__cause__ if full is not None else None
         return e
 
-    def _buffer(self, name: str, batches: list[pa.RecordBatch]) -> None:
+    def _buffer(self, name: str, batches: list[pa.RecordBatch], nbytes: int) -> None:
         if not self.active_rows:
             self.active_since = time.monotonic()
         self.active.setdefault(name, []).extend(batches)
         self.active_rows += sum(b.num_rows for b in batches)
+        self.active_bytes += nbytes
         self.tail_version += 1
 
-    def append(self, event_type: str, batch: pa.RecordBatch, *, wait: bool = False) -> int:
-        """Log and buffer one conformed batch; returns its log sequence number."""
-        return self.append_many(event_type, [batch], wait=wait)
+    def _tail_full(self, factor: int = 1) -> bool:
+        """The buffered rows reach `factor` checkpoints' worth (bytes, or rows when capped)."""
+        rows = self.opts.flush_rows
+        return self.active_bytes >= factor * self.opts.flush_bytes or (rows is not None and self.active_rows >= factor * rows)
 
-    def append_many(self, event_type: str, batches: list[pa.RecordBatch], *, wait: bool = False) -> int:
-        """Log conformed batches of one type as one WAL record (one LSN) and buffer them."""
+    def append(self, event_type: str, batch: pa.RecordBatch, *, wait: bool = False, source: str = "batch") -> int:
+        """Log and buffer one batch of `event_type`; returns its log sequence number."""
+        return self.append_many(event_type, [batch], wait=wait, source=source)
+
+    def _wal_type(self, event_type: str) -> _core.WalType:
+        """The native view of `event_type`'s stored layout (made again when the type was widened)."""
+        et = self.event_types[event_type]
+        hit = self._wal_types.get(event_type)
+        if hit is None or hit[0] is not et:
+            hit = self._wal_types[event_type] = (et, walmod.wal_type(event_type, conform_target(et)))
+        return hit[1]
+
+    def append_many(self, event_type: str, batches: list[pa.RecordBatch], *, wait: bool = False,
+                    source: str = "batch") -> int:
+        """Log batches of one type as one WAL record (one LSN) and buffer them.
+
+        The batches are conformed to the stored layout and get `seq` numbers when they have
+        none (all of them checked before any is numbered). The native path (src/ingest/walrec.rs)
+        takes a batch already in that layout as it is: no Python loop and no copy of a value
+        (the tail keeps the caller's batch; checkpoints relabel its schema, `conform.align`).
+        Anything else is conformed here first (casts, null-filled params, or a BadInput naming
+        the column)."""
         self._check()
         batches = [b for b in batches if b.num_rows]
         if not batches:
             return self.lsn
-        record = self.wal.encode_many(event_type, batches) if self.wal is not None else None
+        wt = self._wal_type(event_type)
+        seq = self.seq_counters() if any("seq" not in b.schema.names for b in batches) else None
+        encode = self.wal is not None
+        prepared = wt.prepare(batches, seq, encode)
+        if prepared is None:
+            et = self.event_types[event_type]
+            prepared = wt.prepare([conform_unnumbered(b, et, source=source) for b in batches], seq, encode)
+            if prepared is None:
+                raise TracehouseError(f"conformed batches of {event_type!r} are not in its stored layout")
+        batches, record, nbytes = prepared
         with self.cond:
-            while self.active_rows >= 2 * self.opts.flush_rows and self.inflight and self.error is None:
+            while self._tail_full(2) and self.inflight and self.error is None:
                 if self.disk_full is not None:  # waiting would last until someone frees space
                     raise self._refuse_full(f"append of {sum(b.num_rows for b in batches):,} rows")
                 self.cond.wait(0.05)  # back-pressure: the checkpoint thread is behind
@@ -249,7 +287,7 @@ class TraceWriter:
                     raise
             self.lsn += 1
             lsn = self.lsn
-            self._buffer(event_type, batches)
+            self._buffer(event_type, batches, nbytes)
             if self.opts.fsync == "always":
                 self.wal.sync()
                 self.durable_lsn = lsn
@@ -257,7 +295,7 @@ class TraceWriter:
                 self.durable_lsn = lsn
             else:
                 self.committer.written(lsn)
-            if self.active_rows >= self.opts.flush_rows:
+            if self._tail_full():
                 self.flush_request.set()
         if wait:
             self.wait_durable(lsn)
@@ -369,7 +407,7 @@ class TraceWriter:
             self.switch_retry_at = None
             if not self.inflight:
                 self.disk_full = None  # (set by a switch that failed; a waiting checkpoint sets it again)
-            snapshot, self.active, self.active_rows = self.active, {}, 0
+            snapshot, self.active, self.active_rows, self.active_bytes = self.active, {}, 0, 0
             self.replayed_wal = None
             self.ckpt_taken += 1
             ticket = self.ckpt_taken
@@ -527,7 +565,7 @@ class TraceWriter:
     def ingest_saturated(self) -> bool:
         """Checkpoints are behind the appends: automatic compaction waits for a quieter moment
         (it competes with them for the cores, and appends meet back-pressure when they lag)."""
-        return len(self.inflight) >= max(1, self.opts.checkpoints_in_flight) or self.active_rows >= self.opts.flush_rows
+        return len(self.inflight) >= max(1, self.opts.checkpoints_in_flight) or self._tail_full()
 
     # -- sequence numbers ----------------------------------------------------------
 

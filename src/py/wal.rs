@@ -1,0 +1,177 @@
+//! Python face of the WAL append path: `_core.WalType`, `_core.WalRecord`, `_core.wal_write`.
+//!
+//! Owns argument conversion only (the logic is `src/ingest/walrec.rs`). The store's
+//! `TraceWriter` keeps one `WalType` per event type (its stored schema, converted once) and
+//! per append calls `prepare` (conform fast path, seq, the framed record; the checksum runs
+//! with the GIL released) and then, under its lock, `wal_write` (one `writev`, GIL released).
+
+use std::sync::Arc;
+
+use arrow_array::RecordBatch;
+use arrow_buffer::Buffer;
+use arrow_pyarrow::{FromPyArrow, FromPyArrowUnchecked};
+use arrow_schema::{Schema, SchemaRef};
+use pyo3::exceptions::{PyOSError, PyTypeError, PyValueError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PyTuple};
+
+use super::arrow::batch_to_pyarrow;
+use super::lineproto::PySeqCounters;
+use crate::ingest::walrec::{self, Layout, Record};
+use crate::sync::lock;
+
+/// The stored layout of one event type, as the WAL append path checks and writes it.
+#[pyclass(module = "tracehouse._core", name = "WalType", frozen)]
+pub struct PyWalType {
+    name: Vec<u8>,
+    target: SchemaRef,
+    pa_target: Py<PyAny>,
+    schema_msg: Buffer,
+}
+
+/// One framed WAL record, ready for `wal_write` (holds the batches' buffers, not copies).
+#[pyclass(module = "tracehouse._core", name = "WalRecord", frozen)]
+pub struct PyWalRecord {
+    inner: Record,
+}
+
+#[pymethods]
+impl PyWalRecord {
+    /// Bytes of the record, frame included.
+    #[getter]
+    fn size(&self) -> usize {
+        self.inner.size()
+    }
+
+    /// The record as bytes (a copy: tests and the crash tests' torn writes).
+    fn to_bytes<'py>(&self, py: Python<'py>) -> Bound<'py, PyBytes> {
+        PyBytes::new(py, &self.inner.to_vec())
+    }
+}
+
+#[pymethods]
+impl PyWalType {
+    /// Event type `name` stored as `schema` (a pyarrow.Schema: names, types, nullability).
+    #[new]
+    fn new(name: &str, schema: &Bound<'_, PyAny>) -> PyResult<Self> {
+        let target = Arc::new(Schema::from_pyarrow_bound(schema)?);
+        let msg = schema.call_method0(intern!(schema.py(), "serialize"))?;
+        let msg: Vec<u8> = msg.call_method0(intern!(schema.py(), "to_pybytes"))?.extract()?;
+        Ok(Self {
+            name: name.as_bytes().to_vec(),
+            target,
+            pa_target: schema.clone().unbind(),
+            schema_msg: Buffer::from(msg),
+        })
+    }
+
+    /// The stored schema (the pyarrow.Schema given).
+    #[getter]
+    fn schema(&self, py: Python<'_>) -> Py<PyAny> {
+        self.pa_target.clone_ref(py)
+    }
+
+    /// Checks `batches` (pyarrow RecordBatches) against the stored layout and frames them.
+    ///
+    /// Returns None when one is not in the stored layout (or that layout without `seq`): the
+    /// caller conforms them first (nothing was numbered). Otherwise `(stored, record, nbytes)`:
+    /// the batches as stored (the same objects, or new ones with `seq` numbered by `seq`, a
+    /// `SeqCounters`, needed then), with `encode` their WAL record (else None), and the bytes
+    /// of their columns (what checkpoints are sized by).
+    #[pyo3(signature = (batches, seq=None, encode=true))]
+    fn prepare<'py>(
+        &self,
+        py: Python<'py>,
+        batches: &Bound<'py, PyList>,
+        seq: Option<&Bound<'py, PySeqCounters>>,
+        encode: bool,
+    ) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        let mut imported = Vec::with_capacity(batches.len());
+        let mut layouts = Vec::with_capacity(batches.len());
+        for b in batches.iter() {
+            // SAFETY: the C data interface import; `validate` below checks buffer sizes against
+            // the declared types and lengths (the checked import also scans every string).
+            let batch = unsafe { RecordBatch::from_pyarrow_bound_unchecked(&b) }
+                .map_err(|e| PyTypeError::new_err(format!("expected a pyarrow RecordBatch ({e})")))?;
+            for c in batch.columns() {
+                c.to_data().validate().map_err(|e| PyValueError::new_err(format!("invalid batch: {e}")))?;
+            }
+            let l = walrec::layout(&batch, &self.target);
+            if l == Layout::Other {
+                return Ok(None);
+            }
+            layouts.push(l);
+            imported.push(batch);
+        }
+        let out = PyList::empty(py);
+        if layouts.iter().any(|l| matches!(l, Layout::WithoutSeq(_))) {
+            let seq = seq.ok_or_else(|| PyValueError::new_err("batches without seq need the trace's SeqCounters"))?;
+            // The counters are locked without the GIL and no Python runs meanwhile: holding both
+            // (or calling into Python with the lock held) deadlocked two appenders.
+            let inner = &seq.get().inner;
+            let target = &self.target;
+            py.detach(|| {
+                let mut counters = lock(inner);
+                for (batch, l) in imported.iter_mut().zip(&layouts) {
+                    if let Layout::WithoutSeq(at) = *l {
+                        *batch = walrec::with_seq(batch, at, target, &mut counters)?;
+                    }
+                }
+                Ok::<_, arrow_schema::ArrowError>(())
+            })
+            .map_err(|e| PyValueError::new_err(e.to_string()))?;
+            let pa_target = self.pa_target.bind(py);
+            for (i, (batch, l)) in imported.iter().zip(&layouts).enumerate() {
+                match l {
+                    Layout::WithoutSeq(_) => out.append(batch_to_pyarrow(py, batch.clone(), pa_target)?)?,
+                    _ => out.append(batches.get_item(i)?)?,
+                }
+            }
+        } else {
+            for b in batches.iter() {
+                out.append(b)?;
+            }
+        }
+        let record = if encode {
+            let msg = self.schema_msg.clone();
+            let name = &self.name;
+            let rec = py
+                .detach(|| Record::encode(name, msg, &imported))
+                .map_err(|e| PyValueError::new_err(format!("WAL record: {e}")))?;
+            Some(Py::new(py, PyWalRecord { inner: rec })?.into_any())
+        } else {
+            None
+        };
+        let record = record.unwrap_or_else(|| py.None());
+        let nbytes: usize =
+            imported.iter().flat_map(|b| b.columns()).map(|c| c.to_data().get_slice_memory_size().unwrap_or(0)).sum();
+        let nbytes = nbytes.into_pyobject(py)?.into_any().unbind();
+        Ok(Some(PyTuple::new(py, [out.into_any().unbind(), record, nbytes])?))
+    }
+}
+
+/// Appends `record` to the WAL file `fd` (O_APPEND, `size` bytes now); returns the new size.
+/// On failure (OSError, ENOSPC for a short write) the file was cut back to `size`, unless
+/// that failed too: the caller compares the file's size.
+#[pyfunction]
+fn wal_write(py: Python<'_>, fd: i32, size: u64, record: &Bound<'_, PyWalRecord>) -> PyResult<u64> {
+    let rec = &record.get().inner;
+    py.detach(|| rec.write(fd, size)).map_err(|e| PyOSError::new_err((e.errno, e.message)))
+}
+
+/// Test hook (the crash tests): the `after`-th `wal_write` from now writes half its record
+/// and SIGKILLs the process. 0 disarms it.
+#[pyfunction]
+fn wal_failpoint(after: u64) {
+    walrec::arm_failpoint(after);
+}
+
+/// Adds the WAL names to the module.
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyWalType>()?;
+    m.add_class::<PyWalRecord>()?;
+    m.add_function(wrap_pyfunction!(wal_write, m)?)?;
+    m.add_function(wrap_pyfunction!(wal_failpoint, m)?)?;
+    Ok(())
+}
