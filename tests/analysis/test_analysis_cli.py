@@ -7,10 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tracehouse.cli import command as cli
-
 from helpers.cli import run, run_json
 from helpers.paths import ROOT
+from tracehouse.cli import command as cli
 
 
 @pytest.fixture(scope="module")

@@ -7,11 +7,10 @@ import json
 
 import numpy as np
 
+from helpers.paths import DATA
 from tracehouse import analysis as an
 from tracehouse.formats.chrome import importer as chrome_import
 from tracehouse.formats.strace import importer as strace_import
-from helpers.paths import DATA
-
 
 
 def test_hand_written_chrome_json(store, tmp_path):

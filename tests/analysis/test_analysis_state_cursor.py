@@ -10,11 +10,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tracehouse
+from helpers.analysis_ref import build_trace, ref_matches, ref_state
 from tracehouse import analysis as an
 from tracehouse.analysis.format_defaults import ObjectConfig
 from tracehouse.errors import BadInput
-
-from helpers.analysis_ref import build_trace, ref_matches, ref_state
 
 OBJ = ObjectConfig("W", object="obj", field="field", value="value")
 

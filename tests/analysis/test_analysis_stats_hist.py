@@ -11,15 +11,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tracehouse
+from helpers.analysis_ref import build_trace
+from helpers.paths import DATA
 from tracehouse import _core
 from tracehouse import analysis as an
 from tracehouse.analysis import histograms as H
 from tracehouse.analysis import statistics as STS
 from tracehouse.analysis.format_defaults import SpanConfig
 from tracehouse.errors import BadInput
-
-from helpers.analysis_ref import build_trace
-from helpers.paths import DATA
 
 CHROME = SpanConfig("B", "E", key="name")
 

@@ -11,12 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tracehouse
+from helpers.analysis_ref import build_trace, ref_state
 from tracehouse import _core
 from tracehouse import analysis as an
 from tracehouse.analysis import _index
 from tracehouse.analysis.format_defaults import LocalsConfig, ObjectConfig
-
-from helpers.analysis_ref import build_trace, ref_state
 
 OBJ = ObjectConfig("W", object="obj", field="field", value="value")
 I64 = st.integers(-(2**63), 2**63 - 1)

@@ -14,12 +14,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tracehouse
-from tracehouse import analysis as an
-from tracehouse.cli import command as cli
-from tracehouse.analysis.format_defaults import SpanConfig
-
 from helpers.analysis_ref import build_slices, build_trace, ref_open_slices
 from helpers.cli import run, run_json
+from tracehouse import analysis as an
+from tracehouse.analysis.format_defaults import SpanConfig
+from tracehouse.cli import command as cli
 
 SLICES = SpanConfig("S", None, name="name")
 

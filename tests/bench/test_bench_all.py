@@ -12,8 +12,8 @@ import tempfile
 from pathlib import Path
 
 import pytest
-from helpers import child_env
 
+from helpers import child_env
 from tracehouse.bench import protocol, qos_reads, reads
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import json
 
-from tracehouse.cli import command as cli
 from tracehouse.bench import analyze
+from tracehouse.cli import command as cli
 
 
 def test_bench_analyze_toy_run(tmp_path, capsys):

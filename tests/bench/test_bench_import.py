@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 
-
 import tracehouse
 from helpers.strace import DATA, needs_strace
 from tracehouse.bench import import_, import_strace

@@ -7,7 +7,6 @@ import subprocess
 import sys
 
 from helpers import child_env
-
 from tracehouse.bench import write
 
 

@@ -15,13 +15,12 @@ import pyarrow as pa
 import pytest
 
 import tracehouse
-from tracehouse import Column, EventType
-from tracehouse.cli import command as cli
-
 from helpers import child_env
 from helpers.cli import run, run_json
-from helpers.strace import needs_strace
 from helpers.paths import ROOT
+from helpers.strace import needs_strace
+from tracehouse import Column, EventType
+from tracehouse.cli import command as cli
 
 README = ROOT / "README.md"
 CLI = [sys.executable, "-m", "tracehouse.cli"]

@@ -9,14 +9,14 @@ from pathlib import Path
 import pytest
 
 import tracehouse
-from tracehouse.cli import command as cli
-from tracehouse.formats.tod.generate import generate_tod
-from tracehouse.errors import BadInput
-from tracehouse.formats.chrome import exporter as chrome_export
-from tracehouse.formats import chrome as fmt
-from tracehouse.formats.chrome import importer as chrome_import
-from tracehouse.formats import registry
 from helpers.paths import DATA
+from tracehouse.cli import command as cli
+from tracehouse.errors import BadInput
+from tracehouse.formats import chrome as fmt
+from tracehouse.formats import registry
+from tracehouse.formats.chrome import exporter as chrome_export
+from tracehouse.formats.chrome import importer as chrome_import
+from tracehouse.formats.tod.generate import generate_tod
 
 NODE = DATA / "node_trace.json"  # node 20: --trace-event-categories v8,node,node.async_hooks
 

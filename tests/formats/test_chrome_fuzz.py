@@ -8,13 +8,12 @@ from pathlib import Path
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_chrome import SAMPLE
 
 import tracehouse
 from tracehouse import _core
 from tracehouse.errors import BadInput
 from tracehouse.formats.chrome import importer as chrome_import
-
-from test_chrome import SAMPLE
 
 DOC = json.dumps({"traceEvents": SAMPLE}, indent=1).encode()
 

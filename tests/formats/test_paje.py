@@ -10,13 +10,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tracehouse
+from helpers.paths import DATA
 from tracehouse import _core
-from tracehouse.formats import registry
 from tracehouse.errors import BadInput
+from tracehouse.formats import registry
 from tracehouse.formats.chrome import exporter as chrome_export
 from tracehouse.formats.chrome import importer as chrome_import
 from tracehouse.formats.paje import importer as paje
-from helpers.paths import DATA
 
 SMALL = DATA / "small.paje"
 S = 1_000_000_000

@@ -11,13 +11,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tracehouse
+from helpers.paths import DATA
 from tracehouse import _core
 from tracehouse.cli import command as cli
-from tracehouse.formats import registry
 from tracehouse.errors import BadInput
+from tracehouse.formats import registry
 from tracehouse.formats.bpftrace import importer as bpftrace
 from tracehouse.formats.stap import importer as stap
-from helpers.paths import DATA
 
 STAP = DATA / "hyrise_jobs.stap.txt"
 BPF = DATA / "hyrise_jobs.bpftrace.json"

@@ -19,13 +19,11 @@ from pathlib import Path
 
 import pytest
 
-from tracehouse.formats import registry
+from helpers.strace import DATA, STRACE, build_programs, check_io_threads, needs_strace
 from tracehouse.cli import main
 from tracehouse.errors import BadInput
+from tracehouse.formats import registry
 from tracehouse.formats.strace import importer as imp
-
-from helpers.strace import DATA, STRACE, build_programs, check_io_threads, needs_strace
-
 
 # -- the oracle -----------------------------------------------------------------------
 

@@ -16,10 +16,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import tracehouse
+from helpers import paths
 from tracehouse import _core
 from tracehouse.errors import BadInput
 from tracehouse.formats.strace import importer as imp
-from helpers import paths
 
 DATA = paths.DATA / "strace"
 REAL = [line for f in ("threads.strace", "single-noy.strace") for line in (DATA / f).read_bytes().split(b"\n") if line]

@@ -32,11 +32,11 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import tracehouse  # noqa: E402
-from tracehouse import _core  # noqa: E402
 from helpers import batch_table  # noqa: E402
+from tracehouse import _core  # noqa: E402
 from tracehouse.store import catalog as catmod  # noqa: E402
-from tracehouse.store import segments as segmod  # noqa: E402
 from tracehouse.store import compact as compactmod  # noqa: E402
+from tracehouse.store import segments as segmod  # noqa: E402
 
 
 def die() -> None:

@@ -18,9 +18,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tracehouse.server import influxql
-
 from helpers.server import Server
+from tracehouse.server import influxql
 
 # -- the parser -----------------------------------------------------------------------------
 

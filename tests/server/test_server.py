@@ -15,10 +15,9 @@ import time
 import pyarrow as pa
 import pytest
 
+from helpers.server import Server, read_lines
 from tracehouse.errors import BadInput
 from tracehouse.server.config import ServerConfig, is_loopback
-
-from helpers.server import Server, read_lines
 
 LIMITS = ("--max-body", "64k", "--max-line", "2k", "--idle-timeout", "1", "--max-connections", "40",
           "--overload-wait", "0.3")

@@ -21,10 +21,9 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
+from helpers.server import Server
 from tracehouse.errors import BadInput
 from tracehouse.server.sqlguard import check_read_only
-
-from helpers.server import Server
 
 TOKEN = "s3cret"
 AUTH = {"Authorization": f"Token {TOKEN}"}

@@ -22,6 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
 from helpers.paths import DATA, ROOT
 
 playwright = pytest.importorskip("playwright.sync_api", reason="playwright is a dev extra (make setup)")

@@ -25,11 +25,11 @@ import pytest
 
 import tracehouse
 from helpers import BATCH_TYPE, batch_table, child_env, wal_files
+from helpers.paths import TESTS
 from helpers.server import Server
 from tracehouse import Column, DiskFull, EventType, TracehouseError
 from tracehouse.cli import command as cli
 from tracehouse.formats.csv import importer as csv_importer
-from helpers.paths import TESTS
 
 FLOATS = EventType("ev", "instant", (Column("x", "float64", "", "random: incompressible"),))
 

@@ -27,8 +27,18 @@ from hypothesis import strategies as st
 
 import tracehouse
 from helpers import (
-    BATCH_TYPE, HERE, ID_TYPE, Child, batch_table, child_env, id_table, rows_of_batch, run_child, segment_files,
-    wal_files, wal_frames,
+    BATCH_TYPE,
+    HERE,
+    ID_TYPE,
+    Child,
+    batch_table,
+    child_env,
+    id_table,
+    rows_of_batch,
+    run_child,
+    segment_files,
+    wal_files,
+    wal_frames,
 )
 from tracehouse import BadInput, NotFound, StoreLocked
 from tracehouse.store import wal as walmod

@@ -259,8 +259,8 @@ def test_chunked_tables_dictionary_strings_and_castable_types_are_accepted(store
 
 
 def test_a_table_of_big_chunks_is_one_wal_record_of_several_batches(store_path):
-    from tracehouse.store.store import BIG_CHUNK_ROWS
     from tracehouse.store import wal as walmod
+    from tracehouse.store.store import BIG_CHUNK_ROWS
 
     n = BIG_CHUNK_ROWS + 1
     big = pa.concat_tables([marks(list(range(n)), [0] * n, ["a"] * n),

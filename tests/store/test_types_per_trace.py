@@ -15,11 +15,10 @@ import time
 import pytest
 
 import tracehouse
-from tracehouse import Column, EventType
-
 from helpers import child_env
-from helpers.server import Server
 from helpers.paths import ROOT
+from helpers.server import Server
+from tracehouse import Column, EventType
 
 README = ROOT / "README.md"
 

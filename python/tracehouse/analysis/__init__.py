@@ -23,8 +23,8 @@ store the first time a question needs it, so repeated questions are lookups.
 from __future__ import annotations
 
 from .cursors import Cursor, Filter, cursor, parse_where
-from .histograms import Histogram, compare, compare_text, histogram, span_values, type_values
 from .format_defaults import LocalsConfig, ObjectConfig, SpanConfig, locals_config, object_config, span_config
+from .histograms import Histogram, compare, compare_text, histogram, span_values, type_values
 from .results import annotate, file_text, group, open_search, save_file, save_search, save_table, show
 from .spans import (
     Spans,

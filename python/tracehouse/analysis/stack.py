@@ -28,8 +28,8 @@ import numpy as np
 import pyarrow as pa
 
 from .. import _core, arrays
-from ..store import scan
 from ..schema import Column
+from ..store import scan
 from . import _index
 from .format_defaults import LocalsConfig, SpanConfig, locals_config
 from .spans import span_index

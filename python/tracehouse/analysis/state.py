@@ -19,8 +19,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import arrays
-from ..store import scan
 from ..schema import Column
+from ..store import scan
 from . import _index
 from .format_defaults import ObjectConfig, object_config
 

@@ -94,6 +94,7 @@ def run(events: int = 100_000_000, *, workdir: str | None = None, queries: int =
         keep: bool = False, progress: Callable[[str], None] | None = None, seed: int = 7) -> dict:
     """Runs the benchmark; returns a JSON-able dict (see `render`)."""
     import tracehouse
+
     from .. import analysis as an
     from ..analysis import statistics as STS
     from ..analysis.stack import locals_index

@@ -67,6 +67,7 @@ class NotEnoughSpace(TracehouseError):
 
 def _open_bench_store(directory: Path, w: Workload, fsync: str):
     import tracehouse
+
     from ..formats import BUILTIN
 
     fmt = BUILTIN[w.format]
@@ -281,9 +282,10 @@ def _check_space(path: Path, need: int, what: str) -> None:
 
 
 def _machine() -> dict:
+    import sqlite3
+
     import duckdb
     import pyarrow
-    import sqlite3
 
     from .. import __version__
 

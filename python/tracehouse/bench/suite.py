@@ -130,9 +130,10 @@ FULL_SUBSET = (
 
 
 def machine() -> dict:
+    import sqlite3
+
     import duckdb
     import pyarrow
-    import sqlite3
 
     from .. import __version__
 

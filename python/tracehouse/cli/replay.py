@@ -10,9 +10,9 @@ import sys
 
 
 def cmd_capture(args) -> int:
-    from .output import emit_json, err, human_bytes, open_store, out, progress_bar
     from ..errors import BadInput
     from ..formats.strace.capture import capture
+    from .output import emit_json, err, human_bytes, open_store, out, progress_bar
 
     cmd = list(args.cmd)
     if cmd and cmd[0] == "--":
@@ -88,8 +88,8 @@ def register(commands) -> None:
 
 
 def cmd_replay(args) -> int:
-    from .output import emit_json, err, human_bytes, open_store, out, progress_bar
     from ..replay.replay import replay
+    from .output import emit_json, err, human_bytes, open_store, out, progress_bar
 
     with open_store(args, write=True) as s:
         with progress_bar("replaying", None, enabled=not args.json and sys.stderr.isatty()) as adv:
@@ -170,10 +170,10 @@ def register_replay(commands) -> None:
 def cmd_extrapolate(args) -> int:
     from pathlib import Path
 
-    from .output import emit_json, open_store, out
     from ..errors import BadInput
     from ..replay import extrapolate as ex
     from ..replay.replay import runs as replay_runs
+    from .output import emit_json, open_store, out
 
     p = Path(args.input)
     if p.exists() or p.suffix in (".csv", ".parquet", ".json") or "/" in args.input:

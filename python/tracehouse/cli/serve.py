@@ -206,8 +206,8 @@ def register_bench(commands) -> None:
 
 def cmd_bench_ui(args) -> int:
     from .. import default_path
-    from .output import emit_json, err, out
     from ..server.ui import bench
+    from .output import emit_json, err, out
 
     rep = bench.run(store=args.store or str(default_path()) if args.trace else None, trace=args.trace,
                     events=args.events, repeat=args.repeat,

@@ -12,12 +12,11 @@ from __future__ import annotations
 import types
 from pathlib import Path
 
-from .. import _core
+from .. import _core, lazy
 from ..errors import BadInput
 from .native import NativeLoader, read_chunks
 from .report import ImportReport
 from .tabular import Mapping
-from .. import lazy
 
 # Imported on first use (lazy.py): `tracehouse import` loads every importer to read its options.
 pa = lazy.module("pyarrow")

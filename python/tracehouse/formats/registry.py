@@ -31,9 +31,9 @@ from .chrome import importer as chrome
 from .csv import importer as csv
 from .paje import importer as paje
 from .parquet import importer as parquet
+from .report import ImportReport
 from .stap import importer as stap
 from .strace import importer as strace
-from .report import ImportReport
 from .tabular import Mapping
 
 if TYPE_CHECKING:

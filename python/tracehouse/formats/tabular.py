@@ -16,10 +16,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NoReturn
 
+from .. import lazy
 from ..errors import BadInput
 from ..schema import EventType, check_ident, infer_event_type
 from .report import ImportReport
-from .. import lazy
 
 # Imported on first use (lazy.py): `tracehouse import` loads every importer to read its options.
 np = lazy.module("numpy")

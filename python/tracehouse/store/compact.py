@@ -19,11 +19,11 @@ import logging
 import os
 import threading
 
+from .. import lazy
 from ..errors import is_disk_full
 from ..schema import EventType
 from .conform import align
 from .segments import sort_rows, write_segment
-from .. import lazy
 
 # Imported on first use (lazy.py): listing, searching and counting traces need none.
 pq = lazy.module("pyarrow.parquet")

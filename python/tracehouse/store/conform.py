@@ -16,9 +16,9 @@ import ctypes
 import functools
 from typing import Sequence
 
+from .. import lazy
 from ..errors import BadInput
 from ..schema import EventType
-from .. import lazy
 
 # Imported on first use (lazy.py): listing, searching and counting traces need none.
 pa = lazy.module("pyarrow")

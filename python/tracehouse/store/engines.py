@@ -32,11 +32,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Sequence
 
+from .. import lazy
 from ..errors import BadInput, NotFound
 from ..schema import EventType, one_event_type
 from .catalog import Catalog, SegmentInfo, TraceInfo
 from .query import TH_TABLES, _first_line, _to_arrow, events_view_sql, qident, th_tables, type_view_sql
-from .. import lazy
 
 # Imported on first use (lazy.py): listing, searching and counting traces need none.
 duckdb = lazy.module("duckdb")

@@ -21,9 +21,9 @@ import threading
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
+from .. import lazy
 from ..errors import BadInput
 from ..schema import EventType
-from .. import lazy
 
 # Imported on first use (lazy.py): listing, searching and counting traces need none.
 duckdb = lazy.module("duckdb")

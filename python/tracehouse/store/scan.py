@@ -31,14 +31,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterable
 
-from .. import _core
+from .. import _core, lazy
 from ..arrays import as_numpy
 from ..errors import BadInput
 from ..schema import EventType
 from .catalog import SegmentInfo, TraceInfo
 from .conform import align
 from .query import qident, qstr
-from .. import lazy
 
 # Imported on first use (lazy.py): listing, searching and counting traces need none.
 duckdb = lazy.module("duckdb")

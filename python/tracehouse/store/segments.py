@@ -29,8 +29,8 @@ import os
 import uuid
 from pathlib import Path
 
-from .wal import fsync_dir
 from .. import lazy
+from .wal import fsync_dir
 
 # Imported on first use (lazy.py): listing, searching and counting traces need none.
 np = lazy.module("numpy")

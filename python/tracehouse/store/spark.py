@@ -27,7 +27,17 @@ import pyarrow.compute as pc
 
 from ..errors import BadInput, TracehouseError
 from ..schema import EventType
-from .engines import DuckViews, EngineBase, Snapshot, TraceSource, mentions_th, parse, referenced_traces, table_refs, view_name
+from .engines import (
+    DuckViews,
+    EngineBase,
+    Snapshot,
+    TraceSource,
+    mentions_th,
+    parse,
+    referenced_traces,
+    table_refs,
+    view_name,
+)
 
 DEFAULT_MASTER = "local[2]"
 # pyspark warns about pandas 3 whenever it checks for pandas; tracehouse hands it Arrow only.

@@ -18,9 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from .. import _core
+from .. import _core, lazy
 from .._core import crc32  # zlib's CRC-32, SIMD: the WAL's checksum
-from .. import lazy
 
 # Imported on first use (lazy.py): listing, searching and counting traces need none.
 pa = lazy.module("pyarrow")

@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .. import _core
+from .. import _core, lazy
 from ..errors import DiskFull, NotFound, TracehouseError, is_disk_full
 from ..schema import EventType
 from . import wal as walmod
@@ -57,7 +57,6 @@ from .compact import Compactor
 from .conform import align, conform_target, conform_unnumbered
 from .options import WriterOptions
 from .segments import PRODUCER_ORDER, PRODUCER_ROW_GROUP, row_order, write_sorted_part
-from .. import lazy
 
 # Imported on first use (lazy.py): listing, searching and counting traces need none.
 np = lazy.module("numpy")

@@ -27,9 +27,9 @@ import json
 from pathlib import Path
 
 from ... import _core
-from .. import chrome as fmt
 from ...schema import EventType
 from ...store.query import qident, qstr
+from .. import chrome as fmt
 
 NAME = "chrome"
 EXTENSION = "json"

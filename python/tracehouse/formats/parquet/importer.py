@@ -16,11 +16,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from ... import lazy
 from ...errors import BadInput
 from ...schema import EventType
 from ..report import ImportReport
 from ..tabular import Mapping, TabularLoader
-from ... import lazy
 
 # Imported on first use (lazy.py): `tracehouse import` loads every importer to read its options.
 np = lazy.module("numpy")

@@ -26,11 +26,11 @@ from __future__ import annotations
 
 import itertools
 import json
-from collections import OrderedDict
 import logging
 import threading
 import time
 import traceback
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Callable
 
