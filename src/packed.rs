@@ -21,6 +21,9 @@
 //!
 //! A column may be stored relative to another (`value - ref`, e.g. the span index's end_ts
 //! relative to ts): [`Rel`] reads it back as the sum.
+//!
+//! Over 600 lines: the encoder, the in-place reader, search and the binned counts over one
+//! block layout; they change together whenever the layout does.
 
 /// Values per block.
 pub const BLOCK: usize = 1024;

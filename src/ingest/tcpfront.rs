@@ -41,6 +41,9 @@
 //! 0.55x), TCP at-most-once 90K / 81K; after HTTP 283K / 251K, TCP durable offsets 254K / 255K
 //! (0.90x, 1.02x), TCP at-most-once 217K / 186K stored; three more rounds (8 s, load 6-7)
 //! HTTP 290K / 203K / 277K, TCP durable offsets 271K / 207K / 334K.
+//!
+//! Over 600 lines: the connection threads' framing, handshake, limits and back-pressure and
+//! the per-connection ack writer share one connection state; its tests sit at the bottom.
 
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};

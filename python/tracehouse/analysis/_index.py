@@ -52,6 +52,9 @@ Decisions:
   keeps a built index in this process's memory instead.
 - Builds are one stable radix sort (`_core.stable_order`) of rows that arrive in ts
   order, so ts order inside each key comes free.
+
+Over 600 lines: building, saving, finding, mapping and extending an index in parts share
+one cache and one notion of "fresh"; split, each piece would re-derive the others' keys.
 """
 
 from __future__ import annotations
