@@ -284,7 +284,6 @@ class ChromeWriter:
     @property
     def events(self) -> int: ...
 
-STRACE_EVENT_TYPES: Final[tuple[str, str, str]]
 """("syscall", "signal", "exit"): the strace event types (tracehouse.formats.strace)."""
 
 def strace_schemas() -> dict[str, pa.Schema]:

@@ -95,13 +95,6 @@ pub struct FormatDecl {
     pub results: &'static [ResultDecl],
 }
 
-impl FormatDecl {
-    /// The event type `name`.
-    pub fn event_type(&self, name: &str) -> Option<&'static EventTypeDecl> {
-        self.event_types.iter().find(|e| e.name == name)
-    }
-}
-
 /// Every declared format, in the order Python lists them.
 pub const FORMATS: [&FormatDecl; 6] = [
     &crate::workload::tod::decl::TOD,

@@ -608,7 +608,7 @@ fn form_decode(s: &str) -> String {
 }
 
 /// Equality in time independent of where the first difference is (the token is a secret).
-fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn same_bytes(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 

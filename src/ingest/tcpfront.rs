@@ -54,7 +54,7 @@ use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::commit::GroupCommit;
-use super::httpfront::{linger_close, Budget, Front, Inbox};
+use super::httpfront::{linger_close, same_bytes, Budget, Front, Inbox};
 use crate::sync::lock;
 
 /// Bytes one item grows to at most by later reads (see [`Front::push_lines`]).
@@ -91,8 +91,6 @@ pub struct TcpStats {
     pub connections: AtomicUsize,
     /// Connections refused by the connection limit.
     pub refused_connections: AtomicU64,
-    /// Connections refused for a missing or wrong token.
-    pub auth_refusals: AtomicU64,
     /// Bytes in flight now.
     pub inflight: AtomicUsize,
 }
@@ -599,7 +597,6 @@ impl Front {
         };
         if let Some(token) = cfg.token.as_deref() {
             if !opts.token.as_deref().is_some_and(|t| same_bytes(t.as_bytes(), token.as_bytes())) {
-                tcp.stats.auth_refusals.fetch_add(1, Ordering::Relaxed);
                 let why = if opts.token.is_none() { "no token" } else { "wrong token" };
                 self.note_auth_refusal(format!("TCP line protocol from {peer}: {why}"));
                 refuse(&mut w, "err 0 unauthorized: first line must be '# tracehouse token=<token>'\n");
@@ -817,10 +814,6 @@ fn handshake(line: &[u8]) -> Handshake {
 }
 
 /// Equality in time independent of where the first difference is (the token is a secret).
-fn same_bytes(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -931,7 +924,7 @@ mod tests {
             let _ = s.read_to_string(&mut out);
             assert!(out.starts_with(want), "{out}");
         }
-        assert_eq!(front.tcp_stats().unwrap().stats.auth_refusals.load(Ordering::Relaxed), 2);
+        assert_eq!(front.stats.auth_refusals.load(Ordering::Relaxed), 2); // HTTP and TCP refusals, one count
         front.close();
     }
 

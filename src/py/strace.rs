@@ -1,4 +1,4 @@
-//! Python face of the strace parser: `_core.StraceParser`, `_core.STRACE_EVENT_TYPES`
+//! Python face of the strace parser: `_core.StraceParser`
 //! and `_core.strace_schemas()`.
 //!
 //! Owns argument checking and the conversion of finished batches to
@@ -190,7 +190,6 @@ fn strace_schemas(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 /// Adds the strace names to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyStraceParser>()?;
-    m.add("STRACE_EVENT_TYPES", PyTuple::new(m.py(), EVENT_TYPES)?)?;
     m.add_function(wrap_pyfunction!(strace_schemas, m)?)?;
     Ok(())
 }

@@ -60,6 +60,7 @@ one cache and one notion of "fresh"; split, each piece would re-derive the other
 from __future__ import annotations
 
 import dataclasses
+import functools
 import json
 import threading
 from typing import TYPE_CHECKING, Callable
@@ -231,7 +232,10 @@ class _Plain:
 
     def __init__(self, values: pa.Array):
         self.values = values
-        self.np = arrays.as_numpy(values)
+
+    @functools.cached_property
+    def np(self) -> np.ndarray:  # only a search needs it; strings would cost an object per row
+        return arrays.as_numpy(self.values)
 
     def __len__(self) -> int:
         return len(self.values)

@@ -169,6 +169,7 @@ def _write(r: dict, out: Path, summary: list) -> str:
     by = {(c["system"], c["writers"], c["rows_per_batch"]): c for c in r["cells"]}
     raw = r.get("raw_append", {})
     rows = []
+    cells = []  # (writers, rows per batch, best tracehouse rate, (best peer, its rate) or None)
     for w in r["writers"]:
         for b in r["rows_per_batch"]:
             row = [w, f"{b:,}"]
@@ -183,6 +184,7 @@ def _write(r: dict, out: Path, summary: list) -> str:
             row.append(rate(rr["mean"]) if rr else "")
             row.append(f"{ratio(th / best[1])} ({best[0]})" if best and best[1] else "")
             rows.append(row)
+            cells.append((w, b, th, best))
     # Like with like: each acknowledgement contract against the peers keeping the same promise
     # (write.PAIRINGS); the summary takes these ratios when both sides of a contract were measured.
     paired = write.pairings(r)
@@ -192,15 +194,9 @@ def _write(r: dict, out: Path, summary: list) -> str:
                 summary.append([f"QoS write matrix ({p['contract']} acks)",
                                 f"{p['writers']} writers x {p['rows_per_batch']:,} rows", p["ratio"], 2.0, p["peer"]])
     else:
-        for w in r["writers"]:
-            for b in r["rows_per_batch"]:
-                ths = [by[(s, w, b)]["rows_per_s"] for s in systems if s.startswith("tracehouse") and (s, w, b) in by]
-                peers_ = {s: by[(s, w, b)]["rows_per_s"] for s in systems
-                          if not s.startswith("tracehouse") and (s, w, b) in by}
-                best = max(peers_.items(), key=lambda kv: kv[1]) if peers_ else None
-                if ths and best and best[1] and b >= 50:
-                    summary.append(["QoS write matrix (streaming)", f"{w} writers x {b:,} rows", max(ths) / best[1],
-                                    2.0, best[0]])
+        for w, b, th, best in cells:
+            if th and best and best[1] and b >= 50:
+                summary.append(["QoS write matrix (streaming)", f"{w} writers x {b:,} rows", th / best[1], 2.0, best[0]])
     txt = ["## 2a. QoS write matrix (seed 003, figures 5.1-5.3)", "",
            f"Rows/s acknowledged, {r['seconds_per_run']:g} s runs, QoS rows (13 id tags + 48 results), every "
            "writer a closed loop waiting for each batch's acknowledgement (`tracehouse bench write`: the systems "

@@ -162,10 +162,10 @@ def cmd_export(args) -> int:
             if args.format == "parquet":  # the type and format ride along: `import parquet` restores them
                 opts = f"(FORMAT parquet, COMPRESSION zstd, KV_METADATA {{{qstr(EXPORT_KEY)}: {qstr(export_meta(info, et))}}})"
             s.sql(f"COPY (SELECT * FROM {qident(info.name)}.{qident(name)} ORDER BY ts, producer, seq) "
-                  f"TO '{str(path).replace(chr(39), chr(39) * 2)}' {opts}")
+                  f"TO {qstr(str(path))} {opts}")
             files.append({"event_type": name, "path": str(path), "bytes": path.stat().st_size})
-        prod = pa.Table.from_pylist([p | {"attrs": json.dumps(p["attrs"])} for p in s.producers(args.trace)]) \
-            if s.producers(args.trace) else None
+        producers = s.producers(args.trace)
+        prod = pa.Table.from_pylist([p | {"attrs": json.dumps(p["attrs"])} for p in producers]) if producers else None
         if prod is not None:
             ppath = target / f"producers.{args.format}"
             if args.format == "parquet":

@@ -37,7 +37,7 @@ from ..errors import BadInput
 from ..schema import EventType
 from .catalog import SegmentInfo, TraceInfo
 from .conform import align
-from .query import qident, qstr
+from .query import _to_arrow, qident, qstr
 
 # Imported on first use (lazy.py): listing, searching and counting traces need none.
 duckdb = lazy.module("duckdb")
@@ -138,23 +138,18 @@ def _duck() -> duckdb.DuckDBPyConnection:
     return con
 
 
-def _arrow(rel) -> pa.Table:
-    # duckdb 2 renamed arrow() to to_arrow_table(); accept both.
-    return (getattr(rel, "to_arrow_table", None) or rel.arrow)()
-
-
 def select(source: Source | list[str], sql: str, params: list | None = None) -> pa.Table:
     """`sql` with `{src}` standing for one piece (or a list of segment files of one layout),
     run on this thread's scanning connection."""
     con = _duck()
     if isinstance(source, list):
-        return _arrow(con.sql(sql.format(src=f"read_parquet([{', '.join(qstr(p) for p in source)}])"), params=params))
+        return _to_arrow(con.sql(sql.format(src=f"read_parquet([{', '.join(qstr(p) for p in source)}])"), params=params))
     if source.path is not None:
-        return _arrow(con.sql(sql.format(src=f"read_parquet({qstr(source.path)})"), params=params))
+        return _to_arrow(con.sql(sql.format(src=f"read_parquet({qstr(source.path)})"), params=params))
     view = f"_scan_tail_{id(source.table)}"
     con.register(view, source.table)
     try:
-        return _arrow(con.sql(sql.format(src=view), params=params))
+        return _to_arrow(con.sql(sql.format(src=view), params=params))
     finally:
         con.unregister(view)
 

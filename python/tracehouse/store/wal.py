@@ -237,18 +237,18 @@ def iter_uncovered(directory: Path, covered: int) -> Iterator[int]:
             yield n
 
 
-def uncovered_files(directory: Path, covered: int) -> tuple[tuple[int, int, int], ...]:
-    """(number, size, mtime ns) of each WAL file above `covered`: what a reader in another
+def uncovered_files(directory: Path, covered: int) -> tuple[tuple[int, int, int, int], ...]:
+    """(number, size, mtime ns, inode) of each WAL file above `covered`: what a reader in another
     process must read besides the registered segments, and whether it changed since the last
     look. Raises FileNotFoundError when a file vanished meanwhile (a checkpoint covered it)."""
     out = []
     for n in iter_uncovered(Path(directory), covered):
         st = os.stat(wal_path(directory, n))
-        out.append((n, st.st_size, st.st_mtime_ns))
+        out.append((n, st.st_size, st.st_mtime_ns, st.st_ino))
     return tuple(out)
 
 
-def read_uncovered(directory: Path, files: tuple[tuple[int, int, int], ...],
+def read_uncovered(directory: Path, files: tuple[tuple[int, int, int, int], ...],
                    known: dict[int, tuple[int, int, list]] | None = None) -> list[tuple[str, pa.RecordBatch]]:
     """The intact records of `files` (from `uncovered_files`), read without a lock and without
     changing anything: a torn or half-written tail (the writer may be appending) ends a file's
@@ -266,13 +266,12 @@ def read_uncovered(directory: Path, files: tuple[tuple[int, int, int], ...],
     directory = Path(directory)
     records: list[tuple[str, pa.RecordBatch]] = []
     seen = set()
-    for n, size, _mtime in files:
+    for n, size, _mtime, ino in files:
         path = wal_path(directory, n)
         seen.add(n)
         if known is None:
             records += read_wal(path).records
             continue
-        ino = os.stat(path).st_ino
         prev = known.get(n)
         if prev is not None and (prev[0] != ino or size < prev[1]):
             prev = None  # another file under that number, or cut below what was read: read it again
@@ -283,6 +282,6 @@ def read_uncovered(directory: Path, files: tuple[tuple[int, int, int], ...],
             known[n] = (ino, scan.valid_bytes, got)
         records += got
     if known is not None:
-        for n in [n for n in known if n not in seen]:
+        for n in [n for n in list(known) if n not in seen]:  # list(): other threads may add meanwhile
             known.pop(n, None)  # covered by a checkpoint since
     return records

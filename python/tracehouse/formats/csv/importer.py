@@ -167,6 +167,15 @@ def _undecodable_rows_quiet():
         sys.unraisablehook = previous
 
 
+def _not_utf8(path: str | Path) -> BadInput | None:
+    """The error naming the first byte of `path` that is not UTF-8, or None when it is all UTF-8."""
+    at = first_non_utf8(path)
+    if at is None:
+        return None
+    return BadInput(f"not UTF-8 text (byte 0x{at[2]:02x})", file=str(path), line=at[0], offset=at[1],
+                    expected="UTF-8 text, one event per line")
+
+
 def first_non_utf8(path: str | Path, chunk: int = 16 << 20) -> tuple[int, int, int] | None:
     """(line, byte offset in the file, the byte) of the first byte that is not UTF-8, or None."""
     decoder = codecs.getincrementaldecoder("utf-8")()
@@ -212,11 +221,7 @@ def _import(store, path: Path, name: str, *, mapping: Mapping | None, strict: bo
     except (pa.ArrowInvalid, UnicodeDecodeError) as e:
         if _straddles(e):
             raise _LineTooLong() from None
-        at = first_non_utf8(path)
-        if at is not None:
-            raise BadInput(f"not UTF-8 text (byte 0x{at[2]:02x})", file=source, line=at[0], offset=at[1],
-                           expected="UTF-8 text, one event per line") from None
-        raise BadInput(f"not a readable CSV: {e}", file=source, line=None,
+        raise _not_utf8(path) or BadInput(f"not a readable CSV: {e}", file=source, line=None,
                        expected="a header line, then one event per line") from None
     text_types = {f.name: pa.string() for f in inferred}
     skipped: list[int] = []
@@ -238,11 +243,8 @@ def _import(store, path: Path, name: str, *, mapping: Mapping | None, strict: bo
         if -1 in reasons:
             line, reason = reasons[-1].split("\t", 1)
             return BadInput(reason, file=source, line=int(line), expected="the header's number of fields")
-        at = first_non_utf8(path)  # the usual cause: name its line rather than pyarrow's row
-        if at is not None:
-            return BadInput(f"not UTF-8 text (byte 0x{at[2]:02x})", file=source, line=at[0], offset=at[1],
-                            expected="UTF-8 text, one event per line")
-        return BadInput(f"unreadable CSV after data row {row}: {e}", file=source,
+        # the usual cause: name its line rather than pyarrow's row
+        return _not_utf8(path) or BadInput(f"unreadable CSV after data row {row}: {e}", file=source,
                         expected="UTF-8 text, one event per line")
 
     try:
