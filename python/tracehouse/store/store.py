@@ -572,6 +572,12 @@ class Store:
                 covered = self.catalog.wal_covered(info.id)
             try:
                 files = walmod.uncovered_files(wal_dir, covered)
+                # A checkpoint that registered after the snapshot may have dropped its WAL files
+                # before they were listed: they are then in neither half (rows missing at the
+                # end; a reader saw 1,200 rows, then 1,150). Files are dropped only after the
+                # covered number passed them, so an unchanged number proves the listing whole.
+                if self.catalog.wal_covered(info.id) != covered:
+                    continue
                 sig = (covered, files)
                 if sig == known or not files:
                     return segs, sig, None if sig == known else []
