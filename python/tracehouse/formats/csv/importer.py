@@ -81,16 +81,17 @@ def _straddles(e: Exception) -> bool:
 
 
 def _line_numbers(first_row: int, n: int, header_lines: int, skipped: np.ndarray) -> np.ndarray:
-    """Source line of each of `n` valid rows starting at valid-row index `first_row`."""
+    """Source line of each of `n` valid rows starting at valid-row index `first_row`.
+
+    `skipped`: the sorted line numbers of rows left out (malformed). Valid row k is the b-th
+    kept line, b = k + header_lines + 1, so its line is b + the number of skipped lines before
+    it; skipped line s_j comes before it exactly when fewer than b kept lines precede s_j, i.e.
+    s_j - j <= b (s_j - j never decreases, so one binary search counts them). An iteration to
+    a fixed point stood here and gave wrong lines after 64 or more consecutive skipped rows."""
     base = np.arange(first_row, first_row + n, dtype=np.int64) + header_lines + 1
-    lines = base
-    if skipped.size:
-        for _ in range(64):  # fixed point of line = base + #(skipped lines <= line)
-            nxt = base + np.searchsorted(skipped, lines, side="right")
-            if np.array_equal(nxt, lines):
-                break
-            lines = nxt
-    return lines
+    if not skipped.size:
+        return base
+    return base + np.searchsorted(skipped - np.arange(skipped.size, dtype=np.int64), base, side="right")
 
 
 class _LineTooLong(Exception):
