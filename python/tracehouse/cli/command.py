@@ -178,6 +178,3 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -77,11 +77,11 @@ def emit_json(data: Any) -> None:
 def human_bytes(n: int | None) -> str:
     if n is None:
         return ""
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(n) < 1024 or unit == "TB":
+    for unit in ("B", "KB", "MB", "GB"):
+        if abs(n) < 1024:
             return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
         n /= 1024
-    return str(n)
+    return f"{n:.1f} TB"
 
 
 def human_ns(ns: int | None) -> str:

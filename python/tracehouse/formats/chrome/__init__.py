@@ -27,8 +27,6 @@ EVENT_TYPES = declared.event_types(FORMAT)
 ARG_DOC = "args key "
 END_ARG_DOC = "args key of the closing event "
 
-BY_NAME = {et.name: et for et in EVENT_TYPES}
-
 
 def arg_key(column: Column) -> tuple[str, bool] | None:
     """(args key, is it an end arg) of an `arg_`/`end_arg_` parameter, else None."""
