@@ -78,7 +78,7 @@ MEDIUM = {  # every experiment end to end at a tenth of the full sizes (a check 
     "import": {"size": 1_000_000, "sizes": [1_000_000]},
     "analyze": {"events": 10_000_000, "queries": 200, "duck_queries": 10},
 }
-# The full run: about an hour on this 2-core machine. Every experiment and every peer, but a
+# The full run: about 2.5 h on this 2-core machine (2026-11-25; the write matrix alone 70 min). Every experiment and every peer, but a
 # representative subset of the seeds' matrices (the complete matrices took 9-13 h here); what was
 # left out and why is written into the report (FULL_SUBSET) and README:
 FULL = {
@@ -114,7 +114,9 @@ QUICK_SCOPE = (
     "Its figures show that everything runs, not how fast.")
 MEDIUM_SCOPE = (
     "Every experiment end to end at about a tenth of the full run's sizes: TOD to 10^6 events, reads on "
-    "10 % of the data set (every case, 1, 5 and 20 clients), SoC-Trace 1 and 10 MB.")
+    "10 % of the data set (every case, 1, 5 and 20 clients), SoC-Trace 1 and 10 MB; the write matrix "
+    "(1, 16, 128 writers x 50, 1,000, 10,000 rows) with the quick run's systems only: tracehouse over HTTP "
+    "and Arrow, PostgreSQL COPY and SQLite (QuestDB and MariaDB run in the full write matrix).")
 FULL_SUBSET = (
     "The full run is a representative subset of the seeds' matrices (all of them took an estimated 9-13 h "
     "on this 2-core machine): TOD store 10^3 ... 10^7 events (10^8 needs ~40 GB of memory for the "
