@@ -938,6 +938,11 @@ def test_a_live_tail_read_incrementally_gives_the_rows_of_a_whole_read(store):
         assert table.equals(whole), f"tail of {len(tail)} batches"
         assert changed == (last is None or not last.equals(whole))
         last = whole
+    # The type widened (a column's type changed): the rows are aligned anew, not reused.
+    wider = EventType("load", "counter", (Column("value", "string", "%", "cpu load"),))
+    table, changed = engine._tail_table(99, wider, bs[5:8])
+    assert changed and table.schema.field("value").type == pa.string()
+    assert table.equals(align(bs[5:8], wider, [c.name for c in wider.columns]))
 
 
 def test_a_reader_of_the_wal_sees_every_row_once_as_the_tail_grows_and_checkpoints(store, store_path):

@@ -180,8 +180,9 @@ class QueryEngine:
         self._trace_sigs: dict[str, Any] = {}  # trace name -> signature of its views
         # trace name -> what its views are made of apart from the tail's rows (`_refresh_trace`)
         self._trace_shapes: dict[str, Any] = {}
-        # (trace id, type) -> (the tail's batches, their aligned table): see `_tail_table`
-        self._tail_cache: dict[tuple[int, str], tuple[list, pa.Table]] = {}
+        # (trace id, type) -> (the type's columns, the tail's batches, their aligned table):
+        # see `_tail_table`
+        self._tail_cache: dict[tuple[int, str], tuple[tuple, list, pa.Table]] = {}
         # Arrow tables the views read, by registered name: name -> (trace name or None for th.*, table).
         # A cursor does not see its connection's registrations; `snapshot` registers them on it.
         self._sources: dict[str, tuple[str | None, pa.Table]] = {}
@@ -235,10 +236,11 @@ class QueryEngine:
             self._tail_cache.pop(key, None)
             return None, True
         cols = [c.name for c in et.columns]
+        layout = tuple((c.name, c.type) for c in et.columns)  # a widened type aligns anew
         prev = self._tail_cache.get(key)
         table = None
-        if prev is not None and prev[1].column_names == cols:
-            old, old_table = prev
+        if prev is not None and prev[0] == layout:
+            _layout, old, old_table = prev
             first = next((i for i, b in enumerate(old) if b is batches[0]), None)
             keep = len(old) - first if first is not None else 0
             if keep and keep <= len(batches) and all(a is b for a, b in zip(old[first:], batches)):
@@ -251,7 +253,7 @@ class QueryEngine:
                 table = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
         if table is None:
             table = align(batches, et, cols)
-        self._tail_cache[key] = (list(batches), table)
+        self._tail_cache[key] = (layout, list(batches), table)
         return table, True
 
     def _refresh_trace(self, info) -> None:
