@@ -89,6 +89,12 @@ def align(parts: Sequence[pa.RecordBatch | pa.Table], et: EventType, columns: Se
     else:
         types = {c.name: c.arrow_type for c in et.columns}
         target = pa.schema([pa.field(c, types[c]) for c in columns])
+        if parts and len(columns) == len(types) and list(columns) == list(types):
+            # Every column (a reader's tail): parts in the current layout are relabelled, not
+            # rebuilt column by column (300 batches of 7 columns: 36 -> 10 ms).
+            same = _relabelled(parts, target)
+            if same is not None:
+                return same
     aligned = []
     for p in parts:
         names = p.schema.names

@@ -177,41 +177,52 @@ def read_wal(path: Path, start: int = 0) -> WalScan:
     """Read every intact record of a WAL file, stopping at the first bad one.
 
     start: a record boundary already read (a previous scan's `valid_bytes`): only the records
-    after it are read and returned (byte positions in errors stay the file's own)."""
-    with open(path, "rb") as f:
+    after it are read and returned (byte positions in errors stay the file's own).
+
+    The batches are slices of the one read of the file (no copy after it), and each record's
+    batch messages are decoded against its schema message, parsed once per distinct schema
+    (`_decode`). A reader polling a live stream reads every byte its writer logs (bench
+    ingest's: 537 MB per 10M events); `open_stream` per record cost 20 us of a 10K-row
+    record against 9 now.
+    """
+    with open(path, "rb", buffering=0) as f:
+        # Exactly the bytes there are, in one read (`read()` to the end grows its buffer as it
+        # reads). Alternated in one live run (bench ingest's reader): bytes 0.63 ns/B, a
+        # bytearray (zeroed first) 1.0, pyarrow's allocator 3.0.
+        n = max(0, os.fstat(f.fileno()).st_size - start)
         if start:
             f.seek(start)
-        data = f.read()
-    scan = WalScan(Path(path), file_bytes=start + len(data))
+        data = pa.py_buffer(f.read(n))
+    size = data.size
+    scan = WalScan(Path(path), file_bytes=start + size)
+    mv = memoryview(data)
     if start == 0:
-        if not data:  # created, then the writer died before the header: an empty log, nothing torn
+        if not size:  # created, then the writer died before the header: an empty log, nothing torn
             return scan
-        if len(data) < len(MAGIC) or data[: len(MAGIC)] != MAGIC:
-            scan.error = "missing WAL header" if len(data) < len(MAGIC) else "bad WAL magic"
+        if size < len(MAGIC) or mv[: len(MAGIC)] != MAGIC:
+            scan.error = "missing WAL header" if size < len(MAGIC) else "bad WAL magic"
             return scan
         pos = len(MAGIC)
     else:
         pos = 0
-    mv = memoryview(data)
-    while pos < len(data):
-        if pos + HEADER.size > len(data):
+    schemas: dict[bytes, pa.Schema] = {}
+    while pos < size:
+        if pos + HEADER.size > size:
             scan.error = f"truncated record header at byte {start + pos}"
             break
-        length, crc = HEADER.unpack_from(data, pos)
+        length, crc = HEADER.unpack_from(mv, pos)
         rec, end = pos + HEADER.size, pos + HEADER.size + length
-        if length < NAME_LEN.size or length > MAX_RECORD or end > len(data):
-            scan.error = f"record at byte {start + pos} claims {length} bytes, {len(data) - rec} remain"
+        if length < NAME_LEN.size or length > MAX_RECORD or end > size:
+            scan.error = f"record at byte {start + pos} claims {length} bytes, {size - rec} remain"
             break
-        payload = mv[rec:end]
-        if crc32(payload) != crc:
+        if crc32(mv[rec:end]) != crc:
             scan.error = f"CRC mismatch in record at byte {start + pos}"
             break
-        (nlen,) = NAME_LEN.unpack_from(payload, 0)
+        (nlen,) = NAME_LEN.unpack_from(mv, rec)
         try:
-            name = bytes(payload[2 : 2 + nlen]).decode()
-            reader = pa.ipc.open_stream(pa.py_buffer(payload[2 + nlen :]))
-            batches = list(reader)
-        except (UnicodeDecodeError, pa.ArrowInvalid) as e:
+            name = bytes(mv[rec + 2 : rec + 2 + nlen]).decode()
+            batches = _decode(data, rec + 2 + nlen, end, schemas)
+        except (UnicodeDecodeError, pa.ArrowException, OSError, ValueError) as e:  # (ArrowIOError is an OSError)
             scan.error = f"undecodable record at byte {start + pos}: {e}"
             break
         for b in batches:
@@ -219,8 +230,54 @@ def read_wal(path: Path, start: int = 0) -> WalScan:
         pos = end
     scan.valid_bytes = start + pos
     if scan.error is None:
-        scan.valid_bytes = start + len(data)
+        scan.valid_bytes = start + size
     return scan
+
+
+_CONTINUATION = 0xFFFFFFFF
+_MSG_PREFIX = struct.Struct("<Ii")
+
+
+def _decode(data: pa.Buffer, pos: int, end: int, schemas: dict[bytes, pa.Schema]) -> list[pa.RecordBatch]:
+    """The record batches of the Arrow IPC stream in `data[pos:end]`: a schema message, batch
+    messages, maybe the end-of-stream marker. Framing is read here (continuation marker,
+    metadata length, then the body the metadata declares); anything else - e.g. the pre-0.15
+    framing without the marker, or a stream this does not take - is read by pyarrow's stream
+    reader, whose answer (batches or error) is then the record's, as before."""
+    try:
+        return _decode_framed(data, pos, end, schemas)
+    except (pa.ArrowException, OSError, ValueError):
+        return list(pa.ipc.open_stream(data.slice(pos, end - pos)))
+
+
+def _decode_framed(data: pa.Buffer, pos: int, end: int, schemas: dict[bytes, pa.Schema]) -> list[pa.RecordBatch]:
+    mv = memoryview(data)
+    if end - pos < 8 or _MSG_PREFIX.unpack_from(mv, pos)[0] != _CONTINUATION:
+        raise ValueError("not the framing with continuation markers")
+    meta_len = _MSG_PREFIX.unpack_from(mv, pos)[1]
+    first = pos + 8 + meta_len
+    if meta_len <= 0 or first > end:
+        raise pa.ArrowInvalid(f"schema message of {meta_len} bytes in a {end - pos}-byte stream")
+    key = bytes(mv[pos:first])
+    schema = schemas.get(key)
+    if schema is None:
+        schema = schemas[key] = pa.ipc.read_schema(data.slice(pos, first - pos))
+    out = []
+    pos = first
+    while pos < end:
+        if end - pos < 8:
+            raise pa.ArrowInvalid(f"{end - pos} bytes after the last message")
+        marker, meta_len = _MSG_PREFIX.unpack_from(mv, pos)
+        if marker != _CONTINUATION or meta_len < 0:
+            raise pa.ArrowInvalid(f"no message at stream byte {pos}")
+        if meta_len == 0:  # end of stream
+            break
+        msg = pa.ipc.read_message(data.slice(pos, end - pos))
+        if msg.type != "record batch":
+            raise pa.ArrowInvalid(f"unexpected {msg.type} message in a WAL record")
+        out.append(pa.ipc.read_record_batch(msg, schema))
+        pos += 8 + meta_len + msg.body.size
+    return out
 
 
 def cut_tail(scan: WalScan) -> None:
