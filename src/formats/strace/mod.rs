@@ -42,6 +42,7 @@
 //! pairing of unfinished/resumed calls, late rows) share one state; lines are in line.rs,
 //! names in names.rs, processes in procs.rs, rows in rows.rs, tests in tests.rs.
 
+pub mod background;
 pub mod decl;
 mod line;
 mod names;
