@@ -740,3 +740,80 @@ fn path_arguments_are_kept_as_asked() {
     ];
     assert_eq!(got, want);
 }
+
+/// The real multithreaded capture (tests/data/strace/threads.strace) copied `n` times, each copy
+/// one second later with its pids moved by 100,000 per copy (new processes, new fd tables).
+fn real_threads_copies(n: usize) -> String {
+    let capture = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/strace/threads.strace"))
+        .expect("tests/data/strace/threads.strace");
+    let mut text = String::new();
+    for k in 0..n {
+        for line in capture.lines() {
+            let (pid, rest) = line.split_once(' ').unwrap();
+            let (ts, body) = rest.split_once(' ').unwrap();
+            let pid: u64 = pid.parse().unwrap();
+            let ts: f64 = ts.parse().unwrap();
+            text += &format!("{} {:.6} {body}\n", pid + 100_000 * k as u64, ts + k as f64);
+        }
+    }
+    text
+}
+
+/// Feeds `text` in pieces ending at `cuts` (byte offsets); the parser and its tables.
+fn parse_cut(text: &str, cuts: &[usize]) -> (StraceParser, [Table; 3]) {
+    let mut p = StraceParser::new(Config::default(), &[None]);
+    let mut batches = Vec::new();
+    let mut pos = 0;
+    for &c in cuts.iter().chain([text.len()].iter()) {
+        if c > pos {
+            p.feed(0, &text.as_bytes()[pos..c]);
+            batches.extend(p.take_batches());
+            pos = c;
+        }
+    }
+    p.feed(0, b"");
+    p.finish();
+    batches.extend(p.take_batches());
+    batches.extend(p.take_late());
+    let t = tables(&batches);
+    (p, t)
+}
+
+/// Issue 17: the second thread joins and parses unfinished/resumed pairs ahead of the main one.
+/// On a real capture, the events must be those of a parse that never splits (one byte at a time
+/// is never parallel) whatever the chunks: one big chunk, chunks cut between the two halves of
+/// pairs (the unfinished line in one chunk, its resumption in the next), and cuts inside lines.
+#[test]
+fn pairs_joined_ahead_give_the_events_of_a_sequential_parse_in_any_chunking() {
+    let text = real_threads_copies(40); // ~1.7 MB: several parallel parts per big chunk
+    assert!(text.len() > 4 * PARALLEL_MIN);
+    let (seq, reference) = parse_with(&text, Config::default(), 1 << 12);
+    assert_eq!(seq.pre_joined, 0, "4 KiB chunks are parsed on one thread");
+    // Cuts right after `<unfinished ...>` lines whose resumption is on a later line, about every
+    // 300 KB, so chunks stay big enough for the second thread and each border splits a pair.
+    let mut border_pairs = Vec::new();
+    let mut pos = 0;
+    let mut next = 300_000;
+    for line in text.split_inclusive('\n') {
+        pos += line.len();
+        if pos >= next && line.trim_end().ends_with("<unfinished ...>") {
+            border_pairs.push(pos);
+            next = pos + 300_000;
+        }
+    }
+    assert!(border_pairs.len() >= 4);
+    let mid_line: Vec<usize> = border_pairs.iter().map(|&c| c + 7).collect(); // inside the next line
+    for (what, cuts) in [("one chunk", vec![]), ("cut between pairs' halves", border_pairs), ("cut inside lines", mid_line)] {
+        let (p, t) = parse_cut(&text, &cuts);
+        assert!(p.pre_joined > 10_000 / 2, "{what}: {} pairs joined ahead", p.pre_joined);
+        assert_eq!(p.stats(), seq.stats(), "{what}");
+        assert_eq!(p.rejects(), seq.rejects(), "{what}");
+        assert_eq!(p.producers(), seq.producers(), "{what}");
+        for k in 0..3 {
+            assert_eq!(t[k].rows.len(), reference[k].rows.len(), "{what}, type {k}");
+            for (i, (a, b)) in t[k].rows.iter().zip(&reference[k].rows).enumerate() {
+                assert_eq!(a, b, "{what}, type {k}, row {i}");
+            }
+        }
+    }
+}
