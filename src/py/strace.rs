@@ -74,7 +74,13 @@ pub struct PyStraceFileParse {
 impl PyStraceFileParse {
     #[new]
     #[pyo3(signature = (path, pid=None, batch_rows=65_536, max_line=16 << 20, keep_rejects=10))]
-    fn new(path: std::path::PathBuf, pid: Option<u32>, batch_rows: usize, max_line: usize, keep_rejects: usize) -> PyResult<Self> {
+    fn new(
+        path: std::path::PathBuf,
+        pid: Option<u32>,
+        batch_rows: usize,
+        max_line: usize,
+        keep_rejects: usize,
+    ) -> PyResult<Self> {
         if batch_rows == 0 {
             return Err(PyValueError::new_err("batch_rows: expected at least 1"));
         }
@@ -97,7 +103,7 @@ impl PyStraceFileParse {
                 None => Ok(None),
             };
         };
-        match py.detach(|| inner.next()) {
+        match py.detach(|| inner.recv()) {
             Some(Msg::Batches { batches, lines, rejected }) => {
                 self.lines = lines;
                 self.rejected = rejected;

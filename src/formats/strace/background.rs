@@ -107,8 +107,8 @@ impl FileParse {
     }
 
     /// The next message; None after `Done` was taken.
-    pub fn next(&mut self) -> Option<Msg> {
-        let msg = self.rx.as_mut()?.get_mut().map_or(None, |rx| rx.recv().ok());
+    pub fn recv(&mut self) -> Option<Msg> {
+        let msg = self.rx.as_mut()?.get_mut().ok().and_then(|rx| rx.recv().ok());
         if matches!(msg, Some(Msg::Done(_)) | None) {
             self.rx = None;
             if let Some(h) = self.handle.take() {
