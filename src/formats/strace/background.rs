@@ -55,7 +55,6 @@ impl FileParse {
     /// Starts parsing `file` (lines without a pid column get `pid`). After [`FileParse::stop`]
     /// the parse ends at its next chunk and hands over what it has as if the file ended there.
     pub fn start(mut file: File, pid: Option<u32>, cfg: Config) -> std::io::Result<Self> {
-        keep_freed_memory();
         let (tx, rx) = sync_channel::<Msg>(QUEUE);
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
@@ -132,21 +131,6 @@ impl Drop for FileParse {
         if let Some(h) = self.handle.take() {
             let _ = h.join();
         }
-    }
-}
-
-/// Has glibc's malloc keep big blocks in its heaps and freed memory for reuse (up to 256 MiB),
-/// for the whole process: every batch's columns (hundreds of KiB each) were fresh mmaps that the
-/// encoder threads unmapped after their checkpoint, so each batch paid page faults and zeroing
-/// again. Measured on the 3M-line many-process log (CLI import, 3 pairs alternating, load 3.2-3.6):
-/// system time 0.48-0.60 -> 0.32-0.47 s, minor faults ~61K -> ~49K, peak RSS unchanged
-/// (~305 MB); set through MALLOC_MMAP_THRESHOLD_/MALLOC_TRIM_THRESHOLD_ for that measurement.
-fn keep_freed_memory() {
-    #[cfg(all(target_os = "linux", target_env = "gnu"))]
-    // SAFETY: mallopt only changes allocator thresholds; any value is valid.
-    unsafe {
-        libc::mallopt(libc::M_MMAP_THRESHOLD, 32 << 20);
-        libc::mallopt(libc::M_TRIM_THRESHOLD, 256 << 20);
     }
 }
 
