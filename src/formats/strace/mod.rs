@@ -34,7 +34,8 @@
 //! Work is split in two stages: what a line says on its own (`Pre`: the split and,
 //! for a complete call, its parsed arguments and result) and what needs the state
 //! (pairing, fd tables, producers, rows). For a big chunk a second thread runs the
-//! first stage on most of it while this one runs both stages on the rest. Rows are
+//! first stage on most of it while this one runs both stages on the rest; the second thread
+//! also joins and parses the `<unfinished ...>`/`<... resumed>` pairs it sees whole (`PreJoin`). Rows are
 //! kept in start order and cut into batches already sorted by `ts` (see `rows.rs`);
 //! the few calls blocked for longer than two batches come last ([`StraceParser::take_late`]).
 //!
@@ -1377,7 +1378,9 @@ fn pre(text: &[u8]) -> Pre<'_> {
 /// holds the same partial arguments (same address in this chunk, see `Pending::from`): what it
 /// would parse is then byte for byte what was parsed, so the rows cannot differ; any other case
 /// (the unfinished line in another chunk or in the first tenth, a reject in between) is joined
-/// by stage B as before.
+/// by stage B as before. Measured with callgrind on the first 300K lines of the many-process log
+/// (`bench import --format strace-procs`): the main thread 929M -> 792M instructions (the parse's
+/// share of it about -20 %), the second thread 162M -> 310M, the whole +1 %.
 struct PreJoin<'a> {
     /// (tid, name, partial arguments) of a tid's last `<unfinished ...>` line, at `tid % OPEN`.
     /// Direct-mapped: two tids on one slot only lose a join (the main thread then joins), and
