@@ -308,6 +308,8 @@ class StraceFileParse:
         error is raised as OSError."""
     def stop(self) -> None:
         """End the parse at its next chunk (``next()`` then hands over what it has, then None)."""
+    def close(self) -> None:
+        """Stop the parse and wait for its thread (held batches dropped); ``next()`` then gives None."""
     def parser(self) -> StraceParser:
         """After ``next()`` returned None: the finished parser (stats, rejects, producers, late)."""
     @property

@@ -136,6 +136,15 @@ impl PyStraceFileParse {
         }
     }
 
+    /// Stops the parse and waits for its thread (its held batches are dropped); `next()` then
+    /// returns None. For an import that failed: the thread must not wait with full queues
+    /// until the object is collected.
+    fn close(&mut self, py: Python<'_>) {
+        if let Some(inner) = self.inner.take() {
+            py.detach(move || drop(inner));
+        }
+    }
+
     /// After `next()` returned None: the finished parser (stats, rejects, producers, late).
     fn parser(&self, py: Python<'_>) -> PyResult<Py<PyStraceParser>> {
         match &self.parser {

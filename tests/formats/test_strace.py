@@ -21,7 +21,7 @@ import pytest
 
 from helpers.strace import DATA, STRACE, build_programs, check_io_threads, needs_strace
 from tracehouse.cli import main
-from tracehouse.errors import BadInput
+from tracehouse.errors import AlreadyExists, BadInput
 from tracehouse.formats import registry
 from tracehouse.formats.strace import importer as imp
 
@@ -401,3 +401,38 @@ def test_file_parsed_on_its_own_thread_equals_a_parse_fed_in_small_chunks(tmp_pa
     assert bg.producers() == ref.producers()
     assert bg.rejects() == ref.rejects()
     assert _rows(got) == _rows(want)
+
+
+def _parse_threads() -> int:
+    """Threads of this process named as the background parse's (`th-strace-parse`)."""
+    n = 0
+    for comm in Path("/proc/self/task").glob("*/comm"):
+        try:
+            n += comm.read_text().strip() == "th-strace-parse"
+        except OSError:
+            pass  # a thread that just ended
+    return n
+
+
+def test_a_failed_import_stops_its_parse_thread_at_once(store, tmp_path):
+    """The background parse of a file whose import fails (the trace exists; a strict import's bad
+    line) ends before import_file returns, not when the error's traceback is collected."""
+    path = tmp_path / "many.strace"
+    path.write_bytes(_copies(DATA / "threads.strace", 150))  # ~6 MB: the queue fills before the end
+    import_(store, DATA / "single.strace", "taken")
+    err = None
+    try:
+        imp.import_file(store, path, "taken")
+    except AlreadyExists as e:
+        err = e  # kept alive: its traceback holds import_file's frame
+    assert err is not None and "taken" in str(err)
+    assert _parse_threads() == 0
+    bad = tmp_path / "bad.strace"
+    bad.write_bytes(b"garbage\n" + path.read_bytes())
+    try:
+        imp.import_file(store, bad, "strict", strict=True)
+    except BadInput as e:
+        err = e
+    assert err.line == 1
+    assert _parse_threads() == 0
+    assert [t.name for t in store.traces()] == ["taken"]

@@ -209,10 +209,15 @@ def import_file(store: "Store", path: str | Path, name: str, *, mapping: Mapping
     # One file is parsed on a thread of its own from here on, while the trace is made and
     # pyarrow imported (`src/formats/strace/background.rs`); -ff files are merged by `feed_files`.
     native = _core.StraceFileParse(str(paths[0]), pids[0], batch_rows=BATCH_ROWS) if len(paths) == 1 else None
-    # pyarrow is imported now, while the first batches are parsed, not when they are handed over.
-    _core.strace_schemas()
-    sink = StraceSink(store, name, [str(p) for p in paths], pids, strict=strict, description=description,
-                      metadata={"files": len(paths)} if len(paths) > 1 else None)
+    try:
+        # pyarrow is imported now, while the first batches are parsed, not when they are handed over.
+        _core.strace_schemas()
+        sink = StraceSink(store, name, [str(p) for p in paths], pids, strict=strict, description=description,
+                          metadata={"files": len(paths)} if len(paths) > 1 else None)
+    except BaseException:
+        if native is not None:
+            native.close()  # (else its thread waits with full queues until the object is collected)
+        raise
     files = []
     try:
         # Compaction deferred for the whole import (it would hold up to compact_target_rows
@@ -226,6 +231,8 @@ def import_file(store: "Store", path: str | Path, name: str, *, mapping: Mapping
                 feed_files(sink, files, progress)
             return sink.finish()
     except BaseException as e:
+        if native is not None:
+            native.close()
         sink.abort(e)  # raises
     finally:
         for f in files:
