@@ -58,9 +58,14 @@ fn tables(batches: &[(&'static str, RecordBatch)]) -> [Table; 3] {
 }
 
 fn parse_with(text: &str, cfg: Config, chunk: usize) -> (StraceParser, [Table; 3]) {
+    parse_pieces(cfg, text.as_bytes().chunks(chunk.max(1)))
+}
+
+/// Feeds the pieces in order, then the end; the parser and its tables.
+fn parse_pieces<'a>(cfg: Config, pieces: impl Iterator<Item = &'a [u8]>) -> (StraceParser, [Table; 3]) {
     let mut p = StraceParser::new(cfg, &[None]);
     let mut batches = Vec::new();
-    for c in text.as_bytes().chunks(chunk.max(1)) {
+    for c in pieces.filter(|c| !c.is_empty()) {
         p.feed(0, c);
         batches.extend(p.take_batches());
     }
@@ -761,27 +766,14 @@ fn real_threads_copies(n: usize) -> String {
 
 /// Feeds `text` in pieces ending at `cuts` (byte offsets); the parser and its tables.
 fn parse_cut(text: &str, cuts: &[usize]) -> (StraceParser, [Table; 3]) {
-    let mut p = StraceParser::new(Config::default(), &[None]);
-    let mut batches = Vec::new();
-    let mut pos = 0;
-    for &c in cuts.iter().chain([text.len()].iter()) {
-        if c > pos {
-            p.feed(0, &text.as_bytes()[pos..c]);
-            batches.extend(p.take_batches());
-            pos = c;
-        }
-    }
-    p.feed(0, b"");
-    p.finish();
-    batches.extend(p.take_batches());
-    batches.extend(p.take_late());
-    let t = tables(&batches);
-    (p, t)
+    let ends: Vec<usize> = cuts.iter().copied().chain([text.len()]).collect();
+    let starts = [0].into_iter().chain(ends.clone());
+    parse_pieces(Config::default(), starts.zip(ends).map(|(a, b)| &text.as_bytes()[a..b]))
 }
 
 /// Issue 17: the second thread joins and parses unfinished/resumed pairs ahead of the main one.
-/// On a real capture, the events must be those of a parse that never splits (one byte at a time
-/// is never parallel) whatever the chunks: one big chunk, chunks cut between the two halves of
+/// On a real capture, the events must be those of a parse that never splits (4 KiB chunks are
+/// below the parallel size) whatever the chunks: one big chunk, chunks cut between the two halves of
 /// pairs (the unfinished line in one chunk, its resumption in the next), and cuts inside lines.
 #[test]
 fn pairs_joined_ahead_give_the_events_of_a_sequential_parse_in_any_chunking() {
