@@ -1,9 +1,11 @@
-"""strace importer: a thin loop feeding file chunks to the Rust parser and its batches to the store.
+"""strace importer: the Rust parser's batches into the store.
 
 Owns finding the input files (one file, or the `PREFIX.<pid>` files of
-`strace -ff -o PREFIX`, merged by timestamp in Rust), the read loop, strict mode
-and the import report. Every per-line loop is in `src/formats/strace/mod.rs`; the
-event types are declared in `tracehouse.formats.strace`.
+`strace -ff -o PREFIX`, merged by timestamp in Rust), the loops handing batches to the
+store (one file: read and parsed on a Rust thread of its own from the start of the import,
+`_core.StraceFileParse`; -ff files: fed chunk by chunk in the order the merge asks), strict
+mode and the import report. Every per-line loop is in `src/formats/strace/`; the event types
+are declared in `tracehouse.formats.strace`.
 
 `StraceSink` is the part shared with `tracehouse capture`, which feeds the
 same parser from a pipe instead of files.
