@@ -56,25 +56,26 @@ pub struct FileParse {
 impl FileParse {
     /// Starts parsing `file` (lines without a pid column get `pid`). After [`FileParse::stop`]
     /// the parse ends at its next chunk and hands over what it has as if the file ended there.
-    pub fn start(mut file: File, pid: Option<u32>, cfg: Config) -> std::io::Result<Self> {
+    pub fn start(file: File, pid: Option<u32>, cfg: Config) -> std::io::Result<Self> {
+        let mut input = Input::open(file);
         let (tx, rx) = sync_channel::<Msg>(QUEUE);
         let stop = Arc::new(AtomicBool::new(false));
         let stop2 = stop.clone();
         let handle = std::thread::Builder::new().name("th-strace-parse".into()).spawn(move || {
             let mut p = Box::new(StraceParser::new(cfg, &[pid]));
-            let mut buf = vec![0u8; CHUNK];
             let end = loop {
                 if stop2.load(Ordering::Relaxed) {
                     break Ok(());
                 }
-                let n = match read_full(&mut file, &mut buf) {
-                    Ok(n) => n,
+                let chunk = match input.next() {
+                    Ok(c) => c,
                     Err(e) => break Err(e.to_string()),
                 };
-                if n == 0 {
+                if chunk.is_empty() {
                     break Ok(());
                 }
-                p.feed(0, &buf[..n]);
+                p.feed(0, chunk);
+                input.parsed();
                 let batches = p.take_batches();
                 if !batches.is_empty() {
                     let s = p.stats();
@@ -84,7 +85,7 @@ impl FileParse {
                     }
                 }
             };
-            drop(buf);
+            drop(input);
             let done = end.map(|()| {
                 p.feed(0, &[]);
                 p.finish();
@@ -132,6 +133,76 @@ impl Drop for FileParse {
         self.rx = None;
         if let Some(h) = self.handle.take() {
             let _ = h.join();
+        }
+    }
+}
+
+/// The file's bytes, chunk by chunk: mapped read-only where it can be (parsed in place, pages
+/// dropped from the mapping once parsed, so memory does not grow with the file), else read into
+/// a buffer. Reading copied every byte once more: the command's system time was 0.41-0.48 s
+/// against 0.23-0.42 s for the mapped file of the code before (4 interleaved runs, load 2.5-2.9).
+enum Input {
+    Mapped { ptr: *mut libc::c_void, len: usize, pos: usize },
+    Read { file: File, buf: Vec<u8> },
+}
+
+// SAFETY: the mapping is owned by this value alone (unmapped on drop) and only read.
+unsafe impl Send for Input {}
+
+impl Input {
+    fn open(file: File) -> Input {
+        use std::os::unix::io::AsRawFd;
+        let len = file.metadata().ok().filter(|m| m.is_file()).map_or(0, |m| m.len() as usize);
+        if len > 0 {
+            // SAFETY: a fresh private read-only mapping of the whole file; checked below. (A file
+            // truncated while it is parsed raises SIGBUS, as Python's mmap of it did before.)
+            let ptr = unsafe {
+                libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_PRIVATE, file.as_raw_fd(), 0)
+            };
+            if ptr != libc::MAP_FAILED {
+                // SAFETY: advice on the mapping just made.
+                unsafe { libc::madvise(ptr, len, libc::MADV_SEQUENTIAL) };
+                return Input::Mapped { ptr, len, pos: 0 };
+            }
+        }
+        Input::Read { file, buf: vec![0u8; CHUNK] }
+    }
+
+    /// The next chunk of at most [`CHUNK`] bytes; empty at the end.
+    fn next(&mut self) -> std::io::Result<&[u8]> {
+        match self {
+            Input::Mapped { ptr, len, pos } => {
+                let n = CHUNK.min(*len - *pos);
+                // SAFETY: `pos + n <= len`, within the mapping, which lives as long as `self`.
+                let chunk = unsafe { std::slice::from_raw_parts((*ptr as *const u8).add(*pos), n) };
+                *pos += n;
+                Ok(chunk)
+            }
+            Input::Read { file, buf } => {
+                let n = read_full(file, buf)?;
+                Ok(&buf[..n])
+            }
+        }
+    }
+
+    /// The last chunk is parsed (the parser keeps copies of what it still needs): its pages
+    /// leave this process's memory.
+    fn parsed(&mut self) {
+        if let Input::Mapped { ptr, pos, .. } = self {
+            let start = (*pos - 1) / CHUNK * CHUNK; // chunks start at multiples of CHUNK (page-aligned)
+                                                    // SAFETY: a range of the mapping; DONTNEED on a read-only file mapping only drops pages.
+            unsafe {
+                libc::madvise((*ptr as *mut u8).add(start) as *mut libc::c_void, *pos - start, libc::MADV_DONTNEED)
+            };
+        }
+    }
+}
+
+impl Drop for Input {
+    fn drop(&mut self) {
+        if let Input::Mapped { ptr, len, .. } = self {
+            // SAFETY: the mapping made in `open`, unmapped once.
+            unsafe { libc::munmap(*ptr, *len) };
         }
     }
 }
