@@ -8,7 +8,9 @@
 //! --format strace-procs --sizes 3000000 --repeat 2` (3M lines of many processes, 2 cores shared
 //! with other work, the code before and after run one after the other, together with the
 //! pre-joined pairs of `PreJoin` in mod.rs): the whole command 3.57 -> 3.08 s (2.23 -> 2.06
-//! CPU-s) at load 5.0-5.8, 2.75 -> 2.51 s (2.69 -> 2.59 CPU-s) at load 4.3-5.6.
+//! CPU-s) at load 5.0-5.8, 2.75 -> 2.51 s (2.69 -> 2.59 CPU-s) at load 4.3-5.6; the command
+//! alone interleaved 6 times at load 2.5-2.9 (file mapped as below): best 1.72 -> 1.51 s, median
+//! 2.17 -> 2.01 s, median CPU 2.45 -> 2.40 s.
 //!
 //! The queue is bounded ([`QUEUE`] messages of finished batches), so memory stays bounded by
 //! the batches, not the file. Dropping a [`FileParse`] stops the thread at its next chunk.
