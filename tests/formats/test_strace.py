@@ -375,7 +375,7 @@ def _rows(batches) -> dict[str, list]:
 
 
 def test_file_parsed_on_its_own_thread_equals_a_parse_fed_in_small_chunks(tmp_path):
-    """The importer's background parse reads 4 MiB chunks (pairs of unfinished/resumed lines and
+    """The importer's background parse takes the file in 4 MiB chunks (pairs of unfinished/resumed lines and
     lines are cut at their borders; each big chunk is split over two threads, which join pairs
     ahead): the same rows, producers and counts as the parser fed 64 KiB at a time."""
     from tracehouse import _core
