@@ -295,6 +295,30 @@ def strace_schemas() -> dict[str, pa.Schema]:
     - exit: ts, producer, seq, status, signal, core
     """
 
+class StraceFileParse:
+    """One strace file parsed on a thread of its own (src/formats/strace/background.rs), started at
+    once: the importer makes the trace and imports pyarrow meanwhile. ``next()`` gives the batches
+    as they complete (same rules as ``StraceParser``; at most a few messages are held ahead);
+    dropping the object stops the thread."""
+
+    def __init__(self, path: str, pid: int | None = None, batch_rows: int = 65_536, max_line: int = 16 << 20,
+                 keep_rejects: int = 10) -> None: ...
+    def next(self) -> list[tuple[str, pa.RecordBatch]] | None:
+        """The next batches (never empty), waited for without the GIL; None at the end. A read
+        error is raised as OSError."""
+    def stop(self) -> None:
+        """End the parse at its next chunk (``next()`` then hands over what it has, then None)."""
+    def close(self) -> None:
+        """Stop the parse and wait for its thread (held batches dropped); ``next()`` then gives None."""
+    def parser(self) -> StraceParser:
+        """After ``next()`` returned None: the finished parser (stats, rejects, producers, late)."""
+    @property
+    def lines(self) -> int:
+        """Lines read, as of the batches handed over so far."""
+    @property
+    def rejected(self) -> int:
+        """Lines rejected, as of the batches handed over so far."""
+
 class StraceParser:
     """Streaming parser of strace output (src/formats/strace/mod.rs): byte chunks in, batches out.
 

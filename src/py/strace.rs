@@ -12,6 +12,7 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use super::arrow::{batch_to_pyarrow, schema_to_pyarrow};
+use crate::formats::strace::background::{FileParse, Msg};
 use crate::formats::strace::{self, Config, StraceParser, EVENT_TYPES};
 
 /// The three pyarrow schemas, converted once per interpreter.
@@ -40,14 +41,128 @@ impl PyStraceParser {
         py: Python<'py>,
         batches: Vec<(&'static str, arrow_array::RecordBatch)>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let schemas = pa_schemas(py)?;
-        let out = PyList::empty(py);
-        for (name, rb) in batches {
-            let t = EVENT_TYPES.iter().position(|n| *n == name).expect("known event type");
-            let b = batch_to_pyarrow(py, rb, schemas[t].bind(py))?;
-            out.append(PyTuple::new(py, [name.into_pyobject(py)?.into_any(), b])?)?;
+        out_list(py, batches)
+    }
+}
+
+/// [(event type, pyarrow.RecordBatch)] of `batches`.
+fn out_list<'py>(
+    py: Python<'py>,
+    batches: Vec<(&'static str, arrow_array::RecordBatch)>,
+) -> PyResult<Bound<'py, PyList>> {
+    let schemas = pa_schemas(py)?;
+    let out = PyList::empty(py);
+    for (name, rb) in batches {
+        let t = EVENT_TYPES.iter().position(|n| *n == name).expect("known event type");
+        let b = batch_to_pyarrow(py, rb, schemas[t].bind(py))?;
+        out.append(PyTuple::new(py, [name.into_pyobject(py)?.into_any(), b])?)?;
+    }
+    Ok(out)
+}
+
+/// One strace file parsed on a thread of its own (see `tracehouse/_core.pyi`).
+#[pyclass(module = "tracehouse._core", name = "StraceFileParse")]
+pub struct PyStraceFileParse {
+    inner: Option<FileParse>,
+    parser: Option<Py<PyStraceParser>>,
+    lines: u64,
+    rejected: u64,
+    error: Option<String>,
+}
+
+#[pymethods]
+impl PyStraceFileParse {
+    #[new]
+    #[pyo3(signature = (path, pid=None, batch_rows=65_536, max_line=16 << 20, keep_rejects=10))]
+    fn new(
+        path: std::path::PathBuf,
+        pid: Option<u32>,
+        batch_rows: usize,
+        max_line: usize,
+        keep_rejects: usize,
+    ) -> PyResult<Self> {
+        if batch_rows == 0 {
+            return Err(PyValueError::new_err("batch_rows: expected at least 1"));
         }
-        Ok(out)
+        if max_line == 0 {
+            return Err(PyValueError::new_err("max_line: expected at least 1"));
+        }
+        let file = std::fs::File::open(&path)?;
+        let cfg = Config { batch_rows, max_line, keep_rejects };
+        let inner = FileParse::start(file, pid, cfg)?;
+        Ok(Self { inner: Some(inner), parser: None, lines: 0, rejected: 0, error: None })
+    }
+
+    /// The next batches ([(event type, pyarrow.RecordBatch)], never empty), waiting for them
+    /// without the GIL; None at the end (then `parser()` holds the finished parser). A read
+    /// error is raised as OSError.
+    fn next<'py>(&mut self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyList>>> {
+        let Some(inner) = self.inner.as_mut() else {
+            return match &self.error {
+                Some(e) => Err(pyo3::exceptions::PyOSError::new_err(e.clone())),
+                None => Ok(None),
+            };
+        };
+        match py.detach(|| inner.recv()) {
+            Some(Msg::Batches { batches, lines, rejected }) => {
+                self.lines = lines;
+                self.rejected = rejected;
+                Ok(Some(out_list(py, batches)?))
+            }
+            Some(Msg::Done(Ok(p))) => {
+                self.inner = None;
+                let s = p.stats();
+                self.lines = s.lines;
+                self.rejected = s.rejected;
+                self.parser = Some(Py::new(py, PyStraceParser { inner: *p })?);
+                Ok(None)
+            }
+            Some(Msg::Done(Err(e))) => {
+                self.inner = None;
+                self.error = Some(e.clone());
+                Err(pyo3::exceptions::PyOSError::new_err(e))
+            }
+            None => {
+                self.inner = None;
+                Err(PyRuntimeError::new_err("the strace parse thread ended without a result"))
+            }
+        }
+    }
+
+    /// Asks the parse to end at its next chunk; `next()` then returns what it has and None.
+    fn stop(&self) {
+        if let Some(inner) = &self.inner {
+            inner.stop();
+        }
+    }
+
+    /// Stops the parse and waits for its thread (its held batches are dropped); `next()` then
+    /// returns None. For an import that failed: the thread must not wait with full queues
+    /// until the object is collected.
+    fn close(&mut self, py: Python<'_>) {
+        if let Some(inner) = self.inner.take() {
+            py.detach(move || drop(inner));
+        }
+    }
+
+    /// After `next()` returned None: the finished parser (stats, rejects, producers, late).
+    fn parser(&self, py: Python<'_>) -> PyResult<Py<PyStraceParser>> {
+        match &self.parser {
+            Some(p) => Ok(p.clone_ref(py)),
+            None => Err(PyRuntimeError::new_err("parser(): the parse has not ended (call next() until None)")),
+        }
+    }
+
+    /// Lines read by the batches handed over so far.
+    #[getter]
+    fn lines(&self) -> u64 {
+        self.lines
+    }
+
+    /// Lines rejected up to the batches handed over so far.
+    #[getter]
+    fn rejected(&self) -> u64 {
+        self.rejected
     }
 }
 
@@ -190,6 +305,7 @@ fn strace_schemas(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
 /// Adds the strace names to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyStraceParser>()?;
+    m.add_class::<PyStraceFileParse>()?;
     m.add_function(wrap_pyfunction!(strace_schemas, m)?)?;
     Ok(())
 }

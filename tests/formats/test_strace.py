@@ -21,7 +21,7 @@ import pytest
 
 from helpers.strace import DATA, STRACE, build_programs, check_io_threads, needs_strace
 from tracehouse.cli import main
-from tracehouse.errors import BadInput
+from tracehouse.errors import AlreadyExists, BadInput
 from tracehouse.formats import registry
 from tracehouse.formats.strace import importer as imp
 
@@ -350,3 +350,89 @@ def test_cli_import_names_the_wrong_format(tmp_path, capsys):
     csv.write_text("ts,producer\n1,2\n")
     assert main(["--store", str(tmp_path / "s"), "import", "strace", str(csv)]) == 2
     assert "this looks like csv, not strace" in capsys.readouterr().err
+
+
+# -- the file parsed on its own thread (issue 17) ------------------------------------------
+
+
+def _copies(capture: Path, n: int) -> bytes:
+    """`n` copies of a real capture, each a second later with its pids moved by 100,000 per copy."""
+    out = []
+    for k in range(n):
+        for line in capture.read_bytes().splitlines():
+            pid, ts, body = line.split(b" ", 2)
+            out.append(b"%d %.6f %s\n" % (int(pid) + 100_000 * k, float(ts) + k, body))
+    return b"".join(out)
+
+
+def _rows(batches) -> dict[str, list]:
+    import pyarrow as pa
+
+    out: dict[str, list] = {}
+    for name, b in batches:
+        out.setdefault(name, []).append(b)
+    return {name: pa.Table.from_batches(bs).to_pylist() for name, bs in out.items()}
+
+
+def test_file_parsed_on_its_own_thread_equals_a_parse_fed_in_small_chunks(tmp_path):
+    """The importer's background parse takes the file in 4 MiB chunks (pairs of unfinished/resumed lines and
+    lines are cut at their borders; each big chunk is split over two threads, which join pairs
+    ahead): the same rows, producers and counts as the parser fed 64 KiB at a time."""
+    from tracehouse import _core
+
+    data = _copies(DATA / "threads.strace", 250)  # ~10 MB: two chunk borders
+    assert len(data) > 2 * (4 << 20)
+    path = tmp_path / "many.strace"
+    path.write_bytes(data)
+    native = _core.StraceFileParse(str(path))
+    got = []
+    while (b := native.next()) is not None:
+        got += b
+    bg = native.parser()
+    got += bg.late()
+
+    ref = _core.StraceParser()
+    want = []
+    for start in range(0, len(data), 64 << 10):
+        want += ref.feed(data[start:start + (64 << 10)])
+    want += ref.feed(b"") + ref.finish() + ref.late()
+    assert bg.stats == ref.stats
+    assert bg.stats["lines"] == data.count(b"\n")
+    assert bg.producers() == ref.producers()
+    assert bg.rejects() == ref.rejects()
+    assert _rows(got) == _rows(want)
+
+
+def _parse_threads() -> int:
+    """Threads of this process named as the background parse's (`th-strace-parse`)."""
+    n = 0
+    for comm in Path("/proc/self/task").glob("*/comm"):
+        try:
+            n += comm.read_text().strip() == "th-strace-parse"
+        except OSError:
+            pass  # a thread that just ended
+    return n
+
+
+def test_a_failed_import_stops_its_parse_thread_at_once(store, tmp_path):
+    """The background parse of a file whose import fails (the trace exists; a strict import's bad
+    line) ends before import_file returns, not when the error's traceback is collected."""
+    path = tmp_path / "many.strace"
+    path.write_bytes(_copies(DATA / "threads.strace", 150))  # ~6 MB: the queue fills before the end
+    import_(store, DATA / "single.strace", "taken")
+    err = None
+    try:
+        imp.import_file(store, path, "taken")
+    except AlreadyExists as e:
+        err = e  # kept alive: its traceback holds import_file's frame
+    assert err is not None and "taken" in str(err)
+    assert _parse_threads() == 0
+    bad = tmp_path / "bad.strace"
+    bad.write_bytes(b"garbage\n" + path.read_bytes())
+    try:
+        imp.import_file(store, bad, "strict", strict=True)
+    except BadInput as e:
+        err = e
+    assert err.line == 1
+    assert _parse_threads() == 0
+    assert [t.name for t in store.traces()] == ["taken"]

@@ -58,9 +58,14 @@ fn tables(batches: &[(&'static str, RecordBatch)]) -> [Table; 3] {
 }
 
 fn parse_with(text: &str, cfg: Config, chunk: usize) -> (StraceParser, [Table; 3]) {
+    parse_pieces(cfg, text.as_bytes().chunks(chunk.max(1)))
+}
+
+/// Feeds the pieces in order, then the end; the parser and its tables.
+fn parse_pieces<'a>(cfg: Config, pieces: impl Iterator<Item = &'a [u8]>) -> (StraceParser, [Table; 3]) {
     let mut p = StraceParser::new(cfg, &[None]);
     let mut batches = Vec::new();
-    for c in text.as_bytes().chunks(chunk.max(1)) {
+    for c in pieces.filter(|c| !c.is_empty()) {
         p.feed(0, c);
         batches.extend(p.take_batches());
     }
@@ -739,4 +744,72 @@ fn path_arguments_are_kept_as_asked() {
         vec!["/w/rel\\t.txt", "rel\\t.txt", "", ""],
     ];
     assert_eq!(got, want);
+}
+
+/// The real multithreaded capture (tests/data/strace/threads.strace) copied `n` times, each copy
+/// one second later with its pids moved by 100,000 per copy (new processes, new fd tables).
+fn real_threads_copies(n: usize) -> String {
+    let capture = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/strace/threads.strace"))
+        .expect("tests/data/strace/threads.strace");
+    let mut text = String::new();
+    for k in 0..n {
+        for line in capture.lines() {
+            let (pid, rest) = line.split_once(' ').unwrap();
+            let (ts, body) = rest.split_once(' ').unwrap();
+            let pid: u64 = pid.parse().unwrap();
+            let ts: f64 = ts.parse().unwrap();
+            text += &format!("{} {:.6} {body}\n", pid + 100_000 * k as u64, ts + k as f64);
+        }
+    }
+    text
+}
+
+/// Feeds `text` in pieces ending at `cuts` (byte offsets); the parser and its tables.
+fn parse_cut(text: &str, cuts: &[usize]) -> (StraceParser, [Table; 3]) {
+    let ends: Vec<usize> = cuts.iter().copied().chain([text.len()]).collect();
+    let starts = [0].into_iter().chain(ends.clone());
+    parse_pieces(Config::default(), starts.zip(ends).map(|(a, b)| &text.as_bytes()[a..b]))
+}
+
+/// Issue 17: the second thread joins and parses unfinished/resumed pairs ahead of the main one.
+/// On a real capture, the events must be those of a parse that never splits (4 KiB chunks are
+/// below the parallel size) whatever the chunks: one big chunk, chunks cut between the two halves of
+/// pairs (the unfinished line in one chunk, its resumption in the next), and cuts inside lines.
+#[test]
+fn pairs_joined_ahead_give_the_events_of_a_sequential_parse_in_any_chunking() {
+    let text = real_threads_copies(40); // ~1.7 MB: several parallel parts per big chunk
+    assert!(text.len() > 4 * PARALLEL_MIN);
+    let pairs = text.matches("<unfinished ...>\n").count() as u64;
+    let (seq, reference) = parse_with(&text, Config::default(), 1 << 12);
+    assert_eq!(seq.pre_joined, 0, "4 KiB chunks are parsed on one thread");
+    // Cuts right after `<unfinished ...>` lines whose resumption is on a later line, about every
+    // 300 KB, so chunks stay big enough for the second thread and each border splits a pair.
+    let mut border_pairs = Vec::new();
+    let mut pos = 0;
+    let mut next = 300_000;
+    for line in text.split_inclusive('\n') {
+        pos += line.len();
+        if pos >= next && line.trim_end().ends_with("<unfinished ...>") {
+            border_pairs.push(pos);
+            next = pos + 300_000;
+        }
+    }
+    assert!(border_pairs.len() >= 4);
+    let mid_line: Vec<usize> = border_pairs.iter().map(|&c| c + 7).collect(); // inside the next line
+    for (what, cuts) in
+        [("one chunk", vec![]), ("cut between pairs' halves", border_pairs), ("cut inside lines", mid_line)]
+    {
+        let (p, t) = parse_cut(&text, &cuts);
+        // Most pairs have both halves in the second thread's part of a chunk.
+        assert!(2 * p.pre_joined > pairs, "{what}: {} of {pairs} pairs joined ahead", p.pre_joined);
+        assert_eq!(p.stats(), seq.stats(), "{what}");
+        assert_eq!(p.rejects(), seq.rejects(), "{what}");
+        assert_eq!(p.producers(), seq.producers(), "{what}");
+        for k in 0..3 {
+            assert_eq!(t[k].rows.len(), reference[k].rows.len(), "{what}, type {k}");
+            for (i, (a, b)) in t[k].rows.iter().zip(&reference[k].rows).enumerate() {
+                assert_eq!(a, b, "{what}, type {k}, row {i}");
+            }
+        }
+    }
 }

@@ -1,9 +1,11 @@
-"""strace importer: a thin loop feeding file chunks to the Rust parser and its batches to the store.
+"""strace importer: the Rust parser's batches into the store.
 
 Owns finding the input files (one file, or the `PREFIX.<pid>` files of
-`strace -ff -o PREFIX`, merged by timestamp in Rust), the read loop, strict mode
-and the import report. Every per-line loop is in `src/formats/strace/mod.rs`; the
-event types are declared in `tracehouse.formats.strace`.
+`strace -ff -o PREFIX`, merged by timestamp in Rust), the loops handing batches to the
+store (one file: read and parsed on a Rust thread of its own from the start of the import,
+`_core.StraceFileParse`; -ff files: fed chunk by chunk in the order the merge asks), strict
+mode and the import report. Every per-line loop is in `src/formats/strace/`; the event types
+are declared in `tracehouse.formats.strace`.
 
 `StraceSink` is the part shared with `tracehouse capture`, which feeds the
 same parser from a pipe instead of files.
@@ -12,12 +14,7 @@ same parser from a pipe instead of files.
 from __future__ import annotations
 
 import glob
-import io
-import mmap
-import os
-import queue
 import re
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO, Callable, NoReturn
@@ -34,8 +31,8 @@ NAME = "strace"
 DESCRIPTION = ("strace output with timestamps: `strace -f -ttt -T -y -o FILE CMD` "
                "(or -ff -o PREFIX: give PREFIX to merge PREFIX.<pid>)")
 
-CHUNK = 4 << 20
-# -ff files are read in smaller chunks: one buffer per file is held at a time.
+BATCH_ROWS = 1 << 16
+# -ff files: one buffer per file is held at a time, MERGE_BUDGET bytes over all of them.
 MERGE_BUDGET = 64 << 20
 MIN_CHUNK = 64 << 10
 
@@ -97,13 +94,14 @@ class StraceSink:
 
     def __init__(self, store: "Store", trace: str, sources: list[str], pids: list[int | None], *,
                  strict: bool = False, description: str = "", metadata: dict | None = None,
-                 batch_rows: int = 1 << 16) -> None:
+                 batch_rows: int = BATCH_ROWS) -> None:
         from ... import _core
 
         self.store = store
         self.trace = trace
         self.sources = sources
         self.strict = strict
+        # (replaced by the finished parser of a file parsed on its own thread, `feed_native`)
         self.parser = _core.StraceParser(pids=pids, batch_rows=batch_rows)
         self.report = StraceReport(trace, sources[0] if len(sources) == 1 else ", ".join(sources),
                                    files=list(sources))
@@ -167,93 +165,37 @@ class StraceSink:
 
 
 def feed_files(sink: StraceSink, files: list[BinaryIO], progress: Callable[[int], None] | None = None) -> None:
-    """Reads the files in the order the parser asks for them (-ff merge) until all have ended.
+    """Reads the -ff files in the order the parser asks for them (the merge) until all have ended.
 
-    One file is read ahead by a thread (both the read and the parse run without the
-    GIL, so the next chunk is read while this one is parsed); -ff files are read on
-    demand, in the order the merge needs them.
+    Each file is read on demand, in the order the merge needs its lines; one buffer per file is
+    held at a time.
     """
     seen = 0
-
-    def report(lines: int) -> None:
-        nonlocal seen
+    chunk = max(MIN_CHUNK, MERGE_BUDGET // len(files))
+    while (i := sink.parser.need()) is not None:
+        lines = sink.feed(files[i].read(chunk), i)
         if progress is not None and lines != seen:
             progress(lines - seen)
             seen = lines
 
-    if len(files) == 1:
-        mapped = _mapped(files[0])
-        if mapped is not None:
-            # The parser reads the page cache through the mapping: no copy into Python. Pages
-            # parsed are dropped from this process (the parser copied any partial line), so
-            # its memory does not grow with the file.
-            m, view = mapped
-            with m, view:
-                for start in range(0, len(view), CHUNK):
-                    part = view[start:start + CHUNK]
-                    try:
-                        lines = sink.feed(part, 0)
-                    finally:
-                        part.release()  # else an error's traceback keeps the mapping exported
-                    report(lines)
-                    if hasattr(m, "madvise"):
-                        m.madvise(mmap.MADV_DONTNEED, start, min(CHUNK, len(view) - start))
-            report(sink.feed(b"", 0))
-            return
-        for chunk in _read_ahead(files[0], CHUNK):
-            report(sink.feed(chunk, 0))
-        return
-    chunk = max(MIN_CHUNK, MERGE_BUDGET // len(files))
-    while (i := sink.parser.need()) is not None:
-        report(sink.feed(files[i].read(chunk), i))
 
-
-def _mapped(f: BinaryIO) -> tuple[mmap.mmap, memoryview] | None:
-    """The whole file mapped read-only, and a view of it; None for an empty file, a pipe, no mmap."""
-    try:
-        if os.fstat(f.fileno()).st_size == 0:
-            return None
-        m = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
-    except (OSError, ValueError, io.UnsupportedOperation):
-        return None
-    if hasattr(m, "madvise"):
-        m.madvise(mmap.MADV_SEQUENTIAL)
-    return m, memoryview(m)
-
-
-def _read_ahead(f: BinaryIO, size: int, depth: int = 2):
-    """The chunks of `f` (the last one b""), read by a thread `depth` chunks ahead."""
-    q: queue.Queue = queue.Queue(maxsize=depth)
-    stop = threading.Event()
-
-    def reader() -> None:
-        try:
-            while not stop.is_set():
-                chunk = f.read(size)
-                q.put(chunk)
-                if not chunk:
-                    return
-        except BaseException as e:  # handed to the consumer
-            q.put(e)
-
-    t = threading.Thread(target=reader, name="th-strace-read", daemon=True)
-    t.start()
-    try:
-        while True:
-            chunk = q.get()
-            if isinstance(chunk, BaseException):
-                raise chunk
-            yield chunk
-            if not chunk:
-                return
-    finally:
-        stop.set()
-        while t.is_alive():  # unblock a reader waiting on a full queue, then let it end
-            try:
-                q.get_nowait()
-            except queue.Empty:
-                pass
-            t.join(0.01)
+def feed_native(sink: StraceSink, native, progress: Callable[[int], None] | None = None) -> None:
+    """Appends the batches of a file parsed on its own thread (`_core.StraceFileParse`) until it
+    ends; the sink then holds the finished parser. In strict mode the parse is stopped at the
+    first batches after a rejected line (the sink's `finish` raises)."""
+    seen = 0
+    append, trace = sink._append, sink.trace
+    while (batches := native.next()) is not None:
+        for type_name, batch in batches:
+            append(trace, type_name, batch)
+        if sink.strict and native.rejected:
+            native.stop()
+        if progress is not None and native.lines != seen:
+            progress(native.lines - seen)
+            seen = native.lines
+    sink.parser = native.parser()
+    if progress is not None and sink.parser.lines != seen:
+        progress(sink.parser.lines - seen)
 
 
 def import_file(store: "Store", path: str | Path, name: str, *, mapping: Mapping | None = None,
@@ -262,20 +204,37 @@ def import_file(store: "Store", path: str | Path, name: str, *, mapping: Mapping
 
     `mapping` is ignored: strace lines map onto the format's fixed event types.
     """
+    from ... import _core
+
     path = Path(path)
     paths, pids = _sources(path)
-    sink = StraceSink(store, name, [str(p) for p in paths], pids, strict=strict, description=description,
-                      metadata={"files": len(paths)} if len(paths) > 1 else None)
+    # One file is parsed on a thread of its own from here on, while the trace is made and
+    # pyarrow imported (`src/formats/strace/background.rs`); -ff files are merged by `feed_files`.
+    native = _core.StraceFileParse(str(paths[0]), pids[0], batch_rows=BATCH_ROWS) if len(paths) == 1 else None
+    try:
+        # pyarrow is imported now, while the first batches are parsed, not when they are handed over.
+        _core.strace_schemas()
+        sink = StraceSink(store, name, [str(p) for p in paths], pids, strict=strict, description=description,
+                          metadata={"files": len(paths)} if len(paths) > 1 else None)
+    except BaseException:
+        if native is not None:
+            native.close()  # (else its thread waits with full queues until the object is collected)
+        raise
     files = []
     try:
-        for p in paths:
-            files.append(open(p, "rb"))
         # Compaction deferred for the whole import (it would hold up to compact_target_rows
         # rows in memory: peak memory must not grow with the file).
         with store.bulk(name):
-            feed_files(sink, files, progress)
+            if native is not None:
+                feed_native(sink, native, progress)
+            else:
+                for p in paths:
+                    files.append(open(p, "rb"))
+                feed_files(sink, files, progress)
             return sink.finish()
     except BaseException as e:
+        if native is not None:
+            native.close()
         sink.abort(e)  # raises
     finally:
         for f in files:
