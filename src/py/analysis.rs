@@ -452,6 +452,34 @@ impl PackedColumn {
         self.with(&mut |c| packed::search(c, lo.min(hi), hi, v, right))
     }
 
+    /// `search(lo[k], hi[k], values[k], right)` for every k, as an int64 array: one call for
+    /// many needles, each in its own sorted range (a density stream: `statistics.seq_at`).
+    #[pyo3(signature = (lo, hi, values, right=false))]
+    fn search_many<'py>(
+        &self,
+        py: Python<'py>,
+        lo: &Bound<'py, PyAny>,
+        hi: &Bound<'py, PyAny>,
+        values: &Bound<'py, PyAny>,
+        right: bool,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let (l, h, v) = (i64s(lo, "lo")?, i64s(hi, "hi")?, i64s(values, "values")?);
+        if l.len() != v.len() || h.len() != v.len() {
+            return Err(PyValueError::new_err("lo, hi and values differ in length"));
+        }
+        if l.values().iter().zip(h.values()).any(|(&a, &b)| a < 0 || b < a || b as usize > self.len) {
+            return Err(PyValueError::new_err("ranges must lie inside the column"));
+        }
+        let out: Vec<i64> = py.detach(|| {
+            self.with(&mut |c| {
+                (0..v.len())
+                    .map(|k| packed::search(c, l.value(k) as usize, h.value(k) as usize, v.value(k), right) as i64)
+                    .collect()
+            })
+        });
+        vec_to_pyarrow::<Int64Type>(py, out)
+    }
+
     /// The row holding `v` in one of the sorted runs [starts[k], ends[k]) (the span index's
     /// span_id, sorted within each (thread, depth)), or -1: one binary search per run.
     fn search_runs(&self, starts: &Bound<'_, PyAny>, ends: &Bound<'_, PyAny>, v: i64) -> PyResult<i64> {

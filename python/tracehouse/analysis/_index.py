@@ -77,7 +77,7 @@ if TYPE_CHECKING:
     from ..store.scan import Cut
 
 TOOL = "tracehouse.index"
-FORMAT = 2  # the layout of a saved index; a saved index of another format is rebuilt
+FORMAT = 3  # the layout of a saved index; a saved index of another format is rebuilt (3: sparse blocks, guessed seq)
 BLOCK = 1024  # rows per block (= `packed::BLOCK` in Rust)
 
 # (store path, result id, result file) -> mapped index; (store path, trace id, name, params) -> in-memory index
@@ -101,13 +101,20 @@ def _packable(t: pa.DataType) -> bool:
     return (pa.types.is_integer(t) and t != pa.uint64()) or pa.types.is_boolean(t)
 
 
+Guesser = Callable[[str, np.ndarray, np.ndarray], np.ndarray]
+
+
 def pack(t: pa.Table, derived: dict[str, tuple[str, str]] | None = None,
-         relative: dict[str, str] | None = None) -> pa.Table:
+         relative: dict[str, str] | None = None, guessed: dict[str, tuple[str, str, str]] | None = None,
+         guesser: Guesser | None = None) -> pa.Table:
     """`t` (one index, rows in index order) in the packed layout (module doc).
 
     derived: {column: (a, b)} columns equal to a - b, left out (checked here: one that
     differs anywhere is stored). relative: {column: ref} columns that may be stored as
-    `column - ref` (kept so when that packs smaller; ref must come first in `t`)."""
+    `column - ref` (kept so when that packs smaller; ref must come first in `t`).
+    guessed: {column: (event type, producer column, ts column)} seq columns that may be
+    stored as `column - guesser(event type, producers, ts)` (the density index's seq of
+    that event: 0 bits where the guess is right; kept so when that packs smaller)."""
     from .. import _core
 
     t = t.combine_chunks()
@@ -138,6 +145,15 @@ def pack(t: pa.Table, derived: dict[str, tuple[str, str]] | None = None,
             parts = _core.pack_int64(v, v.null_count > 0)
             spec = {"name": f.name, "kind": "packed", "type": str(f.type), "nullable": v.null_count > 0}
             ref = (relative or {}).get(f.name)
+            g = (guessed or {}).get(f.name)
+            if g is not None and guesser is not None and n:
+                guess = guesser(g[0], arrays.as_numpy(chunk(g[1])).astype(np.int64),
+                                arrays.as_numpy(chunk(g[2])).astype(np.int64))
+                d = pc.subtract(v, pa.array(guess, pa.int64()))
+                gparts = _core.pack_int64(d, d.null_count > 0)
+                if size(gparts) < size(parts):
+                    parts, ref = gparts, None
+                    spec.update(nullable=d.null_count > 0, guess=list(g))
             if ref is not None and ref in out and chunk(ref).null_count == 0:
                 d = pc.subtract(v, chunk(ref).cast(pa.int64()))
                 rparts = _core.pack_int64(d, d.null_count > 0)
@@ -227,6 +243,63 @@ class _Diff:
         raise TypeError("a derived index column is not sorted")
 
 
+class _Guessed:
+    """A seq column stored as `seq - guess` (`pack`'s `guessed`): reads add the guess the
+    owning index's `guesser` makes from the same rows' producer and ts."""
+
+    def __init__(self, stored, owner: "PackedIndex", event_type: str, producer, ts):
+        self.stored, self.owner, self.event_type, self.producer, self.ts = stored, owner, event_type, producer, ts
+
+    def __len__(self) -> int:
+        return len(self.stored)
+
+    def _add(self, stored: pa.Array, producer: pa.Array, ts: pa.Array) -> pa.Array:
+        guesser = self.owner.guesser
+        if guesser is None:
+            raise RuntimeError("an index column stored relative to the density index, read without it")
+        if not len(stored):
+            return stored
+        guess = guesser(self.event_type, arrays.as_numpy(producer.fill_null(0)).astype(np.int64),
+                        arrays.as_numpy(ts.fill_null(0)).astype(np.int64))
+        return pc.add(stored, pa.array(guess, pa.int64()))
+
+    def get(self, i: int):
+        return self.take(pa.array([i], pa.int64()))[0].as_py()
+
+    def take(self, rows: pa.Array) -> pa.Array:
+        return self._add(self.stored.take(rows), self.producer.take(rows), self.ts.take(rows))
+
+    def decode(self, a: int, b: int) -> pa.Array:
+        return self._add(self.stored.decode(a, b), self.producer.decode(a, b), self.ts.decode(a, b))
+
+    def search(self, lo: int, hi: int, v: int, right: bool) -> int:
+        raise TypeError("a guessed index column is not searched")
+
+
+class _Sum:
+    """A column stored relative to a guessed one (stored + ref), with the `PackedColumn`
+    read interface; the span index's end_parent_seq (= seq on TOD) is one."""
+
+    def __init__(self, stored, ref):
+        self.stored, self.ref = stored, ref
+
+    def __len__(self) -> int:
+        return len(self.stored)
+
+    def get(self, i: int):
+        a, b = self.stored.get(i), self.ref.get(i)
+        return None if a is None or b is None else a + b
+
+    def take(self, rows: pa.Array) -> pa.Array:
+        return pc.add(self.stored.take(rows), self.ref.take(rows))
+
+    def decode(self, a: int, b: int) -> pa.Array:
+        return pc.add(self.stored.decode(a, b), self.ref.decode(a, b))
+
+    def search(self, lo: int, hi: int, v: int, right: bool) -> int:
+        raise TypeError("a column relative to a guessed one is not searched")
+
+
 class _Plain:
     """A plain (numpy) column with the `PackedColumn` read interface."""
 
@@ -272,6 +345,11 @@ class PackedIndex:
         self._types = {c["name"]: pa.type_for_alias(c["type"]) if c["kind"] != "plain" else None
                        for c in info["columns"]}
         cols = {}
+        # Columns read in Python: guessed ones, and those stored relative to one of these.
+        guessed = {c["name"] for c in info["columns"] if c.get("guess")}
+        for c in info["columns"]:
+            if c.get("rel") in guessed:
+                guessed.add(c["name"])
         for c in info["columns"]:
             name = c["name"]
             if c["kind"] == "packed":
@@ -281,7 +359,9 @@ class PackedIndex:
                     d, b, w = _core.pack_int64(pa.array([], pa.int64()), False)
                 else:
                     b, w = ch(name + "#base"), ch(name + "#bits")
-                rel = cols[c["rel"]] if c.get("rel") else None
+                rel = cols.get(c["rel"]) if c.get("rel") else None
+                if c.get("rel") and c["rel"] in guessed:
+                    rel = None  # relative to a guessed column: added in Python below (`_Sum`)
                 cols[name] = _core.PackedColumn(d, b, w, self.num_rows, c["nullable"], rel)
             elif c["kind"] == "plain":
                 col = packed.column(name)
@@ -291,6 +371,13 @@ class PackedIndex:
         for c in info["columns"]:
             if c["kind"] == "diff":
                 cols[c["name"]] = _Diff(cols[c["of"][0]], cols[c["of"][1]])
+            elif c.get("guess"):
+                ty, p, ts = c["guess"]
+                cols[c["name"]] = _Guessed(cols[c["name"]], self, ty, cols[p], cols[ts])
+        for c in info["columns"]:
+            if c.get("rel") in guessed:
+                cols[c["name"]] = _Sum(cols[c["name"]], cols[c["rel"]])
+        self.guesser: Guesser | None = None  # set by whoever hands the index out (`get`, `get_parts`)
         self._cols = cols
         self.schema = pa.schema([pa.field(n, self._types[n]) for n in self.column_names],
                                 metadata={k: v for k, v in info["meta"].items()})
@@ -484,27 +571,58 @@ def fresh(store: "Store", trace: str, name: str, params: dict) -> PackedIndex | 
     sig = store.stamp(trace)
     r = find(store, trace, name, params)
     if r is not None and r["params"].get("signature") == sig and r["params"].get("format") == FORMAT and r["path"]:
-        return _mapped(store, r)
+        return _guessing(_mapped(store, r), default_guesser(store, trace, sig))
     with _LOCK:
-        return _MEMORY.get((str(store.path), store.trace(trace).id, name, _params_key(params), sig))
+        got = _MEMORY.get((str(store.path), store.trace(trace).id, name, _params_key(params), sig))
+    return None if got is None else _guessing(got, default_guesser(store, trace, sig))
+
+
+def default_guesser(store: "Store", trace: str, stamp: str | None = None) -> Guesser:
+    """The guesser of `trace`'s guessed columns: the density index's seq (`statistics.seq_at`)."""
+    from .statistics import seq_guesser  # statistics builds on this module
+
+    return seq_guesser(store, trace, stamp)
+
+
+def assembled(store: "Store", name: str, params: dict, stamp: str) -> "PackedIndex | None":
+    """The index in parts `name` (`get_parts`) as this process last assembled it for the
+    trace at `stamp`, or None: no store access."""
+    want = (str(store.path), name, _params_key(params), stamp)
+    with _LOCK:
+        for k, v in _PARTS.items():
+            if (k[0], k[2], k[3], k[4]) == want:
+                return v
+    return None
+
+
+def _guessing(idx: PackedIndex, guesser: Guesser | None) -> PackedIndex:
+    """`idx` with its guessed columns (`pack`) reading through `guesser`."""
+    for p in parts(idx):
+        p.guesser = guesser
+    idx.guesser = guesser
+    return idx
 
 
 def get(store: "Store", trace: str, name: str, params: dict, build: Callable[[], pa.Table], *,
         save: bool | None = None, derived: dict[str, tuple[str, str]] | None = None,
-        relative: dict[str, str] | None = None) -> PackedIndex:
+        relative: dict[str, str] | None = None, guessed: dict[str, tuple[str, str, str]] | None = None,
+        guesser: Guesser | None = None) -> PackedIndex:
     """The index `name` of `trace` for `params`: mapped from the store when fresh, else built
-    (`build()` returns the index as a plain table, packed here; `derived`, `relative` as in `pack`).
+    (`build()` returns the index as a plain table, packed here; `derived`, `relative`,
+    `guessed`, `guesser` as in `pack`; the index reads its guessed columns with `guesser`).
 
     save: None = save when the store can be written (else keep it in memory), True = must save,
     False = keep in memory only.
     """
     t = fresh(store, trace, name, params)
     if t is not None:
-        return t
+        return t if guesser is None else _guessing(t, guesser)
     sig = store.stamp(trace)
+    if guessed and guesser is None:
+        guesser = default_guesser(store, trace, sig)
     r = find(store, trace, name, params)
     mkey = (str(store.path), store.trace(trace).id, name, _params_key(params), sig)
-    packed = pack(build(), derived, relative)
+    packed = pack(build(), derived, relative, guessed, guesser)
     if save is not False and not store.readonly:
         try:
             rid = store.save_result("table", name, TOOL, [trace],
@@ -512,7 +630,7 @@ def get(store: "Store", trace: str, name: str, params: dict, build: Callable[[],
                                     table=packed, table_format="arrow")
             if r is not None:
                 store.delete_result(r["id"])
-            return _mapped(store, store.result(rid))
+            return _guessing(_mapped(store, store.result(rid)), guesser)
         except (StoreLocked, ReadOnly):
             if save:
                 raise
@@ -521,7 +639,7 @@ def get(store: "Store", trace: str, name: str, params: dict, build: Callable[[],
     idx = PackedIndex(packed)
     with _LOCK:
         _MEMORY[mkey] = idx
-    return idx
+    return _guessing(idx, guesser)
 
 
 # -- indexes in parts: extended as a live trace grows -------------------------------------------
@@ -535,7 +653,8 @@ def _sub(cut: "Cut", segments: list, tails: bool) -> "Cut":
 
 
 def get_parts(store: "Store", trace: str, name: str, params: dict, types: list[str] | None,
-              build: Callable[["Cut"], pa.Table], *, save: bool | None = None, build_missing: bool = True):
+              build: Callable[["Cut"], pa.Table], *, save: bool | None = None, build_missing: bool = True,
+              guessed: dict[str, tuple[str, str, str]] | None = None, guesser: Guesser | None = None):
     """The index `name` of `trace` for `params` built in parts, each over a set of the trace's
     segments (of `types`; None = every type) and saved as its own result (params: the
     segment ids it covers), plus one in memory over the unflushed tail. `build(cut)` makes
@@ -547,15 +666,17 @@ def get_parts(store: "Store", trace: str, name: str, params: dict, types: list[s
     parts). A part naming a segment that is gone (a compaction rewrote it) or saved in
     another layout is stale: every part is deleted and the index rebuilt.
     build_missing=False: None unless the saved parts cover every segment (nothing built but
-    the tail's part). save as in `get`.
+    the tail's part). save, guessed, guesser as in `get`.
     """
     cut = store.cut(trace)
     stamp = cut.stamp()
     pkey = (str(store.path), cut.info.id, name, _params_key(params), stamp)
+    if guessed and guesser is None:
+        guesser = default_guesser(store, trace, stamp)
     with _LOCK:
         got = _PARTS.get(pkey)
     if got is not None:
-        return got
+        return _guessing(got, guesser)
     segs = [g for g in cut.segments if types is None or g.event_type in types]
     live = {g.id for g in segs}
     want = _params_key(params)
@@ -577,7 +698,7 @@ def get_parts(store: "Store", trace: str, name: str, params: dict, types: list[s
     mem: list[tuple[list[int], PackedIndex]] = []  # parts kept in memory (store not writable)
 
     def add(segments: list) -> None:
-        packed = pack(build(_sub(cut, segments, False)))
+        packed = pack(build(_sub(cut, segments, False)), guessed=guessed, guesser=guesser)
         ids = sorted(g.id for g in segments)
         if writable:
             try:
@@ -614,14 +735,14 @@ def get_parts(store: "Store", trace: str, name: str, params: dict, types: list[s
                 break
     pieces = [_mapped(store, r) for r in good] + [m for _, m in mem]
     if cut.tail_rows and any(types is None or k in types for k in cut.tails):
-        pieces.append(PackedIndex(pack(build(_sub(cut, [], True)))))
+        pieces.append(PackedIndex(pack(build(_sub(cut, [], True)), guessed=guessed, guesser=guesser)))
     pieces = [p for p in pieces if p.num_rows] or pieces[:1]
     idx = pieces[0] if len(pieces) == 1 else MultiIndex(pieces)
     with _LOCK:
         for k in [k for k in _PARTS if k[:4] == pkey[:4]]:
             del _PARTS[k]
         _PARTS[pkey] = idx
-    return idx
+    return _guessing(idx, guesser)
 
 
 def forget(store: "Store") -> None:

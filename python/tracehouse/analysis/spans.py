@@ -597,8 +597,13 @@ def span_index(store: "Store", trace: str, config: SpanConfig | None = None, *,
         meta[b"runs"] = json.dumps(runs).encode()
         return idx.append_column("end_max", end_max).replace_schema_metadata(meta)
 
+    # seq and end_seq are stored as the difference to the density index's seq of the begin
+    # (end) event at ts (end_ts): 0 bits on TOD (before: 1.56 and 1.04 B a span).
+    guessed = {"seq": (cfg.begin, "producer", "ts")}
+    if cfg.end is not None:
+        guessed["end_seq"] = (cfg.end, "producer", "end_ts")
     return _index.get(store, trace, "spans", {"config": cfg.to_json(), "rules": RULES}, build, save=save,
-                      derived={"dur": ("end_ts", "ts")}, relative=SPAN_RELATIVE)
+                      derived={"dur": ("end_ts", "ts")}, relative=SPAN_RELATIVE, guessed=guessed)
 
 
 def _span_row(idx: _index.PackedIndex, span_id: int) -> int:

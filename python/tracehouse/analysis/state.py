@@ -59,7 +59,10 @@ def objects_index(store: "Store", trace: str, config: ObjectConfig | None = None
             "seq": t.column("seq").take(order),
         })
 
-    return _index.get_parts(store, trace, "objects", {"config": cfg.to_json()}, [cfg.type], build, save=save)
+    # seq is stored as the difference to the density index's seq of the same (type,
+    # producer, ts): 0 bits on TOD (10M events: 2.5 B a row, 8.7 MB, before).
+    return _index.get_parts(store, trace, "objects", {"config": cfg.to_json()}, [cfg.type], build, save=save,
+                            guessed={"seq": (cfg.type, "producer", "ts")})
 
 
 def _key_codes(col) -> np.ndarray:

@@ -104,6 +104,78 @@ def density_index(store: "Store", trace: str, *, save: bool | None = None,
     return _index.get_parts(store, trace, "density", DENSITY_INDEX, None, make, save=save, build_missing=build)
 
 
+_I64_MAX = np.iinfo(np.int64).max
+
+
+def _stream_ranges(part: _index.PackedIndex) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """{type: (producers sorted, first rows, end rows)} of one density index part (kept on it)."""
+    got = getattr(part, "_stream_ranges", None)
+    if got is None:
+        by: dict[str, list] = {}
+        for st in json.loads(part.schema.metadata[b"streams"]):
+            by.setdefault(st["type"], []).append((int(st["producer"]), int(st["offset"]), int(st["offset"]) + int(st["count"])))
+        got = {}
+        for k, rows in by.items():
+            a = np.array(sorted(rows), np.int64).reshape(-1, 3)
+            got[k] = (a[:, 0].copy(), a[:, 1].copy(), a[:, 2].copy())
+        part._stream_ranges = got
+    return got
+
+
+def seq_at(idx: _index.PackedIndex, event_type: str, producers: np.ndarray, ts: np.ndarray) -> np.ndarray:
+    """The seq of the `event_type` event of each (producer, ts), from the density index
+    `idx`: the smallest seq among that stream's events at exactly that ts, over every part
+    (so the answer does not depend on how the index is cut in parts), 0 when there is none.
+    Other indexes store their seq columns as the difference to this (`_index.pack`'s
+    `guessed`): 0 wherever a thread's events of a type have distinct timestamps.
+    Per part, two `search_many` calls (each row in its own stream) and one `take`."""
+    producers = np.asarray(producers, np.int64)
+    ts = np.asarray(ts, np.int64)
+    best = np.full(len(ts), _I64_MAX, np.int64)
+    if not len(ts):
+        return best
+    for part in _index.parts(idx):
+        got = _stream_ranges(part).get(event_type) if part.num_rows else None
+        if got is None:
+            continue
+        sp, s0, s1 = got
+        k = np.minimum(np.searchsorted(sp, producers), len(sp) - 1)
+        mine = np.flatnonzero(sp[k] == producers)
+        if not len(mine):
+            continue
+        k = k[mine]
+        a, b, v = pa.array(s0[k]), pa.array(s1[k]), pa.array(ts[mine])
+        tcol, scol = part._cols["ts"], part._cols["seq"]
+        lo = arrays.as_numpy(tcol.search_many(a, b, v, False))
+        hi = arrays.as_numpy(tcol.search_many(a, b, v, True))
+        hit = np.flatnonzero(hi > lo)
+        if not len(hit):
+            continue
+        seqs = arrays.as_numpy(scol.take(pa.array(lo[hit]))).astype(np.int64)
+        for j in np.flatnonzero(hi[hit] - lo[hit] > 1).tolist():  # equal timestamps: rare
+            seqs[j] = int(arrays.as_numpy(scol.decode(int(lo[hit][j]), int(hi[hit][j]))).min())
+        rows = mine[hit]
+        best[rows] = np.minimum(best[rows], seqs)
+    best[best == _I64_MAX] = 0
+    return best
+
+
+def seq_guesser(store: "Store", trace: str, stamp: str | None = None) -> "_index.Guesser":
+    """`seq_at` over `trace`'s density index (built on first use), for `_index.pack`'s
+    `guessed` columns: the objects and span indexes store their seq columns as the
+    difference to it. stamp: the trace's stamp when the caller has it; the density index
+    assembled for it is then taken from this process's cache without asking the store."""
+    held: list = []
+
+    def guess(event_type: str, producers: np.ndarray, ts: np.ndarray) -> np.ndarray:
+        if not held:
+            got = _index.assembled(store, "density", DENSITY_INDEX, stamp) if stamp else None
+            held.append(got if got is not None else density_index(store, trace))
+        return seq_at(held[0], event_type, producers, ts)
+
+    return guess
+
+
 def bin_edges(start: int, end: int, bins: int) -> np.ndarray:
     """bins + 1 edges: start + ceil(b * (end - start) / bins), exact in integers."""
     if bins < 1:
