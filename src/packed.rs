@@ -2,7 +2,7 @@
 //!
 //! Owns the encoding and the lookups of `analysis/_index.py`'s packed columns. A column of
 //! n int64 values (nulls allowed) is cut into blocks of [`BLOCK`] values; each block is
-//! coded one of two ways, whichever is smaller:
+//! coded one of three ways, whichever is smaller:
 //!
 //! - frame of reference: `base` = the block's minimum, codes `value - base` (nullable
 //!   columns: `value - base + 1`, code 0 = null) in `w` bits each: a value is read in place
@@ -292,8 +292,7 @@ impl<'a> Packed<'a> {
                 if o0 < 0 || o1 < o0 || (o1 - o0) as usize <= head || o1 as usize > data.len() {
                     return Err(format!("packed column: block {b} is malformed"));
                 }
-                let set: usize =
-                    data[o0 as usize..o0 as usize + head].iter().map(|x| x.count_ones() as usize).sum();
+                let set: usize = data[o0 as usize..o0 as usize + head].iter().map(|x| x.count_ones() as usize).sum();
                 head + (set * w).div_ceil(8) + PAD
             } else if w == 0 {
                 0
@@ -353,6 +352,11 @@ impl<'a> Packed<'a> {
     /// Value k of delta block b: its anchor plus the codes after it.
     #[inline]
     fn delta_at(&self, b: usize, k: usize) -> u64 {
+        if k.is_multiple_of(STEP) {
+            // An anchor (a block's first value: a search's block bisection): no read of
+            // the block's codes, so the bisection touches `bits` and `base` only.
+            return self.anchor(b, k / STEP);
+        }
         let w = (self.bits[b] & !DELTA) as u32;
         let buf = &self.data[self.offsets[b] as usize..];
         let dmin = u64::from_le_bytes(buf[..8].try_into().unwrap());
