@@ -16,36 +16,49 @@ Decisions:
   build time) in Arrow IPC, one record batch per file, memory-mapped on use: a lookup is
   a few binary searches over mmapped columns and touches a few pages, however big the
   trace. Parquet would cost a row-group decode (~1-20 ms) per lookup.
-- Packed (format 2, `PackedIndex`): the file holds one row per block of 1,024 index
+- Packed (format 3, `PackedIndex`): the file holds one row per block of 1,024 index
   rows. An integer or boolean column is frame-of-reference bit-packed (`src/packed.rs`:
   per block its minimum - the sparse top level - a bit width and the codes, read in
   place by `_core.PackedColumn`: a binary search is the same probes as over a plain
   array, each a shift and a mask; nothing is decoded ahead), or, where smaller (sorted
   runs: a stream's timestamps and seqs), delta-coded with an anchor every 128 values (a
-  read sums at most 127 codes; a search bisects the blocks, then scans at most 128).
-  Index columns are sorted by their keys, so neighbouring values are close: timestamps
-  take 12-24 bits, thread and depth keys 0-2, flags 1. Other columns (strings, floats)
-  are kept plain, one list of 1,024 values per block. A column that is a difference of
-  two others (the span index's `dur` = end_ts - ts) is not stored; one close to another
-  is stored as the difference (`relative`: end_ts - ts, end_max - end_ts).
-  Before (format 1, uncompressed, ints narrowed to int32 when they fit): 5.8 GiB of
-  indexes beside the 0.93 GiB 100M-event TOD trace (6.2x), 64.0 MB beside a 1M-event
-  trace (7.08x), 640 MB beside a 10M-event one (6.79x). After: 11.9 MB (1.31x) and
-  117 MB (1.24x) (`tracehouse bench analyze --events N`, `index_bytes_by_index`; load
-  6-8 on 2 shared cores). Lookups against the same run's DuckDB peer at 10M events,
-  before -> after: children 18x -> 27x ahead, object state 32x -> 34x, density 21x ->
-  26x, cursor page 25x -> 25x; stack p99 3.9x -> 1.4-4.7x over four noisy runs
-  (README, "Analyses on 100M events").
-  The issue's 1x target is not met: span parameters, written values and field-write
-  timestamps are near-random copies of the trace's columns (~1.8-3.5 B each).
+  read sums at most 127 codes; a search bisects the blocks, then scans at most 128), or
+  sparse where most codes are 0 (nulls, values at the block's minimum: a bitmap and the
+  other codes only; TOD's span arguments, 21-82 % null). Index columns are sorted by
+  their keys, so neighbouring values are close: timestamps take 12-24 bits, thread and
+  depth keys 0-2, flags 1. Other columns (strings, floats) are kept plain, one list of
+  1,024 values per block. A column that is a difference of two others (the span index's
+  `dur` = end_ts - ts) is not stored; one close to another is stored as the difference
+  (`relative`: end_ts - ts, end_max - end_ts).
+- Seq columns are stored as differences to what the density index already says: the
+  density index's own seq as `seq - rank` (`ranked`: the row's rank among its thread's
+  events of the part, every type, by ts: `thread_ranks`, read back by `_Ranked`); the
+  objects and span indexes' seq, end_seq as `seq - seq_at(type, producer, ts)`
+  (`guessed`: the density index's seq of the event with that ts, `statistics.seq_at`,
+  read back by `_Guessed`). Where a thread's events have distinct timestamps and
+  consecutive seqs (TOD) every difference is a constant: 0 bits. Both guesses are
+  functions of the trace, not of how an index is cut in parts (the smallest seq among
+  events of equal ts), so a part stays right when the density index is re-cut.
+  Figures (`tracehouse bench analyze --events N`, `index_bytes_by_index`): format 1
+  (uncompressed): 6.2-7.1x the trace; format 2 (packed): 11.9 MB = 1.31x a 1M-event
+  TOD trace, 117 MB = 1.24x a 10M-event one (94.3 MB); format 3: 9.39 MB = 1.04x and
+  92.3 MB = 0.98x (spans 41.1 -> 31.9 MB, objects 34.2 -> 25.5, density 24.7 -> 17.7,
+  locals 17.2; load 4.5-5.4 on 2 shared cores). What is left is near-random copies of
+  the trace's columns: the objects index's ts (3.5 B a row), span parameters and
+  written values (~1.8 B each). Lookups: README, "Analyses on 100M events".
 - In parts (`get_parts`; objects, locals, density): each part covers a set of the
   trace's segments and is a result of its own (params: the segment ids); the unflushed
   tail gets a part in memory. A grown trace gets a part for its new segments only; a
   part merges with the one before it once it holds half its rows (LSM-like levels).
   Questions ask every part and merge (`parts`, `MultiIndex`). A part naming a segment
   that is gone (compaction) makes the whole index rebuild. The span index is built at
-  once (`get`): pairing spans is a pass over every thread, so it is rebuilt when the
-  trace's signature changes.
+  once (`get`) and rebuilt when the trace's signature changes: span_id is the begin's
+  rank in the trace's (ts, producer, seq) order, so a segment whose begins interleave in
+  time with indexed ones renumbers every later span and its children's parent_id; and
+  spans open at a part's end (their end_ts, end_seq, closed, self_time, the running
+  end_max of their depth) change when their ends arrive, so older parts would need an
+  overlay of rewritten rows and the pairer (`src/spans/stream.rs`) a saved state of each
+  thread's open stack.
 - An index whose trace changed since (signature differs) or built in another layout
   (`format` differs: an index saved before the packed layout) is stale: it is rebuilt
   and the stale result deleted. A read-only store (or one another process is writing)
@@ -77,7 +90,7 @@ if TYPE_CHECKING:
     from ..store.scan import Cut
 
 TOOL = "tracehouse.index"
-FORMAT = 2  # the layout of a saved index; a saved index of another format is rebuilt
+FORMAT = 3  # the layout of a saved index; a saved index of another format is rebuilt (3: sparse blocks, guessed seq)
 BLOCK = 1024  # rows per block (= `packed::BLOCK` in Rust)
 
 # (store path, result id, result file) -> mapped index; (store path, trace id, name, params) -> in-memory index
@@ -97,17 +110,41 @@ def narrow(col: pa.Array | pa.ChunkedArray) -> pa.Array:
 # -- the packed layout ------------------------------------------------------------------------
 
 
+def _np(a: pa.Array) -> np.ndarray:
+    """An int64 Arrow array without nulls as numpy (zero-copy; `arrays.as_numpy` costs more
+    per call and these arrays are a few rows)."""
+    return a.to_numpy(zero_copy_only=False)
+
+
+def _plus(stored: pa.Array, add: np.ndarray) -> pa.Array:
+    """stored + add (nulls of `stored` kept), without a pyarrow compute call (~100 us each)."""
+    if stored.null_count == 0:
+        return pa.array(_np(stored) + add)
+    valid = _np(stored.is_valid())
+    return pa.array(np.where(valid, _np(stored.fill_null(0)) + add, 0), mask=~valid)
+
+
 def _packable(t: pa.DataType) -> bool:
     return (pa.types.is_integer(t) and t != pa.uint64()) or pa.types.is_boolean(t)
 
 
+Guesser = Callable[[str, np.ndarray, np.ndarray], np.ndarray]
+
+
 def pack(t: pa.Table, derived: dict[str, tuple[str, str]] | None = None,
-         relative: dict[str, str] | None = None) -> pa.Table:
+         relative: dict[str, str] | None = None, guessed: dict[str, tuple[str, str, str]] | None = None,
+         guesser: Guesser | None = None, ranked: dict[str, str] | None = None) -> pa.Table:
     """`t` (one index, rows in index order) in the packed layout (module doc).
 
     derived: {column: (a, b)} columns equal to a - b, left out (checked here: one that
     differs anywhere is stored). relative: {column: ref} columns that may be stored as
-    `column - ref` (kept so when that packs smaller; ref must come first in `t`)."""
+    `column - ref` (kept so when that packs smaller; ref must come first in `t`).
+    guessed: {column: (event type, producer column, ts column)} seq columns that may be
+    stored as `column - guesser(event type, producers, ts)` (the density index's seq of
+    that event: 0 bits where the guess is right; kept so when that packs smaller).
+    ranked: {column: rank column} a density index's seq stored as `seq - rank` (the rank
+    column, not stored, is the row's rank among its thread's rows: `_Ranked` recomputes it
+    from the streams in the metadata); kept so when that packs smaller."""
     from .. import _core
 
     t = t.combine_chunks()
@@ -125,7 +162,10 @@ def pack(t: pa.Table, derived: dict[str, tuple[str, str]] | None = None,
     def size(parts) -> int:
         return sum(p.nbytes for p in parts)
 
+    skip = set((ranked or {}).values())
     for f in t.schema:
+        if f.name in skip:
+            continue
         a = chunk(f.name)
         if derived and f.name in derived:
             x, y = derived[f.name]
@@ -137,7 +177,23 @@ def pack(t: pa.Table, derived: dict[str, tuple[str, str]] | None = None,
             v = a.cast(pa.int64())
             parts = _core.pack_int64(v, v.null_count > 0)
             spec = {"name": f.name, "kind": "packed", "type": str(f.type), "nullable": v.null_count > 0}
+            rk = (ranked or {}).get(f.name)
+            if rk is not None and n:
+                d = pc.subtract(v, chunk(rk).cast(pa.int64()))
+                kparts = _core.pack_int64(d, d.null_count > 0)
+                if size(kparts) < size(parts):
+                    parts = kparts
+                    spec.update(nullable=d.null_count > 0, ranked=True)
             ref = (relative or {}).get(f.name)
+            g = (guessed or {}).get(f.name)
+            if g is not None and guesser is not None and n:
+                guess = guesser(g[0], arrays.as_numpy(chunk(g[1])).astype(np.int64),
+                                arrays.as_numpy(chunk(g[2])).astype(np.int64))
+                d = pc.subtract(v, pa.array(guess, pa.int64()))
+                gparts = _core.pack_int64(d, d.null_count > 0)
+                if size(gparts) < size(parts):
+                    parts, ref = gparts, None
+                    spec.update(nullable=d.null_count > 0, guess=list(g))
             if ref is not None and ref in out and chunk(ref).null_count == 0:
                 d = pc.subtract(v, chunk(ref).cast(pa.int64()))
                 rparts = _core.pack_int64(d, d.null_count > 0)
@@ -227,6 +283,154 @@ class _Diff:
         raise TypeError("a derived index column is not sorted")
 
 
+class _Guessed:
+    """A seq column stored as `seq - guess` (`pack`'s `guessed`): reads add the guess the
+    owning index's `guesser` makes from the same rows' producer and ts. The last answer is
+    kept: a slice reads it again for a column stored relative to this one (`_Sum`)."""
+
+    def __init__(self, stored, owner: "PackedIndex", event_type: str, producer, ts):
+        self.stored, self.owner, self.event_type, self.producer, self.ts = stored, owner, event_type, producer, ts
+        self._last: tuple = (None, None, None)
+
+    def __len__(self) -> int:
+        return len(self.stored)
+
+    def _add(self, stored: pa.Array, producer: pa.Array, ts: pa.Array) -> pa.Array:
+        guesser = self.owner.guesser
+        if guesser is None:
+            raise RuntimeError("an index column stored relative to the density index, read without it")
+        if not len(stored):
+            return stored
+        p = _np(producer if producer.null_count == 0 else producer.fill_null(0))
+        t = _np(ts if ts.null_count == 0 else ts.fill_null(0))
+        return _plus(stored, guesser(self.event_type, p.astype(np.int64, copy=False), t.astype(np.int64, copy=False)))
+
+    def _memo(self, key, make) -> pa.Array:
+        k, guesser, got = self._last
+        if k == key and guesser is self.owner.guesser:
+            return got
+        got = make()
+        self._last = (key, self.owner.guesser, got)
+        return got
+
+    def get(self, i: int):
+        return self.take(pa.array([i], pa.int64()))[0].as_py()
+
+    def take(self, rows: pa.Array) -> pa.Array:
+        r = _np(rows)
+        return self._memo(("take", r.tobytes()), lambda: self._add(self.stored.take(rows), self.producer.take(rows),
+                                                                   self.ts.take(rows)))
+
+    def decode(self, a: int, b: int) -> pa.Array:
+        return self._memo(("decode", a, b), lambda: self._add(self.stored.decode(a, b), self.producer.decode(a, b),
+                                                              self.ts.decode(a, b)))
+
+    def search(self, lo: int, hi: int, v: int, right: bool) -> int:
+        raise TypeError("a guessed index column is not searched")
+
+
+def thread_streams(streams: list[dict]) -> dict[int, list[tuple[int, int]]]:
+    """{producer: [(first row, end row) of each of its non-empty streams]} of a density index part."""
+    out: dict[int, list[tuple[int, int]]] = {}
+    for st in streams:
+        if st["count"]:
+            out.setdefault(int(st["producer"]), []).append((int(st["offset"]), int(st["offset"]) + int(st["count"])))
+    return out
+
+
+def thread_ranks(ts: np.ndarray, streams: list[dict]) -> np.ndarray:
+    """Per density index row: how many rows of the same producer (every type) have a
+    smaller ts: what the density index's seq is stored against (`pack`'s `ranked`;
+    `_Ranked` computes the same for a few rows by one search per stream of the thread).
+    One numpy search of each stream's (sorted) timestamps in each stream of its thread."""
+    ts = np.asarray(ts, np.int64)
+    out = np.zeros(len(ts), np.int64)
+    for ranges in thread_streams(streams).values():
+        for a, b in ranges:
+            for c, d in ranges:
+                out[a:b] += np.searchsorted(ts[c:d], ts[a:b], "left")
+    return out
+
+
+class _Ranked:
+    """A density index's seq stored as `seq - rank` (`pack`'s `ranked`): rank = the rows of
+    the same producer, in every stream of this part, with a smaller ts (one `rank_many`
+    over every (row, stream of its thread) pair asked at once)."""
+
+    def __init__(self, stored, ts, streams: list[dict]):
+        self.stored, self.ts = stored, ts
+        live = sorted((int(st["offset"]), int(st["offset"]) + int(st["count"]), int(st["producer"]))
+                      for st in streams if st["count"])
+        self.starts = np.array([a for a, _, _ in live], np.int64)
+        self.producers = np.array(sorted({p for _, _, p in live}), np.int64)
+        self.pix = np.searchsorted(self.producers, np.array([p for _, _, p in live], np.int64))  # stream -> thread
+        k = int(np.bincount(self.pix).max()) if len(live) else 0
+        self.lo = np.zeros((len(self.producers), k), np.int64)  # thread x its streams: [lo, hi)
+        self.hi = np.zeros((len(self.producers), k), np.int64)
+        fill = np.zeros(len(self.producers), np.int64)
+        for (a, b, _), i in zip(live, self.pix.tolist()):
+            self.lo[i, fill[i]], self.hi[i, fill[i]] = a, b
+            fill[i] += 1
+        self.ranges = np.hstack([self.lo, self.hi])  # per thread: its streams' lows, then highs
+
+    def __len__(self) -> int:
+        return len(self.stored)
+
+    def rank(self, threads: np.ndarray, ts: np.ndarray) -> np.ndarray:
+        """Rank of ts among the rows of each thread (an index into `producers`)."""
+        if not len(ts) or not self.lo.shape[1]:
+            return np.zeros(len(ts), np.int64)
+        args = np.concatenate([np.asarray(ts, np.int64), self.ranges[threads].ravel()])
+        return _np(self.ts.rank_many(pa.array(args), len(ts), self.lo.shape[1]))
+
+    def _at(self, rows: np.ndarray, stored: pa.Array, ts: pa.Array) -> pa.Array:
+        if not len(rows):
+            return stored
+        threads = self.pix[np.searchsorted(self.starts, rows, side="right") - 1]
+        return _plus(stored, self.rank(threads, _np(ts)))
+
+    def take(self, rows: pa.Array) -> pa.Array:
+        return self._at(_np(rows).astype(np.int64, copy=False), self.stored.take(rows), self.ts.take(rows))
+
+    def decode(self, a: int, b: int) -> pa.Array:
+        return self._at(np.arange(a, b, dtype=np.int64), self.stored.decode(a, b), self.ts.decode(a, b))
+
+    def get(self, i: int):
+        return self.take(pa.array([i], pa.int64()))[0].as_py()
+
+    def search(self, lo: int, hi: int, v: int, right: bool) -> int:
+        raise TypeError("a ranked index column is not searched")
+
+
+class _Sum:
+    """A column stored relative to a guessed one (stored + ref), with the `PackedColumn`
+    read interface; the span index's end_parent_seq (= seq on TOD) is one."""
+
+    def __init__(self, stored, ref):
+        self.stored, self.ref = stored, ref
+
+    def __len__(self) -> int:
+        return len(self.stored)
+
+    def get(self, i: int):
+        a, b = self.stored.get(i), self.ref.get(i)
+        return None if a is None or b is None else a + b
+
+    def _add(self, stored: pa.Array, ref: pa.Array) -> pa.Array:
+        if ref.null_count:
+            return pc.add(stored, ref)
+        return _plus(stored, _np(ref))
+
+    def take(self, rows: pa.Array) -> pa.Array:
+        return self._add(self.stored.take(rows), self.ref.take(rows))
+
+    def decode(self, a: int, b: int) -> pa.Array:
+        return self._add(self.stored.decode(a, b), self.ref.decode(a, b))
+
+    def search(self, lo: int, hi: int, v: int, right: bool) -> int:
+        raise TypeError("a column relative to a guessed one is not searched")
+
+
 class _Plain:
     """A plain (numpy) column with the `PackedColumn` read interface."""
 
@@ -272,6 +476,11 @@ class PackedIndex:
         self._types = {c["name"]: pa.type_for_alias(c["type"]) if c["kind"] != "plain" else None
                        for c in info["columns"]}
         cols = {}
+        # Columns read in Python: guessed ones, and those stored relative to one of these.
+        guessed = {c["name"] for c in info["columns"] if c.get("guess")}
+        for c in info["columns"]:
+            if c.get("rel") in guessed:
+                guessed.add(c["name"])
         for c in info["columns"]:
             name = c["name"]
             if c["kind"] == "packed":
@@ -281,7 +490,9 @@ class PackedIndex:
                     d, b, w = _core.pack_int64(pa.array([], pa.int64()), False)
                 else:
                     b, w = ch(name + "#base"), ch(name + "#bits")
-                rel = cols[c["rel"]] if c.get("rel") else None
+                rel = cols.get(c["rel"]) if c.get("rel") else None
+                if c.get("rel") and c["rel"] in guessed:
+                    rel = None  # relative to a guessed column: added in Python below (`_Sum`)
                 cols[name] = _core.PackedColumn(d, b, w, self.num_rows, c["nullable"], rel)
             elif c["kind"] == "plain":
                 col = packed.column(name)
@@ -291,6 +502,15 @@ class PackedIndex:
         for c in info["columns"]:
             if c["kind"] == "diff":
                 cols[c["name"]] = _Diff(cols[c["of"][0]], cols[c["of"][1]])
+            elif c.get("guess"):
+                ty, p, ts = c["guess"]
+                cols[c["name"]] = _Guessed(cols[c["name"]], self, ty, cols[p], cols[ts])
+            elif c.get("ranked"):
+                cols[c["name"]] = _Ranked(cols[c["name"]], cols["ts"], json.loads(info["meta"]["streams"]))
+        for c in info["columns"]:
+            if c.get("rel") in guessed:
+                cols[c["name"]] = _Sum(cols[c["name"]], cols[c["rel"]])
+        self.guesser: Guesser | None = None  # set by whoever hands the index out (`get`, `get_parts`)
         self._cols = cols
         self.schema = pa.schema([pa.field(n, self._types[n]) for n in self.column_names],
                                 metadata={k: v for k, v in info["meta"].items()})
@@ -484,27 +704,58 @@ def fresh(store: "Store", trace: str, name: str, params: dict) -> PackedIndex | 
     sig = store.stamp(trace)
     r = find(store, trace, name, params)
     if r is not None and r["params"].get("signature") == sig and r["params"].get("format") == FORMAT and r["path"]:
-        return _mapped(store, r)
+        return _guessing(_mapped(store, r), default_guesser(store, trace, sig))
     with _LOCK:
-        return _MEMORY.get((str(store.path), store.trace(trace).id, name, _params_key(params), sig))
+        got = _MEMORY.get((str(store.path), store.trace(trace).id, name, _params_key(params), sig))
+    return None if got is None else _guessing(got, default_guesser(store, trace, sig))
+
+
+def default_guesser(store: "Store", trace: str, stamp: str | None = None) -> Guesser:
+    """The guesser of `trace`'s guessed columns: the density index's seq (`statistics.seq_at`)."""
+    from .statistics import seq_guesser  # statistics builds on this module
+
+    return seq_guesser(store, trace, stamp)
+
+
+def assembled(store: "Store", name: str, params: dict, stamp: str) -> "PackedIndex | None":
+    """The index in parts `name` (`get_parts`) as this process last assembled it for the
+    trace at `stamp`, or None: no store access."""
+    want = (str(store.path), name, _params_key(params), stamp)
+    with _LOCK:
+        for k, v in _PARTS.items():
+            if (k[0], k[2], k[3], k[4]) == want:
+                return v
+    return None
+
+
+def _guessing(idx: PackedIndex, guesser: Guesser | None) -> PackedIndex:
+    """`idx` with its guessed columns (`pack`) reading through `guesser`."""
+    for p in parts(idx):
+        p.guesser = guesser
+    idx.guesser = guesser
+    return idx
 
 
 def get(store: "Store", trace: str, name: str, params: dict, build: Callable[[], pa.Table], *,
         save: bool | None = None, derived: dict[str, tuple[str, str]] | None = None,
-        relative: dict[str, str] | None = None) -> PackedIndex:
+        relative: dict[str, str] | None = None, guessed: dict[str, tuple[str, str, str]] | None = None,
+        guesser: Guesser | None = None) -> PackedIndex:
     """The index `name` of `trace` for `params`: mapped from the store when fresh, else built
-    (`build()` returns the index as a plain table, packed here; `derived`, `relative` as in `pack`).
+    (`build()` returns the index as a plain table, packed here; `derived`, `relative`,
+    `guessed`, `guesser` as in `pack`; the index reads its guessed columns with `guesser`).
 
     save: None = save when the store can be written (else keep it in memory), True = must save,
     False = keep in memory only.
     """
     t = fresh(store, trace, name, params)
     if t is not None:
-        return t
+        return t if guesser is None else _guessing(t, guesser)
     sig = store.stamp(trace)
+    if guessed and guesser is None:
+        guesser = default_guesser(store, trace, sig)
     r = find(store, trace, name, params)
     mkey = (str(store.path), store.trace(trace).id, name, _params_key(params), sig)
-    packed = pack(build(), derived, relative)
+    packed = pack(build(), derived, relative, guessed, guesser)
     if save is not False and not store.readonly:
         try:
             rid = store.save_result("table", name, TOOL, [trace],
@@ -512,7 +763,7 @@ def get(store: "Store", trace: str, name: str, params: dict, build: Callable[[],
                                     table=packed, table_format="arrow")
             if r is not None:
                 store.delete_result(r["id"])
-            return _mapped(store, store.result(rid))
+            return _guessing(_mapped(store, store.result(rid)), guesser)
         except (StoreLocked, ReadOnly):
             if save:
                 raise
@@ -521,7 +772,7 @@ def get(store: "Store", trace: str, name: str, params: dict, build: Callable[[],
     idx = PackedIndex(packed)
     with _LOCK:
         _MEMORY[mkey] = idx
-    return idx
+    return _guessing(idx, guesser)
 
 
 # -- indexes in parts: extended as a live trace grows -------------------------------------------
@@ -535,7 +786,9 @@ def _sub(cut: "Cut", segments: list, tails: bool) -> "Cut":
 
 
 def get_parts(store: "Store", trace: str, name: str, params: dict, types: list[str] | None,
-              build: Callable[["Cut"], pa.Table], *, save: bool | None = None, build_missing: bool = True):
+              build: Callable[["Cut"], pa.Table], *, save: bool | None = None, build_missing: bool = True,
+              guessed: dict[str, tuple[str, str, str]] | None = None, guesser: Guesser | None = None,
+              ranked: dict[str, str] | None = None):
     """The index `name` of `trace` for `params` built in parts, each over a set of the trace's
     segments (of `types`; None = every type) and saved as its own result (params: the
     segment ids it covers), plus one in memory over the unflushed tail. `build(cut)` makes
@@ -547,15 +800,17 @@ def get_parts(store: "Store", trace: str, name: str, params: dict, types: list[s
     parts). A part naming a segment that is gone (a compaction rewrote it) or saved in
     another layout is stale: every part is deleted and the index rebuilt.
     build_missing=False: None unless the saved parts cover every segment (nothing built but
-    the tail's part). save as in `get`.
+    the tail's part). save, guessed, guesser as in `get`; ranked as in `pack`.
     """
     cut = store.cut(trace)
     stamp = cut.stamp()
     pkey = (str(store.path), cut.info.id, name, _params_key(params), stamp)
+    if guessed and guesser is None:
+        guesser = default_guesser(store, trace, stamp)
     with _LOCK:
         got = _PARTS.get(pkey)
     if got is not None:
-        return got
+        return _guessing(got, guesser)
     segs = [g for g in cut.segments if types is None or g.event_type in types]
     live = {g.id for g in segs}
     want = _params_key(params)
@@ -577,7 +832,7 @@ def get_parts(store: "Store", trace: str, name: str, params: dict, types: list[s
     mem: list[tuple[list[int], PackedIndex]] = []  # parts kept in memory (store not writable)
 
     def add(segments: list) -> None:
-        packed = pack(build(_sub(cut, segments, False)))
+        packed = pack(build(_sub(cut, segments, False)), guessed=guessed, guesser=guesser, ranked=ranked)
         ids = sorted(g.id for g in segments)
         if writable:
             try:
@@ -614,14 +869,14 @@ def get_parts(store: "Store", trace: str, name: str, params: dict, types: list[s
                 break
     pieces = [_mapped(store, r) for r in good] + [m for _, m in mem]
     if cut.tail_rows and any(types is None or k in types for k in cut.tails):
-        pieces.append(PackedIndex(pack(build(_sub(cut, [], True)))))
+        pieces.append(PackedIndex(pack(build(_sub(cut, [], True)), guessed=guessed, guesser=guesser, ranked=ranked)))
     pieces = [p for p in pieces if p.num_rows] or pieces[:1]
     idx = pieces[0] if len(pieces) == 1 else MultiIndex(pieces)
     with _LOCK:
         for k in [k for k in _PARTS if k[:4] == pkey[:4]]:
             del _PARTS[k]
         _PARTS[pkey] = idx
-    return idx
+    return _guessing(idx, guesser)
 
 
 def forget(store: "Store") -> None:

@@ -260,7 +260,17 @@ class Cursor:
         rows = np.concatenate([r for _, _, r in picks])
         prod = np.concatenate([np.full(len(r), q, np.int64) for _, q, r in picks])
         tix = np.concatenate([np.full(len(r), i, np.int64) for i, (_, _, r) in enumerate(picks)])
-        ts, seq = ts_all[rows].astype(np.int64), seq_all[rows].astype(np.int64)
+        ts = ts_all[rows].astype(np.int64)
+        # seq is read (through the density index's ranks: a search per stream of the thread)
+        # for the page's rows only: those within n by (ts, producer), plus any tied with the
+        # page's last one.
+        order = np.lexsort((prod, ts))
+        if len(order) > n:
+            edge = order[n - 1] if forward else order[len(order) - n]
+            tied = np.flatnonzero((ts == ts[edge]) & (prod == prod[edge]))
+            order = np.union1d(order[:n] if forward else order[len(order) - n:], tied)
+        rows, prod, tix, ts = rows[order], prod[order], tix[order], ts[order]
+        seq = seq_all[rows].astype(np.int64)
         order = np.lexsort((seq, prod, ts))  # (ts, producer, seq) ascending
         order = order[:n] if forward else order[::-1][:n][::-1]
         rows, prod, tix, ts, seq = rows[order], prod[order], tix[order], ts[order], seq[order]

@@ -597,8 +597,13 @@ def span_index(store: "Store", trace: str, config: SpanConfig | None = None, *,
         meta[b"runs"] = json.dumps(runs).encode()
         return idx.append_column("end_max", end_max).replace_schema_metadata(meta)
 
+    # seq and end_seq are stored as the difference to the density index's seq of the begin
+    # (end) event at ts (end_ts): 0 bits on TOD (before: 1.56 and 1.04 B a span).
+    guessed = {"seq": (cfg.begin, "producer", "ts")}
+    if cfg.end is not None:
+        guessed["end_seq"] = (cfg.end, "producer", "end_ts")
     return _index.get(store, trace, "spans", {"config": cfg.to_json(), "rules": RULES}, build, save=save,
-                      derived={"dur": ("end_ts", "ts")}, relative=SPAN_RELATIVE)
+                      derived={"dur": ("end_ts", "ts")}, relative=SPAN_RELATIVE, guessed=guessed)
 
 
 def _span_row(idx: _index.PackedIndex, span_id: int) -> int:
@@ -629,9 +634,9 @@ def children(store: "Store", trace: str, span_id: int, config: SpanConfig | None
     start, end = int(ts[r]), int(_index.column(idx, "end_ts")[r])
     a = lo + _index.search(ts[lo:hi], start, "left")
     b = lo + _index.search(ts[lo:hi], end, "right")
-    rows = idx.slice(a, b - a)
-    rows = rows.filter(pc.equal(rows.column("parent_id"), span_id))
-    return rows.drop_columns(_INDEX_ONLY)
+    # Only the rows of this parent are read (a seq column is read through the density index).
+    mine = a + np.flatnonzero(np.asarray(_index.column(idx, "parent_id")[a:b]) == span_id)
+    return idx.take(mine).drop_columns(_INDEX_ONLY)
 
 
 def thread_calls(store: "Store", trace: str, producer: int, config: SpanConfig | None = None, *,

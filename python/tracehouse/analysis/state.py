@@ -59,7 +59,10 @@ def objects_index(store: "Store", trace: str, config: ObjectConfig | None = None
             "seq": t.column("seq").take(order),
         })
 
-    return _index.get_parts(store, trace, "objects", {"config": cfg.to_json()}, [cfg.type], build, save=save)
+    # seq is stored as the difference to the density index's seq of the same (type,
+    # producer, ts): 0 bits on TOD (10M events: 2.5 B a row, 8.7 MB, before).
+    return _index.get_parts(store, trace, "objects", {"config": cfg.to_json()}, [cfg.type], build, save=save,
+                            guessed={"seq": (cfg.type, "producer", "ts")})
 
 
 def _key_codes(col) -> np.ndarray:
@@ -72,7 +75,14 @@ def _key_codes(col) -> np.ndarray:
 
 
 def _rows(idx: _index.PackedIndex, lo: int, hi: int) -> pa.Table:
-    t = idx.slice(lo, hi - lo)
+    return _state_columns(idx.slice(lo, hi - lo))
+
+
+def _take(idx: _index.PackedIndex, rows: np.ndarray) -> pa.Table:
+    return _state_columns(idx.take(rows))
+
+
+def _state_columns(t: pa.Table) -> pa.Table:
     return pa.table({
         "field": t.column("field").cast(pa.int64()),
         "value": t.column("value"),
@@ -103,17 +113,39 @@ def _key_rows(idx, keys: list[int], start: int | None = None, end: int | None = 
 
 
 def object_state(store: "Store", trace: str, obj: int, t: int, config: ObjectConfig | None = None) -> pa.Table:
-    """Every field of object `obj` written at or before `t`, with its last value (by field)."""
+    """Every field of object `obj` written at or before `t`, with its last value (by field).
+
+    The rows are chosen on field and ts alone, then only they are read whole: seq is read
+    through the density index (a search per row), so reading it for every write of the
+    object cost 2.3x at 10M events (p50 1.65 -> 3.75 ms)."""
     idx = objects_index(store, trace, config)
-    rows = _key_rows(idx, [int(obj)])
-    ts = arrays.as_numpy(rows.column("ts"))
-    mine = np.nonzero(ts <= t)[0]
-    if len(mine) == 0:
-        return rows.slice(0, 0)
-    f = arrays.as_numpy(rows.column("field"))[mine]
-    # Rows are ordered by (field, ts): the last row of each field at or before t.
-    last = mine[np.append(f[1:] != f[:-1], True)]
-    return rows.take(pa.array(last))
+    pieces = []
+    for part in _index.parts(idx):
+        lo, hi = _index.key_range([_index.column(part, "object")], [int(obj)])
+        f = np.asarray(_index.column(part, "field")[lo:hi])
+        ts = np.asarray(_index.column(part, "ts")[lo:hi])
+        mine = np.flatnonzero(ts <= t)
+        if not len(mine):
+            continue
+        f, ts = f[mine], ts[mine]
+        # Rows are ordered by (field, ts): the last row of each field at or before t (of
+        # each part: with several, every row at that last ts, ordered below).
+        ends = np.append(f[1:] != f[:-1], True)
+        if len(_index.parts(idx)) == 1:
+            keep = mine[ends]
+        else:
+            grp = np.cumsum(np.concatenate([[0], ends[:-1]]))
+            keep = mine[ts == ts[np.flatnonzero(ends)][grp]]
+        pieces.append(_take(part, lo + keep))
+    if not pieces:
+        return _rows(idx, 0, 0)
+    if len(pieces) == 1:
+        return pieces[0]
+    rows = pa.concat_tables(pieces)
+    rows = rows.take(pa.array(np.lexsort([arrays.as_numpy(rows.column(c)).astype(np.int64)
+                                          for c in ("seq", "producer", "ts", "field")])))
+    f = arrays.as_numpy(rows.column("field"))
+    return rows.take(pa.array(np.flatnonzero(np.append(f[1:] != f[:-1], True))))
 
 
 def field_history(store: "Store", trace: str, obj: int, field: int, config: ObjectConfig | None = None, *,
