@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import tracehouse
@@ -30,6 +30,7 @@ I64 = st.integers(-(2**63), 2**63 - 1)
     st.lists(st.integers(-1000, 1000), max_size=3000).map(sorted),
     st.lists(st.integers(0, 2**40), min_size=1, max_size=3000).map(lambda v: list(np.cumsum(v).tolist()))),
     probes=st.lists(st.integers(-(2**62), 2**62), max_size=8))
+@example(values=[None, 2**63 - 1, -(2**63)], probes=[])  # nulls + the whole int64 range: stored plain
 def test_packed_column_reads_back_every_value(values, probes):
     typ = pa.int64()
     if values and all(v is not None and -(2**63) <= v < 2**63 for v in values):

@@ -162,6 +162,14 @@ def pack(t: pa.Table, derived: dict[str, tuple[str, str]] | None = None,
     def size(parts) -> int:
         return sum(p.nbytes for p in parts)
 
+    def try_pack(v: pa.Array):
+        # None when the packer cannot take it: a block with nulls whose values span the whole
+        # int64 range leaves no code for null (hypothesis found [None, 2**63-1, -2**63]).
+        try:
+            return _core.pack_int64(v, v.null_count > 0)
+        except ValueError:
+            return None
+
     skip = set((ranked or {}).values())
     for f in t.schema:
         if f.name in skip:
@@ -173,15 +181,15 @@ def pack(t: pa.Table, derived: dict[str, tuple[str, str]] | None = None,
             if a.null_count == 0 and calc.null_count == 0 and pc.all(pc.equal(calc, a.cast(pa.int64()))).as_py() in (True, None):
                 cols.append({"name": f.name, "kind": "diff", "type": str(f.type), "of": [x, y]})
                 continue
-        if _packable(f.type):
-            v = a.cast(pa.int64())
-            parts = _core.pack_int64(v, v.null_count > 0)
+        v = a.cast(pa.int64()) if _packable(f.type) else None
+        parts = try_pack(v) if v is not None else None
+        if parts is not None:
             spec = {"name": f.name, "kind": "packed", "type": str(f.type), "nullable": v.null_count > 0}
             rk = (ranked or {}).get(f.name)
             if rk is not None and n:
                 d = pc.subtract(v, chunk(rk).cast(pa.int64()))
-                kparts = _core.pack_int64(d, d.null_count > 0)
-                if size(kparts) < size(parts):
+                kparts = try_pack(d)
+                if kparts is not None and size(kparts) < size(parts):
                     parts = kparts
                     spec.update(nullable=d.null_count > 0, ranked=True)
             ref = (relative or {}).get(f.name)
@@ -190,14 +198,14 @@ def pack(t: pa.Table, derived: dict[str, tuple[str, str]] | None = None,
                 guess = guesser(g[0], arrays.as_numpy(chunk(g[1])).astype(np.int64),
                                 arrays.as_numpy(chunk(g[2])).astype(np.int64))
                 d = pc.subtract(v, pa.array(guess, pa.int64()))
-                gparts = _core.pack_int64(d, d.null_count > 0)
-                if size(gparts) < size(parts):
+                gparts = try_pack(d)
+                if gparts is not None and size(gparts) < size(parts):
                     parts, ref = gparts, None
                     spec.update(nullable=d.null_count > 0, guess=list(g))
             if ref is not None and ref in out and chunk(ref).null_count == 0:
                 d = pc.subtract(v, chunk(ref).cast(pa.int64()))
-                rparts = _core.pack_int64(d, d.null_count > 0)
-                if size(rparts) < size(parts):
+                rparts = try_pack(d)
+                if rparts is not None and size(rparts) < size(parts):
                     parts = rparts
                     spec.update(nullable=d.null_count > 0, rel=ref)
             out[f.name], out[f.name + "#base"], out[f.name + "#bits"] = parts
