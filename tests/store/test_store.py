@@ -969,3 +969,55 @@ def test_a_reader_of_the_wal_sees_every_row_once_as_the_tail_grows_and_checkpoin
                 assert got["d"] <= got["n"]
             assert ro.sql('SELECT count(*) AS n FROM "t".load WHERE value = 0.5').column(0)[0].as_py() \
                 == sum(5 for j in range(i + 1) if j % 3 != 2)
+
+
+def test_a_refresh_that_failed_half_way_is_not_taken_for_a_done_one(store, store_path, monkeypatch):
+    # Review of the incremental tails: the tail cache was written before its table was
+    # registered, so a register that failed left the cache saying "unchanged" and the view
+    # kept serving the older, shorter tail. A failed refresh now forgets the trace's tails.
+    from tracehouse.store.query import QueryEngine
+
+    store.create_trace("t", "demo", event_types=[LOAD])
+    q = 'SELECT count(*) AS n, sum(value) AS v FROM "t".load'
+
+    def load(i):
+        return pa.table({"ts": pa.array([i], pa.int64()), "producer": pa.array([0], pa.int32()), "value": [1.0]})
+
+    with tracehouse.open(store_path, readonly=True) as ro:
+        store.append("t", "load", load(0), wait=True)
+        assert ro.sql(q).to_pylist()[0]["n"] == 1
+        store.append("t", "load", load(1), wait=True)
+        real = QueryEngine._register
+        fails = [1]
+
+        def register_once_failing(self, name, trace, table):
+            if fails[0] and name.startswith("_tail_"):
+                fails[0] -= 1
+                raise RuntimeError("register failed")
+            return real(self, name, trace, table)
+
+        monkeypatch.setattr(QueryEngine, "_register", register_once_failing)
+        with pytest.raises(RuntimeError, match="register failed"):
+            ro.sql(q)
+        assert ro.sql(q).to_pylist()[0] == {"n": 2, "v": 2.0}
+
+
+def test_a_wal_record_that_fails_to_decode_for_want_of_memory_is_not_a_torn_tail(tmp_path, monkeypatch):
+    # Review: read_wal took any Arrow error while decoding a CRC-checked record for "undecodable",
+    # and recovery cuts an undecodable record with every record after it. Out of memory is not
+    # a bad record: it must surface, and the file stay as it is.
+    from tracehouse.store import wal as walmod
+
+    path = walmod.wal_path(tmp_path, 0)
+    w = walmod.WalWriter(tmp_path, 0)
+    w.append("ev", pa.record_batch({"ts": pa.array([1, 2], pa.int64())}))
+    w.close()
+
+    def out_of_memory(*args, **kwargs):
+        raise pa.ArrowMemoryError("malloc of 64 bytes failed")
+
+    monkeypatch.setattr(walmod, "_decode", out_of_memory)
+    size = path.stat().st_size
+    with pytest.raises(pa.ArrowMemoryError):
+        walmod.read_wal(path)
+    assert path.stat().st_size == size

@@ -257,6 +257,19 @@ class QueryEngine:
         return table, True
 
     def _refresh_trace(self, info) -> None:
+        try:
+            self._refresh_trace_views(info)
+        except BaseException:
+            # Half done (a register or a view failed): forget this trace's cached tails and view
+            # shape, else a tail cached here but never registered would count as unchanged and
+            # the view would keep serving the older, shorter one. The next look rebuilds whole.
+            for key in [k for k in self._tail_cache if k[0] == info.id]:
+                del self._tail_cache[key]
+            self._trace_shapes.pop(info.name, None)
+            self._trace_sigs.pop(info.name, None)
+            raise
+
+    def _refresh_trace_views(self, info) -> None:
         cut = self.store.cut(info)  # segments + unflushed tail, one consistent cut (scan.Cut)
         if self._trace_sigs.get(info.name) == cut.signature:
             return

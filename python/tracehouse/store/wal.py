@@ -192,7 +192,13 @@ def read_wal(path: Path, start: int = 0) -> WalScan:
         n = max(0, os.fstat(f.fileno()).st_size - start)
         if start:
             f.seek(start)
-        data = pa.py_buffer(f.read(n))
+        raw = f.read(n)
+        if len(raw) < n:  # one read() returns at most ~2 GiB on Linux: read on (a bigger file)
+            parts = [raw]
+            while (got := sum(map(len, parts))) < n and (more := f.read(n - got)):
+                parts.append(more)
+            raw = b"".join(parts)
+        data = pa.py_buffer(raw)
     size = data.size
     scan = WalScan(Path(path), file_bytes=start + size)
     mv = memoryview(data)
@@ -222,7 +228,9 @@ def read_wal(path: Path, start: int = 0) -> WalScan:
         try:
             name = bytes(mv[rec + 2 : rec + 2 + nlen]).decode()
             batches = _decode(data, rec + 2 + nlen, end, schemas)
-        except (UnicodeDecodeError, pa.ArrowException, OSError, ValueError) as e:  # (ArrowIOError is an OSError)
+        # Only what says the bytes are not a record: an out-of-memory or not-implemented error must
+        # not read as a torn tail, which recovery would cut along with every record after it.
+        except (UnicodeDecodeError, pa.ArrowInvalid) as e:
             scan.error = f"undecodable record at byte {start + pos}: {e}"
             break
         for b in batches:
