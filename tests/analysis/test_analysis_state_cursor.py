@@ -61,6 +61,29 @@ def test_object_state_and_history_match_brute_force(raw, probes, flush):
                 assert lo == [w[0] for w in want if 120 <= w[0] < 150]
 
 
+def test_object_state_is_one_row_a_field_when_only_one_part_holds_the_object(store):
+    # Review of the parted objects index: with several parts each keeps every row tied at a
+    # field's last ts, to be reduced in the merge; the merge was skipped when only one part held
+    # rows of the object, and two writes of one field at one ts both came back.
+    import pyarrow as pa
+
+    events = [{"type": "W", "ts": 100, "producer": 1, "obj": 1, "field": 0, "value": 1},
+              {"type": "W", "ts": 100, "producer": 1, "obj": 1, "field": 0, "value": 2},
+              {"type": "W", "ts": 101, "producer": 2, "obj": 2, "field": 0, "value": 3}]
+    build_trace(store, "t", events)
+    an.objects_index(store, "t", OBJ)
+    store.append("t", "W", pa.table({"ts": pa.array([200], pa.int64()), "producer": pa.array([2], pa.int32()),
+                                     "obj": pa.array([2], pa.int64()), "field": pa.array([0], pa.int64()),
+                                     "value": pa.array([9], pa.int64())}))
+    store.flush("t")
+    from tracehouse.analysis import _index
+
+    assert len(_index.parts(an.objects_index(store, "t", OBJ))) == 2
+    got = an.object_state(store, "t", 1, 10**6, OBJ).to_pylist()
+    assert [(r["field"], r["value"], r["ts"]) for r in got] == [(0, 2, 100)]
+    assert {r["field"]: (r["value"], r["ts"]) for r in got} == ref_state(events, 1, 10**6)
+
+
 def test_object_state_sql_reference_agrees(store):
     from tracehouse.analysis.statistics import sql_text
     from tracehouse.store.query import qident

@@ -139,7 +139,7 @@ def object_state(store: "Store", trace: str, obj: int, t: int, config: ObjectCon
         pieces.append(_take(part, lo + keep))
     if not pieces:
         return _rows(idx, 0, 0)
-    if len(pieces) == 1:
+    if len(_index.parts(idx)) == 1:  # (with several parts even one piece holds every row tied at a last ts)
         return pieces[0]
     rows = pa.concat_tables(pieces)
     rows = rows.take(pa.array(np.lexsort([arrays.as_numpy(rows.column(c)).astype(np.int64)
