@@ -47,6 +47,11 @@ ALLOWED_CYCLES = {
     frozenset({"tracehouse.store.engines", "tracehouse.store.spark"}):
         "open_engine(engine='spark') loads the Spark engine only when asked (pyspark is optional and "
         "heavy); the Spark engine builds on the engines' shared views",
+    frozenset({"tracehouse.analysis._index", "tracehouse.analysis.spans", "tracehouse.analysis.statistics"}):
+        "the objects and span indexes keep their seq columns as differences to the density index's seq (issue 17: "
+        "indexes no larger than the trace), and the density index is statistics' (built on _index): "
+        "_index.default_guesser imports statistics.seq_guesser when a guessed column is first read; statistics "
+        "loads spans only for span histograms",
 }
 # Surfaces: importing them is allowed only from the layers listed.
 SURFACES = {"tracehouse.cli": {"cli"}, "tracehouse.server": {"server", "cli"}}

@@ -84,6 +84,29 @@ def test_object_state_is_one_row_a_field_when_only_one_part_holds_the_object(sto
     assert {r["field"]: (r["value"], r["ts"]) for r in got} == ref_state(events, 1, 10**6)
 
 
+def test_a_saved_objects_part_reads_true_seqs_after_a_smaller_seq_lands_on_its_timestamp(store):
+    # Review of the seqs stored against the density index: a saved part keeps seq minus the
+    # smallest seq at its (type, producer, ts), taken again when read; a later row there with a
+    # caller's smaller seq shifted the saved rows (the write at ts 110 read back -5, not 10).
+    import pyarrow as pa
+
+    events = [{"type": "W", "ts": 100 + i, "producer": 1, "obj": 1, "field": i % 3, "value": i} for i in range(20)]
+    build_trace(store, "t", events)
+    an.objects_index(store, "t", OBJ)
+    store.append("t", "W", pa.table({"ts": pa.array([110], pa.int64()), "producer": pa.array([1], pa.int32()),
+                                     "seq": pa.array([-5], pa.int64()), "obj": pa.array([2], pa.int64()),
+                                     "field": pa.array([0], pa.int64()), "value": pa.array([0], pa.int64())}))
+    for flush in (False, True):  # the row in the unflushed tail, then in a segment
+        if flush:
+            store.flush("t")
+        objs = an.objects_index(store, "t", OBJ)
+        got = sorted(zip(objs.array("object").tolist(), objs.array("ts").tolist(), objs.array("seq").tolist()))
+        want = sorted(zip(*(store.scan("t", "W", ["obj", "ts", "seq"]).column(c).to_pylist() for c in ("obj", "ts", "seq"))))
+        assert got == want, f"flush={flush}"
+        hist = an.field_history(store, "t", 1, 1, OBJ).to_pylist()
+        assert [(r["ts"], r["seq"]) for r in hist] == [(100 + i, i) for i in range(20) if i % 3 == 1]
+
+
 def test_object_state_sql_reference_agrees(store):
     from tracehouse.analysis.statistics import sql_text
     from tracehouse.store.query import qident

@@ -793,6 +793,47 @@ def _sub(cut: "Cut", segments: list, tails: bool) -> "Cut":
     return dataclasses.replace(cut, segments=segments, tails=cut.tails if tails else {}, _tail_tables={})
 
 
+def _may_lower_guesses(cut: "Cut", segs: list, covered: set, new: list, types: list[str] | None) -> bool:
+    """Whether rows not in the saved parts put a smaller seq at a (type, producer, ts) those
+    parts hold.
+
+    A guessed column is stored as its value minus the smallest seq the density index has at
+    the row's key, and that guess is taken again at read time: a later row at the same key
+    with a smaller seq (a caller may supply seqs) would shift every saved row there (found in
+    review: a saved write read back seq -5 instead of 10). Only rows at or before the saved
+    parts' last ts can share a key with them (none, in a live trace appended in time order),
+    so only that window is read, of the new rows and of the saved parts' segments."""
+    from ..store import scan as scanmod
+
+    old = [g for g in segs if g.id in covered]
+    old_max = max((g.ts_max for g in old if g.ts_max is not None), default=None)
+    if old_max is None:
+        return False
+    for name in sorted({g.event_type for g in new} | {k for k, v in cut.tails.items() if v}):
+        if types is not None and name not in types:
+            continue
+        lows = [g.ts_min for g in new if g.event_type == name and g.ts_min is not None]
+        lows += [pc.min(b.column("ts")).as_py() for b in cut.tails.get(name, []) if b.num_rows]
+        lo = min((x for x in lows if x is not None), default=None)
+        if lo is None or lo > old_max:
+            continue
+        cols = ["ts", "producer", "seq"]
+        fresh = scanmod.read(_sub(cut, [g for g in new if g.event_type == name], True), name, cols,
+                             start=lo, end=old_max + 1, order=False)
+        if not fresh.num_rows:
+            continue
+        held = scanmod.read(_sub(cut, [g for g in old if g.event_type == name], False), name, cols,
+                            start=lo, end=old_max + 1, order=False)
+        if not held.num_rows:
+            continue
+        a = fresh.group_by(["producer", "ts"]).aggregate([("seq", "min")])
+        b = held.group_by(["producer", "ts"]).aggregate([("seq", "min")]).rename_columns(["producer", "ts", "held"])
+        both = a.join(b, ["producer", "ts"], join_type="inner")
+        if both.num_rows and pc.any(pc.less(both.column("seq_min"), both.column("held"))).as_py():
+            return True
+    return False
+
+
 def get_parts(store: "Store", trace: str, name: str, params: dict, types: list[str] | None,
               build: Callable[["Cut"], pa.Table], *, save: bool | None = None, build_missing: bool = True,
               guessed: dict[str, tuple[str, str, str]] | None = None, guesser: Guesser | None = None,
@@ -834,6 +875,8 @@ def get_parts(store: "Store", trace: str, name: str, params: dict, types: list[s
     stale = [r for r in saved if r not in good]
     covered = {i for r in good for i in r["params"]["segments"]}
     new = [g for g in segs if g.id not in covered]
+    if guessed and good and _may_lower_guesses(cut, segs, covered, new, types):
+        stale, good, covered, new = stale + good, [], set(), segs
     if (new or not good) and not build_missing:
         return None
     writable = save is not False and not store.readonly
