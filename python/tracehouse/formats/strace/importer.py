@@ -210,7 +210,10 @@ def import_file(store: "Store", path: str | Path, name: str, *, mapping: Mapping
     paths, pids = _sources(path)
     # One file is parsed on a thread of its own from here on, while the trace is made and
     # pyarrow imported (`src/formats/strace/background.rs`); -ff files are merged by `feed_files`.
-    native = _core.StraceFileParse(str(paths[0]), pids[0], batch_rows=BATCH_ROWS) if len(paths) == 1 else None
+    try:
+        native = _core.StraceFileParse(str(paths[0]), pids[0], batch_rows=BATCH_ROWS) if len(paths) == 1 else None
+    except OSError as e:  # the Rust open's error names no file
+        raise OSError(e.errno, e.strerror or str(e), str(paths[0])) from None
     try:
         # pyarrow is imported now, while the first batches are parsed, not when they are handed over.
         _core.strace_schemas()
