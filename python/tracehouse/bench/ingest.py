@@ -427,7 +427,8 @@ def targets(result: dict) -> list[dict]:
         fr = th.get("freshness") or {}
         lag = fr.get("lag_max_s")
         add("reader lag (max)", None if lag is None else round(lag, 3), "< 1 s", lag is not None and lag < 1.0)
-    for key, goal in (("tracehouse/raw", 0.5), ("tracehouse/duckdb", 2.0), ("tracehouse/sqlite", 4.0),
+    # tracehouse/raw: issue 17 raised it from 0.5 (the first issue's) to 0.6
+    for key, goal in (("tracehouse/raw", 0.6), ("tracehouse/duckdb", 2.0), ("tracehouse/sqlite", 4.0),
                       ("tracehouse-bulk/duckdb-bulk", 1.0)):
         v = rat.get(key)
         add(key, v, f">= {goal}", v is not None and v >= goal)
