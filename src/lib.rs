@@ -13,6 +13,7 @@
 //!   WAL group commit, the HTTP/1.1 front end.
 //! - [`workload`]: generated workloads: the TOD generator (seed 001), the write load
 //!   generator, their PRNG.
+//! - [`intparquet`]: Parquet segments of integer-only event types, written natively.
 //! - [`order`]: stable multi-key row ordering (radix sort) for the derived indexes.
 //! - [`packed`]: frame-of-reference bit-packed int columns of the derived indexes.
 //! - [`spans`]: begin/end pairing into spans (control-flow reconstitution).
@@ -34,6 +35,7 @@ pub mod density;
 pub mod formats;
 pub mod hist;
 pub mod ingest;
+pub mod intparquet;
 pub mod order;
 pub mod packed;
 pub mod replay;
@@ -69,5 +71,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     py::commit::register(m)?;
     py::replay::register(m)?;
     py::wal::register(m)?;
+    py::intparquet::register(m)?;
     Ok(())
 }

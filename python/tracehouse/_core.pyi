@@ -159,6 +159,15 @@ def wal_write(fd: int, size: int, record: WalRecord) -> int:
     the new size. OSError (ENOSPC for a short write) after cutting the file back to `size`."""
     ...
 
+def write_int_parquet(path: str, batches: list[pa.RecordBatch], schema: pa.Schema, dictionary: list[str],
+                      row_group: int, metadata: list[tuple[str, str]], created_by: str) -> int:
+    """Write `batches` (int32/int64 columns of `schema` only) as the new Parquet file `path`
+    (refused if it exists): DELTA_BINARY_PACKED, uncompressed, `dictionary` columns RLE_DICTIONARY,
+    `row_group` rows per row group, `metadata` as key-value metadata, row-group statistics.
+    Returns its size; GIL released (src/intparquet.rs). ValueError for other column types or
+    nulls in a non-null column."""
+    ...
+
 def wal_failpoint(after: int) -> None:
     """Test hook: the `after`-th wal_write from now writes half its record and SIGKILLs the process."""
     ...

@@ -25,11 +25,12 @@ issue 17 (500K rows of ts, producer, seq + 48 noisy 2-decimal float series, one 
 
 from __future__ import annotations
 
+import base64
 import os
 import uuid
 from pathlib import Path
 
-from .. import lazy
+from .. import _core, lazy
 from .wal import fsync_dir
 
 # Imported on first use (lazy.py): listing, searching and counting traces need none.
@@ -45,6 +46,7 @@ ROW_GROUP = 512 * 1024
 # 1,000 rows) 454 -> 57 ms, Q4.2 787 -> 136 ms; 16K-row groups were slower again (252 ms: more
 # footer and per-group work), 512K-row ones prune too coarsely.
 PRODUCER_ORDER = "producer"
+CREATED_BY = f"tracehouse version {_core.__version__}"
 PRODUCER_ROW_GROUP = 64 * 1024
 
 
@@ -68,6 +70,33 @@ def write_options(schema: pa.Schema, level: int = 0, row_group: int | None = Non
         "row_group_size": row_group or ROW_GROUP,
         "write_statistics": True,
     }
+
+
+def _native_options(schema: pa.Schema, level: int) -> tuple[list[str], list[tuple[str, str]]] | None:
+    """For a level-0 segment of int32/int64 columns only: the dictionary columns and the
+    key-value metadata pyarrow would store (`ARROW:schema` and the schema's own), for the
+    native writer (`_core.write_int_parquet`, src/intparquet.rs); None for anything else."""
+    if level != 0 or not all(pa.types.is_int64(f.type) or pa.types.is_int32(f.type) for f in schema):
+        return None
+    try:
+        kv = [(k.decode(), v.decode()) for k, v in (schema.metadata or {}).items()]
+    except UnicodeDecodeError:
+        return None  # (metadata that is not text: parquet-cpp stores bytes as they are)
+    arrow_schema = base64.b64encode(schema.serialize()).decode()
+    return write_options(schema, level)["use_dictionary"], [("ARROW:schema", arrow_schema), *kv]
+
+
+def _write_parquet(table: pa.Table, path: Path, level: int, row_group: int | None) -> None:
+    """`table` as the Parquet file `path`: integer-only level-0 tables by the native writer
+    (the same encodings as `write_options` asks of parquet-cpp, see src/intparquet.rs for why),
+    the rest by pyarrow."""
+    native = _native_options(table.schema, level)
+    if native is None:
+        pq.write_table(table, path, **write_options(table.schema, level, row_group))
+        return
+    dictionary, kv = native
+    _core.write_int_parquet(str(path), table.to_batches(), table.schema, dictionary, row_group or ROW_GROUP, kv,
+                            CREATED_BY)
 
 
 def _as_numpy(a: pa.Array) -> np.ndarray:
@@ -149,7 +178,7 @@ def write_segment(root: Path, rel_dir: str, table: pa.Table, level: int = 0, kee
     tmp = directory / f".{name}.parquet.tmp"
     final = directory / f"{name}.parquet"
     try:
-        pq.write_table(table, tmp, **write_options(table.schema, level, row_group))
+        _write_parquet(table, tmp, level, row_group)
         fd = os.open(tmp, os.O_RDONLY)
         try:
             os.fsync(fd)

@@ -1,0 +1,63 @@
+//! `write_int_parquet(path, batches, schema, dictionary, row_group, metadata, created_by)`:
+//! a segment of an integer-only event type written by [`crate::intparquet`].
+
+use std::fs::OpenOptions;
+use std::io::BufWriter;
+use std::path::PathBuf;
+
+use arrow_array::RecordBatch;
+use arrow_pyarrow::FromPyArrow;
+use arrow_schema::{DataType, Schema};
+use pyo3::exceptions::{PyOSError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::PyList;
+
+use crate::intparquet::{self, ColumnSpec};
+
+/// Writes `batches` (pyarrow RecordBatches of `schema`: int32/int64 columns only) as a new
+/// Parquet file `path` (refused if it exists); `dictionary` names the dictionary-encoded
+/// columns. Returns the file's size. The GIL is released while encoding and writing.
+#[pyfunction]
+#[pyo3(signature = (path, batches, schema, dictionary, row_group, metadata, created_by))]
+#[allow(clippy::too_many_arguments)]
+fn write_int_parquet(
+    py: Python<'_>,
+    path: PathBuf,
+    batches: &Bound<'_, PyList>,
+    schema: &Bound<'_, PyAny>,
+    dictionary: Vec<String>,
+    row_group: usize,
+    metadata: Vec<(String, String)>,
+    created_by: String,
+) -> PyResult<u64> {
+    let schema = Schema::from_pyarrow_bound(schema)?;
+    let mut specs = Vec::with_capacity(schema.fields().len());
+    for f in schema.fields() {
+        let wide = match f.data_type() {
+            DataType::Int64 => true,
+            DataType::Int32 => false,
+            t => return Err(PyValueError::new_err(format!("column {}: {t} is not an int32/int64 column", f.name()))),
+        };
+        specs.push(ColumnSpec {
+            name: f.name().clone(),
+            wide,
+            nullable: f.is_nullable(),
+            dictionary: dictionary.iter().any(|d| d == f.name()),
+        });
+    }
+    let batches: Vec<RecordBatch> =
+        batches.iter().map(|b| RecordBatch::from_pyarrow_bound(&b)).collect::<PyResult<_>>()?;
+    py.detach(move || {
+        let file = OpenOptions::new().write(true).create_new(true).open(&path)?;
+        let mut w = BufWriter::with_capacity(1 << 16, file);
+        intparquet::write(&mut w, &specs, &batches, row_group, &metadata, &created_by)
+    })
+    .map_err(|e| match e.kind() {
+        std::io::ErrorKind::InvalidInput => PyValueError::new_err(e.to_string()),
+        _ => PyOSError::new_err((e.raw_os_error().unwrap_or(0), e.to_string())),
+    })
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(write_int_parquet, m)?)
+}
