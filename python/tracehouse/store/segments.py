@@ -21,6 +21,13 @@ was what acknowledged writes waited for. Compaction (level >= 1) writes zstd. Re
 issue 17 (500K rows of ts, producer, seq + 48 noisy 2-decimal float series, one thread, best of
 3, load 8.9): level 0 (lz4 floats) 0.744 CPU-s and 100.4 MB, level 1 (zstd-1) 1.074 CPU-s and
 64.6 MB; readers and the compactor take both in one type (test_checkpoint_floats_are_lz4...).
+
+Level-0 segments whose columns are all int32/int64 (TOD events, method enter/exit) are written by
+the native writer (`_core.write_int_parquet`, src/intparquet.rs) with exactly these encodings
+(producer's dictionary left uncompressed: no zstd there). parquet-cpp's delta encoder was ~20 % of
+the streaming ingest's CPU. Measured on 2M TOD events (one thread, CPU time, load 4-7): 0.16-0.23 s
+with parquet-cpp, 0.072-0.095 s native, 18.3 vs 18.4 MB; streaming 10M TOD events (prof runs
+alternating, load 4.5-6): 1.62-1.84 CPU-s for the whole process against 1.97-2.37.
 """
 
 from __future__ import annotations
