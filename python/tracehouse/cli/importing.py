@@ -55,10 +55,17 @@ def cmd_import(args) -> int:
     # (`my events (1).csv` -> my_events_1, `データ.csv` -> データ).
     name = args.name if args.name is not None else trace_name_from(path.stem.split(".")[0])
     t0 = time.perf_counter()
-    with open_store(args, write=True, fsync=args.fsync) as s:
-        with progress_bar(f"importing {path.name}", None, enabled=not args.json and sys.stderr.isatty()) as adv:
-            report = imp.import_file(s, path, name, mapping=mapping, strict=args.strict,
-                                     description=args.description or "", progress=adv, **importer_options(args, imp))
+    # An importer that can (strace) starts parsing now, while the store opens.
+    started = imp.start_parse(path) if hasattr(imp, "start_parse") else None
+    try:
+        with open_store(args, write=True, fsync=args.fsync) as s:
+            with progress_bar(f"importing {path.name}", None, enabled=not args.json and sys.stderr.isatty()) as adv:
+                more = {"started": started} if started is not None else {}
+                report = imp.import_file(s, path, name, mapping=mapping, strict=args.strict, description=args.description or "",
+                                         progress=adv, **more, **importer_options(args, imp))
+    finally:
+        if started is not None:
+            started.close()  # (a no-op once the import took it to the end)
     secs = time.perf_counter() - t0
     data = report.to_json() | {"seconds": round(secs, 3), "events_per_s": round(report.events / secs)}
     if args.json:
