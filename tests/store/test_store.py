@@ -1051,3 +1051,18 @@ def test_segment_time_range_and_order_are_found_chunk_by_chunk():
     order = ts_order(chunked([1, 2, 5], [4, 6]))  # each chunk ordered, not the border
     assert order is not None and order.tolist() == [0, 1, 3, 2, 4]
     assert ts_order(chunked([2, 1], [3])).tolist() == [1, 0, 2]
+
+
+def test_checkpoint_soon_registers_what_is_buffered_without_waiting(store_path):
+    # Issue 17: an import that has read its input starts encoding its last rows while it writes
+    # its producers; the rows reach a registered segment without a flush() (no interval due).
+    with tracehouse.open(store_path, flush_interval_s=3600.0) as s:
+        s.create_trace("t", "demo", event_types=[MARK])
+        s.append("t", "mark", marks([1, 2, 3], [1, 1, 2], ["a", "b", "c"]))
+        s.checkpoint_soon("t")
+        tid = s.trace("t").id
+        for _ in range(600):  # (up to a minute on a loaded machine)
+            if s.catalog.segments(tid, "mark"):
+                break
+            time.sleep(0.1)
+        assert [seg.rows for seg in s.catalog.segments(tid, "mark")] == [3]

@@ -131,13 +131,11 @@ class StraceSink:
             self._append(self.trace, type_name, batch)
         if self.strict and self.parser.rejected:
             self._fail_strict()
+        # The last rows are encoded on the writer's threads while the producers go to the
+        # catalog (1,078 producers of the 3M-line many-process log: ~0.06 s that came after
+        # the wait for that encoding).
+        self.store.checkpoint_soon(self.trace)
         late = self.parser.late()
-        if late:
-            # Calls that blocked for the whole trace (a thread waiting in futex or wait4) are
-            # older than every row since: a checkpoint of their own keeps the others sorted.
-            self.store.flush(self.trace)
-            for type_name, batch in late:
-                self._append(self.trace, type_name, batch)
         st = self.parser.stats
         r = self.report
         multi = len(self.sources) > 1
@@ -156,6 +154,12 @@ class StraceSink:
         producers = self.parser.producers()
         self.store.add_producers(self.trace, producers)
         r.producers = len(producers)
+        if late:
+            # Calls that blocked for the whole trace (a thread waiting in futex or wait4) are
+            # older than every row since: a checkpoint of their own keeps the others sorted.
+            self.store.flush(self.trace)
+            for type_name, batch in late:
+                self._append(self.trace, type_name, batch)
         self.store.complete_import(self.trace)
         return r
 
