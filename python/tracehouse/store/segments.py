@@ -41,7 +41,8 @@ ROW_GROUP = 512 * 1024
 # A string column's dictionary may grow to this before the column falls back to plain values
 # (pyarrow's default: 1 MiB). The arguments of a real strace log (3M lines of 64 threads: 12K
 # distinct `args` in a 524K-row segment) overflowed 1 MiB and were written plain + zstd: the
-# segment 7.22 -> 6.31 MB and its encoding 0.187 -> 0.170 CPU-s (best of 5, load 2.2) with 4 MiB.
+# segment 7.22 -> 6.31 MB and its encoding 0.145 -> 0.132 CPU-s (one thread, best of 7, load 4.2)
+# with 4 MiB (2 MiB was enough there; lz4 instead of zstd-1 for the strings then saved nothing).
 DICTIONARY_PAGE = 4 << 20
 # A trace whose metadata says `segment_order=producer` (measurements of many series read a
 # series at a time: seed 003's QoS rows) has its segments sorted by (producer, ts) in row groups
