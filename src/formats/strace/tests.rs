@@ -805,6 +805,7 @@ fn pairs_joined_ahead_give_the_events_of_a_sequential_parse_in_any_chunking() {
         // The parts' buffers (lines and joined pairs) went back to the second thread and were
         // kept for the next chunk: the reused ones gave the same rows as above.
         assert!(!p.spare.is_empty(), "{what}: no part's buffers kept");
+        assert!(p.spare.iter().all(|s| s.pres.capacity() > 0), "{what}: a kept buffer lost its allocation");
         assert_eq!(p.stats(), seq.stats(), "{what}");
         assert_eq!(p.rejects(), seq.rejects(), "{what}");
         assert_eq!(p.producers(), seq.producers(), "{what}");
