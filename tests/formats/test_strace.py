@@ -352,6 +352,24 @@ def test_cli_import_names_the_wrong_format(tmp_path, capsys):
     assert "this looks like csv, not strace" in capsys.readouterr().err
 
 
+def test_cli_import_starts_the_parse_before_it_opens_the_store(tmp_path, capsys, monkeypatch):
+    # Issue 17: opening a new store (catalog, disk-full reserve) came before the parse began.
+    from tracehouse import _core
+    from tracehouse.cli import importing
+
+    started, seen = [], []
+    real_parse, real_open = _core.StraceFileParse, importing.open_store
+    monkeypatch.setattr(_core, "StraceFileParse", lambda *a, **k: started.append(a[0]) or real_parse(*a, **k))
+    monkeypatch.setattr(importing, "open_store", lambda *a, **k: seen.append(list(started)) or real_open(*a, **k))
+    path = DATA / "threads.strace"
+    assert main(["--store", str(tmp_path / "s"), "import", "strace", str(path), "--name", "t", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["events"] > 0
+    assert seen == [[str(path)]] and started == [str(path)]  # one parse, running when the store opened
+    # An import that fails (the name is taken): the error as before, the parse started is stopped.
+    assert main(["--store", str(tmp_path / "s"), "import", "strace", str(path), "--name", "t"]) == 2
+    assert "already exists" in capsys.readouterr().err
+
+
 # -- the file parsed on its own thread (issue 17) ------------------------------------------
 
 

@@ -1021,3 +1021,48 @@ def test_a_wal_record_that_fails_to_decode_for_want_of_memory_is_not_a_torn_tail
     with pytest.raises(pa.ArrowMemoryError):
         walmod.read_wal(path)
     assert path.stat().st_size == size
+
+
+def test_a_string_column_of_many_distinct_values_stays_dictionary_encoded(store):
+    # Issue 17: 1.6 MB of distinct labels (the `args` of a real strace log are like this) overflowed
+    # pyarrow's 1 MiB dictionary page and every later value was written plain: a 300K-row segment
+    # of 25K labels repeated was 10.2 MB instead of 1.4 MB.
+    import hashlib
+
+    store.create_trace("t", "demo", event_types=[MARK])
+    labels = [hashlib.sha256(str(i).encode()).hexdigest() for i in range(25_000)]
+    n = 300_000
+    store.append("t", "mark", marks(list(range(n)), [1] * n, [labels[i % len(labels)] for i in range(n)]))
+    store.flush("t")
+    (seg,) = store.catalog.segments(store.trace("t").id, "mark")
+    assert seg.bytes < 3_000_000, seg.bytes
+    assert scalar(store, 'SELECT count(DISTINCT label) FROM "t".mark') == len(labels)
+
+
+def test_segment_time_range_and_order_are_found_chunk_by_chunk():
+    # Issue 17: an import's checkpoint is many ordered batches; they are no longer glued together
+    # to find it ordered (and its ts range), so the borders between chunks must be checked too.
+    from tracehouse.store.segments import ts_order
+
+    def chunked(*parts):
+        return pa.Table.from_batches([pa.record_batch({"ts": pa.array(p, pa.int64())}) for p in parts])
+
+    assert ts_order(chunked([1, 2, 3], [3, 4], [], [9])) is None
+    order = ts_order(chunked([1, 2, 5], [4, 6]))  # each chunk ordered, not the border
+    assert order is not None and order.tolist() == [0, 1, 3, 2, 4]
+    assert ts_order(chunked([2, 1], [3])).tolist() == [1, 0, 2]
+
+
+def test_checkpoint_soon_registers_what_is_buffered_without_waiting(store_path):
+    # Issue 17: an import that has read its input starts encoding its last rows while it writes
+    # its producers; the rows reach a registered segment without a flush() (no interval due).
+    with tracehouse.open(store_path, flush_interval_s=3600.0) as s:
+        s.create_trace("t", "demo", event_types=[MARK])
+        s.append("t", "mark", marks([1, 2, 3], [1, 1, 2], ["a", "b", "c"]))
+        s.checkpoint_soon("t")
+        tid = s.trace("t").id
+        for _ in range(600):  # (up to a minute on a loaded machine)
+            if s.catalog.segments(tid, "mark"):
+                break
+            time.sleep(0.1)
+        assert [seg.rows for seg in s.catalog.segments(tid, "mark")] == [3]

@@ -46,6 +46,12 @@ pa = lazy.module("pyarrow")
 pq = lazy.module("pyarrow.parquet")
 
 ROW_GROUP = 512 * 1024
+# A string column's dictionary may grow to this before the column falls back to plain values
+# (pyarrow's default: 1 MiB). The arguments of a real strace log (3M lines of 64 threads: 12K
+# distinct `args` in a 524K-row segment) overflowed 1 MiB and were written plain + zstd: the
+# segment 7.22 -> 6.31 MB and its encoding 0.145 -> 0.132 CPU-s (one thread, best of 7, load 4.2)
+# with 4 MiB (2 MiB was enough there; lz4 instead of zstd-1 for the strings then saved nothing).
+DICTIONARY_PAGE = 4 << 20
 # A trace whose metadata says `segment_order=producer` (measurements of many series read a
 # series at a time: seed 003's QoS rows) has its segments sorted by (producer, ts) in row groups
 # of 64K rows, whose producer statistics let a query for one producer skip the others. Measured
@@ -76,6 +82,7 @@ def write_options(schema: pa.Schema, level: int = 0, row_group: int | None = Non
         "column_encoding": delta or None,
         "row_group_size": row_group or ROW_GROUP,
         "write_statistics": True,
+        "dictionary_pagesize_limit": DICTIONARY_PAGE,
     }
 
 
@@ -130,10 +137,12 @@ def ts_order(table: pa.Table) -> np.ndarray | None:
     ts = table.column("ts")
     if len(ts) < 2:
         return None
+    # Checked chunk by chunk: gluing the chunks first copied every ts of an ordered checkpoint
+    # (an import's always is) into fresh pages just to find nothing to do.
     chunks = [_as_numpy(c) for c in ts.chunks if len(c)]
-    a = chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
-    if bool(np.all(a[1:] >= a[:-1])):
+    if all(bool(np.all(a[1:] >= a[:-1])) for a in chunks) and all(b[0] >= a[-1] for a, b in zip(chunks, chunks[1:])):
         return None
+    a = chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
     return np.argsort(a, kind="stable")
 
 
@@ -204,13 +213,14 @@ def write_segment(root: Path, rel_dir: str, table: pa.Table, level: int = 0, kee
     # numpy over the (null-free) column, not pyarrow.compute.min_max: importing pyarrow.compute
     # costs an import of a strace file 0.1-0.2 CPU-s (it builds ~290 functions' docstrings), and
     # nothing else on an import's path needs it.
-    ts = _column_numpy(table.column("ts")) if table.num_rows else None
+    # (chunk by chunk, as in `ts_order`)
+    ts = [_as_numpy(c) for c in table.column("ts").chunks if len(c)]
     return {
         "path": f"{rel_dir}/{name}.parquet",
         "rows": table.num_rows,
         "bytes": final.stat().st_size,
-        "ts_min": None if ts is None else int(ts.min()),
-        "ts_max": None if ts is None else int(ts.max()),
+        "ts_min": min(int(a.min()) for a in ts) if ts else None,
+        "ts_max": max(int(a.max()) for a in ts) if ts else None,
         "columns": table.schema.names,
         "level": level,
     }

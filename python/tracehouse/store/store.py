@@ -307,6 +307,12 @@ class Store:
                 self.catalog.put_event_type(format, et, info)
         return info
 
+    def checkpoint_soon(self, trace: str) -> None:
+        """Have `trace`'s writer start a checkpoint of what it buffers now, without waiting for it
+        (an import that has read its input starts encoding its last rows before its last catalog
+        writes; `flush` or `complete_import` then waits for them)."""
+        self._live_writer(trace).flush_request.set()
+
     def complete_import(self, trace: str) -> None:
         """Make every row of an import durable in segments, then clear its incomplete mark."""
         self.flush(trace)

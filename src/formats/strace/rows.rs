@@ -21,6 +21,7 @@ use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer
 use arrow_schema::SchemaRef;
 
 use super::names::Names;
+use crate::colpool::ColumnPool;
 use crate::formats::decl::EventTypeDecl;
 
 /// Names of the event types, in the order of `Kind`.
@@ -101,6 +102,8 @@ pub(super) struct Rows {
     /// Rows whose placeholder was let go, with their strings: emitted at the end.
     aside: Vec<Row>,
     aside_arena: Vec<u8>,
+    /// The int64 columns of emitted batches, back once the store has written them (see `Pool`).
+    pool: ColumnPool,
 }
 
 impl Rows {
@@ -189,7 +192,7 @@ impl Rows {
     pub fn take_aside(&mut self, names: &Names) -> Vec<(&'static str, RecordBatch)> {
         let mut aside = std::mem::take(&mut self.aside);
         aside.sort_by_key(|r| r.ts);
-        let out = build(aside.iter(), &self.aside_arena, names);
+        let out = build(aside.iter(), &self.aside_arena, names, &self.pool);
         self.aside_arena.clear();
         out
     }
@@ -219,7 +222,7 @@ impl Rows {
         if self.late {
             emit.sort_by_key(|r| r.ts);
         }
-        let out = build(emit.into_iter(), &self.arena, names);
+        let out = build(emit.into_iter(), &self.arena, names, &self.pool);
         // Keep the rest, with their strings moved to a fresh arena.
         self.base += k as u64;
         if k == self.rows.len() {
@@ -249,6 +252,7 @@ fn build<'a>(
     rows: impl Iterator<Item = &'a Row> + Clone,
     arena: &[u8],
     names: &Names,
+    pool: &ColumnPool,
 ) -> Vec<(&'static str, RecordBatch)> {
     // Exact capacities first: growing ~14 columns by doubling cost a fifth of the cut.
     let mut count = [0usize; 3];
@@ -265,14 +269,14 @@ fn build<'a>(
             }
         }
     }
-    let mut cols: [Cols; 3] = std::array::from_fn(|k| Cols::with_capacity(count[k], &bytes[k]));
+    let mut cols: [Cols; 3] = std::array::from_fn(|k| Cols::with_capacity(k, count[k], &bytes[k], pool));
     for r in rows {
         cols[r.kind as usize].push(r, arena, names);
     }
     let mut out = Vec::new();
     for (t, c) in cols.into_iter().enumerate() {
         if !c.ts.is_empty() {
-            out.push((EVENT_TYPES[t], c.finish(t)));
+            out.push((EVENT_TYPES[t], c.finish(t, pool)));
         }
     }
     out
@@ -325,13 +329,32 @@ impl StrCol {
     }
 }
 
-fn i64_col(v: Vec<i64>, nullable: bool) -> ArrayRef {
+fn i64_col(v: Vec<i64>, nullable: bool, pool: &ColumnPool) -> ArrayRef {
     let nulls = if nullable && v.contains(&NULL) {
         Some(NullBuffer::new(BooleanBuffer::collect_bool(v.len(), |i| v[i] != NULL)))
     } else {
         None
     };
-    Arc::new(Int64Array::new(ScalarBuffer::from(v), nulls))
+    // (small columns are not pooled: they would take the pool's places and never fit a big batch)
+    let values = if v.capacity() >= POOLED_ROWS { pool.share(v) } else { ScalarBuffer::from(v) };
+    Arc::new(Int64Array::new(values, nulls))
+}
+
+/// Batches at least this big take their int64 columns from the pool. The import's store keeps
+/// a checkpoint's batches (~6 of 64K rows) until their segments are written, then drops them
+/// all: their columns come back warm for the next ones, where fresh columns were new pages
+/// each (a third of the import's page faults, `perf record -e page-faults`; see colpool.rs).
+const POOLED_ROWS: usize = 4096;
+
+/// An empty int64 column with room for `rows` values (`used`: the event type has it).
+fn i64_vec(rows: usize, used: bool, pool: &ColumnPool) -> Vec<i64> {
+    if !used {
+        Vec::new()
+    } else if rows >= POOLED_ROWS {
+        pool.take(rows)
+    } else {
+        Vec::with_capacity(rows)
+    }
 }
 
 /// The columns of one event type being built.
@@ -346,15 +369,19 @@ struct Cols {
 }
 
 impl Cols {
-    /// Room for `rows` rows; `bytes`: string bytes of slots s[0..7], then of `name`.
-    fn with_capacity(rows: usize, bytes: &[usize; 8]) -> Self {
+    /// Room for `rows` rows of event type `t`; `bytes`: string bytes of slots s[0..7], then of
+    /// `name`.
+    fn with_capacity(t: usize, rows: usize, bytes: &[usize; 8], pool: &ColumnPool) -> Self {
+        // int64 slots each type fills: syscall all six, signal i[0], exit i[0] and i[1]
+        let ints = [6, 1, 2][t];
+        let syscall = t == Kind::Syscall as usize;
         Cols {
-            ts: Vec::with_capacity(rows),
+            ts: i64_vec(rows, true, pool),
             producer: Vec::with_capacity(rows),
-            seq: Vec::with_capacity(rows),
-            dur: Vec::with_capacity(rows),
+            seq: i64_vec(rows, true, pool),
+            dur: i64_vec(rows, syscall, pool),
             name: StrCol::with_capacity(rows, bytes[7]),
-            i: std::array::from_fn(|_| Vec::with_capacity(rows)),
+            i: std::array::from_fn(|k| i64_vec(rows, k < ints, pool)),
             s: std::array::from_fn(|k| StrCol::with_capacity(rows, bytes[k])),
         }
     }
@@ -390,32 +417,32 @@ impl Cols {
         }
     }
 
-    fn finish(self, t: usize) -> RecordBatch {
+    fn finish(self, t: usize, pool: &ColumnPool) -> RecordBatch {
         let Cols { ts, producer, seq, dur, name, i, s } = self;
         let [i0, i1, i2, i3, i4, i5] = i;
         let [s0, s1, s2, s3, s4, s5, s6] = s;
         let mut cols: Vec<ArrayRef> = vec![
-            i64_col(ts, false),
+            i64_col(ts, false, pool),
             Arc::new(Int32Array::new(ScalarBuffer::from(producer), None)),
-            i64_col(seq, false),
+            i64_col(seq, false, pool),
         ];
         match t {
             0 => {
-                cols.push(i64_col(dur, false));
+                cols.push(i64_col(dur, false, pool));
                 cols.push(name.finish());
                 // fd, path, path2, pos, size, ret, errno, flags, args
-                cols.push(i64_col(i0, true));
+                cols.push(i64_col(i0, true, pool));
                 cols.push(s0.finish());
                 cols.push(s1.finish());
-                cols.push(i64_col(i1, true));
-                cols.push(i64_col(i2, true));
-                cols.push(i64_col(i3, true));
+                cols.push(i64_col(i1, true, pool));
+                cols.push(i64_col(i2, true, pool));
+                cols.push(i64_col(i3, true, pool));
                 cols.push(s2.finish());
                 cols.push(s3.finish());
                 cols.push(s4.finish());
                 // added later, so existing columns keep their places: fd2, pos2, path_arg, path2_arg
-                cols.push(i64_col(i4, true));
-                cols.push(i64_col(i5, true));
+                cols.push(i64_col(i4, true, pool));
+                cols.push(i64_col(i5, true, pool));
                 cols.push(s5.finish());
                 cols.push(s6.finish());
             }
@@ -423,13 +450,13 @@ impl Cols {
                 // signal, code, sender, info
                 cols.push(s0.finish());
                 cols.push(s1.finish());
-                cols.push(i64_col(i0, true));
+                cols.push(i64_col(i0, true, pool));
                 cols.push(s2.finish());
             }
             _ => {
                 // status, signal, core
                 let core = BooleanArray::new(BooleanBuffer::collect_bool(i1.len(), |k| i1[k] == 1), None);
-                cols.push(i64_col(i0, true));
+                cols.push(i64_col(i0, true, pool));
                 cols.push(s0.finish());
                 cols.push(Arc::new(core));
             }

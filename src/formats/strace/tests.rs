@@ -802,6 +802,10 @@ fn pairs_joined_ahead_give_the_events_of_a_sequential_parse_in_any_chunking() {
         let (p, t) = parse_cut(&text, &cuts);
         // Most pairs have both halves in the second thread's part of a chunk.
         assert!(2 * p.pre_joined > pairs, "{what}: {} of {pairs} pairs joined ahead", p.pre_joined);
+        // The parts' buffers (lines and joined pairs) went back to the second thread and were
+        // kept for the next chunk: the reused ones gave the same rows as above.
+        assert!(!p.spare.is_empty(), "{what}: no part's buffers kept");
+        assert!(p.spare.iter().all(|s| s.pres.capacity() > 0), "{what}: a kept buffer lost its allocation");
         assert_eq!(p.stats(), seq.stats(), "{what}");
         assert_eq!(p.rejects(), seq.rejects(), "{what}");
         assert_eq!(p.producers(), seq.producers(), "{what}");
@@ -812,4 +816,38 @@ fn pairs_joined_ahead_give_the_events_of_a_sequential_parse_in_any_chunking() {
             }
         }
     }
+}
+
+/// Issue 17: the int64 columns of emitted batches come back to the parser once the consumer
+/// drops the batches (the import's store does, after writing them), and the next batches are
+/// built in those same allocations: fresh columns were new pages each.
+#[test]
+fn int_columns_of_dropped_batches_are_built_again_in_place() {
+    let text = real_threads_copies(160); // ~40K rows
+    let cfg = Config { batch_rows: 8192, ..Config::default() };
+    let ts_at = |b: &RecordBatch| b.column(0).as_any().downcast_ref::<Int64Array>().unwrap().values().as_ptr() as usize;
+    let bytes = text.as_bytes();
+    let cut = bytes[..bytes.len() / 2].iter().rposition(|&c| c == b'\n').unwrap() + 1;
+    let mut p = StraceParser::new(cfg.clone(), &[None]);
+    p.feed(0, &bytes[..cut]);
+    let first = p.take_batches();
+    let big: Vec<usize> = first.iter().filter(|(_, b)| b.num_rows() >= 4096).map(|(_, b)| ts_at(b)).collect();
+    assert!(
+        big.len() >= 2,
+        "{} big batches of {:?}",
+        big.len(),
+        first.iter().map(|(n, b)| (*n, b.num_rows())).collect::<Vec<_>>()
+    );
+    let mut rows: usize = first.iter().map(|(_, b)| b.num_rows()).sum();
+    drop(first);
+    p.feed(0, &bytes[cut..]);
+    p.feed(0, b"");
+    p.finish();
+    let mut again = p.take_batches();
+    again.extend(p.take_late());
+    assert!(again.iter().any(|(_, b)| big.contains(&ts_at(b))), "no batch built in a returned column");
+    // ... with the rows of a parse that keeps every batch
+    rows += again.iter().map(|(_, b)| b.num_rows()).sum::<usize>();
+    let (_, reference) = parse_with(&text, cfg, text.len());
+    assert_eq!(rows, reference.iter().map(|t| t.rows.len()).sum::<usize>());
 }
