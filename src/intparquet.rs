@@ -2,11 +2,14 @@
 //!
 //! Owns one narrow Parquet writer: a flat schema of int32/int64 columns (nullable or not), each
 //! column chunk one data page (V1), integers DELTA_BINARY_PACKED and uncompressed, chosen
-//! columns (`producer`) dictionary-encoded (RLE_DICTIONARY, bit-packed/RLE indices), row-group
-//! statistics (min, max, null count), the column orders and the caller's key-value metadata
-//! (pyarrow's `ARROW:schema`). These are exactly the encodings `store/segments.py` asks of
-//! parquet-cpp for such columns, so readers (DuckDB, pyarrow, Spark) see the same file shape;
-//! everything else (floats, strings, compression) stays with parquet-cpp.
+//! columns (`producer`) dictionary-encoded (RLE_DICTIONARY, bit-packed/RLE indices; a chunk of
+//! more than 65,536 distinct values falls back to delta), row-group statistics (min, max, null
+//! count, exact), encoding stats, the column orders and the caller's key-value metadata
+//! (pyarrow's `ARROW:schema`). These are the encodings `store/segments.py` asks of parquet-cpp
+//! for such columns (parquet-cpp packs deltas in blocks of 256 values, here 128; both valid),
+//! so readers (DuckDB, pyarrow, Spark) see the same file shape; everything else (floats,
+//! strings, compression) stays with parquet-cpp. Reviewed against parquet.thrift and
+//! Encodings.md; read back by pyarrow, DuckDB and polars.
 //!
 //! Why by hand: at a checkpoint of TOD events (every column an integer) parquet-cpp's
 //! DELTA_BINARY_PACKED encoder alone (`DeltaBitPackEncoder::FlushBlock`/`Put`, a bit writer
@@ -59,6 +62,7 @@ const PAGE_DICTIONARY: i32 = 2;
 
 // -- thrift compact protocol ----------------------------------------------------------------
 
+const CT_TRUE: u8 = 1;
 const CT_I32: u8 = 5;
 const CT_I64: u8 = 6;
 const CT_BINARY: u8 = 8;
@@ -113,6 +117,9 @@ impl Thrift {
     fn raw_binary(&mut self, v: &[u8]) {
         varint(&mut self.out, v.len() as u64);
         self.out.extend_from_slice(v);
+    }
+    fn bool_true(&mut self, id: i16) {
+        self.field(id, CT_TRUE); // (a compact boolean field carries its value in the type)
     }
     fn list(&mut self, id: i16, elem: u8, len: usize) {
         self.field(id, CT_LIST);
@@ -461,20 +468,25 @@ struct ChunkMeta {
     stats: Stats,
 }
 
-fn page_header(out: &mut Vec<u8>, kind: i32, size: usize, num_values: usize, encoding: i32) {
+fn page_header(out: &mut Vec<u8>, kind: i32, size: usize, num_values: usize, encoding: i32) -> io::Result<()> {
+    // Page sizes and counts are i32 in the format: a chunk past that is refused, never wrapped
+    // (512K-row row groups are ~4 MiB at most; this guards callers passing huge row groups).
+    let too_big = || io::Error::new(io::ErrorKind::InvalidInput, "a column chunk over 2 GiB: use smaller row groups");
+    let (size, num_values) =
+        (i32::try_from(size).map_err(|_| too_big())?, i32::try_from(num_values).map_err(|_| too_big())?);
     out.clear();
     let mut t = Thrift { out: std::mem::take(out), last: vec![0] };
     t.i32(1, kind);
-    t.i32(2, size as i32);
-    t.i32(3, size as i32);
+    t.i32(2, size);
+    t.i32(3, size);
     if kind == PAGE_DICTIONARY {
         t.struct_field(7);
-        t.i32(1, num_values as i32);
+        t.i32(1, num_values);
         t.i32(2, encoding);
         t.end();
     } else {
         t.struct_field(5);
-        t.i32(1, num_values as i32);
+        t.i32(1, num_values);
         t.i32(2, encoding);
         t.i32(3, E_RLE);
         t.i32(4, E_RLE);
@@ -482,6 +494,7 @@ fn page_header(out: &mut Vec<u8>, kind: i32, size: usize, num_values: usize, enc
     }
     t.out.push(0);
     *out = t.out;
+    Ok(())
 }
 
 /// Counts what passes through to the file.
@@ -548,7 +561,7 @@ fn write_chunk<W: Write>(
         encoding = E_RLE_DICTIONARY;
         dictionary_page_offset = Some(w.pos as i64);
         let n = sc.dict.len() / if spec.wide { 8 } else { 4 };
-        page_header(&mut sc.head, PAGE_DICTIONARY, sc.dict.len(), n, E_PLAIN);
+        page_header(&mut sc.head, PAGE_DICTIONARY, sc.dict.len(), n, E_PLAIN)?;
         w.put(&sc.head)?;
         w.put(&sc.dict)?;
         sc.body.clear();
@@ -569,7 +582,7 @@ fn write_chunk<W: Write>(
         def_levels(&mut sc.levels, &sc.valid, rows);
     }
     let data_page_offset = w.pos as i64;
-    page_header(&mut sc.head, PAGE_DATA, sc.levels.len() + pre.len() + sc.body.len(), rows, encoding);
+    page_header(&mut sc.head, PAGE_DATA, sc.levels.len() + pre.len() + sc.body.len(), rows, encoding)?;
     w.put(&sc.head)?;
     w.put(&sc.levels)?;
     w.put(&pre)?;
@@ -594,7 +607,10 @@ fn check(specs: &[ColumnSpec], batches: &[RecordBatch]) -> io::Result<()> {
         if b.num_columns() != specs.len() {
             return Err(bad(format!("a batch has {} columns, expected {}", b.num_columns(), specs.len())));
         }
-        for (c, s) in b.columns().iter().zip(specs) {
+        for ((c, f), s) in b.columns().iter().zip(b.schema_ref().fields()).zip(specs) {
+            if f.name() != &s.name {
+                return Err(bad(format!("column {}: a batch has {} in its place", s.name, f.name())));
+            }
             let want = if s.wide { DataType::Int64 } else { DataType::Int32 };
             if c.data_type() != &want {
                 return Err(bad(format!("column {}: {} where {want} was expected", s.name, c.data_type())));
@@ -686,14 +702,14 @@ fn file_metadata(
     }
     t.i64(3, total as i64);
     t.list(4, CT_STRUCT, groups.len());
-    for (ordinal, (metas, rows, start)) in groups.iter().enumerate() {
+    for (metas, rows, start) in groups {
         t.begin();
         t.list(1, CT_STRUCT, metas.len());
         let mut bytes = 0i64;
         for (m, s) in metas.iter().zip(specs) {
             bytes += m.size;
             t.begin();
-            t.i64(2, m.dictionary_page_offset.unwrap_or(m.data_page_offset));
+            t.i64(2, 0); // deprecated: 0 when no metadata is written outside the footer
             t.struct_field(3);
             t.i32(1, if s.wide { T_INT64 } else { T_INT32 });
             t.list(2, CT_I32, m.encodings.len());
@@ -719,8 +735,25 @@ fn file_metadata(
             if m.stats.values > 0 {
                 t.binary(5, &stat_bytes(m.stats.max, s.wide));
                 t.binary(6, &stat_bytes(m.stats.min, s.wide));
+                t.bool_true(7); // is_max_value_exact
+                t.bool_true(8); // is_min_value_exact
             }
             t.end();
+            // encoding_stats: readers (parquet-java, Trino) use a dictionary to prune row groups
+            // only when they can tell that no data page fell back to another encoding.
+            let pages: &[(i32, i32)] = if m.dictionary_page_offset.is_some() {
+                &[(PAGE_DICTIONARY, E_PLAIN), (PAGE_DATA, E_RLE_DICTIONARY)]
+            } else {
+                &[(PAGE_DATA, E_DELTA)]
+            };
+            t.list(13, CT_STRUCT, pages.len());
+            for &(kind, encoding) in pages {
+                t.begin();
+                t.i32(1, kind);
+                t.i32(2, encoding);
+                t.i32(3, 1);
+                t.end();
+            }
             t.end(); // ColumnMetaData
             t.end(); // ColumnChunk
         }
@@ -728,8 +761,6 @@ fn file_metadata(
         t.i64(3, *rows as i64);
         t.i64(5, *start);
         t.i64(6, bytes);
-        t.field(7, 4); // ordinal: i16
-        varint(&mut t.out, zigzag(ordinal as i64));
         t.end();
     }
     if !metadata.is_empty() {

@@ -132,6 +132,10 @@ def test_the_native_writer_refuses_what_it_does_not_write(tmp_path):
     with_null = pa.RecordBatch.from_arrays([pa.array([1, None], pa.int64())], names=["ts"])
     with pytest.raises(ValueError, match="nulls in a column declared not null"):
         _core.write_int_parquet(str(tmp_path / "g.parquet"), [with_null], required, [], 10, [], "t")
+    swapped = pa.RecordBatch.from_arrays([pa.array([1], pa.int64()), pa.array([2], pa.int64())], names=["b", "a"])
+    with pytest.raises(ValueError, match="column a: a batch has b in its place"):
+        _core.write_int_parquet(str(tmp_path / "s.parquet"), [swapped], pa.schema([("a", pa.int64()), ("b", pa.int64())]),
+                                [], 10, [], "t")
     path = tmp_path / "h.parquet"
     path.write_bytes(b"x")
     with pytest.raises(FileExistsError):
