@@ -380,5 +380,12 @@ class Ingestor:
 
     def committer(self, trace: str) -> _core.GroupCommit | None:
         """The group committer that makes `trace`'s appends durable (None when the fsync
-        policy makes them durable in the append itself: always, off)."""
-        return self.store.committer(trace)
+        policy makes them durable in the append itself: always, off).
+
+        Under `--ack durable` it is made eager: a write waits for its fsync, so the fsync
+        starts as its WAL record is written, not once this round's answers are handed over
+        (src/ingest/commit.rs)."""
+        c = self.store.committer(trace)
+        if c is not None and self.cfg.ack == "durable" and not c.eager:
+            c.eager = True
+        return c
