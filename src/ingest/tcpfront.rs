@@ -981,6 +981,110 @@ mod tests {
     }
 
     #[test]
+    fn acknowledgements_a_slow_reader_does_not_take_at_once_still_arrive_whole_and_in_order() {
+        // Acknowledgements are written without blocking by the thread that makes them due; what
+        // the socket does not take then (this client reads nothing until the end; a small send
+        // buffer) goes to the connection's ack writer, before anything due later.
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (server_side, _) = l.accept().unwrap();
+        let small: libc::c_int = 8192;
+        // SAFETY: a valid socket and a c_int option value of the size given.
+        let rc = unsafe {
+            libc::setsockopt(
+                std::os::fd::AsRawFd::as_raw_fd(&server_side),
+                libc::SOL_SOCKET,
+                libc::SO_SNDBUF,
+                (&small as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(rc, 0);
+        let n: u64 = 2_000;
+        let listen = Arc::new(TcpListen {
+            cfg: TcpConfig {
+                bucket: "lp".into(),
+                max_line: 1 << 10,
+                high_water: 1 << 20,
+                max_connections: 4,
+                idle_timeout: Duration::from_secs(20),
+                max_inflight: 1 << 20,
+                token: None,
+            },
+            stats: TcpStats::default(),
+            budget: Budget::new(1 << 20, true),
+            stop: AtomicBool::new(false),
+            local: l.local_addr().unwrap(),
+            open: Mutex::new(Vec::new()),
+            next_conn: AtomicU64::new(0),
+            ended: Condvar::new(),
+            ended_lock: Mutex::new(()),
+        });
+        let conn = Arc::new(Conn {
+            id: 0,
+            peer: "test".into(),
+            bucket: "lp".into(),
+            precision: "ns".into(),
+            acks: true,
+            stream: server_side,
+            state: Mutex::new(ConnState {
+                queued: 0,
+                outstanding: n,
+                next_seq: n,
+                waiting: BTreeMap::new(),
+                flushed_seq: 0,
+                rows: 0,
+                out: Vec::new(),
+                writing: false,
+                broken: false,
+                room_wait: false,
+                closing: false,
+                reader_done: false,
+            }),
+            changed: Condvar::new(),
+            ack_due: Condvar::new(),
+            open_item: AtomicBool::new(false),
+            listen,
+        });
+        let c = Arc::clone(&conn);
+        let writer = thread::spawn(move || c.write_acks());
+        // Answers come out of order (seq 1 before 0) and from two threads, ~1.2 MB of text.
+        let why = "w".repeat(600);
+        let (a, b) = (Arc::clone(&conn), Arc::clone(&conn));
+        let (w1, w2) = (why.clone(), why);
+        let odd = thread::spawn(move || {
+            for seq in (1..n).step_by(2) {
+                a.answer(seq, Answer { rows: 1, errors: vec![(seq, w1.clone())], ok_line: Some(seq), fatal: false });
+            }
+        });
+        let even = thread::spawn(move || {
+            for seq in (0..n).step_by(2) {
+                b.answer(seq, Answer { rows: 1, errors: vec![(seq, w2.clone())], ok_line: Some(seq), fatal: false });
+            }
+        });
+        odd.join().unwrap();
+        even.join().unwrap();
+        lock(&conn.state).reader_done = true;
+        conn.ack_due.notify_all();
+        thread::sleep(Duration::from_millis(100)); // the client still reads nothing
+        client.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut got = Vec::new();
+        let mut r = io::BufReader::new(&mut client);
+        let mut line = String::new();
+        while (got.len() as u64) < 2 * n {
+            line.clear();
+            assert!(io::BufRead::read_line(&mut r, &mut line).unwrap() > 0, "{} lines", got.len());
+            got.push(line.trim_end().to_string());
+        }
+        writer.join().unwrap();
+        for seq in 0..n {
+            let (e, o) = (&got[2 * seq as usize], &got[2 * seq as usize + 1]);
+            assert!(e.starts_with(&format!("err {seq} www")) && e.len() == 600 + format!("err {seq} ").len(), "{seq}: {e:.40}");
+            assert_eq!(o, &format!("ok {seq} {}", seq + 1));
+        }
+    }
+
+    #[test]
     fn the_token_and_the_precision_are_checked_on_the_first_line() {
         let (front, addr) = start(1 << 10, 1 << 20);
         for (first, want) in [

@@ -219,6 +219,30 @@ def test_ack_written_answers_before_the_fsync_and_durable_after_it(tmp_path, ack
         s.stop()
 
 
+@pytest.mark.parametrize("ack", ["durable", "written"])
+def test_under_ack_durable_the_fsync_starts_as_a_write_is_logged(tmp_path, ack):
+    # Under --ack durable every write waits for its fsync, so the committer starts it when the
+    # record is written (eager), not when the answer is handed over; with a group-commit
+    # interval no test reaches, a record nobody waits for becomes durable only that way.
+    import tracehouse
+    from tracehouse.server.ingest import Ingestor
+
+    store = tracehouse.open(tmp_path / "store", flush_rows=10_000_000, flush_interval_s=3600.0,
+                            group_commit_ms=600_000)
+    try:
+        ing = Ingestor(store, ServerConfig(ack=ack))
+        ing.write_lp("eg", b"m,h=a v=1i 1\n")
+        committer = ing.committer("eg")  # what the dispatcher asks before answering
+        assert committer.eager == (ack == "durable")
+        second = ing.write_lp("eg", b"m,h=a v=2i 2\n")  # nobody waits for either
+        deadline = time.monotonic() + (10 if ack == "durable" else 0.3)  # written: it must not be
+        while store.durable_lsn("eg") < second.lsn and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert (store.durable_lsn("eg") >= second.lsn) == (ack == "durable")
+    finally:
+        store.close()
+
+
 def test_ack_written_needs_a_wal():
     ServerConfig(ack="written").check()
     ServerConfig(ack="written", fsync="always").check()
