@@ -313,7 +313,10 @@ fn run(sh: &Shared) {
             }
             // Someone waits for a record written during that fsync (eager: anything was
             // written during it): commit again at once.
-            if s.waiters.peek().is_some_and(|w| w.lsn <= s.written) || s.blocked > 0 || (s.eager && s.written > s.durable) {
+            if s.waiters.peek().is_some_and(|w| w.lsn <= s.written)
+                || s.blocked > 0
+                || (s.eager && s.written > s.durable)
+            {
                 s.urgent = true;
             }
             if s.blocked > 0 {

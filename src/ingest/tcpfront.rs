@@ -1079,7 +1079,10 @@ mod tests {
         writer.join().unwrap();
         for seq in 0..n {
             let (e, o) = (&got[2 * seq as usize], &got[2 * seq as usize + 1]);
-            assert!(e.starts_with(&format!("err {seq} www")) && e.len() == 600 + format!("err {seq} ").len(), "{seq}: {e:.40}");
+            assert!(
+                e.starts_with(&format!("err {seq} www")) && e.len() == 600 + format!("err {seq} ").len(),
+                "{seq}: {e:.40}"
+            );
             assert_eq!(o, &format!("ok {seq} {}", seq + 1));
         }
     }
