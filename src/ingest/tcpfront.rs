@@ -155,6 +155,7 @@ struct Answer {
     fatal: bool,
 }
 
+#[derive(Default)]
 struct ConnState {
     /// Bytes handed to the dispatcher, not yet appended.
     queued: usize,
@@ -687,20 +688,7 @@ impl Front {
                 Ok(s) => s,
                 Err(_) => return,
             },
-            state: Mutex::new(ConnState {
-                queued: 0,
-                outstanding: 0,
-                next_seq: 0,
-                waiting: BTreeMap::new(),
-                flushed_seq: 0,
-                rows: 0,
-                out: Vec::new(),
-                writing: false,
-                broken: false,
-                room_wait: false,
-                closing: false,
-                reader_done: false,
-            }),
+            state: Mutex::new(ConnState::default()),
             changed: Condvar::new(),
             ack_due: Condvar::new(),
             open_item: AtomicBool::new(false),
@@ -1027,20 +1015,7 @@ mod tests {
             precision: "ns".into(),
             acks: true,
             stream: server_side,
-            state: Mutex::new(ConnState {
-                queued: 0,
-                outstanding: n,
-                next_seq: n,
-                waiting: BTreeMap::new(),
-                flushed_seq: 0,
-                rows: 0,
-                out: Vec::new(),
-                writing: false,
-                broken: false,
-                room_wait: false,
-                closing: false,
-                reader_done: false,
-            }),
+            state: Mutex::new(ConnState { outstanding: n, next_seq: n, ..ConnState::default() }),
             changed: Condvar::new(),
             ack_due: Condvar::new(),
             open_item: AtomicBool::new(false),
