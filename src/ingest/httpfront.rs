@@ -33,6 +33,8 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
+use std::os::fd::AsRawFd;
+
 use super::tcpfront::{TcpItem, TcpListen};
 use crate::sync::lock;
 
@@ -78,7 +80,18 @@ pub struct Request {
     pub body: Vec<u8>,
     /// The client's address.
     pub peer: String,
-    reply: Option<SyncSender<Reply>>,
+    reply: Option<SyncSender<Delivery>>,
+    /// The connection's socket, for an answer written by the thread that decides it (a
+    /// keep-alive request, not HEAD): see [`Request::respond`].
+    direct: Option<Arc<TcpStream>>,
+}
+
+/// What the connection's thread gets back for its request.
+enum Delivery {
+    /// The answer, for it to write.
+    Reply(Reply),
+    /// The answer was written, but for these bytes (the socket took no more at once).
+    Sent(Vec<u8>),
 }
 
 /// An answer to one request.
@@ -93,10 +106,25 @@ pub struct Reply {
 
 impl Request {
     /// Answers the request (the first answer counts; later ones are ignored).
+    ///
+    /// A keep-alive answer is written here, on the thread that decided it (the dispatcher's,
+    /// or the group committer's once the rows are durable), without blocking: handing it to
+    /// the connection's thread cost a thread wake-up before the client had its answer, a
+    /// run-queue wait on a loaded machine. That thread is still told (it releases the body's
+    /// budget and reads the next request) and writes what the socket did not take at once.
     pub fn respond(&mut self, reply: Reply) {
-        if let Some(tx) = self.reply.take() {
-            let _ = tx.send(reply); // the connection may be gone: nothing to tell
-        }
+        let Some(tx) = self.reply.take() else { return };
+        let delivery = match self.direct.take() {
+            Some(sock) if reply.body.len() <= 64 << 10 => {
+                let out = reply_bytes(&reply, false, false);
+                match send_now(&sock, &out) {
+                    Ok(n) => Delivery::Sent(out[n..].to_vec()),
+                    Err(_) => Delivery::Reply(reply), // its own write fails too, and it closes
+                }
+            }
+            _ => Delivery::Reply(reply),
+        };
+        let _ = tx.send(delivery); // the connection may be gone: nothing to tell
     }
 
     /// Whether the request was answered already.
@@ -115,7 +143,8 @@ impl Drop for Request {
         // A request dropped unanswered (a dispatcher bug or shutdown) must not hold its
         // connection forever.
         if let Some(tx) = self.reply.take() {
-            let _ = tx.send(Reply { status: 500, headers: vec![], body: b"request dropped unanswered\n".to_vec() });
+            let r = Reply { status: 500, headers: vec![], body: b"request dropped unanswered\n".to_vec() };
+            let _ = tx.send(Delivery::Reply(r));
         }
     }
 }
@@ -414,6 +443,8 @@ impl Front {
         let _ = stream.set_write_timeout(Some(idle.max(Duration::from_secs(5))));
         let mut buf: Vec<u8> = Vec::with_capacity(8192);
         let peer = peer.to_string();
+        // For answers written by the thread that decides them (`Request::respond`).
+        let direct = stream.try_clone().ok().map(Arc::new);
         while !self.closed() {
             // A paced body read shortens the socket's timeout: each head starts from idle again.
             let _ = stream.set_read_timeout(Some(idle));
@@ -515,8 +546,11 @@ impl Front {
                     return;
                 }
             };
-            let (tx, rx): (SyncSender<Reply>, Receiver<Reply>) = sync_channel(1);
+            let (tx, rx): (SyncSender<Delivery>, Receiver<Delivery>) = sync_channel(1);
             req.reply = Some(tx);
+            if keep_alive && !is_head {
+                req.direct.clone_from(&direct);
+            }
             self.stats.requests.fetch_add(1, Ordering::Relaxed);
             {
                 let mut q = lock(&self.inbox);
@@ -531,7 +565,11 @@ impl Front {
             self.release(hold);
             let Ok(reply) = reply else { return };
             let close = !keep_alive || self.closed();
-            if write_reply(&mut stream, &reply, close, is_head).is_err() || close {
+            let written = match reply {
+                Delivery::Reply(reply) => write_reply(&mut stream, &reply, close, is_head),
+                Delivery::Sent(rest) => stream.write_all(&rest),
+            };
+            if written.is_err() || close {
                 let _ = stream.shutdown(Shutdown::Both);
                 return;
             }
@@ -749,6 +787,7 @@ fn parse_head(head: &[u8]) -> Result<Request, String> {
         body: Vec::new(),
         peer: String::new(),
         reply: None,
+        direct: None,
     })
 }
 
@@ -945,6 +984,15 @@ pub fn reason(status: u16) -> &'static str {
 }
 
 fn write_reply(s: &mut TcpStream, r: &Reply, close: bool, head_only: bool) -> io::Result<()> {
+    if r.body.len() <= 64 << 10 || head_only || r.status == 204 || r.status == 304 {
+        return s.write_all(&reply_bytes(r, close, head_only));
+    }
+    s.write_all(&reply_bytes(r, close, true))?;
+    s.write_all(&r.body)
+}
+
+/// The bytes of answer `r`: its head, and its body unless `head_only`.
+fn reply_bytes(r: &Reply, close: bool, head_only: bool) -> Vec<u8> {
     let mut out = Vec::with_capacity(160 + if head_only { 0 } else { r.body.len() });
     out.extend_from_slice(format!("HTTP/1.1 {} {}\r\n", r.status, reason(r.status)).as_bytes());
     for (k, v) in &r.headers {
@@ -963,16 +1011,37 @@ fn write_reply(s: &mut TcpStream, r: &Reply, close: bool, head_only: bool) -> io
         out.extend_from_slice(b"connection: close\r\n");
     }
     out.extend_from_slice(b"\r\n");
-    if head_only || r.status == 204 || r.status == 304 {
-        return s.write_all(&out);
-    }
-    if r.body.len() <= 64 << 10 {
+    if !(head_only || r.status == 204 || r.status == 304) {
         out.extend_from_slice(&r.body);
-        s.write_all(&out)
-    } else {
-        s.write_all(&out)?;
-        s.write_all(&r.body)
     }
+    out
+}
+
+/// Writes what the socket takes of `buf` now (never blocks); Ok(0) when it takes nothing.
+pub(crate) fn send_now(stream: &TcpStream, buf: &[u8]) -> io::Result<usize> {
+    let mut sent = 0;
+    while sent < buf.len() {
+        // SAFETY: the descriptor is open (the stream is borrowed) and the range is in `buf`.
+        let n = unsafe {
+            libc::send(
+                stream.as_raw_fd(),
+                buf[sent..].as_ptr().cast(),
+                buf.len() - sent,
+                libc::MSG_DONTWAIT | libc::MSG_NOSIGNAL,
+            )
+        };
+        if n >= 0 {
+            sent += n as usize;
+            continue;
+        }
+        let e = io::Error::last_os_error();
+        match e.kind() {
+            io::ErrorKind::Interrupted => {}
+            io::ErrorKind::WouldBlock => break,
+            _ => return Err(e),
+        }
+    }
+    Ok(sent)
 }
 
 #[cfg(test)]

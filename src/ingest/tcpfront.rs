@@ -49,12 +49,12 @@ use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::commit::GroupCommit;
-use super::httpfront::{linger_close, same_bytes, Budget, Front, Inbox};
+use super::httpfront::{linger_close, same_bytes, send_now, Budget, Front, Inbox};
 use crate::sync::lock;
 
 /// Bytes one item grows to at most by later reads (see [`Front::push_lines`]).
@@ -155,6 +155,7 @@ struct Answer {
     fatal: bool,
 }
 
+#[derive(Default)]
 struct ConnState {
     /// Bytes handed to the dispatcher, not yet appended.
     queued: usize,
@@ -167,6 +168,13 @@ struct ConnState {
     rows: u64,
     /// Acknowledgement text not yet written.
     out: Vec<u8>,
+    /// Someone is writing acknowledgements to the socket now (the thread that made them due,
+    /// or the ack writer): the others leave `out` to it, so the text goes out in order.
+    writing: bool,
+    /// A write failed (the client is gone): later acknowledgements are dropped.
+    broken: bool,
+    /// The reader waits for room below the high water (`changed` must wake it).
+    room_wait: bool,
     /// Stop reading (a fatal error, or shutdown): what is in flight is finished, then close.
     closing: bool,
     /// The reader is done: the ack writer ends once `out` is empty.
@@ -186,7 +194,10 @@ pub struct Conn {
     pub acks: bool,
     stream: TcpStream,
     state: Mutex<ConnState>,
+    /// The reader's waits: room below the high water, and (at its end) nothing outstanding.
     changed: Condvar,
+    /// The ack writer's wait: text a non-blocking write could not send, or the end.
+    ack_due: Condvar,
     /// An item of this connection waits in the queue untaken (guarded by the queue's lock).
     pub(crate) open_item: AtomicBool,
     listen: Arc<TcpListen>,
@@ -216,10 +227,16 @@ impl Conn {
     }
 
     /// Records `a` as item `seq`'s answer and sends, in order, every answer now due.
+    ///
+    /// The text is written here, on the thread that made it due (the group committer's, for
+    /// durable offsets), without blocking: handing it to the connection's ack writer cost a
+    /// thread wake-up per acknowledgement, a run-queue wait on a loaded machine. Only what the
+    /// socket does not take at once (a client not reading its acknowledgements) goes to the ack
+    /// writer, which blocks on it.
     fn answer(&self, seq: u64, a: Answer) {
         let mut st = lock(&self.state);
         st.waiting.insert(seq, a);
-        let mut wake = false;
+        let mut ended = false;
         loop {
             let next = st.flushed_seq;
             let Some(a) = st.waiting.remove(&next) else { break };
@@ -238,38 +255,83 @@ impl Conn {
             if a.fatal && !st.closing {
                 st.closing = true;
                 let _ = self.stream.shutdown(Shutdown::Read); // the reader stops at once
+                ended = true;
             }
-            wake = true;
         }
-        drop(st);
-        if wake {
+        // The reader may wait for this (its end, or a fatal error while it waits for room).
+        ended |= st.outstanding == 0 && st.reader_done || st.closing && st.room_wait;
+        let to_writer = self.send_due(st);
+        if ended {
             self.changed.notify_all();
+        }
+        if ended || to_writer {
+            self.ack_due.notify_all();
         }
     }
 
-    /// Writes acknowledgements as they become due, until the reader is done and all are sent.
+    /// Writes `out` without blocking unless someone else is writing; true when the ack writer
+    /// must look: text is left for it, or the reader ended while this wrote (the writer may have
+    /// seen `writing` and gone back to wait for its end).
+    fn send_due<'a>(&'a self, mut st: MutexGuard<'a, ConnState>) -> bool {
+        let mut wrote = false;
+        while !st.writing && !st.out.is_empty() {
+            wrote = true;
+            if st.broken {
+                st.out.clear();
+                break;
+            }
+            st.writing = true;
+            let out = std::mem::take(&mut st.out);
+            drop(st);
+            let sent = send_now(&self.stream, &out);
+            st = lock(&self.state);
+            st.writing = false;
+            match sent {
+                Ok(n) if n == out.len() => {}
+                Ok(n) => {
+                    // The rest goes first, before what became due meanwhile.
+                    let mut rest = out[n..].to_vec();
+                    rest.append(&mut st.out);
+                    st.out = rest;
+                    return true;
+                }
+                Err(_) => st.broken = true, // a client gone loses its acknowledgements
+            }
+        }
+        wrote && st.reader_done
+    }
+
+    /// Writes what a non-blocking write left (blocking), until the reader is done and all is sent.
     fn write_acks(&self) {
         let mut s = match self.stream.try_clone() {
             Ok(s) => s,
             Err(_) => return,
         };
         let _ = s.set_write_timeout(Some(self.listen.cfg.idle_timeout.max(Duration::from_secs(5))));
-        let mut broken = false;
         loop {
             let out = {
                 let mut st = lock(&self.state);
-                while st.out.is_empty() && !(st.reader_done && st.outstanding == 0) {
-                    st = self.changed.wait(st).unwrap_or_else(|e| e.into_inner());
+                loop {
+                    if !st.writing && !st.out.is_empty() {
+                        break;
+                    }
+                    if !st.writing && st.out.is_empty() && st.reader_done && st.outstanding == 0 {
+                        return;
+                    }
+                    st = self.ack_due.wait(st).unwrap_or_else(|e| e.into_inner());
                 }
-                if st.out.is_empty() {
-                    return;
+                if st.broken {
+                    st.out.clear();
+                    continue;
                 }
+                st.writing = true;
                 std::mem::take(&mut st.out)
             };
             // A client that stopped reading its acknowledgements loses them, not the server a thread.
-            if !broken && s.write_all(&out).is_err() {
-                broken = true;
-            }
+            let ok = s.write_all(&out).is_ok();
+            let mut st = lock(&self.state);
+            st.writing = false;
+            st.broken |= !ok;
         }
     }
 }
@@ -302,11 +364,14 @@ impl TcpItem {
     ) {
         self.finished = true;
         let conn = Arc::clone(&self.conn);
-        {
+        let room = {
             let mut st = lock(&conn.state);
             st.queued = st.queued.saturating_sub(self.bytes);
+            st.room_wait && st.queued <= conn.listen.cfg.high_water / 2
+        };
+        if room {
+            conn.changed.notify_all(); // its reader waits for room below the high water
         }
-        conn.changed.notify_all(); // its reader may wait for room below the high water
         let ok_line = matches!(self.payload, Payload::Lines { .. }).then_some(last_line);
         let (seq, bytes) = (self.seq, self.bytes);
         let answer = Answer { rows, errors, ok_line, fatal: false };
@@ -623,18 +688,9 @@ impl Front {
                 Ok(s) => s,
                 Err(_) => return,
             },
-            state: Mutex::new(ConnState {
-                queued: 0,
-                outstanding: 0,
-                next_seq: 0,
-                waiting: BTreeMap::new(),
-                flushed_seq: 0,
-                rows: 0,
-                out: Vec::new(),
-                closing: false,
-                reader_done: false,
-            }),
+            state: Mutex::new(ConnState::default()),
             changed: Condvar::new(),
+            ack_due: Condvar::new(),
             open_item: AtomicBool::new(false),
             listen: Arc::clone(tcp),
         });
@@ -663,6 +719,7 @@ impl Front {
             }
         }
         conn.changed.notify_all();
+        conn.ack_due.notify_all();
         if let Some(h) = writer {
             let _ = h.join();
         }
@@ -713,6 +770,7 @@ impl Front {
             {
                 let mut st = lock(&conn.state);
                 if st.queued > cfg.high_water {
+                    st.room_wait = true;
                     while st.queued > cfg.high_water / 2 && !st.closing {
                         st = conn
                             .changed
@@ -720,6 +778,7 @@ impl Front {
                             .unwrap_or_else(|e| e.into_inner())
                             .0;
                     }
+                    st.room_wait = false;
                 }
                 if st.closing {
                     return; // shutdown or a failed append: the unfinished tail is dropped
@@ -907,6 +966,100 @@ mod tests {
         assert_eq!(lines.last(), Some(&"ok 5 4"), "{out}");
         assert!(lines.contains(&"err 4 line is longer than the limit of 64 bytes; dropped"), "{out}");
         front.close();
+    }
+
+    #[test]
+    fn acknowledgements_a_slow_reader_does_not_take_at_once_still_arrive_whole_and_in_order() {
+        // Acknowledgements are written without blocking by the thread that makes them due; what
+        // the socket does not take then (this client reads nothing until the end; a small send
+        // buffer) goes to the connection's ack writer, before anything due later.
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut client = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (server_side, _) = l.accept().unwrap();
+        let small: libc::c_int = 8192;
+        // SAFETY: a valid socket and a c_int option value of the size given.
+        let rc = unsafe {
+            libc::setsockopt(
+                std::os::fd::AsRawFd::as_raw_fd(&server_side),
+                libc::SOL_SOCKET,
+                libc::SO_SNDBUF,
+                (&small as *const libc::c_int).cast(),
+                std::mem::size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        assert_eq!(rc, 0);
+        let n: u64 = 2_000;
+        let listen = Arc::new(TcpListen {
+            cfg: TcpConfig {
+                bucket: "lp".into(),
+                max_line: 1 << 10,
+                high_water: 1 << 20,
+                max_connections: 4,
+                idle_timeout: Duration::from_secs(20),
+                max_inflight: 1 << 20,
+                token: None,
+            },
+            stats: TcpStats::default(),
+            budget: Budget::new(1 << 20, true),
+            stop: AtomicBool::new(false),
+            local: l.local_addr().unwrap(),
+            open: Mutex::new(Vec::new()),
+            next_conn: AtomicU64::new(0),
+            ended: Condvar::new(),
+            ended_lock: Mutex::new(()),
+        });
+        let conn = Arc::new(Conn {
+            id: 0,
+            peer: "test".into(),
+            bucket: "lp".into(),
+            precision: "ns".into(),
+            acks: true,
+            stream: server_side,
+            state: Mutex::new(ConnState { outstanding: n, next_seq: n, ..ConnState::default() }),
+            changed: Condvar::new(),
+            ack_due: Condvar::new(),
+            open_item: AtomicBool::new(false),
+            listen,
+        });
+        let c = Arc::clone(&conn);
+        let writer = thread::spawn(move || c.write_acks());
+        // Answers come out of order (seq 1 before 0) and from two threads, ~1.2 MB of text.
+        let why = "w".repeat(600);
+        let (a, b) = (Arc::clone(&conn), Arc::clone(&conn));
+        let (w1, w2) = (why.clone(), why);
+        let odd = thread::spawn(move || {
+            for seq in (1..n).step_by(2) {
+                a.answer(seq, Answer { rows: 1, errors: vec![(seq, w1.clone())], ok_line: Some(seq), fatal: false });
+            }
+        });
+        let even = thread::spawn(move || {
+            for seq in (0..n).step_by(2) {
+                b.answer(seq, Answer { rows: 1, errors: vec![(seq, w2.clone())], ok_line: Some(seq), fatal: false });
+            }
+        });
+        odd.join().unwrap();
+        even.join().unwrap();
+        lock(&conn.state).reader_done = true;
+        conn.ack_due.notify_all();
+        thread::sleep(Duration::from_millis(100)); // the client still reads nothing
+        client.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+        let mut got = Vec::new();
+        let mut r = io::BufReader::new(&mut client);
+        let mut line = String::new();
+        while (got.len() as u64) < 2 * n {
+            line.clear();
+            assert!(io::BufRead::read_line(&mut r, &mut line).unwrap() > 0, "{} lines", got.len());
+            got.push(line.trim_end().to_string());
+        }
+        writer.join().unwrap();
+        for seq in 0..n {
+            let (e, o) = (&got[2 * seq as usize], &got[2 * seq as usize + 1]);
+            assert!(
+                e.starts_with(&format!("err {seq} www")) && e.len() == 600 + format!("err {seq} ").len(),
+                "{seq}: {e:.40}"
+            );
+            assert_eq!(o, &format!("ok {seq} {}", seq + 1));
+        }
     }
 
     #[test]

@@ -48,6 +48,18 @@ impl PyGroupCommit {
         Ok(())
     }
 
+    /// Whether a commit starts as soon as a record is written (a server whose every write
+    /// waits for durability), not only once someone waits for it.
+    #[getter]
+    fn get_eager(&self) -> bool {
+        self.inner.eager()
+    }
+
+    #[setter]
+    fn set_eager(&self, eager: bool) {
+        self.inner.set_eager(eager);
+    }
+
     /// Highest LSN known durable.
     #[getter]
     fn durable(&self) -> u64 {

@@ -227,8 +227,10 @@ impl PyRequest {
     #[pyo3(signature = (status, headers=Vec::new(), body=Vec::new()))]
     fn respond(&mut self, py: Python<'_>, status: u16, headers: Vec<(String, String)>, body: Vec<u8>) -> PyResult<()> {
         let mut r = self.inner.take().ok_or_else(|| PyRuntimeError::new_err("request already answered"))?;
-        // Waking the connection's thread is a futex call: not under the GIL.
-        py.detach(move || r.respond(Reply { status, headers, body }));
+        // A small answer is written here without blocking, under the interpreter lock
+        // (`detach_if`); a big one is handed to the connection's thread.
+        let big = body.len() >= super::DETACH_BYTES;
+        super::detach_if(py, big, move || r.respond(Reply { status, headers, body }));
         Ok(())
     }
 
@@ -247,7 +249,10 @@ impl PyRequest {
     ) -> PyResult<()> {
         let mut r = self.inner.take().ok_or_else(|| PyRuntimeError::new_err("request already answered"))?;
         let c = commit.get();
-        py.detach(move || {
+        // Under the interpreter lock (`detach_if`): the committer's lock is never held long, nor
+        // by a thread that waits for the interpreter lock.
+        let big = body.len() >= super::DETACH_BYTES;
+        super::detach_if(py, big, move || {
             c.inner.on_durable(
                 lsn,
                 Box::new(move |res| match res {
@@ -332,7 +337,6 @@ impl PyTcpChunk {
     #[pyo3(signature = (rows, errors, last_line, commit=None, lsn=0))]
     fn finish(
         &mut self,
-        py: Python<'_>,
         rows: u64,
         errors: Vec<(u64, String)>,
         last_line: u64,
@@ -341,7 +345,9 @@ impl PyTcpChunk {
     ) -> PyResult<()> {
         let item = self.item()?;
         let c = commit.map(|c| c.get());
-        py.detach(move || item.finish(rows, errors, last_line, c.map(|c| (&c.inner, lsn))));
+        // Keeps the interpreter lock (`detach_if`): a few µs under locks no thread holds while
+        // it waits for the interpreter lock, and a non-blocking send.
+        item.finish(rows, errors, last_line, c.map(|c| (&c.inner, lsn)));
         Ok(())
     }
 

@@ -209,7 +209,10 @@ fn decode_lines_many<'py>(
     let s = schemas.get();
     let p = producers.get();
     let counters = seq.map(|c| &c.get().inner);
-    let decoded = py.detach(|| lineproto::decode_many(&inputs, &s.inner, &p.inner, counters, &limits));
+    // Small rounds keep the interpreter lock (`detach_if`): the decoder's locks (schemas,
+    // producers, counters) are never held by a thread waiting for it.
+    let big = inputs.iter().map(|i| i.body.len()).sum::<usize>() >= super::DETACH_BYTES;
+    let decoded = super::detach_if(py, big, || lineproto::decode_many(&inputs, &s.inner, &p.inner, counters, &limits));
     let out = PyDict::new(py);
     let batches = PyList::empty(py);
     for (name, batch) in decoded.batches {

@@ -34,6 +34,8 @@ pub struct PyWalType {
 #[pyclass(module = "tracehouse._core", name = "WalRecord", frozen)]
 pub struct PyWalRecord {
     inner: Record,
+    /// Bytes of its batches' columns: whether writing it may keep the interpreter lock.
+    bytes: usize,
 }
 
 #[pymethods]
@@ -133,19 +135,19 @@ impl PyWalType {
                 out.append(b)?;
             }
         }
+        let nbytes: usize =
+            imported.iter().flat_map(|b| b.columns()).map(|c| c.to_data().get_slice_memory_size().unwrap_or(0)).sum();
         let record = if encode {
             let msg = self.schema_msg.clone();
             let name = &self.name;
-            let rec = py
-                .detach(|| Record::encode(name, msg, &imported))
+            let big = nbytes >= super::DETACH_BYTES; // a small record keeps the lock (`detach_if`)
+            let rec = super::detach_if(py, big, || Record::encode(name, msg, &imported))
                 .map_err(|e| PyValueError::new_err(format!("WAL record: {e}")))?;
-            Some(Py::new(py, PyWalRecord { inner: rec })?.into_any())
+            Some(Py::new(py, PyWalRecord { inner: rec, bytes: nbytes })?.into_any())
         } else {
             None
         };
         let record = record.unwrap_or_else(|| py.None());
-        let nbytes: usize =
-            imported.iter().flat_map(|b| b.columns()).map(|c| c.to_data().get_slice_memory_size().unwrap_or(0)).sum();
         let nbytes = nbytes.into_pyobject(py)?.into_any().unbind();
         Ok(Some(PyTuple::new(py, [out.into_any().unbind(), record, nbytes])?))
     }
@@ -156,8 +158,10 @@ impl PyWalType {
 /// that failed too: the caller compares the file's size.
 #[pyfunction]
 fn wal_write(py: Python<'_>, fd: i32, size: u64, record: &Bound<'_, PyWalRecord>) -> PyResult<u64> {
-    let rec = &record.get().inner;
-    py.detach(|| rec.write(fd, size)).map_err(|e| PyOSError::new_err((e.errno, e.message)))
+    let r = record.get();
+    // A small record's write keeps the interpreter lock (`detach_if`): tens of µs of page cache.
+    let big = r.bytes >= super::DETACH_BYTES;
+    super::detach_if(py, big, || r.inner.write(fd, size)).map_err(|e| PyOSError::new_err((e.errno, e.message)))
 }
 
 /// Test hook (the crash tests): the `after`-th `wal_write` from now writes half its record

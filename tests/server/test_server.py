@@ -219,6 +219,30 @@ def test_ack_written_answers_before_the_fsync_and_durable_after_it(tmp_path, ack
         s.stop()
 
 
+@pytest.mark.parametrize("ack,awaited", [("durable", True), ("durable", False), ("written", True)])
+def test_under_ack_durable_the_fsync_starts_as_a_write_is_logged(tmp_path, ack, awaited):
+    # Under --ack durable a write someone waits for waits for its fsync, so the committer starts
+    # it when the record is written (eager), not when the answer is handed over; with a
+    # group-commit interval no test reaches, a record nobody waits for yet becomes durable only
+    # that way. Rounds of at-most-once TCP lines alone (awaited=False) and --ack written do not.
+    import tracehouse
+    from tracehouse.server.ingest import Ingestor
+
+    store = tracehouse.open(tmp_path / "store", flush_rows=10_000_000, flush_interval_s=3600.0,
+                            group_commit_ms=600_000)
+    try:
+        ing = Ingestor(store, ServerConfig(ack=ack))
+        eager = ack == "durable" and awaited
+        first = ing.write_lp_many("eg", [(b"m,h=a v=1i 1\n", "ns", None, 1)], awaited=awaited)[0]
+        assert ing.committer("eg").eager == eager
+        deadline = time.monotonic() + (10 if eager else 0.3)  # not eager: it must not be
+        while store.durable_lsn("eg") < first.lsn and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert (store.durable_lsn("eg") >= first.lsn) == eager
+    finally:
+        store.close()
+
+
 def test_ack_written_needs_a_wal():
     ServerConfig(ack="written").check()
     ServerConfig(ack="written", fsync="always").check()

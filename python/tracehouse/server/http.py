@@ -255,7 +255,9 @@ class Api:
 
     def _write_lp(self, trace: str, calls: list[tuple[Call, tuple]]) -> None:
         try:
-            results = self.ingestor.write_lp_many(trace, [item for _c, item in calls])
+            # At-most-once TCP lines alone wait for nobody: their round need not hurry an fsync.
+            awaited = any(type(c) is not _core.TcpChunk or c.acks for c, _item in calls)
+            results = self.ingestor.write_lp_many(trace, [item for _c, item in calls], awaited=awaited)
         except BaseException as e:  # noqa: BLE001 - the whole group failed (e.g. unknown bucket)
             for call, _item in calls:
                 if type(call) is _core.TcpChunk:

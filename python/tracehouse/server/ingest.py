@@ -185,11 +185,14 @@ class Ingestor:
         """Decode and append `body`; returns what was stored, what was refused and the LSN to await."""
         return self.write_lp_many(trace, [(body, precision, default_ts, first_line)])[0]
 
-    def write_lp_many(self, trace: str, items: list[tuple[bytes, str, int | None, int]]) -> list[WriteResult]:
+    def write_lp_many(self, trace: str, items: list[tuple[bytes, str, int | None, int]], *,
+                      awaited: bool = True) -> list[WriteResult]:
         """Several bodies (body, precision, default_ts, first_line) decoded in one pass into one
         batch per measurement (each body keeps its line numbers, errors and row counts) and
-        appended together: many small concurrent requests cost one WAL record and one LSN."""
+        appended together: many small concurrent requests cost one WAL record and one LSN.
+        `awaited`: someone waits for these rows to be durable (see `_pace_commits`)."""
         st = self.trace(trace)
+        self._pace_commits(trace, awaited)
         fst = self._types_of(st)
         cfg = self.cfg
         now = time.time_ns()
@@ -270,6 +273,7 @@ class Ingestor:
         """
         check_ident(event_type, "event type")
         st = self.trace(trace)
+        self._pace_commits(trace, True)  # every Arrow write waits for its answer
         out: list = []
         groups: list[tuple[pa.Schema, list]] = []  # streams with equal schemas append together
         for body in bodies:
@@ -382,3 +386,14 @@ class Ingestor:
         """The group committer that makes `trace`'s appends durable (None when the fsync
         policy makes them durable in the append itself: always, off)."""
         return self.store.committer(trace)
+
+    def _pace_commits(self, trace: str, awaited: bool) -> None:
+        """Under `--ack durable`, a round whose rows someone waits for makes the committer
+        eager: the fsync starts as the WAL record is written, not once the round's answers are
+        handed over (src/ingest/commit.rs). A round nobody waits for (at-most-once TCP lines)
+        turns it back: those rows are fsynced within `--group-commit-ms`, not one fsync each."""
+        if self.cfg.ack != "durable":
+            return
+        c = self.store.committer(trace)
+        if c is not None and c.eager != awaited:
+            c.eager = awaited
