@@ -292,6 +292,16 @@ fn run(sh: &Shared) {
             // SAFETY: the writer keeps `fd` open until it reports a switch (under this lock)
             // or stops this committer; the duplicate is ours.
             let dup = unsafe { BorrowedFd::borrow_raw(s.fd) }.try_clone_to_owned();
+            if let Err(e) = &dup {
+                if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) {
+                    // Out of descriptors for a moment (many connections): not a failed fsync,
+                    // which would refuse every durable write until a restart. Try again shortly.
+                    s.urgent = true;
+                    drop(s);
+                    thread::sleep(Duration::from_millis(5));
+                    continue;
+                }
+            }
             (s.written, dup, std::mem::take(&mut s.closed))
         };
         // Older files first: a record counts as durable only when every file up to it is.

@@ -1038,6 +1038,9 @@ pub(crate) fn send_now(stream: &TcpStream, buf: &[u8]) -> io::Result<usize> {
         match e.kind() {
             io::ErrorKind::Interrupted => {}
             io::ErrorKind::WouldBlock => break,
+            // Bytes already sent must be counted: the caller hands on only the rest (an Err
+            // after a partial send had the whole answer written again, its head twice).
+            _ if sent > 0 => break,
             _ => return Err(e),
         }
     }
