@@ -26,6 +26,7 @@
 use std::io::{self, Write};
 
 use arrow_array::{Array, Int32Array, Int64Array, RecordBatch};
+use arrow_buffer::NullBuffer;
 use arrow_schema::DataType;
 use rustc_hash::FxHashMap;
 
@@ -301,7 +302,7 @@ impl DeltaEncoder {
 
 /// The RLE/bit-packing hybrid of `values` at `width` bits (1..=32): runs of 8 or more equal
 /// values are RLE runs, the rest bit-packed in groups of 8 (the last group zero-padded).
-fn hybrid(out: &mut Vec<u8>, values: &[u32], width: u32) {
+fn hybrid<T: Copy + PartialEq + Into<u32>>(out: &mut Vec<u8>, values: &[T], width: u32) {
     let n = values.len();
     let bytes = width.div_ceil(8) as usize;
     let run_at = |i: usize| {
@@ -313,7 +314,7 @@ fn hybrid(out: &mut Vec<u8>, values: &[u32], width: u32) {
         let run = run_at(i);
         if run >= 8 {
             varint(out, (run as u64) << 1);
-            out.extend_from_slice(&values[i].to_le_bytes()[..bytes]);
+            out.extend_from_slice(&values[i].into().to_le_bytes()[..bytes]);
             i += run;
             continue;
         }
@@ -330,7 +331,7 @@ fn hybrid(out: &mut Vec<u8>, values: &[u32], width: u32) {
         let mut acc: u64 = 0;
         let mut bits = 0u32;
         for k in 0..groups * 8 {
-            let v = if start + k < i { values[start + k] as u64 } else { 0 }; // zero padding
+            let v = if start + k < i { values[start + k].into() as u64 } else { 0 }; // zero padding
             acc |= v << bits;
             bits += width;
             while bits >= 8 {
@@ -351,8 +352,7 @@ fn def_levels(out: &mut Vec<u8>, valid: &[u8], n: usize) {
         varint(out, (n as u64) << 1);
         out.push(1);
     } else {
-        let levels: Vec<u32> = valid.iter().map(|&b| b as u32).collect();
-        hybrid(out, &levels, 1);
+        hybrid(out, valid, 1);
     }
     let len = (out.len() - at - 4) as u32;
     out[at..at + 4].copy_from_slice(&len.to_le_bytes());
@@ -426,37 +426,28 @@ fn for_each_slice(chunk: &Chunk<'_>, wide: bool, sc: &mut Scratch, mut f: impl F
                 Some(nb) => sc.valid.extend(nb.iter().map(|ok| ok as u8)),
             }
         }
-        macro_rules! walk {
-            ($vals:expr, $direct:expr) => {{
-                let vals = &$vals[off..off + len];
-                sc.widened.clear();
-                match &nb {
-                    None if $direct => f(bytemuck_i64(vals)),
-                    None => {
-                        sc.widened.extend(vals.iter().map(|&x| x as i64));
-                        f(&sc.widened);
-                    }
-                    Some(nb) => {
-                        sc.widened.extend(nb.inner().set_indices().map(|i| vals[i] as i64));
-                        f(&sc.widened);
-                    }
-                }
-            }};
-        }
         if wide {
-            walk!(arr.as_any().downcast_ref::<Int64Array>().expect("int64 checked").values(), true)
+            let vals = &arr.as_any().downcast_ref::<Int64Array>().expect("int64 checked").values()[off..off + len];
+            match &nb {
+                None => f(vals), // as they are: no copy
+                Some(nb) => widen(vals, Some(nb), &mut sc.widened, &mut f),
+            }
         } else {
-            walk!(arr.as_any().downcast_ref::<Int32Array>().expect("int32 checked").values(), false)
+            let vals = &arr.as_any().downcast_ref::<Int32Array>().expect("int32 checked").values()[off..off + len];
+            widen(vals, nb.as_ref(), &mut sc.widened, &mut f);
         }
     }
     nulls as u64
 }
 
-/// `&[i64]` of an int64 column's values (the identity; int32 values are widened by the caller).
-fn bytemuck_i64<T: Copy + 'static>(v: &[T]) -> &[i64] {
-    assert_eq!(std::any::TypeId::of::<T>(), std::any::TypeId::of::<i64>());
-    // SAFETY: T is i64 (checked above): same size, alignment and validity.
-    unsafe { std::slice::from_raw_parts(v.as_ptr() as *const i64, v.len()) }
+/// Calls `f` with the non-null values of `vals` (all when `nulls` is None) as i64, through `out`.
+fn widen<T: Copy + Into<i64>>(vals: &[T], nulls: Option<&NullBuffer>, out: &mut Vec<i64>, f: &mut impl FnMut(&[i64])) {
+    out.clear();
+    match nulls {
+        None => out.extend(vals.iter().map(|&x| x.into())),
+        Some(nb) => out.extend(nb.inner().set_indices().map(|i| vals[i].into())),
+    }
+    f(out);
 }
 
 /// Metadata of a written column chunk.
