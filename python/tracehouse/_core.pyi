@@ -154,9 +154,10 @@ class WalType:
         Else (the batches as stored, seq numbered where absent; their record with `encode`;
         bytes of their columns). The checksum runs with the GIL released."""
 
-def wal_write(fd: int, size: int, record: WalRecord) -> int:
-    """Append `record` to WAL file `fd` (O_APPEND, `size` bytes): one writev, GIL released; returns
-    the new size. OSError (ENOSPC for a short write) after cutting the file back to `size`."""
+def wal_write(fd: int, size: int, record: WalRecord, reserve_to: int = 0) -> int:
+    """Write `record` at byte `size` of WAL file `fd` (where its records end): one pwritev, GIL
+    released; returns the new end. OSError (ENOSPC for a short write) after cutting the file back to `size`.
+    reserve_to past `size`: first allocate the file's blocks up to there, keeping its length."""
     ...
 
 def write_int_parquet(path: str, batches: list[pa.RecordBatch], schema: pa.Schema, dictionary: list[str],

@@ -309,22 +309,35 @@ impl Record {
         v
     }
 
-    /// Appends the record to `fd` (opened O_APPEND, `size` bytes long); returns the new size.
+    /// Writes the record at byte `size` of `fd` (where its last record ends); returns the new end.
     ///
     /// All or nothing: when a write fails, or comes up short (a full disk), the file is cut back
     /// to `size` before the error returns, so no torn record precedes a later append (recovery
     /// stops at the first bad record). If even that cut fails the file holds a torn record: the
     /// caller checks the file's size after an error and stops appending.
     pub fn write(&self, fd: RawFd, size: u64) -> Result<u64, WriteError> {
-        let iov: Vec<libc::iovec> = self
-            .pieces
-            .iter()
-            .map(|p| libc::iovec { iov_base: p.bytes().as_ptr() as *mut libc::c_void, iov_len: p.bytes().len() })
-            .filter(|v| v.iov_len > 0)
-            .collect();
-        let result = match failpoint_due() {
-            true => die_after_half(fd, &iov, self.size),
-            false => writev_all(fd, &iov, self.size),
+        self.write_reserving(fd, size, 0)
+    }
+
+    /// `write`, first reserving the file's blocks up to byte `reserve_to` (when past `size`)
+    /// without changing its length: `fallocate(FALLOC_FL_KEEP_SIZE)`, see `reserve`.
+    pub fn write_reserving(&self, fd: RawFd, size: u64, reserve_to: u64) -> Result<u64, WriteError> {
+        if reserve_to > size {
+            reserve(fd, size, reserve_to - size);
+        }
+        let iov_of = |b: &[u8]| libc::iovec { iov_base: b.as_ptr() as *mut libc::c_void, iov_len: b.len() };
+        let mut iov: Vec<libc::iovec> =
+            self.pieces.iter().map(|p| iov_of(p.bytes())).filter(|v| v.iov_len > 0).collect();
+        let result = if failpoint_due() {
+            die_after_half(fd, &iov, self.size, size) // (in file order: a torn record on disk)
+        } else {
+            // The 8-byte frame header last: over zeros (store/wal.py writes them ahead of small
+            // records) a reader in another process sees either zeros, which end the log, or a
+            // whole record, never a header whose record is still being copied. So the header's
+            // bytes tell it whether the file grew (`wal.uncovered_files`) when its size did not.
+            let head = self.pieces[0].bytes();
+            iov[0] = iov_of(&head[8..]);
+            pwritev_all(fd, &iov, self.size - 8, size + 8).and_then(|()| pwritev_all(fd, &[iov_of(&head[..8])], 8, size))
         };
         match result {
             Ok(()) => Ok(size + self.size as u64),
@@ -335,6 +348,20 @@ impl Record {
             }
         }
     }
+}
+
+/// Allocates `len` bytes of `fd`'s blocks from `offset` on, keeping its length (so readers,
+/// who read to the file's size, see nothing new), and says whether that worked.
+///
+/// Why: an append that must allocate blocks takes an ext4 journal handle, and waits while a
+/// group commit's `fdatasync` commits the journal. Measured on this disk, 540 MB appended in
+/// 135 KB writes with an fdatasync every 5 ms beside them (/tmp/ib/fs4.py, three rounds):
+/// 0.30-0.36 s wall, 0.25 CPU appending as is; 0.18-0.23 s wall, 0.18-0.20 CPU with 16 MiB
+/// reserved ahead like this (the fallocate calls 2-19 ms of it). A failure (a full disk, a
+/// file system without fallocate) only loses the speed-up: the write then allocates.
+pub fn reserve(fd: RawFd, offset: u64, len: u64) -> bool {
+    // SAFETY: plain syscall on a descriptor the caller owns.
+    unsafe { libc::fallocate(fd, libc::FALLOC_FL_KEEP_SIZE, offset as libc::off_t, len as libc::off_t) == 0 }
 }
 
 /// Why a record could not be written: the OS error number (ENOSPC for a short write) and what happened.
@@ -358,17 +385,20 @@ impl From<io::Error> for WriteError {
     }
 }
 
-/// IOV_MAX on Linux: `writev` takes at most this many buffers.
+/// IOV_MAX on Linux: `pwritev` takes at most this many buffers.
 const IOV_MAX: usize = 1024;
 
-/// Writes every byte of `iov` (`total` of them) or fails; a short count is a full disk.
-fn writev_all(fd: RawFd, iov: &[libc::iovec], total: usize) -> Result<(), WriteError> {
+/// Writes every byte of `iov` (`total` of them) at byte `offset` of the file, or fails; a
+/// short count is a full disk. At an offset, not O_APPEND: the file may have zeros past its
+/// last record (`WalWriter` extends it ahead for small records, store/wal.py).
+fn pwritev_all(fd: RawFd, iov: &[libc::iovec], total: usize, offset: u64) -> Result<(), WriteError> {
     let mut done = 0usize;
     for chunk in iov.chunks(IOV_MAX) {
         let want: usize = chunk.iter().map(|v| v.iov_len).sum();
         let n = loop {
+            let at = (offset + done as u64) as libc::off_t;
             // SAFETY: every iovec points into a buffer `self` keeps alive for this call.
-            let n = unsafe { libc::writev(fd, chunk.as_ptr(), chunk.len() as libc::c_int) };
+            let n = unsafe { libc::pwritev(fd, chunk.as_ptr(), chunk.len() as libc::c_int, at) };
             if n >= 0 {
                 break n as usize;
             }
@@ -412,7 +442,7 @@ fn failpoint_due() -> bool {
     false
 }
 
-fn die_after_half(fd: RawFd, iov: &[libc::iovec], total: usize) -> Result<(), WriteError> {
+fn die_after_half(fd: RawFd, iov: &[libc::iovec], total: usize, offset: u64) -> Result<(), WriteError> {
     let mut left = total / 2;
     let mut half = Vec::new();
     for v in iov {
@@ -423,7 +453,7 @@ fn die_after_half(fd: RawFd, iov: &[libc::iovec], total: usize) -> Result<(), Wr
         half.push(libc::iovec { iov_base: v.iov_base, iov_len: n });
         left -= n;
     }
-    writev_all(fd, &half, total / 2)?;
+    pwritev_all(fd, &half, total / 2, offset)?;
     // SAFETY: signals this process.
     unsafe { libc::kill(libc::getpid(), libc::SIGKILL) };
     Err(WriteError { errno: libc::EIO, message: "killed by the WAL failpoint".into() })

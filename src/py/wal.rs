@@ -151,17 +151,19 @@ impl PyWalType {
     }
 }
 
-/// Appends `record` to the WAL file `fd` (O_APPEND, `size` bytes now); returns the new size.
+/// Writes `record` at byte `size` of the WAL file `fd` (where its records end); returns the new end.
 /// On failure (OSError, ENOSPC for a short write) the file was cut back to `size`, unless
-/// that failed too: the caller compares the file's size.
+/// that failed too: the caller compares the file's size. `reserve_to` past `size`: the
+/// file's blocks up to there are allocated first, its length kept (`walrec::reserve`).
 #[pyfunction]
-fn wal_write(py: Python<'_>, fd: i32, size: u64, record: &Bound<'_, PyWalRecord>) -> PyResult<u64> {
+#[pyo3(signature = (fd, size, record, reserve_to=0))]
+fn wal_write(py: Python<'_>, fd: i32, size: u64, record: &Bound<'_, PyWalRecord>, reserve_to: u64) -> PyResult<u64> {
     let r = record.get();
     // Always without the interpreter lock, however small: an append to a file whose
     // fdatasync is under way can wait for ext4's journal commit (measured: 540 MB of appends
     // 0.22-0.26 s alone, 0.34-0.40 s with an fdatasync every 5 ms beside them), and with the
     // lock held every Python thread would wait with it.
-    py.detach(|| r.inner.write(fd, size)).map_err(|e| PyOSError::new_err((e.errno, e.message)))
+    py.detach(|| r.inner.write_reserving(fd, size, reserve_to)).map_err(|e| PyOSError::new_err((e.errno, e.message)))
 }
 
 /// Test hook (the crash tests): the `after`-th `wal_write` from now writes half its record

@@ -132,6 +132,8 @@ def wal_frames(path: Path) -> list[tuple[int, int]]:
     assert data[: len(walmod.MAGIC)] == walmod.MAGIC
     pos, out = len(walmod.MAGIC), []
     while pos < len(data):
+        if not any(data[pos : pos + 8]):
+            break  # the zeros a writer writes ahead of small records end the log
         (length,) = np.frombuffer(data[pos : pos + 4], "<u4")
         end = pos + 8 + int(length)
         assert end <= len(data), "helper expects an intact WAL file"

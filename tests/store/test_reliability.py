@@ -245,9 +245,12 @@ def _flip(wal: Path, offset: int) -> None:
     wal.write_bytes(bytes(data))
 
 
-def _append(wal: Path, junk: bytes) -> None:
-    with open(wal, "ab") as f:
+def _put(wal: Path, offset: int, junk: bytes) -> int:
+    """Write `junk` at `offset` (over the zeros a writer leaves past its last record); returns the size."""
+    with open(wal, "r+b") as f:
+        f.seek(offset)
         f.write(junk)
+    return wal.stat().st_size
 
 
 GARBAGE = bytes((i * 73 + 41) % 256 for i in range(97))
@@ -256,6 +259,7 @@ GARBAGE = bytes((i * 73 + 41) % 256 for i in range(97))
 def damage_wal(case: str, wal: Path, frames: list[tuple[int, int]]) -> tuple[int, int, set[int]]:
     """Damage the three-record WAL file as `case` says; returns (where the cut must be, bytes cut, batches kept)."""
     _, (start2, end2), (start3, end3) = frames
+    size = wal.stat().st_size  # (zeros may follow record 3: the cut takes them too)
     if case == "truncated-in-header":
         _truncate(wal, start3 + 5)  # 5 of the 8 header bytes of record 3
         return start3, 5, {1, 2}
@@ -264,16 +268,14 @@ def damage_wal(case: str, wal: Path, frames: list[tuple[int, int]]) -> tuple[int
         return start3, 28, {1, 2}
     if case == "crc-mismatch-last-record":
         _flip(wal, (start3 + end3) // 2)
-        return start3, end3 - start3, {1, 2}
+        return start3, size - start3, {1, 2}
     if case == "crc-mismatch-middle-record":  # the first bad record ends the log: record 3 goes too
         _flip(wal, end2 - 3)
-        return start2, end3 - start2, {1}
+        return start2, size - start2, {1}
     if case == "garbage-appended":
-        _append(wal, GARBAGE)
-        return end3, len(GARBAGE), {1, 2, 3}
+        return end3, _put(wal, end3, GARBAGE) - end3, {1, 2, 3}
     if case == "short-garbage-appended":
-        _append(wal, b"\x07\x00\x00")
-        return end3, 3, {1, 2, 3}
+        return end3, _put(wal, end3, b"\x07\x00\x00") - end3, {1, 2, 3}
     raise AssertionError(case)
 
 

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
 import time
 
 import numpy as np
@@ -831,6 +833,63 @@ def test_native_wal_records_read_back_as_the_batches_appended(tmp_path):
     scan = walmod.read_wal(walmod.wal_path(tmp_path, 0))
     assert scan.error is None
     assert [b.equals(p) for (_, b), p in zip(scan.records, parts)] == [True] * len(parts)
+
+
+def test_the_wal_reserves_blocks_ahead_of_big_records_without_changing_its_length(tmp_path):
+    # Issue 17: appends that allocate wait behind the group commit's fdatasync in ext4's journal,
+    # so big records are appended into blocks reserved RESERVE_AHEAD at a time with the length
+    # kept: readers still read to the file's size, and the log holds exactly its records.
+    from tracehouse.store import wal as walmod
+
+    if shutil.disk_usage(tmp_path).free < 2 * walmod.RESERVE_MIN_FREE:
+        pytest.skip("the WAL reserves nothing out of a disk's last GiB")
+    batch = pa.record_batch({"ts": np.arange(20_000, dtype=np.int64), "v": np.ones(20_000)})
+    w = walmod.WalWriter(tmp_path, 0)
+    path = walmod.wal_path(tmp_path, 0)
+    for _ in range(3):
+        w.append("ev", batch)
+    st = os.stat(path)
+    assert st.st_size == w.size > 3 * walmod.ZERO_RECORD_MAX
+    assert st.st_blocks * 512 >= w.size + walmod.RESERVE_AHEAD // 2, "no blocks were reserved ahead"
+    scan = walmod.read_wal(path)  # a reader in another process: the records, nothing torn after them
+    assert scan.error is None and scan.valid_bytes == w.size and len(scan.records) == 3
+    w.close()
+    st = os.stat(path)
+    assert st.st_size == scan.valid_bytes and st.st_blocks * 512 < w.size + (1 << 20), "close kept the reservation"
+    assert [b.equals(batch) for _, b in walmod.read_wal(path).records] == [True] * 3
+
+
+def test_small_wal_records_are_written_over_zeros_that_end_the_log_and_readers_see_each_one(tmp_path):
+    # Small records go over zeros written ZERO_AHEAD at a time (an fdatasync of an overwrite needs
+    # no journal commit). The zeros end the log; a record's header is written last, and a reader
+    # that has read to the zeros sees the next record by that header, the size being unchanged.
+    from tracehouse.store import wal as walmod
+
+    if shutil.disk_usage(tmp_path).free < 2 * walmod.RESERVE_MIN_FREE:
+        pytest.skip("the WAL writes no zeros ahead on a disk's last GiB")
+    batch = pa.record_batch({"ts": np.arange(100, dtype=np.int64), "v": np.ones(100)})
+    w = walmod.WalWriter(tmp_path, 0)
+    path = walmod.wal_path(tmp_path, 0)
+    known: dict = {}
+    files = walmod.uncovered_files(tmp_path, -1, known)
+    assert len(walmod.read_uncovered(tmp_path, files, known)) == 0
+    sizes = set()
+    for i in range(1, 6):
+        w.append("ev", batch.slice(i))
+        sizes.add(os.stat(path).st_size)
+        again = walmod.uncovered_files(tmp_path, -1, known)
+        assert again != files, "a new record did not change what the reader compares"
+        files = again
+        got = walmod.read_uncovered(tmp_path, files, known)
+        assert [b.num_rows for _, b in got] == [100 - k for k in range(1, i + 1)]
+        settled = walmod.uncovered_files(tmp_path, -1, known)  # (now looking past the record read)
+        assert walmod.uncovered_files(tmp_path, -1, known) == settled  # nothing new: the same
+    assert len(sizes) == 1 and sizes.pop() >= w.size + walmod.ZERO_AHEAD // 2, "records were not written over zeros"
+    scan = walmod.read_wal(path)
+    assert scan.error is None and scan.valid_bytes == w.size and len(scan.records) == 5
+    w.close()
+    assert os.stat(path).st_size == w.size, "close left the zeros"
+    assert walmod.read_wal(path).valid_bytes == w.size
 
 
 def test_batch_in_the_stored_layout_is_kept_as_given_and_stored_under_the_declared_schema(store):

@@ -577,7 +577,7 @@ class Store:
                 segs = self.catalog.segments(info.id)
                 covered = self.catalog.wal_covered(info.id)
             try:
-                files = walmod.uncovered_files(wal_dir, covered)
+                files = walmod.uncovered_files(wal_dir, covered, self._wal_files.get(info.id))
                 # A checkpoint that registered after the snapshot may have dropped its WAL files
                 # before they were listed: they are then in neither half (rows missing at the
                 # end; a reader saw 1,200 rows, then 1,150). Files are dropped only after the
