@@ -160,7 +160,7 @@ impl PyWalType {
 fn wal_write(py: Python<'_>, fd: i32, size: u64, record: &Bound<'_, PyWalRecord>, reserve_to: u64) -> PyResult<u64> {
     let r = record.get();
     // Always without the interpreter lock, however small: an append to a file whose
-    // fdatasync is under way can wait for ext4's journal commit (measured: 540 MB of appends
+    // fdatasync is under way can sleep (measured: 540 MB of appends
     // 0.22-0.26 s alone, 0.34-0.40 s with an fdatasync every 5 ms beside them), and with the
     // lock held every Python thread would wait with it.
     py.detach(|| r.inner.write_reserving(fd, size, reserve_to)).map_err(|e| PyOSError::new_err((e.errno, e.message)))

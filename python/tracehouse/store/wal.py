@@ -31,12 +31,13 @@ HEADER = struct.Struct("<II")
 NAME_LEN = struct.Struct("<H")
 MAX_RECORD = 1 << 31  # a length beyond this is garbage, not a record
 # Blocks allocated ahead of the appends, the file's length kept (src/ingest/walrec.rs `reserve`:
-# an append that allocates waits behind the group commit's fdatasync in ext4's journal).
+# appends that allocate were measured sleeping beside the group commit's fdatasyncs).
 RESERVE_AHEAD = 16 << 20
 RESERVE_MIN_FREE = 1 << 30  # never reserved out of a disk's last GiB: segments need it more
 # Records up to ZERO_RECORD_MAX are written over zeros written ZERO_AHEAD at a time: an fdatasync
-# of such an overwrite flushes data only, while one of an append must also commit the journal
-# for the new length. One 10 KB record + fdatasync at a time on this disk (/tmp/ib/fs5.py,
+# of such an overwrite writes data only, while one of an append must also write the inode for
+# the new length (ext4 here runs without a journal, /proc/fs/jbd2 is empty; with one it would be
+# a journal commit). One 10 KB record + fdatasync at a time on this disk (/tmp/ib/fs5.py,
 # three rounds each): appending 2,217-2,916 rounds/s (fdatasync p50 304-353 us); with blocks
 # reserved ahead 2,451-2,825 (322-326 us); over zeros written 1 MiB ahead 3,887-4,031 (197-223 us).
 # Big records are appended: zeros ahead of them would double what streaming ingest writes.
