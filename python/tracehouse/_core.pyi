@@ -170,7 +170,8 @@ def write_int_parquet(path: str, batches: list[pa.RecordBatch], schema: pa.Schem
     ...
 
 def wal_failpoint(after: int) -> None:
-    """Test hook: the `after`-th wal_write from now writes half its record and SIGKILLs the process."""
+    """Test hook: the `after`-th wal_write from now writes half its record's payload (not its
+    header, written last) and SIGKILLs the process."""
     ...
 
 class SeqCounters:

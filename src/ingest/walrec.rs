@@ -328,15 +328,15 @@ impl Record {
         let iov_of = |b: &[u8]| libc::iovec { iov_base: b.as_ptr() as *mut libc::c_void, iov_len: b.len() };
         let mut iov: Vec<libc::iovec> =
             self.pieces.iter().map(|p| iov_of(p.bytes())).filter(|v| v.iov_len > 0).collect();
+        // The 8-byte frame header last: over zeros (store/wal.py writes them ahead of small
+        // records) a reader in another process sees either zeros, which end the log, or a
+        // whole record, never a header whose record is still being copied. So the header's
+        // bytes tell it whether the file grew (`wal.uncovered_files`) when its size did not.
+        let head = self.pieces[0].bytes();
+        iov[0] = iov_of(&head[8..]);
         let result = if failpoint_due() {
-            die_after_half(fd, &iov, self.size, size) // (in file order: a torn record on disk)
+            die_after_half(fd, &iov, self.size - 8, size + 8) // what a kill in mid-write leaves
         } else {
-            // The 8-byte frame header last: over zeros (store/wal.py writes them ahead of small
-            // records) a reader in another process sees either zeros, which end the log, or a
-            // whole record, never a header whose record is still being copied. So the header's
-            // bytes tell it whether the file grew (`wal.uncovered_files`) when its size did not.
-            let head = self.pieces[0].bytes();
-            iov[0] = iov_of(&head[8..]);
             pwritev_all(fd, &iov, self.size - 8, size + 8).and_then(|()| pwritev_all(fd, &[iov_of(&head[..8])], 8, size))
         };
         match result {
@@ -425,9 +425,9 @@ fn pwritev_all(fd: RawFd, iov: &[libc::iovec], total: usize, offset: u64) -> Res
 /// Counts down to the write at which the process kills itself (0: disarmed).
 static FAILPOINT: AtomicU64 = AtomicU64::new(0);
 
-/// Test hook: the `after`-th [`Record::write`] from now writes the first half of its record
-/// (in the same `writev` steps as a real write) and then SIGKILLs the process, leaving a torn
-/// record exactly as a crash in the middle of the write does. 0 disarms it.
+/// Test hook: the `after`-th [`Record::write`] from now writes the first half of its record's
+/// payload (its header is written last, so not yet) and then SIGKILLs the process, leaving
+/// what a crash in the middle of the write leaves. 0 disarms it.
 pub fn arm_failpoint(after: u64) {
     FAILPOINT.store(after, Ordering::SeqCst);
 }

@@ -166,8 +166,8 @@ fn wal_write(py: Python<'_>, fd: i32, size: u64, record: &Bound<'_, PyWalRecord>
     py.detach(|| r.inner.write_reserving(fd, size, reserve_to)).map_err(|e| PyOSError::new_err((e.errno, e.message)))
 }
 
-/// Test hook (the crash tests): the `after`-th `wal_write` from now writes half its record
-/// and SIGKILLs the process. 0 disarms it.
+/// Test hook (the crash tests): the `after`-th `wal_write` from now writes half its record's
+/// payload (not its header, written last) and SIGKILLs the process. 0 disarms it.
 #[pyfunction]
 fn wal_failpoint(after: u64) {
     walrec::arm_failpoint(after);

@@ -12,7 +12,7 @@ from the parent lands in any phase.
 
 With DIE_AT the child kills itself (SIGKILL) at the DIE_AFTER-th time it reaches
 one exact point, to cover each phase deterministically:
-  wal-append     half of a WAL record written by the native writer (a torn tail)
+  wal-append     half of a WAL record's payload written by the native writer, not its header
   segment-tmp    a segment's temporary file half written
   segment-file   a segment renamed into place but not registered (an orphan)
   registered     a checkpoint's segments registered, its WAL files not yet deleted
