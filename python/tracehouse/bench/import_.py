@@ -236,6 +236,7 @@ def run(fmt: str = "strace", size: int | None = None, *, sizes: list[int] | None
     size = size or case.default_size
     sizes = sorted(set((sizes or [size, 2 * size, 4 * size]) + [size]))
     base = Path(workdir) if workdir else _default_workdir()
+    base.mkdir(parents=True, exist_ok=True)  # (a --workdir that does not exist yet, as bench analyze does)
     need = int(sum(sizes) * case.bytes_per_unit * 1.3)
     free = shutil.disk_usage(base).free
     if free < need + SPACE_MARGIN:
