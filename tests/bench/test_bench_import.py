@@ -5,6 +5,8 @@ No timing is asserted: the numbers only mean something at full size on a quiet m
 
 from __future__ import annotations
 
+import os
+
 import tracehouse
 from helpers.strace import DATA, needs_strace
 from tracehouse.bench import import_, import_strace
@@ -110,3 +112,26 @@ def test_bench_import_many_processes_end_to_end(tmp_path, monkeypatch):
     assert r["targets"][0]["value"] == x["lines_per_s_end_to_end"]
     assert r["inputs"][0]["pids"] > 3
     assert list(tmp_path.iterdir()) == []
+
+
+@needs_strace
+def test_bench_import_input_imports_the_same_log_again(tmp_path, monkeypatch, capsys):
+    # strace-procs captures a new log each run, so two builds never imported the same file:
+    # --keep one, then --input it.
+    from tracehouse.bench import import_strace_procs as procs
+
+    monkeypatch.setattr(procs, "OPS", 20)
+    monkeypatch.setattr(procs, "PROCESSES", 3)
+    first = import_.run("strace-procs", 6_000, sizes=[6_000], workdir=tmp_path / "a", peers=False, keep=True)
+    log = first["inputs"][0]["path"]
+    with open(log, "ab") as f:  # and a last line without its newline counts as a line
+        f.write(b"123 0.000001 getpid() = 123")
+    again = import_.run("strace-procs", workdir=tmp_path / "b", peers=False, input=log)
+    (x,) = again["runs"]
+    assert again["inputs"][0]["path"] == log and again["size"] == x["lines"] == 6_001
+    assert x["rejected"] == 0 and x["events"] == first["runs"][0]["events"] + 1
+    assert list((tmp_path / "b").iterdir()) == [] and os.path.exists(log)  # the given log is not removed
+    assert main(["bench", "import", "--format", "chrome", "--input", log, "--workdir", str(tmp_path)]) == 2
+    assert "--input takes a line-based format" in capsys.readouterr().err
+    assert main(["bench", "import", "--format", "strace", "--input", str(tmp_path / "none")]) == 2
+    assert "no such file" in capsys.readouterr().err

@@ -215,9 +215,30 @@ def _default_workdir() -> Path:
     return p if p.is_dir() else p.parent
 
 
+def _count_lines(path: Path) -> int:
+    n, last = 0, b"\n"
+    with open(path, "rb") as f:
+        while chunk := f.read(16 << 20):
+            n += chunk.count(b"\n")
+            last = chunk[-1:]
+    return n + (last != b"\n")  # a last line without its newline counts too
+
+
+def _given_input(case: Case, path: str | os.PathLike) -> Input:
+    """`path` as the case's one input (`--input`): a log kept by an earlier run, or any other."""
+    from ..errors import BadInput
+
+    p = Path(path).absolute()
+    if case.unit != "lines":
+        raise BadInput(f"--input takes a line-based format, not {case.name!r} (measured in {case.unit})")
+    if not p.is_file():
+        raise BadInput(f"{p}: no such file", expected=f"a {case.name} log (e.g. one kept with --keep)")
+    return Input(p, _count_lines(p), p.stat().st_size, {"given": True})
+
+
 def run(fmt: str = "strace", size: int | None = None, *, sizes: list[int] | None = None,
         workdir: str | os.PathLike | None = None, peers: bool = True, keep: bool = False, repeat: int = 1,
-        log: Callable[[str], None] = lambda s: None) -> dict:
+        log: Callable[[str], None] = lambda s: None, input: str | os.PathLike | None = None) -> dict:
     """Benchmark one format's import at several sizes; returns a JSON-able dict.
 
     size: the headline input, in the case's unit (default: the case's), on which the
@@ -226,6 +247,9 @@ def run(fmt: str = "strace", size: int | None = None, *, sizes: list[int] | None
     to a temporary directory under `workdir` (default: next to the default store)
     and are removed unless `keep`. repeat: imports per size; the fastest is reported
     (on a shared machine it is the one neighbours disturbed least), all are kept.
+    input: import this file instead of building inputs (its line count is the one size), so
+    two builds can be compared on the same log (a case that builds its input from a new
+    capture each time, like strace-procs, otherwise never imports the same file twice).
     """
     all_cases = cases()
     if fmt not in all_cases:
@@ -233,6 +257,9 @@ def run(fmt: str = "strace", size: int | None = None, *, sizes: list[int] | None
 
         raise BadInput(f"no import benchmark for {fmt!r}", expected=" | ".join(all_cases))
     case = all_cases[fmt]
+    given = _given_input(case, input) if input is not None else None
+    if given is not None:
+        size, sizes = given.units, [given.units]
     size = size or case.default_size
     sizes = sorted(set((sizes or [size, 2 * size, 4 * size]) + [size]))
     base = Path(workdir) if workdir else _default_workdir()
@@ -246,7 +273,7 @@ def run(fmt: str = "strace", size: int | None = None, *, sizes: list[int] | None
     load_before = list(os.getloadavg())
     try:
         log(f"building {fmt} inputs of {', '.join(f'{s:,}' for s in sizes)} {case.unit} in {tmp}")
-        inputs = case.build(tmp, sizes)
+        inputs = [given] if given is not None else case.build(tmp, sizes)
         headline = next(i for i in inputs if i.units == size)
         peer_rows = []
         if peers:
@@ -292,7 +319,7 @@ def run(fmt: str = "strace", size: int | None = None, *, sizes: list[int] | None
         rate = head[f"{case.unit}_per_s_end_to_end" if case.end_to_end else f"{case.unit}_per_s"]
         result = {
             "format": fmt, "unit": case.unit, "importer": case.importer, "size": size, "inputs": [
-                {"path": str(i.path) if keep else None, case.unit: i.units, "bytes": i.bytes, **i.notes} for i in inputs],
+                {"path": str(i.path) if keep or given is not None else None, case.unit: i.units, "bytes": i.bytes, **i.notes} for i in inputs],
             "peers": peer_rows, "runs": runs,
             "targets": [{"target": case.target_text, "value": rate, "met": rate >= case.target}],
             "repeat": repeat,

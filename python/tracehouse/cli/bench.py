@@ -72,7 +72,7 @@ def cmd_bench_import(args) -> int:
     log = (lambda s: None) if args.json else (lambda s: err.print(f"[dim]{s}[/dim]"))
     sizes = [int(x) for x in args.sizes.split(",")] if args.sizes else None
     result = import_.run(args.format, args.size, sizes=sizes, workdir=args.workdir, peers=not args.no_peers, keep=args.keep,
-                 repeat=args.repeat, log=log)
+                 repeat=args.repeat, log=log, input=args.input)
     if args.json:
         emit_json(result)
     else:
@@ -93,6 +93,8 @@ def _register_import(commands) -> None:
     sp.add_argument("--keep", action="store_true", help="keep the inputs (their paths are in the JSON)")
     sp.add_argument("--no-peers", action="store_true", help="skip the peers")
     sp.add_argument("--repeat", type=int, default=1, help="imports per size, the fastest reported (default 1)")
+    sp.add_argument("--input", metavar="FILE", help="import this log instead of making inputs (its line count is "
+                    "the one size): compare two builds on the same file, e.g. one kept with --keep")
 
 
 def cmd_bench_engines(args) -> int:
