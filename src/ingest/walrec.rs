@@ -337,7 +337,8 @@ impl Record {
         let result = if failpoint_due() {
             die_after_half(fd, &iov, self.size - 8, size + 8) // what a kill in mid-write leaves
         } else {
-            pwritev_all(fd, &iov, self.size - 8, size + 8).and_then(|()| pwritev_all(fd, &[iov_of(&head[..8])], 8, size))
+            pwritev_all(fd, &iov, self.size - 8, size + 8)
+                .and_then(|()| pwritev_all(fd, &[iov_of(&head[..8])], 8, size))
         };
         match result {
             Ok(()) => Ok(size + self.size as u64),
