@@ -835,17 +835,22 @@ def test_native_wal_records_read_back_as_the_batches_appended(tmp_path):
     assert [b.equals(p) for (_, b), p in zip(scan.records, parts)] == [True] * len(parts)
 
 
-def test_the_wal_reserves_blocks_ahead_of_big_records_without_changing_its_length(tmp_path):
-    # Issue 17: appends that allocate wait behind the group commit's fdatasync in ext4's journal,
-    # so big records are appended into blocks reserved RESERVE_AHEAD at a time with the length
-    # kept: readers still read to the file's size, and the log holds exactly its records.
+def _wal_writer_with_room(tmp_path, rows: int):
+    """(wal module, a batch of `rows`, a WalWriter of file 0, its path); skips on a disk with
+    less than 2 GiB free (the writer reserves and writes zeros ahead only above 1 GiB)."""
     from tracehouse.store import wal as walmod
 
     if shutil.disk_usage(tmp_path).free < 2 * walmod.RESERVE_MIN_FREE:
-        pytest.skip("the WAL reserves nothing out of a disk's last GiB")
-    batch = pa.record_batch({"ts": np.arange(20_000, dtype=np.int64), "v": np.ones(20_000)})
-    w = walmod.WalWriter(tmp_path, 0)
-    path = walmod.wal_path(tmp_path, 0)
+        pytest.skip("the WAL reserves nothing and writes no zeros ahead out of a disk's last GiB")
+    batch = pa.record_batch({"ts": np.arange(rows, dtype=np.int64), "v": np.ones(rows)})
+    return walmod, batch, walmod.WalWriter(tmp_path, 0), walmod.wal_path(tmp_path, 0)
+
+
+def test_the_wal_reserves_blocks_ahead_of_big_records_without_changing_its_length(tmp_path):
+    # Issue 17: appends that allocate were measured sleeping beside the group commit's fdatasyncs,
+    # so big records are appended into blocks reserved RESERVE_AHEAD at a time with the length
+    # kept: readers still read to the file's size, and the log holds exactly its records.
+    walmod, batch, w, path = _wal_writer_with_room(tmp_path, 20_000)
     for _ in range(3):
         w.append("ev", batch)
     st = os.stat(path)
@@ -860,16 +865,10 @@ def test_the_wal_reserves_blocks_ahead_of_big_records_without_changing_its_lengt
 
 
 def test_small_wal_records_are_written_over_zeros_that_end_the_log_and_readers_see_each_one(tmp_path):
-    # Small records go over zeros written ZERO_AHEAD at a time (an fdatasync of an overwrite needs
-    # no journal commit). The zeros end the log; a record's header is written last, and a reader
-    # that has read to the zeros sees the next record by that header, the size being unchanged.
-    from tracehouse.store import wal as walmod
-
-    if shutil.disk_usage(tmp_path).free < 2 * walmod.RESERVE_MIN_FREE:
-        pytest.skip("the WAL writes no zeros ahead on a disk's last GiB")
-    batch = pa.record_batch({"ts": np.arange(100, dtype=np.int64), "v": np.ones(100)})
-    w = walmod.WalWriter(tmp_path, 0)
-    path = walmod.wal_path(tmp_path, 0)
+    # Small records go over zeros written ZERO_AHEAD at a time (an fdatasync of an overwrite writes
+    # no inode for a new length). The zeros end the log; a record's header is written last, and a
+    # reader that has read to the zeros sees the next record by that header, the size unchanged.
+    walmod, batch, w, path = _wal_writer_with_room(tmp_path, 100)
     known: dict = {}
     files = walmod.uncovered_files(tmp_path, -1, known)
     assert len(walmod.read_uncovered(tmp_path, files, known)) == 0
