@@ -116,7 +116,7 @@ class WalWriter:
         self.fd, self.size, self.number, self.reserved, self.end = fd, size, number, 0, size
 
     def append(self, event_type: str, batch: pa.RecordBatch) -> int:
-        """Write one record of `batch` in its own schema; returns the file size after it (not yet durable)."""
+        """Write one record of `batch` in its own schema; returns where the records end (not yet durable)."""
         wt = self._types.get(event_type)
         if wt is None or not wt.schema.equals(batch.schema):
             wt = self._types[event_type] = wal_type(event_type, batch.schema)
@@ -126,7 +126,8 @@ class WalWriter:
         return self.write(prepared[1])
 
     def write(self, record: _core.WalRecord) -> int:
-        """Append a record (from `_core.WalType.prepare`); returns the file size.
+        """Append a record (from `_core.WalType.prepare`); returns where the records now end
+        (the file's size, unless zeros written ahead follow them).
 
         All or nothing: when the write fails (a full disk: ENOSPC or a short write) the native
         writer cuts the file back to where it was, so a later append does not follow a torn
