@@ -351,12 +351,18 @@ mod tests {
         File::options().create(true).append(true).open(dir.join(name)).expect("open")
     }
 
+    /// A fresh directory `th-commit-<tag>-<pid>`, its WAL file `a.wal` and a committer on it.
+    fn started(tag: &str, interval: Duration) -> (std::path::PathBuf, File, GroupCommit) {
+        let dir = std::env::temp_dir().join(format!("th-commit-{tag}-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let f = wal(&dir, "a.wal");
+        let gc = GroupCommit::start(f.as_raw_fd(), interval).unwrap();
+        (dir, f, gc)
+    }
+
     #[test]
     fn actions_run_in_lsn_order_once_their_records_are_durable() {
-        let dir = std::env::temp_dir().join(format!("th-commit-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut f = wal(&dir, "a.wal");
-        let gc = GroupCommit::start(f.as_raw_fd(), Duration::from_secs(3600)).unwrap();
+        let (dir, mut f, gc) = started("a", Duration::from_secs(3600));
         let (tx, rx) = mpsc::channel();
         for lsn in [2u64, 1] {
             let tx = tx.clone();
@@ -390,10 +396,7 @@ mod tests {
 
     #[test]
     fn records_nobody_waits_for_are_committed_within_the_interval() {
-        let dir = std::env::temp_dir().join(format!("th-commit-i-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let f = wal(&dir, "a.wal");
-        let gc = GroupCommit::start(f.as_raw_fd(), Duration::from_millis(5)).unwrap();
+        let (dir, f, gc) = started("i", Duration::from_millis(5));
         // The second record comes after an idle spell (nothing pending: the thread sleeps until
         // woken): `serve --ack written` promises its fsync within the interval all the same.
         for (lsn, idle) in [(7u64, 0u64), (8, 50)] {
@@ -412,11 +415,8 @@ mod tests {
 
     #[test]
     fn eager_commits_a_written_record_before_anyone_waits() {
-        let dir = std::env::temp_dir().join(format!("th-commit-e-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let mut f = wal(&dir, "a.wal");
         // An interval of an hour: only eagerness can make a record nobody waits for durable.
-        let gc = GroupCommit::start(f.as_raw_fd(), Duration::from_secs(3600)).unwrap();
+        let (dir, mut f, gc) = started("e", Duration::from_secs(3600));
         gc.set_eager(true);
         assert!(gc.eager());
         for lsn in 1..=3u64 {
