@@ -72,9 +72,18 @@ def test_pairings_compare_each_ack_contract_with_the_peers_keeping_it():
     assert [p["contract"] for p in pairings(result)] == ["written"]
 
 
-def test_half_rate_measures_latency_at_half_the_closed_loop_rate(tmp_path):
-    res = write.half_rate(protocols=("http",), workload="cpu", agents=4, rows=100, seconds=0.5, workdir=str(tmp_path))
+def test_half_rate_measures_latency_at_half_the_closed_loop_rate(tmp_path, monkeypatch):
+    # (QuestDB, the peer given the same load, cannot run here: it is listed as skipped)
+    monkeypatch.setenv("TRACEHOUSE_QUESTDB_JAR", str(tmp_path / "missing.jar"))
+    monkeypatch.setenv("PATH", "/nonexistent")  # no java, no mvn
+    res = write.half_rate(protocols=("http",), workload="cpu", agents=4, rows=100, seconds=0.5, workdir=str(tmp_path),
+                          repeat=2, peers=("questdb",))
     (run,) = res["runs"]
+    assert len(run["repeats"]) == 2 and run["repeats"][0]["ack_us"] == run["ack_us"]
+    assert run["median_p99_us"] == (run["repeats"][0]["ack_us"][2] + run["repeats"][1]["ack_us"][2]) / 2
+    assert "java" in res["skipped"]["questdb"] and res["peers"] == []
+    rendered = write.render_half_rate(res)
+    assert "questdb: skipped" in rendered.columns[0]._cells
     assert run["errors"] == 0 and run["max_rows_per_s"] > 0
     assert run["interval_ms"] == 4 * 100 / (run["max_rows_per_s"] / 2) * 1000
     assert 0 < run["half_rows_per_s"] < run["max_rows_per_s"]  # open loop at half: slower than closed

@@ -23,6 +23,7 @@ from __future__ import annotations
 import math
 import os
 import platform
+import statistics
 import tempfile
 import time
 from pathlib import Path
@@ -198,15 +199,26 @@ def render_pairings(result: dict) -> Table | None:
     return t
 
 
+HALF_RATE_PEERS = ("questdb", "questdb-sync")
+
+
 def half_rate(*, protocols=("arrow", "http"), workload: str = "qos", agents: int = 128, rows: int = 1000,
-              seconds: float = 10.0, ack: str = "durable", workdir: str | None = None, progress=None) -> dict:
+              seconds: float = 10.0, ack: str = "durable", workdir: str | None = None, repeat: int = 1,
+              peers: tuple[str, ...] = HALF_RATE_PEERS, progress=None) -> dict:
     """Issue 17's latency target: acknowledgement latency at half the maximum rate.
 
     Per protocol, in one fresh `tracehouse serve` (`--ack ack`): a warm-up (2 s at most), a closed-loop
-    run of `seconds` (the maximum rate), then `agents` agents each sending a batch of `rows`
-    every `agents * rows / (max / 2)` seconds for `seconds` (open loop at half that rate);
-    ack p50/p90/p99/max of the half-rate run, with the server's CPU share and the load average.
-    Checkpoints and compactions run as they do in service: their cost shows up as the tail.
+    run of `seconds` (the maximum rate), then `repeat` runs in which `agents` agents each send a
+    batch of `rows` every `agents * rows / (max / 2)` seconds for `seconds` (open loop at half that
+    rate); ack p50/p90/p99/max of each half-rate run (`ack_us`: the first; `repeats`: all), with
+    the server's CPU share and the load average. Checkpoints and compactions run as they do in
+    service (the store grows from run to run): their cost shows up as the tail.
+
+    peers: QuestDB (its default commit mode, and `questdb-sync`, whose 204 waits for the flush
+    like `--ack durable`) get the load offered to the first protocol at half rate, over its
+    line protocol over HTTP, in the same agents and batches: what they achieve and how fast they
+    acknowledge it (one that cannot keep up acknowledges late). Their own closed-loop maximum is
+    measured first. A peer that cannot run here is listed in `skipped`.
     """
     from . import load
 
@@ -215,7 +227,8 @@ def half_rate(*, protocols=("arrow", "http"), workload: str = "qos", agents: int
         tmp = workdir = tempfile.mkdtemp(prefix="th-bench-half-")
     cls = writepeers.TracehouseWritten if ack == "written" else writepeers.Tracehouse
     out = {"benchmark": "write-half-rate", "workload": workload, "agents": agents, "rows_per_batch": rows,
-           "seconds": seconds, "ack": ack, "loadavg_before": list(os.getloadavg()), "runs": []}
+           "seconds": seconds, "ack": ack, "repeat": repeat, "loadavg_before": list(os.getloadavg()), "runs": [],
+           "peers": [], "skipped": {}}
     try:
         for proto in protocols:
             with cls(Path(workdir), workload) as th:
@@ -226,14 +239,38 @@ def half_rate(*, protocols=("arrow", "http"), workload: str = "qos", agents: int
                 full = load.run(workload, duration_s=seconds, **kw)
                 max_rate = full["rows_acked_per_s"]
                 interval_ms = agents * rows / (max_rate / 2) * 1000 if max_rate else 1000.0
-                half = load.run(workload, duration_s=seconds, interval_ms=interval_ms, **kw)
+                halves = [load.run(workload, duration_s=seconds, interval_ms=interval_ms, **kw) for _ in range(max(1, repeat))]
+                half = halves[0]
                 run = {"protocol": proto, "max_rows_per_s": max_rate, "max_ack_us": full["ack_us"],
                        "interval_ms": interval_ms, "half_rows_per_s": half["rows_acked_per_s"],
-                       "ack_us": half["ack_us"], "errors": half["errors"] + full["errors"],
-                       "server_cpu_share": half["server_cpu_share"], "loadavg": half["loadavg_1m_after"]}
+                       "ack_us": half["ack_us"], "errors": sum(h["errors"] for h in halves) + full["errors"],
+                       "server_cpu_share": half["server_cpu_share"], "loadavg": half["loadavg_1m_after"],
+                       "repeats": [{"rows_per_s": h["rows_acked_per_s"], "ack_us": h["ack_us"]} for h in halves],
+                       "median_p99_us": statistics.median(h["ack_us"][2] for h in halves)}
                 out["runs"].append(run)
                 if progress:
                     progress(run)
+        offered = out["runs"][0]["interval_ms"] if out["runs"] else None
+        for name in peers if offered is not None else ():
+            peer_cls = {"questdb": writepeers.QuestDB, "questdb-sync": writepeers.QuestDBSync}[name]
+            try:
+                with peer_cls(Path(workdir), workload, name) as q:
+                    target = load.Target("127.0.0.1", q.port, q.tcp_port)
+                    kw = dict(target=target, protocol="http", bucket=f"{workload}_half", agents=agents,
+                              rows_per_batch=rows, path="/write?precision=n")
+                    load.run(workload, duration_s=min(2.0, seconds), **kw)
+                    full = load.run(workload, duration_s=seconds, **kw)
+                    half = load.run(workload, duration_s=seconds, interval_ms=offered, **kw)
+            except writepeers.Unavailable as e:
+                out["skipped"][name] = str(e)
+                continue
+            peer = {"protocol": name, "max_rows_per_s": full["rows_acked_per_s"], "max_ack_us": full["ack_us"],
+                    "interval_ms": offered, "half_rows_per_s": half["rows_acked_per_s"], "ack_us": half["ack_us"],
+                    "errors": half["errors"] + full["errors"], "server_cpu_share": None,
+                    "loadavg": half["loadavg_1m_after"]}
+            out["peers"].append(peer)
+            if progress:
+                progress(peer)
     finally:
         if tmp is not None:
             import shutil
@@ -246,16 +283,25 @@ def half_rate(*, protocols=("arrow", "http"), workload: str = "qos", agents: int
 def render_half_rate(result: dict) -> Table:
     la = result["loadavg_before"][0]
     t = Table(title=f"ack latency at half the maximum rate ({result['agents']} agents x {result['rows_per_batch']:,} "
-                    f"{result['workload']} rows, --ack {result['ack']}, {result['seconds']:g} s runs; target p99 <= 20 ms), "
+                    f"{result['workload']} rows, --ack {result['ack']}, {result['seconds']:g} s runs; target p99 <= 20 ms; "
+                    f"peers: the first protocol's half-rate load over line protocol), "
                     f"load avg {la:.1f} -> {result['loadavg_after'][0]:.1f}", box=box.SIMPLE_HEAD, header_style="bold")
-    for col in ("protocol", "max rows/s", "half: rows/s", "every", "p50", "p90", "p99", "max", "server CPU", "errors"):
+    for col in ("protocol", "max rows/s", "half: rows/s", "every", "p50", "p90", "p99", "max", "p99 each run",
+                "server CPU", "errors"):
         t.add_column(col, justify="left" if col == "protocol" else "right", no_wrap=True)
-    ms = lambda us: f"{us / 1000:.1f} ms"  # noqa: E731
+    ms = lambda us: f"{us / 1000:.1f} ms" if us < 1_000_000 else f"{us / 1e6:.2f} s"  # noqa: E731
     for r in result["runs"]:
         a = r["ack_us"]
+        each = ", ".join(f"{x['ack_us'][2] / 1000:.0f}" for x in r.get("repeats", [])) + " ms"
         t.add_row(r["protocol"], human_rate(r["max_rows_per_s"]), human_rate(r["half_rows_per_s"]),
-                  f"{r['interval_ms']:.0f} ms", ms(a[0]), ms(a[1]), ms(a[2]), ms(a[3]),
+                  f"{r['interval_ms']:.0f} ms", ms(a[0]), ms(a[1]), ms(a[2]), ms(a[3]), each,
                   f"{r['server_cpu_share']:.0%}" if r["server_cpu_share"] is not None else "", str(r["errors"]))
+    for r in result.get("peers", []):  # the load offered to the first protocol at half rate
+        a = r["ack_us"]
+        t.add_row(f"{r['protocol']}, same load", human_rate(r["max_rows_per_s"]), human_rate(r["half_rows_per_s"]),
+                  f"{r['interval_ms']:.0f} ms", ms(a[0]), ms(a[1]), ms(a[2]), ms(a[3]), "", "", str(r["errors"]))
+    for name, why in result.get("skipped", {}).items():
+        t.add_row(f"{name}: skipped", why, *[""] * 9)
     return t
 
 

@@ -9,6 +9,7 @@ import json
 import logging
 import os
 
+from ..errors import BadInput
 from ..server.config import ServerConfig
 
 
@@ -133,14 +134,19 @@ def cmd_bench_write(args) -> int:
     from .output import emit_json, err, out
 
     if args.half_rate:
+        peers = () if args.peers == "none" else tuple(args.peers.split(","))
+        unknown = [p for p in peers if p not in write.HALF_RATE_PEERS]
+        if unknown:
+            raise BadInput(f"--peers: unknown peer {unknown[0]!r}", expected=", ".join(write.HALF_RATE_PEERS) + " or none")
         res = write.half_rate(protocols=tuple(args.half_rate.split(",")), workload=args.workload,
-                              seconds=args.seconds or 10.0, ack=args.ack, workdir=args.workdir)
+                              seconds=args.seconds or 10.0, ack=args.ack, workdir=args.workdir,
+                              repeat=args.repeat, peers=peers)
         if args.json:
             emit_json(res)
         else:
             from rich.console import Console
 
-            Console(width=140, soft_wrap=True).print(write.render_half_rate(res))
+            Console(width=170, soft_wrap=True).print(write.render_half_rate(res))
         return 0
     writers = tuple(int(x) for x in args.writers.split(",")) if args.writers else (
         write.QUICK_WRITERS if args.quick else write.WRITERS)
@@ -202,6 +208,11 @@ def register_bench(commands) -> None:
                          "per protocol (comma list of arrow, http, tcp-acks; the target is p99 <= 20 ms)")
     sp.add_argument("--ack", choices=("durable", "written"), default="durable",
                     help="--half-rate: the server's --ack (default durable)")
+    sp.add_argument("--repeat", type=int, default=1,
+                    help="--half-rate: half-rate runs per protocol, back to back in its server (default 1)")
+    sp.add_argument("--peers", default=",".join(("questdb", "questdb-sync")),
+                    help="--half-rate: peers given the same offered load over line protocol "
+                         "(comma list of questdb, questdb-sync, or none; default both)")
 
 
 def cmd_bench_ui(args) -> int:
