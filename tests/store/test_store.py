@@ -909,6 +909,33 @@ def test_small_wal_records_are_written_over_zeros_that_end_the_log_and_readers_s
     assert walmod.read_wal(path).valid_bytes == w.size
 
 
+def test_the_next_wal_file_is_made_before_the_switch_and_removed_at_close_when_unused(tmp_path, monkeypatch):
+    # Issue 17: a switch (under the lock appends need) made the next file and fsynced the WAL
+    # directory, 20-30 ms at times beside segment writes. A checkpoint now makes it first.
+    from tracehouse.store import wal as walmod
+
+    batch = pa.record_batch({"ts": np.arange(10, dtype=np.int64), "v": np.ones(10)})
+    w = walmod.WalWriter(tmp_path, 1)
+    w.append("ev", batch)
+    w.prepare_next()
+    made = walmod.wal_path(tmp_path, 2)
+    assert made.read_bytes() == walmod.MAGIC
+    scan = walmod.read_wal(made)  # a reader or a recovery meanwhile: an empty log
+    assert scan.records == [] and scan.error is None
+    synced = []
+    monkeypatch.setattr(walmod, "fsync_dir", synced.append)
+    old, fd = w.switch()
+    os.close(fd)
+    assert (old, w.number) == (1, 2) and synced == [], "the switch made its file itself"
+    w.append("ev", batch.slice(3))
+    w.prepare_next()
+    w.prepare_next()  # (twice: one file)
+    assert walmod.wal_numbers(tmp_path) == [1, 2, 3]
+    w.close()
+    assert walmod.wal_numbers(tmp_path) == [1, 2], "close left the unused next file"
+    assert [b.num_rows for _, b in walmod.read_wal(made).records] == [7]
+
+
 def test_batch_in_the_stored_layout_is_kept_as_given_and_stored_under_the_declared_schema(store):
     # The native path keeps a batch whose columns match (nullability aside) without a copy;
     # the checkpoint writes the declared schema (common columns required), not the batch's.

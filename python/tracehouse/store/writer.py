@@ -374,6 +374,9 @@ class TraceWriter:
         run on the checkpoint pool (returns that future, None when nothing was buffered).
         Waits while `checkpoints_in_flight` are under way (`fail_after`: raises DiskFull instead
         once a checkpoint finds the disk full after `full_failures` was this)."""
+        wal = self.wal
+        if wal is not None and not self.closed:
+            wal.prepare_next()  # the next WAL file made now, not under the lock appends need
         with self.cond:
             while len(self.inflight) >= max(1, self.opts.checkpoints_in_flight) and self.error is None:
                 if self._stop:
