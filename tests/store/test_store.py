@@ -909,6 +909,20 @@ def test_small_wal_records_are_written_over_zeros_that_end_the_log_and_readers_s
     assert walmod.read_wal(path).valid_bytes == w.size
 
 
+def test_small_wal_records_land_on_zeros_written_half_a_zero_ahead_before(tmp_path):
+    # Over zeros written just before it, a record's write waited for the inode's lock while the
+    # group commit's fdatasync allocated their blocks (7 ms at times): zeros are added while
+    # half of ZERO_AHEAD is still left, so each record lands on zeros written a while ago.
+    walmod, batch, w, path = _wal_writer_with_room(tmp_path, 3_000)  # ~48 KB records
+    records = 0
+    while w.size < 3 * walmod.ZERO_AHEAD:
+        w.append("ev", batch)
+        records += 1
+        assert os.stat(path).st_size - w.size >= walmod.ZERO_AHEAD // 2, f"after record {records}"
+    assert len(walmod.read_wal(path).records) == records
+    w.close()
+
+
 def test_the_next_wal_file_is_made_before_the_switch_and_removed_at_close_when_unused(tmp_path, monkeypatch):
     # Issue 17: a switch (under the lock appends need) made the next file and fsynced the WAL
     # directory, 20-30 ms at times beside segment writes. A checkpoint now makes it first.
