@@ -98,6 +98,7 @@ class WalWriter:
         # threads from making it at once (it is made without the writer's lock).
         self._next: tuple[int, int] | None = None
         self._next_lock = threading.Lock()
+        self._closed = False  # (under _next_lock: no file is made ahead after close, review)
         self._open(number)
 
     def prepare_next(self) -> None:
@@ -107,8 +108,14 @@ class WalWriter:
         times beside checkpoints' segment writes (an instrumented `bench write --half-rate
         arrow` server: one append of 32 ms behind a 30 ms fsync of the WAL directory). A
         failure (a full disk) is left for the switch to meet and report. The file holds no
-        record until it is current: recovery and readers find an empty log in it."""
+        record until it is current: recovery and readers find an empty log in it.
+
+        (A switch that finds this under way waits for it on `_next_lock`, so one checkpoint's
+        switch may still wait for a directory fsync when a second checkpoint prepares the file
+        after the first one's: two checkpoints in a row, review.)"""
         with self._next_lock:
+            if self._closed:
+                return
             number = self.number + 1
             if self._next is not None:
                 if self._next[0] == number:
@@ -256,13 +263,16 @@ class WalWriter:
         return old
 
     def close(self) -> None:
-        if self.fd >= 0:
-            self._unreserve()
-            os.fsync(self.fd)
-            os.close(self.fd)
-            self.fd = -1
-        with self._next_lock:
-            self._discard_next()
+        try:
+            if self.fd >= 0:
+                self._unreserve()
+                os.fsync(self.fd)
+                os.close(self.fd)
+                self.fd = -1
+        finally:
+            with self._next_lock:
+                self._closed = True
+                self._discard_next()
 
 
 @dataclass
