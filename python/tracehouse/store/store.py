@@ -110,8 +110,12 @@ RESERVE = "disk-full.reserve"
 RESERVE_BYTES = 1 << 20  # a catalog transaction needs a few 4 KB pages of SQLite's WAL
 
 # Mean rows per chunk from which a several-chunk table is appended chunk by chunk, not glued:
-# each batch costs a conform and an IPC message (~30-60 us for 61 columns), gluing ~8 ns a value.
-BIG_CHUNK_ROWS = 4096
+# each batch costs a conform and an IPC message (~30-60 us for 61 columns, about 1 us a column),
+# gluing ~8 ns a value: both grow with the columns, and they meet near 128 rows. It was 4096:
+# the Arrow writes of `bench write --half-rate` (rounds of 4 bodies of 1,000 QoS rows, 50
+# columns, through the server's ingestor, /tmp/ib/disp.py) took 1,366-1,374 us of the
+# dispatcher's CPU per body, 795-858 us at 128 (830 at 512): gluing copied 1.6 MB a round.
+BIG_CHUNK_ROWS = 128
 
 
 class Store:
