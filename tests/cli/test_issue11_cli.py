@@ -239,3 +239,18 @@ def test_capture_default_names_never_collide_within_one_second(tmp_path, monkeyp
         assert r.returncode == 0, r.stderr
         names.add(json.loads(r.stdout)["trace"])
     assert len(names) == 3
+
+
+@pytest.mark.parametrize("chosen", [None, "system"])
+def test_the_command_allocates_arrow_memory_with_jemalloc_unless_the_user_chose(chosen):
+    # mimalloc, pyarrow's default, faulted in freshly zeroed pages for every checkpoint's
+    # buffers (command.main); a pool the user names in ARROW_DEFAULT_MEMORY_POOL stays theirs.
+    env = child_env()
+    env.pop("ARROW_DEFAULT_MEMORY_POOL", None)
+    if chosen:
+        env["ARROW_DEFAULT_MEMORY_POOL"] = chosen
+    code = ("import sys\nfrom tracehouse.cli import main\ntry:\n    main(['--version'])\nexcept SystemExit:\n    pass\n"
+            "import pyarrow as pa\nprint(pa.default_memory_pool().backend_name)")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split()[-1] == (chosen or "jemalloc")

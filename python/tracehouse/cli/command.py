@@ -155,6 +155,15 @@ def main(argv: list[str] | None = None) -> int:
     import os
 
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    # pyarrow's allocator: jemalloc, not its default mimalloc, unless the user chose one (read
+    # when pyarrow first allocates; nothing has imported it yet). mimalloc hands freed memory
+    # back to the OS, so each checkpoint's buffers faulted in freshly zeroed (huge) pages again:
+    # clear_page was 14 % of the samples of the server's ingest path. Measured alternately on
+    # this machine (medians): `tracehouse import strace` of a 3M-line log of 891 processes
+    # (7 runs each) 2.16 -> 1.94 CPU-s, 1.37 -> 1.26 s, peak RSS 272 -> 237 MB; streaming 10M
+    # TOD events through the store alone (/tmp/ib/prof.py, 6 each) 1.71 -> 1.54 CPU-s, 1.21 ->
+    # 1.11 s, but `bench ingest` (6 pairs of 3 runs) showed no difference beyond its noise.
+    os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser(argv).parse_args(argv)
     from ..errors import TracehouseError
