@@ -317,7 +317,6 @@ def run(events: int, *, batch: int = 10_000, seed: int = 42, workdir: str | os.P
     if events < 1 or batch < 1 or repeat < 1:
         raise BadInput(f"events ({events}), batch ({batch}) and repeat ({repeat}) must be at least 1")
     base = Path(workdir).absolute() if workdir is not None else _default_workdir()
-    base.mkdir(parents=True, exist_ok=True)  # (a --workdir that does not exist yet, as bench analyze does)
     base.mkdir(parents=True, exist_ok=True)
     # ~54 B/event in memory for TOD: check before generating anything.
     estimate = int(events * 54)
@@ -510,7 +509,6 @@ def run_count(events: int = 100_000_000, *, batch: int = 1_000_000, seed: int = 
     from ..formats import tod
 
     base = Path(workdir).absolute() if workdir is not None else _default_workdir()
-    base.mkdir(parents=True, exist_ok=True)  # (a --workdir that does not exist yet, as bench analyze does)
     base.mkdir(parents=True, exist_ok=True)
     _check_space(base, int(events * 12), f"a {events:,}-event store")
     root = Path(tempfile.mkdtemp(prefix=".tracehouse-bench-count-", dir=base))

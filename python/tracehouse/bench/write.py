@@ -252,9 +252,8 @@ def half_rate(*, protocols=("arrow", "http"), workload: str = "qos", agents: int
                     progress(run)
         offered = out["runs"][0]["interval_ms"] if out["runs"] else None
         for name in peers if offered is not None else ():
-            peer_cls = {"questdb": writepeers.QuestDB, "questdb-sync": writepeers.QuestDBSync}[name]
             try:
-                with peer_cls(Path(workdir), workload, name) as q:
+                with writepeers.SYSTEMS[name](Path(workdir), workload, name) as q:
                     target = load.Target("127.0.0.1", q.port, q.tcp_port)
                     kw = dict(target=target, protocol="http", bucket=f"{workload}_half", agents=agents,
                               rows_per_batch=rows, path="/write?precision=n")
