@@ -72,5 +72,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     py::replay::register(m)?;
     py::wal::register(m)?;
     py::intparquet::register(m)?;
+    py::segment::register(m)?;
     Ok(())
 }

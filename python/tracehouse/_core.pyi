@@ -160,13 +160,24 @@ def wal_write(fd: int, size: int, record: WalRecord, reserve_to: int = 0) -> int
     reserve_to past `size`: first allocate the file's blocks up to there, keeping its length."""
     ...
 
-def write_int_parquet(path: str, batches: list[pa.RecordBatch], schema: pa.Schema, dictionary: list[str],
+def write_int_parquet(path: str, data: list[pa.RecordBatch] | pa.Table, schema: pa.Schema, dictionary: list[str],
                       row_group: int, metadata: list[tuple[str, str]], created_by: str) -> int:
-    """Write `batches` (int32/int64 columns of `schema` only) as the new Parquet file `path`
+    """Write `data` (a list of batches, or a Table / anything with `__arrow_c_stream__`, read
+    without the GIL; int32/int64 columns of `schema` only) as the new Parquet file `path`
     (refused if it exists): DELTA_BINARY_PACKED, uncompressed, `dictionary` columns RLE_DICTIONARY,
     `row_group` rows per row group, `metadata` as key-value metadata, row-group statistics.
     Returns its size; GIL released (src/intparquet.rs). ValueError for other column types or
     nulls in a non-null column."""
+    ...
+
+def segment_order(keys: pa.Table) -> pa.UInt32Array | None:
+    """The stable order of the rows of `keys` (int32/int64 columns without nulls, first most
+    significant; read as one Arrow C stream, GIL released): None when already in that order.
+    ValueError for nulls, TypeError for other column types (src/py/segment.rs)."""
+    ...
+
+def int_range(table: pa.Table) -> tuple[int, int] | None:
+    """`(min, max)` of the one int32/int64 column of `table` (GIL released); None when empty."""
     ...
 
 def wal_failpoint(after: int) -> None:

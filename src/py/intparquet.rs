@@ -1,10 +1,11 @@
-//! `write_int_parquet(path, batches, schema, dictionary, row_group, metadata, created_by)`:
+//! `write_int_parquet(path, data, schema, dictionary, row_group, metadata, created_by)`:
 //! a segment of an integer-only event type written by [`crate::intparquet`].
 
 use std::fs::OpenOptions;
 use std::io::BufWriter;
 use std::path::PathBuf;
 
+use arrow_array::ffi_stream::RecordBatchStreamReader;
 use arrow_array::RecordBatch;
 use arrow_pyarrow::FromPyArrow;
 use arrow_schema::{DataType, Schema};
@@ -14,16 +15,17 @@ use pyo3::types::PyList;
 
 use crate::intparquet::{self, ColumnSpec};
 
-/// Writes `batches` (pyarrow RecordBatches of `schema`: int32/int64 columns only) as a new
+/// Writes `data` (a list of pyarrow RecordBatches, or a Table / anything with
+/// `__arrow_c_stream__`, of `schema`: int32/int64 columns only) as a new
 /// Parquet file `path` (refused if it exists); `dictionary` names the dictionary-encoded
 /// columns. Returns the file's size. The GIL is released while encoding and writing.
 #[pyfunction]
-#[pyo3(signature = (path, batches, schema, dictionary, row_group, metadata, created_by))]
+#[pyo3(signature = (path, data, schema, dictionary, row_group, metadata, created_by))]
 #[allow(clippy::too_many_arguments)]
 fn write_int_parquet(
     py: Python<'_>,
     path: PathBuf,
-    batches: &Bound<'_, PyList>,
+    data: &Bound<'_, PyAny>,
     schema: &Bound<'_, PyAny>,
     dictionary: Vec<String>,
     row_group: usize,
@@ -45,9 +47,17 @@ fn write_int_parquet(
             dictionary: dictionary.iter().any(|d| d == f.name()),
         });
     }
-    let batches: Vec<RecordBatch> =
-        batches.iter().map(|b| RecordBatch::from_pyarrow_bound(&b)).collect::<PyResult<_>>()?;
+    // A stream is read with the interpreter lock released: importing a list's batches one
+    // by one let go of the lock and took it back per batch (see `segment`).
+    let source = match data.cast::<PyList>() {
+        Ok(list) => Source::Batches(list.iter().map(|b| RecordBatch::from_pyarrow_bound(&b)).collect::<PyResult<_>>()?),
+        Err(_) => Source::Stream(RecordBatchStreamReader::from_pyarrow_bound(data)?),
+    };
     py.detach(move || {
+        let batches = match source {
+            Source::Batches(b) => b,
+            Source::Stream(r) => r.collect::<Result<Vec<_>, _>>().map_err(|e| std::io::Error::other(e.to_string()))?,
+        };
         let file = OpenOptions::new().write(true).create_new(true).open(&path)?;
         let mut w = BufWriter::with_capacity(1 << 16, file);
         intparquet::write(&mut w, &specs, &batches, row_group, &metadata, &created_by)
@@ -56,6 +66,11 @@ fn write_int_parquet(
         std::io::ErrorKind::InvalidInput => PyValueError::new_err(e.to_string()),
         _ => PyOSError::new_err((e.raw_os_error().unwrap_or(0), e.to_string())),
     })
+}
+
+enum Source {
+    Batches(Vec<RecordBatch>),
+    Stream(RecordBatchStreamReader),
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

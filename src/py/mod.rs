@@ -17,6 +17,7 @@ pub mod loadgen;
 pub mod paje;
 pub mod probe;
 pub mod replay;
+pub mod segment;
 pub mod strace;
 pub mod tod;
 pub mod wal;

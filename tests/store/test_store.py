@@ -1191,8 +1191,27 @@ def test_segment_time_range_and_order_are_found_chunk_by_chunk():
 
     assert ts_order(chunked([1, 2, 3], [3, 4], [], [9])) is None
     order = ts_order(chunked([1, 2, 5], [4, 6]))  # each chunk ordered, not the border
-    assert order is not None and order.tolist() == [0, 1, 3, 2, 4]
-    assert ts_order(chunked([2, 1], [3])).tolist() == [1, 0, 2]
+    assert order is not None and order.to_pylist() == [0, 1, 3, 2, 4]
+    assert ts_order(chunked([2, 1], [3])).to_pylist() == [1, 0, 2]
+    assert ts_order(chunked([3, 3, 1], [1, 3])).to_pylist() == [2, 3, 0, 1, 4]  # stable
+
+
+def test_row_order_by_producer_then_ts_across_chunks():
+    # The native order (src/py/segment.rs) over (producer int32, ts): ordered tables give None,
+    # others the stable permutation, whichever chunk the rows sit in.
+    from tracehouse.store.segments import row_order
+
+    def chunked(*parts):
+        return pa.Table.from_batches([pa.record_batch({"producer": pa.array([p for p, _ in part], pa.int32()),
+                                                       "ts": pa.array([t for _, t in part], pa.int64())})
+                                      for part in parts])
+
+    assert row_order(chunked([(1, 5), (1, 7)], [(2, 1)]), by_producer=True) is None
+    assert row_order(chunked([(1, 5), (1, 7)], [(2, 1)]), by_producer=False).to_pylist() == [2, 0, 1]
+    t = chunked([(2, 1), (1, 9)], [(1, 3), (2, 1)])
+    assert row_order(t, by_producer=True).to_pylist() == [2, 1, 0, 3]
+    with pytest.raises(ValueError, match="null"):
+        row_order(pa.table({"ts": pa.array([2, None, 1], pa.int64())}), by_producer=False)
 
 
 def test_checkpoint_soon_registers_what_is_buffered_without_waiting(store_path):

@@ -41,7 +41,6 @@ from .. import _core, lazy
 from .wal import fsync_dir
 
 # Imported on first use (lazy.py): listing, searching and counting traces need none.
-np = lazy.module("numpy")
 pa = lazy.module("pyarrow")
 pq = lazy.module("pyarrow.parquet")
 
@@ -109,41 +108,13 @@ def _write_parquet(table: pa.Table, path: Path, level: int, row_group: int | Non
         pq.write_table(table, path, **write_options(table.schema, level, row_group))
         return
     dictionary, kv = native
-    _core.write_int_parquet(str(path), table.to_batches(), table.schema, dictionary, row_group or ROW_GROUP, kv,
+    _core.write_int_parquet(str(path), table, table.schema, dictionary, row_group or ROW_GROUP, kv,
                             CREATED_BY)
 
 
-def _as_numpy(a: pa.Array) -> np.ndarray:
-    """A zero-copy int64 view of a null-free int64 array.
-
-    Not `Array.to_numpy()`: that imports pandas (0.4-0.9 s) on first use, which stalled
-    the first checkpoint of every process while holding the import lock.
-    """
-    if pa.types.is_int64(a.type) and not a.null_count:
-        return np.frombuffer(a.buffers()[1], dtype=np.int64, count=len(a), offset=a.offset * 8)
-    return a.to_numpy(zero_copy_only=False)
-
-
-def _column_numpy(col: pa.ChunkedArray) -> np.ndarray:
-    """A null-free int32/int64 column as one numpy array (zero-copy for one chunk; see `_as_numpy`)."""
-    dt = np.int64 if pa.types.is_int64(col.type) else np.int32
-    parts = [np.frombuffer(c.buffers()[1], dtype=dt, count=len(c), offset=c.offset * dt().itemsize)
-             if not c.null_count else c.to_numpy(zero_copy_only=False) for c in col.chunks if len(c)]
-    return parts[0] if len(parts) == 1 else np.concatenate(parts) if parts else np.empty(0, dt)
-
-
-def ts_order(table: pa.Table) -> np.ndarray | None:
+def ts_order(table: pa.Table) -> pa.UInt32Array | None:
     """Row order that sorts `table` by ts (stable), or None when it is already ordered."""
-    ts = table.column("ts")
-    if len(ts) < 2:
-        return None
-    # Checked chunk by chunk: gluing the chunks first copied every ts of an ordered checkpoint
-    # (an import's always is) into fresh pages just to find nothing to do.
-    chunks = [_as_numpy(c) for c in ts.chunks if len(c)]
-    if all(bool(np.all(a[1:] >= a[:-1])) for a in chunks) and all(b[0] >= a[-1] for a, b in zip(chunks, chunks[1:])):
-        return None
-    a = chunks[0] if len(chunks) == 1 else np.concatenate(chunks)
-    return np.argsort(a, kind="stable")
+    return _core.segment_order(table.select(["ts"])) if table.num_rows >= 2 else None
 
 
 def sort_by_ts(table: pa.Table) -> pa.Table:
@@ -152,17 +123,14 @@ def sort_by_ts(table: pa.Table) -> pa.Table:
     return table if order is None else table.take(order)
 
 
-def row_order(table: pa.Table, by_producer: bool) -> np.ndarray | None:
-    """`ts_order`, or with `by_producer` the order by (producer, ts) (stable), None when ordered."""
-    if not by_producer:
-        return ts_order(table)
+def row_order(table: pa.Table, by_producer: bool) -> pa.UInt32Array | None:
+    """`ts_order`, or with `by_producer` the order by (producer, ts) (stable), None when ordered.
+
+    One native call over the whole table (`_core.segment_order`, src/py/segment.rs says why
+    not numpy chunk by chunk)."""
     if table.num_rows < 2:
         return None
-    ts = _column_numpy(table.column("ts"))
-    prod = _column_numpy(table.column("producer"))
-    if bool(np.all((prod[1:] > prod[:-1]) | ((prod[1:] == prod[:-1]) & (ts[1:] >= ts[:-1])))):
-        return None
-    return np.lexsort((ts, prod))
+    return _core.segment_order(table.select(["producer", "ts"] if by_producer else ["ts"]))
 
 
 def sort_rows(table: pa.Table, by_producer: bool) -> pa.Table:
@@ -171,7 +139,7 @@ def sort_rows(table: pa.Table, by_producer: bool) -> pa.Table:
     return table if order is None else table.take(order)
 
 
-def write_sorted_part(root: Path, rel_dir: str, table: pa.Table, order: np.ndarray | None, start: int, stop: int,
+def write_sorted_part(root: Path, rel_dir: str, table: pa.Table, order: pa.UInt32Array | None, start: int, stop: int,
                       level: int = 0, keep_cached: bool = True, row_group: int | None = None) -> dict:
     """Rows start..stop of `table` in ts order (`order` from `ts_order`) as one segment.
 
@@ -210,17 +178,16 @@ def write_segment(root: Path, rel_dir: str, table: pa.Table, level: int = 0, kee
         tmp.unlink(missing_ok=True)
         final.unlink(missing_ok=True)
         raise
-    # numpy over the (null-free) column, not pyarrow.compute.min_max: importing pyarrow.compute
-    # costs an import of a strace file 0.1-0.2 CPU-s (it builds ~290 functions' docstrings), and
-    # nothing else on an import's path needs it.
-    # (chunk by chunk, as in `ts_order`)
-    ts = [_as_numpy(c) for c in table.column("ts").chunks if len(c)]
+    # Natively, not pyarrow.compute.min_max: importing pyarrow.compute costs an import of a
+    # strace file 0.1-0.2 CPU-s (it builds ~290 functions' docstrings), and nothing else on an
+    # import's path needs it; nor numpy chunk by chunk (see src/py/segment.rs).
+    ts = _core.int_range(table.select(["ts"]))
     return {
         "path": f"{rel_dir}/{name}.parquet",
         "rows": table.num_rows,
         "bytes": final.stat().st_size,
-        "ts_min": min(int(a.min()) for a in ts) if ts else None,
-        "ts_max": max(int(a.max()) for a in ts) if ts else None,
+        "ts_min": ts[0] if ts else None,
+        "ts_max": ts[1] if ts else None,
         "columns": table.schema.names,
         "level": level,
     }
