@@ -503,6 +503,54 @@ def test_compaction_keeps_every_row_exactly_once(store, store_path):
         assert s.sql('SELECT * FROM "t".mark ORDER BY producer, seq').equals(before)
 
 
+def test_compaction_reads_segments_without_importing_pyarrow_dataset(store_path):
+    # pq.read_table imports pyarrow.dataset (~0.45 s holding the interpreter lock in stretches
+    # of up to 24 ms): on a server the first compaction under load stalled the dispatcher.
+    import subprocess
+    import sys
+    code = f"""
+import sys, pyarrow as pa, tracehouse
+from tracehouse import Column, EventType
+MARK = EventType("mark", "instant", (Column("label", "string", "", "what happened"),))
+with tracehouse.open({str(store_path)!r}) as s:
+    s.create_trace("t", "demo", event_types=[MARK])
+    for i in range(4):
+        s.append("t", "mark", pa.table({{"ts": pa.array([i, i + 10], pa.int64()),
+                                         "producer": pa.array([0, 0], pa.int32()), "label": ["a", "b"]}}))
+        s.flush("t")
+    merged = s.compact("t")
+    print(merged, "pyarrow.dataset" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["4", "False"]
+
+
+def test_a_registered_checkpoint_frees_its_batches_one_at_a_time(store_path, monkeypatch):
+    # Freeing a batch runs its columns' release callbacks with the interpreter lock held; a
+    # checkpoint's hundreds of batches freed at once stalled a server's dispatcher (42 ms).
+    from tracehouse.store import writer as writermod
+    seen, sleeps = [], []
+    orig = writermod.TraceWriter._write_segments
+
+    def spy(self, snapshot):
+        seen.append((snapshot, sum(len(v) for v in snapshot.values())))
+        return orig(self, snapshot)
+
+    monkeypatch.setattr(writermod.TraceWriter, "_write_segments", spy)
+    monkeypatch.setattr(writermod.time, "sleep", lambda s: sleeps.append(s))
+    with tracehouse.open(store_path, flush_interval_s=3600.0) as s:
+        s.create_trace("t", "demo", event_types=[MARK])
+        for i in range(5):
+            s.append("t", "mark", marks([i], [0], ["a"]))
+        s.flush("t")
+        assert [n for _snap, n in seen] == [5]
+        snapshot = seen[0][0]
+        assert snapshot and all(v == [] for v in snapshot.values())  # emptied once registered
+        assert sleeps.count(0) >= 5  # the lock offered after each batch
+        assert s.sql('SELECT count(*) FROM "t".mark').column(0)[0].as_py() == 5
+
+
 def test_checkpoint_floats_are_lz4_and_compaction_recompresses_them_with_zstd(store):
     store.create_trace("t", "demo", event_types=[LOAD])
     tid = store.trace("t").id

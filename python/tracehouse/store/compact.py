@@ -26,6 +26,7 @@ from .conform import align
 from .segments import sort_rows, write_segment
 
 # Imported on first use (lazy.py): listing, searching and counting traces need none.
+pa = lazy.module("pyarrow")
 pq = lazy.module("pyarrow.parquet")
 
 log = logging.getLogger("tracehouse.store")
@@ -122,7 +123,7 @@ class Compactor:
                     continue
                 if not force and (w.stopping or w.ingest_saturated()):
                     break  # the next checkpoint asks again
-                tables = [pq.read_table(w.root / s.path) for s in g]
+                tables = [_read_segment(w.root / s.path) for s in g]
                 table = sort_rows(align(tables, et), w.by_producer)  # the trace's segment order
                 row = write_segment(w.root, f"{w.trace_dir}/segments/{name}", table,
                                     level=1 + max(s.level for s in g), keep_cached=not opts.drop_written_pages,
@@ -138,6 +139,15 @@ class Compactor:
                     raise
                 merged += len(g)
         return merged
+
+
+def _read_segment(path) -> pa.Table:
+    """One segment whole. Not `pq.read_table`: that goes through pyarrow.dataset, whose first
+    import (~0.45 s, holding the interpreter lock in stretches of up to 24 ms) landed on the
+    first compaction of a server under load and stalled its dispatcher (bpftrace on
+    take_gil/drop_gil during `bench write --half-rate arrow`, 2026-11-26)."""
+    with pq.ParquetFile(path) as f:
+        return f.read()
 
 
 def size_tiers(segments: list, fanin: int) -> list[list]:
