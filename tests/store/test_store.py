@@ -539,6 +539,7 @@ def test_a_registered_checkpoint_frees_its_batches_one_at_a_time(store_path, mon
 
     monkeypatch.setattr(writermod.TraceWriter, "_write_segments", spy)
     monkeypatch.setattr(writermod.time, "sleep", lambda s: sleeps.append(s))
+    monkeypatch.setattr(writermod, "RELEASE_HOLD_S", 0.0)  # offer the lock after every batch
     with tracehouse.open(store_path, flush_interval_s=3600.0) as s:
         s.create_trace("t", "demo", event_types=[MARK])
         for i in range(5):
