@@ -17,7 +17,7 @@
 use arrow_array::cast::AsArray;
 use arrow_array::ffi_stream::RecordBatchStreamReader;
 use arrow_array::types::{Int32Type, Int64Type, UInt32Type};
-use arrow_array::{Array, RecordBatchReader};
+use arrow_array::{Array, RecordBatch, RecordBatchReader};
 use arrow_pyarrow::FromPyArrow;
 use arrow_schema::DataType;
 use pyo3::exceptions::{PyTypeError, PyValueError};
@@ -26,12 +26,11 @@ use pyo3::prelude::*;
 use super::arrow::vec_to_pyarrow;
 use crate::order;
 
-/// Every column of `table` (anything with `__arrow_c_stream__`) as one `Vec<i64>` per
-/// column: int32/int64 columns without nulls only.
-fn int_columns(py: Python<'_>, table: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<Vec<i64>>> {
+/// The batches of `table` (anything with `__arrow_c_stream__`, read with the interpreter lock
+/// released): int32/int64 columns without nulls only.
+fn int_batches(py: Python<'_>, table: &Bound<'_, PyAny>, what: &str) -> PyResult<Vec<RecordBatch>> {
     let reader = RecordBatchStreamReader::from_pyarrow_bound(table)?;
-    let schema = reader.schema();
-    for f in schema.fields() {
+    for f in reader.schema().fields() {
         if !matches!(f.data_type(), DataType::Int64 | DataType::Int32) {
             return Err(PyTypeError::new_err(format!(
                 "{what}: column {} is {}, expected int32/int64",
@@ -40,37 +39,100 @@ fn int_columns(py: Python<'_>, table: &Bound<'_, PyAny>, what: &str) -> PyResult
             )));
         }
     }
-    let width = schema.fields().len();
-    let out = py.detach(move || -> Result<Vec<Vec<i64>>, String> {
-        let mut cols: Vec<Vec<i64>> = vec![Vec::new(); width];
-        for batch in reader {
-            let batch = batch.map_err(|e| e.to_string())?;
-            for (col, arr) in cols.iter_mut().zip(batch.columns()) {
-                if arr.null_count() != 0 {
-                    return Err(format!("{} null values (expected none)", arr.null_count()));
-                }
-                match arr.data_type() {
-                    DataType::Int64 => col.extend_from_slice(arr.as_primitive::<Int64Type>().values()),
-                    _ => col.extend(arr.as_primitive::<Int32Type>().values().iter().map(|&v| v as i64)),
-                }
-            }
+    let out = py.detach(move || -> Result<Vec<RecordBatch>, String> {
+        let batches = reader.collect::<Result<Vec<_>, _>>().map_err(|e| e.to_string())?;
+        match batches.iter().flat_map(|b| b.columns()).map(|c| c.null_count()).sum::<usize>() {
+            0 => Ok(batches),
+            n => Err(format!("{n} null values (expected none)")),
         }
-        Ok(cols)
     });
     out.map_err(|e| PyValueError::new_err(format!("{what}: {e}")))
+}
+
+/// One int32/int64 column of a batch, read as i64 (no copy).
+enum Ints<'a> {
+    I64(&'a [i64]),
+    I32(&'a [i32]),
+}
+
+impl<'a> Ints<'a> {
+    fn of(col: &'a dyn Array) -> Self {
+        match col.data_type() {
+            DataType::Int64 => Ints::I64(col.as_primitive::<Int64Type>().values()),
+            _ => Ints::I32(col.as_primitive::<Int32Type>().values()),
+        }
+    }
+
+    fn get(&self, i: usize) -> i64 {
+        match self {
+            Ints::I64(v) => v[i],
+            Ints::I32(v) => v[i] as i64,
+        }
+    }
+
+    fn append_to(&self, out: &mut Vec<i64>) {
+        match self {
+            Ints::I64(v) => out.extend_from_slice(v),
+            Ints::I32(v) => out.extend(v.iter().map(|&x| x as i64)),
+        }
+    }
+}
+
+/// Whether the rows of `batches`, in turn, are ordered by their columns (first most
+/// significant), read in place: an ordered checkpoint (an import's always is) is not copied.
+fn batches_ordered(batches: &[RecordBatch]) -> bool {
+    let mut prev: Option<Vec<i64>> = None;
+    for b in batches.iter().filter(|b| b.num_rows() > 0) {
+        let cols: Vec<Ints> = b.columns().iter().map(|c| Ints::of(c.as_ref())).collect();
+        if let [Ints::I64(ts)] = cols.as_slice() {
+            // the usual key, ts alone: slices compared directly
+            if prev.as_ref().is_some_and(|p| p[0] > ts[0]) || !order::is_ordered(&[ts]) {
+                return false;
+            }
+        } else {
+            let first: Vec<i64> = cols.iter().map(|c| c.get(0)).collect();
+            if prev.as_ref().is_some_and(|p| p > &first) {
+                return false;
+            }
+            let keys: Vec<Vec<i64>> = cols
+                .iter()
+                .map(|c| {
+                    let mut v = Vec::with_capacity(b.num_rows());
+                    c.append_to(&mut v);
+                    v
+                })
+                .collect();
+            if !order::is_ordered(&keys.iter().map(|k| k.as_slice()).collect::<Vec<_>>()) {
+                return false;
+            }
+        }
+        let last = b.num_rows() - 1;
+        prev = Some(cols.iter().map(|c| c.get(last)).collect());
+    }
+    true
 }
 
 /// The stable order (uint32 row numbers) of the rows of `keys` by its columns, first most
 /// significant; None when the rows are in that order already.
 #[pyfunction]
 fn segment_order<'py>(py: Python<'py>, keys: &Bound<'py, PyAny>) -> PyResult<Option<Bound<'py, PyAny>>> {
-    let cols = int_columns(py, keys, "segment_order")?;
-    if cols.first().map_or(0, |c| c.len()) > order::MAX_ROWS {
+    let batches = int_batches(py, keys, "segment_order")?;
+    if batches.iter().map(|b| b.num_rows()).sum::<usize>() > order::MAX_ROWS {
         return Err(PyValueError::new_err("segment_order: more than 2^32 - 1 rows"));
     }
     let out = py.detach(move || {
+        if batches_ordered(&batches) {
+            return None;
+        }
+        let width = batches.first().map_or(0, |b| b.num_columns());
+        let mut cols: Vec<Vec<i64>> = vec![Vec::new(); width];
+        for b in &batches {
+            for (col, arr) in cols.iter_mut().zip(b.columns()) {
+                Ints::of(arr.as_ref()).append_to(col);
+            }
+        }
         let slices: Vec<&[i64]> = cols.iter().map(|c| c.as_slice()).collect();
-        (!order::is_ordered(&slices)).then(|| order::stable_order(&slices))
+        Some(order::stable_order(&slices))
     });
     out.map(|o| vec_to_pyarrow::<UInt32Type>(py, o)).transpose()
 }
@@ -78,13 +140,22 @@ fn segment_order<'py>(py: Python<'py>, keys: &Bound<'py, PyAny>) -> PyResult<Opt
 /// `(min, max)` of the one column of `table`, None when it has no rows.
 #[pyfunction]
 fn int_range(py: Python<'_>, table: &Bound<'_, PyAny>) -> PyResult<Option<(i64, i64)>> {
-    let cols = int_columns(py, table, "int_range")?;
-    let [col] = cols.as_slice() else {
-        return Err(PyValueError::new_err(format!("int_range: expected one column, got {}", cols.len())));
-    };
-    Ok(py.detach(|| {
-        let lo = col.iter().min()?;
-        Some((*lo, *col.iter().max()?))
+    let batches = int_batches(py, table, "int_range")?;
+    if let Some(b) = batches.first().filter(|b| b.num_columns() != 1) {
+        return Err(PyValueError::new_err(format!("int_range: expected one column, got {}", b.num_columns())));
+    }
+    Ok(py.detach(move || {
+        let mut out: Option<(i64, i64)> = None;
+        for b in &batches {
+            let (lo, hi) = match Ints::of(b.column(0).as_ref()) {
+                Ints::I64(v) => (v.iter().min().copied(), v.iter().max().copied()),
+                Ints::I32(v) => (v.iter().min().map(|&x| x as i64), v.iter().max().map(|&x| x as i64)),
+            };
+            if let (Some(lo), Some(hi)) = (lo, hi) {
+                out = Some(out.map_or((lo, hi), |(a, b)| (a.min(lo), b.max(hi))));
+            }
+        }
+        out
     }))
 }
 

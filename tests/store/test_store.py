@@ -13,10 +13,12 @@ import polars as pl
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import tracehouse
 from helpers import segment_files, wal_files
-from tracehouse import AlreadyExists, BadInput, Column, EventType, NotFound
+from tracehouse import AlreadyExists, BadInput, Column, EventType, NotFound, _core
 
 CALL = EventType("call", "span", (Column("fn", "string", "", "function called"),
                                   Column("depth", "int64", "frames", "stack depth")), "a function call")
@@ -501,6 +503,25 @@ def test_compaction_keeps_every_row_exactly_once(store, store_path):
     store.close()
     with tracehouse.open(store_path) as s:
         assert s.sql('SELECT * FROM "t".mark ORDER BY producer, seq').equals(before)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.lists(st.tuples(st.integers(0, 3), st.integers(-3, 3)), max_size=6), min_size=1, max_size=5),
+       st.booleans())
+def test_row_order_matches_numpys_stable_sort(parts, by_producer):
+    # The native order reads chunks in place and sorts only when they are out of order: the
+    # permutation (or None for the identity) must be numpy's stable one, borders included.
+    from tracehouse.store.segments import row_order
+    table = pa.Table.from_batches([pa.record_batch({"producer": pa.array([p for p, _ in part], pa.int32()),
+                                                    "ts": pa.array([t for _, t in part], pa.int64())})
+                                   for part in parts])
+    ts = np.array([t for part in parts for _, t in part], np.int64)
+    prod = np.array([p for part in parts for p, _ in part], np.int64)
+    ref = np.lexsort((ts, prod)) if by_producer else np.argsort(ts, kind="stable")
+    got = row_order(table, by_producer)
+    assert (got.to_pylist() if got is not None else list(range(len(ts)))) == ref.tolist()
+    if len(ts):
+        assert _core.int_range(table.select(["ts"])) == (int(ts.min()), int(ts.max()))
 
 
 def test_compaction_reads_segments_without_importing_pyarrow_dataset(store_path):
