@@ -90,3 +90,50 @@ def test_half_rate_measures_latency_at_half_the_closed_loop_rate(tmp_path, monke
     p50, p90, p99, mx = run["ack_us"]
     assert 0 < p50 <= p90 <= p99 <= mx
     assert "p99" in str(write.render_half_rate(res).columns[6].header)
+
+
+def test_sigterm_stops_the_servers_a_bench_started(tmp_path):
+    # timeout(1) or a cancelled job sends SIGTERM: the bench must stop its `tracehouse serve`
+    # on the way out, not leave it running (one such orphan loaded this machine for an hour).
+    import os
+    import signal
+    import time
+    from pathlib import Path
+
+    cmd = [sys.executable, "-m", "tracehouse.cli", "bench", "write", "--systems", "tracehouse-http", "--writers", "1",
+           "--rows-per-batch", "10", "--seconds", "60", "--min-runs", "1", "--max-runs", "1", "--out", str(tmp_path)]
+    bench = subprocess.Popen(cmd, env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    def children(pid: int) -> list[int]:
+        try:
+            return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+        except FileNotFoundError:
+            return []
+
+    servers: list[int] = []
+    try:
+        deadline = time.monotonic() + 120
+        while not servers and time.monotonic() < deadline:  # the server up, and the bench writing to it
+            servers = [c for c in children(bench.pid)
+                       if b"serve" in Path(f"/proc/{c}/cmdline").read_bytes().split(b"\0")]
+            time.sleep(0.2)
+        assert servers, "no tracehouse serve started"
+        time.sleep(2.0)
+        bench.send_signal(signal.SIGTERM)
+        bench.wait(120)
+        for pid in servers:
+            for _ in range(600):
+                if not os.path.exists(f"/proc/{pid}") or Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z":
+                    break
+                time.sleep(0.1)
+            else:
+                raise AssertionError(f"server {pid} outlived the bench")
+    finally:
+        if bench.poll() is None:
+            bench.kill()
+            bench.wait()
+        for pid in servers:  # (an orphan of a failed run must not outlive the test either)
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass

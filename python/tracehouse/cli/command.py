@@ -87,7 +87,25 @@ class Commands:
 
     def bench(self, name: str, fn: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
         """`tracehouse bench NAME ...`: a benchmark printing numbers beside peers measured in the same run."""
-        return self._parser("bench", name, fn)
+        return self._parser("bench", name, _interrupted_by_sigterm(fn))
+
+
+def _interrupted_by_sigterm(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """`fn` with SIGTERM raising KeyboardInterrupt, as Ctrl-C does: a benchmark stopped by
+    timeout(1) or a cancelled job then leaves its `with` blocks, which stop the servers and
+    peers it started. Left to the default action the signal ended the bench at once and its
+    `tracehouse serve` (or QuestDB, PostgreSQL, MariaDB) ran on, loading the machine."""
+
+    def run(args: argparse.Namespace) -> int:
+        import signal
+
+        def stop(signum, frame):
+            raise KeyboardInterrupt
+
+        signal.signal(signal.SIGTERM, stop)
+        return fn(args)
+
+    return run
 
 
 class _Version(argparse.Action):
