@@ -63,27 +63,6 @@ pub fn stable_order(keys: &[&[i64]]) -> Vec<u32> {
     radix_order(packed, total)
 }
 
-/// Whether rows are already ordered by `keys` lexicographically (first column most
-/// significant): a checkpoint's rows usually are, and then need no permutation at all.
-pub fn is_ordered(keys: &[&[i64]]) -> bool {
-    let n = keys.first().map_or(0, |k| k.len());
-    assert!(keys.iter().all(|k| k.len() == n), "key columns differ in length");
-    match keys {
-        [] => true,
-        [k] => k.windows(2).all(|w| w[0] <= w[1]),
-        _ => (1..n).all(|i| {
-            for k in keys {
-                match k[i - 1].cmp(&k[i]) {
-                    std::cmp::Ordering::Less => return true,
-                    std::cmp::Ordering::Greater => return false,
-                    std::cmp::Ordering::Equal => {}
-                }
-            }
-            true
-        }),
-    }
-}
-
 /// LSD radix sort of row numbers by `packed` (only the low `bits` bits are set).
 fn radix_order(mut keys: Vec<u64>, bits: u32) -> Vec<u32> {
     let n = keys.len();
@@ -179,25 +158,6 @@ mod tests {
 
     fn reference(keys: &[&[i64]]) -> Vec<u32> {
         comparison_order(keys)
-    }
-
-    #[test]
-    fn is_ordered_compares_rows_key_by_key() {
-        assert!(is_ordered(&[]));
-        assert!(is_ordered(&[&[]]));
-        assert!(is_ordered(&[&[1, 1, 2, 9]]));
-        assert!(!is_ordered(&[&[1, 2, 1]]));
-        // (producer, ts): ts may fall back where the producer grows, not within one producer.
-        assert!(is_ordered(&[&[1, 1, 2, 2], &[5, 7, 1, 1]]));
-        assert!(!is_ordered(&[&[1, 1, 2, 2], &[5, 4, 1, 1]]));
-        assert!(!is_ordered(&[&[2, 1], &[0, 9]]));
-        let mut rng = SplitMix64::new(7);
-        for _ in 0..200 {
-            let a: Vec<i64> = (0..6).map(|_| (rng.next_u64() % 3) as i64).collect();
-            let b: Vec<i64> = (0..6).map(|_| (rng.next_u64() % 3) as i64).collect();
-            let sorted = stable_order(&[&a, &b]).iter().enumerate().all(|(i, &r)| r as usize == i);
-            assert_eq!(is_ordered(&[&a, &b]), sorted, "{a:?} {b:?}");
-        }
     }
 
     #[test]

@@ -81,33 +81,21 @@ impl<'a> Ints<'a> {
 /// Whether the rows of `batches`, in turn, are ordered by their columns (first most
 /// significant), read in place: an ordered checkpoint (an import's always is) is not copied.
 fn batches_ordered(batches: &[RecordBatch]) -> bool {
-    let mut prev: Option<Vec<i64>> = None;
+    let mut prev: Option<Vec<i64>> = None; // the last row of the batch before
     for b in batches.iter().filter(|b| b.num_rows() > 0) {
         let cols: Vec<Ints> = b.columns().iter().map(|c| Ints::of(c.as_ref())).collect();
-        if let [Ints::I64(ts)] = cols.as_slice() {
-            // the usual key, ts alone: slices compared directly
-            if prev.as_ref().is_some_and(|p| p[0] > ts[0]) || !order::is_ordered(&[ts]) {
-                return false;
-            }
-        } else {
-            let first: Vec<i64> = cols.iter().map(|c| c.get(0)).collect();
-            if prev.as_ref().is_some_and(|p| p > &first) {
-                return false;
-            }
-            let keys: Vec<Vec<i64>> = cols
-                .iter()
-                .map(|c| {
-                    let mut v = Vec::with_capacity(b.num_rows());
-                    c.append_to(&mut v);
-                    v
-                })
-                .collect();
-            if !order::is_ordered(&keys.iter().map(|k| k.as_slice()).collect::<Vec<_>>()) {
-                return false;
-            }
+        let row = |i: usize| cols.iter().map(move |c| c.get(i));
+        if prev.as_ref().is_some_and(|p| p.iter().copied().gt(row(0))) {
+            return false;
         }
-        let last = b.num_rows() - 1;
-        prev = Some(cols.iter().map(|c| c.get(last)).collect());
+        let ordered = match cols.as_slice() {
+            [Ints::I64(ts)] => ts.windows(2).all(|w| w[0] <= w[1]), // the usual key, ts alone
+            _ => (1..b.num_rows()).all(|i| row(i - 1).le(row(i))),  // lexicographic (Iterator::le)
+        };
+        if !ordered {
+            return false;
+        }
+        prev = Some(row(b.num_rows() - 1).collect());
     }
     true
 }

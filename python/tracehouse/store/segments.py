@@ -112,19 +112,9 @@ def _write_parquet(table: pa.Table, path: Path, level: int, row_group: int | Non
                             CREATED_BY)
 
 
-def ts_order(table: pa.Table) -> pa.UInt32Array | None:
-    """Row order that sorts `table` by ts (stable), or None when it is already ordered."""
-    return _core.segment_order(table.select(["ts"])) if table.num_rows >= 2 else None
-
-
-def sort_by_ts(table: pa.Table) -> pa.Table:
-    """The table ordered by ts (stable); returned as is when already ordered."""
-    order = ts_order(table)
-    return table if order is None else table.take(order)
-
-
 def row_order(table: pa.Table, by_producer: bool) -> pa.UInt32Array | None:
-    """`ts_order`, or with `by_producer` the order by (producer, ts) (stable), None when ordered.
+    """Row order that sorts `table` by ts, or with `by_producer` by (producer, ts) (stable);
+    None when it is in that order already.
 
     One native call over the whole table (`_core.segment_order`, src/py/segment.rs says why
     not numpy chunk by chunk)."""
@@ -141,7 +131,7 @@ def sort_rows(table: pa.Table, by_producer: bool) -> pa.Table:
 
 def write_sorted_part(root: Path, rel_dir: str, table: pa.Table, order: pa.UInt32Array | None, start: int, stop: int,
                       level: int = 0, keep_cached: bool = True, row_group: int | None = None) -> dict:
-    """Rows start..stop of `table` in ts order (`order` from `ts_order`) as one segment.
+    """Rows start..stop of `table` in segment order (`order` from `row_order`) as one segment.
 
     The gather runs here, on the encoding thread, so a checkpoint's parts sort in parallel
     (sorting a whole checkpoint on the flusher first took as long as encoding half of it).
