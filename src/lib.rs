@@ -14,6 +14,7 @@
 //! - [`workload`]: generated workloads: the TOD generator (seed 001), the write load
 //!   generator, their PRNG.
 //! - [`intparquet`]: Parquet segments of integer-only event types, written natively.
+//! - [`writeback`]: segment files' dirty pages sent to the disk a step at a time as they are written.
 //! - [`order`]: stable multi-key row ordering (radix sort) for the derived indexes.
 //! - [`packed`]: frame-of-reference bit-packed int columns of the derived indexes.
 //! - [`spans`]: begin/end pairing into spans (control-flow reconstitution).
@@ -42,6 +43,7 @@ pub mod replay;
 pub mod spans;
 pub mod sync;
 pub mod workload;
+pub mod writeback;
 
 #[cfg(feature = "python")]
 mod py;

@@ -180,6 +180,21 @@ def int_range(table: pa.Table) -> tuple[int, int] | None:
     """`(min, max)` of the one int32/int64 column of `table` (GIL released); None when empty."""
     ...
 
+class WriteBehind:
+    """`with WriteBehind(fd):` a thread writes the file `fd` refers to back to the disk a step
+    (1 MiB) at a time while another writer (parquet-cpp) writes it, waiting for each step, so
+    the fsync after it does not queue the whole file at once (src/writeback.rs). Leaving the
+    block stops it; the descriptor is duplicated, the caller closes its own."""
+
+    def __init__(self, fd: int, step: int = ...) -> None: ...
+    @property
+    def settled(self) -> int:
+        """Bytes written back so far."""
+        ...
+    def finish(self) -> None: ...
+    def __enter__(self) -> WriteBehind: ...
+    def __exit__(self, *exc: object) -> bool: ...
+
 def wal_failpoint(after: int) -> None:
     """Test hook: the `after`-th wal_write from now writes half its record's payload (not its
     header, written last) and SIGKILLs the process."""

@@ -1,5 +1,7 @@
 //! The per-segment steps of a checkpoint that read whole columns: the row order of the
-//! rows to write (`segment_order`) and the range of their timestamps (`int_range`).
+//! rows to write (`segment_order`) and the range of their timestamps (`int_range`); and
+//! `WriteBehind`, the thread settling a segment file while parquet-cpp writes it
+//! ([`crate::writeback`] says why).
 //!
 //! Why native: a checkpoint's tail is hundreds of chunks (one per appended batch). The
 //! numpy versions made a few calls per chunk, and numpy lets go of the interpreter lock in
@@ -147,7 +149,53 @@ fn int_range(py: Python<'_>, table: &Bound<'_, PyAny>) -> PyResult<Option<(i64, 
     }))
 }
 
+/// `with WriteBehind(fd):` settles the file `fd` refers to a step at a time while another
+/// writer (parquet-cpp) writes it; leaving the block stops it (the caller's fsync follows).
+#[pyclass(module = "tracehouse._core", name = "WriteBehind")]
+pub struct PyWriteBehind {
+    inner: Option<crate::writeback::Follower>,
+    settled: u64,
+}
+
+#[pymethods]
+impl PyWriteBehind {
+    #[new]
+    #[pyo3(signature = (fd, step = crate::writeback::STEP))]
+    fn new(fd: i32, step: u64) -> PyResult<Self> {
+        use std::os::fd::BorrowedFd;
+        // SAFETY: `fd` is the caller's open descriptor, borrowed only to duplicate it.
+        let own = unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned()?;
+        let inner = crate::writeback::Follower::start(std::fs::File::from(own), step)?;
+        Ok(PyWriteBehind { inner: Some(inner), settled: 0 })
+    }
+
+    /// Bytes written back so far.
+    #[getter]
+    fn settled(&self) -> u64 {
+        self.inner.as_ref().map_or(self.settled, |f| f.settled())
+    }
+
+    /// Stops (after settling what is due at the file's length now) and waits for the thread.
+    fn finish(&mut self, py: Python<'_>) {
+        if let Some(mut f) = self.inner.take() {
+            py.detach(|| f.finish());
+            self.settled = f.settled();
+        }
+    }
+
+    fn __enter__(slf: Py<Self>) -> Py<Self> {
+        slf
+    }
+
+    #[pyo3(signature = (*_exc))]
+    fn __exit__(&mut self, py: Python<'_>, _exc: &Bound<'_, pyo3::types::PyTuple>) -> bool {
+        self.finish(py);
+        false
+    }
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyWriteBehind>()?;
     m.add_function(wrap_pyfunction!(segment_order, m)?)?;
     m.add_function(wrap_pyfunction!(int_range, m)?)
 }

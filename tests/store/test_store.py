@@ -1300,3 +1300,50 @@ def test_checkpoint_soon_registers_what_is_buffered_without_waiting(store_path):
                 break
             time.sleep(0.1)
         assert [seg.rows for seg in s.catalog.segments(tid, "mark")] == [3]
+
+
+def test_write_behind_settles_a_file_as_another_writer_writes_it(tmp_path):
+    # The thread follows the file's length: every 1 MiB step but the last is written back
+    # by the time the block ends (src/writeback.rs), whoever wrote the bytes.
+    p = tmp_path / "f"
+    fd = os.open(p, os.O_WRONLY | os.O_CREAT)
+    try:
+        with _core.WriteBehind(fd) as wb:
+            for _ in range(5):
+                os.write(fd, b"x" * (1 << 20))
+        assert wb.settled == 4 << 20
+    finally:
+        os.close(fd)
+    assert p.stat().st_size == 5 << 20
+
+
+def test_a_segment_written_by_pyarrow_is_settled_as_it_is_written(tmp_path, monkeypatch):
+    # A segment's pages go to the disk while it is encoded, not all at its fsync (which queued
+    # the whole file ahead of the WAL's fdatasync: the ack latency tail, issue 17).
+    from tracehouse.store import segments
+    made = []
+    real = _core.WriteBehind
+
+    class Spy:
+        def __init__(self, fd):
+            self.wb = real(fd)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            r = self.wb.__exit__(*exc)
+            made.append(self.wb.settled)
+            return r
+
+    monkeypatch.setattr(segments._core, "WriteBehind", Spy)
+    rng = np.random.default_rng(7)
+    n = 1_000_000
+    table = pa.table({"ts": pa.array(np.arange(n), pa.int64()), "producer": pa.array(np.zeros(n, np.int32)),
+                      "v": pa.array(rng.random(n))})  # noise: ~8 MB whatever the codec
+    row = segments.write_segment(tmp_path, "seg", table)
+    path = tmp_path / row["path"]
+    size = path.stat().st_size
+    assert size > 4 << 20
+    assert len(made) == 1 and size - (2 << 20) <= made[0] < size
+    assert pq.read_table(path).equals(table)
