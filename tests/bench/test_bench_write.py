@@ -6,6 +6,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from helpers import child_env
 from tracehouse.bench import write
 
@@ -92,9 +94,11 @@ def test_half_rate_measures_latency_at_half_the_closed_loop_rate(tmp_path, monke
     assert "p99" in str(write.render_half_rate(res).columns[6].header)
 
 
-def test_sigterm_stops_the_servers_a_bench_started(tmp_path):
+@pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])
+def test_a_stopped_bench_stops_the_servers_it_started(tmp_path, how):
     # timeout(1) or a cancelled job sends SIGTERM: the bench must stop its `tracehouse serve`
     # on the way out, not leave it running (one such orphan loaded this machine for an hour).
+    # After a SIGKILL no code of the bench runs: the server stops by itself (PR_SET_PDEATHSIG).
     import os
     import signal
     import time
@@ -119,7 +123,7 @@ def test_sigterm_stops_the_servers_a_bench_started(tmp_path):
             time.sleep(0.2)
         assert servers, "no tracehouse serve started"
         time.sleep(2.0)
-        bench.send_signal(signal.SIGTERM)
+        bench.send_signal(getattr(signal, how))
         bench.wait(120)
         for pid in servers:
             for _ in range(600):
