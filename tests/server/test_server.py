@@ -14,6 +14,8 @@ import time
 
 import pyarrow as pa
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from helpers.server import Server, read_lines
 from tracehouse.errors import BadInput
@@ -542,3 +544,44 @@ def test_second_server_on_the_same_store_is_refused(server):
                         "--tcp-port", "-1"], env=child_env(), capture_output=True, text=True, timeout=60)
     assert r.returncode == 3 and "another process" in r.stderr, r.stderr
     assert server.request("GET", "/ping")[0] == 204
+
+
+def test_arrow_writes_name_their_producers_and_skip_known_schemas_by_their_bytes(store):
+    # The one-producer fast path (a native range) and the distinct-ids path register the same
+    # producers; a schema seen before is recognised by its IPC message bytes, and a new one
+    # (wider, or back to the narrower) still goes through the catalog.
+    from tracehouse.errors import BadInput as Bad
+    from tracehouse.server.ingest import Ingestor, _schema_key
+
+    ing = Ingestor(store, ServerConfig())
+
+    def body(producers, **cols):
+        n = len(producers)
+        return _ipc(pa.table({"ts": pa.array(range(n), pa.int64()), "producer": pa.array(producers, pa.int32()),
+                              **{k: pa.array(v) for k, v in cols.items()}}))
+
+    narrow = body([5, 5, 5], x=[1.0, 2.0, 3.0])
+    assert ing.write_arrow("pr", "ev", narrow).rows == 3
+    assert ing.write_arrow("pr", "ev", body([6, 7, 6], x=[1.0, 2.0, 3.0])).rows == 3
+    assert ing.write_arrow("pr", "ev", body([9], x=[1.0], y=["wide"])).rows == 1
+    assert ing.write_arrow("pr", "ev", narrow).rows == 3
+    with pytest.raises(Bad, match="null"):
+        ing.write_arrow("pr", "ev", body([None, 8], x=[1.0, 2.0]))
+    with pytest.raises(Bad, match="out of range"):
+        ing.write_arrow("pr", "ev", body([-4, -4], x=[1.0, 2.0]))
+    ids = [p["id"] for p in store.producers("pr")]
+    assert {5, 6, 7, 9} <= set(ids) and -4 not in ids
+    assert [c.name for c in store.event_types("pr")["ev"].params] == ["x", "y"]
+    assert store.sql('SELECT count(*) AS n, count(y) AS y FROM "pr".ev').to_pylist() == [{"n": 10, "y": 1}]
+    # The key is exactly the stream's schema message; anything else is no key.
+    key = _schema_key(narrow)
+    assert pa.ipc.read_schema(pa.py_buffer(key)).equals(pa.ipc.open_stream(narrow).schema)
+    assert _schema_key(narrow[:len(key) - 1]) is None and _schema_key(b"\xff\xff\xff\xff") is None
+
+
+@given(st.binary(max_size=64))
+def test_the_schema_key_of_any_bytes_is_none_or_a_prefix(data):
+    from tracehouse.server.ingest import _schema_key
+
+    key = _schema_key(data)
+    assert key is None or (data.startswith(key) and len(key) > 4)
