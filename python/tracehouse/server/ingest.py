@@ -355,7 +355,7 @@ class Ingestor:
                 return  # conform refuses the batch with the reason
             # An agent's batch is usually one producer: its range says so in one native pass
             # (pc.unique + drop_null + to_pylist were ~15 % of the dispatcher's CPU per 1,000-row
-            # QoS body, /tmp/disp/micro.py under py-spy).
+            # QoS body, dev/arrow_dispatch_cost.py under py-spy).
             try:
                 lo, hi = _core.int_range(b.select([i])) or (0, -1)
             except (TypeError, ValueError):  # nulls (conform refuses them), or not int32/int64
