@@ -30,8 +30,8 @@ PKG_DIR = ROOT / "python" / "tracehouse"
 
 # Lowest first. A module belongs to the layer of the longest prefix naming it.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("tracehouse._core", "tracehouse.arrays", "tracehouse.errors", "tracehouse.lazy", "tracehouse.schema",
-              "tracehouse.util")),
+    ("base", ("tracehouse._core", "tracehouse.arrays", "tracehouse.children", "tracehouse.errors", "tracehouse.lazy",
+              "tracehouse.schema", "tracehouse.util")),
     ("store", ("tracehouse.store",)),
     ("formats", ("tracehouse.formats",)),
     ("analysis", ("tracehouse.analysis",)),

@@ -45,6 +45,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
+from ..children import env_for_child
 from ..errors import TracehouseError
 from . import peers
 from .peers import Run, Tick, Workload
@@ -158,7 +159,7 @@ _PROBE_CODE = "from tracehouse.bench.ingest import _probe_main; _probe_main()"
 
 def _start_probe(directory: Path, final_ts: int) -> subprocess.Popen:
     """Start the reader process and wait until it has opened the store (not timed)."""
-    env = dict(os.environ)
+    env = env_for_child()  # a SIGKILLed bench must not leave it polling forever
     pkg_parent = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     proc = subprocess.Popen(
@@ -176,7 +177,9 @@ def _start_probe(directory: Path, final_ts: int) -> subprocess.Popen:
 def _probe_main() -> None:
     """Reader process: poll max(ts) of the trace through a read-only store until it sees `final_ts`."""
     import tracehouse
+    from tracehouse.children import exit_with_parent
 
+    exit_with_parent()
     directory, trace, final_ts, interval = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
     store = tracehouse.open(directory, readonly=True)
     sql = f'SELECT max(ts) AS m FROM "{trace}".events'

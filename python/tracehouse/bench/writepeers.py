@@ -56,8 +56,8 @@ from pathlib import Path
 import numpy as np
 
 from .. import _core
+from ..children import env_for_child
 from ..errors import TracehouseError
-from ..server.config import EXIT_WITH_PARENT
 
 PG_BIN = Path("/usr/lib/postgresql")
 QUESTDB_VERSION = "9.1.0"
@@ -313,8 +313,7 @@ class Tracehouse:
                "--tcp-port", "0", "--fsync", self.fsync, "--ack", self.ack, "--ready-file", str(ready), "--quiet",
                "--max-inflight", "512M", *self.serve_args]
         # It stops with this process even when a SIGKILL leaves no `__exit__` to run.
-        env = {**os.environ, EXIT_WITH_PARENT: str(os.getpid())}
-        self.proc = subprocess.Popen(cmd, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT, env=env)
+        self.proc = subprocess.Popen(cmd, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT, env=env_for_child())
         info = wait_for(lambda: ready.exists() and json.loads(ready.read_text()), 60, "tracehouse serve", self.proc,
                         self.log)
         self.port, self.tcp_port, self.pid = info["http_port"], info["tcp_port"], info["pid"]

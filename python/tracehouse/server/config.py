@@ -12,11 +12,6 @@ from dataclasses import dataclass
 
 from ..errors import BadInput
 
-# A benchmark sets this to its own pid in the environment of a server it starts: the server then
-# stops (as on SIGTERM) when that process dies, even by SIGKILL, which no `finally` of the bench
-# survives (an orphan server of a killed bench loaded this machine during later measurements).
-EXIT_WITH_PARENT = "TRACEHOUSE_EXIT_WITH_PARENT"
-
 
 @dataclass
 class ServerConfig:

@@ -21,9 +21,10 @@ import threading
 from pathlib import Path
 from typing import Callable
 
+from ..children import exit_with_parent
 from ..errors import BadInput
 from ..store import Store
-from .config import EXIT_WITH_PARENT, ServerConfig
+from .config import ServerConfig
 from .http import Api, HttpServer
 from .ingest import Ingestor
 
@@ -76,23 +77,6 @@ def _keep_freed_memory() -> None:
     pa.set_memory_pool(pool)
 
 
-PR_SET_PDEATHSIG = 1
-
-
-def _stop_with_parent(stop: Callable[[int, object], None]) -> None:
-    """SIGTERM to this process when the process named by EXIT_WITH_PARENT dies (prctl
-    PR_SET_PDEATHSIG: the kernel sends it when the thread that started us exits, so the starter
-    must start us from a thread that lives as long as it needs us, e.g. its main thread)."""
-    want = os.environ.pop(EXIT_WITH_PARENT, None)
-    if not want:
-        return
-    import ctypes
-
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
-    if os.getppid() != int(want):  # it died before the prctl: nobody will send the signal
-        stop(signal.SIGTERM, None)
-
-
 def serve(store_path: str | os.PathLike, cfg: ServerConfig, *, ready: Callable[[dict], None] | None = None) -> int:
     """Run the server until SIGINT/SIGTERM; returns an exit code."""
     cfg.check()
@@ -130,7 +114,7 @@ def serve(store_path: str | os.PathLike, cfg: ServerConfig, *, ready: Callable[[
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, stop)
-        _stop_with_parent(stop)
+        exit_with_parent()  # under a bench: stop when it dies (tracehouse/children.py)
         if ready is not None:
             ready(info)
         while not stopping.wait(0.5):
