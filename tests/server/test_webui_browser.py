@@ -280,6 +280,23 @@ def test_sql_console_good_and_bad_queries_paging_and_download(page):
     page.wait_for_function("document.querySelector('pre.sql-error') && /read-only|refused/.test(document.querySelector('pre.sql-error').innerText)")
 
 
+def test_leaving_a_trace_before_its_info_arrives_keeps_the_page_left_to(page):
+    # The trace page's route waited for /api/ui/trace; when the reader went to the SQL console
+    # meanwhile, the late answer rendered the calls page over the console (and failed on `info`).
+    held = []
+    page.route("**/api/ui/trace?*", lambda r: held.append(r))  # answered once the reader has left
+    page.goto(page.base + "/#/calls/demo-chrome")
+    page.wait_for_selector("#tracenav a")
+    page.locator("header a[data-nav=sql]").click()
+    page.wait_for_selector("select[aria-label='example queries'] optgroup", state="attached")
+    assert held
+    for r in held:
+        r.continue_()
+    page.wait_for_timeout(1500)
+    assert page.locator("h1").inner_text() == "SQL console"
+    assert page.locator("select[aria-label='example queries'] optgroup").count() > 0
+
+
 def test_results_open_as_histograms_and_processed_traces(page):
     page.goto(page.base + "/#/results")
     page.wait_for_selector("table[aria-label=results] tbody tr")

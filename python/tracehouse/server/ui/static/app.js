@@ -195,7 +195,11 @@ function renderSelection() {
   }
 }
 
+// Each navigation's number: a route still waiting for its trace's info when the reader moved on
+// must not render over the page they moved to (it wiped the SQL console, then failed on `info`).
+let routeGen = 0;
 async function route() {
+  const gen = ++routeGen;
   clearError();
   const { page, arg, sel, qs } = parseHash();
   const tracePages = ["trace", "timeline", "calls"];
@@ -206,7 +210,13 @@ async function route() {
   if (current.trace) {
     tnav.replaceChildren(...[["trace", "Overview"], ["timeline", "Timeline"], ["calls", "Calls"]].map(([p, label]) =>
       h("a", { href: hrefFor(p, current.trace, sel), class: p === page ? "active" : null }, label)));
-    try { current.info = await traceInfo(current.trace); } catch (e) { showError(e); main.replaceChildren(h("p", {}, e.message)); return; }
+    let info;
+    try { info = await traceInfo(current.trace); } catch (e) {
+      if (gen === routeGen) { showError(e); main.replaceChildren(h("p", {}, e.message)); }
+      return;
+    }
+    if (gen !== routeGen) return;  // navigated elsewhere meanwhile: that route renders
+    current.info = info;
   }
   renderSelection();
   const pages = { traces: pageTraces, trace: pageOverview, timeline: pageTimeline, calls: pageCalls, sql: pageSql,
