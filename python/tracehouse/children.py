@@ -16,12 +16,12 @@ EXIT_WITH_PARENT = "TRACEHOUSE_EXIT_WITH_PARENT"
 PR_SET_PDEATHSIG = 1
 
 
-def env_for_child(env: dict[str, str] | None = None) -> dict[str, str]:
-    """`env` (default: this process's environment) asking the child to exit with this process.
+def env_for_child() -> dict[str, str]:
+    """This process's environment, asking the child to exit with this process.
 
     The kernel signals the child when the *thread* that started it exits: start it from a thread
     that lives as long as the child is needed (e.g. the main thread)."""
-    return {**(os.environ if env is None else env), EXIT_WITH_PARENT: str(os.getpid())}
+    return {**os.environ, EXIT_WITH_PARENT: str(os.getpid())}
 
 
 def exit_with_parent() -> bool:
