@@ -110,7 +110,8 @@ def param_type_of(t: pa.DataType) -> str | None:
         return "float64"
     if pa.types.is_boolean(t):
         return "bool"
-    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_dictionary(t):
+    # string_view: polars writes its strings so (Arrow IPC from `DataFrame.write_ipc_stream`)
+    if pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_string_view(t) or pa.types.is_dictionary(t):
         return "string"
     if pa.types.is_timestamp(t) or pa.types.is_duration(t):
         return "int64"
