@@ -254,3 +254,46 @@ def test_the_command_allocates_arrow_memory_with_jemalloc_unless_the_user_chose(
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=60)
     assert r.returncode == 0, r.stderr
     assert r.stdout.split()[-1] == (chosen or "jemalloc")
+
+
+def test_the_command_skips_the_teardown_but_not_what_an_exit_owes(tmp_path):
+    """`tracehouse` (and `python -m tracehouse.cli`) end with os._exit once the command returned
+    (`cli.run`): the output still reaches a pipe whole, exit codes stay, atexit handlers and
+    non-daemon threads still run, and a reader that stops early is no error."""
+    store = str(tmp_path / "st")
+    env = child_env()
+    env.pop("PYTHONUNBUFFERED", None)  # (stdout block-buffered into a pipe, as it is for users)
+    r = subprocess.run([*CLI, "--store", store, "generate", "tod", "--events", "200000", "--name", "t"],
+                       capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr
+    # ~200K CSV lines: far more than one pipe buffer or one stdout buffer.
+    r = subprocess.run([*CLI, "--store", store, "query", 'SELECT ts, producer FROM "t".events ORDER BY ts',
+                        "--format", "csv"], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    n = subprocess.run([*CLI, "--store", store, "query", 'SELECT count(*) AS n FROM "t".events', "--format", "csv"],
+                       capture_output=True, text=True, timeout=60, env=env).stdout.split()
+    assert n[0] == "n" and int(n[1]) >= 200_000
+    assert lines[0] == "ts,producer" and len(lines) == 1 + int(n[1]) and lines[-1].count(",") == 1
+    r = subprocess.run([*CLI, "--store", store, "query", "SELECT nope"], capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 2 and "nope" in r.stderr  # (BadInput's exit code)
+    r = subprocess.run([*CLI, "--no-such-flag"], capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 2 and "usage" in r.stderr
+    # A reader that stops after one line: exit 0, nothing about a broken pipe.
+    p = subprocess.Popen([*CLI, "--store", store, "query", 'SELECT ts FROM "t".events', "--format", "csv"],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    assert p.stdout.readline().strip() == b"ts"
+    p.stdout.close()
+    assert p.wait(timeout=60) == 0
+    err = p.stderr.read()
+    assert b"Broken" not in err and b"Exception ignored" not in err, err
+    # atexit handlers and a non-daemon thread of the command's still run before the exit.
+    mark = tmp_path / "mark"
+    code = ("import atexit, sys, threading, time\nfrom tracehouse import cli\n"
+            f"atexit.register(lambda: open({str(mark)!r}, 'a').write('atexit\\n'))\n"
+            f"threading.Thread(target=lambda: (time.sleep(0.3), open({str(mark)!r}, 'a').write('thread\\n'))).start()\n"
+            f"sys.argv = ['tracehouse', '--store', {store!r}, 'ls', '--json']\ncli.run()\nprint('not reached')")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
+    assert r.returncode == 0 and "not reached" not in r.stdout, r.stderr
+    assert [t["name"] for t in json.loads(r.stdout)] == ["t"]  # (printed, still in stdout's buffer at the exit)
+    assert mark.read_text().splitlines() == ["thread", "atexit"]

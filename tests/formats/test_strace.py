@@ -400,6 +400,13 @@ def test_file_parsed_on_its_own_thread_equals_a_parse_fed_in_small_chunks(tmp_pa
 
     data = _copies(DATA / "threads.strace", 250)  # ~10 MB: two chunk borders
     assert len(data) > 2 * (4 << 20)
+    # Syscall names first seen after batches were cut (on the builder thread, see background.rs, the
+    # names reach the builder with the cut that first has them): one mid-file, one in the last batch.
+    mid = data.index(b"\n", len(data) // 2) + 1
+    last_ts = float(data[:-1].rsplit(b"\n", 1)[1].split(b" ")[1])
+    data = (data[:mid] + data[mid:mid + 200].split(b" ", 2)[0] + b" %.6f frobnicate(1, 2) = 0 <0.000010>\n"
+            % float(data[mid:].split(b" ", 2)[1]) + data[mid:] + b"4242 %.6f syscall_0x1b6(7) = -1 ENOSYS "
+            b"(Function not implemented) <0.000001>\n" % (last_ts + 1))
     path = tmp_path / "many.strace"
     path.write_bytes(data)
     native = _core.StraceFileParse(str(path))
@@ -418,15 +425,19 @@ def test_file_parsed_on_its_own_thread_equals_a_parse_fed_in_small_chunks(tmp_pa
     assert bg.stats["lines"] == data.count(b"\n")
     assert bg.producers() == ref.producers()
     assert bg.rejects() == ref.rejects()
-    assert _rows(got) == _rows(want)
+    rows = _rows(got)
+    assert rows == _rows(want)
+    names = [r["name"] for r in rows["syscall"]]
+    assert names.count("frobnicate") == 1 and names[-1] == "syscall_0x1b6"
 
 
 def _parse_threads() -> int:
-    """Threads of this process named as the background parse's (`th-strace-parse`)."""
+    """Threads of this process named as the background parse's (`th-strace-parse`, and its batch
+    builder `th-strace-build`)."""
     n = 0
     for comm in Path("/proc/self/task").glob("*/comm"):
         try:
-            n += comm.read_text().strip() == "th-strace-parse"
+            n += comm.read_text().strip() in ("th-strace-parse", "th-strace-build")
         except OSError:
             pass  # a thread that just ended
     return n

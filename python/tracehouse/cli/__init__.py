@@ -2,7 +2,8 @@
 
 `command.py` parses arguments and runs a command; the command groups live one module each
 beside it (`analyze`, `replay`, `serve`, ...). `main` here imports them only when called,
-so `import tracehouse.cli` costs nothing.
+so `import tracehouse.cli` costs nothing. `run` is the installed command (and `python -m
+tracehouse.cli`): `main`, then the process ends without the interpreter's teardown.
 """
 
 from __future__ import annotations
@@ -14,4 +15,41 @@ def main(argv: list[str] | None = None) -> int:
     return run(argv)
 
 
-__all__ = ["main"]
+def run() -> None:
+    """`main()` as the process: once it returned, what an exit must do is done here (the
+    standard streams flushed, non-daemon threads joined and `atexit` handlers run, as the
+    interpreter does them) and the process ends with `os._exit`, skipping the teardown that
+    frees every object and module one by one only for the kernel to drop the memory anyway.
+
+    Measured on `tracehouse import strace` of the 3M-line many-process log (12 runs of each,
+    interleaved, 2 cores): the teardown was 30-45 ms of the command after the import was done
+    (garbage collection of everything pyarrow and the store built, then glibc handing a 31 MB
+    arena back, 22 ms of it in one madvise); the command's median 0.845 -> 0.815 s.
+    An exception or SystemExit (argparse's errors, --help) takes the ordinary way out."""
+    import os
+    import sys
+
+    code = main()
+    import atexit
+    import threading
+
+    try:
+        sys.stdout.flush()
+    except BrokenPipeError:  # `tracehouse ... | head`: what the reader did not take is dropped
+        code = code or 0
+    except (OSError, ValueError):  # (ValueError: stdout closed by the command)
+        code = code or 1
+    try:
+        sys.stderr.flush()
+    except (OSError, ValueError):
+        pass
+    # What Py_FinalizeEx does before its teardown: threading's own exit hooks (executors'
+    # shutdown) and the join of non-daemon threads, then the atexit handlers.
+    shutdown = getattr(threading, "_shutdown", None)
+    if shutdown is not None:
+        shutdown()
+    atexit._run_exitfuncs()
+    os._exit(code if isinstance(code, int) else 0 if code is None else 1)
+
+
+__all__ = ["main", "run"]

@@ -1,7 +1,5 @@
 """`python -m tracehouse.cli ...`: the same command as `tracehouse ...`."""
 
-import sys
+from . import run
 
-from .command import main
-
-sys.exit(main())
+run()

@@ -60,7 +60,9 @@ use arrow_array::RecordBatch;
 use line::{arg_int, offset_ptr, parse_call, parse_fd, quoted, split_line, unescape_into, Body, Call, Stamp};
 use names::{Names, Sc};
 use procs::{CloneFlags, Procs};
-use rows::{Kind, Row, Rows, Str, NULL};
+use rows::{Cut, Kind, Row, Rows, Str, NULL};
+use std::sync::mpsc::{Receiver, SyncSender};
+use std::sync::Mutex;
 
 pub use procs::Producer;
 pub use rows::{schema, EVENT_TYPES};
@@ -197,6 +199,32 @@ pub struct StraceParser {
     pre_joined: u64,
     /// Emptied buffers of the second thread's parts, kept for the next chunk (see `Spare`).
     spare: Vec<Spare<'static>>,
+    /// Where cuts are built when not here ([`StraceParser::build_elsewhere`]).
+    builder: Option<Builder>,
+}
+
+/// A cut handed to a builder on another thread ([`StraceParser::build_elsewhere`]).
+struct BuildJob {
+    cut: Cut,
+    /// Names interned since the previous job (ids follow on).
+    names: Vec<Box<[u8]>>,
+    /// Lines read when the cut was made.
+    lines: u64,
+    /// Lines rejected when the cut was made.
+    rejected: u64,
+}
+
+/// What a parser hands to its builder: a cut, or (sent by the parser's owner) the end.
+enum ToBuilder {
+    Cut(BuildJob),
+    End(Result<Box<StraceParser>, String>),
+}
+
+struct Builder {
+    jobs: SyncSender<ToBuilder>,
+    /// (in a Mutex only so the parser stays Sync for the Python object holding it)
+    spares: Mutex<Receiver<(Vec<Row>, Vec<u8>)>>,
+    names_sent: usize,
 }
 
 impl StraceParser {
@@ -228,6 +256,7 @@ impl StraceParser {
             need: (0..n as u32).collect(),
             pre_joined: 0,
             spare: Vec::new(),
+            builder: None,
         }
     }
 
@@ -995,12 +1024,46 @@ impl StraceParser {
     }
 
     fn cut(&mut self, force: bool) {
-        let batches = self.rows.cut(force, &self.names);
-        for (name, b) in batches {
-            let k = EVENT_TYPES.iter().position(|n| *n == name).unwrap_or(0);
-            self.stats.events[k] += b.num_rows() as u64;
-            self.out.push((name, b));
+        let mut cut = self.rows.take_cut(force);
+        for (k, n) in cut.events.iter().enumerate() {
+            self.stats.events[k] += n;
         }
+        if let Some(b) = self.builder.as_mut() {
+            // Built on the builder's thread (background.rs); its buffers come back for reuse.
+            if let Ok(spares) = b.spares.get_mut() {
+                while let Ok((rows, arena)) = spares.try_recv() {
+                    self.rows.recycle(rows, arena);
+                }
+            }
+            let names = self.names.since(b.names_sent);
+            b.names_sent = self.names.count();
+            let job = BuildJob { cut, names, lines: self.stats.lines, rejected: self.stats.rejected };
+            if b.jobs.send(ToBuilder::Cut(job)).is_err() {
+                self.builder = None; // the builder is gone (its consumer stopped): nothing to hand over to
+            }
+            return;
+        }
+        let batches = cut.build(&self.names);
+        self.rows.recycle(cut.rows, cut.arena);
+        self.out.extend(batches);
+    }
+
+    /// From here on, cuts are built into record batches by whoever receives `jobs` (in order;
+    /// each job carries the names interned since the previous one), who sends the emptied
+    /// buffers back on `spares`. Rows set aside ([`StraceParser::take_late`]) are still built
+    /// here.
+    fn build_elsewhere(&mut self, jobs: SyncSender<ToBuilder>, spares: Receiver<(Vec<Row>, Vec<u8>)>) {
+        self.builder = Some(Builder { jobs, spares: Mutex::new(spares), names_sent: 0 });
+    }
+
+    /// Stops handing cuts over (later ones are built here again).
+    fn build_here(&mut self) {
+        self.builder = None;
+    }
+
+    /// Cuts still go to a builder (false once it went away).
+    fn building_elsewhere(&self) -> bool {
+        self.builder.is_some()
     }
 
     fn signal(&mut self, t: u32, ts: i64, text: &[u8]) {

@@ -326,4 +326,34 @@ impl Names {
     pub fn name(&self, id: u32) -> &[u8] {
         &self.names[id as usize].0
     }
+
+    /// Names interned so far.
+    pub fn count(&self) -> usize {
+        self.names.len()
+    }
+
+    /// Copies of the names from id `from` on (for a batch builder on another thread).
+    pub fn since(&self, from: usize) -> Vec<Box<[u8]>> {
+        self.names[from.min(self.names.len())..].iter().map(|(n, _)| n.clone()).collect()
+    }
+}
+
+/// Syscall names by id, as a batch builder reads them: the parser's own table, or the copy a
+/// builder on another thread keeps (`background.rs`).
+pub(super) trait NameOf {
+    fn name_of(&self, id: u32) -> &[u8];
+}
+
+impl NameOf for Names {
+    #[inline]
+    fn name_of(&self, id: u32) -> &[u8] {
+        self.name(id)
+    }
+}
+
+impl NameOf for Vec<Box<[u8]>> {
+    #[inline]
+    fn name_of(&self, id: u32) -> &[u8] {
+        &self[id as usize]
+    }
 }

@@ -20,7 +20,7 @@ use arrow_array::{ArrayRef, BooleanArray, Int32Array, Int64Array, RecordBatch, S
 use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::SchemaRef;
 
-use super::names::Names;
+use super::names::NameOf;
 use crate::colpool::ColumnPool;
 use crate::formats::decl::EventTypeDecl;
 
@@ -104,6 +104,9 @@ pub(super) struct Rows {
     aside_arena: Vec<u8>,
     /// The int64 columns of emitted batches, back once the store has written them (see `Pool`).
     pool: ColumnPool,
+    /// Row and arena buffers of built cuts, reused ([`Rows::recycle`]).
+    spare_rows: Vec<Vec<Row>>,
+    spare_arenas: Vec<Vec<u8>>,
 }
 
 impl Rows {
@@ -189,7 +192,7 @@ impl Rows {
     }
 
     /// Emits the rows set aside (see the module documentation), sorted by `ts`.
-    pub fn take_aside(&mut self, names: &Names) -> Vec<(&'static str, RecordBatch)> {
+    pub fn take_aside(&mut self, names: &impl NameOf) -> Vec<(&'static str, RecordBatch)> {
         let mut aside = std::mem::take(&mut self.aside);
         aside.sort_by_key(|r| r.ts);
         let out = build(aside.iter(), &self.aside_arena, names, &self.pool);
@@ -213,37 +216,79 @@ impl Rows {
         self.rows.iter().position(|r| r.hole == WAITING).unwrap_or(self.rows.len())
     }
 
-    /// Emits the complete rows before the first placeholder (all rows with `force`,
-    /// dropping the placeholders) in `ts` order as record batches, one per event type
-    /// that has rows.
-    pub fn cut(&mut self, force: bool, names: &Names) -> Vec<(&'static str, RecordBatch)> {
+    /// The complete rows before the first placeholder (all rows with `force`, dropping the
+    /// placeholders), with their strings, to be built into record batches ([`Cut::build`]): the rows and the
+    /// arena are moved out (the rows left keep their strings in a fresh arena), so the build
+    /// can run on another thread (`background.rs`) while this one parses on.
+    pub fn take_cut(&mut self, force: bool) -> Cut {
         let k = if force { self.rows.len() } else { self.ready() };
-        let mut emit: Vec<&Row> = self.rows[..k].iter().filter(|r| r.hole == COMPLETE).collect();
+        let (rows_cap, arena_cap) = (self.rows.capacity(), self.arena.capacity());
+        let mut rest = self.spare_rows.pop().unwrap_or_else(|| Vec::with_capacity(rows_cap));
+        let mut arena = self.spare_arenas.pop().unwrap_or_else(|| Vec::with_capacity(arena_cap));
+        rest.clear();
+        arena.clear();
+        // Keep the rest, with their strings moved to the fresh arena.
+        for r in &self.rows[k..] {
+            let mut r = *r;
+            for s in r.s.iter_mut() {
+                if !s.is_null() {
+                    let off = arena.len() as u32;
+                    arena.extend_from_slice(&self.arena[s.off as usize..(s.off + s.len) as usize]);
+                    s.off = off;
+                }
+            }
+            rest.push(r);
+        }
+        let mut rows = std::mem::replace(&mut self.rows, rest);
+        rows.truncate(k);
+        let arena = std::mem::replace(&mut self.arena, arena);
+        self.base += k as u64;
+        let late = self.late;
+        self.late = self.rows.windows(2).any(|w| w[1].ts < w[0].ts);
+        let mut events = [0u64; 3];
+        for r in rows.iter().filter(|r| r.hole == COMPLETE) {
+            events[r.kind as usize] += 1;
+        }
+        Cut { rows, arena, late, events, pool: self.pool.clone() }
+    }
+
+    /// Takes back the buffers of a built [`Cut`] for later cuts (fresh ones of this size
+    /// are fresh pages to fault in).
+    pub fn recycle(&mut self, rows: Vec<Row>, arena: Vec<u8>) {
+        if self.spare_rows.len() < SPARES {
+            self.spare_rows.push(rows);
+        }
+        if self.spare_arenas.len() < SPARES {
+            self.spare_arenas.push(arena);
+        }
+    }
+}
+
+/// Buffers of built cuts kept for reuse (a cut in flight on the builder, one coming back).
+const SPARES: usize = 2;
+
+/// Rows cut by [`Rows::take_cut`], to be built into record batches.
+pub(super) struct Cut {
+    /// The rows cut, in start order (placeholders among them are skipped).
+    pub rows: Vec<Row>,
+    /// Their strings.
+    pub arena: Vec<u8>,
+    /// Rows out of `ts` order among them (the build sorts).
+    late: bool,
+    /// Complete rows by event type (what the build will emit).
+    pub events: [u64; 3],
+    pool: ColumnPool,
+}
+
+impl Cut {
+    /// The record batches of the cut (one per event type that has rows); the buffers stay,
+    /// for [`Rows::recycle`].
+    pub fn build(&mut self, names: &impl NameOf) -> Vec<(&'static str, RecordBatch)> {
+        let mut emit: Vec<&Row> = self.rows.iter().filter(|r| r.hole == COMPLETE).collect();
         if self.late {
             emit.sort_by_key(|r| r.ts);
         }
-        let out = build(emit.into_iter(), &self.arena, names, &self.pool);
-        // Keep the rest, with their strings moved to a fresh arena.
-        self.base += k as u64;
-        if k == self.rows.len() {
-            self.rows.clear();
-            self.arena.clear();
-        } else {
-            let mut arena = Vec::with_capacity(self.arena.capacity().min(self.arena.len() * 2 + 1024));
-            for r in self.rows[k..].iter_mut() {
-                for s in r.s.iter_mut() {
-                    if !s.is_null() {
-                        let off = arena.len() as u32;
-                        arena.extend_from_slice(&self.arena[s.off as usize..(s.off + s.len) as usize]);
-                        s.off = off;
-                    }
-                }
-            }
-            self.rows.drain(..k);
-            self.arena = arena;
-        }
-        self.late = self.rows.windows(2).any(|w| w[1].ts < w[0].ts);
-        out
+        build(emit.into_iter(), &self.arena, names, &self.pool)
     }
 }
 
@@ -251,7 +296,7 @@ impl Rows {
 fn build<'a>(
     rows: impl Iterator<Item = &'a Row> + Clone,
     arena: &[u8],
-    names: &Names,
+    names: &impl NameOf,
     pool: &ColumnPool,
 ) -> Vec<(&'static str, RecordBatch)> {
     // Exact capacities first: growing ~14 columns by doubling cost a fifth of the cut.
@@ -261,7 +306,7 @@ fn build<'a>(
         let k = r.kind as usize;
         count[k] += 1;
         if r.kind == Kind::Syscall {
-            bytes[k][7] += names.name(r.name).len();
+            bytes[k][7] += names.name_of(r.name).len();
         }
         for (b, s) in bytes[k].iter_mut().zip(r.s) {
             if !s.is_null() {
@@ -387,7 +432,7 @@ impl Cols {
     }
 
     #[inline]
-    fn push(&mut self, r: &Row, arena: &[u8], names: &Names) {
+    fn push(&mut self, r: &Row, arena: &[u8], names: &impl NameOf) {
         self.ts.push(r.ts);
         self.producer.push(r.producer);
         self.seq.push(r.seq);
@@ -395,7 +440,7 @@ impl Cols {
         match r.kind {
             Kind::Syscall => {
                 self.dur.push(r.dur);
-                self.name.push(Some(names.name(r.name)));
+                self.name.push(Some(names.name_of(r.name)));
                 for k in 0..6 {
                     self.i[k].push(r.i[k]);
                 }
