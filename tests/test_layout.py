@@ -1,9 +1,12 @@
 """The package's layering (README "Layout"): data flows one way, nothing imports the CLI, no
 cycles. dev/importgraph.py reads the sources with `ast`; this runs its check."""
 
+import re
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -107,18 +110,26 @@ def test_lazy_module_imports_on_first_attribute():
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
 
 
-def test_strace_import_loads_only_what_it_uses(tmp_path):
+@pytest.mark.parametrize("json_flag", [["--json"], []], ids=["json", "piped"])
+def test_strace_import_loads_only_what_it_uses(tmp_path, json_flag):
     """`tracehouse import strace FILE --json` needs pyarrow (batches) and numpy (the store's
     sort), not DuckDB, pyarrow.compute (~0.1-0.2 CPU-s of docstrings) or rich (issue 17: start-up
     is part of the end-to-end import rate). Before: all three were loaded. Nor importlib.metadata
-    (0.02-0.04 CPU-s) when no installed package declares importers beyond ours."""
+    (0.02-0.04 CPU-s) when no installed package declares importers beyond ours. Without --json
+    and piped, its one line is written without rich too (`output.say`; before, rich was loaded
+    to print it)."""
     data = ROOT / "tests" / "data" / "strace" / "single.strace"
     code = ("import contextlib, io, sys\nfrom tracehouse.cli import command\n"
-            f"with contextlib.redirect_stdout(io.StringIO()):\n"
-            f"    rc = command.main(['--store', {str(tmp_path)!r}, 'import', 'strace', {str(data)!r}, '--json'])\n"
+            "with contextlib.redirect_stdout(io.StringIO()) as printed:\n"
+            f"    rc = command.main(['--store', {str(tmp_path)!r}, 'import', 'strace', {str(data)!r}, '--name', 'x', "
+            f"*{json_flag!r}])\n"
             "assert rc == 0, rc\n"
+            "print(printed.getvalue().strip().splitlines()[-1])\n"
             "print(sorted({m.split('.')[0] for m in sys.modules} & {'duckdb', 'rich', 'pandas', 'sqlglot'}"
             " | {m for m in sys.modules if m in ('pyarrow.compute', 'importlib.metadata')}))\n")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
-    assert r.stdout.strip().splitlines()[-1] == "[]", r.stdout
+    *_, line, loaded = r.stdout.strip().splitlines()
+    assert loaded == "[]", r.stdout
+    if not json_flag:
+        assert re.fullmatch(r"imported 53 events into x in [0-9.]+ s \([0-9,]+ events/s\): syscall 52, exit 1", line)

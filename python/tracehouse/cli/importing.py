@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from ..errors import BadInput
-from .output import arrow_table_render, emit_json, err, human_bytes, open_store, out, progress_bar
+from .output import arrow_table_render, emit_json, err, human_bytes, open_store, out, progress_bar, say
 
 
 def add_importer_options(sp: argparse.ArgumentParser) -> None:
@@ -59,9 +59,10 @@ def cmd_import(args) -> int:
     t0 = time.perf_counter()
     # An importer that can (strace) starts parsing now, while the store opens.
     started = imp.start_parse(path) if hasattr(imp, "start_parse") else None
-    if not args.json:
-        # The report is printed with rich (0.05-0.08 CPU-s to import): imported on a thread of
-        # its own while the input is parsed, not after the import, where the print waited for it.
+    if not args.json and sys.stdout.isatty():
+        # The report is printed with rich on a terminal (0.05-0.08 CPU-s to import): imported on a
+        # thread of its own while the input is parsed, not after the import, where the print
+        # waited for it. Piped, it is printed without rich (`say`).
         threading.Thread(target=importlib.import_module, args=("rich.console",), daemon=True).start()
     try:
         with open_store(args, write=True, fsync=args.fsync) as s:
@@ -77,8 +78,8 @@ def cmd_import(args) -> int:
     if args.json:
         emit_json(data)
     else:
-        out.print(f"imported {report.events:,} events into [bold]{report.trace}[/bold] in {secs:.2f} s "
-                  f"({report.events / secs:,.0f} events/s): " + ", ".join(f"{k} {v:,}" for k, v in report.by_type.items()))
+        say(f"imported {report.events:,} events into ", (report.trace, "bold"), f" in {secs:.2f} s "
+            f"({report.events / secs:,.0f} events/s): " + ", ".join(f"{k} {v:,}" for k, v in report.by_type.items()))
         for k, v in (getattr(report, "details", None) or {}).items():
             if isinstance(v, int):
                 err.print(f"{k.replace('_', ' ')}: {v:,}")

@@ -61,6 +61,18 @@ out = _OnFirstUse(_stdout_console)
 err = _OnFirstUse(_stderr_console)
 
 
+def say(*parts: str | tuple[str, str]) -> None:
+    """One line on stdout from plain text and (text, rich style) parts: styled by rich on a
+    terminal; piped or redirected, written as plain text without importing rich (0.05-0.08
+    CPU-s, a tenth of a 3M-line `tracehouse import`, whose only output is such a line)."""
+    if sys.stdout.isatty():
+        from rich.text import Text
+
+        out.print(Text.assemble(*parts), highlight=False)
+    else:
+        sys.stdout.write("".join(p if isinstance(p, str) else p[0] for p in parts) + "\n")
+
+
 def open_store(args, *, write: bool = False, **options) -> "Store":
     from ..store import Store
 
