@@ -88,3 +88,36 @@ def test_cursor_pages_are_the_same_over_either_order(tmp_path):
         s.close()
     assert pages["ts"] == pages["producer"]
     assert len(pages["ts"][0]) == 200 and len(pages["ts"][1]) == 50
+
+
+def test_string_statistics_only_where_they_prune(tmp_path):
+    """A checkpoint's segment in ts order keeps no min/max of its strings (segments.write_options:
+    over a row group in time order they span every value); its ints and ts keep theirs. Segments in
+    producer order, where a row group holds a few series' tags, and compacted segments keep them; a
+    query on a string is answered the same either way."""
+    tagged = EventType("m", "instant", (Column("tag", "string", "", ""), Column("v", "int64", "", "")))
+    n = 40_000
+    data = pa.table({"ts": pa.array(range(n), pa.int64()), "producer": pa.array([i % 8 for i in range(n)], pa.int32()),
+                     "tag": [f"host-{i % 8}" for i in range(n)], "v": pa.array(range(n), pa.int64())})
+
+    def stats(store) -> list[dict]:
+        out = []
+        for path in store.sql("SELECT path FROM th.segments WHERE trace = 'q'").column(0).to_pylist():
+            rg = pq.ParquetFile(store.path / path).metadata.row_group(0)
+            names = [rg.column(i).path_in_schema for i in range(rg.num_columns)]
+            out.append({c: rg.column(names.index(c)).is_stats_set for c in ("ts", "v", "tag")})
+        return out
+
+    answers = []
+    for order in ("ts", "producer"):
+        with tracehouse.open(tmp_path / order, fsync="off") as s:
+            s.create_trace("q", "custom", event_types=[tagged],
+                           metadata={} if order == "ts" else {"segment_order": "producer"})
+            for k in range(0, n, 10_000):
+                s.append("q", "m", data.slice(k, 10_000))
+                s.flush()
+            assert stats(s) == [{"ts": True, "v": True, "tag": order == "producer"}] * 4, order
+            answers.append(s.sql("SELECT producer, count(*), sum(v) FROM \"q\".m WHERE tag = 'host-3' GROUP BY 1").to_pylist())
+            assert s.compact("q") >= 2
+            assert stats(s) == [{"ts": True, "v": True, "tag": True}]
+    assert answers[0] == answers[1] == [{"producer": 3, "count_star()": n // 8, "sum(v)": sum(range(3, n, 8))}]

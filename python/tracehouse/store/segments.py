@@ -68,19 +68,27 @@ def _delta_packed(f: pa.Field) -> bool:
 
 
 def write_options(schema: pa.Schema, level: int = 0, row_group: int | None = None) -> dict:
-    """pq.write_table options; `row_group` rows per row group (default ROW_GROUP, read at call time)."""
+    """pq.write_table options; `row_group` rows per row group (default ROW_GROUP, read at call time;
+    None is a segment in ts order)."""
     dict_cols = [f.name for f in schema if f.name == "producer" or pa.types.is_string(f.type) or pa.types.is_boolean(f.type)]
     delta = {f.name: "DELTA_BINARY_PACKED" for f in schema if _delta_packed(f)}
     fast = level == 0
     compression = {f.name: "none" if f.name in delta else "lz4" if fast and pa.types.is_floating(f.type) else "zstd"
                    for f in schema}
+    # A checkpoint's segment in ts order keeps no min/max of its strings: over 512K rows in time
+    # order they span nearly every value (paths, arguments, syscall names), so they prune nothing,
+    # and computing them (a memcmp per value) was a tail of each checkpoint. Measured on the 3M-line
+    # many-process strace import (10 interleaved runs each): median 0.795 -> 0.750 s, 1.345 ->
+    # 1.305 CPU-s. Compacted segments, and those in producer order (a series' tags per row group,
+    # which do prune), keep them.
+    stats = [f.name for f in schema if not pa.types.is_string(f.type)] if fast and row_group is None else True
     return {
         "compression": compression,
         "compression_level": {name: 1 for name, codec in compression.items() if codec == "zstd"} or None,
         "use_dictionary": dict_cols,
         "column_encoding": delta or None,
         "row_group_size": row_group or ROW_GROUP,
-        "write_statistics": True,
+        "write_statistics": stats,
         "dictionary_pagesize_limit": DICTIONARY_PAGE,
     }
 
