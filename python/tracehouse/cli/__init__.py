@@ -29,6 +29,7 @@ def run() -> None:
     import os
     import sys
 
+    _parse_ahead(sys.argv[1:])
     code = main()
     import atexit
     import threading
@@ -50,6 +51,28 @@ def run() -> None:
         shutdown()
     atexit._run_exitfuncs()
     os._exit(code if isinstance(code, int) else 0 if code is None else 1)
+
+
+def _parse_ahead(argv: list[str]) -> None:
+    """`tracehouse [--store S] import strace FILE ...`: the parse of FILE starts now, on its own
+    threads, before the command's modules are loaded and its arguments parsed (~45 ms of a
+    start-up the parse otherwise waited for); `import` takes it over through strace's
+    `start_parse`, and checks the command as always. Any other shape of command line is left to
+    that. Measured on the 3M-line many-process log (10 interleaved runs each): median 0.800 ->
+    0.775 s."""
+    k = 0
+    while k < len(argv) and argv[k] != "import":
+        if argv[k] == "--store":
+            k += 2
+        elif argv[k].startswith("--store="):
+            k += 1
+        else:
+            return
+    if argv[k:k + 2] != ["import", "strace"] or len(argv) < k + 3 or argv[k + 2].startswith("-"):
+        return
+    from ..formats.strace.importer import start_parse_ahead
+
+    start_parse_ahead(argv[k + 2])
 
 
 __all__ = ["main", "run"]
