@@ -58,8 +58,9 @@ def _parse_ahead(argv: list[str]) -> None:
     threads, before the command's modules are loaded and its arguments parsed (~45 ms of a
     start-up the parse otherwise waited for); `import` takes it over through strace's
     `start_parse`, and checks the command as always. Any other shape of command line is left to
-    that. Measured on the 3M-line many-process log (10 interleaved runs each): median 0.800 ->
-    0.775 s."""
+    that. Measured on the 3M-line many-process log, 16 interleaved runs each at load ~0: median
+    0.750 -> 0.730 s, best 0.720 -> 0.690 s. (The fifth session tried this when the command took
+    ~1.5 s and 2+ CPU-s and saw no gain: the parse was not yet its critical path.)"""
     k = 0
     while k < len(argv) and argv[k] != "import":
         if argv[k] == "--store":
