@@ -297,6 +297,29 @@ def test_leaving_a_trace_before_its_info_arrives_keeps_the_page_left_to(page):
     assert page.locator("select[aria-label='example queries'] optgroup").count() > 0
 
 
+def test_an_answer_for_a_page_left_renders_nothing_on_the_page_left_to(page):
+    # The calls page fills its flame graph when /api/ui/flame answers; when the reader went to the
+    # SQL console meanwhile, a late error answer showed on the console (and a late answer ran the
+    # calls page's code against the console's state).
+    held = []
+    page.route("**/api/ui/flame?*", lambda r: held.append(r))  # answered once the reader has left
+    page.goto(page.base + "/#/calls/demo-chrome")
+    page.wait_for_selector(".flame", state="attached")
+    for _ in range(50):
+        if held:
+            break
+        page.wait_for_timeout(100)
+    assert held
+    page.locator("header a[data-nav=sql]").click()
+    page.wait_for_selector("select[aria-label='example queries'] optgroup", state="attached")
+    for r in held:
+        r.fulfill(status=500, content_type="application/json", body='{"error": "flame failed"}')
+    page.wait_for_timeout(1000)
+    assert page.locator("h1").inner_text() == "SQL console"
+    assert page.locator("#error").is_hidden(), page.locator("#error").inner_text()
+    assert "flame failed" not in page.locator("main").inner_text()
+
+
 def test_results_open_as_histograms_and_processed_traces(page):
     page.goto(page.base + "/#/results")
     page.wait_for_selector("table[aria-label=results] tbody tr")

@@ -113,13 +113,17 @@ $("#loginform").addEventListener("submit", () => {
   route();
 });
 
-/** Render `fn(data)` into `box` once `load()` answers; a pending build shows its progress and retries. */
+/** Render `fn(data)` into `box` once `load()` answers; a pending build shows its progress and retries.
+ *  A box no longer in the page (the reader went elsewhere meanwhile) gets nothing, not even an error:
+ *  `fn` would read the new route's `current`, and an error would show on the page left to. */
 async function fill(box, load, fn, tries = 0) {
   try {
     const data = await load();
+    if (!box.isConnected) return;
     box.replaceChildren();
     fn(data);
   } catch (e) {
+    if (!box.isConnected) return;
     if (e instanceof Pending) {
       const j = e.doc.job;
       box.replaceChildren(h("div", { class: "pending", role: "status" },
