@@ -381,6 +381,7 @@ def test_the_command_starts_an_import_s_parse_before_loading_itself(tmp_path, ca
     started = []
     real_parse = _core.StraceFileParse
     monkeypatch.setattr(_core, "StraceFileParse", lambda *a, **k: started.append(a[0]) or real_parse(*a, **k))
+    monkeypatch.setattr(strace_imp, "_AHEAD", [])  # (whatever this test leaves there goes with it)
     path, store = DATA / "threads.strace", str(tmp_path / "s")
     for argv in (["import", "--name", "x", "strace", str(path)], ["--version", "import", "strace", str(path)],
                  ["import", "csv", str(path)], ["--store", store, "import", "strace"], ["query", "import strace x"]):
@@ -402,7 +403,7 @@ def test_the_command_starts_an_import_s_parse_before_loading_itself(tmp_path, ca
     cli_pkg._parse_ahead([f"--store={store}", "import", "strace", str(path)])
     assert main(["--store", store, "import", "strace", str(other), "--name", "u", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["events"] == 53 and started[-1] == str(other)
-    strace_imp._AHEAD.clear()
+    strace_imp._AHEAD.pop()[1].close()
 
 
 # -- the file parsed on its own thread (issue 17) ------------------------------------------
