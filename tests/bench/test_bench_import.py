@@ -107,8 +107,10 @@ def test_bench_import_many_processes_end_to_end(tmp_path, monkeypatch):
     (x,) = r["runs"]
     assert x["lines"] == 6_000 and x["rejected"] == 0 and x["events"] > 0
     assert x["command_seconds"] > 0 and x["command_cpu_seconds"] > 0
-    # command_seconds is rounded to the millisecond; the rate comes from the unrounded time
-    assert abs(x["lines_per_s_end_to_end"] / (6_000 / x["command_seconds"]) - 1) < 0.002
+    # command_seconds is rounded to the millisecond; the rate (rounded to a line/s) comes from the
+    # unrounded time, which is therefore within half a millisecond of it (a relative bound failed once
+    # the command took 0.166 s: 0.5 ms of it is 0.3 %)
+    assert abs(6_000 / x["lines_per_s_end_to_end"] - x["command_seconds"]) <= 0.0005 + 1e-5
     assert r["targets"][0]["value"] == x["lines_per_s_end_to_end"]
     assert r["inputs"][0]["pids"] > 3
     assert list(tmp_path.iterdir()) == []

@@ -38,6 +38,8 @@
 //! also joins and parses the `<unfinished ...>`/`<... resumed>` pairs it sees whole (`PreJoin`). Rows are
 //! kept in start order and cut into batches already sorted by `ts` (see `rows.rs`);
 //! the few calls blocked for longer than two batches come last ([`StraceParser::take_late`]).
+//! A file parsed on its own thread (`background.rs`) has its cuts built into record batches on
+//! a third (`StraceParser::build_elsewhere`): the rows and their strings move there uncopied.
 //!
 //! Over 600 lines: the parser's two stages and their hand-off (chunk split, second thread,
 //! pairing of unfinished/resumed calls, late rows) share one state; lines are in line.rs,
