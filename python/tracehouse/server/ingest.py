@@ -381,7 +381,7 @@ class Ingestor:
             st.known_ids.update(new)
 
     def _ensure_arrow_type(self, st: _TraceState, name: str, kind: str, schema: pa.Schema,
-                           key: bytes | None = None) -> None:
+                           key: bytes | None) -> None:
         # A schema found complete once stays complete (types only widen): agents sending the
         # same layout again cost one comparison of the stream's schema message bytes (`key`),
         # not two catalog queries. (Schema.equals, before, computed the new schema's
