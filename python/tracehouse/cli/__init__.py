@@ -29,6 +29,9 @@ def run() -> None:
     import os
     import sys
 
+    from ..children import one_blas_thread
+
+    one_blas_thread()
     _parse_ahead(sys.argv[1:])
     code = main()
     import atexit
