@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import functools
 import json
-import os
 import re
 import shlex
 import subprocess
@@ -166,34 +165,6 @@ def test_capture_exits_with_the_commands_exit_code(tmp_path):
                        capture_output=True, text=True, env=child_env(), timeout=120)
     assert r.returncode == 128 + 15, r.stderr
     assert json.loads(r.stdout)["exit_status"] == -15
-
-
-@needs_strace
-def test_the_command_runs_one_blas_thread_but_a_captured_program_gets_the_users_environment(tmp_path):
-    # The command sets OPENBLAS_NUM_THREADS=1 for itself (children.one_blas_thread); a traced
-    # numpy program must still get the variable as the user set it, or unset.
-    store, seen = str(tmp_path / "s"), tmp_path / "seen.txt"
-    script = f'echo "${{OPENBLAS_NUM_THREADS-unset}}" >> {seen}'
-    env = {k: v for k, v in child_env().items() if k != "OPENBLAS_NUM_THREADS"}
-    for extra in ({}, {"OPENBLAS_NUM_THREADS": "3"}):
-        r = subprocess.run([*CLI, "--store", store, "capture", "--", "sh", "-c", script], capture_output=True,
-                           text=True, env={**env, **extra}, timeout=120)
-        assert r.returncode == 0, r.stderr
-    assert seen.read_text().split() == ["unset", "3"]
-
-
-def test_one_blas_thread_unless_the_user_chose(monkeypatch):
-    from tracehouse import children
-
-    monkeypatch.setattr(children, "_OWN", set())
-    monkeypatch.delenv("OPENBLAS_NUM_THREADS", raising=False)
-    children.one_blas_thread()
-    assert os.environ["OPENBLAS_NUM_THREADS"] == "1"
-    assert "OPENBLAS_NUM_THREADS" not in children.user_env()
-    monkeypatch.setattr(children, "_OWN", set())
-    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")
-    children.one_blas_thread()
-    assert os.environ["OPENBLAS_NUM_THREADS"] == "4" and children.user_env()["OPENBLAS_NUM_THREADS"] == "4"
 
 
 def test_piped_ls_and_search_print_whole_values(tmp_path):

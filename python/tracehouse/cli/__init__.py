@@ -29,9 +29,6 @@ def run() -> None:
     import os
     import sys
 
-    from ..children import one_blas_thread
-
-    one_blas_thread()
     _parse_ahead(sys.argv[1:])
     code = main()
     import atexit

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from ...children import user_env
 from ...errors import BadInput, NotFound
 from .importer import StraceReport, StraceSink
 
@@ -109,7 +108,7 @@ def capture(store: "Store", cmd: list[str], name: str | None = None, *, all_sysc
             fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
             with store.bulk(name):  # no compaction while the capture streams in
                 try:
-                    proc = subprocess.Popen(argv, env=user_env())
+                    proc = subprocess.Popen(argv)
                     interrupted = _pump(fd, proc, sink, progress)
                 finally:
                     os.close(fd)
