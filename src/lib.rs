@@ -6,6 +6,7 @@
 //! own module:
 //!
 //! - [`colpool`]: recycling of column allocations lent to Arrow.
+//! - [`slab`]: a batch's column buffers carved from one huge-page mapping, recycled.
 //! - [`sync`]: the one `lock()` (a mutex whose holder panicked still guards consistent state).
 //! - [`formats`]: trace file formats, one folder per format (parser, writer, tests) and
 //!   what the parsers share.
@@ -40,6 +41,7 @@ pub mod intparquet;
 pub mod order;
 pub mod packed;
 pub mod replay;
+pub mod slab;
 pub mod spans;
 pub mod sync;
 pub mod workload;

@@ -238,12 +238,15 @@ impl StraceParser {
         let n = pids.len();
         let sources = pids.into_iter().map(|pid| Source { pid, ..Default::default() }).collect();
         let next_cut = cfg.batch_rows.max(1);
+        // Room for the rows a cut may hold (forced at 2 batches, checked every quarter batch:
+        // `put`), up to 256K (more grow as needed).
+        let room = (cfg.batch_rows * 5 / 2).min(256 << 10);
         StraceParser {
             cfg,
             sources,
             names: Names::new(),
             procs: Procs::new(),
-            rows: Rows::default(),
+            rows: Rows::with_capacity(room, room * 64),
             seq: Vec::new(),
             pending: Vec::new(),
             out: Vec::new(),

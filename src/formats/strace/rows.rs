@@ -17,12 +17,12 @@
 use std::sync::{Arc, OnceLock};
 
 use arrow_array::{ArrayRef, BooleanArray, Int32Array, Int64Array, RecordBatch, StringArray};
-use arrow_buffer::{BooleanBuffer, Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
+use arrow_buffer::{BooleanBuffer, NullBuffer, OffsetBuffer, ScalarBuffer};
 use arrow_schema::SchemaRef;
 
 use super::names::NameOf;
-use crate::colpool::ColumnPool;
 use crate::formats::decl::EventTypeDecl;
+use crate::slab::{advise_huge, Frozen, Part, Slab, SlabLayout, SlabPool};
 
 /// Names of the event types, in the order of `Kind`.
 pub const EVENT_TYPES: [&str; 3] = [TYPES[0].name, TYPES[1].name, TYPES[2].name];
@@ -102,14 +102,28 @@ pub(super) struct Rows {
     /// Rows whose placeholder was let go, with their strings: emitted at the end.
     aside: Vec<Row>,
     aside_arena: Vec<u8>,
-    /// The int64 columns of emitted batches, back once the store has written them (see `Pool`).
-    pool: ColumnPool,
+    /// Memory of emitted batches' columns, back once the store has written them (slab.rs).
+    slabs: SlabPool,
     /// Row and arena buffers of built cuts, reused ([`Rows::recycle`]).
     spare_rows: Vec<Vec<Row>>,
     spare_arenas: Vec<Vec<u8>>,
 }
 
+/// An empty vector with room for `cap` values, on huge pages where it spans any (see slab.rs:
+/// the rows and arenas of the cuts in flight, ~20 MB each, were ~30K of the import's page faults).
+fn fresh<T>(cap: usize) -> Vec<T> {
+    let v = Vec::with_capacity(cap);
+    advise_huge(v.as_ptr() as *const u8, cap * std::mem::size_of::<T>());
+    v
+}
+
 impl Rows {
+    /// No rows yet, with room for `rows` of them and `arena` bytes of their strings (grown when
+    /// more come).
+    pub fn with_capacity(rows: usize, arena: usize) -> Rows {
+        Rows { rows: fresh(rows), arena: fresh(arena), ..Rows::default() }
+    }
+
     /// Rows held.
     #[inline]
     pub fn len(&self) -> usize {
@@ -195,7 +209,7 @@ impl Rows {
     pub fn take_aside(&mut self, names: &impl NameOf) -> Vec<(&'static str, RecordBatch)> {
         let mut aside = std::mem::take(&mut self.aside);
         aside.sort_by_key(|r| r.ts);
-        let out = build(aside.iter(), &self.aside_arena, names, &self.pool);
+        let out = build(aside.iter(), &self.aside_arena, names, &self.slabs);
         self.aside_arena.clear();
         out
     }
@@ -223,8 +237,8 @@ impl Rows {
     pub fn take_cut(&mut self, force: bool) -> Cut {
         let k = if force { self.rows.len() } else { self.ready() };
         let (rows_cap, arena_cap) = (self.rows.capacity(), self.arena.capacity());
-        let mut rest = self.spare_rows.pop().unwrap_or_else(|| Vec::with_capacity(rows_cap));
-        let mut arena = self.spare_arenas.pop().unwrap_or_else(|| Vec::with_capacity(arena_cap));
+        let mut rest = self.spare_rows.pop().unwrap_or_else(|| fresh(rows_cap));
+        let mut arena = self.spare_arenas.pop().unwrap_or_else(|| fresh(arena_cap));
         rest.clear();
         arena.clear();
         // Keep the rest, with their strings moved to the fresh arena.
@@ -249,7 +263,7 @@ impl Rows {
         for r in rows.iter().filter(|r| r.hole == COMPLETE) {
             events[r.kind as usize] += 1;
         }
-        Cut { rows, arena, late, events, pool: self.pool.clone() }
+        Cut { rows, arena, late, events, slabs: self.slabs.clone() }
     }
 
     /// Takes back the buffers of a built [`Cut`] for later cuts (fresh ones of this size
@@ -277,7 +291,7 @@ pub(super) struct Cut {
     late: bool,
     /// Complete rows by event type (what the build will emit).
     pub events: [u64; 3],
-    pool: ColumnPool,
+    slabs: SlabPool,
 }
 
 impl Cut {
@@ -288,18 +302,19 @@ impl Cut {
         if self.late {
             emit.sort_by_key(|r| r.ts);
         }
-        build(emit.into_iter(), &self.arena, names, &self.pool)
+        build(emit.into_iter(), &self.arena, names, &self.slabs)
     }
 }
 
-/// Record batches (one per event type that has rows) of `rows`, in that order.
+/// Record batches (one per event type that has rows) of `rows`, in that order, every column of
+/// them carved from one slab (slab.rs): written in place, no vector grown, no copy.
 fn build<'a>(
     rows: impl Iterator<Item = &'a Row> + Clone,
     arena: &[u8],
     names: &impl NameOf,
-    pool: &ColumnPool,
+    slabs: &SlabPool,
 ) -> Vec<(&'static str, RecordBatch)> {
-    // Exact capacities first: growing ~14 columns by doubling cost a fifth of the cut.
+    // Exact sizes first: rows of each type and string bytes of each slot (s[0..7], then name).
     let mut count = [0usize; 3];
     let mut bytes = [[0usize; 8]; 3];
     for r in rows.clone() {
@@ -314,196 +329,266 @@ fn build<'a>(
             }
         }
     }
-    let mut cols: [Cols; 3] = std::array::from_fn(|k| Cols::with_capacity(k, count[k], &bytes[k], pool));
+    let mut layout = SlabLayout::default();
+    let plans: [Plan; 3] = std::array::from_fn(|t| Plan::new(t, count[t], &bytes[t], &mut layout));
+    let mut slab = slabs.take(layout.total());
+    slab.fit(&layout);
+    let mut out: [Cols; 3] = std::array::from_fn(|t| Cols::new(&plans[t], &mut slab));
     for r in rows {
-        cols[r.kind as usize].push(r, arena, names);
+        out[r.kind as usize].push(r, arena, names);
     }
-    let mut out = Vec::new();
-    for (t, c) in cols.into_iter().enumerate() {
-        if !c.ts.is_empty() {
-            out.push((EVENT_TYPES[t], c.finish(t, pool)));
+    let slab = slab.freeze();
+    let mut batches = Vec::new();
+    for (t, cols) in out.iter().enumerate() {
+        if count[t] > 0 {
+            batches.push((EVENT_TYPES[t], cols.finish(t, &plans[t], &slab)));
         }
     }
-    out
+    batches
 }
 
-/// A nullable string column being built.
-struct StrCol {
-    offsets: Vec<i32>,
-    values: Vec<u8>,
-    valid: Vec<bool>,
+/// Where the columns of one event type lie in the slab (unused slots have empty parts).
+struct Plan {
+    rows: usize,
+    ts: Part,
+    producer: Part,
+    seq: Part,
+    dur: Part,
+    name: StrPlan,
+    /// int64 slots: values, validity
+    i: [(Part, Part); 6],
+    s: [StrPlan; 7],
+    /// exit's `core` (a bitmap of values)
+    core: Part,
+}
+
+#[derive(Clone, Copy)]
+struct StrPlan {
+    offsets: Part,
+    values: Part,
+    valid: Part,
+}
+
+impl Plan {
+    /// `bytes`: string bytes of slots s[0..7], then of `name`.
+    fn new(t: usize, rows: usize, bytes: &[usize; 8], layout: &mut SlabLayout) -> Plan {
+        // slots each type fills: syscall all six int64 and seven strings, signal i[0] and
+        // s[0..3], exit i[0], i[1] (core) and s[0]
+        let (ints, strs) = [(6, 7), (1, 3), (1, 1)][t];
+        let syscall = t == Kind::Syscall as usize;
+        let bits = rows.div_ceil(8);
+        let n = |used: bool| if used { rows } else { 0 };
+        let str_plan = |used: bool, bytes: usize, layout: &mut SlabLayout| StrPlan {
+            offsets: layout.part::<i32>(if used { rows + 1 } else { 0 }),
+            values: layout.part::<u8>(if used { bytes } else { 0 }),
+            valid: layout.part::<u8>(if used { bits } else { 0 }),
+        };
+        Plan {
+            rows,
+            ts: layout.part::<i64>(rows),
+            producer: layout.part::<i32>(rows),
+            seq: layout.part::<i64>(rows),
+            dur: layout.part::<i64>(n(syscall)),
+            name: str_plan(syscall, bytes[7], layout),
+            i: std::array::from_fn(|k| {
+                (layout.part::<i64>(n(k < ints)), layout.part::<u8>(if k < ints { bits } else { 0 }))
+            }),
+            s: std::array::from_fn(|k| str_plan(k < strs, bytes[k], layout)),
+            core: layout.part::<u8>(if t == Kind::Exit as usize { bits } else { 0 }),
+        }
+    }
+}
+
+/// A nullable string column being written into its parts of the slab.
+struct StrOut {
+    offsets: *mut i32,
+    values: *mut u8,
+    valid: *mut u8,
+    len: usize,
+    room: usize,
     nulls: usize,
 }
 
-impl StrCol {
-    fn with_capacity(rows: usize, bytes: usize) -> Self {
-        let mut offsets = Vec::with_capacity(rows + 1);
-        offsets.push(0);
-        StrCol { offsets, values: Vec::with_capacity(bytes), valid: Vec::with_capacity(rows), nulls: 0 }
-    }
-
-    #[inline]
-    fn push(&mut self, bytes: Option<&[u8]>) {
-        match bytes {
-            Some(b) => {
-                self.values.extend_from_slice(b);
-                self.valid.push(true);
-            }
-            None => {
-                self.valid.push(false);
-                self.nulls += 1;
+impl StrOut {
+    fn new(p: &StrPlan, slab: &mut Slab) -> StrOut {
+        let (offsets, values, valid) = (slab.ptr::<i32>(p.offsets), slab.ptr::<u8>(p.values), slab.ptr::<u8>(p.valid));
+        // SAFETY: the parts are this column's (an unused column's are empty: nothing is written).
+        unsafe {
+            std::ptr::write_bytes(valid, 0, p.valid.bytes()); // (a reused slab holds old bits)
+            if p.offsets.bytes() > 0 {
+                offsets.write(0);
             }
         }
-        self.offsets.push(self.values.len() as i32);
+        StrOut { offsets, values, valid, len: 0, room: p.values.bytes(), nulls: 0 }
     }
 
-    fn finish(self) -> ArrayRef {
-        let nulls = if self.nulls > 0 { Some(NullBuffer::from(self.valid)) } else { None };
-        // SAFETY: offsets start at 0 and never decrease (each push appends), the last one
-        // is values.len() (cut before 2 GiB: see the parser's arena limit), and every value
-        // was checked to be UTF-8 before it entered the arena (`unescape_into`, or ASCII
-        // from the grammar, or from_utf8 on raw text).
-        let array = unsafe {
-            StringArray::new_unchecked(
-                OffsetBuffer::new_unchecked(ScalarBuffer::from(self.offsets)),
-                Buffer::from_vec(self.values),
-                nulls,
-            )
-        };
+    /// Appends string `b` (None: null) as row `at`.
+    #[inline]
+    fn push(&mut self, at: usize, b: Option<&[u8]>) {
+        // SAFETY: `at` < the column's rows and the strings fit the values part, both asserted
+        // (the sizes were counted over the same rows).
+        unsafe {
+            match b {
+                Some(b) => {
+                    assert!(self.len + b.len() <= self.room, "strace column overflows its slab part");
+                    std::ptr::copy_nonoverlapping(b.as_ptr(), self.values.add(self.len), b.len());
+                    self.len += b.len();
+                    *self.valid.add(at >> 3) |= 1 << (at & 7);
+                }
+                None => self.nulls += 1,
+            }
+            self.offsets.add(at + 1).write(self.len as i32);
+        }
+    }
+
+    fn finish(&self, rows: usize, p: &StrPlan, slab: &Frozen) -> ArrayRef {
+        let offsets = ScalarBuffer::<i32>::new(slab.buffer(p.offsets), 0, rows + 1);
+        let nulls = (self.nulls > 0).then(|| {
+            // SAFETY: `nulls` is the count of unset bits among the first `rows`.
+            unsafe { NullBuffer::new_unchecked(BooleanBuffer::new(slab.buffer(p.valid), 0, rows), self.nulls) }
+        });
+        // SAFETY: offsets start at 0 and never decrease (each push appends), the last one is
+        // values.len() (cut before 2 GiB: see the parser's arena limit), and every value was
+        // checked to be UTF-8 before it entered the arena (`unescape_into`, or ASCII from the
+        // grammar, or from_utf8 on raw text).
+        let array =
+            unsafe { StringArray::new_unchecked(OffsetBuffer::new_unchecked(offsets), slab.buffer(p.values), nulls) };
         Arc::new(array)
     }
 }
 
-fn i64_col(v: Vec<i64>, nullable: bool, pool: &ColumnPool) -> ArrayRef {
-    let nulls = if nullable && v.contains(&NULL) {
-        Some(NullBuffer::new(BooleanBuffer::collect_bool(v.len(), |i| v[i] != NULL)))
-    } else {
-        None
-    };
-    // (small columns are not pooled: they would take the pool's places and never fit a big batch)
-    let values = if v.capacity() >= POOLED_ROWS { pool.share(v) } else { ScalarBuffer::from(v) };
-    Arc::new(Int64Array::new(values, nulls))
-}
-
-/// Batches at least this big take their int64 columns from the pool. The import's store keeps
-/// a checkpoint's batches (~6 of 64K rows) until their segments are written, then drops them
-/// all: their columns come back warm for the next ones, where fresh columns were new pages
-/// each (a third of the import's page faults, `perf record -e page-faults`; see colpool.rs).
-const POOLED_ROWS: usize = 4096;
-
-/// An empty int64 column with room for `rows` values (`used`: the event type has it).
-fn i64_vec(rows: usize, used: bool, pool: &ColumnPool) -> Vec<i64> {
-    if !used {
-        Vec::new()
-    } else if rows >= POOLED_ROWS {
-        pool.take(rows)
-    } else {
-        Vec::with_capacity(rows)
-    }
-}
-
-/// The columns of one event type being built.
+/// The columns of one event type being written into the slab.
 struct Cols {
-    ts: Vec<i64>,
-    producer: Vec<i32>,
-    seq: Vec<i64>,
-    dur: Vec<i64>,
-    name: StrCol,
-    i: [Vec<i64>; 6],
-    s: [StrCol; 7],
+    rows: usize,
+    at: usize,
+    ts: *mut i64,
+    producer: *mut i32,
+    seq: *mut i64,
+    dur: *mut i64,
+    name: StrOut,
+    /// int64 slots: values, validity, nulls
+    i: [(*mut i64, *mut u8, usize); 6],
+    s: [StrOut; 7],
+    core: *mut u8,
 }
 
 impl Cols {
-    /// Room for `rows` rows of event type `t`; `bytes`: string bytes of slots s[0..7], then of
-    /// `name`.
-    fn with_capacity(t: usize, rows: usize, bytes: &[usize; 8], pool: &ColumnPool) -> Self {
-        // int64 slots each type fills: syscall all six, signal i[0], exit i[0] and i[1]
-        let ints = [6, 1, 2][t];
-        let syscall = t == Kind::Syscall as usize;
+    fn new(p: &Plan, slab: &mut Slab) -> Cols {
+        let i = std::array::from_fn(|k| {
+            let (values, valid) = p.i[k];
+            let bits = slab.ptr::<u8>(valid);
+            // SAFETY: the validity part of this slot (a reused slab holds old bits).
+            unsafe { std::ptr::write_bytes(bits, 0, valid.bytes()) };
+            (slab.ptr::<i64>(values), bits, 0)
+        });
+        let core = slab.ptr::<u8>(p.core);
+        // SAFETY: exit's `core` bitmap part (empty for the other types).
+        unsafe { std::ptr::write_bytes(core, 0, p.core.bytes()) };
         Cols {
-            ts: i64_vec(rows, true, pool),
-            producer: Vec::with_capacity(rows),
-            seq: i64_vec(rows, true, pool),
-            dur: i64_vec(rows, syscall, pool),
-            name: StrCol::with_capacity(rows, bytes[7]),
-            i: std::array::from_fn(|k| i64_vec(rows, k < ints, pool)),
-            s: std::array::from_fn(|k| StrCol::with_capacity(rows, bytes[k])),
+            rows: p.rows,
+            at: 0,
+            ts: slab.ptr(p.ts),
+            producer: slab.ptr(p.producer),
+            seq: slab.ptr(p.seq),
+            dur: slab.ptr(p.dur),
+            name: StrOut::new(&p.name, slab),
+            i,
+            s: std::array::from_fn(|k| StrOut::new(&p.s[k], slab)),
+            core,
+        }
+    }
+
+    #[inline]
+    fn int(&mut self, k: usize, v: i64) {
+        let (values, valid, nulls) = &mut self.i[k];
+        // SAFETY: `at` < rows (asserted in push) and slot k is one this type fills.
+        unsafe {
+            values.add(self.at).write(v);
+            if v == NULL {
+                *nulls += 1;
+            } else {
+                *valid.add(self.at >> 3) |= 1 << (self.at & 7);
+            }
         }
     }
 
     #[inline]
     fn push(&mut self, r: &Row, arena: &[u8], names: &impl NameOf) {
-        self.ts.push(r.ts);
-        self.producer.push(r.producer);
-        self.seq.push(r.seq);
+        let at = self.at;
+        assert!(at < self.rows, "more strace rows than counted");
+        // SAFETY: `at` < rows, the length of these parts.
+        unsafe {
+            self.ts.add(at).write(r.ts);
+            self.producer.add(at).write(r.producer);
+            self.seq.add(at).write(r.seq);
+        }
         let opt = |s: Str| if s.is_null() { None } else { Some(&arena[s.off as usize..(s.off + s.len) as usize]) };
         match r.kind {
             Kind::Syscall => {
-                self.dur.push(r.dur);
-                self.name.push(Some(names.name_of(r.name)));
+                // SAFETY: as above (syscalls have `dur`).
+                unsafe { self.dur.add(at).write(r.dur) };
+                self.name.push(at, Some(names.name_of(r.name)));
                 for k in 0..6 {
-                    self.i[k].push(r.i[k]);
+                    self.int(k, r.i[k]);
                 }
                 for k in 0..7 {
-                    self.s[k].push(opt(r.s[k]));
+                    self.s[k].push(at, opt(r.s[k]));
                 }
             }
             Kind::Signal => {
-                self.i[0].push(r.i[0]);
+                self.int(0, r.i[0]);
                 for k in 0..3 {
-                    self.s[k].push(opt(r.s[k]));
+                    self.s[k].push(at, opt(r.s[k]));
                 }
             }
             Kind::Exit => {
-                self.i[0].push(r.i[0]);
-                self.i[1].push(r.i[1]);
-                self.s[0].push(opt(r.s[0]));
+                self.int(0, r.i[0]);
+                if r.i[1] == 1 {
+                    // SAFETY: as above (exits have the `core` bitmap).
+                    unsafe { *self.core.add(at >> 3) |= 1 << (at & 7) };
+                }
+                self.s[0].push(at, opt(r.s[0]));
             }
         }
+        self.at += 1;
     }
 
-    fn finish(self, t: usize, pool: &ColumnPool) -> RecordBatch {
-        let Cols { ts, producer, seq, dur, name, i, s } = self;
-        let [i0, i1, i2, i3, i4, i5] = i;
-        let [s0, s1, s2, s3, s4, s5, s6] = s;
+    fn finish(&self, t: usize, p: &Plan, slab: &Frozen) -> RecordBatch {
+        let rows = p.rows;
+        assert_eq!(self.at, rows, "fewer strace rows than counted");
+        let int =
+            |part: Part| -> ArrayRef { Arc::new(Int64Array::new(ScalarBuffer::new(slab.buffer(part), 0, rows), None)) };
+        let nullable = |k: usize| -> ArrayRef {
+            let ((values, valid), nulls) = (p.i[k], self.i[k].2);
+            let nulls = (nulls > 0).then(|| {
+                // SAFETY: `nulls` is the count of unset bits among the first `rows`.
+                unsafe { NullBuffer::new_unchecked(BooleanBuffer::new(slab.buffer(valid), 0, rows), nulls) }
+            });
+            Arc::new(Int64Array::new(ScalarBuffer::new(slab.buffer(values), 0, rows), nulls))
+        };
+        let s = |k: usize| self.s[k].finish(rows, &p.s[k], slab);
         let mut cols: Vec<ArrayRef> = vec![
-            i64_col(ts, false, pool),
-            Arc::new(Int32Array::new(ScalarBuffer::from(producer), None)),
-            i64_col(seq, false, pool),
+            int(p.ts),
+            Arc::new(Int32Array::new(ScalarBuffer::new(slab.buffer(p.producer), 0, rows), None)),
+            int(p.seq),
         ];
         match t {
             0 => {
-                cols.push(i64_col(dur, false, pool));
-                cols.push(name.finish());
+                cols.push(int(p.dur));
+                cols.push(self.name.finish(rows, &p.name, slab));
                 // fd, path, path2, pos, size, ret, errno, flags, args
-                cols.push(i64_col(i0, true, pool));
-                cols.push(s0.finish());
-                cols.push(s1.finish());
-                cols.push(i64_col(i1, true, pool));
-                cols.push(i64_col(i2, true, pool));
-                cols.push(i64_col(i3, true, pool));
-                cols.push(s2.finish());
-                cols.push(s3.finish());
-                cols.push(s4.finish());
+                cols.extend([nullable(0), s(0), s(1), nullable(1), nullable(2), nullable(3), s(2), s(3), s(4)]);
                 // added later, so existing columns keep their places: fd2, pos2, path_arg, path2_arg
-                cols.push(i64_col(i4, true, pool));
-                cols.push(i64_col(i5, true, pool));
-                cols.push(s5.finish());
-                cols.push(s6.finish());
+                cols.extend([nullable(4), nullable(5), s(5), s(6)]);
             }
             1 => {
                 // signal, code, sender, info
-                cols.push(s0.finish());
-                cols.push(s1.finish());
-                cols.push(i64_col(i0, true, pool));
-                cols.push(s2.finish());
+                cols.extend([s(0), s(1), nullable(0), s(2)]);
             }
             _ => {
                 // status, signal, core
-                let core = BooleanArray::new(BooleanBuffer::collect_bool(i1.len(), |k| i1[k] == 1), None);
-                cols.push(i64_col(i0, true, pool));
-                cols.push(s0.finish());
-                cols.push(Arc::new(core));
+                let core = BooleanArray::new(BooleanBuffer::new(slab.buffer(p.core), 0, rows), None);
+                cols.extend([nullable(0), s(0), Arc::new(core) as ArrayRef]);
             }
         }
         RecordBatch::try_new(schema(t), cols).expect("strace columns always match their schema")
