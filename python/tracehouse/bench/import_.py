@@ -272,7 +272,10 @@ def run(fmt: str = "strace", size: int | None = None, *, sizes: list[int] | None
     tmp = Path(tempfile.mkdtemp(prefix=f"tracehouse-bench-import-{fmt}-", dir=base))
     load_before = list(os.getloadavg())
     try:
-        log(f"building {fmt} inputs of {', '.join(f'{s:,}' for s in sizes)} {case.unit} in {tmp}")
+        if given is None:
+            log(f"building {fmt} inputs of {', '.join(f'{s:,}' for s in sizes)} {case.unit} in {tmp}")
+        else:
+            log(f"using {given.path} ({given.units:,} {case.unit}); stores in {tmp}")
         inputs = [given] if given is not None else case.build(tmp, sizes)
         headline = next(i for i in inputs if i.units == size)
         peer_rows = []
