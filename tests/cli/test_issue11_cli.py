@@ -167,6 +167,20 @@ def test_capture_exits_with_the_commands_exit_code(tmp_path):
     assert json.loads(r.stdout)["exit_status"] == -15
 
 
+@needs_strace
+def test_capture_json_is_alone_on_stdout_and_the_commands_output_goes_to_stderr(tmp_path):
+    r = subprocess.run([*CLI, "--store", str(tmp_path / "s"), "capture", "--json", "--", "sh", "-c",
+                        "echo from-the-command; echo its-error >&2"], capture_output=True, text=True,
+                       env=child_env(), timeout=120)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)  # the whole of stdout
+    assert out["exit_status"] == 0 and out["import"]["events"] > 0
+    assert "from-the-command" in r.stderr and "its-error" in r.stderr
+    r = subprocess.run([*CLI, "--store", str(tmp_path / "s"), "capture", "--", "sh", "-c", "echo plain"],
+                       capture_output=True, text=True, env=child_env(), timeout=120)
+    assert r.returncode == 0 and r.stdout.startswith("plain\n"), r.stdout  # without --json, as it was
+
+
 def test_piped_ls_and_search_print_whole_values(tmp_path):
     # A long name and epoch timestamps (printed as ISO times): 80 columns cut them ("2026-…").
     name = "nightly-regression-run-with-a-rather-long-descriptive-name-2026-11-25"

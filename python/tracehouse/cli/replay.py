@@ -9,6 +9,14 @@ import argparse
 import sys
 
 
+def _stderr_fd() -> int:
+    """The descriptor of stderr (2 when sys.stderr is not a file, as under a test's capture)."""
+    try:
+        return sys.stderr.fileno()
+    except (AttributeError, OSError, ValueError):
+        return 2
+
+
 def cmd_capture(args) -> int:
     from ..errors import BadInput
     from ..formats.strace.capture import capture
@@ -21,8 +29,9 @@ def cmd_capture(args) -> int:
         raise BadInput("no command to capture", expected="tracehouse capture [--name N] -- CMD [ARG ...]")
     with open_store(args, write=True, fsync=args.fsync) as s:
         with progress_bar("tracing", None, enabled=not args.json and sys.stderr.isatty()) as adv:
+            # With --json the command's own output goes to stderr: stdout is the JSON alone.
             r = capture(s, cmd, args.name, all_syscalls=args.all_syscalls, description=args.description or "",
-                        progress=adv)
+                        progress=adv, stdout=_stderr_fd() if args.json else None)
     if args.json:
         emit_json(r.to_json())
         return exit_code_of(r.exit_status)
@@ -78,7 +87,8 @@ def register(commands) -> None:
                     help="trace every syscall (default: those on fds and paths, and process structure)")
     sp.add_argument("--fsync", choices=("always", "batch", "off"), default="off",
                     help="durability while capturing (default off: the trace is durable when the capture ends)")
-    sp.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...", help="the command and its arguments")
+    sp.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- CMD ...",
+                    help="the command and its arguments (with --json, its stdout goes to stderr: stdout is the JSON)")
     register_replay(commands)
     register_extrapolate(commands)
     register_bench(commands)

@@ -79,10 +79,12 @@ def default_name(cmd: list[str], taken: set[str] = frozenset()) -> str:
 
 def capture(store: "Store", cmd: list[str], name: str | None = None, *, all_syscalls: bool = False,
             description: str = "", progress: Callable[[int], None] | None = None,
-            batch_rows: int = 1 << 16) -> CaptureReport:
+            batch_rows: int = 1 << 16, stdout: int | None = None) -> CaptureReport:
     """Run `cmd` under strace, streaming its trace into a new trace `name` of `store`.
 
-    The command's stdin, stdout and stderr are ours. Returns when the command and
+    The command's stdin, stdout and stderr are ours; `stdout`: a file descriptor for the
+    command's stdout instead (`capture --json` gives it stderr, so that its own stdout holds
+    nothing but the JSON). Returns when the command and
     strace have ended and the trace is registered. Ctrl-C reaches the command (and
     strace, which then detaches): what was traced until then is kept.
     """
@@ -108,7 +110,7 @@ def capture(store: "Store", cmd: list[str], name: str | None = None, *, all_sysc
             fd = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)
             with store.bulk(name):  # no compaction while the capture streams in
                 try:
-                    proc = subprocess.Popen(argv)
+                    proc = subprocess.Popen(argv, stdout=stdout)
                     interrupted = _pump(fd, proc, sink, progress)
                 finally:
                     os.close(fd)
