@@ -134,10 +134,11 @@ impl SlabPool {
         Self::default()
     }
 
-    /// A slab of at least `bytes`: the smallest idle mapping that fits, else a new one. Its
+    /// A slab for `layout`'s parts: the smallest idle mapping that fits, else a new one. Its
     /// memory is initialised (zeroes, or what an earlier batch left): write every byte a
     /// buffer exposes.
-    pub fn take(&self, bytes: usize) -> Slab {
+    pub fn take(&self, layout: &SlabLayout) -> Slab {
+        let bytes = layout.total;
         let reuse = {
             let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
             let best = idle.maps.iter().enumerate().filter(|(_, m)| m.len >= bytes).min_by_key(|(_, m)| m.len);
@@ -148,7 +149,7 @@ impl SlabPool {
             })
         };
         let map = reuse.unwrap_or_else(|| Mapping::new(bytes));
-        Slab { map, used: 0, pool: Arc::downgrade(&self.idle) }
+        Slab { map, used: bytes, pool: Arc::downgrade(&self.idle) }
     }
 
     /// Idle mappings held (for tests).
@@ -185,32 +186,22 @@ impl SlabLayout {
         self.total = off + bytes;
         Part { off, bytes }
     }
-
-    /// Bytes the parts need.
-    pub fn total(&self) -> usize {
-        self.total
-    }
 }
 
 /// A slab being written: parts laid out by a [`SlabLayout`] are filled through [`Slab::ptr`],
 /// then the slab is frozen and its parts handed to Arrow ([`Frozen::buffer`]).
 pub struct Slab {
     map: Mapping,
+    /// Bytes of its layout (at most the mapping's length).
     used: usize,
     pool: Weak<Mutex<Idle>>,
 }
 
 impl Slab {
-    /// Checks the layout fits, and marks it used.
-    pub fn fit(&mut self, layout: &SlabLayout) {
-        assert!(layout.total <= self.map.len, "slab of {} bytes for a layout of {}", self.map.len, layout.total);
-        self.used = layout.total;
-    }
-
     /// Where `part` starts, for writing `part.bytes / size_of::<T>()` values of `T`.
     pub fn ptr<T: Copy>(&mut self, part: Part) -> *mut T {
         assert!(part.off + part.bytes <= self.used && part.off.is_multiple_of(std::mem::align_of::<T>()));
-        // SAFETY: inside the mapping (checked against `used`, itself checked against its length).
+        // SAFETY: inside the mapping (checked against `used`, which `take` made fit it).
         unsafe { self.map.ptr.as_ptr().add(part.off) as *mut T }
     }
 
@@ -271,8 +262,7 @@ mod tests {
         let mut layout = SlabLayout::default();
         let _pad = layout.part::<u8>(3); // the next part still starts aligned
         let part = layout.part::<i64>(n);
-        let mut slab = pool.take(layout.total());
-        slab.fit(&layout);
+        let mut slab = pool.take(&layout);
         let p = slab.ptr::<i64>(part);
         for i in 0..n {
             // SAFETY: n values fit the part.
@@ -302,18 +292,18 @@ mod tests {
     }
 
     #[test]
-    fn a_slab_fits_its_layout_or_says_so() {
+    fn a_slab_gives_only_the_parts_of_its_layout() {
         let pool = SlabPool::new();
         let mut layout = SlabLayout::default();
         let part = layout.part::<i64>(HUGE); // 16 MiB: a bigger mapping than one huge page
-        let mut slab = pool.take(layout.total());
-        slab.fit(&layout);
+        let mut bigger = SlabLayout { total: layout.total };
+        let beyond = bigger.part::<i64>(1);
+        let mut slab = pool.take(&layout);
         let p = slab.ptr::<i64>(part);
         // SAFETY: the last value of the part.
         unsafe { p.add(HUGE - 1).write(5) };
-        let big = SlabLayout { total: 1 << 40 };
-        let r = std::panic::catch_unwind(move || slab.fit(&big));
-        assert!(r.is_err());
+        let r = std::panic::catch_unwind(move || slab.ptr::<i64>(beyond) as usize);
+        assert!(r.is_err(), "a part past the layout");
     }
 
     #[test]

@@ -331,8 +331,7 @@ fn build<'a>(
     }
     let mut layout = SlabLayout::default();
     let plans: [Plan; 3] = std::array::from_fn(|t| Plan::new(t, count[t], &bytes[t], &mut layout));
-    let mut slab = slabs.take(layout.total());
-    slab.fit(&layout);
+    let mut slab = slabs.take(&layout);
     let mut out: [Cols; 3] = std::array::from_fn(|t| Cols::new(&plans[t], &mut slab));
     for r in rows {
         out[r.kind as usize].push(r, arena, names);
