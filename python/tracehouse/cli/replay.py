@@ -108,7 +108,7 @@ def cmd_replay(args) -> int:
                        realtime=args.realtime, progress=adv)
     if args.json:
         emit_json(r.to_json())
-        return 0 if r.summary["complete"] else 1
+        return replay_exit_code(r.summary)
     from rich.markup import escape
     from rich.table import Table
 
@@ -118,8 +118,11 @@ def cmd_replay(args) -> int:
               f"{sm['copies']} copies, timing {sm['timing']}, in {sm['seconds']:.3f} s "
               f"(trace {sm['original_seconds']:.3f} s{ratio})" + ("" if sm["complete"] else " [red]incomplete[/red]"))
     out.print(f"stored as [bold]{escape(r.trace)}[/bold] (processed result {r.result_id}); root {escape(sm['root'])}")
+    if not sm.get("valid", True):
+        err.print(f"[red]invalid run[/red] (stored for inspection, never fitted): {escape(sm['invalid'])}")
+    short = f", {sm['short_writes']:,} of them short writes" if sm.get("short_writes") else ""
     out.print(f"throughput {sm['ops_per_s']:,.0f} calls/s, {sm['mb_per_s']:,.2f} MB/s ({human_bytes(sm['bytes'])}); "
-              f"errors {sm['errors']:,} ({sm['divergent']:,} differ from the trace), "
+              f"errors {sm['errors']:,} ({sm['divergent']:,} differ from the trace{short}), "
               f"refused outside the root {sm['refused_outside_root']:,}")
     t = Table(show_edge=False, header_style="bold", title="latency (µs)", title_justify="left")
     for c in ("class", "calls", "p50", "p90", "p99", "max", "mean"):
@@ -148,8 +151,19 @@ def cmd_replay(args) -> int:
     if sm["prepare"]["error_count"]:
         err.print(f"[yellow]{sm['prepare']['error_count']} paths could not be prepared[/yellow] (first: "
                   + "; ".join(f"{escape(p)}: {escape(m)}" for p, m in sm["prepare"]["errors"][:3]) + ")")
+    if sm["prepare"].get("hard_links_copied"):
+        err.print(f"[yellow]{sm['prepare']['hard_links_copied']} files with a second name (hard link) in the root "
+                  f"were replaced by copies before the run[/yellow]")
     out.print(f"query it: tracehouse query 'SELECT kind, count(*), median(dur) FROM \"{r.trace}\".op GROUP BY kind'")
-    return 0 if sm["complete"] else 1
+    return replay_exit_code(sm)
+
+
+def replay_exit_code(summary: dict) -> int:
+    """0 for a complete run; 4 when the target filesystem filled up (as for a full store);
+    1 for any other incomplete run (cancelled)."""
+    if not summary.get("valid", True):
+        return 4
+    return 0 if summary["complete"] else 1
 
 
 def register_replay(commands) -> None:
