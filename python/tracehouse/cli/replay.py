@@ -197,7 +197,7 @@ def cmd_extrapolate(args) -> int:
     from ..errors import BadInput
     from ..replay import extrapolate as ex
     from ..replay.replay import runs as replay_runs
-    from .output import emit_json, open_store, out
+    from .output import emit_json, err, open_store, out
 
     p = Path(args.input)
     if p.exists() or p.suffix in (".csv", ".parquet", ".json") or "/" in args.input:
@@ -216,15 +216,23 @@ def cmd_extrapolate(args) -> int:
                             rt_bound=args.max_rt)
     data = result.to_json()
     if args.plot:
-        data["plot"] = str(ex.plot(result, args.plot))
+        from ..replay.plot import plot
+
+        data["plot"] = str(plot(result, args.plot))
     if args.json:
         emit_json(data)
         return 0
+    from rich.markup import escape
     from rich.table import Table
 
-    out.print(f"[bold]{data['source']}[/bold]: {len(data['runs'])} runs, fitted on concurrency "
+    out.print(f"[bold]{escape(data['source'])}[/bold]: {len(data['runs'])} runs, fitted on concurrency "
               f"{', '.join(f'{n:g}' for n in data['fitted_on'])}"
-              + (f", held out {', '.join(f'{n:g}' for n in data['held_out'])}" if data["held_out"] else ""))
+              + (f", held out {', '.join(f'{n:g}' for n in data['held_out'])}" if data["held_out"] else "")
+              + (f" ({ex.describe_settings(data['settings'])})" if data["settings"] else ""))
+    for x in data["excluded"]:
+        err.print(f"[yellow]left out[/yellow] {escape(x['run'])}: {escape(x['reason'])}")
+    for w in data["warnings"]:
+        err.print(f"[yellow]warning[/yellow]: {escape(w)}")
     t = Table(show_edge=False, header_style="bold", title="measured", title_justify="left")
     cols = ["concurrency", "throughput/s", "response ms"] + [f"util {k} %" for k in runs.util]
     for c in cols:
@@ -236,6 +244,7 @@ def cmd_extrapolate(args) -> int:
     out.print(t)
     for m, p in data["models"].items():
         out.print(f"[bold]{m}[/bold]: " + ", ".join(f"{k} {_fmt(v)}" for k, v in p.items()))
+        out.print(f"  fit: {_fit_text(data['fit'][m])}")
     for m, e in data["model_errors"].items():
         out.print(f"[yellow]{m} not fitted[/yellow]: {e}")
     t = Table(show_edge=False, header_style="bold", title="predicted", title_justify="left")
@@ -268,6 +277,19 @@ def cmd_extrapolate(args) -> int:
     if args.plot:
         out.print(f"plot: {data['plot']}")
     return 0
+
+
+def _fit_text(q: dict) -> str:
+    """R², the largest error at the fitted points and the held-out error, per metric."""
+    parts = []
+    for metric, name in (("throughput", "X"), ("response_time", "R")):
+        v = q[metric]
+        if v["max_error"] is None:
+            continue
+        r2 = "n/a" if v["r2"] is None else f"{v['r2']:.3f}"
+        held = "" if v["holdout_error"] is None else f", held-out error {v['holdout_error'] * 100:.1f} %"
+        parts.append(f"{name} R² {r2}, max error at fitted points {v['max_error'] * 100:.1f} %{held}")
+    return "; ".join(parts) or "nothing measured to check against"
 
 
 def _fmt(v) -> str:
