@@ -116,7 +116,7 @@ pub fn fstat(fd: RawFd) -> Result<libc::stat, i32> {
 #[inline]
 pub fn link_count(fd: RawFd) -> u64 {
     match fstat(fd) {
-        Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFREG => st.st_nlink as u64,
+        Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFREG => st.st_nlink,
         _ => 1,
     }
 }

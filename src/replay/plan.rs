@@ -1504,7 +1504,12 @@ impl PlanBuilder {
                         op.aux = old; // dup2 onto an open fd closes it
                     }
                 }
-                self.fd_set(proc_, ret, FdRef::Slot { slot: new_slot, desc, file, path }, row.ts.saturating_add(row.dur));
+                self.fd_set(
+                    proc_,
+                    ret,
+                    FdRef::Slot { slot: new_slot, desc, file, path },
+                    row.ts.saturating_add(row.dur),
+                );
                 vec![(Res::Desc(desc), Use::Excl)]
             }
             Kind::Open

@@ -17,7 +17,6 @@ import pytest
 
 from helpers.cli import run
 from helpers.strace import needs_strace
-from tracehouse.cli import main
 
 pytestmark = needs_strace
 
