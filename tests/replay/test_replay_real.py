@@ -229,31 +229,47 @@ def mount_tmpfs(path: Path, size: str) -> None:
         pytest.skip(f"cannot mount a small tmpfs (needs root/CAP_SYS_ADMIN, as in CI): {r.stderr.strip()}")
 
 
-def test_issue29_a_full_disk_aborts_the_replay_and_the_run_is_never_fitted(tmp_path, capsys):
-    """dd writes 4 MiB; the root is a 1900 KiB tmpfs: the replay stops at the first ENOSPC
-    (a short write before it counts as a difference), fails with exit 4, and the stored run is
-    marked invalid: kept, but extrapolate leaves it out."""
+@pytest.mark.parametrize("full", ["tmpfs", "fsize"])
+def test_issue29_a_full_disk_aborts_the_replay_and_the_run_is_never_fitted(tmp_path, capsys, full):
+    """dd writes 4 MiB; the root is a 1900 KiB tmpfs (ENOSPC), or the replay runs under a
+    1 MiB file-size limit (EFBIG; SIGXFSZ ignored, as `ulimit -f` in a shell that traps it):
+    the replay stops at the first such call (a short write before it counts as a
+    difference), fails with exit 4, and the stored run is marked invalid: kept, but
+    extrapolate leaves it out."""
     needs("dd")
     store, work = tmp_path / "store", tmp_path / "work"
     work.mkdir()
     capture(store, "dd", ["dd", "if=/dev/zero", f"of={work}/f", "bs=256k", "count=16", "status=none"])
-    full = tmp_path / "full"
-    mount_tmpfs(full, "1900k")
-    try:
-        code, r = replay(capsys, store, "dd", "--root", str(full / "r"), "--map", f"{work}=data",
-                         "--only", str(work))
-    finally:
-        subprocess.run(["umount", "-l", str(full)], check=False)
+    argv = ["replay", "dd", "--map", f"{work}=data", "--only", str(work)]
+    if full == "tmpfs":
+        mnt = tmp_path / "full"
+        mount_tmpfs(mnt, "1900k")
+        try:
+            code, r = replay(capsys, store, *argv[1:], "--root", str(mnt / "r"))
+        finally:
+            subprocess.run(["umount", "-l", str(mnt)], check=False)
+        errno, short = "ENOSPC", 1  # 1900 KiB: the 8th write of 256 KiB is cut short
+    else:
+        def limit():
+            import resource
+            import signal
+
+            signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+            resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, resource.RLIM_INFINITY))
+        p = subprocess.run([sys.executable, "-m", "tracehouse.cli", "--store", str(store), *argv, "--root",
+                            str(tmp_path / "r"), "--json"], capture_output=True, text=True, preexec_fn=limit)
+        code, r = p.returncode, json.loads(p.stdout)
+        errno, short = "EFBIG", 0  # 1 MiB: the 5th write finds no room at all
     sm = r["summary"]
     assert code == 4 and not sm["complete"] and sm["valid"] is False
-    assert "full" in sm["invalid"] and "write" in sm["invalid"]
-    assert sm["short_writes"] == 1 and sm["divergent"] == 2  # the short write and the ENOSPC
+    assert "the target is full" in sm["invalid"] and f"write on {work}/f" in sm["invalid"] and errno in sm["invalid"]
+    assert sm["short_writes"] == short and sm["divergent"] == 1 + short
     import tracehouse
 
     with tracehouse.open(store, readonly=True) as s:
         errs = s.sql(f"""SELECT errno, count(*) AS n FROM "{r['trace']}".op WHERE errno IS NOT NULL
                          GROUP BY errno""").to_pylist()
-    assert errs == [{"errno": "ENOSPC", "n": 1}]  # stopped there, not thousands
+    assert errs == [{"errno": errno, "n": 1}]  # stopped there, not thousands
     for k in (1, 2, 3):
         code, _ = replay(capsys, store, "dd", "--root", str(tmp_path / f"ok{k}"), "--map", f"{work}=data",
                          "--only", str(work), "--copies", str(k), "--timing", "asap")

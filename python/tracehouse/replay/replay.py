@@ -321,7 +321,8 @@ def replay(store: "Store", trace: str, root: str | os.PathLike, *, maps: Iterabl
         a = res["aborted"]
         row = source.slice(plan.op_columns()["src"][a["op"]].as_py(), 1).to_pylist()[0]
         summary["complete"] = False
-        summary["invalid"] = (f"the target filesystem is full: {row['name']} on {row['path']} (copy {a['copy']}) "
+        summary["invalid"] = (f"the target is full (no space, quota or file-size limit left): {row['name']} on "
+                              f"{row['path']} (copy {a['copy']}) "
                               f"failed with {errnomod.errorcode.get(a['errno'], a['errno'])} ({a['message']}); "
                               f"the run stopped there")
     summary["realtime"] = {"asked": realtime, "granted": bool(res["realtime"])}
