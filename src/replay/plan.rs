@@ -1117,19 +1117,36 @@ impl PlanBuilder {
         self.push_op(t, op, row, &uses);
     }
 
-    fn unlink(&mut self, i: u32, row: &Row<'_>, mut op: Op, failed: bool) {
-        let path = match self.map_path(row.path) {
+    /// A name a call works on: its path id (or the row skipped, None), its uses (the name as
+    /// `u`, its directory shared), and what the call says about the directories above it.
+    fn name(
+        &mut self,
+        i: u32,
+        p: Option<&[u8]>,
+        row: &Row<'_>,
+        failed: bool,
+        u: Use,
+    ) -> Option<(u32, Vec<(Res, Use)>)> {
+        let path = match self.map_path(p) {
             Ok(p) => p,
-            Err(why) => return self.skip(i, why),
+            Err(why) => {
+                self.skip(i, why);
+                return None;
+            }
         };
-        op.path = path;
-        let dir = row.name == "rmdir" || row.args.is_some_and(|a| a.contains("AT_REMOVEDIR"));
-        op.flags = if dir { libc::AT_REMOVEDIR } else { 0 };
-        let mut uses = vec![(Res::Path(path), Use::Excl)];
+        let mut uses = vec![(Res::Path(path), u)];
         uses.extend(self.parent_use(path));
         if !failed || Self::failed_says_parents_exist(row) {
             self.parents_exist(path);
         }
+        Some((path, uses))
+    }
+
+    fn unlink(&mut self, i: u32, row: &Row<'_>, mut op: Op, failed: bool) {
+        let Some((path, mut uses)) = self.name(i, row.path, row, failed, Use::Excl) else { return };
+        op.path = path;
+        let dir = row.name == "rmdir" || row.args.is_some_and(|a| a.contains("AT_REMOVEDIR"));
+        op.flags = if dir { libc::AT_REMOVEDIR } else { 0 };
         if let Some(f) = self.file_at(path) {
             let n = &mut self.inodes[f as usize];
             if failed && row.errno == Some("ENOENT") {
@@ -1195,17 +1212,11 @@ impl PlanBuilder {
     }
 
     fn mkdir(&mut self, i: u32, row: &Row<'_>, mut op: Op, failed: bool) {
-        let path = match self.map_path(row.path) {
-            Ok(p) => p,
-            Err(why) => return self.skip(i, why),
-        };
+        let Some((path, uses)) = self.name(i, row.path, row, failed, Use::Excl) else { return };
         op.path = path;
         op.flags = mkdir_mode(row.args);
-        let mut uses = vec![(Res::Path(path), Use::Excl)];
-        uses.extend(self.parent_use(path));
         let text = self.plan.paths[path as usize].clone();
         if !failed {
-            self.parents_exist(path);
             let shown = match self.binds[path as usize] {
                 Bind::Initial(f) | Bind::Bound(f) => self.inodes[f as usize].must_exist,
                 Bind::Untouched | Bind::Absent => false,
@@ -1219,7 +1230,6 @@ impl PlanBuilder {
             self.binds[path as usize] = Bind::Bound(f);
         } else if row.errno == Some("EEXIST") {
             // It was there: a directory, as a mkdir that finds its name taken mostly does.
-            self.parents_exist(path);
             if let Some(f) = self.file_at(path) {
                 self.exists(f);
                 let n = &mut self.inodes[f as usize];
@@ -1228,8 +1238,6 @@ impl PlanBuilder {
                     self.existed.insert(text);
                 }
             }
-        } else if Self::failed_says_parents_exist(row) {
-            self.parents_exist(path);
         }
         let t = self.thread(row.producer);
         self.push_op(t, op, row, &uses);
@@ -1258,12 +1266,7 @@ impl PlanBuilder {
     /// link(path, path2) and symlink(target, path2).
     fn link(&mut self, i: u32, row: &Row<'_>, mut op: Op, failed: bool) {
         let symlink = op.kind == Kind::Symlink;
-        let name = match self.map_path(row.path2) {
-            Ok(p) => p,
-            Err(why) => return self.skip(i, why),
-        };
-        let mut uses = vec![(Res::Path(name), Use::Excl)];
-        uses.extend(self.parent_use(name));
+        let Some((name, mut uses)) = self.name(i, row.path2, row, failed, Use::Excl) else { return };
         if symlink {
             let target = row.target.or(row.path).unwrap_or(b"");
             let text = self.symlink_target(target, name);
@@ -1271,17 +1274,10 @@ impl PlanBuilder {
             op.path2 = self.plan.targets.len() as u32;
             self.plan.targets.push(text);
         } else {
-            let old = match self.map_path(row.path) {
-                Ok(p) => p,
-                Err(why) => return self.skip(i, why),
-            };
+            let Some((old, more)) = self.name(i, row.path, row, failed, Use::Shared) else { return };
             op.path = old;
             op.path2 = name;
-            uses.push((Res::Path(old), Use::Shared));
-            uses.extend(self.parent_use(old));
-            if !failed || Self::failed_says_parents_exist(row) {
-                self.parents_exist(old);
-            }
+            uses.extend(more);
             if let Some(f) = self.file_at(old) {
                 uses.push((Res::File(f), Use::Shared));
                 if !failed {
@@ -1291,9 +1287,6 @@ impl PlanBuilder {
                     self.binds[name as usize] = Bind::Bound(f);
                 }
             }
-        }
-        if !failed || Self::failed_says_parents_exist(row) {
-            self.parents_exist(name);
         }
         if failed && row.errno == Some("EEXIST") {
             if let Some(f) = self.file_at(name) {
@@ -1309,16 +1302,8 @@ impl PlanBuilder {
     }
 
     fn truncate(&mut self, i: u32, row: &Row<'_>, mut op: Op, failed: bool) {
-        let path = match self.map_path(row.path) {
-            Ok(p) => p,
-            Err(why) => return self.skip(i, why),
-        };
+        let Some((path, mut uses)) = self.name(i, row.path, row, failed, Use::Shared) else { return };
         op.path = path;
-        let mut uses = vec![(Res::Path(path), Use::Shared)];
-        uses.extend(self.parent_use(path));
-        if !failed || Self::failed_says_parents_exist(row) {
-            self.parents_exist(path);
-        }
         if let Some(f) = self.file_at(path) {
             uses.push((Res::File(f), Use::Excl));
             if !failed {

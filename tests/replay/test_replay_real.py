@@ -15,70 +15,12 @@ from pathlib import Path
 
 import pytest
 
+from helpers import real_programs
 from helpers.cli import run
+from helpers.real_programs import tree
 from helpers.strace import needs_strace
 
 pytestmark = needs_strace
-
-PY_THREADS = r'''
-import os, shutil, sys, threading
-src, dst = sys.argv[1], sys.argv[2]
-def walk(d):
-    with os.scandir(d) as it:
-        for e in it:
-            if e.is_dir(follow_symlinks=False):
-                walk(e.path)
-def copy_one(i):
-    a, b = os.path.join(dst, f"t{i}"), os.path.join(dst, f"t{i}-copy")
-    shutil.copytree(src, a)
-    walk(a)
-    os.makedirs(b)
-    for name in sorted(os.listdir(a)):
-        p = os.path.join(a, name)
-        if os.path.isfile(p):
-            with open(p, "rb") as fi, open(os.path.join(b, name), "wb") as fo:
-                left = os.fstat(fi.fileno()).st_size
-                while left > 0:
-                    n = os.copy_file_range(fi.fileno(), fo.fileno(), left)
-                    if n == 0:
-                        break
-                    left -= n
-os.makedirs(dst, exist_ok=True)
-ts = [threading.Thread(target=copy_one, args=(i,)) for i in range(3)]
-for t in ts: t.start()
-for t in ts: t.join()
-'''
-
-SQL = """
-CREATE TABLE t(id INTEGER PRIMARY KEY, name TEXT, v REAL);
-BEGIN; INSERT INTO t(name, v) VALUES ('a', 1), ('b', 2), ('c', 3); COMMIT;
-BEGIN; UPDATE t SET v = v * 2; INSERT INTO t(name, v) SELECT name || 'x', v FROM t; COMMIT;
-CREATE INDEX t_name ON t(name);
-BEGIN; DELETE FROM t WHERE v > 4; COMMIT;
-PRAGMA journal_mode=WAL;
-BEGIN; INSERT INTO t(name, v) VALUES ('w', 9); COMMIT;
-"""
-
-GIT_ENV = {"GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@b", "GIT_COMMITTER_NAME": "a",
-           "GIT_COMMITTER_EMAIL": "a@b", "GIT_CONFIG_NOSYSTEM": "1"}
-
-
-def tree(top: Path) -> dict[str, int | str]:
-    """Every entry under `top`: its size, or "dir" (symlinks by their own size)."""
-    out: dict[str, int | str] = {}
-    for dirpath, dirnames, filenames in os.walk(top):
-        for n in dirnames + filenames:
-            p = Path(dirpath) / n
-            out[str(p.relative_to(top))] = "dir" if p.is_dir() and not p.is_symlink() else os.lstat(p).st_size
-    return out
-
-
-def source_tree(work: Path) -> Path:
-    """A small tree of real files (a stdlib package) under `work/src`."""
-    src = work / "src"
-    shutil.copytree(Path(shutil.__file__).parent / "email", src, ignore=shutil.ignore_patterns("__pycache__"))
-    return src
-
 
 def capture(store: Path, name: str, cmd: list[str], *, cwd: Path | None = None, env: dict | None = None,
             stdin=None) -> dict:
@@ -104,31 +46,10 @@ def needs(*tools: str) -> None:
 
 def capture_program(base: Path, store: Path, name: str) -> Path:
     """Runs and captures program `name` in its own directory; returns that directory."""
+    needs(*real_programs.NEEDS[name])
     work = base / name
-    work.mkdir()
-    if name == "cp":
-        needs("cp")
-        source_tree(work)
-        capture(store, name, ["cp", "-r", str(work / "src"), str(work / "dst")])
-    elif name == "tar":
-        needs("tar", "sh")
-        source_tree(work)
-        capture(store, name, ["sh", "-c", f"tar -cf {work}/a.tar -C {work} src && mkdir {work}/x && "
-                                          f"tar -xf {work}/a.tar -C {work}/x"])
-    elif name == "git":
-        needs("git", "sh")
-        source_tree(work)
-        capture(store, name, ["sh", "-c", "cd src && git init -q && git add . && git commit -qm first && "
-                                          "echo more >> __init__.py && git commit -qam second && git gc -q"],
-                env={**GIT_ENV, "HOME": str(work)}, cwd=work)
-    elif name == "sqlite3":
-        needs("sqlite3", "sh")
-        (work / "script.sql").write_text(SQL)
-        capture(store, name, ["sh", "-c", f"sqlite3 {work}/db.sqlite < {work}/script.sql"])
-    elif name == "python":
-        source_tree(work)
-        (work / "prog.py").write_text(PY_THREADS)
-        capture(store, name, [sys.executable, str(work / "prog.py"), str(work / "src"), str(work / "dst")])
+    cmd, env, cwd = real_programs.setup(name, work)
+    capture(store, name, cmd, env=env or None, cwd=cwd)
     return work
 
 
@@ -138,7 +59,7 @@ def lab(tmp_path_factory):
     return base, base / "store"
 
 
-@pytest.mark.parametrize("program", ["cp", "tar", "git", "sqlite3", "python"])
+@pytest.mark.parametrize("program", real_programs.PROGRAMS)
 def test_issue29_real_programs_replay_as_traced(lab, capsys, program):
     """Directory opens (opendir, cp's and git's openat chains) replay; copy_file_range, sendfile,
     mkdir, link, symlink, rename and unlink replay as the calls they are; directories the
