@@ -76,16 +76,17 @@ def source_tree(work: Path) -> Path:
     return src
 
 
-def setup(name: str, work: Path) -> tuple[list[str], dict[str, str], Path | None]:
-    """Makes `work` (new) ready for program `name`: (command, extra environment, cwd)."""
+def setup(name: str, work: Path) -> tuple[list[str], dict[str, str], Path]:
+    """Makes `work` (new) ready for program `name`: (command, extra environment, the directory
+    to run it in: `work`, so that nothing it does lands elsewhere)."""
     work.mkdir(parents=True)
     if name == "cp":
         source_tree(work)
-        return ["cp", "-r", str(work / "src"), str(work / "dst")], {}, None
+        return ["cp", "-r", str(work / "src"), str(work / "dst")], {}, work
     if name == "tar":
         source_tree(work)
         return ["sh", "-c", f"tar -cf {work}/a.tar -C {work} src && mkdir {work}/x && "
-                            f"tar -xf {work}/a.tar -C {work}/x"], {}, None
+                            f"tar -xf {work}/a.tar -C {work}/x"], {}, work
     if name == "git":
         source_tree(work)
         return (["sh", "-c", "cd src && git init -q && git add . && git commit -qm first && "
@@ -93,9 +94,9 @@ def setup(name: str, work: Path) -> tuple[list[str], dict[str, str], Path | None
                 {**GIT_ENV, "HOME": str(work)}, work)
     if name == "sqlite3":
         (work / "script.sql").write_text(SQL)
-        return ["sh", "-c", f"sqlite3 {work}/db.sqlite < {work}/script.sql"], {}, None
+        return ["sh", "-c", f"sqlite3 {work}/db.sqlite < {work}/script.sql"], {}, work
     if name == "python":
         source_tree(work)
         (work / "prog.py").write_text(PY_THREADS)
-        return [sys.executable, str(work / "prog.py"), str(work / "src"), str(work / "dst")], {}, None
+        return [sys.executable, str(work / "prog.py"), str(work / "src"), str(work / "dst")], {}, work
     raise ValueError(f"unknown program {name!r}: expected one of {', '.join(PROGRAMS)}")

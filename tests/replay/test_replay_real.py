@@ -24,9 +24,10 @@ pytestmark = needs_strace
 
 def capture(store: Path, name: str, cmd: list[str], *, cwd: Path | None = None, env: dict | None = None,
             stdin=None) -> dict:
-    """`tracehouse capture` as its own process (its stdin can then be a file)."""
+    """`tracehouse capture` as its own process (its stdin can then be a file), run in `cwd` or
+    else beside the store (never in the checkout)."""
     r = subprocess.run([sys.executable, "-m", "tracehouse.cli", "--store", str(store), "capture", "--name", name,
-                        "--json", "--", *cmd], capture_output=True, text=True, cwd=cwd, stdin=stdin,
+                        "--json", "--", *cmd], capture_output=True, text=True, cwd=cwd or store.parent, stdin=stdin,
                        env=None if env is None else {**os.environ, **env})
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
