@@ -688,7 +688,8 @@ class ReplayPlan:
     """A replay plan built from a strace trace's `syscall` table (src/replay/plan.rs).
 
     ``batches``: the table in ts order with columns ts, dur, producer, name, fd, path, path2,
-    pos, size, ret, errno, flags, args (types as stored). ``process_of``: thread producer ->
+    pos, size, ret, errno, flags, fd2, pos2, args (types as stored) and target (a symlink's
+    target as passed: the stored path_arg of symlink/symlinkat rows). ``process_of``: thread producer ->
     process producer; ``parent_of``: process -> forking process. ``maps``: (OLD, NEW) prefix
     rules (NEW relative to the root); ``only``: traced path prefixes to keep. Raises
     ValueError for a bad rule or a column of the wrong type. Building runs without the GIL.
@@ -723,8 +724,9 @@ class ReplayPlan:
         ...
     def prepare(self, root: str, copies: int = 1, cold: bool = False) -> list[dict]:
         """Prepares each copy's root (root itself for one, root/copy-<k> for several): per copy
-        dirs, files, kept, bytes, removed, errors [(path, message)]. OSError if the root cannot
-        be opened."""
+        dirs, files, kept, bytes, removed, unlinked (files with a second name replaced by a
+        copy), errors [(path, message)], full (an error said the filesystem is full). OSError
+        if the root cannot be opened or is /."""
         ...
     def start(
         self,
@@ -755,7 +757,8 @@ class ReplayRun:
         """Joins; per replayed call in (copy, thread, index) order: copy, thread, op, planned (epoch
         ns, null for asap), issue (epoch ns), latency, lag (null for asap), ret, errno (0 ok), wait,
         ready (bool: ready before the planned time, so lag is the timer's error);
-        plus cancelled and realtime. RuntimeError if taken twice."""
+        plus cancelled, realtime and aborted (None, or the call that found the target full:
+        errno, message, copy, op). RuntimeError if taken twice."""
         ...
 
 def replay_raw_preads(paths: list[str], offsets: pa.Int64Array, size: int, threads: int) -> float:

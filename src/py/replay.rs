@@ -36,6 +36,9 @@ struct Cols<'a> {
     errno: &'a StringArray,
     flags: &'a StringArray,
     args: &'a StringArray,
+    fd2: &'a Int64Array,
+    pos2: &'a Int64Array,
+    target: &'a StringArray,
 }
 
 fn col<'a, T: 'static>(b: &'a RecordBatch, name: &str, ty: &str) -> PyResult<&'a T> {
@@ -62,6 +65,9 @@ impl<'a> Cols<'a> {
             errno: col(b, "errno", "string")?,
             flags: col(b, "flags", "string")?,
             args: col(b, "args", "string")?,
+            fd2: col(b, "fd2", "int64")?,
+            pos2: col(b, "pos2", "int64")?,
+            target: col(b, "target", "string")?,
         })
     }
 
@@ -82,6 +88,9 @@ impl<'a> Cols<'a> {
             errno: text(self.errno),
             flags: text(self.flags),
             args: text(self.args),
+            fd2: int(self.fd2),
+            pos2: int(self.pos2),
+            target: text(self.target).map(str::as_bytes),
         }
     }
 }
@@ -266,6 +275,9 @@ impl PyReplayPlan {
             d.set_item("kept", p.kept)?;
             d.set_item("bytes", p.bytes)?;
             d.set_item("removed", p.removed)?;
+            d.set_item("unlinked", p.unlinked)?;
+            // The target filesystem is full (or a quota, or the file-size limit).
+            d.set_item("full", p.errors.iter().any(|(_, e)| run::is_full(*e)))?;
             let errs: Vec<(String, String)> = p
                 .errors
                 .iter()
@@ -387,6 +399,7 @@ impl PyReplayRun {
         let info = runner.info;
         let cancelled = runner.cancelled();
         let realtime = runner.realtime();
+        let aborted = runner.aborted();
         let recs = py.detach(move || runner.join());
         let mut offsets = Vec::with_capacity(self.plan.threads.len());
         let mut acc = 0i64;
@@ -439,6 +452,17 @@ impl PyReplayRun {
         d.set_item("ready", super::arrow::bools_to_pyarrow(py, &ready)?)?;
         d.set_item("cancelled", cancelled)?;
         d.set_item("realtime", realtime)?;
+        match aborted {
+            Some((e, c, t, i)) => {
+                let a = PyDict::new(py);
+                a.set_item("errno", e)?;
+                a.set_item("message", std::io::Error::from_raw_os_error(e).to_string())?;
+                a.set_item("copy", c)?;
+                a.set_item("op", offsets[t] + i as i64)?;
+                d.set_item("aborted", a)?;
+            }
+            None => d.set_item("aborted", py.None())?,
+        }
         Ok(d)
     }
 }

@@ -7,6 +7,14 @@
 //! and removing or renaming entries through a parent directory opened the same way.
 //! Paths given here are already mapped and normalised (`paths.rs`); this is the fence
 //! that holds even when the root's contents are hostile (a symlink planted in it).
+//!
+//! Hard links are the one way out that path resolution cannot see: a file planted in the
+//! root as a second name of a file outside it resolves beneath the root, and writing it
+//! writes the outside file. So no file with more than one link is ever written as found:
+//! preparing replaces it by a copy of itself first ([`Root::prepare_file`]), and the
+//! runner refuses a write-open of one the trace did not link itself ([`link_count`]).
+//! A root that is `/` itself is refused when opened ([`Root::open`]), whatever path
+//! (a symlink to `/`) named it.
 
 use std::ffi::{CStr, CString};
 use std::io;
@@ -38,8 +46,9 @@ pub fn errno() -> i32 {
 /// the errno (`EXDEV` when the path would leave `dirfd`).
 #[inline]
 pub fn open_beneath(dirfd: RawFd, path: &CStr, flags: i32, mode: u32) -> Result<RawFd, i32> {
-    // openat2 refuses a mode without O_CREAT/O_TMPFILE (EINVAL), unlike openat.
-    let mode = if flags & (libc::O_CREAT | libc::O_TMPFILE) != 0 { mode as u64 } else { 0 };
+    // openat2 refuses a mode without O_CREAT/O_TMPFILE (EINVAL), unlike openat. O_TMPFILE
+    // holds the O_DIRECTORY bit: every opendir would match a test of any of its bits.
+    let mode = if flags & libc::O_CREAT != 0 || flags & libc::O_TMPFILE == libc::O_TMPFILE { mode as u64 } else { 0 };
     let how = OpenHow { flags: (flags | libc::O_CLOEXEC) as u32 as u64, mode, resolve: RESOLVE };
     // SAFETY: path is NUL-terminated, how is a valid open_how of the size passed.
     let r = unsafe {
@@ -82,14 +91,39 @@ pub struct Prepared {
     pub kept: u64,
     /// Bytes written into prepared files.
     pub bytes: u64,
-    /// Entries removed (files the trace creates or expects absent).
+    /// Entries removed (files the trace creates or expects absent, directories it makes).
     pub removed: u64,
+    /// Files with more than one link (a second name of a file that may be outside the
+    /// root) replaced by a copy of their own before anything wrote them.
+    pub unlinked: u64,
     /// Paths that could not be prepared: (path, errno).
     pub errors: Vec<(Vec<u8>, i32)>,
 }
 
+/// `fstat(fd)`, or the errno.
+pub fn fstat(fd: RawFd) -> Result<libc::stat, i32> {
+    // SAFETY: zeroed stat is a valid out-parameter.
+    let mut st: libc::stat = unsafe { std::mem::zeroed() };
+    // SAFETY: st is writable; a bad fd fails with EBADF.
+    if unsafe { libc::fstat(fd, &mut st) } != 0 {
+        return Err(errno());
+    }
+    Ok(st)
+}
+
+/// The link count of the regular file open at `fd` (1 for anything else or on error): more
+/// than one means another name, possibly outside the root, reaches the same file.
+#[inline]
+pub fn link_count(fd: RawFd) -> u64 {
+    match fstat(fd) {
+        Ok(st) if st.st_mode & libc::S_IFMT == libc::S_IFREG => st.st_nlink,
+        _ => 1,
+    }
+}
+
 impl Root {
-    /// Opens `path` as a root, creating it (and its parents) first when missing.
+    /// Opens `path` as a root, creating it (and its parents) first when missing. Refused
+    /// when it is the filesystem's root `/` (by identity: a symlink to `/` is `/`).
     pub fn open(path: &Path) -> io::Result<Root> {
         std::fs::create_dir_all(path)?;
         let c = CString::new(path.as_os_str().as_bytes())
@@ -100,7 +134,17 @@ impl Root {
             return Err(io::Error::last_os_error());
         }
         // SAFETY: fd was just opened and is owned here.
-        Ok(Root { fd: unsafe { OwnedFd::from_raw_fd(fd) }, path: path.to_path_buf() })
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        let here = fstat(fd.as_raw_fd()).map_err(io::Error::from_raw_os_error)?;
+        let top = std::fs::metadata("/")?;
+        use std::os::unix::fs::MetadataExt;
+        if here.st_dev == top.dev() && here.st_ino == top.ino() {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "is the filesystem's root /: the whole filesystem cannot be a replay root",
+            ));
+        }
+        Ok(Root { fd, path: path.to_path_buf() })
     }
 
     /// The root's own path.
@@ -179,20 +223,22 @@ impl Root {
     /// Makes `path` a regular file of exactly `size` bytes of real data (not a sparse hole:
     /// reads must reach the device as the traced reads did). A file already of that size
     /// is kept. With `cold`, its pages are written back and dropped from the page cache.
+    /// A file with more than one link is first replaced by a copy of its own (see the
+    /// module documentation).
     pub fn prepare_file(&self, path: &[u8], size: u64, cold: bool, out: &mut Prepared) -> Result<(), i32> {
         let fd = self.open_at(&cstr(path)?, libc::O_RDWR | libc::O_CREAT | libc::O_NOFOLLOW, 0o644)?;
         // SAFETY: fd was just opened and is owned here.
-        let file = unsafe { OwnedFd::from_raw_fd(fd) };
-        let fd = file.as_raw_fd();
-        // SAFETY: zeroed stat is a valid out-parameter.
-        let mut st: libc::stat = unsafe { std::mem::zeroed() };
-        // SAFETY: fd is open, st is writable.
-        if unsafe { libc::fstat(fd, &mut st) } != 0 {
-            return Err(errno());
-        }
+        let mut file = unsafe { OwnedFd::from_raw_fd(fd) };
+        let mut st = fstat(file.as_raw_fd())?;
         if st.st_mode & libc::S_IFMT != libc::S_IFREG {
             return Err(libc::EISDIR);
         }
+        if st.st_nlink > 1 {
+            file = self.unshare(path, &file, &st)?;
+            st = fstat(file.as_raw_fd())?;
+            out.unlinked += 1;
+        }
+        let fd = file.as_raw_fd();
         let have = st.st_size as u64;
         if have == size {
             out.kept += 1;
@@ -228,24 +274,118 @@ impl Root {
         Ok(())
     }
 
-    /// Removes the file (or symlink) `path` when present. Directories are left alone.
+    /// Replaces the file `path` (open at `file`, `st` its stat) by a copy of itself: a new
+    /// file in the same directory gets its content and mode, then is renamed over the name.
+    /// The other names of the old file (outside the root, perhaps) are left as they were.
+    fn unshare(&self, path: &[u8], file: &OwnedFd, st: &libc::stat) -> Result<OwnedFd, i32> {
+        let (pfd, name) = self.parent_of(path)?;
+        let mut tmp = b".".to_vec();
+        tmp.extend_from_slice(name.as_bytes());
+        tmp.extend_from_slice(format!(".tracehouse-{}", std::process::id()).as_bytes());
+        let tmp = cstr(&tmp)?;
+        let flags = libc::O_RDWR | libc::O_CREAT | libc::O_EXCL | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+        // SAFETY: pfd is an open directory fd, tmp NUL-terminated.
+        let nfd = unsafe { libc::openat(pfd.as_raw_fd(), tmp.as_ptr(), flags, st.st_mode & 0o7777) };
+        if nfd < 0 {
+            return Err(errno());
+        }
+        // SAFETY: nfd was just opened and is owned here.
+        let copy = unsafe { OwnedFd::from_raw_fd(nfd) };
+        let undo = |e: i32| {
+            // SAFETY: as above.
+            unsafe { libc::unlinkat(pfd.as_raw_fd(), tmp.as_ptr(), 0) };
+            e
+        };
+        let mut left = st.st_size as u64;
+        let mut off: i64 = 0;
+        while left > 0 {
+            let n = left.min(1 << 30) as usize;
+            // SAFETY: both fds are open; off is a valid in/out offset.
+            let r = unsafe {
+                libc::copy_file_range(file.as_raw_fd(), &mut off, copy.as_raw_fd(), std::ptr::null_mut(), n, 0)
+            };
+            if r < 0 {
+                return Err(undo(errno()));
+            }
+            if r == 0 {
+                break;
+            }
+            left -= r as u64;
+        }
+        // SAFETY: as above, both names in pfd.
+        if unsafe { libc::renameat(pfd.as_raw_fd(), tmp.as_ptr(), pfd.as_raw_fd(), name.as_ptr()) } != 0 {
+            return Err(undo(errno()));
+        }
+        Ok(copy)
+    }
+
+    /// Removes `path` when present: a file or symlink, or a directory with everything in
+    /// it (a directory the trace makes must not exist before it). Nothing is followed: the
+    /// entries are removed through their parent directory, opened beneath the root.
     pub fn remove(&self, path: &[u8]) -> Result<bool, i32> {
         let (pfd, name) = match self.parent_of(path) {
             Ok(x) => x,
             Err(libc::ENOENT) => return Ok(false),
             Err(e) => return Err(e),
         };
-        // SAFETY: pfd is an open directory fd, name NUL-terminated.
-        let r = unsafe { libc::unlinkat(pfd.as_raw_fd(), name.as_ptr(), 0) };
-        if r == 0 {
-            return Ok(true);
-        }
-        match errno() {
-            libc::ENOENT => Ok(false),
-            libc::EISDIR => Ok(false),
-            e => Err(e),
+        match remove_entry(pfd.as_raw_fd(), &name, 0) {
+            Ok(()) => Ok(true),
+            Err(libc::ENOENT) => Ok(false),
+            Err(e) => Err(e),
         }
     }
+}
+
+/// Removes `name` in the directory `dir`: unlinked, or (a directory) emptied and removed.
+/// `depth` bounds the recursion.
+fn remove_entry(dir: RawFd, name: &CStr, depth: u32) -> Result<(), i32> {
+    // SAFETY: dir is an open directory fd, name NUL-terminated.
+    if unsafe { libc::unlinkat(dir, name.as_ptr(), 0) } == 0 {
+        return Ok(());
+    }
+    let e = errno();
+    if e != libc::EISDIR && e != libc::EPERM {
+        return Err(e);
+    }
+    if depth > 256 {
+        return Err(libc::ELOOP);
+    }
+    let flags = libc::O_RDONLY | libc::O_DIRECTORY | libc::O_NOFOLLOW | libc::O_CLOEXEC;
+    // SAFETY: as above.
+    let fd = unsafe { libc::openat(dir, name.as_ptr(), flags) };
+    if fd < 0 {
+        return Err(errno());
+    }
+    // SAFETY: fd is a directory fd we own; fdopendir takes it over (closedir closes it).
+    let d = unsafe { libc::fdopendir(fd) };
+    if d.is_null() {
+        let e = errno();
+        // SAFETY: fd is ours (fdopendir failed).
+        unsafe { libc::close(fd) };
+        return Err(e);
+    }
+    let mut names = Vec::new();
+    loop {
+        // SAFETY: d is an open DIR stream.
+        let ent = unsafe { libc::readdir(d) };
+        if ent.is_null() {
+            break;
+        }
+        // SAFETY: readdir returns a valid dirent with a NUL-terminated d_name.
+        let n = unsafe { CStr::from_ptr((*ent).d_name.as_ptr()) };
+        if n.to_bytes() != b"." && n.to_bytes() != b".." {
+            names.push(n.to_owned());
+        }
+    }
+    let r = names.iter().try_for_each(|n| remove_entry(fd, n, depth + 1));
+    // SAFETY: d is open; closing it closes fd.
+    unsafe { libc::closedir(d) };
+    r?;
+    // SAFETY: as above.
+    if unsafe { libc::unlinkat(dir, name.as_ptr(), libc::AT_REMOVEDIR) } != 0 {
+        return Err(errno());
+    }
+    Ok(())
 }
 
 /// `n` bytes of the fill pattern (printable, not zeros: no filesystem can elide them).

@@ -67,10 +67,25 @@ fn under(path: &[u8], prefix: &[u8]) -> bool {
     path == prefix || (path.starts_with(prefix) && (prefix.ends_with(b"/") || path.get(prefix.len()) == Some(&b'/')))
 }
 
+/// Whether `p` is how strace -y prints a pipe, socket or namespace (`type:[inode]`, the
+/// whole text: a lower-case type, digits in the brackets) or an anonymous inode
+/// (`anon_inode:...`). A file path is absolute under -y, so `/tmp/x:[1]` is a file.
+fn is_inode_label(p: &[u8]) -> bool {
+    if p.starts_with(b"anon_inode:") {
+        return true;
+    }
+    let Some(i) = memchr::memmem::find(p, b":[") else { return false };
+    let (ty, rest) = (&p[..i], &p[i + 2..]);
+    !ty.is_empty()
+        && ty.iter().all(|&b| b.is_ascii_lowercase() || b == b'_')
+        && rest.len() > 1
+        && rest.ends_with(b"]")
+        && rest[..rest.len() - 1].iter().all(u8::is_ascii_digit)
+}
+
 /// Whether a traced path names something that is not a regular file or directory.
 pub fn is_special(p: &[u8]) -> bool {
-    // strace -y prints pipes, sockets and anonymous inodes as `type:[inode]`.
-    if memchr::memmem::find(p, b":[").is_some() || p.starts_with(b"anon_inode:") {
+    if is_inode_label(p) {
         return true;
     }
     for dir in [&b"/dev"[..], b"/proc", b"/sys"] {
@@ -213,6 +228,12 @@ mod tests {
         assert_eq!(x.map(b"/etc/ld.so.cache"), Err(PathRefusal::NotSelected));
         assert_eq!(x.map(b"/workshop/x"), Err(PathRefusal::NotSelected));
         assert_eq!(s(x.map(b"/work/a")), Ok("work/a".into()));
+        assert_eq!(x.map(b"anon_inode:[eventfd]"), Err(PathRefusal::Special));
+        // a file whose name looks like a label is a file
+        assert!(!is_special(b"/work/x:[1]"));
+        assert!(!is_special(b"/work/pipe:[1]"));
+        assert!(!is_special(b"x:[1]a"));
+        assert!(!is_special(b"notes:[draft]"));
         assert!(!is_special(b"/dev/shm/seg"));
         assert!(!is_special(b"/device/x"));
     }

@@ -6,9 +6,13 @@
 //!
 //! - what the call becomes: one of [`Kind`] (open/openat/openat2/creat, close,
 //!   read/write, pread/pwrite, readv/writev, preadv/pwritev, lseek, fsync/fdatasync,
-//!   dup/dup2/dup3/fcntl(F_DUPFD), ftruncate, unlink/unlinkat/rmdir,
-//!   rename/renameat/renameat2), or a skip with its [`SkipReason`] (mmap, sockets,
-//!   pipes, stat calls, an fd opened before the trace, a call that failed on an fd...);
+//!   dup/dup2/dup3/fcntl(F_DUPFD), ftruncate, truncate, fallocate, getdents,
+//!   unlink/unlinkat/rmdir, rename/renameat/renameat2, mkdir/mkdirat, link/linkat,
+//!   symlink/symlinkat, copy_file_range, sendfile), or a skip with its [`SkipReason`]
+//!   (an mmap write, sockets, pipes, stat calls, an fd opened before the trace, a call
+//!   that failed on an fd...). A call moving bytes between a file and something that is
+//!   not replayed (splice to a pipe, sendfile to a socket, a copy from an fd opened
+//!   before the trace) becomes the read or write it is on the file's side;
 //! - which fd slot it works on: each process's fd table is rebuilt from the trace
 //!   (threads share it; a child process falls back to its parent's), so a traced fd
 //!   number becomes a *slot* filled by the replayed open or dup that made it;
@@ -26,12 +30,16 @@
 //!   p+n bytes that the trace had not written; a short read or an lseek(SEEK_END)
 //!   says the exact size), stat sizes, writes, ftruncate, unlink and rename, giving
 //!   [`Prep`]: directories to make, files to create with the size the trace implies,
-//!   and paths to remove because the trace creates them or found them absent.
+//!   and paths to remove because the trace creates them or found them absent. A
+//!   directory the trace makes with a successful mkdir, nothing having shown it
+//!   before, did not exist: it is removed (with what an earlier run left in it), not
+//!   made in advance, and the replayed mkdir makes it. Directories are ordered like
+//!   names: a call on `d/x` uses `d` shared, a mkdir/rmdir/rename of `d` exclusively.
 //!
 //! Over 600 lines: planning is one pass over the trace's rows (per-thread ops, ordering,
 //! the files to prepare) whose parts read the same per-path state.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use super::paths::{Mapper, PathRefusal};
 
@@ -76,10 +84,35 @@ pub enum Kind {
     Unlink,
     /// renameat2(path, path2, flags).
     Rename,
+    /// mkdirat(path, mode in `flags`).
+    Mkdir,
+    /// linkat(path, path2): a new name `path2` for the file at `path`.
+    Link,
+    /// symlinkat(target, path): `path2` indexes [`Plan::targets`].
+    Symlink,
+    /// truncate(path, size): opened for writing beneath the root, ftruncate, closed.
+    Truncate,
+    /// fallocate(slot, mode in `flags`, pos, size).
+    Fallocate,
+    /// copy_file_range(slot, pos?, slot2, pos2?, size): [`OPT_POS_IN`]/[`OPT_POS_OUT`] say
+    /// which offsets were explicit (else the fds' positions are used and advanced).
+    CopyRange,
+    /// sendfile(slot2, slot, pos?, size).
+    Sendfile,
+    /// getdents64(slot, size): reads directory entries.
+    Getdents,
 }
 
+/// [`Op::opt`]: a write-open of a file with more than one link is allowed (the trace
+/// linked it itself, beneath the root).
+pub const OPT_LINKS_OK: u8 = 1;
+/// [`Op::opt`]: the source offset of a copy was explicit (the fd's position stays).
+pub const OPT_POS_IN: u8 = 2;
+/// [`Op::opt`]: the destination offset of a copy was explicit.
+pub const OPT_POS_OUT: u8 = 4;
+
 /// Names of [`Kind`], in order (the `kind` column of the plan).
-pub const KIND_NAMES: [&str; 17] = [
+pub const KIND_NAMES: [&str; 25] = [
     "open",
     "close",
     "read",
@@ -97,6 +130,14 @@ pub const KIND_NAMES: [&str; 17] = [
     "ftruncate",
     "unlink",
     "rename",
+    "mkdir",
+    "link",
+    "symlink",
+    "truncate",
+    "fallocate",
+    "copy_file_range",
+    "sendfile",
+    "getdents",
 ];
 
 impl Kind {
@@ -110,9 +151,23 @@ impl Kind {
         matches!(self, Kind::Write | Kind::Pwrite | Kind::Writev | Kind::Pwritev)
     }
 
+    /// Whether it needs the worker's buffer (of `size` bytes).
+    pub fn buffered(self) -> bool {
+        self.reads() || self.writes() || self == Kind::Getdents
+    }
+
     /// Whether it works on an fd (a slot) rather than on a path.
     pub fn on_fd(self) -> bool {
-        !matches!(self, Kind::Open | Kind::Unlink | Kind::Rename)
+        !matches!(
+            self,
+            Kind::Open | Kind::Unlink | Kind::Rename | Kind::Mkdir | Kind::Link | Kind::Symlink | Kind::Truncate
+        )
+    }
+
+    /// Whether it is a call on names in the tree, run through the parent directories
+    /// of its paths (opened beneath the root before its planned time).
+    pub fn on_names(self) -> bool {
+        matches!(self, Kind::Unlink | Kind::Rename | Kind::Mkdir | Kind::Link | Kind::Symlink)
     }
 }
 
@@ -136,10 +191,16 @@ pub enum SkipReason {
     NoResult,
     /// A positional call without a known offset.
     NoOffset,
+    /// A shared writable mapping of a file: its writes are page stores, not traced.
+    MmapWrite,
+    /// Any other mapping of a file: its reads are page faults, not traced.
+    MmapRead,
+    /// A stat call: not replayed (the sizes it saw shape the prepared files).
+    Stat,
 }
 
 /// Names of [`SkipReason`], in order.
-pub const SKIP_NAMES: [&str; 8] = [
+pub const SKIP_NAMES: [&str; 11] = [
     "unsupported syscall",
     "not a regular file",
     "path escapes the root",
@@ -148,6 +209,9 @@ pub const SKIP_NAMES: [&str; 8] = [
     "failed in the trace",
     "no result traced",
     "no offset traced",
+    "mmap write, not replayed",
+    "mmap read, not replayed",
+    "stat, not replayed",
 ];
 
 /// Something an operation waits for: op `idx` of thread `thread` issued (or completed).
@@ -172,14 +236,21 @@ pub struct Op {
     pub slot: u32,
     /// The slot an open or dup fills.
     pub new_slot: u32,
+    /// The destination slot of a copy (copy_file_range, sendfile).
+    pub slot2: u32,
     /// A slot a dup2 onto an open fd closes.
     pub aux: u32,
     /// Path id: open/unlink/rename source; for fd calls, the file's path (recorded only).
     pub path: u32,
-    /// Path id of a rename's target.
+    /// Path id of a rename's or link's new name, or a copy's destination file; for a
+    /// symlink, the index of its target in [`Plan::targets`].
     pub path2: u32,
-    /// Offset (pread/pwrite/preadv/pwritev/lseek).
+    /// Offset (pread/pwrite/preadv/pwritev/lseek/fallocate; a copy's source).
     pub pos: i64,
+    /// A copy's destination offset.
+    pub pos2: i64,
+    /// `OPT_*` bits.
+    pub opt: u8,
     /// Bytes (read/write request; ftruncate length).
     pub size: i64,
     /// Planned start, ns after the first replayed call of the trace.
@@ -226,6 +297,9 @@ pub struct Plan {
     pub deps: Vec<Dep>,
     /// Mapped paths (relative to a copy's root), by path id.
     pub paths: Vec<Vec<u8>>,
+    /// Symlink targets as the replay creates them (an absolute traced target mapped and
+    /// made relative to the link's directory; a relative one as traced).
+    pub targets: Vec<Vec<u8>>,
     /// Number of fd slots.
     pub slots: u32,
     /// What the target must hold before the run, in creation order (directories first).
@@ -267,10 +341,16 @@ pub struct Row<'a> {
     pub fd: Option<i64>,
     /// Path.
     pub path: Option<&'a [u8]>,
-    /// Second path (rename target).
+    /// Second path (rename/link target; a copy's destination file).
     pub path2: Option<&'a [u8]>,
     /// Offset.
     pub pos: Option<i64>,
+    /// Destination fd of a copy.
+    pub fd2: Option<i64>,
+    /// Destination offset of a copy.
+    pub pos2: Option<i64>,
+    /// A symlink's target as the program passed it.
+    pub target: Option<&'a [u8]>,
     /// Bytes requested.
     pub size: Option<i64>,
     /// Return value.
@@ -279,7 +359,7 @@ pub struct Row<'a> {
     pub errno: Option<&'a str>,
     /// Flags as printed.
     pub flags: Option<&'a str>,
-    /// Arguments as printed (stat sizes, unlinkat flags).
+    /// Arguments as printed (stat sizes, unlinkat flags, mkdir modes, copy offsets).
     pub args: Option<&'a str>,
 }
 
@@ -327,10 +407,14 @@ struct Inode {
     /// existence say nothing about before the trace.
     seen: bool,
     dir: bool,
+    /// The trace gave it a second name (link): a write-open of it may find two links.
+    linked: bool,
     /// Its pre-trace content no longer matters (O_TRUNC, O_EXCL create, ftruncate).
     fresh: bool,
     /// End of what the trace wrote (or truncated to) so far.
     written: i64,
+    /// Bytes the trace appended at positions it did not see (O_APPEND writes).
+    appended: i64,
     /// Bytes of pre-trace content the trace read.
     need: i64,
     /// Pre-trace size seen exactly (short read, SEEK_END, stat).
@@ -359,6 +443,17 @@ enum FdRef {
     Skipped(SkipReason),
 }
 
+/// A process's fd number: what it refers to since `since` (the end of the call that made
+/// it), and what it referred to before when that was still open then. Rows come in start
+/// order, so a call of one thread that started while another's open was still running
+/// (and was then given the same number, freed meanwhile) means the earlier file.
+#[derive(Clone, Copy)]
+struct FdEntry {
+    cur: FdRef,
+    since: i64,
+    prev: Option<FdRef>,
+}
+
 /// Builds a [`Plan`] from rows in `ts` order. See the module documentation.
 pub struct PlanBuilder {
     mapper: Mapper,
@@ -368,7 +463,7 @@ pub struct PlanBuilder {
     thread_of: HashMap<i32, u32>,
     /// Trace end of each thread's last replayed call.
     prev_end: Vec<i64>,
-    fds: HashMap<(i32, i64), FdRef>,
+    fds: HashMap<(i32, i64), FdEntry>,
     path_ids: HashMap<Vec<u8>, u32>,
     binds: Vec<Bind>,
     inodes: Vec<Inode>,
@@ -377,6 +472,12 @@ pub struct PlanBuilder {
     first_ts: Option<i64>,
     last_end: i64,
     deps_scratch: Vec<Dep>,
+    /// Directories (mapped) some successful call showed existing before any mkdir of them.
+    existed: HashSet<Vec<u8>>,
+    /// Directories the trace made: a successful mkdir with nothing showing them before.
+    made: HashSet<Vec<u8>>,
+    /// Per path id: its ancestors were added to `existed`.
+    anc_done: Vec<bool>,
 }
 
 /// `O_*` flags as printed by strace, as bits. Unknown names are ignored; numbers (hex,
@@ -456,11 +557,77 @@ fn stat_size(args: &str) -> Option<i64> {
     None
 }
 
+/// `FALLOC_FL_*` flags as printed, as bits (numbers taken as they are).
+fn fallocate_mode(text: Option<&str>) -> i32 {
+    let mut f = 0;
+    for part in text.unwrap_or("").split('|') {
+        f |= match part.trim() {
+            "FALLOC_FL_KEEP_SIZE" => libc::FALLOC_FL_KEEP_SIZE,
+            "FALLOC_FL_PUNCH_HOLE" => libc::FALLOC_FL_PUNCH_HOLE,
+            "FALLOC_FL_COLLAPSE_RANGE" => libc::FALLOC_FL_COLLAPSE_RANGE,
+            "FALLOC_FL_ZERO_RANGE" => libc::FALLOC_FL_ZERO_RANGE,
+            "FALLOC_FL_INSERT_RANGE" => libc::FALLOC_FL_INSERT_RANGE,
+            "FALLOC_FL_UNSHARE_RANGE" => libc::FALLOC_FL_UNSHARE_RANGE,
+            p => parse_int(p).map(|v| v as i32).unwrap_or(0),
+        };
+    }
+    f
+}
+
+/// The top-level arguments of a printed call (commas inside `<...>`, `[...]`, `{...}`,
+/// `(...)` and quotes do not split).
+fn split_args(args: &str) -> Vec<&str> {
+    let b = args.as_bytes();
+    let (mut out, mut depth, mut quoted, mut start, mut i) = (Vec::new(), 0i32, false, 0, 0);
+    while i < b.len() {
+        match b[i] {
+            b'\\' if quoted => i += 1,
+            b'"' => quoted = !quoted,
+            b'<' | b'[' | b'{' | b'(' if !quoted => depth += 1,
+            b'>' | b']' | b'}' | b')' if !quoted => depth -= 1,
+            b',' if !quoted && depth <= 0 => {
+                out.push(args[start..i].trim());
+                start = i + 1;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    out.push(args[start..].trim());
+    out
+}
+
+/// The mode of mkdir (`"path", 0755`) or mkdirat (`dirfd, "path", 0755`): the last argument.
+fn mkdir_mode(args: Option<&str>) -> i32 {
+    args.and_then(|a| split_args(a).last().and_then(|m| parse_int(m))).map(|m| (m & 0o7777) as i32).unwrap_or(0o755)
+}
+
+/// `st_mode=S_IFDIR|...` (stat family) or `stx_mode=S_IFDIR|...` (statx): the file type.
+fn stat_type(args: &str) -> Option<u32> {
+    for key in ["st_mode=", "stx_mode="] {
+        if let Some(i) = args.find(key) {
+            let rest = &args[i + key.len()..];
+            return Some(if rest.starts_with("S_IFDIR") {
+                libc::S_IFDIR
+            } else if rest.starts_with("S_IFREG") {
+                libc::S_IFREG
+            } else {
+                libc::S_IFMT // another type: neither file nor directory
+            });
+        }
+    }
+    None
+}
+
 /// What a syscall name becomes.
 enum Class {
     Op(Kind),
     /// fstat/stat/statx: the size it saw informs the pre-trace state.
     Stat,
+    /// splice: the file side becomes a read or a write (the other side is a pipe).
+    Splice,
+    /// mmap/mmap2: a skip of its own class when on a file.
+    Mmap,
     Skip,
 }
 
@@ -484,6 +651,16 @@ fn classify(name: &str, flags: Option<&str>) -> Class {
         "ftruncate" | "ftruncate64" => Kind::Ftruncate,
         "unlink" | "unlinkat" | "rmdir" => Kind::Unlink,
         "rename" | "renameat" | "renameat2" => Kind::Rename,
+        "mkdir" | "mkdirat" => Kind::Mkdir,
+        "link" | "linkat" => Kind::Link,
+        "symlink" | "symlinkat" => Kind::Symlink,
+        "truncate" | "truncate64" => Kind::Truncate,
+        "fallocate" => Kind::Fallocate,
+        "copy_file_range" => Kind::CopyRange,
+        "sendfile" | "sendfile64" => Kind::Sendfile,
+        "getdents" | "getdents64" => Kind::Getdents,
+        "splice" => return Class::Splice,
+        "mmap" | "mmap2" => return Class::Mmap,
         "fstat" | "newfstatat" | "stat" | "lstat" | "statx" | "fstat64" | "stat64" | "lstat64" | "fstatat64" => {
             return Class::Stat
         }
@@ -512,6 +689,9 @@ impl PlanBuilder {
             first_ts: None,
             last_end: i64::MIN,
             deps_scratch: Vec::new(),
+            existed: HashSet::new(),
+            made: HashSet::new(),
+            anc_done: Vec::new(),
         }
     }
 
@@ -523,16 +703,37 @@ impl PlanBuilder {
         self.process_of.get(&producer).copied().unwrap_or(producer)
     }
 
-    /// The fd's entry in the process's table, else in its ancestors' (inherited by fork).
-    fn fd_ref(&self, producer: i32, fd: i64) -> Option<FdRef> {
+    /// The fd's entry for a call starting at `at` in the process's table, else in its
+    /// ancestors' (inherited by fork).
+    fn fd_ref(&self, producer: i32, fd: i64, at: i64) -> Option<FdRef> {
         let mut p = self.process(producer);
         for _ in 0..64 {
-            if let Some(r) = self.fds.get(&(p, fd)) {
-                return Some(*r);
+            if let Some(e) = self.fds.get(&(p, fd)) {
+                return Some(match e.prev {
+                    Some(prev) if e.since > at => prev,
+                    _ => e.cur,
+                });
             }
             p = *self.parent_of.get(&p)?;
         }
         None
+    }
+
+    /// Process `p`'s fd `fd` refers to `r` from `since` on.
+    fn fd_set(&mut self, p: i32, fd: i64, r: FdRef, since: i64) {
+        let prev = self.fds.get(&(p, fd)).map(|e| e.cur);
+        self.fds.insert((p, fd), FdEntry { cur: r, since, prev });
+    }
+
+    /// Process `p`'s fd `fd` closed by a call starting at `at`: the file it referred to then.
+    fn fd_close(&mut self, p: i32, fd: i64, at: i64) {
+        if let Some(e) = self.fds.get_mut(&(p, fd)) {
+            if e.since > at && e.prev.is_some() {
+                e.prev = None; // the earlier file was closed; the new one stays
+                return;
+            }
+        }
+        self.fds.remove(&(p, fd));
     }
 
     fn path_id(&mut self, mapped: Vec<u8>) -> u32 {
@@ -543,7 +744,51 @@ impl PlanBuilder {
         self.plan.paths.push(mapped.clone());
         self.path_ids.insert(mapped, id);
         self.binds.push(Bind::Untouched);
+        self.anc_done.push(false);
         id
+    }
+
+    /// The parent directory of path `id` used shared (names in it are looked up), or None
+    /// for a path directly in the root.
+    fn parent_use(&mut self, id: u32) -> Option<(Res, Use)> {
+        let (dir, _) = super::fsroot::split_parent(&self.plan.paths[id as usize]);
+        if dir == b"." {
+            return None;
+        }
+        let dir = dir.to_vec();
+        Some((Res::Path(self.path_id(dir)), Use::Shared))
+    }
+
+    /// A call on path `id` succeeded (or failed for a reason other than a missing
+    /// directory): its ancestors existed, unless the trace made them.
+    fn parents_exist(&mut self, id: u32) {
+        if std::mem::replace(&mut self.anc_done[id as usize], true) {
+            return;
+        }
+        let p = &self.plan.paths[id as usize];
+        let mut end = 0;
+        while let Some(i) = memchr::memchr(b'/', &p[end..]) {
+            let a = &p[..end + i];
+            if !self.made.contains(a) {
+                self.existed.insert(a.to_vec());
+            }
+            end += i + 1;
+        }
+    }
+
+    /// Whether `p` is a directory the trace made, or beneath one.
+    fn under_made(&self, p: &[u8]) -> bool {
+        if self.made.is_empty() {
+            return false;
+        }
+        let mut end = 0;
+        while let Some(i) = memchr::memchr(b'/', &p[end..]) {
+            if self.made.contains(&p[..end + i]) {
+                return true;
+            }
+            end += i + 1;
+        }
+        self.made.contains(p)
     }
 
     /// The mapped path id of a traced path, or why it is not replayed.
@@ -589,6 +834,8 @@ impl PlanBuilder {
     fn saw_size(&mut self, ino: u32, size: i64) {
         self.exists(ino);
         let n = &mut self.inodes[ino as usize];
+        // What the trace appended since is not the pre-trace file's.
+        let size = size - n.appended;
         if !n.fresh && size > n.written && n.exact.is_none() {
             n.exact = Some(size);
             n.must_exist = true; // pre-trace content
@@ -657,7 +904,7 @@ impl PlanBuilder {
         self.prev_end[t as usize] = me.end;
         self.last_end = self.last_end.max(me.end);
         let th = &mut self.plan.threads[t as usize];
-        if op.kind.reads() || op.kind.writes() {
+        if op.kind.buffered() {
             th.max_size = th.max_size.max(op.size);
         }
         th.ops.push(op);
@@ -675,8 +922,10 @@ impl PlanBuilder {
             Class::Op(k) => k,
             Class::Stat => {
                 self.note_stat(row);
-                return self.skip(i, SkipReason::Unsupported);
+                return self.skip(i, SkipReason::Stat);
             }
+            Class::Mmap => return self.mmap(i, row),
+            Class::Splice => Kind::Read, // the file side: see `copy`
             Class::Skip => return self.skip(i, SkipReason::Unsupported),
         };
         let Some(ret) = row.ret else {
@@ -688,10 +937,13 @@ impl PlanBuilder {
             flags: 0,
             slot: NONE,
             new_slot: NONE,
+            slot2: NONE,
             aux: NONE,
             path: NONE,
             path2: NONE,
             pos: row.pos.unwrap_or(0),
+            pos2: row.pos2.unwrap_or(0),
+            opt: 0,
             size: row.size.unwrap_or(0),
             at: 0,
             gap: 0,
@@ -703,24 +955,75 @@ impl PlanBuilder {
             Kind::Open => self.open(i, row, op, failed),
             Kind::Unlink => self.unlink(i, row, op, failed),
             Kind::Rename => self.rename(i, row, op, failed),
+            Kind::Mkdir => self.mkdir(i, row, op, failed),
+            Kind::Link | Kind::Symlink => self.link(i, row, op, failed),
+            Kind::Truncate => self.truncate(i, row, op, failed),
+            Kind::CopyRange | Kind::Sendfile => self.copy(i, row, op, failed, ret, Some(kind)),
+            Kind::Read if row.name == "splice" => self.copy(i, row, op, failed, ret, None),
             _ => self.fd_call(i, row, op, failed, ret),
         }
     }
 
+    /// A failed path call's errno says the path's directories exist (anything but a
+    /// missing directory on the way).
+    fn failed_says_parents_exist(row: &Row<'_>) -> bool {
+        !matches!(row.errno, Some("ENOENT") | Some("ENOTDIR") | Some("ELOOP") | Some("EXDEV") | None)
+    }
+
+    fn mmap(&mut self, i: u32, row: &Row<'_>) {
+        let why = match row.fd.filter(|&fd| fd >= 0).map(|fd| self.fd_ref(row.producer, fd, row.ts)) {
+            Some(Some(FdRef::Slot { .. })) => {
+                let f = row.flags.unwrap_or("");
+                if f.contains("PROT_WRITE") && f.contains("MAP_SHARED") {
+                    SkipReason::MmapWrite
+                } else {
+                    SkipReason::MmapRead
+                }
+            }
+            Some(Some(FdRef::Skipped(why))) => why,
+            Some(None) => SkipReason::FdBeforeTrace,
+            None => SkipReason::Unsupported, // anonymous memory
+        };
+        self.skip(i, why)
+    }
+
     fn note_stat(&mut self, row: &Row<'_>) {
-        let (Some(size), None) = (row.args.and_then(stat_size), row.errno) else { return };
-        let file = match row.fd {
-            Some(fd) => match self.fd_ref(row.producer, fd) {
-                Some(FdRef::Slot { file, .. }) => Some(file),
-                _ => None,
+        let (Some(args), None) = (row.args, row.errno) else { return };
+        // On the fd itself (fstat, AT_EMPTY_PATH), else on the path (resolved against the
+        // dirfd the fd column then holds).
+        let on_fd = row.name.starts_with("fstat") && !row.name.starts_with("fstatat") || args.contains("AT_EMPTY_PATH");
+        let (file, path) = match row.fd.filter(|_| on_fd) {
+            Some(fd) => match self.fd_ref(row.producer, fd, row.ts) {
+                Some(FdRef::Slot { file, path, .. }) => (Some(file), path),
+                _ => (None, NONE),
             },
             None => match self.map_path(row.path) {
-                Ok(p) => self.file_at(p),
-                Err(_) => None,
+                // The root itself is never prepared (a stat of / lands there).
+                Ok(p) if self.plan.paths[p as usize] != b"." => {
+                    self.parents_exist(p);
+                    (self.file_at(p), p)
+                }
+                _ => (None, NONE),
             },
         };
-        if let Some(f) = file {
-            self.saw_size(f, size);
+        let Some(f) = file else { return };
+        match stat_type(args) {
+            Some(libc::S_IFDIR) => {
+                self.exists(f);
+                let n = &mut self.inodes[f as usize];
+                if n.origin.is_some() && !n.fresh {
+                    n.dir = true;
+                }
+                if path != NONE {
+                    self.existed.insert(self.plan.paths[path as usize].clone());
+                }
+            }
+            Some(libc::S_IFREG) | None => {
+                if let Some(size) = stat_size(args) {
+                    self.saw_size(f, size);
+                }
+            }
+            Some(_) => self.exists(f),
         }
     }
 
@@ -730,7 +1033,7 @@ impl PlanBuilder {
             Err(why) => {
                 if let (false, Some(fd)) = (failed, row.ret) {
                     let p = self.process(row.producer);
-                    self.fds.insert((p, fd), FdRef::Skipped(why));
+                    self.fd_set(p, fd, FdRef::Skipped(why), row.ts.saturating_add(row.dur));
                 }
                 return self.skip(i, why);
             }
@@ -740,8 +1043,15 @@ impl PlanBuilder {
         op.path = path;
         let t = self.thread(row.producer);
         let create = flags & libc::O_CREAT != 0;
-        let mut uses = vec![(Res::Path(path), Use::Excl)];
+        let tmpfile = flags & libc::O_TMPFILE == libc::O_TMPFILE;
+        let directory = flags & libc::O_DIRECTORY != 0;
+        // Only a create changes the name; opening what is there shares it.
+        let mut uses = vec![(Res::Path(path), if create { Use::Excl } else { Use::Shared })];
+        uses.extend(self.parent_use(path));
         if failed {
+            if Self::failed_says_parents_exist(row) {
+                self.parents_exist(path);
+            }
             if row.errno == Some("ENOENT") && !create {
                 if let Some(f) = self.file_at(path) {
                     let n = &mut self.inodes[f as usize];
@@ -752,6 +1062,11 @@ impl PlanBuilder {
                 }
             }
             return self.push_op(t, op, row, &uses);
+        }
+        self.parents_exist(path);
+        if directory {
+            let text = self.plan.paths[path as usize].clone();
+            self.existed.insert(text);
         }
         let file = match self.file_at(path) {
             Some(f) => {
@@ -773,9 +1088,15 @@ impl PlanBuilder {
             }
         };
         let n = &mut self.inodes[file as usize];
-        if flags & libc::O_DIRECTORY != 0 {
+        if directory {
             n.dir = true;
             n.must_exist = true;
+        }
+        // O_TMPFILE opens the directory `path` and makes an unnamed file in it: the fd's file.
+        let file = if tmpfile { self.new_inode(None) } else { file };
+        let n = &mut self.inodes[file as usize];
+        if n.linked {
+            op.opt |= OPT_LINKS_OK;
         }
         if flags & libc::O_TRUNC != 0 && flags & (libc::O_WRONLY | libc::O_RDWR) != 0 {
             n.fresh = true;
@@ -790,21 +1111,42 @@ impl PlanBuilder {
         op.new_slot = slot;
         let p = self.process(row.producer);
         if let Some(fd) = row.ret {
-            self.fds.insert((p, fd), FdRef::Slot { slot, desc, file, path });
+            self.fd_set(p, fd, FdRef::Slot { slot, desc, file, path }, row.ts.saturating_add(row.dur));
         }
         uses.push((Res::Desc(desc), Use::Excl));
         self.push_op(t, op, row, &uses);
     }
 
-    fn unlink(&mut self, i: u32, row: &Row<'_>, mut op: Op, failed: bool) {
-        let path = match self.map_path(row.path) {
+    /// A name a call works on: its path id (or the row skipped, None), its uses (the name as
+    /// `u`, its directory shared), and what the call says about the directories above it.
+    fn name(
+        &mut self,
+        i: u32,
+        p: Option<&[u8]>,
+        row: &Row<'_>,
+        failed: bool,
+        u: Use,
+    ) -> Option<(u32, Vec<(Res, Use)>)> {
+        let path = match self.map_path(p) {
             Ok(p) => p,
-            Err(why) => return self.skip(i, why),
+            Err(why) => {
+                self.skip(i, why);
+                return None;
+            }
         };
+        let mut uses = vec![(Res::Path(path), u)];
+        uses.extend(self.parent_use(path));
+        if !failed || Self::failed_says_parents_exist(row) {
+            self.parents_exist(path);
+        }
+        Some((path, uses))
+    }
+
+    fn unlink(&mut self, i: u32, row: &Row<'_>, mut op: Op, failed: bool) {
+        let Some((path, mut uses)) = self.name(i, row.path, row, failed, Use::Excl) else { return };
         op.path = path;
         let dir = row.name == "rmdir" || row.args.is_some_and(|a| a.contains("AT_REMOVEDIR"));
         op.flags = if dir { libc::AT_REMOVEDIR } else { 0 };
-        let mut uses = vec![(Res::Path(path), Use::Excl)];
         if let Some(f) = self.file_at(path) {
             let n = &mut self.inodes[f as usize];
             if failed && row.errno == Some("ENOENT") {
@@ -835,6 +1177,12 @@ impl PlanBuilder {
         op.path2 = to;
         op.flags = rename_flags(row.flags);
         let mut uses = vec![(Res::Path(from), Use::Excl), (Res::Path(to), Use::Excl)];
+        uses.extend(self.parent_use(from));
+        uses.extend(self.parent_use(to));
+        if !failed || Self::failed_says_parents_exist(row) {
+            self.parents_exist(from);
+            self.parents_exist(to);
+        }
         if let Some(f) = self.file_at(from) {
             uses.push((Res::File(f), Use::Excl));
             if !failed {
@@ -851,20 +1199,222 @@ impl PlanBuilder {
         self.push_op(t, op, row, &uses);
     }
 
+    /// A name the call made (mkdir, link, symlink): nothing was there before the call, so
+    /// nothing was there before the trace unless the trace had shown it.
+    fn made_name(&mut self, path: u32) {
+        if self.binds[path as usize] == Bind::Untouched {
+            if let Some(f) = self.file_at(path) {
+                let n = &mut self.inodes[f as usize];
+                n.must_not_exist = true;
+                n.fresh = true;
+            }
+        }
+    }
+
+    fn mkdir(&mut self, i: u32, row: &Row<'_>, mut op: Op, failed: bool) {
+        let Some((path, uses)) = self.name(i, row.path, row, failed, Use::Excl) else { return };
+        op.path = path;
+        op.flags = mkdir_mode(row.args);
+        let text = self.plan.paths[path as usize].clone();
+        if !failed {
+            let shown = match self.binds[path as usize] {
+                Bind::Initial(f) | Bind::Bound(f) => self.inodes[f as usize].must_exist,
+                Bind::Untouched | Bind::Absent => false,
+            };
+            if !shown && !self.existed.contains(&text) && text != b"." {
+                self.made.insert(text);
+            }
+            self.made_name(path);
+            let f = self.new_inode(None);
+            self.inodes[f as usize].dir = true;
+            self.binds[path as usize] = Bind::Bound(f);
+        } else if row.errno == Some("EEXIST") {
+            // It was there: a directory, as a mkdir that finds its name taken mostly does.
+            if let Some(f) = self.file_at(path) {
+                self.exists(f);
+                let n = &mut self.inodes[f as usize];
+                if n.origin == Some(path) && !n.fresh {
+                    n.dir = true;
+                    self.existed.insert(text);
+                }
+            }
+        }
+        let t = self.thread(row.producer);
+        self.push_op(t, op, row, &uses);
+    }
+
+    /// The text of a symlink's target as created under the root: an absolute traced target
+    /// mapped like any path and made relative to the link's directory (`..` per level,
+    /// which RESOLVE_BENEATH follows while it stays beneath); a relative one, or one the
+    /// mapping refuses, as traced (an absolute target outside is refused when followed).
+    fn symlink_target(&self, target: &[u8], link: u32) -> Vec<u8> {
+        if !target.starts_with(b"/") {
+            return target.to_vec();
+        }
+        let Ok(mapped) = self.mapper.map(target) else { return target.to_vec() };
+        let (dir, _) = super::fsroot::split_parent(&self.plan.paths[link as usize]);
+        let depth = if dir == b"." { 0 } else { dir.iter().filter(|&&b| b == b'/').count() + 1 };
+        let mut out = b"../".repeat(depth);
+        if mapped != b"." {
+            out.extend_from_slice(&mapped);
+        } else if out.is_empty() {
+            out.push(b'.');
+        }
+        out
+    }
+
+    /// link(path, path2) and symlink(target, path2).
+    fn link(&mut self, i: u32, row: &Row<'_>, mut op: Op, failed: bool) {
+        let symlink = op.kind == Kind::Symlink;
+        let Some((name, mut uses)) = self.name(i, row.path2, row, failed, Use::Excl) else { return };
+        if symlink {
+            let target = row.target.or(row.path).unwrap_or(b"");
+            let text = self.symlink_target(target, name);
+            op.path = name;
+            op.path2 = self.plan.targets.len() as u32;
+            self.plan.targets.push(text);
+        } else {
+            let Some((old, more)) = self.name(i, row.path, row, failed, Use::Shared) else { return };
+            op.path = old;
+            op.path2 = name;
+            uses.extend(more);
+            if let Some(f) = self.file_at(old) {
+                uses.push((Res::File(f), Use::Shared));
+                if !failed {
+                    self.exists(f);
+                    self.made_name(name);
+                    self.inodes[f as usize].linked = true;
+                    self.binds[name as usize] = Bind::Bound(f);
+                }
+            }
+        }
+        if failed && row.errno == Some("EEXIST") {
+            if let Some(f) = self.file_at(name) {
+                self.exists(f);
+            }
+        } else if !failed && symlink {
+            self.made_name(name);
+            let f = self.new_inode(None);
+            self.binds[name as usize] = Bind::Bound(f);
+        }
+        let t = self.thread(row.producer);
+        self.push_op(t, op, row, &uses);
+    }
+
+    fn truncate(&mut self, i: u32, row: &Row<'_>, mut op: Op, failed: bool) {
+        let Some((path, mut uses)) = self.name(i, row.path, row, failed, Use::Shared) else { return };
+        op.path = path;
+        if let Some(f) = self.file_at(path) {
+            uses.push((Res::File(f), Use::Excl));
+            if !failed {
+                self.exists(f);
+                let n = &mut self.inodes[f as usize];
+                n.fresh = true;
+                n.written = op.size;
+                if n.linked {
+                    op.opt |= OPT_LINKS_OK;
+                }
+            }
+        }
+        let t = self.thread(row.producer);
+        self.push_op(t, op, row, &uses);
+    }
+
+    /// copy_file_range, sendfile and splice: bytes from `fd` (at `pos`) to `fd2` (at
+    /// `pos2`). Both sides replayed files: the call itself (`native`, none for splice,
+    /// whose other side is always a pipe); one side only: the read or write it is there.
+    fn copy(&mut self, i: u32, row: &Row<'_>, mut op: Op, failed: bool, ret: i64, native: Option<Kind>) {
+        let side = |b: &Self, fd: Option<i64>| match fd.map(|fd| (fd, b.fd_ref(row.producer, fd, row.ts))) {
+            Some((_, Some(FdRef::Slot { slot, desc, file, path }))) => Ok((slot, desc, file, path)),
+            Some((_, Some(FdRef::Skipped(why)))) => Err(why),
+            Some((fd, None)) => {
+                Err(if fd > 2 || row.path.is_some() { SkipReason::FdBeforeTrace } else { SkipReason::NotAFile })
+            }
+            None => Err(SkipReason::NotAFile),
+        };
+        let (src, dst) = (side(self, row.fd), side(self, row.fd2));
+        if let (Err(why), Err(_)) = (src, dst) {
+            return self.skip(i, why);
+        }
+        if failed {
+            return self.skip(i, SkipReason::FailedInTrace);
+        }
+        // Which offsets were explicit (`[N]`) rather than NULL (the fds' positions): the
+        // printed arguments say; without them, the file positions (as cp uses them).
+        let args = row.args.map(split_args).unwrap_or_default();
+        let explicit = |k: usize| args.get(k).is_some_and(|a| a.starts_with('['));
+        let (pin, pout) = match row.name {
+            "sendfile" | "sendfile64" => (explicit(2), false),
+            _ => (explicit(1), explicit(3)),
+        };
+        let asked = op.size;
+        // The bytes the trace moved; an end-of-file probe (0 moved) asks what it asked.
+        op.size = if ret > 0 { ret } else { asked.clamp(0, 1 << 16) };
+        let probe = if ret == 0 { Some(asked) } else { None };
+        let mut uses: Vec<(Res, Use)> = Vec::with_capacity(4);
+        let posuse = |explicit: bool| if explicit { Use::Shared } else { Use::Excl };
+        if let Ok((slot, desc, file, path)) = src {
+            op.slot = slot;
+            op.path = path;
+            if let Some(p) = row.pos {
+                self.read_seen(file, p, ret, probe);
+            }
+            uses.push((Res::Desc(desc), posuse(pin)));
+            uses.push((Res::File(file), Use::Shared));
+        }
+        if let Ok((slot, desc, file, path)) = dst {
+            if let Some(p) = row.pos2 {
+                let n = &mut self.inodes[file as usize];
+                n.written = n.written.max(p + ret.max(0));
+            }
+            uses.push((Res::Desc(desc), posuse(pout)));
+            uses.push((Res::File(file), Use::Excl));
+            match src {
+                Ok(_) => {
+                    op.slot2 = slot;
+                    op.path2 = path;
+                }
+                Err(_) => {
+                    // Only the destination is replayed: the write it is.
+                    op.slot = slot;
+                    op.path = path;
+                    op.pos = row.pos2.unwrap_or(0);
+                }
+            }
+        }
+        op.kind = match (src.is_ok(), dst.is_ok(), native) {
+            (true, true, Some(k)) => {
+                op.opt |= if pin { OPT_POS_IN } else { 0 } | if pout { OPT_POS_OUT } else { 0 };
+                k
+            }
+            (true, _, _) if pin => Kind::Pread,
+            (true, _, _) => Kind::Read,
+            (false, _, _) if pout => Kind::Pwrite,
+            (false, _, _) => Kind::Write,
+        };
+        if op.kind == Kind::Pread && row.pos.is_none() || op.kind == Kind::Pwrite && row.pos2.is_none() {
+            return self.skip(i, SkipReason::NoOffset);
+        }
+        let t = self.thread(row.producer);
+        self.push_op(t, op, row, &uses);
+    }
+
     fn fd_call(&mut self, i: u32, row: &Row<'_>, mut op: Op, failed: bool, ret: i64) {
         let Some(fd) = row.fd else {
             return self.skip(i, SkipReason::NotAFile);
         };
-        let (slot, desc, file, path) = match self.fd_ref(row.producer, fd) {
+        let (slot, desc, file, path) = match self.fd_ref(row.producer, fd, row.ts) {
             Some(FdRef::Slot { slot, desc, file, path }) => (slot, desc, file, path),
             Some(FdRef::Skipped(why)) => {
                 self.fd_effects_of_skipped(row, fd, failed, ret, why);
                 return self.skip(i, why);
             }
             None => {
+                // Never opened in the trace (stdin redirected from a file, say): what it is
+                // shows only in its -y path.
                 let why = match row.path {
-                    p if fd > 2 && !p.is_some_and(super::paths::is_special) => SkipReason::FdBeforeTrace,
-                    _ => SkipReason::NotAFile,
+                    Some(p) if super::paths::is_special(p) => SkipReason::NotAFile,
+                    _ => SkipReason::FdBeforeTrace,
                 };
                 self.fd_effects_of_skipped(row, fd, failed, ret, why);
                 return self.skip(i, why);
@@ -879,7 +1429,7 @@ impl PlanBuilder {
         let proc_ = self.process(row.producer);
         let uses: Vec<(Res, Use)> = match k {
             Kind::Close => {
-                self.fds.remove(&(proc_, fd));
+                self.fd_close(proc_, fd, row.ts);
                 vec![(Res::Desc(desc), Use::Excl)]
             }
             Kind::Read | Kind::Readv => {
@@ -902,7 +1452,7 @@ impl PlanBuilder {
                         n.written = n.written.max(p + op.size);
                     }
                     None if positional => return self.skip(i, SkipReason::NoOffset),
-                    None => {}
+                    None => self.inodes[file as usize].appended += op.size.max(0),
                 }
                 let d = if positional { Use::Shared } else { Use::Excl };
                 vec![(Res::Desc(desc), d), (Res::File(file), Use::Excl)]
@@ -922,18 +1472,40 @@ impl PlanBuilder {
                 n.written = op.size;
                 vec![(Res::Desc(desc), Use::Shared), (Res::File(file), Use::Excl)]
             }
+            Kind::Fallocate => {
+                op.flags = fallocate_mode(row.flags);
+                let n = &mut self.inodes[file as usize];
+                if op.flags & libc::FALLOC_FL_KEEP_SIZE == 0 {
+                    n.written = n.written.max(op.pos + op.size);
+                }
+                vec![(Res::Desc(desc), Use::Shared), (Res::File(file), Use::Excl)]
+            }
+            Kind::Getdents => vec![(Res::Desc(desc), Use::Excl), (Res::File(file), Use::Shared)],
             Kind::Dup => {
                 let new_slot = self.new_slot();
                 op.new_slot = new_slot;
-                if let Some(FdRef::Slot { slot: old, .. }) = self.fds.get(&(proc_, ret)).copied() {
+                if let Some(FdRef::Slot { slot: old, .. }) = self.fds.get(&(proc_, ret)).map(|e| e.cur) {
                     if ret != fd {
                         op.aux = old; // dup2 onto an open fd closes it
                     }
                 }
-                self.fds.insert((proc_, ret), FdRef::Slot { slot: new_slot, desc, file, path });
+                self.fd_set(
+                    proc_,
+                    ret,
+                    FdRef::Slot { slot: new_slot, desc, file, path },
+                    row.ts.saturating_add(row.dur),
+                );
                 vec![(Res::Desc(desc), Use::Excl)]
             }
-            Kind::Open | Kind::Unlink | Kind::Rename => unreachable!("path calls"),
+            Kind::Open
+            | Kind::Unlink
+            | Kind::Rename
+            | Kind::Mkdir
+            | Kind::Link
+            | Kind::Symlink
+            | Kind::Truncate
+            | Kind::CopyRange
+            | Kind::Sendfile => unreachable!("path and copy calls"),
         };
         let t = self.thread(row.producer);
         self.push_op(t, op, row, &uses);
@@ -947,10 +1519,10 @@ impl PlanBuilder {
         let p = self.process(row.producer);
         match classify(row.name, row.flags) {
             Class::Op(Kind::Close) => {
-                self.fds.remove(&(p, fd));
+                self.fd_close(p, fd, row.ts);
             }
             Class::Op(Kind::Dup) => {
-                self.fds.insert((p, ret), FdRef::Skipped(why));
+                self.fd_set(p, ret, FdRef::Skipped(why), row.ts.saturating_add(row.dur));
             }
             _ => {}
         }
@@ -962,7 +1534,9 @@ impl PlanBuilder {
         if ret < 0 || n.fresh {
             return;
         }
-        let end = pos + ret;
+        // Bytes the trace appended came after the pre-trace content: a read reaching the end
+        // of the file needs that much less of it.
+        let end = pos + ret - n.appended;
         if end > n.written {
             n.need = n.need.max(end); // pre-trace content was read
             n.must_exist = true;
@@ -978,6 +1552,11 @@ impl PlanBuilder {
         let mut prep_files = Vec::new();
         for n in &self.inodes {
             let Some(path) = n.origin else { continue };
+            let text = &self.plan.paths[path as usize];
+            // The root itself is never prepared; what the trace made, it makes again.
+            if text == b"." || self.under_made(text) {
+                continue;
+            }
             let p = if n.dir {
                 Prep::Dir(path)
             } else if n.must_not_exist {
@@ -989,38 +1568,39 @@ impl PlanBuilder {
             };
             prep_files.push(p);
         }
-        // Every parent directory of every path, shallowest first.
-        for p in &self.plan.paths {
-            let mut end = 0;
-            while let Some(i) = memchr::memchr(b'/', &p[end..]) {
-                dirs.push(p[..end + i].to_vec());
-                end += i + 1;
-            }
-        }
+        // The directories a successful call showed existing (the parents of its paths),
+        // shallowest first; not those the trace made, nor ones only failed calls looked in
+        // (making them would change nothing those calls see, and leave stray directories).
+        dirs.extend(self.existed.iter().filter(|d| !self.under_made(d)).cloned());
         for pr in &prep_files {
             if let Prep::Dir(p) = pr {
                 dirs.push(self.plan.paths[*p as usize].clone());
             }
         }
-        dirs.sort_by(|a, b| {
-            (a.iter().filter(|&&c| c == b'/').count(), a).cmp(&(b.iter().filter(|&&c| c == b'/').count(), b))
-        });
+        let depth_key = |a: &Vec<u8>| (a.iter().filter(|&&c| c == b'/').count(), a.clone());
+        dirs.sort_by_key(depth_key);
         dirs.dedup();
-        let dirset: std::collections::HashSet<&Vec<u8>> = dirs.iter().collect();
+        let dirset: HashSet<&Vec<u8>> = dirs.iter().collect();
         let mut prep: Vec<Prep> = Vec::new();
         let mut extra = Vec::new();
-        for d in &dirs {
-            if d.as_slice() == b"." {
-                continue;
+        let id_of = |d: &Vec<u8>, extra: &mut Vec<Vec<u8>>| match self.path_ids.get(d) {
+            Some(&id) => id,
+            None => {
+                extra.push(d.clone());
+                (self.plan.paths.len() + extra.len() - 1) as u32
             }
-            let id = match self.path_ids.get(d) {
-                Some(&id) => id,
-                None => {
-                    extra.push(d.clone());
-                    (self.plan.paths.len() + extra.len() - 1) as u32
-                }
-            };
-            prep.push(Prep::Dir(id));
+        };
+        for d in &dirs {
+            if d.as_slice() != b"." {
+                prep.push(Prep::Dir(id_of(d, &mut extra)));
+            }
+        }
+        // The directories the trace makes are removed (with anything a run left in them),
+        // outermost first; their parents exist by now.
+        let mut made: Vec<Vec<u8>> = self.made.iter().filter(|d| !self.under_made_strictly(d)).cloned().collect();
+        made.sort_by_key(depth_key);
+        for d in &made {
+            prep.push(Prep::Absent(id_of(d, &mut extra)));
         }
         for pr in prep_files {
             match pr {
@@ -1036,5 +1616,17 @@ impl PlanBuilder {
             self.plan.span = (self.last_end - first).max(0);
         }
         self.plan
+    }
+
+    /// Whether `p` is beneath a directory the trace made (not counting `p` itself).
+    fn under_made_strictly(&self, p: &[u8]) -> bool {
+        let mut end = 0;
+        while let Some(i) = memchr::memchr(b'/', &p[end..]) {
+            if self.made.contains(&p[..end + i]) {
+                return true;
+            }
+            end += i + 1;
+        }
+        false
     }
 }

@@ -23,6 +23,12 @@
 //! `K` copies replay the same plan side by side, each in its own root and with its
 //! own slots and counters: the same schedule for K users.
 //!
+//! A full target aborts the run: the first call that fails with ENOSPC, EDQUOT or EFBIG
+//! stops every worker ([`Runner::aborted`] says which call): a replay on a full disk
+//! measures the error path, not the workload. A request larger than the worker's buffer
+//! (64 MiB) is still issued whole, as one vectored call over the buffer repeated
+//! (`write` becomes `writev`, `pread` `preadv`...): the kernel moves the same bytes.
+//!
 //! Over 600 lines: the workers, their slots and ordering waits, and the timer share one run
 //! state.
 
@@ -36,11 +42,21 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use super::clock::{self, now};
-use super::fsroot::{errno, open_beneath, pattern, Root};
-use super::plan::{Dep, Kind, Op, Plan, NONE};
+use super::fsroot::{errno, link_count, open_beneath, pattern, Root};
+use super::plan::{Dep, Kind, Op, Plan, NONE, OPT_LINKS_OK, OPT_POS_IN, OPT_POS_OUT};
 
-/// Largest buffer a worker allocates; larger requests are issued at this size.
+/// Largest buffer a worker allocates; larger requests are issued whole as vectored calls
+/// over it.
 pub const MAX_BUF: usize = 64 << 20;
+/// Most bytes one read or write moves (Linux's MAX_RW_COUNT, 2 GiB - 4 KiB): the iovecs of
+/// the largest request.
+const MAX_RW: usize = 0x7fff_f000;
+const MAX_IOV: usize = MAX_RW.div_ceil(MAX_BUF);
+
+/// Whether `e` says the target has no room (the disk, a quota, the file-size limit).
+pub fn is_full(e: i32) -> bool {
+    e == libc::ENOSPC || e == libc::EDQUOT || e == libc::EFBIG
+}
 /// Most threads a run may start (copies x traced threads).
 pub const MAX_THREADS: usize = 4096;
 
@@ -132,6 +148,10 @@ struct Shared {
     realtime: bool,
     realtime_failed: AtomicBool,
     paths: Vec<CString>,
+    targets: Vec<CString>,
+    /// The errno that aborted the run (0: none), and where: copy, thread, op index.
+    abort: AtomicI32,
+    abort_at: std::sync::Mutex<Option<(usize, usize, usize)>>,
     copies: Vec<Copy>,
     stop: AtomicBool,
     timing: Timing,
@@ -228,6 +248,11 @@ impl Runner {
             .iter()
             .map(|p| CString::new(p.as_slice()).map_err(|_| "NUL byte in a path".to_string()))
             .collect::<Result<Vec<_>, _>>()?;
+        let targets = plan
+            .targets
+            .iter()
+            .map(|p| CString::new(p.as_slice()).map_err(|_| "NUL byte in a symlink target".to_string()))
+            .collect::<Result<Vec<_>, _>>()?;
         let slack_ok = clock::minimise_timer_slack();
         // Calibrate under the scheduling class the workers will have.
         let rt_here = cfg.realtime && clock::set_realtime(true);
@@ -262,6 +287,9 @@ impl Runner {
             realtime: cfg.realtime,
             realtime_failed: AtomicBool::new(cfg.realtime && !rt_here),
             paths,
+            targets,
+            abort: AtomicI32::new(0),
+            abort_at: std::sync::Mutex::new(None),
             copies,
             stop: AtomicBool::new(false),
             timing: cfg.timing,
@@ -312,9 +340,17 @@ impl Runner {
         self.shared.stop.store(true, Ordering::Relaxed);
     }
 
-    /// Whether the run was cancelled.
+    /// Whether the run was cancelled (by [`Runner::cancel`] or an abort).
     pub fn cancelled(&self) -> bool {
         self.shared.stop.load(Ordering::Relaxed)
+    }
+
+    /// The call that aborted the run because the target was full: its errno, copy, thread
+    /// and op index; None when nothing did.
+    pub fn aborted(&self) -> Option<(i32, usize, usize, usize)> {
+        let e = self.shared.abort.load(Ordering::Acquire);
+        let at = *self.shared.abort_at.lock().unwrap_or_else(|p| p.into_inner());
+        at.filter(|_| e != 0).map(|(c, t, i)| (e, c, t, i))
     }
 
     /// Waits for the workers; records by copy, then thread (in plan order).
@@ -391,11 +427,8 @@ fn worker(sh: &Shared, copy: usize, thread: usize) -> Vec<Rec> {
             }
             wait = now() - w0;
         }
-        // Parents of unlink/rename are resolved before the schedule, off the timed path.
-        let pre = match op.kind {
-            Kind::Unlink | Kind::Rename => Some(parents(c, sh, op)),
-            _ => None,
-        };
+        // Parents of calls on names are resolved before the schedule, off the timed path.
+        let pre = op.kind.on_names().then(|| parents(c, sh, op));
         let planned = match sh.timing {
             Timing::Original(speed) => sh.t0 + (op.at as f64 / speed) as i64,
             Timing::Think(speed) => {
@@ -424,13 +457,21 @@ fn worker(sh: &Shared, copy: usize, thread: usize) -> Vec<Rec> {
         prog.issued.store(i as u32 + 1, Ordering::Release);
         let (ret, err) = match pre {
             Some(Err(e)) => (-1, e),
-            Some(Ok(dirs)) => exec_path(op, &dirs),
+            Some(Ok(dirs)) => exec_path(op, sh, &dirs),
             None => exec(op, c, sh, &mut buf),
         };
         let done = now();
         prog.done.store(i as u32 + 1, Ordering::Release);
         recs.push(Rec { planned, issue, done, ret, errno: err, wait, ready });
         prev_done = done;
+        if is_full(err) {
+            // The first full call stops the run (every copy): see the module documentation.
+            if sh.abort.compare_exchange(0, err, Ordering::AcqRel, Ordering::Acquire).is_ok() {
+                *sh.abort_at.lock().unwrap_or_else(|p| p.into_inner()) = Some((copy, thread, i));
+            }
+            sh.stop.store(true, Ordering::Relaxed);
+            break;
+        }
     }
     recs
 }
@@ -441,7 +482,8 @@ type Parents = Vec<(OwnedFd, CString)>;
 
 fn parents(c: &Copy, sh: &Shared, op: &Op) -> Result<Parents, i32> {
     let mut out = Vec::with_capacity(2);
-    for p in [op.path, op.path2] {
+    let second = matches!(op.kind, Kind::Rename | Kind::Link);
+    for p in [op.path, if second { op.path2 } else { NONE }] {
         if p != NONE {
             out.push(c.root.parent_of(sh.paths[p as usize].as_bytes())?);
         }
@@ -458,7 +500,7 @@ fn result(r: i64) -> (i64, i32) {
     }
 }
 
-fn exec_path(op: &Op, dirs: &Parents) -> (i64, i32) {
+fn exec_path(op: &Op, sh: &Shared, dirs: &Parents) -> (i64, i32) {
     let r = match op.kind {
         // SAFETY: the dir fd is open, the name NUL-terminated.
         Kind::Unlink => unsafe { libc::unlinkat(dirs[0].0.as_raw_fd(), dirs[0].1.as_ptr(), op.flags) as i64 },
@@ -473,17 +515,55 @@ fn exec_path(op: &Op, dirs: &Parents) -> (i64, i32) {
                 op.flags as libc::c_uint,
             )
         },
-        _ => unreachable!("path calls only"),
+        // SAFETY: as above.
+        Kind::Mkdir => unsafe {
+            libc::mkdirat(dirs[0].0.as_raw_fd(), dirs[0].1.as_ptr(), op.flags as libc::mode_t) as i64
+        },
+        // SAFETY: as above; flags 0: a symlink is linked, not followed.
+        Kind::Link => unsafe {
+            libc::linkat(dirs[0].0.as_raw_fd(), dirs[0].1.as_ptr(), dirs[1].0.as_raw_fd(), dirs[1].1.as_ptr(), 0) as i64
+        },
+        // SAFETY: the target is NUL-terminated; the name as above.
+        Kind::Symlink => unsafe {
+            libc::symlinkat(sh.targets[op.path2 as usize].as_ptr(), dirs[0].0.as_raw_fd(), dirs[0].1.as_ptr()) as i64
+        },
+        _ => unreachable!("calls on names only"),
     };
     result(r)
+}
+
+/// Whether an open with these flags may change the file (write access or O_TRUNC).
+#[inline]
+fn writes_file(flags: i32) -> bool {
+    flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0
+}
+
+/// iovecs covering `n` bytes with `buf` repeated (one per 64 MiB).
+#[inline]
+fn iovs(buf: &Buf, n: usize) -> ([libc::iovec; MAX_IOV], usize) {
+    let mut v = [libc::iovec { iov_base: std::ptr::null_mut(), iov_len: 0 }; MAX_IOV];
+    let n = n.min(MAX_RW);
+    let mut k = 0;
+    let mut left = n;
+    while left > 0 {
+        let len = left.min(buf.len);
+        v[k] = libc::iovec { iov_base: buf.ptr.cast(), iov_len: len };
+        left -= len;
+        k += 1;
+    }
+    (v, k.max(1))
 }
 
 #[inline]
 fn exec(op: &Op, c: &Copy, sh: &Shared, buf: &mut Buf) -> (i64, i32) {
     let slot = |s: u32| if s == NONE { -1 } else { c.slots[s as usize].load(Ordering::Acquire) };
     let fd = slot(op.slot);
-    let n = (op.size.max(0) as usize).min(buf.len);
+    let want = op.size.max(0) as usize;
+    let n = want.min(buf.len);
     let iov = libc::iovec { iov_base: buf.ptr.cast(), iov_len: n };
+    // Larger than the buffer: the vectored call over it (see the module documentation).
+    let big = want > buf.len;
+    let many = || iovs(buf, want);
     let p = buf.ptr.cast::<libc::c_void>();
     // SAFETY (every arm): fds are plain integers (a stale or -1 fd fails with EBADF);
     // buffers are `buf`, which holds at least `n` bytes; paths are NUL-terminated.
@@ -491,6 +571,12 @@ fn exec(op: &Op, c: &Copy, sh: &Shared, buf: &mut Buf) -> (i64, i32) {
         match op.kind {
             Kind::Open => {
                 return match open_beneath(c.root.fd(), &sh.paths[op.path as usize], op.flags, 0o644) {
+                    // A second name of a file the trace did not link: perhaps a file outside
+                    // the root (fsroot.rs). Refused like a path leaving it.
+                    Ok(fd) if writes_file(op.flags) && op.opt & OPT_LINKS_OK == 0 && link_count(fd) > 1 => {
+                        libc::close(fd);
+                        (-1, libc::EXDEV)
+                    }
                     Ok(fd) => {
                         if op.new_slot != NONE {
                             let old = c.slots[op.new_slot as usize].swap(fd, Ordering::AcqRel);
@@ -507,6 +593,22 @@ fn exec(op: &Op, c: &Copy, sh: &Shared, buf: &mut Buf) -> (i64, i32) {
                 let fd = c.slots[op.slot as usize].swap(-1, Ordering::AcqRel);
                 libc::close(fd) as i64
             }
+            Kind::Read | Kind::Readv if big => {
+                let (v, k) = many();
+                libc::readv(fd, v.as_ptr(), k as i32) as i64
+            }
+            Kind::Write | Kind::Writev if big => {
+                let (v, k) = many();
+                libc::writev(fd, v.as_ptr(), k as i32) as i64
+            }
+            Kind::Pread | Kind::Preadv if big => {
+                let (v, k) = many();
+                libc::preadv(fd, v.as_ptr(), k as i32, op.pos) as i64
+            }
+            Kind::Pwrite | Kind::Pwritev if big => {
+                let (v, k) = many();
+                libc::pwritev(fd, v.as_ptr(), k as i32, op.pos) as i64
+            }
             Kind::Read => libc::read(fd, p, n) as i64,
             Kind::Write => libc::write(fd, p, n) as i64,
             Kind::Pread => libc::pread(fd, p, n, op.pos) as i64,
@@ -515,6 +617,37 @@ fn exec(op: &Op, c: &Copy, sh: &Shared, buf: &mut Buf) -> (i64, i32) {
             Kind::Writev => libc::writev(fd, &iov, 1) as i64,
             Kind::Preadv => libc::preadv(fd, &iov, 1, op.pos) as i64,
             Kind::Pwritev => libc::pwritev(fd, &iov, 1, op.pos) as i64,
+            Kind::Getdents => libc::syscall(libc::SYS_getdents64, fd, p, n),
+            Kind::Fallocate => libc::fallocate(fd, op.flags, op.pos, op.size) as i64,
+            Kind::CopyRange | Kind::Sendfile => {
+                let (mut a, mut b) = (op.pos, op.pos2);
+                let pa: *mut i64 = if op.opt & OPT_POS_IN != 0 { &mut a } else { std::ptr::null_mut() };
+                let pb: *mut i64 = if op.opt & OPT_POS_OUT != 0 { &mut b } else { std::ptr::null_mut() };
+                let out = slot(op.slot2);
+                if op.kind == Kind::CopyRange {
+                    libc::copy_file_range(fd, pa, out, pb, want, 0) as i64
+                } else {
+                    libc::sendfile(out, fd, pa, want) as i64
+                }
+            }
+            Kind::Truncate => {
+                let flags = libc::O_WRONLY;
+                let tfd = match open_beneath(c.root.fd(), &sh.paths[op.path as usize], flags, 0) {
+                    Ok(tfd) => tfd,
+                    Err(e) => return (-1, e),
+                };
+                if op.opt & OPT_LINKS_OK == 0 && link_count(tfd) > 1 {
+                    libc::close(tfd);
+                    return (-1, libc::EXDEV);
+                }
+                let r = libc::ftruncate(tfd, op.size);
+                let e = errno();
+                libc::close(tfd);
+                if r < 0 {
+                    return (-1, e);
+                }
+                0
+            }
             Kind::Lseek => libc::lseek(fd, op.pos, op.flags),
             Kind::Fsync => libc::fsync(fd) as i64,
             Kind::Fdatasync => libc::fdatasync(fd) as i64,
@@ -535,7 +668,9 @@ fn exec(op: &Op, c: &Copy, sh: &Shared, buf: &mut Buf) -> (i64, i32) {
                 }
                 nfd as i64
             }
-            Kind::Unlink | Kind::Rename => unreachable!("path calls go through exec_path"),
+            Kind::Unlink | Kind::Rename | Kind::Mkdir | Kind::Link | Kind::Symlink => {
+                unreachable!("calls on names go through exec_path")
+            }
         }
     };
     result(r)

@@ -304,3 +304,221 @@ fn stat_and_seek_end_give_the_size_of_a_file_never_read() {
         .collect();
     assert_eq!(sizes, vec![(b"s".to_vec(), 12345), (b"e".to_vec(), 777)]);
 }
+
+fn errnos(recs: &[Vec<Vec<super::run::Rec>>]) -> Vec<i32> {
+    recs[0][0].iter().map(|r| r.errno).collect()
+}
+
+fn start(plan: Plan, root: &std::path::Path) -> (Arc<Plan>, Vec<super::fsroot::Root>) {
+    let plan = Arc::new(plan);
+    let roots = copy_roots(root, 1).unwrap();
+    let prepared = prepare(&plan, &roots, false);
+    assert!(prepared[0].errors.is_empty(), "{prepared:?}");
+    (plan, roots)
+}
+
+fn go(plan: Arc<Plan>, roots: Vec<super::fsroot::Root>) -> Vec<Vec<Vec<super::run::Rec>>> {
+    let cfg = RunConfig { copies: 1, timing: Timing::Asap, spin_ns: None, lead_ns: 0, realtime: false };
+    Runner::start(plan, roots, &cfg).unwrap().join()
+}
+
+#[test]
+fn issue29_a_hard_link_is_copied_before_preparing_and_refused_when_planted_later() {
+    let dir = TempDir::new("hardlink");
+    let outside = TempDir::new("hl-outside");
+    let victim = outside.0.join("victim");
+    std::fs::write(&victim, b"123456789").unwrap();
+    let root = dir.0.join("root");
+    std::fs::create_dir_all(root.join("db")).unwrap();
+    std::fs::hard_link(&victim, root.join("db/hl")).unwrap();
+    // a file opened for writing without O_CREAT: it must exist, prepared at 9 bytes
+    let rows = vec![open(0, 11, "/data/hl", "O_WRONLY|O_APPEND", 3), rw(1, 11, "write", 3, 9, 100, 100)];
+    let (plan, roots) = start(build(&rows, &[("/data", "db")]), &root);
+    // preparing replaced the second name by a copy: the outside file has one link again
+    assert_eq!(std::fs::metadata(&victim).unwrap().nlink(), 1);
+    // planted after preparing (between plan and run): the write-open is refused
+    std::fs::remove_file(root.join("db/hl")).unwrap();
+    std::fs::hard_link(&victim, root.join("db/hl")).unwrap();
+    assert_eq!(errnos(&go(plan, roots)), [libc::EXDEV, libc::EBADF]);
+    assert_eq!(std::fs::read(&victim).unwrap(), b"123456789");
+    // a link the trace makes itself is written through
+    let rows = vec![
+        open(0, 11, "/data/a", "O_WRONLY|O_CREAT|O_EXCL", 3),
+        fdcall(1, 11, "close", 3),
+        Row { path: Some(b"/data/a"), path2: Some(b"/data/b"), ret: Some(0), ..row(2, 11, "link") },
+        open(3, 11, "/data/b", "O_WRONLY", 4),
+        rw(4, 11, "write", 4, 0, 10, 10),
+    ];
+    let (plan, roots) = start(build(&rows, &[("/data", "db")]), &root);
+    assert_eq!(errnos(&go(plan, roots)), [0; 5]);
+    assert_eq!(std::fs::metadata(root.join("db/a")).unwrap().len(), 10);
+}
+
+use std::os::unix::fs::MetadataExt;
+
+#[test]
+fn issue29_a_directory_the_trace_makes_is_made_by_its_mkdir() {
+    let failed = |mut r: Row<'static>, e: &'static str| {
+        r.errno = Some(e);
+        r.ret = Some(-1);
+        r
+    };
+    let rows = vec![
+        // git: the object's directory does not exist yet; make it, then create the object
+        failed(open(0, 11, "/repo/objects/9f/tmp", "O_RDWR|O_CREAT|O_EXCL", -1), "ENOENT"),
+        Row {
+            path: Some(b"/repo/objects/9f"),
+            args: Some("\"/repo/objects/9f\", 0777"),
+            ret: Some(0),
+            ..row(1, 11, "mkdir")
+        },
+        open(2, 11, "/repo/objects/9f/tmp", "O_RDWR|O_CREAT|O_EXCL", 3),
+        rw(3, 11, "write", 3, 0, 10, 10),
+        fdcall(4, 11, "close", 3),
+        Row {
+            path: Some(b"/repo/objects/9f/tmp"),
+            path2: Some(b"/repo/objects/9f/ab"),
+            ret: Some(0),
+            ..row(5, 11, "link")
+        },
+        Row { path: Some(b"/repo/objects/9f/tmp"), ret: Some(0), ..row(6, 11, "unlink") },
+        Row {
+            path: Some(b"/repo/objects/x"),
+            path2: Some(b"/repo/objects/9f/ln"),
+            target: Some(b"/repo/objects/9f/ab"),
+            ret: Some(0),
+            ..row(7, 11, "symlink")
+        },
+        open(8, 11, "/repo/objects/9f/ln", "O_RDONLY", 4),
+        rw(9, 11, "read", 4, 0, 100, 10),
+        // the parent existed: a file in it was opened before
+        open(10, 11, "/repo/objects/pack", "O_RDONLY|O_DIRECTORY", 5),
+    ];
+    let plan = build(&rows, &[]);
+    let named = |i: u32| String::from_utf8(plan.paths[i as usize].clone()).unwrap();
+    let dirs: Vec<String> =
+        plan.prep.iter().filter_map(|p| if let Prep::Dir(i) = p { Some(named(*i)) } else { None }).collect();
+    assert_eq!(dirs, ["repo", "repo/objects", "repo/objects/pack"]);
+    assert!(plan.prep.iter().any(|p| matches!(p, Prep::Absent(i) if named(*i) == "repo/objects/9f")));
+    // the symlink's absolute target is made relative to its directory, beneath the root
+    assert_eq!(plan.targets, [b"../../../repo/objects/9f/ab".to_vec()]);
+    let root = TempDir::new("mkdir-root");
+    for _ in 0..2 {
+        // twice into the same root: the first run's directory is removed before the second
+        let plan = build(&rows, &[]);
+        let (plan, roots) = start(plan, &root.0);
+        assert_eq!(errnos(&go(plan, roots)), [libc::ENOENT, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]);
+        assert_eq!(std::fs::metadata(root.0.join("repo/objects/9f/ab")).unwrap().len(), 10);
+        assert!(!root.0.join("repo/objects/9f/tmp").exists());
+    }
+}
+
+#[test]
+fn issue29_copies_replay_with_the_fds_positions_or_as_the_side_they_have() {
+    let src = "3</s>, NULL, 4</d>, NULL, 9223372035781033984, 0";
+    let rows = vec![
+        open(0, 11, "/s", "O_RDONLY", 3),
+        open(1, 11, "/d", "O_WRONLY|O_CREAT|O_EXCL", 4),
+        Row {
+            fd2: Some(4),
+            pos2: Some(0),
+            args: Some(src),
+            ..rw(2, 11, "copy_file_range", 3, 0, 9223372035781033984, 5000)
+        },
+        Row {
+            fd2: Some(4),
+            pos2: Some(5000),
+            args: Some(src),
+            ..rw(3, 11, "copy_file_range", 3, 5000, 9223372035781033984, 0)
+        },
+        // sendfile with an explicit offset into the same file: the source position stays
+        Row {
+            fd2: Some(4),
+            pos2: Some(5000),
+            args: Some("4</d>, 3</s>, [100] => [200], 100"),
+            ..rw(4, 11, "sendfile", 3, 100, 100, 100)
+        },
+        // splice into a pipe: the read it is on the file's side
+        Row {
+            fd2: Some(9),
+            path2: Some(b"pipe:[1]"),
+            args: Some("3</s>, NULL, 9<pipe:[1]>, NULL, 50, 0"),
+            ..rw(5, 11, "splice", 3, 5000, 50, 0)
+        },
+        rw(6, 11, "read", 3, 5000, 10, 0),
+    ];
+    let plan = build(&rows, &[]);
+    let kinds: Vec<Kind> = plan.threads[0].ops.iter().map(|o| o.kind).collect();
+    assert_eq!(
+        kinds,
+        [Kind::Open, Kind::Open, Kind::CopyRange, Kind::CopyRange, Kind::Sendfile, Kind::Read, Kind::Read]
+    );
+    assert!(matches!(plan.prep[..], [Prep::File(_, 5000), Prep::Absent(_)]), "{:?}", plan.prep);
+    let root = TempDir::new("copy");
+    let (plan, roots) = start(plan, &root.0);
+    let recs = go(plan, roots);
+    let rets: Vec<i64> = recs[0][0].iter().map(|r| r.ret).collect();
+    // both copies moved the fds' positions: the final read is at the end of s
+    assert_eq!(rets, [rets[0], rets[1], 5000, 0, 100, 0, 0]);
+    assert_eq!(std::fs::metadata(root.0.join("d")).unwrap().len(), 5100);
+}
+
+#[test]
+fn issue29_an_fd_number_reused_while_another_thread_opens_means_the_earlier_file() {
+    // thread 12's open of /b started at 15 and returned 3 at 25: thread 11's write at 18 and
+    // close at 20 are on /a, its fd 3 until then.
+    let rows = vec![
+        open(0, 11, "/a", "O_WRONLY|O_CREAT", 3),
+        Row { dur: 10_000, ..open(15, 12, "/b", "O_WRONLY|O_CREAT", 3) },
+        rw(18, 11, "write", 3, 0, 10, 10),
+        fdcall(20, 11, "close", 3),
+        rw(30, 12, "write", 3, 0, 20, 20),
+        fdcall(40, 12, "close", 3),
+    ];
+    let plan = build(&rows, &[]);
+    let (t11, t12) = (&plan.threads[0], &plan.threads[1]);
+    assert_eq!((t11.ops[1].slot, t11.ops[2].slot), (t11.ops[0].new_slot, t11.ops[0].new_slot));
+    assert_eq!((t12.ops[1].slot, t12.ops[2].slot), (t12.ops[0].new_slot, t12.ops[0].new_slot));
+}
+
+#[test]
+fn issue29_stats_of_the_root_and_through_a_dirfd() {
+    let rows = vec![
+        // ls -ld /: the root itself is never prepared
+        Row {
+            path: Some(b"/"),
+            args: Some("\"/\", {st_mode=S_IFDIR|0755, st_size=4096, ...}"),
+            ret: Some(0),
+            ..row(0, 11, "statx")
+        },
+        open(1, 11, "/src", "O_RDONLY|O_DIRECTORY", 3),
+        // tar: fstatat(3</src>, "empty") names the file, not the directory fd 3
+        Row {
+            fd: Some(3),
+            path: Some(b"/src/empty"),
+            args: Some("3</src>, \"empty\", {st_mode=S_IFREG|0644, st_size=0, ...}, AT_SYMLINK_NOFOLLOW"),
+            ret: Some(0),
+            ..row(2, 11, "newfstatat")
+        },
+        Row {
+            fd: Some(3),
+            path: Some(b"/src"),
+            args: Some("3</src>, \"\", {st_mode=S_IFDIR|0755, st_size=4096, ...}, AT_EMPTY_PATH"),
+            ret: Some(0),
+            ..row(3, 11, "newfstatat")
+        },
+    ];
+    let plan = build(&rows, &[]);
+    let named = |i: u32| String::from_utf8(plan.paths[i as usize].clone()).unwrap();
+    let prep: Vec<(String, Option<u64>)> = plan
+        .prep
+        .iter()
+        .map(|p| match *p {
+            Prep::Dir(i) => (named(i), None),
+            Prep::File(i, s) => (named(i), Some(s)),
+            Prep::Absent(i) => (named(i), Some(u64::MAX)),
+        })
+        .collect();
+    assert_eq!(prep, [("src".to_string(), None), ("src/empty".to_string(), Some(0))]);
+    assert!(plan.skips.iter().all(|s| s.1 == SkipReason::Stat));
+}

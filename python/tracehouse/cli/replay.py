@@ -108,7 +108,7 @@ def cmd_replay(args) -> int:
                        realtime=args.realtime, progress=adv)
     if args.json:
         emit_json(r.to_json())
-        return 0 if r.summary["complete"] else 1
+        return replay_exit_code(r.summary)
     from rich.markup import escape
     from rich.table import Table
 
@@ -118,8 +118,11 @@ def cmd_replay(args) -> int:
               f"{sm['copies']} copies, timing {sm['timing']}, in {sm['seconds']:.3f} s "
               f"(trace {sm['original_seconds']:.3f} s{ratio})" + ("" if sm["complete"] else " [red]incomplete[/red]"))
     out.print(f"stored as [bold]{escape(r.trace)}[/bold] (processed result {r.result_id}); root {escape(sm['root'])}")
+    if not sm.get("valid", True):
+        err.print(f"[red]invalid run[/red] (stored for inspection, never fitted): {escape(sm['invalid'])}")
+    short = f", {sm['short_writes']:,} of them short writes" if sm.get("short_writes") else ""
     out.print(f"throughput {sm['ops_per_s']:,.0f} calls/s, {sm['mb_per_s']:,.2f} MB/s ({human_bytes(sm['bytes'])}); "
-              f"errors {sm['errors']:,} ({sm['divergent']:,} differ from the trace), "
+              f"errors {sm['errors']:,} ({sm['divergent']:,} differ from the trace{short}), "
               f"refused outside the root {sm['refused_outside_root']:,}")
     t = Table(show_edge=False, header_style="bold", title="latency (µs)", title_justify="left")
     for c in ("class", "calls", "p50", "p90", "p99", "max", "mean"):
@@ -148,8 +151,19 @@ def cmd_replay(args) -> int:
     if sm["prepare"]["error_count"]:
         err.print(f"[yellow]{sm['prepare']['error_count']} paths could not be prepared[/yellow] (first: "
                   + "; ".join(f"{escape(p)}: {escape(m)}" for p, m in sm["prepare"]["errors"][:3]) + ")")
+    if sm["prepare"].get("hard_links_copied"):
+        err.print(f"[yellow]{sm['prepare']['hard_links_copied']} files with a second name (hard link) in the root "
+                  f"were replaced by copies before the run[/yellow]")
     out.print(f"query it: tracehouse query 'SELECT kind, count(*), median(dur) FROM \"{r.trace}\".op GROUP BY kind'")
-    return 0 if sm["complete"] else 1
+    return replay_exit_code(sm)
+
+
+def replay_exit_code(summary: dict) -> int:
+    """0 for a complete run; 4 when the target filesystem filled up (as for a full store);
+    1 for any other incomplete run (cancelled)."""
+    if not summary.get("valid", True):
+        return 4
+    return 0 if summary["complete"] else 1
 
 
 def register_replay(commands) -> None:
@@ -183,7 +197,7 @@ def cmd_extrapolate(args) -> int:
     from ..errors import BadInput
     from ..replay import extrapolate as ex
     from ..replay.replay import runs as replay_runs
-    from .output import emit_json, open_store, out
+    from .output import emit_json, err, open_store, out
 
     p = Path(args.input)
     if p.exists() or p.suffix in (".csv", ".parquet", ".json") or "/" in args.input:
@@ -202,15 +216,23 @@ def cmd_extrapolate(args) -> int:
                             rt_bound=args.max_rt)
     data = result.to_json()
     if args.plot:
-        data["plot"] = str(ex.plot(result, args.plot))
+        from ..replay.plot import plot
+
+        data["plot"] = str(plot(result, args.plot))
     if args.json:
         emit_json(data)
         return 0
+    from rich.markup import escape
     from rich.table import Table
 
-    out.print(f"[bold]{data['source']}[/bold]: {len(data['runs'])} runs, fitted on concurrency "
+    out.print(f"[bold]{escape(data['source'])}[/bold]: {len(data['runs'])} runs, fitted on concurrency "
               f"{', '.join(f'{n:g}' for n in data['fitted_on'])}"
-              + (f", held out {', '.join(f'{n:g}' for n in data['held_out'])}" if data["held_out"] else ""))
+              + (f", held out {', '.join(f'{n:g}' for n in data['held_out'])}" if data["held_out"] else "")
+              + (f" ({ex.describe_settings(data['settings'])})" if data["settings"] else ""))
+    for x in data["excluded"]:
+        err.print(f"[yellow]left out[/yellow] {escape(x['run'])}: {escape(x['reason'])}")
+    for w in data["warnings"]:
+        err.print(f"[yellow]warning[/yellow]: {escape(w)}")
     t = Table(show_edge=False, header_style="bold", title="measured", title_justify="left")
     cols = ["concurrency", "throughput/s", "response ms"] + [f"util {k} %" for k in runs.util]
     for c in cols:
@@ -222,6 +244,7 @@ def cmd_extrapolate(args) -> int:
     out.print(t)
     for m, p in data["models"].items():
         out.print(f"[bold]{m}[/bold]: " + ", ".join(f"{k} {_fmt(v)}" for k, v in p.items()))
+        out.print(f"  fit: {_fit_text(data['fit'][m])}")
     for m, e in data["model_errors"].items():
         out.print(f"[yellow]{m} not fitted[/yellow]: {e}")
     t = Table(show_edge=False, header_style="bold", title="predicted", title_justify="left")
@@ -254,6 +277,19 @@ def cmd_extrapolate(args) -> int:
     if args.plot:
         out.print(f"plot: {data['plot']}")
     return 0
+
+
+def _fit_text(q: dict) -> str:
+    """R², the largest error at the fitted points and the held-out error, per metric."""
+    parts = []
+    for metric, name in (("throughput", "X"), ("response_time", "R")):
+        v = q[metric]
+        if v["max_error"] is None:
+            continue
+        r2 = "n/a" if v["r2"] is None else f"{v['r2']:.3f}"
+        held = "" if v["holdout_error"] is None else f", held-out error {v['holdout_error'] * 100:.1f} %"
+        parts.append(f"{name} R² {r2}, max error at fitted points {v['max_error'] * 100:.1f} %{held}")
+    return "; ".join(parts) or "nothing measured to check against"
 
 
 def _fmt(v) -> str:

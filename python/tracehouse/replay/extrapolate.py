@@ -3,8 +3,18 @@
 Owns the table of measured runs (`Runs`: concurrency, throughput, response time,
 per-resource utilisation, read from replay results or any load-test CSV/Parquet/
 JSON), three models fitted to it, predictions per concurrency, the concurrency at
-which a utilisation or response-time bound is crossed, errors on held-out runs,
-and the plot.
+which a utilisation or response-time bound is crossed, the fit's checks (R² and the
+largest error at the fitted points, errors on held-out runs) and its refusals. The
+plot is `plot.py`.
+
+What is fitted: runs at fewer than 2 distinct concurrencies are refused (a line needs
+two points), 2 are fitted with a warning (seed 002: enough for PerfExt, but nothing is
+left to check the other models against), 3 or more silently. Replays of one trace are
+grouped by their settings (timing, real-time priority granted, cold cache, path
+mapping): the latest valid run's group is fitted, the others and every failed run
+(cancelled, or invalid: the target filled up) are left out and listed. Measurements
+that fall as concurrency rises (throughput, response time) are flagged: a closed
+system below saturation does not do that, so either noise or a bottleneck shows.
 
 Models (each answers throughput X, response time R and utilisations U_k at N):
 
@@ -27,9 +37,18 @@ Models (each answers throughput X, response time R and utilisations U_k at N):
   law (Z = N/X - R, averaged over the runs), D_0 from a one-dimensional fit of the
   runs' throughput.
 
-R(N) for PerfExt and USL follows from the same law: R = N/X - Z. Population: the number
-of customers at concurrency N is N times `customers` (for replays, the traced threads
-per copy; 1 for a load-test table), so R is per request of one customer.
+R(N) for PerfExt and USL is fitted to the measured response times, not derived from
+the law as N/X - Z: where think time dwarfs response time (seed 002's replays: Z of
+milliseconds to seconds, R of a fraction of a millisecond) the difference cancels to
+noise (measured: 0.43, 0.46, 0.32 ms at 1, 2, 4 copies came out as 0.97, 0.30,
+0.008 ms, then 0). The fit is R = a + b U/(1 - U), a, b >= 0, with U the model's
+utilisation of the bottleneck at N: the base response time plus an M/M/1-shaped
+queueing term, flat while the device idles. From U = 0.9 on (beyond PerfExt's range),
+R is at least the law's N/X - Z, which is then large next to its error. Population:
+the number of customers at concurrency N is N times `customers` (for replays, the
+traced threads per copy; 1 for a load-test table), so R is per request of one customer.
+USL's throughput is capped at the bottleneck's capacity (min c_k / D_k) when demands
+are known: no prediction puts a resource above 100 %.
 
 Fitting uses numpy only (no scipy): three parameters at most, the linearised USL
 solved exactly, a few LM iterations, golden-section for one parameter. scipy would
@@ -75,6 +94,9 @@ class Runs:
     customers: float = 1.0
     source: str = ""
     labels: list[str] = field(default_factory=list)
+    # Replays left out of the fit: {"run": trace, "reason": why}; and the fitted runs' settings.
+    excluded: list[dict] = field(default_factory=list)
+    settings: dict = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         order = np.argsort(self.n, kind="stable")
@@ -98,7 +120,12 @@ class Runs:
     def subset(self, keep: np.ndarray) -> "Runs":
         return Runs(self.n[keep], self.x[keep], self.r[keep], {k: v[keep] for k, v in self.util.items()},
                     dict(self.servers), self.customers, self.source,
-                    [lb for lb, k in zip(self.labels, keep) if k] if self.labels else [])
+                    [lb for lb, k in zip(self.labels, keep) if k] if self.labels else [], list(self.excluded),
+                    dict(self.settings))
+
+    def distinct(self) -> int:
+        """Distinct concurrencies measured."""
+        return len(np.unique(self.n))
 
     def to_json(self) -> list[dict]:
         rows = []
@@ -196,14 +223,46 @@ def read_runs(path: str | Path) -> Runs:
     return runs_from_rows(rows, str(p))
 
 
+def replay_settings(summary: dict) -> dict:
+    """What makes two replays of a trace comparable: timing, real-time priority granted, cold
+    cache, path mapping."""
+    return {"timing": summary.get("timing"), "realtime": bool((summary.get("realtime") or {}).get("granted")),
+            "cold": bool((summary.get("prepare") or {}).get("cold")), "maps": list(summary.get("maps") or [])}
+
+
+def describe_settings(settings: dict) -> str:
+    return (f"timing {settings['timing']}, realtime {'yes' if settings['realtime'] else 'no'}, "
+            f"cold {'yes' if settings['cold'] else 'no'}" + (f", map {' '.join(settings['maps'])}"
+                                                           if settings["maps"] else ""))
+
+
 def runs_from_replays(summaries: list[dict], source: str) -> Runs:
     """Runs from replay summaries (`replay.runs`): concurrency = copies, throughput = calls/s,
     response time = mean call latency, utilisation of the device (busy share) and of CPU (the
-    replayer's own CPU over all cores: neighbours on a shared machine are left out)."""
-    timings = {s["timing"] for s in summaries}
-    if len(timings) > 1:
-        last = summaries[-1]["timing"]
-        summaries = [s for s in summaries if s["timing"] == last]
+    replayer's own CPU over all cores: neighbours on a shared machine are left out). Failed
+    runs (cancelled, invalid) are left out, and so are runs whose settings differ from the
+    latest valid run's (module documentation); `Runs.excluded` says which and why."""
+    excluded, valid = [], []
+    for s in summaries:
+        if s.get("valid") is False:
+            excluded.append({"run": s["trace"], "reason": f"invalid: {s.get('invalid', 'marked invalid')}"})
+        elif not s.get("complete", True):
+            excluded.append({"run": s["trace"], "reason": "incomplete (cancelled before every call ran)"})
+        else:
+            valid.append(s)
+    if not valid:
+        raise BadInput(f"{source}: no valid replay to fit ({len(excluded)} left out: "
+                       + "; ".join(f"{x['run']}: {x['reason']}" for x in excluded[:3]) + ")",
+                       expected="complete replays (tracehouse replay TRACE --root DIR --copies K)")
+    settings = replay_settings(valid[-1])
+    summaries = []
+    for s in valid:
+        other = replay_settings(s)
+        if other == settings:
+            summaries.append(s)
+        else:
+            excluded.append({"run": s["trace"], "reason": f"other settings: {describe_settings(other)} "
+                                                          f"(fitted: {describe_settings(settings)})"})
     n = [s["copies"] for s in summaries]
     x = [s["ops_per_s"] for s in summaries]
     r = [s["response_time_s"] for s in summaries]
@@ -214,7 +273,7 @@ def runs_from_replays(summaries: list[dict], source: str) -> Runs:
     util["cpu"] = [s["utilisation"]["replay_cpu_cores"] / cores for s in summaries]
     runs = Runs(np.array(n, float), np.array(x, float), np.array(r, float), {k: np.array(v) for k, v in util.items()},
                 {"device": 1, "cpu": cores}, float(summaries[-1]["threads"]), source,
-                [s["trace"] for s in summaries])
+                [s["trace"] for s in summaries], excluded, settings)
     return runs
 
 
@@ -268,9 +327,47 @@ class Model:
         return Prediction(n, x, r, util, self.in_range(n, x))
 
     def response(self, n: np.ndarray, x: np.ndarray) -> np.ndarray:
-        if self.z is None:
-            return np.full_like(n, np.nan)
-        return np.maximum(0.0, n * self.customers / x - self.z)
+        """R at `n` (throughput `x`): the fit to the measured response times (module
+        documentation), else the law where no response time was measured."""
+        law = (np.maximum(0.0, n * self.customers / x - self.z) if self.z is not None
+               else np.full_like(n, np.nan))
+        rfit = getattr(self, "rfit", None)
+        if rfit is None:
+            return law
+        u = self.bottleneck_util(x)
+        a, b = rfit
+        r = a + b * _queueing(u)
+        high = (u >= UTIL_BOUND) & ~np.isnan(law)
+        return np.where(high, np.maximum(r, law), r)
+
+    def bottleneck_util(self, x: np.ndarray) -> np.ndarray:
+        """The highest utilisation of any measured resource at throughput `x` (0 when none)."""
+        if not self.d:
+            return np.zeros_like(np.asarray(x, np.float64))
+        return np.max([x * d / self.servers.get(k, 1) for k, d in self.d.items()], axis=0)
+
+    def fit_response(self, runs: Runs) -> None:
+        """a and b of R = a + b U/(1-U) by least squares on relative errors, a, b >= 0, over
+        the runs with a measured R (U from this model's own throughput there)."""
+        ok = ~np.isnan(runs.r) & (runs.r > 0)
+        self.rfit = None
+        if not ok.any():
+            return
+        r = runs.r[ok]
+        q = _queueing(self.bottleneck_util(self.throughput(runs.n[ok])))
+        w = 1.0 / r
+        best, best_err = (float(np.mean(r)), 0.0), math.inf
+        for cols in ((0, 1), (0,), (1,)):  # every active set of a, b >= 0
+            a = np.stack([np.ones_like(r), q], axis=1)[:, cols] * w[:, None]
+            sol, *_ = np.linalg.lstsq(a, r * w, rcond=None)
+            if np.any(sol < 0) or not np.all(np.isfinite(sol)):
+                continue
+            c = np.zeros(2)
+            c[list(cols)] = sol
+            err = float(np.sum(((c[0] + c[1] * q - r) * w) ** 2))
+            if err < best_err:
+                best, best_err = (float(c[0]), float(c[1])), err
+        self.rfit = best
 
     def in_range(self, n: np.ndarray, x: np.ndarray) -> np.ndarray:
         return np.ones(len(n), bool)
@@ -280,6 +377,18 @@ class Model:
         self.servers = dict(runs.servers)
         self.customers = runs.customers
         self.z = think_time(runs)
+        self.rfit = None
+
+    def capacity(self) -> float:
+        """The bottleneck's capacity, min c_k / D_k (inf without demands)."""
+        caps = [self.servers.get(k, 1) / d for k, d in self.d.items() if d > 0]
+        return min(caps) if caps else math.inf
+
+
+def _queueing(u: np.ndarray) -> np.ndarray:
+    """U / (1 - U), U kept below 1 (a saturated resource's queue is bounded by the population)."""
+    u = np.clip(np.asarray(u, np.float64), 0.0, 0.99)
+    return u / (1 - u)
 
 
 class PerfExt(Model):
@@ -297,8 +406,10 @@ class PerfExt(Model):
         self.xmax = caps[self.bottleneck]
         n, x = runs.n, runs.x
         low = x <= self.xmax / 2
-        if low.sum() >= 2:
-            self.b, self.a = np.polyfit(n[low], x[low], 1)
+        if len(np.unique(n[low])) >= 2:
+            # The line through the runs below half the maximum (lstsq: no RankWarning to leak).
+            (self.b, self.a), *_ = np.linalg.lstsq(np.stack([n[low], np.ones(low.sum())], axis=1), x[low], rcond=None)
+            self.a, self.b = float(self.a), float(self.b)
         else:
             pts = n[low] if low.any() else n[:1]
             xs = x[low] if low.any() else x[:1]
@@ -311,6 +422,7 @@ class PerfExt(Model):
         if high.any():
             # Runs already on the S curve: fit its rate and midpoint to all runs above half.
             self.k, self.nh = _fit_logistic(n, x, self.xmax, self.k, self.nh)
+        self.fit_response(runs)
         return self
 
     def throughput(self, n):
@@ -324,7 +436,7 @@ class PerfExt(Model):
     def params(self):
         return {"x_max": self.xmax, "bottleneck": self.bottleneck, "demands_s": self.d, "intercept": self.a,
                 "slope": self.b, "n_half": self.nh, "logistic_rate": self.k, "think_s": self.z,
-                "n_90": self.nh + math.log(9) / self.k if self.k > 0 else None}
+                "n_90": self.nh + math.log(9) / self.k if self.k > 0 else None, **_rparams(self)}
 
 
 def _fit_logistic(n, x, xmax, k0, nh0):
@@ -365,16 +477,29 @@ class USL(Model):
         p = _lm(res, p0, lower=np.zeros(free))
         self.lam, self.sigma, self.kappa = (np.concatenate([p, np.zeros(3 - free)])).tolist()
         self.fitted = free
+        self.fit_response(runs)
         return self
 
     def throughput(self, n):
-        return _usl(n, self.lam, self.sigma, self.kappa)
+        # Never above the bottleneck's capacity: no resource past 100 %.
+        return np.minimum(_usl(np.asarray(n, np.float64), self.lam, self.sigma, self.kappa), self.capacity())
+
+    def in_range(self, n, x):
+        return _usl(np.asarray(n, np.float64), self.lam, self.sigma, self.kappa) <= self.capacity()
 
     def params(self):
         peak = math.sqrt((1 - self.sigma) / self.kappa) if self.kappa > 0 and self.sigma < 1 else None
         return {"lambda": self.lam, "sigma": self.sigma, "kappa": self.kappa, "fitted_params": self.fitted,
                 "n_peak": peak, "x_peak": float(_usl(np.array([peak]), self.lam, self.sigma, self.kappa)[0])
-                if peak else None, "demands_s": self.d, "think_s": self.z}
+                if peak else None, "capacity": None if math.isinf(self.capacity()) else self.capacity(),
+                "demands_s": self.d, "think_s": self.z, **_rparams(self)}
+
+
+def _rparams(m: Model) -> dict:
+    """The response-time fit's parameters (None: R by the law, no response time measured)."""
+    if m.rfit is None:
+        return {"response_base_s": None, "response_queueing_s": None}
+    return {"response_base_s": m.rfit[0], "response_queueing_s": m.rfit[1]}
 
 
 def _usl(n, lam, sigma, kappa):
@@ -580,6 +705,41 @@ def _refine(model: Model, g: np.ndarray, i: int, test) -> int:
     return int(g[i])
 
 
+def _r2(pred: np.ndarray, meas: np.ndarray) -> float | None:
+    """1 - SS_res / SS_tot (None when the measurements do not vary: nothing to explain)."""
+    ok = ~np.isnan(meas) & ~np.isnan(pred)
+    if ok.sum() < 2:
+        return None
+    tot = float(np.sum((meas[ok] - meas[ok].mean()) ** 2))
+    if tot <= 0:
+        return None
+    return 1.0 - float(np.sum((pred[ok] - meas[ok]) ** 2)) / tot
+
+
+def _max_rel(pred: np.ndarray, meas: np.ndarray) -> float | None:
+    ok = ~np.isnan(meas) & ~np.isnan(pred) & (meas != 0)
+    return float(np.max(np.abs(pred[ok] / meas[ok] - 1))) if ok.any() else None
+
+
+# A model whose fitted points miss the measurements by more than this is flagged.
+FIT_WARN = 0.25
+
+
+def non_monotonic(runs: Runs) -> list[dict]:
+    """Where a measurement falls as concurrency rises: throughput, or response time (means
+    over the runs at each concurrency)."""
+    out = []
+    levels = np.unique(runs.n)
+    for metric, v in (("throughput", runs.x), ("response_time", runs.r)):
+        means = [float(np.nanmean(v[runs.n == lv])) if np.any(~np.isnan(v[runs.n == lv])) else math.nan
+                 for lv in levels]
+        for i in range(1, len(levels)):
+            if means[i] < means[i - 1]:
+                out.append({"metric": metric, "from": float(levels[i - 1]), "to": float(levels[i]),
+                            "values": [means[i - 1], means[i]]})
+    return out
+
+
 @dataclass
 class Extrapolation:
     runs: Runs
@@ -590,6 +750,23 @@ class Extrapolation:
     errors: dict[str, str]
     util_bound: float
     rt_bound: float | None
+    warnings: list[str] = field(default_factory=list)
+
+    def fit(self) -> dict:
+        """Per model: R² and the largest relative error at the fitted points, for throughput
+        and response time; the mean absolute error on held-out runs."""
+        out = {}
+        fr = self.fit_runs
+        held = self.holdout()
+        for m, mod in self.models.items():
+            p = mod.predict(fr.n)
+            q = {"throughput": {"r2": _r2(p.x, fr.x), "max_error": _max_rel(p.x, fr.x)},
+                 "response_time": {"r2": _r2(p.r, fr.r), "max_error": _max_rel(p.r, fr.r)}}
+            for metric, key in (("throughput", "throughput_error"), ("response_time", "response_time_error")):
+                errs = [abs(h[m][key]) for h in held if h[m].get(key) is not None]
+                q[metric]["holdout_error"] = float(np.mean(errs)) if errs else None
+            out[m] = q
+        return out
 
     def predictions(self) -> list[dict]:
         rows = []
@@ -623,6 +800,11 @@ class Extrapolation:
         return {
             "source": self.runs.source,
             "runs": self.runs.to_json(),
+            "settings": self.runs.settings,
+            "excluded": self.runs.excluded,
+            "warnings": self.warnings,
+            "non_monotonic": non_monotonic(self.runs),
+            "fit": self.fit(),
             "fitted_on": [float(n) for n in self.fit_runs.n],
             "held_out": [float(n) for n in self.held.n] if self.held is not None else [],
             "models": {m: mod.params() for m, mod in self.models.items()},
@@ -652,6 +834,21 @@ def extrapolate(runs: Runs, *, models=MODELS, holdout: int = 0, at=None, util_bo
         keep[-holdout:] = False
     fit_runs = runs.subset(keep)
     held = runs.subset(~keep) if holdout else None
+    levels = ", ".join(f"{v:g}" for v in np.unique(fit_runs.n))
+    what = f"{len(fit_runs.n)} run{'s' if len(fit_runs.n) != 1 else ''} at concurrency {levels}" + (
+        f" (after holding out {holdout})" if holdout else "")
+    if fit_runs.distinct() < 2:
+        raise BadInput(f"{runs.source}: {what}: a model needs runs at 2 or more distinct concurrencies, "
+                       f"3 or more to be checked", expected="runs at more concurrencies (--copies 1, 2, 4, ...)")
+    warnings = []
+    if fit_runs.distinct() == 2:
+        warnings.append(f"fitted on 2 concurrencies ({levels}): enough for PerfExt (seed 002), but every model "
+                        f"passes through them with nothing left to check it; measure a third")
+    for f in non_monotonic(runs):
+        unit = "/s" if f["metric"] == "throughput" else " s"
+        warnings.append(f"non-monotonic: {f['metric'].replace('_', ' ')} falls from {f['values'][0]:.4g}{unit} at "
+                        f"concurrency {f['from']:g} to {f['values'][1]:.4g}{unit} at {f['to']:g} (noise, or a "
+                        f"bottleneck already reached)")
     fitted: dict[str, Model] = {}
     errors: dict[str, str] = {}
     for m in models:
@@ -664,54 +861,14 @@ def extrapolate(runs: Runs, *, models=MODELS, holdout: int = 0, at=None, util_bo
     if at is None:
         top = float(runs.n.max())
         at = sorted({*runs.n.tolist(), *(top * f for f in (2, 4, 8))})
-    return Extrapolation(runs, fit_runs, held, fitted, np.asarray(at, np.float64), errors, util_bound, rt_bound)
-
-
-def plot(ex: Extrapolation, path: str | Path) -> Path:
-    """Measured runs (held-out ones hollow) and each model's throughput, response time and
-    bottleneck utilisation against concurrency."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    top = float(max(ex.at.max(), ex.runs.n.max()))
-    grid = np.linspace(min(1.0, float(ex.runs.n.min())), top * 1.05, 400)
-    fig, axes = plt.subplots(1, 3, figsize=(15, 4.5))
-    colors = {"perfext": "tab:blue", "usl": "tab:green", "mva": "tab:red"}
-    fr, held = ex.fit_runs, ex.held
-    for m, mod in ex.models.items():
-        p = mod.predict(grid)
-        ok = p.in_range
-        axes[0].plot(grid, p.x, color=colors[m], label=m)
-        if not ok.all():
-            axes[0].plot(grid[~ok], p.x[~ok], color=colors[m], linestyle=":", linewidth=2)
-        if not np.all(np.isnan(p.r)):
-            axes[1].plot(grid, p.r * 1e3, color=colors[m], label=m)
-        k = max(p.util, key=lambda k: p.util[k][-1]) if p.util else None
-        if k:
-            axes[2].plot(grid, p.util[k] * 100, color=colors[m], label=f"{m} ({k})")
-    for ax, ys, scale in ((axes[0], "x", 1), (axes[1], "r", 1e3)):
-        ax.scatter(fr.n, getattr(fr, ys) * scale, color="black", zorder=3, label="measured (fitted)")
-        if held is not None:
-            ax.scatter(held.n, getattr(held, ys) * scale, facecolors="none", edgecolors="black", s=60, zorder=3,
-                       label="measured (held out)")
-    for k, u in ex.runs.util.items():
-        axes[2].scatter(ex.runs.n, u * 100, marker="x", zorder=3, label=f"measured {k}")
-    axes[2].axhline(ex.util_bound * 100, color="grey", linestyle="--", linewidth=1)
-    axes[0].set(title="throughput", xlabel="concurrency", ylabel="per second")
-    axes[1].set(title="response time", xlabel="concurrency", ylabel="ms")
-    axes[2].set(title="utilisation", xlabel="concurrency", ylabel="%", ylim=(0, 105))
-    for ax in axes:
-        ax.grid(alpha=0.3)
-        ax.legend(fontsize=8)
-    fig.suptitle(f"extrapolation of {ex.runs.source}" + (" (dotted: beyond PerfExt's 90 % range)"
-                                                         if "perfext" in ex.models else ""))
-    fig.tight_layout()
-    out = Path(path)
-    fig.savefig(out, dpi=110)
-    plt.close(fig)
-    return out
+    ex = Extrapolation(runs, fit_runs, held, fitted, np.asarray(at, np.float64), errors, util_bound, rt_bound,
+                       warnings)
+    for m, q in ex.fit().items():
+        for metric, v in q.items():
+            if v["max_error"] is not None and v["max_error"] > FIT_WARN:
+                warnings.append(f"{m} misses the measured {metric.replace('_', ' ')} by up to "
+                                f"{v['max_error'] * 100:.0f} % at the fitted points")
+    return ex
 
 
 # -- synthetic systems with known parameters (tests and `tracehouse bench replay`) ---------

@@ -13,9 +13,17 @@ trace's, device and CPU utilisation) is what `tracehouse extrapolate` reads.
 Independent of how the trace was made: any trace with the strace `syscall` table
 (`tracehouse capture`, `tracehouse import strace`) replays.
 
-Safety: the root must be empty, missing, or a root an earlier replay made (it holds
-`.tracehouse-replay`): preparing resizes and removes files in it. Every path is
-opened beneath it by the kernel's RESOLVE_BENEATH (src/replay/fsroot.rs).
+Safety: the root (resolved: a symlink to / is /, refused) must be empty, missing, or
+a root an earlier replay made (it holds `.tracehouse-replay`): preparing resizes and
+removes files in it. Every path is opened beneath it by the kernel's RESOLVE_BENEATH,
+and a file in it with a second name (a hard link, perhaps to a file outside) is copied
+before anything writes it (src/replay/fsroot.rs).
+
+A full target (ENOSPC, EDQUOT, EFBIG) aborts the run at its first such call: the run is
+stored, marked invalid (`valid: false` and why, in the summary) for inspection, the
+command fails, and `tracehouse extrapolate` never fits it. Calls that differ from the
+trace (`divergent`): a call that failed on the target but not in the trace or the
+reverse, and a write that moved fewer bytes than the traced one.
 """
 
 from __future__ import annotations
@@ -32,7 +40,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from .. import _core
-from ..errors import BadInput, NotFound
+from ..errors import BadInput, DiskFull, NotFound
 from ..schema import Column, EventType
 from . import machine
 
@@ -49,22 +57,30 @@ SOURCE_SCHEMA = pa.schema([
     ("ts", pa.int64()), ("dur", pa.int64()), ("producer", pa.int32()), ("seq", pa.int64()),
     ("name", pa.string()), ("fd", pa.int64()), ("path", pa.string()), ("path2", pa.string()),
     ("pos", pa.int64()), ("size", pa.int64()), ("ret", pa.int64()), ("errno", pa.string()),
-    ("flags", pa.string()), ("args", pa.string()),
+    ("flags", pa.string()), ("fd2", pa.int64()), ("pos2", pa.int64()), ("args", pa.string()),
+    ("target", pa.string()),
 ])
-# Syscalls whose printed arguments the planner reads (stat sizes, unlinkat flags); others' args
-# are not fetched.
+# Syscalls whose printed arguments the planner reads (stat sizes and types, unlinkat flags,
+# mkdir modes, whether a copy's offsets were explicit); others' args are not fetched.
 ARGS_NEEDED = ("fstat", "newfstatat", "stat", "lstat", "statx", "fstat64", "stat64", "lstat64", "fstatat64",
-               "unlinkat")
-READS = ("read", "pread", "readv", "preadv")
+               "unlinkat", "mkdir", "mkdirat", "copy_file_range", "sendfile", "sendfile64", "splice")
+# Syscalls whose path argument as passed is the planner's (a symlink's target).
+TARGET_NEEDED = ("symlink", "symlinkat")
+READS = ("read", "pread", "readv", "preadv", "getdents")
 WRITES = ("write", "pwrite", "writev", "pwritev")
-CLASSES = {"read": READS, "write": WRITES, "sync": ("fsync", "fdatasync"),
-           "open/close": ("open", "close", "dup"), "other": ("lseek", "ftruncate", "unlink", "rename")}
+COPIES = ("copy_file_range", "sendfile")
+CLASSES = {"read": READS, "write": WRITES, "copy": COPIES, "sync": ("fsync", "fdatasync"),
+           "open/close": ("open", "close", "dup"),
+           "tree": ("unlink", "rename", "mkdir", "link", "symlink"),
+           "other": ("lseek", "ftruncate", "truncate", "fallocate")}
+# A call that moved fewer bytes than the traced one differs from the trace.
+SHORT_COUNTS = WRITES + COPIES
 
 EVENT_TYPES = (
     EventType("op", "span", (
         Column("name", "string", "", "the traced syscall (pread64, openat, ...)"),
-        Column("kind", "string", "", "what was replayed: open, close, read, write, pread, pwrite, readv, writev, "
-               "preadv, pwritev, lseek, fsync, fdatasync, dup, ftruncate, unlink, rename"),
+        Column("kind", "string", "", "what was replayed: " + ", ".join(_core.REPLAY_KINDS) + " (a splice, or a "
+               "copy with one side not replayed, is the read or write it is on the file's side)"),
         Column("copy", "int64", "", "which copy of the trace (0..K-1 with --copies K)"),
         Column("path", "string", "path", "the file on the target, relative to --root"),
         Column("pos", "int64", "B", "offset of positional calls (pread/pwrite/lseek), as traced"),
@@ -85,12 +101,13 @@ EVENT_TYPES = (
     ), "one replayed call: ts is its issue time on the target, dur its latency"),
     EventType("skip", "instant", (
         Column("name", "string", "", "the traced syscall not replayed"),
-        Column("reason", "string", "", "why: unsupported syscall, not a regular file, fd opened before the trace, "
-               "path escapes the root, outside --only, failed in the trace, no result traced, no offset traced"),
+        Column("reason", "string", "", "why: " + ", ".join(_core.REPLAY_SKIP_REASONS)),
         Column("path", "string", "path", "its path in the trace"),
+        Column("source_ts", "int64", "ns", "its start in the trace"),
         Column("source_producer", "int64", "id", "thread producer in the source trace"),
         Column("source_seq", "int64", "", "seq in the source trace"),
-    ), "a traced call the replay skipped; ts is its time in the trace"),
+    ), "a traced call the replay skipped; ts is when the replay passed it (with original timing, its planned "
+       "time; otherwise the issue time of the last replayed call that preceded it in the trace)"),
     EventType("sample", "counter", (
         Column("device_util", "float64", "fraction", "share of the interval the root's block device was busy "
                "(/proc/diskstats io_ticks, iostat %util; the whole device, neighbours included)"),
@@ -149,15 +166,28 @@ def parse_maps(maps: Iterable[str]) -> list[tuple[str, str]]:
     return out
 
 
+def resolve_root(root: str | os.PathLike) -> Path:
+    """The root as the kernel will reach it (symlinks resolved); refused when that is /,
+    whatever named it and with --force too."""
+    given = Path(root)
+    real = Path(os.path.realpath(given))
+    if real == Path("/"):
+        via = "" if os.path.abspath(given) == "/" else f" ({given} resolves to /)"
+        raise BadInput(f"--root {given}: the whole filesystem cannot be a replay root{via}",
+                       expected="a directory of its own")
+    return real
+
+
 def check_root(root: Path, force: bool = False) -> Path:
-    """The root, absolute; refused when it is / or a non-empty directory no replay made."""
-    root = Path(os.path.abspath(root))
-    if root == Path("/"):
-        raise BadInput("--root /: the whole filesystem cannot be a replay root", expected="a directory of its own")
+    """The root, resolved; refused when it is / or a non-empty directory no replay made (the
+    marker must be a regular file, not a symlink planted there)."""
+    root = resolve_root(root)
     if root.exists():
         if not root.is_dir():
             raise BadInput(f"--root {root}: not a directory")
-        if not force and not (root / MARKER).exists() and any(root.iterdir()):
+        marker = root / MARKER
+        made = marker.is_file() and not marker.is_symlink()
+        if not force and not made and any(root.iterdir()):
             raise BadInput(f"--root {root}: not empty and not made by tracehouse replay (preparing resizes and "
                            f"removes files in it)", expected="an empty or new directory, or --force")
     else:
@@ -176,9 +206,11 @@ def source_batches(store: "Store", trace: str) -> pa.Table:
     names = ", ".join(f"'{n}'" for n in ARGS_NEEDED)
     have = {c.name for c in types["syscall"].params}
     cols = [c.name if c.name in have or c.name in ("ts", "dur", "producer", "seq") else f"NULL AS {c.name}"
-            for c in SOURCE_SCHEMA if c.name != "args"]
+            for c in SOURCE_SCHEMA if c.name not in ("args", "target")]
     args = f"CASE WHEN name IN ({names}) THEN args END AS args" if "args" in have else "NULL AS args"
-    q = f'SELECT {", ".join(cols)}, {args} FROM "{trace}".syscall ORDER BY ts, producer, seq'
+    tnames = ", ".join(f"'{n}'" for n in TARGET_NEEDED)
+    target = f"CASE WHEN name IN ({tnames}) THEN path_arg END AS target" if "path_arg" in have else "NULL AS target"
+    q = f'SELECT {", ".join(cols)}, {args}, {target} FROM "{trace}".syscall ORDER BY ts, producer, seq'
     return store.sql(q).cast(SOURCE_SCHEMA)
 
 
@@ -240,6 +272,7 @@ def replay(store: "Store", trace: str, root: str | os.PathLike, *, maps: Iterabl
         raise BadInput(f"--copies {copies}", expected="at least 1")
     mode, speed = parse_timing(timing) if peer_timing is None else (peer_timing, 1.0)
     mapping = parse_maps(maps)
+    resolve_root(root)  # / refused before anything else
     store.trace(trace)  # NotFound before touching the root
     name = name or default_name(store, trace)
     if any(t.name == name for t in store.traces()):
@@ -252,6 +285,11 @@ def replay(store: "Store", trace: str, root: str | os.PathLike, *, maps: Iterabl
     root = check_root(Path(root), force)
     prepared = plan.prepare(str(root), copies, cold)
     errors = [e for p in prepared for e in p["errors"]]
+    if any(p["full"] for p in prepared):
+        first = next(e for p in prepared if p["full"] for e in p["errors"])
+        raise DiskFull(f"--root {root}: the filesystem is full while preparing the trace's files "
+                       f"({first[0]}: {first[1]}; {stats['prepare']['bytes']:,} bytes to prepare per copy); "
+                       f"nothing was replayed")
     device = machine.device_of(root)
     samples = [machine.sample(device)]
     done_at = [0]
@@ -278,17 +316,27 @@ def replay(store: "Store", trace: str, root: str | os.PathLike, *, maps: Iterabl
     ops = _op_table(plan, source, res, copies)
     util = machine.between(samples[0], samples[-1])
     summary = _summarise(ops, stats, info, copies, mode, speed, util, device, res["cancelled"])
+    summary["valid"] = res["aborted"] is None
+    if res["aborted"] is not None:
+        a = res["aborted"]
+        row = source.slice(plan.op_columns()["src"][a["op"]].as_py(), 1).to_pylist()[0]
+        summary["complete"] = False
+        summary["invalid"] = (f"the target is full (no space, quota or file-size limit left): {row['name']} on "
+                              f"{row['path']} (copy {a['copy']}) "
+                              f"failed with {errnomod.errorcode.get(a['errno'], a['errno'])} ({a['message']}); "
+                              f"the run stopped there")
     summary["realtime"] = {"asked": realtime, "granted": bool(res["realtime"])}
     summary["prepare"] = {"dirs": sum(p["dirs"] for p in prepared), "files": sum(p["files"] for p in prepared),
                           "kept": sum(p["kept"] for p in prepared), "bytes_written": sum(p["bytes"] for p in prepared),
-                          "removed": sum(p["removed"] for p in prepared), "errors": errors[:10],
+                          "removed": sum(p["removed"] for p in prepared),
+                          "hard_links_copied": sum(p["unlinked"] for p in prepared), "errors": errors[:10],
                           "error_count": len(errors), "cold": cold}
     summary["skipped"] = stats["skipped_by_reason"]
     summary["source"] = trace
     summary["root"] = str(root)
     summary["maps"] = [f"{a}={b}" for a, b in mapping]
     summary["loadavg"] = list(os.getloadavg())
-    skips = _skip_table(plan, source)
+    skips = _skip_table(plan, source, ops, stats["t_start"], info["wall0"], mode, speed)
     _store(store, trace, name, source, plan, ops, skips, samples, done_at, summary, copies)
     rid = _save_result(store, trace, name, summary)
     return ReplayReport(trace, name, rid, summary, prepared)
@@ -345,10 +393,15 @@ def _summarise(ops: pa.Table, stats: dict, info: dict, copies: int, mode: str, s
     original = stats["span_ns"] / 1e9
     kind = ops.column("kind")
     ret = ops.column("ret").to_numpy()
-    moved = pc.is_in(kind, pa.array(READS + WRITES)).to_numpy(zero_copy_only=False)
+    moved = pc.is_in(kind, pa.array(READS + WRITES + COPIES)).to_numpy(zero_copy_only=False)
     nbytes = int(ret[moved & (ret > 0)].sum())
     errs = ops.column("errno").is_valid().to_numpy(zero_copy_only=False)
     src_err = ops.column("source_errno").is_valid().to_numpy(zero_copy_only=False)
+    # A write or copy that moved fewer bytes than the traced one (the disk filling up, a
+    # prepared source shorter than the trace's).
+    src_ret = ops.column("source_ret").fill_null(0).to_numpy(zero_copy_only=False)
+    counted = pc.is_in(kind, pa.array(SHORT_COUNTS)).to_numpy(zero_copy_only=False)
+    short = counted & ~errs & (ret < src_ret)
     refused = int(pc.sum(pc.equal(ops.column("errno"), "EXDEV")).as_py() or 0)
     lag = ops.column("lag").drop_null().to_numpy() if mode != "asap" else np.array([], np.int64)
     ready = ops.column("on_time").to_numpy(zero_copy_only=False)
@@ -370,7 +423,8 @@ def _summarise(ops: pa.Table, stats: dict, info: dict, copies: int, mode: str, s
         "complete": n == expected_ops and not cancelled,
         "cancelled": cancelled,
         "errors": int(errs.sum()),
-        "divergent": int((errs != src_err).sum()),
+        "divergent": int(((errs != src_err) | short).sum()),
+        "short_writes": int(short.sum()),
         "refused_outside_root": refused,
         "seconds": round(seconds, 6),
         "original_seconds": round(original / (speed if mode == "original" else 1.0), 6),
@@ -403,16 +457,32 @@ def _summarise(ops: pa.Table, stats: dict, info: dict, copies: int, mode: str, s
     return out
 
 
-def _skip_table(plan, source: pa.Table) -> pa.Table:
+def _skip_table(plan, source: pa.Table, ops: pa.Table, t_start: int, wall0: int, mode: str,
+                speed: float) -> pa.Table:
+    """The skipped calls, each at the replay's time when it passed them (see EVENT_TYPES)."""
     sk = plan.skip_columns()
     src = sk["src"]
     reasons = pa.array(list(_core.REPLAY_SKIP_REASONS), pa.string())
+    source_ts = pc.take(source.column("ts"), src)
+    st = source_ts.to_numpy(zero_copy_only=False)
+    if mode == "original":
+        ts = wall0 + ((st - t_start) / speed).astype(np.int64)
+    else:
+        # The issue time of the last replayed call (copy 0) that started before it in the trace.
+        first = pc.equal(ops.column("copy"), 0)
+        o_src = ops.column("source_ts").filter(first).to_numpy(zero_copy_only=False)
+        o_ts = ops.column("ts").filter(first).to_numpy(zero_copy_only=False)
+        order = np.argsort(o_src, kind="stable")
+        o_src, o_ts = o_src[order], np.maximum.accumulate(o_ts[order]) if len(o_ts) else o_ts
+        k = np.searchsorted(o_src, st, side="right") - 1
+        ts = np.where(k >= 0, o_ts[np.maximum(k, 0)] if len(o_ts) else wall0, wall0)
     return pa.table({
-        "ts": pc.take(source.column("ts"), src),
+        "ts": pa.array(np.asarray(ts, np.int64)),
         "src_producer": pc.take(source.column("producer"), src),
         "name": pc.take(source.column("name"), src),
         "reason": pc.take(reasons, sk["reason"]),
         "path": pc.take(source.column("path"), src),
+        "source_ts": source_ts,
         "source_producer": pc.cast(pc.take(source.column("producer"), src), pa.int64()),
         "source_seq": pc.take(source.column("seq"), src),
     })

@@ -1177,6 +1177,9 @@ impl StraceParser {
                 if let Some(f) = flags.filter(|f| !f.is_empty()) {
                     row.s[3] = self.text(f);
                 }
+                // Whether an offset was NULL (the fd's position, moved) or explicit (left
+                // alone) is in no typed column: a replay needs it.
+                raw = !pipe_only;
             }
             Sc::Open | Sc::Creat | Sc::Openat | Sc::Openat2 => {
                 let (dirfd, dir_y, p, f) = match sc {
