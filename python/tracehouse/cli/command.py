@@ -37,6 +37,8 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("serve", "ingest server: InfluxDB line protocol over HTTP and TCP, Arrow IPC, read-only SQL over HTTP"),
     "load": ("serve", "write load generator (Rust): seed 003's QoS agents or TSBS cpu-only hosts against a server"),
     "tools": ("tools", "list importers, exporters and analyses (ours and installed plugins)"),
+    "record": ("record", "record a Python program omnisciently (calls, returns, lines, local/attribute/item writes) "
+                         "into a new trace: tracehouse record -- python prog.py"),
     "capture": ("replay", "run a command under strace (-f -ttt -T -y -s0), streaming its IO syscalls into a new trace"),
     "replay": ("replay", "replay a strace trace's IO under --root with its timing and threads; store every call"),
     "extrapolate": ("replay", "fit PerfExt, USL and MVA to measured runs and predict higher concurrency"),
