@@ -25,11 +25,12 @@
 //! Over 600 lines: one state machine (threads, frames, code objects, symbols) that every
 //! callback of both interpreter interfaces shares.
 
-use std::cell::UnsafeCell;
+use std::cell::{Cell, UnsafeCell};
 use std::ffi::{c_char, c_int, c_ulong, CStr};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::os::fd::FromRawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::thread::JoinHandle;
 
@@ -190,6 +191,12 @@ impl<T> GilCell<T> {
 
 static RECORDER: GilCell<Option<Box<Recorder>>> = GilCell(UnsafeCell::new(None));
 
+thread_local! {
+    /// This OS thread's key (0 until its first event); see `Recorder::thread`.
+    static THREAD_KEY: Cell<u64> = const { Cell::new(0) };
+}
+static NEXT_THREAD_KEY: AtomicU64 = AtomicU64::new(1);
+
 /// The running recorder, if any (interpreter lock held).
 ///
 /// # Safety
@@ -223,7 +230,6 @@ struct Open {
 
 struct Thread {
     producer: i64,
-    ident: u64,
     next_seq: i64,
     stack: Vec<Open>,
     /// The exception last raised in this thread, encoded (for an exit by exception on 3.11).
@@ -273,8 +279,8 @@ pub struct Recorder {
     clock_offset: i64,
     last_ts: i64,
     threads: Vec<Thread>,
-    by_tstate: FxHashMap<usize, usize>,
-    cur_tstate: usize,
+    by_key: FxHashMap<u64, usize>,
+    cur_key: u64,
     cur: usize,
     codes: Vec<Code>,
     by_code: FxHashMap<usize, u32>,
@@ -411,8 +417,8 @@ impl Recorder {
             clock_offset,
             last_ts: 0,
             threads: Vec::new(),
-            by_tstate: FxHashMap::default(),
-            cur_tstate: 0,
+            by_key: FxHashMap::default(),
+            cur_key: 0,
             cur: 0,
             codes: Vec::new(),
             by_code: FxHashMap::default(),
@@ -474,23 +480,33 @@ impl Recorder {
 
     // -- threads -------------------------------------------------------------------------
 
+    /// This OS thread's index in `threads`. A thread is known by a key of its own thread-local
+    /// storage, never by its `PyThreadState` address or its ident: both are handed to the next
+    /// thread once one ends (glibc caches thread stacks), which merged sequential threads.
     #[inline]
     unsafe fn thread(&mut self) -> usize {
-        let t = ffi::PyThreadState_Get() as usize;
-        if t == self.cur_tstate {
+        let key = THREAD_KEY.with(|k| {
+            let v = k.get();
+            if v != 0 {
+                return v;
+            }
+            let v = NEXT_THREAD_KEY.fetch_add(1, Ordering::Relaxed);
+            k.set(v);
+            v
+        });
+        if key == self.cur_key {
             return self.cur;
         }
-        let ident = PyThread_get_thread_ident() as u64;
-        let i = match self.by_tstate.get(&t) {
-            Some(&i) if self.threads[i].ident == ident => i,
-            _ => self.new_thread(t, ident),
+        let i = match self.by_key.get(&key) {
+            Some(&i) => i,
+            None => self.new_thread(key, PyThread_get_thread_ident() as u64),
         };
-        self.cur_tstate = t;
+        self.cur_key = key;
         self.cur = i;
         i
     }
 
-    unsafe fn new_thread(&mut self, tstate: usize, ident: u64) -> usize {
+    unsafe fn new_thread(&mut self, key: u64, ident: u64) -> usize {
         let producer = self.threads.len() as i64 + 1;
         let saved = SavedError::take();
         let name = thread_name(ident).unwrap_or_else(|| format!("thread-{producer}"));
@@ -498,8 +514,8 @@ impl Recorder {
         let sym = self.intern(name.as_bytes());
         let ts = self.tick();
         self.out.threads.extend_from_slice(&[ts, producer, ident as i64, sym]);
-        self.threads.push(Thread { producer, ident, next_seq: 0, stack: Vec::new(), exc: [kind::UNBOUND, 0, 0, 0] });
-        self.by_tstate.insert(tstate, self.threads.len() - 1);
+        self.threads.push(Thread { producer, next_seq: 0, stack: Vec::new(), exc: [kind::UNBOUND, 0, 0, 0] });
+        self.by_key.insert(key, self.threads.len() - 1);
         self.counts.threads += 1;
         self.threads.len() - 1
     }
