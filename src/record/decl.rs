@@ -46,6 +46,13 @@ const PY_BEHAVIOR_ENTER: EventTypeDecl = EventTypeDecl {
         param("behavior_id", I, "id", "code object entered (code.code_id)"),
         param("resumed", I, "flag", "1 when a generator or coroutine resumes, 0 for a call"),
         param("frame", I, "id", "identity of the frame (a generator's frame keeps it over its resumptions)"),
+        param("call_line", I, "line", "the caller's line that made the call (0 when the caller is not recorded)"),
+        param(
+            "namespace",
+            I,
+            "object id",
+            "a module body's globals dict (its variables are that object's fields), 0 for other frames",
+        ),
     ],
     doc: "a function, module or class body starts running, or a generator resumes",
 };

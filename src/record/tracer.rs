@@ -226,6 +226,8 @@ struct Open {
     frame: usize,
     enter_seq: i64,
     code: u32,
+    /// The frame's current line (its last line step), the `call_line` of a call it makes.
+    line: i64,
 }
 
 struct Thread {
@@ -980,11 +982,14 @@ impl Recorder {
         let th = self.thread();
         let ts = self.tick();
         let (p, seq) = self.seq(th);
-        let parent = self.threads[th].stack.last().map_or(-1, |o| o.enter_seq);
+        let (parent, call_line) = self.threads[th].stack.last().map_or((-1, 0), |o| (o.enter_seq, o.line));
         let f = iframe(frame);
         let id = self.codes[ci as usize].id;
-        self.push_event(0, &[ts, p, seq, parent, id, i64::from(resumed), f as i64]);
-        self.threads[th].stack.push(Open { frame: frame as usize, enter_seq: seq, code: ci });
+        let locals: *mut ffi::PyObject = rd(f, self.layout.locals);
+        let globals: *mut ffi::PyObject = rd(f, self.layout.globals);
+        let ns = if !locals.is_null() && locals == globals { globals as i64 } else { 0 };
+        self.push_event(0, &[ts, p, seq, parent, id, i64::from(resumed), f as i64, call_line, ns]);
+        self.threads[th].stack.push(Open { frame: frame as usize, enter_seq: seq, code: ci, line: 0 });
         self.snapshot(th, seq, f, ci);
     }
 
@@ -1065,6 +1070,9 @@ impl Recorder {
 
     unsafe fn line(&mut self, frame: *mut ffi::PyFrameObject, line: i64) {
         let Some((th, open)) = self.top(frame) else { return };
+        if let Some(o) = self.threads[th].stack.last_mut() {
+            o.line = line;
+        }
         let ts = self.tick();
         let (p, seq) = self.seq(th);
         let id = self.codes[open.code as usize].id;

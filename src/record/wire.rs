@@ -543,8 +543,8 @@ mod tests {
         o.push_symbol(3, b"x");
         o.code.extend_from_slice(&[10, 1, 1, 2, 3]);
         o.threads.extend_from_slice(&[10, 1, 99, 2]);
-        // behavior_enter: ts, producer, seq, parent_seq, behavior_id, resumed, frame
-        o.events[0].extend_from_slice(&[11, 1, 0, -1, 1, 0, 777]);
+        // behavior_enter: ts, producer, seq, parent_seq, behavior_id, resumed, frame, call_line, namespace
+        o.events[0].extend_from_slice(&[11, 1, 0, -1, 1, 0, 777, 0, 0]);
         // var_write: ts, producer, seq, parent_seq, var_id, kind, value, type, repr, snapshot
         o.events[2].extend_from_slice(&[12, 1, 1, 0, 3, 3, 42, 0, 0, 0]);
         o.events[2].extend_from_slice(&[13, 1, 2, 0, 3, 3, 43, 0, 0, 0]);
@@ -640,7 +640,7 @@ mod tests {
 
     #[test]
     fn widths_follow_the_declaration() {
-        assert_eq!(event_width(0), 7);
+        assert_eq!(event_width(0), 9);
         assert_eq!(event_width(2), 10);
         assert_eq!(event_width(3), 12);
         assert_eq!(event_width(4), 6);
