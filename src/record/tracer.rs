@@ -386,6 +386,8 @@ fn cut_utf8(b: &[u8], max: usize) -> &[u8] {
 /// code object or thread), so the program's own exception in flight is left as it was.
 struct SavedError(*mut ffi::PyObject, *mut ffi::PyObject, *mut ffi::PyObject);
 
+// PyErr_Fetch/Restore: deprecated from 3.12 on, but the only pair that exists in 3.11 too.
+#[allow(deprecated)]
 impl SavedError {
     unsafe fn take() -> Self {
         let (mut a, mut b, mut c) = (std::ptr::null_mut(), std::ptr::null_mut(), std::ptr::null_mut());

@@ -56,3 +56,139 @@ def register(commands) -> None:
     sp.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- python PROG ...",
                     help="the program: python prog.py ARGS, python -m MODULE ARGS, or prog.py ARGS "
                          "(with --json, its stdout goes to stderr: stdout is the JSON)")
+    register_debug(commands)
+
+
+# -- tracehouse debug --------------------------------------------------------------------------
+
+
+def _render(ans: dict) -> None:
+    """One answer of the debugger as text (the --json form is the dict itself)."""
+    from rich.markup import escape
+
+    from .output import out
+
+    if "help" in ans:
+        out.print(escape(ans["help"]), highlight=False)
+        return
+    if "breakpoints" in ans and "position" not in ans:
+        for b in ans["breakpoints"]:
+            out.print(f"  {b['id']}: {b['kind']} {escape(b['spec'])}", highlight=False)
+        if not ans["breakpoints"]:
+            out.print("  no breakpoints")
+        return
+    if "lines" in ans:
+        for ln in ans["lines"]:
+            mark = "→" if ln["current"] else " "
+            out.print(f"{mark}{ln['line']:5d} │ {escape(ln['text'])}", highlight=False)
+        if not ans["lines"]:
+            out.print("(no source stored for this position)")
+        return
+    pos = ans.get("position")
+    if pos:
+        where = f"{pos.get('file')}:{pos.get('line')} in {pos.get('function')}" if "line" in pos else \
+            f"{pos['type']} {pos.get('event')}"
+        out.print(f"[bold]{escape(pos['thread'])}[/bold] seq {pos['seq']}  {escape(where)}", highlight=False)
+    if ans.get("source_line") is not None:
+        out.print(f"  {pos.get('line'):5d} │ {escape(ans['source_line'])}", highlight=False)
+    if ans.get("note"):
+        out.print(f"  [cyan]{escape(ans['note'])}[/cyan]", highlight=False)
+    if ans.get("write"):
+        w = ans["write"]
+        out.print(f"  wrote {escape(str(w['name']))} = {escape(w['value']['text'])} (seq {w['seq']})", highlight=False)
+    if "frames" in ans:
+        for f in ans["frames"]:
+            args = "" if "args" not in f else f" args {f['args']}"
+            out.print(f"  #{f['depth']} {escape(str(f['function']))}  {escape(str(f.get('file', '')))}:{f.get('line', '')}{args}",
+                      highlight=False)
+            for k, v in (f.get("locals") or {}).items():
+                out.print(f"      {escape(k)} = {escape(v['text'])}", highlight=False)
+        return
+    if "writes" in ans:
+        out.print(f"  {ans['total']:,} writes of {escape(ans['name'])}" + (
+            f" ({len(ans['writes'])} shown)" if ans["total"] > len(ans["writes"]) else ""), highlight=False)
+        for w in ans["writes"]:
+            line = f" line {w['line']}" if w.get("line") is not None else ""
+            snap = " (bound at entry)" if w.get("snapshot") else ""
+            out.print(f"    seq {w['seq']}{line}: {escape(w['value']['text'])}{snap}", highlight=False)
+        return
+    if "value" in ans and "name" in ans:
+        out.print(f"  {escape(ans['name'])} = {escape(ans['value']['text'])}", highlight=False)
+        for k, v in (ans.get("fields") or {}).items():
+            out.print(f"      .{escape(k)} = {escape(v['text'])}", highlight=False)
+        return
+    if "fields" in ans:
+        for k, v in ans["fields"].items():
+            out.print(f"  .{escape(k)} = {escape(v['text'])}", highlight=False)
+        return
+    if "locals" in ans:
+        for k, v in ans["locals"].items():
+            out.print(f"  {escape(k)} = {escape(v['text'])}", highlight=False)
+
+
+def cmd_debug(args) -> int:
+    from ..errors import TracehouseError
+    from ..record import debug
+    from .output import emit_json, err, open_store
+
+    with open_store(args) as s:
+        session = debug.Session(s, args.trace, producer=args.thread)
+        if args.prepare:
+            session.prepare()
+        if args.commands is not None:
+            commands = debug.split_commands(args.commands)
+        elif not sys.stdin.isatty():
+            commands = debug.split_commands(sys.stdin.read())
+        else:
+            commands = None
+        if commands is not None:
+            answers = [{"command": "", **debug.run(session, "")}] if not commands else []
+            code = 0
+            for c in commands:
+                try:
+                    ans = {"command": c, **debug.run(session, c)}
+                except TracehouseError as e:
+                    ans, code = {"command": c, "error": str(e)}, 2
+                answers.append(ans)
+                if not args.json:
+                    from rich.markup import escape
+
+                    from .output import out
+
+                    out.print(f"[dim]({escape(c)})[/dim]", highlight=False)
+                    if "error" in ans:
+                        err.print(f"[red]error:[/red] {escape(ans['error'])}", highlight=False)
+                    else:
+                        _render(ans)
+            if args.json:
+                emit_json(answers)
+            elif not commands:
+                _render(answers[0])
+            return code
+        _render(debug.run(session, ""))
+        while True:  # the interactive loop
+            try:
+                line = input("(debug) ")
+            except EOFError:
+                return 0
+            if line.strip() in ("q", "quit", "exit"):
+                return 0
+            for c in debug.split_commands(line) or [""]:
+                try:
+                    ans = debug.run(session, c)
+                except TracehouseError as e:
+                    err.print(f"error: {e}", highlight=False)
+                    continue
+                if args.json:
+                    emit_json(ans)
+                else:
+                    _render(ans)
+
+
+def register_debug(commands) -> None:
+    sp = commands.add("debug", cmd_debug)
+    sp.add_argument("trace", help="a recorded program (tracehouse record) or a TOD trace")
+    sp.add_argument("-c", "--commands", help="commands to run, separated by ';' (default: read them from stdin, "
+                                             "or an interactive prompt on a terminal); `help` lists them")
+    sp.add_argument("--thread", type=int, help="start in this thread (producer id; default: the program's first line)")
+    sp.add_argument("--prepare", action="store_true", help="build every index first (else each is built when first needed)")

@@ -140,8 +140,14 @@ def _start(fd: int, include, exclude, flush_rows: int, program: list[str]) -> st
     from .. import _core
 
     monitoring = sys.version_info >= (3, 12)
+    main_file = os.path.abspath(program[0]) if program[0] not in ("-m", "-c") else None
+    if program[0] == "-m" and len(program) > 1:
+        import importlib.util
+
+        spec = importlib.util.find_spec(program[1]) if "." not in program[1] else None
+        main_file = spec.origin if spec else None
     hello = json.dumps({"python": sys.version.split()[0], "implementation": sys.implementation.name,
-                        "pid": os.getpid(), "argv": program, "cwd": os.getcwd(),
+                        "pid": os.getpid(), "argv": program, "cwd": os.getcwd(), "main_file": main_file,
                         "mode": "sys.monitoring" if monitoring else "PyEval_SetTrace"})
     rule_list = rules(include, exclude)
     if monitoring:

@@ -150,7 +150,8 @@ def record(store: "Store", cmd: list[str], name: str | None = None, *, include=(
         rep.reason = f"the program ended without the recording's end (exit status {rep.exit_status})"
     store.set_metadata(name, {"complete": str(rep.complete).lower(), "exit_status": str(rep.exit_status),
                               "python": rep.hello.get("python", ""), "mode": rep.hello.get("mode", ""),
-                              "cwd": rep.hello.get("cwd", ""), **({"incomplete_reason": rep.reason} if rep.reason else {})})
+                              "cwd": rep.hello.get("cwd", ""), "main_file": rep.hello.get("main_file") or "",
+                              **({"incomplete_reason": rep.reason} if rep.reason else {})})
     store.complete_import(name)
     if rep.events == 0 and rep.exit_status not in (0, None) and not rep.hello:
         raise BadInput(f"the recorder did not start: {cmd[0]} exited with {rep.exit_status} before recording anything "
