@@ -61,6 +61,9 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "import": ("bench", "importers on real files: throughput at 3 sizes, peak memory, peers (wc -l, a Python regex)"),
     "engines": ("bench", "Q1-Q5 (seed 003) and the TOD statistics on DuckDB vs Spark local[2], same store, "
                          "same answers"),
+    "record": ("record", "recording Python programs: overhead against the untraced program and a pure-Python "
+                         "sys.settrace recorder (pyperformance nbody, richards, json, regex; threaded file IO), "
+                         "events/s into the store"),
     "all": ("bench", "every experiment of the seeds (TOD store, QoS writes and reads, SoC-Trace, import, analyses) "
                      "against SQLite, PostgreSQL, MariaDB, DuckDB, QuestDB; writes DIR/report.md"),
 }

@@ -57,6 +57,7 @@ def register(commands) -> None:
                     help="the program: python prog.py ARGS, python -m MODULE ARGS, or prog.py ARGS "
                          "(with --json, its stdout goes to stderr: stdout is the JSON)")
     register_debug(commands)
+    register_bench(commands)
 
 
 # -- tracehouse debug --------------------------------------------------------------------------
@@ -192,3 +193,32 @@ def register_debug(commands) -> None:
                                              "or an interactive prompt on a terminal); `help` lists them")
     sp.add_argument("--thread", type=int, help="start in this thread (producer id; default: the program's first line)")
     sp.add_argument("--prepare", action="store_true", help="build every index first (else each is built when first needed)")
+
+
+# -- tracehouse bench record -----------------------------------------------------------------
+
+
+def cmd_bench_record(args) -> int:
+    from ..bench import record as bench
+    from .output import emit_json, err, out
+
+    log = (lambda s: None) if args.json else (lambda s: err.print(f"[dim]{s}[/dim]", highlight=False))
+    result = bench.run(args.programs.split(",") if args.programs else None, repeat=args.repeat, quick=args.quick,
+                       workdir=args.workdir, ingest_passes=args.ingest_passes, reference=not args.no_reference, log=log)
+    if args.json:
+        emit_json(result)
+    else:
+        out.print(bench.render(result), highlight=False, markup=False)
+    return 0
+
+
+def register_bench(commands) -> None:
+    sp = commands.bench("record", cmd_bench_record)
+    sp.add_argument("--programs", help="comma list (default: nbody,richards,json_dumps,json_loads,regex_effbot,"
+                                       "file_io_threads)")
+    sp.add_argument("--repeat", type=int, default=1, help="runs of each program each way, the median reported (default 1)")
+    sp.add_argument("--quick", action="store_true", help="smaller inputs (CI smoke run)")
+    sp.add_argument("--no-reference", action="store_true", help="skip the pure-Python recorder (the slowest part)")
+    sp.add_argument("--ingest-passes", type=int, default=4,
+                    help="times the largest recording's stream is fed to the store (0: skip the ingest measurement)")
+    sp.add_argument("--workdir", help="where programs and the store go (default: the system temp dir); removed after")

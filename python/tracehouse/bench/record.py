@@ -1,0 +1,228 @@
+"""`tracehouse bench record`: what recording a program costs, and how fast its events are stored.
+
+Owns the recorder's benchmark. For each program (pyperformance's nbody, richards, json_dumps,
+json_loads and regex_effbot, unchanged, and a threaded file-IO program: `bench/programs/`,
+copied to the work directory first, since nothing under the tracehouse package is recorded),
+in the same run, one after the other:
+
+  untraced     `python prog.py`                                    wall time, median of --repeat
+  recorded     `tracehouse record -- python prog.py` (record.record: the program under the
+               native tracer, its events stored in a new trace)   wall time until stored
+  pure Python  `python -m tracehouse.record.reference --events -- prog.py` (the same events
+               captured by a sys.settrace function into lists)     wall time
+
+and reports each slowdown (recorded / untraced, pure Python / untraced) and the gain: the time the
+pure-Python recorder adds over the time the native one adds ((pure - untraced) / (recorded -
+untraced)). Targets: recorded <= 30x untraced, a gain >= 10x.
+
+Store ingest: the stream of one recording (the largest program, captured to a file once) is fed
+to a new trace through the storing loop of `tracehouse record` (`_core.RecordReader` decoding,
+`store.append`) --ingest-passes times, as fast as it goes; reported: events/s over the whole
+run (until the last segment is durable), the rate of each pass (a backlog that grows shows as
+passes slowing down) and the drain (the final flush after the last append). Target: >= 5M
+events/s.
+
+The machine's load average is recorded before and after: other processes skew every number.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Callable
+
+PROGRAMS_DIR = Path(__file__).resolve().parent / "programs"
+# name -> (file, arguments, PYPERF_LOOPS): each runs 0.2-0.6 s untraced on this machine.
+PROGRAMS: dict[str, tuple[str, list[str], int]] = {
+    "nbody": ("nbody.py", [], 1),
+    "richards": ("richards.py", [], 1),
+    "json_dumps": ("json_dumps.py", [], 1),
+    "json_loads": ("json_loads.py", [], 1),
+    "regex_effbot": ("regex_effbot.py", [], 1),
+    "file_io_threads": ("file_io_threads.py", ["4", "10", "2000"], 1),
+}
+QUICK: dict[str, list[str]] = {  # --quick: a tenth of the work (CI)
+    "nbody": ["--iterations", "2000"],
+    "file_io_threads": ["2", "4", "500"],
+}
+TARGET_OVERHEAD = 30.0
+TARGET_GAIN = 10.0
+TARGET_INGEST = 5_000_000
+
+
+def _env(loops: int) -> dict:
+    from ..record.record import PACKAGE_ROOT
+
+    env = dict(os.environ)
+    env["PYPERF_LOOPS"] = str(loops)
+    env["PYTHONPATH"] = os.pathsep.join([PACKAGE_ROOT, *filter(None, [env.get("PYTHONPATH")])])
+    return env
+
+
+def _timed(argv: list[str], env: dict, cwd: Path) -> float:
+    t0 = time.perf_counter()
+    subprocess.run(argv, env=env, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    return time.perf_counter() - t0
+
+
+def _reference(argv: list[str], env: dict, cwd: Path) -> tuple[float, int]:
+    t0 = time.perf_counter()
+    p = subprocess.run([sys.executable, "-m", "tracehouse.record.reference", "--events", "--", *argv], env=env,
+                       cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    secs = time.perf_counter() - t0
+    events = json.loads(p.stderr.decode().strip().splitlines()[-1])["events"]
+    return secs, events
+
+
+def run(programs: list[str] | None = None, *, repeat: int = 1, quick: bool = False, workdir: str | None = None,
+        ingest_passes: int = 4, reference: bool = True, log: Callable[[str], None] = lambda s: None) -> dict:
+    """Runs the benchmark (see the module doc); returns its results as JSON-able data."""
+    import tracehouse
+
+    from ..record.record import record
+
+    names = programs or list(PROGRAMS)
+    bad = [n for n in names if n not in PROGRAMS]
+    if bad:
+        from ..errors import BadInput
+
+        raise BadInput(f"unknown programs {bad}", expected=", ".join(PROGRAMS))
+    base = Path(tempfile.mkdtemp(prefix="th-bench-record-", dir=workdir))
+    out: dict = {"machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0],
+                             "loadavg_before": list(os.getloadavg())}, "programs": [], "ingest": None,
+                 "quick": quick, "repeat": repeat}
+    try:
+        progs = base / "programs"
+        progs.mkdir()
+        for f in PROGRAMS_DIR.glob("*.py"):
+            shutil.copy(f, progs / f.name)
+        store = tracehouse.open(base / "store")
+        try:
+            biggest = None
+            for name in names:
+                file, args, loops = PROGRAMS[name]
+                args = QUICK.get(name, args) if quick else args
+                argv = [sys.executable, str(progs / file), *args]
+                env = _env(loops)
+                log(f"{name}: untraced")
+                plain = statistics.median(_timed(argv, env, progs) for _ in range(repeat))
+                log(f"{name}: recorded")
+                rec_times, rep = [], None
+                for k in range(repeat):
+                    os.environ["PYPERF_LOOPS"] = str(loops)
+                    t0 = time.perf_counter()
+                    rep = record(store, argv, f"{name}-{k}", stdout=subprocess.DEVNULL)
+                    rec_times.append(time.perf_counter() - t0)
+                    if rep.exit_status != 0:
+                        raise RuntimeError(f"{name} exited with {rep.exit_status} under the recorder")
+                recorded = statistics.median(rec_times)
+                row = {"program": name, "args": args, "untraced_s": round(plain, 3), "recorded_s": round(recorded, 3),
+                       "overhead": round(recorded / plain, 2), "events": rep.events, "by_type": rep.by_type,
+                       "events_per_s": round(rep.events / recorded), "stream_bytes": rep.bytes,
+                       "threads": len(rep.threads)}
+                if reference:
+                    log(f"{name}: pure-Python recorder")
+                    ref_s, ref_events = _reference(argv[1:], env, progs)
+                    # Overhead is the time a recorder adds; the gain compares what each adds.
+                    row.update(reference_s=round(ref_s, 3), reference_overhead=round(ref_s / plain, 2),
+                               reference_events=ref_events,
+                               gain=round((ref_s - plain) / max(recorded - plain, 1e-3), 1))
+                out["programs"].append(row)
+                if biggest is None or rep.events > biggest[1]:
+                    biggest = (argv, rep.events, env)
+            if biggest is not None and ingest_passes > 0:
+                log("store ingest")
+                out["ingest"] = ingest(store, base, biggest[0], biggest[2], ingest_passes, log)
+        finally:
+            store.close()
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    out["machine"]["loadavg_after"] = list(os.getloadavg())
+    return out
+
+
+def capture(argv: list[str], env: dict, path: Path) -> None:
+    """Records `argv` (python PROGRAM ARGS) into a stream file (what a pipe to the store would carry)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    try:
+        subprocess.run([argv[0], "-m", "tracehouse.record", "--child", str(fd), "--", *argv[1:]], env=env,
+                       pass_fds=(fd,), check=True, stdout=subprocess.DEVNULL, cwd=Path(argv[1]).parent)
+    finally:
+        os.close(fd)
+
+
+def ingest(store, base: Path, argv: list[str], env: dict, passes: int, log) -> dict:
+    """Feeds a captured stream to a new trace `passes` times through `tracehouse record`'s
+    storing loop; the rate overall, per pass, and the drain at the end."""
+    from .. import _core
+    from ..formats import python as pyfmt
+
+    stream = base / "stream.bin"
+    capture(argv, env, stream)
+    name = "ingest"
+    store.create_trace(name, pyfmt.FORMAT, event_types=pyfmt.EVENT_TYPES, producers=pyfmt.producers("bench", 0),
+                       format_description=pyfmt.DESCRIPTION, importing=True)
+    store.add_producers(name, [{"id": i, "parent": 0, "kind": "thread", "name": f"t{i}", "attrs": {}} for i in range(1, 9)])
+    total, rates = 0, []
+    t0 = time.perf_counter()
+    with store.bulk(name):
+        for k in range(passes):
+            p0, n = time.perf_counter(), 0
+            reader = _core.RecordReader(str(stream))
+            while True:
+                chunk = reader.read()
+                for type_name, batch in chunk["batches"]:
+                    store.append(name, type_name, batch)
+                    if type_name in pyfmt.RECORDED:
+                        n += batch.num_rows
+                if chunk["eof"]:
+                    break
+            reader.close()
+            total += n
+            rates.append(round(n / (time.perf_counter() - p0)))
+            log(f"  pass {k + 1}: {rates[-1]:,} events/s")
+    appended = time.perf_counter() - t0
+    store.complete_import(name)
+    secs = time.perf_counter() - t0
+    stored = store.sql(f'SELECT count(*) AS n FROM "{name}".line_step').to_pylist()[0]["n"]
+    return {"events": total, "seconds": round(secs, 3), "events_per_s": round(total / secs),
+            "append_events_per_s": round(total / appended), "pass_events_per_s": rates,
+            "drain_s": round(secs - appended, 3), "stream_bytes": stream.stat().st_size * passes,
+            "line_steps_stored": stored}
+
+
+def render(r: dict) -> str:
+    """The results as a text table (the docs keep it beside the load average)."""
+    m = r["machine"]
+    lines = [f"bench record (Python {m['python']}, {m['cpus']} CPUs; load average {m['loadavg_before'][0]:.1f} before, "
+             f"{m['loadavg_after'][0]:.1f} after; median of {r['repeat']})", ""]
+    head = f"{'program':<16}{'untraced s':>11}{'recorded s':>11}{'overhead':>10}{'pure-Py s':>11}{'overhead':>10}" \
+           f"{'gain':>8}{'events':>12}{'events/s':>11}"
+    lines += [head, "-" * len(head)]
+    for p in r["programs"]:
+        ref = (f"{p['reference_s']:>11.2f}{p['reference_overhead']:>9.1f}x{p['gain']:>7.1f}x"
+               if "reference_s" in p else f"{'':>11}{'':>10}{'':>8}")
+        lines.append(f"{p['program']:<16}{p['untraced_s']:>11.2f}{p['recorded_s']:>11.2f}{p['overhead']:>9.1f}x{ref}"
+                     f"{p['events']:>12,}{p['events_per_s']:>11,}")
+    worst = max((p["overhead"] for p in r["programs"]), default=0)
+    gains = [p["gain"] for p in r["programs"] if "gain" in p]
+    lines.append("")
+    lines.append(f"overhead <= {TARGET_OVERHEAD:.0f}x on every program: {'met' if worst <= TARGET_OVERHEAD else 'missed'} "
+                 f"(worst {worst:.1f}x)")
+    if gains:
+        lines.append(f">= {TARGET_GAIN:.0f}x less overhead than the pure-Python recorder: "
+                     f"{'met' if min(gains) >= TARGET_GAIN else 'missed'} (least {min(gains):.1f}x)")
+    ing = r.get("ingest")
+    if ing:
+        lines.append(f"store ingest: {ing['events']:,} events in {ing['seconds']:.2f} s = {ing['events_per_s']:,} events/s "
+                     f"until durable ({ing['append_events_per_s']:,}/s appending; passes "
+                     f"{', '.join(f'{x / 1e6:.2f}M' for x in ing['pass_events_per_s'])}; drain {ing['drain_s']:.2f} s): "
+                     f">= {TARGET_INGEST / 1e6:.0f}M events/s {'met' if ing['events_per_s'] >= TARGET_INGEST else 'missed'}")
+    return "\n".join(lines)
