@@ -54,36 +54,40 @@ def _range(part, keys: list[str], values: list[int]) -> tuple[int, int]:
     return _index.key_range([_index.column(part, k) for k in keys[:len(values)]], [int(v) for v in values])
 
 
-def first_after(idx, keys: list[str], values: list[int], t: int, *, inclusive: bool = False) -> dict | None:
-    """The first row with `keys` == `values` and ts > t (>= t when inclusive), or None."""
+def locate(idx, keys: list[str], values: list[int], t: int, forward: bool, *,
+           inclusive: bool = False) -> tuple[int, object, int] | None:
+    """(ts, part, row) of the first row with `keys` == `values` after t (forward) or the last
+    before it, or None; nothing but ts is read (`row_at` reads the row)."""
     best = None
     for part in _index.parts(idx):
         lo, hi = _range(part, keys, values)
         if lo >= hi:
             continue
         ts = _index.column(part, "ts")
-        i = lo + _index.search(ts[lo:hi], int(t), "left" if inclusive else "right")
-        if i < hi:
-            row = part.slice(i, 1).to_pylist()[0]
-            if best is None or row["ts"] < best["ts"]:
-                best = row
+        if forward:
+            i = lo + _index.search(ts[lo:hi], int(t), "left" if inclusive else "right")
+            if i < hi and (best is None or int(ts[i]) < best[0]):
+                best = (int(ts[i]), part, i)
+        else:
+            i = lo + _index.search(ts[lo:hi], int(t), "right" if inclusive else "left") - 1
+            if i >= lo and (best is None or int(ts[i]) > best[0]):
+                best = (int(ts[i]), part, i)
     return best
+
+
+def row_at(found: tuple[int, object, int] | None) -> dict | None:
+    """The row `locate` found, every column."""
+    return None if found is None else found[1].slice(found[2], 1).to_pylist()[0]
+
+
+def first_after(idx, keys: list[str], values: list[int], t: int, *, inclusive: bool = False) -> dict | None:
+    """The first row with `keys` == `values` and ts > t (>= t when inclusive), or None."""
+    return row_at(locate(idx, keys, values, t, True, inclusive=inclusive))
 
 
 def last_before(idx, keys: list[str], values: list[int], t: int, *, inclusive: bool = False) -> dict | None:
     """The last row with `keys` == `values` and ts < t (<= t when inclusive), or None."""
-    best = None
-    for part in _index.parts(idx):
-        lo, hi = _range(part, keys, values)
-        if lo >= hi:
-            continue
-        ts = _index.column(part, "ts")
-        i = lo + _index.search(ts[lo:hi], int(t), "right" if inclusive else "left") - 1
-        if i >= lo:
-            row = part.slice(i, 1).to_pylist()[0]
-            if best is None or row["ts"] > best["ts"]:
-                best = row
-    return best
+    return row_at(locate(idx, keys, values, t, False, inclusive=inclusive))
 
 
 def rows(idx, keys: list[str], values: list[int], start: int | None = None, end: int | None = None,

@@ -64,6 +64,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "record": ("record", "recording Python programs: overhead against the untraced program and a pure-Python "
                          "sys.settrace recorder (pyperformance nbody, richards, json, regex; threaded file IO), "
                          "events/s into the store"),
+    "debug": ("record", "tracehouse debug on a big recording (TOD generator, 10M events by default): steps both "
+                        "ways and origins of values, p50/p99 (targets on 100M: 50 ms a step, 200 ms an origin)"),
     "all": ("bench", "every experiment of the seeds (TOD store, QoS writes and reads, SoC-Trace, import, analyses) "
                      "against SQLite, PostgreSQL, MariaDB, DuckDB, QuestDB; writes DIR/report.md"),
 }

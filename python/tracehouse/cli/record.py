@@ -58,6 +58,7 @@ def register(commands) -> None:
                          "(with --json, its stdout goes to stderr: stdout is the JSON)")
     register_debug(commands)
     register_bench(commands)
+    register_bench_debug(commands)
 
 
 # -- tracehouse debug --------------------------------------------------------------------------
@@ -222,3 +223,27 @@ def register_bench(commands) -> None:
     sp.add_argument("--ingest-passes", type=int, default=4,
                     help="times the largest recording's stream is fed to the store (0: skip the ingest measurement)")
     sp.add_argument("--workdir", help="where programs and the store go (default: the system temp dir); removed after")
+
+
+def cmd_bench_debug(args) -> int:
+    from ..bench import debug as bench
+    from .output import emit_json, err, out
+
+    log = (lambda s: None) if args.json else (lambda s: err.print(f"[dim]{s}[/dim]", highlight=False))
+    result = bench.run(args.events, trace=args.trace, store_path=args.store if args.trace else None,
+                       queries=args.queries, workdir=args.workdir, keep=args.keep, log=log)
+    if args.json:
+        emit_json(result)
+    else:
+        out.print(bench.render(result), highlight=False, markup=False)
+    return 0
+
+
+def register_bench_debug(commands) -> None:
+    sp = commands.bench("debug", cmd_bench_debug)
+    sp.add_argument("--events", type=int, default=10_000_000, help="TOD events generated (default 10M; 100M for the "
+                                                                   "full figure, ~7 GB of disk)")
+    sp.add_argument("--trace", help="measure this trace of --store instead of generating one")
+    sp.add_argument("--queries", type=int, default=200, help="random stops measured (default 200)")
+    sp.add_argument("--workdir", help="where the generated store goes (default: the system temp dir)")
+    sp.add_argument("--keep", action="store_true", help="keep the generated store (prints where)")

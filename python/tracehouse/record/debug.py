@@ -89,6 +89,8 @@ class Session:
         self._sources: dict[str, list[str] | None] = {}
         self._globals_of: dict[str, int | None] = {}
         self.breakpoints: list[Breakpoint] = []
+        # Indexes held for the session (finding one through the store's catalog costs ~2 ms).
+        self._indexes: dict[tuple, object] = {}
         self.focus: dict | None = None
         self.pos: dict | None = None
         types = store.event_types(trace)
@@ -100,14 +102,29 @@ class Session:
 
     # -- indexes ----------------------------------------------------------------------------
 
+    def _keyed(self, t: str, keys: list[str]):
+        k = (t, tuple(keys))
+        idx = self._indexes.get(k)
+        if idx is None:
+            idx = self._indexes[k] = timeline.keyed(self.store, self.trace, t, keys)
+        return idx
+
     def _stops(self, t: str):
-        return timeline.keyed(self.store, self.trace, t, ["producer"])
+        return self._keyed(t, ["producer"])
 
     def _vars(self):
-        return timeline.keyed(self.store, self.trace, "var_write", ["producer", "parent_seq", "var_id"])
+        return self._keyed("var_write", ["producer", "parent_seq", "var_id"])
 
     def _fields(self):
-        return timeline.keyed(self.store, self.trace, "field_write", ["target", "field_id"])
+        return self._keyed("field_write", ["target", "field_id"])
+
+    def _spans(self):
+        idx = self._indexes.get(("spans",))
+        if idx is None:
+            from ..analysis.spans import span_index
+
+            idx = self._indexes[("spans",)] = span_index(self.store, self.trace)
+        return idx
 
     def prepare(self) -> None:
         """Builds (or maps) every index the session uses."""
@@ -117,23 +134,24 @@ class Session:
         self._fields()
         self._stack(self.pos["producer"], self.pos["ts"])
         if self.python:
-            timeline.keyed(self.store, self.trace, "line_step", ["behavior_id", "line"])
-            timeline.keyed(self.store, self.trace, "symbol", ["symbol_id"])
-        timeline.keyed(self.store, self.trace, "behavior_enter", ["behavior_id"])
+            self._keyed("line_step", ["behavior_id", "line"])
+            self._keyed("symbol", ["symbol_id"])
+        self._keyed("behavior_enter", ["behavior_id"])
 
     # -- stops ------------------------------------------------------------------------------
 
     def _stop(self, producer: int, t: int, forward: bool, inclusive: bool = False) -> dict | None:
         """The next (previous) stop of thread `producer` after (before) time t."""
-        best = None
-        for typ in self.stop_types:
-            idx = self._stops(typ)
-            row = (timeline.first_after if forward else timeline.last_before)(idx, ["producer"], [producer], t,
-                                                                               inclusive=inclusive)
-            if row is not None and (best is None or (row["ts"] < best["ts"]) == forward):
-                row["type"] = typ
-                best = row
-        return best
+        best, typ = None, None
+        for name in self.stop_types:
+            found = timeline.locate(self._stops(name), ["producer"], [producer], t, forward, inclusive=inclusive)
+            if found is not None and (best is None or (found[0] < best[0]) == forward):
+                best, typ = found, name
+        if best is None:
+            return None
+        row = timeline.row_at(best)
+        row["type"] = typ
+        return row
 
     def _first_stop(self, producer: int | None) -> dict | None:
         for p in [producer] if producer is not None else sorted(self.threads):
@@ -155,23 +173,28 @@ class Session:
         e = min(enters, key=lambda r: r["ts"])
         return self._stop(e["producer"] if producer is None else producer, e["ts"], True)
 
-    def _stack(self, producer: int, t: int) -> list[dict]:
-        return stackmod.stack_at(self.store, self.trace, producer, t).to_pylist()
+    def _stack(self, producer: int, t: int, full: bool = True) -> list[dict]:
+        """The frames open at t, outermost first (`full`: every column; else the few a step and
+        a view need, without the seqs, which are read through the density index)."""
+        cols = None if full else ["ts", "end_ts", "closed", "depth", "behavior_id"] + (["namespace"] if self.python else [])
+        return stackmod.stack_at(self.store, self.trace, producer, t, index=self._spans(), columns=cols).to_pylist()
 
-    def _frame_stack(self, stop: dict) -> tuple[list[dict], int]:
-        """The frames open at the stop (outermost first) and the index of the stop's frame.
-        An exit stop (TOD) belongs to the frame it closes, open just before it."""
+    def _frame_stack(self, stop: dict, full: bool = False) -> tuple[list[dict], int]:
+        """The frames open at the stop (outermost first) and the index of the stop's frame, whose
+        `seq` is the stop's parent_seq. A line step or a write runs in the innermost frame; an
+        exit (TOD) closes the frame open just before it; an enter (TOD) runs in the caller of
+        the frame it opens."""
         t = stop["ts"] - 1 if stop["type"] == "behavior_exit" else stop["ts"]
-        st = self._stack(stop["producer"], t)
-        for k in range(len(st) - 1, -1, -1):
-            if st[k]["seq"] == stop["parent_seq"]:
-                return st, k
-        return st, -1
+        st = self._stack(stop["producer"], t, full)
+        k = len(st) - (2 if stop["type"] == "behavior_enter" else 1)
+        if k >= 0:
+            st[k]["seq"] = stop["parent_seq"]
+        return st, k
 
     def _child_of(self, producer: int, c: dict, k: int) -> dict | None:
         """The frame at depth k+1 open at stop c (the call of frame k that c runs inside)."""
         t = c["ts"] - 1 if c.get("type") == "behavior_exit" else c["ts"]
-        cs = self._stack(producer, t)
+        cs = self._stack(producer, t, False)
         return cs[k + 1] if len(cs) > k + 1 else None
 
     def _seek_in_frame(self, p: int, t: int, st: list[dict], k: int, forward: bool, inclusive: bool = False) -> dict | None:
@@ -181,6 +204,8 @@ class Session:
         c = self._stop(p, t, forward, inclusive)
         while c is not None and k >= 0:
             fr = st[k]
+            if "seq" not in fr:  # a caller's seq, read once it is needed (the stack's cheap form has none)
+                fr["seq"] = self._stack(p, fr["ts"], True)[k]["seq"]
             if c["parent_seq"] == fr["seq"]:
                 return c
             if forward and fr["closed"] and c["ts"] > fr["end_ts"]:
@@ -344,7 +369,7 @@ class Session:
         if not parts or not parts[0][0]:
             raise BadInput(f"name {name!r}", expected="a variable, a.b attributes or a[k] items")
         cur = self.pos
-        st, k = self._frame_stack(cur)
+        st, k = self._frame_stack(cur, full=True)
         first = parts[0][0]
         target: Target | None = None
         if k >= 0:
