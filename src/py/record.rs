@@ -21,7 +21,7 @@ use crate::record::wire::{self, WireReader};
 
 /// Starts recording this process into descriptor `fd` (see `tracehouse.record.child`).
 #[pyfunction]
-#[pyo3(signature = (fd, rules, actions, *, flush_rows=32_768, hello="{}".to_owned(), monitoring=false, disable=None))]
+#[pyo3(signature = (fd, rules, actions, *, flush_rows=32_768, hello="{}".to_owned(), monitoring=false, disable=None, depths=None))]
 #[allow(clippy::too_many_arguments)]
 fn record_start(
     fd: i32,
@@ -31,6 +31,7 @@ fn record_start(
     hello: String,
     monitoring: bool,
     disable: Option<Bound<'_, PyAny>>,
+    depths: Option<Bound<'_, PyAny>>,
 ) -> PyResult<()> {
     if actions.len() != 256 {
         return Err(PyValueError::new_err(format!(
@@ -43,7 +44,9 @@ fn record_start(
     }
     let mut table = [0u8; 256];
     table.copy_from_slice(&actions);
-    let cfg = Config { fd, rules, actions: table, flush_rows, hello, monitoring };
+    // The callable is kept for the whole recording (a reference the recorder owns).
+    let depths = depths.map_or(0, |d| d.into_ptr() as usize);
+    let cfg = Config { fd, rules, actions: table, flush_rows, hello, monitoring, depths };
     let d = disable.map_or(std::ptr::null_mut(), |d| d.as_ptr());
     // SAFETY: we hold the interpreter lock (a #[pyfunction] runs attached).
     unsafe { tracer::start(cfg, d) }.map_err(PyRuntimeError::new_err)

@@ -219,6 +219,11 @@ pub struct Config {
     pub hello: String,
     /// true: sys.monitoring callbacks (3.12+); false: PyEval_SetTrace in each thread (3.11).
     pub monitoring: bool,
+    /// Under sys.monitoring: a Python callable `code -> bytes` giving the stack depth before
+    /// each instruction (int16 per code unit, -1 unknown). An INSTRUCTION event does not save
+    /// the frame's stack pointer (3.11's opcode events do), so the depth comes from the
+    /// bytecode. A new reference, or null.
+    pub depths: usize,
 }
 
 #[derive(Clone, Copy)]
@@ -252,6 +257,9 @@ struct Code {
     kinds: Vec<u8>,
     /// The deoptimised bytecode (`co_code`), to read the instruction at an offset.
     bytes: Vec<u8>,
+    /// Under sys.monitoring: the value stack's depth before each instruction (per code unit,
+    /// -1 where unknown), computed from the bytecode at first sight (`Config::depths`).
+    depths: Vec<i16>,
 }
 
 /// Counts of what was recorded, for the end frame and `stop`'s report.
@@ -275,6 +283,7 @@ pub struct Counts {
 pub struct Recorder {
     layout: Layout,
     monitoring: bool,
+    depths_fn: usize,
     actions: [u8; 256],
     rules: Vec<(String, bool)>,
     flush_rows: usize,
@@ -415,6 +424,7 @@ impl Recorder {
         let mut r = Recorder {
             layout,
             monitoring: cfg.monitoring,
+            depths_fn: cfg.depths,
             actions: cfg.actions,
             rules: cfg.rules,
             flush_rows: cfg.flush_rows.max(1),
@@ -583,6 +593,7 @@ impl Recorder {
                 vars: vec![],
                 kinds: vec![],
                 bytes: vec![],
+                depths: vec![],
             });
             return idx;
         }
@@ -629,6 +640,20 @@ impl Recorder {
             bytes.extend_from_slice(std::slice::from_raw_parts(p.cast::<u8>(), n as usize));
         }
         ffi::Py_XDECREF(bytes_obj);
+        let mut depths = Vec::new();
+        if self.depths_fn != 0 {
+            let d = ffi::PyObject_CallOneArg(self.depths_fn as *mut ffi::PyObject, code);
+            if !d.is_null() && ffi::PyBytes_Check(d) != 0 {
+                let p = ffi::PyBytes_AsString(d).cast::<u8>();
+                let n = ffi::PyBytes_Size(d) as usize;
+                depths = std::slice::from_raw_parts(p, n)
+                    .chunks_exact(2)
+                    .map(|c| i16::from_le_bytes([c[0], c[1]]))
+                    .collect();
+            }
+            ffi::Py_XDECREF(d);
+            ffi::PyErr_Clear();
+        }
         let qual = getattr(code, c"co_qualname");
         let qual_sym = match py_str(qual) {
             Some(b) => self.intern(b),
@@ -642,7 +667,7 @@ impl Recorder {
         let file_sym = self.intern(file.as_bytes());
         let ts = self.last_ts;
         self.out.code.extend_from_slice(&[ts, id, file_sym, qual_sym, first_line]);
-        self.codes.push(Code { included: true, id, names, vars, kinds, bytes });
+        self.codes.push(Code { included: true, id, names, vars, kinds, bytes, depths });
         idx
     }
 
@@ -1111,7 +1136,16 @@ impl Recorder {
         if act == action::NONE || act >= action::EXTENDED_ARG && act != action::STORE_SLICE {
             return;
         }
-        let top: c_int = rd(f, self.layout.stacktop);
+        let top: c_int = if self.monitoring {
+            // The stack pointer is not saved at an INSTRUCTION event: the depth from the bytecode.
+            let code = &self.codes[ci as usize];
+            match code.depths.get(off / 2) {
+                Some(&d) if d >= 0 => code.vars.len() as c_int + c_int::from(d),
+                _ => return,
+            }
+        } else {
+            rd(f, self.layout.stacktop)
+        };
         let lp = f.add(self.layout.localsplus).cast::<*mut ffi::PyObject>();
         let depth = |k: i32| -> *mut ffi::PyObject {
             if k < top && top > 0 {

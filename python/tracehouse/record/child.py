@@ -46,6 +46,47 @@ def opcode_actions() -> bytes:
     return bytes(table)
 
 
+_ENDS = {"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "RETURN_VALUE", "RETURN_CONST",
+         "RAISE_VARARGS", "RERAISE", "INTERPRETER_EXIT"}
+
+
+def stack_depths(code) -> bytes:
+    """The value stack's depth before each instruction of `code` (int16 per code unit, -1 where
+    no path reaches it), found as the compiler finds it: from the entry and each exception
+    handler (entered at the table's depth, plus lasti when it is pushed, plus the exception),
+    through every branch (`dis.stack_effect` of the branch taken or not). sys.monitoring's
+    INSTRUCTION event does not save the frame's stack pointer, so the tracer reads TOS at
+    localsplus[nlocalsplus + depth - 1]."""
+    import array
+
+    instrs = list(dis.get_instructions(code))
+    pos = {ins.offset: k for k, ins in enumerate(instrs)}
+    depth = array.array("h", [-1]) * (len(code.co_code) // 2)
+    work = [(0, 0)]
+    for e in dis._parse_exception_table(code):
+        work.append((e.target, e.depth + (1 if e.lasti else 0) + 1))
+    while work:
+        off, d = work.pop()
+        k = pos.get(off)
+        while k is not None and k < len(instrs):
+            ins = instrs[k]
+            if depth[ins.offset // 2] >= 0:
+                break
+            depth[ins.offset // 2] = d
+            arg = ins.arg if ins.arg is not None else 0
+            try:
+                if ins.opcode in dis.hasjrel or ins.opcode in dis.hasjabs:
+                    work.append((ins.argval, d + dis.stack_effect(ins.opcode, arg, jump=True)))
+                if ins.opname in _ENDS:
+                    break
+                d += dis.stack_effect(ins.opcode, arg, jump=False) if ins.opcode >= dis.HAVE_ARGUMENT \
+                    else dis.stack_effect(ins.opcode)
+            except ValueError:  # an opcode dis cannot size: the rest of this path stays unknown
+                break
+            k += 1
+    return depth.tobytes()
+
+
 def _dir(p: str) -> str:
     p = os.path.abspath(p)
     return p if p.endswith(os.sep) else p + os.sep
@@ -156,7 +197,7 @@ def _start(fd: int, include, exclude, flush_rows: int, program: list[str]) -> st
         for name, fn in _core.record_callbacks().items():
             mon.register_callback(TOOL, getattr(mon.events, name), fn)
         _core.record_start(fd, rule_list, opcode_actions(), flush_rows=flush_rows, hello=hello, monitoring=True,
-                           disable=mon.DISABLE)
+                           disable=mon.DISABLE, depths=stack_depths)
         ev = mon.events
         mon.set_events(TOOL, ev.PY_START | ev.PY_RESUME | ev.PY_THROW | ev.PY_RETURN | ev.PY_YIELD | ev.PY_UNWIND
                        | ev.LINE | ev.INSTRUCTION)
