@@ -273,11 +273,15 @@ def main(argv: list[str]) -> int:
     os.register_at_fork(after_in_child=forget_after_fork)
     mode = _start(fd, include, exclude, flush_rows, program)
     status, error = 0, None
+    import time
+
+    t0 = time.perf_counter()
     try:
         try:
             _run_program(program)
         finally:
             _join_threads()
+            seconds = time.perf_counter() - t0
     except SystemExit as e:
         code = e.code
         if code is None:
@@ -297,5 +301,5 @@ def main(argv: list[str]) -> int:
 
         traceback.print_exc()
         status, error = 1, f"{type(e).__name__}: {e}"
-    _stop(mode, {"status": status, "error": error})
+    _stop(mode, {"status": status, "error": error, "seconds": round(seconds, 6)})
     return status

@@ -644,7 +644,7 @@ class Session:
             return self.view(note="no breakpoint is hit " + ("after" if forward else "before") + " this point")
         b, (stop, w) = best
         self.pos = stop
-        self.focus = {**w, "name": b.spec} if w else None
+        self.focus = {**w, "name": b.cond[0] if b.cond else b.spec} if w else None
         return self.view(note=f"breakpoint {b.id}: {b.spec}")
 
     # -- position and views ------------------------------------------------------------------
@@ -653,7 +653,8 @@ class Session:
         """`goto SEQ` (of this thread), `goto @NS` (the first stop at or after a time), `goto start|end`."""
         p = self.pos["producer"]
         if where in ("start", "end"):
-            s = self._stop(p, LOW if where == "start" else HIGH, where == "start", inclusive=True)
+            s = (self._main_stop(p) if where == "start" else None) or \
+                self._stop(p, LOW if where == "start" else HIGH, where == "start", inclusive=True)
             return self._move(s, "goto")
         if where.startswith("@"):
             return self._move(self._stop(p, int(where[1:]), True, inclusive=True), "goto")

@@ -61,7 +61,13 @@ class RecordReport:
                 "seconds": round(self.seconds, 3), "events": self.events, "by_type": self.by_type,
                 "threads": self.threads, "complete": self.complete, "reason": self.reason,
                 "interrupted": self.interrupted, "python": self.hello.get("python"), "mode": self.hello.get("mode"),
-                "stream_bytes": self.bytes, "codes": self.end.get("codes"), "sources": self.end.get("sources")}
+                "stream_bytes": self.bytes, "codes": self.end.get("codes"), "sources": self.end.get("sources"),
+                "program_seconds": self.program_seconds}
+
+    @property
+    def program_seconds(self) -> float | None:
+        """The program's own time under the recorder (from the end frame: no start-up, no storing)."""
+        return ((self.end.get("program") or {}).get("seconds")) if self.end else None
 
 
 def python_command(cmd: list[str]) -> list[str]:

@@ -17,7 +17,8 @@ frame, opcode events, `frame.f_locals`):
 Both record the files `child.rules` records (the standard library and tracehouse excluded).
 
     python -m tracehouse.record.reference --lines OUT.json -- prog.py ARGS
-    python -m tracehouse.record.reference --events -- prog.py ARGS     # prints the event count
+    python -m tracehouse.record.reference --events -- prog.py ARGS     # prints the event count and time
+    python -m tracehouse.record.reference --none -- prog.py ARGS       # the same run untraced: its time
 """
 
 from __future__ import annotations
@@ -293,9 +294,12 @@ class LineRecorder:
 
 
 def run(recorder, program: list[str]) -> int:
-    """Runs `program` as `python PROGRAM` would under `recorder`; returns its exit status."""
+    """Runs `program` as `python PROGRAM` would under `recorder` (None: untraced); returns its
+    exit status. `run.seconds` is the program's own time (no interpreter start-up)."""
     status = 0
-    recorder.start()
+    if recorder is not None:
+        recorder.start()
+    t0 = time.perf_counter()
     try:
         try:
             child._run_program(program)
@@ -309,7 +313,9 @@ def run(recorder, program: list[str]) -> int:
         traceback.print_exc()
         status = 1
     finally:
-        recorder.stop()
+        run.seconds = time.perf_counter() - t0
+        if recorder is not None:
+            recorder.stop()
     return status
 
 
@@ -323,9 +329,9 @@ def main(argv: list[str]) -> int:
         with open(opts[1], "w") as f:
             json.dump(rec.to_json(), f)
         return status
-    rec = EventRecorder()
+    rec = None if opts[:1] == ["--none"] else EventRecorder()
     status = run(rec, program)
-    print(json.dumps({"events": len(rec.events)}), file=sys.stderr)
+    print(json.dumps({"events": len(rec.events) if rec else 0, "seconds": run.seconds}), file=sys.stderr)
     return status
 
 
