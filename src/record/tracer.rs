@@ -1379,12 +1379,15 @@ unsafe extern "C" fn trace_func(
                 r.instruction(th, open, iframe(frame), lasti);
             }
         }
-        ffi::PyTrace_EXCEPTION => {
-            if r.top(frame).is_some() && !arg.is_null() && ffi::PyTuple_Check(arg) != 0 && ffi::PyTuple_Size(arg) >= 2 {
-                let th = r.thread();
-                let v = r.encode(ffi::PyTuple_GetItem(arg, 1));
-                r.threads[th].exc = v;
-            }
+        ffi::PyTrace_EXCEPTION
+            if r.top(frame).is_some()
+                && !arg.is_null()
+                && ffi::PyTuple_Check(arg) != 0
+                && ffi::PyTuple_Size(arg) >= 2 =>
+        {
+            let th = r.thread();
+            let v = r.encode(ffi::PyTuple_GetItem(arg, 1));
+            r.threads[th].exc = v;
         }
         _ => {}
     }
@@ -1506,7 +1509,7 @@ callback!(cb_instruction, |a| {
     none()
 });
 
-static mut METHOD_DEFS: [ffi::PyMethodDef; 8] = [ffi::PyMethodDef::zeroed(); 8];
+static METHOD_DEFS: GilCell<[ffi::PyMethodDef; 8]> = GilCell(UnsafeCell::new([ffi::PyMethodDef::zeroed(); 8]));
 
 /// The sys.monitoring callbacks, in [`MONITORING_EVENTS`] order (new references).
 ///
@@ -1523,7 +1526,7 @@ pub unsafe fn monitoring_callbacks() -> Vec<*mut ffi::PyObject> {
         (c"record_line", cb_line),
         (c"record_instruction", cb_instruction),
     ];
-    let defs = &mut *(&raw mut METHOD_DEFS);
+    let defs = METHOD_DEFS.get();
     let mut out = Vec::with_capacity(8);
     for (i, (name, f)) in fns.into_iter().enumerate() {
         defs[i] = ffi::PyMethodDef {

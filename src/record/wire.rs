@@ -644,9 +644,9 @@ mod tests {
         assert_eq!(event_width(2), 10);
         assert_eq!(event_width(3), 12);
         assert_eq!(event_width(4), 6);
-        for t in 0..5 {
-            assert_eq!(schema(EVENT_TAGS[t]).fields().len(), event_width(t));
-            assert!(!schema(EVENT_TAGS[t]).field(3).is_nullable());
+        for (t, name) in EVENT_TAGS.iter().enumerate() {
+            assert_eq!(schema(name).fields().len(), event_width(t));
+            assert!(!schema(name).field(3).is_nullable());
         }
     }
 
