@@ -1,8 +1,10 @@
 """`tracehouse bench record`: what recording a program costs, and how fast its events are stored.
 
 Owns the recorder's benchmark. For each program (pyperformance's nbody, richards, json_dumps,
-json_loads and regex_effbot, unchanged, and a threaded file-IO program: `bench/programs/`,
-copied to the work directory first, since nothing under the tracehouse package is recorded),
+json_loads and regex_effbot, unchanged, from the installed `pyperformance` package (PyPI; the
+`bench` extra), and a threaded file-IO program of ours in `bench/programs/`; all are copied to the
+work directory first, beside `bench/programs/pyperf.py`, since nothing under the tracehouse package
+is recorded),
 in the same run, one after the other:
 
   untraced     `python prog.py`                                    wall time, median of --repeat
@@ -55,9 +57,29 @@ QUICK: dict[str, list[str]] = {  # --quick: a tenth of the work (CI)
     "nbody": ["--iterations", "2000"],
     "file_io_threads": ["2", "4", "500"],
 }
+# Taken from the installed pyperformance package (its data-files/benchmarks/bm_<name>/).
+PYPERFORMANCE = ("nbody", "richards", "json_dumps", "json_loads", "regex_effbot")
 TARGET_OVERHEAD = 30.0
 TARGET_GAIN = 10.0
 TARGET_INGEST = 5_000_000
+
+
+def _pyperformance_file(name: str) -> Path:
+    """pyperformance's own `run_benchmark.py` of benchmark `name`, as the installed package ships it."""
+    from importlib.util import find_spec
+
+    spec = find_spec("pyperformance")
+    if spec is None or not spec.submodule_search_locations:
+        from ..errors import BadInput
+
+        raise BadInput(f"benchmark program {name} comes from the pyperformance package, which is not installed",
+                       expected="pip install pyperformance (make setup installs it with the bench extra)")
+    path = Path(list(spec.submodule_search_locations)[0]) / "data-files" / "benchmarks" / f"bm_{name}" / "run_benchmark.py"
+    if not path.is_file():
+        from ..errors import BadInput
+
+        raise BadInput(f"{path}: pyperformance has no benchmark {name}", expected="pyperformance >= 1.10")
+    return path
 
 
 def _env(loops: int) -> dict:
@@ -103,6 +125,9 @@ def run(programs: list[str] | None = None, *, repeat: int = 1, quick: bool = Fal
         progs.mkdir()
         for f in PROGRAMS_DIR.glob("*.py"):
             shutil.copy(f, progs / f.name)
+        for name in names:
+            if name in PYPERFORMANCE:
+                shutil.copy(_pyperformance_file(name), progs / PROGRAMS[name][0])
         store = tracehouse.open(base / "store")
         try:
             biggest = None
