@@ -2,7 +2,7 @@
 
 Owns the rule of the layout (README "Layout"): data flows one way,
 
-    base -> store -> formats -> analysis -> replay -> bench -> server -> cli
+    base -> store -> formats -> analysis -> record -> replay -> bench -> server -> cli
 
 and a module may import only modules of its own layer or of a lower one; nothing
 imports `tracehouse.cli` (the command is the top) and nothing but the CLI imports
@@ -35,6 +35,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("store", ("tracehouse.store",)),
     ("formats", ("tracehouse.formats",)),
     ("analysis", ("tracehouse.analysis",)),
+    ("record", ("tracehouse.record",)),
     ("replay", ("tracehouse.replay",)),
     ("bench", ("tracehouse.bench",)),
     ("server", ("tracehouse.server",)),

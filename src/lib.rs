@@ -23,6 +23,7 @@
 //! - [`hist`]: bpftrace `hist`/`lhist` bucket rules and counting.
 //! - [`density`]: events per time bin over sorted timestamp streams.
 //! - [`replay`]: IO trace replay (plan from a strace trace, timed multi-threaded run).
+//! - [`record`]: the omniscient recorder of Python programs (its wire, its event types, the tracer).
 //! - `py`: the PyO3 glue (only with the default `python` feature), one file per
 //!   concern, registered below.
 //!
@@ -40,6 +41,7 @@ pub mod ingest;
 pub mod intparquet;
 pub mod order;
 pub mod packed;
+pub mod record;
 pub mod replay;
 pub mod slab;
 pub mod spans;
@@ -77,5 +79,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     py::wal::register(m)?;
     py::intparquet::register(m)?;
     py::segment::register(m)?;
+    py::record::register(m)?;
     Ok(())
 }

@@ -764,3 +764,51 @@ class ReplayRun:
 def replay_raw_preads(paths: list[str], offsets: pa.Int64Array, size: int, threads: int) -> float:
     """The replay benchmark's peer: the preads in a bare loop over `threads` threads; wall seconds."""
     ...
+
+# -- the recorder of Python programs (src/record/, src/py/record.rs) ------------------------
+
+RECORD_EVENT_TYPES: Final[list[str]]
+"""The event types a recording's program events come as: behavior_enter, behavior_exit,
+var_write, field_write, line_step (the `python` format; code, symbol and source describe it)."""
+
+def record_start(fd: int, rules: list[tuple[str, bool]], actions: bytes, *, flush_rows: int = 32768,
+                 hello: str = "{}", monitoring: bool = False, disable: object | None = None,
+                 depths: object | None = None) -> None:
+    """Starts recording this process into descriptor `fd` (taken over): 3.11 installs the C trace
+    function in the calling thread; with `monitoring` (3.12+) the caller has registered
+    `record_callbacks()` and passes `sys.monitoring.DISABLE` and `depths` (code -> int16 stack
+    depths per code unit). `rules`: (path prefix, recorded?), the longest match decides;
+    `actions`: one action code per opcode (tracehouse.record.child.opcode_actions)."""
+    ...
+
+def record_attach_thread() -> None:
+    """Installs the 3.11 trace function in the calling thread (threads started after record_start)."""
+    ...
+
+def record_callbacks() -> dict[str, object]:
+    """{sys.monitoring event name: callback} of a 3.12+ recording."""
+    ...
+
+def record_stop(end: str) -> dict:
+    """Stops recording, writes the end frame (`end`: JSON of the program's end) and joins the
+    writer: {events, by_type, symbols, codes, excluded_codes, threads, sources, bytes, files}."""
+    ...
+
+def record_forget() -> None:
+    """In a forked child: records nothing more and never writes the parent's stream."""
+    ...
+
+class RecordReader:
+    """Decodes a recorder stream (a descriptor it takes over, or a file path) into record batches."""
+
+    def __init__(self, source: int | str) -> None: ...
+    def read(self, max_rows: int = 262144) -> dict:
+        """About `max_rows` events (interpreter lock released while reading): {"batches": [(type,
+        pyarrow.RecordBatch)], "threads": [{producer, ident, name, ts}], "hello": str | None,
+        "end": str | None, "eof": bool}. A cut or damaged stream raises ValueError naming the byte."""
+        ...
+    @property
+    def offset(self) -> int:
+        """Bytes decoded so far."""
+        ...
+    def close(self) -> None: ...

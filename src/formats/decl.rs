@@ -96,8 +96,9 @@ pub struct FormatDecl {
 }
 
 /// Every declared format, in the order Python lists them.
-pub const FORMATS: [&FormatDecl; 6] = [
+pub const FORMATS: [&FormatDecl; 7] = [
     &crate::workload::tod::decl::TOD,
+    &crate::record::decl::PYTHON,
     &super::strace::decl::STRACE,
     &super::chrome::decl::CHROME,
     &super::probe::decl::BPFTRACE,

@@ -16,6 +16,7 @@ pub mod lineproto;
 pub mod loadgen;
 pub mod paje;
 pub mod probe;
+pub mod record;
 pub mod replay;
 pub mod segment;
 pub mod strace;

@@ -14,7 +14,7 @@ import pyarrow as pa
 import pytest
 
 from tracehouse import _core
-from tracehouse.formats import BUILTIN, bpftrace, chrome, paje, stap, strace, tod
+from tracehouse.formats import BUILTIN, bpftrace, chrome, paje, python, stap, strace, tod
 
 DATA = Path(__file__).parent.parent / "data"
 PATTERNS = ["job_start:job_start {ts} {tid} {task:hex}", "job_end:job_end {ts} {tid} {task:hex}"]
@@ -41,7 +41,8 @@ CASES = {
     "stap": lambda: _run(_core.ProbeParser("stap", PATTERNS), (DATA / "hyrise_jobs.stap.txt").read_bytes()),
     "tod": lambda: list(_core.TodGenerator(events=2_000, threads=3).next_batches(10_000).items()),
 }
-MODULES = {"strace": strace, "chrome": chrome, "paje": paje, "bpftrace": bpftrace, "stap": stap, "tod": tod}
+MODULES = {"strace": strace, "chrome": chrome, "paje": paje, "bpftrace": bpftrace, "stap": stap, "tod": tod,
+           "python": python}
 
 
 def test_the_rust_declared_formats_are_the_builtin_ones():

@@ -80,6 +80,12 @@ PROFILES: dict[str, Profile] = {
         objects=ObjectConfig("field_write", object="target", field="field_id", value="value"),
         locals=LocalsConfig("var_write", frame="parent_seq", var="var_id", value="value"),
     ),
+    # A recorded Python program keeps TOD's types and columns (src/record/decl.rs).
+    "python": Profile(
+        spans=SpanConfig("behavior_enter", "behavior_exit", key="behavior_id"),
+        objects=ObjectConfig("field_write", object="target", field="field_id", value="value"),
+        locals=LocalsConfig("var_write", frame="parent_seq", var="var_id", value="value"),
+    ),
 }
 
 

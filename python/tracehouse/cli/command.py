@@ -37,6 +37,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("serve", "ingest server: InfluxDB line protocol over HTTP and TCP, Arrow IPC, read-only SQL over HTTP"),
     "load": ("serve", "write load generator (Rust): seed 003's QoS agents or TSBS cpu-only hosts against a server"),
     "tools": ("tools", "list importers, exporters and analyses (ours and installed plugins)"),
+    "record": ("record", "record a Python program omnisciently (calls, returns, lines, local/attribute/item writes) "
+                         "into a new trace: tracehouse record -- python prog.py"),
+    "debug": ("record", "travel back in a recorded program: steps both ways, stack, values, origins of values, "
+                        "breakpoints (tracehouse debug TRACE -c 'next; origin x')"),
     "capture": ("replay", "run a command under strace (-f -ttt -T -y -s0), streaming its IO syscalls into a new trace"),
     "replay": ("replay", "replay a strace trace's IO under --root with its timing and threads; store every call"),
     "extrapolate": ("replay", "fit PerfExt, USL and MVA to measured runs and predict higher concurrency"),
@@ -57,6 +61,11 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "import": ("bench", "importers on real files: throughput at 3 sizes, peak memory, peers (wc -l, a Python regex)"),
     "engines": ("bench", "Q1-Q5 (seed 003) and the TOD statistics on DuckDB vs Spark local[2], same store, "
                          "same answers"),
+    "record": ("record", "recording Python programs: overhead against the untraced program and a pure-Python "
+                         "sys.settrace recorder (pyperformance nbody, richards, json, regex; threaded file IO), "
+                         "events/s into the store"),
+    "debug": ("record", "tracehouse debug on a big recording (TOD generator, 10M events by default): steps both "
+                        "ways and origins of values, p50/p99 (targets on 100M: 50 ms a step, 200 ms an origin)"),
     "all": ("bench", "every experiment of the seeds (TOD store, QoS writes and reads, SoC-Trace, import, analyses) "
                      "against SQLite, PostgreSQL, MariaDB, DuckDB, QuestDB; writes DIR/report.md"),
 }

@@ -20,6 +20,7 @@ browser asks the JSON API under `/api/ui/` for aggregates:
   GET  /api/ui/examples       example queries (?trace= for one trace's format)
   GET  /api/ui/results        saved results (?trace=, ?kind=, ?indexes=1)
   GET  /api/ui/result?id=     one result: table page, histogram, text or processed trace
+  POST /api/ui/debug          the Debug page: commands of `tracehouse debug` from a state (debugview.py)
 
 Every trace view takes the linked selection: `trace`, `start`/`end` (ns) and `producers`
 (comma list). Answers: 200 JSON; 202 {"pending": job} while a big trace is being prepared
@@ -51,7 +52,7 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from ...errors import BadInput, NotFound, TracehouseError
-from . import console, views
+from . import console, debugview, views
 from .prepare import Jobs, Pending, Preparer, ui_span_config
 
 if TYPE_CHECKING:
@@ -60,6 +61,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("tracehouse.server.ui")
 
 STATIC = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; charset=utf-8",
+          "debug.js": "text/javascript; charset=utf-8",
           "app.css": "text/css; charset=utf-8", "favicon.svg": "image/svg+xml"}
 ASSET_PATHS = ["/", "/favicon.ico"] + [f"/ui/{n}" for n in STATIC]  # public: served without the token
 MAX_PRODUCERS_LISTED = 5_000
@@ -501,6 +503,7 @@ def build_app(state: UiState) -> Starlette:
         route("/api/ui/examples", examples),
         route("/api/ui/results", results_list),
         route("/api/ui/result", result),
+        route("/api/ui/debug", debugview.debug_route, ("POST",), body=True),
     ]
 
     async def not_found(request: Request, _exc) -> Response:

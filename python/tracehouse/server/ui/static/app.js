@@ -206,13 +206,13 @@ async function route() {
   const gen = ++routeGen;
   clearError();
   const { page, arg, sel, qs } = parseHash();
-  const tracePages = ["trace", "timeline", "calls"];
+  const tracePages = ["trace", "timeline", "calls", "debug"];
   current = { page, arg, sel, qs, trace: tracePages.includes(page) ? arg : null, info: null };
   document.querySelectorAll("[data-nav]").forEach((a) => a.classList.toggle("active", a.dataset.nav === page));
   const tnav = $("#tracenav");
   tnav.hidden = !current.trace;
   if (current.trace) {
-    tnav.replaceChildren(...[["trace", "Overview"], ["timeline", "Timeline"], ["calls", "Calls"]].map(([p, label]) =>
+    tnav.replaceChildren(...[["trace", "Overview"], ["timeline", "Timeline"], ["calls", "Calls"], ["debug", "Debug"]].map(([p, label]) =>
       h("a", { href: hrefFor(p, current.trace, sel), class: p === page ? "active" : null }, label)));
     let info;
     try { info = await traceInfo(current.trace); } catch (e) {
@@ -224,7 +224,7 @@ async function route() {
   }
   renderSelection();
   const pages = { traces: pageTraces, trace: pageOverview, timeline: pageTimeline, calls: pageCalls, sql: pageSql,
-    results: pageResults, result: pageResult };
+    results: pageResults, result: pageResult, ...(window.extraPages || {}) };
   main.replaceChildren();
   (pages[page] || pageTraces)();
   main.focus({ preventScroll: true });

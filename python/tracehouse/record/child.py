@@ -1,0 +1,305 @@
+"""The traced process: runs the program under the native tracer and writes its events to a descriptor.
+
+Owns what happens inside `python -m tracehouse.record --child FD ... -- PROGRAM ARGS` (started
+by `record.record`, never by hand): which files are recorded (`rules`: the standard library and
+tracehouse itself are not, site-packages and everything else are, `--include`/`--exclude`
+override by package or path, the longest matching prefix deciding), the opcode table the tracer
+decodes stores with (`opcode_actions`, from this interpreter's `dis`), starting the tracer (3.11:
+`PyEval_SetTrace` here and in every thread `threading` starts; 3.12+: a `sys.monitoring` tool),
+running the program as `python PROGRAM` would (`runpy`, the script's directory first on
+`sys.path`, `-m MODULE` and `-c CODE` too), waiting for its non-daemon threads, and the end
+frame with its exit status.
+
+Imports only the standard library and `tracehouse._core`: nothing of the store is loaded into
+the program's process.
+"""
+
+from __future__ import annotations
+
+import dis
+import json
+import os
+import sys
+import sysconfig
+import threading
+
+# The action codes of src/record/tracer.rs (`action`), by opcode name.
+ACTIONS = {
+    "STORE_FAST": 1, "STORE_NAME": 2, "STORE_GLOBAL": 3, "STORE_DEREF": 4, "STORE_ATTR": 5, "STORE_SUBSCR": 6,
+    "DELETE_FAST": 7, "DELETE_NAME": 8, "DELETE_GLOBAL": 9, "DELETE_DEREF": 10, "DELETE_ATTR": 11,
+    "DELETE_SUBSCR": 12, "STORE_FAST_STORE_FAST": 13, "STORE_FAST_LOAD_FAST": 14, "EXTENDED_ARG": 15,
+    "YIELD_VALUE": 16, "RESUME": 17, "STORE_SLICE": 18,
+}
+# sys.monitoring tool id (the debugger's is 0, coverage's 1, profilers' 2; 4 is free for others).
+TOOL = 4
+USAGE = "python -m tracehouse.record --child FD [--include PKG] [--exclude PKG] -- PROGRAM [ARG ...]"
+
+
+def opcode_actions() -> bytes:
+    """One action code per opcode number of this interpreter (co_code is deoptimised: the
+    specialised forms never appear in it)."""
+    table = bytearray(256)
+    for name, code in ACTIONS.items():
+        op = dis.opmap.get(name)
+        if op is not None:
+            table[op] = code
+    return bytes(table)
+
+
+_ENDS = {"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "RETURN_VALUE", "RETURN_CONST",
+         "RAISE_VARARGS", "RERAISE", "INTERPRETER_EXIT"}
+
+
+def stack_depths(code) -> bytes:
+    """The value stack's depth before each instruction of `code` (int16 per code unit, -1 where
+    no path reaches it), found as the compiler finds it: from the entry and each exception
+    handler (entered at the table's depth, plus lasti when it is pushed, plus the exception),
+    through every branch (`dis.stack_effect` of the branch taken or not). sys.monitoring's
+    INSTRUCTION event does not save the frame's stack pointer, so the tracer reads TOS at
+    localsplus[nlocalsplus + depth - 1]."""
+    import array
+
+    instrs = list(dis.get_instructions(code))
+    pos = {ins.offset: k for k, ins in enumerate(instrs)}
+    depth = array.array("h", [-1]) * (len(code.co_code) // 2)
+    work = [(0, 0)]
+    for e in dis._parse_exception_table(code):
+        work.append((e.target, e.depth + (1 if e.lasti else 0) + 1))
+    while work:
+        off, d = work.pop()
+        k = pos.get(off)
+        while k is not None and k < len(instrs):
+            ins = instrs[k]
+            if depth[ins.offset // 2] >= 0:
+                break
+            depth[ins.offset // 2] = d
+            arg = ins.arg if ins.arg is not None else 0
+            try:
+                if ins.opcode in dis.hasjrel or ins.opcode in dis.hasjabs:
+                    work.append((ins.argval, d + dis.stack_effect(ins.opcode, arg, jump=True)))
+                if ins.opname in _ENDS:
+                    break
+                d += dis.stack_effect(ins.opcode, arg, jump=False) if ins.opcode >= dis.HAVE_ARGUMENT \
+                    else dis.stack_effect(ins.opcode)
+            except ValueError:  # an opcode dis cannot size: the rest of this path stays unknown
+                break
+            k += 1
+    return depth.tobytes()
+
+
+def _dir(p: str) -> str:
+    p = os.path.abspath(p)
+    return p if p.endswith(os.sep) else p + os.sep
+
+
+def resolve(pkg: str) -> list[str]:
+    """Path prefixes of a package, module or path given to --include/--exclude. A module is
+    found without importing it (its parent package's directory for a dotted name)."""
+    if os.path.sep in pkg or os.path.exists(pkg):
+        p = os.path.abspath(pkg)
+        return [_dir(p)] if os.path.isdir(p) else [p]
+    import importlib.util
+
+    top, _, rest = pkg.partition(".")
+    try:
+        spec = importlib.util.find_spec(top)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None:
+        raise SystemExit(f"tracehouse record: no package or path {pkg!r} (for --include/--exclude)")
+    if spec.submodule_search_locations:
+        bases = [_dir(d) for d in spec.submodule_search_locations]
+    elif spec.origin and os.path.isfile(spec.origin):
+        return [os.path.abspath(spec.origin)]
+    else:  # a built-in or frozen module: nothing of it is Python source
+        return [f"<frozen {pkg}"]
+    if not rest:
+        return bases
+    out = []
+    for b in bases:
+        sub = os.path.join(b, *rest.split("."))
+        out += [_dir(sub)] if os.path.isdir(sub) else [sub + ".py"]
+    return out
+
+
+def rules(include=(), exclude=()) -> list[tuple[str, bool]]:
+    """(prefix, recorded?) rules; the longest matching prefix decides, a later rule wins a tie."""
+    paths = sysconfig.get_paths()
+    out = [(_dir(paths[k]), False) for k in ("stdlib", "platstdlib") if paths.get(k)]
+    out.append(("<frozen ", False))
+    site_dirs = {paths.get("purelib"), paths.get("platlib")}
+    try:
+        import site
+
+        site_dirs |= set(site.getsitepackages()) | {site.getusersitepackages()}
+    except (AttributeError, ImportError):  # a virtualenv's old site module
+        pass
+    out += [(_dir(d), True) for d in sorted(d for d in site_dirs if d)]
+    here = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the tracehouse package
+    out.append((_dir(here), False))
+    for pkg in include:
+        out += [(p, True) for p in resolve(pkg)]
+    for pkg in exclude:
+        out += [(p, False) for p in resolve(pkg)]
+    return out
+
+
+def parse(argv: list[str]) -> tuple[int, list[str], list[str], int, list[str]]:
+    fd, include, exclude, flush_rows = -1, [], [], 32768
+    i = 0
+    while i < len(argv) and argv[i] != "--":
+        a = argv[i]
+        if a in ("--child", "--include", "--exclude", "--flush-rows") and i + 1 < len(argv):
+            v = argv[i + 1]
+            if a == "--child":
+                fd = int(v)
+            elif a == "--include":
+                include.append(v)
+            elif a == "--exclude":
+                exclude.append(v)
+            else:
+                flush_rows = int(v)
+            i += 2
+        else:
+            raise SystemExit(f"tracehouse record: unexpected argument {a!r}; usage: {USAGE}")
+    program = argv[i + 1:]
+    if fd < 0 or not program:
+        raise SystemExit(f"usage: {USAGE}")
+    return fd, include, exclude, flush_rows, program
+
+
+def _thread_hook(frame, event, arg):
+    """`threading.settrace` hook (3.11): installs the native tracer in the new thread, which
+    replaces this Python-level function from the thread's next event on."""
+    from .. import _core
+
+    _core.record_attach_thread()
+    return None
+
+
+def _start(fd: int, include, exclude, flush_rows: int, program: list[str]) -> str:
+    from .. import _core
+
+    monitoring = sys.version_info >= (3, 12)
+    main_file = os.path.abspath(program[0]) if program[0] not in ("-m", "-c") else None
+    if program[0] == "-m" and len(program) > 1:
+        import importlib.util
+
+        spec = importlib.util.find_spec(program[1]) if "." not in program[1] else None
+        main_file = spec.origin if spec else None
+    hello = json.dumps({"python": sys.version.split()[0], "implementation": sys.implementation.name,
+                        "pid": os.getpid(), "argv": program, "cwd": os.getcwd(), "main_file": main_file,
+                        "mode": "sys.monitoring" if monitoring else "PyEval_SetTrace"})
+    rule_list = rules(include, exclude)
+    if monitoring:
+        mon = sys.monitoring
+        mon.use_tool_id(TOOL, "tracehouse")
+        for name, fn in _core.record_callbacks().items():
+            mon.register_callback(TOOL, getattr(mon.events, name), fn)
+        _core.record_start(fd, rule_list, opcode_actions(), flush_rows=flush_rows, hello=hello, monitoring=True,
+                           disable=mon.DISABLE, depths=stack_depths)
+        ev = mon.events
+        mon.set_events(TOOL, ev.PY_START | ev.PY_RESUME | ev.PY_THROW | ev.PY_RETURN | ev.PY_YIELD | ev.PY_UNWIND
+                       | ev.LINE | ev.INSTRUCTION)
+    else:
+        _core.record_start(fd, rule_list, opcode_actions(), flush_rows=flush_rows, hello=hello)
+        threading.settrace(_thread_hook)
+    return "sys.monitoring" if monitoring else "PyEval_SetTrace"
+
+
+def _stop(mode: str, end: dict) -> dict:
+    from .. import _core
+
+    if mode == "sys.monitoring":
+        sys.monitoring.set_events(TOOL, 0)
+    else:
+        threading.settrace(None)
+    report = _core.record_stop(json.dumps(end))
+    if mode == "sys.monitoring":
+        sys.monitoring.free_tool_id(TOOL)
+    return report
+
+
+def _run_program(program: list[str]) -> None:
+    """Runs the program in this process as `python PROGRAM ARGS` would."""
+    import runpy
+
+    if program[0] == "-m":
+        if len(program) < 2:
+            raise SystemExit("tracehouse record: -m needs a module name")
+        sys.argv = [program[1], *program[2:]]
+        sys.path[0] = os.getcwd()
+        runpy.run_module(program[1], run_name="__main__", alter_sys=True)
+    elif program[0] == "-c":
+        if len(program) < 2:
+            raise SystemExit("tracehouse record: -c needs the code")
+        sys.argv = ["-c", *program[2:]]
+        sys.path[0] = ""
+        import types
+
+        main = types.ModuleType("__main__")
+        main.__dict__["__builtins__"] = __builtins__
+        sys.modules["__main__"] = main
+        exec(compile(program[1], "<string>", "exec"), main.__dict__)
+    else:
+        path = os.path.abspath(program[0])
+        sys.argv = [program[0], *program[1:]]
+        sys.path[0] = os.path.dirname(path)
+        runpy.run_path(path, run_name="__main__")
+
+
+def _join_threads() -> None:
+    """Waits for the program's non-daemon threads, as the interpreter does at exit, so their
+    events are recorded to the end."""
+    me = threading.current_thread()
+    for t in threading.enumerate():
+        if t is not me and not t.daemon and t is not threading.main_thread():
+            t.join()
+
+
+def main(argv: list[str]) -> int:
+    fd, include, exclude, flush_rows, program = parse(argv)
+    os.set_inheritable(fd, False)  # the program's own children never write to the stream
+
+    def forget_after_fork():
+        from .. import _core
+
+        _core.record_forget()
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+
+    os.register_at_fork(after_in_child=forget_after_fork)
+    mode = _start(fd, include, exclude, flush_rows, program)
+    status, error = 0, None
+    import time
+
+    t0 = time.perf_counter()
+    try:
+        try:
+            _run_program(program)
+        finally:
+            _join_threads()
+            seconds = time.perf_counter() - t0
+    except SystemExit as e:
+        code = e.code
+        if code is None:
+            status = 0
+        elif isinstance(code, int):
+            status = code
+        else:
+            print(code, file=sys.stderr)
+            status = 1
+    except KeyboardInterrupt:
+        import traceback
+
+        traceback.print_exc()
+        status, error = 130, "KeyboardInterrupt"
+    except BaseException as e:  # noqa: BLE001 - the program's uncaught exception, reported as Python would
+        import traceback
+
+        traceback.print_exc()
+        status, error = 1, f"{type(e).__name__}: {e}"
+    _stop(mode, {"status": status, "error": error, "seconds": round(seconds, 6)})
+    return status

@@ -1,0 +1,198 @@
+"""Small deterministic programs, one per construct the recorder must get right."""
+
+RECURSION = '''
+def fact(n):
+    if n <= 1:
+        return 1
+    r = n * fact(n - 1)
+    return r
+
+def fib(n):
+    return n if n < 2 else fib(n - 1) + fib(n - 2)
+
+x = fact(6)
+y = fib(7)
+big = fact(25)
+'''
+
+CLOSURES = '''
+def counter(start):
+    count = start
+    def inc(step=1):
+        nonlocal count
+        count += step
+        return count
+    def peek():
+        return count
+    return inc, peek
+
+inc, peek = counter(10)
+a = inc()
+b = inc(5)
+c = peek()
+def outer():
+    v = 1
+    def mid():
+        def inner():
+            return v + 1
+        return inner()
+    v = 2
+    return mid()
+d = outer()
+'''
+
+GENERATORS = '''
+def squares(n):
+    total = 0
+    for i in range(n):
+        sq = i * i
+        total += sq
+        got = yield sq
+        if got:
+            total = -got
+    return total
+
+g = squares(5)
+first = next(g)
+second = g.send(7)
+rest = list(g)
+evens = [x for x in range(10) if x % 2 == 0]
+gen2 = sum(x * 2 for x in range(4))
+def delegate():
+    r = yield from squares(3)
+    yield r
+out = list(delegate())
+'''
+
+EXCEPTIONS = '''
+class Boom(Exception):
+    pass
+
+def fail(x):
+    if x > 2:
+        raise Boom(f"too big: {x}")
+    return x
+
+def guarded(x):
+    try:
+        y = fail(x)
+    except Boom as e:
+        msg = str(e)
+        y = -1
+    finally:
+        done = True
+    return y
+
+r1 = guarded(1)
+r2 = guarded(5)
+try:
+    fail(9)
+except Boom:
+    caught = True
+def nested():
+    try:
+        try:
+            raise ValueError("inner")
+        except ValueError:
+            raise KeyError("outer")
+    except KeyError as k:
+        return repr(k)
+n = nested()
+'''
+
+THREADS = '''
+import threading
+
+class Acc:
+    def __init__(self, name):
+        self.name = name
+        self.total = 0
+
+def work(acc, n):
+    for i in range(n):
+        acc.total = acc.total + i
+    acc.done = True
+    return acc.total
+
+accs = [Acc("a"), Acc("b")]
+ts = [threading.Thread(target=work, args=(accs[k], 5 + k)) for k in range(2)]
+for t in ts:
+    t.start()
+    t.join()
+totals = [a.total for a in accs]
+'''
+
+ASYNC = '''
+import asyncio
+
+async def fetch(i):
+    await asyncio.sleep(0)
+    v = i * 10
+    return v
+
+async def main():
+    a = await fetch(1)
+    b = await fetch(2)
+    total = a + b
+    return total
+
+result = asyncio.run(main())
+'''
+
+OBJECTS = '''
+class Point:
+    label = "p"
+    def __init__(self, x, y):
+        self.x = x
+        self.y = y
+    def move(self, dx):
+        self.x = self.x + dx
+        return self
+
+p = Point(1, 2.5)
+q = Point("a", None)
+p.move(3).move(-1)
+p.z = [1, 2, 3]
+del p.z
+d = {"k": 1}
+d["k"] = 2
+d[(1, 2)] = "pair"
+del d["k"]
+lst = [0, 0, 0]
+lst[1] = p
+lst[0:2] = [9, 9]
+alias = p
+Point.label = "changed"
+flag = True
+f = 0.1 + 0.2
+s = "x" * 300
+del flag
+'''
+
+GLOBALS = '''
+total = 0
+def add(n):
+    global total
+    total = total + n
+    return total
+add(3)
+add(4)
+import sys as _s
+mod = _s.modules[__name__]
+mod.extra = 5
+'''
+
+CLASS_BODY = '''
+class Config:
+    a = 1
+    b = a + 1
+    def method(self):
+        return self.b
+    c = [a, b]
+
+cfg = Config()
+v = cfg.method()
+'''
+
+ALL = {"recursion": RECURSION, "closures": CLOSURES, "generators": GENERATORS, "exceptions": EXCEPTIONS,
+       "threads": THREADS, "async": ASYNC, "objects": OBJECTS, "globals": GLOBALS, "class_body": CLASS_BODY}
