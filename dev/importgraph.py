@@ -10,6 +10,11 @@ imports `tracehouse.cli` (the command is the top) and nothing but the CLI import
 ones under `if TYPE_CHECKING:` (a type-only back reference is still an arrow back up).
 Cycles are looked for between modules too (within a layer).
 
+A name starting with `_` is private to its room (`tracehouse.<room>`): no module of another
+room imports it (`from tracehouse.analysis.spans import _x`, a module `_x` of another room)
+or reads it off an imported module (`spans._x`). The one exception is `tracehouse._core`,
+the native module, whose underscore says it is compiled: its public surface is its stub.
+
     python dev/importgraph.py            # the package graph as text (docs/import-graph.txt)
     python dev/importgraph.py --dot      # ... as Graphviz (docs/import-graph.dot)
     python dev/importgraph.py --check    # exit 1 listing every violation (tests/test_layout.py runs it)
@@ -30,7 +35,7 @@ PKG_DIR = ROOT / "python" / "tracehouse"
 
 # Lowest first. A module belongs to the layer of the longest prefix naming it.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
-    ("base", ("tracehouse._core", "tracehouse.arrays", "tracehouse.children", "tracehouse.errors", "tracehouse.lazy",
+    ("base", ("tracehouse._core", "tracehouse.arrays", "tracehouse.child_processes", "tracehouse.errors", "tracehouse.lazy",
               "tracehouse.schema", "tracehouse.util")),
     ("store", ("tracehouse.store",)),
     ("formats", ("tracehouse.formats",)),
@@ -48,11 +53,6 @@ ALLOWED_CYCLES = {
     frozenset({"tracehouse.store.engines", "tracehouse.store.spark"}):
         "open_engine(engine='spark') loads the Spark engine only when asked (pyspark is optional and "
         "heavy); the Spark engine builds on the engines' shared views",
-    frozenset({"tracehouse.analysis._index", "tracehouse.analysis.spans", "tracehouse.analysis.statistics"}):
-        "the objects and span indexes keep their seq columns as differences to the density index's seq (issue 17: "
-        "indexes no larger than the trace), and the density index is statistics' (built on _index): "
-        "_index.default_guesser imports statistics.seq_guesser when a guessed column is first read; statistics "
-        "loads spans only for span histograms",
 }
 # Surfaces: importing them is allowed only from the layers listed.
 SURFACES = {"tracehouse.cli": {"cli"}, "tracehouse.server": {"server", "cli"}}
@@ -139,6 +139,69 @@ def _parents(mod: str) -> set[str]:
     first, but that is Python's doing, not an arrow of ours."""
     parts = mod.split(".")
     return {".".join(parts[:i]) for i in range(1, len(parts))}
+
+
+# Private by its name but the door of its room: (module, reason).
+PUBLIC_PRIVATE = {"tracehouse._core": "the native module: its surface is the stub _core.pyi"}
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _private_part(mod: str) -> str | None:
+    """The first private component of a dotted module name, with what precedes it."""
+    parts = mod.split(".")
+    for i, p in enumerate(parts):
+        if _private(p):
+            return ".".join(parts[: i + 1])
+    return None
+
+
+def private_uses(known: dict[str, Path]) -> list[str]:
+    """Every use of another room's private name: imported by name, a private module
+    imported, or read as an attribute of a module imported from another room."""
+    out = []
+    for mod, path in sorted(known.items()):
+        if path.suffix != ".py":
+            continue
+        tree = ast.parse(path.read_text(), str(path))
+        is_pkg = path.name == "__init__.py"
+        bound: dict[str, str] = {}  # local name -> tracehouse module it names
+
+        def check(target: str, what: str, line: int) -> None:
+            priv = _private_part(target)
+            if priv is None or priv in PUBLIC_PRIVATE or group(priv) == group(mod):
+                return
+            out.append(f"{mod}:{line} uses the private {what} of another room")
+
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name.startswith("tracehouse."):
+                        check(a.name, f"module {a.name}", node.lineno)
+                        if a.asname:
+                            bound[a.asname] = a.name
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = mod.split(".") if is_pkg else mod.split(".")[:-1]
+                    base = base[: len(base) - (node.level - 1)]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                else:
+                    target = node.module or ""
+                if target != "tracehouse" and not target.startswith("tracehouse."):
+                    continue
+                check(target, f"module {target}", node.lineno)
+                for a in node.names:
+                    full = f"{target}.{a.name}"
+                    check(full, f"name {full}", node.lineno)
+                    if full in known:
+                        bound[a.asname or a.name] = full
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in bound \
+                    and _private(node.attr):
+                check(f"{bound[node.value.id]}.{node.attr}", f"name {bound[node.value.id]}.{node.attr}", node.lineno)
+    return out
 
 
 def violations(graph: dict[str, set[str]]) -> list[str]:
@@ -257,7 +320,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     graph = imports(modules())
     if args.check:
-        bad = violations(graph)
+        bad = violations(graph) + private_uses(modules())
         for b in bad:
             print(b)
         return 1 if bad else 0

@@ -13,7 +13,7 @@ import tracehouse
 from helpers.analysis_ref import build_trace, ref_call_tree, ref_spans, ref_stack
 from tracehouse import analysis as an
 from tracehouse.analysis import spans as S
-from tracehouse.analysis.format_defaults import SpanConfig
+from tracehouse.analysis.profiles import SpanConfig
 
 CFG_KEYED = SpanConfig("B", "E", key="key", name="name")
 CFG_NEST = SpanConfig("B", "E", key=None, name="name")

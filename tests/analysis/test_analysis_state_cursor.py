@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 import tracehouse
 from helpers.analysis_ref import build_trace, ref_matches, ref_state
 from tracehouse import analysis as an
-from tracehouse.analysis.format_defaults import ObjectConfig
+from tracehouse.analysis.profiles import ObjectConfig
 from tracehouse.errors import BadInput
 
 OBJ = ObjectConfig("W", object="obj", field="field", value="value")
@@ -76,9 +76,9 @@ def test_object_state_is_one_row_a_field_when_only_one_part_holds_the_object(sto
                                      "obj": pa.array([2], pa.int64()), "field": pa.array([0], pa.int64()),
                                      "value": pa.array([9], pa.int64())}))
     store.flush("t")
-    from tracehouse.analysis import _index
+    from tracehouse.analysis import indexes
 
-    assert len(_index.parts(an.objects_index(store, "t", OBJ))) == 2
+    assert len(indexes.parts(an.objects_index(store, "t", OBJ))) == 2
     got = an.object_state(store, "t", 1, 10**6, OBJ).to_pylist()
     assert [(r["field"], r["value"], r["ts"]) for r in got] == [(0, 2, 100)]
     assert {r["field"]: (r["value"], r["ts"]) for r in got} == ref_state(events, 1, 10**6)
@@ -108,7 +108,7 @@ def test_a_saved_objects_part_reads_true_seqs_after_a_smaller_seq_lands_on_its_t
 
 
 def test_object_state_sql_reference_agrees(store):
-    from tracehouse.analysis.statistics import sql_text
+    from tracehouse.analysis.sql import text as sql_text
     from tracehouse.store.query import qident
 
     rng = np.random.default_rng(5)

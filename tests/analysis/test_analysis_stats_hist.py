@@ -16,8 +16,9 @@ from helpers.paths import DATA
 from tracehouse import _core
 from tracehouse import analysis as an
 from tracehouse.analysis import histograms as H
+from tracehouse.analysis import event_streams as DN
 from tracehouse.analysis import statistics as STS
-from tracehouse.analysis.format_defaults import SpanConfig
+from tracehouse.analysis.profiles import SpanConfig
 from tracehouse.errors import BadInput
 
 CHROME = SpanConfig("B", "E", key="name")
@@ -143,14 +144,14 @@ def test_density_matches_brute_force_and_sql(raw, bins, flush):
     with tempfile.TemporaryDirectory() as d, tracehouse.open(d, flush_rows=10**7, flush_interval_s=3600, fsync="off") as s:
         build_trace(s, "t", events, flush=flush)
         start, end = min(e["ts"] for e in events), max(e["ts"] for e in events) + 1
-        edges = STS.bin_edges(start, end, bins)
+        edges = DN.bin_edges(start, end, bins)
         got = an.density(s, "t", bins, by="both").to_pylist()
         want = {}
         for e in events:
             b = int(np.searchsorted(edges, e["ts"], "right") - 1)
             want[(b, e["type"], e["producer"])] = want.get((b, e["type"], e["producer"]), 0) + 1
         assert {(r["bin"], r["type"], r["producer"]): r["events"] for r in got if r["events"]} == want
-        sql = STS.density_sql(s, "t", bins, start, end).to_pylist()
+        sql = DN.density_sql(s, "t", bins, start, end).to_pylist()
         assert {(r["bin"], r["type"], r["producer"]): r["events"] for r in sql} == want
         none = an.density(s, "t", bins, by="none")
         assert none.column("events").to_pylist() == [sum(v for (b, _, _), v in want.items() if b == i) for i in range(bins)]

@@ -14,8 +14,8 @@ import tracehouse
 from helpers.analysis_ref import build_trace, ref_state
 from tracehouse import _core
 from tracehouse import analysis as an
-from tracehouse.analysis import _index
-from tracehouse.analysis.format_defaults import LocalsConfig, ObjectConfig
+from tracehouse.analysis import indexes
+from tracehouse.analysis.profiles import LocalsConfig, ObjectConfig
 
 OBJ = ObjectConfig("W", object="obj", field="field", value="value")
 I64 = st.integers(-(2**63), 2**63 - 1)
@@ -38,7 +38,7 @@ def test_packed_column_reads_back_every_value(values, probes):
     else:
         arr = pa.array([v if v is None or -(2**63) <= v < 2**63 else None for v in values], typ)
     t = pa.table({"v": arr, "k": pa.array(np.arange(len(values)) % 3 == 0)})
-    idx = _index.PackedIndex(_index.pack(t))
+    idx = indexes.PackedIndex(indexes.pack(t))
     assert idx.num_rows == len(values)
     assert idx.column("v").to_pylist() == arr.to_pylist()
     assert idx.column("k").to_pylist() == t.column("k").to_pylist()
@@ -53,9 +53,9 @@ def test_packed_column_reads_back_every_value(values, probes):
             view = idx.view("v")
             for v in probes + ([int(a[0]), int(a[-1])] if n else []):
                 for side in ("left", "right"):
-                    assert _index.search(view, v, side) == int(np.searchsorted(a, v, side=side))
+                    assert indexes.search(view, v, side) == int(np.searchsorted(a, v, side=side))
                 lo, hi = n // 4, n - n // 4
-                assert _index.search(view[lo:hi], v) == int(np.searchsorted(a[lo:hi], v))
+                assert indexes.search(view[lo:hi], v) == int(np.searchsorted(a[lo:hi], v))
 
 
 def test_packed_columns_shrink_sorted_and_narrow_values():
@@ -64,9 +64,9 @@ def test_packed_columns_shrink_sorted_and_narrow_values():
     ts = np.cumsum(rng.integers(1, 5000, n)) + 10**15
     t = pa.table({"ts": pa.array(ts), "depth": pa.array(rng.integers(0, 12, n).astype(np.int64)),
                   "flag": pa.array(rng.integers(0, 2, n).astype(bool))})
-    packed = _index.pack(t)
+    packed = indexes.pack(t)
     assert packed.nbytes < t.nbytes / 6
-    idx = _index.PackedIndex(packed)
+    idx = indexes.PackedIndex(packed)
     assert np.array_equal(idx.array("ts"), ts)
 
 
@@ -75,14 +75,14 @@ def test_relative_and_derived_columns_are_read_back():
     end = ts + 3 + ts % 5
     t = pa.table({"ts": pa.array(ts), "end_ts": pa.array(end), "dur": pa.array(end - ts),
                   "end_max": pa.array(np.maximum.accumulate(end))})
-    packed = _index.pack(t, derived={"dur": ("end_ts", "ts")}, relative={"end_ts": "ts", "end_max": "end_ts"})
-    idx = _index.PackedIndex(packed)
+    packed = indexes.pack(t, derived={"dur": ("end_ts", "ts")}, relative={"end_ts": "ts", "end_max": "end_ts"})
+    idx = indexes.PackedIndex(packed)
     assert "dur" not in packed.column_names  # derived: not stored
     for c in ("ts", "end_ts", "dur", "end_max"):
         assert np.array_equal(idx.array(c), t.column(c).to_numpy()), c
     v = idx.view("end_max")
     for x in (0, 5, 7000, 10**9):
-        assert _index.search(v, x, "right") == int(np.searchsorted(t.column("end_max").to_numpy(), x, side="right"))
+        assert indexes.search(v, x, "right") == int(np.searchsorted(t.column("end_max").to_numpy(), x, side="right"))
 
 
 def test_sparse_blocks_keep_mostly_null_columns_small_and_exact():
@@ -93,10 +93,10 @@ def test_sparse_blocks_keep_mostly_null_columns_small_and_exact():
     n = 20_000
     vals = rng.integers(1, 10_001, n)
     arr = pa.array(vals, pa.int64(), mask=rng.random(n) < 0.8)
-    packed = _index.pack(pa.table({"arg3": arr}))
+    packed = indexes.pack(pa.table({"arg3": arr}))
     stored = sum(packed.column(c).nbytes for c in packed.column_names)
     assert stored < 0.6 * n  # bytes: 0.125 a row for the bitmap + 1.75 per non-null value
-    idx = _index.PackedIndex(packed)
+    idx = indexes.PackedIndex(packed)
     assert idx.column("arg3").to_pylist() == arr.to_pylist()
     rows = np.array([0, 1, 63, 64, 1023, 1024, 5000, n - 1], np.int64)
     assert idx.take(rows).column("arg3").to_pylist() == arr.take(pa.array(rows)).to_pylist()
@@ -135,16 +135,16 @@ def test_index_saved_in_the_old_layout_is_rebuilt_not_misread(tmp_path):
         old = pa.table({"object": pa.array([1], pa.int32()), "field": pa.array([0], pa.int32()),
                         "ts": pa.array([0], pa.int64()), "value": pa.array([12345], pa.int64()),
                         "producer": pa.array([1], pa.int32()), "seq": pa.array([0], pa.int64())})
-        rid = store.save_result("table", "objects", _index.TOOL, ["t"],
+        rid = store.save_result("table", "objects", indexes.TOOL, ["t"],
                                 params={"spec": spec, "signature": store.stamp("t")}, table=old, table_format="arrow")
-        _index.forget(store)
+        indexes.forget(store)
         for obj in (1, 2, 3, 4):
             for t in (99, 150, 300, 10**6):
                 got = an.object_state(store, "t", obj, t, OBJ).to_pylist()
                 assert {r["field"]: (r["value"], r["ts"]) for r in got} == ref_state(events, obj, t)
-        left = store.results(trace="t", tool=_index.TOOL, name="objects")
+        left = store.results(trace="t", tool=indexes.TOOL, name="objects")
         assert rid not in [r["id"] for r in left]
-        assert [r["params"]["format"] for r in left] == [_index.FORMAT]
+        assert [r["params"]["format"] for r in left] == [indexes.FORMAT]
 
 
 def test_indexes_of_a_tod_trace_take_about_the_trace_s_bytes(tmp_path):
@@ -161,7 +161,7 @@ def test_indexes_of_a_tod_trace_take_about_the_trace_s_bytes(tmp_path):
         from tracehouse.analysis.stack import locals_index
 
         locals_index(store, "tod", an.locals_config(store, "tod"))
-        paths = [store.path / r["path"] for r in store.results(trace="tod", tool=_index.TOOL)]
+        paths = [store.path / r["path"] for r in store.results(trace="tod", tool=indexes.TOOL)]
         assert len(paths) == 4
         total = sum(p.stat().st_size for p in paths)
         assert total <= 1.2 * store.trace("tod").bytes
@@ -173,9 +173,9 @@ def test_seq_columns_read_through_the_density_index_equal_the_trace(tmp_path, mo
     the density index's seq of the same event; to the row's rank in its thread): they read
     back as the trace's seqs, timestamps tied within a thread included; guessed row by row
     (Rust) or in bulk (numpy, an index build of many rows)."""
-    from tracehouse.analysis import statistics
+    from tracehouse.analysis import event_streams
 
-    monkeypatch.setattr(statistics, "BULK_LOOKUPS", 0 if bulk else 10**9)
+    monkeypatch.setattr(event_streams, "BULK_LOOKUPS", 0 if bulk else 10**9)
     events = _writes(600)  # ts steps 0-2: many writes of one thread share a ts
     with tracehouse.open(tmp_path / "s", fsync="off") as store:
         build_trace(store, "t", events)
@@ -203,7 +203,7 @@ def test_seq_columns_of_a_tod_trace_take_no_bits(tmp_path):
         for name, idx, cols in (("spans", an.span_index(store, "tod"), ("seq", "end_seq")),
                                 ("objects", an.objects_index(store, "tod"), ("seq",)),
                                 ("density", an.density_index(store, "tod"), ("seq",))):
-            for p in _index.parts(idx):
+            for p in indexes.parts(idx):
                 for c in cols:
                     b = sum(p.packed.column(k).nbytes for k in (c, c + "#base", c + "#bits"))
                     assert b / p.num_rows < 0.05, (name, c, b / p.num_rows)
@@ -285,9 +285,9 @@ def _answers(store, events, probes):
 
 def _rebuilt(store, events, probes):
     """The same answers from indexes built at once (every saved part deleted first)."""
-    for r in store.results(trace="t", tool=_index.TOOL):
+    for r in store.results(trace="t", tool=indexes.TOOL):
         store.delete_result(r["id"])
-    _index.forget(store)
+    indexes.forget(store)
     return _answers(store, events, probes)
 
 
@@ -312,7 +312,7 @@ def test_index_extended_after_append_equals_rebuild_and_reference(tmp_path, flus
             seqs[e["producer"]] = max(seqs.get(e["producer"], 0), e["seq"] + 1)
         an.objects_index(store, "t", OBJ)
         an.density_index(store, "t")
-        first = {r["name"]: r["id"] for r in store.results(trace="t", tool=_index.TOOL)}
+        first = {r["name"]: r["id"] for r in store.results(trace="t", tool=indexes.TOOL)}
         for k, n in enumerate((40, 25, 500, 30)):
             more = batch(n)
             _append(store, "t", more, seqs, flush=flush_last or k < 3)
@@ -321,11 +321,11 @@ def test_index_extended_after_append_equals_rebuild_and_reference(tmp_path, flus
             got = _answers(store, events, probes)
             if k == 1:
                 # Two small appends: the first parts were extended (kept), not rebuilt.
-                now = {r["id"] for r in store.results(trace="t", tool=_index.TOOL)}
+                now = {r["id"] for r in store.results(trace="t", tool=indexes.TOOL)}
                 assert first["objects"] in now and first["density"] in now
-                assert len([r for r in store.results(trace="t", tool=_index.TOOL) if r["name"] == "objects"]) > 1
+                assert len([r for r in store.results(trace="t", tool=indexes.TOOL) if r["name"] == "objects"]) > 1
         # The big append merged levels: few parts, each row in one part.
-        parts = [r for r in store.results(trace="t", tool=_index.TOOL) if r["name"] == "objects"]
+        parts = [r for r in store.results(trace="t", tool=indexes.TOOL) if r["name"] == "objects"]
         assert 1 <= len(parts) <= 3
         seg_ids = [i for r in parts for i in r["params"]["segments"]]
         assert len(seg_ids) == len(set(seg_ids)) == len(store.segments_of("t", "W"))
@@ -342,13 +342,13 @@ def test_compaction_that_rewrote_segments_rebuilds_the_index(tmp_path):
             seqs[e["producer"]] = max(seqs.get(e["producer"], 0), e["seq"] + 1)
         _append(store, "t", events[100:], seqs)
         an.objects_index(store, "t", OBJ)
-        before = {r["id"] for r in store.results(trace="t", tool=_index.TOOL)}
+        before = {r["id"] for r in store.results(trace="t", tool=indexes.TOOL)}
         store.compact("t")
-        _index.forget(store)
+        indexes.forget(store)
         for obj in (1, 2, 3, 4):
             got = an.object_state(store, "t", obj, 10**6, OBJ).to_pylist()
             assert {r["field"]: (r["value"], r["ts"]) for r in got} == ref_state(events, obj, 10**6)
-        after = store.results(trace="t", tool=_index.TOOL)
+        after = store.results(trace="t", tool=indexes.TOOL)
         live = {g.id for g in store.segments_of("t", "W")}
         assert not before & {r["id"] for r in after}
         assert all(set(r["params"]["segments"]) <= live for r in after)
@@ -373,11 +373,11 @@ def test_web_ui_streams_of_an_index_in_parts_equal_one_built_at_once(tmp_path):
             seqs[e["producer"]] = max(seqs.get(e["producer"], 0), e["seq"] + 1)
         _append(store, "t", events[150:170], seqs)
         _append(store, "t", events[170:], seqs, flush=False)
-        assert isinstance(an.density_index(store, "t"), _index.MultiIndex)
+        assert isinstance(an.density_index(store, "t"), indexes.MultiIndex)
         parts = streams(store)
-        for r in store.results(trace="t", tool=_index.TOOL):
+        for r in store.results(trace="t", tool=indexes.TOOL):
             store.delete_result(r["id"])
-        _index.forget(store)
+        indexes.forget(store)
         store.flush("t")
         store.compact("t")
         assert parts == streams(store)

@@ -17,7 +17,7 @@ import tracehouse
 from helpers.analysis_ref import build_slices, build_trace, ref_open_slices
 from helpers.cli import run, run_json
 from tracehouse import analysis as an
-from tracehouse.analysis.format_defaults import SpanConfig
+from tracehouse.analysis.profiles import SpanConfig
 from tracehouse.cli import command as cli
 
 SLICES = SpanConfig("S", None, name="name")

@@ -57,7 +57,7 @@ def app(tod_store):
 def test_density_equals_plain_sql_counts(tod_store, app):
     st, d = get(app, "/api/ui/density", {"trace": "t", "bins": 50})
     assert st == 200 and d["bins"] == 50 and len(d["bin_start"]) == 50
-    ref = an.statistics.density_sql(tod_store, "t", 50, d["start"], d["end"])
+    ref = an.event_streams.density_sql(tod_store, "t", 50, d["start"], d["end"])
     total = np.zeros(50, np.int64)
     for b, n in zip(ref.column("bin").to_pylist(), ref.column("events").to_pylist()):
         total[b] += n
@@ -347,13 +347,13 @@ def test_errors_are_json_without_stack_traces(app):
 def test_window_rows_by_block_searches_equal_a_full_scan(tod_store, app):
     """The span rows of a window found per (producer, depth) block are exactly those a mask over
     every span finds (overlapping for flame graphs, starting-in for histograms)."""
-    from tracehouse.analysis import _index
+    from tracehouse.analysis import indexes
 
     state = UiState(tod_store, token=None, run_query=run_sql(tod_store))
     prep = state.prep
     sd = prep.spans("t")
-    ts, end_ts = _index.column(sd.index, "ts"), _index.column(sd.index, "end_ts")
-    prod, closed = _index.column(sd.index, "producer"), _index.column(sd.index, "closed")
+    ts, end_ts = indexes.column(sd.index, "ts"), indexes.column(sd.index, "end_ts")
+    prod, closed = indexes.column(sd.index, "producer"), indexes.column(sd.index, "closed")
     info = tod_store.trace("t")
     rng = np.random.default_rng(1)
     for _ in range(20):

@@ -16,14 +16,14 @@
 One module per analysis; each says what it owns, how it is fast and what its output
 columns are. Vectorized Arrow/numpy or SQL (`sql/*.sql`) where that fits, Rust
 (`tracehouse._core`) for the sequential passes; never a Python loop over events.
-Derived data (the processed span trace, the indexes in `_index.py`) is saved in the
+Derived data (the processed span trace, the indexes in `indexes.py`) is saved in the
 store the first time a question needs it, so repeated questions are lookups.
 """
 
 from __future__ import annotations
 
 from .cursors import Cursor, Filter, cursor, parse_where
-from .format_defaults import LocalsConfig, ObjectConfig, SpanConfig, locals_config, object_config, span_config
+from .profiles import LocalsConfig, ObjectConfig, SpanConfig, locals_config, object_config, span_config
 from .histograms import Histogram, compare, compare_text, histogram, span_values, type_values
 from .results import annotate, file_text, group, open_search, save_file, save_search, save_table, show
 from .spans import (
@@ -40,7 +40,8 @@ from .spans import (
 from .spans import save as save_spans
 from .stack import frame_locals, stack_at, stack_frames
 from .state import field_history, object_state, objects_index
-from .statistics import density, density_index, multi_density, multi_stats, select_traces, stats
+from .event_streams import density, density_index, multi_density
+from .statistics import multi_stats, select_traces, stats
 
 __all__ = [
     "Cursor", "Filter", "Histogram", "LocalsConfig", "ObjectConfig", "SpanConfig", "Spans",

@@ -44,7 +44,7 @@ from ..errors import BadInput
 from ..schema import EventType
 from ..store import scan
 from ..store.query import qident
-from . import _index
+from . import indexes
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -207,7 +207,7 @@ class Cursor:
 
     def _index_page(self, n: int, forward: bool) -> pa.Table | None:
         """The page from the density index (see the module doc); None when it cannot serve."""
-        from .statistics import density_index
+        from .event_streams import density_index
 
         f = self.filter
         if f.producers is None or len(f.producers) * len(self._types) > MAX_INDEX_STREAMS:
@@ -221,7 +221,7 @@ class Cursor:
             self._streams = {}  # (type, producer) -> its streams (one per part of the index)
             for st in json.loads(idx.schema.metadata[b"streams"]):
                 self._streams.setdefault((st["type"], st["producer"]), []).append(st)
-        ts_all, seq_all = _index.column(idx, "ts"), _index.column(idx, "seq")
+        ts_all, seq_all = indexes.column(idx, "ts"), indexes.column(idx, "seq")
         has_dur = "dur" in idx.column_names
         p0, p1, p2 = self.position
         lo_t = None if f.start is None else int(f.start)
@@ -233,13 +233,13 @@ class Cursor:
                     continue
                 a, b = st["offset"], st["offset"] + st["count"]
                 ts = ts_all[a:b]
-                lo = 0 if lo_t is None else _index.search(ts, lo_t)
-                hi = len(ts) if hi_t is None else _index.search(ts, hi_t)
+                lo = 0 if lo_t is None else indexes.search(ts, lo_t)
+                hi = len(ts) if hi_t is None else indexes.search(ts, hi_t)
                 if lo >= hi:
                     continue
                 # Rows tied with the gap's ts are compared on (producer, seq); the rest
                 # fall on one side of it by ts alone.
-                i0, i1 = _index.search(ts, p0, "left"), _index.search(ts, p0, "right")
+                i0, i1 = indexes.search(ts, p0, "left"), indexes.search(ts, p0, "right")
                 i0, i1 = min(max(i0, lo), hi), min(max(i1, lo), hi)
                 tie = np.arange(a + i0, a + i1)
                 if len(tie):

@@ -277,7 +277,7 @@ def _codes(col: pa.Array | pa.ChunkedArray, null_name: str = "(none)") -> tuple[
 def span_values(store: "Store", trace: str, *, group: str = "none", config=None, include_unclosed: bool = False,
                 start: int | None = None, end: int | None = None) -> tuple[np.ndarray, np.ndarray | None, list[str] | None, bool]:
     """Span durations of `trace` with their group codes: (values, codes, names, stack_keys)."""
-    from .format_defaults import span_config
+    from .profiles import span_config
     from .spans import _begin_name, _name_strings, span_table
 
     cfg = config or span_config(store, trace)
@@ -383,7 +383,8 @@ def type_histogram_sql(engine, trace: str, type_name: str, value: str = "dur", *
     `tracehouse.open_engine` (DuckDB or Spark, one store or several). Same buckets and
     counts; groups in name order; the summary has count/min/max/mean (no percentiles)."""
     from ..store.query import qident
-    from .statistics import _where, sql_text
+    from .sql import text as sql_text
+    from .sql import where as _where
 
     gcol = _value_and_group(engine, trace, type_name, value, group)
     if unit not in UNITS:

@@ -28,8 +28,8 @@ from .. import _core, arrays
 from ..errors import BadInput, NotFound, ReadOnly, StoreLocked
 from ..schema import Column, EventType
 from ..store import scan
-from . import _index
-from .format_defaults import SpanConfig, span_config
+from . import event_streams, indexes
+from .profiles import SpanConfig, span_config
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -564,14 +564,14 @@ def span_table(store: "Store", trace: str, config: SpanConfig | None = None, *, 
 # 3: no `row_of`, the (producer, depth) runs in the metadata).
 RULES = 3
 _INDEX_ONLY = ["end_max"]  # index columns that are not span columns
-# Span index columns stored relative to another when that packs smaller (`_index.pack`):
+# Span index columns stored relative to another when that packs smaller (`indexes.pack`):
 # end_ts - ts is the duration, end_max - end_ts is 0 wherever spans of a depth do not overlap,
 # TOD's end_parent_seq (the exit's frame) is the begin's seq: 0 bits.
 SPAN_RELATIVE = {"end_ts": "ts", "end_max": "end_ts", "end_seq": "seq", "end_parent_seq": "seq"}
 
 
 def span_index(store: "Store", trace: str, config: SpanConfig | None = None, *,
-               save: bool | None = None) -> _index.PackedIndex:
+               save: bool | None = None) -> indexes.PackedIndex:
     """Every span, ordered by (producer, depth, ts), plus `end_max` (running maximum of
     end_ts within the (producer, depth): `stack.stack_at`). The (producer, depth) runs are
     listed in the schema metadata (b"runs": [[producer, depth, start, end], ...]): span i's
@@ -602,11 +602,12 @@ def span_index(store: "Store", trace: str, config: SpanConfig | None = None, *,
     guessed = {"seq": (cfg.begin, "producer", "ts")}
     if cfg.end is not None:
         guessed["end_seq"] = (cfg.end, "producer", "end_ts")
-    return _index.get(store, trace, "spans", {"config": cfg.to_json(), "rules": RULES}, build, save=save,
-                      derived={"dur": ("end_ts", "ts")}, relative=SPAN_RELATIVE, guessed=guessed)
+    return indexes.get(store, trace, "spans", {"config": cfg.to_json(), "rules": RULES}, build, save=save,
+                       derived={"dur": ("end_ts", "ts")}, relative=SPAN_RELATIVE, guessed=guessed,
+                       guesser=event_streams.seq_guesser(store, trace, store.stamp(trace)))
 
 
-def _span_row(idx: _index.PackedIndex, span_id: int) -> int:
+def _span_row(idx: indexes.PackedIndex, span_id: int) -> int:
     if not 0 <= span_id < idx.num_rows:
         raise NotFound(f"no span {span_id} (spans are numbered 0..{idx.num_rows - 1})")
     runs = idx.runs()
@@ -627,15 +628,15 @@ def children(store: "Store", trace: str, span_id: int, config: SpanConfig | None
     """The direct callees of span `span_id`, in time order (span table columns)."""
     idx = span_index(store, trace, config)
     r = _span_row(idx, span_id)
-    producer, depth = _index.column(idx, "producer"), _index.column(idx, "depth")
-    ts = _index.column(idx, "ts")
+    producer, depth = indexes.column(idx, "producer"), indexes.column(idx, "depth")
+    ts = indexes.column(idx, "ts")
     p, d = int(producer[r]), int(depth[r])
-    lo, hi = _index.key_range([producer, depth], [p, d + 1])
-    start, end = int(ts[r]), int(_index.column(idx, "end_ts")[r])
-    a = lo + _index.search(ts[lo:hi], start, "left")
-    b = lo + _index.search(ts[lo:hi], end, "right")
+    lo, hi = indexes.key_range([producer, depth], [p, d + 1])
+    start, end = int(ts[r]), int(indexes.column(idx, "end_ts")[r])
+    a = lo + indexes.search(ts[lo:hi], start, "left")
+    b = lo + indexes.search(ts[lo:hi], end, "right")
     # Only the rows of this parent are read (a seq column is read through the density index).
-    mine = a + np.flatnonzero(np.asarray(_index.column(idx, "parent_id")[a:b]) == span_id)
+    mine = a + np.flatnonzero(np.asarray(indexes.column(idx, "parent_id")[a:b]) == span_id)
     return idx.take(mine).drop_columns(_INDEX_ONLY)
 
 
@@ -644,8 +645,8 @@ def thread_calls(store: "Store", trace: str, producer: int, config: SpanConfig |
     """The call tree of one thread: its spans overlapping [start, end), in time order
     (depth and parent_id give the tree; span table columns)."""
     idx = span_index(store, trace, config)
-    prod = _index.column(idx, "producer")
-    lo, hi = _index.key_range([prod], [int(producer)])
+    prod = indexes.column(idx, "producer")
+    lo, hi = indexes.key_range([prod], [int(producer)])
     if lo == hi:
         return idx.slice(0, 0).drop_columns(_INDEX_ONLY)
     rows = idx.slice(lo, hi - lo)

@@ -30,8 +30,8 @@ import pyarrow as pa
 from .. import _core, arrays
 from ..schema import Column
 from ..store import scan
-from . import _index
-from .format_defaults import LocalsConfig, SpanConfig, locals_config
+from . import indexes
+from .profiles import LocalsConfig, SpanConfig, locals_config
 from .spans import span_index
 
 if TYPE_CHECKING:
@@ -53,9 +53,9 @@ __doc__ += "\n".join(f"  {c.name:<8} {c.type:<6} {c.unit:<5} {c.doc}" for c in F
 __doc__ += "\n\n" + "\n".join(f"  {c.name:<8} {c.type:<6} {c.unit:<5} {c.doc}" for c in LOCAL_COLUMNS)
 
 
-def locals_index(store: "Store", trace: str, config: LocalsConfig, *, save: bool | None = None) -> _index.PackedIndex:
+def locals_index(store: "Store", trace: str, config: LocalsConfig, *, save: bool | None = None) -> indexes.PackedIndex:
     """Variable writes ordered by (producer, frame, var, ts), in parts over the trace's
-    segments (`_index.get_parts`)."""
+    segments (`indexes.get_parts`)."""
 
     def build(cut) -> pa.Table:
         t = scan.read(cut, config.type, ["ts", "producer", "seq", config.frame, config.var, config.value])
@@ -67,12 +67,12 @@ def locals_index(store: "Store", trace: str, config: LocalsConfig, *, save: bool
         return pa.table({
             "producer": t.column("producer").take(order),
             "frame": t.column(config.frame).take(order),
-            "var": _index.narrow(t.column(config.var).fill_null(-1).take(order)),
+            "var": indexes.narrow(t.column(config.var).fill_null(-1).take(order)),
             "ts": t.column("ts").take(order),
             "value": t.column(config.value).take(order),
         })
 
-    return _index.get_parts(store, trace, "locals", {"config": config.to_json()}, [config.type], build, save=save)
+    return indexes.get_parts(store, trace, "locals", {"config": config.to_json()}, [config.type], build, save=save)
 
 
 def stack_at(store: "Store", trace: str, producer: int, t: int, config: SpanConfig | None = None, *,
@@ -83,16 +83,16 @@ def stack_at(store: "Store", trace: str, producer: int, t: int, config: SpanConf
     few rows cost ~4 ms at 1M events, most of it the seqs read through the density index);
     `index`: the span index, when the caller holds it."""
     idx = index if index is not None else span_index(store, trace, config)
-    prod, depth, ts, end_ts, end_max = (_index.column(idx, c) for c in ("producer", "depth", "ts", "end_ts", "end_max"))
-    lo, hi = _index.key_range([prod], [int(producer)])
+    prod, depth, ts, end_ts, end_max = (indexes.column(idx, c) for c in ("producer", "depth", "ts", "end_ts", "end_max"))
+    lo, hi = indexes.key_range([prod], [int(producer)])
     t = int(t)
     rows: list[int] = []
     d = 0
     while lo < hi:
-        a, b = _index.key_range([depth], [d], lo, hi)
+        a, b = indexes.key_range([depth], [d], lo, hi)
         if a == b:
             break
-        r = a + _index.search(ts[a:b], t, "right")  # spans of depth d begun at or before t: [a, r)
+        r = a + indexes.search(ts[a:b], t, "right")  # spans of depth d begun at or before t: [a, r)
         if r == a:
             break
         if r - a == 1 or end_max[r - 2] <= t:  # the usual case: only the last one begun can be open
@@ -100,7 +100,7 @@ def stack_at(store: "Store", trace: str, producer: int, t: int, config: SpanConf
                 break
             rows.append(r - 1)
         else:
-            j = a + _index.search(end_max[a:r], t, "right")  # before j every span ended by t
+            j = a + indexes.search(end_max[a:r], t, "right")  # before j every span ended by t
             open_rows = (j + np.nonzero(np.asarray(end_ts[j:r]) > t)[0]).tolist()
             if not open_rows:
                 break
@@ -122,9 +122,9 @@ def frame_locals(store: "Store", trace: str, producer: int, frame_seq: int, t: i
         return pa.table({c.name: pa.array([], c.arrow_type) for c in LOCAL_COLUMNS})
     idx = locals_index(store, trace, cfg)
     pieces = []
-    for part in _index.parts(idx):
-        prod, frame, ts = (_index.column(part, c) for c in ("producer", "frame", "ts"))
-        lo, hi = _index.key_range([prod, frame], [int(producer), int(frame_seq)])
+    for part in indexes.parts(idx):
+        prod, frame, ts = (indexes.column(part, c) for c in ("producer", "frame", "ts"))
+        lo, hi = indexes.key_range([prod, frame], [int(producer), int(frame_seq)])
         mine = lo + np.nonzero(np.asarray(ts[lo:hi]) <= t)[0]
         got = part.take(mine)
         pieces.append(pa.table({"var": got.column("var").cast(pa.int64()), "value": got.column("value"),

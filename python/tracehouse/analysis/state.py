@@ -2,7 +2,7 @@
 
 Owns the answers to "what was in every field of object o at time t?" (the last
 write at or before t, per field) and "every value field f of object o took". Both
-read the `objects` index (field writes ordered by object, field, ts; `_index.py`):
+read the `objects` index (field writes ordered by object, field, ts; `indexes.py`):
 the object's writes are one contiguous range found by binary search, so a question
 costs microseconds to a few ms whatever the trace size, against a scan of every
 field write up to t for the plain SQL (`sql/object_state.sql`).
@@ -21,8 +21,8 @@ import pyarrow.compute as pc
 from .. import arrays
 from ..schema import Column
 from ..store import scan
-from . import _index
-from .format_defaults import ObjectConfig, object_config
+from . import event_streams, indexes
+from .profiles import ObjectConfig, object_config
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -38,9 +38,9 @@ __doc__ += "\n".join(f"  {c.name:<9} {c.type:<6} {c.unit:<3} {c.doc}" for c in S
 
 
 def objects_index(store: "Store", trace: str, config: ObjectConfig | None = None, *,
-                  save: bool | None = None) -> _index.PackedIndex:
+                  save: bool | None = None) -> indexes.PackedIndex:
     """Field writes ordered by (object, field, ts): columns object, field, ts, value, producer,
-    seq; in parts over the trace's segments (`_index.get_parts`)."""
+    seq; in parts over the trace's segments (`indexes.get_parts`)."""
     cfg = config or object_config(store, trace)
 
     def build(cut) -> pa.Table:
@@ -51,8 +51,8 @@ def objects_index(store: "Store", trace: str, config: ObjectConfig | None = None
 
         order = _core.stable_order([pa.array(obj), pa.array(fld)])
         return pa.table({
-            "object": _index.narrow(t.column(cfg.object).take(order)),
-            "field": _index.narrow(t.column(cfg.field).take(order)),
+            "object": indexes.narrow(t.column(cfg.object).take(order)),
+            "field": indexes.narrow(t.column(cfg.field).take(order)),
             "ts": t.column("ts").take(order),
             "value": t.column(cfg.value).take(order),
             "producer": t.column("producer").take(order),
@@ -61,8 +61,9 @@ def objects_index(store: "Store", trace: str, config: ObjectConfig | None = None
 
     # seq is stored as the difference to the density index's seq of the same (type,
     # producer, ts): 0 bits on TOD (10M events: 2.5 B a row, 8.7 MB, before).
-    return _index.get_parts(store, trace, "objects", {"config": cfg.to_json()}, [cfg.type], build, save=save,
-                            guessed={"seq": (cfg.type, "producer", "ts")})
+    return indexes.get_parts(store, trace, "objects", {"config": cfg.to_json()}, [cfg.type], build, save=save,
+                             guessed={"seq": (cfg.type, "producer", "ts")},
+                             guesser=event_streams.seq_guesser(store, trace, store.stamp(trace)))
 
 
 def _key_codes(col) -> np.ndarray:
@@ -74,11 +75,11 @@ def _key_codes(col) -> np.ndarray:
     return arrays.as_numpy(col).astype(np.int64, copy=False)
 
 
-def _rows(idx: _index.PackedIndex, lo: int, hi: int) -> pa.Table:
+def _rows(idx: indexes.PackedIndex, lo: int, hi: int) -> pa.Table:
     return _state_columns(idx.slice(lo, hi - lo))
 
 
-def _take(idx: _index.PackedIndex, rows: np.ndarray) -> pa.Table:
+def _take(idx: indexes.PackedIndex, rows: np.ndarray) -> pa.Table:
     return _state_columns(idx.take(rows))
 
 
@@ -97,13 +98,13 @@ def _key_rows(idx, keys: list[int], start: int | None = None, end: int | None = 
     as STATE_COLUMNS ordered by (field, ts, producer, seq): the order one index built at
     once gives (its rows arrive in that order and are sorted stably by key)."""
     pieces = []
-    for part in _index.parts(idx):
-        ocol, fcol, tcol = (_index.column(part, c) for c in ("object", "field", "ts"))
-        lo, hi = _index.key_range([ocol, fcol][:len(keys)], keys)
+    for part in indexes.parts(idx):
+        ocol, fcol, tcol = (indexes.column(part, c) for c in ("object", "field", "ts"))
+        lo, hi = indexes.key_range([ocol, fcol][:len(keys)], keys)
         if start is not None:
-            lo += _index.search(tcol[lo:hi], int(start), "left")
+            lo += indexes.search(tcol[lo:hi], int(start), "left")
         if end is not None:
-            hi = lo + _index.search(tcol[lo:hi], int(end), "left")
+            hi = lo + indexes.search(tcol[lo:hi], int(end), "left")
         pieces.append(_rows(part, lo, max(lo, hi)))
     if len(pieces) == 1:
         return pieces[0]
@@ -120,10 +121,10 @@ def object_state(store: "Store", trace: str, obj: int, t: int, config: ObjectCon
     object cost 2.3x at 10M events (p50 1.65 -> 3.75 ms)."""
     idx = objects_index(store, trace, config)
     pieces = []
-    for part in _index.parts(idx):
-        lo, hi = _index.key_range([_index.column(part, "object")], [int(obj)])
-        f = np.asarray(_index.column(part, "field")[lo:hi])
-        ts = np.asarray(_index.column(part, "ts")[lo:hi])
+    for part in indexes.parts(idx):
+        lo, hi = indexes.key_range([indexes.column(part, "object")], [int(obj)])
+        f = np.asarray(indexes.column(part, "field")[lo:hi])
+        ts = np.asarray(indexes.column(part, "ts")[lo:hi])
         mine = np.flatnonzero(ts <= t)
         if not len(mine):
             continue
@@ -131,7 +132,7 @@ def object_state(store: "Store", trace: str, obj: int, t: int, config: ObjectCon
         # Rows are ordered by (field, ts): the last row of each field at or before t (of
         # each part: with several, every row at that last ts, ordered below).
         ends = np.append(f[1:] != f[:-1], True)
-        if len(_index.parts(idx)) == 1:
+        if len(indexes.parts(idx)) == 1:
             keep = mine[ends]
         else:
             grp = np.cumsum(np.concatenate([[0], ends[:-1]]))
@@ -139,7 +140,7 @@ def object_state(store: "Store", trace: str, obj: int, t: int, config: ObjectCon
         pieces.append(_take(part, lo + keep))
     if not pieces:
         return _rows(idx, 0, 0)
-    if len(_index.parts(idx)) == 1:  # (with several parts even one piece holds every row tied at a last ts)
+    if len(indexes.parts(idx)) == 1:  # (with several parts even one piece holds every row tied at a last ts)
         return pieces[0]
     rows = pa.concat_tables(pieces)
     rows = rows.take(pa.array(np.lexsort([arrays.as_numpy(rows.column(c)).astype(np.int64)

@@ -3,7 +3,7 @@ that step through them (the debugger's questions, `record/debug.py`).
 
 Owns `keyed(store, trace, type, keys)`: the rows of `type`, all their columns, sorted by the
 `keys` columns then ts, packed and saved in parts like the objects and locals indexes
-(`_index.get_parts`: memory-mapped, a new part per new segment set). One such index answers
+(`indexes.get_parts`: memory-mapped, a new part per new segment set). One such index answers
 a family of questions by binary search, whatever the trace's size:
 
   line_step     by (producer)                   next / previous line of a thread (a step)
@@ -27,7 +27,7 @@ import pyarrow as pa
 
 from .. import _core, arrays
 from ..store import scan
-from . import _index
+from . import indexes
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -46,12 +46,12 @@ def keyed(store: "Store", trace: str, event_type: str, keys: list[str], *, save:
         order = _core.stable_order([arrays.int64_array(t.column(k).fill_null(-1)) for k in keys])
         return t.take(order)
 
-    return _index.get_parts(store, trace, f"keyed-{event_type}-{'-'.join(keys) or 'ts'}",
+    return indexes.get_parts(store, trace, f"keyed-{event_type}-{'-'.join(keys) or 'ts'}",
                             {"type": event_type, "keys": keys}, [event_type], build, save=save)
 
 
 def _range(part, keys: list[str], values: list[int]) -> tuple[int, int]:
-    return _index.key_range([_index.column(part, k) for k in keys[:len(values)]], [int(v) for v in values])
+    return indexes.key_range([indexes.column(part, k) for k in keys[:len(values)]], [int(v) for v in values])
 
 
 def locate(idx, keys: list[str], values: list[int], t: int, forward: bool, *,
@@ -59,17 +59,17 @@ def locate(idx, keys: list[str], values: list[int], t: int, forward: bool, *,
     """(ts, part, row) of the first row with `keys` == `values` after t (forward) or the last
     before it, or None; nothing but ts is read (`row_at` reads the row)."""
     best = None
-    for part in _index.parts(idx):
+    for part in indexes.parts(idx):
         lo, hi = _range(part, keys, values)
         if lo >= hi:
             continue
-        ts = _index.column(part, "ts")
+        ts = indexes.column(part, "ts")
         if forward:
-            i = lo + _index.search(ts[lo:hi], int(t), "left" if inclusive else "right")
+            i = lo + indexes.search(ts[lo:hi], int(t), "left" if inclusive else "right")
             if i < hi and (best is None or int(ts[i]) < best[0]):
                 best = (int(ts[i]), part, i)
         else:
-            i = lo + _index.search(ts[lo:hi], int(t), "right" if inclusive else "left") - 1
+            i = lo + indexes.search(ts[lo:hi], int(t), "right" if inclusive else "left") - 1
             if i >= lo and (best is None or int(ts[i]) > best[0]):
                 best = (int(ts[i]), part, i)
     return best
@@ -94,13 +94,13 @@ def rows(idx, keys: list[str], values: list[int], start: int | None = None, end:
          limit: int | None = None) -> pa.Table:
     """Rows with `keys` == `values` and ts in [start, end), in ts order (the first `limit`)."""
     pieces = []
-    for part in _index.parts(idx):
+    for part in indexes.parts(idx):
         lo, hi = _range(part, keys, values)
-        ts = _index.column(part, "ts")
+        ts = indexes.column(part, "ts")
         if start is not None:
-            lo += _index.search(ts[lo:hi], int(start), "left")
+            lo += indexes.search(ts[lo:hi], int(start), "left")
         if end is not None:
-            hi = lo + _index.search(ts[lo:hi], int(end), "left")
+            hi = lo + indexes.search(ts[lo:hi], int(end), "left")
         if limit is not None:
             hi = min(hi, lo + int(limit))
         pieces.append(part.slice(lo, max(0, hi - lo)))
@@ -115,7 +115,7 @@ def rows(idx, keys: list[str], values: list[int], start: int | None = None, end:
 def count(idx, keys: list[str], values: list[int]) -> int:
     """Rows with `keys` == `values`."""
     n = 0
-    for part in _index.parts(idx):
+    for part in indexes.parts(idx):
         lo, hi = _range(part, keys, values)
         n += hi - lo
     return n
@@ -125,13 +125,13 @@ def distinct(idx, keys: list[str], values: list[int], column: str, limit: int = 
     """The distinct values of the key `column` following `values` (its rows are sorted by
     it), found by jumping from one value's range to the next: O(distinct x log n)."""
     out: set[int] = set()
-    for part in _index.parts(idx):
+    for part in indexes.parts(idx):
         lo, hi = _range(part, keys, values)
-        col = _index.column(part, column)
+        col = indexes.column(part, column)
         while lo < hi and len(out) < limit:
             v = int(col[lo])
             out.add(v)
-            lo += _index.search(col[lo:hi], v, "right")
+            lo += indexes.search(col[lo:hi], v, "right")
     return sorted(out)[:limit]
 
 

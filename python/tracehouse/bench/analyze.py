@@ -96,7 +96,8 @@ def run(events: int = 100_000_000, *, workdir: str | None = None, queries: int =
     import tracehouse
 
     from .. import analysis as an
-    from ..analysis import statistics as STS
+    from ..analysis import event_streams as STS
+    from ..analysis.sql import text as sql_text
     from ..analysis.stack import locals_index
     from ..formats.tod.generate import generate_tod
     from ..store.query import qident
@@ -207,7 +208,7 @@ def run(events: int = 100_000_000, *, workdir: str | None = None, queries: int =
             ts = rng.integers(info.ts_min, info.ts_max + 1, queries)
             it = iter(zip(objs.tolist(), ts.tolist()))
             ours = _lat(lambda: an.object_state(s, TRACE, *next(it)), queries)
-            q = STS.sql_text("object_state")
+            q = sql_text("object_state")
             it = iter(zip(objs.tolist(), ts.tolist()))
 
             def duck_state():

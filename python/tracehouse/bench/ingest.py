@@ -45,7 +45,7 @@ from rich import box
 from rich.console import Console
 from rich.table import Table
 
-from ..children import env_for_child
+from ..child_processes import env_for_child
 from ..errors import TracehouseError
 from . import peers
 from .peers import Run, Tick, Workload
@@ -177,7 +177,7 @@ def _start_probe(directory: Path, final_ts: int) -> subprocess.Popen:
 def _probe_main() -> None:
     """Reader process: poll max(ts) of the trace through a read-only store until it sees `final_ts`."""
     import tracehouse
-    from tracehouse.children import exit_with_parent
+    from tracehouse.child_processes import exit_with_parent
 
     exit_with_parent()
     directory, trace, final_ts, interval = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])

@@ -56,7 +56,7 @@ from pathlib import Path
 import numpy as np
 
 from .. import _core
-from ..children import env_for_child
+from ..child_processes import env_for_child
 from ..errors import TracehouseError
 
 PG_BIN = Path("/usr/lib/postgresql")

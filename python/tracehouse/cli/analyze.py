@@ -68,7 +68,7 @@ def _time(text: str) -> int:
 
 
 def _span_cfg(store: Store, args):
-    from ..analysis.format_defaults import span_config
+    from ..analysis.profiles import span_config
 
     return span_config(store, args.trace, getattr(args, "begin", None), getattr(args, "end", None),
                        getattr(args, "key", None), getattr(args, "name", None))
@@ -292,7 +292,7 @@ def a_cursor(args) -> int:
 
 def a_state(args) -> int:
     from ..analysis import state as ST
-    from ..analysis.format_defaults import object_config
+    from ..analysis.profiles import object_config
 
     with open_store(args) as s:
         cfg = object_config(s, args.trace, args.type, args.object_col, args.field_col, args.value_col)
@@ -308,7 +308,7 @@ def a_state(args) -> int:
 
 def a_history(args) -> int:
     from ..analysis import state as ST
-    from ..analysis.format_defaults import object_config
+    from ..analysis.profiles import object_config
 
     with open_store(args) as s:
         cfg = object_config(s, args.trace, args.type, args.object_col, args.field_col, args.value_col)
@@ -366,10 +366,12 @@ def _answered(engine, default: str = "duckdb") -> str:
 
 
 def a_density(args) -> int:
-    from ..analysis import statistics as ST
+    from ..analysis import event_streams as ST
 
     with open_store(args) as s, _engine(args, s) or _none() as e:
-        traces = ST.select_traces(s, args.traces, _search(args))
+        from ..analysis.statistics import select_traces
+
+        traces = select_traces(s, args.traces, _search(args))
         t0 = time.perf_counter()
         kw = {"by": args.by, "start": args.start, "end": args.end, "types": args.type or None,
               "producers": args.producer or None}
@@ -422,7 +424,7 @@ def _values(s: Store, args, trace: str):
     if args.type:
         return H.type_values(s, trace, args.type, args.value, group=args.by, start=_ns(args.start),
                              end=_ns(args.end_time))
-    from ..analysis.format_defaults import span_config
+    from ..analysis.profiles import span_config
 
     cfg = span_config(s, trace, args.begin, args.end, args.key, args.name)
     return H.span_values(s, trace, group=args.by, config=cfg, include_unclosed=args.unclosed,
@@ -507,8 +509,8 @@ def a_index(args) -> int:
     from ..analysis import spans as S
     from ..analysis import stack as SK
     from ..analysis import state as ST
-    from ..analysis import statistics as STS
-    from ..analysis.format_defaults import PROFILES, locals_config
+    from ..analysis import event_streams as DN
+    from ..analysis.profiles import PROFILES, locals_config
 
     out, err, emit_json, render = _out()
     what = args.what.split(",") if args.what else ["spans", "objects", "locals", "density"]
@@ -532,7 +534,7 @@ def a_index(args) -> int:
                     continue
                 SK.locals_index(s, args.trace, cfg, save=True)
             elif w == "density":
-                STS.density_index(s, args.trace, save=True)
+                DN.density_index(s, args.trace, save=True)
             else:
                 raise BadInput(f"index {w!r}", expected="spans, objects, locals, density")
             done[w] = round(time.perf_counter() - t0, 3)

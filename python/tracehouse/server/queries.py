@@ -26,7 +26,7 @@ import duckdb
 import pyarrow as pa
 
 from ..errors import BadInput, TracehouseError
-from ..store.query import _first_line, arrow_reader
+from ..store.query import error_line, arrow_reader
 from .config import ServerConfig
 from .sqlguard import check_read_only
 
@@ -195,7 +195,7 @@ class QueryRunner:
                                        f"query cancelled after {timeout:g} s (--query-timeout)") from None
                 if r.stopped == "shutdown":
                     raise QueryStopped(503, "unavailable", "server shutting down") from None
-                raise BadInput(f"SQL error: {_first_line(e)}", expected="a valid DuckDB query over the store's views") \
+                raise BadInput(f"SQL error: {error_line(e)}", expected="a valid DuckDB query over the store's views") \
                     from None
             finally:
                 with self.cond:

@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from ..children import exit_with_parent
+from ..child_processes import exit_with_parent
 from ..errors import BadInput
 from ..store import Store
 from .config import ServerConfig

@@ -36,7 +36,7 @@ from .. import lazy
 from ..errors import BadInput, NotFound
 from ..schema import EventType, one_event_type
 from .catalog import Catalog, SegmentInfo, TraceInfo
-from .query import TH_TABLES, _first_line, _to_arrow, events_view_sql, qident, th_tables, type_view_sql
+from .query import TH_TABLES, error_line, _to_arrow, events_view_sql, qident, th_tables, type_view_sql
 
 # Imported on first use (lazy.py): listing, searching and counting traces need none.
 duckdb = lazy.module("duckdb")
@@ -318,7 +318,7 @@ def parse(query: str):
     try:
         trees = [t for t in sqlglot.parse(query, read="duckdb") if t is not None]
     except (ParseError, TokenError) as e:
-        raise BadInput(f"SQL error: {_first_line(e)}", expected="a query in DuckDB's SQL dialect") from None
+        raise BadInput(f"SQL error: {error_line(e)}", expected="a query in DuckDB's SQL dialect") from None
     if len(trees) != 1:
         raise BadInput(f"{len(trees)} statements", expected="one SQL statement")
     return trees[0]
@@ -398,7 +398,7 @@ class DuckViews:
                 return pa.table({})
             return _to_arrow(rel.limit(0) if schema_only else rel)
         except duckdb.Error as e:
-            raise BadInput(f"SQL error: {_first_line(e)}", expected="a valid DuckDB query over the store's views") from None
+            raise BadInput(f"SQL error: {error_line(e)}", expected="a valid DuckDB query over the store's views") from None
 
     def close(self) -> None:
         self.con.close()

@@ -440,7 +440,7 @@ class QueryEngine:
                 rel = self.con.sql(count or query, params=params)
                 return pa.table({}) if rel is None else _to_arrow(rel)
             except duckdb.Error as e:
-                raise BadInput(f"SQL error: {_first_line(e)}", expected="a valid DuckDB query over the store's views") from None
+                raise BadInput(f"SQL error: {error_line(e)}", expected="a valid DuckDB query over the store's views") from None
 
     def batches(self, query: str, params: list | dict | None = None, rows: int = 65_536):
         """Yields the result as record batches of up to `rows` rows, streamed (the engine
@@ -453,7 +453,7 @@ class QueryEngine:
                     return
                 reader = arrow_reader(rel, rows)
             except duckdb.Error as e:
-                raise BadInput(f"SQL error: {_first_line(e)}", expected="a valid DuckDB query over the store's views") from None
+                raise BadInput(f"SQL error: {error_line(e)}", expected="a valid DuckDB query over the store's views") from None
             yield from reader
 
 
@@ -518,5 +518,6 @@ def _to_arrow(rel) -> pa.Table:
     return f()
 
 
-def _first_line(e: Exception) -> str:
+def error_line(e: Exception) -> str:
+    """An engine's error message on one line (runs of whitespace, newlines included, as one space)."""
     return re.sub(r"\s+", " ", str(e)).strip()

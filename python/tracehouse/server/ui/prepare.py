@@ -15,7 +15,7 @@ prepared inside the request (a 2M-event trace in about a second); a bigger one g
 background job (`Jobs`, one worker thread: builds are CPU- and memory-heavy and this
 machine has two cores) that builds every part in turn, and the request answers at once
 with `Pending` (HTTP 202 and the job's progress; the page polls and redraws). Built
-indexes are saved in the store (`analysis/_index.py`), so a server restart finds them.
+indexes are saved in the store (`analysis/indexes.py`), so a server restart finds them.
 
 What is kept in this process: per trace signature, the parsed stream table of the
 density index and the call paths (int32 per span: 68 MB for 17M spans); the mmapped
@@ -38,10 +38,10 @@ import numpy as np
 import pyarrow as pa
 
 from ... import _core
-from ...analysis import _index
-from ...analysis.format_defaults import PROFILES, SpanConfig, span_config
+from ...analysis import indexes
+from ...analysis.profiles import PROFILES, SpanConfig, span_config
 from ...analysis.spans import _begin_name, _name_strings, span_index
-from ...analysis.statistics import density_index
+from ...analysis.event_streams import density_index, seq_guesser
 from ...arrays import as_numpy
 from ...errors import BadInput, TracehouseError
 
@@ -206,7 +206,7 @@ def span_index_params(cfg: SpanConfig) -> dict:
 class Streams:
     """The density index's stream table as arrays: stream i is rows [offset, offset+count)."""
 
-    index: _index.PackedIndex
+    index: indexes.PackedIndex
     types: np.ndarray  # object: type name per stream
     producers: np.ndarray  # int64
     offsets: np.ndarray  # int64
@@ -244,7 +244,7 @@ class Blocks:
 @dataclass
 class SpanData:
     config: SpanConfig
-    index: _index.PackedIndex  # span index: spans by (producer, depth, ts), packed and mmapped
+    index: indexes.PackedIndex  # span index: spans by (producer, depth, ts), packed and mmapped
     processed: str | None  # name of the processed trace
 
 
@@ -326,7 +326,7 @@ class Preparer:
         """Which parts exist now (nothing is built)."""
         key = self._key(trace)
         cfg, _ = ui_span_config(self.store, trace)
-        spans = cfg is not None and _index.fresh(self.store, trace, "spans", span_index_params(cfg)) is not None
+        spans = cfg is not None and indexes.fresh(self.store, trace, "spans", span_index_params(cfg)) is not None
         return {"density": key in self._streams or density_index(self.store, trace, build=False) is not None,
                 "spans": spans if cfg is not None else None,
                 "calls": (key in self._calls) if cfg is not None else None}
@@ -342,7 +342,7 @@ class Preparer:
 
         def make(idx: pa.Table) -> Streams:
             rows = json.loads(idx.schema.metadata[b"streams"])
-            ts = _index.array(idx, "ts") if idx.num_rows else np.zeros(0, np.int64)
+            ts = indexes.array(idx, "ts") if idx.num_rows else np.zeros(0, np.int64)
             dur = None
             if "dur" in idx.column_names and idx.num_rows:
                 d = idx.column("dur")
@@ -383,7 +383,7 @@ class Preparer:
 
         if build:
             return wrap(span_index(self.store, trace, cfg))
-        return self._need(trace, "the span index", lambda: wrap(_index.fresh(self.store, trace, "spans", params)),
+        return self._need(trace, "the span index", lambda: wrap(indexes.fresh(self.store, trace, "spans", params, seq_guesser(self.store, trace))),
                           lambda: wrap(span_index(self.store, trace, cfg)))
 
     def blocks(self, trace: str, sd: SpanData) -> Blocks:
@@ -404,7 +404,7 @@ class Preparer:
         a level's busy time between two instants is then two lookups (the timeline)."""
         b = self.blocks(trace, sd)
         if b.cumdur is None:
-            dur = _index.array(sd.index, "end_ts") - _index.array(sd.index, "ts")
+            dur = indexes.array(sd.index, "end_ts") - indexes.array(sd.index, "ts")
             b.cumdur = np.concatenate([[0], np.cumsum(dur)])
         return b.cumdur
 
@@ -455,7 +455,7 @@ class Preparer:
 
 def _one_stream_each(rows: list[dict], ts: np.ndarray, dur: np.ndarray | None):
     """The density index's streams with one entry per (type, producer): an index in parts
-    (`_index.get_parts`) lists a stream once per part; their rows are merged in ts order."""
+    (`indexes.get_parts`) lists a stream once per part; their rows are merged in ts order."""
     keys = [(r["type"], r["producer"]) for r in rows]
     if len(set(keys)) == len(keys):
         return rows, ts, dur
@@ -482,7 +482,7 @@ def _call_paths(sd: SpanData) -> Calls:
     idx = sd.index
     n = idx.num_rows
     row_of = np.empty(n, np.int64)  # the row of span i (span_id is a permutation of 0..n-1)
-    row_of[_index.array(idx, "span_id")] = np.arange(n, dtype=np.int64)
+    row_of[indexes.array(idx, "span_id")] = np.arange(n, dtype=np.int64)
     name_col = _begin_name(sd.config.name_column) if sd.config.name_column else None
     if name_col and name_col in idx.column_names:
         codes_rows, names = _name_strings(idx.column(name_col))
@@ -491,15 +491,15 @@ def _call_paths(sd: SpanData) -> Calls:
     if n == 0:
         z = np.zeros(0, np.int64)
         return Calls(z.astype(np.int32), z, z.astype(np.int32), z, names, z.astype(np.int32))
-    parent_rows = _index.array(idx, "parent_id")
-    depth_rows = _index.array(idx, "depth")
+    parent_rows = indexes.array(idx, "parent_id")
+    depth_rows = indexes.array(idx, "depth")
     # span_id order: column[row_of[i]] is span i's value.
     parent = parent_rows[row_of]
     codes = codes_rows[row_of]
     depth = depth_rows[row_of].astype(np.int32)
     ct = _core.call_tree(pa.array(parent), pa.array(codes), pa.array(depth))
     node_sid = ct["node_of"].to_numpy()
-    sid_rows = _index.array(idx, "span_id")
+    sid_rows = indexes.array(idx, "span_id")
     node_rows = node_sid[sid_rows].astype(np.int32)
     key = ct["key"].to_numpy()
     return Calls(node_rows, ct["parent"].to_numpy(), ct["depth"].to_numpy(), np.where(key < 0, 0, key), names,
@@ -511,10 +511,10 @@ def _blocks(idx: pa.Table) -> Blocks:
     if n == 0:
         z = np.zeros(0, np.int64)
         return Blocks(z, z, z, z, True)
-    prod = _index.array(idx, "producer")
-    depth = _index.array(idx, "depth")
+    prod = indexes.array(idx, "producer")
+    depth = indexes.array(idx, "depth")
     cut = np.flatnonzero((prod[1:] != prod[:-1]) | (depth[1:] != depth[:-1])) + 1
     start = np.concatenate([[0], cut]).astype(np.int64)
     end = np.concatenate([cut, [n]]).astype(np.int64)
     return Blocks(start, end, prod[start].astype(np.int64), depth[start].astype(np.int64),
-                  bool(_index.array(idx, "closed").all()))
+                  bool(indexes.array(idx, "closed").all()))

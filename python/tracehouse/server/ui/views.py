@@ -40,7 +40,7 @@ import numpy as np
 import pyarrow as pa
 
 from ... import _core
-from ...analysis import _index, statistics
+from ...analysis import event_streams, indexes
 from ...analysis.histograms import histogram
 from ...errors import BadInput
 from ...store.query import qident
@@ -91,14 +91,14 @@ def density(prep: Preparer, trace: str, w: Window, bins: int = 1000) -> dict:
     if s.lo is None:
         return {"start": None, "end": None, "bins": bins, "bin_start": [], "series": [], "total": []}
     start, end = w.bounds(s.lo, s.hi)
-    t = statistics.density(prep.store, trace, bins, by="type", start=start, end=end, producers=w.producers)
+    t = event_streams.density(prep.store, trace, bins, by="type", start=start, end=end, producers=w.producers)
     counts = t.column("events").to_numpy().reshape(-1, bins) if t.num_rows else np.zeros((0, bins), np.int64)
     types = t.column("type").to_numpy(zero_copy_only=False)[::bins] if t.num_rows else np.array([], object)
     order = np.argsort(-counts.sum(axis=1), kind="stable")
     series = [{"type": str(types[i]), "counts": counts[i].tolist()} for i in order[:MAX_SERIES]]
     if len(order) > MAX_SERIES:
         series.append({"type": "other", "counts": counts[order[MAX_SERIES:]].sum(axis=0).tolist()})
-    edges = statistics.bin_edges(start, end, bins)
+    edges = event_streams.bin_edges(start, end, bins)
     return {"start": start, "end": end, "bins": bins, "bin_start": edges[:-1].tolist(), "series": series,
             "total": counts.sum(axis=0).tolist()}
 
@@ -214,17 +214,17 @@ def _span_window(prep: Preparer, trace: str, sd: SpanData, w: Window, start: int
     sel = np.arange(len(blocks.start))
     if w.producers is not None:
         sel = sel[np.isin(blocks.producer, np.array(w.producers, np.int64))]
-    ts = _index.array(idx, "ts")
-    reach = _index.array(idx, "end_max" if overlap and "end_max" in idx.column_names else "end_ts")
+    ts = indexes.array(idx, "ts")
+    reach = indexes.array(idx, "end_max" if overlap and "end_max" in idx.column_names else "end_ts")
     parts = []
     for a, b in zip(blocks.start[sel].tolist(), blocks.end[sel].tolist()):  # one pair of searches per block
-        i = a + (_index.search(reach[a:b], start, "right") if overlap else _index.search(ts[a:b], start, "left"))
-        j = a + _index.search(ts[a:b], end, "left")
+        i = a + (indexes.search(reach[a:b], start, "right") if overlap else indexes.search(ts[a:b], start, "left"))
+        j = a + indexes.search(ts[a:b], end, "left")
         if j > i:
             parts.append(np.arange(i, j, dtype=np.int64))
     rows = np.concatenate(parts) if parts else np.zeros(0, np.int64)
     if overlap and len(rows):
-        rows = rows[_index.array(idx, "end_ts")[rows] > start]
+        rows = rows[indexes.array(idx, "end_ts")[rows] > start]
     return rows
 
 
@@ -233,9 +233,9 @@ def _overlapping(prep: Preparer, trace: str, sd: SpanData, w: Window, start: int
     """(rows, durations clipped to [start, end)) of the spans overlapping the window."""
     rows = _span_window(prep, trace, sd, w, start, end, overlap=True)
     if isinstance(rows, slice):  # the whole trace: nothing to clip
-        return rows, _index.array(sd.index, "dur")
-    ts = _index.array(sd.index, "ts")[rows]
-    end_ts = _index.array(sd.index, "end_ts")[rows]
+        return rows, indexes.array(sd.index, "dur")
+    ts = indexes.array(sd.index, "ts")[rows]
+    end_ts = indexes.array(sd.index, "end_ts")[rows]
     return rows, np.minimum(end_ts, end) - np.maximum(ts, start)
 
 
@@ -243,7 +243,7 @@ def _starting(prep: Preparer, trace: str, sd: SpanData, w: Window, start: int, e
     """Rows of the closed spans starting in the window (histograms, top, by state); the whole
     trace when every span is closed: slice(None)."""
     rows = _span_window(prep, trace, sd, w, start, end, overlap=False)
-    closed = _index.array(sd.index, "closed")
+    closed = indexes.array(sd.index, "closed")
     if isinstance(rows, slice):
         return rows if prep.all_closed(trace, sd) else np.flatnonzero(closed)
     return rows[closed[rows]]
@@ -266,7 +266,7 @@ def _stats_state(prep: Preparer, trace: str, w: Window) -> dict:
     lo, hi = trace_bounds(prep, trace)
     start, end = w.bounds(lo, hi)
     rows = _starting(prep, trace, sd, w, start, end)
-    dur = _index.array(sd.index, "dur")[rows]
+    dur = indexes.array(sd.index, "dur")[rows]
     code = calls.code[rows]
     nn = len(calls.names)
     total = np.bincount(code, weights=dur, minlength=nn)
@@ -333,7 +333,7 @@ def hist(prep: Preparer, trace: str, w: Window, *, kind: str = "hist", unit: str
     tlo, thi = trace_bounds(prep, trace)
     start, end = w.bounds(tlo, thi)
     rows = _starting(prep, trace, sd, w, start, end)
-    values = _index.array(sd.index, "dur")[rows]
+    values = indexes.array(sd.index, "dur")[rows]
     summary = prep.cached(trace, ("dur summary", w), lambda: _summary(values))
     if kind == "lhist" and (lo is None or hi is None or step is None):
         lo, hi, step = _linear_buckets(summary.get("p99", 0), unit)
@@ -375,7 +375,7 @@ def top_spans(prep: Preparer, trace: str, w: Window, n: int = 25) -> dict:
     tlo, thi = trace_bounds(prep, trace)
     start, end = w.bounds(tlo, thi)
     rows = _starting(prep, trace, sd, w, start, end)
-    dur = _index.array(sd.index, "dur")[rows]
+    dur = indexes.array(sd.index, "dur")[rows]
     count = len(dur)
     if count > n:
         pick = np.argpartition(-dur, n)[:n]
@@ -391,7 +391,7 @@ def span_rows(prep: Preparer, trace: str, sd: SpanData, rows: np.ndarray) -> lis
     calls = prep.calls(trace)
     names = _producer_names(prep.store, trace)
     idx = sd.index
-    cols = {c: _index.array(idx, c)[rows] for c in ("span_id", "ts", "end_ts", "dur", "self_time", "producer",
+    cols = {c: indexes.array(idx, c)[rows] for c in ("span_id", "ts", "end_ts", "dur", "self_time", "producer",
                                                        "depth", "closed")}
     label = calls.names.take(pa.array(calls.code[rows])).to_pylist() if len(rows) else []
     out = []
@@ -511,7 +511,7 @@ def timeline(prep: Preparer, trace: str, w: Window, rows: list[list[int]], width
     if s.lo is None:
         return {"rows": [], "start": None, "end": None, "width": width}
     start, end = w.bounds(s.lo, s.hi)
-    edges = statistics.bin_edges(start, end, width)
+    edges = event_streams.bin_edges(start, end, width)
     sd, _why = _spans_or_none(prep, trace)
     calls = prep.calls(trace) if sd is not None else None
     span_types = set()
@@ -588,20 +588,20 @@ def _span_levels(prep: Preparer, trace: str, sd: SpanData, calls, producer: int,
     as bars while at most LEVEL_ITEMS (3 numbers each), else its busy share and dominant name
     per 2-pixel bin; levels past the budget are one {"mode": "cut"} (zoom in to see them)."""
     idx = sd.index
-    prod = _index.array(idx, "producer")
-    depth = _index.array(idx, "depth")
-    lo, hi = _index.key_range([prod], [int(producer)])
+    prod = indexes.array(idx, "producer")
+    depth = indexes.array(idx, "depth")
+    lo, hi = indexes.key_range([prod], [int(producer)])
     if lo == hi:
         return [], 0
-    ts_all = _index.array(idx, "ts")
-    end_all = _index.array(idx, "end_ts")
-    end_max = _index.array(idx, "end_max") if "end_max" in idx.column_names else None
+    ts_all = indexes.array(idx, "ts")
+    end_all = indexes.array(idx, "end_ts")
+    end_max = indexes.array(idx, "end_max") if "end_max" in idx.column_names else None
     cum = prep.cumdur(trace, sd)  # prefix sums of dur over the index rows
     lod = np.unique(np.concatenate([edges[::2], edges[-1:]]))  # 2-pixel bins for per-pixel levels
     levels, used = [], 0
     dmax = int(depth[hi - 1])  # rows of one producer are ordered by depth
     for d in range(0, min(dmax, max_depth) + 1):
-        a, b = _index.key_range([depth], [d], lo, hi)
+        a, b = indexes.key_range([depth], [d], lo, hi)
         if a == b:
             continue
         ts, en = ts_all[a:b], end_all[a:b]
@@ -625,7 +625,7 @@ def _span_levels(prep: Preparer, trace: str, sd: SpanData, calls, producer: int,
             levels.append({"depth": d, "mode": "items", "ts": ts_all[rows].tolist(),
                            "dur": (end_all[rows] - ts_all[rows]).tolist(),
                            "name": calls.code[rows].tolist() if calls is not None else [],
-                           "id": _index.array(idx, "span_id")[rows].tolist()})
+                           "id": indexes.array(idx, "span_id")[rows].tolist()})
         else:
             bi, bj = max(0, i - 1), min(len(ts), j + 1)
             # the prefix sums as a view: _busy only differences them (re-basing them on the

@@ -34,7 +34,7 @@ Decisions:
   density index's own seq as `seq - rank` (`ranked`: the row's rank among its thread's
   events of the part, every type, by ts: `thread_ranks`, read back by `_Ranked`); the
   objects and span indexes' seq, end_seq as `seq - seq_at(type, producer, ts)`
-  (`guessed`: the density index's seq of the event with that ts, `statistics.seq_at`,
+  (`guessed`: the density index's seq of the event with that ts, `event_streams.seq_at`,
   read back by `_Guessed`). Where a thread's events have distinct timestamps and
   consecutive seqs (TOD) every difference is a constant: 0 bits. Both guesses are
   functions of the trace, not of how an index is cut in parts (the smallest seq among
@@ -706,23 +706,17 @@ def _mapped(store: "Store", r: dict) -> PackedIndex:
     return t
 
 
-def fresh(store: "Store", trace: str, name: str, params: dict) -> PackedIndex | None:
+def fresh(store: "Store", trace: str, name: str, params: dict, guesser: Guesser | None = None) -> PackedIndex | None:
     """The index `name` of `trace` for `params` when it is built and fresh (mapped from the
-    store or kept in this process's memory), else None: nothing is built."""
+    store or kept in this process's memory), else None: nothing is built. `guesser`: what
+    its guessed columns read through (`pack`), for an index that has some."""
     sig = store.stamp(trace)
     r = find(store, trace, name, params)
     if r is not None and r["params"].get("signature") == sig and r["params"].get("format") == FORMAT and r["path"]:
-        return _guessing(_mapped(store, r), default_guesser(store, trace, sig))
+        return _guessing(_mapped(store, r), guesser)
     with _LOCK:
         got = _MEMORY.get((str(store.path), store.trace(trace).id, name, _params_key(params), sig))
-    return None if got is None else _guessing(got, default_guesser(store, trace, sig))
-
-
-def default_guesser(store: "Store", trace: str, stamp: str | None = None) -> Guesser:
-    """The guesser of `trace`'s guessed columns: the density index's seq (`statistics.seq_at`)."""
-    from .statistics import seq_guesser  # statistics builds on this module
-
-    return seq_guesser(store, trace, stamp)
+    return None if got is None else _guessing(got, guesser)
 
 
 def assembled(store: "Store", name: str, params: dict, stamp: str) -> "PackedIndex | None":
@@ -736,11 +730,19 @@ def assembled(store: "Store", name: str, params: dict, stamp: str) -> "PackedInd
     return None
 
 
+def _need_guesser(guessed: dict | None, guesser: Guesser | None, name: str) -> None:
+    if guessed and guesser is None:
+        raise ValueError(f"the {name} index has guessed columns: give the guesser they read through "
+                         "(`event_streams.seq_guesser`)")
+
+
 def _guessing(idx: PackedIndex, guesser: Guesser | None) -> PackedIndex:
-    """`idx` with its guessed columns (`pack`) reading through `guesser`."""
-    for p in parts(idx):
-        p.guesser = guesser
-    idx.guesser = guesser
+    """`idx` with its guessed columns (`pack`) reading through `guesser` (None: as they were;
+    a mapped index is shared by every caller in this process)."""
+    if guesser is not None:
+        for p in parts(idx):
+            p.guesser = guesser
+        idx.guesser = guesser
     return idx
 
 
@@ -755,12 +757,11 @@ def get(store: "Store", trace: str, name: str, params: dict, build: Callable[[],
     save: None = save when the store can be written (else keep it in memory), True = must save,
     False = keep in memory only.
     """
-    t = fresh(store, trace, name, params)
+    _need_guesser(guessed, guesser, name)
+    t = fresh(store, trace, name, params, guesser)
     if t is not None:
-        return t if guesser is None else _guessing(t, guesser)
+        return t
     sig = store.stamp(trace)
-    if guessed and guesser is None:
-        guesser = default_guesser(store, trace, sig)
     r = find(store, trace, name, params)
     mkey = (str(store.path), store.trace(trace).id, name, _params_key(params), sig)
     packed = pack(build(), derived, relative, guessed, guesser)
@@ -854,8 +855,7 @@ def get_parts(store: "Store", trace: str, name: str, params: dict, types: list[s
     cut = store.cut(trace)
     stamp = cut.stamp()
     pkey = (str(store.path), cut.info.id, name, _params_key(params), stamp)
-    if guessed and guesser is None:
-        guesser = default_guesser(store, trace, stamp)
+    _need_guesser(guessed, guesser, name)
     with _LOCK:
         got = _PARTS.get(pkey)
     if got is not None:
