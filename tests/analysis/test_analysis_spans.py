@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 import tracehouse
 from helpers.analysis_ref import build_trace, ref_call_tree, ref_spans, ref_stack
 from tracehouse import analysis as an
+from tracehouse.analysis import calltree as CT
 from tracehouse.analysis import spans as S
 from tracehouse.analysis.profiles import SpanConfig
 
@@ -81,7 +82,7 @@ def test_children_thread_calls_stack_and_call_tree_match_brute_force(raw, keyed,
             for t in probes:
                 got = an.stack_at(store, "t", p, t, cfg).column("span_id").to_pylist()
                 assert got == ref_stack(want, p, t), (p, t)
-        tree = S.aggregated_call_tree(store, "t", cfg).to_pylist()
+        tree = CT.aggregated_call_tree(store, "t", cfg).to_pylist()
         by_id = {r["node"]: r for r in tree}
 
         def path(r):
@@ -93,8 +94,12 @@ def test_children_thread_calls_stack_and_call_tree_match_brute_force(raw, keyed,
 
         got = {path(r): (r["calls"], r["total_ns"], r["self_ns"]) for r in tree}
         assert got == ref_call_tree(want)
+        # The fast path (call paths kept per span index, one bincount) is the same tree.
+        fast = CT.call_tree(store, "t", cfg).rows.to_pylist()
+        by_id = {r["node"]: r for r in fast}
+        assert {path(r): (r["calls"], r["total_ns"], r["self_ns"]) for r in fast} == ref_call_tree(want)
         folded = {}
-        for line in S.folded(S.aggregated_call_tree(store, "t", cfg)).splitlines():
+        for line in CT.folded(CT.aggregated_call_tree(store, "t", cfg)).splitlines():
             stack, value = line.rsplit(" ", 1)
             folded[tuple(stack.split(";"))] = int(value)
         assert folded == {k: v[2] for k, v in ref_call_tree(want).items() if v[2] > 0}
@@ -119,8 +124,9 @@ def test_hand_computed_nested_calls(store):
     assert S.children(store, "t", 0, CFG_KEYED).column("span_id").to_pylist() == [2, 4]
     assert an.stack_at(store, "t", 1, 17, CFG_KEYED).column("span_id").to_pylist() == [0, 2, 3]
     assert an.stack_at(store, "t", 1, 30, CFG_KEYED).column("span_id").to_pylist() == [0]
-    assert S.folded(S.aggregated_call_tree(store, "t", CFG_KEYED)).splitlines() == [
+    assert CT.folded(CT.aggregated_call_tree(store, "t", CFG_KEYED)).splitlines() == [
         "f0 33", "f0;f1 65", "f0;f1;f2 5"]
+    assert CT.folded(CT.call_tree(store, "t", CFG_KEYED).rows).splitlines() == ["f0 33", "f0;f1 65", "f0;f1;f2 5"]
 
 
 def test_processed_trace_is_saved_and_linked(store):

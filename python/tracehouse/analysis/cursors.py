@@ -41,10 +41,11 @@ import pyarrow.compute as pc
 
 from .. import arrays
 from ..errors import BadInput
-from ..schema import EventType
+from ..schema import Column, EventType
 from ..store import scan
 from ..store.query import qident
 from . import indexes
+from .registry import Analysis, Answer, Note, Param, Table
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -372,3 +373,66 @@ def cursor(store: "Store", trace: str, *, types: Iterable[str] | None = None, pr
     w = tuple(parse_where(x) if isinstance(x, str) else tuple(x) for x in where)
     f = Filter(tuple(types) if types else None, tuple(int(p) for p in producers) if producers else None, w, start, end)
     return Cursor(store, trace, f, at=at, columns=columns)
+
+
+# -- as an analysis ------------------------------------------------------------------------------
+
+
+@dataclass
+class Page(Answer):
+    """A page of a cursor, where it stands after it and how long it took."""
+
+    cursor: Cursor
+    rows: pa.Table
+    seconds: float
+    at: int | None
+
+    def table(self) -> pa.Table:
+        return self.rows
+
+    def to_json(self, shown: dict) -> dict:
+        c = self.cursor
+        return {"rows": self.rows.to_pylist(), "position": list(c.position), "after": c.after,
+                "seconds": round(self.seconds, 4)}
+
+    def show(self, shown: dict) -> list:
+        p = self.cursor.position
+        return [Table(self.rows), Note(f"{self.rows.num_rows} events in {self.seconds * 1000:.1f} ms; next page: "
+                                       f"--at {p[0]} (position {p[0]}/{p[1]}/{p[2]})")]
+
+    def save(self, store, name, traces, params, shown) -> int:
+        from .results import save_search
+
+        return save_search(store, shown.get("save_name") or f"cursor {self.cursor.trace}", self.cursor.trace,
+                           self.cursor.filter, at=self.at, params=params)
+
+
+def _cursor(store, trace, window, *, limit=100, type=None, where=None, at=None, backward=False) -> Page:  # noqa: A002
+    import time
+
+    c = cursor(store, trace, types=type or None, producers=window.producers, where=[parse_where(w) for w in where or []],
+               start=window.start, end=window.end, at=at)
+    if at is None and backward:
+        c.seek_end()
+    t0 = time.perf_counter()
+    page = c.prev(limit) if backward else c.next(limit)
+    return Page(c, page, time.perf_counter() - t0, at)
+
+
+CURSOR = Analysis(
+    "cursor", "events matching a filter, a page forward or backward from t", _cursor,
+    params=(
+        Param("limit", "int", "count", "events in the page", default=100),
+        Param("type", "str", "", "event type (repeat; default all)", many=True),
+        Param("producer", "int", "id", "producer id (repeat)", many=True, window="producers"),
+        Param("where", "str", "", "parameter predicate 'COL OP VALUE' (repeat)", many=True),
+        Param("start", "time", "ns", "ts >= start", window="start"),
+        Param("end", "time", "ns", "ts < end", window="end"),
+        Param("at", "time", "ns", "stand just before time t (default: the start, or the end with --backward)"),
+        Param("backward", "bool", "", "the page before the position", default=False),
+        Param("save_name", "str", "", "name of the saved search (with --save)", answer=False),
+    ),
+    columns=(Column("ts", "int64", "ns", "event time"), Column("producer", "int32", "id", "producer"),
+             Column("seq", "int64", "count", "order of the event within its producer"),
+             Column("type", "string", "", "event type")),
+    columns_note="Then the parameters of the event types the filter selects (NULL where a type has none).")

@@ -19,6 +19,7 @@ Bucket table (`Histogram.buckets()`, `BUCKET_COLUMNS`):
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -29,6 +30,7 @@ import pyarrow.compute as pc
 from .. import _core, arrays
 from ..errors import BadInput
 from ..schema import Column
+from .registry import Analysis, Answer, Note, Param, Text
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -191,7 +193,7 @@ class Histogram:
                 "summary": {k: v for k, v in self.summary.items() if k in keep}}
 
 
-def _summary(values: np.ndarray) -> dict:
+def value_summary(values: np.ndarray) -> dict:
     """count, min, max, mean and nearest-rank p50/p90/p99 (one partition, not a sort)."""
     n = len(values)
     if n == 0:
@@ -256,7 +258,7 @@ def histogram(values: np.ndarray, *, kind: str = "hist", k: int = 0, min: int = 
                               "share": float(nb[gi] / n[gi]) if n[gi] else 0.0}
     if summary:
         for gi in h.order(SUMMARY_GROUPS):
-            h.summary[h.groups[gi]] = _summary(v if gcodes is None else v[gcodes == gi])
+            h.summary[h.groups[gi]] = value_summary(v if gcodes is None else v[gcodes == gi])
     return h
 
 
@@ -275,13 +277,27 @@ def _codes(col: pa.Array | pa.ChunkedArray, null_name: str = "(none)") -> tuple[
 
 
 def span_values(store: "Store", trace: str, *, group: str = "none", config=None, include_unclosed: bool = False,
-                start: int | None = None, end: int | None = None) -> tuple[np.ndarray, np.ndarray | None, list[str] | None, bool]:
-    """Span durations of `trace` with their group codes: (values, codes, names, stack_keys)."""
+                start: int | None = None, end: int | None = None,
+                producers: tuple[int, ...] | None = None) -> tuple[np.ndarray, np.ndarray | None, list[str] | None, bool]:
+    """Span durations of `trace` (starting in [start, end), of `producers`) with their group
+    codes: (values, codes, names, stack_keys). Ungrouped: read from the span index (binary
+    searches per thread and depth, `windows.starting`); grouped: from the span table."""
     from .profiles import span_config
-    from .spans import _begin_name, _name_strings, span_table
+    from .spans import begin_column, name_codes, span_index, span_table
 
     cfg = config or span_config(store, trace)
-    name_col = _begin_name(cfg.name_column) if cfg.name_column else None
+    if group == "none" or producers is not None:
+        if group != "none":
+            raise BadInput(f"a histogram of some producers by {group}", expected="--by none")
+        from . import indexes, windows
+        from .registry import Window
+
+        idx = span_index(store, trace, cfg)
+        info = store.trace(trace)
+        rows = windows.starting(idx, Window(start, end, producers), info.ts_min, info.ts_max,
+                                closed_only=not include_unclosed)
+        return indexes.array(idx, "dur")[rows], None, None, False
+    name_col = begin_column(cfg.name_column) if cfg.name_column else None
     cols = (["ts"] if start is not None or end is not None else []) + ["dur", "closed"]
     if group in ("caller", "stack"):
         cols += ["parent_id", "depth"] + ([name_col] if name_col else [])
@@ -311,7 +327,7 @@ def span_values(store: "Store", trace: str, *, group: str = "none", config=None,
     if group == "caller":
         parent = arrays.as_numpy(t.column("parent_id"))
         if name_col:
-            codes, names = _name_strings(t.column(name_col))
+            codes, names = name_codes(t.column(name_col))
             names = names.to_pylist()
         else:
             codes, names = np.zeros(t.num_rows, np.int64), [cfg.begin]
@@ -322,7 +338,7 @@ def span_values(store: "Store", trace: str, *, group: str = "none", config=None,
         parent = arrays.as_numpy(t.column("parent_id"))
         depth = arrays.as_numpy(t.column("depth")).astype(np.int32)
         if name_col:
-            codes, names_arr = _name_strings(t.column(name_col))
+            codes, names_arr = name_codes(t.column(name_col))
         else:
             codes, names_arr = np.zeros(t.num_rows, np.int64), pa.array([cfg.begin])
         ct = _core.call_tree(pa.array(parent), pa.array(codes), pa.array(depth))
@@ -464,3 +480,198 @@ def compare_text(before: Histogram, after: Histogram, names: tuple[str, str] = (
               for lab, bs, as_, d in zip(t.column("label").to_pylist(), t.column("before_share").to_pylist(),
                                          t.column("after_share").to_pylist(), t.column("delta_share").to_pylist())]
     return text + f"\n{bn} -> {an} (ns)\n" + "\n".join(lines) + "\n\nshare per bucket\n" + "\n".join(shares) + "\n"
+
+
+# -- as analyses ---------------------------------------------------------------------------------
+
+
+def linear_buckets(p99_ns: float, unit: str) -> tuple[int, int, int]:
+    """lhist bounds when none are given: 0 to the 99th percentile in about 40 round steps
+    (bpftrace needs (max - min) to be a multiple of step)."""
+    top = float(p99_ns) / UNITS[unit]
+    if top <= 0:
+        return 0, 10, 1
+    raw = max(top / 40, 1e-9)
+    mag = 10 ** math.floor(math.log10(raw))
+    step = max(1, int(next(m * mag for m in (1, 2, 5, 10) if m * mag >= raw)))
+    hi = max(step, int(math.ceil(top / step)) * step)
+    return 0, hi, step
+
+
+@dataclass
+class HistAnswer(Answer):
+    """A histogram with how long it took and who answered."""
+
+    h: Histogram
+    seconds: float
+    engine: str
+    below_ns: int | None
+
+    def table(self) -> pa.Table:
+        return self.h.buckets()
+
+    def to_json(self, shown: dict) -> dict:
+        return self.h.to_json(shown.get("top")) | {"seconds": round(self.seconds, 4), "engine": self.engine,
+                                                   "values": int(self.h.counts.sum())}
+
+    def show(self, shown: dict) -> list:
+        h, top = self.h, shown.get("top")
+        n = int(h.counts.sum())
+        parts = [Text(h.text(top)),
+                 Note(f"{n:,} values in {len(h.groups):,} group(s), {self.seconds * 1000:.0f} ms, {self.engine}"
+                      + (f"; {top} largest groups shown" if top and len(h.groups) > top else ""))]
+        for g in h.order(top)[::-1][:10] if h.below else []:
+            b = h.below[h.groups[g]]
+            label = f"[{h.groups[g]}] " if h.groups[g] else ""
+            parts.append(Text(f"{label}{b['share'] * 100:.1f}% of {b['count']:,} under {self.below_ns:,} ns "
+                              f"({b['below']:,})\n"))
+        return parts
+
+    def save(self, store, name, traces, params, shown) -> int:
+        from .results import save_table
+
+        h = self.h
+        return save_table(store, name, traces, h.buckets(), params=params | {"kind": h.kind, **h.params, "unit": h.unit},
+                          payload={"text": h.text(shown.get("top")), "below": h.below,
+                                   "summary": dict(list(h.summary.items())[:20])})
+
+
+def _values(store, trace: str, window, *, by="none", type=None, value="dur", unclosed=False,  # noqa: A002
+            begin=None, end=None, key=None, name=None):
+    if type:
+        if window.producers is not None:
+            raise BadInput("a histogram of an event type's column for some producers", expected="--by producer")
+        return type_values(store, trace, type, value, group=by, start=window.start, end=window.end)
+    from .spans import spans_config
+
+    cfg = spans_config(store, trace, begin, end, key, name)
+    return span_values(store, trace, group=by, config=cfg, include_unclosed=unclosed, start=window.start,
+                       end=window.end, producers=window.producers)
+
+
+def _hist_of(store, trace: str, window, kind: str, *, unit="us", below=None, k=0, min=None, max=None,  # noqa: A002
+             step=None, **src) -> Histogram:
+    values, codes, names, stack = _values(store, trace, window, **src)
+    if kind == "lhist" and (min is None or max is None or step is None):
+        lo, hi, st = linear_buckets(value_summary(values).get("p99", 0), unit)
+        min, max, step = (lo if min is None else min), (hi if max is None else max), (st if step is None else step)
+    kw = {"k": k} if kind == "hist" else {"min": min, "max": max, "step": step}
+    return histogram(values, kind=kind, unit=unit, groups=codes, group_names=names, below=below,
+                     stack_keys=stack, **kw)
+
+
+def _run_hist(kind: str):
+    def run(store, trace, window, *, engine=None, master=None, **kw) -> HistAnswer:
+        import time
+
+        from .sql import answered_by
+        from .sql import engine as open_engine
+
+        t0 = time.perf_counter()
+        with open_engine(store, engine, master) as e:
+            if e is not None:
+                if not kw.get("type"):
+                    raise BadInput(f"--engine {engine} histograms are of an event type's column",
+                                   expected="--type TYPE (span pairing runs in the Rust core, not in SQL)")
+                bounds = {"k": kw.get("k", 0)} if kind == "hist" else {
+                    "min": kw["min"], "max": kw["max"], "step": kw["step"]}
+                if kind == "lhist" and None in bounds.values():
+                    raise BadInput(f"--engine {engine} linear histograms", expected="--min, --max and --step")
+                h = type_histogram_sql(e, trace, kw["type"], kw.get("value", "dur"), group=kw.get("by", "none"),
+                                       start=window.start, end=window.end, kind=kind, unit=kw.get("unit", "us"),
+                                       below=kw.get("below"), **bounds)
+            else:
+                h = _hist_of(store, trace, window, kind, **kw)
+            how = answered_by(e, "the Rust core")
+        return HistAnswer(h, time.perf_counter() - t0, how, kw.get("below"))
+
+    return run
+
+
+HIST_PARAMS = (
+    Param("by", "str", "", "group by: none | caller | stack | name | producer | a column", default="none"),
+    Param("unit", "str", "", "value unit", default="us", choices=tuple(UNITS)),
+    Param("below", "duration", "ns", "report the share of values under this duration, e.g. 10us"),
+    Param("type", "str", "", "histogram of an event type's column instead of span durations"),
+    Param("value", "str", "", "that column", default="dur"),
+    Param("unclosed", "bool", "", "include spans cut without an end", default=False),
+    Param("start", "time", "ns", "span start time range, from (ns or with a unit)", window="start"),
+    Param("end_time", "time", "ns", "... to", flag="--end-time", window="end"),
+    Param("producer", "int", "id", "only the spans of these producers (repeat; ungrouped)", many=True,
+          window="producers"),
+    Param("top", "int", "count", "groups printed, the largest", default=20, answer=False),
+)
+_BUCKET_NOTE = ("`--json` adds `summary` (count, min, max, mean, p50, p90, p99 in ns per group), `below` "
+                "(the share under `--below`) and the text in bpftrace's style.")
+
+
+def _hist_analysis(kind: str, summary_: str, bounds: tuple) -> Analysis:
+    from .spans import SPAN_PARAMS
+    from .sql import ENGINE_PARAMS
+
+    return Analysis(kind, summary_, _run_hist(kind), params=HIST_PARAMS + SPAN_PARAMS + ENGINE_PARAMS + bounds,
+                    columns=BUCKET_COLUMNS, columns_note=_BUCKET_NOTE, uses=("spans",))
+
+
+HIST = _hist_analysis("hist", "log2 duration histogram, bpftrace hist() buckets", (
+    Param("k", "int", "count", "2^k buckets per power of 2 (0..5)", default=0),))
+LHIST = _hist_analysis("lhist", "linear duration histogram, bpftrace lhist() buckets", (
+    Param("min", "int", "unit", "first bucket's low edge (default 0)"),
+    Param("max", "int", "unit", "last bucket's high edge (default: the 99th percentile, rounded)"),
+    Param("step", "int", "unit", "bucket width (default: about 40 buckets)")))
+
+
+@dataclass
+class Compared(Answer):
+    before: Histogram
+    after: Histogram
+    names: tuple[str, str]
+
+    def table(self) -> pa.Table:
+        return compare(self.before, self.after)
+
+    def to_json(self, shown: dict) -> dict:
+        return {"buckets": self.table().to_pylist(), "before": next(iter(self.before.summary.values()), {}),
+                "after": next(iter(self.after.summary.values()), {})}
+
+    def show(self, shown: dict) -> list:
+        return [Text(compare_text(self.before, self.after, self.names))]
+
+    def save(self, store, name, traces, params, shown) -> int:
+        from .results import save_table
+
+        b = self.before
+        return save_table(store, name, traces, self.table(), params=params | {"kind": b.kind, **b.params, "unit": b.unit},
+                          payload={"text": compare_text(self.before, self.after, self.names),
+                                   "before": self.before.summary, "after": self.after.summary})
+
+
+def _compare(store, traces, window, *, kind="hist", **kw) -> Compared:
+    kw["by"] = "none"
+    before, after = traces
+    return Compared(_hist_of(store, before, window, kind, **kw), _hist_of(store, after, window, kind, **kw),
+                    (before, after))
+
+
+def _compare_analysis() -> Analysis:
+    from .spans import SPAN_PARAMS
+
+    return Analysis(
+        "compare", "before/after duration histograms of two traces", _compare,
+        params=(Param("kind", "str", "", "histogram kind", default="hist", choices=("hist", "lhist")),
+                Param("k", "int", "count", "hist: 2^k buckets per power of 2", default=0),
+                Param("min", "int", "unit", "lhist: first bucket's low edge", default=0),
+                Param("max", "int", "unit", "lhist: last bucket's high edge", default=100),
+                Param("step", "int", "unit", "lhist: bucket width", default=10))
+        + tuple(p for p in HIST_PARAMS if p.name not in ("producer",)) + SPAN_PARAMS,
+        columns=(Column("bucket", "int64", "index", "bpftrace's bucket index"),
+                 Column("label", "string", "", "bpftrace's label"),
+                 Column("before", "int64", "count", "values of the first trace in the bucket"),
+                 Column("after", "int64", "count", "values of the second trace in the bucket"),
+                 Column("before_share", "float64", "share", "before / all values of the first trace"),
+                 Column("after_share", "float64", "share", "after / all values of the second trace"),
+                 Column("delta_share", "float64", "share", "after_share - before_share")),
+        traces="pair", uses=("spans",))
+
+
+COMPARE = _compare_analysis()

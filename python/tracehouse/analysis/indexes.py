@@ -568,9 +568,14 @@ class PackedIndex:
         r = r.cast(pa.int64())
         return pa.table({c: self._typed(c, self._cols[c].take(r)) for c in self.column_names}, schema=self.schema)
 
+    def range_column(self, name: str, a: int, b: int) -> pa.Array:
+        """Column `name`, rows [a, b), decoded (original type, nulls kept)."""
+        return self._typed(name, self._cols[name].decode(int(a), int(b)))
+
     def take_column(self, name: str, rows) -> pa.Array:
         """Column `name` at `rows` (original type, nulls kept)."""
-        return self._typed(name, self._cols[name].take(pa.array(np.asarray(rows, np.int64))))
+        r = rows if isinstance(rows, pa.Array) else arrays.from_numpy(np.asarray(rows, np.int64))
+        return self._typed(name, self._cols[name].take(r))
 
     def binned_counts(self, name: str, starts: pa.Array, ends: pa.Array, edges: pa.Array) -> pa.Array:
         col = self._cols[name]

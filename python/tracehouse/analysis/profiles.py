@@ -140,3 +140,47 @@ def object_config(store, trace: str, type: str | None = None, object: str | None
 
 def locals_config(store, trace: str) -> LocalsConfig | None:
     return PROFILES.get(store.trace(trace).format, Profile()).locals
+
+
+NAME_COLUMNS = ("name", "syscall", "value", "state", "func", "probe", "event")  # a span's label, in this order
+
+
+def infer_span_config(store, trace: str) -> tuple[SpanConfig | None, str]:
+    """(how the trace's spans are made with no flag given, why there are none when None): the
+    format's profile or `span_config`'s inference, except that a format without a profile
+    that has a span-kind type shows those spans (nested by time), and labelled by the first
+    string column among NAME_COLUMNS when the pairing names none. What the web UI shows and
+    the span analyses use by default."""
+    info = store.trace(trace)
+    if info.metadata.get("tool"):  # a processed trace (`<trace>:spans`): its spans are its source's
+        return None, f"a trace derived by {info.metadata['tool']}: open {info.metadata.get('source', 'its source')}"
+    types = store.event_types(trace)
+    spans = [t for t in types.values() if t.kind == "span"]
+    try:
+        if info.format not in PROFILES and spans:
+            # Spans the importer already made (bpftrace/stap --span, Paje states, CSV --dur) rather
+            # than pairing again the begin/end halves it left over.
+            raise BadInput("spans of a span-kind type")
+        cfg = span_config(store, trace)
+    except BadInput as e:
+        if not spans:
+            return None, f"no spans: {e.reason}"
+        cfg = SpanConfig(spans[0].name, None)
+    if cfg.begin not in types or (cfg.end is not None and cfg.end not in types):
+        return None, f"no event type {cfg.begin!r} in this trace"
+    if cfg.name_column is None:
+        strings = {c.name for c in types[cfg.begin].params if c.type == "string"}
+        name = next((n for n in NAME_COLUMNS if n in strings), None)
+        cfg = SpanConfig(cfg.begin, cfg.end, cfg.key, name)
+    return cfg, ""
+
+
+def choose_span_config(store, trace: str, begin: str | None = None, end: str | None = None, key: str | None = None,
+                       name: str | None = None) -> SpanConfig:
+    """The pairing the span analyses use: the flags given (`span_config`), else what
+    `infer_span_config` finds (the web UI's), else `span_config`'s error naming the flags
+    that are missing."""
+    if any(v is not None for v in (begin, end, key, name)):
+        return span_config(store, trace, begin, end, key, name)
+    cfg, _why = infer_span_config(store, trace)
+    return cfg if cfg is not None else span_config(store, trace)

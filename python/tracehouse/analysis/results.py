@@ -5,6 +5,12 @@ group, search, processed trace, table, file), the traces it is linked to (one or
 a multi-trace result links every trace it was computed over), the tool that made it
 and the parameters it was made with. The store keeps them (`Store.save_result`,
 `th.results` in SQL); `tracehouse results` lists and shows them.
+
+An analysis' answer saved from a surface (`save_answer`) records, under `params["args"]`,
+every argument of the analysis that can change its answer (all but those that only change
+what is shown: `--limit`, `--top`, `--out`, ...; times in ns, the traces a `--search`
+selected by name), and `params["analysis"]`; `replay_argv` turns them back into the
+command line that computes the same answer (`tracehouse results show ID` prints it).
 """
 
 from __future__ import annotations
@@ -18,6 +24,7 @@ from ..errors import BadInput, NotFound
 if TYPE_CHECKING:
     from ..store import Store
     from .cursors import Cursor, Filter
+    from .registry import Analysis, Answer
 
 TOOL_PREFIX = "tracehouse.analysis."
 
@@ -90,3 +97,56 @@ def show(store: "Store", rid: int) -> dict:
     r = dict(r)
     r["table"] = store.result_table(rid) if r.get("path") else None
     return r
+
+
+# -- an analysis' answer as a result, and the command line that computes it again ----------------
+
+
+def answer_args(analysis: "Analysis", values: dict, resolved: dict | None = None) -> dict:
+    """Every argument of `analysis` that can change its answer, by name, as given (times in
+    ns), with `resolved` values in place of the given ones (the traces a --search selected)."""
+    from .registry import arguments
+
+    out = {p.name: values.get(p.name) for p in arguments(analysis) if p.answer}
+    return dict(sorted((out | (resolved or {})).items()))
+
+
+def save_answer(store: "Store", analysis: "Analysis", traces: list[str], answer: "Answer", values: dict, *,
+                shown: dict | None = None, resolved: dict | None = None, extra: dict | None = None) -> int | None:
+    """`answer` saved as a result linked to `traces`; its params record the analysis' name and
+    arguments (`answer_args`), which `replay_argv` turns back into the command line."""
+    params = (extra or {}) | {"analysis": analysis.name, "args": answer_args(analysis, values, resolved)}
+    return answer.save(store, analysis.name, list(traces), params, shown or {})
+
+
+def replay_argv(result: dict) -> list[str] | None:
+    """The `tracehouse` arguments that compute a saved result's answer again, from the
+    arguments it recorded (`params["args"]`), None for a result no analysis recorded
+    them for (indexes, annotations, groups, results saved before they were recorded, a
+    command-line plugin's). Arguments at their default are left out."""
+    from .registry import analyses, arguments
+
+    params = result.get("params") or {}
+    name, given = params.get("analysis"), params.get("args")
+    if not isinstance(name, str) or not isinstance(given, dict):
+        return None
+    a = analyses().get(name)
+    if a is None or a.cli_only is not None:
+        return None
+    argv = ["analyze", name]
+    for p in arguments(a):
+        if p.name not in given:
+            continue
+        value = given[p.name]
+        if p.positional:
+            argv += [str(v) for v in value] if isinstance(value, list) else [str(value)]
+        elif value is None or value == p.default or value is False or value == []:
+            continue
+        elif p.type == "bool":
+            argv.append(p.cli)
+        elif isinstance(value, list):
+            for v in value:
+                argv += [p.cli, str(v)]
+        else:
+            argv += [p.cli, str(value)]
+    return argv

@@ -3,8 +3,8 @@
 Owns pairing a trace's begin and end halves into spans (the pass itself is Rust,
 `src/spans.rs`: depth, parent, end, self time, unmatched halves), saving them as a
 processed trace linked to its source, the span index (spans by thread, depth, ts) and
-the questions asked of spans: children of a call, the call tree of a thread, the
-aggregated call tree and its folded-stack flame graph text.
+the questions asked of one span or thread: children of a call, the call tree of a thread
+(the aggregated call tree and flame graph are calltree.py's).
 
 Output columns of a span table (`SPAN_COLUMNS`, then the begin type's parameters
 under their own names and the end type's parameters prefixed `end_`):
@@ -29,7 +29,8 @@ from ..errors import BadInput, NotFound, ReadOnly, StoreLocked
 from ..schema import Column, EventType
 from ..store import scan
 from . import event_streams, indexes
-from .profiles import SpanConfig, span_config
+from .profiles import SpanConfig, choose_span_config, span_config
+from .registry import Analysis, Answer, Note, Param, Table, Title
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -62,6 +63,21 @@ __doc__ += "\n\nUnmatched halves (`Spans.unmatched`):\n" + "\n".join(
 
 _RESERVED = {c.name for c in SPAN_COLUMNS}
 
+PAIRING = "pairing (default: the format's profile)"
+# The pairing flags every span analysis takes; none given: `choose_span_config`.
+SPAN_PARAMS = (
+    Param("begin", "str", "", "begin event type", group=PAIRING),
+    Param("end", "str", "", "end event type", group=PAIRING),
+    Param("key", "str", "", "column matching an end to its begin (default: nesting only)", group=PAIRING),
+    Param("name", "str", "", "begin column naming a span (default: the key)", group=PAIRING),
+)
+
+
+def spans_config(store: "Store", trace: str, begin: str | None = None, end: str | None = None,
+                 key: str | None = None, name: str | None = None, **_) -> SpanConfig:
+    """The pairing of a span analysis from its SPAN_PARAMS (other keywords ignored)."""
+    return choose_span_config(store, trace, begin, end, key, name)
+
 
 @dataclass
 class Spans:
@@ -74,7 +90,9 @@ class Spans:
     stats: dict = field(default_factory=dict)
 
 
-def _begin_name(p: str) -> str:
+def begin_column(p: str) -> str:
+    """The span table's column holding the begin type's parameter `p` (renamed when it is
+    one of the span columns)."""
     return f"begin_{p}" if p in _RESERVED else p
 
 
@@ -370,7 +388,7 @@ def _nest(store: "Store", trace: str, cfg: SpanConfig) -> Spans:
     }
     params = store.scan(trace, cfg.begin, [c.name for c in st.params]) if st.params else pa.table({})
     for c in params.column_names:
-        cols[_begin_name(c)] = params.column(c)
+        cols[begin_column(c)] = params.column(c)
     table = pa.table({k: (v if isinstance(v, pa.ChunkedArray) else pa.chunked_array([v])) for k, v in cols.items()})
     unmatched = pa.table({c.name: pa.array([], c.arrow_type) for c in UNMATCHED_COLUMNS})
     stats = {"begins": n, "ends": 0, "spans": n, "closed": n, "unclosed_begins": 0, "unmatched_ends": 0,
@@ -409,7 +427,7 @@ def _span_table(b: pa.Table, e: pa.Table, bp: pa.Table, ep: pa.Table, r: dict, c
         "closed": r["closed"],
     }
     for c in bp.column_names:
-        cols[_begin_name(c)] = bp.column(c)
+        cols[begin_column(c)] = bp.column(c)
     for c in ep.column_names:
         cols[f"end_{c}"] = ep.column(c).take(idx) if n else ep.column(c).slice(0, 0)
     # Columns keep their chunks (DuckDB's batches, the pass's one array): combining them
@@ -461,7 +479,7 @@ def _span_event_types(spans: Spans, fmt_types: dict[str, EventType]) -> tuple[Ev
     bt = fmt_types[spans.config.begin]
     et = fmt_types[spans.config.end] if spans.config.end else None
     params = [c for c in SPAN_COLUMNS if c.name not in ("ts", "producer", "seq", "dur")]
-    params += [Column(_begin_name(c.name), c.type, c.unit, c.doc) for c in bt.params]
+    params += [Column(begin_column(c.name), c.type, c.unit, c.doc) for c in bt.params]
     if et is not None:
         params += [Column(f"end_{c.name}", c.type, c.unit, c.doc) for c in et.params if c.name != spans.config.key]
     doc = f"a {bt.name} paired with its {et.name}" if et is not None else f"a {bt.name} with its depth and parent"
@@ -571,15 +589,18 @@ SPAN_RELATIVE = {"end_ts": "ts", "end_max": "end_ts", "end_seq": "seq", "end_par
 
 
 def span_index(store: "Store", trace: str, config: SpanConfig | None = None, *,
-               save: bool | None = None) -> indexes.PackedIndex:
+               save: bool | None = None, build: bool = True) -> indexes.PackedIndex | None:
     """Every span, ordered by (producer, depth, ts), plus `end_max` (running maximum of
     end_ts within the (producer, depth): `stack.stack_at`). The (producer, depth) runs are
     listed in the schema metadata (b"runs": [[producer, depth, start, end], ...]): span i's
     row is found by one binary search of span_id per run (span_id grows within a run), so
-    no `row_of` column is stored."""
+    no `row_of` column is stored. build=False: None unless it is built and fresh."""
     cfg = config or span_config(store, trace)
+    guesser = event_streams.seq_guesser(store, trace, store.stamp(trace))
+    if not build:
+        return indexes.fresh(store, trace, "spans", span_index_params(cfg), guesser)
 
-    def build() -> pa.Table:
+    def make() -> pa.Table:
         t = span_table(store, trace, cfg)
         keys = [arrays.int64_array(t.column("producer")), arrays.int64_array(t.column("depth"))]
         order = _core.stable_order(keys)
@@ -602,9 +623,13 @@ def span_index(store: "Store", trace: str, config: SpanConfig | None = None, *,
     guessed = {"seq": (cfg.begin, "producer", "ts")}
     if cfg.end is not None:
         guessed["end_seq"] = (cfg.end, "producer", "end_ts")
-    return indexes.get(store, trace, "spans", {"config": cfg.to_json(), "rules": RULES}, build, save=save,
-                       derived={"dur": ("end_ts", "ts")}, relative=SPAN_RELATIVE, guessed=guessed,
-                       guesser=event_streams.seq_guesser(store, trace, store.stamp(trace)))
+    return indexes.get(store, trace, "spans", span_index_params(cfg), make, save=save,
+                       derived={"dur": ("end_ts", "ts")}, relative=SPAN_RELATIVE, guessed=guessed, guesser=guesser)
+
+
+def span_index_params(config: SpanConfig) -> dict:
+    """What the span index of a pairing is saved under (`indexes.find` finds it by this)."""
+    return {"config": config.to_json(), "rules": RULES}
 
 
 def _span_row(idx: indexes.PackedIndex, span_id: int) -> int:
@@ -665,109 +690,72 @@ def thread_calls(store: "Store", trace: str, producer: int, config: SpanConfig |
     return rows.drop_columns(_INDEX_ONLY)
 
 
-# -- aggregated call tree and flame graph -------------------------------------------------
-
-CALL_TREE_COLUMNS = (
-    Column("node", "int64", "id", "node of the aggregated call tree (a distinct call path)"),
-    Column("parent", "int64", "id", "node of the caller's path, -1 at the root"),
-    Column("depth", "int32", "count", "path length - 1"),
-    Column("name", "string", "", "the callee's name (name column of the begin type)"),
-    Column("calls", "int64", "count", "spans with this call path"),
-    Column("total_ns", "int64", "ns", "sum of their durations"),
-    Column("self_ns", "int64", "ns", "sum of their self times"),
-)
-
-
-def _name_strings(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, pa.Array]:
+def name_codes(col: pa.ChunkedArray | pa.Array) -> tuple[np.ndarray, pa.Array]:
     """(int64 codes, string names) of a name column; codes index the names."""
     enc = (col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col).dictionary_encode()
-    codes = pc.fill_null(enc.indices.cast(pa.int64()), -1).to_numpy()
-    names = pc.fill_null(enc.dictionary.cast(pa.string()), "?")
+    codes = arrays.filled(enc.indices.cast(pa.int64()), -1)
+    names = enc.dictionary.cast(pa.string())
+    if names.null_count:
+        names = pc.fill_null(names, "?")
     return codes, names
 
 
-def aggregated_call_tree(store: "Store", trace: str, config: SpanConfig | None = None, *,
-                         producers: list[int] | None = None) -> pa.Table:
-    """Spans merged by call path (calling-context tree): CALL_TREE_COLUMNS, node order
-    (a node's parent comes before it)."""
-    cfg = config or span_config(store, trace)
-    name_col = cfg.name_column
-    cols = ["span_id", "producer", "depth", "parent_id", "dur", "self_time"] + ([_begin_name(name_col)] if name_col else [])
-    t = span_table(store, trace, cfg, columns=cols)
-    if name_col:
-        codes, names = _name_strings(t.column(_begin_name(name_col)))
-    else:
-        codes, names = np.zeros(t.num_rows, np.int64), pa.array([cfg.begin])
-    parent = arrays.as_numpy(t.column("parent_id"))
-    depth = arrays.as_numpy(t.column("depth"))
-    keep = None
-    if producers is not None:
-        # A span's path needs its ancestors: filter after interning, on the spans' thread.
-        keep = np.isin(arrays.as_numpy(t.column("producer")), np.asarray(producers, dtype=np.int32))
-    ct = _core.call_tree(pa.array(parent), pa.array(codes), pa.array(depth.astype(np.int32)))
-    node_of = ct["node_of"].to_numpy()
-    nn = len(ct["parent"])
-    dur = arrays.as_numpy(t.column("dur"))
-    self_t = arrays.as_numpy(t.column("self_time"))
-    w = slice(None) if keep is None else keep
-    calls = np.bincount(node_of[w], minlength=nn).astype(np.int64)
-    total = np.bincount(node_of[w], weights=dur[w], minlength=nn).astype(np.int64)
-    selfs = np.bincount(node_of[w], weights=self_t[w], minlength=nn).astype(np.int64)
-    key = ct["key"].to_numpy()
-    out = pa.table({
-        "node": pa.array(np.arange(nn, dtype=np.int64)),
-        "parent": ct["parent"],
-        "depth": ct["depth"],
-        "name": names.take(pa.array(np.where(key < 0, 0, key))) if nn else pa.array([], pa.string()),
-        "calls": pa.array(calls),
-        "total_ns": pa.array(total),
-        "self_ns": pa.array(selfs),
-    })
-    if keep is not None:
-        out = _prune(out)
-    return out
+# -- as an analysis ------------------------------------------------------------------------------
+
+SPAN_VIEW = ("span_id", "producer", "depth", "ts", "dur", "self_time", "closed")
 
 
-def _prune(t: pa.Table) -> pa.Table:
-    """Drop nodes no kept span passes through (renumbering the rest, parents first)."""
-    calls = t.column("calls").to_numpy()
-    parent = t.column("parent").to_numpy()
-    depth = t.column("depth").to_numpy()
-    alive = calls > 0
-    # A node is alive if it or a descendant has calls: propagate upward, deepest first.
-    for d in range(int(depth.max()) if len(depth) else -1, 0, -1):
-        at = np.nonzero((depth == d) & alive)[0]
-        alive[parent[at]] = True
-    keep = np.nonzero(alive)[0]
-    new_id = np.full(len(alive), -1, np.int64)
-    new_id[keep] = np.arange(len(keep))
-    t = t.take(pa.array(keep))
-    p = t.column("parent").to_numpy()
-    p = np.where(p >= 0, new_id[np.maximum(p, 0)], -1)
-    return t.set_column(0, "node", pa.array(np.arange(len(keep), dtype=np.int64))).set_column(1, "parent", pa.array(p))
+@dataclass
+class Paired(Answer):
+    """`analyze spans`: the pairing's counts, its spans and unmatched halves; saved, the
+    processed trace `<trace>:spans`."""
+
+    spans: Spans
+    saved: dict | None = None
+
+    def table(self) -> pa.Table:
+        return self.spans.table
+
+    def to_json(self, shown: dict) -> dict:
+        sp, limit = self.spans, shown.get("limit") or 50
+        return {"trace": sp.trace, "config": sp.config.to_json(), "stats": sp.stats,
+                "rows": sp.table.slice(0, limit).to_pylist(), "total": sp.table.num_rows,
+                "unmatched": sp.unmatched.slice(0, limit).to_pylist(),
+                "processed_trace": self.saved["params"]["derived"] if self.saved else None,
+                "result": self.saved["id"] if self.saved else None}
+
+    def show(self, shown: dict) -> list:
+        sp, cfg, st, limit = self.spans, self.spans.config, self.spans.stats, shown.get("limit") or 50
+        name_col = cfg.name_column
+        view = SPAN_VIEW[:3] + ((begin_column(name_col),) if name_col else ()) + SPAN_VIEW[3:]
+        parts = [Title(f"{sp.trace}: {st['spans']:,} spans from {st['begins']:,} {cfg.begin} / "
+                       f"{st['ends']:,} {cfg.end} (key {cfg.key or 'nesting only'}) in {st['seconds']:.2f} s "
+                       f"(read {st['read_s']:.2f} s, pair {st['pair_s']:.2f} s)"),
+                 Title(f"closed {st['closed']:,}, unclosed begins {st['unclosed_begins']:,}, "
+                       f"unmatched ends {st['unmatched_ends']:,}"),
+                 Table(sp.table.slice(0, limit).select([c for c in view if c in sp.table.column_names]))]
+        if sp.table.num_rows > limit:
+            parts.append(Note(f"({sp.table.num_rows:,} spans, {limit} shown; --limit N, --json)"))
+        if sp.unmatched.num_rows:
+            parts += [Title("unmatched halves"), Table(sp.unmatched, 10, "--json lists them")]
+        if self.saved:
+            parts.append(Title(f"saved as processed trace {self.saved['params']['derived']} "
+                               f"(result {self.saved['id']})"))
+        return parts
+
+    def save(self, store, name, traces, params, shown) -> int:
+        self.saved = save(store, self.spans, params=params)
+        return self.saved["id"]
 
 
-def node_paths(parent: np.ndarray, depth: np.ndarray, key: np.ndarray, names: pa.Array) -> np.ndarray:
-    """'root;...;leaf' of every call-tree node (object array), one vectorized step per depth.
-    ';' and spaces inside names become ':' and '_' (they separate frames and the value)."""
-    clean = pc.replace_substring(pc.replace_substring(names.cast(pa.string()), ";", ":"), " ", "_")
-    nm = np.array(clean.to_pylist(), dtype=object)
-    label = nm[np.where(key < 0, 0, key)] if len(key) else np.array([], dtype=object)
-    paths = np.empty(len(parent), dtype=object)
-    for d in range(int(depth.max()) + 1 if len(depth) else 0):
-        at = np.nonzero(depth == d)[0]
-        paths[at] = label[at] if d == 0 else paths[parent[at]] + ";" + label[at]
-    return paths
+def _spans(store, trace, window, **pairing) -> Paired:
+    return Paired(pair(store, trace, spans_config(store, trace, **pairing)))
 
 
-def folded(tree: pa.Table, value: str = "self_ns") -> str:
-    """Folded-stack text (flamegraph.pl, speedscope, inferno): one line per call path
-    `root;child;leaf VALUE`, VALUE = self time in ns by default, paths with 0 left out."""
-    n = tree.num_rows
-    if n == 0:
-        return ""
-    paths = node_paths(tree.column("parent").to_numpy(), tree.column("depth").to_numpy(),
-                       np.arange(n, dtype=np.int64), tree.column("name"))
-    vals = tree.column(value).to_numpy()
-    keep = np.nonzero(vals > 0)[0]
-    return "\n".join(paths[keep] + " " + vals[keep].astype(str).astype(object)) + ("\n" if len(keep) else "")
+SPANS = Analysis(
+    "spans", "pair begins and ends into spans; --save keeps them as a processed trace", _spans,
+    params=SPAN_PARAMS, columns=SPAN_COLUMNS,
+    columns_note="Then the begin type's parameters under their own names (`begin_` before one named like a span "
+                 "column) and the end type's prefixed `end_`. `--save` keeps the spans as the processed trace "
+                 "`<trace>:spans` (event types `span` and `unmatched`).",
+    fast=False, applies_to=("spans",))

@@ -22,6 +22,8 @@ parameters: for TOD the method, receiver and arguments), and of `frame_locals`
 
 from __future__ import annotations
 
+import json
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -32,6 +34,7 @@ from ..schema import Column
 from ..store import scan
 from . import indexes
 from .profiles import LocalsConfig, SpanConfig, locals_config
+from .registry import Analysis, Answer, Param, Text, Title
 from .spans import span_index
 
 if TYPE_CHECKING:
@@ -153,3 +156,70 @@ def stack_frames(store: "Store", trace: str, producer: int, t: int, config: Span
         loc = frame_locals(store, trace, producer, f["seq"], t, cfg)
         f["locals"] = dict(zip(loc.column("var").to_pylist(), loc.column("value").to_pylist()))
     return frames
+
+
+# -- as an analysis ------------------------------------------------------------------------------
+
+
+@dataclass
+class Frames(Answer):
+    """The stack of a thread at t: frames outermost first, each with its locals."""
+
+    frames: list[dict]
+    seconds: float
+    thread: int
+    at: int
+    config: SpanConfig
+
+    def table(self) -> pa.Table:
+        if not self.frames:
+            return pa.table({"depth": pa.array([], pa.int64())})
+        return pa.Table.from_pylist([f | {"locals": json.dumps(f["locals"])} for f in self.frames])
+
+    def to_json(self, shown: dict) -> dict:
+        return {"frames": [f | {"locals": {str(k): v for k, v in f["locals"].items()}} for f in self.frames],
+                "seconds": round(self.seconds, 4)}
+
+    def show(self, shown: dict) -> list:
+        cfg = self.config
+        name_col = cfg.name_column
+        lines = [f"thread {self.thread} at {self.at}: {len(self.frames)} frames ({self.seconds * 1000:.1f} ms)"]
+        skip = {"span_id", "ts", "end_ts", "dur", "self_time", "producer", "seq", "end_seq", "depth", "parent_id",
+                "closed", "locals", name_col}
+        out = []
+        for f in self.frames:
+            args_txt = ", ".join(f"{k}={v}" for k, v in f.items()
+                                 if k not in skip and not k.startswith("end_") and v is not None)
+            loc = ", ".join(f"{k}={v}" for k, v in f["locals"].items())
+            out.append(f"#{f['depth']:<3} {f.get(name_col) if name_col else cfg.begin}({args_txt})  since {f['ts']}"
+                       + (f"  locals: {loc}" if loc else "") + "\n")
+        return [Title(lines[0]), Text("".join(out))]
+
+    def save_params(self) -> dict:
+        return {"config": self.config.to_json()}
+
+
+def _stack(store, trace, window, *, thread, at, **pairing) -> Frames:
+    import time
+
+    from .spans import spans_config
+
+    cfg = spans_config(store, trace, **pairing)
+    t0 = time.perf_counter()
+    frames = stack_frames(store, trace, thread, at, cfg)
+    return Frames(frames, time.perf_counter() - t0, thread, at, cfg)
+
+
+def _stack_analysis() -> Analysis:
+    from .spans import SPAN_PARAMS
+
+    return Analysis(
+        "stack", "the call stack of a thread at time t, with arguments and locals", _stack,
+        params=(Param("thread", "int", "id", "the thread (producer id)", required=True, positional=True),
+                Param("at", "time", "ns", "time t (ns or with a unit)", required=True)) + SPAN_PARAMS,
+        columns=FRAME_COLUMNS + (Column("locals", "string", "", "the frame's local variables at t (JSON: var -> value)"),),
+        columns_note="Then the call's parameters, as `analyze spans` gives them.",
+        applies_to=("spans",), uses=("spans", "locals"))
+
+
+STACK = _stack_analysis()

@@ -23,6 +23,7 @@ from ..schema import Column
 from ..store import scan
 from . import event_streams, indexes
 from .profiles import ObjectConfig, object_config
+from .registry import Analysis, Param, Rows
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -154,3 +155,47 @@ def field_history(store: "Store", trace: str, obj: int, field: int, config: Obje
     """Every write of field `field` of object `obj`, in time order, ts in [start, end)."""
     idx = objects_index(store, trace, config)
     return _key_rows(idx, [int(obj), int(field)], start, end)
+
+
+# -- as analyses ---------------------------------------------------------------------------------
+
+OBJECT_PARAMS = tuple(Param(n, "str", "", d, group="object writes (default: the format's profile)") for n, d in (
+    ("type", "event type writing fields"), ("object_col", "its object column"), ("field_col", "its field column"),
+    ("value_col", "its value column")))
+
+
+def _config(store, trace, type=None, object_col=None, field_col=None, value_col=None):  # noqa: A002
+    return object_config(store, trace, type, object_col, field_col, value_col)
+
+
+def _state(store, trace, window, *, object, at, **cols) -> Rows:  # noqa: A002
+    import time
+
+    cfg = _config(store, trace, **cols)
+    t0 = time.perf_counter()
+    t = object_state(store, trace, object, at, cfg)
+    secs = time.perf_counter() - t0
+    return Rows(t, f"object {object} at {at}: {t.num_rows} fields ({secs * 1000:.1f} ms)",
+                params={"config": cfg.to_json()})
+
+
+STATE = Analysis(
+    "state", "every field of an object at time t", _state,
+    params=(Param("object", "int", "id", "the object", required=True, positional=True),
+            Param("at", "time", "ns", "time t (ns or with a unit)", required=True)) + OBJECT_PARAMS,
+    columns=STATE_COLUMNS, applies_to=("objects",), uses=("objects",))
+
+
+def _history(store, trace, window, *, object, field, **cols) -> Rows:  # noqa: A002
+    cfg = _config(store, trace, **cols)
+    t = field_history(store, trace, object, field, cfg, start=window.start, end=window.end)
+    return Rows(t, f"object {object} field {field}: {t.num_rows} writes", params={"config": cfg.to_json()})
+
+
+HISTORY = Analysis(
+    "history", "every value one field of an object took", _history,
+    params=(Param("object", "int", "id", "the object", required=True, positional=True),
+            Param("field", "int", "id", "the field", required=True, positional=True),
+            Param("start", "time", "ns", "writes in [start, end): from", window="start"),
+            Param("end", "time", "ns", "... to", window="end")) + OBJECT_PARAMS,
+    columns=STATE_COLUMNS, applies_to=("objects",), uses=("objects",), limit=100)

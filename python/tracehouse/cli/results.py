@@ -1,5 +1,6 @@
 """`tracehouse results ...`: the analysis results saved in the store (list, show, annotate,
-group, rm); `show` prints the command line that computes a result again (`analyze.replay_argv`).
+group, rm); `show` prints the command line that computes a result again
+(`analysis.results.replay_argv`).
 """
 
 from __future__ import annotations
@@ -11,7 +12,13 @@ import pyarrow as pa
 
 from .. import default_path
 from ..store import Store
-from .analyze import _ns, _out, _time, replay_argv
+from .analyze import time_arg
+
+
+def _out():
+    from .output import arrow_table_render, emit_json, err, out
+
+    return out, err, emit_json, arrow_table_render
 
 
 def r_list(args) -> int:
@@ -38,7 +45,7 @@ def r_list(args) -> int:
 
 
 def r_show(args) -> int:
-    from ..analysis.results import show
+    from ..analysis.results import replay_argv, show
 
     out, err, emit_json, render = _out()
     with Store(args.store or default_path(), readonly=True) as s:
@@ -77,7 +84,7 @@ def r_annotate(args) -> int:
 
     out, err, emit_json, render = _out()
     with Store(args.store or default_path()) as s:
-        rid = annotate(s, args.traces, args.text, ts=_ns(args.at), end=_ns(args.until), producer=args.producer)
+        rid = annotate(s, args.traces, args.text, ts=args.at, end=args.until, producer=args.producer)
     emit_json({"id": rid}) if args.json else out.print(f"annotation saved as result {rid}")
     return 0
 
@@ -127,8 +134,8 @@ def register(commands) -> None:
     p = rsub.add_parser("annotate", help="a note on traces, optionally at a time")
     p.add_argument("traces", nargs="+")
     p.add_argument("--text", required=True)
-    p.add_argument("--at", type=_time)
-    p.add_argument("--until", type=_time)
+    p.add_argument("--at", type=time_arg)
+    p.add_argument("--until", type=time_arg)
     p.add_argument("--producer", type=int)
     p.add_argument("--json", action="store_true")
     p.set_defaults(results_fn=r_annotate)

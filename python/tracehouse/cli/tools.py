@@ -7,11 +7,12 @@ declaring it in its own pyproject.toml, without touching ours:
     [project.entry-points."tracehouse.importers"]     # a module/object with NAME, DESCRIPTION,
     myformat = "mypkg.myformat"                        # sniff(head) and import_file(store, path, name, ...)
     [project.entry-points."tracehouse.exporters"]     # NAME, DESCRIPTION, export(store, trace, out, *, progress)
-    [project.entry-points."tracehouse.analyses"]      # NAME, DESCRIPTION and the analysis' own entry function
+    [project.entry-points."tracehouse.analyses"]      # an Analysis (tracehouse.analysis.registry): name, summary,
+    longest = "mypkg.longest:LONGEST"                  # parameters with units, run(store, trace, window, **params)
 
-tracehouse declares its own importers and exporters in the same groups; the built-in
-modules also sit in the registry's tables so a source checkout works before it is
-installed. A plugin that fails to load is listed with its error instead of breaking the
+tracehouse declares its own importers, exporters and analyses in the same groups (the built-in
+importers and exporters also sit in the format registry's tables so a source checkout works
+before it is installed). A plugin that fails to load is listed with its error instead of breaking the
 command.
 """
 
@@ -27,8 +28,8 @@ def _first_line(text: str | None) -> str:
 def list_tools() -> list[dict]:
     """[{name, kind, description, source, version, module, options}] sorted by kind then name."""
     from .. import __version__
+    from ..analysis import registry as analyses
     from ..formats import registry
-    from .analyze import builtin_analyses
 
     found: dict[tuple[str, str], dict] = {}
 
@@ -46,10 +47,17 @@ def list_tools() -> list[dict]:
     for name, desc in registry.EXPORT_CORE.items():
         found[("exporter", name)] = {"name": name, "kind": "exporter", "description": desc, "source": "tracehouse",
                                      "version": __version__, "module": "tracehouse.cli", "options": []}
-    for name, desc in builtin_analyses():
-        found[("analysis", name)] = {"name": name, "kind": "analysis", "description": desc, "source": "tracehouse",
-                                     "version": __version__, "module": "tracehouse.analysis", "options": []}
+    for name, a in analyses.analyses().items():
+        found[("analysis", name)] = {"name": name, "kind": "analysis", "description": a.summary, "source": a.source,
+                                     "version": a.version or (__version__ if a.source == "tracehouse" else None),
+                                     "module": getattr(a.run, "__module__", None) or "?",
+                                     "options": []}  # its parameters: `tracehouse analyze NAME --help`
+    for name, why in analyses.failures().items():
+        found.setdefault(("analysis", name), {"name": name, "kind": "analysis", "description": why, "source": "?",
+                                              "version": None, "module": "?", "options": []})
     for kind in registry.GROUPS:
+        if kind == "analysis":
+            continue  # the analysis registry read the group
         for ep in registry.entry_points(kind):
             if (kind, ep.name) in found:
                 continue

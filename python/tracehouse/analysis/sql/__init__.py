@@ -1,10 +1,19 @@
 """The SQL analyses shipped as `.sql` files beside this module, each opening with a comment
-that documents its output columns."""
+that documents its output columns, and what running them takes: a window as a condition,
+the engine (`--engine duckdb|spark`) and its parameters."""
 
 from __future__ import annotations
 
 from importlib import resources
 from typing import Iterable
+
+from ..registry import Param
+
+ENGINE_PARAMS = (
+    Param("engine", "str", "", "answer by plain SQL on this engine (default: indexes and the Rust core)",
+          choices=("duckdb", "spark")),
+    Param("master", "str", "", "Spark master URL (default local[2])"),
+)
 
 
 def text(name: str) -> str:
@@ -25,3 +34,19 @@ def where(start: int | None = None, end: int | None = None, col: str = "ts",
     if producers is not None:
         parts.append(f"{producer_col} IN ({', '.join(str(int(p)) for p in producers) or 'NULL'})")
     return " AND ".join(parts) or "true"
+
+
+def engine(store, name: str | None, master: str | None = None, conf: dict | None = None):
+    """A context manager giving the engine an SQL analysis runs on: `name` = duckdb | spark
+    (`store.engines.open_engine`), or None: nothing (the analysis' own fast path)."""
+    from contextlib import nullcontext
+
+    if not name:
+        return nullcontext()
+    from ...store.engines import open_engine
+
+    return open_engine(store, name, master=master, **({"conf": conf} if conf else {}))
+
+
+def answered_by(engine, default: str = "duckdb") -> str:
+    return f"answered by {engine.description} (SQL)" if engine is not None else f"answered by {default}"

@@ -1,0 +1,611 @@
+"""Call trees over many spans: the aggregated call tree, flame graphs, the longest spans.
+
+Owns the questions asked of a whole trace's spans (or a window's): the calling-context
+tree (every distinct call path with its calls, total and self time), its folded-stack text
+(flamegraph.pl, speedscope, inferno read it), the longest spans, and the spans behind one
+call path (a flame graph's frame).
+
+Fast path (`call_tree`, `top_spans`, `path_spans`): every span's call path is computed once
+per span index (`call_paths`: `_core.call_tree` over the spans in span_id order, aligned
+with the index rows) and kept in this process; a tree of any window or set of producers is
+then one bincount over the window's rows (`windows.py`), durations clipped to the window.
+The reference, `aggregated_call_tree`, reads the span table and interns the paths again on
+each call; the tests check one against the other.
+
+Output columns of the call tree (`CALL_TREE_COLUMNS`) and of the longest spans (`TOP_COLUMNS`)
+are listed below.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .. import _core, arrays
+from ..errors import BadInput
+from ..schema import Column
+from . import indexes, windows
+from .profiles import SpanConfig, span_config
+from .registry import Analysis, Answer, Note, Param, Rows, Text, Window
+from .spans import (
+    SPAN_COLUMNS,
+    SPAN_PARAMS,
+    SPAN_VIEW,
+    begin_column,
+    children,
+    name_codes,
+    span_index,
+    span_table,
+    spans_config,
+    thread_calls,
+)
+
+if TYPE_CHECKING:
+    from ..store import Store
+
+CALL_TREE_COLUMNS = (
+    Column("node", "int64", "id", "node of the aggregated call tree: a distinct call path (`call_tree`: the path's "
+           "number in the whole trace's tree, the same in every selection)"),
+    Column("parent", "int64", "id", "node of the caller's path, -1 at the root"),
+    Column("depth", "int32", "count", "path length - 1"),
+    Column("name", "string", "", "the callee's name (name column of the begin type)"),
+    Column("calls", "int64", "count", "spans with this call path"),
+    Column("total_ns", "int64", "ns", "sum of their durations"),
+    Column("self_ns", "int64", "ns", "sum of their self times"),
+)
+
+
+def aggregated_call_tree(store: "Store", trace: str, config: SpanConfig | None = None, *,
+                         producers: list[int] | None = None) -> pa.Table:
+    """Spans merged by call path (calling-context tree): CALL_TREE_COLUMNS, node order
+    (a node's parent comes before it)."""
+    cfg = config or span_config(store, trace)
+    name_col = cfg.name_column
+    cols = ["span_id", "producer", "depth", "parent_id", "dur", "self_time"] + ([begin_column(name_col)] if name_col else [])
+    t = span_table(store, trace, cfg, columns=cols)
+    if name_col:
+        codes, names = name_codes(t.column(begin_column(name_col)))
+    else:
+        codes, names = np.zeros(t.num_rows, np.int64), pa.array([cfg.begin])
+    parent = arrays.as_numpy(t.column("parent_id"))
+    depth = arrays.as_numpy(t.column("depth"))
+    keep = None
+    if producers is not None:
+        # A span's path needs its ancestors: filter after interning, on the spans' thread.
+        keep = np.isin(arrays.as_numpy(t.column("producer")), np.asarray(producers, dtype=np.int32))
+    ct = _core.call_tree(pa.array(parent), pa.array(codes), pa.array(depth.astype(np.int32)))
+    node_of = ct["node_of"].to_numpy()
+    nn = len(ct["parent"])
+    dur = arrays.as_numpy(t.column("dur"))
+    self_t = arrays.as_numpy(t.column("self_time"))
+    w = slice(None) if keep is None else keep
+    calls = np.bincount(node_of[w], minlength=nn).astype(np.int64)
+    total = np.bincount(node_of[w], weights=dur[w], minlength=nn).astype(np.int64)
+    selfs = np.bincount(node_of[w], weights=self_t[w], minlength=nn).astype(np.int64)
+    key = ct["key"].to_numpy()
+    out = pa.table({
+        "node": pa.array(np.arange(nn, dtype=np.int64)),
+        "parent": ct["parent"],
+        "depth": ct["depth"],
+        "name": names.take(pa.array(np.where(key < 0, 0, key))) if nn else pa.array([], pa.string()),
+        "calls": pa.array(calls),
+        "total_ns": pa.array(total),
+        "self_ns": pa.array(selfs),
+    })
+    if keep is not None:
+        out = _prune(out)
+    return out
+
+
+def _prune(t: pa.Table) -> pa.Table:
+    """Drop nodes no kept span passes through (renumbering the rest, parents first)."""
+    calls = t.column("calls").to_numpy()
+    parent = t.column("parent").to_numpy()
+    depth = t.column("depth").to_numpy()
+    alive = calls > 0
+    # A node is alive if it or a descendant has calls: propagate upward, deepest first.
+    for d in range(int(depth.max()) if len(depth) else -1, 0, -1):
+        at = np.nonzero((depth == d) & alive)[0]
+        alive[parent[at]] = True
+    keep = np.nonzero(alive)[0]
+    new_id = np.full(len(alive), -1, np.int64)
+    new_id[keep] = np.arange(len(keep))
+    t = t.take(pa.array(keep))
+    p = t.column("parent").to_numpy()
+    p = np.where(p >= 0, new_id[np.maximum(p, 0)], -1)
+    return t.set_column(0, "node", pa.array(np.arange(len(keep), dtype=np.int64))).set_column(1, "parent", pa.array(p))
+
+
+def node_paths(parent: np.ndarray, depth: np.ndarray, key: np.ndarray, names: pa.Array) -> np.ndarray:
+    """'root;...;leaf' of every call-tree node (object array), one vectorized step per depth.
+    ';' and spaces inside names become ':' and '_' (they separate frames and the value)."""
+    clean = pc.replace_substring(pc.replace_substring(names.cast(pa.string()), ";", ":"), " ", "_")
+    nm = np.array(clean.to_pylist(), dtype=object)
+    label = nm[np.where(key < 0, 0, key)] if len(key) else np.array([], dtype=object)
+    paths = np.empty(len(parent), dtype=object)
+    for d in range(int(depth.max()) + 1 if len(depth) else 0):
+        at = np.nonzero(depth == d)[0]
+        paths[at] = label[at] if d == 0 else paths[parent[at]] + ";" + label[at]
+    return paths
+
+
+def folded(tree: pa.Table, value: str = "self_ns") -> str:
+    """Folded-stack text (flamegraph.pl, speedscope, inferno): one line per call path
+    `root;child;leaf VALUE`, VALUE = self time in ns by default, paths with 0 left out.
+    `tree`: CALL_TREE_COLUMNS, parents before children (node ids need not be 0..n-1)."""
+    n = tree.num_rows
+    if n == 0:
+        return ""
+    node = tree.column("node").to_numpy()
+    parent = tree.column("parent").to_numpy()
+    if not np.array_equal(node, np.arange(n)):  # path ids of a selection: parents as row numbers
+        pos = np.searchsorted(node, parent)
+        parent = np.where(parent >= 0, pos, -1)
+    paths = node_paths(parent, tree.column("depth").to_numpy(), np.arange(n, dtype=np.int64), tree.column("name"))
+    vals = tree.column(value).to_numpy()
+    keep = np.nonzero(vals > 0)[0]
+    return "\n".join(paths[keep] + " " + vals[keep].astype(str).astype(object)) + ("\n" if len(keep) else "")
+
+
+# -- the fast path: call paths per span index row ------------------------------------------------
+
+TOP_COLUMNS = (
+    Column("span_id", "int64", "id", "the span's number (span table)"),
+    Column("ts", "int64", "ns", "begin time"),
+    Column("end_ts", "int64", "ns", "end time"),
+    Column("dur", "int64", "ns", "end_ts - ts"),
+    Column("self_time", "int64", "ns", "dur minus the durations of the direct children"),
+    Column("producer", "int32", "id", "thread (producer) of the span"),
+    Column("producer_name", "string", "", "its name"),
+    Column("depth", "int64", "count", "nesting depth, 0 for a root call"),
+    Column("name", "string", "", "the span's name (its name column, else the begin type)"),
+    Column("closed", "bool", "", "false when no matching end closed the span"),
+)
+__doc__ += "\nCall tree (`CALL_TREE_COLUMNS`):\n" + "\n".join(
+    f"  {c.name:<14} {c.type:<6} {c.unit:<5} {c.doc}" for c in CALL_TREE_COLUMNS)
+__doc__ += "\n\nLongest spans (`TOP_COLUMNS`):\n" + "\n".join(
+    f"  {c.name:<14} {c.type:<6} {c.unit:<5} {c.doc}" for c in TOP_COLUMNS)
+
+
+@dataclass
+class CallPaths:
+    """Call paths of every span, aligned with the span index rows."""
+
+    node: np.ndarray  # int32 call path per span index row
+    parent: np.ndarray  # per path: its parent path, -1 at a root
+    depth: np.ndarray  # per path
+    label: np.ndarray  # per path: the name code of its frame
+    names: pa.Array  # name code -> text
+    code: np.ndarray  # int32 name code per span index row
+
+
+_PATHS: dict[tuple, CallPaths] = {}  # (store, trace id, pairing, stamp) -> kept per trace state, one each
+_PATHS_LOCK = threading.Lock()
+
+
+def _paths_key(store: "Store", trace: str, cfg: SpanConfig) -> tuple:
+    return str(store.path), store.trace(trace).id, repr(cfg.to_json()), store.stamp(trace)
+
+
+def call_paths(store: "Store", trace: str, config: SpanConfig, *, build: bool = True) -> CallPaths | None:
+    """The call paths of `trace`'s spans (built from the span index on first use; kept in this
+    process per trace state). build=False: None unless already made (nothing built)."""
+    key = _paths_key(store, trace, config)
+    with _PATHS_LOCK:
+        got = _PATHS.get(key)
+    if got is not None or not build:
+        return got
+    idx = span_index(store, trace, config)
+    got = _call_paths(idx, config)
+    with _PATHS_LOCK:
+        for k in [k for k in _PATHS if k[:3] == key[:3]]:
+            del _PATHS[k]
+        _PATHS[key] = got
+    return got
+
+
+def _call_paths(idx: indexes.PackedIndex, config: SpanConfig) -> CallPaths:
+    """Every span's node of the calling-context tree (`_core.call_tree`, the aggregated call
+    tree's own pass), aligned with the span index rows (which are ordered by producer,
+    depth, ts: the pass wants span_id order, so columns go through `row_of`)."""
+    n = idx.num_rows
+    codes_rows, names = windows.names(idx, config)
+    if n == 0:
+        z = np.zeros(0, np.int64)
+        return CallPaths(z.astype(np.int32), z, z.astype(np.int32), z, names, z.astype(np.int32))
+    sid_rows = indexes.array(idx, "span_id")
+    row_of = np.empty(n, np.int64)  # the row of span i (span_id is a permutation of 0..n-1)
+    row_of[sid_rows] = np.arange(n, dtype=np.int64)
+    parent = indexes.array(idx, "parent_id")[row_of]
+    codes = codes_rows.astype(np.int64)[row_of]
+    depth = indexes.array(idx, "depth")[row_of].astype(np.int32)
+    ct = _core.call_tree(pa.array(parent), pa.array(codes), pa.array(depth))
+    node_rows = ct["node_of"].to_numpy()[sid_rows].astype(np.int32)
+    key = ct["key"].to_numpy()
+    return CallPaths(node_rows, ct["parent"].to_numpy(), ct["depth"].to_numpy(), np.where(key < 0, 0, key), names,
+                     codes_rows)
+
+
+def _bounds(store: "Store", trace: str) -> tuple[int | None, int | None]:
+    info = store.trace(trace)
+    return info.ts_min, info.ts_max
+
+
+@dataclass
+class CallTree(Answer):
+    """The aggregated call tree of a selection (CALL_TREE_COLUMNS, node = path id), with what
+    was left out: paths under `threshold_ns` (their time stays in their ancestors' totals)."""
+
+    rows: pa.Table
+    spans: int
+    total: int  # ns under the roots
+    paths: int  # call paths with calls in the selection
+    threshold_ns: int
+    start: int | None
+    end: int | None
+    config: SpanConfig
+
+    def table(self) -> pa.Table:
+        return self.rows
+
+    @property
+    def title(self) -> str:
+        return f"aggregated call tree: {self.rows.num_rows:,} call paths (by total time)"
+
+    def by_total(self) -> pa.Table:
+        t = self.rows
+        if not t.num_rows:
+            return t
+        order = np.argsort(-t.column("total_ns").to_numpy(), kind="stable")
+        return t.take(pa.array(order))
+
+    def to_json(self, shown: dict) -> dict:
+        return {"rows": self.by_total().to_pylist(), "title": self.title}
+
+    def shown_table(self) -> pa.Table:
+        return self.by_total()
+
+    def save_params(self) -> dict:
+        return {"config": self.config.to_json()}
+
+
+def call_tree(store: "Store", trace: str, config: SpanConfig | None = None, window: Window = Window(), *,
+              min_share: float = 0.0, max_nodes: int | None = None) -> CallTree:
+    """The calling-context tree of the spans overlapping the window, their durations clipped
+    to it: per call path its calls, total and self ns (self = total minus the child paths'
+    totals; the whole trace: the spans' own self times summed). Paths under `min_share` of
+    the roots' total are left out (and, with `max_nodes`, the threshold doubles until at most
+    that many remain); a kept path's ancestors are always kept."""
+    cfg = config or span_config(store, trace)
+    idx = span_index(store, trace, cfg)
+    cp = call_paths(store, trace, cfg)
+    lo, hi = _bounds(store, trace)
+    rows, clipped = windows.overlapping(idx, window, lo, hi)
+    node = cp.node[rows]
+    whole = isinstance(rows, slice)
+    if whole:  # every call path; self times are the spans' own
+        ids = np.arange(len(cp.parent))
+        ncalls = np.bincount(node, minlength=len(ids))
+        total = np.bincount(node, weights=clipped, minlength=len(ids)).astype(np.int64)
+        self_ns = np.bincount(node, weights=indexes.array(idx, "self_time"), minlength=len(ids)).astype(np.int64)
+        ppos = cp.parent
+    else:  # the paths of the window's spans only (their ancestors are among them: they overlap too)
+        ids, inv = np.unique(node, return_inverse=True)
+        ncalls = np.bincount(inv, minlength=len(ids))
+        total = np.bincount(inv, weights=clipped, minlength=len(ids)).astype(np.int64)
+        par = cp.parent[ids]
+        ppos = np.searchsorted(ids, par)
+        ok = (par >= 0) & (ppos < len(ids))
+        ok[ok] = ids[ppos[ok]] == par[ok]
+        ppos = np.where(ok, ppos, -1)
+        has = ppos >= 0
+        # Self time of a path = its total minus its child paths' totals (clipped spans nest).
+        child_sum = np.bincount(ppos[has], weights=total[has], minlength=len(ids)).astype(np.int64)
+        self_ns = np.maximum(total - child_sum, 0)
+    roots_total = int(total[ppos < 0].sum()) if len(ids) else 0
+    keep = np.arange(len(ids))
+    threshold = 0
+    if min_share > 0 or max_nodes is not None:
+        threshold = max(1, int(roots_total * min_share)) if min_share > 0 else 1
+        keep = np.flatnonzero(total >= threshold)
+        while max_nodes is not None and len(keep) > max_nodes:
+            threshold *= 2
+            keep = np.flatnonzero(total >= threshold)
+    elif not whole:
+        keep = np.flatnonzero(ncalls > 0)
+    # A kept path's parent path has at least its total, so it is kept too: the tree stays whole.
+    kid = ids[keep]
+    label = cp.label[kid]
+    out = pa.table({
+        "node": pa.array(kid.astype(np.int64)),
+        "parent": pa.array(cp.parent[kid].astype(np.int64)),
+        "depth": pa.array(cp.depth[kid].astype(np.int32)),
+        "name": cp.names.take(pa.array(label)) if len(kid) else pa.array([], pa.string()),
+        "calls": pa.array(ncalls[keep].astype(np.int64)),
+        "total_ns": pa.array(total[keep]),
+        "self_ns": pa.array(self_ns[keep]),
+    })
+    start, end = window.bounds(lo, hi) if lo is not None else (None, None)
+    n_spans = idx.num_rows if whole else len(node)
+    return CallTree(out, int(n_spans), roots_total, int((ncalls > 0).sum()), int(threshold), start, end, cfg)
+
+
+_NAMES: dict[tuple, dict[int, str]] = {}
+
+
+def producer_names(store: "Store", trace: str) -> dict[int, str]:
+    """Producer id -> name of `trace` (kept per catalog version: one read per change)."""
+    info = store.trace(trace)
+    key = (str(store.path), info.id, store.catalog.version())
+    got = _NAMES.get(key)
+    if got is None:
+        got = {int(p["id"]): str(p["name"]) for p in store.producers(trace)}
+        _NAMES.clear()
+        _NAMES[key] = got
+    return got
+
+
+def span_rows(store: "Store", trace: str, idx: indexes.PackedIndex, config: SpanConfig,
+              rows: np.ndarray) -> pa.Table:
+    """Span index rows as TOP_COLUMNS."""
+    rows = np.asarray(rows, np.int64)
+    codes, strings = windows.names(idx, config)
+    cols = {c: indexes.array(idx, c)[rows] for c in ("span_id", "ts", "end_ts", "dur", "self_time", "producer",
+                                                      "depth", "closed")}
+    pnames = producer_names(store, trace)
+    prod = cols["producer"].astype(np.int64)
+    return pa.table({
+        "span_id": pa.array(cols["span_id"].astype(np.int64)),
+        "ts": pa.array(cols["ts"].astype(np.int64)),
+        "end_ts": pa.array(cols["end_ts"].astype(np.int64)),
+        "dur": pa.array(cols["dur"].astype(np.int64)),
+        "self_time": pa.array(cols["self_time"].astype(np.int64)),
+        "producer": pa.array(prod.astype(np.int32)),
+        "producer_name": pa.array([pnames.get(int(p), str(p)) for p in prod.tolist()], pa.string()),
+        "depth": pa.array(cols["depth"].astype(np.int64)),
+        "name": strings.take(pa.array(codes[rows])) if len(rows) else pa.array([], pa.string()),
+        "closed": pa.array(cols["closed"].astype(bool)),
+    })
+
+
+def top_spans(store: "Store", trace: str, config: SpanConfig | None = None, window: Window = Window(),
+              n: int = 25) -> tuple[pa.Table, int]:
+    """(the `n` longest closed spans starting in the window, longest first, as TOP_COLUMNS;
+    how many closed spans start in it). Ties: the smaller span_id first."""
+    cfg = config or span_config(store, trace)
+    idx = span_index(store, trace, cfg)
+    lo, hi = _bounds(store, trace)
+    rows = windows.starting(idx, window, lo, hi)
+    dur = indexes.array(idx, "dur")[rows]
+    count = len(dur)
+    rows = np.arange(idx.num_rows)[rows] if isinstance(rows, slice) else rows
+    n = max(0, int(n))
+    if count > n:
+        # the n-th longest duration, then every span at least that long: ties resolved by span_id
+        cut = np.partition(dur, count - n)[count - n]
+        pick = np.flatnonzero(dur >= cut)
+        rows, dur = rows[pick], dur[pick]
+    sid = indexes.array(idx, "span_id")[rows]
+    order = np.lexsort((sid, -dur))[:n]
+    return span_rows(store, trace, idx, cfg, rows[order]), int(count)
+
+
+def path_spans(store: "Store", trace: str, config: SpanConfig | None, window: Window, node: int,
+               n: int = 100) -> tuple[list[str], int, pa.Table]:
+    """(the call path's frame names from the root, how many spans of that path overlap the
+    window, the `n` of them longest in it first: TOP_COLUMNS)."""
+    cfg = config or span_config(store, trace)
+    idx = span_index(store, trace, cfg)
+    cp = call_paths(store, trace, cfg)
+    if not 0 <= node < len(cp.parent):
+        raise BadInput(f"no call path {node}", expected=f"0..{len(cp.parent) - 1}")
+    lo, hi = _bounds(store, trace)
+    rows, clipped = windows.overlapping(idx, window, lo, hi)
+    mine = cp.node[rows] == node
+    rows, clipped = (np.flatnonzero(mine) if isinstance(rows, slice) else rows[mine]), clipped[mine]
+    count = len(rows)
+    n = max(1, int(n))
+    if count > n:
+        pick = np.argpartition(-clipped, n)[:n]
+        rows, clipped = rows[pick], clipped[pick]
+    order = np.argsort(-clipped, kind="stable")
+    path = []
+    p = int(node)
+    while p >= 0 and len(path) < 256:
+        path.append(str(cp.names[int(cp.label[p])]))
+        p = int(cp.parent[p])
+    return path[::-1], int(count), span_rows(store, trace, idx, cfg, rows[order])
+
+
+# -- as analyses ----------------------------------------------------------------------------------
+
+WINDOW_PARAMS = (
+    Param("thread", "int", "id", "only these producers (repeat)", many=True, window="producers"),
+    Param("start", "time", "ns", "spans overlapping [start, end): from (durations clipped to the range)",
+          window="start"),
+    Param("end_time", "time", "ns", "... to", flag="--end-time", window="end"),
+)
+
+
+def _tree(store, trace, window, *, min_share=0.0, **pairing) -> CallTree:
+    return call_tree(store, trace, spans_config(store, trace, **pairing), window, min_share=min_share or 0.0)
+
+
+TREE = Analysis(
+    "tree", "aggregated call tree: spans merged by call path", _tree,
+    params=WINDOW_PARAMS + (
+        Param("min_share", "float", "share", "leave out paths under this share of the roots' total time (0-1)",
+              default=0.0),
+    ) + SPAN_PARAMS,
+    columns=CALL_TREE_COLUMNS, applies_to=("spans",), uses=("spans", "calls"),
+    doc="Rows are shown by total time; `--json` gives every path. A path's `node` is its number in the whole "
+        "trace's tree, so the same path has the same node in every selection.")
+
+
+@dataclass
+class Folded(Answer):
+    """Folded-stack text of a call tree."""
+
+    tree: CallTree
+    value: str  # self_ns | total_ns
+    trace: str
+
+    @property
+    def folded(self) -> str:
+        got = getattr(self, "_text", None)
+        if got is None:
+            got = self._text = folded(self.tree.rows, self.value)
+        return got
+
+    def table(self) -> pa.Table:
+        return pa.table({"line": pa.array(self.folded.splitlines(), pa.string())})
+
+    def to_json(self, shown: dict) -> dict:
+        if shown.get("out"):
+            self.show(shown)
+            return {"out": shown["out"], "stacks": self.folded.count("\n")}
+        return {"folded": self.folded}
+
+    def show(self, shown: dict) -> list:
+        if shown.get("out"):
+            with open(shown["out"], "w") as f:
+                f.write(self.folded)
+            return [Note(f"wrote {self.folded.count(chr(10)):,} stacks to {shown['out']} "
+                         "(flamegraph.pl, speedscope, inferno read it)")]
+        return [Text(self.folded)]
+
+    def save(self, store, name, traces, params, shown) -> int:
+        from .results import save_file
+
+        return save_file(store, name, traces, self.folded, filename=f"{self.trace}.folded",
+                         params=params | {"config": self.tree.config.to_json(), "value": self.value})
+
+
+def _flame(store, trace, window, *, total=False, min_share=0.0, **pairing) -> Folded:
+    return Folded(_tree(store, trace, window, min_share=min_share, **pairing), "total_ns" if total else "self_ns", trace)
+
+
+FLAME = Analysis(
+    "flame", "folded-stack flame graph text (flamegraph.pl, speedscope)", _flame,
+    params=WINDOW_PARAMS + (
+        Param("total", "bool", "", "total instead of self time per path", default=False),
+        Param("min_share", "float", "share", "leave out paths under this share of the roots' total time (0-1)",
+              default=0.0),
+        Param("out", "str", "", "write to this file instead of stdout", answer=False),
+    ) + SPAN_PARAMS,
+    columns=(Column("line", "string", "", "`root;child;leaf VALUE`: a call path and its self (or total) ns"),),
+    applies_to=("spans",), uses=("spans", "calls"))
+
+
+@dataclass
+class SpanList(Answer):
+    """Spans (TOP_COLUMNS) and how many matched."""
+
+    rows: pa.Table
+    count: int
+    title: str = ""
+    config: SpanConfig | None = None
+    path: list[str] | None = None
+
+    def table(self) -> pa.Table:
+        return self.rows
+
+    def to_json(self, shown: dict) -> dict:
+        return {"rows": self.rows.to_pylist(), "count": self.count, "title": self.title} | (
+            {"path": self.path} if self.path is not None else {})
+
+    def save_params(self) -> dict:
+        return {"config": self.config.to_json()} if self.config else {}
+
+
+def _top(store, trace, window, *, n=25, **pairing) -> SpanList:
+    cfg = spans_config(store, trace, **pairing)
+    rows, count = top_spans(store, trace, cfg, window, n)
+    return SpanList(rows, count, f"the {rows.num_rows} longest of {count:,} closed spans", cfg)
+
+
+TOP = Analysis(
+    "top", "the longest closed spans starting in a time range", _top,
+    params=(Param("n", "int", "count", "spans listed", default=25),) + WINDOW_PARAMS + SPAN_PARAMS,
+    columns=TOP_COLUMNS, applies_to=("spans",), uses=("spans",))
+
+
+def _path(store, trace, window, *, node, n=100, **pairing) -> SpanList:
+    cfg = spans_config(store, trace, **pairing)
+    path, count, rows = path_spans(store, trace, cfg, window, node, n)
+    return SpanList(rows, count, f"{count:,} spans of path {' > '.join(path)}", cfg, path)
+
+
+PATH = Analysis(
+    "path", "the spans of one call path (a flame graph's frame), longest in the range first", _path,
+    params=(Param("node", "int", "id", "the call path (`node` of `analyze tree`)", required=True, positional=True),
+            Param("n", "int", "count", "spans listed", default=100)) + WINDOW_PARAMS + SPAN_PARAMS,
+    columns=TOP_COLUMNS, applies_to=("spans",), uses=("spans", "calls"))
+
+
+def _children(store, trace, window, *, span, **pairing) -> Rows:
+    cfg = spans_config(store, trace, **pairing)
+    t = children(store, trace, span, cfg)
+    name = (begin_column(cfg.name_column),) if cfg.name_column else ()
+    return Rows(t, f"children of span {span}: {t.num_rows}", SPAN_VIEW[:3] + name + SPAN_VIEW[3:],
+                {"config": cfg.to_json()})
+
+
+CHILDREN = Analysis(
+    "children", "direct callees of one call", _children,
+    params=(Param("span", "int", "id", "span id (span_id column)", required=True, positional=True),) + SPAN_PARAMS,
+    columns=SPAN_COLUMNS, columns_note="Then the span's parameters, as `analyze spans` gives them.",
+    applies_to=("spans",), uses=("spans",))
+
+
+@dataclass
+class ThreadCalls(Answer):
+    """The call tree of one thread, in time order, printed indented."""
+
+    rows: pa.Table
+    config: SpanConfig
+
+    def table(self) -> pa.Table:
+        return self.rows
+
+    def to_json(self, shown: dict) -> dict:
+        return {"rows": self.rows.slice(0, shown.get("limit")).to_pylist(), "total": self.rows.num_rows}
+
+    def show(self, shown: dict) -> list:
+        limit, cfg = shown.get("limit") or 200, self.config
+        name_col = begin_column(cfg.name_column) if cfg.name_column else None
+        lines = []
+        for r in self.rows.slice(0, limit).to_pylist():
+            name = r.get(name_col) if name_col else cfg.begin
+            mark = "" if r["closed"] else "  (unclosed)"
+            lines.append(f"{'  ' * r['depth']}{name}  [span {r['span_id']}]  {r['ts']} +{r['dur']:,} ns "
+                         f"(self {r['self_time']:,}){mark}\n")
+        parts = [Text("".join(lines))]
+        if self.rows.num_rows > limit:
+            parts.append(Note(f"({self.rows.num_rows:,} calls, {limit} shown; --limit, --start/--end, --max-depth "
+                              "narrow it)"))
+        return parts
+
+    def save_params(self) -> dict:
+        return {"config": self.config.to_json()}
+
+
+def _calltree(store, trace, window, *, thread, max_depth=None, **pairing) -> ThreadCalls:
+    cfg = spans_config(store, trace, **pairing)
+    return ThreadCalls(thread_calls(store, trace, thread, cfg, start=window.start, end=window.end,
+                                    max_depth=max_depth), cfg)
+
+
+CALLTREE = Analysis(
+    "calltree", "the call tree of one thread, indented", _calltree,
+    params=(Param("thread", "int", "id", "producer id", required=True),
+            Param("start", "time", "ns", "calls overlapping [start, end) (ns or with a unit)", window="start"),
+            Param("end_time", "time", "ns", "...", flag="--end-time", window="end"),
+            Param("max_depth", "int", "count", "deepest level shown (0: the root calls)")) + SPAN_PARAMS,
+    columns=SPAN_COLUMNS, columns_note="Then the span's parameters, as `analyze spans` gives them.",
+    applies_to=("spans",), uses=("spans",), limit=200)
