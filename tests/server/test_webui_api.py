@@ -16,6 +16,7 @@ import pytest
 
 from tracehouse import analysis as an
 from tracehouse.formats.tod.generate import generate_tod
+from tracehouse.analysis import lanes, windows
 from tracehouse.server.ui import console, views
 from tracehouse.server.ui.app import UiState, build_app
 from tracehouse.server.ui.bridge import call_app
@@ -138,7 +139,7 @@ def test_flame_of_the_whole_trace_is_the_aggregated_call_tree(tod_store, app):
     st, d = get(app, "/api/ui/flame", {"trace": "t", "min_share": "0"})
     assert st == 200
     tree = an.aggregated_call_tree(tod_store, "t")
-    from tracehouse.analysis.spans import node_paths
+    from tracehouse.analysis.calltree import node_paths
 
     paths = node_paths(tree.column("parent").to_numpy(), tree.column("depth").to_numpy(),
                        np.arange(tree.num_rows), tree.column("name"))
@@ -171,20 +172,20 @@ def test_flame_of_a_range_clips_durations_and_lists_the_spans_of_a_frame(tod_sto
 
 
 def test_timeline_switches_to_per_pixel_aggregates_and_stays_bounded(tod_store, app, monkeypatch):
-    monkeypatch.setattr(views, "LEVEL_ITEMS", 100)  # this small trace has ~300 root calls per thread
-    monkeypatch.setattr(views, "TICK_ITEMS", 100)
+    monkeypatch.setattr(lanes, "LEVEL_ITEMS", 100)  # this small trace has ~300 root calls per thread
+    monkeypatch.setattr(lanes, "TICK_ITEMS", 100)
     info = tod_store.trace("t")
     st, whole = get(app, "/api/ui/timeline", {"trace": "t", "width": 300, "rows": "1;2;3,4"})
     assert st == 200 and len(whole["rows"]) == 3
     lv0 = whole["rows"][0]["levels"][0]
     n_depth0 = tod_store.sql('SELECT count(*) FROM "t:spans".span WHERE producer = 1 AND depth = 0').column(0)[0].as_py()
-    assert n_depth0 > views.LEVEL_ITEMS
+    assert n_depth0 > lanes.LEVEL_ITEMS
     assert lv0["mode"] == "busy" and len(lv0["busy"]) == 150 and lv0["spans"] == n_depth0  # 2-pixel bins
     assert whole["rows"][2]["levels"] == []  # a collapsed group of producers: counts only
     assert {t["type"] for t in whole["rows"][2]["ticks"]} >= {"field_write", "var_write"}
     count = sum(len(v) for r in whole["rows"] for lv in r["levels"] for k, v in lv.items() if isinstance(v, list))
     count += sum(len(t.get("ts", t.get("counts", []))) for r in whole["rows"] for t in r["ticks"])
-    assert count <= views.MAX_ITEMS
+    assert count <= lanes.MAX_ITEMS
     # zoomed in: the spans themselves
     start = info.ts_min + 100_000
     st, near = get(app, "/api/ui/timeline", {"trace": "t", "width": 300, "rows": "1", "start": start, "end": start + 20_000})
@@ -200,7 +201,7 @@ def test_busy_share_is_exact():
     ts = np.array([0, 10, 30], np.int64)
     end_ts = np.array([5, 25, 40], np.int64)
     edges = np.array([0, 10, 20, 30, 40], np.int64)
-    assert views._busy(ts, end_ts, edges).tolist() == [0.5, 1.0, 0.5, 1.0]
+    assert lanes.busy_share(ts, end_ts, edges).tolist() == [0.5, 1.0, 0.5, 1.0]
 
 
 def test_a_big_trace_is_prepared_by_a_background_job(tmp_path):
@@ -361,17 +362,18 @@ def test_window_rows_by_block_searches_equal_a_full_scan(tod_store, app):
         ps = tuple(sorted(rng.choice(np.arange(1, 11), rng.integers(1, 4), replace=False).tolist())) if rng.random() < 0.5 else None
         w = views.Window(a, b + 1, ps)
         in_p = np.ones(len(ts), bool) if ps is None else np.isin(prod, ps)
-        rows, clipped = views._overlapping(prep, "t", sd, w, a, b + 1)
-        assert np.array_equal(np.sort(rows), np.flatnonzero(in_p & (ts < b + 1) & (end_ts > a)))
-        assert (clipped <= b + 1 - a).all()
-        starting = views._starting(prep, "t", sd, w, a, b + 1)
-        assert np.array_equal(np.sort(starting), np.flatnonzero(in_p & (ts >= a) & (ts < b + 1) & closed))
+        rows, clipped = windows.overlapping(sd.index, w, info.ts_min, info.ts_max)
+        assert np.array_equal(np.sort(np.arange(len(ts))[rows]), np.flatnonzero(in_p & (ts < b + 1) & (end_ts > a)))
+        assert (np.minimum(clipped, b + 1 - a) == clipped).all()
+        starting = windows.starting(sd.index, w, info.ts_min, info.ts_max)
+        assert np.array_equal(np.sort(np.arange(len(ts))[starting]),
+                              np.flatnonzero(in_p & (ts >= a) & (ts < b + 1) & closed))
     state.close()
 
 
 def test_timeline_cuts_levels_past_its_budget(tod_store, app, monkeypatch):
-    monkeypatch.setattr(views, "MAX_ITEMS", 4_000)
-    monkeypatch.setattr(views, "LEVEL_ITEMS", 50)
+    monkeypatch.setattr(lanes, "MAX_ITEMS", 4_000)
+    monkeypatch.setattr(lanes, "LEVEL_ITEMS", 50)
     st, d = get(app, "/api/ui/timeline", {"trace": "t", "width": 400, "rows": "1;2;3;4", "lines": 0})
     assert st == 200
     numbers = sum(len(v) for r in d["rows"] for lv in r["levels"] for v in lv.values() if isinstance(v, list))

@@ -432,8 +432,9 @@ WINDOW_PARAMS = (
 )
 
 
-def _tree(store, trace, window, *, min_share=0.0, **pairing) -> CallTree:
-    return call_tree(store, trace, spans_config(store, trace, **pairing), window, min_share=min_share or 0.0)
+def _tree(store, trace, window, *, min_share=0.0, max_paths=None, **pairing) -> CallTree:
+    return call_tree(store, trace, spans_config(store, trace, **pairing), window, min_share=min_share or 0.0,
+                     max_nodes=max_paths)
 
 
 TREE = Analysis(
@@ -441,6 +442,7 @@ TREE = Analysis(
     params=WINDOW_PARAMS + (
         Param("min_share", "float", "share", "leave out paths under this share of the roots' total time (0-1)",
               default=0.0),
+        Param("max_paths", "int", "count", "at most this many paths: the cut doubles until they fit"),
     ) + SPAN_PARAMS,
     columns=CALL_TREE_COLUMNS, applies_to=("spans",), uses=("spans", "calls"),
     doc="Rows are shown by total time; `--json` gives every path. A path's `node` is its number in the whole "
@@ -487,7 +489,8 @@ class Folded(Answer):
 
 
 def _flame(store, trace, window, *, total=False, min_share=0.0, **pairing) -> Folded:
-    return Folded(_tree(store, trace, window, min_share=min_share, **pairing), "total_ns" if total else "self_ns", trace)
+    return Folded(_tree(store, trace, window, min_share=min_share, **pairing), "total_ns" if total else "self_ns",
+                  trace)
 
 
 FLAME = Analysis(

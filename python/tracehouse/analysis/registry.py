@@ -567,3 +567,36 @@ def markdown(reg: Iterable[Analysis] | None = None) -> str:
         if a.columns_note:
             out += [a.columns_note, ""]
     return "\n".join(out).rstrip() + "\n"
+
+
+BEGIN, END = "<!-- BEGIN analyses reference -->", "<!-- END analyses reference -->"
+
+
+def write_reference(path: str) -> bool:
+    """Puts `markdown()` between the markers of the Markdown page at `path` (appended with
+    them when the page has none); True when the page changed."""
+    from pathlib import Path
+
+    p = Path(path)
+    page = p.read_text() if p.exists() else ""
+    body = f"{BEGIN}\n{markdown()}{END}\n"
+    if BEGIN in page and END in page:
+        new = page.split(BEGIN, 1)[0] + body + page.split(END, 1)[1].lstrip("\n")
+    else:
+        new = page.rstrip() + ("\n\n" if page.strip() else "") + body
+    if new == page:
+        return False
+    p.write_text(new)
+    return True
+
+
+if __name__ == "__main__":
+    import argparse
+
+    ap = argparse.ArgumentParser(description="print (or write into a page) the reference of every analysis")
+    ap.add_argument("--write", metavar="PAGE", help="replace the generated part of this Markdown page")
+    ns = ap.parse_args()
+    if ns.write:
+        print(("updated " if write_reference(ns.write) else "unchanged ") + ns.write)
+    else:
+        sys.stdout.write(markdown())

@@ -30,7 +30,7 @@ if TYPE_CHECKING:
 
 STATE_COLUMNS = (
     Column("field", "int64", "id", "the field (its value in the field column)"),
-    Column("value", "int64", "", "the value written (type of the value column)"),
+    Column("value", "int64", "value", "the value written (type and unit of the value column)"),
     Column("ts", "int64", "ns", "time of the write"),
     Column("producer", "int32", "id", "thread that wrote it"),
     Column("seq", "int64", "seq", "seq of the write event"),

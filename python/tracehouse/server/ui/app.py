@@ -15,6 +15,8 @@ browser asks the JSON API under `/api/ui/` for aggregates:
   GET  /api/ui/hist           kind=hist|lhist, unit, k | min max step
   GET  /api/ui/top            longest spans        GET /api/ui/timeline  rows=1;2,3;4 width max_depth
   GET  /api/ui/flame          call paths           GET /api/ui/frame  node=  (spans behind a frame)
+  GET  /api/ui/analyses       every analysis of the registry (?trace= says which apply to it)
+  GET  /api/ui/analysis       name= trace= + the window + its parameters by name: rows and JSON
   POST /api/ui/sql            {"sql", "page", "page_size"}
   POST /api/ui/sql/download   {"sql", "format": "csv"|"parquet"}
   GET  /api/ui/examples       example queries (?trace= for one trace's format)
@@ -53,7 +55,9 @@ from starlette.routing import Route
 
 from ...errors import BadInput, NotFound, TracehouseError
 from . import console, debugview, views
-from .prepare import Jobs, Pending, Preparer, ui_span_config
+from ...analysis.profiles import infer_span_config
+from ...analysis.registry import Window
+from .prepare import Jobs, Pending, Preparer
 
 if TYPE_CHECKING:
     from .bridge import UiBridge
@@ -82,7 +86,7 @@ class UiState:
     def warm(self, trace: str) -> None:
         """The answers a trace's overview asks first, computed by its prepare job (kept by
         `Preparer.cached` under the keys the routes use)."""
-        p, w = self.prep, views.Window()
+        p, w = self.prep, Window()
         p.cached(trace, ("density", w, 1000), lambda: views.density(p, trace, w, 1000))
         for by in ("type", "producer", "state", "link"):
             p.cached(trace, ("stats", w, by), lambda: views.stats(p, trace, w, by))
@@ -94,7 +98,9 @@ class UiState:
         p.cached(trace, ("flame", w, 0.001), lambda: views.flame(p, trace, w, 0.001))
         sd = p.spans(trace)
         if sd is not None:
-            p.cumdur(trace, sd)  # the timeline's busy shares
+            from ...analysis import windows
+
+            windows.cumdur(sd.index)  # the timeline's busy shares
 
     def close(self) -> None:
         self.jobs.close()
@@ -175,7 +181,7 @@ def _int(params: dict, name: str, default: int | None = None) -> int | None:
         raise BadInput(f"parameter {name}={v!r}", expected="an integer") from None
 
 
-def _window(params: dict) -> views.Window:
+def _window(params: dict) -> Window:
     prods = params.get("producers")
     producers = None
     if prods:
@@ -183,7 +189,7 @@ def _window(params: dict) -> views.Window:
             producers = tuple(int(p) for p in prods.split(",") if p.strip())
         except ValueError:
             raise BadInput(f"producers={prods!r}", expected="producer ids separated by commas") from None
-    return views.Window(_int(params, "start"), _int(params, "end"), producers)
+    return Window(_int(params, "start"), _int(params, "end"), producers)
 
 
 def _trace(state: UiState, params: dict) -> str:
@@ -242,7 +248,7 @@ def trace_info(state: UiState, params, _body) -> dict:
     info = store.trace(name)
     types = store.event_types(name)
     producers = store.producers(name)
-    cfg, why = ui_span_config(store, name)
+    cfg, why = infer_span_config(store, name)
     derived = [r["params"].get("derived") for r in store.results(trace=name, kind="processed")
                if r["params"].get("derived") and r["params"].get("derived") != name]
     results = [r for r in store.results(trace=name) if r["tool"] != "tracehouse.index"]
@@ -287,15 +293,27 @@ def top(state: UiState, params, _body) -> dict:
 
 def timeline(state: UiState, params, _body) -> dict:
     name = _trace(state, params)
-    spec = params.get("rows") or ""
-    try:
-        rows = [[int(p) for p in r.split(",") if p.strip()] for r in spec.split(";") if r.strip()]
-    except ValueError:
-        raise BadInput(f"rows={spec!r}", expected="producer ids, rows separated by ';', a row's producers by ','") from None
-    if not rows:  # default: the first producers
-        rows = [[int(p["id"])] for p in state.store.producers(name)[:40]]
-    return views.timeline(state.prep, name, _window(params), rows, _int(params, "width", 1000),
+    return views.timeline(state.prep, name, _window(params), params.get("rows") or None, _int(params, "width", 1000),
                           _int(params, "max_depth", 12), params.get("lines") != "0")
+
+
+def analyses_list(state: UiState, params, _body) -> dict:
+    trace = params.get("trace") or None
+    if trace is not None:
+        state.store.trace(trace)  # NotFound when unknown
+    return {"analyses": views.analyses(state.prep, trace)}
+
+
+WINDOW_PARAMS = ("trace", "start", "end", "producers", "name", "_multi")
+
+
+def analysis(state: UiState, params, _body) -> dict:
+    name = params.get("name")
+    if not name:
+        raise BadInput("missing ?name=", expected="an analysis from /api/ui/analyses")
+    trace, w = _trace(state, params), _window(params)
+    given = {k: v for k, v in params.items() if k not in WINDOW_PARAMS and v != ""}
+    return views.analysis(state.prep, name, trace, w, given)
 
 
 def flame(state: UiState, params, _body) -> dict:
@@ -433,7 +451,7 @@ def result(state: UiState, params, _body) -> dict:
     page_no, size = max(0, _int(params, "page", 0)), max(1, min(_int(params, "page_size", 200), 2000))
     table, total = _result_page(state.store, r, page_no * size, size)
     doc["table"] = {"columns": table.column_names, "types": [str(f.type) for f in table.schema],
-                    "rows": console._rows(table), "page": page_no, "page_size": size, "total": total}
+                    "rows": console.rows_json(table), "page": page_no, "page_size": size, "total": total}
     cols = set(table.column_names)
     doc["view"] = "text" if r["kind"] == "file" else "histogram" if any(h <= cols for h in HIST_COLUMNS) else "table"
     return doc
@@ -498,6 +516,8 @@ def build_app(state: UiState) -> Starlette:
         route("/api/ui/timeline", timeline),
         route("/api/ui/flame", flame),
         route("/api/ui/frame", frame),
+        route("/api/ui/analyses", analyses_list),
+        route("/api/ui/analysis", analysis),
         route("/api/ui/sql", sql, ("POST",), body=True),
         route("/api/ui/sql/download", sql_download, ("POST",), body=True),
         route("/api/ui/examples", examples),

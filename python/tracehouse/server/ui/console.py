@@ -59,11 +59,11 @@ def page(run: Callable[[str], pa.Table], sql: str, page_no: int = 0, page_size: 
     more = table.num_rows > page_size
     table = table.slice(0, page_size)
     return {"columns": table.column_names, "types": [str(f.type) for f in table.schema],
-            "rows": _rows(table), "page": page_no, "page_size": page_size, "has_more": more,
+            "rows": rows_json(table), "page": page_no, "page_size": page_size, "has_more": more,
             "seconds": round(secs, 4), "paged": paged}
 
 
-def _rows(t: pa.Table) -> list:
+def rows_json(t: pa.Table) -> list:
     # Column at a time (Arrow's own conversion); decimals (sum of integers) as numbers.
     cols = []
     for c in t.columns:
