@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("stores", "write a trace's events, one file per event type"),
     "rm": ("stores", "delete traces"),
     "compact": ("stores", "merge small segments now (the store also merges them on its own)"),
+    "retain": ("stores", "keep a trace's rows for a duration: older whole segments are dropped at compaction"),
     "import": ("importing", "import a file as a new trace"),
     "generate": ("importing", "generate a synthetic workload trace"),
     "demo": ("importing", "example traces of every format (a generated TOD trace, strace, Chrome, bpftrace, "

@@ -53,6 +53,7 @@ from typing import Any, Callable
 from urllib.parse import parse_qsl
 
 from ..errors import AlreadyExists, BadInput, NotFound, TracehouseError
+from ..store.compact import format_duration
 from .ingest import SOURCE
 
 log = logging.getLogger("tracehouse.server")
@@ -371,11 +372,21 @@ class Parser:
         if kw == "CREATE":
             if self.accept("DATABASE"):
                 return self.create_database()
+            if self.accept("RETENTION"):
+                return self.retention_policy("create retention policy")
             return self.unsupported(tok, "CREATE " + self._word())
+        if kw == "ALTER" and self.accept("RETENTION"):
+            return self.retention_policy("alter retention policy")
         if kw == "DROP":
             if self.accept("DATABASE"):
                 return Statement("drop database", "", database=self.ident("database name"), writes=True)
+            if self.accept("RETENTION"):
+                return self.retention_policy("drop retention policy")
             return self.unsupported(tok, "DROP " + self._word())
+        if kw == "SELECT":
+            from .influxql_select import SelectParser
+
+            return Statement("select", "", options={"select": SelectParser(self).select()})
         if kw in _UNSUPPORTED_STARTS:
             return self.unsupported(tok, kw)
         raise self.fail(tok, "SELECT, DELETE, SHOW, CREATE, DROP, EXPLAIN, GRANT, REVOKE, ALTER, SET, KILL")
@@ -466,19 +477,57 @@ class Parser:
             return self.unsupported(tok, "SHOW " + kw)
         raise self.fail(tok, "DATABASES, MEASUREMENTS, FIELD KEYS, TAG KEYS, TAG VALUES, SERIES, RETENTION POLICIES")
 
+    def retention_policy(self, kind: str) -> Statement:
+        """[CREATE|ALTER|DROP] RETENTION POLICY name ON db [DURATION d] [REPLICATION n]
+        [SHARD DURATION d] [DEFAULT] (RETENTION consumed); CREATE needs DURATION and REPLICATION."""
+        self.keyword("POLICY")
+        st = Statement(kind, "", writes=True)
+        st.options["rp_name"] = self.ident("retention policy name")
+        self.keyword("ON")
+        st.database = self.ident("database name")
+        if kind == "drop retention policy":
+            return st
+        seen = set()
+        while True:
+            if self.accept("DURATION"):
+                st.options["duration"] = self._duration_value()
+                seen.add("duration")
+            elif self.accept("REPLICATION"):
+                n = self.integer()
+                if n < 1:
+                    raise self.s.error(f"invalid value {n}: must be 1 <= n <= 2147483647", self.last_end)
+                st.options["replication"] = n
+                seen.add("replication")
+            elif self.accept("SHARD"):
+                self.keyword("DURATION")
+                st.options["shard_duration"] = self._duration_value()
+            elif self.accept("DEFAULT"):
+                st.options["default"] = True
+            else:
+                break
+        if kind == "create retention policy":
+            for need in ("DURATION", "REPLICATION"):
+                if need.lower() not in seen:
+                    raise self.fail(self.peek(), need)
+        elif not seen and not st.options.get("default") and "shard_duration" not in st.options:
+            raise self.fail(self.peek(), "DURATION, REPLICATION, SHARD, DEFAULT")
+        return st
+
+    def _duration_value(self) -> int:
+        tok = self.next()
+        if tok.kind == DURATION or (tok.kind == INTEGER and tok.value == 0):
+            return tok.value
+        if tok.keyword == "INF":
+            return 0
+        raise self.fail(tok, "duration")
+
     def create_database(self) -> Statement:
         st = Statement("create database", "", database=self.ident("database name"), writes=True)
         if self.accept("WITH"):
             seen = False
             while True:
                 if self.accept("DURATION"):
-                    tok = self.next()
-                    if tok.kind == DURATION or (tok.kind == INTEGER and tok.value == 0):
-                        st.options["duration"] = tok.value
-                    elif tok.keyword == "INF":
-                        st.options["duration"] = 0
-                    else:
-                        raise self.fail(tok, "duration")
+                    st.options["duration"] = self._duration_value()
                 elif self.accept("REPLICATION"):
                     n = self.integer()
                     if n < 1:
@@ -628,6 +677,8 @@ def parse(text: str, params: dict[str, Any] | None = None) -> list[Statement]:
 FIELD_TYPES = {"float64": "float", "int64": "integer", "int32": "integer", "string": "string", "bool": "boolean"}
 COMMON_COLUMNS = ("ts", "producer", "seq", "dur")
 NOT_EXECUTED = "not executed"
+RP_META = "retention_policy"  # trace metadata: the name of its one retention policy (default autogen)
+SHARD_META = "shard_duration"  # trace metadata: a SHARD DURATION given (shown, not used: segments are not shards)
 
 
 class StatementError(Exception):
@@ -708,10 +759,6 @@ class Executor:
 
     def _create_database(self, st: Statement, messages) -> None:
         name = st.database
-        dur = st.options.get("duration")
-        if dur:
-            messages.append({"level": "warning", "text": f"retention DURATION is not applied: tracehouse keeps "
-                                                         f"every row of {name!r} until the trace is removed"})
         if st.options.get("replication", 1) > 1:
             messages.append({"level": "warning", "text": "REPLICATION above 1 is not applied: tracehouse is one "
                                                          "node (each write is durable on its disk before 204)"})
@@ -719,7 +766,55 @@ class Executor:
             self.ingestor.trace(name, create=True)
         except BadInput as e:
             raise StatementError(f"invalid name: {e}") from None
+        if "duration" in st.options or "rp_name" in st.options:
+            self._set_policy(name, st.options.get("rp_name"), st.options.get("duration"), st.options)
         return None
+
+    # -- retention: one policy per database, applied to whole segments (store/compact.py)
+    def _policy(self, db: str) -> tuple[str, int, dict]:
+        info = self.store.trace(db)
+        return info.metadata.get(RP_META, "autogen"), self.store.retention(db), info.metadata
+
+    def _set_policy(self, db: str, rp: str | None, duration: int | None, options: dict) -> None:
+        meta = {RP_META: rp} if rp else {}
+        if "shard_duration" in options:
+            meta[SHARD_META] = str(options["shard_duration"])
+        if meta:
+            self.store.set_metadata(db, meta)
+        if duration is not None:
+            dropped = self.store.set_retention(db, duration)
+            if dropped:
+                log.warning("retention of %s set to %s by %s: %d segments dropped", db, format_duration(duration),
+                            self.peer, dropped)
+
+    def _create_retention_policy(self, st: Statement, messages) -> None:
+        db = self._db(st)
+        rp = st.options["rp_name"]
+        current, _dur, _meta = self._policy(db)
+        if current != rp:
+            messages.append({"level": "warning", "text": f"tracehouse keeps one retention policy per database: "
+                                                         f"{rp!r} replaces {current!r} on {db!r}"})
+        if st.options.get("replication", 1) > 1:
+            messages.append({"level": "warning", "text": "REPLICATION above 1 is not applied: tracehouse is one node"})
+        self._set_policy(db, rp, st.options["duration"], st.options)
+        return None
+
+    def _alter_retention_policy(self, st: Statement, messages) -> None:
+        db = self._db(st)
+        current, _dur, _meta = self._policy(db)
+        if current != st.options["rp_name"]:
+            raise StatementError(f"retention policy not found: {st.options['rp_name']}")
+        self._set_policy(db, None, st.options.get("duration"), st.options)
+        return None
+
+    def _drop_retention_policy(self, st: Statement, messages) -> None:
+        db = self._db(st)
+        current, _dur, _meta = self._policy(db)
+        if current != st.options["rp_name"]:
+            return None  # InfluxDB: dropping a policy that does not exist is not an error
+        raise StatementError(f"retention policy {current!r} is not dropped: tracehouse deletes rows only by a "
+                             f"retention's duration, never a whole policy's data; keep every row with ALTER RETENTION "
+                             f"POLICY {current} ON {db} DURATION INF, or remove the database")
 
     def _drop_database(self, st: Statement, messages) -> None:
         name = st.database
@@ -736,9 +831,17 @@ class Executor:
         return None
 
     def _show_retention_policies(self, st: Statement, messages) -> list[dict]:
-        self._db(st)
+        db = self._db(st)
+        name, dur, meta = self._policy(db)
+        try:
+            shard = int(meta.get(SHARD_META) or 0)
+        except ValueError:
+            shard = 0
+        if not shard:  # InfluxDB's normalised shard group duration for a policy's duration
+            shard = (7 * 86400 if dur == 0 or dur >= 180 * 86400 * 10**9 else 86400 if dur >= 2 * 86400 * 10**9
+                     else 3600) * 10**9
         return [{"columns": ["name", "duration", "shardGroupDuration", "replicaN", "default"],
-                 "values": [["autogen", "0s", "0s", 1, True]]}]
+                 "values": [[name, format_duration(dur), format_duration(shard), 1, True]]}]
 
     # -- measurements, fields, tags
     def _measurements(self, db: str, sources: list[Source]) -> list[str]:

@@ -531,6 +531,22 @@ class Store:
         self._delete_retired()
         return n
 
+    def set_retention(self, trace: str, keep_ns: int | None) -> int:
+        """Keep the rows of `trace` for `keep_ns` nanoseconds (None or 0: forever) and apply it
+        now: whole segments whose newest row is older than now - keep_ns are dropped from the
+        catalog (their files after the grace readers get); the same happens at every later
+        compaction. Returns how many segments were dropped. Nothing else is deleted (compact.py)."""
+        self.become_writer()
+        n = self._writer(self.catalog.trace(trace)).compactor.retain(int(keep_ns or 0))
+        self._delete_retired()
+        return n
+
+    def retention(self, trace: str) -> int:
+        """The retention of `trace` in ns (0: every row is kept)."""
+        from .compact import retention_ns
+
+        return retention_ns(self.catalog.trace(trace).metadata)
+
     def _selected_writers(self, trace: str | None) -> list[TraceWriter]:
         if trace is None:
             return list(self._writers.values())
