@@ -48,12 +48,14 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 from urllib.parse import parse_qsl
 
 from ..errors import AlreadyExists, BadInput, NotFound, TracehouseError
 from ..store.compact import format_duration
+from ..store.query import qident, tag_column_names
 from .ingest import SOURCE
 
 log = logging.getLogger("tracehouse.server")
@@ -697,12 +699,15 @@ class Executor:
     `ingestor` gives `store` (catalog, SQL), `trace(name, create=True)` and `drop_trace(name)`.
     """
 
-    def __init__(self, ingestor, *, default_db: str | None = None, peer: str = "", read_only: bool = False) -> None:
+    def __init__(self, ingestor, *, default_db: str | None = None, peer: str = "", read_only: bool = False,
+                 epoch: str | None = None, run_sql: Callable | None = None) -> None:
         self.ingestor = ingestor
         self.store = ingestor.store
         self.default_db = default_db or None
         self.peer = peer
         self.read_only = read_only  # a GET: write statements run, with InfluxDB's deprecation warning
+        self.epoch = epoch  # SELECT's times: RFC 3339 (None) or integers in this unit
+        self.run_sql = run_sql or self.store.sql  # the server's query workers' deadline and answer cap
         self._series: dict[str, list[tuple[str, dict[str, str]]]] = {}
 
     def run(self, statements: list[Statement]) -> list[dict]:
@@ -998,6 +1003,47 @@ class Executor:
             return None
         return [{"columns": ["key"], "values": [[k] for k in keys]}]
 
+    # -- SELECT (influxql_select.py parses it, influxql_sql.py translates it to SQL over the views)
+    def _select(self, st: Statement, messages) -> list[dict] | None:
+        from .influxql_sql import QueryError, Source, answer_series, translate
+
+        sel = st.options["select"]
+        if sel.tz and sel.tz.upper() not in ("UTC", "ETC/UTC", "Z"):
+            raise StatementError(f"tz({sel.tz!r}) is not supported by tracehouse: windows are aligned in UTC")
+
+        def sources_of(m) -> list[Source]:
+            db = m.database or self.default_db
+            if not db:
+                raise StatementError("database name required")
+            try:
+                types = self.store.event_types(db)
+            except NotFound:
+                raise StatementError(f"database not found: {db}") from None
+            names = sorted(n for n in types if m.matches(n))
+            if not names:
+                return []
+            keys = self.store.tag_keys(db)
+            out = []
+            for name in names:
+                et = types[name]
+                fields = {c.name: (c.name, c.type) for c in et.columns if c.name not in ("ts", "producer", "seq")}
+                tags = {k: col for k, col in tag_column_names(et, keys).items()}
+                out.append(Source(name, f"{qident(db)}.{qident(name)}", fields, tags, tiebreak=("producer", "seq")))
+            return out
+
+        try:
+            plans = translate(sel, sources_of, time.time_ns())
+            series: list[dict] = []
+            for plan in plans:
+                series += answer_series(plan, self.run_sql(plan.sql), self.epoch)
+        except QueryError as e:
+            raise StatementError(str(e)) from None
+        if sel.soffset:
+            series = series[sel.soffset:]
+        if sel.slimit:
+            series = series[:sel.slimit]
+        return series or None
+
     def _unsupported(self, st: Statement, messages) -> None:
         what = st.options.get("what", "this statement")
         if what == "SELECT":
@@ -1072,7 +1118,8 @@ def error_body(message: str) -> bytes:
     return json.dumps({"error": message}).encode()
 
 
-def handle(call, ingestor, *, cfg, submit: Callable[[Callable[[], None]], Any]) -> None:
+def handle(call, ingestor, *, cfg, submit: Callable[[Callable[[], None]], Any],
+           run_sql: Callable | None = None) -> None:
     """Answer one `/query` request (`call` from server/http.py). Read-only statements run through
     `submit` (the query pool); a request that creates or drops a database runs here, on the
     dispatcher, in order with the writes it may affect."""
@@ -1091,7 +1138,8 @@ def handle(call, ingestor, *, cfg, submit: Callable[[Callable[[], None]], Any]) 
     if not statements:
         call.reply(400, error_body('missing required parameter "q"'), json_type)
         return
-    ex = Executor(ingestor, default_db=req.db, peer=str(call.peer), read_only=call.method == "GET")
+    ex = Executor(ingestor, default_db=req.db, peer=str(call.peer), read_only=call.method == "GET", epoch=req.epoch,
+                  run_sql=run_sql)
 
     def run() -> None:
         try:

@@ -390,9 +390,10 @@ class SelectParser:
             quoted = tok.text.startswith('"')
             if not quoted and tok.value.lower() in ("true", "false"):
                 return Literal("bool", tok.value.lower() == "true")
-            if tok.keyword is not None and not quoted:
+            call = not quoted and self._op(p.peek(), "(")
+            if tok.keyword is not None and not quoted and not (call and tok.keyword == "DISTINCT"):
                 raise self._error(tok, "identifier, string, number, bool")
-            if not quoted and self._op(p.peek(), "("):
+            if call:
                 p.next()
                 self._enter(tok.pos)
                 args = []

@@ -643,6 +643,11 @@ class Store:
             self._query = querymod.QueryEngine(self)
         return self._query
 
+    def tag_keys(self, trace: str) -> dict[str, str]:
+        """The tag keys the views of `trace` carry as columns (line-protocol tags, or producer
+        attributes with `tag_columns=attrs`), with their DuckDB types; see store/query.py."""
+        return self.query_engine.tag_keys(trace)
+
     def read_connection(self, query: str):
         """A context manager giving a DuckDB cursor of its own to run `query` on, outside the
         engine's lock (`QueryEngine.snapshot`): its views are fixed when it is handed out,
