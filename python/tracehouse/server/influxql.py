@@ -57,6 +57,7 @@ from ..errors import AlreadyExists, BadInput, NotFound, TracehouseError
 from ..store.compact import format_duration
 from ..store.query import qident, tag_column_names
 from .ingest import SOURCE
+from .queries import QueryStopped
 
 log = logging.getLogger("tracehouse.server")
 
@@ -724,7 +725,7 @@ class Executor:
                 results.append({"statement_id": i, "error": str(e)})
                 failed = True
                 continue
-            except (BadInput, NotFound, AlreadyExists) as e:
+            except (BadInput, NotFound, AlreadyExists, QueryStopped) as e:  # QueryStopped: deadline, answer cap
                 results.append({"statement_id": i, "error": str(e)})
                 failed = True
                 continue
@@ -1071,6 +1072,7 @@ class Request:
     chunked: bool
     pretty: bool
     params: dict[str, Any]
+    chunk_size: int = 10_000  # rows per chunk of a chunked answer (InfluxDB's default)
 
 
 def request_params(query: dict[str, str], body: bytes | None, content_type: str) -> Request:
@@ -1101,17 +1103,46 @@ def request_params(query: dict[str, str], body: bytes | None, content_type: str)
         if not isinstance(params, dict):
             raise BadInput("error parsing query parameters: expected a JSON object")
     truthy = ("true", "1", "yes")
+    try:
+        chunk_size = int(merged.get("chunk_size") or 10_000)
+    except ValueError:
+        raise BadInput(f"invalid chunk_size {merged['chunk_size']!r}", expected="a positive integer") from None
     return Request(q=q, db=merged.get("db") or None, epoch=epoch,
                    chunked=merged.get("chunked", "").lower() in truthy,
-                   pretty=merged.get("pretty", "").lower() in truthy, params=params)
+                   pretty=merged.get("pretty", "").lower() in truthy, params=params, chunk_size=max(1, chunk_size))
 
 
 def answer(results: list[dict], req: Request) -> bytes:
-    """InfluxDB's JSON for `results`: one document, or one per statement when chunked."""
+    """InfluxDB's JSON for `results`: one document, or when chunked one per chunk of at most
+    `chunk_size` rows of a series (`"partial": true` on a series that goes on in the next chunk,
+    and on every chunk of a statement but its last)."""
     indent = 4 if req.pretty else None
     if req.chunked:
-        return b"".join(json.dumps({"results": [r]}, indent=indent).encode() + b"\n" for r in results)
+        return b"".join(json.dumps({"results": [c]}, indent=indent).encode() + b"\n"
+                        for r in results for c in _chunks(r, req.chunk_size))
     return json.dumps({"results": results}, indent=indent).encode()
+
+
+def _chunks(result: dict, size: int) -> list[dict]:
+    if "series" not in result:
+        return [result]
+    pieces = []
+    for s in result["series"]:
+        values = s.get("values", [])
+        for i in range(0, max(1, len(values)), size):
+            piece = dict(s, values=values[i:i + size])
+            if i + size < len(values):
+                piece["partial"] = True
+            pieces.append(piece)
+    out = []
+    for k, piece in enumerate(pieces):
+        c = {"statement_id": result["statement_id"], "series": [piece]}
+        if k == 0 and "messages" in result:
+            c["messages"] = result["messages"]
+        if k < len(pieces) - 1:
+            c["partial"] = True
+        out.append(c)
+    return out
 
 
 def error_body(message: str) -> bytes:

@@ -286,6 +286,7 @@ class Translator:
 
     # -- names
     def _group_tags(self) -> list[str]:
+        """The group-by tag keys, sorted (InfluxDB orders a query's series by their tags in key order)."""
         keys: list[str] = []
         for d in self.st.dimensions:
             if d.kind == "tag":
@@ -295,7 +296,7 @@ class Translator:
                 keys += [k for k in sorted(self.src.tags) if k not in keys]
             elif d.kind == "regex":
                 keys += [k for k in sorted(self.src.tags) if d.regex.search(k) and k not in keys]
-        return keys
+        return sorted(keys)
 
     def ref(self, v: VarRef) -> tuple[str, str]:
         """(SQL, field type or "tag") of a reference; an unknown name is NULL (InfluxDB: no values)."""
@@ -427,7 +428,8 @@ class Translator:
                 out.append(f)
         return out
 
-    def translate(self) -> Plan:
+    def translate(self) -> Plan | None:
+        """The plan, or None when the source has none of the fields the query names."""
         fields = self.expand_fields()
         if not fields:
             raise QueryError("at least 1 non-time field must be queried")
@@ -437,6 +439,9 @@ class Translator:
         for c in calls:
             self._check_call(c)
         names = _unique([field_name(f) for f in fields])
+        self.present = self._present_fields(fields)
+        if not self.present:
+            return None  # no field the query names is in this measurement: no series (InfluxDB)
         if not calls:
             if self.dim is not None:
                 raise QueryError("GROUP BY requires at least one aggregate function")
@@ -452,6 +457,31 @@ class Translator:
                 raise QueryError(f"{multi[0].name}() cannot be combined with other functions or fields")
             return self._multi_row(multi[0], names[0])
         return self._aggregate(fields, names, calls)
+
+    def _present_fields(self, fields: list[Field]) -> list[str]:
+        """The SQL columns of the fields the query names (in calls too) that the source has."""
+        out: list[str] = []
+
+        def walk(e) -> None:
+            if isinstance(e, VarRef):
+                col, kind = self.ref(e)
+                if kind not in ("tag", "") and col not in out:
+                    out.append(col)
+            elif isinstance(e, Call):
+                for a in e.args:
+                    walk(a)
+            elif isinstance(e, Binary):
+                walk(e.left)
+                walk(e.right)
+            elif isinstance(e, Paren):
+                walk(e.expr)
+
+        for f in fields:
+            walk(f.expr)
+        return out
+
+    def _any_present(self) -> str:
+        return "(" + " OR ".join(f"{c} IS NOT NULL" for c in self.present) + ")"
 
     def _check_call(self, c: Call) -> None:
         want = FUNCTIONS.get(c.name)
@@ -524,16 +554,7 @@ class Translator:
     # -- raw queries
     def _raw(self, fields: list[Field], names: list[str]) -> Plan:
         vals = [f"{self.value_sql(f.expr)} AS v{i}" for i, f in enumerate(fields)]
-        present = []
-        for f in fields:
-            for r in _refs_outside_calls(f.expr, []):
-                if isinstance(r, VarRef):
-                    col, kind = self.ref(r)
-                    if kind not in ("tag", "") and col not in present:
-                        present.append(col)
-        if not present:
-            raise QueryError("at least 1 non-time field must be queried")
-        any_present = "(" + " OR ".join(f"{c} IS NOT NULL" for c in present) + ")"
+        any_present = self._any_present()
         ties = [f"{qident(c)} AS _o{i}" for i, c in enumerate(self.src.tiebreak)]
         inner = (f"SELECT {', '.join(self._tag_select() + [f'{self.src.time} AS time'] + vals + ties)} "
                  f"FROM {self.src.relation}{self.where_sql([any_present])}")
@@ -613,9 +634,9 @@ class Translator:
         """A field or tag's value at the point a selector picked (`SELECT max(x), host`)."""
         x, _typ, _d = self._arg(c)
         ts = self.src.time
-        return {"min": f"arg_min({ref_sql}, ({x}, {ts}))", "max": f"arg_max({ref_sql}, ({x}, -{ts}))",
-                "first": f"arg_min({ref_sql}, {ts}) FILTER (WHERE {x} IS NOT NULL)",
-                "last": f"arg_max({ref_sql}, {ts}) FILTER (WHERE {x} IS NOT NULL)"}[c.name]
+        nn = f"FILTER (WHERE {x} IS NOT NULL)"  # (the _null forms: a NULL there is the point's value)
+        return {"min": f"arg_min_null({ref_sql}, ({x}, {ts})) {nn}", "max": f"arg_max_null({ref_sql}, ({x}, -{ts})) {nn}",
+                "first": f"arg_min_null({ref_sql}, {ts}) {nn}", "last": f"arg_max_null({ref_sql}, {ts}) {nn}"}[c.name]
 
     def _aggregate(self, fields: list[Field], names: list[str], calls: list[Call]) -> Plan:
         ts = self.src.time
@@ -644,7 +665,7 @@ class Translator:
         tcols = self._tcols()
         group = ", ".join(tcols + ["time"])
         agg_sql = (f"SELECT {', '.join(tags + [f'{bucket} AS time'] + aggs + ['1 AS _present'])} "
-                   f"FROM {self.src.relation}{self.where_sql()} GROUP BY {group}")
+                   f"FROM {self.src.relation}{self.where_sql([self._any_present()])} GROUP BY {group}")
         for col, sub in joins:
             using = ", ".join(tcols + ["time"])
             agg_sql = f"SELECT a.*, j.v AS {col} FROM ({agg_sql}) a LEFT JOIN ({sub}) j USING ({using})"
@@ -783,7 +804,8 @@ def subquery_source(plan: Plan) -> Source:
     cols += ["time AS ts"] + [f"v{i} AS {qident(n)}" for i, n in enumerate(plan.columns)]
     rel = f"(SELECT {', '.join(cols)} FROM ({plan.sql}))"
     typ_of = {"float": "float64", "integer": "int64", "string": "string", "boolean": "bool"}
-    fields = {n: (n, typ_of.get(t, "")) for n, t in zip(plan.columns, plan.types) if n not in plan.tags}
+    # ("any": an aggregate's type, not known before DuckDB runs it)
+    fields = {n: (n, typ_of.get(t, "any")) for n, t in zip(plan.columns, plan.types) if n not in plan.tags}
     return Source(plan.name, rel, fields, {k: k for k in plan.tags})
 
 
@@ -795,11 +817,12 @@ def translate(st: Select, sources_of, now: int) -> list[Plan]:
             outer = split_condition(st.condition, now)[0]
             for inner_src in _sources(s.select, sources_of):
                 inner = Translator(s.select, inner_src, now, outer).translate()
-                plans.append(Translator(st, subquery_source(inner), now).translate())
+                if inner is not None:
+                    plans.append(Translator(st, subquery_source(inner), now).translate())
         else:
             for src in sources_of(s):
                 plans.append(Translator(st, src, now).translate())
-    return plans
+    return [p for p in plans if p is not None]
 
 
 def _sources(st: Select, sources_of) -> list[Source]:
