@@ -1,4 +1,4 @@
-"""InfluxDB 1.x `/query`: the InfluxQL meta statements that existing clients send, over the traces.
+"""InfluxDB 1.x `/query`: the InfluxQL statements that existing clients send, over the traces.
 
 Owns the InfluxQL tokenizer and parser (a subset: the meta statements below, case-insensitive
 keywords, bare and double-quoted identifiers, single-quoted strings, regexes, durations, bound
@@ -17,9 +17,11 @@ and the `influxdb` Python client send):
   SHOW TAG VALUES [ON db] [FROM m, ...] WITH KEY =|!=|=~|!~|IN ... [WHERE tags] [LIMIT n] [OFFSET n]
   SHOW SERIES [ON db] [FROM m, ...] [WHERE tags] [LIMIT n] [OFFSET n]
   SHOW RETENTION POLICIES [ON db]
+  CREATE|ALTER|DROP RETENTION POLICY rp ON db [DURATION d] [REPLICATION n] [SHARD DURATION d] [DEFAULT]
+  SELECT ...   (parsed by influxql_select.py, translated to SQL by influxql_sql.py, run here)
 
-Every other statement InfluxQL has (SELECT included) parses as far as its first keywords and
-answers InfluxDB's error shape, `{"results": [{"statement_id": 0, "error": "..."}]}`, naming SQL
+Every other statement InfluxQL has parses as far as its first keywords and answers InfluxDB's
+error shape, `{"results": [{"statement_id": 0, "error": "..."}]}`, naming SQL
 over `POST /api/query` for data. A statement that cannot be parsed is a 400 with
 `{"error": "error parsing query: ..."}` and nothing runs, as in InfluxDB.
 
@@ -33,9 +35,11 @@ Decisions:
   Arrow writes or `CREATE DATABASE` through `serve`): a trace imported from a file (strace,
   Chrome ...) is refused, with `tracehouse rm` named. Like every request, it needs the
   server's token when one is set; every drop is logged with the client's address.
-- tracehouse keeps every row: a retention `DURATION` or `REPLICATION` above 1 in
-  `CREATE DATABASE` is accepted with a warning message, not silently; time conditions in a
-  `SHOW` statement's WHERE are not applied (warning): the whole trace is listed.
+- A database has one retention policy, the trace's retention (store/compact.py: whole
+  segments older than its duration are dropped); `CREATE DATABASE ... WITH DURATION` and
+  CREATE/ALTER RETENTION POLICY set it, DROP RETENTION POLICY is refused (it would delete the
+  data). `REPLICATION` above 1 is accepted with a warning message (one node); time conditions
+  in a `SHOW` statement's WHERE are not applied (warning): the whole trace is listed.
 - As in InfluxDB, a statement that fails stops the rest of the request (they answer
   "not executed"), and write statements sent with GET carry InfluxDB's deprecation warning.
 

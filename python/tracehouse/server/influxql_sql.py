@@ -42,10 +42,8 @@ from ..store.query import qident, qstr
 from .influxql_select import (
     Binary,
     Call,
-    Dimension,
     Field,
     Literal,
-    Measurement,
     Paren,
     RegexRef,
     Select,

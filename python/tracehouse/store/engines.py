@@ -36,8 +36,17 @@ from .. import lazy
 from ..errors import BadInput, NotFound
 from ..schema import EventType, one_event_type
 from .catalog import Catalog, SegmentInfo, TraceInfo
-from .query import (TH_TABLES, _first_line, _to_arrow, events_view_sql, qident, tagged_view_sql, th_tables, trace_tags,
-                    type_view_sql)
+from .query import (
+    TH_TABLES,
+    _first_line,
+    _to_arrow,
+    events_view_sql,
+    qident,
+    tagged_view_sql,
+    th_tables,
+    trace_tags,
+    type_view_sql,
+)
 
 # Imported on first use (lazy.py): listing, searching and counting traces need none.
 duckdb = lazy.module("duckdb")
