@@ -547,6 +547,11 @@ def write(result: dict, out: Path) -> Path:  # noqa: C901 - one branch per repor
                 body.append(mod.suite_markdown(r))
             elif isinstance(r, dict) and "_text" in r:
                 body.append(f"## `tracehouse bench {name}`\n\n```\n{r['_text']}\n```\n")
+                png = mod.plot(r, out / f"{name}.png") if hasattr(mod, "plot") else None
+                if png:
+                    body.append(f"![{name}]({name}.png)\n")
+                for what, v, peer in (mod.summary(r) if hasattr(mod, "summary") else ()):
+                    summary.append([name, what, v, 1.0, peer])
     srows = []
     missed = []
     for exp, what, v, target, peer in summary:

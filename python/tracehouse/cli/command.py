@@ -56,6 +56,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "replay": ("replay", "replay: issue-time error at 10,000 IOPS, asap calls/s and overhead, extrapolation errors"),
     "analyze": ("bench", "analyses on a TOD trace (seeds 000, 001, 004) against the same questions in DuckDB"),
     "import": ("bench", "importers on real files: throughput at 3 sizes, peak memory, peers (wc -l, a Python regex)"),
+    "tsbs": ("bench", "TSBS's cpu-only queries (its own programs, unmodified) on tracehouse (InfluxQL) vs QuestDB, "
+                      "same data: median and p99 per query type"),
     "engines": ("bench", "Q1-Q5 (seed 003) and the TOD statistics on DuckDB vs Spark local[2], same store, "
                          "same answers"),
     "all": ("bench", "every experiment of the seeds (TOD store, QoS writes and reads, SoC-Trace, import, analyses) "
