@@ -60,6 +60,8 @@ from urllib.parse import parse_qsl
 from ..errors import AlreadyExists, BadInput, NotFound, TracehouseError
 from ..store.compact import format_duration
 from ..store.query import qident, tag_column_names
+from .influxql_select import Measurement as Source
+from .influxql_select import SelectParser
 from .ingest import SOURCE
 from .queries import QueryStopped
 
@@ -254,18 +256,6 @@ class Scanner:
 
 
 @dataclass
-class Source:
-    """A measurement named in FROM (or a regex over names), optionally in another database."""
-
-    name: str | None = None
-    regex: re.Pattern | None = None
-    database: str | None = None
-
-    def matches(self, m: str) -> bool:
-        return self.regex.search(m) is not None if self.regex is not None else self.name == m
-
-
-@dataclass
 class Cond:
     """A tag condition tree: ("and"|"or", a, b) or ("cmp", key, op, value) or ("time",)."""
 
@@ -391,8 +381,6 @@ class Parser:
                 return self.retention_policy("drop retention policy")
             return self.unsupported(tok, "DROP " + self._word())
         if kw == "SELECT":
-            from .influxql_select import SelectParser
-
             return Statement("select", "", options={"select": SelectParser(self).select()})
         if kw in _UNSUPPORTED_STARTS:
             return self.unsupported(tok, kw)

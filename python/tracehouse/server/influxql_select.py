@@ -83,7 +83,8 @@ class Field:
 
 @dataclass
 class Measurement:
-    """A source named in FROM: a measurement or a regex over names, optionally of another database."""
+    """A measurement named in FROM (or a regex over names), optionally in another database; the
+    meta statements' FROM too (influxql.py)."""
 
     name: str | None = None
     regex: re.Pattern | None = None
@@ -144,6 +145,7 @@ class SelectParser:
     def __init__(self, p) -> None:
         self.p = p
         self.depth = 0
+        self.in_subquery = False  # one level of subquery
 
     def _error(self, tok, expected: str):
         return self.p.fail(tok, expected)
@@ -237,18 +239,17 @@ class SelectParser:
             inner = p.next()
             if inner.keyword != "SELECT":
                 raise self._error(inner, "SELECT")
-            if self.depth > 0 or getattr(self, "_in_subquery", False):
+            if self.depth > 0 or self.in_subquery:
                 raise p.s.error("subqueries nested more than one level are not supported by tracehouse", inner.pos)
-            self._in_subquery = True
+            self.in_subquery = True
             try:
                 sub = self.select(sub=True)
             finally:
-                self._in_subquery = False
+                self.in_subquery = False
             if not p.accept_op(")"):
                 raise self._error(p.peek(), ")")
             return Subquery(sub)
-        src = p.source()
-        return Measurement(name=src.name, regex=src.regex, database=src.database)
+        return p.source()
 
     # -- GROUP BY, fill
     def dimensions(self) -> list[Dimension]:

@@ -589,28 +589,18 @@ class Translator:
                 return (f"CAST(((sum(CAST({x} AS HUGEINT)) + 9223372036854775808) % 18446744073709551616 "
                         f"+ 18446744073709551616) % 18446744073709551616 - 9223372036854775808 AS BIGINT)")
             return f"sum({x})"
-        if n == "mean":
-            return f"avg({x})"
-        if n == "median":
-            return f"median({x})"
-        if n == "mode":  # the most frequent value; the smallest of those on a tie
-            return (f"list_min(list_transform(map_entries(histogram({x})), "
-                    f"lambda e: {{'c': -CAST(e.value AS BIGINT), 'k': e.key}})).k")
-        if n == "spread":
-            return f"(max({x}) - min({x}))"
-        if n == "stddev":
-            return f"stddev_samp({x})"
-        if n == "min":
-            return f"min({x})"
-        if n == "max":
-            return f"max({x})"
-        if n == "first":
-            return f"arg_min({x}, {ts}) {nn}"
-        if n == "last":
-            return f"arg_max({x}, {ts}) {nn}"
         if n == "percentile":
             return f"({self._percentile_list(c, x)}).v"
-        raise QueryError(f"{n}() is not an aggregate here")
+        simple = {
+            "mean": "avg({x})", "median": "median({x})", "spread": "(max({x}) - min({x}))", "stddev": "stddev_samp({x})",
+            "min": "min({x})", "max": "max({x})", "first": "arg_min({x}, {ts}) {nn}", "last": "arg_max({x}, {ts}) {nn}",
+            # the most frequent value; the smallest of those on a tie
+            "mode": "list_min(list_transform(map_entries(histogram({x})), "
+                    "lambda e: {{'c': -CAST(e.value AS BIGINT), 'k': e.key}})).k",
+        }
+        if n not in simple:
+            raise QueryError(f"{n}() is not an aggregate here")
+        return simple[n].format(x=x, ts=ts, nn=nn)
 
     def _percentile_list(self, c: Call, x: str) -> str:
         p = float(_number(c.args[1]))
