@@ -33,6 +33,7 @@ import time
 from .. import lazy
 from ..errors import BadInput, is_disk_full
 from ..schema import EventType
+from . import readcache
 from .conform import align
 from .segments import sort_rows, write_segment
 
@@ -124,9 +125,25 @@ class Compactor:
         with self._lock:
             dropped = self._retain()
             n = self._merge(force)
+            if n and readcache.wanted(self.writer.host.catalog.trace(self.writer.trace_name).metadata):
+                self._build_read_cache()  # the merged inputs left the old cache unusable for their types
         if n or dropped:
             self.writer.host.delete_retired()
         return n
+
+    def rebuild_read_cache(self) -> dict:
+        """The trace's read cache (store/readcache.py) written anew from its live segments."""
+        with self._lock:
+            return self._build_read_cache()
+
+    def _build_read_cache(self) -> dict:
+        w = self.writer
+        cat = w.host.catalog
+        info = cat.trace(w.trace_name)
+        man = readcache.build(w.root, info, dict(w.event_types), cat.segments(w.trace_id), cat.producers(w.trace_id))
+        # A catalog change readers notice (their views are rebuilt on the catalog's version)
+        cat.set_metadata(w.trace_id, {readcache.BUILT_META: man["file"]})
+        return man
 
     def retain(self, keep_ns: int | None = None) -> int:
         """Apply the trace's retention now (first set to `keep_ns`, when given: under the lock a

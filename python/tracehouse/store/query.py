@@ -281,6 +281,8 @@ class QueryEngine:
         self._trace_shapes: dict[str, Any] = {}
         # trace name -> (signature of its producers, its tag keys and types): `_refresh_tags`
         self._tags: dict[str, tuple[Any, dict[str, str]]] = {}
+        # read-cache file -> the name it is attached under (`_cached_select`)
+        self._attached: dict[str, str] = {}
         # (trace id, type) -> (the type's columns, the tail's batches, their aligned table):
         # see `_tail_table`
         self._tail_cache: dict[tuple[int, str], tuple[tuple, list, pa.Table]] = {}
@@ -392,8 +394,11 @@ class QueryEngine:
         # against 136-148 ms before (10M events streamed beside it, old and new code alternating,
         # load 4.1-4.4); over 10 alternating `bench ingest` runs (load 4.4-5.5) its CPU went
         # 1.79 -> 1.54 s (start-up included), its polls 7 -> 9 and its lag 0.83 -> 0.63 s (medians).
+        from . import readcache
+
+        man = readcache.manifest(self.store.path, info.id) if readcache.wanted(info.metadata) else None
         shape = (cut.signature[0], tuple((n, tuple(c.name for c in et.columns)) for n, et in types.items()),
-                 tuple(s.id for s in segs), tuple(sorted(tails)))
+                 tuple(s.id for s in segs), tuple(sorted(tails)), man and man["file"])
         if self._trace_shapes.get(info.name) == shape:
             for name in changed:
                 if name in tails:
@@ -419,13 +424,45 @@ class QueryEngine:
             del self._tail_cache[key]
         keys = self._refresh_tags(info)
         for name, et in types.items():
-            body = self._type_sources(info.name, info.id, et, by_type.get(name, []), tails.get(name))
-            if keys:
-                body = tagged_view_sql(et, body, f"{TAG_TABLES}.{qident(info.name)}", keys)
+            type_segs = by_type.get(name, [])
+            cached = readcache.usable(man, name, {s.id for s in type_segs})
+            if cached is not None:  # the read cache's table, and Parquet for the segments it lacks
+                held = set(cached["segments"])
+                type_segs = [s for s in type_segs if s.id not in held]
+            parts = []
+            if type_segs or name in tails or cached is None:
+                body = self._type_sources(info.name, info.id, et, type_segs, tails.get(name))
+                parts.append(tagged_view_sql(et, body, f"{TAG_TABLES}.{qident(info.name)}", keys) if keys else body)
+            if cached is not None:
+                parts.insert(0, self._cached_select(info, man, cached, et, keys))
+            body = parts[0] if len(parts) == 1 else "\nUNION ALL\n".join(f"({p})" for p in parts)
             self.con.execute(f"CREATE OR REPLACE VIEW {schema}.{qident(name)} AS {body}")
         self.con.execute(f"CREATE OR REPLACE VIEW {schema}.events AS " + events_view_sql(schema, types))
         self._trace_sigs[info.name] = cut.signature
         self._trace_shapes[info.name] = shape
+
+    def _cached_select(self, info, man: dict, entry: dict, et: EventType, keys: dict[str, str]) -> str:
+        """The SELECT of a type's rows from its read-cache table, in the view's columns (a column
+        the cache predates reads null). The cache file is attached once, read-only."""
+        alias = self._attached.get(man["path"])
+        if alias is None:
+            alias = f"_rc_{info.id}_{man['file'].split('.')[0][:12]}"
+            self.con.execute(f"ATTACH {qstr(man['path'])} AS {qident(alias)} (READ_ONLY)")
+            for old, old_alias in list(self._attached.items()):  # this trace's older caches
+                if old_alias.startswith(f"_rc_{info.id}_"):
+                    try:
+                        self.con.execute(f"DETACH {qident(old_alias)}")
+                        del self._attached[old]
+                    except duckdb.Error:
+                        pass  # still read by a query: detached at the next change
+            self._attached[man["path"]] = alias
+        have = set(entry["columns"])
+        names = [(c.name, DUCK_TYPES[c.type]) for c in et.columns]
+        if keys:
+            i = next(i for i, (n, _t) in enumerate(names) if n == "producer") + 1
+            names[i:i] = [(n, keys[k]) for k, n in tag_column_names(et, keys).items()]
+        cols = [qident(n) if n in have else f"CAST(NULL AS {t}) AS {qident(n)}" for n, t in names]
+        return f"SELECT {', '.join(cols)} FROM {qident(alias)}.{qident(entry['table'])}"
 
     def _refresh_tags(self, info) -> dict[str, str]:
         """The trace's tag keys (`tag_keys`), its `_tags."<trace>"` table made anew when its

@@ -541,6 +541,20 @@ class Store:
         self._delete_retired()
         return n
 
+    def build_read_cache(self, trace: str) -> dict:
+        """Write the trace's read cache now (store/readcache.py: its live segments decoded into a
+        DuckDB file the views read instead of their Parquet) and ask for it to be kept
+        (`read_cache=duckdb`: rebuilt after compactions). Returns its manifest."""
+        from . import readcache
+
+        self.become_writer()
+        info = self.catalog.trace(trace)
+        if not readcache.wanted(info.metadata):
+            self.catalog.set_metadata(info.id, {readcache.CACHE_META: "duckdb"})
+            info = self.catalog.trace(trace)
+        w = self._writer(info)
+        return w.compactor.rebuild_read_cache()
+
     def retention(self, trace: str) -> int:
         """The retention of `trace` in ns (0: every row is kept)."""
         from .compact import retention_ns
