@@ -177,7 +177,7 @@ SEED_TOTAL_POINTS = {"schema 1": {"write": 9.70, "read": 7.66, "total": 27.07},
 
 # -- layouts: the seed's three schemas and tracehouse's --------------------------------------
 
-LAYOUTS = ("schema1", "schema2", "schema3", "tracehouse")
+LAYOUTS = ("schema1", "schema2", "schema3", "tracehouse", "tracehouse-embedded")
 TRACE = "qos_reads"  # tracehouse's trace name
 EVENT_TYPE = "average_stats"
 
@@ -186,7 +186,7 @@ def _table_of(column: str, layout: str) -> str:
     """The alias of the table holding `column` in `layout` (i: ids, s: stats, m: main, x: secondary)."""
     if layout == "schema1":
         return "t"
-    if layout == "tracehouse":
+    if layout in ("tracehouse", "tracehouse-embedded"):
         return "s"
     if column in ID_COLUMNS:
         return "i"
@@ -223,7 +223,7 @@ def sql(case: Case, layout: str, *, dialect: str = "generic") -> str:
             return f"SELECT {hint}x.* FROM qos3_secondary x WHERE {where}"
         return (f"SELECT {hint}i.*, m.*, x.* FROM qos3_id i JOIN qos3_main m ON m.measurement_id = i.id "
                 f"JOIN qos3_secondary x ON x.measurement_id = m.measurement_id AND x.ts = m.ts WHERE {where}")
-    if layout == "tracehouse":
+    if layout in ("tracehouse", "tracehouse-embedded"):  # (the same SQL, served or in-process)
         # Identity once per measurement as a producer, its typed attributes carried by the view as
         # tag columns (`tag_columns=attrs`); the results in one event type. "One table" (Q3) is
         # the event type's own columns.
