@@ -125,11 +125,17 @@ class Compactor:
         with self._lock:
             dropped = self._retain()
             n = self._merge(force)
-            if n and readcache.wanted(self.writer.host.catalog.trace(self.writer.trace_name).metadata):
+            if n and readcache.wanted(self._metadata()):
                 self._build_read_cache()  # the merged inputs left the old cache unusable for their types
         if n or dropped:
             self.writer.host.delete_retired()
         return n
+
+    def _metadata(self) -> dict:
+        """The trace's metadata; empty once the trace is being removed (rm flushes its writer)."""
+        w = self.writer
+        live = w.host.catalog.traces("id = ?", (w.trace_id,))
+        return live[0].metadata if live else {}
 
     def rebuild_read_cache(self) -> dict:
         """The trace's read cache (store/readcache.py) written anew from its live segments."""
@@ -162,7 +168,7 @@ class Compactor:
         w = self.writer
         cat = w.host.catalog
         self._next_retain = time.monotonic() + RETAIN_EVERY_S
-        keep = retention_ns(cat.trace(w.trace_name).metadata)
+        keep = retention_ns(self._metadata())
         old = expired(cat.segments(w.trace_id), time.time_ns(), keep)
         if not old:
             return 0

@@ -394,9 +394,7 @@ class QueryEngine:
         # against 136-148 ms before (10M events streamed beside it, old and new code alternating,
         # load 4.1-4.4); over 10 alternating `bench ingest` runs (load 4.4-5.5) its CPU went
         # 1.79 -> 1.54 s (start-up included), its polls 7 -> 9 and its lag 0.83 -> 0.63 s (medians).
-        from . import readcache
-
-        man = readcache.manifest(self.store.path, info.id) if readcache.wanted(info.metadata) else None
+        man = self.store.read_cache_manifest(info)  # store/readcache.py, or None
         shape = (cut.signature[0], tuple((n, tuple(c.name for c in et.columns)) for n, et in types.items()),
                  tuple(s.id for s in segs), tuple(sorted(tails)), man and man["file"])
         if self._trace_shapes.get(info.name) == shape:
@@ -425,7 +423,7 @@ class QueryEngine:
         keys = self._refresh_tags(info)
         for name, et in types.items():
             type_segs = by_type.get(name, [])
-            cached = readcache.usable(man, name, {s.id for s in type_segs})
+            cached = _usable(man, name, {s.id for s in type_segs})
             if cached is not None:  # the read cache's table, and Parquet for the segments it lacks
                 held = set(cached["segments"])
                 type_segs = [s for s in type_segs if s.id not in held]
@@ -666,6 +664,17 @@ def whole_count(store, query: str) -> tuple[str, int] | None:
     rows = sum(s.rows for s in segs if view == "events" or s.event_type == view)
     rows += sum(b.num_rows for name, bs in tails.items() if view == "events" or name == view for b in bs)
     return alias or "count_star()", int(rows)
+
+
+def _usable(man: dict | None, type_name: str, live_ids: set[int]) -> dict | None:
+    """A read cache manifest's entry for `type_name` when every segment it holds is still live
+    (else the cache is not read for that type: compaction merged them or retention dropped them)."""
+    if not man:
+        return None
+    entry = man["types"].get(type_name)
+    if entry is None or not entry["segments"] or not set(entry["segments"]) <= live_ids:
+        return None
+    return entry
 
 
 def _unquote(ident: str) -> str:

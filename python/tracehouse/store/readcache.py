@@ -113,13 +113,3 @@ def build(root: Path, info, types: dict, segments: list, producers: list[dict]) 
             old.unlink(missing_ok=True)
     out["path"] = str(d / name)
     return out
-
-
-def usable(man: dict | None, type_name: str, live_ids: set[int]) -> dict | None:
-    """The manifest's entry for `type_name` when every segment it holds is still live, else None."""
-    if not man:
-        return None
-    entry = man["types"].get(type_name)
-    if entry is None or not entry["segments"] or not set(entry["segments"]) <= live_ids:
-        return None
-    return entry

@@ -541,6 +541,12 @@ class Store:
         self._delete_retired()
         return n
 
+    def read_cache_manifest(self, info: TraceInfo) -> dict | None:
+        """The current read cache of a trace that keeps one (store/readcache.py), else None."""
+        from . import readcache
+
+        return readcache.manifest(self.path, info.id) if readcache.wanted(info.metadata) else None
+
     def build_read_cache(self, trace: str) -> dict:
         """Write the trace's read cache now (store/readcache.py: its live segments decoded into a
         DuckDB file the views read instead of their Parquet) and ask for it to be kept
