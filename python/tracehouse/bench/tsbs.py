@@ -9,7 +9,9 @@ type `tsbs_generate_queries` writes the same queries (same seed) for both and `t
 pass (`--prewarm-queries`: the second, timed run of each is what counts) and report their
 latency distribution (`--results-file`: TSBS's own HDR histogram). The figures are TSBS's:
 median and p99 per query type, in ms, with tracehouse over QuestDB (<= 1.0: tracehouse as fast or
-faster). The programs are TSBS's own (third_party/tsbs, built by `make tsbs`), unmodified.
+faster). The programs are TSBS's own, unmodified, found in $TSBS_BIN or on PATH: the Go module
+proxy does not serve github.com/timescale/tsbs, so `make setup` cannot build them; build its
+`cmd/tsbs_*` from TSBS's source (docs/influxql.md says how) to run this experiment.
 """
 
 from __future__ import annotations
@@ -32,15 +34,14 @@ SEED = 123
 
 
 def tool(name: str) -> str:
-    """A TSBS program: the venv's (make tsbs) or on PATH; Unavailable when neither."""
-    import sys
-
-    here = Path(sys.executable).parent / name
-    if here.exists():
-        return str(here)
+    """A TSBS program: in $TSBS_BIN, else on PATH; Unavailable when neither has it."""
+    where = os.environ.get("TSBS_BIN")
+    if where and (Path(where) / name).is_file():
+        return str(Path(where) / name)
     found = shutil.which(name)
     if found is None:
-        raise Unavailable(f"{name} is not built (make tsbs; it needs Go)")
+        raise Unavailable(f"{name} not found in $TSBS_BIN or on PATH (TSBS is not served by the Go module proxy: "
+                          "build it from github.com/timescale/tsbs, see docs/influxql.md)")
     return found
 
 
