@@ -69,8 +69,8 @@ def test_parse_errors_name_what_and_where(text, message):
 def test_other_statements_parse_and_are_answered_with_an_error_not_a_parse_failure():
     sts = influxql.parse("SELECT mean(v) FROM cpu WHERE t = 'a;b' GROUP BY time(1m); DROP MEASUREMENT cpu; "
                          "SHOW USERS; SHOW SERIES CARDINALITY")
-    assert [s.kind for s in sts] == ["unsupported"] * 4
-    assert [s.options["what"] for s in sts] == ["SELECT", "DROP MEASUREMENT", "SHOW USERS", "SHOW SERIES CARDINALITY"]
+    assert [s.kind for s in sts] == ["select"] + ["unsupported"] * 3
+    assert [s.options["what"] for s in sts[1:]] == ["DROP MEASUREMENT", "SHOW USERS", "SHOW SERIES CARDINALITY"]
 
 
 INFLUXQL_WORDS = ["SHOW", "DATABASES", "MEASUREMENTS", "TAG", "KEYS", "VALUES", "FIELD", "SERIES", "FROM", "WHERE",
@@ -111,8 +111,9 @@ def q(server, query: str, method: str = "GET", db: str | None = None, body: byte
 def test_show_databases_shape_and_create_database_with_clauses(server):
     status, doc = q(server, "CREATE DATABASE shape1 WITH DURATION 1d REPLICATION 1 NAME \"rp\"", "POST")
     assert status == 200
-    assert doc["results"][0]["statement_id"] == 0 and "error" not in doc["results"][0]
-    assert "DURATION is not applied" in doc["results"][0]["messages"][0]["text"]  # said, not silently ignored
+    assert doc["results"][0] == {"statement_id": 0}  # the duration is applied (tests/store/test_retention.py)
+    _s, doc = q(server, "SHOW RETENTION POLICIES ON shape1")
+    assert doc["results"][0]["series"][0]["values"] == [["rp", "24h0m0s", "1h0m0s", 1, True]]
     status, doc = q(server, "SHOW DATABASES")
     assert status == 200
     (res,) = doc["results"]
@@ -152,7 +153,7 @@ def test_measurements_field_keys_tag_keys_series_and_tag_values(server):
     assert doc["results"][0]["series"][0]["values"] == [["cpu"]]
     _s, doc = q(server, "SHOW RETENTION POLICIES ON meta1")
     assert doc["results"][0]["series"] == [{"columns": ["name", "duration", "shardGroupDuration", "replicaN",
-                                                        "default"], "values": [["autogen", "0s", "0s", 1, True]]}]
+                                                        "default"], "values": [["autogen", "0s", "168h0m0s", 1, True]]}]
     # Nothing to list is a result without series, as InfluxDB answers.
     _s, doc = q(server, "SHOW MEASUREMENTS WITH MEASUREMENT = nothing", db="meta1")
     assert doc == {"results": [{"statement_id": 0}]}
@@ -173,6 +174,8 @@ def test_several_statements_post_form_body_chunked_and_errors(server):
     status, doc = q(server, "SHOW FIELD KEYS")
     assert doc["results"][0]["error"] == "database name required"
     status, doc = q(server, "SELECT * FROM m", db="multi1")
+    assert status == 200 and doc["results"][0]["series"][0]["values"] == [["1970-01-01T00:00:00.000000001Z", 1.0]]
+    status, doc = q(server, "DROP MEASUREMENT m", db="multi1")
     assert status == 200 and "POST /api/query" in doc["results"][0]["error"]
     # Parse errors: 400 and nothing runs.
     status, doc = q(server, "CREATE DATABASE never1; SHOW BOGUS STUFF (")
@@ -204,11 +207,13 @@ def test_influxdb_1x_python_client(server):
                                                              {"fieldKey": "usage", "fieldType": "float"}]
     assert [p["tagKey"] for p in c.query('SHOW TAG KEYS FROM "cpu"').get_points()] == ["host", "region"]
     assert c.get_list_series(measurement="cpu", tags={"host": "h1"}) == ["cpu,host=h1,region=eu"]
-    assert c.get_list_retention_policies() == [{"name": "autogen", "duration": "0s", "shardGroupDuration": "0s",
-                                                "replicaN": 1, "default": True}]
+    assert c.get_list_retention_policies() == [{"name": "autogen", "duration": "0s",
+                                                "shardGroupDuration": "168h0m0s", "replicaN": 1, "default": True}]
     assert server.sql('SELECT count(*), sum(n) FROM "py1x".cpu') == [[30, sum(range(30))]]
-    with pytest.raises(InfluxDBClientError, match="/api/query"):
-        c.query("SELECT * FROM cpu")
+    rows = list(c.query("SELECT mean(usage), max(n) FROM cpu GROUP BY host").get_points(tags={"host": "h1"}))
+    assert rows == [{"time": "1970-01-01T00:00:00Z", "mean": sum(i * 0.5 for i in range(1, 30, 3)) / 10, "max": 28}]
+    with pytest.raises(InfluxDBClientError, match="undefined function"):
+        c.query("SELECT nosuch(n) FROM cpu")
     c.drop_database("py1x")
     assert {"name": "py1x"} not in c.get_list_database()
     c.close()

@@ -17,8 +17,9 @@ all` here, `tracehouse bench engines` for DuckDB vs Spark):
   tables x four limits), with the seed's row count at scale 1.
 - `LAYOUTS` and `sql(case, layout)`: the seed's three schemas (schema 1: one table;
   schema 2: measurement ids + average stats; schema 3: ids + main stats + secondary
-  stats) and tracehouse's layout (the ids once, as producers with typed attributes;
-  the results as one event type), each case as a SELECT of every column the seed fetched.
+  stats) and tracehouse's layout (the ids once, as producers with typed attributes, which
+  the view carries as tag columns; the results as one event type), each case as a SELECT of
+  every column the seed fetched.
 - `schema_tables(data, layout)`: the data set split into a layout's tables, and
   `ddl(layout, dialect)` their CREATE TABLE statements with the seed's keys.
 """
@@ -176,7 +177,7 @@ SEED_TOTAL_POINTS = {"schema 1": {"write": 9.70, "read": 7.66, "total": 27.07},
 
 # -- layouts: the seed's three schemas and tracehouse's --------------------------------------
 
-LAYOUTS = ("schema1", "schema2", "schema3", "tracehouse")
+LAYOUTS = ("schema1", "schema2", "schema3", "tracehouse", "tracehouse-embedded")
 TRACE = "qos_reads"  # tracehouse's trace name
 EVENT_TYPE = "average_stats"
 
@@ -185,9 +186,11 @@ def _table_of(column: str, layout: str) -> str:
     """The alias of the table holding `column` in `layout` (i: ids, s: stats, m: main, x: secondary)."""
     if layout == "schema1":
         return "t"
+    if layout in ("tracehouse", "tracehouse-embedded"):
+        return "s"
     if column in ID_COLUMNS:
         return "i"
-    if layout == "schema2" or layout == "tracehouse":
+    if layout == "schema2":
         return "s"
     return "m" if column in main_columns() else "x"
 
@@ -220,25 +223,16 @@ def sql(case: Case, layout: str, *, dialect: str = "generic") -> str:
             return f"SELECT {hint}x.* FROM qos3_secondary x WHERE {where}"
         return (f"SELECT {hint}i.*, m.*, x.* FROM qos3_id i JOIN qos3_main m ON m.measurement_id = i.id "
                 f"JOIN qos3_secondary x ON x.measurement_id = m.measurement_id AND x.ts = m.ts WHERE {where}")
-    if layout == "tracehouse":
-        # Identity once per measurement as a producer (typed attributes in th.producers JSON);
-        # results in one event type. Ids are looked up in the catalog, rows by producer.
+    if layout in ("tracehouse", "tracehouse-embedded"):  # (the same SQL, served or in-process)
+        # Identity once per measurement as a producer, its typed attributes carried by the view as
+        # tag columns (`tag_columns=attrs`); the results in one event type. "One table" (Q3) is
+        # the event type's own columns.
         t = f'"{TRACE}".{EVENT_TYPE}'
         if case.tables == "one":
-            return f"SELECT s.* FROM {t} s WHERE {where}"
-        return (f"SELECT {_producer_columns()}, s.* FROM {t} s JOIN ({_producers_sql()}) i ON i.pid = s.producer "
-                f"WHERE {where}")
+            cols = ", ".join(f"s.{c}" for c in ("ts", "producer", "seq", *(p[0] for p in result_params())))
+            return f"SELECT {cols} FROM {t} s WHERE {where}"
+        return f"SELECT * FROM {t} s WHERE {where}"
     raise ValueError(f"unknown layout {layout!r}: expected one of {', '.join(LAYOUTS)}")
-
-
-def _producers_sql() -> str:
-    cols = ", ".join(f"CAST(json_extract(attrs, '$.{c}') AS {'DOUBLE' if c.endswith('_time') else 'BIGINT'}) AS {c}"
-                     for c in ID_COLUMNS)
-    return f"SELECT id AS pid, {cols} FROM th.producers WHERE trace = '{TRACE}'"
-
-
-def _producer_columns() -> str:
-    return ", ".join(f"i.{c}" for c in ID_COLUMNS)
 
 
 # -- the data set split into a layout's tables ------------------------------------------------
@@ -317,11 +311,16 @@ def tracehouse_load(store, data: pa.Table) -> None:
     producers = [{"id": int(r["measurement_id"]), "parent": None, "kind": "measurement",
                   "name": f"customer={r['customer_id']},measurement={r['measurement_id']}", "attrs": r} for r in ids]
     # Segments sorted by (measurement, ts) (`segment_order=producer`): the seed's clients read a
-    # customer's measurement at a time, as its schemas' keys lead with the customer.
+    # customer's measurement at a time, as its schemas' keys lead with the customer. The ids are
+    # the views' tag columns (`tag_columns=attrs`).
     store.create_trace(TRACE, "qos", event_types=[tracehouse_event_type()], producers=producers,
-                       format_description="Qosmet QoS measurements (seed 003)", metadata={"segment_order": "producer"})
+                       format_description="Qosmet QoS measurements (seed 003)",
+                       metadata={"segment_order": "producer", "tag_columns": "attrs"})
     cols = {"ts": data.column("ts"), "producer": pa.compute.cast(data.column("measurement_id"), pa.int32())}
     for n, _t, _lo, _hi in result_params():
         cols[n] = data.column(n)
     store.append(TRACE, EVENT_TYPE, pa.table(cols))
     store.flush()
+    # The seed's questions read whole rows of 62 columns: DuckDB's own format decodes them several
+    # times faster than our Parquet pages (store/readcache.py); the segments stay the source.
+    store.build_read_cache(TRACE)

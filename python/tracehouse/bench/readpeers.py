@@ -104,10 +104,28 @@ class _HttpArrowClient:
         self.conn.close()
 
 
+class _EmbeddedClient:
+    """tracehouse in the client's process, as DuckDB's embedded client is: the store opened
+    read-only beside the server that writes it, each query on a cursor of its own
+    (`Store.read_connection`, as the server's query workers run them), the answer as Arrow."""
+
+    def __init__(self, store) -> None:
+        self.store = store
+
+    def fetch(self, sql: str) -> int:
+        with self.store.read_connection(sql) as cur:
+            return cur.sql(self.store.query_engine.snapshot_query(sql)).to_arrow_table().num_rows
+
+    def close(self) -> None:
+        pass
+
+
 class TracehouseReads:
     name = "tracehouse"
-    layouts = ("tracehouse",)
-    client_path = "tracehouse serve, POST /api/query (Arrow IPC), keep-alive connection"
+    layouts = ("tracehouse", "tracehouse-embedded")
+    client_path = ("tracehouse serve, POST /api/query (Arrow IPC), keep-alive connection; and embedded: "
+                   "tracehouse.open(store, readonly=True) in the client process, a cursor per query")
+    client_for_layout = True
 
     def __init__(self, workdir: Path) -> None:
         self.workdir = Path(workdir)
@@ -141,10 +159,18 @@ class TracehouseReads:
                          "store": "Parquet zstd segments"}
         return self
 
-    def client(self):
+    def client(self, layout: str = "tracehouse"):
+        if layout == "tracehouse-embedded":
+            if getattr(self, "embedded", None) is None:
+                import tracehouse
+
+                self.embedded = tracehouse.open(self.server.store_path, readonly=True)
+            return _EmbeddedClient(self.embedded)
         return _HttpArrowClient(self.port)
 
     def __exit__(self, *exc) -> None:
+        if getattr(self, "embedded", None) is not None:
+            self.embedded.close()
         if getattr(self, "server", None) is not None:
             self.server.__exit__(*exc)
 

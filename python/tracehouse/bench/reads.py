@@ -24,6 +24,7 @@ from . import protocol, qos_reads, readpeers
 from .writepeers import Unavailable
 
 CLIENTS = (1, 5, 20, 50)
+EMBEDDED = "tracehouse-embedded"  # tracehouse's layout read in-process (readpeers.TracehouseReads)
 QUICK_CLIENTS = (1, 4)
 SEED_MAX_CLIENTS = {"Q1.4": 20}
 
@@ -83,9 +84,15 @@ def run(*, systems=tuple(readpeers.SYSTEMS), clients=CLIENTS, scale: float = 1.0
                 out["systems"][name] = {"version": getattr(s, "version", ""), "client": s.client_path,
                                         "settings": getattr(s, "settings", None) or dict(getattr(s, "SETTINGS", {})),
                                         "loads": loads}
-                pool = [s.client() for _ in range(max(clients))]
+                # a system may read each layout with its own clients (tracehouse: served and embedded)
+                if hasattr(s, "client_for_layout"):
+                    pools = {layout: [s.client(layout) for _ in range(max(clients))] for layout in s.layouts}
+                else:
+                    shared = [s.client() for _ in range(max(clients))]
+                    pools = {layout: shared for layout in s.layouts}
                 try:
                     for layout in s.layouts:
+                        pool = pools[layout]
                         dialect = "mariadb" if name == "mariadb" else "generic"
                         for case in cases:
                             sql = qos_reads.sql(case, layout, dialect=dialect)
@@ -104,7 +111,7 @@ def run(*, systems=tuple(readpeers.SYSTEMS), clients=CLIENTS, scale: float = 1.0
                                 + ", ".join(f"{c['clients']}x {c['mean'] * 1e3:.1f} ms" for c in out["cells"]
                                             if (c["system"], c["layout"], c["case"]) == (name, layout, case.name)))
                 finally:
-                    for c in pool:
+                    for c in {id(c): c for pool in pools.values() for c in pool}.values():
                         c.close()
         except Unavailable as e:
             out["skipped"][name] = str(e)
@@ -124,8 +131,15 @@ def _check(client, sql: str, expected: int, system: str, layout: str, case) -> i
 
 
 def variant(cell: dict) -> str:
+    if cell["layout"] == EMBEDDED:
+        return "tracehouse embedded"
     return cell["system"] if cell["layout"] in ("tracehouse", "schema1") and cell["system"] in ("tracehouse", "questdb") \
         else f"{cell['system']} {cell['layout'].replace('schema', 'schema ')}"
+
+
+def ours(variant_name: str) -> bool:
+    """Whether a variant is tracehouse's (served or embedded), not a peer."""
+    return variant_name.startswith("tracehouse")
 
 
 WRITE_SYSTEMS = {"tracehouse": ("tracehouse-http", "tracehouse-tcp", "tracehouse-arrow"), "questdb": ("questdb", "questdb-tcp"),

@@ -261,17 +261,20 @@ def _reads(r: dict, out: Path, summary: list, write: dict | None) -> str:
                 c = by.get((v, case.name, n))
                 row.append("" if c is None else f"{secs(c['mean'])}{star(c)}")
             rows.append(row)
-        adv = ["best peer / tracehouse"]
-        for n in clients:
-            th = by.get(("tracehouse", case.name, n))
-            peers_ = {v: by[(v, case.name, n)]["mean"] for v in variants if v != "tracehouse" and (v, case.name, n) in by}
-            if th and peers_:
-                best = min(peers_.items(), key=lambda kv: kv[1])
-                adv.append(f"{ratio(best[1] / th['mean'])} ({best[0]})")
-                summary.append(["QoS reads", f"{case.name} {n} clients", best[1] / th["mean"], 1.0, best[0]])
-            else:
-                adv.append("")
-        rows.append(adv)
+        for mine in [v for v in ("tracehouse", "tracehouse embedded") if v in variants]:
+            adv = [f"best peer / {mine}"]
+            for n in clients:
+                th = by.get((mine, case.name, n))
+                peers_ = {v: by[(v, case.name, n)]["mean"] for v in variants
+                          if not reads.ours(v) and (v, case.name, n) in by}
+                if th and peers_:
+                    best = min(peers_.items(), key=lambda kv: kv[1])
+                    adv.append(f"{ratio(best[1] / th['mean'])} ({best[0]})")
+                    summary.append([f"QoS reads ({mine})", f"{case.name} {n} clients", best[1] / th["mean"], 1.0,
+                                    best[0]])
+                else:
+                    adv.append("")
+            rows.append(adv)
         rows_seen = next((c["rows"] for c in cells if c["case"] == case.name), None)
         txt += [f"**{case.name}** `{case.where}`" + (f" (tables: {case.tables}" + (", query cache" if case.query_cache
                                                                                    else ", no query cache") + ")"
@@ -293,7 +296,7 @@ def _reads(r: dict, out: Path, summary: list, write: dict | None) -> str:
             "writes schema 2). Total = 2 x writing + reading (table 5.7). The seed's rows compare its three MySQL "
             "schemas with each other only.", "",
             md_table(["system", "Q1", "Q2", "Q3", "Q4", "Q5", "reading", "writing", "total"], prow), ""]
-    best_total = {v: p["total"] for v, p in pts.items() if p["total"] is not None and v != "tracehouse"}
+    best_total = {v: p["total"] for v, p in pts.items() if p["total"] is not None and not reads.ours(v)}
     th_total = pts.get("tracehouse", {}).get("total")
     if best_total and th_total:
         b = max(best_total.items(), key=lambda kv: kv[1])
@@ -547,6 +550,11 @@ def write(result: dict, out: Path) -> Path:  # noqa: C901 - one branch per repor
                 body.append(mod.suite_markdown(r))
             elif isinstance(r, dict) and "_text" in r:
                 body.append(f"## `tracehouse bench {name}`\n\n```\n{r['_text']}\n```\n")
+                png = mod.plot(r, out / f"{name}.png") if hasattr(mod, "plot") else None
+                if png:
+                    body.append(f"![{name}]({name}.png)\n")
+                for what, v, peer in (mod.summary(r) if hasattr(mod, "summary") else ()):
+                    summary.append([name, what, v, 1.0, peer])
     srows = []
     missed = []
     for exp, what, v, target, peer in summary:

@@ -40,7 +40,7 @@ from pathlib import Path
 from . import protocol
 
 EXPERIMENTS = ("tod_store", "write", "reads", "soctrace", "ingest", "import", "analyze")
-EXTRA_BENCHES = ("tracehouse.bench.replay", "tracehouse.bench.engines")
+EXTRA_BENCHES = ("tracehouse.bench.replay", "tracehouse.bench.engines", "tracehouse.bench.tsbs")
 # Settings of the benches that have only run(**kwargs) and render(result) -> str, per run size
 # (names a bench's run() does not take are dropped). A bench without settings for a size is
 # not run at that size: Spark's JVM alone takes 20-40 s to start here, so `engines` stays out
@@ -51,6 +51,10 @@ EXTRA = {
                "full": {"iops": 10_000, "seconds": 5.0, "asap_ops": 2_000_000, "cycles": 100, "seeds": 3, "repeat": 2}},
     "engines": {"medium": {"scale": 0.1, "tod_events": 1_000_000, "repeat": 2},
                 "full": {"scale": 1.0, "tod_events": 1_000_000, "repeat": 1}},
+    # TSBS cpu-only queries on tracehouse vs QuestDB (needs Go for TSBS and Java for QuestDB)
+    # (not in --quick: tests/server/test_tsbs.py runs TSBS's programs in `make test`)
+    "tsbs": {"medium": {"hosts": 100, "hours": 24, "interval_s": 60, "queries": 20},
+             "full": {"hosts": 100, "hours": 24, "interval_s": 10, "queries": 50}},
 }
 
 QUICK = {  # a smoke run of every experiment and every peer (CI, < 5 min here; QUICK_SCOPE says what is cut)
@@ -97,7 +101,7 @@ FULL = {
     # the seed's full data set (2,032,000 rows), every system and schema; of each query its middle
     # case (the engines bench's set), Q3 also over one table, and Q2.4 for a large answer (278,000
     # rows); 1 and 20 clients (the seed's 50 ran Q1.4 with 20 only)
-    "reads": {"scale": 1.0, "clients": (1, 20), "cases": ("Q1.2", "Q2.3", "Q2.4", "Q3.11", "Q3.15", "Q4.2", "Q5.3"),
+    "reads": {"scale": 1.0, "clients": (1, 20), "cases": None,
               "budget_s": 3.0, "max_runs": 6},
     "soctrace": {"sizes_mb": (1, 10), "budget_s": 30.0, "max_runs": 6},
     "ingest": {"events": 2_000_000, "repeat": 2},

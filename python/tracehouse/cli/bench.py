@@ -122,6 +122,33 @@ def _register_engines(commands) -> None:
     sp.add_argument("--workdir", help="where the store is built (default: a temporary directory, removed)")
 
 
+def cmd_bench_tsbs(args) -> int:
+    import sys
+    import tempfile
+
+    from ..bench import tsbs
+
+    say = (lambda m: None) if args.json else (lambda m: err.print(f"[dim]{m}[/dim]"))
+    with tempfile.TemporaryDirectory(prefix="tsbs-", dir=args.workdir) as work:
+        result = tsbs.run(hosts=args.hosts, hours=args.hours, interval_s=args.interval, queries=args.queries,
+                          workdir=work, progress=say)
+    if args.json:
+        emit_json(result)
+    else:
+        sys.stdout.write(tsbs.render(result) + "\n")
+    return 0
+
+
+def _register_tsbs(commands) -> None:
+    sp = commands.bench("tsbs", cmd_bench_tsbs)
+    sp.add_argument("--hosts", type=int, default=100, help="TSBS --scale: hosts")
+    sp.add_argument("--hours", type=int, default=24, help="hours of data from 2016-01-01 (at least 13: TSBS's "
+                                                          "longest query windows are 12 h)")
+    sp.add_argument("--interval", type=int, default=10, help="seconds between a host's rows")
+    sp.add_argument("--queries", type=int, default=50, help="queries per query type (each run twice, timed once)")
+    sp.add_argument("--workdir", help="where the data and both servers live (default: a temporary directory)")
+
+
 def cmd_bench_all(args) -> int:
     from ..bench import suite
 
@@ -162,5 +189,5 @@ def _register_suite(commands) -> None:
 
 def register(commands) -> None:
     for reg in (_register_ingest, _register_chrome, _register_analyze, _register_import, _register_engines,
-                _register_suite):
+                _register_tsbs, _register_suite):
         reg(commands)

@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("stores", "write a trace's events, one file per event type"),
     "rm": ("stores", "delete traces"),
     "compact": ("stores", "merge small segments now (the store also merges them on its own)"),
+    "retain": ("stores", "keep a trace's rows for a duration: older whole segments are dropped at compaction"),
     "import": ("importing", "import a file as a new trace"),
     "generate": ("importing", "generate a synthetic workload trace"),
     "demo": ("importing", "example traces of every format (a generated TOD trace, strace, Chrome, bpftrace, "
@@ -59,6 +60,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "replay": ("replay", "replay: issue-time error at 10,000 IOPS, asap calls/s and overhead, extrapolation errors"),
     "analyze": ("bench", "analyses on a TOD trace (seeds 000, 001, 004) against the same questions in DuckDB"),
     "import": ("bench", "importers on real files: throughput at 3 sizes, peak memory, peers (wc -l, a Python regex)"),
+    "tsbs": ("bench", "TSBS's cpu-only queries (its own programs, unmodified) on tracehouse (InfluxQL) vs QuestDB, "
+                      "same data: median and p99 per query type"),
     "engines": ("bench", "Q1-Q5 (seed 003) and the TOD statistics on DuckDB vs Spark local[2], same store, "
                          "same answers"),
     "record": ("record", "recording Python programs: overhead against the untraced program and a pure-Python "

@@ -1,4 +1,4 @@
-"""The store's commands: init, ls, info, search, query, export, rm, compact.
+"""The store's commands: init, ls, info, search, query, export, rm, compact, retain.
 
 Thin shells over `Store` (and `open_engine` for several stores); printing is `output`'s.
 """
@@ -239,6 +239,27 @@ def cmd_compact(args) -> int:
     return 0
 
 
+def cmd_retain(args) -> int:
+    """Set how long a trace keeps its rows (`Store.set_retention`) and apply it now."""
+    from ..store.compact import format_duration, parse_duration
+
+    keep = parse_duration(args.keep)
+    with open_store(args, write=True) as s:
+        before = s.trace(args.trace)
+        dropped = s.set_retention(args.trace, keep)
+        after = s.trace(args.trace)
+    r = {"trace": args.trace, "keep_ns": keep, "keep": format_duration(keep) if keep else "inf",
+         "segments_dropped": dropped, "events_before": before.event_count, "events": after.event_count}
+    if args.json:
+        emit_json(r)
+    else:
+        from rich.markup import escape
+
+        out.print(f"{escape(args.trace)}: keeps {r['keep'] if keep else 'every row'}; {dropped} segments dropped, "
+                  f"{before.event_count:,} -> {after.event_count:,} events", highlight=False)
+    return 0
+
+
 def register(commands) -> None:
     add = commands.add
 
@@ -279,3 +300,8 @@ def register(commands) -> None:
     sp.add_argument("trace", nargs="+")
     sp = add("compact", cmd_compact)
     sp.add_argument("trace", nargs="*", help="traces (default: all)")
+    sp = add("retain", cmd_retain)
+    sp.add_argument("trace")
+    sp.add_argument("--keep", required=True, metavar="DURATION",
+                    help="keep rows this long (30d, 12h, 1w; inf: forever): whole segments whose newest row is older "
+                         "are dropped now and at every compaction; nothing else is deleted")

@@ -335,7 +335,7 @@ class Api:
 
     def influxql(self, call: Call) -> None:
         """InfluxDB 1.x `/query`: InfluxQL meta statements (SHOW DATABASES, CREATE DATABASE ...)."""
-        influxql.handle(call, self.ingestor, cfg=self.cfg, submit=self.queries.submit)
+        influxql.handle(call, self.ingestor, cfg=self.cfg, submit=self.queries.submit, run_sql=self.queries.table)
 
     def ping(self, call: Call) -> None:
         call.reply(204, headers=[("x-influxdb-version", "tracehouse"), ("x-influxdb-build", "OSS")])

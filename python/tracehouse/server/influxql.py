@@ -1,4 +1,4 @@
-"""InfluxDB 1.x `/query`: the InfluxQL meta statements that existing clients send, over the traces.
+"""InfluxDB 1.x `/query`: the InfluxQL statements that existing clients send, over the traces.
 
 Owns the InfluxQL tokenizer and parser (a subset: the meta statements below, case-insensitive
 keywords, bare and double-quoted identifiers, single-quoted strings, regexes, durations, bound
@@ -17,9 +17,11 @@ and the `influxdb` Python client send):
   SHOW TAG VALUES [ON db] [FROM m, ...] WITH KEY =|!=|=~|!~|IN ... [WHERE tags] [LIMIT n] [OFFSET n]
   SHOW SERIES [ON db] [FROM m, ...] [WHERE tags] [LIMIT n] [OFFSET n]
   SHOW RETENTION POLICIES [ON db]
+  CREATE|ALTER|DROP RETENTION POLICY rp ON db [DURATION d] [REPLICATION n] [SHARD DURATION d] [DEFAULT]
+  SELECT ...   (parsed by influxql_select.py, translated to SQL by influxql_sql.py, run here)
 
-Every other statement InfluxQL has (SELECT included) parses as far as its first keywords and
-answers InfluxDB's error shape, `{"results": [{"statement_id": 0, "error": "..."}]}`, naming SQL
+Every other statement InfluxQL has parses as far as its first keywords and answers InfluxDB's
+error shape, `{"results": [{"statement_id": 0, "error": "..."}]}`, naming SQL
 over `POST /api/query` for data. A statement that cannot be parsed is a 400 with
 `{"error": "error parsing query: ..."}` and nothing runs, as in InfluxDB.
 
@@ -33,9 +35,11 @@ Decisions:
   Arrow writes or `CREATE DATABASE` through `serve`): a trace imported from a file (strace,
   Chrome ...) is refused, with `tracehouse rm` named. Like every request, it needs the
   server's token when one is set; every drop is logged with the client's address.
-- tracehouse keeps every row: a retention `DURATION` or `REPLICATION` above 1 in
-  `CREATE DATABASE` is accepted with a warning message, not silently; time conditions in a
-  `SHOW` statement's WHERE are not applied (warning): the whole trace is listed.
+- A database has one retention policy, the trace's retention (store/compact.py: whole
+  segments older than its duration are dropped); `CREATE DATABASE ... WITH DURATION` and
+  CREATE/ALTER RETENTION POLICY set it, DROP RETENTION POLICY is refused (it would delete the
+  data). `REPLICATION` above 1 is accepted with a warning message (one node); time conditions
+  in a `SHOW` statement's WHERE are not applied (warning): the whole trace is listed.
 - As in InfluxDB, a statement that fails stops the rest of the request (they answer
   "not executed"), and write statements sent with GET carry InfluxDB's deprecation warning.
 
@@ -48,12 +52,18 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 from urllib.parse import parse_qsl
 
 from ..errors import AlreadyExists, BadInput, NotFound, TracehouseError
+from ..store.compact import format_duration
+from ..store.query import qident, tag_column_names
+from .influxql_select import Measurement as Source
+from .influxql_select import SelectParser
 from .ingest import SOURCE
+from .queries import QueryStopped
 
 log = logging.getLogger("tracehouse.server")
 
@@ -246,18 +256,6 @@ class Scanner:
 
 
 @dataclass
-class Source:
-    """A measurement named in FROM (or a regex over names), optionally in another database."""
-
-    name: str | None = None
-    regex: re.Pattern | None = None
-    database: str | None = None
-
-    def matches(self, m: str) -> bool:
-        return self.regex.search(m) is not None if self.regex is not None else self.name == m
-
-
-@dataclass
 class Cond:
     """A tag condition tree: ("and"|"or", a, b) or ("cmp", key, op, value) or ("time",)."""
 
@@ -371,11 +369,19 @@ class Parser:
         if kw == "CREATE":
             if self.accept("DATABASE"):
                 return self.create_database()
+            if self.accept("RETENTION"):
+                return self.retention_policy("create retention policy")
             return self.unsupported(tok, "CREATE " + self._word())
+        if kw == "ALTER" and self.accept("RETENTION"):
+            return self.retention_policy("alter retention policy")
         if kw == "DROP":
             if self.accept("DATABASE"):
                 return Statement("drop database", "", database=self.ident("database name"), writes=True)
+            if self.accept("RETENTION"):
+                return self.retention_policy("drop retention policy")
             return self.unsupported(tok, "DROP " + self._word())
+        if kw == "SELECT":
+            return Statement("select", "", options={"select": SelectParser(self).select()})
         if kw in _UNSUPPORTED_STARTS:
             return self.unsupported(tok, kw)
         raise self.fail(tok, "SELECT, DELETE, SHOW, CREATE, DROP, EXPLAIN, GRANT, REVOKE, ALTER, SET, KILL")
@@ -466,19 +472,57 @@ class Parser:
             return self.unsupported(tok, "SHOW " + kw)
         raise self.fail(tok, "DATABASES, MEASUREMENTS, FIELD KEYS, TAG KEYS, TAG VALUES, SERIES, RETENTION POLICIES")
 
+    def retention_policy(self, kind: str) -> Statement:
+        """[CREATE|ALTER|DROP] RETENTION POLICY name ON db [DURATION d] [REPLICATION n]
+        [SHARD DURATION d] [DEFAULT] (RETENTION consumed); CREATE needs DURATION and REPLICATION."""
+        self.keyword("POLICY")
+        st = Statement(kind, "", writes=True)
+        st.options["rp_name"] = self.ident("retention policy name")
+        self.keyword("ON")
+        st.database = self.ident("database name")
+        if kind == "drop retention policy":
+            return st
+        seen = set()
+        while True:
+            if self.accept("DURATION"):
+                st.options["duration"] = self._duration_value()
+                seen.add("duration")
+            elif self.accept("REPLICATION"):
+                n = self.integer()
+                if n < 1:
+                    raise self.s.error(f"invalid value {n}: must be 1 <= n <= 2147483647", self.last_end)
+                st.options["replication"] = n
+                seen.add("replication")
+            elif self.accept("SHARD"):
+                self.keyword("DURATION")
+                st.options["shard_duration"] = self._duration_value()
+            elif self.accept("DEFAULT"):
+                st.options["default"] = True
+            else:
+                break
+        if kind == "create retention policy":
+            for need in ("DURATION", "REPLICATION"):
+                if need.lower() not in seen:
+                    raise self.fail(self.peek(), need)
+        elif not seen and not st.options.get("default") and "shard_duration" not in st.options:
+            raise self.fail(self.peek(), "DURATION, REPLICATION, SHARD, DEFAULT")
+        return st
+
+    def _duration_value(self) -> int:
+        tok = self.next()
+        if tok.kind == DURATION or (tok.kind == INTEGER and tok.value == 0):
+            return tok.value
+        if tok.keyword == "INF":
+            return 0
+        raise self.fail(tok, "duration")
+
     def create_database(self) -> Statement:
         st = Statement("create database", "", database=self.ident("database name"), writes=True)
         if self.accept("WITH"):
             seen = False
             while True:
                 if self.accept("DURATION"):
-                    tok = self.next()
-                    if tok.kind == DURATION or (tok.kind == INTEGER and tok.value == 0):
-                        st.options["duration"] = tok.value
-                    elif tok.keyword == "INF":
-                        st.options["duration"] = 0
-                    else:
-                        raise self.fail(tok, "duration")
+                    st.options["duration"] = self._duration_value()
                 elif self.accept("REPLICATION"):
                     n = self.integer()
                     if n < 1:
@@ -628,6 +672,8 @@ def parse(text: str, params: dict[str, Any] | None = None) -> list[Statement]:
 FIELD_TYPES = {"float64": "float", "int64": "integer", "int32": "integer", "string": "string", "bool": "boolean"}
 COMMON_COLUMNS = ("ts", "producer", "seq", "dur")
 NOT_EXECUTED = "not executed"
+RP_META = "retention_policy"  # trace metadata: the name of its one retention policy (default autogen)
+SHARD_META = "shard_duration"  # trace metadata: a SHARD DURATION given (shown, not used: segments are not shards)
 
 
 class StatementError(Exception):
@@ -646,12 +692,15 @@ class Executor:
     `ingestor` gives `store` (catalog, SQL), `trace(name, create=True)` and `drop_trace(name)`.
     """
 
-    def __init__(self, ingestor, *, default_db: str | None = None, peer: str = "", read_only: bool = False) -> None:
+    def __init__(self, ingestor, *, default_db: str | None = None, peer: str = "", read_only: bool = False,
+                 epoch: str | None = None, run_sql: Callable | None = None) -> None:
         self.ingestor = ingestor
         self.store = ingestor.store
         self.default_db = default_db or None
         self.peer = peer
         self.read_only = read_only  # a GET: write statements run, with InfluxDB's deprecation warning
+        self.epoch = epoch  # SELECT's times: RFC 3339 (None) or integers in this unit
+        self.run_sql = run_sql or self.store.sql  # the server's query workers' deadline and answer cap
         self._series: dict[str, list[tuple[str, dict[str, str]]]] = {}
 
     def run(self, statements: list[Statement]) -> list[dict]:
@@ -668,7 +717,7 @@ class Executor:
                 results.append({"statement_id": i, "error": str(e)})
                 failed = True
                 continue
-            except (BadInput, NotFound, AlreadyExists) as e:
+            except (BadInput, NotFound, AlreadyExists, QueryStopped) as e:  # QueryStopped: deadline, answer cap
                 results.append({"statement_id": i, "error": str(e)})
                 failed = True
                 continue
@@ -708,10 +757,6 @@ class Executor:
 
     def _create_database(self, st: Statement, messages) -> None:
         name = st.database
-        dur = st.options.get("duration")
-        if dur:
-            messages.append({"level": "warning", "text": f"retention DURATION is not applied: tracehouse keeps "
-                                                         f"every row of {name!r} until the trace is removed"})
         if st.options.get("replication", 1) > 1:
             messages.append({"level": "warning", "text": "REPLICATION above 1 is not applied: tracehouse is one "
                                                          "node (each write is durable on its disk before 204)"})
@@ -719,7 +764,55 @@ class Executor:
             self.ingestor.trace(name, create=True)
         except BadInput as e:
             raise StatementError(f"invalid name: {e}") from None
+        if "duration" in st.options or "rp_name" in st.options:
+            self._set_policy(name, st.options.get("rp_name"), st.options.get("duration"), st.options)
         return None
+
+    # -- retention: one policy per database, applied to whole segments (store/compact.py)
+    def _policy(self, db: str) -> tuple[str, int, dict]:
+        info = self.store.trace(db)
+        return info.metadata.get(RP_META, "autogen"), self.store.retention(db), info.metadata
+
+    def _set_policy(self, db: str, rp: str | None, duration: int | None, options: dict) -> None:
+        meta = {RP_META: rp} if rp else {}
+        if "shard_duration" in options:
+            meta[SHARD_META] = str(options["shard_duration"])
+        if meta:
+            self.store.set_metadata(db, meta)
+        if duration is not None:
+            dropped = self.store.set_retention(db, duration)
+            if dropped:
+                log.warning("retention of %s set to %s by %s: %d segments dropped", db, format_duration(duration),
+                            self.peer, dropped)
+
+    def _create_retention_policy(self, st: Statement, messages) -> None:
+        db = self._db(st)
+        rp = st.options["rp_name"]
+        current, _dur, _meta = self._policy(db)
+        if current != rp:
+            messages.append({"level": "warning", "text": f"tracehouse keeps one retention policy per database: "
+                                                         f"{rp!r} replaces {current!r} on {db!r}"})
+        if st.options.get("replication", 1) > 1:
+            messages.append({"level": "warning", "text": "REPLICATION above 1 is not applied: tracehouse is one node"})
+        self._set_policy(db, rp, st.options["duration"], st.options)
+        return None
+
+    def _alter_retention_policy(self, st: Statement, messages) -> None:
+        db = self._db(st)
+        current, _dur, _meta = self._policy(db)
+        if current != st.options["rp_name"]:
+            raise StatementError(f"retention policy not found: {st.options['rp_name']}")
+        self._set_policy(db, None, st.options.get("duration"), st.options)
+        return None
+
+    def _drop_retention_policy(self, st: Statement, messages) -> None:
+        db = self._db(st)
+        current, _dur, _meta = self._policy(db)
+        if current != st.options["rp_name"]:
+            return None  # InfluxDB: dropping a policy that does not exist is not an error
+        raise StatementError(f"retention policy {current!r} is not dropped: tracehouse deletes rows only by a "
+                             f"retention's duration, never a whole policy's data; keep every row with ALTER RETENTION "
+                             f"POLICY {current} ON {db} DURATION INF, or remove the database")
 
     def _drop_database(self, st: Statement, messages) -> None:
         name = st.database
@@ -736,9 +829,17 @@ class Executor:
         return None
 
     def _show_retention_policies(self, st: Statement, messages) -> list[dict]:
-        self._db(st)
+        db = self._db(st)
+        name, dur, meta = self._policy(db)
+        try:
+            shard = int(meta.get(SHARD_META) or 0)
+        except ValueError:
+            shard = 0
+        if not shard:  # InfluxDB's normalised shard group duration for a policy's duration
+            shard = (7 * 86400 if dur == 0 or dur >= 180 * 86400 * 10**9 else 86400 if dur >= 2 * 86400 * 10**9
+                     else 3600) * 10**9
         return [{"columns": ["name", "duration", "shardGroupDuration", "replicaN", "default"],
-                 "values": [["autogen", "0s", "0s", 1, True]]}]
+                 "values": [[name, format_duration(dur), format_duration(shard), 1, True]]}]
 
     # -- measurements, fields, tags
     def _measurements(self, db: str, sources: list[Source]) -> list[str]:
@@ -895,6 +996,47 @@ class Executor:
             return None
         return [{"columns": ["key"], "values": [[k] for k in keys]}]
 
+    # -- SELECT (influxql_select.py parses it, influxql_sql.py translates it to SQL over the views)
+    def _select(self, st: Statement, messages) -> list[dict] | None:
+        from .influxql_sql import QueryError, Source, answer_series, translate
+
+        sel = st.options["select"]
+        if sel.tz and sel.tz.upper() not in ("UTC", "ETC/UTC", "Z"):
+            raise StatementError(f"tz({sel.tz!r}) is not supported by tracehouse: windows are aligned in UTC")
+
+        def sources_of(m) -> list[Source]:
+            db = m.database or self.default_db
+            if not db:
+                raise StatementError("database name required")
+            try:
+                types = self.store.event_types(db)
+            except NotFound:
+                raise StatementError(f"database not found: {db}") from None
+            names = sorted(n for n in types if m.matches(n))
+            if not names:
+                return []
+            keys = self.store.tag_keys(db)
+            out = []
+            for name in names:
+                et = types[name]
+                fields = {c.name: (c.name, c.type) for c in et.columns if c.name not in ("ts", "producer", "seq")}
+                tags = {k: col for k, col in tag_column_names(et, keys).items()}
+                out.append(Source(name, f"{qident(db)}.{qident(name)}", fields, tags, tiebreak=("producer", "seq")))
+            return out
+
+        try:
+            plans = translate(sel, sources_of, time.time_ns())
+            series: list[dict] = []
+            for plan in plans:
+                series += answer_series(plan, self.run_sql(plan.sql), self.epoch)
+        except QueryError as e:
+            raise StatementError(str(e)) from None
+        if sel.soffset:
+            series = series[sel.soffset:]
+        if sel.slimit:
+            series = series[:sel.slimit]
+        return series or None
+
     def _unsupported(self, st: Statement, messages) -> None:
         what = st.options.get("what", "this statement")
         if what == "SELECT":
@@ -922,6 +1064,7 @@ class Request:
     chunked: bool
     pretty: bool
     params: dict[str, Any]
+    chunk_size: int = 10_000  # rows per chunk of a chunked answer (InfluxDB's default)
 
 
 def request_params(query: dict[str, str], body: bytes | None, content_type: str) -> Request:
@@ -952,24 +1095,54 @@ def request_params(query: dict[str, str], body: bytes | None, content_type: str)
         if not isinstance(params, dict):
             raise BadInput("error parsing query parameters: expected a JSON object")
     truthy = ("true", "1", "yes")
+    try:
+        chunk_size = int(merged.get("chunk_size") or 10_000)
+    except ValueError:
+        raise BadInput(f"invalid chunk_size {merged['chunk_size']!r}", expected="a positive integer") from None
     return Request(q=q, db=merged.get("db") or None, epoch=epoch,
                    chunked=merged.get("chunked", "").lower() in truthy,
-                   pretty=merged.get("pretty", "").lower() in truthy, params=params)
+                   pretty=merged.get("pretty", "").lower() in truthy, params=params, chunk_size=max(1, chunk_size))
 
 
 def answer(results: list[dict], req: Request) -> bytes:
-    """InfluxDB's JSON for `results`: one document, or one per statement when chunked."""
+    """InfluxDB's JSON for `results`: one document, or when chunked one per chunk of at most
+    `chunk_size` rows of a series (`"partial": true` on a series that goes on in the next chunk,
+    and on every chunk of a statement but its last)."""
     indent = 4 if req.pretty else None
     if req.chunked:
-        return b"".join(json.dumps({"results": [r]}, indent=indent).encode() + b"\n" for r in results)
+        return b"".join(json.dumps({"results": [c]}, indent=indent).encode() + b"\n"
+                        for r in results for c in _chunks(r, req.chunk_size))
     return json.dumps({"results": results}, indent=indent).encode()
+
+
+def _chunks(result: dict, size: int) -> list[dict]:
+    if "series" not in result:
+        return [result]
+    pieces = []
+    for s in result["series"]:
+        values = s.get("values", [])
+        for i in range(0, max(1, len(values)), size):
+            piece = dict(s, values=values[i:i + size])
+            if i + size < len(values):
+                piece["partial"] = True
+            pieces.append(piece)
+    out = []
+    for k, piece in enumerate(pieces):
+        c = {"statement_id": result["statement_id"], "series": [piece]}
+        if k == 0 and "messages" in result:
+            c["messages"] = result["messages"]
+        if k < len(pieces) - 1:
+            c["partial"] = True
+        out.append(c)
+    return out
 
 
 def error_body(message: str) -> bytes:
     return json.dumps({"error": message}).encode()
 
 
-def handle(call, ingestor, *, cfg, submit: Callable[[Callable[[], None]], Any]) -> None:
+def handle(call, ingestor, *, cfg, submit: Callable[[Callable[[], None]], Any],
+           run_sql: Callable | None = None) -> None:
     """Answer one `/query` request (`call` from server/http.py). Read-only statements run through
     `submit` (the query pool); a request that creates or drops a database runs here, on the
     dispatcher, in order with the writes it may affect."""
@@ -988,7 +1161,8 @@ def handle(call, ingestor, *, cfg, submit: Callable[[Callable[[], None]], Any]) 
     if not statements:
         call.reply(400, error_body('missing required parameter "q"'), json_type)
         return
-    ex = Executor(ingestor, default_db=req.db, peer=str(call.peer), read_only=call.method == "GET")
+    ex = Executor(ingestor, default_db=req.db, peer=str(call.peer), read_only=call.method == "GET", epoch=req.epoch,
+                  run_sql=run_sql)
 
     def run() -> None:
         try:

@@ -20,6 +20,7 @@ import logging
 import queue
 import threading
 import time
+from contextlib import contextmanager
 from typing import Any, Callable
 
 import duckdb
@@ -161,6 +162,52 @@ class QueryRunner:
         the answer cap or at shutdown."""
         check_read_only(sql)
         t0 = time.perf_counter()
+        with self._running(sql) as (cur, query, r):
+            rel = cur.sql(query)
+            batches = iter(()) if rel is None else arrow_reader(rel, BATCH_ROWS)
+            encode = _ArrowAnswer if fmt == "arrow" else _JsonAnswer
+            answer = encode(self.cfg.max_answer, self.cfg.max_query_rows)
+            if rel is not None:
+                answer.start(batches.schema)
+            for batch in batches:
+                if r.stopped or not answer.add(batch):
+                    break
+            if r.stopped:
+                raise duckdb.InterruptException("interrupted")
+            if answer.over:
+                self._too_large(r, answer.rows)
+            body = answer.finish(time.perf_counter() - t0)
+        return body, (ARROW_STREAM if fmt == "arrow" else "application/json")
+
+    def table(self, sql: str) -> pa.Table:
+        """The answer to `sql` (SQL this server wrote: InfluxQL's translation) as one Arrow table,
+        under the same deadline, answer cap and shutdown as `run`."""
+        with self._running(sql) as (cur, query, r):
+            rel = cur.sql(query)
+            if rel is None:
+                return pa.table({})
+            batches, size = [], 0
+            reader = arrow_reader(rel, BATCH_ROWS)
+            for batch in reader:
+                if r.stopped:
+                    raise duckdb.InterruptException("interrupted")
+                batches.append(batch)
+                size += batch.nbytes
+                if size > self.cfg.max_answer:
+                    self._too_large(r, sum(b.num_rows for b in batches))
+            return pa.Table.from_batches(batches, reader.schema)
+
+    def _too_large(self, r: _Running, rows: int) -> None:
+        r.stopped = "too large"
+        raise QueryStopped(
+            422, "answer too large",
+            f"the answer passed {self.cfg.max_answer:,} bytes (--max-answer) after {rows:,} rows: "
+            "aggregate, add a LIMIT, select fewer columns, or raise --max-answer")
+
+    @contextmanager
+    def _running(self, sql: str):
+        """(cursor, the SQL to run on it, its watch entry) for one query on a snapshot cursor, seen by
+        the watchdog; DuckDB's and Arrow's errors become BadInput or QueryStopped."""
         timeout = self.cfg.query_timeout
         engine = self.store.query_engine
         with engine.snapshot(sql) as cur:
@@ -171,24 +218,7 @@ class QueryRunner:
                 self.running.add(r)
                 self.cond.notify_all()
             try:
-                rel = cur.sql(engine.snapshot_query(sql))
-                batches = iter(()) if rel is None else arrow_reader(rel, BATCH_ROWS)
-                encode = _ArrowAnswer if fmt == "arrow" else _JsonAnswer
-                answer = encode(self.cfg.max_answer, self.cfg.max_query_rows)
-                if rel is not None:
-                    answer.start(batches.schema)
-                for batch in batches:
-                    if r.stopped or not answer.add(batch):
-                        break
-                if r.stopped:
-                    raise duckdb.InterruptException("interrupted")
-                if answer.over:
-                    r.stopped = "too large"
-                    raise QueryStopped(
-                        422, "answer too large",
-                        f"the answer passed {self.cfg.max_answer:,} bytes (--max-answer) after {answer.rows:,} rows: "
-                        "aggregate, add a LIMIT, select fewer columns, or raise --max-answer")
-                body = answer.finish(time.perf_counter() - t0)
+                yield cur, engine.snapshot_query(sql), r
             except (duckdb.Error, pa.ArrowException, OSError) as e:  # the Arrow reader reports an interrupt as OSError
                 if r.stopped == "deadline":
                     raise QueryStopped(408, "query timeout",
@@ -203,7 +233,6 @@ class QueryRunner:
                     self.done += 1
                     self.timeouts += r.stopped == "deadline"
                     self.too_large += r.stopped == "too large"
-        return body, (ARROW_STREAM if fmt == "arrow" else "application/json")
 
 
 class _JsonAnswer:

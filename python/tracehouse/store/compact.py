@@ -7,6 +7,15 @@ next level, registered in the catalog in one transaction that retires the inputs
 files stay `retire_grace_s` for readers still scanning them, then `delete_retired` drops
 them). `Store.compact` (and `tracehouse compact`) forces a merge of any two.
 
+Retention: a trace whose metadata `retention` holds a duration in ns (set by `Store.set_retention`,
+`tracehouse retain`, InfluxQL's `CREATE DATABASE ... WITH DURATION` and retention policies) loses
+whole segments whose newest row is older than now minus that duration, at each compaction (after
+checkpoints, every `RETAIN_EVERY_S` while a writer holds the trace, and when the retention is
+set). They are retired in the catalog like merged inputs (the trace's counts and time bounds
+recomputed in the same transaction; the files deleted after their grace). Nothing else is
+deleted: a segment that still holds one row inside the window stays whole, and the unflushed
+tail, producers and event types stay.
+
 Automatic compaction runs on its own niced thread, not on the checkpoint thread: a merge
 of 512 MB of columns took seconds, and checkpoints queued behind it stalled appends (the
 write back-pressure) - the ack latency tail under load. It yields to ingest: while
@@ -17,11 +26,14 @@ from __future__ import annotations
 
 import logging
 import os
+import re
 import threading
+import time
 
 from .. import lazy
-from ..errors import is_disk_full
+from ..errors import BadInput, is_disk_full
 from ..schema import EventType
+from . import readcache
 from .conform import align
 from .segments import sort_rows, write_segment
 
@@ -30,6 +42,56 @@ pa = lazy.module("pyarrow")
 pq = lazy.module("pyarrow.parquet")
 
 log = logging.getLogger("tracehouse.store")
+
+RETENTION_META = "retention"  # trace metadata: rows are kept this many ns ("0" or absent: forever)
+RETAIN_EVERY_S = 60.0  # an idle writer applies its trace's retention this often
+
+
+def retention_ns(metadata: dict) -> int:
+    """The retention of a trace's metadata in ns; 0 keeps every row."""
+    try:
+        return max(0, int(metadata.get(RETENTION_META) or 0))
+    except (TypeError, ValueError):
+        return 0
+
+
+_UNITS = {"ns": 1, "u": 10**3, "us": 10**3, "µs": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9,
+          "d": 86400 * 10**9, "w": 7 * 86400 * 10**9}
+_DURATION = re.compile(r"(\d+)(ns|us|µs|u|ms|s|m|h|d|w)")
+
+
+def parse_duration(text: str) -> int:
+    """A retention as InfluxQL writes durations (`30d`, `12h`, `1w2d`, `90m`) in ns; `inf`, `0`
+    or `0s` is 0 (forever). BadInput names what was expected."""
+    t = text.strip().lower()
+    if t in ("inf", "0", "forever"):
+        return 0
+    parts = _DURATION.findall(t)
+    if not parts or "".join(a + u for a, u in parts) != t:
+        raise BadInput(f"invalid duration {text!r}", expected="a duration such as 30d, 12h, 1w or 90m, or inf")
+    return sum(int(a) * _UNITS[u] for a, u in parts)
+
+
+def format_duration(ns: int) -> str:
+    """`ns` as Go's time.Duration prints it (InfluxDB's retention policies): 720h0m0s, 1h30m0s, 0s."""
+    if ns == 0:
+        return "0s"
+    h, rest = divmod(ns, 3600 * 10**9)
+    m, rest = divmod(rest, 60 * 10**9)
+    sec = f"{rest // 10**9}" if rest % 10**9 == 0 else f"{rest / 1e9:.9f}".rstrip("0")
+    if h:
+        return f"{h}h{m}m{sec}s"
+    if m:
+        return f"{m}m{sec}s"
+    return f"{sec}s"
+
+
+def expired(segments: list, now_ns: int, keep_ns: int) -> list:
+    """The segments whose newest row is older than `keep_ns` before `now_ns` (none when keep_ns is 0)."""
+    if keep_ns <= 0:
+        return []
+    cutoff = now_ns - keep_ns
+    return [s for s in segments if s.ts_max is not None and s.ts_max < cutoff]
 
 
 class Compactor:
@@ -56,14 +118,67 @@ class Compactor:
         return self._thread.is_alive()
 
     def run(self, force: bool = False) -> int:
-        """Merge small live segments of each type; returns how many were merged."""
+        """Drop the segments past the trace's retention, then merge small live segments of each
+        type; returns how many were merged."""
         if self.paused and not force:
             return 0
         with self._lock:
+            dropped = self._retain()
             n = self._merge(force)
+            if n and readcache.wanted(self._metadata()):
+                self._build_read_cache()  # the merged inputs left the old cache unusable for their types
+        if n or dropped:
+            self.writer.host.delete_retired()
+        return n
+
+    def _metadata(self) -> dict:
+        """The trace's metadata; empty once the trace is being removed (rm flushes its writer)."""
+        w = self.writer
+        live = w.host.catalog.traces("id = ?", (w.trace_id,))
+        return live[0].metadata if live else {}
+
+    def rebuild_read_cache(self) -> dict:
+        """The trace's read cache (store/readcache.py) written anew from its live segments."""
+        with self._lock:
+            return self._build_read_cache()
+
+    def _build_read_cache(self) -> dict:
+        w = self.writer
+        cat = w.host.catalog
+        info = cat.trace(w.trace_name)
+        man = readcache.build(w.root, info, dict(w.event_types), cat.segments(w.trace_id), cat.producers(w.trace_id))
+        # A catalog change readers notice (their views are rebuilt on the catalog's version)
+        cat.set_metadata(w.trace_id, {readcache.BUILT_META: man["file"]})
+        return man
+
+    def retain(self, keep_ns: int | None = None) -> int:
+        """Apply the trace's retention now (first set to `keep_ns`, when given: under the lock a
+        compaction takes, so the segments it drops are counted here); returns how many segments
+        were dropped."""
+        with self._lock:
+            if keep_ns is not None:
+                w = self.writer
+                w.host.catalog.set_metadata(w.trace_id, {RETENTION_META: str(int(keep_ns))})
+            n = self._retain()
         if n:
             self.writer.host.delete_retired()
         return n
+
+    def _retain(self) -> int:
+        w = self.writer
+        cat = w.host.catalog
+        self._next_retain = time.monotonic() + RETAIN_EVERY_S
+        keep = retention_ns(self._metadata())
+        old = expired(cat.segments(w.trace_id), time.time_ns(), keep)
+        if not old:
+            return 0
+        with w.view_lock:  # as a merge registers: readers take their cut under it
+            cat.register_segments(w.trace_id, [], retire=[s.id for s in old])
+            with w.cond:
+                w.tail_version += 1
+        log.info("trace %s: retention %d s dropped %d segments (%d rows)", w.trace_name, keep // 10**9, len(old),
+                 sum(s.rows for s in old))
+        return len(old)
 
     def rows_per_merge(self, et: EventType) -> int:
         """Rows one compaction of `et` merges at most (and the size it leaves alone)."""
@@ -77,8 +192,17 @@ class Compactor:
             os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 5)
         except (OSError, AttributeError):
             pass
+        self._next_retain = time.monotonic() + RETAIN_EVERY_S
         while not w.stopping:
             if not self._request.wait(0.2):
+                if time.monotonic() < self._next_retain or self.paused:
+                    continue
+                try:
+                    self.retain()
+                except BaseException as e:  # noqa: BLE001 - as a merge's failure below
+                    if not is_disk_full(e):
+                        w.fail(e)
+                        return
                 continue
             self._request.clear()
             if w.stopping:

@@ -36,11 +36,22 @@ from .. import lazy
 from ..errors import BadInput, NotFound
 from ..schema import EventType, one_event_type
 from .catalog import Catalog, SegmentInfo, TraceInfo
-from .query import TH_TABLES, error_line, _to_arrow, events_view_sql, qident, th_tables, type_view_sql
+from .query import (
+    TH_TABLES,
+    _to_arrow,
+    error_line,
+    events_view_sql,
+    qident,
+    tagged_view_sql,
+    th_tables,
+    trace_tags,
+    type_view_sql,
+)
 
 # Imported on first use (lazy.py): listing, searching and counting traces need none.
 duckdb = lazy.module("duckdb")
 pa = lazy.module("pyarrow")
+pc = lazy.module("pyarrow.compute")
 
 if TYPE_CHECKING:
     from .store import Store
@@ -191,10 +202,14 @@ class TraceSource:
         return self.store.segments.get(self.info.id, {}).get(type_name, [])
 
     def signature(self) -> tuple:
-        """Changes whenever the trace's views would (segments or event types)."""
+        """Changes whenever the trace's views would (segments, event types, or its producers: the
+        tags its views carry as columns)."""
         segs = self.store.segments.get(self.info.id, {})
+        producers = self.store.th["producers"]
+        n = pc.sum(pc.equal(producers.column("trace"), self.info.name)).as_py() if producers.num_rows else 0
         return (self.store.ref.alias, self.info.id, tuple(self.types.values()),
-                tuple((k, tuple(s.id for s in v)) for k, v in sorted(segs.items())))
+                tuple((k, tuple(s.id for s in v)) for k, v in sorted(segs.items())), n,
+                tuple(sorted(self.info.metadata.items())))
 
 
 @dataclass
@@ -385,9 +400,16 @@ class DuckViews:
             schema = qident(written)
             self.con.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
             self.con.execute(f"CREATE SCHEMA {schema}")
+            keys, tags = trace_tags(src.store.th["producers"], src.info.name, src.info.metadata)
+            tag_ref = f"_tags_{len(self._sigs)}_{abs(hash(written.lower()))}"
+            if tags is not None:
+                self.con.register(tag_ref, tags if self.files else tags.slice(0, 0))
             for name, et in src.types.items():
                 files = [(str(src.store.ref.path / s.path), s.columns) for s in src.segments(name)] if self.files else []
-                self.con.execute(f"CREATE VIEW {schema}.{qident(name)} AS {type_view_sql(et, files)}")
+                body = type_view_sql(et, files)
+                if keys:  # tags as columns, as the single-store views have them (store/query.py)
+                    body = tagged_view_sql(et, body, tag_ref, keys)
+                self.con.execute(f"CREATE VIEW {schema}.{qident(name)} AS {body}")
             self.con.execute(f"CREATE VIEW {schema}.events AS {events_view_sql(schema, src.types)}")
             self._sigs[written.lower()] = sig
 

@@ -38,6 +38,7 @@ from .engines import (
     table_refs,
     view_name,
 )
+from .query import tag_column_names, trace_tags
 
 DEFAULT_MASTER = "local[2]"
 # pyspark warns about pandas 3 whenever it checks for pandas; tracehouse hands it Arrow only.
@@ -128,15 +129,26 @@ class SparkEngine(EngineBase):
 
         idx = self._ids.setdefault(key, len(self._ids))
         views, parts = {}, []
+        keys, tags = trace_tags(src.store.th["producers"], src.info.name, src.info.metadata)
+        tags_df = self.spark.createDataFrame(tags) if tags is not None else None
         for name, et in src.types.items():
             urls = [src.store.ref.file_url(s.path) for s in src.segments(name)]
             schema = struct_of(et)
             df = self.spark.read.schema(schema).parquet(*urls) if urls else self.spark.createDataFrame([], schema)
+            base = df
+            if tags_df is not None:  # tags as columns after `producer`, as DuckDB's views have them
+                names = tag_column_names(et, keys)
+                cols = []
+                for c in et.columns:
+                    cols.append(F.col("b." + c.name))
+                    if c.name == "producer":
+                        cols += [F.col("t.`" + k + "`").alias(n) for k, n in names.items()]
+                df = df.alias("b").join(tags_df.alias("t"), F.col("b.producer") == F.col("t.producer"), "left").select(*cols)
             v = view_name(self._no, idx, name)
             df.createOrReplaceTempView(v)
             views[name.lower()] = v
             dur = F.col("dur") if et.kind == "span" else F.lit(None).cast("bigint").alias("dur")
-            parts.append(df.select("ts", "producer", "seq", dur, F.lit(name).alias("type")))
+            parts.append(base.select("ts", "producer", "seq", dur, F.lit(name).alias("type")))
         if parts:
             events = parts[0]
             for p in parts[1:]:

@@ -531,6 +531,42 @@ class Store:
         self._delete_retired()
         return n
 
+    def set_retention(self, trace: str, keep_ns: int | None) -> int:
+        """Keep the rows of `trace` for `keep_ns` nanoseconds (None or 0: forever) and apply it
+        now: whole segments whose newest row is older than now - keep_ns are dropped from the
+        catalog (their files after the grace readers get); the same happens at every later
+        compaction. Returns how many segments were dropped. Nothing else is deleted (compact.py)."""
+        self.become_writer()
+        n = self._writer(self.catalog.trace(trace)).compactor.retain(int(keep_ns or 0))
+        self._delete_retired()
+        return n
+
+    def read_cache_manifest(self, info: TraceInfo) -> dict | None:
+        """The current read cache of a trace that keeps one (store/readcache.py), else None."""
+        from . import readcache
+
+        return readcache.manifest(self.path, info.id) if readcache.wanted(info.metadata) else None
+
+    def build_read_cache(self, trace: str) -> dict:
+        """Write the trace's read cache now (store/readcache.py: its live segments decoded into a
+        DuckDB file the views read instead of their Parquet) and ask for it to be kept
+        (`read_cache=duckdb`: rebuilt after compactions). Returns its manifest."""
+        from . import readcache
+
+        self.become_writer()
+        info = self.catalog.trace(trace)
+        if not readcache.wanted(info.metadata):
+            self.catalog.set_metadata(info.id, {readcache.CACHE_META: "duckdb"})
+            info = self.catalog.trace(trace)
+        w = self._writer(info)
+        return w.compactor.rebuild_read_cache()
+
+    def retention(self, trace: str) -> int:
+        """The retention of `trace` in ns (0: every row is kept)."""
+        from .compact import retention_ns
+
+        return retention_ns(self.catalog.trace(trace).metadata)
+
     def _selected_writers(self, trace: str | None) -> list[TraceWriter]:
         if trace is None:
             return list(self._writers.values())
@@ -626,6 +662,11 @@ class Store:
         if self._query is None:
             self._query = querymod.QueryEngine(self)
         return self._query
+
+    def tag_keys(self, trace: str) -> dict[str, str]:
+        """The tag keys the views of `trace` carry as columns (line-protocol tags, or producer
+        attributes with `tag_columns=attrs`), with their DuckDB types; see store/query.py."""
+        return self.query_engine.tag_keys(trace)
 
     def read_connection(self, query: str):
         """A context manager giving a DuckDB cursor of its own to run `query` on, outside the

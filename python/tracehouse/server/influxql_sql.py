@@ -1,0 +1,865 @@
+"""InfluxQL `SELECT` translated to DuckDB SQL over the store's views, and its answer in InfluxDB's shape.
+
+Owns what a SELECT means over a store (InfluxDB 1.x semantics, checked against its documentation
+and query engine's behaviour):
+
+- A measurement is the view `"<db>".<measurement>`: its fields are the type's columns, its tags
+  the tag columns the view carries (store/query.py: tags as columns). A tag a series lacks is the
+  empty string, as in InfluxDB (`host = ''` matches it, `host != 'a'` too).
+- `WHERE`: the top-level AND-ed conditions on `time` (`now() - 1h`, RFC 3339 strings, integers in
+  ns, durations as epoch offsets such as `1451606400s`, with `+`/`-`) are the time range; the
+  rest (tags with `= != =~ !~`, fields with comparisons and arithmetic) become the SQL WHERE.
+- A raw query returns the points where one of the selected fields is present, `time` first, in
+  time order per series. `SELECT *` is every field and tag, by name.
+- An aggregate query groups by the series (GROUP BY tags, `*`, /re/) and `time(interval[,
+  offset])` windows (aligned to the epoch plus the offset). Windows span the time range: from
+  the lower bound's window (without one, the earliest point's), to the upper bound (without one,
+  now), each series filled by `fill()`: null (count: 0), none, previous, linear or a number.
+  Without GROUP BY time, a row per series stamped with the range's start (0 without one); a
+  query of one selector (min, max, first, last, percentile) is stamped with the selected point's
+  time, and may name fields and tags whose values come from that point. With GROUP BY time,
+  rows carry the window's start (top and bottom keep their points' times).
+- Functions: mean median mode count sum min max first last spread stddev percentile distinct
+  integral top bottom, `count(distinct(x))`; arithmetic over them. Integer sums wrap as Go's
+  int64 does; integral interpolates at window boundaries as InfluxDB's reducer does.
+- `ORDER BY time DESC`, `LIMIT`/`OFFSET` per series, `SLIMIT`/`SOFFSET` over series, and one
+  level of subquery in FROM (its group-by tags and output columns are the outer query's tags and
+  fields; its time range is the outer one where it names none).
+
+The SQL of a statement returns one row per output point: the group-by tag values, `time` (ns)
+and the values; `answer_series` cuts it into InfluxDB's series. Everything runs in DuckDB; Python
+only formats the rows it returns.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from ..store.query import qident, qstr
+from .influxql_select import (
+    Binary,
+    Call,
+    Field,
+    Literal,
+    Paren,
+    RegexRef,
+    Select,
+    Subquery,
+    VarRef,
+    Wildcard,
+    field_name,
+)
+
+
+class QueryError(Exception):
+    """A statement that parses but cannot run; its text is InfluxDB's error message."""
+
+
+MIN_TIME = -(2**63) + 2  # InfluxDB's influxql.MinTime
+MAX_BUCKETS = 1_000_000  # windows of one query (InfluxDB: max-select-buckets, unlimited by default)
+SELECTORS = ("min", "max", "first", "last", "percentile")
+MULTI_ROW = ("top", "bottom", "distinct")
+FUNCTIONS = {"mean": 1, "median": 1, "mode": 1, "count": 1, "sum": 1, "spread": 1, "stddev": 1, "min": 1, "max": 1,
+             "first": 1, "last": 1, "percentile": 2, "distinct": 1, "integral": (1, 2), "top": 2, "bottom": 2}
+INT_TYPES = ("int64", "int32")
+FIELD_TYPE_NAMES = {"float64": "float", "int64": "integer", "int32": "integer", "string": "string", "bool": "boolean"}
+
+
+# -- sources --------------------------------------------------------------------------------
+
+
+@dataclass
+class Source:
+    """What a SELECT reads: a relation, its fields (name -> (SQL column, type)), its tags (key ->
+    SQL column) and the measurement name its series carry."""
+
+    name: str
+    relation: str
+    fields: dict[str, tuple[str, str]]
+    tags: dict[str, str]
+    time: str = "ts"
+    tiebreak: tuple[str, ...] = ()  # columns that order points of one time (a view's producer and seq)
+
+
+# -- time -----------------------------------------------------------------------------------
+
+_TIME_FORMATS = ("%Y-%m-%dT%H:%M:%S", "%Y-%m-%d %H:%M:%S", "%Y-%m-%d")
+_RFC3339 = re.compile(r"^(\d{4}-\d{2}-\d{2})(?:[T ](\d{2}:\d{2}:\d{2})(?:\.(\d{1,9}))?)?(Z|[+-]\d{2}:\d{2})?$")
+
+
+def parse_time(text: str) -> int:
+    """An InfluxQL time string (RFC 3339 with up to 9 fraction digits, or `YYYY-MM-DD[ HH:MM:SS]`) in ns."""
+    m = _RFC3339.match(text.strip())
+    if not m:
+        raise QueryError(f"invalid timestamp string: {text!r} (expected RFC 3339, e.g. 2016-01-01T00:00:00Z)")
+    day, clock, frac, zone = m.groups()
+    try:
+        dt = datetime.fromisoformat(f"{day}T{clock or '00:00:00'}{'+00:00' if zone in (None, 'Z') else zone}")
+    except ValueError as e:
+        raise QueryError(f"invalid timestamp string: {text!r}: {e}") from None
+    secs = int(dt.astimezone(timezone.utc).timestamp())
+    return secs * 10**9 + int((frac or "0").ljust(9, "0"))
+
+
+def format_time(ns: int) -> str:
+    """`ns` as Go's RFC3339Nano prints it (InfluxDB's default): trailing fraction zeros dropped."""
+    secs, frac = divmod(ns, 10**9)
+    s = datetime.fromtimestamp(secs, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    if frac:
+        s += "." + f"{frac:09d}".rstrip("0")
+    return s + "Z"
+
+
+EPOCH_DIVISORS = {"n": 1, "ns": 1, "u": 10**3, "µ": 10**3, "us": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9,
+                  "h": 3600 * 10**9}
+
+
+def _is_time(e) -> bool:
+    return isinstance(e, VarRef) and e.name.lower() == "time" and e.type is None
+
+
+def _mentions_time(e) -> bool:
+    if _is_time(e):
+        return True
+    if isinstance(e, Binary):
+        return _mentions_time(e.left) or _mentions_time(e.right)
+    if isinstance(e, Paren):
+        return _mentions_time(e.expr)
+    return False
+
+
+def time_value(e, now: int) -> int:
+    """A time expression's value in ns: strings, integers (ns), durations (since the epoch),
+    now(), and + / - of durations."""
+    if isinstance(e, Paren):
+        return time_value(e.expr, now)
+    if isinstance(e, Literal):
+        if e.kind == "string":
+            return parse_time(e.value)
+        if e.kind in ("integer", "duration"):
+            return int(e.value)
+        if e.kind == "number":
+            return int(e.value)
+    if isinstance(e, Call) and e.name == "now" and not e.args:
+        return now
+    if isinstance(e, Binary) and e.op in ("+", "-"):
+        left = time_value(e.left, now)
+        right = time_value(e.right, now)
+        return left + right if e.op == "+" else left - right
+    raise QueryError(f"invalid time expression: {describe(e)}")
+
+
+def describe(e) -> str:
+    """An expression written back as InfluxQL (for error messages)."""
+    if isinstance(e, VarRef):
+        return e.name + (f"::{e.type}" if e.type else "")
+    if isinstance(e, Literal):
+        if e.kind == "string":
+            return "'" + e.value.replace("'", "\\'") + "'"
+        if e.kind == "regex":
+            return f"/{e.value.pattern}/"
+        if e.kind == "bool":
+            return "true" if e.value else "false"
+        return str(e.value)
+    if isinstance(e, Call):
+        return f"{e.name}({', '.join(describe(a) for a in e.args)})"
+    if isinstance(e, Binary):
+        return f"{describe(e.left)} {e.op.upper() if e.op in ('and', 'or') else e.op} {describe(e.right)}"
+    if isinstance(e, Paren):
+        return f"({describe(e.expr)})"
+    if isinstance(e, Wildcard):
+        return "*"
+    if isinstance(e, RegexRef):
+        return f"/{e.regex.pattern}/"
+    return str(e)
+
+
+def _conjuncts(e) -> list:
+    if isinstance(e, Paren):
+        return _conjuncts(e.expr)
+    if isinstance(e, Binary) and e.op == "and":
+        return _conjuncts(e.left) + _conjuncts(e.right)
+    return [e]
+
+
+@dataclass
+class TimeRange:
+    lo: int | None = None  # inclusive
+    hi: int | None = None  # exclusive
+
+    def restrict(self, op: str, t: int) -> None:
+        lo, hi = {">": (t + 1, None), ">=": (t, None), "<": (None, t), "<=": (None, t + 1), "=": (t, t + 1)}[op]
+        if lo is not None:
+            self.lo = lo if self.lo is None else max(self.lo, lo)
+        if hi is not None:
+            self.hi = hi if self.hi is None else min(self.hi, hi)
+
+
+_FLIP = {">": "<", ">=": "<=", "<": ">", "<=": ">=", "=": "="}
+
+
+def split_condition(cond, now: int) -> tuple[TimeRange, list]:
+    """(the time range of the top-level AND-ed time conditions, the other conditions)."""
+    tr = TimeRange()
+    rest = []
+    if cond is None:
+        return tr, rest
+    for c in _conjuncts(cond):
+        if not _mentions_time(c):
+            rest.append(c)
+            continue
+        if isinstance(c, Binary) and c.op in _FLIP:
+            if _is_time(c.left) and not _mentions_time(c.right):
+                tr.restrict(c.op, time_value(c.right, now))
+                continue
+            if _is_time(c.right) and not _mentions_time(c.left):
+                tr.restrict(_FLIP[c.op], time_value(c.left, now))
+                continue
+        raise QueryError(f"invalid time condition: {describe(c)} (time is compared with =, <, <=, >, >= "
+                         "and joined to the rest with AND)")
+    return tr, rest
+
+
+# -- the translator -------------------------------------------------------------------------
+
+
+def _walk_calls(e, out: list) -> list:
+    if isinstance(e, Call):
+        out.append(e)
+    elif isinstance(e, Binary):
+        _walk_calls(e.left, out)
+        _walk_calls(e.right, out)
+    elif isinstance(e, Paren):
+        _walk_calls(e.expr, out)
+    return out
+
+
+def _refs_outside_calls(e, out: list) -> list:
+    if isinstance(e, (VarRef, Wildcard, RegexRef)):
+        out.append(e)
+    elif isinstance(e, Binary):
+        _refs_outside_calls(e.left, out)
+        _refs_outside_calls(e.right, out)
+    elif isinstance(e, Paren):
+        _refs_outside_calls(e.expr, out)
+    return out
+
+
+def _number(e) -> float | int:
+    if isinstance(e, Literal) and e.kind in ("integer", "number"):
+        return e.value
+    raise QueryError(f"expected a number, found {describe(e)}")
+
+
+@dataclass
+class Plan:
+    """A translated SELECT: `sql` returns the group-by tag columns (`tags`: keys, as t0, t1 ...),
+    `time` (ns) and one column per output column (v0, v1 ...)."""
+
+    sql: str
+    name: str
+    tags: list[str]
+    columns: list[str]
+    types: list[str] = field(default_factory=list)  # each output column's field type, "" when unknown
+
+
+class Translator:
+    """One SELECT over one source (`Source`), at time `now` (ns)."""
+
+    def __init__(self, st: Select, src: Source, now: int, outer_range: TimeRange | None = None) -> None:
+        self.st = st
+        self.src = src
+        self.now = now
+        self.range, self.conds = split_condition(st.condition, now)
+        if outer_range is not None:  # a subquery without its own range takes its outer query's
+            if self.range.lo is None:
+                self.range.lo = outer_range.lo
+            if self.range.hi is None:
+                self.range.hi = outer_range.hi
+        self.dim = st.time_dimension
+        self.group_tags = self._group_tags()
+
+    # -- names
+    def _group_tags(self) -> list[str]:
+        """The group-by tag keys, sorted (InfluxDB orders a query's series by their tags in key order)."""
+        keys: list[str] = []
+        for d in self.st.dimensions:
+            if d.kind == "tag":
+                if d.name not in keys:
+                    keys.append(d.name)
+            elif d.kind == "wildcard":
+                keys += [k for k in sorted(self.src.tags) if k not in keys]
+            elif d.kind == "regex":
+                keys += [k for k in sorted(self.src.tags) if d.regex.search(k) and k not in keys]
+        return sorted(keys)
+
+    def ref(self, v: VarRef) -> tuple[str, str]:
+        """(SQL, field type or "tag") of a reference; an unknown name is NULL (InfluxDB: no values)."""
+        if v.type == "tag":
+            return (qident(self.src.tags[v.name]), "tag") if v.name in self.src.tags else ("CAST(NULL AS VARCHAR)", "tag")
+        if v.name in self.src.fields and v.type != "tag":
+            col, typ = self.src.fields[v.name]
+            return qident(col), typ
+        if v.name in self.src.tags and v.type is None:
+            return qident(self.src.tags[v.name]), "tag"
+        return "NULL", ""
+
+    def tag_sql(self, key: str) -> str:
+        """A group-by tag's value: the empty string where a series lacks it."""
+        col = self.src.tags.get(key)
+        return "''" if col is None else f"coalesce(CAST({qident(col)} AS VARCHAR), '')"
+
+    # -- conditions
+    def cond_sql(self, e) -> str:
+        if isinstance(e, Paren):
+            return self.cond_sql(e.expr)
+        if isinstance(e, Binary) and e.op in ("and", "or"):
+            return f"({self.cond_sql(e.left)} {e.op.upper()} {self.cond_sql(e.right)})"
+        if isinstance(e, Binary) and e.op in ("=", "!=", "<", "<=", ">", ">=", "=~", "!~"):
+            left, right = e.left, e.right
+            if isinstance(left, Literal) and isinstance(right, VarRef):
+                left, right = right, left
+                op = _FLIP.get(e.op, e.op) if e.op not in ("!=",) else e.op
+            else:
+                op = e.op
+            if isinstance(left, VarRef):
+                col, kind = self.ref(left)
+                if kind == "tag":
+                    return self._tag_cond(col, op, right)
+            return self._cmp(self.value_sql(left), op, right)
+        if isinstance(e, Literal) and e.kind == "bool":
+            return "TRUE" if e.value else "FALSE"
+        if isinstance(e, VarRef):
+            col, kind = self.ref(e)
+            return f"coalesce({col}, FALSE)" if kind == "bool" else "FALSE"
+        raise QueryError(f"invalid condition: {describe(e)}")
+
+    def _tag_cond(self, col: str, op: str, value) -> str:
+        if op in ("=~", "!~"):
+            if not (isinstance(value, Literal) and value.kind == "regex"):
+                raise QueryError(f"{op} needs a regex, found {describe(value)}")
+            m = f"regexp_matches(coalesce({col}, ''), {qstr(value.value.pattern)})"
+            return m if op == "=~" else f"NOT {m}"
+        if isinstance(value, VarRef):  # tag compared with another tag or field
+            return f"coalesce({col}, '') {'<>' if op == '!=' else op} coalesce(CAST({self.ref(value)[0]} AS VARCHAR), '')"
+        if not (isinstance(value, Literal) and value.kind in ("string", "integer", "number", "bool")):
+            raise QueryError(f"invalid tag comparison: {describe(value)}")
+        v = value.value if value.kind == "string" else describe(value)
+        if op == "=":
+            return f"{col} = {qstr(v)}" if v else f"({col} IS NULL OR {col} = '')"
+        if op == "!=":
+            return f"({col} IS NULL OR {col} <> {qstr(v)})" if v else f"({col} IS NOT NULL AND {col} <> '')"
+        return f"coalesce({col}, '') {op} {qstr(v)}"
+
+    def _cmp(self, left: str, op: str, value) -> str:
+        if op in ("=~", "!~"):
+            if not (isinstance(value, Literal) and value.kind == "regex"):
+                raise QueryError(f"{op} needs a regex, found {describe(value)}")
+            m = f"regexp_matches(CAST({left} AS VARCHAR), {qstr(value.value.pattern)})"
+            return m if op == "=~" else f"NOT {m}"
+        return f"({left} {'<>' if op == '!=' else op} {self.value_sql(value)})"
+
+    # -- values
+    def value_sql(self, e, agg: bool = False) -> str:
+        """A scalar expression (no calls unless `agg`: then calls are the aggregate columns of `self.calls`)."""
+        if isinstance(e, Paren):
+            return f"({self.value_sql(e.expr, agg)})"
+        if isinstance(e, Literal):
+            if e.kind == "string":
+                return qstr(e.value)
+            if e.kind == "bool":
+                return "TRUE" if e.value else "FALSE"
+            if e.kind == "regex":
+                raise QueryError(f"a regex is not a value: {describe(e)}")
+            return repr(e.value) if e.kind == "number" else str(int(e.value))
+        if isinstance(e, VarRef):
+            return self.ref(e)[0]
+        if isinstance(e, Binary):
+            if e.op in ("=", "!=", "<", "<=", ">", ">=", "=~", "!~", "and", "or"):
+                raise QueryError(f"a condition is not a value: {describe(e)}")
+            left, right = self.value_sql(e.left, agg), self.value_sql(e.right, agg)
+            if e.op == "/":
+                return f"(CAST({left} AS DOUBLE) / {right})"
+            if e.op == "^":
+                return f"xor({left}, {right})"
+            return f"({left} {e.op} {right})"
+        if isinstance(e, Call):
+            if not agg:
+                raise QueryError(f"{e.name}() is not allowed here")
+            return self.agg_col[id(e)]
+        raise QueryError(f"unsupported expression: {describe(e)}")
+
+    # -- fields
+    def expand_fields(self) -> list[Field]:
+        """The SELECT list with `*`, `/re/` and `f(*)` expanded (fields and tags by name, InfluxDB's order)."""
+        out: list[Field] = []
+        for f in self.st.fields:
+            e = f.expr
+            if isinstance(e, Wildcard):
+                names = []
+                if e.type in (None, "field"):
+                    names += [(n, "field") for n in self.src.fields]
+                if e.type in (None, "tag"):
+                    names += [(n, "tag") for n in self.src.tags if n not in self.group_tags]
+                for n, kind in sorted(names):
+                    out.append(Field(VarRef(n, kind)))
+            elif isinstance(e, RegexRef):
+                for n in sorted(self.src.fields):
+                    if e.regex.search(n):
+                        out.append(Field(VarRef(n, "field")))
+            elif isinstance(e, Call) and e.args and isinstance(e.args[0], (Wildcard, RegexRef)):
+                a = e.args[0]
+                for n in sorted(self.src.fields):
+                    if isinstance(a, RegexRef) and not a.regex.search(n):
+                        continue
+                    if self.src.fields[n][1] in ("string", "bool") and e.name not in ("count", "first", "last",
+                                                                                      "distinct", "mode"):
+                        continue
+                    out.append(Field(Call(e.name, [VarRef(n, "field"), *e.args[1:]]), f.alias and f"{f.alias}_{n}"
+                                     or f"{e.name}_{n}"))
+            elif _is_time(e):
+                continue  # `time` is always the first column
+            else:
+                out.append(f)
+        return out
+
+    def translate(self) -> Plan | None:
+        """The plan, or None when the source has none of the fields the query names."""
+        fields = self.expand_fields()
+        if not fields:
+            raise QueryError("at least 1 non-time field must be queried")
+        calls: list[Call] = []
+        for f in fields:
+            _walk_calls(f.expr, calls)
+        for c in calls:
+            self._check_call(c)
+        names = _unique([field_name(f) for f in fields])
+        self.present = self._present_fields(fields)
+        if not self.present:
+            return None  # no field the query names is in this measurement: no series (InfluxDB)
+        if not calls:
+            if self.dim is not None:
+                raise QueryError("GROUP BY requires at least one aggregate function")
+            return self._raw(fields, names)
+        outside = [r for f in fields for r in _refs_outside_calls(f.expr, [])]
+        bare_selector = len(calls) == 1 and calls[0].name in ("min", "max", "first", "last") \
+            and any(isinstance(f.expr, Call) for f in fields)
+        if outside and not bare_selector:
+            raise QueryError("mixing aggregate and non-aggregate queries is not supported")
+        multi = [c for c in calls if c.name in MULTI_ROW]
+        if multi:
+            if len(fields) != 1 or not isinstance(fields[0].expr, Call):
+                raise QueryError(f"{multi[0].name}() cannot be combined with other functions or fields")
+            return self._multi_row(multi[0], names[0])
+        return self._aggregate(fields, names, calls)
+
+    def _present_fields(self, fields: list[Field]) -> list[str]:
+        """The SQL columns of the fields the query names (in calls too) that the source has."""
+        out: list[str] = []
+
+        def walk(e) -> None:
+            if isinstance(e, VarRef):
+                col, kind = self.ref(e)
+                if kind not in ("tag", "") and col not in out:
+                    out.append(col)
+            elif isinstance(e, Call):
+                for a in e.args:
+                    walk(a)
+            elif isinstance(e, Binary):
+                walk(e.left)
+                walk(e.right)
+            elif isinstance(e, Paren):
+                walk(e.expr)
+
+        for f in fields:
+            walk(f.expr)
+        return out
+
+    def _any_present(self) -> str:
+        return "(" + " OR ".join(f"{c} IS NOT NULL" for c in self.present) + ")"
+
+    def _check_call(self, c: Call) -> None:
+        want = FUNCTIONS.get(c.name)
+        if want is None:
+            raise QueryError(f"undefined function {c.name}()")
+        lo, hi = want if isinstance(want, tuple) else (want, want)
+        if not lo <= len(c.args) <= hi:
+            expected = f"{lo}" if lo == hi else f"{lo} or {hi}"
+            raise QueryError(f"invalid number of arguments for {c.name}, expected {expected}, got {len(c.args)}")
+        arg = c.args[0]
+        if isinstance(arg, Call):
+            if not (c.name == "count" and arg.name == "distinct"):
+                raise QueryError(f"{c.name}({describe(arg)}): only count(distinct(field)) nests a call "
+                                 "(use a subquery)")
+            arg = arg.args[0] if arg.args else None
+        if not isinstance(arg, VarRef):
+            raise QueryError(f"expected field argument in {c.name}()")
+        if c.name in ("percentile", "top", "bottom"):
+            n = _number(c.args[1])
+            if c.name != "percentile" and (not isinstance(n, int) or n <= 0):
+                raise QueryError(f"limit ({n}) in {c.name} function must be at least 1")
+        if c.name == "integral" and len(c.args) == 2 and not (isinstance(c.args[1], Literal)
+                                                              and c.args[1].kind == "duration"):
+            raise QueryError("second argument to integral must be a duration")
+
+    # -- the SQL pieces shared by raw and aggregate queries
+    def where_sql(self, extra: list[str] = ()) -> str:
+        parts = []
+        if self.range.lo is not None:
+            parts.append(f"{self.src.time} >= {self.range.lo}")
+        if self.range.hi is not None:
+            parts.append(f"{self.src.time} < {self.range.hi}")
+        parts += [self.cond_sql(c) for c in self.conds]
+        parts += list(extra)
+        return (" WHERE " + " AND ".join(parts)) if parts else ""
+
+    def _tag_select(self) -> list[str]:
+        return [f"{self.tag_sql(k)} AS t{i}" for i, k in enumerate(self.group_tags)]
+
+    def _tcols(self, prefix: str = "") -> list[str]:
+        return [f"{prefix}t{i}" for i in range(len(self.group_tags))]
+
+    def _order(self, ties: list[str] = ()) -> str:
+        d = " DESC" if self.st.descending else ""
+        return ", ".join(self._tcols() + [f"time{d}"] + [f"{t}{d}" for t in ties])
+
+    def _paged(self, inner: str, ties: list[str] = ()) -> str:
+        """`inner` (t*, time, v*) with LIMIT/OFFSET per series, in output order (`ties`: columns
+        that order rows of one time)."""
+        st = self.st
+        if not st.limit and not st.offset:
+            return f"{inner}\nORDER BY {self._order(ties)}"
+        part = ", ".join(self._tcols()) or "NULL"
+        d = " DESC" if st.descending else ""
+        rn = f"row_number() OVER (PARTITION BY {part} ORDER BY {', '.join([f'time{d}'] + [f'{t}{d}' for t in ties])})"
+        cond = f"_rn > {st.offset}" + (f" AND _rn <= {st.offset + st.limit}" if st.limit else "")
+        return (f"SELECT * EXCLUDE (_rn) FROM (SELECT *, {rn} AS _rn FROM ({inner}))\nWHERE {cond}\n"
+                f"ORDER BY {self._order(ties)}")
+
+    def _types(self, fields: list[Field]) -> list[str]:
+        out = []
+        for f in fields:
+            e = f.expr
+            if isinstance(e, VarRef):
+                out.append(FIELD_TYPE_NAMES.get(self.ref(e)[1], "string" if self.ref(e)[1] == "tag" else ""))
+            else:
+                out.append("")
+        return out
+
+    # -- raw queries
+    def _raw(self, fields: list[Field], names: list[str]) -> Plan:
+        vals = [f"{self.value_sql(f.expr)} AS v{i}" for i, f in enumerate(fields)]
+        any_present = self._any_present()
+        ties = [f"{qident(c)} AS _o{i}" for i, c in enumerate(self.src.tiebreak)]
+        inner = (f"SELECT {', '.join(self._tag_select() + [f'{self.src.time} AS time'] + vals + ties)} "
+                 f"FROM {self.src.relation}{self.where_sql([any_present])}")
+        return Plan(self._paged(inner, [f"_o{i}" for i in range(len(ties))]), self.src.name, self.group_tags, names,
+                    self._types(fields))
+
+    # -- aggregates
+    def _bucket(self, col: str) -> str:
+        if self.dim is None:
+            return str(self.range.lo if self.range.lo is not None else 0)
+        i, off = self.dim.interval, self.dim.offset % self.dim.interval
+        return f"({col} - ((({col} - {off}) % {i}) + {i}) % {i})"
+
+    def _arg(self, c: Call) -> tuple[str, str, bool]:
+        """(SQL of the call's field, its type, whether it is count(distinct(...)))."""
+        arg = c.args[0]
+        distinct = isinstance(arg, Call)
+        if distinct:
+            arg = arg.args[0]
+        col, typ = self.ref(arg)
+        if typ == "tag":
+            raise QueryError(f"{c.name}() of tag {arg.name!r}: functions take fields (group by the tag instead)")
+        return col, typ, distinct
+
+    def _agg_sql(self, c: Call) -> str:
+        x, typ, distinct = self._arg(c)
+        nn = f"FILTER (WHERE {x} IS NOT NULL)"
+        ts = self.src.time
+        n = c.name
+        if n == "count":
+            return f"count(DISTINCT {x})" if distinct else f"count({x})"
+        if n == "sum":
+            if typ in INT_TYPES:  # int64 wraps on overflow, as InfluxDB's (Go's) sum does
+                return (f"CAST(((sum(CAST({x} AS HUGEINT)) + 9223372036854775808) % 18446744073709551616 "
+                        f"+ 18446744073709551616) % 18446744073709551616 - 9223372036854775808 AS BIGINT)")
+            return f"sum({x})"
+        if n == "percentile":
+            return f"({self._percentile_list(c, x)}).v"
+        simple = {
+            "mean": "avg({x})", "median": "median({x})", "spread": "(max({x}) - min({x}))", "stddev": "stddev_samp({x})",
+            "min": "min({x})", "max": "max({x})", "first": "arg_min({x}, {ts}) {nn}", "last": "arg_max({x}, {ts}) {nn}",
+            # the most frequent value; the smallest of those on a tie
+            "mode": "list_min(list_transform(map_entries(histogram({x})), "
+                    "lambda e: {{'c': -CAST(e.value AS BIGINT), 'k': e.key}})).k",
+        }
+        if n not in simple:
+            raise QueryError(f"{n}() is not an aggregate here")
+        return simple[n].format(x=x, ts=ts, nn=nn)
+
+    def _percentile_list(self, c: Call, x: str) -> str:
+        p = float(_number(c.args[1]))
+        # nearest rank (InfluxDB): index floor(n * p / 100 + 0.5), 1-based; out of range: null
+        return (f"list_sort(list({{'v': {x}, 't': {self.src.time}}}) FILTER (WHERE {x} IS NOT NULL))"
+                f"[CAST(floor(count({x}) * {p!r} / 100.0 + 0.5) AS BIGINT)]")
+
+    def _selector_time(self, c: Call) -> str:
+        """The selected point's time (a query of one selector, without GROUP BY time)."""
+        x, _typ, _d = self._arg(c)
+        ts = self.src.time
+        if c.name == "percentile":
+            return f"({self._percentile_list(c, x)}).t"
+        return {"min": f"arg_min({ts}, ({x}, {ts}))", "max": f"arg_max({ts}, ({x}, -{ts}))",
+                "first": f"min({ts}) FILTER (WHERE {x} IS NOT NULL)",
+                "last": f"max({ts}) FILTER (WHERE {x} IS NOT NULL)"}[c.name]
+
+    def _selected_value(self, c: Call, ref_sql: str) -> str:
+        """A field or tag's value at the point a selector picked (`SELECT max(x), host`)."""
+        x, _typ, _d = self._arg(c)
+        ts = self.src.time
+        nn = f"FILTER (WHERE {x} IS NOT NULL)"  # (the _null forms: a NULL there is the point's value)
+        return {"min": f"arg_min_null({ref_sql}, ({x}, {ts})) {nn}", "max": f"arg_max_null({ref_sql}, ({x}, -{ts})) {nn}",
+                "first": f"arg_min_null({ref_sql}, {ts}) {nn}", "last": f"arg_max_null({ref_sql}, {ts}) {nn}"}[c.name]
+
+    def _aggregate(self, fields: list[Field], names: list[str], calls: list[Call]) -> Plan:
+        ts = self.src.time
+        bucket = self._bucket(ts)
+        self.agg_col: dict[int, str] = {}
+        aggs, joins = [], []
+        for i, c in enumerate(calls):
+            self.agg_col[id(c)] = f"a{i}"
+            if c.name == "integral":
+                joins.append((f"a{i}", self._integral(c, bucket)))
+            else:
+                aggs.append(f"{self._agg_sql(c)} AS a{i}")
+        one_selector = (len(calls) == 1 and calls[0].name in SELECTORS and self.dim is None
+                        and len([f for f in fields if isinstance(f.expr, Call)]) == 1)
+        if one_selector:
+            aggs.append(f"{self._selector_time(calls[0])} AS _st")
+        # fields and tags named beside one selector: their values at the selected point
+        values = []
+        for i, f in enumerate(fields):
+            if isinstance(f.expr, VarRef):
+                aggs.append(f"{self._selected_value(calls[0], self.ref(f.expr)[0])} AS r{i}")
+                values.append(f"r{i}")
+            else:
+                values.append(self.value_sql(f.expr, agg=True))
+        tags = self._tag_select()
+        tcols = self._tcols()
+        group = ", ".join(tcols + ["time"])
+        agg_sql = (f"SELECT {', '.join(tags + [f'{bucket} AS time'] + aggs + ['1 AS _present'])} "
+                   f"FROM {self.src.relation}{self.where_sql([self._any_present()])} GROUP BY {group}")
+        for col, sub in joins:
+            using = ", ".join(tcols + ["time"])
+            agg_sql = f"SELECT a.*, j.v AS {col} FROM ({agg_sql}) a LEFT JOIN ({sub}) j USING ({using})"
+        time_out = "coalesce(_st, time)" if one_selector else "time"
+        vals = [f"{v} AS v{i}" for i, v in enumerate(values)]
+        if self.dim is None or self.st.fill == "none":
+            inner = f"SELECT {', '.join(tcols + [f'{time_out} AS time'] + vals)} FROM ({agg_sql})"
+            return Plan(self._paged(inner), self.src.name, self.group_tags, names, self._types(fields))
+        inner = self._filled(agg_sql, fields, values, tcols)
+        return Plan(self._paged(inner), self.src.name, self.group_tags, names, self._types(fields))
+
+    def _filled(self, agg_sql: str, fields: list[Field], values: list[str], tcols: list[str]) -> str:
+        """Every window of the range for every series with points, filled (`fill`)."""
+        i = self.dim.interval
+        lo = self._bucket(str(self.range.lo)) if self.range.lo is not None else self._bucket("min(time)")
+        hi = str(self.range.hi) if self.range.hi is not None else str(self.now + 1)
+        cap = (f"CASE WHEN ({hi} - lo) // {i} > {MAX_BUCKETS} THEN error('max-select-buckets limit exceeded: ' || "
+               f"(({hi} - lo) // {i})::VARCHAR || ' windows > {MAX_BUCKETS}; narrow the time range or widen the "
+               f"GROUP BY time interval') ELSE {hi} END")
+        series = ", ".join(tcols) if tcols else "NULL AS _s"
+        grid = (f"SELECT s.*, r.range AS time FROM (SELECT DISTINCT {series} FROM agg) s, "
+                f"(SELECT min(time) AS lo FROM agg) b, range(b.lo, {cap}, {i}) r") if self.range.lo is None else \
+            (f"SELECT s.*, r.range AS time FROM (SELECT DISTINCT {series} FROM agg) s, "
+             f"(SELECT {lo} AS lo) b, range(b.lo, {cap}, {i}) r")
+        using = ", ".join(tcols + ["time"])
+        joined = f"SELECT * FROM ({grid}) g LEFT JOIN agg USING ({using})"
+        part = ", ".join(tcols) or "NULL"
+        order = "time DESC" if self.st.descending else "time"
+        out = []
+        for k, (f, v) in enumerate(zip(fields, values)):
+            out.append(f"{self._fill(f, v, part, order)} AS v{k}")
+        return (f"WITH agg AS ({agg_sql})\n"
+                f"SELECT {', '.join(tcols + ['time'] + out)} FROM ({joined})")
+
+    def _fill(self, f: Field, v: str, part: str, order: str) -> str:
+        mode = self.st.fill
+        if mode == "null":
+            if isinstance(f.expr, Call) and f.expr.name == "count":
+                return f"CASE WHEN _present IS NULL THEN 0 ELSE {v} END"
+            return v
+        if mode == "value":
+            return f"CASE WHEN _present IS NULL THEN {self.st.fill_value!r} ELSE {v} END"
+        w = f"PARTITION BY {part} ORDER BY {order}"
+        if mode == "previous":
+            return (f"CASE WHEN _present IS NULL THEN last_value(CASE WHEN _present IS NOT NULL THEN {v} END IGNORE NULLS) "
+                    f"OVER ({w} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) ELSE {v} END")
+        # linear: between the windows with points before and after, by time (ascending)
+        wa = f"PARTITION BY {part} ORDER BY time"
+        pv = f"last_value(CASE WHEN _present IS NOT NULL THEN {v} END IGNORE NULLS) OVER ({wa} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
+        pt = f"last_value(CASE WHEN _present IS NOT NULL AND {v} IS NOT NULL THEN time END IGNORE NULLS) OVER ({wa} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
+        nv = f"first_value(CASE WHEN _present IS NOT NULL THEN {v} END IGNORE NULLS) OVER ({wa} ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING)"
+        nt = f"first_value(CASE WHEN _present IS NOT NULL AND {v} IS NOT NULL THEN time END IGNORE NULLS) OVER ({wa} ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING)"
+        interp = f"{pv} + ({nv} - {pv}) * (CAST(time - {pt} AS DOUBLE) / ({nt} - {pt}))"
+        if self._int_result(f):
+            interp = f"{pv} + CAST(CAST({nv} - {pv} AS DOUBLE) * (CAST(time - {pt} AS DOUBLE) / ({nt} - {pt})) AS BIGINT)"
+        return f"CASE WHEN _present IS NULL THEN {interp} ELSE {v} END"
+
+    def _int_result(self, f: Field) -> bool:
+        e = f.expr
+        if isinstance(e, Call) and e.name in ("count",):
+            return True
+        if isinstance(e, Call) and e.name in ("sum", "min", "max", "first", "last", "mode", "spread", "percentile"):
+            try:
+                return self._arg(e)[1] in INT_TYPES
+            except QueryError:
+                return False
+        return False
+
+    def _integral(self, c: Call, bucket: str) -> str:
+        """Per series and window: the trapezoid area under the field (in `unit`, default 1 s),
+        split at window boundaries with the value interpolated there (InfluxDB's reducer)."""
+        x, _typ, _d = self._arg(c)
+        unit = c.args[1].value if len(c.args) == 2 else 10**9
+        ts = self.src.time
+        tags = self._tag_select()
+        tcols = self._tcols()
+        part = ", ".join(tcols) or "NULL"
+        pts = (f"SELECT {', '.join(tags + [f'{ts} AS t', f'CAST({x} AS DOUBLE) AS x'])} FROM {self.src.relation}"
+               f"{self.where_sql([f'{x} IS NOT NULL'])}")
+        pairs = (f"SELECT *, lag(t) OVER w AS pt, lag(x) OVER w AS px FROM ({pts}) "
+                 f"WINDOW w AS (PARTITION BY {part} ORDER BY t)")
+        b_of = self._bucket
+        bt, bpt = b_of("t"), b_of("pt")
+        if self.dim is None:
+            own = "coalesce(0.5 * (x + px) * (t - pt), 0)"
+            areas = f"SELECT {', '.join(tcols + [f'{bt} AS time', f'{own} AS a'])} FROM ({pairs})"
+        else:
+            i = self.dim.interval
+            end = f"({bpt} + {i})"
+            vb = f"(px + (x - px) * (CAST({end} - pt AS DOUBLE) / (t - pt)))"
+            same = f"(pt IS NULL OR {bpt} = {bt})"
+            own = f"CASE WHEN pt IS NULL THEN 0 WHEN {same} THEN 0.5 * (x + px) * (t - pt) ELSE 0.5 * ({vb} + x) * (t - {end}) END"
+            before = f"0.5 * (px + {vb}) * ({end} - pt)"
+            areas = (f"SELECT {', '.join(tcols + [f'{bt} AS time', f'{own} AS a'])} FROM ({pairs})\n"
+                     f"UNION ALL SELECT {', '.join(tcols + [f'{bpt} AS time', f'{before} AS a'])} "
+                     f"FROM ({pairs}) WHERE NOT {same}")
+        group = ", ".join(tcols + ["time"])
+        return f"SELECT {group}, sum(a) / {unit} AS v FROM ({areas}) GROUP BY {group}"
+
+    def _multi_row(self, c: Call, name: str) -> Plan:
+        x, typ, _d = self._arg(c)
+        ts = self.src.time
+        tags = self._tag_select()
+        tcols = self._tcols()
+        bucket = self._bucket(ts)
+        if c.name == "distinct":
+            inner = (f"SELECT {', '.join(tcols + ['time', 'v0'])} FROM (SELECT {', '.join(tags + [f'{bucket} AS time', f'{x} AS v0'])} "
+                     f"FROM {self.src.relation}{self.where_sql([f'{x} IS NOT NULL'])}) GROUP BY ALL")
+            order = ", ".join(tcols + [f"time{' DESC' if self.st.descending else ''}", "v0"])
+            sql = self._paged(inner).rsplit("\nORDER BY ", 1)[0] + f"\nORDER BY {order}"
+            return Plan(sql, self.src.name, self.group_tags, [name], [FIELD_TYPE_NAMES.get(typ, "")])
+        n = int(_number(c.args[1]))
+        direction = "DESC" if c.name == "top" else "ASC"
+        part = ", ".join(tcols + ["_b"]) if tcols or self.dim else "NULL"
+        ranked = (f"SELECT {', '.join(tags + [f'{bucket} AS _b', f'{ts} AS time', f'{x} AS v0'])}, "
+                  f"row_number() OVER (PARTITION BY {part} ORDER BY {x} {direction}, {ts}) AS _k "
+                  f"FROM {self.src.relation}{self.where_sql([f'{x} IS NOT NULL'])}")
+        inner = f"SELECT {', '.join(tcols + ['time', 'v0'])} FROM ({ranked}) WHERE _k <= {n}"
+        return Plan(self._paged(inner), self.src.name, self.group_tags, [name], [FIELD_TYPE_NAMES.get(typ, "")])
+
+
+def _unique(names: list[str]) -> list[str]:
+    """InfluxDB's column names: a repeated name gets _1, _2 ..."""
+    seen: dict[str, int] = {}
+    out = []
+    for n in names:
+        k = seen.get(n, 0)
+        out.append(n if k == 0 else f"{n}_{k}")
+        seen[n] = k + 1
+    return out
+
+
+def subquery_source(plan: Plan) -> Source:
+    """A translated subquery as the source of its outer query."""
+    cols = [f"t{i} AS {qident(k)}" for i, k in enumerate(plan.tags)]
+    cols += ["time AS ts"] + [f"v{i} AS {qident(n)}" for i, n in enumerate(plan.columns)]
+    rel = f"(SELECT {', '.join(cols)} FROM ({plan.sql}))"
+    typ_of = {"float": "float64", "integer": "int64", "string": "string", "boolean": "bool"}
+    # ("any": an aggregate's type, not known before DuckDB runs it)
+    fields = {n: (n, typ_of.get(t, "any")) for n, t in zip(plan.columns, plan.types) if n not in plan.tags}
+    return Source(plan.name, rel, fields, {k: k for k in plan.tags})
+
+
+def translate(st: Select, sources_of, now: int) -> list[Plan]:
+    """The plans of `st`, one per measurement it reads: `sources_of(Measurement) -> [Source]`."""
+    plans = []
+    for s in st.sources:
+        if isinstance(s, Subquery):
+            outer = split_condition(st.condition, now)[0]
+            for inner_src in _sources(s.select, sources_of):
+                inner = Translator(s.select, inner_src, now, outer).translate()
+                if inner is not None:
+                    plans.append(Translator(st, subquery_source(inner), now).translate())
+        else:
+            for src in sources_of(s):
+                plans.append(Translator(st, src, now).translate())
+    return [p for p in plans if p is not None]
+
+
+def _sources(st: Select, sources_of) -> list[Source]:
+    out = []
+    for s in st.sources:
+        if isinstance(s, Subquery):
+            raise QueryError("subqueries nested more than one level are not supported by tracehouse")
+        out += sources_of(s)
+    return out
+
+
+# -- the answer -----------------------------------------------------------------------------
+
+
+def json_value(v):
+    if isinstance(v, float) and v != v:  # NaN: InfluxDB never returns one
+        return None
+    return v
+
+
+def answer_series(plan: Plan, table, epoch: str | None, *, slimit: int = 0, soffset: int = 0) -> list[dict]:
+    """The rows of `plan.sql` (an Arrow table) as InfluxDB series: one per group-by tag values."""
+    if table.num_rows == 0:
+        return []
+    ntags = len(plan.tags)
+    tag_cols = [table.column(f"t{i}").to_pylist() for i in range(ntags)]
+    times = table.column("time").to_pylist()
+    vals = [table.column(f"v{i}").to_pylist() for i in range(len(plan.columns))]
+    if epoch:
+        d = EPOCH_DIVISORS[epoch]
+        times = [t // d if t is not None else None for t in times]
+    else:
+        times = [format_time(t) if t is not None else None for t in times]
+    series: list[dict] = []
+    start = 0
+    n = table.num_rows
+    columns = ["time", *plan.columns]
+    for i in range(1, n + 1):
+        if i < n and all(tc[i] == tc[i - 1] for tc in tag_cols):
+            continue
+        s: dict[str, Any] = {"name": plan.name}
+        if ntags:
+            s["tags"] = {k: tag_cols[j][start] for j, k in enumerate(plan.tags)}
+        s["columns"] = columns
+        s["values"] = [[times[r], *(json_value(v[r]) for v in vals)] for r in range(start, i)]
+        series.append(s)
+        start = i
+    if soffset:
+        series = series[soffset:]
+    if slimit:
+        series = series[:slimit]
+    return series

@@ -1,0 +1,261 @@
+"""InfluxQL SELECT over `tracehouse serve` (the translator, influxql_sql.py, end to end): each test
+writes nothing of its own but asks the module's small bucket a question whose InfluxDB 1.x answer is
+worked out by hand here (times, windows, fills, selectors' times, series, names, errors)."""
+
+from __future__ import annotations
+
+import json
+import math
+from urllib.parse import urlencode
+
+import pytest
+
+from helpers.server import Server
+
+T0 = 1_600_000_020  # 2020-09-13T12:27:00Z, on a minute boundary
+LINES = f"""m,host=a,dc=x v=1i,f=1.5,s="one",b=true {T0}
+m,host=a,dc=x v=3i,f=2.5 {T0 + 10}
+m,host=a,dc=x v=2i {T0 + 20}
+m,host=b v=10i,f=0.5 {T0}
+m,host=b v=20i {T0 + 60}
+m,host=b v=5i,f=-1 {T0 + 75}
+big,host=a n=9223372036854775807i {T0}
+big,host=a n=1i {T0 + 1}
+"""
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    s = Server(tmp_path_factory.mktemp("influxql-select") / "store", "--quiet")
+    assert s.write(LINES, bucket="t", precision="s")[0] == 204
+    yield s
+    assert s.stop() == 0
+
+
+def q(server, query: str, **params) -> dict:
+    """The statement's result (the first), asked with GET /query?db=t&epoch=s unless told otherwise."""
+    args = {"q": query, "db": "t", "epoch": "s", **params}
+    args = {k: v for k, v in args.items() if v is not None}
+    status, _h, body = server.request("GET", "/query?" + urlencode(args))
+    assert status == 200, body
+    return json.loads(body)["results"][0]
+
+
+def values(server, query: str, **params) -> list:
+    r = q(server, query, **params)
+    assert "error" not in r, r["error"]
+    (s,) = r["series"]
+    return s["values"]
+
+
+# -- raw queries ------------------------------------------------------------------------------
+
+
+def test_raw_field_in_time_order_and_only_points_that_have_it(server):
+    assert values(server, "SELECT v FROM m") == [[T0, 1], [T0, 10], [T0 + 10, 3], [T0 + 20, 2], [T0 + 60, 20],
+                                                 [T0 + 75, 5]]
+    assert values(server, "SELECT f FROM m") == [[T0, 1.5], [T0, 0.5], [T0 + 10, 2.5], [T0 + 75, -1.0]]
+
+
+def test_select_star_is_every_field_and_tag_by_name(server):
+    r = q(server, "SELECT * FROM m WHERE host = 'a'", epoch=None)
+    (s,) = r["series"]
+    assert s["name"] == "m" and s["columns"] == ["time", "b", "dc", "f", "host", "s", "v"]
+    assert s["values"][0] == ["2020-09-13T12:27:00Z", True, "x", 1.5, "a", "one", 1]
+    assert s["values"][2] == ["2020-09-13T12:27:20Z", None, "x", None, "a", None, 2]
+
+
+def test_a_missing_tag_is_the_empty_string(server):
+    only_b = [[T0, 10], [T0 + 60, 20], [T0 + 75, 5]]
+    assert values(server, "SELECT v FROM m WHERE dc = ''") == only_b
+    assert values(server, "SELECT v FROM m WHERE dc != 'x'") == only_b
+    assert values(server, "SELECT v FROM m WHERE dc !~ /x/") == only_b
+    assert values(server, "SELECT v FROM m WHERE dc =~ /^$/") == only_b
+    assert values(server, "SELECT v FROM m WHERE host =~ /(?i)^A$/ AND dc <> ''") == [[T0, 1], [T0 + 10, 3],
+                                                                                       [T0 + 20, 2]]
+
+
+def test_field_conditions_and_arithmetic(server):
+    assert values(server, "SELECT v FROM m WHERE v > 4 AND (f < 1 OR s = 'one')") == [[T0, 10], [T0 + 75, 5]]
+    assert values(server, "SELECT v * 2 + 1, f / 2 FROM m WHERE host = 'a'") == [
+        [T0, 3, 0.75], [T0 + 10, 7, 1.25], [T0 + 20, 5, None]]
+    r = q(server, "SELECT v * 2 + 1, f / 2 AS half FROM m WHERE host = 'a'")
+    assert r["series"][0]["columns"] == ["time", "v", "half"]
+    assert values(server, "SELECT v FROM m WHERE b = true") == [[T0, 1]]
+
+
+@pytest.mark.parametrize("cond", [
+    f"time >= {T0 + 10}s AND time <= '2020-09-13T12:27:20Z'",
+    f"time > {T0 * 10**9} AND time < {T0 * 10**9} + 21s",
+    "time >= '2020-09-13T12:27:10Z' AND time < '2020-09-13 12:27:21'",
+    f"'2020-09-13T12:27:10.000Z' <= time AND time < {T0 + 21}000ms",
+])
+def test_time_conditions_in_every_form(server, cond):
+    assert values(server, f"SELECT v FROM m WHERE host = 'a' AND {cond}") == [[T0 + 10, 3], [T0 + 20, 2]]
+
+
+def test_now_and_time_errors(server):
+    assert q(server, "SELECT v FROM m WHERE time > now() - 1h") == {"statement_id": 0}  # 2020 is long gone
+    assert len(values(server, "SELECT v FROM m WHERE time > now() - 3650d")) == 6
+    assert "invalid time condition" in q(server, "SELECT v FROM m WHERE time > 1 OR v > 1")["error"]
+    assert "invalid timestamp" in q(server, "SELECT v FROM m WHERE time > 'yesterday'")["error"]
+
+
+def test_limit_offset_order_desc_per_series_and_slimit(server):
+    r = q(server, "SELECT v FROM m GROUP BY host ORDER BY time DESC LIMIT 2 OFFSET 1")
+    assert [(s["tags"], s["values"]) for s in r["series"]] == [
+        ({"host": "a"}, [[T0 + 10, 3], [T0, 1]]), ({"host": "b"}, [[T0 + 60, 20], [T0, 10]])]
+    r = q(server, "SELECT v FROM m GROUP BY * SLIMIT 1 SOFFSET 1")  # series by their tags, keys sorted
+    assert [s["tags"] for s in r["series"]] == [{"dc": "x", "host": "a"}]
+    r = q(server, "SELECT count(v) FROM m GROUP BY host, dc")
+    assert [s["tags"] for s in r["series"]] == [{"dc": "", "host": "b"}, {"dc": "x", "host": "a"}]
+
+
+# -- aggregates -------------------------------------------------------------------------------
+
+
+def test_aggregates_without_group_by_time_are_stamped_with_the_range_start(server):
+    r = q(server, "SELECT count(v), sum(v), mean(v), median(v), mode(v), spread(v), stddev(v), percentile(v, 50), "
+                  "count(distinct(v)) FROM m")
+    (s,) = r["series"]
+    assert s["columns"] == ["time", "count", "sum", "mean", "median", "mode", "spread", "stddev", "percentile",
+                            "count_1"]
+    t, count, total, mean, median, mode, spread, stddev, pct, distinct = s["values"][0]
+    vs = [1, 3, 2, 10, 20, 5]
+    m = sum(vs) / 6
+    assert (t, count, total, mean, median, mode, spread, pct, distinct) == (0, 6, 41, m, 4.0, 1, 19, 3, 6)
+    assert math.isclose(stddev, math.sqrt(sum((x - m) ** 2 for x in vs) / 5))
+    assert values(server, f"SELECT count(v) FROM m WHERE time >= {T0 + 5}s") == [[T0 + 5, 4]]
+
+
+def test_a_single_selector_is_stamped_with_its_point_and_brings_its_fields(server):
+    assert values(server, "SELECT max(v) FROM m") == [[T0 + 60, 20]]
+    assert values(server, "SELECT min(f) FROM m") == [[T0 + 75, -1.0]]
+    assert values(server, "SELECT first(f) FROM m WHERE host = 'a'") == [[T0, 1.5]]
+    assert values(server, "SELECT last(f) FROM m WHERE host = 'a'") == [[T0 + 10, 2.5]]
+    # nearest rank: of 6 values the 90th percentile is the 5th (floor(6 * 0.9 + 0.5)), the 95th the 6th
+    assert values(server, "SELECT percentile(v, 90) FROM m") == [[T0, 10]]
+    assert values(server, "SELECT percentile(v, 95) FROM m") == [[T0 + 60, 20]]
+    assert values(server, "SELECT max(v), host, f FROM m") == [[T0 + 60, 20, "b", None]]
+    assert values(server, "SELECT first(v), last(v) FROM m") == [[0, 1, 5]]  # two selectors: the range start
+
+
+def test_group_by_time_fills(server):
+    base = f"FROM m WHERE time >= {T0}s AND time < {T0 + 90}s GROUP BY time(30s)"
+    assert values(server, f"SELECT count(v), sum(v), mean(v) {base}") == [
+        [T0, 4, 16, 4.0], [T0 + 30, 0, None, None], [T0 + 60, 2, 25, 12.5]]
+    assert values(server, f"SELECT sum(v) {base} fill(none)") == [[T0, 16], [T0 + 60, 25]]
+    assert values(server, f"SELECT sum(v) {base} fill(previous)") == [[T0, 16], [T0 + 30, 16], [T0 + 60, 25]]
+    assert values(server, f"SELECT mean(v) {base} fill(linear)") == [[T0, 4.0], [T0 + 30, 8.25], [T0 + 60, 12.5]]
+    assert values(server, f"SELECT sum(v) {base} fill(-7)") == [[T0, 16], [T0 + 30, -7], [T0 + 60, 25]]
+    assert values(server, f"SELECT max(v) {base} ORDER BY time DESC LIMIT 2") == [[T0 + 60, 20], [T0 + 30, None]]
+
+
+def test_group_by_time_with_offset_and_without_a_lower_bound(server):
+    # windows start at epoch + 15 s + k * 30 s: T0 = 1600000020 is 15 s into the one from T0 - 15
+    assert values(server, f"SELECT count(v) FROM m WHERE time < {T0 + 40}s GROUP BY time(30s, 15s)") == [
+        [T0 - 15, 3], [T0 + 15, 1]]  # from the earliest point's window to the upper bound
+    assert values(server, f"SELECT count(v) FROM m WHERE time < {T0 + 40}s GROUP BY time(30s, -15s)") == [
+        [T0 - 15, 3], [T0 + 15, 1]]
+    assert values(server, f"SELECT count(v) FROM m WHERE time < {T0 + 40}s GROUP BY time(30s)") == [
+        [T0, 4], [T0 + 30, 0]]
+
+
+def test_group_by_tags_time_and_star(server):
+    r = q(server, f"SELECT mean(v) FROM m WHERE time >= {T0}s AND time < {T0 + 60}s GROUP BY time(30s), host")
+    assert [(s["tags"], s["values"]) for s in r["series"]] == [
+        ({"host": "a"}, [[T0, 2.0], [T0 + 30, None]]), ({"host": "b"}, [[T0, 10.0], [T0 + 30, None]])]
+    r = q(server, "SELECT count(v) FROM m GROUP BY *")
+    assert [(s["tags"], s["values"]) for s in r["series"]] == [({"dc": "", "host": "b"}, [[0, 3]]),
+                                                              ({"dc": "x", "host": "a"}, [[0, 3]])]
+    r = q(server, "SELECT count(v) FROM m GROUP BY /^h/")
+    assert [s["tags"] for s in r["series"]] == [{"host": "a"}, {"host": "b"}]
+
+
+def test_top_bottom_distinct_keep_point_times(server):
+    assert values(server, "SELECT top(v, 2) FROM m") == [[T0, 10], [T0 + 60, 20]]
+    assert values(server, "SELECT bottom(v, 2) FROM m") == [[T0, 1], [T0 + 20, 2]]
+    r = q(server, f"SELECT top(v, 1) FROM m WHERE time >= {T0}s AND time < {T0 + 90}s GROUP BY time(30s)")
+    assert r["series"][0]["values"] == [[T0, 10], [T0 + 60, 20]]
+    assert values(server, "SELECT distinct(v) FROM m WHERE host = 'b'") == [[0, 5], [0, 10], [0, 20]]
+
+
+def test_integral_interpolates_at_window_boundaries(server):
+    # host b's f: 0.5 at T0, -1 at T0+75: one trapezoid of 75 s, mean -0.25: -18.75 (value-seconds)
+    assert values(server, "SELECT integral(f) FROM m WHERE host = 'b'") == [[0, -18.75]]
+    assert values(server, "SELECT integral(f, 1m) FROM m WHERE host = 'b'") == [[0, -18.75 / 60]]
+    # split at T0+60: the value there is 0.5 - 1.5 * 60/75 = -0.7; 0.5*(0.5-0.7)*60 = -6, 0.5*(-0.7-1)*15 = -12.75
+    got = values(server, f"SELECT integral(f) FROM m WHERE host = 'b' AND time >= {T0}s AND time < {T0 + 120}s "
+                         "GROUP BY time(60s)")
+    assert [t for t, _ in got] == [T0, T0 + 60] and math.isclose(got[0][1], -6) and math.isclose(got[1][1], -12.75)
+
+
+def test_integer_sums_wrap_as_int64_does(server):
+    assert values(server, "SELECT sum(n) FROM big") == [[0, -(2**63)]]
+
+
+def test_subquery_one_level(server):
+    inner = f"SELECT max(v) AS top FROM m WHERE time >= {T0}s AND time < {T0 + 90}s GROUP BY time(30s), host"
+    # inner (fill null): a: 3, null, null; b: 10, null, 20
+    assert values(server, f"SELECT mean(top) FROM ({inner})") == [[0, 11.0]]
+    r = q(server, f"SELECT mean(top), count(top) FROM ({inner}) GROUP BY host")
+    assert [(s["tags"], s["values"]) for s in r["series"]] == [({"host": "a"}, [[0, 3.0, 1]]),
+                                                              ({"host": "b"}, [[0, 15.0, 2]])]
+    # the outer range reaches a subquery that names none
+    assert values(server, f"SELECT max(x) FROM (SELECT v AS x FROM m) WHERE time >= {T0 + 30}s") == [[T0 + 60, 20]]
+
+
+# -- the answer's shape: epochs, chunks, several statements, errors ----------------------------------
+
+
+def test_epochs_and_rfc3339(server):
+    assert values(server, "SELECT max(v) FROM m", epoch=None) == [["2020-09-13T12:28:00Z", 20]]
+    assert values(server, "SELECT max(v) FROM m", epoch="ms") == [[(T0 + 60) * 1000, 20]]
+    assert values(server, "SELECT max(v) FROM m", epoch="ns") == [[(T0 + 60) * 10**9, 20]]
+    assert values(server, "SELECT max(v) FROM m", epoch="m") == [[(T0 + 60) // 60, 20]]
+
+
+def test_chunked_answers(server):
+    status, _h, body = server.request("GET", "/query?" + urlencode(
+        {"q": "SELECT v FROM m GROUP BY host; SELECT count(v) FROM m", "db": "t", "epoch": "s", "chunked": "true",
+         "chunk_size": "2"}))
+    assert status == 200
+    chunks = [json.loads(line)["results"][0] for line in body.decode().splitlines()]
+    assert [(c["statement_id"], c["series"][0]["tags"]["host"] if "tags" in c["series"][0] else None,
+             len(c["series"][0]["values"]), c["series"][0].get("partial", False), c.get("partial", False))
+            for c in chunks] == [(0, "a", 2, True, True), (0, "a", 1, False, True), (0, "b", 2, True, True),
+                                 (0, "b", 1, False, False), (1, None, 1, False, False)]
+
+
+def test_several_statements_and_influxdb_errors(server):
+    status, _h, body = server.request("GET", "/query?" + urlencode(
+        {"q": "SELECT count(v) FROM m; SELECT nosuch(v) FROM m; SELECT count(v) FROM m", "db": "t", "epoch": "s"}))
+    r = json.loads(body)["results"]
+    assert r[0]["series"][0]["values"] == [[0, 6]]
+    assert r[1] == {"statement_id": 1, "error": "undefined function nosuch()"}
+    assert r[2] == {"statement_id": 2, "error": "not executed"}
+    for query, message in [
+        ("SELECT v, mean(v) FROM m", "mixing aggregate and non-aggregate queries is not supported"),
+        ("SELECT v, max(v), min(v) FROM m", "mixing aggregate and non-aggregate queries is not supported"),
+        ("SELECT max(v, 2) FROM m", "invalid number of arguments for max, expected 1, got 2"),
+        ("SELECT percentile(v) FROM m", "invalid number of arguments for percentile, expected 2, got 1"),
+        ("SELECT v FROM m GROUP BY time(1m)", "GROUP BY requires at least one aggregate function"),
+        ("SELECT time FROM m", "at least 1 non-time field must be queried"),
+        ("SELECT top(v, 0) FROM m", "limit (0) in top function must be at least 1"),
+        ("SELECT top(v, 2), max(v) FROM m", "top() cannot be combined with other functions or fields"),
+        ("SELECT v FROM nosuchdb..m", "database not found: nosuchdb"),
+    ]:
+        assert q(server, query).get("error") == message, query
+    assert q(server, "SELECT v FROM nosuchmeasurement") == {"statement_id": 0}
+    assert q(server, "SELECT host FROM m") == {"statement_id": 0}  # tags alone: no data, as in InfluxDB
+    status, _h, body = server.request("GET", "/query?" + urlencode({"q": "SELECT FROM m", "db": "t"}))
+    assert status == 400 and json.loads(body)["error"].startswith("error parsing query: found FROM, expected")
+
+
+def test_from_regex_and_several_measurements_give_a_series_each(server):
+    r = q(server, "SELECT count(*) FROM /./")
+    assert [(s["name"], s["columns"], s["values"]) for s in r["series"]] == [
+        ("big", ["time", "count_n"], [[0, 2]]),
+        ("m", ["time", "count_b", "count_f", "count_s", "count_v"], [[0, 1, 4, 1, 6]])]
+    r = q(server, 'SELECT max(v) FROM "t"."autogen"."m", big')
+    assert [s["name"] for s in r["series"]] == ["m"]  # big has no field v: no series
