@@ -27,12 +27,12 @@ store the first time a question needs it, so repeated questions are lookups.
 from __future__ import annotations
 
 from .calltree import aggregated_call_tree, call_tree, folded, top_spans
-from .cursors import Cursor, Filter, cursor, parse_where
+from .cursors import Cursor, Filter, cursor, open_search, parse_where
 from .event_streams import density, density_index, multi_density
 from .histograms import Histogram, compare, compare_text, histogram, span_values, type_values
 from .profiles import LocalsConfig, ObjectConfig, SpanConfig, locals_config, object_config, span_config
 from .registry import Analysis, Param, Window, analyses
-from .results import annotate, file_text, group, open_search, save_file, save_search, save_table, show
+from .results import annotate, file_text, group, save_file, save_search, save_table, show
 from .spans import Spans, children, pair, span, span_index, span_table, thread_calls
 from .spans import save as save_spans
 from .stack import frame_locals, stack_at, stack_frames

@@ -436,3 +436,14 @@ CURSOR = Analysis(
              Column("seq", "int64", "count", "order of the event within its producer"),
              Column("type", "string", "", "event type")),
     columns_note="Then the parameters of the event types the filter selects (NULL where a type has none).")
+
+
+def open_search(store: "Store", rid: int) -> Cursor:
+    """A cursor from a saved search (`results.save_search`), standing where it was saved."""
+    from ..errors import NotFound
+
+    r = store.result(rid)
+    if r["kind"] != "search":
+        raise NotFound(f"result {rid} is a {r['kind']}, not a search")
+    p = r["params"]
+    return Cursor(store, r["payload"]["trace"], Filter.from_json(p["filter"]), at=p.get("at"))

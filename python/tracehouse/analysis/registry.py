@@ -231,11 +231,10 @@ class Answer:
         only change what is shown (limit, ...), and `result`: the id of the saved result."""
         return ([Title(self.title)] if self.title else []) + [Table(self.shown_table(), shown.get("limit"))]
 
-    def save(self, store: "Store", name: str, traces: list[str], params: dict, shown: dict) -> int | None:
-        """Saves the answer as a result (`results.save_table` unless the answer is another kind)."""
-        from .results import save_table
-
-        return save_table(store, name, traces, self.table(), params=params | self.save_params())
+    def save(self, store: "Store", name: str, traces: list[str], params: dict, shown: dict) -> Any:
+        """Saves the answer as a result of its own kind and returns its id; NotImplemented:
+        `results.save_answer` saves `table()` (with `save_params()`) as a table result."""
+        return NotImplemented
 
     def save_params(self) -> dict:
         """What a saved result records beside the arguments (the pairing a span analysis used, ...)."""
@@ -267,8 +266,6 @@ class Rows(Answer):
     def save_params(self) -> dict:
         return self.params
 
-    def save(self, store, name, traces, params, shown) -> int | None:
-        return super().save(store, self.save_as or name, traces, params, shown)
 
 
 def as_answer(result: Any, title: str = "") -> Answer:
@@ -305,12 +302,10 @@ class Value(Answer):
 
         return [Text(json.dumps(self.value, indent=2, default=str) + "\n")]
 
-    def save(self, store, name, traces, params, shown) -> int | None:
-        if not isinstance(self.value, str):
-            return None
-        from .results import save_file
-
-        return save_file(store, name, traces, self.value, filename=f"{name}.txt", params=params)
+    @property
+    def text_file(self) -> str | None:
+        """Text saved as a file result (`results.save_answer`)."""
+        return self.value if isinstance(self.value, str) else None
 
 
 @dataclass(frozen=True)
@@ -590,13 +585,22 @@ def write_reference(path: str) -> bool:
     return True
 
 
-if __name__ == "__main__":
+def main(argv: list[str] | None = None) -> int:
     import argparse
 
     ap = argparse.ArgumentParser(description="print (or write into a page) the reference of every analysis")
     ap.add_argument("--write", metavar="PAGE", help="replace the generated part of this Markdown page")
-    ns = ap.parse_args()
+    ns = ap.parse_args(argv)
     if ns.write:
         print(("updated " if write_reference(ns.write) else "unchanged ") + ns.write)
     else:
         sys.stdout.write(markdown())
+    return 0
+
+
+if __name__ == "__main__":
+    # Run as a script this file is `__main__`, a second copy of the module whose Analysis class
+    # the descriptors are not instances of: the package's own copy does the work.
+    from tracehouse.analysis import registry as _registry
+
+    sys.exit(_registry.main())

@@ -19,11 +19,10 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 import pyarrow as pa
 
-from ..errors import BadInput, NotFound
+from ..errors import BadInput
 
 if TYPE_CHECKING:
     from ..store import Store
-    from .cursors import Cursor, Filter
     from .registry import Analysis, Answer
 
 TOOL_PREFIX = "tracehouse.analysis."
@@ -72,23 +71,12 @@ def group(store: "Store", name: str, traces: Iterable[str], *, description: str 
                              payload={"description": description, "traces": traces})
 
 
-def save_search(store: "Store", name: str, trace: str, filter: "Filter", *, at: int | None = None,  # noqa: A002
+def save_search(store: "Store", name: str, trace: str, filter, *, at: int | None = None,  # noqa: A002
                 params: dict | None = None) -> int:
     """A cursor's filter (and position) as a saved search; `open_search` resumes it.
     `params`: more to record (the CLI's arguments)."""
     return store.save_result("search", name, TOOL_PREFIX + "cursor", [trace],
                              params=(params or {}) | {"filter": filter.to_json(), "at": at}, payload={"trace": trace})
-
-
-def open_search(store: "Store", rid: int) -> "Cursor":
-    """A cursor from a saved search, standing where it was saved."""
-    from .cursors import Cursor, Filter
-
-    r = store.result(rid)
-    if r["kind"] != "search":
-        raise NotFound(f"result {rid} is a {r['kind']}, not a search")
-    p = r["params"]
-    return Cursor(store, r["payload"]["trace"], Filter.from_json(p["filter"]), at=p.get("at"))
 
 
 def show(store: "Store", rid: int) -> dict:
@@ -116,7 +104,14 @@ def save_answer(store: "Store", analysis: "Analysis", traces: list[str], answer:
     """`answer` saved as a result linked to `traces`; its params record the analysis' name and
     arguments (`answer_args`), which `replay_argv` turns back into the command line."""
     params = (extra or {}) | {"analysis": analysis.name, "args": answer_args(analysis, values, resolved)}
-    return answer.save(store, analysis.name, list(traces), params, shown or {})
+    rid = answer.save(store, analysis.name, list(traces), params, shown or {})
+    if rid is not NotImplemented:
+        return rid
+    name = getattr(answer, "save_as", None) or analysis.name
+    text = getattr(answer, "text_file", None)
+    if text is not None:
+        return save_file(store, name, list(traces), text, filename=f"{name}.txt", params=params)
+    return save_table(store, name, list(traces), answer.table(), params=params | answer.save_params())
 
 
 def replay_argv(result: dict) -> list[str] | None:
