@@ -320,6 +320,29 @@ def test_an_answer_for_a_page_left_renders_nothing_on_the_page_left_to(page):
     assert "flame failed" not in page.locator("main").inner_text()
 
 
+def test_analyses_page_runs_any_analysis_of_the_registry_over_the_selection(page):
+    """The Analyses tab lists the registry (a form per analysis from its parameters) and runs
+    one over the linked selection: the answer equals the command line's."""
+    page.goto(page.base + "/#/analyses/demo-tod?producers=2")
+    page.wait_for_selector("details.analysis[data-analysis=stats]")
+    names = page.eval_on_selector_all("details.analysis", "els => els.map(e => e.dataset.analysis)")
+    from tracehouse.analysis import registry
+
+    assert sorted(names) == sorted(registry.analyses())
+    box = page.locator("details.analysis[data-analysis=stats]")
+    box.locator("summary").click()
+    box.locator("select#an-stats-by").select_option("type")
+    box.locator("button", has_text="Run").click()
+    box.locator("table tbody tr").first.wait_for()
+    got = {r[0]: int(r[1].replace(",", "")) for r in box.locator("table tbody tr").evaluate_all(
+        "rows => rows.map(r => [r.cells[1].innerText, r.cells[2].innerText])")}
+    sql = 'SELECT type, count(*) AS n FROM "demo-tod".events WHERE producer = 2 GROUP BY type'
+    res = page.request.post(page.base + "/api/ui/sql", data=json.dumps({"sql": sql}),
+                            headers={"content-type": "application/json"}).json()
+    assert got == {r[0]: r[1] for r in res["rows"]}
+    shot(page, "analyses")
+
+
 def test_results_open_as_histograms_and_processed_traces(page):
     page.goto(page.base + "/#/results")
     page.wait_for_selector("table[aria-label=results] tbody tr")

@@ -147,9 +147,9 @@ def folded(tree: pa.Table, value: str = "self_ns") -> str:
         pos = np.searchsorted(node, parent)
         parent = np.where(parent >= 0, pos, -1)
     paths = node_paths(parent, tree.column("depth").to_numpy(), np.arange(n, dtype=np.int64), tree.column("name"))
-    vals = tree.column(value).to_numpy()
+    vals = arrays.as_numpy(tree.column(value))
     keep = np.nonzero(vals > 0)[0]
-    return "\n".join(paths[keep] + " " + vals[keep].astype(str).astype(object)) + ("\n" if len(keep) else "")
+    return "".join(f"{p} {v}\n" for p, v in zip(paths[keep].tolist(), vals[keep].tolist()))
 
 
 # -- the fast path: call paths per span index row ------------------------------------------------
@@ -211,24 +211,26 @@ def call_paths(store: "Store", trace: str, config: SpanConfig, *, build: bool = 
 
 def _call_paths(idx: indexes.PackedIndex, config: SpanConfig) -> CallPaths:
     """Every span's node of the calling-context tree (`_core.call_tree`, the aggregated call
-    tree's own pass), aligned with the span index rows (which are ordered by producer,
-    depth, ts: the pass wants span_id order, so columns go through `row_of`)."""
+    tree's own pass), in the span index's row order: rows are ordered by (producer, depth,
+    ts), so a span's parent, one level up on its thread, comes before it, as the pass needs;
+    only the parents are mapped from span ids to rows (one scatter, one gather), the other
+    columns are read as they lie (a pass in span_id order gathered four columns and scattered
+    the answer back: 1.0 s more on a 1.7M-span trace). Paths are numbered by first appearance
+    in that order."""
     n = idx.num_rows
     codes_rows, names = windows.names(idx, config)
     if n == 0:
         z = np.zeros(0, np.int64)
         return CallPaths(z.astype(np.int32), z, z.astype(np.int32), z, names, z.astype(np.int32))
-    sid_rows = indexes.array(idx, "span_id")
     row_of = np.empty(n, np.int64)  # the row of span i (span_id is a permutation of 0..n-1)
-    row_of[sid_rows] = np.arange(n, dtype=np.int64)
-    parent = indexes.array(idx, "parent_id")[row_of]
-    codes = codes_rows.astype(np.int64)[row_of]
-    depth = indexes.array(idx, "depth")[row_of].astype(np.int32)
-    ct = _core.call_tree(pa.array(parent), pa.array(codes), pa.array(depth))
-    node_rows = ct["node_of"].to_numpy()[sid_rows].astype(np.int32)
-    key = ct["key"].to_numpy()
-    return CallPaths(node_rows, ct["parent"].to_numpy(), ct["depth"].to_numpy(), np.where(key < 0, 0, key), names,
-                     codes_rows)
+    row_of[indexes.array(idx, "span_id")] = np.arange(n, dtype=np.int64)
+    parent = indexes.array(idx, "parent_id")
+    parent_rows = np.where(parent >= 0, row_of[np.maximum(parent, 0)], -1)
+    ct = _core.call_tree(arrays.from_numpy(parent_rows), arrays.from_numpy(codes_rows.astype(np.int64)),
+                         arrays.from_numpy(indexes.array(idx, "depth").astype(np.int32)))
+    key = arrays.as_numpy(ct["key"])
+    return CallPaths(arrays.as_numpy(ct["node_of"]).astype(np.int32), arrays.as_numpy(ct["parent"]),
+                     arrays.as_numpy(ct["depth"]), np.where(key < 0, 0, key), names, codes_rows)
 
 
 def _bounds(store: "Store", trace: str) -> tuple[int | None, int | None]:

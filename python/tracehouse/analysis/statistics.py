@@ -50,8 +50,8 @@ def stats(store: "Store", trace: str, by: str = "type", *, start: int | None = N
 
     by="state": spans grouped by a state column, starting in the range, closed ones only
     unless `unclosed`. Default: the trace's paired spans (`config`, else the format's
-    profile) by their name column; with `source_type`, that span-kind event type grouped
-    by `state` (a column of it). by="link": link events (a type of kind link with an end
+    profile) by their name column (all in one state, the begin type, when they have none);
+    with `source_type`, that span-kind event type grouped by `state` (a column of it). by="link": link events (a type of kind link with an end
     time column) by their label, their duration being end time - ts.
 
     The derived indexes answer by type, producer and state (paired spans by their name);
@@ -88,16 +88,18 @@ def stats(store: "Store", trace: str, by: str = "type", *, start: int | None = N
     from .spans import begin_column, processed, span_table
 
     cfg = config or span_config(store, trace)
-    if fast and cfg.name_column and (state is None or state == cfg.name_column):
+    if fast and (state is None or state == cfg.name_column):
         return _by_name(store, trace, cfg, window, unclosed)
     where = _where(start, end, producers=window.producers) + ("" if unclosed else " AND closed")
-    state = begin_column(state or cfg.name_column or "depth")
+    # The state: the column asked for, else the spans' name, else the begin type (spans without names).
+    state = state or cfg.name_column
+    expr = qident(begin_column(state)) if state else qstr(cfg.begin)
     if processed(store, trace, cfg) is None:
         span_table(store, trace, cfg, columns=["span_id"])  # pairs (and saves when it can)
     name = processed(store, trace, cfg)
     if name is None:  # read-only store: query the in-memory span table
-        return _state_from_table(span_table(store, trace, cfg), trace, state, where)
-    q = sql_text("stats_by_state").format(trace_str=qstr(trace), state=qident(state), self_col="self_time",
+        return _state_from_table(span_table(store, trace, cfg), trace, expr, where)
+    q = sql_text("stats_by_state").format(trace_str=qstr(trace), state=expr, self_col="self_time",
                                           source=f"{qident(name)}.span", where=where)
     return store.sql(q)
 
@@ -107,7 +109,7 @@ def _state_from_table(t: pa.Table, trace: str, state: str, where: str) -> pa.Tab
 
     con = duckdb.connect()
     con.register("spans_mem", t)
-    q = sql_text("stats_by_state").format(trace_str=qstr(trace), state=qident(state), self_col="self_time",
+    q = sql_text("stats_by_state").format(trace_str=qstr(trace), state=state, self_col="self_time",
                                           source="spans_mem", where=where)
     rel = con.sql(q)
     f = getattr(rel, "to_arrow_table", None) or rel.arrow

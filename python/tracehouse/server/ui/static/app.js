@@ -206,13 +206,13 @@ async function route() {
   const gen = ++routeGen;
   clearError();
   const { page, arg, sel, qs } = parseHash();
-  const tracePages = ["trace", "timeline", "calls", "debug"];
+  const tracePages = ["trace", "timeline", "calls", "analyses", "debug"];
   current = { page, arg, sel, qs, trace: tracePages.includes(page) ? arg : null, info: null };
   document.querySelectorAll("[data-nav]").forEach((a) => a.classList.toggle("active", a.dataset.nav === page));
   const tnav = $("#tracenav");
   tnav.hidden = !current.trace;
   if (current.trace) {
-    tnav.replaceChildren(...[["trace", "Overview"], ["timeline", "Timeline"], ["calls", "Calls"], ["debug", "Debug"]].map(([p, label]) =>
+    tnav.replaceChildren(...[["trace", "Overview"], ["timeline", "Timeline"], ["calls", "Calls"], ["analyses", "Analyses"], ["debug", "Debug"]].map(([p, label]) =>
       h("a", { href: hrefFor(p, current.trace, sel), class: p === page ? "active" : null }, label)));
     let info;
     try { info = await traceInfo(current.trace); } catch (e) {
@@ -223,7 +223,7 @@ async function route() {
     current.info = info;
   }
   renderSelection();
-  const pages = { traces: pageTraces, trace: pageOverview, timeline: pageTimeline, calls: pageCalls, sql: pageSql,
+  const pages = { traces: pageTraces, trace: pageOverview, timeline: pageTimeline, calls: pageCalls, analyses: pageAnalyses, sql: pageSql,
     results: pageResults, result: pageResult, ...(window.extraPages || {}) };
   main.replaceChildren();
   (pages[page] || pageTraces)();
@@ -873,6 +873,58 @@ function resultTable(columns, rows, types) {
     h("thead", {}, h("tr", {}, columns.map((c, i) => h("th", { class: numeric[i] ? "num" : null }, c)))),
     h("tbody", {}, rows.map((r) => h("tr", {}, r.map((v, i) => h("td", { class: numeric[i] ? "num" : null },
       v === null ? "∅" : typeof v === "object" ? JSON.stringify(v) : String(v))))))));
+}
+
+// ---------------------------------------------------------------- Analyses
+
+/** Every analysis of the registry (ours and installed plugins'), a form from its parameters,
+ *  run over the linked selection (its window parameters are the selection's). */
+function pageAnalyses() {
+  document.title = `Analyses · ${current.trace} · tracehouse`;
+  const list = h("div", { class: "analyses" });
+  main.append(h("h1", {}, "Analyses"),
+    h("p", { class: "muted" }, "Every analysis of ", h("code", {}, "tracehouse analyze"), ", over the selection; the same answers as the command line."), list);
+  fill(list, () => api("/api/ui/analyses", { trace: current.trace }), (d) => {
+    for (const a of d.analyses) list.append(analysisForm(a));
+  });
+}
+
+function analysisForm(a) {
+  const out = h("div", { class: "scroll" });
+  const fields = h("div", { class: "row" });
+  const inputs = [];
+  for (const p of a.params) {
+    if (p.window || !p.answer || p.name === "trace") continue;
+    const id = `an-${a.name}-${p.name}`;
+    let input;
+    if (p.type === "bool") input = h("input", { type: "checkbox", id });
+    else if (p.choices && p.choices.length) input = h("select", { id }, p.default === null ? h("option", { value: "" }, "(default)") : null,
+      p.choices.map((c) => h("option", { value: c, selected: c === p.default ? "" : null }, c)));
+    else input = h("input", { id, placeholder: p.default !== null && p.default !== undefined ? String(p.default) : (p.required ? "required" : ""), size: 12 });
+    inputs.push([p, input]);
+    fields.append(h("label", { for: id, title: p.doc + (p.unit ? ` (${p.unit})` : "") }, p.name + (p.unit && p.unit !== "" ? ` [${p.unit}]` : "") + " ", input));
+  }
+  if (a.traces === "pair") {
+    const input = h("input", { id: `an-${a.name}-after`, placeholder: "the other trace", size: 12 });
+    inputs.push([{ name: "after", type: "str" }, input]);
+    fields.append(h("label", {}, "after ", input));
+  }
+  const run = () => {
+    const params = Object.assign(selParams(), { name: a.name });
+    for (const [p, input] of inputs) {
+      if (p.type === "bool") { if (input.checked) params[p.name] = "true"; }
+      else if (input.value !== "") params[p.name] = input.value;
+    }
+    fill(out, () => api("/api/ui/analysis", params), (d) => {
+      out.append(h("p", { class: "muted" }, `${d.title}: ${fmtInt(d.total)} rows` + (d.rows.length < d.total ? `, ${fmtInt(d.rows.length)} shown` : "")),
+        resultTable(d.columns.map((c) => c.unit ? `${c.name} [${c.unit}]` : c.name), d.rows, d.columns.map((c) => c.type)));
+    });
+  };
+  const button = h("button", { class: "primary", onclick: run, disabled: a.form && a.applies !== false ? null : "" }, "Run");
+  return h("details", { class: "analysis", "data-analysis": a.name },
+    h("summary", {}, h("strong", {}, a.name), " ", a.summary, a.source !== "tracehouse" ? h("span", { class: "muted" }, ` (${a.source})`) : null,
+      a.applies === false ? h("span", { class: "muted" }, ` (${a.why || "does not apply"})`) : null),
+    fields, h("div", { class: "row" }, button), out);
 }
 
 // ---------------------------------------------------------------- Results
