@@ -354,24 +354,29 @@ def producer_names(store: "Store", trace: str) -> dict[int, str]:
 
 def span_rows(store: "Store", trace: str, idx: indexes.PackedIndex, config: SpanConfig,
               rows: np.ndarray) -> pa.Table:
-    """Span index rows as TOP_COLUMNS."""
+    """Span index rows as TOP_COLUMNS: only those rows are read (`take_column`)."""
     rows = np.asarray(rows, np.int64)
-    codes, strings = windows.names(idx, config)
-    cols = {c: indexes.array(idx, c)[rows] for c in ("span_id", "ts", "end_ts", "dur", "self_time", "producer",
-                                                      "depth", "closed")}
+    at = arrays.from_numpy(rows)
+    cols = {c: arrays.as_numpy(idx.take_column(c, at)) for c in ("span_id", "ts", "end_ts", "dur", "self_time",
+                                                                 "producer", "depth", "closed")}
+    col = begin_column(config.name_column) if config.name_column else None
+    if col and col in idx.column_names:
+        label = [None if v is None else str(v) for v in idx.take_column(col, at).to_pylist()]
+    else:
+        label = [config.begin] * len(rows)
     pnames = producer_names(store, trace)
     prod = cols["producer"].astype(np.int64)
     return pa.table({
-        "span_id": pa.array(cols["span_id"].astype(np.int64)),
-        "ts": pa.array(cols["ts"].astype(np.int64)),
-        "end_ts": pa.array(cols["end_ts"].astype(np.int64)),
-        "dur": pa.array(cols["dur"].astype(np.int64)),
-        "self_time": pa.array(cols["self_time"].astype(np.int64)),
-        "producer": pa.array(prod.astype(np.int32)),
-        "producer_name": pa.array([pnames.get(int(p), str(p)) for p in prod.tolist()], pa.string()),
-        "depth": pa.array(cols["depth"].astype(np.int64)),
-        "name": strings.take(pa.array(codes[rows])) if len(rows) else pa.array([], pa.string()),
-        "closed": pa.array(cols["closed"].astype(bool)),
+        "span_id": arrays.from_numpy(cols["span_id"].astype(np.int64)),
+        "ts": arrays.from_numpy(cols["ts"].astype(np.int64)),
+        "end_ts": arrays.from_numpy(cols["end_ts"].astype(np.int64)),
+        "dur": arrays.from_numpy(cols["dur"].astype(np.int64)),
+        "self_time": arrays.from_numpy(cols["self_time"].astype(np.int64)),
+        "producer": arrays.from_numpy(prod.astype(np.int32)),
+        "producer_name": arrays.strings([pnames.get(int(p), str(p)) for p in prod.tolist()]),
+        "depth": arrays.from_numpy(cols["depth"].astype(np.int64)),
+        "name": arrays.strings([x if x is not None else "?" for x in label]),
+        "closed": arrays.from_numpy(cols["closed"].astype(bool)),
     })
 
 
