@@ -83,13 +83,17 @@ def layer_of(mod: str) -> str:
     return best
 
 
-def _resolve(known: dict[str, Path], mod: str, is_pkg: bool, node: ast.ImportFrom) -> list[str]:
+def _from_module(mod: str, is_pkg: bool, node: ast.ImportFrom) -> str:
+    """The absolute name of the module a `from X import ...` in `mod` imports from."""
     if node.level:
         base = mod.split(".") if is_pkg else mod.split(".")[:-1]
         base = base[: len(base) - (node.level - 1)]
-        target = ".".join(base + ([node.module] if node.module else []))
-    else:
-        target = node.module or ""
+        return ".".join(base + ([node.module] if node.module else []))
+    return node.module or ""
+
+
+def _resolve(known: dict[str, Path], mod: str, is_pkg: bool, node: ast.ImportFrom) -> list[str]:
+    target = _from_module(mod, is_pkg, node)
     out = []
     for alias in node.names:
         sub = f"{target}.{alias.name}"
@@ -183,12 +187,7 @@ def private_uses(known: dict[str, Path]) -> list[str]:
                         if a.asname:
                             bound[a.asname] = a.name
             elif isinstance(node, ast.ImportFrom):
-                if node.level:
-                    base = mod.split(".") if is_pkg else mod.split(".")[:-1]
-                    base = base[: len(base) - (node.level - 1)]
-                    target = ".".join(base + ([node.module] if node.module else []))
-                else:
-                    target = node.module or ""
+                target = _from_module(mod, is_pkg, node)
                 if target != "tracehouse" and not target.startswith("tracehouse."):
                     continue
                 check(target, f"module {target}", node.lineno)

@@ -133,3 +133,26 @@ def test_strace_import_loads_only_what_it_uses(tmp_path, json_flag):
     assert loaded == "[]", r.stdout
     if not json_flag:
         assert re.fullmatch(r"imported 53 events into x in [0-9.]+ s \([0-9,]+ events/s\): syscall 52, exit 1", line)
+
+
+def test_no_module_uses_another_rooms_private_names(tmp_path):
+    """dev/importgraph.py --check refuses a private name (`_x`) of another room, imported or read
+    off a module (issue 31: the web UI imported `analysis._index`, `spans._begin_name`,
+    `histograms._summary`, `store.query._first_line`); within a room it is allowed, and the
+    native module `tracehouse._core` is the one exception."""
+    sys.path.insert(0, str(ROOT / "dev"))
+    try:
+        import importgraph
+    finally:
+        sys.path.pop(0)
+    known = importgraph.modules()
+    bad = tmp_path / "bad.py"
+    bad.write_text("from ...analysis import _index\nfrom ...analysis.spans import _begin_name\n"
+                   "from ...analysis import spans\nfrom ... import _core\nx = spans._name_strings\n")
+    ok = tmp_path / "ok.py"
+    ok.write_text("from . import _private_helper\nfrom .spans import _begin_name\n")
+    found = importgraph.private_uses(known | {"tracehouse.server.ui.bad": bad, "tracehouse.analysis.ok": ok})
+    mine = [f for f in found if f.startswith("tracehouse.server.ui.bad")]
+    assert len(mine) == 3 and all("_core" not in f for f in mine), mine
+    assert not [f for f in found if f.startswith("tracehouse.analysis.ok")]
+    assert importgraph.private_uses(known) == []  # and the package itself has none

@@ -15,8 +15,8 @@ from helpers.analysis_ref import build_trace
 from helpers.paths import DATA
 from tracehouse import _core
 from tracehouse import analysis as an
-from tracehouse.analysis import histograms as H
 from tracehouse.analysis import event_streams as DN
+from tracehouse.analysis import histograms as H
 from tracehouse.analysis import statistics as STS
 from tracehouse.analysis.profiles import SpanConfig
 from tracehouse.errors import BadInput

@@ -15,8 +15,8 @@ import pyarrow as pa
 import pytest
 
 from tracehouse import analysis as an
-from tracehouse.formats.tod.generate import generate_tod
 from tracehouse.analysis import lanes, windows
+from tracehouse.formats.tod.generate import generate_tod
 from tracehouse.server.ui import console, views
 from tracehouse.server.ui.app import UiState, build_app
 from tracehouse.server.ui.bridge import call_app

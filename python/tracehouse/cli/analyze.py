@@ -160,11 +160,9 @@ def cmd_analyze(args) -> int:
 
 def _run_plugin(a, args) -> int:
     """An older plugin analysis: `run(store, args)` returns a table, text or a JSON-able value."""
-    from ..analysis.registry import as_answer
+    from ..analysis.registry import Rows, as_answer
     from ..analysis.results import save_table
     from .output import emit_json, err
-
-    from ..analysis.registry import Rows
 
     with open_store(args) as s:
         answer = as_answer(a.cli_only.run(s, args))

@@ -27,7 +27,7 @@ import duckdb
 import pyarrow as pa
 
 from ..errors import BadInput, TracehouseError
-from ..store.query import error_line, arrow_reader
+from ..store.query import arrow_reader, error_line
 from .config import ServerConfig
 from .sqlguard import check_read_only
 

@@ -53,10 +53,10 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
-from ...errors import BadInput, NotFound, TracehouseError
-from . import console, debugview, views
 from ...analysis.profiles import infer_span_config
 from ...analysis.registry import Window
+from ...errors import BadInput, NotFound, TracehouseError
+from . import console, debugview, views
 from .prepare import Jobs, Pending, Preparer
 
 if TYPE_CHECKING:
