@@ -13,7 +13,8 @@ The reference, `aggregated_call_tree`, reads the span table and interns the path
 each call; the tests check one against the other.
 
 Output columns of the call tree (`CALL_TREE_COLUMNS`) and of the longest spans (`TOP_COLUMNS`)
-are listed below.
+are listed below. Over 600 lines: the reference tree, the fast one, the spans behind it and
+their seven analyses share the call paths and the span rows' layout.
 """
 
 from __future__ import annotations

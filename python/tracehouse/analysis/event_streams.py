@@ -18,6 +18,9 @@ Bins: over [start, end), bin b covers [start + ceil(b*(end-start)/bins),
 start + ceil((b+1)*(end-start)/bins)) — equal widths up to integer ns, every ns in
 exactly one bin. Default range: the trace's first to last event (inclusive).
 
+Over 600 lines: the index, the seq lookups built on it and the two readers of its streams
+(decoded for the timeline, read in place for the statistics) share its layout.
+
 Output of `density` (`DENSITY_COLUMNS`; `type` and `producer` only when grouped by them):
 """
 

@@ -14,6 +14,9 @@ edges and text follow bpftrace's `src/output` (`hist_index_label`, `lhist_index_
 total count, largest last. Values are durations in ns divided by the unit (us: /1000,
 truncated toward zero like bpftrace's integer division).
 
+Over 600 lines: bpftrace's bucket rules, where values come from and the three analyses
+(hist, lhist, compare) share the Histogram.
+
 Bucket table (`Histogram.buckets()`, `BUCKET_COLUMNS`):
 """
 

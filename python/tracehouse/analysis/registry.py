@@ -28,7 +28,8 @@ parameter the role (`Param.window`), which also names its flag (`--start`, `--en
 `--thread`, ...).
 
 `markdown()` is the reference of every analysis (docs/analyses.md, generated: a test
-checks the committed page against it).
+checks the committed page against it). Over 600 lines: the descriptor, its parameters,
+the answers' parts and discovery are one contract that every analysis module imports.
 """
 
 from __future__ import annotations
