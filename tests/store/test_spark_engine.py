@@ -24,6 +24,7 @@ import pytest
 
 import tracehouse
 from tracehouse import Column, EventType
+from tracehouse.analysis import event_streams as ES
 from tracehouse.analysis import statistics as ST
 from tracehouse.bench import qos_reads, reads
 from tracehouse.bench.engines import qos_load, qos_queries, sorted_rows, tod_trace
@@ -192,11 +193,11 @@ def test_pure_sql_analyses_one_code_path(duck, sparkq):
     same(ST.stats(duck, "mixed", "state", state="fn", source_type="call"),
          ST.stats(sparkq, "mixed", "state", state="fn", source_type="call"))
     for by in ("none", "type", "producer", "both"):
-        index = ST.density(duck, "tod", 200, by=by)  # the index path: the reference
-        same(index, ST.density_by_sql(duck, "tod", 200, by=by))
-        same(index, ST.density_by_sql(sparkq, "tod", 200, by=by))
+        index = ES.density(duck, "tod", 200, by=by)  # the index path: the reference
+        same(index, ES.density_by_sql(duck, "tod", 200, by=by))
+        same(index, ES.density_by_sql(sparkq, "tod", 200, by=by))
     kw = {"types": ["call"], "producers": [1, 3], "start": 10**9, "end": 9 * 10**9}
-    same(ST.density(duck, "mixed", 50, by="both", **kw), ST.density_by_sql(sparkq, "mixed", 50, by="both", **kw))
+    same(ES.density(duck, "mixed", 50, by="both", **kw), ES.density_by_sql(sparkq, "mixed", 50, by="both", **kw))
 
 
 def test_translated_sql_uses_spark_syntax(sparkq):
