@@ -6,8 +6,8 @@ NULLs, strings, floats, timestamps, ordering, Q1-Q5 of seed 003 on a small QoS d
 pure-SQL analyses, several stores queried as one, and a store a writer process appends to
 (and compacts) while Spark reads (Spark sees whole registered flushes, never part of one).
 
-One SparkSession (module fixture) serves every test: starting the JVM costs 10-30 s here.
-Run the group alone with `pytest -m spark`.
+One SparkSession (the session fixture of conftest.py) serves every Spark test: starting the
+JVM costs 10-30 s here. Run the group alone with `pytest -m spark`.
 """
 
 from __future__ import annotations
@@ -38,15 +38,6 @@ pytest.importorskip("pyspark", reason="pyspark (the spark extra) is not installe
 
 SCALE = 0.01  # QoS data set (qos_reads.dataset): 556 runs of 10 to 6,000 rows, 20,320 rows
 QOS = f'"{qos_reads.TRACE}".{qos_reads.EVENT_TYPE}'
-
-
-@pytest.fixture(scope="module")
-def spark():
-    from tracehouse.store.spark import spark_session
-
-    s = spark_session("local[2]")
-    yield s
-    s.stop()
 
 
 def _mixed(store) -> None:

@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 from .. import default_path
 from ..errors import BadInput
 from ..store import Store
+from .output import add_spark_args, spark_conf
 
 
 def _out():
@@ -358,7 +359,7 @@ def _engine(args, s: Store):
         return None
     from ..store.engines import open_engine
 
-    return open_engine(s, args.engine, master=args.master)
+    return open_engine(s, args.engine, master=args.master, conf=spark_conf(args))
 
 
 def _answered(engine, default: str = "duckdb") -> str:
@@ -620,7 +621,7 @@ def _none():
 def _engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", choices=("duckdb", "spark"),
                    help="answer by plain SQL on this engine (default: indexes and the Rust core)")
-    p.add_argument("--master", help="Spark master URL (default local[2])")
+    add_spark_args(p)
 
 
 def _common(p: argparse.ArgumentParser, fn, *, trace: bool = True, limit: int = 50) -> argparse.ArgumentParser:
