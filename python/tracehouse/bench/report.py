@@ -633,7 +633,7 @@ def write(result: dict, out: Path) -> Path:  # noqa: C901 - one branch per repor
     size = result.get("size", "quick" if result["quick"] else "full")
     flag = "" if size == "full" else f" --{size}"
     head = [f"# tracehouse benchmark report{'' if size == 'full' else f' ({size})'}", "",
-            f"`tracehouse bench all{flag}`, started {result['started']}, finished "
+            f"`{result.get('command') or f'tracehouse bench all{flag}'}`, started {result['started']}, finished "
             f"{result.get('finished', '')}; load average {result['loadavg_before'][0]:.1f} before, "
             f"{result.get('loadavg_after', [0])[0]:.1f} after (other processes share the machine: compare systems "
             "measured in this run, not runs on different days).", "",
