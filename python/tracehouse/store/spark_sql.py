@@ -8,8 +8,8 @@ construct and why). A query is never answered differently, only refused.
 
 Types decide most rules (a sum of BIGINT is not a sum of DOUBLE), so the tree is first
 qualified and typed by sqlglot's optimizer against the store's schema (every trace's event
-types, `events`, the `th.*` tables); where a rule needs a type sqlglot could not tell, the
-construct is refused.
+types, `events`, the `th.*` tables); where a rule needs a type sqlglot could not tell (a cast
+to an integer, a value turned into text), the construct is refused.
 
 Rewritten (DuckDB's meaning kept):
 - `sum(int)`: DuckDB sums integers into a HUGEINT (decimal(38,0) in Arrow); Spark's BIGINT
@@ -152,6 +152,7 @@ def translate(tree, schema: dict):
             continue
         new = _rewrite(node, exp)
         if new is not None and new is not node:
+            new.type = node.type  # DuckDB's type of the construct stays what an outer rule sees
             node.replace(new)
     return t
 
@@ -180,11 +181,22 @@ def _refuse(node) -> None:
             _text_of(node, side, "|| over {type}")
 
 
+# Expressions that give text whatever sqlglot could tell of their type (its typing knows no
+# type for some string functions): taken as text in concat and ||.
+_TEXT_FUNCTIONS = ("Pad", "RegexpExtract", "JSONExtractScalar", "JSONExtract", "Substring", "Trim", "Replace", "Lower",
+                   "Upper", "Concat", "DPipe", "Left", "Right", "Reverse", "Repeat", "SplitPart", "MD5", "TimeToStr",
+                   "Chr", "Initcap", "Null", "GroupConcat")
+
+
 def _text_of(node, arg, what: str) -> None:
-    """Refuses `node` when `arg` is of a type the engines print differently as text."""
+    """Refuses `node` when `arg` is of a type the engines print differently as text, or of a
+    type that cannot be told (it might be one)."""
     name = _type_name(arg)
     if name is not None and name in _TEXT_DIFFERS:
         raise refuse(node, what.format(type=name) + ": DuckDB and Spark print it differently as text")
+    if name is None and type(arg).__name__ not in _TEXT_FUNCTIONS:
+        raise refuse(node, f"the type of {arg.sql(dialect='duckdb')} cannot be told, and DuckDB and Spark print "
+                           "floating-point numbers and timestamps differently as text (CAST it)")
 
 
 def _wrapped(node, exp):
@@ -235,6 +247,10 @@ def _rewrite(node, exp):  # noqa: C901 - one branch per rule of the module doc
         return exp.Div(this=exp.cast(node.this, "DOUBLE"), expression=exp.cast(node.expression, "DOUBLE"))
     if isinstance(node, (exp.Cast, exp.TryCast)) and node.to.this in D.INTEGER_TYPES:
         src = _type_name(node.this)
+        # (text from JSON is cast as text: Spark's ANSI cast of '3.5' to an integer is an error, never 3)
+        if src is None and not isinstance(node.this, (exp.Null, exp.JSONExtract, exp.JSONExtractScalar)):
+            raise refuse(node, f"the type of {node.this.sql(dialect='duckdb')} cannot be told: DuckDB rounds a "
+                               "floating-point or decimal value cast to an integer, Spark truncates it")
         if src in ("DOUBLE", "FLOAT"):
             node.set("this", exp.Anonymous(this="BROUND", expressions=[node.this, exp.Literal.number(0)]))
         elif src == "DECIMAL":
