@@ -148,3 +148,42 @@ def test_issue29_an_importer_that_reads_files_says_so(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 2
     assert "reads files, not a pipe" in p.stderr and "strace" in p.stderr and "bpftrace" in p.stderr
+
+
+LIVE_BPFTRACE = ('interval:ms:100 { @i++; printf("job_start %lld 101 0x%x caller%d\\n", nsecs, @i, (uint64)@i % 3); '
+                 'printf("job_end %lld 101 0x%x\\n", nsecs + 1000, @i); @us = hist(@i); if (@i == 80) { exit(); } }')
+
+
+@pytest.mark.skipif(shutil.which("bpftrace") is None or __import__("os").geteuid() != 0, reason="needs bpftrace and root")
+def test_issue29_live_bpftrace_pipe_is_committed_while_it_runs(tmp_path):
+    """A real `bpftrace -f json` run (8 s of a job every 100 ms) piped into the importer: rows
+    are in the store while bpftrace still runs; its map, printed at exit, too at the end."""
+    r = subprocess.run(["bpftrace", "-f", "json", "-e", 'BEGIN { printf("x\\n"); exit(); }'], capture_output=True,
+                       timeout=60)
+    if r.returncode != 0 or b'"printf"' not in r.stdout:
+        pytest.skip(f"bpftrace cannot run here: {r.stderr.decode(errors='replace')[-300:]}")
+    store = tmp_path / "store"
+    bpf = subprocess.Popen(["bpftrace", "-f", "json", "-e", LIVE_BPFTRACE], stdout=subprocess.PIPE,
+                           stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen([*TRACEHOUSE, "--store", str(store), "import", "bpftrace", "-", "--name", "live",
+                             "--pattern", "job_start:job_start {ts} {tid} {task:hex} {caller:str}",
+                             "--pattern", "job_end:job_end {ts} {tid} {task:hex}", "--span",
+                             "job=job_start,job_end,task", "--json"],
+                            stdin=bpf.stdout, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    bpf.stdout.close()
+    try:
+        seen = _wait_for(store, 'SELECT count(*) AS n FROM "live".job', lambda r: r[0]["n"] > 0, proc, deadline_s=60)
+        running = bpf.poll() is None
+        out, err = proc.communicate(timeout=120)
+        bpf.wait(timeout=30)
+    finally:
+        for p in (proc, bpf):
+            if p.poll() is None:
+                p.kill()
+    assert running, "rows were committed while bpftrace still ran"
+    assert proc.returncode == 0, err
+    assert 0 < seen[0]["n"] < 80
+    with tracehouse.open(store, readonly=True) as s:
+        assert s.sql('SELECT count(*) FROM "live".job').column(0)[0].as_py() == 80
+        assert {x["name"] for x in s.results(trace="live")} == {"@us", "@i"}  # the maps printed at exit
+    assert json.loads(out)["by_type"]["job"] == 80
