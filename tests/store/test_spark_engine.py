@@ -23,6 +23,7 @@ import pyarrow as pa
 import pytest
 
 import tracehouse
+from helpers.tables import same
 from tracehouse import Column, EventType
 from tracehouse.analysis import statistics as ST
 from tracehouse.bench import qos_reads, reads
@@ -101,16 +102,6 @@ def duck(store_dir):
 def sparkq(store_dir, spark):
     with open_engine(store_dir, "spark", spark=spark) as e:
         yield e
-
-
-def same(a: pa.Table, b: pa.Table, ordered: bool = True) -> None:
-    """Equal values and Arrow types (rows sorted first when the query has no ORDER BY)."""
-    assert a.schema == b.schema, f"{a.schema} != {b.schema}"
-    if not ordered:
-        keys = [(c, "ascending") for c in a.column_names]
-        a, b = a.sort_by(keys), b.sort_by(keys)
-    assert a.num_rows == b.num_rows
-    assert a.to_pylist() == b.to_pylist()
 
 
 EQUIVALENT = [
