@@ -88,7 +88,7 @@ def sparkq(stores, spark):
 C = '"io".call'
 J = 'JOIN th.producers p ON p.trace = \'io\' AND p.id = c.producer'
 EQUIVALENT = [
-    # the five: sums over epoch ns, concat with a NULL BIGINT, boundaries crossed,
+    # the five that crashed or differed: sums over epoch ns, concat with a NULL BIGINT, boundaries crossed,
     # quantiles, fractional seconds
     (f"SELECT sum(ts) AS s, sum(dur) AS d, sum(fd) AS f FROM {C}", True),
     (f"SELECT producer, sum(ts) AS s FROM {C} GROUP BY producer ORDER BY producer", True),
