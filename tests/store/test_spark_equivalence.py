@@ -387,3 +387,26 @@ def test_cli_error_is_one_line_and_the_jvm_stays_quiet(stores, tmp_path):
     logs = list(tmp_path.glob("tracehouse-spark-*.log"))
     assert logs and logs[0].stat().st_size > 0  # the JVM's output went there
 
+
+
+def test_off_utc_a_zone_dependent_query_is_refused():
+    """DuckDB takes a TIMESTAMPTZ in the process's zone, the Spark session in UTC: on a machine
+    whose zone is not UTC, what depends on the zone is refused (no Spark needed to decide)."""
+    import sqlglot
+
+    from tracehouse.store.spark_sql import translate
+
+    schema = {"io": {"call": {"ts": "BIGINT"}}}
+
+    def tr(sql: str, tz: str):
+        return translate(sqlglot.parse_one(sql, read="duckdb"), schema, tz)
+
+    zoned = "SELECT date_trunc('day', to_timestamp(ts / 1e9)) AS d FROM \"io\".call"
+    tr(zoned, "Etc/UTC")
+    with pytest.raises(BadInput, match="time zone.*Europe/Helsinki"):
+        tr(zoned, "Europe/Helsinki")
+    with pytest.raises(BadInput, match="time zone"):
+        tr("SELECT extract(hour FROM to_timestamp(ts / 1e9)) AS h FROM \"io\".call", "America/New_York")
+    # a naive TIMESTAMP (make_timestamp) is the same everywhere; an instant itself is too
+    tr("SELECT date_trunc('day', make_timestamp(ts // 1000)) AS d, to_timestamp(ts / 1e9) AS t FROM \"io\".call",
+       "Europe/Helsinki")

@@ -3,8 +3,8 @@
 Owns the Spark side of `open_engine(..., engine="spark")`: the session (`local[N]` on this
 machine or a cluster's master URL), one temp view per (trace, event type), per trace's
 `events` and per `th.*` table over exactly the registered segment files of one catalog
-snapshot (`engines.Snapshot`), the translation of our DuckDB dialect to Spark SQL (sqlglot;
-the only rewrite of our own is the table names, since Spark has no per-trace schemas), and
+snapshot (`engines.Snapshot`), the translation of our DuckDB dialect to Spark SQL (sqlglot,
+the rules of `spark_sql`, and the table names: Spark has no per-trace schemas), and
 the answer: Spark's Arrow result renamed and cast to the schema DuckDB gives the same query
 (bound by DuckDB over empty views of the same types), so both engines return the same table.
 Where the two dialects would answer the same text differently, `spark_sql` rewrites the
@@ -12,9 +12,9 @@ construct or refuses it (never a different answer).
 
 Errors: every error of Spark's (analysis, parse, overflow, a bad cast, a store `url` Spark
 cannot read) is a tracehouse error (`BadInput`/`NotFound`, exit 2) naming the construct, with
-no Java or Python stack trace. The JVM's own output (its banners, log4j lines such as
-`SQLQueryContextLogger`) goes to a log file (`SparkEngine.log_path`, named in errors), not
-to the terminal.
+no Java or Python stack trace. The JVM's own output (its banners, log4j lines) goes to a log
+file (`jvm_log_path()`, named in errors; removed at exit unless an error named it), not to
+the terminal, and pyspark's `SQLQueryContextLogger` is silenced.
 
 Cluster settings: `conf` (the CLI's `--conf KEY=VALUE`) or Spark's own
 `$SPARK_CONF_DIR/spark-defaults.conf`, which spark-submit reads when the JVM starts.
@@ -26,6 +26,7 @@ being compacted need a longer grace on the writer.
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import os
 import shutil
@@ -108,6 +109,7 @@ def spark_session(master: str = DEFAULT_MASTER, conf: dict | None = None):
     log = jvm_log_path()
     with open(log, "ab") as f, _fds_to(f.fileno()):
         s = b.getOrCreate()
+    atexit.register(_drop_log, log)
     s.sparkContext.setLogLevel("ERROR")
     _quiet_python_loggers()
     return s
@@ -127,6 +129,17 @@ def _quiet_python_loggers() -> None:
 def jvm_log_path() -> str:
     """Where the JVM of this process writes its output (one file per process)."""
     return os.path.join(tempfile.gettempdir(), f"tracehouse-spark-{os.getuid()}-{os.getpid()}.log")
+
+
+_LOG_NAMED = False  # an error named the log: it stays for the user to read
+
+
+def _drop_log(path: str) -> None:
+    if not _LOG_NAMED:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
 
 
 class _fds_to:
@@ -166,6 +179,8 @@ class SparkEngine(EngineBase):
         self.spark = spark if spark is not None else spark_session(master or DEFAULT_MASTER, conf)
         self.master = self.spark.sparkContext.master
         self.typing = DuckViews(files=False)
+        # DuckDB's zone for TIMESTAMPTZ (the local one, as in Store.sql): spark_sql refuses what depends on it
+        self.timezone = self.typing.con.sql("SELECT current_setting('TimeZone')").fetchall()[0][0]
         self._no = next(_ENGINE_NO)
         self._ids: dict[tuple[str, int], int] = {}
         self._views: dict[tuple[str, int], tuple[tuple, dict[str, str]]] = {}  # trace -> (signature, type -> view)
@@ -199,8 +214,7 @@ class SparkEngine(EngineBase):
                     raise
                 ref = src.store.ref
                 raise NotFound(f"Spark cannot read the segments of trace {src.sql_name!r} of store {ref.alias!r} at "
-                               f"{ref.file_url('')}: {_first_line(e)}",
-                               ) from None
+                               f"{ref.file_url('')}: {_first_line(e)}") from None
             v = view_name(self._no, idx, name)
             df.createOrReplaceTempView(v)
             views[name.lower()] = v
@@ -244,7 +258,7 @@ class SparkEngine(EngineBase):
 
         tree = tree.copy()
         _bind_params(tree, params)
-        tree = translate(tree, _schema(snap, tree))
+        tree = translate(tree, _schema(snap, tree), self.timezone)
         th = self._th(snap) if mentions_th(tree, "") else {}
         for t in table_refs(tree):
             db, name = t.db, t.name
@@ -336,6 +350,8 @@ def spark_error(e: BaseException, spark_sql: str) -> BadInput:
             where = f" at `{ctx[0].fragment()}`"
     except Exception:  # noqa: BLE001 - no query context
         pass
+    global _LOG_NAMED
+    _LOG_NAMED = True
     msg = _first_line(e)
     if cls and cls not in msg:
         msg = f"[{cls}] {msg}"

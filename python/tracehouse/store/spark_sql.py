@@ -37,6 +37,10 @@ Rewritten (DuckDB's meaning kept):
   in Spark: floored.
 - `strlen(s)` (bytes): `octet_length`.
 
+The Spark session runs in UTC. DuckDB takes a TIMESTAMPTZ (`to_timestamp`'s) in its TimeZone
+setting, the process's local zone: where that is not UTC, a day, an hour, a truncation, a
+difference or a text of one is refused.
+
 Refused (`REFUSED`, `_refuse`): casts of floating-point numbers, timestamps, times and
 intervals to text (the engines print them differently), in `concat` and `||` too;
 `regexp_replace` without the `g` flag (DuckDB replaces the first match, Spark every one);
@@ -138,14 +142,17 @@ def typed(tree, schema: dict):
             return tree.copy()
 
 
-def translate(tree, schema: dict):
+def translate(tree, schema: dict, timezone: str = "UTC"):
     """The tree rewritten so that Spark answers what DuckDB answers (see the module doc);
-    BadInput for a construct that cannot be."""
+    BadInput for a construct that cannot be. `timezone`: DuckDB's TimeZone setting (Spark's
+    session runs in UTC)."""
     from sqlglot import exp
 
     t = typed(tree, schema)
     for node in list(t.walk()):
         _refuse(node)
+        if timezone not in _UTC:
+            _zone(node, timezone, exp)
     # Innermost first: a rewrite of an outer node sees its arguments already rewritten.
     for node in reversed(list(t.walk())):
         if node is t:
@@ -186,6 +193,27 @@ def _refuse(node) -> None:
 _TEXT_FUNCTIONS = ("Pad", "RegexpExtract", "JSONExtractScalar", "JSONExtract", "Substring", "Trim", "Replace", "Lower",
                    "Upper", "Concat", "DPipe", "Left", "Right", "Reverse", "Repeat", "SplitPart", "MD5", "TimeToStr",
                    "Chr", "Initcap", "Null", "GroupConcat")
+
+
+_UTC = {"UTC", "Etc/UTC", "GMT", "Etc/GMT", "Z", "Etc/Universal", "Universal", "Zulu", "Etc/Zulu"}
+
+
+def _zone(node, timezone: str, exp) -> None:
+    """DuckDB takes a TIMESTAMPTZ's days, hours, truncations and text in its TimeZone setting
+    (the process's local zone), Spark in its session's UTC: where they differ, a query whose
+    answer depends on the zone is refused."""
+    parts = (exp.TimestampTrunc, exp.DateTrunc, exp.DateDiff, exp.Extract, exp.TimeToStr)
+    dependent = isinstance(node, parts) or (isinstance(node, exp.Anonymous) and str(node.this).lower() == "date_part") \
+        or (isinstance(node, (exp.Cast, exp.TryCast)) and node.to.this in {exp.DataType.Type.DATE, exp.DataType.Type.TIME})
+    if not dependent:
+        return
+    for sub in node.walk():
+        tz = (isinstance(sub, exp.UnixToTime) and sub.args.get("scale") is None and sub.args.get("format") is None) \
+            or isinstance(sub, (exp.CurrentTimestamp,)) \
+            or (isinstance(sub, (exp.Cast, exp.TryCast)) and sub.to.this == exp.DataType.Type.TIMESTAMPTZ)
+        if tz:
+            raise refuse(node, f"its answer depends on the time zone of a TIMESTAMPTZ: DuckDB works in {timezone} here, "
+                               "the Spark session in UTC (run with TZ=UTC)")
 
 
 def _text_of(node, arg, what: str) -> None:
