@@ -440,16 +440,14 @@ def _values(s: Store, args, trace: str):
     cfg = span_config(s, trace, args.begin, args.end, args.key, args.name)
     got = H.span_values(s, trace, group=args.by, config=cfg, include_unclosed=args.unclosed,
                         start=_ns(args.start), end=_ns(args.end_time))
-    typed = H.types_with_column(s, trace, args.by) if args.by not in ("none", "producer") else []
-    if typed:
+    if len(got[0]) == 0 and args.by not in ("none", "producer"):
         # `--by caller` without --type groups spans by their calling span; a probe field named
         # caller (seed 004's scripts print one) is a column of an event type: say which.
-        hint = f"--type {typed[0]} --by {args.by} groups by that column"
-        if len(got[0]) == 0:
+        typed = H.types_with_column(s, trace, args.by)
+        if typed:
             raise BadInput(f"no spans of trace {trace!r} to group by {args.by}; event type(s) "
-                           f"{', '.join(typed)} have a column {args.by!r}", expected=hint)
-        _out()[1].print(f"note: event type(s) {', '.join(typed)} have a column {args.by!r}: {hint}",
-                        highlight=False, markup=False)
+                           f"{', '.join(typed)} have a column {args.by!r}",
+                           expected=f"--type {typed[0]} --by {args.by} groups by that column")
     return got
 
 
