@@ -5,8 +5,8 @@ Owns the relational model of the seed (Events, FieldWrites, VarWrites, BEnters, 
 Args, primary keys as drawn; the foreign keys are declared in the seed but not enforced by
 any peer here, as a careful loader would not), loaded with the keys and without them (the
 `nokey` paths: tracehouse enforces no key, so those are like for like; at 10^5 events, load
-average 16, SQLite loaded 107K ev/s with the keys and 362K without, DuckDB 124K and 228K:
-docs/benchmarks/2026-12-06-tod-keys), the conversion of TOD batches into it
+average 5-7, SQLite loaded 186K ev/s with the keys and 418K without, DuckDB 229K and 456K,
+PostgreSQL 76K and 150K: docs/benchmarks/2026-12-06-tod-keys), the conversion of TOD batches into it
 (vectorised, done before the clock: every peer is handed rows ready for its load path),
 each peer's two load paths, and the size sweep.
 
