@@ -31,6 +31,7 @@ import pyarrow.compute as pc
 from .. import default_path
 from ..errors import BadInput
 from ..store import Store
+from .output import add_spark_args, spark_conf
 
 
 def _out():
@@ -280,14 +281,26 @@ def a_cursor(args) -> int:
             rid = save_search(s, args.save_name or f"cursor {args.trace}", args.trace, c.filter, at=_ns(args.at),
                               params=result_params(args))
     if args.json:
-        emit_json({"rows": page.to_pylist(), "position": list(c.position), "after": c.after,
-                   "seconds": round(secs, 4)})
+        # An empty page moved nowhere: no position (the cursor's start sentinel is no event).
+        emit_json({"rows": page.to_pylist(), "position": list(c.position) if page.num_rows else None,
+                   "after": c.after if page.num_rows else None, "seconds": round(secs, 4)}
+                  | ({"message": _no_match(args)} if not page.num_rows else {}))
     else:
-        render(page, "table", limit=args.limit)
-        err.print(f"{page.num_rows} events in {secs * 1000:.1f} ms; next page: --at {c.position[0]} "
-                  f"(position {c.position[0]}/{c.position[1]}/{c.position[2]})")
+        if page.num_rows == 0:
+            out.print(_no_match(args), highlight=False, markup=False)
+        else:
+            render(page, "table", limit=args.limit)
+            err.print(f"{page.num_rows} events in {secs * 1000:.1f} ms; next page: --at {c.position[0]} "
+                      f"(position {c.position[0]}/{c.position[1]}/{c.position[2]})")
     _saved(args, rid)
     return 0
+
+
+def _no_match(args) -> str:
+    """What an empty cursor page says: no event matches (after / before --at when given)."""
+    if args.at is None:
+        return "no events match"
+    return f"no events match {'before' if args.backward else 'after'} {args.at}"
 
 
 def a_state(args) -> int:
@@ -358,7 +371,7 @@ def _engine(args, s: Store):
         return None
     from ..store.engines import open_engine
 
-    return open_engine(s, args.engine, master=args.master)
+    return open_engine(s, args.engine, master=args.master, conf=spark_conf(args))
 
 
 def _answered(engine, default: str = "duckdb") -> str:
@@ -425,8 +438,17 @@ def _values(s: Store, args, trace: str):
     from ..analysis.format_defaults import span_config
 
     cfg = span_config(s, trace, args.begin, args.end, args.key, args.name)
-    return H.span_values(s, trace, group=args.by, config=cfg, include_unclosed=args.unclosed,
-                         start=_ns(args.start), end=_ns(args.end_time))
+    got = H.span_values(s, trace, group=args.by, config=cfg, include_unclosed=args.unclosed,
+                        start=_ns(args.start), end=_ns(args.end_time))
+    if len(got[0]) == 0 and args.by not in ("none", "producer"):
+        # `--by caller` without --type groups spans by their calling span; a probe field named
+        # caller (seed 004's scripts print one) is a column of an event type: say which.
+        typed = H.types_with_column(s, trace, args.by)
+        if typed:
+            raise BadInput(f"no spans of trace {trace!r} to group by {args.by}; event type(s) "
+                           f"{', '.join(typed)} have a column {args.by!r}",
+                           expected=f"--type {typed[0]} --by {args.by} groups by that column")
+    return got
 
 
 def _hist_of(s: Store, args, trace: str):
@@ -496,7 +518,7 @@ def a_compare(args) -> int:
                              payload={"text": text, "before": before.summary, "after": after.summary})
     if args.json:
         emit_json({"buckets": table.to_pylist(), "before": next(iter(before.summary.values()), {}),
-                   "after": next(iter(after.summary.values()), {})})
+                   "after": next(iter(after.summary.values()), {}), "below": H.below_change(before, after)})
     else:
         sys.stdout.write(text)
     _saved(args, rid)
@@ -620,7 +642,7 @@ def _none():
 def _engine_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--engine", choices=("duckdb", "spark"),
                    help="answer by plain SQL on this engine (default: indexes and the Rust core)")
-    p.add_argument("--master", help="Spark master URL (default local[2])")
+    add_spark_args(p)
 
 
 def _common(p: argparse.ArgumentParser, fn, *, trace: bool = True, limit: int = 50) -> argparse.ArgumentParser:

@@ -13,6 +13,7 @@ from pathlib import Path
 from .. import default_path
 from ..errors import BadInput
 from .output import (
+    add_spark_args,
     arrow_table_render,
     emit_json,
     err,
@@ -23,6 +24,7 @@ from .output import (
     print_traces,
     progress_bar,
     rows_render,
+    spark_conf,
 )
 
 
@@ -118,7 +120,7 @@ def query_stores(args) -> list:
 def cmd_query(args) -> int:
     fmt = "json" if args.json else args.format
     refs = query_stores(args)
-    engine = args.engine or ("spark" if args.master else None)
+    engine = args.engine or ("spark" if args.master or args.conf else None)
     if engine is None and len(refs) == 1:
         from ..store import Store
 
@@ -133,7 +135,7 @@ def cmd_query(args) -> int:
         from ..store.engines import open_engine
 
         t0 = time.perf_counter()
-        with open_engine(refs, engine or "duckdb", master=args.master) as e:
+        with open_engine(refs, engine or "duckdb", master=args.master, conf=spark_conf(args)) as e:
             t = e.sql(args.sql)
             err.print(f"answered by {e.description} over {len(refs)} store(s) in {time.perf_counter() - t0:.2f} s",
                       highlight=False, markup=False)
@@ -283,7 +285,7 @@ def register(commands) -> None:
     sp.add_argument("--limit", type=int, default=100, help="rows shown in table format")
     sp.add_argument("--engine", choices=("duckdb", "spark"),
                     help="duckdb (default, this process) or spark (README: Beyond one machine)")
-    sp.add_argument("--master", help="Spark master URL (default local[2])")
+    add_spark_args(sp)
     sp.add_argument("--store", dest="stores", action="append", metavar="[ALIAS=]DIR",
                     help="query this store too (repeat): several stores are queried as one")
     sp.add_argument("--store-list", metavar="FILE", help="a TOML file of [[store]] tables (path, alias, url)")

@@ -915,3 +915,30 @@ fn batches_built_in_the_memory_of_dropped_ones_equal_a_parse_that_keeps_every_ba
         assert!(got[k].rows == reference[k].rows, "{} rows differ", EVENT_TYPES[k]);
     }
 }
+
+#[test]
+fn drain_hands_over_what_arrived_and_loses_nothing() {
+    // A pipe: lines arrive a few at a time and are committed between arrivals; a call left
+    // unfinished at a drain still comes out once (from `take_late`), completed.
+    let (_, whole) = parse(THREADS);
+    let mut p = StraceParser::new(Config::default(), &[None]);
+    let mut got = Vec::new();
+    let lines: Vec<&str> = THREADS.split_inclusive('\n').collect();
+    for part in lines.chunks(3) {
+        p.feed(0, part.concat().as_bytes());
+        p.drain();
+        let b = p.take_batches();
+        got.extend(b);
+    }
+    p.finish();
+    got.extend(p.take_batches());
+    got.extend(p.take_late());
+    let t = tables(&got);
+    for k in 0..3 {
+        let mut a = t[k].rows.clone();
+        let mut b = whole[k].rows.clone();
+        a.sort();
+        b.sort();
+        assert_eq!(a, b, "type {k}");
+    }
+}
