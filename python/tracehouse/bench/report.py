@@ -556,7 +556,7 @@ def write(result: dict, out: Path) -> Path:  # noqa: C901 - one branch per repor
             missed.append((exp, what, v, target, peer))
     sm = ["## Summary: tracehouse / best peer", "",
           "Every ratio is oriented so that > 1 means tracehouse is better (throughput over throughput, the peer's "
-          "time or bytes over tracehouse's). Targets from issue 15: streaming ingest >= 2 x the best peer; bulk "
+          "time or bytes over tracehouse's). Targets: streaming ingest >= 2 x the best peer; bulk "
           "loads and read queries no slower (>= 1).", "",
           md_table(["experiment", "cell", "ratio", "target", "", "best peer"], srows), ""]
     if missed:
