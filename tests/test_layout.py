@@ -1,4 +1,4 @@
-"""The package's layering (README "Layout"): data flows one way, nothing imports the CLI, no
+"""The package's layering (docs/architecture.md, "The house"): data flows one way, nothing imports the CLI, no
 cycles. dev/importgraph.py reads the sources with `ast`; this runs its check."""
 
 import re
