@@ -268,11 +268,12 @@ def test_the_docs_speak_of_the_software_not_of_its_history():
 
 
 def test_code_comments_tell_no_history():
-    """Comments and docstrings of the package, the Rust core and dev/ say what the code does and
-    why; the story of attempts is in git (an issue number may tag a test's name, not prose)."""
+    """Comments and docstrings of the package, the Rust core, dev/ and the tests say what the code
+    does and why; the story of attempts is in git (an issue number may tag a test's name, as in
+    `test_issue11_...`, not its prose)."""
     bad = []
     for root, exts in ((ROOT / "python" / "tracehouse", (".py",)), (ROOT / "src", (".rs",)), (ROOT / "dev", (".py",)),
-                       (ROOT / "examples", (".c", ".rs"))):
+                       (ROOT / "examples", (".c", ".rs")), (ROOT / "tests", (".py",))):
         for f in root.rglob("*"):
             if f.suffix in exts:
                 bad += [f"{f.relative_to(ROOT)}: {hit}" for hit in _chronology(f.read_text())]

@@ -1,4 +1,4 @@
-"""Field types belong to a trace (issue 11 item 6): two buckets may type one measurement differently;
+"""Field types belong to a trace: two buckets may type one measurement differently;
 the documented write (docs/http-api.md) then the load generator works over HTTP and TCP; refused TCP lines are logged
 (rate-limited), counted by the server and in the load generator's report.
 """
