@@ -1,6 +1,6 @@
 """The import graph of the `tracehouse` package, and the layering it must keep.
 
-Owns the rule of the layout (README "Layout"): data flows one way,
+Owns the rule of the layout (docs/architecture.md, "The house"): data flows one way,
 
     base -> store -> formats -> analysis -> record -> replay -> bench -> server -> cli
 
@@ -49,8 +49,8 @@ ALLOWED_CYCLES = {
         "open_engine(engine='spark') loads the Spark engine only when asked (pyspark is optional and "
         "heavy); the Spark engine builds on the engines' shared views",
     frozenset({"tracehouse.analysis._index", "tracehouse.analysis.spans", "tracehouse.analysis.statistics"}):
-        "the objects and span indexes keep their seq columns as differences to the density index's seq (issue 17: "
-        "indexes no larger than the trace), and the density index is statistics' (built on _index): "
+        "the objects and span indexes keep their seq columns as differences to the density index's seq (so the "
+        "indexes are no larger than the trace), and the density index is statistics' (built on _index): "
         "_index.default_guesser imports statistics.seq_guesser when a guessed column is first read; statistics "
         "loads spans only for span histograms",
 }

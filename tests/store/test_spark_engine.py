@@ -1,4 +1,4 @@
-"""Issue 16: the same store queried by Apache Spark (local[2]) gives the answers DuckDB gives.
+"""The same store queried by Apache Spark (local[2]) gives the answers DuckDB gives.
 
 Every query runs on both engines over one store (or several) and the Arrow tables must be
 equal, values and types: counts, filters, joins with producers, time-bucketed aggregates,

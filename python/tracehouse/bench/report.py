@@ -279,7 +279,7 @@ def _write(r: dict, out: Path, summary: Summary) -> str:
     txt = ["## 2a. QoS write matrix (seed 003, figures 5.1-5.3)", "",
            f"Rows/s acknowledged, {r['seconds_per_run']:g} s runs, QoS rows (13 id tags + 48 results), every "
            "writer a closed loop waiting for each batch's acknowledgement (`tracehouse bench write`: the systems "
-           "and their durability are described in the README). `raw append` is the upper bound of one writer: "
+           "and their durability are described in docs/benchmarks/running.md). `raw append` is the upper bound of one writer: "
            "the same rows as Arrow IPC written one after another into one preallocated file, fdatasync per "
            "batch (several writers sharing one fsync, as group commit does, can pass it). The last column is "
            "the best tracehouse protocol over the best peer of the cell.", "",
@@ -600,8 +600,7 @@ WHY = {  # known reasons, written beside a missed target (the measurements say w
     "TOD store, streaming": "at small sizes the fixed cost of a store's flush dominates: a Parquet segment per event "
                             "type (4 files, each fsynced with its directory), a catalog transaction and the WAL's "
                             "removal, 20-100 ms here (median 95 ms at load 16 for 10^3 events), where SQLite commits "
-                            "one transaction into one file; close() used to add 0.2 s more (it waited for the "
-                            "compaction thread's poll; fixed: 195 -> 52 ms median at load 16). The ratio grows with size",
+                            "one transaction into one file. The ratio grows with size",
     "TOD store, bulk": "the same fixed cost per flush as streaming (one segment per event type, fsyncs, catalog "
                        "transaction); the SQL peers' bulk loads into one file pay less per run",
     "QoS write matrix (any peer)": "compared with every peer, whatever it promises: tracehouse's default acknowledges "

@@ -126,7 +126,7 @@ def cmd_query(args) -> int:
 
         with Store(refs[0].path, readonly=True) as s:
             count = s.whole_count(args.sql)
-            if count is not None:  # from the catalog: printed without pyarrow or DuckDB (issue 17)
+            if count is not None:  # from the catalog: printed without pyarrow or DuckDB
                 name, n = count
                 rows_render([name], [True], [{name: n}], 1, fmt, args.limit if fmt == "table" else None)
                 return 0
@@ -284,7 +284,7 @@ def register(commands) -> None:
     sp.add_argument("--format", choices=("table", "csv", "json"), default="table")
     sp.add_argument("--limit", type=int, default=100, help="rows shown in table format")
     sp.add_argument("--engine", choices=("duckdb", "spark"),
-                    help="duckdb (default, this process) or spark (README: Beyond one machine)")
+                    help="duckdb (default, this process) or spark (docs/spark.md)")
     add_spark_args(sp)
     sp.add_argument("--store", dest="stores", action="append", metavar="[ALIAS=]DIR",
                     help="query this store too (repeat): several stores are queried as one")
