@@ -10,6 +10,8 @@
 #   make demo    tracehouse demo: example traces of every format, then the web UI (Ctrl-C stops it)
 #   make bench   tracehouse bench ingest --events 10000000
 #   make lint    ruff (unused names, complexity), cargo fmt --check, cargo clippy -D warnings
+#   make docs    the documentation site (mkdocs-material, docs/ -> site/), offline and --strict:
+#                a broken link, a missing page or a stale generated page fails it
 #
 # VENV=/some/dir puts the virtualenv elsewhere (default .venv, reused when present).
 
@@ -26,7 +28,7 @@ CORE_STAMP   := $(VENV)/.tracehouse-core-stamp
 BENCH_PEERS_PKGS := postgresql mariadb-server mariadb-client openjdk-17-jre-headless maven
 QUESTDB_VERSION  := 9.1.0
 
-.PHONY: setup strace-tool java-tool chromium bench-peers bpftrace-tool test test-rust test-python demo bench lint fmt clean
+.PHONY: setup strace-tool java-tool chromium bench-peers bpftrace-tool test test-rust test-python demo bench lint fmt clean docs
 
 setup: $(CORE_STAMP) strace-tool java-tool chromium bench-peers bpftrace-tool
 	@# The stamp lives in the venv but the extension is placed in python/tracehouse/: a
@@ -40,11 +42,11 @@ $(BIN)/maturin: | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "maturin>=1.9.4,<2"
 
-# `maturin develop` installs the dependencies and the dev, bench and spark extras declared in
+# `maturin develop` installs the dependencies and the dev, bench, spark and docs extras declared in
 # pyproject.toml, builds the crate in release mode and installs it in the venv with
 # python/ on the path (edits to the Python sources need no rebuild).
 $(CORE_STAMP): $(CORE_SOURCES) | $(BIN)/maturin
-	$(MATURIN) develop --release --extras dev,bench,spark
+	$(MATURIN) develop --release --extras dev,bench,spark,docs
 	@touch $@
 
 Cargo.lock:
@@ -104,6 +106,12 @@ test-rust:
 
 test-python: setup
 	$(BIN)/python -m pytest -q
+
+# mkdocs.yml turns off everything that would fetch at build or view time (fonts); the hook in
+# dev/docs_hooks.py fails the strict build when a generated page (CLI reference, benchmark
+# pages, the README's table) is stale.
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 demo: setup
 	$(BIN)/tracehouse demo

@@ -1,6 +1,6 @@
 """The import graph of the `tracehouse` package, and the layering it must keep.
 
-Owns the rule of the layout (README "Layout"): data flows one way,
+Owns the rule of the layout (docs/architecture.md, "The house"): data flows one way,
 
     base -> store -> formats -> analysis -> record -> replay -> bench -> server -> cli
 

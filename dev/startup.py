@@ -1,6 +1,6 @@
 """Start-up time of `tracehouse --help`, `ls` and a whole-view count query beside a bare interpreter.
 
-Owns the measurement behind the README's start-up figures: each command runs N times,
+Owns the start-up measurement (docs/architecture.md, "Start-up"): each command runs N times,
 interleaved with the peer (`python -c pass`, the floor no command can go under) so
 both see the same machine load; prints medians and minima of wall and CPU seconds and
 the load average before and after.

@@ -1,4 +1,4 @@
-"""The README's web UI screenshots (docs/webui/*.png): `tracehouse demo` served into a fresh store
+"""The web UI screenshots of the README and docs/webui.md (docs/webui/*.png): `tracehouse demo` served into a fresh store
 and each page shot by Debian's headless Chromium through Python playwright, the same way
 tests/server/test_webui_browser.py drives it. Nothing is fetched from the network.
 

@@ -1,4 +1,4 @@
-/* A database-like IO workload for the replay walk-through (README, "Replay and extrapolation"):
+/* A database-like IO workload for the replay walk-through (docs/replay.md):
    USERS threads, each a user who repeatedly reads 4 random 4 KiB pages of a shared data file,
    appends a 512-byte record to its own log, makes it durable (fdatasync) and thinks THINK_MS.
    DIR/data.db must exist (e.g. head -c 16M /dev/urandom > DIR/data.db): it is only read.

@@ -17,7 +17,7 @@
 //!   (n bits, in u64 words), then only those codes, w bits each; code i is the
 //!   popcount-rank of row i in the bitmap (at most 16 popcounts). TOD's span arguments
 //!   (arg0..arg3 null in 21 / 42 / 60 / 82 % of the spans) take 0.6-1.4 B a row instead of
-//!   1.77 (issue 17).
+//!   1.77.
 //!
 //! Codes are packed LSB-first, followed by 8 zero bytes so any code is read with one
 //! unaligned 8-byte load (plus one byte when `w > 57`). `base` is the sparse top level: a

@@ -13,7 +13,7 @@
 //! - spans still open when the producer's halves run out are closed as unclosed at the
 //!   producer's last half, and reported ([`Spans::open_at_end`]): the caller moves that
 //!   cut to the producer's last event of any type (`tracehouse.analysis.spans.pair`,
-//!   the README's rule: a call was running at least until the thread's last event), a
+//!   the documented rule, docs/analyses.md: a call was running at least until the thread's last event), a
 //!   question of the whole trace the pass does not see.
 //!
 //! Self time is the duration minus the durations of the direct children (unclosed

@@ -4,7 +4,7 @@
 //! Why: a checkpoint or compaction writes a segment of tens of MB into the page cache, then
 //! fsyncs it; the fsync hands the whole file to the disk at once, and the WAL's group-commit
 //! fdatasync issued meanwhile waits behind it. That was the tail of the acknowledged-write
-//! latency at half rate (issue 17). [`settle`] starts the write-back of one step and waits for
+//! latency at half rate. [`settle`] starts the write-back of one step and waits for
 //! it (`sync_file_range` WAIT_BEFORE | WRITE | WAIT_AFTER, as RocksDB's `bytes_per_sync` and
 //! PostgreSQL's `*_flush_after` do), so at most about a step is queued at the disk at a time.
 //!

@@ -1,4 +1,4 @@
-"""The package's layering (README "Layout"): data flows one way, nothing imports the CLI, no
+"""The package's layering (docs/architecture.md, "The house"): data flows one way, nothing imports the CLI, no
 cycles. dev/importgraph.py reads the sources with `ast`; this runs its check."""
 
 import re
@@ -62,7 +62,7 @@ def _store_with_a_trace(path: Path) -> None:
 
 def test_listing_traces_loads_no_heavy_module(tmp_path):
     """`tracehouse ls` (table and --json), `search` and `info` read the SQLite catalog only:
-    no pyarrow, numpy or DuckDB (issue 12: `ls` took 1.0-1.2 s, importing them to open the store)."""
+    no pyarrow, numpy or DuckDB (`ls` took 1.0-1.2 s, importing them to open the store)."""
     _store_with_a_trace(tmp_path)
     for argv in (["ls"], ["ls", "--json"], ["search", "t*", "--json"], ["info", "t", "--json"]):
         heavy, out = _loaded_heavy(["--store", str(tmp_path), *argv])
@@ -73,7 +73,7 @@ def test_listing_traces_loads_no_heavy_module(tmp_path):
 
 def test_whole_count_query_loads_no_heavy_module(tmp_path):
     """`tracehouse query 'SELECT count(*) FROM "<trace>".events' --format csv` is answered from the
-    catalog's counts without DuckDB (issue 17: <= 0.35 s for the whole command); with an unflushed
+    catalog's counts without DuckDB (<= 0.35 s for the whole command); with an unflushed
     tail in another process's WAL it reads that WAL (pyarrow) and still needs no DuckDB, and the
     number is DuckDB's own."""
     _store_with_a_trace(tmp_path)
@@ -113,7 +113,7 @@ def test_lazy_module_imports_on_first_attribute():
 @pytest.mark.parametrize("json_flag", [["--json"], []], ids=["json", "piped"])
 def test_strace_import_loads_only_what_it_uses(tmp_path, json_flag):
     """`tracehouse import strace FILE --json` needs pyarrow (batches) and numpy (the store's
-    sort), not DuckDB, pyarrow.compute (~0.1-0.2 CPU-s of docstrings) or rich (issue 17: start-up
+    sort), not DuckDB, pyarrow.compute (~0.1-0.2 CPU-s of docstrings) or rich (start-up
     is part of the end-to-end import rate). Before: all three were loaded. Nor importlib.metadata
     (0.02-0.04 CPU-s) when no installed package declares importers beyond ours. Without --json
     and piped, its one line is written without rich too (`output.say`; before, rich was loaded
@@ -137,7 +137,7 @@ def test_strace_import_loads_only_what_it_uses(tmp_path, json_flag):
 
 def test_no_module_uses_another_rooms_private_names(tmp_path):
     """dev/importgraph.py --check refuses a private name (`_x`) of another room, imported or read
-    off a module (issue 31: the web UI imported `analysis._index`, `spans._begin_name`,
+    off a module (as the web UI imported `analysis._index`, `spans._begin_name`,
     `histograms._summary`, `store.query._first_line`); within a room it is allowed, and the
     native module `tracehouse._core` is the one exception."""
     sys.path.insert(0, str(ROOT / "dev"))

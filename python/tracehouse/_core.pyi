@@ -385,6 +385,9 @@ class StraceParser:
         of the chunk is referenced after the call returns."""
     def finish(self) -> list[tuple[str, pa.RecordBatch]]:
         """End the input: unfinished calls are recorded (null ``ret``); the last batches."""
+    def drain(self) -> list[tuple[str, pa.RecordBatch]]:
+        """Every row parsed so far as batches, the input going on (a pipe committed as it
+        arrives); a call not yet resumed is let go, its row comes from ``late()``."""
     def late(self) -> list[tuple[str, pa.RecordBatch]]:
         """After ``finish()``: calls left unfinished for more than two batches (a thread
         blocked in futex all along), sorted, but older than rows already returned: store
@@ -424,6 +427,8 @@ class ProbeParser:
         """(pattern, field, unit) of every pattern field."""
     def feed(self, chunk: bytes) -> list[tuple[str, pa.RecordBatch]]: ...
     def finish(self) -> list[tuple[str, pa.RecordBatch]]: ...
+    def drain(self) -> list[tuple[str, pa.RecordBatch]]:
+        """Every row parsed so far as batches, the input going on; spans still open stay."""
     def aggregates(self) -> list[tuple[str, pa.RecordBatch]]:
         """("hist" | "map" | "stats", rows of every map) read so far."""
     def empty_aggregates(self) -> list[tuple[str, str]]:

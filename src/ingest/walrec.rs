@@ -25,7 +25,7 @@
 //! it too: 0.28-0.35 CPU-s) and the CRC-32 (~8 % of the appends' samples). Streaming as a whole
 //! (checkpoints included) went from 1.95-2.13 to 1.80-1.94 CPU-s at load 7 (0.25-0.26 -> 0.30-0.31
 //! x raw append's wall time in the same runs) and from 2.49-2.55 to 2.12-2.21 CPU-s at load 3
-//! (README, "Ingest"): what is left is parquet-cpp's encoding at checkpoints, the kernel's
+//! (`tracehouse bench ingest`): what is left is parquet-cpp's encoding at checkpoints, the kernel's
 //! page-cache copy and the CRC.
 
 use std::io;

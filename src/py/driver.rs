@@ -50,6 +50,17 @@ pub fn feed_parser<'py, P: ChunkParser>(
     batches_to_py(py, b, cache)
 }
 
+/// Every row `parser` holds as batches now, without ending its input (an import from a
+/// pipe commits what has arrived), for Python.
+pub fn drain_parser<'py, P: ChunkParser>(
+    py: Python<'py>,
+    parser: &mut P,
+    cache: &mut HashMap<(String, usize), Py<PyAny>>,
+) -> PyResult<Bound<'py, PyList>> {
+    let b = py.detach(|| parser.take_batches(true));
+    batches_to_py(py, b, cache)
+}
+
 /// Ends `parser`'s input without the GIL; returns every remaining batch, for Python.
 pub fn finish_parser<'py, P: ChunkParser>(
     py: Python<'py>,

@@ -34,7 +34,7 @@ pub const DETACH_BYTES: usize = 64 << 10;
 /// round (decode, WAL record, WAL write, answer), each under 100 µs of work. Measured
 /// 2026-11-26 with a `take_gil` uprobe (2 writers x 100 TSBS rows over TCP with durable
 /// offsets, load average 5-7 on 2 cores): the dispatcher took the lock 4 times a request
-/// before, 2 after; the waits were ~45 µs a request either way (README, `bench write`). Calls
+/// before, 2 after; the waits were ~45 µs a request either way (`tracehouse bench write`). Calls
 /// that block or take locks another thread may hold while it waits for the interpreter lock
 /// must detach whatever their size.
 pub fn detach_if<T: Send, F: Send + FnOnce() -> T>(py: pyo3::Python<'_>, big: bool, f: F) -> T {

@@ -9,7 +9,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use super::arrow::schema_to_pyarrow;
-use super::driver::{feed_parser, finish_parser, producer_row};
+use super::driver::{drain_parser, feed_parser, finish_parser, producer_row};
 use crate::formats::probe::{ProbeParser, Tool};
 
 /// Streaming parser of bpftrace / SystemTap output with printf patterns and spans.
@@ -74,6 +74,12 @@ impl PyProbeParser {
     /// Ends the input; returns every remaining batch.
     fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         finish_parser(py, &mut self.inner, &mut self.schemas)
+    }
+
+    /// The rows parsed so far as batches, the input going on (a pipe's data committed as it
+    /// arrives); spans still open stay until their end comes.
+    fn drain<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        drain_parser(py, &mut self.inner, &mut self.schemas)
     }
 
     /// The aggregate result tables: [("hist" | "map" | "stats", batch)].

@@ -219,6 +219,15 @@ impl PyStraceParser {
         self.batches(py)
     }
 
+    /// The rows parsed so far as batches, the input going on (a pipe's data committed as it
+    /// arrives). Calls still waiting for their `<... resumed>` line are let go as a full
+    /// batch lets them go: their rows come from `late()` after `finish()`.
+    fn drain<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
+        let inner = &mut self.inner;
+        py.detach(move || inner.drain());
+        self.batches(py)
+    }
+
     /// Ends the input (unfinished calls are recorded) and returns the last batches.
     fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let inner = &mut self.inner;

@@ -22,7 +22,7 @@ CFG_NEST = SpanConfig("B", "E", key=None, name="name")
 
 def events_strategy(max_size: int = 60):
     # W (a field write) is an event of another type: spans left open are cut at the
-    # thread's last event of any type, which may be one of these (issue 11, item 13).
+    # thread's last event of any type, which may be one of these.
     ev = st.tuples(st.integers(1, 3), st.sampled_from("BBEBBEW"), st.integers(0, 2), st.integers(0, 3))
     return st.lists(ev, min_size=0, max_size=max_size)
 

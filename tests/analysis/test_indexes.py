@@ -1,4 +1,4 @@
-"""Issue 17, derived indexes: packed (frame-of-reference / delta blocks, read in place) and
+"""Derived indexes: packed (frame-of-reference / delta blocks, read in place) and
 no larger than the trace; an index saved in the old layout is rebuilt, not misread; an
 index of a growing trace is extended with the appended segments, not rebuilt."""
 
@@ -86,7 +86,7 @@ def test_relative_and_derived_columns_are_read_back():
 
 
 def test_sparse_blocks_keep_mostly_null_columns_small_and_exact():
-    """Issue 17: a column that is mostly null (TOD's arg3: 82 % of the spans) took a full
+    """Regression: a column that is mostly null (TOD's arg3: 82 % of the spans) took a full
     code per row (14 bits for values up to 10,000); sparse blocks store a bitmap and the
     non-null codes only. Fails on the old layout (1.77 B a row)."""
     rng = np.random.default_rng(4)

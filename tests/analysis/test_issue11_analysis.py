@@ -1,7 +1,6 @@
-"""Issue 11, analysis items: the stack at t shows every open span (13), spans left open are
-cut at the thread's last event (13); `--save` records what reproduces the answer, result
-ids are never reused, `analyze spans --json` rows, quoted cursor values, `results show`
-in full (14)."""
+"""Analyses as a user meets them: the stack at t shows every open span, spans left open are
+cut at the thread's last event; `--save` records what reproduces the answer, result ids are
+never reused, `analyze spans --json` rows, quoted cursor values, `results show` in full."""
 
 from __future__ import annotations
 
@@ -23,7 +22,7 @@ from tracehouse.cli import command as cli
 SLICES = SpanConfig("S", None, name="name")
 
 
-# -- item 13: the stack at t ----------------------------------------------------------------
+# -- the stack at t ----------------------------------------------------------------
 
 # Chrome trace-event JSON as Chrome and Perfetto write it: on one thread, A [0, 10) and
 # B [5, 15) overlap without nesting (they become siblings at depth 0), C [6, 8) is inside B.
@@ -79,7 +78,7 @@ def test_open_span_is_cut_at_the_threads_last_event(store):
     assert an.stack_at(store, "t", 1, 90, cfg).column("name").to_pylist() == ["f0"]
 
 
-# -- item 14: result ids --------------------------------------------------------------------
+# -- result ids --------------------------------------------------------------------
 
 
 def _a_result(s, text: str) -> int:
@@ -124,7 +123,7 @@ def test_an_old_catalog_is_migrated_to_autoincrement_keeping_ids_and_links(store
     assert "AUTOINCREMENT" in sql
 
 
-# -- item 14: --save records what reproduces the answer -------------------------------------
+# -- --save records what reproduces the answer -------------------------------------
 
 T0 = 1_000_000_000  # the TOD generator's first event is just after 1 s
 # Every analysis with arguments that change its answer (none at its default). The test

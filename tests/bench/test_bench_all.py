@@ -102,7 +102,11 @@ def private_dir():
 
 @pytest.mark.bench_all
 def test_bench_all_quick_produces_the_report_with_every_peer(private_dir):
-    out = private_dir / "report"
+    from tracehouse.bench import pages
+
+    out = private_dir / "benchmarks" / "2099-01-01"  # kept beside a generated index, as under docs/
+    out.parent.mkdir()
+    (out.parent / "index.md").write_text(pages.INDEX_MARK + "\n")
     r = subprocess.run([sys.executable, "-m", "tracehouse.cli", "bench", "all", "--quick", "--out", str(out),
                         "--workdir", str(private_dir), "--json"], env=child_env(), capture_output=True, text=True,
                        timeout=900)
@@ -130,3 +134,5 @@ def test_bench_all_quick_produces_the_report_with_every_peer(private_dir):
     assert "raw append" in text and "seed schema 2" in text
     for png in ("tod_store.png", "write.png", "reads_q1.png", "soctrace_storage.png"):
         assert (out / png).stat().st_size > 5_000, png
+    index = (out.parent / "index.md").read_text()  # the docs' index of kept runs, refreshed by the run
+    assert "[2099-01-01](2099-01-01/report.md)" in index and "| work | tracehouse | best peer |" in index

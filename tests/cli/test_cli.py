@@ -73,7 +73,7 @@ def test_export_parquet_and_csv_round_trip_counts(tmp_path, capsys):
 
 
 def test_import_parquet_of_our_own_export_needs_no_flags(tmp_path, capsys):
-    """Issue 12: `import parquet` refused the files `export --format parquet` writes ("column 'seq'
+    """Regression: `import parquet` refused the files `export --format parquet` writes ("column 'seq'
     clashes with a common column name"). A file alone, or the exported directory, comes back as it was."""
     store = tmp_path / "s"
     run_json(capsys, store, "generate", "tod", "--events", "5000", "--name", "t")

@@ -86,7 +86,7 @@ def test_no_command(tmp_path, capsys):
 
 
 def test_cp_r_bytes_moved_by_copy_file_range_are_typed_and_summed(store, tmp_path, monkeypatch):
-    """Issue 11: `cp -r` moves its bytes with copy_file_range (coreutils >= 9), which the summary
+    """Regression: `cp -r` moves its bytes with copy_file_range (coreutils >= 9), which the summary
     counted as nothing ("wrote 0 B"). Real cp, real strace: every byte shows up on both files."""
     import shutil
 

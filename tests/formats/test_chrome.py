@@ -312,7 +312,7 @@ def test_bulk_defers_automatic_compaction(store_path):
 
 
 def test_counter_events_go_back_whole_with_integers_as_integers(store, tmp_path):
-    """Issue 12: a `C` event with several series came back as one event per series, and its
+    """Regression: a `C` event with several series came back as one event per series, and its
     integers as floats (10 -> 10.0; 2**53 + 1 not even the same number)."""
     counters = [
         {"name": "mem", "cat": "m", "ph": "C", "ts": 50, "pid": 1, "tid": 7,
@@ -340,7 +340,7 @@ def test_counter_events_go_back_whole_with_integers_as_integers(store, tmp_path)
 
 @pytest.mark.skipif(__import__("shutil").which("strace") is None, reason="strace is not installed")
 def test_strace_export_has_a_process_per_traced_process_real_tids_and_syscall_names(store, tmp_path):
-    """Issue 12: every process of a strace capture was one Chrome process (children as its
+    """Regression: every process of a strace capture was one Chrome process (children as its
     "threads"), and every slice was named "syscall"."""
     from tracehouse.formats.strace import capture as cap
 
@@ -367,7 +367,7 @@ def test_strace_export_has_a_process_per_traced_process_real_tids_and_syscall_na
 
 
 def test_an_event_over_16_mb_is_rejected_not_stored(store, tmp_path):
-    """Issue 11 item 8: a 50 MB line was stored as one event."""
+    """Regression: a 50 MB line was stored as one event."""
     events = [{"name": "a", "ph": "i", "ts": 1, "pid": 1, "tid": 1},
               {"name": "huge", "ph": "i", "ts": 2, "pid": 1, "tid": 1, "args": {"blob": "x" * (17 << 20)}},
               {"name": "b", "ph": "i", "ts": 3, "pid": 1, "tid": 1}]

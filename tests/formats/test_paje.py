@@ -127,7 +127,7 @@ def test_pajeng_traces_golden(store):
 
 
 def test_a_trace_of_only_containers_imports(tmp_path, capsys):
-    """Issue 11 item 9: PajeNG's containers.trace (no events; threads t1, t2 under several
+    """Regression: PajeNG's containers.trace (no events; threads t1, t2 under several
     processes) failed with "container t1 created twice" and "no events in the input"."""
     store = tmp_path / "s"
     rc = __import__("tracehouse.cli", fromlist=["main"]).main(
@@ -165,7 +165,7 @@ def test_a_trace_file_naming_itself_is_a_reported_cycle(store):
 
 
 def test_a_line_over_16_mb_is_rejected_not_stored(store, tmp_path):
-    """Issue 11 item 8: a 50 MB line became one event."""
+    """Regression: a 50 MB line became one event."""
     text = SMALL.read_text().splitlines()
     at = text.index('20 1.25 ET_E C_T1 "SIGUSR1"')
     text[at] = '20 1.25 ET_E C_T1 "' + "x" * (17 << 20) + '"'

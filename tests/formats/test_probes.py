@@ -158,7 +158,7 @@ def test_real_bpftrace_uprobe_capture(store):
 
 
 def test_real_bpftrace_aggregates_only(store, tmp_path, capsys):
-    """Issue 11 item 10: an output of only aggregates, with avg() maps (`stats` records of
+    """Regression: an output of only aggregates, with avg() maps (`stats` records of
     numbers), print() values of tuples and an emptied histogram (`{"@z": []}`), imports."""
     path = BT / "aggregates.json"
     assert cli.main(["--store", str(tmp_path / "s"), "import", "bpftrace", str(path), "--name", "agg", "--strict"]) == 0
@@ -198,7 +198,7 @@ def test_pretty_printed_json_is_refused_with_a_clear_error(tmp_path, capsys):
 
 
 def test_random_bytes_are_refused_not_imported(tmp_path):
-    """Issue 11 item 8: 1 MB of random bytes became 4,047 printf events."""
+    """Regression: 1 MB of random bytes became 4,047 printf events."""
     import random
 
     path = tmp_path / "noise.bin"
@@ -223,7 +223,7 @@ def test_a_line_over_16_mb_is_rejected_not_stored(store, tmp_path):
 
 
 def test_stap_strict_stops_at_the_first_bad_line(tmp_path, capsys):
-    """Issue 11 item 8: `--strict` was ignored by the stap importer: lines that start like a
+    """Regression: `--strict` was ignored by the stap importer: lines that start like a
     --pattern but do not match it, and broken histogram rows, became printf text."""
     lines = STAP.read_text().splitlines()
     bad_at = lines.index("job_end 5000001015000 101 0x55d0c0a03000")

@@ -1,4 +1,4 @@
-"""strace import (issue 3, format 1): golden captures, live captures of small C programs, bad input.
+"""strace import: golden captures, live captures of small C programs, bad input.
 
 Golden captures in tests/data/strace were made with strace 6.1 from the two programs
 beside them (io_single.c, io_threads.c) writing into /tmp/th; their expected rows are
@@ -353,7 +353,7 @@ def test_cli_import_names_the_wrong_format(tmp_path, capsys):
 
 
 def test_cli_import_starts_the_parse_before_it_opens_the_store(tmp_path, capsys, monkeypatch):
-    # Issue 17: opening a new store (catalog, disk-full reserve) came before the parse began.
+    # Opening a new store (catalog, disk-full reserve) came before the parse began.
     from tracehouse import _core
     from tracehouse.cli import importing
 
@@ -406,7 +406,7 @@ def test_the_command_starts_an_import_s_parse_before_loading_itself(tmp_path, ca
     strace_imp._AHEAD.pop()[1].close()
 
 
-# -- the file parsed on its own thread (issue 17) ------------------------------------------
+# -- the file parsed on its own thread ------------------------------------------
 
 
 def _copies(capture: Path, n: int) -> bytes:

@@ -1,4 +1,4 @@
-"""InfluxDB 1.x `/query` (issue 11 item 5): InfluxQL meta statements, InfluxDB's JSON shapes, the real
+"""InfluxDB 1.x `/query`: InfluxQL meta statements, InfluxDB's JSON shapes, the real
 `influxdb` (1.x) and `influxdb-client` (2.x) Python clients, and TSBS's `tsbs_load_influx` session.
 
 The TSBS session below is the loader's HTTP traffic reconstructed from its source

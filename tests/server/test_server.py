@@ -190,7 +190,7 @@ def test_tcp_at_most_once_default_bucket(server):
     assert server.sql('SELECT sum(v) FROM "lineproto".tcpm') == [[3]]
 
 
-# -- acknowledgement contracts (issue 17) ------------------------------------------------
+# -- acknowledgement contracts ------------------------------------------------
 
 
 @pytest.mark.parametrize("ack", ["durable", "written"])

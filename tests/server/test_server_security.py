@@ -1,4 +1,4 @@
-"""`tracehouse serve` against a hostile client (issue 11, items 1-4).
+"""`tracehouse serve` against a hostile client.
 
 The SQL endpoint runs one read-only statement and nothing else, on a cursor that cannot
 change what other clients read; queries have a deadline, answers a byte cap, and SIGTERM

@@ -1,4 +1,4 @@
-"""Issue 16 without Spark: several stores queried as one by DuckDB, the store list file,
+"""Several stores queried as one by DuckDB (without Spark), the store list file,
 trace-name collisions, and the CLI's `query --store A --store B`."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Faults (issue 11): a full disk, corrupt Parquet pages, CSV lines longer than pyarrow's block.
+"""Faults: a full disk, corrupt Parquet pages, CSV lines longer than pyarrow's block.
 
 The disk-full tests fill a real small tmpfs the test mounts (real ENOSPC from the kernel,
 no mock): they need root and are skipped, saying why, where mounting is not permitted.

@@ -770,7 +770,7 @@ def test_rm_of_a_trace_with_unflushed_rows(store):
 
 
 def test_appends_do_not_wait_for_a_checkpoint_registering_and_readers_see_one_cut(store, monkeypatch):
-    # Regression (issue 17, the ack tail at half rate): a checkpoint registered its segments
+    # Regression (the ack tail at half rate): a checkpoint registered its segments
     # (a SQLite commit: an fsync) holding the writer's append lock, so every append waited for
     # it. Here the registration is held open: an append must complete meanwhile, and a query
     # taken meanwhile must count each row once (not in both the new segment and the tail).

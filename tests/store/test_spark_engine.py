@@ -1,4 +1,4 @@
-"""Issue 16: the same store queried by Apache Spark (local[2]) gives the answers DuckDB gives.
+"""The same store queried by Apache Spark (local[2]) gives the answers DuckDB gives.
 
 Every query runs on both engines over one store (or several) and the Arrow tables must be
 equal, values and types: counts, filters, joins with producers, time-bucketed aggregates,
@@ -6,8 +6,8 @@ NULLs, strings, floats, timestamps, ordering, Q1-Q5 of seed 003 on a small QoS d
 pure-SQL analyses, several stores queried as one, and a store a writer process appends to
 (and compacts) while Spark reads (Spark sees whole registered flushes, never part of one).
 
-One SparkSession (module fixture) serves every test: starting the JVM costs 10-30 s here.
-Run the group alone with `pytest -m spark`.
+One SparkSession (the session fixture of conftest.py) serves every Spark test: starting the
+JVM costs 10-30 s here. Run the group alone with `pytest -m spark`.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import pyarrow as pa
 import pytest
 
 import tracehouse
+from helpers.tables import same
 from tracehouse import Column, EventType
 from tracehouse.analysis import event_streams as ES
 from tracehouse.analysis import statistics as ST
@@ -39,15 +40,6 @@ pytest.importorskip("pyspark", reason="pyspark (the spark extra) is not installe
 
 SCALE = 0.01  # QoS data set (qos_reads.dataset): 556 runs of 10 to 6,000 rows, 20,320 rows
 QOS = f'"{qos_reads.TRACE}".{qos_reads.EVENT_TYPE}'
-
-
-@pytest.fixture(scope="module")
-def spark():
-    from tracehouse.store.spark import spark_session
-
-    s = spark_session("local[2]")
-    yield s
-    s.stop()
 
 
 def _mixed(store) -> None:
@@ -111,16 +103,6 @@ def duck(store_dir):
 def sparkq(store_dir, spark):
     with open_engine(store_dir, "spark", spark=spark) as e:
         yield e
-
-
-def same(a: pa.Table, b: pa.Table, ordered: bool = True) -> None:
-    """Equal values and Arrow types (rows sorted first when the query has no ORDER BY)."""
-    assert a.schema == b.schema, f"{a.schema} != {b.schema}"
-    if not ordered:
-        keys = [(c, "ascending") for c in a.column_names]
-        a, b = a.sort_by(keys), b.sort_by(keys)
-    assert a.num_rows == b.num_rows
-    assert a.to_pylist() == b.to_pylist()
 
 
 EQUIVALENT = [

@@ -194,7 +194,7 @@ def test_join_events_with_producers(app):
 
 
 def test_unflushed_rows_are_visible_to_the_writer_and_to_readers_through_the_wal(store, store_path):
-    # Issue 11: readers saw registered segments only, so while a server's checkpoints could
+    # Readers saw registered segments only, so while a server's checkpoints could
     # not write (a full disk) every CLI query answered 0 rows. Readers now read the WAL files
     # the catalog does not cover yet - without the lock, without changing them.
     store.create_trace("t", "demo", event_types=[MARK])
@@ -742,7 +742,7 @@ def test_auto_compaction_leaves_segments_a_fanin_of_which_would_not_fit_the_targ
 
 
 def test_auto_compaction_rewrites_each_row_once_per_size_tier(store_path):
-    # Regression (issue 17): merging every small segment together rewrote the growing merged
+    # Regression: merging every small segment together rewrote the growing merged
     # one with each new group of checkpoints - 120 checkpoints of 10 rows, fan-in 4, target
     # 640 rows: segments reached level 5 (most rows rewritten 5 times). Tiered: a merge
     # takes segments of one size tier (4**k <= rows < 4**(k+1)), so a row is rewritten at most
@@ -842,7 +842,7 @@ def test_open_without_create(store_path):
     assert not store_path.exists()
 
 
-# -- the native append path (issue 17) -----------------------------------------------------------
+# -- the native append path -----------------------------------------------------------
 
 
 def _pyarrow_wal_record(event_type: str, batches: list[pa.RecordBatch]) -> bytes:
@@ -917,7 +917,7 @@ def _wal_writer_with_room(tmp_path, rows: int):
 
 
 def test_the_wal_reserves_blocks_ahead_of_big_records_without_changing_its_length(tmp_path):
-    # Issue 17: appends that allocate were measured sleeping beside the group commit's fdatasyncs,
+    # Appends that allocate were measured sleeping beside the group commit's fdatasyncs,
     # so big records are appended into blocks reserved RESERVE_AHEAD at a time with the length
     # kept: readers still read to the file's size, and the log holds exactly its records.
     walmod, batch, w, path = _wal_writer_with_room(tmp_path, 20_000)
@@ -1017,7 +1017,7 @@ def test_small_wal_records_land_on_zeros_written_half_a_zero_ahead_before(tmp_pa
 
 
 def test_the_next_wal_file_is_made_before_the_switch_and_removed_at_close_when_unused(tmp_path, monkeypatch):
-    # Issue 17: a switch (under the lock appends need) made the next file and fsynced the WAL
+    # A switch (under the lock appends need) made the next file and fsynced the WAL
     # directory, 20-30 ms at times beside segment writes. A checkpoint now makes it first.
     from tracehouse.store import wal as walmod
 
@@ -1074,7 +1074,7 @@ def test_a_rejected_batch_of_an_append_uses_up_no_sequence_numbers(store):
 
 
 def test_checkpoints_are_sized_by_bytes(store_path):
-    # Regression (issue 17): checkpoints came every `flush_rows` rows whatever the row width,
+    # Regression: checkpoints came every `flush_rows` rows whatever the row width,
     # 54 MB of TOD rows but ~500 MB of 61-column rows. Now `flush_bytes` of columns.
     wide = EventType("wide", "instant", tuple(Column(f"m{i}", "float64", "", "a measurement") for i in range(60)))
     with tracehouse.open(store_path, flush_bytes=1 << 20, flush_interval_s=3600.0) as s:
@@ -1093,7 +1093,7 @@ def test_checkpoints_are_sized_by_bytes(store_path):
 
 def test_wal_records_in_any_ipc_framing_read_back_as_written(tmp_path):
     # read_wal decodes a record's batch messages itself against its schema message parsed once
-    # (issue 17: the reader of a live stream decodes every record its writer logs); a stream it
+    # (the reader of a live stream decodes every record its writer logs); a stream it
     # does not frame itself - the pre-0.15 framing without continuation markers, an explicit
     # end-of-stream marker, several batches - is decoded as pyarrow's stream reader does.
     import struct
@@ -1128,7 +1128,7 @@ def test_wal_records_in_any_ipc_framing_read_back_as_written(tmp_path):
 
 def test_a_live_tail_read_incrementally_gives_the_rows_of_a_whole_read(store):
     # The query engine aligns only the batches a tail gained since its last look and slices
-    # off those a checkpoint took from its front (issue 17: a reader polling a live stream
+    # off those a checkpoint took from its front (a reader polling a live stream
     # aligned the whole tail on every poll). Every shape of change against one whole align.
     from tracehouse.store.conform import align
 
@@ -1158,7 +1158,7 @@ def test_a_live_tail_read_incrementally_gives_the_rows_of_a_whole_read(store):
 
 
 def test_a_reader_of_the_wal_sees_every_row_once_as_the_tail_grows_and_checkpoints(store, store_path):
-    # Between checkpoints a reader's views stay and only the tail tables change (issue 17);
+    # Between checkpoints a reader's views stay and only the tail tables change;
     # the rows it sees must still be exactly those appended, never twice, never missing.
     store.create_trace("t", "demo", event_types=[LOAD, MARK])
     q = 'SELECT count(*) AS n, count(DISTINCT seq) AS d, sum(ts) AS s FROM "t".events'
@@ -1236,7 +1236,7 @@ def test_a_wal_record_that_fails_to_decode_for_want_of_memory_is_not_a_torn_tail
 
 
 def test_a_string_column_of_many_distinct_values_stays_dictionary_encoded(store):
-    # Issue 17: 1.6 MB of distinct labels (the `args` of a real strace log are like this) overflowed
+    # 1.6 MB of distinct labels (the `args` of a real strace log are like this) overflowed
     # pyarrow's 1 MiB dictionary page and every later value was written plain: a 300K-row segment
     # of 25K labels repeated was 10.2 MB instead of 1.4 MB.
     import hashlib
@@ -1252,7 +1252,7 @@ def test_a_string_column_of_many_distinct_values_stays_dictionary_encoded(store)
 
 
 def test_segment_time_range_and_order_are_found_chunk_by_chunk():
-    # Issue 17: an import's checkpoint is many ordered batches; they are no longer glued together
+    # An import's checkpoint is many ordered batches; they are no longer glued together
     # to find it ordered (and its ts range), so the borders between chunks must be checked too.
     from tracehouse.store.segments import row_order
 
@@ -1288,7 +1288,7 @@ def test_row_order_by_producer_then_ts_across_chunks():
 
 
 def test_checkpoint_soon_registers_what_is_buffered_without_waiting(store_path):
-    # Issue 17: an import that has read its input starts encoding its last rows while it writes
+    # An import that has read its input starts encoding its last rows while it writes
     # its producers; the rows reach a registered segment without a flush() (no interval due).
     with tracehouse.open(store_path, flush_interval_s=3600.0) as s:
         s.create_trace("t", "demo", event_types=[MARK])
@@ -1319,7 +1319,7 @@ def test_write_behind_settles_a_file_as_another_writer_writes_it(tmp_path):
 
 def test_a_segment_written_by_pyarrow_is_settled_as_it_is_written(tmp_path, monkeypatch):
     # A segment's pages go to the disk while it is encoded, not all at its fsync (which queued
-    # the whole file ahead of the WAL's fdatasync: the ack latency tail, issue 17).
+    # the whole file ahead of the WAL's fdatasync: the ack latency tail).
     from tracehouse.store import segments
     made = []
     real = _core.WriteBehind

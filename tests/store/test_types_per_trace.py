@@ -1,5 +1,5 @@
-"""Field types belong to a trace (issue 11 item 6): two buckets may type one measurement differently;
-the README's serve section run in order works over HTTP and TCP; refused TCP lines are logged
+"""Field types belong to a trace: two buckets may type one measurement differently;
+the documented write (docs/http-api.md) then the load generator works over HTTP and TCP; refused TCP lines are logged
 (rate-limited), counted by the server and in the load generator's report.
 """
 
@@ -20,14 +20,14 @@ from helpers.paths import ROOT
 from helpers.server import Server
 from tracehouse import Column, EventType
 
-README = ROOT / "README.md"
+HTTP_API = ROOT / "docs" / "http-api.md"
 
 
-def readme_telegraf_write() -> tuple[str, str]:
-    """The path and body of the README's telegraf-style curl write, as written there."""
-    text = README.read_text()
+def documented_telegraf_write() -> tuple[str, str]:
+    """The path and body of the documented telegraf-style curl write, as written there."""
+    text = HTTP_API.read_text()
     m = re.search(r"curl -i -XPOST 'http://127\.0\.0\.1:8086(/api/v2/write\?[^']*)' --data-binary '([^']*)'", text)
-    assert m, "the README's serve section lost its curl write"
+    assert m, "docs/http-api.md lost its curl write"
     return m.group(1), m.group(2)
 
 
@@ -51,13 +51,13 @@ def wait_rows(server: Server, sql: str, n: int, headers: dict | None = None, tim
     return got
 
 
-def test_readme_serve_section_in_order_then_load_cpu_over_http_and_tcp(tmp_path):
-    """The README's sequence: the telegraf curl (`cpu` with float usage_user into bucket `telegraf`),
+def test_documented_write_then_load_cpu_over_http_and_tcp(tmp_path):
+    """The documented sequence: the telegraf curl (`cpu` with float usage_user into bucket `telegraf`),
     then `tracehouse load cpu` (TSBS `cpu`, integer fields). Before types belonged to a trace,
     HTTP answered 400 to every batch and TCP dropped 100 % of the rows while reporting 0 errors."""
     s = Server(tmp_path / "store")
     try:
-        path, body = readme_telegraf_write()
+        path, body = documented_telegraf_write()
         status, _h, data = s.request("POST", path, body.encode())
         assert status == 204, data
         rep = load(s, "cpu", "--hosts", "4", "--rows-per-batch", "50", "--protocol", "http")

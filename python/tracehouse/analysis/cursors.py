@@ -45,7 +45,7 @@ from ..schema import Column, EventType
 from ..store import scan
 from ..store.query import qident
 from . import indexes
-from .registry import Analysis, Answer, Note, Param, Table
+from .registry import Analysis, Answer, Note, Param, Table, Text
 
 if TYPE_CHECKING:
     from ..store import Store
@@ -386,16 +386,27 @@ class Page(Answer):
     rows: pa.Table
     seconds: float
     at: int | None
+    backward: bool = False
 
     def table(self) -> pa.Table:
         return self.rows
 
     def to_json(self, shown: dict) -> dict:
-        c = self.cursor
-        return {"rows": self.rows.to_pylist(), "position": list(c.position), "after": c.after,
-                "seconds": round(self.seconds, 4)}
+        # An empty page moved nowhere: no position (the cursor's start sentinel is no event).
+        c, found = self.cursor, self.rows.num_rows > 0
+        return {"rows": self.rows.to_pylist(), "position": list(c.position) if found else None,
+                "after": c.after if found else None, "seconds": round(self.seconds, 4)} | (
+            {} if found else {"message": self.no_match()})
+
+    def no_match(self) -> str:
+        """What an empty page says: no event matches (after / before --at when given)."""
+        if self.at is None:
+            return "no events match"
+        return f"no events match {'before' if self.backward else 'after'} {self.at}"
 
     def show(self, shown: dict) -> list:
+        if self.rows.num_rows == 0:
+            return [Text(self.no_match() + "\n")]
         p = self.cursor.position
         return [Table(self.rows), Note(f"{self.rows.num_rows} events in {self.seconds * 1000:.1f} ms; next page: "
                                        f"--at {p[0]} (position {p[0]}/{p[1]}/{p[2]})")]
@@ -416,7 +427,7 @@ def _cursor(store, trace, window, *, limit=100, type=None, where=None, at=None, 
         c.seek_end()
     t0 = time.perf_counter()
     page = c.prev(limit) if backward else c.next(limit)
-    return Page(c, page, time.perf_counter() - t0, at)
+    return Page(c, page, time.perf_counter() - t0, at, backward)
 
 
 CURSOR = Analysis(

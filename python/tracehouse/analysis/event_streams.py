@@ -592,7 +592,8 @@ def multi_density(store: "Store", traces: list[str], bins: int = 1000, *, by: st
 # -- as an analysis ------------------------------------------------------------------------------
 
 
-def _density(store, traces, window, *, bins=1000, by="type", type=None, engine=None, master=None):  # noqa: A002
+def _density(store, traces, window, *, bins=1000, by="type", type=None, engine=None, master=None,  # noqa: A002
+             conf=None):
     import time
 
     from .sql import answered_by
@@ -600,7 +601,7 @@ def _density(store, traces, window, *, bins=1000, by="type", type=None, engine=N
 
     kw = {"by": by, "start": window.start, "end": window.end, "types": type or None, "producers": window.producers}
     t0 = time.perf_counter()
-    with open_engine(store, engine, master) as e:
+    with open_engine(store, engine, master, conf) as e:
         if e is not None:
             parts = [density_by_sql(e, tr, bins, **kw) for tr in traces]
             t = parts[0] if len(parts) == 1 else pa.concat_tables(

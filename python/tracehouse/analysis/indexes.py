@@ -45,7 +45,7 @@ Decisions:
   92.3 MB = 0.98x (spans 41.1 -> 31.9 MB, objects 34.2 -> 25.5, density 24.7 -> 17.7,
   locals 17.2; load 4.5-5.4 on 2 shared cores). What is left is near-random copies of
   the trace's columns: the objects index's ts (3.5 B a row), span parameters and
-  written values (~1.8 B each). Lookups: README, "Analyses on 100M events".
+  written values (~1.8 B each). Lookups: docs/analyses.md; their figures: docs/benchmarks/.
 - In parts (`get_parts`; objects, locals, density): each part covers a set of the
   trace's segments and is a result of its own (params: the segment ids); the unflushed
   tail gets a part in memory. A grown trace gets a part for its new segments only; a

@@ -568,18 +568,21 @@ def markdown(reg: Iterable[Analysis] | None = None) -> str:
 BEGIN, END = "<!-- BEGIN analyses reference -->", "<!-- END analyses reference -->"
 
 
+def with_reference(page: str) -> str:
+    """`page` (Markdown) with `markdown()` between its markers (appended with them when it has none)."""
+    body = f"{BEGIN}\n{markdown()}{END}\n"
+    if BEGIN in page and END in page:
+        return page.split(BEGIN, 1)[0] + body + page.split(END, 1)[1].lstrip("\n")
+    return page.rstrip() + ("\n\n" if page.strip() else "") + body
+
+
 def write_reference(path: str) -> bool:
-    """Puts `markdown()` between the markers of the Markdown page at `path` (appended with
-    them when the page has none); True when the page changed."""
+    """Puts `markdown()` between the markers of the Markdown page at `path`; True when it changed."""
     from pathlib import Path
 
     p = Path(path)
     page = p.read_text() if p.exists() else ""
-    body = f"{BEGIN}\n{markdown()}{END}\n"
-    if BEGIN in page and END in page:
-        new = page.split(BEGIN, 1)[0] + body + page.split(END, 1)[1].lstrip("\n")
-    else:
-        new = page.rstrip() + ("\n\n" if page.strip() else "") + body
+    new = with_reference(page)
     if new == page:
         return False
     p.write_text(new)

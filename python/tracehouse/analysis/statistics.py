@@ -227,11 +227,11 @@ def multi_stats(store: "Store", traces: list[str], by: str = "type", **kw) -> pa
 
 
 def _stats(store, traces, window, *, by="type", state=None, type=None, unclosed=False,  # noqa: A002
-           engine=None, master=None) -> Rows:
+           engine=None, master=None, conf=None) -> Rows:
     from .sql import answered_by
     from .sql import engine as open_engine
 
-    with open_engine(store, engine, master) as e:
+    with open_engine(store, engine, master, conf) as e:
         t = multi_stats(e or store, traces, by, start=window.start, end=window.end, producers=window.producers,
                         state=state, source_type=type, unclosed=unclosed)
         indexed = e is None and type is None and by != "link"

@@ -41,7 +41,7 @@ from ..errors import TracehouseError
 TRACE = "tod-bench"
 BYTES_PER_EVENT = 80  # trace (~10 B/event) + processed spans (~5) + indexes (~63, the density index with seq), with margin
 
-TARGETS = {  # question -> (target, unit, better): from issue 5
+TARGETS = {  # question -> (target, unit, better)
     "span pairing": (20e6, "events/s", "higher"),
     "children of one call": (10, "ms", "lower"),
     "object state at t (p50)": (10, "ms", "lower"),

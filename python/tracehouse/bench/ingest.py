@@ -430,7 +430,7 @@ def targets(result: dict) -> list[dict]:
         fr = th.get("freshness") or {}
         lag = fr.get("lag_max_s")
         add("reader lag (max)", None if lag is None else round(lag, 3), "< 1 s", lag is not None and lag < 1.0)
-    # tracehouse/raw: issue 17 raised it from 0.5 (the first issue's) to 0.6
+    # tracehouse/raw: streaming ingest at >= 0.6 of the raw append's rate
     for key, goal in (("tracehouse/raw", 0.6), ("tracehouse/duckdb", 2.0), ("tracehouse/sqlite", 4.0),
                       ("tracehouse-bulk/duckdb-bulk", 1.0)):
         v = rat.get(key)
@@ -554,7 +554,7 @@ def run_count(events: int = 100_000_000, *, batch: int = 1_000_000, seed: int = 
         }
         # The real CLI, interpreter start-up and imports included (when the console script is installed):
         # the median of 5 runs, wall and CPU seconds, each beside a bare interpreter (`python -c pass`)
-        # run just before it, and the load average (issue 17's target: <= 0.35 s).
+        # run just before it, and the load average (target: <= 0.35 s).
         cli = Path(sys.executable).with_name("tracehouse")
         if cli.exists():
             runs, peer = [], []

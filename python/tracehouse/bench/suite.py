@@ -84,7 +84,7 @@ MEDIUM = {  # every experiment end to end at a tenth of the full sizes (a check 
 }
 # The full run: about 2.5 h on this 2-core machine (2026-11-25; the write matrix alone 70 min). Every experiment and every peer, but a
 # representative subset of the seeds' matrices (the complete matrices took 9-13 h here); what was
-# left out and why is written into the report (FULL_SUBSET) and README:
+# left out and why is written into the report (FULL_SUBSET) and docs/benchmarks/running.md:
 FULL = {
     # 10^3 ... 10^7: 10^8 pre-generated events and their relational mapping (every peer is handed
     # its rows before the clock) need ~40 GB of memory; a peer path stops growing once its next
@@ -267,9 +267,10 @@ def run(*, quick: bool, out: str | Path, workdir: str | Path | None = None, only
     result["loadavg_after"] = list(os.getloadavg())
     result["finished"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
     (out / "results.json").write_text(json.dumps(result, indent=1, default=str))
-    from . import report
+    from . import pages, report
 
     report.write(result, out)
+    pages.refresh_index(out)  # docs/benchmarks/index.md, when the run is kept beside the others
     return result
 
 

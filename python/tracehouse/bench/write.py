@@ -144,7 +144,7 @@ def ratios(result: dict) -> dict:
     return {"cells": out, "pairings": pairings(result)}
 
 
-# Like with like (issue 17): each tracehouse acknowledgement contract against the peers that
+# Like with like: each tracehouse acknowledgement contract against the peers that
 # promise the same. `written`: acknowledged once in the log / page cache, kept through a crash of
 # the server process, not through a power loss (tracehouse --ack written, QuestDB's default
 # nosync commit). `durable`: acknowledged once fsynced (tracehouse's default, QuestDB with
@@ -205,7 +205,7 @@ HALF_RATE_PEERS = ("questdb", "questdb-sync")
 def half_rate(*, protocols=("arrow", "http"), workload: str = "qos", agents: int = 128, rows: int = 1000,
               seconds: float = 10.0, ack: str = "durable", workdir: str | None = None, repeat: int = 1,
               peers: tuple[str, ...] = HALF_RATE_PEERS, progress=None) -> dict:
-    """Issue 17's latency target: acknowledgement latency at half the maximum rate.
+    """The latency target: acknowledgement latency at half the maximum rate.
 
     Per protocol, in one fresh `tracehouse serve` (`--ack ack`): a warm-up (2 s at most), a closed-loop
     run of `seconds` (the maximum rate), then `repeat` runs in which `agents` agents each send a

@@ -59,8 +59,8 @@ def _parse_ahead(argv: list[str]) -> None:
     start-up the parse otherwise waited for); `import` takes it over through strace's
     `start_parse`, and checks the command as always. Any other shape of command line is left to
     that. Measured on the 3M-line many-process log, 16 interleaved runs each at load ~0: median
-    0.750 -> 0.730 s, best 0.720 -> 0.690 s. (The fifth session tried this when the command took
-    ~1.5 s and 2+ CPU-s and saw no gain: the parse was not yet its critical path.)"""
+    0.750 -> 0.730 s, best 0.720 -> 0.690 s. It pays only while the parse is the command's critical
+    path: with the command at ~1.5 s and 2+ CPU-s it made no difference."""
     k = 0
     while k < len(argv) and argv[k] != "import":
         if argv[k] == "--store":

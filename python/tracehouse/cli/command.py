@@ -46,7 +46,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "replay": ("replay", "replay a strace trace's IO under --root with its timing and threads; store every call"),
     "extrapolate": ("replay", "fit PerfExt, USL and MVA to measured runs and predict higher concurrency"),
     "analyze": ("analyze", "analyses: spans, call trees, cursors, state and stack at t, density, statistics, "
-                           "histograms (see README, Analyses)"),
+                           "histograms (docs/analyses.md)"),
     "results": ("results", "analysis results saved in the store: list, show, annotate, group, rm"),
 }
 BENCHMARKS: dict[str, tuple[str, str]] = {

@@ -44,9 +44,12 @@ def importer_options(args, imp) -> dict:
 
 def cmd_import(args) -> int:
     from ..formats import registry
+    from ..formats.stream import is_stream
     from ..formats.tabular import Mapping
     from ..store.store import trace_name_from
 
+    if is_stream(args.path):
+        return _import_stream(args)
     path = Path(args.path)
     if not path.exists() and not any(path.parent.glob(glob.escape(path.name) + ".*")):  # PREFIX of strace -ff
         raise BadInput("no such file", file=str(path))
@@ -73,7 +76,41 @@ def cmd_import(args) -> int:
     finally:
         if started is not None:
             started.close()  # (a no-op once the import took it to the end)
-    secs = time.perf_counter() - t0
+    _report(args, report, time.perf_counter() - t0)
+    return 0
+
+
+def _import_stream(args) -> int:
+    """`import FORMAT -` (or /dev/stdin, a FIFO): read as the data arrives, committed batch by
+    batch (formats/stream.py), by an importer that can (`import_stream`)."""
+    from ..formats import registry
+    from ..formats.stream import open_stream
+    from ..formats.tabular import Mapping
+
+    imp = registry.importer(args.importer)
+    if not hasattr(imp, "import_stream"):
+        able = [n for n, i in registry.importers().items() if hasattr(i, "import_stream")]
+        raise BadInput(f"the {imp.NAME} importer reads files, not a pipe", file=args.path,
+                       expected="a file, or one of the importers that read a pipe: " + ", ".join(able))
+    mapping = Mapping(ts=args.ts, ts_unit=args.ts_unit, producer=args.producer, type=args.type, seq=args.seq,
+                      dur=args.dur, event_type=args.event_type, kind=args.kind, format=args.trace_format)
+    name = args.name or f"{imp.NAME}-stdin-{time.strftime('%Y%m%d-%H%M%S')}"
+    fd, source = open_stream(args.path)
+    t0 = time.perf_counter()
+    try:
+        with open_store(args, write=True, fsync=args.fsync) as s:
+            with progress_bar(f"importing {source}", None, enabled=not args.json and sys.stderr.isatty()) as adv:
+                report = imp.import_stream(s, fd, name, source=source, mapping=mapping, strict=args.strict,
+                                           description=args.description or "", progress=adv,
+                                           **importer_options(args, imp))
+    finally:
+        if fd != 0:
+            os.close(fd)
+    _report(args, report, time.perf_counter() - t0)
+    return 0
+
+
+def _report(args, report, secs: float) -> None:
     data = report.to_json() | {"seconds": round(secs, 3), "events_per_s": round(report.events / secs)}
     if args.json:
         emit_json(data)
@@ -93,7 +130,6 @@ def cmd_import(args) -> int:
         if report.rejected:
             err.print(f"[yellow]{report.rejected} rejected lines[/yellow] (first: " + "; ".join(
                 f"line {r.line}: {r.reason}" for r in report.first_rejected[:5]) + ")")
-    return 0
 
 
 def cmd_generate(args) -> int:
@@ -174,7 +210,8 @@ def register(commands) -> None:
 
     sp = add("import", cmd_import)
     sp.add_argument("importer", help="format: csv | parquet | strace | chrome | bpftrace | stap | paje | ... (tracehouse tools)")
-    sp.add_argument("path")
+    sp.add_argument("path", help="the file; - (or /dev/stdin, a FIFO) reads a pipe as the data arrives, "
+                                 "committed batch by batch (strace, bpftrace, stap)")
     sp.add_argument("--name", help="trace name (default: the file name)")
     sp.add_argument("--description")
     sp.add_argument("--ts", default="ts", help="timestamp column (default ts)")

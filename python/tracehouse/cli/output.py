@@ -189,3 +189,25 @@ def print_traces(traces, as_json: bool) -> None:
     for t in traces:
         if t.state_reason is not None:
             err.print(f"[yellow]{escape(t.name)} is incomplete:[/yellow] {escape(t.state_reason)}")
+
+
+def add_spark_args(p) -> None:
+    """`--master` and `--conf KEY=VALUE` of the commands that run on Spark (docs/spark.md)."""
+    p.add_argument("--master", help="Spark master URL (default local[2])")
+    p.add_argument("--conf", action="append", type=_conf_pair, metavar="KEY=VALUE",
+                   help="a Spark setting, e.g. spark.driver.host=10.0.0.5 (repeat); "
+                        "$SPARK_CONF_DIR/spark-defaults.conf is read too")
+
+
+def spark_conf(args) -> dict:
+    """The `--conf` settings given, as a dict."""
+    return dict(getattr(args, "conf", None) or [])
+
+
+def _conf_pair(text: str) -> tuple[str, str]:
+    import argparse
+
+    key, sep, value = text.partition("=")
+    if not sep or not key.strip():
+        raise argparse.ArgumentTypeError(f"{text!r}: expected KEY=VALUE, e.g. spark.executor.memory=4g")
+    return key.strip(), value

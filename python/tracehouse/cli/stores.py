@@ -13,6 +13,7 @@ from pathlib import Path
 from .. import default_path
 from ..errors import BadInput
 from .output import (
+    add_spark_args,
     arrow_table_render,
     emit_json,
     err,
@@ -23,6 +24,7 @@ from .output import (
     print_traces,
     progress_bar,
     rows_render,
+    spark_conf,
 )
 
 
@@ -118,13 +120,13 @@ def query_stores(args) -> list:
 def cmd_query(args) -> int:
     fmt = "json" if args.json else args.format
     refs = query_stores(args)
-    engine = args.engine or ("spark" if args.master else None)
+    engine = args.engine or ("spark" if args.master or args.conf else None)
     if engine is None and len(refs) == 1:
         from ..store import Store
 
         with Store(refs[0].path, readonly=True) as s:
             count = s.whole_count(args.sql)
-            if count is not None:  # from the catalog: printed without pyarrow or DuckDB (issue 17)
+            if count is not None:  # from the catalog: printed without pyarrow or DuckDB
                 name, n = count
                 rows_render([name], [True], [{name: n}], 1, fmt, args.limit if fmt == "table" else None)
                 return 0
@@ -133,7 +135,7 @@ def cmd_query(args) -> int:
         from ..store.engines import open_engine
 
         t0 = time.perf_counter()
-        with open_engine(refs, engine or "duckdb", master=args.master) as e:
+        with open_engine(refs, engine or "duckdb", master=args.master, conf=spark_conf(args)) as e:
             t = e.sql(args.sql)
             err.print(f"answered by {e.description} over {len(refs)} store(s) in {time.perf_counter() - t0:.2f} s",
                       highlight=False, markup=False)
@@ -282,8 +284,8 @@ def register(commands) -> None:
     sp.add_argument("--format", choices=("table", "csv", "json"), default="table")
     sp.add_argument("--limit", type=int, default=100, help="rows shown in table format")
     sp.add_argument("--engine", choices=("duckdb", "spark"),
-                    help="duckdb (default, this process) or spark (README: Beyond one machine)")
-    sp.add_argument("--master", help="Spark master URL (default local[2])")
+                    help="duckdb (default, this process) or spark (docs/spark.md)")
+    add_spark_args(sp)
     sp.add_argument("--store", dest="stores", action="append", metavar="[ALIAS=]DIR",
                     help="query this store too (repeat): several stores are queried as one")
     sp.add_argument("--store-list", metavar="FILE", help="a TOML file of [[store]] tables (path, alias, url)")

@@ -8,7 +8,10 @@ import report (or, with `strict`, into a BadInput naming file:line), and
 deleting the half-made trace when anything fails, so a failed import
 registers nothing.
 
-A parser object has `feed(bytes) -> [(type, batch)]`, `finish() -> [...]`,
+`chunks` may hold None between byte chunks: the input is a pipe (`formats/stream.py`) and a
+commit is due; the parser's `drain()` hands over its rows and the store registers them.
+
+A parser object has `feed(bytes) -> [(type, batch)]`, `finish() -> [...]`, `drain()`,
 `new_columns() -> [(type, column, ptype, key)]`, `producers() -> [dict]`,
 and the properties `stats`, `problems`, `fatal`.
 """
@@ -67,6 +70,7 @@ class NativeLoader:
         self.fmt = fmt
         self.column = column or (lambda t, name, ptype, key: Column(name, ptype, "as recorded", key))
         self.report = ImportReport(trace, source)
+        self.stream = False  # set for an import from a pipe: a failure keeps what was committed
         store.create_trace(trace, fmt.FORMAT, description=description, metadata={"source": source, **(metadata or {})},
                            event_types=getattr(fmt, "EVENT_TYPES", ()), format_description=fmt.DESCRIPTION,
                            importing=True)
@@ -82,6 +86,10 @@ class NativeLoader:
             # up to compact_target_rows rows in memory, and peak memory must not grow with the file.
             with self.store.bulk(self.trace):
                 for chunk in chunks:
+                    if chunk is None:  # a pipe's commit is due (formats/stream.py): what arrived, registered
+                        self._take(parser, parser.drain(), progress)
+                        self.store.flush(self.trace)
+                        continue
                     self._take(parser, parser.feed(chunk), progress)
                 self._take(parser, parser.finish(), progress)
                 self.store.flush(self.trace)
@@ -101,6 +109,10 @@ class NativeLoader:
             self.store.complete_import(self.trace)
             return self.report
         except BaseException as e:
+            if self.stream:
+                from .stream import stopped
+
+                stopped(self.store, self.trace, e, keep=not self.strict)
             self.abort(e)  # raises
 
     def _take(self, parser, batches, progress) -> None:

@@ -34,10 +34,11 @@ OPTIONS = {
 
 def import_probe_output(tool: str, fmt, store, path: str | Path, name: str, *, mapping: Mapping | None = None,
                         strict: bool = False, description: str = "", progress=None, pattern=None,
-                        span=None) -> ImportReport:
-    path = Path(path)
+                        span=None, stream: int | None = None) -> ImportReport:
+    """Import a probe tool's output from the file `path`, or (`stream`: a file descriptor, `path`
+    naming it) from a pipe as it arrives, committed batch by batch (`formats/stream.py`)."""
     source = str(path)
-    if not path.is_file():
+    if stream is None and not Path(path).is_file():
         raise BadInput("no such file", file=source)
     try:
         parser = _core.ProbeParser(tool, list(pattern or []), list(span or []), strict=strict)
@@ -67,7 +68,14 @@ def import_probe_output(tool: str, fmt, store, path: str | Path, name: str, *, m
                 save(kind, m, pa.table({c.name: pa.array([], c.arrow_type) for c in cols}))
         return len(saved)
 
-    report = loader.run(parser, read_chunks(path), progress, after=results)
+    if stream is not None:
+        from .stream import arrivals
+
+        loader.stream = True
+        chunks = arrivals(stream)
+    else:
+        chunks = read_chunks(path)
+    report = loader.run(parser, chunks, progress, after=results)
     details = {k: v for k, v in parser.stats.items() if v and k != "rejected"}
     if parser.spans:
         details["spans"] = parser.spans

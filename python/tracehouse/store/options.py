@@ -24,7 +24,7 @@ class WriterOptions:
     # ("queryable within a second"), also when the 2 cores are shared. Measured at 10M TOD
     # events, max reader lag: 4M rows/1.0 s 1.4-2.3 s, 2M/0.5 s 0.8-1.7 s, 1M/0.5 s 0.6-0.9 s,
     # throughput unchanged; a small checkpoint also keeps the tail that close() encodes short.
-    # Sized by bytes (issue 17), not rows: 1M rows were 54 MB of TOD (8-11 columns) but ~500 MB
+    # Sized by bytes, not rows: 1M rows were 54 MB of TOD (8-11 columns) but ~500 MB
     # of 61-column QoS rows, held twice over under back-pressure. 64 MiB is 1.2M TOD rows.
     flush_bytes: int = 64 << 20
     flush_rows: int | None = None

@@ -17,8 +17,8 @@ column that is not delta-packed (strings, floats, bools, producer) -- except
 floats in checkpoint (level 0) segments, which are lz4: zstd-1 was two thirds of
 the encoding time of a 48-measurement QoS row (1.16M rows: 1.13 s zstd vs
 0.87 s lz4, one core, 147 vs 189 MB), and at ~0.8M rows/s checkpoint encoding
-was what acknowledged writes waited for. Compaction (level >= 1) writes zstd. Re-measured for
-issue 17 (500K rows of ts, producer, seq + 48 noisy 2-decimal float series, one thread, best of
+was what acknowledged writes waited for. Compaction (level >= 1) writes zstd. Measured again
+(500K rows of ts, producer, seq + 48 noisy 2-decimal float series, one thread, best of
 3, load 8.9): level 0 (lz4 floats) 0.744 CPU-s and 100.4 MB, level 1 (zstd-1) 1.074 CPU-s and
 64.6 MB; readers and the compactor take both in one type (test_checkpoint_floats_are_lz4...).
 

@@ -3,10 +3,21 @@
 Owns the Spark side of `open_engine(..., engine="spark")`: the session (`local[N]` on this
 machine or a cluster's master URL), one temp view per (trace, event type), per trace's
 `events` and per `th.*` table over exactly the registered segment files of one catalog
-snapshot (`engines.Snapshot`), the translation of our DuckDB dialect to Spark SQL (sqlglot;
-the only rewrite of our own is the table names, since Spark has no per-trace schemas), and
+snapshot (`engines.Snapshot`), the translation of our DuckDB dialect to Spark SQL (sqlglot,
+the rules of `spark_sql`, and the table names: Spark has no per-trace schemas), and
 the answer: Spark's Arrow result renamed and cast to the schema DuckDB gives the same query
 (bound by DuckDB over empty views of the same types), so both engines return the same table.
+Where the two dialects would answer the same text differently, `spark_sql` rewrites the
+construct or refuses it (never a different answer).
+
+Errors: every error of Spark's (analysis, parse, overflow, a bad cast, a store `url` Spark
+cannot read) is a tracehouse error (`BadInput`/`NotFound`, exit 2) naming the construct, with
+no Java or Python stack trace. The JVM's own output (its banners, log4j lines) goes to a log
+file (`jvm_log_path()`, named in errors; removed at exit unless an error named it), not to
+the terminal, and pyspark's `SQLQueryContextLogger` is silenced.
+
+Cluster settings: `conf` (the CLI's `--conf KEY=VALUE`) or Spark's own
+`$SPARK_CONF_DIR/spark-defaults.conf`, which spark-submit reads when the JVM starts.
 
 Spark reads the files when the query runs: a segment compacted away after the snapshot stays
 readable for the writer's `retire_grace_s` (60 s by default); longer Spark jobs over a store
@@ -15,9 +26,12 @@ being compacted need a longer grace on the writer.
 
 from __future__ import annotations
 
+import atexit
 import itertools
 import os
 import shutil
+import sys
+import tempfile
 import warnings
 from importlib import resources
 from typing import Sequence
@@ -25,7 +39,7 @@ from typing import Sequence
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ..errors import BadInput, TracehouseError
+from ..errors import BadInput, NotFound, TracehouseError
 from ..schema import EventType
 from .engines import (
     DuckViews,
@@ -88,9 +102,69 @@ def spark_session(master: str = DEFAULT_MASTER, conf: dict | None = None):
     b = SparkSession.builder.master(master).appName("tracehouse")
     for k, v in (settings | dict(conf or {})).items():
         b = b.config(k, str(v))
-    s = b.getOrCreate()
+    if SparkSession.getActiveSession() is not None:
+        _quiet_python_loggers()
+        return b.getOrCreate()
+    # The JVM inherits our stdout and stderr when it starts: it gets the log file instead
+    # (its banners and log4j lines stay off the terminal and out of a CSV on stdout).
+    log = jvm_log_path()
+    with open(log, "ab") as f, _fds_to(f.fileno()):
+        s = b.getOrCreate()
+    atexit.register(_drop_log, log)
     s.sparkContext.setLogLevel("ERROR")
+    _quiet_python_loggers()
     return s
+
+
+def _quiet_python_loggers() -> None:
+    """pyspark logs every SQL error it raises as a JSON line on stderr (its query-context
+    loggers); the error reaches the caller as tracehouse's, once."""
+    try:
+        from pyspark.logger import PySparkLogger
+    except ImportError:
+        return
+    for name in ("SQLQueryContextLogger", "DataFrameQueryContextLogger"):
+        PySparkLogger.getLogger(name).disabled = True
+
+
+def jvm_log_path() -> str:
+    """Where the JVM of this process writes its output (one file per process)."""
+    return os.path.join(tempfile.gettempdir(), f"tracehouse-spark-{os.getuid()}-{os.getpid()}.log")
+
+
+_LOG_NAMED = False  # an error named the log: it stays for the user to read
+
+
+def _drop_log(path: str) -> None:
+    if not _LOG_NAMED:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass
+
+
+class _fds_to:
+    """Points file descriptors 1 and 2 at `fd` for the block (a child started in it inherits
+    them), then back."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+
+    def __enter__(self):
+        for s in (sys.stdout, sys.stderr):
+            try:
+                s.flush()
+            except (OSError, ValueError):
+                pass
+        self.saved = [os.dup(1), os.dup(2)]
+        os.dup2(self.fd, 1)
+        os.dup2(self.fd, 2)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for target, saved in zip((1, 2), self.saved):
+            os.dup2(saved, target)
+            os.close(saved)
 
 
 class SparkEngine(EngineBase):
@@ -106,6 +180,8 @@ class SparkEngine(EngineBase):
         self.spark = spark if spark is not None else spark_session(master or DEFAULT_MASTER, conf)
         self.master = self.spark.sparkContext.master
         self.typing = DuckViews(files=False)
+        # DuckDB's zone for TIMESTAMPTZ (the local one, as in Store.sql): spark_sql refuses what depends on it
+        self.timezone = self.typing.con.sql("SELECT current_setting('TimeZone')").fetchall()[0][0]
         self._no = next(_ENGINE_NO)
         self._ids: dict[tuple[str, int], int] = {}
         self._views: dict[tuple[str, int], tuple[tuple, dict[str, str]]] = {}  # trace -> (signature, type -> view)
@@ -134,7 +210,14 @@ class SparkEngine(EngineBase):
         for name, et in src.types.items():
             urls = [src.store.ref.file_url(s.path) for s in src.segments(name)]
             schema = struct_of(et)
-            df = self.spark.read.schema(schema).parquet(*urls) if urls else self.spark.createDataFrame([], schema)
+            try:
+                df = self.spark.read.schema(schema).parquet(*urls) if urls else self.spark.createDataFrame([], schema)
+            except Exception as e:  # noqa: BLE001 - pyspark's and py4j's errors alike
+                if not _is_spark_error(e):
+                    raise
+                ref = src.store.ref
+                raise NotFound(f"Spark cannot read the segments of trace {src.sql_name!r} of store {ref.alias!r} at "
+                               f"{ref.file_url('')}: {_first_line(e)}") from None
             base = df
             if tags_df is not None:  # tags as columns after `producer`, as DuckDB's views have them
                 names = tag_column_names(et, keys)
@@ -179,11 +262,15 @@ class SparkEngine(EngineBase):
     # -- translation ------------------------------------------------------------------------
 
     def _spark_tree(self, snap: Snapshot, tree, params):
-        """The tree with parameters inlined and every store table renamed to its view."""
+        """The tree with parameters inlined, translated (`spark_sql`: DuckDB's meaning kept or
+        refused) and every store table renamed to its view."""
         from sqlglot import exp
+
+        from .spark_sql import translate
 
         tree = tree.copy()
         _bind_params(tree, params)
+        tree = translate(tree, _schema(snap, tree), self.timezone)
         th = self._th(snap) if mentions_th(tree, "") else {}
         for t in table_refs(tree):
             db, name = t.db, t.name
@@ -222,15 +309,14 @@ class SparkEngine(EngineBase):
             return convert(conform(result, schema), output)
 
     def _run(self, spark_sql: str) -> pa.Table:
-        from pyspark.errors import AnalysisException, ParseException
-
         try:
             with warnings.catch_warnings():  # pyspark's pandas-version notice: toArrow uses no pandas
                 warnings.simplefilter("ignore", FutureWarning)
                 return self.spark.sql(spark_sql).toArrow()
-        except (AnalysisException, ParseException) as e:
-            msg = str(e).strip().splitlines()[0]
-            raise BadInput(f"Spark could not run the translated query: {msg}", expected=f"Spark SQL: {spark_sql}") from None
+        except Exception as e:  # noqa: BLE001 - pyspark's and py4j's errors alike
+            if not _is_spark_error(e):
+                raise
+            raise spark_error(e, spark_sql) from None
 
     def close(self) -> None:
         try:
@@ -244,6 +330,88 @@ class SparkEngine(EngineBase):
             super().close()
             if self._own_session:
                 self.spark.stop()
+
+
+def _is_spark_error(e: BaseException) -> bool:
+    """An error raised by Spark (pyspark's exceptions, py4j's for what pyspark does not convert)."""
+    mod = type(e).__module__ or ""
+    return mod.startswith(("pyspark", "py4j"))
+
+
+def _first_line(e: BaseException) -> str:
+    text = str(e).strip()
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith(("An error occurred while calling", "py4j.", "Traceback")):
+            return line[:300]
+    return type(e).__name__
+
+
+def spark_error(e: BaseException, spark_sql: str) -> BadInput:
+    """A Spark error as tracehouse's: its class and first line, the construct it points at
+    (Spark's query context), the translated SQL and where the JVM's log is."""
+    cls = ""
+    try:
+        cls = e.getCondition() or ""  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - older pyspark, or a py4j error
+        pass
+    where = ""
+    try:
+        ctx = e.getQueryContext()  # type: ignore[attr-defined]
+        if ctx and ctx[0].fragment():
+            where = f" at `{ctx[0].fragment()}`"
+    except Exception:  # noqa: BLE001 - no query context
+        pass
+    global _LOG_NAMED
+    _LOG_NAMED = True
+    msg = _first_line(e)
+    if cls and cls not in msg:
+        msg = f"[{cls}] {msg}"
+    return BadInput(f"Spark could not answer{where}: {msg}",
+                    expected=f"a query Spark can run (translated: {spark_sql}; Spark's log: {jvm_log_path()})")
+
+
+_SQL_TYPES = {"int64": "BIGINT", "int32": "INT", "float64": "DOUBLE", "bool": "BOOLEAN", "string": "VARCHAR"}
+
+
+def _schema(snap: Snapshot, tree) -> dict:
+    """{trace: {type: {column: type}}} of the traces a tree names, and th.* (sqlglot's schema)."""
+    out: dict = {}
+    for t in table_refs(tree):
+        db = t.db
+        if db.lower() == "th" or db in out:
+            continue
+        try:
+            src = snap.trace(db)
+        except TracehouseError:
+            continue
+        keys, tags = trace_tags(src.store.th["producers"], src.info.name, src.info.metadata)
+        tables = {}
+        for name, et in src.types.items():
+            cols: dict = {}
+            names = tag_column_names(et, keys) if tags is not None else {}
+            for c in et.columns:
+                cols[c.name] = _SQL_TYPES[c.type]
+                if c.name == "producer":  # tags as columns after `producer`, as the views have them
+                    cols.update({n: _arrow_sql(tags.schema.field(k).type) for k, n in names.items()})
+            tables[name] = cols
+        tables["events"] = {"ts": "BIGINT", "producer": "INT", "seq": "BIGINT", "dur": "BIGINT", "type": "VARCHAR"}
+        out[db] = tables
+    if mentions_th(tree, ""):
+        out["th"] = {name: {f.name: _arrow_sql(f.type) for f in t.schema} for name, t in snap.th().items()}
+    return out
+
+
+def _arrow_sql(t: pa.DataType) -> str:
+    if pa.types.is_integer(t):
+        return "BIGINT" if t.bit_width == 64 else "INT"
+    if pa.types.is_floating(t):
+        return "DOUBLE"
+    if pa.types.is_boolean(t):
+        return "BOOLEAN"
+    if pa.types.is_string(t) or pa.types.is_large_string(t):
+        return "VARCHAR"
+    return "UNKNOWN"
 
 
 def _bind_params(tree, params: list | dict | None) -> None:

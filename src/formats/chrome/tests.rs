@@ -209,7 +209,7 @@ fn write_us_is_exact() {
     }
 }
 
-/// Issue 11 item 8: a 50 MB line was stored as one event. An event record longer than
+/// Regression: a 50 MB line was stored as one event. An event record longer than
 /// `max_record` is rejected with its line and skipped as it streams by; the rest imports.
 #[test]
 fn an_event_longer_than_the_limit_is_rejected_and_skipped_in_any_chunking() {

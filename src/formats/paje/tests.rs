@@ -121,7 +121,7 @@ fn pajeng(name: &str) -> Vec<u8> {
     std::fs::read(format!("{DATA}/pajeng/{name}")).unwrap()
 }
 
-/// Issue 11 item 9: PajeNG's containers.trace names threads `t1`, `t2` under several
+/// Regression: PajeNG's containers.trace names threads `t1`, `t2` under several
 /// processes (aliases `1t1`, `2t1`, ...): every one is a container, in its parent, and the
 /// trace (only containers) parses without a reject.
 #[test]

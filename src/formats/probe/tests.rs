@@ -262,7 +262,7 @@ fn agg_rows(p: &mut ProbeParser, kind: &str) -> Vec<Vec<String>> {
         .collect()
 }
 
-/// Issue 11 item 10: avg() maps come as `stats` records of numbers (`{"@a": {"x": 10}}`,
+/// Regression: avg() maps come as `stats` records of numbers (`{"@a": {"x": 10}}`,
 /// `{"@avg1": 7}`) and were dropped (an input of only those: "no events", exit 2); a `value`
 /// record of a tuple or struct was one fake map per key; `{"@z": []}` was nothing at all.
 #[test]
@@ -358,7 +358,7 @@ fn pretty_printed_json_is_refused() {
     );
 }
 
-/// Issue 11 item 8: 1 MB of random bytes became 4,047 printf events.
+/// Regression: 1 MB of random bytes became 4,047 printf events.
 #[test]
 fn binary_input_is_refused_whole_in_any_chunking() {
     let noise: Vec<u8> = (0..1_000_000u32).map(|i| (i.wrapping_mul(2_654_435_761) >> 9) as u8).collect();
@@ -378,7 +378,7 @@ fn binary_input_is_refused_whole_in_any_chunking() {
     }
 }
 
-/// Issue 11 item 8: `--strict` did nothing for SystemTap output because nothing was ever a bad
+/// Regression: `--strict` did nothing for SystemTap output because nothing was ever a bad
 /// line: a line that starts like a --pattern without matching it, and a broken histogram
 /// row, became printf text. They are rejected (and stop a strict parse) with their number.
 #[test]

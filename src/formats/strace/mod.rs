@@ -312,6 +312,16 @@ impl StraceParser {
         self.finished = true;
     }
 
+    /// Cuts every row held into batches now (for [`StraceParser::take_batches`]), the input
+    /// going on: a pipe's lines are committed as they arrive. A call not yet resumed is let
+    /// go as at a forced cut (its row, once complete, is set aside for
+    /// [`StraceParser::take_late`]).
+    pub fn drain(&mut self) {
+        if !self.finished && !self.rows.is_empty() {
+            self.cut(true);
+        }
+    }
+
     /// Batches completed so far, as (event type, batch), emptied by the call.
     pub fn take_batches(&mut self) -> Vec<(&'static str, RecordBatch)> {
         std::mem::take(&mut self.out)

@@ -130,6 +130,12 @@ impl Rows {
         self.rows.len()
     }
 
+    /// No row held.
+    #[inline]
+    pub fn is_empty(&self) -> bool {
+        self.rows.is_empty()
+    }
+
     /// Bytes of strings held.
     #[inline]
     pub fn arena_bytes(&self) -> usize {

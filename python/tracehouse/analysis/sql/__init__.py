@@ -13,7 +13,22 @@ ENGINE_PARAMS = (
     Param("engine", "str", "", "answer by plain SQL on this engine (default: indexes and the Rust core)",
           choices=("duckdb", "spark")),
     Param("master", "str", "", "Spark master URL (default local[2])"),
+    Param("conf", "str", "", "a Spark setting KEY=VALUE, e.g. spark.driver.host=10.0.0.5 (repeat); "
+          "$SPARK_CONF_DIR/spark-defaults.conf is read too", many=True, metavar="KEY=VALUE"),
 )
+
+
+def conf_pairs(items: list[str] | None) -> dict:
+    """`--conf KEY=VALUE` settings as a dict."""
+    from ..errors import BadInput
+
+    out = {}
+    for text in items or []:
+        key, sep, value = text.partition("=")
+        if not sep or not key.strip():
+            raise BadInput(f"--conf {text!r}", expected="KEY=VALUE, e.g. spark.executor.memory=4g")
+        out[key.strip()] = value
+    return out
 
 
 def text(name: str) -> str:
@@ -36,7 +51,7 @@ def where(start: int | None = None, end: int | None = None, col: str = "ts",
     return " AND ".join(parts) or "true"
 
 
-def engine(store, name: str | None, master: str | None = None, conf: dict | None = None):
+def engine(store, name: str | None, master: str | None = None, conf: list[str] | dict | None = None):
     """A context manager giving the engine an SQL analysis runs on: `name` = duckdb | spark
     (`store.engines.open_engine`), or None: nothing (the analysis' own fast path)."""
     from contextlib import nullcontext
@@ -45,7 +60,7 @@ def engine(store, name: str | None, master: str | None = None, conf: dict | None
         return nullcontext()
     from ...store.engines import open_engine
 
-    return open_engine(store, name, master=master, **({"conf": conf} if conf else {}))
+    return open_engine(store, name, master=master, conf=conf if isinstance(conf, dict) else conf_pairs(conf))
 
 
 def answered_by(engine, default: str = "duckdb") -> str:

@@ -10,7 +10,7 @@
 --   mean_dur    DOUBLE   mean duration, ns
 --   first_ts    BIGINT   first event time, ns
 --   last_ts     BIGINT   last event time, ns
-SELECT {trace_str} AS trace, e.producer, any_value(p.name) AS name, count(*) AS events, count(e.dur) AS spans,
+SELECT {trace_str} AS trace, e.producer, min(p.name) AS name, count(*) AS events, count(e.dur) AS spans,
        CAST(sum(e.dur) AS BIGINT) AS total_dur, avg(e.dur) AS mean_dur, min(e.ts) AS first_ts, max(e.ts) AS last_ts
 FROM {trace}.events e
 LEFT JOIN th.producers p ON p.trace = {trace_str} AND p.id = e.producer

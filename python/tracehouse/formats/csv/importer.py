@@ -10,7 +10,7 @@ pyarrow's invalid-row handler, which knows their line number.
 
 pyarrow reads in blocks and refuses a line longer than about two of them
 ("straddles two block boundaries"), without saying where. The import then
-starts again (the first attempt rolled back) with a block that holds the
+starts again (what the first read appended rolled back) with a block that holds the
 longest line, found by one scan of the file; a line over `MAX_LINE` is refused
 naming its number and length.
 """
@@ -126,7 +126,7 @@ def import_file(store, path: str | Path, name: str, *, mapping: Mapping | None =
     source = str(path)
     block, done, shown = BLOCK, [0], [0]
 
-    def advance(n: int) -> None:  # a second attempt does not count its rows twice
+    def advance(n: int) -> None:  # a retry does not count its rows twice
         done[0] += n
         if progress is not None and done[0] > shown[0]:
             progress(done[0] - shown[0])

@@ -21,7 +21,7 @@ NAME = "stap"
 DESCRIPTION = fmt.DESCRIPTION
 _HEADER = re.compile(rb"^\s*value \|-+ count\s*$", re.M)
 
-__all__ = ["DESCRIPTION", "NAME", "OPTIONS", "import_file", "sniff"]
+__all__ = ["DESCRIPTION", "NAME", "OPTIONS", "import_file", "import_stream", "sniff"]
 
 
 def sniff(head: bytes) -> bool:
@@ -33,3 +33,10 @@ def import_file(store, path: str | Path, name: str, *, mapping: Mapping | None =
                 description: str = "", progress=None, pattern=None, span=None) -> ImportReport:
     return import_probe_output("stap", fmt, store, path, name, mapping=mapping, strict=strict,
                                description=description, progress=progress, pattern=pattern, span=span)
+
+
+def import_stream(store, fd: int, name: str, *, source: str = "stdin", mapping: Mapping | None = None,
+                  strict: bool = False, description: str = "", progress=None, pattern=None, span=None) -> ImportReport:
+    """The same from a pipe, as the data arrives (`... | tracehouse import stap - ...`)."""
+    return import_probe_output("stap", fmt, store, source, name, mapping=mapping, strict=strict,
+                               description=description, progress=progress, pattern=pattern, span=span, stream=fd)

@@ -120,6 +120,18 @@ class StraceSink:
             self._fail_strict()
         return self.parser.lines
 
+    def commit(self) -> None:
+        """Every row parsed so far into registered segments, with the producers seen so far
+        (an import from a pipe, `import_stream`): readers see them while the input goes on."""
+        for type_name, batch in self.parser.drain():
+            self._append(self.trace, type_name, batch)
+        if self.strict and self.parser.rejected:
+            self._fail_strict()
+        producers = self.parser.producers()
+        if producers:
+            self.store.add_producers(self.trace, producers)
+        self.store.flush(self.trace)
+
     def _where(self, source: int) -> str:
         return self.sources[source] if source < len(self.sources) else "?"
 
@@ -201,6 +213,29 @@ def feed_native(sink: StraceSink, native, progress: Callable[[int], None] | None
     sink.parser = native.parser()
     if progress is not None and sink.parser.lines != seen:
         progress(sink.parser.lines - seen)
+
+
+def import_stream(store: "Store", fd: int, name: str, *, source: str = "stdin", mapping: Mapping | None = None,
+                  strict: bool = False, description: str = "", progress=None, commit_s: float | None = None) -> StraceReport:
+    """Import strace output read from a pipe (`fd`) as it arrives, committed batch by batch
+    (`formats/stream.py`): `strace -o /dev/stdout CMD | tracehouse import strace -`."""
+    from ..stream import COMMIT_S, arrivals, stopped
+
+    sink = StraceSink(store, name, [source], [None], strict=strict, description=description,
+                      metadata={"stream": source})
+    seen = 0
+    try:
+        for chunk in arrivals(fd, COMMIT_S if commit_s is None else commit_s):
+            if chunk is None:
+                sink.commit()
+                continue
+            lines = sink.feed(chunk)
+            if progress is not None and lines != seen:
+                progress(lines - seen)
+                seen = lines
+        return sink.finish()
+    except BaseException as e:
+        stopped(store, name, e, keep=not strict)
 
 
 # The parse `start_parse_ahead` started: (absolute path, parse), taken by the next `start_parse`

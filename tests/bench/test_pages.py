@@ -1,0 +1,73 @@
+"""The documentation's benchmark pages (tracehouse.bench.pages): the current table comes from the
+newest full run kept under docs/benchmarks/, every row from its results.json, and the pages are
+rewritten only where they are ours."""
+
+from __future__ import annotations
+
+import copy
+import json
+import shutil
+
+import pytest
+
+from helpers.paths import ROOT
+from tracehouse.bench import pages
+
+KEPT = ROOT / "docs" / "benchmarks"
+
+
+@pytest.fixture
+def committed() -> dict:
+    return json.loads((KEPT / "2026-11-25" / "results.json").read_text())
+
+
+def test_the_headline_rows_come_from_the_run(committed):
+    rows = pages.headline(committed)
+    works = [r[0] for r in rows]
+    assert any(w.startswith("TOD events stored, streaming") for w in works)
+    assert any(w.startswith("QoS rows written, 128 writers") for w in works)
+    assert any(w.startswith("QoS read") for w in works)  # a row where tracehouse loses stays in the table
+    assert any("SoC-Trace" in w for w in works) and any("strace import" in w for w in works)
+    tod = next(r for r in rows if r[0].startswith("TOD events stored, streaming"))
+    x = next(x for x in committed["experiments"]["tod_store"]["ratios"] if x["events"] == 1_000_026)
+    assert tod[3] == pytest.approx(x["stream_vs_best_peer"]) and "duckdb fast" in tod[2]
+    reads = next(r for r in rows if r[0].startswith("QoS read"))
+    assert reads[3] < 1  # tracehouse slower there: the ratio says so
+    assert all(r[4] is not None for r in rows)  # each row carries its experiment's load average
+
+
+def test_a_run_without_an_experiment_has_no_row_for_it(committed):
+    part = copy.deepcopy(committed)
+    del part["experiments"]["write"], part["experiments"]["reads"]
+    works = [r[0] for r in pages.headline(part)]
+    assert works and not any(w.startswith("QoS") for w in works)
+
+
+def test_the_newest_full_run_is_current_and_the_index_lists_every_run(tmp_path, committed):
+    bench = tmp_path / "benchmarks"
+    shutil.copytree(KEPT / "2026-11-25", bench / "2026-11-25")
+    quick = copy.deepcopy(committed) | {"size": "quick", "quick": True, "started": "2026-12-01T10:00:00+00:00"}
+    (bench / "2026-12-01").mkdir()
+    (bench / "2026-12-01" / "results.json").write_text(json.dumps(quick))
+    assert pages.latest(bench)[0].name == "2026-11-25"  # a quick run does not replace the full one
+    (bench / "index.md").write_text("a page someone wrote\n")
+    assert pages.refresh_index(bench / "2026-12-01") is None  # not ours: left alone
+    assert (bench / "index.md").read_text() == "a page someone wrote\n"
+    (bench / "index.md").write_text(pages.INDEX_MARK + "\nold\n")
+    assert pages.refresh_index(bench / "2026-12-01") == bench / "index.md"
+    text = (bench / "index.md").read_text()
+    assert text.index("[2026-12-01](2026-12-01/report.md)") < text.index("[2026-11-25](2026-11-25/report.md)")
+    assert "From the full run of 2026-11-25" in text and "(2026-11-25/report.md)" in text
+
+
+def test_the_readme_table_replaces_only_what_is_between_its_markers(tmp_path):
+    readme = f"# x\n\nbefore\n\n{pages.START}\nstale figures\n{pages.END}\n\nafter\n"
+    out = pages.with_readme_table(readme, KEPT)
+    assert out.startswith("# x\n\nbefore\n\n") and out.endswith(f"{pages.END}\n\nafter\n")
+    assert "stale figures" not in out and "| work | tracehouse | best peer | ratio |" in out
+    assert "docs/benchmarks/2026-11-25/report.md" in out
+    with pytest.raises(ValueError, match="bench-table"):
+        pages.with_readme_table("# no markers\n", KEPT)
+    empty = tmp_path / "none"
+    empty.mkdir()
+    assert "No benchmark run" in pages.readme_section(empty)
