@@ -585,16 +585,25 @@ def _values(store, trace: str, window, *, by="none", type=None, value="dur", unc
     from .spans import spans_config
 
     cfg = spans_config(store, trace, begin, end, key, name)
-    got = span_values(store, trace, group=by, config=cfg, include_unclosed=unclosed, start=window.start,
-                      end=window.end, producers=window.producers)
-    if len(got[0]) == 0 and by not in ("none", "producer"):
+
+    def column_instead() -> None:
         # `--by caller` without --type groups spans by their calling span; a probe field named
         # caller (seed 004's scripts print one) is a column of an event type: say which.
-        typed = types_with_column(store, trace, by)
+        typed = types_with_column(store, trace, by) if by not in ("none", "producer") else []
         if typed:
-            raise BadInput(f"no spans of trace {trace!r} to group by {by}; event type(s) "
+            raise BadInput(f"the spans of trace {trace!r} have nothing to group by {by}; event type(s) "
                            f"{', '.join(typed)} have a column {by!r}",
                            expected=f"--type {typed[0]} --by {by} groups by that column")
+
+    try:
+        got = span_values(store, trace, group=by, config=cfg, include_unclosed=unclosed, start=window.start,
+                          end=window.end, producers=window.producers)
+    except BadInput:
+        column_instead()
+        raise
+    values, codes = got[0], got[1]
+    if len(values) == 0 or (codes is not None and len(np.unique(codes)) <= 1):
+        column_instead()  # no spans, or one group only (every span a root: no caller to tell apart)
     return got
 
 
