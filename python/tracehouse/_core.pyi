@@ -170,6 +170,12 @@ def write_int_parquet(path: str, data: list[pa.RecordBatch] | pa.Table, schema: 
     nulls in a non-null column."""
     ...
 
+def parquet_page_check(path: str, chunks: list[tuple[int, int]]) -> tuple[int, int, int, int | None, str | None]:
+    """Walk the pages of the column chunks `chunks` ((byte offset, length) each) of the Parquet file
+    `path` and compare each page's CRC-32 with its header's: (pages, pages with a CRC, bytes, the
+    first damaged page's byte offset or None, why or None). GIL released."""
+    ...
+
 def segment_order(keys: pa.Table) -> pa.UInt32Array | None:
     """The stable order of the rows of `keys` (int32/int64 columns without nulls, first most
     significant; read as one Arrow C stream, GIL released): None when already in that order.

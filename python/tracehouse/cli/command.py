@@ -1,7 +1,8 @@
 """The `tracehouse` command: the table of commands, the parser, and running one command.
 
 Owns argument parsing and exit codes: 0 ok, 1 failure, 2 bad input or unknown names,
-3 store locked by another writer. The store is `--store DIR`, else $TRACEHOUSE_HOME,
+3 store locked by another writer, 4 disk full, 5 store damaged (its files and catalog disagree:
+`tracehouse verify`, `tracehouse repair`). The store is `--store DIR`, else $TRACEHOUSE_HOME,
 else ./tracehouse-data.
 
 Commands live one group per module beside this one (`stores`, `importing`, `analyze`,

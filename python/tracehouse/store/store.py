@@ -37,14 +37,18 @@ from ..errors import (
     DiskFull,
     NotFound,
     ReadOnly,
+    StoreDamaged,
     StoreLocked,
     TracehouseError,
     cause_of,
     is_disk_full,
 )
 from ..schema import EventType, check_ident, one_event_type
+from . import journal
+from . import verify as verifymod
 from .catalog import INCOMPLETE_IMPORT, RESULT_KINDS, Catalog, SegmentInfo, TraceInfo
 from .options import WriterOptions
+from .quarantine import Quarantine
 
 if TYPE_CHECKING:
     from .query import QueryEngine
@@ -74,6 +78,24 @@ def check_trace_name(name: str) -> str:
     """Trace names become SQL schema names: no path separators, quotes, spaces or '..'."""
     if not isinstance(name, str) or not TRACE_NAME.fullmatch(name) or ".." in name:
         raise BadInput(f"invalid trace name {name!r}", expected=TRACE_NAME_RULE)
+    return name
+
+
+# Names DuckDB gives a schema or catalog of its own (`main`, `temp`, `system`: the database's
+# schemas and catalogs; `memory`: the in-memory database's name; `information_schema`,
+# `pg_catalog`: its views of itself) and `th`, the catalog's views: a trace is a schema, so a trace
+# of one of these names took over (th: the catalog's views for every SQL user) or broke every
+# query mentioning the word. Compared ignoring case, as SQL compares them.
+RESERVED_TRACE_NAMES = ("th", "main", "temp", "system", "memory", "information_schema", "pg_catalog")
+RESERVED_RULE = "a name other than " + ", ".join(RESERVED_TRACE_NAMES) + " (any case): SQL names its own schemas so"
+
+
+def check_new_trace_name(name: str) -> str:
+    """`check_trace_name`, and not a name SQL keeps for itself (RESERVED_TRACE_NAMES): for a
+    trace being created (an existing one keeps its name, whatever it is)."""
+    check_trace_name(name)
+    if name.lower() in RESERVED_TRACE_NAMES:
+        raise BadInput(f"trace name {name!r} is reserved", expected=RESERVED_RULE)
     return name
 
 
@@ -135,6 +157,12 @@ class Store:
         self.options = options or WriterOptions(**option_kw)
         cat_path = self.path / "catalog.sqlite"
         if not cat_path.exists():
+            held = verifymod.holds_traces(self.path)
+            if held:  # a catalog made now would not know them: the next writer would take their ids
+                raise StoreDamaged(f"{self.path} has no catalog ({cat_path} is missing) but holds {len(held)} trace "
+                                   f"director{'y' if len(held) == 1 else 'ies'} ({', '.join(held[:5])}"
+                                   f"{', ...' if len(held) > 5 else ''}): nothing was changed. `tracehouse repair` "
+                                   "rebuilds the catalog from them")
             if readonly or not create:
                 raise NotFound(f"no tracehouse store at {self.path} (run `tracehouse init` first)")
             self.path.mkdir(parents=True, exist_ok=True)
@@ -156,6 +184,8 @@ class Store:
                 self.become_writer()
             except StoreLocked:
                 pass  # the process holding the lock owns recovery; we read registered segments
+            except StoreDamaged as e:  # reads of what is intact go on; writes say this again
+                log.warning("%s", e)
 
 
     # -- the writer lock -----------------------------------------------------------
@@ -181,11 +211,23 @@ class Store:
                 f"store {self.path} is being written by another process (pid {holder}); "
                 "one writer per store — stop it, or read with a read-only open"
             ) from None
+        try:
+            survey = verifymod.survey(self.path, self.catalog)
+            wrong = survey.disagreements()
+            if wrong:
+                raise StoreDamaged(
+                    f"store {self.path}: its catalog ({self.catalog.path}) and its files disagree: "
+                    + "; ".join(wrong[:8]) + (f"; and {len(wrong) - 8} more" if len(wrong) > 8 else "")
+                    + ". Nothing was changed and writes are refused: `tracehouse verify` says what is intact, "
+                    "`tracehouse repair` rebuilds the catalog from the files (deleting nothing)")
+        except BaseException:
+            os.close(fd)
+            raise
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         self._lock_fd = fd
         self.ensure_reserve()
-        self._recover()
+        self._recover(survey)
 
     # -- the disk-full reserve -------------------------------------------------------
     # The catalog lives on the disk the events fill: when it is full, even the transaction that
@@ -228,25 +270,23 @@ class Store:
                         RESERVE_BYTES >> 10)
             return write()
 
-    def _recover(self) -> None:
-        """Finish interrupted deletes, drop orphan files, replay uncovered WAL."""
+    def _recover(self, survey: verifymod.Survey) -> None:
+        """Finish interrupted deletes, clear what crashed writes left (`survey`: files the catalog
+        does not name whose rows are elsewhere; never a directory the catalog does not know),
+        replay uncovered WAL."""
         for tid in self.catalog.deleting():
             shutil.rmtree(self.path / "traces" / str(tid), ignore_errors=True)
             self.catalog.drop_trace_rows(tid)
-        known = self.catalog.known_paths()
-        traces_dir = self.path / "traces"
-        live_ids = {t.id for t in self.catalog.traces()}
-        if traces_dir.exists():
-            for d in traces_dir.iterdir():
-                if d.name.isdigit() and int(d.name) not in live_ids:
-                    shutil.rmtree(d, ignore_errors=True)  # a trace whose creation never committed
-                    continue
-                seg_root = d / "segments"
-                if seg_root.exists():
-                    for f in seg_root.rglob("*"):
-                        rel = f.relative_to(self.path).as_posix()
-                        if f.is_file() and (f.name.endswith(".tmp") or rel not in known):
-                            f.unlink()
+        for rel in survey.partial:  # a segment never renamed into place: never registered
+            (self.path / rel).unlink(missing_ok=True)
+        quarantine = None
+        for rel, verdict, why in survey.orphans:
+            if verdict == "redundant":
+                (self.path / rel).unlink(missing_ok=True)
+            elif verdict == "unlogged":  # no other copy of its rows, but never acknowledged: kept aside
+                quarantine = quarantine or Quarantine(self.path)
+                dest = quarantine.move(self.path / rel, why)
+                log.warning("moved %s to %s: %s", rel, dest, why)
         self._delete_retired()
         for info in self.catalog.traces():
             wal_dir = self.path / "traces" / str(info.id) / "wal"
@@ -276,6 +316,9 @@ class Store:
                 self.become_writer()  # its recovery may have made this trace's writer already
                 w = self._writers.get(info.id)
                 if w is None:
+                    if not journal.journal_path(self.path, info.id).exists():  # (a store made before journals)
+                        journal.snapshot(self.path, info, self.catalog.trace_types(info).values(),
+                                         self.catalog.producers(info.id))
                     w = writermod.TraceWriter(self._writer_host(), info.id, info.name, self.catalog.trace_types(info),
                                     self.options)
                     self._writers[info.id] = w
@@ -294,21 +337,27 @@ class Store:
         `importing`: the trace is filled by an import that either completes
         (`complete_import`) or is rolled back (`rollback_import`); until then it is marked
         incomplete (th.traces.state), so one whose importer died stays marked."""
-        check_trace_name(name)
+        check_new_trace_name(name)
         check_ident(format, "format")
         producers = check_producers(producers or [])  # before anything is registered
         event_types = list(event_types)
         self.become_writer()
         self.catalog.ensure_format(format, format_description)
+        stored = []
         if not own_types:
             for et in event_types:
-                self._widen_writers(format, self.catalog.put_event_type(format, et))
+                stored.append(self.catalog.put_event_type(format, et))
+                self._widen_writers(format, stored[-1])
         mark = f"{INCOMPLETE_IMPORT} (pid {os.getpid()}, started {time.strftime('%Y-%m-%d %H:%M:%S')})" if importing else None
         tid = self.catalog.create_trace(name, format, description, metadata or {}, own_types=own_types,
                                         incomplete=mark)
+        info = self.catalog.trace(name)
+        # The trace's own record of what the catalog says of it (repair rebuilds from it).
+        journal.append(self.path, tid, [journal.trace_entry(info, format_description),
+                                        *({"op": "type", "type": et.to_json()} for et in stored or event_types),
+                                        *([journal.producers_entry(producers)] if producers else [])])
         if producers:
             self.catalog.put_producers(tid, producers)
-        info = self.catalog.trace(name)
         if own_types:
             for et in event_types:
                 self.catalog.put_event_type(format, et, info)
@@ -381,7 +430,9 @@ class Store:
 
     def set_metadata(self, trace: str, metadata: dict[str, Any]) -> None:
         self.become_writer()
-        self.catalog.set_metadata(self.catalog.trace(trace).id, metadata)
+        tid = self.catalog.trace(trace).id
+        journal.append(self.path, tid, [{"op": "metadata", "values": {str(k): str(v) for k, v in metadata.items()}}])
+        self.catalog.set_metadata(tid, metadata)
 
     def event_types(self, trace: str) -> dict[str, EventType]:
         info = self.catalog.trace(trace)
@@ -398,6 +449,7 @@ class Store:
         info = self.catalog.trace(trace)
         self.become_writer()
         stored = self.catalog.put_event_type(info.format, et, info)
+        journal.append(self.path, info.id, [{"op": "type", "type": stored.to_json()}])
         if info.own_types:
             w = self._writers.get(info.id)
             if w is not None:
@@ -421,7 +473,9 @@ class Store:
         """Insert or replace producers: dicts with id, parent, kind, name, attrs."""
         rows = check_producers(rows)
         self.become_writer()
-        self.catalog.put_producers(self.catalog.trace(trace).id, rows)
+        tid = self.catalog.trace(trace).id
+        journal.append(self.path, tid, [journal.producers_entry(rows)])  # first: it holds all the catalog does
+        self.catalog.put_producers(tid, rows)
 
     def producers(self, trace: str) -> list[dict]:
         return self.catalog.producers(self.catalog.trace(trace).id)
@@ -714,21 +768,23 @@ class Store:
         if table_format not in ("parquet", "arrow"):
             raise BadInput(f"unknown table format {table_format!r}", expected="parquet | arrow")
         ids = [self.catalog.trace(t).id for t in traces]
-        path = None
+        path = checksum = None
         if table is not None:
             (self.path / "results").mkdir(exist_ok=True)
             tmp = self.path / "results" / f".{os.getpid()}-{time.time_ns()}.{table_format}.tmp"
             if table_format == "parquet":
-                pq.write_table(table, tmp, compression="zstd")
+                pq.write_table(table, tmp, compression="zstd", write_page_checksum=True)
             else:
                 table = table.combine_chunks()
                 with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
                     w.write_table(table, max_chunksize=max(1, table.num_rows))
             with open(tmp, "rb") as f:
                 os.fsync(f.fileno())
+            checksum = verifymod.file_crc(tmp)  # (an index is Arrow IPC, which has no checksum of its own)
             path = f"results/{tmp.name[1:-4]}"
             os.rename(tmp, self.path / path)
-        return self.catalog.add_result(kind, name, tool, params or {}, ids, payload=payload, path=path)
+        return self.catalog.add_result(kind, name, tool, params or {}, ids, payload=payload, path=path,
+                                       checksum=checksum)
 
     def delete_result(self, rid: int) -> None:
         """Delete a result: its catalog row first, then its table file."""
