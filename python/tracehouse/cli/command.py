@@ -31,6 +31,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "export": ("stores", "write a trace's events, one file per event type"),
     "rm": ("stores", "delete traces"),
     "compact": ("stores", "merge small segments now (the store also merges them on its own)"),
+    "verify": ("stores", "check the store against itself: catalog, files, page and WAL checksums, journals, indexes "
+                         "(exit 1 when anything is damaged, missing or disagrees)"),
+    "repair": ("stores", "rebuild the catalog from what the store's files hold; damaged files go to quarantine/, "
+                         "nothing is deleted"),
     "import": ("importing", "import a file as a new trace"),
     "generate": ("importing", "generate a synthetic workload trace"),
     "demo": ("importing", "example traces of every format (a generated TOD trace, strace, Chrome, bpftrace, "

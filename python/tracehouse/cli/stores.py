@@ -1,4 +1,4 @@
-"""The store's commands: init, ls, info, search, query, export, rm, compact.
+"""The store's commands: init, ls, info, search, query, export, rm, compact, verify, repair.
 
 Thin shells over `Store` (and `open_engine` for several stores); printing is `output`'s.
 """
@@ -239,6 +239,44 @@ def cmd_compact(args) -> int:
     return 0
 
 
+def cmd_verify(args) -> int:
+    """`tracehouse verify`: exit 0 when everything is intact, 1 otherwise."""
+    from rich.markup import escape
+
+    from ..store import verify
+    from ..store.verify import render
+
+    path = Path(args.store or default_path())
+    if not path.exists():
+        raise BadInput(f"no tracehouse store at {path}", expected="a store directory (--store DIR)")
+    with progress_bar("verifying", None, enabled=not args.json and sys.stderr.isatty()) as adv:
+        report = verify(path, progress=adv)
+    if args.json:
+        emit_json(report)
+    else:
+        for line in render(report):
+            out.print(escape(line), highlight=False)
+    return 0 if report["ok"] else 1
+
+
+def cmd_repair(args) -> int:
+    from rich.markup import escape
+
+    from ..store import repair
+    from ..store.repair import render
+
+    path = Path(args.store or default_path())
+    if not path.exists():
+        raise BadInput(f"no tracehouse store at {path}", expected="a store directory (--store DIR)")
+    report = repair(path, progress=None if args.json else (lambda m: err.print(escape(m), highlight=False)))
+    if args.json:
+        emit_json(report)
+    else:
+        for line in render(report):
+            out.print(escape(line), highlight=False)
+    return 0
+
+
 def register(commands) -> None:
     add = commands.add
 
@@ -279,3 +317,5 @@ def register(commands) -> None:
     sp.add_argument("trace", nargs="+")
     sp = add("compact", cmd_compact)
     sp.add_argument("trace", nargs="*", help="traces (default: all)")
+    add("verify", cmd_verify)
+    add("repair", cmd_repair)

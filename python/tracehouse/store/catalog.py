@@ -659,6 +659,40 @@ class Catalog:
                            (trace_id, len(INCOMPLETE_CHECKPOINT), INCOMPLETE_CHECKPOINT))
             return ids
 
+    def restore_trace(self, tid: int, name: str, fmt: str, description: str, created: float, metadata: dict,
+                      *, own_types: bool, incomplete: str | None, segments: list[dict], retired: list[dict],
+                      wal_covered: int) -> None:
+        """Register a trace again under its own id, with its segments (`retired`: files a merge
+        replaced, deleted after the grace period as usual), in one transaction (`repair`)."""
+        now = time.time()
+        with self.transaction() as db:
+            db.execute("INSERT OR IGNORE INTO formats(name) VALUES (?)", (fmt,))
+            db.execute("INSERT INTO traces(id, name, format, description, created, own_types, incomplete, wal_covered)"
+                       " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                       (tid, name, fmt, description, created, int(own_types), incomplete, wal_covered))
+            db.executemany("INSERT INTO trace_metadata(trace_id, key, value) VALUES (?, ?, ?)",
+                           [(tid, str(k), str(v)) for k, v in metadata.items()])
+            for rows, retired_at in ((segments, None), (retired, now)):
+                db.executemany(
+                    "INSERT INTO segments(trace_id, event_type, path, rows, bytes, ts_min, ts_max, columns, level,"
+                    " created, retired) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(tid, r["event_type"], r["path"], r["rows"], r["bytes"], r["ts_min"], r["ts_max"],
+                      json.dumps(list(r["columns"])), r.get("level", 0), now, retired_at) for r in rows])
+            db.execute(
+                "UPDATE traces SET (event_count, bytes, ts_min, ts_max) = "
+                "(SELECT COALESCE(SUM(rows), 0), COALESCE(SUM(bytes), 0), MIN(ts_min), MAX(ts_max)"
+                "   FROM segments WHERE trace_id = ? AND retired IS NULL) WHERE id = ?", (tid, tid))
+
+    def restore_result(self, r: dict, trace_ids: list[int]) -> None:
+        """Register a result again under its own id (`repair`, from a damaged catalog it could read)."""
+        with self.transaction() as db:
+            db.execute("INSERT INTO results(id, kind, name, tool, params, created, payload, path, checksum)"
+                       " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       (r["id"], r["kind"], r["name"], r["tool"], json.dumps(r["params"]), r["created"],
+                        None if r["payload"] is None else json.dumps(r["payload"]), r["path"], r.get("checksum")))
+            db.executemany("INSERT INTO result_traces(result_id, trace_id) VALUES (?, ?)",
+                           [(r["id"], t) for t in trace_ids])
+
     def segments(self, trace_id: int, event_type: str | None = None) -> list[SegmentInfo]:
         sql = (
             "SELECT id, trace_id, event_type, path, rows, bytes, ts_min, ts_max, columns, level,"
