@@ -39,8 +39,23 @@ def cmd_init(args) -> int:
 
 
 def cmd_ls(args) -> int:
+    import dataclasses
+
     with open_store(args) as s:
-        print_traces(s.traces(), args.json)
+        traces = []
+        for t in s.traces():  # damaged WAL records recovery has not cut yet are said too
+            pending = s.pending_wal_damage(t.name)
+            if pending:
+                t = dataclasses.replace(t, state_reason=pending if t.state_reason is None else f"{pending}; {t.state_reason}")
+            traces.append(t)
+        unknown = s.unknown_trace_dirs()
+        print_traces(traces, args.json)
+    if unknown:
+        from rich.markup import escape
+
+        err.print(f"[yellow]warning:[/yellow] {escape(', '.join(unknown))}: trace director"
+                  f"{'y' if len(unknown) == 1 else 'ies'} the catalog does not know (writes are refused): "
+                  "`tracehouse verify` says what they hold, `tracehouse repair` registers them again", highlight=False)
     return 0
 
 
@@ -57,15 +72,22 @@ def cmd_info(args) -> int:
             counts[seg.event_type] = counts.get(seg.event_type, 0) + seg.rows
         nseg = len(segments)
         producers = s.producers(args.trace)
+        damaged: dict[str, list[str]] = {}
+        for seg, why in s.damaged_segments(args.trace):
+            damaged.setdefault(seg.event_type, []).append(f"{seg.path}: {why}")
+        pending = s.pending_wal_damage(args.trace)
         data = info.to_json() | {
             "segments": nseg,
             "producers": len(producers),
             "event_types": [
                 {"name": et.name, "kind": et.kind, "events": counts.get(et.name, 0),
-                 "params": [p.to_json() for p in et.params]}
+                 "params": [p.to_json() for p in et.params], "damaged": damaged.get(et.name, [])}
                 for et in types.values()
             ],
         }
+        if pending:
+            data["state"] = "incomplete"
+            data["state_reason"] = pending if info.state_reason is None else f"{pending}; {info.state_reason}"
     if args.json:
         emit_json(data)
         return 0
@@ -73,8 +95,8 @@ def cmd_info(args) -> int:
               f"{human_bytes(info.bytes)} in {nseg} segments  {len(producers)} producers")
     if info.description:
         out.print(info.description)
-    if info.state_reason is not None:
-        out.print(f"[yellow]incomplete:[/yellow] {escape(info.state_reason)}")
+    if data["state_reason"] is not None:
+        out.print(f"[yellow]incomplete:[/yellow] {escape(data['state_reason'])}")
     out.print(f"time {human_ns(info.ts_min)} .. {human_ns(info.ts_max)}")
     for k, v in info.metadata.items():
         out.print(f"  {k} = {v}")
@@ -82,10 +104,14 @@ def cmd_info(args) -> int:
     for c in ("event type", "kind", "events", "parameters"):
         table.add_column(c)
     for et in data["event_types"]:
-        table.add_row(et["name"], et["kind"], f"{et['events']:,}",
+        events = f"{et['events']:,}" + (" [red](damaged)[/red]" if et["damaged"] else "")
+        table.add_row(et["name"], et["kind"], events,
                       escape(", ".join(f"{p['name']}:{p['type']}" + (f" [{p['unit']}]" if p["unit"] else "")
                                        for p in et["params"])))
     out.print(table)
+    for et in data["event_types"]:
+        for d in et["damaged"]:
+            out.print(f"[red]damaged[/red] {escape(et['name'])}: {escape(d)}", highlight=False)
     return 0
 
 
@@ -153,6 +179,7 @@ def cmd_export(args) -> int:
     with open_store(args) as s:
         info = s.trace(args.trace)
         types = s.event_types(args.trace)
+        s.check_pages(args.trace)  # DuckDB reads a damaged page as other numbers: never exported
         target = out_dir / info.name
         target.mkdir(parents=True, exist_ok=True)
         files = []
@@ -171,7 +198,7 @@ def cmd_export(args) -> int:
             if args.format == "parquet":
                 import pyarrow.parquet as pq
 
-                pq.write_table(prod, ppath)
+                pq.write_table(prod, ppath, write_page_checksum=True)
             else:
                 import pyarrow.csv as pacsv
 
@@ -196,6 +223,7 @@ def export_with_plugin(args) -> int:
         out_path = out_path / f"{args.trace}.{getattr(exp, 'EXTENSION', args.format)}"
     with open_store(args) as s:
         info = s.trace(args.trace)
+        s.check_pages(args.trace)
         with progress_bar(f"exporting {info.name}", info.event_count, enabled=not args.json and sys.stderr.isatty()) as adv:
             r = exp.export(s, info.name, out_path, progress=adv)
     if args.json:

@@ -16,9 +16,11 @@ side by side, each on a cursor of its own (`snapshot`), confined by `sandbox`.
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from .. import lazy
@@ -122,6 +124,40 @@ def _select(cols, present: Iterable[str], src: str) -> str:
         else:
             parts.append(f"CAST(NULL AS {DUCK_TYPES[c.type]}) AS {qident(c.name)}")
     return f"SELECT {', '.join(parts)} FROM {src}"
+
+
+def segment_damage(root, seg) -> str | None:
+    """What is visibly wrong with a registered segment's file (a damage mark a check left in the
+    catalog, the file missing, its size not the registered one, no Parquet footer), else None.
+    A stat and a 4-byte read: flipped bytes inside it are for `verify` and the scrub to find."""
+    if seg.damaged:
+        return seg.damaged
+    path = Path(root) / seg.path
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size != seg.bytes:
+                return f"{size:,} bytes, the catalog registered {seg.bytes:,}"
+            f.seek(max(0, size - 4))
+            if f.read(4) != b"PAR1":
+                return "no Parquet footer"
+    except FileNotFoundError:
+        return "the file is missing"
+    except OSError as e:
+        return f"unreadable: {e.strerror}"
+    return None
+
+
+def damaged_view_sql(et: EventType, trace: str, damaged: list[tuple[str, str]]) -> str:
+    """The view body of a type whose segments include damaged ones (path, what is wrong): its
+    columns, typed, and an error naming the files when a query reads it (DuckDB drops a branch
+    a filter rules out, so `"<trace>".events WHERE type = 'other'` still answers)."""
+    what = "; ".join(f"{p} ({why})" for p, why in damaged[:3]) + (f"; and {len(damaged) - 3} more" if len(damaged) > 3 else "")
+    msg = (f"event type {et.name} of trace {trace!r} cannot be read: damaged segment(s) {what}. `tracehouse verify` "
+           "says what is intact, `tracehouse repair` sets the damaged files aside (deleting nothing); the trace's "
+           "other event types are readable")
+    sel = ", ".join(f"CAST(NULL AS {DUCK_TYPES[c.type]}) AS {qident(c.name)}" for c in et.columns)
+    return f"SELECT {sel} FROM range(1) WHERE error({qstr(msg)}) IS NULL"
 
 
 def type_view_sql(et: EventType, files: list[tuple[str, Iterable[str]]], tail: tuple[str, Iterable[str]] | None = None) -> str:
@@ -316,8 +352,13 @@ class QueryEngine:
             self._unregister(reg)
         for key in [k for k in self._tail_cache if k[0] == info.id and k[1] not in types]:
             del self._tail_cache[key]
+        root = self.store.path
         for name, et in types.items():
-            body = self._type_sources(info.name, info.id, et, by_type.get(name, []), tails.get(name))
+            damaged = [(s.path, why) for s in by_type.get(name, []) if (why := segment_damage(root, s))]
+            if damaged:
+                body = damaged_view_sql(et, info.name, damaged)
+            else:
+                body = self._type_sources(info.name, info.id, et, by_type.get(name, []), tails.get(name))
             self.con.execute(f"CREATE OR REPLACE VIEW {schema}.{qident(name)} AS {body}")
         self.con.execute(f"CREATE OR REPLACE VIEW {schema}.events AS " + events_view_sql(schema, types))
         self._trace_sigs[info.name] = cut.signature
@@ -490,7 +531,10 @@ def whole_count(store, query: str) -> tuple[str, int] | None:
     types, segs, tails = cut.types, cut.segments, cut.tails
     if view != "events" and view not in types:  # a name we did not make (or in another case): DuckDB decides
         return None
-    rows = sum(s.rows for s in segs if view == "events" or s.event_type == view)
+    counted = [s for s in segs if view == "events" or s.event_type == view]
+    if any(segment_damage(store.path, s) for s in counted):
+        return None  # the registered count would hide the damage: DuckDB's view names it
+    rows = sum(s.rows for s in counted)
     rows += sum(b.num_rows for name, bs in tails.items() if view == "events" or name == view for b in bs)
     return alias or "count_star()", int(rows)
 

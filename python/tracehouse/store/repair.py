@@ -25,7 +25,6 @@ with the reason. Repair deletes nothing: what it cannot use goes to quarantine/<
 from __future__ import annotations
 
 import fcntl
-import json
 import os
 import time
 from pathlib import Path
@@ -40,7 +39,7 @@ from . import wal as walmod
 from .catalog import Catalog
 from .quarantine import Quarantine
 from .segments import read_segment_meta
-from .verify import CATALOG, check_catalog, check_segment, holds_traces
+from .verify import CATALOG, check_catalog, check_segment, file_crc, holds_traces
 
 pa = lazy.module("pyarrow")
 pq = lazy.module("pyarrow.parquet")
@@ -74,7 +73,7 @@ def repair(root: Path, progress: Callable[[str], None] | None = None) -> dict:
                     report["traces"].append({"id": tid, "name": None, "action": "quarantined: being deleted"})
                     continue
                 report["traces"].append(_restore(root, cat, q, tid, old, names))
-            report["results"] = _restore_results(root, cat, old, {t["id"] for t in report["traces"]})
+            report["results"] = _restore_results(root, cat, q, old, {t["id"] for t in report["traces"]})
         finally:
             cat.close()
         report["quarantine"] = str(q.dir.relative_to(root)) if q.dir else None
@@ -280,12 +279,17 @@ def _wal_types(root: Path, tid: int, covered: int) -> dict[str, Any]:
     return out
 
 
-def _restore_results(root: Path, cat: Catalog, old: dict, traces: set[int]) -> int:
-    """The old catalog's results whose files are still there (or that have none), linked to the
-    traces restored; returns how many."""
+def _restore_results(root: Path, cat: Catalog, q: Quarantine, old: dict, traces: set[int]) -> int:
+    """The old catalog's results whose files are still there and intact (or that have none),
+    linked to the traces restored; a damaged file goes to quarantine/ (a derived index is built
+    again on its next use). Returns how many were kept."""
     n = 0
     for r in old["results"]:
         if r["path"] and not (root / r["path"]).is_file():
+            continue
+        if r["path"] and r.get("checksum") is not None and file_crc(root / r["path"]) != r["checksum"]:
+            q.move(root / r["path"], f"result {r['id']} ({r['name']}, {r['tool']}): its file fails the checksum "
+                                     "it was saved with")
             continue
         ids = [t for t in old["result_traces"].get(r["id"], []) if t in traces]
         cat.restore_result(r, ids)
@@ -314,6 +318,3 @@ def render(report: dict) -> list[str]:
         lines.append(f"set aside in {report['quarantine']}/ (report.jsonl says why): {len(report['quarantined'])} file(s)")
     return lines
 
-
-def dumps(report: dict) -> str:
-    return json.dumps(report, indent=2, default=str)

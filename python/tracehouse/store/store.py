@@ -46,7 +46,7 @@ from ..errors import (
 from ..schema import EventType, check_ident, one_event_type
 from . import journal
 from . import verify as verifymod
-from .catalog import INCOMPLETE_IMPORT, RESULT_KINDS, Catalog, SegmentInfo, TraceInfo
+from .catalog import INCOMPLETE_IMPORT, RESULT_KINDS, Catalog, SegmentInfo, TraceInfo, wal_damage_reason
 from .options import WriterOptions
 from .quarantine import Quarantine
 
@@ -63,6 +63,7 @@ pa = lazy.module("pyarrow")
 pq = lazy.module("pyarrow.parquet")
 querymod = lazy.module("tracehouse.store.query")
 scanmod = lazy.module("tracehouse.store.scan")
+segmod = lazy.module("tracehouse.store.segments")
 walmod = lazy.module("tracehouse.store.wal")
 writermod = lazy.module("tracehouse.store.writer")
 
@@ -653,6 +654,43 @@ class Store:
                 continue  # a checkpoint registered a file after our snapshot and dropped it: look again
         raise TracehouseError(f"trace {info.name!r}: its WAL kept changing under 100 consistent reads")
 
+    def check_pages(self, trace: str) -> None:
+        """Every page of the trace's segments against its CRC (`segments.check_pages`); raises
+        StoreDamaged naming the first damaged file (export runs it: DuckDB does not check)."""
+        for seg in self.segments_of(trace):
+            try:
+                bad = seg.damaged or segmod.check_pages(self.path / seg.path)["bad"]
+            except (OSError, pa.ArrowException) as e:
+                bad = f"unreadable: {e}"
+            if bad:
+                raise StoreDamaged(f"segment {seg.path} of trace {trace!r} ({seg.event_type}) is damaged: {bad}. "
+                                   "Nothing was written. `tracehouse verify` says what is intact, `tracehouse repair` "
+                                   "sets damaged files aside")
+
+    def unknown_trace_dirs(self) -> list[str]:
+        """Trace directories the catalog does not know (a damaged catalog lost them): writes are
+        refused until `tracehouse repair` registers them again."""
+        ids = self.catalog.trace_ids()
+        return [d for d in verifymod.holds_traces(self.path) if int(d.split("/")[1]) not in ids]
+
+    def damaged_segments(self, trace: str) -> list[tuple[SegmentInfo, str]]:
+        """The trace's registered segments whose files are visibly damaged or missing, with what
+        is wrong (`query.segment_damage`; `verify` reads every page)."""
+        return [(s, why) for s in self.segments_of(trace) if (why := querymod.segment_damage(self.path, s))]
+
+    def pending_wal_damage(self, trace: str) -> str | None:
+        """What recovery will cut from the trace's WAL (a mark it will set, `wal_damage_reason`),
+        when no writer holds the store (a live one recovered at its start); else None."""
+        if self._lock_fd is not None or _writer_alive(self.path):
+            return None
+        info = self.catalog.trace(trace)
+        wal_dir = self.path / "traces" / str(info.id) / "wal"
+        losses = []
+        for n in walmod.iter_uncovered(wal_dir, info.wal_covered):
+            path = walmod.wal_path(wal_dir, n)
+            losses += [x | {"file": str(path)} for x in walmod.read_wal(path).losses()]
+        return wal_damage_reason(losses) + " (not yet recovered: the next writer will cut it)" if losses else None
+
     def segments_of(self, trace: str, event_type: str | None = None) -> list[SegmentInfo]:
         """The registered, live segments of a trace (of one event type), by ts_min."""
         return self.catalog.segments(self.catalog.trace(trace).id, event_type)
@@ -886,6 +924,21 @@ class Store:
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _writer_alive(root: Path) -> bool:
+    """Whether a process holds the store's writer lock now."""
+    try:
+        fd = os.open(root / "writer.lock", os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
 
 
 def _has_pending_work(store: Store) -> bool:

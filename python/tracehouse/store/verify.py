@@ -4,12 +4,12 @@ Owns what "files and catalog agree" means and the full check:
 
 - `survey` (cheap: directory listings and a stat per segment; what `Store.become_writer` runs
   before it changes anything): trace directories the catalog does not know, registered segment
-  files that are missing, and segment files the catalog does not name, each judged by
+  files that are missing or not of their registered size, and segment files the catalog does not name, each judged by
   `orphan_verdict`: *redundant* (a checkpoint's leftover whose rows are still in the WAL, or a
   merge's output whose inputs are all live: removed by recovery), *unlogged* (written without a
   WAL, fsync off, and never registered: moved to quarantine/ by recovery) or *lost* (its rows
-  are nowhere else: the catalog lost it). Unknown directories, missing files and lost segments
-  make the store refuse writes (`StoreDamaged` naming the catalog and them) until `repair`.
+  are nowhere else: the catalog lost it). Unknown directories, missing or resized files and lost
+  segments make the store refuse writes (`StoreDamaged` naming the catalog and them) until `repair`.
 - `verify` (reads every byte): the catalog (SQLite's `quick_check`), the survey, every segment's
   footer (rows, columns and time range against the catalog) and page checksums
   (`segments.check_pages`), every WAL record's CRC (`wal.read_wal`), each trace's journal, and
@@ -48,6 +48,7 @@ class Survey:
 
     unknown_dirs: list[str] = field(default_factory=list)  # traces/<id>/ the catalog does not know
     missing: list[str] = field(default_factory=list)  # registered live segment files not there
+    resized: list[str] = field(default_factory=list)  # registered live segment files of another size: "path (why)"
     orphans: list[tuple[str, str, str]] = field(default_factory=list)  # (path, verdict, why)
     partial: list[str] = field(default_factory=list)  # .tmp files of writes that never finished
 
@@ -55,6 +56,7 @@ class Survey:
         """What makes the store refuse writes, one phrase each."""
         return ([f"{d}/ (a trace directory the catalog does not know)" for d in self.unknown_dirs]
                 + [f"{p} (registered, missing)" for p in self.missing]
+                + self.resized
                 + [f"{p} ({why})" for p, verdict, why in self.orphans if verdict == "lost"])
 
 
@@ -79,8 +81,13 @@ def survey(root: Path, catalog: Catalog) -> Survey:
     segs_by_trace: dict[int, dict[str, Any]] = {}
     for s in catalog.all_live_segments():
         segs_by_trace.setdefault(s.trace_id, {})[s.path] = s
-        if not (root / s.path).is_file():
+        try:
+            size = (root / s.path).stat().st_size
+        except FileNotFoundError:
             out.missing.append(s.path)
+            continue
+        if size != s.bytes:
+            out.resized.append(f"{s.path} ({size:,} bytes, registered with {s.bytes:,})")
     for tid, info in live.items():
         seg_root = root / "traces" / str(tid) / "segments"
         if not seg_root.is_dir():
