@@ -43,6 +43,8 @@ pub struct ColumnSpec {
     pub nullable: bool,
     /// Dictionary-encoded (RLE_DICTIONARY) rather than DELTA_BINARY_PACKED.
     pub dictionary: bool,
+    /// A CRC-32 in each page header (off only to measure what it costs).
+    pub checksums: bool,
 }
 
 /// A dictionary grows no larger than this; a chunk with more distinct values is delta-packed.
@@ -465,7 +467,14 @@ struct ChunkMeta {
 /// bytes have the CRC-32 `crc` (parquet.thrift `PageHeader.crc`: over the page as stored, after
 /// its header; readers that check it, e.g. pyarrow's `page_checksum_verification`, refuse a page
 /// whose bytes changed).
-fn page_header(out: &mut Vec<u8>, kind: i32, size: usize, num_values: usize, encoding: i32, crc: u32) -> io::Result<()> {
+fn page_header(
+    out: &mut Vec<u8>,
+    kind: i32,
+    size: usize,
+    num_values: usize,
+    encoding: i32,
+    crc: Option<u32>,
+) -> io::Result<()> {
     // Page sizes and counts are i32 in the format: a chunk past that is refused, never wrapped
     // (512K-row row groups are ~4 MiB at most; this guards callers passing huge row groups).
     let too_big = || io::Error::new(io::ErrorKind::InvalidInput, "a column chunk over 2 GiB: use smaller row groups");
@@ -476,7 +485,9 @@ fn page_header(out: &mut Vec<u8>, kind: i32, size: usize, num_values: usize, enc
     t.i32(1, kind);
     t.i32(2, size);
     t.i32(3, size);
-    t.i32(4, crc as i32);
+    if let Some(crc) = crc {
+        t.i32(4, crc as i32);
+    }
     if kind == PAGE_DICTIONARY {
         t.struct_field(7);
         t.i32(1, num_values);
@@ -559,7 +570,8 @@ fn write_chunk<W: Write>(
         encoding = E_RLE_DICTIONARY;
         dictionary_page_offset = Some(w.pos as i64);
         let n = sc.dict.len() / if spec.wide { 8 } else { 4 };
-        page_header(&mut sc.head, PAGE_DICTIONARY, sc.dict.len(), n, E_PLAIN, crc32fast::hash(&sc.dict))?;
+        let crc = spec.checksums.then(|| crc32fast::hash(&sc.dict));
+        page_header(&mut sc.head, PAGE_DICTIONARY, sc.dict.len(), n, E_PLAIN, crc)?;
         w.put(&sc.head)?;
         w.put(&sc.dict)?;
         sc.body.clear();
@@ -580,12 +592,15 @@ fn write_chunk<W: Write>(
         def_levels(&mut sc.levels, &sc.valid, rows);
     }
     let data_page_offset = w.pos as i64;
-    let mut crc = crc32fast::Hasher::new();
-    crc.update(&sc.levels);
-    crc.update(&pre);
-    crc.update(&sc.body);
+    let crc = spec.checksums.then(|| {
+        let mut h = crc32fast::Hasher::new();
+        h.update(&sc.levels);
+        h.update(&pre);
+        h.update(&sc.body);
+        h.finalize()
+    });
     let size = sc.levels.len() + pre.len() + sc.body.len();
-    page_header(&mut sc.head, PAGE_DATA, size, rows, encoding, crc.finalize())?;
+    page_header(&mut sc.head, PAGE_DATA, size, rows, encoding, crc)?;
     w.put(&sc.head)?;
     w.put(&sc.levels)?;
     w.put(&pre)?;

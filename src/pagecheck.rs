@@ -187,7 +187,11 @@ pub fn check_chunk(chunk: &[u8], at: u64, report: &mut PageReport) {
         if h.compressed > chunk.len() - body {
             report.bad = Some((
                 where_,
-                format!("page of {} bytes runs past its column chunk ({} bytes left)", h.compressed, chunk.len() - body),
+                format!(
+                    "page of {} bytes runs past its column chunk ({} bytes left)",
+                    h.compressed,
+                    chunk.len() - body
+                ),
             ));
             return;
         }
@@ -196,7 +200,8 @@ pub fn check_chunk(chunk: &[u8], at: u64, report: &mut PageReport) {
             report.with_crc += 1;
             let got = crc32fast::hash(&chunk[body..body + h.compressed]);
             if got != want {
-                report.bad = Some((where_, format!("page checksum mismatch (CRC-32 {got:08x}, header says {want:08x})")));
+                report.bad =
+                    Some((where_, format!("page checksum mismatch (CRC-32 {got:08x}, header says {want:08x})")));
                 return;
             }
         }
@@ -212,7 +217,8 @@ pub fn check_file(path: &std::path::Path, chunks: &[(u64, u64)]) -> io::Result<P
     let mut buf = Vec::new();
     for &(at, len) in chunks {
         if at.checked_add(len).is_none_or(|end| end > size) {
-            report.bad = Some((at, format!("column chunk of {len} bytes at byte {at} runs past the file's end ({size})")));
+            report.bad =
+                Some((at, format!("column chunk of {len} bytes at byte {at} runs past the file's end ({size})")));
             break;
         }
         buf.resize(len as usize, 0);

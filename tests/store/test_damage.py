@@ -29,7 +29,6 @@ import pytest
 
 import tracehouse
 from helpers import child_env, rows_of_batch
-from helpers.cli import run
 from helpers.paths import TESTS
 
 LIVE_CHILD = """

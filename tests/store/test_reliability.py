@@ -398,6 +398,9 @@ def test_any_truncation_or_flipped_byte_keeps_every_intact_record_and_names_the_
         intact = sum(1 for _, end in frames if end <= size)
         expect = list(range(intact))  # the records before the cut, nothing after it
         exact = True
+        # A cut exactly between two records reads as a shorter log: nothing in the file says
+        # records followed (the damage suite's WAL cut lands inside a record).
+        boundary = size in {len(walmod.MAGIC), *(end for _, end in frames)}
     else:
         pos = data.draw(st.integers(len(walmod.MAGIC), len(raw) - 1), label="flip at")
         damaged[pos] ^= data.draw(st.integers(1, 255), label="xor")
@@ -407,6 +410,7 @@ def test_any_truncation_or_flipped_byte_keeps_every_intact_record_and_names_the_
         expect = [i for i in range(len(frames)) if i != k]
         exact = pos >= frames[k][0] + 4
         intact = k
+        boundary = False
     path = tmp_path / f"{random.getrandbits(64):016x}.wal"
     path.write_bytes(bytes(damaged))
     scan = walmod.read_wal(path)
@@ -416,7 +420,7 @@ def test_any_truncation_or_flipped_byte_keeps_every_intact_record_and_names_the_
     else:
         assert got[:intact] == list(range(intact)) and set(got) <= set(expect) and got == sorted(got)
     lost = len(frames) - len(got)
-    assert (lost == 0) == (not scan.losses()), scan.losses()  # every loss is named, nothing else
+    assert (lost == 0 or boundary) == (not scan.losses()), scan.losses()  # every loss is named, nothing else
     assert all(x["reason"] and x["bytes"] > 0 for x in scan.losses())
 
 

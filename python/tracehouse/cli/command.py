@@ -62,6 +62,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "import": ("bench", "importers on real files: throughput at 3 sizes, peak memory, peers (wc -l, a Python regex)"),
     "engines": ("bench", "Q1-Q5 (seed 003) and the TOD statistics on DuckDB vs Spark local[2], same store, "
                          "same answers"),
+    "integrity": ("bench", "page checksums: import/generate with and without them; verify MB/s beside a plain read "
+                           "and a pyarrow decode of the same files"),
     "all": ("bench", "every experiment of the seeds (TOD store, QoS writes and reads, SoC-Trace, import, analyses) "
                      "against SQLite, PostgreSQL, MariaDB, DuckDB, QuestDB; writes DIR/report.md"),
 }

@@ -185,11 +185,14 @@ def cmd_export(args) -> int:
         files = []
         for name, et in types.items():
             path = target / f"{name}.{args.format}"
-            opts = "(FORMAT csv, HEADER true)"
-            if args.format == "parquet":  # the type and format ride along: `import parquet` restores them
-                opts = f"(FORMAT parquet, COMPRESSION zstd, KV_METADATA {{{qstr(EXPORT_KEY)}: {qstr(export_meta(info, et))}}})"
-            s.sql(f"COPY (SELECT * FROM {qident(info.name)}.{qident(name)} ORDER BY ts, producer, seq) "
-                  f"TO {qstr(str(path))} {opts}")
+            query = f"SELECT * FROM {qident(info.name)}.{qident(name)} ORDER BY ts, producer, seq"
+            if args.format == "parquet":
+                # By pyarrow, not DuckDB's COPY: DuckDB writes no page CRCs. The type and format ride
+                # along in the key-value metadata: `import parquet` restores them.
+                _write_parquet(s.sql_batches(query), path, {EXPORT_KEY: export_meta(info, et)},
+                               lambda q=query: s.sql(f"{q} LIMIT 0").schema)
+            else:
+                s.sql(f"COPY ({query}) TO {qstr(str(path))} (FORMAT csv, HEADER true)")
             files.append({"event_type": name, "path": str(path), "bytes": path.stat().st_size})
         producers = s.producers(args.trace)
         prod = pa.Table.from_pylist([p | {"attrs": json.dumps(p["attrs"])} for p in producers]) if producers else None
@@ -210,6 +213,26 @@ def cmd_export(args) -> int:
         for f in files:
             out.print(f"{f['path']}  {human_bytes(f['bytes'])}")
     return 0
+
+
+def _write_parquet(batches, path: Path, metadata: dict[str, str], schema_of) -> None:
+    """Record batches streamed into one Parquet file (zstd, a CRC-32 in every page header);
+    `schema_of()` gives the schema when there is no batch (a type without rows)."""
+    import pyarrow.parquet as pq
+
+    writer = None
+    try:
+        for b in batches:
+            if writer is None:
+                writer = pq.ParquetWriter(path, b.schema.with_metadata(metadata), compression="zstd",
+                                          write_page_checksum=True)
+            writer.write_batch(b)
+        if writer is None:
+            writer = pq.ParquetWriter(path, schema_of().with_metadata(metadata), compression="zstd",
+                                      write_page_checksum=True)
+    finally:
+        if writer is not None:
+            writer.close()
 
 
 def export_with_plugin(args) -> int:

@@ -214,7 +214,7 @@ RESERVED_TYPE_NAMES = ("events",)
 def _check_new_name(db, table: str, key: str, value, et: EventType, owner: str) -> None:
     """A new event type's name is not reserved and does not differ only in case from one its
     owner has (SQL names are case-insensitive: `cpu`, `CPU` and `Cpu` would be one view, two of
-    them unreachable); nor do its parameters among themselves."""
+    them unreachable)."""
     if et.name.lower() in RESERVED_TYPE_NAMES:
         raise BadInput(f"event type name {et.name!r} ({owner}) is reserved",
                        expected="a name other than events (any case): the view of every event type of a trace")
@@ -223,18 +223,6 @@ def _check_new_name(db, table: str, key: str, value, et: EventType, owner: str) 
     if row is not None:
         raise BadInput(f"event type {et.name!r} differs only in case from {row[0]!r} ({owner}): SQL names ignore "
                        f"case, so both would be one view", expected=f"the name {row[0]!r} itself, or another name")
-    _check_param_case(et.name, owner, et.params)
-
-
-def _check_param_case(type_name: str, owner: str, params, existing=()) -> None:
-    """New parameters `params` differ from each other and from `existing` in more than case."""
-    seen: dict[str, str] = {p.name.lower(): p.name for p in existing}
-    for p in params:
-        other = seen.setdefault(p.name.lower(), p.name)
-        if other != p.name:
-            raise BadInput(f"parameter {p.name!r} of {type_name} ({owner}) differs only in case from {other!r}: SQL "
-                           "column names ignore case, so both would be one column", column=p.name,
-                           expected=f"the name {other!r} itself, or another name")
 
 
 class _Cursor:
@@ -479,7 +467,6 @@ class Catalog:
                 )
             have = {p.name: p for p in stored.params}
             extra = []
-            _check_param_case(et.name, owner, [p for p in et.params if p.name not in have], stored.params)
             for p in et.params:
                 if p.name in have:
                     if have[p.name].type != p.type:

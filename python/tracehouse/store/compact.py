@@ -140,7 +140,8 @@ class Compactor:
                 meta = segment_meta(w.trace_id, w.trace_name, w.format, et, level,
                                     inputs=[Path(s.path).name for s in g])
                 row = write_segment(w.root, f"{w.trace_dir}/segments/{name}", table, level=level,
-                                    keep_cached=not opts.drop_written_pages, row_group=w.row_group, meta=meta)
+                                    keep_cached=not opts.drop_written_pages, row_group=w.row_group, meta=meta,
+                                    checksums=opts.page_checksums)
                 row["event_type"] = name
                 try:
                     with w.view_lock:  # not `cond`: appends do not wait for the catalog's fsync

@@ -35,6 +35,15 @@ pa = lazy.module("pyarrow")
 if TYPE_CHECKING:
     from .catalog import Catalog
 
+# Names DuckDB gives a schema or catalog of its own (`main`, `temp`, `system`: the database's
+# schemas and catalogs; `memory`: the in-memory database's name; `information_schema`,
+# `pg_catalog`: its views of itself) and `th`, the catalog's views: a trace is a schema, so a trace
+# of one of these names took over (th: the catalog's views for every SQL user) or broke every
+# query mentioning the word. Compared ignoring case, as SQL compares them. New traces may not take
+# them (`store.check_new_trace_name`); one of an older store gets no views (`refresh`).
+RESERVED_TRACE_NAMES = ("th", "main", "temp", "system", "memory", "information_schema", "pg_catalog")
+RESERVED_RULE = "a name other than " + ", ".join(RESERVED_TRACE_NAMES) + " (any case): SQL names its own schemas so"
+
 DUCK_TYPES = {"int64": "BIGINT", "int32": "INTEGER", "float64": "DOUBLE", "bool": "BOOLEAN", "string": "VARCHAR"}
 
 
@@ -228,8 +237,17 @@ class QueryEngine:
         self._closed = False
 
     def close(self) -> None:
+        """Close the connection; a query still running on a cursor of it (a server's UI thread at
+        shutdown) is interrupted first, and a connection DuckDB says is busy is left to the
+        process's exit, not raised: closing the store must go on to release its writer lock."""
         self._closed = True
-        self.con.close()
+        try:
+            self.con.interrupt()
+            self.con.close()
+        except duckdb.Error as e:
+            import logging
+
+            logging.getLogger("tracehouse.store").warning("SQL engine not closed: %s", _first_line(e))
 
     def _register(self, name: str, trace: str | None, table: pa.Table) -> None:
         self.con.register(name, table)
@@ -384,15 +402,24 @@ class QueryEngine:
                 del self._trace_sigs[gone]
                 self._trace_shapes.pop(gone, None)
         for info in self.store.catalog.traces():
+            if info.name.lower() in RESERVED_TRACE_NAMES:
+                continue  # (made before names were checked: its views would shadow SQL's own)
             if lowered is None or info.name.lower() in lowered:
                 self._refresh_trace(info)
 
     # -- running SQL ---------------------------------------------------------------
 
-    def sandbox(self, directory: str) -> None:
+    def sandbox(self, directory: str, temp_directory: str, memory_limit: int | None = None) -> None:
         """From now on DuckDB may read files under `directory` only (no other path, no URL,
-        no extension install), and no statement may change its configuration (SET, PRAGMA)."""
+        no extension install), and no statement may change its configuration (SET, PRAGMA).
+        Its temp directory (where operators spill) is `temp_directory`, inside `directory`:
+        DuckDB's default, `.tmp/` of the working directory, was readable through `read_text`
+        (DuckDB allows its temp directory); `memory_limit` bytes, when given, bound what its
+        operators hold before they spill."""
         with self.lock:
+            self.con.execute("SET temp_directory = ?", [temp_directory])
+            if memory_limit:
+                self.con.execute(f"SET memory_limit = '{int(memory_limit)}B'")
             self.con.execute("SET allowed_directories = ?", [[directory]])
             self.con.execute("SET enable_external_access = false")
             self.con.execute("SET autoinstall_known_extensions = false")

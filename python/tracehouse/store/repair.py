@@ -304,8 +304,9 @@ def render(report: dict) -> list[str]:
         if t.get("action") != "registered":
             lines.append(f"trace directory {t['id']}: {t['action']}")
             continue
+        wal = "every WAL file replayed" if t["wal_covered"] < 0 else f"WAL files above {t['wal_covered']} replayed"
         lines.append(f"{t['name']} (id {t['id']}, {t['format']}): {t['segments']} segment(s), {t['rows']:,} rows "
-                     f"registered; WAL replayed above file {t['wal_covered']}")
+                     f"registered; {wal}")
         for x in t["quarantined"]:
             lines.append(f"  quarantined {x['path']}: {x['reason']}")
         for x in t["lost"]:

@@ -123,9 +123,9 @@ def _delta_packed(f: pa.Field) -> bool:
     return f.name != "producer" and (pa.types.is_int64(f.type) or pa.types.is_int32(f.type))
 
 
-def write_options(schema: pa.Schema, level: int = 0, row_group: int | None = None) -> dict:
+def write_options(schema: pa.Schema, level: int = 0, row_group: int | None = None, checksums: bool = True) -> dict:
     """pq.write_table options; `row_group` rows per row group (default ROW_GROUP, read at call time;
-    None is a segment in ts order)."""
+    None is a segment in ts order); `checksums`: page CRCs (off only to measure their cost)."""
     dict_cols = [f.name for f in schema if f.name == "producer" or pa.types.is_string(f.type) or pa.types.is_boolean(f.type)]
     delta = {f.name: "DELTA_BINARY_PACKED" for f in schema if _delta_packed(f)}
     fast = level == 0
@@ -146,7 +146,7 @@ def write_options(schema: pa.Schema, level: int = 0, row_group: int | None = Non
         "row_group_size": row_group or ROW_GROUP,
         "write_statistics": stats,
         "dictionary_pagesize_limit": DICTIONARY_PAGE,
-        "write_page_checksum": True,
+        "write_page_checksum": checksums,
     }
 
 
@@ -164,7 +164,7 @@ def _native_options(schema: pa.Schema, level: int) -> tuple[list[str], list[tupl
     return write_options(schema, level)["use_dictionary"], [("ARROW:schema", arrow_schema), *kv]
 
 
-def _write_parquet(table: pa.Table, path: Path, level: int, row_group: int | None) -> None:
+def _write_parquet(table: pa.Table, path: Path, level: int, row_group: int | None, checksums: bool = True) -> None:
     """`table` as the Parquet file `path`: integer-only level-0 tables by the native writer
     (the same encodings as `write_options` asks of parquet-cpp, see src/intparquet.rs for why),
     the rest by pyarrow."""
@@ -173,11 +173,11 @@ def _write_parquet(table: pa.Table, path: Path, level: int, row_group: int | Non
         # Settled a step at a time while parquet-cpp writes it, so its fsync does not queue the
         # whole file at the disk ahead of the WAL's (src/writeback.rs, measured there).
         with pa.OSFile(str(path), "wb") as sink, _core.WriteBehind(sink.fileno()):
-            pq.write_table(table, sink, **write_options(table.schema, level, row_group))
+            pq.write_table(table, sink, **write_options(table.schema, level, row_group, checksums))
         return
     dictionary, kv = native
     _core.write_int_parquet(str(path), table, table.schema, dictionary, row_group or ROW_GROUP, kv,
-                            CREATED_BY)
+                            CREATED_BY, checksums)
 
 
 def row_order(table: pa.Table, by_producer: bool) -> pa.UInt32Array | None:
@@ -199,18 +199,18 @@ def sort_rows(table: pa.Table, by_producer: bool) -> pa.Table:
 
 def write_sorted_part(root: Path, rel_dir: str, table: pa.Table, order: pa.UInt32Array | None, start: int, stop: int,
                       level: int = 0, keep_cached: bool = True, row_group: int | None = None,
-                      meta: dict | None = None) -> dict:
+                      meta: dict | None = None, checksums: bool = True) -> dict:
     """Rows start..stop of `table` in segment order (`order` from `row_order`) as one segment.
 
     The gather runs here, on the encoding thread, so a checkpoint's parts sort in parallel
     (sorting a whole checkpoint on the flusher first took as long as encoding half of it).
     """
     part = table.slice(start, stop - start) if order is None else table.take(order[start:stop])
-    return write_segment(root, rel_dir, part, level, keep_cached, row_group, meta)
+    return write_segment(root, rel_dir, part, level, keep_cached, row_group, meta, checksums)
 
 
 def write_segment(root: Path, rel_dir: str, table: pa.Table, level: int = 0, keep_cached: bool = True,
-                  row_group: int | None = None, meta: dict | None = None) -> dict:
+                  row_group: int | None = None, meta: dict | None = None, checksums: bool = True) -> dict:
     """Write `table` (already sorted by ts) as one durable segment; returns its catalog row.
 
     `keep_cached=False` drops the file's pages from the page cache once durable (see
@@ -224,7 +224,7 @@ def write_segment(root: Path, rel_dir: str, table: pa.Table, level: int = 0, kee
     tmp = directory / f".{name}.parquet.tmp"
     final = directory / f"{name}.parquet"
     try:
-        _write_parquet(table, tmp, level, row_group)
+        _write_parquet(table, tmp, level, row_group, checksums)
         fd = os.open(tmp, os.O_RDONLY)
         try:
             os.fsync(fd)

@@ -82,18 +82,11 @@ def check_trace_name(name: str) -> str:
     return name
 
 
-# Names DuckDB gives a schema or catalog of its own (`main`, `temp`, `system`: the database's
-# schemas and catalogs; `memory`: the in-memory database's name; `information_schema`,
-# `pg_catalog`: its views of itself) and `th`, the catalog's views: a trace is a schema, so a trace
-# of one of these names took over (th: the catalog's views for every SQL user) or broke every
-# query mentioning the word. Compared ignoring case, as SQL compares them.
-RESERVED_TRACE_NAMES = ("th", "main", "temp", "system", "memory", "information_schema", "pg_catalog")
-RESERVED_RULE = "a name other than " + ", ".join(RESERVED_TRACE_NAMES) + " (any case): SQL names its own schemas so"
-
-
 def check_new_trace_name(name: str) -> str:
     """`check_trace_name`, and not a name SQL keeps for itself (RESERVED_TRACE_NAMES): for a
     trace being created (an existing one keeps its name, whatever it is)."""
+    from .query import RESERVED_RULE, RESERVED_TRACE_NAMES  # (the SQL namespace's rules are query.py's)
+
     check_trace_name(name)
     if name.lower() in RESERVED_TRACE_NAMES:
         raise BadInput(f"trace name {name!r} is reserved", expected=RESERVED_RULE)
@@ -725,10 +718,15 @@ class Store:
         and whatever it runs is rolled back. `interrupt()` it from another thread to stop it."""
         return self.query_engine.snapshot(query)
 
-    def sandbox_sql(self) -> None:
+    def sandbox_sql(self, temp_directory: str | None = None, memory_limit: int | None = None) -> None:
         """From now on SQL may read the store's own files only (no other path, no URL, no
-        extension install) and may not change its configuration: what a server runs."""
-        self.query_engine.sandbox(str(self.path))
+        extension install) and may not change its configuration: what a server runs. DuckDB
+        spills into `temp_directory` (default `<store>/tmp/duckdb-<pid>`), which must be inside
+        the store; `memory_limit` bytes bound its operators."""
+        tmp = Path(temp_directory or self.path / "tmp" / f"duckdb-{os.getpid()}").absolute()
+        if not tmp.is_relative_to(self.path):
+            raise BadInput(f"DuckDB's temp directory {tmp} is outside the store {self.path}")
+        self.query_engine.sandbox(str(self.path), str(tmp), memory_limit)
 
     def sql(self, query: str, params: list | dict | None = None) -> pa.Table:
         """Run SQL over the store's views; returns an Arrow table."""
@@ -902,22 +900,46 @@ class Store:
     # -- closing ---------------------------------------------------------------------
 
     def close(self) -> None:
+        """Close writers (a last checkpoint each), the SQL engine and the catalog; the writer lock
+        is let go whatever failed before it (the first error is raised after)."""
         errors = []
-        for w in list(self._writers.values()):
-            try:
-                w.close()
-            except Exception as e:  # keep closing the others; report the first
-                errors.append(e)
-        self._writers.clear()
-        if self._query is not None:
-            self._query.close()
-            self._query = None
-        self.catalog.close()
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        try:
+            for w in list(self._writers.values()):
+                try:
+                    w.close()
+                except Exception as e:  # keep closing the others; report the first
+                    errors.append(e)
+            self._writers.clear()
+            if self._query is not None:
+                self._query.close()
+                self._query = None
+            self.catalog.close()
+        finally:
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
         if errors:
             raise errors[0]
+
+    def scrub(self, trace: str) -> list[tuple[SegmentInfo, str]]:
+        """Check every page of the trace's live segments against its CRC (`check_pages`) and mark
+        the damaged ones in the catalog (queries naming them then fail naming them); returns
+        the segments newly found damaged, with what is wrong. For `serve --scrub-interval`."""
+        self.become_writer()
+        found = []
+        for seg in self.segments_of(trace):
+            if seg.damaged:
+                continue
+            try:
+                bad = segmod.check_pages(self.path / seg.path)["bad"]
+            except FileNotFoundError:
+                bad = None  # (compacted away meanwhile: gone after its grace, not damaged)
+            except (OSError, pa.ArrowException) as e:
+                bad = f"unreadable: {e}"
+            if bad:
+                self.catalog_write(lambda s=seg, b=bad: self.catalog.mark_damaged(s.id, b))
+                found.append((seg, bad))
+        return found
 
     def __enter__(self) -> "Store":
         return self

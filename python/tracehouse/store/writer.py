@@ -549,7 +549,8 @@ class TraceWriter:
 
         futures = [
             (name, self.pool.submit(write_sorted_part, self.root, f"{self.trace_dir}/segments/{name}", t, order, a, b,
-                                    0, not self.opts.drop_written_pages, self.row_group, meta(name)))
+                                    0, not self.opts.drop_written_pages, self.row_group, meta(name),
+                                    self.opts.page_checksums))
             for name, t, order, a, b in jobs
         ]
         out, error = [], None
