@@ -6,6 +6,8 @@ Owns one experiment in one run, with its peers measured alternately in the same 
   and a CSV import (strings and floats: parquet-cpp, pyarrow's writer) into fresh stores, with
   page CRCs (the default) and without (`WriterOptions.page_checksums=False`), `rounds` times each
   in turn; median wall and CPU seconds, and the ratio.
+- the writers alone: every segment of that store written again by its writer, with and without
+  CRCs (CPU seconds: the end-to-end runs carry the generator, the CSV parser and the fsyncs).
 - check: over the segments those stores hold (in the page cache: what is measured is CPU, not the
   disk), MB/s of `tracehouse verify` (every page's CRC, footers, catalog, WAL, journals), of the
   page walk alone (`segments.check_pages`), of a plain read of the same files' bytes, of decoding
@@ -49,7 +51,7 @@ def _metrics_csv(path: Path, rows: int) -> None:
             f.write("\n")
 
 
-def run(events: int = 2_000_000, csv_rows: int = 1_000_000, rounds: int = 3, workdir: str | None = None,
+def run(events: int = 5_000_000, csv_rows: int = 2_000_000, rounds: int = 3, workdir: str | None = None,
         progress: Callable[[str], None] | None = None) -> dict:
     import pyarrow.parquet as pq
 
@@ -96,6 +98,7 @@ def run(events: int = 2_000_000, csv_rows: int = 1_000_000, rounds: int = 3, wor
         store = stores[True]
         files = sorted(store.glob("traces/*/segments/*/*.parquet"))
         nbytes = sum(f.stat().st_size for f in files)
+        write["segments"] = _segment_writes(root, files, max(5, rounds), say)
 
         def plain_read() -> None:
             for f in files:
@@ -121,7 +124,7 @@ def run(events: int = 2_000_000, csv_rows: int = 1_000_000, rounds: int = 3, wor
         for name, fn in (("plain read", plain_read), ("page walk", pages), ("tracehouse verify", whole_verify),
                          ("pyarrow decode", decode(False)), ("pyarrow decode + CRC", decode(True))):
             fn()  # (warm: every file in the page cache, every import done)
-            best = min(_timed(fn)[0] for _ in range(max(3, rounds)))
+            best = min(_timed(fn)[0] for _ in range(max(5, rounds)))
             check[name] = {"seconds": round(best, 4), "mb_per_s": round(nbytes / best / 1e6, 1)}
             say(f"{name}: {check[name]['mb_per_s']:,} MB/s")
         base = check["plain read"]["seconds"]
@@ -135,15 +138,44 @@ def run(events: int = 2_000_000, csv_rows: int = 1_000_000, rounds: int = 3, wor
         shutil.rmtree(root, ignore_errors=True)
 
 
+def _segment_writes(root: Path, files: list[Path], rounds: int, say) -> dict:
+    """The writers alone: every segment of the store written again (the same tables, the same
+    writer: native for integer-only types, pyarrow for the rest), with and without page CRCs,
+    `rounds` times each in turn; median CPU seconds (this process's threads)."""
+    import pyarrow.parquet as pq
+
+    from tracehouse.store.segments import write_segment
+
+    tables = [(f.parent.name, pq.read_table(f).replace_schema_metadata(None)) for f in files]
+    out_dir = root / "rewrite"
+    cpu: dict[bool, list[float]] = {True: [], False: []}
+    for r in range(rounds):
+        for ck in ((True, False) if r % 2 == 0 else (False, True)):
+            shutil.rmtree(out_dir, ignore_errors=True)
+            c0 = time.process_time()
+            for name, t in tables:
+                write_segment(out_dir, name, t, checksums=ck)
+            cpu[ck].append(time.process_time() - c0)
+    with_, without = statistics.median(cpu[True]), statistics.median(cpu[False])
+    say(f"segment writes: {with_:.3f} CPU-s with page CRCs, {without:.3f} without")
+    return {"rows": sum(t.num_rows for _, t in tables), "files": len(tables), "cpu_with": round(with_, 4),
+            "cpu_without": round(without, 4), "ratio_cpu": round(with_ / without, 3), "runs": rounds}
+
+
 def render(r: dict) -> str:
     lines = [f"page checksums: write ({r['rounds']} runs each, alternating; medians)"]
     for what, w in r["write"].items():
+        if what == "segments":
+            lines.append(f"  {'the writers alone':30} {w['rows']:>11,} rows in {w['files']} segments: with "
+                         f"{w['cpu_with']:.3f} CPU-s, without {w['cpu_without']:.3f} CPU-s: x{w['ratio_cpu']:.3f} CPU "
+                         f"({w['runs']} runs)")
+            continue
         label = "TOD generate (native writer)" if what == "tod" else "CSV import (pyarrow writer)"
         lines.append(f"  {label:30} {w['rows']:>11,} rows: with {w['seconds_with']:.3f} s ({w['cpu_with']:.3f} CPU-s), "
                      f"without {w['seconds_without']:.3f} s ({w['cpu_without']:.3f} CPU-s): x{w['ratio_wall']:.3f} wall, "
                      f"x{w['ratio_cpu']:.3f} CPU")
     lines.append(f"check: {r['segment_files']} segment files, {r['segment_bytes'] / 1e6:.1f} MB in the page cache "
-                 "(best of 3)")
+                 "(best of 5)")
     for name, c in r["check"].items():
         extra = f", x{c['x_decode']:.3f} pyarrow decode" if "x_decode" in c else ""
         lines.append(f"  {name:22} {c['mb_per_s']:>9,.1f} MB/s  ({c['seconds']:.3f} s, x{c['x_plain_read']:.2f} "

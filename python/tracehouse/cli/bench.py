@@ -38,8 +38,8 @@ def cmd_bench_integrity(args) -> int:
 
 def _register_integrity(commands) -> None:
     sp = commands.bench("integrity", cmd_bench_integrity)
-    sp.add_argument("--events", type=int, default=2_000_000, help="TOD events generated per run (default 2M)")
-    sp.add_argument("--csv-rows", type=int, default=1_000_000, help="CSV rows imported per run (default 1M)")
+    sp.add_argument("--events", type=int, default=5_000_000, help="TOD events generated per run (default 5M)")
+    sp.add_argument("--csv-rows", type=int, default=2_000_000, help="CSV rows imported per run (default 2M)")
     sp.add_argument("--rounds", type=int, default=3, help="runs with and without page checksums, alternating (default 3)")
     sp.add_argument("--workdir", help="where the stores go (default: a temporary directory, removed)")
 
