@@ -84,13 +84,19 @@ def test_issue28_duckdb_reads_a_flipped_page_byte_as_another_number_and_check_pa
     assert bad is not None and "checksum mismatch" in bad
 
 
+def one_segment(s, batch: int):
+    """Trace "t" of one segment holding `batch_table(batch)`; returns that segment."""
+    s.create_trace("t", "crashfmt", event_types=[BATCH_TYPE])
+    s.append("t", "ev", batch_table(batch))
+    s.flush()
+    (seg,) = s.segments_of("t")
+    return seg
+
+
 def test_issue28_scrub_marks_a_damaged_segment_and_queries_name_it(tmp_path):
     store = tmp_path / "store"
     with tracehouse.open(store) as s:
-        s.create_trace("t", "crashfmt", event_types=[BATCH_TYPE])
-        s.append("t", "ev", batch_table(5))
-        s.flush()
-        (seg,) = s.segments_of("t")
+        seg = one_segment(s, 5)
         col = pq.read_metadata(store / seg.path).row_group(0).column(0)
         data = bytearray((store / seg.path).read_bytes())
         data[col.data_page_offset + col.total_compressed_size - 4] ^= 1
@@ -134,10 +140,7 @@ def test_issue28_a_new_trace_never_takes_the_id_of_a_directory_the_catalog_lost(
 def test_issue28_info_and_verify_json_say_what_is_damaged(tmp_path, capsys):
     store = tmp_path / "store"
     with tracehouse.open(store) as s:
-        s.create_trace("t", "crashfmt", event_types=[BATCH_TYPE])
-        s.append("t", "ev", batch_table(3))
-        s.flush()
-        (seg,) = s.segments_of("t")
+        seg = one_segment(s, 3)
     (store / seg.path).unlink()
     code, out, _ = run(capsys, store, "info", "t", "--json")
     assert code == 0 and json.loads(out)["event_types"][0]["damaged"] == [f"{seg.path}: the file is missing"]

@@ -10,6 +10,9 @@ The store is opened read-only and its SQL sandboxed (`Store.sandbox_sql`): files
 only, DuckDB's temp directory inside it (`<store>/tmp/query-<pid>`, removed when the process
 ends), DuckDB's memory_limit at 3/4 of `query_memory` (the server kills the process at the whole).
 
+The answer encoders (`_JsonAnswer`, `_ArrowAnswer`) and `QueryStopped` live here; queries.py
+re-exports what the rest of the server uses.
+
 Protocol on the pipe (multiprocessing.Connection, bytes): the server sends {"sql", "format"} as
 JSON; the process answers with two messages: a JSON head ({"ok": true, "type"} or {"ok": false,
 "kind", "status", "code", "message"}), then the body (the answer; empty for an error).
@@ -23,6 +26,7 @@ import shutil
 import signal
 import time
 from pathlib import Path
+from typing import Any
 
 import duckdb
 import pyarrow as pa
@@ -31,8 +35,20 @@ from ..errors import BadInput, TracehouseError
 from ..store import Store
 from ..store.query import _first_line, arrow_reader
 from .config import ServerConfig
-from .queries import ARROW_STREAM, BATCH_ROWS, QueryStopped, _ArrowAnswer, _JsonAnswer
 from .sqlguard import check_read_only, parse_tree_size
+
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
+BATCH_ROWS = 16_384  # rows per batch taken from DuckDB: bounds the Python objects of one JSON batch
+
+
+class QueryStopped(TracehouseError):
+    """A query stopped before its answer was complete; `status` is its HTTP answer."""
+
+    def __init__(self, status: int, code: str, message: str, retry_after: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.retry_after = retry_after
 
 
 def limits(cfg: ServerConfig) -> dict:
@@ -116,3 +132,82 @@ def answer(store: Store, sql: str, fmt: str, lim: dict) -> tuple[bytes, str]:
             raise BadInput(f"SQL error: {_first_line(e)}", expected="a valid DuckDB query over the store's views") \
                 from None
     return body, (ARROW_STREAM if fmt == "arrow" else "application/json")
+
+
+class _JsonAnswer:
+    """{"columns", "types", "rows", "row_count", "seconds", "truncated"}, built a batch at a time."""
+
+    def __init__(self, max_bytes: int, max_rows: int) -> None:
+        self.max_bytes = max_bytes
+        self.max_rows = max_rows
+        self.parts: list[bytes] = []
+        self.size = 0
+        self.rows = 0
+        self.over = False
+        self.truncated = False
+        self.schema = pa.schema([])
+
+    def start(self, schema: pa.Schema) -> None:
+        self.schema = schema
+
+    def add(self, batch: pa.RecordBatch) -> bool:
+        """Takes a batch; False once no more are wanted (row cap reached or byte cap passed)."""
+        if self.rows + batch.num_rows > self.max_rows:
+            batch = batch.slice(0, self.max_rows - self.rows)
+            self.truncated = True
+        if batch.num_rows:
+            # Column at a time (Arrow's own conversion), rows zipped in C: no per-row Python code.
+            cols = [_json_column(c).to_pylist() for c in batch.columns]
+            text = json.dumps(list(zip(*cols)), default=str, allow_nan=True).encode()
+            self.parts.append(text[1:-1])
+            self.size += len(text)
+            self.rows += batch.num_rows
+        if self.size > self.max_bytes:
+            self.over = True
+        return not (self.over or self.truncated)
+
+    def finish(self, seconds: float) -> bytes:
+        head = json_bytes({"columns": self.schema.names, "types": [str(f.type) for f in self.schema]})
+        tail = json_bytes({"row_count": self.rows, "seconds": round(seconds, 6), "truncated": self.truncated})
+        return head[:-1] + b', "rows": [' + b", ".join(self.parts) + b"], " + tail[1:]
+
+
+class _ArrowAnswer:
+    """An Arrow IPC stream, written a batch at a time (no row cap: the byte cap bounds it)."""
+
+    def __init__(self, max_bytes: int, _max_rows: int) -> None:
+        self.max_bytes = max_bytes
+        self.sink = pa.BufferOutputStream()
+        self.writer = None
+        self.rows = 0
+        self.over = False
+
+    def start(self, schema: pa.Schema) -> None:
+        self.writer = pa.ipc.new_stream(self.sink, schema)
+
+    def add(self, batch: pa.RecordBatch) -> bool:
+        self.writer.write_batch(batch)
+        self.rows += batch.num_rows
+        self.over = self.sink.tell() > self.max_bytes
+        return not self.over
+
+    def finish(self, _seconds: float) -> bytes:
+        if self.writer is None:  # a statement without rows: an empty stream of no columns
+            self.start(pa.schema([]))
+        self.writer.close()
+        return self.sink.getvalue().to_pybytes()
+
+
+def json_bytes(doc: Any) -> bytes:
+    """`doc` as JSON. default=str: dates, decimals and intervals of query answers become strings."""
+    return json.dumps(doc, default=str, allow_nan=True).encode()
+
+
+def _json_column(c):
+    """DuckDB's sum() of integers is HUGEINT (Arrow decimal, scale 0): a JSON number, not a string."""
+    if pa.types.is_decimal(c.type):
+        try:
+            return c.cast(pa.int64() if c.type.scale == 0 else pa.float64())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return c.cast(pa.float64())
+    return c

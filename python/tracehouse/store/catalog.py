@@ -225,6 +225,14 @@ def _check_new_name(db, table: str, key: str, value, et: EventType, owner: str) 
                        f"case, so both would be one view", expected=f"the name {row[0]!r} itself, or another name")
 
 
+def _guarded(path: Path, f, *args):
+    """`f(*args)`, a sqlite3 error saying the catalog file is damaged raised as StoreDamaged."""
+    try:
+        return f(*args)
+    except sqlite3.DatabaseError as e:
+        raise (catalog_damaged(path, e) or e) from None
+
+
 class _Cursor:
     """A sqlite3 cursor whose fetches raise StoreDamaged for a damaged catalog (rows are read lazily)."""
 
@@ -234,17 +242,11 @@ class _Cursor:
         self.cur = cur
         self.path = path
 
-    def _guard(self, f, *a):
-        try:
-            return f(*a)
-        except sqlite3.DatabaseError as e:
-            raise (catalog_damaged(self.path, e) or e) from None
-
     def fetchone(self):
-        return self._guard(self.cur.fetchone)
+        return _guarded(self.path, self.cur.fetchone)
 
     def fetchall(self):
-        return self._guard(self.cur.fetchall)
+        return _guarded(self.path, self.cur.fetchall)
 
     def __iter__(self):
         return iter(self.fetchall())
@@ -269,20 +271,14 @@ class _Db:
         self.con = con
         self.path = path
 
-    def _guard(self, f, *a):
-        try:
-            return f(*a)
-        except sqlite3.DatabaseError as e:
-            raise (catalog_damaged(self.path, e) or e) from None
-
     def execute(self, sql: str, args=()) -> _Cursor:
-        return _Cursor(self._guard(self.con.execute, sql, args), self.path)
+        return _Cursor(_guarded(self.path, self.con.execute, sql, args), self.path)
 
     def executemany(self, sql: str, rows) -> _Cursor:
-        return _Cursor(self._guard(self.con.executemany, sql, rows), self.path)
+        return _Cursor(_guarded(self.path, self.con.executemany, sql, rows), self.path)
 
     def executescript(self, sql: str) -> None:
-        self._guard(self.con.executescript, sql)
+        _guarded(self.path, self.con.executescript, sql)
 
     @property
     def in_transaction(self) -> bool:

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from .._core import crc32
+from .wal import fsync_dir
 
 NAME = "journal"
 
@@ -64,16 +65,8 @@ def append(root: Path, trace_id: int, entries: Iterable[dict]) -> None:
     finally:
         os.close(fd)
     if new:
-        _fsync_dir(path.parent)
-        _fsync_dir(path.parent.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+        fsync_dir(path.parent)
+        fsync_dir(path.parent.parent)
 
 
 def trace_entry(info: Any, format_description: str = "") -> dict:
@@ -104,7 +97,7 @@ def snapshot(root: Path, info: Any, types: Iterable[Any], producers: list[dict],
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
 @dataclass
