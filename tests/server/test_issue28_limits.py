@@ -198,3 +198,43 @@ def test_issue28_papercuts_deep_json_and_bad_parameters_are_400(store_with_trace
         assert status == 400 and b"min_share" in data, data
     finally:
         srv.stop()
+
+
+CRASHED = """
+import os, sys
+sys.path.insert(0, {tests!r})
+import tracehouse
+from helpers import BATCH_TYPE, batch_table
+s = tracehouse.open({path!r}, fsync="always", flush_interval_s=3600.0)
+s.create_trace("t", "crashfmt", event_types=[BATCH_TYPE])
+for b in (1, 2, 3):
+    s.append("t", "ev", batch_table(b), wait=True)
+os._exit(0)
+"""
+
+
+def test_issue28_serve_logs_at_start_what_recovery_cut_from_a_damaged_wal(tmp_path):
+    import subprocess
+    import sys
+
+    from helpers import child_env, rows_of_batch, wal_files, wal_frames
+    from helpers.paths import TESTS
+
+    path = tmp_path / "store"
+    subprocess.run([sys.executable, "-c", CRASHED.format(tests=str(TESTS), path=str(path))], check=True,
+                   timeout=60, env=child_env())
+    (wal,) = wal_files(path)
+    (_, (start2, end2), _) = wal_frames(wal)
+    data = bytearray(wal.read_bytes())
+    data[(start2 + end2) // 2] ^= 0x5A
+    wal.write_bytes(bytes(data))
+    srv = Server(path)
+    try:
+        log = srv.log.read_text()
+        assert "recovery of trace t cut a damaged WAL record" in log and wal.name in log, log
+        assert f"{rows_of_batch(2):,} rows" in log, log
+        (state, reason), = srv.sql("SELECT state, state_reason FROM th.traces")
+        assert state == "incomplete" and reason.startswith("WAL damaged: 1 record(s)"), reason
+        assert srv.sql('SELECT DISTINCT batch FROM "t".ev ORDER BY 1') == [[1], [3]]
+    finally:
+        srv.stop()

@@ -29,6 +29,7 @@ import pytest
 
 import tracehouse
 from helpers import child_env, rows_of_batch
+from helpers.cli import run
 from helpers.paths import TESTS
 
 LIVE_CHILD = """
@@ -56,17 +57,35 @@ os._exit(0)  # the writer dies: no checkpoint, no catalog checkpoint
 KEEP_OUT = ("writer.lock", "disk-full.reserve", "catalog.sqlite", "catalog.sqlite-wal", "catalog.sqlite-shm")
 
 
-def cli(*argv: str, store: Path) -> subprocess.CompletedProcess:
+def cli_process(*argv: str, store: Path) -> subprocess.CompletedProcess:
+    """The real `tracehouse` command in a process of its own (the template's writers)."""
     return subprocess.run([sys.executable, "-m", "tracehouse.cli", "--store", str(store), *argv],
                           capture_output=True, text=True, timeout=300, env=child_env())
+
+
+_capsys = []
+
+
+@pytest.fixture(autouse=True)
+def _capture(capsys):
+    _capsys.append(capsys)
+    yield
+    _capsys.pop()
+
+
+def cli(*argv: str, store: Path) -> subprocess.CompletedProcess:
+    """`tracehouse` through its real entry point, in this process (an uncaught exception - a
+    traceback - fails the test by itself)."""
+    code, out, err = run(_capsys[-1], store, *argv)
+    return subprocess.CompletedProcess(argv, code, out, err)
 
 
 @pytest.fixture(scope="module")
 def template(tmp_path_factory) -> tuple[Path, dict]:
     root = tmp_path_factory.mktemp("damage") / "store"
-    r = cli("demo", "--no-serve", "--events", "3000", store=root)
+    r = cli_process("demo", "--no-serve", "--events", "3000", store=root)
     assert r.returncode == 0, r.stderr
-    r = cli("analyze", "index", "demo-tod", store=root)
+    r = cli_process("analyze", "index", "demo-tod", store=root)
     assert r.returncode == 0, r.stderr
     subprocess.run([sys.executable, "-c", LIVE_CHILD.format(tests=str(TESTS), path=str(root))], check=True,
                    timeout=120, env=child_env())

@@ -59,7 +59,7 @@ def run(events: int = 5_000_000, csv_rows: int = 2_000_000, rounds: int = 3, wor
     from tracehouse.formats import registry
     from tracehouse.formats.tabular import Mapping
     from tracehouse.formats.tod.generate import generate_tod
-    from tracehouse.store import verify
+    from tracehouse.store import verify_store
     from tracehouse.store.segments import check_pages
 
     say = progress or (lambda _m: None)
@@ -118,7 +118,7 @@ def run(events: int = 5_000_000, csv_rows: int = 2_000_000, rounds: int = 3, wor
                 assert check_pages(f)["bad"] is None
 
         def whole_verify() -> None:
-            assert verify(store)["ok"]
+            assert verify_store(store)["ok"]
 
         check = {}
         for name, fn in (("plain read", plain_read), ("page walk", pages), ("tracehouse verify", whole_verify),

@@ -294,14 +294,14 @@ def cmd_verify(args) -> int:
     """`tracehouse verify`: exit 0 when everything is intact, 1 otherwise."""
     from rich.markup import escape
 
-    from ..store import verify
+    from ..store import verify_store
     from ..store.verify import render
 
     path = Path(args.store or default_path())
     if not path.exists():
         raise BadInput(f"no tracehouse store at {path}", expected="a store directory (--store DIR)")
     with progress_bar("verifying", None, enabled=not args.json and sys.stderr.isatty()) as adv:
-        report = verify(path, progress=adv)
+        report = verify_store(path, progress=adv)
     if args.json:
         emit_json(report)
     else:
@@ -313,13 +313,13 @@ def cmd_verify(args) -> int:
 def cmd_repair(args) -> int:
     from rich.markup import escape
 
-    from ..store import repair
+    from ..store import repair_store
     from ..store.repair import render
 
     path = Path(args.store or default_path())
     if not path.exists():
         raise BadInput(f"no tracehouse store at {path}", expected="a store directory (--store DIR)")
-    report = repair(path, progress=None if args.json else (lambda m: err.print(escape(m), highlight=False)))
+    report = repair_store(path, progress=None if args.json else (lambda m: err.print(escape(m), highlight=False)))
     if args.json:
         emit_json(report)
     else:

@@ -15,7 +15,8 @@ Owns what "files and catalog agree" means and the full check:
   (`segments.check_pages`), every WAL record's CRC (`wal.read_wal`), each trace's journal, and
   the analysis results' files against their checksums and the segments they were built from.
   The report says per trace what is intact, damaged or missing; `ok` is false when anything is
-  damaged, missing or disagrees (exit code 1).
+  damaged, missing or disagrees (exit code 1); a crash's leftovers (redundant or unlogged segment
+  files, which the next writer removes or sets aside) are listed without making it false.
 
 Read-only: verify changes nothing and takes no lock; it runs beside a live writer (a WAL record
 being written reads as the log's end, segments are immutable).
@@ -274,7 +275,9 @@ def verify(root: Path, progress=None) -> dict:
         finally:
             cat.close()
     report["quarantine"] = quarantine_listing(root)
-    bad = (cat_doc["status"] != "intact" or report["unknown_dirs"] or report["orphans"]
+    # (a crash's leftovers, redundant or never acknowledged, are listed: the next writer clears them)
+    lost = [o for o in report["orphans"] if o["verdict"] == "lost"]
+    bad = (cat_doc["status"] != "intact" or report["unknown_dirs"] or lost
            or any(t["status"] != "intact" for t in report["traces"])
            or any(r["status"] != "intact" for r in report["results"]))
     report["ok"] = not bad
