@@ -8,14 +8,12 @@ use pyo3::prelude::*;
 
 use crate::pagecheck;
 
-/// Walks the pages of `chunks` ((byte offset, length) of each column chunk) of the file `path`;
-/// returns (pages, pages with a CRC, bytes, the first damaged page's offset or None, why or None).
+/// (pages, pages with a CRC, bytes, the first damaged page's offset or None, why or None).
+type Checked = (u64, u64, u64, Option<u64>, Option<String>);
+
+/// Walks the pages of `chunks` ((byte offset, length) of each column chunk) of the file `path`.
 #[pyfunction]
-fn parquet_page_check(
-    py: Python<'_>,
-    path: PathBuf,
-    chunks: Vec<(u64, u64)>,
-) -> PyResult<(u64, u64, u64, Option<u64>, Option<String>)> {
+fn parquet_page_check(py: Python<'_>, path: PathBuf, chunks: Vec<(u64, u64)>) -> PyResult<Checked> {
     let r = py
         .detach(move || pagecheck::check_file(&path, &chunks))
         .map_err(|e| PyOSError::new_err((e.raw_os_error().unwrap_or(0), e.to_string())))?;
