@@ -681,7 +681,7 @@ class Store:
         losses = []
         for n in walmod.iter_uncovered(wal_dir, info.wal_covered):
             path = walmod.wal_path(wal_dir, n)
-            losses += [x | {"file": str(path)} for x in walmod.read_wal(path).losses()]
+            losses += [x | {"file": str(path)} for x in walmod.read_wal(path, decode=False).losses()]
         return wal_damage_reason(losses) + " (not yet recovered: the next writer will cut it)" if losses else None
 
     def segments_of(self, trace: str, event_type: str | None = None) -> list[SegmentInfo]:

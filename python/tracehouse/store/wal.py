@@ -311,11 +311,13 @@ class WalScan:
         return out
 
 
-def read_wal(path: Path, start: int = 0) -> WalScan:
+def read_wal(path: Path, start: int = 0, decode: bool = True) -> WalScan:
     """Read every intact record of a WAL file (see `WalScan` for damaged ones).
 
     start: a record boundary already read (a previous scan's `valid_bytes`): only the records
     after it are read and returned (byte positions in errors stay the file's own).
+    decode=False: frames and CRCs only, no record decoded and no row counted (`records` stays
+    empty): what `ls` needs to say a trace's WAL is damaged without loading pyarrow.
 
     The batches are slices of the one read of the file (no copy after it), and each record's
     batch messages are decoded against its schema message, parsed once per distinct schema
@@ -340,8 +342,8 @@ def read_wal(path: Path, start: int = 0) -> WalScan:
             while (got := sum(map(len, parts))) < n and (more := f.read(n - got)):
                 parts.append(more)
             raw = b"".join(parts)
-        data = pa.py_buffer(raw)
-    size = data.size
+        data = pa.py_buffer(raw) if decode else raw
+    size = len(raw)
     scan = WalScan(Path(path), file_bytes=start + size)
     mv = memoryview(data)
     if start == 0:
@@ -369,6 +371,9 @@ def read_wal(path: Path, start: int = 0) -> WalScan:
         bad = None
         if crc32(mv[rec:end]) != crc:
             bad = "CRC mismatch"
+        elif not decode:
+            pos = end
+            continue
         else:
             (nlen,) = NAME_LEN.unpack_from(mv, rec)
             try:
@@ -383,12 +388,12 @@ def read_wal(path: Path, start: int = 0) -> WalScan:
             last = end >= size or (size - end >= HEADER.size and not any(mv[end:end + HEADER.size]))
             if last:  # the log's last record: it ends the log (a reader polling a live one reads it again)
                 scan.last_bad = {"offset": start + pos, "bytes": HEADER.size + length,
-                                 "rows": _rows_of(data, rec, end), "reason": scan.error}
+                                 "rows": _rows_of(data, rec, end) if decode else None, "reason": scan.error}
                 break
             if not _record_or_end(mv, end, size):  # (where its length points is no record: cut here)
                 break
             scan.skipped.append({"offset": start + pos, "bytes": HEADER.size + length,
-                                 "rows": _rows_of(data, rec, end), "reason": scan.error})
+                                 "rows": _rows_of(data, rec, end) if decode else None, "reason": scan.error})
             scan.error = None
             pos = end
             continue
