@@ -147,3 +147,26 @@ def test_issue28_info_and_verify_json_say_what_is_damaged(tmp_path, capsys):
     code, out, _ = run(capsys, store, "verify", "--json")
     report = json.loads(out)
     assert code == 1 and report["traces"][0]["status"] == "missing"
+
+
+def test_issue28_a_trace_dropped_and_made_again_is_read_afresh_by_another_process(tmp_path):
+    """Queries run in processes of their own (the server's query processes): one that read a
+    trace's WAL must not take a trace made again under that name for the same one (its WAL file
+    gets the old number, often the old inode: the reader counted the dropped rows too)."""
+    store = tmp_path / "store"
+    w = tracehouse.open(store, fsync="always", flush_interval_s=3600.0)
+    try:
+        w.create_trace("t", "crashfmt", event_types=[BATCH_TYPE])
+        for b in (1, 2, 3):
+            w.append("t", "ev", batch_table(b), wait=True)
+        with tracehouse.open(store, readonly=True) as r:
+            q = 'SELECT count(*) AS n FROM "t".ev'
+            assert r.sql(q + " WHERE ts >= 0").column(0)[0].as_py() == sum(len(batch_table(b)) for b in (1, 2, 3))
+            first = w.trace("t").id
+            w.rm("t")
+            w.create_trace("t", "crashfmt", event_types=[BATCH_TYPE])
+            assert w.trace("t").id != first  # (ids are never given again)
+            w.append("t", "ev", batch_table(4), wait=True)
+            assert r.sql(q + " WHERE ts >= 0").column(0)[0].as_py() == len(batch_table(4))
+    finally:
+        w.close()

@@ -494,12 +494,18 @@ class Catalog:
                 same = "" if row[0] == name else f" (as {row[0]!r}: trace names are case-insensitive in SQL)"
                 raise AlreadyExists(f"trace {name!r} already exists{same}")
             db.execute("INSERT OR IGNORE INTO formats(name) VALUES (?)", (fmt,))
-            cur = db.execute(
-                "INSERT INTO traces(name, format, description, created, own_types, incomplete)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (name, fmt, description, time.time(), int(own_types), incomplete),
+            # Ids are never reused (SQLite gives a deleted last row's id again): a reader in another
+            # process keys what it cached of a trace by it, and a directory named by an id the catalog
+            # no longer knows must stay someone else's (below).
+            top = db.execute("SELECT coalesce(max(id), 0) FROM traces").fetchone()[0]
+            row = db.execute("SELECT value FROM meta WHERE key = 'next_trace_id'").fetchone()
+            tid = max(int(top) + 1, int(row[0]) if row else 1)
+            db.execute(
+                "INSERT INTO traces(id, name, format, description, created, own_types, incomplete)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (tid, name, fmt, description, time.time(), int(own_types), incomplete),
             )
-            tid = int(cur.lastrowid)
+            db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('next_trace_id', ?)", (str(tid + 1),))
             # A directory under that id holds another trace's files the catalog lost (a damaged
             # catalog): the id is not taken over, nothing is created (the transaction rolls back).
             taken = self.path.parent / "traces" / str(tid)

@@ -171,8 +171,12 @@ class Store:
         self._append_writers: dict[str, TraceWriter] = {}  # trace name -> writer, for append's hot path
         self.recovery: list[RecoveryReport] = []
         self._query: QueryEngine | None = None
-        self._wal_reads: dict[int, tuple] = {}  # trace id -> (signature, records) of its last WAL read
-        self._wal_files: dict[int, dict] = {}  # trace id -> what each WAL file gave so far (wal.read_uncovered)
+        # Keyed by (trace id, created): a trace deleted in another process and made again under its
+        # name (InfluxQL DROP + CREATE DATABASE) is another trace, whose WAL file may even get the
+        # old one's number and inode; its reads must not continue the old one's (they did: a
+        # query process counted the dropped bucket's rows with the new ones).
+        self._wal_reads: dict[tuple, tuple] = {}  # -> (signature, records) of its last WAL read
+        self._wal_files: dict[tuple, dict] = {}  # -> what each WAL file gave so far (wal.read_uncovered)
         if not readonly and _has_pending_work(self):
             try:
                 self.become_writer()
@@ -610,12 +614,12 @@ class Store:
                 types = dict(types, **w.event_types)
             return scanmod.Cut(info, self.path, types, segs, tails, sig)
         version = self.catalog.version()
-        known = self._wal_reads.get(info.id)
+        known = self._wal_reads.get((info.id, info.created))
         segs, wal_sig, records = self._wal_view(info, known[0] if known else None)
         if records is None:
             records = known[1]
         else:
-            self._wal_reads[info.id] = (wal_sig, records)
+            self._wal_reads[(info.id, info.created)] = (wal_sig, records)
         tails: dict[str, list[pa.RecordBatch]] = {}
         for name, batch in records:  # (records of a type the catalog does not list are never made)
             tails.setdefault(name, []).append(batch)
@@ -632,7 +636,7 @@ class Store:
                 segs = self.catalog.segments(info.id)
                 covered = self.catalog.wal_covered(info.id)
             try:
-                files = walmod.uncovered_files(wal_dir, covered, self._wal_files.get(info.id))
+                files = walmod.uncovered_files(wal_dir, covered, self._wal_files.get((info.id, info.created)))
                 # A checkpoint that registered after the snapshot may have dropped its WAL files
                 # before they were listed: they are then in neither half (rows missing at the
                 # end; a reader saw 1,200 rows, then 1,150). Files are dropped only after the
@@ -642,7 +646,8 @@ class Store:
                 sig = (covered, files)
                 if sig == known or not files:
                     return segs, sig, None if sig == known else []
-                return segs, sig, walmod.read_uncovered(wal_dir, files, self._wal_files.setdefault(info.id, {}))
+                return segs, sig, walmod.read_uncovered(wal_dir, files,
+                                                         self._wal_files.setdefault((info.id, info.created), {}))
             except FileNotFoundError:
                 continue  # a checkpoint registered a file after our snapshot and dropped it: look again
         raise TracehouseError(f"trace {info.name!r}: its WAL kept changing under 100 consistent reads")
@@ -878,8 +883,8 @@ class Store:
             if derived and derived != info.name and any(t.name == derived for t in self.catalog.traces()):
                 self.rm(derived)
         self._append_writers.pop(info.name, None)
-        self._wal_reads.pop(info.id, None)
-        self._wal_files.pop(info.id, None)
+        self._wal_reads.pop((info.id, info.created), None)
+        self._wal_files.pop((info.id, info.created), None)
         w = self._writers.pop(info.id, None)
         if w is not None:
             try:
