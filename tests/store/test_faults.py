@@ -529,6 +529,7 @@ def test_a_reader_polling_a_live_wal_reads_only_its_new_records(store_path, monk
             s.append("t", "ev", batch_table(7), wait=True)
             want += batch_table(7).num_rows
             assert ro.sql(q).to_pylist()[0]["n"] == want
-            assert set(ro._wal_files[ro.trace("t").id]) <= {int(p.stem) for p in wal_files(store_path)}
+            info = ro.trace("t")
+            assert set(ro._wal_files[(info.id, info.created)]) <= {int(p.stem) for p in wal_files(store_path)}
     finally:
         s.close()
