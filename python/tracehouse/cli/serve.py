@@ -1,6 +1,6 @@
 """`tracehouse serve` (and, from the load generator, `tracehouse load`): thin shells.
 
-Registered through `cli/main.py`'s COMMAND_MODULES.
+Registered through `cli/command.py`'s COMMANDS and BENCHMARKS.
 """
 
 from __future__ import annotations
@@ -91,7 +91,7 @@ def register(commands) -> None:
 
 
 def cmd_load(args) -> int:
-    from ..bench import load
+    from ..workload import loadgen as load
     from .output import emit_json, out
 
     target = load.Target.parse(args.url, tcp_port=args.tcp_port,
@@ -130,7 +130,7 @@ def register_load(commands) -> None:
 def cmd_bench_write(args) -> int:
     from pathlib import Path
 
-    from ..bench import write
+    from ..bench import concurrent_writes as write
     from .output import emit_json, err, out
 
     if args.half_rate:
@@ -188,7 +188,7 @@ def cmd_bench_write(args) -> int:
 
 
 def register_bench(commands) -> None:
-    from ..bench import write
+    from ..bench import concurrent_writes as write
 
     sp = commands.bench("write", cmd_bench_write)
     sp.add_argument("--systems", help="comma list (default " + ",".join(write.DEFAULT_SYSTEMS) + "; also "
@@ -217,7 +217,7 @@ def register_bench(commands) -> None:
 
 def cmd_bench_ui(args) -> int:
     from .. import default_path
-    from ..server.ui import bench
+    from ..bench import ui as bench
     from .output import emit_json, err, out
 
     rep = bench.run(store=args.store or str(default_path()) if args.trace else None, trace=args.trace,

@@ -21,7 +21,7 @@ import threading
 from pathlib import Path
 from typing import Callable
 
-from ..children import exit_with_parent
+from ..child_processes import exit_with_parent
 from ..errors import BadInput
 from ..store import Store
 from .config import ServerConfig
@@ -114,7 +114,7 @@ def serve(store_path: str | os.PathLike, cfg: ServerConfig, *, ready: Callable[[
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, stop)
-        exit_with_parent()  # under a bench: stop when it dies (tracehouse/children.py)
+        exit_with_parent()  # under a bench: stop when it dies (tracehouse/child_processes.py)
         if ready is not None:
             ready(info)
         while not stopping.wait(0.5):
