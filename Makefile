@@ -9,6 +9,8 @@
 #   make test    cargo tests of the pure Rust code, then pytest (tests/ and bench-suite/tests/)
 #   make demo    tracehouse demo: example traces of every format, then the web UI (Ctrl-C stops it);
 #                installs only what the demo runs: the package, its dependencies and the Rust core
+#                (the release core when `make setup` built it, else one built quickly, unoptimised:
+#                Cargo.toml's demo profile)
 #   make bench   tracehouse bench ingest --events 10000000
 #   make lint    ruff (unused names, complexity), cargo fmt --check, cargo clippy -D warnings
 #   make docs    the documentation site (mkdocs-material, docs/ -> site/), offline and --strict:
@@ -25,6 +27,7 @@ MATURIN := VIRTUAL_ENV=$(abspath $(VENV)) $(BIN)/maturin
 # The core is rebuilt when one of these is newer than the stamp left by the last build.
 CORE_SOURCES := Cargo.toml Cargo.lock pyproject.toml $(shell find src -name '*.rs' 2>/dev/null)
 CORE_STAMP   := $(VENV)/.tracehouse-core-stamp
+DEMO_STAMP   := $(VENV)/.tracehouse-core-demo-stamp
 # The extras and the benchmark suite are installed again when their declarations change.
 DEV_STAMP    := $(VENV)/.tracehouse-dev-stamp
 DEV_EXTRAS   := dev,bench,spark,docs
@@ -32,7 +35,7 @@ DEV_EXTRAS   := dev,bench,spark,docs
 BENCH_PEERS_PKGS := postgresql mariadb-server mariadb-client openjdk-17-jre-headless maven
 QUESTDB_VERSION  := 9.1.0
 
-.PHONY: setup core strace-tool java-tool chromium bench-peers bpftrace-tool test test-rust test-python demo bench lint fmt clean docs
+.PHONY: setup core demo-core strace-tool java-tool chromium bench-peers bpftrace-tool test test-rust test-python demo bench lint fmt clean docs
 
 setup: core $(DEV_STAMP) strace-tool java-tool chromium bench-peers bpftrace-tool
 
@@ -54,7 +57,20 @@ $(BIN)/maturin: | $(BIN)/python
 # need no rebuild).
 $(CORE_STAMP): $(CORE_SOURCES) | $(BIN)/maturin
 	$(MATURIN) develop --release
+	@rm -f $(DEMO_STAMP)
 	@touch $@
+
+# The demo's core: the release one when it is built and current, else the demo profile's.
+demo-core:
+	@if [ -f $(CORE_STAMP) ] && ls python/tracehouse/_core.*.so >/dev/null 2>&1 && \
+		[ -z "$$(find $(CORE_SOURCES) -newer $(CORE_STAMP) 2>/dev/null | head -n 1)" ]; then :; \
+	else $(MAKE) --no-print-directory $(DEMO_STAMP); fi
+
+$(DEMO_STAMP): $(CORE_SOURCES) | $(BIN)/maturin
+	$(MATURIN) develop --profile demo
+	@rm -f $(CORE_STAMP)
+	@touch $@
+	@echo "note: the core was built unoptimised for a quick start (Cargo.toml's demo profile); make setup builds the release one"
 
 # The dev, bench, spark and docs extras (read from pyproject.toml: installing `.[extras]` would
 # build the core again), then the benchmark suite, which plugs into `tracehouse bench`.
@@ -129,7 +145,7 @@ test-python: setup
 docs: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
-demo: core
+demo: demo-core
 	$(BIN)/tracehouse demo
 
 bench: setup
@@ -146,4 +162,4 @@ fmt:
 
 clean:
 	cargo clean
-	rm -f python/tracehouse/_core.*.so $(CORE_STAMP) $(DEV_STAMP)
+	rm -f python/tracehouse/_core.*.so $(CORE_STAMP) $(DEMO_STAMP) $(DEV_STAMP)
