@@ -20,6 +20,7 @@ from tracehouse.bench.write_systems import (
     Unavailable,
     ensure_writer_ids,
     free_port,
+    stop_process,
     threaded,
     wait_for,
 )
@@ -117,12 +118,7 @@ class MariaDBServer:
             c.close()
 
     def __exit__(self, *exc) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(120)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        stop_process(self.proc, 120)
         shutil.rmtree(self.dir, ignore_errors=True)
         if getattr(self, "sockdir", None) is not None:
             shutil.rmtree(self.sockdir, ignore_errors=True)

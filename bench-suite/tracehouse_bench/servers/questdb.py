@@ -18,7 +18,7 @@ import urllib.request
 from pathlib import Path
 
 from tracehouse import _core
-from tracehouse.bench.write_systems import Sample, Unavailable, free_port, wait_for
+from tracehouse.bench.write_systems import Sample, Unavailable, free_port, stop_process, wait_for
 from tracehouse.workload.loadgen import self_cpu_s
 
 QUESTDB_VERSION = "9.1.0"
@@ -74,12 +74,7 @@ class QuestDB:
         return self
 
     def __exit__(self, *exc) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        stop_process(self.proc)
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def count(self, table: str) -> int:

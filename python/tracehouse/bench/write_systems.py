@@ -74,6 +74,16 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def stop_process(proc: subprocess.Popen | None, timeout: float = 60) -> None:
+    """Stop a server the bench started: SIGTERM, then SIGKILL when it is not gone in `timeout` s."""
+    if proc is not None and proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+
+
 def wait_for(check, timeout: float, what: str, proc: subprocess.Popen | None = None, log: Path | None = None):
     deadline = time.monotonic() + timeout
     last = None
@@ -308,12 +318,7 @@ class Tracehouse:
         return self
 
     def __exit__(self, *exc) -> None:
-        if self.proc is not None and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(60)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        stop_process(self.proc)
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def measure(self, writers: int, rows: int, seconds: float, name: str | None = None) -> Sample:
