@@ -192,7 +192,8 @@ def register_bench(commands) -> None:
 
     sp = commands.bench("write", cmd_bench_write)
     sp.add_argument("--systems", help="comma list (default " + ",".join(write.DEFAULT_SYSTEMS) + "; also "
-                                      "questdb-tcp, questdb-sync and tracehouse-{http,tcp,arrow}-written)")
+                                      "questdb-tcp, questdb-sync and tracehouse-{http,tcp,arrow}-written; the "
+                                      "QuestDB, PostgreSQL and MariaDB ones come with the benchmark suite)")
     sp.add_argument("--writers", help="comma list (default 1,2,4,8,16,32,64,128)")
     sp.add_argument("--rows-per-batch", help="comma list (default 1,5,10,50,100,500,1000,5000,10000)")
     sp.add_argument("--workload", choices=("qos", "cpu"), default="qos")
