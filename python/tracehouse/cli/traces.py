@@ -1,4 +1,5 @@
-"""The commands over a store's traces: init, ls, info, search, query, export, rm, compact, retain.
+"""The commands over a store and its traces: init, ls, info, search, query, export, rm, compact,
+retain, verify, repair.
 
 Thin shells over `Store` (and `open_engine` for several stores, the exporters of `formats/registry`
 for export); printing is `output`'s.
@@ -41,8 +42,23 @@ def cmd_init(args) -> int:
 
 
 def cmd_ls(args) -> int:
+    import dataclasses
+
     with open_store(args) as s:
-        print_traces(s.traces(), args.json)
+        traces = []
+        for t in s.traces():  # damaged WAL records recovery has not cut yet are said too
+            pending = s.pending_wal_damage(t.name)
+            if pending:
+                t = dataclasses.replace(t, state_reason=pending if t.state_reason is None else f"{pending}; {t.state_reason}")
+            traces.append(t)
+        unknown = s.unknown_trace_dirs()
+        print_traces(traces, args.json)
+    if unknown:
+        from rich.markup import escape
+
+        err.print(f"[yellow]warning:[/yellow] {escape(', '.join(unknown))}: trace director"
+                  f"{'y' if len(unknown) == 1 else 'ies'} the catalog does not know (writes are refused): "
+                  "`tracehouse verify` says what they hold, `tracehouse repair` registers them again", highlight=False)
     return 0
 
 
@@ -59,15 +75,22 @@ def cmd_info(args) -> int:
             counts[seg.event_type] = counts.get(seg.event_type, 0) + seg.rows
         nseg = len(segments)
         producers = s.producers(args.trace)
+        damaged: dict[str, list[str]] = {}
+        for seg, why in s.damaged_segments(args.trace):
+            damaged.setdefault(seg.event_type, []).append(f"{seg.path}: {why}")
+        pending = s.pending_wal_damage(args.trace)
         data = info.to_json() | {
             "segments": nseg,
             "producers": len(producers),
             "event_types": [
                 {"name": et.name, "kind": et.kind, "events": counts.get(et.name, 0),
-                 "params": [p.to_json() for p in et.params]}
+                 "params": [p.to_json() for p in et.params], "damaged": damaged.get(et.name, [])}
                 for et in types.values()
             ],
         }
+        if pending:
+            data["state"] = "incomplete"
+            data["state_reason"] = pending if info.state_reason is None else f"{pending}; {info.state_reason}"
     if args.json:
         emit_json(data)
         return 0
@@ -75,8 +98,8 @@ def cmd_info(args) -> int:
               f"{human_bytes(info.bytes)} in {nseg} segments  {len(producers)} producers")
     if info.description:
         out.print(info.description)
-    if info.state_reason is not None:
-        out.print(f"[yellow]incomplete:[/yellow] {escape(info.state_reason)}")
+    if data["state_reason"] is not None:
+        out.print(f"[yellow]incomplete:[/yellow] {escape(data['state_reason'])}")
     out.print(f"time {human_ns(info.ts_min)} .. {human_ns(info.ts_max)}")
     for k, v in info.metadata.items():
         out.print(f"  {k} = {v}")
@@ -84,10 +107,14 @@ def cmd_info(args) -> int:
     for c in ("event type", "kind", "events", "parameters"):
         table.add_column(c)
     for et in data["event_types"]:
-        table.add_row(et["name"], et["kind"], f"{et['events']:,}",
+        events = f"{et['events']:,}" + (" [red](damaged)[/red]" if et["damaged"] else "")
+        table.add_row(et["name"], et["kind"], events,
                       escape(", ".join(f"{p['name']}:{p['type']}" + (f" [{p['unit']}]" if p["unit"] else "")
                                        for p in et["params"])))
     out.print(table)
+    for et in data["event_types"]:
+        for d in et["damaged"]:
+            out.print(f"[red]damaged[/red] {escape(et['name'])}: {escape(d)}", highlight=False)
     return 0
 
 
@@ -154,9 +181,11 @@ def cmd_export(args) -> int:
     with open_store(args) as s:
         info = s.trace(args.trace)
         if getattr(exp, "LAYOUT", None) == "directory":
-            out_path = out_path / info.name
-        elif not out_path.suffix:
-            out_path = out_path / f"{info.name}.{getattr(exp, 'EXTENSION', args.format)}"
+            out_path = out_path / info.name  # (the exporter checks the pages itself: typed_files)
+        else:
+            s.check_pages(info.name)  # DuckDB reads a damaged page as other numbers: never exported
+            if not out_path.suffix:
+                out_path = out_path / f"{info.name}.{getattr(exp, 'EXTENSION', args.format)}"
         with progress_bar(f"exporting {info.name}", info.event_count, enabled=not args.json and sys.stderr.isatty()) as adv:
             r = exp.export(s, info.name, out_path, progress=adv)
     if args.json:
@@ -224,6 +253,44 @@ def cmd_retain(args) -> int:
     return 0
 
 
+def cmd_verify(args) -> int:
+    """`tracehouse verify`: exit 0 when everything is intact, 1 otherwise."""
+    from rich.markup import escape
+
+    from ..store import verify_store
+    from ..store.verify import render
+
+    path = Path(args.store or default_path())
+    if not path.exists():
+        raise BadInput(f"no tracehouse store at {path}", expected="a store directory (--store DIR)")
+    with progress_bar("verifying", None, enabled=not args.json and sys.stderr.isatty()) as adv:
+        report = verify_store(path, progress=adv)
+    if args.json:
+        emit_json(report)
+    else:
+        for line in render(report):
+            out.print(escape(line), highlight=False)
+    return 0 if report["ok"] else 1
+
+
+def cmd_repair(args) -> int:
+    from rich.markup import escape
+
+    from ..store import repair_store
+    from ..store.repair import render
+
+    path = Path(args.store or default_path())
+    if not path.exists():
+        raise BadInput(f"no tracehouse store at {path}", expected="a store directory (--store DIR)")
+    report = repair_store(path, progress=None if args.json else (lambda m: err.print(escape(m), highlight=False)))
+    if args.json:
+        emit_json(report)
+    else:
+        for line in render(report):
+            out.print(escape(line), highlight=False)
+    return 0
+
+
 def register(commands) -> None:
     add = commands.add
 
@@ -269,3 +336,5 @@ def register(commands) -> None:
     sp.add_argument("--keep", required=True, metavar="DURATION",
                     help="keep rows this long (30d, 12h, 1w; inf: forever): whole segments whose newest row is older "
                          "are dropped now and at every compaction; nothing else is deleted")
+    add("verify", cmd_verify)
+    add("repair", cmd_repair)

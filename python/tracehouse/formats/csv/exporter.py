@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from ...store.query import qstr
 from ..typed_files import EXPORTS_AS, export_dir
 
 NAME = "csv"
@@ -13,8 +14,9 @@ LAYOUT = EXPORTS_AS
 DESCRIPTION = "CSV, one file per event type plus producers"
 
 
-def _copy_options(info, et) -> str:
-    return "(FORMAT csv, HEADER true)"
+def _write_type(store, query: str, info, et, path: Path) -> int:
+    """DuckDB's COPY of `query` to `path`, with a header row; the rows written."""
+    return store.sql(f"COPY ({query}) TO {qstr(str(path))} (FORMAT csv, HEADER true)").column(0)[0].as_py() or 0
 
 
 def _write_table(table, path: Path) -> None:
@@ -25,5 +27,5 @@ def _write_table(table, path: Path) -> None:
 
 def export(store, trace: str, out: str | Path, *, progress=None) -> dict:
     """Write `trace` into the directory `out` (created)."""
-    return export_dir(store, trace, out, ext=EXTENSION, copy_options=_copy_options, write_table=_write_table,
+    return export_dir(store, trace, out, ext=EXTENSION, write_type=_write_type, write_table=_write_table,
                       progress=progress)
