@@ -109,6 +109,24 @@ def test_issue28_scrub_marks_a_damaged_segment_and_queries_name_it(tmp_path):
         assert s.scrub("t") == []  # (marked once)
 
 
+def test_issue28_the_typed_file_exporters_refuse_a_damaged_trace_and_write_nothing(tmp_path):
+    # Through the exporters themselves (the API's door), not only `tracehouse export`.
+    from tracehouse.formats import registry
+
+    store = tmp_path / "store"
+    with tracehouse.open(store) as s:
+        seg = one_segment(s, 5)
+        col = pq.read_metadata(store / seg.path).row_group(0).column(0)
+        data = bytearray((store / seg.path).read_bytes())
+        data[col.data_page_offset + col.total_compressed_size - 4] ^= 1
+        (store / seg.path).write_bytes(bytes(data))
+        for fmt in ("parquet", "csv"):
+            out = tmp_path / fmt
+            with pytest.raises(StoreDamaged, match=seg.path):
+                registry.exporter(fmt).export(s, "t", out)
+            assert not out.exists()
+
+
 def test_issue28_no_catalog_is_made_over_trace_directories(tmp_path):
     store = tmp_path / "store"
     with tracehouse.open(store) as s:
