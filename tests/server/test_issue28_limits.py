@@ -1,4 +1,4 @@
-"""A server no request can stall (issue 28, items 6-10), against a real `tracehouse serve`.
+"""A server no request can stall, against a real `tracehouse serve`.
 
 Each test names the limit it checks: a query's deadline covers its planning (the query runs in a
 process the server kills), a memory cap per query, caps on the statement and its parse tree,

@@ -1,4 +1,4 @@
-"""Crash and damage (issue 28): a store of every format, damaged file by file.
+"""Crash and damage: a store of every format, damaged file by file.
 
 One template store holds a trace of every format (`tracehouse demo --no-serve`: TOD, strace,
 Chrome, bpftrace, SystemTap, Paje, CSV), a line-protocol bucket written through the server's

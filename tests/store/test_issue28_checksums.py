@@ -1,4 +1,4 @@
-"""Page checksums (issue 28, item 3) and the store's refusals (item 1), on real files.
+"""Page checksums and the store's refusals, on real files.
 
 Every Parquet writer of the store writes a CRC-32 in every page header (the native integer
 writer, parquet-cpp through pyarrow for checkpoints, merges, results and exports); DuckDB reads
