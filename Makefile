@@ -1,13 +1,16 @@
 # tracehouse developer entry points. A fresh machine needs only python3 (3.11+), cargo
 # and a C compiler: `make setup` installs everything else from PyPI and crates.io.
 #
-#   make setup   venv + maturin + the package's deps and dev/bench/spark extras + the Rust core
-#                (release); strace and a Java runtime (apt-get) when missing: the strace tests
-#                trace real programs, the Spark engine tests run Spark local[2]; chromium: the web
-#                UI tests drive a real browser; the benchmark peers (bench-peers): PostgreSQL,
-#                MariaDB, Java + the QuestDB jar
-#   make test    cargo tests of the pure Rust code, then pytest
-#   make demo    tracehouse demo: example traces of every format, then the web UI (Ctrl-C stops it)
+#   make setup   what `make demo` installs, then the dev/bench/spark/docs extras and the benchmark
+#                suite (bench-suite/, its own distribution); strace and a Java runtime (apt-get)
+#                when missing: the strace tests trace real programs, the Spark engine tests run
+#                Spark local[2]; chromium: the web UI tests drive a real browser; the benchmark
+#                peers (bench-peers): PostgreSQL, MariaDB, Java + the QuestDB jar
+#   make test    cargo tests of the pure Rust code, then pytest (tests/ and bench-suite/tests/)
+#   make demo    tracehouse demo: example traces of every format, then the web UI (Ctrl-C stops it);
+#                installs only what the demo runs: the package, its dependencies and the Rust core
+#                (the release core when `make setup` built it, else one built quickly, unoptimised:
+#                Cargo.toml's demo profile)
 #   make bench   tracehouse bench ingest --events 10000000
 #   make lint    ruff (unused names, complexity), cargo fmt --check, cargo clippy -D warnings
 #   make docs    the documentation site (mkdocs-material, docs/ -> site/), offline and --strict:
@@ -24,13 +27,20 @@ MATURIN := VIRTUAL_ENV=$(abspath $(VENV)) $(BIN)/maturin
 # The core is rebuilt when one of these is newer than the stamp left by the last build.
 CORE_SOURCES := Cargo.toml Cargo.lock pyproject.toml $(shell find src -name '*.rs' 2>/dev/null)
 CORE_STAMP   := $(VENV)/.tracehouse-core-stamp
+DEMO_STAMP   := $(VENV)/.tracehouse-core-demo-stamp
+# The extras and the benchmark suite are installed again when their declarations change.
+DEV_STAMP    := $(VENV)/.tracehouse-dev-stamp
+DEV_EXTRAS   := dev,bench,spark,docs
 
 BENCH_PEERS_PKGS := postgresql mariadb-server mariadb-client openjdk-17-jre-headless maven
 QUESTDB_VERSION  := 9.1.0
 
-.PHONY: setup strace-tool java-tool chromium bench-peers bpftrace-tool test test-rust test-python demo bench lint fmt clean docs
+.PHONY: setup core demo-core strace-tool java-tool chromium bench-peers bpftrace-tool test test-rust test-python demo bench lint fmt clean docs
 
-setup: $(CORE_STAMP) strace-tool java-tool chromium bench-peers bpftrace-tool
+setup: core $(DEV_STAMP) strace-tool java-tool chromium bench-peers bpftrace-tool
+
+# The package, its dependencies and the Rust core: all `make demo` needs.
+core: $(CORE_STAMP)
 	@# The stamp lives in the venv but the extension is placed in python/tracehouse/: a
 	@# fresh checkout next to an old venv must rebuild.
 	@ls python/tracehouse/_core.*.so >/dev/null 2>&1 || { rm -f $(CORE_STAMP); $(MAKE) --no-print-directory $(CORE_STAMP); }
@@ -42,11 +52,33 @@ $(BIN)/maturin: | $(BIN)/python
 	$(BIN)/python -m pip install --quiet --upgrade pip
 	$(BIN)/python -m pip install --quiet "maturin>=1.9.4,<2"
 
-# `maturin develop` installs the dependencies and the dev, bench, spark and docs extras declared in
-# pyproject.toml, builds the crate in release mode and installs it in the venv with
-# python/ on the path (edits to the Python sources need no rebuild).
+# `maturin develop` installs the dependencies declared in pyproject.toml, builds the crate in
+# release mode and installs it in the venv with python/ on the path (edits to the Python sources
+# need no rebuild).
 $(CORE_STAMP): $(CORE_SOURCES) | $(BIN)/maturin
-	$(MATURIN) develop --release --extras dev,bench,spark,docs
+	$(MATURIN) develop --release
+	@rm -f $(DEMO_STAMP)
+	@touch $@
+
+# The demo's core: the release one when it is built and current, else the demo profile's.
+demo-core:
+	@if [ -f $(CORE_STAMP) ] && ls python/tracehouse/_core.*.so >/dev/null 2>&1 && \
+		[ -z "$$(find $(CORE_SOURCES) -newer $(CORE_STAMP) 2>/dev/null | head -n 1)" ]; then :; \
+	else $(MAKE) --no-print-directory $(DEMO_STAMP); fi
+
+$(DEMO_STAMP): $(CORE_SOURCES) | $(BIN)/maturin
+	$(MATURIN) develop --profile demo
+	@rm -f $(CORE_STAMP)
+	@touch $@
+	@echo "note: the core was built unoptimised for a quick start (Cargo.toml's demo profile); make setup builds the release one"
+
+# The dev, bench, spark and docs extras (read from pyproject.toml: installing `.[extras]` would
+# build the core again), then the benchmark suite, which plugs into `tracehouse bench`.
+$(DEV_STAMP): pyproject.toml bench-suite/pyproject.toml | $(CORE_STAMP)
+	$(BIN)/python -c "import tomllib; x = tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']; \
+		print('\n'.join(r for e in '$(DEV_EXTRAS)'.split(',') for r in x[e]))" > $(VENV)/dev-requirements.txt
+	$(BIN)/python -m pip install --quiet -r $(VENV)/dev-requirements.txt
+	$(BIN)/python -m pip install --quiet -e ./bench-suite
 	@touch $@
 
 Cargo.lock:
@@ -113,14 +145,14 @@ test-python: setup
 docs: setup
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
-demo: setup
+demo: demo-core
 	$(BIN)/tracehouse demo
 
 bench: setup
 	$(BIN)/tracehouse bench ingest --events 10000000
 
 lint:
-	$(BIN)/ruff check python tests dev
+	$(BIN)/ruff check python tests dev bench-suite
 	cargo fmt --check
 	cargo clippy --all-targets --no-default-features -- -D warnings
 	cargo clippy --all-targets -- -D warnings
@@ -130,4 +162,4 @@ fmt:
 
 clean:
 	cargo clean
-	rm -f python/tracehouse/_core.*.so $(CORE_STAMP)
+	rm -f python/tracehouse/_core.*.so $(CORE_STAMP) $(DEMO_STAMP) $(DEV_STAMP)

@@ -1,7 +1,7 @@
 """The server dispatcher's cost per Arrow IPC body, without the network or the load generator.
 
 Owns the measurement behind the dispatcher figures in server/ingest.py: an `Ingestor` over a
-fresh store appends `N` 1,000-row QoS bodies (`bench.load.arrow_bodies`) one per round, as
+fresh store appends `N` 1,000-row QoS bodies (`workload.loadgen.arrow_bodies`) one per round, as
 `tracehouse serve` does at half rate, and prints the wall time and the thread's CPU per body.
 Run it with two builds in turn to compare them (each build's own venv):
 
@@ -15,10 +15,10 @@ import shutil
 import tempfile
 import time
 
-from tracehouse.bench.load import arrow_bodies
 from tracehouse.server.config import ServerConfig
 from tracehouse.server.ingest import Ingestor
 from tracehouse.store import Store
+from tracehouse.workload.loadgen import arrow_bodies
 
 
 def main() -> None:

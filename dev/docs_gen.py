@@ -5,9 +5,9 @@ Owns every page (or part of one) that nobody edits by hand:
 - docs/cli.md: the CLI reference, from the argparse definitions (`tracehouse.cli.command.build_parser`);
 - docs/analyses.md's reference, between its markers: every analysis of the registry with its
   parameters and output columns (`tracehouse.analysis.registry.markdown`);
-- docs/benchmarks/index.md: the current figures and the kept runs (`tracehouse.bench.pages`);
+- docs/benchmarks/index.md: the current figures and the kept runs (`tracehouse_bench.pages`, bench-suite/);
 - the README's performance table, between its `bench-table` markers;
-- docs/benchmarks/<date>/report.md of each kept run, from its results.json (`tracehouse.bench.report`;
+- docs/benchmarks/<date>/report.md of each kept run, from its results.json (`tracehouse_bench.report`;
   only with --reports, as it draws the plots again).
 
     .venv/bin/python dev/docs_gen.py              # write them
@@ -142,9 +142,9 @@ def cli_reference() -> str:
 
 def targets() -> dict[Path, str]:
     """path -> the text it must hold (the fast ones: no plots drawn)."""
-    sys.path.insert(0, str(ROOT / "python"))
+    sys.path[:0] = [str(ROOT / "python"), str(ROOT / "bench-suite")]
     from tracehouse.analysis import registry
-    from tracehouse.bench import pages
+    from tracehouse_bench import pages
 
     readme = ROOT / "README.md"
     analyses = DOCS / "analyses.md"
@@ -154,10 +154,10 @@ def targets() -> dict[Path, str]:
 
 
 def report_targets() -> dict[Path, str]:
-    """Each kept run's report.md as tracehouse.bench.report writes it from its results.json."""
+    """Each kept run's report.md as tracehouse_bench.report writes it from its results.json."""
     import json
 
-    from tracehouse.bench import report
+    from tracehouse_bench import report
 
     out = {}
     for d in sorted(p for p in BENCH.iterdir() if (p / "results.json").exists()):
@@ -192,7 +192,7 @@ def main() -> int:
     if args.reports:
         import json
 
-        from tracehouse.bench import report
+        from tracehouse_bench import report
 
         for d in sorted(p for p in BENCH.iterdir() if (p / "results.json").exists()):
             report.write(json.loads((d / "results.json").read_text()), d)

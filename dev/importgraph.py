@@ -2,11 +2,14 @@
 
 Owns the rule of the layout (docs/architecture.md, "The house"): data flows one way,
 
-    base -> store -> formats -> analysis -> record -> replay -> bench -> server -> cli
+    base -> store -> formats -> analysis -> record -> replay -> workload -> server -> bench -> cli
+                                                                         (bench-suite: tracehouse_bench, on top)
 
 and a module may import only modules of its own layer or of a lower one; nothing
 imports `tracehouse.cli` (the command is the top) and nothing but the CLI imports
-`tracehouse.server`. Every import counts, also the lazy ones inside a function and the
+`tracehouse.server`. So the server imports no bench, and the benchmark suite (bench-suite/,
+package `tracehouse_bench`, a separate distribution) may import tracehouse but tracehouse never
+imports it (it plugs in through entry points). Every import counts, also the lazy ones inside a function and the
 ones under `if TYPE_CHECKING:` (a type-only back reference is still an arrow back up).
 Cycles are looked for between modules too (within a layer).
 
@@ -32,6 +35,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 PKG_DIR = ROOT / "python" / "tracehouse"
+SUITE_DIR = ROOT / "bench-suite" / "tracehouse_bench"
+PACKAGES = ("tracehouse", "tracehouse_bench")
 
 # Lowest first. A module belongs to the layer of the longest prefix naming it.
 LAYERS: list[tuple[str, tuple[str, ...]]] = [
@@ -42,9 +47,11 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
     ("analysis", ("tracehouse.analysis",)),
     ("record", ("tracehouse.record",)),
     ("replay", ("tracehouse.replay",)),
-    ("bench", ("tracehouse.bench",)),
+    ("workload", ("tracehouse.workload",)),
     ("server", ("tracehouse.server",)),
+    ("bench", ("tracehouse.bench",)),
     ("cli", ("tracehouse.cli",)),
+    ("bench-suite", ("tracehouse_bench",)),
 ]
 RANK = {name: i for i, (name, _) in enumerate(LAYERS)}
 RANK["unplaced"] = len(LAYERS)  # a module no layer names: reported
@@ -59,7 +66,8 @@ SURFACES = {"tracehouse.cli": {"cli"}, "tracehouse.server": {"server", "cli"}}
 
 
 def module_name(path: Path) -> str:
-    rel = path.relative_to(PKG_DIR.parent).with_suffix("")
+    package_dir = next(p for p in path.parents if p.name in PACKAGES)
+    rel = path.relative_to(package_dir.parent).with_suffix("")
     parts = list(rel.parts)
     if parts[-1] == "__init__":
         parts.pop()
@@ -67,7 +75,7 @@ def module_name(path: Path) -> str:
 
 
 def modules() -> dict[str, Path]:
-    out = {module_name(p): p for p in sorted(PKG_DIR.rglob("*.py"))}
+    out = {module_name(p): p for d in (PKG_DIR, SUITE_DIR) for p in sorted(d.rglob("*.py"))}
     out["tracehouse._core"] = PKG_DIR / "_core.pyi"
     return out
 
@@ -119,7 +127,7 @@ def imports(known: dict[str, Path]) -> dict[str, set[str]]:
             elif (isinstance(node, ast.Call) and _call_name(node) in ("import_module", "lazy.module")
                   and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
                 deps.add(node.args[0].value)  # importlib.import_module("tracehouse.x"), lazy.module("tracehouse.x")
-        graph[mod] = {_known_prefix(known, d) for d in deps if d == "tracehouse" or d.startswith("tracehouse.")}
+        graph[mod] = {_known_prefix(known, d) for d in deps if d.split(".")[0] in PACKAGES}
         graph[mod].discard(mod)
     return graph
 
@@ -266,9 +274,10 @@ def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 
 def group(mod: str) -> str:
-    """The room a module lives in: tracehouse.<room> (or the top-level module itself)."""
+    """The room a module lives in: tracehouse.<room> (or the top-level module itself); the
+    benchmark suite is one room."""
     parts = mod.split(".")
-    return ".".join(parts[:2])
+    return parts[0] if parts[0] == "tracehouse_bench" else ".".join(parts[:2])
 
 
 def package_graph(graph: dict[str, set[str]]) -> dict[str, set[str]]:

@@ -7,7 +7,7 @@
 //!
 //! - [`colpool`]: recycling of column allocations lent to Arrow.
 //! - [`slab`]: a batch's column buffers carved from one huge-page mapping, recycled.
-//! - [`sync`]: the one `lock()` (a mutex whose holder panicked still guards consistent state).
+//! - [`mutex`]: the one `lock()` (a mutex whose holder panicked still guards consistent state).
 //! - [`formats`]: trace file formats, one folder per format (parser, writer, tests) and
 //!   what the parsers share.
 //! - [`ingest`]: live ingest: line protocol decoding, per-producer sequence numbers,
@@ -40,14 +40,14 @@ pub mod formats;
 pub mod hist;
 pub mod ingest;
 pub mod intparquet;
+pub mod mutex;
 pub mod order;
 pub mod packed;
-pub mod record;
 pub mod pagecheck;
+pub mod record;
 pub mod replay;
 pub mod slab;
 pub mod spans;
-pub mod sync;
 pub mod workload;
 pub mod writeback;
 

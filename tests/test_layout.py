@@ -156,3 +156,24 @@ def test_no_module_uses_another_rooms_private_names(tmp_path):
     assert len(mine) == 3 and all("_core" not in f for f in mine), mine
     assert not [f for f in found if f.startswith("tracehouse.analysis.ok")]
     assert importgraph.private_uses(known) == []  # and the package itself has none
+
+
+def test_the_layering_check_catches_the_server_importing_a_bench_and_tracehouse_importing_the_suite():
+    """What `--check` must refuse: the server importing a bench, tracehouse importing the benchmark
+    suite (it plugs in through entry points), the suite importing the CLI."""
+    sys.path.insert(0, str(ROOT / "dev"))
+    try:
+        import importgraph
+    finally:
+        sys.path.pop(0)
+    bad = {"tracehouse.server.ui.demo": {"tracehouse.bench.concurrent_writes"},
+           "tracehouse.store.store": {"tracehouse_bench.report"},
+           "tracehouse_bench.cli": {"tracehouse.cli.output"},
+           "tracehouse.bench.concurrent_writes": {"tracehouse.workload.loadgen"}}
+    found = importgraph.violations(bad)
+    assert any("server.ui.demo" in v and "arrow back up" in v for v in found), found
+    assert any("tracehouse.store.store" in v and "tracehouse_bench.report" in v for v in found), found
+    assert any("tracehouse_bench.cli imports the surface tracehouse.cli.output" in v for v in found), found
+    assert not any(v.startswith("tracehouse.bench.concurrent_writes") for v in found), found
+    graph = importgraph.imports(importgraph.modules())
+    assert "tracehouse_bench.bench_all" in graph  # the suite's modules are read too

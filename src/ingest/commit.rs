@@ -38,7 +38,7 @@ use std::sync::{Arc, Condvar, Mutex};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
 
-use crate::sync::lock;
+use crate::mutex::lock;
 
 /// What to do once a record is durable (`Err` with the reason when it never will be).
 pub type OnDurable = Box<dyn FnOnce(Result<(), String>) + Send>;

@@ -37,7 +37,7 @@ use std::time::{Duration, Instant};
 use std::os::fd::AsRawFd;
 
 use super::tcpfront::{TcpItem, TcpListen};
-use crate::sync::lock;
+use crate::mutex::lock;
 
 /// Limits and timeouts of the front end.
 #[derive(Clone, Debug)]

@@ -46,7 +46,7 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 use rustc_hash::FxHashMap as FxMap;
 
 use crate::ingest::seqnum::SeqCounters;
-use crate::sync::lock;
+use crate::mutex::lock;
 
 /// The stored type of a field column.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -55,7 +55,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use super::commit::GroupCommit;
 use super::httpfront::{linger_close, same_bytes, send_now, Budget, Front, Inbox};
-use crate::sync::lock;
+use crate::mutex::lock;
 
 /// Bytes one item grows to at most by later reads (see [`Front::push_lines`]).
 pub const ITEM_BYTES: usize = 4 << 20;

@@ -23,7 +23,7 @@ use super::arrow::{batch_to_pyarrow, primitive_from_pyarrow, schema_to_pyarrow, 
 use super::httpfront::PyBody;
 use crate::ingest::lineproto::{self, FieldType, Input, Limits, Precision, Producers, Schemas};
 use crate::ingest::seqnum::SeqCounters;
-use crate::sync::lock;
+use crate::mutex::lock;
 
 /// Measurements of one format and their typed columns, shared by every decode of it.
 #[pyclass(module = "tracehouse._core", name = "LpSchemas", frozen)]

@@ -20,7 +20,7 @@ use pyo3::types::{PyBytes, PyList, PyTuple, PyType};
 use super::arrow::batch_to_pyarrow;
 use super::lineproto::PySeqCounters;
 use crate::ingest::walrec::{self, Layout, Record};
-use crate::sync::lock;
+use crate::mutex::lock;
 
 /// The stored layout of one event type, as the WAL append path checks and writes it.
 #[pyclass(module = "tracehouse._core", name = "WalType", frozen)]

@@ -9,11 +9,11 @@ import sys
 import pytest
 
 from helpers import child_env
-from tracehouse.bench import write
+from tracehouse.bench import concurrent_writes
 
 
 def test_statistics_follow_the_seed():
-    mean, se = write.stats([10.0, 12.0, 8.0, 10.0])
+    mean, se = concurrent_writes.stats([10.0, 12.0, 8.0, 10.0])
     assert mean == 10.0 and abs(se - (2 ** 0.5) / 2) < 1e-9
 
 
@@ -33,22 +33,13 @@ def test_bench_write_cli_small_matrix(tmp_path):
     assert doc["ratios"]["cells"][0]["vs_best_relational"] > 0
 
 
-def test_unavailable_peer_is_skipped_not_fatal(tmp_path, monkeypatch):
-    monkeypatch.setenv("TRACEHOUSE_QUESTDB_JAR", str(tmp_path / "missing.jar"))
-    monkeypatch.setenv("PATH", "/nonexistent")  # no java, no mvn
-    res = write.run(systems=("questdb",), writers=(1,), batches=(10,), seconds=0.1, min_runs=1, max_runs=1,
-                    workdir=str(tmp_path))
-    assert "questdb" in res["skipped"] and res["cells"] == []
-
-
 def test_ratios_take_the_best_protocol_on_each_side():
-    from tracehouse.bench.write import ratios
 
     cells = [("tracehouse-http", 100), ("tracehouse-tcp", 120), ("tracehouse-arrow", 300),
              ("questdb", 40), ("questdb-tcp", 60), ("sqlite", 20), ("mariadb", 30)]
     result = {"writers": [1], "rows_per_batch": [10, 1000],
               "cells": [{"system": s, "writers": 1, "rows_per_batch": 1000, "rows_per_s": v} for s, v in cells]}
-    (cell,) = ratios(result)["cells"]  # 10 rows per batch is below the targets' 50
+    (cell,) = concurrent_writes.ratios(result)["cells"]  # 10 rows per batch is below the targets' 50
     assert (cell["tracehouse_lp"], cell["tracehouse_best"]) == (120, 300)
     assert cell["vs_questdb"] == 2.0 and cell["vs_best_relational"] == 4.0  # QuestDB over TCP, MariaDB
     assert cell["best_vs_questdb"] == 5.0 and cell["best_vs_best_relational"] == 10.0
@@ -57,41 +48,41 @@ def test_ratios_take_the_best_protocol_on_each_side():
 def test_pairings_compare_each_ack_contract_with_the_peers_keeping_it():
     # written: tracehouse --ack written vs QuestDB's default only (never its fsynced mode);
     # durable: tracehouse --ack durable vs QuestDB sync and PostgreSQL (never QuestDB's default).
-    from tracehouse.bench.write import pairings
 
     cells = [("tracehouse-http-written", 900), ("tracehouse-tcp-written", 600), ("tracehouse-arrow-written", 1800),
              ("tracehouse-http", 300), ("tracehouse-tcp", 400), ("questdb", 450), ("questdb-tcp", 5000),
              ("questdb-sync", 50), ("postgres-copy", 100)]
     result = {"writers": [2], "rows_per_batch": [100],
               "cells": [{"system": s, "writers": 2, "rows_per_batch": 100, "rows_per_s": v} for s, v in cells]}
-    got = {p["contract"]: p for p in pairings(result)}
+    got = {p["contract"]: p for p in concurrent_writes.pairings(result)}
     assert (got["written"]["tracehouse"], got["written"]["peer"]) == ("tracehouse-http-written", "questdb")
     assert got["written"]["ratio"] == 2.0 and got["written"]["ratio_with_arrow"] == 4.0
     assert (got["durable"]["tracehouse"], got["durable"]["peer"]) == ("tracehouse-tcp", "postgres-copy")
     assert got["durable"]["ratio"] == 4.0
     # A contract with no peer measured has no row.
     result["cells"] = [c for c in result["cells"] if c["system"] not in ("questdb-sync", "postgres-copy")]
-    assert [p["contract"] for p in pairings(result)] == ["written"]
+    assert [p["contract"] for p in concurrent_writes.pairings(result)] == ["written"]
 
 
 def test_half_rate_measures_latency_at_half_the_closed_loop_rate(tmp_path, monkeypatch):
-    # (QuestDB, the peer given the same load, cannot run here: it is listed as skipped)
+    # (QuestDB, the peer given the same load, cannot run here, without java or without the benchmark
+    # suite: it is listed as skipped)
     monkeypatch.setenv("TRACEHOUSE_QUESTDB_JAR", str(tmp_path / "missing.jar"))
     monkeypatch.setenv("PATH", "/nonexistent")  # no java, no mvn
-    res = write.half_rate(protocols=("http",), workload="cpu", agents=4, rows=100, seconds=0.5, workdir=str(tmp_path),
-                          repeat=2, peers=("questdb",))
+    res = concurrent_writes.half_rate(protocols=("http",), workload="cpu", agents=4, rows=100, seconds=0.5,
+                                      workdir=str(tmp_path), repeat=2, peers=("questdb",))
     (run,) = res["runs"]
     assert len(run["repeats"]) == 2 and run["repeats"][0]["ack_us"] == run["ack_us"]
     assert run["median_p99_us"] == (run["repeats"][0]["ack_us"][2] + run["repeats"][1]["ack_us"][2]) / 2
-    assert "java" in res["skipped"]["questdb"] and res["peers"] == []
-    rendered = write.render_half_rate(res)
+    assert res["skipped"]["questdb"] and res["peers"] == []
+    rendered = concurrent_writes.render_half_rate(res)
     assert "questdb: skipped" in rendered.columns[0]._cells
     assert run["errors"] == 0 and run["max_rows_per_s"] > 0
     assert run["interval_ms"] == 4 * 100 / (run["max_rows_per_s"] / 2) * 1000
     assert 0 < run["half_rows_per_s"] < run["max_rows_per_s"]  # open loop at half: slower than closed
     p50, p90, p99, mx = run["ack_us"]
     assert 0 < p50 <= p90 <= p99 <= mx
-    assert "p99" in str(write.render_half_rate(res).columns[6].header)
+    assert "p99" in str(concurrent_writes.render_half_rate(res).columns[6].header)
 
 
 @pytest.mark.parametrize("how", ["SIGTERM", "SIGKILL"])

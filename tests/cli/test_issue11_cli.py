@@ -202,11 +202,18 @@ def test_the_command_skips_the_teardown_but_not_what_an_exit_owes(tmp_path):
     assert p.wait(timeout=60) == 0
     err = p.stderr.read()
     assert b"Broken" not in err and b"Exception ignored" not in err, err
-    # atexit handlers and a non-daemon thread of the command's still run before the exit.
+    # atexit handlers and a non-daemon thread of the command's still run before the exit: the
+    # thread writes only once the command has returned, so only the join that `run` owes (through
+    # CPython's private `threading._shutdown`) lets it finish; were that gone or renamed, the
+    # os._exit would cut the thread off and "thread" would be missing.
     mark = tmp_path / "mark"
     code = ("import atexit, sys, threading, time\nfrom tracehouse import cli\n"
+            "returned = threading.Event()\nreal = cli.main\n"
+            "def main(argv=None):\n    try:\n        return real(argv)\n    finally:\n        returned.set()\n"
+            "cli.main = main\n"
             f"atexit.register(lambda: open({str(mark)!r}, 'a').write('atexit\\n'))\n"
-            f"threading.Thread(target=lambda: (time.sleep(0.3), open({str(mark)!r}, 'a').write('thread\\n'))).start()\n"
+            f"threading.Thread(target=lambda: (returned.wait(), time.sleep(0.3), "
+            f"open({str(mark)!r}, 'a').write('thread\\n'))).start()\n"
             f"sys.argv = ['tracehouse', '--store', {store!r}, 'ls', '--json']\ncli.run()\nprint('not reached')")
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=env)
     assert r.returncode == 0 and "not reached" not in r.stdout, r.stderr

@@ -84,7 +84,8 @@ def plugin(tmp_path, monkeypatch):
 def test_our_tools_are_entry_points_too():
     eps = {ep.name for ep in metadata.entry_points(group="tracehouse.importers")}
     assert {"csv", "parquet", "chrome", "bpftrace", "stap", "paje"} <= eps
-    assert "chrome" in {ep.name for ep in metadata.entry_points(group="tracehouse.exporters")}
+    assert {"parquet", "csv", "chrome"} <= {ep.name for ep in metadata.entry_points(group="tracehouse.exporters")}
+    assert set(registry.EXPORTERS) == {"parquet", "csv", "chrome"}
     assert set(registry.IMPORTERS) <= eps
 
 

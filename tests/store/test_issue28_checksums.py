@@ -93,20 +93,40 @@ def one_segment(s, batch: int):
     return seg
 
 
+def flip_a_page(path: Path) -> None:
+    """One bit flipped inside the data of the file's first column chunk (not a page header)."""
+    col = pq.read_metadata(path).row_group(0).column(0)
+    data = bytearray(path.read_bytes())
+    data[col.data_page_offset + col.total_compressed_size - 4] ^= 1
+    path.write_bytes(bytes(data))
+
+
 def test_issue28_scrub_marks_a_damaged_segment_and_queries_name_it(tmp_path):
     store = tmp_path / "store"
     with tracehouse.open(store) as s:
         seg = one_segment(s, 5)
-        col = pq.read_metadata(store / seg.path).row_group(0).column(0)
-        data = bytearray((store / seg.path).read_bytes())
-        data[col.data_page_offset + col.total_compressed_size - 4] ^= 1
-        (store / seg.path).write_bytes(bytes(data))
+        flip_a_page(store / seg.path)
         assert s.sql('SELECT count(*) AS n FROM "t".ev WHERE ts >= 0').column(0)[0].as_py() == len(batch_table(5))
         (found,) = s.scrub("t")
         assert found[0].path == seg.path and "checksum mismatch" in found[1]
         with pytest.raises(tracehouse.BadInput, match=seg.path):
             s.sql('SELECT sum(ts) FROM "t".ev')
         assert s.scrub("t") == []  # (marked once)
+
+
+def test_issue28_the_typed_file_exporters_refuse_a_damaged_trace_and_write_nothing(tmp_path):
+    # Through the exporters themselves (the API's door), not only `tracehouse export`.
+    from tracehouse.formats import registry
+
+    store = tmp_path / "store"
+    with tracehouse.open(store) as s:
+        seg = one_segment(s, 5)
+        flip_a_page(store / seg.path)
+        for fmt in ("parquet", "csv"):
+            out = tmp_path / fmt
+            with pytest.raises(StoreDamaged, match=seg.path):
+                registry.exporter(fmt).export(s, "t", out)
+            assert not out.exists()
 
 
 def test_issue28_no_catalog_is_made_over_trace_directories(tmp_path):

@@ -11,16 +11,16 @@ import time
 import pyarrow as pa
 
 import tracehouse
-from tracehouse.bench import qos_reads
 from tracehouse.store import readcache
+from tracehouse.workload import qos
 
-CASES = [c for c in qos_reads.CASES if c.name in ("Q1.1", "Q1.3", "Q2.2", "Q3.1", "Q4.4", "Q5.4")]
+CASES = [c for c in qos.CASES if c.name in ("Q1.1", "Q1.3", "Q2.2", "Q3.1", "Q4.4", "Q5.4")]
 
 
 def answers(s) -> dict:
     out = {}
     for c in CASES:
-        t = s.sql(qos_reads.sql(c, "tracehouse"))
+        t = s.sql(qos.sql(c, "tracehouse"))
         out[c.name] = t.sort_by([("ts", "ascending"), ("producer", "ascending")])
     out["sums"] = s.sql("SELECT customer_id, count(*) AS n, sum(ul_bytes) AS b, sum(mos) AS m "
                         "FROM qos_reads.average_stats GROUP BY ALL ORDER BY 1")
@@ -28,11 +28,11 @@ def answers(s) -> dict:
 
 
 def test_the_cache_answers_as_the_segments_do_and_newer_rows_come_from_parquet(tmp_path):
-    data = qos_reads.dataset(0.02)
+    data = qos.dataset(0.02)
     with tracehouse.open(tmp_path / "s", fsync="off") as s:
-        qos_reads.tracehouse_load(s, data)  # builds the cache
-        man = readcache.manifest(s.path, s.trace(qos_reads.TRACE).id)
-        assert man and man["types"][qos_reads.EVENT_TYPE]["segments"]
+        qos.tracehouse_load(s, data)  # builds the cache
+        man = readcache.manifest(s.path, s.trace(qos.TRACE).id)
+        assert man and man["types"][qos.EVENT_TYPE]["segments"]
         plan = s.sql("EXPLAIN SELECT * FROM qos_reads.average_stats").column(1)[0].as_py()
         assert "_rc_" in plan and "READ_PARQUET" not in plan.upper()
         cached = answers(s)
@@ -42,10 +42,10 @@ def test_the_cache_answers_as_the_segments_do_and_newer_rows_come_from_parquet(t
         for k, t in answers(s).items():
             assert t.equals(cached[k]), k
     with tracehouse.open(tmp_path / "s", fsync="off") as s:
-        s.build_read_cache(qos_reads.TRACE)
+        s.build_read_cache(qos.TRACE)
         extra = s.sql("SELECT ts + 1 AS ts, producer, * EXCLUDE (ts, producer, seq, "
-                      + ", ".join(qos_reads.ID_COLUMNS) + ") FROM qos_reads.average_stats WHERE customer_id = 7")
-        s.append(qos_reads.TRACE, qos_reads.EVENT_TYPE, extra)
+                      + ", ".join(qos.ID_COLUMNS) + ") FROM qos_reads.average_stats WHERE customer_id = 7")
+        s.append(qos.TRACE, qos.EVENT_TYPE, extra)
         s.flush()
         n = s.sql("SELECT count(*) AS n, count(DISTINCT customer_id) AS c FROM qos_reads.average_stats "
                   "WHERE customer_id = 7").to_pylist()
@@ -55,24 +55,24 @@ def test_the_cache_answers_as_the_segments_do_and_newer_rows_come_from_parquet(t
 
 
 def test_a_cache_of_merged_or_dropped_segments_is_not_used_and_is_rebuilt_after_compaction(tmp_path):
-    data = qos_reads.dataset(0.02)
+    data = qos.dataset(0.02)
     with tracehouse.open(tmp_path / "s", fsync="off") as s:
-        qos_reads.tracehouse_load(s, data)
+        qos.tracehouse_load(s, data)
         total = s.sql("SELECT count(*) FROM qos_reads.average_stats").column(0)[0].as_py()
-        first = readcache.manifest(s.path, s.trace(qos_reads.TRACE).id)["file"]
+        first = readcache.manifest(s.path, s.trace(qos.TRACE).id)["file"]
         more = s.sql("SELECT ts + 7 AS ts, producer, * EXCLUDE (ts, producer, seq, "
-                     + ", ".join(qos_reads.ID_COLUMNS) + ") FROM qos_reads.average_stats WHERE customer_id = 9")
-        s.append(qos_reads.TRACE, qos_reads.EVENT_TYPE, more)
+                     + ", ".join(qos.ID_COLUMNS) + ") FROM qos_reads.average_stats WHERE customer_id = 9")
+        s.append(qos.TRACE, qos.EVENT_TYPE, more)
         s.flush()
-        s.compact(qos_reads.TRACE)  # merges cached and new segments: the cache is built anew
-        second = readcache.manifest(s.path, s.trace(qos_reads.TRACE).id)
+        s.compact(qos.TRACE)  # merges cached and new segments: the cache is built anew
+        second = readcache.manifest(s.path, s.trace(qos.TRACE).id)
         assert second["file"] != first and not (s.path / "traces" / "1" / "readcache" / first).exists()
-        assert set(second["types"][qos_reads.EVENT_TYPE]["segments"]) == {x.id for x in s.segments_of(qos_reads.TRACE)}
+        assert set(second["types"][qos.EVENT_TYPE]["segments"]) == {x.id for x in s.segments_of(qos.TRACE)}
         assert s.sql("SELECT count(*) FROM qos_reads.average_stats").column(0)[0].as_py() == total + more.num_rows
         # retention drops every segment: the cache's are gone from the catalog, so it is not read
-        s.set_retention(qos_reads.TRACE, 1)
+        s.set_retention(qos.TRACE, 1)
         assert s.sql("SELECT count(*) FROM qos_reads.average_stats").column(0)[0].as_py() == 0
-        assert s.trace(qos_reads.TRACE).event_count == 0
+        assert s.trace(qos.TRACE).event_count == 0
 
 
 def test_a_trace_without_the_setting_has_no_cache(tmp_path):

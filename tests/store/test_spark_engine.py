@@ -27,10 +27,10 @@ from helpers.tables import same
 from tracehouse import Column, EventType
 from tracehouse.analysis import event_streams as ES
 from tracehouse.analysis import statistics as ST
-from tracehouse.bench import qos_reads, reads
 from tracehouse.bench.engines import qos_load, qos_queries, sorted_rows, tod_trace
 from tracehouse.errors import BadInput, NotFound
 from tracehouse.store.engines import StoreRef, open_engine
+from tracehouse.workload import qos
 
 pytestmark = pytest.mark.spark
 
@@ -38,8 +38,8 @@ if shutil.which("java") is None:  # `make setup` installs one (java-tool); say s
     pytest.skip("the Spark engine needs Java 17+ (make setup installs openjdk-17-jre-headless)", allow_module_level=True)
 pytest.importorskip("pyspark", reason="pyspark (the spark extra) is not installed: make setup installs it")
 
-SCALE = 0.01  # QoS data set (qos_reads.dataset): 556 runs of 10 to 6,000 rows, 20,320 rows
-QOS = f'"{qos_reads.TRACE}".{qos_reads.EVENT_TYPE}'
+SCALE = 0.01  # QoS data set (qos.dataset): 556 runs of 10 to 6,000 rows, 20,320 rows
+QOS = f'"{qos.TRACE}".{qos.EVENT_TYPE}'
 
 
 def _mixed(store) -> None:
@@ -152,7 +152,7 @@ def test_spark_answers_what_duckdb_answers(duck, sparkq, query, ordered):
 def test_qos_q1_to_q5_identical_with_the_generators_row_counts(duck, sparkq):
     # the row count each case must return, counted by DuckDB over the flat generated table
     # (schema 1), not over the store's layout the engines read
-    expect = reads.expected_rows(qos_reads.dataset(SCALE))
+    expect = qos.expected_rows(qos.dataset(SCALE))
     queries = qos_queries()
     assert sorted(queries) == ["Q1.2", "Q2.3", "Q3.15", "Q4.2", "Q5.3"]
     for name, q in queries.items():

@@ -12,8 +12,8 @@ import pytest
 import tracehouse
 from helpers.server import Server
 from tracehouse import Column, EventType
-from tracehouse.bench import qos_reads
 from tracehouse.store.engines import open_engine
+from tracehouse.workload import qos
 
 TSBS_LINES = "\n".join(
     f"cpu,hostname=host_{h},region=eu-{h % 2},rack={h * 7} usage_user={10 * h + i}i,usage_system={i}i "
@@ -60,7 +60,7 @@ def test_tags_follow_new_series_written_later(served):
 
 def qos_store(path, scale: float = 0.2):
     s = tracehouse.open(path, fsync="off")
-    qos_reads.tracehouse_load(s, qos_reads.dataset(scale))
+    qos.tracehouse_load(s, qos.dataset(scale))
     s.compact()
     return s
 
@@ -73,10 +73,10 @@ def test_qos_measurement_ids_are_typed_columns_and_prune_row_groups(tmp_path):
         assert t.schema.field("measurement_start_time").type == pa.float64()
         assert t.column("n").to_pylist() == [120_000, 200]
         # Same rows as the seed's schema 1 over the data set itself.
-        for case in [c for c in qos_reads.CASES if c.query in (1, 4)]:
-            got = s.sql(qos_reads.sql(case, "tracehouse")).num_rows
+        for case in [c for c in qos.CASES if c.query in (1, 4)]:
+            got = s.sql(qos.sql(case, "tracehouse")).num_rows
             assert got == round(case.rows * 0.2) or case.query == 4, case
-        s.set_metadata(qos_reads.TRACE, {"read_cache": "off"})  # the Parquet segments, not the read cache
+        s.set_metadata(qos.TRACE, {"read_cache": "off"})  # the Parquet segments, not the read cache
         plan = s.sql("EXPLAIN ANALYZE SELECT * FROM qos_reads.average_stats WHERE customer_id = 60").column(1)[0].as_py()
         scanned, total = map(int, re.search(r"Row Groups Scanned: (\d+) / (\d+)", plan).groups())
         assert scanned == 1 and total > 4, plan

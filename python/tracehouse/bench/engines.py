@@ -4,11 +4,11 @@ statistics queries (statistics by type and by producer, density) of seed 001's w
 
 Owns the engine benchmark (which cases, the TOD questions, the crossover model).
 
-The QoS data set and the queries are bench/qos_reads.py's (one definition, shared with
+The QoS data set and the queries are bench/qos.py's (one definition, shared with
 `tracehouse bench all`): seed 003's uniform data set (2,032,000 rows; `--scale N` divides
 every run's length by N) loaded in tracehouse's layout (the 13 id parameters once per
 measurement as producer attributes, the 48 results as one event type), and of every query
-Q1-Q5 the middle case of the seed's tables 5.1-5.5, as `qos_reads.sql(case, "tracehouse")`
+Q1-Q5 the middle case of the seed's tables 5.1-5.5, as `qos.sql(case, "tracehouse")`
 writes it (whole rows, the ids joined from th.producers where the seed fetched all tables):
 
   Q1.2  customer_id = 10                         10,000 rows
@@ -36,22 +36,22 @@ import numpy as np
 import pyarrow as pa
 
 from .. import _core
-from . import qos_reads
+from ..workload import qos
 
 ENGINE_CASES = ("Q1.2", "Q2.3", "Q3.15", "Q4.2", "Q5.3")  # the middle case of tables 5.1-5.5
 
 
 def qos_load(store, *, scale: float = 1.0) -> int:
-    """Load seed 003's read data set (qos_reads.dataset, `scale` < 1 shrinks every run) into
-    `store` as qos_reads.TRACE, tracehouse's layout; returns its row count. Flushed."""
-    data = qos_reads.dataset(scale)
-    qos_reads.tracehouse_load(store, data)
+    """Load seed 003's read data set (qos.dataset, `scale` < 1 shrinks every run) into
+    `store` as qos.TRACE, tracehouse's layout; returns its row count. Flushed."""
+    data = qos.dataset(scale)
+    qos.tracehouse_load(store, data)
     return data.num_rows
 
 
 def qos_queries() -> dict[str, str]:
-    """The Q1-Q5 set (ENGINE_CASES) in tracehouse's layout over qos_reads.TRACE."""
-    return {c.name: qos_reads.sql(c, "tracehouse") for c in qos_reads.CASES if c.name in ENGINE_CASES}
+    """The Q1-Q5 set (ENGINE_CASES) in tracehouse's layout over qos.TRACE."""
+    return {c.name: qos.sql(c, "tracehouse") for c in qos.CASES if c.name in ENGINE_CASES}
 
 
 def sorted_rows(t: pa.Table) -> pa.Table:
@@ -161,7 +161,7 @@ def _same(a: pa.Table, b: pa.Table, ordered: bool) -> bool:
 def _scan_rates(duck, spark, repeat: int) -> dict:
     """Rows/s of a full scan with a filter and an aggregate (the part that spreads over
     nodes), and Spark's fixed cost per query (a one-row query), for the crossover model."""
-    t = f'"{qos_reads.TRACE}".{qos_reads.EVENT_TYPE}'
+    t = f'"{qos.TRACE}".{qos.EVENT_TYPE}'
     q = f'SELECT producer, count(*) AS n, sum(ul_bytes) AS b FROM {t} WHERE ul_pk_loss < 2.5 GROUP BY producer'
     rows = duck.sql(f'SELECT count(*) AS n FROM {t}').column(0)[0].as_py()
     _, _, d = _timed(lambda: duck.sql(q), repeat)

@@ -1,27 +1,26 @@
 """`tracehouse bench ...`: the benchmarks' command lines (each prints numbers beside peers
 measured in the same run). The benchmarks themselves live in `bench/`; `bench write`, `bench ui`
-(cli/serve.py) and `bench replay` (cli/replay.py) sit with their commands.
+(cli/serve.py), `bench replay` (cli/replay.py), `bench record` and `bench debug` (cli/record.py)
+sit with their commands. `bench all` and `bench tsbs` are the benchmark suite's (bench-suite/, a
+separate distribution: command.BENCH_GROUP).
 """
 
 from __future__ import annotations
-
-import time
-from pathlib import Path
 
 from .output import emit_json, err, out
 
 
 def cmd_bench_ingest(args) -> int:
-    from ..bench import ingest
+    from ..bench import tod_ingest
 
-    return ingest.run_args(args)
+    return tod_ingest.run_args(args)
 
 
 def _register_ingest(commands) -> None:
     sp = commands.bench("ingest", cmd_bench_ingest)
-    from ..bench import ingest
+    from ..bench import tod_ingest
 
-    ingest.add_arguments(sp)
+    tod_ingest.add_arguments(sp)
 
 
 def cmd_bench_integrity(args) -> int:
@@ -142,72 +141,7 @@ def _register_engines(commands) -> None:
     sp.add_argument("--workdir", help="where the store is built (default: a temporary directory, removed)")
 
 
-def cmd_bench_tsbs(args) -> int:
-    import sys
-    import tempfile
-
-    from ..bench import tsbs
-
-    say = (lambda m: None) if args.json else (lambda m: err.print(f"[dim]{m}[/dim]"))
-    with tempfile.TemporaryDirectory(prefix="tsbs-", dir=args.workdir) as work:
-        result = tsbs.run(hosts=args.hosts, hours=args.hours, interval_s=args.interval, queries=args.queries,
-                          workdir=work, progress=say)
-    if args.json:
-        emit_json(result)
-    else:
-        sys.stdout.write(tsbs.render(result) + "\n")
-    return 0
-
-
-def _register_tsbs(commands) -> None:
-    sp = commands.bench("tsbs", cmd_bench_tsbs)
-    sp.add_argument("--hosts", type=int, default=100, help="TSBS --scale: hosts")
-    sp.add_argument("--hours", type=int, default=24, help="hours of data from 2016-01-01 (at least 13: TSBS's "
-                                                          "longest query windows are 12 h)")
-    sp.add_argument("--interval", type=int, default=10, help="seconds between a host's rows")
-    sp.add_argument("--queries", type=int, default=50, help="queries per query type (each run twice, timed once)")
-    sp.add_argument("--workdir", help="where the data and both servers live (default: a temporary directory)")
-
-
-def cmd_bench_all(args) -> int:
-    from ..bench import suite
-
-    only = tuple(args.only.split(",")) if args.only else None
-    bad = [x for x in only or () if x not in suite.EXPERIMENTS + tuple(m.rsplit(".", 1)[1] for m in suite.EXTRA_BENCHES)]
-    if bad:
-        from ..errors import BadInput
-
-        raise BadInput(f"unknown experiments {bad}", expected=", ".join(suite.EXPERIMENTS))
-    log = (lambda s: None) if args.json else (lambda s: err.print(s, highlight=False, markup=False))
-    t0 = time.perf_counter()
-    result = suite.run(quick=args.quick, medium=args.medium, out=args.out, workdir=args.workdir, only=only, log=log)
-    if args.json:
-        emit_json({"report": str(Path(args.out) / "report.md"), "seconds": round(time.perf_counter() - t0, 1),
-                   "loadavg_before": result["loadavg_before"], "loadavg_after": result["loadavg_after"],
-                   "errors": result["errors"], "durations": result["durations"]})
-    else:
-        out.print(f"report: {Path(args.out) / 'report.md'} ({time.perf_counter() - t0:.0f} s, load average "
-                  f"{result['loadavg_before'][0]:.1f} before, {result['loadavg_after'][0]:.1f} after)")
-        for k, v in result["errors"].items():
-            out.print(f"[red]{k} failed[/red]: {v.splitlines()[0]}", highlight=False)
-    return 1 if result["errors"] else 0
-
-
-def _register_suite(commands) -> None:
-    from ..bench import suite
-
-    sp = commands.bench("all", cmd_bench_all)
-    sp.add_argument("--quick", action="store_true", help="small sizes and short budgets (CI smoke run, < 5 min)")
-    sp.add_argument("--medium", action="store_true", help="every experiment at about a tenth of the full sizes "
-                                                           "(TOD to 10^6 events, reads at 203,200 rows; ~1 h here)")
-    sp.add_argument("--out", default="bench-report", help="directory for report.md, the PNGs and results.json "
-                                                         "(default ./bench-report)")
-    sp.add_argument("--workdir", help="where systems keep their data (default: the system temp dir); removed after")
-    sp.add_argument("--only", help="comma list of experiments: " + ",".join(
-        suite.EXPERIMENTS + tuple(m.rsplit(".", 1)[1] for m in suite.EXTRA_BENCHES)))
-
-
 def register(commands) -> None:
     for reg in (_register_ingest, _register_chrome, _register_analyze, _register_import, _register_engines,
-                _register_tsbs, _register_suite, _register_integrity):
+                _register_integrity):
         reg(commands)

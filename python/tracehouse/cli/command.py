@@ -5,7 +5,7 @@ Owns argument parsing and exit codes: 0 ok, 1 failure, 2 bad input or unknown na
 `tracehouse verify`, `tracehouse repair`). The store is `--store DIR`, else $TRACEHOUSE_HOME,
 else ./tracehouse-data.
 
-Commands live one group per module beside this one (`stores`, `importing`, `analyze`,
+Commands live one group per module beside this one (`traces`, `importing`, `analyze`,
 `results`, `replay`, `serve`, `bench`, `tools`); each has `register(commands)` adding its commands'
 arguments. `COMMANDS` and `BENCHMARKS` below name each command's module and its one-line
 help, so a run imports only the module of the command it runs: `tracehouse --help` and
@@ -23,18 +23,18 @@ from typing import Callable
 # name -> (module under tracehouse.cli, help). The order is the order of `tracehouse --help`.
 COMMANDS: dict[str, tuple[str, str]] = {
     "bench": ("bench", "benchmarks against peers measured in the same run"),
-    "init": ("stores", "create an empty store"),
-    "ls": ("stores", "list traces"),
-    "info": ("stores", "describe one trace: event types, counts, producers, segments"),
-    "search": ("stores", "find traces by name, format, metadata, time range and size"),
-    "query": ("stores", "run SQL over the store (DuckDB dialect)"),
-    "export": ("stores", "write a trace's events, one file per event type"),
-    "rm": ("stores", "delete traces"),
-    "compact": ("stores", "merge small segments now (the store also merges them on its own)"),
-    "retain": ("stores", "keep a trace's rows for a duration: older whole segments are dropped at compaction"),
-    "verify": ("stores", "check the store against itself: catalog, files, page and WAL checksums, journals, indexes "
+    "init": ("traces", "create an empty store"),
+    "ls": ("traces", "list traces"),
+    "info": ("traces", "describe one trace: event types, counts, producers, segments"),
+    "search": ("traces", "find traces by name, format, metadata, time range and size"),
+    "query": ("traces", "run SQL over the store (DuckDB dialect)"),
+    "export": ("traces", "write a trace's events, one file per event type"),
+    "rm": ("traces", "delete traces"),
+    "compact": ("traces", "merge small segments now (the store also merges them on its own)"),
+    "retain": ("traces", "keep a trace's rows for a duration: older whole segments are dropped at compaction"),
+    "verify": ("traces", "check the store against itself: catalog, files, page and WAL checksums, journals, indexes "
                          "(exit 1 when anything is damaged, missing or disagrees)"),
-    "repair": ("stores", "rebuild the catalog from what the store's files hold; damaged files go to quarantine/, "
+    "repair": ("traces", "rebuild the catalog from what the store's files hold; damaged files go to quarantine/, "
                          "nothing is deleted"),
     "import": ("importing", "import a file as a new trace"),
     "generate": ("importing", "generate a synthetic workload trace"),
@@ -65,8 +65,6 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
     "replay": ("replay", "replay: issue-time error at 10,000 IOPS, asap calls/s and overhead, extrapolation errors"),
     "analyze": ("bench", "analyses on a TOD trace (seeds 000, 001, 004) against the same questions in DuckDB"),
     "import": ("bench", "importers on real files: throughput at 3 sizes, peak memory, peers (wc -l, a Python regex)"),
-    "tsbs": ("bench", "TSBS's cpu-only queries (its own programs, unmodified) on tracehouse (InfluxQL) vs QuestDB, "
-                      "same data: median and p99 per query type"),
     "engines": ("bench", "Q1-Q5 (seed 003) and the TOD statistics on DuckDB vs Spark local[2], same store, "
                          "same answers"),
     "record": ("record", "recording Python programs: overhead against the untraced program and a pure-Python "
@@ -76,9 +74,23 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
                         "ways and origins of values, p50/p99 (targets on 100M: 50 ms a step, 200 ms an origin)"),
     "integrity": ("bench", "page checksums: import/generate with and without them; verify MB/s beside a plain read "
                            "and a pyarrow decode of the same files"),
-    "all": ("bench", "every experiment of the seeds (TOD store, QoS writes and reads, SoC-Trace, import, analyses) "
-                     "against SQLite, PostgreSQL, MariaDB, DuckDB, QuestDB; writes DIR/report.md"),
 }
+# Benchmarks of other distributions come through this entry-point group, each entry a benchmark's
+# name and the module that registers it (`register(commands)`, as ours do). tracehouse's benchmark
+# suite (bench-suite/ in the source tree: the seeds' experiments against the peer databases) adds
+# its commands so; they are named here only to say how to install the suite when it is missing.
+BENCH_GROUP = "tracehouse.bench"
+SUITE_BENCHMARKS = ("all", "tsbs")
+SUITE_MISSING = ("is in tracehouse's benchmark suite, which is not installed: pip install ./bench-suite "
+                 "from tracehouse's source tree (make setup installs it)")
+
+
+def bench_plugins(name: str | None = None) -> dict[str, object]:
+    """{benchmark name: its entry point} of the installed distributions (one name, or all)."""
+    from importlib.metadata import entry_points
+
+    eps = entry_points(group=BENCH_GROUP, name=name) if name else entry_points(group=BENCH_GROUP)
+    return {ep.name: ep for ep in eps if ep.name not in BENCHMARKS}
 
 
 class Commands:
@@ -90,9 +102,11 @@ class Commands:
         self._bench_sub = bench_sub
         self.added: set[tuple[str, str]] = set()
 
-    def _parser(self, where: str, name: str, fn) -> argparse.ArgumentParser:
+    def _parser(self, where: str, name: str, fn, help: str | None = None) -> argparse.ArgumentParser:
         sub, table = (self._sub, COMMANDS) if where == "command" else (self._bench_sub, BENCHMARKS)
-        help = table[name][1]
+        help = table[name][1] if name in table else help
+        if (where, name) in self.added:  # another distribution naming one of ours: ours stays
+            return argparse.ArgumentParser(prog=name)
         sp = sub.add_parser(name, help=help, description=help)
         self.added.add((where, name))
         if fn is not None:
@@ -104,9 +118,11 @@ class Commands:
         """`tracehouse NAME ...`; fn(args) returns the exit code."""
         return self._parser("command", name, fn)
 
-    def bench(self, name: str, fn: Callable[[argparse.Namespace], int]) -> argparse.ArgumentParser:
-        """`tracehouse bench NAME ...`: a benchmark printing numbers beside peers measured in the same run."""
-        return self._parser("bench", name, _interrupted_by_sigterm(fn))
+    def bench(self, name: str, fn: Callable[[argparse.Namespace], int], help: str | None = None
+              ) -> argparse.ArgumentParser:
+        """`tracehouse bench NAME ...`: a benchmark printing numbers beside peers measured in the same run
+        (`help`: for a benchmark of another distribution, which our table does not name)."""
+        return self._parser("bench", name, _interrupted_by_sigterm(fn), help)
 
 
 def _interrupted_by_sigterm(fn: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -161,15 +177,23 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     p.add_argument("--store", help="store directory (default: $TRACEHOUSE_HOME or ./tracehouse-data)")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     listed = True  # the commands not loaded are listed by name (help, an unknown command's error)
+    plugins: dict[str, object] = {}  # other distributions' benchmarks to register
+    benchmarks_listed = argv is None  # every benchmark's name is in the parser (so the suite's missing ones too)
     if argv is None:
         modules = list(dict.fromkeys(m for m, _ in [*COMMANDS.values(), *BENCHMARKS.values()]))
+        plugins = bench_plugins()
     else:
         command, bench = requested(argv)
         pick = BENCHMARKS.get(bench or "") if command == "bench" else COMMANDS.get(command or "")
         modules = [pick[0]] if pick else []
+        if command == "bench" and not pick and bench:
+            plugins = bench_plugins(bench)
         # A known command without --help needs no other command's parser (~30 of them: 10 ms of
         # the 0.1 s `tracehouse ls` takes).
-        listed = not pick or "-h" in argv or "--help" in argv
+        listed = not (pick or plugins) or "-h" in argv or "--help" in argv
+        if listed and command == "bench":
+            plugins = bench_plugins()
+            benchmarks_listed = True
     bench_parser = sub.add_parser("bench", help=COMMANDS["bench"][1], description=COMMANDS["bench"][1])
     commands = Commands(sub, bench_parser.add_subparsers(dest="bench", required=True, metavar="BENCHMARK"))
     commands.added.add(("command", "bench"))
@@ -181,6 +205,12 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     for name in BENCHMARKS if listed else ():
         if ("bench", name) not in commands.added:
             commands._parser("bench", name, None)
+    for module in dict.fromkeys(ep.value for ep in plugins.values()):
+        importlib.import_module(module).register(commands)
+    if benchmarks_listed:
+        for name in SUITE_BENCHMARKS:
+            if ("bench", name) not in commands.added:
+                commands._parser("bench", name, None, help="in the benchmark suite, not installed: pip install ./bench-suite")
     return p
 
 
@@ -202,20 +232,18 @@ def main(argv: list[str] | None = None) -> int:
     # 1.11 s, but `bench ingest` (6 pairs of 3 runs) showed no difference beyond its noise.
     os.environ.setdefault("ARROW_DEFAULT_MEMORY_POOL", "jemalloc")
     argv = sys.argv[1:] if argv is None else list(argv)
+    command, bench = requested(argv)
+    if command == "bench" and bench in SUITE_BENCHMARKS and not bench_plugins(bench):
+        from ..errors import BadInput
+
+        return _failed(argv, BadInput(f"tracehouse bench {bench} {SUITE_MISSING}"))
     args = build_parser(argv).parse_args(argv)
     from ..errors import TracehouseError
 
     try:
         return args.fn(args)
     except TracehouseError as e:
-        from rich.markup import escape
-
-        from .output import emit_json, err
-
-        if getattr(args, "json", False):
-            emit_json({"error": str(e), "kind": type(e).__name__})
-        err.print(f"[red]error:[/red] {escape(str(e))}", highlight=False)
-        return e.exit_code
+        return _failed(argv if getattr(args, "json", False) else [], e)
     except KeyboardInterrupt:
         from .output import err
 
@@ -224,3 +252,15 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
 
+
+
+def _failed(argv: list[str], e) -> int:
+    """Report a TracehouseError (as JSON too when `argv` asks for --json); its exit code."""
+    from rich.markup import escape
+
+    from .output import emit_json, err
+
+    if "--json" in argv:
+        emit_json({"error": str(e), "kind": type(e).__name__})
+    err.print(f"[red]error:[/red] {escape(str(e))}", highlight=False)
+    return e.exit_code

@@ -1,6 +1,6 @@
 """`tracehouse serve` (and, from the load generator, `tracehouse load`): thin shells.
 
-Registered through `cli/main.py`'s COMMAND_MODULES.
+Registered through `cli/command.py`'s COMMANDS and BENCHMARKS.
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def register(commands) -> None:
 
 
 def cmd_load(args) -> int:
-    from ..bench import load
+    from ..workload import loadgen as load
     from .output import emit_json, out
 
     target = load.Target.parse(args.url, tcp_port=args.tcp_port,
@@ -145,7 +145,7 @@ def register_load(commands) -> None:
 def cmd_bench_write(args) -> int:
     from pathlib import Path
 
-    from ..bench import write
+    from ..bench import concurrent_writes as write
     from .output import emit_json, err, out
 
     if args.half_rate:
@@ -203,11 +203,12 @@ def cmd_bench_write(args) -> int:
 
 
 def register_bench(commands) -> None:
-    from ..bench import write
+    from ..bench import concurrent_writes as write
 
     sp = commands.bench("write", cmd_bench_write)
     sp.add_argument("--systems", help="comma list (default " + ",".join(write.DEFAULT_SYSTEMS) + "; also "
-                                      "questdb-tcp, questdb-sync and tracehouse-{http,tcp,arrow}-written)")
+                                      "questdb-tcp, questdb-sync and tracehouse-{http,tcp,arrow}-written; the "
+                                      "QuestDB, PostgreSQL and MariaDB ones come with the benchmark suite)")
     sp.add_argument("--writers", help="comma list (default 1,2,4,8,16,32,64,128)")
     sp.add_argument("--rows-per-batch", help="comma list (default 1,5,10,50,100,500,1000,5000,10000)")
     sp.add_argument("--workload", choices=("qos", "cpu"), default="qos")
@@ -232,7 +233,7 @@ def register_bench(commands) -> None:
 
 def cmd_bench_ui(args) -> int:
     from .. import default_path
-    from ..server.ui import bench
+    from ..bench import ui as bench
     from .output import emit_json, err, out
 
     rep = bench.run(store=args.store or str(default_path()) if args.trace else None, trace=args.trace,

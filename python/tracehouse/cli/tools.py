@@ -44,9 +44,6 @@ def list_tools() -> list[dict]:
         add("importer", name, mod, "tracehouse", __version__, mod.__name__)
     for name, mod in registry.EXPORTERS.items():
         add("exporter", name, mod, "tracehouse", __version__, mod.__name__)
-    for name, desc in registry.EXPORT_CORE.items():
-        found[("exporter", name)] = {"name": name, "kind": "exporter", "description": desc, "source": "tracehouse",
-                                     "version": __version__, "module": "tracehouse.cli", "options": []}
     for name, a in analyses.analyses().items():
         found[("analysis", name)] = {"name": name, "kind": "analysis", "description": a.summary, "source": a.source,
                                      "version": a.version or (__version__ if a.source == "tracehouse" else None),

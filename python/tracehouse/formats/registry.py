@@ -7,8 +7,9 @@ Owns discovery. An importer is a module (or object) with `NAME`, `DESCRIPTION`,
 `formats/<format>/importer.py` and `exporter.py` and are declared in pyproject.toml under the
 entry-point groups `tracehouse.importers` and `tracehouse.exporters` like any third party's;
 `discover` reads a group, after the built-in table (so a source checkout works before it is
-installed, and a plugin cannot shadow a built-in name). Parquet and CSV exports are written by
-`tracehouse export` itself (one file per event type) and listed in `EXPORT_CORE`.
+installed, and a plugin cannot shadow a built-in name). An exporter whose `LAYOUT` is
+"directory" (Parquet, CSV: one file per event type, `typed_files`) writes into the directory it is
+given; the others write the one file they are given.
 
 The group is first read straight from the `entry_points.txt` files on `sys.path`
 (`_declared`): when it names nothing beyond the built-ins, as on an installation without
@@ -28,8 +29,10 @@ from ..errors import BadInput
 from .bpftrace import importer as bpftrace
 from .chrome import exporter as chrome_exporter
 from .chrome import importer as chrome
+from .csv import exporter as csv_exporter
 from .csv import importer as csv
 from .paje import importer as paje
+from .parquet import exporter as parquet_exporter
 from .parquet import importer as parquet
 from .report import ImportReport
 from .stap import importer as stap
@@ -42,11 +45,7 @@ if TYPE_CHECKING:
 GROUPS = {"importer": "tracehouse.importers", "exporter": "tracehouse.exporters", "analysis": "tracehouse.analyses"}
 # CSV, whose sniffer accepts any text with a comma, is asked last.
 IMPORTERS: dict[str, ModuleType] = {m.NAME: m for m in (chrome, strace, bpftrace, stap, paje, parquet, csv)}
-EXPORTERS: dict[str, ModuleType] = {m.NAME: m for m in (chrome_exporter,)}
-EXPORT_CORE = {
-    "parquet": "Parquet, one file per event type plus producers (tracehouse export --format parquet)",
-    "csv": "CSV, one file per event type plus producers (tracehouse export --format csv)",
-}
+EXPORTERS: dict[str, ModuleType] = {m.NAME: m for m in (parquet_exporter, csv_exporter, chrome_exporter)}
 
 
 def entry_points(kind: str) -> list[metadata.EntryPoint]:
@@ -121,7 +120,7 @@ def importers() -> dict:
 
 def exporters() -> dict:
     """Every exporter by name: ours, then those of installed plugins."""
-    return discover("exporter", EXPORTERS, skip=tuple(EXPORT_CORE))
+    return discover("exporter", EXPORTERS)
 
 
 def _head(path: str | Path) -> bytes:
@@ -154,12 +153,12 @@ def importer(name: str, path: str | Path | None = None):
 
 
 def exporter(name: str):
-    """The exporter called `name` (Parquet and CSV are `tracehouse export`'s own: not here)."""
+    """The exporter called `name`."""
     reg = exporters()
     if name not in reg:
-        raise BadInput(f"no exporter named {name!r}", expected=" | ".join([*EXPORT_CORE, *reg]))
+        raise BadInput(f"no exporter named {name!r}", expected=" | ".join(reg))
     return reg[name]
 
 
-__all__ = ["EXPORTERS", "EXPORT_CORE", "GROUPS", "IMPORTERS", "ImportReport", "Mapping", "discover", "exporter",
+__all__ = ["EXPORTERS", "GROUPS", "IMPORTERS", "ImportReport", "Mapping", "discover", "exporter",
            "exporters", "importer", "importers", "sniff"]

@@ -120,7 +120,7 @@ def serve(store_path: str | os.PathLike, cfg: ServerConfig, *, ready: Callable[[
 
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, stop)
-        exit_with_parent()  # under a bench: stop when it dies (tracehouse/children.py)
+        exit_with_parent()  # under a bench: stop when it dies (tracehouse/child_processes.py)
         if ready is not None:
             ready(info)
         while not stopping.wait(0.5):

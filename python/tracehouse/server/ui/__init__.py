@@ -11,7 +11,6 @@ Modules (each says what it owns):
   console.py    the SQL console: pages, downloads (CSV, Parquet) and example queries,
                 over the server's own query execution
   demo.py       `tracehouse demo`: example traces of every format, then the UI
-  bench.py      `tracehouse bench ui`: every endpoint timed on one trace
   static/       index.html, app.js, app.css: hand-written, no build step, no network
 
 Why a framework in-process and not a second server: the native front end already owns the

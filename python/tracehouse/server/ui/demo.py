@@ -88,10 +88,10 @@ def load_examples(store, say: Callable[[str], None] = print, workdir: Path | Non
 
 def write_line_protocol(info: dict, token: str | None, say: Callable[[str], None] = print) -> dict:
     """Line protocol over HTTP into the running server: TSBS cpu-only rows of 4 hosts."""
-    from ...bench import load
+    from ...workload import loadgen
 
-    target = load.Target(host=info["http"].split("//")[1].rsplit(":", 1)[0], port=info["http_port"], token=token)
-    rep = load.run("cpu", target=target, protocol="http", bucket=LP_BUCKET, agents=4, rows_per_batch=50,
+    target = loadgen.Target(host=info["http"].split("//")[1].rsplit(":", 1)[0], port=info["http_port"], token=token)
+    rep = loadgen.run("cpu", target=target, protocol="http", bucket=LP_BUCKET, agents=4, rows_per_batch=50,
                    interval_ms=20, batches_per_agent=40, duration_s=30)
     say(f"wrote {rep.get('rows_sent', 0):,} line-protocol rows over HTTP into bucket {LP_BUCKET}")
     return rep

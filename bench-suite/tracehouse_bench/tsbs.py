@@ -23,7 +23,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from .writepeers import QuestDB, Tracehouse, Unavailable
+from tracehouse.bench.write_systems import Tracehouse, Unavailable
+
+from .servers import QuestDB
 
 QUERY_TYPES = ("single-groupby-1-1-1", "single-groupby-1-1-12", "single-groupby-1-8-1", "single-groupby-5-1-1",
                "single-groupby-5-1-12", "single-groupby-5-8-1", "cpu-max-all-1", "cpu-max-all-8", "double-groupby-1",

@@ -1,7 +1,8 @@
-"""Seed 003's read benchmark: its uniform data set and its queries Q1-Q5 (tables 5.1-5.5).
+"""Seed 003's QoS data set and its read queries Q1-Q5 (tables 5.1-5.5), as data.
 
-Owns, as data, what every engine comparison over the QoS reads shares (`tracehouse bench
-all` here, `tracehouse bench engines` for DuckDB vs Spark):
+Owns what every reader of the QoS data shares: `tracehouse bench engines` (DuckDB vs Spark), the
+store's tests (read cache, tag columns, the Spark engine) and the benchmark suite's read
+experiment (bench-suite: `tracehouse bench all`):
 
 - `dataset(scale)`: the seed's uniform data set (section 4.3, table 4.3): 556 measurement
   runs = customers (1 run of 600,000 rows, 5 of 86,400, 50 of 10,000, 500 of 1,000:
@@ -167,14 +168,6 @@ def _cases() -> tuple[Case, ...]:
 
 CASES: tuple[Case, ...] = _cases()
 
-# Table 5.6 and 5.7 of the seed: points per schema and query (reading) and in total.
-SEED_READ_POINTS = {"schema 1": (5.10, 9.81, 9.28, 4.39, 9.75), "schema 2": (9.99, 8.29, 9.65, 9.65, 8.00),
-                    "schema 3": (9.53, 9.59, 8.49, 9.93, 9.64)}
-SEED_TOTAL_POINTS = {"schema 1": {"write": 9.70, "read": 7.66, "total": 27.07},
-                     "schema 2": {"write": 10.00, "read": 9.12, "total": 29.12},
-                     "schema 3": {"write": 6.81, "read": 9.43, "total": 23.04}}
-
-
 # -- layouts: the seed's three schemas and tracehouse's --------------------------------------
 
 LAYOUTS = ("schema1", "schema2", "schema3", "tracehouse", "tracehouse-embedded")
@@ -290,6 +283,16 @@ def ddl(layout: str, data: pa.Table, dialect: str) -> list[str]:
         out.append(f"CREATE TABLE {name} ({cols}{key})")
         out += extra
     return out
+
+
+def expected_rows(data: pa.Table) -> dict[str, int]:
+    """Ground truth: each case's row count over the in-memory data set (DuckDB)."""
+    import duckdb
+
+    con = duckdb.connect()
+    con.register("qos1", data)
+    return {c.name: con.execute(f"SELECT count(*) FROM qos1 t WHERE {_qualify(c.where, 'schema1')}").fetchone()[0]
+            for c in CASES}
 
 
 def tracehouse_event_type():

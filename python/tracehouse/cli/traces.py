@@ -1,11 +1,12 @@
-"""The store's commands: init, ls, info, search, query, export, rm, compact, retain, verify, repair.
+"""The commands over a store and its traces: init, ls, info, search, query, export, rm, compact,
+retain, verify, repair.
 
-Thin shells over `Store` (and `open_engine` for several stores); printing is `output`'s.
+Thin shells over `Store` (and `open_engine` for several stores, the exporters of `formats/registry`
+for export); printing is `output`'s.
 """
 
 from __future__ import annotations
 
-import json
 import sys
 import time
 from pathlib import Path
@@ -170,89 +171,28 @@ def cmd_query(args) -> int:
 
 
 def cmd_export(args) -> int:
-    if args.format not in ("parquet", "csv"):
-        return export_with_plugin(args)
-    import pyarrow as pa
-
-    from ..formats.parquet.importer import EXPORT_KEY, export_meta
-    from ..store.query import qident, qstr
-
-    out_dir = Path(args.out or ".")
-    with open_store(args) as s:
-        info = s.trace(args.trace)
-        types = s.event_types(args.trace)
-        s.check_pages(args.trace)  # DuckDB reads a damaged page as other numbers: never exported
-        target = out_dir / info.name
-        target.mkdir(parents=True, exist_ok=True)
-        files = []
-        for name, et in types.items():
-            path = target / f"{name}.{args.format}"
-            query = f"SELECT * FROM {qident(info.name)}.{qident(name)} ORDER BY ts, producer, seq"
-            if args.format == "parquet":
-                # By pyarrow, not DuckDB's COPY: DuckDB writes no page CRCs. The type and format ride
-                # along in the key-value metadata: `import parquet` restores them.
-                _write_parquet(s.sql_batches(query), path, {EXPORT_KEY: export_meta(info, et)},
-                               lambda q=query: s.sql(f"{q} LIMIT 0").schema)
-            else:
-                s.sql(f"COPY ({query}) TO {qstr(str(path))} (FORMAT csv, HEADER true)")
-            files.append({"event_type": name, "path": str(path), "bytes": path.stat().st_size})
-        producers = s.producers(args.trace)
-        prod = pa.Table.from_pylist([p | {"attrs": json.dumps(p["attrs"])} for p in producers]) if producers else None
-        if prod is not None:
-            ppath = target / f"producers.{args.format}"
-            if args.format == "parquet":
-                import pyarrow.parquet as pq
-
-                pq.write_table(prod, ppath, write_page_checksum=True)
-            else:
-                import pyarrow.csv as pacsv
-
-                pacsv.write_csv(prod, ppath)
-            files.append({"event_type": None, "path": str(ppath), "bytes": ppath.stat().st_size})
-    if args.json:
-        emit_json({"trace": info.name, "files": files})
-    else:
-        for f in files:
-            out.print(f"{f['path']}  {human_bytes(f['bytes'])}")
-    return 0
-
-
-def _write_parquet(batches, path: Path, metadata: dict[str, str], schema_of) -> None:
-    """Record batches streamed into one Parquet file (zstd, a CRC-32 in every page header);
-    `schema_of()` gives the schema when there is no batch (a type without rows)."""
-    import pyarrow.parquet as pq
-
-    writer = None
-    try:
-        for b in batches:
-            if writer is None:
-                writer = pq.ParquetWriter(path, b.schema.with_metadata(metadata), compression="zstd",
-                                          write_page_checksum=True)
-            writer.write_batch(b)
-        if writer is None:
-            writer = pq.ParquetWriter(path, schema_of().with_metadata(metadata), compression="zstd",
-                                      write_page_checksum=True)
-    finally:
-        if writer is not None:
-            writer.close()
-
-
-def export_with_plugin(args) -> int:
-    """`export --format NAME` through a registered exporter: one file, OUT/<trace>.<ext> or OUT itself
-    when it names a file (has a suffix)."""
+    """Through the exporter of `--format` (formats/registry.py): a directory of files per event type
+    (Parquet, CSV) goes to OUT/<trace>/; one file to OUT/<trace>.<ext>, or to OUT itself when it
+    names a file (has a suffix)."""
     from ..formats import registry
 
     exp = registry.exporter(args.format)
     out_path = Path(args.out or ".")
-    if not out_path.suffix:
-        out_path = out_path / f"{args.trace}.{getattr(exp, 'EXTENSION', args.format)}"
     with open_store(args) as s:
         info = s.trace(args.trace)
-        s.check_pages(args.trace)
+        if getattr(exp, "LAYOUT", None) == "directory":
+            out_path = out_path / info.name  # (the exporter checks the pages itself: typed_files)
+        else:
+            s.check_pages(info.name)  # DuckDB reads a damaged page as other numbers: never exported
+            if not out_path.suffix:
+                out_path = out_path / f"{info.name}.{getattr(exp, 'EXTENSION', args.format)}"
         with progress_bar(f"exporting {info.name}", info.event_count, enabled=not args.json and sys.stderr.isatty()) as adv:
             r = exp.export(s, info.name, out_path, progress=adv)
     if args.json:
         emit_json(r)
+    elif "files" in r:
+        for f in r["files"]:
+            out.print(f"{f['path']}  {human_bytes(f['bytes'])}")
     else:
         out.print(f"{r['path']}  {r.get('events', 0):,} events  {human_bytes(r.get('bytes'))}")
     return 0

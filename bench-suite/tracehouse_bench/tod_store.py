@@ -13,9 +13,9 @@ each peer's two load paths, and the size sweep.
 Systems and modes (the "live source" delivers batches of 10,000 events; each system
 stores them as they come, the clock stops when they are durable):
 
-  raw           column buffers appended to one file, fsync at the end (peers.raw_append)
-  tracehouse    stream: store.append per batch, fsync=batch (ingest.tracehouse_stream);
-                bulk: one append per type, fsync=off (ingest.tracehouse_bulk)
+  raw           column buffers appended to one file, fsync at the end (tod_ingest_peers.raw_append)
+  tracehouse    stream: store.append per batch, fsync=batch (tod_ingest.tracehouse_stream);
+                bulk: one append per type, fsync=off (tod_ingest.tracehouse_bulk)
   sqlite        fast: ADBC bulk ingest (Arrow) per batch, one transaction, WAL, synchronous=FULL;
                 nokey: the same without primary keys (as every SQL peer's `nokey`);
                 row: one prepared INSERT per row (sqlite3), a COMMIT per source batch
@@ -42,9 +42,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import ingest, peers, protocol, writepeers
-from .peers import Stopwatch, Workload, dir_bytes
-from .writepeers import Unavailable
+from tracehouse.bench import stat_protocol, tod_ingest, tod_ingest_peers
+from tracehouse.bench.tod_ingest_peers import Stopwatch, Workload, dir_bytes
+from tracehouse.bench.write_systems import Unavailable
+
+from .servers import MariaDBServer, PostgresServer
 
 SIZES = (10**3, 10**4, 10**5, 10**6, 10**7, 10**8)
 QUICK_SIZES = (10**3, 10**4, 10**5)
@@ -177,7 +179,7 @@ def _adbc_load(conn, batches: list, *, commit_each: bool) -> tuple[float, float]
 
 
 def _duckdb(directory: Path, batches: list, rows: bool, keys: bool = True) -> tuple[float, float, int]:
-    con = peers._duckdb_connect(directory / "tod.duckdb")
+    con = tod_ingest_peers.duckdb_connect(directory / "tod.duckdb")
     for s in ddl("duckdb", keys):
         con.execute(s)
     con.execute("CHECKPOINT")
@@ -293,8 +295,8 @@ def run(*, sizes=SIZES, systems=SYSTEMS, workdir: str | Path, cap_s: float = 120
     servers = {}
     stack = []
     try:
-        for name, cls, dialect in (("postgres", writepeers.PostgresServer, "postgres"),
-                                   ("mariadb", writepeers.MariaDBServer, "mariadb")):
+        for name, cls, dialect in (("postgres", PostgresServer, "postgres"),
+                                   ("mariadb", MariaDBServer, "mariadb")):
             if name not in systems:
                 continue
             try:
@@ -342,11 +344,11 @@ def run(*, sizes=SIZES, systems=SYSTEMS, workdir: str | Path, cap_s: float = 120
                     d = Path(tempfile.mkdtemp(prefix=f"tod-{s}-", dir=work))
                     try:
                         if s == "raw":
-                            r = peers.raw_append(d, w)
+                            r = tod_ingest_peers.raw_append(d, w)
                             secs, nbytes = r.seconds, r.bytes
                         elif s == "tracehouse":
-                            r = (ingest.tracehouse_stream(d, w, probe=False) if mode == "stream"
-                                 else ingest.tracehouse_bulk(d, w))
+                            r = (tod_ingest.tracehouse_stream(d, w, probe=False) if mode == "stream"
+                                 else tod_ingest.tracehouse_bulk(d, w))
                             secs, nbytes = r.seconds, r.bytes
                         elif s == "sqlite":
                             secs, _cpu, nbytes = _sqlite(d, batches, mode == "row", keys=mode != "nokey")
@@ -360,7 +362,7 @@ def run(*, sizes=SIZES, systems=SYSTEMS, workdir: str | Path, cap_s: float = 120
                     last["seconds"] = secs
                     return w.events / secs
 
-                m = protocol.repeat(one, budget_s=budget_s, max_runs=max_runs, min_runs=protocol.MIN_RUNS)
+                m = stat_protocol.repeat(one, budget_s=budget_s, max_runs=max_runs, min_runs=stat_protocol.MIN_RUNS)
                 cell = {"system": s, "mode": mode, "events": w.events, "events_per_s": m["mean"], "se": m["se"],
                         "rel_se": m["rel_se"], "runs": m["runs"], "converged": m["converged"], "stopped": m["stopped"],
                         "bytes": last["bytes"], "last_run_s": last["seconds"]}

@@ -17,7 +17,10 @@ from __future__ import annotations
 import math
 from pathlib import Path
 
-from . import protocol, qos_reads, tod_store
+from tracehouse.bench import stat_protocol
+from tracehouse.workload import qos
+
+from . import qos_reads, tod_store
 
 STAR = "\\*"
 
@@ -87,7 +90,7 @@ class Summary:
             cells: list[dict] | None, why: str | None = None) -> None:
         held, se, runs = None, None, None
         if cells is not None:
-            held = all(not protocol.mark(c) for c in cells)
+            held = all(not stat_protocol.mark(c) for c in cells)
             ses = [c.get("rel_se") for c in cells if c.get("rel_se") is not None]
             se = max(ses) if ses else None
             runs = min((c.get("runs", 0) for c in cells), default=None)
@@ -99,21 +102,33 @@ class Summary:
         if row["held"] is None:
             return "not established (not repeated under the protocol)"
         if not row["held"]:
-            few = f"{row['runs']} runs, " if row["runs"] is not None and row["runs"] < protocol.MIN_RUNS else ""
+            few = f"{row['runs']} runs, " if row["runs"] is not None and row["runs"] < stat_protocol.MIN_RUNS else ""
             return f"not established ({few}SE {row['se'] * 100:.0f} %)" if row["se"] is not None else "not established"
         ok = row["ratio"] is not None and row["ratio"] >= row["target"]
         return "met" if ok else "**missed**"
 
 
+def _extra_bench(name: str):
+    """The module of an extra bench of `bench all` (`bench_all.EXTRA_BENCHES`): the suite's own
+    (tsbs) or tracehouse's (replay, engines)."""
+    import importlib
+    import importlib.util
+
+    for package in ("tracehouse_bench", "tracehouse.bench"):
+        if importlib.util.find_spec(f"{package}.{name}") is not None:
+            return importlib.import_module(f"{package}.{name}")
+    raise ModuleNotFoundError(f"no bench module named {name}")
+
+
 def star(cell: dict) -> str:
-    return STAR if protocol.mark(cell) else ""
+    return STAR if stat_protocol.mark(cell) else ""
 
 
 def _nonconverged(result: dict) -> list[str]:
     out = []
     ex = result["experiments"]
     for c in ex.get("tod_store", {}).get("cells", []):
-        if protocol.mark(c):
+        if stat_protocol.mark(c):
             out.append(f"tod_store {c['system']} {c['mode']} {c['events']:,}: {c['runs']} runs, SE "
                        f"{(c['rel_se'] or 0) * 100:.1f} % ({c['stopped']})")
     for c in ex.get("write", {}).get("cells", []):
@@ -121,12 +136,12 @@ def _nonconverged(result: dict) -> list[str]:
             out.append(f"write {c['system']} {c['writers']}x{c['rows_per_batch']}: {c['runs']} runs, SE "
                        f"{(c['rel_se'] or 0) * 100:.1f} %")
     for c in ex.get("reads", {}).get("cells", []):
-        if protocol.mark(c):
+        if stat_protocol.mark(c):
             out.append(f"reads {c['system']} {c['layout']} {c['case']} {c['clients']} clients: {c['runs']} runs, SE "
                        f"{(c['rel_se'] or 0) * 100:.1f} % ({c['stopped']})")
     for key in ("import", "search"):
         for c in ex.get("soctrace", {}).get(key, []):
-            if protocol.mark(c):
+            if stat_protocol.mark(c):
                 out.append(f"soctrace {key} {c['system']} {c['mb']} MB {c.get('format', '')}: {c['runs']} runs, SE "
                            f"{(c['rel_se'] or 0) * 100:.1f} %")
     return out
@@ -238,7 +253,7 @@ def _tod_keys(r: dict, by: dict, sizes: list) -> list[str]:
 
 
 def _write(r: dict, out: Path, summary: Summary) -> str:
-    from . import write
+    from tracehouse.bench import concurrent_writes
 
     systems = [s for s in r["systems"] if s not in r["skipped"]]
     by = {(c["system"], c["writers"], c["rows_per_batch"]): c for c in r["cells"]}
@@ -261,8 +276,8 @@ def _write(r: dict, out: Path, summary: Summary) -> str:
             rows.append(row)
             cells.append((w, b, th, best))
     # Every measured cell, twice: like with like (each acknowledgement contract against the peers
-    # keeping the same promise, write.PAIRINGS) and against the best peer whatever it promises.
-    paired = write.pairings(r)
+    # keeping the same promise, concurrent_writes.PAIRINGS) and against the best peer whatever it promises.
+    paired = concurrent_writes.pairings(r)
     for p in paired:
         if p["ratio"] is not None:
             summary.add(f"QoS write matrix ({p['contract']} acks)", f"{p['writers']} writers x {p['rows_per_batch']:,} rows",
@@ -283,7 +298,7 @@ def _write(r: dict, out: Path, summary: Summary) -> str:
            "the same rows as Arrow IPC written one after another into one preallocated file, fdatasync per "
            "batch (several writers sharing one fsync, as group commit does, can pass it). The last column is "
            "the best tracehouse protocol over the best peer of the cell.", "",
-           md_table(["writers", "rows/batch"] + [write.SHORT.get(s, s) for s in systems] + ["raw append (1 writer)",
+           md_table(["writers", "rows/batch"] + [concurrent_writes.SHORT.get(s, s) for s in systems] + ["raw append (1 writer)",
                                                                                            "tracehouse / best peer"],
                     rows), ""]
     if r.get("skipped"):
@@ -296,13 +311,13 @@ def _write(r: dict, out: Path, summary: Summary) -> str:
                 "keeping the same promise (target >= 2):", "",
                 md_table(["ack", "writers", "rows/batch", "tracehouse", "peer", "tracehouse / peer", "with Arrow"],
                          [[p["contract"], p["writers"], f"{p['rows_per_batch']:,}",
-                           f"{write.SHORT.get(p['tracehouse'], p['tracehouse'])} {rate(p['tracehouse_rows_per_s'])}",
-                           f"{write.SHORT.get(p['peer'], p['peer'])} {rate(p['peer_rows_per_s'])}",
+                           f"{concurrent_writes.SHORT.get(p['tracehouse'], p['tracehouse'])} {rate(p['tracehouse_rows_per_s'])}",
+                           f"{concurrent_writes.SHORT.get(p['peer'], p['peer'])} {rate(p['peer_rows_per_s'])}",
                            ratio(p["ratio"]), ratio(p["ratio_with_arrow"])] for p in paired]), ""]
     txt += ["The seed's figures: schema 1 reached ~7,000 rows/s (8 writers, >= 50 rows per batch), schema 2 "
             "~7,500 rows/s (16 writers), schema 3 ~5,000 rows/s; its writing module alone ~2,000 rows/s "
             "(MySQL 5.5, 2 x 4-core Xeon E5520, RAID 5 of 15k rpm disks).", ""]
-    png = write.plot(r, out / "write.png")
+    png = concurrent_writes.plot(r, out / "write.png")
     if png:
         txt += ["![write matrix](write.png)", ""]
     return "\n".join(txt)
@@ -316,7 +331,7 @@ def _batch_why(rows: int) -> str | None:
             f"{rows} rows.")
 
 
-# What each peer of the write matrix promises when it answers (writepeers.py), for a missed cell's why.
+# What each peer of the write matrix promises when it answers (tracehouse.bench.write_systems and servers/), for a missed cell's why.
 PROMISES = {
     "questdb-tcp": "questdb-tcp acknowledges nothing (InfluxDB line protocol over TCP has no answer): its writers "
                    "send the next batch without waiting, where every tracehouse writer waits for its answer.",
@@ -326,17 +341,16 @@ PROMISES = {
 
 
 def _reads(r: dict, out: Path, summary: Summary, write: dict | None) -> str:
-    from . import reads
 
     cells = r["cells"]
     variants = []
     for c in cells:
-        v = reads.variant(c)
+        v = qos_reads.variant(c)
         if v not in variants:
             variants.append(v)
     clients = r["clients"]
-    cases = [c for c in qos_reads.CASES if any(x["case"] == c.name for x in cells)]
-    by = {(reads.variant(c), c["case"], c["clients"]): c for c in cells}
+    cases = [c for c in qos.CASES if any(x["case"] == c.name for x in cells)]
+    by = {(qos_reads.variant(c), c["case"], c["clients"]): c for c in cells}
     txt = ["## 2b. QoS reads Q1-Q5 (seed 003, tables 5.1-5.5, figures 5.8-5.27)", "",
            f"Seconds per client (each client's total execution time: query sent, every row received as Arrow; "
            f"mean over clients, then over the protocol's runs) for {len(cases)} cases on the seed's uniform data "
@@ -362,7 +376,7 @@ def _reads(r: dict, out: Path, summary: Summary, write: dict | None) -> str:
             for n in clients:
                 th = by.get((mine, case.name, n))
                 peers_ = {v: by[(v, case.name, n)]["mean"] for v in variants
-                          if not reads.ours(v) and (v, case.name, n) in by}
+                          if not qos_reads.ours(v) and (v, case.name, n) in by}
                 if th and peers_:
                     best = min(peers_.items(), key=lambda kv: kv[1])
                     adv.append(f"{ratio(best[1] / th['mean'])} ({best[0]})")
@@ -377,7 +391,7 @@ def _reads(r: dict, out: Path, summary: Summary, write: dict | None) -> str:
                                                     if case.query == 3 else "")
                 + f": {rows_seen:,} rows (seed: {case.rows:,} at scale 1)", "",
                 md_table(["system"] + [f"{n} clients" for n in clients], rows), ""]
-    pts = reads.points(r, write)
+    pts = qos_reads.points(r, write)
     prow = [[v] + [f"{p['queries'].get(q, float('nan')):.2f}" if q in p["queries"] else "" for q in range(1, 6)]
             + [f"{p['read']:.2f}" if p["read"] is not None else "", f"{p['write']:.2f}" if p["write"] is not None else "",
                f"{p['total']:.2f}" if p["total"] is not None else ""] for v, p in sorted(pts.items())]
@@ -432,7 +446,6 @@ def _reads(r: dict, out: Path, summary: Summary, write: dict | None) -> str:
 
 def _points_verdict(pts: dict, r: dict, write: dict | None, summary: Summary) -> list[str]:
     """Who wins reading, who wins writing, and the total only between systems with both scores."""
-    from . import reads
 
     th = pts.get("tracehouse", {})
     cells = list(r["cells"]) + list((write or {}).get("cells", []))
@@ -442,7 +455,7 @@ def _points_verdict(pts: dict, r: dict, write: dict | None, summary: Summary) ->
         if not have:
             continue
         best = max(have.items(), key=lambda kv: kv[1])
-        others = {v: x for v, x in have.items() if not reads.ours(v)}
+        others = {v: x for v, x in have.items() if not qos_reads.ours(v)}
         txt.append(f"- **{label}**: {best[0]} scores best ({best[1]:.2f} points)"
                    + (f"; tracehouse {th[side]:.2f}" if th.get(side) is not None and best[0] != "tracehouse" else ""))
         if th.get(side) is not None and others:
@@ -457,7 +470,7 @@ def _points_verdict(pts: dict, r: dict, write: dict | None, summary: Summary) ->
                    f"({', '.join(sorted(both))}): {best[0]} scores best ({best[1]:.2f})"
                    + (f"; {', '.join(one_side)} have no writing score (not in the write matrix) and no total."
                       if one_side else "."))
-        others = {v: x for v, x in both.items() if not reads.ours(v)}
+        others = {v: x for v, x in both.items() if not qos_reads.ours(v)}
         if th.get("total") is not None and others:
             peer = max(others.items(), key=lambda kv: kv[1])
             summary.add("QoS points (total)", f"the {len(both)} systems with both scores",
@@ -686,9 +699,7 @@ def write(result: dict, out: Path) -> Path:  # noqa: C901 - one branch per repor
         body.append(_analyze(ex["analyze"], summary))
     for name, r in ex.items():
         if name not in ("tod_store", "write", "reads", "soctrace", "ingest", "import", "analyze"):
-            import importlib
-
-            mod = importlib.import_module(f"tracehouse.bench.{name}")
+            mod = _extra_bench(name)
             if hasattr(mod, "suite_markdown"):
                 body.append(mod.suite_markdown(r))
             elif isinstance(r, dict) and "_text" in r:

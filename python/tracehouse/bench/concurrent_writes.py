@@ -31,9 +31,9 @@ from pathlib import Path
 from rich import box
 from rich.table import Table
 
-from . import writepeers
-from .protocol import stats  # noqa: F401 - the seed's formulas, shared by every bench
-from .writepeers import Unavailable
+from . import write_systems
+from .stat_protocol import stats  # noqa: F401 - the seed's formulas, shared by every bench
+from .write_systems import Unavailable
 
 WRITERS = (1, 2, 4, 8, 16, 32, 64, 128)
 BATCHES = (1, 5, 10, 50, 100, 500, 1000, 5000, 10000)
@@ -70,11 +70,6 @@ def measure_cell(system, name: str, writers: int, rows: int, *, seconds: float, 
 def run(*, systems=DEFAULT_SYSTEMS, writers=WRITERS, batches=BATCHES, workload: str = "qos", seconds: float = 2.0,
         min_runs: int = 5, max_runs: int = 20, workdir: str | None = None, progress=None) -> dict:
     """Measure every (system, writers, rows per batch) cell; returns a JSON-able dict."""
-    tmp = None
-    if workdir is None:
-        tmp = tempfile.mkdtemp(prefix="th-bench-write-")
-        workdir = tmp
-    work = Path(workdir)
     result = {
         "benchmark": "write", "workload": workload, "seconds_per_run": seconds, "min_runs": min_runs,
         "max_runs": max_runs, "writers": list(writers), "rows_per_batch": list(batches), "systems": list(systems),
@@ -84,13 +79,19 @@ def run(*, systems=DEFAULT_SYSTEMS, writers=WRITERS, batches=BATCHES, workload: 
     t0 = time.time()
     # Systems sharing one server (tracehouse-*, questdb*, postgres-*) are started once.
     groups: dict[type, list[str]] = {}
-    for name in systems:
-        cls = writepeers.SYSTEMS.get(name)
-        if cls is None:
-            raise ValueError(f"unknown system {name!r}: expected {', '.join(writepeers.SYSTEMS)}")
-        groups.setdefault(cls, []).append(name)
     total = len(systems) * len(writers) * len(batches)
     done = 0
+    for name in systems:  # an unknown name fails here, before anything is started
+        try:
+            groups.setdefault(write_systems.system(name), []).append(name)
+        except Unavailable as e:  # a peer of the benchmark suite, which is not installed
+            result["skipped"][name] = str(e)
+            done += len(writers) * len(batches)
+    tmp = None
+    if workdir is None:
+        tmp = tempfile.mkdtemp(prefix="th-bench-write-")
+        workdir = tmp
+    work = Path(workdir)
     for cls, names in groups.items():
         try:
             with cls(work, workload, names[0]) as system:
@@ -220,26 +221,26 @@ def half_rate(*, protocols=("arrow", "http"), workload: str = "qos", agents: int
     acknowledge it (one that cannot keep up acknowledges late). Their own closed-loop maximum is
     measured first. A peer that cannot run here is listed in `skipped`.
     """
-    from . import load
+    from ..workload import loadgen
 
     tmp = None
     if workdir is None:
         tmp = workdir = tempfile.mkdtemp(prefix="th-bench-half-")
-    cls = writepeers.TracehouseWritten if ack == "written" else writepeers.Tracehouse
+    cls = write_systems.TracehouseWritten if ack == "written" else write_systems.Tracehouse
     out = {"benchmark": "write-half-rate", "workload": workload, "agents": agents, "rows_per_batch": rows,
            "seconds": seconds, "ack": ack, "repeat": repeat, "loadavg_before": list(os.getloadavg()), "runs": [],
            "peers": [], "skipped": {}}
     try:
         for proto in protocols:
             with cls(Path(workdir), workload) as th:
-                target = load.Target("127.0.0.1", th.port, th.tcp_port)
+                target = loadgen.Target("127.0.0.1", th.port, th.tcp_port)
                 bucket = f"{workload}_half_{proto}"
                 kw = dict(target=target, protocol=proto, bucket=bucket, agents=agents, rows_per_batch=rows)
-                load.run(workload, duration_s=min(2.0, seconds), **kw)
-                full = load.run(workload, duration_s=seconds, **kw)
+                loadgen.run(workload, duration_s=min(2.0, seconds), **kw)
+                full = loadgen.run(workload, duration_s=seconds, **kw)
                 max_rate = full["rows_acked_per_s"]
                 interval_ms = agents * rows / (max_rate / 2) * 1000 if max_rate else 1000.0
-                halves = [load.run(workload, duration_s=seconds, interval_ms=interval_ms, **kw) for _ in range(max(1, repeat))]
+                halves = [loadgen.run(workload, duration_s=seconds, interval_ms=interval_ms, **kw) for _ in range(max(1, repeat))]
                 half = halves[0]
                 run = {"protocol": proto, "max_rows_per_s": max_rate, "max_ack_us": full["ack_us"],
                        "interval_ms": interval_ms, "half_rows_per_s": half["rows_acked_per_s"],
@@ -253,14 +254,14 @@ def half_rate(*, protocols=("arrow", "http"), workload: str = "qos", agents: int
         offered = out["runs"][0]["interval_ms"] if out["runs"] else None
         for name in peers if offered is not None else ():
             try:
-                with writepeers.SYSTEMS[name](Path(workdir), workload, name) as q:
-                    target = load.Target("127.0.0.1", q.port, q.tcp_port)
+                with write_systems.system(name)(Path(workdir), workload, name) as q:
+                    target = loadgen.Target("127.0.0.1", q.port, q.tcp_port)
                     kw = dict(target=target, protocol="http", bucket=f"{workload}_half", agents=agents,
                               rows_per_batch=rows, path="/write?precision=n")
-                    load.run(workload, duration_s=min(2.0, seconds), **kw)
-                    full = load.run(workload, duration_s=seconds, **kw)
-                    half = load.run(workload, duration_s=seconds, interval_ms=offered, **kw)
-            except writepeers.Unavailable as e:
+                    loadgen.run(workload, duration_s=min(2.0, seconds), **kw)
+                    full = loadgen.run(workload, duration_s=seconds, **kw)
+                    half = loadgen.run(workload, duration_s=seconds, interval_ms=offered, **kw)
+            except Unavailable as e:
                 out["skipped"][name] = str(e)
                 continue
             peer = {"protocol": name, "max_rows_per_s": full["rows_acked_per_s"], "max_ack_us": full["ack_us"],

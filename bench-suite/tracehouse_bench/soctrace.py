@@ -37,9 +37,11 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import protocol, writepeers
-from .peers import dir_bytes
-from .writepeers import Unavailable
+from tracehouse.bench import stat_protocol
+from tracehouse.bench.tod_ingest_peers import dir_bytes
+from tracehouse.bench.write_systems import Unavailable
+
+from . import servers
 
 BYTES_PER_LINE = 98  # the strace workload's average line (measured: 100 MB ~ 1.07M lines)
 SIZES_MB = (1, 100)
@@ -61,7 +63,7 @@ SEED = {
 
 def build_traces(workdir: Path, sizes_mb) -> dict[int, Path]:
     """One strace log per size (MB), from the import benchmark's real capture."""
-    from .import_strace import build
+    from tracehouse.bench.import_strace import build
 
     lines = {mb: int(mb * 1_000_000 / BYTES_PER_LINE) for mb in sizes_mb}
     inputs = build(workdir, sorted(lines.values()))
@@ -71,7 +73,7 @@ def build_traces(workdir: Path, sizes_mb) -> dict[int, Path]:
 
 def parse(path: Path) -> dict[str, pa.Table]:
     """The Rust strace parser over a file: one Arrow table per event type."""
-    from .. import _core
+    from tracehouse import _core
 
     p = _core.StraceParser()
     out: dict[str, list] = {}
@@ -234,7 +236,7 @@ class SQLiteDDB:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-class MariaDBCDB(writepeers.MariaDBServer):
+class MariaDBCDB(servers.MariaDBServer):
     design = "one MariaDB database, per-trace EVENT_n/EVENT_PARAM_n/EVENT_PRODUCER_n, format once (seed's CDB)"
 
     def __init__(self, workdir: Path) -> None:
@@ -328,8 +330,7 @@ class TracehouseStore:
 
     def __init__(self, workdir: Path) -> None:
         import tracehouse
-
-        from .. import __version__
+        from tracehouse import __version__
 
         self.dir = Path(tempfile.mkdtemp(prefix="soc-th-", dir=workdir))
         self.store = tracehouse.open(self.dir / "store", fsync="off")
@@ -337,7 +338,7 @@ class TracehouseStore:
         self.version = __version__
 
     def import_trace(self, path: Path, fmt: str = "strace") -> tuple[float, int]:
-        from ..formats import registry
+        from tracehouse.formats import registry
 
         t0 = time.perf_counter()
         self.n += 1
@@ -350,7 +351,7 @@ class TracehouseStore:
 
     def search_and_save(self, traces: list[int], shared: bool) -> float:
         """One thread per trace: the events of one syscall, their keys saved as a result table."""
-        from ..analysis import results
+        from tracehouse.analysis import results
 
         name = SEARCH_TYPE.split(":")[1]
 
@@ -415,7 +416,7 @@ def run(*, sizes_mb=SIZES_MB, systems=SYSTEMS, workdir: str | Path, budget_s: fl
         traces = build_traces(tmp, sizes_mb)
         for mb, path in traces.items():
             out.setdefault("trace_bytes", {})[mb] = path.stat().st_size
-            m = protocol.repeat(lambda: raw_append(path, tmp / "raw.copy"), budget_s=budget_s, max_runs=max_runs)
+            m = stat_protocol.repeat(lambda: raw_append(path, tmp / "raw.copy"), budget_s=budget_s, max_runs=max_runs)
             out.setdefault("raw_append", {})[mb] = {k: m[k] for k in ("mean", "se", "rel_se", "runs", "converged")}
             for name in systems:
                 try:
@@ -433,13 +434,13 @@ def run(*, sizes_mb=SIZES_MB, systems=SYSTEMS, workdir: str | Path, budget_s: fl
                     log(f"soc-trace {mb} MB {name}: 5 traces stored in {s.bytes() / 1e6:.1f} MB")
                     # 4.3 search and save over the 5 traces, 5 threads
                     for shared in ((False, True) if name == "mariadb-cdb" else (False,)):
-                        m = protocol.repeat(lambda: s.search_and_save(list(range(1, TRACES + 1)), shared),
+                        m = stat_protocol.repeat(lambda: s.search_and_save(list(range(1, TRACES + 1)), shared),
                                             budget_s=budget_s, max_runs=max_runs, warmup=True)
                         out["search"].append({"system": name + (" one connection" if shared else ""), "mb": mb,
                                               **{k: m[k] for k in ("mean", "se", "rel_se", "runs", "converged")}})
                     # 4.2 import time: format known (already stored) vs new
-                    known = protocol.repeat(lambda: s.import_trace(path)[0], budget_s=budget_s, max_runs=max_runs)
-                    new = protocol.repeat(lambda: _import_new(name, s, path, work), budget_s=budget_s,
+                    known = stat_protocol.repeat(lambda: s.import_trace(path)[0], budget_s=budget_s, max_runs=max_runs)
+                    new = stat_protocol.repeat(lambda: _import_new(name, s, path, work), budget_s=budget_s,
                                           max_runs=max_runs)
                     for kind, m in (("known", known), ("new", new)):
                         out["import"].append({"system": name, "mb": mb, "format": kind,

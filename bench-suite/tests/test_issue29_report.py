@@ -15,7 +15,7 @@ import sqlite3
 import pytest
 
 from helpers.paths import ROOT
-from tracehouse.bench import report, tod_store
+from tracehouse_bench import report, tod_store
 
 RESULTS = ROOT / "docs" / "benchmarks" / "2026-11-25" / "results.json"
 

@@ -1,4 +1,5 @@
-"""The systems tracehouse is measured against, fed the same in-memory workload.
+"""The in-process systems `tracehouse bench ingest` measures tracehouse against, fed the same
+in-memory TOD workload.
 
 Owns `Workload` (the batches of a generated TOD run, kept in memory: the "live
 source" every system ingests, with the same events and the same batch
@@ -18,7 +19,8 @@ boundaries), `Run` (what one measured ingestion produced) and the peers:
 Each peer takes a fresh directory and the workload and returns a `Run`; the
 timed region of every peer ends when its data is durable (fsync, COMMIT or
 CHECKPOINT). Counting what was stored and measuring the bytes happen after the
-clock stops. The harness is shared: write/import benchmarks reuse these peers.
+clock stops. They need nothing but tracehouse's own dependencies (sqlite3, DuckDB); the
+benchmark suite's TOD store experiment (bench-suite) reuses them beside its server peers.
 """
 
 from __future__ import annotations
@@ -231,7 +233,7 @@ def sqlite_stream(directory: Path, w: Workload, tick: Tick = _no_tick) -> Run:
 # -- DuckDB --------------------------------------------------------------------------
 
 
-def _duckdb_connect(path: Path):
+def duckdb_connect(path: Path):
     import duckdb
 
     # No progress bar: it prints to stdout (breaking --json) on statements over 2 s.
@@ -249,7 +251,7 @@ def duckdb_stream(directory: Path, w: Workload, tick: Tick = _no_tick) -> Run:
     import duckdb
 
     path = Path(directory) / "bench.duckdb"
-    con = _duckdb_connect(path)
+    con = duckdb_connect(path)
     for t, schema in w.schemas.items():
         con.register("_src", pa.Table.from_batches([], schema=schema))
         con.execute(f"CREATE TABLE {_q(t)} AS SELECT * FROM _src LIMIT 0")
@@ -281,7 +283,7 @@ def duckdb_bulk(directory: Path, w: Workload, tick: Tick = _no_tick) -> Run:
 
     path = Path(directory) / "bench.duckdb"
     tables = w.tables(combine=True)  # one contiguous table per type, built before the clock starts
-    con = _duckdb_connect(path)
+    con = duckdb_connect(path)
     sw = Stopwatch()
     for t, table in tables.items():
         con.register("_src", table)

@@ -15,9 +15,9 @@ Systems (ids for `systems=`):
                    within a second")
   tracehouse-bulk  bulk import: one append of each type's whole table, fsync=off,
                    timed until flush + close
-  sqlite           prepared batched INSERTs in one transaction, WAL (peers.py)
-  duckdb           Arrow batches INSERTed into native tables as they arrive (peers.py)
-  duckdb-bulk      CREATE TABLE AS from one Arrow table per type (peers.py)
+  sqlite           prepared batched INSERTs in one transaction, WAL (tod_ingest_peers.py)
+  duckdb           Arrow batches INSERTed into native tables as they arrive (tod_ingest_peers.py)
+  duckdb-bulk      CREATE TABLE AS from one Arrow table per type (tod_ingest_peers.py)
 
 Every system writes one table per event type (the seed's relational model).
 `run()` returns a JSON-able dict; `render()` makes the rich table; `ratios()`
@@ -47,9 +47,9 @@ from rich.table import Table
 
 from ..child_processes import env_for_child
 from ..errors import TracehouseError
-from . import peers
-from .peers import Run, Tick, Workload
+from . import tod_ingest_peers as peers
 from .progress import stages
+from .tod_ingest_peers import Run, Tick, Workload
 
 TRACE = "tod-bench"
 SYSTEMS = ("raw", "tracehouse", "tracehouse-bulk", "sqlite", "duckdb", "duckdb-bulk")
@@ -154,7 +154,7 @@ def tracehouse_bulk(directory: Path, w: Workload, tick: Tick = peers._no_tick) -
 
 # -- freshness probe (a separate reader process) ---------------------------------------
 
-_PROBE_CODE = "from tracehouse.bench.ingest import _probe_main; _probe_main()"
+_PROBE_CODE = "from tracehouse.bench.tod_ingest import _probe_main; _probe_main()"
 
 
 def _start_probe(directory: Path, final_ts: int) -> subprocess.Popen:
@@ -583,7 +583,7 @@ def run_count(events: int = 100_000_000, *, batch: int = 1_000_000, seed: int = 
 
 
 def add_arguments(p) -> None:
-    """The flags of `tracehouse bench ingest` and `python -m tracehouse.bench.ingest` (one list)."""
+    """The flags of `tracehouse bench ingest` and `python -m tracehouse.bench.tod_ingest` (one list)."""
     p.add_argument("--events", type=int, default=10_000_000)
     p.add_argument("--batch", type=int, default=10_000)
     p.add_argument("--seed", type=int, default=42)
@@ -618,10 +618,10 @@ def run_args(a) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """`python -m tracehouse.bench.ingest --events N [--batch B] [--json]` (same flags as the CLI)."""
+    """`python -m tracehouse.bench.tod_ingest --events N [--batch B] [--json]` (same flags as the CLI)."""
     import argparse
 
-    p = argparse.ArgumentParser(prog="python -m tracehouse.bench.ingest", description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(prog="python -m tracehouse.bench.tod_ingest", description=__doc__.splitlines()[0])
     add_arguments(p)
     p.add_argument("--json", action="store_true")
     return run_args(p.parse_args(argv))

@@ -5,7 +5,7 @@ Owns the client matrix and the points. One cell = (system, layout, case, clients
 clients (threads, one connection each, opened before the clock) are released together,
 each runs the case's query once and receives every row as Arrow; a run's figure is the
 mean over clients of each client's total execution time (the seed's "seconds per client");
-runs repeat under the shared protocol (`protocol.repeat`: SE < 5 % of the mean, at least 5
+runs repeat under the shared protocol (`stat_protocol.repeat`: SE < 5 % of the mean, at least 5
 runs, a time budget per cell). Before any timing each system answers every case once and
 its row count is checked against the data set's (DuckDB over the in-memory table): a
 system that answers differently fails the experiment, it is not timed.
@@ -20,23 +20,23 @@ import threading
 import time
 from pathlib import Path
 
-from . import protocol, qos_reads, readpeers
-from .writepeers import Unavailable
+from tracehouse.bench import stat_protocol
+from tracehouse.bench.write_systems import Unavailable
+from tracehouse.workload import qos
+
+from . import qos_read_systems
 
 CLIENTS = (1, 5, 20, 50)
-EMBEDDED = "tracehouse-embedded"  # tracehouse's layout read in-process (readpeers.TracehouseReads)
+EMBEDDED = "tracehouse-embedded"  # tracehouse's layout read in-process (qos_read_systems.TracehouseReads)
 QUICK_CLIENTS = (1, 4)
 SEED_MAX_CLIENTS = {"Q1.4": 20}
 
-
-def expected_rows(data) -> dict[str, int]:
-    """Ground truth: each case's row count over the in-memory data set (DuckDB)."""
-    import duckdb
-
-    con = duckdb.connect()
-    con.register("qos1", data)
-    return {c.name: con.execute(f"SELECT count(*) FROM qos1 t WHERE {qos_reads._qualify(c.where, 'schema1')}")
-            .fetchone()[0] for c in qos_reads.CASES}
+# Table 5.6 and 5.7 of the seed: points per schema and query (reading) and in total.
+SEED_READ_POINTS = {"schema 1": (5.10, 9.81, 9.28, 4.39, 9.75), "schema 2": (9.99, 8.29, 9.65, 9.65, 8.00),
+                    "schema 3": (9.53, 9.59, 8.49, 9.93, 9.64)}
+SEED_TOTAL_POINTS = {"schema 1": {"write": 9.70, "read": 7.66, "total": 27.07},
+                     "schema 2": {"write": 10.00, "read": 9.12, "total": 29.12},
+                     "schema 3": {"write": 6.81, "read": 9.43, "total": 23.04}}
 
 
 def _one_run(clients: list, sql: str) -> float:
@@ -65,18 +65,18 @@ def _one_run(clients: list, sql: str) -> float:
     return sum(times) / n
 
 
-def run(*, systems=tuple(readpeers.SYSTEMS), clients=CLIENTS, scale: float = 1.0, cases=None,
+def run(*, systems=tuple(qos_read_systems.SYSTEMS), clients=CLIENTS, scale: float = 1.0, cases=None,
         budget_s: float = 20.0, max_runs: int = 20, workdir: str | Path, log=lambda s: None) -> dict:
     """Load every system, check its answers, time every cell; returns a JSON-able dict."""
-    cases = tuple(cases or qos_reads.CASES)
+    cases = tuple(cases or qos.CASES)
     t0 = time.perf_counter()
-    data = qos_reads.dataset(scale)
+    data = qos.dataset(scale)
     gen_s = time.perf_counter() - t0
-    expect = expected_rows(data)
+    expect = qos.expected_rows(data)
     out = {"experiment": "qos_reads", "scale": scale, "rows": data.num_rows, "clients": list(clients),
            "generate_s": round(gen_s, 2), "expected_rows": expect, "cells": [], "systems": {}, "skipped": {}}
     for name in systems:
-        cls = readpeers.SYSTEMS[name]
+        cls = qos_read_systems.SYSTEMS[name]
         try:
             with cls(Path(workdir)) as s:
                 log(f"qos reads: loading {name}")
@@ -95,13 +95,13 @@ def run(*, systems=tuple(readpeers.SYSTEMS), clients=CLIENTS, scale: float = 1.0
                         pool = pools[layout]
                         dialect = "mariadb" if name == "mariadb" else "generic"
                         for case in cases:
-                            sql = qos_reads.sql(case, layout, dialect=dialect)
+                            sql = qos.sql(case, layout, dialect=dialect)
                             got = _check(pool[0], sql, expect[case.name], name, layout, case)
                             for n in clients:
                                 if n > SEED_MAX_CLIENTS.get(case.name, n):
                                     continue
                                 # No discarded warm-up run: the row-count check just ran the query.
-                                m = protocol.repeat(lambda: _one_run(pool[:n], sql), budget_s=budget_s,
+                                m = stat_protocol.repeat(lambda: _one_run(pool[:n], sql), budget_s=budget_s,
                                                     max_runs=max_runs)
                                 cell = {"system": name, "layout": layout, "case": case.name, "clients": n,
                                         "rows": got, **{k: m[k] for k in ("mean", "se", "rel_se", "runs", "converged",

@@ -9,15 +9,15 @@ DIR/*.png (matplotlib) and DIR/results.json (everything measured).
 Experiments, each a module of its own (called, never copied):
 
   1 tod_store   seed 001: events/s and bytes at 10^3 ... 10^8 TOD events (tod_store.py)
-  2 write       seed 003: the write matrix (write.py, as `tracehouse bench write`)
-    reads       seed 003: Q1-Q5, every case, 1 ... 50 clients, the points table (reads.py)
+  2 write       seed 003: the write matrix (concurrent_writes.py, as `tracehouse bench write`)
+    reads       seed 003: Q1-Q5, every case, 1 ... 50 clients, the points table (qos_reads.py)
   3 soctrace    seed 000: storage size, import time, search-and-save (soctrace.py)
-  4 ingest, import, analyze: the per-issue benches (ingest.py, import_.py, analyze.py)
-    replay      the IO replay bench, when a module `tracehouse.bench.replay` with
-                `suite_run(quick, workdir, log) -> dict` and `suite_markdown(result) -> str`
-                exists (EXTRA_BENCHES: the hook for benches that land later)
+  4 ingest, import, analyze: tracehouse's own benches (tracehouse.bench: tod_ingest.py, import_.py,
+                analyze.py)
+    replay, engines, tsbs: benches with a `run(**settings) -> dict` and a `render(result) -> str`
+                (EXTRA_BENCHES, each run at the sizes EXTRA gives it)
 
-Every experiment runs under the same protocol (`protocol.repeat`: standard error < 5 % of
+Every experiment runs under the same protocol (`stat_protocol.repeat`: standard error < 5 % of
 the mean, at least 5 runs), with a time budget per cell that the full run sets high and
 `--quick` low; a cell that stopped on its budget is starred in the report.
 """
@@ -37,10 +37,10 @@ import time
 import traceback
 from pathlib import Path
 
-from . import protocol
+from tracehouse.bench import stat_protocol
 
 EXPERIMENTS = ("tod_store", "write", "reads", "soctrace", "ingest", "import", "analyze")
-EXTRA_BENCHES = ("tracehouse.bench.replay", "tracehouse.bench.engines", "tracehouse.bench.tsbs")
+EXTRA_BENCHES = ("tracehouse.bench.replay", "tracehouse.bench.engines", "tracehouse_bench.tsbs")
 # Settings of the benches that have only run(**kwargs) and render(result) -> str, per run size
 # (names a bench's run() does not take are dropped). A bench without settings for a size is
 # not run at that size: Spark's JVM alone takes 20-40 s to start here, so `engines` stays out
@@ -92,7 +92,7 @@ FULL = {
     "tod_store": {"sizes": (10**3, 10**4, 10**5, 10**6, 10**7), "cap_s": 15.0, "budget_s": 30.0, "max_runs": 6},
     # every protocol of every system; writers 1 / 16 / 128 and batches 10 / 1,000 / 10,000 span the
     # seed's figures 5.1-5.3 (1 ... 128 writers, 1 ... 10,000 rows) at its two ends and its knee
-    # ... and each acknowledgement contract paired like with like (write.PAIRINGS): tracehouse
+    # ... and each acknowledgement contract paired like with like (concurrent_writes.PAIRINGS): tracehouse
     # --ack written beside QuestDB's default, QuestDB cairo.commit.mode=sync beside --ack durable
     "write": {"systems": ("tracehouse-http", "tracehouse-tcp", "tracehouse-arrow", "tracehouse-http-written",
                           "questdb", "questdb-tcp", "questdb-sync", "postgres-copy", "postgres-insert", "mariadb",
@@ -141,7 +141,7 @@ def machine() -> dict:
     import duckdb
     import pyarrow
 
-    from .. import __version__
+    from tracehouse import __version__
 
     cpu = ""
     try:
@@ -172,7 +172,9 @@ def machine() -> dict:
 def run(*, quick: bool, out: str | Path, workdir: str | Path | None = None, only=None, log=print,
         medium: bool = False) -> dict:
     """Run the experiments (all, or `only`), write the report; returns what was measured."""
-    from . import analyze, import_, ingest, reads, soctrace, tod_store, write
+    from tracehouse.bench import analyze, concurrent_writes, import_, tod_ingest
+
+    from . import qos_reads, soctrace, tod_store
 
     cfg = QUICK if quick else MEDIUM if medium else FULL
     out = Path(out)
@@ -213,7 +215,7 @@ def run(*, quick: bool, out: str | Path, workdir: str | Path | None = None, only
             c = cfg["write"]
 
             def do_write():
-                r = write.run(systems=c["systems"], writers=c["writers"], batches=c["batches"], workload="qos",
+                r = concurrent_writes.run(systems=c["systems"], writers=c["writers"], batches=c["batches"], workload="qos",
                               seconds=c["seconds"], max_runs=c["max_runs"], workdir=str(work),
                               progress=lambda d, t, cell: cell and log(
                                   f"  write {cell['system']} {cell['writers']}x{cell['rows_per_batch']}: "
@@ -223,17 +225,17 @@ def run(*, quick: bool, out: str | Path, workdir: str | Path | None = None, only
             step("write", do_write)
         if "reads" in wanted:
             c = cfg["reads"]
-            from . import qos_reads
+            from tracehouse.workload import qos
 
-            cases = None if c["cases"] is None else [x for x in qos_reads.CASES if x.name in c["cases"]]
-            step("reads", lambda: reads.run(clients=c["clients"], scale=c["scale"], cases=cases, budget_s=c["budget_s"],
+            cases = None if c["cases"] is None else [x for x in qos.CASES if x.name in c["cases"]]
+            step("reads", lambda: qos_reads.run(clients=c["clients"], scale=c["scale"], cases=cases, budget_s=c["budget_s"],
                                             max_runs=c["max_runs"], workdir=work, log=log))
         if "soctrace" in wanted:
             c = cfg["soctrace"]
             step("soctrace", lambda: soctrace.run(sizes_mb=c["sizes_mb"], workdir=work, budget_s=c["budget_s"],
                                                   max_runs=c["max_runs"], log=log))
         if "ingest" in wanted:
-            step("ingest", lambda: ingest.run(cfg["ingest"]["events"], workdir=work, progress=False,
+            step("ingest", lambda: tod_ingest.run(cfg["ingest"]["events"], workdir=work, progress=False,
                                               repeat=cfg["ingest"].get("repeat", 1 if quick else 3)))
         if "import" in wanted:
             def do_import():
@@ -257,7 +259,7 @@ def run(*, quick: bool, out: str | Path, workdir: str | Path | None = None, only
             elif hasattr(m, "run") and hasattr(m, "render"):  # a bench with the usual run()/render() face
                 settings = EXTRA.get(name, {}).get(result["size"])
                 if settings is None:
-                    log(f"== {name}: not run at size {result['size']} (see suite.EXTRA)")
+                    log(f"== {name}: not run at size {result['size']} (see bench_all.EXTRA)")
                     continue
                 step(name, lambda m=m, name=name, settings=settings: _plain_bench(
                     m, {**settings, "workdir": tempfile.mkdtemp(prefix=f"{name}-", dir=work),
@@ -289,7 +291,7 @@ def raw_qos_append(work: Path, batches, seconds: float) -> dict:
     """The upper bound beside the write matrix: the same QoS rows (Arrow IPC bodies, as
     tracehouse-arrow sends them) written one after another into one preallocated file by one
     writer, fdatasync per batch, for `seconds` per batch size, under the protocol."""
-    from .load import arrow_bodies_stamped
+    from tracehouse.workload.loadgen import arrow_bodies_stamped
 
     out = {}
     for rows in batches:
@@ -319,7 +321,7 @@ def raw_qos_append(work: Path, batches, seconds: float) -> dict:
                 os.close(fd)
             return n / (time.perf_counter() - t0)
 
-        m = protocol.repeat(one, max_runs=10, budget_s=max(5 * seconds, 2.0))
+        m = stat_protocol.repeat(one, max_runs=10, budget_s=max(5 * seconds, 2.0))
         path.unlink(missing_ok=True)
         out[rows] = {k: m[k] for k in ("mean", "se", "rel_se", "runs", "converged")}
     return out
@@ -343,5 +345,5 @@ def raw_bytes_append(work: Path, nbytes: int, units: int) -> dict:
         path.unlink()
         return units / secs
 
-    m = protocol.repeat(one, max_runs=10, budget_s=3.0)
+    m = stat_protocol.repeat(one, max_runs=10, budget_s=3.0)
     return {"bytes": nbytes, "units": units, **{k: m[k] for k in ("mean", "se", "rel_se", "runs", "converged")}}

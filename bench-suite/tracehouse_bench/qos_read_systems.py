@@ -3,7 +3,7 @@ and read by concurrent clients that fetch every row of every answer.
 
 Owns one class per system with the same face:
 
-    with System(workdir) as s:          # start the server on loopback (writepeers' code)
+    with System(workdir) as s:          # start the server on loopback (servers/' code)
         s.load(data, layouts) -> {layout: {"seconds", "bytes"}}
         c = s.client()                  # a connection, opened before any clock starts
         c.fetch(sql) -> rows            # one query, the whole answer received as Arrow
@@ -37,9 +37,12 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from . import qos_reads, writepeers
-from .peers import dir_bytes
-from .writepeers import Unavailable
+from tracehouse.bench import write_systems
+from tracehouse.bench.tod_ingest_peers import dir_bytes
+from tracehouse.bench.write_systems import Unavailable
+from tracehouse.workload import qos
+
+from . import servers
 
 
 def _loaded(fn):
@@ -53,7 +56,7 @@ def _load_layouts(data: pa.Table, layouts, load_one, size) -> dict:
     tables made before the clock starts), and the bytes it added as `size()` measures them."""
     out = {}
     for layout in layouts:
-        tables = qos_reads.schema_tables(data, layout)
+        tables = qos.schema_tables(data, layout)
         before = size()
         out[layout] = {"seconds": _loaded(lambda: load_one(layout, tables)), "bytes": size() - before}
     return out
@@ -137,7 +140,7 @@ class TracehouseReads:
         # The seed's clients fetch whole answers, up to 600,000 rows x 62 columns (~300 MB as Arrow):
         # serve's default --max-answer (64 MB, a guard for interactive use) would refuse Q1.4 and Q2.4,
         # and 20 clients queued on its 4 query workers passed the default 30 s --query-timeout.
-        self.server = writepeers.Tracehouse(self.workdir, "qos", "tracehouse-http", before_start=self._load,
+        self.server = write_systems.Tracehouse(self.workdir, "qos", "tracehouse-http", before_start=self._load,
                                             serve_args=("--max-answer", "1G", "--query-timeout", "600"))
         self.server.__enter__()
         self.port = self.server.port
@@ -147,12 +150,12 @@ class TracehouseReads:
         import tracehouse
 
         store = tracehouse.open(path, fsync="off")
-        secs = _loaded(lambda: qos_reads.tracehouse_load(store, self.data))
+        secs = _loaded(lambda: qos.tracehouse_load(store, self.data))
         store.close()
         self.loads["tracehouse"] = {"seconds": secs, "bytes": dir_bytes(path)}
 
     def __enter__(self):
-        from .. import __version__
+        from tracehouse import __version__
 
         self.version = __version__
         self.settings = {"serve": "--fsync batch, 4 query workers (defaults), --max-answer 1G, --query-timeout 600",
@@ -207,7 +210,7 @@ class DuckDBReads(_FileReads):
 
     def load(self, data: pa.Table, layouts) -> dict:
         def go(layout, tables):
-            for stmt in qos_reads.ddl(layout, data, "duckdb"):
+            for stmt in qos.ddl(layout, data, "duckdb"):
                 self.con.execute(stmt)
             for name, t in tables.items():
                 self.con.register("_src", t)
@@ -259,7 +262,7 @@ def _ingest(conn, tables: dict[str, pa.Table]) -> None:
     cur.close()
 
 
-class PostgresReads(writepeers.PostgresServer):
+class PostgresReads(servers.PostgresServer):
     layouts = ("schema1", "schema2", "schema3")
     client_path = "ADBC PostgreSQL driver (COPY binary -> Arrow), a connection per client"
 
@@ -273,7 +276,7 @@ class PostgresReads(writepeers.PostgresServer):
     def load(self, data: pa.Table, layouts) -> dict:
         def go(layout, tables):
             with self.connect() as c:
-                for stmt in qos_reads.ddl(layout, data, "postgres"):
+                for stmt in qos.ddl(layout, data, "postgres"):
                     c.execute(stmt)
             conn = self.dbapi.connect(self.uri)
             _ingest(conn, tables)
@@ -309,7 +312,7 @@ class SQLiteReads(_FileReads):
 
         def go(layout, tables):
             db = sqlite3.connect(self.path)
-            for stmt in qos_reads.ddl(layout, data, "sqlite"):
+            for stmt in qos.ddl(layout, data, "sqlite"):
                 db.execute(stmt)
             db.commit()
             db.close()
@@ -344,7 +347,7 @@ class _CxClient:
         pass
 
 
-class MariaDBReads(writepeers.MariaDBServer):
+class MariaDBReads(servers.MariaDBServer):
     layouts = ("schema1", "schema2", "schema3")
     client_path = "ConnectorX (Rust, MySQL protocol -> Arrow); it connects per query"
 
@@ -364,7 +367,7 @@ class MariaDBReads(writepeers.MariaDBServer):
         def go(layout, tables):
             c = self.connect(local_infile=True)
             cur = c.cursor()
-            for stmt in qos_reads.ddl(layout, data, "mariadb"):
+            for stmt in qos.ddl(layout, data, "mariadb"):
                 cur.execute(stmt)
             for name, t in tables.items():
                 self.load_arrow(cur, name, t)
@@ -399,7 +402,7 @@ class _QuestClient:
         self.conn.close()
 
 
-class QuestDBReads(writepeers.QuestDB):
+class QuestDBReads(servers.QuestDB):
     layouts = ("schema1",)
     client_path = "HTTP GET /exp (CSV), parsed by pyarrow.csv, keep-alive connection"
 

@@ -1,4 +1,4 @@
-"""The documentation's benchmark pages (tracehouse.bench.pages): the current table comes from the
+"""The documentation's benchmark pages (tracehouse_bench.pages): the current table comes from the
 newest full run kept under docs/benchmarks/, every row from its results.json, and the pages are
 rewritten only where they are ours."""
 
@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from helpers.paths import ROOT
-from tracehouse.bench import pages
+from tracehouse_bench import pages
 
 KEPT = ROOT / "docs" / "benchmarks"
 
