@@ -38,7 +38,7 @@ if mode in ("parse", "tracehouse"):
     import tracehouse
     from tracehouse import _core
     from tracehouse.formats.chrome import importer as chrome
-    from tracehouse.formats.native import read_chunks
+    from tracehouse.formats.parser_loader import read_chunks
 t0, c0 = time.perf_counter(), time.process_time()
 out = {}
 if mode == "read":
@@ -52,7 +52,7 @@ if mode == "read":
     out["bytes"] = n
 elif mode == "parse":
     from tracehouse import _core
-    from tracehouse.formats.native import read_chunks
+    from tracehouse.formats.parser_loader import read_chunks
     p = _core.ChromeParser()
     rows = 0
     for ch in read_chunks(path):

@@ -49,7 +49,7 @@ def peer_python_json(inp: Input) -> Peer:
 def peer_parse_only(inp: Input) -> Peer:
     """The Rust parser alone, batches dropped: how much of the import is parsing."""
     from .. import _core
-    from ..formats.native import read_chunks
+    from ..formats.parser_loader import read_chunks
 
     p = _core.ChromeParser()
     t0 = time.perf_counter()

@@ -31,6 +31,7 @@ use arrow_array::RecordBatch;
 
 use super::decl::EventTypeDecl;
 use super::json::{self, Cursor, Error as JErr, Str, Value};
+use super::parser::{Attr, ProducerRow};
 use super::table::{FastMap, PType, Table, DUR};
 
 /// Parser settings.
@@ -53,16 +54,7 @@ impl Default for Options {
     }
 }
 
-/// A record that could not be imported: its line (1-based), byte offset and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Problem {
-    /// Line of the record's first byte.
-    pub line: u64,
-    /// Byte offset of the record's first byte in the (decompressed) input.
-    pub offset: u64,
-    /// What is wrong with it.
-    pub reason: String,
-}
+pub use super::parser::Problem;
 
 /// The event types (declared in `decl.rs`), in the order of the `T_*` indices below.
 pub const TABLES: &[EventTypeDecl] = decl::CHROME.event_types;
@@ -129,8 +121,7 @@ pub struct Stats {
     pub skipped_counter_args: u64,
 }
 
-/// A column discovered in the input: (event type, column, type, original args key).
-pub type NewColumn = (String, String, PType, String);
+pub use super::parser::NewColumn;
 
 /// Where an args key goes in one table.
 #[derive(Clone, Copy)]
@@ -1546,4 +1537,83 @@ pub mod export;
 #[cfg(test)]
 mod tests;
 
-super::chunk_parser!(ChromeParser);
+super::chunk_parser!(ChromeParser {
+    fn producers(&self) -> Vec<ProducerRow> {
+        self.producers.iter().map(Producer::row).collect()
+    }
+
+    fn stats(&self) -> Vec<(String, u64)> {
+        let s = &self.stats;
+        [
+            ("records", s.records),
+            ("metadata", s.metadata),
+            ("unmatched_begin", s.unmatched_begin),
+            ("unmatched_end", s.unmatched_end),
+            ("unmatched_async_begin", s.unmatched_async_begin),
+            ("unmatched_async_end", s.unmatched_async_end),
+            ("unterminated_flows", s.unterminated_flows),
+            ("skipped_counter_args", s.skipped_counter_args),
+            ("rejected", self.rejected),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+    }
+
+    fn problems(&self) -> Vec<Problem> {
+        self.problems.clone()
+    }
+
+    fn fatal(&self) -> Option<Problem> {
+        self.fatal.clone()
+    }
+
+    fn take_new_columns(&mut self) -> Vec<NewColumn> {
+        ChromeParser::take_new_columns(self)
+    }
+
+    fn declare(&mut self, event_type: &str, column: &str, ptype: PType, key: &str, end: bool) -> bool {
+        ChromeParser::declare(self, event_type, column, ptype, key, end)
+    }
+
+    /// `{"top_level": [[key, JSON text], ...]}`: the top-level members other than the events.
+    fn details_json(&self) -> String {
+        let mut out = b"{\"top_level\": [".to_vec();
+        for (i, (k, v)) in self.metadata.iter().enumerate() {
+            out.extend_from_slice(if i == 0 { b"[" } else { b", [" });
+            json::write_str(&mut out, k.as_bytes());
+            out.extend_from_slice(b", ");
+            json::write_str(&mut out, v.as_bytes());
+            out.push(b']');
+        }
+        out.extend_from_slice(b"]}");
+        String::from_utf8_lossy(&out).into_owned()
+    }
+});
+
+impl Producer {
+    /// The producer row: named by `M` events, else "process <pid>" / "thread <tid>"; attrs pid,
+    /// tid (numbers when they are), sort_index, labels.
+    fn row(&self) -> ProducerRow {
+        let num = |s: &str| match s.parse::<i64>() {
+            Ok(v) => Attr::Int(v),
+            Err(_) => Attr::Str(s.to_string()),
+        };
+        let mut attrs = vec![("pid".to_string(), num(&self.pid))];
+        if let Some(t) = &self.tid {
+            attrs.push(("tid".into(), num(t)));
+        }
+        if let Some(s) = self.sort_index {
+            attrs.push(("sort_index".into(), Attr::Int(s)));
+        }
+        if let Some(l) = &self.labels {
+            attrs.push(("labels".into(), Attr::Str(l.clone())));
+        }
+        let name = match (&self.name, &self.tid) {
+            (Some(n), _) => n.clone(),
+            (None, Some(t)) => format!("thread {t}"),
+            (None, None) => format!("process {}", self.pid),
+        };
+        ProducerRow { id: self.id, parent: self.parent, kind: self.kind.to_string(), name, attrs }
+    }
+}

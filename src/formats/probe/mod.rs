@@ -36,6 +36,7 @@ use arrow_schema::{DataType, Field, Schema};
 
 use super::decl::Param;
 use super::json::{Cursor, Value};
+use super::parser::{Attr, InputType, ProducerRow};
 use super::table::{FastMap, PType, Table, DUR};
 
 /// Which tool wrote the input.
@@ -1753,4 +1754,116 @@ pub mod decl;
 #[cfg(test)]
 mod tests;
 
-super::chunk_parser!(ProbeParser);
+super::chunk_parser!(ProbeParser {
+    /// The tool, processes (pid) and threads (tid).
+    fn producers(&self) -> Vec<ProducerRow> {
+        self.producers
+            .iter()
+            .map(|p| {
+                let mut attrs = Vec::new();
+                if let Some(v) = p.pid {
+                    attrs.push(("pid".to_string(), Attr::Int(v)));
+                }
+                if let Some(v) = p.tid {
+                    attrs.push(("tid".to_string(), Attr::Int(v)));
+                }
+                ProducerRow { id: p.id, parent: p.parent, kind: p.kind.to_string(), name: p.name.clone(), attrs }
+            })
+            .collect()
+    }
+
+    /// Records by type, lost events, printf lines, rejected.
+    fn stats(&self) -> Vec<(String, u64)> {
+        let mut out: Vec<(String, u64)> = self.counts.iter().map(|(k, v)| (k.clone(), *v)).collect();
+        out.sort();
+        out.push(("rejected".into(), self.rejected));
+        out
+    }
+
+    fn problems(&self) -> Vec<super::parser::Problem> {
+        self.problems.iter().map(|p| super::parser::Problem::at_line(p.line, p.reason.clone())).collect()
+    }
+
+    fn fatal(&self) -> Option<super::parser::Problem> {
+        self.fatal.as_ref().map(|p| super::parser::Problem::at_line(p.line, p.reason.clone()))
+    }
+
+    /// The types of the patterns and spans, with each field's unit (the pattern's, else the
+    /// same field's in another pattern, else "as printed").
+    fn input_types(&self) -> Vec<InputType> {
+        let mut by_field: Vec<(&str, &str)> = Vec::new();
+        for p in &self.patterns {
+            for f in &p.fields {
+                if !by_field.iter().any(|(n, _)| *n == f.name) {
+                    by_field.push((&f.name, &f.unit));
+                }
+            }
+        }
+        let mut out = Vec::new();
+        for (t, kind) in self.tables.iter().zip(&self.kinds) {
+            let pattern = self.patterns.iter().find(|p| p.name == t.name);
+            if pattern.is_none() && !self.spans.iter().any(|s| s.def.name == t.name) {
+                continue; // printf, tseries: declared
+            }
+            let own = |c: &str| pattern.and_then(|p| p.fields.iter().find(|f| f.name == c)).map(|f| f.unit.as_str());
+            let mut columns = Vec::new();
+            for (c, ptype) in t.columns() {
+                if matches!(c.as_str(), "ts" | "producer" | "seq" | "dur") {
+                    continue;
+                }
+                let field = match c.strip_prefix("end_") {
+                    Some(f) if own(&c).is_none() => f.to_string(),
+                    _ => c.clone(),
+                };
+                let unit = own(&c)
+                    .filter(|u| !u.is_empty())
+                    .or_else(|| by_field.iter().find(|(n, _)| *n == field).map(|(_, u)| *u))
+                    .filter(|u| !u.is_empty())
+                    .unwrap_or("as printed")
+                    .to_string();
+                let end = if field != c { " of the end event" } else { "" };
+                columns.push((c.clone(), ptype, unit, format!("printf field '{field}'{end}")));
+            }
+            let doc = match pattern {
+                Some(_) => format!("lines matching the --pattern '{}'", t.name),
+                None => "a span: a start event paired with the most recent unmatched start of the same key".into(),
+            };
+            out.push(InputType { name: t.name.clone(), kind, doc, columns });
+        }
+        out
+    }
+
+    /// The aggregates: ("hist" | "map" | "stats", batch), non-empty ones only.
+    fn take_results(&mut self) -> Vec<(String, RecordBatch)> {
+        self.take_aggregates().into_iter().map(|(k, b)| (k.to_string(), b)).collect()
+    }
+
+    /// `{"spans": {name: {matched, unmatched_begin, unmatched_end}}, "empty_results": [[kind,
+    /// map], ...]}` (aggregates printed with nothing in them).
+    fn details_json(&self) -> String {
+        let mut out = b"{\"spans\": {".to_vec();
+        for (i, (name, s)) in self.span_stats().iter().enumerate() {
+            if i > 0 {
+                out.extend_from_slice(b", ");
+            }
+            super::json::write_str(&mut out, name.as_bytes());
+            out.extend_from_slice(
+                format!(
+                    ": {{\"matched\": {}, \"unmatched_begin\": {}, \"unmatched_end\": {}}}",
+                    s.matched, s.unmatched_begin, s.unmatched_end
+                )
+                .as_bytes(),
+            );
+        }
+        out.extend_from_slice(b"}, \"empty_results\": [");
+        for (i, (kind, map)) in self.empty.iter().enumerate() {
+            out.extend_from_slice(if i == 0 { b"[" } else { b", [" });
+            super::json::write_str(&mut out, kind.as_bytes());
+            out.extend_from_slice(b", ");
+            super::json::write_str(&mut out, map.as_bytes());
+            out.push(b']');
+        }
+        out.extend_from_slice(b"]}");
+        String::from_utf8_lossy(&out).into_owned()
+    }
+});
