@@ -21,6 +21,7 @@ pub mod json;
 pub mod lineproto;
 pub mod paje;
 pub mod parser;
+pub mod perf;
 pub mod probe;
 pub mod strace;
 pub mod table;
@@ -41,6 +42,7 @@ pub const FORMATS: &[&FormatDecl] = &[
     &probe::decl::STAP,
     &paje::decl::PAJE,
     &lineproto::decl::LINEPROTO,
+    &perf::decl::PERF,
 ];
 
 /// The declared formats whose sniffer recognises `head` (the first bytes of an input,
