@@ -213,13 +213,24 @@ def a_calltree(args) -> int:
     return 0
 
 
-def a_tree(args) -> int:
+def _call_tree(s: Store, args) -> tuple[pa.Table, dict]:
+    """The aggregated call tree `tree` and `flame` show, and its configuration: the trace's stack
+    samples when its format declares them and no pairing flag is given, else its spans."""
+    from ..analysis import samples
     from ..analysis import spans as S
 
+    pairing = any(getattr(args, k, None) is not None for k in ("begin", "end", "key", "name"))
+    sc = None if pairing else samples.sample_config(s, args.trace)
+    if sc is not None:
+        return samples.call_tree(s, args.trace, sc, producers=args.thread or None), {"samples": sc.to_json()}
+    cfg = _span_cfg(s, args)
+    return S.aggregated_call_tree(s, args.trace, cfg, producers=args.thread or None), {"config": cfg.to_json()}
+
+
+def a_tree(args) -> int:
     with open_store(args) as s:
-        cfg = _span_cfg(s, args)
-        t = S.aggregated_call_tree(s, args.trace, cfg, producers=args.thread or None)
-        rid = _save_table(s, args, "calltree-aggregated", [args.trace], t, {"config": cfg.to_json()})
+        t, config = _call_tree(s, args)
+        rid = _save_table(s, args, "calltree-aggregated", [args.trace], t, config)
     top = t.take(pc.sort_indices(t, [("total_ns", "descending")])) if t.num_rows else t
     _render(args, top, title=f"aggregated call tree: {t.num_rows:,} call paths (by total time)", limit=args.limit)
     _saved(args, rid)
@@ -231,16 +242,14 @@ def a_flame(args) -> int:
 
     out, err, *_ = _out()
     with open_store(args) as s:
-        cfg = _span_cfg(s, args)
-        t = S.aggregated_call_tree(s, args.trace, cfg, producers=args.thread or None)
+        t, config = _call_tree(s, args)
         text = S.folded(t, "total_ns" if args.total else "self_ns")
         rid = None
         if args.save:
             from ..analysis.results import save_file
 
             rid = save_file(s, "flame", [args.trace], text, filename=f"{args.trace}.folded",
-                            params=result_params(args, {"config": cfg.to_json(),
-                                                        "value": "total_ns" if args.total else "self_ns"}))
+                            params=result_params(args, config | {"value": "total_ns" if args.total else "self_ns"}))
     if args.out:
         with open(args.out, "w") as f:
             f.write(text)

@@ -8,17 +8,17 @@
 //!
 //! ```text
 //! python3  18242/18243 [001]  8762.807921:    1001001 cpu-clock:ppp:
-//! 	ffffffff815ffded unmap_page_range+0x51d ([kernel.kallsyms])
-//! 	           d4ad7 __GI___execve+0x7 (/usr/lib/x86_64-linux-gnu/libc.so.6)
+//!     ffffffff815ffded unmap_page_range+0x51d ([kernel.kallsyms])
+//!                d4ad7 __GI___execve+0x7 (/usr/lib/x86_64-linux-gnu/libc.so.6)
 //! ```
 //!
-//! The header is `COMM PID[/TID] [CPU] TIME: [PERIOD] EVENT: [REST]`, as perf prints it by
-//! default and with `-F` fields added or removed: the command name may hold spaces (it is
-//! everything before the pid), the pid/tid, CPU and period are optional, the time (seconds,
-//! any number of decimals: `--ns` prints nine) is exact integer nanoseconds. An event whose
-//! name is `subsystem:name` (`sched:sched_switch`) is a tracepoint, whose REST is its fields;
-//! one whose name is a counter with modifiers (`cycles:u`, `cpu-clock:ppp`) or none
-//! (`instructions`) is a sample, whose REST is its one frame when there is no call graph.
+//! (frame lines start with a tab). The header is `COMM PID[/TID] [CPU] TIME: [PERIOD] EVENT:
+//! [REST]`, as perf prints it by default and with `-F` fields added or removed: the command name
+//! may hold spaces (it is everything before the pid), the pid/tid, CPU and period are optional,
+//! the time (seconds, any number of decimals: `--ns` prints nine) is exact integer nanoseconds.
+//! An event whose name is `subsystem:name` (`sched:sched_switch`) is a tracepoint, whose REST
+//! is its fields; one whose name is a counter with modifiers (`cycles:u`, `cpu-clock:ppp`) or
+//! none (`instructions`) is a sample, whose REST is its one frame when there is no call graph.
 //! A frame is `ADDRESS SYMBOL[+OFFSET] (DSO)`; the stack keeps symbols root first, joined by
 //! `;` (the folded form of flamegraph.pl: offsets dropped, `;` in a name written `:`, an
 //! unknown symbol named by its object as `[libc.so.6]`), so a flame graph is a GROUP BY.

@@ -38,7 +38,7 @@ fn parse(text: &[u8], chunk: usize, strict: bool) -> (PerfParser, Vec<(String, R
     (p, out)
 }
 
-fn col<'a>(bs: &'a [(String, RecordBatch)], t: &str, c: &str) -> Vec<Option<String>> {
+fn col(bs: &[(String, RecordBatch)], t: &str, c: &str) -> Vec<Option<String>> {
     let mut v = Vec::new();
     for (_, b) in bs.iter().filter(|(n, _)| n == t) {
         let a = b.column_by_name(c).unwrap();

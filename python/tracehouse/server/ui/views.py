@@ -407,9 +407,41 @@ def span_rows(prep: Preparer, trace: str, sd: SpanData, rows: np.ndarray) -> lis
 # -- flame graph ------------------------------------------------------------------------------------
 
 
+def _sample_flame(prep: Preparer, trace: str, cfg, w: Window, min_share: float, max_nodes: int) -> dict:
+    """The flame graph of a sampled trace (`analysis.samples`): the call paths of the samples
+    in the window, weighed by their period; nodes under `min_share` of the root are cut."""
+    from ...analysis import samples
+
+    tlo, thi = trace_bounds(prep, trace)
+    start, end = w.bounds(tlo, thi)
+    t = samples.call_tree(prep.store, trace, cfg, producers=None if w.producers is None else list(w.producers),
+                          start=start, end=end)
+    total = t.column("total_ns").to_numpy()
+    roots_total = int(total[t.column("parent").to_numpy() < 0].sum()) if t.num_rows else 0
+    n = int(t.column("calls").to_numpy()[t.column("depth").to_numpy() == 0].sum()) if t.num_rows else 0
+    if roots_total == 0:
+        return {"nodes": [], "total": 0, "start": start, "end": end, "spans": 0, "samples": 0}
+    threshold = max(1, int(roots_total * min_share))
+    keep = np.flatnonzero(total >= threshold)
+    while len(keep) > max_nodes:
+        threshold *= 2
+        keep = np.flatnonzero(total >= threshold)
+    rows = t.take(pa.array(keep)).to_pylist()
+    nodes = [{"id": r["node"], "parent": r["parent"], "depth": r["depth"], "name": r["name"], "calls": r["calls"],
+              "total": r["total_ns"], "self": r["self_ns"]} for r in rows]
+    return {"nodes": nodes, "total": roots_total, "start": start, "end": end, "spans": n, "samples": n,
+            "threshold_ns": threshold, "paths": t.num_rows}
+
+
 def flame(prep: Preparer, trace: str, w: Window, min_share: float = 0.001, max_nodes: int = 5_000) -> dict:
     """The calling-context tree of the spans overlapping the window, their durations clipped
-    to it: per node calls, total and self ns; nodes under `min_share` of the root are cut."""
+    to it (of the stack samples in it, for a sampled trace): per node calls, total and self
+    ns; nodes under `min_share` of the root are cut."""
+    from ...analysis.samples import sample_config
+
+    sc = sample_config(prep.store, trace)
+    if sc is not None:
+        return _sample_flame(prep, trace, sc, w, min_share, max_nodes)
     sd, why = _spans_or_none(prep, trace)
     if sd is None:
         return {"why": why, "nodes": []}
@@ -457,6 +489,11 @@ def flame(prep: Preparer, trace: str, w: Window, min_share: float = 0.001, max_n
 
 def frame_spans(prep: Preparer, trace: str, w: Window, node: int, n: int = 100) -> dict:
     """The spans behind one flame-graph frame (call path `node`) in the window, longest first."""
+    from ...analysis.samples import sample_config
+
+    if sample_config(prep.store, trace) is not None:
+        return {"why": "a frame of stack samples: its samples are rows of the trace's sample type (SQL console)",
+                "rows": []}
     sd, why = _spans_or_none(prep, trace)
     if sd is None:
         return {"why": why, "rows": []}
