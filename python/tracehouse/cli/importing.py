@@ -44,8 +44,8 @@ def importer_options(args, imp) -> dict:
 
 def cmd_import(args) -> int:
     from ..formats import registry
-    from ..formats.stream import is_stream
     from ..formats.column_mapping import Mapping
+    from ..formats.stream import is_stream
     from ..store.store import trace_name_from
 
     if is_stream(args.path):
@@ -84,8 +84,8 @@ def _import_stream(args) -> int:
     """`import FORMAT -` (or /dev/stdin, a FIFO): read as the data arrives, committed batch by
     batch (formats/stream.py), by an importer that can (`import_stream`)."""
     from ..formats import registry
-    from ..formats.stream import open_stream
     from ..formats.column_mapping import Mapping
+    from ..formats.stream import open_stream
 
     imp = registry.importer(args.importer)
     if not hasattr(imp, "import_stream"):

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from ... import lazy
 from ...errors import BadInput
-from ..report import ImportReport
 from ..column_mapping import Mapping, TabularLoader
+from ..report import ImportReport
 
 # Imported on first use (lazy.py): `tracehouse import` loads every importer to read its options.
 np = lazy.module("numpy")

@@ -19,8 +19,8 @@ from pathlib import Path
 from ... import lazy
 from ...errors import BadInput
 from ...schema import EventType
-from ..report import ImportReport
 from ..column_mapping import Mapping, TabularLoader
+from ..report import ImportReport
 
 # Imported on first use (lazy.py): `tracehouse import` loads every importer to read its options.
 np = lazy.module("numpy")

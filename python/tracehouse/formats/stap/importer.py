@@ -12,10 +12,10 @@ import re
 from pathlib import Path
 
 from .. import stap as fmt
+from ..column_mapping import Mapping
 from ..parser_loader import head_bytes
 from ..probes import OPTIONS, import_probe_output
 from ..report import ImportReport
-from ..column_mapping import Mapping
 
 NAME = "stap"
 DESCRIPTION = fmt.DESCRIPTION

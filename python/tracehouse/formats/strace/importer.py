@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, BinaryIO, Callable, NoReturn
 
 from ...errors import BadInput
 from .. import strace as fmt
-from ..report import ImportReport
 from ..column_mapping import Mapping
+from ..report import ImportReport
 
 if TYPE_CHECKING:
     from ...store import Store
