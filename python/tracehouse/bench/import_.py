@@ -6,9 +6,10 @@ into a fresh store in a child process (its peak RSS is the import's memory) and
 report time, throughput, CPU seconds and memory at every size, so O(N) time and
 memory bounded by the batch (not the file) show in one table.
 
-Adding a format (the extension point): write a module exposing `CASE = Case(...)`
-(how to build inputs of a given size from real data, which importer, which peers,
-the target) and add its name to `CASE_MODULES`. `import_strace.py` is the model.
+Adding a format (the extension point): write a module `bench/import_<case>.py` exposing
+`CASE = Case(...)` (how to build inputs of a given size from real data, which importer, which
+peers, the target); it is found by its name, there is no list to extend. `import_strace.py` is
+the model.
 
 A case with `end_to_end` also runs the `tracehouse import` command itself from outside for every
 input (interpreter start-up and imports included: what a user waits for), and its target is
@@ -37,13 +38,11 @@ from typing import Callable
 
 from ..errors import TracehouseError
 
-# One module per format, each exposing CASE.
-CASE_MODULES: tuple[str, ...] = (
-    "tracehouse.bench.import_strace",
-    "tracehouse.bench.import_strace_procs",
-    "tracehouse.bench.import_chrome",
-)
-CASE_NAMES = ("strace", "strace-procs", "chrome")  # for --help, without importing every module
+# One module per case, `import_<case>.py` beside this one, each exposing CASE; found by name
+# (for --help without importing every module: the case of `import_strace_procs` is strace-procs).
+CASE_MODULES: tuple[str, ...] = tuple(sorted(
+    f"{__package__}.{p.stem}" for p in Path(__file__).parent.glob("import_?*.py")))
+CASE_NAMES = tuple(m.rsplit(".import_", 1)[1].replace("_", "-") for m in CASE_MODULES)
 SPACE_MARGIN = 256 << 20
 
 
