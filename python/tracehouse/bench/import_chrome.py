@@ -51,7 +51,7 @@ def peer_parse_only(inp: Input) -> Peer:
     from .. import _core
     from ..formats.parser_loader import read_chunks
 
-    p = _core.ChromeParser()
+    p = _core.NativeParser("chrome")
     t0 = time.perf_counter()
     for chunk in read_chunks(inp.path):
         p.feed(chunk)

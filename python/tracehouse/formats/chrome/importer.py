@@ -1,4 +1,4 @@
-"""Chrome Trace Event JSON importer: a thin shell over `_core.ChromeParser`.
+"""Chrome Trace Event JSON importer: a thin shell over `_core.NativeParser("chrome")`.
 
 Owns the wiring: args columns already known to the `chrome` format are
 declared to the parser (so every trace stores a key in the same column with the
