@@ -240,6 +240,14 @@ impl Options {
         }
     }
 
+    /// An int option, None when not given.
+    pub fn int_given(&self, name: &str) -> Option<u64> {
+        match self.get(name) {
+            Some(OptValue::Int(i)) => Some(*i),
+            _ => None,
+        }
+    }
+
     /// A str option, None when not given.
     pub fn str(&self, name: &str) -> Option<&str> {
         match self.get(name) {

@@ -14,11 +14,18 @@ pub const LINEPROTO: FormatDecl = FormatDecl {
     priority: 20,
     sniff: Some(sniff),
     parser: Some(ParserDecl {
-        options: &[OptionDecl {
-            name: "precision",
-            kind: OptKind::Str,
-            doc: "unit of the timestamps: ns (the default), us, ms or s",
-        }],
+        options: &[
+            OptionDecl {
+                name: "precision",
+                kind: OptKind::Str,
+                doc: "unit of the timestamps: ns (the default), us, ms or s",
+            },
+            OptionDecl {
+                name: "default_ts",
+                kind: OptKind::Int,
+                doc: "time (ns since the epoch) of lines without one; default: when the parser was made",
+            },
+        ],
         make,
     }),
     examples: &[
@@ -31,7 +38,11 @@ pub const LINEPROTO: FormatDecl = FormatDecl {
 fn make(o: &Options) -> Result<Box<dyn ChunkParser>, String> {
     let p = o.str("precision").unwrap_or("ns");
     let precision = Precision::parse(p).ok_or_else(|| format!("unknown precision {p:?} (ns, us, ms, s)"))?;
-    Ok(Box::new(super::LineProtoParser::new(precision, o.strict(), o.max_line())))
+    let mut parser = super::LineProtoParser::new(precision, o.strict(), o.max_line());
+    if let Some(ts) = o.int_given("default_ts") {
+        parser.set_default_ts(ts.min(i64::MAX as u64) as i64);
+    }
+    Ok(Box::new(parser))
 }
 
 /// The first line that is not blank or a comment reads as line protocol: a measurement

@@ -70,6 +70,11 @@ impl LineProtoParser {
         }
     }
 
+    /// Stamps lines without a timestamp with `ts` (ns) instead of the parser's creation time.
+    pub fn set_default_ts(&mut self, ts: i64) {
+        self.default_ts = ts;
+    }
+
     /// Parses a chunk (cut anywhere): its complete lines now, the rest with the next chunk.
     pub fn feed(&mut self, chunk: &[u8]) {
         if self.stopped {
