@@ -90,7 +90,7 @@ def run_strace(text: bytes) -> int:
 
 
 def run_chrome(text: bytes) -> int:
-    p = _core.ChromeParser()
+    p = _core.NativeParser("chrome")
     n = sum(b.num_rows for _, b in p.feed(text))
     return n + sum(b.num_rows for _, b in p.finish())
 

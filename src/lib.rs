@@ -8,12 +8,12 @@
 //! - [`colpool`]: recycling of column allocations lent to Arrow.
 //! - [`slab`]: a batch's column buffers carved from one huge-page mapping, recycled.
 //! - [`mutex`]: the one `lock()` (a mutex whose holder panicked still guards consistent state).
-//! - [`formats`]: trace file formats, one folder per format (parser, writer, tests) and
-//!   what the parsers share.
+//! - [`formats`]: trace file formats, one folder per format (declaration, parser, writer,
+//!   tests), the list of formats and what the parsers share.
 //! - [`ingest`]: live ingest: line protocol decoding, per-producer sequence numbers,
 //!   WAL group commit, the HTTP/1.1 front end.
-//! - [`workload`]: generated workloads: the TOD generator (seed 001), the write load
-//!   generator, their PRNG.
+//! - [`workload`]: generated workloads: the TOD generator (seed 001; its format is declared in
+//!   `formats/tod/`), the write load generator, their PRNG.
 //! - [`intparquet`]: Parquet segments of integer-only event types, written natively.
 //! - [`pagecheck`]: Parquet page checksums checked (verify, compaction, export).
 //! - [`writeback`]: segment files' dirty pages sent to the disk a step at a time as they are written.
@@ -72,9 +72,8 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     py::loadgen::register(m)?;
     py::chrome::register(m)?;
     py::strace::register(m)?;
-    py::probe::register(m)?;
+    py::parser::register(m)?;
     py::analysis::register(m)?;
-    py::paje::register(m)?;
     py::httpfront::register(m)?;
     py::commit::register(m)?;
     py::replay::register(m)?;

@@ -11,10 +11,69 @@ import pyarrow as pa
 __version__: Final[str]
 
 def format_declarations() -> dict[str, dict]:
-    """The event types declared in Rust (src/formats/decl.rs), by format: {"description": str,
-    "event_types": [(name, kind, doc, [(column, type, unit, doc), ...]), ...], "results":
-    {kind: [(column, type, unit, doc), ...]}}; parameters only (the common columns are schema.py's)."""
+    """Every format declared in Rust (src/formats/mod.rs FORMATS, each src/formats/<fmt>/decl.rs),
+    by name: {"description": str, "event_types": [(name, kind, doc, [(column, type, unit, doc),
+    ...]), ...], "results": {kind: [(column, type, unit, doc), ...]}, "priority": int (sniffers
+    are asked highest first), "sniffs": bool (a Rust sniffer), "parser_options": [(name, type,
+    doc), ...] or None (no NativeParser), "profile": {"spans"?: {begin, end, key, name},
+    "objects"?: {type, object, field, value}, "locals"?: {type, frame, var, value}, "samples"?:
+    {type, stack, weight}, "labels": [(event type, name column, category column or None)]},
+    "examples": [(title, SQL with {t} and {s})]}; parameters only (the common columns are
+    schema.py's)."""
     ...
+
+def sniff_formats(head: bytes) -> list[str]:
+    """The declared formats whose sniffer recognises ``head`` (an input's first bytes,
+    gunzipped), highest priority first."""
+    ...
+
+# -- every format's streaming parser (src/py/parser.rs over src/formats/parser.rs) ----------------
+
+class NativeParser:
+    """The streaming parser a format declares (``format_declarations()[fmt]["parser_options"]``
+    not None): chrome, paje, bpftrace, stap, lineproto, perf, and plugins' formats built in.
+
+    ``options`` are the common ones (``strict``: stop at the first bad record; ``batch_rows``;
+    ``max_line``: the longest line or record, in bytes, default 16 MB) and the format's own
+    (chrome ``max_arg_columns``; paje ``time_unit``, ``source``; bpftrace/stap ``patterns``,
+    ``spans``; lineproto ``precision``); None values are left out. ValueError names an unknown
+    format or option, or a bad value (a pattern that does not compile). Feed byte chunks of any
+    size, cut anywhere; parsing releases the GIL."""
+
+    def __init__(self, format: str, **options: bool | int | str | list[str] | None) -> None: ...
+    @property
+    def format(self) -> str: ...
+    def feed(self, chunk: bytes) -> list[tuple[str, pa.RecordBatch]]:
+        """Parse a chunk; returns the batches that are full, as (event type, batch)."""
+    def finish(self) -> list[tuple[str, pa.RecordBatch]]:
+        """End of input: the last record, what is still open closed; returns every remaining batch."""
+    def drain(self) -> list[tuple[str, pa.RecordBatch]]:
+        """Every row parsed so far as batches, the input going on (what is still open stays)."""
+    def declare(self, event_type: str, column: str, ptype: str, key: str, end: bool = False) -> bool:
+        """Store key ``key`` in ``column`` (type ``ptype``), as an earlier trace did (chrome's args);
+        False when the format has no such columns or the name is taken."""
+    def new_columns(self) -> list[tuple[str, str, str, str]]:
+        """(event type, column, type, key) discovered since the last call."""
+    def input_types(self) -> list[tuple[str, str, str, list[tuple[str, str, str, str]]]]:
+        """Event types made from the options or the input (bpftrace's patterns and spans):
+        (name, kind, doc, [(column, type, unit, doc)])."""
+    def results(self) -> list[tuple[str, pa.RecordBatch]]:
+        """Result tables to save beside the trace, taken: (kind, batch) (bpftrace's hist, map, stats)."""
+    def producers(self) -> list[dict]:
+        """Producer rows: {id, parent, kind, name, attrs}."""
+    @property
+    def stats(self) -> dict[str, int]:
+        """Counts for the import report, ``rejected`` included."""
+    @property
+    def details_json(self) -> str:
+        """Anything else the report shows, as a JSON object (chrome: {"top_level": [[key, JSON text]]}: the members beside traceEvents;
+        bpftrace/stap: {"spans": {...}, "empty_results": [[kind, map]]})."""
+    @property
+    def problems(self) -> list[tuple[int, int, str]]:
+        """The first rejected records: (line, byte offset or 0, reason)."""
+    @property
+    def fatal(self) -> tuple[int, int, str] | None:
+        """strict mode: the record that stopped the parse."""
 
 TOD_EVENT_TYPES: Final[tuple[str, str, str, str]]
 """("field_write", "var_write", "behavior_enter", "behavior_exit"), the order batches come in."""
@@ -280,40 +339,7 @@ def run_load(
     batches_acked, errors, statuses [(code, n)], error_samples, ack_us and e2e_us
     ([p50, p90, p99, max] microseconds), bytes_sent."""
 
-# -- Chrome Trace Event JSON (src/formats/chrome/mod.rs, src/formats/chrome/export.rs) ------------------
-
-class ChromeParser:
-    """Streaming parser of Chrome Trace Event JSON (array or {"traceEvents": [...]} form).
-
-    Feed byte chunks of any size, cut anywhere; only the unconsumed tail is buffered.
-    Parsing releases the GIL. Batches carry the columns of ``tracehouse.formats.chrome``
-    plus the ``arg_<key>``/``end_arg_<key>`` columns met so far (``new_columns``).
-    """
-
-    def __init__(self, strict: bool = False, batch_rows: int = 65536, max_arg_columns: int = 200,
-                 max_record: int | None = None) -> None:
-        """Event records longer than ``max_record`` bytes (default 16 MB) are rejected and skipped."""
-    def declare(self, event_type: str, column: str, ptype: str, key: str, end: bool = False) -> bool:
-        """Store args key ``key`` in ``column`` (type ``ptype``), as an earlier trace did."""
-    def feed(self, chunk: bytes) -> list[tuple[str, pa.RecordBatch]]:
-        """Parse a chunk; returns the batches that are full."""
-    def finish(self) -> list[tuple[str, pa.RecordBatch]]:
-        """End of input: unmatched halves are closed; returns every remaining batch."""
-    def new_columns(self) -> list[tuple[str, str, str, str]]:
-        """(event type, column, type, args key) discovered since the last call."""
-    def producers(self) -> list[dict]:
-        """Producer rows (id, parent, kind, name, attrs with pid/tid/sort_index/labels)."""
-    @property
-    def stats(self) -> dict[str, int]: ...
-    @property
-    def problems(self) -> list[tuple[int, int, str]]:
-        """The first rejected records: (line, byte offset, reason)."""
-    @property
-    def fatal(self) -> tuple[int, int, str] | None:
-        """strict mode: the record that stopped the parse."""
-    @property
-    def metadata(self) -> list[tuple[str, str]]:
-        """Top-level members other than traceEvents: (key, JSON text)."""
+# -- Chrome Trace Event JSON writer (src/formats/chrome/export.rs) -------------------------------------
 
 class ChromeWriter:
     """Encodes record batches whose columns are named by role as Chrome JSON events."""
@@ -412,44 +438,6 @@ class StraceParser:
     @property
     def lines(self) -> int:
         """Lines read so far."""
-
-# -- bpftrace / SystemTap output (src/formats/probe/mod.rs) -----------------------------------------
-
-class ProbeParser:
-    """Streaming parser of bpftrace (``-f json`` or text) and SystemTap output.
-
-    ``patterns`` are ``NAME:TEMPLATE`` (fields ``{name:type[:unit]}``, types int hex float str
-    ns us ms s; ``ts``, ``dur``, ``pid``, ``tid`` are the common columns); ``spans`` are
-    ``NAME=BEGIN,END,KEY``: each END event closes the most recent unmatched BEGIN with the
-    same KEY. Raises ValueError for a bad pattern or span.
-    """
-
-    def __init__(self, tool: str, patterns: list[str] = ..., spans: list[str] = ..., strict: bool = False,
-                 batch_rows: int = 65536, max_line: int | None = None) -> None: ...
-    def tables(self) -> list[tuple[str, str, list[tuple[str, str]]]]:
-        """(event type, kind, [(column, type)]) of every type made: patterns, spans, ``printf``,
-        then (bpftrace) ``tseries``."""
-    def units(self) -> list[tuple[str, str, str]]:
-        """(pattern, field, unit) of every pattern field."""
-    def feed(self, chunk: bytes) -> list[tuple[str, pa.RecordBatch]]: ...
-    def finish(self) -> list[tuple[str, pa.RecordBatch]]: ...
-    def drain(self) -> list[tuple[str, pa.RecordBatch]]:
-        """Every row parsed so far as batches, the input going on; spans still open stay."""
-    def aggregates(self) -> list[tuple[str, pa.RecordBatch]]:
-        """("hist" | "map" | "stats", rows of every map) read so far."""
-    def empty_aggregates(self) -> list[tuple[str, str]]:
-        """(result kind, map name) of aggregates printed with nothing in them (``{"@h": []}``)."""
-    def new_columns(self) -> list[tuple[str, str, str, str]]: ...
-    def producers(self) -> list[dict]: ...
-    @property
-    def stats(self) -> dict[str, int]: ...
-    @property
-    def spans(self) -> dict[str, dict[str, int]]:
-        """{span: {matched, unmatched_begin, unmatched_end}}."""
-    @property
-    def problems(self) -> list[tuple[int, int, str]]: ...
-    @property
-    def fatal(self) -> tuple[int, int, str] | None: ...
 
 # -- analyses (src/order.rs, spans.rs, calltree.rs, hist.rs, density.rs) ------------------
 # Every array argument is a non-null pyarrow array of the stated type, imported without a
@@ -568,27 +556,6 @@ class PackedColumn:
         """The values at ``rows``."""
     def binned_counts(self, starts: pa.Int64Array, ends: pa.Int64Array, edges: pa.Int64Array) -> pa.Int64Array:
         """``binned_counts`` over this column (sorted within each stream)."""
-
-# -- Paje (src/formats/paje/mod.rs) ----------------------------------------------------------------
-
-class PajeParser:
-    """Streaming parser of Paje trace files; ``time_unit`` is the unit of the file's times
-    (s, ms, us, ns). Containers become producers; states, events, variables and links events.
-    ``source`` is the file's path (``PajeTraceFile`` includes are found relative to it);
-    lines longer than ``max_line`` bytes (default 16 MB) are rejected."""
-
-    def __init__(self, strict: bool = False, batch_rows: int = 65536, time_unit: str = "s",
-                 source: str | None = None, max_line: int | None = None) -> None: ...
-    def feed(self, chunk: bytes) -> list[tuple[str, pa.RecordBatch]]: ...
-    def finish(self) -> list[tuple[str, pa.RecordBatch]]: ...
-    def new_columns(self) -> list[tuple[str, str, str, str]]: ...
-    def producers(self) -> list[dict]: ...
-    @property
-    def stats(self) -> dict[str, int]: ...
-    @property
-    def problems(self) -> list[tuple[int, int, str]]: ...
-    @property
-    def fatal(self) -> tuple[int, int, str] | None: ...
 
 # -- HTTP front end of `tracehouse serve` (src/ingest/httpfront.rs) -------------------------------
 

@@ -1,53 +1,57 @@
-//! Trace file formats, one folder per format: its parser (`mod.rs`), its writer when it has
-//! one (`export.rs`), its tests (`tests.rs`). `probe` is bpftrace's and SystemTap's: one
-//! parser reads both tools' output.
+//! Trace file formats, one folder per format: its declaration (`decl.rs`: event types,
+//! sniffer and priority, parser factory, the analyses' profile, example queries), its parser
+//! (`mod.rs`, split by concern when it is more than one grammar), its writer when it has one
+//! (`export.rs`), its tests (`tests.rs`). `probe` is bpftrace's and SystemTap's: one parser
+//! reads both tools' output. `tod` and `lineproto` declare formats whose rows come from the
+//! workload generator and the ingest decoder.
 //!
-//! Each format module takes byte chunks of any size (keeping partial records across
-//! chunk boundaries) and produces Arrow record batches of the event types it declares in
-//! its `decl.rs` ([`decl`]: columns, types, units; Python reads them through `_core`).
-//! This file owns what they share: the [`ChunkParser`] interface the PyO3 glue drives
-//! and, for the line-based formats, [`Lines`] (lines cut across chunks, capped at
-//! [`MAX_LINE`]) behind [`TextInput`], which also refuses binary input ([`looks_binary`]). No module here knows Python; the PyO3 glue lives
-//! in `src/py/`.
+//! [`FORMATS`] below is the one list of formats: a new format is its folder, a `pub mod` line
+//! and its declaration in that list. Each parser takes byte chunks of any size (keeping
+//! partial records across chunk boundaries) and produces Arrow record batches of the event
+//! types it declares ([`decl`]: columns, types, units; Python reads them through `_core`);
+//! [`parser`] is the interface every parser implements, which the one Python class
+//! `_core.NativeParser` drives. This file also owns, for the line-based formats, [`Lines`]
+//! (lines cut across chunks, capped at [`MAX_LINE`]) behind [`TextInput`], which also refuses
+//! binary input ([`looks_binary`]). No module here knows Python; the PyO3 glue lives in
+//! `src/py/`.
 
 pub mod chrome;
 pub mod decl;
 pub mod json;
+pub mod lineproto;
 pub mod paje;
+pub mod parser;
+pub mod perf;
 pub mod probe;
 pub mod strace;
 pub mod table;
+pub mod tod;
 
-use arrow_array::RecordBatch;
+pub(crate) use parser::chunk_parser;
+pub use parser::ChunkParser;
 
-/// A parser fed chunks cut anywhere, handing out full batches per event type.
-pub trait ChunkParser: Send {
-    /// Parses a chunk.
-    fn feed(&mut self, chunk: &[u8]);
-    /// Ends the input (last partial record, open state).
-    fn finish(&mut self);
-    /// Batches that reached the batch size (every non-empty one when `all`).
-    fn take_batches(&mut self, all: bool) -> Vec<(String, RecordBatch)>;
+use decl::FormatDecl;
+
+/// Every declared format, in the order Python lists them.
+pub const FORMATS: &[&FormatDecl] = &[
+    &tod::decl::TOD,
+    &crate::record::decl::PYTHON,
+    &strace::decl::STRACE,
+    &chrome::decl::CHROME,
+    &probe::decl::BPFTRACE,
+    &probe::decl::STAP,
+    &paje::decl::PAJE,
+    &lineproto::decl::LINEPROTO,
+    &perf::decl::PERF,
+];
+
+/// The declared formats whose sniffer recognises `head` (the first bytes of an input,
+/// gunzipped), highest priority first.
+pub fn sniff(head: &[u8]) -> Vec<&'static str> {
+    let mut hits: Vec<&FormatDecl> = FORMATS.iter().copied().filter(|f| f.sniff.is_some_and(|s| s(head))).collect();
+    hits.sort_by_key(|f| std::cmp::Reverse(f.priority));
+    hits.into_iter().map(|f| f.name).collect()
 }
-
-/// Implements [`ChunkParser`] for a parser type by its inherent `feed`, `finish` and
-/// `take_batches` (the Rust tests call those without importing the trait).
-macro_rules! chunk_parser {
-    ($t:ty) => {
-        impl $crate::formats::ChunkParser for $t {
-            fn feed(&mut self, chunk: &[u8]) {
-                <$t>::feed(self, chunk)
-            }
-            fn finish(&mut self) {
-                <$t>::finish(self)
-            }
-            fn take_batches(&mut self, all: bool) -> Vec<(String, arrow_array::RecordBatch)> {
-                <$t>::take_batches(self, all)
-            }
-        }
-    };
-}
-pub(crate) use chunk_parser;
 
 /// Longest line (or record) the text formats accept by default, in bytes, as the strace
 /// parser's: a longer one is rejected with its line number and skipped as it streams by,

@@ -1,8 +1,8 @@
 //! The one driver of the chunk parsers from Python: feed a chunk, or end the input, with the
 //! GIL released, and hand the filled batches back as (event type, `pyarrow.RecordBatch`)
 //! pairs, each distinct schema converted once; and the producer row every parser reports
-//! its producers as. The Chrome, Paje and probe (bpftrace, SystemTap) parsers' glue use it;
-//! strace's has its own (several sources per parser, read-ahead sizing).
+//! its producers as. `NativeParser` (`parser.rs`) uses it for every format's parser;
+//! strace's glue has its own (several sources per parser, read-ahead sizing).
 
 use std::collections::HashMap;
 
@@ -37,7 +37,7 @@ pub fn batches_to_py<'py>(
 }
 
 /// Feeds `chunk` to `parser` without the GIL; returns the batches it filled, for Python.
-pub fn feed_parser<'py, P: ChunkParser>(
+pub fn feed_parser<'py, P: ChunkParser + ?Sized>(
     py: Python<'py>,
     parser: &mut P,
     chunk: &[u8],
@@ -52,7 +52,7 @@ pub fn feed_parser<'py, P: ChunkParser>(
 
 /// Every row `parser` holds as batches now, without ending its input (an import from a
 /// pipe commits what has arrived), for Python.
-pub fn drain_parser<'py, P: ChunkParser>(
+pub fn drain_parser<'py, P: ChunkParser + ?Sized>(
     py: Python<'py>,
     parser: &mut P,
     cache: &mut HashMap<(String, usize), Py<PyAny>>,
@@ -62,7 +62,7 @@ pub fn drain_parser<'py, P: ChunkParser>(
 }
 
 /// Ends `parser`'s input without the GIL; returns every remaining batch, for Python.
-pub fn finish_parser<'py, P: ChunkParser>(
+pub fn finish_parser<'py, P: ChunkParser + ?Sized>(
     py: Python<'py>,
     parser: &mut P,
     cache: &mut HashMap<(String, usize), Py<PyAny>>,

@@ -18,7 +18,9 @@
 //! `value` is the cell's identity; its contents are the cell's `cell_contents` field).
 
 use crate::formats::decl::types::{I, S};
-use crate::formats::decl::{param, EventTypeDecl, FormatDecl, Param};
+use crate::formats::decl::{
+    param, EventTypeDecl, FormatDecl, LocalsProfile, ObjectProfile, Param, Profile, SpanProfile,
+};
 
 const PARENT_SEQ: Param =
     param("parent_seq", I, "seq", "seq of the enclosing behavior_enter in the same thread, -1 at the root");
@@ -163,5 +165,17 @@ pub const PYTHON: FormatDecl = FormatDecl {
         PY_SYMBOL,
         PY_SOURCE,
     ],
-    results: &[],
+    // A recorded Python program keeps TOD's types and columns.
+    profile: Profile {
+        spans: Some(SpanProfile {
+            begin: "behavior_enter",
+            end: Some("behavior_exit"),
+            key: Some("behavior_id"),
+            name: None,
+        }),
+        objects: Some(ObjectProfile { event_type: "field_write", object: "target", field: "field_id", value: "value" }),
+        locals: Some(LocalsProfile { event_type: "var_write", frame: "parent_seq", var: "var_id", value: "value" }),
+        ..Profile::NONE
+    },
+    ..FormatDecl::BASE
 };

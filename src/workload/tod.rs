@@ -31,12 +31,13 @@ use arrow_schema::SchemaRef;
 
 use crate::colpool::ColumnPool;
 use crate::formats::decl::EventTypeDecl;
+use crate::formats::tod::decl;
 use crate::workload::rng::{scale32, SplitMix64};
 
 /// Names of the four event types, in the order batches are returned.
 pub const EVENT_TYPES: [&str; 4] = [TYPES[0].name, TYPES[1].name, TYPES[2].name, TYPES[3].name];
 
-/// Their declarations (`tod/decl.rs`: columns, units), in the same order.
+/// Their declarations (`formats/tod/decl.rs`: columns, units), in the same order.
 const TYPES: &[EventTypeDecl] = decl::TOD.event_types;
 
 /// First timestamp of the global clock, in nanoseconds.
@@ -596,6 +597,5 @@ impl TodGenerator {
     }
 }
 
-pub mod decl;
 #[cfg(test)]
 mod tests;

@@ -34,7 +34,7 @@ event = st.fixed_dictionaries({}, optional={
 
 
 def run(data: bytes, cuts: list[int], strict: bool = False):
-    p = _core.ChromeParser(strict=strict, batch_rows=7)
+    p = _core.NativeParser("chrome", strict=strict, batch_rows=7)
     rows = 0
     prev = 0
     for c in sorted(set(min(max(c, 0), len(data)) for c in cuts)) + [len(data)]:

@@ -3,9 +3,10 @@ file of that format), `query.sql` and `expected.csv` (what the query answers; th
 
 Each case imports its input into a fresh store as trace `golden` through the real entry point
 (`tracehouse import <format> input --name golden --strict` plus the flags in the optional `args`
-file; `tod` has no file format: its `input` is the generator's JSON parameters; `lineproto`
-goes through the server's ingest path, as a bucket written over HTTP does), runs the query
-through the Store's SQL and compares the answer, as CSV, with `expected.csv`.
+file; `tod` has no file format: its `input` is the generator's JSON parameters), runs the query
+through the Store's SQL and compares the answer, as CSV, with `expected.csv`. Every registered
+format has at least one case (`python`, what `tracehouse record` writes, is checked against the
+programs it records in tests/record/).
 
 Regenerate after a deliberate change with `pytest tests/formats --update-golden` (or
 `TRACEHOUSE_UPDATE_GOLDEN=1`), then read the diff: an expected file is checked by hand.
@@ -56,15 +57,6 @@ def load(case: Path, store_path: Path) -> None:
     """Imports the case's input into a fresh store as trace `golden`."""
     fmt = case.parent.name
     extra = shlex.split((case / "args").read_text()) if (case / "args").exists() else []
-    if fmt == "lineproto":
-        from tracehouse.server.config import ServerConfig
-        from tracehouse.server.ingest import Ingestor
-
-        with tracehouse.open(store_path) as s:
-            res = Ingestor(s, ServerConfig()).write_lp(TRACE, (case / "input").read_bytes())
-            assert not res.errors, res.errors
-            s.flush()
-        return
     if fmt == "tod":
         params = json.loads((case / "input").read_text())
         argv = ["generate", "tod", "--name", TRACE] + [f"--{k}={v}" for k, v in params.items()]
@@ -88,7 +80,9 @@ def test_golden(case, tmp_path, capsys, request):
 
 
 def test_every_format_has_a_golden_case():
-    formats = {"strace", "chrome", "paje", "bpftrace", "stap", "csv", "parquet", "tod", "lineproto"}
+    from tracehouse.formats import registry
+
+    formats = (set(registry.formats()) | set(registry.importers())) - {"python"}
     assert formats <= {c.parent.name for c in CASES}
     for c in CASES:
         assert (c / "input").exists() and (c / "expected.csv").exists(), c

@@ -199,7 +199,7 @@ def test_parser_never_crashes_whatever_the_chunking(ls, cuts, strict):
     data = b"\n".join(ls)
 
     def run(cuts):
-        p = _core.PajeParser(strict=strict, batch_rows=3)
+        p = _core.NativeParser("paje", strict=strict, batch_rows=3)
         rows, prev = 0, 0
         for c in sorted(set(min(c, len(data)) for c in cuts)) + [len(data)]:
             rows += sum(b.num_rows for _, b in p.feed(data[prev:c]))

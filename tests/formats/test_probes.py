@@ -290,15 +290,15 @@ def test_probe_parser_never_crashes_whatever_the_chunking(tool, ls, cuts, strict
     data = b"\n".join(ls)
 
     def run(cuts):
-        p = _core.ProbeParser(tool, PATTERNS, SPANS, strict=strict, batch_rows=3)
+        p = _core.NativeParser(tool, patterns=PATTERNS, spans=SPANS, strict=strict, batch_rows=3)
         rows, prev = 0, 0
         for c in sorted(set(min(c, len(data)) for c in cuts)) + [len(data)]:
             rows += sum(b.num_rows for _, b in p.feed(data[prev:c]))
             prev = c
         rows += sum(b.num_rows for _, b in p.finish())
-        aggs = sum(b.num_rows for _, b in p.aggregates())
+        aggs = sum(b.num_rows for _, b in p.results())
         p.producers()
-        return rows, aggs, p.stats, p.problems, p.spans
+        return rows, aggs, p.stats, p.problems, p.details_json
 
     assert run(cuts) == run([])
 

@@ -108,7 +108,7 @@ def import_(store, path, name, **kw):
 def test_registered_as_builtin_and_entry_point():
     from importlib import metadata
 
-    assert registry.importers()["strace"] is imp
+    assert registry.importers()["strace"].module is imp
     eps = {ep.name: ep.value for ep in metadata.entry_points(group="tracehouse.importers")}
     assert eps.get("strace") == "tracehouse.formats.strace.importer"
 
@@ -372,25 +372,26 @@ def test_cli_import_starts_the_parse_before_it_opens_the_store(tmp_path, capsys,
 
 def test_the_command_starts_an_import_s_parse_before_loading_itself(tmp_path, capsys, monkeypatch):
     """`tracehouse [--store S] import strace FILE` starts FILE's parse first thing (cli.run's
-    `_parse_ahead`) and the import takes that parse over; a command line of another shape starts
-    nothing ahead, and a parse started for one file is never used for another."""
+    `_start_early`, through the importer's declared `start` hook) and the import takes that parse
+    over; a command line of another shape, or an importer without the hook, starts nothing
+    ahead, and a parse started for one file is never used for another."""
     from tracehouse import _core
     from tracehouse import cli as cli_pkg
-    from tracehouse.formats.strace import importer as strace_imp
 
     started = []
     real_parse = _core.StraceFileParse
     monkeypatch.setattr(_core, "StraceFileParse", lambda *a, **k: started.append(a[0]) or real_parse(*a, **k))
-    monkeypatch.setattr(strace_imp, "_AHEAD", [])  # (whatever this test leaves there goes with it)
+    monkeypatch.setattr(registry, "_EARLY", [])  # (whatever this test leaves there goes with it)
     path, store = DATA / "threads.strace", str(tmp_path / "s")
     for argv in (["import", "--name", "x", "strace", str(path)], ["--version", "import", "strace", str(path)],
-                 ["import", "csv", str(path)], ["--store", store, "import", "strace"], ["query", "import strace x"]):
-        cli_pkg._parse_ahead(argv)
-        assert started == [] and strace_imp._AHEAD == [], argv
-    cli_pkg._parse_ahead(["--store", store, "import", "strace", str(path), "--name", "t", "--json"])
-    assert started == [str(path)] and len(strace_imp._AHEAD) == 1
+                 ["import", "csv", str(path)], ["--store", store, "import", "strace"], ["query", "import strace x"],
+                 ["import", "nosuchformat", str(path)]):
+        cli_pkg._start_early(argv)
+        assert started == [] and registry._EARLY == [], argv
+    cli_pkg._start_early(["--store", store, "import", "strace", str(path), "--name", "t", "--json"])
+    assert started == [str(path)] and len(registry._EARLY) == 1
     assert main(["--store", store, "import", "strace", str(path), "--name", "t", "--json"]) == 0
-    assert started == [str(path)] and strace_imp._AHEAD == []  # taken over, not started twice
+    assert started == [str(path)] and registry._EARLY == []  # taken over, not started twice
     import tracehouse
 
     every = 'SELECT * FROM "t".syscall ORDER BY ts, producer, seq'
@@ -400,10 +401,10 @@ def test_the_command_starts_an_import_s_parse_before_loading_itself(tmp_path, ca
     capsys.readouterr()
     # Started ahead for one file, the import of another parses that other file.
     other = DATA / "single.strace"
-    cli_pkg._parse_ahead([f"--store={store}", "import", "strace", str(path)])
+    cli_pkg._start_early([f"--store={store}", "import", "strace", str(path)])
     assert main(["--store", store, "import", "strace", str(other), "--name", "u", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["events"] == 53 and started[-1] == str(other)
-    strace_imp._AHEAD.pop()[1].close()
+    registry._EARLY.pop()[2].close()
 
 
 # -- the file parsed on its own thread ------------------------------------------

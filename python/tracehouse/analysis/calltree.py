@@ -440,7 +440,40 @@ WINDOW_PARAMS = (
 )
 
 
+def sample_call_tree(store: "Store", trace: str, config, window: Window = Window(), *, min_share: float = 0.0,
+                     max_nodes: int | None = None) -> CallTree:
+    """The call tree of the trace's stack samples in the window (`analysis.samples`: a node's
+    calls are its samples, its ns their weight), cut as `call_tree` cuts spans."""
+    from . import samples
+
+    lo, hi = _bounds(store, trace)
+    start, end = window.bounds(lo, hi) if lo is not None else (None, None)
+    t = samples.call_tree(store, trace, config, start=start, end=end,
+                          producers=None if window.producers is None else list(window.producers))
+    total = t.column("total_ns").to_numpy()
+    roots = t.column("parent").to_numpy() < 0
+    roots_total = int(total[roots].sum()) if t.num_rows else 0
+    n = int(t.column("calls").to_numpy()[roots].sum()) if t.num_rows else 0
+    threshold = 0
+    if t.num_rows and (min_share > 0 or max_nodes is not None):
+        threshold = max(1, int(roots_total * min_share)) if min_share > 0 else 1
+        keep = np.flatnonzero(total >= threshold)
+        while max_nodes is not None and len(keep) > max_nodes:
+            threshold *= 2
+            keep = np.flatnonzero(total >= threshold)
+        t = t.take(pa.array(keep))  # a parent weighs at least its children: kept paths keep their ancestors
+    return CallTree(t, n, roots_total, int((t.column("calls").to_numpy() > 0).sum()) if t.num_rows else 0,
+                    int(threshold), start, end, config)
+
+
 def _tree(store, trace, window, *, min_share=0.0, max_paths=None, **pairing) -> CallTree:
+    """Spans merged by call path; a sampled trace's stack samples when no pairing is given."""
+    if not any(pairing.get(k) is not None for k in ("begin", "end", "key", "name")):
+        from .samples import sample_config
+
+        sc = sample_config(store, trace)
+        if sc is not None:
+            return sample_call_tree(store, trace, sc, window, min_share=min_share or 0.0, max_nodes=max_paths)
     return call_tree(store, trace, spans_config(store, trace, **pairing), window, min_share=min_share or 0.0,
                      max_nodes=max_paths)
 
@@ -452,8 +485,9 @@ TREE = Analysis(
               default=0.0),
         Param("max_paths", "int", "count", "at most this many paths: the cut doubles until they fit"),
     ) + SPAN_PARAMS,
-    columns=CALL_TREE_COLUMNS, applies_to=("spans",), uses=("spans", "calls"),
-    doc="Rows are shown by total time; `--json` gives every path. A path's `node` is its number in the whole "
+    columns=CALL_TREE_COLUMNS, applies_to=("spans", "samples"), uses=("spans", "calls"),
+    doc="A sampled trace (perf) gives its stack samples' tree: calls are samples, ns their weight. "
+        "Rows are shown by total time; `--json` gives every path. A path's `node` is its number in the whole "
         "trace's tree, so the same path has the same node in every selection.")
 
 
@@ -510,7 +544,7 @@ FLAME = Analysis(
         Param("out", "str", "", "write to this file instead of stdout", answer=False),
     ) + SPAN_PARAMS,
     columns=(Column("line", "string", "", "`root;child;leaf VALUE`: a call path and its self (or total) ns"),),
-    applies_to=("spans",), uses=("spans", "calls"))
+    applies_to=("spans", "samples"), uses=("spans", "calls"))
 
 
 @dataclass

@@ -1,14 +1,17 @@
 """What the analyses need to know about a format: which types pair into spans, which
 type writes object fields, which writes local variables.
 
-Owns the per-format defaults of the analyses, declared as data. A format not listed
-here still works when the caller names the types and columns (CLI flags `--begin`,
-`--end`, `--key`, `--type`, ...), or, for spans, when its formats declare exactly one
-`begin` and one `end` event type.
+Owns the configurations the analyses take and their defaults per format: `PROFILES` reads
+each format's profile from its declaration (beside its parser, `src/formats/<format>/decl.rs`),
+not from a list here. A format without one still works when the caller names the types and
+columns (CLI flags `--begin`, `--end`, `--key`, `--type`, ...), or, for spans, when its formats
+declare exactly one `begin` and one `end` event type. Stack samples (the profile's `samples`)
+are `samples.py`'s.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 
 from ..errors import BadInput
@@ -71,22 +74,41 @@ class Profile:
     locals: LocalsConfig | None = None
 
 
-PROFILES: dict[str, Profile] = {
-    # Chrome's importer already pairs B/E (and X) into `slice` spans; strace's syscalls are spans.
-    "chrome": Profile(spans=SpanConfig("slice", None, name="name")),
-    "strace": Profile(spans=SpanConfig("syscall", None, name="name")),
-    "tod": Profile(
-        spans=SpanConfig("behavior_enter", "behavior_exit", key="behavior_id"),
-        objects=ObjectConfig("field_write", object="target", field="field_id", value="value"),
-        locals=LocalsConfig("var_write", frame="parent_seq", var="var_id", value="value"),
-    ),
-    # A recorded Python program keeps TOD's types and columns (src/record/decl.rs).
-    "python": Profile(
-        spans=SpanConfig("behavior_enter", "behavior_exit", key="behavior_id"),
-        objects=ObjectConfig("field_write", object="target", field="field_id", value="value"),
-        locals=LocalsConfig("var_write", frame="parent_seq", var="var_id", value="value"),
-    ),
-}
+class _Profiles(Mapping):
+    """{format: Profile} of every format that declares one: read from the format's declaration
+    (`src/formats/<format>/decl.rs`, or a plugin importer's `PROFILE`) through the registry,
+    so a new format's profile is written once, beside its parser."""
+
+    def _profile(self, fmt: str) -> Profile | None:
+        from ..formats.registry import format_of
+
+        f = format_of(fmt)
+        d = f.profile if f is not None else {}
+        if not any(d.get(k) for k in ("spans", "objects", "locals")):
+            return None
+        s, o, loc = d.get("spans"), d.get("objects"), d.get("locals")
+        return Profile(
+            spans=SpanConfig(s["begin"], s.get("end"), s.get("key"), s.get("name")) if s else None,
+            objects=ObjectConfig(o["type"], o["object"], o["field"], o["value"]) if o else None,
+            locals=LocalsConfig(loc["type"], loc["frame"], loc["var"], loc["value"]) if loc else None,
+        )
+
+    def __getitem__(self, fmt: str) -> Profile:
+        p = self._profile(fmt)
+        if p is None:
+            raise KeyError(fmt)
+        return p
+
+    def __iter__(self):
+        from ..formats.registry import formats
+
+        return (name for name in formats() if self._profile(name) is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+PROFILES: Mapping[str, Profile] = _Profiles()
 
 
 def span_config(store, trace: str, begin: str | None = None, end: str | None = None, key: str | None = None,

@@ -63,7 +63,8 @@ TRACES = {"one": "one trace", "many": "traces given by name and/or selected by -
           "pair": "two traces: before and after"}
 APPLIES = {"any": "any trace", "spans": "traces whose events pair into spans (the format's profile or --begin/--end)",
            "objects": "traces with object field writes (the format's profile or --type and columns)",
-           "locals": "traces with local variable writes (the format's profile)"}
+           "locals": "traces with local variable writes (the format's profile)",
+           "samples": "traces of stack samples (the format's profile: perf)"}
 
 
 def parse_ns(text: str | int | None) -> int | None:
@@ -509,10 +510,18 @@ def applies(a: Analysis, store: "Store", trace: str) -> tuple[bool, str]:
 
     fmt = store.trace(trace).format
     for kind in a.applies_to:
+        if kind == "samples":
+            from .samples import sample_config
+
+            if sample_config(store, trace) is not None:
+                return True, ""
+            continue
         if kind == "spans":
             cfg, why = infer_span_config(store, trace)
             if cfg is not None:
                 return True, ""
+            if "samples" in a.applies_to:
+                continue
             return False, why
         prof = PROFILES.get(fmt)
         if prof is not None and getattr(prof, kind, None) is not None:

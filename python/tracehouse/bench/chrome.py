@@ -7,7 +7,7 @@ slices with two args, ~14% B and E halves, ~14% instants, ~16% counters, over
 belongs to that run alone:
 
   read        reading the file in 4 MB chunks (the disk/page-cache bound)
-  parse       `_core.ChromeParser` alone, batches dropped
+  parse       `_core.NativeParser("chrome")` alone, batches dropped
   tracehouse  `tracehouse import chrome` end to end: parse, append, Parquet segments, catalog
   json.load   Python's json module on the whole file (smallest size only: it holds it all)
 
@@ -38,7 +38,7 @@ if mode in ("parse", "tracehouse"):
     import tracehouse
     from tracehouse import _core
     from tracehouse.formats.chrome import importer as chrome
-    from tracehouse.formats.native import read_chunks
+    from tracehouse.formats.parser_loader import read_chunks
 t0, c0 = time.perf_counter(), time.process_time()
 out = {}
 if mode == "read":
@@ -52,8 +52,8 @@ if mode == "read":
     out["bytes"] = n
 elif mode == "parse":
     from tracehouse import _core
-    from tracehouse.formats.native import read_chunks
-    p = _core.ChromeParser()
+    from tracehouse.formats.parser_loader import read_chunks
+    p = _core.NativeParser("chrome")
     rows = 0
     for ch in read_chunks(path):
         rows += sum(b.num_rows for _, b in p.feed(ch))

@@ -6,9 +6,10 @@ into a fresh store in a child process (its peak RSS is the import's memory) and
 report time, throughput, CPU seconds and memory at every size, so O(N) time and
 memory bounded by the batch (not the file) show in one table.
 
-Adding a format (the extension point): write a module exposing `CASE = Case(...)`
-(how to build inputs of a given size from real data, which importer, which peers,
-the target) and add its name to `CASE_MODULES`. `import_strace.py` is the model.
+Adding a format (the extension point): write a module `bench/import_<case>.py` exposing
+`CASE = Case(...)` (how to build inputs of a given size from real data, which importer, which
+peers, the target); it is found by its name, there is no list to extend. `import_strace.py` is
+the model.
 
 A case with `end_to_end` also runs the `tracehouse import` command itself from outside for every
 input (interpreter start-up and imports included: what a user waits for), and its target is
@@ -37,13 +38,11 @@ from typing import Callable
 
 from ..errors import TracehouseError
 
-# One module per format, each exposing CASE.
-CASE_MODULES: tuple[str, ...] = (
-    "tracehouse.bench.import_strace",
-    "tracehouse.bench.import_strace_procs",
-    "tracehouse.bench.import_chrome",
-)
-CASE_NAMES = ("strace", "strace-procs", "chrome")  # for --help, without importing every module
+# One module per case, `import_<case>.py` beside this one, each exposing CASE; found by name
+# (for --help without importing every module: the case of `import_strace_procs` is strace-procs).
+CASE_MODULES: tuple[str, ...] = tuple(sorted(
+    f"{__package__}.{p.stem}" for p in Path(__file__).parent.glob("import_?*.py")))
+CASE_NAMES = tuple(m.rsplit(".import_", 1)[1].replace("_", "-") for m in CASE_MODULES)
 SPACE_MARGIN = 256 << 20
 
 
@@ -97,6 +96,26 @@ class Case:
     target_text: str
     bytes_per_unit: float = 100.0
     end_to_end: bool = False  # also time the CLI command from outside; the target is judged on it
+
+
+def parse_only_peer(fmt: str, counted: str) -> Callable[[Input], Peer]:
+    """The peer "the Rust parser alone, batches dropped" of a format driven by
+    `_core.NativeParser`: how much of the import is parsing. `counted` is the parser's stat that
+    counts the case's units."""
+
+    def peer_parse_only(inp: Input) -> Peer:
+        from .. import _core
+        from ..formats.parser_loader import read_chunks
+
+        p = _core.NativeParser(fmt)
+        t0 = time.perf_counter()
+        for chunk in read_chunks(inp.path):
+            p.feed(chunk)
+        p.finish()
+        return Peer("tracehouse parse", "Rust parser only, batches dropped (no store)", time.perf_counter() - t0,
+                    p.stats[counted])
+
+    return peer_parse_only
 
 
 def cases() -> dict[str, Case]:

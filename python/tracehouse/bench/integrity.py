@@ -57,7 +57,7 @@ def run(events: int = 5_000_000, csv_rows: int = 2_000_000, rounds: int = 3, wor
 
     import tracehouse
     from tracehouse.formats import registry
-    from tracehouse.formats.tabular import Mapping
+    from tracehouse.formats.column_mapping import Mapping
     from tracehouse.formats.tod.generate import generate_tod
     from tracehouse.store import verify_store
     from tracehouse.store.segments import check_pages

@@ -69,12 +69,12 @@ class NotEnoughSpace(TracehouseError):
 def _open_bench_store(directory: Path, w: Workload, fsync: str):
     import tracehouse
 
-    from ..formats import BUILTIN
+    from ..formats import registry
 
-    fmt = BUILTIN[w.format]
+    fmt = registry.format_of(w.format)
     store = tracehouse.open(directory, fsync=fsync)
-    store.create_trace(TRACE, w.format, event_types=fmt.EVENT_TYPES, producers=w.producers,
-                       format_description=fmt.DESCRIPTION)
+    store.create_trace(TRACE, w.format, event_types=fmt.event_types, producers=w.producers,
+                       format_description=fmt.description)
     return store
 
 

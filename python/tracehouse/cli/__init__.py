@@ -34,7 +34,7 @@ def run() -> None:
     import os
     import sys
 
-    _parse_ahead(sys.argv[1:])
+    _start_early(sys.argv[1:])
     code = main()
     import atexit
     import threading
@@ -58,14 +58,14 @@ def run() -> None:
     os._exit(code if isinstance(code, int) else 0 if code is None else 1)
 
 
-def _parse_ahead(argv: list[str]) -> None:
-    """`tracehouse [--store S] import strace FILE ...`: the parse of FILE starts now, on its own
-    threads, before the command's modules are loaded and its arguments parsed (~45 ms of a
-    start-up the parse otherwise waited for); `import` takes it over through strace's
-    `start_parse`, and checks the command as always. Any other shape of command line is left to
-    that. Measured on the 3M-line many-process log, 16 interleaved runs each at load ~0: median
-    0.750 -> 0.730 s, best 0.720 -> 0.690 s. It pays only while the parse is the command's critical
-    path: with the command at ~1.5 s and 2+ CPU-s it made no difference."""
+def _start_early(argv: list[str]) -> None:
+    """`tracehouse [--store S] import FORMAT FILE ...`: an importer that declares a `start` hook
+    (strace: the parse of FILE on threads of its own) begins before the command's modules are
+    loaded and its arguments parsed (`formats.registry.start_early`); `import` takes it over
+    and checks the command as always. Any other shape of command line is left to that.
+    Measured on the 3M-line many-process strace log, 16 interleaved runs each at load ~0:
+    median 0.750 -> 0.730 s, best 0.720 -> 0.690 s; it pays only while the parse is the
+    command's critical path (with the command at ~1.5 s and 2+ CPU-s it made no difference)."""
     k = 0
     while k < len(argv) and argv[k] != "import":
         if argv[k] == "--store":
@@ -74,11 +74,11 @@ def _parse_ahead(argv: list[str]) -> None:
             k += 1
         else:
             return
-    if argv[k:k + 2] != ["import", "strace"] or len(argv) < k + 3 or argv[k + 2].startswith("-"):
+    if len(argv) < k + 3 or argv[k + 1].startswith("-") or argv[k + 2].startswith("-"):
         return
-    from ..formats.strace.importer import start_parse_ahead
+    from ..formats.registry import start_early
 
-    start_parse_ahead(argv[k + 2])
+    start_early(argv[k + 1], argv[k + 2])
 
 
 __all__ = ["main", "run"]

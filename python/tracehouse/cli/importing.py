@@ -44,8 +44,8 @@ def importer_options(args, imp) -> dict:
 
 def cmd_import(args) -> int:
     from ..formats import registry
+    from ..formats.column_mapping import Mapping
     from ..formats.stream import is_stream
-    from ..formats.tabular import Mapping
     from ..store.store import trace_name_from
 
     if is_stream(args.path):
@@ -60,8 +60,8 @@ def cmd_import(args) -> int:
     # (`my events (1).csv` -> my_events_1, `データ.csv` -> データ).
     name = args.name if args.name is not None else trace_name_from(path.stem.split(".")[0])
     t0 = time.perf_counter()
-    # An importer that can (strace) starts parsing now, while the store opens.
-    started = imp.start_parse(path) if hasattr(imp, "start_parse") else None
+    # An importer that declares a `start` hook (strace) starts parsing now, while the store opens.
+    started = imp.start(path)
     if not args.json and sys.stdout.isatty():
         # The report is printed with rich on a terminal (0.05-0.08 CPU-s to import): imported on a
         # thread of its own while the input is parsed, not after the import, where the print
@@ -84,8 +84,8 @@ def _import_stream(args) -> int:
     """`import FORMAT -` (or /dev/stdin, a FIFO): read as the data arrives, committed batch by
     batch (formats/stream.py), by an importer that can (`import_stream`)."""
     from ..formats import registry
+    from ..formats.column_mapping import Mapping
     from ..formats.stream import open_stream
-    from ..formats.tabular import Mapping
 
     imp = registry.importer(args.importer)
     if not hasattr(imp, "import_stream"):
@@ -209,9 +209,12 @@ def register(commands) -> None:
     add = commands.add
 
     sp = add("import", cmd_import)
-    sp.add_argument("importer", help="format: csv | parquet | strace | chrome | bpftrace | stap | paje | ... (tracehouse tools)")
+    from ..formats import registry
+
+    sp.add_argument("importer", help=f"format: {registry.importer_names()} (tracehouse tools)")
     sp.add_argument("path", help="the file; - (or /dev/stdin, a FIFO) reads a pipe as the data arrives, "
-                                 "committed batch by batch (strace, bpftrace, stap)")
+                                 "committed batch by batch (" + ", ".join(
+                                     n for n, i in registry.importers().items() if hasattr(i, "import_stream")) + ")")
     sp.add_argument("--name", help="trace name (default: the file name)")
     sp.add_argument("--description")
     sp.add_argument("--ts", default="ts", help="timestamp column (default ts)")

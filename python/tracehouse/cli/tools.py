@@ -10,10 +10,8 @@ declaring it in its own pyproject.toml, without touching ours:
     [project.entry-points."tracehouse.analyses"]      # an Analysis (tracehouse.analysis.registry): name, summary,
     longest = "mypkg.longest:LONGEST"                  # parameters with units, run(store, trace, window, **params)
 
-tracehouse declares its own importers, exporters and analyses in the same groups (the built-in
-importers and exporters also sit in the format registry's tables so a source checkout works
-before it is installed). A plugin that fails to load is listed with its error instead of breaking the
-command.
+tracehouse declares its own importers, exporters and analyses in the same groups, and nowhere
+else. A plugin that fails to load is listed with its error instead of breaking the command.
 """
 
 from __future__ import annotations
@@ -40,10 +38,6 @@ def list_tools() -> list[dict]:
             "options": sorted(getattr(obj, "OPTIONS", None) or {}),
         })
 
-    for name, mod in registry.IMPORTERS.items():
-        add("importer", name, mod, "tracehouse", __version__, mod.__name__)
-    for name, mod in registry.EXPORTERS.items():
-        add("exporter", name, mod, "tracehouse", __version__, mod.__name__)
     for name, a in analyses.analyses().items():
         found[("analysis", name)] = {"name": name, "kind": "analysis", "description": a.summary, "source": a.source,
                                      "version": a.version or (__version__ if a.source == "tracehouse" else None),
@@ -62,7 +56,9 @@ def list_tools() -> list[dict]:
             source = dist.name if dist is not None else "?"
             version = dist.version if dist is not None else None
             try:
-                obj = ep.load()
+                # An importer's description may be its format's declaration's (registry.Importer).
+                obj = registry.importers().get(ep.name) if kind == "importer" else None
+                obj = obj or ep.load()
             except Exception as e:  # a broken plugin is reported, not fatal
                 found[(kind, ep.name)] = {"name": ep.name, "kind": kind, "description": f"failed to load: {e!r}",
                                           "source": source, "version": version, "module": ep.value, "options": []}

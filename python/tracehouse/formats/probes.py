@@ -1,6 +1,6 @@
 """What the bpftrace and SystemTap importers share (not an importer itself).
 
-Owns running `_core.ProbeParser` into a trace: declaring the event types of
+Owns running `_core.NativeParser("bpftrace" | "stap")` into a trace: declaring the event types of
 the user's `--pattern`s and `--span`s, reporting span matches and leftovers,
 and saving each histogram, map and stats aggregate as a result table linked to
 the trace (`store.results(trace=...)`, kind "table", tool "bpftrace"/"stap",
@@ -9,14 +9,15 @@ name the map, params {"kind": hist|map|stats, "source": file}).
 
 from __future__ import annotations
 
+import json
 import types
 from pathlib import Path
 
 from .. import _core, lazy
 from ..errors import BadInput
-from .native import NativeLoader, read_chunks
+from .column_mapping import Mapping
+from .parser_loader import import_parsed
 from .report import ImportReport
-from .tabular import Mapping
 
 # Imported on first use (lazy.py): `tracehouse import` loads every importer to read its options.
 pa = lazy.module("pyarrow")
@@ -41,16 +42,15 @@ def import_probe_output(tool: str, fmt, store, path: str | Path, name: str, *, m
     if stream is None and not Path(path).is_file():
         raise BadInput("no such file", file=source)
     try:
-        parser = _core.ProbeParser(tool, list(pattern or []), list(span or []), strict=strict)
+        parser = _core.NativeParser(tool, patterns=list(pattern or []), spans=list(span or []), strict=strict)
     except ValueError as e:
-        raise BadInput(str(e), expected="--pattern NAME:TEMPLATE and --span NAME=BEGIN,END,KEY") from None
-    declared = types.SimpleNamespace(
+        raise BadInput(str(e).removeprefix(f"{tool}: "),
+                       expected="--pattern NAME:TEMPLATE and --span NAME=BEGIN,END,KEY") from None
+    target = types.SimpleNamespace(
         FORMAT=(mapping.format if mapping is not None and mapping.format else fmt.FORMAT),
         DESCRIPTION=fmt.DESCRIPTION,
-        EVENT_TYPES=(*fmt.EVENT_TYPES, *fmt.pattern_types(parser.tables(), parser.units())),
+        EVENT_TYPES=fmt.EVENT_TYPES,
     )
-    loader = NativeLoader(store, name, source, declared, strict=strict, description=description,
-                          metadata={"patterns": "\n".join(pattern or []), "spans": "\n".join(span or [])})
     saved = []
 
     def results(parser) -> int:
@@ -58,28 +58,20 @@ def import_probe_output(tool: str, fmt, store, path: str | Path, name: str, *, m
             rid = store.save_result("table", m, tool, [name], params={"kind": kind, "source": source}, table=sub)
             saved.append({"id": rid, "kind": kind, "name": m, "rows": sub.num_rows})
 
-        for kind, batch in parser.aggregates():
+        for kind, batch in parser.results():
             table = pa.Table.from_batches([batch])
             for m in pc.unique(table.column("map")).to_pylist():
                 save(kind, m, table.filter(pc.equal(table.column("map"), m)))
-        for kind, m in parser.empty_aggregates():  # `{"@h": []}`: the map exists, with no buckets
+        for kind, m in json.loads(parser.details_json)["empty_results"]:  # `{"@h": []}`: the map exists, empty
             if not any(s["kind"] == kind and s["name"] == m for s in saved):
                 cols = fmt.RESULTS[kind]
                 save(kind, m, pa.table({c.name: pa.array([], c.arrow_type) for c in cols}))
         return len(saved)
 
-    if stream is not None:
-        from .stream import arrivals
-
-        loader.stream = True
-        chunks = arrivals(stream)
-    else:
-        chunks = read_chunks(path)
-    report = loader.run(parser, chunks, progress, after=results)
-    details = {k: v for k, v in parser.stats.items() if v and k != "rejected"}
-    if parser.spans:
-        details["spans"] = parser.spans
+    report = import_parsed(target, store, path, name, strict=strict, description=description, progress=progress,
+                           stream=stream, parser=parser, after=results,
+                           metadata={"patterns": "\n".join(pattern or []), "spans": "\n".join(span or [])})
+    report.details.pop("empty_results", None)
     if saved:
-        details["results"] = saved
-    report.details = details
+        report.details["results"] = saved
     return report

@@ -307,8 +307,6 @@ def tracehouse_event_type():
 def tracehouse_load(store, data: pa.Table) -> None:
     """Create the trace in `store` (tracehouse's layout) and append `data`: the 13 id columns
     become one producer per measurement (attributes), the rest one event type."""
-    from ..formats import BUILTIN  # noqa: F401 - formats registered before a custom trace
-
     first = np.unique(data.column("measurement_id").to_numpy(), return_index=True)[1]
     ids = data.select(list(ID_COLUMNS)).take(pa.array(first)).to_pylist()
     producers = [{"id": int(r["measurement_id"]), "parent": None, "kind": "measurement",

@@ -1,9 +1,11 @@
-//! The `chrome` event types, declared once (see `formats/decl.rs`): the parser's tables are built
-//! from them, plus the `arg_<key>` / `end_arg_<key>` columns it discovers in `args`; Python reads
-//! them through `_core.format_declarations()`.
+//! The `chrome` format, declared once (see `formats/decl.rs`): its event types (the parser's
+//! tables are built from them, plus the `arg_<key>` / `end_arg_<key>` columns it discovers in
+//! `args`; Python reads them through `_core.format_declarations()`), its parser's factory and
+//! options, its profile and example queries.
 
 use crate::formats::decl::types::{B, F, I, S};
-use crate::formats::decl::{param, EventTypeDecl, FormatDecl, Param};
+use crate::formats::decl::{param, EventTypeDecl, FormatDecl, Param, ParserDecl, Profile, SpanProfile};
+use crate::formats::parser::{ChunkParser, OptKind, OptionDecl, Options};
 
 const NAME: Param = param("name", S, "text", "event name");
 const CAT: Param = param("cat", S, "text", "comma-separated categories ('' when absent)");
@@ -183,5 +185,42 @@ pub const CHROME: FormatDecl = FormatDecl {
         CHROME_SAMPLE,
         CHROME_OTHER,
     ],
-    results: &[],
+    priority: 90,
+    parser: Some(ParserDecl {
+        options: &[OptionDecl {
+            name: "max_arg_columns",
+            kind: OptKind::Int,
+            doc: "most arg_/end_arg_ columns per event type; further keys go to the args text",
+        }],
+        make,
+    }),
+    profile: Profile {
+        // The importer already pairs B/E (and X) into `slice` spans.
+        spans: Some(SpanProfile { begin: "slice", end: None, key: None, name: Some("name") }),
+        ..Profile::NONE
+    },
+    examples: &[
+        (
+            "time per slice name",
+            "SELECT name, count(*) AS slices, sum(dur) / 1e6 AS ms, max(dur) / 1e6 AS longest_ms\n\
+             FROM {t}.slice GROUP BY name ORDER BY ms DESC LIMIT 20",
+        ),
+        ("longest slices", "SELECT ts, producer, name, cat, dur / 1e3 AS us FROM {t}.slice ORDER BY dur DESC LIMIT 20"),
+        (
+            "counter series",
+            "SELECT name, series, count(*) AS samples, min(value), max(value)\n\
+             FROM {t}.counter GROUP BY ALL ORDER BY samples DESC",
+        ),
+    ],
+    ..FormatDecl::BASE
 };
+
+fn make(o: &Options) -> Result<Box<dyn ChunkParser>, String> {
+    let opts = super::Options {
+        strict: o.strict(),
+        batch_rows: o.batch_rows(),
+        max_arg_columns: o.int("max_arg_columns", 200) as usize,
+        max_record: o.max_line(),
+    };
+    Ok(Box::new(super::ChromeParser::new(opts)))
+}

@@ -37,6 +37,7 @@ use arrow_array::RecordBatch;
 
 use super::decl::EventTypeDecl;
 use super::json::write_str;
+use super::parser::{Attr, ProducerRow};
 use super::table::{FastMap, PType, Table, DUR};
 
 /// The event types (declared in `decl.rs`), in the order of the `T_*` indices below.
@@ -878,4 +879,52 @@ pub mod decl;
 #[cfg(test)]
 mod tests;
 
-super::chunk_parser!(PajeParser);
+super::chunk_parser!(PajeParser {
+    /// One per container (kind = container type, nested by parent; attrs alias, created_ns,
+    /// destroyed_ns).
+    fn producers(&self) -> Vec<ProducerRow> {
+        self.containers
+            .iter()
+            .map(|c| {
+                let mut attrs = Vec::new();
+                if let Some(a) = &c.alias {
+                    attrs.push(("alias".to_string(), Attr::Str(a.clone())));
+                }
+                if let Some(t) = c.created {
+                    attrs.push(("created_ns".to_string(), Attr::Int(t)));
+                }
+                if let Some(t) = c.destroyed {
+                    attrs.push(("destroyed_ns".to_string(), Attr::Int(t)));
+                }
+                ProducerRow { id: c.id, parent: c.parent, kind: c.kind.clone(), name: c.name.clone(), attrs }
+            })
+            .collect()
+    }
+
+    fn stats(&self) -> Vec<(String, u64)> {
+        let s = &self.stats;
+        [
+            ("events", s.events),
+            ("definitions", s.definitions),
+            ("states_closed_at_end", s.states_closed_at_end),
+            ("states_closed_by_destroy", s.states_closed_by_destroy),
+            ("unmatched_link_start", s.unmatched_link_start),
+            ("unmatched_link_end", s.unmatched_link_end),
+            ("event_defs", s.event_defs),
+            ("containers", s.containers),
+            ("includes", s.includes),
+            ("rejected", self.rejected),
+        ]
+        .into_iter()
+        .map(|(k, v)| (k.to_string(), v))
+        .collect()
+    }
+
+    fn problems(&self) -> Vec<super::parser::Problem> {
+        self.problems.iter().map(|p| super::parser::Problem::at_line(p.line, p.reason.clone())).collect()
+    }
+
+    fn fatal(&self) -> Option<super::parser::Problem> {
+        self.fatal.as_ref().map(|p| super::parser::Problem::at_line(p.line, p.reason.clone()))
+    }
+});

@@ -3,10 +3,13 @@
 //! become (`hist`, `map`, `stats`, saved with `Store.save_result`). Both tools print the same
 //! kinds of things, so `stap` shares `printf` and the result tables (it has no `tseries`). The
 //! types of the user's `--pattern`s and `--span`s are made per import from the patterns
-//! (`ProbeParser::table_columns`, `formats/bpftrace/__init__.py::pattern_types`).
+//! (`ChunkParser::input_types`). The declarations name the one parser's factory, per tool.
 
 use crate::formats::decl::types::{B, F, I, S};
-use crate::formats::decl::{param, EventTypeDecl, FormatDecl, Param, ResultDecl};
+use crate::formats::decl::{param, EventTypeDecl, FormatDecl, Param, ParserDecl, ResultDecl};
+use crate::formats::parser::{ChunkParser, OptKind, OptionDecl, Options};
+
+use super::{ProbeParser, Tool};
 
 const MAP: Param = param("map", S, "text", "map name (@name)");
 const KEY: Param = param("key", S, "text", "map key, null for a map without keys");
@@ -82,6 +85,14 @@ pub const BPFTRACE: FormatDecl = FormatDecl {
                   histograms, stats)",
     event_types: &[PRINTF, TSERIES],
     results: &[HIST, MAP_RESULT, STATS],
+    priority: 70,
+    parser: Some(ParserDecl { options: OPTIONS, make: |o| make(Tool::Bpftrace, o) }),
+    examples: &[(
+        "saved aggregates (@maps, histograms)",
+        "SELECT id, kind, name, tool, params FROM th.results\n\
+         WHERE list_contains(traces, {s}) ORDER BY id",
+    )],
+    ..FormatDecl::BASE
 };
 
 /// The `stap` format.
@@ -90,4 +101,32 @@ pub const STAP: FormatDecl = FormatDecl {
     description: "SystemTap output: printf lines parsed by --pattern, @hist_log/@hist_linear tables",
     event_types: &[PRINTF], // no time series: that is bpftrace's tseries()
     results: &[HIST, MAP_RESULT, STATS],
+    priority: 60,
+    parser: Some(ParserDecl { options: OPTIONS, make: |o| make(Tool::Stap, o) }),
+    examples: &[(
+        "saved aggregates (@hist tables)",
+        "SELECT id, kind, name, tool, params FROM th.results\n\
+         WHERE list_contains(traces, {s}) ORDER BY id",
+    )],
+    ..FormatDecl::BASE
 };
+
+/// The options of both tools' parser.
+const OPTIONS: &[OptionDecl] = &[
+    OptionDecl {
+        name: "patterns",
+        kind: OptKind::List,
+        doc: "printf lines as event types: NAME:TEMPLATE (fields {name:type[:unit]})",
+    },
+    OptionDecl {
+        name: "spans",
+        kind: OptKind::List,
+        doc: "NAME=BEGIN,END,KEY: each END event closes the most recent unmatched BEGIN of the same KEY",
+    },
+];
+
+fn make(tool: Tool, o: &Options) -> Result<Box<dyn ChunkParser>, String> {
+    let mut p = ProbeParser::new(tool, o.list("patterns"), o.list("spans"), o.strict(), o.batch_rows())?;
+    p.set_max_line(o.max_line());
+    Ok(Box::new(p))
+}

@@ -1,3 +1,4 @@
+use super::records::timestamp_ns;
 use super::*;
 use arrow_array::{Array, BooleanArray, Int64Array, StringArray};
 

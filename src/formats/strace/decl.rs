@@ -3,7 +3,7 @@
 //! Why one `syscall` type with typed IO columns: `python/tracehouse/formats/strace/__init__.py`.
 
 use crate::formats::decl::types::{B, I, S};
-use crate::formats::decl::{param, EventTypeDecl, FormatDecl};
+use crate::formats::decl::{param, EventTypeDecl, FormatDecl, Profile, SpanProfile};
 
 /// One syscall.
 pub const SYSCALL: EventTypeDecl = EventTypeDecl {
@@ -113,5 +113,37 @@ pub const STRACE: FormatDecl = FormatDecl {
     name: "strace",
     description: "strace output (-f/-ff, -t/-tt/-ttt/--timestamps, -T, -y): syscalls, signals, exits",
     event_types: &[SYSCALL, SIGNAL, EXIT],
-    results: &[],
+    // The sniffer is the importer's (`formats/strace/importer.py`); strace has its own parser glue
+    // (several -ff sources merged, the file parsed on a thread of its own): `src/py/strace.rs`.
+    priority: 80,
+    profile: Profile {
+        spans: Some(SpanProfile { begin: "syscall", end: None, key: None, name: Some("name") }),
+        labels: &[("syscall", "name", None), ("signal", "signal", None)],
+        ..Profile::NONE
+    },
+    examples: &[
+        (
+            "time per syscall",
+            "SELECT name, count(*) AS calls, sum(dur) / 1e6 AS ms, sum(ret) FILTER (WHERE ret > 0) AS bytes\n\
+             FROM {t}.syscall GROUP BY name ORDER BY ms DESC",
+        ),
+        (
+            "bytes read and written per file",
+            "SELECT path, sum(ret) FILTER (WHERE name LIKE '%read%') AS read_bytes,\n\
+             sum(ret) FILTER (WHERE name LIKE '%write%') AS written_bytes\n\
+             FROM {t}.syscall WHERE path IS NOT NULL AND ret > 0\n\
+             GROUP BY path ORDER BY written_bytes DESC NULLS LAST LIMIT 20",
+        ),
+        (
+            "slowest calls",
+            "SELECT ts, producer, name, path, size, ret, dur / 1e3 AS us\n\
+             FROM {t}.syscall ORDER BY dur DESC LIMIT 20",
+        ),
+        (
+            "failed calls",
+            "SELECT name, errno, count(*) AS calls FROM {t}.syscall\n\
+             WHERE errno IS NOT NULL GROUP BY ALL ORDER BY calls DESC",
+        ),
+    ],
+    ..FormatDecl::BASE
 };

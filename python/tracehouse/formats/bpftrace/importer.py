@@ -1,4 +1,4 @@
-"""bpftrace importer: `-f json` records or text output, via `_core.ProbeParser`.
+"""bpftrace importer: `-f json` records or text output, via `_core.NativeParser("bpftrace")`.
 
 printf output becomes events typed by `--pattern`s (else `printf` text
 events), `--span`s pair start/end probes into spans, and hist/lhist/stats/map
@@ -13,10 +13,10 @@ import re
 from pathlib import Path
 
 from .. import bpftrace as fmt
-from ..native import head_bytes
+from ..column_mapping import Mapping
+from ..parser_loader import head_bytes
 from ..probes import OPTIONS, import_probe_output
 from ..report import ImportReport
-from ..tabular import Mapping
 
 NAME = "bpftrace"
 DESCRIPTION = fmt.DESCRIPTION

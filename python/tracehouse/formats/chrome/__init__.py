@@ -2,7 +2,7 @@
 
 Owns the format's name and the `arg_<key>` parameters' docs; the event types are
 declared once, in Rust (src/formats/chrome/decl.rs, read through
-`formats/declared.py`). The Rust parser (`tracehouse._core.ChromeParser`,
+`formats/declared.py`). The Rust parser (`tracehouse._core.NativeParser("chrome")`,
 src/formats/chrome/mod.rs) emits batches with exactly those columns, plus the `arg_<key>` / `end_arg_<key>` parameters it
 discovers in `args` (typed by the first value met; the original key is kept in
 the column's doc as ``ARG_DOC + json.dumps(key)``). Producers: each pid is a

@@ -58,16 +58,17 @@ _CHROME_PH = {"slice": "X", "slice_begin": "B", "slice_end": "E", "instant": "i"
               "sample": "P", "other": "i"}
 
 
-# Other formats whose columns name their events better than the type does (column -> role).
-_FORMAT_ROLES = {
-    ("paje", "state"): {"value": "__name", "state_type": "__cat"},
-    ("paje", "event"): {"event_type": "__name"},
-    ("paje", "variable"): {"variable_type": "__name"},
-    ("paje", "link"): {"link_type": "__name"},
-    ("paje", "link_end"): {"link_type": "__name"},
-    ("strace", "syscall"): {"name": "__name"},
-    ("strace", "signal"): {"signal": "__name"},
-}
+def _label_roles(fmt_name: str, event_type: str) -> dict[str, str]:
+    """Columns of another format's event type that name its events better than the type does,
+    and their category (column -> role): the format's declared labels (a strace syscall by its
+    name, a Paje state by its value, a perf sample by the function it hit)."""
+    from ..registry import format_of
+
+    fmt = format_of(fmt_name)
+    for t, name, cat in (fmt.profile.get("labels", ()) if fmt is not None else ()):
+        if t == event_type:
+            return {name: "__name"} | ({cat: "__cat"} if cat else {})
+    return {}
 
 
 def producer_map(producers: list[dict]) -> tuple[list[tuple[int, str, str]], list[dict]]:
@@ -153,7 +154,7 @@ def _branch(trace: str, fmt_name: str, et: EventType, n: int) -> tuple[str, str]
         link = et.kind == "link" and {"dst_producer", "dst_ts"} <= names
         if et.kind == "link" and not link:
             ph = "i"
-        roles = _FORMAT_ROLES.get((fmt_name, et.name), {})
+        roles = _label_roles(fmt_name, et.name)
         cols.append(f"{qstr(ph)} AS __ph")
         if "__name" not in roles.values():
             cols.append(f"{qstr(et.name)} AS __name")

@@ -1,4 +1,4 @@
-"""Chrome Trace Event JSON importer: a thin shell over `_core.ChromeParser`.
+"""Chrome Trace Event JSON importer: a thin shell over `_core.NativeParser("chrome")`.
 
 Owns the wiring: args columns already known to the `chrome` format are
 declared to the parser (so every trace stores a key in the same column with the
@@ -13,14 +13,12 @@ from __future__ import annotations
 from pathlib import Path
 
 from ... import _core
-from ...errors import BadInput
 from .. import chrome as fmt
-from ..native import NativeLoader, head_bytes, read_chunks
+from ..column_mapping import Mapping
+from ..parser_loader import head_bytes, import_parsed
 from ..report import ImportReport
-from ..tabular import Mapping
 
 NAME = "chrome"
-DESCRIPTION = fmt.DESCRIPTION
 
 
 def sniff(head: bytes) -> bool:
@@ -36,11 +34,7 @@ def sniff(head: bytes) -> bool:
 
 def import_file(store, path: str | Path, name: str, *, mapping: Mapping | None = None, strict: bool = False,
                 description: str = "", progress=None) -> ImportReport:
-    path = Path(path)
-    source = str(path)
-    if not path.is_file():
-        raise BadInput("no such file", file=source)
-    parser = _core.ChromeParser(strict=strict)
+    parser = _core.NativeParser("chrome", strict=strict)
 
     def declare(types):
         for et in types.values():
@@ -52,11 +46,9 @@ def import_file(store, path: str | Path, name: str, *, mapping: Mapping | None =
     def column(t, name, ptype, key):
         return fmt.arg_column(name, ptype, key, name.startswith("end_arg_"))
 
-    loader = NativeLoader(store, name, source, fmt, strict=strict, description=description,
-                          declare=declare, column=column)
-    report = loader.run(parser, read_chunks(path), progress)
-    report.details = {k: v for k, v in parser.stats.items() if v and k != "rejected"}
-    meta = {f"chrome.{k}": v for k, v in parser.metadata}
+    report = import_parsed(fmt, store, path, name, strict=strict, description=description, progress=progress,
+                           parser=parser, loader_args={"declare": declare, "column": column})
+    meta = {f"chrome.{k}": v for k, v in report.details.pop("top_level", [])}
     if meta:
         store.set_metadata(name, meta)
     return report

@@ -24,8 +24,8 @@ from pathlib import Path
 
 from ... import lazy
 from ...errors import BadInput
+from ..column_mapping import Mapping, TabularLoader
 from ..report import ImportReport
-from ..tabular import Mapping, TabularLoader
 
 # Imported on first use (lazy.py): `tracehouse import` loads every importer to read its options.
 np = lazy.module("numpy")
@@ -35,6 +35,7 @@ pacsv = lazy.module("pyarrow.csv")
 
 NAME = "csv"
 DESCRIPTION = "comma-separated values with a header row (one event per row)"
+PRIORITY = 0  # asked last: the sniffer takes any text with a comma in its first line
 BLOCK = 1 << 22
 MAX_LINE = 256 << 20  # a longer CSV line is refused (named), not read into one block
 

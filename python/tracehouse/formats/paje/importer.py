@@ -1,4 +1,4 @@
-"""Paje importer: a thin shell over `_core.PajeParser` (event types in `formats/paje/__init__.py`).
+"""Paje importer: a thin shell over `_core.NativeParser("paje")` (event types in `formats/paje/__init__.py`).
 
 The parser is given the file's path so it can follow `PajeTraceFile` includes
 (relative to the file naming them); an input that declares events but has none
@@ -9,15 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ... import _core
-from ...errors import BadInput
 from .. import paje as fmt
-from ..native import NativeLoader, head_bytes, read_chunks
+from ..column_mapping import Mapping
+from ..parser_loader import head_bytes, import_parsed
 from ..report import ImportReport
-from ..tabular import Mapping
 
 NAME = "paje"
-DESCRIPTION = fmt.DESCRIPTION
 OPTIONS = {
     "time_unit": {"choices": ("s", "ms", "us", "ns"),
                   "help": "paje: unit of the file's times (default s, as Paje, ViTE and SimGrid write them)"},
@@ -36,15 +33,11 @@ def sniff(head: bytes) -> bool:
 
 def import_file(store, path: str | Path, name: str, *, mapping: Mapping | None = None, strict: bool = False,
                 description: str = "", progress=None, time_unit: str | None = None) -> ImportReport:
-    path = Path(path)
-    source = str(path)
-    if not path.is_file():
-        raise BadInput("no such file", file=source)
-    parser = _core.PajeParser(strict=strict, time_unit=time_unit or "s", source=str(path))
-    loader = NativeLoader(store, name, source, fmt, strict=strict, description=description,
-                          metadata={"time_unit": time_unit or "s"})
     # A Paje header with no event in it (only containers, or nothing) is a valid, empty trace:
     # what counts is that the input is Paje, i.e. that it declared its events.
-    report = loader.run(parser, read_chunks(path), progress, after=lambda p: p.stats["event_defs"])
-    report.details = {k: v for k, v in parser.stats.items() if v and k not in ("rejected", "event_defs", "containers")}
+    report = import_parsed(fmt, store, path, name, strict=strict, description=description, progress=progress,
+                           metadata={"time_unit": time_unit or "s"}, after=lambda p: p.stats["event_defs"],
+                           time_unit=time_unit or "s", source=str(path))
+    for k in ("event_defs", "containers"):
+        report.details.pop(k, None)
     return report

@@ -19,8 +19,8 @@ from pathlib import Path
 from ... import lazy
 from ...errors import BadInput
 from ...schema import EventType
+from ..column_mapping import Mapping, TabularLoader
 from ..report import ImportReport
-from ..tabular import Mapping, TabularLoader
 
 # Imported on first use (lazy.py): `tracehouse import` loads every importer to read its options.
 np = lazy.module("numpy")
@@ -29,6 +29,7 @@ pq = lazy.module("pyarrow.parquet")
 
 NAME = "parquet"
 DESCRIPTION = "Apache Parquet file (one event per row), or a directory written by `tracehouse export --format parquet`"
+PRIORITY = 40  # the PAR1 magic: a strict signature
 
 # Parquet key-value metadata of an exported event type file (see export_meta).
 EXPORT_KEY = "tracehouse.event_type"

@@ -1,4 +1,4 @@
-"""SystemTap importer: printf lines and @hist_log/@hist_linear tables, via `_core.ProbeParser`.
+"""SystemTap importer: printf lines and @hist_log/@hist_linear tables, via `_core.NativeParser("stap")`.
 
 Same model as bpftrace (`formats/probes.py`): `--pattern`s type the printed
 lines, `--span`s pair start/end probes (Hyrise's job_start/job_end by task
@@ -12,10 +12,10 @@ import re
 from pathlib import Path
 
 from .. import stap as fmt
-from ..native import head_bytes
+from ..column_mapping import Mapping
+from ..parser_loader import head_bytes
 from ..probes import OPTIONS, import_probe_output
 from ..report import ImportReport
-from ..tabular import Mapping
 
 NAME = "stap"
 DESCRIPTION = fmt.DESCRIPTION

@@ -14,7 +14,6 @@ same parser from a pipe instead of files.
 from __future__ import annotations
 
 import glob
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,8 +21,8 @@ from typing import TYPE_CHECKING, BinaryIO, Callable, NoReturn
 
 from ...errors import BadInput
 from .. import strace as fmt
+from ..column_mapping import Mapping
 from ..report import ImportReport
-from ..tabular import Mapping
 
 if TYPE_CHECKING:
     from ...store import Store
@@ -238,32 +237,17 @@ def import_stream(store: "Store", fd: int, name: str, *, source: str = "stdin", 
         stopped(store, name, e, keep=not strict)
 
 
-# The parse `start_parse_ahead` started: (absolute path, parse), taken by the next `start_parse`
-# of that path.
-_AHEAD: list[tuple[str, object]] = []
-
-
-def start_parse_ahead(path: str) -> None:
-    """Starts the parse of `path` for the `start_parse` of the same path that comes later (the
-    `tracehouse` command calls this before loading the rest of itself, cli.run)."""
-    started = start_parse(path)
-    if started is not None:
-        _AHEAD[:] = [(os.path.abspath(path), started)]
-
-
-def start_parse(path: str | Path):
+def start(path: str | Path):
     """The parse of `path` (one file) started on a thread of its own, before the caller opens the
-    store: `tracehouse import` hands it to `import_file` as `started` and closes it if the import
-    never takes it. None when `path` is not one readable file (`import_file` then says why).
-    A parse `start_parse_ahead` started for this path is handed over instead.
+    store (the importer hook `registry.Importer.start`): `tracehouse import` hands it to
+    `import_file` as `started` and closes it if the import never takes it. None when `path` is
+    not one readable file (`import_file` then says why).
 
     Opening a new store (its catalog, the disk-full reserve) took 12-70 ms of the command before
     the parse began (3M-line many-process log, load 4.3-4.6: `open_store` 177 -> 250 ms after
     the start of the process)."""
     from ... import _core
 
-    if _AHEAD and _AHEAD[0][0] == os.path.abspath(path):
-        return _AHEAD.pop()[1]
     path = Path(path)
     try:
         if not path.is_file():
@@ -278,13 +262,13 @@ def import_file(store: "Store", path: str | Path, name: str, *, mapping: Mapping
     """Import strace output from `path` (a file, or the PREFIX of `strace -ff -o PREFIX`) as trace `name`.
 
     `mapping` is ignored: strace lines map onto the format's fixed event types. `started`: the
-    parse of this very file from `start_parse` (else it is started here).
+    parse of this very file from `start` (else it is started here).
     """
     from ... import _core
 
     path = Path(path)
     paths, pids = _sources(path)
-    # One file is parsed on a thread of its own from here on (or from `start_parse`), while the
+    # One file is parsed on a thread of its own from here on (or from `start`), while the
     # trace is made and pyarrow imported (`src/formats/strace/background.rs`); -ff files are
     # merged by `feed_files`.
     try:

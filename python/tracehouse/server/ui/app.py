@@ -393,7 +393,7 @@ def jobs(state: UiState, params, _body) -> dict:
 
 def import_upload(state: UiState, params, body: bytes) -> dict:
     from ...formats import registry
-    from ...formats.tabular import Mapping
+    from ...formats.column_mapping import Mapping
 
     if not body:
         raise BadInput("empty upload", expected="the file as the request body")

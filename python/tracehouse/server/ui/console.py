@@ -117,55 +117,13 @@ GENERIC = [
                                 "WHERE format = (SELECT format FROM th.traces WHERE name = {s})"),
 ]
 
-BY_FORMAT: dict[str, list[tuple[str, str]]] = {
-    "tod": [
-        ("most called methods", "SELECT behavior_id, count(*) AS calls, round(avg(arg_count), 2) AS args\n"
-                                "FROM {t}.behavior_enter GROUP BY behavior_id ORDER BY calls DESC LIMIT 20"),
-        ("most written fields", "SELECT field_id, count(*) AS writes, count(DISTINCT target) AS objects\n"
-                                "FROM {t}.field_write GROUP BY field_id ORDER BY writes DESC LIMIT 20"),
-        ("calls per thread", "SELECT producer AS thread, count(*) AS calls FROM {t}.behavior_enter\n"
-                             "GROUP BY producer ORDER BY calls DESC"),
-    ],
-    "strace": [
-        ("time per syscall", "SELECT name, count(*) AS calls, sum(dur) / 1e6 AS ms, sum(ret) FILTER (WHERE ret > 0) AS bytes\n"
-                             "FROM {t}.syscall GROUP BY name ORDER BY ms DESC"),
-        ("bytes read and written per file", "SELECT path, sum(ret) FILTER (WHERE name LIKE '%read%') AS read_bytes,\n"
-                                            "       sum(ret) FILTER (WHERE name LIKE '%write%') AS written_bytes\n"
-                                            "FROM {t}.syscall WHERE path IS NOT NULL AND ret > 0\n"
-                                            "GROUP BY path ORDER BY written_bytes DESC NULLS LAST LIMIT 20"),
-        ("slowest calls", "SELECT ts, producer, name, path, size, ret, dur / 1e3 AS us\n"
-                          "FROM {t}.syscall ORDER BY dur DESC LIMIT 20"),
-        ("failed calls", "SELECT name, errno, count(*) AS calls FROM {t}.syscall\n"
-                         "WHERE errno IS NOT NULL GROUP BY ALL ORDER BY calls DESC"),
-    ],
-    "chrome": [
-        ("time per slice name", "SELECT name, count(*) AS slices, sum(dur) / 1e6 AS ms, max(dur) / 1e6 AS longest_ms\n"
-                                "FROM {t}.slice GROUP BY name ORDER BY ms DESC LIMIT 20"),
-        ("longest slices", "SELECT ts, producer, name, cat, dur / 1e3 AS us FROM {t}.slice ORDER BY dur DESC LIMIT 20"),
-        ("counter series", "SELECT name, series, count(*) AS samples, min(value), max(value)\n"
-                           "FROM {t}.counter GROUP BY ALL ORDER BY samples DESC"),
-    ],
-    "paje": [
-        ("time per state", "SELECT state_type, value, count(*) AS states, sum(dur) / 1e6 AS ms\n"
-                           "FROM {t}.state GROUP BY ALL ORDER BY ms DESC"),
-        ("links", "SELECT link_type, producer AS src, dst_producer AS dst, count(*) AS links,\n"
-                  "       avg(dst_ts - ts) / 1e3 AS mean_us FROM {t}.link GROUP BY ALL ORDER BY links DESC"),
-        ("variables", "SELECT variable_type, producer, count(*) AS changes, min(value), max(value)\n"
-                      "FROM {t}.variable GROUP BY ALL"),
-    ],
-    "bpftrace": [
-        ("saved aggregates (@maps, histograms)", "SELECT id, kind, name, tool, params FROM th.results\n"
-                                                  "WHERE list_contains(traces, {s}) ORDER BY id"),
-    ],
-    "stap": [
-        ("saved aggregates (@hist tables)", "SELECT id, kind, name, tool, params FROM th.results\n"
-                                             "WHERE list_contains(traces, {s}) ORDER BY id"),
-    ],
-    "lineproto": [
-        ("measurements and fields", "SELECT name, params FROM th.event_types WHERE trace = {s}"),
-        ("series (tag sets)", "SELECT id, name, attrs FROM th.producers WHERE trace = {s} LIMIT 50"),
-    ],
-}
+def by_format(fmt: str) -> list[tuple[str, str]]:
+    """The example queries a format declares (beside its parser, `src/formats/<fmt>/decl.rs`, or
+    a plugin importer's `EXAMPLES`): (title, SQL with `{t}` the quoted trace, `{s}` its name)."""
+    from ...formats.registry import format_of
+
+    f = format_of(fmt)
+    return list(f.examples) if f is not None else []
 
 
 def examples(store, trace: str | None = None) -> list[dict]:
@@ -175,7 +133,7 @@ def examples(store, trace: str | None = None) -> list[dict]:
     out = []
     for info in infos:
         t, s = qident(info.name), "'" + info.name.replace("'", "''") + "'"
-        for title, q in BY_FORMAT.get(info.format, []) + GENERIC:
+        for title, q in by_format(info.format) + GENERIC:
             out.append({"format": info.format, "trace": info.name, "title": title, "sql": q.format(t=t, s=s)})
     return out
 

@@ -59,7 +59,7 @@ def metrics_csv(path: Path, *, hosts: int = 3, seconds: int = 120, seed: int = 7
 def load_examples(store, say: Callable[[str], None] = print, workdir: Path | None = None) -> list[dict]:
     """Import every example trace (replacing earlier demo traces of the same names)."""
     from ...formats import registry
-    from ...formats.tabular import Mapping
+    from ...formats.column_mapping import Mapping
 
     done = []
     existing = {t.name for t in store.traces()}

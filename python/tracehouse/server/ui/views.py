@@ -53,6 +53,13 @@ def _no_spans(prep: Preparer, trace: str) -> str | None:
     return why if cfg is None else None
 
 
+def _sampled(prep: Preparer, trace: str) -> bool:
+    """Whether the trace's format declares stack samples (perf) that it holds."""
+    from ...analysis.samples import sample_config
+
+    return sample_config(prep.store, trace) is not None
+
+
 # -- density --------------------------------------------------------------------------------
 
 
@@ -155,24 +162,30 @@ def top_spans(prep: Preparer, trace: str, w: Window, n: int = 25) -> dict:
 
 def flame(prep: Preparer, trace: str, w: Window, min_share: float = 0.001, max_nodes: int = MAX_NODES) -> dict:
     """The calling-context tree of the spans overlapping the window, their durations clipped
-    to it: per node calls, total and self ns; nodes under `min_share` of the root are cut."""
-    why = _no_spans(prep, trace)
+    to it (of the stack samples in it, for a sampled trace, weighed by their period): per node
+    calls, total and self ns; nodes under `min_share` of the root are cut."""
+    sampled = _sampled(prep, trace)
+    why = None if sampled else _no_spans(prep, trace)
     if why is not None:
         return {"why": why, "nodes": []}
     tree = run(prep, "tree", trace, w, min_share=max(float(min_share), 0.0), max_paths=max_nodes)
+    extra = {"samples": tree.spans} if sampled else {}
     if tree.total == 0:
-        return {"nodes": [], "total": 0, "start": tree.start, "end": tree.end, "spans": tree.spans}
+        return {"nodes": [], "total": 0, "start": tree.start, "end": tree.end, "spans": tree.spans} | extra
     t = tree.rows
     cols = {c: t.column(c).to_pylist() for c in ("node", "parent", "depth", "name", "calls", "total_ns", "self_ns")}
     nodes = [{"id": cols["node"][i], "parent": cols["parent"][i], "depth": cols["depth"][i], "name": str(cols["name"][i]),
               "calls": cols["calls"][i], "total": cols["total_ns"][i], "self": cols["self_ns"][i]}
              for i in range(t.num_rows)]
     return {"nodes": nodes, "total": tree.total, "start": tree.start, "end": tree.end, "spans": tree.spans,
-            "threshold_ns": tree.threshold_ns, "paths": tree.paths}
+            "threshold_ns": tree.threshold_ns, "paths": tree.paths} | extra
 
 
 def frame_spans(prep: Preparer, trace: str, w: Window, node: int, n: int = 100) -> dict:
     """The spans behind one flame-graph frame (call path `node`) in the window, longest first."""
+    if _sampled(prep, trace):
+        return {"why": "a frame of stack samples: its samples are rows of the trace's sample type (SQL console)",
+                "rows": []}
     why = _no_spans(prep, trace)
     if why is not None:
         return {"why": why, "rows": []}

@@ -1,30 +1,29 @@
-"""Running a native (Rust) streaming parser into a new trace.
+"""Importing with a format's Rust parser: the loop every format with one shares.
 
-Owns what the Chrome, bpftrace, SystemTap and Paje importers share: reading a
-file in chunks (gunzipping on the fly when it starts with the gzip magic),
-feeding a `_core` parser with the GIL released, declaring the columns the
-parser discovers, appending its Arrow batches, turning its problems into the
-import report (or, with `strict`, into a BadInput naming file:line), and
-deleting the half-made trace when anything fails, so a failed import
-registers nothing.
+Owns reading a file in chunks (gunzipping on the fly when it starts with the gzip magic) or a
+pipe as it arrives, feeding a `_core.NativeParser` with the GIL released, declaring the
+columns and event types the parser discovers, appending its Arrow batches, saving its result
+tables, turning its problems into the import report (or, with `strict`, into a BadInput naming
+file:line), and deleting the half-made trace when anything fails, so a failed import registers
+nothing. `import_parsed` is a whole import for a format declared in Rust; an importer module
+with nothing of its own to add (perf's) is `NAME` plus a call to it.
 
 `chunks` may hold None between byte chunks: the input is a pipe (`formats/stream.py`) and a
 commit is due; the parser's `drain()` hands over its rows and the store registers them.
-
-A parser object has `feed(bytes) -> [(type, batch)]`, `finish() -> [...]`, `drain()`,
-`new_columns() -> [(type, column, ptype, key)]`, `producers() -> [dict]`,
-and the properties `stats`, `problems`, `fatal`.
 """
 
 from __future__ import annotations
 
 import gzip
+import json
 import zlib
 from pathlib import Path
 from typing import Callable, Iterator, NoReturn
 
+from .. import _core
 from ..errors import BadInput
-from ..schema import Column, EventType
+from ..schema import Column, EventType, infer_event_type
+from . import declared
 from .report import ImportReport
 
 CHUNK = 4 << 20
@@ -57,12 +56,17 @@ def read_chunks(path: str | Path, size: int = CHUNK) -> Iterator[bytes]:
             raise BadInput(f"unreadable gzip data: {e}", file=str(path), expected="a complete gzip file") from None
 
 
-class NativeLoader:
-    """Feeds one parser's output into one new trace."""
+class ParserLoader:
+    """Feeds one parser's output into one new trace.
+
+    `fmt` is the format's module (`FORMAT`, `DESCRIPTION`, `EVENT_TYPES`; optional
+    `OWN_TYPES`: the trace's event types are its own, typed by its data, not its format's;
+    `event_type(name, schema)`: the type of a batch of an undeclared type); `types`: event
+    types made from the options (bpftrace's patterns), declared with the trace."""
 
     def __init__(self, store, trace: str, source: str, fmt, *, strict: bool, description: str = "",
                  metadata: dict | None = None, declare: Callable[[dict[str, EventType]], None] | None = None,
-                 column: Callable[[str, str, str, str], Column] | None = None) -> None:
+                 column: Callable[[str, str, str, str], Column] | None = None, types: tuple[EventType, ...] = ()) -> None:
         self.store = store
         self.trace = trace
         self.source = source
@@ -72,8 +76,8 @@ class NativeLoader:
         self.report = ImportReport(trace, source)
         self.stream = False  # set for an import from a pipe: a failure keeps what was committed
         store.create_trace(trace, fmt.FORMAT, description=description, metadata={"source": source, **(metadata or {})},
-                           event_types=getattr(fmt, "EVENT_TYPES", ()), format_description=fmt.DESCRIPTION,
-                           importing=True)
+                           event_types=(*getattr(fmt, "EVENT_TYPES", ()), *types), format_description=fmt.DESCRIPTION,
+                           own_types=getattr(fmt, "OWN_TYPES", False), importing=True)
         self.types: dict[str, EventType] = dict(store.event_types(trace))
         if declare is not None:
             declare(self.types)
@@ -135,7 +139,9 @@ class NativeLoader:
                     self.types[t] = self.store.add_event_type(self.trace, et.with_params(extra))
         for t, batch in batches:
             if t not in self.types:
-                self.types[t] = self.store.add_event_type(self.trace, self.fmt.event_type(t, batch.schema))
+                make = getattr(self.fmt, "event_type", None)
+                et = make(t, batch.schema) if make is not None else infer_event_type(t, "instant", batch.schema)
+                self.types[t] = self.store.add_event_type(self.trace, et)
             self.store.append(self.trace, t, batch, source=self.source)
             self.report.events += batch.num_rows
             self.report.by_type[t] = self.report.by_type.get(t, 0) + batch.num_rows
@@ -145,3 +151,37 @@ class NativeLoader:
     def abort(self, error: BaseException) -> NoReturn:
         """Remove the half-made trace and raise `error` (see `Store.rollback_import`)."""
         self.store.rollback_import(self.trace, error)
+
+
+def parser_options(fmt: str, given: dict) -> dict:
+    """The options of `given` (an importer's keyword arguments) that format `fmt`'s parser takes."""
+    names = {name for name, _type, _doc in declared.formats()[fmt]["parser_options"] or ()}
+    return {k: v for k, v in given.items() if k in names and v is not None}
+
+
+def import_parsed(fmt, store, path: str | Path, name: str, *, strict: bool = False, description: str = "",
+                  progress=None, stream: int | None = None, metadata: dict | None = None, parser=None,
+                  loader_args: dict | None = None, after=None, **options) -> ImportReport:
+    """Import `path` (or, `stream`: a file descriptor `path` names, a pipe read as the data
+    arrives, committed batch by batch) with the Rust parser of format module `fmt`'s `FORMAT`,
+    given `options` (`parser`: one made already). The report's details are the parser's counts
+    (nonzero ones, `rejected` aside) and its details. `after(parser)` saves what else the
+    import keeps (result tables) and returns how many."""
+    source = str(path)
+    if stream is None and not Path(path).is_file():
+        raise BadInput("no such file", file=source)
+    if parser is None:
+        parser = _core.NativeParser(fmt.FORMAT, strict=strict, **options)
+    loader = ParserLoader(store, name, source, fmt, strict=strict, description=description, metadata=metadata,
+                          types=tuple(declared.input_types(parser)), **(loader_args or {}))
+    if stream is not None:
+        from .stream import arrivals
+
+        loader.stream = True
+        chunks = arrivals(stream)
+    else:
+        chunks = read_chunks(path)
+    report = loader.run(parser, chunks, progress, after=after)
+    details = {k: v for k, v in parser.stats.items() if v and k != "rejected"}
+    report.details = details | {k: v for k, v in json.loads(parser.details_json).items() if v}
+    return report

@@ -1,8 +1,11 @@
-//! The four TOD event types, declared once (see `formats/decl.rs`): the generator's Arrow schemas
-//! are built from them (`tod::schema`) and Python reads them through `_core.format_declarations()`.
+//! The `tod` format: its four event types, declared once (see `formats/decl.rs`), its profile and
+//! example queries. The generator's Arrow schemas are built from them (`workload/tod.rs`) and
+//! Python reads them through `_core.format_declarations()`.
 
 use crate::formats::decl::types::I;
-use crate::formats::decl::{param, EventTypeDecl, FormatDecl, Param};
+use crate::formats::decl::{
+    param, EventTypeDecl, FormatDecl, LocalsProfile, ObjectProfile, Param, Profile, SpanProfile,
+};
 
 const PARENT_SEQ: Param = param(
     "parent_seq",
@@ -67,5 +70,33 @@ pub const TOD: FormatDecl = FormatDecl {
     name: "tod",
     description: "TOD omniscient-debugger workload (seed 001): field/variable writes, behavior enter/exit",
     event_types: &[TOD_FIELD_WRITE, TOD_VAR_WRITE, TOD_BEHAVIOR_ENTER, TOD_BEHAVIOR_EXIT],
-    results: &[],
+    profile: Profile {
+        spans: Some(SpanProfile {
+            begin: "behavior_enter",
+            end: Some("behavior_exit"),
+            key: Some("behavior_id"),
+            name: None,
+        }),
+        objects: Some(ObjectProfile { event_type: "field_write", object: "target", field: "field_id", value: "value" }),
+        locals: Some(LocalsProfile { event_type: "var_write", frame: "parent_seq", var: "var_id", value: "value" }),
+        ..Profile::NONE
+    },
+    examples: &[
+        (
+            "most called methods",
+            "SELECT behavior_id, count(*) AS calls, round(avg(arg_count), 2) AS args\n\
+             FROM {t}.behavior_enter GROUP BY behavior_id ORDER BY calls DESC LIMIT 20",
+        ),
+        (
+            "most written fields",
+            "SELECT field_id, count(*) AS writes, count(DISTINCT target) AS objects\n\
+             FROM {t}.field_write GROUP BY field_id ORDER BY writes DESC LIMIT 20",
+        ),
+        (
+            "calls per thread",
+            "SELECT producer AS thread, count(*) AS calls FROM {t}.behavior_enter\n\
+             GROUP BY producer ORDER BY calls DESC",
+        ),
+    ],
+    ..FormatDecl::BASE
 };
