@@ -43,7 +43,7 @@ def time_arg(text: str) -> int:
 def _converter(param):
     def convert(text: str):
         try:
-            return param._one(text)
+            return param.convert(text)
         except BadInput as e:
             raise argparse.ArgumentTypeError(str(e)) from None
 
