@@ -694,3 +694,51 @@ def test_issue33_the_main_area_uses_a_wide_screen(browser, demo):
         pg.goto(demo["http"] + "/#/timeline/demo-tod")
         pg.wait_for_selector("#tl-labels .lab")
         assert pg.locator("main").bounding_box()["width"] > 2000
+
+
+def test_issue33_ruler_measure_and_client_side_pan_and_zoom(page):
+    """The time under the cursor to the pixel, alt-drag measures, and a drag or the wheel moves
+    the picture at once (no request until the gesture ends; then the range is asked again)."""
+    page.goto(page.base + "/#/timeline/demo-tod?start=1000000&end=2000000")
+    page.wait_for_function("document.querySelector('#tl-canvas-box canvas') && document.querySelector('main').getAttribute('aria-busy') === 'false'")
+    page.wait_for_selector("#tl-labels .lab")
+    box = _canvas_box(page)
+    x = box["x"] + box["width"] * 0.3
+    page.mouse.move(x, box["y"] + 5)
+    want = 1_000_000 + 1_000_000 * (x - box["x"]) / box["width"]
+    hover = page.locator("#tl-hover")
+    assert abs(int(hover.get_attribute("data-t")) - want) <= 1_000_000 / box["width"]
+    assert hover.inner_text().startswith("t = ")
+    # alt-drag: the duration between two points
+    page.keyboard.down("Alt")
+    page.mouse.move(box["x"] + box["width"] * 0.2, box["y"] + 5)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.7, box["y"] + 5, steps=4)
+    page.mouse.up()
+    page.keyboard.up("Alt")
+    ns = int(page.locator("#tl-measure").get_attribute("data-ns"))
+    assert abs(ns - 500_000) <= 2 * 1_000_000 / box["width"] and "Δ" in page.locator("#tl-measure").inner_text()
+    assert "start=1000000" in page.evaluate("location.hash")  # measuring moved nothing
+    # a drag pans the picture at once, asking nothing until released
+    asked = []
+    page.on("request", lambda r: asked.append(r.url) if "/api/ui/timeline" in r.url else None)
+    page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + 5)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.4, box["y"] + 5, steps=4)
+    assert "translateX(-" in page.locator("#tl-canvas-box canvas").evaluate("c => c.style.transform") and not asked
+    page.mouse.up()
+    page.wait_for_function("!location.hash.includes('start=1000000')")
+    start = int(re.search(r"start=(\d+)", page.evaluate("location.hash")).group(1))
+    assert abs(start - 1_200_000) <= 2 * 1_000_000 / box["width"]
+
+
+def test_issue33_counters_give_their_value_under_the_cursor(page):
+    d = _answer(page, "/api/ui/timeline", lambda: page.goto(page.base + "/#/timeline/demo-csv"))
+    page.wait_for_function("document.querySelector('main').getAttribute('aria-busy') === 'false'")
+    line = next(ln for ln in d["lines"] if ln["producer"] == d["rows"][0]["producers"][0])
+    k = len(line["bin"]) // 2
+    box = _canvas_box(page)
+    y0 = box["y"] + 2 + 11 * sum(2 if lv["mode"] == "sum" else 1 for lv in d["rows"][0]["levels"]) + 12 * len(d["rows"][0]["ticks"])
+    page.mouse.move(box["x"] + (line["bin"][k] + 0.5) * box["width"] / d["width"], y0 + 17)
+    text = page.locator("#tl-hover").inner_text()
+    assert f"{line['type']}.{line['value']}" in text and f"max {line['hi'][k]}" in text, text

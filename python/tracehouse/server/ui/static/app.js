@@ -626,7 +626,8 @@ function pageTimeline() {
   const labels = h("div", { id: "tl-labels" });
   const canvas = h("canvas");
   const box = h("div", { id: "tl-canvas-box", tabindex: 0, role: "application",
-    "aria-label": "timeline: W S or + − zoom, A D or ← → pan, drag to pan, shift-drag to select a range, click a span for details" }, canvas);
+    "aria-label": "timeline: W S or + − zoom, A D or ← → pan, drag to pan, shift-drag to select a range, alt-drag to measure, click a span for details" }, canvas,
+  h("div", { id: "tl-ruler", hidden: true }), h("div", { id: "tl-measure", hidden: true, role: "status" }));
   const details = h("div", { class: "details", "aria-live": "polite" }, "Click a span or tick for details.");
   const status = h("span", { class: "muted" });
   const pager = h("div", { class: "pager" },
@@ -636,8 +637,8 @@ function pageTimeline() {
   main.append(h("h1", {}, `${t.name}: timeline`),
     h("p", { class: "muted" }, "Producers are rows (▸ expands a group); spans are bars per call depth, other events ticks, counters lines. ",
       h("span", { class: "kbd" }, "W"), h("span", { class: "kbd" }, "S"), " zoom, ", h("span", { class: "kbd" }, "A"), h("span", { class: "kbd" }, "D"),
-      " pan, drag pans, shift-drag selects a range, wheel zooms."),
-    searchBox(), pager, h("div", { id: "timeline-wrap" }, h("div", {}), h("div", { id: "tl-axis", "aria-label": "time axis" }), labels, box), details);
+      " pan, drag pans, shift-drag selects a range, alt-drag measures, wheel zooms."),
+    searchBox(), pager, h("div", { id: "tl-hover", class: "muted", "aria-live": "off" }), h("div", { id: "timeline-wrap" }, h("div", {}), h("div", { id: "tl-axis", "aria-label": "time axis" }), labels, box), details);
   const W = Math.max(400, box.clientWidth || main.clientWidth - 240);
   status.textContent = "loading…";
   const chosen = tlState.fields.get(key) || [];
@@ -774,25 +775,50 @@ function drawTimeline(d, shown, labels, canvas, box, details, tree, expanded, W)
   // the axis: HTML (readable, selectable), its labels with as many digits as tell them apart
   const tick = tickFormat(d.start, d.end, span / 5), axis = $("#tl-axis");
   if (axis) axis.replaceChildren(...[0, 1, 2, 3, 4, 5].map((k) => h("span", { style: k === 5 ? "right:0" : `left:${k * 20}%` }, tick(d.start + span * k / 5))));
-  // interactions: click = details, drag = pan, shift-drag = select, wheel = zoom
-  const at = (ev) => { const r = canvas.getBoundingClientRect(); return [ev.clientX - r.left, ev.clientY - r.top]; };
+  // interactions: click = details, drag = pan, shift-drag = select, alt-drag = measure, wheel = zoom.
+  // Pan and zoom move the picture at hand at once (a CSS transform of the canvas, no round trip),
+  // then the range is asked again at the new resolution and redrawn.
+  const at = (ev) => { const r = box.getBoundingClientRect(); return [(ev.clientX - r.left) * W / r.width, ev.clientY - r.top]; };
+  const exact = tickFormat(d.start, d.end, span / W);  // one pixel's worth of digits
+  const hover = $("#tl-hover"), ruler = $("#tl-ruler"), measure = $("#tl-measure");
+  const lineAt = (x, yc) => {
+    const hit = hits.find((hh) => hh.what === "line" && yc >= hh.y0 && yc <= hh.y1);
+    if (!hit) return "";
+    const l = hit.line, k = l.bin.indexOf(Math.floor(x / W * d.width));
+    return k >= 0 ? ` · ${l.type}.${l.value}${l.series ? " " + l.series : ""} = ${+l.mean[k].toPrecision(6)} (min ${l.lo[k]}, max ${l.hi[k]})` : "";
+  };
   let drag = null;
-  canvas.onmousedown = (ev) => { drag = { x: at(ev)[0], shift: ev.shiftKey, moved: false }; };
+  canvas.style.transformOrigin = "0 0";
+  canvas.onmousedown = (ev) => { drag = { x: at(ev)[0], shift: ev.shiftKey, alt: ev.altKey, moved: false }; ev.preventDefault(); };
+  canvas.onmouseleave = () => { if (hover) hover.textContent = ""; if (ruler) ruler.hidden = true; };
   canvas.onmousemove = (ev) => {
+    const [x, yc] = at(ev);
+    const t = d.start + span * x / W;
+    if (hover) { hover.textContent = `t = ${exact(t)}` + lineAt(x, yc); hover.dataset.t = Math.round(t); }
+    if (ruler) { ruler.hidden = false; ruler.style.left = (x * box.getBoundingClientRect().width / W) + "px"; }
     if (!drag) return;
-    const x = at(ev)[0];
     if (Math.abs(x - drag.x) > 3) drag.moved = true;
-    if (drag.moved && drag.shift) { g.save(); g.fillStyle = "rgba(31,111,235,.08)"; g.fillRect(Math.min(x, drag.x), 0, 2, H); g.restore(); }
+    if (!drag.moved) return;
+    if (drag.alt) {
+      const t0 = d.start + span * Math.min(x, drag.x) / W, t1 = d.start + span * Math.max(x, drag.x) / W;
+      measure.hidden = false; measure.style.left = Math.min(x, drag.x) * box.getBoundingClientRect().width / W + "px";
+      measure.style.width = Math.abs(x - drag.x) * box.getBoundingClientRect().width / W + "px";
+      measure.textContent = `Δ ${fmtNs(t1 - t0)}`; measure.dataset.ns = Math.round(t1 - t0);
+      measure.title = `${exact(t0)} – ${exact(t1)}`;
+    } else if (drag.shift) { g.save(); g.fillStyle = "rgba(31,111,235,.08)"; g.fillRect(Math.min(x, drag.x), 0, 2, H); g.restore(); }
+    else canvas.style.transform = `translateX(${(x - drag.x) * box.getBoundingClientRect().width / W}px)`;  // pan at once
   };
   canvas.onmouseup = (ev) => {
     const [x, yc] = at(ev);
     const dd = drag; drag = null;
     if (dd && dd.moved) {
       const t0 = d.start + span * Math.min(x, dd.x) / W, t1 = d.start + span * Math.max(x, dd.x) / W;
+      if (dd.alt) return;  // a measure stays shown until the next
       if (dd.shift) setSel({ start: t0, end: t1, producers: current.sel.producers });
       else { const shift = span * (dd.x - x) / W; setSel({ start: d.start + shift, end: d.end + shift, producers: current.sel.producers }); }
       return;
     }
+    if (measure) measure.hidden = true;
     const hit = hits.find((hh) => x >= hh.x0 - 1 && x <= hh.x1 + 1 && yc >= hh.y0 && yc <= hh.y1);
     const t = d.start + span * x / W, at1 = tickFormat(d.start, d.end, span / W);
     if (!hit) { details.textContent = `t = ${at1(t)}`; return; }
@@ -805,11 +831,15 @@ function drawTimeline(d, shown, labels, canvas, box, details, tree, expanded, W)
     else if (hit.what === "line") { const l = hit.line, b = Math.floor(x / W * d.width), k = l.bin.indexOf(b);
       details.textContent = `${l.type}.${l.value} ${l.series}: ` + (k >= 0 ? `min ${l.lo[k]}, mean ${l.mean[k].toPrecision(4)}, max ${l.hi[k]} at ${fmtNs(t)}` : "no sample here"); }
   };
+  let zoom = 1;  // the wheel's zoom so far, shown at once by scaling the picture at hand
   canvas.onwheel = (ev) => {
     ev.preventDefault();
-    const f = at(ev)[0] / W, t = d.start + span * f, k = ev.deltaY > 0 ? 1.5 : 1 / 1.5;
+    const f = at(ev)[0] / W, t = d.start + span * f;
+    zoom *= ev.deltaY > 0 ? 1 / 1.5 : 1.5;
+    const px0 = f * box.getBoundingClientRect().width;
+    canvas.style.transform = `translateX(${px0 * (1 - zoom)}px) scaleX(${zoom})`;
     clearTimeout(canvas._wheel);
-    canvas._wheel = setTimeout(() => setSel({ start: t - span * k * f, end: t + span * k * (1 - f), producers: current.sel.producers }), 120);
+    canvas._wheel = setTimeout(() => setSel({ start: t - span / zoom * f, end: t + span / zoom * (1 - f), producers: current.sel.producers }), 250);
   };
 }
 
