@@ -974,18 +974,18 @@ function callTree(box, d, frameBox) {
   const { roots } = flameLayout(d);
   const item = (n) => {
     const more = n.kids.length || n.cut > 0;  // children drawn, or left out of the answer (asked for on expanding)
-    const li = h("li", { role: "treeitem", "aria-expanded": more ? "false" : null, "data-node": n.id });
+    const li = h("li", { role: "treeitem", "aria-expanded": more ? "false" : null, "data-node": n.id, "data-cut": n.cut > 0 ? n.cut : null });
     const kids = h("ul", { class: "tree", role: "group", hidden: true });
     const tog = more ? h("button", { class: "tog", "aria-label": "expand " + n.name }, "▸") : h("span", { class: "tog" }, " ");
     const open = async (on) => {
-      if (!more) return;
+      if (!more || n.asking) return;  // its children are on their way
       if (on && n.cut > 0 && !n.asked) {
-        n.asked = true;
+        n.asked = n.asking = true;
         try {
           const sub = await api("/api/ui/flame", Object.assign(selParams(), { root: n.id }));
           const got = flameLayout(sub).byId.get(n.id);
           if (got) n.kids = got.kids;
-        } catch (e) { showError(e); }
+        } catch (e) { showError(e); } finally { n.asking = false; }
       }
       kids.hidden = !on; li.setAttribute("aria-expanded", on); tog.textContent = on ? "▾" : "▸";
       if (on && !kids.childElementCount) appendItems(kids, n.kids);
