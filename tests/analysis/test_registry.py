@@ -179,6 +179,9 @@ def test_parameters_are_checked_and_window_parts_are_not_keywords(tod):
             stats.call(s, ["tod"], Window(), start=5)
         with pytest.raises(BadInput):
             stats.call(s, ["tod"], Window(), by="colour")
+        for text in ("nan", "inf", "-inf", "abc"):  # a float parameter takes finite numbers only
+            with pytest.raises(BadInput, match="min_share"):
+                registry.get("tree").call(s, "tod", Window(), min_share=text)
         got = stats.call(s, ["tod"], Window(), by="producer").table()
         assert got.num_rows == s.sql('SELECT count(DISTINCT producer) AS n FROM "tod".events').column(0)[0].as_py()
 

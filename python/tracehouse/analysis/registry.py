@@ -139,8 +139,10 @@ class Param:
         elif self.type == "float":
             try:
                 v = float(text)
-            except ValueError:
+            except (TypeError, ValueError):
                 raise BadInput(f"{self.name}={text!r}", expected="a number") from None
+            if v != v or v in (float("inf"), float("-inf")):  # "nan", "inf" parse, and mean nothing here
+                raise BadInput(f"{self.name}={text!r}", expected="a finite number")
         elif self.type == "bool":
             v = text if isinstance(text, bool) else str(text).strip().lower() in ("1", "true", "yes", "on")
         else:
