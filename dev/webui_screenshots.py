@@ -74,13 +74,22 @@ def shoot_pages(base: str, out: Path) -> None:
             pg.goto(base + "/#/timeline/demo-strace")
             pg.wait_for_selector("#tl-labels .lab")
             pg.wait_for_function("document.querySelector('#tl-canvas-box canvas').height > 50")
+            pg.fill("input[name=find]", "write")  # the search: the first write, on its thread, outlined
+            pg.keyboard.press("Enter")
+            pg.wait_for_function("location.hash.includes('producers=')")
+            pg.wait_for_selector("#tl-labels .lab")
+            pg.wait_for_function("document.querySelector('main').getAttribute('aria-busy') === 'false'")
+            box = pg.locator("#tl-canvas-box canvas").bounding_box()
+            pg.mouse.click(box["x"] + box["width"] / 2, box["y"] + 7)  # its details
+            pg.wait_for_selector("dl[aria-label='span details']")
             _shoot(pg, out, "timeline")
 
             pg.goto(base + "/#/calls/demo-chrome")
             pg.wait_for_selector(".flame svg rect")
             box = pg.locator(".flame svg text", has_text="RunTimers").first.bounding_box()
-            pg.mouse.click(box["x"] + 5, box["y"] + box["height"] / 2)  # a frame zoomed, the spans behind it listed
-            pg.wait_for_selector("table[aria-label=spans] tbody tr")
+            with pg.expect_response(lambda r: "root=" in r.url):  # a frame zoomed: its subtree asked of the server
+                pg.mouse.click(box["x"] + 5, box["y"] + box["height"] / 2)
+            pg.wait_for_selector("table[aria-label=spans] tbody tr")  # the spans behind it listed
             pg.evaluate("window.scrollTo(0, 0)")
             _shoot(pg, out, "calls")
 

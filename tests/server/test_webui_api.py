@@ -181,7 +181,7 @@ def test_timeline_switches_to_per_pixel_aggregates_and_stays_bounded(tod_store, 
     n_depth0 = tod_store.sql('SELECT count(*) FROM "t:spans".span WHERE producer = 1 AND depth = 0').column(0)[0].as_py()
     assert n_depth0 > lanes.LEVEL_ITEMS
     assert lv0["mode"] == "busy" and len(lv0["busy"]) == 150 and lv0["spans"] == n_depth0  # 2-pixel bins
-    assert whole["rows"][2]["levels"] == []  # a collapsed group of producers: counts only
+    assert [lv["mode"] for lv in whole["rows"][2]["levels"]] == ["sum"]  # a collapsed group: the sum of its producers
     assert {t["type"] for t in whole["rows"][2]["ticks"]} >= {"field_write", "var_write"}
     count = sum(len(v) for r in whole["rows"] for lv in r["levels"] for k, v in lv.items() if isinstance(v, list))
     count += sum(len(t.get("ts", t.get("counts", []))) for r in whole["rows"] for t in r["ticks"])
@@ -380,3 +380,81 @@ def test_timeline_cuts_levels_past_its_budget(tod_store, app, monkeypatch):
     numbers += sum(len(t.get("ts", t.get("counts", []))) for r in d["rows"] for t in r["ticks"])
     assert numbers <= 4_000
     assert any(lv["mode"] == "cut" for r in d["rows"] for lv in r["levels"])
+
+
+def test_issue33_a_collapsed_group_is_the_sum_of_its_producers_top_level_spans(tod_store, app):
+    """A row of several producers drew nothing ("levels": []); it is the sum of its subtree:
+    per pixel how many of them are inside a top-level span, exact to the rounding."""
+    info = tod_store.trace("t")
+    start, end = info.ts_min + 50_000, info.ts_min + 2_050_000
+    st, d = get(app, "/api/ui/timeline", {"trace": "t", "width": 200, "rows": "1,2,3", "start": start, "end": end})
+    assert st == 200
+    (lv,) = d["rows"][0]["levels"]
+    assert lv["mode"] == "sum" and lv["producers"] == 3
+    bin_ns = (end - start) / len(lv["busy"])
+    got = sum(lv["busy"]) * bin_ns
+    want = tod_store.sql(f'SELECT CAST(sum(least(end_ts, {end}) - greatest(ts, {start})) AS BIGINT) AS ns FROM "t:spans".span '
+                         f"WHERE producer IN (1, 2, 3) AND depth = 0 AND ts < {end} AND end_ts > {start}").column(0)[0].as_py()
+    assert want > 0 and abs(got - want) <= 0.0005 * bin_ns * len(lv["busy"])  # busy shares are rounded to 0.001
+    assert max(lv["busy"]) <= 3
+
+
+def test_issue33_rel_times_are_offsets_from_the_first_event_both_ways(tod_store, app):
+    """With rel=1 the page sends and receives ns from the trace's first event (epoch ns are
+    not exact in a browser): the same answer as the absolute one, shifted."""
+    t0 = tod_store.trace("t").ts_min
+    a = {"trace": "t", "width": 300, "rows": "1", "start": t0 + 100_000, "end": t0 + 120_000}
+    st, absolute = get(app, "/api/ui/timeline", a)
+    st2, relative = get(app, "/api/ui/timeline", a | {"rel": "1", "start": 100_000, "end": 120_000})
+    assert st == st2 == 200 and relative["start"] == 100_000 and relative["end"] == 120_000
+    lv_a, lv_r = absolute["rows"][0]["levels"][0], relative["rows"][0]["levels"][0]
+    assert lv_a["ts"] and [t - t0 for t in lv_a["ts"]] == lv_r["ts"] and lv_a["dur"] == lv_r["dur"]
+    st, top = get(app, "/api/ui/top", {"trace": "t", "rel": "1", "n": 3})
+    ref = get(app, "/api/ui/top", {"trace": "t", "n": 3})[1]
+    assert [r["ts"] - t0 for r in ref["rows"]] == [r["ts"] for r in top["rows"]]
+    st, info = get(app, "/api/ui/trace", {"trace": "t", "rel": "1"})
+    assert info["trace"]["ts_min"] == 0 and info["trace"]["ts_min_text"] == str(t0)
+
+
+def test_issue33_a_zoomed_frame_is_its_subtree_with_what_was_cut(tod_store, app):
+    """The flame graph sent only frames over its threshold; zooming asks for a frame's subtree
+    (root=), and each frame says how much of its children's time was left out (cut)."""
+    st, whole = get(app, "/api/ui/flame", {"trace": "t"})
+    nodes = {n["id"]: n for n in whole["nodes"]}
+    for n in whole["nodes"]:  # total = self + children drawn + cut
+        kids = sum(k["total"] for k in whole["nodes"] if k["parent"] == n["id"])
+        assert n["total"] == n["self"] + kids + n["cut"]
+    cut = [n for n in whole["nodes"] if n["cut"] > 0 and n["parent"] >= 0]
+    assert cut, "the test needs a frame whose children were cut"
+    n = max(cut, key=lambda n: n["cut"])
+    st, sub = get(app, "/api/ui/flame", {"trace": "t", "root": n["id"]})
+    assert st == 200
+    sub_nodes = {k["id"]: k for k in sub["nodes"]}
+    assert n["id"] in sub_nodes and set(sub_nodes) - set(nodes)  # frames the whole graph left out
+    ancestors, p = set(), n["parent"]
+    while p >= 0:
+        ancestors.add(p)
+        p = nodes[p]["parent"]
+    assert ancestors <= set(sub_nodes)
+    tree = an.aggregated_call_tree(tod_store, "t")
+    from tracehouse.analysis.calltree import node_paths
+
+    paths = node_paths(tree.column("parent").to_numpy(), tree.column("depth").to_numpy(), np.arange(tree.num_rows),
+                       tree.column("name"))
+    want = dict(zip(paths, tree.column("total_ns").to_pylist()))
+    by = sub_nodes
+
+    def path(k):
+        return k["name"] if k["parent"] < 0 else path(by[k["parent"]]) + ";" + k["name"]
+
+    assert all(want[path(k)] == k["total"] for k in sub["nodes"])
+    st, bad = get(app, "/api/ui/flame", {"trace": "t", "root": 10**9})
+    assert st == 400 and "root" in bad["error"]
+
+
+def test_issue33_state_statistics_are_by_self_time_with_a_table(tod_store, app):
+    st, d = get(app, "/api/ui/stats", {"trace": "t", "by": "state"})
+    ref = an.stats(tod_store, "t", "state").to_pylist()
+    assert d["measure"] == "self_dur" and d["total"] == sum(r["self_dur"] for r in ref)
+    assert d["total"] < sum(r["total_dur"] for r in ref)  # nested spans: their totals overlap
+    assert [r["label"] for r in d["table"]] == [r["state"] for r in sorted(ref, key=lambda r: -r["self_dur"])][:200]

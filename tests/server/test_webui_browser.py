@@ -371,6 +371,8 @@ def test_import_by_upload(page):
     page.fill("form.panel input[name=name]", "uploaded-paje")
     page.get_by_role("button", name="Import").click()
     page.wait_for_selector("text=imported 13 events into")
+    # the list above shows it without a reload
+    page.wait_for_selector("table[aria-label=traces] tbody tr >> text=uploaded-paje")
     page.locator("form.panel a", has_text="uploaded-paje").click()
     page.wait_for_selector("h1:has-text('uploaded-paje')")
     page.wait_for_selector("[data-stats=link] .legend")
@@ -412,3 +414,331 @@ def test_a_server_with_a_token_asks_for_it(browser, tmp_path):
             shot(pg, "login")
     finally:
         assert _stop(proc) == 0
+
+
+# -- the pictures right --------------------------------------------------------------------------------
+
+
+def _answer(pg, path: str, action, *, also: str = ""):
+    """The JSON answer of the request to `path` (containing `also`) that `action` makes."""
+    with pg.expect_response(lambda r: path in r.url and also in r.url) as got:
+        action()
+    assert got.value.status == 200, (got.value.status, got.value.text())
+    return got.value.json()
+
+
+def _canvas_box(pg):
+    return pg.locator("#tl-canvas-box canvas").bounding_box()
+
+
+def test_issue33_a_collapsed_process_draws_the_sum_of_its_threads(page):
+    """Each strace process is a group of threads; collapsed, its row drew nothing."""
+    page.goto(page.base + "/#/timeline/demo-strace")
+    tog = page.locator("#tl-labels .lab button[aria-expanded=true]").first
+    tog.wait_for()
+    page.wait_for_function("document.querySelector('#tl-canvas-box canvas').height > 50")
+    d = _answer(page, "/api/ui/timeline", tog.click)
+    assert len(d["rows"]) == 1 and len(d["rows"][0]["producers"]) > 1
+    (lv,) = d["rows"][0]["levels"]
+    assert lv["mode"] == "sum" and lv["spans"] > 0
+    page.wait_for_selector("#tl-labels .lab button[aria-expanded=false]")
+    page.wait_for_function("document.querySelector('main').getAttribute('aria-busy') === 'false'")
+    b = max(range(len(lv["busy"])), key=lv["busy"].__getitem__)
+    box = _canvas_box(page)
+    page.mouse.click(box["x"] + (b + 0.5) * box["width"] / len(lv["busy"]), box["y"] + 12)
+    assert "producers busy here" in page.locator(".details").inner_text()
+    shot(page, "timeline-collapsed")
+
+
+def test_issue33_epoch_times_reach_the_browser_exactly(browser, tmp_path):
+    """Epoch ns above 2^53: the whole-trace request of the page left out the last point (ts_max
+    + 1 === ts_max in a browser), and a line bin could equal the width."""
+    import urllib.request
+
+    store = tmp_path / "store"
+    proc, info = _start(["serve", "--port", "0", "--tcp-port", "-1", "--quiet"], store, tmp_path / "ready.json",
+                        timeout=60)
+    try:
+        t0 = 1_700_000_000_000_000_001  # + 60 s: a float rounds it down, the last point fell outside
+        lines = "\n".join(f"cpu,host=a usage={21.5 if k < 60 else 22.5} {t0 + k * 1_000_000_000}" for k in range(61))
+        req = urllib.request.Request(info["http"] + "/api/v2/write?bucket=lp&precision=ns", data=lines.encode(),
+                                     method="POST")
+        assert urllib.request.urlopen(req, timeout=30).status == 204
+        end = time.monotonic() + 60  # acknowledged now; in the catalog's counts once committed (seconds)
+        while json.load(urllib.request.urlopen(info["http"] + "/api/ui/trace?trace=lp"))["trace"]["event_count"] < 61:
+            assert time.monotonic() < end, "the written points never reached the catalog"
+            time.sleep(0.5)
+        with _watched(browser, viewport={"width": 1280, "height": 900}) as ctx:
+            pg = ctx.new_page()
+            d = _answer(pg, "/api/ui/timeline", lambda: pg.goto(info["http"] + "/#/timeline/lp"))
+            (line,) = d["lines"]
+            assert max(line["hi"]) == 22.5 and min(line["lo"]) == 21.5
+            assert all(0 <= b < d["width"] for b in line["bin"])
+            pg.wait_for_selector("#tl-axis span")
+            assert pg.locator("#tl-axis span").first.inner_text().startswith("0")
+    finally:
+        assert _stop(proc) == 0
+
+
+def test_issue33_a_zoomed_flame_frame_draws_its_subtree_from_the_server(page):
+    """On a big trace only frames over a threshold are sent: their time is an "other" frame,
+    and clicking a frame asks the server for its subtree (it was drawn alone, childless)."""
+    d = _answer(page, "/api/ui/flame", lambda: page.goto(page.base + "/#/calls/demo-tod"))
+    page.wait_for_selector(".flame svg rect[data-node]")
+    assert page.locator(".flame svg rect.other").count() > 0
+    sent = {n["id"] for n in d["nodes"]}
+    n = max((n for n in d["nodes"] if n["cut"] > 0), key=lambda n: n["cut"])
+    sub = _answer(page, "/api/ui/flame", page.locator(f".flame svg rect[data-node='{n['id']}']").click, also="root=")
+    new = {k["id"] for k in sub["nodes"]} - sent
+    assert new  # frames the first answer left out
+    page.wait_for_function(f"[...document.querySelectorAll('.flame svg rect[data-node]')].some(r => {sorted(new)}.includes(+r.dataset.node))")
+    shot(page, "calls-zoomed")
+    # the call tree: a path whose children were cut lists them when expanded
+    page.goto(page.base + "/#/calls/demo-tod")
+    page.wait_for_selector("ul.tree button.name")
+    page.wait_for_function("document.querySelector('main').getAttribute('aria-busy') === 'false'")  # a lone root opens itself
+    first = page.locator("ul.tree > li").first
+    if first.get_attribute("aria-expanded") != "true":
+        first.locator("button.tog").first.click()
+    # a path below whose children were left out of what the page has
+    item = page.locator("ul.tree li[data-cut][aria-expanded=false]").first
+    kid = {"id": int(item.get_attribute("data-node"))}
+    item = page.locator(f"ul.tree li[data-node='{kid['id']}']").first  # found by its path, however it is then drawn
+    sub = _answer(page, "/api/ui/flame", item.locator("button.tog").first.click, also="root=")
+    want = {k["id"] for k in sub["nodes"] if k["parent"] == kid["id"]}
+    page.wait_for_selector(f"ul.tree li[data-node='{kid['id']}'][aria-expanded=true]")
+    shown = set(map(int, item.locator(":scope > ul > li[data-node]").evaluate_all("ls => ls.map(l => l.dataset.node)")))
+    assert want and shown == want and want - sent
+
+
+def test_issue33_counter_series_and_instant_types_get_their_own_bands(page):
+    """Several series in one row shared one band (labels over each other) and all instant
+    types one strip (a click reported the first); a line-protocol row drew only its first
+    field, with no way to choose."""
+    page.goto(page.base + "/#/timeline/demo-lineproto")
+    page.wait_for_selector(".fields input[name=field]")
+    boxes = page.locator(".fields input[name=field]")
+    names = boxes.evaluate_all("bs => bs.map(b => b.value)")
+    assert len(names) > 1
+    other = next(i for i, b in enumerate(boxes.evaluate_all("bs => bs.map(b => b.checked)")) if not b)
+    d = _answer(page, "/api/ui/timeline", boxes.nth(other).check, also="fields=")
+    row0 = d["rows"][0]["producers"][0]
+    drawn = [ln["value"] for ln in d["lines"] if ln["producer"] == row0]
+    assert names[other] in drawn and len(set(drawn)) == 2
+    page.wait_for_function("document.querySelector('main').getAttribute('aria-busy') === 'false'")
+    box = _canvas_box(page)
+    said = []
+    for k in range(2):
+        page.mouse.click(box["x"] + box["width"] / 2, box["y"] + 2 + 34 * k + 17)
+        said.append(page.locator(".details").inner_text())
+    assert all(any(f".{f} " in s for f in drawn) for s in said) and said[0].split(":")[0] != said[1].split(":")[0]
+    shot(page, "timeline-fields")
+
+
+def test_issue33_the_axis_at_deep_zoom_tells_its_ticks_apart_and_spans_start_to_the_ns(page):
+    top = _answer(page, "/api/ui/top", lambda: page.goto(page.base + "/#/trace/demo-chrome"))
+    r = next(r for r in top["rows"] if r["depth"] == 0)
+    mid = r["ts"] + r["dur"] // 2
+    page.goto(page.base + f"/#/timeline/demo-chrome?start={mid - 104_000}&end={mid + 104_000}&producers={r['producer']}")
+    page.wait_for_selector("#tl-axis span")
+    labels = page.locator("#tl-axis span").all_inner_texts()
+    assert len(labels) == 6 and len(set(labels)) == 6, labels
+    page.goto(page.base + f"/#/timeline/demo-chrome?start={r['ts'] - r['dur'] // 10}&end={r['end_ts'] + r['dur'] // 10}"
+              f"&producers={r['producer']}")
+    page.wait_for_function("document.querySelector('#tl-canvas-box canvas') && document.querySelector('main').getAttribute('aria-busy') === 'false'")
+    page.wait_for_selector("#tl-labels .lab")
+    box = _canvas_box(page)
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + 2 + 5)
+    text = page.locator(".details").inner_text()
+    sec, ns = divmod(r["ts"], 1_000_000_000)
+    assert f"start {sec}.{ns:09d} s" in text, text
+
+
+def test_issue33_the_state_pie_is_by_self_time_with_a_table(page):
+    page.goto(page.base + "/#/trace/demo-chrome")
+    page.wait_for_selector("[data-stats=state] [data-total]")
+    total = int(page.locator("[data-stats=state] [data-total]").get_attribute("data-total"))
+    ref = page.request.get(page.base + "/api/ui/analysis?name=stats&trace=demo-chrome&by=state").json()
+    cols = [c["name"] for c in ref["columns"]]
+    rows = [dict(zip(cols, r)) for r in ref["rows"]]
+    assert total == sum(r["self_dur"] for r in rows) < sum(r["total_dur"] for r in rows)
+    assert page.locator("[data-stats=state] table[aria-label=states] tbody tr").count() == min(len(rows), 200)
+
+
+def test_issue33_the_strace_example_counts_bytes_of_the_calls_that_move_them(page):
+    page.goto(page.base + "/#/sql")
+    page.wait_for_selector("select[aria-label='example queries'] optgroup", state="attached")
+    sql = page.locator("select[aria-label='example queries'] optgroup[label^=strace] option", has_text="time per syscall").get_attribute("value")
+    page.select_option("select[aria-label='example queries']", value=sql)
+    page.get_by_role("button", name="Run").click()
+    page.wait_for_selector("table[aria-label='query result'] tbody tr")
+    got = {r[0]: r[-1] for r in page.locator("table[aria-label='query result'] tbody tr").evaluate_all(
+        "rs => rs.map(r => [...r.cells].map(c => c.innerText))")}
+    assert got["mmap"] == "∅" and got["openat"] == "∅"
+    assert got["write"] not in ("∅", "") and got["read"] not in ("∅", "")
+
+
+# -- what Perfetto and Trace Compass users expect ------------------------------------------------------
+
+
+def _find(page, trace: str, text: str) -> dict:
+    d = page.request.get(page.base + f"/api/ui/analysis?name=find&trace={trace}&text={text}&rel=1").json()
+    cols = [c["name"] for c in d["columns"]]
+    return {"count": d["json"]["count"], "rows": [dict(zip(cols, r)) for r in d["rows"]]}
+
+
+def _open_span(page, trace: str, r: dict) -> str:
+    """The timeline zoomed on span `r` (its producer only), clicked: the details' text."""
+    pad = max(r["dur"] // 10, 1)
+    page.goto(page.base + f"/#/timeline/{trace}?start={r['ts'] - pad}&end={r['end_ts'] + pad}&producers={r['producer']}")
+    page.wait_for_selector("#tl-labels .lab")
+    page.wait_for_function("document.querySelector('#tl-canvas-box canvas') && document.querySelector('main').getAttribute('aria-busy') === 'false'")
+    box = _canvas_box(page)
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + 2 + 11 * r["depth"] + 5)
+    page.wait_for_selector("dl[aria-label='span details']")
+    return page.locator(".details").inner_text()
+
+
+def test_issue33_slice_details_give_arguments_producer_self_time_children_and_parent(page):
+    w = _find(page, "demo-strace", "write")["rows"][0]
+    text = _open_span(page, "demo-strace", w)
+    for want in ("producer", "self time", "children", "parent", "fd", "ret"):
+        assert f"{want}\n" in text or f"{want}\t" in text, (want, text)
+    shot(page, "timeline-details")
+    # a nested call links to its parent
+    top = page.request.get(page.base + "/api/ui/top?trace=demo-chrome&n=200&rel=1").json()["rows"]
+    child = next(r for r in top if r["depth"] >= 1)
+    _open_span(page, "demo-chrome", child)
+    page.locator("dl[aria-label='span details'] button.link", has_text="span ").click()
+    page.wait_for_function(f"document.querySelector('.details b') && document.querySelector('dl[aria-label=\"span details\"]')"
+                           f" && document.querySelector('.details').innerText.includes('depth {child['depth'] - 1}')")
+    page.locator("dl[aria-label='span details'] button.link", has_text="find").click()
+    page.wait_for_selector("form.search-tl [data-count]")
+
+
+def test_issue33_search_in_the_timeline_counts_and_steps_through_the_matches(page):
+    want = _find(page, "demo-chrome", "a")
+    assert want["count"] > 1
+    page.goto(page.base + "/#/timeline/demo-chrome")
+    page.wait_for_selector("#tl-labels .lab")
+    page.fill("input[name=find]", "A")  # any case
+    page.keyboard.press("Enter")
+    page.wait_for_function("document.querySelector('form.search-tl [data-count]')")
+    status = page.locator("form.search-tl [data-count]")
+    assert int(status.get_attribute("data-count")) == want["count"]
+    assert status.inner_text().startswith(f"match 1 of {want['count']:,}")
+    first = want["rows"][0]
+    assert f"producers={first['producer']}" in page.evaluate("location.hash")
+    page.get_by_role("button", name="next match").click()
+    page.wait_for_function("document.querySelector('form.search-tl [data-count]').innerText.startsWith('match 2 ')")
+    second = want["rows"][1]
+    assert f"producers={second['producer']}" in page.evaluate("location.hash")
+    page.get_by_role("button", name="previous match").click()
+    page.wait_for_function("document.querySelector('form.search-tl [data-count]').innerText.startsWith('match 1 ')")
+    shot(page, "timeline-search")
+
+
+def test_issue33_an_area_selection_aggregates_by_name_and_sql_rows_jump_to_the_timeline(page):
+    info = page.request.get(page.base + "/api/ui/trace?trace=demo-chrome&rel=1").json()
+    t0 = int(info["trace"]["ts_min_text"])
+    starts = [int(r[0]) - t0 for r in page.request.post(
+        page.base + "/api/ui/sql", data=json.dumps({"sql": 'SELECT ts FROM "demo-chrome:spans".span ORDER BY ts'}),
+        headers={"content-type": "application/json"}).json()["rows"]]
+    a, b = starts[len(starts) // 3], starts[-2] + 1  # some of the spans, not all
+    page.goto(page.base + f"/#/timeline/demo-chrome?start={a}&end={b}")
+    page.wait_for_selector("table[aria-label='selection by name'] tbody tr")
+    got = {r[0]: r[1:] for r in page.locator("table[aria-label='selection by name'] tbody tr").evaluate_all(
+        "rs => rs.map(r => [...r.cells].map(c => c.innerText))")}
+    name = info["spans"]["name"] or "name"
+    sql = (f'SELECT CAST("{name}" AS VARCHAR) AS n, count(*) AS c FROM "demo-chrome:spans".span '
+           f"WHERE closed AND ts >= {t0 + a} AND ts < {t0 + b} GROUP BY ALL")
+    want = page.request.post(page.base + "/api/ui/sql", data=json.dumps({"sql": sql}),
+                             headers={"content-type": "application/json"}).json()
+    assert {r[0]: f"{r[1]:,}" for r in want["rows"]} == {k: v[0] for k, v in got.items()}
+    shot(page, "timeline-selection")
+    # a SQL result with ts and producer: a row opens on the timeline, at that time on that producer
+    page.goto(page.base + "/#/sql")
+    page.fill("textarea.sql", 'SELECT ts, producer, name FROM "demo-chrome".slice ORDER BY ts DESC LIMIT 3')
+    page.get_by_role("button", name="Run").click()
+    page.wait_for_selector("table.jumps tbody tr")
+    ts, producer = page.locator("table.jumps tbody tr").first.evaluate("r => [r.cells[0].innerText, r.cells[1].innerText]")
+    page.locator("table.jumps tbody tr").first.click()
+    page.wait_for_function("location.hash.startsWith('#/timeline/demo-chrome')")
+    q = dict(x.split("=") for x in page.evaluate("location.hash").split("?")[1].split("&"))
+    assert (int(q["start"]) + int(q["end"])) // 2 == int(ts) - t0 and q["producers"] == producer
+
+
+def test_issue33_papercuts(page):
+    # a reversed range in the address is the range, not a negative width
+    page.goto(page.base + "/#/trace/demo-tod?start=9000000&end=1000000")
+    page.wait_for_selector("#selection span")
+    assert "-" not in page.locator("#selection").inner_text() and "8.00 ms" in page.locator("#selection").inner_text()
+    # the Traces list gives dates, not raw epoch ns
+    page.goto(page.base + "/#/")
+    page.wait_for_selector("table[aria-label=traces] tbody tr")
+    starts = page.locator("table[aria-label=traces] tbody tr").evaluate_all("rs => rs.map(r => r.cells[4].innerText)")
+    assert all(re.match(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d|)", s) and not re.fullmatch(r"[\d,]{12,}", s) for s in starts)
+    assert any(re.match(r"^\d{4}-\d\d-\d\d ", s) for s in starts)
+    # producer toggles say whether they are open
+    page.goto(page.base + "/#/timeline/demo-strace")
+    tog = page.locator("#tl-labels .lab button").first
+    tog.wait_for()
+    assert tog.get_attribute("aria-expanded") == "true"
+    tog.click()
+    page.wait_for_selector("#tl-labels .lab button[aria-expanded=false]")
+
+
+def test_issue33_the_main_area_uses_a_wide_screen(browser, demo):
+    with _watched(browser, viewport={"width": 2200, "height": 900}) as ctx:
+        pg = ctx.new_page()
+        pg.goto(demo["http"] + "/#/timeline/demo-tod")
+        pg.wait_for_selector("#tl-labels .lab")
+        assert pg.locator("main").bounding_box()["width"] > 2000
+
+
+def test_issue33_ruler_measure_and_client_side_pan_and_zoom(page):
+    """The time under the cursor to the pixel, alt-drag measures, and a drag or the wheel moves
+    the picture at once (no request until the gesture ends; then the range is asked again)."""
+    page.goto(page.base + "/#/timeline/demo-tod?start=1000000&end=2000000")
+    page.wait_for_function("document.querySelector('#tl-canvas-box canvas') && document.querySelector('main').getAttribute('aria-busy') === 'false'")
+    page.wait_for_selector("#tl-labels .lab")
+    box = _canvas_box(page)
+    x = box["x"] + box["width"] * 0.3
+    page.mouse.move(x, box["y"] + 5)
+    want = 1_000_000 + 1_000_000 * (x - box["x"]) / box["width"]
+    hover = page.locator("#tl-hover")
+    assert abs(int(hover.get_attribute("data-t")) - want) <= 1_000_000 / box["width"]
+    assert hover.inner_text().startswith("t = ")
+    # alt-drag: the duration between two points
+    page.keyboard.down("Alt")
+    page.mouse.move(box["x"] + box["width"] * 0.2, box["y"] + 5)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.7, box["y"] + 5, steps=4)
+    page.mouse.up()
+    page.keyboard.up("Alt")
+    ns = int(page.locator("#tl-measure").get_attribute("data-ns"))
+    assert abs(ns - 500_000) <= 2 * 1_000_000 / box["width"] and "Δ" in page.locator("#tl-measure").inner_text()
+    assert "start=1000000" in page.evaluate("location.hash")  # measuring moved nothing
+    # a drag pans the picture at once, asking nothing until released
+    asked = []
+    page.on("request", lambda r: asked.append(r.url) if "/api/ui/timeline" in r.url else None)
+    page.mouse.move(box["x"] + box["width"] * 0.6, box["y"] + 5)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.4, box["y"] + 5, steps=4)
+    assert "translateX(-" in page.locator("#tl-canvas-box canvas").evaluate("c => c.style.transform") and not asked
+    page.mouse.up()
+    page.wait_for_function("!location.hash.includes('start=1000000')")
+    start = int(re.search(r"start=(\d+)", page.evaluate("location.hash")).group(1))
+    assert abs(start - 1_200_000) <= 2 * 1_000_000 / box["width"]
+
+
+def test_issue33_counters_give_their_value_under_the_cursor(page):
+    d = _answer(page, "/api/ui/timeline", lambda: page.goto(page.base + "/#/timeline/demo-csv"))
+    page.wait_for_function("document.querySelector('main').getAttribute('aria-busy') === 'false'")
+    line = next(ln for ln in d["lines"] if ln["producer"] == d["rows"][0]["producers"][0])
+    k = len(line["bin"]) // 2
+    box = _canvas_box(page)
+    y0 = box["y"] + 2 + 11 * sum(2 if lv["mode"] == "sum" else 1 for lv in d["rows"][0]["levels"]) + 12 * len(d["rows"][0]["ticks"])
+    page.mouse.move(box["x"] + (line["bin"][k] + 0.5) * box["width"] / d["width"], y0 + 17)
+    text = page.locator("#tl-hover").inner_text()
+    assert f"{line['type']}.{line['value']}" in text and f"max {line['hi'][k]}" in text, text

@@ -40,6 +40,7 @@ from .spans import (
     begin_column,
     children,
     name_codes,
+    span,
     span_index,
     span_table,
     spans_config,
@@ -278,12 +279,15 @@ class CallTree(Answer):
 
 
 def call_tree(store: "Store", trace: str, config: SpanConfig | None = None, window: Window = Window(), *,
-              min_share: float = 0.0, max_nodes: int | None = None) -> CallTree:
+              min_share: float = 0.0, max_nodes: int | None = None, root: int | None = None) -> CallTree:
     """The calling-context tree of the spans overlapping the window, their durations clipped
     to it: per call path its calls, total and self ns (self = total minus the child paths'
     totals; the whole trace: the spans' own self times summed). Paths under `min_share` of
     the roots' total are left out (and, with `max_nodes`, the threshold doubles until at most
-    that many remain); a kept path's ancestors are always kept."""
+    that many remain); a kept path's ancestors are always kept, and its `cut_ns` is the time
+    of its child paths left out (a flame graph's "other" frame). With `root`, the subtree of
+    that path only (and its ancestors), `min_share` then counted of the root's total: a
+    zoomed flame graph's frames."""
     cfg = config or span_config(store, trace)
     idx = span_index(store, trace, cfg)
     cp = call_paths(store, trace, cfg)
@@ -310,32 +314,82 @@ def call_tree(store: "Store", trace: str, config: SpanConfig | None = None, wind
         # Self time of a path = its total minus its child paths' totals (clipped spans nest).
         child_sum = np.bincount(ppos[has], weights=total[has], minlength=len(ids)).astype(np.int64)
         self_ns = np.maximum(total - child_sum, 0)
+    out, roots_total, threshold = _cut(ids, np.asarray(ppos, np.int64), cp.parent, cp.depth,
+                                       lambda kid: cp.names.take(pa.array(cp.label[kid])), ncalls, total, self_ns,
+                                       whole=whole, min_share=min_share, max_nodes=max_nodes, root=root)
+    start, end = window.bounds(lo, hi) if lo is not None else (None, None)
+    n_spans = idx.num_rows if whole else len(node)
+    return CallTree(out, int(n_spans), roots_total, int((ncalls > 0).sum()), threshold, start, end, cfg)
+
+
+def _cut(ids, ppos, parent_of, depth_of, names, ncalls, total, self_ns, *, whole: bool, min_share: float,
+         max_nodes: int | None, root: int | None) -> tuple[pa.Table, int, int]:
+    """(the kept paths as CALL_TREE_COLUMNS + cut_ns, the roots' total, the threshold) of a call
+    tree given per path position: `ids` (path ids, sorted), `ppos` (the parent's position, -1),
+    calls, total and self ns; `parent_of`/`depth_of`/`names` map a path id to its parent id,
+    depth and name. Shared by spans (`call_tree`) and stack samples (`sample_call_tree`)."""
     roots_total = int(total[ppos < 0].sum()) if len(ids) else 0
+    inside, chain, base = None, np.zeros(0, np.int64), roots_total
+    if root is not None:
+        at = np.searchsorted(ids, int(root))
+        if at >= len(ids) or ids[at] != int(root):
+            raise BadInput(f"root={root}", expected="a call path (node) with spans in the selection")
+        inside, chain = _subtree(ppos, depth_of[ids], int(at))
+        base = int(total[at])
     keep = np.arange(len(ids))
     threshold = 0
     if min_share > 0 or max_nodes is not None:
-        threshold = max(1, int(roots_total * min_share)) if min_share > 0 else 1
-        keep = np.flatnonzero(total >= threshold)
+        threshold = max(1, int(base * min_share)) if min_share > 0 else 1
+        big = total >= threshold
+        if inside is not None:
+            big &= inside
+        keep = np.flatnonzero(big)
         while max_nodes is not None and len(keep) > max_nodes:
             threshold *= 2
-            keep = np.flatnonzero(total >= threshold)
+            keep = np.flatnonzero(big & (total >= threshold))
     elif not whole:
-        keep = np.flatnonzero(ncalls > 0)
+        keep = np.flatnonzero((ncalls > 0) if inside is None else (ncalls > 0) & inside)
+    elif inside is not None:
+        keep = np.flatnonzero(inside)
+    keep = np.union1d(keep, chain)
     # A kept path's parent path has at least its total, so it is kept too: the tree stays whole.
+    kept_kids = np.zeros(len(ids), np.int64)
+    has_parent = ppos[keep] >= 0
+    np.add.at(kept_kids, ppos[keep][has_parent], total[keep][has_parent])
+    cut = np.maximum(total - self_ns - kept_kids, 0)
+    if inside is not None:
+        cut[chain] = 0  # the root's ancestors: drawn as context, their other children are not asked for
     kid = ids[keep]
-    label = cp.label[kid]
     out = pa.table({
         "node": pa.array(kid.astype(np.int64)),
-        "parent": pa.array(cp.parent[kid].astype(np.int64)),
-        "depth": pa.array(cp.depth[kid].astype(np.int32)),
-        "name": cp.names.take(pa.array(label)) if len(kid) else pa.array([], pa.string()),
+        "parent": pa.array(parent_of[kid].astype(np.int64)),
+        "depth": pa.array(depth_of[kid].astype(np.int32)),
+        "name": names(kid) if len(kid) else pa.array([], pa.string()),
         "calls": pa.array(ncalls[keep].astype(np.int64)),
         "total_ns": pa.array(total[keep]),
         "self_ns": pa.array(self_ns[keep]),
+        "cut_ns": pa.array(cut[keep]),
     })
-    start, end = window.bounds(lo, hi) if lo is not None else (None, None)
-    n_spans = idx.num_rows if whole else len(node)
-    return CallTree(out, int(n_spans), roots_total, int((ncalls > 0).sum()), int(threshold), start, end, cfg)
+    return out, roots_total, int(threshold)
+
+
+def _subtree(ppos: np.ndarray, depth: np.ndarray, at: int) -> tuple[np.ndarray, np.ndarray]:
+    """Which paths lie in the subtree of position `at` (one pass per depth level below it),
+    and the positions of its ancestors."""
+    inside = np.zeros(len(ppos), bool)
+    inside[at] = True
+    below = np.flatnonzero(depth > depth[at])
+    below = below[np.argsort(depth[below], kind="stable")]
+    levels = np.flatnonzero(np.diff(depth[below])) + 1
+    for part in np.split(below, levels):
+        if len(part):
+            par = ppos[part]
+            inside[part] = (par >= 0) & inside[np.maximum(par, 0)]
+    chain, p = [], ppos[at]
+    while p >= 0:
+        chain.append(int(p))
+        p = ppos[p]
+    return inside, np.array(chain, np.int64)
 
 
 _NAMES: dict[tuple, dict[int, str]] = {}
@@ -441,41 +495,38 @@ WINDOW_PARAMS = (
 
 
 def sample_call_tree(store: "Store", trace: str, config, window: Window = Window(), *, min_share: float = 0.0,
-                     max_nodes: int | None = None) -> CallTree:
+                     max_nodes: int | None = None, root: int | None = None) -> CallTree:
     """The call tree of the trace's stack samples in the window (`analysis.samples`: a node's
-    calls are its samples, its ns their weight), cut as `call_tree` cuts spans."""
+    calls are its samples, its ns their weight), cut as `call_tree` cuts spans. Node ids are
+    those of the selection's own tree (a node's parent before it)."""
     from . import samples
 
     lo, hi = _bounds(store, trace)
     start, end = window.bounds(lo, hi) if lo is not None else (None, None)
     t = samples.call_tree(store, trace, config, start=start, end=end,
                           producers=None if window.producers is None else list(window.producers))
-    total = t.column("total_ns").to_numpy()
-    roots = t.column("parent").to_numpy() < 0
-    roots_total = int(total[roots].sum()) if t.num_rows else 0
-    n = int(t.column("calls").to_numpy()[roots].sum()) if t.num_rows else 0
-    threshold = 0
-    if t.num_rows and (min_share > 0 or max_nodes is not None):
-        threshold = max(1, int(roots_total * min_share)) if min_share > 0 else 1
-        keep = np.flatnonzero(total >= threshold)
-        while max_nodes is not None and len(keep) > max_nodes:
-            threshold *= 2
-            keep = np.flatnonzero(total >= threshold)
-        t = t.take(pa.array(keep))  # a parent weighs at least its children: kept paths keep their ancestors
-    return CallTree(t, n, roots_total, int((t.column("calls").to_numpy() > 0).sum()) if t.num_rows else 0,
-                    int(threshold), start, end, config)
+    parent = t.column("parent").to_numpy().astype(np.int64)
+    depth = t.column("depth").to_numpy()
+    ncalls = t.column("calls").to_numpy()
+    names = t.column("name")
+    out, roots_total, threshold = _cut(np.arange(t.num_rows), parent, parent, depth, lambda kid: names.take(pa.array(kid)),
+                                       ncalls, t.column("total_ns").to_numpy(), t.column("self_ns").to_numpy(),
+                                       whole=True, min_share=min_share, max_nodes=max_nodes, root=root)
+    n = int(ncalls[parent < 0].sum()) if t.num_rows else 0
+    return CallTree(out, n, roots_total, int((ncalls > 0).sum()), threshold, start, end, config)
 
 
-def _tree(store, trace, window, *, min_share=0.0, max_paths=None, **pairing) -> CallTree:
+def _tree(store, trace, window, *, min_share=0.0, max_paths=None, root=None, **pairing) -> CallTree:
     """Spans merged by call path; a sampled trace's stack samples when no pairing is given."""
     if not any(pairing.get(k) is not None for k in ("begin", "end", "key", "name")):
         from .samples import sample_config
 
         sc = sample_config(store, trace)
         if sc is not None:
-            return sample_call_tree(store, trace, sc, window, min_share=min_share or 0.0, max_nodes=max_paths)
+            return sample_call_tree(store, trace, sc, window, min_share=min_share or 0.0, max_nodes=max_paths,
+                                    root=root)
     return call_tree(store, trace, spans_config(store, trace, **pairing), window, min_share=min_share or 0.0,
-                     max_nodes=max_paths)
+                     max_nodes=max_paths, root=root)
 
 
 TREE = Analysis(
@@ -484,8 +535,12 @@ TREE = Analysis(
         Param("min_share", "float", "share", "leave out paths under this share of the roots' total time (0-1)",
               default=0.0),
         Param("max_paths", "int", "count", "at most this many paths: the cut doubles until they fit"),
+        Param("root", "int", "id", "only the subtree of this call path (`node`) and its ancestors; --min-share of its "
+              "total"),
     ) + SPAN_PARAMS,
-    columns=CALL_TREE_COLUMNS, applies_to=("spans", "samples"), uses=("spans", "calls"),
+    columns=CALL_TREE_COLUMNS + (Column("cut_ns", "int64", "ns", "time of the child paths left out (under the "
+                                                                 "threshold)"),), applies_to=("spans", "samples"),
+    uses=("spans", "calls"),
     doc="A sampled trace (perf) gives its stack samples' tree: calls are samples, ns their weight. "
         "Rows are shown by total time; `--json` gives every path. A path's `node` is its number in the whole "
         "trace's tree, so the same path has the same node in every selection.")
@@ -606,6 +661,60 @@ CHILDREN = Analysis(
     params=(Param("span", "int", "id", "span id (span_id column)", required=True, positional=True),) + SPAN_PARAMS,
     columns=SPAN_COLUMNS, columns_note="Then the span's parameters, as `analyze spans` gives them.",
     applies_to=("spans",), uses=("spans",))
+
+
+def _span(store, trace, window, *, span_id, **pairing) -> Rows:
+    cfg = spans_config(store, trace, **pairing)
+    row = span(store, trace, span_id, cfg)
+    kids = children(store, trace, span_id, cfg)
+    col = begin_column(cfg.name_column) if cfg.name_column else None
+    extra = {"name": str(row.get(col)) if col and row.get(col) is not None else cfg.begin,
+             "producer_name": producer_names(store, trace).get(int(row["producer"]), str(row["producer"])),
+             "children": kids.num_rows, "children_dur": int(pc.sum(kids.column("dur")).as_py() or 0) if kids.num_rows else 0}
+    t = pa.Table.from_pylist([extra | row])
+    return Rows(t, f"span {span_id}: {extra['name']} on {extra['producer_name']}", (), {"config": cfg.to_json()})
+
+
+SPAN = Analysis(
+    "span", "one call in full: its columns and arguments, producer, self time, children", _span,
+    params=(Param("span_id", "int", "id", "span id (span_id column)", required=True, positional=True),) + SPAN_PARAMS,
+    columns=(Column("name", "string", "", "its name (the begin's name column, else the begin type)"),
+             Column("producer_name", "string", "", "its thread (producer)"),
+             Column("children", "int64", "count", "its direct callees"),
+             Column("children_dur", "int64", "ns", "their durations summed")) + SPAN_COLUMNS,
+    columns_note="Then the span's parameters (the begin's arguments under their own names, the end's prefixed "
+                 "`end_`), as `analyze spans` gives them.",
+    applies_to=("spans",), uses=("spans",))
+
+
+def find_spans(store: "Store", trace: str, config: SpanConfig | None, window: Window, text: str,
+               n: int = 1000) -> SpanList:
+    """The spans overlapping the window whose name contains `text` (any case), in time order
+    (the first `n`), and how many match: the names are matched once each (the span index's
+    name dictionary), then the rows by their name code."""
+    cfg = config or span_config(store, trace)
+    idx = span_index(store, trace, cfg)
+    cp = call_paths(store, trace, cfg)
+    lo, hi = _bounds(store, trace)
+    rows, _ = windows.overlapping(idx, window, lo, hi)
+    want = np.flatnonzero(np.asarray(pc.match_substring(cp.names, text, ignore_case=True).fill_null(False)))
+    codes = cp.code[rows]
+    hit = np.isin(codes, want) if len(want) else np.zeros(len(codes), bool)
+    at = np.arange(idx.num_rows)[rows][hit] if len(want) else np.zeros(0, np.int64)
+    order = np.argsort(indexes.array(idx, "ts")[at], kind="stable")[:max(1, int(n))]
+    got = span_rows(store, trace, idx, cfg, at[order])
+    return SpanList(got, int(len(at)), f"{len(at):,} spans named like {text!r}", cfg)
+
+
+def _find(store, trace, window, *, text, n=1000, **pairing) -> SpanList:
+    return find_spans(store, trace, spans_config(store, trace, **pairing), window, text, n)
+
+
+FIND = Analysis(
+    "find", "the spans whose name contains a text, in time order (the timeline's search)", _find,
+    params=(Param("text", "str", "", "what the name contains (any case)", required=True, positional=True),
+            Param("n", "int", "count", "spans listed, the first in time", default=1000)) + WINDOW_PARAMS + SPAN_PARAMS,
+    columns=TOP_COLUMNS, applies_to=("spans",), uses=("spans", "calls"))
 
 
 @dataclass

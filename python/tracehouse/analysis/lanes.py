@@ -1,13 +1,15 @@
 """The timeline's lanes: what one producer row of a time range looks like at a given width.
 
 Owns the aggregates the web UI's timeline draws, bounded whatever the trace's size (an
-answer never holds more than MAX_ITEMS numbers): per producer row (or a collapsed group
-of producers), its spans per depth level as bars while few (LEVEL_ITEMS), else per-pixel
-busy share and dominant name; its other events as ticks while few (TICK_ITEMS), else
-per-pixel counts; counters and line-protocol measurements as per-pixel min/avg/max (SQL,
-row groups pruned by the range). Spans come from the span index (binary searches per
-depth level, busy time from the prefix sums of durations: `windows.cumdur`), events from
-the density index's streams (`event_streams.Streams`).
+answer never holds more than MAX_ITEMS numbers): per producer row, its spans per depth
+level as bars while few (LEVEL_ITEMS), else per-pixel busy share and dominant name; per
+collapsed group of producers, the sum of its subtree (per pixel, how many of them are
+inside a top-level span, and the busiest one's span name); its other events as ticks
+while few (TICK_ITEMS), else per-pixel counts; counters and line-protocol measurements as
+per-pixel min/avg/max (SQL, row groups pruned by the range; a bin is
+floor((ts - start) * width / (end - start)), never `width`). Spans come from the span
+index (binary searches per depth level, busy time from the prefix sums of durations:
+`windows.cumdur`), events from the density index's streams (`event_streams.Streams`).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ MAX_ITEMS = 100_000  # numbers of one answer, at most (the browser's budget)
 LEVEL_ITEMS = 2_000  # spans of one depth level of one row drawn as bars; more: per-pixel
 TICK_ITEMS = 1_000  # instants of one stream drawn as ticks; more: per-pixel counts
 MAX_ROWS = 200
+MAX_FIELDS = 8  # value columns of one line type drawn at once
 
 
 def busy_share(ts: np.ndarray, end_ts: np.ndarray, edges: np.ndarray, cum: np.ndarray | None = None) -> np.ndarray:
@@ -52,11 +55,12 @@ def busy_share(ts: np.ndarray, end_ts: np.ndarray, edges: np.ndarray, cum: np.nd
 
 
 def timeline(store: "Store", trace: str, w: Window, rows: list[list[int]], width: int = 1000,
-             max_depth: int = 12, lines: bool = True) -> dict:
+             max_depth: int = 12, lines: bool = True, fields: list[str] | None = None) -> dict:
     """Rows of the timeline over the window, each one producer (or a collapsed group of them):
     spans as bars per depth level (or per-pixel busy share and dominant name when a level has
     more than LEVEL_ITEMS in view), other events as ticks (or per-pixel counts), counters as
-    per-pixel min/avg/max."""
+    per-pixel min/avg/max (of `fields`, the numeric columns named: the type's first value
+    column by default)."""
     width = max(10, min(int(width), 4000))
     rows = rows[:MAX_ROWS]
     s = event_streams.streams(store, trace)
@@ -121,10 +125,13 @@ def timeline(store: "Store", trace: str, w: Window, rows: list[list[int]], width
                 budget -= len(pts)
         if len(group) == 1 and idx is not None:
             row["levels"], _used = _span_levels(idx, calls, group[0], start, end, edges, max_depth, max(0, budget))
+        elif idx is not None:
+            row["levels"] = _group_level(idx, calls, group, start, end, edges, max(0, budget))
         out_rows.append(row)
     doc = {"rows": out_rows, "start": start, "end": end, "width": width}
     if lines and line_types:
-        doc["lines"] = _lines(store, trace, line_types, rows, start, end, width)
+        doc["lines"] = _lines(store, trace, line_types, rows, start, end, width, fields)
+        doc["fields"] = {t: [c.name for c in types[t].params if c.type in ("int64", "float64")] for t in line_types}
     if calls is not None:
         doc["span_name_column"] = cfg.name_column
         codes = [np.asarray(lv["name"], np.int64) for r in out_rows for lv in r["levels"] if "name" in lv]
@@ -192,6 +199,48 @@ def _span_levels(idx, calls, producer: int, start: int, end: int, edges: np.ndar
     return levels, used
 
 
+def _group_level(idx, calls, group: list[int], start: int, end: int, edges: np.ndarray, budget: int) -> list[dict]:
+    """A collapsed group's one level, the sum of its subtree: per 2-pixel bin how many of its
+    producers are inside a top-level span (the sum of their busy shares, exact from the prefix
+    sums of durations) and the name of the span the busiest of them is in."""
+    lod = np.unique(np.concatenate([edges[::2], edges[-1:]]))
+    if 2 * (len(lod) - 1) > budget:
+        return [{"depth": 0, "mode": "cut"}]
+    prod = indexes.array(idx, "producer")
+    depth = indexes.array(idx, "depth")
+    ts_all = indexes.array(idx, "ts")
+    end_all = indexes.array(idx, "end_ts")
+    cum = windows.cumdur(idx)
+    centers = (lod[:-1] + lod[1:]) // 2
+    total = np.zeros(len(lod) - 1)
+    best = np.zeros(len(lod) - 1)
+    name = np.full(len(lod) - 1, -1, np.int64)
+    spans = busy_producers = 0
+    for p in group:
+        lo, hi = indexes.key_range([prod], [int(p)])
+        a, b = indexes.key_range([depth], [0], lo, hi) if lo < hi else (lo, lo)
+        if a == b:
+            continue
+        ts, en = ts_all[a:b], end_all[a:b]
+        i, j = int(np.searchsorted(en, start, side="right")), int(np.searchsorted(ts, end, side="left"))
+        if j <= i:
+            continue
+        spans += j - i
+        busy_producers += 1
+        share = busy_share(ts, en, lod, cum[a:b + 1])
+        total += share
+        k = np.searchsorted(ts, centers, side="right") - 1
+        inside = (k >= 0) & (en[np.maximum(k, 0)] > centers)
+        better = inside & (share > best)
+        if calls is not None:
+            name = np.where(better, calls.code[a + np.maximum(k, 0)], name)
+        best = np.where(better, share, best)
+    if spans == 0:
+        return []
+    return [{"depth": 0, "mode": "sum", "busy": np.round(total, 3).tolist(), "name": name.tolist(), "spans": spans,
+             "producers": busy_producers}]
+
+
 def _is_line_type(store: "Store", trace: str, et) -> bool:
     """Drawn as lines: counters, and line-protocol measurements (metrics written as instants)."""
     if not any(c.type in ("int64", "float64") for c in et.params):
@@ -204,9 +253,10 @@ SERIES_COLUMNS = ("series", "variable_type", "name")
 
 
 def _lines(store: "Store", trace: str, types: list[str], rows: list[list[int]], start: int, end: int,
-           width: int) -> list[dict]:
-    """Per-pixel min/avg/max of each counter series of the rows' producers (SQL: the range
-    prunes row groups by their ts statistics)."""
+           width: int, fields: list[str] | None = None) -> list[dict]:
+    """Per-pixel min/avg/max of each counter series of the rows' producers, per field of
+    `fields` the type has (else its first value column) (SQL: the range prunes row groups
+    by their ts statistics)."""
     wanted = sorted({p for r in rows for p in r})
     if not wanted:
         return []
@@ -216,32 +266,39 @@ def _lines(store: "Store", trace: str, types: list[str], rows: list[list[int]], 
     for t in types[:8]:
         et = all_types[t]
         nums = [c.name for c in et.params if c.type in ("int64", "float64")]
-        value = next((c for c in VALUE_COLUMNS if c in nums), nums[0])
-        strings = {c.name for c in et.params if c.type == "string"}
-        series = next((c for c in SERIES_COLUMNS if c in strings), None)
-        ser = f"CAST({qident(series)} AS VARCHAR)" if series else "''"
-        q = (f"SELECT producer, {ser} AS series, CAST((ts - {start}) * {width}.0 / {end - start} AS BIGINT) AS bin, "
-             f"min({qident(value)}) AS lo, avg({qident(value)}) AS mean, max({qident(value)}) AS hi "
-             f"FROM {qident(trace)}.{qident(t)} WHERE ts >= {start} AND ts < {end} "
-             f"AND producer IN ({', '.join(str(p) for p in wanted)}) AND {qident(value)} IS NOT NULL "
-             f"GROUP BY ALL ORDER BY producer, series, bin LIMIT {cap}")
-        tab = store.sql(q)
-        if tab.num_rows == 0:
-            continue
-        prod = tab.column("producer").to_numpy()
-        ser_v = tab.column("series").to_numpy(zero_copy_only=False)
-        key = np.array([f"{p}\x00{s}" for p, s in zip(prod.tolist(), ser_v.tolist())], dtype=object) \
-            if tab.num_rows < 200_000 else None
-        if key is None:
-            continue
-        cut = np.nonzero(key[1:] != key[:-1])[0] + 1
-        bounds = np.concatenate([[0], cut, [tab.num_rows]])
-        cols = {c: tab.column(c).to_numpy(zero_copy_only=False) for c in ("bin", "lo", "mean", "hi")}
-        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist()):
-            out.append({"type": t, "value": value, "producer": int(prod[a]), "series": str(ser_v[a]),
-                        "bin": cols["bin"][a:b].tolist(), "lo": cols["lo"][a:b].tolist(),
-                        "mean": cols["mean"][a:b].tolist(), "hi": cols["hi"][a:b].tolist()})
+        values = [f for f in (fields or []) if f in nums][:MAX_FIELDS] or \
+            [next((c for c in VALUE_COLUMNS if c in nums), nums[0])]
+        for value in values:
+            out += _line_series(store, trace, t, et, value, wanted, start, end, width, cap)
     return out
+
+
+def _line_series(store: "Store", trace: str, t: str, et, value: str, wanted: list[int], start: int, end: int,
+                 width: int, cap: int) -> list[dict]:
+    """One value column of line type `t`: per producer and series, per-pixel min/avg/max."""
+    strings = {c.name for c in et.params if c.type == "string"}
+    series = next((c for c in SERIES_COLUMNS if c in strings), None)
+    ser = f"CAST({qident(series)} AS VARCHAR)" if series else "''"
+    # floor, and never `width`: a float product rounded to an integer could reach it
+    binned = f"LEAST({width - 1}, CAST(floor((ts - {start}) * {width}.0 / {end - start}) AS BIGINT))"
+    q = (f"SELECT producer, {ser} AS series, {binned} AS bin, "
+         f"min({qident(value)}) AS lo, avg({qident(value)}) AS mean, max({qident(value)}) AS hi "
+         f"FROM {qident(trace)}.{qident(t)} WHERE ts >= {start} AND ts < {end} "
+         f"AND producer IN ({', '.join(str(p) for p in wanted)}) AND {qident(value)} IS NOT NULL "
+         f"GROUP BY ALL ORDER BY producer, series, bin LIMIT {cap}")
+    tab = store.sql(q)
+    if tab.num_rows == 0 or tab.num_rows >= 200_000:
+        return []
+    prod = tab.column("producer").to_numpy()
+    ser_v = tab.column("series").to_numpy(zero_copy_only=False)
+    key = np.array([f"{p}\x00{s}" for p, s in zip(prod.tolist(), ser_v.tolist())], dtype=object)
+    cut = np.nonzero(key[1:] != key[:-1])[0] + 1
+    bounds = np.concatenate([[0], cut, [tab.num_rows]])
+    cols = {c: tab.column(c).to_numpy(zero_copy_only=False) for c in ("bin", "lo", "mean", "hi")}
+    return [{"type": t, "value": value, "producer": int(prod[a]), "series": str(ser_v[a]),
+             "bin": cols["bin"][a:b].tolist(), "lo": cols["lo"][a:b].tolist(),
+             "mean": cols["mean"][a:b].tolist(), "hi": cols["hi"][a:b].tolist()}
+            for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
 
 
 # -- as an analysis ------------------------------------------------------------------------------
@@ -277,11 +334,12 @@ class Lanes(Answer):
         return self.doc
 
 
-def _timeline(store, trace, window, *, rows=None, width=1000, max_depth=12, lines=True) -> Lanes:
+def _timeline(store, trace, window, *, rows=None, width=1000, max_depth=12, lines=True, fields=None) -> Lanes:
     got = parse_rows(rows)
     if not got:  # default: the first producers
         got = [[int(p["id"])] for p in store.producers(trace)[:40]]
-    return Lanes(timeline(store, trace, window, got, width, max_depth, lines))
+    chosen = [f.strip() for f in (fields or "").split(",") if f.strip()]
+    return Lanes(timeline(store, trace, window, got, width, max_depth, lines, chosen or None))
 
 
 TIMELINE = Analysis(
@@ -292,6 +350,8 @@ TIMELINE = Analysis(
             Param("width", "int", "px", "pixels across the range", default=1000),
             Param("max_depth", "int", "count", "deepest span level drawn", default=12),
             Param("lines", "bool", "", "also counters and measurements as lines", default=True),
+            Param("fields", "str", "", "the value columns drawn as lines, comma-separated (default: each type's "
+                  "first)"),
             Param("start", "time", "ns", "the range: from", window="start"),
             Param("end", "time", "ns", "... to", window="end")),
     columns=(Column("row", "int64", "index", "the row"), Column("producers", "string", "", "its producers"),

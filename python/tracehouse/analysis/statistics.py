@@ -175,6 +175,8 @@ def _by_name(store: "Store", trace: str, cfg, window: Window, unclosed: bool) ->
     spans = np.bincount(code, minlength=g).astype(np.int64)
     total = _sums(code, indexes.array(idx, "dur")[rows], g)
     selfs = _sums(code, indexes.array(idx, "self_time")[rows], g)
+    longest = np.zeros(g, np.int64)
+    np.maximum.at(longest, code, indexes.array(idx, "dur")[rows])
     labels = np.array(names.to_pylist() + [None], dtype=object)
     keep = np.flatnonzero(spans > 0)
     # total_dur DESC NULLS LAST, then the state (NULL last)
@@ -190,6 +192,7 @@ def _by_name(store: "Store", trace: str, cfg, window: Window, unclosed: bool) ->
         "mean_dur": from_numpy(total[order] / np.maximum(spans[order], 1)),
         "self_dur": from_numpy(selfs[order]),
         "share": from_numpy(total[order] / whole if whole else np.full(len(order), np.nan)),
+        "max_dur": from_numpy(longest[order]),
     })
 
 
@@ -266,6 +269,7 @@ STATS = Analysis(
         Column("mean_dur", "float64", "ns", "mean duration"),
         Column("self_dur", "int64", "ns", "by state: sum of their self times"),
         Column("share", "float64", "share", "by state: total_dur over the sum of total_dur of every state"),
+        Column("max_dur", "int64", "ns", "by state: the longest of them"),
         Column("first_ts", "int64", "ns", "by type, producer: first event time"),
         Column("last_ts", "int64", "ns", "by type, producer: last event time"),
     ),

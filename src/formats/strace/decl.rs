@@ -124,13 +124,16 @@ pub const STRACE: FormatDecl = FormatDecl {
     examples: &[
         (
             "time per syscall",
-            "SELECT name, count(*) AS calls, sum(dur) / 1e6 AS ms, sum(ret) FILTER (WHERE ret > 0) AS bytes\n\
+            // ret counts bytes only for the calls that move data (mmap returns an address, openat an fd)
+            "SELECT name, count(*) AS calls, sum(dur) / 1e6 AS ms,\n\
+             sum(ret) FILTER (WHERE ret > 0 AND name IN ('read', 'pread64', 'readv', 'preadv', 'preadv2', 'recvfrom', 'recvmsg',\n\
+             'write', 'pwrite64', 'writev', 'pwritev', 'pwritev2', 'sendto', 'sendmsg', 'sendfile', 'splice', 'copy_file_range')) AS bytes\n\
              FROM {t}.syscall GROUP BY name ORDER BY ms DESC",
         ),
         (
             "bytes read and written per file",
-            "SELECT path, sum(ret) FILTER (WHERE name LIKE '%read%') AS read_bytes,\n\
-             sum(ret) FILTER (WHERE name LIKE '%write%') AS written_bytes\n\
+            "SELECT path, sum(ret) FILTER (WHERE name IN ('read', 'pread64', 'readv', 'preadv', 'preadv2', 'recvfrom', 'recvmsg')) AS read_bytes,\n\
+             sum(ret) FILTER (WHERE name IN ('write', 'pwrite64', 'writev', 'pwritev', 'pwritev2', 'sendto', 'sendmsg', 'sendfile', 'splice', 'copy_file_range')) AS written_bytes\n\
              FROM {t}.syscall WHERE path IS NOT NULL AND ret > 0\n\
              GROUP BY path ORDER BY written_bytes DESC NULLS LAST LIMIT 20",
         ),

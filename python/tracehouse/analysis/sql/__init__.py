@@ -20,7 +20,7 @@ ENGINE_PARAMS = (
 
 def conf_pairs(items: list[str] | None) -> dict:
     """`--conf KEY=VALUE` settings as a dict."""
-    from ..errors import BadInput
+    from ...errors import BadInput
 
     out = {}
     for text in items or []:

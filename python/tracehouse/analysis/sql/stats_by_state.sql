@@ -10,9 +10,10 @@
 --   mean_dur    DOUBLE   mean duration, ns
 --   self_dur    BIGINT   sum of their self times, ns (NULL when the source has none)
 --   share       DOUBLE   total_dur / the sum of total_dur over all states
+--   max_dur     BIGINT   the longest of them, ns
 SELECT {trace_str} AS trace, CAST({state} AS VARCHAR) AS state, count(*) AS spans,
        CAST(sum(dur) AS BIGINT) AS total_dur, avg(dur) AS mean_dur, CAST(sum({self_col}) AS BIGINT) AS self_dur,
-       sum(dur) / sum(sum(dur)) OVER () AS share
+       sum(dur) / sum(sum(dur)) OVER () AS share, max(dur) AS max_dur
 FROM {source}
 WHERE {where}
 GROUP BY 2

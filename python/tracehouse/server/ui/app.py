@@ -14,7 +14,7 @@ browser asks the JSON API under `/api/ui/` for aggregates:
   GET  /api/ui/density        bins, by type        GET /api/ui/stats  by=type|producer|state|link
   GET  /api/ui/hist           kind=hist|lhist, unit, k | min max step
   GET  /api/ui/top            longest spans        GET /api/ui/timeline  rows=1;2,3;4 width max_depth
-  GET  /api/ui/flame          call paths           GET /api/ui/frame  node=  (spans behind a frame)
+  GET  /api/ui/flame          call paths (root= a path's subtree)   GET /api/ui/frame  node=  (spans behind a frame)
   GET  /api/ui/analyses       every analysis of the registry (?trace= says which apply to it)
   GET  /api/ui/analysis       name= trace= + the window + its parameters by name: rows and JSON
   POST /api/ui/sql            {"sql", "page", "page_size"}
@@ -25,7 +25,10 @@ browser asks the JSON API under `/api/ui/` for aggregates:
   POST /api/ui/debug          the Debug page: commands of `tracehouse debug` from a state (debugview.py)
 
 Every trace view takes the linked selection: `trace`, `start`/`end` (ns) and `producers`
-(comma list). Answers: 200 JSON; 202 {"pending": job} while a big trace is being prepared
+(comma list). With `rel=1` (what the page sends) `start`/`end` are ns from the trace's
+first event and so is every time of the answer (`start`, `end`, `ts`, `end_ts`,
+`bin_start`, `ts_min`, `ts_max`): epoch ns exceed 2^53, past which a browser's numbers
+are not exact (`ts_max + 1 === ts_max`); offsets of a trace shorter than 104 days are. Answers: 200 JSON; 202 {"pending": job} while a big trace is being prepared
 (the page polls `jobs`); 400 {"error"} for bad parameters and bad SQL (DuckDB's message);
 401 without the token; 404 unknown trace or result; 500 {"error"} naming the exception
 type only (the stack trace goes to the server log, never to the page).
@@ -46,6 +49,7 @@ from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
+import numpy as np
 import pyarrow as pa
 from starlette.applications import Starlette
 from starlette.concurrency import run_in_threadpool
@@ -182,7 +186,7 @@ def _int(params: dict, name: str, default: int | None = None) -> int | None:
         raise BadInput(f"parameter {name}={v!r}", expected="an integer") from None
 
 
-def _window(params: dict) -> Window:
+def _window(params: dict, origin: int = 0) -> Window:
     prods = params.get("producers")
     producers = None
     if prods:
@@ -190,7 +194,41 @@ def _window(params: dict) -> Window:
             producers = tuple(int(p) for p in prods.split(",") if p.strip())
         except ValueError:
             raise BadInput(f"producers={prods!r}", expected="producer ids separated by commas") from None
-    return Window(_int(params, "start"), _int(params, "end"), producers)
+    start, end = _int(params, "start"), _int(params, "end")
+    return Window(None if start is None else start + origin, None if end is None else end + origin, producers)
+
+
+TIME_KEYS = frozenset({"start", "end", "ts", "end_ts", "bin_start", "ts_min", "ts_max"})
+
+
+def _origin(state: UiState, params: dict, trace: str) -> int:
+    """What times of this request are counted from: 0, or the trace's first event with rel=1."""
+    if params.get("rel") not in ("1", "true"):
+        return 0
+    return state.store.trace(trace).ts_min or 0
+
+
+def _rebased(x: Any, origin: int, key: str | None = None) -> Any:
+    """An answer with its times (TIME_KEYS, and lists of them) counted from `origin`."""
+    if not origin:
+        return x
+    if isinstance(x, dict):
+        return {k: _rebased(v, origin, k) for k, v in x.items()}
+    if key in TIME_KEYS:
+        if isinstance(x, int) and not isinstance(x, bool):
+            return x - origin
+        if isinstance(x, list) and x and isinstance(x[0], int):
+            return (np.asarray(x, np.int64) - origin).tolist()
+    if isinstance(x, list):
+        return [_rebased(v, origin) for v in x]
+    return x
+
+
+def _selection(state: UiState, params: dict) -> tuple[str, Window, int]:
+    """The request's trace, its window (in epoch ns) and the origin of its times."""
+    trace = _trace(state, params)
+    origin = _origin(state, params, trace)
+    return trace, _window(params, origin), origin
 
 
 def _trace(state: UiState, params: dict) -> str:
@@ -238,7 +276,8 @@ def traces(state: UiState, params, _body) -> dict:
     desc = params.get("desc") in ("1", "true")
     found.sort(key=lambda t: (getattr(t, sort) is None, getattr(t, sort) or 0) if sort != "name" and sort != "format"
                else getattr(t, sort), reverse=desc)
-    rows = [t.to_json() | {"derived": bool(t.metadata.get("tool"))} for t in found]
+    rows = [t.to_json() | {"derived": bool(t.metadata.get("tool")),
+                           "ts_min_text": None if t.ts_min is None else str(t.ts_min)} for t in found]
     return {"traces": rows, "total": len(rows), "events": sum(t.event_count for t in found),
             "bytes": sum(t.bytes for t in found), "formats": sorted({t.format for t in state.store.traces()})}
 
@@ -253,8 +292,10 @@ def trace_info(state: UiState, params, _body) -> dict:
     derived = [r["params"].get("derived") for r in store.results(trace=name, kind="processed")
                if r["params"].get("derived") and r["params"].get("derived") != name]
     results = [r for r in store.results(trace=name) if r["tool"] != "tracehouse.index"]
+    origin = _origin(state, params, name)
     return {
-        "trace": info.to_json() | {"derived": bool(info.metadata.get("tool"))},
+        "trace": _rebased(info.to_json(), origin) | {"derived": bool(info.metadata.get("tool")),
+                                                     "ts_min_text": None if info.ts_min is None else str(info.ts_min)},
         "event_types": [{"name": t.name, "kind": t.kind, "doc": t.doc,
                          "params": [{"name": c.name, "type": c.type, "unit": c.unit} for c in t.params]}
                         for t in types.values()],
@@ -268,34 +309,37 @@ def trace_info(state: UiState, params, _body) -> dict:
 
 
 def density(state: UiState, params, _body) -> dict:
-    trace, w, bins = _trace(state, params), _window(params), _int(params, "bins", 1000)
-    return state.prep.cached(trace, ("density", w, bins), lambda: views.density(state.prep, trace, w, bins))
+    (trace, w, origin), bins = _selection(state, params), _int(params, "bins", 1000)
+    return _rebased(state.prep.cached(trace, ("density", w, bins), lambda: views.density(state.prep, trace, w, bins)),
+                    origin)
 
 
 def stats(state: UiState, params, _body) -> dict:
-    trace, w, by = _trace(state, params), _window(params), params.get("by") or "type"
-    return state.prep.cached(trace, ("stats", w, by), lambda: views.stats(state.prep, trace, w, by))
+    (trace, w, origin), by = _selection(state, params), params.get("by") or "type"
+    return _rebased(state.prep.cached(trace, ("stats", w, by), lambda: views.stats(state.prep, trace, w, by)), origin)
 
 
 def hist(state: UiState, params, _body) -> dict:
     kind = params.get("kind") or "hist"
     if kind not in ("hist", "lhist"):
         raise BadInput(f"kind={kind!r}", expected="hist | lhist")
-    trace, w = _trace(state, params), _window(params)
+    trace, w, origin = _selection(state, params)
     kw = dict(kind=kind, unit=params.get("unit") or "us", k=_int(params, "k", 0), lo=_int(params, "min"),
               hi=_int(params, "max"), step=_int(params, "step"))
-    return state.prep.cached(trace, ("hist", w, tuple(sorted(kw.items()))), lambda: views.hist(state.prep, trace, w, **kw))
+    return _rebased(state.prep.cached(trace, ("hist", w, tuple(sorted(kw.items()))),
+                                      lambda: views.hist(state.prep, trace, w, **kw)), origin)
 
 
 def top(state: UiState, params, _body) -> dict:
-    trace, w, n = _trace(state, params), _window(params), _int(params, "n", 25)
-    return state.prep.cached(trace, ("top", w, n), lambda: views.top_spans(state.prep, trace, w, n))
+    (trace, w, origin), n = _selection(state, params), _int(params, "n", 25)
+    return _rebased(state.prep.cached(trace, ("top", w, n), lambda: views.top_spans(state.prep, trace, w, n)), origin)
 
 
 def timeline(state: UiState, params, _body) -> dict:
-    name = _trace(state, params)
-    return views.timeline(state.prep, name, _window(params), params.get("rows") or None, _int(params, "width", 1000),
-                          _int(params, "max_depth", 12), params.get("lines") != "0")
+    name, w, origin = _selection(state, params)
+    return _rebased(views.timeline(state.prep, name, w, params.get("rows") or None, _int(params, "width", 1000),
+                                   _int(params, "max_depth", 12), params.get("lines") != "0",
+                                   params.get("fields") or None), origin)
 
 
 def analyses_list(state: UiState, params, _body) -> dict:
@@ -305,16 +349,23 @@ def analyses_list(state: UiState, params, _body) -> dict:
     return {"analyses": views.analyses(state.prep, trace)}
 
 
-WINDOW_PARAMS = ("trace", "start", "end", "producers", "name", "_multi")
+WINDOW_PARAMS = ("trace", "start", "end", "producers", "name", "rel", "_multi")
 
 
 def analysis(state: UiState, params, _body) -> dict:
     name = params.get("name")
     if not name:
         raise BadInput("missing ?name=", expected="an analysis from /api/ui/analyses")
-    trace, w = _trace(state, params), _window(params)
+    trace, w, origin = _selection(state, params)
     given = {k: v for k, v in params.items() if k not in WINDOW_PARAMS and v != ""}
-    return views.analysis(state.prep, name, trace, w, given)
+    doc = views.analysis(state.prep, name, trace, w, given)
+    if origin:  # the rows' time columns too
+        at = [i for i, c in enumerate(doc["columns"]) if c["name"] in TIME_KEYS and c["type"] == "int64"]
+        for r in doc["rows"]:
+            for i in at:
+                if isinstance(r[i], (int, str)):  # past 2^53 the digits come as text (console.rows_json)
+                    r[i] = int(r[i]) - origin
+    return doc
 
 
 def _float(params: dict, name: str, default: float) -> float:
@@ -332,15 +383,20 @@ def _float(params: dict, name: str, default: float) -> float:
 
 def flame(state: UiState, params, _body) -> dict:
     share = _float(params, "min_share", 0.001)
-    trace, w = _trace(state, params), _window(params)
-    return state.prep.cached(trace, ("flame", w, share), lambda: views.flame(state.prep, trace, w, share))
+    trace, w, origin = _selection(state, params)
+    root = _int(params, "root")
+    if root is not None:  # a zoomed frame: its subtree, asked of the server
+        return _rebased(views.flame(state.prep, trace, w, share, root=root), origin)
+    return _rebased(state.prep.cached(trace, ("flame", w, share), lambda: views.flame(state.prep, trace, w, share)),
+                    origin)
 
 
 def frame(state: UiState, params, _body) -> dict:
     node = _int(params, "node")
     if node is None:
         raise BadInput("missing ?node=", expected="a call path id from /api/ui/flame")
-    return views.frame_spans(state.prep, _trace(state, params), _window(params), node, _int(params, "n", 100))
+    trace, w, origin = _selection(state, params)
+    return _rebased(views.frame_spans(state.prep, trace, w, node, _int(params, "n", 100)), origin)
 
 
 def _json_body(body: bytes | None) -> dict:

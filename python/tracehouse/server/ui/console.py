@@ -63,15 +63,22 @@ def page(run: Callable[[str], pa.Table], sql: str, page_no: int = 0, page_size: 
             "seconds": round(secs, 4), "paged": paged}
 
 
+EXACT = 2**53  # a browser's numbers are exact integers up to here: past it, integers go as text
+
+
 def rows_json(t: pa.Table) -> list:
-    # Column at a time (Arrow's own conversion); decimals (sum of integers) as numbers.
+    # Column at a time (Arrow's own conversion); decimals (sum of integers) as numbers;
+    # integers past 2^53 (epoch ns, addresses) as their digits, which a browser keeps exact.
     cols = []
     for c in t.columns:
         if pa.types.is_decimal(c.type):
             c = c.cast(pa.float64())
         elif pa.types.is_binary(c.type) or pa.types.is_large_binary(c.type):
             c = c.cast(pa.string(), safe=False)
-        cols.append(c.to_pylist())
+        vals = c.to_pylist()
+        if pa.types.is_integer(c.type) and any(v is not None and abs(v) > EXACT for v in vals):
+            vals = [str(v) if v is not None and abs(v) > EXACT else v for v in vals]
+        cols.append(vals)
     return [list(r) for r in zip(*cols)] if cols else []
 
 
@@ -104,6 +111,12 @@ def _csv_safe(t: pa.Table) -> pa.Table:
 
 
 # -- example queries -------------------------------------------------------------------------------
+
+# The system calls whose return value is a byte count (strace examples).
+_READS = ", ".join(f"'{c}'" for c in ("read", "pread64", "readv", "preadv", "preadv2", "recvfrom", "recvmsg"))
+_WRITES = ", ".join(f"'{c}'" for c in ("write", "pwrite64", "writev", "pwritev", "pwritev2", "sendto", "sendmsg",
+                                       "sendfile", "splice", "copy_file_range"))
+_IO_CALLS = f"{_READS}, {_WRITES}"
 
 GENERIC = [
     ("events by type", 'SELECT type, count(*) AS events, min(ts) AS first_ns, max(ts) AS last_ns\n'

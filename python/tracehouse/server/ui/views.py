@@ -34,6 +34,7 @@ MAX_BINS = 2_000
 MAX_SERIES = 24  # density series (types) shown; the rest are summed into "other"
 TOP_GROUPS = 15  # pie/bar slices; the rest is "other"
 MAX_NODES = 5_000  # flame graph frames sent, at most
+MAX_TABLE_ROWS = 200  # rows of the statistics' tables beside their pies
 MAX_ROWS_SHOWN = 1_000  # rows of a generic analysis' answer sent, at most
 
 __all__ = ["Window", "analysis", "analyses", "density", "flame", "frame_spans", "hist", "stats", "timeline",
@@ -114,13 +115,19 @@ def stats(prep: Preparer, trace: str, w: Window, by: str) -> dict:
             doc["start"], doc["end"] = w.bounds(info.ts_min, info.ts_max)
         return doc
     if by == "state":
-        rows = [{"key": r["state"], "label": r["state"], "spans": r["spans"], "total_dur": r["total_dur"],
-                 "mean_dur": r["mean_dur"]} for r in t]
-        out = _top(rows, "total_dur", ("spans", "total_dur"))
+        # By self time: a span's children are not counted twice (a recursive call's nested
+        # spans summed by total exceed the trace); the pie shows the TOP_GROUPS states, the
+        # table beside it the first MAX_TABLE_ROWS.
+        rows = sorted(({"key": r["state"], "label": r["state"], "spans": r["spans"], "total_dur": r["total_dur"],
+                        "self_dur": r["self_dur"] or 0, "mean_dur": r["mean_dur"], "max_dur": r.get("max_dur")}
+                       for r in t),
+                      key=lambda r: -r["self_dur"])
+        out = _top(rows, "self_dur", ("spans", "total_dur", "self_dur"))
         if len(rows) > TOP_GROUPS:
             out[-1]["mean_dur"] = out[-1]["total_dur"] / max(1, out[-1]["spans"])
         cfg, _ = infer_span_config(prep.store, trace)
-        return {"by": "state", "rows": out, "total": sum(r["total_dur"] for r in t), "spans": sum(r["spans"] for r in t),
+        return {"by": "state", "rows": out, "table": rows[:MAX_TABLE_ROWS], "measure": "self_dur",
+                "total": sum(r["self_dur"] for r in rows), "spans": sum(r["spans"] for r in rows),
                 "state": cfg.name_column or cfg.begin, "groups": len(t)}
     if not t:
         return {"by": "link", "rows": [], "total": 0, "why": "no link event types with an end time in this trace"}
@@ -160,25 +167,29 @@ def top_spans(prep: Preparer, trace: str, w: Window, n: int = 25) -> dict:
 # -- flame graph ------------------------------------------------------------------------------------
 
 
-def flame(prep: Preparer, trace: str, w: Window, min_share: float = 0.001, max_nodes: int = MAX_NODES) -> dict:
+def flame(prep: Preparer, trace: str, w: Window, min_share: float = 0.001, max_nodes: int = MAX_NODES,
+          root: int | None = None) -> dict:
     """The calling-context tree of the spans overlapping the window, their durations clipped
     to it (of the stack samples in it, for a sampled trace, weighed by their period): per node
-    calls, total and self ns; nodes under `min_share` of the root are cut."""
+    calls, total, self ns and the time of its children left out (`cut`, drawn as an "other"
+    frame); nodes under `min_share` of the root are cut. With `root`, that path's subtree (its
+    frames under `min_share` of its own total cut) and its ancestors."""
     sampled = _sampled(prep, trace)
     why = None if sampled else _no_spans(prep, trace)
     if why is not None:
         return {"why": why, "nodes": []}
-    tree = run(prep, "tree", trace, w, min_share=max(float(min_share), 0.0), max_paths=max_nodes)
+    tree = run(prep, "tree", trace, w, min_share=max(float(min_share), 0.0), max_paths=max_nodes, root=root)
     extra = {"samples": tree.spans} if sampled else {}
     if tree.total == 0:
         return {"nodes": [], "total": 0, "start": tree.start, "end": tree.end, "spans": tree.spans} | extra
     t = tree.rows
-    cols = {c: t.column(c).to_pylist() for c in ("node", "parent", "depth", "name", "calls", "total_ns", "self_ns")}
+    cols = {c: t.column(c).to_pylist() for c in ("node", "parent", "depth", "name", "calls", "total_ns", "self_ns",
+                                                 "cut_ns")}
     nodes = [{"id": cols["node"][i], "parent": cols["parent"][i], "depth": cols["depth"][i], "name": str(cols["name"][i]),
-              "calls": cols["calls"][i], "total": cols["total_ns"][i], "self": cols["self_ns"][i]}
+              "calls": cols["calls"][i], "total": cols["total_ns"][i], "self": cols["self_ns"][i], "cut": cols["cut_ns"][i]}
              for i in range(t.num_rows)]
     return {"nodes": nodes, "total": tree.total, "start": tree.start, "end": tree.end, "spans": tree.spans,
-            "threshold_ns": tree.threshold_ns, "paths": tree.paths} | extra
+            "threshold_ns": tree.threshold_ns, "paths": tree.paths, "root": root} | extra
 
 
 def frame_spans(prep: Preparer, trace: str, w: Window, node: int, n: int = 100) -> dict:
@@ -197,10 +208,10 @@ def frame_spans(prep: Preparer, trace: str, w: Window, node: int, n: int = 100) 
 
 
 def timeline(prep: Preparer, trace: str, w: Window, rows: str | None, width: int = 1000, max_depth: int = 12,
-             lines: bool = True) -> dict:
+             lines: bool = True, fields: str | None = None) -> dict:
     """Rows of the timeline over the window (`analysis.lanes`)."""
     return run(prep, "timeline", trace, w, rows=rows, width=max(10, min(int(width), 4000)), max_depth=max_depth,
-               lines=lines).doc
+               lines=lines, fields=fields).doc
 
 
 # -- any analysis -------------------------------------------------------------------------------------

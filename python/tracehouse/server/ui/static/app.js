@@ -41,6 +41,21 @@ function fmtNs(ns) {
   if (a >= 1e3) return (ns / 1e3).toFixed(a >= 1e5 ? 0 : 2) + " µs";
   return ns + " ns";
 }
+/** Labels of ticks `step` ns apart: the unit of the largest, as many decimals as tell them apart. */
+function tickFormat(lo, hi, step) {
+  const a = Math.max(Math.abs(lo), Math.abs(hi));
+  const [div, unit] = a >= 1e9 ? [1e9, "s"] : a >= 1e6 ? [1e6, "ms"] : a >= 1e3 ? [1e3, "µs"] : [1, "ns"];
+  const dec = Math.min(9, Math.max(0, Math.ceil(-Math.log10(Math.max(step, 1) / div) + 0.01)));
+  return (ns) => (ns / div).toFixed(dec) + " " + unit;
+}
+/** An offset in ns, exact to the ns: "1.615012345 s". */
+function fmtNsExact(ns) {
+  if (ns === null || ns === undefined) return "";
+  const neg = ns < 0, a = Math.abs(Math.round(ns)), sec = Math.floor(a / 1e9);
+  return (neg ? "-" : "") + `${sec}.${String(a - sec * 1e9).padStart(9, "0")} s`;
+}
+/** Epoch ns (a string of digits: exact) as a UTC date and time. */
+const fmtEpoch = (text) => new Date(Number(String(text).slice(0, -6) || 0)).toISOString().replace("T", " ").replace("Z", " UTC");
 function fmtBytes(b) {
   if (b === null || b === undefined) return "";
   const u = ["B", "KB", "MB", "GB", "TB"]; let i = 0; let v = b;
@@ -147,6 +162,7 @@ function parseHash() {
   const qs = new URLSearchParams(query || "");
   const sel = {};
   for (const k of ["start", "end"]) if (qs.get(k)) sel[k] = Number(qs.get(k));
+  if (sel.start !== undefined && sel.end !== undefined && sel.end < sel.start) [sel.start, sel.end] = [sel.end, sel.start];  // a reversed range
   if (qs.get("producers")) sel.producers = qs.get("producers").split(",").map(Number);
   return { page: parts[0] || "traces", arg: parts[1] || null, sel, qs };
 }
@@ -168,8 +184,10 @@ function setSel(sel, { replace = false } = {}) {
   if (replace) { history.replaceState(null, "", url); route(); } else location.hash = url;
 }
 
+/** The selection as request parameters. Times are ns from the trace's first event (rel=1) both
+ *  ways: epoch ns exceed 2^53, past which the browser's numbers are not exact. */
 function selParams() {
-  const p = { trace: current.trace };
+  const p = { trace: current.trace, rel: 1 };
   if (current.sel.start !== undefined) { p.start = current.sel.start; p.end = current.sel.end; }
   if (current.sel.producers) p.producers = current.sel.producers.join(",");
   return p;
@@ -177,10 +195,9 @@ function selParams() {
 
 const traceCache = new Map();
 async function traceInfo(name, fresh = false) {
-  if (fresh || !traceCache.has(name)) traceCache.set(name, await api("/api/ui/trace", { trace: name }));
+  if (fresh || !traceCache.has(name)) traceCache.set(name, await api("/api/ui/trace", { trace: name, rel: 1 }));
   return traceCache.get(name);
 }
-const rel = (ns) => current.info && current.info.trace.ts_min !== null ? ns - current.info.trace.ts_min : ns;
 
 function renderSelection() {
   const box = $("#selection");
@@ -188,7 +205,7 @@ function renderSelection() {
   if (!current.trace) return;
   const sel = current.sel;
   if (sel.start !== undefined) {
-    box.append(h("span", {}, `range ${fmtNs(rel(sel.start))} – ${fmtNs(rel(sel.end))} (${fmtNs(sel.end - sel.start)})`),
+    box.append(h("span", {}, `range ${fmtNs(sel.start)} – ${fmtNs(sel.end)} (${fmtNs(sel.end - sel.start)})`),
       h("button", { onclick: () => setSel({ producers: sel.producers }), title: "show the whole trace" }, "clear range"));
   }
   if (sel.producers) {
@@ -249,7 +266,7 @@ function pageTraces() {
     h("button", { type: "submit", class: "primary" }, "Search"));
   const summary = h("p", { class: "muted", "aria-live": "polite" });
   const list = h("div", { class: "scroll" });
-  main.append(h("h1", {}, "Traces"), form, summary, list, importForm());
+  main.append(h("h1", {}, "Traces"), form, summary, list, importForm(() => load()));
   let sort = qs.get("sort") || "name", desc = qs.get("desc") === "1";
   const params = () => {
     const p = Object.fromEntries(new FormData(form).entries());
@@ -262,7 +279,7 @@ function pageTraces() {
     history.replaceState(null, "", "#/traces?" + q);
     load();
   });
-  const cols = [["name", "name"], ["format", "format"], ["event_count", "events"], ["bytes", "size"], ["ts_min", "start (ns)"],
+  const cols = [["name", "name"], ["format", "format"], ["event_count", "events"], ["bytes", "size"], ["ts_min", "first event (UTC)"],
     ["ts_max", "duration"], ["created", "created"]];
   async function load() {
     try {
@@ -278,7 +295,7 @@ function pageTraces() {
         h("td", {}, h("a", { href: "#/trace/" + encodeURIComponent(t.name) }, t.name), t.derived ? h("span", { class: "muted" }, " (processed)") : null,
           t.description ? h("div", { class: "muted" }, t.description) : null),
         h("td", {}, t.format), h("td", { class: "num" }, fmtInt(t.event_count)), h("td", { class: "num" }, fmtBytes(t.bytes)),
-        h("td", { class: "num" }, t.ts_min === null ? "" : fmtInt(t.ts_min)),
+        h("td", { class: "num", title: t.ts_min === null ? null : `${t.ts_min_text || t.ts_min} ns` }, t.ts_min === null ? "" : fmtEpoch(t.ts_min_text || String(t.ts_min))),
         h("td", { class: "num" }, t.ts_min === null ? "" : fmtNs(t.ts_max - t.ts_min)), h("td", {}, fmtDate(t.created))));
       list.replaceChildren(h("table", { "aria-label": "traces" }, h("thead", {}, head), h("tbody", {}, rows)));
     } catch (e) { showError(e); }
@@ -286,7 +303,8 @@ function pageTraces() {
   load();
 }
 
-function importForm() {
+/** The upload form; `done()` once a trace is imported (the list shows it). */
+function importForm(done = () => {}) {
   const fmt = h("select", { name: "format" }, h("option", { value: "" }, "recognise from the file"));
   api("/api/ui/info").then((info) => info.importers.forEach((i) => fmt.append(h("option", { value: i.name, title: i.description }, i.name)))).catch(showError);
   const status = h("p", { "aria-live": "polite" });
@@ -319,6 +337,7 @@ function importForm() {
       status.replaceChildren(`imported ${fmtInt(r.events)} events into `, h("a", { href: "#/trace/" + encodeURIComponent(job.trace) }, job.trace),
         r.rejected ? ` (${fmtInt(r.rejected)} lines rejected)` : "");
       traceCache.delete(job.trace);
+      done();
     } catch (err) { status.textContent = err.message; showError(err); }
   });
   return form;
@@ -331,7 +350,7 @@ function pageOverview() {
   document.title = `${t.name} · tracehouse`;
   const meta = h("dl", { class: "meta" },
     ...[["format", t.format], ["description", t.description], ["events", fmtInt(t.event_count)], ["size on disk", fmtBytes(t.bytes)],
-      ["first event (ns)", fmtInt(t.ts_min)], ["duration", t.ts_min === null ? "" : fmtNs(t.ts_max - t.ts_min)],
+      ["first event", t.ts_min_text === null ? "" : `${fmtEpoch(t.ts_min_text)} (${t.ts_min_text} ns)`], ["duration", t.ts_min === null ? "" : fmtNs(t.ts_max - t.ts_min)],
       ["producers", fmtInt(info.producer_count)], ["created", fmtDate(t.created)],
       ["spans", info.spans ? `${info.spans.begin}${info.spans.end ? " / " + info.spans.end : ""}${info.spans.name ? " named by " + info.spans.name : ""}` : info.spans_why],
       ...Object.entries(t.metadata || {}).map(([k, v]) => [k, v])]
@@ -351,7 +370,7 @@ function pageOverview() {
   const p = selParams();
   fill(densityBox, () => api("/api/ui/density", Object.assign({ bins: 1000 }, p)),
     (d) => densityChart(densityBox, d));
-  for (const [by, title] of [["type", "by event type"], ["producer", "by producer"], ["state", "by state (span name) duration"], ["link", "by link duration"]]) {
+  for (const [by, title] of [["type", "by event type"], ["producer", "by producer"], ["state", "by state (span name), self time"], ["link", "by link duration"]]) {
     const box = h("div", { class: "panel", "data-stats": by });
     statsBox.append(box);
     fill(box, () => api("/api/ui/stats", Object.assign({ by }, p)), (d) => statsPanel(box, title, by, d));
@@ -376,9 +395,10 @@ function densityChart(box, d) {
     }
     svg.append(s("path", { d: top + bottom + "Z", fill: pal(si), "data-type": ser.type }, s("title", {}, ser.type)));
   });
+  const tick = tickFormat(d.start, d.end, (d.end - d.start) / 4);
   for (let k = 0; k <= 4; k++) {
     const t = d.start + (d.end - d.start) * k / 4;
-    svg.append(s("text", { x: k === 4 ? W - 2 : k * W / 4 + 2, y: H + 14, "font-size": 11, "text-anchor": k === 4 ? "end" : "start", fill: "#556" }, fmtNs(rel(t))));
+    svg.append(s("text", { x: k === 4 ? W - 2 : k * W / 4 + 2, y: H + 14, "font-size": 11, "text-anchor": k === 4 ? "end" : "start", fill: "#556", class: "axis" }, tick(t)));
   }
   svg.append(s("text", { x: 4, y: 12, "font-size": 11, fill: "#556" }, `max ${fmtInt(max)} events/bin`));
   const brush = s("rect", { y: 0, height: H, fill: "rgba(31,111,235,.18)", visibility: "hidden", class: "brush" });
@@ -433,7 +453,7 @@ function statsPanel(box, title, by, d) {
   const area = h("div");
   box.append(h("h3", {}, title), tabs, area);
   if (!d.rows.length) { area.append(h("p", { class: "muted" }, d.why || "nothing in this selection")); return; }
-  const value = by === "type" || by === "producer" ? "events" : "total_dur";
+  const value = d.measure || (by === "type" || by === "producer" ? "events" : "total_dur");
   const fmt = value === "events" ? fmtInt : fmtNs;
   const total = d.rows.reduce((a, r) => a + (r[value] || 0), 0) || 1;
   const clickable = by === "producer";
@@ -449,6 +469,13 @@ function statsPanel(box, title, by, d) {
   for (const k of ["pie", "bar"]) tabs.append(h("button", { "data-kind": k, onclick: () => draw(k) }, k));
   area.dataset.total = d.total;
   draw("pie");
+  if (d.table) {
+    // every state (the first 200), beside the pie's top slices
+    box.append(h("details", { class: "scroll", open: d.groups > d.rows.length ? "" : null }, h("summary", {}, `table of ${fmtInt(d.groups)} states`),
+      h("table", { "aria-label": "states" }, h("thead", {}, h("tr", {}, ["state", "spans", "self", "total", "mean"].map((c, i) => h("th", { class: i ? "num" : null }, c)))),
+        h("tbody", {}, d.table.map((r) => h("tr", {}, h("td", {}, r.label), h("td", { class: "num" }, fmtInt(r.spans)), h("td", { class: "num" }, fmtNs(r.self_dur)),
+          h("td", { class: "num" }, fmtNs(r.total_dur)), h("td", { class: "num" }, fmtNs(r.mean_dur))))))));
+  }
 }
 
 function pie(rows, value, total, fmt, pick) {
@@ -515,7 +542,7 @@ function spanTable(box, rows, why) {
   box.append(h("table", { "aria-label": "spans" }, h("thead", {}, h("tr", {}, ["span", "name", "producer", "start", "duration", "self", "depth"].map((c) => h("th", {}, c)))),
     h("tbody", {}, rows.map((r) => h("tr", {},
       h("td", {}, h("a", { href: spanHref(r), title: "show on the timeline" }, String(r.span_id))), h("td", {}, r.name),
-      h("td", {}, r.producer_name), h("td", { class: "num" }, fmtNs(rel(r.ts))), h("td", { class: "num" }, fmtNs(r.dur)),
+      h("td", {}, r.producer_name), h("td", { class: "num" }, fmtNs(r.ts)), h("td", { class: "num" }, fmtNs(r.dur)),
       h("td", { class: "num" }, fmtNs(r.self_time)), h("td", { class: "num" }, r.depth))))));
 }
 const spanHref = (r) => hrefFor("timeline", current.trace, { start: r.ts - Math.max(r.dur, 1000) * 0.25, end: r.end_ts + Math.max(r.dur, 1000) * 0.25, producers: [r.producer] });
@@ -532,7 +559,44 @@ function producerTree(info) {
   return { kids, byId, roots };
 }
 
-const tlState = { expanded: new Map(), page: 0 };
+const tlState = { expanded: new Map(), page: 0, fields: new Map(), search: null };
+
+/** Search in the timeline: the spans named like a text (the registry's `find`), their count,
+ *  and next / previous stepping through them (each shown on its producer, the matches outlined). */
+async function timelineSearch(text, step = 0) {
+  const q = tlState.search;
+  if (!q || q.trace !== current.trace || q.text !== text) {
+    const p = { name: "find", trace: current.trace, text, n: 1000, rel: 1 };
+    if (current.sel.producers) p.producers = current.sel.producers.join(",");
+    try {
+      const d = await api("/api/ui/analysis", p);
+      const col = (c) => d.columns.findIndex((x) => x.name === c);
+      const [ci, ti, ei, pi] = ["span_id", "ts", "end_ts", "producer"].map(col);
+      tlState.search = { trace: current.trace, text, i: -1, total: d.json && d.json.count !== undefined ? d.json.count : d.total,
+        rows: d.rows.map((r) => ({ id: r[ci], ts: r[ti], end_ts: r[ei], producer: r[pi] })) };
+    } catch (e) { showError(e); return; }
+  }
+  const s2 = tlState.search;
+  if (!s2.rows.length) { s2.i = -1; if (current.page === "timeline") route(); else location.hash = hrefFor("timeline", current.trace); return; }
+  s2.i = ((s2.i + step) % s2.rows.length + s2.rows.length) % s2.rows.length;
+  if (step === 0) s2.i = 0;
+  const r = s2.rows[s2.i], pad = Math.max((r.end_ts - r.ts) * 0.5, 1000);
+  const sel = { start: r.ts - pad, end: r.end_ts + pad, producers: [r.producer] };
+  if (current.page === "timeline") setSel(sel); else location.hash = hrefFor("timeline", current.trace, sel);
+}
+
+function searchBox() {
+  const q = tlState.search && tlState.search.trace === current.trace ? tlState.search : null;
+  const input = h("input", { name: "find", type: "search", placeholder: "find spans by name", value: q ? q.text : "", "aria-label": "find spans by name", size: 18 });
+  const form = h("form", { class: "row search-tl", role: "search" }, input,
+    h("button", { type: "submit" }, "Find"),
+    h("button", { type: "button", "aria-label": "previous match", disabled: !q || !q.rows.length, onclick: () => timelineSearch(q.text, -1) }, "◀"),
+    h("button", { type: "button", "aria-label": "next match", disabled: !q || !q.rows.length, onclick: () => timelineSearch(q.text, 1) }, "▶"),
+    h("span", { class: "muted", "aria-live": "polite", "data-count": q ? q.total : null },
+      q ? (q.rows.length ? `match ${q.i + 1} of ${fmtInt(q.total)}` + (q.total > q.rows.length ? ` (stepping through the first ${fmtInt(q.rows.length)})` : "") : `no span named like "${q.text}"`) : ""));
+  form.addEventListener("submit", (ev) => { ev.preventDefault(); if (input.value.trim()) timelineSearch(input.value.trim()); });
+  return form;
+}
 
 function pageTimeline() {
   const info = current.info, t = info.trace;
@@ -562,7 +626,8 @@ function pageTimeline() {
   const labels = h("div", { id: "tl-labels" });
   const canvas = h("canvas");
   const box = h("div", { id: "tl-canvas-box", tabindex: 0, role: "application",
-    "aria-label": "timeline: W S or + − zoom, A D or ← → pan, drag to pan, shift-drag to select a range, click a span for details" }, canvas);
+    "aria-label": "timeline: W S or + − zoom, A D or ← → pan, drag to pan, shift-drag to select a range, alt-drag to measure, click a span for details" }, canvas,
+  h("div", { id: "tl-ruler", hidden: true }), h("div", { id: "tl-measure", hidden: true, role: "status" }));
   const details = h("div", { class: "details", "aria-live": "polite" }, "Click a span or tick for details.");
   const status = h("span", { class: "muted" });
   const pager = h("div", { class: "pager" },
@@ -572,19 +637,40 @@ function pageTimeline() {
   main.append(h("h1", {}, `${t.name}: timeline`),
     h("p", { class: "muted" }, "Producers are rows (▸ expands a group); spans are bars per call depth, other events ticks, counters lines. ",
       h("span", { class: "kbd" }, "W"), h("span", { class: "kbd" }, "S"), " zoom, ", h("span", { class: "kbd" }, "A"), h("span", { class: "kbd" }, "D"),
-      " pan, drag pans, shift-drag selects a range, wheel zooms."),
-    pager, h("div", { id: "timeline-wrap" }, labels, box), details);
+      " pan, drag pans, shift-drag selects a range, alt-drag measures, wheel zooms."),
+    searchBox(), pager, h("div", { id: "tl-hover", class: "muted", "aria-live": "off" }), h("div", { id: "timeline-wrap" }, h("div", {}), h("div", { id: "tl-axis", "aria-label": "time axis" }), labels, box), details);
   const W = Math.max(400, box.clientWidth || main.clientWidth - 240);
   status.textContent = "loading…";
-  const params = Object.assign(selParams(), { start, end, width: Math.floor(W), rows: shown.map((r) => r.ids.join(",")).join(";"), max_depth: 12 });
+  const chosen = tlState.fields.get(key) || [];
+  const params = Object.assign(selParams(), { start, end, width: Math.floor(W), rows: shown.map((r) => r.ids.join(",")).join(";"), max_depth: 12,
+    fields: chosen.join(",") });
   delete params.producers;
-  const msg = h("div");
+  const msg = h("div"), fieldBox = h("div", { class: "row fields", role: "group", "aria-label": "fields drawn as lines" });
+  main.insertBefore(fieldBox, $("#timeline-wrap"));
   main.insertBefore(msg, details);
-  fill(msg, () => api("/api/ui/timeline", params), (d) => {
+  fill(msg, () => api("/api/ui/timeline", params).catch((e) => { status.textContent = ""; throw e; }), (d) => {
     status.textContent = `${fmtNs(d.end - d.start)} in view`;
+    // the value columns of counters and measurements: which are drawn, one band each
+    const drawn = new Set((d.lines || []).map((l) => l.value));
+    const names = [...new Set(Object.values(d.fields || {}).flat())];
+    if (names.length > 1) fieldBox.replaceChildren(h("span", { class: "muted" }, "lines of:"), ...names.map((f) => h("label", {},
+      h("input", { type: "checkbox", name: "field", value: f, checked: (chosen.length ? chosen.includes(f) : drawn.has(f)) || null, onchange: () => {
+        tlState.fields.set(key, [...fieldBox.querySelectorAll("input:checked")].map((i) => i.value)); route(); } }), " " + f)));
     drawTimeline(d, shown, labels, canvas, box, details, tree, expanded, W);
   });
   box.addEventListener("keydown", (ev) => keyZoom(ev, start, end));
+  if (current.sel.start !== undefined && info.spans) {
+    // area selection: the selected range x the selected producers, aggregated by name
+    const area = h("div", { class: "panel", "data-area": "" });
+    main.append(h("h2", {}, "Selected range" + (current.sel.producers ? " and producers" : "") + ", by name"), area);
+    fill(area, () => api("/api/ui/stats", Object.assign({ by: "state" }, selParams())), (st) => {
+      if (!st.table || !st.table.length) { area.append(h("p", { class: "muted" }, st.why || "no spans start in the selection")); return; }
+      area.append(h("p", { class: "muted" }, `${fmtInt(st.spans)} spans starting in the selection, ${fmtInt(st.groups)} names` + (st.groups > st.table.length ? `; the ${st.table.length} with the most self time:` : ":")),
+        h("table", { "aria-label": "selection by name" }, h("thead", {}, h("tr", {}, ["name", "count", "total", "self", "average", "max"].map((c, i) => h("th", { class: i ? "num" : null }, c)))),
+          h("tbody", {}, st.table.map((r) => h("tr", {}, h("td", {}, r.label), h("td", { class: "num" }, fmtInt(r.spans)), h("td", { class: "num" }, fmtNs(r.total_dur)),
+            h("td", { class: "num" }, fmtNs(r.self_dur)), h("td", { class: "num" }, fmtNs(r.mean_dur)), h("td", { class: "num" }, fmtNs(r.max_dur)))))));
+    });
+  }
 }
 
 function drawTimeline(d, shown, labels, canvas, box, details, tree, expanded, W) {
@@ -593,7 +679,7 @@ function drawTimeline(d, shown, labels, canvas, box, details, tree, expanded, W)
   for (const l of d.lines || []) { if (!linesBy.has(l.producer)) linesBy.set(l.producer, []); linesBy.get(l.producer).push(l); }
   const layout = d.rows.map((row) => {
     const lines = row.producers.length === 1 ? linesBy.get(row.producers[0]) || [] : [];
-    const hgt = Math.max(18, row.levels.length * LEVEL + (row.ticks.length ? TICK : 0) + (lines.length ? LINE : 0) + 4);
+    const hgt = Math.max(18, row.levels.reduce((a, lv) => a + (lv.mode === "sum" ? 2 : 1) * LEVEL, 0) + row.ticks.length * TICK + lines.length * LINE + 4);
     return { row, lines, hgt };
   });
   const H = layout.reduce((a, r) => a + r.hgt, 0) + 16;
@@ -605,25 +691,43 @@ function drawTimeline(d, shown, labels, canvas, box, details, tree, expanded, W)
   const span = d.end - d.start, px = (t) => ((t - d.start) / span) * W;
   const names = d.names || {};
   const hits = [];
+  // the search's matches, outlined (the current one in red)
+  const q = tlState.search && tlState.search.trace === current.trace ? tlState.search : null;
+  const found = new Map(q ? q.rows.map((r, i) => [r.id, i === q.i]) : []);
   labels.replaceChildren();
   let y = 0;
   layout.forEach(({ row, lines, hgt }, i) => {
     const meta = shown[i];
     const p = tree.byId.get(meta.id) || { name: String(meta.id), kind: "" };
-    const tog = meta.hasKids ? h("button", { "aria-expanded": expanded.has(meta.id), "aria-label": (expanded.has(meta.id) ? "collapse " : "expand ") + p.name,
+    const tog = meta.hasKids ? h("button", { "aria-expanded": String(expanded.has(meta.id)), "aria-label": (expanded.has(meta.id) ? "collapse " : "expand ") + p.name,
       onclick: () => { expanded.has(meta.id) ? expanded.delete(meta.id) : expanded.add(meta.id); route(); } }, expanded.has(meta.id) ? "▾" : "▸") : h("span", { style: "width:1em;display:inline-block" });
     labels.append(h("div", { class: "lab", style: `height:${hgt}px;padding-left:${4 + meta.depth * 10}px`, title: `${p.kind} ${p.name} (id ${meta.id})` },
       tog, h("span", {}, p.name + (meta.ids.length > 1 ? ` (+${meta.ids.length - 1})` : ""))));
     g.fillStyle = i % 2 ? "#fafbfc" : "#fff"; g.fillRect(0, y, W, hgt);
     let yy = y + 2;
     for (const lv of row.levels) {
-      if (lv.mode === "cut") {
+      if (lv.mode === "sum") {
+        // a collapsed group: how many of its producers are busy, per pixel (the sum of its subtree)
+        const max = Math.max(1, ...lv.busy);
+        for (let b = 0; b < lv.busy.length; b++) {
+          if (lv.busy[b] <= 0) continue;
+          const hh = Math.max(1, (2 * LEVEL - 1) * lv.busy[b] / max);
+          g.fillStyle = lv.name[b] >= 0 ? color(names[lv.name[b]] ?? lv.name[b]) : "#889";
+          g.fillRect(b * W / lv.busy.length, yy + 2 * LEVEL - 1 - hh, Math.max(1, W / lv.busy.length), hh);
+        }
+        hits.push({ x0: 0, x1: W, y0: yy, y1: yy + 2 * LEVEL - 1, what: "sum", busy: lv.busy, name: lv.name, spans: lv.spans, producers: lv.producers, label: row.label });
+        yy += LEVEL;  // two levels high
+      } else if (lv.mode === "cut") {
         g.fillStyle = "#778"; g.fillText(`depth ${lv.depth} and deeper: zoom in to see them`, 4, yy + 8);
       } else if (lv.mode === "items") {
         for (let k = 0; k < lv.ts.length; k++) {
           const x0 = Math.max(0, px(lv.ts[k])), x1 = Math.min(W, px(lv.ts[k] + lv.dur[k]));
           const nm = names[lv.name[k]] ?? lv.name[k];
           g.fillStyle = color(nm); g.fillRect(x0, yy, Math.max(1, x1 - x0), LEVEL - 1);
+          if (found.has(lv.id[k])) {
+            g.save(); g.strokeStyle = found.get(lv.id[k]) ? "#d00" : "#111"; g.lineWidth = found.get(lv.id[k]) ? 2 : 1;
+            g.strokeRect(x0 + 0.5, yy + 0.5, Math.max(1, x1 - x0) - 1, LEVEL - 2); g.restore();
+          }
           if (x1 - x0 > 30) { g.fillStyle = "#111"; g.fillText(String(nm).slice(0, Math.floor((x1 - x0) / 6)), x0 + 2, yy + 8, x1 - x0 - 3); }
           hits.push({ x0, x1: Math.max(x0 + 1, x1), y0: yy, y1: yy + LEVEL - 1, what: "span", id: lv.id[k], name: nm, ts: lv.ts[k], dur: lv.dur[k], depth: lv.depth, producer: row.producers[0] });
         }
@@ -639,73 +743,138 @@ function drawTimeline(d, shown, labels, canvas, box, details, tree, expanded, W)
       }
       yy += LEVEL;
     }
-    if (row.ticks.length) {
-      row.ticks.forEach((tk, ti) => {
-        g.fillStyle = pal(ti);
-        if (tk.mode === "items") {
-          for (const ts of tk.ts) g.fillRect(px(ts), yy, 1, TICK - 2);
-          hits.push({ x0: 0, x1: W, y0: yy, y1: yy + TICK - 2, what: "ticks", type: tk.type, events: tk.events, items: tk.ts });
-        } else {
-          const max = Math.max(1, ...tk.counts);
-          for (let b = 0; b < tk.counts.length; b++) if (tk.counts[b]) {
-            const hh = Math.max(1, (TICK - 2) * tk.counts[b] / max);
-            g.fillRect(b * W / tk.counts.length, yy + TICK - 2 - hh, Math.max(1, W / tk.counts.length), hh);
-          }
-          hits.push({ x0: 0, x1: W, y0: yy, y1: yy + TICK - 2, what: "ticks", type: tk.type, events: tk.events });
+    // each instant type its own strip, each counter series its own band (one strip drew over another)
+    row.ticks.forEach((tk, ti) => {
+      g.fillStyle = pal(ti);
+      if (tk.mode === "items") {
+        for (const ts of tk.ts) g.fillRect(px(ts), yy, 1, TICK - 2);
+      } else {
+        const max = Math.max(1, ...tk.counts);
+        for (let b = 0; b < tk.counts.length; b++) if (tk.counts[b]) {
+          const hh = Math.max(1, (TICK - 2) * tk.counts[b] / max);
+          g.fillRect(b * W / tk.counts.length, yy + TICK - 2 - hh, Math.max(1, W / tk.counts.length), hh);
         }
-      });
+      }
+      if (row.ticks.length > 1) { g.fillStyle = "#556"; g.fillText(tk.type, W - 4 - g.measureText(tk.type).width, yy + 8); }
+      hits.push({ x0: 0, x1: W, y0: yy, y1: yy + TICK - 1, what: "ticks", type: tk.type, events: tk.events, items: tk.mode === "items" ? tk.ts : null });
       yy += TICK;
-    }
+    });
     lines.forEach((l, li) => {
       const lo = Math.min(...l.lo), hi = Math.max(...l.hi), rng = hi - lo || 1;
-      const yv = (v) => yy + LINE - 4 - ((v - lo) / rng) * (LINE - 8);
+      const yv = (v) => yy + LINE - 4 - ((v - lo) / rng) * (LINE - 14);
       g.strokeStyle = pal(li + 3); g.beginPath();
       l.bin.forEach((b, k) => { const xx = (b + 0.5) * W / d.width; k ? g.lineTo(xx, yv(l.mean[k])) : g.moveTo(xx, yv(l.mean[k])); });
       g.stroke();
       g.fillStyle = "#445"; g.fillText(`${l.type}.${l.value}${l.series ? " " + l.series : ""} ${lo.toPrecision(3)}…${hi.toPrecision(3)}`, 4, yy + 9);
-      hits.push({ x0: 0, x1: W, y0: yy, y1: yy + LINE, what: "line", line: l });
+      hits.push({ x0: 0, x1: W, y0: yy, y1: yy + LINE - 1, what: "line", line: l });
+      yy += LINE;
     });
     g.strokeStyle = "#e3e6ea"; g.beginPath(); g.moveTo(0, y + hgt - 0.5); g.lineTo(W, y + hgt - 0.5); g.stroke();
     y += hgt;
   });
-  g.fillStyle = "#556";
-  for (let k = 0; k <= 5; k++) { const tt = d.start + span * k / 5; g.fillText(fmtNs(rel(tt)), Math.min(W - 60, k * W / 5 + 2), H - 3); }
-  // interactions: click = details, drag = pan, shift-drag = select, wheel = zoom
-  const at = (ev) => { const r = canvas.getBoundingClientRect(); return [ev.clientX - r.left, ev.clientY - r.top]; };
+  // the axis: HTML (readable, selectable), its labels with as many digits as tell them apart
+  const tick = tickFormat(d.start, d.end, span / 5), axis = $("#tl-axis");
+  if (axis) axis.replaceChildren(...[0, 1, 2, 3, 4, 5].map((k) => h("span", { style: k === 5 ? "right:0" : `left:${k * 20}%` }, tick(d.start + span * k / 5))));
+  // interactions: click = details, drag = pan, shift-drag = select, alt-drag = measure, wheel = zoom.
+  // Pan and zoom move the picture at hand at once (a CSS transform of the canvas, no round trip),
+  // then the range is asked again at the new resolution and redrawn.
+  const at = (ev) => { const r = box.getBoundingClientRect(); return [(ev.clientX - r.left) * W / r.width, ev.clientY - r.top]; };
+  const exact = tickFormat(d.start, d.end, span / W);  // one pixel's worth of digits
+  const hover = $("#tl-hover"), ruler = $("#tl-ruler"), measure = $("#tl-measure");
+  const lineAt = (x, yc) => {
+    const hit = hits.find((hh) => hh.what === "line" && yc >= hh.y0 && yc <= hh.y1);
+    if (!hit) return "";
+    const l = hit.line, k = l.bin.indexOf(Math.floor(x / W * d.width));
+    return k >= 0 ? ` · ${l.type}.${l.value}${l.series ? " " + l.series : ""} = ${+l.mean[k].toPrecision(6)} (min ${l.lo[k]}, max ${l.hi[k]})` : "";
+  };
   let drag = null;
-  canvas.onmousedown = (ev) => { drag = { x: at(ev)[0], shift: ev.shiftKey, moved: false }; };
+  canvas.style.transformOrigin = "0 0";
+  canvas.onmousedown = (ev) => { drag = { x: at(ev)[0], shift: ev.shiftKey, alt: ev.altKey, moved: false }; ev.preventDefault(); };
+  canvas.onmouseleave = () => { if (hover) hover.textContent = ""; if (ruler) ruler.hidden = true; };
   canvas.onmousemove = (ev) => {
+    const [x, yc] = at(ev);
+    const t = d.start + span * x / W;
+    if (hover) { hover.textContent = `t = ${exact(t)}` + lineAt(x, yc); hover.dataset.t = Math.round(t); }
+    if (ruler) { ruler.hidden = false; ruler.style.left = (x * box.getBoundingClientRect().width / W) + "px"; }
     if (!drag) return;
-    const x = at(ev)[0];
     if (Math.abs(x - drag.x) > 3) drag.moved = true;
-    if (drag.moved && drag.shift) { g.save(); g.fillStyle = "rgba(31,111,235,.08)"; g.fillRect(Math.min(x, drag.x), 0, 2, H); g.restore(); }
+    if (!drag.moved) return;
+    if (drag.alt) {
+      const t0 = d.start + span * Math.min(x, drag.x) / W, t1 = d.start + span * Math.max(x, drag.x) / W;
+      measure.hidden = false; measure.style.left = Math.min(x, drag.x) * box.getBoundingClientRect().width / W + "px";
+      measure.style.width = Math.abs(x - drag.x) * box.getBoundingClientRect().width / W + "px";
+      measure.textContent = `Δ ${fmtNs(t1 - t0)}`; measure.dataset.ns = Math.round(t1 - t0);
+      measure.title = `${exact(t0)} – ${exact(t1)}`;
+    } else if (drag.shift) { g.save(); g.fillStyle = "rgba(31,111,235,.08)"; g.fillRect(Math.min(x, drag.x), 0, 2, H); g.restore(); }
+    else canvas.style.transform = `translateX(${(x - drag.x) * box.getBoundingClientRect().width / W}px)`;  // pan at once
   };
   canvas.onmouseup = (ev) => {
     const [x, yc] = at(ev);
     const dd = drag; drag = null;
     if (dd && dd.moved) {
       const t0 = d.start + span * Math.min(x, dd.x) / W, t1 = d.start + span * Math.max(x, dd.x) / W;
+      if (dd.alt) return;  // a measure stays shown until the next
       if (dd.shift) setSel({ start: t0, end: t1, producers: current.sel.producers });
       else { const shift = span * (dd.x - x) / W; setSel({ start: d.start + shift, end: d.end + shift, producers: current.sel.producers }); }
       return;
     }
+    if (measure) measure.hidden = true;
     const hit = hits.find((hh) => x >= hh.x0 - 1 && x <= hh.x1 + 1 && yc >= hh.y0 && yc <= hh.y1);
-    const t = d.start + span * x / W;
-    if (!hit) { details.textContent = `t = ${fmtNs(rel(t))}`; return; }
-    if (hit.what === "span") details.replaceChildren(h("b", {}, String(hit.name)), ` span ${hit.id}, depth ${hit.depth}, start ${fmtNs(rel(hit.ts))}, duration ${fmtNs(hit.dur)} `,
-      h("a", { href: hrefFor("timeline", current.trace, { start: hit.ts - hit.dur * 0.1, end: hit.ts + hit.dur * 1.1, producers: current.sel.producers }) }, "zoom to it"), " · ",
-      h("a", { href: hrefFor("calls", current.trace, { start: hit.ts, end: hit.ts + Math.max(1, hit.dur), producers: [hit.producer] }) }, "calls inside it"));
-    else if (hit.what === "level") details.textContent = `depth ${hit.depth}: ${fmtInt(hit.spans)} spans in view (zoom in to see them one by one); t = ${fmtNs(rel(t))}`;
-    else if (hit.what === "ticks") details.textContent = `${hit.type}: ${fmtInt(hit.events)} events in view; t = ${fmtNs(rel(t))}`;
+    const t = d.start + span * x / W, at1 = tickFormat(d.start, d.end, span / W);
+    if (!hit) { details.textContent = `t = ${at1(t)}`; return; }
+    if (hit.what === "span") sliceDetails(details, hit);
+    else if (hit.what === "level") details.textContent = `depth ${hit.depth}: ${fmtInt(hit.spans)} spans in view (zoom in to see them one by one); t = ${at1(t)}`;
+    else if (hit.what === "sum") { const b = Math.floor(x / W * hit.busy.length), nm = hit.name[b] >= 0 ? names[hit.name[b]] ?? hit.name[b] : null;
+      details.textContent = `${hit.label}: ${(hit.busy[b] || 0).toFixed(2)} of ${hit.producers} producers busy here` + (nm !== null ? ` (busiest in ${nm})` : "") +
+        `; ${fmtInt(hit.spans)} top-level spans in view; t = ${at1(t)}`; }
+    else if (hit.what === "ticks") details.textContent = `${hit.type}: ${fmtInt(hit.events)} events in view; t = ${at1(t)}`;
     else if (hit.what === "line") { const l = hit.line, b = Math.floor(x / W * d.width), k = l.bin.indexOf(b);
-      details.textContent = `${l.type}.${l.value} ${l.series}: ` + (k >= 0 ? `min ${l.lo[k]}, mean ${l.mean[k].toPrecision(4)}, max ${l.hi[k]} at ${fmtNs(rel(t))}` : "no sample here"); }
+      details.textContent = `${l.type}.${l.value} ${l.series}: ` + (k >= 0 ? `min ${l.lo[k]}, mean ${l.mean[k].toPrecision(4)}, max ${l.hi[k]} at ${fmtNs(t)}` : "no sample here"); }
   };
+  let zoom = 1;  // the wheel's zoom so far, shown at once by scaling the picture at hand
   canvas.onwheel = (ev) => {
     ev.preventDefault();
-    const f = at(ev)[0] / W, t = d.start + span * f, k = ev.deltaY > 0 ? 1.5 : 1 / 1.5;
+    const f = at(ev)[0] / W, t = d.start + span * f;
+    zoom *= ev.deltaY > 0 ? 1 / 1.5 : 1.5;
+    const px0 = f * box.getBoundingClientRect().width;
+    canvas.style.transform = `translateX(${px0 * (1 - zoom)}px) scaleX(${zoom})`;
     clearTimeout(canvas._wheel);
-    canvas._wheel = setTimeout(() => setSel({ start: t - span * k * f, end: t + span * k * (1 - f), producers: current.sel.producers }), 120);
+    canvas._wheel = setTimeout(() => setSel({ start: t - span / zoom * f, end: t + span / zoom * (1 - f), producers: current.sel.producers }), 250);
   };
+}
+
+/** A span's details (the registry's `span` analysis): its arguments, producer, self time,
+ *  children, and links to its parent, to the spans of the same name and to the calls inside it. */
+function sliceDetails(box, hit) {
+  box.replaceChildren(h("b", {}, String(hit.name)), ` span ${hit.id}, depth ${hit.depth}, start ${fmtNsExact(hit.ts)}, duration ${fmtNs(hit.dur)} `,
+    h("a", { href: hrefFor("timeline", current.trace, { start: hit.ts - hit.dur * 0.1, end: hit.ts + hit.dur * 1.1, producers: current.sel.producers }) }, "zoom to it"), " · ",
+    h("a", { href: hrefFor("calls", current.trace, { start: hit.ts, end: hit.ts + Math.max(1, hit.dur), producers: [hit.producer] }) }, "calls inside it"));
+  const more = h("div", { class: "slice" });
+  box.append(more);
+  fill(more, () => api("/api/ui/analysis", { name: "span", trace: current.trace, span_id: hit.id, rel: 1 }), (d) => {
+    const row = Object.fromEntries(d.columns.map((c, i) => [c.name, d.rows[0][i]]));
+    const own = new Set(["name", "producer_name", "children", "children_dur", "span_id", "ts", "end_ts", "dur", "self_time", "producer",
+      "depth", "parent_id", "closed", "seq", "end_seq"]);
+    const args = d.columns.filter((c) => !own.has(c.name) && row[c.name] !== null);
+    const dd = (k, v) => [h("dt", {}, k), h("dd", {}, v)];
+    more.append(h("dl", { class: "meta", "aria-label": "span details" },
+      ...dd("name", String(row.name)), ...dd("producer", `${row.producer_name} (id ${row.producer})`),
+      ...dd("start", fmtNsExact(row.ts)), ...dd("duration", `${fmtNs(row.dur)}${row.closed === false ? " (unclosed: cut)" : ""}`),
+      ...dd("self time", fmtNs(row.self_time)), ...dd("children", `${fmtInt(row.children)} (${fmtNs(row.children_dur)})`),
+      ...dd("depth", String(row.depth)),
+      ...dd("parent", row.parent_id === null || row.parent_id < 0 ? "none (a root call)"
+        : h("button", { class: "link", onclick: () => parentDetails(box, hit, row.parent_id) }, `span ${row.parent_id}`)),
+      ...args.flatMap((c) => dd(c.name, `${typeof row[c.name] === "object" ? JSON.stringify(row[c.name]) : row[c.name]}${c.unit ? " " + c.unit : ""}`)),
+      ...dd("same name", h("button", { class: "link", onclick: () => timelineSearch(String(row.name)) }, `find "${row.name}" in the timeline`))));
+  });
+}
+
+async function parentDetails(box, hit, id) {
+  try {
+    const d = await api("/api/ui/analysis", { name: "span", trace: current.trace, span_id: id, rel: 1 });
+    const row = Object.fromEntries(d.columns.map((c, i) => [c.name, d.rows[0][i]]));
+    sliceDetails(box, { id, name: row.name, ts: row.ts, dur: row.dur, depth: row.depth, producer: row.producer });
+  } catch (e) { showError(e); }
 }
 
 // ---------------------------------------------------------------- Calls: flame graph and call tree
@@ -737,7 +906,14 @@ function flameLayout(d) {
   return { byId, roots };
 }
 
-function drawFlame(box, d, focusId, frameBox) {
+/** Zoom the flame graph into a frame: its subtree is asked of the server (the whole-graph answer
+ *  holds only the frames over its threshold), drawn full width under its ancestors. */
+function zoomFlame(box, whole, node, frameBox) {
+  fill(box, () => api("/api/ui/flame", Object.assign(selParams(), { root: node.id })), (sub) => drawFlame(box, sub, node.id, frameBox, whole));
+  frameSpans(frameBox, node);
+}
+
+function drawFlame(box, d, focusId, frameBox, whole = d) {
   const { byId, roots } = flameLayout(d);
   const W = 1200, ROW = 17;
   let maxDepth = 0;
@@ -745,23 +921,32 @@ function drawFlame(box, d, focusId, frameBox) {
   const svg = s("svg", { viewBox: `0 0 ${W} ${(maxDepth + 1) * ROW}`, role: "img", "aria-label": `flame graph, ${d.nodes.length} call paths` });
   const focus = focusId !== null ? byId.get(focusId) : null;
   const total = focus ? focus.total : d.total;
+  // "other": the time of the frames under the threshold, one grey frame after a frame's children
+  const other = (x, depth, ns, scale) => {
+    const w = ns * scale;
+    if (w < 0.5) return;
+    svg.append(s("rect", { x, y: depth * ROW, width: w, height: ROW - 1, class: "other", fill: "#c8ccd2" },
+      s("title", {}, `other: ${fmtNs(ns)} in frames under ${fmtNs(d.threshold_ns)} (zoom in to see them)`)));
+    if (w > 40) svg.append(s("text", { x: x + 3, y: depth * ROW + 12 }, "other"));
+  };
   const place = (n, x, scale) => {
     const w = n.total * scale;
     if (w < 0.5) return;
     const r = s("rect", { x, y: n.depth * ROW, width: Math.max(0.5, w), height: ROW - 1, fill: color(n.name), "data-node": n.id },
       s("title", {}, `${n.name}\n${fmtInt(n.calls)} calls, total ${fmtNs(n.total)}, self ${fmtNs(n.self)} (${(100 * n.total / d.total).toFixed(2)}%)`));
-    r.addEventListener("click", () => { drawFlame(box, d, n.id, frameBox); frameSpans(frameBox, n); });
+    r.addEventListener("click", () => zoomFlame(box, whole, n, frameBox));
     svg.append(r);
     if (w > 40) svg.append(s("text", { x: x + 3, y: n.depth * ROW + 12 }, n.name.slice(0, Math.floor(w / 6.5))));
     let cx = x;
     for (const k of n.kids) { place(k, cx, scale); cx += k.total * scale; }
+    if (n.cut) other(cx, n.depth + 1, n.cut, scale);
   };
   if (focus) {
     // ancestors full width, then the focused frame's subtree scaled to the width
     let a = focus.parent >= 0 ? byId.get(focus.parent) : null;
     while (a) {
       const r = s("rect", { x: 0, y: a.depth * ROW, width: W, height: ROW - 1, fill: "#ccd", "data-node": a.id }, s("title", {}, a.name));
-      const id = a.id; r.addEventListener("click", () => drawFlame(box, d, id, frameBox));
+      const an = a; r.addEventListener("click", () => zoomFlame(box, whole, an, frameBox));
       svg.append(r, s("text", { x: 3, y: a.depth * ROW + 12 }, a.name));
       a = a.parent >= 0 ? byId.get(a.parent) : null;
     }
@@ -769,9 +954,10 @@ function drawFlame(box, d, focusId, frameBox) {
   } else {
     let x = 0;
     for (const r of roots) { place(r, x, W / total); x += r.total * W / total; }
+    if (d.total > x * total / W) other(x, 0, d.total - x * total / W, W / total);
   }
   box.replaceChildren(h("p", { class: "muted" }, `${fmtInt(d.spans)} spans, ${fmtInt(d.paths)} call paths (${d.nodes.length} drawn: those over ${fmtNs(d.threshold_ns)}), ${fmtNs(d.total)} in all. `,
-    focus ? h("button", { onclick: () => drawFlame(box, d, null, frameBox) }, "reset zoom") : ""), svg);
+    focus ? h("button", { onclick: () => drawFlame(box, whole, null, frameBox) }, "reset zoom") : ""), svg);
 }
 
 async function frameSpans(box, node) {
@@ -787,15 +973,24 @@ async function frameSpans(box, node) {
 function callTree(box, d, frameBox) {
   const { roots } = flameLayout(d);
   const item = (n) => {
-    const li = h("li", { role: "treeitem", "aria-expanded": n.kids.length ? "false" : null });
+    const more = n.kids.length || n.cut > 0;  // children drawn, or left out of the answer (asked for on expanding)
+    const li = h("li", { role: "treeitem", "aria-expanded": more ? "false" : null, "data-node": n.id, "data-cut": n.cut > 0 ? n.cut : null });
     const kids = h("ul", { class: "tree", role: "group", hidden: true });
-    const tog = n.kids.length ? h("button", { class: "tog", "aria-label": "expand " + n.name }, "▸") : h("span", { class: "tog" }, " ");
-    const open = (on) => {
-      if (!n.kids.length) return;
+    const tog = more ? h("button", { class: "tog", "aria-label": "expand " + n.name }, "▸") : h("span", { class: "tog" }, " ");
+    const open = async (on) => {
+      if (!more || n.asking) return;  // its children are on their way
+      if (on && n.cut > 0 && !n.asked) {
+        n.asked = n.asking = true;
+        try {
+          const sub = await api("/api/ui/flame", Object.assign(selParams(), { root: n.id }));
+          const got = flameLayout(sub).byId.get(n.id);
+          if (got) n.kids = got.kids;
+        } catch (e) { showError(e); } finally { n.asking = false; }
+      }
       kids.hidden = !on; li.setAttribute("aria-expanded", on); tog.textContent = on ? "▾" : "▸";
       if (on && !kids.childElementCount) appendItems(kids, n.kids);
     };
-    if (n.kids.length) tog.addEventListener("click", () => open(kids.hidden));
+    if (more) tog.addEventListener("click", () => open(kids.hidden));
     const name = h("button", { class: "name", title: "list the spans behind this call path", onclick: () => frameSpans(frameBox, n) }, n.name);
     li.append(h("div", { class: "node" }, h("span", {}, tog, name), h("span", { class: "num" }, fmtInt(n.calls)),
       h("span", { class: "num" }, fmtNs(n.total)), h("span", { class: "num" }, fmtNs(n.self))), kids);
@@ -833,10 +1028,12 @@ function pageSql() {
     try {
       const d = await api("/api/ui/sql", {}, { method: "POST", body: JSON.stringify({ sql: area.value, page, page_size: 100 }), headers: { "content-type": "application/json" } });
       info.textContent = `${d.rows.length} rows (page ${d.page + 1}${d.has_more ? ", more follow" : ""}) in ${(d.seconds * 1000).toFixed(1)} ms`;
+      const jump = await sqlJump(area.value, d.columns);
       out.replaceChildren(h("div", { class: "pager" },
         h("button", { disabled: d.page === 0, onclick: () => run(d.page - 1) }, "◀ previous"),
         h("button", { disabled: !d.has_more, onclick: () => run(d.page + 1) }, "next ▶")),
-      resultTable(d.columns, d.rows, d.types));
+      jump ? h("p", { class: "muted" }, "Click a row to see it on the timeline.") : null,
+      resultTable(d.columns, d.rows, d.types, jump));
     } catch (e) {
       info.textContent = "";
       out.replaceChildren(h("pre", { class: "sql-error", role: "alert" }, e.message));
@@ -867,12 +1064,32 @@ function pageSql() {
   if (sqlState.text) run(sqlState.page);
 }
 
-function resultTable(columns, rows, types) {
+/** A result table; with `jump(row)` (an address or null) a row with a time opens on the timeline. */
+function resultTable(columns, rows, types, jump = null) {
   const numeric = (types || []).map((t) => /int|float|double|decimal/.test(t));
-  return h("div", { class: "scroll" }, h("table", { "aria-label": "query result" },
+  const go = (r) => { const href = jump && jump(r); if (href) location.hash = href; };
+  return h("div", { class: "scroll" }, h("table", { "aria-label": "query result", class: jump ? "jumps" : null },
     h("thead", {}, h("tr", {}, columns.map((c, i) => h("th", { class: numeric[i] ? "num" : null }, c)))),
-    h("tbody", {}, rows.map((r) => h("tr", {}, r.map((v, i) => h("td", { class: numeric[i] ? "num" : null },
+    h("tbody", {}, rows.map((r) => h("tr", jump ? { onclick: () => go(r), title: "show on the timeline" } : {}, r.map((v, i) => h("td", { class: numeric[i] ? "num" : null },
       v === null ? "∅" : typeof v === "object" ? JSON.stringify(v) : String(v))))))));
+}
+
+/** Where a SQL result row with `ts` (and `producer`) is on the timeline of the trace the query
+ *  reads ("<trace>".type): ts is epoch ns (its digits when past 2^53), the page counts from the
+ *  trace's first event. */
+async function sqlJump(sql, columns) {
+  const ti = columns.indexOf("ts"), pi = columns.indexOf("producer");
+  const m = sql.match(/"((?:[^"]|"")+)"\s*\./) || sql.match(/\bFROM\s+([A-Za-z_][\w-]*)\s*\./i);
+  if (ti < 0 || !m) return null;
+  let info;
+  try { info = await traceInfo(m[1].replace(/""/g, '"')); } catch { return null; }
+  if (info.trace.ts_min_text === null) return null;
+  const t0 = BigInt(info.trace.ts_min_text), name = info.trace.name;
+  return (r) => {
+    if (r[ti] === null || r[ti] === undefined || !/^-?\d+$/.test(String(r[ti]))) return null;
+    const at = Number(BigInt(String(r[ti])) - t0), pad = 50_000;
+    return hrefFor("timeline", name, { start: at - pad, end: at + pad, producers: pi >= 0 && r[pi] !== null ? [Number(r[pi])] : undefined });
+  };
 }
 
 // ---------------------------------------------------------------- Analyses
