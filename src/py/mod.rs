@@ -15,6 +15,7 @@ pub mod intparquet;
 pub mod lineproto;
 pub mod loadgen;
 pub mod parser;
+pub mod pprof;
 pub mod record;
 pub mod replay;
 pub mod segment;
