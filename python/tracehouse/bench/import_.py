@@ -98,6 +98,26 @@ class Case:
     end_to_end: bool = False  # also time the CLI command from outside; the target is judged on it
 
 
+def parse_only_peer(fmt: str, counted: str) -> Callable[[Input], Peer]:
+    """The peer "the Rust parser alone, batches dropped" of a format driven by
+    `_core.NativeParser`: how much of the import is parsing. `counted` is the parser's stat that
+    counts the case's units."""
+
+    def peer_parse_only(inp: Input) -> Peer:
+        from .. import _core
+        from ..formats.parser_loader import read_chunks
+
+        p = _core.NativeParser(fmt)
+        t0 = time.perf_counter()
+        for chunk in read_chunks(inp.path):
+            p.feed(chunk)
+        p.finish()
+        return Peer("tracehouse parse", "Rust parser only, batches dropped (no store)", time.perf_counter() - t0,
+                    p.stats[counted])
+
+    return peer_parse_only
+
+
 def cases() -> dict[str, Case]:
     out = {}
     for name in CASE_MODULES:

@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from .chrome import generate
-from .import_ import Case, Input, Peer
+from .import_ import Case, Input, Peer, parse_only_peer
 from .import_strace import peer_wc
 
 
@@ -46,27 +46,13 @@ def peer_python_json(inp: Input) -> Peer:
     return Peer("python json", "json.loads of each event line (stdlib), nothing stored", time.perf_counter() - t0, n)
 
 
-def peer_parse_only(inp: Input) -> Peer:
-    """The Rust parser alone, batches dropped: how much of the import is parsing."""
-    from .. import _core
-    from ..formats.parser_loader import read_chunks
-
-    p = _core.NativeParser("chrome")
-    t0 = time.perf_counter()
-    for chunk in read_chunks(inp.path):
-        p.feed(chunk)
-    p.finish()
-    return Peer("tracehouse parse", "Rust parser only, batches dropped (no store)", time.perf_counter() - t0,
-                p.stats["records"])
-
-
 CASE = Case(
     name="chrome",
     unit="events",
     importer="chrome",
     default_size=2_000_000,
     build=build,
-    peers=(peer_wc, peer_python_json, peer_parse_only),
+    peers=(peer_wc, peer_python_json, parse_only_peer("chrome", "records")),
     target=1_000_000,
     target_text=">= 1M events/s parsed and stored",
     bytes_per_unit=135,

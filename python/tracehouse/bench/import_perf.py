@@ -27,7 +27,7 @@ import time
 from pathlib import Path
 
 from ..errors import NotFound
-from .import_ import Case, Input, Peer
+from .import_ import Case, Input, Peer, parse_only_peer
 from .import_strace import peer_wc
 
 # A C program with frame pointers (so `perf record -g` unwinds it whole): two threads walking
@@ -156,24 +156,26 @@ def _lines(inp: Input) -> int:
     return inp.units
 
 
-def peer_inferno(inp: Input) -> Peer:
-    exe = _tool("inferno-collapse-perf")
-    what = "inferno-collapse-perf (Rust stackcollapse-perf): perf script text to folded stacks, nothing stored"
+def _collapse(name: str, exe_name: str, what: str, missing: str, inp: Input) -> Peer:
+    """A folded-stacks tool run over the file (its output dropped), or why it was not."""
+    exe = _tool(exe_name)
     if exe is None:
-        return Peer("inferno", what, None, None, note="not installed (cargo install inferno)")
+        return Peer(name, what, None, None, note=missing)
     t0 = time.perf_counter()
     subprocess.run([exe, str(inp.path)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return Peer("inferno", what, time.perf_counter() - t0, _lines(inp))
+    return Peer(name, what, time.perf_counter() - t0, _lines(inp))
+
+
+def peer_inferno(inp: Input) -> Peer:
+    return _collapse("inferno", "inferno-collapse-perf",
+                     "inferno-collapse-perf (Rust stackcollapse-perf): perf script text to folded stacks, nothing stored",
+                     "not installed (cargo install inferno)", inp)
 
 
 def peer_stackcollapse(inp: Input) -> Peer:
-    exe = _tool("stackcollapse-perf.pl")
-    what = "FlameGraph's stackcollapse-perf.pl (Perl): perf script text to folded stacks"
-    if exe is None:
-        return Peer("stackcollapse-perf.pl", what, None, None, note="not on PATH (FlameGraph)")
-    t0 = time.perf_counter()
-    subprocess.run([exe, str(inp.path)], check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    return Peer("stackcollapse-perf.pl", what, time.perf_counter() - t0, _lines(inp))
+    return _collapse("stackcollapse-perf.pl", "stackcollapse-perf.pl",
+                     "FlameGraph's stackcollapse-perf.pl (Perl): perf script text to folded stacks",
+                     "not on PATH (FlameGraph)", inp)
 
 
 def peer_python(inp: Input) -> Peer:
@@ -198,27 +200,13 @@ def peer_python(inp: Input) -> Peer:
                 time.perf_counter() - t0, _lines(inp), note=f"{rows:,} records")
 
 
-def peer_parse_only(inp: Input) -> Peer:
-    """The Rust parser alone, batches dropped: how much of the import is parsing."""
-    from .. import _core
-    from ..formats.parser_loader import read_chunks
-
-    p = _core.NativeParser("perf")
-    t0 = time.perf_counter()
-    for chunk in read_chunks(inp.path):
-        p.feed(chunk)
-    p.finish()
-    return Peer("tracehouse parse", "Rust parser only, batches dropped (no store)", time.perf_counter() - t0,
-                p.stats["lines"])
-
-
 CASE = Case(
     name="perf",
     unit="lines",
     importer="perf",
     default_size=5_000_000,
     build=build,
-    peers=(peer_wc, peer_inferno, peer_stackcollapse, peer_python, peer_parse_only),
+    peers=(peer_wc, peer_inferno, peer_stackcollapse, peer_python, parse_only_peer("perf", "lines")),
     target=4_000_000,
     target_text=">= 4M lines/s parsed and stored (the strace import's target)",
     bytes_per_unit=60,
