@@ -323,7 +323,7 @@ fn go(plan: Arc<Plan>, roots: Vec<super::fsroot::Root>) -> Vec<Vec<Vec<super::ru
 }
 
 #[test]
-fn issue29_a_hard_link_is_copied_before_preparing_and_refused_when_planted_later() {
+fn test_issue29_a_hard_link_is_copied_before_preparing_and_refused_when_planted_later() {
     let dir = TempDir::new("hardlink");
     let outside = TempDir::new("hl-outside");
     let victim = outside.0.join("victim");
@@ -357,7 +357,7 @@ fn issue29_a_hard_link_is_copied_before_preparing_and_refused_when_planted_later
 use std::os::unix::fs::MetadataExt;
 
 #[test]
-fn issue29_a_directory_the_trace_makes_is_made_by_its_mkdir() {
+fn test_issue29_a_directory_the_trace_makes_is_made_by_its_mkdir() {
     let failed = |mut r: Row<'static>, e: &'static str| {
         r.errno = Some(e);
         r.ret = Some(-1);
@@ -414,7 +414,7 @@ fn issue29_a_directory_the_trace_makes_is_made_by_its_mkdir() {
 }
 
 #[test]
-fn issue29_copies_replay_with_the_fds_positions_or_as_the_side_they_have() {
+fn test_issue29_copies_replay_with_the_fds_positions_or_as_the_side_they_have() {
     let src = "3</s>, NULL, 4</d>, NULL, 9223372035781033984, 0";
     let rows = vec![
         open(0, 11, "/s", "O_RDONLY", 3),
@@ -464,7 +464,7 @@ fn issue29_copies_replay_with_the_fds_positions_or_as_the_side_they_have() {
 }
 
 #[test]
-fn issue29_an_fd_number_reused_while_another_thread_opens_means_the_earlier_file() {
+fn test_issue29_an_fd_number_reused_while_another_thread_opens_means_the_earlier_file() {
     // thread 12's open of /b started at 15 and returned 3 at 25: thread 11's write at 18 and
     // close at 20 are on /a, its fd 3 until then.
     let rows = vec![
@@ -482,7 +482,7 @@ fn issue29_an_fd_number_reused_while_another_thread_opens_means_the_earlier_file
 }
 
 #[test]
-fn issue29_stats_of_the_root_and_through_a_dirfd() {
+fn test_issue29_stats_of_the_root_and_through_a_dirfd() {
     let rows = vec![
         // ls -ld /: the root itself is never prepared
         Row {

@@ -87,7 +87,7 @@ def test_issue29_soctrace_sizes_and_tiny_ratios_are_numbers(text):
     assert "0.00 MB" not in text
     assert "(1.10 MB of strace text each)" in text and "(10.83 MB of strace text each)" in text
     assert "| 0.00 |" not in text
-    reads = {r[1]: r[2] for r in _summary(text) if r[0] == "QoS reads"}
+    reads = {r[1]: r[2] for r in _summary(text) if r[0] == "QoS reads (tracehouse)"}
     assert reads["Q1.2 1 clients"] == "0.028"
     assert report.ratio(0.0031) == "0.0031" and report.ratio(0.00004) == "4.0e-05" and report.ratio(1.234) == "1.23"
 

@@ -385,7 +385,16 @@ def _schema(snap: Snapshot, tree) -> dict:
             src = snap.trace(db)
         except TracehouseError:
             continue
-        tables = {name: {c.name: _SQL_TYPES[c.type] for c in et.columns} for name, et in src.types.items()}
+        keys, tags = trace_tags(src.store.th["producers"], src.info.name, src.info.metadata)
+        tables = {}
+        for name, et in src.types.items():
+            cols: dict = {}
+            names = tag_column_names(et, keys) if tags is not None else {}
+            for c in et.columns:
+                cols[c.name] = _SQL_TYPES[c.type]
+                if c.name == "producer":  # tags as columns after `producer`, as the views have them
+                    cols.update({n: _arrow_sql(tags.schema.field(k).type) for k, n in names.items()})
+            tables[name] = cols
         tables["events"] = {"ts": "BIGINT", "producer": "INT", "seq": "BIGINT", "dur": "BIGINT", "type": "VARCHAR"}
         out[db] = tables
     if mentions_th(tree, ""):
