@@ -198,7 +198,7 @@ def peer_parse_only(inp: Input) -> Peer:
     p.finish()
     s = p.stats
     return Peer("tracehouse parse", "Rust parser only, batches dropped (no store)", time.perf_counter() - t0,
-                2 * s["slices"] + s["instants"] + s["counters"])
+                2 * s["slices"] - s["unclosed_slices"] + s["instants"] + s["counters"])
 
 
 CASE = Case(

@@ -6,7 +6,8 @@ of N paths of a binary recursion log2(N) levels deep (each level calls one of tw
 bit of the path number), with `runtime.MemProfileRate = 1` so every allocation is recorded, and
 writes its heap profile (4 sample types: alloc_objects, alloc_space, inuse_objects, inuse_space;
 one sample per path, 2 log2(N) + 3 frames deep, plus the runtime's own allocations, which are
-counted first and left out of N so the profile has the size asked); the unit is the sample.
+counted first and left out of N so the profile has the size asked, give or take the one or two
+the runtime's allocations vary by between runs); the unit is the sample.
 
 Peers on the headline file: reading it (gunzipping: the bound), `go tool pprof -top` (Go's own
 profile parser, the reference reader, which also aggregates by function) and the Rust parser
@@ -97,7 +98,7 @@ def build(workdir: Path, sizes: list[int]) -> list[Input]:
         # The runtime's own allocations are samples too: measured with no path walked, then left out.
         subprocess.run([str(exe), str(path), "0", str(bits)], check=True)
         paths = max(n - _samples(path), 1)
-        for _ in range(3):
+        for _ in range(3):  # the runtime's allocations vary by one or two between runs
             subprocess.run([str(exe), str(path), str(paths), str(bits)], check=True)
             got = _samples(path)
             if got == n:
