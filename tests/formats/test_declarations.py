@@ -8,8 +8,8 @@ and every batch it emits is held against the declared columns and Arrow types.
 
 from __future__ import annotations
 
-import importlib
 import gzip
+import importlib
 from pathlib import Path
 
 import pyarrow as pa

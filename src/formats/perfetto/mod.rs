@@ -248,7 +248,10 @@ impl PerfettoParser {
                     }
                     if b.len() - pos - h < len {
                         if last {
-                            self.reject(format!("the trace ends inside a packet ({} of {len} bytes)", b.len() - pos - h));
+                            self.reject(format!(
+                                "the trace ends inside a packet ({} of {len} bytes)",
+                                b.len() - pos - h
+                            ));
                             return b.len();
                         }
                         break;
@@ -475,7 +478,9 @@ impl PerfettoParser {
                 self.counts.counters += 1;
             }
             other => {
-                self.reject(format!("track event of type {other} (expected slice begin 1, end 2, instant 3, counter 4)"));
+                self.reject(format!(
+                    "track event of type {other} (expected slice begin 1, end 2, instant 3, counter 4)"
+                ));
             }
         }
     }

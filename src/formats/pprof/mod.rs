@@ -133,8 +133,7 @@ impl PprofParser {
         self.locations = p.location.len() as u64;
         self.functions = p.function.len() as u64;
         let ntypes = p.sample_type.len();
-        let types: Vec<String> =
-            p.sample_type.iter().map(|t| format!("{}/{}", st(t.r#type), st(t.unit))).collect();
+        let types: Vec<String> = p.sample_type.iter().map(|t| format!("{}/{}", st(t.r#type), st(t.unit))).collect();
         // pprof's default: the type named by default_sample_type, else the last one.
         let default = p
             .sample_type
@@ -357,12 +356,7 @@ pub fn encode(
         p.sample_type.push(vt);
     }
     let file = intern(program, &mut strings);
-    p.mapping.push(proto::Mapping {
-        id: 1,
-        filename: file,
-        has_functions: true,
-        ..Default::default()
-    });
+    p.mapping.push(proto::Mapping { id: 1, filename: file, has_functions: true, ..Default::default() });
     let mut loc_of: FastMap<String, u64> = FastMap::default();
     for (i, (stack, vals)) in stacks.iter().zip(values).enumerate() {
         if vals.len() != sample_types.len() {
