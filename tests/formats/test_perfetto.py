@@ -193,3 +193,17 @@ def test_a_large_builder_trace_in_any_chunks_gives_the_same_rows(tmp_path):
     assert len(whole) == 10_000 and {r[3] for r in whole} == {f"step{j}" for j in range(25)}
     assert all(r[2] == 5 for r in whole)
     assert rows(7) == whole and rows(4093) == whole
+
+
+def test_slices_are_spans_for_the_call_tree_and_pprof(store, tmp_path, capsys):
+    """The slices nest by time per track: `analyze tree` and the pprof export read them."""
+    assert main(["--store", str(store.path), "analyze", "tree", "ui", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    by_name = {r["name"]: r for r in rows}
+    assert by_name["layout"]["depth"] == 1 and by_name["frame"]["depth"] == 0
+    assert by_name["frame"]["total_ns"] == 1_000_000 and by_name["frame"]["self_ns"] == 700_000
+    assert by_name["decode"]["calls"] == 2 and by_name["decode"]["total_ns"] == 1_100_000
+    from tracehouse.analysis import pprof_export
+
+    stacks, vals, _ = pprof_export.profile_of(store, "ui")
+    assert dict(zip(stacks, [v[1] for v in vals])) == {"frame": 700_000, "frame;layout": 300_000, "decode": 1_100_000}

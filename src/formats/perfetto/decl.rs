@@ -2,7 +2,7 @@
 //! its parser's factory, the analyses' profile and example queries.
 
 use crate::formats::decl::types::{B, F, I, S};
-use crate::formats::decl::{param, EventTypeDecl, FormatDecl, Param, ParserDecl, Profile};
+use crate::formats::decl::{param, EventTypeDecl, FormatDecl, Param, ParserDecl, Profile, SpanProfile};
 use crate::formats::parser::{ChunkParser, Options};
 use crate::formats::pbwire::{self, Value};
 
@@ -82,6 +82,8 @@ pub const PERFETTO: FormatDecl = FormatDecl {
     sniff: Some(sniff),
     parser: Some(ParserDecl { options: &[], make }),
     profile: Profile {
+        // The parser pairs begins and ends into `slice` spans; nested by time per track.
+        spans: Some(SpanProfile { begin: "slice", end: None, key: None, name: Some("name") }),
         labels: &[
             ("slice", "name", Some("category")),
             ("instant", "name", Some("category")),
