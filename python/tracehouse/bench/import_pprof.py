@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 
 from ..errors import NotFound
-from .import_ import Case, Input, Peer
+from .import_ import Case, Input, Peer, parse_only_peer
 
 PROGRAM = r"""
 package main
@@ -127,26 +127,13 @@ def peer_go_pprof(inp: Input) -> Peer:
     return Peer("go tool pprof", what, time.perf_counter() - t0, inp.units)
 
 
-def peer_parse_only(inp: Input) -> Peer:
-    from .. import _core
-    from ..formats.parser_loader import read_chunks
-
-    p = _core.NativeParser("pprof")
-    t0 = time.perf_counter()
-    for chunk in read_chunks(inp.path):
-        p.feed(chunk)
-    p.finish()
-    return Peer("tracehouse parse", "Rust parser only (gunzip included), batches dropped (no store)",
-                time.perf_counter() - t0, p.stats["samples"])
-
-
 CASE = Case(
     name="pprof",
     unit="samples",
     importer="pprof",
     default_size=262_144,
     build=build,
-    peers=(peer_read, peer_go_pprof, peer_parse_only),
+    peers=(peer_read, peer_go_pprof, parse_only_peer("pprof", "samples")),
     target=1_000_000,
     target_text=">= 1M samples/s parsed and stored",
     bytes_per_unit=40,
