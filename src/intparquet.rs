@@ -4,7 +4,9 @@
 //! column chunk one data page (V1), integers DELTA_BINARY_PACKED and uncompressed, chosen
 //! columns (`producer`) dictionary-encoded (RLE_DICTIONARY, bit-packed/RLE indices; a chunk of
 //! more than 65,536 distinct values falls back to delta), row-group statistics (min, max, null
-//! count, exact), encoding stats, the column orders and the caller's key-value metadata
+//! count, exact), a CRC-32 in every page header (checked by `tracehouse verify`, compaction and
+//! export: a flipped byte in a page is an error, not a wrong sum), encoding stats, the column
+//! orders and the caller's key-value metadata
 //! (pyarrow's `ARROW:schema`). These are the encodings `store/segments.py` asks of parquet-cpp
 //! for such columns (parquet-cpp packs deltas in blocks of 256 values, here 128; both valid),
 //! so readers (DuckDB, pyarrow, Spark) see the same file shape; everything else (floats,
@@ -41,6 +43,8 @@ pub struct ColumnSpec {
     pub nullable: bool,
     /// Dictionary-encoded (RLE_DICTIONARY) rather than DELTA_BINARY_PACKED.
     pub dictionary: bool,
+    /// A CRC-32 in each page header (off only to measure what it costs).
+    pub checksums: bool,
 }
 
 /// A dictionary grows no larger than this; a chunk with more distinct values is delta-packed.
@@ -459,7 +463,18 @@ struct ChunkMeta {
     stats: Stats,
 }
 
-fn page_header(out: &mut Vec<u8>, kind: i32, size: usize, num_values: usize, encoding: i32) -> io::Result<()> {
+/// The page header of a page of `size` bytes (uncompressed: the same before and after) whose
+/// bytes have the CRC-32 `crc` (parquet.thrift `PageHeader.crc`: over the page as stored, after
+/// its header; readers that check it, e.g. pyarrow's `page_checksum_verification`, refuse a page
+/// whose bytes changed).
+fn page_header(
+    out: &mut Vec<u8>,
+    kind: i32,
+    size: usize,
+    num_values: usize,
+    encoding: i32,
+    crc: Option<u32>,
+) -> io::Result<()> {
     // Page sizes and counts are i32 in the format: a chunk past that is refused, never wrapped
     // (512K-row row groups are ~4 MiB at most; this guards callers passing huge row groups).
     let too_big = || io::Error::new(io::ErrorKind::InvalidInput, "a column chunk over 2 GiB: use smaller row groups");
@@ -470,6 +485,9 @@ fn page_header(out: &mut Vec<u8>, kind: i32, size: usize, num_values: usize, enc
     t.i32(1, kind);
     t.i32(2, size);
     t.i32(3, size);
+    if let Some(crc) = crc {
+        t.i32(4, crc as i32);
+    }
     if kind == PAGE_DICTIONARY {
         t.struct_field(7);
         t.i32(1, num_values);
@@ -552,7 +570,8 @@ fn write_chunk<W: Write>(
         encoding = E_RLE_DICTIONARY;
         dictionary_page_offset = Some(w.pos as i64);
         let n = sc.dict.len() / if spec.wide { 8 } else { 4 };
-        page_header(&mut sc.head, PAGE_DICTIONARY, sc.dict.len(), n, E_PLAIN)?;
+        let crc = spec.checksums.then(|| crc32fast::hash(&sc.dict));
+        page_header(&mut sc.head, PAGE_DICTIONARY, sc.dict.len(), n, E_PLAIN, crc)?;
         w.put(&sc.head)?;
         w.put(&sc.dict)?;
         sc.body.clear();
@@ -573,7 +592,15 @@ fn write_chunk<W: Write>(
         def_levels(&mut sc.levels, &sc.valid, rows);
     }
     let data_page_offset = w.pos as i64;
-    page_header(&mut sc.head, PAGE_DATA, sc.levels.len() + pre.len() + sc.body.len(), rows, encoding)?;
+    let crc = spec.checksums.then(|| {
+        let mut h = crc32fast::Hasher::new();
+        h.update(&sc.levels);
+        h.update(&pre);
+        h.update(&sc.body);
+        h.finalize()
+    });
+    let size = sc.levels.len() + pre.len() + sc.body.len();
+    page_header(&mut sc.head, PAGE_DATA, size, rows, encoding, crc)?;
     w.put(&sc.head)?;
     w.put(&sc.levels)?;
     w.put(&pre)?;

@@ -15,6 +15,7 @@
 //! - [`workload`]: generated workloads: the TOD generator (seed 001; its format is declared in
 //!   `formats/tod/`), the write load generator, their PRNG.
 //! - [`intparquet`]: Parquet segments of integer-only event types, written natively.
+//! - [`pagecheck`]: Parquet page checksums checked (verify, compaction, export).
 //! - [`writeback`]: segment files' dirty pages sent to the disk a step at a time as they are written.
 //! - [`order`]: stable multi-key row ordering (radix sort) for the derived indexes.
 //! - [`packed`]: frame-of-reference bit-packed int columns of the derived indexes.
@@ -41,6 +42,7 @@ pub mod ingest;
 pub mod intparquet;
 pub mod order;
 pub mod packed;
+pub mod pagecheck;
 pub mod record;
 pub mod replay;
 pub mod slab;
@@ -80,5 +82,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     py::intparquet::register(m)?;
     py::segment::register(m)?;
     py::record::register(m)?;
+    py::pagecheck::register(m)?;
     Ok(())
 }

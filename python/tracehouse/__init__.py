@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING
 
-from .errors import AlreadyExists, BadInput, DiskFull, NotFound, ReadOnly, StoreLocked, TracehouseError
+from .errors import AlreadyExists, BadInput, DiskFull, NotFound, ReadOnly, StoreDamaged, StoreLocked, TracehouseError
 
 if TYPE_CHECKING:
     from .schema import Column, EventType
@@ -62,6 +62,6 @@ def open(path: str | os.PathLike | None = None, *, readonly: bool = False, creat
 
 
 __all__ = [
-    "AlreadyExists", "BadInput", "Column", "DiskFull", "EventType", "NotFound", "ReadOnly", "Store", "StoreLocked",
-    "TraceInfo", "TracehouseError", "WriterOptions", "open", "open_engine", "__version__",
+    "AlreadyExists", "BadInput", "Column", "DiskFull", "EventType", "NotFound", "ReadOnly", "Store", "StoreDamaged",
+    "StoreLocked", "TraceInfo", "TracehouseError", "WriterOptions", "open", "open_engine", "__version__",
 ]

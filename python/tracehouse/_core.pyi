@@ -220,13 +220,19 @@ def wal_write(fd: int, size: int, record: WalRecord, reserve_to: int = 0) -> int
     ...
 
 def write_int_parquet(path: str, data: list[pa.RecordBatch] | pa.Table, schema: pa.Schema, dictionary: list[str],
-                      row_group: int, metadata: list[tuple[str, str]], created_by: str) -> int:
+                      row_group: int, metadata: list[tuple[str, str]], created_by: str, checksums: bool = True) -> int:
     """Write `data` (a list of batches, or a Table / anything with `__arrow_c_stream__`, read
     without the GIL; int32/int64 columns of `schema` only) as the new Parquet file `path`
     (refused if it exists): DELTA_BINARY_PACKED, uncompressed, `dictionary` columns RLE_DICTIONARY,
-    `row_group` rows per row group, `metadata` as key-value metadata, row-group statistics.
-    Returns its size; GIL released (src/intparquet.rs). ValueError for other column types or
+    `row_group` rows per row group, `metadata` as key-value metadata, row-group statistics, a
+    CRC-32 in every page header (`checksums`). Returns its size; GIL released (src/intparquet.rs). ValueError for other column types or
     nulls in a non-null column."""
+    ...
+
+def parquet_page_check(path: str, chunks: list[tuple[int, int]]) -> tuple[int, int, int, int | None, str | None]:
+    """Walk the pages of the column chunks `chunks` ((byte offset, length) each) of the Parquet file
+    `path` and compare each page's CRC-32 with its header's: (pages, pages with a CRC, bytes, the
+    first damaged page's byte offset or None, why or None). GIL released."""
     ...
 
 def segment_order(keys: pa.Table) -> pa.UInt32Array | None:

@@ -66,6 +66,18 @@ class StoreLocked(TracehouseError):
     exit_code = 3
 
 
+class StoreDamaged(TracehouseError):
+    """The store's files and its catalog disagree, or a file of the store is damaged.
+
+    The message names the catalog file and the directories or files in question. Nothing is
+    changed: writes are refused until `tracehouse repair` (which rebuilds the catalog from what
+    the files hold and moves damaged files into quarantine/, deleting nothing); reads of what
+    is intact go on. `tracehouse verify` says what is intact, damaged or missing.
+    """
+
+    exit_code = 5
+
+
 class ReadOnly(TracehouseError):
     """A write was attempted through a read-only store handle."""
 

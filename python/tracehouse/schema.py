@@ -101,6 +101,13 @@ class EventType:
     def with_params(self, extra: list[Column]) -> "EventType":
         return EventType(self.name, self.kind, self.params + tuple(extra), self.doc)
 
+    def to_json(self) -> dict:
+        return {"name": self.name, "kind": self.kind, "params": self.params_json(), "doc": self.doc}
+
+    @classmethod
+    def from_json(cls, d: dict) -> "EventType":
+        return cls(d["name"], d["kind"], tuple(Column.from_json(p) for p in d.get("params", ())), d.get("doc", ""))
+
 
 def param_type_of(t: pa.DataType) -> str | None:
     """The tracehouse parameter type an Arrow type is stored as, or None."""

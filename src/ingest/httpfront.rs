@@ -9,8 +9,9 @@
 //! [`Request::respond`].
 //!
 //! The order on a connection, per request: head (within `idle_timeout` of its first byte) ->
-//! token (401 before any `100 Continue` and before a byte of the body is read: a client without
-//! the token never holds in-flight budget) -> body size (413) -> in-flight budget (503) ->
+//! token (401 before any `100 Continue` and before the body is taken in: a client without the
+//! token never holds in-flight budget; what it still sends is read and discarded for at most a
+//! second before the close, see [`refuse`]) -> body size (413) -> in-flight budget (503) ->
 //! `100 Continue` -> body (paced: [`Pace`]) -> queue.
 //!
 //! Why native: under Python's asyncio/ASGI stack a write cost a few hundred µs of

@@ -1,4 +1,4 @@
-//! `write_int_parquet(path, data, schema, dictionary, row_group, metadata, created_by)`:
+//! `write_int_parquet(path, data, schema, dictionary, row_group, metadata, created_by, checksums=True)`:
 //! a segment of an integer-only event type written by [`crate::intparquet`].
 
 use std::fs::OpenOptions;
@@ -18,9 +18,10 @@ use crate::intparquet::{self, ColumnSpec};
 /// Writes `data` (a list of pyarrow RecordBatches, or a Table / anything with
 /// `__arrow_c_stream__`, of `schema`: int32/int64 columns only) as a new
 /// Parquet file `path` (refused if it exists); `dictionary` names the dictionary-encoded
-/// columns. Returns the file's size. The GIL is released while encoding and writing.
+/// columns; `checksums`: a CRC-32 in every page header. Returns the file's size. The GIL is
+/// released while encoding and writing.
 #[pyfunction]
-#[pyo3(signature = (path, data, schema, dictionary, row_group, metadata, created_by))]
+#[pyo3(signature = (path, data, schema, dictionary, row_group, metadata, created_by, checksums = true))]
 #[allow(clippy::too_many_arguments)]
 fn write_int_parquet(
     py: Python<'_>,
@@ -31,6 +32,7 @@ fn write_int_parquet(
     row_group: usize,
     metadata: Vec<(String, String)>,
     created_by: String,
+    checksums: bool,
 ) -> PyResult<u64> {
     let schema = Schema::from_pyarrow_bound(schema)?;
     let mut specs = Vec::with_capacity(schema.fields().len());
@@ -45,6 +47,7 @@ fn write_int_parquet(
             wide,
             nullable: f.is_nullable(),
             dictionary: dictionary.iter().any(|d| d == f.name()),
+            checksums,
         });
     }
     // A stream is read with the interpreter lock released: importing a list's batches one

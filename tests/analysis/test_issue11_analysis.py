@@ -108,7 +108,7 @@ def test_an_old_catalog_is_migrated_to_autoincrement_keeping_ids_and_links(store
     with db:
         db.execute("CREATE TABLE r_old(id INTEGER PRIMARY KEY, kind TEXT NOT NULL, name TEXT NOT NULL, tool TEXT NOT NULL,"
                    " params TEXT NOT NULL DEFAULT '{}', created REAL NOT NULL, payload TEXT, path TEXT)")
-        db.execute("INSERT INTO r_old SELECT * FROM results")
+        db.execute("INSERT INTO r_old SELECT id, kind, name, tool, params, created, payload, path FROM results")
         db.execute("DROP TABLE results")
         db.execute("ALTER TABLE r_old RENAME TO results")
         db.execute("DELETE FROM sqlite_sequence WHERE name = 'results'")

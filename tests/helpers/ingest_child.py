@@ -57,11 +57,11 @@ def arm(point: str, after: int) -> None:
     elif point in ("segment-tmp", "segment-file", "compaction-tmp", "compaction-file"):
         orig = compactmod.write_segment
 
-        def write_segment(root, rel_dir, table, level=0, keep_cached=True, row_group=None):
+        def write_segment(root, rel_dir, table, level=0, keep_cached=True, row_group=None, meta=None, checksums=True):
             if not due():
-                return orig(root, rel_dir, table, level, keep_cached, row_group)
+                return orig(root, rel_dir, table, level, keep_cached, row_group, meta, checksums)
             if point in ("segment-file", "compaction-file"):
-                orig(root, rel_dir, table, level, keep_cached, row_group)
+                orig(root, rel_dir, table, level, keep_cached, row_group, meta, checksums)
             else:
                 d = Path(root) / rel_dir
                 d.mkdir(parents=True, exist_ok=True)

@@ -209,7 +209,7 @@ def test_a_cursor_that_gets_past_the_guard_still_changes_nothing(tmp_path):
 
     store = tracehouse.open(tmp_path / "store")
     eng = store.query_engine
-    eng.sandbox(str(store.path))
+    store.sandbox_sql()
     eng.sql("SELECT * FROM th.traces")
     with eng.snapshot("SELECT * FROM th.traces") as cur:
         cur.execute("DROP VIEW th.traces")

@@ -43,7 +43,7 @@ TELEGRAF = [
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    s = Server(tmp_path_factory.mktemp("tcp") / "store", "--max-line", "4k", "--idle-timeout", "2", "--quiet")
+    s = Server(tmp_path_factory.mktemp("tcp") / "store", "--max-line", "4k", "--idle-timeout", "10", "--quiet")
     yield s
     assert s.stop() == 0
 

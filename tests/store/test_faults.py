@@ -374,9 +374,10 @@ os._exit(0)
         finally:
             os.close(fd)
     after = {p: p.read_bytes() for p in store_path.rglob("*") if p.is_file() and "catalog" not in p.name}
-    assert after == before  # the torn tail is left for the writer's recovery to cut
-    with tracehouse.open(store_path) as s:  # ... which still finds and cuts it
-        assert [e["bytes_cut"] for r in s.recovery for e in r.torn] == [size - records_end]
+    assert after == before  # the damaged record is left for the writer's recovery to report
+    with tracehouse.open(store_path) as s:  # ... which still finds it: its 8-byte header and 0x30 bytes
+        assert [e["bytes_cut"] for r in s.recovery for e in r.torn] == [8 + 0x30]
+        assert size > records_end + 8 + 0x30  # (the zeros the writer wrote ahead are no record)
         assert count(s) == sum(len(batch_table(b)) for b in (1, 2, 3))
 
 
@@ -528,6 +529,7 @@ def test_a_reader_polling_a_live_wal_reads_only_its_new_records(store_path, monk
             s.append("t", "ev", batch_table(7), wait=True)
             want += batch_table(7).num_rows
             assert ro.sql(q).to_pylist()[0]["n"] == want
-            assert set(ro._wal_files[ro.trace("t").id]) <= {int(p.stem) for p in wal_files(store_path)}
+            info = ro.trace("t")
+            assert set(ro._wal_files[(info.id, info.created)]) <= {int(p.stem) for p in wal_files(store_path)}
     finally:
         s.close()

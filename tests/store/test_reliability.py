@@ -260,9 +260,11 @@ GARBAGE = bytes((i * 73 + 41) % 256 for i in range(97))
 
 
 def damage_wal(case: str, wal: Path, frames: list[tuple[int, int]]) -> tuple[int, int, set[int]]:
-    """Damage the three-record WAL file as `case` says; returns (where the cut must be, bytes cut, batches kept)."""
+    """Damage the three-record WAL file as `case` says; returns (where the lost bytes start, how many
+    are lost, batches kept). A damaged record followed by an intact one (or by the log's end) is
+    skipped, its neighbours kept; damage after which no record can be found ends the log."""
     _, (start2, end2), (start3, end3) = frames
-    size = wal.stat().st_size  # (zeros may follow record 3: the cut takes them too)
+    size = wal.stat().st_size  # (zeros may follow record 3: a cut there takes them too)
     if case == "truncated-in-header":
         _truncate(wal, start3 + 5)  # 5 of the 8 header bytes of record 3
         return start3, 5, {1, 2}
@@ -271,14 +273,15 @@ def damage_wal(case: str, wal: Path, frames: list[tuple[int, int]]) -> tuple[int
         return start3, 28, {1, 2}
     if case == "crc-mismatch-last-record":
         _flip(wal, (start3 + end3) // 2)
-        return start3, size - start3, {1, 2}
-    if case == "crc-mismatch-middle-record":  # the first bad record ends the log: record 3 goes too
+        return start3, end3 - start3, {1, 2}
+    if case == "crc-mismatch-middle-record":  # skipped: record 3 after it is intact and kept
         _flip(wal, end2 - 3)
-        return start2, size - start2, {1}
-    if case == "garbage-appended":
+        return start2, end2 - start2, {1, 3}
+    if case == "garbage-appended":  # a length no record has: the log ends there
         return end3, _put(wal, end3, GARBAGE) - end3, {1, 2, 3}
-    if case == "short-garbage-appended":
-        return end3, _put(wal, end3, b"\x07\x00\x00") - end3, {1, 2, 3}
+    if case == "short-garbage-appended":  # a 7-byte "record" over the zeros: skipped, as zeros follow it
+        size = _put(wal, end3, b"\x07\x00\x00")
+        return end3, 8 + 7 if size - end3 >= 8 + 7 + 8 else size - end3, {1, 2, 3}
     raise AssertionError(case)
 
 
@@ -287,9 +290,11 @@ TORN_CASES = ["truncated-in-header", "truncated-in-payload", "crc-mismatch-last-
 
 
 @pytest.mark.parametrize("case", TORN_CASES)
-def test_torn_wal_tail_is_cut_reported_and_everything_before_it_kept(crashed_with_three_records, tmp_path, case):
+def test_damaged_wal_records_are_reported_marked_on_the_trace_and_the_intact_ones_kept(
+        crashed_with_three_records, tmp_path, case):
     path, wal = _copy(crashed_with_three_records, tmp_path / "store")
     offset, cut, kept = damage_wal(case, wal, wal_frames(wal))
+    damaged = wal.read_bytes()
 
     with tracehouse.open(path, flush_interval_s=3600.0) as s:  # no checkpoint may drop the WAL before we look
         (report,) = s.recovery
@@ -302,15 +307,21 @@ def test_torn_wal_tail_is_cut_reported_and_everything_before_it_kept(crashed_wit
         assert torn["reason"]
         assert report.records == len(kept)
         assert report.rows == sum(rows_of_batch(b) for b in kept)
-        assert wal.stat().st_size == offset, "the cut is made on disk, not only skipped in memory"
+        assert wal.read_bytes() == damaged, "the damaged file is kept as it was until a checkpoint covers it"
+        (copy,) = (path / "quarantine").glob(f"*/traces/*/wal/{wal.name}")
+        assert copy.read_bytes() == damaged
+        info = s.trace("t")  # the loss is said where users look: th.traces, ls, info
+        assert info.state == "incomplete" and info.state_reason.startswith("WAL damaged: 1 record(s)"), info
+        assert f"{cut:,} bytes" in info.state_reason and wal.name in info.state_reason
         present = check_batches(s, kept, kept)
         assert present.keys() == kept
         s.append("t", "ev", batch_table(4), wait=True)
 
-    with tracehouse.open(path) as s:  # the cut was durable: nothing torn the second time
+    with tracehouse.open(path) as s:  # checkpointed: nothing damaged the second time; the mark stays
         assert all(r.torn == [] for r in s.recovery)
         assert batches_in(s).keys() == kept | {4}
         check_batches(s, kept | {4}, kept | {4})
+        assert s.trace("t").state_reason.startswith("WAL damaged")
 
 
 @pytest.mark.parametrize("content", [b"", walmod.MAGIC[:3]], ids=["empty", "half-a-header"])
@@ -378,28 +389,39 @@ def wal_template(tmp_path_factory):
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(data=st.data())
-def test_any_truncation_or_flipped_byte_keeps_exactly_the_intact_prefix(wal_template, tmp_path, data):
+def test_any_truncation_or_flipped_byte_keeps_every_intact_record_and_names_the_damage(wal_template, tmp_path, data):
     raw, frames, batches = wal_template
     damaged = bytearray(raw)
     if data.draw(st.booleans(), label="truncate"):
         size = data.draw(st.integers(len(walmod.MAGIC), len(raw)), label="size")
         damaged = damaged[:size]
         intact = sum(1 for _, end in frames if end <= size)
+        expect = list(range(intact))  # the records before the cut, nothing after it
+        exact = True
+        # A cut exactly between two records reads as a shorter log: nothing in the file says
+        # records followed (the damage suite's WAL cut lands inside a record).
+        boundary = size in {len(walmod.MAGIC), *(end for _, end in frames)}
     else:
         pos = data.draw(st.integers(len(walmod.MAGIC), len(raw) - 1), label="flip at")
         damaged[pos] ^= data.draw(st.integers(1, 255), label="xor")
-        intact = sum(1 for _, end in frames if end <= pos)
+        k = next(i for i, (start, end) in enumerate(frames) if start <= pos < end)
+        # A flip in a record's CRC or payload: that record is skipped, the rest kept. A flip in
+        # its length: the records before it are kept at least (where the length points is no record).
+        expect = [i for i in range(len(frames)) if i != k]
+        exact = pos >= frames[k][0] + 4
+        intact = k
+        boundary = False
     path = tmp_path / f"{random.getrandbits(64):016x}.wal"
     path.write_bytes(bytes(damaged))
     scan = walmod.read_wal(path)
-    assert len(scan.records) == intact
-    assert all(b.equals(batches[i]) for i, (_, b) in enumerate(scan.records))
-    expected_valid = frames[intact - 1][1] if intact else len(walmod.MAGIC)
-    assert scan.valid_bytes == expected_valid
-    assert (scan.error is None) == (len(damaged) == expected_valid)
-    walmod.cut_tail(scan)
-    assert path.stat().st_size == expected_valid
-    assert len(walmod.read_wal(path).records) == intact and walmod.read_wal(path).error is None
+    got = [next(i for i, b in enumerate(batches) if b.equals(r)) for _, r in scan.records]
+    if exact:
+        assert got == expect
+    else:
+        assert got[:intact] == list(range(intact)) and set(got) <= set(expect) and got == sorted(got)
+    lost = len(frames) - len(got)
+    assert (lost == 0 or boundary) == (not scan.losses()), scan.losses()  # every loss is named, nothing else
+    assert all(x["reason"] and x["bytes"] > 0 for x in scan.losses())
 
 
 # -- readers during flush and compaction ---------------------------------------------------

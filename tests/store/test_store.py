@@ -554,9 +554,9 @@ def test_a_registered_checkpoint_frees_its_batches_one_at_a_time(store_path, mon
     seen, sleeps = [], []
     orig = writermod.TraceWriter._write_segments
 
-    def spy(self, snapshot):
+    def spy(self, snapshot, covered):
         seen.append((snapshot, sum(len(v) for v in snapshot.values())))
-        return orig(self, snapshot)
+        return orig(self, snapshot, covered)
 
     monkeypatch.setattr(writermod.TraceWriter, "_write_segments", spy)
     monkeypatch.setattr(writermod.time, "sleep", lambda s: sleeps.append(s))
@@ -661,10 +661,11 @@ def test_overlapping_checkpoints_register_in_snapshot_order(store_path, monkeypa
     release = threading.Event()
     orig = writermod.write_sorted_part
 
-    def slow_first(root, rel_dir, table, order, start, stop, level=0, keep_cached=True, row_group=None):
+    def slow_first(root, rel_dir, table, order, start, stop, level=0, keep_cached=True, row_group=None, meta=None,
+                   checksums=True):
         if table.column("ts")[0].as_py() == 1:  # the first checkpoint's rows
             assert release.wait(10)
-        return orig(root, rel_dir, table, order, start, stop, level, keep_cached, row_group)
+        return orig(root, rel_dir, table, order, start, stop, level, keep_cached, row_group, meta, checksums)
 
     monkeypatch.setattr(writermod, "write_sorted_part", slow_first)
     with tracehouse.open(store_path, flush_interval_s=3600.0, checkpoints_in_flight=2) as s:

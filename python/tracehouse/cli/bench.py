@@ -24,6 +24,26 @@ def _register_ingest(commands) -> None:
     ingest.add_arguments(sp)
 
 
+def cmd_bench_integrity(args) -> int:
+    from ..bench import integrity
+
+    result = integrity.run(args.events, args.csv_rows, args.rounds, workdir=args.workdir,
+                           progress=None if args.json else (lambda m: err.print(m, highlight=False)))
+    if args.json:
+        emit_json(result)
+    else:
+        out.print(integrity.render(result), highlight=False, markup=False)
+    return 0
+
+
+def _register_integrity(commands) -> None:
+    sp = commands.bench("integrity", cmd_bench_integrity)
+    sp.add_argument("--events", type=int, default=5_000_000, help="TOD events generated per run (default 5M)")
+    sp.add_argument("--csv-rows", type=int, default=2_000_000, help="CSV rows imported per run (default 2M)")
+    sp.add_argument("--rounds", type=int, default=3, help="runs with and without page checksums, alternating (default 3)")
+    sp.add_argument("--workdir", help="where the stores go (default: a temporary directory, removed)")
+
+
 def cmd_bench_chrome(args) -> int:
     from ..bench import chrome
 
@@ -189,5 +209,5 @@ def _register_suite(commands) -> None:
 
 def register(commands) -> None:
     for reg in (_register_ingest, _register_chrome, _register_analyze, _register_import, _register_engines,
-                _register_tsbs, _register_suite):
+                _register_tsbs, _register_suite, _register_integrity):
         reg(commands)

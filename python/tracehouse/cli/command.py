@@ -1,7 +1,8 @@
 """The `tracehouse` command: the table of commands, the parser, and running one command.
 
 Owns argument parsing and exit codes: 0 ok, 1 failure, 2 bad input or unknown names,
-3 store locked by another writer. The store is `--store DIR`, else $TRACEHOUSE_HOME,
+3 store locked by another writer, 4 disk full, 5 store damaged (its files and catalog disagree:
+`tracehouse verify`, `tracehouse repair`). The store is `--store DIR`, else $TRACEHOUSE_HOME,
 else ./tracehouse-data.
 
 Commands live one group per module beside this one (`stores`, `importing`, `analyze`,
@@ -31,6 +32,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rm": ("stores", "delete traces"),
     "compact": ("stores", "merge small segments now (the store also merges them on its own)"),
     "retain": ("stores", "keep a trace's rows for a duration: older whole segments are dropped at compaction"),
+    "verify": ("stores", "check the store against itself: catalog, files, page and WAL checksums, journals, indexes "
+                         "(exit 1 when anything is damaged, missing or disagrees)"),
+    "repair": ("stores", "rebuild the catalog from what the store's files hold; damaged files go to quarantine/, "
+                         "nothing is deleted"),
     "import": ("importing", "import a file as a new trace"),
     "generate": ("importing", "generate a synthetic workload trace"),
     "demo": ("importing", "example traces of every format (a generated TOD trace, strace, Chrome, bpftrace, "
@@ -69,6 +74,8 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
                          "events/s into the store"),
     "debug": ("record", "tracehouse debug on a big recording (TOD generator, 10M events by default): steps both "
                         "ways and origins of values, p50/p99 (targets on 100M: 50 ms a step, 200 ms an origin)"),
+    "integrity": ("bench", "page checksums: import/generate with and without them; verify MB/s beside a plain read "
+                           "and a pyarrow decode of the same files"),
     "all": ("bench", "every experiment of the seeds (TOD store, QoS writes and reads, SoC-Trace, import, analyses) "
                      "against SQLite, PostgreSQL, MariaDB, DuckDB, QuestDB; writes DIR/report.md"),
 }

@@ -33,7 +33,9 @@ def cmd_serve(args) -> int:
         max_body=_size(args.max_body), max_line=_size(args.max_line), max_connections=args.max_connections,
         idle_timeout=args.idle_timeout, max_inflight=_size(args.max_inflight), overload_wait=args.overload_wait,
         request_timeout=args.request_timeout, min_rate=_size(args.min_rate), query_timeout=args.query_timeout,
-        query_workers=args.query_workers, max_answer=_size(args.max_answer),
+        query_workers=args.query_workers, max_answer=_size(args.max_answer), query_memory=_size(args.query_memory),
+        max_statement=_size(args.max_statement), max_parse_nodes=args.max_parse_nodes,
+        max_relations=args.max_relations, scrub_interval=args.scrub_interval,
         ui=not args.no_ui,
     )
     return serve(args.store or default_path(), cfg, ready=write_ready_file(args.ready_file))
@@ -76,10 +78,23 @@ def register(commands) -> None:
                     help="bytes/s an HTTP body must average after its first --idle-timeout seconds "
                          "(default 1k; 408 below; 0 turns it off)")
     sp.add_argument("--query-timeout", type=float, default=d.query_timeout,
-                    help=f"seconds a SQL query may run before it is interrupted (default {d.query_timeout:g}; "
-                         "408; 0: no limit)")
+                    help=f"seconds from a SQL query's arrival to its answer, planning included, before its "
+                         f"process is killed (default {d.query_timeout:g}; 408; 0: no limit)")
     sp.add_argument("--query-workers", type=int, default=d.query_workers,
-                    help=f"SQL queries run side by side (default {d.query_workers})")
+                    help=f"SQL query processes side by side, plus one for short statements (default {d.query_workers})")
+    sp.add_argument("--query-memory", default="2G",
+                    help="resident memory one SQL query's process may hold (default 2G; 422 beyond; 0: no limit)")
+    sp.add_argument("--max-statement", default="64k",
+                    help="largest SQL statement in bytes (default 64k; 413 beyond)")
+    sp.add_argument("--max-parse-nodes", type=int, default=d.max_parse_nodes,
+                    help=f"largest parse tree of a SQL statement, in nodes (default {d.max_parse_nodes:,}; 422 beyond)")
+    sp.add_argument("--max-relations", type=int, default=d.max_relations,
+                    help=f"most tables, joins and subqueries in one SQL statement (default {d.max_relations}; "
+                         "422 beyond)")
+    sp.add_argument("--scrub-interval", type=float, default=d.scrub_interval,
+                    help="seconds between two checks of every segment's page checksums (DuckDB does not check them "
+                         "when it reads); a damaged segment is logged and marked, and queries naming it fail naming it "
+                         "(default 0: off)")
     sp.add_argument("--max-answer", default="64M",
                     help="largest SQL answer, JSON or Arrow, in bytes (default 64M; 422 beyond)")
     sp.add_argument("--ready-file", help="write the bound addresses as JSON here once serving")

@@ -1,4 +1,4 @@
-"""The store's commands: init, ls, info, search, query, export, rm, compact, retain.
+"""The store's commands: init, ls, info, search, query, export, rm, compact, retain, verify, repair.
 
 Thin shells over `Store` (and `open_engine` for several stores); printing is `output`'s.
 """
@@ -41,8 +41,23 @@ def cmd_init(args) -> int:
 
 
 def cmd_ls(args) -> int:
+    import dataclasses
+
     with open_store(args) as s:
-        print_traces(s.traces(), args.json)
+        traces = []
+        for t in s.traces():  # damaged WAL records recovery has not cut yet are said too
+            pending = s.pending_wal_damage(t.name)
+            if pending:
+                t = dataclasses.replace(t, state_reason=pending if t.state_reason is None else f"{pending}; {t.state_reason}")
+            traces.append(t)
+        unknown = s.unknown_trace_dirs()
+        print_traces(traces, args.json)
+    if unknown:
+        from rich.markup import escape
+
+        err.print(f"[yellow]warning:[/yellow] {escape(', '.join(unknown))}: trace director"
+                  f"{'y' if len(unknown) == 1 else 'ies'} the catalog does not know (writes are refused): "
+                  "`tracehouse verify` says what they hold, `tracehouse repair` registers them again", highlight=False)
     return 0
 
 
@@ -59,15 +74,22 @@ def cmd_info(args) -> int:
             counts[seg.event_type] = counts.get(seg.event_type, 0) + seg.rows
         nseg = len(segments)
         producers = s.producers(args.trace)
+        damaged: dict[str, list[str]] = {}
+        for seg, why in s.damaged_segments(args.trace):
+            damaged.setdefault(seg.event_type, []).append(f"{seg.path}: {why}")
+        pending = s.pending_wal_damage(args.trace)
         data = info.to_json() | {
             "segments": nseg,
             "producers": len(producers),
             "event_types": [
                 {"name": et.name, "kind": et.kind, "events": counts.get(et.name, 0),
-                 "params": [p.to_json() for p in et.params]}
+                 "params": [p.to_json() for p in et.params], "damaged": damaged.get(et.name, [])}
                 for et in types.values()
             ],
         }
+        if pending:
+            data["state"] = "incomplete"
+            data["state_reason"] = pending if info.state_reason is None else f"{pending}; {info.state_reason}"
     if args.json:
         emit_json(data)
         return 0
@@ -75,8 +97,8 @@ def cmd_info(args) -> int:
               f"{human_bytes(info.bytes)} in {nseg} segments  {len(producers)} producers")
     if info.description:
         out.print(info.description)
-    if info.state_reason is not None:
-        out.print(f"[yellow]incomplete:[/yellow] {escape(info.state_reason)}")
+    if data["state_reason"] is not None:
+        out.print(f"[yellow]incomplete:[/yellow] {escape(data['state_reason'])}")
     out.print(f"time {human_ns(info.ts_min)} .. {human_ns(info.ts_max)}")
     for k, v in info.metadata.items():
         out.print(f"  {k} = {v}")
@@ -84,10 +106,14 @@ def cmd_info(args) -> int:
     for c in ("event type", "kind", "events", "parameters"):
         table.add_column(c)
     for et in data["event_types"]:
-        table.add_row(et["name"], et["kind"], f"{et['events']:,}",
+        events = f"{et['events']:,}" + (" [red](damaged)[/red]" if et["damaged"] else "")
+        table.add_row(et["name"], et["kind"], events,
                       escape(", ".join(f"{p['name']}:{p['type']}" + (f" [{p['unit']}]" if p["unit"] else "")
                                        for p in et["params"])))
     out.print(table)
+    for et in data["event_types"]:
+        for d in et["damaged"]:
+            out.print(f"[red]damaged[/red] {escape(et['name'])}: {escape(d)}", highlight=False)
     return 0
 
 
@@ -155,16 +181,20 @@ def cmd_export(args) -> int:
     with open_store(args) as s:
         info = s.trace(args.trace)
         types = s.event_types(args.trace)
+        s.check_pages(args.trace)  # DuckDB reads a damaged page as other numbers: never exported
         target = out_dir / info.name
         target.mkdir(parents=True, exist_ok=True)
         files = []
         for name, et in types.items():
             path = target / f"{name}.{args.format}"
-            opts = "(FORMAT csv, HEADER true)"
-            if args.format == "parquet":  # the type and format ride along: `import parquet` restores them
-                opts = f"(FORMAT parquet, COMPRESSION zstd, KV_METADATA {{{qstr(EXPORT_KEY)}: {qstr(export_meta(info, et))}}})"
-            s.sql(f"COPY (SELECT * FROM {qident(info.name)}.{qident(name)} ORDER BY ts, producer, seq) "
-                  f"TO {qstr(str(path))} {opts}")
+            query = f"SELECT * FROM {qident(info.name)}.{qident(name)} ORDER BY ts, producer, seq"
+            if args.format == "parquet":
+                # By pyarrow, not DuckDB's COPY: DuckDB writes no page CRCs. The type and format ride
+                # along in the key-value metadata: `import parquet` restores them.
+                _write_parquet(s.sql_batches(query), path, {EXPORT_KEY: export_meta(info, et)},
+                               lambda q=query: s.sql(f"{q} LIMIT 0").schema)
+            else:
+                s.sql(f"COPY ({query}) TO {qstr(str(path))} (FORMAT csv, HEADER true)")
             files.append({"event_type": name, "path": str(path), "bytes": path.stat().st_size})
         producers = s.producers(args.trace)
         prod = pa.Table.from_pylist([p | {"attrs": json.dumps(p["attrs"])} for p in producers]) if producers else None
@@ -173,7 +203,7 @@ def cmd_export(args) -> int:
             if args.format == "parquet":
                 import pyarrow.parquet as pq
 
-                pq.write_table(prod, ppath)
+                pq.write_table(prod, ppath, write_page_checksum=True)
             else:
                 import pyarrow.csv as pacsv
 
@@ -187,6 +217,26 @@ def cmd_export(args) -> int:
     return 0
 
 
+def _write_parquet(batches, path: Path, metadata: dict[str, str], schema_of) -> None:
+    """Record batches streamed into one Parquet file (zstd, a CRC-32 in every page header);
+    `schema_of()` gives the schema when there is no batch (a type without rows)."""
+    import pyarrow.parquet as pq
+
+    writer = None
+    try:
+        for b in batches:
+            if writer is None:
+                writer = pq.ParquetWriter(path, b.schema.with_metadata(metadata), compression="zstd",
+                                          write_page_checksum=True)
+            writer.write_batch(b)
+        if writer is None:
+            writer = pq.ParquetWriter(path, schema_of().with_metadata(metadata), compression="zstd",
+                                      write_page_checksum=True)
+    finally:
+        if writer is not None:
+            writer.close()
+
+
 def export_with_plugin(args) -> int:
     """`export --format NAME` through a registered exporter: one file, OUT/<trace>.<ext> or OUT itself
     when it names a file (has a suffix)."""
@@ -198,6 +248,7 @@ def export_with_plugin(args) -> int:
         out_path = out_path / f"{args.trace}.{getattr(exp, 'EXTENSION', args.format)}"
     with open_store(args) as s:
         info = s.trace(args.trace)
+        s.check_pages(args.trace)
         with progress_bar(f"exporting {info.name}", info.event_count, enabled=not args.json and sys.stderr.isatty()) as adv:
             r = exp.export(s, info.name, out_path, progress=adv)
     if args.json:
@@ -262,6 +313,44 @@ def cmd_retain(args) -> int:
     return 0
 
 
+def cmd_verify(args) -> int:
+    """`tracehouse verify`: exit 0 when everything is intact, 1 otherwise."""
+    from rich.markup import escape
+
+    from ..store import verify_store
+    from ..store.verify import render
+
+    path = Path(args.store or default_path())
+    if not path.exists():
+        raise BadInput(f"no tracehouse store at {path}", expected="a store directory (--store DIR)")
+    with progress_bar("verifying", None, enabled=not args.json and sys.stderr.isatty()) as adv:
+        report = verify_store(path, progress=adv)
+    if args.json:
+        emit_json(report)
+    else:
+        for line in render(report):
+            out.print(escape(line), highlight=False)
+    return 0 if report["ok"] else 1
+
+
+def cmd_repair(args) -> int:
+    from rich.markup import escape
+
+    from ..store import repair_store
+    from ..store.repair import render
+
+    path = Path(args.store or default_path())
+    if not path.exists():
+        raise BadInput(f"no tracehouse store at {path}", expected="a store directory (--store DIR)")
+    report = repair_store(path, progress=None if args.json else (lambda m: err.print(escape(m), highlight=False)))
+    if args.json:
+        emit_json(report)
+    else:
+        for line in render(report):
+            out.print(escape(line), highlight=False)
+    return 0
+
+
 def register(commands) -> None:
     add = commands.add
 
@@ -307,3 +396,5 @@ def register(commands) -> None:
     sp.add_argument("--keep", required=True, metavar="DURATION",
                     help="keep rows this long (30d, 12h, 1w; inf: forever): whole segments whose newest row is older "
                          "are dropped now and at every compaction; nothing else is deleted")
+    add("verify", cmd_verify)
+    add("repair", cmd_repair)

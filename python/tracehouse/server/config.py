@@ -42,8 +42,20 @@ class ServerConfig:
     retry_after: int = 1  # s, the Retry-After of 429/503
     max_query_rows: int = 1_000_000  # rows of one JSON query answer (Arrow answers are not cut)
     max_answer: int = 64 << 20  # bytes of one query answer, JSON or Arrow: 422 beyond
-    query_timeout: float = 30.0  # s a query may run before it is interrupted (408); 0: no limit
-    query_workers: int = 4  # queries run side by side; more wait (503 beyond 16 per worker)
+    query_timeout: float = 30.0  # s from a query's arrival to its answer, planning included (408); 0: no limit
+    query_workers: int = 4  # query processes side by side (and one for short statements); more wait (503 beyond 16 per worker)
+    # A query's process may hold this much resident memory (422 beyond, the process killed); DuckDB
+    # spills its operators at 3/4 of it into the store's tmp/.
+    query_memory: int = 2 << 30
+    max_statement: int = 64 << 10  # bytes of one SQL statement (413 beyond, before anything parses it)
+    # Parse-tree caps, checked before DuckDB plans a statement (422 beyond): planning time grows with
+    # the nodes (1,000 x UNION ALL: 5,009 nodes, 0.1-0.2 s) and with the relations a join orders
+    # (50-way join: 99 relations, 0.14 s; 100-way: 199, 2.9 s). Typical queries: 20-200 nodes.
+    max_parse_nodes: int = 5_000
+    max_relations: int = 128
+    # s between two scrubs of the store's segments (page CRCs: DuckDB does not check them as it
+    # reads); 0: none. A scrub reads every segment once, at the pace of one core (run.Scrubber).
+    scrub_interval: float = 0.0
     max_producers: int = 1_000_000  # distinct tag sets per trace
     max_columns: int = 1_000  # field columns per measurement
     max_errors: int = 100  # line errors described per request (all are counted)
@@ -59,14 +71,15 @@ class ServerConfig:
             raise BadInput("--ack written with --fsync off: there is no WAL to have written the rows to",
                            expected="--fsync batch (fsynced within --group-commit-ms) or always")
         for name in ("max_body", "max_line", "max_connections", "max_inflight", "max_query_rows", "max_answer",
-                     "query_workers", "request_timeout"):
+                     "query_workers", "request_timeout", "max_statement", "max_parse_nodes", "max_relations"):
             if getattr(self, name) <= 0:
                 raise BadInput(f"{name} must be positive, not {getattr(self, name)}")
         if self.idle_timeout <= 0:
             raise BadInput(f"idle timeout must be positive, not {self.idle_timeout}")
-        if self.query_timeout < 0 or self.min_rate < 0:
-            raise BadInput(f"--query-timeout {self.query_timeout:g} and --min-rate {self.min_rate}",
-                           expected="0 (no limit) or more")
+        if self.query_timeout < 0 or self.min_rate < 0 or self.scrub_interval < 0 or self.query_memory < 0:
+            raise BadInput(f"--query-timeout {self.query_timeout:g}, --min-rate {self.min_rate}, --query-memory "
+                           f"{self.query_memory} and --scrub-interval {self.scrub_interval:g}",
+                           expected="0 (no limit, or off) or more")
         if not is_loopback(self.host) and not self.token:
             raise BadInput(
                 f"serving on {self.host} (beyond loopback) needs a token",

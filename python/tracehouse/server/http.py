@@ -316,6 +316,8 @@ class Api:
                         doc = json.loads(body)
                     except ValueError as e:
                         raise HttpError(400, "invalid", f"body is not JSON: {e}") from None
+                    except RecursionError:  # (nested deeper than the parser's recursion allows)
+                        raise HttpError(400, "invalid", "body is not JSON this server reads: nested too deep") from None
                     if not isinstance(doc, dict) or not isinstance(doc.get("sql"), str):
                         raise HttpError(400, "invalid", 'expected {"sql": "SELECT ...", "format": "json"|"arrow"}')
                     sql, fmt = doc["sql"], fmt or doc.get("format")

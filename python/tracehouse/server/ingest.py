@@ -173,6 +173,10 @@ class Ingestor:
             try:
                 self.store.trace(name)
             except NotFound:
+                same = [t.name for t in self.store.traces() if t.name.lower() == name.lower()]
+                if same:  # (a bucket is a SQL schema: names that differ only in case are one)
+                    raise BadInput(f"bucket (trace) {name!r} differs only in case from the trace {same[0]!r}: "
+                                   "trace names are case-insensitive in SQL", expected=f"the name {same[0]!r}") from None
                 if not (self.cfg.create_traces if create is None else create):
                     raise NotFound(f"bucket (trace) {name!r} not found; create it first or serve with trace creation on") from None
                 try:
@@ -181,8 +185,9 @@ class Ingestor:
                                             format_description="InfluxDB line protocol: measurement -> event type, "
                                                                "tag set -> producer, fields -> columns")
                     log.info("created trace %s", name)
-                except AlreadyExists:
-                    pass
+                except AlreadyExists as e:  # another thread made it, or one of another case did meanwhile
+                    if not any(t.name == name for t in self.store.traces()):
+                        raise BadInput(str(e)) from None
             st = self._traces[name] = _TraceState(self.store, name)
             return st
 

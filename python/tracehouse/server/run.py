@@ -2,10 +2,12 @@
 (both on the native front end, one dispatcher).
 
 Owns start-up (writer lock, socket binding, the query sandbox), the native front end with
-its dispatcher thread, and an orderly shutdown on SIGINT/SIGTERM: stop reading TCP
-connections and ingest and acknowledge what they sent, stop accepting HTTP, interrupt running
-queries, close the store (a final checkpoint). A SIGKILL loses nothing that was
-acknowledged: the WAL is replayed on the next open.
+its dispatcher thread, the scrub (`--scrub-interval`), and an orderly shutdown on SIGINT/SIGTERM:
+stop reading TCP connections and ingest and acknowledge what they sent (at most TCP_DRAIN_S),
+stop accepting HTTP, kill running queries' processes (at once: they hold nothing to save), close
+the store (a final checkpoint) and let go of its writer lock, whatever failed before. A SIGKILL
+loses nothing that was acknowledged: the WAL is replayed on the next open. At start it logs what
+recovery cut from damaged WAL records.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ import signal
 import socket
 import sys
 import threading
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -85,9 +88,10 @@ def serve(store_path: str | os.PathLike, cfg: ServerConfig, *, ready: Callable[[
     # The server ingests for hours: its segments leave the page cache once durable (see
     # WriterOptions.drop_written_pages; queries then read them from disk).
     store = Store(store_path, fsync=cfg.fsync, group_commit_ms=cfg.group_commit_ms, drop_written_pages=True)
-    http = api = None
+    http = api = scrubber = None
     try:
-        store.become_writer()  # fail now (StoreLocked) rather than at the first write
+        store.become_writer()  # fail now (StoreLocked, StoreDamaged) rather than at the first write
+        log_recovery(store)
         store.sandbox_sql()  # DuckDB of the server's queries may read the store's files and nothing else
         ingestor = Ingestor(store, cfg)
         api = Api(ingestor, cfg)
@@ -106,6 +110,8 @@ def serve(store_path: str | os.PathLike, cfg: ServerConfig, *, ready: Callable[[
 
         http = HttpServer(api, http_sock, cfg, tcp_sock)
         stopping = threading.Event()
+        if cfg.scrub_interval > 0:
+            scrubber = Scrubber(store, cfg.scrub_interval, stopping)
 
         def stop(sig: int, _frame) -> None:
             if stopping.is_set() and sig == signal.SIGINT:
@@ -124,12 +130,59 @@ def serve(store_path: str | os.PathLike, cfg: ServerConfig, *, ready: Callable[[
             if left:
                 log.warning("%d TCP connection(s) not drained within %g s", left, TCP_DRAIN_S)
     finally:
-        if http is not None:
-            http.close()
-        if api is not None and api.ui is not None:
-            api.ui.close()
-        store.close()
+        try:
+            if http is not None:
+                http.close()
+            if api is not None and api.ui is not None:
+                api.ui.close()
+            if scrubber is not None:
+                scrubber.join(5)
+        finally:
+            store.close()  # (lets go of the writer lock whatever failed before)
     return 0
+
+
+def log_recovery(store: Store) -> None:
+    """Say at start what recovery cut from each trace's WAL (the trace is marked incomplete too)."""
+    for rep in store.recovery:
+        for t in rep.torn:
+            rows = "rows uncounted" if t.get("rows_cut") is None else f"{t['rows_cut']:,} rows"
+            log.warning("recovery of trace %s cut a damaged WAL record: %s: %s (%s bytes, %s)%s", rep.trace, t["file"],
+                        t["reason"], f"{t['bytes_cut']:,}", rows,
+                        f"; a copy is in {t['quarantined']}" if t.get("quarantined") else "")
+        if rep.records:
+            log.info("trace %s: %d WAL records (%d rows) replayed", rep.trace, rep.records, rep.rows)
+
+
+class Scrubber(threading.Thread):
+    """`--scrub-interval`: every `interval` s, every live segment's pages against their CRCs
+    (`Store.scrub`); a damaged one is logged and marked (queries naming it fail naming it).
+    DuckDB does not check page CRCs as it reads (segments.py), so this is what finds a flipped
+    byte before a query reads it as another number."""
+
+    def __init__(self, store: Store, interval: float, stopping: threading.Event) -> None:
+        super().__init__(name="th-scrub", daemon=True)
+        self.store, self.interval, self.stopping = store, interval, stopping
+        self.start()
+
+    def run(self) -> None:
+        try:  # below ingest and queries when the cores are busy
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+        except (OSError, AttributeError):
+            pass
+        while not self.stopping.wait(self.interval):
+            t0, segments = time.monotonic(), 0
+            for info in self.store.traces():
+                if self.stopping.is_set():
+                    return
+                try:
+                    for seg, why in self.store.scrub(info.name):
+                        log.error("scrub: segment %s of trace %s is damaged: %s (marked: queries naming it fail; "
+                                  "`tracehouse repair` sets it aside)", seg.path, info.name, why)
+                    segments += len(self.store.segments_of(info.name))
+                except Exception as e:  # noqa: BLE001 - a trace deleted meanwhile, a full disk: next round
+                    log.warning("scrub of trace %s: %s", info.name, e)
+            log.info("scrub: %d segments checked in %.1f s", segments, time.monotonic() - t0)
 
 
 def url_host(host: str) -> str:

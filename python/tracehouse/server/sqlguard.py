@@ -106,6 +106,31 @@ def _serialized_selects(text: str) -> int | str:
     return len(doc.get("statements", ()))
 
 
+# Table references in a parse tree (DuckDB's TableRef types, as json_serialize_sql names them).
+_RELATIONS = frozenset({"BASE_TABLE", "TABLE_FUNCTION", "JOIN", "SUBQUERY", "EXPRESSION_LIST", "PIVOT",
+                        "SHOW_REF", "COLUMN_DATA", "DELIM_GET"})
+
+
+def parse_tree_size(sql: str) -> tuple[int, int]:
+    """(nodes, table references) of the parse tree DuckDB makes of `sql` (an EXPLAIN counts what
+    it explains): what planning grows with (queries.py: unions with the nodes, join ordering
+    with the relations)."""
+    with _parser_lock:
+        text = _parser.execute("SELECT json_serialize_sql(?)", [sql]).fetchone()[0]
+    nodes = relations = 0
+    stack = [json.loads(text)]  # (iterative: a deep tree must not exhaust Python's recursion)
+    while stack:
+        x = stack.pop()
+        if isinstance(x, dict):
+            nodes += 1
+            if x.get("type") in _RELATIONS and "alias" in x:
+                relations += 1
+            stack.extend(x.values())
+        elif isinstance(x, list):
+            stack.extend(x)
+    return nodes, relations
+
+
 def _one_select(body: str, sql: str) -> None:
     n = _serialized_selects(body)
     if n != 1:

@@ -7,6 +7,12 @@ producers, segments, analysis results and the link between results and traces. E
 (registering segments together with the WAL range they cover, retiring
 compacted segments, deleting a trace) is one SQLite transaction here.
 Nothing in this module reads or writes event data.
+
+A catalog SQLite cannot read (`database disk image is malformed`, `file is not a database`, a
+catalog cut to nothing) raises `StoreDamaged` naming the file and `tracehouse repair`, from
+every query (`_Db`), never a bare sqlite3 error. What the catalog holds can be rebuilt from
+the files (`store/repair.py`): each trace directory keeps a journal of its catalog rows
+(`store/journal.py`) and each segment says what it holds.
 """
 
 from __future__ import annotations
@@ -20,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from ..errors import AlreadyExists, BadInput, DiskFull, NotFound, is_disk_full
+from ..errors import AlreadyExists, BadInput, DiskFull, NotFound, StoreDamaged, is_disk_full
 from ..schema import Column, EventType
 
 SCHEMA_VERSION = 1
@@ -33,7 +39,8 @@ RESULTS_COLUMNS = """
     params TEXT NOT NULL DEFAULT '{}',
     created REAL NOT NULL,
     payload TEXT,                    -- JSON for small results
-    path TEXT                        -- relative path of a file or table (Parquet) result"""
+    path TEXT,                       -- relative path of a file or table (Parquet) result
+    checksum INTEGER                 -- CRC-32 of the file at `path` (verify compares)"""
 
 DDL = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -101,7 +108,8 @@ CREATE TABLE IF NOT EXISTS segments(
     columns TEXT NOT NULL,           -- JSON list of column names in the file
     level INTEGER NOT NULL DEFAULT 0,  -- 0 = flushed from the WAL, n = compacted n times
     created REAL NOT NULL,
-    retired REAL                     -- set when compaction replaced it; file deleted after a grace period
+    retired REAL,                    -- set when compaction replaced it; file deleted after a grace period
+    damaged TEXT                     -- NULL, or what a check found wrong with its file (queries naming it fail)
 );
 CREATE INDEX IF NOT EXISTS segments_live ON segments(trace_id, event_type) WHERE retired IS NULL;
 CREATE TABLE IF NOT EXISTS results(""" + RESULTS_COLUMNS + """
@@ -119,6 +127,23 @@ RESULT_KINDS = ("annotation", "group", "search", "processed", "file", "table")
 # with its own prefix: whoever sets a mark clears only its own.
 INCOMPLETE_IMPORT = "import did not finish"  # set when an import creates the trace, cleared when it ends
 INCOMPLETE_CHECKPOINT = "checkpoint waiting for disk space"  # cleared by the next registered checkpoint
+# Set by recovery when a WAL record it read was damaged: acknowledged rows may be lost. Never
+# cleared by the store (it is true of the trace from then on); `wal_damage_reason` words it.
+INCOMPLETE_WAL = "WAL damaged"
+
+
+def wal_damage_reason(losses: list[dict], quarantined: str | None = None) -> str:
+    """The incomplete mark of a trace whose WAL lost `losses` ({"file", "offset", "bytes", "rows",
+    "reason"} each): how many records, bytes and rows were cut, and where."""
+    nbytes = sum(x["bytes"] for x in losses)
+    counted = [x["rows"] for x in losses if x.get("rows") is not None]
+    rows = f"{sum(counted):,} rows" + ("" if len(counted) == len(losses) else " + uncounted ones") if counted \
+        else "rows uncounted"
+    files = sorted({Path(x["file"]).name for x in losses})
+    first = losses[0]
+    where = f" (copies in {quarantined})" if quarantined else ""
+    return (f"{INCOMPLETE_WAL}: {len(losses)} record(s), {nbytes:,} bytes ({rows}) cut from "
+            f"{', '.join(files)}; first: {first['reason']}{where}")
 
 
 @dataclass(frozen=True)
@@ -162,6 +187,105 @@ class SegmentInfo:
     ts_max: int | None
     columns: tuple[str, ...]
     level: int
+    damaged: str | None = None  # what a check found wrong with its file (queries naming it fail)
+
+
+# SQLite's answers that mean the file is not (or no longer) a catalog it can read.
+_DAMAGED_CODES = {11, 26}  # SQLITE_CORRUPT, SQLITE_NOTADB
+
+
+def catalog_damaged(path: Path, e: sqlite3.Error) -> StoreDamaged | None:
+    """The StoreDamaged for `e` when it says the catalog file `path` is damaged, else None."""
+    code = getattr(e, "sqlite_errorcode", None)
+    text = str(e)
+    if not (code in _DAMAGED_CODES or "malformed" in text or "not a database" in text
+            or (isinstance(e, sqlite3.OperationalError) and text.startswith("no such table"))):
+        return None
+    return StoreDamaged(f"the catalog {path} is damaged ({text}): `tracehouse verify` says what the store's files "
+                        "still hold, `tracehouse repair` rebuilds the catalog from them (the damaged one is kept "
+                        "in quarantine/)")
+
+
+# `"<trace>".events` is the view of every type of a trace: a type of that name made the views
+# recurse ("infinite recursion detected") and its rows unreachable.
+RESERVED_TYPE_NAMES = ("events",)
+
+
+def _check_new_name(db, table: str, key: str, value, et: EventType, owner: str) -> None:
+    """A new event type's name is not reserved and does not differ only in case from one its
+    owner has (SQL names are case-insensitive: `cpu`, `CPU` and `Cpu` would be one view, two of
+    them unreachable)."""
+    if et.name.lower() in RESERVED_TYPE_NAMES:
+        raise BadInput(f"event type name {et.name!r} ({owner}) is reserved",
+                       expected="a name other than events (any case): the view of every event type of a trace")
+    row = db.execute(f"SELECT name FROM {table} WHERE {key} = ? AND name = ? COLLATE NOCASE",
+                     (value, et.name)).fetchone()
+    if row is not None:
+        raise BadInput(f"event type {et.name!r} differs only in case from {row[0]!r} ({owner}): SQL names ignore "
+                       f"case, so both would be one view", expected=f"the name {row[0]!r} itself, or another name")
+
+
+def _guarded(path: Path, f, *args):
+    """`f(*args)`, a sqlite3 error saying the catalog file is damaged raised as StoreDamaged."""
+    try:
+        return f(*args)
+    except sqlite3.DatabaseError as e:
+        raise (catalog_damaged(path, e) or e) from None
+
+
+class _Cursor:
+    """A sqlite3 cursor whose fetches raise StoreDamaged for a damaged catalog (rows are read lazily)."""
+
+    __slots__ = ("cur", "path")
+
+    def __init__(self, cur: sqlite3.Cursor, path: Path) -> None:
+        self.cur = cur
+        self.path = path
+
+    def fetchone(self):
+        return _guarded(self.path, self.cur.fetchone)
+
+    def fetchall(self):
+        return _guarded(self.path, self.cur.fetchall)
+
+    def __iter__(self):
+        return iter(self.fetchall())
+
+    @property
+    def rowcount(self) -> int:
+        return self.cur.rowcount
+
+    @property
+    def lastrowid(self):
+        return self.cur.lastrowid
+
+
+class _Db:
+    """The catalog's SQLite connection: every call that finds the file damaged raises
+    StoreDamaged naming it (`catalog_damaged`), not sqlite3's error (a traceback at the CLI,
+    a 500 at the server)."""
+
+    __slots__ = ("con", "path")
+
+    def __init__(self, con: sqlite3.Connection, path: Path) -> None:
+        self.con = con
+        self.path = path
+
+    def execute(self, sql: str, args=()) -> _Cursor:
+        return _Cursor(_guarded(self.path, self.con.execute, sql, args), self.path)
+
+    def executemany(self, sql: str, rows) -> _Cursor:
+        return _Cursor(_guarded(self.path, self.con.executemany, sql, rows), self.path)
+
+    def executescript(self, sql: str) -> None:
+        _guarded(self.path, self.con.executescript, sql)
+
+    @property
+    def in_transaction(self) -> bool:
+        return self.con.in_transaction
+
+    def close(self) -> None:
+        self.con.close()
 
 
 class Catalog:
@@ -176,18 +300,29 @@ class Catalog:
         self._tx_lock = threading.RLock()
         if readonly:
             uri = f"file:{self.path}?mode=ro"
-            self.db = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=30)
+            con = sqlite3.connect(uri, uri=True, isolation_level=None, check_same_thread=False, timeout=30)
         else:
-            self.db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+            con = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
+        self.db = _Db(con, self.path)
+        try:
+            self._open(readonly)
+        except BaseException:
+            con.close()
+            raise
+
+    def _open(self, readonly: bool) -> None:
+        if not readonly:
             self.db.execute("PRAGMA journal_mode=WAL")
             # FULL: a registered segment must survive power loss before its WAL range is dropped.
             self.db.execute("PRAGMA synchronous=FULL")
             self.db.executescript(DDL)
             # Columns added since the first stores were made (another process may add one first).
-            for col, decl in (("own_types", "INTEGER NOT NULL DEFAULT 0"), ("incomplete", "TEXT")):
-                if col not in self._columns("traces"):
+            for table, col, decl in (("traces", "own_types", "INTEGER NOT NULL DEFAULT 0"),
+                                     ("traces", "incomplete", "TEXT"), ("segments", "damaged", "TEXT"),
+                                     ("results", "checksum", "INTEGER")):
+                if col not in self._columns(table):
                     try:
-                        self.db.execute(f"ALTER TABLE traces ADD COLUMN {col} {decl}")
+                        self.db.execute(f"ALTER TABLE {table} ADD COLUMN {col} {decl}")
                     except sqlite3.OperationalError as e:
                         if "duplicate column" not in str(e):
                             raise
@@ -198,13 +333,22 @@ class Catalog:
             self._results_autoincrement()
         self.db.execute("PRAGMA foreign_keys=ON")
         cols = self._columns("traces")
+        if not cols:  # (a read-only open of a file SQLite reads, but no catalog: cut to nothing)
+            self.db.execute("SELECT 1 FROM traces")  # raises StoreDamaged naming the file
         # A read-only open of a store made before per-trace types cannot add the column: such a
         # store has no trace that owns its types. Nor one made before incomplete marks: NULL,
-        # complete.
+        # complete; nor one made before damage marks or result checksums.
         self.per_trace_types = "own_types" in cols
         self.incomplete_col = "incomplete" if "incomplete" in cols else "NULL"
+        self.damaged_col = "damaged" if "damaged" in self._columns("segments") else "NULL"
+        self.checksum_col = "checksum" if "checksum" in self._columns("results") else "NULL"
         self._trace_cols = (self._TRACE_COLS if self.per_trace_types else
                             self._TRACE_COLS.replace("own_types", "0 AS own_types")) + f", {self.incomplete_col}"
+
+    @staticmethod
+    def _prefixed(alias: str, col: str) -> str:
+        """`alias.col`, or NULL for a column this (older, read-only) catalog does not have."""
+        return col if col == "NULL" else f"{alias}.{col}"
 
     def _columns(self, table: str) -> set[str]:
         return {r[1] for r in self.db.execute(f"PRAGMA table_info({table})")}
@@ -306,6 +450,7 @@ class Catalog:
                 f"SELECT kind, params, doc FROM {table} WHERE {key} = ? AND name = ?", (value, et.name)
             ).fetchone()
             if row is None:
+                _check_new_name(db, table, key, value, et, owner)
                 db.execute(
                     f"INSERT INTO {table}({key}, name, kind, params, doc) VALUES (?, ?, ?, ?, ?)",
                     (value, et.name, et.kind, json.dumps(et.params_json()), et.doc),
@@ -349,12 +494,25 @@ class Catalog:
                 same = "" if row[0] == name else f" (as {row[0]!r}: trace names are case-insensitive in SQL)"
                 raise AlreadyExists(f"trace {name!r} already exists{same}")
             db.execute("INSERT OR IGNORE INTO formats(name) VALUES (?)", (fmt,))
-            cur = db.execute(
-                "INSERT INTO traces(name, format, description, created, own_types, incomplete)"
-                " VALUES (?, ?, ?, ?, ?, ?)",
-                (name, fmt, description, time.time(), int(own_types), incomplete),
+            # Ids are never reused (SQLite gives a deleted last row's id again): a reader in another
+            # process keys what it cached of a trace by it, and a directory named by an id the catalog
+            # no longer knows must stay someone else's (below).
+            top = db.execute("SELECT coalesce(max(id), 0) FROM traces").fetchone()[0]
+            row = db.execute("SELECT value FROM meta WHERE key = 'next_trace_id'").fetchone()
+            tid = max(int(top) + 1, int(row[0]) if row else 1)
+            db.execute(
+                "INSERT INTO traces(id, name, format, description, created, own_types, incomplete)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (tid, name, fmt, description, time.time(), int(own_types), incomplete),
             )
-            tid = int(cur.lastrowid)
+            db.execute("INSERT OR REPLACE INTO meta(key, value) VALUES ('next_trace_id', ?)", (str(tid + 1),))
+            # A directory under that id holds another trace's files the catalog lost (a damaged
+            # catalog): the id is not taken over, nothing is created (the transaction rolls back).
+            taken = self.path.parent / "traces" / str(tid)
+            if taken.exists():
+                raise StoreDamaged(f"the catalog {self.path} does not know the directory {taken}, which the new "
+                                   f"trace {name!r} would take over: nothing was created. `tracehouse verify` says "
+                                   "what the files hold, `tracehouse repair` rebuilds the catalog from them")
             db.executemany(
                 "INSERT INTO trace_metadata(trace_id, key, value) VALUES (?, ?, ?)",
                 [(tid, str(k), str(v)) for k, v in metadata.items()],
@@ -490,25 +648,65 @@ class Catalog:
                            (trace_id, len(INCOMPLETE_CHECKPOINT), INCOMPLETE_CHECKPOINT))
             return ids
 
+    def restore_trace(self, tid: int, name: str, fmt: str, description: str, created: float, metadata: dict,
+                      *, own_types: bool, incomplete: str | None, segments: list[dict], retired: list[dict],
+                      wal_covered: int) -> None:
+        """Register a trace again under its own id, with its segments (`retired`: files a merge
+        replaced, deleted after the grace period as usual), in one transaction (`repair`)."""
+        now = time.time()
+        with self.transaction() as db:
+            db.execute("INSERT OR IGNORE INTO formats(name) VALUES (?)", (fmt,))
+            db.execute("INSERT INTO traces(id, name, format, description, created, own_types, incomplete, wal_covered)"
+                       " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                       (tid, name, fmt, description, created, int(own_types), incomplete, wal_covered))
+            db.executemany("INSERT INTO trace_metadata(trace_id, key, value) VALUES (?, ?, ?)",
+                           [(tid, str(k), str(v)) for k, v in metadata.items()])
+            for rows, retired_at in ((segments, None), (retired, now)):
+                db.executemany(
+                    "INSERT INTO segments(trace_id, event_type, path, rows, bytes, ts_min, ts_max, columns, level,"
+                    " created, retired) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    [(tid, r["event_type"], r["path"], r["rows"], r["bytes"], r["ts_min"], r["ts_max"],
+                      json.dumps(list(r["columns"])), r.get("level", 0), now, retired_at) for r in rows])
+            db.execute(
+                "UPDATE traces SET (event_count, bytes, ts_min, ts_max) = "
+                "(SELECT COALESCE(SUM(rows), 0), COALESCE(SUM(bytes), 0), MIN(ts_min), MAX(ts_max)"
+                "   FROM segments WHERE trace_id = ? AND retired IS NULL) WHERE id = ?", (tid, tid))
+
+    def restore_result(self, r: dict, trace_ids: list[int]) -> None:
+        """Register a result again under its own id (`repair`, from a damaged catalog it could read)."""
+        with self.transaction() as db:
+            db.execute("INSERT INTO results(id, kind, name, tool, params, created, payload, path, checksum)"
+                       " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                       (r["id"], r["kind"], r["name"], r["tool"], json.dumps(r["params"]), r["created"],
+                        None if r["payload"] is None else json.dumps(r["payload"]), r["path"], r.get("checksum")))
+            db.executemany("INSERT INTO result_traces(result_id, trace_id) VALUES (?, ?)",
+                           [(r["id"], t) for t in trace_ids])
+
     def segments(self, trace_id: int, event_type: str | None = None) -> list[SegmentInfo]:
         sql = (
-            "SELECT id, trace_id, event_type, path, rows, bytes, ts_min, ts_max, columns, level FROM segments"
-            " WHERE trace_id = ? AND retired IS NULL"
+            "SELECT id, trace_id, event_type, path, rows, bytes, ts_min, ts_max, columns, level,"
+            f" {self.damaged_col} FROM segments WHERE trace_id = ? AND retired IS NULL"
         )
         args: tuple = (trace_id,)
         if event_type is not None:
             sql += " AND event_type = ?"
             args += (event_type,)
         rows = self.db.execute(sql + " ORDER BY ts_min, id", args).fetchall()
-        return [SegmentInfo(*r[:8], tuple(json.loads(r[8])), r[9]) for r in rows]
+        return [SegmentInfo(*r[:8], tuple(json.loads(r[8])), r[9], r[10]) for r in rows]
 
     def all_live_segments(self) -> list[SegmentInfo]:
         rows = self.db.execute(
-            "SELECT s.id, s.trace_id, s.event_type, s.path, s.rows, s.bytes, s.ts_min, s.ts_max, s.columns, s.level"
-            " FROM segments s JOIN traces t ON t.id = s.trace_id"
+            "SELECT s.id, s.trace_id, s.event_type, s.path, s.rows, s.bytes, s.ts_min, s.ts_max, s.columns, s.level,"
+            f" {self._prefixed('s', self.damaged_col)} FROM segments s JOIN traces t ON t.id = s.trace_id"
             " WHERE s.retired IS NULL AND t.state = 'live' ORDER BY s.trace_id, s.event_type, s.ts_min, s.id"
         ).fetchall()
-        return [SegmentInfo(*r[:8], tuple(json.loads(r[8])), r[9]) for r in rows]
+        return [SegmentInfo(*r[:8], tuple(json.loads(r[8])), r[9], r[10]) for r in rows]
+
+    def mark_damaged(self, segment_id: int, reason: str | None) -> None:
+        """Record what a check found wrong with a segment's file (None: nothing); queries that
+        read it then fail naming it (`query.type_view_sql`)."""
+        with self.transaction() as db:
+            db.execute("UPDATE segments SET damaged = ? WHERE id = ?", (reason, segment_id))
 
     def retired_before(self, cutoff: float) -> list[tuple[int, str]]:
         return self.db.execute("SELECT id, path FROM segments WHERE retired IS NOT NULL AND retired < ?", (cutoff,)).fetchall()
@@ -520,21 +718,27 @@ class Catalog:
             db.executemany("DELETE FROM segments WHERE id = ?", [(i,) for i in ids])
 
     def known_paths(self) -> set[str]:
+        """Every segment file the catalog names (live, or retired and not yet deleted)."""
         return {r[0] for r in self.db.execute("SELECT path FROM segments")}
+
+    def trace_ids(self) -> set[int]:
+        """Ids of every trace the catalog holds, live or being deleted."""
+        return {r[0] for r in self.db.execute("SELECT id FROM traces")}
 
     # -- results -----------------------------------------------------------------
 
     def add_result(
         self, kind: str, name: str, tool: str, params: dict, trace_ids: list[int],
-        payload: Any = None, path: str | None = None,
+        payload: Any = None, path: str | None = None, checksum: int | None = None,
     ) -> int:
         if kind not in RESULT_KINDS:
             raise BadInput(f"unknown result kind {kind!r}", expected=" | ".join(RESULT_KINDS))
         with self.transaction() as db:
             cur = db.execute(
-                "INSERT INTO results(kind, name, tool, params, created, payload, path) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                "INSERT INTO results(kind, name, tool, params, created, payload, path, checksum)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                 (kind, name, tool, json.dumps(params), time.time(),
-                 None if payload is None else json.dumps(payload), path),
+                 None if payload is None else json.dumps(payload), path, checksum),
             )
             rid = int(cur.lastrowid)
             db.executemany("INSERT INTO result_traces(result_id, trace_id) VALUES (?, ?)", [(rid, t) for t in trace_ids])
@@ -544,7 +748,7 @@ class Catalog:
         sql = (
             "SELECT r.id, r.kind, r.name, r.tool, r.params, r.created, r.payload, r.path,"
             " (SELECT json_group_array(t.name) FROM result_traces rt JOIN traces t ON t.id = rt.trace_id"
-            "   WHERE rt.result_id = r.id) FROM results r"
+            f"   WHERE rt.result_id = r.id), {self._prefixed('r', self.checksum_col)} FROM results r"
         )
         if where:
             sql += f" WHERE {where}"
@@ -553,7 +757,7 @@ class Catalog:
             out.append({
                 "id": r[0], "kind": r[1], "name": r[2], "tool": r[3], "params": json.loads(r[4]),
                 "created": r[5], "payload": None if r[6] is None else json.loads(r[6]), "path": r[7],
-                "traces": json.loads(r[8]),
+                "traces": json.loads(r[8]), "checksum": r[9],
             })
         return out
 

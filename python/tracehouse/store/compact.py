@@ -20,6 +20,10 @@ Automatic compaction runs on its own niced thread, not on the checkpoint thread:
 of 512 MB of columns took seconds, and checkpoints queued behind it stalled appends (the
 write back-pressure) - the ack latency tail under load. It yields to ingest: while
 checkpoints are behind, it waits for the next request.
+
+Inputs are checked against their page checksums first: a damaged segment is never merged (its
+pages would be copied into a new file under new checksums, the damage made permanent); it is
+marked damaged in the catalog (queries naming it then fail naming it) and left for `repair`.
 """
 
 from __future__ import annotations
@@ -29,13 +33,14 @@ import os
 import re
 import threading
 import time
+from pathlib import Path
 
 from .. import lazy
 from ..errors import BadInput, is_disk_full
 from ..schema import EventType
 from . import readcache
 from .conform import align
-from .segments import sort_rows, write_segment
+from .segments import check_pages, segment_meta, sort_rows, write_segment
 
 # Imported on first use (lazy.py): listing, searching and counting traces need none.
 pa = lazy.module("pyarrow")
@@ -227,7 +232,7 @@ class Compactor:
             # target: a bigger one would be rewritten for a 2-3x smaller file count.
             fanin = 2 if force else max(2, opts.compact_min_fanin)
             limit = target if force else max(1, target // fanin)
-            small = [s for s in cat.segments(w.trace_id, name) if s.rows < limit]
+            small = [s for s in cat.segments(w.trace_id, name) if s.rows < limit and not s.damaged]
             if len(small) < (2 if force else opts.compact_min_segments):
                 continue
             groups = []
@@ -247,11 +252,20 @@ class Compactor:
                     continue
                 if not force and (w.stopping or w.ingest_saturated()):
                     break  # the next checkpoint asks again
-                tables = [_read_segment(w.root / s.path) for s in g]
+                try:
+                    tables = [_read_segment(w.root / s.path) for s in g]
+                except SegmentDamaged as e:
+                    # Never merged (its damaged pages would be copied into a new segment, checksummed
+                    # anew): the group waits; queries naming the segment fail naming it.
+                    self._damaged(e)
+                    continue
                 table = sort_rows(align(tables, et), w.by_producer)  # the trace's segment order
-                row = write_segment(w.root, f"{w.trace_dir}/segments/{name}", table,
-                                    level=1 + max(s.level for s in g), keep_cached=not opts.drop_written_pages,
-                                    row_group=w.row_group)
+                level = 1 + max(s.level for s in g)
+                meta = segment_meta(w.trace_id, w.trace_name, w.format, et, level,
+                                    inputs=[Path(s.path).name for s in g])
+                row = write_segment(w.root, f"{w.trace_dir}/segments/{name}", table, level=level,
+                                    keep_cached=not opts.drop_written_pages, row_group=w.row_group, meta=meta,
+                                    checksums=opts.page_checksums)
                 row["event_type"] = name
                 try:
                     with w.view_lock:  # not `cond`: appends do not wait for the catalog's fsync
@@ -264,14 +278,42 @@ class Compactor:
                 merged += len(g)
         return merged
 
+    def _damaged(self, e: SegmentDamaged) -> None:
+        """Mark a segment compaction found damaged (once; the catalog keeps the mark)."""
+        w = self.writer
+        rel = Path(e.path).relative_to(w.root).as_posix()
+        seg = next((s for s in w.host.catalog.segments(w.trace_id) if s.path == rel), None)
+        if seg is None or seg.damaged:
+            return
+        log.error("trace %s: segment %s is damaged, not merged (`tracehouse verify`, `tracehouse repair`): %s",
+                  w.trace_name, e.path, e.reason)
+        w.host.catalog_write(lambda: w.host.catalog.mark_damaged(seg.id, e.reason))
+
+
+class SegmentDamaged(Exception):
+    """A segment compaction read is damaged (its path and what is wrong)."""
+
+    def __init__(self, path, reason: str) -> None:
+        super().__init__(f"{path}: {reason}")
+        self.path = path
+        self.reason = reason
+
 
 def _read_segment(path) -> pa.Table:
-    """One segment whole. Not `pq.read_table`: that goes through pyarrow.dataset, whose first
-    import (~0.45 s, holding the interpreter lock in stretches of up to 24 ms) landed on the
-    first compaction of a server under load and stalled its dispatcher (bpftrace on
+    """One segment whole, its pages checked against their CRCs first (`check_pages`: a merge must
+    never copy a damaged page into a new segment, where it would get a checksum of its own); a
+    damaged one raises SegmentDamaged. Not `pq.read_table`: that goes through pyarrow.dataset,
+    whose first import (~0.45 s, holding the interpreter lock in stretches of up to 24 ms) landed
+    on the first compaction of a server under load and stalled its dispatcher (bpftrace on
     take_gil/drop_gil during `bench write --half-rate arrow`, 2026-11-26)."""
-    with pq.ParquetFile(path) as f:
-        return f.read()
+    try:
+        with pq.ParquetFile(path) as f:
+            bad = check_pages(path, f.metadata)["bad"]
+            if bad is None:
+                return f.read().replace_schema_metadata(None)
+    except (OSError, pa.ArrowException) as e:
+        raise SegmentDamaged(path, f"unreadable: {e}") from None
+    raise SegmentDamaged(path, bad)
 
 
 def size_tiers(segments: list, fanin: int) -> list[list]:

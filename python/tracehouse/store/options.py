@@ -59,6 +59,9 @@ class WriterOptions:
     drop_written_pages: bool = False
     # A checkpoint that found the disk full tries again this often (it holds its rows meanwhile).
     disk_full_retry_s: float = 1.0
+    # A CRC-32 in every Parquet page header of the segments written (segments.py). Off only to
+    # measure what they cost (`tracehouse bench integrity`).
+    page_checksums: bool = True
 
     def __post_init__(self) -> None:
         if self.fsync not in POLICIES:

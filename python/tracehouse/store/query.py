@@ -16,9 +16,11 @@ side by side, each on a cursor of its own (`snapshot`), confined by `sandbox`.
 from __future__ import annotations
 
 import json
+import os
 import re
 import threading
 from contextlib import contextmanager
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator
 
 from .. import lazy
@@ -33,6 +35,15 @@ pc = lazy.module("pyarrow.compute")
 
 if TYPE_CHECKING:
     from .catalog import Catalog
+
+# Names DuckDB gives a schema or catalog of its own (`main`, `temp`, `system`: the database's
+# schemas and catalogs; `memory`: the in-memory database's name; `information_schema`,
+# `pg_catalog`: its views of itself) and `th`, the catalog's views: a trace is a schema, so a trace
+# of one of these names took over (th: the catalog's views for every SQL user) or broke every
+# query mentioning the word. Compared ignoring case, as SQL compares them. New traces may not take
+# them (`store.check_new_trace_name`); one of an older store gets no views (`refresh`).
+RESERVED_TRACE_NAMES = ("th", "main", "temp", "system", "memory", "information_schema", "pg_catalog")
+RESERVED_RULE = "a name other than " + ", ".join(RESERVED_TRACE_NAMES) + " (any case): SQL names its own schemas so"
 
 DUCK_TYPES = {"int64": "BIGINT", "int32": "INTEGER", "float64": "DOUBLE", "bool": "BOOLEAN", "string": "VARCHAR"}
 
@@ -123,6 +134,40 @@ def _select(cols, present: Iterable[str], src: str) -> str:
         else:
             parts.append(f"CAST(NULL AS {DUCK_TYPES[c.type]}) AS {qident(c.name)}")
     return f"SELECT {', '.join(parts)} FROM {src}"
+
+
+def segment_damage(root, seg) -> str | None:
+    """What is visibly wrong with a registered segment's file (a damage mark a check left in the
+    catalog, the file missing, its size not the registered one, no Parquet footer), else None.
+    A stat and a 4-byte read: flipped bytes inside it are for `verify` and the scrub to find."""
+    if seg.damaged:
+        return seg.damaged
+    path = Path(root) / seg.path
+    try:
+        with open(path, "rb") as f:
+            size = os.fstat(f.fileno()).st_size
+            if size != seg.bytes:
+                return f"{size:,} bytes, the catalog registered {seg.bytes:,}"
+            f.seek(max(0, size - 4))
+            if f.read(4) != b"PAR1":
+                return "no Parquet footer"
+    except FileNotFoundError:
+        return "the file is missing"
+    except OSError as e:
+        return f"unreadable: {e.strerror}"
+    return None
+
+
+def damaged_view_sql(et: EventType, trace: str, damaged: list[tuple[str, str]]) -> str:
+    """The view body of a type whose segments include damaged ones (path, what is wrong): its
+    columns, typed, and an error naming the files when a query reads it (DuckDB drops a branch
+    a filter rules out, so `"<trace>".events WHERE type = 'other'` still answers)."""
+    what = "; ".join(f"{p} ({why})" for p, why in damaged[:3]) + (f"; and {len(damaged) - 3} more" if len(damaged) > 3 else "")
+    msg = (f"event type {et.name} of trace {trace!r} cannot be read: damaged segment(s) {what}. `tracehouse verify` "
+           "says what is intact, `tracehouse repair` sets the damaged files aside (deleting nothing); the trace's "
+           "other event types are readable")
+    sel = ", ".join(f"CAST(NULL AS {DUCK_TYPES[c.type]}) AS {qident(c.name)}" for c in et.columns)
+    return f"SELECT {sel} FROM range(1) WHERE error({qstr(msg)}) IS NULL"
 
 
 def type_view_sql(et: EventType, files: list[tuple[str, Iterable[str]]], tail: tuple[str, Iterable[str]] | None = None) -> str:
@@ -295,8 +340,17 @@ class QueryEngine:
         self._closed = False
 
     def close(self) -> None:
+        """Close the connection; a query still running on a cursor of it (a server's UI thread at
+        shutdown) is interrupted first, and a connection DuckDB says is busy is left to the
+        process's exit, not raised: closing the store must go on to release its writer lock."""
         self._closed = True
-        self.con.close()
+        try:
+            self.con.interrupt()
+            self.con.close()
+        except duckdb.Error as e:
+            import logging
+
+            logging.getLogger("tracehouse.store").warning("SQL engine not closed: %s", _first_line(e))
 
     def _register(self, name: str, trace: str | None, table: pa.Table) -> None:
         self.con.register(name, table)
@@ -421,7 +475,15 @@ class QueryEngine:
         for key in [k for k in self._tail_cache if k[0] == info.id and k[1] not in types]:
             del self._tail_cache[key]
         keys = self._refresh_tags(info)
+        root = self.store.path
         for name, et in types.items():
+            damaged = [(s.path, why) for s in by_type.get(name, []) if (why := segment_damage(root, s))]
+            if damaged:  # a query that reads this type fails naming the files; the others stay readable
+                body = damaged_view_sql(et, info.name, damaged)
+                if keys:  # the same columns as an intact type's view
+                    body = tagged_view_sql(et, body, f"{TAG_TABLES}.{qident(info.name)}", keys)
+                self.con.execute(f"CREATE OR REPLACE VIEW {schema}.{qident(name)} AS {body}")
+                continue
             type_segs = by_type.get(name, [])
             cached = _usable(man, name, {s.id for s in type_segs})
             if cached is not None:  # the read cache's table, and Parquet for the segments it lacks
@@ -514,15 +576,24 @@ class QueryEngine:
                 del self._trace_sigs[gone]
                 self._trace_shapes.pop(gone, None)
         for info in self.store.catalog.traces():
+            if info.name.lower() in RESERVED_TRACE_NAMES:
+                continue  # (made before names were checked: its views would shadow SQL's own)
             if lowered is None or info.name.lower() in lowered:
                 self._refresh_trace(info)
 
     # -- running SQL ---------------------------------------------------------------
 
-    def sandbox(self, directory: str) -> None:
+    def sandbox(self, directory: str, temp_directory: str, memory_limit: int | None = None) -> None:
         """From now on DuckDB may read files under `directory` only (no other path, no URL,
-        no extension install), and no statement may change its configuration (SET, PRAGMA)."""
+        no extension install), and no statement may change its configuration (SET, PRAGMA).
+        Its temp directory (where operators spill) is `temp_directory`, inside `directory`:
+        DuckDB's default, `.tmp/` of the working directory, was readable through `read_text`
+        (DuckDB allows its temp directory); `memory_limit` bytes, when given, bound what its
+        operators hold before they spill."""
         with self.lock:
+            self.con.execute("SET temp_directory = ?", [temp_directory])
+            if memory_limit:
+                self.con.execute(f"SET memory_limit = '{int(memory_limit)}B'")
             self.con.execute("SET allowed_directories = ?", [[directory]])
             self.con.execute("SET enable_external_access = false")
             self.con.execute("SET autoinstall_known_extensions = false")
@@ -661,7 +732,10 @@ def whole_count(store, query: str) -> tuple[str, int] | None:
     types, segs, tails = cut.types, cut.segments, cut.tails
     if view != "events" and view not in types:  # a name we did not make (or in another case): DuckDB decides
         return None
-    rows = sum(s.rows for s in segs if view == "events" or s.event_type == view)
+    counted = [s for s in segs if view == "events" or s.event_type == view]
+    if any(segment_damage(store.path, s) for s in counted):
+        return None  # the registered count would hide the damage: DuckDB's view names it
+    rows = sum(s.rows for s in counted)
     rows += sum(b.num_rows for name, bs in tails.items() if view == "events" or name == view for b in bs)
     return alias or "count_star()", int(rows)
 

@@ -28,14 +28,29 @@ the native writer (`_core.write_int_parquet`, src/intparquet.rs) with exactly th
 the streaming ingest's CPU. Measured on 2M TOD events (one thread, CPU time, load 4-7): 0.16-0.23 s
 with parquet-cpp, 0.072-0.095 s native, 18.3 vs 18.4 MB; streaming 10M TOD events (prof runs
 alternating, load 4.5-6): 1.62-1.84 CPU-s for the whole process against 1.97-2.37.
+
+Every page carries its CRC-32 (parquet.thrift `PageHeader.crc`, both writers): `tracehouse
+verify`, compaction and export check them (`check_pages`), so a flipped byte is an error naming
+the file, not a wrong sum. DuckDB does not check them when it reads (measured on duckdb 2.0.1: a
+flipped byte in a PLAIN int64 page of a file with page CRCs changed `sum(x)` without an error);
+`serve --scrub-interval` checks the store's segments on a schedule instead. The cost of writing
+and checking them: `tracehouse bench integrity`.
+
+Each segment says what it holds in its key-value metadata (`SEGMENT_META`, JSON: trace id and
+name, format, the event type with its kind and typed parameters, its level, the WAL file its rows
+came from or the segments it merged), so that `tracehouse repair` can register it again without
+the catalog, and recovery can tell a leftover of a crash (its rows are still in the WAL, or in
+the live segments it merged) from a segment the catalog lost (`orphan_verdict`).
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import os
 import uuid
 from pathlib import Path
+from typing import Any
 
 from .. import _core, lazy
 from .wal import fsync_dir
@@ -60,6 +75,47 @@ DICTIONARY_PAGE = 4 << 20
 PRODUCER_ORDER = "producer"
 CREATED_BY = f"tracehouse version {_core.__version__}"
 PRODUCER_ROW_GROUP = 64 * 1024
+SEGMENT_META = b"tracehouse"  # the key of a segment's own description (module docstring)
+
+
+def segment_meta(trace_id: int, trace: str, fmt: str, et: Any, level: int, *, wal: int | None = None,
+                 checkpoint: str | None = None, parts: int | None = None, inputs: list[str] | None = None) -> dict:
+    """What a segment says of itself: its trace, format and event type (`et`, an EventType); for a
+    checkpoint's segment (level 0) the highest WAL file its rows came from (None: written without a
+    WAL, fsync off) and its checkpoint's id and number of segments; for a merged one the file names
+    of the segments it replaces."""
+    meta = {"v": 1, "trace_id": trace_id, "trace": trace, "format": fmt, "event_type": et.to_json(), "level": level}
+    if level == 0:
+        meta |= {"wal": wal, "checkpoint": checkpoint, "parts": parts}
+    else:
+        meta["inputs"] = inputs or []
+    return meta
+
+
+def read_segment_meta(path: Path) -> dict | None:
+    """The description a segment file carries (`segment_meta`), None when it has none (written
+    before segments described themselves). Raises what pyarrow raises for an unreadable footer."""
+    kv = pq.read_metadata(path).metadata or {}
+    raw = kv.get(SEGMENT_META)
+    return json.loads(raw) if raw else None
+
+
+def check_pages(path: Path, md: Any = None) -> dict:
+    """Every page of a Parquet file against its CRC (`_core.parquet_page_check`): {"pages",
+    "with_crc", "bytes", "bad": None or "what, at byte N"}; `md` its footer when read already.
+    Raises what pyarrow raises for an unreadable footer."""
+    if md is None:
+        md = pq.read_metadata(path)
+    chunks = []
+    for g in range(md.num_row_groups):
+        rg = md.row_group(g)
+        for c in range(rg.num_columns):
+            col = rg.column(c)
+            start = col.dictionary_page_offset if col.has_dictionary_page and col.dictionary_page_offset else \
+                col.data_page_offset
+            chunks.append((start, col.total_compressed_size))
+    pages, with_crc, nbytes, at, why = _core.parquet_page_check(str(path), chunks)
+    return {"pages": pages, "with_crc": with_crc, "bytes": nbytes, "bad": None if at is None else f"{why}, at byte {at}"}
 
 
 def _delta_packed(f: pa.Field) -> bool:
@@ -67,9 +123,9 @@ def _delta_packed(f: pa.Field) -> bool:
     return f.name != "producer" and (pa.types.is_int64(f.type) or pa.types.is_int32(f.type))
 
 
-def write_options(schema: pa.Schema, level: int = 0, row_group: int | None = None) -> dict:
+def write_options(schema: pa.Schema, level: int = 0, row_group: int | None = None, checksums: bool = True) -> dict:
     """pq.write_table options; `row_group` rows per row group (default ROW_GROUP, read at call time;
-    None is a segment in ts order)."""
+    None is a segment in ts order); `checksums`: page CRCs (off only to measure their cost)."""
     dict_cols = [f.name for f in schema if f.name == "producer" or pa.types.is_string(f.type) or pa.types.is_boolean(f.type)]
     delta = {f.name: "DELTA_BINARY_PACKED" for f in schema if _delta_packed(f)}
     fast = level == 0
@@ -90,6 +146,7 @@ def write_options(schema: pa.Schema, level: int = 0, row_group: int | None = Non
         "row_group_size": row_group or ROW_GROUP,
         "write_statistics": stats,
         "dictionary_pagesize_limit": DICTIONARY_PAGE,
+        "write_page_checksum": checksums,
     }
 
 
@@ -107,7 +164,7 @@ def _native_options(schema: pa.Schema, level: int) -> tuple[list[str], list[tupl
     return write_options(schema, level)["use_dictionary"], [("ARROW:schema", arrow_schema), *kv]
 
 
-def _write_parquet(table: pa.Table, path: Path, level: int, row_group: int | None) -> None:
+def _write_parquet(table: pa.Table, path: Path, level: int, row_group: int | None, checksums: bool = True) -> None:
     """`table` as the Parquet file `path`: integer-only level-0 tables by the native writer
     (the same encodings as `write_options` asks of parquet-cpp, see src/intparquet.rs for why),
     the rest by pyarrow."""
@@ -116,11 +173,11 @@ def _write_parquet(table: pa.Table, path: Path, level: int, row_group: int | Non
         # Settled a step at a time while parquet-cpp writes it, so its fsync does not queue the
         # whole file at the disk ahead of the WAL's (src/writeback.rs, measured there).
         with pa.OSFile(str(path), "wb") as sink, _core.WriteBehind(sink.fileno()):
-            pq.write_table(table, sink, **write_options(table.schema, level, row_group))
+            pq.write_table(table, sink, **write_options(table.schema, level, row_group, checksums))
         return
     dictionary, kv = native
     _core.write_int_parquet(str(path), table, table.schema, dictionary, row_group or ROW_GROUP, kv,
-                            CREATED_BY)
+                            CREATED_BY, checksums)
 
 
 def row_order(table: pa.Table, by_producer: bool) -> pa.UInt32Array | None:
@@ -141,29 +198,33 @@ def sort_rows(table: pa.Table, by_producer: bool) -> pa.Table:
 
 
 def write_sorted_part(root: Path, rel_dir: str, table: pa.Table, order: pa.UInt32Array | None, start: int, stop: int,
-                      level: int = 0, keep_cached: bool = True, row_group: int | None = None) -> dict:
+                      level: int = 0, keep_cached: bool = True, row_group: int | None = None,
+                      meta: dict | None = None, checksums: bool = True) -> dict:
     """Rows start..stop of `table` in segment order (`order` from `row_order`) as one segment.
 
     The gather runs here, on the encoding thread, so a checkpoint's parts sort in parallel
     (sorting a whole checkpoint on the flusher first took as long as encoding half of it).
     """
     part = table.slice(start, stop - start) if order is None else table.take(order[start:stop])
-    return write_segment(root, rel_dir, part, level, keep_cached, row_group)
+    return write_segment(root, rel_dir, part, level, keep_cached, row_group, meta, checksums)
 
 
 def write_segment(root: Path, rel_dir: str, table: pa.Table, level: int = 0, keep_cached: bool = True,
-                  row_group: int | None = None) -> dict:
+                  row_group: int | None = None, meta: dict | None = None, checksums: bool = True) -> dict:
     """Write `table` (already sorted by ts) as one durable segment; returns its catalog row.
 
     `keep_cached=False` drops the file's pages from the page cache once durable (see
-    `WriterOptions.drop_written_pages`)."""
+    `WriterOptions.drop_written_pages`); `meta` is what the segment says of itself
+    (`segment_meta`)."""
+    if meta is not None:
+        table = table.replace_schema_metadata({**(table.schema.metadata or {}), SEGMENT_META: json.dumps(meta)})
     directory = root / rel_dir
     directory.mkdir(parents=True, exist_ok=True)
     name = uuid.uuid4().hex
     tmp = directory / f".{name}.parquet.tmp"
     final = directory / f"{name}.parquet"
     try:
-        _write_parquet(table, tmp, level, row_group)
+        _write_parquet(table, tmp, level, row_group, checksums)
         fd = os.open(tmp, os.O_RDONLY)
         try:
             os.fsync(fd)

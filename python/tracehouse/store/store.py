@@ -37,14 +37,18 @@ from ..errors import (
     DiskFull,
     NotFound,
     ReadOnly,
+    StoreDamaged,
     StoreLocked,
     TracehouseError,
     cause_of,
     is_disk_full,
 )
 from ..schema import EventType, check_ident, one_event_type
-from .catalog import INCOMPLETE_IMPORT, RESULT_KINDS, Catalog, SegmentInfo, TraceInfo
+from . import journal
+from . import verify as verifymod
+from .catalog import INCOMPLETE_IMPORT, RESULT_KINDS, Catalog, SegmentInfo, TraceInfo, wal_damage_reason
 from .options import WriterOptions
+from .quarantine import Quarantine
 
 if TYPE_CHECKING:
     from .query import QueryEngine
@@ -59,6 +63,7 @@ pa = lazy.module("pyarrow")
 pq = lazy.module("pyarrow.parquet")
 querymod = lazy.module("tracehouse.store.query")
 scanmod = lazy.module("tracehouse.store.scan")
+segmod = lazy.module("tracehouse.store.segments")
 walmod = lazy.module("tracehouse.store.wal")
 writermod = lazy.module("tracehouse.store.writer")
 
@@ -74,6 +79,17 @@ def check_trace_name(name: str) -> str:
     """Trace names become SQL schema names: no path separators, quotes, spaces or '..'."""
     if not isinstance(name, str) or not TRACE_NAME.fullmatch(name) or ".." in name:
         raise BadInput(f"invalid trace name {name!r}", expected=TRACE_NAME_RULE)
+    return name
+
+
+def check_new_trace_name(name: str) -> str:
+    """`check_trace_name`, and not a name SQL keeps for itself (RESERVED_TRACE_NAMES): for a
+    trace being created (an existing one keeps its name, whatever it is)."""
+    from .query import RESERVED_RULE, RESERVED_TRACE_NAMES  # (the SQL namespace's rules are query.py's)
+
+    check_trace_name(name)
+    if name.lower() in RESERVED_TRACE_NAMES:
+        raise BadInput(f"trace name {name!r} is reserved", expected=RESERVED_RULE)
     return name
 
 
@@ -135,6 +151,12 @@ class Store:
         self.options = options or WriterOptions(**option_kw)
         cat_path = self.path / "catalog.sqlite"
         if not cat_path.exists():
+            held = verifymod.holds_traces(self.path)
+            if held:  # a catalog made now would not know them: the next writer would take their ids
+                raise StoreDamaged(f"{self.path} has no catalog ({cat_path} is missing) but holds {len(held)} trace "
+                                   f"director{'y' if len(held) == 1 else 'ies'} ({', '.join(held[:5])}"
+                                   f"{', ...' if len(held) > 5 else ''}): nothing was changed. `tracehouse repair` "
+                                   "rebuilds the catalog from them")
             if readonly or not create:
                 raise NotFound(f"no tracehouse store at {self.path} (run `tracehouse init` first)")
             self.path.mkdir(parents=True, exist_ok=True)
@@ -149,13 +171,19 @@ class Store:
         self._append_writers: dict[str, TraceWriter] = {}  # trace name -> writer, for append's hot path
         self.recovery: list[RecoveryReport] = []
         self._query: QueryEngine | None = None
-        self._wal_reads: dict[int, tuple] = {}  # trace id -> (signature, records) of its last WAL read
-        self._wal_files: dict[int, dict] = {}  # trace id -> what each WAL file gave so far (wal.read_uncovered)
+        # Keyed by (trace id, created): a trace deleted in another process and made again under its
+        # name (InfluxQL DROP + CREATE DATABASE) is another trace, whose WAL file may even get the
+        # old one's number and inode; its reads must not continue the old one's (they did: a
+        # query process counted the dropped bucket's rows with the new ones).
+        self._wal_reads: dict[tuple, tuple] = {}  # -> (signature, records) of its last WAL read
+        self._wal_files: dict[tuple, dict] = {}  # -> what each WAL file gave so far (wal.read_uncovered)
         if not readonly and _has_pending_work(self):
             try:
                 self.become_writer()
             except StoreLocked:
                 pass  # the process holding the lock owns recovery; we read registered segments
+            except StoreDamaged as e:  # reads of what is intact go on; writes say this again
+                log.warning("%s", e)
 
 
     # -- the writer lock -----------------------------------------------------------
@@ -181,11 +209,23 @@ class Store:
                 f"store {self.path} is being written by another process (pid {holder}); "
                 "one writer per store — stop it, or read with a read-only open"
             ) from None
+        try:
+            survey = verifymod.survey(self.path, self.catalog)
+            wrong = survey.disagreements()
+            if wrong:
+                raise StoreDamaged(
+                    f"store {self.path}: its catalog ({self.catalog.path}) and its files disagree: "
+                    + "; ".join(wrong[:8]) + (f"; and {len(wrong) - 8} more" if len(wrong) > 8 else "")
+                    + ". Nothing was changed and writes are refused: `tracehouse verify` says what is intact, "
+                    "`tracehouse repair` rebuilds the catalog from the files (deleting nothing)")
+        except BaseException:
+            os.close(fd)
+            raise
         os.ftruncate(fd, 0)
         os.pwrite(fd, str(os.getpid()).encode(), 0)
         self._lock_fd = fd
         self.ensure_reserve()
-        self._recover()
+        self._recover(survey)
 
     # -- the disk-full reserve -------------------------------------------------------
     # The catalog lives on the disk the events fill: when it is full, even the transaction that
@@ -228,25 +268,23 @@ class Store:
                         RESERVE_BYTES >> 10)
             return write()
 
-    def _recover(self) -> None:
-        """Finish interrupted deletes, drop orphan files, replay uncovered WAL."""
+    def _recover(self, survey: verifymod.Survey) -> None:
+        """Finish interrupted deletes, clear what crashed writes left (`survey`: files the catalog
+        does not name whose rows are elsewhere; never a directory the catalog does not know),
+        replay uncovered WAL."""
         for tid in self.catalog.deleting():
             shutil.rmtree(self.path / "traces" / str(tid), ignore_errors=True)
             self.catalog.drop_trace_rows(tid)
-        known = self.catalog.known_paths()
-        traces_dir = self.path / "traces"
-        live_ids = {t.id for t in self.catalog.traces()}
-        if traces_dir.exists():
-            for d in traces_dir.iterdir():
-                if d.name.isdigit() and int(d.name) not in live_ids:
-                    shutil.rmtree(d, ignore_errors=True)  # a trace whose creation never committed
-                    continue
-                seg_root = d / "segments"
-                if seg_root.exists():
-                    for f in seg_root.rglob("*"):
-                        rel = f.relative_to(self.path).as_posix()
-                        if f.is_file() and (f.name.endswith(".tmp") or rel not in known):
-                            f.unlink()
+        for rel in survey.partial:  # a segment never renamed into place: never registered
+            (self.path / rel).unlink(missing_ok=True)
+        quarantine = None
+        for rel, verdict, why in survey.orphans:
+            if verdict == "redundant":
+                (self.path / rel).unlink(missing_ok=True)
+            elif verdict == "unlogged":  # no other copy of its rows, but never acknowledged: kept aside
+                quarantine = quarantine or Quarantine(self.path)
+                dest = quarantine.move(self.path / rel, why)
+                log.warning("moved %s to %s: %s", rel, dest, why)
         self._delete_retired()
         for info in self.catalog.traces():
             wal_dir = self.path / "traces" / str(info.id) / "wal"
@@ -276,6 +314,9 @@ class Store:
                 self.become_writer()  # its recovery may have made this trace's writer already
                 w = self._writers.get(info.id)
                 if w is None:
+                    if not journal.journal_path(self.path, info.id).exists():  # (a store made before journals)
+                        journal.snapshot(self.path, info, self.catalog.trace_types(info).values(),
+                                         self.catalog.producers(info.id))
                     w = writermod.TraceWriter(self._writer_host(), info.id, info.name, self.catalog.trace_types(info),
                                     self.options)
                     self._writers[info.id] = w
@@ -294,21 +335,27 @@ class Store:
         `importing`: the trace is filled by an import that either completes
         (`complete_import`) or is rolled back (`rollback_import`); until then it is marked
         incomplete (th.traces.state), so one whose importer died stays marked."""
-        check_trace_name(name)
+        check_new_trace_name(name)
         check_ident(format, "format")
         producers = check_producers(producers or [])  # before anything is registered
         event_types = list(event_types)
         self.become_writer()
         self.catalog.ensure_format(format, format_description)
+        stored = []
         if not own_types:
             for et in event_types:
-                self._widen_writers(format, self.catalog.put_event_type(format, et))
+                stored.append(self.catalog.put_event_type(format, et))
+                self._widen_writers(format, stored[-1])
         mark = f"{INCOMPLETE_IMPORT} (pid {os.getpid()}, started {time.strftime('%Y-%m-%d %H:%M:%S')})" if importing else None
         tid = self.catalog.create_trace(name, format, description, metadata or {}, own_types=own_types,
                                         incomplete=mark)
+        info = self.catalog.trace(name)
+        # The trace's own record of what the catalog says of it (repair rebuilds from it).
+        journal.append(self.path, tid, [journal.trace_entry(info, format_description),
+                                        *({"op": "type", "type": et.to_json()} for et in stored or event_types),
+                                        *([journal.producers_entry(producers)] if producers else [])])
         if producers:
             self.catalog.put_producers(tid, producers)
-        info = self.catalog.trace(name)
         if own_types:
             for et in event_types:
                 self.catalog.put_event_type(format, et, info)
@@ -381,7 +428,9 @@ class Store:
 
     def set_metadata(self, trace: str, metadata: dict[str, Any]) -> None:
         self.become_writer()
-        self.catalog.set_metadata(self.catalog.trace(trace).id, metadata)
+        tid = self.catalog.trace(trace).id
+        journal.append(self.path, tid, [{"op": "metadata", "values": {str(k): str(v) for k, v in metadata.items()}}])
+        self.catalog.set_metadata(tid, metadata)
 
     def event_types(self, trace: str) -> dict[str, EventType]:
         info = self.catalog.trace(trace)
@@ -398,6 +447,7 @@ class Store:
         info = self.catalog.trace(trace)
         self.become_writer()
         stored = self.catalog.put_event_type(info.format, et, info)
+        journal.append(self.path, info.id, [{"op": "type", "type": stored.to_json()}])
         if info.own_types:
             w = self._writers.get(info.id)
             if w is not None:
@@ -421,7 +471,9 @@ class Store:
         """Insert or replace producers: dicts with id, parent, kind, name, attrs."""
         rows = check_producers(rows)
         self.become_writer()
-        self.catalog.put_producers(self.catalog.trace(trace).id, rows)
+        tid = self.catalog.trace(trace).id
+        journal.append(self.path, tid, [journal.producers_entry(rows)])  # first: it holds all the catalog does
+        self.catalog.put_producers(tid, rows)
 
     def producers(self, trace: str) -> list[dict]:
         return self.catalog.producers(self.catalog.trace(trace).id)
@@ -598,12 +650,12 @@ class Store:
                 types = dict(types, **w.event_types)
             return scanmod.Cut(info, self.path, types, segs, tails, sig)
         version = self.catalog.version()
-        known = self._wal_reads.get(info.id)
+        known = self._wal_reads.get((info.id, info.created))
         segs, wal_sig, records = self._wal_view(info, known[0] if known else None)
         if records is None:
             records = known[1]
         else:
-            self._wal_reads[info.id] = (wal_sig, records)
+            self._wal_reads[(info.id, info.created)] = (wal_sig, records)
         tails: dict[str, list[pa.RecordBatch]] = {}
         for name, batch in records:  # (records of a type the catalog does not list are never made)
             tails.setdefault(name, []).append(batch)
@@ -620,7 +672,7 @@ class Store:
                 segs = self.catalog.segments(info.id)
                 covered = self.catalog.wal_covered(info.id)
             try:
-                files = walmod.uncovered_files(wal_dir, covered, self._wal_files.get(info.id))
+                files = walmod.uncovered_files(wal_dir, covered, self._wal_files.get((info.id, info.created)))
                 # A checkpoint that registered after the snapshot may have dropped its WAL files
                 # before they were listed: they are then in neither half (rows missing at the
                 # end; a reader saw 1,200 rows, then 1,150). Files are dropped only after the
@@ -630,10 +682,48 @@ class Store:
                 sig = (covered, files)
                 if sig == known or not files:
                     return segs, sig, None if sig == known else []
-                return segs, sig, walmod.read_uncovered(wal_dir, files, self._wal_files.setdefault(info.id, {}))
+                return segs, sig, walmod.read_uncovered(wal_dir, files,
+                                                         self._wal_files.setdefault((info.id, info.created), {}))
             except FileNotFoundError:
                 continue  # a checkpoint registered a file after our snapshot and dropped it: look again
         raise TracehouseError(f"trace {info.name!r}: its WAL kept changing under 100 consistent reads")
+
+    def check_pages(self, trace: str) -> None:
+        """Every page of the trace's segments against its CRC (`segments.check_pages`); raises
+        StoreDamaged naming the first damaged file (export runs it: DuckDB does not check)."""
+        for seg in self.segments_of(trace):
+            try:
+                bad = seg.damaged or segmod.check_pages(self.path / seg.path)["bad"]
+            except (OSError, pa.ArrowException) as e:
+                bad = f"unreadable: {e}"
+            if bad:
+                raise StoreDamaged(f"segment {seg.path} of trace {trace!r} ({seg.event_type}) is damaged: {bad}. "
+                                   "Nothing was written. `tracehouse verify` says what is intact, `tracehouse repair` "
+                                   "sets damaged files aside")
+
+    def unknown_trace_dirs(self) -> list[str]:
+        """Trace directories the catalog does not know (a damaged catalog lost them): writes are
+        refused until `tracehouse repair` registers them again."""
+        ids = self.catalog.trace_ids()
+        return [d for d in verifymod.holds_traces(self.path) if int(d.split("/")[1]) not in ids]
+
+    def damaged_segments(self, trace: str) -> list[tuple[SegmentInfo, str]]:
+        """The trace's registered segments whose files are visibly damaged or missing, with what
+        is wrong (`query.segment_damage`; `verify` reads every page)."""
+        return [(s, why) for s in self.segments_of(trace) if (why := querymod.segment_damage(self.path, s))]
+
+    def pending_wal_damage(self, trace: str) -> str | None:
+        """What recovery will cut from the trace's WAL (a mark it will set, `wal_damage_reason`),
+        when no writer holds the store (a live one recovered at its start); else None."""
+        if self._lock_fd is not None or _writer_alive(self.path):
+            return None
+        info = self.catalog.trace(trace)
+        wal_dir = self.path / "traces" / str(info.id) / "wal"
+        losses = []
+        for n in walmod.iter_uncovered(wal_dir, info.wal_covered):
+            path = walmod.wal_path(wal_dir, n)
+            losses += [x | {"file": str(path)} for x in walmod.read_wal(path, decode=False).losses()]
+        return wal_damage_reason(losses) + " (not yet recovered: the next writer will cut it)" if losses else None
 
     def segments_of(self, trace: str, event_type: str | None = None) -> list[SegmentInfo]:
         """The registered, live segments of a trace (of one event type), by ts_min."""
@@ -674,10 +764,15 @@ class Store:
         and whatever it runs is rolled back. `interrupt()` it from another thread to stop it."""
         return self.query_engine.snapshot(query)
 
-    def sandbox_sql(self) -> None:
+    def sandbox_sql(self, temp_directory: str | None = None, memory_limit: int | None = None) -> None:
         """From now on SQL may read the store's own files only (no other path, no URL, no
-        extension install) and may not change its configuration: what a server runs."""
-        self.query_engine.sandbox(str(self.path))
+        extension install) and may not change its configuration: what a server runs. DuckDB
+        spills into `temp_directory` (default `<store>/tmp/duckdb-<pid>`), which must be inside
+        the store; `memory_limit` bytes bound its operators."""
+        tmp = Path(temp_directory or self.path / "tmp" / f"duckdb-{os.getpid()}").absolute()
+        if not tmp.is_relative_to(self.path):
+            raise BadInput(f"DuckDB's temp directory {tmp} is outside the store {self.path}")
+        self.query_engine.sandbox(str(self.path), str(tmp), memory_limit)
 
     def sql(self, query: str, params: list | dict | None = None) -> pa.Table:
         """Run SQL over the store's views; returns an Arrow table."""
@@ -755,21 +850,23 @@ class Store:
         if table_format not in ("parquet", "arrow"):
             raise BadInput(f"unknown table format {table_format!r}", expected="parquet | arrow")
         ids = [self.catalog.trace(t).id for t in traces]
-        path = None
+        path = checksum = None
         if table is not None:
             (self.path / "results").mkdir(exist_ok=True)
             tmp = self.path / "results" / f".{os.getpid()}-{time.time_ns()}.{table_format}.tmp"
             if table_format == "parquet":
-                pq.write_table(table, tmp, compression="zstd")
+                pq.write_table(table, tmp, compression="zstd", write_page_checksum=True)
             else:
                 table = table.combine_chunks()
                 with pa.OSFile(str(tmp), "wb") as sink, pa.ipc.new_file(sink, table.schema) as w:
                     w.write_table(table, max_chunksize=max(1, table.num_rows))
             with open(tmp, "rb") as f:
                 os.fsync(f.fileno())
+            checksum = verifymod.file_crc(tmp)  # (an index is Arrow IPC, which has no checksum of its own)
             path = f"results/{tmp.name[1:-4]}"
             os.rename(tmp, self.path / path)
-        return self.catalog.add_result(kind, name, tool, params or {}, ids, payload=payload, path=path)
+        return self.catalog.add_result(kind, name, tool, params or {}, ids, payload=payload, path=path,
+                                       checksum=checksum)
 
     def delete_result(self, rid: int) -> None:
         """Delete a result: its catalog row first, then its table file."""
@@ -827,8 +924,8 @@ class Store:
             if derived and derived != info.name and any(t.name == derived for t in self.catalog.traces()):
                 self.rm(derived)
         self._append_writers.pop(info.name, None)
-        self._wal_reads.pop(info.id, None)
-        self._wal_files.pop(info.id, None)
+        self._wal_reads.pop((info.id, info.created), None)
+        self._wal_files.pop((info.id, info.created), None)
         w = self._writers.pop(info.id, None)
         if w is not None:
             try:
@@ -849,28 +946,67 @@ class Store:
     # -- closing ---------------------------------------------------------------------
 
     def close(self) -> None:
+        """Close writers (a last checkpoint each), the SQL engine and the catalog; the writer lock
+        is let go whatever failed before it (the first error is raised after)."""
         errors = []
-        for w in list(self._writers.values()):
-            try:
-                w.close()
-            except Exception as e:  # keep closing the others; report the first
-                errors.append(e)
-        self._writers.clear()
-        if self._query is not None:
-            self._query.close()
-            self._query = None
-        self.catalog.close()
-        if self._lock_fd is not None:
-            os.close(self._lock_fd)
-            self._lock_fd = None
+        try:
+            for w in list(self._writers.values()):
+                try:
+                    w.close()
+                except Exception as e:  # keep closing the others; report the first
+                    errors.append(e)
+            self._writers.clear()
+            if self._query is not None:
+                self._query.close()
+                self._query = None
+            self.catalog.close()
+        finally:
+            if self._lock_fd is not None:
+                os.close(self._lock_fd)
+                self._lock_fd = None
         if errors:
             raise errors[0]
+
+    def scrub(self, trace: str) -> list[tuple[SegmentInfo, str]]:
+        """Check every page of the trace's live segments against its CRC (`check_pages`) and mark
+        the damaged ones in the catalog (queries naming them then fail naming them); returns
+        the segments newly found damaged, with what is wrong. For `serve --scrub-interval`."""
+        self.become_writer()
+        found = []
+        for seg in self.segments_of(trace):
+            if seg.damaged:
+                continue
+            try:
+                bad = segmod.check_pages(self.path / seg.path)["bad"]
+            except FileNotFoundError:
+                bad = None  # (compacted away meanwhile: gone after its grace, not damaged)
+            except (OSError, pa.ArrowException) as e:
+                bad = f"unreadable: {e}"
+            if bad:
+                self.catalog_write(lambda s=seg, b=bad: self.catalog.mark_damaged(s.id, b))
+                found.append((seg, bad))
+        return found
 
     def __enter__(self) -> "Store":
         return self
 
     def __exit__(self, *exc) -> None:
         self.close()
+
+
+def _writer_alive(root: Path) -> bool:
+    """Whether a process holds the store's writer lock now."""
+    try:
+        fd = os.open(root / "writer.lock", os.O_RDONLY)
+    except FileNotFoundError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+        return False
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
 
 
 def _has_pending_work(store: Store) -> bool:

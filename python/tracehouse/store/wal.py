@@ -277,24 +277,47 @@ class WalWriter:
 
 @dataclass
 class WalScan:
-    """What reading one WAL file found."""
+    """What reading one WAL file found.
+
+    `records`: every intact record. A damaged record (a CRC mismatch, an undecodable payload)
+    followed by an intact record is skipped and listed in `skipped`: the records after it are
+    kept. A damaged last record (only zeros or the file's end after it: `last_bad`), or damage
+    after which no record can be found (a length past the file's end, a cut header), ends the
+    log there: `error` says why, and the bytes from `valid_bytes` on are lost (`torn_bytes`;
+    a reader polling a live log reads from there again). A record is written whole before its header (a
+    crash in mid-write leaves zeros where its header goes, which end the log without error), so
+    a skipped or torn record was complete once, and may have been acknowledged."""
 
     path: Path
     records: list[tuple[str, pa.RecordBatch]] = field(default_factory=list)
     valid_bytes: int = 0
     file_bytes: int = 0
     error: str | None = None
+    skipped: list[dict] = field(default_factory=list)  # {"offset", "bytes", "rows", "reason"}
+    last_bad: dict | None = None  # the damaged last record that ended the log (as `skipped`'s)
 
     @property
     def torn_bytes(self) -> int:
         return self.file_bytes - self.valid_bytes
 
+    def losses(self) -> list[dict]:
+        """Every record lost: the skipped ones, then the torn end ({"offset", "bytes", "rows", "reason"};
+        rows None when they cannot be counted)."""
+        out = list(self.skipped)
+        if self.last_bad is not None:
+            out.append(self.last_bad)
+        elif self.error is not None:
+            out.append({"offset": self.valid_bytes, "bytes": self.torn_bytes, "rows": None, "reason": self.error})
+        return out
 
-def read_wal(path: Path, start: int = 0) -> WalScan:
-    """Read every intact record of a WAL file, stopping at the first bad one.
+
+def read_wal(path: Path, start: int = 0, decode: bool = True) -> WalScan:
+    """Read every intact record of a WAL file (see `WalScan` for damaged ones).
 
     start: a record boundary already read (a previous scan's `valid_bytes`): only the records
     after it are read and returned (byte positions in errors stay the file's own).
+    decode=False: frames and CRCs only, no record decoded and no row counted (`records` stays
+    empty): what `ls` needs to say a trace's WAL is damaged without loading pyarrow.
 
     The batches are slices of the one read of the file (no copy after it), and each record's
     batch messages are decoded against its schema message, parsed once per distinct schema
@@ -319,8 +342,8 @@ def read_wal(path: Path, start: int = 0) -> WalScan:
             while (got := sum(map(len, parts))) < n and (more := f.read(n - got)):
                 parts.append(more)
             raw = b"".join(parts)
-        data = pa.py_buffer(raw)
-    size = data.size
+        data = pa.py_buffer(raw) if decode else raw
+    size = len(raw)
     scan = WalScan(Path(path), file_bytes=start + size)
     mv = memoryview(data)
     if start == 0:
@@ -345,23 +368,61 @@ def read_wal(path: Path, start: int = 0) -> WalScan:
         if length < NAME_LEN.size or length > MAX_RECORD or end > size:
             scan.error = f"record at byte {start + pos} claims {length} bytes, {size - rec} remain"
             break
+        bad = None
         if crc32(mv[rec:end]) != crc:
-            scan.error = f"CRC mismatch in record at byte {start + pos}"
-            break
-        (nlen,) = NAME_LEN.unpack_from(mv, rec)
-        try:
-            name = bytes(mv[rec + 2 : rec + 2 + nlen]).decode()
-            batches = _decode(data, rec + 2 + nlen, end, schemas)
-        # Only what says the bytes are not a record: an out-of-memory or not-implemented error must
-        # not read as a torn tail, which recovery would cut along with every record after it.
-        except (UnicodeDecodeError, pa.ArrowInvalid) as e:
-            scan.error = f"undecodable record at byte {start + pos}: {e}"
-            break
+            bad = "CRC mismatch"
+        elif not decode:
+            pos = end
+            continue
+        else:
+            (nlen,) = NAME_LEN.unpack_from(mv, rec)
+            try:
+                name = bytes(mv[rec + 2 : rec + 2 + nlen]).decode()
+                batches = _decode(data, rec + 2 + nlen, end, schemas)
+            # Only what says the bytes are not a record: an out-of-memory or not-implemented error
+            # must not read as damage, which recovery would report as lost rows.
+            except (UnicodeDecodeError, pa.ArrowInvalid) as e:
+                bad = f"undecodable record: {e}"
+        if bad is not None:
+            scan.error = f"{bad} in record at byte {start + pos}"
+            last = end >= size or (size - end >= HEADER.size and not any(mv[end:end + HEADER.size]))
+            if last:  # the log's last record: it ends the log (a reader polling a live one reads it again)
+                scan.last_bad = {"offset": start + pos, "bytes": HEADER.size + length,
+                                 "rows": _rows_of(data, rec, end) if decode else None, "reason": scan.error}
+                break
+            if not _record_or_end(mv, end, size):  # (where its length points is no record: cut here)
+                break
+            scan.skipped.append({"offset": start + pos, "bytes": HEADER.size + length,
+                                 "rows": _rows_of(data, rec, end) if decode else None, "reason": scan.error})
+            scan.error = None
+            pos = end
+            continue
         for b in batches:
             scan.records.append((name, b))
         pos = end
     scan.valid_bytes = start + pos
     return scan
+
+
+def _record_or_end(mv: memoryview, at: int, size: int) -> bool:
+    """Whether byte `at` is the end of the log (the file's end, zeros) or an intact record's start:
+    then a damaged record ending there can be skipped, its neighbours kept."""
+    if at >= size or (size - at >= HEADER.size and not any(mv[at:at + HEADER.size])):
+        return True
+    if size - at < HEADER.size:
+        return False
+    length, crc = HEADER.unpack_from(mv, at)
+    end = at + HEADER.size + length
+    return NAME_LEN.size <= length <= MAX_RECORD and end <= size and crc32(mv[at + HEADER.size:end]) == crc
+
+
+def _rows_of(data: pa.Buffer, rec: int, end: int) -> int | None:
+    """The rows a damaged record held, when its bytes still decode (a flipped value byte), else None."""
+    try:
+        (nlen,) = NAME_LEN.unpack_from(memoryview(data), rec)
+        return sum(b.num_rows for b in _decode(data, rec + 2 + nlen, end, {}))
+    except Exception:  # noqa: BLE001 - anything the damaged bytes make the decoder say: uncounted
+        return None
 
 
 _CONTINUATION = 0xFFFFFFFF
@@ -410,14 +471,6 @@ def _decode_framed(data: pa.Buffer, pos: int, end: int, schemas: dict[bytes, pa.
     return out
 
 
-def cut_tail(scan: WalScan) -> None:
-    """Truncate a WAL file to its last intact record and make that durable."""
-    with open(scan.path, "r+b") as f:
-        f.truncate(max(scan.valid_bytes, len(MAGIC)) if scan.valid_bytes >= len(MAGIC) else 0)
-        f.flush()
-        os.fsync(f.fileno())
-
-
 def iter_uncovered(directory: Path, covered: int) -> Iterator[int]:
     for n in wal_numbers(directory):
         if n > covered:
@@ -458,10 +511,9 @@ def read_uncovered(directory: Path, files: tuple[tuple[int, int, int, int, tuple
     `uncovered_files`.
 
     known: file number -> (inode, bytes read, records) of an earlier call, updated in place: a
-    file only grows while uncovered (records are appended; recovery cuts only a torn tail
-    past the last intact record, which no read returned), so only its new bytes are read,
-    where re-reading would re-check up to a checkpoint's worth (64 MiB) on every poll of a
-    reader following a live writer. `bench ingest` (10M events, its reader polling each 50 ms,
+    file only grows while uncovered (records are appended; recovery cuts nothing), so only its
+    new bytes are read, where re-reading would re-check up to a checkpoint's worth (64 MiB) on
+    every poll of a reader following a live writer. `bench ingest` (10M events, its reader polling each 50 ms,
     load 1.2): the reader's lag 0.52 -> 0.30 s median, 0.94 -> 0.58 s max; the writer's
     ratio to raw append unchanged (0.38 -> 0.36, noise; 0.55 with no reader at all): what
     the reader still costs is its per-poll query over the tail, not reading the WAL."""

@@ -43,6 +43,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,11 +53,12 @@ from .. import _core, lazy
 from ..errors import DiskFull, NotFound, TracehouseError, is_disk_full
 from ..schema import EventType
 from . import wal as walmod
-from .catalog import INCOMPLETE_CHECKPOINT, Catalog
+from .catalog import INCOMPLETE_CHECKPOINT, INCOMPLETE_WAL, Catalog, wal_damage_reason
 from .compact import Compactor
 from .conform import align, conform_target, conform_unnumbered
 from .options import WriterOptions
-from .segments import PRODUCER_ORDER, PRODUCER_ROW_GROUP, row_order, write_sorted_part
+from .quarantine import Quarantine
+from .segments import PRODUCER_ORDER, PRODUCER_ROW_GROUP, row_order, segment_meta, write_sorted_part
 
 # Imported on first use (lazy.py): listing, searching and counting traces need none.
 np = lazy.module("numpy")
@@ -130,9 +132,12 @@ class TraceWriter:
         self.trace_dir = f"traces/{trace_id}"
         # Segment order (segments.py): by ts, or by (producer, ts) when the trace asks for it.
         try:
-            self.by_producer = host.catalog.trace(trace_name).metadata.get("segment_order") == PRODUCER_ORDER
+            info = host.catalog.trace(trace_name)
+            self.by_producer = info.metadata.get("segment_order") == PRODUCER_ORDER
+            self.format = info.format  # (segments say it: segments.segment_meta)
         except NotFound:  # a trace being deleted, recovered only to be dropped
             self.by_producer = False
+            self.format = ""
         self.row_group = PRODUCER_ROW_GROUP if self.by_producer else None  # None: segments.ROW_GROUP
         self.wal_dir = self.root / self.trace_dir / "wal"
         self.lock = threading.RLock()
@@ -190,7 +195,8 @@ class TraceWriter:
     # -- recovery ----------------------------------------------------------------
 
     def _recover(self) -> RecoveryReport:
-        """Replay WAL files above the covered number into the tail; cut torn tails."""
+        """Replay WAL files above the covered number into the tail; report (and mark the trace
+        incomplete for) damaged records, which are skipped (`wal.WalScan`)."""
         report = RecoveryReport(self.trace_name)
         # Highest WAL file replayed into the tail. With fsync=off there is no WalWriter to
         # rotate, so the first checkpoint must cover these files itself; otherwise they are
@@ -205,11 +211,16 @@ class TraceWriter:
             scan = walmod.read_wal(path)
             report.wal_files += 1
             self.replayed_wal = n
-            if scan.error is not None:
-                report.torn.append({"file": str(path), "offset": scan.valid_bytes, "bytes_cut": scan.torn_bytes,
-                                    "reason": scan.error})
-                walmod.cut_tail(scan)
-            if not scan.records:
+            losses = scan.losses()
+            if losses:
+                # Kept as it is (its intact records are replayed below and checkpointed, then the
+                # file goes like any covered one), with a copy in quarantine/ for whoever looks.
+                kept = Quarantine(self.root).copy(path, f"WAL file with damaged records: {losses[0]['reason']}")
+                for x in losses:
+                    report.torn.append({"file": str(path), "offset": x["offset"], "bytes_cut": x["bytes"],
+                                        "rows_cut": x["rows"], "reason": x["reason"],
+                                        "quarantined": str(kept) if kept else None})
+            if not scan.records:  # (a damaged one: its copy is in quarantine/)
                 # Nothing to replay (e.g. killed right after a rotation): drop it now, or every
                 # later open would find "pending work", take the lock and recover it again.
                 path.unlink()
@@ -221,7 +232,26 @@ class TraceWriter:
                 self._buffer(name, [batch], batch.nbytes)
                 report.records += 1
                 report.rows += batch.num_rows
+        if report.torn:
+            self._mark_wal_damage(report)
         return report
+
+    def _mark_wal_damage(self, report: RecoveryReport) -> None:
+        """Say on the trace (th.traces, ls, info) that recovery cut damaged WAL records."""
+        losses = [{"file": t["file"], "offset": t["offset"], "bytes": t["bytes_cut"], "rows": t["rows_cut"],
+                   "reason": t["reason"]} for t in report.torn]
+        copies = next((t["quarantined"] for t in report.torn if t["quarantined"]), None)
+        folder = "/".join(Path(copies).relative_to(self.root).parts[:2]) if copies else None  # quarantine/<session>
+        reason = wal_damage_reason(losses, folder)
+        log.warning("trace %s: %s", self.trace_name, reason)
+        cat = self.host.catalog
+        try:
+            before = cat.trace(self.trace_name).state_reason
+        except NotFound:
+            return  # being deleted
+        if before and not before.startswith(INCOMPLETE_WAL):
+            reason = f"{reason}; {before}"
+        self.host.catalog_write(lambda: cat.set_incomplete(self.trace_id, reason))
 
     # -- appending ---------------------------------------------------------------
 
@@ -448,7 +478,7 @@ class TraceWriter:
             while True:
                 try:
                     if rows is None:
-                        rows = self._write_segments(snapshot)
+                        rows = self._write_segments(snapshot, covered)
                     with self.cond:
                         while self.ckpt_registered != ticket - 1:  # the earlier checkpoints first
                             self._check()
@@ -490,7 +520,7 @@ class TraceWriter:
         self.compactor.request()
         self.host.delete_retired()
 
-    def _write_segments(self, snapshot: dict[str, list[pa.RecordBatch]]) -> list[dict]:
+    def _write_segments(self, snapshot: dict[str, list[pa.RecordBatch]], covered: int | None) -> list[dict]:
         tables = {name: align(batches, self.event_types[name]) for name, batches in snapshot.items()}
         # Encoding cost ~ rows x columns. A type is split (each part still one ts range) only
         # when it alone would keep one encoder busier than its fair share: the types of a
@@ -509,9 +539,18 @@ class TraceWriter:
                 if stop > start:
                     jobs.append((name, table, order, start, stop))
         jobs.sort(key=lambda j: -(j[4] - j[3]) * j[1].num_columns)  # longest first
+        # Each segment says which checkpoint (and WAL file) its rows are from: recovery and repair
+        # tell a checkpoint's leftovers from what the catalog lost (segments.segment_meta).
+        ckpt = uuid.uuid4().hex
+
+        def meta(name: str) -> dict:
+            return segment_meta(self.trace_id, self.trace_name, self.format, self.event_types[name], 0,
+                                wal=covered, checkpoint=ckpt, parts=len(jobs))
+
         futures = [
             (name, self.pool.submit(write_sorted_part, self.root, f"{self.trace_dir}/segments/{name}", t, order, a, b,
-                                    0, not self.opts.drop_written_pages, self.row_group))
+                                    0, not self.opts.drop_written_pages, self.row_group, meta(name),
+                                    self.opts.page_checksums))
             for name, t, order, a, b in jobs
         ]
         out, error = [], None

@@ -1,4 +1,4 @@
-"""bpftrace importer: `-f json` records or text output, via `_core.ProbeParser`.
+"""bpftrace importer: `-f json` records or text output, via `_core.NativeParser("bpftrace")`.
 
 printf output becomes events typed by `--pattern`s (else `printf` text
 events), `--span`s pair start/end probes into spans, and hist/lhist/stats/map

@@ -2,7 +2,7 @@
 
 Owns the format's name; its event types are declared once, in Rust
 (src/formats/paje/decl.rs, read through `formats/declared.py`). The Rust parser
-(`tracehouse._core.PajeParser`, src/formats/paje/mod.rs) replays the file: containers
+(`tracehouse._core.NativeParser("paje")`, src/formats/paje/mod.rs) replays the file: containers
 become producers (kind = container type name, nested like the containers),
 states become `state` spans, PajeNewEvent `event` instants, variables
 `variable` counters, links `link` rows. Times in the file are in --time-unit

@@ -1,4 +1,4 @@
-"""Paje importer: a thin shell over `_core.PajeParser` (event types in `formats/paje/__init__.py`).
+"""Paje importer: a thin shell over `_core.NativeParser("paje")` (event types in `formats/paje/__init__.py`).
 
 The parser is given the file's path so it can follow `PajeTraceFile` includes
 (relative to the file naming them); an input that declares events but has none

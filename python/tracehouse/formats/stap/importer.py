@@ -1,4 +1,4 @@
-"""SystemTap importer: printf lines and @hist_log/@hist_linear tables, via `_core.ProbeParser`.
+"""SystemTap importer: printf lines and @hist_log/@hist_linear tables, via `_core.NativeParser("stap")`.
 
 Same model as bpftrace (`formats/probes.py`): `--pattern`s type the printed
 lines, `--span`s pair start/end probes (Hyrise's job_start/job_end by task

@@ -71,10 +71,11 @@ class UiState:
     """What the routes share: the store, its derived data, jobs, and how queries run."""
 
     def __init__(self, store, *, token: str | None, run_query: Callable[[str], pa.Table],
-                 inline_events: int | None = None) -> None:
+                 inline_events: int | None = None, check_sql: Callable[[str], None] | None = None) -> None:
         self.store = store
         self.token = token
         self.run_query = run_query
+        self.check_sql = check_sql  # refuses a statement over the server's size cap (413)
         self.jobs = Jobs()
         self.prep = Preparer(store, self.jobs, **({} if inline_events is None else {"inline_events": inline_events}))
         self.prep.warm = self.warm
@@ -298,8 +299,21 @@ def timeline(state: UiState, params, _body) -> dict:
                           _int(params, "max_depth", 12), params.get("lines") != "0")
 
 
+def _float(params: dict, name: str, default: float) -> float:
+    v = params.get(name)
+    if v is None or v == "":
+        return default
+    try:
+        x = float(v)
+    except ValueError:
+        raise BadInput(f"parameter {name}={v!r}", expected="a number") from None
+    if x != x or x in (float("inf"), float("-inf")):
+        raise BadInput(f"parameter {name}={v!r}", expected="a finite number")
+    return x
+
+
 def flame(state: UiState, params, _body) -> dict:
-    share = float(params.get("min_share") or 0.001)
+    share = _float(params, "min_share", 0.001)
     trace, w = _trace(state, params), _window(params)
     return state.prep.cached(trace, ("flame", w, share), lambda: views.flame(state.prep, trace, w, share))
 
@@ -316,20 +330,34 @@ def _json_body(body: bytes | None) -> dict:
         doc = json.loads(body or b"{}")
     except ValueError as e:
         raise BadInput(f"body is not JSON: {e}") from None
+    except RecursionError:  # (nested deeper than the parser's recursion allows)
+        raise BadInput("body is not JSON this server reads: nested too deep") from None
     if not isinstance(doc, dict):
         raise BadInput("body is not a JSON object", expected='{"sql": "SELECT ..."}')
     return doc
 
 
+def _sql_of(state: UiState, doc: dict) -> str:
+    """The statement of a console request, refused (413) over the server's statement cap before
+    anything parses it."""
+    text = str(doc.get("sql") or "")
+    if state.check_sql is not None:
+        state.check_sql(text)
+    return text
+
+
 def sql(state: UiState, _params, body) -> dict:
     doc = _json_body(body)
-    return console.page(state.run_query, str(doc.get("sql") or ""), int(doc.get("page") or 0),
-                        int(doc.get("page_size") or 100))
+    try:
+        page_no, size = int(doc.get("page") or 0), int(doc.get("page_size") or 100)
+    except (TypeError, ValueError):
+        raise BadInput(f"page={doc.get('page')!r}, page_size={doc.get('page_size')!r}", expected="integers") from None
+    return console.page(state.run_query, _sql_of(state, doc), page_no, size)
 
 
 def sql_download(state: UiState, _params, body) -> Response:
     doc = _json_body(body)
-    data, ctype, fname = console.download(state.run_query, str(doc.get("sql") or ""), str(doc.get("format") or "csv"))
+    data, ctype, fname = console.download(state.run_query, _sql_of(state, doc), str(doc.get("format") or "csv"))
     return Response(data, 200, media_type=ctype, headers={"content-disposition": f'attachment; filename="{fname}"',
                                                           "cache-control": "no-store"})
 
@@ -525,5 +553,5 @@ def start(store, token: str | None, api) -> "UiBridge":
         body, _ctype = api.queries.run(sql_text, "arrow")
         return pa.ipc.open_stream(body).read_all()
 
-    state = UiState(store, token=token, run_query=run_query)
+    state = UiState(store, token=token, run_query=run_query, check_sql=api.queries.check_size)
     return UiBridge(build_app(state), state=state, open_paths=ASSET_PATHS)

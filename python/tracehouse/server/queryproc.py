@@ -1,0 +1,213 @@
+"""A query process: runs the server's read-only SQL queries, one at a time, over the store.
+
+Owns what happens to a statement after the server handed it over (queries.py owns the processes,
+their deadlines and memory): the read-only check (`sqlguard.check_read_only`), the caps on its
+parse tree (`max_parse_nodes` nodes, `max_relations` table references: 422 naming the limit,
+before DuckDB plans it), the query on a cursor of its own (`QueryEngine.snapshot`: a transaction
+rolled back after), the answer encoded batch by batch up to `max_answer` bytes (422 beyond).
+
+The store is opened read-only and its SQL sandboxed (`Store.sandbox_sql`): files under the store
+only, DuckDB's temp directory inside it (`<store>/tmp/query-<pid>`, removed when the process
+ends), DuckDB's memory_limit at 3/4 of `query_memory` (the server kills the process at the whole).
+
+The answer encoders (`_JsonAnswer`, `_ArrowAnswer`) and `QueryStopped` live here; queries.py
+re-exports what the rest of the server uses.
+
+Protocol on the pipe (multiprocessing.Connection, bytes): the server sends {"sql", "format"} as
+JSON; the process answers with two messages: a JSON head ({"ok": true, "type"} or {"ok": false,
+"kind", "status", "code", "message"}), then the body (the answer; empty for an error).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+from typing import Any
+
+import duckdb
+import pyarrow as pa
+
+from ..errors import BadInput, TracehouseError
+from ..store import Store
+from ..store.query import _first_line, arrow_reader
+from .config import ServerConfig
+from .sqlguard import check_read_only, parse_tree_size
+
+ARROW_STREAM = "application/vnd.apache.arrow.stream"
+BATCH_ROWS = 16_384  # rows per batch taken from DuckDB: bounds the Python objects of one JSON batch
+
+
+class QueryStopped(TracehouseError):
+    """A query stopped before its answer was complete; `status` is its HTTP answer."""
+
+    def __init__(self, status: int, code: str, message: str, retry_after: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.retry_after = retry_after
+
+
+def limits(cfg: ServerConfig) -> dict:
+    """What a query process needs of the server's configuration."""
+    return {"max_answer": cfg.max_answer, "max_query_rows": cfg.max_query_rows, "max_parse_nodes": cfg.max_parse_nodes,
+            "max_relations": cfg.max_relations, "query_memory": cfg.query_memory}
+
+
+# A query process runs below the server (its ingest must not wait for the cores a query takes)
+# and the express process (short statements while the others are busy must find a core).
+NICE = 5
+
+
+def main(conn, store_path: str, lim: dict, express: bool = False) -> None:
+    """The process's loop: a request in, an answer out, until the pipe closes."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the server's to handle: it kills us
+    if not express:
+        try:
+            os.nice(NICE)
+        except OSError:
+            pass
+    tmp = Path(store_path) / "tmp" / f"query-{os.getpid()}"
+    store = Store(store_path, readonly=True)
+    try:
+        memory = lim["query_memory"] * 3 // 4 if lim["query_memory"] else None
+        store.sandbox_sql(temp_directory=str(tmp), memory_limit=memory)
+        while True:
+            try:
+                req = json.loads(conn.recv_bytes())
+            except (EOFError, OSError):
+                return
+            try:
+                body, ctype = answer(store, req["sql"], req["format"], lim)
+                head = {"ok": True, "type": ctype}
+            except QueryStopped as e:
+                head, body = {"ok": False, "kind": "QueryStopped", "status": e.status, "code": e.code,
+                              "message": str(e)}, b""
+            except TracehouseError as e:
+                head, body = {"ok": False, "kind": type(e).__name__, "message": str(e)}, b""
+            except Exception as e:  # noqa: BLE001 - the server answers 500 with it
+                head, body = {"ok": False, "kind": "TracehouseError", "message": f"{type(e).__name__}: {e}"}, b""
+            conn.send_bytes(json.dumps(head).encode())
+            conn.send_bytes(body)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def answer(store: Store, sql: str, fmt: str, lim: dict) -> tuple[bytes, str]:
+    """The answer to one read-only statement (module docstring)."""
+    check_read_only(sql)
+    nodes, relations = parse_tree_size(sql)
+    if nodes > lim["max_parse_nodes"]:
+        raise QueryStopped(422, "statement too complex", f"the statement's parse tree has {nodes:,} nodes, over "
+                                                         f"{lim['max_parse_nodes']:,} (--max-parse-nodes)")
+    if relations > lim["max_relations"]:
+        raise QueryStopped(422, "statement too complex", f"the statement names {relations:,} tables and joins, over "
+                                                         f"{lim['max_relations']:,} (--max-relations)")
+    t0 = time.perf_counter()
+    engine = store.query_engine
+    with engine.snapshot(sql) as cur:
+        try:
+            rel = cur.sql(engine.snapshot_query(sql))
+            batches = iter(()) if rel is None else arrow_reader(rel, BATCH_ROWS)
+            encode = _ArrowAnswer if fmt == "arrow" else _JsonAnswer
+            out = encode(lim["max_answer"], lim["max_query_rows"])
+            if rel is not None:
+                out.start(batches.schema)
+            for batch in batches:
+                if not out.add(batch):
+                    break
+            if out.over:
+                raise QueryStopped(
+                    422, "answer too large",
+                    f"the answer passed {lim['max_answer']:,} bytes (--max-answer) after {out.rows:,} rows: "
+                    "aggregate, add a LIMIT, select fewer columns, or raise --max-answer")
+            body = out.finish(time.perf_counter() - t0)
+        except duckdb.OutOfMemoryException as e:
+            raise QueryStopped(422, "memory limit", f"the query ran out of its memory ({_first_line(e)}; "
+                                                    "--query-memory)") from None
+        except (duckdb.Error, pa.ArrowException, OSError) as e:
+            raise BadInput(f"SQL error: {_first_line(e)}", expected="a valid DuckDB query over the store's views") \
+                from None
+    return body, (ARROW_STREAM if fmt == "arrow" else "application/json")
+
+
+class _JsonAnswer:
+    """{"columns", "types", "rows", "row_count", "seconds", "truncated"}, built a batch at a time."""
+
+    def __init__(self, max_bytes: int, max_rows: int) -> None:
+        self.max_bytes = max_bytes
+        self.max_rows = max_rows
+        self.parts: list[bytes] = []
+        self.size = 0
+        self.rows = 0
+        self.over = False
+        self.truncated = False
+        self.schema = pa.schema([])
+
+    def start(self, schema: pa.Schema) -> None:
+        self.schema = schema
+
+    def add(self, batch: pa.RecordBatch) -> bool:
+        """Takes a batch; False once no more are wanted (row cap reached or byte cap passed)."""
+        if self.rows + batch.num_rows > self.max_rows:
+            batch = batch.slice(0, self.max_rows - self.rows)
+            self.truncated = True
+        if batch.num_rows:
+            # Column at a time (Arrow's own conversion), rows zipped in C: no per-row Python code.
+            cols = [_json_column(c).to_pylist() for c in batch.columns]
+            text = json.dumps(list(zip(*cols)), default=str, allow_nan=True).encode()
+            self.parts.append(text[1:-1])
+            self.size += len(text)
+            self.rows += batch.num_rows
+        if self.size > self.max_bytes:
+            self.over = True
+        return not (self.over or self.truncated)
+
+    def finish(self, seconds: float) -> bytes:
+        head = json_bytes({"columns": self.schema.names, "types": [str(f.type) for f in self.schema]})
+        tail = json_bytes({"row_count": self.rows, "seconds": round(seconds, 6), "truncated": self.truncated})
+        return head[:-1] + b', "rows": [' + b", ".join(self.parts) + b"], " + tail[1:]
+
+
+class _ArrowAnswer:
+    """An Arrow IPC stream, written a batch at a time (no row cap: the byte cap bounds it)."""
+
+    def __init__(self, max_bytes: int, _max_rows: int) -> None:
+        self.max_bytes = max_bytes
+        self.sink = pa.BufferOutputStream()
+        self.writer = None
+        self.rows = 0
+        self.over = False
+
+    def start(self, schema: pa.Schema) -> None:
+        self.writer = pa.ipc.new_stream(self.sink, schema)
+
+    def add(self, batch: pa.RecordBatch) -> bool:
+        self.writer.write_batch(batch)
+        self.rows += batch.num_rows
+        self.over = self.sink.tell() > self.max_bytes
+        return not self.over
+
+    def finish(self, _seconds: float) -> bytes:
+        if self.writer is None:  # a statement without rows: an empty stream of no columns
+            self.start(pa.schema([]))
+        self.writer.close()
+        return self.sink.getvalue().to_pybytes()
+
+
+def json_bytes(doc: Any) -> bytes:
+    """`doc` as JSON. default=str: dates, decimals and intervals of query answers become strings."""
+    return json.dumps(doc, default=str, allow_nan=True).encode()
+
+
+def _json_column(c):
+    """DuckDB's sum() of integers is HUGEINT (Arrow decimal, scale 0): a JSON number, not a string."""
+    if pa.types.is_decimal(c.type):
+        try:
+            return c.cast(pa.int64() if c.type.scale == 0 else pa.float64())
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
+            return c.cast(pa.float64())
+    return c
