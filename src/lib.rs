@@ -73,6 +73,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     py::chrome::register(m)?;
     py::strace::register(m)?;
     py::parser::register(m)?;
+    py::pprof::register(m)?;
     py::analysis::register(m)?;
     py::httpfront::register(m)?;
     py::commit::register(m)?;

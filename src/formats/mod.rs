@@ -21,7 +21,10 @@ pub mod json;
 pub mod lineproto;
 pub mod paje;
 pub mod parser;
+pub mod pbwire;
 pub mod perf;
+pub mod perfetto;
+pub mod pprof;
 pub mod probe;
 pub mod strace;
 pub mod table;
@@ -43,6 +46,8 @@ pub const FORMATS: &[&FormatDecl] = &[
     &paje::decl::PAJE,
     &lineproto::decl::LINEPROTO,
     &perf::decl::PERF,
+    &pprof::decl::PPROF,
+    &perfetto::decl::PERFETTO,
 ];
 
 /// The declared formats whose sniffer recognises `head` (the first bytes of an input,

@@ -16,6 +16,7 @@ pub mod lineproto;
 pub mod loadgen;
 pub mod pagecheck;
 pub mod parser;
+pub mod pprof;
 pub mod record;
 pub mod replay;
 pub mod segment;

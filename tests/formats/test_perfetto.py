@@ -1,0 +1,209 @@
+"""The perfetto format: traces written by Perfetto's own Python TraceProtoBuilder imported, checked against
+what the builder was told, and exported to Chrome JSON event for event.
+
+The golden inputs (tests/formats/perfetto/*/input) are written by make_traces.py with the
+`perfetto` package; here: they are what the builder writes today (rebuilt and compared byte for
+byte), the slices, instants and counters against the builder's event list (nesting, interned
+names and categories, sequence defaults, the incremental state flags, debug annotations), the
+producers (threads under their process, the counter track under its parent), the per-CPU
+scheduling spans against the sched_switch list, the Chrome export of the import against the same
+lists event for event, a pipe, a damaged trace named by file and packet, and a large builder-made
+trace cut into random chunks. Random bytes: tests/formats/test_native_fuzz.py.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+import tracehouse
+from helpers import child_env
+from tracehouse.cli import main
+from tracehouse.errors import BadInput
+from tracehouse.formats import registry
+from tracehouse.formats.perfetto import importer as pf_importer
+
+HERE = Path(__file__).parent / "perfetto"
+sys.path.insert(0, str(HERE))
+make_traces = pytest.importorskip("make_traces", reason="the perfetto package (its TraceProtoBuilder) is not installed")
+TRACK_EVENTS, SCHED = HERE / "track_events" / "input", HERE / "sched" / "input"
+THREAD_NAMES = {make_traces.MAIN: "main", make_traces.WORKER: "decoder"}
+
+
+def expected_slices() -> list[tuple]:
+    """(thread, name, category, ts, dur, args) of each begin/end pair the builder wrote."""
+    stacks: dict[int, list] = {}
+    out = []
+    for ts, kind, track, name, cat, ann in make_traces.EVENTS:
+        if kind == "B":
+            stacks.setdefault(track, []).append((ts, name, cat, ann))
+        elif kind == "E":
+            t0, n, c, a = stacks[track].pop()
+            out.append((THREAD_NAMES[track], n, c, t0, ts - t0, a))
+    return sorted(out, key=lambda r: (r[0], r[3]))
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    s = tracehouse.open(tmp_path_factory.mktemp("perfetto") / "store")
+    pf_importer.import_file(s, TRACK_EVENTS, "ui")
+    pf_importer.import_file(s, SCHED, "sched")
+    s.flush()
+    yield s
+    s.close()
+
+
+def test_golden_inputs_are_what_the_builder_writes():
+    assert subprocess.run([sys.executable, str(HERE / "make_traces.py"), "--check"], env=child_env(),
+                          timeout=120).returncode == 0
+
+
+def test_sniffed_as_perfetto_and_nothing_else_takes_it():
+    from tracehouse.formats.parser_loader import head_bytes
+
+    for p in (TRACK_EVENTS, SCHED):
+        assert registry.sniff(p) == "perfetto"
+        head = head_bytes(p.read_bytes()[:65536])
+        assert [n for n, imp in registry.importers().items() if imp.sniff(head)] == ["perfetto"]
+
+
+def test_slices_instants_and_counters_are_the_builder_s(store):
+    got = store.sql("SELECT p.name AS thread, s.name, s.category, s.ts, s.dur, s.args, s.closed FROM ui.slice s "
+                    "JOIN th.producers p ON p.trace = 'ui' AND p.id = s.producer ORDER BY 1, s.ts").to_pylist()
+    assert [(r["thread"], r["name"], r["category"], r["ts"], r["dur"], json.loads(r["args"] or "{}")) for r in got] \
+        == expected_slices()
+    assert all(r["closed"] for r in got)
+    inst = store.sql("SELECT name, category, ts, args FROM ui.instant").to_pylist()
+    assert inst == [{"name": "vsync", "category": "input", "ts": 1_600_000,
+                     "args": json.dumps({"late": True, "why": 'busy "gpu"'}, separators=(",", ":"))}]
+    ctr = store.sql("SELECT name, ts, value, int_value FROM ui.counter ORDER BY ts").to_pylist()
+    assert [(r["name"], r["ts"], r["int_value"]) for r in ctr] == \
+        [("cpu_percent", ts, v) for ts, k, _, _, _, v in make_traces.EVENTS if k == "C"]
+
+
+def test_tracks_are_producers_under_their_process(store):
+    prods = {p["id"]: p for p in store.producers("ui")}
+    by_name = {p["name"]: p for p in prods.values()}
+    assert by_name["browser"]["kind"] == "process" and by_name["browser"]["parent"] is None
+    for n in ("main", "decoder", "cpu_percent"):
+        assert prods[by_name[n]["parent"]]["name"] == "browser", n
+    assert by_name["decoder"]["kind"] == "thread" and by_name["cpu_percent"]["kind"] == "counter"
+
+
+def test_sched_switch_is_per_cpu_thread_spans(store):
+    want = []
+    for cpu in (0, 1):
+        sw = [s for s in make_traces.SWITCHES if s[0] == cpu]
+        for a, b in zip(sw, sw[1:]):
+            want.append((cpu, a[4], a[5], a[1], b[1] - a[1], {0: "R", 1: "S", 2: "D"}[b[3]]))
+    got = store.sql("SELECT cpu, tid, comm, ts, dur, end_state FROM sched.sched_slice ORDER BY cpu, ts").to_pylist()
+    assert [tuple(r.values()) for r in got] == want
+    wake = store.sql("SELECT ts, tid, comm, target_cpu FROM sched.sched_waking ORDER BY ts").to_pylist()
+    assert [tuple(r.values()) for r in wake] == sorted((ts, t, c, tc) for _, ts, t, c, tc in make_traces.WAKINGS)
+    cpus = {p["name"] for p in store.producers("sched")}
+    assert cpus == {"cpu 0", "cpu 1"}
+
+
+def test_chrome_export_agrees_event_for_event(store, tmp_path):
+    out = tmp_path / "ui.json"
+    assert main(["--store", str(store.path), "export", "ui", "--format", "chrome", "--out", str(out), "--json"]) == 0
+    events = json.loads(out.read_text())["traceEvents"]
+    tids = {e["args"]["name"]: e["tid"] for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    xs = sorted((e["tid"], e["name"], e.get("cat"), round(e["ts"] * 1000), round(e["dur"] * 1000))
+                for e in events if e["ph"] == "X")
+    assert xs == sorted((tids[t], n, c, ts, d) for t, n, c, ts, d, _ in expected_slices())
+    inst = [(e["name"], round(e["ts"] * 1000)) for e in events if e["ph"] == "i"]
+    assert inst == [("vsync", 1_600_000)]
+    cs = sorted((round(e["ts"] * 1000), e["name"]) for e in events if e["ph"] == "C")
+    assert cs == [(ts, "cpu_percent") for ts, k, *_ in make_traces.EVENTS if k == "C"]
+    # And back: our Chrome export imports as the same slices.
+    assert main(["--store", str(tmp_path / "back"), "import", "chrome", str(out), "--name", "ui_back"]) == 0
+    with tracehouse.open(tmp_path / "back", readonly=True) as b:
+        back = b.sql("SELECT name, ts, dur FROM ui_back.slice ORDER BY ts, name").to_pylist()
+    mine = store.sql("SELECT name, ts, dur FROM ui.slice ORDER BY ts, name").to_pylist()
+    assert back == mine
+
+
+def test_a_pipe_and_gzip(store, tmp_path):
+    raw = gzip.decompress(SCHED.read_bytes())
+    cmd = [sys.executable, "-m", "tracehouse.cli", "--store", str(tmp_path / "s"), "import", "perfetto", "-", "--name", "p",
+           "--json"]
+    r = subprocess.run(cmd, input=raw, capture_output=True, env=child_env(), timeout=120)
+    assert r.returncode == 0, r.stderr.decode()
+    with tracehouse.open(tmp_path / "s", readonly=True) as s:
+        assert s.sql("SELECT count(*) AS n FROM p.sched_slice").column("n")[0].as_py() == \
+            store.sql("SELECT count(*) AS n FROM sched.sched_slice").column("n")[0].as_py()
+
+
+def test_a_cut_trace_is_named_by_file_and_packet(tmp_path):
+    bad = tmp_path / "cut.pftrace"
+    data = TRACK_EVENTS.read_bytes()
+    bad.write_bytes(data[: len(data) - 5])
+    with tracehouse.open(tmp_path / "s") as s:
+        with pytest.raises(BadInput) as e:
+            pf_importer.import_file(s, bad, "cut", strict=True)
+        assert "cut.pftrace" in str(e.value) and "ends inside a packet" in str(e.value)
+        r = pf_importer.import_file(s, bad, "lenient")
+        assert r.rejected == 1 and r.events > 0
+
+
+def test_a_large_builder_trace_in_any_chunks_gives_the_same_rows(tmp_path):
+    """10,000 slices on 4 threads with interned names, parsed whole and in odd-sized chunks."""
+    from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket, TrackEvent
+    from perfetto.trace_builder.proto_builder import TraceProtoBuilder
+
+    from tracehouse import _core
+
+    b = TraceProtoBuilder()
+    for t in range(4):
+        p = b.add_packet()
+        p.track_descriptor.uuid = 100 + t
+        p.track_descriptor.thread.pid, p.track_descriptor.thread.tid = 1, 100 + t
+    for i in range(2500):
+        for t in range(4):
+            for k, ty in enumerate((TrackEvent.TYPE_SLICE_BEGIN, TrackEvent.TYPE_SLICE_END)):
+                p = b.add_packet()
+                p.timestamp = i * 1000 + t * 10 + k * 5
+                p.trusted_packet_sequence_id = 1 + t
+                p.sequence_flags = TracePacket.SEQ_INCREMENTAL_STATE_CLEARED if i == 0 and k == 0 else \
+                    TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
+                p.track_event.type = ty
+                p.track_event.track_uuid = 100 + t
+                if k == 0:
+                    if i % 100 == 0:
+                        e = p.interned_data.event_names.add()
+                        e.iid, e.name = i // 100 + 1, f"step{i // 100}"
+                    p.track_event.name_iid = i // 100 + 1
+    data = b.serialize()
+
+    def rows(chunk):
+        parser = _core.NativeParser("perfetto", batch_rows=999)
+        out = []
+        for i in range(0, len(data), chunk):
+            out += parser.feed(data[i:i + chunk])
+        out += parser.finish()
+        return sorted(r for _, bt in out for r in zip(*[bt.column(c).to_pylist() for c in ("ts", "producer", "dur", "name")]))
+
+    whole = rows(len(data))
+    assert len(whole) == 10_000 and {r[3] for r in whole} == {f"step{j}" for j in range(25)}
+    assert all(r[2] == 5 for r in whole)
+    assert rows(7) == whole and rows(4093) == whole
+
+
+def test_slices_are_spans_for_the_call_tree_and_pprof(store, tmp_path, capsys):
+    """The slices nest by time per track: `analyze tree` and the pprof export read them."""
+    assert main(["--store", str(store.path), "analyze", "tree", "ui", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    by_name = {r["name"]: r for r in rows}
+    assert by_name["layout"]["depth"] == 1 and by_name["frame"]["depth"] == 0
+    assert by_name["frame"]["total_ns"] == 1_000_000 and by_name["frame"]["self_ns"] == 700_000
+    assert by_name["decode"]["calls"] == 2 and by_name["decode"]["total_ns"] == 1_100_000
+    from tracehouse.analysis import pprof_export
+
+    stacks, vals, _ = pprof_export.profile_of(store, "ui")
+    assert dict(zip(stacks, [v[1] for v in vals])) == {"frame": 700_000, "frame;layout": 300_000, "decode": 1_100_000}
