@@ -45,7 +45,7 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 // bounded by the producer limit, and writers are on loopback or hold a token.)
 use rustc_hash::FxHashMap as FxMap;
 
-use crate::ingest::seqnum::SeqCounters;
+use crate::store::seqnum::SeqCounters;
 use crate::sync::lock;
 
 /// The stored type of a field column.

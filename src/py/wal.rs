@@ -1,6 +1,6 @@
 //! Python face of the WAL append path: `_core.WalType`, `_core.WalRecord`, `_core.wal_write`.
 //!
-//! Owns argument conversion only (the logic is `src/ingest/walrec.rs`). The store's
+//! Owns argument conversion only (the logic is `src/store/wal.rs`). The store's
 //! `TraceWriter` keeps one `WalType` per event type (its stored schema, converted once) and
 //! per append calls `prepare` (conform fast path, seq, the framed record; the checksum runs
 //! with the GIL released) and then, under its lock, `wal_write` (one `writev`, GIL released).
@@ -19,7 +19,7 @@ use pyo3::types::{PyBytes, PyList, PyTuple, PyType};
 
 use super::arrow::batch_to_pyarrow;
 use super::lineproto::PySeqCounters;
-use crate::ingest::walrec::{self, Layout, Record};
+use crate::store::wal::{self as walrec, Layout, Record};
 use crate::sync::lock;
 
 /// The stored layout of one event type, as the WAL append path checks and writes it.

@@ -31,7 +31,7 @@ MAGIC = b"THWAL001"
 HEADER = struct.Struct("<II")
 NAME_LEN = struct.Struct("<H")
 MAX_RECORD = 1 << 31  # a length beyond this is garbage, not a record
-# Blocks allocated ahead of the appends, the file's length kept (src/ingest/walrec.rs `reserve`:
+# Blocks allocated ahead of the appends, the file's length kept (src/store/wal.rs `reserve`:
 # appends that allocate were measured sleeping beside the group commit's fdatasyncs).
 RESERVE_AHEAD = 16 << 20
 RESERVE_MIN_FREE = 1 << 30  # never reserved out of a disk's last GiB: segments need it more
@@ -77,7 +77,7 @@ def wal_type(event_type: str, schema: pa.Schema) -> _core.WalType:
 class WalWriter:
     """Appends records to the current WAL file; `rotate()` starts the next one.
 
-    Records are made by the native append path (`_core.WalType.prepare`, src/ingest/walrec.rs:
+    Records are made by the native append path (`_core.WalType.prepare`, src/store/wal.rs:
     the frame, the IPC messages' metadata and the batches' own buffers, no copy) and written
     by `write` in one `writev`. The format is the one pyarrow wrote before (module docstring).
     """
@@ -487,7 +487,7 @@ def uncovered_files(directory: Path, covered: int, known: dict[int, tuple[int, i
     next header: with `known` (as `read_uncovered` keeps it), the 8 bytes after what was read
     of the file when there are more: a record written over the zeros the writer wrote ahead
     changes neither the size nor, within one clock tick, the mtime, but its header goes from
-    zeros to a length and CRC, and it is written last (src/ingest/walrec.rs `write_reserving`).
+    zeros to a length and CRC, and it is written last (src/store/wal.rs `write_reserving`).
     With where it was read (review): two equal records in a row have equal headers, and the
     second, at the next position, would otherwise look like the first."""
     out = []
