@@ -201,6 +201,17 @@ class WriteBehind:
     def __enter__(self) -> WriteBehind: ...
     def __exit__(self, *exc: object) -> bool: ...
 
+WAL_MAGIC: Final[bytes]
+WAL_HEADER_BYTES: Final[int]
+
+def wal_scan(
+    data: bytes, start: int = 0
+) -> tuple[list[tuple[int, int, int, str | None, int, str | None]], int, str | None]:
+    """The frames of a WAL file's bytes from byte `start` (src/store/walscan.rs, GIL released):
+    (frames, end, error). A frame is (offset, length, then, name, ipc, damage): then 0 the log
+    ends after it, 1 an intact frame follows, 2 anything else; ipc the index in `data` where its
+    Arrow IPC stream begins; damage None, "CRC mismatch" or "undecodable record: ..."."""
+
 def wal_failpoint(after: int) -> None:
     """Test hook: the `after`-th wal_write from now writes half its record's payload (not its
     header, written last) and SIGKILLs the process."""

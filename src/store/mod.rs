@@ -4,7 +4,8 @@
 //! and per-byte work of its write path and of its segments is here, one owner each:
 //!
 //! - [`wal`]: the WAL format, write half: records of appended batches framed without copying a
-//!   column (the conform fast path, `seq` numbered, one `writev`).
+//!   column (the conform fast path, `seq` numbered, one `writev`); [`walscan`], its read half
+//!   (frames, checksums, torn tails, what damage means), through which `store/wal.py` reads.
 //! - [`seqnum`]: per-producer sequence numbers (the stored `seq` column).
 //! - [`commit`]: group commit of a trace's WAL (the fsync thread, actions run once durable).
 //! - [`intparquet`]: the segment writer of integer-only event types (Parquet, page CRCs).
@@ -23,4 +24,5 @@ pub mod order;
 pub mod pagecheck;
 pub mod seqnum;
 pub mod wal;
+pub mod walscan;
 pub mod writeback;
