@@ -33,9 +33,9 @@ fn main() {
     }
     for _ in 0..3 {
         let t = Instant::now();
-        let b = _core::spans::Halves { ts: &bts, producer: &bp, seq: &bs, key: Some(&bk) };
-        let e = _core::spans::Halves { ts: &ets, producer: &ep, seq: &es, key: Some(&ek) };
-        let r = _core::spans::pair(b, e).unwrap();
+        let b = _core::analysis::spans::Halves { ts: &bts, producer: &bp, seq: &bs, key: Some(&bk) };
+        let e = _core::analysis::spans::Halves { ts: &ets, producer: &ep, seq: &es, key: Some(&ek) };
+        let r = _core::analysis::spans::pair(b, e).unwrap();
         let el = t.elapsed();
         println!(
             "{} halves in {:?}: {:.1}M/s presorted={}",

@@ -8,21 +8,15 @@
 //! - [`colpool`]: recycling of column allocations lent to Arrow.
 //! - [`slab`]: a batch's column buffers carved from one huge-page mapping, recycled.
 //! - [`mutex`]: the one `lock()` (a mutex whose holder panicked still guards consistent state).
+//! - [`store`]: the store's native half: the WAL format (write and read), sequence numbers,
+//!   group commit, the segment writer and its row order, page checksums, write-back.
 //! - [`formats`]: trace file formats, one folder per format (declaration, parser, writer,
 //!   tests), the list of formats and what the parsers share.
-//! - [`ingest`]: live ingest: line protocol decoding, per-producer sequence numbers,
-//!   WAL group commit, the HTTP/1.1 front end.
+//! - [`ingest`]: live ingest: line protocol decoding, the HTTP/1.1 and raw TCP front ends.
 //! - [`workload`]: generated workloads: the TOD generator (seed 001; its format is declared in
 //!   `formats/tod/`), the write load generator, their PRNG.
-//! - [`intparquet`]: Parquet segments of integer-only event types, written natively.
-//! - [`pagecheck`]: Parquet page checksums checked (verify, compaction, export).
-//! - [`writeback`]: segment files' dirty pages sent to the disk a step at a time as they are written.
-//! - [`order`]: stable multi-key row ordering (radix sort) for the derived indexes.
-//! - [`packed`]: frame-of-reference bit-packed int columns of the derived indexes.
-//! - [`spans`]: begin/end pairing into spans (control-flow reconstitution).
-//! - [`calltree`]: the aggregated call tree (calling-context tree) of spans.
-//! - [`hist`]: bpftrace `hist`/`lhist` bucket rules and counting.
-//! - [`density`]: events per time bin over sorted timestamp streams.
+//! - [`analysis`]: the native analyses: span pairing, the call tree, histograms, density,
+//!   the derived indexes' packed columns.
 //! - [`replay`]: IO trace replay (plan from a strace trace, timed multi-threaded run).
 //! - [`record`]: the omniscient recorder of Python programs (its wire, its event types, the tracer).
 //! - `py`: the PyO3 glue (only with the default `python` feature), one file per
@@ -33,23 +27,16 @@
 
 #![deny(missing_docs)]
 
-pub mod calltree;
+pub mod analysis;
 pub mod colpool;
-pub mod density;
 pub mod formats;
-pub mod hist;
 pub mod ingest;
-pub mod intparquet;
 pub mod mutex;
-pub mod order;
-pub mod packed;
-pub mod pagecheck;
 pub mod record;
 pub mod replay;
 pub mod slab;
-pub mod spans;
+pub mod store;
 pub mod workload;
-pub mod writeback;
 
 #[cfg(feature = "python")]
 mod py;

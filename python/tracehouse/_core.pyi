@@ -173,7 +173,7 @@ class LpProducers:
     def __len__(self) -> int: ...
 
 class GroupCommit:
-    """The group committer of one trace's WAL (fsync batch; src/ingest/commit.rs): a native thread
+    """The group committer of one trace's WAL (fsync batch; src/store/commit.rs): a native thread
     fsyncs what was written (at once when anyone waits, else within `interval`) and runs
     what waits for it. The writer keeps `fd` open until it reports a switch or calls `stop`."""
 
@@ -192,7 +192,7 @@ class GroupCommit:
         """Commit everything written and stop (idempotent)."""
 
 class WalRecord:
-    """One framed WAL record (src/ingest/walrec.rs): references the batches' buffers, no copy."""
+    """One framed WAL record (src/store/wal.rs): references the batches' buffers, no copy."""
 
     @property
     def size(self) -> int:
@@ -225,7 +225,7 @@ def write_int_parquet(path: str, data: list[pa.RecordBatch] | pa.Table, schema: 
     without the GIL; int32/int64 columns of `schema` only) as the new Parquet file `path`
     (refused if it exists): DELTA_BINARY_PACKED, uncompressed, `dictionary` columns RLE_DICTIONARY,
     `row_group` rows per row group, `metadata` as key-value metadata, row-group statistics, a
-    CRC-32 in every page header (`checksums`). Returns its size; GIL released (src/intparquet.rs). ValueError for other column types or
+    CRC-32 in every page header (`checksums`). Returns its size; GIL released (src/store/intparquet.rs). ValueError for other column types or
     nulls in a non-null column."""
     ...
 
@@ -248,7 +248,7 @@ def int_range(table: pa.Table) -> tuple[int, int] | None:
 class WriteBehind:
     """`with WriteBehind(fd):` a thread writes the file `fd` refers to back to the disk a step
     (1 MiB) at a time while another writer (parquet-cpp) writes it, waiting for each step, so
-    the fsync after it does not queue the whole file at once (src/writeback.rs). Leaving the
+    the fsync after it does not queue the whole file at once (src/store/writeback.rs). Leaving the
     block stops it; the descriptor is duplicated, the caller closes its own."""
 
     def __init__(self, fd: int, step: int = ...) -> None: ...
@@ -259,6 +259,17 @@ class WriteBehind:
     def finish(self) -> None: ...
     def __enter__(self) -> WriteBehind: ...
     def __exit__(self, *exc: object) -> bool: ...
+
+WAL_MAGIC: Final[bytes]
+WAL_HEADER_BYTES: Final[int]
+
+def wal_scan(
+    data: bytes, start: int = 0
+) -> tuple[list[tuple[int, int, int, str | None, int, str | None]], int, str | None]:
+    """The frames of a WAL file's bytes from byte `start` (src/store/walscan.rs, GIL released):
+    (frames, end, error). A frame is (offset, length, then, name, ipc, damage): then 0 the log
+    ends after it, 1 an intact frame follows, 2 anything else; ipc the index in `data` where its
+    Arrow IPC stream begins; damage None, "CRC mismatch" or "undecodable record: ..."."""
 
 def wal_failpoint(after: int) -> None:
     """Test hook: the `after`-th wal_write from now writes half its record's payload (not its
@@ -439,7 +450,7 @@ class StraceParser:
     def lines(self) -> int:
         """Lines read so far."""
 
-# -- analyses (src/order.rs, spans.rs, calltree.rs, hist.rs, density.rs) ------------------
+# -- analyses (src/analysis/: spans.rs, calltree.rs, hist.rs, density.rs; src/store/order.rs) ------
 # Every array argument is a non-null pyarrow array of the stated type, imported without a
 # copy; every pass runs with the GIL released.
 
@@ -466,7 +477,7 @@ def pair_spans(
     end_key: _Col | None = None,
 ) -> dict[str, pa.Array | bool]:
     """Pairs begin and end halves into spans, per producer in seq order (rules in
-    ``src/spans.rs``). Columns are int64 (producer int32), each one array, a ChunkedArray
+    ``src/analysis/spans.rs``). Columns are int64 (producer int32), each one array, a ChunkedArray
     or a list of arrays, with the same chunk lengths on one side; chunks are read in place.
     Returns, one row per begin (input order): ``end_row`` (int64, -1 when unclosed),
     ``end_ts``, ``depth`` (int32), ``parent`` (begin row, -1 at the root), ``self_ns``,
@@ -478,7 +489,7 @@ def pair_spans(
     only one side."""
 
 class SpanPairer:
-    """``pair_spans`` fed batch by batch (``src/spans/stream.rs``): push begins and ends in
+    """``pair_spans`` fed batch by batch (``src/analysis/spans/stream.rs``): push begins and ends in
     their input order as they are read; each ``push`` pairs, without the GIL, as far as
     both sides have rows (one thread; the caller reads the next batches on another).
     The fast path only: inputs sorted by ts, every producer's seq growing along the
@@ -506,7 +517,7 @@ class SpanPairer:
 
 def nest_spans(ts: pa.Int64Array, dur: pa.Int64Array, producer: pa.Int32Array, seq: pa.Int64Array) -> dict[str, pa.Array]:
     """Spans that carry their duration, nested by time per producer (rules in
-    ``src/spans.rs``, ``nest``): ``depth`` (int32), ``parent`` (row, -1 at the root) and
+    ``src/analysis/spans.rs``, ``nest``): ``depth`` (int32), ``parent`` (row, -1 at the root) and
     ``self_ns`` per row, in input order."""
 
 def call_tree(parent: pa.Int64Array, key: pa.Int64Array, depth: pa.Int32Array) -> dict[str, pa.Array]:
@@ -531,7 +542,7 @@ def binned_counts(ts: pa.Int64Array, starts: pa.Int64Array, ends: pa.Int64Array,
     """Events per (stream, bin), streams x (len(edges) - 1): stream s is the sorted
     ``ts[starts[s]:ends[s]]``, bin b is [edges[b], edges[b + 1])."""
 
-# -- packed index columns (src/packed.rs) ------------------------------------------------------
+# -- packed index columns (src/analysis/packed.rs) ------------------------------------------------------
 
 def pack_int64(values: pa.Int64Array, nullable: bool = False) -> tuple[pa.LargeBinaryArray, pa.Int64Array, pa.UInt8Array]:
     """(data, base, bits): ``values`` in blocks of 1,024, each frame-of-reference bit-packed
@@ -556,6 +567,13 @@ class PackedColumn:
         """The values at ``rows``."""
     def binned_counts(self, starts: pa.Int64Array, ends: pa.Int64Array, edges: pa.Int64Array) -> pa.Int64Array:
         """``binned_counts`` over this column (sorted within each stream)."""
+
+# -- pprof export (src/formats/pprof/, src/py/pprof.rs) ----------------------------------------
+
+def pprof_encode(stacks: list[str], values: list[list[int]], sample_types: list[tuple[str, str]], program: str,
+                 time_nanos: int = 0, duration_nanos: int = 0) -> bytes:
+    """profile.proto bytes (not gzipped) of `stacks` (root first, `;`-joined) and their values
+    (one per sample type); the GIL is released while it encodes."""
 
 # -- HTTP front end of `tracehouse serve` (src/ingest/httpfront.rs) -------------------------------
 

@@ -45,8 +45,8 @@ use arrow_schema::{DataType, Field, Schema, SchemaRef};
 // bounded by the producer limit, and writers are on loopback or hold a token.)
 use rustc_hash::FxHashMap as FxMap;
 
-use crate::ingest::seqnum::SeqCounters;
 use crate::mutex::lock;
+use crate::store::seqnum::SeqCounters;
 
 /// The stored type of a field column.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

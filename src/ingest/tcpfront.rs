@@ -53,9 +53,9 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::commit::GroupCommit;
-use super::httpfront::{linger_close, same_bytes, send_now, Budget, Front, Inbox};
+use super::front::{linger_close, same_bytes, send_now, Budget, Front, Inbox};
 use crate::mutex::lock;
+use crate::store::commit::GroupCommit;
 
 /// Bytes one item grows to at most by later reads (see [`Front::push_lines`]).
 pub const ITEM_BYTES: usize = 4 << 20;
@@ -876,7 +876,7 @@ fn handshake(line: &[u8]) -> Handshake {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ingest::httpfront::FrontConfig;
+    use crate::ingest::front::FrontConfig;
 
     fn start(max_line: usize, high_water: usize) -> (Arc<Front>, SocketAddr) {
         let h = TcpListener::bind("127.0.0.1:0").unwrap();

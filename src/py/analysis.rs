@@ -19,7 +19,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use super::arrow::{bools_to_pyarrow, primitive_from_pyarrow, vec_to_pyarrow};
-use crate::{calltree, density, hist, order, packed, spans};
+use crate::analysis::{calltree, density, hist, packed, spans};
+use crate::store::order;
 
 fn i64s(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Int64Array> {
     primitive_from_pyarrow::<Int64Type>(obj, what)

@@ -10,9 +10,9 @@ use std::time::Duration;
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 
-use crate::ingest::commit::GroupCommit;
+use crate::store::commit::GroupCommit;
 
-/// The group committer of one WAL file sequence (see `src/ingest/commit.rs`).
+/// The group committer of one WAL file sequence (see `src/store/commit.rs`).
 #[pyclass(module = "tracehouse._core", name = "GroupCommit", frozen)]
 pub struct PyGroupCommit {
     pub(crate) inner: GroupCommit,

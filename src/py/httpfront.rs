@@ -17,7 +17,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
 use super::commit::PyGroupCommit;
-use crate::ingest::httpfront::{error_reply, Front, FrontConfig, Reply, Request};
+use crate::ingest::front::{Front, FrontConfig};
+use crate::ingest::httpfront::{error_reply, Reply, Request};
 use crate::ingest::tcpfront::{Payload, TcpConfig, TcpItem};
 
 /// The native HTTP/1.1 front end listening on one socket.

@@ -1,5 +1,5 @@
 //! `write_int_parquet(path, data, schema, dictionary, row_group, metadata, created_by, checksums=True)`:
-//! a segment of an integer-only event type written by [`crate::intparquet`].
+//! a segment of an integer-only event type written by [`crate::store::intparquet`].
 
 use std::fs::OpenOptions;
 use std::io::BufWriter;
@@ -13,7 +13,7 @@ use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyList;
 
-use crate::intparquet::{self, ColumnSpec};
+use crate::store::intparquet::{self, ColumnSpec};
 
 /// Writes `data` (a list of pyarrow RecordBatches, or a Table / anything with
 /// `__arrow_c_stream__`, of `schema`: int32/int64 columns only) as a new

@@ -22,8 +22,8 @@ use pyo3::types::{PyDict, PyList, PyTuple};
 use super::arrow::{batch_to_pyarrow, primitive_from_pyarrow, schema_to_pyarrow, vec_to_pyarrow};
 use super::httpfront::PyBody;
 use crate::ingest::lineproto::{self, FieldType, Input, Limits, Precision, Producers, Schemas};
-use crate::ingest::seqnum::SeqCounters;
 use crate::mutex::lock;
+use crate::store::seqnum::SeqCounters;
 
 /// Measurements of one format and their typed columns, shared by every decode of it.
 #[pyclass(module = "tracehouse._core", name = "LpSchemas", frozen)]

@@ -1,4 +1,4 @@
-//! `parquet_page_check(path, chunks)`: the page walk of [`crate::pagecheck`] over column chunks
+//! `parquet_page_check(path, chunks)`: the page walk of [`crate::store::pagecheck`] over column chunks
 //! of one Parquet file, the interpreter lock released.
 
 use std::path::PathBuf;
@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 
-use crate::pagecheck;
+use crate::store::pagecheck;
 
 /// (pages, pages with a CRC, bytes, the first damaged page's offset or None, why or None).
 type Checked = (u64, u64, u64, Option<u64>, Option<String>);

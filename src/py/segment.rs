@@ -1,7 +1,7 @@
 //! The per-segment steps of a checkpoint that read whole columns: the row order of the
 //! rows to write (`segment_order`) and the range of their timestamps (`int_range`); and
 //! `WriteBehind`, the thread settling a segment file while parquet-cpp writes it
-//! ([`crate::writeback`] says why).
+//! ([`crate::store::writeback`] says why).
 //!
 //! Why native: a checkpoint's tail is hundreds of chunks (one per appended batch). The
 //! numpy versions made a few calls per chunk, and numpy lets go of the interpreter lock in
@@ -26,7 +26,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 
 use super::arrow::vec_to_pyarrow;
-use crate::order;
+use crate::store::order;
 
 /// The batches of `table` (anything with `__arrow_c_stream__`, read with the interpreter lock
 /// released): int32/int64 columns without nulls only.
@@ -153,19 +153,19 @@ fn int_range(py: Python<'_>, table: &Bound<'_, PyAny>) -> PyResult<Option<(i64, 
 /// writer (parquet-cpp) writes it; leaving the block stops it (the caller's fsync follows).
 #[pyclass(module = "tracehouse._core", name = "WriteBehind")]
 pub struct PyWriteBehind {
-    inner: Option<crate::writeback::Follower>,
+    inner: Option<crate::store::writeback::Follower>,
     settled: u64,
 }
 
 #[pymethods]
 impl PyWriteBehind {
     #[new]
-    #[pyo3(signature = (fd, step = crate::writeback::STEP))]
+    #[pyo3(signature = (fd, step = crate::store::writeback::STEP))]
     fn new(fd: i32, step: u64) -> PyResult<Self> {
         use std::os::fd::BorrowedFd;
         // SAFETY: `fd` is the caller's open descriptor, borrowed only to duplicate it.
         let own = unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned()?;
-        let inner = crate::writeback::Follower::start(std::fs::File::from(own), step)?;
+        let inner = crate::store::writeback::Follower::start(std::fs::File::from(own), step)?;
         Ok(PyWriteBehind { inner: Some(inner), settled: 0 })
     }
 

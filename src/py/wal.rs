@@ -1,6 +1,7 @@
-//! Python face of the WAL append path: `_core.WalType`, `_core.WalRecord`, `_core.wal_write`.
+//! Python face of the WAL format: the append path (`_core.WalType`, `_core.WalRecord`,
+//! `_core.wal_write`) and the read path (`_core.wal_scan`, `WAL_MAGIC`).
 //!
-//! Owns argument conversion only (the logic is `src/ingest/walrec.rs`). The store's
+//! Owns argument conversion only (the logic is `src/store/wal.rs` and `src/store/walscan.rs`). The store's
 //! `TraceWriter` keeps one `WalType` per event type (its stored schema, converted once) and
 //! per append calls `prepare` (conform fast path, seq, the framed record; the checksum runs
 //! with the GIL released) and then, under its lock, `wal_write` (one `writev`, GIL released).
@@ -19,8 +20,9 @@ use pyo3::types::{PyBytes, PyList, PyTuple, PyType};
 
 use super::arrow::batch_to_pyarrow;
 use super::lineproto::PySeqCounters;
-use crate::ingest::walrec::{self, Layout, Record};
 use crate::mutex::lock;
+use crate::store::wal::{self as walrec, Layout, Record};
+use crate::store::walscan::{self, Then};
 
 /// The stored layout of one event type, as the WAL append path checks and writes it.
 #[pyclass(module = "tracehouse._core", name = "WalType", frozen)]
@@ -202,8 +204,48 @@ fn wal_failpoint(after: u64) {
     walrec::arm_failpoint(after);
 }
 
+/// One frame as `wal_scan` gives it: (offset, length, then, name, ipc, damage).
+type FrameTuple = (u64, u32, u8, Option<String>, usize, Option<String>);
+
+/// The frames of `data`, the bytes of a WAL file from byte `start` (0: the whole file; else a
+/// record boundary an earlier scan ended at), walked with the interpreter lock released:
+/// `(frames, end, error)` (`walscan::scan`). Each frame is `(offset, length, then, name, ipc,
+/// damage)`: its header's byte in the file and its payload's length; what follows it (0 the
+/// log's end, 1 an intact frame, 2 anything else); its event type name and the index in `data`
+/// where its Arrow IPC stream begins (None and 0 when damaged); `damage` None, `"CRC mismatch"`,
+/// or `"undecodable record: <why>"` (a payload without a readable name).
+#[pyfunction]
+#[pyo3(signature = (data, start=0))]
+fn wal_scan(py: Python<'_>, data: &[u8], start: u64) -> (Vec<FrameTuple>, u64, Option<String>) {
+    py.detach(|| {
+        let s = walscan::scan(data, start);
+        let frames = s
+            .frames
+            .iter()
+            .map(|f| {
+                let then = match f.then {
+                    Then::End => 0,
+                    Then::Record => 1,
+                    Then::Other => 2,
+                };
+                if !f.crc_ok {
+                    return (f.offset, f.len, then, None, 0, Some("CRC mismatch".to_string()));
+                }
+                match walscan::event_type(data, start, f) {
+                    Ok((name, ipc)) => (f.offset, f.len, then, Some(name.to_string()), ipc, None),
+                    Err(why) => (f.offset, f.len, then, None, 0, Some(format!("undecodable record: {why}"))),
+                }
+            })
+            .collect();
+        (frames, s.end, s.error)
+    })
+}
+
 /// Adds the WAL names to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add("WAL_MAGIC", PyBytes::new(m.py(), walscan::MAGIC))?;
+    m.add("WAL_HEADER_BYTES", walscan::HEADER)?;
+    m.add_function(wrap_pyfunction!(wal_scan, m)?)?;
     m.add_class::<PyWalType>()?;
     m.add_class::<PyWalRecord>()?;
     m.add_function(wrap_pyfunction!(wal_write, m)?)?;

@@ -51,7 +51,7 @@ def arm(point: str, after: int) -> None:
         return count["n"] >= after
 
     if point == "wal-append":
-        # Inside the native write itself (src/ingest/walrec.rs): the after-th record written
+        # Inside the native write itself (src/store/wal.rs): the after-th record written
         # goes half to disk, in the writev steps of a real write, then the process is killed.
         _core.wal_failpoint(after)
     elif point in ("segment-tmp", "segment-file", "compaction-tmp", "compaction-file"):

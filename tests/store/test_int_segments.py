@@ -1,4 +1,4 @@
-"""The native Parquet writer of integer-only level-0 segments (src/intparquet.rs).
+"""The native Parquet writer of integer-only level-0 segments (src/store/intparquet.rs).
 
 What it writes must read back exactly (pyarrow and DuckDB, every chunking, nulls, the extremes
 of int32/int64), carry the statistics readers prune with (equal to what parquet-cpp computes),

@@ -480,7 +480,7 @@ def test_checkpoint_soon_registers_what_is_buffered_without_waiting(store_path):
 
 def test_write_behind_settles_a_file_as_another_writer_writes_it(tmp_path):
     # The thread follows the file's length: every 1 MiB step but the last is written back
-    # by the time the block ends (src/writeback.rs), whoever wrote the bytes.
+    # by the time the block ends (src/store/writeback.rs), whoever wrote the bytes.
     p = tmp_path / "f"
     fd = os.open(p, os.O_WRONLY | os.O_CREAT)
     try:

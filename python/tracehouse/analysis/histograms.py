@@ -7,7 +7,7 @@ producer or by any column (bpftrace's `@[key] = hist(...)`), the share of values
 a threshold ("28.9% of spans under 10 us"), the text in bpftrace's `@` style, and the
 before/after comparison of two traces.
 
-Bucket indexes come from Rust (`src/hist.rs`, one pass over the values); labels,
+Bucket indexes come from Rust (`src/analysis/hist.rs`, one pass over the values); labels,
 edges and text follow bpftrace's `src/output` (`hist_index_label`, `lhist_index_label`,
 `hist_to_str`): rows from the first to the last non-empty bucket, a 16-wide label, an
 8-wide count, a 52-wide bar of `@` scaled to the fullest bucket; keyed maps sorted by

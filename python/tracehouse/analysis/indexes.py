@@ -17,7 +17,7 @@ Decisions:
   a few binary searches over mmapped columns and touches a few pages, however big the
   trace. Parquet would cost a row-group decode (~1-20 ms) per lookup.
 - Packed (format 3, `PackedIndex`): the file holds one row per block of 1,024 index
-  rows. An integer or boolean column is frame-of-reference bit-packed (`src/packed.rs`:
+  rows. An integer or boolean column is frame-of-reference bit-packed (`src/analysis/packed.rs`:
   per block its minimum - the sparse top level - a bit width and the codes, read in
   place by `_core.PackedColumn`: a binary search is the same probes as over a plain
   array, each a shift and a mask; nothing is decoded ahead), or, where smaller (sorted
@@ -57,7 +57,7 @@ Decisions:
   time with indexed ones renumbers every later span and its children's parent_id; and
   spans open at a part's end (their end_ts, end_seq, closed, self_time, the running
   end_max of their depth) change when their ends arrive, so older parts would need an
-  overlay of rewritten rows and the pairer (`src/spans/stream.rs`) a saved state of each
+  overlay of rewritten rows and the pairer (`src/analysis/spans/stream.rs`) a saved state of each
   thread's open stack.
 - An index whose trace changed since (signature differs) or built in another layout
   (`format` differs: an index saved before the packed layout) is stale: it is rebuilt

@@ -23,8 +23,8 @@ import numpy as np
 from .. import _core
 from ..errors import BadInput
 from ..store.query import qident
-from . import samples
 from . import calltree as S
+from . import samples
 
 NAME = "pprof"
 EXTENSION = "pb.gz"

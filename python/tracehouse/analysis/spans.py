@@ -1,7 +1,7 @@
 """Spans and call trees: control-flow reconstitution (seed 001) and what it answers.
 
 Owns pairing a trace's begin and end halves into spans (the pass itself is Rust,
-`src/spans.rs`: depth, parent, end, self time, unmatched halves), saving them as a
+`src/analysis/spans.rs`: depth, parent, end, self time, unmatched halves), saving them as a
 processed trace linked to its source, the span index (spans by thread, depth, ts) and
 the questions asked of one span or thread: children of a call, the call tree of a thread
 (the aggregated call tree and flame graph are calltree.py's).

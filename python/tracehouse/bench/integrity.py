@@ -2,7 +2,7 @@
 
 Owns one experiment in one run, with its peers measured alternately in the same process:
 
-- write: a generated TOD trace (every column an integer: the native writer, src/intparquet.rs)
+- write: a generated TOD trace (every column an integer: the native writer, src/store/intparquet.rs)
   and a CSV import (strings and floats: parquet-cpp, pyarrow's writer) into fresh stores, with
   page CRCs (the default) and without (`WriterOptions.page_checksums=False`), `rounds` times each
   in turn; median wall and CPU seconds, and the ratio.

@@ -426,7 +426,7 @@ class Ingestor:
     def _pace_commits(self, trace: str, awaited: bool) -> None:
         """Under `--ack durable`, a round whose rows someone waits for makes the committer
         eager: the fsync starts as the WAL record is written, not once the round's answers are
-        handed over (src/ingest/commit.rs). A round nobody waits for (at-most-once TCP lines)
+        handed over (src/store/commit.rs). A round nobody waits for (at-most-once TCP lines)
         turns it back: those rows are fsynced within `--group-commit-ms`, not one fsync each."""
         if self.cfg.ack != "durable":
             return

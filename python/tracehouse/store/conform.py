@@ -5,7 +5,7 @@ Owns the two ways rows meet their type:
   params become null; a missing common column, a null where none may be, a value that
   does not cast or an undeclared column is a BadInput naming the column). Batches already
   in the stored layout never come here: the native append path (`_core.WalType.prepare`,
-  src/ingest/walrec.rs) recognises them; `conform_unnumbered` is what it falls back to;
+  src/store/wal.rs) recognises them; `conform_unnumbered` is what it falls back to;
 - `align`: rows already written under an older, narrower version of the type (it was
   widened since) read as the current type, missing columns null.
 """

@@ -23,7 +23,7 @@ was what acknowledged writes waited for. Compaction (level >= 1) writes zstd. Me
 64.6 MB; readers and the compactor take both in one type (test_checkpoint_floats_are_lz4...).
 
 Level-0 segments whose columns are all int32/int64 (TOD events, method enter/exit) are written by
-the native writer (`_core.write_int_parquet`, src/intparquet.rs) with exactly these encodings
+the native writer (`_core.write_int_parquet`, src/store/intparquet.rs) with exactly these encodings
 (producer's dictionary left uncompressed: no zstd there). parquet-cpp's delta encoder was ~20 % of
 the streaming ingest's CPU. Measured on 2M TOD events (one thread, CPU time, load 4-7): 0.16-0.23 s
 with parquet-cpp, 0.072-0.095 s native, 18.3 vs 18.4 MB; streaming 10M TOD events (prof runs
@@ -153,7 +153,7 @@ def write_options(schema: pa.Schema, level: int = 0, row_group: int | None = Non
 def _native_options(schema: pa.Schema, level: int) -> tuple[list[str], list[tuple[str, str]]] | None:
     """For a level-0 segment of int32/int64 columns only: the dictionary columns and the
     key-value metadata pyarrow would store (`ARROW:schema` and the schema's own), for the
-    native writer (`_core.write_int_parquet`, src/intparquet.rs); None for anything else."""
+    native writer (`_core.write_int_parquet`, src/store/intparquet.rs); None for anything else."""
     if level != 0 or not all(pa.types.is_int64(f.type) or pa.types.is_int32(f.type) for f in schema):
         return None
     try:
@@ -166,12 +166,12 @@ def _native_options(schema: pa.Schema, level: int) -> tuple[list[str], list[tupl
 
 def _write_parquet(table: pa.Table, path: Path, level: int, row_group: int | None, checksums: bool = True) -> None:
     """`table` as the Parquet file `path`: integer-only level-0 tables by the native writer
-    (the same encodings as `write_options` asks of parquet-cpp, see src/intparquet.rs for why),
+    (the same encodings as `write_options` asks of parquet-cpp, see src/store/intparquet.rs for why),
     the rest by pyarrow."""
     native = _native_options(table.schema, level)
     if native is None:
         # Settled a step at a time while parquet-cpp writes it, so its fsync does not queue the
-        # whole file at the disk ahead of the WAL's (src/writeback.rs, measured there).
+        # whole file at the disk ahead of the WAL's (src/store/writeback.rs, measured there).
         with pa.OSFile(str(path), "wb") as sink, _core.WriteBehind(sink.fileno()):
             pq.write_table(table, sink, **write_options(table.schema, level, row_group, checksums))
         return

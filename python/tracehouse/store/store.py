@@ -508,7 +508,7 @@ class Store:
                 # stay several batches of one WAL record: gluing them copied every value.
                 parts = [b for b in batch.to_batches() if b.num_rows]
                 return w.append_many(event_type, parts, wait=wait, source=source)
-        # Conform, seq and the WAL record: the writer's native path (src/ingest/walrec.rs).
+        # Conform, seq and the WAL record: the writer's native path (src/store/wal.rs).
         return w.append_many(event_type, [batch], wait=wait, source=source)
 
     def _live_writer(self, trace: str) -> TraceWriter:

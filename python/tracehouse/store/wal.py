@@ -1,7 +1,10 @@
 """The write-ahead log of one trace: numbered files of length+CRC framed records.
 
-Owns the on-disk WAL format, appending, fsync, rotation and reading back with
-torn-tail detection. A file is `wal/<number>.wal`: an 8-byte magic, then
+Owns the WAL files: appending, fsync, rotation, and reading them back. The on-disk format
+is the native store's alone (src/store/): `wal.rs` frames and writes the records,
+`walscan.rs` walks them back (checksums, torn tails, which damaged record is skipped and
+which ends the log); this module decodes the Arrow IPC payloads it finds intact.
+A file is `wal/<number>.wal`: an 8-byte magic, then
 records `[u32 payload length][u32 crc32(payload)][payload]`, where payload is
 `[u16 name length][event type name][Arrow IPC stream of one record batch]`.
 Zeros may follow the last record (the writer extends a file ahead with zeros for small
@@ -22,16 +25,16 @@ from pathlib import Path
 from typing import Iterator
 
 from .. import _core, lazy
-from .._core import crc32  # zlib's CRC-32, SIMD: the WAL's checksum
 
 # Imported on first use (lazy.py): listing, searching and counting traces need none.
 pa = lazy.module("pyarrow")
 
-MAGIC = b"THWAL001"
-HEADER = struct.Struct("<II")
+# The format's constants are the native scan's (src/store/walscan.rs), which every read goes through.
+MAGIC = _core.WAL_MAGIC
+HEADER = struct.Struct("<II")  # a frame's payload length and CRC-32 (`_core.WAL_HEADER_BYTES`)
 NAME_LEN = struct.Struct("<H")
-MAX_RECORD = 1 << 31  # a length beyond this is garbage, not a record
-# Blocks allocated ahead of the appends, the file's length kept (src/ingest/walrec.rs `reserve`:
+_THEN_END, _THEN_RECORD = 0, 1  # what follows a frame, as `_core.wal_scan` says it
+# Blocks allocated ahead of the appends, the file's length kept (src/store/wal.rs `reserve`:
 # appends that allocate were measured sleeping beside the group commit's fdatasyncs).
 RESERVE_AHEAD = 16 << 20
 RESERVE_MIN_FREE = 1 << 30  # never reserved out of a disk's last GiB: segments need it more
@@ -77,7 +80,7 @@ def wal_type(event_type: str, schema: pa.Schema) -> _core.WalType:
 class WalWriter:
     """Appends records to the current WAL file; `rotate()` starts the next one.
 
-    Records are made by the native append path (`_core.WalType.prepare`, src/ingest/walrec.rs:
+    Records are made by the native append path (`_core.WalType.prepare`, src/store/wal.rs:
     the frame, the IPC messages' metadata and the batches' own buffers, no copy) and written
     by `write` in one `writev`. The format is the one pyarrow wrote before (module docstring).
     """
@@ -343,77 +346,40 @@ def read_wal(path: Path, start: int = 0, decode: bool = True) -> WalScan:
                 parts.append(more)
             raw = b"".join(parts)
         data = pa.py_buffer(raw) if decode else raw
-    size = len(raw)
-    scan = WalScan(Path(path), file_bytes=start + size)
-    mv = memoryview(data)
-    if start == 0:
-        if not size:  # created, then the writer died before the header: an empty log, nothing torn
-            return scan
-        if size < len(MAGIC) or mv[: len(MAGIC)] != MAGIC:
-            scan.error = "missing WAL header" if size < len(MAGIC) else "bad WAL magic"
-            return scan
-        pos = len(MAGIC)
-    else:
-        pos = 0
+    scan = WalScan(Path(path), file_bytes=start + len(raw))
+    # Frames, checksums, where the log ends and what damage means: the native scan
+    # (src/store/walscan.rs). What is left here is decoding each intact payload's Arrow IPC stream.
+    frames, end, error = _core.wal_scan(raw, start)
     schemas: dict[bytes, pa.Schema] = {}
-    while pos < size:
-        if pos + HEADER.size > size:
-            if any(mv[pos:size]):  # (zeros: what the writer wrote ahead, not a record)
-                scan.error = f"truncated record header at byte {start + pos}"
-            break
-        length, crc = HEADER.unpack_from(mv, pos)
-        if length == 0 and crc == 0:
-            break  # zeros past the last record (`WalWriter.write`): the end of the log
-        rec, end = pos + HEADER.size, pos + HEADER.size + length
-        if length < NAME_LEN.size or length > MAX_RECORD or end > size:
-            scan.error = f"record at byte {start + pos} claims {length} bytes, {size - rec} remain"
-            break
-        bad = None
-        if crc32(mv[rec:end]) != crc:
-            bad = "CRC mismatch"
-        elif not decode:
-            pos = end
-            continue
-        else:
-            (nlen,) = NAME_LEN.unpack_from(mv, rec)
+    for offset, length, then, name, ipc, bad in frames:
+        rec_end = offset - start + HEADER.size + length
+        if bad is None:
+            if not decode:
+                continue
             try:
-                name = bytes(mv[rec + 2 : rec + 2 + nlen]).decode()
-                batches = _decode(data, rec + 2 + nlen, end, schemas)
+                batches = _decode(data, ipc, rec_end, schemas)
             # Only what says the bytes are not a record: an out-of-memory or not-implemented error
             # must not read as damage, which recovery would report as lost rows.
-            except (UnicodeDecodeError, pa.ArrowInvalid) as e:
+            except pa.ArrowInvalid as e:
                 bad = f"undecodable record: {e}"
-        if bad is not None:
-            scan.error = f"{bad} in record at byte {start + pos}"
-            last = end >= size or (size - end >= HEADER.size and not any(mv[end:end + HEADER.size]))
-            if last:  # the log's last record: it ends the log (a reader polling a live one reads it again)
-                scan.last_bad = {"offset": start + pos, "bytes": HEADER.size + length,
-                                 "rows": _rows_of(data, rec, end) if decode else None, "reason": scan.error}
-                break
-            if not _record_or_end(mv, end, size):  # (where its length points is no record: cut here)
-                break
-            scan.skipped.append({"offset": start + pos, "bytes": HEADER.size + length,
-                                 "rows": _rows_of(data, rec, end) if decode else None, "reason": scan.error})
-            scan.error = None
-            pos = end
-            continue
-        for b in batches:
-            scan.records.append((name, b))
-        pos = end
-    scan.valid_bytes = start + pos
+            else:
+                scan.records.extend((name, b) for b in batches)
+                continue
+        scan.error = f"{bad} in record at byte {offset}"
+        loss = {"offset": offset, "bytes": HEADER.size + length,
+                "rows": _rows_of(data, offset - start + HEADER.size, rec_end) if decode else None,
+                "reason": scan.error}
+        if then != _THEN_RECORD:
+            # The log's last record (a reader polling a live one reads it again), or damage no
+            # intact record follows: the log ends here.
+            if then == _THEN_END:
+                scan.last_bad = loss
+            scan.valid_bytes = offset
+            return scan
+        scan.skipped.append(loss)
+        scan.error = None
+    scan.error, scan.valid_bytes = error, end
     return scan
-
-
-def _record_or_end(mv: memoryview, at: int, size: int) -> bool:
-    """Whether byte `at` is the end of the log (the file's end, zeros) or an intact record's start:
-    then a damaged record ending there can be skipped, its neighbours kept."""
-    if at >= size or (size - at >= HEADER.size and not any(mv[at:at + HEADER.size])):
-        return True
-    if size - at < HEADER.size:
-        return False
-    length, crc = HEADER.unpack_from(mv, at)
-    end = at + HEADER.size + length
-    return NAME_LEN.size <= length <= MAX_RECORD and end <= size and crc32(mv[at + HEADER.size:end]) == crc
 
 
 def _rows_of(data: pa.Buffer, rec: int, end: int) -> int | None:
@@ -487,7 +453,7 @@ def uncovered_files(directory: Path, covered: int, known: dict[int, tuple[int, i
     next header: with `known` (as `read_uncovered` keeps it), the 8 bytes after what was read
     of the file when there are more: a record written over the zeros the writer wrote ahead
     changes neither the size nor, within one clock tick, the mtime, but its header goes from
-    zeros to a length and CRC, and it is written last (src/ingest/walrec.rs `write_reserving`).
+    zeros to a length and CRC, and it is written last (src/store/wal.rs `write_reserving`).
     With where it was read (review): two equal records in a row have equal headers, and the
     second, at the next position, would otherwise look like the first."""
     out = []

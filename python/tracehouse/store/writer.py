@@ -7,7 +7,7 @@ Owns the path of an appended batch from acknowledgement to segment:
                  └─ fsync policy: always | batch | off         register + advance wal_covered, drop WAL)
 
 * `always`: append returns after fsync of its record.
-* `batch`: a native group committer (`_core.GroupCommit`, src/ingest/commit.rs) fsyncs what was
+* `batch`: a native group committer (`_core.GroupCommit`, src/store/commit.rs) fsyncs what was
   written at once when someone waits, else within `group_commit_ms`; `wait_durable(lsn)`
   (or `append(..., wait=True)`) blocks until a commit covers the record, and the HTTP
   server has its write requests answered from the committer's thread.
@@ -31,7 +31,7 @@ Any other error stops the writer: every later call raises it.
 
 The append path itself (conform's fast path, seq numbers, the WAL record from the batches' own
 buffers, one writev) is native: `_core.WalType.prepare` and `_core.wal_write`
-(src/ingest/walrec.rs, with the before/after measurement). Python only conforms batches not
+(src/store/wal.rs, with the before/after measurement). Python only conforms batches not
 already in the stored layout.
 
 Over 600 lines: the WAL append path, checkpoints and recovery share the writer's lock and its
@@ -302,7 +302,7 @@ class TraceWriter:
         """Log batches of one type as one WAL record (one LSN) and buffer them.
 
         The batches are conformed to the stored layout and get `seq` numbers when they have
-        none (all of them checked before any is numbered). The native path (src/ingest/walrec.rs)
+        none (all of them checked before any is numbered). The native path (src/store/wal.rs)
         takes a batch already in that layout as it is: no Python loop and no copy of a value
         (the tail keeps the caller's batch; checkpoints relabel its schema, `conform.align`).
         Anything else is conformed here first (casts, null-filled params, or a BadInput naming

@@ -16,7 +16,7 @@ use arrow_array::RecordBatch;
 use super::parser::{Attr, NewColumn, Problem, ProducerRow, Rejects};
 use super::table::{FastMap, PType};
 use crate::ingest::lineproto::{decode_many, Input, Limits, Precision, Producers, Schemas};
-use crate::ingest::seqnum::SeqCounters;
+use crate::store::seqnum::SeqCounters;
 
 pub mod decl;
 #[cfg(test)]

@@ -320,7 +320,7 @@ fn a_measurement_whose_every_line_failed_makes_no_batch() {
 
 #[test]
 fn numbered_batches_have_seq_per_producer_and_one_schema_per_layout() {
-    use crate::ingest::seqnum::SeqCounters;
+    use crate::store::seqnum::SeqCounters;
     let s = Mutex::new(Schemas::new());
     let p = Mutex::new(Producers::new(0));
     let seq = Mutex::new(SeqCounters::new());

@@ -1,5 +1,5 @@
 -- bpftrace hist(n, k) by plain SQL: the log2 bucket of every value of an integer column,
--- counted per group; the reference for `histogram()` (Rust, src/hist.rs) and the way a
+-- counted per group; the reference for `histogram()` (Rust, src/analysis/hist.rs) and the way a
 -- histogram is answered by an engine without our Rust core (Spark). Values are in ns,
 -- divided by {unit} toward zero first (bpftrace's integer division).
 -- Bucket of v: 0 when v < 0; v + 1 when v < 2^(k+1); else with p = floor(log2 v) (exact:

@@ -1,7 +1,9 @@
-//! WAL records of appended batches, framed and written without copying a column.
+//! The WAL format's write half: records of appended batches, framed and written without
+//! copying a column.
 //!
-//! Owns the append hot path of the store's write-ahead log (`python/tracehouse/store/wal.py`
-//! owns the files, their rotation and reading them back):
+//! Owns the append hot path of the store's write-ahead log ([`super::walscan`] reads the records
+//! back; `python/tracehouse/store/wal.py` owns the files and their rotation, and reads through
+//! `walscan`):
 //!
 //! - [`layout`]: whether a batch is already in the stored layout of its event type (the
 //!   conform fast path: same names and types in order, no null in a non-null column), or that

@@ -29,7 +29,7 @@
 //! concatenated and rows grouped by producer (a stable counting sort of row numbers),
 //! each producer's begins and ends merged by `seq` (sorted first when they are not) and
 //! walked with one stack. Both paths equal ordering every half by (`producer`, `seq`),
-//! begins before ends on equal `seq` ([`crate::order::stable_order`], the tests'
+//! begins before ends on equal `seq` ([`crate::store::order::stable_order`], the tests'
 //! reference).
 
 use std::collections::HashMap;
@@ -38,7 +38,7 @@ mod stream;
 pub use stream::{Batch, Cols, Stream, UnmatchedEnds};
 
 #[cfg(test)]
-use crate::order::stable_order;
+use crate::store::order::stable_order;
 
 /// One input: the begin or the end halves, as parallel columns.
 #[derive(Clone, Copy, Debug)]
@@ -100,7 +100,7 @@ impl Chunked<'_> {
                 return Err(format!("{what}: columns differ in length"));
             }
         }
-        if self.len() > crate::order::MAX_ROWS {
+        if self.len() > crate::store::order::MAX_ROWS {
             return Err(format!("{what}: more than u32::MAX rows"));
         }
         Ok(())

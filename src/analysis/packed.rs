@@ -607,12 +607,12 @@ pub fn search(col: &dyn Read, lo: usize, hi: usize, v: i64, right: bool) -> usiz
 }
 
 /// Events of stream s (the sorted range [starts[s], ends[s])) per bin of `edges`:
-/// `crate::density::binned_counts` over a packed column: the window [edges[0],
+/// `crate::analysis::density::binned_counts` over a packed column: the window [edges[0],
 /// edges[last]) of each stream by two searches, then a search per edge (block bisection
 /// and at most STEP codes) when the window is long, else one decode of the window.
 pub fn binned_counts(col: &dyn Read, starts: &[i64], ends: &[i64], edges: &[i64]) -> Result<Vec<i64>, String> {
-    let bins = crate::density::check_bins(col.len(), starts, ends, edges)?;
-    Ok(crate::density::per_stream(starts.len(), bins, |s, row| {
+    let bins = crate::analysis::density::check_bins(col.len(), starts, ends, edges)?;
+    Ok(crate::analysis::density::per_stream(starts.len(), bins, |s, row| {
         let (a, b) = (starts[s] as usize, ends[s] as usize);
         let lo = search(col, a, b, edges[0], false);
         let hi = search(col, lo, b, edges[bins], false);

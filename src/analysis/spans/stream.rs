@@ -350,7 +350,7 @@ impl<C: Cols> Stream<C> {
     /// A stream; `begins_hint`, the number of begins expected, sizes the output columns
     /// once (they grow when more come).
     pub fn new(keyed: bool, begins_hint: usize) -> Self {
-        let hint = begins_hint.min(super::super::order::MAX_ROWS);
+        let hint = begins_hint.min(crate::store::order::MAX_ROWS);
         let out = Spans {
             // Zeroed allocations come from the kernel as untouched pages: the pass writes
             // every row once (`begin` and `close`), nothing is written twice.
@@ -469,7 +469,7 @@ fn queue<C: Cols, const K: bool>(
     let side = &mut sides[is_end as usize];
     let ts = batch.ts();
     let n = ts.len();
-    if side.rows + n > super::super::order::MAX_ROWS {
+    if side.rows + n > crate::store::order::MAX_ROWS {
         return Err(format!("{what}: more than u32::MAX rows"));
     }
     if ts[0] < side.last_ts || ts.windows(2).any(|w| w[0] > w[1]) {
@@ -478,7 +478,7 @@ fn queue<C: Cols, const K: bool>(
     side.last_ts = ts[n - 1];
     side.rows += n;
     if !is_end && st.out.end_row.len() < side.rows {
-        let len = side.rows.max(st.out.end_row.len() * 2).min(super::super::order::MAX_ROWS);
+        let len = side.rows.max(st.out.end_row.len() * 2).min(crate::store::order::MAX_ROWS);
         let o = &mut st.out;
         o.end_row.resize(len, 0);
         o.end_ts.resize(len, 0);
