@@ -1,4 +1,4 @@
-"""The read path's per-query costs taken out (issue 32, item 3), each against a real `tracehouse
+"""The read path's per-query costs taken out, each against a real `tracehouse
 serve`: what a query process reuses between queries must never hide an acknowledged write, and an
 answer handed over in a memory file must arrive whole.
 
