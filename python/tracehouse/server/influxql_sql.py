@@ -60,6 +60,7 @@ class QueryError(Exception):
 
 MIN_TIME = -(2**63) + 2  # InfluxDB's influxql.MinTime
 MAX_BUCKETS = 1_000_000  # windows of one query (InfluxDB: max-select-buckets, unlimited by default)
+TOP_N_ROWS = 1_000  # LIMIT + OFFSET per series up to this: arg_max/arg_min keep them (`Translator._paged`)
 SELECTORS = ("min", "max", "first", "last", "percentile")
 MULTI_ROW = ("top", "bottom", "distinct")
 FUNCTIONS = {"mean": 1, "median": 1, "mode": 1, "count": 1, "sum": 1, "spread": 1, "stddev": 1, "min": 1, "max": 1,
@@ -532,6 +533,23 @@ class Translator:
         st = self.st
         if not st.limit and not st.offset:
             return f"{inner}\nORDER BY {self._order(ties)}"
+        if not self.group_tags:  # one series: DuckDB's top-N (a LIMIT over the ordered rows)
+            return (f"{inner}\nORDER BY {self._order(ties)}" + (f"\nLIMIT {st.limit}" if st.limit else "")
+                    + f"\nOFFSET {st.offset}")
+        if st.limit and st.offset + st.limit <= TOP_N_ROWS:
+            # The first rows of each series by a hash aggregate: arg_max/arg_min of the whole row
+            # keeping the top offset + limit of each group (a list in order), where a window
+            # sorted every row of every series. TSBS lastpoint (`SELECT * ... GROUP BY
+            # "hostname" ORDER BY time DESC LIMIT 1`) over 300,000 rows of 100 hosts, in-process
+            # at load 15-18: 366-518 ms with the window, 187-225 ms by arg_max with a list, and
+            # (the SQL alone) 1,379 ms window, 431 ms list, 306 ms without the list.
+            pick = "arg_max" if st.descending else "arg_min"
+            key = "(" + ", ".join(["time"] + list(ties)) + ")" if ties else "time"
+            n = st.offset + st.limit
+            # (LIMIT 1: the row itself, not a list of one, a third faster)
+            kept = f"{pick}(_row, {key})" if n == 1 else f"{pick}(_row, {key}, {n})[{st.offset + 1}:]"
+            rows = f"SELECT unnest({kept}, recursive := true) FROM ({inner}) _row GROUP BY {', '.join(self._tcols())}"
+            return f"SELECT * FROM ({rows})\nORDER BY {self._order(ties)}"
         part = ", ".join(self._tcols()) or "NULL"
         d = " DESC" if st.descending else ""
         rn = f"row_number() OVER (PARTITION BY {part} ORDER BY {', '.join([f'time{d}'] + [f'{t}{d}' for t in ties])})"

@@ -325,12 +325,11 @@ class QueryRunner:
         try:
             if r.stopped is None:
                 p.conn.send_bytes(json.dumps({"sql": sql, "format": fmt}).encode())
-                head = json.loads(p.conn.recv_bytes())
-                body = p.conn.recv_bytes()
+                head, body = queryproc.recv_answer(p.conn)
                 alive = True
             else:
                 raise EOFError
-        except (EOFError, OSError, ValueError):
+        except (EOFError, OSError, ValueError, RuntimeError):  # (RuntimeError: a descriptor cut short, reduction.recvfds)
             raise self._stopped(r) from None
         finally:
             with self.cond:

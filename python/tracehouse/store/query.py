@@ -320,6 +320,7 @@ class QueryEngine:
         self.con = duckdb.connect(":memory:")
         self.lock = threading.RLock()
         self._catalog_version = -1
+        self._live_traces: list = []  # the catalog's live traces at `_catalog_version`
         self._th_version = -1
         self._trace_sigs: dict[str, Any] = {}  # trace name -> signature of its views
         # trace name -> what its views are made of apart from the tail's rows (`_refresh_trace`)
@@ -564,7 +565,7 @@ class QueryEngine:
             self._refresh_th()
         if version != self._catalog_version:
             self._catalog_version = version
-            live_traces = self.store.catalog.traces()
+            live_traces = self._live_traces = self.store.catalog.traces()
             live = {t.name for t in live_traces}
             live_ids = {t.id for t in live_traces}
             for key in [k for k in self._tail_cache if k[0] not in live_ids]:
@@ -575,7 +576,7 @@ class QueryEngine:
                     self.con.execute(f"DROP TABLE IF EXISTS {TAG_TABLES}.{qident(gone)}")
                 del self._trace_sigs[gone]
                 self._trace_shapes.pop(gone, None)
-        for info in self.store.catalog.traces():
+        for info in self._live_traces:  # (read again above whenever the catalog changed)
             if info.name.lower() in RESERVED_TRACE_NAMES:
                 continue  # (made before names were checked: its views would shadow SQL's own)
             if lowered is None or info.name.lower() in lowered:
