@@ -12,7 +12,7 @@
 #                (the release core when `make setup` built it, else one built quickly, unoptimised:
 #                Cargo.toml's demo profile)
 #   make bench   tracehouse bench ingest --events 10000000
-#   make lint    ruff (unused names, complexity), cargo fmt --check, cargo clippy -D warnings
+#   make lint    ruff check (pyproject's rule set) and ruff format --check, cargo fmt --check, cargo clippy -D warnings
 #   make docs    the documentation site (mkdocs-material, docs/ -> site/), offline and --strict:
 #                a broken link, a missing page or a stale generated page fails it
 #
@@ -151,13 +151,15 @@ demo: demo-core
 bench: setup
 	$(BIN)/tracehouse bench ingest --events 10000000
 
-lint:
+lint: setup
 	$(BIN)/ruff check python tests dev bench-suite
+	$(BIN)/ruff format --check python tests dev bench-suite
 	cargo fmt --check
 	cargo clippy --all-targets --no-default-features -- -D warnings
 	cargo clippy --all-targets -- -D warnings
 
 fmt:
+	$(BIN)/ruff format python tests dev bench-suite
 	cargo fmt
 
 clean:

@@ -38,7 +38,9 @@ def main() -> None:
         for i in range(args.n):
             ing.write_arrow_many("qos", "qos", [bodies[i % len(bodies)]])
         wall, cpu = time.perf_counter() - t0, time.thread_time() - c0
-        print(f"{args.n} bodies: {wall / args.n * 1e6:.0f} us wall, {cpu / args.n * 1e6:.0f} us dispatcher CPU per body")
+        print(
+            f"{args.n} bodies: {wall / args.n * 1e6:.0f} us wall, {cpu / args.n * 1e6:.0f} us dispatcher CPU per body"
+        )
     finally:
         store.close()
         if not args.store:

@@ -120,13 +120,21 @@ def cli_reference() -> str:
     from tracehouse.cli import command
 
     p = command.build_parser()
-    out = [MARK, "", "# CLI reference", "",
-           "Every command of `tracehouse`, with its arguments, defaults and help, as the command itself "
-           "defines them (`tracehouse COMMAND --help` prints the same). Every command takes `--json` for "
-           "scripts. The store is `--store DIR`, else `$TRACEHOUSE_HOME`, else `./tracehouse-data`.", "",
-           "Exit codes: 0 ok, 1 failure, 2 bad input or unknown names, 3 store locked by another writer, "
-           "4 disk full; a command run by `capture` exits with that command's code.", "",
-           "| argument | default | what |", "|---|---|---|"]
+    out = [
+        MARK,
+        "",
+        "# CLI reference",
+        "",
+        "Every command of `tracehouse`, with its arguments, defaults and help, as the command itself "
+        "defines them (`tracehouse COMMAND --help` prints the same). Every command takes `--json` for "
+        "scripts. The store is `--store DIR`, else `$TRACEHOUSE_HOME`, else `./tracehouse-data`.",
+        "",
+        "Exit codes: 0 ok, 1 failure, 2 bad input or unknown names, 3 store locked by another writer, "
+        "4 disk full; a command run by `capture` exits with that command's code.",
+        "",
+        "| argument | default | what |",
+        "|---|---|---|",
+    ]
     for a in p._actions:
         if isinstance(a, (argparse._HelpAction, argparse._SubParsersAction)):
             continue
@@ -148,9 +156,12 @@ def targets() -> dict[Path, str]:
 
     readme = ROOT / "README.md"
     analyses = DOCS / "analyses.md"
-    return {CLI_PAGE: cli_reference(), analyses: registry.with_reference(analyses.read_text()),
-            BENCH / "index.md": pages.index_page(BENCH),
-            readme: pages.with_readme_table(readme.read_text(), BENCH)}
+    return {
+        CLI_PAGE: cli_reference(),
+        analyses: registry.with_reference(analyses.read_text()),
+        BENCH / "index.md": pages.index_page(BENCH),
+        readme: pages.with_readme_table(readme.read_text(), BENCH),
+    }
 
 
 def report_targets() -> dict[Path, str]:
@@ -182,8 +193,11 @@ def main() -> int:
     if args.check:
         bad = stale(args.reports)
         for p in bad:
-            print(f"stale: {p.relative_to(ROOT)} (run: .venv/bin/python dev/docs_gen.py"
-                  f"{' --reports' if args.reports else ''})", file=sys.stderr)
+            print(
+                f"stale: {p.relative_to(ROOT)} (run: .venv/bin/python dev/docs_gen.py"
+                f"{' --reports' if args.reports else ''})",
+                file=sys.stderr,
+            )
         return 1 if bad else 0
     for path, text in targets().items():
         if not path.exists() or path.read_text() != text:

@@ -107,8 +107,9 @@ def blocks(page: str, text: str) -> list[Block]:
         code = "\n".join(ln[indent:] if ln[:indent].strip() == "" else ln for ln in lines[start:j])
         skip = _marked(lines, i)
         if skip and not _noted(lines, i):
-            raise DocsError(f"{page}:{i + 1}: a block marked {SKIP} needs an admonition titled "
-                            f'"{NOTE_TITLE}" above it saying why')
+            raise DocsError(
+                f'{page}:{i + 1}: a block marked {SKIP} needs an admonition titled "{NOTE_TITLE}" above it saying why'
+            )
         out.append(Block(page, start + 1, RUN_LANGS.get(lang, ""), code, skip))
         i = j + 1
     return out
@@ -130,8 +131,9 @@ def _marked(lines: list[str], fence: int) -> bool:
 
 def _noted(lines: list[str], fence: int) -> bool:
     """An admonition titled NOTE_TITLE within the 15 lines above the marker."""
-    return any(re.match(r'^\s*(!!!|\?\?\?)\+? *\w+ +"' + re.escape(NOTE_TITLE), ln)
-               for ln in lines[max(0, fence - 16):fence])
+    return any(
+        re.match(r'^\s*(!!!|\?\?\?)\+? *\w+ +"' + re.escape(NOTE_TITLE), ln) for ln in lines[max(0, fence - 16) : fence]
+    )
 
 
 def page_text(page: str) -> str:
@@ -150,8 +152,10 @@ def page_text(page: str) -> str:
 def script(page: str) -> tuple[str, list[tuple[int, int]], list[Block]]:
     """The bash script of a page's runnable blocks and a map from its lines to the page's."""
     bs = blocks(page, page_text(page))
-    lines = ["set -eEo pipefail",
-             "trap 'echo \"docs-run: the command at script line $LINENO failed (exit $?)\" >&2' ERR"]
+    lines = [
+        "set -eEo pipefail",
+        "trap 'echo \"docs-run: the command at script line $LINENO failed (exit $?)\" >&2' ERR",
+    ]
     where: list[tuple[int, int]] = [(0, 0), (0, 0)]
     for b in bs:
         if not b.lang or b.skip:
@@ -217,8 +221,15 @@ def run_page(page: str, *, timeout: float = PAGE_TIMEOUT_S, keep: bool = False, 
         t0 = time.monotonic()
         # Output to a file, not a pipe: a server the page left running would hold a pipe open.
         with open(work / "docs-run.out", "w+") as log:
-            proc = subprocess.Popen(cmd, cwd=work, env=env, stdout=log, stderr=subprocess.STDOUT,
-                                    stdin=subprocess.DEVNULL, start_new_session=True)
+            proc = subprocess.Popen(
+                cmd,
+                cwd=work,
+                env=env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
             try:
                 rc = proc.wait(timeout=timeout)
                 late = ""

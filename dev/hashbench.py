@@ -54,8 +54,19 @@ def strace_text(lines: int) -> bytes:
 
 def chrome_json(events: int) -> bytes:
     """Complete events over 64 threads with three args each."""
-    evs = [{"pid": 1 + n % 4, "tid": 100 + n % 64, "ts": n, "dur": 1, "ph": "X", "cat": "c", "name": f"f{n % 500}",
-            "args": {"a": n, "b": n % 7, "name": f"s{n % 13}"}} for n in range(events)]
+    evs = [
+        {
+            "pid": 1 + n % 4,
+            "tid": 100 + n % 64,
+            "ts": n,
+            "dur": 1,
+            "ph": "X",
+            "cat": "c",
+            "name": f"f{n % 500}",
+            "args": {"a": n, "b": n % 7, "name": f"s{n % 13}"},
+        }
+        for n in range(events)
+    ]
     return json.dumps({"traceEvents": evs}).encode()
 
 
@@ -124,8 +135,10 @@ def against(ours, earlier, repeat: int) -> int:
     """Ours and the earlier build, alternately on the same inputs: per-run ratios, median."""
     global _core
     work = workloads()
-    print(f"load average {os.getloadavg()[0]:.1f}; {repeat} alternating runs each (ours, then the earlier build), "
-          "CPU seconds of this process")
+    print(
+        f"load average {os.getloadavg()[0]:.1f}; {repeat} alternating runs each (ours, then the earlier build), "
+        "CPU seconds of this process"
+    )
     for name, fn in work.items():
         ratios, a, b = [], [], []
         for _ in range(repeat):
@@ -135,8 +148,10 @@ def against(ours, earlier, repeat: int) -> int:
                 fn()
                 acc.append(time.process_time() - t0)
             ratios.append(a[-1] / b[-1])
-        print(f"  {name:<36} ours {statistics.median(a) * 1000:8.1f} ms   earlier {statistics.median(b) * 1000:8.1f} ms"
-              f"   ours/earlier median {statistics.median(ratios):.3f} (runs: {', '.join(f'{r:.2f}' for r in ratios)})")
+        print(
+            f"  {name:<36} ours {statistics.median(a) * 1000:8.1f} ms   earlier {statistics.median(b) * 1000:8.1f} ms"
+            f"   ours/earlier median {statistics.median(ratios):.3f} (runs: {', '.join(f'{r:.2f}' for r in ratios)})"
+        )
     print(f"load average at the end {os.getloadavg()[0]:.1f}")
     return 0
 
@@ -145,8 +160,11 @@ def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--repeat", type=int, default=7)
     ap.add_argument("--core", help="an extension file to measure instead of tracehouse._core (an earlier build)")
-    ap.add_argument("--against", help="an earlier build's extension file: each run of ours is followed by one of "
-                                      "it, and the ratio ours/earlier is printed (the fairest peer on a busy machine)")
+    ap.add_argument(
+        "--against",
+        help="an earlier build's extension file: each run of ours is followed by one of "
+        "it, and the ratio ours/earlier is printed (the fairest peer on a busy machine)",
+    )
     args = ap.parse_args()
     global _core
     from tracehouse import _core as core

@@ -28,10 +28,14 @@ def main(argv: list[str]) -> int:
         for f in t.schema:
             base = f.name.split("#")[0]
             cols[base] = cols.get(base, 0) + t.column(f.name).nbytes
-        out["indexes"][r["name"]] = {"bytes": path.stat().st_size, "format": r["params"].get("format", 1),
-                                     "rows": json.loads(t.schema.metadata[b"index"])["rows"]
-                                     if b"index" in (t.schema.metadata or {}) else t.num_rows,
-                                     "columns": cols}
+        out["indexes"][r["name"]] = {
+            "bytes": path.stat().st_size,
+            "format": r["params"].get("format", 1),
+            "rows": json.loads(t.schema.metadata[b"index"])["rows"]
+            if b"index" in (t.schema.metadata or {})
+            else t.num_rows,
+            "columns": cols,
+        }
     total = sum(x["bytes"] for x in out["indexes"].values())
     out["index_bytes"] = total
     if "--json" in argv:
@@ -40,8 +44,10 @@ def main(argv: list[str]) -> int:
     ev = max(1, info.event_count)
     print(f"trace {trace}: {info.event_count:,} events, {info.bytes:,} bytes ({info.bytes / ev:.2f} B/event)")
     for name, x in out["indexes"].items():
-        print(f"  {name:<8} format {x['format']} rows {x['rows']:>11,}  {x['bytes']:>13,} B  {x['bytes'] / ev:6.2f} B/event"
-              f"  {x['bytes'] / max(1, info.bytes):5.2f} x trace")
+        print(
+            f"  {name:<8} format {x['format']} rows {x['rows']:>11,}  {x['bytes']:>13,} B  {x['bytes'] / ev:6.2f} B/event"
+            f"  {x['bytes'] / max(1, info.bytes):5.2f} x trace"
+        )
         for c, b in sorted(x["columns"].items(), key=lambda kv: -kv[1]):
             print(f"      {c:<22} {b:>13,} B  {b / max(1, x['rows']):6.2f} B/row")
     print(f"  all indexes {total:,} B = {total / ev:.2f} B/event = {total / max(1, info.bytes):.2f} x the trace")

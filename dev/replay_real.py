@@ -59,13 +59,23 @@ def main() -> None:
             sm = r["summary"]
             want, got = tree(wd), tree(root / "data")
             tree_diff = sorted(k for k in set(want) | set(got) if want.get(k) != got.get(k))
-            row = {"program": LABELS.get(name, name), "tree_differs": len(tree_diff), "tree_diff": tree_diff[:5],
-                   "exit": cap["exit_status"], "syscalls": cap["summary"]["syscalls"], "replayed": sm["ops"],
-                   "errors": sm["errors"], "differ": sm["divergent"], "complete": sm["complete"],
-                   "skipped": sm["skipped"]}
+            row = {
+                "program": LABELS.get(name, name),
+                "tree_differs": len(tree_diff),
+                "tree_diff": tree_diff[:5],
+                "exit": cap["exit_status"],
+                "syscalls": cap["summary"]["syscalls"],
+                "replayed": sm["ops"],
+                "errors": sm["errors"],
+                "differ": sm["divergent"],
+                "complete": sm["complete"],
+                "skipped": sm["skipped"],
+            }
             if args.detail:
-                q = (f'SELECT name, kind, errno, source_errno, count(*) AS n FROM "{r["trace"]}".op '
-                     f'WHERE (errno IS NULL) <> (source_errno IS NULL) GROUP BY ALL ORDER BY n DESC LIMIT 12')
+                q = (
+                    f'SELECT name, kind, errno, source_errno, count(*) AS n FROM "{r["trace"]}".op '
+                    f"WHERE (errno IS NULL) <> (source_errno IS NULL) GROUP BY ALL ORDER BY n DESC LIMIT 12"
+                )
                 row["detail"] = run(th, ["query", q])
             rows.append(row)
     finally:

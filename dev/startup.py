@@ -42,8 +42,12 @@ def main() -> int:
     p.add_argument("--store")
     p.add_argument("--trace", help="trace of the count query (default: the store's first)")
     p.add_argument("--no-bytecode-cache", action="store_true")
-    p.add_argument("--before", metavar="EXE", help="another installation's tracehouse (e.g. main's): its ls and count "
-                                                     "query run interleaved too, for a before/after in one run")
+    p.add_argument(
+        "--before",
+        metavar="EXE",
+        help="another installation's tracehouse (e.g. main's): its ls and count "
+        "query run interleaved too, for a before/after in one run",
+    )
     args = p.parse_args()
     made: list[str] = []  # temporary directories of this run, removed at the end
     try:
@@ -67,8 +71,9 @@ def _measure(args, made: list[str]) -> int:
     subprocess.run([str(exe), "--store", store, "init"], check=True, stdout=subprocess.DEVNULL, env=env)
     trace = args.trace
     if trace is None:
-        listed = subprocess.run([str(exe), "--store", store, "ls", "--json"], check=True, capture_output=True,
-                                text=True, env=env)
+        listed = subprocess.run(
+            [str(exe), "--store", store, "ls", "--json"], check=True, capture_output=True, text=True, env=env
+        )
         trace = next((t["name"] for t in json.loads(listed.stdout)), None)
     cmds = {
         "python -c pass (peer)": [sys.executable, "-c", "pass"],
@@ -95,12 +100,16 @@ def _measure(args, made: list[str]) -> int:
             cpu[name].append(_child_cpu() - c0)
     peer = statistics.median(wall["python -c pass (peer)"])
     cache = "without a bytecode cache" if args.no_bytecode_cache else "bytecode cached"
-    print(f"load average {load0:.1f} -> {os.getloadavg()[0]:.1f}, {args.runs} runs each, interleaved, {cache}"
-          + (f"; count over {trace!r}" if trace is not None else ""))
+    print(
+        f"load average {load0:.1f} -> {os.getloadavg()[0]:.1f}, {args.runs} runs each, interleaved, {cache}"
+        + (f"; count over {trace!r}" if trace is not None else "")
+    )
     for name, ts in wall.items():
         med = statistics.median(ts)
-        print(f"  {name:<35} wall median {med:.3f} s  min {min(ts):.3f} s  ({med / peer:.1f}x the peer)"
-              f"   CPU median {statistics.median(cpu[name]):.3f} s  min {min(cpu[name]):.3f} s")
+        print(
+            f"  {name:<35} wall median {med:.3f} s  min {min(ts):.3f} s  ({med / peer:.1f}x the peer)"
+            f"   CPU median {statistics.median(cpu[name]):.3f} s  min {min(cpu[name]):.3f} s"
+        )
     return 0
 
 

@@ -19,13 +19,19 @@ from tracehouse_bench import bench_all, report
 
 
 def main(out: Path) -> None:
-    bench_all.MEDIUM["tod_store"] = {"sizes": (10**4, 10**5), "cap_s": 60.0, "budget_s": 40.0, "max_runs": 12,
-                                 "skip": ("sqlite row", "duckdb row", "postgres row", "mariadb row")}
+    bench_all.MEDIUM["tod_store"] = {
+        "sizes": (10**4, 10**5),
+        "cap_s": 60.0,
+        "budget_s": 40.0,
+        "max_runs": 12,
+        "skip": ("sqlite row", "duckdb row", "postgres row", "mariadb row"),
+    }
     bench_all.MEDIUM_SCOPE = (
         "Only the TOD-store experiment (seed 001), run alone to compare the SQL peers' fast paths with the seed's "
         "primary keys and without them (`nokey`, like for like: tracehouse enforces no key): 10^4 and 10^5 events "
         "(the sizes a busy 2-core machine shared with other agents' builds and tests runs in minutes), the "
-        "row-at-a-time paths left out, up to 12 runs and 40 s per cell.")
+        "row-at-a-time paths left out, up to 12 runs and 40 s per cell."
+    )
     r = bench_all.run(quick=False, medium=True, out=out, only=("tod_store",), log=print)
     r["command"] = f"python dev/tod_keys.py {out}"
     (out / "results.json").write_text(json.dumps(r, indent=1, default=str))

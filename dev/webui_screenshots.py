@@ -34,9 +34,24 @@ def _serve_demo(store: Path, events: int) -> tuple[subprocess.Popen, str]:
     ready = store.parent / "ready.json"
     env = dict(os.environ, TRACEHOUSE_HOME=str(store))
     env.pop("TRACEHOUSE_TOKEN", None)
-    proc = subprocess.Popen([sys.executable, "-m", "tracehouse.cli", "demo", "--events", str(events), "--port", "0",
-                             "--ready-file", str(ready)], env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tracehouse.cli",
+            "demo",
+            "--events",
+            str(events),
+            "--port",
+            "0",
+            "--ready-file",
+            str(ready),
+        ],
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
     end = time.monotonic() + 600
     while not ready.exists():
         if proc.poll() is not None or time.monotonic() > end:
@@ -51,7 +66,9 @@ def _shoot(pg, out: Path, name: str) -> None:
     pg.wait_for_timeout(300)  # the last redraw after the answers arrived
     raw = out / f"{name}.raw.png"
     pg.screenshot(path=str(raw), timeout=WAIT_MS)
-    Image.open(raw).convert("RGB").quantize(256, method=Image.Quantize.MEDIANCUT).save(out / f"{name}.png", optimize=True)
+    Image.open(raw).convert("RGB").quantize(256, method=Image.Quantize.MEDIANCUT).save(
+        out / f"{name}.png", optimize=True
+    )
     raw.unlink()
     print(f"{out / (name + '.png')}: {(out / (name + '.png')).stat().st_size:,} bytes", file=sys.stderr)
 
@@ -95,8 +112,11 @@ def shoot_pages(base: str, out: Path) -> None:
 
             pg.goto(base + "/#/sql")
             pg.wait_for_selector("select[aria-label='example queries'] optgroup", state="attached")
-            pg.fill("textarea.sql", "SELECT type, count(*) AS events, round(avg(dur) / 1e3, 1) AS mean_us\n"
-                                    'FROM "demo-strace".events GROUP BY type ORDER BY events DESC')
+            pg.fill(
+                "textarea.sql",
+                "SELECT type, count(*) AS events, round(avg(dur) / 1e3, 1) AS mean_us\n"
+                'FROM "demo-strace".events GROUP BY type ORDER BY events DESC',
+            )
             pg.get_by_role("button", name="Run").click()
             pg.wait_for_selector("table[aria-label='query result'] tbody tr")
             _shoot(pg, out, "sql")

@@ -31,5 +31,8 @@ def store(store_path):
 
 
 def pytest_addoption(parser):
-    parser.addoption("--update-golden", action="store_true",
-                     help="rewrite tests/formats/*/*/expected.csv from what the queries answer (then check them by hand)")
+    parser.addoption(
+        "--update-golden",
+        action="store_true",
+        help="rewrite tests/formats/*/*/expected.csv from what the queries answer (then check them by hand)",
+    )

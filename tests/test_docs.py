@@ -37,8 +37,9 @@ def _written_pages() -> list[Path]:
 
 
 def _runnable() -> list[str]:
-    return [p for p in docs_run.all_pages()
-            if any(b.lang and not b.skip for b in docs_run.blocks(p, docs_run.page_text(p)))]
+    return [
+        p for p in docs_run.all_pages() if any(b.lang and not b.skip for b in docs_run.blocks(p, docs_run.page_text(p)))
+    ]
 
 
 # -- every block runs ------------------------------------------------------------------------------
@@ -250,7 +251,8 @@ CHRONOLOGY = [  # the story of the work, in code and prose alike
 ]
 PROSE_ONLY = [  # in code these words have their plain sense (a second pass over the data, a retry attempt)
     r"\b(?:first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth) (?:pass|attempt|helper)s?\b",
-    r"\battempts?\b", r"\bstop \d\b",
+    r"\battempts?\b",
+    r"\bstop \d\b",
 ]
 
 
@@ -272,8 +274,13 @@ def test_code_comments_tell_no_history():
     does and why; the story of attempts is in git (an issue number may tag a test's name, as in
     `test_issue11_...`, not its prose)."""
     bad = []
-    for root, exts in ((ROOT / "python" / "tracehouse", (".py",)), (ROOT / "src", (".rs",)), (ROOT / "dev", (".py",)),
-                       (ROOT / "examples", (".c", ".rs")), (ROOT / "tests", (".py",))):
+    for root, exts in (
+        (ROOT / "python" / "tracehouse", (".py",)),
+        (ROOT / "src", (".rs",)),
+        (ROOT / "dev", (".py",)),
+        (ROOT / "examples", (".c", ".rs")),
+        (ROOT / "tests", (".py",)),
+    ):
         for f in root.rglob("*"):
             if f.suffix in exts:
                 bad += [f"{f.relative_to(ROOT)}: {hit}" for hit in _chronology(f.read_text())]

@@ -12,17 +12,20 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def test_imports_flow_one_way_and_nothing_imports_the_cli():
-    r = subprocess.run([sys.executable, str(ROOT / "dev" / "importgraph.py"), "--check"], capture_output=True,
-                       text=True)
+    r = subprocess.run(
+        [sys.executable, str(ROOT / "dev" / "importgraph.py"), "--check"], capture_output=True, text=True
+    )
     assert r.returncode == 0, "layering violations:\n" + r.stdout + r.stderr
 
 
 def test_help_loads_no_heavy_module():
     """`tracehouse --help` imports neither pyarrow nor DuckDB nor the command modules (start-up time)."""
-    code = ("import sys\nfrom tracehouse.cli import command\n"
-            "try:\n    command.main(['--help'])\nexcept SystemExit:\n    pass\n"
-            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyarrow', 'duckdb', 'numpy', 'rich')"
-            " or m.startswith('tracehouse.cli.') and m != 'tracehouse.cli.command'))")
+    code = (
+        "import sys\nfrom tracehouse.cli import command\n"
+        "try:\n    command.main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyarrow', 'duckdb', 'numpy', 'rich')"
+        " or m.startswith('tracehouse.cli.') and m != 'tracehouse.cli.command'))"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert r.stdout.strip().splitlines()[-1] == "[]"
 
@@ -32,11 +35,13 @@ _HEAVY = ("pyarrow", "numpy", "duckdb", "pandas", "sqlglot")
 
 def _loaded_heavy(argv: list[str], setup: str = "") -> tuple[list[str], str]:
     """(the heavy modules loaded, stdout) when the CLI runs `argv` in a fresh interpreter."""
-    code = ("import contextlib, io, sys\nfrom tracehouse.cli import command\nbuf = io.StringIO()\n"
-            f"with contextlib.redirect_stdout(buf):\n    rc = command.main({argv!r})\n"
-            "assert rc == 0, rc\n"
-            f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({_HEAVY!r})))\n"
-            "print(buf.getvalue(), end='')\n")
+    code = (
+        "import contextlib, io, sys\nfrom tracehouse.cli import command\nbuf = io.StringIO()\n"
+        f"with contextlib.redirect_stdout(buf):\n    rc = command.main({argv!r})\n"
+        "assert rc == 0, rc\n"
+        f"print(sorted({{m.split('.')[0] for m in sys.modules}} & set({_HEAVY!r})))\n"
+        "print(buf.getvalue(), end='')\n"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     first, _, rest = r.stdout.partition("\n")
@@ -70,7 +75,6 @@ def test_listing_traces_loads_no_heavy_module(tmp_path):
         assert '"t"' in out or " t " in out, (argv, out)
 
 
-
 def test_whole_count_query_loads_no_heavy_module(tmp_path):
     """`tracehouse query 'SELECT count(*) FROM "<trace>".events' --format csv` is answered from the
     catalog's counts without DuckDB (<= 0.35 s for the whole command); with an unflushed
@@ -81,8 +85,9 @@ def test_whole_count_query_loads_no_heavy_module(tmp_path):
     heavy, out = _loaded_heavy(["--store", str(tmp_path), "query", sql, "--format", "csv"])
     assert "duckdb" not in heavy and "pandas" not in heavy and "sqlglot" not in heavy, heavy
     assert out.splitlines() == ["count_star()", "107"]
-    _, duck = _loaded_heavy(["--store", str(tmp_path), "query", 'SELECT count(ts) AS "count_star()" FROM "t".events',
-                             "--format", "csv"])
+    _, duck = _loaded_heavy(
+        ["--store", str(tmp_path), "query", 'SELECT count(ts) AS "count_star()" FROM "t".events', "--format", "csv"]
+    )
     assert duck == out
     import tracehouse
 
@@ -97,15 +102,17 @@ def test_whole_count_query_loads_no_heavy_module(tmp_path):
 def test_lazy_module_imports_on_first_attribute():
     """`lazy.module(name)` binds a name without importing the module; the first attribute read
     imports it, later reads are the module's own attributes (the stand-in holds them)."""
-    code = ("import sys\nfrom tracehouse import lazy\n"
-            "m = lazy.module('colorsys')\n"
-            "assert 'colorsys' not in sys.modules\n"
-            "assert m.rgb_to_hsv(1.0, 0.0, 0.0) == (0.0, 1.0, 1.0)\n"
-            "import colorsys\n"
-            "assert 'colorsys' in sys.modules and m.rgb_to_hsv is colorsys.rgb_to_hsv\n"
-            "assert 'rgb_to_hsv' in vars(m)\n"
-            "assert lazy.module('colorsys') is colorsys\n"  # already imported: the module itself
-            "try:\n    m.no_such_name\nexcept AttributeError:\n    print('ok')\n")
+    code = (
+        "import sys\nfrom tracehouse import lazy\n"
+        "m = lazy.module('colorsys')\n"
+        "assert 'colorsys' not in sys.modules\n"
+        "assert m.rgb_to_hsv(1.0, 0.0, 0.0) == (0.0, 1.0, 1.0)\n"
+        "import colorsys\n"
+        "assert 'colorsys' in sys.modules and m.rgb_to_hsv is colorsys.rgb_to_hsv\n"
+        "assert 'rgb_to_hsv' in vars(m)\n"
+        "assert lazy.module('colorsys') is colorsys\n"  # already imported: the module itself
+        "try:\n    m.no_such_name\nexcept AttributeError:\n    print('ok')\n"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0 and r.stdout.strip() == "ok", r.stderr
 
@@ -119,14 +126,16 @@ def test_strace_import_loads_only_what_it_uses(tmp_path, json_flag):
     and piped, its one line is written without rich too (`output.say`; before, rich was loaded
     to print it)."""
     data = ROOT / "tests" / "data" / "strace" / "single.strace"
-    code = ("import contextlib, io, sys\nfrom tracehouse.cli import command\n"
-            "with contextlib.redirect_stdout(io.StringIO()) as printed:\n"
-            f"    rc = command.main(['--store', {str(tmp_path)!r}, 'import', 'strace', {str(data)!r}, '--name', 'x', "
-            f"*{json_flag!r}])\n"
-            "assert rc == 0, rc\n"
-            "print(printed.getvalue().strip().splitlines()[-1])\n"
-            "print(sorted({m.split('.')[0] for m in sys.modules} & {'duckdb', 'rich', 'pandas', 'sqlglot'}"
-            " | {m for m in sys.modules if m in ('pyarrow.compute', 'importlib.metadata')}))\n")
+    code = (
+        "import contextlib, io, sys\nfrom tracehouse.cli import command\n"
+        "with contextlib.redirect_stdout(io.StringIO()) as printed:\n"
+        f"    rc = command.main(['--store', {str(tmp_path)!r}, 'import', 'strace', {str(data)!r}, '--name', 'x', "
+        f"*{json_flag!r}])\n"
+        "assert rc == 0, rc\n"
+        "print(printed.getvalue().strip().splitlines()[-1])\n"
+        "print(sorted({m.split('.')[0] for m in sys.modules} & {'duckdb', 'rich', 'pandas', 'sqlglot'}"
+        " | {m for m in sys.modules if m in ('pyarrow.compute', 'importlib.metadata')}))\n"
+    )
     r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     *_, line, loaded = r.stdout.strip().splitlines()
@@ -147,8 +156,10 @@ def test_no_module_uses_another_rooms_private_names(tmp_path):
         sys.path.pop(0)
     known = importgraph.modules()
     bad = tmp_path / "bad.py"
-    bad.write_text("from ...analysis import _index\nfrom ...analysis.spans import _begin_name\n"
-                   "from ...analysis import spans\nfrom ... import _core\nx = spans._name_strings\n")
+    bad.write_text(
+        "from ...analysis import _index\nfrom ...analysis.spans import _begin_name\n"
+        "from ...analysis import spans\nfrom ... import _core\nx = spans._name_strings\n"
+    )
     ok = tmp_path / "ok.py"
     ok.write_text("from . import _private_helper\nfrom .spans import _begin_name\n")
     found = importgraph.private_uses(known | {"tracehouse.server.ui.bad": bad, "tracehouse.analysis.ok": ok})
@@ -166,10 +177,12 @@ def test_the_layering_check_catches_the_server_importing_a_bench_and_tracehouse_
         import importgraph
     finally:
         sys.path.pop(0)
-    bad = {"tracehouse.server.ui.demo": {"tracehouse.bench.concurrent_writes"},
-           "tracehouse.store.store": {"tracehouse_bench.report"},
-           "tracehouse_bench.cli": {"tracehouse.cli.output"},
-           "tracehouse.bench.concurrent_writes": {"tracehouse.workload.loadgen"}}
+    bad = {
+        "tracehouse.server.ui.demo": {"tracehouse.bench.concurrent_writes"},
+        "tracehouse.store.store": {"tracehouse_bench.report"},
+        "tracehouse_bench.cli": {"tracehouse.cli.output"},
+        "tracehouse.bench.concurrent_writes": {"tracehouse.workload.loadgen"},
+    }
     found = importgraph.violations(bad)
     assert any("server.ui.demo" in v and "arrow back up" in v for v in found), found
     assert any("tracehouse.store.store" in v and "tracehouse_bench.report" in v for v in found), found

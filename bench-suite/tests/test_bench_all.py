@@ -19,10 +19,12 @@ from tracehouse_bench import qos_reads
 def test_points_follow_equations_6_to_10():
     # Two systems, one query with two cases: the faster gets 10 per case (eq. 7), the slower
     # M = t/max*10 mirrored: max(M) + min(M) - M.
-    cells = [{"system": "a", "layout": "schema1", "case": "Q1.1", "clients": 1, "mean": 1.0},
-             {"system": "b", "layout": "schema2", "case": "Q1.1", "clients": 1, "mean": 2.0},
-             {"system": "a", "layout": "schema1", "case": "Q1.2", "clients": 1, "mean": 4.0},
-             {"system": "b", "layout": "schema2", "case": "Q1.2", "clients": 1, "mean": 4.0}]
+    cells = [
+        {"system": "a", "layout": "schema1", "case": "Q1.1", "clients": 1, "mean": 1.0},
+        {"system": "b", "layout": "schema2", "case": "Q1.1", "clients": 1, "mean": 2.0},
+        {"system": "a", "layout": "schema1", "case": "Q1.2", "clients": 1, "mean": 4.0},
+        {"system": "b", "layout": "schema2", "case": "Q1.2", "clients": 1, "mean": 4.0},
+    ]
     write = {"cells": [{"system": "postgres-copy", "rows_per_s": 50.0}, {"system": "mariadb", "rows_per_s": 100.0}]}
     p = qos_reads.points({"cells": cells}, write)
     assert p["a schema 1"]["queries"][1] == pytest.approx((10 + 10) / 2)
@@ -46,9 +48,25 @@ def test_bench_all_quick_produces_the_report_with_every_peer(private_dir):
     out = private_dir / "benchmarks" / "2099-01-01"  # kept beside a generated index, as under docs/
     out.parent.mkdir()
     (out.parent / "index.md").write_text(pages.INDEX_MARK + "\n")
-    r = subprocess.run([sys.executable, "-m", "tracehouse.cli", "bench", "all", "--quick", "--out", str(out),
-                        "--workdir", str(private_dir), "--json"], env=child_env(), capture_output=True, text=True,
-                       timeout=900)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tracehouse.cli",
+            "bench",
+            "all",
+            "--quick",
+            "--out",
+            str(out),
+            "--workdir",
+            str(private_dir),
+            "--json",
+        ],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
     assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-2000:]
     doc = json.loads((out / "results.json").read_text())
     assert not doc["errors"]
@@ -58,15 +76,36 @@ def test_bench_all_quick_produces_the_report_with_every_peer(private_dir):
     # every peer the set-up installs took part (none skipped)
     assert not ex["tod_store"]["skipped"] and not ex["write"]["skipped"] and not ex["reads"]["skipped"]
     assert not ex["soctrace"]["skipped"]
-    assert {c["system"] for c in ex["tod_store"]["cells"]} == {"raw", "tracehouse", "sqlite", "duckdb", "postgres",
-                                                               "mariadb"}
-    assert {c["system"] for c in ex["reads"]["cells"]} == {"tracehouse", "duckdb", "postgres", "mariadb", "sqlite",
-                                                           "questdb"}
+    assert {c["system"] for c in ex["tod_store"]["cells"]} == {
+        "raw",
+        "tracehouse",
+        "sqlite",
+        "duckdb",
+        "postgres",
+        "mariadb",
+    }
+    assert {c["system"] for c in ex["reads"]["cells"]} == {
+        "tracehouse",
+        "duckdb",
+        "postgres",
+        "mariadb",
+        "sqlite",
+        "questdb",
+    }
     assert all(c["runs"] >= 1 and c["mean"] > 0 for c in ex["reads"]["cells"])
     text = (out / "report.md").read_text()
-    for heading in ("## Summary: tracehouse / best peer", "## 1. TOD event store", "## 2a. QoS write matrix",
-                    "## 2b. QoS reads", "### Points", "## 3. SoC-Trace", "## 4a.", "## 4b.", "## 4c.",
-                    "Figures where the protocol's criterion was not met"):
+    for heading in (
+        "## Summary: tracehouse / best peer",
+        "## 1. TOD event store",
+        "## 2a. QoS write matrix",
+        "## 2b. QoS reads",
+        "### Points",
+        "## 3. SoC-Trace",
+        "## 4a.",
+        "## 4b.",
+        "## 4c.",
+        "Figures where the protocol's criterion was not met",
+    ):
         assert heading in text, heading
     assert "883,903" in text.replace("883.9K", "883,903") or "883.9K" in text  # seed 001's raw figure beside ours
     assert "raw append" in text and "seed schema 2" in text

@@ -33,8 +33,11 @@ def text(results, tmp_path_factory) -> str:
 
 def _summary(text: str) -> list[list[str]]:
     part = text.split("## Summary")[1].split("###")[0]
-    return [[c.strip() for c in line.strip("|").split("|")] for line in part.splitlines()
-            if line.startswith("| ") and not line.startswith("| experiment")]
+    return [
+        [c.strip() for c in line.strip("|").split("|")]
+        for line in part.splitlines()
+        if line.startswith("| ") and not line.startswith("| experiment")
+    ]
 
 
 def _missed(text: str) -> str:
@@ -48,8 +51,11 @@ def test_issue29_every_measured_write_cell_is_in_the_summary_and_why(results, te
     any_peer = {r[1]: r for r in rows if r[0] == "QoS write matrix (any peer)"}
     assert {f"{a} writers x {b:,} rows" for a, b in cells} == set(any_peer)
     # the three small-batch cells the summary left out, at their ratios
-    assert (any_peer["1 writers x 10 rows"][2], any_peer["16 writers x 10 rows"][2],
-            any_peer["128 writers x 10 rows"][2]) == ("0.067", "0.083", "0.56")
+    assert (
+        any_peer["1 writers x 10 rows"][2],
+        any_peer["16 writers x 10 rows"][2],
+        any_peer["128 writers x 10 rows"][2],
+    ) == ("0.067", "0.083", "0.56")
     durable = {r[1] for r in rows if r[0] == "QoS write matrix (durable acks)"}
     assert {"1 writers x 10 rows", "16 writers x 10 rows", "128 writers x 10 rows"} <= durable
     missed = _missed(text)
@@ -107,15 +113,44 @@ def test_issue29_tod_store_peers_with_and_without_keys(text, tmp_path):
     with pytest.raises(sqlite3.IntegrityError):
         db.executemany("INSERT INTO events VALUES (?, ?, ?, ?, ?, ?)", [(1, 1, 5, 0, 1, 0)] * 2)
     # a real (small) run measures both paths of each embedded peer, and the report pairs them
-    r = tod_store.run(sizes=(1000,), systems=("raw", "tracehouse", "sqlite", "duckdb"), workdir=tmp_path, cap_s=60,
-                      budget_s=2.0, max_runs=5, skip=("sqlite row", "duckdb row"))
+    r = tod_store.run(
+        sizes=(1000,),
+        systems=("raw", "tracehouse", "sqlite", "duckdb"),
+        workdir=tmp_path,
+        cap_s=60,
+        budget_s=2.0,
+        max_runs=5,
+        skip=("sqlite row", "duckdb row"),
+    )
     keys = {f"{c['system']} {c['mode']}" for c in r["cells"]}
     assert {"sqlite fast", "sqlite nokey", "duckdb fast", "duckdb nokey"} <= keys
-    doc = {"benchmark": "all", "quick": True, "size": "quick", "started": "t0", "finished": "t1",
-           "machine": {k: "?" for k in ("cpu", "cores", "memory", "platform", "python", "tracehouse", "duckdb",
-                                        "pyarrow", "sqlite", "java")},
-           "loadavg_before": [1.0], "loadavg_after": [1.0], "experiments": {"tod_store": r}, "errors": {},
-           "durations": {}}
+    doc = {
+        "benchmark": "all",
+        "quick": True,
+        "size": "quick",
+        "started": "t0",
+        "finished": "t1",
+        "machine": {
+            k: "?"
+            for k in (
+                "cpu",
+                "cores",
+                "memory",
+                "platform",
+                "python",
+                "tracehouse",
+                "duckdb",
+                "pyarrow",
+                "sqlite",
+                "java",
+            )
+        },
+        "loadavg_before": [1.0],
+        "loadavg_after": [1.0],
+        "experiments": {"tod_store": r},
+        "errors": {},
+        "durations": {},
+    }
     (tmp_path / "rep").mkdir()
     t = report.write(doc, tmp_path / "rep").read_text()
     keys_part = t.split("**Keys.**")[1].split("\n\n", 2)

@@ -46,26 +46,42 @@ EXTRA_BENCHES = ("tracehouse.bench.replay", "tracehouse.bench.engines", "traceho
 # not run at that size: Spark's JVM alone takes 20-40 s to start here, so `engines` stays out
 # of --quick (the Spark equivalence tests run in `make test` instead).
 EXTRA = {
-    "replay": {"quick": {"iops": 1000, "seconds": 0.5, "asap_ops": 50_000, "cycles": 3, "seeds": 2, "repeat": 1},
-               "medium": {"iops": 5000, "seconds": 2.0, "asap_ops": 500_000, "cycles": 50, "seeds": 3, "repeat": 1},
-               "full": {"iops": 10_000, "seconds": 5.0, "asap_ops": 2_000_000, "cycles": 100, "seeds": 3, "repeat": 2}},
-    "engines": {"medium": {"scale": 0.1, "tod_events": 1_000_000, "repeat": 2},
-                "full": {"scale": 1.0, "tod_events": 1_000_000, "repeat": 1}},
+    "replay": {
+        "quick": {"iops": 1000, "seconds": 0.5, "asap_ops": 50_000, "cycles": 3, "seeds": 2, "repeat": 1},
+        "medium": {"iops": 5000, "seconds": 2.0, "asap_ops": 500_000, "cycles": 50, "seeds": 3, "repeat": 1},
+        "full": {"iops": 10_000, "seconds": 5.0, "asap_ops": 2_000_000, "cycles": 100, "seeds": 3, "repeat": 2},
+    },
+    "engines": {
+        "medium": {"scale": 0.1, "tod_events": 1_000_000, "repeat": 2},
+        "full": {"scale": 1.0, "tod_events": 1_000_000, "repeat": 1},
+    },
     # TSBS cpu-only queries on tracehouse vs QuestDB (needs Go for TSBS and Java for QuestDB)
     # (not in --quick: tests/server/test_tsbs.py runs TSBS's programs in `make test`)
-    "tsbs": {"medium": {"hosts": 100, "hours": 24, "interval_s": 60, "queries": 20},
-             "full": {"hosts": 100, "hours": 24, "interval_s": 10, "queries": 50}},
+    "tsbs": {
+        "medium": {"hosts": 100, "hours": 24, "interval_s": 60, "queries": 20},
+        "full": {"hosts": 100, "hours": 24, "interval_s": 10, "queries": 50},
+    },
 }
 
 QUICK = {  # a smoke run of every experiment and every peer (CI, < 5 min here; QUICK_SCOPE says what is cut)
     # the row-at-a-time paths of DuckDB, PostgreSQL and MariaDB took 1-15 s for 10^3 events at load 15-37
     # (SQLite's row path stays: the row mode is smoke-tested once)
-    "tod_store": {"sizes": (10**3, 10**4), "cap_s": 2.0, "budget_s": 0.8, "max_runs": 5,
-                  "skip": ("duckdb row", "postgres row", "mariadb row")},
+    "tod_store": {
+        "sizes": (10**3, 10**4),
+        "cap_s": 2.0,
+        "budget_s": 0.8,
+        "max_runs": 5,
+        "skip": ("duckdb row", "postgres row", "mariadb row"),
+    },
     # (5:52 at load average 6-18 with every write system and 3 read cases x 1, 4 clients; these
     # settings: 3:32 at load 12-13)
-    "write": {"systems": ("tracehouse-http", "tracehouse-arrow", "postgres-copy", "sqlite"),
-              "writers": (16,), "batches": (1000,), "seconds": 0.2, "max_runs": 5},
+    "write": {
+        "systems": ("tracehouse-http", "tracehouse-arrow", "postgres-copy", "sqlite"),
+        "writers": (16,),
+        "batches": (1000,),
+        "seconds": 0.2,
+        "max_runs": 5,
+    },
     "reads": {"scale": 0.01, "clients": (4,), "cases": ("Q1.2", "Q5.4"), "budget_s": 0.4, "max_runs": 5},
     "soctrace": {"sizes_mb": (1,), "budget_s": 0.6, "max_runs": 5},
     "ingest": {"events": 100_000},
@@ -74,8 +90,13 @@ QUICK = {  # a smoke run of every experiment and every peer (CI, < 5 min here; Q
 }
 MEDIUM = {  # every experiment end to end at a tenth of the full sizes (a check that the full run works)
     "tod_store": {"sizes": (10**3, 10**4, 10**5, 10**6), "cap_s": 30.0, "budget_s": 20.0, "max_runs": 8},
-    "write": {"systems": QUICK["write"]["systems"], "writers": (1, 16, 128), "batches": (50, 1000, 10000),
-              "seconds": 0.5, "max_runs": 8},
+    "write": {
+        "systems": QUICK["write"]["systems"],
+        "writers": (1, 16, 128),
+        "batches": (50, 1000, 10000),
+        "seconds": 0.5,
+        "max_runs": 8,
+    },
     "reads": {"scale": 0.1, "clients": (1, 5, 20), "cases": None, "budget_s": 2.0, "max_runs": 8},
     "soctrace": {"sizes_mb": (1, 10), "budget_s": 20.0, "max_runs": 8},
     "ingest": {"events": 1_000_000},
@@ -94,15 +115,29 @@ FULL = {
     # seed's figures 5.1-5.3 (1 ... 128 writers, 1 ... 10,000 rows) at its two ends and its knee
     # ... and each acknowledgement contract paired like with like (concurrent_writes.PAIRINGS): tracehouse
     # --ack written beside QuestDB's default, QuestDB cairo.commit.mode=sync beside --ack durable
-    "write": {"systems": ("tracehouse-http", "tracehouse-tcp", "tracehouse-arrow", "tracehouse-http-written",
-                          "questdb", "questdb-tcp", "questdb-sync", "postgres-copy", "postgres-insert", "mariadb",
-                          "sqlite"),
-              "writers": (1, 16, 128), "batches": (10, 1000, 10000), "seconds": 0.5, "max_runs": 6},
+    "write": {
+        "systems": (
+            "tracehouse-http",
+            "tracehouse-tcp",
+            "tracehouse-arrow",
+            "tracehouse-http-written",
+            "questdb",
+            "questdb-tcp",
+            "questdb-sync",
+            "postgres-copy",
+            "postgres-insert",
+            "mariadb",
+            "sqlite",
+        ),
+        "writers": (1, 16, 128),
+        "batches": (10, 1000, 10000),
+        "seconds": 0.5,
+        "max_runs": 6,
+    },
     # the seed's full data set (2,032,000 rows), every system and schema; of each query its middle
     # case (the engines bench's set), Q3 also over one table, and Q2.4 for a large answer (278,000
     # rows); 1 and 20 clients (the seed's 50 ran Q1.4 with 20 only)
-    "reads": {"scale": 1.0, "clients": (1, 20), "cases": None,
-              "budget_s": 3.0, "max_runs": 6},
+    "reads": {"scale": 1.0, "clients": (1, 20), "cases": None, "budget_s": 3.0, "max_runs": 6},
     "soctrace": {"sizes_mb": (1, 10), "budget_s": 30.0, "max_runs": 6},
     "ingest": {"events": 2_000_000, "repeat": 2},
     "import": {"size": 1_000_000, "sizes": [1_000_000], "repeat": 2},
@@ -115,12 +150,14 @@ QUICK_SCOPE = (
     "runs one cell per system; the TOD store runs the row-at-a-time path of SQLite only; reads on 1 % of the "
     "data set, two cases (Q1.2, Q5.4), 4 clients; "
     "`bench engines` (Spark) is not run (its JVM alone takes 20-40 s to start; the Spark tests cover it). "
-    "Its figures show that everything runs, not how fast.")
+    "Its figures show that everything runs, not how fast."
+)
 MEDIUM_SCOPE = (
     "Every experiment end to end at about a tenth of the full run's sizes: TOD to 10^6 events, reads on "
     "10 % of the data set (every case, 1, 5 and 20 clients), SoC-Trace 1 and 10 MB; the write matrix "
     "(1, 16, 128 writers x 50, 1,000, 10,000 rows) with the quick run's systems only: tracehouse over HTTP "
-    "and Arrow, PostgreSQL COPY and SQLite (QuestDB and MariaDB run in the full write matrix).")
+    "and Arrow, PostgreSQL COPY and SQLite (QuestDB and MariaDB run in the full write matrix)."
+)
 FULL_SUBSET = (
     "The full run is a representative subset of the seeds' matrices (all of them took an estimated 9-13 h "
     "on this 2-core machine): TOD store 10^3 ... 10^7 events (10^8 needs ~40 GB of memory for the "
@@ -129,7 +166,8 @@ FULL_SUBSET = (
     "1 and 20 clients and 7 of the 36 cases: the middle case of each of tables 5.1-5.5 (Q1.2, Q2.3, Q3.15, "
     "Q4.2, Q5.3, the set `bench engines` asks), Q3.11 (one table, the seed's other Q3 variant) and Q2.4 "
     "(278,000 rows, a large answer); SoC-Trace with 1 MB and 10 MB traces (100 MB: an hour of MariaDB "
-    "imports alone); ingest 2M, import 1M lines, analyze 20M events.")
+    "imports alone); ingest 2M, import 1M lines, analyze 20M events."
+)
 
 
 # -- machine and versions ------------------------------------------------------------------------
@@ -161,16 +199,26 @@ def machine() -> dict:
     if shutil.which("java"):
         r = subprocess.run(["java", "-version"], capture_output=True, text=True)
         java = (r.stderr or r.stdout).splitlines()[0] if (r.stderr or r.stdout) else ""
-    return {"cpu": cpu, "cores": os.cpu_count(), "memory": mem, "platform": platform.platform(),
-            "python": platform.python_version(), "tracehouse": __version__, "duckdb": duckdb.__version__,
-            "pyarrow": pyarrow.__version__, "sqlite": sqlite3.sqlite_version, "java": java}
+    return {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "memory": mem,
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "tracehouse": __version__,
+        "duckdb": duckdb.__version__,
+        "pyarrow": pyarrow.__version__,
+        "sqlite": sqlite3.sqlite_version,
+        "java": java,
+    }
 
 
 # -- running ---------------------------------------------------------------------------------------
 
 
-def run(*, quick: bool, out: str | Path, workdir: str | Path | None = None, only=None, log=print,
-        medium: bool = False) -> dict:
+def run(
+    *, quick: bool, out: str | Path, workdir: str | Path | None = None, only=None, log=print, medium: bool = False
+) -> dict:
     """Run the experiments (all, or `only`), write the report; returns what was measured."""
     from tracehouse.bench import analyze, concurrent_writes, import_, tod_ingest
 
@@ -182,11 +230,19 @@ def run(*, quick: bool, out: str | Path, workdir: str | Path | None = None, only
     base = Path(workdir) if workdir else Path(tempfile.gettempdir())
     base.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="tracehouse-bench-all-", dir=base))
-    result = {"benchmark": "all", "quick": quick, "size": "quick" if quick else "medium" if medium else "full",
-              "started": _dt.datetime.now(_dt.timezone.utc).isoformat(
-        timespec="seconds"), "machine": machine(), "loadavg_before": list(os.getloadavg()), "config": cfg,
-        "experiments": {}, "errors": {}, "durations": {},
-        "scope": QUICK_SCOPE if quick else MEDIUM_SCOPE if medium else FULL_SUBSET}
+    result = {
+        "benchmark": "all",
+        "quick": quick,
+        "size": "quick" if quick else "medium" if medium else "full",
+        "started": _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds"),
+        "machine": machine(),
+        "loadavg_before": list(os.getloadavg()),
+        "config": cfg,
+        "experiments": {},
+        "errors": {},
+        "durations": {},
+        "scope": QUICK_SCOPE if quick else MEDIUM_SCOPE if medium else FULL_SUBSET,
+    }
     wanted = [e for e in EXPERIMENTS if not only or e in only]
 
     def step(name: str, fn) -> None:
@@ -208,47 +264,105 @@ def run(*, quick: bool, out: str | Path, workdir: str | Path | None = None, only
     try:
         if "tod_store" in wanted:
             c = cfg["tod_store"]
-            step("tod_store", lambda: tod_store.run(sizes=c["sizes"], workdir=work, cap_s=c["cap_s"],
-                                                    budget_s=c["budget_s"], max_runs=c["max_runs"],
-                                                    skip=c.get("skip", ()), log=log))
+            step(
+                "tod_store",
+                lambda: tod_store.run(
+                    sizes=c["sizes"],
+                    workdir=work,
+                    cap_s=c["cap_s"],
+                    budget_s=c["budget_s"],
+                    max_runs=c["max_runs"],
+                    skip=c.get("skip", ()),
+                    log=log,
+                ),
+            )
         if "write" in wanted:
             c = cfg["write"]
 
             def do_write():
-                r = concurrent_writes.run(systems=c["systems"], writers=c["writers"], batches=c["batches"], workload="qos",
-                              seconds=c["seconds"], max_runs=c["max_runs"], workdir=str(work),
-                              progress=lambda d, t, cell: cell and log(
-                                  f"  write {cell['system']} {cell['writers']}x{cell['rows_per_batch']}: "
-                                  f"{cell['rows_per_s']:,.0f} rows/s"))
+                r = concurrent_writes.run(
+                    systems=c["systems"],
+                    writers=c["writers"],
+                    batches=c["batches"],
+                    workload="qos",
+                    seconds=c["seconds"],
+                    max_runs=c["max_runs"],
+                    workdir=str(work),
+                    progress=lambda d, t, cell: (
+                        cell
+                        and log(
+                            f"  write {cell['system']} {cell['writers']}x{cell['rows_per_batch']}: "
+                            f"{cell['rows_per_s']:,.0f} rows/s"
+                        )
+                    ),
+                )
                 r["raw_append"] = raw_qos_append(work, c["batches"], c["seconds"])
                 return r
+
             step("write", do_write)
         if "reads" in wanted:
             c = cfg["reads"]
             from tracehouse.workload import qos
 
             cases = None if c["cases"] is None else [x for x in qos.CASES if x.name in c["cases"]]
-            step("reads", lambda: qos_reads.run(clients=c["clients"], scale=c["scale"], cases=cases, budget_s=c["budget_s"],
-                                            max_runs=c["max_runs"], workdir=work, log=log))
+            step(
+                "reads",
+                lambda: qos_reads.run(
+                    clients=c["clients"],
+                    scale=c["scale"],
+                    cases=cases,
+                    budget_s=c["budget_s"],
+                    max_runs=c["max_runs"],
+                    workdir=work,
+                    log=log,
+                ),
+            )
         if "soctrace" in wanted:
             c = cfg["soctrace"]
-            step("soctrace", lambda: soctrace.run(sizes_mb=c["sizes_mb"], workdir=work, budget_s=c["budget_s"],
-                                                  max_runs=c["max_runs"], log=log))
+            step(
+                "soctrace",
+                lambda: soctrace.run(
+                    sizes_mb=c["sizes_mb"], workdir=work, budget_s=c["budget_s"], max_runs=c["max_runs"], log=log
+                ),
+            )
         if "ingest" in wanted:
-            step("ingest", lambda: tod_ingest.run(cfg["ingest"]["events"], workdir=work, progress=False,
-                                              repeat=cfg["ingest"].get("repeat", 1 if quick else 3)))
+            step(
+                "ingest",
+                lambda: tod_ingest.run(
+                    cfg["ingest"]["events"],
+                    workdir=work,
+                    progress=False,
+                    repeat=cfg["ingest"].get("repeat", 1 if quick else 3),
+                ),
+            )
         if "import" in wanted:
+
             def do_import():
-                r = import_.run("strace", cfg["import"]["size"], sizes=cfg["import"].get("sizes"), workdir=work,
-                                repeat=cfg["import"].get("repeat", 1 if quick else 3), log=lambda s: log("  " + s))
+                r = import_.run(
+                    "strace",
+                    cfg["import"]["size"],
+                    sizes=cfg["import"].get("sizes"),
+                    workdir=work,
+                    repeat=cfg["import"].get("repeat", 1 if quick else 3),
+                    log=lambda s: log("  " + s),
+                )
                 head = next(x for x in r["runs"] if x[r["unit"]] == r["size"])
                 r["raw_append"] = raw_bytes_append(work, head["bytes_in"], head[r["unit"]])
                 return r
+
             step("import", do_import)
         if "analyze" in wanted:
             c = cfg["analyze"]
-            step("analyze", lambda: analyze.run(c["events"], workdir=work, queries=c["queries"],
-                                                duck_queries=c["duck_queries"], progress=lambda s: log("  " + s)))
+            step(
+                "analyze",
+                lambda: analyze.run(
+                    c["events"],
+                    workdir=work,
+                    queries=c["queries"],
+                    duck_queries=c["duck_queries"],
+                    progress=lambda s: log("  " + s),
+                ),
+            )
         for mod in EXTRA_BENCHES:
             name = mod.rsplit(".", 1)[1]
             if importlib.util.find_spec(mod) is None or (only and name not in only):
@@ -261,13 +375,22 @@ def run(*, quick: bool, out: str | Path, workdir: str | Path | None = None, only
                 if settings is None:
                     log(f"== {name}: not run at size {result['size']} (see bench_all.EXTRA)")
                     continue
-                step(name, lambda m=m, name=name, settings=settings: _plain_bench(
-                    m, {**settings, "workdir": tempfile.mkdtemp(prefix=f"{name}-", dir=work),
-                        "progress": lambda s: log("  " + str(s)), "say": lambda s: log("  " + str(s))}))
+                step(
+                    name,
+                    lambda m=m, name=name, settings=settings: _plain_bench(
+                        m,
+                        {
+                            **settings,
+                            "workdir": tempfile.mkdtemp(prefix=f"{name}-", dir=work),
+                            "progress": lambda s: log("  " + str(s)),
+                            "say": lambda s: log("  " + str(s)),
+                        },
+                    ),
+                )
     finally:
         shutil.rmtree(work, ignore_errors=True)
     result["loadavg_after"] = list(os.getloadavg())
-    result["finished"] = _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")
+    result["finished"] = _dt.datetime.now(_dt.UTC).isoformat(timespec="seconds")
     (out / "results.json").write_text(json.dumps(result, indent=1, default=str))
     from . import pages, report
 

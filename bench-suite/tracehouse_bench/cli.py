@@ -14,9 +14,9 @@ from pathlib import Path
 
 BENCHMARKS = {
     "all": "every experiment of the seeds (TOD store, QoS writes and reads, SoC-Trace, import, analyses) "
-           "against SQLite, PostgreSQL, MariaDB, DuckDB, QuestDB; writes DIR/report.md",
+    "against SQLite, PostgreSQL, MariaDB, DuckDB, QuestDB; writes DIR/report.md",
     "tsbs": "TSBS's cpu-only queries (its own programs, unmodified) on tracehouse (InfluxQL) vs QuestDB, "
-            "same data: median and p99 per query type",
+    "same data: median and p99 per query type",
 }
 
 
@@ -38,8 +38,14 @@ def cmd_bench_tsbs(args) -> int:
     err = _stderr()
     say = (lambda m: None) if args.json else (lambda m: err.print(f"[dim]{m}[/dim]"))
     with tempfile.TemporaryDirectory(prefix="tsbs-", dir=args.workdir) as work:
-        result = tsbs.run(hosts=args.hosts, hours=args.hours, interval_s=args.interval, queries=args.queries,
-                          workdir=work, progress=say)
+        result = tsbs.run(
+            hosts=args.hosts,
+            hours=args.hours,
+            interval_s=args.interval,
+            queries=args.queries,
+            workdir=work,
+            progress=say,
+        )
     if args.json:
         _emit_json(result)
     else:
@@ -50,8 +56,12 @@ def cmd_bench_tsbs(args) -> int:
 def _register_tsbs(commands) -> None:
     sp = commands.bench("tsbs", cmd_bench_tsbs, help=BENCHMARKS["tsbs"])
     sp.add_argument("--hosts", type=int, default=100, help="TSBS --scale: hosts")
-    sp.add_argument("--hours", type=int, default=24, help="hours of data from 2016-01-01 (at least 13: TSBS's "
-                                                          "longest query windows are 12 h)")
+    sp.add_argument(
+        "--hours",
+        type=int,
+        default=24,
+        help="hours of data from 2016-01-01 (at least 13: TSBS's longest query windows are 12 h)",
+    )
     sp.add_argument("--interval", type=int, default=10, help="seconds between a host's rows")
     sp.add_argument("--queries", type=int, default=50, help="queries per query type (each run twice, timed once)")
     sp.add_argument("--workdir", help="where the data and both servers live (default: a temporary directory)")
@@ -75,16 +85,24 @@ def cmd_bench_all(args) -> int:
     err = _stderr()
     log = (lambda s: None) if args.json else (lambda s: err.print(s, highlight=False, markup=False))
     t0 = time.perf_counter()
-    result = bench_all.run(quick=args.quick, medium=args.medium, out=args.out, workdir=args.workdir, only=only,
-                           log=log)
+    result = bench_all.run(quick=args.quick, medium=args.medium, out=args.out, workdir=args.workdir, only=only, log=log)
     report = Path(args.out) / "report.md"
     if args.json:
-        _emit_json({"report": str(report), "seconds": round(time.perf_counter() - t0, 1),
-                    "loadavg_before": result["loadavg_before"], "loadavg_after": result["loadavg_after"],
-                    "errors": result["errors"], "durations": result["durations"]})
+        _emit_json(
+            {
+                "report": str(report),
+                "seconds": round(time.perf_counter() - t0, 1),
+                "loadavg_before": result["loadavg_before"],
+                "loadavg_after": result["loadavg_after"],
+                "errors": result["errors"],
+                "durations": result["durations"],
+            }
+        )
     else:
-        print(f"report: {report} ({time.perf_counter() - t0:.0f} s, load average "
-              f"{result['loadavg_before'][0]:.1f} before, {result['loadavg_after'][0]:.1f} after)")
+        print(
+            f"report: {report} ({time.perf_counter() - t0:.0f} s, load average "
+            f"{result['loadavg_before'][0]:.1f} before, {result['loadavg_after'][0]:.1f} after)"
+        )
         for k, v in result["errors"].items():
             print(f"{k} failed: {v.splitlines()[0]}")
     return 1 if result["errors"] else 0
@@ -93,10 +111,17 @@ def cmd_bench_all(args) -> int:
 def _register_all(commands) -> None:
     sp = commands.bench("all", cmd_bench_all, help=BENCHMARKS["all"])
     sp.add_argument("--quick", action="store_true", help="small sizes and short budgets (CI smoke run, < 5 min)")
-    sp.add_argument("--medium", action="store_true", help="every experiment at about a tenth of the full sizes "
-                                                           "(TOD to 10^6 events, reads at 203,200 rows; ~1 h here)")
-    sp.add_argument("--out", default="bench-report", help="directory for report.md, the PNGs and results.json "
-                                                         "(default ./bench-report)")
+    sp.add_argument(
+        "--medium",
+        action="store_true",
+        help="every experiment at about a tenth of the full sizes "
+        "(TOD to 10^6 events, reads at 203,200 rows; ~1 h here)",
+    )
+    sp.add_argument(
+        "--out",
+        default="bench-report",
+        help="directory for report.md, the PNGs and results.json (default ./bench-report)",
+    )
     sp.add_argument("--workdir", help="where systems keep their data (default: the system temp dir); removed after")
     sp.add_argument("--only", help="comma list of experiments: " + ",".join(_experiments()))
 

@@ -57,12 +57,22 @@ def _tod(ex: dict) -> list[list]:
     done = [x for x in ex.get("ratios", []) if x.get("best_peer")]
     if done:
         x = max(done, key=lambda x: x["events"])
-        rows.append([f"TOD events stored, streaming, {x['events']:,} events",
-                     f"{rate(x['tracehouse_stream'])} events/s", f"{rate(x['best_peer_events_per_s'])} ({x['best_peer']})",
-                     x["stream_vs_best_peer"]])
-        rows.append([f"TOD events stored, bulk load, {x['events']:,} events",
-                     f"{rate(x['tracehouse_bulk'])} events/s", f"{rate(x['best_peer_events_per_s'])} ({x['best_peer']})",
-                     x["bulk_vs_best_peer"]])
+        rows.append(
+            [
+                f"TOD events stored, streaming, {x['events']:,} events",
+                f"{rate(x['tracehouse_stream'])} events/s",
+                f"{rate(x['best_peer_events_per_s'])} ({x['best_peer']})",
+                x["stream_vs_best_peer"],
+            ]
+        )
+        rows.append(
+            [
+                f"TOD events stored, bulk load, {x['events']:,} events",
+                f"{rate(x['tracehouse_bulk'])} events/s",
+                f"{rate(x['best_peer_events_per_s'])} ({x['best_peer']})",
+                x["bulk_vs_best_peer"],
+            ]
+        )
     return rows
 
 
@@ -77,8 +87,14 @@ def _write(ex: dict) -> list[list]:
     peer = _best((c["system"], c["rows_per_s"]) for c in here if not c["system"].startswith("tracehouse"))
     if not th[1] or not peer[1]:
         return []
-    return [[f"QoS rows written, {writers} writers x {batch:,} rows a batch",
-             f"{rate(th[1])} rows/s ({th[0]})", f"{rate(peer[1])} ({peer[0]})", th[1] / peer[1]]]
+    return [
+        [
+            f"QoS rows written, {writers} writers x {batch:,} rows a batch",
+            f"{rate(th[1])} rows/s ({th[0]})",
+            f"{rate(peer[1])} ({peer[0]})",
+            th[1] / peer[1],
+        ]
+    ]
 
 
 def _reads(ex: dict) -> list[list]:
@@ -93,9 +109,14 @@ def _reads(ex: dict) -> list[list]:
         peers = [c for c in here if c["system"] != "tracehouse"]
         if th and peers:
             p = min(peers, key=lambda c: c["mean"])
-            rows.append([f"QoS read {case}, {clients} clients, {ex.get('rows', 0):,} rows",
-                         f"{th[0]['mean'] * 1e3:,.0f} ms", f"{p['mean'] * 1e3:,.0f} ms ({p['system']} {p['layout']})",
-                         p["mean"] / th[0]["mean"]])
+            rows.append(
+                [
+                    f"QoS read {case}, {clients} clients, {ex.get('rows', 0):,} rows",
+                    f"{th[0]['mean'] * 1e3:,.0f} ms",
+                    f"{p['mean'] * 1e3:,.0f} ms ({p['system']} {p['layout']})",
+                    p["mean"] / th[0]["mean"],
+                ]
+            )
     return rows
 
 
@@ -105,10 +126,20 @@ def _soc(ex: dict) -> list[list]:
         return []
     x = max(ratios, key=lambda x: x["mb"])
     s, i = x["storage"], x["import"]
-    return [[f"SoC-Trace storage, 5 strace traces of {x['mb']} MB", f"{s['tracehouse'] / 1e6:.1f} MB",
-             f"{s['peer'] / 1e6:.1f} MB ({s['best_peer']})", s["advantage"]],
-            [f"SoC-Trace import of a {x['mb']} MB trace", f"{i['tracehouse']:.2f} s",
-             f"{i['peer']:.2f} s ({i['best_peer']})", i["advantage"]]]
+    return [
+        [
+            f"SoC-Trace storage, 5 strace traces of {x['mb']} MB",
+            f"{s['tracehouse'] / 1e6:.1f} MB",
+            f"{s['peer'] / 1e6:.1f} MB ({s['best_peer']})",
+            s["advantage"],
+        ],
+        [
+            f"SoC-Trace import of a {x['mb']} MB trace",
+            f"{i['tracehouse']:.2f} s",
+            f"{i['peer']:.2f} s ({i['best_peer']})",
+            i["advantage"],
+        ],
+    ]
 
 
 def _import(ex: dict) -> list[list]:
@@ -117,8 +148,14 @@ def _import(ex: dict) -> list[list]:
     peer = next((p for p in ex.get("peers", []) if p["name"] == "python re"), None)
     if not run or not peer:
         return []
-    return [[f"strace import, {ex['size']:,} {unit}, parsed and stored", f"{rate(run[unit + '_per_s'])} {unit}/s",
-             f"{rate(peer[unit + '_per_s'])} (a Python regex, nothing stored)", run[unit + "_per_s"] / peer[unit + "_per_s"]]]
+    return [
+        [
+            f"strace import, {ex['size']:,} {unit}, parsed and stored",
+            f"{rate(run[unit + '_per_s'])} {unit}/s",
+            f"{rate(peer[unit + '_per_s'])} (a Python regex, nothing stored)",
+            run[unit + "_per_s"] / peer[unit + "_per_s"],
+        ]
+    ]
 
 
 def _analyze(ex: dict) -> list[list]:
@@ -127,8 +164,14 @@ def _analyze(ex: dict) -> list[list]:
         if q["question"] in ("object state at t (p50)", "span pairing") and q.get("speedup"):
             unit = q["unit"]
             fmt = (lambda v: f"{rate(v)} {unit}") if unit.endswith("/s") else (lambda v: f"{v:,.3g} {unit}")
-            rows.append([f"{q['question']}, {ex['events']:,}-event TOD trace", fmt(q["tracehouse"]),
-                         f"{fmt(q['duckdb'])} (DuckDB, same Parquet)", q["speedup"]])
+            rows.append(
+                [
+                    f"{q['question']}, {ex['events']:,}-event TOD trace",
+                    fmt(q["tracehouse"]),
+                    f"{fmt(q['duckdb'])} (DuckDB, same Parquet)",
+                    q["speedup"],
+                ]
+            )
     return rows
 
 
@@ -137,13 +180,25 @@ def _replay(ex: dict) -> list[list]:
     th, peer = f.get("tracehouse --realtime"), f.get("ioreplay-style peer")
     if not th or not peer or not th.get("lag_us", {}).get("p99"):
         return []
-    return [[f"IO replay at {f['iops']:,} IOPS: p99 lag behind the traced time",
-             f"{th['lag_us']['p99']:,.0f} µs (--realtime)", f"{peer['lag_us']['p99'] / 1e3:,.0f} ms (ioreplay-style sleeps)",
-             peer["lag_us"]["p99"] / th["lag_us"]["p99"]]]
+    return [
+        [
+            f"IO replay at {f['iops']:,} IOPS: p99 lag behind the traced time",
+            f"{th['lag_us']['p99']:,.0f} µs (--realtime)",
+            f"{peer['lag_us']['p99'] / 1e3:,.0f} ms (ioreplay-style sleeps)",
+            peer["lag_us"]["p99"] / th["lag_us"]["p99"],
+        ]
+    ]
 
 
-HEADLINES = (("tod_store", _tod), ("write", _write), ("reads", _reads), ("soctrace", _soc), ("import", _import),
-             ("analyze", _analyze), ("replay", _replay))
+HEADLINES = (
+    ("tod_store", _tod),
+    ("write", _write),
+    ("reads", _reads),
+    ("soctrace", _soc),
+    ("import", _import),
+    ("analyze", _analyze),
+    ("replay", _replay),
+)
 
 
 def headline(result: dict) -> list[list]:
@@ -167,9 +222,17 @@ def table(run_dir: Path, result: dict, link: str) -> str:
     m = result["machine"]
     date = result["started"][:10]
     where = f"{m['cpu']}, {m['cores']} cores"
-    rows = [[work, th, peer, f"**{_ratio(r)}**" if r >= 1 else _ratio(r),
-             f"{date}, {where}, load {load:.0f}" if load is not None else f"{date}, {where}", f"[report]({link})"]
-            for work, th, peer, r, load in headline(result)]
+    rows = [
+        [
+            work,
+            th,
+            peer,
+            f"**{_ratio(r)}**" if r >= 1 else _ratio(r),
+            f"{date}, {where}, load {load:.0f}" if load is not None else f"{date}, {where}",
+            f"[report]({link})",
+        ]
+        for work, th, peer, r, load in headline(result)
+    ]
     return md_table(["work", "tracehouse", "best peer", "ratio", "date, machine", ""], rows)
 
 
@@ -179,9 +242,11 @@ def readme_section(bench_dir: Path, docs_prefix: str = "docs/benchmarks") -> str
     if got is None:
         return "No benchmark run is kept yet."
     d, result = got
-    note = (f"From `tracehouse bench all` of {result['started'][:10]} ({result.get('size', 'full')} run; "
-            f"[report]({docs_prefix}/{d.name}/report.md)). Ratio > 1: tracehouse is better. The machine was "
-            "shared with other work (load average per row): compare the figures of one row, measured together.")
+    note = (
+        f"From `tracehouse bench all` of {result['started'][:10]} ({result.get('size', 'full')} run; "
+        f"[report]({docs_prefix}/{d.name}/report.md)). Ratio > 1: tracehouse is better. The machine was "
+        "shared with other work (load average per row): compare the figures of one row, measured together."
+    )
     return note + "\n\n" + table(d, result, f"{docs_prefix}/{d.name}/report.md")
 
 
@@ -197,28 +262,51 @@ def with_readme_table(readme: str, bench_dir: Path) -> str:
 def index_page(bench_dir: Path) -> str:
     kept = runs(bench_dir)
     got = latest(bench_dir)
-    out = [INDEX_MARK, "", "# Benchmarks", "",
-           "Every figure on these pages comes from a kept run of `tracehouse bench all` (its `results.json`); "
-           "[How they run](running.md) says what each experiment measures, against which peers, and how to run "
-           "them yourself.", ""]
+    out = [
+        INDEX_MARK,
+        "",
+        "# Benchmarks",
+        "",
+        "Every figure on these pages comes from a kept run of `tracehouse bench all` (its `results.json`); "
+        "[How they run](running.md) says what each experiment measures, against which peers, and how to run "
+        "them yourself.",
+        "",
+    ]
     if got:
         d, result = got
-        out += ["## Current figures", "",
-                f"From the {result.get('size', 'full')} run of {result['started'][:10]}. Ratio > 1: tracehouse "
-                "is better (throughput over throughput, the peer's time or bytes over tracehouse's). Other work "
-                "shared the machine (its load average is beside each row): compare figures within a row.", "",
-                table(d, result, f"{d.name}/report.md"), ""]
+        out += [
+            "## Current figures",
+            "",
+            f"From the {result.get('size', 'full')} run of {result['started'][:10]}. Ratio > 1: tracehouse "
+            "is better (throughput over throughput, the peer's time or bytes over tracehouse's). Other work "
+            "shared the machine (its load average is beside each row): compare figures within a row.",
+            "",
+            table(d, result, f"{d.name}/report.md"),
+            "",
+        ]
     out += ["## Kept runs", ""]
     rows = []
     for d, r in kept:
         m = r.get("machine", {})
         la = r.get("loadavg_before", [None])[0]
-        rows.append([f"[{d.name}]({d.name}/report.md)", r.get("size", "full"), r.get("started", ""),
-                     str(r.get("finished", "")), f"{m.get('cpu', '')}, {m.get('cores', '')} cores, {m.get('memory', '')}",
-                     "" if la is None else f"{la:.1f}", ", ".join(r.get("experiments", {})),
-                     f"[results.json]({d.name}/results.json)"])
-    out += [md_table(["run", "size", "started", "finished", "machine", "load before", "experiments", "data"], rows)
-            if rows else "None yet.", ""]
+        rows.append(
+            [
+                f"[{d.name}]({d.name}/report.md)",
+                r.get("size", "full"),
+                r.get("started", ""),
+                str(r.get("finished", "")),
+                f"{m.get('cpu', '')}, {m.get('cores', '')} cores, {m.get('memory', '')}",
+                "" if la is None else f"{la:.1f}",
+                ", ".join(r.get("experiments", {})),
+                f"[results.json]({d.name}/results.json)",
+            ]
+        )
+    out += [
+        md_table(["run", "size", "started", "finished", "machine", "load before", "experiments", "data"], rows)
+        if rows
+        else "None yet.",
+        "",
+    ]
     return "\n".join(out)
 
 

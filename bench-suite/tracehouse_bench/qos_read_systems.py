@@ -126,8 +126,10 @@ class _EmbeddedClient:
 class TracehouseReads:
     name = "tracehouse"
     layouts = ("tracehouse", "tracehouse-embedded")
-    client_path = ("tracehouse serve, POST /api/query (Arrow IPC), keep-alive connection; and embedded: "
-                   "tracehouse.open(store, readonly=True) in the client process, a cursor per query")
+    client_path = (
+        "tracehouse serve, POST /api/query (Arrow IPC), keep-alive connection; and embedded: "
+        "tracehouse.open(store, readonly=True) in the client process, a cursor per query"
+    )
     client_for_layout = True
 
     def __init__(self, workdir: Path) -> None:
@@ -140,8 +142,13 @@ class TracehouseReads:
         # The seed's clients fetch whole answers, up to 600,000 rows x 62 columns (~300 MB as Arrow):
         # serve's default --max-answer (64 MB, a guard for interactive use) would refuse Q1.4 and Q2.4,
         # and 20 clients queued on its 4 query workers passed the default 30 s --query-timeout.
-        self.server = write_systems.Tracehouse(self.workdir, "qos", "tracehouse-http", before_start=self._load,
-                                            serve_args=("--max-answer", "1G", "--query-timeout", "600"))
+        self.server = write_systems.Tracehouse(
+            self.workdir,
+            "qos",
+            "tracehouse-http",
+            before_start=self._load,
+            serve_args=("--max-answer", "1G", "--query-timeout", "600"),
+        )
         self.server.__enter__()
         self.port = self.server.port
         return self.loads
@@ -158,8 +165,10 @@ class TracehouseReads:
         from tracehouse import __version__
 
         self.version = __version__
-        self.settings = {"serve": "--fsync batch, 4 query workers (defaults), --max-answer 1G, --query-timeout 600",
-                         "store": "Parquet zstd segments"}
+        self.settings = {
+            "serve": "--fsync batch, 4 query workers (defaults), --max-answer 1G, --query-timeout 600",
+            "store": "Parquet zstd segments",
+        }
         return self
 
     def client(self, layout: str = "tracehouse"):
@@ -204,8 +213,10 @@ class DuckDBReads(_FileReads):
         self.con = duckdb.connect(str(self.path))
         self.con.execute("SET enable_progress_bar = false")
         self.version = duckdb.__version__
-        self.settings = {"threads": str(self.con.execute("SELECT current_setting('threads')").fetchone()[0]),
-                         "memory_limit": self.con.execute("SELECT current_setting('memory_limit')").fetchone()[0]}
+        self.settings = {
+            "threads": str(self.con.execute("SELECT current_setting('threads')").fetchone()[0]),
+            "memory_limit": self.con.execute("SELECT current_setting('memory_limit')").fetchone()[0],
+        }
         return self
 
     def load(self, data: pa.Table, layouts) -> dict:
@@ -364,6 +375,7 @@ class MariaDBReads(servers.MariaDBServer):
     def load(self, data: pa.Table, layouts) -> dict:
         """LOAD DATA LOCAL INFILE of a CSV per table (MariaDB's fastest load; the CSV is written
         by pyarrow inside the timed region, as part of the load)."""
+
         def go(layout, tables):
             c = self.connect(local_infile=True)
             cur = c.cursor()
@@ -433,8 +445,11 @@ class QuestDBReads(servers.QuestDB):
         for f in data.schema:
             typ = "TIMESTAMP" if f.name == "ts" else "DOUBLE" if pa.types.is_floating(f.type) else "LONG"
             cols.append(f"{f.name} {typ}")
-        t = data.set_column(data.schema.get_field_index("ts"), "ts",
-                            pa.compute.cast(pa.compute.divide(data.column("ts"), 1000), pa.int64()))
+        t = data.set_column(
+            data.schema.get_field_index("ts"),
+            "ts",
+            pa.compute.cast(pa.compute.divide(data.column("ts"), 1000), pa.int64()),
+        )
 
         def go():
             self._exec(f"CREATE TABLE qos1 ({', '.join(cols)}) TIMESTAMP(ts) PARTITION BY DAY WAL")
@@ -442,12 +457,22 @@ class QuestDBReads(servers.QuestDB):
             pacsv.write_csv(t, sink)
             csv = sink.getvalue().to_pybytes()
             boundary = "thbench" + os.urandom(8).hex()
-            body = (f"--{boundary}\r\nContent-Disposition: form-data; name=\"data\"; filename=\"qos1.csv\"\r\n"
-                    "Content-Type: text/csv\r\n\r\n").encode() + csv + f"\r\n--{boundary}--\r\n".encode()
+            body = (
+                (
+                    f'--{boundary}\r\nContent-Disposition: form-data; name="data"; filename="qos1.csv"\r\n'
+                    "Content-Type: text/csv\r\n\r\n"
+                ).encode()
+                + csv
+                + f"\r\n--{boundary}--\r\n".encode()
+            )
             conn = http.client.HTTPConnection("127.0.0.1", self.port, timeout=1800)
-            conn.request("POST", "/imp?" + urllib.parse.urlencode({"name": "qos1", "fmt": "json",
-                                                                   "timestamp": "ts", "partitionBy": "DAY"}),
-                         body, {"Content-Type": f"multipart/form-data; boundary={boundary}"})
+            conn.request(
+                "POST",
+                "/imp?"
+                + urllib.parse.urlencode({"name": "qos1", "fmt": "json", "timestamp": "ts", "partitionBy": "DAY"}),
+                body,
+                {"Content-Type": f"multipart/form-data; boundary={boundary}"},
+            )
             r = conn.getresponse()
             answer = r.read()
             conn.close()
@@ -466,5 +491,11 @@ class QuestDBReads(servers.QuestDB):
         return _QuestClient(self.port)
 
 
-SYSTEMS = {"tracehouse": TracehouseReads, "duckdb": DuckDBReads, "postgres": PostgresReads,
-           "mariadb": MariaDBReads, "sqlite": SQLiteReads, "questdb": QuestDBReads}
+SYSTEMS = {
+    "tracehouse": TracehouseReads,
+    "duckdb": DuckDBReads,
+    "postgres": PostgresReads,
+    "mariadb": MariaDBReads,
+    "sqlite": SQLiteReads,
+    "questdb": QuestDBReads,
+}

@@ -32,11 +32,16 @@ QUICK_CLIENTS = (1, 4)
 SEED_MAX_CLIENTS = {"Q1.4": 20}
 
 # Table 5.6 and 5.7 of the seed: points per schema and query (reading) and in total.
-SEED_READ_POINTS = {"schema 1": (5.10, 9.81, 9.28, 4.39, 9.75), "schema 2": (9.99, 8.29, 9.65, 9.65, 8.00),
-                    "schema 3": (9.53, 9.59, 8.49, 9.93, 9.64)}
-SEED_TOTAL_POINTS = {"schema 1": {"write": 9.70, "read": 7.66, "total": 27.07},
-                     "schema 2": {"write": 10.00, "read": 9.12, "total": 29.12},
-                     "schema 3": {"write": 6.81, "read": 9.43, "total": 23.04}}
+SEED_READ_POINTS = {
+    "schema 1": (5.10, 9.81, 9.28, 4.39, 9.75),
+    "schema 2": (9.99, 8.29, 9.65, 9.65, 8.00),
+    "schema 3": (9.53, 9.59, 8.49, 9.93, 9.64),
+}
+SEED_TOTAL_POINTS = {
+    "schema 1": {"write": 9.70, "read": 7.66, "total": 27.07},
+    "schema 2": {"write": 10.00, "read": 9.12, "total": 29.12},
+    "schema 3": {"write": 6.81, "read": 9.43, "total": 23.04},
+}
 
 
 def _one_run(clients: list, sql: str) -> float:
@@ -65,25 +70,46 @@ def _one_run(clients: list, sql: str) -> float:
     return sum(times) / n
 
 
-def run(*, systems=tuple(qos_read_systems.SYSTEMS), clients=CLIENTS, scale: float = 1.0, cases=None,
-        budget_s: float = 20.0, max_runs: int = 20, workdir: str | Path, log=lambda s: None) -> dict:
+def run(
+    *,
+    systems=tuple(qos_read_systems.SYSTEMS),
+    clients=CLIENTS,
+    scale: float = 1.0,
+    cases=None,
+    budget_s: float = 20.0,
+    max_runs: int = 20,
+    workdir: str | Path,
+    log=lambda s: None,
+) -> dict:
     """Load every system, check its answers, time every cell; returns a JSON-able dict."""
     cases = tuple(cases or qos.CASES)
     t0 = time.perf_counter()
     data = qos.dataset(scale)
     gen_s = time.perf_counter() - t0
     expect = qos.expected_rows(data)
-    out = {"experiment": "qos_reads", "scale": scale, "rows": data.num_rows, "clients": list(clients),
-           "generate_s": round(gen_s, 2), "expected_rows": expect, "cells": [], "systems": {}, "skipped": {}}
+    out = {
+        "experiment": "qos_reads",
+        "scale": scale,
+        "rows": data.num_rows,
+        "clients": list(clients),
+        "generate_s": round(gen_s, 2),
+        "expected_rows": expect,
+        "cells": [],
+        "systems": {},
+        "skipped": {},
+    }
     for name in systems:
         cls = qos_read_systems.SYSTEMS[name]
         try:
             with cls(Path(workdir)) as s:
                 log(f"qos reads: loading {name}")
                 loads = s.load(data, s.layouts)
-                out["systems"][name] = {"version": getattr(s, "version", ""), "client": s.client_path,
-                                        "settings": getattr(s, "settings", None) or dict(getattr(s, "SETTINGS", {})),
-                                        "loads": loads}
+                out["systems"][name] = {
+                    "version": getattr(s, "version", ""),
+                    "client": s.client_path,
+                    "settings": getattr(s, "settings", None) or dict(getattr(s, "SETTINGS", {})),
+                    "loads": loads,
+                }
                 # a system may read each layout with its own clients (tracehouse: served and embedded)
                 if hasattr(s, "client_for_layout"):
                     pools = {layout: [s.client(layout) for _ in range(max(clients))] for layout in s.layouts}
@@ -101,15 +127,26 @@ def run(*, systems=tuple(qos_read_systems.SYSTEMS), clients=CLIENTS, scale: floa
                                 if n > SEED_MAX_CLIENTS.get(case.name, n):
                                     continue
                                 # No discarded warm-up run: the row-count check just ran the query.
-                                m = stat_protocol.repeat(lambda: _one_run(pool[:n], sql), budget_s=budget_s,
-                                                    max_runs=max_runs)
-                                cell = {"system": name, "layout": layout, "case": case.name, "clients": n,
-                                        "rows": got, **{k: m[k] for k in ("mean", "se", "rel_se", "runs", "converged",
-                                                                          "stopped")}}
+                                m = stat_protocol.repeat(
+                                    lambda: _one_run(pool[:n], sql), budget_s=budget_s, max_runs=max_runs
+                                )
+                                cell = {
+                                    "system": name,
+                                    "layout": layout,
+                                    "case": case.name,
+                                    "clients": n,
+                                    "rows": got,
+                                    **{k: m[k] for k in ("mean", "se", "rel_se", "runs", "converged", "stopped")},
+                                }
                                 out["cells"].append(cell)
-                            log(f"  {name} {layout} {case.name}: {got:,} rows, "
-                                + ", ".join(f"{c['clients']}x {c['mean'] * 1e3:.1f} ms" for c in out["cells"]
-                                            if (c["system"], c["layout"], c["case"]) == (name, layout, case.name)))
+                            log(
+                                f"  {name} {layout} {case.name}: {got:,} rows, "
+                                + ", ".join(
+                                    f"{c['clients']}x {c['mean'] * 1e3:.1f} ms"
+                                    for c in out["cells"]
+                                    if (c["system"], c["layout"], c["case"]) == (name, layout, case.name)
+                                )
+                            )
                 finally:
                     for c in {id(c): c for pool in pools.values() for c in pool}.values():
                         c.close()
@@ -123,7 +160,9 @@ def run(*, systems=tuple(qos_read_systems.SYSTEMS), clients=CLIENTS, scale: floa
 def _check(client, sql: str, expected: int, system: str, layout: str, case) -> int:
     got = client.fetch(sql)
     if got != expected:
-        raise AssertionError(f"{system} ({layout}) answered {case.name} with {got:,} rows, expected {expected:,}: {sql}")
+        raise AssertionError(
+            f"{system} ({layout}) answered {case.name} with {got:,} rows, expected {expected:,}: {sql}"
+        )
     return got
 
 
@@ -133,8 +172,11 @@ def _check(client, sql: str, expected: int, system: str, layout: str, case) -> i
 def variant(cell: dict) -> str:
     if cell["layout"] == EMBEDDED:
         return "tracehouse embedded"
-    return cell["system"] if cell["layout"] in ("tracehouse", "schema1") and cell["system"] in ("tracehouse", "questdb") \
+    return (
+        cell["system"]
+        if cell["layout"] in ("tracehouse", "schema1") and cell["system"] in ("tracehouse", "questdb")
         else f"{cell['system']} {cell['layout'].replace('schema', 'schema ')}"
+    )
 
 
 def ours(variant_name: str) -> bool:
@@ -142,8 +184,13 @@ def ours(variant_name: str) -> bool:
     return variant_name.startswith("tracehouse")
 
 
-WRITE_SYSTEMS = {"tracehouse": ("tracehouse-http", "tracehouse-tcp", "tracehouse-arrow"), "questdb": ("questdb", "questdb-tcp"),
-                 "postgres": ("postgres-copy", "postgres-insert"), "mariadb": ("mariadb",), "sqlite": ("sqlite",)}
+WRITE_SYSTEMS = {
+    "tracehouse": ("tracehouse-http", "tracehouse-tcp", "tracehouse-arrow"),
+    "questdb": ("questdb", "questdb-tcp"),
+    "postgres": ("postgres-copy", "postgres-insert"),
+    "mariadb": ("mariadb",),
+    "sqlite": ("sqlite",),
+}
 
 
 def points(reads: dict, write: dict | None) -> dict:
@@ -186,6 +233,10 @@ def points(reads: dict, write: dict | None) -> dict:
         sysname = v.split(" ")[0]
         w = wr.get(sysname)
         r = read[v]["read"]
-        out[v] = {"queries": read[v]["queries"], "read": r, "write": w,
-                  "total": (2 * w + r) if w is not None and r is not None else None}
+        out[v] = {
+            "queries": read[v]["queries"],
+            "read": r,
+            "write": w,
+            "total": (2 * w + r) if w is not None and r is not None else None,
+        }
     return out

@@ -53,11 +53,11 @@ SEARCH_TYPE = "syscall:pwrite64"
 # its text gives). MySQL 5.5 InnoDB, JDBC batched prepared statements, Xeon E5-1660, SSD.
 SEED = {
     "storage": "CDB 3-5 % smaller than DDB for 1 MB traces, 0.04-0.07 % for 100 MB (< 300 kB per trace); "
-               "an empty InnoDB table takes 16 kB",
+    "an empty InnoDB table takes 16 kB",
     "import": "100 MB KPTrace trace: ~350 s (mysqldump restore of it: 43 s); a new format adds 0.7 % (1 MB) "
-              "and 1.3 % (100 MB); creating a trace DB costs < 700 ms",
+    "and 1.3 % (100 MB); creating a trace DB costs < 700 ms",
     "search": "CDB one connection ~2x the time of CDB one connection per thread (small traces), up to 158 % slower "
-              "than DDB (large); CDB multi-connection 7.6-25 % slower than DDB",
+    "than DDB (large); CDB multi-connection 7.6-25 % slower than DDB",
 }
 
 
@@ -108,9 +108,18 @@ class Model:
             if table.num_rows == 0:
                 continue
             pcols = [c for c in table.column_names if c not in ("ts", "producer", "seq")]
-            key = pc.binary_join_element_wise(pa.scalar(t + ":"), pc.fill_null(pc.cast(table.column("name"), pa.string()), "?"),
-                                              "") if t == "syscall" else pa.array([t] * table.num_rows)
-            enc = pc.dictionary_encode(key).combine_chunks() if isinstance(key, pa.ChunkedArray) else pc.dictionary_encode(key)
+            key = (
+                pc.binary_join_element_wise(
+                    pa.scalar(t + ":"), pc.fill_null(pc.cast(table.column("name"), pa.string()), "?"), ""
+                )
+                if t == "syscall"
+                else pa.array([t] * table.num_rows)
+            )
+            enc = (
+                pc.dictionary_encode(key).combine_chunks()
+                if isinstance(key, pa.ChunkedArray)
+                else pc.dictionary_encode(key)
+            )
             names = enc.dictionary.to_pylist()
             base = len(self.types)
             for n in names:
@@ -118,32 +127,62 @@ class Model:
             type_id = pc.add(pc.cast(enc.indices, pa.int64()), base)
             ids = pa.array(range(next_id, next_id + table.num_rows), pa.int64())
             next_id += table.num_rows
-            events.append(pa.table({"id": ids, "event_type_id": type_id,
-                                    "event_producer_id": pc.cast(table.column("producer"), pa.int64()),
-                                    "timestamp": table.column("ts"), "cpu": pa.nulls(table.num_rows, pa.int64())}))
+            events.append(
+                pa.table(
+                    {
+                        "id": ids,
+                        "event_type_id": type_id,
+                        "event_producer_id": pc.cast(table.column("producer"), pa.int64()),
+                        "timestamp": table.column("ts"),
+                        "cpu": pa.nulls(table.num_rows, pa.int64()),
+                    }
+                )
+            )
             for k, c in enumerate(pcols):
                 col = table.column(c)
                 valid = pc.is_valid(col)
                 if not pc.any(valid).as_py():
                     continue
-                params.append(pa.table({"event_id": pc.filter(ids, valid),
-                                        "event_param_type_id": pc.add(pc.multiply(pc.filter(type_id, valid), 100), k),
-                                        "value": pc.cast(pc.filter(col, valid), pa.string())}))
+                params.append(
+                    pa.table(
+                        {
+                            "event_id": pc.filter(ids, valid),
+                            "event_param_type_id": pc.add(pc.multiply(pc.filter(type_id, valid), 100), k),
+                            "value": pc.cast(pc.filter(col, valid), pa.string()),
+                        }
+                    )
+                )
         self.event = pa.concat_tables(events)
         param = pa.concat_tables(params)
         self.param = param.add_column(0, "id", pa.array(range(param.num_rows), pa.int64()))
         prods = pc.unique(self.event.column("event_producer_id")).to_pylist()
-        self.producer = pa.table({"id": pa.array(prods, pa.int64()), "type": ["thread"] * len(prods),
-                                  "local_id": [str(p) for p in prods], "name": [f"tid {p}" for p in prods],
-                                  "parent_id": pa.array([-1] * len(prods), pa.int64())})
+        self.producer = pa.table(
+            {
+                "id": pa.array(prods, pa.int64()),
+                "type": ["thread"] * len(prods),
+                "local_id": [str(p) for p in prods],
+                "name": [f"tid {p}" for p in prods],
+                "parent_id": pa.array([-1] * len(prods), pa.int64()),
+            }
+        )
 
     def format_tables(self, trace_type_id: int) -> dict[str, pa.Table]:
-        et = pa.table({"id": pa.array(range(len(self.types)), pa.int64()),
-                       "trace_type_id": pa.array([trace_type_id] * len(self.types), pa.int64()),
-                       "name": [n for n, _ in self.types]})
+        et = pa.table(
+            {
+                "id": pa.array(range(len(self.types)), pa.int64()),
+                "trace_type_id": pa.array([trace_type_id] * len(self.types), pa.int64()),
+                "name": [n for n, _ in self.types],
+            }
+        )
         rows = [(i * 100 + k, i, c) for i, (_n, cols) in enumerate(self.types) for k, c in enumerate(cols)]
-        ept = pa.table({"id": pa.array([r[0] for r in rows], pa.int64()), "event_type_id": pa.array([r[1] for r in rows], pa.int64()),
-                        "name": [r[2] for r in rows], "type": ["STRING"] * len(rows)})
+        ept = pa.table(
+            {
+                "id": pa.array([r[0] for r in rows], pa.int64()),
+                "event_type_id": pa.array([r[1] for r in rows], pa.int64()),
+                "name": [r[2] for r in rows],
+                "type": ["STRING"] * len(rows),
+            }
+        )
         return {"event_type": et, "event_param_type": ept}
 
     def type_id(self, name: str) -> int:
@@ -199,8 +238,12 @@ class SQLiteDDB:
         db.close()
         conn = dbapi.connect(str(db_path))
         cur = conn.cursor()
-        for t, table in {"event": m.event, "event_param": m.param, "event_producer": m.producer,
-                         **m.format_tables(1)}.items():
+        for t, table in {
+            "event": m.event,
+            "event_param": m.param,
+            "event_producer": m.producer,
+            **m.format_tables(1),
+        }.items():
             cur.adbc_ingest(t, table, mode="append")
         for t, c in INDEXES.items():
             cur.execute(f"CREATE INDEX {t}_{c} ON {t} ({c})")
@@ -220,6 +263,7 @@ class SQLiteDDB:
 
     def search_and_save(self, traces: list[int], shared: bool) -> float:
         """One thread per trace, each with its own connection to its trace DB (DDB: always)."""
+
         def work(i: int) -> None:
             db = sqlite3.connect(self.dir / f"trace_{i}.sqlite", timeout=60)
             tid = self.models[i].type_id(SEARCH_TYPE)
@@ -406,12 +450,26 @@ def _open(name: str, workdir: Path):
     return s.__enter__()
 
 
-def run(*, sizes_mb=SIZES_MB, systems=SYSTEMS, workdir: str | Path, budget_s: float = 60.0, max_runs: int = 10,
-        log=lambda s: None) -> dict:
+def run(
+    *,
+    sizes_mb=SIZES_MB,
+    systems=SYSTEMS,
+    workdir: str | Path,
+    budget_s: float = 60.0,
+    max_runs: int = 10,
+    log=lambda s: None,
+) -> dict:
     work = Path(workdir)
     tmp = Path(tempfile.mkdtemp(prefix="soc-traces-", dir=work))
-    out = {"experiment": "soctrace", "sizes_mb": list(sizes_mb), "storage": [], "import": [], "search": [],
-           "skipped": {}, "systems": {}}
+    out = {
+        "experiment": "soctrace",
+        "sizes_mb": list(sizes_mb),
+        "storage": [],
+        "import": [],
+        "search": [],
+        "skipped": {},
+        "systems": {},
+    }
     try:
         traces = build_traces(tmp, sizes_mb)
         for mb, path in traces.items():
@@ -429,24 +487,50 @@ def run(*, sizes_mb=SIZES_MB, systems=SYSTEMS, workdir: str | Path, budget_s: fl
                     # 4.1 storage: 5 imports of the same trace, size after each
                     for k in range(1, TRACES + 1):
                         secs, events = s.import_trace(path)
-                        out["storage"].append({"system": name, "mb": mb, "traces": k, "bytes": s.bytes(),
-                                               "events": events, "import_s": secs})
+                        out["storage"].append(
+                            {
+                                "system": name,
+                                "mb": mb,
+                                "traces": k,
+                                "bytes": s.bytes(),
+                                "events": events,
+                                "import_s": secs,
+                            }
+                        )
                     log(f"soc-trace {mb} MB {name}: 5 traces stored in {s.bytes() / 1e6:.1f} MB")
                     # 4.3 search and save over the 5 traces, 5 threads
-                    for shared in ((False, True) if name == "mariadb-cdb" else (False,)):
-                        m = stat_protocol.repeat(lambda: s.search_and_save(list(range(1, TRACES + 1)), shared),
-                                            budget_s=budget_s, max_runs=max_runs, warmup=True)
-                        out["search"].append({"system": name + (" one connection" if shared else ""), "mb": mb,
-                                              **{k: m[k] for k in ("mean", "se", "rel_se", "runs", "converged")}})
+                    for shared in (False, True) if name == "mariadb-cdb" else (False,):
+                        m = stat_protocol.repeat(
+                            lambda: s.search_and_save(list(range(1, TRACES + 1)), shared),
+                            budget_s=budget_s,
+                            max_runs=max_runs,
+                            warmup=True,
+                        )
+                        out["search"].append(
+                            {
+                                "system": name + (" one connection" if shared else ""),
+                                "mb": mb,
+                                **{k: m[k] for k in ("mean", "se", "rel_se", "runs", "converged")},
+                            }
+                        )
                     # 4.2 import time: format known (already stored) vs new
                     known = stat_protocol.repeat(lambda: s.import_trace(path)[0], budget_s=budget_s, max_runs=max_runs)
-                    new = stat_protocol.repeat(lambda: _import_new(name, s, path, work), budget_s=budget_s,
-                                          max_runs=max_runs)
+                    new = stat_protocol.repeat(
+                        lambda: _import_new(name, s, path, work), budget_s=budget_s, max_runs=max_runs
+                    )
                     for kind, m in (("known", known), ("new", new)):
-                        out["import"].append({"system": name, "mb": mb, "format": kind,
-                                              **{k: m[k] for k in ("mean", "se", "rel_se", "runs", "converged")}})
-                    log(f"soc-trace {mb} MB {name}: import {known['mean']:.2f} s (format known), "
-                        f"{new['mean']:.2f} s (new)")
+                        out["import"].append(
+                            {
+                                "system": name,
+                                "mb": mb,
+                                "format": kind,
+                                **{k: m[k] for k in ("mean", "se", "rel_se", "runs", "converged")},
+                            }
+                        )
+                    log(
+                        f"soc-trace {mb} MB {name}: import {known['mean']:.2f} s (format known), "
+                        f"{new['mean']:.2f} s (new)"
+                    )
                 finally:
                     s.close()
     finally:

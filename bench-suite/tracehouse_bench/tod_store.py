@@ -58,8 +58,13 @@ SEED = {
     "raw storage": {1_003_230: (883_903, 39.8), 10_002_200: (887_900, 396.5), 100_002_900: (483_222, 3963.9)},
     "PostgreSQL 8.1": {1_030: (54, 48.4), 4_030: (55, 48.8), 12_730: (54, 49.8), 103_660: (54, 61.2)},
     "PostgreSQL light": {1_030: (111, None), 4_030: (114, None), 12_730: (114, None), 103_660: (115, None)},
-    "Oracle 10g XE": {1_030: (51, None), 4_030: (508, None), 12_730: (523, None), 103_660: (604, None),
-                      1_003_230: (619, None)},
+    "Oracle 10g XE": {
+        1_030: (51, None),
+        4_030: (508, None),
+        12_730: (523, None),
+        103_660: (604, None),
+        1_003_230: (619, None),
+    },
     "Berkeley DB JE": {103_660: (8_083, 67.5), 1_003_230: (8_598, 711.3), 10_002_200: (7_254, 7788.5)},
 }
 
@@ -91,25 +96,55 @@ def relational(batch: dict[str, pa.RecordBatch]) -> dict[str, pa.Table]:
     out: dict[str, pa.Table] = {}
     for t, b in batch.items():
         tid = pc.cast(b.column("producer"), pa.int64())
-        ev.append(pa.table({"tid": tid, "seq": b.column("seq"), "time": b.column("ts"),
-                            "type": pa.array([TYPE_CODE[t]] * b.num_rows, pa.int64()), "parent_tid": tid,
-                            "parent_seq": b.column("parent_seq")}))
+        ev.append(
+            pa.table(
+                {
+                    "tid": tid,
+                    "seq": b.column("seq"),
+                    "time": b.column("ts"),
+                    "type": pa.array([TYPE_CODE[t]] * b.num_rows, pa.int64()),
+                    "parent_tid": tid,
+                    "parent_seq": b.column("parent_seq"),
+                }
+            )
+        )
         if t == "field_write":
-            out["field_writes"] = pa.table({"tid": tid, "seq": b.column("seq"), "field_id": b.column("field_id"),
-                                            "target": b.column("target"), "value": b.column("value")})
+            out["field_writes"] = pa.table(
+                {
+                    "tid": tid,
+                    "seq": b.column("seq"),
+                    "field_id": b.column("field_id"),
+                    "target": b.column("target"),
+                    "value": b.column("value"),
+                }
+            )
         elif t == "var_write":
-            out["var_writes"] = pa.table({"tid": tid, "seq": b.column("seq"), "var_id": b.column("var_id"),
-                                          "value": b.column("value")})
+            out["var_writes"] = pa.table(
+                {"tid": tid, "seq": b.column("seq"), "var_id": b.column("var_id"), "value": b.column("value")}
+            )
         elif t == "behavior_enter":
             args_id = pc.add(pc.multiply(tid, 1 << 40), b.column("seq"))  # one argument list per enter
-            out["b_enters"] = pa.table({"tid": tid, "seq": b.column("seq"), "bhv_id": b.column("behavior_id"),
-                                        "target": b.column("target"), "args_id": args_id})
+            out["b_enters"] = pa.table(
+                {
+                    "tid": tid,
+                    "seq": b.column("seq"),
+                    "bhv_id": b.column("behavior_id"),
+                    "target": b.column("target"),
+                    "args_id": args_id,
+                }
+            )
             parts = []
             for k in range(4):
                 has = pc.greater(b.column("arg_count"), k)
-                parts.append(pa.table({"id": pc.filter(args_id, has),
-                                       "idx": pa.array([k] * pc.sum(has).as_py() if pc.sum(has).as_py() else [], pa.int64()),
-                                       "value": pc.filter(b.column(f"arg{k}"), has)}))
+                parts.append(
+                    pa.table(
+                        {
+                            "id": pc.filter(args_id, has),
+                            "idx": pa.array([k] * pc.sum(has).as_py() if pc.sum(has).as_py() else [], pa.int64()),
+                            "value": pc.filter(b.column(f"arg{k}"), has),
+                        }
+                    )
+                )
             out["args"] = pa.concat_tables(parts)
         elif t == "behavior_exit":
             out["b_exits"] = pa.table({"tid": tid, "seq": b.column("seq"), "ret_value": b.column("ret_value")})
@@ -185,8 +220,9 @@ def _duckdb(directory: Path, batches: list, rows: bool, keys: bool = True) -> tu
     con.execute("CHECKPOINT")
     sw = Stopwatch()
     if rows:
-        _row_at_a_time(con.execute, batches, "?", lambda: con.execute("BEGIN TRANSACTION"),
-                       lambda: con.execute("COMMIT"))
+        _row_at_a_time(
+            con.execute, batches, "?", lambda: con.execute("BEGIN TRANSACTION"), lambda: con.execute("COMMIT")
+        )
     else:
         con.execute("BEGIN TRANSACTION")
         for tables in batches:
@@ -233,8 +269,9 @@ class _Server:
         if rows:
             import psycopg
 
-            conn = psycopg.connect(host="127.0.0.1", port=self.server.port, user="postgres", dbname="postgres",
-                                   prepare_threshold=0)
+            conn = psycopg.connect(
+                host="127.0.0.1", port=self.server.port, user="postgres", dbname="postgres", prepare_threshold=0
+            )
             sw = Stopwatch()
             _row_at_a_time(conn.execute, batches, "%s", lambda: None, conn.commit)  # psycopg opens the transaction
             secs, cpu = sw.stop()
@@ -284,19 +321,35 @@ MODES = {  # (system, mode): what it does, for the report
 SYSTEMS = ("raw", "tracehouse", "sqlite", "duckdb", "postgres", "mariadb")
 
 
-def run(*, sizes=SIZES, systems=SYSTEMS, workdir: str | Path, cap_s: float = 120.0, budget_s: float = 60.0,
-        max_runs: int = 10, skip=(), log=lambda s: None) -> dict:
+def run(
+    *,
+    sizes=SIZES,
+    systems=SYSTEMS,
+    workdir: str | Path,
+    cap_s: float = 120.0,
+    budget_s: float = 60.0,
+    max_runs: int = 10,
+    skip=(),
+    log=lambda s: None,
+) -> dict:
     """The sweep: every (system, mode) at every size until it exceeds `cap_s` per run
     (`skip`: "system mode" keys left out, e.g. the slow row paths of a smoke run)."""
     work = Path(workdir)
-    out = {"experiment": "tod_store", "sizes": list(sizes), "batch": BATCH, "cells": [], "skipped": {},
-           "left_out": list(skip),
-           "modes": {f"{s} {m}": d for (s, m), d in MODES.items() if s in systems}, "versions": {}, "settings": {}}
+    out = {
+        "experiment": "tod_store",
+        "sizes": list(sizes),
+        "batch": BATCH,
+        "cells": [],
+        "skipped": {},
+        "left_out": list(skip),
+        "modes": {f"{s} {m}": d for (s, m), d in MODES.items() if s in systems},
+        "versions": {},
+        "settings": {},
+    }
     servers = {}
     stack = []
     try:
-        for name, cls, dialect in (("postgres", PostgresServer, "postgres"),
-                                   ("mariadb", MariaDBServer, "mariadb")):
+        for name, cls, dialect in (("postgres", PostgresServer, "postgres"), ("mariadb", MariaDBServer, "mariadb")):
             if name not in systems:
                 continue
             try:
@@ -326,7 +379,7 @@ def run(*, sizes=SIZES, systems=SYSTEMS, workdir: str | Path, cap_s: float = 120
             for sysname in systems:
                 if sysname in out["skipped"]:
                     continue
-                for (s, mode) in MODES:
+                for s, mode in MODES:
                     if s != sysname:
                         continue
                     key = f"{s} {mode}"
@@ -347,8 +400,11 @@ def run(*, sizes=SIZES, systems=SYSTEMS, workdir: str | Path, cap_s: float = 120
                             r = tod_ingest_peers.raw_append(d, w)
                             secs, nbytes = r.seconds, r.bytes
                         elif s == "tracehouse":
-                            r = (tod_ingest.tracehouse_stream(d, w, probe=False) if mode == "stream"
-                                 else tod_ingest.tracehouse_bulk(d, w))
+                            r = (
+                                tod_ingest.tracehouse_stream(d, w, probe=False)
+                                if mode == "stream"
+                                else tod_ingest.tracehouse_bulk(d, w)
+                            )
                             secs, nbytes = r.seconds, r.bytes
                         elif s == "sqlite":
                             secs, _cpu, nbytes = _sqlite(d, batches, mode == "row", keys=mode != "nokey")
@@ -363,17 +419,31 @@ def run(*, sizes=SIZES, systems=SYSTEMS, workdir: str | Path, cap_s: float = 120
                     return w.events / secs
 
                 m = stat_protocol.repeat(one, budget_s=budget_s, max_runs=max_runs, min_runs=stat_protocol.MIN_RUNS)
-                cell = {"system": s, "mode": mode, "events": w.events, "events_per_s": m["mean"], "se": m["se"],
-                        "rel_se": m["rel_se"], "runs": m["runs"], "converged": m["converged"], "stopped": m["stopped"],
-                        "bytes": last["bytes"], "last_run_s": last["seconds"]}
+                cell = {
+                    "system": s,
+                    "mode": mode,
+                    "events": w.events,
+                    "events_per_s": m["mean"],
+                    "se": m["se"],
+                    "rel_se": m["rel_se"],
+                    "runs": m["runs"],
+                    "converged": m["converged"],
+                    "stopped": m["stopped"],
+                    "bytes": last["bytes"],
+                    "last_run_s": last["seconds"],
+                }
                 out["cells"].append(cell)
-                log(f"  {key:<18} {w.events:>12,} events {m['mean']:>14,.0f} ev/s ±{(m['rel_se'] or 0) * 100:.1f}% "
-                    f"({m['runs']} runs) {last['bytes'] / 1e6:.1f} MB")
+                log(
+                    f"  {key:<18} {w.events:>12,} events {m['mean']:>14,.0f} ev/s ±{(m['rel_se'] or 0) * 100:.1f}% "
+                    f"({m['runs']} runs) {last['bytes'] / 1e6:.1f} MB"
+                )
                 bigger = [x for x in sizes if x > n]
                 projected = last["seconds"] * (bigger[0] / n) if bigger else 0.0
                 if projected > cap_s and s not in ("raw", "tracehouse"):  # the subject and its bound run at every size
-                    stopped[key] = (f"not run beyond {w.events:,} events: one run took {last['seconds']:.1f} s, "
-                                    f"{bigger[0]:,} would take ~{projected:.0f} s (cap {cap_s:g} s per run)")
+                    stopped[key] = (
+                        f"not run beyond {w.events:,} events: one run took {last['seconds']:.1f} s, "
+                        f"{bigger[0]:,} would take ~{projected:.0f} s (cap {cap_s:g} s per run)"
+                    )
             w = rel = row_cache = None  # the batches go before the next size is generated (not `del`: one() reads w)
         out["stopped"] = stopped
     finally:
@@ -394,8 +464,12 @@ def ratios(result: dict) -> list[dict]:
         peers_ = {k: v["events_per_s"] for k, v in cells.items() if k.split(" ")[0] not in ("raw", "tracehouse")}
         best = max(peers_.items(), key=lambda kv: kv[1]) if peers_ else None
         raw = cells.get("raw append")
-        row = {"events": n, "best_peer": best[0] if best else None, "best_peer_events_per_s": best[1] if best else None,
-               "raw_events_per_s": raw["events_per_s"] if raw else None}
+        row = {
+            "events": n,
+            "best_peer": best[0] if best else None,
+            "best_peer_events_per_s": best[1] if best else None,
+            "raw_events_per_s": raw["events_per_s"] if raw else None,
+        }
         for mode in ("stream", "bulk"):
             th = cells.get(f"tracehouse {mode}")
             row[f"tracehouse_{mode}"] = th["events_per_s"] if th else None

@@ -27,10 +27,23 @@ from tracehouse.bench.write_systems import Tracehouse, Unavailable
 
 from .servers import QuestDB
 
-QUERY_TYPES = ("single-groupby-1-1-1", "single-groupby-1-1-12", "single-groupby-1-8-1", "single-groupby-5-1-1",
-               "single-groupby-5-1-12", "single-groupby-5-8-1", "cpu-max-all-1", "cpu-max-all-8", "double-groupby-1",
-               "double-groupby-5", "double-groupby-all", "high-cpu-all", "high-cpu-1", "lastpoint",
-               "groupby-orderby-limit")
+QUERY_TYPES = (
+    "single-groupby-1-1-1",
+    "single-groupby-1-1-12",
+    "single-groupby-1-8-1",
+    "single-groupby-5-1-1",
+    "single-groupby-5-1-12",
+    "single-groupby-5-8-1",
+    "cpu-max-all-1",
+    "cpu-max-all-8",
+    "double-groupby-1",
+    "double-groupby-5",
+    "double-groupby-all",
+    "high-cpu-all",
+    "high-cpu-1",
+    "lastpoint",
+    "groupby-orderby-limit",
+)
 START = "2016-01-01T00:00:00Z"
 SEED = 123
 
@@ -42,8 +55,10 @@ def tool(name: str) -> str:
         return str(Path(where) / name)
     found = shutil.which(name)
     if found is None:
-        raise Unavailable(f"{name} not found in $TSBS_BIN or on PATH (TSBS is not served by the Go module proxy: "
-                          "build it from github.com/timescale/tsbs, see docs/influxql.md)")
+        raise Unavailable(
+            f"{name} not found in $TSBS_BIN or on PATH (TSBS is not served by the Go module proxy: "
+            "build it from github.com/timescale/tsbs, see docs/influxql.md)"
+        )
     return found
 
 
@@ -53,21 +68,49 @@ def _end(hours: int) -> str:
 
 def _generate(fmt: str, hosts: int, hours: int, interval_s: int, path: Path) -> None:
     with open(path, "wb") as f:
-        subprocess.run([tool("tsbs_generate_data"), "--use-case=cpu-only", f"--seed={SEED}", f"--scale={hosts}",
-                        f"--timestamp-start={START}", f"--timestamp-end={_end(hours)}", f"--log-interval={interval_s}s",
-                        f"--format={fmt}"], stdout=f, stderr=subprocess.DEVNULL, check=True)
+        subprocess.run(
+            [
+                tool("tsbs_generate_data"),
+                "--use-case=cpu-only",
+                f"--seed={SEED}",
+                f"--scale={hosts}",
+                f"--timestamp-start={START}",
+                f"--timestamp-end={_end(hours)}",
+                f"--log-interval={interval_s}s",
+                f"--format={fmt}",
+            ],
+            stdout=f,
+            stderr=subprocess.DEVNULL,
+            check=True,
+        )
 
 
 def _queries(fmt: str, qtype: str, hosts: int, hours: int, n: int, path: Path) -> None:
     with open(path, "wb") as f:
-        subprocess.run([tool("tsbs_generate_queries"), "--use-case=cpu-only", f"--seed={SEED}", f"--scale={hosts}",
-                        f"--timestamp-start={START}", f"--timestamp-end={_end(hours)}", f"--queries={n}",
-                        f"--query-type={qtype}", f"--format={fmt}"], stdout=f, stderr=subprocess.DEVNULL, check=True)
+        subprocess.run(
+            [
+                tool("tsbs_generate_queries"),
+                "--use-case=cpu-only",
+                f"--seed={SEED}",
+                f"--scale={hosts}",
+                f"--timestamp-start={START}",
+                f"--timestamp-end={_end(hours)}",
+                f"--queries={n}",
+                f"--query-type={qtype}",
+                f"--format={fmt}",
+            ],
+            stdout=f,
+            stderr=subprocess.DEVNULL,
+            check=True,
+        )
 
 
 def _run(cmd: list[str], results: Path) -> dict:
-    r = subprocess.run([*cmd, "--workers=1", "--prewarm-queries", f"--results-file={results}", "--print-interval=0"],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [*cmd, "--workers=1", "--prewarm-queries", f"--results-file={results}", "--print-interval=0"],
+        capture_output=True,
+        text=True,
+    )
     if r.returncode != 0:
         raise RuntimeError(f"{Path(cmd[0]).name} failed ({r.returncode}): {(r.stdout + r.stderr)[-800:]}")
     totals = json.loads(results.read_text())["Totals"]
@@ -76,28 +119,66 @@ def _run(cmd: list[str], results: Path) -> dict:
     return {"median_ms": q["q50"], "p99_ms": q["q99"], "max_ms": q["q100"], "cold_median_ms": cold["q50"]}
 
 
-def run(*, hosts: int = 100, hours: int = 24, interval_s: int = 10, queries: int = 20, types=QUERY_TYPES,
-        workdir: str | Path, progress=lambda s: None) -> dict:
+def run(
+    *,
+    hosts: int = 100,
+    hours: int = 24,
+    interval_s: int = 10,
+    queries: int = 20,
+    types=QUERY_TYPES,
+    workdir: str | Path,
+    progress=lambda s: None,
+) -> dict:
     """Load both systems with the same data, run every query type on both; a JSON-able dict."""
     work = Path(workdir)
     work.mkdir(parents=True, exist_ok=True)
-    out = {"experiment": "tsbs", "hosts": hosts, "hours": hours, "interval_s": interval_s, "queries": queries,
-           "rows": hosts * hours * 3600 // interval_s, "types": {}, "loads": {}, "loadavg_before": list(os.getloadavg())}
+    out = {
+        "experiment": "tsbs",
+        "hosts": hosts,
+        "hours": hours,
+        "interval_s": interval_s,
+        "queries": queries,
+        "rows": hosts * hours * 3600 // interval_s,
+        "types": {},
+        "loads": {},
+        "loadavg_before": list(os.getloadavg()),
+    }
     influx, ilp = work / "data.influx", work / "data.questdb"
     progress(f"tsbs: generating {out['rows']:,} rows ({hosts} hosts, {hours} h every {interval_s} s)")
     _generate("influx", hosts, hours, interval_s, influx)
     _generate("questdb", hosts, hours, interval_s, ilp)
-    with Tracehouse(work, "cpu", serve_args=("--max-answer", "1G", "--query-timeout", "600")) as th, \
-            QuestDB(work, "cpu") as qdb:
+    with (
+        Tracehouse(work, "cpu", serve_args=("--max-answer", "1G", "--query-timeout", "600")) as th,
+        QuestDB(work, "cpu") as qdb,
+    ):
         t0 = time.perf_counter()
-        r = subprocess.run([tool("tsbs_load_influx"), f"--file={influx}", f"--urls=http://127.0.0.1:{th.port}",
-                            "--db-name=benchmark", "--workers=2", "--batch-size=5000"], capture_output=True, text=True)
+        r = subprocess.run(
+            [
+                tool("tsbs_load_influx"),
+                f"--file={influx}",
+                f"--urls=http://127.0.0.1:{th.port}",
+                "--db-name=benchmark",
+                "--workers=2",
+                "--batch-size=5000",
+            ],
+            capture_output=True,
+            text=True,
+        )
         if r.returncode != 0:
             raise RuntimeError(f"tsbs_load_influx failed: {r.stdout[-500:]} {r.stderr[-500:]}")
         out["loads"]["tracehouse"] = round(time.perf_counter() - t0, 2)
         t0 = time.perf_counter()
-        r = subprocess.run([tool("tsbs_load_questdb"), f"--file={ilp}", f"--url=http://127.0.0.1:{qdb.port}",
-                            f"--ilp-bind-to=127.0.0.1:{qdb.tcp_port}", "--workers=2"], capture_output=True, text=True)
+        r = subprocess.run(
+            [
+                tool("tsbs_load_questdb"),
+                f"--file={ilp}",
+                f"--url=http://127.0.0.1:{qdb.port}",
+                f"--ilp-bind-to=127.0.0.1:{qdb.tcp_port}",
+                "--workers=2",
+            ],
+            capture_output=True,
+            text=True,
+        )
         if r.returncode != 0:
             raise RuntimeError(f"tsbs_load_questdb failed: {r.stdout[-500:]} {r.stderr[-500:]}")
         deadline = time.monotonic() + 600
@@ -112,8 +193,15 @@ def run(*, hosts: int = 100, hours: int = 24, interval_s: int = 10, queries: int
             qi, qq = work / f"{qtype}.influx.gob", work / f"{qtype}.questdb.gob"
             _queries("influx", qtype, hosts, hours, queries, qi)
             cell = {
-                "tracehouse": _run([tool("tsbs_run_queries_influx"), f"--file={qi}",
-                                    f"--urls=http://127.0.0.1:{th.port}", "--db-name=benchmark"], work / "r.json"),
+                "tracehouse": _run(
+                    [
+                        tool("tsbs_run_queries_influx"),
+                        f"--file={qi}",
+                        f"--urls=http://127.0.0.1:{th.port}",
+                        "--db-name=benchmark",
+                    ],
+                    work / "r.json",
+                ),
             }
             try:
                 _queries("questdb", qtype, hosts, hours, queries, qq)
@@ -121,18 +209,24 @@ def run(*, hosts: int = 100, hours: int = 24, interval_s: int = 10, queries: int
                 cell["questdb"] = {"error": "TSBS has no QuestDB query of this type"}
             else:
                 try:
-                    cell["questdb"] = _run([tool("tsbs_run_queries_questdb"), f"--file={qq}",
-                                            f"--urls=http://127.0.0.1:{qdb.port}"], work / "r.json")  # no /: it adds /exec
+                    cell["questdb"] = _run(
+                        [tool("tsbs_run_queries_questdb"), f"--file={qq}", f"--urls=http://127.0.0.1:{qdb.port}"],
+                        work / "r.json",
+                    )  # no /: it adds /exec
                 except RuntimeError as e:  # TSBS's QuestDB SQL for some types predates QuestDB 9 (SAMPLE BY + GROUP BY)
-                    cell["questdb"] = {"error": "QuestDB 9.1 answers TSBS's QuestDB SQL with an error status: "
-                                                + str(e).splitlines()[0][:200]}
+                    cell["questdb"] = {
+                        "error": "QuestDB 9.1 answers TSBS's QuestDB SQL with an error status: "
+                        + str(e).splitlines()[0][:200]
+                    }
             if "error" not in cell["questdb"]:
                 for k in ("median_ms", "p99_ms"):
                     cell[k.replace("_ms", "_ratio")] = cell["tracehouse"][k] / max(cell["questdb"][k], 1e-9)
             out["types"][qtype] = cell
             t, q = cell["tracehouse"], cell["questdb"]
-            progress(f"  {qtype}: tracehouse median {t['median_ms']:.2f} ms p99 {t['p99_ms']:.2f}, QuestDB "
-                     + (f"{q['median_ms']:.2f} / {q['p99_ms']:.2f} ms" if "error" not in q else q["error"]))
+            progress(
+                f"  {qtype}: tracehouse median {t['median_ms']:.2f} ms p99 {t['p99_ms']:.2f}, QuestDB "
+                + (f"{q['median_ms']:.2f} / {q['p99_ms']:.2f} ms" if "error" not in q else q["error"])
+            )
         out["questdb_version"] = qdb.version
     out["loadavg_after"] = list(os.getloadavg())
     return out
@@ -146,8 +240,9 @@ def _index_hostname(qdb: QuestDB) -> None:
     import urllib.request
 
     def ex(sql: str) -> dict:
-        with urllib.request.urlopen(f"http://127.0.0.1:{qdb.port}/exec?" + urllib.parse.urlencode({"query": sql}),
-                                    timeout=60) as r:
+        with urllib.request.urlopen(
+            f"http://127.0.0.1:{qdb.port}/exec?" + urllib.parse.urlencode({"query": sql}), timeout=60
+        ) as r:
             return json.loads(r.read())
 
     ex("ALTER TABLE cpu ALTER COLUMN hostname ADD INDEX")
@@ -169,22 +264,28 @@ def _questdb_rows(qdb: QuestDB) -> int:
 
 
 def render(r: dict) -> str:
-    lines = [f"TSBS cpu-only, {r['hosts']} hosts x {r['hours']} h every {r['interval_s']} s = {r['rows']:,} rows; "
-             f"{r['queries']} queries per type, 1 worker, each query run twice and timed the second time; "
-             f"load average {r['loadavg_before'][0]:.1f} before, {r['loadavg_after'][0]:.1f} after",
-             f"loaded by TSBS's own loaders: tracehouse {r['loads']['tracehouse']} s, QuestDB "
-             f"{r['loads']['questdb']} s (until every row is visible)",
-             f"{'query type':<24} {'tracehouse ms':>16} {'QuestDB ms':>14} {'median x':>9} {'p99 x':>7}  verdict",
-             f"{'':<24} {'median / p99':>16} {'median / p99':>14}"]
+    lines = [
+        f"TSBS cpu-only, {r['hosts']} hosts x {r['hours']} h every {r['interval_s']} s = {r['rows']:,} rows; "
+        f"{r['queries']} queries per type, 1 worker, each query run twice and timed the second time; "
+        f"load average {r['loadavg_before'][0]:.1f} before, {r['loadavg_after'][0]:.1f} after",
+        f"loaded by TSBS's own loaders: tracehouse {r['loads']['tracehouse']} s, QuestDB "
+        f"{r['loads']['questdb']} s (until every row is visible)",
+        f"{'query type':<24} {'tracehouse ms':>16} {'QuestDB ms':>14} {'median x':>9} {'p99 x':>7}  verdict",
+        f"{'':<24} {'median / p99':>16} {'median / p99':>14}",
+    ]
     for qtype, c in r["types"].items():
         t, q = c["tracehouse"], c["questdb"]
         if "error" in q:
-            lines.append(f"{qtype:<24} {t['median_ms']:>7.2f} / {t['p99_ms']:>6.2f} {'-':>14} {'':>9} {'':>7}  "
-                         f"no peer: {q['error'][:90]}")
+            lines.append(
+                f"{qtype:<24} {t['median_ms']:>7.2f} / {t['p99_ms']:>6.2f} {'-':>14} {'':>9} {'':>7}  "
+                f"no peer: {q['error'][:90]}"
+            )
             continue
         ok = c["median_ratio"] <= 1.0 and c["p99_ratio"] <= 1.0
-        lines.append(f"{qtype:<24} {t['median_ms']:>7.2f} / {t['p99_ms']:>6.2f} {q['median_ms']:>6.2f} / {q['p99_ms']:>5.2f} "
-                     f"{c['median_ratio']:>9.2f} {c['p99_ratio']:>7.2f}  {'met' if ok else 'not met'}")
+        lines.append(
+            f"{qtype:<24} {t['median_ms']:>7.2f} / {t['p99_ms']:>6.2f} {q['median_ms']:>6.2f} / {q['p99_ms']:>5.2f} "
+            f"{c['median_ratio']:>9.2f} {c['p99_ratio']:>7.2f}  {'met' if ok else 'not met'}"
+        )
     return "\n".join(lines)
 
 
@@ -213,8 +314,13 @@ def plot(r: dict, path: Path) -> Path | None:
     x = range(len(types))
     for k, (name, off) in enumerate((("tracehouse", -0.2), ("questdb", 0.2))):
         got = [r["types"][t][name] for t in types]
-        ax.bar([i + off for i in x], [g.get("median_ms", 0) for g in got], width=0.4, label=f"{name} median",
-               color=("C0", "C1")[k])
+        ax.bar(
+            [i + off for i in x],
+            [g.get("median_ms", 0) for g in got],
+            width=0.4,
+            label=f"{name} median",
+            color=("C0", "C1")[k],
+        )
         ax.errorbar([i + off for i in x], [g.get("p99_ms", float("nan")) for g in got], fmt="_", color="k")
     ax.set_xticks(list(x), types, rotation=45, ha="right", fontsize=8)
     ax.set_yscale("log")

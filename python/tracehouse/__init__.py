@@ -1,9 +1,9 @@
 """tracehouse: a warehouse for execution traces and performance measurements.
 
-    import tracehouse
-    store = tracehouse.open("./tracehouse-data")
-    store.sql('SELECT count(*) FROM "my-trace".events')
-    tracehouse.open_engine(["./a", "./b"], "spark").sql(...)   # several stores, Apache Spark
+import tracehouse
+store = tracehouse.open("./tracehouse-data")
+store.sql('SELECT count(*) FROM "my-trace".events')
+tracehouse.open_engine(["./a", "./b"], "spark").sql(...)   # several stores, Apache Spark
 """
 
 from __future__ import annotations
@@ -20,8 +20,14 @@ if TYPE_CHECKING:
 
 # The public names below pull in pyarrow and DuckDB: they are imported on first use (PEP 562),
 # so `import tracehouse` (and `tracehouse --help`) stays cheap.
-_LAZY = {"Column": "schema", "EventType": "schema", "Store": "store", "TraceInfo": "store",
-         "WriterOptions": "store", "open_engine": "store.engines"}
+_LAZY = {
+    "Column": "schema",
+    "EventType": "schema",
+    "Store": "store",
+    "TraceInfo": "store",
+    "WriterOptions": "store",
+    "open_engine": "store.engines",
+}
 
 
 def __getattr__(name: str):
@@ -42,6 +48,7 @@ def __getattr__(name: str):
         return value
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
+
 DEFAULT_HOME = "./tracehouse-data"
 
 
@@ -49,7 +56,7 @@ def default_path() -> str:
     return os.environ.get("TRACEHOUSE_HOME") or DEFAULT_HOME
 
 
-def open(path: str | os.PathLike | None = None, *, readonly: bool = False, create: bool = True, **options) -> "Store":  # noqa: A001
+def open(path: str | os.PathLike | None = None, *, readonly: bool = False, create: bool = True, **options) -> Store:  # noqa: A001
     """Open (creating if needed) the store at `path` (default: $TRACEHOUSE_HOME or ./tracehouse-data).
 
     options: fsync ("always" | "batch" | "off"), group_commit_ms, flush_bytes, flush_rows,
@@ -62,6 +69,20 @@ def open(path: str | os.PathLike | None = None, *, readonly: bool = False, creat
 
 
 __all__ = [
-    "AlreadyExists", "BadInput", "Column", "DiskFull", "EventType", "NotFound", "ReadOnly", "Store", "StoreDamaged",
-    "StoreLocked", "TraceInfo", "TracehouseError", "WriterOptions", "open", "open_engine", "__version__",
+    "AlreadyExists",
+    "BadInput",
+    "Column",
+    "DiskFull",
+    "EventType",
+    "NotFound",
+    "ReadOnly",
+    "Store",
+    "StoreDamaged",
+    "StoreLocked",
+    "TraceInfo",
+    "TracehouseError",
+    "WriterOptions",
+    "open",
+    "open_engine",
+    "__version__",
 ]

@@ -219,8 +219,16 @@ def wal_write(fd: int, size: int, record: WalRecord, reserve_to: int = 0) -> int
     reserve_to past `size`: first allocate the file's blocks up to there, keeping its length."""
     ...
 
-def write_int_parquet(path: str, data: list[pa.RecordBatch] | pa.Table, schema: pa.Schema, dictionary: list[str],
-                      row_group: int, metadata: list[tuple[str, str]], created_by: str, checksums: bool = True) -> int:
+def write_int_parquet(
+    path: str,
+    data: list[pa.RecordBatch] | pa.Table,
+    schema: pa.Schema,
+    dictionary: list[str],
+    row_group: int,
+    metadata: list[tuple[str, str]],
+    created_by: str,
+    checksums: bool = True,
+) -> int:
     """Write `data` (a list of batches, or a Table / anything with `__arrow_c_stream__`, read
     without the GIL; int32/int64 columns of `schema` only) as the new Parquet file `path`
     (refused if it exists): DELTA_BINARY_PACKED, uncompressed, `dictionary` columns RLE_DICTIONARY,
@@ -381,8 +389,14 @@ class StraceFileParse:
     as they complete (same rules as ``StraceParser``; at most a few messages are held ahead);
     dropping the object stops the thread."""
 
-    def __init__(self, path: str, pid: int | None = None, batch_rows: int = 65_536, max_line: int = 16 << 20,
-                 keep_rejects: int = 10) -> None: ...
+    def __init__(
+        self,
+        path: str,
+        pid: int | None = None,
+        batch_rows: int = 65_536,
+        max_line: int = 16 << 20,
+        keep_rejects: int = 10,
+    ) -> None: ...
     def next(self) -> list[tuple[str, pa.RecordBatch]] | None:
         """The next batches (never empty), waited for without the GIL; None at the end. A read
         error is raised as OSError."""
@@ -515,7 +529,9 @@ class SpanPairer:
         keys): the values of the unmatched ends, in row order. None when the fast path
         was off."""
 
-def nest_spans(ts: pa.Int64Array, dur: pa.Int64Array, producer: pa.Int32Array, seq: pa.Int64Array) -> dict[str, pa.Array]:
+def nest_spans(
+    ts: pa.Int64Array, dur: pa.Int64Array, producer: pa.Int32Array, seq: pa.Int64Array
+) -> dict[str, pa.Array]:
     """Spans that carry their duration, nested by time per producer (rules in
     ``src/analysis/spans.rs``, ``nest``): ``depth`` (int32), ``parent`` (row, -1 at the root) and
     ``self_ns`` per row, in input order."""
@@ -525,7 +541,9 @@ def call_tree(parent: pa.Int64Array, key: pa.Int64Array, depth: pa.Int32Array) -
     ``key``, ``depth`` (nodes in creation order, parents first). ValueError when a parent is
     not one level above its child."""
 
-def hist_log2(values: pa.Int64Array, k: int = 0, groups: pa.Int64Array | None = None, n_groups: int = 1) -> pa.UInt64Array:
+def hist_log2(
+    values: pa.Int64Array, k: int = 0, groups: pa.Int64Array | None = None, n_groups: int = 1
+) -> pa.UInt64Array:
     """bpftrace ``hist(v, k)`` counts, ``n_groups`` x ``hist_log2_buckets(k)`` (row-major);
     values whose group is outside 0..n_groups are skipped."""
 
@@ -544,7 +562,9 @@ def binned_counts(ts: pa.Int64Array, starts: pa.Int64Array, ends: pa.Int64Array,
 
 # -- packed index columns (src/analysis/packed.rs) ------------------------------------------------------
 
-def pack_int64(values: pa.Int64Array, nullable: bool = False) -> tuple[pa.LargeBinaryArray, pa.Int64Array, pa.UInt8Array]:
+def pack_int64(
+    values: pa.Int64Array, nullable: bool = False
+) -> tuple[pa.LargeBinaryArray, pa.Int64Array, pa.UInt8Array]:
     """(data, base, bits): ``values`` in blocks of 1,024, each frame-of-reference bit-packed
     or delta-coded (whichever is smaller); ``nullable`` reserves code 0 for null."""
 
@@ -552,8 +572,15 @@ class PackedColumn:
     """A packed column read in place (the arrays are kept alive, typically memory-mapped);
     with ``rel`` the stored values are ``value - rel`` and reads add ``rel``'s."""
 
-    def __init__(self, data: pa.LargeBinaryArray, base: pa.Int64Array, bits: pa.UInt8Array, len: int,
-                 nullable: bool, rel: PackedColumn | None = None) -> None: ...
+    def __init__(
+        self,
+        data: pa.LargeBinaryArray,
+        base: pa.Int64Array,
+        bits: pa.UInt8Array,
+        len: int,
+        nullable: bool,
+        rel: PackedColumn | None = None,
+    ) -> None: ...
     def __len__(self) -> int: ...
     def get(self, i: int) -> int | None:
         """Value i (None = null)."""
@@ -570,8 +597,14 @@ class PackedColumn:
 
 # -- pprof export (src/formats/pprof/, src/py/pprof.rs) ----------------------------------------
 
-def pprof_encode(stacks: list[str], values: list[list[int]], sample_types: list[tuple[str, str]], program: str,
-                 time_nanos: int = 0, duration_nanos: int = 0) -> bytes:
+def pprof_encode(
+    stacks: list[str],
+    values: list[list[int]],
+    sample_types: list[tuple[str, str]],
+    program: str,
+    time_nanos: int = 0,
+    duration_nanos: int = 0,
+) -> bytes:
     """profile.proto bytes (not gzipped) of `stacks` (root first, `;`-joined) and their values
     (one per sample type); the GIL is released while it encodes."""
 
@@ -605,8 +638,9 @@ class HttpRequest:
         """The body (de-chunked, not decompressed); a second call returns an empty one."""
     def respond(self, status: int, headers: list[tuple[str, str]] = ..., body: bytes = ...) -> None:
         """Answer (content-length and connection headers are added); a second answer raises."""
-    def respond_when_durable(self, commit: GroupCommit, lsn: int, status: int,
-                             headers: list[tuple[str, str]] = ..., body: bytes = ...) -> None:
+    def respond_when_durable(
+        self, commit: GroupCommit, lsn: int, status: int, headers: list[tuple[str, str]] = ..., body: bytes = ...
+    ) -> None:
         """Answer from `commit`'s thread once record `lsn` is durable (500 with the reason if it
         never will be); a second answer raises."""
 
@@ -634,8 +668,9 @@ class TcpChunk:
     def finished(self) -> bool: ...
     def take_body(self) -> Body:
         """Its lines (each ending in newline); a second call returns an empty one."""
-    def finish(self, rows: int, errors: list[tuple[int, str]], last_line: int,
-               commit: GroupCommit | None = None, lsn: int = 0) -> None:
+    def finish(
+        self, rows: int, errors: list[tuple[int, str]], last_line: int, commit: GroupCommit | None = None, lsn: int = 0
+    ) -> None:
         """Appended: under durable offsets `err`/`ok` lines are sent, the `ok` once `lsn` is
         durable in `commit` (None: at once)."""
     def fail(self, why: str) -> None:
@@ -647,19 +682,40 @@ class HttpFront:
     byte is read), limits (connections, head, body, bytes in flight) and timeouts (idle, whole
     request, minimum body rate); complete requests wait in one queue for ``take``."""
 
-    def __init__(self, fd: int, *, max_body: int, max_connections: int, idle_timeout: float,
-                 max_inflight: int, overload_wait: float, retry_after: int = 1, max_head: int = 65536,
-                 token: str | None = None, open_paths: list[str] = ..., request_timeout: float = 300.0,
-                 min_rate: int = 0) -> None:
+    def __init__(
+        self,
+        fd: int,
+        *,
+        max_body: int,
+        max_connections: int,
+        idle_timeout: float,
+        max_inflight: int,
+        overload_wait: float,
+        retry_after: int = 1,
+        max_head: int = 65536,
+        token: str | None = None,
+        open_paths: list[str] = ...,
+        request_timeout: float = 300.0,
+        min_rate: int = 0,
+    ) -> None:
         """Takes ownership of listening socket descriptor `fd` (pass a dup). With `token`, every
         request but those to `open_paths` needs it (Token/Bearer, Basic password or ?p=)."""
-    def take(self, max: int = 64, max_bytes: int = 8388608,
-             timeout: float = 0.1) -> list[HttpRequest | TcpChunk]:
+    def take(self, max: int = 64, max_bytes: int = 8388608, timeout: float = 0.1) -> list[HttpRequest | TcpChunk]:
         """Up to `max` requests holding at most `max_bytes` of body, then up to `max` TCP chunks
         holding at most `max_bytes` of lines (at least one of either), waiting at most `timeout` s
         for the first (GIL released)."""
-    def listen_tcp(self, fd: int, *, bucket: str, max_line: int, high_water: int, max_connections: int,
-                   idle_timeout: float, max_inflight: int, token: str | None = None) -> None:
+    def listen_tcp(
+        self,
+        fd: int,
+        *,
+        bucket: str,
+        max_line: int,
+        high_water: int,
+        max_connections: int,
+        idle_timeout: float,
+        max_inflight: int,
+        token: str | None = None,
+    ) -> None:
         """Serve line protocol over TCP on listening socket `fd` (pass a dup) beside HTTP
         (src/ingest/tcpfront.rs): framing, the `# tracehouse ...` handshake, limits,
         back-pressure and the durable-offset acknowledgements; chunks come out of ``take``."""
@@ -767,9 +823,17 @@ RECORD_EVENT_TYPES: Final[list[str]]
 """The event types a recording's program events come as: behavior_enter, behavior_exit,
 var_write, field_write, line_step (the `python` format; code, symbol and source describe it)."""
 
-def record_start(fd: int, rules: list[tuple[str, bool]], actions: bytes, *, flush_rows: int = 32768,
-                 hello: str = "{}", monitoring: bool = False, disable: object | None = None,
-                 depths: object | None = None) -> None:
+def record_start(
+    fd: int,
+    rules: list[tuple[str, bool]],
+    actions: bytes,
+    *,
+    flush_rows: int = 32768,
+    hello: str = "{}",
+    monitoring: bool = False,
+    disable: object | None = None,
+    depths: object | None = None,
+) -> None:
     """Starts recording this process into descriptor `fd` (taken over): 3.11 installs the C trace
     function in the calling thread; with `monitoring` (3.12+) the caller has registered
     `record_callbacks()` and passes `sys.monitoring.DISABLE` and `depths` (code -> int16 stack

@@ -23,9 +23,16 @@ pa = lazy.module("pyarrow")
 def _numpy_types() -> dict:
     """Arrow numeric type -> numpy dtype (made on first use: it needs both modules)."""
     return {
-        pa.int8(): np.int8, pa.int16(): np.int16, pa.int32(): np.int32, pa.int64(): np.int64,
-        pa.uint8(): np.uint8, pa.uint16(): np.uint16, pa.uint32(): np.uint32, pa.uint64(): np.uint64,
-        pa.float32(): np.float32, pa.float64(): np.float64,
+        pa.int8(): np.int8,
+        pa.int16(): np.int16,
+        pa.int32(): np.int32,
+        pa.int64(): np.int64,
+        pa.uint8(): np.uint8,
+        pa.uint16(): np.uint16,
+        pa.uint32(): np.uint32,
+        pa.uint64(): np.uint64,
+        pa.float32(): np.float32,
+        pa.float64(): np.float64,
     }
 
 
@@ -35,7 +42,7 @@ def _chunk(a: pa.Array) -> np.ndarray:
         return np.frombuffer(a.buffers()[1], dtype=dtype, count=len(a), offset=a.offset * np.dtype(dtype).itemsize)
     if a.type == pa.bool_() and not a.null_count:  # (`to_numpy` of a boolean array imports pandas)
         bits = np.unpackbits(np.frombuffer(a.buffers()[1], np.uint8), bitorder="little", count=a.offset + len(a))
-        return bits[a.offset:].astype(bool)
+        return bits[a.offset :].astype(bool)
     return a.to_numpy(zero_copy_only=False)
 
 
@@ -59,8 +66,9 @@ def filled(col: pa.Array | pa.ChunkedArray, fill) -> np.ndarray:
         return _chunk(col)
     dtype = _numpy_types()[col.type]
     values = np.frombuffer(col.buffers()[1], dtype=dtype, count=len(col), offset=col.offset * np.dtype(dtype).itemsize)
-    valid = np.unpackbits(np.frombuffer(col.buffers()[0], np.uint8), bitorder="little",
-                          count=col.offset + len(col))[col.offset:].astype(bool)
+    valid = np.unpackbits(np.frombuffer(col.buffers()[0], np.uint8), bitorder="little", count=col.offset + len(col))[
+        col.offset :
+    ].astype(bool)
     return np.where(valid, values, fill)
 
 

@@ -110,8 +110,9 @@ def is_disk_full(e: BaseException | None) -> bool:
     while e is not None and seen < 16:
         if isinstance(e, DiskFull):
             return True
-        if isinstance(e, OSError) and (e.errno in _FULL_ERRNOS or "No space left on device" in str(e)
-                                       or "Disk quota exceeded" in str(e)):
+        if isinstance(e, OSError) and (
+            e.errno in _FULL_ERRNOS or "No space left on device" in str(e) or "Disk quota exceeded" in str(e)
+        ):
             return True
         if isinstance(e, sqlite3.Error) and "database or disk is full" in str(e):
             return True

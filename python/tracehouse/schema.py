@@ -41,7 +41,7 @@ class Column:
         return {"name": self.name, "type": self.type, "unit": self.unit, "doc": self.doc}
 
     @classmethod
-    def from_json(cls, d: dict) -> "Column":
+    def from_json(cls, d: dict) -> Column:
         return cls(d["name"], d["type"], d.get("unit", ""), d.get("doc", ""))
 
 
@@ -81,7 +81,9 @@ class EventType:
             if p.name in COMMON_NAMES or p.name in seen:
                 raise BadInput(f"parameter name {p.name!r} of {self.name} is reserved or repeated")
             if p.type not in PARAM_TYPES:
-                raise BadInput(f"parameter {p.name!r} of {self.name} has type {p.type!r}", expected=" | ".join(PARAM_TYPES))
+                raise BadInput(
+                    f"parameter {p.name!r} of {self.name} has type {p.type!r}", expected=" | ".join(PARAM_TYPES)
+                )
             seen.add(p.name)
 
     @property
@@ -98,14 +100,14 @@ class EventType:
     def params_json(self) -> list[dict]:
         return [p.to_json() for p in self.params]
 
-    def with_params(self, extra: list[Column]) -> "EventType":
+    def with_params(self, extra: list[Column]) -> EventType:
         return EventType(self.name, self.kind, self.params + tuple(extra), self.doc)
 
     def to_json(self) -> dict:
         return {"name": self.name, "kind": self.kind, "params": self.params_json(), "doc": self.doc}
 
     @classmethod
-    def from_json(cls, d: dict) -> "EventType":
+    def from_json(cls, d: dict) -> EventType:
         return cls(d["name"], d["kind"], tuple(Column.from_json(p) for p in d.get("params", ())), d.get("doc", ""))
 
 

@@ -57,8 +57,23 @@ def test_point_in_time_questions(tod, capsys):
     if state:
         hist = run_json(capsys, tod, "analyze", "history", "tod", "7", str(state[0]["field"]))["rows"]
         assert state[0]["ts"] in [h["ts"] for h in hist]
-    page = run_json(capsys, tod, "analyze", "cursor", "tod", "--type", "field_write", "--producer", "3",
-                    "--where", "value > 10", "--at", str(t), "--limit", "5")
+    page = run_json(
+        capsys,
+        tod,
+        "analyze",
+        "cursor",
+        "tod",
+        "--type",
+        "field_write",
+        "--producer",
+        "3",
+        "--where",
+        "value > 10",
+        "--at",
+        str(t),
+        "--limit",
+        "5",
+    )
     assert len(page["rows"]) == 5 and all(r["ts"] >= t and r["producer"] == 3 and r["value"] > 10 for r in page["rows"])
     back = run_json(capsys, tod, "analyze", "cursor", "tod", "--at", str(t), "--backward", "--limit", "5")["rows"]
     assert len(back) == 5 and all(r["ts"] < t for r in back)
@@ -125,7 +140,8 @@ def test_plugin_analyses_join_the_analyze_command(tod, capsys, monkeypatch, tmp_
 
     root = tmp_path / "site"
     (root / "thanalysis").mkdir(parents=True)
-    (root / "thanalysis" / "__init__.py").write_text(textwrap.dedent('''
+    (root / "thanalysis" / "__init__.py").write_text(
+        textwrap.dedent("""
         NAME = "longest"
         DESCRIPTION = "the n longest spans"
 
@@ -134,7 +150,8 @@ def test_plugin_analyses_join_the_analyze_command(tod, capsys, monkeypatch, tmp_
 
         def run(store, args):
             return store.sql(f\'SELECT span_id, dur FROM "{args.trace}:spans".span ORDER BY dur DESC LIMIT {args.n}\')
-    '''))
+    """)
+    )
     di = root / "thanalysis-0.1.dist-info"
     di.mkdir()
     (di / "METADATA").write_text("Metadata-Version: 2.1\nName: thanalysis\nVersion: 0.1\n")
@@ -155,8 +172,11 @@ def test_every_analysis_is_documented_in_the_analyses_page():
     generated from the registry: tests/analysis/test_registry.py checks it is current)."""
     page = (ROOT / "docs" / "analyses.md").read_text()
     parser = cli.build_parser()
-    sub = next(a for a in parser._subparsers._group_actions[0].choices["analyze"]._actions
-               if a.__class__.__name__ == "_SubParsersAction")
+    sub = next(
+        a
+        for a in parser._subparsers._group_actions[0].choices["analyze"]._actions
+        if a.__class__.__name__ == "_SubParsersAction"
+    )
     for name in sub.choices:
         if name == "longest":  # the plugin of the test above, when the parser was built with it
             continue
@@ -172,8 +192,9 @@ def test_rm_removes_the_processed_trace_and_the_index_files(tmp_path, capsys):
         run_json(capsys, store, "analyze", "spans", name, "--save")
         run_json(capsys, store, "analyze", "index", name)
     files = lambda: sorted(p.name for p in (store / "results").iterdir())  # noqa: E731
-    kept_files = {Path(r["path"]).name for r in run_json(capsys, store, "results", "list", "--trace", "kept")
-                  if r.get("path")}
+    kept_files = {
+        Path(r["path"]).name for r in run_json(capsys, store, "results", "list", "--trace", "kept") if r.get("path")
+    }
     assert kept_files and set(files()) > kept_files
     spans_id = run_json(capsys, store, "info", "gone:spans")["id"]
     run_json(capsys, store, "rm", "gone")

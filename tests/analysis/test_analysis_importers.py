@@ -30,17 +30,29 @@ def test_hand_written_chrome_json(store, tmp_path):
     chrome_import.import_file(store, path, "c")
     t = an.span_table(store, "c")  # the chrome profile: `slice` spans nested by time
     rows = {r["name"]: (r["ts"], r["dur"], r["self_time"], r["depth"]) for r in t.to_pylist()}
-    assert rows == {"main": (0, 100_000, 60_000, 0), "parse": (10_000, 15_000, 15_000, 1),
-                    "render": (30_000, 25_000, 17_000, 1), "layout": (32_000, 8_000, 8_000, 2),
-                    "io": (5_000, 40_000, 40_000, 0)}
+    assert rows == {
+        "main": (0, 100_000, 60_000, 0),
+        "parse": (10_000, 15_000, 15_000, 1),
+        "render": (30_000, 25_000, 17_000, 1),
+        "layout": (32_000, 8_000, 8_000, 2),
+        "io": (5_000, 40_000, 40_000, 0),
+    }
     main_tid = next(r["producer"] for r in t.to_pylist() if r["name"] == "main")
     assert an.stack_at(store, "c", main_tid, 35_000).column("name").to_pylist() == ["main", "render", "layout"]
     assert an.folded(an.aggregated_call_tree(store, "c")).splitlines() == [
-        "main 60000", "io 40000", "main;parse 15000", "main;render 17000", "main;render;layout 8000"]
+        "main 60000",
+        "io 40000",
+        "main;parse 15000",
+        "main;render 17000",
+        "main;render;layout 8000",
+    ]
     v, g, names, _ = an.span_values(store, "c", group="caller")
     h = an.histogram(v, groups=g, group_names=names, unit="us")
-    assert {n: int(h.counts[i].sum()) for i, n in enumerate(h.groups) if h.counts[i].sum()} == \
-        {"(root)": 2, "main": 2, "render": 1}
+    assert {n: int(h.counts[i].sum()) for i, n in enumerate(h.groups) if h.counts[i].sum()} == {
+        "(root)": 2,
+        "main": 2,
+        "render": 1,
+    }
     page = an.cursor(store, "c", types=["instant"]).next(10)
     assert page.column("name").to_pylist() == ["tick"]
 
@@ -57,9 +69,9 @@ def test_real_node_trace_nesting_matches_brute_force(store):
             if o is s or o["producer"] != s["producer"]:
                 continue
             starts_before = (o["ts"], -o["dur"], o["seq"]) < (s["ts"], -s["dur"], s["seq"])
-            if starts_before and o["ts"] <= s["ts"] < o["end_ts"] and s["end_ts"] <= o["end_ts"]:
-                if best is None or (o["ts"], -o["dur"], o["seq"]) > (best["ts"], -best["dur"], best["seq"]):
-                    best = o
+            encloses = starts_before and o["ts"] <= s["ts"] < o["end_ts"] and s["end_ts"] <= o["end_ts"]
+            if encloses and (best is None or (o["ts"], -o["dur"], o["seq"]) > (best["ts"], -best["dur"], best["seq"])):
+                best = o
         assert s["parent_id"] == (best["span_id"] if best else -1), s
     kids: dict[int, int] = {}
     for s in t:
@@ -75,8 +87,9 @@ def test_strace_capture_syscall_histograms_and_stats(store):
     assert t.num_rows == n and set(t.column("depth").to_pylist()) == {0}  # syscalls do not nest
     v, g, names, _ = an.span_values(store, "st", group="name")
     h = an.histogram(v, groups=g, group_names=names, unit="us", below=10_000)
-    by_name = {r["name"]: r["n"] for r in store.sql(
-        'SELECT name, count(*) AS n FROM "st".syscall GROUP BY name').to_pylist()}
+    by_name = {
+        r["name"]: r["n"] for r in store.sql('SELECT name, count(*) AS n FROM "st".syscall GROUP BY name').to_pylist()
+    }
     assert {h.groups[i]: int(h.counts[i].sum()) for i in range(len(h.groups))} == by_name
     durs = np.array(store.sql('SELECT dur FROM "st".syscall').column("dur").to_pylist())
     assert sum(b["below"] for b in h.below.values()) == int((durs < 10_000).sum())

@@ -31,8 +31,17 @@ def to_events(raw, scramble_ts: bool = False) -> list[dict]:
     out, ts = [], 1000
     for i, (p, kind, key, dt) in enumerate(raw):
         ts += dt
-        out.append({"type": kind, "ts": (ts if not scramble_ts else 1000 + (i * 7919) % 97), "producer": p, "key": key,
-                    "obj": key, "field": 0, "value": i})
+        out.append(
+            {
+                "type": kind,
+                "ts": (ts if not scramble_ts else 1000 + (i * 7919) % 97),
+                "producer": p,
+                "key": key,
+                "obj": key,
+                "field": 0,
+                "value": i,
+            }
+        )
     return out
 
 
@@ -47,8 +56,19 @@ def check_pairing(store, events, keyed: bool) -> None:
     got = sp.table.to_pylist()
     assert len(got) == len(want)
     for g, w in zip(got, want):
-        for k in ("span_id", "ts", "producer", "seq", "end_ts", "end_seq", "depth", "parent_id", "closed", "dur",
-                  "self_time"):
+        for k in (
+            "span_id",
+            "ts",
+            "producer",
+            "seq",
+            "end_ts",
+            "end_seq",
+            "depth",
+            "parent_id",
+            "closed",
+            "dur",
+            "self_time",
+        ):
             assert g[k] == w[k], (k, g, w)
         assert g["name"] == f"f{w['key']}"
     um = [{k: r[k] for k in ("half", "ts", "producer", "seq")} for r in sp.unmatched.to_pylist()]
@@ -108,39 +128,58 @@ def test_children_thread_calls_stack_and_call_tree_match_brute_force(raw, keyed,
 def test_hand_computed_nested_calls(store):
     # thread 1: f0 [0, 100) { f1 [10, 30) { f2 [15, 20) }  f1 [40, 90) }; thread 2: f0 [5, 8) + an end of nothing
     ev = [
-        {"type": "B", "ts": 0, "producer": 1, "key": 0}, {"type": "B", "ts": 5, "producer": 2, "key": 0},
-        {"type": "E", "ts": 8, "producer": 2, "key": 0}, {"type": "E", "ts": 9, "producer": 2, "key": 0},
-        {"type": "B", "ts": 10, "producer": 1, "key": 1}, {"type": "B", "ts": 15, "producer": 1, "key": 2},
-        {"type": "E", "ts": 20, "producer": 1, "key": 2}, {"type": "E", "ts": 30, "producer": 1, "key": 1},
-        {"type": "B", "ts": 40, "producer": 1, "key": 1}, {"type": "E", "ts": 90, "producer": 1, "key": 1},
+        {"type": "B", "ts": 0, "producer": 1, "key": 0},
+        {"type": "B", "ts": 5, "producer": 2, "key": 0},
+        {"type": "E", "ts": 8, "producer": 2, "key": 0},
+        {"type": "E", "ts": 9, "producer": 2, "key": 0},
+        {"type": "B", "ts": 10, "producer": 1, "key": 1},
+        {"type": "B", "ts": 15, "producer": 1, "key": 2},
+        {"type": "E", "ts": 20, "producer": 1, "key": 2},
+        {"type": "E", "ts": 30, "producer": 1, "key": 1},
+        {"type": "B", "ts": 40, "producer": 1, "key": 1},
+        {"type": "E", "ts": 90, "producer": 1, "key": 1},
         {"type": "E", "ts": 100, "producer": 1, "key": 0},
     ]
     build_trace(store, "t", ev)
     sp = S.pair(store, "t", CFG_KEYED)
-    rows = [(r["span_id"], r["ts"], r["end_ts"], r["depth"], r["parent_id"], r["self_time"]) for r in sp.table.to_pylist()]
-    assert rows == [(0, 0, 100, 0, -1, 100 - 20 - 50), (1, 5, 8, 0, -1, 3), (2, 10, 30, 1, 0, 15),
-                    (3, 15, 20, 2, 2, 5), (4, 40, 90, 1, 0, 50)]
+    rows = [
+        (r["span_id"], r["ts"], r["end_ts"], r["depth"], r["parent_id"], r["self_time"]) for r in sp.table.to_pylist()
+    ]
+    assert rows == [
+        (0, 0, 100, 0, -1, 100 - 20 - 50),
+        (1, 5, 8, 0, -1, 3),
+        (2, 10, 30, 1, 0, 15),
+        (3, 15, 20, 2, 2, 5),
+        (4, 40, 90, 1, 0, 50),
+    ]
     assert sp.unmatched.to_pylist() == [{"ts": 9, "producer": 2, "seq": 2, "half": "end", "key": "0"}]
     assert S.children(store, "t", 0, CFG_KEYED).column("span_id").to_pylist() == [2, 4]
     assert an.stack_at(store, "t", 1, 17, CFG_KEYED).column("span_id").to_pylist() == [0, 2, 3]
     assert an.stack_at(store, "t", 1, 30, CFG_KEYED).column("span_id").to_pylist() == [0]
-    assert CT.folded(CT.aggregated_call_tree(store, "t", CFG_KEYED)).splitlines() == [
-        "f0 33", "f0;f1 65", "f0;f1;f2 5"]
-    assert sorted(CT.folded(CT.call_tree(store, "t", CFG_KEYED).rows).splitlines()) == ["f0 33", "f0;f1 65",
-                                                                                         "f0;f1;f2 5"]
+    assert CT.folded(CT.aggregated_call_tree(store, "t", CFG_KEYED)).splitlines() == ["f0 33", "f0;f1 65", "f0;f1;f2 5"]
+    assert sorted(CT.folded(CT.call_tree(store, "t", CFG_KEYED).rows).splitlines()) == [
+        "f0 33",
+        "f0;f1 65",
+        "f0;f1;f2 5",
+    ]
 
 
 def test_processed_trace_is_saved_and_linked(store):
-    ev = [{"type": "B", "ts": 1, "producer": 1, "key": 0}, {"type": "E", "ts": 4, "producer": 1, "key": 0},
-          {"type": "B", "ts": 6, "producer": 1, "key": 1}]
+    ev = [
+        {"type": "B", "ts": 1, "producer": 1, "key": 0},
+        {"type": "E", "ts": 4, "producer": 1, "key": 0},
+        {"type": "B", "ts": 6, "producer": 1, "key": 1},
+    ]
     build_trace(store, "t", ev)
     sp = S.pair(store, "t", CFG_KEYED)
     r = S.save(store, sp)
     assert r["kind"] == "processed" and set(r["traces"]) == {"t", "t:spans"}
     assert store.trace("t:spans").metadata["source"] == "t"
     rows = store.sql('SELECT span_id, dur, closed, name, end_ret FROM "t:spans".span ORDER BY span_id').to_pylist()
-    assert rows == [{"span_id": 0, "dur": 3, "closed": True, "name": "f0", "end_ret": 10},
-                    {"span_id": 1, "dur": 0, "closed": False, "name": "f1", "end_ret": None}]
+    assert rows == [
+        {"span_id": 0, "dur": 3, "closed": True, "name": "f0", "end_ret": 10},
+        {"span_id": 1, "dur": 0, "closed": False, "name": "f1", "end_ret": None},
+    ]
     assert store.sql('SELECT half FROM "t:spans".unmatched').column("half").to_pylist() == ["begin"]
     # span_table reads the processed trace back while it is fresh ...
     assert S.processed(store, "t", CFG_KEYED) == "t:spans"
@@ -179,9 +218,20 @@ def test_pairing_streamed_by_row_group_equals_pairing_whole_columns(tmp_path, mo
     monkeypatch.setattr(seg, "ROW_GROUP", 997)  # many row groups, cut anywhere in a call
     with tracehouse.open(tmp_path / "s", fsync="off", flush_rows=7_000) as store:
         generate_tod(store, "tod", 60_000, batch=5_000)
-        store.append("tod", "behavior_exit", pa.table({  # an unflushed tail: an end closing nothing
-            "ts": [10**15], "producer": pa.array([1], pa.int32()), "seq": [10**12], "parent_seq": [-1],
-            "behavior_id": [5], "ret_value": [0]}))
+        store.append(
+            "tod",
+            "behavior_exit",
+            pa.table(
+                {  # an unflushed tail: an end closing nothing
+                    "ts": [10**15],
+                    "producer": pa.array([1], pa.int32()),
+                    "seq": [10**12],
+                    "parent_seq": [-1],
+                    "behavior_id": [5],
+                    "ret_value": [0],
+                }
+            ),
+        )
         assert len(store.scan_parts("tod", "behavior_enter", ["ts"])) > 5
         streamed = S.pair(store, "tod")
         assert streamed.stats["overlapped"] and streamed.stats["presorted"]

@@ -43,8 +43,35 @@ def bpftrace_json_bounds(i: int, k: int) -> tuple[int | None, int | None]:
 @pytest.mark.parametrize("k", [0, 1, 2, 5])
 def test_hist_buckets_are_bpftraces(k):
     """Every value lands in the bucket whose documented [min, max] holds it."""
-    vals = [-(2**62), -7, -1, 0, 1, 2, 3, 4, 5, 7, 8, 9, 15, 16, 17, 31, 32, 1000, 1023, 1024, 1025, 2**20 - 1, 2**20,
-            2**40 + 3, 2**62 - 1, 2**62, 2**63 - 1]
+    vals = [
+        -(2**62),
+        -7,
+        -1,
+        0,
+        1,
+        2,
+        3,
+        4,
+        5,
+        7,
+        8,
+        9,
+        15,
+        16,
+        17,
+        31,
+        32,
+        1000,
+        1023,
+        1024,
+        1025,
+        2**20 - 1,
+        2**20,
+        2**40 + 3,
+        2**62 - 1,
+        2**62,
+        2**63 - 1,
+    ]
     for v in vals:
         counts = _core.hist_log2(__import__("pyarrow").array([v]), k).to_numpy()
         (i,) = np.nonzero(counts)[0]
@@ -56,14 +83,38 @@ def test_hist_buckets_are_bpftraces(k):
 
 def test_hist_labels_are_bpftraces():
     labels = [H.hist_bucket(i, 0)[2] for i in range(0, 14)]
-    assert labels == ["(..., 0)", "[0]", "[1]", "[2, 4)", "[4, 8)", "[8, 16)", "[16, 32)", "[32, 64)", "[64, 128)",
-                      "[128, 256)", "[256, 512)", "[512, 1K)", "[1K, 2K)", "[2K, 4K)"]
+    assert labels == [
+        "(..., 0)",
+        "[0]",
+        "[1]",
+        "[2, 4)",
+        "[4, 8)",
+        "[8, 16)",
+        "[16, 32)",
+        "[32, 64)",
+        "[64, 128)",
+        "[128, 256)",
+        "[256, 512)",
+        "[512, 1K)",
+        "[1K, 2K)",
+        "[2K, 4K)",
+    ]
     assert H.hist_bucket(22, 0)[2] == "[1M, 2M)" and H.hist_bucket(32, 0)[2] == "[1G, 2G)"
     # k = 2: the first 2N indexes are single values, then 4 sub-buckets per power of two
-    assert [H.hist_bucket(i, 2)[2] for i in (0, 1, 8, 9, 10, 13)] == ["(..., 0)", "[0]", "[7]", "[8, 10)", "[10, 12)",
-                                                                      "[16, 20)"]
-    assert [H.lhist_bucket(i, 0, 2000, 200)[2] for i in (0, 1, 10, 11)] == ["(..., 0)", "[0, 200)", "[1800, 2000)",
-                                                                           "[2000, ...)"]
+    assert [H.hist_bucket(i, 2)[2] for i in (0, 1, 8, 9, 10, 13)] == [
+        "(..., 0)",
+        "[0]",
+        "[7]",
+        "[8, 10)",
+        "[10, 12)",
+        "[16, 20)",
+    ]
+    assert [H.lhist_bucket(i, 0, 2000, 200)[2] for i in (0, 1, 10, 11)] == [
+        "(..., 0)",
+        "[0, 200)",
+        "[1800, 2000)",
+        "[2000, ...)",
+    ]
     assert H.lhist_bucket(1, 0, 4096, 1024)[2] == "[0, 1K)" and H.lhist_bucket(5, 0, 4096, 1024)[2] == "[4K, ...)"
 
 
@@ -136,12 +187,19 @@ def test_grouped_maps_sorted_by_total_and_shares():
 
 
 @settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(raw=st.lists(st.tuples(st.integers(1, 3), st.sampled_from("BEW"), st.integers(0, 40)), min_size=1, max_size=60),
-       bins=st.integers(1, 9), flush=st.booleans())
+@given(
+    raw=st.lists(st.tuples(st.integers(1, 3), st.sampled_from("BEW"), st.integers(0, 40)), min_size=1, max_size=60),
+    bins=st.integers(1, 9),
+    flush=st.booleans(),
+)
 def test_density_matches_brute_force_and_sql(raw, bins, flush):
-    events = [{"type": k, "ts": 1000 + dt, "producer": p, "key": 0, "obj": 1, "field": 1, "value": 1}
-              for p, k, dt in raw]
-    with tempfile.TemporaryDirectory() as d, tracehouse.open(d, flush_rows=10**7, flush_interval_s=3600, fsync="off") as s:
+    events = [
+        {"type": k, "ts": 1000 + dt, "producer": p, "key": 0, "obj": 1, "field": 1, "value": 1} for p, k, dt in raw
+    ]
+    with (
+        tempfile.TemporaryDirectory() as d,
+        tracehouse.open(d, flush_rows=10**7, flush_interval_s=3600, fsync="off") as s,
+    ):
         build_trace(s, "t", events, flush=flush)
         start, end = min(e["ts"] for e in events), max(e["ts"] for e in events) + 1
         edges = DN.bin_edges(start, end, bins)
@@ -154,7 +212,9 @@ def test_density_matches_brute_force_and_sql(raw, bins, flush):
         sql = DN.density_sql(s, "t", bins, start, end).to_pylist()
         assert {(r["bin"], r["type"], r["producer"]): r["events"] for r in sql} == want
         none = an.density(s, "t", bins, by="none")
-        assert none.column("events").to_pylist() == [sum(v for (b, _, _), v in want.items() if b == i) for i in range(bins)]
+        assert none.column("events").to_pylist() == [
+            sum(v for (b, _, _), v in want.items() if b == i) for i in range(bins)
+        ]
         assert none.column("bin_start").to_pylist() == edges[:-1].tolist()
         one = an.density(s, "t", bins, by="type", types=["W"], start=start, end=end)
         assert sum(one.column("events").to_pylist()) == sum(e["type"] == "W" for e in events)
@@ -166,8 +226,26 @@ def chrome(tmp_path, capsys):
     from tracehouse import cli
 
     store = tmp_path / "s"
-    code = cli.main(["--store", str(store), "import", "csv", str(DATA / "chrome_like.csv"), "--name", "chrome",
-                     "--ts", "ts", "--ts-unit", "us", "--producer", "tid", "--type", "ph", "--json"])
+    code = cli.main(
+        [
+            "--store",
+            str(store),
+            "import",
+            "csv",
+            str(DATA / "chrome_like.csv"),
+            "--name",
+            "chrome",
+            "--ts",
+            "ts",
+            "--ts-unit",
+            "us",
+            "--producer",
+            "tid",
+            "--type",
+            "ph",
+            "--json",
+        ]
+    )
     capsys.readouterr()
     assert code == 0
     s = tracehouse.open(store, fsync="off")
@@ -178,36 +256,55 @@ def chrome(tmp_path, capsys):
 def test_chrome_like_csv_hand_computed(chrome):
     s = chrome
     sp = an.pair(s, "chrome", CHROME)
-    rows = {r["name"]: (r["span_id"], r["ts"], r["dur"], r["self_time"], r["depth"], r["closed"])
-            for r in sp.table.to_pylist()}
+    rows = {
+        r["name"]: (r["span_id"], r["ts"], r["dur"], r["self_time"], r["depth"], r["closed"])
+        for r in sp.table.to_pylist()
+    }
     assert rows == {
-        "main": (0, 0, 100_000, 60_000, 0, True), "io": (1, 5_000, 40_000, 40_000, 0, True),
-        "parse": (2, 10_000, 15_000, 15_000, 1, True), "render": (3, 30_000, 25_000, 17_000, 1, True),
-        "layout": (4, 32_000, 8_000, 8_000, 2, True), "flush": (5, 120_000, 0, 0, 0, False),
+        "main": (0, 0, 100_000, 60_000, 0, True),
+        "io": (1, 5_000, 40_000, 40_000, 0, True),
+        "parse": (2, 10_000, 15_000, 15_000, 1, True),
+        "render": (3, 30_000, 25_000, 17_000, 1, True),
+        "layout": (4, 32_000, 8_000, 8_000, 2, True),
+        "flush": (5, 120_000, 0, 0, 0, False),
     }
     assert sp.unmatched.column("half").to_pylist() == ["begin"]
     an.save_spans(s, sp)
     assert an.folded(an.aggregated_call_tree(s, "chrome", CHROME)).splitlines() == [
-        "main 60000", "io 40000", "main;parse 15000", "main;render 17000", "main;render;layout 8000"]
+        "main 60000",
+        "io 40000",
+        "main;parse 15000",
+        "main;render 17000",
+        "main;render;layout 8000",
+    ]
     assert an.stack_at(s, "chrome", 1, 35_000, CHROME).column("name").to_pylist() == ["main", "render", "layout"]
     assert an.children(s, "chrome", 0, CHROME).column("name").to_pylist() == ["parse", "render"]
     v, g, names, _ = an.span_values(s, "chrome", config=CHROME)
     h = an.histogram(v, unit="us", below=20_000)
     assert [(r["label"], r["count"]) for r in h.buckets().to_pylist()] == [
-        ("[8, 16)", 2), ("[16, 32)", 1), ("[32, 64)", 1), ("[64, 128)", 1)]
+        ("[8, 16)", 2),
+        ("[16, 32)", 1),
+        ("[32, 64)", 1),
+        ("[64, 128)", 1),
+    ]
     assert h.below[""]["below"] == 2 and h.below[""]["count"] == 5
     v, g, names, _ = an.span_values(s, "chrome", config=CHROME, group="caller")
     h = an.histogram(v, groups=g, group_names=names, unit="us")
-    assert {n: int(h.counts[i].sum()) for i, n in enumerate(h.groups) if h.counts[i].sum()} == \
-        {"(root)": 2, "main": 2, "render": 1}
+    assert {n: int(h.counts[i].sum()) for i, n in enumerate(h.groups) if h.counts[i].sum()} == {
+        "(root)": 2,
+        "main": 2,
+        "render": 1,
+    }
     d = an.density(s, "chrome", 2, by="none")
     assert d.column("events").to_pylist() == [9, 2] and d.column("bin_end").to_pylist() == [60_001, 120_001]
     by_type = {r["type"]: r["events"] for r in an.stats(s, "chrome", "type").to_pylist()}
     assert by_type == {"B": 6, "E": 5}
     by_prod = {r["producer"]: (r["name"], r["events"]) for r in an.stats(s, "chrome", "producer").to_pylist()}
     assert by_prod[1][1] == 8 and by_prod[2][1] == 3
-    state = {r["state"]: (r["spans"], r["total_dur"], r["self_dur"])
-             for r in STS.stats(s, "chrome", "state", state="name").to_pylist()}
+    state = {
+        r["state"]: (r["spans"], r["total_dur"], r["self_dur"])
+        for r in STS.stats(s, "chrome", "state", state="name").to_pylist()
+    }
     assert state["main"] == (1, 100_000, 60_000) and state["render"] == (1, 25_000, 17_000)
 
 

@@ -25,11 +25,14 @@ I64 = st.integers(-(2**63), 2**63 - 1)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(values=st.one_of(
-    st.lists(st.one_of(I64, st.none()), max_size=2500),
-    st.lists(st.integers(-1000, 1000), max_size=3000).map(sorted),
-    st.lists(st.integers(0, 2**40), min_size=1, max_size=3000).map(lambda v: list(np.cumsum(v).tolist()))),
-    probes=st.lists(st.integers(-(2**62), 2**62), max_size=8))
+@given(
+    values=st.one_of(
+        st.lists(st.one_of(I64, st.none()), max_size=2500),
+        st.lists(st.integers(-1000, 1000), max_size=3000).map(sorted),
+        st.lists(st.integers(0, 2**40), min_size=1, max_size=3000).map(lambda v: list(np.cumsum(v).tolist())),
+    ),
+    probes=st.lists(st.integers(-(2**62), 2**62), max_size=8),
+)
 @example(values=[None, 2**63 - 1, -(2**63)], probes=[])  # nulls + the whole int64 range: stored plain
 def test_packed_column_reads_back_every_value(values, probes):
     typ = pa.int64()
@@ -62,8 +65,13 @@ def test_packed_columns_shrink_sorted_and_narrow_values():
     n = 100_000
     rng = np.random.default_rng(1)
     ts = np.cumsum(rng.integers(1, 5000, n)) + 10**15
-    t = pa.table({"ts": pa.array(ts), "depth": pa.array(rng.integers(0, 12, n).astype(np.int64)),
-                  "flag": pa.array(rng.integers(0, 2, n).astype(bool))})
+    t = pa.table(
+        {
+            "ts": pa.array(ts),
+            "depth": pa.array(rng.integers(0, 12, n).astype(np.int64)),
+            "flag": pa.array(rng.integers(0, 2, n).astype(bool)),
+        }
+    )
     packed = indexes.pack(t)
     assert packed.nbytes < t.nbytes / 6
     idx = indexes.PackedIndex(packed)
@@ -73,8 +81,14 @@ def test_packed_columns_shrink_sorted_and_narrow_values():
 def test_relative_and_derived_columns_are_read_back():
     ts = np.arange(0, 50_000, 7, dtype=np.int64)
     end = ts + 3 + ts % 5
-    t = pa.table({"ts": pa.array(ts), "end_ts": pa.array(end), "dur": pa.array(end - ts),
-                  "end_max": pa.array(np.maximum.accumulate(end))})
+    t = pa.table(
+        {
+            "ts": pa.array(ts),
+            "end_ts": pa.array(end),
+            "dur": pa.array(end - ts),
+            "end_max": pa.array(np.maximum.accumulate(end)),
+        }
+    )
     packed = indexes.pack(t, derived={"dur": ("end_ts", "ts")}, relative={"end_ts": "ts", "end_max": "end_ts"})
     idx = indexes.PackedIndex(packed)
     assert "dur" not in packed.column_names  # derived: not stored
@@ -119,8 +133,16 @@ def _writes(n: int = 400) -> list[dict]:
     ev, ts = [], 100
     for _ in range(n):
         ts += int(rng.integers(0, 3))
-        ev.append({"type": "W", "ts": ts, "producer": int(rng.integers(1, 4)), "obj": int(rng.integers(1, 5)),
-                   "field": int(rng.integers(0, 4)), "value": int(rng.integers(-50, 50))})
+        ev.append(
+            {
+                "type": "W",
+                "ts": ts,
+                "producer": int(rng.integers(1, 4)),
+                "obj": int(rng.integers(1, 5)),
+                "field": int(rng.integers(0, 4)),
+                "value": int(rng.integers(-50, 50)),
+            }
+        )
     return ev
 
 
@@ -132,11 +154,25 @@ def test_index_saved_in_the_old_layout_is_rebuilt_not_misread(tmp_path):
         build_trace(store, "t", events)
         spec = {"config": OBJ.to_json()}
         # The old layout: plain columns; values deliberately wrong so misreading it shows.
-        old = pa.table({"object": pa.array([1], pa.int32()), "field": pa.array([0], pa.int32()),
-                        "ts": pa.array([0], pa.int64()), "value": pa.array([12345], pa.int64()),
-                        "producer": pa.array([1], pa.int32()), "seq": pa.array([0], pa.int64())})
-        rid = store.save_result("table", "objects", indexes.TOOL, ["t"],
-                                params={"spec": spec, "signature": store.stamp("t")}, table=old, table_format="arrow")
+        old = pa.table(
+            {
+                "object": pa.array([1], pa.int32()),
+                "field": pa.array([0], pa.int32()),
+                "ts": pa.array([0], pa.int64()),
+                "value": pa.array([12345], pa.int64()),
+                "producer": pa.array([1], pa.int32()),
+                "seq": pa.array([0], pa.int64()),
+            }
+        )
+        rid = store.save_result(
+            "table",
+            "objects",
+            indexes.TOOL,
+            ["t"],
+            params={"spec": spec, "signature": store.stamp("t")},
+            table=old,
+            table_format="arrow",
+        )
         indexes.forget(store)
         for obj in (1, 2, 3, 4):
             for t in (99, 150, 300, 10**6):
@@ -200,9 +236,11 @@ def test_seq_columns_of_a_tod_trace_take_no_bits(tmp_path):
         from tracehouse.formats.tod.generate import generate_tod
 
         generate_tod(store, "tod", 100_000, seed=3)
-        for name, idx, cols in (("spans", an.span_index(store, "tod"), ("seq", "end_seq")),
-                                ("objects", an.objects_index(store, "tod"), ("seq",)),
-                                ("density", an.density_index(store, "tod"), ("seq",))):
+        for name, idx, cols in (
+            ("spans", an.span_index(store, "tod"), ("seq", "end_seq")),
+            ("objects", an.objects_index(store, "tod"), ("seq",)),
+            ("density", an.density_index(store, "tod"), ("seq",)),
+        ):
             for p in indexes.parts(idx):
                 for c in cols:
                     b = sum(p.packed.column(k).nbytes for k in (c, c + "#base", c + "#bits"))
@@ -210,8 +248,9 @@ def test_seq_columns_of_a_tod_trace_take_no_bits(tmp_path):
         # 35K field writes: their seqs were guessed in bulk (numpy), the spans' one by one.
         objs = an.objects_index(store, "tod")
         fw = store.scan("tod", "field_write", ["producer", "ts", "seq"])
-        assert sorted(zip(*(objs.array(c).tolist() for c in ("producer", "ts", "seq")))) == \
-            sorted(zip(*(fw.column(c).to_pylist() for c in ("producer", "ts", "seq"))))
+        assert sorted(zip(*(objs.array(c).tolist() for c in ("producer", "ts", "seq")))) == sorted(
+            zip(*(fw.column(c).to_pylist() for c in ("producer", "ts", "seq")))
+        )
         sp = an.span_table(store, "tod")
         idx = an.span_index(store, "tod")
         order = np.argsort(idx.array("span_id"))
@@ -229,11 +268,18 @@ def _append(store, name: str, events: list[dict], seqs: dict[int, int], *, flush
     for e in events:
         e["seq"] = seqs.get(e["producer"], 0)
         seqs[e["producer"]] = e["seq"] + 1
-    store.append(name, "W", pa.table({
-        "ts": pa.array([e["ts"] for e in events], pa.int64()),
-        "producer": pa.array([e["producer"] for e in events], pa.int32()),
-        "seq": pa.array([e["seq"] for e in events], pa.int64()),
-        **{c: pa.array([e[c] for e in events], pa.int64()) for c in ("obj", "field", "value")}}))
+    store.append(
+        name,
+        "W",
+        pa.table(
+            {
+                "ts": pa.array([e["ts"] for e in events], pa.int64()),
+                "producer": pa.array([e["producer"] for e in events], pa.int32()),
+                "seq": pa.array([e["seq"] for e in events], pa.int64()),
+                **{c: pa.array([e[c] for e in events], pa.int64()) for c in ("obj", "field", "value")},
+            }
+        ),
+    )
     if flush:
         store.flush(name)
 
@@ -256,23 +302,30 @@ def _answers(store, events, probes):
             out.append(got)
         for field in (0, 2):
             h = an.field_history(store, "t", obj, field, OBJ)
-            want = sorted((e["ts"], e["producer"], e["seq"], e["value"]) for e in events
-                          if e["obj"] == obj and e["field"] == field)
+            want = sorted(
+                (e["ts"], e["producer"], e["seq"], e["value"])
+                for e in events
+                if e["obj"] == obj and e["field"] == field
+            )
             assert list(zip(*[h.column(c).to_pylist() for c in ("ts", "producer", "seq", "value")])) == want
             out.append(h.to_pylist())
         for p in (1, 2, 3):
             for t in probes:
                 loc = an.frame_locals(store, "t", p, obj, t, LOC)
-                assert dict(zip(loc.column("var").to_pylist(), zip(loc.column("value").to_pylist(),
-                                                                   loc.column("ts").to_pylist()))) == \
-                    _ref_locals(events, p, obj, t)
+                assert dict(
+                    zip(
+                        loc.column("var").to_pylist(),
+                        zip(loc.column("value").to_pylist(), loc.column("ts").to_pylist()),
+                    )
+                ) == _ref_locals(events, p, obj, t)
                 out.append(loc.to_pylist())
     lo, hi = min(e["ts"] for e in events), max(e["ts"] for e in events) + 1
     dens = an.density(store, "t", 7, by="both", start=lo, end=hi)
     edges = np.array([lo + -(-b * (hi - lo) // 7) for b in range(8)])
     for r in dens.to_pylist():
-        assert r["events"] == sum(1 for e in events if e["producer"] == r["producer"]
-                                  and edges[r["bin"]] <= e["ts"] < edges[r["bin"] + 1])
+        assert r["events"] == sum(
+            1 for e in events if e["producer"] == r["producer"] and edges[r["bin"]] <= e["ts"] < edges[r["bin"] + 1]
+        )
     out.append(dens.to_pylist())
     for p in (1, 2):
         c = an.cursor(store, "t", producers=[p], at=probes[0])
@@ -300,8 +353,16 @@ def test_index_extended_after_append_equals_rebuild_and_reference(tmp_path, flus
         out = []
         for _ in range(n):
             ts[0] += int(rng.integers(0, 4))
-            out.append({"type": "W", "ts": ts[0], "producer": int(rng.integers(1, 4)), "obj": int(rng.integers(1, 5)),
-                        "field": int(rng.integers(0, 4)), "value": int(rng.integers(-50, 50))})
+            out.append(
+                {
+                    "type": "W",
+                    "ts": ts[0],
+                    "producer": int(rng.integers(1, 4)),
+                    "obj": int(rng.integers(1, 5)),
+                    "field": int(rng.integers(0, 4)),
+                    "value": int(rng.integers(-50, 50)),
+                }
+            )
         return out
 
     events = batch(300)
@@ -362,7 +423,9 @@ def test_web_ui_streams_of_an_index_in_parts_equal_one_built_at_once(tmp_path):
     def streams(store):
         state = UiState(store, token=None, run_query=lambda sql, params=None: store.sql(sql, params))
         s = state.prep.streams("t", build=True)
-        return sorted((t, int(p), s.ts[o:o + c].tolist()) for t, p, o, c in zip(s.types, s.producers, s.offsets, s.counts))
+        return sorted(
+            (t, int(p), s.ts[o : o + c].tolist()) for t, p, o, c in zip(s.types, s.producers, s.offsets, s.counts)
+        )
 
     events = _writes(300)
     with tracehouse.open(tmp_path / "s", fsync="off") as store:

@@ -16,8 +16,14 @@ import pytest
 from helpers.cli import run, run_json
 
 CALLERS = ("JoinHash", "TableScan", "Aggregate")
-PATTERNS = ["--pattern", "job_start:job_start {ts} {tid} {task:hex} {caller:str}",
-            "--pattern", "job_end:job_end {ts} {tid} {task:hex}", "--span", "job=job_start,job_end,task"]
+PATTERNS = [
+    "--pattern",
+    "job_start:job_start {ts} {tid} {task:hex} {caller:str}",
+    "--pattern",
+    "job_end:job_end {ts} {tid} {task:hex}",
+    "--span",
+    "job=job_start,job_end,task",
+]
 
 
 def _capture(path, n: int, under: int) -> None:
@@ -39,8 +45,22 @@ def store(tmp_path_factory):
     base = tmp_path_factory.mktemp("seed004")
     for name, under in (("before", 289), ("after", 126)):
         _capture(base / f"{name}.json", 1000, under)
-        assert main(["--store", str(base / "s"), "import", "bpftrace", str(base / f"{name}.json"), "--name", name,
-                     *PATTERNS, "--json"]) == 0
+        assert (
+            main(
+                [
+                    "--store",
+                    str(base / "s"),
+                    "import",
+                    "bpftrace",
+                    str(base / f"{name}.json"),
+                    "--name",
+                    name,
+                    *PATTERNS,
+                    "--json",
+                ]
+            )
+            == 0
+        )
     return base / "s"
 
 

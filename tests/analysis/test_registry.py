@@ -28,9 +28,26 @@ NUMERIC = ("int", "float", "time", "duration")
 
 def test_every_builtin_declares_its_parameters_with_units_and_its_output_columns():
     ours = [a for a in registry.analyses().values() if a.source == "tracehouse"]
-    assert {a.name for a in ours} >= {"spans", "children", "calltree", "tree", "flame", "top", "path", "cursor",
-                                      "state", "history", "stack", "density", "stats", "hist", "lhist", "compare",
-                                      "index", "timeline"}
+    assert {a.name for a in ours} >= {
+        "spans",
+        "children",
+        "calltree",
+        "tree",
+        "flame",
+        "top",
+        "path",
+        "cursor",
+        "state",
+        "history",
+        "stack",
+        "density",
+        "stats",
+        "hist",
+        "lhist",
+        "compare",
+        "index",
+        "timeline",
+    }
     for a in ours:
         assert a.summary and a.run, a.name
         for p in a.params:
@@ -48,8 +65,11 @@ def test_every_builtin_declares_its_parameters_with_units_and_its_output_columns
 
 def _analyze_choices() -> set[str]:
     parser = cli.build_parser(["analyze"])
-    sub = next(a for a in parser._subparsers._group_actions[0].choices["analyze"]._actions
-               if a.__class__.__name__ == "_SubParsersAction")
+    sub = next(
+        a
+        for a in parser._subparsers._group_actions[0].choices["analyze"]._actions
+        if a.__class__.__name__ == "_SubParsersAction"
+    )
     return set(sub.choices)
 
 
@@ -138,18 +158,26 @@ def test_a_third_party_analysis_reaches_analyze_and_the_web_ui_by_itself(plugin,
     assert (a.source, a.version) == ("thlongest", "0.3")
     assert "longest" in _analyze_choices()
     run_json(capsys, tod, "analyze", "spans", "tod", "--save")
-    want = run_json(capsys, tod, "query", 'SELECT span_id, dur FROM "tod:spans".span ORDER BY dur DESC, span_id LIMIT 2')
+    want = run_json(
+        capsys, tod, "query", 'SELECT span_id, dur FROM "tod:spans".span ORDER BY dur DESC, span_id LIMIT 2'
+    )
     assert run_json(capsys, tod, "analyze", "longest", "tod", "--n", "2")["rows"] == want
     # its window parameters are the window's: a producer narrows the answer
     p3 = run_json(capsys, tod, "analyze", "longest", "tod", "--n", "2", "--producer", "3")["rows"]
-    want3 = run_json(capsys, tod, "query", 'SELECT span_id, dur FROM "tod:spans".span WHERE producer = 3 '
-                     "ORDER BY dur DESC, span_id LIMIT 2")
+    want3 = run_json(
+        capsys,
+        tod,
+        "query",
+        'SELECT span_id, dur FROM "tod:spans".span WHERE producer = 3 ORDER BY dur DESC, span_id LIMIT 2',
+    )
     assert p3 == want3 != want
     # saved with the arguments that reproduce it
     code, _, err = run(capsys, tod, "analyze", "longest", "tod", "--n", "2", "--save")
     rid = int(err.rsplit("saved as result ", 1)[1].split()[0])
     shown = run_json(capsys, tod, "results", "show", str(rid))
-    assert shown["replay"] == ["analyze", "longest", "tod", "--n", "2"] and shown["tool"] == "tracehouse.analysis.longest"
+    assert (
+        shown["replay"] == ["analyze", "longest", "tod", "--n", "2"] and shown["tool"] == "tracehouse.analysis.longest"
+    )
     tools = {t["name"]: t for t in run_json(capsys, tod, "tools", "--kind", "analysis")}
     assert (tools["longest"]["source"], tools["longest"]["version"]) == ("thlongest", "0.3")
     # the web UI lists it with its parameters and runs it over a selection
@@ -231,8 +259,11 @@ def test_statistics_from_the_indexes_equal_the_sql_analyses(tod, tmp_path, capsy
                     _same(statistics.stats(s, trace, by, **kw), statistics.stats(s, trace, by, sql=True, **kw), key)
                 kw = dict(start=start, end=end, producers=producers)
                 for unclosed in (False, True):
-                    _same(statistics.stats(s, trace, "state", unclosed=unclosed, **kw),
-                          statistics.stats(s, trace, "state", unclosed=unclosed, sql=True, **kw), "state")
+                    _same(
+                        statistics.stats(s, trace, "state", unclosed=unclosed, **kw),
+                        statistics.stats(s, trace, "state", unclosed=unclosed, sql=True, **kw),
+                        "state",
+                    )
         # spans that name nothing are all in one state, their type (the web UI's bpftrace spans)
         unnamed = SpanConfig("slice", None)
         fast = statistics.stats(s, "c", "state", config=unnamed)
@@ -255,8 +286,9 @@ def test_flame_and_top_from_the_call_paths_equal_the_reference(tod):
         assert lines(sub) == lines(sub_ref)
         top, count = calltree.top_spans(s, "tod", cfg, Window(), 10)
         want = s.sql('SELECT span_id, dur FROM "tod:spans".span WHERE closed ORDER BY dur DESC, span_id LIMIT 10')
-        assert list(zip(top.column("span_id").to_pylist(), top.column("dur").to_pylist())) == \
-            list(zip(want.column("span_id").to_pylist(), want.column("dur").to_pylist()))
+        assert list(zip(top.column("span_id").to_pylist(), top.column("dur").to_pylist())) == list(
+            zip(want.column("span_id").to_pylist(), want.column("dur").to_pylist())
+        )
 
 
 # -- the reference page ---------------------------------------------------------------------------------

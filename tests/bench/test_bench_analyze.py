@@ -18,8 +18,21 @@ def test_bench_analyze_toy_run(tmp_path, capsys):
     assert r["spans"] > 0 and r["build"]["index_bytes"] > 0
     assert not list(tmp_path.iterdir())  # the store is removed afterwards
     assert "DuckDB" in str(analyze.render(r).columns[2].header)
-    code = cli.main(["bench", "analyze", "--events", "5000", "--queries", "5", "--duck-queries", "2",
-                     "--workdir", str(tmp_path), "--json"])
+    code = cli.main(
+        [
+            "bench",
+            "analyze",
+            "--events",
+            "5000",
+            "--queries",
+            "5",
+            "--duck-queries",
+            "2",
+            "--workdir",
+            str(tmp_path),
+            "--json",
+        ]
+    )
     assert code == 0
     assert json.loads(capsys.readouterr().out)["trace"]["events"] >= 5000
 

@@ -21,8 +21,14 @@ def test_generated_trace_imports_cleanly(store, tmp_path):
 def test_bench_chrome_runs(tmp_path):
     r = bench.run([3_000, 6_000], workdir=str(tmp_path / "w"), modes=("read", "parse", "tracehouse"))
     modes = [(x["size"], x["mode"]) for x in r["results"]]
-    assert modes == [(3000, "read"), (3000, "parse"), (3000, "tracehouse"), (6000, "read"), (6000, "parse"),
-                     (6000, "tracehouse")]
+    assert modes == [
+        (3000, "read"),
+        (3000, "parse"),
+        (3000, "tracehouse"),
+        (6000, "read"),
+        (6000, "parse"),
+        (6000, "tracehouse"),
+    ]
     th = [x for x in r["results"] if x["mode"] == "tracehouse"]
     assert all(x["rows"] > 0 and x["max_rss"] > 0 and x["store_bytes"] > 0 for x in th)
     assert "records" in bench.render(r)

@@ -81,8 +81,9 @@ def test_many_process_log_moves_pids_per_copy(tmp_path):
     pids = {int(x.split(b" ", 1)[0]) for x in data.splitlines()}
     base = {int(x.split(b" ", 1)[0]) for x in template.read_bytes().splitlines()}
     assert pids == base | {p + procs.PID_STEP for p in base} | {p + 2 * procs.PID_STEP for p in base}
-    clones = [x for x in data.splitlines() if b"clone" in x and b"= " in x and b"resumed" not in x
-              and not x.endswith(b"...>")]
+    clones = [
+        x for x in data.splitlines() if b"clone" in x and b"= " in x and b"resumed" not in x and not x.endswith(b"...>")
+    ]
     for x in clones:  # a clone's result is a pid of the same copy as its caller
         caller, child = int(x.split(b" ", 1)[0]), int(x.rsplit(b"= ", 1)[1].split(b" ")[0])
         if child > 0:

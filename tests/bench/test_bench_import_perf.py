@@ -25,11 +25,20 @@ def test_copies_are_new_threads_later_in_time(tmp_path):
         one = imp.import_file(s, CAPTURE, "one", strict=True)
         rep = imp.import_file(s, out, "rep", strict=True)
         assert rep.events == 3 * one.events + 1  # the 4th copy: its first record, cut after 3 lines
-        back = s.sql("SELECT count(*) AS n FROM (SELECT ts < lag(ts) OVER (PARTITION BY producer ORDER BY seq) AS b "
-                     "FROM rep.sample) WHERE b").column("n")[0].as_py()
+        back = (
+            s.sql(
+                "SELECT count(*) AS n FROM (SELECT ts < lag(ts) OVER (PARTITION BY producer ORDER BY seq) AS b "
+                "FROM rep.sample) WHERE b"
+            )
+            .column("n")[0]
+            .as_py()
+        )
         assert back == 0  # each thread's samples in time order
-        spans = s.sql("SELECT max(ts) - min(ts) AS span FROM one.sample UNION ALL "
-                      "SELECT max(ts) - min(ts) FROM rep.sample").column("span").to_pylist()
+        spans = (
+            s.sql("SELECT max(ts) - min(ts) AS span FROM one.sample UNION ALL SELECT max(ts) - min(ts) FROM rep.sample")
+            .column("span")
+            .to_pylist()
+        )
         assert spans[1] > 3 * spans[0]  # the copies follow each other
         kinds = s.sql("SELECT kind, count(*) AS n FROM th.producers WHERE trace = 'rep' GROUP BY kind ORDER BY kind")
         assert kinds.to_pylist() == [{"kind": "process", "n": 4}, {"kind": "thread", "n": 7}]

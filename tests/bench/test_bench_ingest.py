@@ -62,8 +62,9 @@ def test_tracehouse_store_really_holds_the_events(tmp_path):
     with tracehouse.open(tmp_path, readonly=True) as s:
         info = s.trace(tod_ingest.TRACE)
         assert info.event_count == w.events
-        per_type = {t: s.sql(f'SELECT count(*) AS n FROM "{tod_ingest.TRACE}".{t}').column("n")[0].as_py()
-                    for t in w.schemas}
+        per_type = {
+            t: s.sql(f'SELECT count(*) AS n FROM "{tod_ingest.TRACE}".{t}').column("n")[0].as_py() for t in w.schemas
+        }
         assert per_type == w.per_type
         # same events, not just the same count: the ts sum matches what was generated
         ts_sum = s.sql(f'SELECT sum(ts) AS s FROM "{tod_ingest.TRACE}".events').column("s")[0].as_py()

@@ -9,8 +9,18 @@ from tracehouse.cli import command as cli
 
 
 def test_bench_replay_toy_run(tmp_path, capsys):
-    r = bench.run(iops=1000, seconds=0.2, threads=2, asap_ops=4000, asap_threads=2, cycles=3, repeat=1, seeds=1,
-                  workdir=str(tmp_path), progress=lambda m: None)
+    r = bench.run(
+        iops=1000,
+        seconds=0.2,
+        threads=2,
+        asap_ops=4000,
+        asap_threads=2,
+        cycles=3,
+        repeat=1,
+        seeds=1,
+        workdir=str(tmp_path),
+        progress=lambda m: None,
+    )
     f = r["fidelity"]
     for label in ("tracehouse", "tracehouse --realtime", "ioreplay-style peer"):
         assert f[label]["ops"] == 200 + 2 * 2  # the preads, and each thread's open and close
@@ -27,7 +37,30 @@ def test_bench_replay_toy_run(tmp_path, capsys):
     assert not list(tmp_path.iterdir())
     text = bench.render(r)
     assert "ioreplay-style peer" in text and "bare pread loop" in text and "held out 16 copies" in text
-    assert cli.main(["bench", "replay", "--iops", "500", "--seconds", "0.1", "--threads", "1", "--asap-ops", "1000",
-                     "--asap-threads", "1", "--no-real", "--seeds", "1", "--workdir", str(tmp_path), "--json"]) == 0
+    assert (
+        cli.main(
+            [
+                "bench",
+                "replay",
+                "--iops",
+                "500",
+                "--seconds",
+                "0.1",
+                "--threads",
+                "1",
+                "--asap-ops",
+                "1000",
+                "--asap-threads",
+                "1",
+                "--no-real",
+                "--seeds",
+                "1",
+                "--workdir",
+                str(tmp_path),
+                "--json",
+            ]
+        )
+        == 0
+    )
     out = json.loads(capsys.readouterr().out)
     assert "real" not in out and out["fidelity"]["threads"] == 1

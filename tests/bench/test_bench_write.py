@@ -14,13 +14,32 @@ from tracehouse.bench import concurrent_writes
 
 def test_statistics_follow_the_seed():
     mean, se = concurrent_writes.stats([10.0, 12.0, 8.0, 10.0])
-    assert mean == 10.0 and abs(se - (2 ** 0.5) / 2) < 1e-9
+    assert mean == 10.0 and abs(se - (2**0.5) / 2) < 1e-9
 
 
 def test_bench_write_cli_small_matrix(tmp_path):
-    cmd = [sys.executable, "-m", "tracehouse.cli", "bench", "write", "--systems", "tracehouse-http,tracehouse-tcp,sqlite",
-           "--writers", "1,3", "--rows-per-batch", "1,50", "--seconds", "0.1", "--min-runs", "2", "--max-runs", "2",
-           "--out", str(tmp_path), "--json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "tracehouse.cli",
+        "bench",
+        "write",
+        "--systems",
+        "tracehouse-http,tracehouse-tcp,sqlite",
+        "--writers",
+        "1,3",
+        "--rows-per-batch",
+        "1,50",
+        "--seconds",
+        "0.1",
+        "--min-runs",
+        "2",
+        "--max-runs",
+        "2",
+        "--out",
+        str(tmp_path),
+        "--json",
+    ]
     r = subprocess.run(cmd, env=child_env(), capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     doc = json.loads(r.stdout)
@@ -35,10 +54,20 @@ def test_bench_write_cli_small_matrix(tmp_path):
 
 def test_ratios_take_the_best_protocol_on_each_side():
 
-    cells = [("tracehouse-http", 100), ("tracehouse-tcp", 120), ("tracehouse-arrow", 300),
-             ("questdb", 40), ("questdb-tcp", 60), ("sqlite", 20), ("mariadb", 30)]
-    result = {"writers": [1], "rows_per_batch": [10, 1000],
-              "cells": [{"system": s, "writers": 1, "rows_per_batch": 1000, "rows_per_s": v} for s, v in cells]}
+    cells = [
+        ("tracehouse-http", 100),
+        ("tracehouse-tcp", 120),
+        ("tracehouse-arrow", 300),
+        ("questdb", 40),
+        ("questdb-tcp", 60),
+        ("sqlite", 20),
+        ("mariadb", 30),
+    ]
+    result = {
+        "writers": [1],
+        "rows_per_batch": [10, 1000],
+        "cells": [{"system": s, "writers": 1, "rows_per_batch": 1000, "rows_per_s": v} for s, v in cells],
+    }
     (cell,) = concurrent_writes.ratios(result)["cells"]  # 10 rows per batch is below the targets' 50
     assert (cell["tracehouse_lp"], cell["tracehouse_best"]) == (120, 300)
     assert cell["vs_questdb"] == 2.0 and cell["vs_best_relational"] == 4.0  # QuestDB over TCP, MariaDB
@@ -49,11 +78,22 @@ def test_pairings_compare_each_ack_contract_with_the_peers_keeping_it():
     # written: tracehouse --ack written vs QuestDB's default only (never its fsynced mode);
     # durable: tracehouse --ack durable vs QuestDB sync and PostgreSQL (never QuestDB's default).
 
-    cells = [("tracehouse-http-written", 900), ("tracehouse-tcp-written", 600), ("tracehouse-arrow-written", 1800),
-             ("tracehouse-http", 300), ("tracehouse-tcp", 400), ("questdb", 450), ("questdb-tcp", 5000),
-             ("questdb-sync", 50), ("postgres-copy", 100)]
-    result = {"writers": [2], "rows_per_batch": [100],
-              "cells": [{"system": s, "writers": 2, "rows_per_batch": 100, "rows_per_s": v} for s, v in cells]}
+    cells = [
+        ("tracehouse-http-written", 900),
+        ("tracehouse-tcp-written", 600),
+        ("tracehouse-arrow-written", 1800),
+        ("tracehouse-http", 300),
+        ("tracehouse-tcp", 400),
+        ("questdb", 450),
+        ("questdb-tcp", 5000),
+        ("questdb-sync", 50),
+        ("postgres-copy", 100),
+    ]
+    result = {
+        "writers": [2],
+        "rows_per_batch": [100],
+        "cells": [{"system": s, "writers": 2, "rows_per_batch": 100, "rows_per_s": v} for s, v in cells],
+    }
     got = {p["contract"]: p for p in concurrent_writes.pairings(result)}
     assert (got["written"]["tracehouse"], got["written"]["peer"]) == ("tracehouse-http-written", "questdb")
     assert got["written"]["ratio"] == 2.0 and got["written"]["ratio_with_arrow"] == 4.0
@@ -69,8 +109,16 @@ def test_half_rate_measures_latency_at_half_the_closed_loop_rate(tmp_path, monke
     # suite: it is listed as skipped)
     monkeypatch.setenv("TRACEHOUSE_QUESTDB_JAR", str(tmp_path / "missing.jar"))
     monkeypatch.setenv("PATH", "/nonexistent")  # no java, no mvn
-    res = concurrent_writes.half_rate(protocols=("http",), workload="cpu", agents=4, rows=100, seconds=0.5,
-                                      workdir=str(tmp_path), repeat=2, peers=("questdb",))
+    res = concurrent_writes.half_rate(
+        protocols=("http",),
+        workload="cpu",
+        agents=4,
+        rows=100,
+        seconds=0.5,
+        workdir=str(tmp_path),
+        repeat=2,
+        peers=("questdb",),
+    )
     (run,) = res["runs"]
     assert len(run["repeats"]) == 2 and run["repeats"][0]["ack_us"] == run["ack_us"]
     assert run["median_p99_us"] == (run["repeats"][0]["ack_us"][2] + run["repeats"][1]["ack_us"][2]) / 2
@@ -95,8 +143,27 @@ def test_a_stopped_bench_stops_the_servers_it_started(tmp_path, how):
     import time
     from pathlib import Path
 
-    cmd = [sys.executable, "-m", "tracehouse.cli", "bench", "write", "--systems", "tracehouse-http", "--writers", "1",
-           "--rows-per-batch", "10", "--seconds", "60", "--min-runs", "1", "--max-runs", "1", "--out", str(tmp_path)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "tracehouse.cli",
+        "bench",
+        "write",
+        "--systems",
+        "tracehouse-http",
+        "--writers",
+        "1",
+        "--rows-per-batch",
+        "10",
+        "--seconds",
+        "60",
+        "--min-runs",
+        "1",
+        "--max-runs",
+        "1",
+        "--out",
+        str(tmp_path),
+    ]
     bench = subprocess.Popen(cmd, env=child_env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
 
     def children(pid: int) -> list[int]:
@@ -109,8 +176,9 @@ def test_a_stopped_bench_stops_the_servers_it_started(tmp_path, how):
     try:
         deadline = time.monotonic() + 120
         while not servers and time.monotonic() < deadline:  # the server up, and the bench writing to it
-            servers = [c for c in children(bench.pid)
-                       if b"serve" in Path(f"/proc/{c}/cmdline").read_bytes().split(b"\0")]
+            servers = [
+                c for c in children(bench.pid) if b"serve" in Path(f"/proc/{c}/cmdline").read_bytes().split(b"\0")
+            ]
             time.sleep(0.2)
         assert servers, "no tracehouse serve started"
         time.sleep(2.0)

@@ -42,19 +42,22 @@ def bench_plugin(tmp_path):
     di = root / "thbench-0.3.dist-info"
     di.mkdir()
     (di / "METADATA").write_text("Metadata-Version: 2.1\nName: thbench\nVersion: 0.3\n")
-    (di / "entry_points.txt").write_text(textwrap.dedent("""
+    (di / "entry_points.txt").write_text(
+        textwrap.dedent("""
         [tracehouse.bench]
         hello = thbench
         ingest = thbench
-    """))
+    """)
+    )
     return root
 
 
 def _cli(site, *argv: str) -> subprocess.CompletedProcess:
     env = child_env()
     env["PYTHONPATH"] = f"{site}:{env.get('PYTHONPATH', '')}"
-    return subprocess.run([sys.executable, "-m", "tracehouse.cli", *argv], capture_output=True, text=True, env=env,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "tracehouse.cli", *argv], capture_output=True, text=True, env=env, timeout=120
+    )
 
 
 def test_a_benchmark_of_another_distribution_runs_as_a_bench_command(bench_plugin):
@@ -75,8 +78,12 @@ def test_the_suite_adds_bench_all_and_tsbs_and_the_server_peers():
     sub = next(a for a in p._actions if a.__class__.__name__ == "_SubParsersAction")
     bench_sub = next(a for a in sub.choices["bench"]._actions if a.__class__.__name__ == "_SubParsersAction")
     assert "--quick" in bench_sub.choices["all"].format_help()
-    for name, cls in (("questdb", "QuestDB"), ("questdb-sync", "QuestDBSync"), ("postgres-copy", "Postgres"),
-                      ("mariadb", "MariaDB")):
+    for name, cls in (
+        ("questdb", "QuestDB"),
+        ("questdb-sync", "QuestDBSync"),
+        ("postgres-copy", "Postgres"),
+        ("mariadb", "MariaDB"),
+    ):
         found = write_systems.system(name)
         assert found.__name__ == cls and found.__module__.startswith("tracehouse_bench.servers."), name
     assert set(write_systems.SUITE_PEERS) <= set(write_systems.names())
@@ -109,8 +116,15 @@ def test_without_the_suite_bench_write_skips_its_peers_and_says_why(without_the_
         write_systems.system("questdb")
     with pytest.raises(ValueError, match="unknown system 'nope'"):
         write_systems.system("nope")
-    r = concurrent_writes.run(systems=("sqlite", "questdb", "postgres-copy"), writers=(2,), batches=(100,),
-                              seconds=0.2, min_runs=2, max_runs=2, workdir=str(tmp_path))
+    r = concurrent_writes.run(
+        systems=("sqlite", "questdb", "postgres-copy"),
+        writers=(2,),
+        batches=(100,),
+        seconds=0.2,
+        min_runs=2,
+        max_runs=2,
+        workdir=str(tmp_path),
+    )
     assert [c["system"] for c in r["cells"]] == ["sqlite"] and r["cells"][0]["rows_per_s"] > 0
     assert set(r["skipped"]) == {"questdb", "postgres-copy"}
     assert all("pip install ./bench-suite" in why for why in r["skipped"].values())

@@ -90,15 +90,17 @@ def test_import_parquet_of_our_own_export_needs_no_flags(tmp_path, capsys):
     assert kinds(b) == kinds(a)
     for et in a["event_types"]:
         q = 'SELECT * FROM "{}".{} ORDER BY ALL'
-        assert run_json(capsys, store, "query", q.format("t", et["name"])) == \
-            run_json(capsys, store, "query", q.format("back", et["name"])), et["name"]
+        assert run_json(capsys, store, "query", q.format("t", et["name"])) == run_json(
+            capsys, store, "query", q.format("back", et["name"])
+        ), et["name"]
     q = "SELECT id, parent, kind, name, attrs FROM th.producers WHERE trace = '{}' ORDER BY id"
     assert run_json(capsys, store, "query", q.format("t")) == run_json(capsys, store, "query", q.format("back"))
     # A file alone keeps its kind, seq and the producers beside it.
     q = 'SELECT ts, producer, seq FROM "{}".behavior_enter ORDER BY ALL'
     assert run_json(capsys, store, "query", q.format("enters")) == run_json(capsys, store, "query", q.format("t"))
-    assert {e["name"]: e["kind"] for e in run_json(capsys, store, "info", "enters")["event_types"] if e["events"]} == \
-        {"behavior_enter": "begin"}
+    assert {e["name"]: e["kind"] for e in run_json(capsys, store, "info", "enters")["event_types"] if e["events"]} == {
+        "behavior_enter": "begin"
+    }
     # A directory of foreign Parquet files is named, not half-imported.
     (tmp_path / "foreign").mkdir()
     pq.write_table(__import__("pyarrow").table({"ts": [1], "v": [2]}), tmp_path / "foreign" / "x.parquet")
@@ -151,10 +153,26 @@ def write(path: Path, text: str) -> Path:
 
 def test_import_csv_maps_types_producers_and_units(tmp_path, capsys):
     store = tmp_path / "s"
-    src = write(tmp_path / "ev.csv", "time,who,kind,bytes,ok\n"
-                "1.5,web,read,100,true\n2,db,write,7,false\n2.25,web,read,,true\n")
-    rep = run_json(capsys, store, "import", "csv", str(src), "--name", "ev", "--ts", "time", "--ts-unit", "s",
-                   "--producer", "who", "--type", "kind")
+    src = write(
+        tmp_path / "ev.csv", "time,who,kind,bytes,ok\n1.5,web,read,100,true\n2,db,write,7,false\n2.25,web,read,,true\n"
+    )
+    rep = run_json(
+        capsys,
+        store,
+        "import",
+        "csv",
+        str(src),
+        "--name",
+        "ev",
+        "--ts",
+        "time",
+        "--ts-unit",
+        "s",
+        "--producer",
+        "who",
+        "--type",
+        "kind",
+    )
     assert rep["events"] == 3 and rep["by_type"] == {"read": 2, "write": 1} and rep["rejected"] == 0
     rows = run_json(capsys, store, "query", 'SELECT ts, producer, seq, bytes, ok FROM "ev".read ORDER BY ts')
     assert [r["ts"] for r in rows] == [1_500_000_000, 2_250_000_000]
@@ -234,16 +252,31 @@ def test_import_parquet_with_timestamps_and_string_types(tmp_path, capsys):
     import pyarrow as pa
 
     store = tmp_path / "s"
-    t0 = dt.datetime(2024, 1, 1, tzinfo=dt.timezone.utc)
-    table = pa.table({
-        "when": pa.array([t0, t0 + dt.timedelta(microseconds=5)], pa.timestamp("us", tz="UTC")),
-        "host": ["a", "b"],
-        "op": ["x", "x"],
-        "value": [1.5, 2.5],
-    })
+    t0 = dt.datetime(2024, 1, 1, tzinfo=dt.UTC)
+    table = pa.table(
+        {
+            "when": pa.array([t0, t0 + dt.timedelta(microseconds=5)], pa.timestamp("us", tz="UTC")),
+            "host": ["a", "b"],
+            "op": ["x", "x"],
+            "value": [1.5, 2.5],
+        }
+    )
     pq.write_table(table, tmp_path / "m.parquet")
-    rep = run_json(capsys, store, "import", "parquet", str(tmp_path / "m.parquet"), "--name", "m", "--ts", "when",
-                   "--producer", "host", "--type", "op")
+    rep = run_json(
+        capsys,
+        store,
+        "import",
+        "parquet",
+        str(tmp_path / "m.parquet"),
+        "--name",
+        "m",
+        "--ts",
+        "when",
+        "--producer",
+        "host",
+        "--type",
+        "op",
+    )
     assert rep["events"] == 2
     rows = run_json(capsys, store, "query", 'SELECT ts, value FROM "m".x ORDER BY ts')
     base = int(t0.timestamp()) * 10**9

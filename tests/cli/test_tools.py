@@ -39,7 +39,7 @@ def import_file(store, path, name, *, mapping=None, strict=False, description=""
     return rep
 '''
 
-EXPORTER = '''
+EXPORTER = """
 NAME = "lines"
 DESCRIPTION = "one line per event"
 EXTENSION = "txt"
@@ -50,7 +50,7 @@ def export(store, trace, out, *, progress=None):
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("".join(f"{r['ts']} {r['type']}\\n" for r in t.to_pylist()))
     return {"trace": trace, "path": str(out), "events": t.num_rows, "bytes": out.stat().st_size}
-'''
+"""
 
 
 @pytest.fixture
@@ -65,7 +65,8 @@ def plugin(tmp_path, monkeypatch):
     di = root / "thplugin-1.2.dist-info"
     di.mkdir()
     (di / "METADATA").write_text("Metadata-Version: 2.1\nName: thplugin\nVersion: 1.2\n")
-    (di / "entry_points.txt").write_text(textwrap.dedent("""
+    (di / "entry_points.txt").write_text(
+        textwrap.dedent("""
         [tracehouse.importers]
         tsv2 = thplugin.tsv2
 
@@ -74,7 +75,8 @@ def plugin(tmp_path, monkeypatch):
 
         [tracehouse.analyses]
         broken = thplugin.broken
-    """))
+    """)
+    )
     monkeypatch.syspath_prepend(str(root))
     yield root
     for m in [m for m in sys.modules if m.startswith("thplugin")]:
@@ -108,7 +110,12 @@ def test_third_party_plugin_is_picked_up(plugin, tmp_path, capsys):
     assert cli.main(["tools", "--json"]) == 0
     listed = {(t["kind"], t["name"]): t for t in json.loads(capsys.readouterr().out)}
     t = listed[("importer", "tsv2")]
-    assert (t["source"], t["version"], t["description"], t["options"]) == ("thplugin", "1.2", "two-column lines: ts value", ["scale"])
+    assert (t["source"], t["version"], t["description"], t["options"]) == (
+        "thplugin",
+        "1.2",
+        "two-column lines: ts value",
+        ["scale"],
+    )
     assert listed[("exporter", "lines")]["source"] == "thplugin"
     assert listed[("analysis", "broken")]["description"].startswith("failed to load")
     # And it works end to end through the CLI: sniffing, its own option, export.

@@ -25,8 +25,9 @@ def test_capture_multithreaded_program_from_the_cli(programs, tmp_path, capsys):
     work = tmp_path / "work"
     work.mkdir()
     store = tmp_path / "s"
-    rc = main(["--store", str(store), "capture", "--name", "mt", "--json", "--", str(programs / "io_threads"),
-               str(work)])
+    rc = main(
+        ["--store", str(store), "capture", "--name", "mt", "--json", "--", str(programs / "io_threads"), str(work)]
+    )
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     assert out["exit_status"] == 0 and out["trace"] == "mt"
@@ -38,7 +39,7 @@ def test_capture_multithreaded_program_from_the_cli(programs, tmp_path, capsys):
 
     with tracehouse.open(store, readonly=True) as s:
         check_io_threads(s, "mt", str(work))
-        names = set(s.sql('SELECT DISTINCT name FROM mt.syscall').column("name").to_pylist())
+        names = set(s.sql("SELECT DISTINCT name FROM mt.syscall").column("name").to_pylist())
         assert {"openat", "write", "read", "fsync", "close", "clone3", "execve"} <= names
         assert "futex" not in names and "rt_sigprocmask" not in names  # IO syscalls only by default
         assert s.trace("mt").metadata["command"].endswith(f"io_threads {work}")

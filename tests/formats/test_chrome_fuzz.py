@@ -17,20 +17,33 @@ from tracehouse.formats.chrome import importer as chrome_import
 
 DOC = json.dumps({"traceEvents": SAMPLE}, indent=1).encode()
 
-scalars = st.one_of(st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=False),
-                    st.text(max_size=6))
-values = st.recursive(scalars, lambda c: st.one_of(st.lists(c, max_size=3), st.dictionaries(st.text(max_size=4), c, max_size=3)),
-                      max_leaves=6)
-event = st.fixed_dictionaries({}, optional={
-    "ph": st.one_of(st.sampled_from(list("XBEiICbenstfPMR")), values),
-    "ts": st.one_of(st.integers(-(2**64), 2**64), st.floats(allow_nan=False, allow_infinity=False), values),
-    "dur": st.one_of(st.integers(-5, 10**6), values),
-    "pid": st.one_of(st.integers(0, 3), st.text(max_size=2), values),
-    "tid": st.one_of(st.integers(0, 3), values),
-    "name": st.one_of(st.sampled_from(["a", "b", "process_name", "thread_name"]), values),
-    "cat": values, "id": st.one_of(st.integers(0, 2), values), "id2": values, "s": values, "bp": values,
-    "args": st.one_of(st.dictionaries(st.sampled_from(["k", "name", "v", "sort_index", "x.y"]), values, max_size=3), values),
-})
+scalars = st.one_of(
+    st.none(), st.booleans(), st.integers(-(2**70), 2**70), st.floats(allow_nan=False), st.text(max_size=6)
+)
+values = st.recursive(
+    scalars,
+    lambda c: st.one_of(st.lists(c, max_size=3), st.dictionaries(st.text(max_size=4), c, max_size=3)),
+    max_leaves=6,
+)
+event = st.fixed_dictionaries(
+    {},
+    optional={
+        "ph": st.one_of(st.sampled_from(list("XBEiICbenstfPMR")), values),
+        "ts": st.one_of(st.integers(-(2**64), 2**64), st.floats(allow_nan=False, allow_infinity=False), values),
+        "dur": st.one_of(st.integers(-5, 10**6), values),
+        "pid": st.one_of(st.integers(0, 3), st.text(max_size=2), values),
+        "tid": st.one_of(st.integers(0, 3), values),
+        "name": st.one_of(st.sampled_from(["a", "b", "process_name", "thread_name"]), values),
+        "cat": values,
+        "id": st.one_of(st.integers(0, 2), values),
+        "id2": values,
+        "s": values,
+        "bp": values,
+        "args": st.one_of(
+            st.dictionaries(st.sampled_from(["k", "name", "v", "sort_index", "x.y"]), values, max_size=3), values
+        ),
+    },
+)
 
 
 def run(data: bytes, cuts: list[int], strict: bool = False):
@@ -93,8 +106,15 @@ def test_imports_never_half_register(events, strict):
 def test_one_megabyte_lines(store, tmp_path):
     big = "x" * (1 << 20)
     path = tmp_path / "big.json"
-    path.write_text("[\n" + json.dumps({"ph": "i", "ts": 1, "pid": 1, "name": big, "args": {"k": big}}) + ",\n"
-                    + '{"ph": "i", "ts": 2, "pid": 1, "name": "' + big + "\n" + '{"ph":"i","ts":3,"pid":1}]\n')
+    path.write_text(
+        "[\n"
+        + json.dumps({"ph": "i", "ts": 1, "pid": 1, "name": big, "args": {"k": big}})
+        + ",\n"
+        + '{"ph": "i", "ts": 2, "pid": 1, "name": "'
+        + big
+        + "\n"
+        + '{"ph":"i","ts":3,"pid":1}]\n'
+    )
     rep = chrome_import.import_file(store, path, "big")
     assert (rep.events, rep.rejected) == (2, 1)
     assert store.sql('SELECT length(name) FROM "big".instant ORDER BY ts').column(0).to_pylist() == [1 << 20, 0]

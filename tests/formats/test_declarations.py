@@ -60,7 +60,7 @@ def test_the_rust_declared_formats_are_the_builtin_ones():
     declared = DECLARED
     assert set(declared) <= set(registry.formats())
     for name, mod in MODULES.items():
-        assert mod.FORMAT == name and mod.DESCRIPTION == declared[name]["description"]
+        assert name == mod.FORMAT and declared[name]["description"] == mod.DESCRIPTION
         assert [et.name for et in mod.EVENT_TYPES] == [e[0] for e in declared[name]["event_types"]]
         for et in mod.EVENT_TYPES:
             assert all(c.unit and c.doc for c in et.params), (name, et.name)
@@ -79,9 +79,9 @@ def test_parser_batches_follow_the_declaration(fmt):
         seen.add(name)
         want = [(c.name, c.arrow_type) for c in types[name].columns]
         got = [(f.name, f.type) for f in batch.schema]
-        assert got[:len(want)] == want, (fmt, name)
+        assert got[: len(want)] == want, (fmt, name)
         # Only Chrome adds columns, one per args key it meets.
-        assert all(n.startswith(("arg_", "end_arg_")) for n, _ in got[len(want):]), (fmt, name, got[len(want):])
+        assert all(n.startswith(("arg_", "end_arg_")) for n, _ in got[len(want) :]), (fmt, name, got[len(want) :])
     assert seen or not types, f"{fmt}: no batch of a declared type"
 
 

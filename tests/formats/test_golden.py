@@ -75,8 +75,7 @@ def test_golden(case, tmp_path, capsys, request):
     if request.config.getoption("--update-golden") or os.environ.get("TRACEHOUSE_UPDATE_GOLDEN"):
         expected.write_text(got)
     want = expected.read_text() if expected.exists() else ""
-    assert got == want, "".join(difflib.unified_diff(want.splitlines(True), got.splitlines(True),
-                                                      str(expected), "got"))
+    assert got == want, "".join(difflib.unified_diff(want.splitlines(True), got.splitlines(True), str(expected), "got"))
 
 
 def test_every_format_has_a_golden_case():

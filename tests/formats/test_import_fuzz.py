@@ -67,16 +67,24 @@ def test_csv_not_utf8_names_the_line_and_prints_no_traceback(tmp_path):
     import sys
 
     from helpers import child_env
-    for name, body, line, offset in (("short.csv", b"1,1,a,1\n2,1,\xd7\n3,1,a,3\n", 3, 31),
-                                     ("field.csv", b"1,1,a,1\n2,1,a,\xd7\n3,1,a,3\n", 3, 33)):
+
+    for name, body, line, offset in (
+        ("short.csv", b"1,1,a,1\n2,1,\xd7\n3,1,a,3\n", 3, 31),
+        ("field.csv", b"1,1,a,1\n2,1,a,\xd7\n3,1,a,3\n", 3, 33),
+    ):
         f = tmp_path / name
         f.write_bytes(b"ts,producer,type,v\n" + body)
-        r = subprocess.run([sys.executable, "-m", "tracehouse.cli", "--store", str(tmp_path / "s"), "import", "csv",
-                            str(f)], capture_output=True, text=True, env=child_env(), timeout=120)
+        r = subprocess.run(
+            [sys.executable, "-m", "tracehouse.cli", "--store", str(tmp_path / "s"), "import", "csv", str(f)],
+            capture_output=True,
+            text=True,
+            env=child_env(),
+            timeout=120,
+        )
         assert r.returncode == 2
         assert "Exception ignored" not in r.stderr and "Traceback" not in r.stderr, r.stderr
         assert f"{name}:{line} (byte {offset}): not UTF-8 text (byte 0xd7)" in r.stderr, r.stderr
-    assert csv_importer.first_non_utf8(tmp_path / "field.csv", chunk=3) == (3, 33, 0xd7)
+    assert csv_importer.first_non_utf8(tmp_path / "field.csv", chunk=3) == (3, 33, 0xD7)
 
 
 @settings(max_examples=300, deadline=None)
@@ -88,4 +96,4 @@ def test_csv_row_line_numbers_skip_every_malformed_line(skipped, first_row, n):
     for skip in (sorted(skipped), list(range(2, 200))):
         kept = [ln for ln in range(2, 1000) if ln not in set(skip)]  # line 1 is the header
         got = csv_importer._line_numbers(first_row, n, 1, np.array(skip, dtype=np.int64))
-        assert got.tolist() == kept[first_row:first_row + n]
+        assert got.tolist() == kept[first_row : first_row + n]

@@ -54,8 +54,14 @@ WRITER = textwrap.dedent("""
         time.sleep(0.002)  # a slow producer: a record now and then, not a buffer's worth
     rec({"type": "hist", "data": {"@us": [{"min": 1, "max": 1, "count": 2 * n}]}})
 """)
-PATTERNS = ["--pattern", "job_start:job_start {ts} {tid} {task:hex} {caller:str}",
-            "--pattern", "job_end:job_end {ts} {tid} {task:hex}", "--span", "job=job_start,job_end,task"]
+PATTERNS = [
+    "--pattern",
+    "job_start:job_start {ts} {tid} {task:hex} {caller:str}",
+    "--pattern",
+    "job_end:job_end {ts} {tid} {task:hex}",
+    "--span",
+    "job=job_start,job_end,task",
+]
 
 
 def _wait_for(store, query: str, ok, proc, deadline_s: float = 120.0):
@@ -81,16 +87,40 @@ def test_issue29_strace_from_a_live_pipe_is_committed_as_it_arrives(tmp_path):
     work.mkdir()
     prog = tmp_path / "prog.py"
     prog.write_text(PROGRAM)
-    strace = ["strace", "-f", "-ttt", "-T", "-y", "-e", "trace=%file,%desc", "-o", "/dev/stdout",
-              sys.executable, str(prog), str(work)]
+    strace = [
+        "strace",
+        "-f",
+        "-ttt",
+        "-T",
+        "-y",
+        "-e",
+        "trace=%file,%desc",
+        "-o",
+        "/dev/stdout",
+        sys.executable,
+        str(prog),
+        str(work),
+    ]
     imp = [*TRACEHOUSE, "--store", str(store), "import", "strace", "-", "--name", "live", "--json"]
-    proc = subprocess.Popen(f"{shlex.join(strace)} | {shlex.join(imp)}", shell=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        f"{shlex.join(strace)} | {shlex.join(imp)}",
+        shell=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
-        _wait_for(store, "SELECT count(*) AS n FROM \"live\".syscall WHERE path LIKE '%phase1.txt'",
-                  lambda r: r[0]["n"] >= 1, proc)
+        _wait_for(
+            store,
+            "SELECT count(*) AS n FROM \"live\".syscall WHERE path LIKE '%phase1.txt'",
+            lambda r: r[0]["n"] >= 1,
+            proc,
+        )
         with tracehouse.open(store, readonly=True) as s:
-            assert s.sql("SELECT count(*) AS n FROM \"live\".syscall WHERE path LIKE '%phase2.txt'").column(0)[0].as_py() == 0
+            assert (
+                s.sql("SELECT count(*) AS n FROM \"live\".syscall WHERE path LIKE '%phase2.txt'").column(0)[0].as_py()
+                == 0
+            )
             assert s.sql("SELECT state FROM th.traces WHERE name = 'live'").column(0)[0].as_py() == "incomplete"
             assert s.producers("live"), "the producers seen so far are committed with the rows"
         (work / "go").touch()
@@ -102,11 +132,15 @@ def test_issue29_strace_from_a_live_pipe_is_committed_as_it_arrives(tmp_path):
     report = json.loads(out)
     with tracehouse.open(store, readonly=True) as s:
         n = s.sql('SELECT count(*) FROM "live".syscall').column(0)[0].as_py()
-        writes = s.sql("SELECT path, ret FROM \"live\".syscall WHERE name = 'write' AND path LIKE '%phase%.txt' "
-                       "ORDER BY ts").to_pylist()
+        writes = s.sql(
+            "SELECT path, ret FROM \"live\".syscall WHERE name = 'write' AND path LIKE '%phase%.txt' ORDER BY ts"
+        ).to_pylist()
         state = s.sql("SELECT state FROM th.traces WHERE name = 'live'").column(0)[0].as_py()
-        dupes = s.sql('SELECT count(*) FROM (SELECT producer, seq FROM "live".syscall GROUP BY ALL '
-                      'HAVING count(*) > 1)').column(0)[0].as_py()
+        dupes = (
+            s.sql('SELECT count(*) FROM (SELECT producer, seq FROM "live".syscall GROUP BY ALL HAVING count(*) > 1)')
+            .column(0)[0]
+            .as_py()
+        )
     assert state == "complete" and dupes == 0
     assert report["by_type"]["syscall"] == n
     assert [(w["path"].rsplit("/", 1)[1], w["ret"]) for w in writes] == [("phase1.txt", 100), ("phase2.txt", 200)]
@@ -118,12 +152,18 @@ def test_issue29_bpftrace_from_a_slow_writer_is_committed_before_the_pipe_closes
     work.mkdir()
     n = 150
     writer = subprocess.Popen([sys.executable, "-c", WRITER, str(work), str(n)], stdout=subprocess.PIPE)
-    proc = subprocess.Popen([*TRACEHOUSE, "--store", str(store), "import", "bpftrace", path, "--name", "jobs",
-                             *PATTERNS, "--json"], stdin=writer.stdout, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
+    proc = subprocess.Popen(
+        [*TRACEHOUSE, "--store", str(store), "import", "bpftrace", path, "--name", "jobs", *PATTERNS, "--json"],
+        stdin=writer.stdout,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     writer.stdout.close()  # the importer holds the read end
     try:
-        first = _wait_for(store, 'SELECT count(*) AS n, min(caller) AS c FROM "jobs".job', lambda r: r[0]["n"] == n, proc)
+        first = _wait_for(
+            store, 'SELECT count(*) AS n, min(caller) AS c FROM "jobs".job', lambda r: r[0]["n"] == n, proc
+        )
         assert first == [{"n": n, "c": "caller0"}]
         assert writer.poll() is None, "the writer is still waiting: its pipe is open"
         (work / "go").touch()
@@ -144,32 +184,61 @@ def test_issue29_bpftrace_from_a_slow_writer_is_committed_before_the_pipe_closes
 
 
 def test_issue29_an_importer_that_reads_files_says_so(tmp_path):
-    p = subprocess.run([*TRACEHOUSE, "--store", str(tmp_path / "s"), "import", "csv", "-"], input="a,b\n1,2\n",
-                       capture_output=True, text=True, timeout=120)
+    p = subprocess.run(
+        [*TRACEHOUSE, "--store", str(tmp_path / "s"), "import", "csv", "-"],
+        input="a,b\n1,2\n",
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert p.returncode == 2
     assert "reads files, not a pipe" in p.stderr and "strace" in p.stderr and "bpftrace" in p.stderr
 
 
-LIVE_BPFTRACE = ('interval:ms:100 { @i++; printf("job_start %lld 101 0x%x caller%d\\n", nsecs, @i, (uint64)@i % 3); '
-                 'printf("job_end %lld 101 0x%x\\n", nsecs + 1000, @i); @us = hist(@i); if (@i == 80) { exit(); } }')
+LIVE_BPFTRACE = (
+    'interval:ms:100 { @i++; printf("job_start %lld 101 0x%x caller%d\\n", nsecs, @i, (uint64)@i % 3); '
+    'printf("job_end %lld 101 0x%x\\n", nsecs + 1000, @i); @us = hist(@i); if (@i == 80) { exit(); } }'
+)
 
 
-@pytest.mark.skipif(shutil.which("bpftrace") is None or __import__("os").geteuid() != 0, reason="needs bpftrace and root")
+@pytest.mark.skipif(
+    shutil.which("bpftrace") is None or __import__("os").geteuid() != 0, reason="needs bpftrace and root"
+)
 def test_issue29_live_bpftrace_pipe_is_committed_while_it_runs(tmp_path):
     """A real `bpftrace -f json` run (8 s of a job every 100 ms) piped into the importer: rows
     are in the store while bpftrace still runs; its map, printed at exit, too at the end."""
-    r = subprocess.run(["bpftrace", "-f", "json", "-e", 'BEGIN { printf("x\\n"); exit(); }'], capture_output=True,
-                       timeout=60)
+    r = subprocess.run(
+        ["bpftrace", "-f", "json", "-e", 'BEGIN { printf("x\\n"); exit(); }'], capture_output=True, timeout=60
+    )
     if r.returncode != 0 or b'"printf"' not in r.stdout:
         pytest.skip(f"bpftrace cannot run here: {r.stderr.decode(errors='replace')[-300:]}")
     store = tmp_path / "store"
-    bpf = subprocess.Popen(["bpftrace", "-f", "json", "-e", LIVE_BPFTRACE], stdout=subprocess.PIPE,
-                           stderr=subprocess.DEVNULL)
-    proc = subprocess.Popen([*TRACEHOUSE, "--store", str(store), "import", "bpftrace", "-", "--name", "live",
-                             "--pattern", "job_start:job_start {ts} {tid} {task:hex} {caller:str}",
-                             "--pattern", "job_end:job_end {ts} {tid} {task:hex}", "--span",
-                             "job=job_start,job_end,task", "--json"],
-                            stdin=bpf.stdout, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    bpf = subprocess.Popen(
+        ["bpftrace", "-f", "json", "-e", LIVE_BPFTRACE], stdout=subprocess.PIPE, stderr=subprocess.DEVNULL
+    )
+    proc = subprocess.Popen(
+        [
+            *TRACEHOUSE,
+            "--store",
+            str(store),
+            "import",
+            "bpftrace",
+            "-",
+            "--name",
+            "live",
+            "--pattern",
+            "job_start:job_start {ts} {tid} {task:hex} {caller:str}",
+            "--pattern",
+            "job_end:job_end {ts} {tid} {task:hex}",
+            "--span",
+            "job=job_start,job_end,task",
+            "--json",
+        ],
+        stdin=bpf.stdout,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     bpf.stdout.close()
     try:
         seen = _wait_for(store, 'SELECT count(*) AS n FROM "live".job', lambda r: r[0]["n"] > 0, proc, deadline_s=60)

@@ -28,16 +28,38 @@ def decode(items: list[tuple[bytes, str, int, int]], **kw):
 lp_bytes = st.lists(
     st.one_of(
         st.binary(max_size=40),
-        st.sampled_from([b"m", b"m,t=1", b" v=1", b"=", b",", b"\\", b"\"", b" ", b"\n", b"1i", b"t", b"\xff",
-                         b"9223372036854775807", b"-1.5e3", b"#", b"\r\n", b"u"]),
+        st.sampled_from(
+            [
+                b"m",
+                b"m,t=1",
+                b" v=1",
+                b"=",
+                b",",
+                b"\\",
+                b'"',
+                b" ",
+                b"\n",
+                b"1i",
+                b"t",
+                b"\xff",
+                b"9223372036854775807",
+                b"-1.5e3",
+                b"#",
+                b"\r\n",
+                b"u",
+            ]
+        ),
     ),
     max_size=30,
 ).map(b"".join)
 
 
 @SETTINGS
-@given(st.lists(st.tuples(lp_bytes, st.sampled_from(["ns", "us", "ms", "s"]), st.integers(1, 1000)),
-                min_size=1, max_size=4))
+@given(
+    st.lists(
+        st.tuples(lp_bytes, st.sampled_from(["ns", "us", "ms", "s"]), st.integers(1, 1000)), min_size=1, max_size=4
+    )
+)
 def test_any_bytes_decode_into_rows_and_numbered_errors(bodies):
     items = [(body, precision, 0, first) for body, precision, first in bodies]
     d, schemas, producers = decode(items, max_line=64, max_errors=1000)
@@ -65,7 +87,8 @@ def test_any_bytes_decode_into_rows_and_numbered_errors(bodies):
 # -- valid points round-trip ------------------------------------------------------------
 
 ident = st.from_regex(r"[A-Za-z_][A-Za-z0-9_]{0,10}", fullmatch=True).filter(
-    lambda s: s not in ("ts", "producer", "seq", "dur", "type"))
+    lambda s: s not in ("ts", "producer", "seq", "dur", "type")
+)
 free_text = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\n\r"), min_size=1, max_size=12)
 
 
@@ -97,9 +120,18 @@ def fmt_value(t: str, v) -> str:
 
 @st.composite
 def points(draw):
-    fields = draw(st.dictionaries(ident, st.sampled_from(["float64", "int64", "string", "bool"]), min_size=1, max_size=6))
-    tagsets = draw(st.lists(st.dictionaries(free_text.filter(lambda s: s.strip() == s and not s.startswith("#")),
-                                            free_text, max_size=3), min_size=1, max_size=4))
+    fields = draw(
+        st.dictionaries(ident, st.sampled_from(["float64", "int64", "string", "bool"]), min_size=1, max_size=6)
+    )
+    tagsets = draw(
+        st.lists(
+            st.dictionaries(
+                free_text.filter(lambda s: s.strip() == s and not s.startswith("#")), free_text, max_size=3
+            ),
+            min_size=1,
+            max_size=4,
+        )
+    )
     meas = draw(ident)
     out = []
     for _ in range(draw(st.integers(1, 15))):
@@ -162,7 +194,9 @@ value_text = st.one_of(
 
 @st.composite
 def shaped_lines(draw):
-    keys = draw(st.lists(st.sampled_from(["a", "b", "c", "d\\ e", "f\\,g", "h\\=i"]), min_size=1, max_size=4, unique=True))
+    keys = draw(
+        st.lists(st.sampled_from(["a", "b", "c", "d\\ e", "f\\,g", "h\\=i"]), min_size=1, max_size=4, unique=True)
+    )
     out = []
     for _ in range(draw(st.integers(1, 25))):
         meas = draw(st.sampled_from(["m", "m", "n"]))

@@ -20,8 +20,11 @@ from hypothesis import strategies as st
 from tracehouse import _core
 
 HERE = Path(__file__).parent
-OPTIONS = {n: {o[0] for o in d["parser_options"]} for n, d in _core.format_declarations().items()
-           if d["parser_options"] is not None}
+OPTIONS = {
+    n: {o[0] for o in d["parser_options"]}
+    for n, d in _core.format_declarations().items()
+    if d["parser_options"] is not None
+}
 FORMATS = sorted(OPTIONS)
 
 
@@ -54,8 +57,9 @@ def _parse(fmt: str, data: bytes, cuts: list[int], strict: bool):
 @pytest.mark.parametrize("fmt", FORMATS)
 def test_every_native_parser_survives_random_input_cut_anywhere(fmt):
     pieces = _pieces(fmt)
-    line = st.one_of(st.binary(max_size=40), st.sampled_from(pieces),
-                     st.sampled_from(pieces).map(lambda b: b[: len(b) // 2]))
+    line = st.one_of(
+        st.binary(max_size=40), st.sampled_from(pieces), st.sampled_from(pieces).map(lambda b: b[: len(b) // 2])
+    )
 
     @settings(max_examples=60, deadline=None)
     @given(st.lists(line, max_size=20), st.lists(st.integers(0, 800), max_size=5), st.booleans())

@@ -56,8 +56,10 @@ def test_sniffed_as_perf_and_nothing_else_takes_it():
 def test_flame_and_tree_are_the_stacks_grouped(store, capsys):
     """`analyze flame` prints the folded stacks: each distinct stack with the sum of its samples'
     periods, as a GROUP BY over the rows says; `tree` has every prefix of them as a node."""
-    want = {r["stack"]: r["w"] for r in
-            store.sql("SELECT stack, sum(period) AS w FROM burn.sample GROUP BY stack").to_pylist()}
+    want = {
+        r["stack"]: r["w"]
+        for r in store.sql("SELECT stack, sum(period) AS w FROM burn.sample GROUP BY stack").to_pylist()
+    }
     assert main(["--store", str(store.path), "analyze", "flame", "burn"]) == 0
     got = {}
     for line in capsys.readouterr().out.splitlines():
@@ -88,8 +90,10 @@ def test_density_and_stats_read_samples_like_any_events(store, capsys):
     assert sum(b["events"] for b in bins) == 162
     assert main(["--store", str(store.path), "analyze", "stats", "burn", "--by", "producer", "--json"]) == 0
     by = {r["producer"]: r["events"] for r in json.loads(capsys.readouterr().out)["rows"]}
-    want = {r["producer"]: r["n"] for r in
-            store.sql("SELECT producer, count(*) AS n FROM burn.sample GROUP BY producer").to_pylist()}
+    want = {
+        r["producer"]: r["n"]
+        for r in store.sql("SELECT producer, count(*) AS n FROM burn.sample GROUP BY producer").to_pylist()
+    }
     assert {int(k): v for k, v in by.items()} == want
 
 
@@ -100,6 +104,7 @@ def test_the_web_ui_flame_graph_of_samples(store):
     state = UiState(store, token=None, run_query=lambda q: store.sql(q))
     app = build_app(state)
     try:
+
         def get(path, params):
             status, hdrs, out = asyncio.run(call_app(app, "GET", path, urlencode(params), [], b""))
             return status, json.loads(out)
@@ -110,8 +115,10 @@ def test_the_web_ui_flame_graph_of_samples(store):
         for n in d["nodes"]:
             by_name.setdefault(n["name"], 0)
             by_name[n["name"]] += n["self"]
-        leafs = {r["leaf"]: r["w"] for r in
-                 store.sql("SELECT leaf, sum(period) AS w FROM burn.sample GROUP BY leaf").to_pylist()}
+        leafs = {
+            r["leaf"]: r["w"]
+            for r in store.sql("SELECT leaf, sum(period) AS w FROM burn.sample GROUP BY leaf").to_pylist()
+        }
         assert {k: v for k, v in by_name.items() if v} == leafs
         st, d = get("/api/ui/flame", {"trace": "burn", "producers": "0"})
         assert st == 200 and d["samples"] == 53
@@ -165,13 +172,47 @@ def test_gzip_and_a_pipe(tmp_path):
     gz = tmp_path / "burn.txt.gz"
     gz.write_bytes(gzip.compress(THREADS.read_bytes()))
     s = tmp_path / "s"
-    r = subprocess.run([sys.executable, "-m", "tracehouse.cli", "--store", str(s), "import", "perf", str(gz),
-                        "--name", "gz", "--json"], capture_output=True, text=True, env=child_env(), timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tracehouse.cli",
+            "--store",
+            str(s),
+            "import",
+            "perf",
+            str(gz),
+            "--name",
+            "gz",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=child_env(),
+        timeout=120,
+    )
     assert r.returncode == 0 and json.loads(r.stdout)["events"] == 162, r.stderr
     with open(THREADS, "rb") as f:
-        r = subprocess.run([sys.executable, "-m", "tracehouse.cli", "--store", str(s), "import", "perf", "-",
-                            "--name", "piped", "--json"], stdin=f, capture_output=True, text=True,
-                           env=child_env(), timeout=120)
+        r = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "tracehouse.cli",
+                "--store",
+                str(s),
+                "import",
+                "perf",
+                "-",
+                "--name",
+                "piped",
+                "--json",
+            ],
+            stdin=f,
+            capture_output=True,
+            text=True,
+            env=child_env(),
+            timeout=120,
+        )
     assert r.returncode == 0, r.stderr
     with tracehouse.open(s, readonly=True) as st_:
         q = "SELECT stack, count(*) AS n FROM {}.sample GROUP BY ALL ORDER BY ALL"
@@ -182,10 +223,25 @@ def test_gzip_and_a_pipe(tmp_path):
 
 perf_lines = st.one_of(
     st.binary(max_size=30),
-    st.sampled_from([b"", b"\t", b"# x", b"python3 1/2 [000] 1.5: 10 cpu-clock:ppp:", b"a 3 2.000001: sched:s: x=1",
-                     b"\tffff f+0x1 (/x)", b"\t0 [unknown] ([unknown])", b"\tzz not a frame", b"x 1 1.0: PERF_RECORD_X:",
-                     b"c 9 99999999999.999999999: 1 cycles:u:", b"c 9 1.0: 99999999999999999999 cycles:",
-                     b"\t12 a (b (c)", b"\t12 a) (b)", b"\t12 (x)", "comm é 5 1.1: cycles: \t1 ü+0x2 (/é)".encode()]),
+    st.sampled_from(
+        [
+            b"",
+            b"\t",
+            b"# x",
+            b"python3 1/2 [000] 1.5: 10 cpu-clock:ppp:",
+            b"a 3 2.000001: sched:s: x=1",
+            b"\tffff f+0x1 (/x)",
+            b"\t0 [unknown] ([unknown])",
+            b"\tzz not a frame",
+            b"x 1 1.0: PERF_RECORD_X:",
+            b"c 9 99999999999.999999999: 1 cycles:u:",
+            b"c 9 1.0: 99999999999999999999 cycles:",
+            b"\t12 a (b (c)",
+            b"\t12 a) (b)",
+            b"\t12 (x)",
+            "comm é 5 1.1: cycles: \t1 ü+0x2 (/é)".encode(),
+        ]
+    ),
 )
 
 
@@ -224,8 +280,9 @@ def _perf_cannot_record() -> str | None:
     if shutil.which("cc") is None:
         return "no C compiler to build the recorded program"
     try:
-        r = subprocess.run(["perf", "record", "-o", "/dev/null", "-q", "--", "true"], capture_output=True, text=True,
-                           timeout=60)
+        r = subprocess.run(
+            ["perf", "record", "-o", "/dev/null", "-q", "--", "true"], capture_output=True, text=True, timeout=60
+        )
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"perf record does not run here: {e}"
     if r.returncode != 0:
@@ -240,11 +297,18 @@ def test_live_record_script_and_import(tmp_path):
     if why:
         pytest.skip(why)
     exe = tmp_path / "burn"
-    subprocess.run(["cc", "-O0", "-g", "-fno-omit-frame-pointer", "-pthread", "-o", str(exe), str(HERE / "burn.c")],
-                   check=True, timeout=120)
+    subprocess.run(
+        ["cc", "-O0", "-g", "-fno-omit-frame-pointer", "-pthread", "-o", str(exe), str(HERE / "burn.c")],
+        check=True,
+        timeout=120,
+    )
     data = tmp_path / "perf.data"
-    subprocess.run(["perf", "record", "-F", "999", "-g", "--sample-cpu", "-o", str(data), "-q", "--", str(exe)],
-                   check=True, capture_output=True, timeout=120)
+    subprocess.run(
+        ["perf", "record", "-F", "999", "-g", "--sample-cpu", "-o", str(data), "-q", "--", str(exe)],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
     text = tmp_path / "perf.txt"
     with open(text, "wb") as f:
         subprocess.run(["perf", "script", "-i", str(data), "-F", "+pid"], stdout=f, check=True, timeout=120)
@@ -260,6 +324,5 @@ def test_live_record_script_and_import(tmp_path):
         assert procs.column("n")[0].as_py() >= 1
     finally:
         s.close()
-    with pytest.raises(BadInput):
-        with tracehouse.open(tmp_path / "s2") as s2:
-            perf_importer.import_file(s2, data, "binary")  # perf.data itself, not its script
+    with pytest.raises(BadInput), tracehouse.open(tmp_path / "s2") as s2:
+        perf_importer.import_file(s2, data, "binary")  # perf.data itself, not its script

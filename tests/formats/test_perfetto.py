@@ -59,8 +59,12 @@ def store(tmp_path_factory):
 
 
 def test_golden_inputs_are_what_the_builder_writes():
-    assert subprocess.run([sys.executable, str(HERE / "make_traces.py"), "--check"], env=child_env(),
-                          timeout=120).returncode == 0
+    assert (
+        subprocess.run(
+            [sys.executable, str(HERE / "make_traces.py"), "--check"], env=child_env(), timeout=120
+        ).returncode
+        == 0
+    )
 
 
 def test_sniffed_as_perfetto_and_nothing_else_takes_it():
@@ -73,17 +77,27 @@ def test_sniffed_as_perfetto_and_nothing_else_takes_it():
 
 
 def test_slices_instants_and_counters_are_the_builder_s(store):
-    got = store.sql("SELECT p.name AS thread, s.name, s.category, s.ts, s.dur, s.args, s.closed FROM ui.slice s "
-                    "JOIN th.producers p ON p.trace = 'ui' AND p.id = s.producer ORDER BY 1, s.ts").to_pylist()
-    assert [(r["thread"], r["name"], r["category"], r["ts"], r["dur"], json.loads(r["args"] or "{}")) for r in got] \
-        == expected_slices()
+    got = store.sql(
+        "SELECT p.name AS thread, s.name, s.category, s.ts, s.dur, s.args, s.closed FROM ui.slice s "
+        "JOIN th.producers p ON p.trace = 'ui' AND p.id = s.producer ORDER BY 1, s.ts"
+    ).to_pylist()
+    assert [
+        (r["thread"], r["name"], r["category"], r["ts"], r["dur"], json.loads(r["args"] or "{}")) for r in got
+    ] == expected_slices()
     assert all(r["closed"] for r in got)
     inst = store.sql("SELECT name, category, ts, args FROM ui.instant").to_pylist()
-    assert inst == [{"name": "vsync", "category": "input", "ts": 1_600_000,
-                     "args": json.dumps({"late": True, "why": 'busy "gpu"'}, separators=(",", ":"))}]
+    assert inst == [
+        {
+            "name": "vsync",
+            "category": "input",
+            "ts": 1_600_000,
+            "args": json.dumps({"late": True, "why": 'busy "gpu"'}, separators=(",", ":")),
+        }
+    ]
     ctr = store.sql("SELECT name, ts, value, int_value FROM ui.counter ORDER BY ts").to_pylist()
-    assert [(r["name"], r["ts"], r["int_value"]) for r in ctr] == \
-        [("cpu_percent", ts, v) for ts, k, _, _, _, v in make_traces.EVENTS if k == "C"]
+    assert [(r["name"], r["ts"], r["int_value"]) for r in ctr] == [
+        ("cpu_percent", ts, v) for ts, k, _, _, _, v in make_traces.EVENTS if k == "C"
+    ]
 
 
 def test_tracks_are_producers_under_their_process(store):
@@ -114,8 +128,11 @@ def test_chrome_export_agrees_event_for_event(store, tmp_path):
     assert main(["--store", str(store.path), "export", "ui", "--format", "chrome", "--out", str(out), "--json"]) == 0
     events = json.loads(out.read_text())["traceEvents"]
     tids = {e["args"]["name"]: e["tid"] for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
-    xs = sorted((e["tid"], e["name"], e.get("cat"), round(e["ts"] * 1000), round(e["dur"] * 1000))
-                for e in events if e["ph"] == "X")
+    xs = sorted(
+        (e["tid"], e["name"], e.get("cat"), round(e["ts"] * 1000), round(e["dur"] * 1000))
+        for e in events
+        if e["ph"] == "X"
+    )
     assert xs == sorted((tids[t], n, c, ts, d) for t, n, c, ts, d, _ in expected_slices())
     inst = [(e["name"], round(e["ts"] * 1000)) for e in events if e["ph"] == "i"]
     assert inst == [("vsync", 1_600_000)]
@@ -131,13 +148,26 @@ def test_chrome_export_agrees_event_for_event(store, tmp_path):
 
 def test_a_pipe_and_gzip(store, tmp_path):
     raw = gzip.decompress(SCHED.read_bytes())
-    cmd = [sys.executable, "-m", "tracehouse.cli", "--store", str(tmp_path / "s"), "import", "perfetto", "-", "--name", "p",
-           "--json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "tracehouse.cli",
+        "--store",
+        str(tmp_path / "s"),
+        "import",
+        "perfetto",
+        "-",
+        "--name",
+        "p",
+        "--json",
+    ]
     r = subprocess.run(cmd, input=raw, capture_output=True, env=child_env(), timeout=120)
     assert r.returncode == 0, r.stderr.decode()
     with tracehouse.open(tmp_path / "s", readonly=True) as s:
-        assert s.sql("SELECT count(*) AS n FROM p.sched_slice").column("n")[0].as_py() == \
-            store.sql("SELECT count(*) AS n FROM sched.sched_slice").column("n")[0].as_py()
+        assert (
+            s.sql("SELECT count(*) AS n FROM p.sched_slice").column("n")[0].as_py()
+            == store.sql("SELECT count(*) AS n FROM sched.sched_slice").column("n")[0].as_py()
+        )
 
 
 def test_a_cut_trace_is_named_by_file_and_packet(tmp_path):
@@ -170,8 +200,11 @@ def test_a_large_builder_trace_in_any_chunks_gives_the_same_rows(tmp_path):
                 p = b.add_packet()
                 p.timestamp = i * 1000 + t * 10 + k * 5
                 p.trusted_packet_sequence_id = 1 + t
-                p.sequence_flags = TracePacket.SEQ_INCREMENTAL_STATE_CLEARED if i == 0 and k == 0 else \
-                    TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
+                p.sequence_flags = (
+                    TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
+                    if i == 0 and k == 0
+                    else TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
+                )
                 p.track_event.type = ty
                 p.track_event.track_uuid = 100 + t
                 if k == 0:
@@ -185,9 +218,11 @@ def test_a_large_builder_trace_in_any_chunks_gives_the_same_rows(tmp_path):
         parser = _core.NativeParser("perfetto", batch_rows=999)
         out = []
         for i in range(0, len(data), chunk):
-            out += parser.feed(data[i:i + chunk])
+            out += parser.feed(data[i : i + chunk])
         out += parser.finish()
-        return sorted(r for _, bt in out for r in zip(*[bt.column(c).to_pylist() for c in ("ts", "producer", "dur", "name")]))
+        return sorted(
+            r for _, bt in out for r in zip(*[bt.column(c).to_pylist() for c in ("ts", "producer", "dur", "name")])
+        )
 
     whole = rows(len(data))
     assert len(whole) == 10_000 and {r[3] for r in whole} == {f"step{j}" for j in range(25)}

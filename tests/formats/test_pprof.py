@@ -35,9 +35,25 @@ needs_go = pytest.mark.skipif(GO is None, reason="go is not installed: go tool p
 
 def top(path: Path, *extra: str) -> dict[str, tuple[int, int]]:
     """`go tool pprof -top` of a profile: {function: (flat, cum)} in the raw unit of the sample index."""
-    out = subprocess.run([GO, "tool", "pprof", "-top", "-nodecount=10000", "-nodefraction=0", "-edgefraction=0", "-unit=ns" if "-sample_index=samples" not in extra
-                          else "-unit=count", *extra, str(path)], capture_output=True, text=True, timeout=120,
-                         env=child_env(), check=True).stdout
+    out = subprocess.run(
+        [
+            GO,
+            "tool",
+            "pprof",
+            "-top",
+            "-nodecount=10000",
+            "-nodefraction=0",
+            "-edgefraction=0",
+            "-unit=ns" if "-sample_index=samples" not in extra else "-unit=count",
+            *extra,
+            str(path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=child_env(),
+        check=True,
+    ).stdout
     rows: dict[str, tuple[int, int]] = {}
     body = False
     for line in out.splitlines():
@@ -75,7 +91,7 @@ def test_sniffed_as_pprof_and_nothing_else_takes_it():
 
 
 def test_samples_are_go_s_stacks_and_values(store):
-    rows = store.sql("SELECT stack, leaf, labels, value, count, \"values\" FROM cpu.sample").to_pylist()
+    rows = store.sql('SELECT stack, leaf, labels, value, count, "values" FROM cpu.sample').to_pylist()
     assert rows and all(r["stack"].startswith("runtime.main;main.main") for r in rows)
     assert all(r["value"] == r["count"] * 10_000_000 for r in rows)  # 100 Hz: 10 ms a sample
     assert all(r["values"] == f"samples/count={r['count']},cpu/nanoseconds={r['value']}" for r in rows)
@@ -86,7 +102,9 @@ def test_samples_are_go_s_stacks_and_values(store):
 
 
 def test_flame_tree_density_and_stats_read_the_samples(store, capsys):
-    want = {r["stack"]: r["w"] for r in store.sql("SELECT stack, sum(value) AS w FROM cpu.sample GROUP BY 1").to_pylist()}
+    want = {
+        r["stack"]: r["w"] for r in store.sql("SELECT stack, sum(value) AS w FROM cpu.sample GROUP BY 1").to_pylist()
+    }
     assert main(["--store", str(store.path), "analyze", "flame", "cpu"]) == 0
     got = {line.rsplit(" ", 1)[0]: int(line.rsplit(" ", 1)[1]) for line in capsys.readouterr().out.splitlines()}
     assert got == want
@@ -119,11 +137,18 @@ def test_export_of_the_import_reads_in_go_tool_pprof_as_the_original(store, tmp_
 def test_a_fresh_go_profile_imports_with_go_s_numbers(tmp_path):
     """A profile the test has Go write now (not the committed one): our rows sum to what pprof says."""
     prof = tmp_path / "fresh.pprof"
-    subprocess.run([GO, "run", str(HERE / "pprof" / "burn.go"), str(prof)], check=True, timeout=300, cwd=tmp_path,
-                   env={**child_env(), "GO111MODULE": "off", "GOCACHE": os.environ.get("GOCACHE", str(tmp_path / "gocache"))})
+    subprocess.run(
+        [GO, "run", str(HERE / "pprof" / "burn.go"), str(prof)],
+        check=True,
+        timeout=300,
+        cwd=tmp_path,
+        env={**child_env(), "GO111MODULE": "off", "GOCACHE": os.environ.get("GOCACHE", str(tmp_path / "gocache"))},
+    )
     with tracehouse.open(tmp_path / "s") as s:
         pprof_importer.import_file(s, prof, "fresh")
-        flat = {r["leaf"]: r["v"] for r in s.sql("SELECT leaf, sum(value) AS v FROM fresh.sample GROUP BY 1").to_pylist()}
+        flat = {
+            r["leaf"]: r["v"] for r in s.sql("SELECT leaf, sum(value) AS v FROM fresh.sample GROUP BY 1").to_pylist()
+        }
     assert {k: v for k, v in ((k, v[0]) for k, v in top(prof).items()) if v} == flat
 
 
@@ -133,8 +158,10 @@ def test_export_of_a_perf_trace_lists_its_hottest_functions_and_counts(tmp_path)
         from tracehouse.formats.perf import importer as perf_importer
 
         perf_importer.import_file(s, HERE / "perf" / "threads" / "input", "burn")
-        want = {r["leaf"]: (r["n"], r["w"]) for r in
-                s.sql("SELECT leaf, count(*) AS n, sum(period) AS w FROM burn.sample GROUP BY 1").to_pylist()}
+        want = {
+            r["leaf"]: (r["n"], r["w"])
+            for r in s.sql("SELECT leaf, count(*) AS n, sum(period) AS w FROM burn.sample GROUP BY 1").to_pylist()
+        }
     out = tmp_path / "burn.pb.gz"
     assert main(["--store", str(tmp_path / "s"), "export", "burn", "--format", "pprof", "--out", str(out)]) == 0
     counts, weights = top(out, "-sample_index=samples"), top(out)

@@ -25,9 +25,15 @@ BPF_TEXT = DATA / "bpftrace_text.txt"
 PATTERNS = ["job_start:job_start {ts} {tid} {task:hex}", "job_end:job_end {ts} {tid} {task:hex}"]
 SPANS = ["job=job_start,job_end,task"]
 # The seven jobs of the run, as (thread, task pointer, start us, duration us) — see the files.
-JOBS = [(101, 0x55d0c0a01000, 1000, 1), (102, 0x55d0c0a02000, 1000.5, 3), (101, 0x55d0c0a03000, 1010, 5),
-        (102, 0x55d0c0a01000, 1020, 12), (101, 0x55d0c0a04000, 1020, 12), (102, 0x55d0c0a05000, 1040, 40),
-        (101, 0x55d0c0a06000, 1100, 100000)]
+JOBS = [
+    (101, 0x55D0C0A01000, 1000, 1),
+    (102, 0x55D0C0A02000, 1000.5, 3),
+    (101, 0x55D0C0A03000, 1010, 5),
+    (102, 0x55D0C0A01000, 1020, 12),
+    (101, 0x55D0C0A04000, 1020, 12),
+    (102, 0x55D0C0A05000, 1040, 40),
+    (101, 0x55D0C0A06000, 1100, 100000),
+]
 BASE = 5_000_000_000_000
 
 
@@ -42,14 +48,16 @@ def test_hyrise_jobs_become_spans(store, imp, path):
     assert rep.by_type == {"job": 7, "job_start": 1, "job_end": 1, **({"printf": 1} if imp is stap else {})}
     assert rep.details["spans"] == {"job": {"matched": 7, "unmatched_begin": 1, "unmatched_end": 1}}
     t = tids(store, "jobs")
-    got = [(t[r["producer"]], r["task"], r["ts"], r["dur"]) for r in
-           store.sql('SELECT producer, task, ts, dur FROM "jobs".job ORDER BY ts, producer').to_pylist()]
+    got = [
+        (t[r["producer"]], r["task"], r["ts"], r["dur"])
+        for r in store.sql('SELECT producer, task, ts, dur FROM "jobs".job ORDER BY ts, producer').to_pylist()
+    ]
     want = sorted([(tid, ptr, BASE + int(s * 1000), d * 1000) for tid, ptr, s, d in JOBS], key=lambda r: (r[2], r[0]))
     assert got == want
     # The reused task pointer 0x55d0c0a01000 closes the job that started on it last.
     left = store.sql('SELECT ts, task FROM "jobs".job_start').to_pylist()
-    assert left == [{"ts": BASE + 200_000_000, "task": 0x55d0c0a07000}]
-    assert store.sql('SELECT task FROM "jobs".job_end').column(0).to_pylist() == [0x55d0c0a00f00]
+    assert left == [{"ts": BASE + 200_000_000, "task": 0x55D0C0A07000}]
+    assert store.sql('SELECT task FROM "jobs".job_end').column(0).to_pylist() == [0x55D0C0A00F00]
     assert sorted(v for v in t.values() if v) == [101, 102, 103]
     # Seed 004's question: the share of jobs under 10 us.
     assert store.sql('SELECT avg((dur < 10000)::INT) FROM "jobs".job').column(0)[0].as_py() == pytest.approx(3 / 7)
@@ -58,12 +66,30 @@ def test_hyrise_jobs_become_spans(store, imp, path):
 def test_stap_histogram_with_elision(store):
     stap.import_file(store, STAP, "s")
     [res] = store.results(trace="s")
-    assert (res["kind"], res["name"], res["tool"], res["params"]["kind"]) == ("table", "job durations (us)", "stap", "hist")
+    assert (res["kind"], res["name"], res["tool"], res["params"]["kind"]) == (
+        "table",
+        "job durations (us)",
+        "stap",
+        "hist",
+    )
     rows = store.result_table(res["id"]).to_pylist()
     assert [(r["lo"], r["hi"], r["count"], r["elided"]) for r in rows] == [
-        (0, 1, 0, False), (1, 2, 1, False), (2, 4, 1, False), (4, 8, 1, False), (8, 16, 2, False), (16, 32, 0, False),
-        (32, 64, 1, False), (64, 128, 0, False), (128, 256, 0, False), (256, 16384, 0, True), (16384, 32768, 0, False),
-        (32768, 65536, 0, False), (65536, 131072, 1, False), (131072, 262144, 0, False), (262144, 524288, 0, False)]
+        (0, 1, 0, False),
+        (1, 2, 1, False),
+        (2, 4, 1, False),
+        (4, 8, 1, False),
+        (8, 16, 2, False),
+        (16, 32, 0, False),
+        (32, 64, 1, False),
+        (64, 128, 0, False),
+        (128, 256, 0, False),
+        (256, 16384, 0, True),
+        (16384, 32768, 0, False),
+        (32768, 65536, 0, False),
+        (65536, 131072, 1, False),
+        (131072, 262144, 0, False),
+        (262144, 524288, 0, False),
+    ]
     # The table agrees with the printf lines: 7 jobs, bucket by bucket.
     assert sum(r["count"] for r in rows) == len(JOBS)
     for _, _, _, d in JOBS:
@@ -89,7 +115,13 @@ def test_bpftrace_text_output(store):
     assert rep.by_type == {"printf": 2}
     res = {r["name"]: store.result_table(r["id"]).to_pylist() for r in store.results(trace="t")}
     assert [(r["lo"], r["hi"], r["count"]) for r in res["@usecs"]] == [
-        (0, 1, 3), (1, 2, 0), (2, 4, 1), (4, 8, 31), (1024, 2048, 2), (2048, None, 1)]
+        (0, 1, 3),
+        (1, 2, 0),
+        (2, 4, 1),
+        (4, 8, 31),
+        (1024, 2048, 2),
+        (2048, None, 1),
+    ]
     assert [(r["key"], r["lo"], r["hi"]) for r in res["@lat"]] == [("sshd", None, 0), ("sshd", 0, 10)]
     assert {r["key"]: r["value"] for r in res["@count"]} == {"read": 120, "write, 3": 7}
     assert res["@name"][0]["text"] == "hello"
@@ -110,7 +142,10 @@ def test_cli_import_with_patterns(store_path, capsys):
     assert cli.main(args + ["--span", SPANS[0]]) == 0
     rep = json.loads(capsys.readouterr().out)
     assert rep["by_type"]["job"] == 7
-    assert cli.main(["--store", str(store_path), "import", "chrome", str(DATA / "node_trace.json"), "--pattern", "x:y"]) == 2
+    assert (
+        cli.main(["--store", str(store_path), "import", "chrome", str(DATA / "node_trace.json"), "--pattern", "x:y"])
+        == 2
+    )
     assert "does not apply to the chrome importer" in capsys.readouterr().err
 
 
@@ -120,8 +155,11 @@ def test_bad_patterns_and_lines(store, tmp_path):
     with pytest.raises(BadInput, match="no pattern named"):
         stap.import_file(store, STAP, "x", pattern=PATTERNS, span=["job=job_start,nope,task"])
     bad = tmp_path / "bad.json"
-    bad.write_text(BPF.read_text().replace('"job_start 5000001010000', '"job_start 99999999999999999999', 1)
-                   .replace('{"type": "map"', '{"type": broken', 1))
+    bad.write_text(
+        BPF.read_text()
+        .replace('"job_start 5000001010000', '"job_start 99999999999999999999', 1)
+        .replace('{"type": "map"', '{"type": broken', 1)
+    )
     rep = bpftrace.import_file(store, bad, "bad", pattern=PATTERNS, span=SPANS)
     assert rep.rejected == 2
     assert [r.line for r in rep.first_rejected] == [7, 19]
@@ -136,7 +174,9 @@ BT = DATA / "bpftrace"  # real `bpftrace -f json` captures (see its README.md)
 
 
 def results_of(store, trace):
-    return {r["name"]: (r["params"]["kind"], store.result_table(r["id"]).to_pylist()) for r in store.results(trace=trace)}
+    return {
+        r["name"]: (r["params"]["kind"], store.result_table(r["id"]).to_pylist()) for r in store.results(trace=trace)
+    }
 
 
 def test_real_bpftrace_uprobe_capture(store):
@@ -145,16 +185,20 @@ def test_real_bpftrace_uprobe_capture(store):
     rep = bpftrace.import_file(store, BT / "jobs.json", "jobs", pattern=PATTERNS, span=SPANS)
     assert rep.rejected == 0 and rep.by_type == {"job": 100}
     assert rep.details["spans"]["job"] == {"matched": 100, "unmatched_begin": 0, "unmatched_end": 0}
-    per = store.sql('SELECT producer, count(*) AS n FROM jobs.job GROUP BY producer').to_pylist()
+    per = store.sql("SELECT producer, count(*) AS n FROM jobs.job GROUP BY producer").to_pylist()
     assert sorted(r["n"] for r in per) == [25, 25, 25, 25]
     res = results_of(store, "jobs")
-    assert res["@avg_us"] == ("stats", [{"map": "@avg_us", "key": None, "count": None, "average": 1022, "total": None,
-                                         "line": 204}])
+    assert res["@avg_us"] == (
+        "stats",
+        [{"map": "@avg_us", "key": None, "count": None, "average": 1022, "total": None, "line": 204}],
+    )
     # The hist counts the same 100 jobs, and its average matches the spans' (within its rounding).
     assert sum(r["count"] for r in res["@us"][1]) == 100
     avg_us = store.sql("SELECT avg(dur) / 1000 FROM jobs.job").column(0)[0].as_py()
     assert abs(avg_us - 1022) < 5
-    assert {r["key"]: r["value"] for r in res["@per_thread"][1]} == {str(t): 25 for t in tids(store, "jobs").values() if t}
+    assert {r["key"]: r["value"] for r in res["@per_thread"][1]} == {
+        str(t): 25 for t in tids(store, "jobs").values() if t
+    }
 
 
 def test_real_bpftrace_aggregates_only(store, tmp_path, capsys):
@@ -176,15 +220,19 @@ def test_real_bpftrace_aggregates_only(store, tmp_path, capsys):
 
 def test_tseries_records_are_counter_events(store, tmp_path):
     path = tmp_path / "ts.json"
-    path.write_text('{"type": "attached_probes", "count": 1, "data": {"probes": 1}}\n'
-                    '{"type": "tseries", "data": {"@rate": [{"interval_start":"2025-03-01 12:00:00","value":3},'
-                    '{"interval_start":"2025-03-01 12:00:01","value":5}]}}\n')
+    path.write_text(
+        '{"type": "attached_probes", "count": 1, "data": {"probes": 1}}\n'
+        '{"type": "tseries", "data": {"@rate": [{"interval_start":"2025-03-01 12:00:00","value":3},'
+        '{"interval_start":"2025-03-01 12:00:01","value":5}]}}\n'
+    )
     rep = bpftrace.import_file(store, path, "ts")
     assert rep.by_type == {"tseries": 2}
     assert store.event_types("ts")["tseries"].kind == "counter"
     rows = store.sql("SELECT epoch_ns(make_timestamp(2025, 3, 1, 12, 0, 0)) AS base").column(0)[0].as_py()
-    assert store.sql('SELECT ts, map, value FROM ts.tseries ORDER BY ts').to_pylist() == [
-        {"ts": rows, "map": "@rate", "value": 3.0}, {"ts": rows + 1_000_000_000, "map": "@rate", "value": 5.0}]
+    assert store.sql("SELECT ts, map, value FROM ts.tseries ORDER BY ts").to_pylist() == [
+        {"ts": rows, "map": "@rate", "value": 3.0},
+        {"ts": rows + 1_000_000_000, "map": "@rate", "value": 5.0},
+    ]
 
 
 def test_pretty_printed_json_is_refused_with_a_clear_error(tmp_path, capsys):
@@ -218,8 +266,11 @@ def test_a_line_over_16_mb_is_rejected_not_stored(store, tmp_path):
     path.write_text("\n".join(lines) + "\n")
     rep = stap.import_file(store, path, "big", pattern=PATTERNS, span=SPANS)
     assert (rep.rejected, rep.first_rejected[0].line, rep.first_rejected[0].reason) == (
-        1, 4, "line longer than 16777216 bytes (skipped)")
-    assert store.sql('SELECT max(length(text)) FROM big.printf').column(0)[0].as_py() < 100
+        1,
+        4,
+        "line longer than 16777216 bytes (skipped)",
+    )
+    assert store.sql("SELECT max(length(text)) FROM big.printf").column(0)[0].as_py() < 100
 
 
 def test_stap_strict_stops_at_the_first_bad_line(tmp_path, capsys):
@@ -241,14 +292,17 @@ def test_stap_strict_stops_at_the_first_bad_line(tmp_path, capsys):
     assert rep["by_type"]["printf"] == 1  # only the table's title
 
 
-@pytest.mark.skipif(__import__("shutil").which("bpftrace") is None or __import__("os").geteuid() != 0,
-                    reason="needs bpftrace and root")
+@pytest.mark.skipif(
+    __import__("shutil").which("bpftrace") is None or __import__("os").geteuid() != 0, reason="needs bpftrace and root"
+)
 def test_live_bpftrace_output_imports(tmp_path):
     """When bpftrace runs here, its output of every aggregate kind imports as it did when captured."""
     import subprocess
 
-    prog = ('BEGIN { @h = hist(2); @h = hist(1025); @s = stats(2); @s = stats(10); @a["x"] = avg(10); '
-            '@z = hist(3); zero(@z); @c["k"] = count(); $t = (1, "two"); print($t); exit(); }')
+    prog = (
+        'BEGIN { @h = hist(2); @h = hist(1025); @s = stats(2); @s = stats(10); @a["x"] = avg(10); '
+        '@z = hist(3); zero(@z); @c["k"] = count(); $t = (1, "two"); print($t); exit(); }'
+    )
     r = subprocess.run(["bpftrace", "-f", "json", "-e", prog], capture_output=True, timeout=60)
     if r.returncode != 0 or b'"type"' not in r.stdout:
         pytest.skip(f"bpftrace cannot run here: {r.stderr.decode(errors='replace')[-300:]}")
@@ -275,17 +329,38 @@ def test_sniffers_name_the_format(tmp_path):
 
 lines = st.one_of(
     st.binary(max_size=60),
-    st.sampled_from([b"job_start 1 2 0x3", b"job_end 5 2 0x3", b"job_end 0 2 0x3", b"value |----- count", b"  4 |@@ 2",
-                     b"~", b"@x[a]: 5", b"@h:", b"[1, 2)   3 |@@@|", b"(..., 0) 1 |@|", b'{"type": "printf", "data": "job_start 9 1 0x1\\n"}',
-                     b'{"type": "hist", "data": {"@": [{"min": 1}]}}', b'{"type": "map", "data": {"@": {"k": [1]}}}',
-                     b'{"type": "stats", "data": {"@": {"a": {"count": "x"}}}}', b'{"type": 5}', b"Attaching 1 probe...",
-                     b"job_start 99999999999999999999 1 0x1", b"\xff\xfe"]),
+    st.sampled_from(
+        [
+            b"job_start 1 2 0x3",
+            b"job_end 5 2 0x3",
+            b"job_end 0 2 0x3",
+            b"value |----- count",
+            b"  4 |@@ 2",
+            b"~",
+            b"@x[a]: 5",
+            b"@h:",
+            b"[1, 2)   3 |@@@|",
+            b"(..., 0) 1 |@|",
+            b'{"type": "printf", "data": "job_start 9 1 0x1\\n"}',
+            b'{"type": "hist", "data": {"@": [{"min": 1}]}}',
+            b'{"type": "map", "data": {"@": {"k": [1]}}}',
+            b'{"type": "stats", "data": {"@": {"a": {"count": "x"}}}}',
+            b'{"type": 5}',
+            b"Attaching 1 probe...",
+            b"job_start 99999999999999999999 1 0x1",
+            b"\xff\xfe",
+        ]
+    ),
 )
 
 
 @settings(max_examples=120, deadline=None)
-@given(st.sampled_from(["bpftrace", "stap"]), st.lists(lines, max_size=15), st.lists(st.integers(0, 400), max_size=5),
-       st.booleans())
+@given(
+    st.sampled_from(["bpftrace", "stap"]),
+    st.lists(lines, max_size=15),
+    st.lists(st.integers(0, 400), max_size=5),
+    st.booleans(),
+)
 def test_probe_parser_never_crashes_whatever_the_chunking(tool, ls, cuts, strict):
     data = b"\n".join(ls)
 

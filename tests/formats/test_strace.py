@@ -54,11 +54,11 @@ def reference(path: Path, pid: int | None = None) -> dict[str, Counter]:
         dur_m = re.search(r" <(\d+\.\d+)>$", body)
         dur = _ns(dur_m.group(1)) if dur_m else None
         if body.startswith("<... "):
-            name = body[5:body.index(" resumed>")]
+            name = body[5 : body.index(" resumed>")]
             start, _ = pending.pop(tid)
             out["syscall"][(tid, start, name, dur if dur is not None else ts - start)] += 1
         elif body.endswith(" <unfinished ...>"):
-            pending[tid] = (ts, body[:body.index("(")])
+            pending[tid] = (ts, body[: body.index("(")])
         elif body.startswith("--- "):
             out["signal"][(tid, ts, body.split()[1], None)] += 1
         elif body.startswith("+++ "):
@@ -67,7 +67,7 @@ def reference(path: Path, pid: int | None = None) -> dict[str, Counter]:
                 out["syscall"][(tid, start, name, ts - start)] += 1
             out["exit"][(tid, ts, None, None)] += 1
         else:
-            out["syscall"][(tid, ts, body[:body.index("(")], dur or 0)] += 1
+            out["syscall"][(tid, ts, body[: body.index("(")], dur or 0)] += 1
     return out
 
 
@@ -118,15 +118,18 @@ def test_sniff_recognises_real_captures(name):
     assert imp.sniff((DATA / name).read_bytes()[:65536])
 
 
-@pytest.mark.parametrize("head", [
-    b"ts,producer,type\n1,2,read\n",
-    b'{"traceEvents": [{"ph": "X", "name": "read(3)", "ts": 1}]}',
-    b'[{"name": "a", "ph": "B", "pid": 1, "tid": 1, "ts": 0},\n',
-    b"PAR1\x00\x00",
-    b"%EventDef PajeDefineContainerType 0\n",
-    b"Attaching 1 probe...\n@hist[read]:\n",
-    b"",
-])
+@pytest.mark.parametrize(
+    "head",
+    [
+        b"ts,producer,type\n1,2,read\n",
+        b'{"traceEvents": [{"ph": "X", "name": "read(3)", "ts": 1}]}',
+        b'[{"name": "a", "ph": "B", "pid": 1, "tid": 1, "ts": 0},\n',
+        b"PAR1\x00\x00",
+        b"%EventDef PajeDefineContainerType 0\n",
+        b"Attaching 1 probe...\n@hist[read]:\n",
+        b"",
+    ],
+)
 def test_sniff_refuses_other_formats(head):
     assert not imp.sniff(head)
 
@@ -171,8 +174,9 @@ def io_rows(store, trace, directory="/tmp/th"):
     """The rows of the program's own files, with `directory` written as /tmp/th."""
     where = IO_WHERE.replace("/tmp/th", directory)
     t = store.sql(f'SELECT {IO_COLS} FROM "{trace}".syscall WHERE {where} ORDER BY ts, seq')
-    return [tuple(v.replace(directory, "/tmp/th") if isinstance(v, str) else v for v in r.values())
-            for r in t.to_pylist()]
+    return [
+        tuple(v.replace(directory, "/tmp/th") if isinstance(v, str) else v for v in r.values()) for r in t.to_pylist()
+    ]
 
 
 @pytest.mark.parametrize("capture", ["single.strace", "single-noy.strace"])
@@ -185,7 +189,9 @@ def test_golden_single_threaded_capture(store, capture):
     assert stored(store, "single") == reference(DATA / capture)
     prods = store.producers("single")
     assert [(p["kind"], p["name"], p["parent"]) for p in prods] == [
-        ("process", "io_single", None), ("thread", f"io_single/{prods[1]['attrs']['tid']}", prods[0]["id"])]
+        ("process", "io_single", None),
+        ("thread", f"io_single/{prods[1]['attrs']['tid']}", prods[0]["id"]),
+    ]
 
 
 def test_golden_capture_durations_and_time_of_day(store):
@@ -204,7 +210,7 @@ def test_golden_multithreaded_capture(store):
     assert r.by_type == {"syscall": sum(ref["syscall"].values()), "exit": 5}
     check_io_threads(store, "threads", "/tmp/th")
     # Events arrive sorted by start time (pairs completed out of order included).
-    ts = store.sql('SELECT ts FROM threads.syscall').column("ts").to_pylist()
+    ts = store.sql("SELECT ts FROM threads.syscall").column("ts").to_pylist()
     assert ts == sorted(ts)
 
 
@@ -240,8 +246,9 @@ def capture(programs, tmp_path, prog, *flags):
     work = tmp_path / "work"
     work.mkdir(exist_ok=True)
     log = tmp_path / f"{prog}.strace"
-    subprocess.run([STRACE, "-f", "-C", "-w", *flags, "-o", str(log), str(programs / prog), str(work)],
-                   check=True, cwd=work)
+    subprocess.run(
+        [STRACE, "-f", "-C", "-w", *flags, "-o", str(log), str(programs / prog), str(work)], check=True, cwd=work
+    )
     return log, work
 
 
@@ -292,7 +299,7 @@ def corrupt(tmp_path) -> Path:
     lines = (DATA / "single.strace").read_text().splitlines()
     lines.insert(10, "this is not strace")
     lines.insert(20, lines[20][:30])  # a truncated line
-    lines.insert(30, "12929 notatime write(1, \"\", 1) = 1")
+    lines.insert(30, '12929 notatime write(1, "", 1) = 1')
     p = tmp_path / "bad.strace"
     p.write_text("\n".join(lines) + "\n")
     return p
@@ -383,9 +390,14 @@ def test_the_command_starts_an_import_s_parse_before_loading_itself(tmp_path, ca
     monkeypatch.setattr(_core, "StraceFileParse", lambda *a, **k: started.append(a[0]) or real_parse(*a, **k))
     monkeypatch.setattr(registry, "_EARLY", [])  # (whatever this test leaves there goes with it)
     path, store = DATA / "threads.strace", str(tmp_path / "s")
-    for argv in (["import", "--name", "x", "strace", str(path)], ["--version", "import", "strace", str(path)],
-                 ["import", "csv", str(path)], ["--store", store, "import", "strace"], ["query", "import strace x"],
-                 ["import", "nosuchformat", str(path)]):
+    for argv in (
+        ["import", "--name", "x", "strace", str(path)],
+        ["--version", "import", "strace", str(path)],
+        ["import", "csv", str(path)],
+        ["--store", store, "import", "strace"],
+        ["query", "import strace x"],
+        ["import", "nosuchformat", str(path)],
+    ):
         cli_pkg._start_early(argv)
         assert started == [] and registry._EARLY == [], argv
     cli_pkg._start_early(["--store", store, "import", "strace", str(path), "--name", "t", "--json"])
@@ -441,9 +453,14 @@ def test_file_parsed_on_its_own_thread_equals_a_parse_fed_in_small_chunks(tmp_pa
     # names reach the builder with the cut that first has them): one mid-file, one in the last batch.
     mid = data.index(b"\n", len(data) // 2) + 1
     last_ts = float(data[:-1].rsplit(b"\n", 1)[1].split(b" ")[1])
-    data = (data[:mid] + data[mid:mid + 200].split(b" ", 2)[0] + b" %.6f frobnicate(1, 2) = 0 <0.000010>\n"
-            % float(data[mid:].split(b" ", 2)[1]) + data[mid:] + b"4242 %.6f syscall_0x1b6(7) = -1 ENOSYS "
-            b"(Function not implemented) <0.000001>\n" % (last_ts + 1))
+    data = (
+        data[:mid]
+        + data[mid : mid + 200].split(b" ", 2)[0]
+        + b" %.6f frobnicate(1, 2) = 0 <0.000010>\n" % float(data[mid:].split(b" ", 2)[1])
+        + data[mid:]
+        + b"4242 %.6f syscall_0x1b6(7) = -1 ENOSYS "
+        b"(Function not implemented) <0.000001>\n" % (last_ts + 1)
+    )
     path = tmp_path / "many.strace"
     path.write_bytes(data)
     native = _core.StraceFileParse(str(path))
@@ -456,7 +473,7 @@ def test_file_parsed_on_its_own_thread_equals_a_parse_fed_in_small_chunks(tmp_pa
     ref = _core.StraceParser()
     want = []
     for start in range(0, len(data), 64 << 10):
-        want += ref.feed(data[start:start + (64 << 10)])
+        want += ref.feed(data[start : start + (64 << 10)])
     want += ref.feed(b"") + ref.finish() + ref.late()
     assert bg.stats == ref.stats
     assert bg.stats["lines"] == data.count(b"\n")

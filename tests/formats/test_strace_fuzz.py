@@ -55,18 +55,24 @@ def check(data: bytes, cuts: list[int]) -> None:
     assert {k: sorted(map(repr, v)) for k, v in cut.items()} == {k: sorted(map(repr, v)) for k, v in whole.items()}
 
 
-mutation = st.sampled_from([
-    lambda line, k: line[:k],                         # truncated
-    lambda line, k: line[k:],                         # front cut off
-    lambda line, k: line[:k] + b"\xff\x00" + line[k:],  # junk bytes
-    lambda line, k: line[:k] + b'"' + line[k:],        # unbalanced quote
-    lambda line, k: line[:k] + b"<" + line[k:],        # stray angle
-    lambda line, k: line[:k] + b")" * 3 + line[k:],    # stray parens
-    lambda line, k: line,                             # intact
-])
+mutation = st.sampled_from(
+    [
+        lambda line, k: line[:k],  # truncated
+        lambda line, k: line[k:],  # front cut off
+        lambda line, k: line[:k] + b"\xff\x00" + line[k:],  # junk bytes
+        lambda line, k: line[:k] + b'"' + line[k:],  # unbalanced quote
+        lambda line, k: line[:k] + b"<" + line[k:],  # stray angle
+        lambda line, k: line[:k] + b")" * 3 + line[k:],  # stray parens
+        lambda line, k: line,  # intact
+    ]
+)
 
-real_line = st.builds(lambda i, m, k: m(REAL[i % len(REAL)], k % (len(REAL[i % len(REAL)]) + 1)),
-                      st.integers(0, 10_000), mutation, st.integers(0, 10_000))
+real_line = st.builds(
+    lambda i, m, k: m(REAL[i % len(REAL)], k % (len(REAL[i % len(REAL)]) + 1)),
+    st.integers(0, 10_000),
+    mutation,
+    st.integers(0, 10_000),
+)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -25,8 +25,14 @@ from tracehouse.store import wal as walmod
 HERE = Path(__file__).resolve().parent
 
 # One instant type carrying a batch id and a row index: every row says which append it came from.
-BATCH_TYPE = EventType("ev", "instant", (Column("batch", "int64", "id", "append that wrote the row"),
-                                         Column("row", "int64", "index", "row within its append")))
+BATCH_TYPE = EventType(
+    "ev",
+    "instant",
+    (
+        Column("batch", "int64", "id", "append that wrote the row"),
+        Column("row", "int64", "index", "row within its append"),
+    ),
+)
 # One instant type with an `id` column for the snapshot test: ids 0..k-1 in append order.
 ID_TYPE = EventType("ev", "instant", (Column("id", "int64", "id", "sequential id, in append order"),))
 
@@ -39,12 +45,14 @@ def rows_of_batch(b: int) -> int:
 def batch_table(b: int) -> pa.Table:
     n = rows_of_batch(b)
     r = np.arange(n, dtype=np.int64)
-    return pa.table({
-        "ts": b * 1000 + r,
-        "producer": pa.array(np.full(n, b % 3, np.int32)),
-        "batch": np.full(n, b, np.int64),
-        "row": r,
-    })
+    return pa.table(
+        {
+            "ts": b * 1000 + r,
+            "producer": pa.array(np.full(n, b % 3, np.int32)),
+            "batch": np.full(n, b, np.int64),
+            "row": r,
+        }
+    )
 
 
 def id_table(start: int, n: int) -> pa.Table:
@@ -62,17 +70,23 @@ def child_env() -> dict[str, str]:
 
 def run_child(script: str, *args: str, timeout: float = 60) -> subprocess.CompletedProcess:
     """Run a helper script to completion; its stdout and stderr are returned as text."""
-    return subprocess.run([sys.executable, str(HERE / script), *args], capture_output=True, text=True,
-                          timeout=timeout, env=child_env())
+    return subprocess.run(
+        [sys.executable, str(HERE / script), *args], capture_output=True, text=True, timeout=timeout, env=child_env()
+    )
 
 
 class Child:
     """A helper script running in the background whose stdout lines are collected as they come."""
 
     def __init__(self, script: str, *args: str) -> None:
-        self._err = tempfile.TemporaryFile(mode="w+")  # a file, not a pipe: a chatty child never blocks
-        self.proc = subprocess.Popen([sys.executable, str(HERE / script), *args], stdout=subprocess.PIPE,
-                                     stderr=self._err, text=True, env=child_env())
+        self._err = tempfile.TemporaryFile(mode="w+")  # noqa: SIM115 - closed by stop(); a file, not a pipe: a chatty child never blocks
+        self.proc = subprocess.Popen(
+            [sys.executable, str(HERE / script), *args],
+            stdout=subprocess.PIPE,
+            stderr=self._err,
+            text=True,
+            env=child_env(),
+        )
         self.lines: list[str] = []
         self._cond = threading.Condition()
         self._reader = threading.Thread(target=self._read, daemon=True)

@@ -16,17 +16,30 @@ from tracehouse import Column, EventType
 BT = (
     EventType("B", "begin", (Column("key", "int64", "id", "matching key"), Column("name", "string", "", "span name"))),
     EventType("E", "end", (Column("key", "int64", "id", "matching key"), Column("ret", "int64", "", "returned"))),
-    EventType("W", "instant", (Column("obj", "int64", "id", "object"), Column("field", "int64", "id", "field"),
-                               Column("value", "int64", "", "value"))),
+    EventType(
+        "W",
+        "instant",
+        (
+            Column("obj", "int64", "id", "object"),
+            Column("field", "int64", "id", "field"),
+            Column("value", "int64", "", "value"),
+        ),
+    ),
 )
 
 
 def build_trace(store: tracehouse.Store, name: str, events: list[dict], *, flush: bool = True) -> None:
     """A trace of format `bt` from events {type, ts, producer, key|obj/field/value}; seq is
     assigned here in list order per producer (the producer's own order)."""
-    store.create_trace(name, "bt", event_types=BT,
-                       producers=[{"id": p, "parent": None, "kind": "thread", "name": f"t{p}", "attrs": {}}
-                                  for p in sorted({e["producer"] for e in events} | {1})])
+    store.create_trace(
+        name,
+        "bt",
+        event_types=BT,
+        producers=[
+            {"id": p, "parent": None, "kind": "thread", "name": f"t{p}", "attrs": {}}
+            for p in sorted({e["producer"] for e in events} | {1})
+        ],
+    )
     seqs: dict[int, int] = defaultdict(int)
     rows: dict[str, list[dict]] = defaultdict(list)
     for e in events:
@@ -37,9 +50,11 @@ def build_trace(store: tracehouse.Store, name: str, events: list[dict], *, flush
         rs = rows.get(t, [])
         if not rs:
             continue
-        cols = {"ts": pa.array([r["ts"] for r in rs], pa.int64()),
-                "producer": pa.array([r["producer"] for r in rs], pa.int32()),
-                "seq": pa.array([r["seq"] for r in rs], pa.int64())}
+        cols = {
+            "ts": pa.array([r["ts"] for r in rs], pa.int64()),
+            "producer": pa.array([r["producer"] for r in rs], pa.int32()),
+            "seq": pa.array([r["seq"] for r in rs], pa.int64()),
+        }
         if t == "B":
             cols["key"] = pa.array([r["key"] for r in rs], pa.int64())
             cols["name"] = pa.array([f"f{r['key']}" for r in rs], pa.string())
@@ -58,9 +73,22 @@ def ref_spans(events: list[dict], keyed: bool) -> tuple[list[dict], list[dict]]:
     """Spans (in span_id order: begins by (ts, producer, seq)) and unmatched halves."""
     begins = sorted((e for e in events if e["type"] == "B"), key=lambda e: (e["ts"], e["producer"], e["seq"]))
     sid = {id(b): i for i, b in enumerate(begins)}
-    spans = [{"span_id": i, "ts": b["ts"], "producer": b["producer"], "seq": b["seq"], "key": b["key"],
-              "end_ts": None, "end_seq": None, "depth": 0, "parent_id": -1, "closed": False, "child": 0}
-             for i, b in enumerate(begins)]
+    spans = [
+        {
+            "span_id": i,
+            "ts": b["ts"],
+            "producer": b["producer"],
+            "seq": b["seq"],
+            "key": b["key"],
+            "end_ts": None,
+            "end_seq": None,
+            "depth": 0,
+            "parent_id": -1,
+            "closed": False,
+            "child": 0,
+        }
+        for i, b in enumerate(begins)
+    ]
     unmatched = []
     by_p: dict[int, list[dict]] = defaultdict(list)
     for e in events:
@@ -130,8 +158,11 @@ def ref_call_tree(spans: list[dict]) -> dict[tuple, tuple[int, int, int]]:
 def ref_stack(spans: list[dict], producer: int, t: int) -> list[int]:
     """span_ids open on `producer` at t (ts <= t < end_ts), outermost first (by depth,
     then span_id: siblings overlapping at one depth all appear)."""
-    return [s["span_id"] for s in sorted(spans, key=lambda s: s["depth"])
-            if s["producer"] == producer and s["ts"] <= t < s["end_ts"]]
+    return [
+        s["span_id"]
+        for s in sorted(spans, key=lambda s: s["depth"])
+        if s["producer"] == producer and s["ts"] <= t < s["end_ts"]
+    ]
 
 
 SLICE = EventType("S", "span", (Column("name", "string", "", "slice name"),))
@@ -140,26 +171,41 @@ SLICE = EventType("S", "span", (Column("name", "string", "", "slice name"),))
 def build_slices(store: tracehouse.Store, name: str, slices: list[dict]) -> None:
     """A trace of format `sl` with one span-kind type `S` from {ts, dur, producer, name}
     (seq assigned in list order per producer): spans that may overlap without nesting."""
-    store.create_trace(name, "sl", event_types=(SLICE,),
-                       producers=[{"id": p, "parent": None, "kind": "thread", "name": f"t{p}", "attrs": {}}
-                                  for p in sorted({x["producer"] for x in slices} | {1})])
+    store.create_trace(
+        name,
+        "sl",
+        event_types=(SLICE,),
+        producers=[
+            {"id": p, "parent": None, "kind": "thread", "name": f"t{p}", "attrs": {}}
+            for p in sorted({x["producer"] for x in slices} | {1})
+        ],
+    )
     seqs: dict[int, int] = defaultdict(int)
     for x in slices:
         x["seq"] = seqs[x["producer"]]
         seqs[x["producer"]] += 1
     if slices:
-        store.append(name, "S", pa.table({
-            "ts": pa.array([x["ts"] for x in slices], pa.int64()),
-            "producer": pa.array([x["producer"] for x in slices], pa.int32()),
-            "seq": pa.array([x["seq"] for x in slices], pa.int64()),
-            "dur": pa.array([x["dur"] for x in slices], pa.int64()),
-            "name": pa.array([x["name"] for x in slices], pa.string())}))
+        store.append(
+            name,
+            "S",
+            pa.table(
+                {
+                    "ts": pa.array([x["ts"] for x in slices], pa.int64()),
+                    "producer": pa.array([x["producer"] for x in slices], pa.int32()),
+                    "seq": pa.array([x["seq"] for x in slices], pa.int64()),
+                    "dur": pa.array([x["dur"] for x in slices], pa.int64()),
+                    "name": pa.array([x["name"] for x in slices], pa.string()),
+                }
+            ),
+        )
     store.flush(name)
 
 
 def ref_open_slices(slices: list[dict], producer: int, t: int) -> list[tuple[int, int]]:
     """(ts, seq) of the slices of `producer` open at t (ts <= t < ts + dur), sorted."""
-    return sorted((x["ts"], x["seq"]) for x in slices if x["producer"] == producer and x["ts"] <= t < x["ts"] + x["dur"])
+    return sorted(
+        (x["ts"], x["seq"]) for x in slices if x["producer"] == producer and x["ts"] <= t < x["ts"] + x["dur"]
+    )
 
 
 def ref_state(events: list[dict], obj: int, t: int) -> dict[int, tuple[int, int]]:

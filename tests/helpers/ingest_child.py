@@ -92,8 +92,15 @@ def main() -> None:
     store_path, fsync, first = sys.argv[1], sys.argv[2], int(sys.argv[3])
     if len(sys.argv) > 4:
         arm(sys.argv[4], int(sys.argv[5]))
-    store = tracehouse.open(store_path, fsync=fsync, flush_rows=300, flush_interval_s=0.05,
-                            compact_min_segments=3, retire_grace_s=0.2, group_commit_ms=2)
+    store = tracehouse.open(
+        store_path,
+        fsync=fsync,
+        flush_rows=300,
+        flush_interval_s=0.05,
+        compact_min_segments=3,
+        retire_grace_s=0.2,
+        group_commit_ms=2,
+    )
     b = first
     while b < first + 100_000:
         store.append("t", "ev", batch_table(b), wait=True)

@@ -12,7 +12,7 @@ import shutil
 import sys
 from pathlib import Path
 
-PY_THREADS = r'''
+PY_THREADS = r"""
 import os, shutil, sys, threading
 src, dst = sys.argv[1], sys.argv[2]
 def walk(d):
@@ -39,7 +39,7 @@ os.makedirs(dst, exist_ok=True)
 ts = [threading.Thread(target=copy_one, args=(i,)) for i in range(3)]
 for t in ts: t.start()
 for t in ts: t.join()
-'''
+"""
 
 SQL = """
 CREATE TABLE t(id INTEGER PRIMARY KEY, name TEXT, v REAL);
@@ -51,8 +51,13 @@ PRAGMA journal_mode=WAL;
 BEGIN; INSERT INTO t(name, v) VALUES ('w', 9); COMMIT;
 """
 
-GIT_ENV = {"GIT_AUTHOR_NAME": "a", "GIT_AUTHOR_EMAIL": "a@b", "GIT_COMMITTER_NAME": "a",
-           "GIT_COMMITTER_EMAIL": "a@b", "GIT_CONFIG_NOSYSTEM": "1"}
+GIT_ENV = {
+    "GIT_AUTHOR_NAME": "a",
+    "GIT_AUTHOR_EMAIL": "a@b",
+    "GIT_COMMITTER_NAME": "a",
+    "GIT_COMMITTER_EMAIL": "a@b",
+    "GIT_CONFIG_NOSYSTEM": "1",
+}
 
 PROGRAMS = ("cp", "tar", "git", "sqlite3", "python")
 # The tools each program needs on PATH.
@@ -85,13 +90,23 @@ def setup(name: str, work: Path) -> tuple[list[str], dict[str, str], Path]:
         return ["cp", "-r", str(work / "src"), str(work / "dst")], {}, work
     if name == "tar":
         source_tree(work)
-        return ["sh", "-c", f"tar -cf {work}/a.tar -C {work} src && mkdir {work}/x && "
-                            f"tar -xf {work}/a.tar -C {work}/x"], {}, work
+        return (
+            ["sh", "-c", f"tar -cf {work}/a.tar -C {work} src && mkdir {work}/x && tar -xf {work}/a.tar -C {work}/x"],
+            {},
+            work,
+        )
     if name == "git":
         source_tree(work)
-        return (["sh", "-c", "cd src && git init -q && git add . && git commit -qm first && "
-                             "echo more >> __init__.py && git commit -qam second && git gc -q"],
-                {**GIT_ENV, "HOME": str(work)}, work)
+        return (
+            [
+                "sh",
+                "-c",
+                "cd src && git init -q && git add . && git commit -qm first && "
+                "echo more >> __init__.py && git commit -qam second && git gc -q",
+            ],
+            {**GIT_ENV, "HOME": str(work)},
+            work,
+        )
     if name == "sqlite3":
         (work / "script.sql").write_text(SQL)
         return ["sh", "-c", f"sqlite3 {work}/db.sqlite < {work}/script.sql"], {}, work

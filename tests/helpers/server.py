@@ -23,10 +23,25 @@ class Server:
         self.store = Path(store)
         self.ready_file = self.store.parent / f"ready-{os.getpid()}-{time.monotonic_ns()}.json"
         self.log = self.store.parent / f"server-{time.monotonic_ns()}.log"
-        cmd = [sys.executable, "-m", "tracehouse.cli", "--store", str(store), "serve", "--port", "0",
-               "--tcp-port", "0", "--ready-file", str(self.ready_file), *args]
-        self._log = open(self.log, "wb")
-        self.proc = subprocess.Popen(cmd, env={**child_env(), **(env or {})}, stdout=self._log, stderr=subprocess.STDOUT)
+        cmd = [
+            sys.executable,
+            "-m",
+            "tracehouse.cli",
+            "--store",
+            str(store),
+            "serve",
+            "--port",
+            "0",
+            "--tcp-port",
+            "0",
+            "--ready-file",
+            str(self.ready_file),
+            *args,
+        ]
+        self._log = open(self.log, "wb")  # noqa: SIM115 - closed by stop()
+        self.proc = subprocess.Popen(
+            cmd, env={**child_env(), **(env or {})}, stdout=self._log, stderr=subprocess.STDOUT
+        )
         deadline = time.monotonic() + 60
         while not self.ready_file.exists():
             if self.proc.poll() is not None:
@@ -41,8 +56,9 @@ class Server:
 
     # -- HTTP ------------------------------------------------------------------------
 
-    def request(self, method: str, path: str, body: bytes | None = None, headers: dict | None = None,
-                timeout: float = 30) -> tuple[int, dict, bytes]:
+    def request(
+        self, method: str, path: str, body: bytes | None = None, headers: dict | None = None, timeout: float = 30
+    ) -> tuple[int, dict, bytes]:
         c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=timeout)
         try:
             c.request(method, path, body=body, headers=headers or {})
@@ -51,8 +67,14 @@ class Server:
         finally:
             c.close()
 
-    def write(self, body: bytes | str, bucket: str = "t", precision: str | None = None, headers: dict | None = None,
-              v1: bool = False) -> tuple[int, dict]:
+    def write(
+        self,
+        body: bytes | str,
+        bucket: str = "t",
+        precision: str | None = None,
+        headers: dict | None = None,
+        v1: bool = False,
+    ) -> tuple[int, dict]:
         if isinstance(body, str):
             body = body.encode()
         q = f"/write?db={bucket}" if v1 else f"/api/v2/write?bucket={bucket}"
@@ -62,8 +84,12 @@ class Server:
         return status, (json.loads(data) if data else {})
 
     def sql(self, sql: str, headers: dict | None = None) -> list:
-        status, _h, data = self.request("POST", "/api/query", json.dumps({"sql": sql}).encode(),
-                                        {"Content-Type": "application/json", **(headers or {})})
+        status, _h, data = self.request(
+            "POST",
+            "/api/query",
+            json.dumps({"sql": sql}).encode(),
+            {"Content-Type": "application/json", **(headers or {})},
+        )
         if status != 200:
             raise AssertionError(f"query failed ({status}): {data[:500]!r}")
         return json.loads(data)["rows"]
@@ -103,7 +129,7 @@ def read_lines(sock: socket.socket, n: int, timeout: float = 10) -> list[str]:
         sock.settimeout(max(0.01, deadline - time.monotonic()))
         try:
             chunk = sock.recv(65536)
-        except socket.timeout:
+        except TimeoutError:
             break
         if not chunk:
             break

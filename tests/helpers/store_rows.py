@@ -8,10 +8,17 @@ import pyarrow as pa
 
 from tracehouse import Column, EventType
 
-CALL = EventType("call", "span", (Column("fn", "string", "", "function called"),
-                                  Column("depth", "int64", "frames", "stack depth")), "a function call")
-MARK = EventType("mark", "instant", (Column("label", "string", "", "what happened"),
-                                     Column("ok", "bool", "", "whether it went well")))
+CALL = EventType(
+    "call",
+    "span",
+    (Column("fn", "string", "", "function called"), Column("depth", "int64", "frames", "stack depth")),
+    "a function call",
+)
+MARK = EventType(
+    "mark",
+    "instant",
+    (Column("label", "string", "", "what happened"), Column("ok", "bool", "", "whether it went well")),
+)
 LOAD = EventType("load", "counter", (Column("value", "float64", "%", "cpu load"),))
 
 
@@ -22,16 +29,26 @@ def producers(n: int = 2) -> list[dict]:
 
 def calls(ts, producer, fn, dur=None, depth=None) -> pa.Table:
     n = len(ts)
-    return pa.table({
-        "ts": pa.array(ts, pa.int64()), "producer": pa.array(producer, pa.int32()),
-        "dur": pa.array(dur if dur is not None else [10] * n, pa.int64()),
-        "fn": pa.array(fn, pa.string()), "depth": pa.array(depth if depth is not None else [0] * n, pa.int64()),
-    })
+    return pa.table(
+        {
+            "ts": pa.array(ts, pa.int64()),
+            "producer": pa.array(producer, pa.int32()),
+            "dur": pa.array(dur if dur is not None else [10] * n, pa.int64()),
+            "fn": pa.array(fn, pa.string()),
+            "depth": pa.array(depth if depth is not None else [0] * n, pa.int64()),
+        }
+    )
 
 
 def marks(ts, producer, label, ok=None) -> pa.Table:
-    return pa.table({"ts": pa.array(ts, pa.int64()), "producer": pa.array(producer, pa.int32()),
-                     "label": label, "ok": pa.array(ok if ok is not None else [True] * len(ts), pa.bool_())})
+    return pa.table(
+        {
+            "ts": pa.array(ts, pa.int64()),
+            "producer": pa.array(producer, pa.int32()),
+            "label": label,
+            "ok": pa.array(ok if ok is not None else [True] * len(ts), pa.bool_()),
+        }
+    )
 
 
 def scalar(store, sql: str):

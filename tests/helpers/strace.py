@@ -15,7 +15,9 @@ import pytest
 DATA = Path(__file__).resolve().parent.parent / "data" / "strace"
 STRACE = shutil.which("strace")
 CC = shutil.which("cc") or shutil.which("gcc")
-needs_strace = pytest.mark.skipif(STRACE is None, reason="strace is not installed (make setup installs it with apt-get)")
+needs_strace = pytest.mark.skipif(
+    STRACE is None, reason="strace is not installed (make setup installs it with apt-get)"
+)
 
 
 def build_programs(out: Path) -> Path:
@@ -50,5 +52,3 @@ def check_io_threads(store, trace, directory):
         assert p["rpos"] == [k * 1000 for k in range(41)] + [40960]
         assert p["read_bytes"] == 40960
     assert store.sql(f'SELECT count(*) AS n FROM "{trace}".exit').column("n")[0].as_py() == 5
-
-

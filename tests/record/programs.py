@@ -1,6 +1,6 @@
 """Small deterministic programs, one per construct the recorder must get right."""
 
-RECURSION = '''
+RECURSION = """
 def fact(n):
     if n <= 1:
         return 1
@@ -13,9 +13,9 @@ def fib(n):
 x = fact(6)
 y = fib(7)
 big = fact(25)
-'''
+"""
 
-CLOSURES = '''
+CLOSURES = """
 def counter(start):
     count = start
     def inc(step=1):
@@ -39,9 +39,9 @@ def outer():
     v = 2
     return mid()
 d = outer()
-'''
+"""
 
-GENERATORS = '''
+GENERATORS = """
 def squares(n):
     total = 0
     for i in range(n):
@@ -62,9 +62,9 @@ def delegate():
     r = yield from squares(3)
     yield r
 out = list(delegate())
-'''
+"""
 
-EXCEPTIONS = '''
+EXCEPTIONS = """
 class Boom(Exception):
     pass
 
@@ -98,9 +98,9 @@ def nested():
     except KeyError as k:
         return repr(k)
 n = nested()
-'''
+"""
 
-THREADS = '''
+THREADS = """
 import threading
 
 class Acc:
@@ -120,9 +120,9 @@ for t in ts:
     t.start()
     t.join()
 totals = [a.total for a in accs]
-'''
+"""
 
-ASYNC = '''
+ASYNC = """
 import asyncio
 
 async def fetch(i):
@@ -137,9 +137,9 @@ async def main():
     return total
 
 result = asyncio.run(main())
-'''
+"""
 
-OBJECTS = '''
+OBJECTS = """
 class Point:
     label = "p"
     def __init__(self, x, y):
@@ -167,9 +167,9 @@ flag = True
 f = 0.1 + 0.2
 s = "x" * 300
 del flag
-'''
+"""
 
-GLOBALS = '''
+GLOBALS = """
 total = 0
 def add(n):
     global total
@@ -180,9 +180,9 @@ add(4)
 import sys as _s
 mod = _s.modules[__name__]
 mod.extra = 5
-'''
+"""
 
-CLASS_BODY = '''
+CLASS_BODY = """
 class Config:
     a = 1
     b = a + 1
@@ -192,7 +192,16 @@ class Config:
 
 cfg = Config()
 v = cfg.method()
-'''
+"""
 
-ALL = {"recursion": RECURSION, "closures": CLOSURES, "generators": GENERATORS, "exceptions": EXCEPTIONS,
-       "threads": THREADS, "async": ASYNC, "objects": OBJECTS, "globals": GLOBALS, "class_body": CLASS_BODY}
+ALL = {
+    "recursion": RECURSION,
+    "closures": CLOSURES,
+    "generators": GENERATORS,
+    "exceptions": EXCEPTIONS,
+    "threads": THREADS,
+    "async": ASYNC,
+    "objects": OBJECTS,
+    "globals": GLOBALS,
+    "class_body": CLASS_BODY,
+}

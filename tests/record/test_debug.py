@@ -14,7 +14,7 @@ import tracehouse
 from tracehouse.record import debug
 from tracehouse.record.record import record
 
-PROGRAM = '''\
+PROGRAM = """\
 class Acc:
     def __init__(self):
         self.total = 0
@@ -38,7 +38,7 @@ for v in gen(4):
     values.append(s)
 last = square(7)
 done = True
-'''
+"""
 LINE = {text.strip(): i + 1 for i, text in enumerate(PROGRAM.splitlines())}
 
 
@@ -68,7 +68,7 @@ def test_starts_at_the_programs_first_line(ses):
 
 
 def test_next_steps_over_calls_and_step_goes_into_them(ses):
-    debug.run(ses, "b prog.py:%d" % LINE["acc = Acc()"])
+    debug.run(ses, f"b prog.py:{LINE['acc = Acc()']}")
     assert at(debug.run(ses, "c")) == ("<module>", LINE["acc = Acc()"])
     assert at(debug.run(ses, "n")) == ("<module>", LINE["values = []"])
     assert at(debug.run(ses, "bn")) == ("<module>", LINE["acc = Acc()"])
@@ -87,7 +87,7 @@ def test_next_over_a_yield_leaves_the_generator(ses):
     ans = debug.run(ses, "o")
     assert at(ans) == ("<module>", LINE["s = add(acc, v)"]) and ans["locals"]["v"]["value"] == 0
     debug.run(ses, "bd 1")
-    debug.run(ses, "b prog.py:%d" % LINE["yield square(i)"])
+    debug.run(ses, f"b prog.py:{LINE['yield square(i)']}")
     ans = debug.run(ses, "c")
     assert at(ans) == ("gen", LINE["yield square(i)"]) and ans["locals"]["i"]["value"] == 1
     ans = debug.run(ses, "n")  # the yield suspends gen: on to the caller

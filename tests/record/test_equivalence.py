@@ -26,8 +26,12 @@ from .replay_lines import replay
 def reference(prog: Path, out: Path) -> tuple[int, list[dict]]:
     """The reference recorder's lines (and the program's exit status: a program may raise)."""
     env = {"PYTHONPATH": PACKAGE_ROOT, "PATH": "/usr/bin:/bin"}
-    p = subprocess.run([sys.executable, "-m", "tracehouse.record.reference", "--lines", str(out), "--", str(prog)],
-                       env=env, cwd=prog.parent, capture_output=True)
+    p = subprocess.run(
+        [sys.executable, "-m", "tracehouse.record.reference", "--lines", str(out), "--", str(prog)],
+        env=env,
+        cwd=prog.parent,
+        capture_output=True,
+    )
     assert out.exists(), p.stderr.decode()
     return p.returncode, json.loads(out.read_text())
 
@@ -52,7 +56,9 @@ def compare(ref: list[dict], got: list[dict]) -> None:
     assert len(got) == len(ref), f"threads: recorded {len(got)}, reference {len(ref)}"
     for k, (r, g) in enumerate(zip(ref, got)):
         assert g["calls"] == r["calls"], f"thread {k}: call tree differs"
-        assert len(g["lines"]) == len(r["lines"]), f"thread {k}: {len(g['lines'])} lines recorded, {len(r['lines'])} seen"
+        assert len(g["lines"]) == len(r["lines"]), (
+            f"thread {k}: {len(g['lines'])} lines recorded, {len(r['lines'])} seen"
+        )
         for i, (rl, gl) in enumerate(zip(r["lines"], g["lines"])):
             where = f"thread {k}, line event {i} ({rl[0]}:{rl[1]} in {rl[2]})"
             assert gl[:3] == rl[:3], where
@@ -108,14 +114,22 @@ NAMES = ["a", "b", "c"]
 
 @st.composite
 def statement(draw, depth=0):
-    kind = draw(st.sampled_from(["assign", "aug", "attr", "item", "call", "if", "for"] if depth < 2 else
-                                ["assign", "aug", "attr", "item", "call"]))
+    kind = draw(
+        st.sampled_from(
+            ["assign", "aug", "attr", "item", "call", "if", "for"]
+            if depth < 2
+            else ["assign", "aug", "attr", "item", "call"]
+        )
+    )
     x = draw(st.sampled_from(NAMES))
     y = draw(st.sampled_from(NAMES))
     k = draw(st.integers(-3, 9))
     if kind == "assign":
-        rhs = draw(st.sampled_from([f"{k}", f"{y} + {k}", f"{y} * 2", f"str({y})[:3]", f"{k} / 4", f"[{y}, {k}]",
-                                    f"{k} // {y}"]))  # some raise (str + int, // 0): the program then ends by it
+        rhs = draw(
+            st.sampled_from(
+                [f"{k}", f"{y} + {k}", f"{y} * 2", f"str({y})[:3]", f"{k} / 4", f"[{y}, {k}]", f"{k} // {y}"]
+            )
+        )  # some raise (str + int, // 0): the program then ends by it
         return [f"{x} = {rhs}"]
     if kind == "aug":
         return [f"{x} = {x} + 1 if isinstance({x}, int) else {k}"]
@@ -138,10 +152,30 @@ def program(draw):
     # identity is an address: a dead object's may be given to a new one, docs/record.md).
     body = draw(st.lists(statement(), min_size=1, max_size=8))
     lines = [line for stmt in body for line in stmt]
-    func = ["def main():", "    a, b, c = 0, 1, 2", "    o = O()", "    d = {}",
-            *["    " + line for line in lines], "    return a, b, c, o, d", ""]
-    return "\n".join(["class O:", "    pass", "", "def f(v):", "    w = v", "    return w", "", *func,
-                      "r = main()", *lines_module(lines), ""])
+    func = [
+        "def main():",
+        "    a, b, c = 0, 1, 2",
+        "    o = O()",
+        "    d = {}",
+        *["    " + line for line in lines],
+        "    return a, b, c, o, d",
+        "",
+    ]
+    return "\n".join(
+        [
+            "class O:",
+            "    pass",
+            "",
+            "def f(v):",
+            "    w = v",
+            "    return w",
+            "",
+            *func,
+            "r = main()",
+            *lines_module(lines),
+            "",
+        ]
+    )
 
 
 def lines_module(lines):

@@ -49,8 +49,9 @@ def test_mva_recovers_demands_and_think_time_and_predicts():
 
 
 def test_mva_approximates_a_multiserver_station_within_tolerance():
-    runs = ex.synthetic_mva([1, 2, 4, 8, 16, 32], {"disk": 0.004, "cpu": 0.006}, 0.1, servers={"disk": 1, "cpu": 2},
-                            noise=0.01, seed=2)
+    runs = ex.synthetic_mva(
+        [1, 2, 4, 8, 16, 32], {"disk": 0.004, "cpu": 0.006}, 0.1, servers={"disk": 1, "cpu": 2}, noise=0.01, seed=2
+    )
     res = ex.extrapolate(runs, holdout=2)
     errs = {m: [abs(h[m]["throughput_error"]) for h in res.holdout()] for m in ("mva", "perfext")}
     assert max(errs["mva"]) < 0.05, errs
@@ -58,8 +59,13 @@ def test_mva_approximates_a_multiserver_station_within_tolerance():
 
 
 def test_perfext_is_linear_then_logistic_to_the_bottleneck():
-    runs = ex.Runs(np.array([1.0, 2.0]), np.array([10.0, 20.0]), np.array([0.01, 0.01]),
-                   {"disk": np.array([0.05, 0.10])}, {"disk": 1})
+    runs = ex.Runs(
+        np.array([1.0, 2.0]),
+        np.array([10.0, 20.0]),
+        np.array([0.01, 0.01]),
+        {"disk": np.array([0.05, 0.10])},
+        {"disk": 1},
+    )
     m = ex.PerfExt().fit(runs)
     assert m.xmax == pytest.approx(200.0)  # 1 / D, D = 5 ms
     assert m.nh == pytest.approx(10.0)  # the line reaches 100/s at 10
@@ -94,8 +100,10 @@ def write_runs(path, rows):
 
 def test_cli_on_a_load_test_csv_with_plot(tmp_path, capsys):
     runs = ex.synthetic_mva([10, 20, 40, 80], {"disk": 0.005}, 1.0)
-    rows = [{"users": int(n), "tps": x, "response_time_ms": r * 1e3, "util_disk_pct": u * 100}
-            for n, x, r, u in zip(runs.n, runs.x, runs.r, runs.util["disk"])]
+    rows = [
+        {"users": int(n), "tps": x, "response_time_ms": r * 1e3, "util_disk_pct": u * 100}
+        for n, x, r, u in zip(runs.n, runs.x, runs.r, runs.util["disk"])
+    ]
     path = tmp_path / "load.csv"
     write_runs(path, rows)
     png = tmp_path / "out.png"
@@ -154,16 +162,22 @@ def test_issue29_perfext_response_time_is_fitted_to_the_measured_ones():
 
 
 def test_issue29_too_few_concurrencies_are_refused(tmp_path, capsys):
-    one = ex.Runs(np.array([2.0, 2.0]), np.array([10.0, 11.0]), np.array([0.01, 0.01]),
-                  {"disk": np.array([0.05, 0.055])}, {"disk": 1})
+    one = ex.Runs(
+        np.array([2.0, 2.0]),
+        np.array([10.0, 11.0]),
+        np.array([0.01, 0.01]),
+        {"disk": np.array([0.05, 0.055])},
+        {"disk": 1},
+    )
     with pytest.raises(ex.BadInput, match="2 or more distinct concurrencies"):
         ex.extrapolate(one)
     with pytest.raises(ex.BadInput, match="2 or more distinct concurrencies"):
         ex.extrapolate(ex.synthetic_mva([1, 2], {"disk": 0.004}, 0.1), holdout=1)
     two = ex.extrapolate(ex.synthetic_mva([1, 2], {"disk": 0.004}, 0.1))
     assert any("fitted on 2 concurrencies" in w for w in two.warnings)
-    assert not any("concurrencies" in w for w in ex.extrapolate(ex.synthetic_mva([1, 2, 4], {"disk": 0.004},
-                                                                                 0.1)).warnings)
+    assert not any(
+        "concurrencies" in w for w in ex.extrapolate(ex.synthetic_mva([1, 2, 4], {"disk": 0.004}, 0.1)).warnings
+    )
     path = tmp_path / "one.csv"
     write_runs(path, [{"concurrency": 1, "throughput": 10, "util_disk": 0.1}])
     assert main(["extrapolate", str(path)]) == 2
@@ -172,8 +186,10 @@ def test_issue29_too_few_concurrencies_are_refused(tmp_path, capsys):
 
 def test_issue29_fit_quality_and_warnings_in_text_and_json(tmp_path, capsys):
     runs = ex.synthetic_mva([1, 2, 4, 8, 16], {"disk": 0.004}, 0.1, noise=0.01, seed=3)
-    rows = [{"users": int(n), "tps": x, "response_time": r, "util_disk": u}
-            for n, x, r, u in zip(runs.n, runs.x, runs.r, runs.util["disk"])]
+    rows = [
+        {"users": int(n), "tps": x, "response_time": r, "util_disk": u}
+        for n, x, r, u in zip(runs.n, runs.x, runs.r, runs.util["disk"])
+    ]
     rows[2]["tps"] = rows[1]["tps"] * 0.8  # throughput falls from 2 to 4 users
     path = tmp_path / "load.csv"
     write_runs(path, rows)
@@ -182,8 +198,12 @@ def test_issue29_fit_quality_and_warnings_in_text_and_json(tmp_path, capsys):
     for m in ("perfext", "usl", "mva"):
         q = data["fit"][m]["throughput"]
         assert q["r2"] is not None and q["max_error"] is not None and q["holdout_error"] is not None
-    assert data["non_monotonic"][0] == {"metric": "throughput", "from": 2.0, "to": 4.0,
-                                        "values": [rows[1]["tps"], rows[2]["tps"]]}
+    assert data["non_monotonic"][0] == {
+        "metric": "throughput",
+        "from": 2.0,
+        "to": 4.0,
+        "values": [rows[1]["tps"], rows[2]["tps"]],
+    }
     assert any(w.startswith("non-monotonic: throughput falls") for w in data["warnings"])
     assert main(["extrapolate", str(path), "--holdout"]) == 0
     cap = capsys.readouterr()
@@ -195,27 +215,55 @@ def test_issue29_no_rank_warning_and_usl_stays_within_capacity():
     escapes. A linear system's USL stops at the disk's capacity: utilisation never > 100 %."""
     import warnings
 
-    runs = ex.Runs(np.array([2.0, 2.0, 16.0]), np.array([20.0, 20.5, 150.0]), np.array([0.01, 0.01, 0.012]),
-                   {"disk": np.array([0.08, 0.082, 0.6])}, {"disk": 1})
+    runs = ex.Runs(
+        np.array([2.0, 2.0, 16.0]),
+        np.array([20.0, 20.5, 150.0]),
+        np.array([0.01, 0.01, 0.012]),
+        {"disk": np.array([0.08, 0.082, 0.6])},
+        {"disk": 1},
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         res = ex.extrapolate(runs, models=("perfext", "usl"), at=[32, 64, 128])
         res.to_json()
-    lin = ex.Runs(np.array([1.0, 2.0, 4.0]), np.array([100.0, 200.0, 400.0]), np.array([0.01] * 3),
-                  {"disk": np.array([0.4, 0.8, 1.0])}, {"disk": 1})
+    lin = ex.Runs(
+        np.array([1.0, 2.0, 4.0]),
+        np.array([100.0, 200.0, 400.0]),
+        np.array([0.01] * 3),
+        {"disk": np.array([0.4, 0.8, 1.0])},
+        {"disk": 1},
+    )
     p = ex.USL().fit(lin).predict([8, 16, 64])
     assert np.all(p.util["disk"] <= 1.0 + 1e-9) and not p.in_range.any()
 
 
 def test_issue29_replays_are_grouped_by_settings_and_failed_ones_left_out():
     def run(trace, copies, x, *, realtime=False, complete=True, valid=True):
-        return {"trace": trace, "copies": copies, "ops_per_s": x, "response_time_s": 0.001, "threads": 2,
-                "timing": "original", "realtime": {"asked": realtime, "granted": realtime}, "maps": [],
-                "prepare": {"cold": False}, "complete": complete, "valid": valid, "cores": 2,
-                "utilisation": {"device_util": x / 1000, "replay_cpu_cores": 0.1},
-                **({} if valid else {"invalid": "the target filesystem is full"})}
-    summaries = [run("a", 1, 100, realtime=True), run("b", 1, 90), run("c", 2, 170), run("d", 3, 0.5, valid=False),
-                 run("e", 4, 10, complete=False), run("f", 4, 300)]
+        return {
+            "trace": trace,
+            "copies": copies,
+            "ops_per_s": x,
+            "response_time_s": 0.001,
+            "threads": 2,
+            "timing": "original",
+            "realtime": {"asked": realtime, "granted": realtime},
+            "maps": [],
+            "prepare": {"cold": False},
+            "complete": complete,
+            "valid": valid,
+            "cores": 2,
+            "utilisation": {"device_util": x / 1000, "replay_cpu_cores": 0.1},
+            **({} if valid else {"invalid": "the target filesystem is full"}),
+        }
+
+    summaries = [
+        run("a", 1, 100, realtime=True),
+        run("b", 1, 90),
+        run("c", 2, 170),
+        run("d", 3, 0.5, valid=False),
+        run("e", 4, 10, complete=False),
+        run("f", 4, 300),
+    ]
     runs = ex.runs_from_replays(summaries, "t")
     assert runs.labels == ["b", "c", "f"] and list(runs.n) == [1, 2, 4]
     why = {x["run"]: x["reason"] for x in runs.excluded}
@@ -228,8 +276,13 @@ def test_issue29_replays_are_grouped_by_settings_and_failed_ones_left_out():
 def test_issue29_the_plot_shows_the_beyond_range_part(tmp_path):
     from tracehouse.replay import plot
 
-    runs = ex.Runs(np.array([1.0, 2.0, 4.0]), np.array([10.0, 20.0, 40.0]), np.array([0.01] * 3),
-                   {"disk": np.array([0.05, 0.10, 0.2])}, {"disk": 1})
+    runs = ex.Runs(
+        np.array([1.0, 2.0, 4.0]),
+        np.array([10.0, 20.0, 40.0]),
+        np.array([0.01] * 3),
+        {"disk": np.array([0.05, 0.10, 0.2])},
+        {"disk": 1},
+    )
     res = ex.extrapolate(runs, models=("perfext",), at=[8, 64])
     fig, axes = plot.figure(res)
     lines = [ln for ln in axes[0].get_lines() if ln.get_label().startswith("perfext")]

@@ -35,8 +35,12 @@ def captured(tmp_path_factory):
     work = base / "work"
     work.mkdir()
     store = base / "store"
-    assert main(["--store", str(store), "capture", "--name", "mt", "--json", "--", str(programs / "io_threads"),
-                 str(work)]) == 0
+    assert (
+        main(
+            ["--store", str(store), "capture", "--name", "mt", "--json", "--", str(programs / "io_threads"), str(work)]
+        )
+        == 0
+    )
     return base, store, work
 
 
@@ -44,8 +48,9 @@ def test_replay_of_a_captured_program(captured, capsys):
     base, store, work = captured
     root = base / "root1"
     before = snapshot(base, (root, store))
-    sm = run_json(capsys, store, "replay", "mt", "--root", str(root), "--map", f"{work}=data",
-                  "--name", "mt-r1")["summary"]
+    sm = run_json(capsys, store, "replay", "mt", "--root", str(root), "--map", f"{work}=data", "--name", "mt-r1")[
+        "summary"
+    ]
     assert sm["complete"] and sm["errors"] == 0 and sm["divergent"] == 0 and sm["refused_outside_root"] == 0
     assert sm["threads"] == 5 and sm["copies"] == 1
     # the files end with the traced sizes
@@ -61,8 +66,9 @@ def test_replay_of_a_captured_program(captured, capsys):
     import tracehouse
 
     with tracehouse.open(store, readonly=True) as s:
-        t = s.sql('SELECT count(*) AS n, count(lag) AS lagged, min(lag) AS lo, count(planned) AS planned '
-                  'FROM "mt-r1".op').to_pylist()[0]
+        t = s.sql(
+            'SELECT count(*) AS n, count(lag) AS lagged, min(lag) AS lo, count(planned) AS planned FROM "mt-r1".op'
+        ).to_pylist()[0]
         assert t["n"] == sm["ops"] and t["lagged"] == t["n"] == t["planned"] and t["lo"] >= 0
         # per-fd order: each file's writes and reads in the traced order, reads ending at EOF
         rows = s.sql("""SELECT path, list(ret ORDER BY ts) FILTER (kind = 'read') AS reads,
@@ -88,8 +94,9 @@ def test_replay_of_a_captured_program(captured, capsys):
 def test_copies_replay_side_by_side(captured, capsys):
     base, store, work = captured
     root = base / "root2"
-    sm = run_json(capsys, store, "replay", "mt", "--root", str(root), "--only", str(work), "--copies", "3",
-                  "--timing", "asap")["summary"]
+    sm = run_json(
+        capsys, store, "replay", "mt", "--root", str(root), "--only", str(work), "--copies", "3", "--timing", "asap"
+    )["summary"]
     assert sm["ops"] == 3 * sm["ops_per_copy"] and sm["copies"] == 3 and sm["lag_us"] == {}
     assert sorted(p.name for p in root.iterdir() if not p.name.startswith(".")) == ["copy-0", "copy-1", "copy-2"]
     for k in range(3):
@@ -98,8 +105,9 @@ def test_copies_replay_side_by_side(captured, capsys):
         assert not (root / f"copy-{k}" / "etc").exists()  # --only kept the loader's files out
     assert sm["skipped"]["outside --only"] > 0
     # a second run into the same root starts from the same state
-    again = run_json(capsys, store, "replay", "mt", "--root", str(root), "--only", str(work), "--copies", "3",
-                     "--timing", "asap")
+    again = run_json(
+        capsys, store, "replay", "mt", "--root", str(root), "--only", str(work), "--copies", "3", "--timing", "asap"
+    )
     assert again["summary"]["bytes"] == sm["bytes"]
 
 
@@ -111,8 +119,24 @@ def test_extrapolate_from_stored_replays(captured, capsys, tmp_path):
         for t in [t.name for t in s.traces() if t.name != "mt"]:
             s.rm(t)
     for k in (1, 2, 3):
-        assert main(["--store", str(store), "replay", "mt", "--root", str(tmp_path / f"r{k}"), "--only", str(work),
-                     "--copies", str(k), "--json"]) == 0
+        assert (
+            main(
+                [
+                    "--store",
+                    str(store),
+                    "replay",
+                    "mt",
+                    "--root",
+                    str(tmp_path / f"r{k}"),
+                    "--only",
+                    str(work),
+                    "--copies",
+                    str(k),
+                    "--json",
+                ]
+            )
+            == 0
+        )
     capsys.readouterr()
     out = run_json(capsys, store, "extrapolate", "mt", "--models", "usl")
     assert [r["concurrency"] for r in out["runs"]] == [1, 2, 3]
@@ -125,7 +149,7 @@ def test_removing_the_source_removes_its_replays(captured, tmp_path):
 
     with tracehouse.open(store) as s:
         s.create_trace("gone", "strace", event_types=s.event_types("mt").values())
-        s.append("gone", "syscall", s.sql('SELECT * EXCLUDE (seq) FROM mt.syscall'))
+        s.append("gone", "syscall", s.sql("SELECT * EXCLUDE (seq) FROM mt.syscall"))
         s.flush("gone")
         from tracehouse.replay.replay import replay
 

@@ -22,13 +22,32 @@ from helpers.strace import needs_strace
 
 pytestmark = needs_strace
 
-def capture(store: Path, name: str, cmd: list[str], *, cwd: Path | None = None, env: dict | None = None,
-            stdin=None) -> dict:
+
+def capture(
+    store: Path, name: str, cmd: list[str], *, cwd: Path | None = None, env: dict | None = None, stdin=None
+) -> dict:
     """`tracehouse capture` as its own process (its stdin can then be a file), run in `cwd` or
     else beside the store (never in the checkout)."""
-    r = subprocess.run([sys.executable, "-m", "tracehouse.cli", "--store", str(store), "capture", "--name", name,
-                        "--json", "--", *cmd], capture_output=True, text=True, cwd=cwd or store.parent, stdin=stdin,
-                       env=None if env is None else {**os.environ, **env})
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tracehouse.cli",
+            "--store",
+            str(store),
+            "capture",
+            "--name",
+            name,
+            "--json",
+            "--",
+            *cmd,
+        ],
+        capture_output=True,
+        text=True,
+        cwd=cwd or store.parent,
+        stdin=stdin,
+        env=None if env is None else {**os.environ, **env},
+    )
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
 
@@ -75,9 +94,9 @@ def test_issue29_real_programs_replay_as_traced(lab, capsys, program):
     import tracehouse
 
     with tracehouse.open(store, readonly=True) as s:
-        differ = s.sql(f"""SELECT name, kind, path, errno, source_errno, ret, source_ret FROM "{r['trace']}".op
+        differ = s.sql(f"""SELECT name, kind, path, errno, source_errno, ret, source_ret FROM "{r["trace"]}".op
                            WHERE (errno IS NULL) <> (source_errno IS NULL) LIMIT 10""").to_pylist()
-        dirs = s.sql(f"""SELECT count(*) AS n, count(o.errno) AS failed FROM "{r['trace']}".op o
+        dirs = s.sql(f"""SELECT count(*) AS n, count(o.errno) AS failed FROM "{r["trace"]}".op o
                          JOIN "{program}".syscall c ON o.source_producer = c.producer AND o.source_seq = c.seq
                          WHERE o.kind = 'open' AND c.errno IS NULL AND c.flags LIKE '%O_DIRECTORY%'
                            AND o.path LIKE 'data/%'""").to_pylist()[0]
@@ -86,9 +105,13 @@ def test_issue29_real_programs_replay_as_traced(lab, capsys, program):
     assert tree(root / "data") == left
     if program in ("cp", "tar", "python", "git"):
         assert dirs["n"] > 0 and dirs["failed"] == 0  # opendir of the source tree
-    want = {"cp": {"copy_file_range", "mkdir"}, "python": {"copy_file_range", "sendfile", "mkdir", "getdents"},
-            "git": {"mkdir", "link", "unlink", "rename", "symlink"}, "tar": {"mkdir"},
-            "sqlite3": {"unlink", "ftruncate"}}[program]
+    want = {
+        "cp": {"copy_file_range", "mkdir"},
+        "python": {"copy_file_range", "sendfile", "mkdir", "getdents"},
+        "git": {"mkdir", "link", "unlink", "rename", "symlink"},
+        "tar": {"mkdir"},
+        "sqlite3": {"unlink", "ftruncate"},
+    }[program]
     assert want <= kinds
     if program == "sqlite3":  # WAL mode maps its -shm file shared and writable
         assert sm["skipped"]["mmap write, not replayed"] >= 1 and "unsupported syscall" in sm["skipped"]
@@ -104,8 +127,16 @@ def test_issue29_a_hard_link_planted_in_the_root_is_not_written_through(tmp_path
     store, work = tmp_path / "store", tmp_path / "work"
     work.mkdir()
     (work / "hl").write_bytes(b"123456789")
-    capture(store, "append", [sys.executable, "-c", "import sys\nwith open(sys.argv[1], 'r+b') as f:\n"
-                              "    f.seek(0, 2)\n    f.write(b'x' * 100_000)", str(work / "hl")])
+    capture(
+        store,
+        "append",
+        [
+            sys.executable,
+            "-c",
+            "import sys\nwith open(sys.argv[1], 'r+b') as f:\n    f.seek(0, 2)\n    f.write(b'x' * 100_000)",
+            str(work / "hl"),
+        ],
+    )
     outside = tmp_path / "outside"
     outside.mkdir()
     victim = outside / "victim"
@@ -113,8 +144,9 @@ def test_issue29_a_hard_link_planted_in_the_root_is_not_written_through(tmp_path
     root = tmp_path / "root"
     (root / "data").mkdir(parents=True)
     os.link(victim, root / "data" / "hl")
-    code, r = replay(capsys, store, "append", "--root", str(root), "--map", f"{work}=data", "--only", str(work),
-                     "--force")
+    code, r = replay(
+        capsys, store, "append", "--root", str(root), "--map", f"{work}=data", "--only", str(work), "--force"
+    )
     sm = r["summary"]
     assert code == 0 and sm["divergent"] == 0
     assert victim.read_bytes() == b"ABCDEFGHI" and victim.stat().st_nlink == 1
@@ -134,8 +166,9 @@ def test_issue29_a_root_that_is_a_symlink_to_slash_is_refused(tmp_path, capsys):
     target = tmp_path / "would-be-written"
     rel = str(target).lstrip("/")  # where the mapped file would land if / were the root
     for force in ([], ["--force"]):
-        code, out, err = run(capsys, store, "replay", "w", "--root", str(link), "--map", f"{work}={rel}",
-                             "--only", str(work), *force)
+        code, out, err = run(
+            capsys, store, "replay", "w", "--root", str(link), "--map", f"{work}={rel}", "--only", str(work), *force
+        )
         assert code == 2 and "resolves to /" in err and "whole filesystem" in err, err
     assert not target.exists()
 
@@ -143,8 +176,9 @@ def test_issue29_a_root_that_is_a_symlink_to_slash_is_refused(tmp_path, capsys):
 def mount_tmpfs(path: Path, size: str) -> None:
     path.mkdir()
     try:
-        r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True,
-                           text=True)
+        r = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True, text=True
+        )
     except FileNotFoundError:
         pytest.skip("no mount command: a full filesystem needs a small tmpfs mounted by root")
     if r.returncode != 0:
@@ -172,14 +206,30 @@ def test_issue29_a_full_disk_aborts_the_replay_and_the_run_is_never_fitted(tmp_p
             subprocess.run(["umount", "-l", str(mnt)], check=False)
         errno, short = "ENOSPC", 1  # 1900 KiB: the 8th write of 256 KiB is cut short
     else:
+
         def limit():
             import resource
             import signal
 
             signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
             resource.setrlimit(resource.RLIMIT_FSIZE, (1 << 20, resource.RLIM_INFINITY))
-        p = subprocess.run([sys.executable, "-m", "tracehouse.cli", "--store", str(store), *argv, "--root",
-                            str(tmp_path / "r"), "--json"], capture_output=True, text=True, preexec_fn=limit)
+
+        p = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "tracehouse.cli",
+                "--store",
+                str(store),
+                *argv,
+                "--root",
+                str(tmp_path / "r"),
+                "--json",
+            ],
+            capture_output=True,
+            text=True,
+            preexec_fn=limit,
+        )
         code, r = p.returncode, json.loads(p.stdout)
         errno, short = "EFBIG", 0  # 1 MiB: the 5th write finds no room at all
     sm = r["summary"]
@@ -189,12 +239,25 @@ def test_issue29_a_full_disk_aborts_the_replay_and_the_run_is_never_fitted(tmp_p
     import tracehouse
 
     with tracehouse.open(store, readonly=True) as s:
-        errs = s.sql(f"""SELECT errno, count(*) AS n FROM "{r['trace']}".op WHERE errno IS NOT NULL
+        errs = s.sql(f"""SELECT errno, count(*) AS n FROM "{r["trace"]}".op WHERE errno IS NOT NULL
                          GROUP BY errno""").to_pylist()
     assert errs == [{"errno": errno, "n": 1}]  # stopped there, not thousands
     for k in (1, 2, 3):
-        code, _ = replay(capsys, store, "dd", "--root", str(tmp_path / f"ok{k}"), "--map", f"{work}=data",
-                         "--only", str(work), "--copies", str(k), "--timing", "asap")
+        code, _ = replay(
+            capsys,
+            store,
+            "dd",
+            "--root",
+            str(tmp_path / f"ok{k}"),
+            "--map",
+            f"{work}=data",
+            "--only",
+            str(work),
+            "--copies",
+            str(k),
+            "--timing",
+            "asap",
+        )
         assert code == 0
     code, out, err = run(capsys, store, "extrapolate", "dd", "--models", "usl", "--json")
     data = json.loads(out)
@@ -216,7 +279,7 @@ def test_issue29_a_write_over_64_mib_is_replayed_whole(tmp_path, capsys):
     import tracehouse
 
     with tracehouse.open(store, readonly=True) as s:
-        w = s.sql(f"""SELECT ret, source_ret FROM "{r['trace']}".op WHERE kind = 'write'""").to_pylist()
+        w = s.sql(f"""SELECT ret, source_ret FROM "{r["trace"]}".op WHERE kind = 'write'""").to_pylist()
     assert w == [{"ret": size, "source_ret": size}]
     assert (root / "data" / "big").stat().st_size == size
     (root / "data" / "big").unlink()
@@ -233,8 +296,9 @@ def test_issue29_skip_reasons_say_what_happened(tmp_path, capsys):
     odd.write_text("odd name\n")
     (work / "input").write_text("one\ntwo\n")
     with open(work / "input") as stdin:
-        cap = capture(store, "sh", ["sh", "-c", 'ls -ld / > /dev/null; cat "$1" > /dev/null; wc -l', "sh", str(odd)],
-                      stdin=stdin)
+        cap = capture(
+            store, "sh", ["sh", "-c", 'ls -ld / > /dev/null; cat "$1" > /dev/null; wc -l', "sh", str(odd)], stdin=stdin
+        )
     assert cap["exit_status"] == 0
     root = tmp_path / "root"
     code, r = replay(capsys, store, "sh", "--root", str(root), "--map", f"{work}=data")
@@ -244,15 +308,15 @@ def test_issue29_skip_reasons_say_what_happened(tmp_path, capsys):
     import tracehouse
 
     with tracehouse.open(store, readonly=True) as s:
-        stdin_skips = s.sql(f"""SELECT DISTINCT reason FROM "{r['trace']}".skip
+        stdin_skips = s.sql(f"""SELECT DISTINCT reason FROM "{r["trace"]}".skip
                                 WHERE name = 'read' AND path = '{work}/input'""").to_pylist()
-        odd_ops = s.sql(f"""SELECT list(kind ORDER BY ts) AS kinds FROM "{r['trace']}".op
+        odd_ops = s.sql(f"""SELECT list(kind ORDER BY ts) AS kinds FROM "{r["trace"]}".op
                             WHERE path = 'data/x:[1]'""").to_pylist()[0]["kinds"]
-        odd_skips = s.sql(f"""SELECT count(*) AS n FROM "{r['trace']}".skip WHERE path LIKE '%x:[1]'
+        odd_skips = s.sql(f"""SELECT count(*) AS n FROM "{r["trace"]}".skip WHERE path LIKE '%x:[1]'
                               AND reason = 'not a regular file'""").to_pylist()[0]["n"]
-        span = s.sql(f"""SELECT (SELECT min(ts) FROM "{r['trace']}".skip) AS skip_lo,
-                                (SELECT max(ts) FROM "{r['trace']}".skip) AS skip_hi,
-                                (SELECT max(ts + dur) FROM "{r['trace']}".op) AS op_hi,
+        span = s.sql(f"""SELECT (SELECT min(ts) FROM "{r["trace"]}".skip) AS skip_lo,
+                                (SELECT max(ts) FROM "{r["trace"]}".skip) AS skip_hi,
+                                (SELECT max(ts + dur) FROM "{r["trace"]}".op) AS op_hi,
                                 (SELECT max(ts) FROM sh.syscall) AS traced_hi""").to_pylist()[0]
     assert stdin_skips == [{"reason": "fd opened before the trace"}]
     assert odd_ops[:2] == ["open", "read"] and odd_skips == 0

@@ -26,8 +26,11 @@ FROM_MS, TO_MS = T0 * 1000, (T0 + 300) * 1000  # a 5-minute panel
 @pytest.fixture(scope="module")
 def grafana(tmp_path_factory):
     s = Server(tmp_path_factory.mktemp("grafana") / "store", "--quiet")
-    lines = [f"cpu,hostname=server{h},datacenter=dc{h % 2} value={h * 100 + i},usage_user={i % 7}i {T0 + 10 * i}"
-             for h in (1, 2, 3) for i in range(30)]
+    lines = [
+        f"cpu,hostname=server{h},datacenter=dc{h % 2} value={h * 100 + i},usage_user={i % 7}i {T0 + 10 * i}"
+        for h in (1, 2, 3)
+        for i in range(30)
+    ]
     assert s.write("\n".join(lines), bucket="telegraf", precision="s")[0] == 204
     yield s
     assert s.stop() == 0
@@ -42,9 +45,12 @@ def grafana_get(server: Server, q: str) -> dict:
 
 def grafana_post(server: Server, q: str) -> dict:
     """POST mode: db and epoch in the URL, q in an x-www-form-urlencoded body."""
-    status, _h, body = server.request("POST", "/query?" + urlencode({"db": "telegraf", "epoch": "ms"}),
-                                      urlencode({"q": q}).encode(),
-                                      {"Content-type": "application/x-www-form-urlencoded"})
+    status, _h, body = server.request(
+        "POST",
+        "/query?" + urlencode({"db": "telegraf", "epoch": "ms"}),
+        urlencode({"q": q}).encode(),
+        {"Content-type": "application/x-www-form-urlencoded"},
+    )
     assert status == 200, body
     return json.loads(body)
 
@@ -77,13 +83,17 @@ def test_the_default_panel_query_draws_a_line(grafana):
 
 def test_tags_grouping_math_and_limits_as_the_builder_writes_them(grafana):
     tf = f"time >= {FROM_MS}ms and time <= {TO_MS}ms"
-    q = (f'SELECT mean("value") FROM "autogen"."cpu" WHERE ("hostname" = \'server1\' OR "hostname" = \'server2\') '
-         f'AND {tf} GROUP BY time(1m), "datacenter" fill(null)')
+    q = (
+        f'SELECT mean("value") FROM "autogen"."cpu" WHERE ("hostname" = \'server1\' OR "hostname" = \'server2\') '
+        f'AND {tf} GROUP BY time(1m), "datacenter" fill(null)'
+    )
     series = grafana_get(grafana, q)["results"][0]["series"]
     assert [s["tags"] for s in series] == [{"datacenter": "dc0"}, {"datacenter": "dc1"}]
     assert series[0]["values"][0] == [T0 * 1000, 202.5] and series[1]["values"][0] == [T0 * 1000, 102.5]
     q = f'SELECT mean("value") / 100 FROM "cpu" WHERE {tf}'
-    assert grafana_get(grafana, q)["results"][0]["series"][0]["values"] == [[T0 * 1000, (sum(range(30)) / 30 + 200) / 100]]
+    assert grafana_get(grafana, q)["results"][0]["series"][0]["values"] == [
+        [T0 * 1000, (sum(range(30)) / 30 + 200) / 100]
+    ]
     q = f'SELECT mean("value") FROM "cpu" WHERE {tf} GROUP BY time(5s) ORDER BY time ASC limit 1 slimit 1'
     assert grafana_get(grafana, q)["results"][0]["series"][0]["values"] == [[T0 * 1000, 200.0]]
     q = f'SELECT max("usage_user") FROM "cpu" WHERE ("hostname" =~ /^server[12]$/) AND {tf} GROUP BY "hostname"'

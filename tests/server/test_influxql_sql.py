@@ -52,8 +52,14 @@ def values(server, query: str, **params) -> list:
 
 
 def test_raw_field_in_time_order_and_only_points_that_have_it(server):
-    assert values(server, "SELECT v FROM m") == [[T0, 1], [T0, 10], [T0 + 10, 3], [T0 + 20, 2], [T0 + 60, 20],
-                                                 [T0 + 75, 5]]
+    assert values(server, "SELECT v FROM m") == [
+        [T0, 1],
+        [T0, 10],
+        [T0 + 10, 3],
+        [T0 + 20, 2],
+        [T0 + 60, 20],
+        [T0 + 75, 5],
+    ]
     assert values(server, "SELECT f FROM m") == [[T0, 1.5], [T0, 0.5], [T0 + 10, 2.5], [T0 + 75, -1.0]]
 
 
@@ -71,25 +77,34 @@ def test_a_missing_tag_is_the_empty_string(server):
     assert values(server, "SELECT v FROM m WHERE dc != 'x'") == only_b
     assert values(server, "SELECT v FROM m WHERE dc !~ /x/") == only_b
     assert values(server, "SELECT v FROM m WHERE dc =~ /^$/") == only_b
-    assert values(server, "SELECT v FROM m WHERE host =~ /(?i)^A$/ AND dc <> ''") == [[T0, 1], [T0 + 10, 3],
-                                                                                       [T0 + 20, 2]]
+    assert values(server, "SELECT v FROM m WHERE host =~ /(?i)^A$/ AND dc <> ''") == [
+        [T0, 1],
+        [T0 + 10, 3],
+        [T0 + 20, 2],
+    ]
 
 
 def test_field_conditions_and_arithmetic(server):
     assert values(server, "SELECT v FROM m WHERE v > 4 AND (f < 1 OR s = 'one')") == [[T0, 10], [T0 + 75, 5]]
     assert values(server, "SELECT v * 2 + 1, f / 2 FROM m WHERE host = 'a'") == [
-        [T0, 3, 0.75], [T0 + 10, 7, 1.25], [T0 + 20, 5, None]]
+        [T0, 3, 0.75],
+        [T0 + 10, 7, 1.25],
+        [T0 + 20, 5, None],
+    ]
     r = q(server, "SELECT v * 2 + 1, f / 2 AS half FROM m WHERE host = 'a'")
     assert r["series"][0]["columns"] == ["time", "v", "half"]
     assert values(server, "SELECT v FROM m WHERE b = true") == [[T0, 1]]
 
 
-@pytest.mark.parametrize("cond", [
-    f"time >= {T0 + 10}s AND time <= '2020-09-13T12:27:20Z'",
-    f"time > {T0 * 10**9} AND time < {T0 * 10**9} + 21s",
-    "time >= '2020-09-13T12:27:10Z' AND time < '2020-09-13 12:27:21'",
-    f"'2020-09-13T12:27:10.000Z' <= time AND time < {T0 + 21}000ms",
-])
+@pytest.mark.parametrize(
+    "cond",
+    [
+        f"time >= {T0 + 10}s AND time <= '2020-09-13T12:27:20Z'",
+        f"time > {T0 * 10**9} AND time < {T0 * 10**9} + 21s",
+        "time >= '2020-09-13T12:27:10Z' AND time < '2020-09-13 12:27:21'",
+        f"'2020-09-13T12:27:10.000Z' <= time AND time < {T0 + 21}000ms",
+    ],
+)
 def test_time_conditions_in_every_form(server, cond):
     assert values(server, f"SELECT v FROM m WHERE host = 'a' AND {cond}") == [[T0 + 10, 3], [T0 + 20, 2]]
 
@@ -104,7 +119,9 @@ def test_now_and_time_errors(server):
 def test_limit_offset_order_desc_per_series_and_slimit(server):
     r = q(server, "SELECT v FROM m GROUP BY host ORDER BY time DESC LIMIT 2 OFFSET 1")
     assert [(s["tags"], s["values"]) for s in r["series"]] == [
-        ({"host": "a"}, [[T0 + 10, 3], [T0, 1]]), ({"host": "b"}, [[T0 + 60, 20], [T0, 10]])]
+        ({"host": "a"}, [[T0 + 10, 3], [T0, 1]]),
+        ({"host": "b"}, [[T0 + 60, 20], [T0, 10]]),
+    ]
     r = q(server, "SELECT v FROM m GROUP BY * SLIMIT 1 SOFFSET 1")  # series by their tags, keys sorted
     assert [s["tags"] for s in r["series"]] == [{"dc": "x", "host": "a"}]
     r = q(server, "SELECT count(v) FROM m GROUP BY host, dc")
@@ -115,11 +132,24 @@ def test_limit_offset_order_desc_per_series_and_slimit(server):
 
 
 def test_aggregates_without_group_by_time_are_stamped_with_the_range_start(server):
-    r = q(server, "SELECT count(v), sum(v), mean(v), median(v), mode(v), spread(v), stddev(v), percentile(v, 50), "
-                  "count(distinct(v)) FROM m")
+    r = q(
+        server,
+        "SELECT count(v), sum(v), mean(v), median(v), mode(v), spread(v), stddev(v), percentile(v, 50), "
+        "count(distinct(v)) FROM m",
+    )
     (s,) = r["series"]
-    assert s["columns"] == ["time", "count", "sum", "mean", "median", "mode", "spread", "stddev", "percentile",
-                            "count_1"]
+    assert s["columns"] == [
+        "time",
+        "count",
+        "sum",
+        "mean",
+        "median",
+        "mode",
+        "spread",
+        "stddev",
+        "percentile",
+        "count_1",
+    ]
     t, count, total, mean, median, mode, spread, stddev, pct, distinct = s["values"][0]
     vs = [1, 3, 2, 10, 20, 5]
     m = sum(vs) / 6
@@ -143,7 +173,10 @@ def test_a_single_selector_is_stamped_with_its_point_and_brings_its_fields(serve
 def test_group_by_time_fills(server):
     base = f"FROM m WHERE time >= {T0}s AND time < {T0 + 90}s GROUP BY time(30s)"
     assert values(server, f"SELECT count(v), sum(v), mean(v) {base}") == [
-        [T0, 4, 16, 4.0], [T0 + 30, 0, None, None], [T0 + 60, 2, 25, 12.5]]
+        [T0, 4, 16, 4.0],
+        [T0 + 30, 0, None, None],
+        [T0 + 60, 2, 25, 12.5],
+    ]
     assert values(server, f"SELECT sum(v) {base} fill(none)") == [[T0, 16], [T0 + 60, 25]]
     assert values(server, f"SELECT sum(v) {base} fill(previous)") == [[T0, 16], [T0 + 30, 16], [T0 + 60, 25]]
     assert values(server, f"SELECT mean(v) {base} fill(linear)") == [[T0, 4.0], [T0 + 30, 8.25], [T0 + 60, 12.5]]
@@ -154,20 +187,30 @@ def test_group_by_time_fills(server):
 def test_group_by_time_with_offset_and_without_a_lower_bound(server):
     # windows start at epoch + 15 s + k * 30 s: T0 = 1600000020 is 15 s into the one from T0 - 15
     assert values(server, f"SELECT count(v) FROM m WHERE time < {T0 + 40}s GROUP BY time(30s, 15s)") == [
-        [T0 - 15, 3], [T0 + 15, 1]]  # from the earliest point's window to the upper bound
+        [T0 - 15, 3],
+        [T0 + 15, 1],
+    ]  # from the earliest point's window to the upper bound
     assert values(server, f"SELECT count(v) FROM m WHERE time < {T0 + 40}s GROUP BY time(30s, -15s)") == [
-        [T0 - 15, 3], [T0 + 15, 1]]
+        [T0 - 15, 3],
+        [T0 + 15, 1],
+    ]
     assert values(server, f"SELECT count(v) FROM m WHERE time < {T0 + 40}s GROUP BY time(30s)") == [
-        [T0, 4], [T0 + 30, 0]]
+        [T0, 4],
+        [T0 + 30, 0],
+    ]
 
 
 def test_group_by_tags_time_and_star(server):
     r = q(server, f"SELECT mean(v) FROM m WHERE time >= {T0}s AND time < {T0 + 60}s GROUP BY time(30s), host")
     assert [(s["tags"], s["values"]) for s in r["series"]] == [
-        ({"host": "a"}, [[T0, 2.0], [T0 + 30, None]]), ({"host": "b"}, [[T0, 10.0], [T0 + 30, None]])]
+        ({"host": "a"}, [[T0, 2.0], [T0 + 30, None]]),
+        ({"host": "b"}, [[T0, 10.0], [T0 + 30, None]]),
+    ]
     r = q(server, "SELECT count(v) FROM m GROUP BY *")
-    assert [(s["tags"], s["values"]) for s in r["series"]] == [({"dc": "", "host": "b"}, [[0, 3]]),
-                                                              ({"dc": "x", "host": "a"}, [[0, 3]])]
+    assert [(s["tags"], s["values"]) for s in r["series"]] == [
+        ({"dc": "", "host": "b"}, [[0, 3]]),
+        ({"dc": "x", "host": "a"}, [[0, 3]]),
+    ]
     r = q(server, "SELECT count(v) FROM m GROUP BY /^h/")
     assert [s["tags"] for s in r["series"]] == [{"host": "a"}, {"host": "b"}]
 
@@ -185,8 +228,10 @@ def test_integral_interpolates_at_window_boundaries(server):
     assert values(server, "SELECT integral(f) FROM m WHERE host = 'b'") == [[0, -18.75]]
     assert values(server, "SELECT integral(f, 1m) FROM m WHERE host = 'b'") == [[0, -18.75 / 60]]
     # split at T0+60: the value there is 0.5 - 1.5 * 60/75 = -0.7; 0.5*(0.5-0.7)*60 = -6, 0.5*(-0.7-1)*15 = -12.75
-    got = values(server, f"SELECT integral(f) FROM m WHERE host = 'b' AND time >= {T0}s AND time < {T0 + 120}s "
-                         "GROUP BY time(60s)")
+    got = values(
+        server,
+        f"SELECT integral(f) FROM m WHERE host = 'b' AND time >= {T0}s AND time < {T0 + 120}s GROUP BY time(60s)",
+    )
     assert [t for t, _ in got] == [T0, T0 + 60] and math.isclose(got[0][1], -6) and math.isclose(got[1][1], -12.75)
 
 
@@ -199,8 +244,10 @@ def test_subquery_one_level(server):
     # inner (fill null): a: 3, null, null; b: 10, null, 20
     assert values(server, f"SELECT mean(top) FROM ({inner})") == [[0, 11.0]]
     r = q(server, f"SELECT mean(top), count(top) FROM ({inner}) GROUP BY host")
-    assert [(s["tags"], s["values"]) for s in r["series"]] == [({"host": "a"}, [[0, 3.0, 1]]),
-                                                              ({"host": "b"}, [[0, 15.0, 2]])]
+    assert [(s["tags"], s["values"]) for s in r["series"]] == [
+        ({"host": "a"}, [[0, 3.0, 1]]),
+        ({"host": "b"}, [[0, 15.0, 2]]),
+    ]
     # the outer range reaches a subquery that names none
     assert values(server, f"SELECT max(x) FROM (SELECT v AS x FROM m) WHERE time >= {T0 + 30}s") == [[T0 + 60, 20]]
 
@@ -216,20 +263,47 @@ def test_epochs_and_rfc3339(server):
 
 
 def test_chunked_answers(server):
-    status, _h, body = server.request("GET", "/query?" + urlencode(
-        {"q": "SELECT v FROM m GROUP BY host; SELECT count(v) FROM m", "db": "t", "epoch": "s", "chunked": "true",
-         "chunk_size": "2"}))
+    status, _h, body = server.request(
+        "GET",
+        "/query?"
+        + urlencode(
+            {
+                "q": "SELECT v FROM m GROUP BY host; SELECT count(v) FROM m",
+                "db": "t",
+                "epoch": "s",
+                "chunked": "true",
+                "chunk_size": "2",
+            }
+        ),
+    )
     assert status == 200
     chunks = [json.loads(line)["results"][0] for line in body.decode().splitlines()]
-    assert [(c["statement_id"], c["series"][0]["tags"]["host"] if "tags" in c["series"][0] else None,
-             len(c["series"][0]["values"]), c["series"][0].get("partial", False), c.get("partial", False))
-            for c in chunks] == [(0, "a", 2, True, True), (0, "a", 1, False, True), (0, "b", 2, True, True),
-                                 (0, "b", 1, False, False), (1, None, 1, False, False)]
+    assert [
+        (
+            c["statement_id"],
+            c["series"][0]["tags"]["host"] if "tags" in c["series"][0] else None,
+            len(c["series"][0]["values"]),
+            c["series"][0].get("partial", False),
+            c.get("partial", False),
+        )
+        for c in chunks
+    ] == [
+        (0, "a", 2, True, True),
+        (0, "a", 1, False, True),
+        (0, "b", 2, True, True),
+        (0, "b", 1, False, False),
+        (1, None, 1, False, False),
+    ]
 
 
 def test_several_statements_and_influxdb_errors(server):
-    status, _h, body = server.request("GET", "/query?" + urlencode(
-        {"q": "SELECT count(v) FROM m; SELECT nosuch(v) FROM m; SELECT count(v) FROM m", "db": "t", "epoch": "s"}))
+    status, _h, body = server.request(
+        "GET",
+        "/query?"
+        + urlencode(
+            {"q": "SELECT count(v) FROM m; SELECT nosuch(v) FROM m; SELECT count(v) FROM m", "db": "t", "epoch": "s"}
+        ),
+    )
     r = json.loads(body)["results"]
     assert r[0]["series"][0]["values"] == [[0, 6]]
     assert r[1] == {"statement_id": 1, "error": "undefined function nosuch()"}
@@ -256,6 +330,7 @@ def test_from_regex_and_several_measurements_give_a_series_each(server):
     r = q(server, "SELECT count(*) FROM /./")
     assert [(s["name"], s["columns"], s["values"]) for s in r["series"]] == [
         ("big", ["time", "count_n"], [[0, 2]]),
-        ("m", ["time", "count_b", "count_f", "count_s", "count_v"], [[0, 1, 4, 1, 6]])]
+        ("m", ["time", "count_b", "count_f", "count_s", "count_v"], [[0, 1, 4, 1, 6]]),
+    ]
     r = q(server, 'SELECT max(v) FROM "t"."autogen"."m", big')
     assert [s["name"] for s in r["series"]] == ["m"]  # big has no field v: no series

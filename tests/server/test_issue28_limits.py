@@ -24,14 +24,16 @@ from helpers.server import Server
 def join_chain(n: int) -> str:
     """An n-way self-join of range(3): DuckDB's join ordering takes seconds from ~100 relations on."""
     return "SELECT count(*) FROM range(3) t0 " + " ".join(
-        f"JOIN range(3) t{i} ON t{i}.range = t{i - 1}.range" for i in range(1, n))
+        f"JOIN range(3) t{i} ON t{i}.range = t{i - 1}.range" for i in range(1, n)
+    )
 
 
 HUGE = "SELECT count(*) FROM range(1000000000000)"  # runs for hours
 
 
-def in_background(server: "Server", sql: str, timeout: float = 60) -> threading.Thread:
+def in_background(server: Server, sql: str, timeout: float = 60) -> threading.Thread:
     """`sql` posted from a thread (its connection may be cut when the server stops: that is fine)."""
+
     def run() -> None:
         try:
             post(server, "/api/query", {"sql": sql}, timeout)
@@ -83,9 +85,11 @@ def test_issue28_statement_and_parse_tree_caps_answer_at_once_naming_the_limit(s
     srv = Server(store_with_trace)
     try:
         assert srv.sql("SELECT 1 AS warm") == [[1]]  # (the first query starts the query processes)
-        for sql, status, limit in ((("SELECT 1" + " UNION ALL SELECT 1" * 20_000), 413, "--max-statement"),
-                                   ("SELECT 1" + " UNION ALL SELECT 1" * 1_500, 422, "--max-parse-nodes"),
-                                   (join_chain(200), 422, "--max-relations")):
+        for sql, status, limit in (
+            (("SELECT 1" + " UNION ALL SELECT 1" * 20_000), 413, "--max-statement"),
+            ("SELECT 1" + " UNION ALL SELECT 1" * 1_500, 422, "--max-parse-nodes"),
+            (join_chain(200), 422, "--max-relations"),
+        ):
             got, doc, took = post(srv, "/api/query", {"sql": sql})
             assert (got, limit in doc.get("message", "")) == (status, True), (limit, got, doc)
             assert took < 2, (limit, took)
@@ -221,8 +225,12 @@ def test_issue28_serve_logs_at_start_what_recovery_cut_from_a_damaged_wal(tmp_pa
     from helpers.paths import TESTS
 
     path = tmp_path / "store"
-    subprocess.run([sys.executable, "-c", CRASHED.format(tests=str(TESTS), path=str(path))], check=True,
-                   timeout=60, env=child_env())
+    subprocess.run(
+        [sys.executable, "-c", CRASHED.format(tests=str(TESTS), path=str(path))],
+        check=True,
+        timeout=60,
+        env=child_env(),
+    )
     (wal,) = wal_files(path)
     (_, (start2, end2), _) = wal_frames(wal)
     data = bytearray(wal.read_bytes())
@@ -233,7 +241,7 @@ def test_issue28_serve_logs_at_start_what_recovery_cut_from_a_damaged_wal(tmp_pa
         log = srv.log.read_text()
         assert "recovery of trace t cut a damaged WAL record" in log and wal.name in log, log
         assert f"{rows_of_batch(2):,} rows" in log, log
-        (state, reason), = srv.sql("SELECT state, state_reason FROM th.traces")
+        ((state, reason),) = srv.sql("SELECT state, state_reason FROM th.traces")
         assert state == "incomplete" and reason.startswith("WAL damaged: 1 record(s)"), reason
         assert srv.sql('SELECT DISTINCT batch FROM "t".ev ORDER BY 1') == [[1], [3]]
     finally:

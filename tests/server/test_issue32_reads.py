@@ -27,8 +27,13 @@ from helpers.server import Server
 
 
 def post_sql(server: Server, sql: str, fmt: str = "json") -> bytes:
-    status, _h, body = server.request("POST", "/api/query", json.dumps({"sql": sql, "format": fmt}).encode(),
-                                      {"Content-Type": "application/json"}, timeout=120)
+    status, _h, body = server.request(
+        "POST",
+        "/api/query",
+        json.dumps({"sql": sql, "format": fmt}).encode(),
+        {"Content-Type": "application/json"},
+        timeout=120,
+    )
     assert status == 200, body[:500]
     return body
 
@@ -79,7 +84,9 @@ def test_issue32_big_answers_arrive_whole_through_a_memory_file_and_leave_no_des
             assert got.equals(want)
             doc = json.loads(post_sql(server, sql, "json"))
             assert doc["row_count"] == n and doc["rows"][-1] == [want.column(c)[-1].as_py() for c in want.column_names]
-            fds = sorted(os.readlink(f"/proc/{server.proc.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{server.proc.pid}/fd"))
+            fds = sorted(
+                os.readlink(f"/proc/{server.proc.pid}/fd/{fd}") for fd in os.listdir(f"/proc/{server.proc.pid}/fd")
+            )
             assert not [f for f in fds if "tracehouse-answer" in f], fds
             if round_ == 0:
                 first = fds
@@ -109,20 +116,23 @@ def uneven(tmp_path_factory):
     assert server.stop() == 0
 
 
-@pytest.mark.parametrize("q, limit, offset", [
-    ("SELECT * FROM m GROUP BY host ORDER BY time DESC", 1, 0),  # TSBS lastpoint
-    ("SELECT v, w FROM m GROUP BY host ORDER BY time DESC", 2, 1),
-    ("SELECT v FROM m GROUP BY host", 3, 2),
-    ("SELECT v FROM m GROUP BY *", 1, 0),
-    ("SELECT v FROM m GROUP BY host", 5, 9),  # past the end of every series
-    ("SELECT v FROM m ORDER BY time DESC", 2, 1),  # one series
-    ("SELECT max(v) FROM m WHERE time >= 0 AND time < 100s GROUP BY time(10s), host ORDER BY time DESC", 2, 1),
-])
+@pytest.mark.parametrize(
+    "q, limit, offset",
+    [
+        ("SELECT * FROM m GROUP BY host ORDER BY time DESC", 1, 0),  # TSBS lastpoint
+        ("SELECT v, w FROM m GROUP BY host ORDER BY time DESC", 2, 1),
+        ("SELECT v FROM m GROUP BY host", 3, 2),
+        ("SELECT v FROM m GROUP BY *", 1, 0),
+        ("SELECT v FROM m GROUP BY host", 5, 9),  # past the end of every series
+        ("SELECT v FROM m ORDER BY time DESC", 2, 1),  # one series
+        ("SELECT max(v) FROM m WHERE time >= 0 AND time < 100s GROUP BY time(10s), host ORDER BY time DESC", 2, 1),
+    ],
+)
 def test_issue32_limit_per_series_is_the_series_cut_after_offset(uneven, q, limit, offset):
     """LIMIT/OFFSET per series (arg_max/arg_min of the rows, not a window over all of them) gives
     each series' rows of the unlimited answer from `offset` on, `limit` of them."""
     whole = influxql(uneven, q).get("series", [])
     cut = influxql(uneven, f"{q} LIMIT {limit} OFFSET {offset}").get("series", [])
-    want = [dict(s, values=s["values"][offset:offset + limit]) for s in whole]
+    want = [dict(s, values=s["values"][offset : offset + limit]) for s in whole]
     assert cut == [s for s in want if s["values"]]
     assert whole  # (a question with an answer)

@@ -21,8 +21,20 @@ def server(tmp_path_factory):
 
 
 def load(server, *args):
-    cmd = [sys.executable, "-m", "tracehouse.cli", "load", *args, "--url", f"http://127.0.0.1:{server.port}",
-           "--tcp-port", str(server.tcp_port), "--duration", "1", "--json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "tracehouse.cli",
+        "load",
+        *args,
+        "--url",
+        f"http://127.0.0.1:{server.port}",
+        "--tcp-port",
+        str(server.tcp_port),
+        "--duration",
+        "1",
+        "--json",
+    ]
     r = subprocess.run(cmd, env=child_env(), capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
@@ -37,8 +49,10 @@ def test_qos_agents_every_acknowledged_row_is_stored(server, protocol):
     assert rep["rows_acked"] > 0 and rep["rows_acked"] == rep["rows_sent"]
     assert rep["ack_us"][0] <= rep["ack_us"][2] <= rep["ack_us"][3]
     assert 0 <= rep["loadgen_cpu_share"] <= 1 and rep["server_cpu_share"] is not None
-    (n, cols), = server.sql(f'SELECT count(*), (SELECT count(*) FROM information_schema.columns '
-                            f"WHERE table_schema = '{bucket}' AND table_name = 'qos') FROM \"{bucket}\".qos")
+    ((n, cols),) = server.sql(
+        f"SELECT count(*), (SELECT count(*) FROM information_schema.columns "
+        f"WHERE table_schema = '{bucket}' AND table_name = 'qos') FROM \"{bucket}\".qos"
+    )
     assert n == rep["rows_acked"]
     # ts, producer, seq + the 48 result parameters, and the 13 measurement ids as tag columns when they are
     # line-protocol tags (Arrow writes name producers by id: no tags)
@@ -49,7 +63,7 @@ def test_qos_agents_every_acknowledged_row_is_stored(server, protocol):
     # Every send is stamped with its own measurement time (rows 1 us apart), Arrow bodies too:
     # batches do not repeat each other's stamps (agents may collide on a few by chance), and
     # the stamps are of this run. Repeated bodies would give count(DISTINCT ts) = 8 x rows.
-    (distinct, lo), = server.sql(f'SELECT count(DISTINCT ts), min(ts) FROM "{bucket}".qos')
+    ((distinct, lo),) = server.sql(f'SELECT count(DISTINCT ts), min(ts) FROM "{bucket}".qos')
     assert distinct >= 0.95 * n and lo > started - 60 * 10**9
 
 

@@ -21,8 +21,18 @@ from helpers.server import Server, read_lines
 from tracehouse.errors import BadInput
 from tracehouse.server.config import ServerConfig, is_loopback
 
-LIMITS = ("--max-body", "64k", "--max-line", "2k", "--idle-timeout", "1", "--max-connections", "40",
-          "--overload-wait", "0.3")
+LIMITS = (
+    "--max-body",
+    "64k",
+    "--max-line",
+    "2k",
+    "--idle-timeout",
+    "1",
+    "--max-connections",
+    "40",
+    "--overload-wait",
+    "0.3",
+)
 
 
 @pytest.fixture(scope="module")
@@ -36,12 +46,16 @@ def server(tmp_path_factory):
 
 
 def test_v2_write_then_query_sees_every_acknowledged_row(server):
-    body = ("cpu,host=a,region=eu usage_user=12.5,usage_system=3i 1700000000\n"
-            "cpu,host=b usage_user=1.5 1700000001\n"
-            "mem,host=a free=100i,ok=t,note=\"x y\" 1700000000\n")
+    body = (
+        "cpu,host=a,region=eu usage_user=12.5,usage_system=3i 1700000000\n"
+        "cpu,host=b usage_user=1.5 1700000001\n"
+        'mem,host=a free=100i,ok=t,note="x y" 1700000000\n'
+    )
     assert server.write(body, bucket="w1", precision="s") == (204, {})
-    rows = server.sql('SELECT e.ts, p.name, e.usage_user, e.usage_system FROM "w1".cpu e '
-                      "JOIN th.producers p ON p.trace = 'w1' AND p.id = e.producer ORDER BY ts")
+    rows = server.sql(
+        'SELECT e.ts, p.name, e.usage_user, e.usage_system FROM "w1".cpu e '
+        "JOIN th.producers p ON p.trace = 'w1' AND p.id = e.producer ORDER BY ts"
+    )
     assert rows == [[1700000000 * 10**9, "host=a,region=eu", 12.5, 3], [1700000001 * 10**9, "host=b", 1.5, None]]
     assert server.sql('SELECT free, ok, note FROM "w1".mem') == [[100, True, "x y"]]
 
@@ -59,7 +73,7 @@ def test_tag_set_is_one_producer_with_its_tags_as_attributes(server):
 
 def test_partial_write_keeps_good_lines_and_names_the_bad_ones(server):
     assert server.write("m v=1 1\n", bucket="w3")[0] == 204
-    status, doc = server.write("m v=2 2\nm v=\"str\" 3\nnot line protocol\nm v=4,w=5i 4\n", bucket="w3")
+    status, doc = server.write('m v=2 2\nm v="str" 3\nnot line protocol\nm v=4,w=5i 4\n', bucket="w3")
     assert status == 400
     assert doc["rows_written"] == 2 and doc["failed"] == 2 and doc["lines"] == 4
     assert [e["line"] for e in doc["errors"]] == [2, 3]
@@ -81,20 +95,22 @@ def test_v1_write_gzip_and_precisions(server):
 def test_lines_without_timestamp_get_the_receive_time(server):
     before = time.time_ns()
     assert server.write("m v=1\n", bucket="w5")[0] == 204
-    (ts,), = server.sql('SELECT ts FROM "w5".m')
+    ((ts,),) = server.sql('SELECT ts FROM "w5".m')
     assert before <= ts <= time.time_ns()
 
 
 def test_malformed_input_gets_line_errors_and_the_server_keeps_serving(server):
-    body = (b"m v=1 1\n"
-            b"m,t=a\\ v=1 2\n"  # escaped space: no fields
-            b"m v=\"unterminated 3\n"
-            b"m v=1 99999999999999999999\n"  # timestamp out of int64
-            b"m,t=\xff\xfe v=1 4\n"  # invalid UTF-8
-            b"m v=1 " + b"9" * 3000 + b"\n"  # longer than --max-line 2k
-            b"m,=x v=1 5\n"  # empty tag key
-            b"m v=nan 6\n"
-            b"m v=1 7\n")
+    body = (
+        b"m v=1 1\n"
+        b"m,t=a\\ v=1 2\n"  # escaped space: no fields
+        b'm v="unterminated 3\n'
+        b"m v=1 99999999999999999999\n"  # timestamp out of int64
+        b"m,t=\xff\xfe v=1 4\n"  # invalid UTF-8
+        b"m v=1 " + b"9" * 3000 + b"\n"  # longer than --max-line 2k
+        b"m,=x v=1 5\n"  # empty tag key
+        b"m v=nan 6\n"
+        b"m v=1 7\n"
+    )
     status, doc = server.write(body, bucket="w6", precision="s")
     assert status == 400
     assert [e["line"] for e in doc["errors"]] == [2, 3, 4, 5, 6, 7, 8]
@@ -112,8 +128,9 @@ def test_arrow_ipc_write_creates_and_widens_the_type(server):
             w.write_table(t, max_chunksize=2)
         return sink.getvalue().to_pybytes()
 
-    t1 = pa.table({"ts": pa.array([1, 2, 3], pa.int64()), "producer": pa.array([0, 0, 1], pa.int32()),
-                   "x": [1.0, 2.0, 3.0]})
+    t1 = pa.table(
+        {"ts": pa.array([1, 2, 3], pa.int64()), "producer": pa.array([0, 0, 1], pa.int32()), "x": [1.0, 2.0, 3.0]}
+    )
     st, h, _ = server.request("POST", "/api/v2/arrow?trace=a1&type=ev", ipc(t1))
     assert st == 204 and h["x-rows-written"] == "3"
     t2 = t1.append_column("name", pa.array(["a", "b", "c"]))
@@ -124,7 +141,9 @@ def test_arrow_ipc_write_creates_and_widens_the_type(server):
     assert server.request("POST", "/api/v2/arrow?trace=a1&type=ev", ipc(bad))[0] == 400
     # The ids an Arrow writer chose are producers of the trace, never handed to a tag set.
     assert server.sql("SELECT id, kind, name FROM th.producers WHERE trace = 'a1' ORDER BY id") == [
-        [0, "arrow", "producer 0"], [1, "arrow", "producer 1"]]
+        [0, "arrow", "producer 0"],
+        [1, "arrow", "producer 1"],
+    ]
     assert server.write("ev,host=h x=9.0 9\n", bucket="a1")[0] == 204
     assert server.sql("SELECT id, kind FROM th.producers WHERE trace = 'a1' AND kind = 'tags'") == [[2, "tags"]]
     neg = pa.table({"ts": pa.array([1], pa.int64()), "producer": pa.array([-3], pa.int32()), "x": [1.0]})
@@ -134,15 +153,24 @@ def test_arrow_ipc_write_creates_and_widens_the_type(server):
 
 def test_query_as_arrow_and_read_only(server):
     assert server.write("q v=1i 1\nq v=2i 2\n", bucket="w7")[0] == 204
-    st, h, data = server.request("POST", "/api/query", json.dumps({"sql": 'SELECT v FROM "w7".q ORDER BY v',
-                                                                    "format": "arrow"}).encode(),
-                                 {"Content-Type": "application/json"})
+    st, h, data = server.request(
+        "POST",
+        "/api/query",
+        json.dumps({"sql": 'SELECT v FROM "w7".q ORDER BY v', "format": "arrow"}).encode(),
+        {"Content-Type": "application/json"},
+    )
     assert st == 200 and h["content-type"] == "application/vnd.apache.arrow.stream"
     assert pa.ipc.open_stream(data).read_all().column("v").to_pylist() == [1, 2]
     st, _h, data = server.request("GET", "/api/query?sql=SELECT%201%20AS%20x")
     assert st == 200 and json.loads(data)["rows"] == [[1]]
-    for sql in ("COPY (SELECT 1) TO '/tmp/th-escape.csv'", "CREATE TABLE x AS SELECT 1", "SELECT 1; SELECT 2",
-                "SELECT * FROM read_csv('/etc/passwd')", "ATTACH '/tmp/x.db'", "SET enable_external_access=true"):
+    for sql in (
+        "COPY (SELECT 1) TO '/tmp/th-escape.csv'",
+        "CREATE TABLE x AS SELECT 1",
+        "SELECT 1; SELECT 2",
+        "SELECT * FROM read_csv('/etc/passwd')",
+        "ATTACH '/tmp/x.db'",
+        "SET enable_external_access=true",
+    ):
         st, _h, data = server.request("POST", "/api/query", sql.encode())
         assert st == 400, (sql, data)
 
@@ -230,8 +258,7 @@ def test_under_ack_durable_the_fsync_starts_as_a_write_is_logged(tmp_path, ack, 
     import tracehouse
     from tracehouse.server.ingest import Ingestor
 
-    store = tracehouse.open(tmp_path / "store", flush_rows=10_000_000, flush_interval_s=3600.0,
-                            group_commit_ms=600_000)
+    store = tracehouse.open(tmp_path / "store", flush_rows=10_000_000, flush_interval_s=3600.0, group_commit_ms=600_000)
     try:
         ing = Ingestor(store, ServerConfig(ack=ack))
         eager = ack == "durable" and awaited
@@ -273,9 +300,13 @@ def test_curl_style_chunked_body_expect_continue_and_keep_alive(server):
     # length (-T -); a keep-alive connection carries several requests.
     s = _raw(server.port)
     lines = b"".join(b"c,host=h%d v=%di %d\n" % (i % 3, i, i) for i in range(200))
-    chunks = b"".join(b"%x\r\n%s\r\n" % (len(lines[i:i + 700]), lines[i:i + 700]) for i in range(0, len(lines), 700))
-    s.sendall(b"POST /api/v2/write?bucket=w9 HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
-              b"Transfer-Encoding: chunked\r\n\r\n")
+    chunks = b"".join(
+        b"%x\r\n%s\r\n" % (len(lines[i : i + 700]), lines[i : i + 700]) for i in range(0, len(lines), 700)
+    )
+    s.sendall(
+        b"POST /api/v2/write?bucket=w9 HTTP/1.1\r\nHost: x\r\nExpect: 100-continue\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n"
+    )
     assert s.recv(100) == b"HTTP/1.1 100 Continue\r\n\r\n"
     s.sendall(chunks + b"0\r\n\r\n")
     f = s.makefile("rb")
@@ -289,11 +320,14 @@ def test_curl_style_chunked_body_expect_continue_and_keep_alive(server):
 
 
 def test_bad_requests_get_http_errors_not_a_dead_server(server):
-    for raw, status in [(b"GARBAGE\r\n\r\n", b"400"), (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n", b"400"),
-                        (b"POST /api/v2/write?bucket=w9 HTTP/1.1\r\nContent-Length: x\r\n\r\n", b"400"),
-                        (b"GET /" + b"a" * 70000 + b" HTTP/1.1\r\n\r\n", b"431"),
-                        (b"DELETE /api/v2/write HTTP/1.1\r\nContent-Length: 0\r\n\r\n", b"405"),
-                        (b"GET /nope HTTP/1.1\r\n\r\n", b"404")]:
+    for raw, status in [
+        (b"GARBAGE\r\n\r\n", b"400"),
+        (b"\x16\x03\x01\x02\x00\x01\x00\x01\xfc\x03\x03\r\n\r\n", b"400"),
+        (b"POST /api/v2/write?bucket=w9 HTTP/1.1\r\nContent-Length: x\r\n\r\n", b"400"),
+        (b"GET /" + b"a" * 70000 + b" HTTP/1.1\r\n\r\n", b"431"),
+        (b"DELETE /api/v2/write HTTP/1.1\r\nContent-Length: 0\r\n\r\n", b"405"),
+        (b"GET /nope HTTP/1.1\r\n\r\n", b"404"),
+    ]:
         s = _raw(server.port)
         s.sendall(raw)
         got = s.recv(200)
@@ -349,8 +383,9 @@ def test_client_disconnecting_mid_body(server):
 
 
 def test_overload_is_503_with_retry_after(tmp_path):
-    s = Server(tmp_path / "store", "--max-inflight", "1k", "--overload-wait", "0.2", "--idle-timeout", "5",
-               "--tcp-port", "-1")
+    s = Server(
+        tmp_path / "store", "--max-inflight", "1k", "--overload-wait", "0.2", "--idle-timeout", "5", "--tcp-port", "-1"
+    )
     try:
         hold = _raw(s.port)  # holds the whole in-flight budget with a body it never finishes
         hold.sendall(b"POST /api/v2/write?bucket=o HTTP/1.1\r\nHost: x\r\nContent-Length: 1024\r\n\r\nm v=1")
@@ -431,15 +466,17 @@ def test_binding_beyond_loopback_needs_a_token():
 def test_restart_keeps_producer_ids_and_columns(tmp_path):
     s = Server(tmp_path / "store")
     try:
-        assert s.write("m,host=a v=1 1\nm,host=b v=2,extra=\"e\" 2\n", bucket="r")[0] == 204
+        assert s.write('m,host=a v=1 1\nm,host=b v=2,extra="e" 2\n', bucket="r")[0] == 204
     finally:
         s.stop()
     s = Server(tmp_path / "store")
     try:
         assert s.write("m,host=b v=3 3\nm,host=c v=4 4\n", bucket="r")[0] == 204
         assert s.write("m,host=c extra=5i 5\n", bucket="r")[0] == 400  # still a string column
-        rows = s.sql('SELECT p.name, count(*) FROM "r".m e JOIN th.producers p ON p.trace = \'r\' AND p.id = e.producer '
-                     "GROUP BY p.name ORDER BY p.name")
+        rows = s.sql(
+            "SELECT p.name, count(*) FROM \"r\".m e JOIN th.producers p ON p.trace = 'r' AND p.id = e.producer "
+            "GROUP BY p.name ORDER BY p.name"
+        )
         assert rows == [["host=a", 1], ["host=b", 2], ["host=c", 1]]
     finally:
         s.stop()
@@ -476,7 +513,7 @@ def test_coalesced_bodies_keep_their_own_lines_and_share_one_append(store):
 
     ing = Ingestor(store, ServerConfig())
     a = b"m,h=1 v=1 1\nm,h=1 v=oops 2\nn x=1i 3\n"
-    b = b"m,h=2 v=2 4\nm,h=2 v=3,w=\"new\" 5\n"  # widens m: appended apart from a's m rows
+    b = b'm,h=2 v=2 4\nm,h=2 v=3,w="new" 5\n'  # widens m: appended apart from a's m rows
     c = b"m,h=3 v=4 6\n"
     ra, rb, rc = ing.write_lp_many("co", [(a, "ns", None, 1), (b, "ns", None, 10), (c, "ns", None, 1)])
     assert (ra.rows, ra.error_count, ra.errors[0][0]) == (2, 1, 2)
@@ -501,20 +538,38 @@ def test_coalesced_arrow_streams_share_one_append_and_a_bad_one_stores_nothing(s
     from tracehouse.server.ingest import Ingestor
 
     ing = Ingestor(store, ServerConfig())
-    good = [_ipc(pa.table({"ts": pa.array([i, i + 1], pa.int64()), "producer": pa.array([i, i], pa.int32()),
-                           "v": [float(i), 2.0 * i]})) for i in (10, 20)]
-    wider = _ipc(pa.table({"ts": pa.array([30], pa.int64()), "producer": pa.array([1], pa.int32()),
-                           "v": [3.0], "w": ["x"]}))
-    null_ts = _ipc(pa.table({"ts": pa.array([None, 41], pa.int64()), "producer": pa.array([1, 1], pa.int32()),
-                             "v": [4.0, 4.1]}))
+    good = [
+        _ipc(
+            pa.table(
+                {
+                    "ts": pa.array([i, i + 1], pa.int64()),
+                    "producer": pa.array([i, i], pa.int32()),
+                    "v": [float(i), 2.0 * i],
+                }
+            )
+        )
+        for i in (10, 20)
+    ]
+    wider = _ipc(
+        pa.table({"ts": pa.array([30], pa.int64()), "producer": pa.array([1], pa.int32()), "v": [3.0], "w": ["x"]})
+    )
+    null_ts = _ipc(
+        pa.table({"ts": pa.array([None, 41], pa.int64()), "producer": pa.array([1, 1], pa.int32()), "v": [4.0, 4.1]})
+    )
     cut = good[0][: len(good[0]) - 40]  # a stream broken after its schema
     r0, r1 = ing.write_arrow_many("ar", "ev", good)
     assert r0.lsn == r1.lsn and r0.rows == r1.rows == 2  # equal schemas: one append
     # A bad body among good ones (null ts: same schema, so first tried in the shared append)
     # is refused alone; a cut or junk stream stores nothing.
     res = ing.write_arrow_many("ar", "ev", [good[0], cut, wider, null_ts, good[1], b"junk"])
-    assert [type(r).__name__ for r in res] == ["WriteResult", "BadInput", "WriteResult", "BadInput",
-                                               "WriteResult", "BadInput"]
+    assert [type(r).__name__ for r in res] == [
+        "WriteResult",
+        "BadInput",
+        "WriteResult",
+        "BadInput",
+        "WriteResult",
+        "BadInput",
+    ]
     assert isinstance(res[3], Bad) and "null" in str(res[3])
     assert store.wait_durable("ar", max(r.lsn for r in res if not isinstance(r, Exception)), timeout=10)
     rows = store.sql('SELECT ts, producer, v, w FROM "ar".ev ORDER BY ts').to_pylist()
@@ -528,9 +583,24 @@ def test_port_in_use_is_a_clear_error(server, tmp_path):
 
     from helpers import child_env
 
-    r = subprocess.run([sys.executable, "-m", "tracehouse.cli", "--store", str(tmp_path / "s2"), "serve", "--port",
-                        str(server.port), "--tcp-port", "-1"], env=child_env(), capture_output=True, text=True,
-                       timeout=60)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tracehouse.cli",
+            "--store",
+            str(tmp_path / "s2"),
+            "serve",
+            "--port",
+            str(server.port),
+            "--tcp-port",
+            "-1",
+        ],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 2 and "cannot listen on 127.0.0.1" in r.stderr, r.stderr
 
 
@@ -540,8 +610,24 @@ def test_second_server_on_the_same_store_is_refused(server):
 
     from helpers import child_env
 
-    r = subprocess.run([sys.executable, "-m", "tracehouse.cli", "--store", str(server.store), "serve", "--port", "0",
-                        "--tcp-port", "-1"], env=child_env(), capture_output=True, text=True, timeout=60)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tracehouse.cli",
+            "--store",
+            str(server.store),
+            "serve",
+            "--port",
+            "0",
+            "--tcp-port",
+            "-1",
+        ],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert r.returncode == 3 and "another process" in r.stderr, r.stderr
     assert server.request("GET", "/ping")[0] == 204
 
@@ -557,8 +643,15 @@ def test_arrow_writes_name_their_producers_and_skip_known_schemas_by_their_bytes
 
     def body(producers, **cols):
         n = len(producers)
-        return _ipc(pa.table({"ts": pa.array(range(n), pa.int64()), "producer": pa.array(producers, pa.int32()),
-                              **{k: pa.array(v) for k, v in cols.items()}}))
+        return _ipc(
+            pa.table(
+                {
+                    "ts": pa.array(range(n), pa.int64()),
+                    "producer": pa.array(producers, pa.int32()),
+                    **{k: pa.array(v) for k, v in cols.items()},
+                }
+            )
+        )
 
     narrow = body([5, 5, 5], x=[1.0, 2.0, 3.0])
     assert ing.write_arrow("pr", "ev", narrow).rows == 3
@@ -576,7 +669,7 @@ def test_arrow_writes_name_their_producers_and_skip_known_schemas_by_their_bytes
     # The key is exactly the stream's schema message; anything else is no key.
     key = _schema_key(narrow)
     assert pa.ipc.read_schema(pa.py_buffer(key)).equals(pa.ipc.open_stream(narrow).schema)
-    assert _schema_key(narrow[:len(key) - 1]) is None and _schema_key(b"\xff\xff\xff\xff") is None
+    assert _schema_key(narrow[: len(key) - 1]) is None and _schema_key(b"\xff\xff\xff\xff") is None
 
 
 @given(st.binary(max_size=64))
@@ -597,8 +690,14 @@ def test_arrow_streams_written_by_polars_store_their_string_view_columns(store):
     from tracehouse.server.ingest import Ingestor
 
     ing = Ingestor(store, ServerConfig())
-    df = pl.DataFrame({"ts": pl.Series([1, 2, 3], dtype=pl.Int64), "producer": pl.Series([4, 4, 4], dtype=pl.Int32),
-                       "v": [1.5, 2.5, 3.5], "host": ["a", "b", None]})
+    df = pl.DataFrame(
+        {
+            "ts": pl.Series([1, 2, 3], dtype=pl.Int64),
+            "producer": pl.Series([4, 4, 4], dtype=pl.Int32),
+            "v": [1.5, 2.5, 3.5],
+            "host": ["a", "b", None],
+        }
+    )
     buf = io.BytesIO()
     df.write_ipc_stream(buf)
     assert pa.ipc.open_stream(buf.getvalue()).schema.field("host").type == pa.string_view()

@@ -29,7 +29,7 @@ def http_writer(port: int, w: int, acked: list, stop: threading.Event) -> None:
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
         while not stop.is_set() and n < 200_000:
             ids = range(n, n + ROWS_PER_WRITE)
-            body = "".join(f"k,writer=h{w} w={w}i,n={i}i,pad=\"{'x' * 20}\" {i}\n" for i in ids).encode()
+            body = "".join(f'k,writer=h{w} w={w}i,n={i}i,pad="{"x" * 20}" {i}\n' for i in ids).encode()
             c.request("POST", "/api/v2/write?bucket=crash", body)
             r = c.getresponse()
             r.read()
@@ -54,7 +54,7 @@ def tcp_writer(port: int, w: int, acked: list, stop: threading.Event) -> None:
             n += ROWS_PER_WRITE
             try:
                 buf += s.recv(65536)
-            except socket.timeout:
+            except TimeoutError:
                 pass
             *done, buf = buf.split(b"\n")
             for line in done:
@@ -90,9 +90,12 @@ def test_sigkill_under_load_loses_no_acknowledged_row_and_doubles_none(tmp_path,
 
     s = Server(store, "--quiet")
     try:
-        _status, _h, data = s.request("POST", "/api/query",
-                                      b'{"sql": "SELECT w, n FROM \\"crash\\".k", "format": "arrow"}',
-                                      {"Content-Type": "application/json"})
+        _status, _h, data = s.request(
+            "POST",
+            "/api/query",
+            b'{"sql": "SELECT w, n FROM \\"crash\\".k", "format": "arrow"}',
+            {"Content-Type": "application/json"},
+        )
         t = pa.ipc.open_stream(data).read_all()
     finally:
         s.stop()

@@ -85,7 +85,7 @@ TRICKS = [
     'SELECT * FROM (PIVOT "b".disk ON producer USING sum(v))',
     "EXPLAIN EXPLAIN ANALYZE DROP VIEW th.traces",
     "/* hello */ EXPLAIN ANALYZE DROP VIEW th.traces",
-    "explain\n\tANALYZE\n  create or replace view \"b\".disk as select 1 as v",
+    'explain\n\tANALYZE\n  create or replace view "b".disk as select 1 as v',
     "ExPlAiN AnAlYzE -- c\n DELETE FROM x",
     "EXPLAIN (FORMAT json) DROP VIEW th.traces",
     "EXPLAIN (FORMAT json, ANALYZE) DROP VIEW th.traces",
@@ -120,7 +120,7 @@ READS = [
     "DESCRIBE th.traces",
     'SUMMARIZE "b".disk',
     PIVOT_IN,
-    'UNPIVOT (SELECT 1 AS a, 2 AS b) ON a, b',
+    "UNPIVOT (SELECT 1 AS a, 2 AS b) ON a, b",
     "EXPLAIN SELECT 1",
     'EXPLAIN ANALYZE SELECT count(*) FROM "b".disk',
     "EXPLAIN (FORMAT json) SELECT 1",
@@ -131,31 +131,49 @@ READS = [
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory):
-    s = Server(tmp_path_factory.mktemp("sec") / "store", "--token", TOKEN, "--query-timeout", "2",
-               "--max-answer", "1M", "--tcp-port", "-1")
+    s = Server(
+        tmp_path_factory.mktemp("sec") / "store",
+        "--token",
+        TOKEN,
+        "--query-timeout",
+        "2",
+        "--max-answer",
+        "1M",
+        "--tcp-port",
+        "-1",
+    )
     assert s.write("disk,host=h1 v=1i 1\ndisk,host=h2 v=2i 2\n", bucket="b", headers=AUTH)[0] == 204
     yield s
     assert s.stop() == 0
 
 
 def _query(s: Server, sql: str, fmt: str = "json", timeout: float = 30) -> tuple[int, dict, bytes]:
-    return s.request("POST", "/api/query", json.dumps({"sql": sql, "format": fmt}).encode(),
-                     {"Content-Type": "application/json", **AUTH}, timeout=timeout)
+    return s.request(
+        "POST",
+        "/api/query",
+        json.dumps({"sql": sql, "format": fmt}).encode(),
+        {"Content-Type": "application/json", **AUTH},
+        timeout=timeout,
+    )
 
 
 def _state_is_intact(s: Server) -> None:
-    assert s.sql('SELECT p.name, v FROM "b".disk d JOIN th.producers p ON p.trace = \'b\' AND p.id = d.producer '
-                 "ORDER BY v", headers=AUTH) == [["host=h1", 1], ["host=h2", 2]]
+    assert s.sql(
+        "SELECT p.name, v FROM \"b\".disk d JOIN th.producers p ON p.trace = 'b' AND p.id = d.producer ORDER BY v",
+        headers=AUTH,
+    ) == [["host=h1", 1], ["host=h2", 2]]
     assert [r[0] for r in s.sql("SELECT name FROM th.traces", headers=AUTH)] == ["b"]
-    assert s.sql("SELECT current_setting('enable_external_access'), current_setting('threads') > 0",
-                 headers=AUTH) == [[False, True]]
+    assert s.sql("SELECT current_setting('enable_external_access'), current_setting('threads') > 0", headers=AUTH) == [
+        [False, True]
+    ]
 
 
 # -- 1. read-only by parsing ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("sql", WRITES + [f"EXPLAIN ANALYZE {w}" for w in WRITES] + [f"EXPLAIN {w}" for w in WRITES]
-                         + TRICKS)
+@pytest.mark.parametrize(
+    "sql", WRITES + [f"EXPLAIN ANALYZE {w}" for w in WRITES] + [f"EXPLAIN {w}" for w in WRITES] + TRICKS
+)
 def test_guard_refuses_every_statement_that_is_not_one_query(sql):
     with pytest.raises(BadInput, match="read-only API|SQL error"):
         check_read_only(sql)
@@ -220,9 +238,8 @@ def test_a_cursor_that_gets_past_the_guard_still_changes_nothing(tmp_path):
     assert eng.sql("SELECT count(*) AS n FROM th.traces").column("n").to_pylist() == [0]
     with pytest.raises(BadInput, match="planted"):
         eng.sql("SELECT * FROM main.planted")
-    with eng.snapshot("SELECT 1") as cur:
-        with pytest.raises(duckdb.Error, match="Permission"):
-            cur.execute("SELECT * FROM read_csv('/etc/passwd')").fetchall()
+    with eng.snapshot("SELECT 1") as cur, pytest.raises(duckdb.Error, match="Permission"):
+        cur.execute("SELECT * FROM read_csv('/etc/passwd')").fetchall()
     # What a snapshot reads is fixed when it is taken: views replaced for a later query do not
     # change under it (the server's queries run beside the refreshes of others).
     with eng.snapshot("SELECT * FROM th.traces") as cur:
@@ -326,22 +343,27 @@ def _read_response(sock: socket.socket, timeout: float = 10) -> bytes:
 
 
 def test_unauthenticated_bodies_get_401_before_100_continue_and_use_no_inflight_budget(tmp_path):
-    s = Server(tmp_path / "store", "--token", TOKEN, "--max-inflight", "8M", "--overload-wait", "0.3",
-               "--tcp-port", "-1")
+    s = Server(
+        tmp_path / "store", "--token", TOKEN, "--max-inflight", "8M", "--overload-wait", "0.3", "--tcp-port", "-1"
+    )
     try:
         held = []
-        for i in range(4):  # 16 MB of declared bodies against an 8 MB budget
+        for _i in range(4):  # 16 MB of declared bodies against an 8 MB budget
             c = _raw(s.port)
-            c.sendall(b"POST /api/v2/write?bucket=a HTTP/1.1\r\nHost: x\r\nContent-Length: 4194304\r\n"
-                      b"Expect: 100-continue\r\n\r\n")
+            c.sendall(
+                b"POST /api/v2/write?bucket=a HTTP/1.1\r\nHost: x\r\nContent-Length: 4194304\r\n"
+                b"Expect: 100-continue\r\n\r\n"
+            )
             resp = _read_response(c)
             assert resp.startswith(b"HTTP/1.1 401"), resp
             assert b"100 Continue" not in resp
             held.append(c)
         # Without Expect, the body comes at once: it is not read, and the 401 still arrives.
         c = _raw(s.port)
-        c.sendall(b"POST /api/v2/write?bucket=a HTTP/1.1\r\nHost: x\r\nContent-Length: 4194304\r\n"
-                  b"Authorization: Token wrong\r\n\r\n")
+        c.sendall(
+            b"POST /api/v2/write?bucket=a HTTP/1.1\r\nHost: x\r\nContent-Length: 4194304\r\n"
+            b"Authorization: Token wrong\r\n\r\n"
+        )
         try:
             c.sendall(b"m v=1 1\n" * (4194304 // 8))
         except OSError:
@@ -350,7 +372,7 @@ def test_unauthenticated_bodies_get_401_before_100_continue_and_use_no_inflight_
         held.append(c)
         # Meanwhile an authenticated 4 MB write is accepted: the refused bodies hold no budget.
         body = b"".join(b"m v=%di %d\n" % (i, i) for i in range(400_000))[:4194304]
-        body = body[:body.rindex(b"\n") + 1]
+        body = body[: body.rindex(b"\n") + 1]
         st, _h, data = s.request("POST", "/api/v2/write?bucket=a", body, {**AUTH, "Expect": "100-continue"})
         assert st == 204, data
         health = json.loads(s.request("GET", "/health", headers=AUTH)[2])
@@ -363,8 +385,21 @@ def test_unauthenticated_bodies_get_401_before_100_continue_and_use_no_inflight_
 
 
 def test_trickling_senders_are_cut_and_a_normal_client_then_gets_through(tmp_path):
-    s = Server(tmp_path / "store", "--max-connections", "20", "--idle-timeout", "1", "--min-rate", "100", "--max-body", "1M",
-               "--request-timeout", "4", "--tcp-port", "-1")
+    s = Server(
+        tmp_path / "store",
+        "--max-connections",
+        "20",
+        "--idle-timeout",
+        "1",
+        "--min-rate",
+        "100",
+        "--max-body",
+        "1M",
+        "--request-timeout",
+        "4",
+        "--tcp-port",
+        "-1",
+    )
     try:
         clients = []
         for i in range(20):
@@ -389,8 +424,9 @@ def test_trickling_senders_are_cut_and_a_normal_client_then_gets_through(tmp_pat
             for c in readable:
                 answers[clients.index(c)] = c.recv(4096)
         assert len(answers) == 20, f"{20 - len(answers)} trickling clients still connected"
-        assert all(a.startswith(b"HTTP/1.1 408") and b"too slow" in a for a in answers.values()), \
-            [a for a in answers.values() if b"too slow" not in a]
+        assert all(a.startswith(b"HTTP/1.1 408") and b"too slow" in a for a in answers.values()), [
+            a for a in answers.values() if b"too slow" not in a
+        ]
         for c in clients:
             c.close()
         time.sleep(0.3)
@@ -402,8 +438,9 @@ def test_trickling_senders_are_cut_and_a_normal_client_then_gets_through(tmp_pat
 
 
 def test_a_request_must_arrive_within_the_request_timeout(tmp_path):
-    s = Server(tmp_path / "store", "--idle-timeout", "1", "--min-rate", "10", "--request-timeout", "2",
-               "--tcp-port", "-1")
+    s = Server(
+        tmp_path / "store", "--idle-timeout", "1", "--min-rate", "10", "--request-timeout", "2", "--tcp-port", "-1"
+    )
     try:
         c = _raw(s.port)
         c.sendall(b"POST /api/v2/write?bucket=t HTTP/1.1\r\nHost: x\r\nContent-Length: 1000000\r\n\r\n")

@@ -29,15 +29,15 @@ from helpers.server import Server, read_lines
 # "influx"): escaped tag values, integer and unsigned fields, a string field with a comma and
 # a space, booleans, and nanosecond timestamps.
 TELEGRAF = [
-    'cpu,cpu=cpu-total,host=web\\ 1 usage_guest=0,usage_idle=97.09,usage_iowait=0.25,usage_system=1.76,'
-    'usage_user=0.9 {ts}',
-    'mem,host=web\\ 1 active=2110586880i,available=6121013248i,available_percent=73.65,used_percent=26.35 {ts}',
-    'disk,device=sda1,fstype=ext4,host=web\\ 1,mode=rw,path=/ free=41563893760i,inodes_used=401432i,'
-    'total=62725623808i,used=17946456064i,used_percent=30.15 {ts}',
-    'system,host=web\\ 1 load1=0.52,load15=0.41,load5=0.47,n_cpus=2i,n_users=1i {ts}',
+    "cpu,cpu=cpu-total,host=web\\ 1 usage_guest=0,usage_idle=97.09,usage_iowait=0.25,usage_system=1.76,"
+    "usage_user=0.9 {ts}",
+    "mem,host=web\\ 1 active=2110586880i,available=6121013248i,available_percent=73.65,used_percent=26.35 {ts}",
+    "disk,device=sda1,fstype=ext4,host=web\\ 1,mode=rw,path=/ free=41563893760i,inodes_used=401432i,"
+    "total=62725623808i,used=17946456064i,used_percent=30.15 {ts}",
+    "system,host=web\\ 1 load1=0.52,load15=0.41,load5=0.47,n_cpus=2i,n_users=1i {ts}",
     'system,host=web\\ 1 uptime_format="2 days,  3:04" {ts}',
-    'net,host=web\\ 1,interface=eth0 bytes_recv=81712398u,bytes_sent=7731282u,err_in=0u,drop_in=12u {ts}',
-    'docker,engine_host=web\\ 1,server_version=24.0.5 n_containers=3i,memory_total=8335798272i,healthy=true {ts}',
+    "net,host=web\\ 1,interface=eth0 bytes_recv=81712398u,bytes_sent=7731282u,err_in=0u,drop_in=12u {ts}",
+    "docker,engine_host=web\\ 1,server_version=24.0.5 n_containers=3i,memory_total=8335798272i,healthy=true {ts}",
 ]
 
 
@@ -72,7 +72,7 @@ def send_in_pieces(sock: socket.socket, data: bytes, rng: random.Random, most: i
     i = 0
     while i < len(data):
         n = rng.randint(1, most)
-        sock.sendall(data[i:i + n])
+        sock.sendall(data[i : i + n])
         i += n
         if rng.random() < 0.02:
             time.sleep(0.005)
@@ -98,8 +98,9 @@ def test_telegraf_socket_writer_session_lines_cut_across_packets(server):
     assert health(server)["tcp_rows"] - rows0 == n + 1
     assert health(server)["tcp_lines_refused"] == 0
     assert server.sql('SELECT count(*), sum(usage_idle) FROM "lineproto".cpu') == [[601, pytest.approx(601 * 97.09)]]
-    assert server.sql('SELECT uptime_format FROM "lineproto".system WHERE uptime_format IS NOT NULL LIMIT 1') == \
-        [["2 days,  3:04"]]
+    assert server.sql('SELECT uptime_format FROM "lineproto".system WHERE uptime_format IS NOT NULL LIMIT 1') == [
+        ["2 days,  3:04"]
+    ]
     assert server.sql('SELECT min(bytes_recv), max(drop_in) FROM "lineproto".net') == [[81712398, 12]]
     tags = server.sql("SELECT attrs FROM th.producers WHERE trace = 'lineproto' AND name LIKE 'cpu=%'")
     assert [json.loads(t[0]) for t in tags] == [{"cpu": "cpu-total", "host": "web 1"}]
@@ -109,12 +110,20 @@ def test_influxdb_client_points_with_durable_offsets_and_ack_order(server):
     """Lines serialized by InfluxData's Python client; refused lines answered in line order."""
     from influxdb_client import Point, WritePrecision
 
-    points = [Point("h2o").tag("location", "coyote creek").tag("note", "a,b=c").field("level", 1.5 * i)
-              .field("desc", f'below "{i}" feet').field("ok", i % 2 == 0).field("n", i)
-              .time(1_600_000_000 + i, WritePrecision.S) for i in range(300)]
+    points = [
+        Point("h2o")
+        .tag("location", "coyote creek")
+        .tag("note", "a,b=c")
+        .field("level", 1.5 * i)
+        .field("desc", f'below "{i}" feet')
+        .field("ok", i % 2 == 0)
+        .field("n", i)
+        .time(1_600_000_000 + i, WritePrecision.S)
+        for i in range(300)
+    ]
     body = [p.to_line_protocol() for p in points]
     body[100] = "h2o,location=x level=1.2.3 1600000100"  # a malformed value, line 102 of the connection
-    body[200] = "h2o,location=coyote\\ creek level=\"str\" 1600000200"  # a type conflict, line 202
+    body[200] = 'h2o,location=coyote\\ creek level="str" 1600000200'  # a type conflict, line 202
     s = server.tcp()
     s.sendall(b"# tracehouse acks=1 bucket=influxc precision=s\n")
     send_in_pieces(s, ("\n".join(body) + "\n").encode(), random.Random(3), most=4000)
@@ -202,8 +211,9 @@ def _acked_writer(port: int, w: int, acked: list, stop: threading.Event, rng: ra
         n = 0
         while not stop.is_set() and n < 500_000:
             k = rng.randint(1, 400)
-            send_in_pieces(s, "".join(f"k,writer=t{w} w={w}i,n={i}i {i}\n" for i in range(n, n + k)).encode(),
-                           rng, most=3000)
+            send_in_pieces(
+                s, "".join(f"k,writer=t{w} w={w}i,n={i}i {i}\n" for i in range(n, n + k)).encode(), rng, most=3000
+            )
             n += k
             time.sleep(0.002)
     except OSError:
@@ -217,8 +227,9 @@ def test_sigkill_loses_no_row_acknowledged_over_tcp(tmp_path, ack):
     s = Server(store, "--ack", ack, "--quiet")
     stop = threading.Event()
     acked = [0] * 4
-    threads = [threading.Thread(target=_acked_writer, args=(s.tcp_port, w, acked, stop, random.Random(w)))
-               for w in range(4)]
+    threads = [
+        threading.Thread(target=_acked_writer, args=(s.tcp_port, w, acked, stop, random.Random(w))) for w in range(4)
+    ]
     for t in threads:
         t.start()
     deadline = time.monotonic() + 20
@@ -231,8 +242,12 @@ def test_sigkill_loses_no_row_acknowledged_over_tcp(tmp_path, ack):
     assert min(acked) > 0, acked
     s = Server(store, "--quiet")
     try:
-        _st, _h, data = s.request("POST", "/api/query", b'{"sql": "SELECT w, n FROM \\"k9\\".k", "format": "arrow"}',
-                                  {"Content-Type": "application/json"})
+        _st, _h, data = s.request(
+            "POST",
+            "/api/query",
+            b'{"sql": "SELECT w, n FROM \\"k9\\".k", "format": "arrow"}',
+            {"Content-Type": "application/json"},
+        )
         t = pa.ipc.open_stream(data).read_all()
     finally:
         assert s.stop() == 0
@@ -269,12 +284,28 @@ def test_sigterm_drains_what_was_received_and_acknowledges_it(tmp_path):
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(st.one_of(st.binary(max_size=300),
-                          st.sampled_from([b"\n", b"# tracehouse acks=1 bucket=fz\n", b"# tracehouse precision=",
-                                           b"fz,t=1 v=1i 1\n", b"fz v=\"\\", b"\x00\xff\r\n", b"\\\n",
-                                           b"# tracehouse bucket=../x acks=1\n", b"=,= =\n"])),
-                max_size=12),
-       st.booleans())
+@given(
+    st.lists(
+        st.one_of(
+            st.binary(max_size=300),
+            st.sampled_from(
+                [
+                    b"\n",
+                    b"# tracehouse acks=1 bucket=fz\n",
+                    b"# tracehouse precision=",
+                    b"fz,t=1 v=1i 1\n",
+                    b'fz v="\\',
+                    b"\x00\xff\r\n",
+                    b"\\\n",
+                    b"# tracehouse bucket=../x acks=1\n",
+                    b"=,= =\n",
+                ]
+            ),
+        ),
+        max_size=12,
+    ),
+    st.booleans(),
+)
 def test_random_bytes_never_crash_the_server(server, pieces, reset):
     s = server.tcp()
     try:

@@ -20,7 +20,7 @@ import re
 import shutil
 import subprocess
 import urllib.parse
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
@@ -30,10 +30,23 @@ from helpers.server import Server
 RECORDED = Path(__file__).resolve().parents[1] / "data" / "tsbs" / "cpu-only-queries.tsv"
 START, END = "2016-01-01T00:00:00Z", "2016-01-01T13:00:00Z"
 SCALE, SEED = 10, 123
-QUERY_TYPES = ("single-groupby-1-1-1", "single-groupby-1-1-12", "single-groupby-1-8-1", "single-groupby-5-1-1",
-               "single-groupby-5-1-12", "single-groupby-5-8-1", "cpu-max-all-1", "cpu-max-all-8", "double-groupby-1",
-               "double-groupby-5", "double-groupby-all", "high-cpu-all", "high-cpu-1", "lastpoint",
-               "groupby-orderby-limit")
+QUERY_TYPES = (
+    "single-groupby-1-1-1",
+    "single-groupby-1-1-12",
+    "single-groupby-1-8-1",
+    "single-groupby-5-1-1",
+    "single-groupby-5-1-12",
+    "single-groupby-5-8-1",
+    "cpu-max-all-1",
+    "cpu-max-all-8",
+    "double-groupby-1",
+    "double-groupby-5",
+    "double-groupby-all",
+    "high-cpu-all",
+    "high-cpu-1",
+    "lastpoint",
+    "groupby-orderby-limit",
+)
 
 
 def tool(name: str) -> str:
@@ -42,18 +55,20 @@ def tool(name: str) -> str:
         return str(Path(where) / name)
     found = shutil.which(name)
     if found is None:
-        pytest.skip(f"{name} is not installed ($TSBS_BIN or PATH): the Go module proxy does not serve TSBS, so set-up "
-                    "cannot build it; the recorded TSBS queries are tested instead")
+        pytest.skip(
+            f"{name} is not installed ($TSBS_BIN or PATH): the Go module proxy does not serve TSBS, so set-up "
+            "cannot build it; the recorded TSBS queries are tested instead"
+        )
     return found
 
 
 def ns(text: str) -> int:
-    dt = datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=timezone.utc)
+    dt = datetime.strptime(text, "%Y-%m-%dT%H:%M:%SZ").replace(tzinfo=UTC)
     return int(dt.timestamp()) * 10**9
 
 
 def rfc3339(t: int) -> str:
-    return datetime.fromtimestamp(t // 10**9, timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    return datetime.fromtimestamp(t // 10**9, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
 @pytest.fixture(scope="module")
@@ -61,14 +76,37 @@ def loaded(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("tsbs")
     data = tmp / "data.influx"
     with open(data, "wb") as f:
-        subprocess.run([tool("tsbs_generate_data"), "--use-case=cpu-only", f"--seed={SEED}", f"--scale={SCALE}",
-                        f"--timestamp-start={START}", f"--timestamp-end={END}", "--log-interval=60s",
-                        "--format=influx"], stdout=f, stderr=subprocess.DEVNULL, check=True, timeout=120)
+        subprocess.run(
+            [
+                tool("tsbs_generate_data"),
+                "--use-case=cpu-only",
+                f"--seed={SEED}",
+                f"--scale={SCALE}",
+                f"--timestamp-start={START}",
+                f"--timestamp-end={END}",
+                "--log-interval=60s",
+                "--format=influx",
+            ],
+            stdout=f,
+            stderr=subprocess.DEVNULL,
+            check=True,
+            timeout=120,
+        )
     s = Server(tmp / "store", "--quiet")
     try:
-        r = subprocess.run([tool("tsbs_load_influx"), f"--file={data}", f"--urls=http://127.0.0.1:{s.port}",
-                            "--db-name=benchmark", "--workers=2", "--batch-size=1000"],
-                           capture_output=True, text=True, timeout=300)
+        r = subprocess.run(
+            [
+                tool("tsbs_load_influx"),
+                f"--file={data}",
+                f"--urls=http://127.0.0.1:{s.port}",
+                "--db-name=benchmark",
+                "--workers=2",
+                "--batch-size=1000",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert r.returncode == 0, r.stdout + r.stderr
         assert "loaded 7800 rows" in r.stdout
         yield s, tmp
@@ -80,13 +118,36 @@ def run_queries(server: Server, tmp: Path, query_type: str, n: int = 3) -> list[
     """The queries TSBS generates for `query_type`, as its runner sent them and printed the answers."""
     qfile = tmp / f"{query_type}.gob"
     with open(qfile, "wb") as f:
-        subprocess.run([tool("tsbs_generate_queries"), "--use-case=cpu-only", f"--seed={SEED}", f"--scale={SCALE}",
-                        f"--timestamp-start={START}", f"--timestamp-end={END}", f"--queries={n}",
-                        f"--query-type={query_type}", "--format=influx"], stdout=f, stderr=subprocess.DEVNULL,
-                       check=True, timeout=120)
-    r = subprocess.run([tool("tsbs_run_queries_influx"), f"--file={qfile}", f"--urls=http://127.0.0.1:{server.port}",
-                        "--db-name=benchmark", "--workers=2", "--print-responses"],
-                       capture_output=True, text=True, timeout=300)
+        subprocess.run(
+            [
+                tool("tsbs_generate_queries"),
+                "--use-case=cpu-only",
+                f"--seed={SEED}",
+                f"--scale={SCALE}",
+                f"--timestamp-start={START}",
+                f"--timestamp-end={END}",
+                f"--queries={n}",
+                f"--query-type={query_type}",
+                "--format=influx",
+            ],
+            stdout=f,
+            stderr=subprocess.DEVNULL,
+            check=True,
+            timeout=120,
+        )
+    r = subprocess.run(
+        [
+            tool("tsbs_run_queries_influx"),
+            f"--file={qfile}",
+            f"--urls=http://127.0.0.1:{server.port}",
+            "--db-name=benchmark",
+            "--workers=2",
+            "--print-responses",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert r.returncode == 0, r.stdout[-2000:] + r.stderr[-2000:]  # the runner panics on any answer but 200
     # json.MarshalIndent with the prefix "ID n: " on every line but the first
     docs: list[list[str]] = []
@@ -115,9 +176,13 @@ def fields_and_tags(server: Server) -> list[str]:
 def params(q: str) -> dict:
     times = dict((op, ns(t)) for op, t in re.findall(r"time (>=|<) '([^']+)'", q))
     interval = re.search(r"group by time\((\d+)([mh])\)", q)
-    return {"hosts": re.findall(r"hostname = '([^']+)'", q), "lo": times.get(">="), "hi": times.get("<"),
-            "metrics": re.findall(r"(?:max|mean)\((\w+)\)", q),
-            "every": int(interval.group(1)) * {"m": 60, "h": 3600}[interval.group(2)] * 10**9 if interval else None}
+    return {
+        "hosts": re.findall(r"hostname = '([^']+)'", q),
+        "lo": times.get(">="),
+        "hi": times.get("<"),
+        "metrics": re.findall(r"(?:max|mean)\((\w+)\)", q),
+        "every": int(interval.group(1)) * {"m": 60, "h": 3600}[interval.group(2)] * 10**9 if interval else None,
+    }
 
 
 def windows_by_time(server, p, agg: str, by_host: bool) -> list[dict]:
@@ -127,18 +192,21 @@ def windows_by_time(server, p, agg: str, by_host: bool) -> list[dict]:
     hosts = f" AND hostname IN ({', '.join(repr(h) for h in p['hosts'])})" if p["hosts"] else ""
     vals = ", ".join(f"{agg}({m}) AS c{i}" for i, m in enumerate(p["metrics"]))
     key = "hostname, " if by_host else ""
-    rows = sql(server, f"""
+    rows = sql(
+        server,
+        f"""
         WITH a AS (SELECT {key}ts - ts % {every} AS t, {vals} FROM "benchmark".cpu
                    WHERE ts >= {lo} AND ts < {hi}{hosts} GROUP BY ALL),
              s AS (SELECT DISTINCT {key}1 AS one FROM a)
-        SELECT {key}g.t, {', '.join(f'a.c{i}' for i in range(len(p['metrics'])))}
+        SELECT {key}g.t, {", ".join(f"a.c{i}" for i in range(len(p["metrics"])))}
         FROM (SELECT s.*, w.t FROM s, range({first}, {hi}, {every}) w(t)) g LEFT JOIN a USING ({key}t)
-        ORDER BY {key}g.t""")
+        ORDER BY {key}g.t""",
+    )
     names = [agg] + [f"{agg}_{i}" for i in range(1, len(p["metrics"]))]
     series: dict = {}
     for r in rows:
         host = r[0] if by_host else None
-        series.setdefault(host, []).append([rfc3339(r[1 if by_host else 0]), *r[2 if by_host else 1:]])
+        series.setdefault(host, []).append([rfc3339(r[1 if by_host else 0]), *r[2 if by_host else 1 :]])
     out = []
     for host, values in series.items():
         s = {"name": "cpu", "columns": ["time", *names], "values": values}
@@ -151,8 +219,11 @@ def windows_by_time(server, p, agg: str, by_host: bool) -> list[dict]:
 def high_cpu(server, p) -> list[dict]:
     cols = fields_and_tags(server)
     hosts = f" AND hostname IN ({', '.join(repr(h) for h in p['hosts'])})" if p["hosts"] else ""
-    rows = sql(server, f"""SELECT ts, {', '.join(cols)} FROM "benchmark".cpu
-                           WHERE usage_user > 90.0 AND ts >= {p['lo']} AND ts < {p['hi']}{hosts} ORDER BY ts, hostname""")
+    rows = sql(
+        server,
+        f"""SELECT ts, {", ".join(cols)} FROM "benchmark".cpu
+                           WHERE usage_user > 90.0 AND ts >= {p["lo"]} AND ts < {p["hi"]}{hosts} ORDER BY ts, hostname""",
+    )
     if not rows:
         return []
     return [{"name": "cpu", "columns": ["time", *cols], "values": [[rfc3339(r[0]), *r[1:]] for r in rows]}]
@@ -160,17 +231,25 @@ def high_cpu(server, p) -> list[dict]:
 
 def lastpoint(server, _p) -> list[dict]:
     cols = [c for c in fields_and_tags(server) if c != "hostname"]
-    rows = sql(server, f"""SELECT hostname, ts, {', '.join(cols)} FROM "benchmark".cpu
-                           QUALIFY row_number() OVER (PARTITION BY hostname ORDER BY ts DESC) = 1 ORDER BY hostname""")
-    return [{"name": "cpu", "tags": {"hostname": r[0]}, "columns": ["time", *cols], "values": [[rfc3339(r[1]), *r[2:]]]}
-            for r in rows]
+    rows = sql(
+        server,
+        f"""SELECT hostname, ts, {", ".join(cols)} FROM "benchmark".cpu
+                           QUALIFY row_number() OVER (PARTITION BY hostname ORDER BY ts DESC) = 1 ORDER BY hostname""",
+    )
+    return [
+        {"name": "cpu", "tags": {"hostname": r[0]}, "columns": ["time", *cols], "values": [[rfc3339(r[1]), *r[2:]]]}
+        for r in rows
+    ]
 
 
 def orderby_limit(server, p) -> list[dict]:
     every, hi = p["every"], p["hi"]
-    rows = sql(server, f"""
+    rows = sql(
+        server,
+        f"""
         WITH a AS (SELECT ts - ts % {every} AS t, max(usage_user) AS m FROM "benchmark".cpu WHERE ts < {hi} GROUP BY 1)
-        SELECT w.t, a.m FROM range((SELECT min(t) FROM a), {hi}, {every}) w(t) LEFT JOIN a USING (t) ORDER BY 1 LIMIT 5""")
+        SELECT w.t, a.m FROM range((SELECT min(t) FROM a), {hi}, {every}) w(t) LEFT JOIN a USING (t) ORDER BY 1 LIMIT 5""",
+    )
     return [{"name": "cpu", "columns": ["time", "max"], "values": [[rfc3339(r[0]), r[1]] for r in rows]}]
 
 
@@ -222,8 +301,18 @@ def test_tsbs_run_queries_influx_answers_equal_hand_written_sql(loaded, query_ty
 # -- TSBS's recorded queries, sent as its runner sends them ---------------------------------------
 
 TAGS = ("region", "datacenter", "rack", "os", "arch", "team", "service", "service_version", "service_environment")
-FIELDS = ("usage_user", "usage_system", "usage_idle", "usage_nice", "usage_iowait", "usage_irq", "usage_softirq",
-          "usage_steal", "usage_guest", "usage_guest_nice")
+FIELDS = (
+    "usage_user",
+    "usage_system",
+    "usage_idle",
+    "usage_nice",
+    "usage_iowait",
+    "usage_irq",
+    "usage_softirq",
+    "usage_steal",
+    "usage_guest",
+    "usage_guest_nice",
+)
 
 
 def recorded() -> dict[str, list[str]]:

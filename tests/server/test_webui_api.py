@@ -43,7 +43,9 @@ def ui(store, **kw):
 
 
 def get(app, path, params=None, *, headers=(), method="GET", body=b""):
-    status, hdrs, out = asyncio.run(call_app(app, method, path, urlencode(params or {}, doseq=True), list(headers), body))
+    status, hdrs, out = asyncio.run(
+        call_app(app, method, path, urlencode(params or {}, doseq=True), list(headers), body)
+    )
     ctype = dict(hdrs).get("content-type", "")
     return status, (json.loads(out) if ctype.startswith("application/json") else out)
 
@@ -65,7 +67,9 @@ def test_density_equals_plain_sql_counts(tod_store, app):
     assert d["total"] == total.tolist()
     assert sum(d["total"]) == tod_store.trace("t").event_count
     by_type = {s["type"]: sum(s["counts"]) for s in d["series"]}
-    assert by_type == {r["type"]: r["n"] for r in tod_store.sql('SELECT type, count(*) AS n FROM "t".events GROUP BY type').to_pylist()}
+    assert by_type == {
+        r["type"]: r["n"] for r in tod_store.sql('SELECT type, count(*) AS n FROM "t".events GROUP BY type').to_pylist()
+    }
 
 
 def test_density_of_a_range_and_producers(tod_store, app):
@@ -74,7 +78,11 @@ def test_density_of_a_range_and_producers(tod_store, app):
     end = start + (info.ts_max - info.ts_min) // 5
     st, d = get(app, "/api/ui/density", {"trace": "t", "bins": 10, "start": start, "end": end, "producers": "1,2"})
     assert st == 200 and d["start"] == start and d["end"] == end
-    n = tod_store.sql(f'SELECT count(*) FROM "t".events WHERE ts >= {start} AND ts < {end} AND producer IN (1, 2)').column(0)[0].as_py()
+    n = (
+        tod_store.sql(f'SELECT count(*) FROM "t".events WHERE ts >= {start} AND ts < {end} AND producer IN (1, 2)')
+        .column(0)[0]
+        .as_py()
+    )
     assert sum(d["total"]) == n > 0
 
 
@@ -85,15 +93,19 @@ def test_stats_by_type_and_producer_equal_the_sql_analysis(tod_store, app):
         st, d = get(app, "/api/ui/stats", {"trace": "t", "by": by, "start": start, "end": end})
         assert st == 200
         ref = an.stats(tod_store, "t", by, start=start, end=end)
-        assert {r["key"]: r["events"] for r in d["rows"]} == dict(zip(ref.column(key).to_pylist(), ref.column("events").to_pylist()))
+        assert {r["key"]: r["events"] for r in d["rows"]} == dict(
+            zip(ref.column(key).to_pylist(), ref.column("events").to_pylist())
+        )
 
 
 def test_stats_by_state_equal_the_sql_analysis(tod_store, app):
     st, d = get(app, "/api/ui/stats", {"trace": "t", "by": "state"})
     assert st == 200
     ref = an.stats(tod_store, "t", "state")
-    closed = tod_store.sql('SELECT CAST(behavior_id AS VARCHAR) AS s, count(*) AS n, sum(dur) AS d FROM "t:spans".span '
-                           "WHERE closed GROUP BY 1").to_pylist()
+    closed = tod_store.sql(
+        'SELECT CAST(behavior_id AS VARCHAR) AS s, count(*) AS n, sum(dur) AS d FROM "t:spans".span '
+        "WHERE closed GROUP BY 1"
+    ).to_pylist()
     want = {r["s"]: (r["n"], r["d"]) for r in closed}
     top = d["rows"][:-1]  # the last row is "other"
     assert len(top) == views.TOP_GROUPS and d["rows"][-1]["key"] is None
@@ -131,7 +143,9 @@ def test_histogram_is_bpftraces_over_the_closed_spans(tod_store, app):
 
 def test_top_spans_are_the_longest(tod_store, app):
     st, d = get(app, "/api/ui/top", {"trace": "t", "n": 5})
-    want = tod_store.sql('SELECT span_id, dur FROM "t:spans".span WHERE closed ORDER BY dur DESC, span_id LIMIT 5').to_pylist()
+    want = tod_store.sql(
+        'SELECT span_id, dur FROM "t:spans".span WHERE closed ORDER BY dur DESC, span_id LIMIT 5'
+    ).to_pylist()
     assert st == 200 and [r["dur"] for r in d["rows"]] == [w["dur"] for w in want]
 
 
@@ -141,9 +155,12 @@ def test_flame_of_the_whole_trace_is_the_aggregated_call_tree(tod_store, app):
     tree = an.aggregated_call_tree(tod_store, "t")
     from tracehouse.analysis.calltree import node_paths
 
-    paths = node_paths(tree.column("parent").to_numpy(), tree.column("depth").to_numpy(),
-                       np.arange(tree.num_rows), tree.column("name"))
-    want = {p: (c, t) for p, c, t in zip(paths, tree.column("calls").to_pylist(), tree.column("total_ns").to_pylist()) if c}
+    paths = node_paths(
+        tree.column("parent").to_numpy(), tree.column("depth").to_numpy(), np.arange(tree.num_rows), tree.column("name")
+    )
+    want = {
+        p: (c, t) for p, c, t in zip(paths, tree.column("calls").to_pylist(), tree.column("total_ns").to_pylist()) if c
+    }
     by_id = {n["id"]: n for n in d["nodes"]}
 
     def path(n):
@@ -166,7 +183,9 @@ def test_flame_of_a_range_clips_durations_and_lists_the_spans_of_a_frame(tod_sto
     roots = sum(n["total"] for n in d["nodes"] if n["parent"] < 0)
     assert roots <= end - start  # one thread's root calls cannot cover more than the range
     biggest = max(d["nodes"], key=lambda n: n["total"])
-    st, f = get(app, "/api/ui/frame", {"trace": "t", "start": start, "end": end, "producers": "3", "node": biggest["id"]})
+    st, f = get(
+        app, "/api/ui/frame", {"trace": "t", "start": start, "end": end, "producers": "3", "node": biggest["id"]}
+    )
     assert st == 200 and f["count"] == biggest["calls"] and f["path"][-1] == biggest["name"]
     assert all(r["producer"] == 3 and r["ts"] < end and r["end_ts"] > start for r in f["rows"])
 
@@ -178,7 +197,9 @@ def test_timeline_switches_to_per_pixel_aggregates_and_stays_bounded(tod_store, 
     st, whole = get(app, "/api/ui/timeline", {"trace": "t", "width": 300, "rows": "1;2;3,4"})
     assert st == 200 and len(whole["rows"]) == 3
     lv0 = whole["rows"][0]["levels"][0]
-    n_depth0 = tod_store.sql('SELECT count(*) FROM "t:spans".span WHERE producer = 1 AND depth = 0').column(0)[0].as_py()
+    n_depth0 = (
+        tod_store.sql('SELECT count(*) FROM "t:spans".span WHERE producer = 1 AND depth = 0').column(0)[0].as_py()
+    )
     assert n_depth0 > lanes.LEVEL_ITEMS
     assert lv0["mode"] == "busy" and len(lv0["busy"]) == 150 and lv0["spans"] == n_depth0  # 2-pixel bins
     assert [lv["mode"] for lv in whole["rows"][2]["levels"]] == ["sum"]  # a collapsed group: the sum of its producers
@@ -188,11 +209,15 @@ def test_timeline_switches_to_per_pixel_aggregates_and_stays_bounded(tod_store, 
     assert count <= lanes.MAX_ITEMS
     # zoomed in: the spans themselves
     start = info.ts_min + 100_000
-    st, near = get(app, "/api/ui/timeline", {"trace": "t", "width": 300, "rows": "1", "start": start, "end": start + 20_000})
+    st, near = get(
+        app, "/api/ui/timeline", {"trace": "t", "width": 300, "rows": "1", "start": start, "end": start + 20_000}
+    )
     lv = near["rows"][0]["levels"][0]
     assert lv["mode"] == "items" and lv["ts"]
-    rows = tod_store.sql(f'SELECT ts, dur FROM "t:spans".span WHERE producer = 1 AND depth = 0 AND ts < {start + 20_000} '
-                         f"AND end_ts > {start} ORDER BY ts").to_pylist()
+    rows = tod_store.sql(
+        f'SELECT ts, dur FROM "t:spans".span WHERE producer = 1 AND depth = 0 AND ts < {start + 20_000} '
+        f"AND end_ts > {start} ORDER BY ts"
+    ).to_pylist()
     assert list(zip(lv["ts"], lv["dur"])) == [(r["ts"], r["dur"]) for r in rows]
     assert set(near["names"]) >= {str(c) for c in lv["name"]}  # JSON keys: the codes as text
 
@@ -291,7 +316,9 @@ def test_upload_import_runs_as_a_job(tmp_path):
             time.sleep(0.05)
         assert job["state"] == "done" and job["result"]["events"] == 13
         assert s.trace("up").format == "paje" and not list((tmp_path / "s" / "uploads").iterdir())
-        st, bad = get(a, "/api/ui/import", {"filename": "x.bin", "format": "strace"}, method="POST", body=b"\x00\x01garbage")
+        st, bad = get(
+            a, "/api/ui/import", {"filename": "x.bin", "format": "strace"}, method="POST", body=b"\x00\x01garbage"
+        )
         assert st == 400 and "strace" in bad["error"]
         state.close()
 
@@ -308,7 +335,9 @@ def test_results_open_as_tables_histograms_and_processed_traces(tmp_path):
         st, d = get(a, "/api/ui/results")
         kinds = {(r["tool"], r["kind"]) for r in d["results"]}
         assert ("bpftrace", "table") in kinds and ("tracehouse.analysis.spans", "processed") in kinds
-        opened = [get(a, "/api/ui/result", {"id": r["id"]})[1] for r in d["results"] if r["tool"] in ("bpftrace", "stap")]
+        opened = [
+            get(a, "/api/ui/result", {"id": r["id"]})[1] for r in d["results"] if r["tool"] in ("bpftrace", "stap")
+        ]
         views_of = {(o["tool"], o["view"]) for o in opened}
         assert {("bpftrace", "histogram"), ("stap", "histogram"), ("bpftrace", "table")} <= views_of
         h = next(o for o in opened if o["tool"] == "stap")
@@ -359,15 +388,20 @@ def test_window_rows_by_block_searches_equal_a_full_scan(tod_store, app):
     rng = np.random.default_rng(1)
     for _ in range(20):
         a, b = sorted(rng.integers(info.ts_min - 1000, info.ts_max + 1000, 2).tolist())
-        ps = tuple(sorted(rng.choice(np.arange(1, 11), rng.integers(1, 4), replace=False).tolist())) if rng.random() < 0.5 else None
+        ps = (
+            tuple(sorted(rng.choice(np.arange(1, 11), rng.integers(1, 4), replace=False).tolist()))
+            if rng.random() < 0.5
+            else None
+        )
         w = views.Window(a, b + 1, ps)
         in_p = np.ones(len(ts), bool) if ps is None else np.isin(prod, ps)
         rows, clipped = windows.overlapping(sd.index, w, info.ts_min, info.ts_max)
         assert np.array_equal(np.sort(np.arange(len(ts))[rows]), np.flatnonzero(in_p & (ts < b + 1) & (end_ts > a)))
         assert (np.minimum(clipped, b + 1 - a) == clipped).all()
         starting = windows.starting(sd.index, w, info.ts_min, info.ts_max)
-        assert np.array_equal(np.sort(np.arange(len(ts))[starting]),
-                              np.flatnonzero(in_p & (ts >= a) & (ts < b + 1) & closed))
+        assert np.array_equal(
+            np.sort(np.arange(len(ts))[starting]), np.flatnonzero(in_p & (ts >= a) & (ts < b + 1) & closed)
+        )
     state.close()
 
 
@@ -393,8 +427,14 @@ def test_issue33_a_collapsed_group_is_the_sum_of_its_producers_top_level_spans(t
     assert lv["mode"] == "sum" and lv["producers"] == 3
     bin_ns = (end - start) / len(lv["busy"])
     got = sum(lv["busy"]) * bin_ns
-    want = tod_store.sql(f'SELECT CAST(sum(least(end_ts, {end}) - greatest(ts, {start})) AS BIGINT) AS ns FROM "t:spans".span '
-                         f"WHERE producer IN (1, 2, 3) AND depth = 0 AND ts < {end} AND end_ts > {start}").column(0)[0].as_py()
+    want = (
+        tod_store.sql(
+            f'SELECT CAST(sum(least(end_ts, {end}) - greatest(ts, {start})) AS BIGINT) AS ns FROM "t:spans".span '
+            f"WHERE producer IN (1, 2, 3) AND depth = 0 AND ts < {end} AND end_ts > {start}"
+        )
+        .column(0)[0]
+        .as_py()
+    )
     assert want > 0 and abs(got - want) <= 0.0005 * bin_ns * len(lv["busy"])  # busy shares are rounded to 0.001
     assert max(lv["busy"]) <= 3
 
@@ -439,8 +479,9 @@ def test_issue33_a_zoomed_frame_is_its_subtree_with_what_was_cut(tod_store, app)
     tree = an.aggregated_call_tree(tod_store, "t")
     from tracehouse.analysis.calltree import node_paths
 
-    paths = node_paths(tree.column("parent").to_numpy(), tree.column("depth").to_numpy(), np.arange(tree.num_rows),
-                       tree.column("name"))
+    paths = node_paths(
+        tree.column("parent").to_numpy(), tree.column("depth").to_numpy(), np.arange(tree.num_rows), tree.column("name")
+    )
     want = dict(zip(paths, tree.column("total_ns").to_pylist()))
     by = sub_nodes
 

@@ -29,8 +29,16 @@ playwright = pytest.importorskip("playwright.sync_api", reason="playwright is a 
 
 CHROMIUM = os.environ.get("TRACEHOUSE_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
 ARTIFACTS = Path(os.environ.get("TRACEHOUSE_ARTIFACTS", ROOT / "test-artifacts")) / "webui"
-FORMATS = {"demo-tod": "tod", "demo-strace": "strace", "demo-chrome": "chrome", "demo-bpftrace": "bpftrace",
-           "demo-stap": "stap", "demo-paje": "paje", "demo-csv": "csv", "demo-lineproto": "lineproto"}
+FORMATS = {
+    "demo-tod": "tod",
+    "demo-strace": "strace",
+    "demo-chrome": "chrome",
+    "demo-bpftrace": "bpftrace",
+    "demo-stap": "stap",
+    "demo-paje": "paje",
+    "demo-csv": "csv",
+    "demo-lineproto": "lineproto",
+}
 
 pytestmark = pytest.mark.skipif(not Path(CHROMIUM).exists(), reason=f"no Chromium at {CHROMIUM} (make chromium)")
 WAIT_MS = 30_000  # the longest any wait of a page may take (the machine may be loaded)
@@ -79,14 +87,21 @@ def _watched(browser, **context_args):
 def _start(args: list[str], store: Path, ready: Path, timeout: float = 240):
     env = dict(os.environ, TRACEHOUSE_HOME=str(store))
     env.pop("TRACEHOUSE_TOKEN", None)
-    log = open(store.parent / f"{ready.stem}.log", "w")
-    proc = subprocess.Popen([sys.executable, "-m", "tracehouse.cli", *args, "--ready-file", str(ready)], env=env,
-                            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+    log = open(store.parent / f"{ready.stem}.log", "w")  # noqa: SIM115 - closed with the server
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tracehouse.cli", *args, "--ready-file", str(ready)],
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
     end = time.monotonic() + timeout
     while not ready.exists():
         if proc.poll() is not None or time.monotonic() > end:
             proc.kill()
-            raise AssertionError(f"{args[0]} did not start: " + (store.parent / f"{ready.stem}.log").read_text()[-3000:])
+            raise AssertionError(
+                f"{args[0]} did not start: " + (store.parent / f"{ready.stem}.log").read_text()[-3000:]
+            )
         time.sleep(0.2)
     return proc, json.loads(ready.read_text())
 
@@ -143,7 +158,9 @@ def test_traces_page_lists_every_format_searches_and_sorts(page):
     assert re.search(r"\d+ traces, [\d,]+ events", page.locator("main p.muted").first.inner_text())
     shot(page, "traces")
     page.get_by_role("button", name=re.compile("^events")).click()  # sort by event count, largest first
-    page.wait_for_function("document.querySelector('table[aria-label=traces] tbody tr td').innerText.startsWith('demo-tod')")
+    page.wait_for_function(
+        "document.querySelector('table[aria-label=traces] tbody tr td').innerText.startsWith('demo-tod')"
+    )
     page.fill("input[name=q]", "strace")
     page.keyboard.press("Enter")
     page.wait_for_function("document.querySelectorAll('table[aria-label=traces] tbody tr').length === 1")
@@ -176,8 +193,10 @@ def test_overview_zoom_by_dragging_the_density_chart_filters_the_statistics(page
     # keyboard zoom on the chart halves the range
     page.locator(".chart.density").focus()
     page.keyboard.press("+")
-    page.wait_for_function(f"document.querySelector('.chart.density') && "
-                           f"+document.querySelector('.chart.density').dataset.end - +document.querySelector('.chart.density').dataset.start < {(end - start) * 0.6}")
+    page.wait_for_function(
+        f"document.querySelector('.chart.density') && "
+        f"+document.querySelector('.chart.density').dataset.end - +document.querySelector('.chart.density').dataset.start < {(end - start) * 0.6}"
+    )
     shot(page, "overview-zoomed")
     # linked views: a producer picked in the statistics, with the range, is what the timeline and
     # the flame graph show
@@ -185,8 +204,10 @@ def test_overview_zoom_by_dragging_the_density_chart_filters_the_statistics(page
     page.wait_for_function("location.hash.includes('producers=')")
     producer = re.search(r"producers=(\d+)", page.evaluate("location.hash")).group(1)
     page.locator("#tracenav a", has_text="Timeline").click()
-    page.wait_for_function("location.hash.startsWith('#/timeline/demo-tod') && location.hash.includes('start=')"
-                           f" && location.hash.includes('producers={producer}')")
+    page.wait_for_function(
+        "location.hash.startsWith('#/timeline/demo-tod') && location.hash.includes('start=')"
+        f" && location.hash.includes('producers={producer}')"
+    )
     page.wait_for_selector("#tl-labels .lab")
     assert page.locator("#tl-labels .lab").count() == 1
     page.locator("#tracenav a", has_text="Calls").click()
@@ -204,7 +225,9 @@ def test_timeline_draws_rows_and_zooms_with_the_keyboard(page):
     page.locator("#tl-canvas-box").focus()
     page.keyboard.press("w")
     page.wait_for_function("location.hash.includes('start=')")
-    page.wait_for_function("document.querySelector('#tl-canvas-box canvas') && document.querySelector('#tl-canvas-box canvas').height > 50")
+    page.wait_for_function(
+        "document.querySelector('#tl-canvas-box canvas') && document.querySelector('#tl-canvas-box canvas').height > 50"
+    )
 
 
 def test_timeline_of_counters_and_line_protocol(page):
@@ -277,7 +300,9 @@ def test_sql_console_good_and_bad_queries_paging_and_download(page):
     shot(page, "sql-error")
     page.fill("textarea.sql", "DROP TABLE th.traces")
     page.get_by_role("button", name="Run").click()
-    page.wait_for_function("document.querySelector('pre.sql-error') && /read-only|refused/.test(document.querySelector('pre.sql-error').innerText)")
+    page.wait_for_function(
+        "document.querySelector('pre.sql-error') && /read-only|refused/.test(document.querySelector('pre.sql-error').innerText)"
+    )
 
 
 def test_leaving_a_trace_before_its_info_arrives_keeps_the_page_left_to(page):
@@ -334,11 +359,16 @@ def test_analyses_page_runs_any_analysis_of_the_registry_over_the_selection(page
     box.locator("select#an-stats-by").select_option("type")
     box.locator("button", has_text="Run").click()
     box.locator("table tbody tr").first.wait_for()
-    got = {r[0]: int(r[1].replace(",", "")) for r in box.locator("table tbody tr").evaluate_all(
-        "rows => rows.map(r => [r.cells[1].innerText, r.cells[2].innerText])")}
+    got = {
+        r[0]: int(r[1].replace(",", ""))
+        for r in box.locator("table tbody tr").evaluate_all(
+            "rows => rows.map(r => [r.cells[1].innerText, r.cells[2].innerText])"
+        )
+    }
     sql = 'SELECT type, count(*) AS n FROM "demo-tod".events WHERE producer = 2 GROUP BY type'
-    res = page.request.post(page.base + "/api/ui/sql", data=json.dumps({"sql": sql}),
-                            headers={"content-type": "application/json"}).json()
+    res = page.request.post(
+        page.base + "/api/ui/sql", data=json.dumps({"sql": sql}), headers={"content-type": "application/json"}
+    ).json()
     assert got == {r[0]: r[1] for r in res["rows"]}
     shot(page, "analyses")
 
@@ -360,7 +390,9 @@ def test_results_open_as_histograms_and_processed_traces(page):
     link = page.locator("main p", has_text="A processed trace:").locator("a")
     derived = link.inner_text()
     link.click()
-    page.wait_for_function(f"document.querySelector('main h1') && document.querySelector('main h1').innerText === {derived!r}")
+    page.wait_for_function(
+        f"document.querySelector('main h1') && document.querySelector('main h1').innerText === {derived!r}"
+    )
     assert page.locator("#error").is_hidden()
 
 
@@ -389,19 +421,29 @@ def test_every_trace_page_of_every_format_renders(page):
         for view in ("trace", "timeline", "calls"):
             page.goto(page.base + f"/#/{view}/{name}")
             title = name if view == "trace" else f"{name}: {view}"
-            page.wait_for_function(f"document.querySelector('main h1') && document.querySelector('main h1').innerText === {title!r}"
-                                   " && document.querySelector('main').getAttribute('aria-busy') === 'false'"
-                                   " && !document.querySelector('.pending[role=status]')")  # every answer drawn
+            page.wait_for_function(
+                f"document.querySelector('main h1') && document.querySelector('main h1').innerText === {title!r}"
+                " && document.querySelector('main').getAttribute('aria-busy') === 'false'"
+                " && !document.querySelector('.pending[role=status]')"
+            )  # every answer drawn
             assert page.locator("#error").is_hidden(), (name, view, page.locator("#error").inner_text())
 
 
 def test_a_server_with_a_token_asks_for_it(browser, tmp_path):
     store = tmp_path / "store"
     env = dict(os.environ, TRACEHOUSE_HOME=str(store))
-    subprocess.run([sys.executable, "-m", "tracehouse.cli", "import", "paje", str(DATA / "small.paje"),
-                    "--name", "p"], env=env, check=True, capture_output=True)
-    proc, info = _start(["serve", "--port", "0", "--tcp-port", "-1", "--token", "s3cret", "--quiet"], store,
-                        tmp_path / "ready.json", timeout=60)
+    subprocess.run(
+        [sys.executable, "-m", "tracehouse.cli", "import", "paje", str(DATA / "small.paje"), "--name", "p"],
+        env=env,
+        check=True,
+        capture_output=True,
+    )
+    proc, info = _start(
+        ["serve", "--port", "0", "--tcp-port", "-1", "--token", "s3cret", "--quiet"],
+        store,
+        tmp_path / "ready.json",
+        timeout=60,
+    )
     try:
         with _watched(browser) as ctx:
             pg = ctx.new_page()
@@ -456,13 +498,15 @@ def test_issue33_epoch_times_reach_the_browser_exactly(browser, tmp_path):
     import urllib.request
 
     store = tmp_path / "store"
-    proc, info = _start(["serve", "--port", "0", "--tcp-port", "-1", "--quiet"], store, tmp_path / "ready.json",
-                        timeout=60)
+    proc, info = _start(
+        ["serve", "--port", "0", "--tcp-port", "-1", "--quiet"], store, tmp_path / "ready.json", timeout=60
+    )
     try:
         t0 = 1_700_000_000_000_000_001  # + 60 s: a float rounds it down, the last point fell outside
         lines = "\n".join(f"cpu,host=a usage={21.5 if k < 60 else 22.5} {t0 + k * 1_000_000_000}" for k in range(61))
-        req = urllib.request.Request(info["http"] + "/api/v2/write?bucket=lp&precision=ns", data=lines.encode(),
-                                     method="POST")
+        req = urllib.request.Request(
+            info["http"] + "/api/v2/write?bucket=lp&precision=ns", data=lines.encode(), method="POST"
+        )
         assert urllib.request.urlopen(req, timeout=30).status == 204
         end = time.monotonic() + 60  # acknowledged now; in the catalog's counts once committed (seconds)
         while json.load(urllib.request.urlopen(info["http"] + "/api/ui/trace?trace=lp"))["trace"]["event_count"] < 61:
@@ -491,12 +535,16 @@ def test_issue33_a_zoomed_flame_frame_draws_its_subtree_from_the_server(page):
     sub = _answer(page, "/api/ui/flame", page.locator(f".flame svg rect[data-node='{n['id']}']").click, also="root=")
     new = {k["id"] for k in sub["nodes"]} - sent
     assert new  # frames the first answer left out
-    page.wait_for_function(f"[...document.querySelectorAll('.flame svg rect[data-node]')].some(r => {sorted(new)}.includes(+r.dataset.node))")
+    page.wait_for_function(
+        f"[...document.querySelectorAll('.flame svg rect[data-node]')].some(r => {sorted(new)}.includes(+r.dataset.node))"
+    )
     shot(page, "calls-zoomed")
     # the call tree: a path whose children were cut lists them when expanded
     page.goto(page.base + "/#/calls/demo-tod")
     page.wait_for_selector("ul.tree button.name")
-    page.wait_for_function("document.querySelector('main').getAttribute('aria-busy') === 'false'")  # a lone root opens itself
+    page.wait_for_function(
+        "document.querySelector('main').getAttribute('aria-busy') === 'false'"
+    )  # a lone root opens itself
     first = page.locator("ul.tree > li").first
     if first.get_attribute("aria-expanded") != "true":
         first.locator("button.tog").first.click()
@@ -539,13 +587,19 @@ def test_issue33_the_axis_at_deep_zoom_tells_its_ticks_apart_and_spans_start_to_
     top = _answer(page, "/api/ui/top", lambda: page.goto(page.base + "/#/trace/demo-chrome"))
     r = next(r for r in top["rows"] if r["depth"] == 0)
     mid = r["ts"] + r["dur"] // 2
-    page.goto(page.base + f"/#/timeline/demo-chrome?start={mid - 104_000}&end={mid + 104_000}&producers={r['producer']}")
+    page.goto(
+        page.base + f"/#/timeline/demo-chrome?start={mid - 104_000}&end={mid + 104_000}&producers={r['producer']}"
+    )
     page.wait_for_selector("#tl-axis span")
     labels = page.locator("#tl-axis span").all_inner_texts()
     assert len(labels) == 6 and len(set(labels)) == 6, labels
-    page.goto(page.base + f"/#/timeline/demo-chrome?start={r['ts'] - r['dur'] // 10}&end={r['end_ts'] + r['dur'] // 10}"
-              f"&producers={r['producer']}")
-    page.wait_for_function("document.querySelector('#tl-canvas-box canvas') && document.querySelector('main').getAttribute('aria-busy') === 'false'")
+    page.goto(
+        page.base + f"/#/timeline/demo-chrome?start={r['ts'] - r['dur'] // 10}&end={r['end_ts'] + r['dur'] // 10}"
+        f"&producers={r['producer']}"
+    )
+    page.wait_for_function(
+        "document.querySelector('#tl-canvas-box canvas') && document.querySelector('main').getAttribute('aria-busy') === 'false'"
+    )
     page.wait_for_selector("#tl-labels .lab")
     box = _canvas_box(page)
     page.mouse.click(box["x"] + box["width"] / 2, box["y"] + 2 + 5)
@@ -568,12 +622,18 @@ def test_issue33_the_state_pie_is_by_self_time_with_a_table(page):
 def test_issue33_the_strace_example_counts_bytes_of_the_calls_that_move_them(page):
     page.goto(page.base + "/#/sql")
     page.wait_for_selector("select[aria-label='example queries'] optgroup", state="attached")
-    sql = page.locator("select[aria-label='example queries'] optgroup[label^=strace] option", has_text="time per syscall").get_attribute("value")
+    sql = page.locator(
+        "select[aria-label='example queries'] optgroup[label^=strace] option", has_text="time per syscall"
+    ).get_attribute("value")
     page.select_option("select[aria-label='example queries']", value=sql)
     page.get_by_role("button", name="Run").click()
     page.wait_for_selector("table[aria-label='query result'] tbody tr")
-    got = {r[0]: r[-1] for r in page.locator("table[aria-label='query result'] tbody tr").evaluate_all(
-        "rs => rs.map(r => [...r.cells].map(c => c.innerText))")}
+    got = {
+        r[0]: r[-1]
+        for r in page.locator("table[aria-label='query result'] tbody tr").evaluate_all(
+            "rs => rs.map(r => [...r.cells].map(c => c.innerText))"
+        )
+    }
     assert got["mmap"] == "∅" and got["openat"] == "∅"
     assert got["write"] not in ("∅", "") and got["read"] not in ("∅", "")
 
@@ -590,9 +650,13 @@ def _find(page, trace: str, text: str) -> dict:
 def _open_span(page, trace: str, r: dict) -> str:
     """The timeline zoomed on span `r` (its producer only), clicked: the details' text."""
     pad = max(r["dur"] // 10, 1)
-    page.goto(page.base + f"/#/timeline/{trace}?start={r['ts'] - pad}&end={r['end_ts'] + pad}&producers={r['producer']}")
+    page.goto(
+        page.base + f"/#/timeline/{trace}?start={r['ts'] - pad}&end={r['end_ts'] + pad}&producers={r['producer']}"
+    )
     page.wait_for_selector("#tl-labels .lab")
-    page.wait_for_function("document.querySelector('#tl-canvas-box canvas') && document.querySelector('main').getAttribute('aria-busy') === 'false'")
+    page.wait_for_function(
+        "document.querySelector('#tl-canvas-box canvas') && document.querySelector('main').getAttribute('aria-busy') === 'false'"
+    )
     box = _canvas_box(page)
     page.mouse.click(box["x"] + box["width"] / 2, box["y"] + 2 + 11 * r["depth"] + 5)
     page.wait_for_selector("dl[aria-label='span details']")
@@ -610,8 +674,10 @@ def test_issue33_slice_details_give_arguments_producer_self_time_children_and_pa
     child = next(r for r in top if r["depth"] >= 1)
     _open_span(page, "demo-chrome", child)
     page.locator("dl[aria-label='span details'] button.link", has_text="span ").click()
-    page.wait_for_function(f"document.querySelector('.details b') && document.querySelector('dl[aria-label=\"span details\"]')"
-                           f" && document.querySelector('.details').innerText.includes('depth {child['depth'] - 1}')")
+    page.wait_for_function(
+        f"document.querySelector('.details b') && document.querySelector('dl[aria-label=\"span details\"]')"
+        f" && document.querySelector('.details').innerText.includes('depth {child['depth'] - 1}')"
+    )
     page.locator("dl[aria-label='span details'] button.link", has_text="find").click()
     page.wait_for_selector("form.search-tl [data-count]")
 
@@ -641,19 +707,31 @@ def test_issue33_search_in_the_timeline_counts_and_steps_through_the_matches(pag
 def test_issue33_an_area_selection_aggregates_by_name_and_sql_rows_jump_to_the_timeline(page):
     info = page.request.get(page.base + "/api/ui/trace?trace=demo-chrome&rel=1").json()
     t0 = int(info["trace"]["ts_min_text"])
-    starts = [int(r[0]) - t0 for r in page.request.post(
-        page.base + "/api/ui/sql", data=json.dumps({"sql": 'SELECT ts FROM "demo-chrome:spans".span ORDER BY ts'}),
-        headers={"content-type": "application/json"}).json()["rows"]]
+    starts = [
+        int(r[0]) - t0
+        for r in page.request.post(
+            page.base + "/api/ui/sql",
+            data=json.dumps({"sql": 'SELECT ts FROM "demo-chrome:spans".span ORDER BY ts'}),
+            headers={"content-type": "application/json"},
+        ).json()["rows"]
+    ]
     a, b = starts[len(starts) // 3], starts[-2] + 1  # some of the spans, not all
     page.goto(page.base + f"/#/timeline/demo-chrome?start={a}&end={b}")
     page.wait_for_selector("table[aria-label='selection by name'] tbody tr")
-    got = {r[0]: r[1:] for r in page.locator("table[aria-label='selection by name'] tbody tr").evaluate_all(
-        "rs => rs.map(r => [...r.cells].map(c => c.innerText))")}
+    got = {
+        r[0]: r[1:]
+        for r in page.locator("table[aria-label='selection by name'] tbody tr").evaluate_all(
+            "rs => rs.map(r => [...r.cells].map(c => c.innerText))"
+        )
+    }
     name = info["spans"]["name"] or "name"
-    sql = (f'SELECT CAST("{name}" AS VARCHAR) AS n, count(*) AS c FROM "demo-chrome:spans".span '
-           f"WHERE closed AND ts >= {t0 + a} AND ts < {t0 + b} GROUP BY ALL")
-    want = page.request.post(page.base + "/api/ui/sql", data=json.dumps({"sql": sql}),
-                             headers={"content-type": "application/json"}).json()
+    sql = (
+        f'SELECT CAST("{name}" AS VARCHAR) AS n, count(*) AS c FROM "demo-chrome:spans".span '
+        f"WHERE closed AND ts >= {t0 + a} AND ts < {t0 + b} GROUP BY ALL"
+    )
+    want = page.request.post(
+        page.base + "/api/ui/sql", data=json.dumps({"sql": sql}), headers={"content-type": "application/json"}
+    ).json()
     assert {r[0]: f"{r[1]:,}" for r in want["rows"]} == {k: v[0] for k, v in got.items()}
     shot(page, "timeline-selection")
     # a SQL result with ts and producer: a row opens on the timeline, at that time on that producer
@@ -661,7 +739,9 @@ def test_issue33_an_area_selection_aggregates_by_name_and_sql_rows_jump_to_the_t
     page.fill("textarea.sql", 'SELECT ts, producer, name FROM "demo-chrome".slice ORDER BY ts DESC LIMIT 3')
     page.get_by_role("button", name="Run").click()
     page.wait_for_selector("table.jumps tbody tr")
-    ts, producer = page.locator("table.jumps tbody tr").first.evaluate("r => [r.cells[0].innerText, r.cells[1].innerText]")
+    ts, producer = page.locator("table.jumps tbody tr").first.evaluate(
+        "r => [r.cells[0].innerText, r.cells[1].innerText]"
+    )
     page.locator("table.jumps tbody tr").first.click()
     page.wait_for_function("location.hash.startsWith('#/timeline/demo-chrome')")
     q = dict(x.split("=") for x in page.evaluate("location.hash").split("?")[1].split("&"))
@@ -677,7 +757,9 @@ def test_issue33_papercuts(page):
     page.goto(page.base + "/#/")
     page.wait_for_selector("table[aria-label=traces] tbody tr")
     starts = page.locator("table[aria-label=traces] tbody tr").evaluate_all("rs => rs.map(r => r.cells[4].innerText)")
-    assert all(re.match(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d|)", s) and not re.fullmatch(r"[\d,]{12,}", s) for s in starts)
+    assert all(
+        re.match(r"^(\d{4}-\d\d-\d\d \d\d:\d\d:\d\d|)", s) and not re.fullmatch(r"[\d,]{12,}", s) for s in starts
+    )
     assert any(re.match(r"^\d{4}-\d\d-\d\d ", s) for s in starts)
     # producer toggles say whether they are open
     page.goto(page.base + "/#/timeline/demo-strace")
@@ -700,7 +782,9 @@ def test_issue33_ruler_measure_and_client_side_pan_and_zoom(page):
     """The time under the cursor to the pixel, alt-drag measures, and a drag or the wheel moves
     the picture at once (no request until the gesture ends; then the range is asked again)."""
     page.goto(page.base + "/#/timeline/demo-tod?start=1000000&end=2000000")
-    page.wait_for_function("document.querySelector('#tl-canvas-box canvas') && document.querySelector('main').getAttribute('aria-busy') === 'false'")
+    page.wait_for_function(
+        "document.querySelector('#tl-canvas-box canvas') && document.querySelector('main').getAttribute('aria-busy') === 'false'"
+    )
     page.wait_for_selector("#tl-labels .lab")
     box = _canvas_box(page)
     x = box["x"] + box["width"] * 0.3
@@ -738,7 +822,12 @@ def test_issue33_counters_give_their_value_under_the_cursor(page):
     line = next(ln for ln in d["lines"] if ln["producer"] == d["rows"][0]["producers"][0])
     k = len(line["bin"]) // 2
     box = _canvas_box(page)
-    y0 = box["y"] + 2 + 11 * sum(2 if lv["mode"] == "sum" else 1 for lv in d["rows"][0]["levels"]) + 12 * len(d["rows"][0]["ticks"])
+    y0 = (
+        box["y"]
+        + 2
+        + 11 * sum(2 if lv["mode"] == "sum" else 1 for lv in d["rows"][0]["levels"])
+        + 12 * len(d["rows"][0]["ticks"])
+    )
     page.mouse.move(box["x"] + (line["bin"][k] + 0.5) * box["width"] / d["width"], y0 + 17)
     text = page.locator("#tl-hover").inner_text()
     assert f"{line['type']}.{line['value']}" in text and f"max {line['hi'][k]}" in text, text

@@ -38,8 +38,9 @@ def rec(tmp_path_factory):
 
 
 def post(app, body) -> tuple[int, dict]:
-    status, _h, out = asyncio.run(call_app(app, "POST", "/api/ui/debug", "", [("content-type", "application/json")],
-                                           json.dumps(body).encode()))
+    status, _h, out = asyncio.run(
+        call_app(app, "POST", "/api/ui/debug", "", [("content-type", "application/json")], json.dumps(body).encode())
+    )
     return status, json.loads(out)
 
 
@@ -66,12 +67,15 @@ def test_debug_route_answers_as_the_command_does_and_continues_from_its_state(re
 
 def test_debug_page_steps_and_highlights_the_line(rec, tmp_path):
     from server.test_webui_browser import CHROMIUM, _start, _stop, _watched
+
     playwright = pytest.importorskip("playwright.sync_api")
     if not Path(CHROMIUM).exists():
         pytest.skip(f"no Chromium at {CHROMIUM}")
     rec.flush()
     rec.close()
-    proc, info = _start(["serve", "--port", "0", "--tcp-port", "-1", "--quiet"], Path(rec.path), tmp_path / "ready.json")
+    proc, info = _start(
+        ["serve", "--port", "0", "--tcp-port", "-1", "--quiet"], Path(rec.path), tmp_path / "ready.json"
+    )
     try:
         with playwright.sync_playwright() as p:
             b = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"])

@@ -20,6 +20,7 @@ from tracehouse import Column, EventType, _core
 
 # -- compaction ----------------------------------------------------------------------------
 
+
 def test_compaction_keeps_every_row_exactly_once(store, store_path):
     store.create_trace("t", "demo", event_types=[MARK, LOAD])
     rng = np.random.default_rng(7)
@@ -51,15 +52,26 @@ def test_compaction_keeps_every_row_exactly_once(store, store_path):
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(st.lists(st.tuples(st.integers(0, 3), st.integers(-3, 3)), max_size=6), min_size=1, max_size=5),
-       st.booleans())
+@given(
+    st.lists(st.lists(st.tuples(st.integers(0, 3), st.integers(-3, 3)), max_size=6), min_size=1, max_size=5),
+    st.booleans(),
+)
 def test_row_order_matches_numpys_stable_sort(parts, by_producer):
     # The native order reads chunks in place and sorts only when they are out of order: the
     # permutation (or None for the identity) must be numpy's stable one, borders included.
     from tracehouse.store.segments import row_order
-    table = pa.Table.from_batches([pa.record_batch({"producer": pa.array([p for p, _ in part], pa.int32()),
-                                                    "ts": pa.array([t for _, t in part], pa.int64())})
-                                   for part in parts])
+
+    table = pa.Table.from_batches(
+        [
+            pa.record_batch(
+                {
+                    "producer": pa.array([p for p, _ in part], pa.int32()),
+                    "ts": pa.array([t for _, t in part], pa.int64()),
+                }
+            )
+            for part in parts
+        ]
+    )
     ts = np.array([t for part in parts for _, t in part], np.int64)
     prod = np.array([p for part in parts for p, _ in part], np.int64)
     ref = np.lexsort((ts, prod)) if by_producer else np.argsort(ts, kind="stable")
@@ -74,6 +86,7 @@ def test_compaction_reads_segments_without_importing_pyarrow_dataset(store_path)
     # of up to 24 ms): on a server the first compaction under load stalled the dispatcher.
     import subprocess
     import sys
+
     code = f"""
 import sys, pyarrow as pa, tracehouse
 from tracehouse import Column, EventType
@@ -96,6 +109,7 @@ def test_a_registered_checkpoint_frees_its_batches_one_at_a_time(store_path, mon
     # Freeing a batch runs its columns' release callbacks with the interpreter lock held; a
     # checkpoint's hundreds of batches freed at once stalled a server's dispatcher (42 ms).
     from tracehouse.store import writer as writermod
+
     seen, sleeps = [], []
     orig = writermod.TraceWriter._write_segments
 
@@ -179,8 +193,13 @@ def test_drop_written_pages_leaves_segments_out_of_the_page_cache(store_path, dr
     try:
         s.create_trace("t", "demo", event_types=[LOAD])
         n = 200_000
-        s.append("t", "load", pa.table({"ts": np.arange(n), "producer": np.zeros(n, np.int32),
-                                        "value": np.random.default_rng(1).random(n)}))
+        s.append(
+            "t",
+            "load",
+            pa.table(
+                {"ts": np.arange(n), "producer": np.zeros(n, np.int32), "value": np.random.default_rng(1).random(n)}
+            ),
+        )
         s.flush("t")
         (seg,) = s.catalog.segments(s.trace("t").id, "load")
         resident, pages = _resident_pages(s.path / seg.path)
@@ -205,8 +224,9 @@ def test_overlapping_checkpoints_register_in_snapshot_order(store_path, monkeypa
     release = threading.Event()
     orig = writermod.write_sorted_part
 
-    def slow_first(root, rel_dir, table, order, start, stop, level=0, keep_cached=True, row_group=None, meta=None,
-                   checksums=True):
+    def slow_first(
+        root, rel_dir, table, order, start, stop, level=0, keep_cached=True, row_group=None, meta=None, checksums=True
+    ):
         if table.column("ts")[0].as_py() == 1:  # the first checkpoint's rows
             assert release.wait(10)
         return orig(root, rel_dir, table, order, start, stop, level, keep_cached, row_group, meta, checksums)
@@ -264,8 +284,9 @@ def test_auto_compaction_after_enough_checkpoints(store_path):
 def test_auto_compaction_leaves_segments_a_fanin_of_which_would_not_fit_the_target(store_path):
     # target 40 rows, fan-in 4: only segments under 10 rows are merged automatically, in
     # groups of at least 4; compact() still merges the rest.
-    with tracehouse.open(store_path, compact_min_segments=2, compact_min_fanin=4, compact_target_rows=40,
-                         flush_interval_s=3600.0) as s:
+    with tracehouse.open(
+        store_path, compact_min_segments=2, compact_min_fanin=4, compact_target_rows=40, flush_interval_s=3600.0
+    ) as s:
         s.create_trace("t", "demo", event_types=[MARK])
         tid = s.trace("t").id
 
@@ -292,8 +313,9 @@ def test_auto_compaction_rewrites_each_row_once_per_size_tier(store_path):
     # 640 rows: segments reached level 5 (most rows rewritten 5 times). Tiered: a merge
     # takes segments of one size tier (4**k <= rows < 4**(k+1)), so a row is rewritten at most
     # once per tier below the 160-row limit: 10 -> 40 -> 160, twice.
-    with tracehouse.open(store_path, compact_min_segments=4, compact_min_fanin=4, compact_target_rows=640,
-                         flush_interval_s=3600.0) as s:
+    with tracehouse.open(
+        store_path, compact_min_segments=4, compact_min_fanin=4, compact_target_rows=640, flush_interval_s=3600.0
+    ) as s:
         s.create_trace("t", "demo", event_types=[MARK])
         for i in range(120):
             s.append("t", "mark", marks(list(range(i * 10, i * 10 + 10)), [0] * 10, ["x"] * 10))
@@ -308,8 +330,7 @@ def test_auto_compaction_rewrites_each_row_once_per_size_tier(store_path):
 def test_compaction_of_a_wide_type_is_capped_by_bytes(store_path):
     # 10 params + ts, producer, seq = 13 columns x 8 bytes: a 2,600-byte cap is 25 rows.
     wide = EventType("w", "instant", tuple(Column(f"c{i}", "float64", "", "") for i in range(10)))
-    with tracehouse.open(store_path, compact_min_segments=100, flush_interval_s=3600.0,
-                         compact_target_bytes=2600) as s:
+    with tracehouse.open(store_path, compact_min_segments=100, flush_interval_s=3600.0, compact_target_bytes=2600) as s:
         s.create_trace("t", "widefmt", event_types=[wide])
         for i in range(8):
             cols = {"ts": pa.array(range(i * 10, i * 10 + 10), pa.int64()), "producer": pa.array([0] * 10, pa.int32())}

@@ -59,8 +59,13 @@ KEEP_OUT = ("writer.lock", "disk-full.reserve", "catalog.sqlite", "catalog.sqlit
 
 def cli_process(*argv: str, store: Path) -> subprocess.CompletedProcess:
     """The real `tracehouse` command in a process of its own (the template's writers)."""
-    return subprocess.run([sys.executable, "-m", "tracehouse.cli", "--store", str(store), *argv],
-                          capture_output=True, text=True, timeout=300, env=child_env())
+    return subprocess.run(
+        [sys.executable, "-m", "tracehouse.cli", "--store", str(store), *argv],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=child_env(),
+    )
 
 
 _capsys = []
@@ -87,8 +92,12 @@ def template(tmp_path_factory) -> tuple[Path, dict]:
     assert r.returncode == 0, r.stderr
     r = cli_process("analyze", "index", "demo-tod", store=root)
     assert r.returncode == 0, r.stderr
-    subprocess.run([sys.executable, "-c", LIVE_CHILD.format(tests=str(TESTS), path=str(root))], check=True,
-                   timeout=120, env=child_env())
+    subprocess.run(
+        [sys.executable, "-c", LIVE_CHILD.format(tests=str(TESTS), path=str(root))],
+        check=True,
+        timeout=120,
+        env=child_env(),
+    )
     wal = sorted(root.glob("traces/*/wal/*.wal"))
     assert wal and (root / "catalog.sqlite-wal").stat().st_size > 0, "the template must hold WAL rows"
     return root, answers(root)
@@ -109,8 +118,11 @@ def answers(root: Path) -> dict:
 def files(root: Path) -> dict[str, str]:
     """Every file of the store (but its lock and reserve) by path: a digest of its bytes; the
     catalog by a digest of its rows (or of its bytes when SQLite cannot read it)."""
-    out = {p.relative_to(root).as_posix(): hashlib.sha1(p.read_bytes()).hexdigest()
-           for p in root.rglob("*") if p.is_file() and p.name not in KEEP_OUT}
+    out = {
+        p.relative_to(root).as_posix(): hashlib.sha1(p.read_bytes()).hexdigest()
+        for p in root.rglob("*")
+        if p.is_file() and p.name not in KEEP_OUT
+    }
     cat = root / "catalog.sqlite"
     if cat.exists():
         try:
@@ -176,8 +188,13 @@ def verified(root: Path, *must_name: str) -> dict:
     return report
 
 
-def repaired(root: Path, before: dict, damaged: set[tuple[str, str]] = frozenset(), *,
-             changed: set[tuple[str, str]] = frozenset()) -> dict:
+def repaired(
+    root: Path,
+    before: dict,
+    damaged: set[tuple[str, str]] = frozenset(),
+    *,
+    changed: set[tuple[str, str]] = frozenset(),
+) -> dict:
     """`tracehouse repair`, then: every (trace, type) not in `damaged` or `changed` answers as in the
     template, `damaged` ones hold fewer rows, and `tracehouse verify` passes."""
     r = cli("repair", "--json", store=root)
@@ -275,7 +292,10 @@ def test_segment_truncated(template, store):
     others = [k for k in before if k[0] == "demo-strace" and k[1] not in ("syscall", "producers")]
     with tracehouse.open(store, readonly=True) as s:  # the trace's other types stay readable
         for _, name in others:
-            assert s.sql(f'SELECT count(*) AS n FROM "demo-strace"."{name}"').column(0)[0].as_py() == before[("demo-strace", name)][0]
+            assert (
+                s.sql(f'SELECT count(*) AS n FROM "demo-strace"."{name}"').column(0)[0].as_py()
+                == before[("demo-strace", name)][0]
+            )
     r = cli("info", "demo-strace", "--json", store=store)
     assert any(rel in d for et in json.loads(r.stdout)["event_types"] for d in et["damaged"])
     refused_write(store, rel)
@@ -317,7 +337,9 @@ def test_segment_bytes_flipped_in_a_page(template, store):
 
 def test_segment_deleted(template, store):
     _, before = template
-    seg = a_segment(store, "demo-chrome", sorted(p.name for p in (trace_dir(store, "demo-chrome") / "segments").iterdir())[0])
+    seg = a_segment(
+        store, "demo-chrome", sorted(p.name for p in (trace_dir(store, "demo-chrome") / "segments").iterdir())[0]
+    )
     rel, etype = seg.relative_to(store).as_posix(), seg.parent.name
     seg.unlink()
     r = cli("query", f'SELECT * FROM "demo-chrome"."{etype}"', "--json", store=store)
@@ -361,11 +383,16 @@ def test_wal_damaged(template, store, how):
         (rep,) = [x for x in s.recovery if x.trace == "live"]
         assert [t["rows_cut"] for t in rep.torn] == [None if how == "truncated" else rows_of_batch(3)]
         assert s.trace("live").state_reason.startswith("WAL damaged: 1 record(s)")
-        assert s.sql('SELECT state FROM th.traces WHERE name = \'live\'').column(0)[0].as_py() == "incomplete"
+        assert s.sql("SELECT state FROM th.traces WHERE name = 'live'").column(0)[0].as_py() == "incomplete"
         batches = set(s.sql('SELECT DISTINCT batch FROM "live".ev').column(0).to_pylist())
         assert batches == ({1, 2, 3} if how == "truncated" else {1, 2, 4})
-    quarantined(store, rel, hashlib.sha1(wal.read_bytes()).hexdigest() if wal.exists() else
-                hashlib.sha1(next((store / "quarantine").glob(f"*/{rel}")).read_bytes()).hexdigest())
+    quarantined(
+        store,
+        rel,
+        hashlib.sha1(wal.read_bytes()).hexdigest()
+        if wal.exists()
+        else hashlib.sha1(next((store / "quarantine").glob(f"*/{rel}")).read_bytes()).hexdigest(),
+    )
     after = answers(store)
     for key, want in before.items():
         if key[0] != "live":

@@ -20,10 +20,23 @@ ET = EventType("m", "instant", (Column("v", "int64", "", ""),))
 def _store(path, traces: dict[str, int]) -> None:
     with tracehouse.open(path, fsync="off") as s:
         for name, n in traces.items():
-            s.create_trace(name, "f", event_types=[ET], producers=[{"id": 0, "parent": None, "kind": "host",
-                                                                   "name": f"{path.name}-{name}", "attrs": {}}])
-            s.append(name, "m", pa.table({"ts": pa.array(range(n), pa.int64()), "producer": pa.array([0] * n, pa.int32()),
-                                          "v": pa.array(range(n), pa.int64())}))
+            s.create_trace(
+                name,
+                "f",
+                event_types=[ET],
+                producers=[{"id": 0, "parent": None, "kind": "host", "name": f"{path.name}-{name}", "attrs": {}}],
+            )
+            s.append(
+                name,
+                "m",
+                pa.table(
+                    {
+                        "ts": pa.array(range(n), pa.int64()),
+                        "producer": pa.array([0] * n, pa.int32()),
+                        "v": pa.array(range(n), pa.int64()),
+                    }
+                ),
+            )
             s.flush(name)
 
 
@@ -40,8 +53,12 @@ def test_several_stores_one_duckdb(stores):
         assert e.sql('SELECT sum(v) AS s FROM "b/RUN".m').column(0).to_pylist() == [190]
         assert e.sql('SELECT count(*) AS n FROM "x/run".m').column(0).to_pylist() == [10]
         t = e.sql("SELECT store, name, event_count FROM th.traces ORDER BY store, name").to_pylist()
-        assert t == [{"store": "b", "name": "b/RUN", "event_count": 20}, {"store": "b", "name": "solo-b", "event_count": 4},
-                     {"store": "x", "name": "Solo-A", "event_count": 3}, {"store": "x", "name": "x/run", "event_count": 10}]
+        assert t == [
+            {"store": "b", "name": "b/RUN", "event_count": 20},
+            {"store": "b", "name": "solo-b", "event_count": 4},
+            {"store": "x", "name": "Solo-A", "event_count": 3},
+            {"store": "x", "name": "x/run", "event_count": 10},
+        ]
         p = e.sql("SELECT store, trace, name FROM th.producers ORDER BY store, trace").to_pylist()
         assert {"store": "b", "trace": "b/RUN", "name": "b-RUN"} in p
         with pytest.raises(BadInput, match='several stores.*"x/run" or "b/RUN"'):
@@ -78,8 +95,20 @@ def test_store_list_file(stores, tmp_path):
 def test_cli_query_over_several_stores(stores, tmp_path, capsys):
     f = tmp_path / "list.toml"
     f.write_text('[[store]]\npath = "b"\n')
-    assert main(["query", 'SELECT name FROM th.traces ORDER BY name', "--json",
-                 "--store", f"n1={stores / 'a'}", "--store-list", str(f)]) == 0
+    assert (
+        main(
+            [
+                "query",
+                "SELECT name FROM th.traces ORDER BY name",
+                "--json",
+                "--store",
+                f"n1={stores / 'a'}",
+                "--store-list",
+                str(f),
+            ]
+        )
+        == 0
+    )
     out = capsys.readouterr()
     assert [r["name"] for r in json.loads(out.out)] == ["Solo-A", "b/RUN", "n1/run", "solo-b"]
     assert "answered by duckdb" in out.err and "over 2 store(s)" in out.err

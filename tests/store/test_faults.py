@@ -35,8 +35,13 @@ FLOATS = EventType("ev", "instant", (Column("x", "float64", "", "random: incompr
 
 
 def floats(start: int, n: int) -> pa.Table:
-    return pa.table({"ts": np.arange(start, start + n, dtype=np.int64), "producer": pa.array(np.zeros(n, np.int32)),
-                     "x": np.random.default_rng(start).random(n)})
+    return pa.table(
+        {
+            "ts": np.arange(start, start + n, dtype=np.int64),
+            "producer": pa.array(np.zeros(n, np.int32)),
+            "x": np.random.default_rng(start).random(n),
+        }
+    )
 
 
 @pytest.fixture
@@ -49,8 +54,9 @@ def small_disk(tmp_path):
             pytest.skip("a real full disk needs a small tmpfs, and mounting one needs root")
         d = tmp_path / f"disk{len(mounted)}"
         d.mkdir()
-        r = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(d)],
-                           capture_output=True, text=True)
+        r = subprocess.run(
+            ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(d)], capture_output=True, text=True
+        )
         if r.returncode != 0:
             pytest.skip(f"cannot mount a tmpfs here (needed for a real full disk): {r.stderr.strip()}")
         mounted.append(d)
@@ -91,8 +97,13 @@ def wait_for(what: str, check, timeout: float = 60.0):
 
 def run_cli(store: Path, *argv: str, timeout: float = 120) -> subprocess.CompletedProcess:
     """The real `tracehouse` command in its own process (a reader while another process writes)."""
-    return subprocess.run([sys.executable, "-m", "tracehouse.cli", "--store", str(store), *argv],
-                          capture_output=True, text=True, timeout=timeout, env=child_env())
+    return subprocess.run(
+        [sys.executable, "-m", "tracehouse.cli", "--store", str(store), *argv],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=child_env(),
+    )
 
 
 def cli_json(capsys, store: Path, *argv: str) -> tuple[int, object]:
@@ -109,8 +120,9 @@ def count(store, trace: str = "t") -> int:
 
 
 @pytest.mark.parametrize("over_zeros", [False, True], ids=["appended", "over-zeros"])
-def test_wal_append_that_hits_enospc_is_cut_back_so_later_acked_rows_survive_a_crash(small_disk, monkeypatch,
-                                                                                      over_zeros):
+def test_wal_append_that_hits_enospc_is_cut_back_so_later_acked_rows_survive_a_crash(
+    small_disk, monkeypatch, over_zeros
+):
     # Regression: a short write left a torn record in the middle of the WAL; the rows acknowledged
     # after it (once space was back) were cut off by the next recovery. over-zeros: the writer
     # writes zeros ahead of small records only with 1 GiB free, so that limit is lifted here: the
@@ -154,8 +166,7 @@ def test_wal_append_that_hits_enospc_is_cut_back_so_later_acked_rows_survive_a_c
 
 
 @pytest.mark.parametrize("fsync", ["batch", "always"])  # the WAL switches / rotates at a checkpoint
-def test_checkpoint_on_a_full_disk_keeps_rows_readable_marks_the_trace_and_resumes_by_itself(small_disk, capsys,
-                                                                                           fsync):
+def test_checkpoint_on_a_full_disk_keeps_rows_readable_marks_the_trace_and_resumes_by_itself(small_disk, capsys, fsync):
     disk = small_disk("32m")
     path = disk / "s"
     s = tracehouse.open(path, fsync=fsync, flush_interval_s=3600.0, flush_rows=10**9, disk_full_retry_s=0.1)
@@ -188,8 +199,9 @@ def test_checkpoint_on_a_full_disk_keeps_rows_readable_marks_the_trace_and_resum
     finally:
         s.close()
     with tracehouse.open(path, readonly=True) as ro:
-        assert ro.sql('SELECT count(*), count(DISTINCT ts) FROM "t".ev').to_pylist() == \
-            [{"count_star()": 400_010, "count(DISTINCT ts)": 400_010}]
+        assert ro.sql('SELECT count(*), count(DISTINCT ts) FROM "t".ev').to_pylist() == [
+            {"count_star()": 400_010, "count(DISTINCT ts)": 400_010}
+        ]
         assert ro.trace("t").event_count == 400_010
 
 
@@ -219,8 +231,9 @@ def test_csv_import_that_fills_the_disk_is_rolled_back(small_disk, tmp_path, cap
     n = 600_000
     rng = np.random.default_rng(7)
     src = tmp_path / "big.csv"
-    pacsv.write_csv(pa.table({"ts": np.arange(n), "producer": np.arange(n) % 7, "x": rng.random(n),
-                               "y": rng.random(n)}), src)
+    pacsv.write_csv(
+        pa.table({"ts": np.arange(n), "producer": np.arange(n) % 7, "x": rng.random(n), "y": rng.random(n)}), src
+    )
     code, err = cli_json(capsys, path, "import", "csv", str(src), "--name", "big")
     assert code == 4, err
     assert "the import of trace 'big' was rolled back" in err["error"]
@@ -229,16 +242,34 @@ def test_csv_import_that_fills_the_disk_is_rolled_back(small_disk, tmp_path, cap
 
 def test_an_import_that_died_leaves_its_trace_marked_incomplete(tmp_path, capsys):
     path = tmp_path / "s"
-    proc = subprocess.Popen([sys.executable, "-m", "tracehouse.cli", "--store", str(path), "generate", "tod",
-                             "--name", "cut", "--events", "50000000", "--json"], env=child_env(),
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tracehouse.cli",
+            "--store",
+            str(path),
+            "generate",
+            "tod",
+            "--name",
+            "cut",
+            "--events",
+            "50000000",
+            "--json",
+        ],
+        env=child_env(),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
+
         def some_segments():
             try:
                 with tracehouse.open(path, readonly=True) as ro:
                     return any(t.event_count for t in ro.traces())
             except (TracehouseError, sqlite3.Error):  # the store is still being made
                 return False
+
         wait_for("the import registered a checkpoint", some_segments)
     finally:
         proc.send_signal(signal.SIGKILL)
@@ -258,8 +289,10 @@ def test_an_import_that_died_leaves_its_trace_marked_incomplete(tmp_path, capsys
 
 def _lines(first: int, n: int) -> bytes:
     rng = np.random.default_rng(first)
-    return "".join(f"m,host=h{i % 4} v={float(x)!r},k={i}i {1_000_000_000 + i}\n"
-                   for i, x in zip(range(first, first + n), rng.random(n))).encode()
+    return "".join(
+        f"m,host=h{i % 4} v={float(x)!r},k={i}i {1_000_000_000 + i}\n"
+        for i, x in zip(range(first, first + n), rng.random(n))
+    ).encode()
 
 
 def test_server_answers_507_with_retry_after_while_the_disk_is_full_and_resumes(small_disk):
@@ -295,10 +328,12 @@ def test_server_answers_507_with_retry_after_while_the_disk_is_full_and_resumes(
         assert json.loads(r.stdout) == [{"n": acked, "d": acked}]
 
         filler.unlink()  # space is back: writes are taken again without a restart
+
         def accepted():
             status, _h, body = srv.request("POST", "/api/v2/write?bucket=t", _lines(first, per))
             assert status in (204, 507), body
             return status == 204
+
         wait_for("a write accepted again", accepted)
         acked += per
         assert srv.sql('SELECT count(*), count(DISTINCT k) FROM "t".m') == [[acked, acked]]
@@ -307,7 +342,9 @@ def test_server_answers_507_with_retry_after_while_the_disk_is_full_and_resumes(
     log = srv.log.read_text()
     assert code == 0 and "Traceback" not in log, log
     with tracehouse.open(path, readonly=True) as ro:
-        assert ro.sql('SELECT count(*) AS n, count(DISTINCT k) AS d FROM "t".m').to_pylist() == [{"n": acked, "d": acked}]
+        assert ro.sql('SELECT count(*) AS n, count(DISTINCT k) AS d FROM "t".m').to_pylist() == [
+            {"n": acked, "d": acked}
+        ]
         assert ro.trace("t").state == "complete"
 
 
@@ -362,8 +399,7 @@ os._exit(0)
         f.write(b"\x30\x00\x00\x00torn")  # a record the writer never finished
     size = wal.stat().st_size
     before = {p: p.read_bytes() for p in store_path.rglob("*") if p.is_file() and "catalog" not in p.name}
-    r = run_cli(store_path, "query", 'SELECT batch, count(*) AS n FROM "t".ev GROUP BY batch ORDER BY batch',
-                "--json")
+    r = run_cli(store_path, "query", 'SELECT batch, count(*) AS n FROM "t".ev GROUP BY batch ORDER BY batch', "--json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout) == [{"batch": b, "n": len(batch_table(b))} for b in (1, 2, 3)]
     with tracehouse.open(store_path, readonly=True) as ro:
@@ -387,11 +423,15 @@ os._exit(0)
 def test_parquet_with_corrupt_data_pages_is_exit_2_naming_file_and_row_group(tmp_path, capsys):
     n = 300_000
     good = tmp_path / "good.parquet"
-    pq.write_table(pa.table({"ts": np.arange(n, dtype=np.int64), "x": np.random.default_rng(1).random(n)}), good,
-                   row_group_size=100_000, compression="zstd")
+    pq.write_table(
+        pa.table({"ts": np.arange(n, dtype=np.int64), "x": np.random.default_rng(1).random(n)}),
+        good,
+        row_group_size=100_000,
+        compression="zstd",
+    )
     page = pq.ParquetFile(good).metadata.row_group(1).column(1).data_page_offset
     data = bytearray(good.read_bytes())
-    data[page:page + 16] = bytes(b ^ 0x5A for b in data[page:page + 16])  # the first data page's header
+    data[page : page + 16] = bytes(b ^ 0x5A for b in data[page : page + 16])  # the first data page's header
     bad = tmp_path / "bad.parquet"
     bad.write_bytes(bytes(data))
     store = tmp_path / "s"
@@ -439,8 +479,13 @@ def test_csv_line_over_the_cap_is_refused_naming_its_line(tmp_path, capsys, monk
 
 
 def test_longest_line_finds_number_and_length(tmp_path):
-    for content, want in [(b"", (1, 0)), (b"a", (1, 1)), (b"ab\nc", (1, 2)), (b"abc\nde\nfghij", (3, 5)),
-                          (b"a\n\nbbb\n", (3, 3))]:
+    for content, want in [
+        (b"", (1, 0)),
+        (b"a", (1, 1)),
+        (b"ab\nc", (1, 2)),
+        (b"abc\nde\nfghij", (3, 5)),
+        (b"a\n\nbbb\n", (3, 3)),
+    ]:
         p = tmp_path / "f"
         p.write_bytes(content)
         assert csv_importer.longest_line(p) == want
@@ -448,7 +493,8 @@ def test_longest_line_finds_number_and_length(tmp_path):
 
 
 def test_a_reader_never_misses_rows_a_checkpoint_moved_between_its_snapshot_and_its_wal_listing(
-        store_path, monkeypatch):
+    store_path, monkeypatch
+):
     # CI saw another process's reader go back in time (1,200 rows, then 1,150): a checkpoint
     # registered after the reader's catalog snapshot and dropped the WAL file it covered before
     # the reader listed the WAL, so those rows were in neither half. Force exactly that order.
@@ -480,8 +526,9 @@ def test_a_reader_never_misses_rows_a_checkpoint_moved_between_its_snapshot_and_
             monkeypatch.setattr(storemod.walmod, "uncovered_files", checkpoint_first)
             assert ro.sql(q).to_pylist()[0]["n"] == want
             assert checkpoints[0] == 1, "the checkpoint was meant to run inside the reader's look"
-            assert not [f for f in wal_files(store_path) if f.stat().st_size > len(walmod.MAGIC)], \
+            assert not [f for f in wal_files(store_path) if f.stat().st_size > len(walmod.MAGIC)], (
                 "the rows were meant to be in a segment only"
+            )
     finally:
         s.close()
 
@@ -495,8 +542,9 @@ def test_a_reader_polling_a_live_wal_reads_only_its_new_records(store_path, monk
     starts: list[int] = []  # where the long-lived reader's reads began (not the fresh readers')
     watching = [True]
     real = walmod.read_wal
-    monkeypatch.setattr(walmod, "read_wal",
-                        lambda path, start=0: (watching[0] and starts.append(start), real(path, start))[1])
+    monkeypatch.setattr(
+        walmod, "read_wal", lambda path, start=0: (watching[0] and starts.append(start), real(path, start))[1]
+    )
     s = tracehouse.open(store_path, fsync="always", flush_interval_s=3600.0, flush_rows=10_000_000)
     s.create_trace("t", "crashfmt", event_types=[BATCH_TYPE])
     q = 'SELECT count(*) AS n, sum("batch") AS b FROM "t".ev'

@@ -28,8 +28,9 @@ def _write(path, table: pa.Table, *, dictionary=("producer",), row_group=1000, l
     native = segments._native_options(table.schema, level)
     assert native is not None
     _, kv = native
-    return _core.write_int_parquet(str(path), table.to_batches(), table.schema, list(dictionary), row_group, kv,
-                                   segments.CREATED_BY)
+    return _core.write_int_parquet(
+        str(path), table.to_batches(), table.schema, list(dictionary), row_group, kv, segments.CREATED_BY
+    )
 
 
 @st.composite
@@ -63,8 +64,17 @@ def int_tables(draw):
 @given(int_tables())
 @example((pa.table({"producer": pa.array([None, 2**63 - 1, -(2**63)], pa.int64())}), 2))
 @example((pa.table({"producer": pa.array(range(70_000), pa.int32())}), 100_000))  # dictionary overflows
-@example((pa.table({"producer": pa.array([0] * 3, pa.int32()),  # int32 deltas wrap in 32 bits
-                    "c1": pa.array([2**31 - 1, -(2**31), 2**31 - 1], pa.int32())}), 2))
+@example(
+    (
+        pa.table(
+            {
+                "producer": pa.array([0] * 3, pa.int32()),  # int32 deltas wrap in 32 bits
+                "c1": pa.array([2**31 - 1, -(2**31), 2**31 - 1], pa.int32()),
+            }
+        ),
+        2,
+    )
+)
 def test_native_segments_read_back_exactly(tmp_path_factory, drawn):
     table, row_group = drawn
     path = tmp_path_factory.mktemp("seg") / "s.parquet"
@@ -97,12 +107,22 @@ def test_native_segments_read_back_exactly(tmp_path_factory, drawn):
 def test_statistics_metadata_and_bytes_match_parquet_cpp(tmp_path):
     rng = np.random.default_rng(7)
     n = 50_000
-    schema = pa.schema([pa.field("ts", pa.int64(), False, metadata={"unit": "ns"}),
-                        pa.field("producer", pa.int32(), False), pa.field("arg", pa.int64())],
-                       metadata={"tracehouse": "yes"})
-    table = pa.Table.from_arrays([
-        pa.array(np.cumsum(rng.integers(0, 500, n))), pa.array(rng.integers(1, 9, n).astype(np.int32)),
-        pa.array(rng.integers(0, 10_000, n), mask=rng.random(n) < 0.4)], schema=schema)
+    schema = pa.schema(
+        [
+            pa.field("ts", pa.int64(), False, metadata={"unit": "ns"}),
+            pa.field("producer", pa.int32(), False),
+            pa.field("arg", pa.int64()),
+        ],
+        metadata={"tracehouse": "yes"},
+    )
+    table = pa.Table.from_arrays(
+        [
+            pa.array(np.cumsum(rng.integers(0, 500, n))),
+            pa.array(rng.integers(1, 9, n).astype(np.int32)),
+            pa.array(rng.integers(0, 10_000, n), mask=rng.random(n) < 0.4),
+        ],
+        schema=schema,
+    )
     ours, theirs = tmp_path / "native.parquet", tmp_path / "cpp.parquet"
     _write(ours, table, row_group=segments.ROW_GROUP)
     pq.write_table(table, theirs, **segments.write_options(schema, 0))
@@ -134,8 +154,9 @@ def test_the_native_writer_refuses_what_it_does_not_write(tmp_path):
         _core.write_int_parquet(str(tmp_path / "g.parquet"), [with_null], required, [], 10, [], "t")
     swapped = pa.RecordBatch.from_arrays([pa.array([1], pa.int64()), pa.array([2], pa.int64())], names=["b", "a"])
     with pytest.raises(ValueError, match="column a: a batch has b in its place"):
-        _core.write_int_parquet(str(tmp_path / "s.parquet"), [swapped], pa.schema([("a", pa.int64()), ("b", pa.int64())]),
-                                [], 10, [], "t")
+        _core.write_int_parquet(
+            str(tmp_path / "s.parquet"), [swapped], pa.schema([("a", pa.int64()), ("b", pa.int64())]), [], 10, [], "t"
+        )
     path = tmp_path / "h.parquet"
     path.write_bytes(b"x")
     with pytest.raises(FileExistsError):
@@ -144,17 +165,36 @@ def test_the_native_writer_refuses_what_it_does_not_write(tmp_path):
 
 
 def test_a_checkpoint_writes_integer_types_natively_and_others_with_parquet_cpp(store, store_path):
-    store.create_trace("t", "custom", event_types=[
-        EventType("ints", "instant", (Column("v", "int64", "", ""),)),
-        EventType("mixed", "instant", (Column("x", "float64", "", ""),)),
-    ])
-    store.append("t", "ints", pa.table({"ts": pa.array([3, 1, 2], pa.int64()), "producer": pa.array([1, 1, 2], pa.int32()),
-                                        "v": pa.array([None, 5, 6], pa.int64())}))
-    store.append("t", "mixed", pa.table({"ts": pa.array([1], pa.int64()), "producer": pa.array([1], pa.int32()),
-                                         "x": pa.array([0.5])}))
+    store.create_trace(
+        "t",
+        "custom",
+        event_types=[
+            EventType("ints", "instant", (Column("v", "int64", "", ""),)),
+            EventType("mixed", "instant", (Column("x", "float64", "", ""),)),
+        ],
+    )
+    store.append(
+        "t",
+        "ints",
+        pa.table(
+            {
+                "ts": pa.array([3, 1, 2], pa.int64()),
+                "producer": pa.array([1, 1, 2], pa.int32()),
+                "v": pa.array([None, 5, 6], pa.int64()),
+            }
+        ),
+    )
+    store.append(
+        "t",
+        "mixed",
+        pa.table({"ts": pa.array([1], pa.int64()), "producer": pa.array([1], pa.int32()), "x": pa.array([0.5])}),
+    )
     store.flush()
     made = {p.parent.name: pq.read_metadata(p).created_by for p in store_path.glob("traces/*/segments/*/*.parquet")}
     assert made["ints"].startswith("tracehouse") and not made["mixed"].startswith("tracehouse")
     rows = store.sql('SELECT ts, producer, v FROM "t".ints ORDER BY ts').to_pylist()
-    assert rows == [{"ts": 1, "producer": 1, "v": 5}, {"ts": 2, "producer": 2, "v": 6},
-                    {"ts": 3, "producer": 1, "v": None}]
+    assert rows == [
+        {"ts": 1, "producer": 1, "v": 5},
+        {"ts": 2, "producer": 2, "v": 6},
+        {"ts": 3, "producer": 1, "v": None},
+    ]

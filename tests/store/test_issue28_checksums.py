@@ -23,13 +23,20 @@ from tracehouse import StoreDamaged
 from tracehouse.formats.tod.generate import generate_tod
 from tracehouse.store.segments import check_pages
 
-FLOATS = tracehouse.EventType("m", "counter", (tracehouse.Column("v", "float64", "", ""),
-                                                tracehouse.Column("host", "string", "", "")))
+FLOATS = tracehouse.EventType(
+    "m", "counter", (tracehouse.Column("v", "float64", "", ""), tracehouse.Column("host", "string", "", ""))
+)
 
 
 def floats(n: int, start: int = 0) -> pa.Table:
-    return pa.table({"ts": np.arange(start, start + n, dtype=np.int64), "producer": pa.array(np.zeros(n, np.int32)),
-                     "v": np.random.default_rng(start).random(n), "host": [f"h{i % 7}" for i in range(n)]})
+    return pa.table(
+        {
+            "ts": np.arange(start, start + n, dtype=np.int64),
+            "producer": pa.array(np.zeros(n, np.int32)),
+            "v": np.random.default_rng(start).random(n),
+            "host": [f"h{i % 7}" for i in range(n)],
+        }
+    )
 
 
 def all_pages_checksummed(path: Path) -> dict:
@@ -64,8 +71,14 @@ def test_issue28_every_writer_writes_a_crc_in_every_page(tmp_path, capsys):
 def _plain_int_file(path: Path, n: int = 10_000) -> tuple[int, int]:
     """A PLAIN, uncompressed int64 column with page CRCs; returns (sum, byte offset inside its data)."""
     x = np.arange(n, dtype=np.int64) * 3
-    pq.write_table(pa.table({"x": x}), path, compression="none", use_dictionary=False,
-                   column_encoding={"x": "PLAIN"}, write_page_checksum=True)
+    pq.write_table(
+        pa.table({"x": x}),
+        path,
+        compression="none",
+        use_dictionary=False,
+        column_encoding={"x": "PLAIN"},
+        write_page_checksum=True,
+    )
     col = pq.read_metadata(path).row_group(0).column(0)
     return int(x.sum()), col.data_page_offset + col.total_compressed_size - 100
 
@@ -149,9 +162,8 @@ def test_issue28_a_new_trace_never_takes_the_id_of_a_directory_the_catalog_lost(
     (store / "traces" / "2" / "segments").mkdir(parents=True)  # what a lost catalog transaction leaves
     marker = store / "traces" / "2" / "segments" / "keep"
     marker.write_text("rows")
-    with pytest.raises(StoreDamaged, match="traces/2"):
-        with tracehouse.open(store) as s:
-            s.create_trace("b", "crashfmt", event_types=[BATCH_TYPE])
+    with pytest.raises(StoreDamaged, match="traces/2"), tracehouse.open(store) as s:
+        s.create_trace("b", "crashfmt", event_types=[BATCH_TYPE])
     assert marker.read_text() == "rows"
     with tracehouse.open(store, readonly=True) as s:
         assert [t.name for t in s.traces()] == ["a"]

@@ -28,13 +28,13 @@ def reference_scan(data: bytes, start: int = 0) -> tuple[list[tuple[int, bool]],
     """(frames as (offset, crc ok), end, error): the Python reader's framing, decode=False."""
 
     def record_or_end(at: int) -> bool:
-        if at >= len(data) or (len(data) - at >= 8 and not any(data[at:at + 8])):
+        if at >= len(data) or (len(data) - at >= 8 and not any(data[at : at + 8])):
             return True
         if len(data) - at < 8:
             return False
         length, crc = HEADER.unpack_from(data, at)
         end = at + 8 + length
-        return 2 <= length <= 1 << 31 and end <= len(data) and zlib.crc32(data[at + 8:end]) == crc
+        return 2 <= length <= 1 << 31 and end <= len(data) and zlib.crc32(data[at + 8 : end]) == crc
 
     frames: list[tuple[int, bool]] = []
     pos = 0
@@ -54,10 +54,14 @@ def reference_scan(data: bytes, start: int = 0) -> tuple[list[tuple[int, bool]],
             break
         end = pos + 8 + length
         if length < 2 or length > 1 << 31 or end > len(data):
-            return frames, start + pos, f"record at byte {start + pos} claims {length} bytes, {len(data) - pos - 8} remain"
-        ok = zlib.crc32(data[pos + 8:end]) == crc
+            return (
+                frames,
+                start + pos,
+                f"record at byte {start + pos} claims {length} bytes, {len(data) - pos - 8} remain",
+            )
+        ok = zlib.crc32(data[pos + 8 : end]) == crc
         frames.append((start + pos, ok))
-        last = end >= len(data) or (len(data) - end >= 8 and not any(data[end:end + 8]))
+        last = end >= len(data) or (len(data) - end >= 8 and not any(data[end : end + 8]))
         if not ok and (last or not record_or_end(end)):
             return frames, start + pos, None  # the damaged last record, or nothing intact after it
         pos = end
@@ -74,8 +78,9 @@ def _wal_file(tmp_path: Path, batches: list[pa.RecordBatch]) -> Path:
 
 
 def _batch(n: int, base: int = 0) -> pa.RecordBatch:
-    return pa.record_batch({"ts": pa.array(range(base, base + n), pa.int64()),
-                            "name": pa.array([f"n{i}" for i in range(n)], pa.string())})
+    return pa.record_batch(
+        {"ts": pa.array(range(base, base + n), pa.int64()), "name": pa.array([f"n{i}" for i in range(n)], pa.string())}
+    )
 
 
 def test_issue31_the_reader_goes_through_the_native_scan(tmp_path):
@@ -86,7 +91,7 @@ def test_issue31_the_reader_goes_through_the_native_scan(tmp_path):
     assert [(f[0], f[0] + _core.WAL_HEADER_BYTES + f[1]) for f in frames] == wal_frames(path)
     assert [(f[2], f[3], f[5]) for f in frames] == [(1, "t0", None), (1, "t1", None), (0, "t0", None)]
     # The IPC stream starts right after the name: the reader decodes it from there.
-    assert all(data[f[4]:f[4] + 4] == b"\xff\xff\xff\xff" for f in frames)
+    assert all(data[f[4] : f[4] + 4] == b"\xff\xff\xff\xff" for f in frames)
     scan = walmod.read_wal(path)
     assert [(n, b.num_rows) for n, b in scan.records] == [("t0", 3), ("t1", 2), ("t0", 4)]
     # From a boundary, as a reader polling a live log reads on: positions stay the file's own.
@@ -103,26 +108,33 @@ def test_issue31_a_record_whose_name_overruns_it_is_skipped_not_fatal(tmp_path):
     data = bytearray(path.read_bytes())
     frames = _core.wal_scan(bytes(data))[0]
     off, length = frames[1][0], frames[1][1]
-    payload = bytearray(data[off + 8:off + 8 + length])
+    payload = bytearray(data[off + 8 : off + 8 + length])
     payload[0:2] = struct.pack("<H", 60000)
-    data[off + 8:off + 8 + length] = payload
-    data[off + 4:off + 8] = struct.pack("<I", zlib.crc32(payload))
+    data[off + 8 : off + 8 + length] = payload
+    data[off + 4 : off + 8] = struct.pack("<I", zlib.crc32(payload))
     path.write_bytes(bytes(data))
     scan = walmod.read_wal(path)
     assert [b.num_rows for _, b in scan.records] == [3, 4]
     assert scan.error is None and scan.valid_bytes == len(data)
     (lost,) = scan.skipped
     assert lost["offset"] == off and lost["bytes"] == 8 + length
-    assert lost["reason"] == (f"undecodable record: an event type name of 60000 bytes in a {length}-byte record "
-                              f"in record at byte {off}")
+    assert lost["reason"] == (
+        f"undecodable record: an event type name of 60000 bytes in a {length}-byte record in record at byte {off}"
+    )
 
 
 @st.composite
 def damaged(draw):
     n = draw(st.integers(1, 5))
     sizes = draw(st.lists(st.integers(1, 40), min_size=n, max_size=n))
-    edits = draw(st.lists(st.tuples(st.sampled_from(["flip", "zero8", "cut", "junk"]), st.floats(0, 1),
-                                    st.binary(min_size=1, max_size=12)), max_size=3))
+    edits = draw(
+        st.lists(
+            st.tuples(
+                st.sampled_from(["flip", "zero8", "cut", "junk"]), st.floats(0, 1), st.binary(min_size=1, max_size=12)
+            ),
+            max_size=3,
+        )
+    )
     start_at = draw(st.integers(0, n))  # scan from the start of record `start_at` (n: from the end)
     return sizes, edits, start_at
 
@@ -142,11 +154,11 @@ def test_issue31_scan_keeps_the_python_readers_rule_for_damage(tmp_path, case):
         if how == "flip":
             data[at] ^= 0x5A
         elif how == "zero8":
-            data[at:at + 8] = bytes(min(8, len(data) - at))
+            data[at : at + 8] = bytes(min(8, len(data) - at))
         elif how == "cut":
             del data[at:]
         else:
-            data[at:at + len(junk)] = junk[: len(data) - at]
+            data[at : at + len(junk)] = junk[: len(data) - at]
     raw = bytes(data)
     frames, end, error = _core.wal_scan(raw[start:], start)
     want_frames, want_end, want_error = reference_scan(raw[start:], start)

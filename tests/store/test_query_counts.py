@@ -20,7 +20,10 @@ TYPES = [EventType("a", "instant", (Column("x", "int64", "", ""),)), EventType("
 
 
 def _rows(n: int, start: int, span: bool = False) -> pa.Table:
-    cols = {"ts": pa.array(range(start, start + n), pa.int64()), "producer": pa.array([i % 3 for i in range(n)], pa.int32())}
+    cols = {
+        "ts": pa.array(range(start, start + n), pa.int64()),
+        "producer": pa.array([i % 3 for i in range(n)], pa.int32()),
+    }
     cols["dur" if span else "x"] = pa.array([7] * n, pa.int64())
     return pa.table(cols)
 
@@ -67,9 +70,11 @@ def test_count_in_a_reader_sees_the_writers_unflushed_rows(tmp_path):
     store.flush()
     store.append("t", "a", _rows(250, 9000), wait=True)  # durable in the WAL, not checkpointed
     store.append("t", "b", _rows(40, 9000, span=True), wait=True)
-    code = ("import sys, tracehouse; s = tracehouse.open(sys.argv[1], readonly=True); "
-            "print(s.sql('SELECT count(*) FROM \"t\".events').column(0)[0].as_py(), "
-            "s.sql('SELECT count(*) FROM \"t\".b').column(0)[0].as_py())")
+    code = (
+        "import sys, tracehouse; s = tracehouse.open(sys.argv[1], readonly=True); "
+        "print(s.sql('SELECT count(*) FROM \"t\".events').column(0)[0].as_py(), "
+        "s.sql('SELECT count(*) FROM \"t\".b').column(0)[0].as_py())"
+    )
     out = subprocess.run([sys.executable, "-c", code, str(tmp_path)], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["1290", "40"]
     store.close()
@@ -131,9 +136,14 @@ def test_which_counts_the_catalog_answers(tmp_path):
     shortcut = store.query_engine._whole_count
     for sql in ('SELECT count(*) FROM "Big".events', "select count(*) from big.a", 'SELECT count(*) n FROM "Big"."b";'):
         assert shortcut(sql) is not None, sql
-    for sql in ('SELECT count(*) FROM "Big".events WHERE ts > 3', 'SELECT count(ts) FROM "Big".events',
-                'SELECT count(*) FROM "big".events', 'SELECT count(*) FROM "Big".nope',
-                'SELECT count(*) FROM "Big".events, "Big".a', 'SELECT count(*) FROM "Big".events GROUP BY type'):
+    for sql in (
+        'SELECT count(*) FROM "Big".events WHERE ts > 3',
+        'SELECT count(ts) FROM "Big".events',
+        'SELECT count(*) FROM "big".events',
+        'SELECT count(*) FROM "Big".nope',
+        'SELECT count(*) FROM "Big".events, "Big".a',
+        'SELECT count(*) FROM "Big".events GROUP BY type',
+    ):
         assert shortcut(sql) is None, sql
     assert store.sql("select count(*) from big.a").column(0).to_pylist() == [10]
     store.close()

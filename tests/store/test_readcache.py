@@ -22,8 +22,10 @@ def answers(s) -> dict:
     for c in CASES:
         t = s.sql(qos.sql(c, "tracehouse"))
         out[c.name] = t.sort_by([("ts", "ascending"), ("producer", "ascending")])
-    out["sums"] = s.sql("SELECT customer_id, count(*) AS n, sum(ul_bytes) AS b, sum(mos) AS m "
-                        "FROM qos_reads.average_stats GROUP BY ALL ORDER BY 1")
+    out["sums"] = s.sql(
+        "SELECT customer_id, count(*) AS n, sum(ul_bytes) AS b, sum(mos) AS m "
+        "FROM qos_reads.average_stats GROUP BY ALL ORDER BY 1"
+    )
     return out
 
 
@@ -43,12 +45,16 @@ def test_the_cache_answers_as_the_segments_do_and_newer_rows_come_from_parquet(t
             assert t.equals(cached[k]), k
     with tracehouse.open(tmp_path / "s", fsync="off") as s:
         s.build_read_cache(qos.TRACE)
-        extra = s.sql("SELECT ts + 1 AS ts, producer, * EXCLUDE (ts, producer, seq, "
-                      + ", ".join(qos.ID_COLUMNS) + ") FROM qos_reads.average_stats WHERE customer_id = 7")
+        extra = s.sql(
+            "SELECT ts + 1 AS ts, producer, * EXCLUDE (ts, producer, seq, "
+            + ", ".join(qos.ID_COLUMNS)
+            + ") FROM qos_reads.average_stats WHERE customer_id = 7"
+        )
         s.append(qos.TRACE, qos.EVENT_TYPE, extra)
         s.flush()
-        n = s.sql("SELECT count(*) AS n, count(DISTINCT customer_id) AS c FROM qos_reads.average_stats "
-                  "WHERE customer_id = 7").to_pylist()
+        n = s.sql(
+            "SELECT count(*) AS n, count(DISTINCT customer_id) AS c FROM qos_reads.average_stats WHERE customer_id = 7"
+        ).to_pylist()
         assert n == [{"n": 2 * extra.num_rows, "c": 1}]
         plan = s.sql("EXPLAIN SELECT * FROM qos_reads.average_stats").column(1)[0].as_py().upper()
         assert "_RC_" in plan and "READ_PARQUET" in plan  # the cache, and the new checkpoint's segment
@@ -60,8 +66,11 @@ def test_a_cache_of_merged_or_dropped_segments_is_not_used_and_is_rebuilt_after_
         qos.tracehouse_load(s, data)
         total = s.sql("SELECT count(*) FROM qos_reads.average_stats").column(0)[0].as_py()
         first = readcache.manifest(s.path, s.trace(qos.TRACE).id)["file"]
-        more = s.sql("SELECT ts + 7 AS ts, producer, * EXCLUDE (ts, producer, seq, "
-                     + ", ".join(qos.ID_COLUMNS) + ") FROM qos_reads.average_stats WHERE customer_id = 9")
+        more = s.sql(
+            "SELECT ts + 7 AS ts, producer, * EXCLUDE (ts, producer, seq, "
+            + ", ".join(qos.ID_COLUMNS)
+            + ") FROM qos_reads.average_stats WHERE customer_id = 9"
+        )
         s.append(qos.TRACE, qos.EVENT_TYPE, more)
         s.flush()
         s.compact(qos.TRACE)  # merges cached and new segments: the cache is built anew

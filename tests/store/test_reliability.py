@@ -119,7 +119,7 @@ def test_sigkill_mid_ingest_keeps_every_acked_batch_exactly_once(store_path, fsy
         # Every other crash is left for the next child to recover, so kills also land during recovery.
         if it % 2 == 1 or it == KILL_ITERATIONS - 1:
             with tracehouse.open(store_path, readonly=True) as ro:  # before recovery: segments + the intact
-                check_batches(ro, acked, sent)                      # WAL records, never a partial or doubled batch
+                check_batches(ro, acked, sent)  # WAL records, never a partial or doubled batch
             with open_recovered(store_path) as s:  # recovery needs nothing but an open
                 check_batches(s, acked, sent)
                 assert_files_match_catalog(s)
@@ -138,13 +138,13 @@ def test_sigkill_mid_ingest_keeps_every_acked_batch_exactly_once(store_path, fsy
 # The point where the child kills itself, and at which occurrence (late enough that earlier
 # checkpoints and compactions have happened).
 DIE_POINTS = {
-    "wal-append": 30,     # half a WAL record on disk
-    "segment-tmp": 2,     # a checkpoint's temporary Parquet file half written
-    "segment-file": 2,    # a segment renamed into place, never registered
-    "registered": 3,      # segments registered and wal_covered advanced, WAL files not deleted
+    "wal-append": 30,  # half a WAL record on disk
+    "segment-tmp": 2,  # a checkpoint's temporary Parquet file half written
+    "segment-file": 2,  # a segment renamed into place, never registered
+    "registered": 3,  # segments registered and wal_covered advanced, WAL files not deleted
     "compaction-tmp": 1,  # a compaction's temporary output half written
     "compaction-file": 1,  # a compaction's output renamed into place, never registered
-    "compacted": 1,       # compaction registered, retired files not deleted
+    "compacted": 1,  # compaction registered, retired files not deleted
 }
 
 
@@ -285,13 +285,20 @@ def damage_wal(case: str, wal: Path, frames: list[tuple[int, int]]) -> tuple[int
     raise AssertionError(case)
 
 
-TORN_CASES = ["truncated-in-header", "truncated-in-payload", "crc-mismatch-last-record",
-              "crc-mismatch-middle-record", "garbage-appended", "short-garbage-appended"]
+TORN_CASES = [
+    "truncated-in-header",
+    "truncated-in-payload",
+    "crc-mismatch-last-record",
+    "crc-mismatch-middle-record",
+    "garbage-appended",
+    "short-garbage-appended",
+]
 
 
 @pytest.mark.parametrize("case", TORN_CASES)
 def test_damaged_wal_records_are_reported_marked_on_the_trace_and_the_intact_ones_kept(
-        crashed_with_three_records, tmp_path, case):
+    crashed_with_three_records, tmp_path, case
+):
     path, wal = _copy(crashed_with_three_records, tmp_path / "store")
     offset, cut, kept = damage_wal(case, wal, wal_frames(wal))
     damaged = wal.read_bytes()
@@ -428,14 +435,21 @@ def test_any_truncation_or_flipped_byte_keeps_every_intact_record_and_names_the_
 
 SNAPSHOT_QUERY = 'SELECT count(*), count(DISTINCT id), coalesce(max(id), -1) FROM "t".ev'
 SNAPSHOT_BATCH = 50
-SNAPSHOT_MIN_BATCHES = 160    # 8000 rows at least ...
+SNAPSHOT_MIN_BATCHES = 160  # 8000 rows at least ...
 SNAPSHOT_MAX_BATCHES = 4_000  # ... and on until a compacted-away file was deleted under the readers
 GRACE_S = 1.5
 
 
 def test_readers_see_consistent_snapshots_while_the_writer_flushes_and_compacts(store_path, tmp_path):
-    s = tracehouse.open(store_path, flush_rows=400, flush_interval_s=0.02, compact_min_segments=2,
-                        compact_target_rows=3_000, retire_grace_s=GRACE_S, group_commit_ms=1)
+    s = tracehouse.open(
+        store_path,
+        flush_rows=400,
+        flush_interval_s=0.02,
+        compact_min_segments=2,
+        compact_target_rows=3_000,
+        retire_grace_s=GRACE_S,
+        group_commit_ms=1,
+    )
     try:
         s.create_trace("t", "idfmt", event_types=[ID_TYPE])
         stop_file = tmp_path / "stop-reading"
@@ -552,7 +566,6 @@ def test_concurrent_appends_without_seq_get_distinct_sequence_numbers(store):
     assert list(got.values()) == [8000, 8000, 0, 7999]
 
 
-
 def test_line_protocol_and_arrow_appends_share_one_numbering_across_reopen(store_path):
     # The line-protocol decoder numbers its rows itself (the writer's native counters): it must
     # continue what plain appends and earlier sessions stored, per producer, without repeats.
@@ -571,7 +584,9 @@ def test_line_protocol_and_arrow_appends_share_one_numbering_across_reopen(store
         got = s.sql('SELECT producer, list(seq ORDER BY ts) AS seq FROM "lp".m GROUP BY producer ORDER BY producer')
     assert got.column("seq").to_pylist() == [list(range(9)), list(range(6))]  # a: 5 + 2 + 1 + 1, b: 5 + 1
 
+
 # -- bad input through the Python API ------------------------------------------------------
+
 
 def _tbl(**cols) -> pa.Table:
     return pa.table(cols)
@@ -628,8 +643,21 @@ def test_append_to_unknown_trace_or_event_type(store, store_path):
     _assert_nothing_registered(store, store_path)
 
 
-BAD_NAMES = ["../x", "a/b", "..", ".hidden", "-opt", 'q"uote', "q'uote", "a\\b", "", "x" * 129, "sp ace",
-             "nul\0", "new\nline"]
+BAD_NAMES = [
+    "../x",
+    "a/b",
+    "..",
+    ".hidden",
+    "-opt",
+    'q"uote',
+    "q'uote",
+    "a\\b",
+    "",
+    "x" * 129,
+    "sp ace",
+    "nul\0",
+    "new\nline",
+]
 
 
 @pytest.mark.parametrize("name", BAD_NAMES, ids=repr)
@@ -650,8 +678,16 @@ def test_trace_name_of_wrong_type_is_rejected(store, name):
     assert store.traces() == []
 
 
-@pytest.mark.parametrize("producers", [[{"id": 1}], [{"id": "one", "kind": "thread", "name": "a"}],
-                                       [{"id": 1, "kind": "thread", "name": "a", "attrs": "x"}], ["p"]], ids=repr)
+@pytest.mark.parametrize(
+    "producers",
+    [
+        [{"id": 1}],
+        [{"id": "one", "kind": "thread", "name": "a"}],
+        [{"id": 1, "kind": "thread", "name": "a", "attrs": "x"}],
+        ["p"],
+    ],
+    ids=repr,
+)
 def test_bad_producers_leave_no_trace_behind(store, producers):
     with pytest.raises(BadInput, match="producer #0"):
         store.create_trace("t", "fmt", producers=producers)
@@ -680,6 +716,7 @@ def test_bad_format_event_type_and_result_kind(store, store_path):
 
 
 # -- one writer per store -------------------------------------------------------------------
+
 
 def _actions(out: str) -> dict[str, dict]:
     return {d["action"]: d for d in map(json.loads, out.splitlines())}
@@ -729,8 +766,12 @@ def test_readonly_open_refuses_writes(store_path):
     with tracehouse.open(store_path) as s:
         s.create_trace("t", "idfmt", event_types=[ID_TYPE])
     with tracehouse.open(store_path, readonly=True) as ro:
-        for f in (lambda: ro.create_trace("u", "fmt"), lambda: ro.append("t", "ev", id_table(0, 1)),
-                  lambda: ro.rm("t"), lambda: ro.set_metadata("t", {"a": 1})):
+        for f in (
+            lambda: ro.create_trace("u", "fmt"),
+            lambda: ro.append("t", "ev", id_table(0, 1)),
+            lambda: ro.rm("t"),
+            lambda: ro.set_metadata("t", {"a": 1}),
+        ):
             with pytest.raises(tracehouse.ReadOnly):
                 f()
     with pytest.raises(NotFound):
@@ -739,11 +780,17 @@ def test_readonly_open_refuses_writes(store_path):
 
 # -- crash-safe delete ----------------------------------------------------------------------
 
+
 @pytest.mark.parametrize("files_half_removed", [False, True])
 def test_rm_interrupted_after_mark_deleting_is_completed_on_reopen(store_path, files_half_removed):
     s = tracehouse.open(store_path)
-    s.create_trace("gone", "idfmt", event_types=[ID_TYPE], metadata={"k": "v"},
-                   producers=[{"id": 0, "kind": "process", "name": "p"}])
+    s.create_trace(
+        "gone",
+        "idfmt",
+        event_types=[ID_TYPE],
+        metadata={"k": "v"},
+        producers=[{"id": 0, "kind": "process", "name": "p"}],
+    )
     s.create_trace("kept", "idfmt")
     for name in ("gone", "kept"):
         s.append(name, "ev", id_table(0, 10))
@@ -816,8 +863,11 @@ def test_appends_do_not_wait_for_a_checkpoint_registering_and_readers_see_one_cu
         appended.join(30)
         assert not appended.is_alive(), "an append waited for a checkpoint's registration"
         counted: list = []
-        reader = threading.Thread(target=lambda: counted.append(
-            store.sql('SELECT count(*) AS n, count(DISTINCT id) AS d FROM "t".ev').to_pylist()))
+        reader = threading.Thread(
+            target=lambda: counted.append(
+                store.sql('SELECT count(*) AS n, count(DISTINCT id) AS d FROM "t".ev').to_pylist()
+            )
+        )
         reader.start()
     finally:
         release.set()

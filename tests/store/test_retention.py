@@ -25,14 +25,17 @@ ET = EventType("m", "instant", (Column("v", "int64", "", "a value"),), "a measur
 
 def segment(s, trace: str, ts: list[int]) -> None:
     """One checkpoint (one segment) of rows at `ts`."""
-    s.append(trace, "m", pa.table({"ts": ts, "producer": pa.array([0] * len(ts), pa.int32()), "v": list(range(len(ts)))}))
+    s.append(
+        trace, "m", pa.table({"ts": ts, "producer": pa.array([0] * len(ts), pa.int32()), "v": list(range(len(ts)))})
+    )
     s.flush(trace)
 
 
 def make(path, now: int):
     s = tracehouse.open(path, fsync="off")
-    s.create_trace("t", "custom", event_types=[ET],
-                   producers=[{"id": 0, "parent": None, "kind": "p", "name": "p", "attrs": {}}])
+    s.create_trace(
+        "t", "custom", event_types=[ET], producers=[{"id": 0, "parent": None, "kind": "p", "name": "p", "attrs": {}}]
+    )
     segment(s, "t", [now - 50 * H, now - 49 * H])  # older than 24 h: dropped
     segment(s, "t", [now - 30 * H, now - 2 * H])  # straddles the cutoff: kept whole
     segment(s, "t", [now - H, now])  # inside
@@ -47,7 +50,7 @@ def test_set_retention_drops_whole_old_segments_and_counts_follow(tmp_path):
         assert s.set_retention("t", 24 * H) == 1
         info = s.trace("t")
         assert (info.event_count, info.ts_min) == (4, now - 30 * H)
-        assert s.sql('SELECT count(*) AS n, min(ts) AS lo FROM t.m').to_pylist() == [{"n": 4, "lo": now - 30 * H}]
+        assert s.sql("SELECT count(*) AS n, min(ts) AS lo FROM t.m").to_pylist() == [{"n": 4, "lo": now - 30 * H}]
         assert s.sql("SELECT count(*) AS n FROM th.segments WHERE trace = 't'").column(0)[0].as_py() == 2
         assert s.retention("t") == 24 * H
         # nothing else: producers and the type stay, and a row older than the window in a kept segment too
@@ -74,7 +77,12 @@ def test_durations_parse_and_print_as_influxdb_does():
     assert parse_duration("30d") == 30 * 24 * H and parse_duration("1w2d") == 9 * 24 * H
     assert parse_duration("90m") == 3 * H // 2 and parse_duration("inf") == parse_duration("0") == 0
     assert [format_duration(x) for x in (0, 30 * 24 * H, 3 * H // 2, 90 * 10**9, 1500 * 10**6)] == [
-        "0s", "720h0m0s", "1h30m0s", "1m30s", "1.5s"]
+        "0s",
+        "720h0m0s",
+        "1h30m0s",
+        "1m30s",
+        "1.5s",
+    ]
     with pytest.raises(BadInput, match="invalid duration '30 days'"):
         parse_duration("30 days")
 
@@ -82,13 +90,40 @@ def test_durations_parse_and_print_as_influxdb_does():
 def test_cli_retain(tmp_path):
     now = time.time_ns()
     make(tmp_path / "s", now).close()
-    r = subprocess.run([sys.executable, "-m", "tracehouse.cli", "--store", str(tmp_path / "s"), "retain", "t",
-                        "--keep", "1d", "--json"], env=child_env(), capture_output=True, text=True, timeout=120)
+    r = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tracehouse.cli",
+            "--store",
+            str(tmp_path / "s"),
+            "retain",
+            "t",
+            "--keep",
+            "1d",
+            "--json",
+        ],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 0, r.stderr
-    assert json.loads(r.stdout) == {"trace": "t", "keep_ns": 24 * H, "keep": "24h0m0s", "segments_dropped": 1,
-                                    "events_before": 6, "events": 4}
-    r = subprocess.run([sys.executable, "-m", "tracehouse.cli", "--store", str(tmp_path / "s"), "retain", "t",
-                        "--keep", "a while"], env=child_env(), capture_output=True, text=True, timeout=120)
+    assert json.loads(r.stdout) == {
+        "trace": "t",
+        "keep_ns": 24 * H,
+        "keep": "24h0m0s",
+        "segments_dropped": 1,
+        "events_before": 6,
+        "events": 4,
+    }
+    r = subprocess.run(
+        [sys.executable, "-m", "tracehouse.cli", "--store", str(tmp_path / "s"), "retain", "t", "--keep", "a while"],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert r.returncode == 2 and "invalid duration 'a while'" in r.stderr
 
 
@@ -108,22 +143,28 @@ def test_influxql_retention_policies_are_applied(tmp_path):
         pol = influx(s, "SHOW RETENTION POLICIES ON d")["results"][0]["series"][0]
         assert pol["values"] == [["short", "2h0m0s", "1h0m0s", 1, True]]
         now_s = time.time_ns() // 10**9
-        assert s.write(f"m,h=a v=1i {now_s - 5 * 3600}\nm,h=a v=2i {now_s - 4 * 3600}", bucket="d", precision="s")[0] == 204
+        assert (
+            s.write(f"m,h=a v=1i {now_s - 5 * 3600}\nm,h=a v=2i {now_s - 4 * 3600}", bucket="d", precision="s")[0]
+            == 204
+        )
         deadline = time.monotonic() + 30  # its checkpoint registers, and the compaction after it drops it
-        while s.sql('SELECT count(*) FROM d.m')[0][0] and time.monotonic() < deadline:
+        while s.sql("SELECT count(*) FROM d.m")[0][0] and time.monotonic() < deadline:
             time.sleep(0.2)
-        assert s.sql('SELECT count(*) FROM d.m')[0][0] == 0
+        assert s.sql("SELECT count(*) FROM d.m")[0][0] == 0
         assert s.write(f"m,h=a v=3i {now_s - 3 * 3600}\nm,h=a v=4i {now_s}", bucket="d", precision="s")[0] == 204
         assert influx(s, "ALTER RETENTION POLICY short ON d DURATION 10h")["results"][0] == {"statement_id": 0}
         time.sleep(1.5)  # a checkpoint and a compaction: nothing is in the 10 h window's past
-        assert s.sql('SELECT count(*) FROM d.m')[0][0] == 2
-        r = influx(s, "CREATE RETENTION POLICY month ON d DURATION 30d REPLICATION 1 DEFAULT; "
-                      "SHOW RETENTION POLICIES ON d; ALTER RETENTION POLICY short ON d DURATION 1h")["results"]
+        assert s.sql("SELECT count(*) FROM d.m")[0][0] == 2
+        r = influx(
+            s,
+            "CREATE RETENTION POLICY month ON d DURATION 30d REPLICATION 1 DEFAULT; "
+            "SHOW RETENTION POLICIES ON d; ALTER RETENTION POLICY short ON d DURATION 1h",
+        )["results"]
         assert "replaces 'short'" in r[0]["messages"][0]["text"]
         assert r[1]["series"][0]["values"] == [["month", "720h0m0s", "24h0m0s", 1, True]]
         assert r[2]["error"] == "retention policy not found: short"
         r = influx(s, "DROP RETENTION POLICY month ON d")["results"][0]
         assert "is not dropped" in r["error"]
-        assert s.sql('SELECT count(*) FROM d.m')[0][0] == 2
+        assert s.sql("SELECT count(*) FROM d.m")[0][0] == 2
     finally:
         assert s.stop() == 0

@@ -21,8 +21,9 @@ N, PRODUCERS = 300_000, 50
 def _data(seed: int = 3) -> pa.Table:
     rng = np.random.default_rng(seed)
     ts = np.sort(rng.integers(0, 10**9, N))
-    return pa.table({"ts": ts, "producer": pa.array(rng.integers(0, PRODUCERS, N).astype(np.int32)),
-                     "v": rng.random(N)})
+    return pa.table(
+        {"ts": ts, "producer": pa.array(rng.integers(0, PRODUCERS, N).astype(np.int32)), "v": rng.random(N)}
+    )
 
 
 def _stores(tmp_path):
@@ -67,9 +68,12 @@ def test_producer_order_sorts_segments_and_prunes_row_groups(tmp_path):
     ((done, total),) = _row_groups_scanned(by_ts, sql)
     assert done == total  # time order: every row group holds producer 7
     # The same answers as the time-ordered trace.
-    for q in (sql + " ORDER BY ts", 'SELECT producer, count(*), round(sum(v), 6) FROM "q".m GROUP BY 1 ORDER BY 1',
-              'SELECT * FROM "q".m WHERE ts BETWEEN 200000000 AND 200500000 ORDER BY ts, producer, seq',
-              'SELECT count(*) FROM "q".events'):
+    for q in (
+        sql + " ORDER BY ts",
+        'SELECT producer, count(*), round(sum(v), 6) FROM "q".m GROUP BY 1 ORDER BY 1',
+        'SELECT * FROM "q".m WHERE ts BETWEEN 200000000 AND 200500000 ORDER BY ts, producer, seq',
+        'SELECT count(*) FROM "q".events',
+    ):
         assert by_p.sql(q).equals(by_ts.sql(q)), q
     want = data.filter(pa.compute.equal(data.column("producer"), 7)).column("v").to_pylist()
     assert by_p.sql(sql + " ORDER BY ts, seq").column("v").to_pylist() == want
@@ -97,8 +101,14 @@ def test_string_statistics_only_where_they_prune(tmp_path):
     query on a string is answered the same either way."""
     tagged = EventType("m", "instant", (Column("tag", "string", "", ""), Column("v", "int64", "", "")))
     n = 40_000
-    data = pa.table({"ts": pa.array(range(n), pa.int64()), "producer": pa.array([i % 8 for i in range(n)], pa.int32()),
-                     "tag": [f"host-{i % 8}" for i in range(n)], "v": pa.array(range(n), pa.int64())})
+    data = pa.table(
+        {
+            "ts": pa.array(range(n), pa.int64()),
+            "producer": pa.array([i % 8 for i in range(n)], pa.int32()),
+            "tag": [f"host-{i % 8}" for i in range(n)],
+            "v": pa.array(range(n), pa.int64()),
+        }
+    )
 
     def stats(store) -> list[dict]:
         out = []
@@ -111,13 +121,16 @@ def test_string_statistics_only_where_they_prune(tmp_path):
     answers = []
     for order in ("ts", "producer"):
         with tracehouse.open(tmp_path / order, fsync="off") as s:
-            s.create_trace("q", "custom", event_types=[tagged],
-                           metadata={} if order == "ts" else {"segment_order": "producer"})
+            s.create_trace(
+                "q", "custom", event_types=[tagged], metadata={} if order == "ts" else {"segment_order": "producer"}
+            )
             for k in range(0, n, 10_000):
                 s.append("q", "m", data.slice(k, 10_000))
                 s.flush()
             assert stats(s) == [{"ts": True, "v": True, "tag": order == "producer"}] * 4, order
-            answers.append(s.sql("SELECT producer, count(*), sum(v) FROM \"q\".m WHERE tag = 'host-3' GROUP BY 1").to_pylist())
+            answers.append(
+                s.sql("SELECT producer, count(*), sum(v) FROM \"q\".m WHERE tag = 'host-3' GROUP BY 1").to_pylist()
+            )
             assert s.compact("q") >= 2
             assert stats(s) == [{"ts": True, "v": True, "tag": True}]
     assert answers[0] == answers[1] == [{"producer": 3, "count_star()": n // 8, "sum(v)": sum(range(3, n, 8))}]

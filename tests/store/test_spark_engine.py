@@ -35,7 +35,9 @@ from tracehouse.workload import qos
 pytestmark = pytest.mark.spark
 
 if shutil.which("java") is None:  # `make setup` installs one (java-tool); say so when it could not
-    pytest.skip("the Spark engine needs Java 17+ (make setup installs openjdk-17-jre-headless)", allow_module_level=True)
+    pytest.skip(
+        "the Spark engine needs Java 17+ (make setup installs openjdk-17-jre-headless)", allow_module_level=True
+    )
 pytest.importorskip("pyspark", reason="pyspark (the spark extra) is not installed: make setup installs it")
 
 SCALE = 0.01  # QoS data set (qos.dataset): 556 runs of 10 to 6,000 rows, 20,320 rows
@@ -45,41 +47,96 @@ QOS = f'"{qos.TRACE}".{qos.EVENT_TYPE}'
 def _mixed(store) -> None:
     """A trace with every column type, NULLs, a span type, and a parameter added after the
     first segment (that segment reads it as NULL)."""
-    store.create_trace("mixed", "mixfmt", event_types=[
-        EventType("call", "span", (Column("fn", "string", "", "callee"), Column("bytes", "int64", "B", ""),
-                                   Column("ok", "bool", "", ""), Column("ratio", "float64", "", ""))),
-        EventType("mark", "instant", (Column("label", "string", "", ""),)),
-    ], producers=[{"id": i, "parent": None, "kind": "thread", "name": f"t{i}", "attrs": {"cpu": i % 2}}
-                  for i in range(4)], metadata={"purpose": "engine tests"})
+    store.create_trace(
+        "mixed",
+        "mixfmt",
+        event_types=[
+            EventType(
+                "call",
+                "span",
+                (
+                    Column("fn", "string", "", "callee"),
+                    Column("bytes", "int64", "B", ""),
+                    Column("ok", "bool", "", ""),
+                    Column("ratio", "float64", "", ""),
+                ),
+            ),
+            EventType("mark", "instant", (Column("label", "string", "", ""),)),
+        ],
+        producers=[
+            {"id": i, "parent": None, "kind": "thread", "name": f"t{i}", "attrs": {"cpu": i % 2}} for i in range(4)
+        ],
+        metadata={"purpose": "engine tests"},
+    )
     rng = np.random.default_rng(16)
     n = 3000
     names = np.array(["read", "write", "open", "close", "stat"], dtype=object)
     nulls = rng.random(n) < 0.1
-    store.append("mixed", "call", pa.table({
-        "ts": pa.array(np.sort(rng.integers(0, 10**10, n))),
-        "producer": pa.array(rng.integers(0, 4, n).astype(np.int32)),
-        "dur": pa.array(rng.integers(0, 10**6, n)),
-        "fn": pa.array(names[rng.integers(0, 5, n)].tolist(), mask=nulls),
-        "bytes": pa.array(rng.integers(0, 1 << 20, n), mask=rng.random(n) < 0.05),
-        "ok": pa.array(rng.random(n) < 0.7),
-        "ratio": pa.array(np.round(rng.random(n) * 1024) / 1024),
-    }))
-    store.append("mixed", "mark", pa.table({"ts": pa.array(np.arange(0, 10**10, 10**8)),
-                                            "producer": pa.array(np.zeros(100, np.int32)),
-                                            "label": pa.array([f"m{i % 7}" for i in range(100)])}))
+    store.append(
+        "mixed",
+        "call",
+        pa.table(
+            {
+                "ts": pa.array(np.sort(rng.integers(0, 10**10, n))),
+                "producer": pa.array(rng.integers(0, 4, n).astype(np.int32)),
+                "dur": pa.array(rng.integers(0, 10**6, n)),
+                "fn": pa.array(names[rng.integers(0, 5, n)].tolist(), mask=nulls),
+                "bytes": pa.array(rng.integers(0, 1 << 20, n), mask=rng.random(n) < 0.05),
+                "ok": pa.array(rng.random(n) < 0.7),
+                "ratio": pa.array(np.round(rng.random(n) * 1024) / 1024),
+            }
+        ),
+    )
+    store.append(
+        "mixed",
+        "mark",
+        pa.table(
+            {
+                "ts": pa.array(np.arange(0, 10**10, 10**8)),
+                "producer": pa.array(np.zeros(100, np.int32)),
+                "label": pa.array([f"m{i % 7}" for i in range(100)]),
+            }
+        ),
+    )
     store.flush("mixed")
-    store.add_event_type("mixed", EventType("mark", "instant", (Column("label", "string", "", ""),
-                                                                Column("level", "int64", "", "added later"))))
-    store.append("mixed", "mark", pa.table({"ts": pa.array(np.arange(10**10, 2 * 10**10, 10**8)),
-                                            "producer": pa.array(np.ones(100, np.int32)),
-                                            "label": pa.array([f"m{i % 3}" for i in range(100)]),
-                                            "level": pa.array(np.arange(100))}))
+    store.add_event_type(
+        "mixed",
+        EventType("mark", "instant", (Column("label", "string", "", ""), Column("level", "int64", "", "added later"))),
+    )
+    store.append(
+        "mixed",
+        "mark",
+        pa.table(
+            {
+                "ts": pa.array(np.arange(10**10, 2 * 10**10, 10**8)),
+                "producer": pa.array(np.ones(100, np.int32)),
+                "label": pa.array([f"m{i % 3}" for i in range(100)]),
+                "level": pa.array(np.arange(100)),
+            }
+        ),
+    )
     store.flush("mixed")
     # a trace owning its event types (line protocol's buckets)
-    store.create_trace("lp", "lineproto", own_types=True, event_types=[
-        EventType("cpu", "instant", (Column("usage", "float64", "%", ""), Column("host", "string", "", "")))])
-    store.append("lp", "cpu", pa.table({"ts": pa.array(np.arange(50) * 10**9), "producer": pa.array(np.zeros(50, np.int32)),
-                                        "usage": pa.array(np.arange(50) / 4), "host": pa.array(["a", "b"] * 25)}))
+    store.create_trace(
+        "lp",
+        "lineproto",
+        own_types=True,
+        event_types=[
+            EventType("cpu", "instant", (Column("usage", "float64", "%", ""), Column("host", "string", "", "")))
+        ],
+    )
+    store.append(
+        "lp",
+        "cpu",
+        pa.table(
+            {
+                "ts": pa.array(np.arange(50) * 10**9),
+                "producer": pa.array(np.zeros(50, np.int32)),
+                "usage": pa.array(np.arange(50) / 4),
+                "host": pa.array(["a", "b"] * 25),
+            }
+        ),
+    )
     store.flush("lp")
 
 
@@ -107,37 +164,55 @@ def sparkq(store_dir, spark):
 
 EQUIVALENT = [
     # counts and filters
-    (f'SELECT count(*) AS n FROM {QOS}', True),
+    (f"SELECT count(*) AS n FROM {QOS}", True),
     ('SELECT type, count(*) AS n FROM "tod".events GROUP BY type ORDER BY type', True),
     ('SELECT count(*), count(fn), count(bytes), count(DISTINCT fn) FROM "mixed".call', True),
-    ('SELECT * FROM "mixed".call WHERE fn = \'read\' AND bytes > 1000 ORDER BY ts, producer, seq', True),
+    ("SELECT * FROM \"mixed\".call WHERE fn = 'read' AND bytes > 1000 ORDER BY ts, producer, seq", True),
     ('SELECT * FROM "mixed".call WHERE fn IS NULL OR NOT ok', False),
     ('SELECT fn, ok, ratio FROM "mixed".call ORDER BY fn, ts LIMIT 50', True),  # NULLs sort last in both
     ('SELECT fn FROM "mixed".call ORDER BY fn DESC, ts LIMIT 20', True),
     ('SELECT label, level FROM "mixed".mark ORDER BY level NULLS FIRST, ts', True),  # old segment: NULL level
     ('SELECT * FROM "mixed".events ORDER BY ts, producer, seq, type', True),
     # joins with producers
-    ('SELECT p.name, count(*) AS n, sum(c.bytes) AS b, avg(c.dur) AS mean FROM "mixed".call c '
-     'JOIN th.producers p ON p.trace = \'mixed\' AND p.id = c.producer GROUP BY p.name ORDER BY p.name', True),
-    ("SELECT p.kind, json_extract_string(p.attrs, '$.cpu') AS cpu, count(*) AS n FROM \"tod\".events e "
-     "LEFT JOIN th.producers p ON p.trace = 'tod' AND p.id = e.producer GROUP BY ALL", False),
+    (
+        'SELECT p.name, count(*) AS n, sum(c.bytes) AS b, avg(c.dur) AS mean FROM "mixed".call c '
+        "JOIN th.producers p ON p.trace = 'mixed' AND p.id = c.producer GROUP BY p.name ORDER BY p.name",
+        True,
+    ),
+    (
+        "SELECT p.kind, json_extract_string(p.attrs, '$.cpu') AS cpu, count(*) AS n FROM \"tod\".events e "
+        "LEFT JOIN th.producers p ON p.trace = 'tod' AND p.id = e.producer GROUP BY ALL",
+        False,
+    ),
     # time-bucketed aggregates
-    ('SELECT ts // 1000000000 AS sec, type, count(*) AS n, min(ts) AS first, max(ts) AS last '
-     'FROM "tod".events GROUP BY ALL ORDER BY sec, type', True),
-    ('SELECT (ts - 5) * 100 // 10000000000 AS bucket, sum(dur) AS total, avg(ratio) AS r, sum(ratio) AS s '
-     'FROM "mixed".call GROUP BY 1 ORDER BY 1', True),
+    (
+        "SELECT ts // 1000000000 AS sec, type, count(*) AS n, min(ts) AS first, max(ts) AS last "
+        'FROM "tod".events GROUP BY ALL ORDER BY sec, type',
+        True,
+    ),
+    (
+        "SELECT (ts - 5) * 100 // 10000000000 AS bucket, sum(dur) AS total, avg(ratio) AS r, sum(ratio) AS s "
+        'FROM "mixed".call GROUP BY 1 ORDER BY 1',
+        True,
+    ),
     ('SELECT make_timestamp(ts // 1000) AS at, ts FROM "mixed".mark ORDER BY ts LIMIT 5', True),
-    (f'SELECT to_timestamp(ts // 1000000000) AS at, count(*) AS n FROM {QOS} GROUP BY 1 ORDER BY 1 LIMIT 20', True),
-    (f'SELECT producer, max(ul_delay) AS d, avg(rtt) AS rtt, sum(ul_bytes) AS b FROM {QOS} '
-     'GROUP BY producer ORDER BY producer', True),
+    (f"SELECT to_timestamp(ts // 1000000000) AS at, count(*) AS n FROM {QOS} GROUP BY 1 ORDER BY 1 LIMIT 20", True),
+    (
+        f"SELECT producer, max(ul_delay) AS d, avg(rtt) AS rtt, sum(ul_bytes) AS b FROM {QOS} "
+        "GROUP BY producer ORDER BY producer",
+        True,
+    ),
     # window functions and the catalog
-    ('SELECT producer, ts, row_number() OVER (PARTITION BY producer ORDER BY ts, seq) AS k FROM "mixed".call '
-     'QUALIFY k <= 3 ORDER BY producer, k', True),
-    ('SELECT name, format, event_count, ts_min, ts_max FROM th.traces ORDER BY name', True),
-    ('SELECT trace, event_type, sum(rows) AS rows FROM th.segments GROUP BY ALL ORDER BY ALL', True),
-    ('SELECT format, name, kind, trace FROM th.event_types ORDER BY format, name, trace', True),
+    (
+        'SELECT producer, ts, row_number() OVER (PARTITION BY producer ORDER BY ts, seq) AS k FROM "mixed".call '
+        "QUALIFY k <= 3 ORDER BY producer, k",
+        True,
+    ),
+    ("SELECT name, format, event_count, ts_min, ts_max FROM th.traces ORDER BY name", True),
+    ("SELECT trace, event_type, sum(rows) AS rows FROM th.segments GROUP BY ALL ORDER BY ALL", True),
+    ("SELECT format, name, kind, trace FROM th.event_types ORDER BY format, name, trace", True),
     ('SELECT host, count(*) AS n, avg(usage) AS u FROM "lp".cpu GROUP BY host ORDER BY host', True),
-    ('SELECT * FROM th.metadata ORDER BY trace, key', True),
+    ("SELECT * FROM th.metadata ORDER BY trace, key", True),
 ]
 
 
@@ -172,8 +247,10 @@ def test_params_are_bound_the_same(duck, sparkq):
 def test_pure_sql_analyses_one_code_path(duck, sparkq):
     for by in ("type", "producer"):
         same(ST.stats(duck, "tod", by), ST.stats(sparkq, "tod", by))
-    same(ST.stats(duck, "mixed", "state", state="fn", source_type="call"),
-         ST.stats(sparkq, "mixed", "state", state="fn", source_type="call"))
+    same(
+        ST.stats(duck, "mixed", "state", state="fn", source_type="call"),
+        ST.stats(sparkq, "mixed", "state", state="fn", source_type="call"),
+    )
     for by in ("none", "type", "producer", "both"):
         index = ES.density(duck, "tod", 200, by=by)  # the index path: the reference
         same(index, ES.density_by_sql(duck, "tod", 200, by=by))
@@ -209,22 +286,34 @@ def two_stores(tmp_path_factory):
 
 def test_several_stores_are_queried_as_one(two_stores, spark):
     queries = [
-        ('SELECT store, name, event_count FROM th.traces ORDER BY store, name', True),
+        ("SELECT store, name, event_count FROM th.traces ORDER BY store, name", True),
         ('SELECT count(*) AS n FROM "only-node1".events', True),
         ('SELECT count(*) AS n FROM "n2/only-node2".events', True),  # a qualified name works for a unique one too
-        ('SELECT \'a\' AS s, count(*) AS n FROM "n1/run".events UNION ALL SELECT \'b\', count(*) FROM "n2/run".events', False),
-        ('SELECT e.type, p.name, count(*) AS n FROM "n2/run".events e JOIN th.producers p '
-         'ON p.trace = \'n2/run\' AND p.id = e.producer GROUP BY ALL', False),
+        (
+            "SELECT 'a' AS s, count(*) AS n FROM \"n1/run\".events UNION ALL SELECT 'b', count(*) FROM \"n2/run\".events",
+            False,
+        ),
+        (
+            'SELECT e.type, p.name, count(*) AS n FROM "n2/run".events e JOIN th.producers p '
+            "ON p.trace = 'n2/run' AND p.id = e.producer GROUP BY ALL",
+            False,
+        ),
     ]
     with open_engine(two_stores, "duckdb") as d, open_engine(two_stores, "spark", spark=spark) as s:
         for q, ordered in queries:
             same(d.sql(q), s.sql(q), ordered)
         traces = d.sql("SELECT store, name FROM th.traces ORDER BY store, name").to_pylist()
-        assert traces == [{"store": "n1", "name": "n1/run"}, {"store": "n1", "name": "only-node1"},
-                          {"store": "n2", "name": "n2/run"}, {"store": "n2", "name": "only-node2"}]
+        assert traces == [
+            {"store": "n1", "name": "n1/run"},
+            {"store": "n1", "name": "only-node1"},
+            {"store": "n2", "name": "n2/run"},
+            {"store": "n2", "name": "only-node2"},
+        ]
         with tracehouse.open(two_stores[1].path, readonly=True) as one:  # each store's own answer
-            same(one.sql('SELECT type, count(*) AS n FROM "run".events GROUP BY type ORDER BY type'),
-                 s.sql('SELECT type, count(*) AS n FROM "n2/run".events GROUP BY type ORDER BY type'))
+            same(
+                one.sql('SELECT type, count(*) AS n FROM "run".events GROUP BY type ORDER BY type'),
+                s.sql('SELECT type, count(*) AS n FROM "n2/run".events GROUP BY type ORDER BY type'),
+            )
         for e in (d, s):
             with pytest.raises(BadInput, match='several stores.*"n1/run" or "n2/run"'):
                 e.sql('SELECT count(*) FROM "run".events')
@@ -255,8 +344,9 @@ WRITER = textwrap.dedent("""
 
 def test_spark_sees_whole_registered_flushes_while_a_writer_appends(tmp_path, spark):
     path, stop = tmp_path / "live", tmp_path / "stop"
-    proc = subprocess.Popen([sys.executable, "-c", WRITER, str(path), str(stop), "2000", "2000"],
-                            stdout=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", WRITER, str(path), str(stop), "2000", "2000"], stdout=subprocess.PIPE, text=True
+    )
     q = 'SELECT batch, count(*) AS n, sum(v) AS s, min(ts) AS lo, max(ts) AS hi FROM "live".m GROUP BY batch ORDER BY batch'
     seen = []
     try:
@@ -265,7 +355,11 @@ def test_spark_sees_whole_registered_flushes_while_a_writer_appends(tmp_path, sp
             # Read until Spark has answered at four different points of the writing (the
             # writer keeps appending until told to stop; the deadline only bounds a hang).
             deadline = time.monotonic() + 300
-            while proc.poll() is None and len({t.num_rows for t in seen if t.num_rows}) < 4 and time.monotonic() < deadline:
+            while (
+                proc.poll() is None
+                and len({t.num_rows for t in seen if t.num_rows}) < 4
+                and time.monotonic() < deadline
+            ):
                 seen.append(e.sql(q))
         stop.touch()
         assert proc.wait(timeout=120) == 0
@@ -289,9 +383,15 @@ def _by_group(h) -> dict:
     return {g: h.counts[i].tolist() for i, g in enumerate(h.groups) if h.counts[i].any()}
 
 
-@pytest.mark.parametrize("kw", [{"kind": "hist", "k": 0, "unit": "ns"}, {"kind": "hist", "k": 2, "unit": "us"},
-                                {"kind": "lhist", "min": 0, "max": 1000, "step": 100, "unit": "us"}],
-                         ids=["hist-k0", "hist-k2-us", "lhist"])
+@pytest.mark.parametrize(
+    "kw",
+    [
+        {"kind": "hist", "k": 0, "unit": "ns"},
+        {"kind": "hist", "k": 2, "unit": "us"},
+        {"kind": "lhist", "min": 0, "max": 1000, "step": 100, "unit": "us"},
+    ],
+    ids=["hist-k0", "hist-k2-us", "lhist"],
+)
 def test_sql_histograms_count_what_the_rust_core_counts(duck, sparkq, kw):
     from tracehouse.analysis import histograms as H
 
@@ -303,8 +403,17 @@ def test_sql_histograms_count_what_the_rust_core_counts(duck, sparkq, kw):
             h = H.type_histogram_sql(engine, "mixed", "call", value, group=group, below=5000, **kw)
             assert _by_group(h) == _by_group(ref), (value, group, engine)
             assert {g: b["below"] for g, b in h.below.items()} == {g: b["below"] for g, b in ref.below.items()}
-            assert h.text() == H.Histogram(ref.kind, ref.params, ref.unit, h.groups,
-                                           np.array([ref.counts[ref.groups.index(g)] for g in h.groups]), h.name).text()
+            assert (
+                h.text()
+                == H.Histogram(
+                    ref.kind,
+                    ref.params,
+                    ref.unit,
+                    h.groups,
+                    np.array([ref.counts[ref.groups.index(g)] for g in h.groups]),
+                    h.name,
+                ).text()
+            )
 
 
 def test_cli_says_which_engine_answered(store_dir, spark, capsys):
@@ -317,13 +426,31 @@ def test_cli_says_which_engine_answered(store_dir, spark, capsys):
     spark_out = capsys.readouterr()
     assert spark_out.out == duck_out.out and spark_out.out.count("\n") > 2
     assert "answered by spark local[2]" in spark_out.err
-    assert main(["--store", str(store_dir), "analyze", "stats", "tod", "--by", "producer", "--engine", "spark",
-                 "--json"]) == 0
+    assert (
+        main(["--store", str(store_dir), "analyze", "stats", "tod", "--by", "producer", "--engine", "spark", "--json"])
+        == 0
+    )
     st = capsys.readouterr()
     assert main(["--store", str(store_dir), "analyze", "stats", "tod", "--by", "producer", "--json"]) == 0
     assert capsys.readouterr().out.split('"title"')[0] == st.out.split('"title"')[0]
     assert "spark local[2]" in st.out
-    assert main(["--store", str(store_dir), "analyze", "hist", "mixed", "--type", "call", "--by", "producer",
-                 "--engine", "spark"]) == 0
+    assert (
+        main(
+            [
+                "--store",
+                str(store_dir),
+                "analyze",
+                "hist",
+                "mixed",
+                "--type",
+                "call",
+                "--by",
+                "producer",
+                "--engine",
+                "spark",
+            ]
+        )
+        == 0
+    )
     h = capsys.readouterr()
     assert "@usecs[" in h.out and "answered by spark" in h.err

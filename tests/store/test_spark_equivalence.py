@@ -35,30 +35,58 @@ T0 = 1_700_000_000_123_456_789  # epoch ns: sums of a few of these overflow BIGI
 
 def _io(store, name: str, n: int, seed: int) -> None:
     """Syscall-like spans at epoch-ns times with NULL names and NULL fds, marks, 4 threads."""
-    store.create_trace(name, "sys", event_types=[
-        EventType("call", "span", (Column("name", "string", "", "syscall"), Column("fd", "int64", "", "fd"),
-                                   Column("bytes", "int64", "B", ""), Column("ok", "bool", "", ""),
-                                   Column("ratio", "float64", "", ""))),
-        EventType("mark", "instant", (Column("label", "string", "", ""),)),
-    ], producers=[{"id": i, "parent": None, "kind": "thread", "name": f"t{i}", "attrs": {"cpu": i % 2}}
-                  for i in range(4)])
+    store.create_trace(
+        name,
+        "sys",
+        event_types=[
+            EventType(
+                "call",
+                "span",
+                (
+                    Column("name", "string", "", "syscall"),
+                    Column("fd", "int64", "", "fd"),
+                    Column("bytes", "int64", "B", ""),
+                    Column("ok", "bool", "", ""),
+                    Column("ratio", "float64", "", ""),
+                ),
+            ),
+            EventType("mark", "instant", (Column("label", "string", "", ""),)),
+        ],
+        producers=[
+            {"id": i, "parent": None, "kind": "thread", "name": f"t{i}", "attrs": {"cpu": i % 2}} for i in range(4)
+        ],
+    )
     rng = np.random.default_rng(seed)
     names = np.array(["read", "write", "openat", "close", "fstat", "Read"], dtype=object)
     ts = T0 + np.sort(rng.integers(0, 5 * 10**9, n))  # five seconds
-    store.append(name, "call", pa.table({
-        "ts": pa.array(ts),
-        "producer": pa.array(rng.integers(0, 4, n).astype(np.int32)),
-        "dur": pa.array(rng.integers(0, 2_000_000, n)),
-        "name": pa.array(names[rng.integers(0, len(names), n)].tolist(), mask=rng.random(n) < 0.08),
-        "fd": pa.array(rng.integers(-1, 40, n), mask=rng.random(n) < 0.15),
-        "bytes": pa.array(rng.integers(0, 1 << 16, n), mask=rng.random(n) < 0.05),
-        "ok": pa.array(rng.random(n) < 0.8),
-        "ratio": pa.array(np.round(rng.random(n) * 256) / 256),
-    }))
+    store.append(
+        name,
+        "call",
+        pa.table(
+            {
+                "ts": pa.array(ts),
+                "producer": pa.array(rng.integers(0, 4, n).astype(np.int32)),
+                "dur": pa.array(rng.integers(0, 2_000_000, n)),
+                "name": pa.array(names[rng.integers(0, len(names), n)].tolist(), mask=rng.random(n) < 0.08),
+                "fd": pa.array(rng.integers(-1, 40, n), mask=rng.random(n) < 0.15),
+                "bytes": pa.array(rng.integers(0, 1 << 16, n), mask=rng.random(n) < 0.05),
+                "ok": pa.array(rng.random(n) < 0.8),
+                "ratio": pa.array(np.round(rng.random(n) * 256) / 256),
+            }
+        ),
+    )
     m = 40
-    store.append(name, "mark", pa.table({"ts": pa.array(T0 + np.arange(m) * 123_456_789),
-                                         "producer": pa.array((np.arange(m) % 2).astype(np.int32)),
-                                         "label": pa.array([f"phase {i % 5}" for i in range(m)])}))
+    store.append(
+        name,
+        "mark",
+        pa.table(
+            {
+                "ts": pa.array(T0 + np.arange(m) * 123_456_789),
+                "producer": pa.array((np.arange(m) % 2).astype(np.int32)),
+                "label": pa.array([f"phase {i % 5}" for i in range(m)]),
+            }
+        ),
+    )
     store.flush(name)
 
 
@@ -86,7 +114,7 @@ def sparkq(stores, spark):
 
 
 C = '"io".call'
-J = 'JOIN th.producers p ON p.trace = \'io\' AND p.id = c.producer'
+J = "JOIN th.producers p ON p.trace = 'io' AND p.id = c.producer"
 EQUIVALENT = [
     # the five that crashed or differed: sums over epoch ns, concat with a NULL BIGINT, boundaries crossed,
     # quantiles, fractional seconds
@@ -94,131 +122,246 @@ EQUIVALENT = [
     (f"SELECT producer, sum(ts) AS s FROM {C} GROUP BY producer ORDER BY producer", True),
     (f"SELECT concat(name, ':', fd) AS k, ts FROM {C} ORDER BY ts, producer, seq LIMIT 200", True),
     (f"SELECT concat(name, '#', producer, '/', ok) AS k, count(*) AS n FROM {C} GROUP BY ALL", False),
-    (f"SELECT datediff('millisecond', to_timestamp(ts / 1e9), to_timestamp((ts + dur) / 1e9)) AS ms, ts FROM {C} "
-     "ORDER BY ts, producer, seq", True),
-    (f"SELECT date_diff('second', to_timestamp(ts / 1e9), to_timestamp((ts + dur * 500) / 1e9)) AS s, "
-     f"date_diff('minute', to_timestamp(ts / 1e9), to_timestamp((ts + dur * 40000) / 1e9)) AS m, ts FROM {C} "
-     "ORDER BY ts, producer, seq", True),
-    (f"SELECT date_diff('hour', make_timestamp(ts // 1000), make_timestamp(ts // 1000 + dur * 3000)) AS h, "
-     f"date_diff('day', make_timestamp(ts // 1000), make_timestamp(ts // 1000 + dur * 100000)) AS d, "
-     f"date_diff('week', make_timestamp(ts // 1000), make_timestamp(ts // 1000 + dur * 800000)) AS w FROM {C} "
-     "ORDER BY ts, producer, seq", True),
-    (f"SELECT date_diff('month', make_timestamp(ts // 1000), make_timestamp(ts // 1000 + dur * 4000000)) AS mo, "
-     f"date_diff('year', make_timestamp(ts // 1000), make_timestamp(ts // 1000 + dur * 40000000)) AS y FROM {C} "
-     "ORDER BY ts, producer, seq", True),
-    (f"SELECT quantile_cont(dur, 0.5) AS p50, quantile_cont(dur, 0.9) AS p90, quantile_disc(dur, 0.5) AS d50, "
-     f"quantile_disc(dur, 0.99) AS d99, median(bytes) AS m FROM {C}", True),
-    (f"SELECT producer, quantile_disc(ts, 0.25) AS q1, quantile(dur, 0.75) AS q3, "
-     f"percentile_cont(0.1) WITHIN GROUP (ORDER BY dur) AS p10 FROM {C} GROUP BY producer ORDER BY producer", True),
-    (f"SELECT name, percentile_disc(0.5) WITHIN GROUP (ORDER BY bytes DESC) AS p FROM {C} GROUP BY name ORDER BY name",
-     True),
+    (
+        f"SELECT datediff('millisecond', to_timestamp(ts / 1e9), to_timestamp((ts + dur) / 1e9)) AS ms, ts FROM {C} "
+        "ORDER BY ts, producer, seq",
+        True,
+    ),
+    (
+        f"SELECT date_diff('second', to_timestamp(ts / 1e9), to_timestamp((ts + dur * 500) / 1e9)) AS s, "
+        f"date_diff('minute', to_timestamp(ts / 1e9), to_timestamp((ts + dur * 40000) / 1e9)) AS m, ts FROM {C} "
+        "ORDER BY ts, producer, seq",
+        True,
+    ),
+    (
+        f"SELECT date_diff('hour', make_timestamp(ts // 1000), make_timestamp(ts // 1000 + dur * 3000)) AS h, "
+        f"date_diff('day', make_timestamp(ts // 1000), make_timestamp(ts // 1000 + dur * 100000)) AS d, "
+        f"date_diff('week', make_timestamp(ts // 1000), make_timestamp(ts // 1000 + dur * 800000)) AS w FROM {C} "
+        "ORDER BY ts, producer, seq",
+        True,
+    ),
+    (
+        f"SELECT date_diff('month', make_timestamp(ts // 1000), make_timestamp(ts // 1000 + dur * 4000000)) AS mo, "
+        f"date_diff('year', make_timestamp(ts // 1000), make_timestamp(ts // 1000 + dur * 40000000)) AS y FROM {C} "
+        "ORDER BY ts, producer, seq",
+        True,
+    ),
+    (
+        f"SELECT quantile_cont(dur, 0.5) AS p50, quantile_cont(dur, 0.9) AS p90, quantile_disc(dur, 0.5) AS d50, "
+        f"quantile_disc(dur, 0.99) AS d99, median(bytes) AS m FROM {C}",
+        True,
+    ),
+    (
+        f"SELECT producer, quantile_disc(ts, 0.25) AS q1, quantile(dur, 0.75) AS q3, "
+        f"percentile_cont(0.1) WITHIN GROUP (ORDER BY dur) AS p10 FROM {C} GROUP BY producer ORDER BY producer",
+        True,
+    ),
+    (
+        f"SELECT name, percentile_disc(0.5) WITHIN GROUP (ORDER BY bytes DESC) AS p FROM {C} GROUP BY name ORDER BY name",
+        True,
+    ),
     (f"SELECT to_timestamp(ts / 1e9) AS at, ts FROM {C} ORDER BY ts LIMIT 100", True),
     (f"SELECT to_timestamp(ts / 1000000000.0) AS at FROM {C} ORDER BY ts DESC LIMIT 20", True),
     # counts, filters, NULLs
     (f"SELECT count(*) AS n, count(name) AS names, count(fd) AS fds, count(DISTINCT name) AS dn FROM {C}", True),
     (f"SELECT * FROM {C} WHERE fd IS NULL AND name IS NOT NULL ORDER BY ts, producer, seq", True),
     (f"SELECT name, fd FROM {C} WHERE fd IN (0, 1, 2) OR name IS NULL ORDER BY ts, producer, seq", True),
-    (f"SELECT coalesce(name, '?') AS n, coalesce(fd, -99) AS f, nullif(fd, -1) AS g FROM {C} ORDER BY ts, seq LIMIT 300",
-     True),
+    (
+        f"SELECT coalesce(name, '?') AS n, coalesce(fd, -99) AS f, nullif(fd, -1) AS g FROM {C} ORDER BY ts, seq LIMIT 300",
+        True,
+    ),
     (f"SELECT name, fd FROM {C} ORDER BY name NULLS FIRST, fd DESC NULLS LAST, ts LIMIT 100", True),
     (f"SELECT name, count(*) AS n FROM {C} WHERE fd IS DISTINCT FROM 3 GROUP BY name ORDER BY name", True),
-    (f"SELECT count(*) FILTER (WHERE ok) AS good, count(*) FILTER (WHERE NOT ok) AS bad, "
-     f"sum(bytes) FILTER (WHERE name = 'read') AS rb FROM {C}", True),
-    (f"SELECT CASE WHEN fd < 0 THEN 'bad' WHEN fd < 3 THEN 'std' WHEN fd IS NULL THEN 'none' ELSE 'file' END AS k, "
-     f"count(*) AS n FROM {C} GROUP BY 1", False),
+    (
+        f"SELECT count(*) FILTER (WHERE ok) AS good, count(*) FILTER (WHERE NOT ok) AS bad, "
+        f"sum(bytes) FILTER (WHERE name = 'read') AS rb FROM {C}",
+        True,
+    ),
+    (
+        f"SELECT CASE WHEN fd < 0 THEN 'bad' WHEN fd < 3 THEN 'std' WHEN fd IS NULL THEN 'none' ELSE 'file' END AS k, "
+        f"count(*) AS n FROM {C} GROUP BY 1",
+        False,
+    ),
     # aggregates, GROUP BY ALL, ROLLUP, HAVING
-    (f"SELECT name, producer, count(*) AS n, sum(bytes) AS b, min(ts) AS lo, max(ts) AS hi FROM {C} GROUP BY ALL",
-     False),
+    (
+        f"SELECT name, producer, count(*) AS n, sum(bytes) AS b, min(ts) AS lo, max(ts) AS hi FROM {C} GROUP BY ALL",
+        False,
+    ),
     (f"SELECT name, producer, count(*) AS n FROM {C} GROUP BY ROLLUP (name, producer) ORDER BY name, producer", True),
     (f"SELECT name, count(*) AS n FROM {C} GROUP BY name HAVING count(*) > 400 ORDER BY n DESC, name", True),
     (f"SELECT avg(dur) AS a, avg(ts) AS t, avg(producer) AS p, avg(ratio) AS r FROM {C}", True),
     (f"SELECT producer, avg(dur) AS a, avg(ts) AS t FROM {C} GROUP BY producer ORDER BY producer", True),
-    (f"SELECT min(ratio) AS lo, max(ratio) AS hi, sum(ratio) AS s, bool_and(ok) AS all_ok, bool_or(ok) AS any_ok, "
-     f"count_if(ok) AS n_ok FROM {C}", True),
-    (f"SELECT arg_max(name, dur) AS longest, arg_min(producer, ts) AS first_thread, max_by(fd, bytes) AS f FROM {C} "
-     "WHERE name IS NOT NULL AND bytes IS NOT NULL", True),
+    (
+        f"SELECT min(ratio) AS lo, max(ratio) AS hi, sum(ratio) AS s, bool_and(ok) AS all_ok, bool_or(ok) AS any_ok, "
+        f"count_if(ok) AS n_ok FROM {C}",
+        True,
+    ),
+    (
+        f"SELECT arg_max(name, dur) AS longest, arg_min(producer, ts) AS first_thread, max_by(fd, bytes) AS f FROM {C} "
+        "WHERE name IS NOT NULL AND bytes IS NOT NULL",
+        True,
+    ),
     # decimals
-    (f"SELECT CAST(ratio AS DECIMAL(10, 4)) AS d, CAST(dur AS DECIMAL(18, 3)) / 1000 AS us FROM {C} "
-     "ORDER BY ts LIMIT 200", True),
+    (
+        f"SELECT CAST(ratio AS DECIMAL(10, 4)) AS d, CAST(dur AS DECIMAL(18, 3)) / 1000 AS us FROM {C} "
+        "ORDER BY ts LIMIT 200",
+        True,
+    ),
     (f"SELECT sum(CAST(bytes AS DECIMAL(18, 2))) AS s, avg(CAST(ratio AS DECIMAL(6, 3))) AS a FROM {C}", True),
     (f"SELECT CAST(dur AS DECIMAL(10, 1)) * CAST(ratio AS DECIMAL(5, 3)) AS x FROM {C} ORDER BY ts LIMIT 100", True),
-    (f"SELECT CAST(ratio * 10 AS INTEGER) AS r10, CAST(CAST(ratio AS DECIMAL(6, 3)) * 10 AS BIGINT) AS d10, "
-     f"round(ratio, 2) AS r2 FROM {C} ORDER BY ts LIMIT 300", True),
+    (
+        f"SELECT CAST(ratio * 10 AS INTEGER) AS r10, CAST(CAST(ratio AS DECIMAL(6, 3)) * 10 AS BIGINT) AS d10, "
+        f"round(ratio, 2) AS r2 FROM {C} ORDER BY ts LIMIT 300",
+        True,
+    ),
     (f"SELECT dur / 1000 AS us, dur // 1000 AS us_int, dur % 7 AS m FROM {C} ORDER BY ts LIMIT 100", True),
     # timestamps
     (f"SELECT make_timestamp(ts // 1000) AS at, epoch_ms(ts // 1000000) AS ms FROM {C} ORDER BY ts LIMIT 50", True),
-    (f"SELECT date_trunc('second', make_timestamp(ts // 1000)) AS sec, count(*) AS n FROM {C} GROUP BY 1 ORDER BY 1",
-     True),
-    (f"SELECT extract(second FROM make_timestamp(ts // 1000)) AS s, count(*) AS n FROM {C} GROUP BY 1 ORDER BY 1", True),
-    (f"SELECT date_part('millisecond', make_timestamp(ts // 1000)) AS ms, extract(microsecond FROM "
-     f"make_timestamp(ts // 1000)) AS us, extract(hour FROM make_timestamp(ts // 1000)) AS h FROM {C} ORDER BY ts LIMIT 200",
-     True),
-    (f"SELECT strftime(make_timestamp(ts // 1000), '%Y-%m-%d %H:%M:%S') AS t, count(*) AS n FROM {C} GROUP BY 1 "
-     "ORDER BY 1", True),
+    (
+        f"SELECT date_trunc('second', make_timestamp(ts // 1000)) AS sec, count(*) AS n FROM {C} GROUP BY 1 ORDER BY 1",
+        True,
+    ),
+    (
+        f"SELECT extract(second FROM make_timestamp(ts // 1000)) AS s, count(*) AS n FROM {C} GROUP BY 1 ORDER BY 1",
+        True,
+    ),
+    (
+        f"SELECT date_part('millisecond', make_timestamp(ts // 1000)) AS ms, extract(microsecond FROM "
+        f"make_timestamp(ts // 1000)) AS us, extract(hour FROM make_timestamp(ts // 1000)) AS h FROM {C} ORDER BY ts LIMIT 200",
+        True,
+    ),
+    (
+        f"SELECT strftime(make_timestamp(ts // 1000), '%Y-%m-%d %H:%M:%S') AS t, count(*) AS n FROM {C} GROUP BY 1 "
+        "ORDER BY 1",
+        True,
+    ),
     (f"SELECT (ts - {T0}) // 1000000000 AS sec, count(*) AS n, sum(dur) AS d FROM {C} GROUP BY ALL ORDER BY ALL", True),
     # string functions
-    (f"SELECT upper(name) AS u, lower(name) AS l, length(name) AS n, strlen(name) AS b, reverse(name) AS r FROM {C} "
-     "ORDER BY ts LIMIT 100", True),
-    (f"SELECT substr(name, 2, 3) AS s, left(name, 2) AS l, right(name, 2) AS r, lpad(name, 8, '.') AS p, "
-     f"repeat(name, 2) AS rr FROM {C} ORDER BY ts LIMIT 100", True),
-    (f"SELECT name, starts_with(name, 'r') AS sw, ends_with(name, 'e') AS ew, contains(name, 'ea') AS c, "
-     f"strpos(name, 'a') AS pos FROM {C} ORDER BY ts LIMIT 100", True),
-    (f"SELECT name, name LIKE '%ea%' AS l, name ILIKE 'read' AS il, regexp_matches(name, '^[rw]') AS rm, "
-     f"regexp_extract(name, '([a-z])([a-z])', 2) AS x FROM {C} ORDER BY ts LIMIT 100", True),
-    (f"SELECT replace(name, 'e', 'E') AS r, regexp_replace(name, '[aeiou]', '_', 'g') AS rr, "
-     f"split_part(label, ' ', 2) AS part, trim('  ' || label || ' ') AS t FROM {C} c JOIN \"io\".mark m "
-     "ON m.producer = c.producer AND m.ts BETWEEN c.ts - 500000000 AND c.ts ORDER BY c.ts, c.seq, m.ts LIMIT 200", True),
+    (
+        f"SELECT upper(name) AS u, lower(name) AS l, length(name) AS n, strlen(name) AS b, reverse(name) AS r FROM {C} "
+        "ORDER BY ts LIMIT 100",
+        True,
+    ),
+    (
+        f"SELECT substr(name, 2, 3) AS s, left(name, 2) AS l, right(name, 2) AS r, lpad(name, 8, '.') AS p, "
+        f"repeat(name, 2) AS rr FROM {C} ORDER BY ts LIMIT 100",
+        True,
+    ),
+    (
+        f"SELECT name, starts_with(name, 'r') AS sw, ends_with(name, 'e') AS ew, contains(name, 'ea') AS c, "
+        f"strpos(name, 'a') AS pos FROM {C} ORDER BY ts LIMIT 100",
+        True,
+    ),
+    (
+        f"SELECT name, name LIKE '%ea%' AS l, name ILIKE 'read' AS il, regexp_matches(name, '^[rw]') AS rm, "
+        f"regexp_extract(name, '([a-z])([a-z])', 2) AS x FROM {C} ORDER BY ts LIMIT 100",
+        True,
+    ),
+    (
+        f"SELECT replace(name, 'e', 'E') AS r, regexp_replace(name, '[aeiou]', '_', 'g') AS rr, "
+        f"split_part(label, ' ', 2) AS part, trim('  ' || label || ' ') AS t FROM {C} c JOIN \"io\".mark m "
+        "ON m.producer = c.producer AND m.ts BETWEEN c.ts - 500000000 AND c.ts ORDER BY c.ts, c.seq, m.ts LIMIT 200",
+        True,
+    ),
     (f"SELECT name || '@' || producer AS k, md5(name) AS h, ascii(name) AS a FROM {C} ORDER BY ts LIMIT 100", True),
-    (f"SELECT CAST(fd AS VARCHAR) AS f, CAST(ok AS VARCHAR) AS o, CAST(CAST(ratio AS DECIMAL(6, 3)) AS VARCHAR) AS r "
-     f"FROM {C} ORDER BY ts LIMIT 100", True),
+    (
+        f"SELECT CAST(fd AS VARCHAR) AS f, CAST(ok AS VARCHAR) AS o, CAST(CAST(ratio AS DECIMAL(6, 3)) AS VARCHAR) AS r "
+        f"FROM {C} ORDER BY ts LIMIT 100",
+        True,
+    ),
     # joins
     (f"SELECT p.name AS thread, count(*) AS n, sum(c.bytes) AS b FROM {C} c {J} GROUP BY p.name ORDER BY p.name", True),
-    (f"SELECT p.kind, json_extract_string(p.attrs, '$.cpu') AS cpu, count(*) AS n FROM {C} c LEFT {J} GROUP BY ALL",
-     False),
-    (f"SELECT c.ts, m.label FROM {C} c LEFT JOIN \"io\".mark m ON m.ts = c.ts ORDER BY c.ts, c.seq LIMIT 50", True),
-    (f"SELECT a.name, b.name AS next_name FROM {C} a JOIN {C} b ON b.producer = a.producer AND b.seq = a.seq + 1 "
-     "ORDER BY a.producer, a.seq LIMIT 200", True),
-    (f"SELECT name, count(*) AS n FROM {C} WHERE producer IN (SELECT id FROM th.producers WHERE name IN ('t1', 't3')) "
-     "GROUP BY name ORDER BY name", True),
-    (f"SELECT count(*) AS n FROM {C} c WHERE EXISTS (SELECT 1 FROM \"io\".mark m WHERE m.producer = c.producer "
-     "AND m.ts < c.ts)", True),
+    (
+        f"SELECT p.kind, json_extract_string(p.attrs, '$.cpu') AS cpu, count(*) AS n FROM {C} c LEFT {J} GROUP BY ALL",
+        False,
+    ),
+    (f'SELECT c.ts, m.label FROM {C} c LEFT JOIN "io".mark m ON m.ts = c.ts ORDER BY c.ts, c.seq LIMIT 50', True),
+    (
+        f"SELECT a.name, b.name AS next_name FROM {C} a JOIN {C} b ON b.producer = a.producer AND b.seq = a.seq + 1 "
+        "ORDER BY a.producer, a.seq LIMIT 200",
+        True,
+    ),
+    (
+        f"SELECT name, count(*) AS n FROM {C} WHERE producer IN (SELECT id FROM th.producers WHERE name IN ('t1', 't3')) "
+        "GROUP BY name ORDER BY name",
+        True,
+    ),
+    (
+        f'SELECT count(*) AS n FROM {C} c WHERE EXISTS (SELECT 1 FROM "io".mark m WHERE m.producer = c.producer '
+        "AND m.ts < c.ts)",
+        True,
+    ),
     # windows and QUALIFY
-    (f"SELECT producer, ts, row_number() OVER (PARTITION BY producer ORDER BY ts, seq) AS k FROM {C} "
-     "QUALIFY k <= 3 ORDER BY producer, k", True),
-    (f"SELECT producer, ts, dur, sum(dur) OVER (PARTITION BY producer ORDER BY ts, seq ROWS BETWEEN 2 PRECEDING AND "
-     f"CURRENT ROW) AS run FROM {C} ORDER BY producer, ts, seq", True),
-    (f"SELECT producer, ts, ts - lag(ts) OVER (PARTITION BY producer ORDER BY ts, seq) AS gap, "
-     f"lead(name) OVER (PARTITION BY producer ORDER BY ts, seq) AS nxt FROM {C} ORDER BY producer, ts, seq", True),
-    (f"SELECT name, dur, rank() OVER (PARTITION BY name ORDER BY dur DESC) AS r, "
-     f"dense_rank() OVER (ORDER BY producer) AS d FROM {C} QUALIFY r <= 2 ORDER BY name, r, dur", True),
-    (f"SELECT producer, sum(ts) OVER (PARTITION BY producer) AS s, avg(dur) OVER (PARTITION BY producer) AS a "
-     f"FROM {C} QUALIFY row_number() OVER (PARTITION BY producer ORDER BY ts, seq) = 1 ORDER BY producer", True),
-    (f"SELECT ts, ntile(4) OVER (ORDER BY dur, ts, seq) AS q, first_value(name) OVER (PARTITION BY producer "
-     f"ORDER BY ts, seq) AS f FROM {C} ORDER BY ts, seq LIMIT 300", True),
+    (
+        f"SELECT producer, ts, row_number() OVER (PARTITION BY producer ORDER BY ts, seq) AS k FROM {C} "
+        "QUALIFY k <= 3 ORDER BY producer, k",
+        True,
+    ),
+    (
+        f"SELECT producer, ts, dur, sum(dur) OVER (PARTITION BY producer ORDER BY ts, seq ROWS BETWEEN 2 PRECEDING AND "
+        f"CURRENT ROW) AS run FROM {C} ORDER BY producer, ts, seq",
+        True,
+    ),
+    (
+        f"SELECT producer, ts, ts - lag(ts) OVER (PARTITION BY producer ORDER BY ts, seq) AS gap, "
+        f"lead(name) OVER (PARTITION BY producer ORDER BY ts, seq) AS nxt FROM {C} ORDER BY producer, ts, seq",
+        True,
+    ),
+    (
+        f"SELECT name, dur, rank() OVER (PARTITION BY name ORDER BY dur DESC) AS r, "
+        f"dense_rank() OVER (ORDER BY producer) AS d FROM {C} QUALIFY r <= 2 ORDER BY name, r, dur",
+        True,
+    ),
+    (
+        f"SELECT producer, sum(ts) OVER (PARTITION BY producer) AS s, avg(dur) OVER (PARTITION BY producer) AS a "
+        f"FROM {C} QUALIFY row_number() OVER (PARTITION BY producer ORDER BY ts, seq) = 1 ORDER BY producer",
+        True,
+    ),
+    (
+        f"SELECT ts, ntile(4) OVER (ORDER BY dur, ts, seq) AS q, first_value(name) OVER (PARTITION BY producer "
+        f"ORDER BY ts, seq) AS f FROM {C} ORDER BY ts, seq LIMIT 300",
+        True,
+    ),
     # CTEs, unions, subqueries, set operations
-    (f"WITH big AS (SELECT * FROM {C} WHERE dur > 1500000) SELECT name, count(*) AS n FROM big GROUP BY name "
-     "ORDER BY n DESC, name", True),
+    (
+        f"WITH big AS (SELECT * FROM {C} WHERE dur > 1500000) SELECT name, count(*) AS n FROM big GROUP BY name "
+        "ORDER BY n DESC, name",
+        True,
+    ),
     (f"SELECT name FROM {C} WHERE dur > 1900000 INTERSECT SELECT name FROM {C} WHERE bytes < 100", False),
     ('SELECT name, fd FROM "io".call EXCEPT SELECT name, fd FROM "io2".call', False),
-    (f"SELECT * FROM (SELECT producer, max(dur) AS m FROM {C} GROUP BY producer) t WHERE m > 1000 ORDER BY producer",
-     True),
+    (
+        f"SELECT * FROM (SELECT producer, max(dur) AS m FROM {C} GROUP BY producer) t WHERE m > 1000 ORDER BY producer",
+        True,
+    ),
     (f"SELECT DISTINCT name FROM {C} ORDER BY name LIMIT 3 OFFSET 1", True),
-    ("SELECT type, count(*) AS n, min(ts) AS lo FROM \"io\".events GROUP BY type ORDER BY type", True),
+    ('SELECT type, count(*) AS n, min(ts) AS lo FROM "io".events GROUP BY type ORDER BY type', True),
     # two traces
-    ('SELECT \'io\' AS t, count(*) AS n, sum(ts) AS s FROM "io".call UNION ALL '
-     'SELECT \'io2\', count(*), sum(ts) FROM "io2".call', False),
-    ('SELECT a.producer, count(*) AS n FROM "io".call a JOIN "io2".call b ON a.producer = b.producer '
-     'AND a.name = b.name AND a.fd = b.fd GROUP BY ALL ORDER BY ALL', True),
-    ('SELECT name, count(*) AS n FROM (SELECT name FROM "io".call UNION ALL SELECT name FROM "io2".call) '
-     'GROUP BY name ORDER BY name', True),
+    (
+        "SELECT 'io' AS t, count(*) AS n, sum(ts) AS s FROM \"io\".call UNION ALL "
+        "SELECT 'io2', count(*), sum(ts) FROM \"io2\".call",
+        False,
+    ),
+    (
+        'SELECT a.producer, count(*) AS n FROM "io".call a JOIN "io2".call b ON a.producer = b.producer '
+        "AND a.name = b.name AND a.fd = b.fd GROUP BY ALL ORDER BY ALL",
+        True,
+    ),
+    (
+        'SELECT name, count(*) AS n FROM (SELECT name FROM "io".call UNION ALL SELECT name FROM "io2".call) '
+        "GROUP BY name ORDER BY name",
+        True,
+    ),
     # the catalog
     ("SELECT name, format, event_count, ts_min, ts_max FROM th.traces ORDER BY name", True),
     ("SELECT trace, event_type, sum(rows) AS rows FROM th.segments GROUP BY ALL ORDER BY ALL", True),
     # parameters
 ]
 PARAMS = [
-    (f"SELECT count(*) AS n, sum(ts) AS s FROM {C} WHERE name = ? AND ratio < ? AND producer IN (?, ?)",
-     ["read", 0.5, 1, 2]),
+    (
+        f"SELECT count(*) AS n, sum(ts) AS s FROM {C} WHERE name = ? AND ratio < ? AND producer IN (?, ?)",
+        ["read", 0.5, 1, 2],
+    ),
     (f"SELECT name, count(*) AS n FROM {C} WHERE dur > $1 GROUP BY name ORDER BY name", [1_000_000]),
 ]
 
@@ -256,8 +399,10 @@ def test_issue29_concat_skips_a_null_bigint(duck, sparkq):
 
 def test_issue29_datediff_counts_boundaries_crossed(duck, sparkq):
     # 0.9 ms -> 1.1 ms crosses one millisecond boundary (DuckDB: 1) in 0.2 ms (whole units: 0)
-    q = (f"SELECT datediff('millisecond', to_timestamp((ts - ts % 1000000 + 900000) / 1e9), "
-         f"to_timestamp((ts - ts % 1000000 + 1100000) / 1e9)) AS ms FROM {C} LIMIT 3")
+    q = (
+        f"SELECT datediff('millisecond', to_timestamp((ts - ts % 1000000 + 900000) / 1e9), "
+        f"to_timestamp((ts - ts % 1000000 + 1100000) / 1e9)) AS ms FROM {C} LIMIT 3"
+    )
     d = duck.sql(q)
     assert d.column("ms").to_pylist() == [1, 1, 1]
     same(d, sparkq.sql(q), True)
@@ -273,13 +418,19 @@ def test_issue29_to_timestamp_keeps_fractions(duck, sparkq):
 # -- two stores ------------------------------------------------------------------------------
 
 TWO_STORES = [
-    ('SELECT store, name, event_count FROM th.traces ORDER BY store, name', True),
+    ("SELECT store, name, event_count FROM th.traces ORDER BY store, name", True),
     ('SELECT count(*) AS n, sum(ts) AS s FROM "run".call', True),
-    ('SELECT \'a\' AS s, quantile_disc(dur, 0.5) AS m FROM "io".call UNION ALL '
-     'SELECT \'b\', quantile_disc(dur, 0.5) FROM "run".call', False),
-    ('SELECT r.name, count(*) AS n FROM "run".call r JOIN "io2".call i ON r.name = i.name AND r.fd = i.fd '
-     'GROUP BY ALL ORDER BY ALL', True),
-    ('SELECT p.store, p.trace, count(*) AS n FROM th.producers p GROUP BY ALL ORDER BY ALL', True),
+    (
+        "SELECT 'a' AS s, quantile_disc(dur, 0.5) AS m FROM \"io\".call UNION ALL "
+        "SELECT 'b', quantile_disc(dur, 0.5) FROM \"run\".call",
+        False,
+    ),
+    (
+        'SELECT r.name, count(*) AS n FROM "run".call r JOIN "io2".call i ON r.name = i.name AND r.fd = i.fd '
+        "GROUP BY ALL ORDER BY ALL",
+        True,
+    ),
+    ("SELECT p.store, p.trace, count(*) AS n FROM th.producers p GROUP BY ALL ORDER BY ALL", True),
 ]
 
 
@@ -359,8 +510,23 @@ def test_cli_conf_and_spark_defaults_reach_the_session(stores, spark, spark_defa
     assert spark.conf.get(key) == value  # conftest's $SPARK_CONF_DIR/spark-defaults.conf
     before = spark.conf.get("spark.sql.shuffle.partitions")
     try:
-        assert main(["--store", str(stores / "a"), "query", f"SELECT count(*) AS n FROM {C}", "--engine", "spark",
-                     "--conf", "spark.sql.shuffle.partitions=3", "--format", "csv"]) == 0
+        assert (
+            main(
+                [
+                    "--store",
+                    str(stores / "a"),
+                    "query",
+                    f"SELECT count(*) AS n FROM {C}",
+                    "--engine",
+                    "spark",
+                    "--conf",
+                    "spark.sql.shuffle.partitions=3",
+                    "--format",
+                    "csv",
+                ]
+            )
+            == 0
+        )
         assert capsys.readouterr().out.splitlines() == ["n", "3000"]
         assert spark.conf.get("spark.sql.shuffle.partitions") == "3"
     finally:
@@ -374,9 +540,23 @@ def test_cli_error_is_one_line_and_the_jvm_stays_quiet(stores, tmp_path):
     """A JVM of its own (a subprocess, as a user runs it): stdout holds nothing, stderr one
     error line naming the construct: no banner, no log4j line, no Java or Python stack."""
     env = dict(os.environ, TMPDIR=str(tmp_path))
-    p = subprocess.run([sys.executable, "-m", "tracehouse.cli", "--store", str(stores / "a"), "query",
-                        f"SELECT ts * 1000000 AS x FROM {C}", "--engine", "spark"],
-                       capture_output=True, text=True, env=env, timeout=300)
+    p = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tracehouse.cli",
+            "--store",
+            str(stores / "a"),
+            "query",
+            f"SELECT ts * 1000000 AS x FROM {C}",
+            "--engine",
+            "spark",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=300,
+    )
     assert p.returncode == 2, p.stderr
     assert p.stdout == ""
     lines = [x for x in p.stderr.splitlines() if x.strip()]
@@ -386,7 +566,6 @@ def test_cli_error_is_one_line_and_the_jvm_stays_quiet(stores, tmp_path):
         assert noise not in p.stderr
     logs = list(tmp_path.glob("tracehouse-spark-*.log"))
     assert logs and logs[0].stat().st_size > 0  # the JVM's output went there
-
 
 
 def test_off_utc_a_zone_dependent_query_is_refused():
@@ -406,7 +585,9 @@ def test_off_utc_a_zone_dependent_query_is_refused():
     with pytest.raises(BadInput, match="time zone.*Europe/Helsinki"):
         tr(zoned, "Europe/Helsinki")
     with pytest.raises(BadInput, match="time zone"):
-        tr("SELECT extract(hour FROM to_timestamp(ts / 1e9)) AS h FROM \"io\".call", "America/New_York")
+        tr('SELECT extract(hour FROM to_timestamp(ts / 1e9)) AS h FROM "io".call', "America/New_York")
     # a naive TIMESTAMP (make_timestamp) is the same everywhere; an instant itself is too
-    tr("SELECT date_trunc('day', make_timestamp(ts // 1000)) AS d, to_timestamp(ts / 1e9) AS t FROM \"io\".call",
-       "Europe/Helsinki")
+    tr(
+        "SELECT date_trunc('day', make_timestamp(ts // 1000)) AS d, to_timestamp(ts / 1e9) AS t FROM \"io\".call",
+        "Europe/Helsinki",
+    )

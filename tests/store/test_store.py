@@ -23,10 +23,21 @@ from tracehouse import AlreadyExists, BadInput, Column, EventType, NotFound
 @pytest.fixture
 def app(store):
     """Trace "app" (format demo): 4 calls and 3 marks over producers 1 and 2, flushed into segments."""
-    store.create_trace("app", "demo", description="a demo app", metadata={"host": "alpha", "run": 1},
-                       event_types=[CALL, MARK], producers=producers())
-    store.append("app", "call", calls([100, 300, 200, 400], [1, 1, 2, 2], ["main", "f", "main", "g"],
-                                      dur=[500, 50, 300, 20], depth=[0, 1, 0, 1]))
+    store.create_trace(
+        "app",
+        "demo",
+        description="a demo app",
+        metadata={"host": "alpha", "run": 1},
+        event_types=[CALL, MARK],
+        producers=producers(),
+    )
+    store.append(
+        "app",
+        "call",
+        calls(
+            [100, 300, 200, 400], [1, 1, 2, 2], ["main", "f", "main", "g"], dur=[500, 50, 300, 20], depth=[0, 1, 0, 1]
+        ),
+    )
     store.append("app", "mark", marks([150, 250, 350], [1, 2, 1], ["start", "io", "end"], [True, False, True]))
     store.flush("app")
     return store
@@ -34,9 +45,11 @@ def app(store):
 
 # -- traces ------------------------------------------------------------------------------
 
+
 def test_create_trace_records_what_was_given(store):
-    info = store.create_trace("run-1", "demo", description="first run", metadata={"host": "alpha", "n": 3},
-                              event_types=[CALL])
+    info = store.create_trace(
+        "run-1", "demo", description="first run", metadata={"host": "alpha", "n": 3}, event_types=[CALL]
+    )
     assert (info.name, info.format, info.description) == ("run-1", "demo", "first run")
     assert info.metadata == {"host": "alpha", "n": "3"}  # metadata values are stored as text
     assert (info.event_count, info.bytes, info.ts_min, info.ts_max) == (0, 0, None, None)
@@ -76,9 +89,11 @@ def test_trace_statistics_follow_registered_segments(app):
 
 
 def test_search_by_name_format_metadata_time_and_size(store):
-    specs = [("web-1", "chrome", {"host": "alpha"}, [100, 200]),
-             ("web-2", "chrome", {"host": "beta"}, [1_000, 5_000, 6_000]),
-             ("db-1", "strace", {"host": "alpha", "env": "prod"}, [3_000])]
+    specs = [
+        ("web-1", "chrome", {"host": "alpha"}, [100, 200]),
+        ("web-2", "chrome", {"host": "beta"}, [1_000, 5_000, 6_000]),
+        ("db-1", "strace", {"host": "alpha", "env": "prod"}, [3_000]),
+    ]
     for name, fmt, md, ts in specs:
         store.create_trace(name, fmt, metadata=md, event_types=[MARK])
         store.append(name, "mark", marks(ts, [0] * len(ts), ["x"] * len(ts)))
@@ -112,6 +127,7 @@ def test_search_by_name_format_metadata_time_and_size(store):
 
 # -- appending and the SQL views -----------------------------------------------------------
 
+
 def test_per_type_views_hold_every_column(app):
     t = app.sql('SELECT * FROM "app".call ORDER BY ts')
     assert t.column_names == ["ts", "producer", "seq", "dur", "fn", "depth"]
@@ -143,11 +159,17 @@ def test_catalog_views(app):
     ]
     types = app.sql("SELECT format, name, kind, params FROM th.event_types ORDER BY format, name").to_pylist()
     assert [(r["format"], r["name"], r["kind"]) for r in types] == [
-        ("demo", "call", "span"), ("demo", "mark", "instant"), ("demo2", "load", "counter")]
+        ("demo", "call", "span"),
+        ("demo", "mark", "instant"),
+        ("demo2", "load", "counter"),
+    ]
     assert [p["name"] for p in json.loads(types[0]["params"])] == ["fn", "depth"]
     prods = app.sql("SELECT trace, id, parent, kind, name, attrs FROM th.producers ORDER BY id").to_pylist()
     assert [(p["trace"], p["id"], p["parent"], p["kind"], p["name"]) for p in prods] == [
-        ("app", 0, None, "process", "app"), ("app", 1, 0, "thread", "t1"), ("app", 2, 0, "thread", "t2")]
+        ("app", 0, None, "process", "app"),
+        ("app", 1, 0, "thread", "t1"),
+        ("app", 2, 0, "thread", "t2"),
+    ]
     assert json.loads(prods[0]["attrs"]) == {"pid": 42}
     md = app.sql("SELECT key, value FROM th.metadata WHERE trace = 'app' ORDER BY key").to_pylist()
     assert md == [{"key": "host", "value": "alpha"}, {"key": "run", "value": "1"}]
@@ -158,8 +180,10 @@ def test_catalog_views(app):
 
 
 def test_join_events_with_producers(app):
-    t = app.sql('SELECT p.name, count(*) AS n FROM "app".events e JOIN th.producers p '
-                "ON p.trace = 'app' AND p.id = e.producer GROUP BY p.name ORDER BY p.name")
+    t = app.sql(
+        'SELECT p.name, count(*) AS n FROM "app".events e JOIN th.producers p '
+        "ON p.trace = 'app' AND p.id = e.producer GROUP BY p.name ORDER BY p.name"
+    )
     assert t.to_pylist() == [{"name": "t1", "n": 4}, {"name": "t2", "n": 3}]
 
 
@@ -237,8 +261,9 @@ def test_a_table_of_big_chunks_is_one_wal_record_of_several_batches(store_path):
     from tracehouse.store.store import BIG_CHUNK_ROWS
 
     n = BIG_CHUNK_ROWS + 1
-    big = pa.concat_tables([marks(list(range(n)), [0] * n, ["a"] * n),
-                            marks(list(range(n, 2 * n)), [0] * n, ["b"] * n)])
+    big = pa.concat_tables(
+        [marks(list(range(n)), [0] * n, ["a"] * n), marks(list(range(n, 2 * n)), [0] * n, ["b"] * n)]
+    )
     s = tracehouse.open(store_path, flush_interval_s=3600.0)
     s.create_trace("t", "demo", event_types=[MARK])
     s.append("t", "mark", marks([-1], [0], ["x"]), wait=True)
@@ -259,7 +284,7 @@ def test_a_table_of_big_chunks_is_one_wal_record_of_several_batches(store_path):
     with tracehouse.open(store_path) as s2:  # recovery replays the WAL into the tail
         seq = s2.sql('SELECT seq FROM "t".mark ORDER BY seq').column(0).to_pylist()
         assert seq == list(range(2 * n + 2))
-        assert scalar(s2, 'SELECT count(*) FROM "t".mark WHERE label IN (\'c\', \'d\')') == 0
+        assert scalar(s2, "SELECT count(*) FROM \"t\".mark WHERE label IN ('c', 'd')") == 0
 
 
 def test_span_events_need_a_duration(store):
@@ -281,6 +306,7 @@ def test_sql_parameters(app):
 
 
 # -- events() ----------------------------------------------------------------------------
+
 
 def test_events_of_one_type_have_all_its_columns_in_ts_order(app):
     t = app.events("app", "call")
@@ -326,6 +352,7 @@ def test_events_of_unknown_type_or_trace(app):
 
 
 # -- schema widening -----------------------------------------------------------------------
+
 
 def test_widening_an_event_type_keeps_old_segments_readable_with_nulls(store, store_path):
     store.create_trace("t", "demo", event_types=[MARK])
@@ -382,6 +409,7 @@ def test_widening_conflicts_are_rejected(store):
 
 # -- seq -----------------------------------------------------------------------------------
 
+
 def test_seq_is_assigned_per_producer_when_absent(store, store_path):
     store.create_trace("t", "demo", event_types=[MARK, LOAD])
     store.append("t", "mark", marks([10, 11, 12, 13], [1, 2, 1, 1], ["a"] * 4))
@@ -406,10 +434,17 @@ def test_given_seq_is_kept(store):
 
 # -- analysis results ----------------------------------------------------------------------
 
+
 def test_payload_results_link_to_several_traces(app):
     app.create_trace("other", "demo")
-    a = app.save_result("annotation", "slow start", "eyeball", ["app", "other"], params={"threshold": 5},
-                        payload={"ts": 100, "text": "slow"})
+    a = app.save_result(
+        "annotation",
+        "slow start",
+        "eyeball",
+        ["app", "other"],
+        params={"threshold": 5},
+        payload={"ts": 100, "text": "slow"},
+    )
     g = app.save_result("group", "threads", "grouper", ["app"], payload=[1, 2])
     r = app.result(a)
     assert (r["kind"], r["name"], r["tool"], r["params"]) == ("annotation", "slow start", "eyeball", {"threshold": 5})
@@ -444,6 +479,7 @@ def test_table_results_round_trip(app, store_path):
 
 
 # -- rm ------------------------------------------------------------------------------------
+
 
 def test_rm_removes_files_views_and_catalog_rows(app, store_path):
     app.create_trace("kept", "demo", event_types=[MARK])
@@ -486,6 +522,7 @@ def test_a_reused_trace_name_shows_none_of_the_deleted_traces_views(store, flush
 
 
 # -- options -------------------------------------------------------------------------------
+
 
 def test_fsync_policy_is_checked(store_path):
     with pytest.raises(BadInput, match="fsync"):

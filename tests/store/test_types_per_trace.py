@@ -32,8 +32,20 @@ def documented_telegraf_write() -> tuple[str, str]:
 
 
 def load(server: Server, *args: str) -> dict:
-    cmd = [sys.executable, "-m", "tracehouse.cli", "load", *args, "--url", f"http://127.0.0.1:{server.port}",
-           "--tcp-port", str(server.tcp_port), "--duration", "1", "--json"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "tracehouse.cli",
+        "load",
+        *args,
+        "--url",
+        f"http://127.0.0.1:{server.port}",
+        "--tcp-port",
+        str(server.tcp_port),
+        "--duration",
+        "1",
+        "--json",
+    ]
     r = subprocess.run(cmd, env=child_env(), capture_output=True, text=True, timeout=120)
     assert r.returncode == 0, r.stderr
     return json.loads(r.stdout)
@@ -71,8 +83,12 @@ def test_documented_write_then_load_cpu_over_http_and_tcp(tmp_path):
         # The telegraf bucket keeps its own typing of `cpu`; each bucket answers with its types.
         assert s.sql('SELECT usage_user, procs FROM "telegraf".cpu ORDER BY usage_user') == [[12.5, 212], [55.0, 187]]
         types = dict(s.sql("SELECT trace, params FROM th.event_types WHERE name = 'cpu'"))
-        assert json.loads(types["telegraf"])[0] == {"name": "usage_user", "type": "float64", "unit": "",
-                                                    "doc": "line-protocol field"}
+        assert json.loads(types["telegraf"])[0] == {
+            "name": "usage_user",
+            "type": "float64",
+            "unit": "",
+            "doc": "line-protocol field",
+        }
         assert json.loads(types["cpu"])[0]["type"] == "int64"
     finally:
         assert s.stop() == 0
@@ -84,7 +100,7 @@ def test_two_buckets_type_one_measurement_differently_across_a_restart(tmp_path)
     try:
         assert s.write("cpu,host=a usage=1.5 1\n", bucket="b1")[0] == 204
         assert s.write("cpu,host=a usage=7i 1\n", bucket="b2")[0] == 204
-        assert s.write("cpu,host=a usage=\"busy\" 1\n", bucket="b3")[0] == 204
+        assert s.write('cpu,host=a usage="busy" 1\n', bucket="b3")[0] == 204
         st, doc = s.write("cpu,host=a usage=2i 2\n", bucket="b1")  # within one bucket a type still holds
         assert st == 400 and "type conflict" in doc["errors"][0]["message"]
     finally:
@@ -100,7 +116,10 @@ def test_two_buckets_type_one_measurement_differently_across_a_restart(tmp_path)
         assert s.stop() == 0
     with tracehouse.open(store, readonly=True) as ro:
         assert {t: ro.event_types(t)["cpu"].params[0].type for t in ("b1", "b2", "b3")} == {
-            "b1": "float64", "b2": "int64", "b3": "string"}
+            "b1": "float64",
+            "b2": "int64",
+            "b3": "string",
+        }
 
 
 def test_store_traces_that_own_their_types_and_a_store_made_before_them(tmp_path):
@@ -146,10 +165,33 @@ def test_refused_tcp_lines_are_logged_rate_limited_and_counted_in_the_load_repor
         warnings = [ln for ln in s.log.read_text().splitlines() if "TCP line protocol to clash" in ln]
         assert len(warnings) == 1, warnings  # many batches in one second: one warning (10 s apart)
         assert "lines refused" in warnings[0] and "type conflict" in warnings[0]
-        text = subprocess.run([sys.executable, "-m", "tracehouse.cli", "load", "cpu", "--hosts", "1",
-                               "--rows-per-batch", "5", "--protocol", "tcp", "--bucket", "clash", "--duration",
-                               "0.3", "--url", f"http://127.0.0.1:{s.port}", "--tcp-port", str(s.tcp_port)],
-                              env=child_env(), capture_output=True, text=True, timeout=60).stdout
+        text = subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "tracehouse.cli",
+                "load",
+                "cpu",
+                "--hosts",
+                "1",
+                "--rows-per-batch",
+                "5",
+                "--protocol",
+                "tcp",
+                "--bucket",
+                "clash",
+                "--duration",
+                "0.3",
+                "--url",
+                f"http://127.0.0.1:{s.port}",
+                "--tcp-port",
+                str(s.tcp_port),
+            ],
+            env=child_env(),
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
         assert re.search(r"errors\s+[1-9]", text) and "lines refused during the run" in text
     finally:
         assert s.stop() == 0
@@ -160,8 +202,20 @@ def test_load_generator_tcp_names_its_bucket_and_token(tmp_path, acks):
     s = Server(tmp_path / "store", "--token", "tk", "--quiet")
     try:
         proto = "tcp-acks" if acks else "tcp"
-        rep = load(s, "cpu", "--hosts", "2", "--rows-per-batch", "10", "--protocol", proto, "--bucket", "named",
-                   "--token", "tk")
+        rep = load(
+            s,
+            "cpu",
+            "--hosts",
+            "2",
+            "--rows-per-batch",
+            "10",
+            "--protocol",
+            proto,
+            "--bucket",
+            "named",
+            "--token",
+            "tk",
+        )
         assert rep["errors"] == 0 and rep["rows_sent"] > 0
         got = wait_rows(s, 'SELECT count(*) FROM "named".cpu', rep["rows_sent"], {"Authorization": "Token tk"})
         assert got == rep["rows_sent"]

@@ -40,16 +40,31 @@ def test_a_wal_written_by_pyarrow_before_the_native_path_recovers(store_path):
         s.create_trace("t", "demo", event_types=[CALL, LOAD])
         tid = s.trace("t").id
         schemas = {n: s.event_type("t", n).arrow_schema() for n in ("call", "load")}
-    call = pa.record_batch({"ts": pa.array([5, 6], pa.int64()), "producer": pa.array([1, 1], pa.int32()),
-                            "seq": pa.array([0, 1], pa.int64()), "dur": pa.array([10, 20], pa.int64()),
-                            "fn": ["main", None], "depth": pa.array([0, None], pa.int64())},
-                           schema=schemas["call"])
-    load = pa.record_batch({"ts": pa.array([7], pa.int64()), "producer": pa.array([2], pa.int32()),
-                            "seq": pa.array([0], pa.int64()), "value": [0.25]}, schema=schemas["load"])
+    call = pa.record_batch(
+        {
+            "ts": pa.array([5, 6], pa.int64()),
+            "producer": pa.array([1, 1], pa.int32()),
+            "seq": pa.array([0, 1], pa.int64()),
+            "dur": pa.array([10, 20], pa.int64()),
+            "fn": ["main", None],
+            "depth": pa.array([0, None], pa.int64()),
+        },
+        schema=schemas["call"],
+    )
+    load = pa.record_batch(
+        {
+            "ts": pa.array([7], pa.int64()),
+            "producer": pa.array([2], pa.int32()),
+            "seq": pa.array([0], pa.int64()),
+            "value": [0.25],
+        },
+        schema=schemas["load"],
+    )
     wal_dir = store_path / "traces" / str(tid) / "wal"
     wal_dir.mkdir(parents=True, exist_ok=True)
-    walmod.wal_path(wal_dir, 1).write_bytes(walmod.MAGIC + _pyarrow_wal_record("call", [call, call.slice(1)])
-                                            + _pyarrow_wal_record("load", [load]))
+    walmod.wal_path(wal_dir, 1).write_bytes(
+        walmod.MAGIC + _pyarrow_wal_record("call", [call, call.slice(1)]) + _pyarrow_wal_record("load", [load])
+    )
     with tracehouse.open(store_path) as s:
         (report,) = s.recovery
         assert (report.records, report.rows, report.torn) == (3, 4, [])
@@ -64,13 +79,16 @@ def test_native_wal_records_read_back_as_the_batches_appended(tmp_path):
 
     n = 203
     rng = np.random.default_rng(17)
-    full = pa.record_batch({
-        "ts": np.arange(n, dtype=np.int64), "producer": pa.array(rng.integers(0, 5, n), pa.int32()),
-        "x": pa.array([None if i % 5 == 0 else float(i) / 3 for i in range(n)], pa.float64()),
-        "s": pa.array([None if i % 4 == 0 else "é" * (i % 7) for i in range(n)]),
-        "b": pa.array([None if i % 6 == 0 else bool(i % 2) for i in range(n)]),
-        "k": pa.array([None if i % 9 == 0 else i for i in range(n)], pa.int64()),
-    })
+    full = pa.record_batch(
+        {
+            "ts": np.arange(n, dtype=np.int64),
+            "producer": pa.array(rng.integers(0, 5, n), pa.int32()),
+            "x": pa.array([None if i % 5 == 0 else float(i) / 3 for i in range(n)], pa.float64()),
+            "s": pa.array([None if i % 4 == 0 else "é" * (i % 7) for i in range(n)]),
+            "b": pa.array([None if i % 6 == 0 else bool(i % 2) for i in range(n)]),
+            "k": pa.array([None if i % 9 == 0 else i for i in range(n)], pa.int64()),
+        }
+    )
     parts = [full, full.slice(3, 101), full.slice(17, 1), full.slice(100, 103)]
     w = walmod.WalWriter(tmp_path, 0)
     for p in parts:
@@ -161,8 +179,14 @@ def test_a_checkpoint_switches_the_wal_without_a_directory_fsync_under_the_appen
     from tracehouse.store import wal as walmod
 
     store.create_trace("t", "demo", event_types=[LOAD])
-    store.append("t", "load", pa.record_batch({"ts": pa.array([1, 2], pa.int64()), "producer": pa.array([0, 0], pa.int32()),
-                                               "value": [1.0, 2.0]}), wait=True)
+    store.append(
+        "t",
+        "load",
+        pa.record_batch(
+            {"ts": pa.array([1, 2], pa.int64()), "producer": pa.array([0, 0], pa.int32()), "value": [1.0, 2.0]}
+        ),
+        wait=True,
+    )
     w = store._live_writer("t")
     fsync_dir, held = walmod.fsync_dir, []
 
@@ -225,8 +249,14 @@ def test_batch_in_the_stored_layout_is_kept_as_given_and_stored_under_the_declar
     # The native path keeps a batch whose columns match (nullability aside) without a copy;
     # the checkpoint writes the declared schema (common columns required), not the batch's.
     store.create_trace("t", "demo", event_types=[LOAD])
-    lax = pa.record_batch({"ts": pa.array([3, 1, 2], pa.int64()), "producer": pa.array([0, 0, 1], pa.int32()),
-                           "seq": pa.array([0, 1, 0], pa.int64()), "value": [1.0, None, 3.0]})
+    lax = pa.record_batch(
+        {
+            "ts": pa.array([3, 1, 2], pa.int64()),
+            "producer": pa.array([0, 0, 1], pa.int32()),
+            "seq": pa.array([0, 1, 0], pa.int64()),
+            "value": [1.0, None, 3.0],
+        }
+    )
     assert lax.schema.field("ts").nullable
     store.append("t", "load", lax)
     assert store.sql('SELECT count(*) FROM "t".load').column(0)[0].as_py() == 3  # the unflushed tail
@@ -258,8 +288,17 @@ def test_checkpoints_are_sized_by_bytes(store_path):
         rows = 1000  # 1000 rows x 63 columns x 8 B = 504 KB per append: the third one crosses 1 MiB
         cols = {f"m{i}": np.full(rows, float(i)) for i in range(60)}
         for k in range(3):
-            s.append("t", "wide", pa.table({"ts": np.arange(k * rows, (k + 1) * rows, dtype=np.int64),
-                                             "producer": pa.array(np.zeros(rows, np.int32)), **cols}))
+            s.append(
+                "t",
+                "wide",
+                pa.table(
+                    {
+                        "ts": np.arange(k * rows, (k + 1) * rows, dtype=np.int64),
+                        "producer": pa.array(np.zeros(rows, np.int32)),
+                        **cols,
+                    }
+                ),
+            )
         deadline = time.monotonic() + 60
         while not s.catalog.segments(s.trace("t").id, "wide") and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -277,8 +316,9 @@ def test_wal_records_in_any_ipc_framing_read_back_as_written(tmp_path):
     from tracehouse._core import crc32
     from tracehouse.store import wal as walmod
 
-    batch = pa.record_batch({"ts": pa.array([3, 1, 2], pa.int64()), "s": pa.array(["x", None, "zz"]),
-                             "f": pa.array([0.5, None, 1.5])})
+    batch = pa.record_batch(
+        {"ts": pa.array([3, 1, 2], pa.int64()), "s": pa.array(["x", None, "zz"]), "f": pa.array([0.5, None, 1.5])}
+    )
 
     def record(batches, legacy=False) -> bytes:
         sink = pa.BufferOutputStream()
@@ -310,10 +350,17 @@ def test_a_live_tail_read_incrementally_gives_the_rows_of_a_whole_read(store):
 
     store.create_trace("t", "demo", event_types=[LOAD])
     et = store.event_type("t", "load")
-    bs = [pa.record_batch({"ts": pa.array([i * 10 + j for j in range(i + 1)], pa.int64()),
-                           "producer": pa.array([0] * (i + 1), pa.int32()),
-                           "seq": pa.array(range(i + 1), pa.int64()),
-                           "value": pa.array([float(i)] * (i + 1))}) for i in range(8)]
+    bs = [
+        pa.record_batch(
+            {
+                "ts": pa.array([i * 10 + j for j in range(i + 1)], pa.int64()),
+                "producer": pa.array([0] * (i + 1), pa.int32()),
+                "seq": pa.array(range(i + 1), pa.int64()),
+                "value": pa.array([float(i)] * (i + 1)),
+            }
+        )
+        for i in range(8)
+    ]
     engine = store.query_engine
     steps = [bs[:2], bs[:2], bs[:4], bs[1:4], bs[3:7], bs[3:7], bs[6:7], bs[6:8], bs[:3], [], bs[2:5], bs[5:8]]
     last = None
@@ -345,9 +392,14 @@ def test_a_reader_of_the_wal_sees_every_row_once_as_the_tail_grows_and_checkpoin
             if i % 3 == 2:
                 store.append("t", "mark", marks(ts, [0] * 5, ["m"] * 5), wait=True)
             else:
-                store.append("t", "load", pa.table({"ts": pa.array(ts, pa.int64()),
-                                                    "producer": pa.array([0] * 5, pa.int32()),
-                                                    "value": [0.5] * 5}), wait=True)
+                store.append(
+                    "t",
+                    "load",
+                    pa.table(
+                        {"ts": pa.array(ts, pa.int64()), "producer": pa.array([0] * 5, pa.int32()), "value": [0.5] * 5}
+                    ),
+                    wait=True,
+                )
             n, total = n + 5, total + sum(ts)
             if i % 5 == 4:
                 store.flush("t")
@@ -355,8 +407,9 @@ def test_a_reader_of_the_wal_sees_every_row_once_as_the_tail_grows_and_checkpoin
                 got = s.sql(q).to_pylist()[0]
                 assert (got["n"], got["s"]) == (n, total), f"after append {i}"
                 assert got["d"] <= got["n"]
-            assert ro.sql('SELECT count(*) AS n FROM "t".load WHERE value = 0.5').column(0)[0].as_py() \
-                == sum(5 for j in range(i + 1) if j % 3 != 2)
+            assert ro.sql('SELECT count(*) AS n FROM "t".load WHERE value = 0.5').column(0)[0].as_py() == sum(
+                5 for j in range(i + 1) if j % 3 != 2
+            )
 
 
 def test_a_refresh_that_failed_half_way_is_not_taken_for_a_done_one(store, store_path, monkeypatch):
@@ -451,9 +504,17 @@ def test_row_order_by_producer_then_ts_across_chunks():
     from tracehouse.store.segments import row_order
 
     def chunked(*parts):
-        return pa.Table.from_batches([pa.record_batch({"producer": pa.array([p for p, _ in part], pa.int32()),
-                                                       "ts": pa.array([t for _, t in part], pa.int64())})
-                                      for part in parts])
+        return pa.Table.from_batches(
+            [
+                pa.record_batch(
+                    {
+                        "producer": pa.array([p for p, _ in part], pa.int32()),
+                        "ts": pa.array([t for _, t in part], pa.int64()),
+                    }
+                )
+                for part in parts
+            ]
+        )
 
     assert row_order(chunked([(1, 5), (1, 7)], [(2, 1)]), by_producer=True) is None
     assert row_order(chunked([(1, 5), (1, 7)], [(2, 1)]), by_producer=False).to_pylist() == [2, 0, 1]
@@ -497,6 +558,7 @@ def test_a_segment_written_by_pyarrow_is_settled_as_it_is_written(tmp_path, monk
     # A segment's pages go to the disk while it is encoded, not all at its fsync (which queued
     # the whole file ahead of the WAL's fdatasync: the ack latency tail).
     from tracehouse.store import segments
+
     made = []
     real = _core.WriteBehind
 
@@ -515,8 +577,13 @@ def test_a_segment_written_by_pyarrow_is_settled_as_it_is_written(tmp_path, monk
     monkeypatch.setattr(segments._core, "WriteBehind", Spy)
     rng = np.random.default_rng(7)
     n = 1_000_000
-    table = pa.table({"ts": pa.array(np.arange(n), pa.int64()), "producer": pa.array(np.zeros(n, np.int32)),
-                      "v": pa.array(rng.random(n))})  # noise: ~8 MB whatever the codec
+    table = pa.table(
+        {
+            "ts": pa.array(np.arange(n), pa.int64()),
+            "producer": pa.array(np.zeros(n, np.int32)),
+            "v": pa.array(rng.random(n)),
+        }
+    )  # noise: ~8 MB whatever the codec
     row = segments.write_segment(tmp_path, "seg", table)
     path = tmp_path / row["path"]
     size = path.stat().st_size

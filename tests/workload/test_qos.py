@@ -15,8 +15,10 @@ def test_every_case_returns_the_seeds_row_count_on_the_full_data_set():
     assert data.num_rows == qos.TOTAL_ROWS == 2_032_000
     con = duckdb.connect()
     con.register("qos1", data)
-    got = {c.name: con.execute(f"SELECT count(*) FROM qos1 t WHERE {qos._qualify(c.where, 'schema1')}").fetchone()[0]
-           for c in qos.CASES}
+    got = {
+        c.name: con.execute(f"SELECT count(*) FROM qos1 t WHERE {qos._qualify(c.where, 'schema1')}").fetchone()[0]
+        for c in qos.CASES
+    }
     assert got == {c.name: c.rows for c in qos.CASES}
     assert len(qos.CASES) == 4 + 4 + 16 + 5 + 7  # tables 5.1-5.5
 
@@ -51,6 +53,5 @@ def test_the_three_schemas_and_tracehouse_answer_alike(tmp_path):
         qos.tracehouse_load(store, data)
         for case in qos.CASES:
             for layout in ("schema1", "schema2", "schema3"):
-                assert con.sql(qos.sql(case, layout)).to_arrow_table().num_rows == expect[case.name], (
-                    case, layout)
+                assert con.sql(qos.sql(case, layout)).to_arrow_table().num_rows == expect[case.name], (case, layout)
             assert store.sql(qos.sql(case, "tracehouse")).num_rows == expect[case.name], case

@@ -33,9 +33,16 @@ class MariaDBServer:
     a buffer pool and redo log sized for bulk loads on this machine, LOAD DATA LOCAL allowed.
     """
 
-    SETTINGS = {"innodb-flush-log-at-trx-commit": "1", "innodb-buffer-pool-size": "1G",
-                "innodb-log-file-size": "1G", "max-connections": "400", "max-allowed-packet": "256M",
-                "local-infile": "1", "query-cache-size": "64M", "query-cache-type": "2"}  # 2: on demand (SQL_CACHE)
+    SETTINGS = {
+        "innodb-flush-log-at-trx-commit": "1",
+        "innodb-buffer-pool-size": "1G",
+        "innodb-log-file-size": "1G",
+        "max-connections": "400",
+        "max-allowed-packet": "256M",
+        "local-infile": "1",
+        "query-cache-size": "64M",
+        "query-cache-type": "2",
+    }  # 2: on demand (SQL_CACHE)
 
     def __init__(self, workdir: Path, workload: str = "", name: str = "mariadb") -> None:
         self.dir = Path(workdir) / "mariadb"
@@ -48,8 +55,11 @@ class MariaDBServer:
             import pymysql  # noqa: F401
         except ImportError:
             raise Unavailable("pymysql is not installed (pip install ./bench-suite)") from None
-        server = shutil.which("mariadbd") or shutil.which("mysqld") or (
-            "/usr/sbin/mariadbd" if Path("/usr/sbin/mariadbd").exists() else None)
+        server = (
+            shutil.which("mariadbd")
+            or shutil.which("mysqld")
+            or ("/usr/sbin/mariadbd" if Path("/usr/sbin/mariadbd").exists() else None)
+        )
         install = shutil.which("mariadb-install-db") or shutil.which("mysql_install_db")
         if not server or not install:
             raise Unavailable("MariaDB is not installed (apt-get install -y mariadb-server)")
@@ -57,18 +67,41 @@ class MariaDBServer:
         self.dir.mkdir(parents=True)
         data = self.dir / "data"
         user = ["--user=root"] if os.geteuid() == 0 else []
-        r = subprocess.run([install, "--no-defaults", f"--datadir={data}", *user, "--skip-test-db",
-                            "--auth-root-authentication-method=normal"], capture_output=True, text=True, timeout=180)
+        r = subprocess.run(
+            [
+                install,
+                "--no-defaults",
+                f"--datadir={data}",
+                *user,
+                "--skip-test-db",
+                "--auth-root-authentication-method=normal",
+            ],
+            capture_output=True,
+            text=True,
+            timeout=180,
+        )
         if r.returncode != 0:
             raise Unavailable(f"mariadb-install-db failed: {r.stderr[-1000:]}")
         self.port = free_port()
         self.sockdir = Path(tempfile.mkdtemp(prefix="thmy-"))  # short: socket paths end at 107 bytes
         self.log = self.dir / "mariadb.log"
         self.proc = subprocess.Popen(
-            [server, "--no-defaults", f"--datadir={data}", f"--socket={self.sockdir}/sock", f"--port={self.port}",
-             "--bind-address=127.0.0.1", *user, *(f"--{k}={v}" for k, v in self.SETTINGS.items()),
-             "--skip-name-resolve", f"--pid-file={self.dir}/pid", f"--log-error={self.log}"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            [
+                server,
+                "--no-defaults",
+                f"--datadir={data}",
+                f"--socket={self.sockdir}/sock",
+                f"--port={self.port}",
+                "--bind-address=127.0.0.1",
+                *user,
+                *(f"--{k}={v}" for k, v in self.SETTINGS.items()),
+                "--skip-name-resolve",
+                f"--pid-file={self.dir}/pid",
+                f"--log-error={self.log}",
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
         wait_for(lambda: self.connect(db=None).close() or True, 90, "MariaDB", self.proc, self.log)
         self.pid = self.proc.pid
         c = self.connect(db=None)
@@ -82,8 +115,16 @@ class MariaDBServer:
     def connect(self, db: str | None = "bench", **kw):
         import pymysql
 
-        return pymysql.connect(host="127.0.0.1", port=self.port, user="root", password="", database=db,
-                               autocommit=True, connect_timeout=5, **kw)
+        return pymysql.connect(
+            host="127.0.0.1",
+            port=self.port,
+            user="root",
+            password="",
+            database=db,
+            autocommit=True,
+            connect_timeout=5,
+            **kw,
+        )
 
     @property
     def uri(self) -> str:
@@ -97,8 +138,10 @@ class MariaDBServer:
         path = self.dir / f"load-{name}.csv"
         pacsv.write_csv(table, path, pacsv.WriteOptions(include_header=False))
         try:
-            cur.execute(f"LOAD DATA LOCAL INFILE '{path}' INTO TABLE {name} FIELDS TERMINATED BY ',' "
-                        f"OPTIONALLY ENCLOSED BY '\"' ({', '.join(table.column_names)})")
+            cur.execute(
+                f"LOAD DATA LOCAL INFILE '{path}' INTO TABLE {name} FIELDS TERMINATED BY ',' "
+                f"OPTIONALLY ENCLOSED BY '\"' ({', '.join(table.column_names)})"
+            )
         finally:
             path.unlink(missing_ok=True)
 
@@ -111,8 +154,10 @@ class MariaDBServer:
             for (t,) in cur.fetchall():
                 cur.execute(f"ANALYZE TABLE `{t}`")
                 cur.fetchall()
-            cur.execute("SELECT COALESCE(SUM(data_length + index_length), 0) FROM information_schema.tables "
-                        "WHERE table_schema = 'bench'")
+            cur.execute(
+                "SELECT COALESCE(SUM(data_length + index_length), 0) FROM information_schema.tables "
+                "WHERE table_schema = 'bench'"
+            )
             return int(cur.fetchone()[0])
         finally:
             c.close()
@@ -130,7 +175,7 @@ class MariaDB(MariaDBServer):
     def __init__(self, workdir: Path, workload: str, name: str = "mariadb") -> None:
         super().__init__(workdir, workload, name)
 
-    def __enter__(self) -> "MariaDB":
+    def __enter__(self) -> MariaDB:
         super().__enter__()
         self.payloads = SqlPayloads(self.workload, "mariadb")
         c = self.connect()

@@ -29,8 +29,15 @@ class PostgresServer:
     not interrupted by forced checkpoints; sorts and hashes of analytic reads get memory.
     """
 
-    SETTINGS = {"shared_buffers": "256MB", "fsync": "on", "synchronous_commit": "on", "max_wal_size": "4GB",
-                "work_mem": "64MB", "effective_cache_size": "4GB", "max_connections": "300"}
+    SETTINGS = {
+        "shared_buffers": "256MB",
+        "fsync": "on",
+        "synchronous_commit": "on",
+        "max_wal_size": "4GB",
+        "work_mem": "64MB",
+        "effective_cache_size": "4GB",
+        "max_connections": "300",
+    }
 
     def __init__(self, workdir: Path, workload: str = "", name: str = "postgres") -> None:
         self.dir = Path(workdir) / "postgres"
@@ -64,8 +71,9 @@ class PostgresServer:
         if os.geteuid() == 0:
             shutil.chown(self.dir, "postgres", "postgres")
         data = self.dir / "data"
-        r = self._as_postgres([self._bin("initdb"), "-D", str(data), "--auth=trust", "-U", "postgres", "-E", "UTF8"],
-                              timeout=120)
+        r = self._as_postgres(
+            [self._bin("initdb"), "-D", str(data), "--auth=trust", "-U", "postgres", "-E", "UTF8"], timeout=120
+        )
         if r.returncode != 0:
             raise Unavailable(f"initdb failed: {r.stderr[-1000:]}")
         self.port = free_port()
@@ -75,9 +83,24 @@ class PostgresServer:
         if os.geteuid() == 0:
             shutil.chown(self.sockdir, "postgres", "postgres")
         opts = f"-p {self.port} -k {self.sockdir} -c listen_addresses=127.0.0.1 " + " ".join(
-            f"-c {k}={v}" for k, v in self.SETTINGS.items())
-        r = self._as_postgres([self._bin("pg_ctl"), "-D", str(data), "-l", str(self.dir / "pg.log"), "-o", opts,
-                               "-w", "-t", "60", "start"], timeout=90)
+            f"-c {k}={v}" for k, v in self.SETTINGS.items()
+        )
+        r = self._as_postgres(
+            [
+                self._bin("pg_ctl"),
+                "-D",
+                str(data),
+                "-l",
+                str(self.dir / "pg.log"),
+                "-o",
+                opts,
+                "-w",
+                "-t",
+                "60",
+                "start",
+            ],
+            timeout=90,
+        )
         if r.returncode != 0:
             raise Unavailable(f"PostgreSQL did not start: {r.stderr[-1000:]} {r.stdout[-1000:]}")
         self.started = True
@@ -101,8 +124,9 @@ class PostgresServer:
 
     def __exit__(self, *exc) -> None:
         if self.started:
-            self._as_postgres([self._bin("pg_ctl"), "-D", str(self.dir / "data"), "-m", "fast", "-w", "stop"],
-                              timeout=120)
+            self._as_postgres(
+                [self._bin("pg_ctl"), "-D", str(self.dir / "data"), "-m", "fast", "-w", "stop"], timeout=120
+            )
             self.started = False
         shutil.rmtree(self.dir, ignore_errors=True)
         if getattr(self, "sockdir", None) is not None:
@@ -115,7 +139,7 @@ class Postgres(PostgresServer):
     def __init__(self, workdir: Path, workload: str, name: str = "postgres-copy") -> None:
         super().__init__(workdir, workload, name)
 
-    def __enter__(self) -> "Postgres":
+    def __enter__(self) -> Postgres:
         super().__enter__()
         self.payloads = SqlPayloads(self.workload, "postgres")
         with self.connect() as c:
@@ -140,8 +164,10 @@ class Postgres(PostgresServer):
             # one 10,000-row QoS INSERT made a PostgreSQL backend hold ~330 MB while parsing,
             # and 128 of them at once exhausted this machine's 24 GB.
             per, rest = divmod(rows, INSERT_ROWS) if rows > INSERT_ROWS else (0, rows)
-            sql = {w: ([p.insert_sql(w, INSERT_ROWS)] * per if per else []) + ([p.insert_sql(w, rest)] if rest else [])
-                   for w in range(writers)}
+            sql = {
+                w: ([p.insert_sql(w, INSERT_ROWS)] * per if per else []) + ([p.insert_sql(w, rest)] if rest else [])
+                for w in range(writers)
+            }
 
             def write(conn, w):
                 stmts = sql[w]

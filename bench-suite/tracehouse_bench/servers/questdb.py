@@ -33,8 +33,12 @@ def questdb_jar() -> Path:
     if not jar.exists():
         if not shutil.which("mvn"):
             raise Unavailable("QuestDB jar not found and mvn is not installed (set TRACEHOUSE_QUESTDB_JAR)")
-        r = subprocess.run(["mvn", "-q", "dependency:get", f"-Dartifact=org.questdb:questdb:{QUESTDB_VERSION}"],
-                           capture_output=True, text=True, timeout=600)
+        r = subprocess.run(
+            ["mvn", "-q", "dependency:get", f"-Dartifact=org.questdb:questdb:{QUESTDB_VERSION}"],
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
         if r.returncode != 0 or not jar.exists():
             raise Unavailable(f"could not fetch QuestDB {QUESTDB_VERSION} with mvn: {r.stdout[-500:]}{r.stderr[-500:]}")
     return jar
@@ -49,7 +53,7 @@ class QuestDB:
         self.name = name
         self.proc = None
 
-    def __enter__(self) -> "QuestDB":
+    def __enter__(self) -> QuestDB:
         if not shutil.which("java"):
             raise Unavailable("java is not installed")
         jar = questdb_jar()
@@ -59,10 +63,14 @@ class QuestDB:
         (self.dir / "conf" / "server.conf").write_text(
             f"http.bind.to=127.0.0.1:{self.port}\nhttp.min.enabled=false\n"
             f"line.tcp.net.bind.to=127.0.0.1:{self.tcp_port}\npg.net.bind.to=127.0.0.1:{pg}\n"
-            f"line.udp.enabled=false\ntelemetry.enabled=false\ncairo.commit.mode={self.commit_mode}\n")
+            f"line.udp.enabled=false\ntelemetry.enabled=false\ncairo.commit.mode={self.commit_mode}\n"
+        )
         self.log = self.dir / "questdb.log"
-        self.proc = subprocess.Popen(["java", "-Xmx2g", "-p", str(jar), "-m", "io.questdb/io.questdb.ServerMain",
-                                      "-d", str(self.dir)], stdout=open(self.log, "wb"), stderr=subprocess.STDOUT)
+        self.proc = subprocess.Popen(
+            ["java", "-Xmx2g", "-p", str(jar), "-m", "io.questdb/io.questdb.ServerMain", "-d", str(self.dir)],
+            stdout=open(self.log, "wb"),
+            stderr=subprocess.STDOUT,
+        )
 
         def ping():
             with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/ping", timeout=2) as r:
@@ -86,9 +94,16 @@ class QuestDB:
 
         tcp = (name or self.name) == "questdb-tcp"
         c0 = self_cpu_s()
-        r = _core.run_load(workload=self.workload, protocol="tcp-plain" if tcp else "http", host="127.0.0.1",
-                           port=self.tcp_port if tcp else self.port, path="/write?precision=n",
-                           agents=writers, rows_per_batch=rows, duration_s=seconds)
+        r = _core.run_load(
+            workload=self.workload,
+            protocol="tcp-plain" if tcp else "http",
+            host="127.0.0.1",
+            port=self.tcp_port if tcp else self.port,
+            path="/write?precision=n",
+            agents=writers,
+            rows_per_batch=rows,
+            duration_s=seconds,
+        )
         return Sample(r["rows_sent"] if tcp else r["rows_acked"], r["elapsed_s"], r["errors"], self_cpu_s() - c0)
 
 

@@ -51,8 +51,13 @@ if TYPE_CHECKING:
     from ..store import Store
 
 CALL_TREE_COLUMNS = (
-    Column("node", "int64", "id", "node of the aggregated call tree: a distinct call path (`call_tree`: the path's "
-           "number in the whole trace's tree, the same in every selection)"),
+    Column(
+        "node",
+        "int64",
+        "id",
+        "node of the aggregated call tree: a distinct call path (`call_tree`: the path's "
+        "number in the whole trace's tree, the same in every selection)",
+    ),
     Column("parent", "int64", "id", "node of the caller's path, -1 at the root"),
     Column("depth", "int32", "count", "path length - 1"),
     Column("name", "string", "", "the callee's name (name column of the begin type)"),
@@ -62,13 +67,16 @@ CALL_TREE_COLUMNS = (
 )
 
 
-def aggregated_call_tree(store: "Store", trace: str, config: SpanConfig | None = None, *,
-                         producers: list[int] | None = None) -> pa.Table:
+def aggregated_call_tree(
+    store: Store, trace: str, config: SpanConfig | None = None, *, producers: list[int] | None = None
+) -> pa.Table:
     """Spans merged by call path (calling-context tree): CALL_TREE_COLUMNS, node order
     (a node's parent comes before it)."""
     cfg = config or span_config(store, trace)
     name_col = cfg.name_column
-    cols = ["span_id", "producer", "depth", "parent_id", "dur", "self_time"] + ([begin_column(name_col)] if name_col else [])
+    cols = ["span_id", "producer", "depth", "parent_id", "dur", "self_time"] + (
+        [begin_column(name_col)] if name_col else []
+    )
     t = span_table(store, trace, cfg, columns=cols)
     if name_col:
         codes, names = name_codes(t.column(begin_column(name_col)))
@@ -90,15 +98,17 @@ def aggregated_call_tree(store: "Store", trace: str, config: SpanConfig | None =
     total = np.bincount(node_of[w], weights=dur[w], minlength=nn).astype(np.int64)
     selfs = np.bincount(node_of[w], weights=self_t[w], minlength=nn).astype(np.int64)
     key = ct["key"].to_numpy()
-    out = pa.table({
-        "node": pa.array(np.arange(nn, dtype=np.int64)),
-        "parent": ct["parent"],
-        "depth": ct["depth"],
-        "name": names.take(pa.array(np.where(key < 0, 0, key))) if nn else pa.array([], pa.string()),
-        "calls": pa.array(calls),
-        "total_ns": pa.array(total),
-        "self_ns": pa.array(selfs),
-    })
+    out = pa.table(
+        {
+            "node": pa.array(np.arange(nn, dtype=np.int64)),
+            "parent": ct["parent"],
+            "depth": ct["depth"],
+            "name": names.take(pa.array(np.where(key < 0, 0, key))) if nn else pa.array([], pa.string()),
+            "calls": pa.array(calls),
+            "total_ns": pa.array(total),
+            "self_ns": pa.array(selfs),
+        }
+    )
     if keep is not None:
         out = _prune(out)
     return out
@@ -169,9 +179,11 @@ TOP_COLUMNS = (
     Column("closed", "bool", "", "false when no matching end closed the span"),
 )
 __doc__ += "\nCall tree (`CALL_TREE_COLUMNS`):\n" + "\n".join(
-    f"  {c.name:<14} {c.type:<6} {c.unit:<5} {c.doc}" for c in CALL_TREE_COLUMNS)
+    f"  {c.name:<14} {c.type:<6} {c.unit:<5} {c.doc}" for c in CALL_TREE_COLUMNS
+)
 __doc__ += "\n\nLongest spans (`TOP_COLUMNS`):\n" + "\n".join(
-    f"  {c.name:<14} {c.type:<6} {c.unit:<5} {c.doc}" for c in TOP_COLUMNS)
+    f"  {c.name:<14} {c.type:<6} {c.unit:<5} {c.doc}" for c in TOP_COLUMNS
+)
 
 
 @dataclass
@@ -190,11 +202,11 @@ _PATHS: dict[tuple, CallPaths] = {}  # (store, trace id, pairing, stamp) -> kept
 _PATHS_LOCK = threading.Lock()
 
 
-def _paths_key(store: "Store", trace: str, cfg: SpanConfig) -> tuple:
+def _paths_key(store: Store, trace: str, cfg: SpanConfig) -> tuple:
     return str(store.path), store.trace(trace).id, repr(cfg.to_json()), store.stamp(trace)
 
 
-def call_paths(store: "Store", trace: str, config: SpanConfig, *, build: bool = True) -> CallPaths | None:
+def call_paths(store: Store, trace: str, config: SpanConfig, *, build: bool = True) -> CallPaths | None:
     """The call paths of `trace`'s spans (built from the span index on first use; kept in this
     process per trace state). build=False: None unless already made (nothing built)."""
     key = _paths_key(store, trace, config)
@@ -228,14 +240,23 @@ def _call_paths(idx: indexes.PackedIndex, config: SpanConfig) -> CallPaths:
     row_of[indexes.array(idx, "span_id")] = np.arange(n, dtype=np.int64)
     parent = indexes.array(idx, "parent_id")
     parent_rows = np.where(parent >= 0, row_of[np.maximum(parent, 0)], -1)
-    ct = _core.call_tree(arrays.from_numpy(parent_rows), arrays.from_numpy(codes_rows.astype(np.int64)),
-                         arrays.from_numpy(indexes.array(idx, "depth").astype(np.int32)))
+    ct = _core.call_tree(
+        arrays.from_numpy(parent_rows),
+        arrays.from_numpy(codes_rows.astype(np.int64)),
+        arrays.from_numpy(indexes.array(idx, "depth").astype(np.int32)),
+    )
     key = arrays.as_numpy(ct["key"])
-    return CallPaths(arrays.as_numpy(ct["node_of"]).astype(np.int32), arrays.as_numpy(ct["parent"]),
-                     arrays.as_numpy(ct["depth"]), np.where(key < 0, 0, key), names, codes_rows)
+    return CallPaths(
+        arrays.as_numpy(ct["node_of"]).astype(np.int32),
+        arrays.as_numpy(ct["parent"]),
+        arrays.as_numpy(ct["depth"]),
+        np.where(key < 0, 0, key),
+        names,
+        codes_rows,
+    )
 
 
-def _bounds(store: "Store", trace: str) -> tuple[int | None, int | None]:
+def _bounds(store: Store, trace: str) -> tuple[int | None, int | None]:
     info = store.trace(trace)
     return info.ts_min, info.ts_max
 
@@ -278,8 +299,16 @@ class CallTree(Answer):
         return {"config": self.config.to_json()}
 
 
-def call_tree(store: "Store", trace: str, config: SpanConfig | None = None, window: Window = Window(), *,
-              min_share: float = 0.0, max_nodes: int | None = None, root: int | None = None) -> CallTree:
+def call_tree(
+    store: Store,
+    trace: str,
+    config: SpanConfig | None = None,
+    window: Window = Window(),
+    *,
+    min_share: float = 0.0,
+    max_nodes: int | None = None,
+    root: int | None = None,
+) -> CallTree:
     """The calling-context tree of the spans overlapping the window, their durations clipped
     to it: per call path its calls, total and self ns (self = total minus the child paths'
     totals; the whole trace: the spans' own self times summed). Paths under `min_share` of
@@ -314,16 +343,40 @@ def call_tree(store: "Store", trace: str, config: SpanConfig | None = None, wind
         # Self time of a path = its total minus its child paths' totals (clipped spans nest).
         child_sum = np.bincount(ppos[has], weights=total[has], minlength=len(ids)).astype(np.int64)
         self_ns = np.maximum(total - child_sum, 0)
-    out, roots_total, threshold = _cut(ids, np.asarray(ppos, np.int64), cp.parent, cp.depth,
-                                       lambda kid: cp.names.take(pa.array(cp.label[kid])), ncalls, total, self_ns,
-                                       whole=whole, min_share=min_share, max_nodes=max_nodes, root=root)
+    out, roots_total, threshold = _cut(
+        ids,
+        np.asarray(ppos, np.int64),
+        cp.parent,
+        cp.depth,
+        lambda kid: cp.names.take(pa.array(cp.label[kid])),
+        ncalls,
+        total,
+        self_ns,
+        whole=whole,
+        min_share=min_share,
+        max_nodes=max_nodes,
+        root=root,
+    )
     start, end = window.bounds(lo, hi) if lo is not None else (None, None)
     n_spans = idx.num_rows if whole else len(node)
     return CallTree(out, int(n_spans), roots_total, int((ncalls > 0).sum()), threshold, start, end, cfg)
 
 
-def _cut(ids, ppos, parent_of, depth_of, names, ncalls, total, self_ns, *, whole: bool, min_share: float,
-         max_nodes: int | None, root: int | None) -> tuple[pa.Table, int, int]:
+def _cut(
+    ids,
+    ppos,
+    parent_of,
+    depth_of,
+    names,
+    ncalls,
+    total,
+    self_ns,
+    *,
+    whole: bool,
+    min_share: float,
+    max_nodes: int | None,
+    root: int | None,
+) -> tuple[pa.Table, int, int]:
     """(the kept paths as CALL_TREE_COLUMNS + cut_ns, the roots' total, the threshold) of a call
     tree given per path position: `ids` (path ids, sorted), `ppos` (the parent's position, -1),
     calls, total and self ns; `parent_of`/`depth_of`/`names` map a path id to its parent id,
@@ -360,16 +413,18 @@ def _cut(ids, ppos, parent_of, depth_of, names, ncalls, total, self_ns, *, whole
     if inside is not None:
         cut[chain] = 0  # the root's ancestors: drawn as context, their other children are not asked for
     kid = ids[keep]
-    out = pa.table({
-        "node": pa.array(kid.astype(np.int64)),
-        "parent": pa.array(parent_of[kid].astype(np.int64)),
-        "depth": pa.array(depth_of[kid].astype(np.int32)),
-        "name": names(kid) if len(kid) else pa.array([], pa.string()),
-        "calls": pa.array(ncalls[keep].astype(np.int64)),
-        "total_ns": pa.array(total[keep]),
-        "self_ns": pa.array(self_ns[keep]),
-        "cut_ns": pa.array(cut[keep]),
-    })
+    out = pa.table(
+        {
+            "node": pa.array(kid.astype(np.int64)),
+            "parent": pa.array(parent_of[kid].astype(np.int64)),
+            "depth": pa.array(depth_of[kid].astype(np.int32)),
+            "name": names(kid) if len(kid) else pa.array([], pa.string()),
+            "calls": pa.array(ncalls[keep].astype(np.int64)),
+            "total_ns": pa.array(total[keep]),
+            "self_ns": pa.array(self_ns[keep]),
+            "cut_ns": pa.array(cut[keep]),
+        }
+    )
     return out, roots_total, int(threshold)
 
 
@@ -395,7 +450,7 @@ def _subtree(ppos: np.ndarray, depth: np.ndarray, at: int) -> tuple[np.ndarray, 
 _NAMES: dict[tuple, dict[int, str]] = {}
 
 
-def producer_names(store: "Store", trace: str) -> dict[int, str]:
+def producer_names(store: Store, trace: str) -> dict[int, str]:
     """Producer id -> name of `trace` (kept per catalog version: one read per change)."""
     info = store.trace(trace)
     key = (str(store.path), info.id, store.catalog.version())
@@ -407,13 +462,14 @@ def producer_names(store: "Store", trace: str) -> dict[int, str]:
     return got
 
 
-def span_rows(store: "Store", trace: str, idx: indexes.PackedIndex, config: SpanConfig,
-              rows: np.ndarray) -> pa.Table:
+def span_rows(store: Store, trace: str, idx: indexes.PackedIndex, config: SpanConfig, rows: np.ndarray) -> pa.Table:
     """Span index rows as TOP_COLUMNS: only those rows are read (`take_column`)."""
     rows = np.asarray(rows, np.int64)
     at = arrays.from_numpy(rows)
-    cols = {c: arrays.as_numpy(idx.take_column(c, at)) for c in ("span_id", "ts", "end_ts", "dur", "self_time",
-                                                                 "producer", "depth", "closed")}
+    cols = {
+        c: arrays.as_numpy(idx.take_column(c, at))
+        for c in ("span_id", "ts", "end_ts", "dur", "self_time", "producer", "depth", "closed")
+    }
     col = begin_column(config.name_column) if config.name_column else None
     if col and col in idx.column_names:
         label = [None if v is None else str(v) for v in idx.take_column(col, at).to_pylist()]
@@ -421,22 +477,25 @@ def span_rows(store: "Store", trace: str, idx: indexes.PackedIndex, config: Span
         label = [config.begin] * len(rows)
     pnames = producer_names(store, trace)
     prod = cols["producer"].astype(np.int64)
-    return pa.table({
-        "span_id": arrays.from_numpy(cols["span_id"].astype(np.int64)),
-        "ts": arrays.from_numpy(cols["ts"].astype(np.int64)),
-        "end_ts": arrays.from_numpy(cols["end_ts"].astype(np.int64)),
-        "dur": arrays.from_numpy(cols["dur"].astype(np.int64)),
-        "self_time": arrays.from_numpy(cols["self_time"].astype(np.int64)),
-        "producer": arrays.from_numpy(prod.astype(np.int32)),
-        "producer_name": arrays.strings([pnames.get(int(p), str(p)) for p in prod.tolist()]),
-        "depth": arrays.from_numpy(cols["depth"].astype(np.int64)),
-        "name": arrays.strings([x if x is not None else "?" for x in label]),
-        "closed": arrays.from_numpy(cols["closed"].astype(bool)),
-    })
+    return pa.table(
+        {
+            "span_id": arrays.from_numpy(cols["span_id"].astype(np.int64)),
+            "ts": arrays.from_numpy(cols["ts"].astype(np.int64)),
+            "end_ts": arrays.from_numpy(cols["end_ts"].astype(np.int64)),
+            "dur": arrays.from_numpy(cols["dur"].astype(np.int64)),
+            "self_time": arrays.from_numpy(cols["self_time"].astype(np.int64)),
+            "producer": arrays.from_numpy(prod.astype(np.int32)),
+            "producer_name": arrays.strings([pnames.get(int(p), str(p)) for p in prod.tolist()]),
+            "depth": arrays.from_numpy(cols["depth"].astype(np.int64)),
+            "name": arrays.strings([x if x is not None else "?" for x in label]),
+            "closed": arrays.from_numpy(cols["closed"].astype(bool)),
+        }
+    )
 
 
-def top_spans(store: "Store", trace: str, config: SpanConfig | None = None, window: Window = Window(),
-              n: int = 25) -> tuple[pa.Table, int]:
+def top_spans(
+    store: Store, trace: str, config: SpanConfig | None = None, window: Window = Window(), n: int = 25
+) -> tuple[pa.Table, int]:
     """(the `n` longest closed spans starting in the window, longest first, as TOP_COLUMNS;
     how many closed spans start in it). Ties: the smaller span_id first."""
     cfg = config or span_config(store, trace)
@@ -457,8 +516,9 @@ def top_spans(store: "Store", trace: str, config: SpanConfig | None = None, wind
     return span_rows(store, trace, idx, cfg, rows[order]), int(count)
 
 
-def path_spans(store: "Store", trace: str, config: SpanConfig | None, window: Window, node: int,
-               n: int = 100) -> tuple[list[str], int, pa.Table]:
+def path_spans(
+    store: Store, trace: str, config: SpanConfig | None, window: Window, node: int, n: int = 100
+) -> tuple[list[str], int, pa.Table]:
     """(the call path's frame names from the root, how many spans of that path overlap the
     window, the `n` of them longest in it first: TOP_COLUMNS)."""
     cfg = config or span_config(store, trace)
@@ -488,14 +548,23 @@ def path_spans(store: "Store", trace: str, config: SpanConfig | None, window: Wi
 
 WINDOW_PARAMS = (
     Param("thread", "int", "id", "only these producers (repeat)", many=True, window="producers"),
-    Param("start", "time", "ns", "spans overlapping [start, end): from (durations clipped to the range)",
-          window="start"),
+    Param(
+        "start", "time", "ns", "spans overlapping [start, end): from (durations clipped to the range)", window="start"
+    ),
     Param("end_time", "time", "ns", "... to", flag="--end-time", window="end"),
 )
 
 
-def sample_call_tree(store: "Store", trace: str, config, window: Window = Window(), *, min_share: float = 0.0,
-                     max_nodes: int | None = None, root: int | None = None) -> CallTree:
+def sample_call_tree(
+    store: Store,
+    trace: str,
+    config,
+    window: Window = Window(),
+    *,
+    min_share: float = 0.0,
+    max_nodes: int | None = None,
+    root: int | None = None,
+) -> CallTree:
     """The call tree of the trace's stack samples in the window (`analysis.samples`: a node's
     calls are its samples, its ns their weight), cut as `call_tree` cuts spans. Node ids are
     those of the selection's own tree (a node's parent before it)."""
@@ -503,15 +572,32 @@ def sample_call_tree(store: "Store", trace: str, config, window: Window = Window
 
     lo, hi = _bounds(store, trace)
     start, end = window.bounds(lo, hi) if lo is not None else (None, None)
-    t = samples.call_tree(store, trace, config, start=start, end=end,
-                          producers=None if window.producers is None else list(window.producers))
+    t = samples.call_tree(
+        store,
+        trace,
+        config,
+        start=start,
+        end=end,
+        producers=None if window.producers is None else list(window.producers),
+    )
     parent = t.column("parent").to_numpy().astype(np.int64)
     depth = t.column("depth").to_numpy()
     ncalls = t.column("calls").to_numpy()
     names = t.column("name")
-    out, roots_total, threshold = _cut(np.arange(t.num_rows), parent, parent, depth, lambda kid: names.take(pa.array(kid)),
-                                       ncalls, t.column("total_ns").to_numpy(), t.column("self_ns").to_numpy(),
-                                       whole=True, min_share=min_share, max_nodes=max_nodes, root=root)
+    out, roots_total, threshold = _cut(
+        np.arange(t.num_rows),
+        parent,
+        parent,
+        depth,
+        lambda kid: names.take(pa.array(kid)),
+        ncalls,
+        t.column("total_ns").to_numpy(),
+        t.column("self_ns").to_numpy(),
+        whole=True,
+        min_share=min_share,
+        max_nodes=max_nodes,
+        root=root,
+    )
     n = int(ncalls[parent < 0].sum()) if t.num_rows else 0
     return CallTree(out, n, roots_total, int((ncalls > 0).sum()), threshold, start, end, config)
 
@@ -523,27 +609,50 @@ def _tree(store, trace, window, *, min_share=0.0, max_paths=None, root=None, **p
 
         sc = sample_config(store, trace)
         if sc is not None:
-            return sample_call_tree(store, trace, sc, window, min_share=min_share or 0.0, max_nodes=max_paths,
-                                    root=root)
-    return call_tree(store, trace, spans_config(store, trace, **pairing), window, min_share=min_share or 0.0,
-                     max_nodes=max_paths, root=root)
+            return sample_call_tree(
+                store, trace, sc, window, min_share=min_share or 0.0, max_nodes=max_paths, root=root
+            )
+    return call_tree(
+        store,
+        trace,
+        spans_config(store, trace, **pairing),
+        window,
+        min_share=min_share or 0.0,
+        max_nodes=max_paths,
+        root=root,
+    )
 
 
 TREE = Analysis(
-    "tree", "aggregated call tree: spans merged by call path", _tree,
-    params=WINDOW_PARAMS + (
-        Param("min_share", "float", "share", "leave out paths under this share of the roots' total time (0-1)",
-              default=0.0),
+    "tree",
+    "aggregated call tree: spans merged by call path",
+    _tree,
+    params=WINDOW_PARAMS
+    + (
+        Param(
+            "min_share",
+            "float",
+            "share",
+            "leave out paths under this share of the roots' total time (0-1)",
+            default=0.0,
+        ),
         Param("max_paths", "int", "count", "at most this many paths: the cut doubles until they fit"),
-        Param("root", "int", "id", "only the subtree of this call path (`node`) and its ancestors; --min-share of its "
-              "total"),
-    ) + SPAN_PARAMS,
-    columns=CALL_TREE_COLUMNS + (Column("cut_ns", "int64", "ns", "time of the child paths left out (under the "
-                                                                 "threshold)"),), applies_to=("spans", "samples"),
+        Param(
+            "root",
+            "int",
+            "id",
+            "only the subtree of this call path (`node`) and its ancestors; --min-share of its total",
+        ),
+    )
+    + SPAN_PARAMS,
+    columns=CALL_TREE_COLUMNS
+    + (Column("cut_ns", "int64", "ns", "time of the child paths left out (under the threshold)"),),
+    applies_to=("spans", "samples"),
     uses=("spans", "calls"),
     doc="A sampled trace (perf) gives its stack samples' tree: calls are samples, ns their weight. "
-        "Rows are shown by total time; `--json` gives every path. A path's `node` is its number in the whole "
-        "trace's tree, so the same path has the same node in every selection.")
+    "Rows are shown by total time; `--json` gives every path. A path's `node` is its number in the whole "
+    "trace's tree, so the same path has the same node in every selection.",
+)
 
 
 @dataclass
@@ -574,32 +683,54 @@ class Folded(Answer):
         if shown.get("out"):
             with open(shown["out"], "w") as f:
                 f.write(self.folded)
-            return [Note(f"wrote {self.folded.count(chr(10)):,} stacks to {shown['out']} "
-                         "(flamegraph.pl, speedscope, inferno read it)")]
+            return [
+                Note(
+                    f"wrote {self.folded.count(chr(10)):,} stacks to {shown['out']} "
+                    "(flamegraph.pl, speedscope, inferno read it)"
+                )
+            ]
         return [Text(self.folded)]
 
     def save(self, store, name, traces, params, shown) -> int:
         from .results import save_file
 
-        return save_file(store, name, traces, self.folded, filename=f"{self.trace}.folded",
-                         params=params | {"config": self.tree.config.to_json(), "value": self.value})
+        return save_file(
+            store,
+            name,
+            traces,
+            self.folded,
+            filename=f"{self.trace}.folded",
+            params=params | {"config": self.tree.config.to_json(), "value": self.value},
+        )
 
 
 def _flame(store, trace, window, *, total=False, min_share=0.0, **pairing) -> Folded:
-    return Folded(_tree(store, trace, window, min_share=min_share, **pairing), "total_ns" if total else "self_ns",
-                  trace)
+    return Folded(
+        _tree(store, trace, window, min_share=min_share, **pairing), "total_ns" if total else "self_ns", trace
+    )
 
 
 FLAME = Analysis(
-    "flame", "folded-stack flame graph text (flamegraph.pl, speedscope)", _flame,
-    params=WINDOW_PARAMS + (
+    "flame",
+    "folded-stack flame graph text (flamegraph.pl, speedscope)",
+    _flame,
+    params=WINDOW_PARAMS
+    + (
         Param("total", "bool", "", "total instead of self time per path", default=False),
-        Param("min_share", "float", "share", "leave out paths under this share of the roots' total time (0-1)",
-              default=0.0),
+        Param(
+            "min_share",
+            "float",
+            "share",
+            "leave out paths under this share of the roots' total time (0-1)",
+            default=0.0,
+        ),
         Param("out", "str", "", "write to this file instead of stdout", answer=False),
-    ) + SPAN_PARAMS,
+    )
+    + SPAN_PARAMS,
     columns=(Column("line", "string", "", "`root;child;leaf VALUE`: a call path and its self (or total) ns"),),
-    applies_to=("spans", "samples"), uses=("spans", "calls"))
+    applies_to=("spans", "samples"),
+    uses=("spans", "calls"),
+)
 
 
 @dataclass
@@ -617,7 +748,8 @@ class SpanList(Answer):
 
     def to_json(self, shown: dict) -> dict:
         return {"rows": self.rows.to_pylist(), "count": self.count, "title": self.title} | (
-            {"path": self.path} if self.path is not None else {})
+            {"path": self.path} if self.path is not None else {}
+        )
 
     def save_params(self) -> dict:
         return {"config": self.config.to_json()} if self.config else {}
@@ -630,9 +762,14 @@ def _top(store, trace, window, *, n=25, **pairing) -> SpanList:
 
 
 TOP = Analysis(
-    "top", "the longest closed spans starting in a time range", _top,
+    "top",
+    "the longest closed spans starting in a time range",
+    _top,
     params=(Param("n", "int", "count", "spans listed", default=25),) + WINDOW_PARAMS + SPAN_PARAMS,
-    columns=TOP_COLUMNS, applies_to=("spans",), uses=("spans",))
+    columns=TOP_COLUMNS,
+    applies_to=("spans",),
+    uses=("spans",),
+)
 
 
 def _path(store, trace, window, *, node, n=100, **pairing) -> SpanList:
@@ -642,25 +779,40 @@ def _path(store, trace, window, *, node, n=100, **pairing) -> SpanList:
 
 
 PATH = Analysis(
-    "path", "the spans of one call path (a flame graph's frame), longest in the range first", _path,
-    params=(Param("node", "int", "id", "the call path (`node` of `analyze tree`)", required=True, positional=True),
-            Param("n", "int", "count", "spans listed", default=100)) + WINDOW_PARAMS + SPAN_PARAMS,
-    columns=TOP_COLUMNS, applies_to=("spans",), uses=("spans", "calls"))
+    "path",
+    "the spans of one call path (a flame graph's frame), longest in the range first",
+    _path,
+    params=(
+        Param("node", "int", "id", "the call path (`node` of `analyze tree`)", required=True, positional=True),
+        Param("n", "int", "count", "spans listed", default=100),
+    )
+    + WINDOW_PARAMS
+    + SPAN_PARAMS,
+    columns=TOP_COLUMNS,
+    applies_to=("spans",),
+    uses=("spans", "calls"),
+)
 
 
 def _children(store, trace, window, *, span, **pairing) -> Rows:
     cfg = spans_config(store, trace, **pairing)
     t = children(store, trace, span, cfg)
     name = (begin_column(cfg.name_column),) if cfg.name_column else ()
-    return Rows(t, f"children of span {span}: {t.num_rows}", SPAN_VIEW[:3] + name + SPAN_VIEW[3:],
-                {"config": cfg.to_json()})
+    return Rows(
+        t, f"children of span {span}: {t.num_rows}", SPAN_VIEW[:3] + name + SPAN_VIEW[3:], {"config": cfg.to_json()}
+    )
 
 
 CHILDREN = Analysis(
-    "children", "direct callees of one call", _children,
+    "children",
+    "direct callees of one call",
+    _children,
     params=(Param("span", "int", "id", "span id (span_id column)", required=True, positional=True),) + SPAN_PARAMS,
-    columns=SPAN_COLUMNS, columns_note="Then the span's parameters, as `analyze spans` gives them.",
-    applies_to=("spans",), uses=("spans",))
+    columns=SPAN_COLUMNS,
+    columns_note="Then the span's parameters, as `analyze spans` gives them.",
+    applies_to=("spans",),
+    uses=("spans",),
+)
 
 
 def _span(store, trace, window, *, span_id, **pairing) -> Rows:
@@ -668,27 +820,38 @@ def _span(store, trace, window, *, span_id, **pairing) -> Rows:
     row = span(store, trace, span_id, cfg)
     kids = children(store, trace, span_id, cfg)
     col = begin_column(cfg.name_column) if cfg.name_column else None
-    extra = {"name": str(row.get(col)) if col and row.get(col) is not None else cfg.begin,
-             "producer_name": producer_names(store, trace).get(int(row["producer"]), str(row["producer"])),
-             "children": kids.num_rows, "children_dur": int(pc.sum(kids.column("dur")).as_py() or 0) if kids.num_rows else 0}
+    extra = {
+        "name": str(row.get(col)) if col and row.get(col) is not None else cfg.begin,
+        "producer_name": producer_names(store, trace).get(int(row["producer"]), str(row["producer"])),
+        "children": kids.num_rows,
+        "children_dur": int(pc.sum(kids.column("dur")).as_py() or 0) if kids.num_rows else 0,
+    }
     t = pa.Table.from_pylist([extra | row])
     return Rows(t, f"span {span_id}: {extra['name']} on {extra['producer_name']}", (), {"config": cfg.to_json()})
 
 
 SPAN = Analysis(
-    "span", "one call in full: its columns and arguments, producer, self time, children", _span,
+    "span",
+    "one call in full: its columns and arguments, producer, self time, children",
+    _span,
     params=(Param("span_id", "int", "id", "span id (span_id column)", required=True, positional=True),) + SPAN_PARAMS,
-    columns=(Column("name", "string", "", "its name (the begin's name column, else the begin type)"),
-             Column("producer_name", "string", "", "its thread (producer)"),
-             Column("children", "int64", "count", "its direct callees"),
-             Column("children_dur", "int64", "ns", "their durations summed")) + SPAN_COLUMNS,
+    columns=(
+        Column("name", "string", "", "its name (the begin's name column, else the begin type)"),
+        Column("producer_name", "string", "", "its thread (producer)"),
+        Column("children", "int64", "count", "its direct callees"),
+        Column("children_dur", "int64", "ns", "their durations summed"),
+    )
+    + SPAN_COLUMNS,
     columns_note="Then the span's parameters (the begin's arguments under their own names, the end's prefixed "
-                 "`end_`), as `analyze spans` gives them.",
-    applies_to=("spans",), uses=("spans",))
+    "`end_`), as `analyze spans` gives them.",
+    applies_to=("spans",),
+    uses=("spans",),
+)
 
 
-def find_spans(store: "Store", trace: str, config: SpanConfig | None, window: Window, text: str,
-               n: int = 1000) -> SpanList:
+def find_spans(
+    store: Store, trace: str, config: SpanConfig | None, window: Window, text: str, n: int = 1000
+) -> SpanList:
     """The spans overlapping the window whose name contains `text` (any case), in time order
     (the first `n`), and how many match: the names are matched once each (the span index's
     name dictionary), then the rows by their name code."""
@@ -701,7 +864,7 @@ def find_spans(store: "Store", trace: str, config: SpanConfig | None, window: Wi
     codes = cp.code[rows]
     hit = np.isin(codes, want) if len(want) else np.zeros(len(codes), bool)
     at = np.arange(idx.num_rows)[rows][hit] if len(want) else np.zeros(0, np.int64)
-    order = np.argsort(indexes.array(idx, "ts")[at], kind="stable")[:max(1, int(n))]
+    order = np.argsort(indexes.array(idx, "ts")[at], kind="stable")[: max(1, int(n))]
     got = span_rows(store, trace, idx, cfg, at[order])
     return SpanList(got, int(len(at)), f"{len(at):,} spans named like {text!r}", cfg)
 
@@ -711,10 +874,19 @@ def _find(store, trace, window, *, text, n=1000, **pairing) -> SpanList:
 
 
 FIND = Analysis(
-    "find", "the spans whose name contains a text, in time order (the timeline's search)", _find,
-    params=(Param("text", "str", "", "what the name contains (any case)", required=True, positional=True),
-            Param("n", "int", "count", "spans listed, the first in time", default=1000)) + WINDOW_PARAMS + SPAN_PARAMS,
-    columns=TOP_COLUMNS, applies_to=("spans",), uses=("spans", "calls"))
+    "find",
+    "the spans whose name contains a text, in time order (the timeline's search)",
+    _find,
+    params=(
+        Param("text", "str", "", "what the name contains (any case)", required=True, positional=True),
+        Param("n", "int", "count", "spans listed, the first in time", default=1000),
+    )
+    + WINDOW_PARAMS
+    + SPAN_PARAMS,
+    columns=TOP_COLUMNS,
+    applies_to=("spans",),
+    uses=("spans", "calls"),
+)
 
 
 @dataclass
@@ -737,12 +909,15 @@ class ThreadCalls(Answer):
         for r in self.rows.slice(0, limit).to_pylist():
             name = r.get(name_col) if name_col else cfg.begin
             mark = "" if r["closed"] else "  (unclosed)"
-            lines.append(f"{'  ' * r['depth']}{name}  [span {r['span_id']}]  {r['ts']} +{r['dur']:,} ns "
-                         f"(self {r['self_time']:,}){mark}\n")
+            lines.append(
+                f"{'  ' * r['depth']}{name}  [span {r['span_id']}]  {r['ts']} +{r['dur']:,} ns "
+                f"(self {r['self_time']:,}){mark}\n"
+            )
         parts = [Text("".join(lines))]
         if self.rows.num_rows > limit:
-            parts.append(Note(f"({self.rows.num_rows:,} calls, {limit} shown; --limit, --start/--end, --max-depth "
-                              "narrow it)"))
+            parts.append(
+                Note(f"({self.rows.num_rows:,} calls, {limit} shown; --limit, --start/--end, --max-depth narrow it)")
+            )
         return parts
 
     def save_params(self) -> dict:
@@ -751,15 +926,25 @@ class ThreadCalls(Answer):
 
 def _calltree(store, trace, window, *, thread, max_depth=None, **pairing) -> ThreadCalls:
     cfg = spans_config(store, trace, **pairing)
-    return ThreadCalls(thread_calls(store, trace, thread, cfg, start=window.start, end=window.end,
-                                    max_depth=max_depth), cfg)
+    return ThreadCalls(
+        thread_calls(store, trace, thread, cfg, start=window.start, end=window.end, max_depth=max_depth), cfg
+    )
 
 
 CALLTREE = Analysis(
-    "calltree", "the call tree of one thread, indented", _calltree,
-    params=(Param("thread", "int", "id", "producer id", required=True),
-            Param("start", "time", "ns", "calls overlapping [start, end) (ns or with a unit)", window="start"),
-            Param("end_time", "time", "ns", "...", flag="--end-time", window="end"),
-            Param("max_depth", "int", "count", "deepest level shown (0: the root calls)")) + SPAN_PARAMS,
-    columns=SPAN_COLUMNS, columns_note="Then the span's parameters, as `analyze spans` gives them.",
-    applies_to=("spans",), uses=("spans",), limit=200)
+    "calltree",
+    "the call tree of one thread, indented",
+    _calltree,
+    params=(
+        Param("thread", "int", "id", "producer id", required=True),
+        Param("start", "time", "ns", "calls overlapping [start, end) (ns or with a unit)", window="start"),
+        Param("end_time", "time", "ns", "...", flag="--end-time", window="end"),
+        Param("max_depth", "int", "count", "deepest level shown (0: the root calls)"),
+    )
+    + SPAN_PARAMS,
+    columns=SPAN_COLUMNS,
+    columns_note="Then the span's parameters, as `analyze spans` gives them.",
+    applies_to=("spans",),
+    uses=("spans",),
+    limit=200,
+)

@@ -32,8 +32,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -69,15 +70,23 @@ class Filter:
     end: int | None = None
 
     def to_json(self) -> dict:
-        return {"types": list(self.types) if self.types else None,
-                "producers": list(self.producers) if self.producers else None,
-                "where": [list(w) for w in self.where], "start": self.start, "end": self.end}
+        return {
+            "types": list(self.types) if self.types else None,
+            "producers": list(self.producers) if self.producers else None,
+            "where": [list(w) for w in self.where],
+            "start": self.start,
+            "end": self.end,
+        }
 
     @classmethod
-    def from_json(cls, d: dict) -> "Filter":
-        return cls(tuple(d["types"]) if d.get("types") else None,
-                   tuple(d["producers"]) if d.get("producers") else None,
-                   tuple(tuple(w) for w in d.get("where") or ()), d.get("start"), d.get("end"))
+    def from_json(cls, d: dict) -> Filter:
+        return cls(
+            tuple(d["types"]) if d.get("types") else None,
+            tuple(d["producers"]) if d.get("producers") else None,
+            tuple(tuple(w) for w in d.get("where") or ()),
+            d.get("start"),
+            d.get("end"),
+        )
 
 
 _PREDICATE = re.compile(r"\s*([^\W\d]\w*)\s*(<=|>=|!=|==|=|<|>)\s*(.*?)\s*", re.S)
@@ -129,7 +138,7 @@ class Cursor:
     first event at time t.
     """
 
-    store: "Store"
+    store: Store
     trace: str
     filter: Filter = field(default_factory=Filter)
     at: int | None = None
@@ -150,8 +159,10 @@ class Cursor:
             if all(w[0] in cols for w in self.filter.where):
                 self._types[n] = types[n]
         if self.filter.where and not self._types:
-            raise BadInput("no event type has every predicate's column",
-                           expected=", ".join(sorted({w[0] for w in self.filter.where})) + " in one type")
+            raise BadInput(
+                "no event type has every predicate's column",
+                expected=", ".join(sorted({w[0] for w in self.filter.where})) + " in one type",
+            )
         self._where = []
         for col, op, val in self.filter.where:
             if op not in OPS:
@@ -163,12 +174,12 @@ class Cursor:
         if self.at is not None:
             self.seek(self.at)
 
-    def seek(self, t: int) -> "Cursor":
+    def seek(self, t: int) -> Cursor:
         """Stand just before the first event at time t."""
         self.position, self.after = (int(t), LOW[1], LOW[2]), False
         return self
 
-    def seek_end(self) -> "Cursor":
+    def seek_end(self) -> Cursor:
         """Stand after the last event."""
         self.position, self.after = HIGH, True
         return self
@@ -181,8 +192,10 @@ class Cursor:
         strict = ">" if forward else "<"
         # The plain `ts` bound lets DuckDB prune row groups by their statistics; the full
         # (ts, producer, seq) comparison places the gap exactly.
-        terms = [f"ts {'>=' if forward else '<='} ?",
-                 f"(ts {strict} ? OR (ts = ? AND (producer {strict} ? OR (producer = ? AND seq {cmp} ?))))"]
+        terms = [
+            f"ts {'>=' if forward else '<='} ?",
+            f"(ts {strict} ? OR (ts = ? AND (producer {strict} ? OR (producer = ? AND seq {cmp} ?))))",
+        ]
         args: list = [p0, p0, p0, p1, p1, p2]
         if f.start is not None:
             terms.append("ts >= ?")
@@ -229,7 +242,7 @@ class Cursor:
         hi_t = None if f.end is None else int(f.end)
         picks: list[tuple[str, int, np.ndarray]] = []  # (type, producer, index rows)
         for name in self._types:
-            for q, st in ((q, st) for q in sorted(set(f.producers)) for st in self._streams.get((name, q), [])):
+            for q, st in ((p, st) for p in sorted(set(f.producers)) for st in self._streams.get((name, p), [])):
                 if st["count"] == 0:
                     continue
                 a, b = st["offset"], st["offset"] + st["count"]
@@ -269,7 +282,7 @@ class Cursor:
         if len(order) > n:
             edge = order[n - 1] if forward else order[len(order) - n]
             tied = np.flatnonzero((ts == ts[edge]) & (prod == prod[edge]))
-            order = np.union1d(order[:n] if forward else order[len(order) - n:], tied)
+            order = np.union1d(order[:n] if forward else order[len(order) - n :], tied)
         rows, prod, tix, ts = rows[order], prod[order], tix[order], ts[order]
         seq = seq_all[rows].astype(np.int64)
         order = np.lexsort((seq, prod, ts))  # (ts, producer, seq) ascending
@@ -280,8 +293,12 @@ class Cursor:
         else:
             self.position, self.after = (int(ts[0]), int(prod[0]), int(seq[0])), False
         names = pa.array([name for name, _, _ in picks], pa.string())
-        cols = {"ts": pa.array(ts), "producer": pa.array(prod.astype(np.int32)), "seq": pa.array(seq),
-                "dur": idx.take_column("dur", rows) if has_dur else pa.nulls(len(rows), pa.int64())}
+        cols = {
+            "ts": pa.array(ts),
+            "producer": pa.array(prod.astype(np.int32)),
+            "seq": pa.array(seq),
+            "dur": idx.take_column("dur", rows) if has_dur else pa.nulls(len(rows), pa.int64()),
+        }
         out = {c: cols[c] for c in self.columns}
         out["type"] = names.take(pa.array(tix))
         return pa.table(out)
@@ -295,7 +312,13 @@ class Cursor:
         cands = []
         for name in self._types:
             for src in self.store.scan_sources(self.trace, name):
-                if src.ts_min is None or f.start is not None and src.ts_max < f.start or f.end is not None and src.ts_min >= f.end:
+                if (
+                    src.ts_min is None
+                    or f.start is not None
+                    and src.ts_max < f.start
+                    or f.end is not None
+                    and src.ts_min >= f.end
+                ):
                     continue
                 if forward and src.ts_max < pos[0] or not forward and src.ts_min > pos[0]:
                     continue
@@ -316,9 +339,13 @@ class Cursor:
             # DuckDB's top-N pushes its running n-th value into the scan: only the row
             # groups that can still hold the page are decoded, and the output columns only
             # for rows that pass the filter.
-            t = scan.select(src, f"SELECT {sel}, ts AS _ts, CAST(producer AS BIGINT) AS _p, seq AS _s FROM {{src}} "
-                                 f"WHERE {' AND '.join(terms)} ORDER BY ts {order}, producer {order}, seq {order} "
-                                 f"LIMIT {int(n)}", args)
+            t = scan.select(
+                src,
+                f"SELECT {sel}, ts AS _ts, CAST(producer AS BIGINT) AS _p, seq AS _s FROM {{src}} "
+                f"WHERE {' AND '.join(terms)} ORDER BY ts {order}, producer {order}, seq {order} "
+                f"LIMIT {int(n)}",
+                args,
+            )
             if t.num_rows == 0:
                 continue
             pieces.append(t.append_column("type", pa.array([name] * t.num_rows, pa.string())))
@@ -333,8 +360,12 @@ class Cursor:
         edge = out.slice(out.num_rows - 1 if forward else 0, 1).select(["_ts", "_p", "_s"]).to_pylist()[0]
         self.position, self.after = (edge["_ts"], edge["_p"], edge["_s"]), forward
         out = out.drop_columns(["_ts", "_p", "_s"])
-        return pa.table({c: (out.column(c).combine_chunks() if isinstance(out.column(c), pa.ChunkedArray) else out.column(c))
-                         for c in out.column_names})
+        return pa.table(
+            {
+                c: (out.column(c).combine_chunks() if isinstance(out.column(c), pa.ChunkedArray) else out.column(c))
+                for c in out.column_names
+            }
+        )
 
     def _empty(self) -> pa.Table:
         et = next(iter(self._types.values()), None)
@@ -366,9 +397,18 @@ def _kth(keys: list[np.ndarray], n: int, forward: bool) -> int:
     return int(-np.partition(-allk, n - 1)[n - 1])
 
 
-def cursor(store: "Store", trace: str, *, types: Iterable[str] | None = None, producers: Iterable[int] | None = None,
-           where: Iterable[tuple[str, str, Any] | str] = (), start: int | None = None, end: int | None = None,
-           at: int | None = None, columns: list[str] | None = None) -> Cursor:
+def cursor(
+    store: Store,
+    trace: str,
+    *,
+    types: Iterable[str] | None = None,
+    producers: Iterable[int] | None = None,
+    where: Iterable[tuple[str, str, Any] | str] = (),
+    start: int | None = None,
+    end: int | None = None,
+    at: int | None = None,
+    columns: list[str] | None = None,
+) -> Cursor:
     """A cursor over `trace` (see `Cursor`); where items are tuples or 'col op value' text."""
     w = tuple(parse_where(x) if isinstance(x, str) else tuple(x) for x in where)
     f = Filter(tuple(types) if types else None, tuple(int(p) for p in producers) if producers else None, w, start, end)
@@ -394,9 +434,12 @@ class Page(Answer):
     def to_json(self, shown: dict) -> dict:
         # An empty page moved nowhere: no position (the cursor's start sentinel is no event).
         c, found = self.cursor, self.rows.num_rows > 0
-        return {"rows": self.rows.to_pylist(), "position": list(c.position) if found else None,
-                "after": c.after if found else None, "seconds": round(self.seconds, 4)} | (
-            {} if found else {"message": self.no_match()})
+        return {
+            "rows": self.rows.to_pylist(),
+            "position": list(c.position) if found else None,
+            "after": c.after if found else None,
+            "seconds": round(self.seconds, 4),
+        } | ({} if found else {"message": self.no_match()})
 
     def no_match(self) -> str:
         """What an empty page says: no event matches (after / before --at when given)."""
@@ -408,21 +451,40 @@ class Page(Answer):
         if self.rows.num_rows == 0:
             return [Text(self.no_match() + "\n")]
         p = self.cursor.position
-        return [Table(self.rows), Note(f"{self.rows.num_rows} events in {self.seconds * 1000:.1f} ms; next page: "
-                                       f"--at {p[0]} (position {p[0]}/{p[1]}/{p[2]})")]
+        return [
+            Table(self.rows),
+            Note(
+                f"{self.rows.num_rows} events in {self.seconds * 1000:.1f} ms; next page: "
+                f"--at {p[0]} (position {p[0]}/{p[1]}/{p[2]})"
+            ),
+        ]
 
     def save(self, store, name, traces, params, shown) -> int:
         from .results import save_search
 
-        return save_search(store, shown.get("save_name") or f"cursor {self.cursor.trace}", self.cursor.trace,
-                           self.cursor.filter, at=self.at, params=params)
+        return save_search(
+            store,
+            shown.get("save_name") or f"cursor {self.cursor.trace}",
+            self.cursor.trace,
+            self.cursor.filter,
+            at=self.at,
+            params=params,
+        )
 
 
 def _cursor(store, trace, window, *, limit=100, type=None, where=None, at=None, backward=False) -> Page:  # noqa: A002
     import time
 
-    c = cursor(store, trace, types=type or None, producers=window.producers, where=[parse_where(w) for w in where or []],
-               start=window.start, end=window.end, at=at)
+    c = cursor(
+        store,
+        trace,
+        types=type or None,
+        producers=window.producers,
+        where=[parse_where(w) for w in where or []],
+        start=window.start,
+        end=window.end,
+        at=at,
+    )
     if at is None and backward:
         c.seek_end()
     t0 = time.perf_counter()
@@ -431,7 +493,9 @@ def _cursor(store, trace, window, *, limit=100, type=None, where=None, at=None, 
 
 
 CURSOR = Analysis(
-    "cursor", "events matching a filter, a page forward or backward from t", _cursor,
+    "cursor",
+    "events matching a filter, a page forward or backward from t",
+    _cursor,
     params=(
         Param("limit", "int", "count", "events in the page", default=100),
         Param("type", "str", "", "event type (repeat; default all)", many=True),
@@ -443,13 +507,17 @@ CURSOR = Analysis(
         Param("backward", "bool", "", "the page before the position", default=False),
         Param("save_name", "str", "", "name of the saved search (with --save)", answer=False),
     ),
-    columns=(Column("ts", "int64", "ns", "event time"), Column("producer", "int32", "id", "producer"),
-             Column("seq", "int64", "count", "order of the event within its producer"),
-             Column("type", "string", "", "event type")),
-    columns_note="Then the parameters of the event types the filter selects (NULL where a type has none).")
+    columns=(
+        Column("ts", "int64", "ns", "event time"),
+        Column("producer", "int32", "id", "producer"),
+        Column("seq", "int64", "count", "order of the event within its producer"),
+        Column("type", "string", "", "event type"),
+    ),
+    columns_note="Then the parameters of the event types the filter selects (NULL where a type has none).",
+)
 
 
-def open_search(store: "Store", rid: int) -> Cursor:
+def open_search(store: Store, rid: int) -> Cursor:
     """A cursor from a saved search (`results.save_search`), standing where it was saved."""
     from ..errors import NotFound
 

@@ -28,8 +28,9 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -65,8 +66,9 @@ BY = ("none", "type", "producer", "both")
 DENSITY_INDEX = {"v": 2, "columns": ["ts", "seq", "dur"]}  # params: older builds (ts only) are rebuilt
 
 
-def density_index(store: "Store", trace: str, *, save: bool | None = None,
-                  build: bool = True) -> indexes.PackedIndex | None:
+def density_index(
+    store: Store, trace: str, *, save: bool | None = None, build: bool = True
+) -> indexes.PackedIndex | None:
     """Every event ordered by (type, producer, ts): `ts`, `seq` (narrowed to int32 when it
     fits) and, when some type is a span kind, `dur` (null for the other types); the
     stream table (type, producer, offset, count) is in the schema metadata under
@@ -89,8 +91,11 @@ def density_index(store: "Store", trace: str, *, save: bool | None = None,
             ts, prod = ts[order], prod[order]
             seqs.append(arrays.as_numpy(t.column("seq"))[order])
             if with_dur:
-                durs.append(arrays.int64_array(t.column("dur")).take(pa.array(order)) if has_dur
-                            else pa.nulls(len(order), pa.int64()))
+                durs.append(
+                    arrays.int64_array(t.column("dur")).take(pa.array(order))
+                    if has_dur
+                    else pa.nulls(len(order), pa.int64())
+                )
             brk = np.nonzero(np.diff(prod))[0] + 1
             starts = np.concatenate([[0], brk])
             ends = np.concatenate([brk, [len(prod)]])
@@ -99,7 +104,10 @@ def density_index(store: "Store", trace: str, *, save: bool | None = None,
             parts.append(ts)
             off += len(ts)
         ts = np.concatenate(parts) if parts else np.array([], np.int64)
-        cols = {"ts": pa.array(ts), "seq": indexes.narrow(pa.array(np.concatenate(seqs) if seqs else np.array([], np.int64)))}
+        cols = {
+            "ts": pa.array(ts),
+            "seq": indexes.narrow(pa.array(np.concatenate(seqs) if seqs else np.array([], np.int64))),
+        }
         if with_dur:
             cols["dur"] = pa.concat_arrays(durs) if durs else pa.array([], pa.int64())
         cols["#rank"] = pa.array(indexes.thread_ranks(ts, streams))
@@ -109,8 +117,9 @@ def density_index(store: "Store", trace: str, *, save: bool | None = None,
     # part (`indexes.thread_ranks`; read back by `indexes._Ranked`): on TOD a thread's seqs count its
     # events, so the difference is one constant per thread and part: 0 bits
     # (10M events: 0.77 B a row, 7.7 MB, before).
-    return indexes.get_parts(store, trace, "density", DENSITY_INDEX, None, make, save=save, build_missing=build,
-                            ranked={"seq": "#rank"})
+    return indexes.get_parts(
+        store, trace, "density", DENSITY_INDEX, None, make, save=save, build_missing=build, ranked={"seq": "#rank"}
+    )
 
 
 _I64_MAX = np.iinfo(np.int64).max
@@ -125,8 +134,11 @@ def _lookup_plan(part: indexes.PackedIndex, event_type: str) -> tuple[np.ndarray
         plans = part._lookup_plans = {}
     if event_type not in plans:
         streams = [st for st in json.loads(part.schema.metadata[b"streams"]) if st["count"]]
-        mine = {int(st["producer"]): (int(st["offset"]), int(st["offset"]) + int(st["count"]))
-                for st in streams if st["type"] == event_type}
+        mine = {
+            int(st["producer"]): (int(st["offset"]), int(st["offset"]) + int(st["count"]))
+            for st in streams
+            if st["type"] == event_type
+        }
         scol = part._cols["seq"]
         ranked = isinstance(scol, indexes._Ranked)
         prods = scol.producers if ranked else np.array(sorted(mine), np.int64)
@@ -162,8 +174,11 @@ def seq_at(idx: indexes.PackedIndex, event_type: str, producers: np.ndarray, ts:
         k[(k >= len(prods)) | (prods[np.minimum(k, len(prods) - 1)] != producers)] = len(prods)
         scol = part._cols["seq"]
         stored = scol.stored if width else scol
-        found = part._cols["ts"].seq_lookup(stored, pa.array(np.concatenate([ts, rows[k].ravel()])), len(ts),
-                                            width).to_numpy()
+        found = (
+            part._cols["ts"]
+            .seq_lookup(stored, pa.array(np.concatenate([ts, rows[k].ravel()])), len(ts), width)
+            .to_numpy()
+        )
         best = found if best is None else np.minimum(best, found)
     if best is None:
         return np.zeros(len(ts), np.int64)
@@ -202,7 +217,9 @@ def _seq_at_bulk(idx: indexes.PackedIndex, event_type: str, producers: np.ndarra
             lo = np.searchsorted(s_ts, x, "left")
             hit = lo < np.searchsorted(s_ts, x, "right")
             starts = np.concatenate([[0], np.flatnonzero(s_ts[1:] != s_ts[:-1]) + 1])
-            run_min = np.minimum.reduceat(_np_range(stored, a, b), starts)  # smallest stored seq of each run of equal ts
+            run_min = np.minimum.reduceat(
+                _np_range(stored, a, b), starts
+            )  # smallest stored seq of each run of equal ts
             got = run_min[np.searchsorted(starts, lo[hit], "right") - 1]
             if ranked:  # + the rank of ts among the thread's rows: the same for a whole run
                 xh = x[hit]
@@ -224,7 +241,7 @@ def _np_range(col, a: int, b: int) -> np.ndarray:
     return arrays.as_numpy(col.decode(a, b)).astype(np.int64, copy=False)
 
 
-def seq_guesser(store: "Store", trace: str, stamp: str | None = None) -> "indexes.Guesser":
+def seq_guesser(store: Store, trace: str, stamp: str | None = None) -> indexes.Guesser:
     """`seq_at` over `trace`'s density index (built on first use), for `indexes.pack`'s
     `guessed` columns: the objects and span indexes store their seq columns as the
     difference to it. stamp: the trace's stamp when the caller has it; the density index
@@ -268,8 +285,9 @@ class Streams:
         ends = offs + self.counts[sel]
         if len(offs) == 0:
             return offs, ends
-        c = _core.binned_counts(pa.array(self.ts), pa.array(offs), pa.array(ends),
-                                pa.array(np.array([NS_MIN, start, end], np.int64)))
+        c = _core.binned_counts(
+            pa.array(self.ts), pa.array(offs), pa.array(ends), pa.array(np.array([NS_MIN, start, end], np.int64))
+        )
         c = c.to_numpy().reshape(-1, 2)
         lo = offs + c[:, 0]
         return lo, lo + c[:, 1]
@@ -318,7 +336,7 @@ class StreamTotals:
     last_ts: np.ndarray
 
 
-def stream_totals(store: "Store", trace: str, window: Window) -> StreamTotals:
+def stream_totals(store: Store, trace: str, window: Window) -> StreamTotals:
     """What `statistics.stats` by type and producer sums, per stream, read in place from the
     packed density index: two binary searches per stream (`binned_counts` on the packed ts),
     two timestamps, and the durations of span streams only; nothing else is decoded (a
@@ -326,16 +344,28 @@ def stream_totals(store: "Store", trace: str, window: Window) -> StreamTotals:
     idx = density_index(store, trace)
     from ..arrays import from_numpy
 
-    edges = from_numpy(np.array([NS_MIN, NS_MIN if window.start is None else int(window.start),
-                                 NS_MAX if window.end is None else int(window.end)], np.int64))
+    edges = from_numpy(
+        np.array(
+            [
+                NS_MIN,
+                NS_MIN if window.start is None else int(window.start),
+                NS_MAX if window.end is None else int(window.end),
+            ],
+            np.int64,
+        )
+    )
     wanted = None if window.producers is None else {int(p) for p in window.producers}
-    cols: dict[str, list] = {k: [] for k in ("types", "producers", "events", "spans", "total_dur", "first_ts",
-                                             "last_ts")}
+    cols: dict[str, list] = {
+        k: [] for k in ("types", "producers", "events", "spans", "total_dur", "first_ts", "last_ts")
+    }
     for part in indexes.parts(idx):
         if not part.num_rows:
             continue
-        meta = [st for st in json.loads(part.schema.metadata[b"streams"])
-                if st["count"] and (wanted is None or int(st["producer"]) in wanted)]
+        meta = [
+            st
+            for st in json.loads(part.schema.metadata[b"streams"])
+            if st["count"] and (wanted is None or int(st["producer"]) in wanted)
+        ]
         if not meta:
             continue
         offs = np.array([st["offset"] for st in meta], np.int64)
@@ -347,7 +377,7 @@ def stream_totals(store: "Store", trace: str, window: Window) -> StreamTotals:
         spans = np.zeros(len(keep), np.int64)
         total = np.zeros(len(keep), np.int64)
         if "dur" in part.column_names:
-            for i, k in enumerate(keep.tolist()):  # one decode per stream in range, not per event
+            for i, _k in enumerate(keep.tolist()):  # one decode per stream in range, not per event
                 d = part.range_column("dur", lo[i], lo[i] + n[i])
                 if d.null_count < len(d):
                     spans[i] = len(d) - d.null_count
@@ -359,8 +389,9 @@ def stream_totals(store: "Store", trace: str, window: Window) -> StreamTotals:
         cols["total_dur"].append(total)
         cols["first_ts"].append(arrays.as_numpy(part.take_column("ts", from_numpy(lo))).astype(np.int64))
         cols["last_ts"].append(arrays.as_numpy(part.take_column("ts", from_numpy(lo + n - 1))).astype(np.int64))
-    return StreamTotals(*[np.concatenate(v) if v else np.zeros(0, object if k == "types" else np.int64)
-                          for k, v in cols.items()])
+    return StreamTotals(
+        *[np.concatenate(v) if v else np.zeros(0, object if k == "types" else np.int64) for k, v in cols.items()]
+    )
 
 
 def pc_sum(a: pa.Array) -> int:
@@ -374,7 +405,7 @@ _STREAMS: dict[tuple, Streams] = {}  # (store, trace id, stamp) -> the trace's s
 _STREAMS_LOCK = threading.Lock()
 
 
-def streams(store: "Store", trace: str, *, build: bool = True) -> Streams | None:
+def streams(store: Store, trace: str, *, build: bool = True) -> Streams | None:
     """`trace`'s density index as a stream table (kept in this process per trace state).
     build=False: None unless the index is built (nothing is built)."""
     stamp = store.stamp(trace)
@@ -410,8 +441,18 @@ def _make_streams(idx: indexes.PackedIndex) -> Streams:
     nz = counts > 0
     lo = int(ts[offsets[nz]].min()) if nz.any() else None
     hi = int(ts[offsets[nz] + counts[nz] - 1].max()) if nz.any() else None
-    return Streams(idx, np.array([r["type"] for r in rows], dtype=object),
-                   np.array([r["producer"] for r in rows], np.int64), offsets, counts, ts, dur, valid, lo, hi)
+    return Streams(
+        idx,
+        np.array([r["type"] for r in rows], dtype=object),
+        np.array([r["producer"] for r in rows], np.int64),
+        offsets,
+        counts,
+        ts,
+        dur,
+        valid,
+        lo,
+        hi,
+    )
 
 
 def _one_stream_each(rows: list[dict], ts: np.ndarray, dur: np.ndarray | None, valid: np.ndarray | None):
@@ -435,8 +476,12 @@ def _one_stream_each(rows: list[dict], ts: np.ndarray, dur: np.ndarray | None, v
         out_rows.append({"type": typ, "producer": prod, "offset": off, "count": len(at)})
         off += len(at)
     ts = np.concatenate(ts_parts) if ts_parts else ts[:0]
-    return (out_rows, ts, (np.concatenate(dur_parts) if dur_parts else dur),
-            (np.concatenate(valid_parts) if valid_parts else valid))
+    return (
+        out_rows,
+        ts,
+        (np.concatenate(dur_parts) if dur_parts else dur),
+        (np.concatenate(valid_parts) if valid_parts else valid),
+    )
 
 
 def bin_edges(start: int, end: int, bins: int) -> np.ndarray:
@@ -449,9 +494,17 @@ def bin_edges(start: int, end: int, bins: int) -> np.ndarray:
     return np.array([start + -(-b * span // bins) for b in range(bins + 1)], dtype=np.int64)
 
 
-def density(store: "Store", trace: str, bins: int = 1000, *, by: str = "type", start: int | None = None,
-            end: int | None = None, types: Iterable[str] | None = None,
-            producers: Iterable[int] | None = None) -> pa.Table:
+def density(
+    store: Store,
+    trace: str,
+    bins: int = 1000,
+    *,
+    by: str = "type",
+    start: int | None = None,
+    end: int | None = None,
+    types: Iterable[str] | None = None,
+    producers: Iterable[int] | None = None,
+) -> pa.Table:
     """Events per equal time bin of `trace` (see the module doc), grouped by `by`:
     none | type | producer | both."""
     if by not in BY:
@@ -495,8 +548,10 @@ def density(store: "Store", trace: str, bins: int = 1000, *, by: str = "type", s
     }
     for i, name in enumerate(group):
         vals = [u[i] for u in uniq]
-        cols[name] = pa.array(np.repeat(np.array(vals, dtype=object if name == "type" else np.int32), bins),
-                              pa.string() if name == "type" else pa.int32())
+        cols[name] = pa.array(
+            np.repeat(np.array(vals, dtype=object if name == "type" else np.int32), bins),
+            pa.string() if name == "type" else pa.int32(),
+        )
     cols["events"] = pa.array(agg.reshape(-1))
     return pa.table(cols)
 
@@ -517,15 +572,23 @@ def _empty_density(by: str) -> pa.Table:
     return pa.table(cols)
 
 
-def density_sql(store: "Store", trace: str, bins: int, start: int, end: int) -> pa.Table:
+def density_sql(store: Store, trace: str, bins: int, start: int, end: int) -> pa.Table:
     """The same counts by plain SQL over the views (bin, type, producer, events; empty bins absent)."""
     q = sql_text("density").format(trace=qident(trace), start=int(start), end=int(end), bins=int(bins))
     return store.sql(q)
 
 
-def density_by_sql(engine, trace: str, bins: int = 1000, *, by: str = "type", start: int | None = None,
-                   end: int | None = None, types: Iterable[str] | None = None,
-                   producers: Iterable[int] | None = None) -> pa.Table:
+def density_by_sql(
+    engine,
+    trace: str,
+    bins: int = 1000,
+    *,
+    by: str = "type",
+    start: int | None = None,
+    end: int | None = None,
+    types: Iterable[str] | None = None,
+    producers: Iterable[int] | None = None,
+) -> pa.Table:
     """`density` answered by plain SQL (sql/density.sql) on any engine: a Store (DuckDB) or
     an engine from `tracehouse.open_engine` (DuckDB or Spark over one store or several).
     The same table as `density` (every bin, and every stream of the trace even when empty
@@ -573,14 +636,15 @@ def density_by_sql(engine, trace: str, bins: int = 1000, *, by: str = "type", st
         "bin_end": pa.array(np.tile(edges[1:], g)),
     }
     for name in group:
-        cols[name] = pa.array(np.repeat(np.array(uniq.column(name).to_pylist(), dtype=object if name == "type" else np.int32), bins),
-                              pa.string() if name == "type" else pa.int32())
+        cols[name] = pa.array(
+            np.repeat(np.array(uniq.column(name).to_pylist(), dtype=object if name == "type" else np.int32), bins),
+            pa.string() if name == "type" else pa.int32(),
+        )
     cols["events"] = pa.array(agg.reshape(-1))
     return pa.table(cols)
 
 
-
-def multi_density(store: "Store", traces: list[str], bins: int = 1000, *, by: str = "type", **kw) -> pa.Table:
+def multi_density(store: Store, traces: list[str], bins: int = 1000, *, by: str = "type", **kw) -> pa.Table:
     """`density` of several traces, each over its own time range, with a `trace` column first."""
     parts = []
     for t in traces:
@@ -592,8 +656,18 @@ def multi_density(store: "Store", traces: list[str], bins: int = 1000, *, by: st
 # -- as an analysis ------------------------------------------------------------------------------
 
 
-def _density(store, traces, window, *, bins=1000, by="type", type=None, engine=None, master=None,  # noqa: A002
-             conf=None):
+def _density(
+    store,
+    traces,
+    window,
+    *,
+    bins=1000,
+    by="type",
+    type=None,
+    engine=None,
+    master=None,  # noqa: A002
+    conf=None,
+):
     import time
 
     from .sql import answered_by
@@ -604,8 +678,13 @@ def _density(store, traces, window, *, bins=1000, by="type", type=None, engine=N
     with open_engine(store, engine, master, conf) as e:
         if e is not None:
             parts = [density_by_sql(e, tr, bins, **kw) for tr in traces]
-            t = parts[0] if len(parts) == 1 else pa.concat_tables(
-                [p.add_column(0, "trace", pa.array([tr] * p.num_rows, pa.string())) for tr, p in zip(traces, parts)])
+            t = (
+                parts[0]
+                if len(parts) == 1
+                else pa.concat_tables(
+                    [p.add_column(0, "trace", pa.array([tr] * p.num_rows, pa.string())) for tr, p in zip(traces, parts)]
+                )
+            )
         elif len(traces) == 1:
             t = density(store, traces[0], bins, **kw)
         else:
@@ -616,7 +695,9 @@ def _density(store, traces, window, *, bins=1000, by="type", type=None, engine=N
 
 
 DENSITY = Analysis(
-    "density", "events per equal time bin, by type / producer", _density,
+    "density",
+    "events per equal time bin, by type / producer",
+    _density,
     params=(
         Param("bins", "int", "count", "equal time bins over the range", default=1000),
         Param("by", "str", "", "one row group per type, producer, both, or none", default="type", choices=BY),
@@ -624,5 +705,10 @@ DENSITY = Analysis(
         Param("end", "time", "ns", "... to, exclusive (default just after its last event)", window="end"),
         Param("type", "str", "", "only these event types", many=True),
         Param("producer", "int", "id", "only these producers", many=True, window="producers"),
-    ) + ENGINE_PARAMS,
-    columns=DENSITY_COLUMNS, traces="many", uses=("density",), limit=20)
+    )
+    + ENGINE_PARAMS,
+    columns=DENSITY_COLUMNS,
+    traces="many",
+    uses=("density",),
+    limit=20,
+)

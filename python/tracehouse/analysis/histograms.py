@@ -150,8 +150,10 @@ class Histogram:
             gname = self.groups[g]
             for i in self.rows(g):
                 low, high, label = self.bucket(i)
-                for k, v in zip(("group", "bucket", "low", "high", "label", "count"),
-                                (gname, i, low, high, label, int(self.counts[g, i]))):
+                for k, v in zip(
+                    ("group", "bucket", "low", "high", "label", "count"),
+                    (gname, i, low, high, label, int(self.counts[g, i])),
+                ):
                     out[k].append(v)
         return pa.table({c.name: pa.array(out[c.name], c.arrow_type) for c in BUCKET_COLUMNS})
 
@@ -190,10 +192,16 @@ class Histogram:
 
     def to_json(self, top: int | None = None) -> dict:
         keep = {self.groups[g] for g in self.order(top)}
-        return {"kind": self.kind, "params": self.params, "unit": self.unit, "name": self.name,
-                "groups": len(self.groups), "buckets": self.buckets(top).to_pylist(),
-                "below": {k: v for k, v in self.below.items() if k in keep},
-                "summary": {k: v for k, v in self.summary.items() if k in keep}}
+        return {
+            "kind": self.kind,
+            "params": self.params,
+            "unit": self.unit,
+            "name": self.name,
+            "groups": len(self.groups),
+            "buckets": self.buckets(top).to_pylist(),
+            "below": {k: v for k, v in self.below.items() if k in keep},
+            "summary": {k: v for k, v in self.summary.items() if k in keep},
+        }
 
 
 def value_summary(values: np.ndarray) -> dict:
@@ -203,8 +211,15 @@ def value_summary(values: np.ndarray) -> dict:
         return {"count": 0}
     ranks = [max(0, int(np.ceil(q * n)) - 1) for q in (0.5, 0.9, 0.99)]
     part = np.partition(values, ranks)
-    return {"count": int(n), "min": int(values.min()), "max": int(values.max()), "mean": float(values.mean()),
-            "p50": int(part[ranks[0]]), "p90": int(part[ranks[1]]), "p99": int(part[ranks[2]])}
+    return {
+        "count": int(n),
+        "min": int(values.min()),
+        "max": int(values.max()),
+        "mean": float(values.mean()),
+        "p50": int(part[ranks[0]]),
+        "p90": int(part[ranks[1]]),
+        "p99": int(part[ranks[2]]),
+    }
 
 
 def scale(values: np.ndarray, unit: str) -> np.ndarray:
@@ -218,10 +233,22 @@ def scale(values: np.ndarray, unit: str) -> np.ndarray:
     return np.where(values < 0, -q, q)
 
 
-def histogram(values: np.ndarray, *, kind: str = "hist", k: int = 0, min: int = 0, max: int = 0, step: int = 1,  # noqa: A002
-              unit: str = "ns", groups: np.ndarray | None = None, group_names: list[str] | None = None,
-              below: float | None = None, name: str | None = None, stack_keys: bool = False,
-              summary: bool = True) -> Histogram:
+def histogram(
+    values: np.ndarray,
+    *,
+    kind: str = "hist",
+    k: int = 0,
+    min: int = 0,
+    max: int = 0,
+    step: int = 1,  # noqa: A002
+    unit: str = "ns",
+    groups: np.ndarray | None = None,
+    group_names: list[str] | None = None,
+    below: float | None = None,
+    name: str | None = None,
+    stack_keys: bool = False,
+    summary: bool = True,
+) -> Histogram:
     """Histogram of int64 `values` (ns), optionally per group code (0..len(group_names)-1).
 
     summary: also count/min/max/mean/p50/p90/p99 of the largest groups (a partition of
@@ -245,8 +272,9 @@ def histogram(values: np.ndarray, *, kind: str = "hist", k: int = 0, min: int = 
     else:
         raise BadInput(f"histogram kind {kind!r}", expected="hist | lhist")
     counts = flat.to_numpy().reshape(ng, -1)
-    h = Histogram(kind, params, unit, group_names or [""], counts, name or MAP_NAMES.get(unit, "@"),
-                  stack_keys=stack_keys)
+    h = Histogram(
+        kind, params, unit, group_names or [""], counts, name or MAP_NAMES.get(unit, "@"), stack_keys=stack_keys
+    )
     # Shares below the threshold for every group (vectorized); percentiles for the
     # SUMMARY_GROUPS largest groups only (each needs its own selection).
     gcodes = None if groups is None else np.asarray(groups, dtype=np.int64)
@@ -257,8 +285,12 @@ def histogram(values: np.ndarray, *, kind: str = "hist", k: int = 0, min: int = 
             n = np.bincount(gcodes, minlength=ng)
             nb = np.bincount(gcodes, weights=(v < below), minlength=ng).astype(np.int64)
         for gi, gname in enumerate(h.groups):
-            h.below[gname] = {"threshold_ns": below, "below": int(nb[gi]), "count": int(n[gi]),
-                              "share": float(nb[gi] / n[gi]) if n[gi] else 0.0}
+            h.below[gname] = {
+                "threshold_ns": below,
+                "below": int(nb[gi]),
+                "count": int(n[gi]),
+                "share": float(nb[gi] / n[gi]) if n[gi] else 0.0,
+            }
     if summary:
         for gi in h.order(SUMMARY_GROUPS):
             h.summary[h.groups[gi]] = value_summary(v if gcodes is None else v[gcodes == gi])
@@ -279,9 +311,17 @@ def _codes(col: pa.Array | pa.ChunkedArray, null_name: str = "(none)") -> tuple[
     return codes.astype(np.int64), names
 
 
-def span_values(store: "Store", trace: str, *, group: str = "none", config=None, include_unclosed: bool = False,
-                start: int | None = None, end: int | None = None,
-                producers: tuple[int, ...] | None = None) -> tuple[np.ndarray, np.ndarray | None, list[str] | None, bool]:
+def span_values(
+    store: Store,
+    trace: str,
+    *,
+    group: str = "none",
+    config=None,
+    include_unclosed: bool = False,
+    start: int | None = None,
+    end: int | None = None,
+    producers: tuple[int, ...] | None = None,
+) -> tuple[np.ndarray, np.ndarray | None, list[str] | None, bool]:
     """Span durations of `trace` (starting in [start, end), of `producers`) with their group
     codes: (values, codes, names, stack_keys). Ungrouped: read from the span index (binary
     searches per thread and depth, `windows.starting`); grouped: from the span table."""
@@ -297,8 +337,9 @@ def span_values(store: "Store", trace: str, *, group: str = "none", config=None,
 
         idx = span_index(store, trace, cfg)
         info = store.trace(trace)
-        rows = windows.starting(idx, Window(start, end, producers), info.ts_min, info.ts_max,
-                                closed_only=not include_unclosed)
+        rows = windows.starting(
+            idx, Window(start, end, producers), info.ts_min, info.ts_max, closed_only=not include_unclosed
+        )
         return indexes.array(idx, "dur")[rows], None, None, False
     name_col = begin_column(cfg.name_column) if cfg.name_column else None
     cols = (["ts"] if start is not None or end is not None else []) + ["dur", "closed"]
@@ -369,15 +410,21 @@ def _value_and_group(store, trace: str, type_name: str, value: str, group: str) 
     et = store.event_type(trace, type_name)
     cols_of = {c.name: c for c in et.columns}
     if value not in cols_of or cols_of[value].type not in ("int64", "int32"):
-        raise BadInput(f"event type {type_name!r} has no integer column {value!r}",
-                       expected=", ".join(c.name for c in et.columns if c.type in ("int64", "int32")))
+        raise BadInput(
+            f"event type {type_name!r} has no integer column {value!r}",
+            expected=", ".join(c.name for c in et.columns if c.type in ("int64", "int32")),
+        )
     gcol = "producer" if group == "producer" else (None if group == "none" else group)
     if gcol is not None and gcol not in cols_of:
         # caller, stack and name are column names like any other here (a probe's `caller` field);
         # grouping spans by their calling span, path or name is the span histogram's (no --type).
-        spans = f" (grouping spans by their {group} is done without --type)" if group in ("caller", "stack", "name") else ""
-        raise BadInput(f"event type {type_name!r} has no column {gcol!r}{spans}",
-                       expected="none, producer or a column of the type: " + ", ".join(cols_of))
+        spans = (
+            f" (grouping spans by their {group} is done without --type)" if group in ("caller", "stack", "name") else ""
+        )
+        raise BadInput(
+            f"event type {type_name!r} has no column {gcol!r}{spans}",
+            expected="none, producer or a column of the type: " + ", ".join(cols_of),
+        )
     return gcol
 
 
@@ -387,12 +434,21 @@ def types_with_column(store, trace: str, column: str) -> list[str]:
     return [et.name for et in sorted(types, key=lambda et: et.kind != "span")]
 
 
-def type_values(store: "Store", trace: str, type_name: str, value: str = "dur", *, group: str = "none",
-                start: int | None = None, end: int | None = None) -> tuple[np.ndarray, np.ndarray | None, list[str] | None, bool]:
+def type_values(
+    store: Store,
+    trace: str,
+    type_name: str,
+    value: str = "dur",
+    *,
+    group: str = "none",
+    start: int | None = None,
+    end: int | None = None,
+) -> tuple[np.ndarray, np.ndarray | None, list[str] | None, bool]:
     """An event type's int column (`dur` of a span kind by default) with group codes."""
     gcol = _value_and_group(store, trace, type_name, value, group)
-    t = store.scan(trace, type_name, list(dict.fromkeys([value] + ([gcol] if gcol else []))),
-                     start=start, end=end, order=False)
+    t = store.scan(
+        trace, type_name, list(dict.fromkeys([value] + ([gcol] if gcol else []))), start=start, end=end, order=False
+    )
     t = t.filter(pc.is_valid(t.column(value)))
     values = arrays.as_numpy(t.column(value)).astype(np.int64, copy=False)
     if gcol is None:
@@ -401,10 +457,24 @@ def type_values(store: "Store", trace: str, type_name: str, value: str = "dur", 
     return values, codes, names, False
 
 
-def type_histogram_sql(engine, trace: str, type_name: str, value: str = "dur", *, group: str = "none",
-                       start: int | None = None, end: int | None = None, kind: str = "hist", k: int = 0,
-                       min: int = 0, max: int = 0, step: int = 1, unit: str = "ns",  # noqa: A002
-                       below: float | None = None, name: str | None = None) -> Histogram:
+def type_histogram_sql(
+    engine,
+    trace: str,
+    type_name: str,
+    value: str = "dur",
+    *,
+    group: str = "none",
+    start: int | None = None,
+    end: int | None = None,
+    kind: str = "hist",
+    k: int = 0,
+    min: int = 0,
+    max: int = 0,
+    step: int = 1,
+    unit: str = "ns",  # noqa: A002
+    below: float | None = None,
+    name: str | None = None,
+) -> Histogram:
     """`histogram(*type_values(...))` answered by plain SQL (sql/hist_log2.sql,
     hist_linear.sql, hist_summary.sql) on any engine: a Store (DuckDB) or an engine from
     `tracehouse.open_engine` (DuckDB or Spark, one store or several). Same buckets and
@@ -416,9 +486,13 @@ def type_histogram_sql(engine, trace: str, type_name: str, value: str = "dur", *
     gcol = _value_and_group(engine, trace, type_name, value, group)
     if unit not in UNITS:
         raise BadInput(f"unit {unit!r}", expected=" | ".join(UNITS))
-    fmt = {"group": "''" if gcol is None else f"COALESCE(CAST({qident(gcol)} AS VARCHAR), '(none)')",
-           "value": qident(value), "unit": UNITS[unit], "source": f"{qident(trace)}.{qident(type_name)}",
-           "where": _where(start, end)}
+    fmt = {
+        "group": "''" if gcol is None else f"COALESCE(CAST({qident(gcol)} AS VARCHAR), '(none)')",
+        "value": qident(value),
+        "unit": UNITS[unit],
+        "source": f"{qident(trace)}.{qident(type_name)}",
+        "where": _where(start, end),
+    }
     if kind == "hist":
         if not 0 <= k <= 5:
             raise BadInput(f"hist k {k}", expected="0..5")
@@ -427,12 +501,15 @@ def type_histogram_sql(engine, trace: str, type_name: str, value: str = "dur", *
         q = sql_text("hist_log2").format(**fmt, k=k, n=1 << k, small=2 << k)
     elif kind == "lhist":
         if step <= 0 or min >= max or (max - min) % step:
-            raise BadInput(f"lhist min {min}, max {max}, step {step}",
-                           expected="step >= 1, min < max, max - min a multiple of step")
+            raise BadInput(
+                f"lhist min {min}, max {max}, step {step}",
+                expected="step >= 1, min < max, max - min a multiple of step",
+            )
         params = {"min": int(min), "max": int(max), "step": int(step)}
         nb = (max - min) // step + 2
-        q = sql_text("hist_linear").format(**fmt, min=int(min), max=int(max), step=int(step),
-                                           buckets=(max - min) // step)
+        q = sql_text("hist_linear").format(
+            **fmt, min=int(min), max=int(max), step=int(step), buckets=(max - min) // step
+        )
     else:
         raise BadInput(f"histogram kind {kind!r}", expected="hist | lhist")
     t = engine.sql(q)
@@ -447,8 +524,12 @@ def type_histogram_sql(engine, trace: str, type_name: str, value: str = "dur", *
         g = row["grp"] if gcol is not None else ""
         h.summary[g] = {"count": row["count"], "min": row["min"], "max": row["max"], "mean": row["mean"]}
         if below is not None:
-            h.below[g] = {"threshold_ns": below, "below": int(row["below"]), "count": row["count"],
-                          "share": row["below"] / row["count"] if row["count"] else 0.0}
+            h.below[g] = {
+                "threshold_ns": below,
+                "below": int(row["below"]),
+                "count": row["count"],
+                "share": row["below"] / row["count"] if row["count"] else 0.0,
+            }
     return h
 
 
@@ -461,7 +542,15 @@ def compare(before: Histogram, after: Histogram) -> pa.Table:
     nz = np.nonzero((a + b) > 0)[0]
     rows = range(int(nz[0]), int(nz[-1]) + 1) if len(nz) else range(0)
     tb, ta = max(int(b.sum()), 1), max(int(a.sum()), 1)
-    out = {"bucket": [], "label": [], "before": [], "after": [], "before_share": [], "after_share": [], "delta_share": []}
+    out = {
+        "bucket": [],
+        "label": [],
+        "before": [],
+        "after": [],
+        "before_share": [],
+        "after_share": [],
+        "delta_share": [],
+    }
     for i in rows:
         out["bucket"].append(i)
         out["label"].append(before.bucket(i)[2])
@@ -489,12 +578,20 @@ def compare_text(before: Histogram, after: Histogram, names: tuple[str, str] = (
     under = below_change(before, after)
     if under is not None:
         b, a = under["before"], under["after"]
-        lines.append(f"under {_threshold(under['threshold_ns'])}: {b['share'] * 100:.1f}% ({b['below']:,} of {b['count']:,})"
-                     f" -> {a['share'] * 100:.1f}% ({a['below']:,} of {a['count']:,})  ({under['delta_share'] * 100:+.1f} pt)")
+        lines.append(
+            f"under {_threshold(under['threshold_ns'])}: {b['share'] * 100:.1f}% ({b['below']:,} of {b['count']:,})"
+            f" -> {a['share'] * 100:.1f}% ({a['below']:,} of {a['count']:,})  ({under['delta_share'] * 100:+.1f} pt)"
+        )
     t = compare(before, after)
-    shares = [f"{lab:<16} {bs * 100:6.1f}% -> {as_ * 100:6.1f}%  ({d * 100:+.1f} pt)"
-              for lab, bs, as_, d in zip(t.column("label").to_pylist(), t.column("before_share").to_pylist(),
-                                         t.column("after_share").to_pylist(), t.column("delta_share").to_pylist())]
+    shares = [
+        f"{lab:<16} {bs * 100:6.1f}% -> {as_ * 100:6.1f}%  ({d * 100:+.1f} pt)"
+        for lab, bs, as_, d in zip(
+            t.column("label").to_pylist(),
+            t.column("before_share").to_pylist(),
+            t.column("after_share").to_pylist(),
+            t.column("delta_share").to_pylist(),
+        )
+    ]
     return text + f"\n{bn} -> {an} (ns)\n" + "\n".join(lines) + "\n\nshare per bucket\n" + "\n".join(shares) + "\n"
 
 
@@ -510,8 +607,12 @@ def below_change(before: Histogram, after: Histogram) -> dict | None:
         return {"below": k, "count": n, "share": k / n if n else 0.0}
 
     b, a = total(before), total(after)
-    return {"threshold_ns": next(iter(before.below.values()))["threshold_ns"], "before": b, "after": a,
-            "delta_share": a["share"] - b["share"]}
+    return {
+        "threshold_ns": next(iter(before.below.values()))["threshold_ns"],
+        "before": b,
+        "after": a,
+        "delta_share": a["share"] - b["share"],
+    }
 
 
 def _threshold(ns: float) -> str:
@@ -551,33 +652,58 @@ class HistAnswer(Answer):
         return self.h.buckets()
 
     def to_json(self, shown: dict) -> dict:
-        return self.h.to_json(shown.get("top")) | {"seconds": round(self.seconds, 4), "engine": self.engine,
-                                                   "values": int(self.h.counts.sum())}
+        return self.h.to_json(shown.get("top")) | {
+            "seconds": round(self.seconds, 4),
+            "engine": self.engine,
+            "values": int(self.h.counts.sum()),
+        }
 
     def show(self, shown: dict) -> list:
         h, top = self.h, shown.get("top")
         n = int(h.counts.sum())
-        parts = [Text(h.text(top)),
-                 Note(f"{n:,} values in {len(h.groups):,} group(s), {self.seconds * 1000:.0f} ms, {self.engine}"
-                      + (f"; {top} largest groups shown" if top and len(h.groups) > top else ""))]
+        parts = [
+            Text(h.text(top)),
+            Note(
+                f"{n:,} values in {len(h.groups):,} group(s), {self.seconds * 1000:.0f} ms, {self.engine}"
+                + (f"; {top} largest groups shown" if top and len(h.groups) > top else "")
+            ),
+        ]
         for g in h.order(top)[::-1][:10] if h.below else []:
             b = h.below[h.groups[g]]
             label = f"[{h.groups[g]}] " if h.groups[g] else ""
-            parts.append(Text(f"{label}{b['share'] * 100:.1f}% of {b['count']:,} under {self.below_ns:,} ns "
-                              f"({b['below']:,})\n"))
+            parts.append(
+                Text(f"{label}{b['share'] * 100:.1f}% of {b['count']:,} under {self.below_ns:,} ns ({b['below']:,})\n")
+            )
         return parts
 
     def save(self, store, name, traces, params, shown) -> int:
         from .results import save_table
 
         h = self.h
-        return save_table(store, name, traces, h.buckets(), params=params | {"kind": h.kind, **h.params, "unit": h.unit},
-                          payload={"text": h.text(shown.get("top")), "below": h.below,
-                                   "summary": dict(list(h.summary.items())[:20])})
+        return save_table(
+            store,
+            name,
+            traces,
+            h.buckets(),
+            params=params | {"kind": h.kind, **h.params, "unit": h.unit},
+            payload={"text": h.text(shown.get("top")), "below": h.below, "summary": dict(list(h.summary.items())[:20])},
+        )
 
 
-def _values(store, trace: str, window, *, by="none", type=None, value="dur", unclosed=False,  # noqa: A002
-            begin=None, end=None, key=None, name=None):
+def _values(
+    store,
+    trace: str,
+    window,
+    *,
+    by="none",
+    type=None,
+    value="dur",
+    unclosed=False,  # noqa: A002
+    begin=None,
+    end=None,
+    key=None,
+    name=None,
+):
     if type:
         if window.producers is not None:
             raise BadInput("a histogram of an event type's column for some producers", expected="--by producer")
@@ -591,13 +717,23 @@ def _values(store, trace: str, window, *, by="none", type=None, value="dur", unc
         # caller (seed 004's scripts print one) is a column of an event type: say which.
         typed = types_with_column(store, trace, by) if by not in ("none", "producer") else []
         if typed:
-            raise BadInput(f"the spans of trace {trace!r} have nothing to group by {by}; event type(s) "
-                           f"{', '.join(typed)} have a column {by!r}",
-                           expected=f"--type {typed[0]} --by {by} groups by that column")
+            raise BadInput(
+                f"the spans of trace {trace!r} have nothing to group by {by}; event type(s) "
+                f"{', '.join(typed)} have a column {by!r}",
+                expected=f"--type {typed[0]} --by {by} groups by that column",
+            )
 
     try:
-        got = span_values(store, trace, group=by, config=cfg, include_unclosed=unclosed, start=window.start,
-                          end=window.end, producers=window.producers)
+        got = span_values(
+            store,
+            trace,
+            group=by,
+            config=cfg,
+            include_unclosed=unclosed,
+            start=window.start,
+            end=window.end,
+            producers=window.producers,
+        )
     except BadInput:
         column_instead()
         raise
@@ -607,15 +743,26 @@ def _values(store, trace: str, window, *, by="none", type=None, value="dur", unc
     return got
 
 
-def _hist_of(store, trace: str, window, kind: str, *, unit="us", below=None, k=0, min=None, max=None,  # noqa: A002
-             step=None, **src) -> Histogram:
+def _hist_of(
+    store,
+    trace: str,
+    window,
+    kind: str,
+    *,
+    unit="us",
+    below=None,
+    k=0,
+    min=None,
+    max=None,  # noqa: A002
+    step=None,
+    **src,
+) -> Histogram:
     values, codes, names, stack = _values(store, trace, window, **src)
     if kind == "lhist" and (min is None or max is None or step is None):
         lo, hi, st = linear_buckets(value_summary(values).get("p99", 0), unit)
         min, max, step = (lo if min is None else min), (hi if max is None else max), (st if step is None else step)
     kw = {"k": k} if kind == "hist" else {"min": min, "max": max, "step": step}
-    return histogram(values, kind=kind, unit=unit, groups=codes, group_names=names, below=below,
-                     stack_keys=stack, **kw)
+    return histogram(values, kind=kind, unit=unit, groups=codes, group_names=names, below=below, stack_keys=stack, **kw)
 
 
 def _run_hist(kind: str):
@@ -629,15 +776,30 @@ def _run_hist(kind: str):
         with open_engine(store, engine, master, conf) as e:
             if e is not None:
                 if not kw.get("type"):
-                    raise BadInput(f"--engine {engine} histograms are of an event type's column",
-                                   expected="--type TYPE (span pairing runs in the Rust core, not in SQL)")
-                bounds = {"k": kw.get("k", 0)} if kind == "hist" else {
-                    "min": kw["min"], "max": kw["max"], "step": kw["step"]}
+                    raise BadInput(
+                        f"--engine {engine} histograms are of an event type's column",
+                        expected="--type TYPE (span pairing runs in the Rust core, not in SQL)",
+                    )
+                bounds = (
+                    {"k": kw.get("k", 0)}
+                    if kind == "hist"
+                    else {"min": kw["min"], "max": kw["max"], "step": kw["step"]}
+                )
                 if kind == "lhist" and None in bounds.values():
                     raise BadInput(f"--engine {engine} linear histograms", expected="--min, --max and --step")
-                h = type_histogram_sql(e, trace, kw["type"], kw.get("value", "dur"), group=kw.get("by", "none"),
-                                       start=window.start, end=window.end, kind=kind, unit=kw.get("unit", "us"),
-                                       below=kw.get("below"), **bounds)
+                h = type_histogram_sql(
+                    e,
+                    trace,
+                    kw["type"],
+                    kw.get("value", "dur"),
+                    group=kw.get("by", "none"),
+                    start=window.start,
+                    end=window.end,
+                    kind=kind,
+                    unit=kw.get("unit", "us"),
+                    below=kw.get("below"),
+                    **bounds,
+                )
             else:
                 h = _hist_of(store, trace, window, kind, **kw)
             how = answered_by(e, "the Rust core")
@@ -655,28 +817,46 @@ HIST_PARAMS = (
     Param("unclosed", "bool", "", "include spans cut without an end", default=False),
     Param("start", "time", "ns", "span start time range, from (ns or with a unit)", window="start"),
     Param("end_time", "time", "ns", "... to", flag="--end-time", window="end"),
-    Param("producer", "int", "id", "only the spans of these producers (repeat; ungrouped)", many=True,
-          window="producers"),
+    Param(
+        "producer", "int", "id", "only the spans of these producers (repeat; ungrouped)", many=True, window="producers"
+    ),
     Param("top", "int", "count", "groups printed, the largest", default=20, answer=False),
 )
-_BUCKET_NOTE = ("`--json` adds `summary` (count, min, max, mean, p50, p90, p99 in ns per group), `below` "
-                "(the share under `--below`) and the text in bpftrace's style.")
+_BUCKET_NOTE = (
+    "`--json` adds `summary` (count, min, max, mean, p50, p90, p99 in ns per group), `below` "
+    "(the share under `--below`) and the text in bpftrace's style."
+)
 
 
 def _hist_analysis(kind: str, summary_: str, bounds: tuple) -> Analysis:
     from .spans import SPAN_PARAMS
     from .sql import ENGINE_PARAMS
 
-    return Analysis(kind, summary_, _run_hist(kind), params=HIST_PARAMS + SPAN_PARAMS + ENGINE_PARAMS + bounds,
-                    columns=BUCKET_COLUMNS, columns_note=_BUCKET_NOTE, uses=("spans",))
+    return Analysis(
+        kind,
+        summary_,
+        _run_hist(kind),
+        params=HIST_PARAMS + SPAN_PARAMS + ENGINE_PARAMS + bounds,
+        columns=BUCKET_COLUMNS,
+        columns_note=_BUCKET_NOTE,
+        uses=("spans",),
+    )
 
 
-HIST = _hist_analysis("hist", "log2 duration histogram, bpftrace hist() buckets", (
-    Param("k", "int", "count", "2^k buckets per power of 2 (0..5)", default=0),))
-LHIST = _hist_analysis("lhist", "linear duration histogram, bpftrace lhist() buckets", (
-    Param("min", "int", "unit", "first bucket's low edge (default 0)"),
-    Param("max", "int", "unit", "last bucket's high edge (default: the 99th percentile, rounded)"),
-    Param("step", "int", "unit", "bucket width (default: about 40 buckets)")))
+HIST = _hist_analysis(
+    "hist",
+    "log2 duration histogram, bpftrace hist() buckets",
+    (Param("k", "int", "count", "2^k buckets per power of 2 (0..5)", default=0),),
+)
+LHIST = _hist_analysis(
+    "lhist",
+    "linear duration histogram, bpftrace lhist() buckets",
+    (
+        Param("min", "int", "unit", "first bucket's low edge (default 0)"),
+        Param("max", "int", "unit", "last bucket's high edge (default: the 99th percentile, rounded)"),
+        Param("step", "int", "unit", "bucket width (default: about 40 buckets)"),
+    ),
+)
 
 
 @dataclass
@@ -689,8 +869,12 @@ class Compared(Answer):
         return compare(self.before, self.after)
 
     def to_json(self, shown: dict) -> dict:
-        return {"buckets": self.table().to_pylist(), "before": next(iter(self.before.summary.values()), {}),
-                "after": next(iter(self.after.summary.values()), {}), "below": below_change(self.before, self.after)}
+        return {
+            "buckets": self.table().to_pylist(),
+            "before": next(iter(self.before.summary.values()), {}),
+            "after": next(iter(self.after.summary.values()), {}),
+            "below": below_change(self.before, self.after),
+        }
 
     def show(self, shown: dict) -> list:
         return [Text(compare_text(self.before, self.after, self.names))]
@@ -699,37 +883,56 @@ class Compared(Answer):
         from .results import save_table
 
         b = self.before
-        return save_table(store, name, traces, self.table(), params=params | {"kind": b.kind, **b.params, "unit": b.unit},
-                          payload={"text": compare_text(self.before, self.after, self.names),
-                                   "before": self.before.summary, "after": self.after.summary})
+        return save_table(
+            store,
+            name,
+            traces,
+            self.table(),
+            params=params | {"kind": b.kind, **b.params, "unit": b.unit},
+            payload={
+                "text": compare_text(self.before, self.after, self.names),
+                "before": self.before.summary,
+                "after": self.after.summary,
+            },
+        )
 
 
 def _compare(store, traces, window, *, kind="hist", **kw) -> Compared:
     kw["by"] = "none"
     before, after = traces
-    return Compared(_hist_of(store, before, window, kind, **kw), _hist_of(store, after, window, kind, **kw),
-                    (before, after))
+    return Compared(
+        _hist_of(store, before, window, kind, **kw), _hist_of(store, after, window, kind, **kw), (before, after)
+    )
 
 
 def _compare_analysis() -> Analysis:
     from .spans import SPAN_PARAMS
 
     return Analysis(
-        "compare", "before/after duration histograms of two traces", _compare,
-        params=(Param("kind", "str", "", "histogram kind", default="hist", choices=("hist", "lhist")),
-                Param("k", "int", "count", "hist: 2^k buckets per power of 2", default=0),
-                Param("min", "int", "unit", "lhist: first bucket's low edge", default=0),
-                Param("max", "int", "unit", "lhist: last bucket's high edge", default=100),
-                Param("step", "int", "unit", "lhist: bucket width", default=10))
-        + tuple(p for p in HIST_PARAMS if p.name not in ("producer",)) + SPAN_PARAMS,
-        columns=(Column("bucket", "int64", "index", "bpftrace's bucket index"),
-                 Column("label", "string", "", "bpftrace's label"),
-                 Column("before", "int64", "count", "values of the first trace in the bucket"),
-                 Column("after", "int64", "count", "values of the second trace in the bucket"),
-                 Column("before_share", "float64", "share", "before / all values of the first trace"),
-                 Column("after_share", "float64", "share", "after / all values of the second trace"),
-                 Column("delta_share", "float64", "share", "after_share - before_share")),
-        traces="pair", uses=("spans",))
+        "compare",
+        "before/after duration histograms of two traces",
+        _compare,
+        params=(
+            Param("kind", "str", "", "histogram kind", default="hist", choices=("hist", "lhist")),
+            Param("k", "int", "count", "hist: 2^k buckets per power of 2", default=0),
+            Param("min", "int", "unit", "lhist: first bucket's low edge", default=0),
+            Param("max", "int", "unit", "lhist: last bucket's high edge", default=100),
+            Param("step", "int", "unit", "lhist: bucket width", default=10),
+        )
+        + tuple(p for p in HIST_PARAMS if p.name not in ("producer",))
+        + SPAN_PARAMS,
+        columns=(
+            Column("bucket", "int64", "index", "bpftrace's bucket index"),
+            Column("label", "string", "", "bpftrace's label"),
+            Column("before", "int64", "count", "values of the first trace in the bucket"),
+            Column("after", "int64", "count", "values of the second trace in the bucket"),
+            Column("before_share", "float64", "share", "before / all values of the first trace"),
+            Column("after_share", "float64", "share", "after / all values of the second trace"),
+            Column("delta_share", "float64", "share", "after_share - before_share"),
+        ),
+        traces="pair",
+        uses=("spans",),
+    )
 
 
 COMPARE = _compare_analysis()

@@ -76,7 +76,8 @@ import dataclasses
 import functools
 import json
 import threading
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -94,8 +95,8 @@ FORMAT = 3  # the layout of a saved index; a saved index of another format is re
 BLOCK = 1024  # rows per block (= `packed::BLOCK` in Rust)
 
 # (store path, result id, result file) -> mapped index; (store path, trace id, name, params) -> in-memory index
-_MAPPED: dict[tuple, "PackedIndex"] = {}
-_MEMORY: dict[tuple, "PackedIndex"] = {}
+_MAPPED: dict[tuple, PackedIndex] = {}
+_MEMORY: dict[tuple, PackedIndex] = {}
 _LOCK = threading.Lock()
 
 
@@ -131,9 +132,14 @@ def _packable(t: pa.DataType) -> bool:
 Guesser = Callable[[str, np.ndarray, np.ndarray], np.ndarray]
 
 
-def pack(t: pa.Table, derived: dict[str, tuple[str, str]] | None = None,
-         relative: dict[str, str] | None = None, guessed: dict[str, tuple[str, str, str]] | None = None,
-         guesser: Guesser | None = None, ranked: dict[str, str] | None = None) -> pa.Table:
+def pack(
+    t: pa.Table,
+    derived: dict[str, tuple[str, str]] | None = None,
+    relative: dict[str, str] | None = None,
+    guessed: dict[str, tuple[str, str, str]] | None = None,
+    guesser: Guesser | None = None,
+    ranked: dict[str, str] | None = None,
+) -> pa.Table:
     """`t` (one index, rows in index order) in the packed layout (module doc).
 
     derived: {column: (a, b)} columns equal to a - b, left out (checked here: one that
@@ -178,7 +184,11 @@ def pack(t: pa.Table, derived: dict[str, tuple[str, str]] | None = None,
         if derived and f.name in derived:
             x, y = derived[f.name]
             calc = pc.subtract(chunk(x).cast(pa.int64()), chunk(y).cast(pa.int64()))
-            if a.null_count == 0 and calc.null_count == 0 and pc.all(pc.equal(calc, a.cast(pa.int64()))).as_py() in (True, None):
+            if (
+                a.null_count == 0
+                and calc.null_count == 0
+                and pc.all(pc.equal(calc, a.cast(pa.int64()))).as_py() in (True, None)
+            ):
                 cols.append({"name": f.name, "kind": "diff", "type": str(f.type), "of": [x, y]})
                 continue
         v = a.cast(pa.int64()) if _packable(f.type) else None
@@ -195,8 +205,9 @@ def pack(t: pa.Table, derived: dict[str, tuple[str, str]] | None = None,
             ref = (relative or {}).get(f.name)
             g = (guessed or {}).get(f.name)
             if g is not None and guesser is not None and n:
-                guess = guesser(g[0], arrays.as_numpy(chunk(g[1])).astype(np.int64),
-                                arrays.as_numpy(chunk(g[2])).astype(np.int64))
+                guess = guesser(
+                    g[0], arrays.as_numpy(chunk(g[1])).astype(np.int64), arrays.as_numpy(chunk(g[2])).astype(np.int64)
+                )
                 d = pc.subtract(v, pa.array(guess, pa.int64()))
                 gparts = try_pack(d)
                 if gparts is not None and size(gparts) < size(parts):
@@ -296,7 +307,7 @@ class _Guessed:
     owning index's `guesser` makes from the same rows' producer and ts. The last answer is
     kept: a slice reads it again for a column stored relative to this one (`_Sum`)."""
 
-    def __init__(self, stored, owner: "PackedIndex", event_type: str, producer, ts):
+    def __init__(self, stored, owner: PackedIndex, event_type: str, producer, ts):
         self.stored, self.owner, self.event_type, self.producer, self.ts = stored, owner, event_type, producer, ts
         self._last: tuple = (None, None, None)
 
@@ -326,12 +337,16 @@ class _Guessed:
 
     def take(self, rows: pa.Array) -> pa.Array:
         r = _np(rows)
-        return self._memo(("take", r.tobytes()), lambda: self._add(self.stored.take(rows), self.producer.take(rows),
-                                                                   self.ts.take(rows)))
+        return self._memo(
+            ("take", r.tobytes()),
+            lambda: self._add(self.stored.take(rows), self.producer.take(rows), self.ts.take(rows)),
+        )
 
     def decode(self, a: int, b: int) -> pa.Array:
-        return self._memo(("decode", a, b), lambda: self._add(self.stored.decode(a, b), self.producer.decode(a, b),
-                                                              self.ts.decode(a, b)))
+        return self._memo(
+            ("decode", a, b),
+            lambda: self._add(self.stored.decode(a, b), self.producer.decode(a, b), self.ts.decode(a, b)),
+        )
 
     def search(self, lo: int, hi: int, v: int, right: bool) -> int:
         raise TypeError("a guessed index column is not searched")
@@ -367,8 +382,11 @@ class _Ranked:
 
     def __init__(self, stored, ts, streams: list[dict]):
         self.stored, self.ts = stored, ts
-        live = sorted((int(st["offset"]), int(st["offset"]) + int(st["count"]), int(st["producer"]))
-                      for st in streams if st["count"])
+        live = sorted(
+            (int(st["offset"]), int(st["offset"]) + int(st["count"]), int(st["producer"]))
+            for st in streams
+            if st["count"]
+        )
         self.starts = np.array([a for a, _, _ in live], np.int64)
         self.producers = np.array(sorted({p for _, _, p in live}), np.int64)
         self.pix = np.searchsorted(self.producers, np.array([p for _, _, p in live], np.int64))  # stream -> thread
@@ -481,8 +499,9 @@ class PackedIndex:
         self.num_rows = int(info["rows"])
         self._spec = {c["name"]: c for c in info["columns"]}
         self.column_names = [c["name"] for c in info["columns"]]
-        self._types = {c["name"]: pa.type_for_alias(c["type"]) if c["kind"] != "plain" else None
-                       for c in info["columns"]}
+        self._types = {
+            c["name"]: pa.type_for_alias(c["type"]) if c["kind"] != "plain" else None for c in info["columns"]
+        }
         cols = {}
         # Columns read in Python: guessed ones, and those stored relative to one of these.
         guessed = {c["name"] for c in info["columns"] if c.get("guess")}
@@ -520,8 +539,9 @@ class PackedIndex:
                 cols[c["name"]] = _Sum(cols[c["name"]], cols[c["rel"]])
         self.guesser: Guesser | None = None  # set by whoever hands the index out (`get`, `get_parts`)
         self._cols = cols
-        self.schema = pa.schema([pa.field(n, self._types[n]) for n in self.column_names],
-                                metadata={k: v for k, v in info["meta"].items()})
+        self.schema = pa.schema(
+            [pa.field(n, self._types[n]) for n in self.column_names], metadata={k: v for k, v in info["meta"].items()}
+        )
         self._arrays: dict[str, np.ndarray] = {}
         self._lock = threading.Lock()
 
@@ -690,7 +710,7 @@ def _params_key(params: dict) -> str:
     return json.dumps(params, sort_keys=True)
 
 
-def find(store: "Store", trace: str, name: str, params: dict) -> dict | None:
+def find(store: Store, trace: str, name: str, params: dict) -> dict | None:
     """The saved index result `name` of `trace` built with `params`, fresh or not (of any format)."""
     want = _params_key(params)
     for r in store.results(trace=trace, tool=TOOL, name=name):
@@ -699,7 +719,7 @@ def find(store: "Store", trace: str, name: str, params: dict) -> dict | None:
     return None
 
 
-def _mapped(store: "Store", r: dict) -> PackedIndex:
+def _mapped(store: Store, r: dict) -> PackedIndex:
     # Keyed by the file too: stores made before result ids were AUTOINCREMENT reused them.
     key = (str(store.path), r["id"], r["path"])
     with _LOCK:
@@ -711,7 +731,7 @@ def _mapped(store: "Store", r: dict) -> PackedIndex:
     return t
 
 
-def fresh(store: "Store", trace: str, name: str, params: dict, guesser: Guesser | None = None) -> PackedIndex | None:
+def fresh(store: Store, trace: str, name: str, params: dict, guesser: Guesser | None = None) -> PackedIndex | None:
     """The index `name` of `trace` for `params` when it is built and fresh (mapped from the
     store or kept in this process's memory), else None: nothing is built. `guesser`: what
     its guessed columns read through (`pack`), for an index that has some."""
@@ -724,7 +744,7 @@ def fresh(store: "Store", trace: str, name: str, params: dict, guesser: Guesser 
     return None if got is None else _guessing(got, guesser)
 
 
-def assembled(store: "Store", name: str, params: dict, stamp: str) -> "PackedIndex | None":
+def assembled(store: Store, name: str, params: dict, stamp: str) -> PackedIndex | None:
     """The index in parts `name` (`get_parts`) as this process last assembled it for the
     trace at `stamp`, or None: no store access."""
     want = (str(store.path), name, _params_key(params), stamp)
@@ -737,8 +757,9 @@ def assembled(store: "Store", name: str, params: dict, stamp: str) -> "PackedInd
 
 def _need_guesser(guessed: dict | None, guesser: Guesser | None, name: str) -> None:
     if guessed and guesser is None:
-        raise ValueError(f"the {name} index has guessed columns: give the guesser they read through "
-                         "(`event_streams.seq_guesser`)")
+        raise ValueError(
+            f"the {name} index has guessed columns: give the guesser they read through (`event_streams.seq_guesser`)"
+        )
 
 
 def _guessing(idx: PackedIndex, guesser: Guesser | None) -> PackedIndex:
@@ -751,10 +772,19 @@ def _guessing(idx: PackedIndex, guesser: Guesser | None) -> PackedIndex:
     return idx
 
 
-def get(store: "Store", trace: str, name: str, params: dict, build: Callable[[], pa.Table], *,
-        save: bool | None = None, derived: dict[str, tuple[str, str]] | None = None,
-        relative: dict[str, str] | None = None, guessed: dict[str, tuple[str, str, str]] | None = None,
-        guesser: Guesser | None = None) -> PackedIndex:
+def get(
+    store: Store,
+    trace: str,
+    name: str,
+    params: dict,
+    build: Callable[[], pa.Table],
+    *,
+    save: bool | None = None,
+    derived: dict[str, tuple[str, str]] | None = None,
+    relative: dict[str, str] | None = None,
+    guessed: dict[str, tuple[str, str, str]] | None = None,
+    guesser: Guesser | None = None,
+) -> PackedIndex:
     """The index `name` of `trace` for `params`: mapped from the store when fresh, else built
     (`build()` returns the index as a plain table, packed here; `derived`, `relative`,
     `guessed`, `guesser` as in `pack`; the index reads its guessed columns with `guesser`).
@@ -772,9 +802,15 @@ def get(store: "Store", trace: str, name: str, params: dict, build: Callable[[],
     packed = pack(build(), derived, relative, guessed, guesser)
     if save is not False and not store.readonly:
         try:
-            rid = store.save_result("table", name, TOOL, [trace],
-                                    params={"spec": params, "signature": sig, "format": FORMAT},
-                                    table=packed, table_format="arrow")
+            rid = store.save_result(
+                "table",
+                name,
+                TOOL,
+                [trace],
+                params={"spec": params, "signature": sig, "format": FORMAT},
+                table=packed,
+                table_format="arrow",
+            )
             if r is not None:
                 store.delete_result(r["id"])
             return _guessing(_mapped(store, store.result(rid)), guesser)
@@ -795,11 +831,11 @@ MERGE_RATIO = 2  # a part is merged into the one before it once it holds at leas
 _PARTS: dict[tuple, PackedIndex] = {}  # (store, trace id, name, params, stamp) -> the index as last assembled
 
 
-def _sub(cut: "Cut", segments: list, tails: bool) -> "Cut":
+def _sub(cut: Cut, segments: list, tails: bool) -> Cut:
     return dataclasses.replace(cut, segments=segments, tails=cut.tails if tails else {}, _tail_tables={})
 
 
-def _may_lower_guesses(cut: "Cut", segs: list, covered: set, new: list, types: list[str] | None) -> bool:
+def _may_lower_guesses(cut: Cut, segs: list, covered: set, new: list, types: list[str] | None) -> bool:
     """Whether rows not in the saved parts put a smaller seq at a (type, producer, ts) those
     parts hold.
 
@@ -824,12 +860,24 @@ def _may_lower_guesses(cut: "Cut", segs: list, covered: set, new: list, types: l
         if lo is None or lo > old_max:
             continue
         cols = ["ts", "producer", "seq"]
-        fresh = scanmod.read(_sub(cut, [g for g in new if g.event_type == name], True), name, cols,
-                             start=lo, end=old_max + 1, order=False)
+        fresh = scanmod.read(
+            _sub(cut, [g for g in new if g.event_type == name], True),
+            name,
+            cols,
+            start=lo,
+            end=old_max + 1,
+            order=False,
+        )
         if not fresh.num_rows:
             continue
-        held = scanmod.read(_sub(cut, [g for g in old if g.event_type == name], False), name, cols,
-                            start=lo, end=old_max + 1, order=False)
+        held = scanmod.read(
+            _sub(cut, [g for g in old if g.event_type == name], False),
+            name,
+            cols,
+            start=lo,
+            end=old_max + 1,
+            order=False,
+        )
         if not held.num_rows:
             continue
         a = fresh.group_by(["producer", "ts"]).aggregate([("seq", "min")])
@@ -840,10 +888,20 @@ def _may_lower_guesses(cut: "Cut", segs: list, covered: set, new: list, types: l
     return False
 
 
-def get_parts(store: "Store", trace: str, name: str, params: dict, types: list[str] | None,
-              build: Callable[["Cut"], pa.Table], *, save: bool | None = None, build_missing: bool = True,
-              guessed: dict[str, tuple[str, str, str]] | None = None, guesser: Guesser | None = None,
-              ranked: dict[str, str] | None = None):
+def get_parts(
+    store: Store,
+    trace: str,
+    name: str,
+    params: dict,
+    types: list[str] | None,
+    build: Callable[[Cut], pa.Table],
+    *,
+    save: bool | None = None,
+    build_missing: bool = True,
+    guessed: dict[str, tuple[str, str, str]] | None = None,
+    guesser: Guesser | None = None,
+    ranked: dict[str, str] | None = None,
+):
     """The index `name` of `trace` for `params` built in parts, each over a set of the trace's
     segments (of `types`; None = every type) and saved as its own result (params: the
     segment ids it covers), plus one in memory over the unflushed tail. `build(cut)` makes
@@ -868,8 +926,9 @@ def get_parts(store: "Store", trace: str, name: str, params: dict, types: list[s
     segs = [g for g in cut.segments if types is None or g.event_type in types]
     live = {g.id for g in segs}
     want = _params_key(params)
-    saved = [r for r in store.results(trace=trace, tool=TOOL, name=name)
-             if _params_key(r["params"].get("spec", {})) == want]
+    saved = [
+        r for r in store.results(trace=trace, tool=TOOL, name=name) if _params_key(r["params"].get("spec", {})) == want
+    ]
     good = [r for r in saved if r["params"].get("format") == FORMAT and "segments" in r["params"] and r["path"]]
     ids = [i for r in good for i in r["params"]["segments"]]
     if any(set(r["params"]["segments"]) - live for r in good) or len(ids) != len(set(ids)):
@@ -893,9 +952,15 @@ def get_parts(store: "Store", trace: str, name: str, params: dict, types: list[s
         if writable:
             try:
                 rows = json.loads(packed.schema.metadata[b"index"])["rows"]
-                rid = store.save_result("table", name, TOOL, [trace], params={
-                    "spec": params, "format": FORMAT, "segments": ids, "rows": rows, "signature": stamp},
-                    table=packed, table_format="arrow")
+                rid = store.save_result(
+                    "table",
+                    name,
+                    TOOL,
+                    [trace],
+                    params={"spec": params, "format": FORMAT, "segments": ids, "rows": rows, "signature": stamp},
+                    table=packed,
+                    table_format="arrow",
+                )
                 good.append(store.result(rid))
                 return
             except (StoreLocked, ReadOnly):
@@ -908,8 +973,11 @@ def get_parts(store: "Store", trace: str, name: str, params: dict, types: list[s
     if new or not good:
         add(new)
         # Levels: merge the newest saved part into the one before while it is not much smaller.
-        while len(good) >= 2 and not mem and \
-                MERGE_RATIO * int(good[-1]["params"].get("rows") or 0) >= int(good[-2]["params"].get("rows") or 0):
+        while (
+            len(good) >= 2
+            and not mem
+            and MERGE_RATIO * int(good[-1]["params"].get("rows") or 0) >= int(good[-2]["params"].get("rows") or 0)
+        ):
             a, b = good.pop(), good.pop()
             ids = set(a["params"]["segments"]) | set(b["params"]["segments"])
             add([g for g in segs if g.id in ids])
@@ -935,7 +1003,7 @@ def get_parts(store: "Store", trace: str, name: str, params: dict, types: list[s
     return _guessing(idx, guesser)
 
 
-def forget(store: "Store") -> None:
+def forget(store: Store) -> None:
     """Drop this process's mapped and in-memory indexes of `store` (before deleting files)."""
     p = str(store.path)
     with _LOCK:

@@ -54,8 +54,16 @@ def busy_share(ts: np.ndarray, end_ts: np.ndarray, edges: np.ndarray, cum: np.nd
     return np.clip(np.diff(covered) / np.maximum(width, 1), 0, 1)
 
 
-def timeline(store: "Store", trace: str, w: Window, rows: list[list[int]], width: int = 1000,
-             max_depth: int = 12, lines: bool = True, fields: list[str] | None = None) -> dict:
+def timeline(
+    store: Store,
+    trace: str,
+    w: Window,
+    rows: list[list[int]],
+    width: int = 1000,
+    max_depth: int = 12,
+    lines: bool = True,
+    fields: list[str] | None = None,
+) -> dict:
     """Rows of the timeline over the window, each one producer (or a collapsed group of them):
     spans as bars per depth level (or per-pixel busy share and dominant name when a level has
     more than LEVEL_ITEMS in view), other events as ticks (or per-pixel counts), counters as
@@ -79,8 +87,11 @@ def timeline(store: "Store", trace: str, w: Window, rows: list[list[int]], width
     names = producer_names(store, trace)
     out_rows = []
     # Event streams (not spans, not lines) of every requested producer, counted in one pass.
-    tick_sel = np.nonzero(np.array([t not in span_types and t not in line_types for t in s.types], bool)
-                          & (s.counts > 0))[0] if len(s.types) else np.zeros(0, np.int64)
+    tick_sel = (
+        np.nonzero(np.array([t not in span_types and t not in line_types for t in s.types], bool) & (s.counts > 0))[0]
+        if len(s.types)
+        else np.zeros(0, np.int64)
+    )
     wanted = {p for r in rows for p in r}
     tick_sel = tick_sel[np.isin(s.producers[tick_sel], np.array(sorted(wanted), np.int64))] if wanted else tick_sel[:0]
     lo_r, hi_r = s.ranges(tick_sel, start, end)
@@ -89,16 +100,26 @@ def timeline(store: "Store", trace: str, w: Window, rows: list[list[int]], width
     binned = {}
     if many.any():
         ms = tick_sel[many]
-        c = _core.binned_counts(pa.array(s.ts), pa.array(s.offsets[ms]), pa.array(s.offsets[ms] + s.counts[ms]),
-                                pa.array(edges)).to_numpy().reshape(-1, width)
+        c = (
+            _core.binned_counts(
+                pa.array(s.ts), pa.array(s.offsets[ms]), pa.array(s.offsets[ms] + s.counts[ms]), pa.array(edges)
+            )
+            .to_numpy()
+            .reshape(-1, width)
+        )
         binned = {int(st): c[i] for i, st in enumerate(ms)}
     by_producer: dict[int, list[int]] = {}
     for j, st in enumerate(tick_sel.tolist()):
         by_producer.setdefault(int(s.producers[st]), []).append(j)
     row_budget = MAX_ITEMS // max(1, len(rows))  # numbers per row: the answer stays within MAX_ITEMS
     for group in rows:
-        row = {"producers": group, "label": ", ".join(names.get(p, str(p)) for p in group[:3])
-               + (f" +{len(group) - 3}" if len(group) > 3 else ""), "levels": [], "ticks": []}
+        row = {
+            "producers": group,
+            "label": ", ".join(names.get(p, str(p)) for p in group[:3])
+            + (f" +{len(group) - 3}" if len(group) > 3 else ""),
+            "levels": [],
+            "ticks": [],
+        }
         budget = row_budget
         # ticks / counts per type, summed over the group's producers
         per_type: dict[str, dict] = {}
@@ -111,13 +132,15 @@ def timeline(store: "Store", trace: str, w: Window, rows: list[list[int]], width
                 if many[j]:
                     e["counts"] = binned[st] if e["counts"] is None else e["counts"] + binned[st]
                 else:
-                    e["ts"].append(s.ts[lo_r[j]:hi_r[j]])
+                    e["ts"].append(s.ts[lo_r[j] : hi_r[j]])
         for t, e in per_type.items():
             pts = np.concatenate(e["ts"]) if e["ts"] else np.zeros(0, np.int64)
             if e["counts"] is not None or len(pts) > TICK_ITEMS or len(pts) > budget // 4:
                 counts = e["counts"] if e["counts"] is not None else np.zeros(width, np.int64)
                 if len(pts):
-                    counts = counts + np.bincount(np.searchsorted(edges, pts, side="right") - 1, minlength=width)[:width]
+                    counts = (
+                        counts + np.bincount(np.searchsorted(edges, pts, side="right") - 1, minlength=width)[:width]
+                    )
                 row["ticks"].append({"type": t, "mode": "bins", "counts": counts.tolist(), "events": e["events"]})
                 budget -= width
             else:
@@ -141,8 +164,9 @@ def timeline(store: "Store", trace: str, w: Window, rows: list[list[int]], width
     return doc
 
 
-def _span_levels(idx, calls, producer: int, start: int, end: int, edges: np.ndarray, max_depth: int,
-                 budget: int) -> tuple[list[dict], int]:
+def _span_levels(
+    idx, calls, producer: int, start: int, end: int, edges: np.ndarray, max_depth: int, budget: int
+) -> tuple[list[dict], int]:
     """Depth levels of one producer's spans in view, within `budget` numbers: a level's spans
     as bars while at most LEVEL_ITEMS (3 numbers each), else its busy share and dominant name
     per 2-pixel bin; levels past the budget are one {"mode": "cut"} (zoom in to see them)."""
@@ -180,22 +204,32 @@ def _span_levels(idx, calls, producer: int, start: int, end: int, edges: np.ndar
         if n <= LEVEL_ITEMS:
             rows = np.arange(a + i, a + j)
             rows = rows[end_all[rows] > start]  # an overlapped span may have ended before the window
-            levels.append({"depth": d, "mode": "items", "ts": ts_all[rows].tolist(),
-                           "dur": (end_all[rows] - ts_all[rows]).tolist(),
-                           "name": calls.code[rows].tolist() if calls is not None else [],
-                           "id": indexes.array(idx, "span_id")[rows].tolist()})
+            levels.append(
+                {
+                    "depth": d,
+                    "mode": "items",
+                    "ts": ts_all[rows].tolist(),
+                    "dur": (end_all[rows] - ts_all[rows]).tolist(),
+                    "name": calls.code[rows].tolist() if calls is not None else [],
+                    "id": indexes.array(idx, "span_id")[rows].tolist(),
+                }
+            )
         else:
             bi, bj = max(0, i - 1), min(len(ts), j + 1)
             # the prefix sums as a view: _busy only differences them (re-basing them on the
             # level's first span copied every span of the level, ~0.2 s on 100M events)
-            busy = busy_share(ts[bi:bj], en[bi:bj], lod, cum[a + bi:a + bj + 1])
+            busy = busy_share(ts[bi:bj], en[bi:bj], lod, cum[a + bi : a + bj + 1])
             centers = (lod[:-1] + lod[1:]) // 2
             k = np.searchsorted(ts[bi:bj], centers, side="right") - 1
             inside = (k >= 0) & (en[bi:bj][np.maximum(k, 0)] > centers)
-            name = np.where(inside, calls.code[a + bi + np.maximum(k, 0)], -1) if calls is not None \
+            name = (
+                np.where(inside, calls.code[a + bi + np.maximum(k, 0)], -1)
+                if calls is not None
                 else np.full(len(centers), -1)
-            levels.append({"depth": d, "mode": "busy", "busy": np.round(busy, 3).tolist(), "name": name.tolist(),
-                           "spans": n})
+            )
+            levels.append(
+                {"depth": d, "mode": "busy", "busy": np.round(busy, 3).tolist(), "name": name.tolist(), "spans": n}
+            )
     return levels, used
 
 
@@ -227,7 +261,7 @@ def _group_level(idx, calls, group: list[int], start: int, end: int, edges: np.n
             continue
         spans += j - i
         busy_producers += 1
-        share = busy_share(ts, en, lod, cum[a:b + 1])
+        share = busy_share(ts, en, lod, cum[a : b + 1])
         total += share
         k = np.searchsorted(ts, centers, side="right") - 1
         inside = (k >= 0) & (en[np.maximum(k, 0)] > centers)
@@ -237,11 +271,19 @@ def _group_level(idx, calls, group: list[int], start: int, end: int, edges: np.n
         best = np.where(better, share, best)
     if spans == 0:
         return []
-    return [{"depth": 0, "mode": "sum", "busy": np.round(total, 3).tolist(), "name": name.tolist(), "spans": spans,
-             "producers": busy_producers}]
+    return [
+        {
+            "depth": 0,
+            "mode": "sum",
+            "busy": np.round(total, 3).tolist(),
+            "name": name.tolist(),
+            "spans": spans,
+            "producers": busy_producers,
+        }
+    ]
 
 
-def _is_line_type(store: "Store", trace: str, et) -> bool:
+def _is_line_type(store: Store, trace: str, et) -> bool:
     """Drawn as lines: counters, and line-protocol measurements (metrics written as instants)."""
     if not any(c.type in ("int64", "float64") for c in et.params):
         return False
@@ -252,8 +294,16 @@ VALUE_COLUMNS = ("value", "usage_user", "val")
 SERIES_COLUMNS = ("series", "variable_type", "name")
 
 
-def _lines(store: "Store", trace: str, types: list[str], rows: list[list[int]], start: int, end: int,
-           width: int, fields: list[str] | None = None) -> list[dict]:
+def _lines(
+    store: Store,
+    trace: str,
+    types: list[str],
+    rows: list[list[int]],
+    start: int,
+    end: int,
+    width: int,
+    fields: list[str] | None = None,
+) -> list[dict]:
     """Per-pixel min/avg/max of each counter series of the rows' producers, per field of
     `fields` the type has (else its first value column) (SQL: the range prunes row groups
     by their ts statistics)."""
@@ -266,26 +316,30 @@ def _lines(store: "Store", trace: str, types: list[str], rows: list[list[int]], 
     for t in types[:8]:
         et = all_types[t]
         nums = [c.name for c in et.params if c.type in ("int64", "float64")]
-        values = [f for f in (fields or []) if f in nums][:MAX_FIELDS] or \
-            [next((c for c in VALUE_COLUMNS if c in nums), nums[0])]
+        values = [f for f in (fields or []) if f in nums][:MAX_FIELDS] or [
+            next((c for c in VALUE_COLUMNS if c in nums), nums[0])
+        ]
         for value in values:
             out += _line_series(store, trace, t, et, value, wanted, start, end, width, cap)
     return out
 
 
-def _line_series(store: "Store", trace: str, t: str, et, value: str, wanted: list[int], start: int, end: int,
-                 width: int, cap: int) -> list[dict]:
+def _line_series(
+    store: Store, trace: str, t: str, et, value: str, wanted: list[int], start: int, end: int, width: int, cap: int
+) -> list[dict]:
     """One value column of line type `t`: per producer and series, per-pixel min/avg/max."""
     strings = {c.name for c in et.params if c.type == "string"}
     series = next((c for c in SERIES_COLUMNS if c in strings), None)
     ser = f"CAST({qident(series)} AS VARCHAR)" if series else "''"
     # floor, and never `width`: a float product rounded to an integer could reach it
     binned = f"LEAST({width - 1}, CAST(floor((ts - {start}) * {width}.0 / {end - start}) AS BIGINT))"
-    q = (f"SELECT producer, {ser} AS series, {binned} AS bin, "
-         f"min({qident(value)}) AS lo, avg({qident(value)}) AS mean, max({qident(value)}) AS hi "
-         f"FROM {qident(trace)}.{qident(t)} WHERE ts >= {start} AND ts < {end} "
-         f"AND producer IN ({', '.join(str(p) for p in wanted)}) AND {qident(value)} IS NOT NULL "
-         f"GROUP BY ALL ORDER BY producer, series, bin LIMIT {cap}")
+    q = (
+        f"SELECT producer, {ser} AS series, {binned} AS bin, "
+        f"min({qident(value)}) AS lo, avg({qident(value)}) AS mean, max({qident(value)}) AS hi "
+        f"FROM {qident(trace)}.{qident(t)} WHERE ts >= {start} AND ts < {end} "
+        f"AND producer IN ({', '.join(str(p) for p in wanted)}) AND {qident(value)} IS NOT NULL "
+        f"GROUP BY ALL ORDER BY producer, series, bin LIMIT {cap}"
+    )
     tab = store.sql(q)
     if tab.num_rows == 0 or tab.num_rows >= 200_000:
         return []
@@ -295,10 +349,19 @@ def _line_series(store: "Store", trace: str, t: str, et, value: str, wanted: lis
     cut = np.nonzero(key[1:] != key[:-1])[0] + 1
     bounds = np.concatenate([[0], cut, [tab.num_rows]])
     cols = {c: tab.column(c).to_numpy(zero_copy_only=False) for c in ("bin", "lo", "mean", "hi")}
-    return [{"type": t, "value": value, "producer": int(prod[a]), "series": str(ser_v[a]),
-             "bin": cols["bin"][a:b].tolist(), "lo": cols["lo"][a:b].tolist(),
-             "mean": cols["mean"][a:b].tolist(), "hi": cols["hi"][a:b].tolist()}
-            for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist())]
+    return [
+        {
+            "type": t,
+            "value": value,
+            "producer": int(prod[a]),
+            "series": str(ser_v[a]),
+            "bin": cols["bin"][a:b].tolist(),
+            "lo": cols["lo"][a:b].tolist(),
+            "mean": cols["mean"][a:b].tolist(),
+            "hi": cols["hi"][a:b].tolist(),
+        }
+        for a, b in zip(bounds[:-1].tolist(), bounds[1:].tolist())
+    ]
 
 
 # -- as an analysis ------------------------------------------------------------------------------
@@ -309,8 +372,9 @@ def parse_rows(spec: str | None) -> list[list[int]]:
     try:
         return [[int(p) for p in r.split(",") if p.strip()] for r in (spec or "").split(";") if r.strip()]
     except ValueError:
-        raise BadInput(f"rows={spec!r}", expected="producer ids, rows separated by ';', a row's producers by ','") \
-            from None
+        raise BadInput(
+            f"rows={spec!r}", expected="producer ids, rows separated by ';', a row's producers by ','"
+        ) from None
 
 
 @dataclass
@@ -326,9 +390,15 @@ class Lanes(Answer):
                 out["depth"].append(lv["depth"])
                 out["mode"].append(lv["mode"])
                 out["items"].append(len(lv.get("ts", lv.get("busy", []))))
-        return pa.table({"row": pa.array(out["row"], pa.int64()), "producers": pa.array(out["producers"], pa.string()),
-                         "depth": pa.array(out["depth"], pa.int64()), "mode": pa.array(out["mode"], pa.string()),
-                         "items": pa.array(out["items"], pa.int64())})
+        return pa.table(
+            {
+                "row": pa.array(out["row"], pa.int64()),
+                "producers": pa.array(out["producers"], pa.string()),
+                "depth": pa.array(out["depth"], pa.int64()),
+                "mode": pa.array(out["mode"], pa.string()),
+                "items": pa.array(out["items"], pa.int64()),
+            }
+        )
 
     def to_json(self, shown: dict) -> dict:
         return self.doc
@@ -343,21 +413,31 @@ def _timeline(store, trace, window, *, rows=None, width=1000, max_depth=12, line
 
 
 TIMELINE = Analysis(
-    "timeline", "what each producer row of a time range looks like at a given width (the web UI's timeline)",
+    "timeline",
+    "what each producer row of a time range looks like at a given width (the web UI's timeline)",
     _timeline,
-    params=(Param("rows", "str", "", "producer rows: '1;2,3;4' (a row of several is a collapsed group; default the "
-                  "first 40 producers)"),
-            Param("width", "int", "px", "pixels across the range", default=1000),
-            Param("max_depth", "int", "count", "deepest span level drawn", default=12),
-            Param("lines", "bool", "", "also counters and measurements as lines", default=True),
-            Param("fields", "str", "", "the value columns drawn as lines, comma-separated (default: each type's "
-                  "first)"),
-            Param("start", "time", "ns", "the range: from", window="start"),
-            Param("end", "time", "ns", "... to", window="end")),
-    columns=(Column("row", "int64", "index", "the row"), Column("producers", "string", "", "its producers"),
-             Column("depth", "int64", "count", "a span level of the row"),
-             Column("mode", "string", "", "items (bars), busy (per-pixel share) or cut (past the budget)"),
-             Column("items", "int64", "count", "bars or pixels in the level")),
+    params=(
+        Param(
+            "rows",
+            "str",
+            "",
+            "producer rows: '1;2,3;4' (a row of several is a collapsed group; default the first 40 producers)",
+        ),
+        Param("width", "int", "px", "pixels across the range", default=1000),
+        Param("max_depth", "int", "count", "deepest span level drawn", default=12),
+        Param("lines", "bool", "", "also counters and measurements as lines", default=True),
+        Param("fields", "str", "", "the value columns drawn as lines, comma-separated (default: each type's first)"),
+        Param("start", "time", "ns", "the range: from", window="start"),
+        Param("end", "time", "ns", "... to", window="end"),
+    ),
+    columns=(
+        Column("row", "int64", "index", "the row"),
+        Column("producers", "string", "", "its producers"),
+        Column("depth", "int64", "count", "a span level of the row"),
+        Column("mode", "string", "", "items (bars), busy (per-pixel share) or cut (past the budget)"),
+        Column("items", "int64", "count", "bars or pixels in the level"),
+    ),
     columns_note="`--json` gives every level's bars (ts, dur, name code, span id) or busy shares, the ticks and "
-                 "the lines; at most 100,000 numbers.",
-    uses=("density", "spans", "calls"))
+    "the lines; at most 100,000 numbers.",
+    uses=("density", "spans", "calls"),
+)

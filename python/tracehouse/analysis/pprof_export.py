@@ -36,7 +36,7 @@ def _pprof_types(store, trace: str, cfg: samples.SampleConfig) -> tuple[str, str
     weight column's name and unit."""
     info = store.trace(trace)
     if info.format == "pprof" and cfg.weight == "value":
-        t = store.sql(f"SELECT \"values\" FROM {qident(trace)}.{qident(cfg.type)} WHERE \"values\" IS NOT NULL LIMIT 1")
+        t = store.sql(f'SELECT "values" FROM {qident(trace)}.{qident(cfg.type)} WHERE "values" IS NOT NULL LIMIT 1')
         if t.num_rows:
             last = t.column(0)[0].as_py().split(",")[-1].rsplit("=", 1)[0]
             typ, _, unit = last.partition("/")
@@ -55,9 +55,11 @@ def profile_of(store, trace: str) -> tuple[list[str], list[list[int]], list[tupl
         t = samples.stacks(store, trace, cfg)
         if cfg.weight == "value" and store.trace(trace).format == "pprof":
             # pprof's own count type (Go's samples/count) rather than one per row of the import.
-            t = store.sql(f"SELECT stack, sum(coalesce(count, 1))::BIGINT AS samples, sum(coalesce(value, 0))::BIGINT "
-                          f"AS weight FROM {qident(trace)}.{qident(cfg.type)} WHERE stack IS NOT NULL GROUP BY 1 "
-                          f"ORDER BY 1")
+            t = store.sql(
+                f"SELECT stack, sum(coalesce(count, 1))::BIGINT AS samples, sum(coalesce(value, 0))::BIGINT "
+                f"AS weight FROM {qident(trace)}.{qident(cfg.type)} WHERE stack IS NOT NULL GROUP BY 1 "
+                f"ORDER BY 1"
+            )
         weight_type = _pprof_types(store, trace, cfg)
         types = [("samples", "count")] + ([weight_type] if weight_type != ("samples", "count") else [])
         cols = [t.column("samples").to_numpy()] + ([t.column("weight").to_numpy()] if len(types) == 2 else [])
@@ -66,13 +68,19 @@ def profile_of(store, trace: str) -> tuple[list[str], list[list[int]], list[tupl
     try:
         tree = S.aggregated_call_tree(store, trace)
     except BadInput as e:
-        raise BadInput(f"trace {trace!r} has neither stack samples nor spans to export as pprof: {e}",
-                       expected="a sampled trace (perf, pprof) or one with spans") from None
+        raise BadInput(
+            f"trace {trace!r} has neither stack samples nor spans to export as pprof: {e}",
+            expected="a sampled trace (perf, pprof) or one with spans",
+        ) from None
     n = tree.num_rows
     if n == 0:
         return [], [], [("spans", "count"), ("time", "nanoseconds")]
-    paths = S.node_paths(tree.column("parent").to_numpy(), tree.column("depth").to_numpy(),
-                         np.arange(n, dtype=np.int64), tree.column("name"))
+    paths = S.node_paths(
+        tree.column("parent").to_numpy(),
+        tree.column("depth").to_numpy(),
+        np.arange(n, dtype=np.int64),
+        tree.column("name"),
+    )
     calls = tree.column("calls").to_numpy()  # spans whose path ends at the node
     self_ns = tree.column("self_ns").to_numpy()
     keep = np.nonzero((self_ns > 0) | (calls > 0))[0]
@@ -103,5 +111,11 @@ def export(store, trace: str, out: str | Path, *, progress=None) -> dict:
     tmp.replace(out)
     if progress is not None:
         progress(info.event_count)
-    return {"trace": info.name, "path": str(out), "events": info.event_count, "samples": len(stacks),
-            "sample_types": [f"{t}/{u}" for t, u in types], "bytes": out.stat().st_size}
+    return {
+        "trace": info.name,
+        "path": str(out),
+        "events": info.event_count,
+        "samples": len(stacks),
+        "sample_types": [f"{t}/{u}" for t, u in types],
+        "bytes": out.stat().st_size,
+    }

@@ -26,14 +26,20 @@ class Built(Answer):
     skipped: list[str] = field(default_factory=list)
 
     def table(self) -> pa.Table:
-        return pa.table({"index": pa.array(list(self.seconds), pa.string()),
-                         "seconds": pa.array(list(self.seconds.values()), pa.float64())})
+        return pa.table(
+            {
+                "index": pa.array(list(self.seconds), pa.string()),
+                "seconds": pa.array(list(self.seconds.values()), pa.float64()),
+            }
+        )
 
     def to_json(self, shown: dict) -> dict:
         return {"trace": self.trace, "built_s": self.seconds}
 
     def show(self, shown: dict) -> list:
-        return [Note(s) for s in self.skipped] + [Title(f"{w}: ready ({secs:.2f} s)") for w, secs in self.seconds.items()]
+        return [Note(s) for s in self.skipped] + [
+            Title(f"{w}: ready ({secs:.2f} s)") for w, secs in self.seconds.items()
+        ]
 
     def save(self, store, name, traces, params, shown) -> None:
         return None  # the indexes are saved already; there is nothing else to keep
@@ -72,7 +78,10 @@ def _index(store, trace, window, *, what=None) -> Built:
 
 
 INDEX = Analysis(
-    "index", "build the derived indexes now (else built on first use)", _index,
+    "index",
+    "build the derived indexes now (else built on first use)",
+    _index,
     params=(Param("what", "str", "", "comma-separated: spans, objects, locals, density (default all)"),),
     columns=(Column("index", "string", "", "the index built"), Column("seconds", "float64", "s", "how long it took")),
-    fast=False)
+    fast=False,
+)

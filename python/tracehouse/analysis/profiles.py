@@ -111,8 +111,9 @@ class _Profiles(Mapping):
 PROFILES: Mapping[str, Profile] = _Profiles()
 
 
-def span_config(store, trace: str, begin: str | None = None, end: str | None = None, key: str | None = None,
-                name: str | None = None) -> SpanConfig:
+def span_config(
+    store, trace: str, begin: str | None = None, end: str | None = None, key: str | None = None, name: str | None = None
+) -> SpanConfig:
     """The pairing of `trace`: given types win, then the format's profile, then the
     pairing its last saved processed span trace was made with, then its only begin and
     end types."""
@@ -122,8 +123,11 @@ def span_config(store, trace: str, begin: str | None = None, end: str | None = N
     if begin is None and end is None and prof is not None:
         return SpanConfig(prof.begin, prof.end, key if key is not None else prof.key, name or prof.name)
     if begin is None and end is None:
-        saved = [r for r in store.results(trace=trace, tool="tracehouse.analysis.spans", kind="processed")
-                 if isinstance(r["params"].get("config"), dict)]
+        saved = [
+            r
+            for r in store.results(trace=trace, tool="tracehouse.analysis.spans", kind="processed")
+            if isinstance(r["params"].get("config"), dict)
+        ]
         if saved:
             c = saved[-1]["params"]["config"]
             return SpanConfig(c["begin"], c["end"], key if key is not None else c.get("key"), name or c.get("name"))
@@ -138,25 +142,34 @@ def span_config(store, trace: str, begin: str | None = None, end: str | None = N
         begin = begin or (begins[0] if len(begins) == 1 else None)
         end = end or (ends[0] if len(ends) == 1 else None)
         if begin is None or end is None:
-            raise BadInput(f"trace {trace!r} (format {fmt!r}): which event types are the begins and ends of spans?",
-                           expected="--begin TYPE --end TYPE, or --begin SPAN_TYPE alone (types: "
-                                    + ", ".join(types) + ")")
+            raise BadInput(
+                f"trace {trace!r} (format {fmt!r}): which event types are the begins and ends of spans?",
+                expected="--begin TYPE --end TYPE, or --begin SPAN_TYPE alone (types: " + ", ".join(types) + ")",
+            )
     for t in (begin, end):
         if t not in types:
             raise BadInput(f"trace {trace!r} has no event type {t!r}", expected=", ".join(types))
     return SpanConfig(begin, end, key, name)
 
 
-def object_config(store, trace: str, type: str | None = None, object: str | None = None,  # noqa: A002
-                  field: str | None = None, value: str | None = None) -> ObjectConfig:
+def object_config(
+    store,
+    trace: str,
+    type: str | None = None,
+    object: str | None = None,  # noqa: A002
+    field: str | None = None,
+    value: str | None = None,
+) -> ObjectConfig:
     prof = PROFILES.get(store.trace(trace).format, Profile()).objects
     vals = {"type": type, "object": object, "field": field, "value": value}
     if prof is not None:
         vals = {k: v if v is not None else getattr(prof, k) for k, v in vals.items()}
     missing = [k for k, v in vals.items() if v is None]
     if missing:
-        raise BadInput(f"trace {trace!r}: object state needs " + ", ".join(missing),
-                       expected="--type TYPE --object COL --field COL --value COL")
+        raise BadInput(
+            f"trace {trace!r}: object state needs " + ", ".join(missing),
+            expected="--type TYPE --object COL --field COL --value COL",
+        )
     return ObjectConfig(**vals)
 
 
@@ -197,8 +210,9 @@ def infer_span_config(store, trace: str) -> tuple[SpanConfig | None, str]:
     return cfg, ""
 
 
-def choose_span_config(store, trace: str, begin: str | None = None, end: str | None = None, key: str | None = None,
-                       name: str | None = None) -> SpanConfig:
+def choose_span_config(
+    store, trace: str, begin: str | None = None, end: str | None = None, key: str | None = None, name: str | None = None
+) -> SpanConfig:
     """The pairing the span analyses use: the flags given (`span_config`), else what
     `infer_span_config` finds (the web UI's), else `span_config`'s error naming the flags
     that are missing."""

@@ -35,8 +35,9 @@ the answers' parts and discovery are one contract that every analysis module imp
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Callable, Iterable
+from typing import TYPE_CHECKING, Any
 
 from ..errors import BadInput
 from ..schema import Column
@@ -59,12 +60,18 @@ TYPES = {
     "duration": "a duration in ns, or a number with a unit: 1500, 1.5us, 2ms, 0.25s",
 }
 WINDOW_PARTS = ("start", "end", "producers")
-TRACES = {"one": "one trace", "many": "traces given by name and/or selected by --search",
-          "pair": "two traces: before and after"}
-APPLIES = {"any": "any trace", "spans": "traces whose events pair into spans (the format's profile or --begin/--end)",
-           "objects": "traces with object field writes (the format's profile or --type and columns)",
-           "locals": "traces with local variable writes (the format's profile)",
-           "samples": "traces of stack samples (the format's profile: perf)"}
+TRACES = {
+    "one": "one trace",
+    "many": "traces given by name and/or selected by --search",
+    "pair": "two traces: before and after",
+}
+APPLIES = {
+    "any": "any trace",
+    "spans": "traces whose events pair into spans (the format's profile or --begin/--end)",
+    "objects": "traces with object field writes (the format's profile or --type and columns)",
+    "locals": "traces with local variable writes (the format's profile)",
+    "samples": "traces of stack samples (the format's profile: perf)",
+}
 
 
 def parse_ns(text: str | int | None) -> int | None:
@@ -153,10 +160,20 @@ class Param:
         return v
 
     def to_json(self) -> dict:
-        return {"name": self.name, "type": self.type, "unit": self.unit, "doc": self.doc, "default": self.default,
-                "choices": list(self.choices), "required": self.required, "many": self.many,
-                "positional": self.positional, "flag": None if self.positional else self.cli, "window": self.window,
-                "answer": self.answer}
+        return {
+            "name": self.name,
+            "type": self.type,
+            "unit": self.unit,
+            "doc": self.doc,
+            "default": self.default,
+            "choices": list(self.choices),
+            "required": self.required,
+            "many": self.many,
+            "positional": self.positional,
+            "flag": None if self.positional else self.cli,
+            "window": self.window,
+            "answer": self.answer,
+        }
 
 
 @dataclass(frozen=True)
@@ -206,7 +223,7 @@ class Table:
     """Part of what a person sees: the first `limit` rows of a table (None: all), and how
     to see the rest when some are left out."""
 
-    table: "pa.Table"
+    table: pa.Table
     limit: int | None = None
     more: str = "--limit N shows more, --json all"
 
@@ -218,11 +235,11 @@ class Answer:
 
     title: str = ""
 
-    def table(self) -> "pa.Table":
+    def table(self) -> pa.Table:
         """The rows: what the web UI shows and a saved result keeps."""
         raise NotImplementedError
 
-    def shown_table(self) -> "pa.Table":
+    def shown_table(self) -> pa.Table:
         """The rows as a person sees them first (an order, the columns that matter)."""
         return self.table()
 
@@ -235,7 +252,7 @@ class Answer:
         only change what is shown (limit, ...), and `result`: the id of the saved result."""
         return ([Title(self.title)] if self.title else []) + [Table(self.shown_table(), shown.get("limit"))]
 
-    def save(self, store: "Store", name: str, traces: list[str], params: dict, shown: dict) -> Any:
+    def save(self, store: Store, name: str, traces: list[str], params: dict, shown: dict) -> Any:
         """Saves the answer as a result of its own kind and returns its id; NotImplemented:
         `results.save_answer` saves `table()` (with `save_params()`) as a table result."""
         return NotImplemented
@@ -250,16 +267,16 @@ class Rows(Answer):
     """An Arrow table with a title, the columns a person sees first (`view`) and what a saved
     result records beside the arguments (`params`)."""
 
-    rows: "pa.Table"
+    rows: pa.Table
     title: str = ""
     view: tuple[str, ...] = ()
     params: dict = field(default_factory=dict)
     save_as: str | None = None  # the result's name and tool when not the analysis' (stats-by-type)
 
-    def table(self) -> "pa.Table":
+    def table(self) -> pa.Table:
         return self.rows
 
-    def shown_table(self) -> "pa.Table":
+    def shown_table(self) -> pa.Table:
         if not self.view:
             return self.rows
         return self.rows.select([c for c in self.view if c in self.rows.column_names])
@@ -269,7 +286,6 @@ class Rows(Answer):
 
     def save_params(self) -> dict:
         return self.params
-
 
 
 def as_answer(result: Any, title: str = "") -> Answer:
@@ -289,7 +305,7 @@ class Value(Answer):
 
     value: Any
 
-    def table(self) -> "pa.Table":
+    def table(self) -> pa.Table:
         import pyarrow as pa
 
         if isinstance(self.value, str):
@@ -356,41 +372,55 @@ class Analysis:
         for p in self.params:
             if p.name == name:
                 return p
-        raise BadInput(f"analysis {self.name} has no parameter {name!r}",
-                       expected=", ".join(p.name for p in self.params) or "none")
+        raise BadInput(
+            f"analysis {self.name} has no parameter {name!r}", expected=", ".join(p.name for p in self.params) or "none"
+        )
 
     @property
     def window_parts(self) -> dict[str, Param]:
         return {p.window: p for p in self.params if p.window}
 
-    def call(self, store: "Store", trace: Any, window: Window | None = None, **given) -> Answer:
+    def call(self, store: Store, trace: Any, window: Window | None = None, **given) -> Answer:
         """`run` with `given` converted and checked and the defaults filled in (the surfaces'
         entry); keywords of window parameters and unknown ones are refused."""
         kw = {}
         for p in self.params:
             if p.window or not p.answer:
                 if p.name in given:
-                    raise BadInput(f"{p.name} is the window's {p.window}" if p.window else
-                                   f"{p.name} only changes what is shown")
+                    raise BadInput(
+                        f"{p.name} is the window's {p.window}" if p.window else f"{p.name} only changes what is shown"
+                    )
                 continue
             v = p.convert(given.pop(p.name)) if p.name in given else p.default
             if v is None and p.required:
                 raise BadInput(f"analysis {self.name} needs {p.name}", expected=p.doc)
             kw[p.name] = v
         if given:
-            raise BadInput(f"analysis {self.name} has no parameter {sorted(given)[0]!r}",
-                           expected=", ".join(p.name for p in self.params if p.answer and not p.window) or "none")
+            raise BadInput(
+                f"analysis {self.name} has no parameter {sorted(given)[0]!r}",
+                expected=", ".join(p.name for p in self.params if p.answer and not p.window) or "none",
+            )
         return as_answer(self.run(store, trace, window or Window(), **kw), title=self.name)
 
     def to_json(self) -> dict:
-        return {"name": self.name, "summary": self.summary, "doc": self.doc, "fast": self.fast,
-                "applies_to": list(self.applies_to), "uses": list(self.uses), "traces": self.traces,
-                "params": [p.to_json() for p in self.params],
-                "columns": [c.to_json() for c in self.columns], "columns_note": self.columns_note,
-                "source": self.source, "version": self.version, "form": self.cli_only is None}
+        return {
+            "name": self.name,
+            "summary": self.summary,
+            "doc": self.doc,
+            "fast": self.fast,
+            "applies_to": list(self.applies_to),
+            "uses": list(self.uses),
+            "traces": self.traces,
+            "params": [p.to_json() for p in self.params],
+            "columns": [c.to_json() for c in self.columns],
+            "columns_note": self.columns_note,
+            "source": self.source,
+            "version": self.version,
+            "form": self.cli_only is None,
+        }
 
 
-def select_traces(store: "Store", traces: Iterable[str] | None = None, search: dict | None = None) -> list[str]:
+def select_traces(store: Store, traces: Iterable[str] | None = None, search: dict | None = None) -> list[str]:
     """Trace names given explicitly and/or selected by a `store.search(**search)` (an
     analysis of traces="many")."""
     names = list(traces or [])
@@ -404,12 +434,15 @@ def select_traces(store: "Store", traces: Iterable[str] | None = None, search: d
 
 TRACE_PARAMS = {
     "one": (Param("trace", "str", "", "the trace", required=True, positional=True),),
-    "many": (Param("traces", "str", "", "traces (several: one table with a trace column)", many=True,
-                   positional=True),
-             Param("search", "str", "", "also every trace whose name matches this glob"),
-             Param("format", "str", "", "with --search: only traces of this format")),
-    "pair": (Param("before", "str", "", "the trace before", required=True, positional=True),
-             Param("after", "str", "", "the trace after", required=True, positional=True)),
+    "many": (
+        Param("traces", "str", "", "traces (several: one table with a trace column)", many=True, positional=True),
+        Param("search", "str", "", "also every trace whose name matches this glob"),
+        Param("format", "str", "", "with --search: only traces of this format"),
+    ),
+    "pair": (
+        Param("before", "str", "", "the trace before", required=True, positional=True),
+        Param("after", "str", "", "the trace after", required=True, positional=True),
+    ),
 }
 
 
@@ -466,8 +499,10 @@ def _load() -> tuple[dict[str, Analysis], dict[str, str]]:
                 a = replace(a, source=source, version=version)
             theirs.setdefault(ep.name if a.cli_only is not None else a.name, a)
     if not ours:
-        raise BadInput("the installed tracehouse declares no analyses (its entry points are out of date)",
-                       expected="`make setup` (or pip install -e .) to install the package again")
+        raise BadInput(
+            "the installed tracehouse declares no analyses (its entry points are out of date)",
+            expected="`make setup` (or pip install -e .) to install the package again",
+        )
     out = dict(ours)
     for name in sorted(theirs):
         if name in out:
@@ -502,7 +537,7 @@ def get(name: str) -> Analysis:
     return reg[name]
 
 
-def applies(a: Analysis, store: "Store", trace: str) -> tuple[bool, str]:
+def applies(a: Analysis, store: Store, trace: str) -> tuple[bool, str]:
     """(whether `a` answers about `trace` with its defaults, why not)."""
     if "any" in a.applies_to or not a.applies_to:
         return True, ""
@@ -549,8 +584,11 @@ def markdown(reg: Iterable[Analysis] | None = None) -> str:
         if a.doc:
             out += ["", a.doc.strip()]
         out.append("")
-        speed = "fast on big traces (answers from the derived indexes)" if a.fast else \
-            "scans or pairs the trace on each call"
+        speed = (
+            "fast on big traces (answers from the derived indexes)"
+            if a.fast
+            else "scans or pairs the trace on each call"
+        )
         out.append(f"Traces: {TRACES[a.traces]}; applies to {', '.join(APPLIES[k] for k in a.applies_to)}; {speed}.")
         out.append("")
         shown = [p for p in a.params]
@@ -562,9 +600,11 @@ def markdown(reg: Iterable[Analysis] | None = None) -> str:
                 if p.choices:
                     kind += ": " + " \\| ".join(map(str, p.choices))
                 role = f" (the window's {p.window})" if p.window else ""
-                out.append(f"| `{flag}` | {_cell(kind)} | {p.unit or ''} | "
-                           f"{'' if p.default is None or p.default is False else _cell(p.default)} | "
-                           f"{_cell(p.doc)}{role} |")
+                out.append(
+                    f"| `{flag}` | {_cell(kind)} | {p.unit or ''} | "
+                    f"{'' if p.default is None or p.default is False else _cell(p.default)} | "
+                    f"{_cell(p.doc)}{role} |"
+                )
             out.append("")
         if a.columns:
             out += ["| column | type | unit | meaning |", "|---|---|---|---|"]

@@ -15,7 +15,8 @@ command line that computes the same answer (`tracehouse results show ID` prints 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -28,58 +29,114 @@ if TYPE_CHECKING:
 TOOL_PREFIX = "tracehouse.analysis."
 
 
-def save_table(store: "Store", analysis: str, traces: Iterable[str], table: pa.Table, *, params: dict | None = None,
-               payload: Any = None, name: str | None = None) -> int:
+def save_table(
+    store: Store,
+    analysis: str,
+    traces: Iterable[str],
+    table: pa.Table,
+    *,
+    params: dict | None = None,
+    payload: Any = None,
+    name: str | None = None,
+) -> int:
     """An analysis's output table, linked to every trace it was computed over."""
-    return store.save_result("table", name or analysis, TOOL_PREFIX + analysis, list(traces), params=params or {},
-                             payload=payload, table=table)
+    return store.save_result(
+        "table",
+        name or analysis,
+        TOOL_PREFIX + analysis,
+        list(traces),
+        params=params or {},
+        payload=payload,
+        table=table,
+    )
 
 
-def save_file(store: "Store", analysis: str, traces: Iterable[str], text: str, *, filename: str,
-              params: dict | None = None, name: str | None = None) -> int:
+def save_file(
+    store: Store,
+    analysis: str,
+    traces: Iterable[str],
+    text: str,
+    *,
+    filename: str,
+    params: dict | None = None,
+    name: str | None = None,
+) -> int:
     """A text output (a folded flame graph, a histogram's @ text) as an attached file:
     the text is the table's one `line` column, one row per line."""
     lines = text.splitlines()
-    return store.save_result("file", name or analysis, TOOL_PREFIX + analysis, list(traces),
-                             params=(params or {}) | {"filename": filename},
-                             payload={"filename": filename, "lines": len(lines)},
-                             table=pa.table({"line": pa.array(lines, pa.string())}))
+    return store.save_result(
+        "file",
+        name or analysis,
+        TOOL_PREFIX + analysis,
+        list(traces),
+        params=(params or {}) | {"filename": filename},
+        payload={"filename": filename, "lines": len(lines)},
+        table=pa.table({"line": pa.array(lines, pa.string())}),
+    )
 
 
-def file_text(store: "Store", rid: int) -> str:
+def file_text(store: Store, rid: int) -> str:
     """The text of a `file` result."""
     t = store.result_table(rid)
     return "".join(line + "\n" for line in t.column("line").to_pylist())
 
 
-def annotate(store: "Store", traces: Iterable[str], text: str, *, ts: int | None = None, end: int | None = None,
-             producer: int | None = None, name: str | None = None) -> int:
+def annotate(
+    store: Store,
+    traces: Iterable[str],
+    text: str,
+    *,
+    ts: int | None = None,
+    end: int | None = None,
+    producer: int | None = None,
+    name: str | None = None,
+) -> int:
     """A note on one or more traces, optionally pinned to a time (range) and a producer."""
     if not text:
         raise BadInput("empty annotation", expected="some text")
     payload = {"text": text, "ts": ts, "end": end, "producer": producer}
-    return store.save_result("annotation", name or text[:60], TOOL_PREFIX + "annotate", list(traces), payload=payload,
-                             params={k: v for k, v in payload.items() if k != "text" and v is not None})
+    return store.save_result(
+        "annotation",
+        name or text[:60],
+        TOOL_PREFIX + "annotate",
+        list(traces),
+        payload=payload,
+        params={k: v for k, v in payload.items() if k != "text" and v is not None},
+    )
 
 
-def group(store: "Store", name: str, traces: Iterable[str], *, description: str = "") -> int:
+def group(store: Store, name: str, traces: Iterable[str], *, description: str = "") -> int:
     """A named group of traces (a comparison set, the runs of one experiment)."""
     traces = list(traces)
     if not traces:
         raise BadInput("a group needs at least one trace")
-    return store.save_result("group", name, TOOL_PREFIX + "group", traces,
-                             payload={"description": description, "traces": traces})
+    return store.save_result(
+        "group", name, TOOL_PREFIX + "group", traces, payload={"description": description, "traces": traces}
+    )
 
 
-def save_search(store: "Store", name: str, trace: str, filter, *, at: int | None = None,  # noqa: A002
-                params: dict | None = None) -> int:
+def save_search(
+    store: Store,
+    name: str,
+    trace: str,
+    filter,
+    *,
+    at: int | None = None,  # noqa: A002
+    params: dict | None = None,
+) -> int:
     """A cursor's filter (and position) as a saved search; `open_search` resumes it.
     `params`: more to record (the CLI's arguments)."""
-    return store.save_result("search", name, TOOL_PREFIX + "cursor", [trace],
-                             params=(params or {}) | {"filter": filter.to_json(), "at": at}, payload={"trace": trace})
+    return store.save_result(
+        "search",
+        name,
+        TOOL_PREFIX + "cursor",
+        [trace],
+        params=(params or {}) | {"filter": filter.to_json(), "at": at},
+        payload={"trace": trace},
+    )
 
 
-def show(store: "Store", rid: int) -> dict:
+def show(store: Store, rid: int) -> dict:
     """A result with its table (Arrow) when it has one."""
     r = store.result(rid)
     r = dict(r)
@@ -90,7 +147,7 @@ def show(store: "Store", rid: int) -> dict:
 # -- an analysis' answer as a result, and the command line that computes it again ----------------
 
 
-def answer_args(analysis: "Analysis", values: dict, resolved: dict | None = None) -> dict:
+def answer_args(analysis: Analysis, values: dict, resolved: dict | None = None) -> dict:
     """Every argument of `analysis` that can change its answer, by name, as given (times in
     ns), with `resolved` values in place of the given ones (the traces a --search selected)."""
     from .registry import arguments
@@ -99,8 +156,17 @@ def answer_args(analysis: "Analysis", values: dict, resolved: dict | None = None
     return dict(sorted((out | (resolved or {})).items()))
 
 
-def save_answer(store: "Store", analysis: "Analysis", traces: list[str], answer: "Answer", values: dict, *,
-                shown: dict | None = None, resolved: dict | None = None, extra: dict | None = None) -> int | None:
+def save_answer(
+    store: Store,
+    analysis: Analysis,
+    traces: list[str],
+    answer: Answer,
+    values: dict,
+    *,
+    shown: dict | None = None,
+    resolved: dict | None = None,
+    extra: dict | None = None,
+) -> int | None:
     """`answer` saved as a result linked to `traces`; its params record the analysis' name and
     arguments (`answer_args`), which `replay_argv` turns back into the command line."""
     params = (extra or {}) | {"analysis": analysis.name, "args": answer_args(analysis, values, resolved)}

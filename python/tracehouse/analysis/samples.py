@@ -41,7 +41,7 @@ class SampleConfig:
         return asdict(self)
 
 
-def sample_config(store: "Store", trace: str) -> SampleConfig | None:
+def sample_config(store: Store, trace: str) -> SampleConfig | None:
     """The trace's stack samples as its format declares them, None when it has none (or the
     trace lacks the type: a processed trace, an empty import)."""
     from ..formats.registry import format_of
@@ -57,8 +57,15 @@ def _quote(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def stacks(store: "Store", trace: str, config: SampleConfig, *, producers: list[int] | None = None,
-           start: int | None = None, end: int | None = None) -> pa.Table:
+def stacks(
+    store: Store,
+    trace: str,
+    config: SampleConfig,
+    *,
+    producers: list[int] | None = None,
+    start: int | None = None,
+    end: int | None = None,
+) -> pa.Table:
     """One row per distinct stack of the samples in [start, end) of `producers` (all when None):
     stack, samples, weight."""
     where = [f"{_quote(config.stack)} IS NOT NULL"]
@@ -69,12 +76,21 @@ def stacks(store: "Store", trace: str, config: SampleConfig, *, producers: list[
     if end is not None:
         where.append(f"ts < {int(end)}")
     weight = f"coalesce({_quote(config.weight)}, 1)" if config.weight else "1"
-    return store.sql(f"SELECT {_quote(config.stack)} AS stack, count(*) AS samples, sum({weight})::BIGINT AS weight "
-                     f"FROM {_quote(trace)}.{_quote(config.type)} WHERE {' AND '.join(where)} GROUP BY 1 ORDER BY 1")
+    return store.sql(
+        f"SELECT {_quote(config.stack)} AS stack, count(*) AS samples, sum({weight})::BIGINT AS weight "
+        f"FROM {_quote(trace)}.{_quote(config.type)} WHERE {' AND '.join(where)} GROUP BY 1 ORDER BY 1"
+    )
 
 
-def call_tree(store: "Store", trace: str, config: SampleConfig | None = None, *, producers: list[int] | None = None,
-              start: int | None = None, end: int | None = None) -> pa.Table:
+def call_tree(
+    store: Store,
+    trace: str,
+    config: SampleConfig | None = None,
+    *,
+    producers: list[int] | None = None,
+    start: int | None = None,
+    end: int | None = None,
+) -> pa.Table:
     """The samples merged by call path: the span call tree's columns (node, parent, depth, name,
     calls, total_ns, self_ns), a node's parent before it."""
     cfg = config or sample_config(store, trace)
@@ -87,10 +103,17 @@ def call_tree(store: "Store", trace: str, config: SampleConfig | None = None, *,
 
 def tree_of_stacks(t: pa.Table) -> pa.Table:
     """The calling-context tree of distinct stacks (`stacks`' table)."""
-    empty = pa.table({"node": pa.array([], pa.int64()), "parent": pa.array([], pa.int64()),
-                      "depth": pa.array([], pa.int32()), "name": pa.array([], pa.string()),
-                      "calls": pa.array([], pa.int64()), "total_ns": pa.array([], pa.int64()),
-                      "self_ns": pa.array([], pa.int64())})
+    empty = pa.table(
+        {
+            "node": pa.array([], pa.int64()),
+            "parent": pa.array([], pa.int64()),
+            "depth": pa.array([], pa.int32()),
+            "name": pa.array([], pa.string()),
+            "calls": pa.array([], pa.int64()),
+            "total_ns": pa.array([], pa.int64()),
+            "self_ns": pa.array([], pa.int64()),
+        }
+    )
     if t.num_rows == 0:
         return empty
     frames = pc.split_pattern(t.column("stack").combine_chunks(), ";")
@@ -113,12 +136,14 @@ def tree_of_stacks(t: pa.Table) -> pa.Table:
     leaf = np.zeros(n, dtype=bool)
     leaf[np.cumsum(lengths) - 1] = True
     key = ct["key"].to_numpy()
-    return pa.table({
-        "node": pa.array(np.arange(nn, dtype=np.int64)),
-        "parent": ct["parent"],
-        "depth": ct["depth"],
-        "name": enc.dictionary.cast(pa.string()).take(pa.array(np.where(key < 0, 0, key))),
-        "calls": pa.array(np.bincount(node_of, weights=samples, minlength=nn).astype(np.int64)),
-        "total_ns": pa.array(np.bincount(node_of, weights=weight, minlength=nn).astype(np.int64)),
-        "self_ns": pa.array(np.bincount(node_of[leaf], weights=weight[leaf], minlength=nn).astype(np.int64)),
-    })
+    return pa.table(
+        {
+            "node": pa.array(np.arange(nn, dtype=np.int64)),
+            "parent": ct["parent"],
+            "depth": ct["depth"],
+            "name": enc.dictionary.cast(pa.string()).take(pa.array(np.where(key < 0, 0, key))),
+            "calls": pa.array(np.bincount(node_of, weights=samples, minlength=nn).astype(np.int64)),
+            "total_ns": pa.array(np.bincount(node_of, weights=weight, minlength=nn).astype(np.int64)),
+            "self_ns": pa.array(np.bincount(node_of[leaf], weights=weight[leaf], minlength=nn).astype(np.int64)),
+        }
+    )

@@ -59,7 +59,8 @@ UNMATCHED_COLUMNS = (
 )
 __doc__ += "\n".join(f"  {c.name:<10} {c.type:<6} {c.unit:<5} {c.doc}" for c in SPAN_COLUMNS)
 __doc__ += "\n\nUnmatched halves (`Spans.unmatched`):\n" + "\n".join(
-    f"  {c.name:<10} {c.type:<6} {c.unit:<5} {c.doc}" for c in UNMATCHED_COLUMNS)
+    f"  {c.name:<10} {c.type:<6} {c.unit:<5} {c.doc}" for c in UNMATCHED_COLUMNS
+)
 
 _RESERVED = {c.name for c in SPAN_COLUMNS}
 
@@ -73,8 +74,15 @@ SPAN_PARAMS = (
 )
 
 
-def spans_config(store: "Store", trace: str, begin: str | None = None, end: str | None = None,
-                 key: str | None = None, name: str | None = None, **_) -> SpanConfig:
+def spans_config(
+    store: Store,
+    trace: str,
+    begin: str | None = None,
+    end: str | None = None,
+    key: str | None = None,
+    name: str | None = None,
+    **_,
+) -> SpanConfig:
     """The pairing of a span analysis from its SPAN_PARAMS (other keywords ignored)."""
     return choose_span_config(store, trace, begin, end, key, name)
 
@@ -126,14 +134,17 @@ def _keys(b: pa.Table, e: pa.Table, key: str):
     if pa.types.is_integer(kb.type) and pa.types.is_integer(ke.type):
         sentinel = np.iinfo(np.int64).min  # a null key matches only a null key
         return (kb.fill_null(sentinel) if kb.null_count else kb), (ke.fill_null(sentinel) if ke.null_count else ke)
-    both = pa.chunked_array(kb.chunks + ke.chunks, type=kb.type) if kb.type == ke.type else \
-        pa.chunked_array([c.cast(pa.string()) for c in kb.chunks + ke.chunks], type=pa.string())
+    both = (
+        pa.chunked_array(kb.chunks + ke.chunks, type=kb.type)
+        if kb.type == ke.type
+        else pa.chunked_array([c.cast(pa.string()) for c in kb.chunks + ke.chunks], type=pa.string())
+    )
     codes = both.combine_chunks().dictionary_encode().indices
     codes = pc.fill_null(codes.cast(pa.int64()), -1)
     return codes.slice(0, len(kb)), codes.slice(len(kb))
 
 
-def pair(store: "Store", trace: str, config: SpanConfig | None = None) -> Spans:
+def pair(store: Store, trace: str, config: SpanConfig | None = None) -> Spans:
     """Pair the begins and ends of `trace` into spans (nothing is saved)."""
     cfg = config or span_config(store, trace)
     if cfg.end is None:
@@ -144,11 +155,13 @@ def pair(store: "Store", trace: str, config: SpanConfig | None = None) -> Spans:
     if cfg.key is not None:
         for t in (bt, et):
             if cfg.key not in [c.name for c in t.columns]:
-                raise BadInput(f"event type {t.name!r} has no key column {cfg.key!r}",
-                               expected=", ".join(c.name for c in t.params))
+                raise BadInput(
+                    f"event type {t.name!r} has no key column {cfg.key!r}", expected=", ".join(c.name for c in t.params)
+                )
     if cfg.name is not None and cfg.name not in [c.name for c in bt.columns]:
-        raise BadInput(f"event type {bt.name!r} has no name column {cfg.name!r}",
-                       expected=", ".join(c.name for c in bt.params))
+        raise BadInput(
+            f"event type {bt.name!r} has no name column {cfg.name!r}", expected=", ".join(c.name for c in bt.params)
+        )
     # Pairing columns first (what the pass needs), the parameters after: the pairing
     # speed is then the read of 4 columns plus the Rust pass.
     pcols = ["ts", "producer", "seq"] + ([cfg.key] if cfg.key else [])
@@ -159,8 +172,14 @@ def pair(store: "Store", trace: str, config: SpanConfig | None = None) -> Spans:
     b_order = None
     if r is not None and r["begins_ordered"]:
         t_read = timing["read_s"]
-        um_end = pa.table({"ts": r["unmatched_end_ts"], "producer": r["unmatched_end_producer"],
-                           "seq": r["unmatched_end_seq"], "key": _unmatched_keys(r["unmatched_end_key"], et, cfg.key)})
+        um_end = pa.table(
+            {
+                "ts": r["unmatched_end_ts"],
+                "producer": r["unmatched_end_producer"],
+                "seq": r["unmatched_end_seq"],
+                "key": _unmatched_keys(r["unmatched_end_key"], et, cfg.key),
+            }
+        )
     else:
         # Not streamed (string keys), or the inputs were not both sorted by ts (read again,
         # whole): the columns go to the pass as they came (chunked, not copied). A span's id
@@ -182,11 +201,14 @@ def pair(store: "Store", trace: str, config: SpanConfig | None = None) -> Spans:
                 kb = kb.take(b_order)
             r = _pair(b, e, kb, ke)
         rows = r["unmatched_end"]
-        um_end = pa.table({"ts": arrays.int64_array(e.column("ts").take(rows)),
-                           "producer": arrays.int32_array(e.column("producer").take(rows)),
-                           "seq": arrays.int64_array(e.column("seq").take(rows)),
-                           "key": e.column(cfg.key).take(rows).cast(pa.string()) if cfg.key
-                           else pa.nulls(len(rows), pa.string())})
+        um_end = pa.table(
+            {
+                "ts": arrays.int64_array(e.column("ts").take(rows)),
+                "producer": arrays.int32_array(e.column("producer").take(rows)),
+                "seq": arrays.int64_array(e.column("seq").take(rows)),
+                "key": e.column(cfg.key).take(rows).cast(pa.string()) if cfg.key else pa.nulls(len(rows), pa.string()),
+            }
+        )
     r = _cut_at_last_event(store, trace, b, r)
     t_pair = time.perf_counter() - t0 - t_read
     bp = _params(store, trace, bt, b_order)
@@ -196,19 +218,25 @@ def pair(store: "Store", trace: str, config: SpanConfig | None = None) -> Spans:
     unmatched = _unmatched_table(b, bkey, um_end, r)
     n_unclosed = len(b) - pc.sum(r["closed"]).as_py() if len(b) else 0
     stats = {
-        "begins": b.num_rows, "ends": e.num_rows, "spans": table.num_rows,
-        "closed": table.num_rows - n_unclosed, "unclosed_begins": n_unclosed,
-        "unmatched_ends": len(r["unmatched_end"]), "presorted": r["presorted"],
-        "read_s": round(t_read, 4), "pair_s": round(t_pair, 4),
+        "begins": b.num_rows,
+        "ends": e.num_rows,
+        "spans": table.num_rows,
+        "closed": table.num_rows - n_unclosed,
+        "unclosed_begins": n_unclosed,
+        "unmatched_ends": len(r["unmatched_end"]),
+        "presorted": r["presorted"],
+        "read_s": round(t_read, 4),
+        "pair_s": round(t_pair, 4),
         "read_busy_s": round(timing.get("read_busy_s", t_read), 4),
         "pass_busy_s": round(timing.get("pass_busy_s", t_pair), 4),
         "overlapped": bool(timing),
-        "table_s": round(time.perf_counter() - t0 - t_read - t_pair, 4), "seconds": round(time.perf_counter() - t0, 4),
+        "table_s": round(time.perf_counter() - t0 - t_read - t_pair, 4),
+        "seconds": round(time.perf_counter() - t0, 4),
     }
     return Spans(trace, cfg, table, unmatched, stats)
 
 
-def last_event_ts(store: "Store", trace: str, producers: np.ndarray, after: int) -> np.ndarray:
+def last_event_ts(store: Store, trace: str, producers: np.ndarray, after: int) -> np.ndarray:
     """For each of `producers` (int64, ascending), the time of its last event of any type
     at or after `after` (int64 min when it has none): only row groups reaching `after`
     are read."""
@@ -230,7 +258,7 @@ def last_event_ts(store: "Store", trace: str, producers: np.ndarray, after: int)
     return best
 
 
-def _cut_at_last_event(store: "Store", trace: str, b: pa.Table, r: dict) -> dict:
+def _cut_at_last_event(store: Store, trace: str, b: pa.Table, r: dict) -> dict:
     """Spans still open when their thread's halves ran out: the pass cut them at the
     thread's last begin or end (`open_at_end`); they are cut at its last event of any type
     instead (a call was running at least until the thread's last sign of life, which may
@@ -277,7 +305,7 @@ def _int_key(col) -> pa.ChunkedArray:
     return col.fill_null(np.iinfo(np.int64).min) if col.null_count else col
 
 
-def _stream_pair(store: "Store", trace: str, cfg: SpanConfig, pcols: list[str], t0: float):
+def _stream_pair(store: Store, trace: str, cfg: SpanConfig, pcols: list[str], t0: float):
     """Read the pairing columns row group by row group on a second thread while the Rust
     pass (`_core.SpanPairer`, no GIL) pairs what has arrived: the two overlap on two cores.
 
@@ -295,8 +323,12 @@ def _stream_pair(store: "Store", trace: str, cfg: SpanConfig, pcols: list[str], 
     eparts = store.scan_parts(trace, cfg.end, pcols)
     # Row groups of both sides interleaved by their first ts (each side in its own order):
     # the pass advances as far as both sides have rows, so they should arrive together.
-    order = list(heapq.merge(((p.ts_min if p.ts_min is not None else -2**63, 0, i) for i, p in enumerate(bparts)),
-                             ((p.ts_min if p.ts_min is not None else -2**63, 1, i) for i, p in enumerate(eparts))))
+    order = list(
+        heapq.merge(
+            ((p.ts_min if p.ts_min is not None else -(2**63), 0, i) for i, p in enumerate(bparts)),
+            ((p.ts_min if p.ts_min is not None else -(2**63), 1, i) for i, p in enumerate(eparts)),
+        )
+    )
     # A bounded read-ahead: the columns the pass drops are freed while the reader is a few
     # row groups ahead, so their memory is reused instead of faulted in fresh.
     q: queue.Queue = queue.Queue(maxsize=6)
@@ -353,20 +385,23 @@ def _stream_pair(store: "Store", trace: str, cfg: SpanConfig, pcols: list[str], 
     t = time.perf_counter()
     r = pairer.finish()
     timing["pass_busy_s"] += time.perf_counter() - t
-    b, e = (pa.concat_tables(ts) if ts else scan.empty_table(store.event_type(trace, name), cols)
-            for ts, name, cols in ((tables[0], cfg.begin, keep[0]), (tables[1], cfg.end, keep[1])))
+    b, e = (
+        pa.concat_tables(ts) if ts else scan.empty_table(store.event_type(trace, name), cols)
+        for ts, name, cols in ((tables[0], cfg.begin, keep[0]), (tables[1], cfg.end, keep[1]))
+    )
     return b, e, r, timing
 
 
-def _nest(store: "Store", trace: str, cfg: SpanConfig) -> Spans:
+def _nest(store: Store, trace: str, cfg: SpanConfig) -> Spans:
     """Spans of a span-kind type (they carry `dur`): nested by time (`_core.nest_spans`)."""
     t0 = time.perf_counter()
     st = store.event_type(trace, cfg.begin)
     if st.kind != "span":
         raise BadInput(f"event type {cfg.begin!r} is a {st.kind}, not a span", expected="--end TYPE to pair it")
     if cfg.name is not None and cfg.name not in [c.name for c in st.columns]:
-        raise BadInput(f"event type {st.name!r} has no name column {cfg.name!r}",
-                       expected=", ".join(c.name for c in st.params))
+        raise BadInput(
+            f"event type {st.name!r} has no name column {cfg.name!r}", expected=", ".join(c.name for c in st.params)
+        )
     b = store.scan(trace, cfg.begin, ["ts", "producer", "seq", "dur"])
     t_read = time.perf_counter() - t0
     ts, dur = arrays.int64_array(b.column("ts")), arrays.int64_array(b.column("dur").fill_null(0))
@@ -391,14 +426,23 @@ def _nest(store: "Store", trace: str, cfg: SpanConfig) -> Spans:
         cols[begin_column(c)] = params.column(c)
     table = pa.table({k: (v if isinstance(v, pa.ChunkedArray) else pa.chunked_array([v])) for k, v in cols.items()})
     unmatched = pa.table({c.name: pa.array([], c.arrow_type) for c in UNMATCHED_COLUMNS})
-    stats = {"begins": n, "ends": 0, "spans": n, "closed": n, "unclosed_begins": 0, "unmatched_ends": 0,
-             "presorted": True, "read_s": round(t_read, 4), "pair_s": round(t_pair, 4),
-             "table_s": round(time.perf_counter() - t0 - t_read - t_pair, 4),
-             "seconds": round(time.perf_counter() - t0, 4)}
+    stats = {
+        "begins": n,
+        "ends": 0,
+        "spans": n,
+        "closed": n,
+        "unclosed_begins": 0,
+        "unmatched_ends": 0,
+        "presorted": True,
+        "read_s": round(t_read, 4),
+        "pair_s": round(t_pair, 4),
+        "table_s": round(time.perf_counter() - t0 - t_read - t_pair, 4),
+        "seconds": round(time.perf_counter() - t0, 4),
+    }
     return Spans(trace, cfg, table, unmatched, stats)
 
 
-def _params(store: "Store", trace: str, et: EventType, order: pa.Array | None, skip: str | None = None) -> pa.Table:
+def _params(store: Store, trace: str, et: EventType, order: pa.Array | None, skip: str | None = None) -> pa.Table:
     """The parameter columns of a type, in the same row order as its pairing columns."""
     names = [c.name for c in et.params if c.name != skip]
     t = store.scan(trace, et.name, names, order=False) if names else None
@@ -450,19 +494,29 @@ def _unmatched_table(b: pa.Table, bkey, um_end: pa.Table, r: dict) -> pa.Table:
     parts = []
     if len(ub):
         key = bkey.take(ub).cast(pa.string()) if bkey is not None else pa.nulls(len(ub), pa.string())
-        parts.append(pa.table({
-            "ts": arrays.int64_array(b.column("ts").take(ub)),
-            "producer": arrays.int32_array(b.column("producer").take(ub)),
-            "seq": arrays.int64_array(b.column("seq").take(ub)),
-            "half": pa.array(["begin"] * len(ub), pa.string()),
-            "key": pc.fill_null(key, ""),
-        }))
+        parts.append(
+            pa.table(
+                {
+                    "ts": arrays.int64_array(b.column("ts").take(ub)),
+                    "producer": arrays.int32_array(b.column("producer").take(ub)),
+                    "seq": arrays.int64_array(b.column("seq").take(ub)),
+                    "half": pa.array(["begin"] * len(ub), pa.string()),
+                    "key": pc.fill_null(key, ""),
+                }
+            )
+        )
     if um_end.num_rows:
-        parts.append(pa.table({
-            "ts": um_end.column("ts"), "producer": um_end.column("producer"), "seq": um_end.column("seq"),
-            "half": pa.array(["end"] * um_end.num_rows, pa.string()),
-            "key": pc.fill_null(um_end.column("key"), ""),
-        }))
+        parts.append(
+            pa.table(
+                {
+                    "ts": um_end.column("ts"),
+                    "producer": um_end.column("producer"),
+                    "seq": um_end.column("seq"),
+                    "half": pa.array(["end"] * um_end.num_rows, pa.string()),
+                    "key": pc.fill_null(um_end.column("key"), ""),
+                }
+            )
+        )
     if not parts:
         return pa.table({c.name: pa.array([], c.arrow_type) for c in UNMATCHED_COLUMNS})
     return scan.sort_rows(pa.concat_tables(parts))
@@ -484,14 +538,18 @@ def _span_event_types(spans: Spans, fmt_types: dict[str, EventType]) -> tuple[Ev
         params += [Column(f"end_{c.name}", c.type, c.unit, c.doc) for c in et.params if c.name != spans.config.key]
     doc = f"a {bt.name} paired with its {et.name}" if et is not None else f"a {bt.name} with its depth and parent"
     span = EventType("span", "span", tuple(params), doc)
-    unmatched = EventType("unmatched", "instant", tuple(c for c in UNMATCHED_COLUMNS
-                                                        if c.name not in ("ts", "producer", "seq")),
-                          "a begin never closed or an end that closed nothing")
+    unmatched = EventType(
+        "unmatched",
+        "instant",
+        tuple(c for c in UNMATCHED_COLUMNS if c.name not in ("ts", "producer", "seq")),
+        "a begin never closed or an end that closed nothing",
+    )
     return span, unmatched
 
 
-def save(store: "Store", spans: Spans, name: str | None = None, *, chunk_rows: int = 2_000_000,
-         params: dict | None = None) -> dict:
+def save(
+    store: Store, spans: Spans, name: str | None = None, *, chunk_rows: int = 2_000_000, params: dict | None = None
+) -> dict:
     """Save `spans` as a processed trace (events `span` and `unmatched`) linked to its source.
 
     Replaces an earlier processed trace of the same name. Returns the result row.
@@ -506,26 +564,36 @@ def save(store: "Store", spans: Spans, name: str | None = None, *, chunk_rows: i
     if any(t.name == name for t in store.traces()):
         store.rm(name)
     span_et, unmatched_et = _span_event_types(spans, store.event_types(spans.trace))
-    store.create_trace(name, f"{src.format}_spans",
-                       description=f"spans of {spans.trace} ({spans.config.begin}/{spans.config.end or 'nested'})",
-                       metadata={"source": spans.trace, "tool": TOOL, "config": json.dumps(spans.config.to_json())},
-                       event_types=[span_et, unmatched_et], producers=store.producers(spans.trace),
-                       format_description=f"spans paired from {src.format} traces")
+    store.create_trace(
+        name,
+        f"{src.format}_spans",
+        description=f"spans of {spans.trace} ({spans.config.begin}/{spans.config.end or 'nested'})",
+        metadata={"source": spans.trace, "tool": TOOL, "config": json.dumps(spans.config.to_json())},
+        event_types=[span_et, unmatched_et],
+        producers=store.producers(spans.trace),
+        format_description=f"spans paired from {src.format} traces",
+    )
     for off in range(0, spans.table.num_rows, chunk_rows):
         store.append(name, "span", spans.table.slice(off, chunk_rows))
     if spans.unmatched.num_rows:
         store.append(name, "unmatched", spans.unmatched)
     store.flush(name)
-    params = (params or {}) | {"config": spans.config.to_json(), "derived": name, "rules": RULES,
-                               "signature": store.stamp(spans.trace), "stats": spans.stats}
-    rid = store.save_result("processed", "spans", TOOL, [spans.trace, name], params=params,
-                            payload={"derived_trace": name})
+    params = (params or {}) | {
+        "config": spans.config.to_json(),
+        "derived": name,
+        "rules": RULES,
+        "signature": store.stamp(spans.trace),
+        "stats": spans.stats,
+    }
+    rid = store.save_result(
+        "processed", "spans", TOOL, [spans.trace, name], params=params, payload={"derived_trace": name}
+    )
     out = store.result(rid)
     out["seconds"] = round(time.perf_counter() - t0, 3)
     return out
 
 
-def processed(store: "Store", trace: str, config: SpanConfig) -> str | None:
+def processed(store: Store, trace: str, config: SpanConfig) -> str | None:
     """The fresh processed span trace of `trace` for `config`, if one is saved."""
     sig = store.stamp(trace)
     for r in reversed(store.results(trace=trace, tool=TOOL, kind="processed")):
@@ -540,8 +608,15 @@ def processed(store: "Store", trace: str, config: SpanConfig) -> str | None:
 _PAIRED: dict[tuple, Spans] = {}
 
 
-def span_table(store: "Store", trace: str, config: SpanConfig | None = None, *, columns: list[str] | None = None,
-               save_processed: bool | None = None, ordered: bool = True) -> pa.Table:
+def span_table(
+    store: Store,
+    trace: str,
+    config: SpanConfig | None = None,
+    *,
+    columns: list[str] | None = None,
+    save_processed: bool | None = None,
+    ordered: bool = True,
+) -> pa.Table:
     """The span table of `trace` (in span_id order): read from its processed trace when
     one is saved and fresh, else paired now (and saved when the store is writable and
     `save_processed` is not False). ordered=False: rows in any order (aggregates)."""
@@ -588,8 +663,9 @@ _INDEX_ONLY = ["end_max"]  # index columns that are not span columns
 SPAN_RELATIVE = {"end_ts": "ts", "end_max": "end_ts", "end_seq": "seq", "end_parent_seq": "seq"}
 
 
-def span_index(store: "Store", trace: str, config: SpanConfig | None = None, *,
-               save: bool | None = None, build: bool = True) -> indexes.PackedIndex | None:
+def span_index(
+    store: Store, trace: str, config: SpanConfig | None = None, *, save: bool | None = None, build: bool = True
+) -> indexes.PackedIndex | None:
     """Every span, ordered by (producer, depth, ts), plus `end_max` (running maximum of
     end_ts within the (producer, depth): `stack.stack_at`). The (producer, depth) runs are
     listed in the schema metadata (b"runs": [[producer, depth, start, end], ...]): span i's
@@ -623,8 +699,18 @@ def span_index(store: "Store", trace: str, config: SpanConfig | None = None, *,
     guessed = {"seq": (cfg.begin, "producer", "ts")}
     if cfg.end is not None:
         guessed["end_seq"] = (cfg.end, "producer", "end_ts")
-    return indexes.get(store, trace, "spans", span_index_params(cfg), make, save=save,
-                       derived={"dur": ("end_ts", "ts")}, relative=SPAN_RELATIVE, guessed=guessed, guesser=guesser)
+    return indexes.get(
+        store,
+        trace,
+        "spans",
+        span_index_params(cfg),
+        make,
+        save=save,
+        derived={"dur": ("end_ts", "ts")},
+        relative=SPAN_RELATIVE,
+        guessed=guessed,
+        guesser=guesser,
+    )
 
 
 def span_index_params(config: SpanConfig) -> dict:
@@ -642,14 +728,14 @@ def _span_row(idx: indexes.PackedIndex, span_id: int) -> int:
     return int(r)
 
 
-def span(store: "Store", trace: str, span_id: int, config: SpanConfig | None = None) -> dict:
+def span(store: Store, trace: str, span_id: int, config: SpanConfig | None = None) -> dict:
     """One span as a dict of its columns."""
     idx = span_index(store, trace, config)
     r = _span_row(idx, span_id)
     return {k: v[0] for k, v in idx.slice(r, 1).drop_columns(_INDEX_ONLY).to_pydict().items()}
 
 
-def children(store: "Store", trace: str, span_id: int, config: SpanConfig | None = None) -> pa.Table:
+def children(store: Store, trace: str, span_id: int, config: SpanConfig | None = None) -> pa.Table:
     """The direct callees of span `span_id`, in time order (span table columns)."""
     idx = span_index(store, trace, config)
     r = _span_row(idx, span_id)
@@ -665,8 +751,16 @@ def children(store: "Store", trace: str, span_id: int, config: SpanConfig | None
     return idx.take(mine).drop_columns(_INDEX_ONLY)
 
 
-def thread_calls(store: "Store", trace: str, producer: int, config: SpanConfig | None = None, *,
-                 start: int | None = None, end: int | None = None, max_depth: int | None = None) -> pa.Table:
+def thread_calls(
+    store: Store,
+    trace: str,
+    producer: int,
+    config: SpanConfig | None = None,
+    *,
+    start: int | None = None,
+    end: int | None = None,
+    max_depth: int | None = None,
+) -> pa.Table:
     """The call tree of one thread: its spans overlapping [start, end), in time order
     (depth and parent_id give the tree; span table columns)."""
     idx = span_index(store, trace, config)
@@ -718,29 +812,41 @@ class Paired(Answer):
 
     def to_json(self, shown: dict) -> dict:
         sp, limit = self.spans, shown.get("limit") or 50
-        return {"trace": sp.trace, "config": sp.config.to_json(), "stats": sp.stats,
-                "rows": sp.table.slice(0, limit).to_pylist(), "total": sp.table.num_rows,
-                "unmatched": sp.unmatched.slice(0, limit).to_pylist(),
-                "processed_trace": self.saved["params"]["derived"] if self.saved else None,
-                "result": self.saved["id"] if self.saved else None}
+        return {
+            "trace": sp.trace,
+            "config": sp.config.to_json(),
+            "stats": sp.stats,
+            "rows": sp.table.slice(0, limit).to_pylist(),
+            "total": sp.table.num_rows,
+            "unmatched": sp.unmatched.slice(0, limit).to_pylist(),
+            "processed_trace": self.saved["params"]["derived"] if self.saved else None,
+            "result": self.saved["id"] if self.saved else None,
+        }
 
     def show(self, shown: dict) -> list:
         sp, cfg, st, limit = self.spans, self.spans.config, self.spans.stats, shown.get("limit") or 50
         name_col = cfg.name_column
         view = SPAN_VIEW[:3] + ((begin_column(name_col),) if name_col else ()) + SPAN_VIEW[3:]
-        parts = [Title(f"{sp.trace}: {st['spans']:,} spans from {st['begins']:,} {cfg.begin} / "
-                       f"{st['ends']:,} {cfg.end} (key {cfg.key or 'nesting only'}) in {st['seconds']:.2f} s "
-                       f"(read {st['read_s']:.2f} s, pair {st['pair_s']:.2f} s)"),
-                 Title(f"closed {st['closed']:,}, unclosed begins {st['unclosed_begins']:,}, "
-                       f"unmatched ends {st['unmatched_ends']:,}"),
-                 Table(sp.table.slice(0, limit).select([c for c in view if c in sp.table.column_names]))]
+        parts = [
+            Title(
+                f"{sp.trace}: {st['spans']:,} spans from {st['begins']:,} {cfg.begin} / "
+                f"{st['ends']:,} {cfg.end} (key {cfg.key or 'nesting only'}) in {st['seconds']:.2f} s "
+                f"(read {st['read_s']:.2f} s, pair {st['pair_s']:.2f} s)"
+            ),
+            Title(
+                f"closed {st['closed']:,}, unclosed begins {st['unclosed_begins']:,}, "
+                f"unmatched ends {st['unmatched_ends']:,}"
+            ),
+            Table(sp.table.slice(0, limit).select([c for c in view if c in sp.table.column_names])),
+        ]
         if sp.table.num_rows > limit:
             parts.append(Note(f"({sp.table.num_rows:,} spans, {limit} shown; --limit N, --json)"))
         if sp.unmatched.num_rows:
             parts += [Title("unmatched halves"), Table(sp.unmatched, 10, "--json lists them")]
         if self.saved:
-            parts.append(Title(f"saved as processed trace {self.saved['params']['derived']} "
-                               f"(result {self.saved['id']})"))
+            parts.append(
+                Title(f"saved as processed trace {self.saved['params']['derived']} (result {self.saved['id']})")
+            )
         return parts
 
     def save(self, store, name, traces, params, shown) -> int:
@@ -753,9 +859,14 @@ def _spans(store, trace, window, **pairing) -> Paired:
 
 
 SPANS = Analysis(
-    "spans", "pair begins and ends into spans; --save keeps them as a processed trace", _spans,
-    params=SPAN_PARAMS, columns=SPAN_COLUMNS,
+    "spans",
+    "pair begins and ends into spans; --save keeps them as a processed trace",
+    _spans,
+    params=SPAN_PARAMS,
+    columns=SPAN_COLUMNS,
     columns_note="Then the begin type's parameters under their own names (`begin_` before one named like a span "
-                 "column) and the end type's prefixed `end_`. `--save` keeps the spans as the processed trace "
-                 "`<trace>:spans` (event types `span` and `unmatched`).",
-    fast=False, applies_to=("spans",))
+    "column) and the end type's prefixed `end_`. `--save` keeps the spans as the processed trace "
+    "`<trace>:spans` (event types `span` and `unmatched`).",
+    fast=False,
+    applies_to=("spans",),
+)

@@ -56,37 +56,51 @@ __doc__ += "\n".join(f"  {c.name:<8} {c.type:<6} {c.unit:<5} {c.doc}" for c in F
 __doc__ += "\n\n" + "\n".join(f"  {c.name:<8} {c.type:<6} {c.unit:<5} {c.doc}" for c in LOCAL_COLUMNS)
 
 
-def locals_index(store: "Store", trace: str, config: LocalsConfig, *, save: bool | None = None) -> indexes.PackedIndex:
+def locals_index(store: Store, trace: str, config: LocalsConfig, *, save: bool | None = None) -> indexes.PackedIndex:
     """Variable writes ordered by (producer, frame, var, ts), in parts over the trace's
     segments (`indexes.get_parts`)."""
 
     def build(cut) -> pa.Table:
         t = scan.read(cut, config.type, ["ts", "producer", "seq", config.frame, config.var, config.value])
-        order = _core.stable_order([
-            arrays.int64_array(t.column("producer")),
-            arrays.int64_array(t.column(config.frame).fill_null(-1)),
-            arrays.int64_array(t.column(config.var).fill_null(-1)),
-        ])
-        return pa.table({
-            "producer": t.column("producer").take(order),
-            "frame": t.column(config.frame).take(order),
-            "var": indexes.narrow(t.column(config.var).fill_null(-1).take(order)),
-            "ts": t.column("ts").take(order),
-            "value": t.column(config.value).take(order),
-        })
+        order = _core.stable_order(
+            [
+                arrays.int64_array(t.column("producer")),
+                arrays.int64_array(t.column(config.frame).fill_null(-1)),
+                arrays.int64_array(t.column(config.var).fill_null(-1)),
+            ]
+        )
+        return pa.table(
+            {
+                "producer": t.column("producer").take(order),
+                "frame": t.column(config.frame).take(order),
+                "var": indexes.narrow(t.column(config.var).fill_null(-1).take(order)),
+                "ts": t.column("ts").take(order),
+                "value": t.column(config.value).take(order),
+            }
+        )
 
     return indexes.get_parts(store, trace, "locals", {"config": config.to_json()}, [config.type], build, save=save)
 
 
-def stack_at(store: "Store", trace: str, producer: int, t: int, config: SpanConfig | None = None, *,
-             columns: list[str] | None = None, index=None) -> pa.Table:
+def stack_at(
+    store: Store,
+    trace: str,
+    producer: int,
+    t: int,
+    config: SpanConfig | None = None,
+    *,
+    columns: list[str] | None = None,
+    index=None,
+) -> pa.Table:
     """Every call open on thread `producer` at time `t` (ts <= t < end_ts), outermost first
     (by depth, then begin time: siblings that overlap without nesting both appear).
     `columns`: only these (a debugger's step reads ts and end_ts; decoding every column of a
     few rows cost ~4 ms at 1M events, most of it the seqs read through the density index);
     `index`: the span index, when the caller holds it."""
     idx = index if index is not None else span_index(store, trace, config)
-    prod, depth, ts, end_ts, end_max = (indexes.column(idx, c) for c in ("producer", "depth", "ts", "end_ts", "end_max"))
+    prod, depth, ts, end_ts, end_max = (
+        indexes.column(idx, c) for c in ("producer", "depth", "ts", "end_ts", "end_max")
+    )
     lo, hi = indexes.key_range([prod], [int(producer)])
     t = int(t)
     rows: list[int] = []
@@ -116,8 +130,9 @@ def stack_at(store: "Store", trace: str, producer: int, t: int, config: SpanConf
     return idx.take(pa.array(rows, pa.int64())).drop_columns(["end_max"])
 
 
-def frame_locals(store: "Store", trace: str, producer: int, frame_seq: int, t: int,
-                 config: LocalsConfig | None = None) -> pa.Table:
+def frame_locals(
+    store: Store, trace: str, producer: int, frame_seq: int, t: int, config: LocalsConfig | None = None
+) -> pa.Table:
     """The local variables of the frame begun by event `frame_seq` of thread `producer`,
     as they were at time `t`: the last write at or before t of each."""
     cfg = config or locals_config(store, trace)
@@ -130,8 +145,15 @@ def frame_locals(store: "Store", trace: str, producer: int, frame_seq: int, t: i
         lo, hi = indexes.key_range([prod, frame], [int(producer), int(frame_seq)])
         mine = lo + np.nonzero(np.asarray(ts[lo:hi]) <= t)[0]
         got = part.take(mine)
-        pieces.append(pa.table({"var": got.column("var").cast(pa.int64()), "value": got.column("value"),
-                                "ts": got.column("ts").cast(pa.int64())}))
+        pieces.append(
+            pa.table(
+                {
+                    "var": got.column("var").cast(pa.int64()),
+                    "value": got.column("value"),
+                    "ts": got.column("ts").cast(pa.int64()),
+                }
+            )
+        )
     rows = pa.concat_tables(pieces) if len(pieces) > 1 else pieces[0]
     if len(pieces) > 1:
         # The order one index built at once gives: (var, ts) within the frame, one thread's
@@ -143,8 +165,14 @@ def frame_locals(store: "Store", trace: str, producer: int, frame_seq: int, t: i
     return rows.take(pa.array(np.flatnonzero(np.append(v[1:] != v[:-1], True))))
 
 
-def stack_frames(store: "Store", trace: str, producer: int, t: int, config: SpanConfig | None = None,
-                 locals_cfg: LocalsConfig | None = None) -> list[dict]:
+def stack_frames(
+    store: Store,
+    trace: str,
+    producer: int,
+    t: int,
+    config: SpanConfig | None = None,
+    locals_cfg: LocalsConfig | None = None,
+) -> list[dict]:
     """The stack at t with each frame's columns and its locals: a list of dicts,
     outermost first ({column: value, ..., "locals": {var: value}})."""
     frames = stack_at(store, trace, producer, t, config).to_pylist()
@@ -177,22 +205,41 @@ class Frames(Answer):
         return pa.Table.from_pylist([f | {"locals": json.dumps(f["locals"])} for f in self.frames])
 
     def to_json(self, shown: dict) -> dict:
-        return {"frames": [f | {"locals": {str(k): v for k, v in f["locals"].items()}} for f in self.frames],
-                "seconds": round(self.seconds, 4)}
+        return {
+            "frames": [f | {"locals": {str(k): v for k, v in f["locals"].items()}} for f in self.frames],
+            "seconds": round(self.seconds, 4),
+        }
 
     def show(self, shown: dict) -> list:
         cfg = self.config
         name_col = cfg.name_column
         lines = [f"thread {self.thread} at {self.at}: {len(self.frames)} frames ({self.seconds * 1000:.1f} ms)"]
-        skip = {"span_id", "ts", "end_ts", "dur", "self_time", "producer", "seq", "end_seq", "depth", "parent_id",
-                "closed", "locals", name_col}
+        skip = {
+            "span_id",
+            "ts",
+            "end_ts",
+            "dur",
+            "self_time",
+            "producer",
+            "seq",
+            "end_seq",
+            "depth",
+            "parent_id",
+            "closed",
+            "locals",
+            name_col,
+        }
         out = []
         for f in self.frames:
-            args_txt = ", ".join(f"{k}={v}" for k, v in f.items()
-                                 if k not in skip and not k.startswith("end_") and v is not None)
+            args_txt = ", ".join(
+                f"{k}={v}" for k, v in f.items() if k not in skip and not k.startswith("end_") and v is not None
+            )
             loc = ", ".join(f"{k}={v}" for k, v in f["locals"].items())
-            out.append(f"#{f['depth']:<3} {f.get(name_col) if name_col else cfg.begin}({args_txt})  since {f['ts']}"
-                       + (f"  locals: {loc}" if loc else "") + "\n")
+            out.append(
+                f"#{f['depth']:<3} {f.get(name_col) if name_col else cfg.begin}({args_txt})  since {f['ts']}"
+                + (f"  locals: {loc}" if loc else "")
+                + "\n"
+            )
         return [Title(lines[0]), Text("".join(out))]
 
     def save_params(self) -> dict:
@@ -214,12 +261,20 @@ def _stack_analysis() -> Analysis:
     from .spans import SPAN_PARAMS
 
     return Analysis(
-        "stack", "the call stack of a thread at time t, with arguments and locals", _stack,
-        params=(Param("thread", "int", "id", "the thread (producer id)", required=True, positional=True),
-                Param("at", "time", "ns", "time t (ns or with a unit)", required=True)) + SPAN_PARAMS,
-        columns=FRAME_COLUMNS + (Column("locals", "string", "", "the frame's local variables at t (JSON: var -> value)"),),
+        "stack",
+        "the call stack of a thread at time t, with arguments and locals",
+        _stack,
+        params=(
+            Param("thread", "int", "id", "the thread (producer id)", required=True, positional=True),
+            Param("at", "time", "ns", "time t (ns or with a unit)", required=True),
+        )
+        + SPAN_PARAMS,
+        columns=FRAME_COLUMNS
+        + (Column("locals", "string", "", "the frame's local variables at t (JSON: var -> value)"),),
         columns_note="Then the call's parameters, as `analyze spans` gives them.",
-        applies_to=("spans",), uses=("spans", "locals"))
+        applies_to=("spans",),
+        uses=("spans", "locals"),
+    )
 
 
 STACK = _stack_analysis()

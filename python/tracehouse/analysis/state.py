@@ -38,8 +38,9 @@ STATE_COLUMNS = (
 __doc__ += "\n".join(f"  {c.name:<9} {c.type:<6} {c.unit:<3} {c.doc}" for c in STATE_COLUMNS)
 
 
-def objects_index(store: "Store", trace: str, config: ObjectConfig | None = None, *,
-                  save: bool | None = None) -> indexes.PackedIndex:
+def objects_index(
+    store: Store, trace: str, config: ObjectConfig | None = None, *, save: bool | None = None
+) -> indexes.PackedIndex:
     """Field writes ordered by (object, field, ts): columns object, field, ts, value, producer,
     seq; in parts over the trace's segments (`indexes.get_parts`)."""
     cfg = config or object_config(store, trace)
@@ -51,20 +52,30 @@ def objects_index(store: "Store", trace: str, config: ObjectConfig | None = None
         from .. import _core
 
         order = _core.stable_order([pa.array(obj), pa.array(fld)])
-        return pa.table({
-            "object": indexes.narrow(t.column(cfg.object).take(order)),
-            "field": indexes.narrow(t.column(cfg.field).take(order)),
-            "ts": t.column("ts").take(order),
-            "value": t.column(cfg.value).take(order),
-            "producer": t.column("producer").take(order),
-            "seq": t.column("seq").take(order),
-        })
+        return pa.table(
+            {
+                "object": indexes.narrow(t.column(cfg.object).take(order)),
+                "field": indexes.narrow(t.column(cfg.field).take(order)),
+                "ts": t.column("ts").take(order),
+                "value": t.column(cfg.value).take(order),
+                "producer": t.column("producer").take(order),
+                "seq": t.column("seq").take(order),
+            }
+        )
 
     # seq is stored as the difference to the density index's seq of the same (type,
     # producer, ts): 0 bits on TOD (10M events: 2.5 B a row, 8.7 MB, before).
-    return indexes.get_parts(store, trace, "objects", {"config": cfg.to_json()}, [cfg.type], build, save=save,
-                             guessed={"seq": (cfg.type, "producer", "ts")},
-                             guesser=event_streams.seq_guesser(store, trace, store.stamp(trace)))
+    return indexes.get_parts(
+        store,
+        trace,
+        "objects",
+        {"config": cfg.to_json()},
+        [cfg.type],
+        build,
+        save=save,
+        guessed={"seq": (cfg.type, "producer", "ts")},
+        guesser=event_streams.seq_guesser(store, trace, store.stamp(trace)),
+    )
 
 
 def _key_codes(col) -> np.ndarray:
@@ -85,13 +96,15 @@ def _take(idx: indexes.PackedIndex, rows: np.ndarray) -> pa.Table:
 
 
 def _state_columns(t: pa.Table) -> pa.Table:
-    return pa.table({
-        "field": t.column("field").cast(pa.int64()),
-        "value": t.column("value"),
-        "ts": t.column("ts"),
-        "producer": t.column("producer"),
-        "seq": t.column("seq"),
-    })
+    return pa.table(
+        {
+            "field": t.column("field").cast(pa.int64()),
+            "value": t.column("value"),
+            "ts": t.column("ts"),
+            "producer": t.column("producer"),
+            "seq": t.column("seq"),
+        }
+    )
 
 
 def _key_rows(idx, keys: list[int], start: int | None = None, end: int | None = None) -> pa.Table:
@@ -101,7 +114,7 @@ def _key_rows(idx, keys: list[int], start: int | None = None, end: int | None = 
     pieces = []
     for part in indexes.parts(idx):
         ocol, fcol, tcol = (indexes.column(part, c) for c in ("object", "field", "ts"))
-        lo, hi = indexes.key_range([ocol, fcol][:len(keys)], keys)
+        lo, hi = indexes.key_range([ocol, fcol][: len(keys)], keys)
         if start is not None:
             lo += indexes.search(tcol[lo:hi], int(start), "left")
         if end is not None:
@@ -110,11 +123,14 @@ def _key_rows(idx, keys: list[int], start: int | None = None, end: int | None = 
     if len(pieces) == 1:
         return pieces[0]
     t = pa.concat_tables(pieces)
-    return t.take(pa.array(np.lexsort([arrays.as_numpy(t.column(c)).astype(np.int64)
-                                       for c in ("seq", "producer", "ts", "field")])))
+    return t.take(
+        pa.array(
+            np.lexsort([arrays.as_numpy(t.column(c)).astype(np.int64) for c in ("seq", "producer", "ts", "field")])
+        )
+    )
 
 
-def object_state(store: "Store", trace: str, obj: int, t: int, config: ObjectConfig | None = None) -> pa.Table:
+def object_state(store: Store, trace: str, obj: int, t: int, config: ObjectConfig | None = None) -> pa.Table:
     """Every field of object `obj` written at or before `t`, with its last value (by field).
 
     The rows are chosen on field and ts alone, then only they are read whole: seq is read
@@ -144,14 +160,25 @@ def object_state(store: "Store", trace: str, obj: int, t: int, config: ObjectCon
     if len(indexes.parts(idx)) == 1:  # (with several parts even one piece holds every row tied at a last ts)
         return pieces[0]
     rows = pa.concat_tables(pieces)
-    rows = rows.take(pa.array(np.lexsort([arrays.as_numpy(rows.column(c)).astype(np.int64)
-                                          for c in ("seq", "producer", "ts", "field")])))
+    rows = rows.take(
+        pa.array(
+            np.lexsort([arrays.as_numpy(rows.column(c)).astype(np.int64) for c in ("seq", "producer", "ts", "field")])
+        )
+    )
     f = arrays.as_numpy(rows.column("field"))
     return rows.take(pa.array(np.flatnonzero(np.append(f[1:] != f[:-1], True))))
 
 
-def field_history(store: "Store", trace: str, obj: int, field: int, config: ObjectConfig | None = None, *,
-                  start: int | None = None, end: int | None = None) -> pa.Table:
+def field_history(
+    store: Store,
+    trace: str,
+    obj: int,
+    field: int,
+    config: ObjectConfig | None = None,
+    *,
+    start: int | None = None,
+    end: int | None = None,
+) -> pa.Table:
     """Every write of field `field` of object `obj`, in time order, ts in [start, end)."""
     idx = objects_index(store, trace, config)
     return _key_rows(idx, [int(obj), int(field)], start, end)
@@ -159,9 +186,15 @@ def field_history(store: "Store", trace: str, obj: int, field: int, config: Obje
 
 # -- as analyses ---------------------------------------------------------------------------------
 
-OBJECT_PARAMS = tuple(Param(n, "str", "", d, group="object writes (default: the format's profile)") for n, d in (
-    ("type", "event type writing fields"), ("object_col", "its object column"), ("field_col", "its field column"),
-    ("value_col", "its value column")))
+OBJECT_PARAMS = tuple(
+    Param(n, "str", "", d, group="object writes (default: the format's profile)")
+    for n, d in (
+        ("type", "event type writing fields"),
+        ("object_col", "its object column"),
+        ("field_col", "its field column"),
+        ("value_col", "its value column"),
+    )
+)
 
 
 def _config(store, trace, type=None, object_col=None, field_col=None, value_col=None):  # noqa: A002
@@ -175,15 +208,24 @@ def _state(store, trace, window, *, object, at, **cols) -> Rows:  # noqa: A002
     t0 = time.perf_counter()
     t = object_state(store, trace, object, at, cfg)
     secs = time.perf_counter() - t0
-    return Rows(t, f"object {object} at {at}: {t.num_rows} fields ({secs * 1000:.1f} ms)",
-                params={"config": cfg.to_json()})
+    return Rows(
+        t, f"object {object} at {at}: {t.num_rows} fields ({secs * 1000:.1f} ms)", params={"config": cfg.to_json()}
+    )
 
 
 STATE = Analysis(
-    "state", "every field of an object at time t", _state,
-    params=(Param("object", "int", "id", "the object", required=True, positional=True),
-            Param("at", "time", "ns", "time t (ns or with a unit)", required=True)) + OBJECT_PARAMS,
-    columns=STATE_COLUMNS, applies_to=("objects",), uses=("objects",))
+    "state",
+    "every field of an object at time t",
+    _state,
+    params=(
+        Param("object", "int", "id", "the object", required=True, positional=True),
+        Param("at", "time", "ns", "time t (ns or with a unit)", required=True),
+    )
+    + OBJECT_PARAMS,
+    columns=STATE_COLUMNS,
+    applies_to=("objects",),
+    uses=("objects",),
+)
 
 
 def _history(store, trace, window, *, object, field, **cols) -> Rows:  # noqa: A002
@@ -193,9 +235,18 @@ def _history(store, trace, window, *, object, field, **cols) -> Rows:  # noqa: A
 
 
 HISTORY = Analysis(
-    "history", "every value one field of an object took", _history,
-    params=(Param("object", "int", "id", "the object", required=True, positional=True),
-            Param("field", "int", "id", "the field", required=True, positional=True),
-            Param("start", "time", "ns", "writes in [start, end): from", window="start"),
-            Param("end", "time", "ns", "... to", window="end")) + OBJECT_PARAMS,
-    columns=STATE_COLUMNS, applies_to=("objects",), uses=("objects",), limit=100)
+    "history",
+    "every value one field of an object took",
+    _history,
+    params=(
+        Param("object", "int", "id", "the object", required=True, positional=True),
+        Param("field", "int", "id", "the field", required=True, positional=True),
+        Param("start", "time", "ns", "writes in [start, end): from", window="start"),
+        Param("end", "time", "ns", "... to", window="end"),
+    )
+    + OBJECT_PARAMS,
+    columns=STATE_COLUMNS,
+    applies_to=("objects",),
+    uses=("objects",),
+    limit=100,
+)

@@ -16,7 +16,8 @@ trace the SQL scan takes ~0.5-1.5 s and the indexes answer in tens of millisecon
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -42,9 +43,20 @@ LINK_END_COLUMNS = ("dst_ts", "end_ts")
 LINK_LABEL_COLUMNS = ("link_type", "name", "type")
 
 
-def stats(store: "Store", trace: str, by: str = "type", *, start: int | None = None, end: int | None = None,
-          producers: Iterable[int] | None = None, state: str | None = None, source_type: str | None = None,
-          config=None, unclosed: bool = False, sql: bool = False) -> pa.Table:
+def stats(
+    store: Store,
+    trace: str,
+    by: str = "type",
+    *,
+    start: int | None = None,
+    end: int | None = None,
+    producers: Iterable[int] | None = None,
+    state: str | None = None,
+    source_type: str | None = None,
+    config=None,
+    unclosed: bool = False,
+    sql: bool = False,
+) -> pa.Table:
     """Counts and durations of `trace` by type | producer | state | link over [start, end)
     and `producers` (None: all); the columns of sql/stats_by_*.sql.
 
@@ -66,10 +78,17 @@ def stats(store: "Store", trace: str, by: str = "type", *, start: int | None = N
     if by in ("type", "producer"):
         if fast:
             return _by_stream(store, trace, by, window)
-        q = sql_text(f"stats_by_{by}").format(trace=qident(trace), trace_str=qstr(trace),
-                                              where=_where(start, end, "e.ts" if by == "producer" else "ts",
-                                                           window.producers, "e.producer" if by == "producer"
-                                                           else "producer"))
+        q = sql_text(f"stats_by_{by}").format(
+            trace=qident(trace),
+            trace_str=qstr(trace),
+            where=_where(
+                start,
+                end,
+                "e.ts" if by == "producer" else "ts",
+                window.producers,
+                "e.producer" if by == "producer" else "producer",
+            ),
+        )
         return store.sql(q)
     if by == "link":
         return _by_link(store, trace, window)
@@ -78,12 +97,14 @@ def stats(store: "Store", trace: str, by: str = "type", *, start: int | None = N
         if et.kind != "span":
             raise BadInput(f"event type {source_type!r} is a {et.kind}, not a span kind", expected="a span-kind type")
         if state is None or state not in [c.name for c in et.columns]:
-            raise BadInput(f"state column {state!r} of {source_type!r}",
-                           expected=", ".join(c.name for c in et.params))
-        q = sql_text("stats_by_state").format(trace_str=qstr(trace), state=qident(state),
-                                              self_col="CAST(NULL AS BIGINT)",
-                                              source=f"{qident(trace)}.{qident(source_type)}",
-                                              where=_where(start, end, producers=window.producers))
+            raise BadInput(f"state column {state!r} of {source_type!r}", expected=", ".join(c.name for c in et.params))
+        q = sql_text("stats_by_state").format(
+            trace_str=qstr(trace),
+            state=qident(state),
+            self_col="CAST(NULL AS BIGINT)",
+            source=f"{qident(trace)}.{qident(source_type)}",
+            where=_where(start, end, producers=window.producers),
+        )
         return store.sql(q)
     from .spans import begin_column, processed, span_table
 
@@ -99,8 +120,9 @@ def stats(store: "Store", trace: str, by: str = "type", *, start: int | None = N
     name = processed(store, trace, cfg)
     if name is None:  # read-only store: query the in-memory span table
         return _state_from_table(span_table(store, trace, cfg), trace, expr, where)
-    q = sql_text("stats_by_state").format(trace_str=qstr(trace), state=expr, self_col="self_time",
-                                          source=f"{qident(name)}.span", where=where)
+    q = sql_text("stats_by_state").format(
+        trace_str=qstr(trace), state=expr, self_col="self_time", source=f"{qident(name)}.span", where=where
+    )
     return store.sql(q)
 
 
@@ -109,8 +131,9 @@ def _state_from_table(t: pa.Table, trace: str, state: str, where: str) -> pa.Tab
 
     con = duckdb.connect()
     con.register("spans_mem", t)
-    q = sql_text("stats_by_state").format(trace_str=qstr(trace), state=state, self_col="self_time",
-                                          source="spans_mem", where=where)
+    q = sql_text("stats_by_state").format(
+        trace_str=qstr(trace), state=state, self_col="self_time", source="spans_mem", where=where
+    )
     rel = con.sql(q)
     f = getattr(rel, "to_arrow_table", None) or rel.arrow
     return f()
@@ -127,7 +150,7 @@ def _sums(inv: np.ndarray, values: np.ndarray, groups: int) -> np.ndarray:
     return out
 
 
-def _by_stream(store: "Store", trace: str, by: str, window: Window) -> pa.Table:
+def _by_stream(store: Store, trace: str, by: str, window: Window) -> pa.Table:
     """stats_by_type / stats_by_producer from the density index's streams (`stream_totals`:
     per stream, two binary searches for its rows in the range and a sum of its durations),
     then summed per group."""
@@ -159,7 +182,7 @@ def _by_stream(store: "Store", trace: str, by: str, window: Window) -> pa.Table:
     return pa.table(cols)
 
 
-def _by_name(store: "Store", trace: str, cfg, window: Window, unclosed: bool) -> pa.Table:
+def _by_name(store: Store, trace: str, cfg, window: Window, unclosed: bool) -> pa.Table:
     """stats_by_state of paired spans by their name, from the span index: the spans starting
     in the window (binary searches per thread and depth), one bincount per measure."""
     from . import windows
@@ -180,23 +203,35 @@ def _by_name(store: "Store", trace: str, cfg, window: Window, unclosed: bool) ->
     labels = np.array(names.to_pylist() + [None], dtype=object)
     keep = np.flatnonzero(spans > 0)
     # total_dur DESC NULLS LAST, then the state (NULL last)
-    order = keep[np.lexsort((np.array([x is None for x in labels[keep]]),
-                             np.array(["" if x is None else x for x in labels[keep]], dtype=str),
-                             -total[keep]))] if len(keep) else keep
+    order = (
+        keep[
+            np.lexsort(
+                (
+                    np.array([x is None for x in labels[keep]]),
+                    np.array(["" if x is None else x for x in labels[keep]], dtype=str),
+                    -total[keep],
+                )
+            )
+        ]
+        if len(keep)
+        else keep
+    )
     whole = int(total[keep].sum())
-    return pa.table({
-        "trace": strings([trace] * len(order)),
-        "state": strings(labels[order].tolist()),
-        "spans": from_numpy(spans[order]),
-        "total_dur": from_numpy(total[order]),
-        "mean_dur": from_numpy(total[order] / np.maximum(spans[order], 1)),
-        "self_dur": from_numpy(selfs[order]),
-        "share": from_numpy(total[order] / whole if whole else np.full(len(order), np.nan)),
-        "max_dur": from_numpy(longest[order]),
-    })
+    return pa.table(
+        {
+            "trace": strings([trace] * len(order)),
+            "state": strings(labels[order].tolist()),
+            "spans": from_numpy(spans[order]),
+            "total_dur": from_numpy(total[order]),
+            "mean_dur": from_numpy(total[order] / np.maximum(spans[order], 1)),
+            "self_dur": from_numpy(selfs[order]),
+            "share": from_numpy(total[order] / whole if whole else np.full(len(order), np.nan)),
+            "max_dur": from_numpy(longest[order]),
+        }
+    )
 
 
-def _by_link(store: "Store", trace: str, window: Window) -> pa.Table:
+def _by_link(store: Store, trace: str, window: Window) -> pa.Table:
     """Links (events of kind link with an end time) by label: count, total and mean duration (SQL)."""
     parts = []
     for name, et in store.event_types(trace).items():
@@ -209,18 +244,28 @@ def _by_link(store: "Store", trace: str, window: Window) -> pa.Table:
         label = next((c for c in LINK_LABEL_COLUMNS if cols.get(c) == "string"), None)
         lab = f"coalesce({qident(label)}, '?')" if label else "''"
         where = _where(window.start, window.end, producers=window.producers) + f" AND {qident(end_col)} IS NOT NULL"
-        parts.append(f"SELECT {qstr(name)} || CASE WHEN {lab} = '' THEN '' ELSE ': ' || {lab} END AS label, "
-                     f"{qident(end_col)} - ts AS d FROM {qident(trace)}.{qident(name)} WHERE {where}")
+        parts.append(
+            f"SELECT {qstr(name)} || CASE WHEN {lab} = '' THEN '' ELSE ': ' || {lab} END AS label, "
+            f"{qident(end_col)} - ts AS d FROM {qident(trace)}.{qident(name)} WHERE {where}"
+        )
     if not parts:
-        return pa.table({"trace": pa.array([], pa.string()), "label": pa.array([], pa.string()),
-                         "links": pa.array([], pa.int64()), "total_dur": pa.array([], pa.int64()),
-                         "mean_dur": pa.array([], pa.float64())})
-    q = (f"SELECT {qstr(trace)} AS trace, label, count(*) AS links, CAST(sum(d) AS BIGINT) AS total_dur, "
-         f"avg(d) AS mean_dur FROM ({' UNION ALL '.join(parts)}) GROUP BY label ORDER BY total_dur DESC, label")
+        return pa.table(
+            {
+                "trace": pa.array([], pa.string()),
+                "label": pa.array([], pa.string()),
+                "links": pa.array([], pa.int64()),
+                "total_dur": pa.array([], pa.int64()),
+                "mean_dur": pa.array([], pa.float64()),
+            }
+        )
+    q = (
+        f"SELECT {qstr(trace)} AS trace, label, count(*) AS links, CAST(sum(d) AS BIGINT) AS total_dur, "
+        f"avg(d) AS mean_dur FROM ({' UNION ALL '.join(parts)}) GROUP BY label ORDER BY total_dur DESC, label"
+    )
     return store.sql(q)
 
 
-def multi_stats(store: "Store", traces: list[str], by: str = "type", **kw) -> pa.Table:
+def multi_stats(store: Store, traces: list[str], by: str = "type", **kw) -> pa.Table:
     """`stats` of several traces in one table (its `trace` column tells them apart)."""
     parts = [stats(store, t, by, **kw) for t in traces]
     return pa.concat_tables(parts, promote_options="permissive")
@@ -229,32 +274,55 @@ def multi_stats(store: "Store", traces: list[str], by: str = "type", **kw) -> pa
 # -- as an analysis ------------------------------------------------------------------------------
 
 
-def _stats(store, traces, window, *, by="type", state=None, type=None, unclosed=False,  # noqa: A002
-           engine=None, master=None, conf=None) -> Rows:
+def _stats(
+    store,
+    traces,
+    window,
+    *,
+    by="type",
+    state=None,
+    type=None,
+    unclosed=False,  # noqa: A002
+    engine=None,
+    master=None,
+    conf=None,
+) -> Rows:
     from .sql import answered_by
     from .sql import engine as open_engine
 
     with open_engine(store, engine, master, conf) as e:
-        t = multi_stats(e or store, traces, by, start=window.start, end=window.end, producers=window.producers,
-                        state=state, source_type=type, unclosed=unclosed)
+        t = multi_stats(
+            e or store,
+            traces,
+            by,
+            start=window.start,
+            end=window.end,
+            producers=window.producers,
+            state=state,
+            source_type=type,
+            unclosed=unclosed,
+        )
         indexed = e is None and type is None and by != "link"
         how = answered_by(e, "the derived indexes" if indexed else "duckdb")
-    return Rows(t, f"statistics by {by} of {len(traces)} trace(s), {how}", params={"by": by},
-                save_as=f"stats-by-{by}")
+    return Rows(t, f"statistics by {by} of {len(traces)} trace(s), {how}", params={"by": by}, save_as=f"stats-by-{by}")
 
 
 STATS = Analysis(
-    "stats", "counts and durations by type / producer / state / link, one or many traces", _stats,
+    "stats",
+    "counts and durations by type / producer / state / link, one or many traces",
+    _stats,
     params=(
-        Param("by", "str", "", "group by event type, producer, state (spans by name) or link", default="type",
-              choices=BY),
+        Param(
+            "by", "str", "", "group by event type, producer, state (spans by name) or link", default="type", choices=BY
+        ),
         Param("start", "time", "ns", "events (spans: starting) in [start, end): from", window="start"),
         Param("end", "time", "ns", "... to", window="end"),
         Param("producer", "int", "id", "only these producers (repeat)", many=True, window="producers"),
         Param("state", "str", "", "by state: the state column (default: the span name)"),
         Param("type", "str", "", "by state: a span-kind event type instead of paired spans"),
         Param("unclosed", "bool", "", "by state: also the spans cut without an end", default=False),
-    ) + ENGINE_PARAMS,
+    )
+    + ENGINE_PARAMS,
     columns=(
         Column("trace", "string", "", "the trace's name"),
         Column("type", "string", "", "by type: the event type"),
@@ -274,4 +342,7 @@ STATS = Analysis(
         Column("last_ts", "int64", "ns", "by type, producer: last event time"),
     ),
     columns_note="Each grouping has the columns that name it; the answers are those of `sql/stats_by_*.sql`.",
-    traces="many", uses=("density", "spans"), limit=50)
+    traces="many",
+    uses=("density", "spans"),
+    limit=50,
+)

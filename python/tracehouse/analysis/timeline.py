@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from ..store import Store
 
 
-def keyed(store: "Store", trace: str, event_type: str, keys: list[str], *, save: bool | None = None):
+def keyed(store: Store, trace: str, event_type: str, keys: list[str], *, save: bool | None = None):
     """Rows of `event_type` (every column) ordered by `keys`, then ts (in parts)."""
     keys = list(keys)
 
@@ -46,16 +46,24 @@ def keyed(store: "Store", trace: str, event_type: str, keys: list[str], *, save:
         order = _core.stable_order([arrays.int64_array(t.column(k).fill_null(-1)) for k in keys])
         return t.take(order)
 
-    return indexes.get_parts(store, trace, f"keyed-{event_type}-{'-'.join(keys) or 'ts'}",
-                            {"type": event_type, "keys": keys}, [event_type], build, save=save)
+    return indexes.get_parts(
+        store,
+        trace,
+        f"keyed-{event_type}-{'-'.join(keys) or 'ts'}",
+        {"type": event_type, "keys": keys},
+        [event_type],
+        build,
+        save=save,
+    )
 
 
 def _range(part, keys: list[str], values: list[int]) -> tuple[int, int]:
-    return indexes.key_range([indexes.column(part, k) for k in keys[:len(values)]], [int(v) for v in values])
+    return indexes.key_range([indexes.column(part, k) for k in keys[: len(values)]], [int(v) for v in values])
 
 
-def locate(idx, keys: list[str], values: list[int], t: int, forward: bool, *,
-           inclusive: bool = False) -> tuple[int, object, int] | None:
+def locate(
+    idx, keys: list[str], values: list[int], t: int, forward: bool, *, inclusive: bool = False
+) -> tuple[int, object, int] | None:
     """(ts, part, row) of the first row with `keys` == `values` after t (forward) or the last
     before it, or None; nothing but ts is read (`row_at` reads the row)."""
     best = None
@@ -90,8 +98,9 @@ def last_before(idx, keys: list[str], values: list[int], t: int, *, inclusive: b
     return row_at(locate(idx, keys, values, t, False, inclusive=inclusive))
 
 
-def rows(idx, keys: list[str], values: list[int], start: int | None = None, end: int | None = None,
-         limit: int | None = None) -> pa.Table:
+def rows(
+    idx, keys: list[str], values: list[int], start: int | None = None, end: int | None = None, limit: int | None = None
+) -> pa.Table:
     """Rows with `keys` == `values` and ts in [start, end), in ts order (the first `limit`)."""
     pieces = []
     for part in indexes.parts(idx):
@@ -140,7 +149,7 @@ def latest(idx, keys: list[str], values: list[int], column: str, t: int, limit: 
     (the state at t: a frame's locals, an object's fields), ordered by that column."""
     out = []
     for v in distinct(idx, keys, values, column, limit):
-        row = last_before(idx, [*keys[:len(values)], column], [*values, v], t, inclusive=True)
+        row = last_before(idx, [*keys[: len(values)], column], [*values, v], t, inclusive=True)
         if row is not None:
             out.append(row)
     return out

@@ -83,8 +83,9 @@ def is_whole(window: Window, lo: int | None, hi: int | None) -> bool:
     return (window.start is None or window.start <= lo) and (window.end is None or window.end > hi)
 
 
-def rows(idx: indexes.PackedIndex, window: Window, lo: int | None, hi: int | None, *,
-         overlap: bool) -> np.ndarray | slice:
+def rows(
+    idx: indexes.PackedIndex, window: Window, lo: int | None, hi: int | None, *, overlap: bool
+) -> np.ndarray | slice:
     """Rows of the spans overlapping the window (overlap=True) or starting in it; `lo`, `hi`:
     the trace's first and last event time. The whole trace: slice(None)."""
     if is_whole(window, lo, hi):
@@ -108,8 +109,9 @@ def rows(idx: indexes.PackedIndex, window: Window, lo: int | None, hi: int | Non
     return out
 
 
-def overlapping(idx: indexes.PackedIndex, window: Window, lo: int | None,
-                hi: int | None) -> tuple[np.ndarray | slice, np.ndarray]:
+def overlapping(
+    idx: indexes.PackedIndex, window: Window, lo: int | None, hi: int | None
+) -> tuple[np.ndarray | slice, np.ndarray]:
     """(rows, durations clipped to the window) of the spans overlapping it."""
     r = rows(idx, window, lo, hi, overlap=True)
     if isinstance(r, slice):  # the whole trace: nothing to clip
@@ -120,8 +122,9 @@ def overlapping(idx: indexes.PackedIndex, window: Window, lo: int | None,
     return r, np.minimum(end_ts, end) - np.maximum(ts, start)
 
 
-def starting(idx: indexes.PackedIndex, window: Window, lo: int | None, hi: int | None, *,
-             closed_only: bool = True) -> np.ndarray | slice:
+def starting(
+    idx: indexes.PackedIndex, window: Window, lo: int | None, hi: int | None, *, closed_only: bool = True
+) -> np.ndarray | slice:
     """Rows of the spans starting in the window (only the closed ones unless told); the whole
     trace when every span qualifies: slice(None)."""
     r = rows(idx, window, lo, hi, overlap=False)

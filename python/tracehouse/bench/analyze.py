@@ -29,8 +29,8 @@ import os
 import shutil
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 from rich import box
@@ -39,7 +39,9 @@ from rich.table import Table
 from ..errors import TracehouseError
 
 TRACE = "tod-bench"
-BYTES_PER_EVENT = 80  # trace (~10 B/event) + processed spans (~5) + indexes (~63, the density index with seq), with margin
+BYTES_PER_EVENT = (
+    80  # trace (~10 B/event) + processed spans (~5) + indexes (~63, the density index with seq), with margin
+)
 
 TARGETS = {  # question -> (target, unit, better)
     "span pairing": (20e6, "events/s", "higher"),
@@ -90,8 +92,16 @@ FROM {s}.span WHERE closed GROUP BY 1 ORDER BY 1
 """
 
 
-def run(events: int = 100_000_000, *, workdir: str | None = None, queries: int = 1000, duck_queries: int = 20,
-        keep: bool = False, progress: Callable[[str], None] | None = None, seed: int = 7) -> dict:
+def run(
+    events: int = 100_000_000,
+    *,
+    workdir: str | None = None,
+    queries: int = 1000,
+    duck_queries: int = 20,
+    keep: bool = False,
+    progress: Callable[[str], None] | None = None,
+    seed: int = 7,
+) -> dict:
     """Runs the benchmark; returns a JSON-able dict (see `render`)."""
     import tracehouse
 
@@ -108,21 +118,40 @@ def run(events: int = 100_000_000, *, workdir: str | None = None, queries: int =
     free = shutil.disk_usage(base).free
     need = events * BYTES_PER_EVENT + (256 << 20)
     if free < need:
-        raise NotEnoughSpace(f"{base} has {free / 2**30:.1f} GiB free; {events:,} events need about "
-                             f"{need / 2**30:.1f} GiB (pass --events smaller or --workdir elsewhere)")
+        raise NotEnoughSpace(
+            f"{base} has {free / 2**30:.1f} GiB free; {events:,} events need about "
+            f"{need / 2**30:.1f} GiB (pass --events smaller or --workdir elsewhere)"
+        )
     directory = Path(tempfile.mkdtemp(prefix="th-bench-analyze-", dir=base))
     rng = np.random.default_rng(seed)
-    out: dict = {"events": events, "queries": queries, "duck_queries": duck_queries, "directory": str(directory),
-                 "machine": {"cpus": os.cpu_count(), "loadavg_before": list(os.getloadavg())}, "build": {},
-                 "questions": []}
+    out: dict = {
+        "events": events,
+        "queries": queries,
+        "duck_queries": duck_queries,
+        "directory": str(directory),
+        "machine": {"cpus": os.cpu_count(), "loadavg_before": list(os.getloadavg())},
+        "build": {},
+        "questions": [],
+    }
 
     def question(name: str, ours: float, duck: float, unit: str, detail: str = "", **extra) -> None:
         better = TARGETS.get(name, (None, unit, "lower"))[2]
         ratio = (ours / duck if better == "higher" else duck / ours) if ours and duck else None
         target = TARGETS.get(name, (None,))[0]
         met = None if target is None else (ours >= target if better == "higher" else ours <= target)
-        out["questions"].append({"question": name, "tracehouse": ours, "duckdb": duck, "unit": unit,
-                                 "speedup": ratio, "target": target, "met": met, "detail": detail, **extra})
+        out["questions"].append(
+            {
+                "question": name,
+                "tracehouse": ours,
+                "duckdb": duck,
+                "unit": unit,
+                "speedup": ratio,
+                "target": target,
+                "met": met,
+                "detail": detail,
+                **extra,
+            }
+        )
         say(f"{name}: tracehouse {ours:,.3f} {unit}, duckdb {duck:,.3f} {unit}")
 
     try:
@@ -132,8 +161,13 @@ def run(events: int = 100_000_000, *, workdir: str | None = None, queries: int =
             gen = generate_tod(s, TRACE, events)
             out["build"]["generate_s"] = round(time.perf_counter() - t0, 2)
             info = s.trace(TRACE)
-            out["trace"] = {"events": info.event_count, "bytes": info.bytes, "ts_min": info.ts_min, "ts_max": info.ts_max,
-                            "generate_events_per_s": gen["events_per_s"]}
+            out["trace"] = {
+                "events": info.event_count,
+                "bytes": info.bytes,
+                "ts_min": info.ts_min,
+                "ts_max": info.ts_max,
+                "generate_events_per_s": gen["events_per_s"],
+            }
             tq = qident(TRACE)
 
             # -- span pairing -------------------------------------------------------------
@@ -149,15 +183,21 @@ def run(events: int = 100_000_000, *, workdir: str | None = None, queries: int =
             # and the pass overlap (row groups read on one thread, paired on another):
             # read_s is the wall time until the last row group was read, pair_s the rest
             # of the pass; the busy times say how long each side worked.
-            question("span pairing", halves / pair_s, halves / duck_s, "events/s",
-                     f"{halves:,} begin/end events ({info.event_count:,} in the trace: "
-                     f"{info.event_count / pair_s / 1e6:.0f}M trace events/s) in {pair_s:.2f} s wall: read "
-                     f"{sp.stats['read_s']:.2f} s + the rest of the Rust pass {sp.stats['pair_s']:.2f} s "
-                     f"({'overlapped; ' if sp.stats.get('overlapped') else ''}reader busy {sp.stats['read_busy_s']:.2f} s, "
-                     f"pass busy {sp.stats['pass_busy_s']:.2f} s); the Rust pass alone "
-                     f"{halves / sp.stats['pass_busy_s'] / 1e6:.0f}M/s",
-                     seconds=round(pair_s, 3), duckdb_seconds=round(duck_s, 3),
-                     pass_events_per_s=halves / sp.stats["pass_busy_s"])
+            question(
+                "span pairing",
+                halves / pair_s,
+                halves / duck_s,
+                "events/s",
+                f"{halves:,} begin/end events ({info.event_count:,} in the trace: "
+                f"{info.event_count / pair_s / 1e6:.0f}M trace events/s) in {pair_s:.2f} s wall: read "
+                f"{sp.stats['read_s']:.2f} s + the rest of the Rust pass {sp.stats['pair_s']:.2f} s "
+                f"({'overlapped; ' if sp.stats.get('overlapped') else ''}reader busy {sp.stats['read_busy_s']:.2f} s, "
+                f"pass busy {sp.stats['pass_busy_s']:.2f} s); the Rust pass alone "
+                f"{halves / sp.stats['pass_busy_s'] / 1e6:.0f}M/s",
+                seconds=round(pair_s, 3),
+                duckdb_seconds=round(duck_s, 3),
+                pass_events_per_s=halves / sp.stats["pass_busy_s"],
+            )
             out["build"]["span_table_s"] = sp.stats["table_s"]
             say("saving the processed trace")
             t0 = time.perf_counter()
@@ -169,10 +209,12 @@ def run(events: int = 100_000_000, *, workdir: str | None = None, queries: int =
             del sp, saved
 
             # -- derived indexes --------------------------------------------------------
-            for name, build in (("span index", lambda: an.span_index(s, TRACE, save=True)),
-                                ("objects index", lambda: an.objects_index(s, TRACE, save=True)),
-                                ("locals index", lambda: locals_index(s, TRACE, an.locals_config(s, TRACE), save=True)),
-                                ("density index", lambda: an.density_index(s, TRACE, save=True))):
+            for name, build in (
+                ("span index", lambda: an.span_index(s, TRACE, save=True)),
+                ("objects index", lambda: an.objects_index(s, TRACE, save=True)),
+                ("locals index", lambda: locals_index(s, TRACE, an.locals_config(s, TRACE), save=True)),
+                ("density index", lambda: an.density_index(s, TRACE, save=True)),
+            ):
                 say(f"building the {name}")
                 t0 = time.perf_counter()
                 build()
@@ -195,11 +237,19 @@ def run(events: int = 100_000_000, *, workdir: str | None = None, queries: int =
             it = iter(pick.tolist())
             ours = _lat(lambda: an.children(s, TRACE, next(it)), len(pick))
             it = iter(pick[:duck_queries].tolist())
-            duck = _lat(lambda: s.sql(f"SELECT * FROM {sq}.span WHERE parent_id = ? ORDER BY ts", [next(it)]),
-                        min(duck_queries, len(pick)))
-            question("children of one call", _pct(ours, 50), _pct(duck, 50), "ms",
-                     f"p50 over {len(ours)} calls (p99 {_pct(ours, 99):.2f} ms); DuckDB p50 over {len(duck)}",
-                     p99=_pct(ours, 99), duckdb_p99=_pct(duck, 99))
+            duck = _lat(
+                lambda: s.sql(f"SELECT * FROM {sq}.span WHERE parent_id = ? ORDER BY ts", [next(it)]),
+                min(duck_queries, len(pick)),
+            )
+            question(
+                "children of one call",
+                _pct(ours, 50),
+                _pct(duck, 50),
+                "ms",
+                f"p50 over {len(ours)} calls (p99 {_pct(ours, 99):.2f} ms); DuckDB p50 over {len(duck)}",
+                p99=_pct(ours, 99),
+                duckdb_p99=_pct(duck, 99),
+            )
             del depth, parents
 
             # -- object state at t ------------------------------------------------------
@@ -213,14 +263,25 @@ def run(events: int = 100_000_000, *, workdir: str | None = None, queries: int =
 
             def duck_state():
                 o, t = next(it)
-                return s.sql(q.format(trace=tq, type="field_write", field="field_id", value="value", object="target",
-                                      obj=o, t=t))
+                return s.sql(
+                    q.format(trace=tq, type="field_write", field="field_id", value="value", object="target", obj=o, t=t)
+                )
 
             duck = _lat(duck_state, duck_queries)
-            question("object state at t (p50)", _pct(ours, 50), _pct(duck, 50), "ms",
-                     f"{queries} random (object, t); DuckDB {duck_queries}")
-            question("object state at t (p99)", _pct(ours, 99), _pct(duck, 99), "ms",
-                     f"{queries} random (object, t); DuckDB {duck_queries}")
+            question(
+                "object state at t (p50)",
+                _pct(ours, 50),
+                _pct(duck, 50),
+                "ms",
+                f"{queries} random (object, t); DuckDB {duck_queries}",
+            )
+            question(
+                "object state at t (p99)",
+                _pct(ours, 99),
+                _pct(duck, 99),
+                "ms",
+                f"{queries} random (object, t); DuckDB {duck_queries}",
+            )
 
             # -- stack frame at t -------------------------------------------------------
             say("stack frame at t")
@@ -231,25 +292,41 @@ def run(events: int = 100_000_000, *, workdir: str | None = None, queries: int =
 
             def duck_stack():
                 p, t = next(it)
-                frames = s.sql(f"SELECT * FROM {sq}.span WHERE producer = ? AND ts <= ? AND end_ts > ? ORDER BY depth",
-                               [p, t, t]).to_pylist()
+                frames = s.sql(
+                    f"SELECT * FROM {sq}.span WHERE producer = ? AND ts <= ? AND end_ts > ? ORDER BY depth", [p, t, t]
+                ).to_pylist()
                 for f in frames:  # locals: last write of each variable of the frame up to t
-                    s.sql(f"SELECT var_id, arg_max(value, ts) FROM {tq}.var_write WHERE producer = ? AND parent_seq = ?"
-                          " AND ts <= ? GROUP BY var_id", [p, f["seq"], t])
+                    s.sql(
+                        f"SELECT var_id, arg_max(value, ts) FROM {tq}.var_write WHERE producer = ? AND parent_seq = ?"
+                        " AND ts <= ? GROUP BY var_id",
+                        [p, f["seq"], t],
+                    )
                 return frames
 
             duck = _lat(duck_stack, duck_queries)
-            question("stack frame at t (p99)", _pct(ours, 99), _pct(duck, 99), "ms",
-                     f"frames with arguments and locals; p50 {_pct(ours, 50):.2f} ms; {queries} random (thread, t); "
-                     f"DuckDB {duck_queries}", p50=_pct(ours, 50), duckdb_p50=_pct(duck, 50))
+            question(
+                "stack frame at t (p99)",
+                _pct(ours, 99),
+                _pct(duck, 99),
+                "ms",
+                f"frames with arguments and locals; p50 {_pct(ours, 50):.2f} ms; {queries} random (thread, t); "
+                f"DuckDB {duck_queries}",
+                p50=_pct(ours, 50),
+                duckdb_p50=_pct(duck, 50),
+            )
 
             # -- density ----------------------------------------------------------------
             say("density in 1000 bins")
             an.density(s, TRACE, 1000, by="type")  # warm the mapping once
             ours = _lat(lambda: an.density(s, TRACE, 1000, by="type"), 10)
             duck = _lat(lambda: STS.density_sql(s, TRACE, 1000, info.ts_min, info.ts_max + 1), 3)
-            question("density, 1000 bins", _pct(ours, 50), _pct(duck, 50), "ms",
-                     f"by type over {info.event_count:,} events; median of 10 (DuckDB 3)")
+            question(
+                "density, 1000 bins",
+                _pct(ours, 50),
+                _pct(duck, 50),
+                "ms",
+                f"by type over {info.event_count:,} events; median of 10 (DuckDB 3)",
+            )
 
             # -- cursor -----------------------------------------------------------------
             say("next 100 cursor matches")
@@ -258,11 +335,24 @@ def run(events: int = 100_000_000, *, workdir: str | None = None, queries: int =
             it = iter(zip(cps.tolist(), cts.tolist()))
             ours = _lat(lambda: (lambda p, t: an.cursor(s, TRACE, producers=[p], at=t).next(100))(*next(it)), len(cts))
             it = iter(zip(cps.tolist(), cts.tolist()))
-            duck = _lat(lambda: s.sql(f"SELECT ts, producer, seq, dur, type FROM {tq}.events WHERE producer = ? AND ts >= ?"
-                                      " ORDER BY ts, producer, seq LIMIT 100", list(next(it))), duck_queries)
-            question("next 100 cursor matches", _pct(ours, 50), _pct(duck, 50), "ms",
-                     f"one thread's events (all 4 types) from a random t; p99 {_pct(ours, 99):.1f} ms over {len(cts)}; "
-                     f"DuckDB {duck_queries}", p99=_pct(ours, 99), duckdb_p99=_pct(duck, 99))
+            duck = _lat(
+                lambda: s.sql(
+                    f"SELECT ts, producer, seq, dur, type FROM {tq}.events WHERE producer = ? AND ts >= ?"
+                    " ORDER BY ts, producer, seq LIMIT 100",
+                    list(next(it)),
+                ),
+                duck_queries,
+            )
+            question(
+                "next 100 cursor matches",
+                _pct(ours, 50),
+                _pct(duck, 50),
+                "ms",
+                f"one thread's events (all 4 types) from a random t; p99 {_pct(ours, 99):.1f} ms over {len(cts)}; "
+                f"DuckDB {duck_queries}",
+                p99=_pct(ours, 99),
+                duckdb_p99=_pct(duck, 99),
+            )
 
             # -- duration histogram -----------------------------------------------------
             say("duration histogram")
@@ -274,9 +364,14 @@ def run(events: int = 100_000_000, *, workdir: str | None = None, queries: int =
             h = ours_hist()
             ours = _lat(ours_hist, 3)
             duck = _lat(lambda: s.sql(DUCK_HIST.format(s=sq)), 3)
-            question("duration histogram", _pct(ours, 50), _pct(duck, 50), "ms",
-                     f"bpftrace hist() of {int(h.counts.sum()):,} span durations (read from the processed trace + "
-                     f"buckets); median of 3")
+            question(
+                "duration histogram",
+                _pct(ours, 50),
+                _pct(duck, 50),
+                "ms",
+                f"bpftrace hist() of {int(h.counts.sum()):,} span durations (read from the processed trace + "
+                f"buckets); median of 3",
+            )
             out["spans"] = n_spans
     finally:
         out["machine"]["loadavg_after"] = list(os.getloadavg())
@@ -288,11 +383,21 @@ def run(events: int = 100_000_000, *, workdir: str | None = None, queries: int =
 def render(result: dict) -> Table:
     """The result as a rich table: one row per question, tracehouse beside DuckDB."""
     m = result["machine"]
-    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
-              title=f"analyses on a {result['trace']['events']:,}-event TOD trace ({m['cpus']} CPUs, load "
-                    f"{m['loadavg_before'][0]:.1f} before, {m['loadavg_after'][0]:.1f} after)")
-    for col, just in (("question", "left"), ("tracehouse", "right"), ("DuckDB", "right"), ("×", "right"),
-                      ("target", "right"), ("", "left")):
+    t = Table(
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+        title=f"analyses on a {result['trace']['events']:,}-event TOD trace ({m['cpus']} CPUs, load "
+        f"{m['loadavg_before'][0]:.1f} before, {m['loadavg_after'][0]:.1f} after)",
+    )
+    for col, just in (
+        ("question", "left"),
+        ("tracehouse", "right"),
+        ("DuckDB", "right"),
+        ("×", "right"),
+        ("target", "right"),
+        ("", "left"),
+    ):
         t.add_column(col, justify=just, no_wrap=col != "question")
 
     def fmt(v: float, unit: str) -> str:
@@ -301,16 +406,26 @@ def render(result: dict) -> Table:
         return f"{v:,.2f} ms" if v < 100 else f"{v:,.0f} ms"
 
     for q in result["questions"]:
-        target = "" if q["target"] is None else (f"≥ {q['target'] / 1e6:.0f}M/s" if q["unit"] == "events/s"
-                                                 else f"≤ {q['target']:g} ms")
-        t.add_row(q["question"], fmt(q["tracehouse"], q["unit"]), fmt(q["duckdb"], q["unit"]),
-                  "" if q["speedup"] is None else f"{q['speedup']:,.0f}" if q["speedup"] >= 10 else f"{q['speedup']:.1f}",
-                  target, "" if q["met"] is None else ("ok" if q["met"] else "MISSED"))
+        target = (
+            ""
+            if q["target"] is None
+            else (f"≥ {q['target'] / 1e6:.0f}M/s" if q["unit"] == "events/s" else f"≤ {q['target']:g} ms")
+        )
+        t.add_row(
+            q["question"],
+            fmt(q["tracehouse"], q["unit"]),
+            fmt(q["duckdb"], q["unit"]),
+            "" if q["speedup"] is None else f"{q['speedup']:,.0f}" if q["speedup"] >= 10 else f"{q['speedup']:.1f}",
+            target,
+            "" if q["met"] is None else ("ok" if q["met"] else "MISSED"),
+        )
     b = result["build"]
-    t.caption = (f"one-time: generate {b.get('generate_s', 0):.0f} s, save processed spans {b.get('save_processed_s', 0):.0f} s, "
-                 f"span index {b.get('span_index_s', 0):.0f} s, objects {b.get('objects_index_s', 0):.0f} s, "
-                 f"locals {b.get('locals_index_s', 0):.0f} s, density {b.get('density_index_s', 0):.0f} s; "
-                 f"indexes {b.get('index_bytes', 0) / 2**30:.2f} GiB "
-                 f"({b.get('index_bytes', 0) / max(1, result['trace']['bytes']):.2f} x the trace), "
-                 f"trace {result['trace']['bytes'] / 2**30:.2f} GiB")
+    t.caption = (
+        f"one-time: generate {b.get('generate_s', 0):.0f} s, save processed spans {b.get('save_processed_s', 0):.0f} s, "
+        f"span index {b.get('span_index_s', 0):.0f} s, objects {b.get('objects_index_s', 0):.0f} s, "
+        f"locals {b.get('locals_index_s', 0):.0f} s, density {b.get('density_index_s', 0):.0f} s; "
+        f"indexes {b.get('index_bytes', 0) / 2**30:.2f} GiB "
+        f"({b.get('index_bytes', 0) / max(1, result['trace']['bytes']):.2f} x the trace), "
+        f"trace {result['trace']['bytes'] / 2**30:.2f} GiB"
+    )
     return t

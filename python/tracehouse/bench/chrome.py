@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-CHILD = r'''
+CHILD = r"""
 import json, sys, time
 path, mode, store = sys.argv[1], sys.argv[2], sys.argv[3]
 if mode in ("parse", "tracehouse"):
@@ -75,7 +75,7 @@ out["cpu"] = time.process_time() - c0
 # VmHWM, not ru_maxrss: Linux keeps ru_maxrss across execve, so it would report the parent's.
 out["max_rss"] = next(int(l.split()[1]) * 1024 for l in open("/proc/self/status") if l.startswith("VmHWM:"))
 print(json.dumps(out))
-'''
+"""
 
 MODES = ("read", "parse", "tracehouse", "json.load")
 
@@ -87,8 +87,10 @@ def generate(path: Path, records: int, seed: int = 7, batch: int = 100_000) -> i
     rng = np.random.default_rng(seed)
     producers = [(i, str(1000 + i // 8), str(1000 + i // 8 * 100 + i % 8 + 1)) for i in range(16)]
     w = _core.ChromeWriter(producers, first=True)
-    names = np.array([f"Task::{n}" for n in ("Run", "Load", "Parse", "Layout", "Paint", "GC", "Compile", "IO")] +
-                     [f"fn_{i}" for i in range(42)])
+    names = np.array(
+        [f"Task::{n}" for n in ("Run", "Load", "Parse", "Layout", "Paint", "GC", "Compile", "IO")]
+        + [f"fn_{i}" for i in range(42)]
+    )
     written = 0
     ts0 = 1_700_000_000_000_000_000
     with open(path, "wb") as f:
@@ -109,14 +111,22 @@ def generate(path: Path, records: int, seed: int = 7, batch: int = 100_000) -> i
             prod = rng.integers(0, 16, n).astype(np.int32)
             ph = np.array(["X", "B", "i", "C"])[kind]
             dur = np.where(kind < 2, rng.integers(100, 2_000_000, n), None)
-            t = pa.table({
-                "ts": ts, "producer": prod, "dur": pa.array(dur, pa.int64()), "__ph": ph,
-                "__name": names[rng.integers(0, len(names), n)], "__cat": np.array(["blink", "v8", "toplevel"])[kind % 3],
-                "a:bytes": pa.array(np.where(kind == 0, rng.integers(0, 1 << 20, n), None), pa.int64()),
-                "a:url": pa.array(np.where(kind == 0, np.char.add("https://x/", rng.integers(0, 500, n).astype(str)), None)),
-                "__series": pa.array(np.where(kind == 3, "heap", None)),
-                "__value": pa.array(np.where(kind == 3, rng.random(n) * 1e6, None), pa.float64()),
-            })
+            t = pa.table(
+                {
+                    "ts": ts,
+                    "producer": prod,
+                    "dur": pa.array(dur, pa.int64()),
+                    "__ph": ph,
+                    "__name": names[rng.integers(0, len(names), n)],
+                    "__cat": np.array(["blink", "v8", "toplevel"])[kind % 3],
+                    "a:bytes": pa.array(np.where(kind == 0, rng.integers(0, 1 << 20, n), None), pa.int64()),
+                    "a:url": pa.array(
+                        np.where(kind == 0, np.char.add("https://x/", rng.integers(0, 500, n).astype(str)), None)
+                    ),
+                    "__series": pa.array(np.where(kind == 3, "heap", None)),
+                    "__value": pa.array(np.where(kind == 3, rng.random(n) * 1e6, None), pa.float64()),
+                }
+            )
             for b in t.to_batches():
                 f.write(w.encode(b, "X", "", ""))
             written += int(n + (kind == 1).sum())
@@ -151,9 +161,17 @@ def run(sizes: list[int], workdir: str | None = None, modes=MODES, progress=None
                 shutil.rmtree(store, ignore_errors=True)
                 load = os.getloadavg()[0]
                 r = _child(path, mode, store)
-                r.update(size=size, mode=mode, file_bytes=nbytes, records=r.get("records", records),
-                         records_per_s=round(records / r["wall"]), records_per_cpu_s=round(records / max(r["cpu"], 1e-9)),
-                         mb_per_s=round(nbytes / r["wall"] / 1e6, 1), load_avg=round(load, 2), generate_s=round(gen_s, 2))
+                r.update(
+                    size=size,
+                    mode=mode,
+                    file_bytes=nbytes,
+                    records=r.get("records", records),
+                    records_per_s=round(records / r["wall"]),
+                    records_per_cpu_s=round(records / max(r["cpu"], 1e-9)),
+                    mb_per_s=round(nbytes / r["wall"] / 1e6, 1),
+                    load_avg=round(load, 2),
+                    generate_s=round(gen_s, 2),
+                )
                 if mode == "tracehouse":
                     r["store_bytes"] = sum(f.stat().st_size for f in store.rglob("*") if f.is_file())
                 results.append(r)
@@ -168,10 +186,14 @@ def run(sizes: list[int], workdir: str | None = None, modes=MODES, progress=None
 
 
 def render(result: dict) -> str:
-    lines = [f"{'records':>11} {'MB':>7} {'mode':<11} {'rec/s':>11} {'rec/CPU-s':>11} {'MB/s':>7} {'wall s':>7} "
-             f"{'peak RSS':>9} {'load':>5}"]
+    lines = [
+        f"{'records':>11} {'MB':>7} {'mode':<11} {'rec/s':>11} {'rec/CPU-s':>11} {'MB/s':>7} {'wall s':>7} "
+        f"{'peak RSS':>9} {'load':>5}"
+    ]
     for r in result["results"]:
-        lines.append(f"{r['records']:>11,} {r['file_bytes'] / 1e6:>7.0f} {r['mode']:<11} {r['records_per_s']:>11,} "
-                     f"{r['records_per_cpu_s']:>11,} {r['mb_per_s']:>7} {r['wall']:>7.2f} "
-                     f"{r['max_rss'] / 2**20:>7.0f}MB {r['load_avg']:>5}")
+        lines.append(
+            f"{r['records']:>11,} {r['file_bytes'] / 1e6:>7.0f} {r['mode']:<11} {r['records_per_s']:>11,} "
+            f"{r['records_per_cpu_s']:>11,} {r['mb_per_s']:>7} {r['wall']:>7.2f} "
+            f"{r['max_rss'] / 2**20:>7.0f}MB {r['load_avg']:>5}"
+        )
     return "\n".join(lines)

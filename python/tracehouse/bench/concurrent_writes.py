@@ -39,12 +39,21 @@ WRITERS = (1, 2, 4, 8, 16, 32, 64, 128)
 BATCHES = (1, 5, 10, 50, 100, 500, 1000, 5000, 10000)
 QUICK_WRITERS = (1, 16, 128)
 QUICK_BATCHES = (10, 1000, 10000)
-DEFAULT_SYSTEMS = ("tracehouse-http", "tracehouse-tcp", "tracehouse-arrow", "questdb", "postgres-copy",
-                   "postgres-insert", "mariadb", "sqlite")
+DEFAULT_SYSTEMS = (
+    "tracehouse-http",
+    "tracehouse-tcp",
+    "tracehouse-arrow",
+    "questdb",
+    "postgres-copy",
+    "postgres-insert",
+    "mariadb",
+    "sqlite",
+)
 
 
-def measure_cell(system, name: str, writers: int, rows: int, *, seconds: float, min_runs: int, max_runs: int,
-                 rel_se: float = 0.05) -> dict:
+def measure_cell(
+    system, name: str, writers: int, rows: int, *, seconds: float, min_runs: int, max_runs: int, rel_se: float = 0.05
+) -> dict:
     samples = []
     errors = 0
     cpu = 0.0
@@ -61,20 +70,46 @@ def measure_cell(system, name: str, writers: int, rows: int, *, seconds: float, 
             if mean == 0 or se / mean < rel_se or len(samples) >= max_runs:
                 break
     mean, se = stats(samples)
-    return {"system": name, "writers": writers, "rows_per_batch": rows, "runs": len(samples),
-            "rows_per_s": mean, "se": se, "rel_se": se / mean if mean else None, "samples": samples,
-            "errors": errors, "converged": bool(mean) and se / mean < rel_se,
-            "loadgen_cpu_share": cpu / (len(samples) * seconds * (os.cpu_count() or 1))}
+    return {
+        "system": name,
+        "writers": writers,
+        "rows_per_batch": rows,
+        "runs": len(samples),
+        "rows_per_s": mean,
+        "se": se,
+        "rel_se": se / mean if mean else None,
+        "samples": samples,
+        "errors": errors,
+        "converged": bool(mean) and se / mean < rel_se,
+        "loadgen_cpu_share": cpu / (len(samples) * seconds * (os.cpu_count() or 1)),
+    }
 
 
-def run(*, systems=DEFAULT_SYSTEMS, writers=WRITERS, batches=BATCHES, workload: str = "qos", seconds: float = 2.0,
-        min_runs: int = 5, max_runs: int = 20, workdir: str | None = None, progress=None) -> dict:
+def run(
+    *,
+    systems=DEFAULT_SYSTEMS,
+    writers=WRITERS,
+    batches=BATCHES,
+    workload: str = "qos",
+    seconds: float = 2.0,
+    min_runs: int = 5,
+    max_runs: int = 20,
+    workdir: str | None = None,
+    progress=None,
+) -> dict:
     """Measure every (system, writers, rows per batch) cell; returns a JSON-able dict."""
     result = {
-        "benchmark": "write", "workload": workload, "seconds_per_run": seconds, "min_runs": min_runs,
-        "max_runs": max_runs, "writers": list(writers), "rows_per_batch": list(batches), "systems": list(systems),
+        "benchmark": "write",
+        "workload": workload,
+        "seconds_per_run": seconds,
+        "min_runs": min_runs,
+        "max_runs": max_runs,
+        "writers": list(writers),
+        "rows_per_batch": list(batches),
+        "systems": list(systems),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "loadavg_before": list(os.getloadavg())},
-        "cells": [], "skipped": {},
+        "cells": [],
+        "skipped": {},
     }
     t0 = time.time()
     # Systems sharing one server (tracehouse-*, questdb*, postgres-*) are started once.
@@ -98,8 +133,9 @@ def run(*, systems=DEFAULT_SYSTEMS, writers=WRITERS, batches=BATCHES, workload: 
                 for name in names:
                     for w in writers:
                         for b in batches:
-                            cell = measure_cell(system, name, w, b, seconds=seconds, min_runs=min_runs,
-                                                max_runs=max_runs)
+                            cell = measure_cell(
+                                system, name, w, b, seconds=seconds, min_runs=min_runs, max_runs=max_runs
+                            )
                             result["cells"].append(cell)
                             done += 1
                             if progress:
@@ -138,10 +174,18 @@ def ratios(result: dict) -> dict:
             th = max(lp, best(("tracehouse-arrow",), w, b))
             rel = best(("postgres-copy", "postgres-insert", "mariadb", "sqlite"), w, b)
             q = best(("questdb", "questdb-tcp"), w, b)
-            out.append({"writers": w, "rows_per_batch": b, "tracehouse_lp": lp, "tracehouse_best": th,
-                        "vs_best_relational": lp / rel if rel else None, "vs_questdb": lp / q if q else None,
-                        "best_vs_best_relational": th / rel if rel else None,
-                        "best_vs_questdb": th / q if q else None})
+            out.append(
+                {
+                    "writers": w,
+                    "rows_per_batch": b,
+                    "tracehouse_lp": lp,
+                    "tracehouse_best": th,
+                    "vs_best_relational": lp / rel if rel else None,
+                    "vs_questdb": lp / q if q else None,
+                    "best_vs_best_relational": th / rel if rel else None,
+                    "best_vs_questdb": th / q if q else None,
+                }
+            )
     return {"cells": out, "pairings": pairings(result)}
 
 
@@ -151,10 +195,12 @@ def ratios(result: dict) -> dict:
 # nosync commit). `durable`: acknowledged once fsynced (tracehouse's default, QuestDB with
 # cairo.commit.mode=sync, PostgreSQL with synchronous_commit=on).
 PAIRINGS = {
-    "written": (("tracehouse-http-written", "tracehouse-tcp-written"), ("tracehouse-arrow-written",),
-                ("questdb",)),
-    "durable": (("tracehouse-http", "tracehouse-tcp"), ("tracehouse-arrow",),
-                ("questdb-sync", "postgres-copy", "postgres-insert")),
+    "written": (("tracehouse-http-written", "tracehouse-tcp-written"), ("tracehouse-arrow-written",), ("questdb",)),
+    "durable": (
+        ("tracehouse-http", "tracehouse-tcp"),
+        ("tracehouse-arrow",),
+        ("questdb-sync", "postgres-copy", "postgres-insert"),
+    ),
 }
 
 
@@ -174,10 +220,19 @@ def pairings(result: dict) -> list[dict]:
                 peer_name = max(peers, key=peers.get)
                 best = max([lp[th_name]] + [by[(s, w, b)] for s in arrow_sys if (s, w, b) in by])
                 peer = peers[peer_name]
-                out.append({"contract": contract, "writers": w, "rows_per_batch": b, "tracehouse": th_name,
-                            "tracehouse_rows_per_s": lp[th_name], "peer": peer_name, "peer_rows_per_s": peer,
-                            "ratio": lp[th_name] / peer if peer else None,
-                            "ratio_with_arrow": best / peer if peer else None})
+                out.append(
+                    {
+                        "contract": contract,
+                        "writers": w,
+                        "rows_per_batch": b,
+                        "tracehouse": th_name,
+                        "tracehouse_rows_per_s": lp[th_name],
+                        "peer": peer_name,
+                        "peer_rows_per_s": peer,
+                        "ratio": lp[th_name] / peer if peer else None,
+                        "ratio_with_arrow": best / peer if peer else None,
+                    }
+                )
     return out
 
 
@@ -187,25 +242,42 @@ def render_pairings(result: dict) -> Table | None:
     if not rows:
         return None
     la = result["machine"]["loadavg_before"][0]
-    t = Table(title=f"tracehouse / the peer keeping the same promise (target >= 2), load avg {la:.1f}",
-              box=box.SIMPLE_HEAD, header_style="bold")
+    t = Table(
+        title=f"tracehouse / the peer keeping the same promise (target >= 2), load avg {la:.1f}",
+        box=box.SIMPLE_HEAD,
+        header_style="bold",
+    )
     for col in ("ack", "writers", "rows/batch", "tracehouse (best LP)", "peer (best)", "th / peer", "with Arrow"):
         t.add_column(col, justify="left" if col in ("ack",) else "right", no_wrap=True, min_width=len(col))
     for p in rows:
-        t.add_row(p["contract"], str(p["writers"]), f"{p['rows_per_batch']:,}",
-                  f"{SHORT.get(p['tracehouse'], p['tracehouse'])} {human_rate(p['tracehouse_rows_per_s'])}",
-                  f"{SHORT.get(p['peer'], p['peer'])} {human_rate(p['peer_rows_per_s'])}",
-                  f"{p['ratio']:.2f}" if p["ratio"] is not None else "",
-                  f"{p['ratio_with_arrow']:.2f}" if p["ratio_with_arrow"] is not None else "")
+        t.add_row(
+            p["contract"],
+            str(p["writers"]),
+            f"{p['rows_per_batch']:,}",
+            f"{SHORT.get(p['tracehouse'], p['tracehouse'])} {human_rate(p['tracehouse_rows_per_s'])}",
+            f"{SHORT.get(p['peer'], p['peer'])} {human_rate(p['peer_rows_per_s'])}",
+            f"{p['ratio']:.2f}" if p["ratio"] is not None else "",
+            f"{p['ratio_with_arrow']:.2f}" if p["ratio_with_arrow"] is not None else "",
+        )
     return t
 
 
 HALF_RATE_PEERS = ("questdb", "questdb-sync")
 
 
-def half_rate(*, protocols=("arrow", "http"), workload: str = "qos", agents: int = 128, rows: int = 1000,
-              seconds: float = 10.0, ack: str = "durable", workdir: str | None = None, repeat: int = 1,
-              peers: tuple[str, ...] = HALF_RATE_PEERS, progress=None) -> dict:
+def half_rate(
+    *,
+    protocols=("arrow", "http"),
+    workload: str = "qos",
+    agents: int = 128,
+    rows: int = 1000,
+    seconds: float = 10.0,
+    ack: str = "durable",
+    workdir: str | None = None,
+    repeat: int = 1,
+    peers: tuple[str, ...] = HALF_RATE_PEERS,
+    progress=None,
+) -> dict:
     """The latency target: acknowledgement latency at half the maximum rate.
 
     Per protocol, in one fresh `tracehouse serve` (`--ack ack`): a warm-up (2 s at most), a closed-loop
@@ -227,9 +299,19 @@ def half_rate(*, protocols=("arrow", "http"), workload: str = "qos", agents: int
     if workdir is None:
         tmp = workdir = tempfile.mkdtemp(prefix="th-bench-half-")
     cls = write_systems.TracehouseWritten if ack == "written" else write_systems.Tracehouse
-    out = {"benchmark": "write-half-rate", "workload": workload, "agents": agents, "rows_per_batch": rows,
-           "seconds": seconds, "ack": ack, "repeat": repeat, "loadavg_before": list(os.getloadavg()), "runs": [],
-           "peers": [], "skipped": {}}
+    out = {
+        "benchmark": "write-half-rate",
+        "workload": workload,
+        "agents": agents,
+        "rows_per_batch": rows,
+        "seconds": seconds,
+        "ack": ack,
+        "repeat": repeat,
+        "loadavg_before": list(os.getloadavg()),
+        "runs": [],
+        "peers": [],
+        "skipped": {},
+    }
     try:
         for proto in protocols:
             with cls(Path(workdir), workload) as th:
@@ -240,14 +322,24 @@ def half_rate(*, protocols=("arrow", "http"), workload: str = "qos", agents: int
                 full = loadgen.run(workload, duration_s=seconds, **kw)
                 max_rate = full["rows_acked_per_s"]
                 interval_ms = agents * rows / (max_rate / 2) * 1000 if max_rate else 1000.0
-                halves = [loadgen.run(workload, duration_s=seconds, interval_ms=interval_ms, **kw) for _ in range(max(1, repeat))]
+                halves = [
+                    loadgen.run(workload, duration_s=seconds, interval_ms=interval_ms, **kw)
+                    for _ in range(max(1, repeat))
+                ]
                 half = halves[0]
-                run = {"protocol": proto, "max_rows_per_s": max_rate, "max_ack_us": full["ack_us"],
-                       "interval_ms": interval_ms, "half_rows_per_s": half["rows_acked_per_s"],
-                       "ack_us": half["ack_us"], "errors": sum(h["errors"] for h in halves) + full["errors"],
-                       "server_cpu_share": half["server_cpu_share"], "loadavg": half["loadavg_1m_after"],
-                       "repeats": [{"rows_per_s": h["rows_acked_per_s"], "ack_us": h["ack_us"]} for h in halves],
-                       "median_p99_us": statistics.median(h["ack_us"][2] for h in halves)}
+                run = {
+                    "protocol": proto,
+                    "max_rows_per_s": max_rate,
+                    "max_ack_us": full["ack_us"],
+                    "interval_ms": interval_ms,
+                    "half_rows_per_s": half["rows_acked_per_s"],
+                    "ack_us": half["ack_us"],
+                    "errors": sum(h["errors"] for h in halves) + full["errors"],
+                    "server_cpu_share": half["server_cpu_share"],
+                    "loadavg": half["loadavg_1m_after"],
+                    "repeats": [{"rows_per_s": h["rows_acked_per_s"], "ack_us": h["ack_us"]} for h in halves],
+                    "median_p99_us": statistics.median(h["ack_us"][2] for h in halves),
+                }
                 out["runs"].append(run)
                 if progress:
                     progress(run)
@@ -256,18 +348,31 @@ def half_rate(*, protocols=("arrow", "http"), workload: str = "qos", agents: int
             try:
                 with write_systems.system(name)(Path(workdir), workload, name) as q:
                     target = loadgen.Target("127.0.0.1", q.port, q.tcp_port)
-                    kw = dict(target=target, protocol="http", bucket=f"{workload}_half", agents=agents,
-                              rows_per_batch=rows, path="/write?precision=n")
+                    kw = dict(
+                        target=target,
+                        protocol="http",
+                        bucket=f"{workload}_half",
+                        agents=agents,
+                        rows_per_batch=rows,
+                        path="/write?precision=n",
+                    )
                     loadgen.run(workload, duration_s=min(2.0, seconds), **kw)
                     full = loadgen.run(workload, duration_s=seconds, **kw)
                     half = loadgen.run(workload, duration_s=seconds, interval_ms=offered, **kw)
             except Unavailable as e:
                 out["skipped"][name] = str(e)
                 continue
-            peer = {"protocol": name, "max_rows_per_s": full["rows_acked_per_s"], "max_ack_us": full["ack_us"],
-                    "interval_ms": offered, "half_rows_per_s": half["rows_acked_per_s"], "ack_us": half["ack_us"],
-                    "errors": half["errors"] + full["errors"], "server_cpu_share": None,
-                    "loadavg": half["loadavg_1m_after"]}
+            peer = {
+                "protocol": name,
+                "max_rows_per_s": full["rows_acked_per_s"],
+                "max_ack_us": full["ack_us"],
+                "interval_ms": offered,
+                "half_rows_per_s": half["rows_acked_per_s"],
+                "ack_us": half["ack_us"],
+                "errors": half["errors"] + full["errors"],
+                "server_cpu_share": None,
+                "loadavg": half["loadavg_1m_after"],
+            }
             out["peers"].append(peer)
             if progress:
                 progress(peer)
@@ -282,33 +387,77 @@ def half_rate(*, protocols=("arrow", "http"), workload: str = "qos", agents: int
 
 def render_half_rate(result: dict) -> Table:
     la = result["loadavg_before"][0]
-    t = Table(title=f"ack latency at half the maximum rate ({result['agents']} agents x {result['rows_per_batch']:,} "
-                    f"{result['workload']} rows, --ack {result['ack']}, {result['seconds']:g} s runs; target p99 <= 20 ms; "
-                    f"peers: the first protocol's half-rate load over line protocol), "
-                    f"load avg {la:.1f} -> {result['loadavg_after'][0]:.1f}", box=box.SIMPLE_HEAD, header_style="bold")
-    for col in ("protocol", "max rows/s", "half: rows/s", "every", "p50", "p90", "p99", "max", "p99 each run",
-                "server CPU", "errors"):
+    t = Table(
+        title=f"ack latency at half the maximum rate ({result['agents']} agents x {result['rows_per_batch']:,} "
+        f"{result['workload']} rows, --ack {result['ack']}, {result['seconds']:g} s runs; target p99 <= 20 ms; "
+        f"peers: the first protocol's half-rate load over line protocol), "
+        f"load avg {la:.1f} -> {result['loadavg_after'][0]:.1f}",
+        box=box.SIMPLE_HEAD,
+        header_style="bold",
+    )
+    for col in (
+        "protocol",
+        "max rows/s",
+        "half: rows/s",
+        "every",
+        "p50",
+        "p90",
+        "p99",
+        "max",
+        "p99 each run",
+        "server CPU",
+        "errors",
+    ):
         t.add_column(col, justify="left" if col == "protocol" else "right", no_wrap=True)
     ms = lambda us: f"{us / 1000:.1f} ms" if us < 1_000_000 else f"{us / 1e6:.2f} s"  # noqa: E731
     for r in result["runs"]:
         a = r["ack_us"]
         each = ", ".join(f"{x['ack_us'][2] / 1000:.0f}" for x in r.get("repeats", [])) + " ms"
-        t.add_row(r["protocol"], human_rate(r["max_rows_per_s"]), human_rate(r["half_rows_per_s"]),
-                  f"{r['interval_ms']:.0f} ms", ms(a[0]), ms(a[1]), ms(a[2]), ms(a[3]), each,
-                  f"{r['server_cpu_share']:.0%}" if r["server_cpu_share"] is not None else "", str(r["errors"]))
+        t.add_row(
+            r["protocol"],
+            human_rate(r["max_rows_per_s"]),
+            human_rate(r["half_rows_per_s"]),
+            f"{r['interval_ms']:.0f} ms",
+            ms(a[0]),
+            ms(a[1]),
+            ms(a[2]),
+            ms(a[3]),
+            each,
+            f"{r['server_cpu_share']:.0%}" if r["server_cpu_share"] is not None else "",
+            str(r["errors"]),
+        )
     for r in result.get("peers", []):  # the load offered to the first protocol at half rate
         a = r["ack_us"]
-        t.add_row(f"{r['protocol']}, same load", human_rate(r["max_rows_per_s"]), human_rate(r["half_rows_per_s"]),
-                  f"{r['interval_ms']:.0f} ms", ms(a[0]), ms(a[1]), ms(a[2]), ms(a[3]), "", "", str(r["errors"]))
+        t.add_row(
+            f"{r['protocol']}, same load",
+            human_rate(r["max_rows_per_s"]),
+            human_rate(r["half_rows_per_s"]),
+            f"{r['interval_ms']:.0f} ms",
+            ms(a[0]),
+            ms(a[1]),
+            ms(a[2]),
+            ms(a[3]),
+            "",
+            "",
+            str(r["errors"]),
+        )
     for name, why in result.get("skipped", {}).items():
         t.add_row(f"{name}: skipped", why, *[""] * 9)
     return t
 
 
-SHORT = {"tracehouse-http": "th-http", "tracehouse-tcp": "th-tcp", "tracehouse-arrow": "th-arrow",
-         "tracehouse-http-written": "th-http-w", "tracehouse-tcp-written": "th-tcp-w",
-         "tracehouse-arrow-written": "th-arrow-w", "postgres-copy": "pg-copy", "postgres-insert": "pg-insert",
-         "questdb-tcp": "qdb-tcp", "questdb-sync": "qdb-sync"}
+SHORT = {
+    "tracehouse-http": "th-http",
+    "tracehouse-tcp": "th-tcp",
+    "tracehouse-arrow": "th-arrow",
+    "tracehouse-http-written": "th-http-w",
+    "tracehouse-tcp-written": "th-tcp-w",
+    "tracehouse-arrow-written": "th-arrow-w",
+    "postgres-copy": "pg-copy",
+    "postgres-insert": "pg-insert",
+    "questdb-tcp": "qdb-tcp",
+    "questdb-sync": "qdb-sync",
+}
 
 
 def human_rate(v: float) -> str:
@@ -320,9 +469,12 @@ def render(result: dict) -> Table:
     * marks a cell whose SE stayed above 5 % after max_runs; eN counts errors."""
     systems = [s for s in result["systems"] if s not in result["skipped"]]
     la = result["machine"]["loadavg_before"][0]
-    t = Table(title=f"bench write: {result['workload']} rows, rows/s acknowledged (mean ± SE %), "
-                    f"{result['seconds_per_run']:g} s runs, load avg {la:.1f}",
-              box=box.SIMPLE_HEAD, header_style="bold")
+    t = Table(
+        title=f"bench write: {result['workload']} rows, rows/s acknowledged (mean ± SE %), "
+        f"{result['seconds_per_run']:g} s runs, load avg {la:.1f}",
+        box=box.SIMPLE_HEAD,
+        header_style="bold",
+    )
     t.add_column("writers", justify="right", no_wrap=True, min_width=7)
     t.add_column("rows/batch", justify="right", no_wrap=True, min_width=10)
     for s in systems:

@@ -17,8 +17,8 @@ import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 TARGET_STEP_MS = 50.0
 TARGET_ORIGIN_MS = 200.0
@@ -30,8 +30,17 @@ def _pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
 
 
-def run(events: int = 10_000_000, *, trace: str | None = None, store_path: str | None = None, queries: int = 200,
-        workdir: str | None = None, keep: bool = False, seed: int = 7, log: Callable[[str], None] = lambda s: None) -> dict:
+def run(
+    events: int = 10_000_000,
+    *,
+    trace: str | None = None,
+    store_path: str | None = None,
+    queries: int = 200,
+    workdir: str | None = None,
+    keep: bool = False,
+    seed: int = 7,
+    log: Callable[[str], None] = lambda s: None,
+) -> dict:
     import tracehouse
 
     from ..formats.tod.generate import generate_tod
@@ -119,8 +128,14 @@ def _moves(ses, info, queries: int, rng, log) -> dict:
     for name, xs in times.items():
         if xs:
             target = TARGET_ORIGIN_MS if name.startswith("origin") else TARGET_STEP_MS
-            out[name] = {"n": len(xs), "p50_ms": round(statistics.median(xs), 2), "p99_ms": round(_pct(xs, 0.99), 2),
-                         "max_ms": round(max(xs), 2), "target_ms": target, "met": _pct(xs, 0.99) <= target}
+            out[name] = {
+                "n": len(xs),
+                "p50_ms": round(statistics.median(xs), 2),
+                "p99_ms": round(_pct(xs, 0.99), 2),
+                "max_ms": round(max(xs), 2),
+                "target_ms": target,
+                "met": _pct(xs, 0.99) <= target,
+            }
     return out
 
 
@@ -141,8 +156,10 @@ def _some_field(ses, view) -> str | None:
 
 def render(r: dict) -> str:
     m, tr, b = r["machine"], r["trace"], r["build"]
-    lines = [f"bench debug on {tr['name']} ({tr['format']}, {tr['events']:,} events); load average "
-             f"{m['loadavg_before'][0]:.1f} before, {m['loadavg_after'][0]:.1f} after"]
+    lines = [
+        f"bench debug on {tr['name']} ({tr['format']}, {tr['events']:,} events); load average "
+        f"{m['loadavg_before'][0]:.1f} before, {m['loadavg_after'][0]:.1f} after"
+    ]
     if "generate" in b:
         g = b["generate"]
         lines.append(f"generated in {g['seconds']:.1f} s ({g['events_per_s']:,} events/s)")
@@ -151,6 +168,8 @@ def render(r: dict) -> str:
     head = f"{'move':<22}{'n':>6}{'p50 ms':>10}{'p99 ms':>10}{'max ms':>10}{'target':>10}  met"
     lines += [head, "-" * len(head)]
     for name, x in r["moves"].items():
-        lines.append(f"{name:<22}{x['n']:>6}{x['p50_ms']:>10.2f}{x['p99_ms']:>10.2f}{x['max_ms']:>10.2f}"
-                     f"{x['target_ms']:>9.0f}  {'yes' if x['met'] else 'no'}")
+        lines.append(
+            f"{name:<22}{x['n']:>6}{x['p50_ms']:>10.2f}{x['p99_ms']:>10.2f}{x['max_ms']:>10.2f}"
+            f"{x['target_ms']:>9.0f}  {'yes' if x['met'] else 'no'}"
+        )
     return "\n".join(lines)

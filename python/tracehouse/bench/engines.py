@@ -29,8 +29,8 @@ import shutil
 import statistics as pystats
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -64,8 +64,14 @@ def tod_trace(store, name: str, events: int, *, seed: int = 42, threads: int = 1
     """A TOD trace (seed 001's generator), registered when it returns."""
     from ..formats import tod
 
-    store.create_trace(name, tod.FORMAT, description="TOD workload (seed 001)", event_types=tod.EVENT_TYPES,
-                       producers=tod.producers(threads), format_description=tod.DESCRIPTION)
+    store.create_trace(
+        name,
+        tod.FORMAT,
+        description="TOD workload (seed 001)",
+        event_types=tod.EVENT_TYPES,
+        producers=tod.producers(threads),
+        format_description=tod.DESCRIPTION,
+    )
     gen = _core.TodGenerator(events=events, seed=seed, threads=threads)
     total = 0
     while (batches := gen.next_batches(max_events=500_000)) is not None:
@@ -101,8 +107,15 @@ def _timed(fn: Callable, repeat: int) -> tuple[object, float, float]:
     return ans, first, pystats.median(times) if times else first
 
 
-def run(*, scale: float = 1.0, tod_events: int = 10_000_000, repeat: int = 3, master: str = "local[2]",
-        workdir: str | None = None, say: Callable[[str], None] = lambda s: None) -> dict:
+def run(
+    *,
+    scale: float = 1.0,
+    tod_events: int = 10_000_000,
+    repeat: int = 3,
+    master: str = "local[2]",
+    workdir: str | None = None,
+    say: Callable[[str], None] = lambda s: None,
+) -> dict:
     """Build the data sets in a fresh store, ask every question of both engines; see the module doc."""
     from .. import Store
     from ..store.engines import open_engine
@@ -134,12 +147,19 @@ def run(*, scale: float = 1.0, tod_events: int = 10_000_000, repeat: int = 3, ma
                 load = os.getloadavg()[0]
                 d_ans, d_first, d_med = _timed(lambda: q(duck), repeat)
                 s_ans, s_first, s_med = _timed(lambda: q(spark), repeat)
-                out["queries"].append({
-                    "query": name, "rows": d_ans.num_rows, "identical": _same(d_ans, s_ans, name in ordered),
-                    "duckdb_first_s": round(d_first, 4), "duckdb_s": round(d_med, 4),
-                    "spark_first_s": round(s_first, 4), "spark_s": round(s_med, 4),
-                    "spark_over_duckdb": round(s_med / d_med, 1) if d_med else None, "loadavg": round(load, 2),
-                })
+                out["queries"].append(
+                    {
+                        "query": name,
+                        "rows": d_ans.num_rows,
+                        "identical": _same(d_ans, s_ans, name in ordered),
+                        "duckdb_first_s": round(d_first, 4),
+                        "duckdb_s": round(d_med, 4),
+                        "spark_first_s": round(s_first, 4),
+                        "spark_s": round(s_med, 4),
+                        "spark_over_duckdb": round(s_med / d_med, 1) if d_med else None,
+                        "loadavg": round(load, 2),
+                    }
+                )
             out["scan"] = _scan_rates(duck, spark, repeat)
         finally:
             spark.close()
@@ -162,13 +182,19 @@ def _scan_rates(duck, spark, repeat: int) -> dict:
     """Rows/s of a full scan with a filter and an aggregate (the part that spreads over
     nodes), and Spark's fixed cost per query (a one-row query), for the crossover model."""
     t = f'"{qos.TRACE}".{qos.EVENT_TYPE}'
-    q = f'SELECT producer, count(*) AS n, sum(ul_bytes) AS b FROM {t} WHERE ul_pk_loss < 2.5 GROUP BY producer'
-    rows = duck.sql(f'SELECT count(*) AS n FROM {t}').column(0)[0].as_py()
+    q = f"SELECT producer, count(*) AS n, sum(ul_bytes) AS b FROM {t} WHERE ul_pk_loss < 2.5 GROUP BY producer"
+    rows = duck.sql(f"SELECT count(*) AS n FROM {t}").column(0)[0].as_py()
     _, _, d = _timed(lambda: duck.sql(q), repeat)
     _, _, sp = _timed(lambda: spark.sql(q), repeat)
-    _, _, fixed = _timed(lambda: spark.sql('SELECT count(*) AS n FROM th.traces'), repeat)
-    return {"rows": rows, "duckdb_s": round(d, 4), "spark_s": round(sp, 4), "spark_fixed_s": round(fixed, 4),
-            "duckdb_rows_per_s": rows / d, "spark_rows_per_s": rows / max(sp - fixed, 1e-6)}
+    _, _, fixed = _timed(lambda: spark.sql("SELECT count(*) AS n FROM th.traces"), repeat)
+    return {
+        "rows": rows,
+        "duckdb_s": round(d, 4),
+        "spark_s": round(sp, 4),
+        "spark_fixed_s": round(fixed, 4),
+        "duckdb_rows_per_s": rows / d,
+        "spark_rows_per_s": rows / max(sp - fixed, 1e-6),
+    }
 
 
 def crossover(out: dict) -> dict:
@@ -195,28 +221,42 @@ def crossover(out: dict) -> dict:
 
 
 def render(out: dict) -> str:
-    lines = [f"QoS data set {out['qos_rows']:,} rows, TOD trace {out['tod_events']:,} events, "
-             f"{out['store_bytes'] / 1e6:.0f} MB of segments; {out['spark']} started in {out['spark_start_s']} s",
-             f"{'query':<20} {'rows':>8} {'duckdb s':>9} {'(first)':>8} {'spark s':>9} {'(first)':>8} {'spark/duck':>10} "
-             f"{'same':>5} {'load':>5}"]
+    lines = [
+        f"QoS data set {out['qos_rows']:,} rows, TOD trace {out['tod_events']:,} events, "
+        f"{out['store_bytes'] / 1e6:.0f} MB of segments; {out['spark']} started in {out['spark_start_s']} s",
+        f"{'query':<20} {'rows':>8} {'duckdb s':>9} {'(first)':>8} {'spark s':>9} {'(first)':>8} {'spark/duck':>10} "
+        f"{'same':>5} {'load':>5}",
+    ]
     for q in out["queries"]:
-        lines.append(f"{q['query']:<20} {q['rows']:>8,} {q['duckdb_s']:>9.3f} {q['duckdb_first_s']:>8.3f} "
-                     f"{q['spark_s']:>9.3f} {q['spark_first_s']:>8.3f} {q['spark_over_duckdb']:>9}x "
-                     f"{'yes' if q['identical'] else 'NO':>5} {q['loadavg']:>5.1f}")
+        lines.append(
+            f"{q['query']:<20} {q['rows']:>8,} {q['duckdb_s']:>9.3f} {q['duckdb_first_s']:>8.3f} "
+            f"{q['spark_s']:>9.3f} {q['spark_first_s']:>8.3f} {q['spark_over_duckdb']:>9}x "
+            f"{'yes' if q['identical'] else 'NO':>5} {q['loadavg']:>5.1f}"
+        )
     sc, cx = out.get("scan", {}), out.get("crossover", {})
     if sc:
-        lines.append(f"full scan + aggregate of {sc['rows']:,} rows: duckdb {sc['duckdb_s']:.3f} s "
-                     f"({sc['duckdb_rows_per_s'] / 1e6:.1f}M rows/s), spark {sc['spark_s']:.3f} s "
-                     f"({sc['spark_rows_per_s'] / 1e6:.1f}M rows/s after its fixed {sc['spark_fixed_s']:.3f} s per query)")
+        lines.append(
+            f"full scan + aggregate of {sc['rows']:,} rows: duckdb {sc['duckdb_s']:.3f} s "
+            f"({sc['duckdb_rows_per_s'] / 1e6:.1f}M rows/s), spark {sc['spark_s']:.3f} s "
+            f"({sc['spark_rows_per_s'] / 1e6:.1f}M rows/s after its fixed {sc['spark_fixed_s']:.3f} s per query)"
+        )
     if cx:
-        lines.append(f"crossover: Spark needs > {cx['nodes_at_least']} nodes like this one to scan faster than DuckDB "
-                     "here, and enough data that its fixed cost per query stops mattering:")
+        lines.append(
+            f"crossover: Spark needs > {cx['nodes_at_least']} nodes like this one to scan faster than DuckDB "
+            "here, and enough data that its fixed cost per query stops mattering:"
+        )
         for row in cx["by_size"]:
             n = row["spark_nodes_to_win"]
-            lines.append(f"  {row['rows']:>14,} rows: duckdb ~{row['duckdb_s']:,.2f} s; spark wins with "
-                         + (f">= {n} nodes" if n is not None else "no number of nodes (its fixed cost is larger)"))
-        lines.append("  (model: scans split by segment without shuffling rows; beyond one machine's disks and memory "
-                     "DuckDB slows down or cannot run, which the model does not credit Spark for)")
+            lines.append(
+                f"  {row['rows']:>14,} rows: duckdb ~{row['duckdb_s']:,.2f} s; spark wins with "
+                + (f">= {n} nodes" if n is not None else "no number of nodes (its fixed cost is larger)")
+            )
+        lines.append(
+            "  (model: scans split by segment without shuffling rows; beyond one machine's disks and memory "
+            "DuckDB slows down or cannot run, which the model does not credit Spark for)"
+        )
     m = out["machine"]
-    lines.append(f"load average {m['loadavg_before'][0]:.1f} before, {m['loadavg_after'][0]:.1f} after, {m['cpus']} cores")
+    lines.append(
+        f"load average {m['loadavg_before'][0]:.1f} before, {m['loadavg_after'][0]:.1f} after, {m['cpus']} cores"
+    )
     return "\n".join(lines)

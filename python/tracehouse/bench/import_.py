@@ -32,16 +32,17 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 from ..errors import TracehouseError
 
 # One module per case, `import_<case>.py` beside this one, each exposing CASE; found by name
 # (for --help without importing every module: the case of `import_strace_procs` is strace-procs).
-CASE_MODULES: tuple[str, ...] = tuple(sorted(
-    f"{__package__}.{p.stem}" for p in Path(__file__).parent.glob("import_?*.py")))
+CASE_MODULES: tuple[str, ...] = tuple(
+    sorted(f"{__package__}.{p.stem}" for p in Path(__file__).parent.glob("import_?*.py"))
+)
 CASE_NAMES = tuple(m.rsplit(".import_", 1)[1].replace("_", "-") for m in CASE_MODULES)
 SPACE_MARGIN = 256 << 20
 
@@ -72,8 +73,14 @@ class Peer:
 
     def to_json(self, unit: str) -> dict:
         rate = self.units / self.seconds if self.seconds and self.units is not None else None
-        return {"name": self.name, "what": self.what, "seconds": self.seconds and round(self.seconds, 3),
-                unit: self.units, f"{unit}_per_s": rate and round(rate), "note": self.note}
+        return {
+            "name": self.name,
+            "what": self.what,
+            "seconds": self.seconds and round(self.seconds, 3),
+            unit: self.units,
+            f"{unit}_per_s": rate and round(rate),
+            "note": self.note,
+        }
 
 
 @dataclass
@@ -112,8 +119,12 @@ def parse_only_peer(fmt: str, counted: str) -> Callable[[Input], Peer]:
         for chunk in read_chunks(inp.path):
             p.feed(chunk)
         p.finish()
-        return Peer("tracehouse parse", "Rust parser only, batches dropped (no store)", time.perf_counter() - t0,
-                    p.stats[counted])
+        return Peer(
+            "tracehouse parse",
+            "Rust parser only, batches dropped (no store)",
+            time.perf_counter() - t0,
+            p.stats[counted],
+        )
 
     return peer_parse_only
 
@@ -154,8 +165,19 @@ def _child_main() -> None:
     store.close()
     secs, cpu = time.perf_counter() - t0, time.process_time() - c0
     peak = _rss_kb("VmHWM")
-    print(json.dumps({"seconds": secs, "cpu_seconds": cpu, "events": report.events, "rejected": report.rejected,
-                      "lines": getattr(report, "lines", None), "rss_before_kb": base, "peak_rss_kb": peak}))
+    print(
+        json.dumps(
+            {
+                "seconds": secs,
+                "cpu_seconds": cpu,
+                "events": report.events,
+                "rejected": report.rejected,
+                "lines": getattr(report, "lines", None),
+                "rss_before_kb": base,
+                "peak_rss_kb": peak,
+            }
+        )
+    )
 
 
 def _run_child(importer: str, path: Path, store: Path) -> dict:
@@ -163,8 +185,12 @@ def _run_child(importer: str, path: Path, store: Path) -> dict:
     pkg_parent = str(Path(__file__).resolve().parents[2])
     env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     arg = json.dumps({"importer": importer, "path": str(path), "store": str(store)})
-    p = subprocess.run([sys.executable, "-c", "from tracehouse.bench.import_ import _child_main; _child_main()", arg],
-                       capture_output=True, text=True, env=env)
+    p = subprocess.run(
+        [sys.executable, "-c", "from tracehouse.bench.import_ import _child_main; _child_main()", arg],
+        capture_output=True,
+        text=True,
+        env=env,
+    )
     if p.returncode != 0:
         raise RuntimeError(f"import child failed ({p.returncode}): {p.stderr.strip()[-2000:]}")
     return json.loads(p.stdout.strip().splitlines()[-1])
@@ -180,8 +206,16 @@ def _command_env(pycache: Path) -> dict:
     env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPYCACHEPREFIX"] = str(pycache)
-    subprocess.run([sys.executable, "-c", f"import compileall; compileall.compile_dir({str(Path(pkg_parent) / 'tracehouse')!r}, "
-                    "quiet=1)"], env=env, check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            f"import compileall; compileall.compile_dir({str(Path(pkg_parent) / 'tracehouse')!r}, quiet=1)",
+        ],
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     return env
 
 
@@ -191,7 +225,18 @@ def _run_command(importer: str, path: Path, store: Path, env: dict) -> tuple[flo
     `env` from `_command_env`."""
     import resource
 
-    cmd = [sys.executable, "-m", "tracehouse.cli", "--store", str(store), "import", importer, str(path), "--name", "bench"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "tracehouse.cli",
+        "--store",
+        str(store),
+        "import",
+        importer,
+        str(path),
+        "--name",
+        "bench",
+    ]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     p = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -255,9 +300,18 @@ def _given_input(case: Case, path: str | os.PathLike) -> Input:
     return Input(p, _count_lines(p), p.stat().st_size, {"given": True})
 
 
-def run(fmt: str = "strace", size: int | None = None, *, sizes: list[int] | None = None,
-        workdir: str | os.PathLike | None = None, peers: bool = True, keep: bool = False, repeat: int = 1,
-        log: Callable[[str], None] = lambda s: None, input: str | os.PathLike | None = None) -> dict:
+def run(
+    fmt: str = "strace",
+    size: int | None = None,
+    *,
+    sizes: list[int] | None = None,
+    workdir: str | os.PathLike | None = None,
+    peers: bool = True,
+    keep: bool = False,
+    repeat: int = 1,
+    log: Callable[[str], None] = lambda s: None,
+    input: str | os.PathLike | None = None,
+) -> dict:
     """Benchmark one format's import at several sizes; returns a JSON-able dict.
 
     size: the headline input, in the case's unit (default: the case's), on which the
@@ -286,8 +340,10 @@ def run(fmt: str = "strace", size: int | None = None, *, sizes: list[int] | None
     need = int(sum(sizes) * case.bytes_per_unit * 1.3)
     free = shutil.disk_usage(base).free
     if free < need + SPACE_MARGIN:
-        raise NotEnoughSpace(f"{base}: {free / 1e9:.2f} GB free, the inputs need about {(need + SPACE_MARGIN) / 1e9:.2f} GB "
-                             "(use a smaller --size or another --workdir)")
+        raise NotEnoughSpace(
+            f"{base}: {free / 1e9:.2f} GB free, the inputs need about {(need + SPACE_MARGIN) / 1e9:.2f} GB "
+            "(use a smaller --size or another --workdir)"
+        )
     tmp = Path(tempfile.mkdtemp(prefix=f"tracehouse-bench-import-{fmt}-", dir=base))
     load_before = list(os.getloadavg())
     try:
@@ -331,18 +387,35 @@ def run(fmt: str = "strace", size: int | None = None, *, sizes: list[int] | None
                 r["tries_command_seconds"] = [round(x[0], 3) for x in whole]
                 r[f"{case.unit}_per_s_end_to_end"] = round(inp.units / best[0])
                 r[f"{case.unit}_per_cpu_s_end_to_end"] = round(inp.units / best[1]) if best[1] else None
-            r.update({case.unit: inp.units, "bytes_in": inp.bytes,
-                      f"{case.unit}_per_s": round(inp.units / r["seconds"]),
-                      f"{case.unit}_per_cpu_s": round(inp.units / r["cpu_seconds"]) if r["cpu_seconds"] else None,
-                      "events_per_s": round(r["events"] / r["seconds"]),
-                      "rss_growth_kb": (r["peak_rss_kb"] or 0) - (r["rss_before_kb"] or 0)})
+            r.update(
+                {
+                    case.unit: inp.units,
+                    "bytes_in": inp.bytes,
+                    f"{case.unit}_per_s": round(inp.units / r["seconds"]),
+                    f"{case.unit}_per_cpu_s": round(inp.units / r["cpu_seconds"]) if r["cpu_seconds"] else None,
+                    "events_per_s": round(r["events"] / r["seconds"]),
+                    "rss_growth_kb": (r["peak_rss_kb"] or 0) - (r["rss_before_kb"] or 0),
+                }
+            )
             runs.append(r)
         head = next(r for r in runs if r[case.unit] == size)
         rate = head[f"{case.unit}_per_s_end_to_end" if case.end_to_end else f"{case.unit}_per_s"]
         result = {
-            "format": fmt, "unit": case.unit, "importer": case.importer, "size": size, "inputs": [
-                {"path": str(i.path) if keep or given is not None else None, case.unit: i.units, "bytes": i.bytes, **i.notes} for i in inputs],
-            "peers": peer_rows, "runs": runs,
+            "format": fmt,
+            "unit": case.unit,
+            "importer": case.importer,
+            "size": size,
+            "inputs": [
+                {
+                    "path": str(i.path) if keep or given is not None else None,
+                    case.unit: i.units,
+                    "bytes": i.bytes,
+                    **i.notes,
+                }
+                for i in inputs
+            ],
+            "peers": peer_rows,
+            "runs": runs,
             "targets": [{"target": case.target_text, "value": rate, "met": rate >= case.target}],
             "repeat": repeat,
             "machine": {"cpus": os.cpu_count(), "loadavg_before": load_before, "loadavg_after": list(os.getloadavg())},
@@ -363,31 +436,57 @@ def render(result: dict):
     runs = result["runs"]
     big = next(r for r in runs if r[u] == result["size"])
     load = result["machine"]["loadavg_before"][0]
-    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
-              title=f"{result['format']} import of {big[u]:,} {u} ({big['bytes_in'] / 1e6:.0f} MB; "
-                    f"{result['machine']['cpus']} CPUs, load {load:.1f} before"
-                    + (f"; best of {result['repeat']}" if result.get("repeat", 1) > 1 else "") + ")")
+    t = Table(
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+        title=f"{result['format']} import of {big[u]:,} {u} ({big['bytes_in'] / 1e6:.0f} MB; "
+        f"{result['machine']['cpus']} CPUs, load {load:.1f} before"
+        + (f"; best of {result['repeat']}" if result.get("repeat", 1) > 1 else "")
+        + ")",
+    )
     for col, j in (("system", "left"), ("does", "left"), ("s", "right"), (f"{u}/s", "right")):
         t.add_column(col, justify=j)
     if "command_seconds" in big:
-        t.add_row("tracehouse import (command)", "the whole command from outside: start-up, parse, store, close "
-                  f"({big['command_cpu_seconds']:.2f} CPU-s)", f"{big['command_seconds']:.2f}",
-                  f"{big[u + '_per_s_end_to_end'] / 1e6:.2f}M")
-    t.add_row("tracehouse import", "parse + store (Parquet segments registered)", f"{big['seconds']:.2f}",
-              f"{big[u + '_per_s'] / 1e6:.2f}M")
+        t.add_row(
+            "tracehouse import (command)",
+            f"the whole command from outside: start-up, parse, store, close ({big['command_cpu_seconds']:.2f} CPU-s)",
+            f"{big['command_seconds']:.2f}",
+            f"{big[u + '_per_s_end_to_end'] / 1e6:.2f}M",
+        )
+    t.add_row(
+        "tracehouse import",
+        "parse + store (Parquet segments registered)",
+        f"{big['seconds']:.2f}",
+        f"{big[u + '_per_s'] / 1e6:.2f}M",
+    )
     for p in result["peers"]:
         rate = p[f"{u}_per_s"]
-        t.add_row(p["name"], p["what"] + (f" ({p['note']})" if p["note"] else ""),
-                  "" if p["seconds"] is None else f"{p['seconds']:.2f}", "" if rate is None else f"{rate / 1e6:.2f}M")
-    s = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
-              title="scaling: time O(N), memory bounded by the batch (peak RSS of the importing process)")
+        t.add_row(
+            p["name"],
+            p["what"] + (f" ({p['note']})" if p["note"] else ""),
+            "" if p["seconds"] is None else f"{p['seconds']:.2f}",
+            "" if rate is None else f"{rate / 1e6:.2f}M",
+        )
+    s = Table(
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+        title="scaling: time O(N), memory bounded by the batch (peak RSS of the importing process)",
+    )
     for col in (u, "events", "s", f"{u}/s", f"{u}/CPU·s", "peak RSS", "RSS growth", "stored"):
         s.add_column(col, justify="right")
     for r in runs:
-        s.add_row(f"{r[u]:,}", f"{r['events']:,}", f"{r['seconds']:.2f}", f"{r[u + '_per_s'] / 1e6:.2f}M",
-                  "" if r[u + "_per_cpu_s"] is None else f"{r[u + '_per_cpu_s'] / 1e6:.2f}M",
-                  f"{(r['peak_rss_kb'] or 0) / 1024:.0f} MB", f"{r['rss_growth_kb'] / 1024:.0f} MB",
-                  f"{r['store_bytes'] / 1e6:.1f} MB")
+        s.add_row(
+            f"{r[u]:,}",
+            f"{r['events']:,}",
+            f"{r['seconds']:.2f}",
+            f"{r[u + '_per_s'] / 1e6:.2f}M",
+            "" if r[u + "_per_cpu_s"] is None else f"{r[u + '_per_cpu_s'] / 1e6:.2f}M",
+            f"{(r['peak_rss_kb'] or 0) / 1024:.0f} MB",
+            f"{r['rss_growth_kb'] / 1024:.0f} MB",
+            f"{r['store_bytes'] / 1e6:.1f} MB",
+        )
     return t, s
 
 

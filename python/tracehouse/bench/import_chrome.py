@@ -28,9 +28,17 @@ def build(workdir: Path, sizes: list[int]) -> list[Input]:
         t0 = time.perf_counter()
         path = workdir / f"chrome-{n}.json"
         records = generate(path, n)
-        inputs.append(Input(path, records, path.stat().st_size, {
-            "workload": "56% X (2 args), 14% B/E halves, 14% i, 16% C; 2 pids x 8 tids",
-            "build_s": round(time.perf_counter() - t0, 2)}))
+        inputs.append(
+            Input(
+                path,
+                records,
+                path.stat().st_size,
+                {
+                    "workload": "56% X (2 args), 14% B/E halves, 14% i, 16% C; 2 pids x 8 tids",
+                    "build_s": round(time.perf_counter() - t0, 2),
+                },
+            )
+        )
     return inputs
 
 

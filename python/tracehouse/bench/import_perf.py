@@ -75,14 +75,21 @@ def capture_template(workdir: Path) -> Path:
         raise NotFound("no C compiler to build the recorded program (Debian/Ubuntu: apt-get install gcc)")
     src, exe = workdir / "walk.c", workdir / "walk"
     src.write_text("#include <stdlib.h>\n" + WORKLOAD)
-    subprocess.run([cc, "-O1", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer", "-pthread", "-o", str(exe),
-                    str(src)], check=True)
+    subprocess.run(
+        [cc, "-O1", "-fno-omit-frame-pointer", "-mno-omit-leaf-frame-pointer", "-pthread", "-o", str(exe), str(src)],
+        check=True,
+    )
     data = workdir / "template.perf.data"
-    r = subprocess.run([perf, "record", "-F", "999", "-g", "-q", "-o", str(data), "--", str(exe), str(ROUNDS)],
-                       capture_output=True, text=True)
+    r = subprocess.run(
+        [perf, "record", "-F", "999", "-g", "-q", "-o", str(data), "--", str(exe), str(ROUNDS)],
+        capture_output=True,
+        text=True,
+    )
     if r.returncode != 0:
-        raise NotFound(f"perf record cannot record here: {r.stderr.strip()[-300:]} "
-                       "(as root, or with /proc/sys/kernel/perf_event_paranoid at 2 or below)")
+        raise NotFound(
+            f"perf record cannot record here: {r.stderr.strip()[-300:]} "
+            "(as root, or with /proc/sys/kernel/perf_event_paranoid at 2 or below)"
+        )
     out = workdir / "template.perf.txt"
     with open(out, "wb") as f:
         subprocess.run([perf, "script", "-i", str(data)], stdout=f, stderr=subprocess.DEVNULL, check=True)
@@ -97,14 +104,16 @@ def replicate(template: Path, out: Path, lines: int) -> tuple[int, int]:
     heads = list(_HEADER.finditer(body))
     if not heads:
         raise NotFound(f"{template}: no perf script records")
-    body = body[heads[0].start():]
+    body = body[heads[0].start() :]
     heads = list(_HEADER.finditer(body))
     stamps = [int(m.group(6)) * 1_000_000 + int(m.group(7)) for m in heads]
     span = max(stamps) - min(stamps) + 1000
     # Each record: (its header's fields, the bytes after its time) in the template.
     starts = [m.start() for m in heads] + [len(body)]
-    records = [(m.group(1) or b"", int(m.group(2)), m.group(4), m.group(5) or b"", t, body[m.end():starts[i + 1]])
-               for i, (m, t) in enumerate(zip(heads, stamps))]
+    records = [
+        (m.group(1) or b"", int(m.group(2)), m.group(4), m.group(5) or b"", t, body[m.end() : starts[i + 1]])
+        for i, (m, t) in enumerate(zip(heads, stamps))
+    ]
     written = copy = 0
     with open(out, "wb") as f:
         while written < lines:
@@ -135,11 +144,21 @@ def build(workdir: Path, sizes: list[int]) -> list[Input]:
     for n in sorted(sizes):
         path = workdir / f"perf-{n}.txt"
         copies, lines = replicate(template, path, n)
-        inputs.append(Input(path, lines, path.stat().st_size, {
-            "template_lines": text.count(b"\n"), "template_samples": len(_HEADER.findall(text)), "copies": copies,
-            "template": f"C: two threads x {ROUNDS} recursive walks 8-40 frames deep under perf record -F 999 -g, "
-                        "then perf script; copies with new thread ids",
-            "build_s": round(time.perf_counter() - t0, 2)}))
+        inputs.append(
+            Input(
+                path,
+                lines,
+                path.stat().st_size,
+                {
+                    "template_lines": text.count(b"\n"),
+                    "template_samples": len(_HEADER.findall(text)),
+                    "copies": copies,
+                    "template": f"C: two threads x {ROUNDS} recursive walks 8-40 frames deep under perf record -F 999 -g, "
+                    "then perf script; copies with new thread ids",
+                    "build_s": round(time.perf_counter() - t0, 2),
+                },
+            )
+        )
     template.unlink(missing_ok=True)
     return inputs
 
@@ -167,15 +186,23 @@ def _collapse(name: str, exe_name: str, what: str, missing: str, inp: Input) -> 
 
 
 def peer_inferno(inp: Input) -> Peer:
-    return _collapse("inferno", "inferno-collapse-perf",
-                     "inferno-collapse-perf (Rust stackcollapse-perf): perf script text to folded stacks, nothing stored",
-                     "not installed (cargo install inferno)", inp)
+    return _collapse(
+        "inferno",
+        "inferno-collapse-perf",
+        "inferno-collapse-perf (Rust stackcollapse-perf): perf script text to folded stacks, nothing stored",
+        "not installed (cargo install inferno)",
+        inp,
+    )
 
 
 def peer_stackcollapse(inp: Input) -> Peer:
-    return _collapse("stackcollapse-perf.pl", "stackcollapse-perf.pl",
-                     "FlameGraph's stackcollapse-perf.pl (Perl): perf script text to folded stacks",
-                     "not on PATH (FlameGraph)", inp)
+    return _collapse(
+        "stackcollapse-perf.pl",
+        "stackcollapse-perf.pl",
+        "FlameGraph's stackcollapse-perf.pl (Perl): perf script text to folded stacks",
+        "not on PATH (FlameGraph)",
+        inp,
+    )
 
 
 def peer_python(inp: Input) -> Peer:
@@ -196,8 +223,13 @@ def peer_python(inp: Input) -> Peer:
             elif frames:
                 b";".join(reversed(frames))
                 frames = []
-    return Peer("python", "split each header, take each frame's symbol, join the stack (nothing stored)",
-                time.perf_counter() - t0, _lines(inp), note=f"{rows:,} records")
+    return Peer(
+        "python",
+        "split each header, take each frame's symbol, join the stack (nothing stored)",
+        time.perf_counter() - t0,
+        _lines(inp),
+        note=f"{rows:,} records",
+    )
 
 
 CASE = Case(

@@ -46,8 +46,10 @@ def _template():
     try:
         from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TracePacket, TrackEvent
     except ImportError:
-        raise NotFound("the perfetto package is not installed (pip install perfetto: its TraceProtoBuilder's "
-                       "messages write the workload)") from None
+        raise NotFound(
+            "the perfetto package is not installed (pip install perfetto: its TraceProtoBuilder's "
+            "messages write the workload)"
+        ) from None
     packets = []
     p = TracePacket()
     p.track_descriptor.uuid = 1
@@ -66,15 +68,25 @@ def _template():
         p.track_descriptor.thread.tid = 10 + t
         p.track_descriptor.thread.thread_name = f"worker-{t}"
         packets.append(p)
-    B, E, I, C = (TrackEvent.TYPE_SLICE_BEGIN, TrackEvent.TYPE_SLICE_END, TrackEvent.TYPE_INSTANT,
-                  TrackEvent.TYPE_COUNTER)
+    B, E, I, C = (  # noqa: E741 - the track event types' own letters
+        TrackEvent.TYPE_SLICE_BEGIN,
+        TrackEvent.TYPE_SLICE_END,
+        TrackEvent.TYPE_INSTANT,
+        TrackEvent.TYPE_COUNTER,
+    )
     for t in range(THREADS):
         seq = 100 + t
         for f in range(FRAMES):
             base = f * 16_000_000 + t * 1000
-            evs = [(base, B, 0), (base + 1_000_000, B, 1), (base + 2_000_000, B, 2 + f % 4),
-                   (base + 5_000_000, E, None), (base + 6_000_000, I, 1), (base + 8_000_000, E, None),
-                   (base + 12_000_000, E, None)]
+            evs = [
+                (base, B, 0),
+                (base + 1_000_000, B, 1),
+                (base + 2_000_000, B, 2 + f % 4),
+                (base + 5_000_000, E, None),
+                (base + 6_000_000, I, 1),
+                (base + 8_000_000, E, None),
+                (base + 12_000_000, E, None),
+            ]
             for k, (ts, ty, name) in enumerate(evs):
                 p = TracePacket()
                 p.timestamp = ts
@@ -156,10 +168,19 @@ def build(workdir: Path, sizes: list[int]) -> list[Input]:
     for n in sorted(sizes):
         path = workdir / f"perfetto-{n}.pftrace"
         copies, events = write(path, n)
-        inputs.append(Input(path, events, path.stat().st_size, {
-            "copies": copies, "template": f"TraceProtoBuilder messages: {THREADS} threads x {FRAMES} frames of slices "
-                                          "nested 3 deep with interned names, an instant and a counter per frame",
-            "build_s": round(time.perf_counter() - t0, 2)}))
+        inputs.append(
+            Input(
+                path,
+                events,
+                path.stat().st_size,
+                {
+                    "copies": copies,
+                    "template": f"TraceProtoBuilder messages: {THREADS} threads x {FRAMES} frames of slices "
+                    "nested 3 deep with interned names, an instant and a counter per frame",
+                    "build_s": round(time.perf_counter() - t0, 2),
+                },
+            )
+        )
     return inputs
 
 
@@ -182,8 +203,12 @@ def peer_upb(inp: Input) -> Peer:
     t0 = time.perf_counter()
     trace = Trace.FromString(inp.path.read_bytes())
     n = sum(1 for p in trace.packet if p.HasField("track_event"))
-    return Peer("protobuf (upb)", f"Google's protobuf ({api_implementation.Type()}) decoding every packet into "
-                "messages, nothing stored", time.perf_counter() - t0, n)
+    return Peer(
+        "protobuf (upb)",
+        f"Google's protobuf ({api_implementation.Type()}) decoding every packet into messages, nothing stored",
+        time.perf_counter() - t0,
+        n,
+    )
 
 
 def peer_parse_only(inp: Input) -> Peer:
@@ -197,8 +222,12 @@ def peer_parse_only(inp: Input) -> Peer:
         p.feed(chunk)
     p.finish()
     s = p.stats
-    return Peer("tracehouse parse", "Rust parser only, batches dropped (no store)", time.perf_counter() - t0,
-                2 * s["slices"] - s["unclosed_slices"] + s["instants"] + s["counters"])
+    return Peer(
+        "tracehouse parse",
+        "Rust parser only, batches dropped (no store)",
+        time.perf_counter() - t0,
+        2 * s["slices"] - s["unclosed_slices"] + s["instants"] + s["counters"],
+    )
 
 
 CASE = Case(

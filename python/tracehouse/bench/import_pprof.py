@@ -89,8 +89,9 @@ def build(workdir: Path, sizes: list[int]) -> list[Input]:
     src = workdir / "paths.go"
     src.write_text(PROGRAM)
     exe = workdir / "paths"
-    subprocess.run([go, "build", "-o", str(exe), str(src)], check=True, cwd=workdir,
-                   env={**os.environ, "GO111MODULE": "off"})
+    subprocess.run(
+        [go, "build", "-o", str(exe), str(src)], check=True, cwd=workdir, env={**os.environ, "GO111MODULE": "off"}
+    )
     inputs = []
     for n in sorted(sizes):
         bits = max(1, (n - 1).bit_length())
@@ -104,9 +105,20 @@ def build(workdir: Path, sizes: list[int]) -> list[Input]:
             if got == n:
                 break
             paths = max(paths + n - got, 1)
-        inputs.append(Input(path, got, path.stat().st_size, {
-            "template": f"Go heap profile (MemProfileRate 1) of a binary recursion {bits} levels deep: "
-                        f"one sample per path", "bits": bits, "paths": paths, "build_s": round(time.perf_counter() - t0, 2)}))
+        inputs.append(
+            Input(
+                path,
+                got,
+                path.stat().st_size,
+                {
+                    "template": f"Go heap profile (MemProfileRate 1) of a binary recursion {bits} levels deep: "
+                    f"one sample per path",
+                    "bits": bits,
+                    "paths": paths,
+                    "build_s": round(time.perf_counter() - t0, 2),
+                },
+            )
+        )
     return inputs
 
 

@@ -67,8 +67,10 @@ OPS = 1000
 # a resumption, a signal or an exit), groups captured but nothing converted or stored:
 # the least a pure-Python importer does per line.
 _RESULT = rb"(-?\w+|\?)(?:<.*?>)?(?: (E\w+) \(.*?\))?(?: \(.*\))?(?: <(\d+\.\d+)>)?"
-PEER_REGEX = (rb"^(\d+) +(\d+\.\d+) (?:(\w+)\((.*)\) += " + _RESULT + rb"|(\w+)\((.*) <unfinished \.\.\.>"
-              rb"|<\.\.\. (\w+) resumed>(.*)\) += " + _RESULT + rb"|--- (.*) ---|\+\+\+ (.*) \+\+\+)$")
+PEER_REGEX = (
+    rb"^(\d+) +(\d+\.\d+) (?:(\w+)\((.*)\) += " + _RESULT + rb"|(\w+)\((.*) <unfinished \.\.\.>"
+    rb"|<\.\.\. (\w+) resumed>(.*)\) += " + _RESULT + rb"|--- (.*) ---|\+\+\+ (.*) \+\+\+)$"
+)
 
 _PREFIX = re.compile(rb"^(\d+) +(\d{10})\.(\d{6}) ")
 
@@ -87,8 +89,11 @@ def capture(workdir: Path, name: str, program: str, args: list[str]) -> Path:
     data = workdir / f"{name}-data"
     data.mkdir(exist_ok=True)
     log = workdir / f"{name}.strace"
-    subprocess.run([strace, "-f", "-ttt", "-T", "-y", "-s0", "-o", str(log), sys.executable, "-c", program,
-                    str(data), *args], check=True, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [strace, "-f", "-ttt", "-T", "-y", "-s0", "-o", str(log), sys.executable, "-c", program, str(data), *args],
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
     shutil.rmtree(data, ignore_errors=True)
     return log
 
@@ -167,9 +172,19 @@ def build(workdir: Path, sizes: list[int]) -> list[Input]:
                     chunk = src.read(min(left, 16 << 20))
                     dst.write(chunk)
                     left -= len(chunk)
-        inputs.append(Input(path, n, path.stat().st_size, {
-            "template_lines": tlines, "template": "python processes doing pwrite/pread/lseek/read/write/fdatasync "
-            f"({WORKERS} forked workers x {OPS} ops) under strace -f -ttt -T -y -s0", "build_s": round(time.perf_counter() - t0, 2)}))
+        inputs.append(
+            Input(
+                path,
+                n,
+                path.stat().st_size,
+                {
+                    "template_lines": tlines,
+                    "template": "python processes doing pwrite/pread/lseek/read/write/fdatasync "
+                    f"({WORKERS} forked workers x {OPS} ops) under strace -f -ttt -T -y -s0",
+                    "build_s": round(time.perf_counter() - t0, 2),
+                },
+            )
+        )
     template.unlink(missing_ok=True)
     return inputs
 

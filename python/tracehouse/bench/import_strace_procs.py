@@ -73,10 +73,15 @@ class _Copies:
     39.2 s -> 16.9 s, the same bytes (`cmp` against the old code's output)."""
 
     def __init__(self, body: bytes, pids: set[int]) -> None:
-        found = [(m.start(), m.end(), (int(m.group(1)), m.group(2), int(m.group(3)) * 1_000_000 + int(m.group(4))))
-                 for m in _PREFIX.finditer(body)]
-        found += [(m.start(), m.end(), (m.group(1), int(m.group(2)))) for m in _PID_REFS.finditer(body)
-                  if int(m.group(2)) in pids]
+        found = [
+            (m.start(), m.end(), (int(m.group(1)), m.group(2), int(m.group(3)) * 1_000_000 + int(m.group(4))))
+            for m in _PREFIX.finditer(body)
+        ]
+        found += [
+            (m.start(), m.end(), (m.group(1), int(m.group(2))))
+            for m in _PID_REFS.finditer(body)
+            if int(m.group(2)) in pids
+        ]
         found.sort(key=lambda x: x[0])
         self.body = body
         self.starts = [start for start, _, _ in found]
@@ -132,11 +137,20 @@ def build(workdir: Path, sizes: list[int]) -> list[Input]:
     for n in sorted(sizes):
         path = workdir / f"strace-procs-{n}.log"
         procs = replicate(template, path, n)
-        inputs.append(Input(path, n, path.stat().st_size, {
-            "template_lines": tlines, "pids": procs,
-            "template": f"python: {PROCESSES} forked processes x {THREADS} threads doing pwrite/pread/fdatasync "
-                        f"({OPS} ops each) under strace -f -ttt -T -y -s0; copies with new pids",
-            "build_s": round(time.perf_counter() - t0, 2)}))
+        inputs.append(
+            Input(
+                path,
+                n,
+                path.stat().st_size,
+                {
+                    "template_lines": tlines,
+                    "pids": procs,
+                    "template": f"python: {PROCESSES} forked processes x {THREADS} threads doing pwrite/pread/fdatasync "
+                    f"({OPS} ops each) under strace -f -ttt -T -y -s0; copies with new pids",
+                    "build_s": round(time.perf_counter() - t0, 2),
+                },
+            )
+        )
     template.unlink(missing_ok=True)
     return inputs
 

@@ -24,8 +24,8 @@ import shutil
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -51,8 +51,13 @@ def _metrics_csv(path: Path, rows: int) -> None:
             f.write("\n")
 
 
-def run(events: int = 5_000_000, csv_rows: int = 2_000_000, rounds: int = 3, workdir: str | None = None,
-        progress: Callable[[str], None] | None = None) -> dict:
+def run(
+    events: int = 5_000_000,
+    csv_rows: int = 2_000_000,
+    rounds: int = 3,
+    workdir: str | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> dict:
     import pyarrow.parquet as pq
 
     import tracehouse
@@ -70,16 +75,21 @@ def run(events: int = 5_000_000, csv_rows: int = 2_000_000, rounds: int = 3, wor
         times: dict[tuple[str, bool], list[tuple[float, float]]] = {}
         stores: dict[bool, Path] = {}
         for r in range(rounds):
-            for ck in ((True, False) if r % 2 == 0 else (False, True)):
+            for ck in (True, False) if r % 2 == 0 else (False, True):
                 path = root / f"store-{r}-{'crc' if ck else 'nocrc'}"
                 with tracehouse.open(path, page_checksums=ck) as s:
-                    times.setdefault(("tod", ck), []).append(
-                        _timed(lambda s=s: generate_tod(s, "tod", events)))
+                    times.setdefault(("tod", ck), []).append(_timed(lambda s=s: generate_tod(s, "tod", events)))
                     times.setdefault(("csv", ck), []).append(
-                        _timed(lambda s=s: registry.importer("csv", csv).import_file(
-                            s, csv, "csv", mapping=Mapping(kind="counter"))))
-                say(f"round {r + 1}/{rounds}, page checksums {'on' if ck else 'off'}: TOD "
-                    f"{times[('tod', ck)][-1][0]:.2f} s, CSV {times[('csv', ck)][-1][0]:.2f} s")
+                        _timed(
+                            lambda s=s: registry.importer("csv", csv).import_file(
+                                s, csv, "csv", mapping=Mapping(kind="counter")
+                            )
+                        )
+                    )
+                say(
+                    f"round {r + 1}/{rounds}, page checksums {'on' if ck else 'off'}: TOD "
+                    f"{times[('tod', ck)][-1][0]:.2f} s, CSV {times[('csv', ck)][-1][0]:.2f} s"
+                )
                 if stores.get(ck) is not None:
                     shutil.rmtree(stores[ck])
                 stores[ck] = path
@@ -87,14 +97,20 @@ def run(events: int = 5_000_000, csv_rows: int = 2_000_000, rounds: int = 3, wor
         for what in ("tod", "csv"):
             on = [t for t in times[(what, True)]]
             off = [t for t in times[(what, False)]]
-            med = {k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v))
-                   for k, v in (("on", on), ("off", off))}
-            write[what] = {"rows": events if what == "tod" else csv_rows,
-                           "seconds_with": round(med["on"][0], 4), "seconds_without": round(med["off"][0], 4),
-                           "cpu_with": round(med["on"][1], 4), "cpu_without": round(med["off"][1], 4),
-                           "ratio_wall": round(med["on"][0] / med["off"][0], 3),
-                           "ratio_cpu": round(med["on"][1] / med["off"][1], 3),
-                           "runs": len(on)}
+            med = {
+                k: (statistics.median(w for w, _ in v), statistics.median(c for _, c in v))
+                for k, v in (("on", on), ("off", off))
+            }
+            write[what] = {
+                "rows": events if what == "tod" else csv_rows,
+                "seconds_with": round(med["on"][0], 4),
+                "seconds_without": round(med["off"][0], 4),
+                "cpu_with": round(med["on"][1], 4),
+                "cpu_without": round(med["off"][1], 4),
+                "ratio_wall": round(med["on"][0] / med["off"][0], 3),
+                "ratio_cpu": round(med["on"][1] / med["off"][1], 3),
+                "runs": len(on),
+            }
         store = stores[True]
         files = sorted(store.glob("traces/*/segments/*/*.parquet"))
         nbytes = sum(f.stat().st_size for f in files)
@@ -111,6 +127,7 @@ def run(events: int = 5_000_000, csv_rows: int = 2_000_000, rounds: int = 3, wor
                 for f in files:
                     with pq.ParquetFile(f, page_checksum_verification=verify_crc) as p:
                         p.read()
+
             return go
 
         def pages() -> None:
@@ -121,8 +138,13 @@ def run(events: int = 5_000_000, csv_rows: int = 2_000_000, rounds: int = 3, wor
             assert verify_store(store)["ok"]
 
         check = {}
-        for name, fn in (("plain read", plain_read), ("page walk", pages), ("tracehouse verify", whole_verify),
-                         ("pyarrow decode", decode(False)), ("pyarrow decode + CRC", decode(True))):
+        for name, fn in (
+            ("plain read", plain_read),
+            ("page walk", pages),
+            ("tracehouse verify", whole_verify),
+            ("pyarrow decode", decode(False)),
+            ("pyarrow decode + CRC", decode(True)),
+        ):
             fn()  # (warm: every file in the page cache, every import done)
             best = min(_timed(fn)[0] for _ in range(max(5, rounds)))
             check[name] = {"seconds": round(best, 4), "mb_per_s": round(nbytes / best / 1e6, 1)}
@@ -132,8 +154,16 @@ def run(events: int = 5_000_000, csv_rows: int = 2_000_000, rounds: int = 3, wor
             v["x_plain_read"] = round(v["seconds"] / base, 2)
         decode_s = check["pyarrow decode"]["seconds"]
         check["pyarrow decode + CRC"]["x_decode"] = round(check["pyarrow decode + CRC"]["seconds"] / decode_s, 3)
-        return {"events": events, "csv_rows": csv_rows, "rounds": rounds, "segment_files": len(files),
-                "segment_bytes": nbytes, "write": write, "check": check, "load_average": os.getloadavg()[0]}
+        return {
+            "events": events,
+            "csv_rows": csv_rows,
+            "rounds": rounds,
+            "segment_files": len(files),
+            "segment_bytes": nbytes,
+            "write": write,
+            "check": check,
+            "load_average": os.getloadavg()[0],
+        }
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -150,7 +180,7 @@ def _segment_writes(root: Path, files: list[Path], rounds: int, say) -> dict:
     out_dir = root / "rewrite"
     cpu: dict[bool, list[float]] = {True: [], False: []}
     for r in range(rounds):
-        for ck in ((True, False) if r % 2 == 0 else (False, True)):
+        for ck in (True, False) if r % 2 == 0 else (False, True):
             shutil.rmtree(out_dir, ignore_errors=True)
             c0 = time.process_time()
             for name, t in tables:
@@ -158,27 +188,40 @@ def _segment_writes(root: Path, files: list[Path], rounds: int, say) -> dict:
             cpu[ck].append(time.process_time() - c0)
     with_, without = statistics.median(cpu[True]), statistics.median(cpu[False])
     say(f"segment writes: {with_:.3f} CPU-s with page CRCs, {without:.3f} without")
-    return {"rows": sum(t.num_rows for _, t in tables), "files": len(tables), "cpu_with": round(with_, 4),
-            "cpu_without": round(without, 4), "ratio_cpu": round(with_ / without, 3), "runs": rounds}
+    return {
+        "rows": sum(t.num_rows for _, t in tables),
+        "files": len(tables),
+        "cpu_with": round(with_, 4),
+        "cpu_without": round(without, 4),
+        "ratio_cpu": round(with_ / without, 3),
+        "runs": rounds,
+    }
 
 
 def render(r: dict) -> str:
     lines = [f"page checksums: write ({r['rounds']} runs each, alternating; medians)"]
     for what, w in r["write"].items():
         if what == "segments":
-            lines.append(f"  {'the writers alone':30} {w['rows']:>11,} rows in {w['files']} segments: with "
-                         f"{w['cpu_with']:.3f} CPU-s, without {w['cpu_without']:.3f} CPU-s: x{w['ratio_cpu']:.3f} CPU "
-                         f"({w['runs']} runs)")
+            lines.append(
+                f"  {'the writers alone':30} {w['rows']:>11,} rows in {w['files']} segments: with "
+                f"{w['cpu_with']:.3f} CPU-s, without {w['cpu_without']:.3f} CPU-s: x{w['ratio_cpu']:.3f} CPU "
+                f"({w['runs']} runs)"
+            )
             continue
         label = "TOD generate (native writer)" if what == "tod" else "CSV import (pyarrow writer)"
-        lines.append(f"  {label:30} {w['rows']:>11,} rows: with {w['seconds_with']:.3f} s ({w['cpu_with']:.3f} CPU-s), "
-                     f"without {w['seconds_without']:.3f} s ({w['cpu_without']:.3f} CPU-s): x{w['ratio_wall']:.3f} wall, "
-                     f"x{w['ratio_cpu']:.3f} CPU")
-    lines.append(f"check: {r['segment_files']} segment files, {r['segment_bytes'] / 1e6:.1f} MB in the page cache "
-                 "(best of 5)")
+        lines.append(
+            f"  {label:30} {w['rows']:>11,} rows: with {w['seconds_with']:.3f} s ({w['cpu_with']:.3f} CPU-s), "
+            f"without {w['seconds_without']:.3f} s ({w['cpu_without']:.3f} CPU-s): x{w['ratio_wall']:.3f} wall, "
+            f"x{w['ratio_cpu']:.3f} CPU"
+        )
+    lines.append(
+        f"check: {r['segment_files']} segment files, {r['segment_bytes'] / 1e6:.1f} MB in the page cache (best of 5)"
+    )
     for name, c in r["check"].items():
         extra = f", x{c['x_decode']:.3f} pyarrow decode" if "x_decode" in c else ""
-        lines.append(f"  {name:22} {c['mb_per_s']:>9,.1f} MB/s  ({c['seconds']:.3f} s, x{c['x_plain_read']:.2f} "
-                     f"plain read{extra})")
+        lines.append(
+            f"  {name:22} {c['mb_per_s']:>9,.1f} MB/s  ({c['seconds']:.3f} s, x{c['x_plain_read']:.2f} "
+            f"plain read{extra})"
+        )
     lines.append(f"load average {r['load_average']:.2f}")
     return "\n".join(lines)

@@ -35,7 +35,7 @@ class LineProgress:
         self.every = every
         self.stages: list[_Stage] = []
 
-    def __enter__(self) -> "LineProgress":
+    def __enter__(self) -> LineProgress:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -91,5 +91,12 @@ def stages(enabled: bool = True, *, every: float = 5.0, console: Console | None 
     console = console or Console(stderr=True)
     if enabled and not console.is_terminal:
         return LineProgress(console, every)
-    return Progress(TextColumn("{task.description:<26}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=console, transient=True, disable=not enabled)
+    return Progress(
+        TextColumn("{task.description:<26}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+        disable=not enabled,
+    )

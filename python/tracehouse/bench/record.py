@@ -40,8 +40,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 PROGRAMS_DIR = Path(__file__).resolve().parent / "programs"
 # name -> (file, arguments, PYPERF_LOOPS): each runs 0.2-0.6 s untraced on this machine.
@@ -72,9 +72,13 @@ def _pyperformance_file(name: str) -> Path:
     if spec is None or not spec.submodule_search_locations:
         from ..errors import BadInput
 
-        raise BadInput(f"benchmark program {name} comes from the pyperformance package, which is not installed",
-                       expected="pip install pyperformance (make setup installs it with the bench extra)")
-    path = Path(list(spec.submodule_search_locations)[0]) / "data-files" / "benchmarks" / f"bm_{name}" / "run_benchmark.py"
+        raise BadInput(
+            f"benchmark program {name} comes from the pyperformance package, which is not installed",
+            expected="pip install pyperformance (make setup installs it with the bench extra)",
+        )
+    path = (
+        Path(list(spec.submodule_search_locations)[0]) / "data-files" / "benchmarks" / f"bm_{name}" / "run_benchmark.py"
+    )
     if not path.is_file():
         from ..errors import BadInput
 
@@ -96,15 +100,29 @@ def _harness(mode: str, argv: list[str], env: dict, cwd: Path) -> tuple[float, f
     (`--none`) or under the pure-Python recorder (`--events`): the same runpy start as the
     recorder's child, so the three program times compare like for like."""
     t0 = time.perf_counter()
-    p = subprocess.run([sys.executable, "-m", "tracehouse.record.reference", mode, "--", *argv], env=env,
-                       cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    p = subprocess.run(
+        [sys.executable, "-m", "tracehouse.record.reference", mode, "--", *argv],
+        env=env,
+        cwd=cwd,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+    )
     wall = time.perf_counter() - t0
     got = json.loads(p.stderr.decode().strip().splitlines()[-1])
     return wall, got["seconds"], got["events"]
 
 
-def run(programs: list[str] | None = None, *, repeat: int = 1, quick: bool = False, workdir: str | None = None,
-        ingest_passes: int = 4, reference: bool = True, log: Callable[[str], None] = lambda s: None) -> dict:
+def run(
+    programs: list[str] | None = None,
+    *,
+    repeat: int = 1,
+    quick: bool = False,
+    workdir: str | None = None,
+    ingest_passes: int = 4,
+    reference: bool = True,
+    log: Callable[[str], None] = lambda s: None,
+) -> dict:
     """Runs the benchmark (see the module doc); returns its results as JSON-able data."""
     import tracehouse
 
@@ -117,9 +135,13 @@ def run(programs: list[str] | None = None, *, repeat: int = 1, quick: bool = Fal
 
         raise BadInput(f"unknown programs {bad}", expected=", ".join(PROGRAMS))
     base = Path(tempfile.mkdtemp(prefix="th-bench-record-", dir=workdir))
-    out: dict = {"machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0],
-                             "loadavg_before": list(os.getloadavg())}, "programs": [], "ingest": None,
-                 "quick": quick, "repeat": repeat}
+    out: dict = {
+        "machine": {"cpus": os.cpu_count(), "python": sys.version.split()[0], "loadavg_before": list(os.getloadavg())},
+        "programs": [],
+        "ingest": None,
+        "quick": quick,
+        "repeat": repeat,
+    }
     try:
         progs = base / "programs"
         progs.mkdir()
@@ -152,19 +174,31 @@ def run(programs: list[str] | None = None, *, repeat: int = 1, quick: bool = Fal
                         raise RuntimeError(f"{name} exited with {rep.exit_status} under the recorder")
                 recorded = statistics.median(rec_times)
                 recorded_wall = statistics.median(rec_walls)
-                row = {"program": name, "args": args, "untraced_s": round(plain, 3), "recorded_s": round(recorded, 3),
-                       "overhead": round(recorded / plain, 2), "untraced_wall_s": round(plain_wall, 3),
-                       "recorded_wall_s": round(recorded_wall, 3), "wall_overhead": round(recorded_wall / plain_wall, 2),
-                       "events": rep.events, "by_type": rep.by_type,
-                       "events_per_s": round(rep.events / recorded), "stream_bytes": rep.bytes,
-                       "threads": len(rep.threads)}
+                row = {
+                    "program": name,
+                    "args": args,
+                    "untraced_s": round(plain, 3),
+                    "recorded_s": round(recorded, 3),
+                    "overhead": round(recorded / plain, 2),
+                    "untraced_wall_s": round(plain_wall, 3),
+                    "recorded_wall_s": round(recorded_wall, 3),
+                    "wall_overhead": round(recorded_wall / plain_wall, 2),
+                    "events": rep.events,
+                    "by_type": rep.by_type,
+                    "events_per_s": round(rep.events / recorded),
+                    "stream_bytes": rep.bytes,
+                    "threads": len(rep.threads),
+                }
                 if reference:
                     log(f"{name}: pure-Python recorder")
                     _, ref_s, ref_events = _harness("--events", argv[1:], env, progs)
                     # Overhead is the time a recorder adds; the gain compares what each adds.
-                    row.update(reference_s=round(ref_s, 3), reference_overhead=round(ref_s / plain, 2),
-                               reference_events=ref_events,
-                               gain=round((ref_s - plain) / max(recorded - plain, 1e-3), 1))
+                    row.update(
+                        reference_s=round(ref_s, 3),
+                        reference_overhead=round(ref_s / plain, 2),
+                        reference_events=ref_events,
+                        gain=round((ref_s - plain) / max(recorded - plain, 1e-3), 1),
+                    )
                 out["programs"].append(row)
                 if biggest is None or rep.events > biggest[1]:
                     biggest = (argv, rep.events, env)
@@ -183,8 +217,14 @@ def capture(argv: list[str], env: dict, path: Path) -> None:
     """Records `argv` (python PROGRAM ARGS) into a stream file (what a pipe to the store would carry)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     try:
-        subprocess.run([argv[0], "-m", "tracehouse.record", "--child", str(fd), "--", *argv[1:]], env=env,
-                       pass_fds=(fd,), check=True, stdout=subprocess.DEVNULL, cwd=Path(argv[1]).parent)
+        subprocess.run(
+            [argv[0], "-m", "tracehouse.record", "--child", str(fd), "--", *argv[1:]],
+            env=env,
+            pass_fds=(fd,),
+            check=True,
+            stdout=subprocess.DEVNULL,
+            cwd=Path(argv[1]).parent,
+        )
     finally:
         os.close(fd)
 
@@ -198,9 +238,17 @@ def ingest(store, base: Path, argv: list[str], env: dict, passes: int, log) -> d
     stream = base / "stream.bin"
     capture(argv, env, stream)
     name = "ingest"
-    store.create_trace(name, pyfmt.FORMAT, event_types=pyfmt.EVENT_TYPES, producers=pyfmt.producers("bench", 0),
-                       format_description=pyfmt.DESCRIPTION, importing=True)
-    store.add_producers(name, [{"id": i, "parent": 0, "kind": "thread", "name": f"t{i}", "attrs": {}} for i in range(1, 9)])
+    store.create_trace(
+        name,
+        pyfmt.FORMAT,
+        event_types=pyfmt.EVENT_TYPES,
+        producers=pyfmt.producers("bench", 0),
+        format_description=pyfmt.DESCRIPTION,
+        importing=True,
+    )
+    store.add_producers(
+        name, [{"id": i, "parent": 0, "kind": "thread", "name": f"t{i}", "attrs": {}} for i in range(1, 9)]
+    )
     total, rates = 0, []
     t0 = time.perf_counter()
     with store.bulk(name):
@@ -223,38 +271,60 @@ def ingest(store, base: Path, argv: list[str], env: dict, passes: int, log) -> d
     store.complete_import(name)
     secs = time.perf_counter() - t0
     stored = store.sql(f'SELECT count(*) AS n FROM "{name}".line_step').to_pylist()[0]["n"]
-    return {"events": total, "seconds": round(secs, 3), "events_per_s": round(total / secs),
-            "append_events_per_s": round(total / appended), "pass_events_per_s": rates,
-            "drain_s": round(secs - appended, 3), "stream_bytes": stream.stat().st_size * passes,
-            "line_steps_stored": stored}
+    return {
+        "events": total,
+        "seconds": round(secs, 3),
+        "events_per_s": round(total / secs),
+        "append_events_per_s": round(total / appended),
+        "pass_events_per_s": rates,
+        "drain_s": round(secs - appended, 3),
+        "stream_bytes": stream.stat().st_size * passes,
+        "line_steps_stored": stored,
+    }
 
 
 def render(r: dict) -> str:
     """The results as a text table (the docs keep it beside the load average)."""
     m = r["machine"]
-    lines = [f"bench record (Python {m['python']}, {m['cpus']} CPUs; load average {m['loadavg_before'][0]:.1f} before, "
-             f"{m['loadavg_after'][0]:.1f} after; median of {r['repeat']}); times are the program's own, "
-             "wall x: the recording end to end (start-up and storing) over the untraced run's", ""]
-    head = f"{'program':<16}{'untraced s':>11}{'recorded s':>11}{'overhead':>10}{'pure-Py s':>11}{'overhead':>10}" \
-           f"{'gain':>8}{'events':>12}{'events/s':>11}{'wall x':>8}"
+    lines = [
+        f"bench record (Python {m['python']}, {m['cpus']} CPUs; load average {m['loadavg_before'][0]:.1f} before, "
+        f"{m['loadavg_after'][0]:.1f} after; median of {r['repeat']}); times are the program's own, "
+        "wall x: the recording end to end (start-up and storing) over the untraced run's",
+        "",
+    ]
+    head = (
+        f"{'program':<16}{'untraced s':>11}{'recorded s':>11}{'overhead':>10}{'pure-Py s':>11}{'overhead':>10}"
+        f"{'gain':>8}{'events':>12}{'events/s':>11}{'wall x':>8}"
+    )
     lines += [head, "-" * len(head)]
     for p in r["programs"]:
-        ref = (f"{p['reference_s']:>11.3f}{p['reference_overhead']:>9.1f}x{p['gain']:>7.1f}x"
-               if "reference_s" in p else f"{'':>11}{'':>10}{'':>8}")
-        lines.append(f"{p['program']:<16}{p['untraced_s']:>11.3f}{p['recorded_s']:>11.3f}{p['overhead']:>9.1f}x{ref}"
-                     f"{p['events']:>12,}{p['events_per_s']:>11,}{p['wall_overhead']:>7.1f}x")
+        ref = (
+            f"{p['reference_s']:>11.3f}{p['reference_overhead']:>9.1f}x{p['gain']:>7.1f}x"
+            if "reference_s" in p
+            else f"{'':>11}{'':>10}{'':>8}"
+        )
+        lines.append(
+            f"{p['program']:<16}{p['untraced_s']:>11.3f}{p['recorded_s']:>11.3f}{p['overhead']:>9.1f}x{ref}"
+            f"{p['events']:>12,}{p['events_per_s']:>11,}{p['wall_overhead']:>7.1f}x"
+        )
     worst = max((p["overhead"] for p in r["programs"]), default=0)
     gains = [p["gain"] for p in r["programs"] if "gain" in p]
     lines.append("")
-    lines.append(f"overhead <= {TARGET_OVERHEAD:.0f}x on every program: {'met' if worst <= TARGET_OVERHEAD else 'missed'} "
-                 f"(worst {worst:.1f}x)")
+    lines.append(
+        f"overhead <= {TARGET_OVERHEAD:.0f}x on every program: {'met' if worst <= TARGET_OVERHEAD else 'missed'} "
+        f"(worst {worst:.1f}x)"
+    )
     if gains:
-        lines.append(f">= {TARGET_GAIN:.0f}x less overhead than the pure-Python recorder: "
-                     f"{'met' if min(gains) >= TARGET_GAIN else 'missed'} (least {min(gains):.1f}x)")
+        lines.append(
+            f">= {TARGET_GAIN:.0f}x less overhead than the pure-Python recorder: "
+            f"{'met' if min(gains) >= TARGET_GAIN else 'missed'} (least {min(gains):.1f}x)"
+        )
     ing = r.get("ingest")
     if ing:
-        lines.append(f"store ingest: {ing['events']:,} events in {ing['seconds']:.2f} s = {ing['events_per_s']:,} events/s "
-                     f"until durable ({ing['append_events_per_s']:,}/s appending; passes "
-                     f"{', '.join(f'{x / 1e6:.2f}M' for x in ing['pass_events_per_s'])}; drain {ing['drain_s']:.2f} s): "
-                     f">= {TARGET_INGEST / 1e6:.0f}M events/s {'met' if ing['events_per_s'] >= TARGET_INGEST else 'missed'}")
+        lines.append(
+            f"store ingest: {ing['events']:,} events in {ing['seconds']:.2f} s = {ing['events_per_s']:,} events/s "
+            f"until durable ({ing['append_events_per_s']:,}/s appending; passes "
+            f"{', '.join(f'{x / 1e6:.2f}M' for x in ing['pass_events_per_s'])}; drain {ing['drain_s']:.2f} s): "
+            f">= {TARGET_INGEST / 1e6:.0f}M events/s {'met' if ing['events_per_s'] >= TARGET_INGEST else 'missed'}"
+        )
     return "\n".join(lines)

@@ -38,18 +38,24 @@ from ..formats import strace as strace_format
 from ..replay import extrapolate as ex
 from ..replay.replay import replay
 
-TARGETS = {"lag_p50_us": 10.0, "lag_p99_us": 100.0, "length_ratio_error": 0.02, "asap_ops_s": 1_000_000,
-           "overhead_us": 2.0, "extrapolation_error": 0.10}
+TARGETS = {
+    "lag_p50_us": 10.0,
+    "lag_p99_us": 100.0,
+    "length_ratio_error": 0.02,
+    "asap_ops_s": 1_000_000,
+    "overhead_us": 2.0,
+    "extrapolation_error": 0.10,
+}
 NAMES = ("openat", "close", "pread64", "pwrite64", "fdatasync")
 O_OPEN, O_CLOSE, O_PREAD, O_PWRITE, O_SYNC = range(5)
 
 
-def build_trace(store, name: str, threads: int, per_thread: list[dict[str, np.ndarray]], *,
-                t0: int = 10**18) -> None:
+def build_trace(store, name: str, threads: int, per_thread: list[dict[str, np.ndarray]], *, t0: int = 10**18) -> None:
     """Stores a strace trace: thread t opens /bench/data-<t>.dat, runs per_thread[t] (arrays
     ts (ns from t0), code (index into NAMES), pos, size, dur), then closes it."""
-    cols: dict[str, list[np.ndarray]] = {k: [] for k in ("ts", "producer", "dur", "code", "fd", "pos", "size", "ret",
-                                                          "thread")}
+    cols: dict[str, list[np.ndarray]] = {
+        k: [] for k in ("ts", "producer", "dur", "code", "fd", "pos", "size", "ret", "thread")
+    }
     for t, ops in enumerate(per_thread):
         n = len(ops["ts"])
         first = int(ops["ts"][0]) if n else 0
@@ -75,22 +81,32 @@ def build_trace(store, name: str, threads: int, per_thread: list[dict[str, np.nd
     code = c["code"]
     io = np.isin(code, (O_PREAD, O_PWRITE))
     paths = pa.array([f"/bench/data-{t}.dat" for t in range(threads)])
-    table = pa.table({
-        "ts": c["ts"], "producer": c["producer"], "dur": c["dur"],
-        "name": pa.array(NAMES).take(pa.array(code)),
-        "fd": pa.array(c["fd"], mask=code == O_OPEN),
-        "path": paths.take(pa.array(c["thread"])),
-        "pos": pa.array(c["pos"], mask=~io),
-        "size": pa.array(c["size"], mask=~io),
-        "ret": c["ret"],
-        "flags": pa.array(np.where(code == O_OPEN, "O_RDWR|O_CREAT", None).tolist(), pa.string()),
-    })
+    table = pa.table(
+        {
+            "ts": c["ts"],
+            "producer": c["producer"],
+            "dur": c["dur"],
+            "name": pa.array(NAMES).take(pa.array(code)),
+            "fd": pa.array(c["fd"], mask=code == O_OPEN),
+            "path": paths.take(pa.array(c["thread"])),
+            "pos": pa.array(c["pos"], mask=~io),
+            "size": pa.array(c["size"], mask=~io),
+            "ret": c["ret"],
+            "flags": pa.array(np.where(code == O_OPEN, "O_RDWR|O_CREAT", None).tolist(), pa.string()),
+        }
+    )
     producers = [{"id": 1, "parent": None, "kind": "process", "name": "bench", "attrs": {"pid": 1}}] + [
         {"id": 2 + t, "parent": 1, "kind": "thread", "name": f"t{t}", "attrs": {"pid": 1, "tid": 2 + t}}
-        for t in range(threads)]
-    store.create_trace(name, strace_format.FORMAT, description=f"bench replay workload {name}",
-                       event_types=strace_format.EVENT_TYPES, producers=producers,
-                       format_description=strace_format.DESCRIPTION)
+        for t in range(threads)
+    ]
+    store.create_trace(
+        name,
+        strace_format.FORMAT,
+        description=f"bench replay workload {name}",
+        event_types=strace_format.EVENT_TYPES,
+        producers=producers,
+        format_description=strace_format.DESCRIPTION,
+    )
     store.append(name, "syscall", table)
     store.flush(name)
 
@@ -106,8 +122,15 @@ def timed_preads(threads: int, iops: float, seconds: float, *, file_size: int = 
     for t in range(threads):
         ts = when[owner == t]
         n = len(ts)
-        out.append({"ts": ts, "code": np.full(n, O_PREAD), "pos": rng.integers(0, file_size // 4096, n) * 4096,
-                    "size": np.full(n, 4096), "dur": np.full(n, 2_000)})
+        out.append(
+            {
+                "ts": ts,
+                "code": np.full(n, O_PREAD),
+                "pos": rng.integers(0, file_size // 4096, n) * 4096,
+                "size": np.full(n, 4096),
+                "dur": np.full(n, 2_000),
+            }
+        )
     return out
 
 
@@ -116,9 +139,15 @@ def asap_preads(threads: int, per_thread: int, *, file_size: int = 16 << 20, see
     out = []
     for _ in range(threads):
         ts = np.arange(per_thread, dtype=np.int64) * 1_000 + 50_000
-        out.append({"ts": ts, "code": np.full(per_thread, O_PREAD),
-                    "pos": rng.integers(0, file_size // 4096, per_thread) * 4096,
-                    "size": np.full(per_thread, 4096), "dur": np.full(per_thread, 500)})
+        out.append(
+            {
+                "ts": ts,
+                "code": np.full(per_thread, O_PREAD),
+                "pos": rng.integers(0, file_size // 4096, per_thread) * 4096,
+                "size": np.full(per_thread, 4096),
+                "dur": np.full(per_thread, 500),
+            }
+        )
     return out
 
 
@@ -148,21 +177,33 @@ def _load() -> float:
 def fidelity(store, root: Path, *, iops: float, seconds: float, threads: int, progress=print) -> dict:
     build_trace(store, "timed", threads, timed_preads(threads, iops, seconds))
     out = {"iops": iops, "seconds": seconds, "threads": threads}
-    for label, kw in (("tracehouse", {"timing": "original"}),
-                      ("tracehouse --realtime", {"timing": "original", "realtime": True}),
-                      ("ioreplay-style peer", {"peer_timing": "relative"})):
+    for label, kw in (
+        ("tracehouse", {"timing": "original"}),
+        ("tracehouse --realtime", {"timing": "original", "realtime": True}),
+        ("ioreplay-style peer", {"peer_timing": "relative"}),
+    ):
         progress(f"timing fidelity: {label} at {iops:,.0f} IOPS for {seconds:g} s (load {_load()})")
         shutil.rmtree(root, ignore_errors=True)
         load = _load()
         r = replay(store, "timed", root, **kw)
         s = r.summary
-        out[label] = {"issue_error_us": s["issue_error_us"], "on_time_share": s["on_time_share"],
-                      "lag_us": s["lag_us"], "length_ratio": s["length_ratio"], "seconds": s["seconds"],
-                      "original_seconds": s["original_seconds"], "ops": s["ops"], "ops_per_s": s["ops_per_s"],
-                      "spin_us": s["spin_us"], "wakeup_late_us": s["wakeup_late_us"],
-                      "replay_cpu_cores": s["utilisation"]["replay_cpu_cores"],
-                      "cpu_util": s["utilisation"]["cpu_util"], "realtime": s["realtime"]["granted"],
-                      "loadavg_before": load, "loadavg_after": _load()}
+        out[label] = {
+            "issue_error_us": s["issue_error_us"],
+            "on_time_share": s["on_time_share"],
+            "lag_us": s["lag_us"],
+            "length_ratio": s["length_ratio"],
+            "seconds": s["seconds"],
+            "original_seconds": s["original_seconds"],
+            "ops": s["ops"],
+            "ops_per_s": s["ops_per_s"],
+            "spin_us": s["spin_us"],
+            "wakeup_late_us": s["wakeup_late_us"],
+            "replay_cpu_cores": s["utilisation"]["replay_cpu_cores"],
+            "cpu_util": s["utilisation"]["cpu_util"],
+            "realtime": s["realtime"]["granted"],
+            "loadavg_before": load,
+            "loadavg_after": _load(),
+        }
         store.rm(r.trace)
     return out
 
@@ -184,25 +225,47 @@ def asap(store, root: Path, *, threads: int, per_thread: int, progress=print) ->
         raw = min(_core.replay_raw_preads([str(f) for f in files], offsets, 4096, t) for _ in range(2))
         n = s["ops"] - 2 * t  # the opens and closes are not in the peer
         out[f"threads_{t}"] = {
-            "ops": s["ops"], "seconds": s["seconds"], "ops_per_s": s["ops_per_s"],
-            "raw_seconds": raw, "raw_ops_per_s": n / raw,
+            "ops": s["ops"],
+            "seconds": s["seconds"],
+            "ops_per_s": s["ops_per_s"],
+            "raw_seconds": raw,
+            "raw_ops_per_s": n / raw,
             "overhead_us_per_op": (s["seconds"] - raw) * t / n * 1e6,
-            "latency_us": s["latency_us"], "replay_cpu_cores": s["utilisation"]["replay_cpu_cores"],
-            "loadavg_before": load, "loadavg_after": _load(),
+            "latency_us": s["latency_us"],
+            "replay_cpu_cores": s["utilisation"]["replay_cpu_cores"],
+            "loadavg_before": load,
+            "loadavg_after": _load(),
         }
     return out
 
 
 SYNTHETIC = (
-    ("USL λ=1000 σ=0.02 κ=0.0005", lambda ns, seed: ex.synthetic_usl(ns, 1000, 0.02, 0.0005, noise=0.01, seed=seed),
-     (1, 2, 4, 8), (16, 32)),
-    ("USL λ=50 σ=0.1 κ=0", lambda ns, seed: ex.synthetic_usl(ns, 50, 0.1, 0.0, noise=0.01, seed=seed),
-     (1, 2, 4, 8), (16, 32)),
-    ("closed network D=disk 4 ms, cpu 6 ms on 2 cores, Z=100 ms",
-     lambda ns, seed: ex.synthetic_mva(ns, {"disk": 0.004, "cpu": 0.006}, 0.1, servers={"disk": 1, "cpu": 2},
-                                       noise=0.01, seed=seed), (1, 2, 4, 8), (16, 32)),
-    ("closed network D=disk 10 ms, Z=1 s (seed 002's users)",
-     lambda ns, seed: ex.synthetic_mva(ns, {"disk": 0.010}, 1.0, noise=0.01, seed=seed), (5, 10, 20, 40), (80, 160)),
+    (
+        "USL λ=1000 σ=0.02 κ=0.0005",
+        lambda ns, seed: ex.synthetic_usl(ns, 1000, 0.02, 0.0005, noise=0.01, seed=seed),
+        (1, 2, 4, 8),
+        (16, 32),
+    ),
+    (
+        "USL λ=50 σ=0.1 κ=0",
+        lambda ns, seed: ex.synthetic_usl(ns, 50, 0.1, 0.0, noise=0.01, seed=seed),
+        (1, 2, 4, 8),
+        (16, 32),
+    ),
+    (
+        "closed network D=disk 4 ms, cpu 6 ms on 2 cores, Z=100 ms",
+        lambda ns, seed: ex.synthetic_mva(
+            ns, {"disk": 0.004, "cpu": 0.006}, 0.1, servers={"disk": 1, "cpu": 2}, noise=0.01, seed=seed
+        ),
+        (1, 2, 4, 8),
+        (16, 32),
+    ),
+    (
+        "closed network D=disk 10 ms, Z=1 s (seed 002's users)",
+        lambda ns, seed: ex.synthetic_mva(ns, {"disk": 0.010}, 1.0, noise=0.01, seed=seed),
+        (5, 10, 20, 40),
+        (80, 160),
+    ),
 )
 
 
@@ -218,14 +281,32 @@ def synthetic(seeds: int = 5) -> list[dict]:
                 for m in ex.MODELS:
                     if m in h:
                         errs.setdefault(m, [[] for _ in held])[held.index(int(h["concurrency"]))].append(
-                            abs(h[m]["throughput_error"]))
-        out.append({"system": label, "fitted": list(fit), "held_out": list(held),
-                    "mean_abs_error": {m: [float(np.mean(e)) for e in v] for m, v in errs.items()}})
+                            abs(h[m]["throughput_error"])
+                        )
+        out.append(
+            {
+                "system": label,
+                "fitted": list(fit),
+                "held_out": list(held),
+                "mean_abs_error": {m: [float(np.mean(e)) for e in v] for m, v in errs.items()},
+            }
+        )
     return out
 
 
-def real_runs(store, root: Path, *, fit=(1, 2, 4), held=(8, 16), threads: int = 4, cycles: int = 300,
-              think_ms: float = 4.0, repeat: int = 3, realtime: bool = False, progress=print) -> dict:
+def real_runs(
+    store,
+    root: Path,
+    *,
+    fit=(1, 2, 4),
+    held=(8, 16),
+    threads: int = 4,
+    cycles: int = 300,
+    think_ms: float = 4.0,
+    repeat: int = 3,
+    realtime: bool = False,
+    progress=print,
+) -> dict:
     """Replays of a device-bound trace at several copy counts, `repeat` times each (the run
     with the median throughput stands for its level: neighbours come and go); the models
     fitted on `fit` and checked on `held`."""
@@ -236,8 +317,10 @@ def real_runs(store, root: Path, *, fit=(1, 2, 4), held=(8, 16), threads: int = 
         got = []
         for i in range(repeat):
             shutil.rmtree(root, ignore_errors=True)
-            progress(f"real runs{' (realtime)' if realtime else ''}: {k} copies of {threads} threads x {cycles} "
-                     f"pwrite+fdatasync, think {think_ms:g} ms, try {i + 1}/{repeat} (load {_load()})")
+            progress(
+                f"real runs{' (realtime)' if realtime else ''}: {k} copies of {threads} threads x {cycles} "
+                f"pwrite+fdatasync, think {think_ms:g} ms, try {i + 1}/{repeat} (load {_load()})"
+            )
             load = _load()
             r = replay(store, "syncw", root, timing="think", copies=k, realtime=realtime)
             store.rm(r.trace)
@@ -247,19 +330,46 @@ def real_runs(store, root: Path, *, fit=(1, 2, 4), held=(8, 16), threads: int = 
         tries[k] = [round(s["ops_per_s"], 1) for s in got]
     runs = ex.runs_from_replays(summaries, "syncw")
     res = ex.extrapolate(runs, holdout=len(held))
-    return {"threads": threads, "cycles": cycles, "think_ms": think_ms, "repeat": repeat, "fitted": list(fit),
-            "realtime": realtime and all(s["realtime"]["granted"] for s in summaries),
-            "held_out": list(held),
-            "runs": [{"copies": s["copies"], "ops_per_s": s["ops_per_s"], "tries_ops_per_s": tries[s["copies"]],
-                      "response_time_ms": s["response_time_s"] * 1e3, "device_util": s["utilisation"].get("device_util"),
-                      "replay_cpu_cores": s["utilisation"]["replay_cpu_cores"], "loadavg_before": s["loadavg_before"],
-                      "loadavg_after": s["loadavg_after"]} for s in summaries],
-            "models": {m: mod.params() for m, mod in res.models.items()}, "holdout": res.holdout()}
+    return {
+        "threads": threads,
+        "cycles": cycles,
+        "think_ms": think_ms,
+        "repeat": repeat,
+        "fitted": list(fit),
+        "realtime": realtime and all(s["realtime"]["granted"] for s in summaries),
+        "held_out": list(held),
+        "runs": [
+            {
+                "copies": s["copies"],
+                "ops_per_s": s["ops_per_s"],
+                "tries_ops_per_s": tries[s["copies"]],
+                "response_time_ms": s["response_time_s"] * 1e3,
+                "device_util": s["utilisation"].get("device_util"),
+                "replay_cpu_cores": s["utilisation"]["replay_cpu_cores"],
+                "loadavg_before": s["loadavg_before"],
+                "loadavg_after": s["loadavg_after"],
+            }
+            for s in summaries
+        ],
+        "models": {m: mod.params() for m, mod in res.models.items()},
+        "holdout": res.holdout(),
+    }
 
 
-def run(*, iops: float = 10_000, seconds: float = 5.0, threads: int = 4, asap_ops: int = 2_000_000,
-        asap_threads: int | None = None, real: bool = True, cycles: int = 300, repeat: int = 3, seeds: int = 5,
-        workdir: str | None = None, progress=print) -> dict:
+def run(
+    *,
+    iops: float = 10_000,
+    seconds: float = 5.0,
+    threads: int = 4,
+    asap_ops: int = 2_000_000,
+    asap_threads: int | None = None,
+    real: bool = True,
+    cycles: int = 300,
+    repeat: int = 3,
+    seeds: int = 5,
+    workdir: str | None = None,
+    progress=print,
+) -> dict:
     """The whole benchmark (see the module documentation)."""
     import tracehouse
 
@@ -270,15 +380,23 @@ def run(*, iops: float = 10_000, seconds: float = 5.0, threads: int = 4, asap_op
         with tracehouse.open(base / "store") as store:
             result = {
                 "machine": {"cpus": os.cpu_count(), "loadavg_before": load_before},
-                "fidelity": fidelity(store, base / "root", iops=iops, seconds=seconds, threads=threads,
-                                     progress=progress),
-                "asap": asap(store, base / "root", threads=asap_threads or os.cpu_count() or 2,
-                             per_thread=asap_ops // (asap_threads or os.cpu_count() or 2), progress=progress),
+                "fidelity": fidelity(
+                    store, base / "root", iops=iops, seconds=seconds, threads=threads, progress=progress
+                ),
+                "asap": asap(
+                    store,
+                    base / "root",
+                    threads=asap_threads or os.cpu_count() or 2,
+                    per_thread=asap_ops // (asap_threads or os.cpu_count() or 2),
+                    progress=progress,
+                ),
                 "synthetic": synthetic(seeds),
             }
             if real:
-                result["real"] = [real_runs(store, base / "root", cycles=cycles, repeat=repeat, realtime=rt,
-                                            progress=progress) for rt in (False, True)]
+                result["real"] = [
+                    real_runs(store, base / "root", cycles=cycles, repeat=repeat, realtime=rt, progress=progress)
+                    for rt in (False, True)
+                ]
     finally:
         shutil.rmtree(base, ignore_errors=True)
     result["machine"]["loadavg_after"] = list(os.getloadavg())
@@ -291,56 +409,82 @@ def render(r: dict) -> str:
     """The report as text."""
     lines = []
     m = r["machine"]
-    lines.append(f"tracehouse bench replay ({m['cpus']} CPUs, load average {m['loadavg_before'][0]:.2f} before, "
-                 f"{m['loadavg_after'][0]:.2f} after; {r['seconds']:.0f} s)")
+    lines.append(
+        f"tracehouse bench replay ({m['cpus']} CPUs, load average {m['loadavg_before'][0]:.2f} before, "
+        f"{m['loadavg_after'][0]:.2f} after; {r['seconds']:.0f} s)"
+    )
     f = r["fidelity"]
-    lines.append(f"\n1. issue-time error at {f['iops']:,.0f} IOPS, {f['threads']} threads, {f['seconds']:g} s "
-                 f"(target p50 <= {TARGETS['lag_p50_us']:g} µs, p99 <= {TARGETS['lag_p99_us']:g} µs, "
-                 f"run length within ±{TARGETS['length_ratio_error'] * 100:g} %)")
+    lines.append(
+        f"\n1. issue-time error at {f['iops']:,.0f} IOPS, {f['threads']} threads, {f['seconds']:g} s "
+        f"(target p50 <= {TARGETS['lag_p50_us']:g} µs, p99 <= {TARGETS['lag_p99_us']:g} µs, "
+        f"run length within ±{TARGETS['length_ratio_error'] * 100:g} %)"
+    )
     lines.append("   issue-time error of the calls whose thread was ready on time (lag of all calls in brackets)")
-    lines.append(f"   {'':32} {'on time':>8} {'p50 µs':>9} {'p99 µs':>9} {'p99.9 µs':>9} {'max µs':>10} {'length':>8} "
-                 f"{'CPU cores':>9} {'load':>10}")
+    lines.append(
+        f"   {'':32} {'on time':>8} {'p50 µs':>9} {'p99 µs':>9} {'p99.9 µs':>9} {'max µs':>10} {'length':>8} "
+        f"{'CPU cores':>9} {'load':>10}"
+    )
     for label in ("tracehouse", "tracehouse --realtime", "ioreplay-style peer"):
         x = f[label]
         if label.endswith("--realtime") and not x["realtime"]:
             label += " (refused)"
         q = x["issue_error_us"] or {k: float("nan") for k in ("p50", "p99", "p99.9", "max")}
         lg = x["lag_us"]
-        lines.append(f"   {label:32} {x['on_time_share'] * 100:7.1f}% {q['p50']:9.1f} {q['p99']:9.1f} {q['p99.9']:9.1f} "
-                     f"{q['max']:10.1f} {x['length_ratio']:8.4f} {x['replay_cpu_cores']:9.2f} "
-                     f"{x['loadavg_before']:4.1f}->{x['loadavg_after']:<4.1f}")
+        lines.append(
+            f"   {label:32} {x['on_time_share'] * 100:7.1f}% {q['p50']:9.1f} {q['p99']:9.1f} {q['p99.9']:9.1f} "
+            f"{q['max']:10.1f} {x['length_ratio']:8.4f} {x['replay_cpu_cores']:9.2f} "
+            f"{x['loadavg_before']:4.1f}->{x['loadavg_after']:<4.1f}"
+        )
         lines.append(f"   {'':32} {'(all)':>8} {lg['p50']:9.1f} {lg['p99']:9.1f} {lg['p99.9']:9.1f} {lg['max']:10.1f}")
     t = f["tracehouse"]
-    lines.append(f"   spin window {t['spin_us']:.0f} µs (absolute sleeps woke p50 {t['wakeup_late_us']['p50']:.0f} µs, "
-                 f"p90 {t['wakeup_late_us']['p90']:.0f} µs late at calibration)")
+    lines.append(
+        f"   spin window {t['spin_us']:.0f} µs (absolute sleeps woke p50 {t['wakeup_late_us']['p50']:.0f} µs, "
+        f"p90 {t['wakeup_late_us']['p90']:.0f} µs late at calibration)"
+    )
     a = r["asap"]
-    lines.append(f"\n2. --timing asap, cached 4 KiB preads (target >= {TARGETS['asap_ops_s']:,} ops/s across threads, "
-                 f"<= {TARGETS['overhead_us']:g} µs overhead per call)")
+    lines.append(
+        f"\n2. --timing asap, cached 4 KiB preads (target >= {TARGETS['asap_ops_s']:,} ops/s across threads, "
+        f"<= {TARGETS['overhead_us']:g} µs overhead per call)"
+    )
     for k, x in a.items():
         if not k.startswith("threads_"):
             continue
-        lines.append(f"   {k[8:]} thread(s): tracehouse {x['ops_per_s']:,.0f} ops/s, bare pread loop "
-                     f"{x['raw_ops_per_s']:,.0f} ops/s, overhead {x['overhead_us_per_op']:.3f} µs per call "
-                     f"(replayer CPU {x['replay_cpu_cores']:.2f} cores; load {x['loadavg_before']:.1f}->"
-                     f"{x['loadavg_after']:.1f})")
-    lines.append(f"\n3. extrapolation: mean |throughput error| on held-out points (target <= "
-                 f"{TARGETS['extrapolation_error'] * 100:g} % at 2-4x the highest fitted concurrency)")
+        lines.append(
+            f"   {k[8:]} thread(s): tracehouse {x['ops_per_s']:,.0f} ops/s, bare pread loop "
+            f"{x['raw_ops_per_s']:,.0f} ops/s, overhead {x['overhead_us_per_op']:.3f} µs per call "
+            f"(replayer CPU {x['replay_cpu_cores']:.2f} cores; load {x['loadavg_before']:.1f}->"
+            f"{x['loadavg_after']:.1f})"
+        )
+    lines.append(
+        f"\n3. extrapolation: mean |throughput error| on held-out points (target <= "
+        f"{TARGETS['extrapolation_error'] * 100:g} % at 2-4x the highest fitted concurrency)"
+    )
     for s in r["synthetic"]:
-        errs = "; ".join(f"{mname} " + ", ".join(f"{e * 100:.1f} %" for e in v) for mname, v in
-                         s["mean_abs_error"].items())
+        errs = "; ".join(
+            f"{mname} " + ", ".join(f"{e * 100:.1f} %" for e in v) for mname, v in s["mean_abs_error"].items()
+        )
         lines.append(f"   {s['system']}: fitted at {s['fitted']}, held out {s['held_out']}: {errs}")
     for rr in r.get("real", []):
-        lines.append(f"   real replays on this machine ({rr['threads']} threads x {rr['cycles']} pwrite+fdatasync per "
-                     f"copy, think {rr['think_ms']:g} ms, --timing think{' --realtime' if rr['realtime'] else ''}; "
-                     f"median of {rr['repeat']} tries):")
+        lines.append(
+            f"   real replays on this machine ({rr['threads']} threads x {rr['cycles']} pwrite+fdatasync per "
+            f"copy, think {rr['think_ms']:g} ms, --timing think{' --realtime' if rr['realtime'] else ''}; "
+            f"median of {rr['repeat']} tries):"
+        )
         for x in rr["runs"]:
             du = x["device_util"]
-            lines.append(f"     {x['copies']:>3} copies: {x['ops_per_s']:9,.1f} calls/s (tries {x['tries_ops_per_s']}), "
-                         f"R {x['response_time_ms']:.3f} ms, device {'' if du is None else f'{du * 100:.1f} %'}, "
-                         f"load {x['loadavg_before']:.1f}")
+            lines.append(
+                f"     {x['copies']:>3} copies: {x['ops_per_s']:9,.1f} calls/s (tries {x['tries_ops_per_s']}), "
+                f"R {x['response_time_ms']:.3f} ms, device {'' if du is None else f'{du * 100:.1f} %'}, "
+                f"load {x['loadavg_before']:.1f}"
+            )
         for h in rr["holdout"]:
-            lines.append(f"     held out {h['concurrency']:g} copies ({h['ratio_to_fitted_max']:.0f}x): measured "
-                         f"{h['measured']['throughput']:,.1f}/s; " + ", ".join(
-                             f"{mname} {h[mname]['throughput']:,.1f} ({h[mname]['throughput_error'] * 100:+.1f} %)"
-                             for mname in ex.MODELS if mname in h))
+            lines.append(
+                f"     held out {h['concurrency']:g} copies ({h['ratio_to_fitted_max']:.0f}x): measured "
+                f"{h['measured']['throughput']:,.1f}/s; "
+                + ", ".join(
+                    f"{mname} {h[mname]['throughput']:,.1f} ({h[mname]['throughput_error'] * 100:+.1f} %)"
+                    for mname in ex.MODELS
+                    if mname in h
+                )
+            )
     return "\n".join(lines)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Callable
+from collections.abc import Callable
 
 MIN_RUNS = 5
 REL_SE = 0.05
@@ -29,12 +29,25 @@ def summary(samples: list[float], rel_se: float = REL_SE) -> dict:
     """The protocol's verdict over `samples`: mean, se, rel_se, runs, converged."""
     mean, se = stats(samples)
     rel = se / mean if mean else None
-    return {"mean": mean, "se": se, "rel_se": rel, "runs": len(samples), "samples": samples,
-            "converged": rel is not None and rel < rel_se}
+    return {
+        "mean": mean,
+        "se": se,
+        "rel_se": rel,
+        "runs": len(samples),
+        "samples": samples,
+        "converged": rel is not None and rel < rel_se,
+    }
 
 
-def repeat(measure: Callable[[], float], *, min_runs: int = MIN_RUNS, max_runs: int = 20, rel_se: float = REL_SE,
-           budget_s: float | None = None, warmup: bool = False) -> dict:
+def repeat(
+    measure: Callable[[], float],
+    *,
+    min_runs: int = MIN_RUNS,
+    max_runs: int = 20,
+    rel_se: float = REL_SE,
+    budget_s: float | None = None,
+    warmup: bool = False,
+) -> dict:
     """Call `measure()` (one timed run, returning its figure) until the standard error of
     the figures is below `rel_se` of their mean, at least `min_runs` times.
 

@@ -38,8 +38,8 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from rich import box
 from rich.console import Console
@@ -73,8 +73,9 @@ def _open_bench_store(directory: Path, w: Workload, fsync: str):
 
     fmt = registry.format_of(w.format)
     store = tracehouse.open(directory, fsync=fsync)
-    store.create_trace(TRACE, w.format, event_types=fmt.event_types, producers=w.producers,
-                       format_description=fmt.description)
+    store.create_trace(
+        TRACE, w.format, event_types=fmt.event_types, producers=w.producers, format_description=fmt.description
+    )
     return store
 
 
@@ -92,8 +93,9 @@ def _stored(directory: Path) -> tuple[int, dict]:
     return counted, {"segments": segs, "wal_bytes_left": wal}
 
 
-def tracehouse_stream(directory: Path, w: Workload, tick: Tick = peers._no_tick, *, probe: bool = True,
-                      fsync: str = "batch") -> Run:
+def tracehouse_stream(
+    directory: Path, w: Workload, tick: Tick = peers._no_tick, *, probe: bool = True, fsync: str = "batch"
+) -> Run:
     """store.append of every batch as it arrives; flush + close timed; a reader process probes freshness."""
     store = _open_bench_store(directory, w, fsync)
     reader = _start_probe(directory, w.max_ts[-1] if w.max_ts else 0) if probe and w.batches else None
@@ -126,8 +128,17 @@ def tracehouse_stream(directory: Path, w: Workload, tick: Tick = peers._no_tick,
         extra["freshness"] = _freshness(reader, w.max_ts, acked)
     stored, facts = _stored(directory)
     extra.update(facts)
-    run = Run("tracehouse", f"stream fsync={fsync}", w.events, seconds, peers.dir_bytes(directory), cpu_seconds=cpu,
-              stored=stored, notes="store.append per batch; flush + close timed", extra=extra)
+    run = Run(
+        "tracehouse",
+        f"stream fsync={fsync}",
+        w.events,
+        seconds,
+        peers.dir_bytes(directory),
+        cpu_seconds=cpu,
+        stored=stored,
+        notes="store.append per batch; flush + close timed",
+        extra=extra,
+    )
     return run
 
 
@@ -147,9 +158,17 @@ def tracehouse_bulk(directory: Path, w: Workload, tick: Tick = peers._no_tick) -
     store.close()
     seconds, cpu = sw.stop()
     stored, facts = _stored(directory)
-    return Run("tracehouse", "bulk fsync=off", w.events, seconds, peers.dir_bytes(directory), cpu_seconds=cpu,
-               stored=stored,
-               notes="one append per type of its whole table (one RecordBatch)", extra=facts)
+    return Run(
+        "tracehouse",
+        "bulk fsync=off",
+        w.events,
+        seconds,
+        peers.dir_bytes(directory),
+        cpu_seconds=cpu,
+        stored=stored,
+        notes="one append per type of its whole table (one RecordBatch)",
+        extra=facts,
+    )
 
 
 # -- freshness probe (a separate reader process) ---------------------------------------
@@ -164,7 +183,10 @@ def _start_probe(directory: Path, final_ts: int) -> subprocess.Popen:
     env["PYTHONPATH"] = pkg_parent + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
     proc = subprocess.Popen(
         [sys.executable, "-c", _PROBE_CODE, str(directory), TRACE, str(final_ts), str(PROBE_INTERVAL_S)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
     )
     line = proc.stdout.readline()
     if line.strip() != "ready":
@@ -261,8 +283,14 @@ RUNNERS: dict[str, Callable[..., Run]] = {
 
 # Peak bytes each system needs, as a multiple of the workload's in-memory size (measured
 # on TOD at 10M events; SQLite keeps the whole transaction in its WAL before checkpointing).
-SPACE_FACTOR = {"raw": 1.05, "tracehouse": 1.2, "tracehouse-bulk": 0.4, "sqlite": 2.2, "duckdb": 1.0,
-                "duckdb-bulk": 1.0}
+SPACE_FACTOR = {
+    "raw": 1.05,
+    "tracehouse": 1.2,
+    "tracehouse-bulk": 0.4,
+    "sqlite": 2.2,
+    "duckdb": 1.0,
+    "duckdb-bulk": 1.0,
+}
 
 
 def _default_workdir() -> Path:
@@ -293,14 +321,27 @@ def _machine() -> dict:
     from .. import __version__
 
     return {
-        "cpus": os.cpu_count(), "platform": platform.platform(), "python": platform.python_version(),
-        "tracehouse": __version__, "pyarrow": pyarrow.__version__, "duckdb": duckdb.__version__,
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "python": platform.python_version(),
+        "tracehouse": __version__,
+        "pyarrow": pyarrow.__version__,
+        "duckdb": duckdb.__version__,
         "sqlite": sqlite3.sqlite_version,
     }
 
 
-def run(events: int, *, batch: int = 10_000, seed: int = 42, workdir: str | os.PathLike | None = None,
-        systems: list[str] | None = None, progress: bool = True, probe: bool = True, repeat: int = 1) -> dict:
+def run(
+    events: int,
+    *,
+    batch: int = 10_000,
+    seed: int = 42,
+    workdir: str | os.PathLike | None = None,
+    systems: list[str] | None = None,
+    progress: bool = True,
+    probe: bool = True,
+    repeat: int = 1,
+) -> dict:
     """Measure every system ingesting the same TOD batches; returns a JSON-able dict.
 
     workdir: where each system gets a fresh temporary directory (default: next to the
@@ -370,8 +411,15 @@ def run(events: int, *, batch: int = 10_000, seed: int = 42, workdir: str | os.P
         shutil.rmtree(root, ignore_errors=True)
     result = {
         "benchmark": "ingest",
-        "workload": {"format": w.format, **w.params, "events_generated": w.events, "source_calls": len(w.batches),
-                     "per_type": w.per_type, "memory_bytes": w.nbytes, "generate_seconds": gen_seconds},
+        "workload": {
+            "format": w.format,
+            **w.params,
+            "events_generated": w.events,
+            "source_calls": len(w.batches),
+            "per_type": w.per_type,
+            "memory_bytes": w.nbytes,
+            "generate_seconds": gen_seconds,
+        },
         "machine": {**_machine(), "loadavg_before": load_before, "loadavg_after": list(os.getloadavg())},
         "workdir": str(base),
         "runs": [],
@@ -431,8 +479,12 @@ def targets(result: dict) -> list[dict]:
         lag = fr.get("lag_max_s")
         add("reader lag (max)", None if lag is None else round(lag, 3), "< 1 s", lag is not None and lag < 1.0)
     # tracehouse/raw: streaming ingest at >= 0.6 of the raw append's rate
-    for key, goal in (("tracehouse/raw", 0.6), ("tracehouse/duckdb", 2.0), ("tracehouse/sqlite", 4.0),
-                      ("tracehouse-bulk/duckdb-bulk", 1.0)):
+    for key, goal in (
+        ("tracehouse/raw", 0.6),
+        ("tracehouse/duckdb", 2.0),
+        ("tracehouse/sqlite", 4.0),
+        ("tracehouse-bulk/duckdb-bulk", 1.0),
+    ):
         v = rat.get(key)
         add(key, v, f">= {goal}", v is not None and v >= goal)
     v = rat.get("bytes tracehouse/raw")
@@ -452,29 +504,50 @@ def render(result: dict) -> Table:
     """The result as a rich table, one row per system."""
     wl = result["workload"]
     load = result["machine"].get("loadavg_before", [0.0])[0]
-    t = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True,
-              title=f"ingest of {wl['events_generated']:,} TOD events, batches of {wl['batch']:,} "
-                    f"({result['machine']['cpus']} CPUs, load {load:.1f} before)")
+    t = Table(
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
+        title=f"ingest of {wl['events_generated']:,} TOD events, batches of {wl['batch']:,} "
+        f"({result['machine']['cpus']} CPUs, load {load:.1f} before)",
+    )
     # Narrow enough for 80 columns: s = seconds, ev/s = events per second, ev/CPU·s = events
     # per CPU-second of this process (steady under neighbours' load), ×raw = events/s over
     # raw's. A system whose stored count differs from what it was given is flagged with "!".
-    for col, just in (("system", "left"), ("mode", "left"), ("s", "right"), ("ev/s", "right"),
-                      ("ev/CPU·s", "right"), ("bytes", "right"), ("B/ev", "right"), ("×raw", "right")):
+    for col, just in (
+        ("system", "left"),
+        ("mode", "left"),
+        ("s", "right"),
+        ("ev/s", "right"),
+        ("ev/CPU·s", "right"),
+        ("bytes", "right"),
+        ("B/ev", "right"),
+        ("×raw", "right"),
+    ):
         t.add_column(col, justify=just, no_wrap=True)
     for r in result["runs"]:
         ratio = r.get("ratio_to_raw")
         per_cpu = r.get("events_per_cpu_s")
         bad = r["stored"] is not None and r["stored"] != r["events"]
-        t.add_row(r["system"] + (" !" if bad else ""), r["mode"], f"{r['seconds']:.2f}",
-                  f"{r['events_per_s'] / 1e6:.2f}M", "" if per_cpu is None else f"{per_cpu / 1e6:.2f}M",
-                  _fmt_bytes(r["bytes"]), f"{r['bytes_per_event']:.1f}", "" if ratio is None else f"{ratio:.2f}")
+        t.add_row(
+            r["system"] + (" !" if bad else ""),
+            r["mode"],
+            f"{r['seconds']:.2f}",
+            f"{r['events_per_s'] / 1e6:.2f}M",
+            "" if per_cpu is None else f"{per_cpu / 1e6:.2f}M",
+            _fmt_bytes(r["bytes"]),
+            f"{r['bytes_per_event']:.1f}",
+            "" if ratio is None else f"{ratio:.2f}",
+        )
     if any(r["stored"] is not None and r["stored"] != r["events"] for r in result["runs"]):
         t.caption = "! stored a different number of events than it was given (see the JSON)"
     th = _by_id(result).get("tracehouse")
     fr = (th or {}).get("freshness")
     if fr and fr.get("lag_max_s") is not None:
-        lag = (f"a reader process saw each streamed batch {fr['lag_p50_s']:.2f} s (median), "
-               f"{fr['lag_max_s']:.2f} s (max) after its append returned")
+        lag = (
+            f"a reader process saw each streamed batch {fr['lag_p50_s']:.2f} s (median), "
+            f"{fr['lag_max_s']:.2f} s (max) after its append returned"
+        )
         t.caption = f"{t.caption}\n{lag}" if t.caption else lag
     return t
 
@@ -498,8 +571,14 @@ def _children_cpu() -> float:
     return r.ru_utime + r.ru_stime
 
 
-def run_count(events: int = 100_000_000, *, batch: int = 1_000_000, seed: int = 42,
-              workdir: str | os.PathLike | None = None, progress: bool = True) -> dict:
+def run_count(
+    events: int = 100_000_000,
+    *,
+    batch: int = 1_000_000,
+    seed: int = 42,
+    workdir: str | os.PathLike | None = None,
+    progress: bool = True,
+) -> dict:
     """Ingest `events` TOD events (fsync=off, streamed from the generator, not held in memory),
     then time `SELECT count(*)` over the trace's events view: in a fresh read-only open
     (cold: views built, Parquet footers read) and repeated (warm), as a fresh process
@@ -541,16 +620,26 @@ def run_count(events: int = 100_000_000, *, batch: int = 1_000_000, seed: int = 
                 warm.append(time.perf_counter() - t1)
             segments = ro.sql(f"SELECT count(*) AS n FROM th.segments WHERE trace = '{TRACE}'").column("n")[0].as_py()
             live_bytes = ro.trace(TRACE).bytes
-        code = ("import sys, time, tracehouse; s = tracehouse.open(sys.argv[1], readonly=True); "
-                "print(s.sql(sys.argv[2]).column(0)[0].as_py())")
+        code = (
+            "import sys, time, tracehouse; s = tracehouse.open(sys.argv[1], readonly=True); "
+            "print(s.sql(sys.argv[2]).column(0)[0].as_py())"
+        )
         t0 = time.perf_counter()
         out = subprocess.run([sys.executable, "-c", code, str(root), sql], capture_output=True, text=True, check=True)
         process = time.perf_counter() - t0
         result = {
-            "benchmark": "count", "events": gen.emitted, "counted": n, "segments": segments,
-            "bytes": live_bytes, "bytes_in_directory": peers.dir_bytes(root), "ingest_seconds": ingest_seconds,
-            "count_cold_s": cold, "count_warm_s": min(warm), "count_fresh_process_s": process,
-            "fresh_process_counted": int(out.stdout.strip()), "sql": sql,
+            "benchmark": "count",
+            "events": gen.emitted,
+            "counted": n,
+            "segments": segments,
+            "bytes": live_bytes,
+            "bytes_in_directory": peers.dir_bytes(root),
+            "ingest_seconds": ingest_seconds,
+            "count_cold_s": cold,
+            "count_warm_s": min(warm),
+            "count_fresh_process_s": process,
+            "fresh_process_counted": int(out.stdout.strip()),
+            "sql": sql,
         }
         # The real CLI, interpreter start-up and imports included (when the console script is installed):
         # the median of 5 runs, wall and CPU seconds, each beside a bare interpreter (`python -c pass`)
@@ -564,8 +653,9 @@ def run_count(events: int = 100_000_000, *, batch: int = 1_000_000, seed: int = 
                 subprocess.run([sys.executable, "-c", "pass"], check=True)
                 peer.append(time.perf_counter() - t0)
                 c0, t0 = _children_cpu(), time.perf_counter()
-                out = subprocess.run([str(cli), "--store", str(root), "query", sql, "--format", "csv"],
-                                     capture_output=True, text=True)
+                out = subprocess.run(
+                    [str(cli), "--store", str(root), "query", sql, "--format", "csv"], capture_output=True, text=True
+                )
                 if out.returncode != 0:
                     break
                 runs.append((time.perf_counter() - t0, _children_cpu() - c0))
@@ -598,9 +688,16 @@ def add_arguments(p) -> None:
 def run_args(a) -> int:
     """Runs the benchmark the parsed flags describe and prints its report (JSON with
     --json); progress goes to stderr either way (lines when it is not a terminal)."""
-    result = run(a.events, batch=a.batch, seed=a.seed, workdir=a.workdir,
-                 systems=a.systems.split(",") if a.systems else None, progress=True, probe=not a.no_probe,
-                 repeat=a.repeat)
+    result = run(
+        a.events,
+        batch=a.batch,
+        seed=a.seed,
+        workdir=a.workdir,
+        systems=a.systems.split(",") if a.systems else None,
+        progress=True,
+        probe=not a.no_probe,
+        repeat=a.repeat,
+    )
     if a.count:
         result["count"] = run_count(a.count_events, seed=a.seed, workdir=a.workdir, progress=True)
     if a.json:
@@ -609,11 +706,15 @@ def run_args(a) -> int:
         print_report(result)
         if a.count:
             c = result["count"]
-            print(f"count(*) over {c['counted']:,} events: {c['count_cold_s']:.3f} s cold, "
-                  f"{c['count_warm_s']:.3f} s warm, {c['count_fresh_process_s']:.2f} s as a fresh process")
+            print(
+                f"count(*) over {c['counted']:,} events: {c['count_cold_s']:.3f} s cold, "
+                f"{c['count_warm_s']:.3f} s warm, {c['count_fresh_process_s']:.2f} s as a fresh process"
+            )
             if "count_cli_s" in c:
-                print(f"  tracehouse query command: {c['count_cli_s']:.3f} s ({c['count_cli_cpu_s']:.3f} CPU-s), "
-                      f"python -c pass {c['python_pass_s']:.3f} s, load average {c['count_cli_load_average']:.1f}")
+                print(
+                    f"  tracehouse query command: {c['count_cli_s']:.3f} s ({c['count_cli_cpu_s']:.3f} CPU-s), "
+                    f"python -c pass {c['python_pass_s']:.3f} s, load average {c['count_cli_load_average']:.1f}"
+                )
     return 0
 
 

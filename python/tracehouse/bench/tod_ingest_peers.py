@@ -29,9 +29,9 @@ import os
 import resource
 import sqlite3
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import pyarrow as pa
 
@@ -73,7 +73,7 @@ class Workload:
         self.events = sum(self.per_type.values())
 
     @classmethod
-    def tod(cls, events: int, *, batch: int = 10_000, seed: int = 42, threads: int = 10) -> "Workload":
+    def tod(cls, events: int, *, batch: int = 10_000, seed: int = 42, threads: int = 10) -> Workload:
         """Generate a TOD trace of `events` events, `batch` events per call (not timed)."""
         from .. import _core
         from ..formats import tod
@@ -82,8 +82,13 @@ class Workload:
         batches = []
         while (d := gen.next_batches(max_events=batch)) is not None:
             batches.append(d)
-        w = cls("tod", batches, dict(_core.tod_schemas()), tod.producers(threads),
-                {"events": events, "batch": batch, "seed": seed, "threads": threads})
+        w = cls(
+            "tod",
+            batches,
+            dict(_core.tod_schemas()),
+            tod.producers(threads),
+            {"events": events, "batch": batch, "seed": seed, "threads": threads},
+        )
         if w.events != gen.emitted:
             raise AssertionError(f"workload holds {w.events} events, the generator emitted {gen.emitted}")
         return w
@@ -140,11 +145,17 @@ class Run:
 
     def to_json(self) -> dict:
         d = {
-            "system": self.system, "mode": self.mode, "events": self.events, "stored": self.stored,
-            "seconds": self.seconds, "events_per_s": self.events_per_s, "bytes": self.bytes,
+            "system": self.system,
+            "mode": self.mode,
+            "events": self.events,
+            "stored": self.stored,
+            "seconds": self.seconds,
+            "events_per_s": self.events_per_s,
+            "bytes": self.bytes,
             "cpu_seconds": self.cpu_seconds,
             "events_per_cpu_s": self.events / self.cpu_seconds if self.cpu_seconds else None,
-            "bytes_per_event": self.bytes / self.events if self.events else None, "notes": self.notes,
+            "bytes_per_event": self.bytes / self.events if self.events else None,
+            "notes": self.notes,
         }
         d.update(self.extra)
         return d
@@ -169,8 +180,9 @@ def raw_append(directory: Path, w: Workload, tick: Tick = _no_tick) -> Run:
     """Append every batch's buffers (values and validity) to one file; fsync at the end."""
     path = Path(directory) / "events.bin"
     # Buffer lists are built before the clock starts: the upper bound pays for no bookkeeping.
-    plan = [[[buf for col in b.columns for buf in col.buffers() if buf is not None] for b in d.values()]
-            for d in w.batches]
+    plan = [
+        [[buf for col in b.columns for buf in col.buffers() if buf is not None] for b in d.values()] for d in w.batches
+    ]
     counts = [sum(b.num_rows for b in d.values()) for d in w.batches]
     sw = Stopwatch()
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o644)
@@ -185,11 +197,20 @@ def raw_append(directory: Path, w: Workload, tick: Tick = _no_tick) -> Run:
     finally:
         os.close(fd)
     seconds, cpu = sw.stop()
-    return Run("raw", "append+fsync", w.events, seconds, path.stat().st_size, cpu_seconds=cpu,
-               stored=None, notes="column buffers, no format; the upper bound")
+    return Run(
+        "raw",
+        "append+fsync",
+        w.events,
+        seconds,
+        path.stat().st_size,
+        cpu_seconds=cpu,
+        stored=None,
+        notes="column buffers, no format; the upper bound",
+    )
 
 
 # -- SQLite --------------------------------------------------------------------------
+
 
 def _sqlite_type(t: pa.DataType) -> str:
     if pa.types.is_integer(t) or pa.types.is_boolean(t):
@@ -226,8 +247,16 @@ def sqlite_stream(directory: Path, w: Workload, tick: Tick = _no_tick) -> Run:
     seconds, cpu = sw.stop()
     stored = sum(db.execute(f"SELECT count(*) FROM {_q(t)}").fetchone()[0] for t in w.schemas)
     db.close()
-    return Run("sqlite", "stream 1txn WAL", w.events, seconds, dir_bytes(directory), cpu_seconds=cpu,
-               stored=stored, notes=f"sqlite {sqlite3.sqlite_version}, executemany of Python rows")
+    return Run(
+        "sqlite",
+        "stream 1txn WAL",
+        w.events,
+        seconds,
+        dir_bytes(directory),
+        cpu_seconds=cpu,
+        stored=stored,
+        notes=f"sqlite {sqlite3.sqlite_version}, executemany of Python rows",
+    )
 
 
 # -- DuckDB --------------------------------------------------------------------------
@@ -273,8 +302,16 @@ def duckdb_stream(directory: Path, w: Workload, tick: Tick = _no_tick) -> Run:
     seconds, cpu = sw.stop()
     stored = _duckdb_count(con, w.schemas)
     con.close()
-    return Run("duckdb", "stream INSERT", w.events, seconds, dir_bytes(directory), cpu_seconds=cpu,
-               stored=stored, notes=f"duckdb {duckdb.__version__}, native table, 1 txn")
+    return Run(
+        "duckdb",
+        "stream INSERT",
+        w.events,
+        seconds,
+        dir_bytes(directory),
+        cpu_seconds=cpu,
+        stored=stored,
+        notes=f"duckdb {duckdb.__version__}, native table, 1 txn",
+    )
 
 
 def duckdb_bulk(directory: Path, w: Workload, tick: Tick = _no_tick) -> Run:
@@ -294,5 +331,13 @@ def duckdb_bulk(directory: Path, w: Workload, tick: Tick = _no_tick) -> Run:
     seconds, cpu = sw.stop()
     stored = _duckdb_count(con, tables)
     con.close()
-    return Run("duckdb", "bulk CTAS", w.events, seconds, dir_bytes(directory), cpu_seconds=cpu,
-               stored=stored, notes=f"duckdb {duckdb.__version__}, one Arrow table per type")
+    return Run(
+        "duckdb",
+        "bulk CTAS",
+        w.events,
+        seconds,
+        dir_bytes(directory),
+        cpu_seconds=cpu,
+        stored=stored,
+        notes=f"duckdb {duckdb.__version__}, one Arrow table per type",
+    )

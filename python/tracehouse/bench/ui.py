@@ -24,8 +24,8 @@ import tempfile
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 from urllib.parse import urlencode
 
 TARGET_S = 1.0
@@ -33,8 +33,12 @@ TARGET_S = 1.0
 
 def _get(base: str, path: str, params: dict | None = None, body: bytes | None = None) -> tuple[int, bytes, float]:
     url = base + path + ("?" + urlencode(params) if params else "")
-    req = urllib.request.Request(url, data=body, method="POST" if body is not None else "GET",
-                                 headers={"content-type": "application/json"} if body is not None else {})
+    req = urllib.request.Request(
+        url,
+        data=body,
+        method="POST" if body is not None else "GET",
+        headers={"content-type": "application/json"} if body is not None else {},
+    )
     t0 = time.perf_counter()
     try:
         with urllib.request.urlopen(req, timeout=600) as r:
@@ -71,30 +75,76 @@ def cases(trace: str, info: dict, tinfo: dict) -> list[dict]:
     name_col = (tinfo.get("spans") or {}).get("name") or (tinfo.get("spans") or {}).get("key")
     out = [
         ("trace info", "/api/ui/trace", {}, None),
-        ("density, whole trace, 1,000 bins", "/api/ui/density", {"bins": 1000},
-         f"SELECT (ts - {lo}) * 1000 // ({hi + 1 - lo}) AS bin, type, count(*) FROM {t}.events GROUP BY ALL"),
-        ("density, 1% window", "/api/ui/density", {"bins": 1000, "start": w0, "end": w1},
-         f"SELECT (ts - {w0}) * 1000 // ({w1 - w0}) AS bin, type, count(*) FROM {t}.events "
-         f"WHERE ts >= {w0} AND ts < {w1} GROUP BY ALL"),
-        ("stats by type", "/api/ui/stats", {"by": "type"},
-         f"SELECT type, count(*), sum(dur) FROM {t}.events GROUP BY type"),
-        ("stats by producer", "/api/ui/stats", {"by": "producer"},
-         f"SELECT producer, count(*), sum(dur) FROM {t}.events GROUP BY producer"),
-        ("stats by type, 1% window", "/api/ui/stats", {"by": "type", "start": w0, "end": w1},
-         f"SELECT type, count(*), sum(dur) FROM {t}.events WHERE ts >= {w0} AND ts < {w1} GROUP BY type"),
-        ("stats by state duration", "/api/ui/stats", {"by": "state"},
-         f"SELECT {name_col}, count(*), sum(dur) FROM {sp}.span WHERE closed GROUP BY 1" if sp and name_col else None),
+        (
+            "density, whole trace, 1,000 bins",
+            "/api/ui/density",
+            {"bins": 1000},
+            f"SELECT (ts - {lo}) * 1000 // ({hi + 1 - lo}) AS bin, type, count(*) FROM {t}.events GROUP BY ALL",
+        ),
+        (
+            "density, 1% window",
+            "/api/ui/density",
+            {"bins": 1000, "start": w0, "end": w1},
+            f"SELECT (ts - {w0}) * 1000 // ({w1 - w0}) AS bin, type, count(*) FROM {t}.events "
+            f"WHERE ts >= {w0} AND ts < {w1} GROUP BY ALL",
+        ),
+        (
+            "stats by type",
+            "/api/ui/stats",
+            {"by": "type"},
+            f"SELECT type, count(*), sum(dur) FROM {t}.events GROUP BY type",
+        ),
+        (
+            "stats by producer",
+            "/api/ui/stats",
+            {"by": "producer"},
+            f"SELECT producer, count(*), sum(dur) FROM {t}.events GROUP BY producer",
+        ),
+        (
+            "stats by type, 1% window",
+            "/api/ui/stats",
+            {"by": "type", "start": w0, "end": w1},
+            f"SELECT type, count(*), sum(dur) FROM {t}.events WHERE ts >= {w0} AND ts < {w1} GROUP BY type",
+        ),
+        (
+            "stats by state duration",
+            "/api/ui/stats",
+            {"by": "state"},
+            f"SELECT {name_col}, count(*), sum(dur) FROM {sp}.span WHERE closed GROUP BY 1"
+            if sp and name_col
+            else None,
+        ),
         ("stats by link duration", "/api/ui/stats", {"by": "link"}, None),
-        ("histogram log2", "/api/ui/hist", {"kind": "hist", "unit": "us"},
-         f"SELECT floor(log2(greatest(dur, 1) / 1000.0)) AS b, count(*) FROM {sp}.span WHERE closed GROUP BY b" if sp else None),
+        (
+            "histogram log2",
+            "/api/ui/hist",
+            {"kind": "hist", "unit": "us"},
+            f"SELECT floor(log2(greatest(dur, 1) / 1000.0)) AS b, count(*) FROM {sp}.span WHERE closed GROUP BY b"
+            if sp
+            else None,
+        ),
         ("histogram linear", "/api/ui/hist", {"kind": "lhist", "unit": "us"}, None),
-        ("top 25 spans", "/api/ui/top", {"n": 25},
-         f"SELECT * FROM {sp}.span WHERE closed ORDER BY dur DESC LIMIT 25" if sp else None),
+        (
+            "top 25 spans",
+            "/api/ui/top",
+            {"n": 25},
+            f"SELECT * FROM {sp}.span WHERE closed ORDER BY dur DESC LIMIT 25" if sp else None,
+        ),
         ("timeline, 40 rows, whole trace", "/api/ui/timeline", {"rows": rows, "width": 1200}, None),
-        ("timeline, 40 rows, 1% window", "/api/ui/timeline", {"rows": rows, "width": 1200, "start": w0, "end": w1},
-         f"SELECT producer, depth, ts, dur FROM {sp}.span WHERE ts < {w1} AND end_ts > {w0} AND depth <= 12" if sp else None),
-        ("timeline, 1 thread, 0.01% window", "/api/ui/timeline",
-         {"rows": str(thread), "width": 1200, "start": w0, "end": w0 + max(1, (hi - lo) // 10_000)}, None),
+        (
+            "timeline, 40 rows, 1% window",
+            "/api/ui/timeline",
+            {"rows": rows, "width": 1200, "start": w0, "end": w1},
+            f"SELECT producer, depth, ts, dur FROM {sp}.span WHERE ts < {w1} AND end_ts > {w0} AND depth <= 12"
+            if sp
+            else None,
+        ),
+        (
+            "timeline, 1 thread, 0.01% window",
+            "/api/ui/timeline",
+            {"rows": str(thread), "width": 1200, "start": w0, "end": w0 + max(1, (hi - lo) // 10_000)},
+            None,
+        ),
         ("flame graph, whole trace", "/api/ui/flame", {}, None),
         ("flame graph, one thread, 1% window", "/api/ui/flame", {"producers": thread, "start": w0, "end": w1}, None),
         ("frame spans", "/api/ui/frame", {"node": "@top"}, None),
@@ -111,12 +161,44 @@ def run(*, store: str | None, trace: str | None, events: int, repeat: int, progr
         store = os.path.join(tmp, "store")
         trace = "bench"
         progress(f"generating {events:,} TOD events")
-        subprocess.run([sys.executable, "-m", "tracehouse.cli", "--store", store, "generate", "tod", "--events",
-                        str(events), "--name", trace], check=True, stdout=subprocess.DEVNULL)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "tracehouse.cli",
+                "--store",
+                store,
+                "generate",
+                "tod",
+                "--events",
+                str(events),
+                "--name",
+                trace,
+            ],
+            check=True,
+            stdout=subprocess.DEVNULL,
+        )
     ready = Path(tempfile.mkdtemp(prefix="th-bench-ui-ready-")) / "ready.json"
-    proc = subprocess.Popen([sys.executable, "-m", "tracehouse.cli", "--store", str(store), "serve", "--port", "0",
-                             "--tcp-port", "-1", "--quiet", "--ready-file", str(ready)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, start_new_session=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tracehouse.cli",
+            "--store",
+            str(store),
+            "serve",
+            "--port",
+            "0",
+            "--tcp-port",
+            "-1",
+            "--quiet",
+            "--ready-file",
+            str(ready),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
     try:
         t_end = time.monotonic() + 120
         while not ready.exists():
@@ -128,8 +210,11 @@ def run(*, store: str | None, trace: str | None, events: int, repeat: int, progr
         # prepare (cold): the first request needing derived data starts the job (or builds inline
         # when the trace is small); ready once the views needing each part answer 200
         t0 = time.perf_counter()
-        probes = [("/api/ui/density", {"bins": 10}), ("/api/ui/flame", {"min_share": 0.5}),
-                  ("/api/ui/stats", {"by": "state"})]
+        probes = [
+            ("/api/ui/density", {"bins": 10}),
+            ("/api/ui/flame", {"min_share": 0.5}),
+            ("/api/ui/stats", {"by": "state"}),
+        ]
         while True:
             answers = [_get(base, path, dict(q, trace=trace)) for path, q in probes]
             waiting = [json.loads(b)["job"] for st_, b, _ in answers if st_ == 202]
@@ -159,9 +244,16 @@ def run(*, store: str | None, trace: str | None, events: int, repeat: int, progr
                 size = len(data)
             if status == 200:
                 items = _numbers(json.loads(data))
-            row = {"endpoint": c["name"], "path": c["path"], "status": status, "first_ms": round(times[0] * 1000, 1),
-                   "p50_ms": round(st.median(times) * 1000, 1),
-                   "max_ms": round(max(times) * 1000, 1), "bytes": size, "items": items}
+            row = {
+                "endpoint": c["name"],
+                "path": c["path"],
+                "status": status,
+                "first_ms": round(times[0] * 1000, 1),
+                "p50_ms": round(st.median(times) * 1000, 1),
+                "max_ms": round(max(times) * 1000, 1),
+                "bytes": size,
+                "items": items,
+            }
             if c["peer"]:
                 pt = []
                 for _ in range(max(1, repeat // 2)):
@@ -172,11 +264,18 @@ def run(*, store: str | None, trace: str | None, events: int, repeat: int, progr
                 row["peer_x"] = round(st.median(pt) / max(st.median(times), 1e-9), 1) if ps == 200 else None
             out.append(row)
             progress(f"{c['name']}: {row['p50_ms']} ms (max {row['max_ms']})")
-        return {"trace": trace, "events": tinfo["trace"]["event_count"], "prepare_s": round(prepare_s, 2),
-                "repeat": repeat, "load_before": [round(x, 2) for x in load0],
-                "load_after": [round(x, 2) for x in os.getloadavg()], "target_s": TARGET_S, "endpoints": out,
-                "within_target": all(r["max_ms"] <= TARGET_S * 1000 for r in out if r["status"] == 200),
-                "max_items": max((r["items"] for r in out), default=0)}
+        return {
+            "trace": trace,
+            "events": tinfo["trace"]["event_count"],
+            "prepare_s": round(prepare_s, 2),
+            "repeat": repeat,
+            "load_before": [round(x, 2) for x in load0],
+            "load_after": [round(x, 2) for x in os.getloadavg()],
+            "target_s": TARGET_S,
+            "endpoints": out,
+            "within_target": all(r["max_ms"] <= TARGET_S * 1000 for r in out if r["status"] == 200),
+            "max_items": max((r["items"] for r in out), default=0),
+        }
     finally:
         proc.send_signal(signal.SIGINT)
         try:
@@ -189,19 +288,26 @@ def run(*, store: str | None, trace: str | None, events: int, repeat: int, progr
 
 
 def render(rep: dict) -> str:
-    lines = [f"web UI on {rep['trace']} ({rep['events']:,} events); prepare (first open, background job): "
-             f"{rep['prepare_s']} s; load average {rep['load_before'][0]} before, {rep['load_after'][0]} after; "
-             f"{rep['repeat']} requests each", "",
-             f"{'endpoint':<38} {'first ms':>8} {'p50 ms':>8} {'max ms':>8} {'bytes':>10} {'numbers':>8} "
-             f"{'SQL peer ms':>12} {'x':>6}"]
+    lines = [
+        f"web UI on {rep['trace']} ({rep['events']:,} events); prepare (first open, background job): "
+        f"{rep['prepare_s']} s; load average {rep['load_before'][0]} before, {rep['load_after'][0]} after; "
+        f"{rep['repeat']} requests each",
+        "",
+        f"{'endpoint':<38} {'first ms':>8} {'p50 ms':>8} {'max ms':>8} {'bytes':>10} {'numbers':>8} "
+        f"{'SQL peer ms':>12} {'x':>6}",
+    ]
     for r in rep["endpoints"]:
         peer = "" if r.get("peer_sql_ms") is None else f"{r['peer_sql_ms']:,.1f}"
         x = "" if r.get("peer_x") is None else f"{r['peer_x']:,.1f}"
         flag = "" if r["status"] == 200 else f"  HTTP {r['status']}"
-        lines.append(f"{r['endpoint']:<38} {r['first_ms']:>8,.1f} {r['p50_ms']:>8,.1f} {r['max_ms']:>8,.1f} "
-                     f"{r['bytes']:>10,} {r['items']:>8,} "
-                     f"{peer:>12} {x:>6}{flag}")
+        lines.append(
+            f"{r['endpoint']:<38} {r['first_ms']:>8,.1f} {r['p50_ms']:>8,.1f} {r['max_ms']:>8,.1f} "
+            f"{r['bytes']:>10,} {r['items']:>8,} "
+            f"{peer:>12} {x:>6}{flag}"
+        )
     lines.append("")
-    lines.append(f"every request within {rep['target_s']:g} s: {'yes' if rep['within_target'] else 'NO'}; "
-                 f"largest answer {rep['max_items']:,} numbers")
+    lines.append(
+        f"every request within {rep['target_s']:g} s: {'yes' if rep['within_target'] else 'NO'}; "
+        f"largest answer {rep['max_items']:,} numbers"
+    )
     return "\n".join(lines)

@@ -144,13 +144,19 @@ class SqlPayloads:
 
     def ddl(self) -> list[str]:
         if self.workload == "qos":
-            ids = ", ".join(f'"{c}" TEXT' if self.dialect != "mariadb" else f"`{c}` VARCHAR(64)"
-                            for c in _core.QOS_ID_PARAMS)
-            res = ", ".join(f"{c} {'DOUBLE PRECISION' if t == 'float64' and self.dialect == 'postgres' else 'DOUBLE' if t == 'float64' else 'BIGINT'}"
-                            for c, t, _lo, _hi in _core.QOS_RESULT_PARAMS)
+            ids = ", ".join(
+                f'"{c}" TEXT' if self.dialect != "mariadb" else f"`{c}` VARCHAR(64)" for c in _core.QOS_ID_PARAMS
+            )
+            res = ", ".join(
+                f"{c} {'DOUBLE PRECISION' if t == 'float64' and self.dialect == 'postgres' else 'DOUBLE' if t == 'float64' else 'BIGINT'}"
+                for c, t, _lo, _hi in _core.QOS_RESULT_PARAMS
+            )
             pk = {"postgres": "id INT PRIMARY KEY", "mariadb": "id INT PRIMARY KEY", "sqlite": "id INTEGER PRIMARY KEY"}
-            auto = {"postgres": "id BIGSERIAL PRIMARY KEY", "mariadb": "id BIGINT AUTO_INCREMENT PRIMARY KEY",
-                    "sqlite": "id INTEGER PRIMARY KEY"}
+            auto = {
+                "postgres": "id BIGSERIAL PRIMARY KEY",
+                "mariadb": "id BIGINT AUTO_INCREMENT PRIMARY KEY",
+                "sqlite": "id INTEGER PRIMARY KEY",
+            }
             return [
                 f"CREATE TABLE measurements_id ({pk[self.dialect]}, {ids})",
                 f"CREATE TABLE average_stats ({auto[self.dialect]}, measurement_id INT NOT NULL REFERENCES "
@@ -158,11 +164,17 @@ class SqlPayloads:
                 "CREATE INDEX stats_mid ON average_stats (measurement_id)",
             ]
         tags = ", ".join(f"{t} VARCHAR(32)" for t in _core.CPU_TAGS)
-        auto = {"postgres": "id BIGSERIAL PRIMARY KEY", "mariadb": "id BIGINT AUTO_INCREMENT PRIMARY KEY",
-                "sqlite": "id INTEGER PRIMARY KEY"}
-        return [f"CREATE TABLE hosts (id INT PRIMARY KEY, {tags})",
-                f"CREATE TABLE cpu ({auto[self.dialect]}, host_id INT NOT NULL REFERENCES hosts(id), ts BIGINT NOT NULL, "
-                + ", ".join(f"{c} BIGINT" for c in self.cols) + ")"]
+        auto = {
+            "postgres": "id BIGSERIAL PRIMARY KEY",
+            "mariadb": "id BIGINT AUTO_INCREMENT PRIMARY KEY",
+            "sqlite": "id INTEGER PRIMARY KEY",
+        }
+        return [
+            f"CREATE TABLE hosts (id INT PRIMARY KEY, {tags})",
+            f"CREATE TABLE cpu ({auto[self.dialect]}, host_id INT NOT NULL REFERENCES hosts(id), ts BIGINT NOT NULL, "
+            + ", ".join(f"{c} BIGINT" for c in self.cols)
+            + ")",
+        ]
 
     def id_rows(self, writers: int) -> tuple[str, list[tuple]]:
         """The identity rows (one per writer: schema 2's measurementsId / TSBS hosts)."""
@@ -171,8 +183,10 @@ class SqlPayloads:
             rows = [(w, *[str(w * 31 + k) for k in range(n)]) for w in range(writers)]
             table, nparams = "measurements_id", n + 1
         else:
-            rows = [(w, f"host_{w}", "eu-west-1", "eu-west-1a", "1", "Ubuntu16.10", "x64", "SF", "1", "0", "test")
-                    for w in range(writers)]
+            rows = [
+                (w, f"host_{w}", "eu-west-1", "eu-west-1a", "1", "Ubuntu16.10", "x64", "SF", "1", "0", "test")
+                for w in range(writers)
+            ]
             table, nparams = "hosts", 11
         ph = "?" if self.dialect == "sqlite" else "%s"
         return f"INSERT INTO {table} VALUES ({', '.join([ph] * nparams)})", rows
@@ -198,11 +212,13 @@ class SqlPayloads:
 
     def insert_sql(self, writer: int, n: int) -> str:
         """One multi-row INSERT of `n` rows for `writer` (schema 2: its id is the foreign key)."""
+
         def make():
             fk = "measurement_id" if self.workload == "qos" else "host_id"
             ts = 1_700_000_000_000_000_000
             units = [f"({writer},{ts},{t})" for t in self.pool_txt]
             return f"INSERT INTO {self.table} ({fk}, ts, {', '.join(self.cols)}) VALUES " + self._repeat(units, ",", n)
+
         return self._cached(("insert", writer, n), make)
 
     def copy_data(self, writer: int, n: int) -> bytes:
@@ -210,6 +226,7 @@ class SqlPayloads:
             ts = 1_700_000_000_000_000_000
             units = [f"{writer}\t{ts}\t" + t.replace(",", "\t") for t in self.pool_txt]
             return (self._repeat(units, "\n", n) + "\n").encode()
+
         return self._cached(("copy", writer, n), make)
 
     def copy_sql(self) -> str:
@@ -222,9 +239,12 @@ class SqlPayloads:
             ts = 1_700_000_000_000_000_000
             units = [(writer, ts, *r) for r in self.pool]
             full, rest = divmod(n, len(units))
-            sql = (f"INSERT INTO {self.table} ({fk}, ts, {', '.join(self.cols)}) "
-                   f"VALUES ({', '.join('?' * (len(self.cols) + 2))})")
+            sql = (
+                f"INSERT INTO {self.table} ({fk}, ts, {', '.join(self.cols)}) "
+                f"VALUES ({', '.join('?' * (len(self.cols) + 2))})"
+            )
             return sql, units * full + units[:rest]
+
         return self._cached(("params", writer, n), make)
 
 
@@ -289,8 +309,15 @@ class Tracehouse:
     protocols = {"tracehouse-http": "http", "tracehouse-tcp": "tcp-acks", "tracehouse-arrow": "arrow"}
     ack = "durable"  # serve --ack
 
-    def __init__(self, workdir: Path, workload: str, name: str = "tracehouse-http", fsync: str = "batch",
-                 before_start=None, serve_args: tuple = ()) -> None:
+    def __init__(
+        self,
+        workdir: Path,
+        workload: str,
+        name: str = "tracehouse-http",
+        fsync: str = "batch",
+        before_start=None,
+        serve_args: tuple = (),
+    ) -> None:
         self.dir = Path(workdir) / f"tracehouse-{self.ack}"
         self.serve_args = tuple(serve_args)
         self.workload = workload
@@ -299,7 +326,7 @@ class Tracehouse:
         self.proc = None
         self.before_start = before_start  # called with the store's path before serve opens it (loads data)
 
-    def __enter__(self) -> "Tracehouse":
+    def __enter__(self) -> Tracehouse:
         shutil.rmtree(self.dir, ignore_errors=True)
         self.dir.mkdir(parents=True)
         self.store_path = self.dir / "store"
@@ -307,13 +334,33 @@ class Tracehouse:
             self.before_start(self.store_path)
         ready = self.dir / "ready.json"
         self.log = self.dir / "server.log"
-        cmd = [sys.executable, "-m", "tracehouse.cli", "--store", str(self.dir / "store"), "serve", "--port", "0",
-               "--tcp-port", "0", "--fsync", self.fsync, "--ack", self.ack, "--ready-file", str(ready), "--quiet",
-               "--max-inflight", "512M", *self.serve_args]
+        cmd = [
+            sys.executable,
+            "-m",
+            "tracehouse.cli",
+            "--store",
+            str(self.dir / "store"),
+            "serve",
+            "--port",
+            "0",
+            "--tcp-port",
+            "0",
+            "--fsync",
+            self.fsync,
+            "--ack",
+            self.ack,
+            "--ready-file",
+            str(ready),
+            "--quiet",
+            "--max-inflight",
+            "512M",
+            *self.serve_args,
+        ]
         # It stops with this process even when a SIGKILL leaves no `__exit__` to run.
         self.proc = subprocess.Popen(cmd, stdout=open(self.log, "wb"), stderr=subprocess.STDOUT, env=env_for_child())
-        info = wait_for(lambda: ready.exists() and json.loads(ready.read_text()), 60, "tracehouse serve", self.proc,
-                        self.log)
+        info = wait_for(
+            lambda: ready.exists() and json.loads(ready.read_text()), 60, "tracehouse serve", self.proc, self.log
+        )
         self.port, self.tcp_port, self.pid = info["http_port"], info["tcp_port"], info["pid"]
         return self
 
@@ -330,16 +377,28 @@ class Tracehouse:
         if proto == "arrow":
             if getattr(self, "_bodies_for", None) != rows:
                 self._bodies, self._bodies_for = arrow_bodies_stamped(self.workload, rows), rows
-            kw = {"bodies": self._bodies[0], "ts_offsets": self._bodies[1],
-                  "path": f"/api/v2/arrow?trace={bucket}&type={self.workload}"}
+            kw = {
+                "bodies": self._bodies[0],
+                "ts_offsets": self._bodies[1],
+                "path": f"/api/v2/arrow?trace={bucket}&type={self.workload}",
+            }
             proto_arg = "http-bodies"
         else:
             kw = {"path": f"/api/v2/write?bucket={bucket}"}
             proto_arg = proto
         port = self.tcp_port if proto.startswith("tcp") else self.port
         c0 = self_cpu_s()
-        r = _core.run_load(workload=self.workload, protocol=proto_arg, host="127.0.0.1", port=port, bucket=bucket,
-                           agents=writers, rows_per_batch=rows, duration_s=seconds, **kw)
+        r = _core.run_load(
+            workload=self.workload,
+            protocol=proto_arg,
+            host="127.0.0.1",
+            port=port,
+            bucket=bucket,
+            agents=writers,
+            rows_per_batch=rows,
+            duration_s=seconds,
+            **kw,
+        )
         return Sample(r["rows_acked"], r["elapsed_s"], r["errors"], self_cpu_s() - c0)
 
 
@@ -359,7 +418,7 @@ class SQLite:
         self.workload = workload
         self.name = name
 
-    def __enter__(self) -> "SQLite":
+    def __enter__(self) -> SQLite:
         shutil.rmtree(self.dir, ignore_errors=True)
         self.dir.mkdir(parents=True)
         self.path = self.dir / "bench.sqlite"
@@ -400,15 +459,21 @@ class SQLite:
 
 
 BUILTIN: dict[str, type] = {
-    "tracehouse-http": Tracehouse, "tracehouse-tcp": Tracehouse, "tracehouse-arrow": Tracehouse,
-    "tracehouse-http-written": TracehouseWritten, "tracehouse-tcp-written": TracehouseWritten,
-    "tracehouse-arrow-written": TracehouseWritten, "sqlite": SQLite,
+    "tracehouse-http": Tracehouse,
+    "tracehouse-tcp": Tracehouse,
+    "tracehouse-arrow": Tracehouse,
+    "tracehouse-http-written": TracehouseWritten,
+    "tracehouse-tcp-written": TracehouseWritten,
+    "tracehouse-arrow-written": TracehouseWritten,
+    "sqlite": SQLite,
 }
 PEER_GROUP = "tracehouse.bench_peers"  # entry points: system name -> "module:Class"
 # The benchmark suite's peers, named so that asking for one without the suite says how to get it.
 SUITE_PEERS = ("questdb", "questdb-sync", "questdb-tcp", "postgres-copy", "postgres-insert", "mariadb")
-SUITE_MISSING = ("is a peer of tracehouse's benchmark suite, which is not installed: pip install ./bench-suite "
-                 "from tracehouse's source tree (make setup installs it)")
+SUITE_MISSING = (
+    "is a peer of tracehouse's benchmark suite, which is not installed: pip install ./bench-suite "
+    "from tracehouse's source tree (make setup installs it)"
+)
 
 
 def names() -> list[str]:

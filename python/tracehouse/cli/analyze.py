@@ -130,9 +130,11 @@ def cmd_analyze(args) -> int:
     shown = {p.name: values[p.name] for p in a.params if not p.answer} | {"limit": getattr(args, "limit", None)}
     parts = a.window_parts
     producers = values.get(parts["producers"].name) if "producers" in parts else None
-    window = Window(values.get(parts["start"].name) if "start" in parts else None,
-                    values.get(parts["end"].name) if "end" in parts else None,
-                    tuple(producers) if producers else None)
+    window = Window(
+        values.get(parts["start"].name) if "start" in parts else None,
+        values.get(parts["end"].name) if "end" in parts else None,
+        tuple(producers) if producers else None,
+    )
     kw = {p.name: values[p.name] for p in a.params if p.answer and not p.window}
     with open_store(args) as s:
         resolved, extra = None, None
@@ -146,8 +148,11 @@ def cmd_analyze(args) -> int:
             resolved = {"traces": traces, "search": None, "format": None}
             extra = {"search": values.get("search")}
         answer = a.call(s, trace, window, **kw)
-        rid = save_answer(s, a, traces, answer, values, shown=shown, resolved=resolved, extra=extra) \
-            if args.save else None
+        rid = (
+            save_answer(s, a, traces, answer, values, shown=shown, resolved=resolved, extra=extra)
+            if args.save
+            else None
+        )
     shown["result"] = rid
     if args.json:
         emit_json(as_answer(answer).to_json(shown))
@@ -169,10 +174,9 @@ def _run_plugin(a, args) -> int:
         if isinstance(answer, Rows):
             answer.title = f"{a.name}: {answer.rows.num_rows} rows"
         rid = None
-        if args.save:
-            if isinstance(answer, Rows):
-                traces = [args.trace] if getattr(args, "trace", None) else []
-                rid = save_table(s, a.name, traces, answer.table(), params={"plugin": a.name})
+        if args.save and isinstance(answer, Rows):
+            traces = [args.trace] if getattr(args, "trace", None) else []
+            rid = save_table(s, a.name, traces, answer.table(), params={"plugin": a.name})
     shown = {"limit": args.limit}
     if args.json:
         emit_json(answer.to_json(shown))

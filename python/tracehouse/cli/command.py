@@ -18,7 +18,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
-from typing import Callable
+from collections.abc import Callable
 
 # name -> (module under tracehouse.cli, help). The order is the order of `tracehouse --help`.
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -32,48 +32,83 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rm": ("traces", "delete traces"),
     "compact": ("traces", "merge small segments now (the store also merges them on its own)"),
     "retain": ("traces", "keep a trace's rows for a duration: older whole segments are dropped at compaction"),
-    "verify": ("traces", "check the store against itself: catalog, files, page and WAL checksums, journals, indexes "
-                         "(exit 1 when anything is damaged, missing or disagrees)"),
-    "repair": ("traces", "rebuild the catalog from what the store's files hold; damaged files go to quarantine/, "
-                         "nothing is deleted"),
+    "verify": (
+        "traces",
+        "check the store against itself: catalog, files, page and WAL checksums, journals, indexes "
+        "(exit 1 when anything is damaged, missing or disagrees)",
+    ),
+    "repair": (
+        "traces",
+        "rebuild the catalog from what the store's files hold; damaged files go to quarantine/, nothing is deleted",
+    ),
     "import": ("importing", "import a file as a new trace"),
     "generate": ("importing", "generate a synthetic workload trace"),
-    "demo": ("importing", "example traces of every format (a generated TOD trace, strace, Chrome, bpftrace, "
-                          "SystemTap, Paje, CSV, line protocol), then the web UI until Ctrl-C"),
+    "demo": (
+        "importing",
+        "example traces of every format (a generated TOD trace, strace, Chrome, bpftrace, "
+        "SystemTap, Paje, CSV, line protocol), then the web UI until Ctrl-C",
+    ),
     "serve": ("serve", "ingest server: InfluxDB line protocol over HTTP and TCP, Arrow IPC, read-only SQL over HTTP"),
     "load": ("serve", "write load generator (Rust): seed 003's QoS agents or TSBS cpu-only hosts against a server"),
     "tools": ("tools", "list importers, exporters and analyses (ours and installed plugins)"),
-    "record": ("record", "record a Python program omnisciently (calls, returns, lines, local/attribute/item writes) "
-                         "into a new trace: tracehouse record -- python prog.py"),
-    "debug": ("record", "travel back in a recorded program: steps both ways, stack, values, origins of values, "
-                        "breakpoints (tracehouse debug TRACE -c 'next; origin x')"),
+    "record": (
+        "record",
+        "record a Python program omnisciently (calls, returns, lines, local/attribute/item writes) "
+        "into a new trace: tracehouse record -- python prog.py",
+    ),
+    "debug": (
+        "record",
+        "travel back in a recorded program: steps both ways, stack, values, origins of values, "
+        "breakpoints (tracehouse debug TRACE -c 'next; origin x')",
+    ),
     "capture": ("replay", "run a command under strace (-f -ttt -T -y -s0), streaming its IO syscalls into a new trace"),
     "replay": ("replay", "replay a strace trace's IO under --root with its timing and threads; store every call"),
     "extrapolate": ("replay", "fit PerfExt, USL and MVA to measured runs and predict higher concurrency"),
-    "analyze": ("analyze", "analyses: spans, call trees, cursors, state and stack at t, density, statistics, "
-                           "histograms (docs/analyses.md)"),
+    "analyze": (
+        "analyze",
+        "analyses: spans, call trees, cursors, state and stack at t, density, statistics, "
+        "histograms (docs/analyses.md)",
+    ),
     "results": ("results", "analysis results saved in the store: list, show, annotate, group, rm"),
 }
 BENCHMARKS: dict[str, tuple[str, str]] = {
     "ingest": ("bench", "TOD ingest: raw append, tracehouse, SQLite, DuckDB on the same batches (seed 001)"),
-    "write": ("serve", "seed 003 write matrix (writers x rows per batch): tracehouse over loopback vs QuestDB, "
-                       "PostgreSQL, MariaDB, SQLite, with the seed's statistical protocol"),
-    "ui": ("serve", "web UI endpoints over HTTP on one trace (target: 1 s each), beside plain SQL answering the "
-                    "same questions"),
-    "chrome": ("bench", "Chrome JSON import: records/s and peak memory at several sizes, beside read, parse-only "
-                        "and json.load"),
+    "write": (
+        "serve",
+        "seed 003 write matrix (writers x rows per batch): tracehouse over loopback vs QuestDB, "
+        "PostgreSQL, MariaDB, SQLite, with the seed's statistical protocol",
+    ),
+    "ui": (
+        "serve",
+        "web UI endpoints over HTTP on one trace (target: 1 s each), beside plain SQL answering the same questions",
+    ),
+    "chrome": (
+        "bench",
+        "Chrome JSON import: records/s and peak memory at several sizes, beside read, parse-only and json.load",
+    ),
     "replay": ("replay", "replay: issue-time error at 10,000 IOPS, asap calls/s and overhead, extrapolation errors"),
     "analyze": ("bench", "analyses on a TOD trace (seeds 000, 001, 004) against the same questions in DuckDB"),
     "import": ("bench", "importers on real files: throughput at 3 sizes, peak memory, peers (wc -l, a Python regex)"),
-    "engines": ("bench", "Q1-Q5 (seed 003) and the TOD statistics on DuckDB vs Spark local[2], same store, "
-                         "same answers"),
-    "record": ("record", "recording Python programs: overhead against the untraced program and a pure-Python "
-                         "sys.settrace recorder (pyperformance nbody, richards, json, regex; threaded file IO), "
-                         "events/s into the store"),
-    "debug": ("record", "tracehouse debug on a big recording (TOD generator, 10M events by default): steps both "
-                        "ways and origins of values, p50/p99 (targets on 100M: 50 ms a step, 200 ms an origin)"),
-    "integrity": ("bench", "page checksums: import/generate with and without them; verify MB/s beside a plain read "
-                           "and a pyarrow decode of the same files"),
+    "engines": (
+        "bench",
+        "Q1-Q5 (seed 003) and the TOD statistics on DuckDB vs Spark local[2], same store, same answers",
+    ),
+    "record": (
+        "record",
+        "recording Python programs: overhead against the untraced program and a pure-Python "
+        "sys.settrace recorder (pyperformance nbody, richards, json, regex; threaded file IO), "
+        "events/s into the store",
+    ),
+    "debug": (
+        "record",
+        "tracehouse debug on a big recording (TOD generator, 10M events by default): steps both "
+        "ways and origins of values, p50/p99 (targets on 100M: 50 ms a step, 200 ms an origin)",
+    ),
+    "integrity": (
+        "bench",
+        "page checksums: import/generate with and without them; verify MB/s beside a plain read "
+        "and a pyarrow decode of the same files",
+    ),
 }
 # Benchmarks of other distributions come through this entry-point group, each entry a benchmark's
 # name and the module that registers it (`register(commands)`, as ours do). tracehouse's benchmark
@@ -81,8 +116,10 @@ BENCHMARKS: dict[str, tuple[str, str]] = {
 # its commands so; they are named here only to say how to install the suite when it is missing.
 BENCH_GROUP = "tracehouse.bench"
 SUITE_BENCHMARKS = ("all", "tsbs")
-SUITE_MISSING = ("is in tracehouse's benchmark suite, which is not installed: pip install ./bench-suite "
-                 "from tracehouse's source tree (make setup installs it)")
+SUITE_MISSING = (
+    "is in tracehouse's benchmark suite, which is not installed: pip install ./bench-suite "
+    "from tracehouse's source tree (make setup installs it)"
+)
 
 
 def bench_plugins(name: str | None = None) -> dict[str, object]:
@@ -118,8 +155,9 @@ class Commands:
         """`tracehouse NAME ...`; fn(args) returns the exit code."""
         return self._parser("command", name, fn)
 
-    def bench(self, name: str, fn: Callable[[argparse.Namespace], int], help: str | None = None
-              ) -> argparse.ArgumentParser:
+    def bench(
+        self, name: str, fn: Callable[[argparse.Namespace], int], help: str | None = None
+    ) -> argparse.ArgumentParser:
         """`tracehouse bench NAME ...`: a benchmark printing numbers beside peers measured in the same run
         (`help`: for a benchmark of another distribution, which our table does not name)."""
         return self._parser("bench", name, _interrupted_by_sigterm(fn), help)
@@ -210,7 +248,9 @@ def build_parser(argv: list[str] | None = None) -> argparse.ArgumentParser:
     if benchmarks_listed:
         for name in SUITE_BENCHMARKS:
             if ("bench", name) not in commands.added:
-                commands._parser("bench", name, None, help="in the benchmark suite, not installed: pip install ./bench-suite")
+                commands._parser(
+                    "bench", name, None, help="in the benchmark suite, not installed: pip install ./bench-suite"
+                )
     return p
 
 
@@ -251,7 +291,6 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except BrokenPipeError:
         return 0
-
 
 
 def _failed(argv: list[str], e) -> int:

@@ -37,8 +37,10 @@ def importer_options(args, imp) -> dict:
     given = {k[4:]: v for k, v in vars(args).items() if k.startswith("opt_") and v is not None}
     other = sorted(set(given) - mine)
     if other:
-        raise BadInput(f"--{other[0].replace('_', '-')} does not apply to the {imp.NAME} importer",
-                       expected=", ".join("--" + o for o in sorted(mine)) or "no importer-specific options")
+        raise BadInput(
+            f"--{other[0].replace('_', '-')} does not apply to the {imp.NAME} importer",
+            expected=", ".join("--" + o for o in sorted(mine)) or "no importer-specific options",
+        )
     return given
 
 
@@ -54,8 +56,17 @@ def cmd_import(args) -> int:
     if not path.exists() and not any(path.parent.glob(glob.escape(path.name) + ".*")):  # PREFIX of strace -ff
         raise BadInput("no such file", file=str(path))
     imp = registry.importer(args.importer, path)
-    mapping = Mapping(ts=args.ts, ts_unit=args.ts_unit, producer=args.producer, type=args.type, seq=args.seq,
-                      dur=args.dur, event_type=args.event_type, kind=args.kind, format=args.trace_format)
+    mapping = Mapping(
+        ts=args.ts,
+        ts_unit=args.ts_unit,
+        producer=args.producer,
+        type=args.type,
+        seq=args.seq,
+        dur=args.dur,
+        event_type=args.event_type,
+        kind=args.kind,
+        format=args.trace_format,
+    )
     # A name given is checked as given; one taken from the file name is cleaned
     # (`my events (1).csv` -> my_events_1, `データ.csv` -> データ).
     name = args.name if args.name is not None else trace_name_from(path.stem.split(".")[0])
@@ -71,8 +82,17 @@ def cmd_import(args) -> int:
         with open_store(args, write=True, fsync=args.fsync) as s:
             with progress_bar(f"importing {path.name}", None, enabled=not args.json and sys.stderr.isatty()) as adv:
                 more = {"started": started} if started is not None else {}
-                report = imp.import_file(s, path, name, mapping=mapping, strict=args.strict, description=args.description or "",
-                                         progress=adv, **more, **importer_options(args, imp))
+                report = imp.import_file(
+                    s,
+                    path,
+                    name,
+                    mapping=mapping,
+                    strict=args.strict,
+                    description=args.description or "",
+                    progress=adv,
+                    **more,
+                    **importer_options(args, imp),
+                )
     finally:
         if started is not None:
             started.close()  # (a no-op once the import took it to the end)
@@ -90,19 +110,39 @@ def _import_stream(args) -> int:
     imp = registry.importer(args.importer)
     if not hasattr(imp, "import_stream"):
         able = [n for n, i in registry.importers().items() if hasattr(i, "import_stream")]
-        raise BadInput(f"the {imp.NAME} importer reads files, not a pipe", file=args.path,
-                       expected="a file, or one of the importers that read a pipe: " + ", ".join(able))
-    mapping = Mapping(ts=args.ts, ts_unit=args.ts_unit, producer=args.producer, type=args.type, seq=args.seq,
-                      dur=args.dur, event_type=args.event_type, kind=args.kind, format=args.trace_format)
+        raise BadInput(
+            f"the {imp.NAME} importer reads files, not a pipe",
+            file=args.path,
+            expected="a file, or one of the importers that read a pipe: " + ", ".join(able),
+        )
+    mapping = Mapping(
+        ts=args.ts,
+        ts_unit=args.ts_unit,
+        producer=args.producer,
+        type=args.type,
+        seq=args.seq,
+        dur=args.dur,
+        event_type=args.event_type,
+        kind=args.kind,
+        format=args.trace_format,
+    )
     name = args.name or f"{imp.NAME}-stdin-{time.strftime('%Y%m%d-%H%M%S')}"
     fd, source = open_stream(args.path)
     t0 = time.perf_counter()
     try:
         with open_store(args, write=True, fsync=args.fsync) as s:
             with progress_bar(f"importing {source}", None, enabled=not args.json and sys.stderr.isatty()) as adv:
-                report = imp.import_stream(s, fd, name, source=source, mapping=mapping, strict=args.strict,
-                                           description=args.description or "", progress=adv,
-                                           **importer_options(args, imp))
+                report = imp.import_stream(
+                    s,
+                    fd,
+                    name,
+                    source=source,
+                    mapping=mapping,
+                    strict=args.strict,
+                    description=args.description or "",
+                    progress=adv,
+                    **importer_options(args, imp),
+                )
     finally:
         if fd != 0:
             os.close(fd)
@@ -115,21 +155,30 @@ def _report(args, report, secs: float) -> None:
     if args.json:
         emit_json(data)
     else:
-        say(f"imported {report.events:,} events into ", (report.trace, "bold"), f" in {secs:.2f} s "
-            f"({report.events / secs:,.0f} events/s): " + ", ".join(f"{k} {v:,}" for k, v in report.by_type.items()))
+        say(
+            f"imported {report.events:,} events into ",
+            (report.trace, "bold"),
+            f" in {secs:.2f} s "
+            f"({report.events / secs:,.0f} events/s): " + ", ".join(f"{k} {v:,}" for k, v in report.by_type.items()),
+        )
         for k, v in (getattr(report, "details", None) or {}).items():
             if isinstance(v, int):
                 err.print(f"{k.replace('_', ' ')}: {v:,}")
             elif k == "spans":
                 for span, st in v.items():
-                    err.print(f"span {span}: {st['matched']:,} matched, {st['unmatched_begin']:,} starts and "
-                              f"{st['unmatched_end']:,} ends unmatched")
+                    err.print(
+                        f"span {span}: {st['matched']:,} matched, {st['unmatched_begin']:,} starts and "
+                        f"{st['unmatched_end']:,} ends unmatched"
+                    )
             elif k == "results":
                 for r in v:
                     err.print(f"result {r['id']}: {r['kind']} {r['name']} ({r['rows']:,} rows)")
         if report.rejected:
-            err.print(f"[yellow]{report.rejected} rejected lines[/yellow] (first: " + "; ".join(
-                f"line {r.line}: {r.reason}" for r in report.first_rejected[:5]) + ")")
+            err.print(
+                f"[yellow]{report.rejected} rejected lines[/yellow] (first: "
+                + "; ".join(f"line {r.line}: {r.reason}" for r in report.first_rejected[:5])
+                + ")"
+            )
 
 
 def cmd_generate(args) -> int:
@@ -143,23 +192,33 @@ def cmd_generate(args) -> int:
     if args.json:
         emit_json(r)
     else:
-        out.print(f"generated {r['events']:,} TOD events into [bold]{r['trace']}[/bold] in {r['seconds']:.2f} s "
-                  f"({r['events_per_s']:,} events/s)")
+        out.print(
+            f"generated {r['events']:,} TOD events into [bold]{r['trace']}[/bold] in {r['seconds']:.2f} s "
+            f"({r['events_per_s']:,} events/s)"
+        )
     return 0
 
 
 DEMO_QUERIES = [
-    ("events by type",
-     'SELECT type, count(*) AS events, min(ts) AS first_ns, max(ts) AS last_ns FROM "{t}".events GROUP BY type ORDER BY events DESC'),
-    ("events per thread",
-     'SELECT p.name AS thread, count(*) AS events FROM "{t}".events e JOIN th.producers p'
-     " ON p.trace = '{t}' AND p.id = e.producer GROUP BY p.name ORDER BY events DESC LIMIT 5"),
-    ("most called methods",
-     'SELECT behavior_id, count(*) AS calls, round(avg(arg_count), 2) AS args FROM "{t}".behavior_enter'
-     " GROUP BY behavior_id ORDER BY calls DESC LIMIT 5"),
-    ("most written fields",
-     'SELECT field_id, count(*) AS writes, count(DISTINCT target) AS objects FROM "{t}".field_write'
-     " GROUP BY field_id ORDER BY writes DESC LIMIT 5"),
+    (
+        "events by type",
+        'SELECT type, count(*) AS events, min(ts) AS first_ns, max(ts) AS last_ns FROM "{t}".events GROUP BY type ORDER BY events DESC',
+    ),
+    (
+        "events per thread",
+        'SELECT p.name AS thread, count(*) AS events FROM "{t}".events e JOIN th.producers p'
+        " ON p.trace = '{t}' AND p.id = e.producer GROUP BY p.name ORDER BY events DESC LIMIT 5",
+    ),
+    (
+        "most called methods",
+        'SELECT behavior_id, count(*) AS calls, round(avg(arg_count), 2) AS args FROM "{t}".behavior_enter'
+        " GROUP BY behavior_id ORDER BY calls DESC LIMIT 5",
+    ),
+    (
+        "most written fields",
+        'SELECT field_id, count(*) AS writes, count(DISTINCT target) AS objects FROM "{t}".field_write'
+        " GROUP BY field_id ORDER BY writes DESC LIMIT 5",
+    ),
 ]
 
 
@@ -181,15 +240,26 @@ def cmd_demo(args) -> int:
         info = s.trace(name)
         from ..server.ui import demo
 
-        examples = demo.load_examples(s, say=(lambda m: None) if args.json else (lambda m: err.print(m, highlight=False)))
+        examples = demo.load_examples(
+            s, say=(lambda m: None) if args.json else (lambda m: err.print(m, highlight=False))
+        )
     if args.json:
-        emit_json({"store": str(s.path), "ingest": r, "bytes": info.bytes, "examples": examples,
-                   "queries": {k: {"rows": v.to_pylist(), "seconds": round(timings[k], 4)} for k, v in results.items()}})
+        emit_json(
+            {
+                "store": str(s.path),
+                "ingest": r,
+                "bytes": info.bytes,
+                "examples": examples,
+                "queries": {k: {"rows": v.to_pylist(), "seconds": round(timings[k], 4)} for k, v in results.items()},
+            }
+        )
         return 0 if args.no_serve else _demo_serve(args, s.path)
     out.print(f"[bold]tracehouse demo[/bold] — store {s.path}")
-    out.print(f"generated {r['events']:,} TOD events (seed 001 workload: 10 threads, 1,000 methods, 1,000 fields, "
-              f"50 locals) in {r['seconds']:.2f} s = {r['events_per_s']:,} events/s, "
-              f"{human_bytes(info.bytes)} on disk ({info.bytes / max(1, r['events']):.2f} B/event)")
+    out.print(
+        f"generated {r['events']:,} TOD events (seed 001 workload: 10 threads, 1,000 methods, 1,000 fields, "
+        f"50 locals) in {r['seconds']:.2f} s = {r['events_per_s']:,} events/s, "
+        f"{human_bytes(info.bytes)} on disk ({info.bytes / max(1, r['events']):.2f} B/event)"
+    )
     for title, t in results.items():
         out.print(f"\n[bold]{title}[/bold]  ({timings[title] * 1000:.1f} ms)")
         arrow_table_render(t, "table")
@@ -201,8 +271,14 @@ def _demo_serve(args, path) -> int:
     """The demo's last step: the web UI over the demo store until Ctrl-C (server/ui/demo.py)."""
     from ..server.ui import demo
 
-    return demo.serve_ui(path, host=args.host, port=args.port, token=args.token or os.environ.get("TRACEHOUSE_TOKEN"),
-                         say=lambda m: err.print(m, highlight=False), ready_file=args.ready_file)
+    return demo.serve_ui(
+        path,
+        host=args.host,
+        port=args.port,
+        token=args.token or os.environ.get("TRACEHOUSE_TOKEN"),
+        say=lambda m: err.print(m, highlight=False),
+        ready_file=args.ready_file,
+    )
 
 
 def register(commands) -> None:
@@ -212,9 +288,13 @@ def register(commands) -> None:
     from ..formats import registry
 
     sp.add_argument("importer", help=f"format: {registry.importer_names()} (tracehouse tools)")
-    sp.add_argument("path", help="the file; - (or /dev/stdin, a FIFO) reads a pipe as the data arrives, "
-                                 "committed batch by batch (" + ", ".join(
-                                     n for n, i in registry.importers().items() if hasattr(i, "import_stream")) + ")")
+    sp.add_argument(
+        "path",
+        help="the file; - (or /dev/stdin, a FIFO) reads a pipe as the data arrives, "
+        "committed batch by batch ("
+        + ", ".join(n for n, i in registry.importers().items() if hasattr(i, "import_stream"))
+        + ")",
+    )
     sp.add_argument("--name", help="trace name (default: the file name)")
     sp.add_argument("--description")
     sp.add_argument("--ts", default="ts", help="timestamp column (default ts)")
@@ -228,8 +308,12 @@ def register(commands) -> None:
     sp.add_argument("--trace-format", help="format name the event types are stored under (default: the importer)")
     sp.add_argument("--strict", action="store_true", help="stop at the first bad line and register nothing")
     add_importer_options(sp)
-    sp.add_argument("--fsync", choices=("always", "batch", "off"), default="off",
-                    help="durability while importing (default off: the import is durable when it ends)")
+    sp.add_argument(
+        "--fsync",
+        choices=("always", "batch", "off"),
+        default="off",
+        help="durability while importing (default off: the import is durable when it ends)",
+    )
     sp = add("generate", cmd_generate)
     sp.add_argument("workload", choices=("tod",))
     sp.add_argument("--events", type=int, default=1_000_000)

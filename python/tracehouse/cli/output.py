@@ -34,7 +34,7 @@ class _OnFirstUse:
         self._console: Console | None = None
 
     @property
-    def console(self) -> "Console":
+    def console(self) -> Console:
         if self._console is None:
             self._console = self._make()
         return self._console
@@ -43,7 +43,7 @@ class _OnFirstUse:
         return getattr(self.console, name)
 
 
-def _stdout_console() -> "Console":
+def _stdout_console() -> Console:
     from rich.console import Console
 
     # Piped or redirected, rich would fit tables to 80 columns, cutting numbers and names
@@ -51,7 +51,7 @@ def _stdout_console() -> "Console":
     return Console(soft_wrap=True, width=None if sys.stdout.isatty() else 1 << 16)
 
 
-def _stderr_console() -> "Console":
+def _stderr_console() -> Console:
     from rich.console import Console
 
     return Console(stderr=True, soft_wrap=True)  # errors stay one greppable line
@@ -73,7 +73,7 @@ def say(*parts: str | tuple[str, str]) -> None:
         sys.stdout.write("".join(p if isinstance(p, str) else p[0] for p in parts) + "\n")
 
 
-def open_store(args, *, write: bool = False, **options) -> "Store":
+def open_store(args, *, write: bool = False, **options) -> Store:
     from ..store import Store
 
     path = args.store or default_path()
@@ -100,7 +100,7 @@ def human_ns(ns: int | None) -> str:
     if ns is None:
         return ""
     if ns > 10**17:  # looks like a unix epoch in ns
-        return dt.datetime.fromtimestamp(ns / 1e9, dt.timezone.utc).isoformat(timespec="microseconds")
+        return dt.datetime.fromtimestamp(ns / 1e9, dt.UTC).isoformat(timespec="microseconds")
     return f"{ns / 1e9:.6f} s"
 
 
@@ -119,15 +119,21 @@ def progress_bar(description: str, total: int | None, enabled: bool = True):
         TimeRemainingColumn,
     )
 
-    columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-               TimeRemainingColumn()]
+    columns = [
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    ]
     with Progress(*columns, console=err.console, transient=True) as p:
         task = p.add_task(description, total=total)
         yield lambda n: p.advance(task, n)
 
 
-def arrow_table_render(t: "pa.Table", fmt: str, limit: int | None = None,
-                       more: str = "use --format csv or json for all") -> None:
+def arrow_table_render(
+    t: pa.Table, fmt: str, limit: int | None = None, more: str = "use --format csv or json for all"
+) -> None:
     """`t` as JSON, CSV or a table of its first `limit` rows (`more` says how to see the rest)."""
     import pyarrow as pa
 
@@ -136,8 +142,15 @@ def arrow_table_render(t: "pa.Table", fmt: str, limit: int | None = None,
     rows_render(t.column_names, numeric, rows, t.num_rows, fmt, limit, more)
 
 
-def rows_render(columns: list[str], numeric: list[bool], rows: list[dict], total: int, fmt: str,
-                limit: int | None = None, more: str = "use --format csv or json for all") -> None:
+def rows_render(
+    columns: list[str],
+    numeric: list[bool],
+    rows: list[dict],
+    total: int,
+    fmt: str,
+    limit: int | None = None,
+    more: str = "use --format csv or json for all",
+) -> None:
     """Rows (dicts by column) as JSON, CSV or a table (numeric columns right-aligned) of the
     first `limit` of `total` rows: `arrow_table_render` without Arrow (a count the store
     answers from its catalog is printed without loading pyarrow)."""
@@ -176,13 +189,27 @@ def print_traces(traces, as_json: bool) -> None:
     from rich.table import Table
 
     table = Table(show_edge=False, header_style="bold")
-    for c, j in (("name", "left"), ("format", "left"), ("events", "right"), ("bytes", "right"),
-                 ("from", "left"), ("to", "left"), ("created", "left")):
+    for c, j in (
+        ("name", "left"),
+        ("format", "left"),
+        ("events", "right"),
+        ("bytes", "right"),
+        ("from", "left"),
+        ("to", "left"),
+        ("created", "left"),
+    ):
         table.add_column(c, justify=j)
     for t in traces:
         created = dt.datetime.fromtimestamp(t.created).strftime("%Y-%m-%d %H:%M:%S")
-        table.add_row(t.name, t.format, f"{t.event_count:,}", human_bytes(t.bytes), human_ns(t.ts_min),
-                      human_ns(t.ts_max), created)
+        table.add_row(
+            t.name,
+            t.format,
+            f"{t.event_count:,}",
+            human_bytes(t.bytes),
+            human_ns(t.ts_min),
+            human_ns(t.ts_max),
+            created,
+        )
     out.print(table)
     if not traces:
         err.print("no traces")
@@ -194,9 +221,14 @@ def print_traces(traces, as_json: bool) -> None:
 def add_spark_args(p) -> None:
     """`--master` and `--conf KEY=VALUE` of the commands that run on Spark (docs/spark.md)."""
     p.add_argument("--master", help="Spark master URL (default local[2])")
-    p.add_argument("--conf", action="append", type=_conf_pair, metavar="KEY=VALUE",
-                   help="a Spark setting, e.g. spark.driver.host=10.0.0.5 (repeat); "
-                        "$SPARK_CONF_DIR/spark-defaults.conf is read too")
+    p.add_argument(
+        "--conf",
+        action="append",
+        type=_conf_pair,
+        metavar="KEY=VALUE",
+        help="a Spark setting, e.g. spark.driver.host=10.0.0.5 (repeat); "
+        "$SPARK_CONF_DIR/spark-defaults.conf is read too",
+    )
 
 
 def spark_conf(args) -> dict:

@@ -24,8 +24,16 @@ def cmd_record(args) -> int:
         cmd = cmd[1:]
     with open_store(args, write=True, fsync=args.fsync) as s:
         with progress_bar("recording", None, enabled=not args.json and sys.stderr.isatty()) as adv:
-            r = record(s, cmd, args.name, include=args.include or (), exclude=args.exclude or (),
-                       description=args.description or "", progress=adv, stdout=_stderr_fd() if args.json else None)
+            r = record(
+                s,
+                cmd,
+                args.name,
+                include=args.include or (),
+                exclude=args.exclude or (),
+                description=args.description or "",
+                progress=adv,
+                stdout=_stderr_fd() if args.json else None,
+            )
     code = r.exit_status if r.exit_status is not None else 1
     if args.json:
         emit_json(r.to_json())
@@ -35,9 +43,11 @@ def cmd_record(args) -> int:
     by = ", ".join(f"{k} {v:,}" for k, v in r.by_type.items())
     status = f"exited with {r.exit_status}" + (" (interrupted)" if r.interrupted else "")
     out.print(f"recorded [bold]{escape(r.trace)}[/bold] in {r.seconds:.2f} s: {escape(' '.join(r.command))} {status}")
-    out.print(f"{r.events:,} events ({by}); {len(r.threads)} thread(s); {r.end.get('codes', 0)} code objects, "
-              f"{r.end.get('sources', 0)} source files; stream {human_bytes(r.bytes)}; Python {r.hello.get('python', '?')} "
-              f"({r.hello.get('mode', '?')})")
+    out.print(
+        f"{r.events:,} events ({by}); {len(r.threads)} thread(s); {r.end.get('codes', 0)} code objects, "
+        f"{r.end.get('sources', 0)} source files; stream {human_bytes(r.bytes)}; Python {r.hello.get('python', '?')} "
+        f"({r.hello.get('mode', '?')})"
+    )
     if not r.complete:
         out.print(f"[yellow]incomplete:[/yellow] {escape(r.reason)}")
     out.print(f"travel back in it: tracehouse debug {r.trace}")
@@ -48,14 +58,26 @@ def register(commands) -> None:
     sp = commands.add("record", cmd_record)
     sp.add_argument("--name", help="trace name (default: the program's name and the time)")
     sp.add_argument("--description")
-    sp.add_argument("--include", action="append", metavar="PKG",
-                    help="also record this package, module or path (the standard library is not recorded by default)")
+    sp.add_argument(
+        "--include",
+        action="append",
+        metavar="PKG",
+        help="also record this package, module or path (the standard library is not recorded by default)",
+    )
     sp.add_argument("--exclude", action="append", metavar="PKG", help="do not record this package, module or path")
-    sp.add_argument("--fsync", choices=("always", "batch", "off"), default="off",
-                    help="durability while recording (default off: the trace is durable when the recording ends)")
-    sp.add_argument("cmd", nargs=argparse.REMAINDER, metavar="-- python PROG ...",
-                    help="the program: python prog.py ARGS, python -m MODULE ARGS, or prog.py ARGS "
-                         "(with --json, its stdout goes to stderr: stdout is the JSON)")
+    sp.add_argument(
+        "--fsync",
+        choices=("always", "batch", "off"),
+        default="off",
+        help="durability while recording (default off: the trace is durable when the recording ends)",
+    )
+    sp.add_argument(
+        "cmd",
+        nargs=argparse.REMAINDER,
+        metavar="-- python PROG ...",
+        help="the program: python prog.py ARGS, python -m MODULE ARGS, or prog.py ARGS "
+        "(with --json, its stdout goes to stderr: stdout is the JSON)",
+    )
     register_debug(commands)
     register_bench(commands)
     register_bench_debug(commands)
@@ -88,8 +110,11 @@ def _render(ans: dict) -> None:
         return
     pos = ans.get("position")
     if pos:
-        where = f"{pos.get('file')}:{pos.get('line')} in {pos.get('function')}" if "line" in pos else \
-            f"{pos['type']} {pos.get('event')}"
+        where = (
+            f"{pos.get('file')}:{pos.get('line')} in {pos.get('function')}"
+            if "line" in pos
+            else f"{pos['type']} {pos.get('event')}"
+        )
         out.print(f"[bold]{escape(pos['thread'])}[/bold] seq {pos['seq']}  {escape(where)}", highlight=False)
     if ans.get("source_line") is not None:
         out.print(f"  {pos.get('line'):5d} │ {escape(ans['source_line'])}", highlight=False)
@@ -101,14 +126,19 @@ def _render(ans: dict) -> None:
     if "frames" in ans:
         for f in ans["frames"]:
             args = "" if "args" not in f else f" args {f['args']}"
-            out.print(f"  #{f['depth']} {escape(str(f['function']))}  {escape(str(f.get('file', '')))}:{f.get('line', '')}{args}",
-                      highlight=False)
+            out.print(
+                f"  #{f['depth']} {escape(str(f['function']))}  {escape(str(f.get('file', '')))}:{f.get('line', '')}{args}",
+                highlight=False,
+            )
             for k, v in (f.get("locals") or {}).items():
                 out.print(f"      {escape(k)} = {escape(v['text'])}", highlight=False)
         return
     if "writes" in ans:
-        out.print(f"  {ans['total']:,} writes of {escape(ans['name'])}" + (
-            f" ({len(ans['writes'])} shown)" if ans["total"] > len(ans["writes"]) else ""), highlight=False)
+        out.print(
+            f"  {ans['total']:,} writes of {escape(ans['name'])}"
+            + (f" ({len(ans['writes'])} shown)" if ans["total"] > len(ans["writes"]) else ""),
+            highlight=False,
+        )
         for w in ans["writes"]:
             line = f" line {w['line']}" if w.get("line") is not None else ""
             snap = " (bound at entry)" if w.get("snapshot") else ""
@@ -190,10 +220,16 @@ def cmd_debug(args) -> int:
 def register_debug(commands) -> None:
     sp = commands.add("debug", cmd_debug)
     sp.add_argument("trace", help="a recorded program (tracehouse record) or a TOD trace")
-    sp.add_argument("-c", "--commands", help="commands to run, separated by ';' (default: read them from stdin, "
-                                             "or an interactive prompt on a terminal); `help` lists them")
+    sp.add_argument(
+        "-c",
+        "--commands",
+        help="commands to run, separated by ';' (default: read them from stdin, "
+        "or an interactive prompt on a terminal); `help` lists them",
+    )
     sp.add_argument("--thread", type=int, help="start in this thread (producer id; default: the program's first line)")
-    sp.add_argument("--prepare", action="store_true", help="build every index first (else each is built when first needed)")
+    sp.add_argument(
+        "--prepare", action="store_true", help="build every index first (else each is built when first needed)"
+    )
 
 
 # -- tracehouse bench record -----------------------------------------------------------------
@@ -204,8 +240,15 @@ def cmd_bench_record(args) -> int:
     from .output import emit_json, err, out
 
     log = (lambda s: None) if args.json else (lambda s: err.print(f"[dim]{s}[/dim]", highlight=False))
-    result = bench.run(args.programs.split(",") if args.programs else None, repeat=args.repeat, quick=args.quick,
-                       workdir=args.workdir, ingest_passes=args.ingest_passes, reference=not args.no_reference, log=log)
+    result = bench.run(
+        args.programs.split(",") if args.programs else None,
+        repeat=args.repeat,
+        quick=args.quick,
+        workdir=args.workdir,
+        ingest_passes=args.ingest_passes,
+        reference=not args.no_reference,
+        log=log,
+    )
     if args.json:
         emit_json(result)
     else:
@@ -215,13 +258,20 @@ def cmd_bench_record(args) -> int:
 
 def register_bench(commands) -> None:
     sp = commands.bench("record", cmd_bench_record)
-    sp.add_argument("--programs", help="comma list (default: nbody,richards,json_dumps,json_loads,regex_effbot,"
-                                       "file_io_threads)")
-    sp.add_argument("--repeat", type=int, default=1, help="runs of each program each way, the median reported (default 1)")
+    sp.add_argument(
+        "--programs", help="comma list (default: nbody,richards,json_dumps,json_loads,regex_effbot,file_io_threads)"
+    )
+    sp.add_argument(
+        "--repeat", type=int, default=1, help="runs of each program each way, the median reported (default 1)"
+    )
     sp.add_argument("--quick", action="store_true", help="smaller inputs (CI smoke run)")
     sp.add_argument("--no-reference", action="store_true", help="skip the pure-Python recorder (the slowest part)")
-    sp.add_argument("--ingest-passes", type=int, default=4,
-                    help="times the largest recording's stream is fed to the store (0: skip the ingest measurement)")
+    sp.add_argument(
+        "--ingest-passes",
+        type=int,
+        default=4,
+        help="times the largest recording's stream is fed to the store (0: skip the ingest measurement)",
+    )
     sp.add_argument("--workdir", help="where programs and the store go (default: the system temp dir); removed after")
 
 
@@ -230,8 +280,15 @@ def cmd_bench_debug(args) -> int:
     from .output import emit_json, err, out
 
     log = (lambda s: None) if args.json else (lambda s: err.print(f"[dim]{s}[/dim]", highlight=False))
-    result = bench.run(args.events, trace=args.trace, store_path=args.store if args.trace else None,
-                       queries=args.queries, workdir=args.workdir, keep=args.keep, log=log)
+    result = bench.run(
+        args.events,
+        trace=args.trace,
+        store_path=args.store if args.trace else None,
+        queries=args.queries,
+        workdir=args.workdir,
+        keep=args.keep,
+        log=log,
+    )
     if args.json:
         emit_json(result)
     else:
@@ -241,8 +298,12 @@ def cmd_bench_debug(args) -> int:
 
 def register_bench_debug(commands) -> None:
     sp = commands.bench("debug", cmd_bench_debug)
-    sp.add_argument("--events", type=int, default=10_000_000, help="TOD events generated (default 10M; 100M for the "
-                                                                   "full figure, ~7 GB of disk)")
+    sp.add_argument(
+        "--events",
+        type=int,
+        default=10_000_000,
+        help="TOD events generated (default 10M; 100M for the full figure, ~7 GB of disk)",
+    )
     sp.add_argument("--trace", help="measure this trace of --store instead of generating one")
     sp.add_argument("--queries", type=int, default=200, help="random stops measured (default 200)")
     sp.add_argument("--workdir", help="where the generated store goes (default: the system temp dir)")

@@ -30,14 +30,16 @@ def r_list(args) -> int:
         return 0
     import datetime as dt
 
-    t = pa.table({
-        "id": pa.array([r["id"] for r in rows], pa.int64()),
-        "kind": pa.array([r["kind"] for r in rows]),
-        "name": pa.array([r["name"] for r in rows]),
-        "tool": pa.array([r["tool"] for r in rows]),
-        "traces": pa.array([", ".join(r["traces"]) for r in rows]),
-        "created": pa.array([dt.datetime.fromtimestamp(r["created"]).strftime("%Y-%m-%d %H:%M:%S") for r in rows]),
-    })
+    t = pa.table(
+        {
+            "id": pa.array([r["id"] for r in rows], pa.int64()),
+            "kind": pa.array([r["kind"] for r in rows]),
+            "name": pa.array([r["name"] for r in rows]),
+            "tool": pa.array([r["tool"] for r in rows]),
+            "traces": pa.array([", ".join(r["traces"]) for r in rows]),
+            "created": pa.array([dt.datetime.fromtimestamp(r["created"]).strftime("%Y-%m-%d %H:%M:%S") for r in rows]),
+        }
+    )
     render(t, "table", limit=args.limit)
     if not rows:
         err.print("no results")
@@ -96,7 +98,9 @@ def r_group(args) -> int:
     with Store(args.store or default_path()) as s:
         traces = list(args.traces) + ([t.name for t in s.search(args.search)] if args.search else [])
         rid = group(s, args.name, traces, description=args.description or "")
-    emit_json({"id": rid, "traces": traces}) if args.json else out.print(f"group {args.name!r} of {len(traces)} traces saved as result {rid}")
+    emit_json({"id": rid, "traces": traces}) if args.json else out.print(
+        f"group {args.name!r} of {len(traces)} traces saved as result {rid}"
+    )
     return 0
 
 

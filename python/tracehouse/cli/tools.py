@@ -32,20 +32,42 @@ def list_tools() -> list[dict]:
     found: dict[tuple[str, str], dict] = {}
 
     def add(kind, name, obj, source, version, module):
-        found.setdefault((kind, name), {
-            "name": name, "kind": kind, "description": getattr(obj, "DESCRIPTION", None) or _first_line(getattr(obj, "__doc__", "")),
-            "source": source, "version": version, "module": module,
-            "options": sorted(getattr(obj, "OPTIONS", None) or {}),
-        })
+        found.setdefault(
+            (kind, name),
+            {
+                "name": name,
+                "kind": kind,
+                "description": getattr(obj, "DESCRIPTION", None) or _first_line(getattr(obj, "__doc__", "")),
+                "source": source,
+                "version": version,
+                "module": module,
+                "options": sorted(getattr(obj, "OPTIONS", None) or {}),
+            },
+        )
 
     for name, a in analyses.analyses().items():
-        found[("analysis", name)] = {"name": name, "kind": "analysis", "description": a.summary, "source": a.source,
-                                     "version": a.version or (__version__ if a.source == "tracehouse" else None),
-                                     "module": getattr(a.run, "__module__", None) or "?",
-                                     "options": []}  # its parameters: `tracehouse analyze NAME --help`
+        found[("analysis", name)] = {
+            "name": name,
+            "kind": "analysis",
+            "description": a.summary,
+            "source": a.source,
+            "version": a.version or (__version__ if a.source == "tracehouse" else None),
+            "module": getattr(a.run, "__module__", None) or "?",
+            "options": [],
+        }  # its parameters: `tracehouse analyze NAME --help`
     for name, why in analyses.failures().items():
-        found.setdefault(("analysis", name), {"name": name, "kind": "analysis", "description": why, "source": "?",
-                                              "version": None, "module": "?", "options": []})
+        found.setdefault(
+            ("analysis", name),
+            {
+                "name": name,
+                "kind": "analysis",
+                "description": why,
+                "source": "?",
+                "version": None,
+                "module": "?",
+                "options": [],
+            },
+        )
     for kind in registry.GROUPS:
         if kind == "analysis":
             continue  # the analysis registry read the group
@@ -60,8 +82,15 @@ def list_tools() -> list[dict]:
                 obj = registry.importers().get(ep.name) if kind == "importer" else None
                 obj = obj or ep.load()
             except Exception as e:  # a broken plugin is reported, not fatal
-                found[(kind, ep.name)] = {"name": ep.name, "kind": kind, "description": f"failed to load: {e!r}",
-                                          "source": source, "version": version, "module": ep.value, "options": []}
+                found[(kind, ep.name)] = {
+                    "name": ep.name,
+                    "kind": kind,
+                    "description": f"failed to load: {e!r}",
+                    "source": source,
+                    "version": version,
+                    "module": ep.value,
+                    "options": [],
+                }
                 continue
             add(kind, ep.name, obj, source, version, ep.value)
     return sorted(found.values(), key=lambda t: (list(registry.GROUPS).index(t["kind"]), t["name"]))
@@ -80,7 +109,9 @@ def cmd_tools(args) -> int:
     for col in ("name", "kind", "description", "source"):
         table.add_column(col, overflow="fold")
     for t in tools:
-        desc = t["description"] + (f" (options: {', '.join('--' + o.replace('_', '-') for o in t['options'])})" if t["options"] else "")
+        desc = t["description"] + (
+            f" (options: {', '.join('--' + o.replace('_', '-') for o in t['options'])})" if t["options"] else ""
+        )
         src = t["source"] + (f" {t['version']}" if t.get("version") else "")
         table.add_row(t["name"], t["kind"], desc, src)
     out.print(table)

@@ -49,16 +49,21 @@ def cmd_ls(args) -> int:
         for t in s.traces():  # damaged WAL records recovery has not cut yet are said too
             pending = s.pending_wal_damage(t.name)
             if pending:
-                t = dataclasses.replace(t, state_reason=pending if t.state_reason is None else f"{pending}; {t.state_reason}")
+                t = dataclasses.replace(
+                    t, state_reason=pending if t.state_reason is None else f"{pending}; {t.state_reason}"
+                )
             traces.append(t)
         unknown = s.unknown_trace_dirs()
         print_traces(traces, args.json)
     if unknown:
         from rich.markup import escape
 
-        err.print(f"[yellow]warning:[/yellow] {escape(', '.join(unknown))}: trace director"
-                  f"{'y' if len(unknown) == 1 else 'ies'} the catalog does not know (writes are refused): "
-                  "`tracehouse verify` says what they hold, `tracehouse repair` registers them again", highlight=False)
+        err.print(
+            f"[yellow]warning:[/yellow] {escape(', '.join(unknown))}: trace director"
+            f"{'y' if len(unknown) == 1 else 'ies'} the catalog does not know (writes are refused): "
+            "`tracehouse verify` says what they hold, `tracehouse repair` registers them again",
+            highlight=False,
+        )
     return 0
 
 
@@ -83,8 +88,13 @@ def cmd_info(args) -> int:
             "segments": nseg,
             "producers": len(producers),
             "event_types": [
-                {"name": et.name, "kind": et.kind, "events": counts.get(et.name, 0),
-                 "params": [p.to_json() for p in et.params], "damaged": damaged.get(et.name, [])}
+                {
+                    "name": et.name,
+                    "kind": et.kind,
+                    "events": counts.get(et.name, 0),
+                    "params": [p.to_json() for p in et.params],
+                    "damaged": damaged.get(et.name, []),
+                }
                 for et in types.values()
             ],
         }
@@ -94,8 +104,10 @@ def cmd_info(args) -> int:
     if args.json:
         emit_json(data)
         return 0
-    out.print(f"[bold]{info.name}[/bold]  format {info.format}  {info.event_count:,} events  "
-              f"{human_bytes(info.bytes)} in {nseg} segments  {len(producers)} producers")
+    out.print(
+        f"[bold]{info.name}[/bold]  format {info.format}  {info.event_count:,} events  "
+        f"{human_bytes(info.bytes)} in {nseg} segments  {len(producers)} producers"
+    )
     if info.description:
         out.print(info.description)
     if data["state_reason"] is not None:
@@ -108,9 +120,14 @@ def cmd_info(args) -> int:
         table.add_column(c)
     for et in data["event_types"]:
         events = f"{et['events']:,}" + (" [red](damaged)[/red]" if et["damaged"] else "")
-        table.add_row(et["name"], et["kind"], events,
-                      escape(", ".join(f"{p['name']}:{p['type']}" + (f" [{p['unit']}]" if p["unit"] else "")
-                                       for p in et["params"])))
+        table.add_row(
+            et["name"],
+            et["kind"],
+            events,
+            escape(
+                ", ".join(f"{p['name']}:{p['type']}" + (f" [{p['unit']}]" if p["unit"] else "") for p in et["params"])
+            ),
+        )
     out.print(table)
     for et in data["event_types"]:
         for d in et["damaged"]:
@@ -126,9 +143,17 @@ def cmd_search(args) -> int:
         k, v = kv.split("=", 1)
         meta[k] = v
     with open_store(args) as s:
-        traces = s.search(args.name, format=args.format, metadata=meta, start=args.start, end=args.end,
-                          min_events=args.min_events, max_events=args.max_events, min_bytes=args.min_bytes,
-                          max_bytes=args.max_bytes)
+        traces = s.search(
+            args.name,
+            format=args.format,
+            metadata=meta,
+            start=args.start,
+            end=args.end,
+            min_events=args.min_events,
+            max_events=args.max_events,
+            min_bytes=args.min_bytes,
+            max_bytes=args.max_bytes,
+        )
     print_traces(traces, args.json)
     return 0
 
@@ -164,8 +189,11 @@ def cmd_query(args) -> int:
         t0 = time.perf_counter()
         with open_engine(refs, engine or "duckdb", master=args.master, conf=spark_conf(args)) as e:
             t = e.sql(args.sql)
-            err.print(f"answered by {e.description} over {len(refs)} store(s) in {time.perf_counter() - t0:.2f} s",
-                      highlight=False, markup=False)
+            err.print(
+                f"answered by {e.description} over {len(refs)} store(s) in {time.perf_counter() - t0:.2f} s",
+                highlight=False,
+                markup=False,
+            )
     arrow_table_render(t, fmt, limit=args.limit if fmt == "table" else None)
     return 0
 
@@ -186,7 +214,9 @@ def cmd_export(args) -> int:
             s.check_pages(info.name)  # DuckDB reads a damaged page as other numbers: never exported
             if not out_path.suffix:
                 out_path = out_path / f"{info.name}.{getattr(exp, 'EXTENSION', args.format)}"
-        with progress_bar(f"exporting {info.name}", info.event_count, enabled=not args.json and sys.stderr.isatty()) as adv:
+        with progress_bar(
+            f"exporting {info.name}", info.event_count, enabled=not args.json and sys.stderr.isatty()
+        ) as adv:
             r = exp.export(s, info.name, out_path, progress=adv)
     if args.json:
         emit_json(r)
@@ -241,15 +271,24 @@ def cmd_retain(args) -> int:
         before = s.trace(args.trace)
         dropped = s.set_retention(args.trace, keep)
         after = s.trace(args.trace)
-    r = {"trace": args.trace, "keep_ns": keep, "keep": format_duration(keep) if keep else "inf",
-         "segments_dropped": dropped, "events_before": before.event_count, "events": after.event_count}
+    r = {
+        "trace": args.trace,
+        "keep_ns": keep,
+        "keep": format_duration(keep) if keep else "inf",
+        "segments_dropped": dropped,
+        "events_before": before.event_count,
+        "events": after.event_count,
+    }
     if args.json:
         emit_json(r)
     else:
         from rich.markup import escape
 
-        out.print(f"{escape(args.trace)}: keeps {r['keep'] if keep else 'every row'}; {dropped} segments dropped, "
-                  f"{before.event_count:,} -> {after.event_count:,} events", highlight=False)
+        out.print(
+            f"{escape(args.trace)}: keeps {r['keep'] if keep else 'every row'}; {dropped} segments dropped, "
+            f"{before.event_count:,} -> {after.event_count:,} events",
+            highlight=False,
+        )
     return 0
 
 
@@ -312,29 +351,45 @@ def register(commands) -> None:
     sp.add_argument("sql")
     sp.add_argument("--format", choices=("table", "csv", "json"), default="table")
     sp.add_argument("--limit", type=int, default=100, help="rows shown in table format")
-    sp.add_argument("--engine", choices=("duckdb", "spark"),
-                    help="duckdb (default, this process) or spark (docs/spark.md)")
+    sp.add_argument(
+        "--engine", choices=("duckdb", "spark"), help="duckdb (default, this process) or spark (docs/spark.md)"
+    )
     add_spark_args(sp)
-    sp.add_argument("--store", dest="stores", action="append", metavar="[ALIAS=]DIR",
-                    help="query this store too (repeat): several stores are queried as one")
+    sp.add_argument(
+        "--store",
+        dest="stores",
+        action="append",
+        metavar="[ALIAS=]DIR",
+        help="query this store too (repeat): several stores are queried as one",
+    )
     sp.add_argument("--store-list", metavar="FILE", help="a TOML file of [[store]] tables (path, alias, url)")
     sp = add("export", cmd_export)
     sp.add_argument("trace")
     # Not `choices`: listing the exporters loads every plugin, and `ls` registers this parser too.
     # An unknown name is refused by the registry (exit 2, naming the ones there are).
-    sp.add_argument("--format", default="parquet",
-                    help="parquet | csv: one file per event type; chrome: one Chrome JSON file (Perfetto UI); "
-                         "or any exporter `tracehouse tools` lists")
-    sp.add_argument("--out", help="directory (default: .); parquet/csv go to OUT/<trace>/, others to "
-                                  "OUT/<trace>.<ext>, or to OUT itself when it names a file (e.g. t.json.gz)")
+    sp.add_argument(
+        "--format",
+        default="parquet",
+        help="parquet | csv: one file per event type; chrome: one Chrome JSON file (Perfetto UI); "
+        "or any exporter `tracehouse tools` lists",
+    )
+    sp.add_argument(
+        "--out",
+        help="directory (default: .); parquet/csv go to OUT/<trace>/, others to "
+        "OUT/<trace>.<ext>, or to OUT itself when it names a file (e.g. t.json.gz)",
+    )
     sp = add("rm", cmd_rm)
     sp.add_argument("trace", nargs="+")
     sp = add("compact", cmd_compact)
     sp.add_argument("trace", nargs="*", help="traces (default: all)")
     sp = add("retain", cmd_retain)
     sp.add_argument("trace")
-    sp.add_argument("--keep", required=True, metavar="DURATION",
-                    help="keep rows this long (30d, 12h, 1w; inf: forever): whole segments whose newest row is older "
-                         "are dropped now and at every compaction; nothing else is deleted")
+    sp.add_argument(
+        "--keep",
+        required=True,
+        metavar="DURATION",
+        help="keep rows this long (30d, 12h, 1w; inf: forever): whole segments whose newest row is older "
+        "are dropped now and at every compaction; nothing else is deleted",
+    )
     add("verify", cmd_verify)
     add("repair", cmd_repair)

@@ -59,8 +59,17 @@ class Mapping:
 class TabularLoader:
     """Feeds mapped record batches into one new trace."""
 
-    def __init__(self, store: "Store", trace: str, mapping: Mapping, source: str, *, strict: bool = False,
-                 description: str = "", metadata: dict | None = None) -> None:
+    def __init__(
+        self,
+        store: Store,
+        trace: str,
+        mapping: Mapping,
+        source: str,
+        *,
+        strict: bool = False,
+        description: str = "",
+        metadata: dict | None = None,
+    ) -> None:
         self.store = store
         self.mapping = mapping
         self.source = source
@@ -68,8 +77,9 @@ class TabularLoader:
         self.report = ImportReport(trace, source)
         fmt = mapping.format or "custom"
         check_ident(fmt, "format")
-        self.info = store.create_trace(trace, fmt, description=description,
-                                       metadata={"source": source, **(metadata or {})}, importing=True)
+        self.info = store.create_trace(
+            trace, fmt, description=description, metadata={"source": source, **(metadata or {})}, importing=True
+        )
         self.producer_ids: dict[str, int] = {}
         self.known_producers: set[int] = set()
         self.types: dict[str, EventType] = dict(store.event_types(trace))
@@ -86,8 +96,12 @@ class TabularLoader:
                     continue  # optional by default: all rows from producer 0
                 if need == m.type and need == "type":
                     continue
-                raise BadInput(f"no column {need!r} in the input", file=self.source, column=need,
-                               expected="one of " + ", ".join(names))
+                raise BadInput(
+                    f"no column {need!r} in the input",
+                    file=self.source,
+                    column=need,
+                    expected="one of " + ", ".join(names),
+                )
         cols: dict[str, pa.Array] = {}
         cols["ts"] = self._ts(batch.column(m.ts), lines)
         if m.producer in names:
@@ -104,8 +118,12 @@ class TabularLoader:
             if n in skip:
                 continue
             if n in cols or n in ("ts", "producer", "seq", "dur", "type"):
-                raise BadInput(f"column {n!r} clashes with a common column name", file=self.source, column=n,
-                               expected="map it with --ts/--producer/--type or rename it")
+                raise BadInput(
+                    f"column {n!r} clashes with a common column name",
+                    file=self.source,
+                    column=n,
+                    expected="map it with --ts/--producer/--type or rename it",
+                )
             a = batch.column(n)
             if pa.types.is_dictionary(a.type):
                 a = a.cast(a.type.value_type)
@@ -160,8 +178,12 @@ class TabularLoader:
             limit = (2**63 - 1) // scale
             fits = pc.and_(pc.less_equal(a, limit), pc.greater_equal(a, -limit))
             return pc.multiply(pc.if_else(fits, a, pa.scalar(None, pa.int64())), scale)
-        raise BadInput(f"timestamps of type {a.type} are not supported", file=self.source, column=self.mapping.ts,
-                       expected="integer or float (in --ts-unit) or an ISO timestamp")
+        raise BadInput(
+            f"timestamps of type {a.type} are not supported",
+            file=self.source,
+            column=self.mapping.ts,
+            expected="integer or float (in --ts-unit) or an ISO timestamp",
+        )
 
     def _int(self, a: pa.Array, name: str, lines) -> pa.Array:
         if not pa.types.is_integer(a.type):
@@ -193,9 +215,10 @@ class TabularLoader:
     def _ensure_producers(self, ids: np.ndarray) -> None:
         new = [int(i) for i in ids if int(i) not in self.known_producers]
         if new:
-            self.store.add_producers(self.report.trace, [
-                {"id": i, "parent": None, "kind": "producer", "name": str(i), "attrs": {}} for i in new
-            ])
+            self.store.add_producers(
+                self.report.trace,
+                [{"id": i, "parent": None, "kind": "producer", "name": str(i), "attrs": {}} for i in new],
+            )
             self.known_producers.update(new)
             self.report.producers += len(new)
 
@@ -215,8 +238,12 @@ class TabularLoader:
         et = self.types.get(type_name)
         wanted = infer_event_type(check_ident(type_name, "event type"), self.mapping.event_kind, batch.schema)
         if et is None or any(p.name not in {q.name for q in et.params} for p in wanted.params):
-            et = self.store.add_event_type(self.report.trace, wanted if et is None else et.with_params(
-                [p for p in wanted.params if p.name not in {q.name for q in et.params}]))
+            et = self.store.add_event_type(
+                self.report.trace,
+                wanted
+                if et is None
+                else et.with_params([p for p in wanted.params if p.name not in {q.name for q in et.params}]),
+            )
             self.types[type_name] = et
         self.store.append(self.report.trace, type_name, batch, source=self.source)
         self.report.events += batch.num_rows
@@ -226,9 +253,12 @@ class TabularLoader:
         if self.report.events == 0:
             first = self.report.first_rejected[0] if self.report.first_rejected else None
             why = f"; {self.report.rejected} rejected, first: {first.reason}" if first else ""
-            raise BadInput(f"no valid events in the input{why}", file=self.source,
-                           line=first.line if first else None,
-                           expected=f"rows with a {self.mapping.ts!r} timestamp that fits int64 ns")
+            raise BadInput(
+                f"no valid events in the input{why}",
+                file=self.source,
+                line=first.line if first else None,
+                expected=f"rows with a {self.mapping.ts!r} timestamp that fits int64 ns",
+            )
         self.store.complete_import(self.report.trace)
         return self.report
 

@@ -17,8 +17,9 @@ from __future__ import annotations
 import gzip
 import json
 import zlib
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator, NoReturn
+from typing import NoReturn
 
 from .. import _core
 from ..errors import BadInput
@@ -64,9 +65,20 @@ class ParserLoader:
     `event_type(name, schema)`: the type of a batch of an undeclared type); `types`: event
     types made from the options (bpftrace's patterns), declared with the trace."""
 
-    def __init__(self, store, trace: str, source: str, fmt, *, strict: bool, description: str = "",
-                 metadata: dict | None = None, declare: Callable[[dict[str, EventType]], None] | None = None,
-                 column: Callable[[str, str, str, str], Column] | None = None, types: tuple[EventType, ...] = ()) -> None:
+    def __init__(
+        self,
+        store,
+        trace: str,
+        source: str,
+        fmt,
+        *,
+        strict: bool,
+        description: str = "",
+        metadata: dict | None = None,
+        declare: Callable[[dict[str, EventType]], None] | None = None,
+        column: Callable[[str, str, str, str], Column] | None = None,
+        types: tuple[EventType, ...] = (),
+    ) -> None:
         self.store = store
         self.trace = trace
         self.source = source
@@ -75,9 +87,16 @@ class ParserLoader:
         self.column = column or (lambda t, name, ptype, key: Column(name, ptype, "as recorded", key))
         self.report = ImportReport(trace, source)
         self.stream = False  # set for an import from a pipe: a failure keeps what was committed
-        store.create_trace(trace, fmt.FORMAT, description=description, metadata={"source": source, **(metadata or {})},
-                           event_types=(*getattr(fmt, "EVENT_TYPES", ()), *types), format_description=fmt.DESCRIPTION,
-                           own_types=getattr(fmt, "OWN_TYPES", False), importing=True)
+        store.create_trace(
+            trace,
+            fmt.FORMAT,
+            description=description,
+            metadata={"source": source, **(metadata or {})},
+            event_types=(*getattr(fmt, "EVENT_TYPES", ()), *types),
+            format_description=fmt.DESCRIPTION,
+            own_types=getattr(fmt, "OWN_TYPES", False),
+            importing=True,
+        )
         self.types: dict[str, EventType] = dict(store.event_types(trace))
         if declare is not None:
             declare(self.types)
@@ -108,8 +127,12 @@ class ParserLoader:
             if self.report.events == 0 and not others:
                 first = self.report.first_rejected[0] if self.report.first_rejected else None
                 why = f"; {self.report.rejected} rejected, first: {first.reason}" if first else ""
-                raise BadInput(f"no events in the input{why}", file=self.source,
-                               line=first.line if first else None, expected=self.fmt.DESCRIPTION)
+                raise BadInput(
+                    f"no events in the input{why}",
+                    file=self.source,
+                    line=first.line if first else None,
+                    expected=self.fmt.DESCRIPTION,
+                )
             self.store.complete_import(self.trace)
             return self.report
         except BaseException as e:
@@ -159,9 +182,22 @@ def parser_options(fmt: str, given: dict) -> dict:
     return {k: v for k, v in given.items() if k in names and v is not None}
 
 
-def import_parsed(fmt, store, path: str | Path, name: str, *, strict: bool = False, description: str = "",
-                  progress=None, stream: int | None = None, metadata: dict | None = None, parser=None,
-                  loader_args: dict | None = None, after=None, **options) -> ImportReport:
+def import_parsed(
+    fmt,
+    store,
+    path: str | Path,
+    name: str,
+    *,
+    strict: bool = False,
+    description: str = "",
+    progress=None,
+    stream: int | None = None,
+    metadata: dict | None = None,
+    parser=None,
+    loader_args: dict | None = None,
+    after=None,
+    **options,
+) -> ImportReport:
     """Import `path` (or, `stream`: a file descriptor `path` names, a pipe read as the data
     arrives, committed batch by batch) with the Rust parser of format module `fmt`'s `FORMAT`,
     given `options` (`parser`: one made already). The report's details are the parser's counts
@@ -172,8 +208,17 @@ def import_parsed(fmt, store, path: str | Path, name: str, *, strict: bool = Fal
         raise BadInput("no such file", file=source)
     if parser is None:
         parser = _core.NativeParser(fmt.FORMAT, strict=strict, **options)
-    loader = ParserLoader(store, name, source, fmt, strict=strict, description=description, metadata=metadata,
-                          types=tuple(declared.input_types(parser)), **(loader_args or {}))
+    loader = ParserLoader(
+        store,
+        name,
+        source,
+        fmt,
+        strict=strict,
+        description=description,
+        metadata=metadata,
+        types=tuple(declared.input_types(parser)),
+        **(loader_args or {}),
+    )
     if stream is not None:
         from .stream import arrivals
 

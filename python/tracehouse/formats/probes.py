@@ -24,18 +24,36 @@ pa = lazy.module("pyarrow")
 pc = lazy.module("pyarrow.compute")
 
 OPTIONS = {
-    "pattern": {"action": "append", "metavar": "NAME:TEMPLATE",
-                "help": "bpftrace/stap: a printf line as an event type, e.g. "
-                        "'job_start:job_start {ts} {tid} {task:hex}' (types int hex float str ns us ms s; "
-                        "fields ts dur pid tid are the common columns)"},
-    "span": {"action": "append", "metavar": "NAME=BEGIN,END,KEY",
-             "help": "bpftrace/stap: pair each END event with the most recent unmatched BEGIN of the same KEY field"},
+    "pattern": {
+        "action": "append",
+        "metavar": "NAME:TEMPLATE",
+        "help": "bpftrace/stap: a printf line as an event type, e.g. "
+        "'job_start:job_start {ts} {tid} {task:hex}' (types int hex float str ns us ms s; "
+        "fields ts dur pid tid are the common columns)",
+    },
+    "span": {
+        "action": "append",
+        "metavar": "NAME=BEGIN,END,KEY",
+        "help": "bpftrace/stap: pair each END event with the most recent unmatched BEGIN of the same KEY field",
+    },
 }
 
 
-def import_probe_output(tool: str, fmt, store, path: str | Path, name: str, *, mapping: Mapping | None = None,
-                        strict: bool = False, description: str = "", progress=None, pattern=None,
-                        span=None, stream: int | None = None) -> ImportReport:
+def import_probe_output(
+    tool: str,
+    fmt,
+    store,
+    path: str | Path,
+    name: str,
+    *,
+    mapping: Mapping | None = None,
+    strict: bool = False,
+    description: str = "",
+    progress=None,
+    pattern=None,
+    span=None,
+    stream: int | None = None,
+) -> ImportReport:
     """Import a probe tool's output from the file `path`, or (`stream`: a file descriptor, `path`
     naming it) from a pipe as it arrives, committed batch by batch (`formats/stream.py`)."""
     source = str(path)
@@ -44,8 +62,9 @@ def import_probe_output(tool: str, fmt, store, path: str | Path, name: str, *, m
     try:
         parser = _core.NativeParser(tool, patterns=list(pattern or []), spans=list(span or []), strict=strict)
     except ValueError as e:
-        raise BadInput(str(e).removeprefix(f"{tool}: "),
-                       expected="--pattern NAME:TEMPLATE and --span NAME=BEGIN,END,KEY") from None
+        raise BadInput(
+            str(e).removeprefix(f"{tool}: "), expected="--pattern NAME:TEMPLATE and --span NAME=BEGIN,END,KEY"
+        ) from None
     target = types.SimpleNamespace(
         FORMAT=(mapping.format if mapping is not None and mapping.format else fmt.FORMAT),
         DESCRIPTION=fmt.DESCRIPTION,
@@ -68,9 +87,19 @@ def import_probe_output(tool: str, fmt, store, path: str | Path, name: str, *, m
                 save(kind, m, pa.table({c.name: pa.array([], c.arrow_type) for c in cols}))
         return len(saved)
 
-    report = import_parsed(target, store, path, name, strict=strict, description=description, progress=progress,
-                           stream=stream, parser=parser, after=results,
-                           metadata={"patterns": "\n".join(pattern or []), "spans": "\n".join(span or [])})
+    report = import_parsed(
+        target,
+        store,
+        path,
+        name,
+        strict=strict,
+        description=description,
+        progress=progress,
+        stream=stream,
+        parser=parser,
+        after=results,
+        metadata={"patterns": "\n".join(pattern or []), "spans": "\n".join(span or [])},
+    )
     report.details.pop("empty_results", None)
     if saved:
         report.details["results"] = saved

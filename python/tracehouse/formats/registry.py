@@ -69,9 +69,17 @@ class Format:
 
 
 def _rust_format(name: str, d: dict) -> Format:
-    return Format(name, d["description"], declared.event_types(name), declared.results(name), d["priority"],
-                  d["profile"], tuple(map(tuple, d["examples"])),
-                  None if d["parser_options"] is None else tuple(map(tuple, d["parser_options"])), d["sniffs"])
+    return Format(
+        name,
+        d["description"],
+        declared.event_types(name),
+        declared.results(name),
+        d["priority"],
+        d["profile"],
+        tuple(map(tuple, d["examples"])),
+        None if d["parser_options"] is None else tuple(map(tuple, d["parser_options"])),
+        d["sniffs"],
+    )
 
 
 class Importer:
@@ -146,7 +154,9 @@ def _declared(group: str) -> list[_EntryPoint] | None:
             continue
         try:
             with os.scandir(d) as it:
-                infos = sorted(e.path for e in it if e.name.lower().endswith((".dist-info", ".egg-info")) and e.is_dir())
+                infos = sorted(
+                    e.path for e in it if e.name.lower().endswith((".dist-info", ".egg-info")) and e.is_dir()
+                )
             for info in infos:
                 dist = os.path.basename(info).split("-", 1)[0].replace("_", "-").lower()
                 if dist in seen:
@@ -178,8 +188,10 @@ def _entry_points(kind: str) -> list:
         return found
     from importlib import metadata
 
-    return [_EntryPoint(ep.name, ep.value, getattr(ep.dist, "name", None)) for ep in
-            metadata.entry_points(group=GROUPS[kind])]
+    return [
+        _EntryPoint(ep.name, ep.value, getattr(ep.dist, "name", None))
+        for ep in metadata.entry_points(group=GROUPS[kind])
+    ]
 
 
 def entry_points(kind: str) -> list[metadata.EntryPoint]:
@@ -221,7 +233,9 @@ _FAILED: dict[str, str] = {}
 def _importers(path: tuple[str, ...]) -> dict[str, Importer]:
     modules = discover("importer", on_error=lambda ep, e: _FAILED.__setitem__(ep.name, repr(e)))
     fmts = _formats_of(modules)
-    reg = {name: Importer(name, m, fmts.get(getattr(m, "FORMAT", name)) or fmts.get(name)) for name, m in modules.items()}
+    reg = {
+        name: Importer(name, m, fmts.get(getattr(m, "FORMAT", name)) or fmts.get(name)) for name, m in modules.items()
+    }
     # Sniffers are asked by priority, highest first (a stable sort keeps ties in entry-point order).
     return dict(sorted(reg.items(), key=lambda kv: -kv[1].priority))
 
@@ -232,9 +246,15 @@ def _formats_of(modules: dict) -> dict[str, Format]:
         fmt = getattr(m, "FORMAT", name)
         if fmt in out or not isinstance(fmt, str):
             continue
-        out[fmt] = Format(fmt, getattr(m, "DESCRIPTION", fmt), tuple(getattr(m, "EVENT_TYPES", ())), {},
-                          getattr(m, "PRIORITY", 0), dict(getattr(m, "PROFILE", {}) or {}),
-                          tuple(getattr(m, "EXAMPLES", ())))
+        out[fmt] = Format(
+            fmt,
+            getattr(m, "DESCRIPTION", fmt),
+            tuple(getattr(m, "EVENT_TYPES", ())),
+            {},
+            getattr(m, "PRIORITY", 0),
+            dict(getattr(m, "PROFILE", {}) or {}),
+            tuple(getattr(m, "EXAMPLES", ())),
+        )
     return out
 
 
@@ -336,6 +356,22 @@ def importer_names() -> str:
     return " | ".join(importers())
 
 
-__all__ = ["GROUPS", "Format", "ImportReport", "Importer", "Mapping", "discover", "entry_points",
-           "exporter", "exporters", "failed_importers", "format_of", "formats", "importer", "importer_names", "importers", "start_early",
-           "sniff"]
+__all__ = [
+    "GROUPS",
+    "Format",
+    "ImportReport",
+    "Importer",
+    "Mapping",
+    "discover",
+    "entry_points",
+    "exporter",
+    "exporters",
+    "failed_importers",
+    "format_of",
+    "formats",
+    "importer",
+    "importer_names",
+    "importers",
+    "start_early",
+    "sniff",
+]

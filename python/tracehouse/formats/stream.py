@@ -23,7 +23,8 @@ import os
 import select
 import stat
 import time
-from typing import Iterator, NoReturn
+from collections.abc import Iterator
+from typing import NoReturn
 
 COMMIT_S = 1.0
 READ = 1 << 20

@@ -14,17 +14,24 @@ type's query and its writer of an Arrow table.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ..store.query import qident
 
 EXPORTS_AS = "directory"  # an exporter's LAYOUT: OUT is the directory its files go in
 
 
-def export_dir(store, trace: str, out: str | Path, *, ext: str,
-               write_type: Callable[[object, str, object, object, Path], int],
-               write_table: Callable[[object, Path], None], progress=None) -> dict:
+def export_dir(
+    store,
+    trace: str,
+    out: str | Path,
+    *,
+    ext: str,
+    write_type: Callable[[object, str, object, object, Path], int],
+    write_table: Callable[[object, Path], None],
+    progress=None,
+) -> dict:
     """Write `trace` into the directory `out`; returns the trace, the directory, each file (event
     type, path, bytes), the events and the bytes written. `write_type(store, query, info,
     event_type, path)` writes the rows of `query` to `path` and returns how many."""
@@ -42,8 +49,9 @@ def export_dir(store, trace: str, out: str | Path, *, ext: str,
     for name, et in store.event_types(info.name).items():
         path = out / f"{name}.{ext}"
         tmp = path.with_name(path.name + ".tmp")
-        events += write_type(store, f"SELECT * FROM {qident(info.name)}.{qident(name)} ORDER BY ts, producer, seq",
-                             info, et, tmp)
+        events += write_type(
+            store, f"SELECT * FROM {qident(info.name)}.{qident(name)} ORDER BY ts, producer, seq", info, et, tmp
+        )
         tmp.replace(path)
         files.append({"event_type": name, "path": str(path), "bytes": path.stat().st_size})
         if progress is not None:
@@ -55,5 +63,10 @@ def export_dir(store, trace: str, out: str | Path, *, ext: str,
         write_table(pa.Table.from_pylist([p | {"attrs": json.dumps(p["attrs"])} for p in producers]), tmp)
         tmp.replace(path)
         files.append({"event_type": None, "path": str(path), "bytes": path.stat().st_size})
-    return {"trace": info.name, "path": str(out), "files": files, "events": events,
-            "bytes": sum(f["bytes"] for f in files)}
+    return {
+        "trace": info.name,
+        "path": str(out),
+        "files": files,
+        "events": events,
+        "bytes": sum(f["bytes"] for f in files),
+    }

@@ -30,18 +30,26 @@ def _parent(argv: list[str]) -> int:
     from .record import record
 
     with tracehouse.open(args.store) as s:
-        r = record(s, [sys.executable, *prog], args.name, include=args.include, exclude=args.exclude,
-                   stdout=2 if args.json else None)
+        r = record(
+            s,
+            [sys.executable, *prog],
+            args.name,
+            include=args.include,
+            exclude=args.exclude,
+            stdout=2 if args.json else None,
+        )
     if args.json:
         print(json.dumps(r.to_json(), indent=2))
     else:
-        print(f"recorded {r.trace}: {r.events:,} events in {r.seconds:.2f} s; the program exited with {r.exit_status}"
-              + ("" if r.complete else f" (incomplete: {r.reason})"))
+        print(
+            f"recorded {r.trace}: {r.events:,} events in {r.seconds:.2f} s; the program exited with {r.exit_status}"
+            + ("" if r.complete else f" (incomplete: {r.reason})")
+        )
     return r.exit_status if r.exit_status is not None else 1
 
 
 if __name__ == "__main__":
-    head = sys.argv[1:sys.argv.index("--")] if "--" in sys.argv else sys.argv[1:]
+    head = sys.argv[1 : sys.argv.index("--")] if "--" in sys.argv else sys.argv[1:]
     if "--child" in head:
         from tracehouse.record.child import main
 

@@ -25,10 +25,24 @@ import threading
 
 # The action codes of src/record/tracer.rs (`action`), by opcode name.
 ACTIONS = {
-    "STORE_FAST": 1, "STORE_NAME": 2, "STORE_GLOBAL": 3, "STORE_DEREF": 4, "STORE_ATTR": 5, "STORE_SUBSCR": 6,
-    "DELETE_FAST": 7, "DELETE_NAME": 8, "DELETE_GLOBAL": 9, "DELETE_DEREF": 10, "DELETE_ATTR": 11,
-    "DELETE_SUBSCR": 12, "STORE_FAST_STORE_FAST": 13, "STORE_FAST_LOAD_FAST": 14, "EXTENDED_ARG": 15,
-    "YIELD_VALUE": 16, "RESUME": 17, "STORE_SLICE": 18,
+    "STORE_FAST": 1,
+    "STORE_NAME": 2,
+    "STORE_GLOBAL": 3,
+    "STORE_DEREF": 4,
+    "STORE_ATTR": 5,
+    "STORE_SUBSCR": 6,
+    "DELETE_FAST": 7,
+    "DELETE_NAME": 8,
+    "DELETE_GLOBAL": 9,
+    "DELETE_DEREF": 10,
+    "DELETE_ATTR": 11,
+    "DELETE_SUBSCR": 12,
+    "STORE_FAST_STORE_FAST": 13,
+    "STORE_FAST_LOAD_FAST": 14,
+    "EXTENDED_ARG": 15,
+    "YIELD_VALUE": 16,
+    "RESUME": 17,
+    "STORE_SLICE": 18,
 }
 # sys.monitoring tool id (the debugger's is 0, coverage's 1, profilers' 2; 4 is free for others).
 TOOL = 4
@@ -46,8 +60,16 @@ def opcode_actions() -> bytes:
     return bytes(table)
 
 
-_ENDS = {"JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT", "RETURN_VALUE", "RETURN_CONST",
-         "RAISE_VARARGS", "RERAISE", "INTERPRETER_EXIT"}
+_ENDS = {
+    "JUMP_FORWARD",
+    "JUMP_BACKWARD",
+    "JUMP_BACKWARD_NO_INTERRUPT",
+    "RETURN_VALUE",
+    "RETURN_CONST",
+    "RAISE_VARARGS",
+    "RERAISE",
+    "INTERPRETER_EXIT",
+}
 
 
 def stack_depths(code) -> bytes:
@@ -79,8 +101,11 @@ def stack_depths(code) -> bytes:
                     work.append((ins.argval, d + dis.stack_effect(ins.opcode, arg, jump=True)))
                 if ins.opname in _ENDS:
                     break
-                d += dis.stack_effect(ins.opcode, arg, jump=False) if ins.opcode >= dis.HAVE_ARGUMENT \
+                d += (
+                    dis.stack_effect(ins.opcode, arg, jump=False)
+                    if ins.opcode >= dis.HAVE_ARGUMENT
                     else dis.stack_effect(ins.opcode)
+                )
             except ValueError:  # an opcode dis cannot size: the rest of this path stays unknown
                 break
             k += 1
@@ -162,7 +187,7 @@ def parse(argv: list[str]) -> tuple[int, list[str], list[str], int, list[str]]:
             i += 2
         else:
             raise SystemExit(f"tracehouse record: unexpected argument {a!r}; usage: {USAGE}")
-    program = argv[i + 1:]
+    program = argv[i + 1 :]
     if fd < 0 or not program:
         raise SystemExit(f"usage: {USAGE}")
     return fd, include, exclude, flush_rows, program
@@ -187,20 +212,45 @@ def _start(fd: int, include, exclude, flush_rows: int, program: list[str]) -> st
 
         spec = importlib.util.find_spec(program[1]) if "." not in program[1] else None
         main_file = spec.origin if spec else None
-    hello = json.dumps({"python": sys.version.split()[0], "implementation": sys.implementation.name,
-                        "pid": os.getpid(), "argv": program, "cwd": os.getcwd(), "main_file": main_file,
-                        "mode": "sys.monitoring" if monitoring else "PyEval_SetTrace"})
+    hello = json.dumps(
+        {
+            "python": sys.version.split()[0],
+            "implementation": sys.implementation.name,
+            "pid": os.getpid(),
+            "argv": program,
+            "cwd": os.getcwd(),
+            "main_file": main_file,
+            "mode": "sys.monitoring" if monitoring else "PyEval_SetTrace",
+        }
+    )
     rule_list = rules(include, exclude)
     if monitoring:
         mon = sys.monitoring
         mon.use_tool_id(TOOL, "tracehouse")
         for name, fn in _core.record_callbacks().items():
             mon.register_callback(TOOL, getattr(mon.events, name), fn)
-        _core.record_start(fd, rule_list, opcode_actions(), flush_rows=flush_rows, hello=hello, monitoring=True,
-                           disable=mon.DISABLE, depths=stack_depths)
+        _core.record_start(
+            fd,
+            rule_list,
+            opcode_actions(),
+            flush_rows=flush_rows,
+            hello=hello,
+            monitoring=True,
+            disable=mon.DISABLE,
+            depths=stack_depths,
+        )
         ev = mon.events
-        mon.set_events(TOOL, ev.PY_START | ev.PY_RESUME | ev.PY_THROW | ev.PY_RETURN | ev.PY_YIELD | ev.PY_UNWIND
-                       | ev.LINE | ev.INSTRUCTION)
+        mon.set_events(
+            TOOL,
+            ev.PY_START
+            | ev.PY_RESUME
+            | ev.PY_THROW
+            | ev.PY_RETURN
+            | ev.PY_YIELD
+            | ev.PY_UNWIND
+            | ev.LINE
+            | ev.INSTRUCTION,
+        )
     else:
         _core.record_start(fd, rule_list, opcode_actions(), flush_rows=flush_rows, hello=hello)
         threading.settrace(_thread_hook)

@@ -43,8 +43,15 @@ if TYPE_CHECKING:
 TOD_STOPS = ("behavior_enter", "behavior_exit", "var_write", "field_write")
 LOW = -(2**63)
 HIGH = 2**63 - 1
-OPS = {"==": lambda a, b: a == b, "=": lambda a, b: a == b, "!=": lambda a, b: a != b, "<": lambda a, b: a < b,
-       "<=": lambda a, b: a <= b, ">": lambda a, b: a > b, ">=": lambda a, b: a >= b}
+OPS = {
+    "==": lambda a, b: a == b,
+    "=": lambda a, b: a == b,
+    "!=": lambda a, b: a != b,
+    "<": lambda a, b: a < b,
+    "<=": lambda a, b: a <= b,
+    ">": lambda a, b: a > b,
+    ">=": lambda a, b: a >= b,
+}
 _COND = re.compile(r"^\s*(.+?)\s*(==|!=|<=|>=|=|<|>)\s*(.+?)\s*$")
 
 
@@ -74,12 +81,14 @@ class Breakpoint:
 class Session:
     """A debugging session over one recorded trace (see the module doc)."""
 
-    def __init__(self, store: "Store", trace: str, *, producer: int | None = None) -> None:
+    def __init__(self, store: Store, trace: str, *, producer: int | None = None) -> None:
         self.store, self.trace = store, trace
         info = store.trace(trace)
         if info.format not in ("python", "tod"):
-            raise BadInput(f"trace {trace!r} is a {info.format} trace", expected="a recorded program (tracehouse record) "
-                           "or a TOD trace")
+            raise BadInput(
+                f"trace {trace!r} is a {info.format} trace",
+                expected="a recorded program (tracehouse record) or a TOD trace",
+            )
         self.python = info.format == "python"
         self.q = qident(trace)
         self.threads = {p["id"]: p["name"] for p in store.producers(trace) if p["kind"] != "process"}
@@ -176,7 +185,11 @@ class Session:
     def _stack(self, producer: int, t: int, full: bool = True) -> list[dict]:
         """The frames open at t, outermost first (`full`: every column; else the few a step and
         a view need, without the seqs, which are read through the density index)."""
-        cols = None if full else ["ts", "end_ts", "closed", "depth", "behavior_id"] + (["namespace"] if self.python else [])
+        cols = (
+            None
+            if full
+            else ["ts", "end_ts", "closed", "depth", "behavior_id"] + (["namespace"] if self.python else [])
+        )
         return stackmod.stack_at(self.store, self.trace, producer, t, index=self._spans(), columns=cols).to_pylist()
 
     def _frame_stack(self, stop: dict, full: bool = False) -> tuple[list[dict], int]:
@@ -197,7 +210,9 @@ class Session:
         cs = self._stack(producer, t, False)
         return cs[k + 1] if len(cs) > k + 1 else None
 
-    def _seek_in_frame(self, p: int, t: int, st: list[dict], k: int, forward: bool, inclusive: bool = False) -> dict | None:
+    def _seek_in_frame(
+        self, p: int, t: int, st: list[dict], k: int, forward: bool, inclusive: bool = False
+    ) -> dict | None:
         """The first stop after (before) time t in frame st[k], skipping the calls it makes; a
         stop outside it once it has returned (forward) or before it began (backward: then the
         search goes on in its caller)."""
@@ -223,7 +238,9 @@ class Session:
 
     def _move(self, stop: dict | None, what: str, forward: bool = True) -> dict:
         if stop is None:
-            return self.view(note=f"{what}: no stop there (the thread's recording {'ends' if forward else 'starts'} here)")
+            return self.view(
+                note=f"{what}: no stop there (the thread's recording {'ends' if forward else 'starts'} here)"
+            )
         self.pos, self.focus = stop, None
         return self.view()
 
@@ -254,8 +271,16 @@ class Session:
     @property
     def codes(self) -> dict[int, dict]:
         if self._codes is None:
-            self._codes = {} if not self.python else {
-                r["code_id"]: r for r in self.store.sql(f"SELECT code_id, file, qualname, first_line FROM {self.q}.code").to_pylist()}
+            self._codes = (
+                {}
+                if not self.python
+                else {
+                    r["code_id"]: r
+                    for r in self.store.sql(
+                        f"SELECT code_id, file, qualname, first_line FROM {self.q}.code"
+                    ).to_pylist()
+                }
+            )
         return self._codes
 
     def symbols(self, ids) -> dict[int, str]:
@@ -296,8 +321,13 @@ class Session:
 
     def source_lines(self, file: str) -> list[str] | None:
         if file not in self._sources:
-            rows = self.store.sql(f"SELECT text FROM {self.q}.source WHERE file = ? ORDER BY ts DESC LIMIT 1",
-                                  [file]).to_pylist() if self.python else []
+            rows = (
+                self.store.sql(
+                    f"SELECT text FROM {self.q}.source WHERE file = ? ORDER BY ts DESC LIMIT 1", [file]
+                ).to_pylist()
+                if self.python
+                else []
+            )
             self._sources[file] = rows[0]["text"].splitlines() if rows else None
         return self._sources[file]
 
@@ -316,12 +346,17 @@ class Session:
                 if r["value_kind"] != pyfmt.UNBOUND and not (n.startswith("__") and n.endswith("__")):
                     out.append((n, r, self.value(r)))
             return out
-        rows = timeline.latest(self._vars(), ["producer", "parent_seq", "var_id"], [producer, frame["seq"]], "var_id", t)
-        names = self.symbols([r["var_id"] for r in rows]) if self.python else {r["var_id"]: f"v{r['var_id']}" for r in rows}
+        rows = timeline.latest(
+            self._vars(), ["producer", "parent_seq", "var_id"], [producer, frame["seq"]], "var_id", t
+        )
+        names = (
+            self.symbols([r["var_id"] for r in rows]) if self.python else {r["var_id"]: f"v{r['var_id']}" for r in rows}
+        )
         for r in rows:
             if self.python and r["value_kind"] == pyfmt.CELL:
-                r = timeline.last_before(self._fields(), ["target", "field_id"], [r["value"], r["var_id"]], t,
-                                         inclusive=True) or {**r, "value_kind": pyfmt.UNBOUND}
+                r = timeline.last_before(
+                    self._fields(), ["target", "field_id"], [r["value"], r["var_id"]], t, inclusive=True
+                ) or {**r, "value_kind": pyfmt.UNBOUND}
             if self.python and r["value_kind"] == pyfmt.UNBOUND:
                 continue
             out.append((names[r["var_id"]], r, self.value(r)))
@@ -354,8 +389,10 @@ class Session:
             ids = [c for c, r in self.codes.items() if r["file"] == file and r["qualname"] == "<module>"]
             ns = None
             if ids:
-                rows = self.store.sql(f"SELECT namespace FROM {self.q}.behavior_enter WHERE behavior_id IN "
-                                      f"({', '.join(map(str, ids))}) AND namespace <> 0 ORDER BY ts LIMIT 1").to_pylist()
+                rows = self.store.sql(
+                    f"SELECT namespace FROM {self.q}.behavior_enter WHERE behavior_id IN "
+                    f"({', '.join(map(str, ids))}) AND namespace <> 0 ORDER BY ts LIMIT 1"
+                ).to_pylist()
                 ns = rows[0]["namespace"] if rows else None
             self._globals_of[file] = ns
         return self._globals_of[file]
@@ -391,14 +428,18 @@ class Session:
                     if ns:
                         target = self._field_target(ns, sid, first, t)
         if target is None:
-            raise BadInput(f"no variable {first!r} here", expected="a local of the current frame or a global of its module")
+            raise BadInput(
+                f"no variable {first!r} here", expected="a local of the current frame or a global of its module"
+            )
         for attr, item in parts[1:]:
             holder = target.value
             if holder is None or holder["value_kind"] != pyfmt.OBJECT:
                 raise BadInput(f"{target.name} is not an object here ({self.value(holder)['text']})")
             fname = attr or item
             sid = self.symbol_id(fname)
-            target = self._field_target(holder["value"], sid if sid is not None else -1, f"{target.name}{'.' if attr else ''}{fname}", t)
+            target = self._field_target(
+                holder["value"], sid if sid is not None else -1, f"{target.name}{'.' if attr else ''}{fname}", t
+            )
         return target
 
     def _field_target(self, obj: int, field_id: int, name: str, t: int) -> Target:
@@ -505,9 +546,14 @@ class Session:
     def object_state(self, obj: int, t: int | None = None, limit: int = 200) -> dict:
         t = self.pos["ts"] if t is None else t
         rows = timeline.latest(self._fields(), ["target", "field_id"], [int(obj)], "field_id", t, limit=limit)
-        names = self.symbols([r["field_id"] for r in rows]) if self.python else {r["field_id"]: f"f{r['field_id']}" for r in rows}
-        return {names[r["field_id"]]: self.value(r) for r in rows
-                if not self.python or r["value_kind"] != pyfmt.UNBOUND}
+        names = (
+            self.symbols([r["field_id"] for r in rows])
+            if self.python
+            else {r["field_id"]: f"f{r['field_id']}" for r in rows}
+        )
+        return {
+            names[r["field_id"]]: self.value(r) for r in rows if not self.python or r["value_kind"] != pyfmt.UNBOUND
+        }
 
     # -- breakpoints --------------------------------------------------------------------------
 
@@ -516,16 +562,22 @@ class Session:
         bid = max((b.id for b in self.breakpoints), default=0) + 1
         m = re.fullmatch(r"(.+):(\d+)", spec)
         if m and self.python:
-            codes = [c for c, r in self.codes.items() if r["file"] == m.group(1) or r["file"].endswith("/" + m.group(1))]
+            codes = [
+                c for c, r in self.codes.items() if r["file"] == m.group(1) or r["file"].endswith("/" + m.group(1))
+            ]
             if not codes:
-                raise BadInput(f"no recorded file {m.group(1)!r}", expected="a file of the recording (list shows its name)")
+                raise BadInput(
+                    f"no recorded file {m.group(1)!r}", expected="a file of the recording (list shows its name)"
+                )
             b = Breakpoint(bid, "line", spec, codes, int(m.group(2)))
         elif _COND.match(spec):
             lhs, op, rhs = _COND.match(spec).groups()
             b = Breakpoint(bid, "cond", spec, cond=(lhs, op, _literal(rhs)))
         else:
             if self.python:
-                codes = [c for c, r in self.codes.items() if r["qualname"] == spec or r["qualname"].endswith("." + spec)]
+                codes = [
+                    c for c, r in self.codes.items() if r["qualname"] == spec or r["qualname"].endswith("." + spec)
+                ]
             else:
                 codes = [int(spec)] if spec.isdigit() else []
             if not codes:
@@ -585,13 +637,18 @@ class Session:
                 return None
             # A name is a local (var_write) or, at a module's top level and as an attribute, a
             # field (field_write): both are searched.
-            searches = [("field_write", "field_id", sid)] + ([] if ("." in lhs or "[" in lhs) else [("var_write", "var_id", sid)])
+            searches = [("field_write", "field_id", sid)] + (
+                [] if ("." in lhs or "[" in lhs) else [("var_write", "var_id", sid)]
+            )
         else:
             m = re.fullmatch(r"v(\d+)", lhs) or re.fullmatch(r"#?\d+\.f(\d+)", lhs)
             if m is None:
                 return None
-            searches = [("var_write", "var_id", int(m.group(1))) if lhs.startswith("v") else
-                        ("field_write", "field_id", int(m.group(1)))]
+            searches = [
+                ("var_write", "var_id", int(m.group(1)))
+                if lhs.startswith("v")
+                else ("field_write", "field_id", int(m.group(1)))
+            ]
         hits = [h for h in (self._cond_scan(table, col, key, t, op, lit, forward) for table, col, key in searches) if h]
         if not hits:
             return None
@@ -606,8 +663,10 @@ class Session:
             args.append(lit)
         page = 0
         while True:
-            rows = self.store.sql(f"SELECT * FROM {self.q}.{table} WHERE {where} ORDER BY ts {order} LIMIT 2048 "
-                                  f"OFFSET {page * 2048}", args).to_pylist()
+            rows = self.store.sql(
+                f"SELECT * FROM {self.q}.{table} WHERE {where} ORDER BY ts {order} LIMIT 2048 OFFSET {page * 2048}",
+                args,
+            ).to_pylist()
             for r in rows:
                 if op is None or self._holds(r, op, lit):
                     r["type"] = table
@@ -653,15 +712,17 @@ class Session:
         """`goto SEQ` (of this thread), `goto @NS` (the first stop at or after a time), `goto start|end`."""
         p = self.pos["producer"]
         if where in ("start", "end"):
-            s = (self._main_stop(p) if where == "start" else None) or \
-                self._stop(p, LOW if where == "start" else HIGH, where == "start", inclusive=True)
+            s = (self._main_stop(p) if where == "start" else None) or self._stop(
+                p, LOW if where == "start" else HIGH, where == "start", inclusive=True
+            )
             return self._move(s, "goto")
         if where.startswith("@"):
             return self._move(self._stop(p, int(where[1:]), True, inclusive=True), "goto")
         seq = int(where)
         for typ in self.stop_types:
-            rows = self.store.sql(f"SELECT ts FROM {self.q}.{typ} WHERE producer = ? AND seq >= ? ORDER BY seq LIMIT 1",
-                                  [p, seq]).to_pylist()
+            rows = self.store.sql(
+                f"SELECT ts FROM {self.q}.{typ} WHERE producer = ? AND seq >= ? ORDER BY seq LIMIT 1", [p, seq]
+            ).to_pylist()
             if rows:
                 return self._move(self._stop(p, rows[0]["ts"], True, inclusive=True), "goto")
         return self._move(None, "goto")
@@ -676,8 +737,14 @@ class Session:
 
     def position(self) -> dict:
         cur = self.pos
-        d = {"producer": cur["producer"], "thread": self.threads.get(cur["producer"], str(cur["producer"])),
-             "seq": cur["seq"], "ts": cur["ts"], "type": cur["type"], "frame": cur["parent_seq"]}
+        d = {
+            "producer": cur["producer"],
+            "thread": self.threads.get(cur["producer"], str(cur["producer"])),
+            "seq": cur["seq"],
+            "ts": cur["ts"],
+            "type": cur["type"],
+            "frame": cur["parent_seq"],
+        }
         if self.python:
             code = self.codes.get(cur["behavior_id"], {})
             d.update(file=code.get("file"), line=cur["line"], function=code.get("qualname"))
@@ -692,14 +759,21 @@ class Session:
             return {"file": pos.get("file"), "line": pos.get("line"), "lines": []}
         n = pos["line"]
         lo, hi = max(1, n - context), min(len(lines), n + context)
-        return {"file": pos["file"], "line": n,
-                "lines": [{"line": i, "text": lines[i - 1], "current": i == n} for i in range(lo, hi + 1)]}
+        return {
+            "file": pos["file"],
+            "line": n,
+            "lines": [{"line": i, "text": lines[i - 1], "current": i == n} for i in range(lo, hi + 1)],
+        }
 
     def view(self, note: str | None = None) -> dict:
         out = {"position": self.position(), "note": note}
         if self.focus:
-            out["write"] = {"name": self.focus.get("name"), "ts": self.focus["ts"], "seq": self.focus["seq"],
-                            "value": self.value(self.focus)}
+            out["write"] = {
+                "name": self.focus.get("name"),
+                "ts": self.focus["ts"],
+                "seq": self.focus["seq"],
+                "value": self.value(self.focus),
+            }
         st, k = self._frame_stack(self.pos)
         if k >= 0:
             fr = st[k]
@@ -743,10 +817,19 @@ HELP = """commands (a ; separates several):
   thread N          to thread N                      info             the position
 """
 
-_ALIASES = {"s": ("step", "into", True), "step": ("step", "into", True), "bs": ("step", "into", False),
-            "back": ("step", "into", False), "n": ("step", "over", True), "next": ("step", "over", True),
-            "bn": ("step", "over", False), "o": ("step", "out", True), "out": ("step", "out", True),
-            "finish": ("step", "out", True), "bo": ("step", "out", False)}
+_ALIASES = {
+    "s": ("step", "into", True),
+    "step": ("step", "into", True),
+    "bs": ("step", "into", False),
+    "back": ("step", "into", False),
+    "n": ("step", "over", True),
+    "next": ("step", "over", True),
+    "bn": ("step", "over", False),
+    "o": ("step", "out", True),
+    "out": ("step", "out", True),
+    "finish": ("step", "out", True),
+    "bo": ("step", "out", False),
+}
 
 
 def run(session: Session, command: str) -> dict:
@@ -797,8 +880,11 @@ def run(session: Session, command: str) -> dict:
     if w == "thread":
         return session.thread(int(rest))
     if w == "info":
-        return {"position": session.position(), "threads": session.threads,
-                "breakpoints": [b.to_json() for b in session.breakpoints]}
+        return {
+            "position": session.position(),
+            "threads": session.threads,
+            "breakpoints": [b.to_json() for b in session.breakpoints],
+        }
     if w == "state":
         return {"object": int(rest, 0), "fields": session.object_state(int(rest, 0))}
     if w in ("help", "?"):

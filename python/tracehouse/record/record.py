@@ -25,9 +25,10 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from ..errors import BadInput
 from ..formats import python as pyfmt
@@ -57,12 +58,24 @@ class RecordReport:
     bytes: int = 0
 
     def to_json(self) -> dict:
-        return {"trace": self.trace, "command": self.command, "exit_status": self.exit_status,
-                "seconds": round(self.seconds, 3), "events": self.events, "by_type": self.by_type,
-                "threads": self.threads, "complete": self.complete, "reason": self.reason,
-                "interrupted": self.interrupted, "python": self.hello.get("python"), "mode": self.hello.get("mode"),
-                "stream_bytes": self.bytes, "codes": self.end.get("codes"), "sources": self.end.get("sources"),
-                "program_seconds": self.program_seconds}
+        return {
+            "trace": self.trace,
+            "command": self.command,
+            "exit_status": self.exit_status,
+            "seconds": round(self.seconds, 3),
+            "events": self.events,
+            "by_type": self.by_type,
+            "threads": self.threads,
+            "complete": self.complete,
+            "reason": self.reason,
+            "interrupted": self.interrupted,
+            "python": self.hello.get("python"),
+            "mode": self.hello.get("mode"),
+            "stream_bytes": self.bytes,
+            "codes": self.end.get("codes"),
+            "sources": self.end.get("sources"),
+            "program_seconds": self.program_seconds,
+        }
 
     @property
     def program_seconds(self) -> float | None:
@@ -105,13 +118,26 @@ def default_name(cmd: list[str], taken: set[str]) -> str:
     from ..formats.strace.capture import default_name as by_time
 
     py = cmd[1:] if cmd and Path(cmd[0]).name.startswith("python") else cmd
-    prog = py[1] if py and py[0] == "-m" and len(py) > 1 else ("code" if py and py[0] == "-c" else (py[0] if py else "python"))
+    prog = (
+        py[1]
+        if py and py[0] == "-m" and len(py) > 1
+        else ("code" if py and py[0] == "-c" else (py[0] if py else "python"))
+    )
     return by_time([Path(prog).stem or "python"], taken)
 
 
-def record(store: "Store", cmd: list[str], name: str | None = None, *, include=(), exclude=(), description: str = "",
-           progress: Callable[[int], None] | None = None, stdout: int | None = None,
-           flush_rows: int | None = None) -> RecordReport:
+def record(
+    store: Store,
+    cmd: list[str],
+    name: str | None = None,
+    *,
+    include=(),
+    exclude=(),
+    description: str = "",
+    progress: Callable[[int], None] | None = None,
+    stdout: int | None = None,
+    flush_rows: int | None = None,
+) -> RecordReport:
     """Run `cmd` (a Python program) under the native recorder, storing its events as trace
     `name` (format `python`). Returns once the program and the stream have ended.
 
@@ -123,10 +149,16 @@ def record(store: "Store", cmd: list[str], name: str | None = None, *, include=(
     argv = child_argv(cmd, write_fd, include, exclude, flush_rows)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([PACKAGE_ROOT, *filter(None, [env.get("PYTHONPATH")])])
-    store.create_trace(name, pyfmt.FORMAT, description=description or f"recording of {' '.join(cmd)}",
-                       metadata={"command": " ".join(cmd), "recorder": "tracehouse record"},
-                       event_types=pyfmt.EVENT_TYPES, producers=pyfmt.producers(Path(py[1] if len(py) > 1 else py[0]).name, 0),
-                       format_description=pyfmt.DESCRIPTION, importing=True)
+    store.create_trace(
+        name,
+        pyfmt.FORMAT,
+        description=description or f"recording of {' '.join(cmd)}",
+        metadata={"command": " ".join(cmd), "recorder": "tracehouse record"},
+        event_types=pyfmt.EVENT_TYPES,
+        producers=pyfmt.producers(Path(py[1] if len(py) > 1 else py[0]).name, 0),
+        format_description=pyfmt.DESCRIPTION,
+        importing=True,
+    )
     from .. import _core
 
     t0 = time.perf_counter()
@@ -154,18 +186,30 @@ def record(store: "Store", cmd: list[str], name: str | None = None, *, include=(
     rep.seconds = time.perf_counter() - t0
     if not rep.complete and not rep.reason:
         rep.reason = f"the program ended without the recording's end (exit status {rep.exit_status})"
-    store.set_metadata(name, {"complete": str(rep.complete).lower(), "exit_status": str(rep.exit_status),
-                              "python": rep.hello.get("python", ""), "mode": rep.hello.get("mode", ""),
-                              "cwd": rep.hello.get("cwd", ""), "main_file": rep.hello.get("main_file") or "",
-                              **({"incomplete_reason": rep.reason} if rep.reason else {})})
+    store.set_metadata(
+        name,
+        {
+            "complete": str(rep.complete).lower(),
+            "exit_status": str(rep.exit_status),
+            "python": rep.hello.get("python", ""),
+            "mode": rep.hello.get("mode", ""),
+            "cwd": rep.hello.get("cwd", ""),
+            "main_file": rep.hello.get("main_file") or "",
+            **({"incomplete_reason": rep.reason} if rep.reason else {}),
+        },
+    )
     store.complete_import(name)
     if rep.events == 0 and rep.exit_status not in (0, None) and not rep.hello:
-        raise BadInput(f"the recorder did not start: {cmd[0]} exited with {rep.exit_status} before recording anything "
-                       f"(it says why above)", file=py[0], expected="a Python 3.11+ interpreter that can import tracehouse")
+        raise BadInput(
+            f"the recorder did not start: {cmd[0]} exited with {rep.exit_status} before recording anything "
+            f"(it says why above)",
+            file=py[0],
+            expected="a Python 3.11+ interpreter that can import tracehouse",
+        )
     return rep
 
 
-def _pump(store: "Store", name: str, reader, rep: RecordReport, progress) -> None:
+def _pump(store: Store, name: str, reader, rep: RecordReport, progress) -> None:
     """Appends what the stream brings until it ends."""
     while True:
         try:
@@ -179,14 +223,34 @@ def _pump(store: "Store", name: str, reader, rep: RecordReport, progress) -> Non
             if type_name in pyfmt.RECORDED:
                 n += batch.num_rows
         if chunk["threads"]:
-            store.add_producers(name, [{"id": t["producer"], "parent": 0, "kind": "thread", "name": t["name"],
-                                        "attrs": {"ident": t["ident"]}} for t in chunk["threads"]])
+            store.add_producers(
+                name,
+                [
+                    {
+                        "id": t["producer"],
+                        "parent": 0,
+                        "kind": "thread",
+                        "name": t["name"],
+                        "attrs": {"ident": t["ident"]},
+                    }
+                    for t in chunk["threads"]
+                ],
+            )
             rep.threads += [t["name"] for t in chunk["threads"]]
         if chunk["hello"]:
             rep.hello = json.loads(chunk["hello"])
-            store.add_producers(name, [{"id": 0, "parent": None, "kind": "process",
-                                        "name": Path(str((rep.hello.get("argv") or ["python"])[0])).name,
-                                        "attrs": {"pid": rep.hello.get("pid"), "python": rep.hello.get("python")}}])
+            store.add_producers(
+                name,
+                [
+                    {
+                        "id": 0,
+                        "parent": None,
+                        "kind": "process",
+                        "name": Path(str((rep.hello.get("argv") or ["python"])[0])).name,
+                        "attrs": {"pid": rep.hello.get("pid"), "python": rep.hello.get("python")},
+                    }
+                ],
+            )
         if chunk["end"]:
             rep.end = json.loads(chunk["end"])
             rep.complete = True

@@ -254,7 +254,9 @@ class LineRecorder:
                 continue
             n = norm(v)
             fields = None
-            if type(v).__module__ != "builtins" and self.decide(getattr(sys.modules.get(type(v).__module__), "__file__", "") or ""):
+            if type(v).__module__ != "builtins" and self.decide(
+                getattr(sys.modules.get(type(v).__module__), "__file__", "") or ""
+            ):
                 d = getattr(v, "__dict__", None)
                 if isinstance(d, dict):
                     fields = {a: norm(x) for a, x in d.items()}
@@ -270,11 +272,17 @@ class LineRecorder:
 
         def local(frame, event, arg):
             if event == "line":
-                t["lines"].append([frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_qualname,
-                                   self._state(frame)])
+                t["lines"].append(
+                    [frame.f_code.co_filename, frame.f_lineno, frame.f_code.co_qualname, self._state(frame)]
+                )
             elif event == "return":
-                how = "yield" if frame.f_code.co_code[frame.f_lasti] == YIELD else \
-                    "raise" if last[0] == "exception" else "return"
+                how = (
+                    "yield"
+                    if frame.f_code.co_code[frame.f_lasti] == YIELD
+                    else "raise"
+                    if last[0] == "exception"
+                    else "return"
+                )
                 t["calls"].append([how, frame.f_code.co_qualname])
             last[0] = event
             return local
@@ -322,7 +330,7 @@ def run(recorder, program: list[str]) -> int:
 def main(argv: list[str]) -> int:
     if "--" not in argv:
         raise SystemExit("usage: python -m tracehouse.record.reference (--lines OUT.json | --events) -- PROGRAM ARGS")
-    opts, program = argv[:argv.index("--")], argv[argv.index("--") + 1:]
+    opts, program = argv[: argv.index("--")], argv[argv.index("--") + 1 :]
     if opts[:1] == ["--lines"] and len(opts) == 2:
         rec = LineRecorder()
         status = run(rec, program)

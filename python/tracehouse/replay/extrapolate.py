@@ -30,8 +30,9 @@ from .runs import Runs, describe_settings, read_runs, runs_from_replays, runs_fr
 # -- the analysis -------------------------------------------------------------------------
 
 
-def crossing(model: Model, *, util_bound: float = UTIL_BOUND, rt_bound: float | None = None,
-             limit: float = 1e6) -> dict:
+def crossing(
+    model: Model, *, util_bound: float = UTIL_BOUND, rt_bound: float | None = None, limit: float = 1e6
+) -> dict:
     """The smallest integer concurrency at which any utilisation reaches `util_bound` (and the
     resource), and at which R reaches `rt_bound`; None when not within `limit`. Scanned in
     blocks of a grid (every integer to 64, then 5 % steps), refined to the integer, stopping
@@ -56,8 +57,17 @@ def crossing(model: Model, *, util_bound: float = UTIL_BOUND, rt_bound: float | 
                 best = [(i, k)]
                 for k2, u2 in p.util.items():  # another resource may cross in the same step
                     if k2 != k and np.any(u2[: hit[0] + 1] >= util_bound):
-                        best.append((_refine(model, g, prev + int(np.argmax(u2 >= util_bound)),
-                                             lambda q, k2=k2: q.util[k2][0] >= util_bound), k2))
+                        best.append(
+                            (
+                                _refine(
+                                    model,
+                                    g,
+                                    prev + int(np.argmax(u2 >= util_bound)),
+                                    lambda q, k2=k2: q.util[k2][0] >= util_bound,
+                                ),
+                                k2,
+                            )
+                        )
                 out["util"], out["resource"] = min(best)
         if want_rt and out["rt"] is None and not np.all(np.isnan(p.r)):
             hit = np.nonzero(p.r >= rt_bound)[0]
@@ -106,12 +116,19 @@ def non_monotonic(runs: Runs) -> list[dict]:
     out = []
     levels = np.unique(runs.n)
     for metric, v in (("throughput", runs.x), ("response_time", runs.r)):
-        means = [float(np.nanmean(v[runs.n == lv])) if np.any(~np.isnan(v[runs.n == lv])) else math.nan
-                 for lv in levels]
+        means = [
+            float(np.nanmean(v[runs.n == lv])) if np.any(~np.isnan(v[runs.n == lv])) else math.nan for lv in levels
+        ]
         for i in range(1, len(levels)):
             if means[i] < means[i - 1]:
-                out.append({"metric": metric, "from": float(levels[i - 1]), "to": float(levels[i]),
-                            "values": [means[i - 1], means[i]]})
+                out.append(
+                    {
+                        "metric": metric,
+                        "from": float(levels[i - 1]),
+                        "to": float(levels[i]),
+                        "values": [means[i - 1], means[i]],
+                    }
+                )
     return out
 
 
@@ -135,8 +152,10 @@ class Extrapolation:
         held = self.holdout()
         for m, mod in self.models.items():
             p = mod.predict(fr.n)
-            q = {"throughput": {"r2": _r2(p.x, fr.x), "max_error": _max_rel(p.x, fr.x)},
-                 "response_time": {"r2": _r2(p.r, fr.r), "max_error": _max_rel(p.r, fr.r)}}
+            q = {
+                "throughput": {"r2": _r2(p.x, fr.x), "max_error": _max_rel(p.x, fr.x)},
+                "response_time": {"r2": _r2(p.r, fr.r), "max_error": _max_rel(p.r, fr.r)},
+            }
             for metric, key in (("throughput", "throughput_error"), ("response_time", "response_time_error")):
                 errs = [abs(h[m][key]) for h in held if h[m].get(key) is not None]
                 q[metric]["holdout_error"] = float(np.mean(errs)) if errs else None
@@ -149,8 +168,12 @@ class Extrapolation:
         for i, n in enumerate(self.at):
             row = {"concurrency": float(n)}
             for m, p in preds.items():
-                row[m] = {"throughput": float(p.x[i]), "response_time": _f(p.r[i]),
-                          "util": {k: float(v[i]) for k, v in p.util.items()}, "in_range": bool(p.in_range[i])}
+                row[m] = {
+                    "throughput": float(p.x[i]),
+                    "response_time": _f(p.r[i]),
+                    "util": {k: float(v[i]) for k, v in p.util.items()},
+                    "in_range": bool(p.in_range[i]),
+                }
             rows.append(row)
         return rows
 
@@ -160,14 +183,19 @@ class Extrapolation:
         out = []
         preds = {m: mod.predict(self.held.n) for m, mod in self.models.items()}
         for i, n in enumerate(self.held.n):
-            row = {"concurrency": float(n), "measured": {"throughput": float(self.held.x[i]),
-                                                         "response_time": _f(self.held.r[i])},
-                   "ratio_to_fitted_max": float(n / self.fit_runs.n.max())}
+            row = {
+                "concurrency": float(n),
+                "measured": {"throughput": float(self.held.x[i]), "response_time": _f(self.held.r[i])},
+                "ratio_to_fitted_max": float(n / self.fit_runs.n.max()),
+            }
             for m, p in preds.items():
-                row[m] = {"throughput": float(p.x[i]), "throughput_error": float(p.x[i] / self.held.x[i] - 1),
-                          "response_time": _f(p.r[i]),
-                          "response_time_error": _f(p.r[i] / self.held.r[i] - 1) if not np.isnan(self.held.r[i])
-                          else None, "in_range": bool(p.in_range[i])}
+                row[m] = {
+                    "throughput": float(p.x[i]),
+                    "throughput_error": float(p.x[i] / self.held.x[i] - 1),
+                    "response_time": _f(p.r[i]),
+                    "response_time_error": _f(p.r[i] / self.held.r[i] - 1) if not np.isnan(self.held.r[i]) else None,
+                    "in_range": bool(p.in_range[i]),
+                }
             out.append(row)
         return out
 
@@ -185,8 +213,9 @@ class Extrapolation:
             "models": {m: mod.params() for m, mod in self.models.items()},
             "model_errors": self.errors,
             "predictions": self.predictions(),
-            "bounds": {m: crossing(mod, util_bound=self.util_bound, rt_bound=self.rt_bound)
-                       for m, mod in self.models.items()},
+            "bounds": {
+                m: crossing(mod, util_bound=self.util_bound, rt_bound=self.rt_bound) for m, mod in self.models.items()
+            },
             "holdout": self.holdout(),
         }
 
@@ -196,8 +225,15 @@ def _f(v) -> float | None:
     return None if math.isnan(v) else v
 
 
-def extrapolate(runs: Runs, *, models=MODELS, holdout: int = 0, at=None, util_bound: float = UTIL_BOUND,
-                rt_bound: float | None = None) -> Extrapolation:
+def extrapolate(
+    runs: Runs,
+    *,
+    models=MODELS,
+    holdout: int = 0,
+    at=None,
+    util_bound: float = UTIL_BOUND,
+    rt_bound: float | None = None,
+) -> Extrapolation:
     """Fit `models` on the runs (the `holdout` highest concurrencies left out) and predict."""
     for m in models:
         if m not in MODEL_CLASSES:
@@ -211,19 +247,26 @@ def extrapolate(runs: Runs, *, models=MODELS, holdout: int = 0, at=None, util_bo
     held = runs.subset(~keep) if holdout else None
     levels = ", ".join(f"{v:g}" for v in np.unique(fit_runs.n))
     what = f"{len(fit_runs.n)} run{'s' if len(fit_runs.n) != 1 else ''} at concurrency {levels}" + (
-        f" (after holding out {holdout})" if holdout else "")
+        f" (after holding out {holdout})" if holdout else ""
+    )
     if fit_runs.distinct() < 2:
-        raise BadInput(f"{runs.source}: {what}: a model needs runs at 2 or more distinct concurrencies, "
-                       f"3 or more to be checked", expected="runs at more concurrencies (--copies 1, 2, 4, ...)")
+        raise BadInput(
+            f"{runs.source}: {what}: a model needs runs at 2 or more distinct concurrencies, 3 or more to be checked",
+            expected="runs at more concurrencies (--copies 1, 2, 4, ...)",
+        )
     warnings = []
     if fit_runs.distinct() == 2:
-        warnings.append(f"fitted on 2 concurrencies ({levels}): enough for PerfExt (seed 002), but every model "
-                        f"passes through them with nothing left to check it; measure a third")
+        warnings.append(
+            f"fitted on 2 concurrencies ({levels}): enough for PerfExt (seed 002), but every model "
+            f"passes through them with nothing left to check it; measure a third"
+        )
     for f in non_monotonic(runs):
         unit = "/s" if f["metric"] == "throughput" else " s"
-        warnings.append(f"non-monotonic: {f['metric'].replace('_', ' ')} falls from {f['values'][0]:.4g}{unit} at "
-                        f"concurrency {f['from']:g} to {f['values'][1]:.4g}{unit} at {f['to']:g} (noise, or a "
-                        f"bottleneck already reached)")
+        warnings.append(
+            f"non-monotonic: {f['metric'].replace('_', ' ')} falls from {f['values'][0]:.4g}{unit} at "
+            f"concurrency {f['from']:g} to {f['values'][1]:.4g}{unit} at {f['to']:g} (noise, or a "
+            f"bottleneck already reached)"
+        )
     fitted: dict[str, Model] = {}
     errors: dict[str, str] = {}
     for m in models:
@@ -236,21 +279,23 @@ def extrapolate(runs: Runs, *, models=MODELS, holdout: int = 0, at=None, util_bo
     if at is None:
         top = float(runs.n.max())
         at = sorted({*runs.n.tolist(), *(top * f for f in (2, 4, 8))})
-    ex = Extrapolation(runs, fit_runs, held, fitted, np.asarray(at, np.float64), errors, util_bound, rt_bound,
-                       warnings)
+    ex = Extrapolation(runs, fit_runs, held, fitted, np.asarray(at, np.float64), errors, util_bound, rt_bound, warnings)
     for m, q in ex.fit().items():
         for metric, v in q.items():
             if v["max_error"] is not None and v["max_error"] > FIT_WARN:
-                warnings.append(f"{m} misses the measured {metric.replace('_', ' ')} by up to "
-                                f"{v['max_error'] * 100:.0f} % at the fitted points")
+                warnings.append(
+                    f"{m} misses the measured {metric.replace('_', ' ')} by up to "
+                    f"{v['max_error'] * 100:.0f} % at the fitted points"
+                )
     return ex
 
 
 # -- synthetic systems with known parameters (tests and `tracehouse bench replay`) ---------
 
 
-def synthetic_usl(ns, lam: float, sigma: float, kappa: float, *, noise: float = 0.0, seed: int = 1,
-                  demand: float | None = None) -> Runs:
+def synthetic_usl(
+    ns, lam: float, sigma: float, kappa: float, *, noise: float = 0.0, seed: int = 1, demand: float | None = None
+) -> Runs:
     """Runs of a system following the USL exactly, with multiplicative noise; a resource of
     service demand `demand` (default 0.8 / the USL's peak throughput) gives utilisations."""
     rng = np.random.default_rng(seed)
@@ -263,8 +308,16 @@ def synthetic_usl(ns, lam: float, sigma: float, kappa: float, *, noise: float = 
     return Runs(n, x, np.full(len(n), np.nan), util, {"disk": 1}, 1.0, f"usl(λ={lam}, σ={sigma}, κ={kappa})")
 
 
-def synthetic_mva(ns, demands_s: dict[str, float], think_s: float, *, servers: dict[str, int] | None = None,
-                  delay_s: float = 0.0, noise: float = 0.0, seed: int = 1) -> Runs:
+def synthetic_mva(
+    ns,
+    demands_s: dict[str, float],
+    think_s: float,
+    *,
+    servers: dict[str, int] | None = None,
+    delay_s: float = 0.0,
+    noise: float = 0.0,
+    seed: int = 1,
+) -> Runs:
     """Runs of a closed queueing network solved by exact MVA (no Seidmann approximation:
     multi-server stations by the exact load-dependent recursion), with multiplicative noise."""
     rng = np.random.default_rng(seed)
@@ -305,6 +358,21 @@ def _exact_mva(pop: int, demands_s: dict, servers: dict, think: float, delay: fl
 
 # The face of `tracehouse extrapolate` (the CLI, `bench replay` and the tests use it): the analysis
 # here, the runs and the models re-exported from their modules.
-__all__ = ["MODELS", "MVA", "UTIL_BOUND", "USL", "Extrapolation", "Model", "PerfExt", "Runs", "crossing",
-           "describe_settings", "extrapolate", "read_runs", "runs_from_replays", "runs_from_rows", "synthetic_mva",
-           "synthetic_usl"]
+__all__ = [
+    "MODELS",
+    "MVA",
+    "UTIL_BOUND",
+    "USL",
+    "Extrapolation",
+    "Model",
+    "PerfExt",
+    "Runs",
+    "crossing",
+    "describe_settings",
+    "extrapolate",
+    "read_runs",
+    "runs_from_replays",
+    "runs_from_rows",
+    "synthetic_mva",
+    "synthetic_usl",
+]

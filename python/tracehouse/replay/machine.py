@@ -74,20 +74,24 @@ def between(a: Sample, b: Sample) -> dict:
     out: dict = {"seconds": secs}
     if a.disk is not None and b.disk is not None:
         d = [y - x for x, y in zip(a.disk, b.disk)]
-        out.update({
-            "device_util": min(1.0, d[4] / 1e3 / secs),
-            "device_reads_s": d[0] / secs,
-            "device_writes_s": d[2] / secs,
-            "device_read_mb_s": d[1] * SECTOR / 1e6 / secs,
-            "device_write_mb_s": d[3] * SECTOR / 1e6 / secs,
-            "device_flushes_s": d[5] / secs,
-        })
+        out.update(
+            {
+                "device_util": min(1.0, d[4] / 1e3 / secs),
+                "device_reads_s": d[0] / secs,
+                "device_writes_s": d[2] / secs,
+                "device_read_mb_s": d[1] * SECTOR / 1e6 / secs,
+                "device_write_mb_s": d[3] * SECTOR / 1e6 / secs,
+                "device_flushes_s": d[5] / secs,
+            }
+        )
     c = [y - x for x, y in zip(a.cpu, b.cpu)]
     total = max(1, sum(c))
-    out.update({
-        "cpu_util": (total - c[3] - c[4]) / total,
-        "cpu_iowait": c[4] / total,
-        "cpu_steal": c[7] / total,
-        "replay_cpu_cores": (b.self_cpu_s - a.self_cpu_s) / secs,
-    })
+    out.update(
+        {
+            "cpu_util": (total - c[3] - c[4]) / total,
+            "cpu_iowait": c[4] / total,
+            "cpu_steal": c[7] / total,
+            "replay_cpu_cores": (b.self_cpu_s - a.self_cpu_s) / secs,
+        }
+    )
     return out

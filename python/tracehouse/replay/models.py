@@ -42,8 +42,8 @@ add ~40 MB for what fits in a page here.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
@@ -84,7 +84,7 @@ def think_time(runs: Runs) -> float | None:
 class Model:
     name = ""
 
-    def fit(self, runs: Runs) -> "Model":
+    def fit(self, runs: Runs) -> Model:
         raise NotImplementedError
 
     def throughput(self, n: np.ndarray) -> np.ndarray:
@@ -103,8 +103,7 @@ class Model:
     def response(self, n: np.ndarray, x: np.ndarray) -> np.ndarray:
         """R at `n` (throughput `x`): the fit to the measured response times (module
         documentation), else the law where no response time was measured."""
-        law = (np.maximum(0.0, n * self.customers / x - self.z) if self.z is not None
-               else np.full_like(n, np.nan))
+        law = np.maximum(0.0, n * self.customers / x - self.z) if self.z is not None else np.full_like(n, np.nan)
         rfit = getattr(self, "rfit", None)
         if rfit is None:
             return law
@@ -170,12 +169,14 @@ class PerfExt(Model):
 
     name = "perfext"
 
-    def fit(self, runs: Runs) -> "PerfExt":
+    def fit(self, runs: Runs) -> PerfExt:
         self._common(runs)
         caps = {k: self.servers.get(k, 1) / d for k, d in self.d.items() if d > 0}
         if not caps:
-            raise BadInput(f"{runs.source}: PerfExt needs the utilisation of at least one resource",
-                           expected="a util_<resource> column that grows with throughput")
+            raise BadInput(
+                f"{runs.source}: PerfExt needs the utilisation of at least one resource",
+                expected="a util_<resource> column that grows with throughput",
+            )
         self.bottleneck = min(caps, key=caps.get)
         self.xmax = caps[self.bottleneck]
         n, x = runs.n, runs.x
@@ -208,16 +209,27 @@ class PerfExt(Model):
         return x <= UTIL_BOUND * self.xmax + 1e-9
 
     def params(self):
-        return {"x_max": self.xmax, "bottleneck": self.bottleneck, "demands_s": self.d, "intercept": self.a,
-                "slope": self.b, "n_half": self.nh, "logistic_rate": self.k, "think_s": self.z,
-                "n_90": self.nh + math.log(9) / self.k if self.k > 0 else None, **_rparams(self)}
+        return {
+            "x_max": self.xmax,
+            "bottleneck": self.bottleneck,
+            "demands_s": self.d,
+            "intercept": self.a,
+            "slope": self.b,
+            "n_half": self.nh,
+            "logistic_rate": self.k,
+            "think_s": self.z,
+            "n_90": self.nh + math.log(9) / self.k if self.k > 0 else None,
+            **_rparams(self),
+        }
 
 
 def _fit_logistic(n, x, xmax, k0, nh0):
     """Least squares on relative errors of xmax / (1 + exp(-k (n - nh))) over (k, nh)."""
+
     def res(p):
         k, nh = p
         return (xmax / (1 + np.exp(-k * (n - nh))) - x) / x
+
     p = _lm(res, np.array([max(k0, 1e-9), nh0]), lower=np.array([1e-12, -np.inf]))
     return float(p[0]), float(p[1])
 
@@ -227,7 +239,7 @@ class USL(Model):
 
     name = "usl"
 
-    def fit(self, runs: Runs) -> "USL":
+    def fit(self, runs: Runs) -> USL:
         self._common(runs)
         n, x = runs.n, runs.x
         npts = len(n)
@@ -248,6 +260,7 @@ class USL(Model):
         def res(p):
             q = np.concatenate([p, np.zeros(3 - free)])
             return (_usl(n, *q) - x) / x
+
         p = _lm(res, p0, lower=np.zeros(free))
         self.lam, self.sigma, self.kappa = (np.concatenate([p, np.zeros(3 - free)])).tolist()
         self.fitted = free
@@ -263,10 +276,18 @@ class USL(Model):
 
     def params(self):
         peak = math.sqrt((1 - self.sigma) / self.kappa) if self.kappa > 0 and self.sigma < 1 else None
-        return {"lambda": self.lam, "sigma": self.sigma, "kappa": self.kappa, "fitted_params": self.fitted,
-                "n_peak": peak, "x_peak": float(_usl(np.array([peak]), self.lam, self.sigma, self.kappa)[0])
-                if peak else None, "capacity": None if math.isinf(self.capacity()) else self.capacity(),
-                "demands_s": self.d, "think_s": self.z, **_rparams(self)}
+        return {
+            "lambda": self.lam,
+            "sigma": self.sigma,
+            "kappa": self.kappa,
+            "fitted_params": self.fitted,
+            "n_peak": peak,
+            "x_peak": float(_usl(np.array([peak]), self.lam, self.sigma, self.kappa)[0]) if peak else None,
+            "capacity": None if math.isinf(self.capacity()) else self.capacity(),
+            "demands_s": self.d,
+            "think_s": self.z,
+            **_rparams(self),
+        }
 
 
 def _rparams(m: Model) -> dict:
@@ -287,11 +308,13 @@ class MVA(Model):
     # Largest population solved (the recursion is linear in it).
     MAX_POPULATION = 200_000
 
-    def fit(self, runs: Runs) -> "MVA":
+    def fit(self, runs: Runs) -> MVA:
         self._common(runs)
         if not self.d:
-            raise BadInput(f"{runs.source}: MVA needs the utilisation of at least one resource",
-                           expected="a util_<resource> column")
+            raise BadInput(
+                f"{runs.source}: MVA needs the utilisation of at least one resource",
+                expected="a util_<resource> column",
+            )
         pop = runs.n * runs.customers
         if self.z is not None:
             zs = [self.z]
@@ -306,6 +329,7 @@ class MVA(Model):
                 self.d0 = d0
                 self._cache = None
                 return float(np.sum(((self._x(pop) - runs.x) / runs.x) ** 2))
+
             d0 = _golden(err, 0.0, hi)
             e = err(d0)
             if e < best[0]:
@@ -344,8 +368,13 @@ class MVA(Model):
         return self._x(np.asarray(n, np.float64) * self.customers)
 
     def params(self):
-        return {"demands_s": self.d, "servers": self.servers, "delay_s": self.d0, "think_s": self.z,
-                "customers_per_unit": self.customers}
+        return {
+            "demands_s": self.d,
+            "servers": self.servers,
+            "delay_s": self.d0,
+            "think_s": self.z,
+            "customers_per_unit": self.customers,
+        }
 
 
 MODEL_CLASSES: dict[str, Callable[[], Model]] = {"perfext": PerfExt, "usl": USL, "mva": MVA}

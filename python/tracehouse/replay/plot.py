@@ -26,8 +26,14 @@ def _split(ax, grid: np.ndarray, y: np.ndarray, ok: np.ndarray, color: str, labe
     if not ok.all():
         # One point of overlap so the dotted part starts where the solid one ends.
         beyond = ~ok | np.concatenate([~ok[1:], [False]])
-        ax.plot(grid, np.where(beyond, y, np.nan), color=color, linestyle=":", linewidth=2.2,
-                label=f"{label} (beyond range)")
+        ax.plot(
+            grid,
+            np.where(beyond, y, np.nan),
+            color=color,
+            linestyle=":",
+            linewidth=2.2,
+            label=f"{label} (beyond range)",
+        )
 
 
 def figure(ex: Extrapolation):
@@ -53,8 +59,15 @@ def figure(ex: Extrapolation):
     for ax, ys, scale in ((axes[0], "x", 1), (axes[1], "r", 1e3)):
         ax.scatter(fr.n, getattr(fr, ys) * scale, color="black", zorder=3, label="measured (fitted)")
         if held is not None:
-            ax.scatter(held.n, getattr(held, ys) * scale, facecolors="none", edgecolors="black", s=60, zorder=3,
-                       label="measured (held out)")
+            ax.scatter(
+                held.n,
+                getattr(held, ys) * scale,
+                facecolors="none",
+                edgecolors="black",
+                s=60,
+                zorder=3,
+                label="measured (held out)",
+            )
     for k, u in ex.runs.util.items():
         axes[2].scatter(ex.runs.n, u * 100, marker="x", zorder=3, label=f"measured {k}")
     axes[2].axhline(ex.util_bound * 100, color="grey", linestyle="--", linewidth=1)

@@ -31,9 +31,10 @@ from __future__ import annotations
 import errno as errnomod
 import os
 import socket
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterable
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -53,73 +54,138 @@ MARKER = ".tracehouse-replay"
 TIMINGS = ("original", "think", "asap")
 
 # Columns of the source trace the planner reads, with the types it expects.
-SOURCE_SCHEMA = pa.schema([
-    ("ts", pa.int64()), ("dur", pa.int64()), ("producer", pa.int32()), ("seq", pa.int64()),
-    ("name", pa.string()), ("fd", pa.int64()), ("path", pa.string()), ("path2", pa.string()),
-    ("pos", pa.int64()), ("size", pa.int64()), ("ret", pa.int64()), ("errno", pa.string()),
-    ("flags", pa.string()), ("fd2", pa.int64()), ("pos2", pa.int64()), ("args", pa.string()),
-    ("target", pa.string()),
-])
+SOURCE_SCHEMA = pa.schema(
+    [
+        ("ts", pa.int64()),
+        ("dur", pa.int64()),
+        ("producer", pa.int32()),
+        ("seq", pa.int64()),
+        ("name", pa.string()),
+        ("fd", pa.int64()),
+        ("path", pa.string()),
+        ("path2", pa.string()),
+        ("pos", pa.int64()),
+        ("size", pa.int64()),
+        ("ret", pa.int64()),
+        ("errno", pa.string()),
+        ("flags", pa.string()),
+        ("fd2", pa.int64()),
+        ("pos2", pa.int64()),
+        ("args", pa.string()),
+        ("target", pa.string()),
+    ]
+)
 # Syscalls whose printed arguments the planner reads (stat sizes and types, unlinkat flags,
 # mkdir modes, whether a copy's offsets were explicit); others' args are not fetched.
-ARGS_NEEDED = ("fstat", "newfstatat", "stat", "lstat", "statx", "fstat64", "stat64", "lstat64", "fstatat64",
-               "unlinkat", "mkdir", "mkdirat", "copy_file_range", "sendfile", "sendfile64", "splice")
+ARGS_NEEDED = (
+    "fstat",
+    "newfstatat",
+    "stat",
+    "lstat",
+    "statx",
+    "fstat64",
+    "stat64",
+    "lstat64",
+    "fstatat64",
+    "unlinkat",
+    "mkdir",
+    "mkdirat",
+    "copy_file_range",
+    "sendfile",
+    "sendfile64",
+    "splice",
+)
 # Syscalls whose path argument as passed is the planner's (a symlink's target).
 TARGET_NEEDED = ("symlink", "symlinkat")
 READS = ("read", "pread", "readv", "preadv", "getdents")
 WRITES = ("write", "pwrite", "writev", "pwritev")
 COPIES = ("copy_file_range", "sendfile")
-CLASSES = {"read": READS, "write": WRITES, "copy": COPIES, "sync": ("fsync", "fdatasync"),
-           "open/close": ("open", "close", "dup"),
-           "tree": ("unlink", "rename", "mkdir", "link", "symlink"),
-           "other": ("lseek", "ftruncate", "truncate", "fallocate")}
+CLASSES = {
+    "read": READS,
+    "write": WRITES,
+    "copy": COPIES,
+    "sync": ("fsync", "fdatasync"),
+    "open/close": ("open", "close", "dup"),
+    "tree": ("unlink", "rename", "mkdir", "link", "symlink"),
+    "other": ("lseek", "ftruncate", "truncate", "fallocate"),
+}
 # A call that moved fewer bytes than the traced one differs from the trace.
 SHORT_COUNTS = WRITES + COPIES
 
 EVENT_TYPES = (
-    EventType("op", "span", (
-        Column("name", "string", "", "the traced syscall (pread64, openat, ...)"),
-        Column("kind", "string", "", "what was replayed: " + ", ".join(_core.REPLAY_KINDS) + " (a splice, or a "
-               "copy with one side not replayed, is the read or write it is on the file's side)"),
-        Column("copy", "int64", "", "which copy of the trace (0..K-1 with --copies K)"),
-        Column("path", "string", "path", "the file on the target, relative to --root"),
-        Column("pos", "int64", "B", "offset of positional calls (pread/pwrite/lseek), as traced"),
-        Column("size", "int64", "B", "bytes asked (read/write) or length (ftruncate), as traced"),
-        Column("ret", "int64", "", "return value on the target (bytes, fd, offset; -1 on error)"),
-        Column("errno", "string", "", "error on the target (ENOENT, EXDEV: refused, it would leave --root)"),
-        Column("planned", "int64", "ns", "when the schedule said to issue it (epoch ns; null with --timing asap)"),
-        Column("lag", "int64", "ns", "issue-time error: actual issue minus planned (null with --timing asap)"),
-        Column("wait", "int64", "ns", "time spent waiting for other threads' calls it is ordered after"),
-        Column("on_time", "bool", "", "the thread was ready before the planned time (its previous call done, the "
-               "calls it waits for done): lag is then the timer's error alone, not the replay running behind"),
-        Column("source_ts", "int64", "ns", "start of the traced call"),
-        Column("source_dur", "int64", "ns", "duration of the traced call"),
-        Column("source_ret", "int64", "", "return value in the trace"),
-        Column("source_errno", "string", "", "error in the trace"),
-        Column("source_producer", "int64", "id", "thread producer of the traced call in the source trace"),
-        Column("source_seq", "int64", "", "seq of the traced call in the source trace"),
-    ), "one replayed call: ts is its issue time on the target, dur its latency"),
-    EventType("skip", "instant", (
-        Column("name", "string", "", "the traced syscall not replayed"),
-        Column("reason", "string", "", "why: " + ", ".join(_core.REPLAY_SKIP_REASONS)),
-        Column("path", "string", "path", "its path in the trace"),
-        Column("source_ts", "int64", "ns", "its start in the trace"),
-        Column("source_producer", "int64", "id", "thread producer in the source trace"),
-        Column("source_seq", "int64", "", "seq in the source trace"),
-    ), "a traced call the replay skipped; ts is when the replay passed it (with original timing, its planned "
-       "time; otherwise the issue time of the last replayed call that preceded it in the trace)"),
-    EventType("sample", "counter", (
-        Column("device_util", "float64", "fraction", "share of the interval the root's block device was busy "
-               "(/proc/diskstats io_ticks, iostat %util; the whole device, neighbours included)"),
-        Column("device_reads_s", "float64", "1/s", "read requests completed per second"),
-        Column("device_writes_s", "float64", "1/s", "write requests completed per second"),
-        Column("device_read_mb_s", "float64", "MB/s", "MB read from the device per second"),
-        Column("device_write_mb_s", "float64", "MB/s", "MB written to the device per second"),
-        Column("cpu_util", "float64", "fraction", "busy share of all cores (/proc/stat; neighbours included)"),
-        Column("cpu_iowait", "float64", "fraction", "iowait share of all cores"),
-        Column("replay_cpu_cores", "float64", "cores", "CPU the replayer itself used (getrusage), in cores"),
-        Column("ops_done", "int64", "", "replayed calls completed so far"),
-    ), "machine counters sampled during the run, every 100 ms by default"),
+    EventType(
+        "op",
+        "span",
+        (
+            Column("name", "string", "", "the traced syscall (pread64, openat, ...)"),
+            Column(
+                "kind",
+                "string",
+                "",
+                "what was replayed: " + ", ".join(_core.REPLAY_KINDS) + " (a splice, or a "
+                "copy with one side not replayed, is the read or write it is on the file's side)",
+            ),
+            Column("copy", "int64", "", "which copy of the trace (0..K-1 with --copies K)"),
+            Column("path", "string", "path", "the file on the target, relative to --root"),
+            Column("pos", "int64", "B", "offset of positional calls (pread/pwrite/lseek), as traced"),
+            Column("size", "int64", "B", "bytes asked (read/write) or length (ftruncate), as traced"),
+            Column("ret", "int64", "", "return value on the target (bytes, fd, offset; -1 on error)"),
+            Column("errno", "string", "", "error on the target (ENOENT, EXDEV: refused, it would leave --root)"),
+            Column("planned", "int64", "ns", "when the schedule said to issue it (epoch ns; null with --timing asap)"),
+            Column("lag", "int64", "ns", "issue-time error: actual issue minus planned (null with --timing asap)"),
+            Column("wait", "int64", "ns", "time spent waiting for other threads' calls it is ordered after"),
+            Column(
+                "on_time",
+                "bool",
+                "",
+                "the thread was ready before the planned time (its previous call done, the "
+                "calls it waits for done): lag is then the timer's error alone, not the replay running behind",
+            ),
+            Column("source_ts", "int64", "ns", "start of the traced call"),
+            Column("source_dur", "int64", "ns", "duration of the traced call"),
+            Column("source_ret", "int64", "", "return value in the trace"),
+            Column("source_errno", "string", "", "error in the trace"),
+            Column("source_producer", "int64", "id", "thread producer of the traced call in the source trace"),
+            Column("source_seq", "int64", "", "seq of the traced call in the source trace"),
+        ),
+        "one replayed call: ts is its issue time on the target, dur its latency",
+    ),
+    EventType(
+        "skip",
+        "instant",
+        (
+            Column("name", "string", "", "the traced syscall not replayed"),
+            Column("reason", "string", "", "why: " + ", ".join(_core.REPLAY_SKIP_REASONS)),
+            Column("path", "string", "path", "its path in the trace"),
+            Column("source_ts", "int64", "ns", "its start in the trace"),
+            Column("source_producer", "int64", "id", "thread producer in the source trace"),
+            Column("source_seq", "int64", "", "seq in the source trace"),
+        ),
+        "a traced call the replay skipped; ts is when the replay passed it (with original timing, its planned "
+        "time; otherwise the issue time of the last replayed call that preceded it in the trace)",
+    ),
+    EventType(
+        "sample",
+        "counter",
+        (
+            Column(
+                "device_util",
+                "float64",
+                "fraction",
+                "share of the interval the root's block device was busy "
+                "(/proc/diskstats io_ticks, iostat %util; the whole device, neighbours included)",
+            ),
+            Column("device_reads_s", "float64", "1/s", "read requests completed per second"),
+            Column("device_writes_s", "float64", "1/s", "write requests completed per second"),
+            Column("device_read_mb_s", "float64", "MB/s", "MB read from the device per second"),
+            Column("device_write_mb_s", "float64", "MB/s", "MB written to the device per second"),
+            Column("cpu_util", "float64", "fraction", "busy share of all cores (/proc/stat; neighbours included)"),
+            Column("cpu_iowait", "float64", "fraction", "iowait share of all cores"),
+            Column("replay_cpu_cores", "float64", "cores", "CPU the replayer itself used (getrusage), in cores"),
+            Column("ops_done", "int64", "", "replayed calls completed so far"),
+        ),
+        "machine counters sampled during the run, every 100 ms by default",
+    ),
 )
 
 
@@ -134,8 +200,13 @@ class ReplayReport:
     prepared: list[dict] = field(default_factory=list)
 
     def to_json(self) -> dict:
-        return {"source": self.source, "trace": self.trace, "result_id": self.result_id, "summary": self.summary,
-                "prepared": self.prepared}
+        return {
+            "source": self.source,
+            "trace": self.trace,
+            "result_id": self.result_id,
+            "summary": self.summary,
+            "prepared": self.prepared,
+        }
 
 
 def parse_timing(text: str) -> tuple[str, float]:
@@ -173,8 +244,9 @@ def resolve_root(root: str | os.PathLike) -> Path:
     real = Path(os.path.realpath(given))
     if real == Path("/"):
         via = "" if os.path.abspath(given) == "/" else f" ({given} resolves to /)"
-        raise BadInput(f"--root {given}: the whole filesystem cannot be a replay root{via}",
-                       expected="a directory of its own")
+        raise BadInput(
+            f"--root {given}: the whole filesystem cannot be a replay root{via}", expected="a directory of its own"
+        )
     return real
 
 
@@ -188,25 +260,33 @@ def check_root(root: Path, force: bool = False) -> Path:
         marker = root / MARKER
         made = marker.is_file() and not marker.is_symlink()
         if not force and not made and any(root.iterdir()):
-            raise BadInput(f"--root {root}: not empty and not made by tracehouse replay (preparing resizes and "
-                           f"removes files in it)", expected="an empty or new directory, or --force")
+            raise BadInput(
+                f"--root {root}: not empty and not made by tracehouse replay (preparing resizes and "
+                f"removes files in it)",
+                expected="an empty or new directory, or --force",
+            )
     else:
         root.mkdir(parents=True)
     (root / MARKER).touch()
     return root
 
 
-def source_batches(store: "Store", trace: str) -> pa.Table:
+def source_batches(store: Store, trace: str) -> pa.Table:
     """The source trace's syscalls in ts order, with the planner's columns."""
     info = store.trace(trace)
     types = store.event_types(trace)
     if "syscall" not in types or not {"fd", "path", "ret"} <= {c.name for c in types["syscall"].params}:
-        raise BadInput(f"trace {trace!r} is format {info.format!r}: replay needs a strace trace",
-                       expected="a trace from tracehouse capture or tracehouse import strace")
+        raise BadInput(
+            f"trace {trace!r} is format {info.format!r}: replay needs a strace trace",
+            expected="a trace from tracehouse capture or tracehouse import strace",
+        )
     names = ", ".join(f"'{n}'" for n in ARGS_NEEDED)
     have = {c.name for c in types["syscall"].params}
-    cols = [c.name if c.name in have or c.name in ("ts", "dur", "producer", "seq") else f"NULL AS {c.name}"
-            for c in SOURCE_SCHEMA if c.name not in ("args", "target")]
+    cols = [
+        c.name if c.name in have or c.name in ("ts", "dur", "producer", "seq") else f"NULL AS {c.name}"
+        for c in SOURCE_SCHEMA
+        if c.name not in ("args", "target")
+    ]
     args = f"CASE WHEN name IN ({names}) THEN args END AS args" if "args" in have else "NULL AS args"
     tnames = ", ".join(f"'{n}'" for n in TARGET_NEEDED)
     target = f"CASE WHEN name IN ({tnames}) THEN path_arg END AS target" if "path_arg" in have else "NULL AS target"
@@ -214,14 +294,17 @@ def source_batches(store: "Store", trace: str) -> pa.Table:
     return store.sql(q).cast(SOURCE_SCHEMA)
 
 
-def build_plan(store: "Store", trace: str, maps: list[tuple[str, str]] = (), only: Iterable[str] = ()):
+def build_plan(store: Store, trace: str, maps: list[tuple[str, str]] = (), only: Iterable[str] = ()):
     """(plan, source table): the plan of `trace` with the path mapping."""
     table = source_batches(store, trace)
     prods = store.producers(trace)
     kind = {p["id"]: p["kind"] for p in prods}
     process_of = {p["id"]: p["parent"] for p in prods if p["kind"] == "thread" and p["parent"] is not None}
-    parent_of = {p["id"]: p["parent"] for p in prods
-                 if p["kind"] == "process" and p["parent"] is not None and kind.get(p["parent"]) == "process"}
+    parent_of = {
+        p["id"]: p["parent"]
+        for p in prods
+        if p["kind"] == "process" and p["parent"] is not None and kind.get(p["parent"]) == "process"
+    }
     try:
         plan = _core.ReplayPlan(table.to_batches(), process_of, parent_of, list(maps), list(only))
     except ValueError as e:
@@ -229,7 +312,7 @@ def build_plan(store: "Store", trace: str, maps: list[tuple[str, str]] = (), onl
     return plan, table
 
 
-def default_name(store: "Store", trace: str) -> str:
+def default_name(store: Store, trace: str) -> str:
     have = {t.name for t in store.traces()}
     n = 1
     while f"{trace}:replay-{n}" in have:
@@ -257,10 +340,24 @@ def _us(d: dict) -> dict:
     return {k: round(v / 1e3, 3) for k, v in d.items()}
 
 
-def replay(store: "Store", trace: str, root: str | os.PathLike, *, maps: Iterable[str] = (), only: Iterable[str] = (),
-           timing: str = "original", copies: int = 1, name: str | None = None, cold: bool = False,
-           force: bool = False, spin_us: float | None = None, realtime: bool = False, sample_s: float = 0.1,
-           progress: Callable[[int], None] | None = None, peer_timing: str | None = None) -> ReplayReport:
+def replay(
+    store: Store,
+    trace: str,
+    root: str | os.PathLike,
+    *,
+    maps: Iterable[str] = (),
+    only: Iterable[str] = (),
+    timing: str = "original",
+    copies: int = 1,
+    name: str | None = None,
+    cold: bool = False,
+    force: bool = False,
+    spin_us: float | None = None,
+    realtime: bool = False,
+    sample_s: float = 0.1,
+    progress: Callable[[int], None] | None = None,
+    peer_timing: str | None = None,
+) -> ReplayReport:
     """Replay `trace` under `root` (see the module documentation); returns the report.
 
     timing: original | scale:X | think | think:X | asap. copies: K independent copies
@@ -280,21 +377,26 @@ def replay(store: "Store", trace: str, root: str | os.PathLike, *, maps: Iterabl
     plan, source = build_plan(store, trace, mapping, only)
     stats = plan.stats()
     if stats["ops"] == 0:
-        raise BadInput(f"trace {trace!r}: nothing to replay ({stats['rows']} syscalls, none on regular files)",
-                       expected="a trace with open/read/write/... calls on files")
+        raise BadInput(
+            f"trace {trace!r}: nothing to replay ({stats['rows']} syscalls, none on regular files)",
+            expected="a trace with open/read/write/... calls on files",
+        )
     root = check_root(Path(root), force)
     prepared = plan.prepare(str(root), copies, cold)
     errors = [e for p in prepared for e in p["errors"]]
     if any(p["full"] for p in prepared):
         first = next(e for p in prepared if p["full"] for e in p["errors"])
-        raise DiskFull(f"--root {root}: the filesystem is full while preparing the trace's files "
-                       f"({first[0]}: {first[1]}; {stats['prepare']['bytes']:,} bytes to prepare per copy); "
-                       f"nothing was replayed")
+        raise DiskFull(
+            f"--root {root}: the filesystem is full while preparing the trace's files "
+            f"({first[0]}: {first[1]}; {stats['prepare']['bytes']:,} bytes to prepare per copy); "
+            f"nothing was replayed"
+        )
     device = machine.device_of(root)
     samples = [machine.sample(device)]
     done_at = [0]
-    run = plan.start(str(root), copies, mode, speed, None if spin_us is None else int(spin_us * 1000),
-                     realtime=realtime)
+    run = plan.start(
+        str(root), copies, mode, speed, None if spin_us is None else int(spin_us * 1000), realtime=realtime
+    )
     info = run.info()
     seen = 0
     try:
@@ -321,16 +423,24 @@ def replay(store: "Store", trace: str, root: str | os.PathLike, *, maps: Iterabl
         a = res["aborted"]
         row = source.slice(plan.op_columns()["src"][a["op"]].as_py(), 1).to_pylist()[0]
         summary["complete"] = False
-        summary["invalid"] = (f"the target is full (no space, quota or file-size limit left): {row['name']} on "
-                              f"{row['path']} (copy {a['copy']}) "
-                              f"failed with {errnomod.errorcode.get(a['errno'], a['errno'])} ({a['message']}); "
-                              f"the run stopped there")
+        summary["invalid"] = (
+            f"the target is full (no space, quota or file-size limit left): {row['name']} on "
+            f"{row['path']} (copy {a['copy']}) "
+            f"failed with {errnomod.errorcode.get(a['errno'], a['errno'])} ({a['message']}); "
+            f"the run stopped there"
+        )
     summary["realtime"] = {"asked": realtime, "granted": bool(res["realtime"])}
-    summary["prepare"] = {"dirs": sum(p["dirs"] for p in prepared), "files": sum(p["files"] for p in prepared),
-                          "kept": sum(p["kept"] for p in prepared), "bytes_written": sum(p["bytes"] for p in prepared),
-                          "removed": sum(p["removed"] for p in prepared),
-                          "hard_links_copied": sum(p["unlinked"] for p in prepared), "errors": errors[:10],
-                          "error_count": len(errors), "cold": cold}
+    summary["prepare"] = {
+        "dirs": sum(p["dirs"] for p in prepared),
+        "files": sum(p["files"] for p in prepared),
+        "kept": sum(p["kept"] for p in prepared),
+        "bytes_written": sum(p["bytes"] for p in prepared),
+        "removed": sum(p["removed"] for p in prepared),
+        "hard_links_copied": sum(p["unlinked"] for p in prepared),
+        "errors": errors[:10],
+        "error_count": len(errors),
+        "cold": cold,
+    }
     summary["skipped"] = stats["skipped_by_reason"]
     summary["source"] = trace
     summary["root"] = str(root)
@@ -357,34 +467,45 @@ def _op_table(plan, source: pa.Table, res: dict, copies: int) -> pa.Table:
         path = pc.binary_join_element_wise(prefix, path, "")
     threads = plan.threads()
     src_prod = pc.take(pa.array(threads, pa.int64()), res["thread"])
-    table = pa.table({
-        "ts": res["issue"],
-        "dur": res["latency"],
-        "src_thread": res["thread"],
-        "name": pc.take(source.column("name"), src),
-        "kind": pc.take(kinds, pc.take(opc["kind"], op)),
-        "copy": pc.cast(res["copy"], pa.int64()),
-        "path": path,
-        "pos": pc.take(source.column("pos"), src),
-        "size": pc.take(source.column("size"), src),
-        "ret": res["ret"],
-        "errno": _errno_names(res["errno"]),
-        "planned": res["planned"],
-        "lag": res["lag"],
-        "wait": res["wait"],
-        "on_time": res["ready"],
-        "source_ts": pc.take(source.column("ts"), src),
-        "source_dur": pc.take(source.column("dur"), src),
-        "source_ret": pc.take(source.column("ret"), src),
-        "source_errno": pc.take(source.column("errno"), src),
-        "source_producer": src_prod,
-        "source_seq": pc.take(source.column("seq"), src),
-    })
+    table = pa.table(
+        {
+            "ts": res["issue"],
+            "dur": res["latency"],
+            "src_thread": res["thread"],
+            "name": pc.take(source.column("name"), src),
+            "kind": pc.take(kinds, pc.take(opc["kind"], op)),
+            "copy": pc.cast(res["copy"], pa.int64()),
+            "path": path,
+            "pos": pc.take(source.column("pos"), src),
+            "size": pc.take(source.column("size"), src),
+            "ret": res["ret"],
+            "errno": _errno_names(res["errno"]),
+            "planned": res["planned"],
+            "lag": res["lag"],
+            "wait": res["wait"],
+            "on_time": res["ready"],
+            "source_ts": pc.take(source.column("ts"), src),
+            "source_dur": pc.take(source.column("dur"), src),
+            "source_ret": pc.take(source.column("ret"), src),
+            "source_errno": pc.take(source.column("errno"), src),
+            "source_producer": src_prod,
+            "source_seq": pc.take(source.column("seq"), src),
+        }
+    )
     return table
 
 
-def _summarise(ops: pa.Table, stats: dict, info: dict, copies: int, mode: str, speed: float, util: dict,
-               device: str | None, cancelled: bool) -> dict:
+def _summarise(
+    ops: pa.Table,
+    stats: dict,
+    info: dict,
+    copies: int,
+    mode: str,
+    speed: float,
+    util: dict,
+    device: str | None,
+    cancelled: bool,
+) -> dict:
     n = ops.num_rows
     ts = ops.column("ts").to_numpy()
     lat = ops.column("dur").to_numpy()
@@ -428,7 +549,8 @@ def _summarise(ops: pa.Table, stats: dict, info: dict, copies: int, mode: str, s
         "refused_outside_root": refused,
         "seconds": round(seconds, 6),
         "original_seconds": round(original / (speed if mode == "original" else 1.0), 6),
-        "length_ratio": round(seconds / (original / speed), 6) if original > 0 and mode in ("original", "relative")
+        "length_ratio": round(seconds / (original / speed), 6)
+        if original > 0 and mode in ("original", "relative")
         else None,
         "ops_per_s": n / seconds,
         "mb_per_s": nbytes / 1e6 / seconds,
@@ -457,8 +579,7 @@ def _summarise(ops: pa.Table, stats: dict, info: dict, copies: int, mode: str, s
     return out
 
 
-def _skip_table(plan, source: pa.Table, ops: pa.Table, t_start: int, wall0: int, mode: str,
-                speed: float) -> pa.Table:
+def _skip_table(plan, source: pa.Table, ops: pa.Table, t_start: int, wall0: int, mode: str, speed: float) -> pa.Table:
     """The skipped calls, each at the replay's time when it passed them (see EVENT_TYPES)."""
     sk = plan.skip_columns()
     src = sk["src"]
@@ -476,24 +597,38 @@ def _skip_table(plan, source: pa.Table, ops: pa.Table, t_start: int, wall0: int,
         o_src, o_ts = o_src[order], np.maximum.accumulate(o_ts[order]) if len(o_ts) else o_ts
         k = np.searchsorted(o_src, st, side="right") - 1
         ts = np.where(k >= 0, o_ts[np.maximum(k, 0)] if len(o_ts) else wall0, wall0)
-    return pa.table({
-        "ts": pa.array(np.asarray(ts, np.int64)),
-        "src_producer": pc.take(source.column("producer"), src),
-        "name": pc.take(source.column("name"), src),
-        "reason": pc.take(reasons, sk["reason"]),
-        "path": pc.take(source.column("path"), src),
-        "source_ts": source_ts,
-        "source_producer": pc.cast(pc.take(source.column("producer"), src), pa.int64()),
-        "source_seq": pc.take(source.column("seq"), src),
-    })
+    return pa.table(
+        {
+            "ts": pa.array(np.asarray(ts, np.int64)),
+            "src_producer": pc.take(source.column("producer"), src),
+            "name": pc.take(source.column("name"), src),
+            "reason": pc.take(reasons, sk["reason"]),
+            "path": pc.take(source.column("path"), src),
+            "source_ts": source_ts,
+            "source_producer": pc.cast(pc.take(source.column("producer"), src), pa.int64()),
+            "source_seq": pc.take(source.column("seq"), src),
+        }
+    )
 
 
-def _store(store: "Store", source_name: str, name: str, source: pa.Table, plan, ops: pa.Table, skips: pa.Table,
-           samples: list, done_at: list[int], summary: dict, copies: int) -> None:
+def _store(
+    store: Store,
+    source_name: str,
+    name: str,
+    source: pa.Table,
+    plan,
+    ops: pa.Table,
+    skips: pa.Table,
+    samples: list,
+    done_at: list[int],
+    summary: dict,
+    copies: int,
+) -> None:
     """The derived trace: producers (host, a process per copy, its threads), ops, skips, samples."""
     src_prods = {p["id"]: p for p in store.producers(source_name)}
     threads = sorted(p for p, r in src_prods.items() if r["kind"] == "thread") or sorted(
-        set(pc.unique(source.column("producer")).to_pylist()))
+        set(pc.unique(source.column("producer")).to_pylist())
+    )
     index = {p: j for j, p in enumerate(threads)}
     stride = len(threads) + 1
     producers = [{"id": 0, "parent": None, "kind": "host", "name": socket.gethostname(), "attrs": {}}]
@@ -502,13 +637,30 @@ def _store(store: "Store", source_name: str, name: str, source: pa.Table, plan, 
         producers.append({"id": pid, "parent": None, "kind": "process", "name": f"copy-{k}", "attrs": {"copy": k}})
         for p, j in index.items():
             r = src_prods.get(p, {})
-            producers.append({"id": pid + 1 + j, "parent": pid, "kind": "thread", "name": r.get("name", str(p)),
-                              "attrs": {"copy": k, "source_producer": p}})
-    store.create_trace(name, FORMAT, description=f"replay of {source_name} ({summary['timing']}, {copies} copies)",
-                       metadata={"source": source_name, "tool": TOOL, "timing": summary["timing"],
-                                 "copies": str(copies), "root": summary["root"]},
-                       event_types=EVENT_TYPES, producers=producers,
-                       format_description="IO calls replayed by tracehouse replay, with their timing on the target")
+            producers.append(
+                {
+                    "id": pid + 1 + j,
+                    "parent": pid,
+                    "kind": "thread",
+                    "name": r.get("name", str(p)),
+                    "attrs": {"copy": k, "source_producer": p},
+                }
+            )
+    store.create_trace(
+        name,
+        FORMAT,
+        description=f"replay of {source_name} ({summary['timing']}, {copies} copies)",
+        metadata={
+            "source": source_name,
+            "tool": TOOL,
+            "timing": summary["timing"],
+            "copies": str(copies),
+            "root": summary["root"],
+        },
+        event_types=EVENT_TYPES,
+        producers=producers,
+        format_description="IO calls replayed by tracehouse replay, with their timing on the target",
+    )
     lut = pa.array([index.get(p, -1) for p in plan.threads()], pa.int64())
     j = pc.take(lut, ops.column("src_thread"))
     producer = pc.cast(pc.add(pc.add(pc.multiply(ops.column("copy"), stride), 2), j), pa.int32())
@@ -525,20 +677,29 @@ def _store(store: "Store", source_name: str, name: str, source: pa.Table, plan, 
     rows = [dict(machine.between(a, b), ts=b.wall_ns, ops_done=d) for a, b, d in zip(samples, samples[1:], done_at[1:])]
     if rows:
         cols = [c.name for c in EVENT_TYPES[2].params]
-        tab = pa.table({"ts": pa.array([r["ts"] for r in rows], pa.int64()),
-                        "producer": pa.array([0] * len(rows), pa.int32()),
-                        **{c: pa.array([r.get(c) for r in rows]) for c in cols}})
+        tab = pa.table(
+            {
+                "ts": pa.array([r["ts"] for r in rows], pa.int64()),
+                "producer": pa.array([0] * len(rows), pa.int32()),
+                **{c: pa.array([r.get(c) for r in rows]) for c in cols},
+            }
+        )
         store.append(name, "sample", tab)
     store.flush(name)
 
 
-def _save_result(store: "Store", source: str, name: str, summary: dict) -> int:
-    return store.save_result("processed", "replay", TOOL, [source, name],
-                             params={"derived": name, "summary": summary},
-                             payload={"derived_trace": name})
+def _save_result(store: Store, source: str, name: str, summary: dict) -> int:
+    return store.save_result(
+        "processed",
+        "replay",
+        TOOL,
+        [source, name],
+        params={"derived": name, "summary": summary},
+        payload={"derived_trace": name},
+    )
 
 
-def runs(store: "Store", source: str) -> list[dict]:
+def runs(store: Store, source: str) -> list[dict]:
     """Summaries of the replays of `source` still stored, oldest first."""
     out = []
     have = {t.name for t in store.traces()}

@@ -56,14 +56,23 @@ class Runs:
             raise BadInput(f"{self.source}: throughput must be positive numbers")
         for k, v in self.util.items():
             if np.any(v < 0) or np.any(v > 1.5):
-                raise BadInput(f"{self.source}: utilisation {k!r} must be a fraction of capacity (0..1)",
-                               column=f"util_{k}")
+                raise BadInput(
+                    f"{self.source}: utilisation {k!r} must be a fraction of capacity (0..1)", column=f"util_{k}"
+                )
 
-    def subset(self, keep: np.ndarray) -> "Runs":
-        return Runs(self.n[keep], self.x[keep], self.r[keep], {k: v[keep] for k, v in self.util.items()},
-                    dict(self.servers), self.customers, self.source,
-                    [lb for lb, k in zip(self.labels, keep) if k] if self.labels else [], list(self.excluded),
-                    dict(self.settings))
+    def subset(self, keep: np.ndarray) -> Runs:
+        return Runs(
+            self.n[keep],
+            self.x[keep],
+            self.r[keep],
+            {k: v[keep] for k, v in self.util.items()},
+            dict(self.servers),
+            self.customers,
+            self.source,
+            [lb for lb, k in zip(self.labels, keep) if k] if self.labels else [],
+            list(self.excluded),
+            dict(self.settings),
+        )
 
     def distinct(self) -> int:
         """Distinct concurrencies measured."""
@@ -72,8 +81,11 @@ class Runs:
     def to_json(self) -> list[dict]:
         rows = []
         for i in range(len(self.n)):
-            row = {"concurrency": float(self.n[i]), "throughput": float(self.x[i]),
-                   "response_time": None if math.isnan(self.r[i]) else float(self.r[i])}
+            row = {
+                "concurrency": float(self.n[i]),
+                "throughput": float(self.x[i]),
+                "response_time": None if math.isnan(self.r[i]) else float(self.r[i]),
+            }
             row.update({f"util_{k}": float(v[i]) for k, v in self.util.items()})
             if self.labels:
                 row["run"] = self.labels[i]
@@ -86,8 +98,7 @@ ALIASES = {
     "x": ("throughput", "x", "ops_per_s", "tps", "rps", "requests_per_s"),
     "r": ("response_time", "r", "rt", "response_time_s", "latency", "latency_s"),
 }
-R_SCALED = {"response_time_ms": 1e-3, "rt_ms": 1e-3, "latency_ms": 1e-3, "response_time_us": 1e-6,
-            "latency_us": 1e-6}
+R_SCALED = {"response_time_ms": 1e-3, "rt_ms": 1e-3, "latency_ms": 1e-3, "response_time_us": 1e-6, "latency_us": 1e-6}
 
 
 def runs_from_rows(rows: list[dict], source: str, customers: float = 1.0) -> Runs:
@@ -115,8 +126,10 @@ def runs_from_rows(rows: list[dict], source: str, customers: float = 1.0) -> Run
         rc = next((cols[a] for a in R_SCALED if a in cols), None)
         rscale = R_SCALED.get(rc.lower(), 1.0) if rc else 1.0
     if nc is None or xc is None:
-        raise BadInput(f"{source}: no {'concurrency' if nc is None else 'throughput'} column",
-                       expected="columns concurrency, throughput [, response_time (s), util_<resource> (0..1)]")
+        raise BadInput(
+            f"{source}: no {'concurrency' if nc is None else 'throughput'} column",
+            expected="columns concurrency, throughput [, response_time (s), util_<resource> (0..1)]",
+        )
     util_cols = {}
     servers = {}
     for low, orig in cols.items():
@@ -141,8 +154,15 @@ def runs_from_rows(rows: list[dict], source: str, customers: float = 1.0) -> Run
             serv[k] = int(num(row, c, line))
     if "customers" in cols:
         customers = num(rows[0], cols["customers"], 2)
-    runs = Runs(np.array(n), np.array(x), np.array(r), {k: np.array(v) for k, v in util.items()},
-                {k: serv.get(k, 1) for k in util}, customers, source)
+    runs = Runs(
+        np.array(n),
+        np.array(x),
+        np.array(r),
+        {k: np.array(v) for k, v in util.items()},
+        {k: serv.get(k, 1) for k in util},
+        customers,
+        source,
+    )
     return runs
 
 
@@ -168,14 +188,20 @@ def read_runs(path: str | Path) -> Runs:
 def replay_settings(summary: dict) -> dict:
     """What makes two replays of a trace comparable: timing, real-time priority granted, cold
     cache, path mapping."""
-    return {"timing": summary.get("timing"), "realtime": bool((summary.get("realtime") or {}).get("granted")),
-            "cold": bool((summary.get("prepare") or {}).get("cold")), "maps": list(summary.get("maps") or [])}
+    return {
+        "timing": summary.get("timing"),
+        "realtime": bool((summary.get("realtime") or {}).get("granted")),
+        "cold": bool((summary.get("prepare") or {}).get("cold")),
+        "maps": list(summary.get("maps") or []),
+    }
 
 
 def describe_settings(settings: dict) -> str:
-    return (f"timing {settings['timing']}, realtime {'yes' if settings['realtime'] else 'no'}, "
-            f"cold {'yes' if settings['cold'] else 'no'}" + (f", map {' '.join(settings['maps'])}"
-                                                           if settings["maps"] else ""))
+    return (
+        f"timing {settings['timing']}, realtime {'yes' if settings['realtime'] else 'no'}, "
+        f"cold {'yes' if settings['cold'] else 'no'}"
+        + (f", map {' '.join(settings['maps'])}" if settings["maps"] else "")
+    )
 
 
 def runs_from_replays(summaries: list[dict], source: str) -> Runs:
@@ -193,9 +219,12 @@ def runs_from_replays(summaries: list[dict], source: str) -> Runs:
         else:
             valid.append(s)
     if not valid:
-        raise BadInput(f"{source}: no valid replay to fit ({len(excluded)} left out: "
-                       + "; ".join(f"{x['run']}: {x['reason']}" for x in excluded[:3]) + ")",
-                       expected="complete replays (tracehouse replay TRACE --root DIR --copies K)")
+        raise BadInput(
+            f"{source}: no valid replay to fit ({len(excluded)} left out: "
+            + "; ".join(f"{x['run']}: {x['reason']}" for x in excluded[:3])
+            + ")",
+            expected="complete replays (tracehouse replay TRACE --root DIR --copies K)",
+        )
     settings = replay_settings(valid[-1])
     summaries = []
     for s in valid:
@@ -203,8 +232,12 @@ def runs_from_replays(summaries: list[dict], source: str) -> Runs:
         if other == settings:
             summaries.append(s)
         else:
-            excluded.append({"run": s["trace"], "reason": f"other settings: {describe_settings(other)} "
-                                                          f"(fitted: {describe_settings(settings)})"})
+            excluded.append(
+                {
+                    "run": s["trace"],
+                    "reason": f"other settings: {describe_settings(other)} (fitted: {describe_settings(settings)})",
+                }
+            )
     n = [s["copies"] for s in summaries]
     x = [s["ops_per_s"] for s in summaries]
     r = [s["response_time_s"] for s in summaries]
@@ -213,7 +246,16 @@ def runs_from_replays(summaries: list[dict], source: str) -> Runs:
         util["device"] = [s["utilisation"]["device_util"] for s in summaries]
     cores = summaries[-1].get("cores") or 1
     util["cpu"] = [s["utilisation"]["replay_cpu_cores"] / cores for s in summaries]
-    runs = Runs(np.array(n, float), np.array(x, float), np.array(r, float), {k: np.array(v) for k, v in util.items()},
-                {"device": 1, "cpu": cores}, float(summaries[-1]["threads"]), source,
-                [s["trace"] for s in summaries], excluded, settings)
+    runs = Runs(
+        np.array(n, float),
+        np.array(x, float),
+        np.array(r, float),
+        {k: np.array(v) for k, v in util.items()},
+        {"device": 1, "cpu": cores},
+        float(summaries[-1]["threads"]),
+        source,
+        [s["trace"] for s in summaries],
+        excluded,
+        settings,
+    )
     return runs

@@ -43,7 +43,9 @@ class ServerConfig:
     max_query_rows: int = 1_000_000  # rows of one JSON query answer (Arrow answers are not cut)
     max_answer: int = 64 << 20  # bytes of one query answer, JSON or Arrow: 422 beyond
     query_timeout: float = 30.0  # s from a query's arrival to its answer, planning included (408); 0: no limit
-    query_workers: int = 4  # query processes side by side (and one for short statements); more wait (503 beyond 16 per worker)
+    query_workers: int = (
+        4  # query processes side by side (and one for short statements); more wait (503 beyond 16 per worker)
+    )
     # A query's process may hold this much resident memory (422 beyond, the process killed); DuckDB
     # spills its operators at 3/4 of it into the store's tmp/.
     query_memory: int = 2 << 30
@@ -68,18 +70,33 @@ class ServerConfig:
         if self.ack not in ("durable", "written"):
             raise BadInput(f"--ack {self.ack!r}", expected="durable | written")
         if self.ack == "written" and self.fsync == "off":
-            raise BadInput("--ack written with --fsync off: there is no WAL to have written the rows to",
-                           expected="--fsync batch (fsynced within --group-commit-ms) or always")
-        for name in ("max_body", "max_line", "max_connections", "max_inflight", "max_query_rows", "max_answer",
-                     "query_workers", "request_timeout", "max_statement", "max_parse_nodes", "max_relations"):
+            raise BadInput(
+                "--ack written with --fsync off: there is no WAL to have written the rows to",
+                expected="--fsync batch (fsynced within --group-commit-ms) or always",
+            )
+        for name in (
+            "max_body",
+            "max_line",
+            "max_connections",
+            "max_inflight",
+            "max_query_rows",
+            "max_answer",
+            "query_workers",
+            "request_timeout",
+            "max_statement",
+            "max_parse_nodes",
+            "max_relations",
+        ):
             if getattr(self, name) <= 0:
                 raise BadInput(f"{name} must be positive, not {getattr(self, name)}")
         if self.idle_timeout <= 0:
             raise BadInput(f"idle timeout must be positive, not {self.idle_timeout}")
         if self.query_timeout < 0 or self.min_rate < 0 or self.scrub_interval < 0 or self.query_memory < 0:
-            raise BadInput(f"--query-timeout {self.query_timeout:g}, --min-rate {self.min_rate}, --query-memory "
-                           f"{self.query_memory} and --scrub-interval {self.scrub_interval:g}",
-                           expected="0 (no limit, or off) or more")
+            raise BadInput(
+                f"--query-timeout {self.query_timeout:g}, --min-rate {self.min_rate}, --query-memory "
+                f"{self.query_memory} and --scrub-interval {self.scrub_interval:g}",
+                expected="0 (no limit, or off) or more",
+            )
         if not is_loopback(self.host) and not self.token:
             raise BadInput(
                 f"serving on {self.host} (beyond loopback) needs a token",

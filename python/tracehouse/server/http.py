@@ -184,8 +184,9 @@ class Api:
 
     # -- plumbing ------------------------------------------------------------------
 
-    def acknowledge(self, call: Call, res: WriteResult, status: int, headers: list[tuple[str, str]] | None = None,
-                    body: bytes = b"") -> None:
+    def acknowledge(
+        self, call: Call, res: WriteResult, status: int, headers: list[tuple[str, str]] | None = None, body: bytes = b""
+    ) -> None:
         """Answer `call` once `res` is durable (at once when nothing was stored, or when the
         fsync policy made it durable in the append); under `--ack written` at once: the rows
         are in the WAL (written before this runs) and the committer fsyncs them within
@@ -224,7 +225,9 @@ class Api:
                 if route is None:
                     raise HttpError(404, "not found", f"no route {call.path}")
                 if call.method not in route[0]:
-                    raise HttpError(405, "method not allowed", f"{call.method} {call.path} (expected {' or '.join(route[0])})")
+                    raise HttpError(
+                        405, "method not allowed", f"{call.method} {call.path} (expected {' or '.join(route[0])})"
+                    )
                 # Writes are gathered per trace (and type) and appended together below.
                 if route[1] == "arrow":
                     arrow.setdefault(self._arrow_key(call), []).append(call)
@@ -270,10 +273,18 @@ class Api:
                 self.tcp.done(call, res)
             elif res.error_count:
                 first = res.errors[0] if res.errors else (0, "")
-                msg = (f"partial write: {res.error_count} of {res.lines} lines refused, {res.rows} stored; "
-                       f"first at line {first[0]}: {first[1]}")
-                doc = _error_doc("invalid", msg, rows_written=res.rows, lines=res.lines, failed=res.error_count,
-                                 errors=[{"line": line, "message": m} for line, m in res.errors])
+                msg = (
+                    f"partial write: {res.error_count} of {res.lines} lines refused, {res.rows} stored; "
+                    f"first at line {first[0]}: {first[1]}"
+                )
+                doc = _error_doc(
+                    "invalid",
+                    msg,
+                    rows_written=res.rows,
+                    lines=res.lines,
+                    failed=res.error_count,
+                    errors=[{"line": line, "message": m} for line, m in res.errors],
+                )
                 self.acknowledge(call, res, 400, JSON_TYPE, doc)
             else:
                 self.acknowledge(call, res, 204)
@@ -324,7 +335,7 @@ class Api:
                 else:
                     sql = body.decode("utf-8", errors="replace")
             if not sql:
-                raise HttpError(400, "invalid", "missing SQL (?sql=, a JSON body {\"sql\": ...} or a text body)")
+                raise HttpError(400, "invalid", 'missing SQL (?sql=, a JSON body {"sql": ...} or a text body)')
             fmt = fmt or ("arrow" if ARROW_STREAM in call.headers.get("accept", "") else "json")
             if fmt not in ("json", "arrow"):
                 raise HttpError(400, "invalid", f"format {fmt!r} (expected json or arrow)")
@@ -344,17 +355,24 @@ class Api:
 
     def health(self, call: Call) -> None:
         front = self.front.stats() if self.front is not None else {}
-        doc = {"status": "pass", "name": "tracehouse", "pid": os.getpid(), "ack": self.cfg.ack,
-               # WAL records appended, not yet fsynced (under --ack written these may be acknowledged)
-               "wal_records_unsynced": self.ingestor.store.wal_records_unsynced(),
-               "inflight_bytes": front.get("inflight_bytes", 0) + front.get("tcp_inflight_bytes", 0),
-               "inflight_limit": self.cfg.max_inflight,
-               "overload_refusals": front.get("overload_refusals", 0),
-               "auth_refusals": front.get("auth_refusals", 0), "slow_refusals": front.get("slow_refusals", 0),
-               "http_connections": front.get("connections", 0), "tcp_connections": front.get("tcp_connections", 0),
-               "refused_connections": front.get("refused_connections", 0) + front.get("tcp_refused_connections", 0),
-               **self.queries.stats(),
-               **self.ingestor.stats}
+        doc = {
+            "status": "pass",
+            "name": "tracehouse",
+            "pid": os.getpid(),
+            "ack": self.cfg.ack,
+            # WAL records appended, not yet fsynced (under --ack written these may be acknowledged)
+            "wal_records_unsynced": self.ingestor.store.wal_records_unsynced(),
+            "inflight_bytes": front.get("inflight_bytes", 0) + front.get("tcp_inflight_bytes", 0),
+            "inflight_limit": self.cfg.max_inflight,
+            "overload_refusals": front.get("overload_refusals", 0),
+            "auth_refusals": front.get("auth_refusals", 0),
+            "slow_refusals": front.get("slow_refusals", 0),
+            "http_connections": front.get("connections", 0),
+            "tcp_connections": front.get("tcp_connections", 0),
+            "refused_connections": front.get("refused_connections", 0) + front.get("tcp_refused_connections", 0),
+            **self.queries.stats(),
+            **self.ingestor.stats,
+        }
         call.reply(200, _json(doc), JSON_TYPE)
 
 
@@ -373,22 +391,36 @@ class HttpServer:
     def __init__(self, api: Api, sock, cfg: ServerConfig, tcp_sock=None) -> None:
         self.api = api
         self.front = _core.HttpFront(
-            os.dup(sock.fileno()), max_body=cfg.max_body, max_connections=cfg.max_connections,
-            idle_timeout=cfg.idle_timeout, max_inflight=cfg.max_inflight, overload_wait=cfg.overload_wait,
-            retry_after=cfg.retry_after, token=cfg.token or None,
+            os.dup(sock.fileno()),
+            max_body=cfg.max_body,
+            max_connections=cfg.max_connections,
+            idle_timeout=cfg.idle_timeout,
+            max_inflight=cfg.max_inflight,
+            overload_wait=cfg.overload_wait,
+            retry_after=cfg.retry_after,
+            token=cfg.token or None,
             open_paths=OPEN_PATHS + (api.ui.open_paths if api.ui is not None else []),  # the UI's page and assets
-            request_timeout=cfg.request_timeout, min_rate=cfg.min_rate)
+            request_timeout=cfg.request_timeout,
+            min_rate=cfg.min_rate,
+        )
         sock.close()  # the front end owns its own descriptor of the socket
         if tcp_sock is not None:
-            self.front.listen_tcp(os.dup(tcp_sock.fileno()), bucket=cfg.tcp_bucket, max_line=cfg.max_line,
-                                  high_water=cfg.tcp_high_water, max_connections=cfg.max_connections,
-                                  idle_timeout=cfg.idle_timeout, max_inflight=cfg.max_inflight,
-                                  token=cfg.token or None)
+            self.front.listen_tcp(
+                os.dup(tcp_sock.fileno()),
+                bucket=cfg.tcp_bucket,
+                max_line=cfg.max_line,
+                high_water=cfg.tcp_high_water,
+                max_connections=cfg.max_connections,
+                idle_timeout=cfg.idle_timeout,
+                max_inflight=cfg.max_inflight,
+                token=cfg.token or None,
+            )
             tcp_sock.close()
         api.front = self.front
         self._stop = False
-        self.threads = [threading.Thread(target=self._run, name=f"th-http-{i}", daemon=True)
-                        for i in range(DISPATCHERS)]
+        self.threads = [
+            threading.Thread(target=self._run, name=f"th-http-{i}", daemon=True) for i in range(DISPATCHERS)
+        ]
         for t in self.threads:
             t.start()
 
@@ -433,8 +465,9 @@ class RefusalLog:
         self.at = now
         n = self.front.stats()["auth_refusals"]
         if n > self.logged:
-            log.warning("refused %d request(s) without a valid token; last: %s", n - self.logged,
-                        self.front.last_auth_refusal())
+            log.warning(
+                "refused %d request(s) without a valid token; last: %s", n - self.logged, self.front.last_auth_refusal()
+            )
             self.logged = n
 
 

@@ -53,8 +53,9 @@ import json
 import logging
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 from urllib.parse import parse_qsl
 
 from ..errors import AlreadyExists, BadInput, NotFound, TracehouseError
@@ -70,25 +71,140 @@ log = logging.getLogger("tracehouse.server")
 # -- tokens ---------------------------------------------------------------------------------
 
 IDENT, STRING, NUMBER, INTEGER, DURATION, REGEX, BOUND, OP, EOF = (
-    "identifier", "string", "number", "integer", "duration", "regex", "bound parameter", "operator", "EOF")
+    "identifier",
+    "string",
+    "number",
+    "integer",
+    "duration",
+    "regex",
+    "bound parameter",
+    "operator",
+    "EOF",
+)
 
-KEYWORDS = frozenset("""
-ALL ALTER ANALYZE ANY AS ASC BEGIN BY CARDINALITY CREATE CONTINUOUS DATABASE DATABASES DEFAULT DELETE
-DESC DESTINATIONS DIAGNOSTICS DISTINCT DROP DURATION END EVERY EXACT EXPLAIN FIELD FOR FROM GRANT
-GRANTS GROUP GROUPS IN INF INSERT INTO KEY KEYS KILL LIMIT MEASUREMENT MEASUREMENTS NAME OFFSET ON ORDER
-PASSWORD POLICIES POLICY PRIVILEGES QUERIES QUERY READ REPLICATION RESAMPLE RETENTION REVOKE SELECT
-SERIES SET SHARD SHARDS SHOW SLIMIT SOFFSET STATS SUBSCRIPTION SUBSCRIPTIONS TAG TO USER USERS VALUES WHERE
-WITH WRITE AND OR
-""".split())
+KEYWORDS = frozenset(
+    [
+        "ALL",
+        "ALTER",
+        "ANALYZE",
+        "ANY",
+        "AS",
+        "ASC",
+        "BEGIN",
+        "BY",
+        "CARDINALITY",
+        "CREATE",
+        "CONTINUOUS",
+        "DATABASE",
+        "DATABASES",
+        "DEFAULT",
+        "DELETE",
+        "DESC",
+        "DESTINATIONS",
+        "DIAGNOSTICS",
+        "DISTINCT",
+        "DROP",
+        "DURATION",
+        "END",
+        "EVERY",
+        "EXACT",
+        "EXPLAIN",
+        "FIELD",
+        "FOR",
+        "FROM",
+        "GRANT",
+        "GRANTS",
+        "GROUP",
+        "GROUPS",
+        "IN",
+        "INF",
+        "INSERT",
+        "INTO",
+        "KEY",
+        "KEYS",
+        "KILL",
+        "LIMIT",
+        "MEASUREMENT",
+        "MEASUREMENTS",
+        "NAME",
+        "OFFSET",
+        "ON",
+        "ORDER",
+        "PASSWORD",
+        "POLICIES",
+        "POLICY",
+        "PRIVILEGES",
+        "QUERIES",
+        "QUERY",
+        "READ",
+        "REPLICATION",
+        "RESAMPLE",
+        "RETENTION",
+        "REVOKE",
+        "SELECT",
+        "SERIES",
+        "SET",
+        "SHARD",
+        "SHARDS",
+        "SHOW",
+        "SLIMIT",
+        "SOFFSET",
+        "STATS",
+        "SUBSCRIPTION",
+        "SUBSCRIPTIONS",
+        "TAG",
+        "TO",
+        "USER",
+        "USERS",
+        "VALUES",
+        "WHERE",
+        "WITH",
+        "WRITE",
+        "AND",
+        "OR",
+    ]
+)
 
-DURATION_UNITS = {"ns": 1, "u": 1_000, "µ": 1_000, "ms": 1_000_000, "s": 10**9, "m": 60 * 10**9,
-                  "h": 3600 * 10**9, "d": 86400 * 10**9, "w": 7 * 86400 * 10**9}
+DURATION_UNITS = {
+    "ns": 1,
+    "u": 1_000,
+    "µ": 1_000,
+    "ms": 1_000_000,
+    "s": 10**9,
+    "m": 60 * 10**9,
+    "h": 3600 * 10**9,
+    "d": 86400 * 10**9,
+    "w": 7 * 86400 * 10**9,
+}
 _DURATION = re.compile(r"([0-9]+)(ns|ms|u|µ|s|m|h|d|w)")
 _DURATION_LIT = re.compile(r"((?:[0-9]+(?:ns|ms|u|µ|s|m|h|d|w))+)(?![A-Za-z0-9_])")
 _NUMBER_LIT = re.compile(r"[0-9]*\.[0-9]+(?:[eE][+-]?[0-9]+)?|[0-9]+(?:\.[0-9]*)?(?:[eE][+-]?[0-9]+)?")
 _DIGITS = frozenset("0123456789")
-_OPS = ("=~", "!~", "!=", "<>", "<=", ">=", "::", "=", "<", ">", "+", "-", "*", "/", "%", "&", "|", "^",
-        ",", ";", "(", ")", ".")
+_OPS = (
+    "=~",
+    "!~",
+    "!=",
+    "<>",
+    "<=",
+    ">=",
+    "::",
+    "=",
+    "<",
+    ">",
+    "+",
+    "-",
+    "*",
+    "/",
+    "%",
+    "&",
+    "|",
+    "^",
+    ",",
+    ";",
+    "(",
+    ")",
+    ".",
+)
 
 
 @dataclass
@@ -172,7 +288,7 @@ class Scanner:
             else:
                 while j < len(t) and (t[j].isalnum() or t[j] == "_"):
                     j += 1
-                name = t[i + 1:j]
+                name = t[i + 1 : j]
                 self.i = j
             if not name:
                 raise self.error("found $, expected a bound parameter name", i)
@@ -181,7 +297,7 @@ class Scanner:
             v = self.params[name]
             if isinstance(v, bool) or not isinstance(v, (str, int, float)):
                 raise self.error(f"unsupported value of parameter {name}: {v!r}", i)
-            return Token(BOUND, v, i, t[i:self.i])
+            return Token(BOUND, v, i, t[i : self.i])
         for op in _OPS:
             if t.startswith(op, i):
                 self.i = i + len(op)
@@ -206,7 +322,7 @@ class Scanner:
             out.append(c)
             j += 1
         self.i = j + 1
-        return Token(kind, "".join(out), start, t[start:j + 1])
+        return Token(kind, "".join(out), start, t[start : j + 1])
 
     def _number(self) -> Token:
         t, start = self.text, self.i
@@ -235,7 +351,7 @@ class Scanner:
                 j += 2
                 continue
             if c == "\\" and j + 1 < len(t):
-                out.append(t[j:j + 2])
+                out.append(t[j : j + 2])
                 j += 2
                 continue
             if c == "/":
@@ -249,7 +365,7 @@ class Scanner:
             rx = re.compile(src)
         except (re.error, RecursionError, OverflowError, ValueError) as e:
             raise self.error(f"invalid regex /{src}/: {e}", slash.pos) from None
-        return Token(REGEX, rx, slash.pos, t[slash.pos:j + 1], end=end)
+        return Token(REGEX, rx, slash.pos, t[slash.pos : j + 1], end=end)
 
 
 # -- statements -----------------------------------------------------------------------------
@@ -356,7 +472,7 @@ class Parser:
             st = self.statement()
             end = self.peek()
             if end.kind == EOF or (end.kind == OP and end.value == ";"):
-                st.text = self.s.text[start:self.last_end].strip()
+                st.text = self.s.text[start : self.last_end].strip()
                 out.append(st)
                 continue
             raise self.fail(end, ";")
@@ -652,8 +768,10 @@ class Parser:
             tok = self.peek()
             if tok.kind == EOF or (tok.kind == OP and tok.value == ";"):
                 return
-            if depth == 0 and (tok.keyword in ("AND", "OR", "LIMIT", "OFFSET", "SLIMIT", "SOFFSET")
-                               or (tok.kind == OP and tok.value == ")")):
+            if depth == 0 and (
+                tok.keyword in ("AND", "OR", "LIMIT", "OFFSET", "SLIMIT", "SOFFSET")
+                or (tok.kind == OP and tok.value == ")")
+            ):
                 return
             self.next()
             if tok.kind == OP and tok.value == "(":
@@ -692,8 +810,16 @@ class Executor:
     `ingestor` gives `store` (catalog, SQL), `trace(name, create=True)` and `drop_trace(name)`.
     """
 
-    def __init__(self, ingestor, *, default_db: str | None = None, peer: str = "", read_only: bool = False,
-                 epoch: str | None = None, run_sql: Callable | None = None) -> None:
+    def __init__(
+        self,
+        ingestor,
+        *,
+        default_db: str | None = None,
+        peer: str = "",
+        read_only: bool = False,
+        epoch: str | None = None,
+        run_sql: Callable | None = None,
+    ) -> None:
         self.ingestor = ingestor
         self.store = ingestor.store
         self.default_db = default_db or None
@@ -725,8 +851,14 @@ class Executor:
             if series is not None:
                 res["series"] = series
             if st.writes and self.read_only:
-                messages.insert(0, {"level": "warning", "text": f"deprecated use of '{st.text}' in a read only "
-                                                                "context, please use a POST request instead"})
+                messages.insert(
+                    0,
+                    {
+                        "level": "warning",
+                        "text": f"deprecated use of '{st.text}' in a read only "
+                        "context, please use a POST request instead",
+                    },
+                )
             if messages:
                 res["messages"] = messages
             results.append(res)
@@ -758,8 +890,13 @@ class Executor:
     def _create_database(self, st: Statement, messages) -> None:
         name = st.database
         if st.options.get("replication", 1) > 1:
-            messages.append({"level": "warning", "text": "REPLICATION above 1 is not applied: tracehouse is one "
-                                                         "node (each write is durable on its disk before 204)"})
+            messages.append(
+                {
+                    "level": "warning",
+                    "text": "REPLICATION above 1 is not applied: tracehouse is one "
+                    "node (each write is durable on its disk before 204)",
+                }
+            )
         try:
             self.ingestor.trace(name, create=True)
         except BadInput as e:
@@ -782,16 +919,26 @@ class Executor:
         if duration is not None:
             dropped = self.store.set_retention(db, duration)
             if dropped:
-                log.warning("retention of %s set to %s by %s: %d segments dropped", db, format_duration(duration),
-                            self.peer, dropped)
+                log.warning(
+                    "retention of %s set to %s by %s: %d segments dropped",
+                    db,
+                    format_duration(duration),
+                    self.peer,
+                    dropped,
+                )
 
     def _create_retention_policy(self, st: Statement, messages) -> None:
         db = self._db(st)
         rp = st.options["rp_name"]
         current, _dur, _meta = self._policy(db)
         if current != rp:
-            messages.append({"level": "warning", "text": f"tracehouse keeps one retention policy per database: "
-                                                         f"{rp!r} replaces {current!r} on {db!r}"})
+            messages.append(
+                {
+                    "level": "warning",
+                    "text": f"tracehouse keeps one retention policy per database: "
+                    f"{rp!r} replaces {current!r} on {db!r}",
+                }
+            )
         if st.options.get("replication", 1) > 1:
             messages.append({"level": "warning", "text": "REPLICATION above 1 is not applied: tracehouse is one node"})
         self._set_policy(db, rp, st.options["duration"], st.options)
@@ -810,9 +957,11 @@ class Executor:
         current, _dur, _meta = self._policy(db)
         if current != st.options["rp_name"]:
             return None  # InfluxDB: dropping a policy that does not exist is not an error
-        raise StatementError(f"retention policy {current!r} is not dropped: tracehouse deletes rows only by a "
-                             f"retention's duration, never a whole policy's data; keep every row with ALTER RETENTION "
-                             f"POLICY {current} ON {db} DURATION INF, or remove the database")
+        raise StatementError(
+            f"retention policy {current!r} is not dropped: tracehouse deletes rows only by a "
+            f"retention's duration, never a whole policy's data; keep every row with ALTER RETENTION "
+            f"POLICY {current} ON {db} DURATION INF, or remove the database"
+        )
 
     def _drop_database(self, st: Statement, messages) -> None:
         name = st.database
@@ -823,7 +972,8 @@ class Executor:
         if info.metadata.get("source") != SOURCE:
             raise StatementError(
                 f"database {name!r} is a trace imported from a file (format {info.format}), not one an InfluxDB "
-                f"client created; it is not dropped over HTTP: remove it with `tracehouse rm {name}`")
+                f"client created; it is not dropped over HTTP: remove it with `tracehouse rm {name}`"
+            )
         log.warning("DROP DATABASE %s from %s: trace removed", name, self.peer)
         self.ingestor.drop_trace(name)
         return None
@@ -836,10 +986,15 @@ class Executor:
         except ValueError:
             shard = 0
         if not shard:  # InfluxDB's normalised shard group duration for a policy's duration
-            shard = (7 * 86400 if dur == 0 or dur >= 180 * 86400 * 10**9 else 86400 if dur >= 2 * 86400 * 10**9
-                     else 3600) * 10**9
-        return [{"columns": ["name", "duration", "shardGroupDuration", "replicaN", "default"],
-                 "values": [[name, format_duration(dur), format_duration(shard), 1, True]]}]
+            shard = (
+                7 * 86400 if dur == 0 or dur >= 180 * 86400 * 10**9 else 86400 if dur >= 2 * 86400 * 10**9 else 3600
+            ) * 10**9
+        return [
+            {
+                "columns": ["name", "duration", "shardGroupDuration", "replicaN", "default"],
+                "values": [[name, format_duration(dur), format_duration(shard), 1, True]],
+            }
+        ]
 
     # -- measurements, fields, tags
     def _measurements(self, db: str, sources: list[Source]) -> list[str]:
@@ -867,7 +1022,8 @@ class Executor:
         pairs: list[tuple[str, int]] = []
         if types:
             sql = "\nUNION ALL\n".join(
-                f"SELECT DISTINCT {qstr(m)} AS m, producer FROM {qident(db)}.{qident(m)}" for m in types)
+                f"SELECT DISTINCT {qstr(m)} AS m, producer FROM {qident(db)}.{qident(m)}" for m in types
+            )
             t = self.store.sql(sql)
             pairs = list(zip(t.column("m").to_pylist(), t.column("producer").to_pylist()))
         tags = {int(p["id"]): {str(k): str(v) for k, v in (p["attrs"] or {}).items()} for p in self.store.producers(db)}
@@ -901,17 +1057,22 @@ class Executor:
             return node[0] == "time" or (node[0] in ("and", "or") and (has_time(node[1]) or has_time(node[2])))
 
         if has_time(st.where.node) and not noted:
-            messages.append({"level": "warning", "text": "time conditions are not applied to SHOW statements: "
-                                                         "every series of the database is listed"})
+            messages.append(
+                {
+                    "level": "warning",
+                    "text": "time conditions are not applied to SHOW statements: "
+                    "every series of the database is listed",
+                }
+            )
             noted.append(True)
         return lambda tags: ev(st.where.node, tags)
 
     @staticmethod
     def _page(items: list, st: Statement) -> list:
         if st.offset:
-            items = items[st.offset:]
+            items = items[st.offset :]
         if st.limit:
-            items = items[:st.limit]
+            items = items[: st.limit]
         return items
 
     def _show_measurements(self, st: Statement, messages) -> list[dict] | None:
@@ -931,8 +1092,9 @@ class Executor:
         types = self.store.event_types(db)
         out = []
         for m in self._measurements(db, st.sources):
-            keys = sorted([c.name, FIELD_TYPES.get(c.type, c.type)] for c in types[m].columns
-                          if c.name not in COMMON_COLUMNS)  # by name, as InfluxDB lists them
+            keys = sorted(
+                [c.name, FIELD_TYPES.get(c.type, c.type)] for c in types[m].columns if c.name not in COMMON_COLUMNS
+            )  # by name, as InfluxDB lists them
             keys = self._page(keys, st)
             if keys:
                 out.append({"name": m, "columns": ["fieldKey", "fieldType"], "values": keys})
@@ -987,10 +1149,16 @@ class Executor:
         db = self._sources_db(st)
         wanted = set(self._measurements(db, st.sources))
         keep = self._where(st, messages)
-        keys = sorted({
-            ",".join([_escape_key(m, ", ")] + [f"{_escape_key(k, ', =')}={_escape_key(v, ', =')}"
-                                               for k, v in sorted(tags.items())])
-            for m, tags in self._series_of(db) if m in wanted and keep(tags)})
+        keys = sorted(
+            {
+                ",".join(
+                    [_escape_key(m, ", ")]
+                    + [f"{_escape_key(k, ', =')}={_escape_key(v, ', =')}" for k, v in sorted(tags.items())]
+                )
+                for m, tags in self._series_of(db)
+                if m in wanted and keep(tags)
+            }
+        )
         keys = self._page(keys, st)
         if not keys:
             return None
@@ -1032,9 +1200,9 @@ class Executor:
         except QueryError as e:
             raise StatementError(str(e)) from None
         if sel.soffset:
-            series = series[sel.soffset:]
+            series = series[sel.soffset :]
         if sel.slimit:
-            series = series[:sel.slimit]
+            series = series[: sel.slimit]
         return series or None
 
     def _unsupported(self, st: Statement, messages) -> None:
@@ -1043,10 +1211,13 @@ class Executor:
             raise StatementError(
                 "SELECT over InfluxQL is not supported by tracehouse (it answers the meta statements: SHOW DATABASES, "
                 "MEASUREMENTS, FIELD KEYS, TAG KEYS, TAG VALUES, SERIES, RETENTION POLICIES, CREATE/DROP DATABASE); "
-                "query the data with SQL: POST /api/query {\"sql\": \"SELECT ... FROM \\\"<database>\\\".<measurement>\"}")
-        raise StatementError(f"{what} is not supported by tracehouse (InfluxQL meta statements answered: SHOW "
-                             "DATABASES, MEASUREMENTS, FIELD KEYS, TAG KEYS, TAG VALUES, SERIES, RETENTION POLICIES, "
-                             "CREATE DATABASE, DROP DATABASE; data: SQL over POST /api/query)")
+                'query the data with SQL: POST /api/query {"sql": "SELECT ... FROM \\"<database>\\".<measurement>"}'
+            )
+        raise StatementError(
+            f"{what} is not supported by tracehouse (InfluxQL meta statements answered: SHOW "
+            "DATABASES, MEASUREMENTS, FIELD KEYS, TAG KEYS, TAG VALUES, SERIES, RETENTION POLICIES, "
+            "CREATE DATABASE, DROP DATABASE; data: SQL over POST /api/query)"
+        )
 
 
 # -- HTTP -----------------------------------------------------------------------------------
@@ -1099,9 +1270,15 @@ def request_params(query: dict[str, str], body: bytes | None, content_type: str)
         chunk_size = int(merged.get("chunk_size") or 10_000)
     except ValueError:
         raise BadInput(f"invalid chunk_size {merged['chunk_size']!r}", expected="a positive integer") from None
-    return Request(q=q, db=merged.get("db") or None, epoch=epoch,
-                   chunked=merged.get("chunked", "").lower() in truthy,
-                   pretty=merged.get("pretty", "").lower() in truthy, params=params, chunk_size=max(1, chunk_size))
+    return Request(
+        q=q,
+        db=merged.get("db") or None,
+        epoch=epoch,
+        chunked=merged.get("chunked", "").lower() in truthy,
+        pretty=merged.get("pretty", "").lower() in truthy,
+        params=params,
+        chunk_size=max(1, chunk_size),
+    )
 
 
 def answer(results: list[dict], req: Request) -> bytes:
@@ -1110,8 +1287,11 @@ def answer(results: list[dict], req: Request) -> bytes:
     and on every chunk of a statement but its last)."""
     indent = 4 if req.pretty else None
     if req.chunked:
-        return b"".join(json.dumps({"results": [c]}, indent=indent).encode() + b"\n"
-                        for r in results for c in _chunks(r, req.chunk_size))
+        return b"".join(
+            json.dumps({"results": [c]}, indent=indent).encode() + b"\n"
+            for r in results
+            for c in _chunks(r, req.chunk_size)
+        )
     return json.dumps({"results": results}, indent=indent).encode()
 
 
@@ -1122,7 +1302,7 @@ def _chunks(result: dict, size: int) -> list[dict]:
     for s in result["series"]:
         values = s.get("values", [])
         for i in range(0, max(1, len(values)), size):
-            piece = dict(s, values=values[i:i + size])
+            piece = dict(s, values=values[i : i + size])
             if i + size < len(values):
                 piece["partial"] = True
             pieces.append(piece)
@@ -1141,13 +1321,17 @@ def error_body(message: str) -> bytes:
     return json.dumps({"error": message}).encode()
 
 
-def handle(call, ingestor, *, cfg, submit: Callable[[Callable[[], None]], Any],
-           run_sql: Callable | None = None) -> None:
+def handle(
+    call, ingestor, *, cfg, submit: Callable[[Callable[[], None]], Any], run_sql: Callable | None = None
+) -> None:
     """Answer one `/query` request (`call` from server/http.py). Read-only statements run through
     `submit` (the query pool); a request that creates or drops a database runs here, on the
     dispatcher, in order with the writes it may affect."""
-    json_type = [("content-type", "application/json"), ("x-influxdb-version", "tracehouse"),
-                 ("x-influxdb-build", "OSS")]
+    json_type = [
+        ("content-type", "application/json"),
+        ("x-influxdb-version", "tracehouse"),
+        ("x-influxdb-build", "OSS"),
+    ]
     try:
         body = bytes(call.read_body(cfg)) if call.method == "POST" else None
         req = request_params(call.query, body, call.headers.get("content-type", ""))
@@ -1161,8 +1345,14 @@ def handle(call, ingestor, *, cfg, submit: Callable[[Callable[[], None]], Any],
     if not statements:
         call.reply(400, error_body('missing required parameter "q"'), json_type)
         return
-    ex = Executor(ingestor, default_db=req.db, peer=str(call.peer), read_only=call.method == "GET", epoch=req.epoch,
-                  run_sql=run_sql)
+    ex = Executor(
+        ingestor,
+        default_db=req.db,
+        peer=str(call.peer),
+        read_only=call.method == "GET",
+        epoch=req.epoch,
+        run_sql=run_sql,
+    )
 
     def run() -> None:
         try:

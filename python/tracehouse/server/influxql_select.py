@@ -96,7 +96,7 @@ class Measurement:
 
 @dataclass
 class Subquery:
-    select: "Select"
+    select: Select
 
 
 @dataclass
@@ -133,8 +133,27 @@ class Select:
 # -- the parser -----------------------------------------------------------------------------
 
 # Binary operators by precedence (InfluxQL's, influxql/token.go)
-_PRECEDENCE = {"or": 1, "and": 2, "=": 4, "!=": 4, "<>": 4, "<": 4, "<=": 4, ">": 4, ">=": 4, "=~": 4, "!~": 4,
-               "+": 5, "-": 5, "|": 5, "^": 5, "*": 6, "/": 6, "%": 6, "&": 6}
+_PRECEDENCE = {
+    "or": 1,
+    "and": 2,
+    "=": 4,
+    "!=": 4,
+    "<>": 4,
+    "<": 4,
+    "<=": 4,
+    ">": 4,
+    ">=": 4,
+    "=~": 4,
+    "!~": 4,
+    "+": 5,
+    "-": 5,
+    "|": 5,
+    "^": 5,
+    "*": 6,
+    "/": 6,
+    "%": 6,
+    "&": 6,
+}
 MAX_DEPTH = 100  # nested parentheses and calls (the parser recurses on them)
 FILL_MODES = ("null", "none", "previous", "linear")
 
@@ -162,8 +181,9 @@ class SelectParser:
         p = self.p
         fields = self.fields()
         if p.accept("INTO"):
-            raise p.s.error("SELECT ... INTO is not supported by tracehouse (it stores nothing from a query)",
-                            p.last_end)
+            raise p.s.error(
+                "SELECT ... INTO is not supported by tracehouse (it stores nothing from a query)", p.last_end
+            )
         if not p.accept("FROM"):
             raise self._error(p.peek(), "FROM")
         sources = [self.source()]
@@ -291,8 +311,12 @@ class SelectParser:
     def fill(self, st: Select) -> None:
         p = self.p
         tok = p.peek()
-        if not (tok.kind == "identifier" and tok.keyword is None and tok.value.lower() == "fill"
-                and not tok.text.startswith('"')):
+        if not (
+            tok.kind == "identifier"
+            and tok.keyword is None
+            and tok.value.lower() == "fill"
+            and not tok.text.startswith('"')
+        ):
             return
         p.next()
         if not p.accept_op("("):
@@ -303,9 +327,7 @@ class SelectParser:
             neg, tok = True, p.next()
         if tok.kind == "identifier" and not neg and tok.value.lower() in FILL_MODES:
             st.fill = tok.value.lower()
-        elif tok.kind in ("integer", "number"):
-            st.fill, st.fill_value = "value", -tok.value if neg else tok.value
-        elif tok.kind == "bound parameter" and isinstance(tok.value, (int, float)):
+        elif tok.kind in ("integer", "number") or tok.kind == "bound parameter" and isinstance(tok.value, (int, float)):
             st.fill, st.fill_value = "value", -tok.value if neg else tok.value
         else:
             raise self._error(tok, "null, none, previous, linear or a number")
@@ -419,9 +441,7 @@ def field_name(f: Field) -> str:
     names: list[str] = []
 
     def walk(e) -> None:
-        if isinstance(e, Call):
-            names.append(e.name)
-        elif isinstance(e, VarRef):
+        if isinstance(e, (Call, VarRef)):
             names.append(e.name)
         elif isinstance(e, Binary):
             walk(e.left)

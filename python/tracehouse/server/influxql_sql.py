@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from ..store.query import qident, qstr
@@ -63,8 +63,24 @@ MAX_BUCKETS = 1_000_000  # windows of one query (InfluxDB: max-select-buckets, u
 TOP_N_ROWS = 1_000  # LIMIT + OFFSET per series up to this: arg_max/arg_min keep them (`Translator._paged`)
 SELECTORS = ("min", "max", "first", "last", "percentile")
 MULTI_ROW = ("top", "bottom", "distinct")
-FUNCTIONS = {"mean": 1, "median": 1, "mode": 1, "count": 1, "sum": 1, "spread": 1, "stddev": 1, "min": 1, "max": 1,
-             "first": 1, "last": 1, "percentile": 2, "distinct": 1, "integral": (1, 2), "top": 2, "bottom": 2}
+FUNCTIONS = {
+    "mean": 1,
+    "median": 1,
+    "mode": 1,
+    "count": 1,
+    "sum": 1,
+    "spread": 1,
+    "stddev": 1,
+    "min": 1,
+    "max": 1,
+    "first": 1,
+    "last": 1,
+    "percentile": 2,
+    "distinct": 1,
+    "integral": (1, 2),
+    "top": 2,
+    "bottom": 2,
+}
 INT_TYPES = ("int64", "int32")
 FIELD_TYPE_NAMES = {"float64": "float", "int64": "integer", "int32": "integer", "string": "string", "bool": "boolean"}
 
@@ -101,21 +117,30 @@ def parse_time(text: str) -> int:
         dt = datetime.fromisoformat(f"{day}T{clock or '00:00:00'}{'+00:00' if zone in (None, 'Z') else zone}")
     except ValueError as e:
         raise QueryError(f"invalid timestamp string: {text!r}: {e}") from None
-    secs = int(dt.astimezone(timezone.utc).timestamp())
+    secs = int(dt.astimezone(UTC).timestamp())
     return secs * 10**9 + int((frac or "0").ljust(9, "0"))
 
 
 def format_time(ns: int) -> str:
     """`ns` as Go's RFC3339Nano prints it (InfluxDB's default): trailing fraction zeros dropped."""
     secs, frac = divmod(ns, 10**9)
-    s = datetime.fromtimestamp(secs, timezone.utc).strftime("%Y-%m-%dT%H:%M:%S")
+    s = datetime.fromtimestamp(secs, UTC).strftime("%Y-%m-%dT%H:%M:%S")
     if frac:
         s += "." + f"{frac:09d}".rstrip("0")
     return s + "Z"
 
 
-EPOCH_DIVISORS = {"n": 1, "ns": 1, "u": 10**3, "µ": 10**3, "us": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9,
-                  "h": 3600 * 10**9}
+EPOCH_DIVISORS = {
+    "n": 1,
+    "ns": 1,
+    "u": 10**3,
+    "µ": 10**3,
+    "us": 10**3,
+    "ms": 10**6,
+    "s": 10**9,
+    "m": 60 * 10**9,
+    "h": 3600 * 10**9,
+}
 
 
 def _is_time(e) -> bool:
@@ -219,8 +244,10 @@ def split_condition(cond, now: int) -> tuple[TimeRange, list]:
             if _is_time(c.right) and not _mentions_time(c.left):
                 tr.restrict(_FLIP[c.op], time_value(c.left, now))
                 continue
-        raise QueryError(f"invalid time condition: {describe(c)} (time is compared with =, <, <=, >, >= "
-                         "and joined to the rest with AND)")
+        raise QueryError(
+            f"invalid time condition: {describe(c)} (time is compared with =, <, <=, >, >= "
+            "and joined to the rest with AND)"
+        )
     return tr, rest
 
 
@@ -300,7 +327,9 @@ class Translator:
     def ref(self, v: VarRef) -> tuple[str, str]:
         """(SQL, field type or "tag") of a reference; an unknown name is NULL (InfluxDB: no values)."""
         if v.type == "tag":
-            return (qident(self.src.tags[v.name]), "tag") if v.name in self.src.tags else ("CAST(NULL AS VARCHAR)", "tag")
+            return (
+                (qident(self.src.tags[v.name]), "tag") if v.name in self.src.tags else ("CAST(NULL AS VARCHAR)", "tag")
+            )
         if v.name in self.src.fields and v.type != "tag":
             col, typ = self.src.fields[v.name]
             return qident(col), typ
@@ -345,7 +374,9 @@ class Translator:
             m = f"regexp_matches(coalesce({col}, ''), {qstr(value.value.pattern)})"
             return m if op == "=~" else f"NOT {m}"
         if isinstance(value, VarRef):  # tag compared with another tag or field
-            return f"coalesce({col}, '') {'<>' if op == '!=' else op} coalesce(CAST({self.ref(value)[0]} AS VARCHAR), '')"
+            return (
+                f"coalesce({col}, '') {'<>' if op == '!=' else op} coalesce(CAST({self.ref(value)[0]} AS VARCHAR), '')"
+            )
         if not (isinstance(value, Literal) and value.kind in ("string", "integer", "number", "bool")):
             raise QueryError(f"invalid tag comparison: {describe(value)}")
         v = value.value if value.kind == "string" else describe(value)
@@ -416,11 +447,20 @@ class Translator:
                 for n in sorted(self.src.fields):
                     if isinstance(a, RegexRef) and not a.regex.search(n):
                         continue
-                    if self.src.fields[n][1] in ("string", "bool") and e.name not in ("count", "first", "last",
-                                                                                      "distinct", "mode"):
+                    if self.src.fields[n][1] in ("string", "bool") and e.name not in (
+                        "count",
+                        "first",
+                        "last",
+                        "distinct",
+                        "mode",
+                    ):
                         continue
-                    out.append(Field(Call(e.name, [VarRef(n, "field"), *e.args[1:]]), f.alias and f"{f.alias}_{n}"
-                                     or f"{e.name}_{n}"))
+                    out.append(
+                        Field(
+                            Call(e.name, [VarRef(n, "field"), *e.args[1:]]),
+                            f.alias and f"{f.alias}_{n}" or f"{e.name}_{n}",
+                        )
+                    )
             elif _is_time(e):
                 continue  # `time` is always the first column
             else:
@@ -446,8 +486,11 @@ class Translator:
                 raise QueryError("GROUP BY requires at least one aggregate function")
             return self._raw(fields, names)
         outside = [r for f in fields for r in _refs_outside_calls(f.expr, [])]
-        bare_selector = len(calls) == 1 and calls[0].name in ("min", "max", "first", "last") \
+        bare_selector = (
+            len(calls) == 1
+            and calls[0].name in ("min", "max", "first", "last")
             and any(isinstance(f.expr, Call) for f in fields)
+        )
         if outside and not bare_selector:
             raise QueryError("mixing aggregate and non-aggregate queries is not supported")
         multi = [c for c in calls if c.name in MULTI_ROW]
@@ -493,8 +536,9 @@ class Translator:
         arg = c.args[0]
         if isinstance(arg, Call):
             if not (c.name == "count" and arg.name == "distinct"):
-                raise QueryError(f"{c.name}({describe(arg)}): only count(distinct(field)) nests a call "
-                                 "(use a subquery)")
+                raise QueryError(
+                    f"{c.name}({describe(arg)}): only count(distinct(field)) nests a call (use a subquery)"
+                )
             arg = arg.args[0] if arg.args else None
         if not isinstance(arg, VarRef):
             raise QueryError(f"expected field argument in {c.name}()")
@@ -502,8 +546,11 @@ class Translator:
             n = _number(c.args[1])
             if c.name != "percentile" and (not isinstance(n, int) or n <= 0):
                 raise QueryError(f"limit ({n}) in {c.name} function must be at least 1")
-        if c.name == "integral" and len(c.args) == 2 and not (isinstance(c.args[1], Literal)
-                                                              and c.args[1].kind == "duration"):
+        if (
+            c.name == "integral"
+            and len(c.args) == 2
+            and not (isinstance(c.args[1], Literal) and c.args[1].kind == "duration")
+        ):
             raise QueryError("second argument to integral must be a duration")
 
     # -- the SQL pieces shared by raw and aggregate queries
@@ -534,8 +581,11 @@ class Translator:
         if not st.limit and not st.offset:
             return f"{inner}\nORDER BY {self._order(ties)}"
         if not self.group_tags:  # one series: DuckDB's top-N (a LIMIT over the ordered rows)
-            return (f"{inner}\nORDER BY {self._order(ties)}" + (f"\nLIMIT {st.limit}" if st.limit else "")
-                    + f"\nOFFSET {st.offset}")
+            return (
+                f"{inner}\nORDER BY {self._order(ties)}"
+                + (f"\nLIMIT {st.limit}" if st.limit else "")
+                + f"\nOFFSET {st.offset}"
+            )
         if st.limit and st.offset + st.limit <= TOP_N_ROWS:
             # The first rows of each series by a hash aggregate: arg_max/arg_min of the whole row
             # keeping the top offset + limit of each group (a list in order), where a window
@@ -554,8 +604,10 @@ class Translator:
         d = " DESC" if st.descending else ""
         rn = f"row_number() OVER (PARTITION BY {part} ORDER BY {', '.join([f'time{d}'] + [f'{t}{d}' for t in ties])})"
         cond = f"_rn > {st.offset}" + (f" AND _rn <= {st.offset + st.limit}" if st.limit else "")
-        return (f"SELECT * EXCLUDE (_rn) FROM (SELECT *, {rn} AS _rn FROM ({inner}))\nWHERE {cond}\n"
-                f"ORDER BY {self._order(ties)}")
+        return (
+            f"SELECT * EXCLUDE (_rn) FROM (SELECT *, {rn} AS _rn FROM ({inner}))\nWHERE {cond}\n"
+            f"ORDER BY {self._order(ties)}"
+        )
 
     def _types(self, fields: list[Field]) -> list[str]:
         out = []
@@ -572,10 +624,17 @@ class Translator:
         vals = [f"{self.value_sql(f.expr)} AS v{i}" for i, f in enumerate(fields)]
         any_present = self._any_present()
         ties = [f"{qident(c)} AS _o{i}" for i, c in enumerate(self.src.tiebreak)]
-        inner = (f"SELECT {', '.join(self._tag_select() + [f'{self.src.time} AS time'] + vals + ties)} "
-                 f"FROM {self.src.relation}{self.where_sql([any_present])}")
-        return Plan(self._paged(inner, [f"_o{i}" for i in range(len(ties))]), self.src.name, self.group_tags, names,
-                    self._types(fields))
+        inner = (
+            f"SELECT {', '.join(self._tag_select() + [f'{self.src.time} AS time'] + vals + ties)} "
+            f"FROM {self.src.relation}{self.where_sql([any_present])}"
+        )
+        return Plan(
+            self._paged(inner, [f"_o{i}" for i in range(len(ties))]),
+            self.src.name,
+            self.group_tags,
+            names,
+            self._types(fields),
+        )
 
     # -- aggregates
     def _bucket(self, col: str) -> str:
@@ -604,17 +663,25 @@ class Translator:
             return f"count(DISTINCT {x})" if distinct else f"count({x})"
         if n == "sum":
             if typ in INT_TYPES:  # int64 wraps on overflow, as InfluxDB's (Go's) sum does
-                return (f"CAST(((sum(CAST({x} AS HUGEINT)) + 9223372036854775808) % 18446744073709551616 "
-                        f"+ 18446744073709551616) % 18446744073709551616 - 9223372036854775808 AS BIGINT)")
+                return (
+                    f"CAST(((sum(CAST({x} AS HUGEINT)) + 9223372036854775808) % 18446744073709551616 "
+                    f"+ 18446744073709551616) % 18446744073709551616 - 9223372036854775808 AS BIGINT)"
+                )
             return f"sum({x})"
         if n == "percentile":
             return f"({self._percentile_list(c, x)}).v"
         simple = {
-            "mean": "avg({x})", "median": "median({x})", "spread": "(max({x}) - min({x}))", "stddev": "stddev_samp({x})",
-            "min": "min({x})", "max": "max({x})", "first": "arg_min({x}, {ts}) {nn}", "last": "arg_max({x}, {ts}) {nn}",
+            "mean": "avg({x})",
+            "median": "median({x})",
+            "spread": "(max({x}) - min({x}))",
+            "stddev": "stddev_samp({x})",
+            "min": "min({x})",
+            "max": "max({x})",
+            "first": "arg_min({x}, {ts}) {nn}",
+            "last": "arg_max({x}, {ts}) {nn}",
             # the most frequent value; the smallest of those on a tie
             "mode": "list_min(list_transform(map_entries(histogram({x})), "
-                    "lambda e: {{'c': -CAST(e.value AS BIGINT), 'k': e.key}})).k",
+            "lambda e: {{'c': -CAST(e.value AS BIGINT), 'k': e.key}})).k",
         }
         if n not in simple:
             raise QueryError(f"{n}() is not an aggregate here")
@@ -623,8 +690,10 @@ class Translator:
     def _percentile_list(self, c: Call, x: str) -> str:
         p = float(_number(c.args[1]))
         # nearest rank (InfluxDB): index floor(n * p / 100 + 0.5), 1-based; out of range: null
-        return (f"list_sort(list({{'v': {x}, 't': {self.src.time}}}) FILTER (WHERE {x} IS NOT NULL))"
-                f"[CAST(floor(count({x}) * {p!r} / 100.0 + 0.5) AS BIGINT)]")
+        return (
+            f"list_sort(list({{'v': {x}, 't': {self.src.time}}}) FILTER (WHERE {x} IS NOT NULL))"
+            f"[CAST(floor(count({x}) * {p!r} / 100.0 + 0.5) AS BIGINT)]"
+        )
 
     def _selector_time(self, c: Call) -> str:
         """The selected point's time (a query of one selector, without GROUP BY time)."""
@@ -632,17 +701,24 @@ class Translator:
         ts = self.src.time
         if c.name == "percentile":
             return f"({self._percentile_list(c, x)}).t"
-        return {"min": f"arg_min({ts}, ({x}, {ts}))", "max": f"arg_max({ts}, ({x}, -{ts}))",
-                "first": f"min({ts}) FILTER (WHERE {x} IS NOT NULL)",
-                "last": f"max({ts}) FILTER (WHERE {x} IS NOT NULL)"}[c.name]
+        return {
+            "min": f"arg_min({ts}, ({x}, {ts}))",
+            "max": f"arg_max({ts}, ({x}, -{ts}))",
+            "first": f"min({ts}) FILTER (WHERE {x} IS NOT NULL)",
+            "last": f"max({ts}) FILTER (WHERE {x} IS NOT NULL)",
+        }[c.name]
 
     def _selected_value(self, c: Call, ref_sql: str) -> str:
         """A field or tag's value at the point a selector picked (`SELECT max(x), host`)."""
         x, _typ, _d = self._arg(c)
         ts = self.src.time
         nn = f"FILTER (WHERE {x} IS NOT NULL)"  # (the _null forms: a NULL there is the point's value)
-        return {"min": f"arg_min_null({ref_sql}, ({x}, {ts})) {nn}", "max": f"arg_max_null({ref_sql}, ({x}, -{ts})) {nn}",
-                "first": f"arg_min_null({ref_sql}, {ts}) {nn}", "last": f"arg_max_null({ref_sql}, {ts}) {nn}"}[c.name]
+        return {
+            "min": f"arg_min_null({ref_sql}, ({x}, {ts})) {nn}",
+            "max": f"arg_max_null({ref_sql}, ({x}, -{ts})) {nn}",
+            "first": f"arg_min_null({ref_sql}, {ts}) {nn}",
+            "last": f"arg_max_null({ref_sql}, {ts}) {nn}",
+        }[c.name]
 
     def _aggregate(self, fields: list[Field], names: list[str], calls: list[Call]) -> Plan:
         ts = self.src.time
@@ -655,8 +731,12 @@ class Translator:
                 joins.append((f"a{i}", self._integral(c, bucket)))
             else:
                 aggs.append(f"{self._agg_sql(c)} AS a{i}")
-        one_selector = (len(calls) == 1 and calls[0].name in SELECTORS and self.dim is None
-                        and len([f for f in fields if isinstance(f.expr, Call)]) == 1)
+        one_selector = (
+            len(calls) == 1
+            and calls[0].name in SELECTORS
+            and self.dim is None
+            and len([f for f in fields if isinstance(f.expr, Call)]) == 1
+        )
         if one_selector:
             aggs.append(f"{self._selector_time(calls[0])} AS _st")
         # fields and tags named beside one selector: their values at the selected point
@@ -670,8 +750,10 @@ class Translator:
         tags = self._tag_select()
         tcols = self._tcols()
         group = ", ".join(tcols + ["time"])
-        agg_sql = (f"SELECT {', '.join(tags + [f'{bucket} AS time'] + aggs + ['1 AS _present'])} "
-                   f"FROM {self.src.relation}{self.where_sql([self._any_present()])} GROUP BY {group}")
+        agg_sql = (
+            f"SELECT {', '.join(tags + [f'{bucket} AS time'] + aggs + ['1 AS _present'])} "
+            f"FROM {self.src.relation}{self.where_sql([self._any_present()])} GROUP BY {group}"
+        )
         for col, sub in joins:
             using = ", ".join(tcols + ["time"])
             agg_sql = f"SELECT a.*, j.v AS {col} FROM ({agg_sql}) a LEFT JOIN ({sub}) j USING ({using})"
@@ -688,14 +770,23 @@ class Translator:
         i = self.dim.interval
         lo = self._bucket(str(self.range.lo)) if self.range.lo is not None else self._bucket("min(time)")
         hi = str(self.range.hi) if self.range.hi is not None else str(self.now + 1)
-        cap = (f"CASE WHEN ({hi} - lo) // {i} > {MAX_BUCKETS} THEN error('max-select-buckets limit exceeded: ' || "
-               f"(({hi} - lo) // {i})::VARCHAR || ' windows > {MAX_BUCKETS}; narrow the time range or widen the "
-               f"GROUP BY time interval') ELSE {hi} END")
+        cap = (
+            f"CASE WHEN ({hi} - lo) // {i} > {MAX_BUCKETS} THEN error('max-select-buckets limit exceeded: ' || "
+            f"(({hi} - lo) // {i})::VARCHAR || ' windows > {MAX_BUCKETS}; narrow the time range or widen the "
+            f"GROUP BY time interval') ELSE {hi} END"
+        )
         series = ", ".join(tcols) if tcols else "NULL AS _s"
-        grid = (f"SELECT s.*, r.range AS time FROM (SELECT DISTINCT {series} FROM agg) s, "
-                f"(SELECT min(time) AS lo FROM agg) b, range(b.lo, {cap}, {i}) r") if self.range.lo is None else \
-            (f"SELECT s.*, r.range AS time FROM (SELECT DISTINCT {series} FROM agg) s, "
-             f"(SELECT {lo} AS lo) b, range(b.lo, {cap}, {i}) r")
+        grid = (
+            (
+                f"SELECT s.*, r.range AS time FROM (SELECT DISTINCT {series} FROM agg) s, "
+                f"(SELECT min(time) AS lo FROM agg) b, range(b.lo, {cap}, {i}) r"
+            )
+            if self.range.lo is None
+            else (
+                f"SELECT s.*, r.range AS time FROM (SELECT DISTINCT {series} FROM agg) s, "
+                f"(SELECT {lo} AS lo) b, range(b.lo, {cap}, {i}) r"
+            )
+        )
         using = ", ".join(tcols + ["time"])
         joined = f"SELECT * FROM ({grid}) g LEFT JOIN agg USING ({using})"
         part = ", ".join(tcols) or "NULL"
@@ -703,8 +794,7 @@ class Translator:
         out = []
         for k, (f, v) in enumerate(zip(fields, values)):
             out.append(f"{self._fill(f, v, part, order)} AS v{k}")
-        return (f"WITH agg AS ({agg_sql})\n"
-                f"SELECT {', '.join(tcols + ['time'] + out)} FROM ({joined})")
+        return f"WITH agg AS ({agg_sql})\nSELECT {', '.join(tcols + ['time'] + out)} FROM ({joined})"
 
     def _fill(self, f: Field, v: str, part: str, order: str) -> str:
         mode = self.st.fill
@@ -716,8 +806,10 @@ class Translator:
             return f"CASE WHEN _present IS NULL THEN {self.st.fill_value!r} ELSE {v} END"
         w = f"PARTITION BY {part} ORDER BY {order}"
         if mode == "previous":
-            return (f"CASE WHEN _present IS NULL THEN last_value(CASE WHEN _present IS NOT NULL THEN {v} END IGNORE NULLS) "
-                    f"OVER ({w} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) ELSE {v} END")
+            return (
+                f"CASE WHEN _present IS NULL THEN last_value(CASE WHEN _present IS NOT NULL THEN {v} END IGNORE NULLS) "
+                f"OVER ({w} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) ELSE {v} END"
+            )
         # linear: between the windows with points before and after, by time (ascending)
         wa = f"PARTITION BY {part} ORDER BY time"
         pv = f"last_value(CASE WHEN _present IS NOT NULL THEN {v} END IGNORE NULLS) OVER ({wa} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
@@ -726,7 +818,9 @@ class Translator:
         nt = f"first_value(CASE WHEN _present IS NOT NULL AND {v} IS NOT NULL THEN time END IGNORE NULLS) OVER ({wa} ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING)"
         interp = f"{pv} + ({nv} - {pv}) * (CAST(time - {pt} AS DOUBLE) / ({nt} - {pt}))"
         if self._int_result(f):
-            interp = f"{pv} + CAST(CAST({nv} - {pv} AS DOUBLE) * (CAST(time - {pt} AS DOUBLE) / ({nt} - {pt})) AS BIGINT)"
+            interp = (
+                f"{pv} + CAST(CAST({nv} - {pv} AS DOUBLE) * (CAST(time - {pt} AS DOUBLE) / ({nt} - {pt})) AS BIGINT)"
+            )
         return f"CASE WHEN _present IS NULL THEN {interp} ELSE {v} END"
 
     def _int_result(self, f: Field) -> bool:
@@ -749,10 +843,14 @@ class Translator:
         tags = self._tag_select()
         tcols = self._tcols()
         part = ", ".join(tcols) or "NULL"
-        pts = (f"SELECT {', '.join(tags + [f'{ts} AS t', f'CAST({x} AS DOUBLE) AS x'])} FROM {self.src.relation}"
-               f"{self.where_sql([f'{x} IS NOT NULL'])}")
-        pairs = (f"SELECT *, lag(t) OVER w AS pt, lag(x) OVER w AS px FROM ({pts}) "
-                 f"WINDOW w AS (PARTITION BY {part} ORDER BY t)")
+        pts = (
+            f"SELECT {', '.join(tags + [f'{ts} AS t', f'CAST({x} AS DOUBLE) AS x'])} FROM {self.src.relation}"
+            f"{self.where_sql([f'{x} IS NOT NULL'])}"
+        )
+        pairs = (
+            f"SELECT *, lag(t) OVER w AS pt, lag(x) OVER w AS px FROM ({pts}) "
+            f"WINDOW w AS (PARTITION BY {part} ORDER BY t)"
+        )
         b_of = self._bucket
         bt, bpt = b_of("t"), b_of("pt")
         if self.dim is None:
@@ -765,9 +863,11 @@ class Translator:
             same = f"(pt IS NULL OR {bpt} = {bt})"
             own = f"CASE WHEN pt IS NULL THEN 0 WHEN {same} THEN 0.5 * (x + px) * (t - pt) ELSE 0.5 * ({vb} + x) * (t - {end}) END"
             before = f"0.5 * (px + {vb}) * ({end} - pt)"
-            areas = (f"SELECT {', '.join(tcols + [f'{bt} AS time', f'{own} AS a'])} FROM ({pairs})\n"
-                     f"UNION ALL SELECT {', '.join(tcols + [f'{bpt} AS time', f'{before} AS a'])} "
-                     f"FROM ({pairs}) WHERE NOT {same}")
+            areas = (
+                f"SELECT {', '.join(tcols + [f'{bt} AS time', f'{own} AS a'])} FROM ({pairs})\n"
+                f"UNION ALL SELECT {', '.join(tcols + [f'{bpt} AS time', f'{before} AS a'])} "
+                f"FROM ({pairs}) WHERE NOT {same}"
+            )
         group = ", ".join(tcols + ["time"])
         return f"SELECT {group}, sum(a) / {unit} AS v FROM ({areas}) GROUP BY {group}"
 
@@ -778,17 +878,21 @@ class Translator:
         tcols = self._tcols()
         bucket = self._bucket(ts)
         if c.name == "distinct":
-            inner = (f"SELECT {', '.join(tcols + ['time', 'v0'])} FROM (SELECT {', '.join(tags + [f'{bucket} AS time', f'{x} AS v0'])} "
-                     f"FROM {self.src.relation}{self.where_sql([f'{x} IS NOT NULL'])}) GROUP BY ALL")
+            inner = (
+                f"SELECT {', '.join(tcols + ['time', 'v0'])} FROM (SELECT {', '.join(tags + [f'{bucket} AS time', f'{x} AS v0'])} "
+                f"FROM {self.src.relation}{self.where_sql([f'{x} IS NOT NULL'])}) GROUP BY ALL"
+            )
             order = ", ".join(tcols + [f"time{' DESC' if self.st.descending else ''}", "v0"])
             sql = self._paged(inner).rsplit("\nORDER BY ", 1)[0] + f"\nORDER BY {order}"
             return Plan(sql, self.src.name, self.group_tags, [name], [FIELD_TYPE_NAMES.get(typ, "")])
         n = int(_number(c.args[1]))
         direction = "DESC" if c.name == "top" else "ASC"
         part = ", ".join(tcols + ["_b"]) if tcols or self.dim else "NULL"
-        ranked = (f"SELECT {', '.join(tags + [f'{bucket} AS _b', f'{ts} AS time', f'{x} AS v0'])}, "
-                  f"row_number() OVER (PARTITION BY {part} ORDER BY {x} {direction}, {ts}) AS _k "
-                  f"FROM {self.src.relation}{self.where_sql([f'{x} IS NOT NULL'])}")
+        ranked = (
+            f"SELECT {', '.join(tags + [f'{bucket} AS _b', f'{ts} AS time', f'{x} AS v0'])}, "
+            f"row_number() OVER (PARTITION BY {part} ORDER BY {x} {direction}, {ts}) AS _k "
+            f"FROM {self.src.relation}{self.where_sql([f'{x} IS NOT NULL'])}"
+        )
         inner = f"SELECT {', '.join(tcols + ['time', 'v0'])} FROM ({ranked}) WHERE _k <= {n}"
         return Plan(self._paged(inner), self.src.name, self.group_tags, [name], [FIELD_TYPE_NAMES.get(typ, "")])
 

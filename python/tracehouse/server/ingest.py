@@ -122,7 +122,7 @@ def _schema_key(body) -> bytes | None:
         n, start = int.from_bytes(mv[4:8], "little", signed=True), 8
     if n <= 0 or start + n > len(mv):
         return None
-    return bytes(mv[:start + n])
+    return bytes(mv[: start + n])
 
 
 class Ingestor:
@@ -175,15 +175,25 @@ class Ingestor:
             except NotFound:
                 same = [t.name for t in self.store.traces() if t.name.lower() == name.lower()]
                 if same:  # (a bucket is a SQL schema: names that differ only in case are one)
-                    raise BadInput(f"bucket (trace) {name!r} differs only in case from the trace {same[0]!r}: "
-                                   "trace names are case-insensitive in SQL", expected=f"the name {same[0]!r}") from None
+                    raise BadInput(
+                        f"bucket (trace) {name!r} differs only in case from the trace {same[0]!r}: "
+                        "trace names are case-insensitive in SQL",
+                        expected=f"the name {same[0]!r}",
+                    ) from None
                 if not (self.cfg.create_traces if create is None else create):
-                    raise NotFound(f"bucket (trace) {name!r} not found; create it first or serve with trace creation on") from None
+                    raise NotFound(
+                        f"bucket (trace) {name!r} not found; create it first or serve with trace creation on"
+                    ) from None
                 try:
-                    self.store.create_trace(name, self.cfg.format, description="live ingest (tracehouse serve)",
-                                            metadata={"source": SOURCE}, own_types=True,
-                                            format_description="InfluxDB line protocol: measurement -> event type, "
-                                                               "tag set -> producer, fields -> columns")
+                    self.store.create_trace(
+                        name,
+                        self.cfg.format,
+                        description="live ingest (tracehouse serve)",
+                        metadata={"source": SOURCE},
+                        own_types=True,
+                        format_description="InfluxDB line protocol: measurement -> event type, "
+                        "tag set -> producer, fields -> columns",
+                    )
                     log.info("created trace %s", name)
                 except AlreadyExists as e:  # another thread made it, or one of another case did meanwhile
                     if not any(t.name == name for t in self.store.traces()):
@@ -201,13 +211,15 @@ class Ingestor:
 
     # -- line protocol -------------------------------------------------------------
 
-    def write_lp(self, trace: str, body: bytes, *, precision: str = "ns", default_ts: int | None = None,
-                 first_line: int = 1) -> WriteResult:
+    def write_lp(
+        self, trace: str, body: bytes, *, precision: str = "ns", default_ts: int | None = None, first_line: int = 1
+    ) -> WriteResult:
         """Decode and append `body`; returns what was stored, what was refused and the LSN to await."""
         return self.write_lp_many(trace, [(body, precision, default_ts, first_line)])[0]
 
-    def write_lp_many(self, trace: str, items: list[tuple[bytes, str, int | None, int]], *,
-                      awaited: bool = True) -> list[WriteResult]:
+    def write_lp_many(
+        self, trace: str, items: list[tuple[bytes, str, int | None, int]], *, awaited: bool = True
+    ) -> list[WriteResult]:
         """Several bodies (body, precision, default_ts, first_line) decoded in one pass into one
         batch per measurement (each body keeps its line numbers, errors and row counts) and
         appended together: many small concurrent requests cost one WAL record and one LSN.
@@ -221,14 +233,28 @@ class Ingestor:
         # the append below takes conform's fast path. A measurement refused after decoding
         # (e.g. its name is a type of another kind) leaves a gap in its producers' numbers.
         d = _core.decode_lines_many(
-            [(body, precision, now if default_ts is None else default_ts, first_line)
-             for body, precision, default_ts, first_line in items],
-            fst.schemas, st.producers, seq=self.store.seq_counters(trace),
-            max_line=cfg.max_line, max_producers=cfg.max_producers, max_columns=cfg.max_columns,
+            [
+                (body, precision, now if default_ts is None else default_ts, first_line)
+                for body, precision, default_ts, first_line in items
+            ],
+            fst.schemas,
+            st.producers,
+            seq=self.store.seq_counters(trace),
+            max_line=cfg.max_line,
+            max_producers=cfg.max_producers,
+            max_columns=cfg.max_columns,
             max_errors=cfg.max_errors,
         )
-        results = [WriteResult(trace, lines=b["lines"], errors=list(b["errors"]), error_count=b["error_count"],
-                               last_line=b["last_line"]) for b in d["bodies"]]
+        results = [
+            WriteResult(
+                trace,
+                lines=b["lines"],
+                errors=list(b["errors"]),
+                error_count=b["error_count"],
+                last_line=b["last_line"],
+            )
+            for b in d["bodies"]
+        ]
         if d["max_producer"] > st.registered_max:
             self._register_producers(st, d["max_producer"])
         stored: list = []  # per batch: its LSN, or the BadInput that refused that measurement
@@ -257,10 +283,13 @@ class Ingestor:
                 return  # another request registered them meanwhile
             new = st.producers.take_new()
             if new:
-                self.store.add_producers(st.name, [
-                    {"id": pid, "parent": None, "kind": PRODUCER_KIND, "name": name, "attrs": dict(tags)}
-                    for pid, name, tags in new
-                ])
+                self.store.add_producers(
+                    st.name,
+                    [
+                        {"id": pid, "parent": None, "kind": PRODUCER_KIND, "name": name, "attrs": dict(tags)}
+                        for pid, name, tags in new
+                    ],
+                )
                 st.registered_max = max(st.registered_max, max(p[0] for p in new))
                 st.known_ids.update(p[0] for p in new)
 
@@ -271,8 +300,12 @@ class Ingestor:
             if fst.columns.get(name, -1) >= ncols:
                 return
             cols = fst.schemas.columns(name) or []
-            et = EventType(name, LP_KIND, tuple(Column(c, t, "", "line-protocol field") for c, t in cols),
-                           doc="line-protocol measurement")
+            et = EventType(
+                name,
+                LP_KIND,
+                tuple(Column(c, t, "", "line-protocol field") for c, t in cols),
+                doc="line-protocol measurement",
+            )
             stored = self.store.add_event_type(st.name, et)
             fst.columns[name] = len(stored.params)
 
@@ -333,8 +366,12 @@ class Ingestor:
             try:
                 # Several streams: one table of their batches, one WAL record (Store.append
                 # glues small chunks and keeps big ones apart).
-                lsn = self.store.append(trace, event_type, allb[0] if len(allb) == 1 else pa.Table.from_batches(allb, schema),
-                                        source="arrow stream")
+                lsn = self.store.append(
+                    trace,
+                    event_type,
+                    allb[0] if len(allb) == 1 else pa.Table.from_batches(allb, schema),
+                    source="arrow stream",
+                )
                 for i, _bs in members:
                     out[i].lsn = lsn
             except BadInput:
@@ -381,12 +418,16 @@ class Ingestor:
                 return
             for pid in new:
                 st.producers.reserve(pid)
-            self.store.add_producers(st.name, [{"id": pid, "parent": None, "kind": ARROW_PRODUCER_KIND,
-                                                "name": f"producer {pid}", "attrs": {}} for pid in new])
+            self.store.add_producers(
+                st.name,
+                [
+                    {"id": pid, "parent": None, "kind": ARROW_PRODUCER_KIND, "name": f"producer {pid}", "attrs": {}}
+                    for pid in new
+                ],
+            )
             st.known_ids.update(new)
 
-    def _ensure_arrow_type(self, st: _TraceState, name: str, kind: str, schema: pa.Schema,
-                           key: bytes | None) -> None:
+    def _ensure_arrow_type(self, st: _TraceState, name: str, kind: str, schema: pa.Schema, key: bytes | None) -> None:
         # A schema found complete once stays complete (types only widen): agents sending the
         # same layout again cost one comparison of the stream's schema message bytes (`key`),
         # not two catalog queries. (Schema.equals, before, computed the new schema's

@@ -40,7 +40,7 @@ import os
 import queue
 import threading
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from ..errors import TracehouseError
 from . import queryproc
@@ -114,8 +114,9 @@ class QueryRunner:
         # Jobs wait for a process on their thread: twice as many threads as processes, so that a
         # short query still finds a thread (then the express process) while hostile ones wait.
         n_threads = 2 * cfg.query_workers + 2
-        self.threads = [threading.Thread(target=self._work, name=f"th-query-{i}", daemon=True)
-                        for i in range(n_threads)]
+        self.threads = [
+            threading.Thread(target=self._work, name=f"th-query-{i}", daemon=True) for i in range(n_threads)
+        ]
         self.threads.append(threading.Thread(target=self._watch, name="th-query-watchdog", daemon=True))
         for t in self.threads:
             t.start()
@@ -129,10 +130,13 @@ class QueryRunner:
         try:
             self.jobs.put_nowait(job)
         except queue.Full:
-            raise QueryStopped(503, "unavailable",
-                               f"too many queries waiting ({self.jobs.maxsize}) for the "
-                               f"{self.cfg.query_workers} query workers; retry later",
-                               retry_after=self.cfg.retry_after) from None
+            raise QueryStopped(
+                503,
+                "unavailable",
+                f"too many queries waiting ({self.jobs.maxsize}) for the "
+                f"{self.cfg.query_workers} query workers; retry later",
+                retry_after=self.cfg.retry_after,
+            ) from None
 
     def _work(self) -> None:
         while True:
@@ -195,9 +199,15 @@ class QueryRunner:
             log.warning("query threads still running at shutdown: %s", ", ".join(stuck))
 
     def stats(self) -> dict[str, int]:
-        return {"queries_running": len(self.running), "queries_waiting": self.jobs.qsize(),
-                "queries_done": self.done, "query_timeouts": self.timeouts, "answers_too_large": self.too_large,
-                "query_memory_kills": self.memory_kills, "query_processes": self.started + (self.express is not None)}
+        return {
+            "queries_running": len(self.running),
+            "queries_waiting": self.jobs.qsize(),
+            "queries_done": self.done,
+            "query_timeouts": self.timeouts,
+            "answers_too_large": self.too_large,
+            "query_memory_kills": self.memory_kills,
+            "query_processes": self.started + (self.express is not None),
+        }
 
     # -- query processes ---------------------------------------------------------------
 
@@ -206,9 +216,12 @@ class QueryRunner:
             self._ctx = multiprocessing.get_context("forkserver")
             self._ctx.set_forkserver_preload(["tracehouse.server.queryproc"])
         parent, child = self._ctx.Pipe()
-        proc = self._ctx.Process(target=queryproc.main,
-                                 args=(child, str(self.store.path), queryproc.limits(self.cfg), express),
-                                 name="tracehouse-query", daemon=True)
+        proc = self._ctx.Process(
+            target=queryproc.main,
+            args=(child, str(self.store.path), queryproc.limits(self.cfg), express),
+            name="tracehouse-query",
+            daemon=True,
+        )
         proc.start()
         child.close()
         return _Proc(proc, parent, express)
@@ -235,9 +248,12 @@ class QueryRunner:
                     break
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
-                    raise QueryStopped(408, "query timeout",
-                                       f"no query process was free within {self.cfg.query_timeout:g} s "
-                                       f"(--query-timeout; {self.cfg.query_workers} busy, --query-workers)")
+                    raise QueryStopped(
+                        408,
+                        "query timeout",
+                        f"no query process was free within {self.cfg.query_timeout:g} s "
+                        f"(--query-timeout; {self.cfg.query_workers} busy, --query-workers)",
+                    )
                 self.cond.wait(left)
         if not express and self.express is None and not self.express_busy:
             # The express process made ahead, beside the first regular one: when it is needed the
@@ -304,8 +320,11 @@ class QueryRunner:
         """QueryStopped 413 for a statement over `max_statement` bytes (checked before anything parses it)."""
         n = len(sql.encode("utf-8", errors="replace")) if len(sql) * 4 > self.cfg.max_statement else len(sql)
         if n > self.cfg.max_statement:
-            raise QueryStopped(413, "statement too large",
-                               f"the statement is {n:,} bytes, over {self.cfg.max_statement:,} (--max-statement)")
+            raise QueryStopped(
+                413,
+                "statement too large",
+                f"the statement is {n:,} bytes, over {self.cfg.max_statement:,} (--max-statement)",
+            )
 
     def run(self, sql: str, fmt: str) -> tuple[bytes, str]:
         """The answer to `sql` as (body, content type): JSON or an Arrow IPC stream.
@@ -329,7 +348,12 @@ class QueryRunner:
                 alive = True
             else:
                 raise EOFError
-        except (EOFError, OSError, ValueError, RuntimeError):  # (RuntimeError: a descriptor cut short, reduction.recvfds)
+        except (
+            EOFError,
+            OSError,
+            ValueError,
+            RuntimeError,
+        ):  # (RuntimeError: a descriptor cut short, reduction.recvfds)
             raise self._stopped(r) from None
         finally:
             with self.cond:
@@ -353,11 +377,15 @@ class QueryRunner:
 
     def _stopped(self, r: _Running) -> TracehouseError:
         if r.stopped == "deadline":
-            return QueryStopped(408, "query timeout", f"query cancelled after {self.cfg.query_timeout:g} s "
-                                                      "(--query-timeout)")
+            return QueryStopped(
+                408, "query timeout", f"query cancelled after {self.cfg.query_timeout:g} s (--query-timeout)"
+            )
         if r.stopped == "memory":
-            return QueryStopped(422, "memory limit", f"the query passed {self.cfg.query_memory:,} bytes of memory "
-                                                     "(--query-memory) and was stopped")
+            return QueryStopped(
+                422,
+                "memory limit",
+                f"the query passed {self.cfg.query_memory:,} bytes of memory (--query-memory) and was stopped",
+            )
         if r.stopped == "shutdown" or self.closing:
             return QueryStopped(503, "unavailable", "server shutting down")
         code = r.proc.proc.exitcode
@@ -372,4 +400,6 @@ def _error(head: dict) -> TracehouseError:
     kind, message = head["kind"], head["message"]
     if kind == "QueryStopped":
         return QueryStopped(head["status"], head["code"], message)
-    return {"BadInput": BadInput, "NotFound": NotFound, "StoreDamaged": StoreDamaged}.get(kind, TracehouseError)(message)
+    return {"BadInput": BadInput, "NotFound": NotFound, "StoreDamaged": StoreDamaged}.get(kind, TracehouseError)(
+        message
+    )

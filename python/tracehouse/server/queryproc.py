@@ -58,8 +58,13 @@ class QueryStopped(TracehouseError):
 
 def limits(cfg: ServerConfig) -> dict:
     """What a query process needs of the server's configuration."""
-    return {"max_answer": cfg.max_answer, "max_query_rows": cfg.max_query_rows, "max_parse_nodes": cfg.max_parse_nodes,
-            "max_relations": cfg.max_relations, "query_memory": cfg.query_memory}
+    return {
+        "max_answer": cfg.max_answer,
+        "max_query_rows": cfg.max_query_rows,
+        "max_parse_nodes": cfg.max_parse_nodes,
+        "max_relations": cfg.max_relations,
+        "query_memory": cfg.query_memory,
+    }
 
 
 # A query process runs a step below the server (its ingest must not wait for the cores a query
@@ -92,8 +97,10 @@ def main(conn, store_path: str, lim: dict, express: bool = False) -> None:
                 body, ctype = answer(store, req["sql"], req["format"], lim)
                 head = {"ok": True, "type": ctype}
             except QueryStopped as e:
-                head, body = {"ok": False, "kind": "QueryStopped", "status": e.status, "code": e.code,
-                              "message": str(e)}, b""
+                head, body = (
+                    {"ok": False, "kind": "QueryStopped", "status": e.status, "code": e.code, "message": str(e)},
+                    b"",
+                )
             except TracehouseError as e:
                 head, body = {"ok": False, "kind": type(e).__name__, "message": str(e)}, b""
             except Exception as e:  # noqa: BLE001 - the server answers 500 with it
@@ -149,11 +156,17 @@ def answer(store: Store, sql: str, fmt: str, lim: dict) -> tuple[bytes | pa.Buff
     check_read_only(sql)
     nodes, relations = parse_tree_size(sql)
     if nodes > lim["max_parse_nodes"]:
-        raise QueryStopped(422, "statement too complex", f"the statement's parse tree has {nodes:,} nodes, over "
-                                                         f"{lim['max_parse_nodes']:,} (--max-parse-nodes)")
+        raise QueryStopped(
+            422,
+            "statement too complex",
+            f"the statement's parse tree has {nodes:,} nodes, over {lim['max_parse_nodes']:,} (--max-parse-nodes)",
+        )
     if relations > lim["max_relations"]:
-        raise QueryStopped(422, "statement too complex", f"the statement names {relations:,} tables and joins, over "
-                                                         f"{lim['max_relations']:,} (--max-relations)")
+        raise QueryStopped(
+            422,
+            "statement too complex",
+            f"the statement names {relations:,} tables and joins, over {lim['max_relations']:,} (--max-relations)",
+        )
     t0 = time.perf_counter()
     engine = store.query_engine
     with engine.snapshot(sql) as cur:
@@ -169,16 +182,20 @@ def answer(store: Store, sql: str, fmt: str, lim: dict) -> tuple[bytes | pa.Buff
                     break
             if out.over:
                 raise QueryStopped(
-                    422, "answer too large",
+                    422,
+                    "answer too large",
                     f"the answer passed {lim['max_answer']:,} bytes (--max-answer) after {out.rows:,} rows: "
-                    "aggregate, add a LIMIT, select fewer columns, or raise --max-answer")
+                    "aggregate, add a LIMIT, select fewer columns, or raise --max-answer",
+                )
             body = out.finish(time.perf_counter() - t0)
         except duckdb.OutOfMemoryException as e:
-            raise QueryStopped(422, "memory limit", f"the query ran out of its memory ({error_line(e)}; "
-                                                    "--query-memory)") from None
+            raise QueryStopped(
+                422, "memory limit", f"the query ran out of its memory ({error_line(e)}; --query-memory)"
+            ) from None
         except (duckdb.Error, pa.ArrowException, OSError) as e:
-            raise BadInput(f"SQL error: {error_line(e)}", expected="a valid DuckDB query over the store's views") \
-                from None
+            raise BadInput(
+                f"SQL error: {error_line(e)}", expected="a valid DuckDB query over the store's views"
+            ) from None
     return body, (ARROW_STREAM if fmt == "arrow" else "application/json")
 
 

@@ -21,8 +21,8 @@ import socket
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from ..child_processes import exit_with_parent
 from ..errors import BadInput
@@ -48,8 +48,9 @@ def _bind(host: str, port: int) -> socket.socket:
         s.bind((host, port))
     except OSError as e:
         s.close()
-        raise BadInput(f"cannot listen on {host}:{port}: {e.strerror}",
-                       expected="a free port (--port / --tcp-port; 0 picks one)") from None
+        raise BadInput(
+            f"cannot listen on {host}:{port}: {e.strerror}", expected="a free port (--port / --tcp-port; 0 picks one)"
+        ) from None
     s.listen(4096)
     s.setblocking(False)
     return s
@@ -102,7 +103,10 @@ def serve(store_path: str | os.PathLike, cfg: ServerConfig, *, ready: Callable[[
         http_sock = _bind(cfg.host, cfg.port)
         tcp_sock = _bind(cfg.host, cfg.tcp_port) if cfg.tcp_port is not None else None
         info = {
-            "pid": os.getpid(), "store": str(store.path), "fsync": cfg.fsync, "ack": cfg.ack,
+            "pid": os.getpid(),
+            "store": str(store.path),
+            "fsync": cfg.fsync,
+            "ack": cfg.ack,
             "http": f"http://{url_host(cfg.host)}:{http_sock.getsockname()[1]}",
             "http_port": http_sock.getsockname()[1],
             "tcp_port": tcp_sock.getsockname()[1] if tcp_sock else None,
@@ -147,9 +151,15 @@ def log_recovery(store: Store) -> None:
     for rep in store.recovery:
         for t in rep.torn:
             rows = "rows uncounted" if t.get("rows_cut") is None else f"{t['rows_cut']:,} rows"
-            log.warning("recovery of trace %s cut a damaged WAL record: %s: %s (%s bytes, %s)%s", rep.trace, t["file"],
-                        t["reason"], f"{t['bytes_cut']:,}", rows,
-                        f"; a copy is in {t['quarantined']}" if t.get("quarantined") else "")
+            log.warning(
+                "recovery of trace %s cut a damaged WAL record: %s: %s (%s bytes, %s)%s",
+                rep.trace,
+                t["file"],
+                t["reason"],
+                f"{t['bytes_cut']:,}",
+                rows,
+                f"; a copy is in {t['quarantined']}" if t.get("quarantined") else "",
+            )
         if rep.records:
             log.info("trace %s: %d WAL records (%d rows) replayed", rep.trace, rep.records, rep.rows)
 
@@ -177,8 +187,13 @@ class Scrubber(threading.Thread):
                     return
                 try:
                     for seg, why in self.store.scrub(info.name):
-                        log.error("scrub: segment %s of trace %s is damaged: %s (marked: queries naming it fail; "
-                                  "`tracehouse repair` sets it aside)", seg.path, info.name, why)
+                        log.error(
+                            "scrub: segment %s of trace %s is damaged: %s (marked: queries naming it fail; "
+                            "`tracehouse repair` sets it aside)",
+                            seg.path,
+                            info.name,
+                            why,
+                        )
                     segments += len(self.store.segments_of(info.name))
                 except Exception as e:  # noqa: BLE001 - a trace deleted meanwhile, a full disk: next round
                     log.warning("scrub of trace %s: %s", info.name, e)
@@ -194,10 +209,17 @@ def write_ready_file(path: str | None):
     """A `ready` callback printing the server's addresses (and writing them as JSON to `path`)."""
 
     def ready(info: dict) -> None:
-        tcp = f", line protocol over tcp://{info['http'].split('//')[1].rsplit(':', 1)[0]}:{info['tcp_port']}" \
-            if info["tcp_port"] else ""
-        print(f"tracehouse serving {info['http']} (line protocol, Arrow, SQL){tcp}; store {info['store']}, "
-              f"fsync={info['fsync']}, ack={info.get('ack', 'durable')}", file=sys.stderr, flush=True)
+        tcp = (
+            f", line protocol over tcp://{info['http'].split('//')[1].rsplit(':', 1)[0]}:{info['tcp_port']}"
+            if info["tcp_port"]
+            else ""
+        )
+        print(
+            f"tracehouse serving {info['http']} (line protocol, Arrow, SQL){tcp}; store {info['store']}, "
+            f"fsync={info['fsync']}, ack={info.get('ack', 'durable')}",
+            file=sys.stderr,
+            flush=True,
+        )
         if path:
             tmp = Path(path).with_suffix(".tmp")
             tmp.write_text(json.dumps(info))

@@ -54,8 +54,11 @@ def check_read_only(sql: str) -> None:
     elif kind == duckdb.StatementType.EXPLAIN:
         body = _explained(sql)
     elif kind.name == "MULTI":  # what DuckDB makes of a PIVOT without IN (...)
-        raise BadInput("read-only API: a PIVOT without an IN (...) list runs as a CREATE TYPE plus a SELECT; "
-                       "name the pivot values", expected=EXPECTED)
+        raise BadInput(
+            "read-only API: a PIVOT without an IN (...) list runs as a CREATE TYPE plus a SELECT; "
+            "name the pivot values",
+            expected=EXPECTED,
+        )
     else:
         raise BadInput(f"read-only API: {kind.name} statements are refused", expected=EXPECTED)
     _one_select(body, sql)
@@ -85,7 +88,7 @@ def _explained(sql: str) -> str:
         i += 1
     if i >= len(tokens):
         raise BadInput("read-only API: EXPLAIN of nothing", expected=EXPECTED)
-    return sql[tokens[i][0]:]
+    return sql[tokens[i][0] :]
 
 
 @functools.lru_cache(maxsize=4096)
@@ -107,8 +110,19 @@ def _serialized_selects(text: str) -> int | str:
 
 
 # Table references in a parse tree (DuckDB's TableRef types, as json_serialize_sql names them).
-_RELATIONS = frozenset({"BASE_TABLE", "TABLE_FUNCTION", "JOIN", "SUBQUERY", "EXPRESSION_LIST", "PIVOT",
-                        "SHOW_REF", "COLUMN_DATA", "DELIM_GET"})
+_RELATIONS = frozenset(
+    {
+        "BASE_TABLE",
+        "TABLE_FUNCTION",
+        "JOIN",
+        "SUBQUERY",
+        "EXPRESSION_LIST",
+        "PIVOT",
+        "SHOW_REF",
+        "COLUMN_DATA",
+        "DELIM_GET",
+    }
+)
 
 
 @functools.lru_cache(maxsize=4096)

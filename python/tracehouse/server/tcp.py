@@ -74,7 +74,7 @@ class TcpChunks:
         if chunk.acks and res.lsn is not None and self.cfg.ack == "durable":
             committer = self.ingestor.committer(res.trace)
         try:
-            chunk.finish(res.rows, res.errors[:self.cfg.max_errors], res.last_line, committer, res.lsn or 0)
+            chunk.finish(res.rows, res.errors[: self.cfg.max_errors], res.last_line, committer, res.lsn or 0)
         except RuntimeError:
             pass  # finished already (cannot happen: one round finishes a chunk once)
 
@@ -96,5 +96,14 @@ class TcpChunks:
                 return
             self._refusal_log[bucket] = (now + REFUSAL_LOG_INTERVAL, 0)
         first = res.errors[0] if res.errors else (0, "")
-        log.warning("TCP line protocol to %s from %s: %d lines refused (%d since the last warning, %d stored); "
-                    "first: line %d: %s", bucket, peer, res.error_count, since, res.rows, first[0], first[1])
+        log.warning(
+            "TCP line protocol to %s from %s: %d lines refused (%d since the last warning, %d stored); "
+            "first: line %d: %s",
+            bucket,
+            peer,
+            res.error_count,
+            since,
+            res.rows,
+            first[0],
+            first[1],
+        )

@@ -21,10 +21,11 @@ import json
 import sqlite3
 import threading
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from ..errors import AlreadyExists, BadInput, DiskFull, NotFound, StoreDamaged, is_disk_full
 from ..schema import Column, EventType
@@ -42,7 +43,8 @@ RESULTS_COLUMNS = """
     path TEXT,                       -- relative path of a file or table (Parquet) result
     checksum INTEGER                 -- CRC-32 of the file at `path` (verify compares)"""
 
-DDL = """
+DDL = (
+    """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS formats(
     name TEXT PRIMARY KEY,
@@ -112,7 +114,9 @@ CREATE TABLE IF NOT EXISTS segments(
     damaged TEXT                     -- NULL, or what a check found wrong with its file (queries naming it fail)
 );
 CREATE INDEX IF NOT EXISTS segments_live ON segments(trace_id, event_type) WHERE retired IS NULL;
-CREATE TABLE IF NOT EXISTS results(""" + RESULTS_COLUMNS + """
+CREATE TABLE IF NOT EXISTS results("""
+    + RESULTS_COLUMNS
+    + """
 );
 CREATE TABLE IF NOT EXISTS result_traces(
     result_id INTEGER NOT NULL REFERENCES results(id) ON DELETE CASCADE,
@@ -120,6 +124,7 @@ CREATE TABLE IF NOT EXISTS result_traces(
     PRIMARY KEY(result_id, trace_id)
 );
 """
+)
 
 RESULT_KINDS = ("annotation", "group", "search", "processed", "file", "table")
 
@@ -137,13 +142,18 @@ def wal_damage_reason(losses: list[dict], quarantined: str | None = None) -> str
     "reason"} each): how many records, bytes and rows were cut, and where."""
     nbytes = sum(x["bytes"] for x in losses)
     counted = [x["rows"] for x in losses if x.get("rows") is not None]
-    rows = f"{sum(counted):,} rows" + ("" if len(counted) == len(losses) else " + uncounted ones") if counted \
+    rows = (
+        f"{sum(counted):,} rows" + ("" if len(counted) == len(losses) else " + uncounted ones")
+        if counted
         else "rows uncounted"
+    )
     files = sorted({Path(x["file"]).name for x in losses})
     first = losses[0]
     where = f" (copies in {quarantined})" if quarantined else ""
-    return (f"{INCOMPLETE_WAL}: {len(losses)} record(s), {nbytes:,} bytes ({rows}) cut from "
-            f"{', '.join(files)}; first: {first['reason']}{where}")
+    return (
+        f"{INCOMPLETE_WAL}: {len(losses)} record(s), {nbytes:,} bytes ({rows}) cut from "
+        f"{', '.join(files)}; first: {first['reason']}{where}"
+    )
 
 
 @dataclass(frozen=True)
@@ -198,12 +208,18 @@ def catalog_damaged(path: Path, e: sqlite3.Error) -> StoreDamaged | None:
     """The StoreDamaged for `e` when it says the catalog file `path` is damaged, else None."""
     code = getattr(e, "sqlite_errorcode", None)
     text = str(e)
-    if not (code in _DAMAGED_CODES or "malformed" in text or "not a database" in text
-            or (isinstance(e, sqlite3.OperationalError) and text.startswith("no such table"))):
+    if not (
+        code in _DAMAGED_CODES
+        or "malformed" in text
+        or "not a database" in text
+        or (isinstance(e, sqlite3.OperationalError) and text.startswith("no such table"))
+    ):
         return None
-    return StoreDamaged(f"the catalog {path} is damaged ({text}): `tracehouse verify` says what the store's files "
-                        "still hold, `tracehouse repair` rebuilds the catalog from them (the damaged one is kept "
-                        "in quarantine/)")
+    return StoreDamaged(
+        f"the catalog {path} is damaged ({text}): `tracehouse verify` says what the store's files "
+        "still hold, `tracehouse repair` rebuilds the catalog from them (the damaged one is kept "
+        "in quarantine/)"
+    )
 
 
 # `"<trace>".events` is the view of every type of a trace: a type of that name made the views
@@ -216,13 +232,19 @@ def _check_new_name(db, table: str, key: str, value, et: EventType, owner: str) 
     owner has (SQL names are case-insensitive: `cpu`, `CPU` and `Cpu` would be one view, two of
     them unreachable)."""
     if et.name.lower() in RESERVED_TYPE_NAMES:
-        raise BadInput(f"event type name {et.name!r} ({owner}) is reserved",
-                       expected="a name other than events (any case): the view of every event type of a trace")
-    row = db.execute(f"SELECT name FROM {table} WHERE {key} = ? AND name = ? COLLATE NOCASE",
-                     (value, et.name)).fetchone()
+        raise BadInput(
+            f"event type name {et.name!r} ({owner}) is reserved",
+            expected="a name other than events (any case): the view of every event type of a trace",
+        )
+    row = db.execute(
+        f"SELECT name FROM {table} WHERE {key} = ? AND name = ? COLLATE NOCASE", (value, et.name)
+    ).fetchone()
     if row is not None:
-        raise BadInput(f"event type {et.name!r} differs only in case from {row[0]!r} ({owner}): SQL names ignore "
-                       f"case, so both would be one view", expected=f"the name {row[0]!r} itself, or another name")
+        raise BadInput(
+            f"event type {et.name!r} differs only in case from {row[0]!r} ({owner}): SQL names ignore "
+            f"case, so both would be one view",
+            expected=f"the name {row[0]!r} itself, or another name",
+        )
 
 
 def _guarded(path: Path, f, *args):
@@ -317,9 +339,12 @@ class Catalog:
             self.db.execute("PRAGMA synchronous=FULL")
             self.db.executescript(DDL)
             # Columns added since the first stores were made (another process may add one first).
-            for table, col, decl in (("traces", "own_types", "INTEGER NOT NULL DEFAULT 0"),
-                                     ("traces", "incomplete", "TEXT"), ("segments", "damaged", "TEXT"),
-                                     ("results", "checksum", "INTEGER")):
+            for table, col, decl in (
+                ("traces", "own_types", "INTEGER NOT NULL DEFAULT 0"),
+                ("traces", "incomplete", "TEXT"),
+                ("segments", "damaged", "TEXT"),
+                ("results", "checksum", "INTEGER"),
+            ):
                 if col not in self._columns(table):
                     try:
                         self.db.execute(f"ALTER TABLE {table} ADD COLUMN {col} {decl}")
@@ -342,8 +367,9 @@ class Catalog:
         self.incomplete_col = "incomplete" if "incomplete" in cols else "NULL"
         self.damaged_col = "damaged" if "damaged" in self._columns("segments") else "NULL"
         self.checksum_col = "checksum" if "checksum" in self._columns("results") else "NULL"
-        self._trace_cols = (self._TRACE_COLS if self.per_trace_types else
-                            self._TRACE_COLS.replace("own_types", "0 AS own_types")) + f", {self.incomplete_col}"
+        self._trace_cols = (
+            self._TRACE_COLS if self.per_trace_types else self._TRACE_COLS.replace("own_types", "0 AS own_types")
+        ) + f", {self.incomplete_col}"
 
     @staticmethod
     def _prefixed(alias: str, col: str) -> str:
@@ -370,8 +396,10 @@ class Catalog:
                 return
             db.execute("DROP TABLE IF EXISTS results_autoincrement")
             db.execute(f"CREATE TABLE results_autoincrement({RESULTS_COLUMNS}\n)")
-            db.execute("INSERT INTO results_autoincrement(id, kind, name, tool, params, created, payload, path)"
-                       " SELECT id, kind, name, tool, params, created, payload, path FROM results")
+            db.execute(
+                "INSERT INTO results_autoincrement(id, kind, name, tool, params, created, payload, path)"
+                " SELECT id, kind, name, tool, params, created, payload, path FROM results"
+            )
             db.execute("DROP TABLE results")
             db.execute("ALTER TABLE results_autoincrement RENAME TO results")
 
@@ -421,20 +449,19 @@ class Catalog:
         """The event types of format `fmt` (shared by its traces that do not own theirs)."""
         return self._types("event_types", "format", fmt)
 
-    def trace_types(self, info: "TraceInfo") -> dict[str, EventType]:
+    def trace_types(self, info: TraceInfo) -> dict[str, EventType]:
         """The event types trace `info` reads and writes: its own, or its format's."""
-        return self._types("trace_event_types", "trace_id", info.id) if info.own_types else \
-            self.event_types(info.format)
+        return (
+            self._types("trace_event_types", "trace_id", info.id) if info.own_types else self.event_types(info.format)
+        )
 
     def _types(self, table: str, key: str, value) -> dict[str, EventType]:
         rows = self.db.execute(
             f"SELECT name, kind, params, doc FROM {table} WHERE {key} = ? ORDER BY id", (value,)
         ).fetchall()
-        return {
-            r[0]: EventType(r[0], r[1], tuple(Column.from_json(p) for p in json.loads(r[2])), r[3]) for r in rows
-        }
+        return {r[0]: EventType(r[0], r[1], tuple(Column.from_json(p) for p in json.loads(r[2])), r[3]) for r in rows}
 
-    def put_event_type(self, fmt: str, et: EventType, trace: "TraceInfo | None" = None) -> EventType:
+    def put_event_type(self, fmt: str, et: EventType, trace: TraceInfo | None = None) -> EventType:
         """Register `et` under `fmt` (or, for a `trace` that owns its types, under that trace),
         or widen the stored type with new params.
 
@@ -458,9 +485,7 @@ class Catalog:
                 return et
             stored = EventType(et.name, row[0], tuple(Column.from_json(p) for p in json.loads(row[1])), row[2])
             if stored.kind != et.kind:
-                raise BadInput(
-                    f"event type {et.name} of {owner} is stored with kind {stored.kind!r}, not {et.kind!r}"
-                )
+                raise BadInput(f"event type {et.name} of {owner} is stored with kind {stored.kind!r}, not {et.kind!r}")
             have = {p.name: p for p in stored.params}
             extra = []
             for p in et.params:
@@ -484,8 +509,16 @@ class Catalog:
 
     # -- traces ------------------------------------------------------------------
 
-    def create_trace(self, name: str, fmt: str, description: str, metadata: dict[str, Any], *,
-                     own_types: bool = False, incomplete: str | None = None) -> int:
+    def create_trace(
+        self,
+        name: str,
+        fmt: str,
+        description: str,
+        metadata: dict[str, Any],
+        *,
+        own_types: bool = False,
+        incomplete: str | None = None,
+    ) -> int:
         with self.transaction() as db:
             # Case-insensitive: a trace is a SQL schema and DuckDB matches identifiers ignoring
             # case, so "App" and "app" would share (and overwrite) one set of views.
@@ -510,9 +543,11 @@ class Catalog:
             # catalog): the id is not taken over, nothing is created (the transaction rolls back).
             taken = self.path.parent / "traces" / str(tid)
             if taken.exists():
-                raise StoreDamaged(f"the catalog {self.path} does not know the directory {taken}, which the new "
-                                   f"trace {name!r} would take over: nothing was created. `tracehouse verify` says "
-                                   "what the files hold, `tracehouse repair` rebuilds the catalog from them")
+                raise StoreDamaged(
+                    f"the catalog {self.path} does not know the directory {taken}, which the new "
+                    f"trace {name!r} would take over: nothing was created. `tracehouse verify` says "
+                    "what the files hold, `tracehouse repair` rebuilds the catalog from them"
+                )
             db.executemany(
                 "INSERT INTO trace_metadata(trace_id, key, value) VALUES (?, ?, ?)",
                 [(tid, str(k), str(v)) for k, v in metadata.items()],
@@ -554,15 +589,19 @@ class Catalog:
             if only_if is None:
                 db.execute("UPDATE traces SET incomplete = ? WHERE id = ?", (reason, trace_id))
             else:
-                db.execute("UPDATE traces SET incomplete = ? WHERE id = ? AND substr(incomplete, 1, ?) = ?",
-                           (reason, trace_id, len(only_if), only_if))
+                db.execute(
+                    "UPDATE traces SET incomplete = ? WHERE id = ? AND substr(incomplete, 1, ?) = ?",
+                    (reason, trace_id, len(only_if), only_if),
+                )
 
     def wal_covered(self, trace_id: int) -> int:
         return int(self.db.execute("SELECT wal_covered FROM traces WHERE id = ?", (trace_id,)).fetchone()[0])
 
     def mark_deleting(self, trace_id: int) -> None:
         with self.transaction() as db:
-            db.execute("UPDATE traces SET state = 'deleting', name = name || '#deleting#' || id WHERE id = ?", (trace_id,))
+            db.execute(
+                "UPDATE traces SET state = 'deleting', name = name || '#deleting#' || id WHERE id = ?", (trace_id,)
+            )
 
     def deleting(self) -> list[int]:
         return [r[0] for r in self.db.execute("SELECT id FROM traces WHERE state = 'deleting'")]
@@ -630,8 +669,16 @@ class Catalog:
                     "INSERT INTO segments(trace_id, event_type, path, rows, bytes, ts_min, ts_max, columns, level, created)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     (
-                        trace_id, s["event_type"], s["path"], s["rows"], s["bytes"], s["ts_min"], s["ts_max"],
-                        json.dumps(list(s["columns"])), s.get("level", 0), now,
+                        trace_id,
+                        s["event_type"],
+                        s["path"],
+                        s["rows"],
+                        s["bytes"],
+                        s["ts_min"],
+                        s["ts_max"],
+                        json.dumps(list(s["columns"])),
+                        s.get("level", 0),
+                        now,
                     ),
                 )
                 ids.append(int(cur.lastrowid))
@@ -644,43 +691,90 @@ class Catalog:
             if wal_covered is not None:
                 db.execute("UPDATE traces SET wal_covered = MAX(wal_covered, ?) WHERE id = ?", (wal_covered, trace_id))
             if not retire:  # a checkpoint that registers clears the mark of one that waited for disk space
-                db.execute("UPDATE traces SET incomplete = NULL WHERE id = ? AND substr(incomplete, 1, ?) = ?",
-                           (trace_id, len(INCOMPLETE_CHECKPOINT), INCOMPLETE_CHECKPOINT))
+                db.execute(
+                    "UPDATE traces SET incomplete = NULL WHERE id = ? AND substr(incomplete, 1, ?) = ?",
+                    (trace_id, len(INCOMPLETE_CHECKPOINT), INCOMPLETE_CHECKPOINT),
+                )
             return ids
 
-    def restore_trace(self, tid: int, name: str, fmt: str, description: str, created: float, metadata: dict,
-                      *, own_types: bool, incomplete: str | None, segments: list[dict], retired: list[dict],
-                      wal_covered: int) -> None:
+    def restore_trace(
+        self,
+        tid: int,
+        name: str,
+        fmt: str,
+        description: str,
+        created: float,
+        metadata: dict,
+        *,
+        own_types: bool,
+        incomplete: str | None,
+        segments: list[dict],
+        retired: list[dict],
+        wal_covered: int,
+    ) -> None:
         """Register a trace again under its own id, with its segments (`retired`: files a merge
         replaced, deleted after the grace period as usual), in one transaction (`repair`)."""
         now = time.time()
         with self.transaction() as db:
             db.execute("INSERT OR IGNORE INTO formats(name) VALUES (?)", (fmt,))
-            db.execute("INSERT INTO traces(id, name, format, description, created, own_types, incomplete, wal_covered)"
-                       " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                       (tid, name, fmt, description, created, int(own_types), incomplete, wal_covered))
-            db.executemany("INSERT INTO trace_metadata(trace_id, key, value) VALUES (?, ?, ?)",
-                           [(tid, str(k), str(v)) for k, v in metadata.items()])
+            db.execute(
+                "INSERT INTO traces(id, name, format, description, created, own_types, incomplete, wal_covered)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (tid, name, fmt, description, created, int(own_types), incomplete, wal_covered),
+            )
+            db.executemany(
+                "INSERT INTO trace_metadata(trace_id, key, value) VALUES (?, ?, ?)",
+                [(tid, str(k), str(v)) for k, v in metadata.items()],
+            )
             for rows, retired_at in ((segments, None), (retired, now)):
                 db.executemany(
                     "INSERT INTO segments(trace_id, event_type, path, rows, bytes, ts_min, ts_max, columns, level,"
                     " created, retired) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    [(tid, r["event_type"], r["path"], r["rows"], r["bytes"], r["ts_min"], r["ts_max"],
-                      json.dumps(list(r["columns"])), r.get("level", 0), now, retired_at) for r in rows])
+                    [
+                        (
+                            tid,
+                            r["event_type"],
+                            r["path"],
+                            r["rows"],
+                            r["bytes"],
+                            r["ts_min"],
+                            r["ts_max"],
+                            json.dumps(list(r["columns"])),
+                            r.get("level", 0),
+                            now,
+                            retired_at,
+                        )
+                        for r in rows
+                    ],
+                )
             db.execute(
                 "UPDATE traces SET (event_count, bytes, ts_min, ts_max) = "
                 "(SELECT COALESCE(SUM(rows), 0), COALESCE(SUM(bytes), 0), MIN(ts_min), MAX(ts_max)"
-                "   FROM segments WHERE trace_id = ? AND retired IS NULL) WHERE id = ?", (tid, tid))
+                "   FROM segments WHERE trace_id = ? AND retired IS NULL) WHERE id = ?",
+                (tid, tid),
+            )
 
     def restore_result(self, r: dict, trace_ids: list[int]) -> None:
         """Register a result again under its own id (`repair`, from a damaged catalog it could read)."""
         with self.transaction() as db:
-            db.execute("INSERT INTO results(id, kind, name, tool, params, created, payload, path, checksum)"
-                       " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                       (r["id"], r["kind"], r["name"], r["tool"], json.dumps(r["params"]), r["created"],
-                        None if r["payload"] is None else json.dumps(r["payload"]), r["path"], r.get("checksum")))
-            db.executemany("INSERT INTO result_traces(result_id, trace_id) VALUES (?, ?)",
-                           [(r["id"], t) for t in trace_ids])
+            db.execute(
+                "INSERT INTO results(id, kind, name, tool, params, created, payload, path, checksum)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    r["id"],
+                    r["kind"],
+                    r["name"],
+                    r["tool"],
+                    json.dumps(r["params"]),
+                    r["created"],
+                    None if r["payload"] is None else json.dumps(r["payload"]),
+                    r["path"],
+                    r.get("checksum"),
+                ),
+            )
+            db.executemany(
+                "INSERT INTO result_traces(result_id, trace_id) VALUES (?, ?)", [(r["id"], t) for t in trace_ids]
+            )
 
     def segments(self, trace_id: int, event_type: str | None = None) -> list[SegmentInfo]:
         sql = (
@@ -709,7 +803,9 @@ class Catalog:
             db.execute("UPDATE segments SET damaged = ? WHERE id = ?", (reason, segment_id))
 
     def retired_before(self, cutoff: float) -> list[tuple[int, str]]:
-        return self.db.execute("SELECT id, path FROM segments WHERE retired IS NOT NULL AND retired < ?", (cutoff,)).fetchall()
+        return self.db.execute(
+            "SELECT id, path FROM segments WHERE retired IS NOT NULL AND retired < ?", (cutoff,)
+        ).fetchall()
 
     def forget_segments(self, ids: list[int]) -> None:
         if not ids:
@@ -728,8 +824,15 @@ class Catalog:
     # -- results -----------------------------------------------------------------
 
     def add_result(
-        self, kind: str, name: str, tool: str, params: dict, trace_ids: list[int],
-        payload: Any = None, path: str | None = None, checksum: int | None = None,
+        self,
+        kind: str,
+        name: str,
+        tool: str,
+        params: dict,
+        trace_ids: list[int],
+        payload: Any = None,
+        path: str | None = None,
+        checksum: int | None = None,
     ) -> int:
         if kind not in RESULT_KINDS:
             raise BadInput(f"unknown result kind {kind!r}", expected=" | ".join(RESULT_KINDS))
@@ -737,11 +840,21 @@ class Catalog:
             cur = db.execute(
                 "INSERT INTO results(kind, name, tool, params, created, payload, path, checksum)"
                 " VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (kind, name, tool, json.dumps(params), time.time(),
-                 None if payload is None else json.dumps(payload), path, checksum),
+                (
+                    kind,
+                    name,
+                    tool,
+                    json.dumps(params),
+                    time.time(),
+                    None if payload is None else json.dumps(payload),
+                    path,
+                    checksum,
+                ),
             )
             rid = int(cur.lastrowid)
-            db.executemany("INSERT INTO result_traces(result_id, trace_id) VALUES (?, ?)", [(rid, t) for t in trace_ids])
+            db.executemany(
+                "INSERT INTO result_traces(result_id, trace_id) VALUES (?, ?)", [(rid, t) for t in trace_ids]
+            )
             return rid
 
     def results(self, where: str = "", args: tuple = ()) -> list[dict]:
@@ -754,11 +867,20 @@ class Catalog:
             sql += f" WHERE {where}"
         out = []
         for r in self.db.execute(sql + " ORDER BY r.id", args).fetchall():
-            out.append({
-                "id": r[0], "kind": r[1], "name": r[2], "tool": r[3], "params": json.loads(r[4]),
-                "created": r[5], "payload": None if r[6] is None else json.loads(r[6]), "path": r[7],
-                "traces": json.loads(r[8]), "checksum": r[9],
-            })
+            out.append(
+                {
+                    "id": r[0],
+                    "kind": r[1],
+                    "name": r[2],
+                    "tool": r[3],
+                    "params": json.loads(r[4]),
+                    "created": r[5],
+                    "payload": None if r[6] is None else json.loads(r[6]),
+                    "path": r[7],
+                    "traces": json.loads(r[8]),
+                    "checksum": r[9],
+                }
+            )
         return out
 
     def delete_result(self, rid: int) -> None:

@@ -60,8 +60,18 @@ def retention_ns(metadata: dict) -> int:
         return 0
 
 
-_UNITS = {"ns": 1, "u": 10**3, "us": 10**3, "µs": 10**3, "ms": 10**6, "s": 10**9, "m": 60 * 10**9, "h": 3600 * 10**9,
-          "d": 86400 * 10**9, "w": 7 * 86400 * 10**9}
+_UNITS = {
+    "ns": 1,
+    "u": 10**3,
+    "us": 10**3,
+    "µs": 10**3,
+    "ms": 10**6,
+    "s": 10**9,
+    "m": 60 * 10**9,
+    "h": 3600 * 10**9,
+    "d": 86400 * 10**9,
+    "w": 7 * 86400 * 10**9,
+}
 _DURATION = re.compile(r"(\d+)(ns|us|µs|u|ms|s|m|h|d|w)")
 
 
@@ -181,8 +191,13 @@ class Compactor:
             cat.register_segments(w.trace_id, [], retire=[s.id for s in old])
             with w.cond:
                 w.tail_version += 1
-        log.info("trace %s: retention %d s dropped %d segments (%d rows)", w.trace_name, keep // 10**9, len(old),
-                 sum(s.rows for s in old))
+        log.info(
+            "trace %s: retention %d s dropped %d segments (%d rows)",
+            w.trace_name,
+            keep // 10**9,
+            len(old),
+            sum(s.rows for s in old),
+        )
         return len(old)
 
     def rows_per_merge(self, et: EventType) -> int:
@@ -236,7 +251,7 @@ class Compactor:
             if len(small) < (2 if force else opts.compact_min_segments):
                 continue
             groups = []
-            for tier in ([small] if force else size_tiers(small, fanin)):
+            for tier in [small] if force else size_tiers(small, fanin):
                 cur, cur_rows = [], 0
                 for s in tier:
                     if cur and cur_rows + s.rows > target:
@@ -261,11 +276,19 @@ class Compactor:
                     continue
                 table = sort_rows(align(tables, et), w.by_producer)  # the trace's segment order
                 level = 1 + max(s.level for s in g)
-                meta = segment_meta(w.trace_id, w.trace_name, w.format, et, level,
-                                    inputs=[Path(s.path).name for s in g])
-                row = write_segment(w.root, f"{w.trace_dir}/segments/{name}", table, level=level,
-                                    keep_cached=not opts.drop_written_pages, row_group=w.row_group, meta=meta,
-                                    checksums=opts.page_checksums)
+                meta = segment_meta(
+                    w.trace_id, w.trace_name, w.format, et, level, inputs=[Path(s.path).name for s in g]
+                )
+                row = write_segment(
+                    w.root,
+                    f"{w.trace_dir}/segments/{name}",
+                    table,
+                    level=level,
+                    keep_cached=not opts.drop_written_pages,
+                    row_group=w.row_group,
+                    meta=meta,
+                    checksums=opts.page_checksums,
+                )
                 row["event_type"] = name
                 try:
                     with w.view_lock:  # not `cond`: appends do not wait for the catalog's fsync
@@ -285,8 +308,12 @@ class Compactor:
         seg = next((s for s in w.host.catalog.segments(w.trace_id) if s.path == rel), None)
         if seg is None or seg.damaged:
             return
-        log.error("trace %s: segment %s is damaged, not merged (`tracehouse verify`, `tracehouse repair`): %s",
-                  w.trace_name, e.path, e.reason)
+        log.error(
+            "trace %s: segment %s is damaged, not merged (`tracehouse verify`, `tracehouse repair`): %s",
+            w.trace_name,
+            e.path,
+            e.reason,
+        )
         w.host.catalog_write(lambda: w.host.catalog.mark_damaged(seg.id, e.reason))
 
 

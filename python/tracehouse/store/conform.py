@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from typing import Sequence
+from collections.abc import Sequence
 
 from .. import lazy
 from ..errors import BadInput
@@ -58,8 +58,12 @@ def _relabelled(parts: Sequence[pa.RecordBatch | pa.Table], target: pa.Schema) -
         return True
 
     for p in parts:  # runs of one schema (a run is glued as is, then relabelled once)
-        if run and not (p.schema is run[0].schema or p.schema.equals(run[0].schema)) \
-                or run and type(p) is not type(run[0]):
+        if (
+            run
+            and not (p.schema is run[0].schema or p.schema.equals(run[0].schema))
+            or run
+            and type(p) is not type(run[0])
+        ):
             if not flush():
                 return None
             run = []
@@ -69,8 +73,7 @@ def _relabelled(parts: Sequence[pa.RecordBatch | pa.Table], target: pa.Schema) -
     return tables[0] if len(tables) == 1 else pa.concat_tables(tables)
 
 
-def align(parts: Sequence[pa.RecordBatch | pa.Table], et: EventType, columns: Sequence[str] | None = None
-          ) -> pa.Table:
+def align(parts: Sequence[pa.RecordBatch | pa.Table], et: EventType, columns: Sequence[str] | None = None) -> pa.Table:
     """Rows of one event type written at different times, as one table with `columns` of
     `et`: a column a part predates (the type was widened after it was written) is all
     null, a column of an older type is cast. Default: the stored schema (every column,
@@ -115,8 +118,11 @@ def align(parts: Sequence[pa.RecordBatch | pa.Table], et: EventType, columns: Se
 def _conform_target_of(et: EventType) -> tuple[pa.Schema, list[tuple[str, pa.DataType]], tuple[int, ...]]:
     """The stored schema of `et`, its (name, type) list and the positions of its non-null columns."""
     cols = et.columns
-    return (et.arrow_schema(), [(c.name, c.arrow_type) for c in cols],
-            tuple(i for i, c in enumerate(cols) if not c.nullable))
+    return (
+        et.arrow_schema(),
+        [(c.name, c.arrow_type) for c in cols],
+        tuple(i for i, c in enumerate(cols) if not c.nullable),
+    )
 
 
 # Keyed by identity first: hashing a frozen EventType hashes every Column (~50 us for 60
@@ -176,22 +182,28 @@ def conform(batch: pa.RecordBatch | pa.Table, et: EventType, *, source: str = "b
     a value does not cast, or a column is not declared.
     """
     if isinstance(batch, pa.Table):
-        batch = batch.combine_chunks().to_batches()[0] if batch.num_rows else pa.RecordBatch.from_pylist([], schema=batch.schema)
+        batch = (
+            batch.combine_chunks().to_batches()[0]
+            if batch.num_rows
+            else pa.RecordBatch.from_pylist([], schema=batch.schema)
+        )
     target, names_types, required = _conform_target(et)
     if batch.schema.equals(target, check_metadata=True):
         # Fast path (every live append of a known producer): nothing to cast or fill, only the
         # non-null check. The slow path below cost ~80 us per batch, mostly rebuilding schemas.
         if not any(batch.column(i).null_count for i in required):
             return batch
-    elif _same_layout(batch.schema, target, names_types):
-        if not any(batch.column(i).null_count for i in required):
-            return _with_schema(batch, target)
+    elif _same_layout(batch.schema, target, names_types) and not any(batch.column(i).null_count for i in required):
+        return _with_schema(batch, target)
     names = set(batch.schema.names)
     declared = {c.name for c in et.columns}
     extra = [n for n in batch.schema.names if n not in declared]
     if extra:
-        raise BadInput(f"columns {extra} are not parameters of event type {et.name!r}", file=source,
-                       expected=", ".join(sorted(declared)))
+        raise BadInput(
+            f"columns {extra} are not parameters of event type {et.name!r}",
+            file=source,
+            expected=", ".join(sorted(declared)),
+        )
     arrays = []
     for c in et.columns:
         if c.name not in names:
@@ -201,15 +213,20 @@ def conform(batch: pa.RecordBatch | pa.Table, et: EventType, *, source: str = "b
             continue
         a = batch.column(c.name)
         if not c.nullable and a.null_count:
-            raise BadInput(f"{a.null_count} null values in column {c.name!r}", file=source, column=c.name,
-                           expected=f"a value of type {c.type} in every row")
+            raise BadInput(
+                f"{a.null_count} null values in column {c.name!r}",
+                file=source,
+                column=c.name,
+                expected=f"a value of type {c.type} in every row",
+            )
         if a.type != c.arrow_type:
             if pa.types.is_dictionary(a.type):
                 a = a.cast(a.type.value_type)
             try:
                 a = pc.cast(a, c.arrow_type)
             except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                raise BadInput(f"cannot store values as {c.type}: {e}", file=source, column=c.name,
-                               expected=c.type) from None
+                raise BadInput(
+                    f"cannot store values as {c.type}: {e}", file=source, column=c.name, expected=c.type
+                ) from None
         arrays.append(a)
     return pa.RecordBatch.from_arrays(arrays, schema=et.arrow_schema())

@@ -28,9 +28,10 @@ from __future__ import annotations
 import re
 import threading
 import tomllib
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Sequence
+from typing import TYPE_CHECKING
 
 from .. import lazy
 from ..errors import BadInput, NotFound
@@ -102,7 +103,7 @@ def load_store_list(path: str | Path) -> list[StoreRef]:
         raise BadInput(f"{e}", file=str(f), expected="TOML with [[store]] tables (path, alias, url)") from None
     entries = data.get("store")
     if not isinstance(entries, list) or not entries:
-        raise BadInput("no [[store]] table", file=str(f), expected="[[store]] tables with path = \"DIR\"")
+        raise BadInput("no [[store]] table", file=str(f), expected='[[store]] tables with path = "DIR"')
     refs = []
     for i, e in enumerate(entries):
         if not isinstance(e, dict) or not isinstance(e.get("path"), str):
@@ -115,7 +116,7 @@ def load_store_list(path: str | Path) -> list[StoreRef]:
     return refs
 
 
-def store_refs(stores: Iterable["str | Path | StoreRef | Store"]) -> list[StoreRef]:
+def store_refs(stores: Iterable[str | Path | StoreRef | Store]) -> list[StoreRef]:
     """StoreRefs for paths, `ALIAS=DIR` strings, Stores or StoreRefs; aliases must differ."""
     refs = []
     for s in stores:
@@ -131,8 +132,10 @@ def store_refs(stores: Iterable["str | Path | StoreRef | Store"]) -> list[StoreR
     for r in refs:
         other = seen.get(r.alias.lower())
         if other is not None:
-            raise BadInput(f"two stores are named {r.alias!r} ({other} and {r.path})",
-                           expected="distinct aliases: --store ALIAS=DIR")
+            raise BadInput(
+                f"two stores are named {r.alias!r} ({other} and {r.path})",
+                expected="distinct aliases: --store ALIAS=DIR",
+            )
         seen[r.alias.lower()] = r.path
     return refs
 
@@ -207,9 +210,14 @@ class TraceSource:
         segs = self.store.segments.get(self.info.id, {})
         producers = self.store.th["producers"]
         n = pc.sum(pc.equal(producers.column("trace"), self.info.name)).as_py() if producers.num_rows else 0
-        return (self.store.ref.alias, self.info.id, tuple(self.types.values()),
-                tuple((k, tuple(s.id for s in v)) for k, v in sorted(segs.items())), n,
-                tuple(sorted(self.info.metadata.items())))
+        return (
+            self.store.ref.alias,
+            self.info.id,
+            tuple(self.types.values()),
+            tuple((k, tuple(s.id for s in v)) for k, v in sorted(segs.items())),
+            n,
+            tuple(sorted(self.info.metadata.items())),
+        )
 
 
 @dataclass
@@ -222,7 +230,7 @@ class Snapshot:
     _th: dict[str, pa.Table] | None = None
 
     @classmethod
-    def of(cls, stores: list[StoreSnapshot]) -> "Snapshot":
+    def of(cls, stores: list[StoreSnapshot]) -> Snapshot:
         snap = cls(stores)
         if len(stores) == 1:
             for t in stores[0].traces:
@@ -272,7 +280,7 @@ class Snapshot:
         if self._th is not None:
             return self._th
         out = {}
-        for name, (_sql, columns) in TH_TABLES.items():
+        for name, (_sql, _columns) in TH_TABLES.items():
             parts = []
             for st in self.stores:
                 t = st.th[name]
@@ -289,14 +297,22 @@ class Snapshot:
 
 def _rename_traces(table: str, t: pa.Table, rename: dict[str, str]) -> pa.Table:
     """Trace names in a th table replaced by their SQL names."""
-    col = {"traces": "name", "producers": "trace", "segments": "trace", "metadata": "trace", "results": "traces",
-           "event_types": "trace"}.get(table)
+    col = {
+        "traces": "name",
+        "producers": "trace",
+        "segments": "trace",
+        "metadata": "trace",
+        "results": "traces",
+        "event_types": "trace",
+    }.get(table)
     if col is None or not rename or all(k == v for k, v in rename.items()):
         return t
     i = t.schema.get_field_index(col)
     values = t.column(col).to_pylist()
     if table == "results":
-        new = pa.array([[rename.get(x, x) for x in v] if v is not None else None for v in values], t.schema.field(i).type)
+        new = pa.array(
+            [[rename.get(x, x) for x in v] if v is not None else None for v in values], t.schema.field(i).type
+        )
     else:
         new = pa.array([rename.get(v, v) for v in values], pa.string())
     return t.set_column(i, t.schema.field(i), new)
@@ -405,7 +421,9 @@ class DuckViews:
             if tags is not None:
                 self.con.register(tag_ref, tags if self.files else tags.slice(0, 0))
             for name, et in src.types.items():
-                files = [(str(src.store.ref.path / s.path), s.columns) for s in src.segments(name)] if self.files else []
+                files = (
+                    [(str(src.store.ref.path / s.path), s.columns) for s in src.segments(name)] if self.files else []
+                )
                 body = type_view_sql(et, files)
                 if keys:  # tags as columns, as the single-store views have them (store/query.py)
                     body = tagged_view_sql(et, body, tag_ref, keys)
@@ -420,7 +438,9 @@ class DuckViews:
                 return pa.table({})
             return _to_arrow(rel.limit(0) if schema_only else rel)
         except duckdb.Error as e:
-            raise BadInput(f"SQL error: {error_line(e)}", expected="a valid DuckDB query over the store's views") from None
+            raise BadInput(
+                f"SQL error: {error_line(e)}", expected="a valid DuckDB query over the store's views"
+            ) from None
 
     def close(self) -> None:
         self.con.close()
@@ -498,8 +518,14 @@ class DuckDBEngine(EngineBase):
         super().close()
 
 
-def open_engine(stores: "str | Path | Store | StoreRef | Sequence" = None, engine: str = "duckdb", *,
-                master: str | None = None, spark=None, conf: dict | None = None) -> EngineBase:
+def open_engine(
+    stores: str | Path | Store | StoreRef | Sequence = None,
+    engine: str = "duckdb",
+    *,
+    master: str | None = None,
+    spark=None,
+    conf: dict | None = None,
+) -> EngineBase:
     """An engine over one store or several: engine "duckdb" (this process) or "spark"
     (`master`: a Spark master URL, default local[2]; or a running SparkSession as `spark`)."""
     if stores is None:

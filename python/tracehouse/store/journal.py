@@ -27,9 +27,10 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 from .._core import crc32
 from .wal import fsync_dir
@@ -60,7 +61,7 @@ def append(root: Path, trace_id: int, entries: Iterable[dict]) -> None:
     try:
         view = memoryview(data)
         while view:
-            view = view[os.write(fd, view):]
+            view = view[os.write(fd, view) :]
         os.fdatasync(fd)
     finally:
         os.close(fd)
@@ -71,16 +72,34 @@ def append(root: Path, trace_id: int, entries: Iterable[dict]) -> None:
 
 def trace_entry(info: Any, format_description: str = "") -> dict:
     """The first entry of a trace's journal, from its catalog row (`catalog.TraceInfo`)."""
-    return {"op": "trace", "id": info.id, "name": info.name, "format": info.format,
-            "format_description": format_description, "description": info.description,
-            "created": info.created, "metadata": dict(info.metadata), "own_types": bool(info.own_types)}
+    return {
+        "op": "trace",
+        "id": info.id,
+        "name": info.name,
+        "format": info.format,
+        "format_description": format_description,
+        "description": info.description,
+        "created": info.created,
+        "metadata": dict(info.metadata),
+        "own_types": bool(info.own_types),
+    }
 
 
 def producers_entry(rows: Iterable[dict]) -> dict:
     """The entry of producers inserted or replaced (ids as ints: numpy integers are allowed in)."""
-    return {"op": "producers", "rows": [
-        {"id": int(r["id"]), "parent": None if r.get("parent") is None else int(r["parent"]), "kind": r["kind"],
-         "name": r["name"], "attrs": r.get("attrs") or {}} for r in rows]}
+    return {
+        "op": "producers",
+        "rows": [
+            {
+                "id": int(r["id"]),
+                "parent": None if r.get("parent") is None else int(r["parent"]),
+                "kind": r["kind"],
+                "name": r["name"],
+                "attrs": r.get("attrs") or {},
+            }
+            for r in rows
+        ],
+    }
 
 
 def snapshot(root: Path, info: Any, types: Iterable[Any], producers: list[dict], format_description: str = "") -> None:
@@ -113,8 +132,14 @@ class Journal:
     damaged: list[dict] = field(default_factory=list)  # {"line", "reason"} of lines skipped
 
     def to_json(self) -> dict:
-        return {"path": str(self.path), "entries": self.entries, "damaged": self.damaged,
-                "trace": self.trace, "types": len(self.types), "producers": len(self.producers)}
+        return {
+            "path": str(self.path),
+            "entries": self.entries,
+            "damaged": self.damaged,
+            "trace": self.trace,
+            "types": len(self.types),
+            "producers": len(self.producers),
+        }
 
 
 def read(path: Path) -> Journal:

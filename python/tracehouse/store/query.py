@@ -19,9 +19,10 @@ import json
 import os
 import re
 import threading
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from .. import lazy
 from ..errors import BadInput
@@ -56,37 +57,74 @@ TH_TABLES: dict[str, tuple[str, list[tuple[str, str]]]] = {
         "SELECT id, name, format, description, created, ts_min, ts_max, event_count, bytes,"
         " CASE WHEN {incomplete} IS NULL THEN 'complete' ELSE 'incomplete' END, {incomplete} FROM traces t"
         f" WHERE {_LIVE} ORDER BY name",
-        [("id", "int64"), ("name", "string"), ("format", "string"), ("description", "string"),
-         ("created", "float64"), ("ts_min", "int64"), ("ts_max", "int64"), ("event_count", "int64"),
-         ("bytes", "int64"), ("state", "string"), ("state_reason", "string")],
+        [
+            ("id", "int64"),
+            ("name", "string"),
+            ("format", "string"),
+            ("description", "string"),
+            ("created", "float64"),
+            ("ts_min", "int64"),
+            ("ts_max", "int64"),
+            ("event_count", "int64"),
+            ("bytes", "int64"),
+            ("state", "string"),
+            ("state_reason", "string"),
+        ],
     ),
     "event_types": (
         # a format's types (trace NULL), then the types of traces that own theirs (line protocol)
         "SELECT format, name, kind, params, doc, NULL, id FROM event_types UNION ALL"
         " SELECT t.format, e.name, e.kind, e.params, e.doc, t.name, e.id FROM trace_event_types e"
         f" JOIN traces t ON t.id = e.trace_id WHERE {_LIVE} ORDER BY 6, 1, 7",
-        [("format", "string"), ("name", "string"), ("kind", "string"), ("params", "string"),
-         ("doc", "string"), ("trace", "string")],
+        [
+            ("format", "string"),
+            ("name", "string"),
+            ("kind", "string"),
+            ("params", "string"),
+            ("doc", "string"),
+            ("trace", "string"),
+        ],
     ),
     "producers": (
         "SELECT t.name, p.id, p.parent, p.kind, p.name, p.attrs FROM producers p JOIN traces t ON t.id = p.trace_id"
         f" WHERE {_LIVE} ORDER BY t.name, p.id",
-        [("trace", "string"), ("id", "int32"), ("parent", "int32"), ("kind", "string"),
-         ("name", "string"), ("attrs", "string")],
+        [
+            ("trace", "string"),
+            ("id", "int32"),
+            ("parent", "int32"),
+            ("kind", "string"),
+            ("name", "string"),
+            ("attrs", "string"),
+        ],
     ),
     "results": (
         "SELECT r.id, r.kind, r.name, r.tool, r.params, r.created, (SELECT json_group_array(t.name)"
         " FROM result_traces rt JOIN traces t ON t.id = rt.trace_id WHERE rt.result_id = r.id) FROM results r"
         " ORDER BY r.id",
-        [("id", "int64"), ("kind", "string"), ("name", "string"), ("tool", "string"),
-         ("params", "string"), ("created", "float64"), ("traces", "list<string>")],
+        [
+            ("id", "int64"),
+            ("kind", "string"),
+            ("name", "string"),
+            ("tool", "string"),
+            ("params", "string"),
+            ("created", "float64"),
+            ("traces", "list<string>"),
+        ],
     ),
     "segments": (
         "SELECT t.name, s.id, s.event_type, s.path, s.rows, s.bytes, s.ts_min, s.ts_max, s.level"
         f" FROM segments s JOIN traces t ON t.id = s.trace_id WHERE s.retired IS NULL AND {_LIVE}",
-        [("trace", "string"), ("id", "int64"), ("event_type", "string"), ("path", "string"),
-         ("rows", "int64"), ("bytes", "int64"), ("ts_min", "int64"), ("ts_max", "int64"),
-         ("level", "int64")],
+        [
+            ("trace", "string"),
+            ("id", "int64"),
+            ("event_type", "string"),
+            ("path", "string"),
+            ("rows", "int64"),
+            ("bytes", "int64"),
+            ("ts_min", "int64"),
+            ("ts_max", "int64"),
+            ("level", "int64"),
+        ],
     ),
     "metadata": (
         f"SELECT t.name, m.key, m.value FROM trace_metadata m JOIN traces t ON t.id = m.trace_id WHERE {_LIVE}",
@@ -112,16 +150,16 @@ def qstr(s: str) -> str:
     return "'" + s.replace("'", "''") + "'"
 
 
-def th_tables(catalog: "Catalog") -> dict[str, pa.Table]:
+def th_tables(catalog: Catalog) -> dict[str, pa.Table]:
     """Every th.* table read from a catalog (inside one read transaction for a consistent set)."""
     out = {}
     for name, (sql, columns) in TH_TABLES.items():
         if name == "event_types" and not catalog.per_trace_types:
             sql = "SELECT format, name, kind, params, doc, NULL FROM event_types ORDER BY format, id"  # older store
         rows = catalog.db.execute(sql.replace("{incomplete}", catalog.incomplete_col)).fetchall()
-        out[name] = pa.table({
-            col: pa.array([_th_value(r[i], typ) for r in rows], _th_type(typ)) for i, (col, typ) in enumerate(columns)
-        })
+        out[name] = pa.table(
+            {col: pa.array([_th_value(r[i], typ) for r in rows], _th_type(typ)) for i, (col, typ) in enumerate(columns)}
+        )
     return out
 
 
@@ -162,15 +200,21 @@ def damaged_view_sql(et: EventType, trace: str, damaged: list[tuple[str, str]]) 
     """The view body of a type whose segments include damaged ones (path, what is wrong): its
     columns, typed, and an error naming the files when a query reads it (DuckDB drops a branch
     a filter rules out, so `"<trace>".events WHERE type = 'other'` still answers)."""
-    what = "; ".join(f"{p} ({why})" for p, why in damaged[:3]) + (f"; and {len(damaged) - 3} more" if len(damaged) > 3 else "")
-    msg = (f"event type {et.name} of trace {trace!r} cannot be read: damaged segment(s) {what}. `tracehouse verify` "
-           "says what is intact, `tracehouse repair` sets the damaged files aside (deleting nothing); the trace's "
-           "other event types are readable")
+    what = "; ".join(f"{p} ({why})" for p, why in damaged[:3]) + (
+        f"; and {len(damaged) - 3} more" if len(damaged) > 3 else ""
+    )
+    msg = (
+        f"event type {et.name} of trace {trace!r} cannot be read: damaged segment(s) {what}. `tracehouse verify` "
+        "says what is intact, `tracehouse repair` sets the damaged files aside (deleting nothing); the trace's "
+        "other event types are readable"
+    )
     sel = ", ".join(f"CAST(NULL AS {DUCK_TYPES[c.type]}) AS {qident(c.name)}" for c in et.columns)
     return f"SELECT {sel} FROM range(1) WHERE error({qstr(msg)}) IS NULL"
 
 
-def type_view_sql(et: EventType, files: list[tuple[str, Iterable[str]]], tail: tuple[str, Iterable[str]] | None = None) -> str:
+def type_view_sql(
+    et: EventType, files: list[tuple[str, Iterable[str]]], tail: tuple[str, Iterable[str]] | None = None
+) -> str:
     """The DuckDB view body of one event type: its segment files (path, columns in the
     file) read by name, then the registered tail table (name, columns); a column a file
     predates reads null. No files and no tail: no rows, typed."""
@@ -195,8 +239,11 @@ def type_view_sql(et: EventType, files: list[tuple[str, Iterable[str]]], tail: t
     # Segments and tail: a constant first, dropped outside (see `events_view_sql`: a count
     # then reads no column of either side).
     names = ", ".join(qident(c.name) for c in cols)
-    return (f"SELECT {names} FROM (\n" + "\nUNION ALL\n".join(s.replace("SELECT ", "SELECT 0 AS _part, ", 1)
-                                                            for s in selects) + "\n)")
+    return (
+        f"SELECT {names} FROM (\n"
+        + "\nUNION ALL\n".join(s.replace("SELECT ", "SELECT 0 AS _part, ", 1) for s in selects)
+        + "\n)"
+    )
 
 
 # -- tags as columns ---------------------------------------------------------------------------
@@ -266,8 +313,10 @@ def trace_tags(th_producers: pa.Table, trace: str, metadata: dict) -> tuple[dict
     """`tag_keys` and `tag_table` of one trace from a `th.producers` table (the engines over
     several stores and Spark build their views from a catalog snapshot's th.* tables)."""
     t = th_producers.filter(pc.equal(th_producers.column("trace"), trace))
-    producers = [{"id": r["id"], "kind": r["kind"], "attrs": json.loads(r["attrs"] or "{}")}
-                 for r in t.select(["id", "kind", "attrs"]).to_pylist()]
+    producers = [
+        {"id": r["id"], "kind": r["kind"], "attrs": json.loads(r["attrs"] or "{}")}
+        for r in t.select(["id", "kind", "attrs"]).to_pylist()
+    ]
     keys = tag_keys(producers, metadata)
     return keys, (tag_table(producers, metadata, keys) if keys else None)
 
@@ -309,8 +358,10 @@ def events_view_sql(schema: str, types: dict[str, EventType]) -> str:
         dur = "dur" if et.kind == "span" else "CAST(NULL AS BIGINT) AS dur"
         selects.append(f"SELECT {qstr(name)} AS type, ts, producer, seq, {dur} FROM {schema}.{qident(name)}")
     if not selects:
-        selects = ["SELECT CAST(NULL AS VARCHAR) type, CAST(NULL AS BIGINT) ts, CAST(NULL AS INTEGER) producer,"
-                   " CAST(NULL AS BIGINT) seq, CAST(NULL AS BIGINT) dur WHERE false"]
+        selects = [
+            "SELECT CAST(NULL AS VARCHAR) type, CAST(NULL AS BIGINT) ts, CAST(NULL AS INTEGER) producer,"
+            " CAST(NULL AS BIGINT) seq, CAST(NULL AS BIGINT) dur WHERE false"
+        ]
     return "SELECT ts, producer, seq, dur, type FROM (\n" + "\nUNION ALL\n".join(selects) + "\n)"
 
 
@@ -450,8 +501,13 @@ class QueryEngine:
         # load 4.1-4.4); over 10 alternating `bench ingest` runs (load 4.4-5.5) its CPU went
         # 1.79 -> 1.54 s (start-up included), its polls 7 -> 9 and its lag 0.83 -> 0.63 s (medians).
         man = self.store.read_cache_manifest(info)  # store/readcache.py, or None
-        shape = (cut.signature[0], tuple((n, tuple(c.name for c in et.columns)) for n, et in types.items()),
-                 tuple(s.id for s in segs), tuple(sorted(tails)), man and man["file"])
+        shape = (
+            cut.signature[0],
+            tuple((n, tuple(c.name for c in et.columns)) for n, et in types.items()),
+            tuple(s.id for s in segs),
+            tuple(sorted(tails)),
+            man and man["file"],
+        )
         if self._trace_shapes.get(info.name) == shape:
             for name in changed:
                 if name in tails:
@@ -531,7 +587,8 @@ class QueryEngine:
         added, never edited, by the writers that make tags)."""
         sig = self.store.catalog.db.execute(
             "SELECT count(*), max(id), total(length(attrs)), total(kind = ?) FROM producers WHERE trace_id = ?",
-            (TAG_KIND, info.id)).fetchone() + (info.id, info.metadata.get(TAG_COLUMNS_META))
+            (TAG_KIND, info.id),
+        ).fetchone() + (info.id, info.metadata.get(TAG_COLUMNS_META))
         known = self._tags.get(info.name)
         if known is not None and known[0] == sig:
             return known[1]
@@ -629,7 +686,7 @@ class QueryEngine:
                 for name, (trace, table) in self._sources.items():
                     # Registering costs ~1 ms: only what the views the query may name read.
                     if trace is None:
-                        if _mentions_th(lowered, name[len("_th_"):]) and local.th.get(name) is not table:
+                        if _mentions_th(lowered, name[len("_th_") :]) and local.th.get(name) is not table:
                             cur.register(name, table)
                             local.th[name] = table
                     elif trace.lower() in lowered:
@@ -683,7 +740,9 @@ class QueryEngine:
                 rel = self.con.sql(count or query, params=params)
                 return pa.table({}) if rel is None else _to_arrow(rel)
             except duckdb.Error as e:
-                raise BadInput(f"SQL error: {error_line(e)}", expected="a valid DuckDB query over the store's views") from None
+                raise BadInput(
+                    f"SQL error: {error_line(e)}", expected="a valid DuckDB query over the store's views"
+                ) from None
 
     def batches(self, query: str, params: list | dict | None = None, rows: int = 65_536):
         """Yields the result as record batches of up to `rows` rows, streamed (the engine
@@ -696,13 +755,23 @@ class QueryEngine:
                     return
                 reader = arrow_reader(rel, rows)
             except duckdb.Error as e:
-                raise BadInput(f"SQL error: {error_line(e)}", expected="a valid DuckDB query over the store's views") from None
+                raise BadInput(
+                    f"SQL error: {error_line(e)}", expected="a valid DuckDB query over the store's views"
+                ) from None
             yield from reader
 
 
 _IDENT = r'("(?:[^"]|"")+"|[^\s."();,]+)'
-_WHOLE_COUNT = re.compile(r"\s*select\s+count\s*\(\s*\*\s*\)(?:\s+(?:as\s+)?" + _IDENT + r")?\s+from\s+" + _IDENT
-                          + r"\s*\.\s*" + _IDENT + r"\s*;?\s*", re.IGNORECASE)
+_WHOLE_COUNT = re.compile(
+    r"\s*select\s+count\s*\(\s*\*\s*\)(?:\s+(?:as\s+)?"
+    + _IDENT
+    + r")?\s+from\s+"
+    + _IDENT
+    + r"\s*\.\s*"
+    + _IDENT
+    + r"\s*;?\s*",
+    re.IGNORECASE,
+)
 
 
 def whole_count(store, query: str) -> tuple[str, int] | None:

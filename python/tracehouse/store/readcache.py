@@ -85,16 +85,24 @@ def build(root: Path, info, types: dict, segments: list, producers: list[dict]) 
             present = set().union(*(s.columns for s in segs))
             cols = []
             for c in et.columns:
-                cols.append(f"b.{qident(c.name)}" if c.name in present
-                            else f"CAST(NULL AS {DUCK_TYPES[c.type]}) AS {qident(c.name)}")
+                cols.append(
+                    f"b.{qident(c.name)}"
+                    if c.name in present
+                    else f"CAST(NULL AS {DUCK_TYPES[c.type]}) AS {qident(c.name)}"
+                )
                 if c.name == "producer" and keys:
                     cols += [f"t.{qident(k)} AS {qident(n)}" for k, n in tag_column_names(et, keys).items()]
             join = " LEFT JOIN _tags t ON t.producer = b.producer" if keys else ""
             table = f"t{i}"
-            con.execute(f"CREATE TABLE {table} AS SELECT {', '.join(cols)} FROM read_parquet({files}, "
-                        f"union_by_name = true) b{join}")
-            out["types"][tname] = {"table": table, "segments": [s.id for s in segs],
-                                   "columns": [r[0] for r in con.execute(f"DESCRIBE {table}").fetchall()]}
+            con.execute(
+                f"CREATE TABLE {table} AS SELECT {', '.join(cols)} FROM read_parquet({files}, "
+                f"union_by_name = true) b{join}"
+            )
+            out["types"][tname] = {
+                "table": table,
+                "segments": [s.id for s in segs],
+                "columns": [r[0] for r in con.execute(f"DESCRIBE {table}").fetchall()],
+            }
         con.execute("CHECKPOINT")
     finally:
         con.close()

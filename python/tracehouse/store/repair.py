@@ -27,8 +27,9 @@ from __future__ import annotations
 import fcntl
 import os
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .. import lazy
 from .._core import int_range
@@ -53,12 +54,14 @@ def repair(root: Path, progress: Callable[[str], None] | None = None) -> dict:
     try:
         q = Quarantine(root)
         old = _read_old_catalog(root)
-        report: dict[str, Any] = {"store": str(root), "old_catalog": old["doc"], "traces": [], "results": 0,
-                                  "lost": []}
+        report: dict[str, Any] = {"store": str(root), "old_catalog": old["doc"], "traces": [], "results": 0, "lost": []}
         for name in (CATALOG, CATALOG + "-wal", CATALOG + "-shm"):
             if (root / name).exists():
-                q.move(root / name, f"the catalog before repair ({old['doc']['status']}"
-                                    + (f": {old['doc']['reason']})" if old["doc"]["reason"] else ")"))
+                q.move(
+                    root / name,
+                    f"the catalog before repair ({old['doc']['status']}"
+                    + (f": {old['doc']['reason']})" if old["doc"]["reason"] else ")"),
+                )
         (root / "traces").mkdir(exist_ok=True)
         cat = Catalog(root / CATALOG)
         try:
@@ -97,16 +100,25 @@ def _lock(root: Path) -> int:
     except BlockingIOError:
         holder = os.pread(fd, 64, 0).decode(errors="replace").strip() or "unknown"
         os.close(fd)
-        raise StoreLocked(f"store {root} is being written by another process (pid {holder}): stop it, then repair") \
-            from None
+        raise StoreLocked(
+            f"store {root} is being written by another process (pid {holder}): stop it, then repair"
+        ) from None
     return fd
 
 
 def _read_old_catalog(root: Path) -> dict:
     """What the old catalog holds that files do not, as far as SQLite can read it."""
     doc, cat = check_catalog(root)
-    old: dict[str, Any] = {"doc": doc, "formats": {}, "traces": {}, "types": {}, "producers": {}, "results": [],
-                           "result_traces": {}, "deleting": set()}
+    old: dict[str, Any] = {
+        "doc": doc,
+        "formats": {},
+        "traces": {},
+        "types": {},
+        "producers": {},
+        "results": [],
+        "result_traces": {},
+        "deleting": set(),
+    }
     if cat is None:
         return old
     try:
@@ -137,8 +149,13 @@ def _restore(root: Path, cat: Catalog, q: Quarantine, tid: int, old: dict, names
     info = old["traces"].get(tid)
     first_meta = next(iter(metas.values()), None)
     if j.trace is not None:
-        name, fmt, desc, created, own = (j.trace["name"], j.trace["format"], j.trace["description"],
-                                         j.trace["created"], j.trace["own_types"])
+        name, fmt, desc, created, own = (
+            j.trace["name"],
+            j.trace["format"],
+            j.trace["description"],
+            j.trace["created"],
+            j.trace["own_types"],
+        )
         metadata = dict(j.metadata)
     elif info is not None:
         name, fmt, desc, created, own = info.name, info.format, info.description, info.created, info.own_types
@@ -180,8 +197,19 @@ def _restore(root: Path, cat: Catalog, q: Quarantine, tid: int, old: dict, names
     if lost:
         why = f"repaired {time.strftime('%Y-%m-%d %H:%M:%S')}: lost " + "; ".join(lost)
         mark = why if not mark else f"{why}; {mark}"
-    cat.restore_trace(tid, name, fmt, desc, created, metadata, own_types=own, incomplete=mark,
-                      segments=segs["live"], retired=segs["retired"], wal_covered=segs["covered"])
+    cat.restore_trace(
+        tid,
+        name,
+        fmt,
+        desc,
+        created,
+        metadata,
+        own_types=own,
+        incomplete=mark,
+        segments=segs["live"],
+        retired=segs["retired"],
+        wal_covered=segs["covered"],
+    )
     restored = cat.trace(name)
     for et in types.values():
         try:
@@ -193,8 +221,14 @@ def _restore(root: Path, cat: Catalog, q: Quarantine, tid: int, old: dict, names
         cat.put_producers(tid, producers)
     if j.trace is None:  # the journal is written again from what was restored
         journal.snapshot(root, restored, types.values(), producers, old["formats"].get(fmt, ""))
-    out |= {"action": "registered", "format": fmt, "types": sorted(types), "producers": len(producers),
-            "wal_covered": segs["covered"], "lost": lost}
+    out |= {
+        "action": "registered",
+        "format": fmt,
+        "types": sorted(types),
+        "producers": len(producers),
+        "wal_covered": segs["covered"],
+        "lost": lost,
+    }
     out["rows"] = sum(s["rows"] for s in segs["live"])
     return out
 
@@ -217,9 +251,16 @@ def _segments(root: Path, q: Quarantine, tid: int, out: dict) -> tuple[dict, dic
         meta = read_segment_meta(f) or {}
         ts = int_range(pq.read_table(f, columns=["ts"])) if "ts" in md.schema.names else None
         metas[rel] = meta
-        intact[rel] = {"event_type": (meta.get("event_type") or {}).get("name") or f.parent.name, "path": rel,
-                       "rows": md.num_rows, "bytes": f.stat().st_size, "ts_min": ts[0] if ts else None,
-                       "ts_max": ts[1] if ts else None, "columns": md.schema.names, "level": meta.get("level", 0)}
+        intact[rel] = {
+            "event_type": (meta.get("event_type") or {}).get("name") or f.parent.name,
+            "path": rel,
+            "rows": md.num_rows,
+            "bytes": f.stat().st_size,
+            "ts_min": ts[0] if ts else None,
+            "ts_max": ts[1] if ts else None,
+            "columns": md.schema.names,
+            "level": meta.get("level", 0),
+        }
     by_name = {Path(p).name: p for p in intact}
     superseded = {by_name[i] for m in metas.values() for i in (m.get("inputs") or []) if i in by_name}
     # A checkpoint whose parts are not all here, while its WAL file is: its rows come back from the
@@ -229,10 +270,9 @@ def _segments(root: Path, q: Quarantine, tid: int, out: dict) -> tuple[dict, dic
         if m.get("checkpoint"):
             parts.setdefault(m["checkpoint"], []).append(p)
     partial = set()
-    for ck, ps in parts.items():
+    for _ck, ps in parts.items():
         m = metas[ps[0]]
-        if len(ps) < (m.get("parts") or 0) and m.get("wal") is not None and \
-                walmod.wal_path(wal_dir, m["wal"]).exists():
+        if len(ps) < (m.get("parts") or 0) and m.get("wal") is not None and walmod.wal_path(wal_dir, m["wal"]).exists():
             partial |= set(ps)
     live = [r for p, r in intact.items() if p not in superseded and p not in partial]
     retired = [r for p, r in intact.items() if p in superseded]
@@ -262,8 +302,15 @@ def _inferred(name: str, columns, schema=None) -> EventType:
         t = "string"
         if schema is not None:
             f = schema.field(c)
-            t = ("int64" if pa.types.is_integer(f.type) else "float64" if pa.types.is_floating(f.type)
-                 else "bool" if pa.types.is_boolean(f.type) else "string")
+            t = (
+                "int64"
+                if pa.types.is_integer(f.type)
+                else "float64"
+                if pa.types.is_floating(f.type)
+                else "bool"
+                if pa.types.is_boolean(f.type)
+                else "string"
+            )
         params.append(Column(c, t, "", ""))
     return EventType(name, "span" if "dur" in columns else "instant", tuple(params))
 
@@ -288,8 +335,10 @@ def _restore_results(root: Path, cat: Catalog, q: Quarantine, old: dict, traces:
         if r["path"] and not (root / r["path"]).is_file():
             continue
         if r["path"] and r.get("checksum") is not None and file_crc(root / r["path"]) != r["checksum"]:
-            q.move(root / r["path"], f"result {r['id']} ({r['name']}, {r['tool']}): its file fails the checksum "
-                                     "it was saved with")
+            q.move(
+                root / r["path"],
+                f"result {r['id']} ({r['name']}, {r['tool']}): its file fails the checksum it was saved with",
+            )
             continue
         ids = [t for t in old["result_traces"].get(r["id"], []) if t in traces]
         cat.restore_result(r, ids)
@@ -298,15 +347,19 @@ def _restore_results(root: Path, cat: Catalog, q: Quarantine, old: dict, traces:
 
 
 def render(report: dict) -> list[str]:
-    lines = [f"old catalog: {report['old_catalog']['status']}"
-             + (f" ({report['old_catalog']['reason']})" if report["old_catalog"]["reason"] else "")]
+    lines = [
+        f"old catalog: {report['old_catalog']['status']}"
+        + (f" ({report['old_catalog']['reason']})" if report["old_catalog"]["reason"] else "")
+    ]
     for t in report["traces"]:
         if t.get("action") != "registered":
             lines.append(f"trace directory {t['id']}: {t['action']}")
             continue
         wal = "every WAL file replayed" if t["wal_covered"] < 0 else f"WAL files above {t['wal_covered']} replayed"
-        lines.append(f"{t['name']} (id {t['id']}, {t['format']}): {t['segments']} segment(s), {t['rows']:,} rows "
-                     f"registered; {wal}")
+        lines.append(
+            f"{t['name']} (id {t['id']}, {t['format']}): {t['segments']} segment(s), {t['rows']:,} rows "
+            f"registered; {wal}"
+        )
         for x in t["quarantined"]:
             lines.append(f"  quarantined {x['path']}: {x['reason']}")
         for x in t["lost"]:
@@ -316,6 +369,7 @@ def render(report: dict) -> list[str]:
             lines.append(f"  {r['trace']}: WAL {x['file']}: {x['reason']} ({x['bytes_cut']:,} bytes cut)")
     lines.append(f"{report['results']} analysis result(s) kept")
     if report["quarantine"]:
-        lines.append(f"set aside in {report['quarantine']}/ (report.jsonl says why): {len(report['quarantined'])} file(s)")
+        lines.append(
+            f"set aside in {report['quarantine']}/ (report.jsonl says why): {len(report['quarantined'])} file(s)"
+        )
     return lines
-

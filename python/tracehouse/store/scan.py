@@ -27,9 +27,9 @@ is usually a check, not a sort.
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterable
 
 from .. import _core, lazy
 from ..arrays import as_numpy
@@ -62,8 +62,10 @@ class Cut:
     def event_type(self, name: str) -> EventType:
         et = self.types.get(name)
         if et is None:
-            raise BadInput(f"trace {self.info.name!r} has no event type {name!r}",
-                           expected=", ".join(self.types) or "an event type")
+            raise BadInput(
+                f"trace {self.info.name!r} has no event type {name!r}",
+                expected=", ".join(self.types) or "an event type",
+            )
         return et
 
     def segments_of(self, type_name: str) -> list[SegmentInfo]:
@@ -115,7 +117,9 @@ class Source:
 def sources(cut: Cut, type_name: str) -> list[Source]:
     """The pieces of a type's rows in storage order: segments by ts_min, then the tail."""
     cut.event_type(type_name)
-    out = [Source(s.ts_min, s.ts_max, s.rows, s.columns, path=str(cut.root / s.path)) for s in cut.segments_of(type_name)]
+    out = [
+        Source(s.ts_min, s.ts_max, s.rows, s.columns, path=str(cut.root / s.path)) for s in cut.segments_of(type_name)
+    ]
     t = cut.tail(type_name)
     if t is not None and t.num_rows:
         ts = t.column("ts")
@@ -143,7 +147,9 @@ def select(source: Source | list[str], sql: str, params: list | None = None) -> 
     run on this thread's scanning connection."""
     con = _duck()
     if isinstance(source, list):
-        return _to_arrow(con.sql(sql.format(src=f"read_parquet([{', '.join(qstr(p) for p in source)}])"), params=params))
+        return _to_arrow(
+            con.sql(sql.format(src=f"read_parquet([{', '.join(qstr(p) for p in source)}])"), params=params)
+        )
     if source.path is not None:
         return _to_arrow(con.sql(sql.format(src=f"read_parquet({qstr(source.path)})"), params=params))
     view = f"_scan_tail_{id(source.table)}"
@@ -161,15 +167,25 @@ def _filtered(paths: list[str], columns: list[str], start: int | None, end: int 
         where.append(f"ts >= {int(start)}")
     if end is not None:
         where.append(f"ts < {int(end)}")
-    return select(paths, f"SELECT {', '.join(qident(c) for c in columns)} FROM {{src}}"
-                  + (" WHERE " + " AND ".join(where) if where else ""))
+    return select(
+        paths,
+        f"SELECT {', '.join(qident(c) for c in columns)} FROM {{src}}"
+        + (" WHERE " + " AND ".join(where) if where else ""),
+    )
 
 
 # -- whole columns ----------------------------------------------------------------------
 
 
-def read(cut: Cut, type_name: str, columns: Iterable[str] | None = None, *, start: int | None = None,
-         end: int | None = None, order: bool = True) -> pa.Table:
+def read(
+    cut: Cut,
+    type_name: str,
+    columns: Iterable[str] | None = None,
+    *,
+    start: int | None = None,
+    end: int | None = None,
+    order: bool = True,
+) -> pa.Table:
     """Rows of one event type with `columns` (default all), ts in [start, end).
 
     order=True: rows ordered by (ts, producer, seq); False: in storage order.
@@ -177,8 +193,12 @@ def read(cut: Cut, type_name: str, columns: Iterable[str] | None = None, *, star
     et = cut.event_type(type_name)
     cols = _columns(et, type_name, columns)
     need = list(dict.fromkeys(cols + (["ts", "producer", "seq"] if order else [])))
-    srcs = [s for s in sources(cut, type_name)
-            if (start is None or s.ts_max is None or s.ts_max >= start) and (end is None or s.ts_min is None or s.ts_min < end)]
+    srcs = [
+        s
+        for s in sources(cut, type_name)
+        if (start is None or s.ts_max is None or s.ts_max >= start)
+        and (end is None or s.ts_min is None or s.ts_min < end)
+    ]
     parts: list[pa.Table] = []
     # Runs of consecutive segments holding every needed column are scanned together (one
     # multi-file scan decodes on both cores); a segment written before a column existed
@@ -248,8 +268,15 @@ def parts(cut: Cut, type_name: str, columns: list[str]) -> list[Part]:
             rg = md.row_group(i)
             st = rg.column(ts_at).statistics if ts_at >= 0 else None
             lo = st.min if st is not None and st.has_min_max else s.ts_min
-            out.append(Part(lo, rg.num_rows, lambda f=f, i=i, present=present:
-                            align([f.read_row_group(i, columns=present, use_threads=False)], et, columns)))
+            out.append(
+                Part(
+                    lo,
+                    rg.num_rows,
+                    lambda f=f, i=i, present=present: align(
+                        [f.read_row_group(i, columns=present, use_threads=False)], et, columns
+                    ),
+                )
+            )
     return out
 
 

@@ -78,8 +78,18 @@ PRODUCER_ROW_GROUP = 64 * 1024
 SEGMENT_META = b"tracehouse"  # the key of a segment's own description (module docstring)
 
 
-def segment_meta(trace_id: int, trace: str, fmt: str, et: Any, level: int, *, wal: int | None = None,
-                 checkpoint: str | None = None, parts: int | None = None, inputs: list[str] | None = None) -> dict:
+def segment_meta(
+    trace_id: int,
+    trace: str,
+    fmt: str,
+    et: Any,
+    level: int,
+    *,
+    wal: int | None = None,
+    checkpoint: str | None = None,
+    parts: int | None = None,
+    inputs: list[str] | None = None,
+) -> dict:
     """What a segment says of itself: its trace, format and event type (`et`, an EventType); for a
     checkpoint's segment (level 0) the highest WAL file its rows came from (None: written without a
     WAL, fsync off) and its checkpoint's id and number of segments; for a merged one the file names
@@ -111,11 +121,19 @@ def check_pages(path: Path, md: Any = None) -> dict:
         rg = md.row_group(g)
         for c in range(rg.num_columns):
             col = rg.column(c)
-            start = col.dictionary_page_offset if col.has_dictionary_page and col.dictionary_page_offset else \
-                col.data_page_offset
+            start = (
+                col.dictionary_page_offset
+                if col.has_dictionary_page and col.dictionary_page_offset
+                else col.data_page_offset
+            )
             chunks.append((start, col.total_compressed_size))
     pages, with_crc, nbytes, at, why = _core.parquet_page_check(str(path), chunks)
-    return {"pages": pages, "with_crc": with_crc, "bytes": nbytes, "bad": None if at is None else f"{why}, at byte {at}"}
+    return {
+        "pages": pages,
+        "with_crc": with_crc,
+        "bytes": nbytes,
+        "bad": None if at is None else f"{why}, at byte {at}",
+    }
 
 
 def _delta_packed(f: pa.Field) -> bool:
@@ -126,11 +144,15 @@ def _delta_packed(f: pa.Field) -> bool:
 def write_options(schema: pa.Schema, level: int = 0, row_group: int | None = None, checksums: bool = True) -> dict:
     """pq.write_table options; `row_group` rows per row group (default ROW_GROUP, read at call time;
     None is a segment in ts order); `checksums`: page CRCs (off only to measure their cost)."""
-    dict_cols = [f.name for f in schema if f.name == "producer" or pa.types.is_string(f.type) or pa.types.is_boolean(f.type)]
+    dict_cols = [
+        f.name for f in schema if f.name == "producer" or pa.types.is_string(f.type) or pa.types.is_boolean(f.type)
+    ]
     delta = {f.name: "DELTA_BINARY_PACKED" for f in schema if _delta_packed(f)}
     fast = level == 0
-    compression = {f.name: "none" if f.name in delta else "lz4" if fast and pa.types.is_floating(f.type) else "zstd"
-                   for f in schema}
+    compression = {
+        f.name: "none" if f.name in delta else "lz4" if fast and pa.types.is_floating(f.type) else "zstd"
+        for f in schema
+    }
     # A checkpoint's segment in ts order keeps no min/max of its strings: over 512K rows in time
     # order they span nearly every value (paths, arguments, syscall names), so they prune nothing,
     # and computing them (a memcmp per value) was a tail of each checkpoint. Measured on the 3M-line
@@ -176,8 +198,9 @@ def _write_parquet(table: pa.Table, path: Path, level: int, row_group: int | Non
             pq.write_table(table, sink, **write_options(table.schema, level, row_group, checksums))
         return
     dictionary, kv = native
-    _core.write_int_parquet(str(path), table, table.schema, dictionary, row_group or ROW_GROUP, kv,
-                            CREATED_BY, checksums)
+    _core.write_int_parquet(
+        str(path), table, table.schema, dictionary, row_group or ROW_GROUP, kv, CREATED_BY, checksums
+    )
 
 
 def row_order(table: pa.Table, by_producer: bool) -> pa.UInt32Array | None:
@@ -197,9 +220,19 @@ def sort_rows(table: pa.Table, by_producer: bool) -> pa.Table:
     return table if order is None else table.take(order)
 
 
-def write_sorted_part(root: Path, rel_dir: str, table: pa.Table, order: pa.UInt32Array | None, start: int, stop: int,
-                      level: int = 0, keep_cached: bool = True, row_group: int | None = None,
-                      meta: dict | None = None, checksums: bool = True) -> dict:
+def write_sorted_part(
+    root: Path,
+    rel_dir: str,
+    table: pa.Table,
+    order: pa.UInt32Array | None,
+    start: int,
+    stop: int,
+    level: int = 0,
+    keep_cached: bool = True,
+    row_group: int | None = None,
+    meta: dict | None = None,
+    checksums: bool = True,
+) -> dict:
     """Rows start..stop of `table` in segment order (`order` from `row_order`) as one segment.
 
     The gather runs here, on the encoding thread, so a checkpoint's parts sort in parallel
@@ -209,8 +242,16 @@ def write_sorted_part(root: Path, rel_dir: str, table: pa.Table, order: pa.UInt3
     return write_segment(root, rel_dir, part, level, keep_cached, row_group, meta, checksums)
 
 
-def write_segment(root: Path, rel_dir: str, table: pa.Table, level: int = 0, keep_cached: bool = True,
-                  row_group: int | None = None, meta: dict | None = None, checksums: bool = True) -> dict:
+def write_segment(
+    root: Path,
+    rel_dir: str,
+    table: pa.Table,
+    level: int = 0,
+    keep_cached: bool = True,
+    row_group: int | None = None,
+    meta: dict | None = None,
+    checksums: bool = True,
+) -> dict:
     """Write `table` (already sorted by ts) as one durable segment; returns its catalog row.
 
     `keep_cached=False` drops the file's pages from the page cache once durable (see

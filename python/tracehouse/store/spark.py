@@ -33,8 +33,8 @@ import shutil
 import sys
 import tempfile
 import warnings
+from collections.abc import Sequence
 from importlib import resources
-from typing import Sequence
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -63,8 +63,13 @@ _ENGINE_NO = itertools.count()
 def _spark_type(t: str):
     from pyspark.sql import types as T
 
-    return {"int64": T.LongType(), "int32": T.IntegerType(), "float64": T.DoubleType(), "bool": T.BooleanType(),
-            "string": T.StringType()}[t]
+    return {
+        "int64": T.LongType(),
+        "int32": T.IntegerType(),
+        "float64": T.DoubleType(),
+        "bool": T.BooleanType(),
+        "string": T.StringType(),
+    }[t]
 
 
 def struct_of(et: EventType):
@@ -97,8 +102,11 @@ def spark_session(master: str = DEFAULT_MASTER, conf: dict | None = None):
         "spark.driver.extraJavaOptions": f"-Dlog4j.configurationFile={log4j}",
     }
     if master.startswith("local"):
-        settings |= {"spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
-                     "spark.sql.shuffle.partitions": "4"}
+        settings |= {
+            "spark.driver.host": "127.0.0.1",
+            "spark.driver.bindAddress": "127.0.0.1",
+            "spark.sql.shuffle.partitions": "4",
+        }
     b = SparkSession.builder.master(master).appName("tracehouse")
     for k, v in (settings | dict(conf or {})).items():
         b = b.config(k, str(v))
@@ -216,8 +224,10 @@ class SparkEngine(EngineBase):
                 if not _is_spark_error(e):
                     raise
                 ref = src.store.ref
-                raise NotFound(f"Spark cannot read the segments of trace {src.sql_name!r} of store {ref.alias!r} at "
-                               f"{ref.file_url('')}: {_first_line(e)}") from None
+                raise NotFound(
+                    f"Spark cannot read the segments of trace {src.sql_name!r} of store {ref.alias!r} at "
+                    f"{ref.file_url('')}: {_first_line(e)}"
+                ) from None
             base = df
             if tags_df is not None:  # tags as columns after `producer`, as DuckDB's views have them
                 names = tag_column_names(et, keys)
@@ -226,7 +236,11 @@ class SparkEngine(EngineBase):
                     cols.append(F.col("b." + c.name))
                     if c.name == "producer":
                         cols += [F.col("t.`" + k + "`").alias(n) for k, n in names.items()]
-                df = df.alias("b").join(tags_df.alias("t"), F.col("b.producer") == F.col("t.producer"), "left").select(*cols)
+                df = (
+                    df.alias("b")
+                    .join(tags_df.alias("t"), F.col("b.producer") == F.col("t.producer"), "left")
+                    .select(*cols)
+                )
             v = view_name(self._no, idx, name)
             df.createOrReplaceTempView(v)
             views[name.lower()] = v
@@ -237,8 +251,10 @@ class SparkEngine(EngineBase):
             for p in parts[1:]:
                 events = events.unionAll(p)
         else:
-            events = self.spark.sql("SELECT CAST(NULL AS BIGINT) ts, CAST(NULL AS INT) producer, CAST(NULL AS BIGINT) seq,"
-                                    " CAST(NULL AS BIGINT) dur, CAST(NULL AS STRING) type WHERE false")
+            events = self.spark.sql(
+                "SELECT CAST(NULL AS BIGINT) ts, CAST(NULL AS INT) producer, CAST(NULL AS BIGINT) seq,"
+                " CAST(NULL AS BIGINT) dur, CAST(NULL AS STRING) type WHERE false"
+            )
         v = view_name(self._no, idx, "events")
         events.createOrReplaceTempView(v)
         views.setdefault("events", v)
@@ -367,8 +383,10 @@ def spark_error(e: BaseException, spark_sql: str) -> BadInput:
     msg = _first_line(e)
     if cls and cls not in msg:
         msg = f"[{cls}] {msg}"
-    return BadInput(f"Spark could not answer{where}: {msg}",
-                    expected=f"a query Spark can run (translated: {spark_sql}; Spark's log: {jvm_log_path()})")
+    return BadInput(
+        f"Spark could not answer{where}: {msg}",
+        expected=f"a query Spark can run (translated: {spark_sql}; Spark's log: {jvm_log_path()})",
+    )
 
 
 _SQL_TYPES = {"int64": "BIGINT", "int32": "INT", "float64": "DOUBLE", "bool": "BOOLEAN", "string": "VARCHAR"}
@@ -449,8 +467,10 @@ def conform(t: pa.Table, schema: pa.Schema) -> pa.Table:
     """Spark's answer with DuckDB's column names and types (same values: counts stay
     int64, sums DuckDB widens are cast up, strings come back as Spark's large strings)."""
     if t.num_columns != len(schema):
-        raise TracehouseError(f"Spark answered {t.num_columns} columns where DuckDB binds {len(schema)}: "
-                              f"{t.column_names} vs {schema.names}")
+        raise TracehouseError(
+            f"Spark answered {t.num_columns} columns where DuckDB binds {len(schema)}: "
+            f"{t.column_names} vs {schema.names}"
+        )
     cols = []
     for col, f in zip(t.columns, schema):
         cols.append(col if col.type == f.type else pc.cast(col, f.type))

@@ -81,23 +81,70 @@ REFUSED = {  # sqlglot expression class name -> why
 }
 # Casting these to text prints them differently (DuckDB '1e+20', '2024-01-02 03:04:05+00';
 # Spark '1.0E20', '2024-01-02 03:04:05').
-_TEXT_DIFFERS = ("FLOAT", "DOUBLE", "UDOUBLE", "TIMESTAMPTZ", "TIMESTAMPLTZ", "TIMESTAMP", "TIMESTAMPNTZ",
-                 "TIMESTAMP_S", "TIMESTAMP_MS", "TIMESTAMP_NS", "TIME", "TIMETZ", "INTERVAL", "ARRAY", "LIST",
-                 "STRUCT", "MAP")
+_TEXT_DIFFERS = (
+    "FLOAT",
+    "DOUBLE",
+    "UDOUBLE",
+    "TIMESTAMPTZ",
+    "TIMESTAMPLTZ",
+    "TIMESTAMP",
+    "TIMESTAMPNTZ",
+    "TIMESTAMP_S",
+    "TIMESTAMP_MS",
+    "TIMESTAMP_NS",
+    "TIME",
+    "TIMETZ",
+    "INTERVAL",
+    "ARRAY",
+    "LIST",
+    "STRUCT",
+    "MAP",
+)
 _NOT_NUMBERS = {"INTERVAL", "DATE", "TIMESTAMP", "TIMESTAMPTZ", "TIME"}  # `/` of these is not a division of doubles
 _DAY_UNITS = {  # DuckDB date part names -> Spark's
-    "us": "MICROSECOND", "usec": "MICROSECOND", "usecs": "MICROSECOND", "microsecond": "MICROSECOND",
+    "us": "MICROSECOND",
+    "usec": "MICROSECOND",
+    "usecs": "MICROSECOND",
+    "microsecond": "MICROSECOND",
     "microseconds": "MICROSECOND",
-    "ms": "MILLISECOND", "msec": "MILLISECOND", "msecs": "MILLISECOND", "millisecond": "MILLISECOND",
+    "ms": "MILLISECOND",
+    "msec": "MILLISECOND",
+    "msecs": "MILLISECOND",
+    "millisecond": "MILLISECOND",
     "milliseconds": "MILLISECOND",
-    "s": "SECOND", "sec": "SECOND", "secs": "SECOND", "second": "SECOND", "seconds": "SECOND",
-    "m": "MINUTE", "min": "MINUTE", "mins": "MINUTE", "minute": "MINUTE", "minutes": "MINUTE",
-    "h": "HOUR", "hr": "HOUR", "hrs": "HOUR", "hour": "HOUR", "hours": "HOUR",
-    "d": "DAY", "day": "DAY", "days": "DAY",
-    "w": "WEEK", "week": "WEEK", "weeks": "WEEK",
-    "mon": "MONTH", "mons": "MONTH", "month": "MONTH", "months": "MONTH",
-    "q": "QUARTER", "quarter": "QUARTER", "quarters": "QUARTER",
-    "y": "YEAR", "yr": "YEAR", "yrs": "YEAR", "year": "YEAR", "years": "YEAR",
+    "s": "SECOND",
+    "sec": "SECOND",
+    "secs": "SECOND",
+    "second": "SECOND",
+    "seconds": "SECOND",
+    "m": "MINUTE",
+    "min": "MINUTE",
+    "mins": "MINUTE",
+    "minute": "MINUTE",
+    "minutes": "MINUTE",
+    "h": "HOUR",
+    "hr": "HOUR",
+    "hrs": "HOUR",
+    "hour": "HOUR",
+    "hours": "HOUR",
+    "d": "DAY",
+    "day": "DAY",
+    "days": "DAY",
+    "w": "WEEK",
+    "week": "WEEK",
+    "weeks": "WEEK",
+    "mon": "MONTH",
+    "mons": "MONTH",
+    "month": "MONTH",
+    "months": "MONTH",
+    "q": "QUARTER",
+    "quarter": "QUARTER",
+    "quarters": "QUARTER",
+    "y": "YEAR",
+    "yr": "YEAR",
+    "yrs": "YEAR",
+    "year": "YEAR",
+    "years": "YEAR",
 }
 
 
@@ -106,8 +153,10 @@ def refuse(node, why: str):
     text = node.sql(dialect="duckdb")
     if len(text) > 120:
         text = text[:117] + "..."
-    return BadInput(f"the Spark engine refuses {text}: {why}",
-                    expected="a query both engines answer alike (docs/spark.md lists what is translated and refused)")
+    return BadInput(
+        f"the Spark engine refuses {text}: {why}",
+        expected="a query both engines answer alike (docs/spark.md lists what is translated and refused)",
+    )
 
 
 def _type_name(node) -> str | None:
@@ -132,8 +181,14 @@ def typed(tree, schema: dict):
     from sqlglot.optimizer.qualify import qualify
 
     try:
-        q = qualify(tree.copy(), schema=schema, dialect="duckdb", validate_qualify_columns=False,
-                    quote_identifiers=False, identify=False)
+        q = qualify(
+            tree.copy(),
+            schema=schema,
+            dialect="duckdb",
+            validate_qualify_columns=False,
+            quote_identifiers=False,
+            identify=False,
+        )
         return annotate_types(q, schema=schema, dialect="duckdb")
     except (SqlglotError, KeyError, ValueError, TypeError):
         try:
@@ -178,10 +233,17 @@ def _refuse(node) -> None:
         mods = node.args.get("modifiers")
         flags = mods.name if isinstance(mods, exp.Literal) else None if mods is None else "?"
         if flags != "g":
-            raise refuse(node, "without the 'g' flag DuckDB replaces the first match and Spark every match "
-                               "(give 'g' to replace every match)" if not flags else
-                               f"the flags {flags!r} have no Spark equivalent here (only 'g' is translated)")
-    if isinstance(node, (exp.Cast, exp.TryCast)) and node.to.this in {exp.DataType.Type.VARCHAR, exp.DataType.Type.TEXT}:
+            raise refuse(
+                node,
+                "without the 'g' flag DuckDB replaces the first match and Spark every match "
+                "(give 'g' to replace every match)"
+                if not flags
+                else f"the flags {flags!r} have no Spark equivalent here (only 'g' is translated)",
+            )
+    if isinstance(node, (exp.Cast, exp.TryCast)) and node.to.this in {
+        exp.DataType.Type.VARCHAR,
+        exp.DataType.Type.TEXT,
+    }:
         _text_of(node, node.this, "a CAST of {type} to text")
     if isinstance(node, exp.DPipe):
         for side in (node.this, node.expression):
@@ -190,9 +252,30 @@ def _refuse(node) -> None:
 
 # Expressions that give text whatever sqlglot could tell of their type (its typing knows no
 # type for some string functions): taken as text in concat and ||.
-_TEXT_FUNCTIONS = ("Pad", "RegexpExtract", "JSONExtractScalar", "JSONExtract", "Substring", "Trim", "Replace", "Lower",
-                   "Upper", "Concat", "DPipe", "Left", "Right", "Reverse", "Repeat", "SplitPart", "MD5", "TimeToStr",
-                   "Chr", "Initcap", "Null", "GroupConcat")
+_TEXT_FUNCTIONS = (
+    "Pad",
+    "RegexpExtract",
+    "JSONExtractScalar",
+    "JSONExtract",
+    "Substring",
+    "Trim",
+    "Replace",
+    "Lower",
+    "Upper",
+    "Concat",
+    "DPipe",
+    "Left",
+    "Right",
+    "Reverse",
+    "Repeat",
+    "SplitPart",
+    "MD5",
+    "TimeToStr",
+    "Chr",
+    "Initcap",
+    "Null",
+    "GroupConcat",
+)
 
 
 _UTC = {"UTC", "Etc/UTC", "GMT", "Etc/GMT", "Z", "Etc/Universal", "Universal", "Zulu", "Etc/Zulu"}
@@ -203,17 +286,28 @@ def _zone(node, timezone: str, exp) -> None:
     (the process's local zone), Spark in its session's UTC: where they differ, a query whose
     answer depends on the zone is refused."""
     parts = (exp.TimestampTrunc, exp.DateTrunc, exp.DateDiff, exp.Extract, exp.TimeToStr)
-    dependent = isinstance(node, parts) or (isinstance(node, exp.Anonymous) and str(node.this).lower() == "date_part") \
-        or (isinstance(node, (exp.Cast, exp.TryCast)) and node.to.this in {exp.DataType.Type.DATE, exp.DataType.Type.TIME})
+    dependent = (
+        isinstance(node, parts)
+        or (isinstance(node, exp.Anonymous) and str(node.this).lower() == "date_part")
+        or (
+            isinstance(node, (exp.Cast, exp.TryCast))
+            and node.to.this in {exp.DataType.Type.DATE, exp.DataType.Type.TIME}
+        )
+    )
     if not dependent:
         return
     for sub in node.walk():
-        tz = (isinstance(sub, exp.UnixToTime) and sub.args.get("scale") is None and sub.args.get("format") is None) \
-            or isinstance(sub, (exp.CurrentTimestamp,)) \
+        tz = (
+            (isinstance(sub, exp.UnixToTime) and sub.args.get("scale") is None and sub.args.get("format") is None)
+            or isinstance(sub, (exp.CurrentTimestamp,))
             or (isinstance(sub, (exp.Cast, exp.TryCast)) and sub.to.this == exp.DataType.Type.TIMESTAMPTZ)
+        )
         if tz:
-            raise refuse(node, f"its answer depends on the time zone of a TIMESTAMPTZ: DuckDB works in {timezone} here, "
-                               "the Spark session in UTC (run with TZ=UTC)")
+            raise refuse(
+                node,
+                f"its answer depends on the time zone of a TIMESTAMPTZ: DuckDB works in {timezone} here, "
+                "the Spark session in UTC (run with TZ=UTC)",
+            )
 
 
 def _text_of(node, arg, what: str) -> None:
@@ -223,15 +317,20 @@ def _text_of(node, arg, what: str) -> None:
     if name is not None and name in _TEXT_DIFFERS:
         raise refuse(node, what.format(type=name) + ": DuckDB and Spark print it differently as text")
     if name is None and type(arg).__name__ not in _TEXT_FUNCTIONS:
-        raise refuse(node, f"the type of {arg.sql(dialect='duckdb')} cannot be told, and DuckDB and Spark print "
-                           "floating-point numbers and timestamps differently as text (CAST it)")
+        raise refuse(
+            node,
+            f"the type of {arg.sql(dialect='duckdb')} cannot be told, and DuckDB and Spark print "
+            "floating-point numbers and timestamps differently as text (CAST it)",
+        )
 
 
 def _wrapped(node, exp):
     """The node with the FILTER / OVER wrappers an aggregate carries (the outermost one)."""
     outer = node
-    while isinstance(outer.parent, (exp.Filter, exp.Window, exp.IgnoreNulls, exp.RespectNulls)) and \
-            outer.parent.this is outer:
+    while (
+        isinstance(outer.parent, (exp.Filter, exp.Window, exp.IgnoreNulls, exp.RespectNulls))
+        and outer.parent.this is outer
+    ):
         outer = outer.parent
     return outer
 
@@ -263,9 +362,12 @@ def _rewrite(node, exp):  # noqa: C901 - one branch per rule of the module doc
             outer = _wrapped(node, exp)
             total = exp.Sum(this=exp.cast(arg.copy(), "DECIMAL(38, 0)") if _is(arg, D.INTEGER_TYPES) else arg.copy())
             count = exp.Count(this=arg.copy())
-            div = exp.Div(this=exp.cast(_like(outer, node, total, exp), "DOUBLE"),
-                          expression=exp.Nullif(this=exp.cast(_like(outer, node, count, exp), "DOUBLE"),
-                                                expression=exp.Literal.number(0)))
+            div = exp.Div(
+                this=exp.cast(_like(outer, node, total, exp), "DOUBLE"),
+                expression=exp.Nullif(
+                    this=exp.cast(_like(outer, node, count, exp), "DOUBLE"), expression=exp.Literal.number(0)
+                ),
+            )
             if outer is not node:
                 outer.replace(exp.Paren(this=div))
                 return None
@@ -277,8 +379,11 @@ def _rewrite(node, exp):  # noqa: C901 - one branch per rule of the module doc
         src = _type_name(node.this)
         # (text from JSON is cast as text: Spark's ANSI cast of '3.5' to an integer is an error, never 3)
         if src is None and not isinstance(node.this, (exp.Null, exp.JSONExtract, exp.JSONExtractScalar)):
-            raise refuse(node, f"the type of {node.this.sql(dialect='duckdb')} cannot be told: DuckDB rounds a "
-                               "floating-point or decimal value cast to an integer, Spark truncates it")
+            raise refuse(
+                node,
+                f"the type of {node.this.sql(dialect='duckdb')} cannot be told: DuckDB rounds a "
+                "floating-point or decimal value cast to an integer, Spark truncates it",
+            )
         if src in ("DOUBLE", "FLOAT"):
             node.set("this", exp.Anonymous(this="BROUND", expressions=[node.this, exp.Literal.number(0)]))
         elif src == "DECIMAL":
@@ -293,23 +398,42 @@ def _rewrite(node, exp):  # noqa: C901 - one branch per rule of the module doc
         return exp.Concat(expressions=args, safe=False, coalesce=False)
     if isinstance(node, exp.DateDiff):
         return _date_diff(node, exp)
-    if isinstance(node, (exp.PercentileCont, exp.PercentileDisc, exp.Quantile)) and not isinstance(node.parent, exp.WithinGroup):
+    if isinstance(node, (exp.PercentileCont, exp.PercentileDisc, exp.Quantile)) and not isinstance(
+        node.parent, exp.WithinGroup
+    ):
         q = node.expression if node.args.get("expression") is not None else node.args.get("quantile")
         return _quantile(node, node.this, q, cont=isinstance(node, exp.PercentileCont), desc=False, exp=exp)
     if isinstance(node, exp.WithinGroup) and isinstance(node.this, (exp.PercentileCont, exp.PercentileDisc)):
         order = node.expression.expressions if isinstance(node.expression, exp.Order) else []
         if len(order) != 1:
             raise refuse(node, "a quantile orders by one value")
-        return _quantile(node, order[0].this, node.this.this, cont=isinstance(node.this, exp.PercentileCont),
-                         desc=bool(order[0].args.get("desc")), exp=exp)
+        return _quantile(
+            node,
+            order[0].this,
+            node.this.this,
+            cont=isinstance(node.this, exp.PercentileCont),
+            desc=bool(order[0].args.get("desc")),
+            exp=exp,
+        )
     if isinstance(node, exp.UnixToTime) and node.args.get("scale") is None and node.args.get("format") is None:
         # DuckDB rounds seconds * 1e6 half to even (nearbyint): Spark's BROUND
-        micros = exp.cast(exp.Anonymous(this="BROUND", expressions=[
-            exp.Mul(this=exp.Paren(this=node.this), expression=exp.Literal.number(1_000_000)), exp.Literal.number(0)]),
-            "BIGINT")
+        micros = exp.cast(
+            exp.Anonymous(
+                this="BROUND",
+                expressions=[
+                    exp.Mul(this=exp.Paren(this=node.this), expression=exp.Literal.number(1_000_000)),
+                    exp.Literal.number(0),
+                ],
+            ),
+            "BIGINT",
+        )
         return exp.Anonymous(this="TIMESTAMP_MICROS", expressions=[micros])
-    if isinstance(node, exp.Extract) or (isinstance(node, exp.Anonymous) and str(node.this).lower() == "date_part"
-                                          and len(node.expressions) == 2 and isinstance(node.expressions[0], exp.Literal)):
+    if isinstance(node, exp.Extract) or (
+        isinstance(node, exp.Anonymous)
+        and str(node.this).lower() == "date_part"
+        and len(node.expressions) == 2
+        and isinstance(node.expressions[0], exp.Literal)
+    ):
         return _extract(node, exp)
     if isinstance(node, exp.Anonymous) and str(node.this).lower() == "strlen":
         return exp.Anonymous(this="OCTET_LENGTH", expressions=list(node.expressions))
@@ -318,8 +442,9 @@ def _rewrite(node, exp):  # noqa: C901 - one branch per rule of the module doc
 
 def _quantile(node, x, q, *, cont: bool, desc: bool, exp):
     if not isinstance(q, exp.Literal) or q.is_string:
-        raise refuse(node, "the fraction must be one number (a list of fractions returns a list Spark cannot "
-                           "return alike)")
+        raise refuse(
+            node, "the fraction must be one number (a list of fractions returns a list Spark cannot return alike)"
+        )
     if cont:
         if desc:
             raise refuse(node, "a continuous quantile in descending order (write 1 - q in ascending order)")
@@ -328,9 +453,17 @@ def _quantile(node, x, q, *, cont: bool, desc: bool, exp):
     # values (exact arithmetic for a decimal q): written so in Spark, whose percentile_disc goes
     # through DOUBLE (epoch-ns BIGINTs lose their last digits).
     n = exp.Count(this=x.copy())
-    at = exp.Greatest(this=exp.Literal.number(1), expressions=[
-        exp.Sub(this=n, expression=exp.Floor(this=exp.Sub(this=n.copy(), expression=exp.Mul(this=n.copy(),
-                                                                                                  expression=q.copy()))))])
+    at = exp.Greatest(
+        this=exp.Literal.number(1),
+        expressions=[
+            exp.Sub(
+                this=n,
+                expression=exp.Floor(
+                    this=exp.Sub(this=n.copy(), expression=exp.Mul(this=n.copy(), expression=q.copy()))
+                ),
+            )
+        ],
+    )
     values = exp.Anonymous(this="ARRAY_SORT", expressions=[exp.Anonymous(this="COLLECT_LIST", expressions=[x.copy()])])
     if desc:
         values = exp.Anonymous(this="REVERSE", expressions=[values])
@@ -345,8 +478,18 @@ def _extract(node, exp):
         unit, x = node.this.name.lower(), node.expression
     else:
         unit, x = node.expressions[0].name.lower(), node.expressions[1]
-    scale = {"second": 1, "seconds": 1, "s": 1, "sec": 1, "millisecond": 1000, "milliseconds": 1000, "ms": 1000,
-             "microsecond": 1_000_000, "microseconds": 1_000_000, "us": 1_000_000}.get(unit)
+    scale = {
+        "second": 1,
+        "seconds": 1,
+        "s": 1,
+        "sec": 1,
+        "millisecond": 1000,
+        "milliseconds": 1000,
+        "ms": 1000,
+        "microsecond": 1_000_000,
+        "microseconds": 1_000_000,
+        "us": 1_000_000,
+    }.get(unit)
     if scale is None:
         return exp.Extract(this=exp.var(unit.upper()), expression=x) if not isinstance(node, exp.Extract) else None
     seconds = exp.Extract(this=exp.var("SECOND"), expression=x)
@@ -362,9 +505,15 @@ def _date_diff(node, exp):
         raise refuse(node, f"the date part {unit!r} is not translated (microsecond ... year are)")
     a, b = node.expression, node.this
     if spark_unit == "WEEK":  # DuckDB: whole weeks of the days crossed
-        days = exp.DateDiff(this=exp.TimestampTrunc(this=b.copy(), unit=exp.var("DAY")),
-                            expression=exp.TimestampTrunc(this=a.copy(), unit=exp.var("DAY")), unit=exp.var("DAY"))
+        days = exp.DateDiff(
+            this=exp.TimestampTrunc(this=b.copy(), unit=exp.var("DAY")),
+            expression=exp.TimestampTrunc(this=a.copy(), unit=exp.var("DAY")),
+            unit=exp.var("DAY"),
+        )
         return exp.Paren(this=exp.IntDiv(this=days, expression=exp.Literal.number(7)))
     u = exp.var(spark_unit)
-    return exp.DateDiff(this=exp.TimestampTrunc(this=b.copy(), unit=u), expression=exp.TimestampTrunc(this=a.copy(), unit=u),
-                        unit=exp.var(spark_unit))
+    return exp.DateDiff(
+        this=exp.TimestampTrunc(this=b.copy(), unit=u),
+        expression=exp.TimestampTrunc(this=a.copy(), unit=u),
+        unit=exp.var(spark_unit),
+    )

@@ -27,9 +27,10 @@ import shutil
 import threading
 import time
 import unicodedata
+from collections.abc import Callable, Iterable
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterable, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from .. import _core, lazy
 from ..errors import (
@@ -71,8 +72,10 @@ log = logging.getLogger("tracehouse.store")
 
 # Letters and digits of any script (`\w`: `データ`, `café`), and _ . : @ + -.
 TRACE_NAME = re.compile(r"\w[\w.:@+-]{0,127}")
-TRACE_NAME_RULE = ("letters or digits (any script) and _ . : @ + - (starting with a letter, digit or _, "
-                   "no '..', at most 128 characters)")
+TRACE_NAME_RULE = (
+    "letters or digits (any script) and _ . : @ + - (starting with a letter, digit or _, "
+    "no '..', at most 128 characters)"
+)
 
 
 def check_trace_name(name: str) -> str:
@@ -112,12 +115,20 @@ def check_producers(rows: Iterable[dict]) -> list[dict]:
         missing = [k for k in ("id", "kind", "name") if k not in r]
         if missing:
             raise BadInput(f"producer #{i} has no {', '.join(missing)}", expected="a dict with id, kind, name")
-        for k, types in (("id", (int, np.integer)), ("parent", (int, np.integer, type(None))),
-                         ("kind", (str,)), ("name", (str,)), ("attrs", (dict, type(None)))):
+        for k, types in (
+            ("id", (int, np.integer)),
+            ("parent", (int, np.integer, type(None))),
+            ("kind", (str,)),
+            ("name", (str,)),
+            ("attrs", (dict, type(None))),
+        ):
             v = r.get(k)
             if isinstance(v, bool) or not isinstance(v, types):
-                raise BadInput(f"producer #{i} has {k}={v!r}", column=k,
-                               expected={"id": "an int", "parent": "an int or None", "attrs": "a dict"}.get(k, "a string"))
+                raise BadInput(
+                    f"producer #{i} has {k}={v!r}",
+                    column=k,
+                    expected={"id": "an int", "parent": "an int or None", "attrs": "a dict"}.get(k, "a string"),
+                )
         out.append(r)
     return out
 
@@ -144,8 +155,15 @@ class Store:
     writer lock (a second writing process gets `StoreLocked`).
     """
 
-    def __init__(self, path: str | os.PathLike, *, readonly: bool = False, create: bool = True,
-                 options: WriterOptions | None = None, **option_kw: Any) -> None:
+    def __init__(
+        self,
+        path: str | os.PathLike,
+        *,
+        readonly: bool = False,
+        create: bool = True,
+        options: WriterOptions | None = None,
+        **option_kw: Any,
+    ) -> None:
         self.path = Path(path).absolute()
         self.readonly = readonly
         self.options = options or WriterOptions(**option_kw)
@@ -153,10 +171,12 @@ class Store:
         if not cat_path.exists():
             held = verifymod.holds_traces(self.path)
             if held:  # a catalog made now would not know them: the next writer would take their ids
-                raise StoreDamaged(f"{self.path} has no catalog ({cat_path} is missing) but holds {len(held)} trace "
-                                   f"director{'y' if len(held) == 1 else 'ies'} ({', '.join(held[:5])}"
-                                   f"{', ...' if len(held) > 5 else ''}): nothing was changed. `tracehouse repair` "
-                                   "rebuilds the catalog from them")
+                raise StoreDamaged(
+                    f"{self.path} has no catalog ({cat_path} is missing) but holds {len(held)} trace "
+                    f"director{'y' if len(held) == 1 else 'ies'} ({', '.join(held[:5])}"
+                    f"{', ...' if len(held) > 5 else ''}): nothing was changed. `tracehouse repair` "
+                    "rebuilds the catalog from them"
+                )
             if readonly or not create:
                 raise NotFound(f"no tracehouse store at {self.path} (run `tracehouse init` first)")
             self.path.mkdir(parents=True, exist_ok=True)
@@ -187,7 +207,6 @@ class Store:
             except StoreDamaged as e:  # reads of what is intact go on; writes say this again
                 log.warning("%s", e)
 
-
     # -- the writer lock -----------------------------------------------------------
 
     def become_writer(self) -> None:
@@ -217,9 +236,11 @@ class Store:
             if wrong:
                 raise StoreDamaged(
                     f"store {self.path}: its catalog ({self.catalog.path}) and its files disagree: "
-                    + "; ".join(wrong[:8]) + (f"; and {len(wrong) - 8} more" if len(wrong) > 8 else "")
+                    + "; ".join(wrong[:8])
+                    + (f"; and {len(wrong) - 8} more" if len(wrong) > 8 else "")
                     + ". Nothing was changed and writes are refused: `tracehouse verify` says what is intact, "
-                    "`tracehouse repair` rebuilds the catalog from the files (deleting nothing)")
+                    "`tracehouse repair` rebuilds the catalog from the files (deleting nothing)"
+                )
         except BaseException:
             os.close(fd)
             raise
@@ -266,8 +287,9 @@ class Store:
         except DiskFull:
             if not self.release_reserve():
                 raise
-            log.warning("disk full under %s: gave back the %d KB reserve for the catalog", self.path,
-                        RESERVE_BYTES >> 10)
+            log.warning(
+                "disk full under %s: gave back the %d KB reserve for the catalog", self.path, RESERVE_BYTES >> 10
+            )
             return write()
 
     def _recover(self, survey: verifymod.Survey) -> None:
@@ -305,9 +327,14 @@ class Store:
         self.catalog.forget_segments(gone)
 
     def _writer_host(self) -> WriterHost:
-        return writermod.WriterHost(root=self.path, catalog=self.catalog, catalog_write=self.catalog_write,
-                          ensure_reserve=self.ensure_reserve, delete_retired=self._delete_retired,
-                          next_seq=self._max_seq_by_producer)
+        return writermod.WriterHost(
+            root=self.path,
+            catalog=self.catalog,
+            catalog_write=self.catalog_write,
+            ensure_reserve=self.ensure_reserve,
+            delete_retired=self._delete_retired,
+            next_seq=self._max_seq_by_producer,
+        )
 
     def _writer(self, info: TraceInfo) -> TraceWriter:
         w = self._writers.get(info.id)
@@ -317,19 +344,30 @@ class Store:
                 w = self._writers.get(info.id)
                 if w is None:
                     if not journal.journal_path(self.path, info.id).exists():  # (a store made before journals)
-                        journal.snapshot(self.path, info, self.catalog.trace_types(info).values(),
-                                         self.catalog.producers(info.id))
-                    w = writermod.TraceWriter(self._writer_host(), info.id, info.name, self.catalog.trace_types(info),
-                                    self.options)
+                        journal.snapshot(
+                            self.path, info, self.catalog.trace_types(info).values(), self.catalog.producers(info.id)
+                        )
+                    w = writermod.TraceWriter(
+                        self._writer_host(), info.id, info.name, self.catalog.trace_types(info), self.options
+                    )
                     self._writers[info.id] = w
         return w
 
     # -- traces --------------------------------------------------------------------
 
-    def create_trace(self, name: str, format: str = "custom", *, description: str = "",
-                     metadata: dict[str, Any] | None = None, event_types: Iterable[EventType] = (),
-                     producers: list[dict] | None = None, format_description: str = "",
-                     own_types: bool = False, importing: bool = False) -> TraceInfo:
+    def create_trace(
+        self,
+        name: str,
+        format: str = "custom",
+        *,
+        description: str = "",
+        metadata: dict[str, Any] | None = None,
+        event_types: Iterable[EventType] = (),
+        producers: list[dict] | None = None,
+        format_description: str = "",
+        own_types: bool = False,
+        importing: bool = False,
+    ) -> TraceInfo:
         """Create an empty trace; its format's event types are registered once.
 
         `own_types`: the trace's event types are its own, not its format's (line protocol: two
@@ -348,14 +386,23 @@ class Store:
             for et in event_types:
                 stored.append(self.catalog.put_event_type(format, et))
                 self._widen_writers(format, stored[-1])
-        mark = f"{INCOMPLETE_IMPORT} (pid {os.getpid()}, started {time.strftime('%Y-%m-%d %H:%M:%S')})" if importing else None
-        tid = self.catalog.create_trace(name, format, description, metadata or {}, own_types=own_types,
-                                        incomplete=mark)
+        mark = (
+            f"{INCOMPLETE_IMPORT} (pid {os.getpid()}, started {time.strftime('%Y-%m-%d %H:%M:%S')})"
+            if importing
+            else None
+        )
+        tid = self.catalog.create_trace(name, format, description, metadata or {}, own_types=own_types, incomplete=mark)
         info = self.catalog.trace(name)
         # The trace's own record of what the catalog says of it (repair rebuilds from it).
-        journal.append(self.path, tid, [journal.trace_entry(info, format_description),
-                                        *({"op": "type", "type": et.to_json()} for et in stored or event_types),
-                                        *([journal.producers_entry(producers)] if producers else [])])
+        journal.append(
+            self.path,
+            tid,
+            [
+                journal.trace_entry(info, format_description),
+                *({"op": "type", "type": et.to_json()} for et in stored or event_types),
+                *([journal.producers_entry(producers)] if producers else []),
+            ],
+        )
         if producers:
             self.catalog.put_producers(tid, producers)
         if own_types:
@@ -386,8 +433,10 @@ class Store:
             log.warning("could not roll back the import of trace %s: %s", trace, e)
             undone = f"could not be rolled back ({e}): it stays, marked incomplete; remove it with `tracehouse rm`"
         if is_disk_full(error) and isinstance(error, Exception):
-            raise DiskFull(f"no space left on the store's disk ({self.path}): the import of trace {trace!r} "
-                           f"{undone}; cause: {_root_cause(error)}") from error
+            raise DiskFull(
+                f"no space left on the store's disk ({self.path}): the import of trace {trace!r} "
+                f"{undone}; cause: {_root_cause(error)}"
+            ) from error
         raise error
 
     def trace(self, name: str) -> TraceInfo:
@@ -396,10 +445,19 @@ class Store:
     def traces(self) -> list[TraceInfo]:
         return self.catalog.traces()
 
-    def search(self, name: str | None = None, *, format: str | None = None, metadata: dict[str, str] | None = None,
-               start: int | None = None, end: int | None = None, min_events: int | None = None,
-               max_events: int | None = None, min_bytes: int | None = None,
-               max_bytes: int | None = None) -> list[TraceInfo]:
+    def search(
+        self,
+        name: str | None = None,
+        *,
+        format: str | None = None,
+        metadata: dict[str, str] | None = None,
+        start: int | None = None,
+        end: int | None = None,
+        min_events: int | None = None,
+        max_events: int | None = None,
+        min_bytes: int | None = None,
+        max_bytes: int | None = None,
+    ) -> list[TraceInfo]:
         """Traces matching every given criterion.
 
         name: glob pattern (`*`, `?`); start/end: ns, the trace overlaps [start, end];
@@ -415,8 +473,12 @@ class Store:
         if end is not None:
             where.append("ts_min <= ?")
             args.append(int(end))
-        for col, op, v in (("event_count", ">=", min_events), ("event_count", "<=", max_events),
-                           ("bytes", ">=", min_bytes), ("bytes", "<=", max_bytes)):
+        for col, op, v in (
+            ("event_count", ">=", min_events),
+            ("event_count", "<=", max_events),
+            ("bytes", ">=", min_bytes),
+            ("bytes", "<=", max_bytes),
+        ):
             if v is not None:
                 where.append(f"{col} {op} ?")
                 args.append(int(v))
@@ -482,8 +544,15 @@ class Store:
 
     # -- appending -----------------------------------------------------------------
 
-    def append(self, trace: str, event_type: str, batch: pa.RecordBatch | pa.Table, *, wait: bool = False,
-               source: str = "batch") -> int:
+    def append(
+        self,
+        trace: str,
+        event_type: str,
+        batch: pa.RecordBatch | pa.Table,
+        *,
+        wait: bool = False,
+        source: str = "batch",
+    ) -> int:
         """Append events of one type. Returns the log sequence number of the write.
 
         `batch` needs ts (int64 ns) and producer (int32); seq is assigned per
@@ -496,8 +565,10 @@ class Store:
         et = w.event_types.get(event_type)
         if et is None:
             info = self.catalog.trace(trace)
-            raise BadInput(f"trace {trace!r} (format {info.format!r}) has no event type {event_type!r}",
-                           expected=", ".join(w.event_types) or "a declared event type (store.add_event_type)")
+            raise BadInput(
+                f"trace {trace!r} (format {info.format!r}) has no event type {event_type!r}",
+                expected=", ".join(w.event_types) or "a declared event type (store.add_event_type)",
+            )
         if isinstance(batch, pa.Table):
             if batch.num_rows == 0:
                 batch = pa.RecordBatch.from_pylist([], schema=batch.schema)
@@ -690,8 +761,12 @@ class Store:
             if cached is None or cached[0] != version:
                 with self.catalog.snapshot():  # types, segments and covered number from one catalog state
                     version = self.catalog.version()
-                    cached = self._cut_catalog[key] = (version, self.catalog.trace_types(info),
-                                                       self.catalog.segments(info.id), self.catalog.wal_covered(info.id))
+                    cached = self._cut_catalog[key] = (
+                        version,
+                        self.catalog.trace_types(info),
+                        self.catalog.segments(info.id),
+                        self.catalog.wal_covered(info.id),
+                    )
             _version, types, segs, covered = cached
             try:
                 files = walmod.uncovered_files(wal_dir, covered, self._wal_files.get(key))
@@ -707,7 +782,13 @@ class Store:
                 sig = (covered, files)
                 if sig == known or not files:
                     return version, types, segs, sig, None if sig == known else []
-                return version, types, segs, sig, walmod.read_uncovered(wal_dir, files, self._wal_files.setdefault(key, {}))
+                return (
+                    version,
+                    types,
+                    segs,
+                    sig,
+                    walmod.read_uncovered(wal_dir, files, self._wal_files.setdefault(key, {})),
+                )
             except FileNotFoundError:
                 version = self.catalog.version()
                 continue  # a checkpoint registered a file after our snapshot and dropped it: look again
@@ -722,9 +803,11 @@ class Store:
             except (OSError, pa.ArrowException) as e:
                 bad = f"unreadable: {e}"
             if bad:
-                raise StoreDamaged(f"segment {seg.path} of trace {trace!r} ({seg.event_type}) is damaged: {bad}. "
-                                   "Nothing was written. `tracehouse verify` says what is intact, `tracehouse repair` "
-                                   "sets damaged files aside")
+                raise StoreDamaged(
+                    f"segment {seg.path} of trace {trace!r} ({seg.event_type}) is damaged: {bad}. "
+                    "Nothing was written. `tracehouse verify` says what is intact, `tracehouse repair` "
+                    "sets damaged files aside"
+                )
 
     def unknown_trace_dirs(self) -> list[str]:
         """Trace directories the catalog does not know (a damaged catalog lost them): writes are
@@ -754,8 +837,16 @@ class Store:
         """The registered, live segments of a trace (of one event type), by ts_min."""
         return self.catalog.segments(self.catalog.trace(trace).id, event_type)
 
-    def scan(self, trace: str, event_type: str, columns: Iterable[str] | None = None, *, start: int | None = None,
-             end: int | None = None, order: bool = True) -> pa.Table:
+    def scan(
+        self,
+        trace: str,
+        event_type: str,
+        columns: Iterable[str] | None = None,
+        *,
+        start: int | None = None,
+        end: int | None = None,
+        order: bool = True,
+    ) -> pa.Table:
         """Rows of one event type with `columns` (default all), ts in [start, end), unflushed
         ones included; order=True: by (ts, producer, seq), else in storage order (`scan.read`)."""
         return scanmod.read(self.cut(trace), event_type, columns, start=start, end=end, order=order)
@@ -819,9 +910,17 @@ class Store:
         whole result in memory. Consume (or close) the generator before running other SQL."""
         return self.query_engine.batches(query, params, rows)
 
-    def events(self, trace: str, types: str | Iterable[str] | None = None, *, start: int | None = None,
-               end: int | None = None, producers: Iterable[int] | None = None,
-               columns: Iterable[str] | None = None, output: str = "arrow"):
+    def events(
+        self,
+        trace: str,
+        types: str | Iterable[str] | None = None,
+        *,
+        start: int | None = None,
+        end: int | None = None,
+        producers: Iterable[int] | None = None,
+        columns: Iterable[str] | None = None,
+        output: str = "arrow",
+    ):
         """Events of a trace in ts order, filtered by type, time range [start, end) and producer.
 
         One type: all of its columns. Several types (or None): the common
@@ -856,14 +955,28 @@ class Store:
         if type_filter is not None:
             where.append(f"type IN ({', '.join('?' * len(type_filter))})" if type_filter else "false")
             args += type_filter
-        sql = f"SELECT {cols} FROM {src}" + (" WHERE " + " AND ".join(where) if where else "") + " ORDER BY ts, producer, seq"
+        sql = (
+            f"SELECT {cols} FROM {src}"
+            + (" WHERE " + " AND ".join(where) if where else "")
+            + " ORDER BY ts, producer, seq"
+        )
         table = self.sql(sql, args)
         return convert(table, output)
 
     # -- analysis results ------------------------------------------------------------
 
-    def save_result(self, kind: str, name: str, tool: str, traces: Iterable[str], *, params: dict | None = None,
-                    payload: Any = None, table: pa.Table | None = None, table_format: str = "parquet") -> int:
+    def save_result(
+        self,
+        kind: str,
+        name: str,
+        tool: str,
+        traces: Iterable[str],
+        *,
+        params: dict | None = None,
+        payload: Any = None,
+        table: pa.Table | None = None,
+        table_format: str = "parquet",
+    ) -> int:
         """Save an analysis result linked to one or more traces; returns its id.
 
         table_format: "parquet" (zstd) or "arrow" (uncompressed Arrow IPC, one record
@@ -890,8 +1003,9 @@ class Store:
             checksum = verifymod.file_crc(tmp)  # (an index is Arrow IPC, which has no checksum of its own)
             path = f"results/{tmp.name[1:-4]}"
             os.rename(tmp, self.path / path)
-        return self.catalog.add_result(kind, name, tool, params or {}, ids, payload=payload, path=path,
-                                       checksum=checksum)
+        return self.catalog.add_result(
+            kind, name, tool, params or {}, ids, payload=payload, path=path, checksum=checksum
+        )
 
     def delete_result(self, rid: int) -> None:
         """Delete a result: its catalog row first, then its table file."""
@@ -901,8 +1015,9 @@ class Store:
         if r["path"]:
             (self.path / r["path"]).unlink(missing_ok=True)
 
-    def results(self, *, trace: str | None = None, tool: str | None = None, name: str | None = None,
-                kind: str | None = None) -> list[dict]:
+    def results(
+        self, *, trace: str | None = None, tool: str | None = None, name: str | None = None, kind: str | None = None
+    ) -> list[dict]:
         where, args = [], []
         if trace is not None:
             where.append("r.id IN (SELECT result_id FROM result_traces WHERE trace_id = ?)")
@@ -1013,7 +1128,7 @@ class Store:
                 found.append((seg, bad))
         return found
 
-    def __enter__(self) -> "Store":
+    def __enter__(self) -> Store:
         return self
 
     def __exit__(self, *exc) -> None:

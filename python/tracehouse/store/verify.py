@@ -55,10 +55,12 @@ class Survey:
 
     def disagreements(self) -> list[str]:
         """What makes the store refuse writes, one phrase each."""
-        return ([f"{d}/ (a trace directory the catalog does not know)" for d in self.unknown_dirs]
-                + [f"{p} (registered, missing)" for p in self.missing]
-                + self.resized
-                + [f"{p} ({why})" for p, verdict, why in self.orphans if verdict == "lost"])
+        return (
+            [f"{d}/ (a trace directory the catalog does not know)" for d in self.unknown_dirs]
+            + [f"{p} (registered, missing)" for p in self.missing]
+            + self.resized
+            + [f"{p} ({why})" for p, verdict, why in self.orphans if verdict == "lost"]
+        )
 
 
 def holds_traces(root: Path) -> list[str]:
@@ -66,8 +68,11 @@ def holds_traces(root: Path) -> list[str]:
     d = Path(root) / "traces"
     if not d.is_dir():
         return []
-    return [f"traces/{p.name}" for p in sorted(d.iterdir(), key=lambda p: (len(p.name), p.name))
-            if p.is_dir() and p.name.isdigit()]
+    return [
+        f"traces/{p.name}"
+        for p in sorted(d.iterdir(), key=lambda p: (len(p.name), p.name))
+        if p.is_dir() and p.name.isdigit()
+    ]
 
 
 def survey(root: Path, catalog: Catalog) -> Survey:
@@ -222,7 +227,14 @@ def check_results(root: Path, cat: Catalog, live_ids: set[int]) -> list[dict]:
     for r in cat.results():
         if not r["path"]:
             continue
-        doc = {"id": r["id"], "name": r["name"], "tool": r["tool"], "path": r["path"], "status": "intact", "reason": None}
+        doc = {
+            "id": r["id"],
+            "name": r["name"],
+            "tool": r["tool"],
+            "path": r["path"],
+            "status": "intact",
+            "reason": None,
+        }
         f = Path(root) / r["path"]
         if not f.is_file():
             out.append(doc | {"status": "missing", "reason": "no such file"})
@@ -230,8 +242,7 @@ def check_results(root: Path, cat: Catalog, live_ids: set[int]) -> list[dict]:
         if r.get("checksum") is not None:
             got = file_crc(f)
             if got != r["checksum"]:
-                out.append(doc | {"status": "damaged",
-                                  "reason": f"CRC-32 {got:08x}, saved with {r['checksum']:08x}"})
+                out.append(doc | {"status": "damaged", "reason": f"CRC-32 {got:08x}, saved with {r['checksum']:08x}"})
                 continue
         elif f.suffix == ".parquet":
             try:
@@ -243,7 +254,9 @@ def check_results(root: Path, cat: Catalog, live_ids: set[int]) -> list[dict]:
                 continue
         segs = r["params"].get("segments") if isinstance(r["params"], dict) else None
         if segs and not set(segs) <= live_ids:
-            doc["reason"] = f"stale: built from segment(s) {sorted(set(segs) - live_ids)} no longer live (rebuilt on use)"
+            doc["reason"] = (
+                f"stale: built from segment(s) {sorted(set(segs) - live_ids)} no longer live (rebuilt on use)"
+            )
         out.append(doc)
     return out
 
@@ -277,9 +290,13 @@ def verify(root: Path, progress=None) -> dict:
     report["quarantine"] = quarantine_listing(root)
     # (a crash's leftovers, redundant or never acknowledged, are listed: the next writer clears them)
     lost = [o for o in report["orphans"] if o["verdict"] == "lost"]
-    bad = (cat_doc["status"] != "intact" or report["unknown_dirs"] or lost
-           or any(t["status"] != "intact" for t in report["traces"])
-           or any(r["status"] != "intact" for r in report["results"]))
+    bad = (
+        cat_doc["status"] != "intact"
+        or report["unknown_dirs"]
+        or lost
+        or any(t["status"] != "intact" for t in report["traces"])
+        or any(r["status"] != "intact" for r in report["results"])
+    )
     report["ok"] = not bad
     return report
 
@@ -291,8 +308,15 @@ def _verify_with_catalog(root: Path, cat: Catalog, progress) -> dict:
     for info in cat.traces():
         segs = cat.segments(info.id)
         seg_ids |= {s.id for s in segs}
-        t: dict[str, Any] = {"id": info.id, "name": info.name, "format": info.format, "status": "intact",
-                             "state_reason": info.state_reason, "segments": [], "types": {}}
+        t: dict[str, Any] = {
+            "id": info.id,
+            "name": info.name,
+            "format": info.format,
+            "status": "intact",
+            "state_reason": info.state_reason,
+            "segments": [],
+            "types": {},
+        }
         for s in segs:
             doc = check_segment(root, s.path, s)
             if s.damaged and doc["status"] == "intact":
@@ -306,8 +330,12 @@ def _verify_with_catalog(root: Path, cat: Catalog, progress) -> dict:
         _trace_status(t)
         traces.append(t)
     orphans = [{"path": p, "verdict": v, "reason": why} for p, v, why in sv.orphans]
-    return {"traces": traces, "unknown_dirs": sv.unknown_dirs, "orphans": orphans,
-            "results": check_results(root, cat, seg_ids)}
+    return {
+        "traces": traces,
+        "unknown_dirs": sv.unknown_dirs,
+        "orphans": orphans,
+        "results": check_results(root, cat, seg_ids),
+    }
 
 
 def _journal_doc(root: Path, tid: int, name: str | None) -> dict:
@@ -316,8 +344,11 @@ def _journal_doc(root: Path, tid: int, name: str | None) -> dict:
     if not j.path.exists():
         return doc | {"status": "missing", "reason": "no journal (written again when the trace's writer opens)"}
     if j.damaged:
-        return doc | {"status": "damaged", "reason": f"{len(j.damaged)} damaged line(s), first: line "
-                                                       f"{j.damaged[0]['line']} ({j.damaged[0]['reason']})"}
+        return doc | {
+            "status": "damaged",
+            "reason": f"{len(j.damaged)} damaged line(s), first: line "
+            f"{j.damaged[0]['line']} ({j.damaged[0]['reason']})",
+        }
     if j.trace is None or (name is not None and j.trace.get("name") != name):
         return doc | {"status": "damaged", "reason": "its trace entry is missing or names another trace"}
     return doc
@@ -344,8 +375,14 @@ def _trace_from_files(root: Path, tid: int, progress) -> dict:
     """A trace directory checked without a catalog: what its journal, segments and WAL say."""
     j = journal.read(journal.journal_path(root, tid))
     name = j.trace["name"] if j.trace else None
-    t: dict[str, Any] = {"id": tid, "name": name, "format": j.trace["format"] if j.trace else None,
-                         "status": "intact", "state_reason": None, "segments": []}
+    t: dict[str, Any] = {
+        "id": tid,
+        "name": name,
+        "format": j.trace["format"] if j.trace else None,
+        "status": "intact",
+        "state_reason": None,
+        "segments": [],
+    }
     seg_root = root / "traces" / str(tid) / "segments"
     for f in sorted(seg_root.rglob("*.parquet")) if seg_root.is_dir() else []:
         doc = check_segment(root, f.relative_to(root).as_posix())
@@ -369,9 +406,11 @@ def render(report: dict) -> list[str]:
         n_ok = sum(s["status"] == "intact" for s in segs)
         rows = sum(s.get("rows") or 0 for s in segs if s["status"] == "intact")
         label = t["name"] if t["name"] is not None else f"(trace directory {t['id']}, name unknown)"
-        lines.append(f"{label}: {t['status']} - {n_ok}/{len(segs)} segments intact ({rows:,} rows), "
-                     f"WAL {t['wal']['records']} records ({t['wal']['rows']:,} rows) in {t['wal']['files']} file(s), "
-                     f"journal {t['journal']['status']}")
+        lines.append(
+            f"{label}: {t['status']} - {n_ok}/{len(segs)} segments intact ({rows:,} rows), "
+            f"WAL {t['wal']['records']} records ({t['wal']['rows']:,} rows) in {t['wal']['files']} file(s), "
+            f"journal {t['journal']['status']}"
+        )
         for s in segs:
             if s["status"] != "intact" or s.get("reason"):
                 lines.append(f"  {s['status']}: {s['path']}: {s['reason']}")
@@ -390,7 +429,12 @@ def render(report: dict) -> list[str]:
         if r["status"] != "intact" or r["reason"]:
             lines.append(f"result {r['id']} ({r['name']}): {r['status']}: {r['path']}: {r['reason']}")
     if report["quarantine"]:
-        lines.append(f"quarantine/: {len(report['quarantine'])} file(s) set aside (see {QUARANTINE_DIR}/*/report.jsonl)")
-    lines.append("ok: everything intact" if report["ok"] else
-                 "NOT OK: `tracehouse repair` rebuilds the catalog from the files and moves what is damaged to quarantine/")
+        lines.append(
+            f"quarantine/: {len(report['quarantine'])} file(s) set aside (see {QUARANTINE_DIR}/*/report.jsonl)"
+        )
+    lines.append(
+        "ok: everything intact"
+        if report["ok"]
+        else "NOT OK: `tracehouse repair` rebuilds the catalog from the files and moves what is damaged to quarantine/"
+    )
     return lines

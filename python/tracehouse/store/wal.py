@@ -20,9 +20,9 @@ import errno
 import os
 import struct
 import threading
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 from .. import _core, lazy
 
@@ -145,9 +145,8 @@ class WalWriter:
         size = -1
         try:
             size = os.fstat(fd).st_size
-            if size == 0:
-                if os.pwrite(fd, MAGIC, 0) != len(MAGIC):
-                    raise OSError(errno.ENOSPC, f"No space left on device: short write of the header of {path}")
+            if size == 0 and os.pwrite(fd, MAGIC, 0) != len(MAGIC):
+                raise OSError(errno.ENOSPC, f"No space left on device: short write of the header of {path}")
             fsync_dir(self.directory)
         except BaseException:
             os.close(fd)
@@ -217,8 +216,11 @@ class WalWriter:
             except OSError:
                 cut = False
             if not cut:
-                self.broken = OSError(e.errno, f"WAL file {wal_path(self.directory, self.number)} holds a "
-                                      f"torn record that could not be cut after: {e}")
+                self.broken = OSError(
+                    e.errno,
+                    f"WAL file {wal_path(self.directory, self.number)} holds a "
+                    f"torn record that could not be cut after: {e}",
+                )
                 raise self.broken from e
             raise OSError(e.errno, f"{e.strerror}: {wal_path(self.directory, self.number)}") from None
         return self.size
@@ -366,9 +368,12 @@ def read_wal(path: Path, start: int = 0, decode: bool = True) -> WalScan:
                 scan.records.extend((name, b) for b in batches)
                 continue
         scan.error = f"{bad} in record at byte {offset}"
-        loss = {"offset": offset, "bytes": HEADER.size + length,
-                "rows": _rows_of(data, offset - start + HEADER.size, rec_end) if decode else None,
-                "reason": scan.error}
+        loss = {
+            "offset": offset,
+            "bytes": HEADER.size + length,
+            "rows": _rows_of(data, offset - start + HEADER.size, rec_end) if decode else None,
+            "reason": scan.error,
+        }
         if then != _THEN_RECORD:
             # The log's last record (a reader polling a live one reads it again), or damage no
             # intact record follows: the log ends here.
@@ -443,8 +448,9 @@ def iter_uncovered(directory: Path, covered: int) -> Iterator[int]:
             yield n
 
 
-def uncovered_files(directory: Path, covered: int, known: dict[int, tuple[int, int, list]] | None = None
-                    ) -> tuple[tuple[int, int, int, int, tuple[int, bytes]], ...]:
+def uncovered_files(
+    directory: Path, covered: int, known: dict[int, tuple[int, int, list]] | None = None
+) -> tuple[tuple[int, int, int, int, tuple[int, bytes]], ...]:
     """(number, size, mtime ns, inode, (read to, next header)) of each WAL file above `covered`:
     what a reader in another process must read besides the registered segments, and whether it
     changed since the last look. Raises FileNotFoundError when a file vanished meanwhile (a
@@ -469,8 +475,11 @@ def uncovered_files(directory: Path, covered: int, known: dict[int, tuple[int, i
     return tuple(out)
 
 
-def read_uncovered(directory: Path, files: tuple[tuple[int, int, int, int, tuple[int, bytes]], ...],
-                   known: dict[int, tuple[int, int, list]] | None = None) -> list[tuple[str, pa.RecordBatch]]:
+def read_uncovered(
+    directory: Path,
+    files: tuple[tuple[int, int, int, int, tuple[int, bytes]], ...],
+    known: dict[int, tuple[int, int, list]] | None = None,
+) -> list[tuple[str, pa.RecordBatch]]:
     """The intact records of `files` (from `uncovered_files`), read without a lock and without
     changing anything: a torn or half-written tail (the writer may be appending) ends a file's
     records and is left for the writer's recovery to cut. Raises FileNotFoundError like

@@ -44,10 +44,11 @@ import logging
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from .. import _core, lazy
 from ..errors import DiskFull, NotFound, TracehouseError, is_disk_full
@@ -121,8 +122,9 @@ def release_batches(snapshot: dict[str, list]) -> None:
 class TraceWriter:
     """Appends to one trace. Created by `Store`; not shared between processes."""
 
-    def __init__(self, host: WriterHost, trace_id: int, trace_name: str, event_types: dict[str, EventType],
-                 opts: WriterOptions) -> None:
+    def __init__(
+        self, host: WriterHost, trace_id: int, trace_name: str, event_types: dict[str, EventType], opts: WriterOptions
+    ) -> None:
         self.host = host
         self.trace_id = trace_id
         self.trace_name = trace_name
@@ -176,7 +178,9 @@ class TraceWriter:
         self.seq_lock = threading.Lock()  # one seeding
         self._wal_types: dict[str, tuple[EventType, _core.WalType]] = {}  # see _wal_type
         self.pool = ThreadPoolExecutor(max_workers=max(1, opts.encode_threads), thread_name_prefix="th-encode")
-        self.ckpt_pool = ThreadPoolExecutor(max_workers=max(1, opts.checkpoints_in_flight), thread_name_prefix="th-ckpt")
+        self.ckpt_pool = ThreadPoolExecutor(
+            max_workers=max(1, opts.checkpoints_in_flight), thread_name_prefix="th-ckpt"
+        )
         self.recovery = self._recover()
         self.wal: walmod.WalWriter | None = None
         self.committer: _core.GroupCommit | None = None
@@ -217,9 +221,16 @@ class TraceWriter:
                 # file goes like any covered one), with a copy in quarantine/ for whoever looks.
                 kept = Quarantine(self.root).copy(path, f"WAL file with damaged records: {losses[0]['reason']}")
                 for x in losses:
-                    report.torn.append({"file": str(path), "offset": x["offset"], "bytes_cut": x["bytes"],
-                                        "rows_cut": x["rows"], "reason": x["reason"],
-                                        "quarantined": str(kept) if kept else None})
+                    report.torn.append(
+                        {
+                            "file": str(path),
+                            "offset": x["offset"],
+                            "bytes_cut": x["bytes"],
+                            "rows_cut": x["rows"],
+                            "reason": x["reason"],
+                            "quarantined": str(kept) if kept else None,
+                        }
+                    )
             if not scan.records:  # (a damaged one: its copy is in quarantine/)
                 # Nothing to replay (e.g. killed right after a rotation): drop it now, or every
                 # later open would find "pending work", take the lock and recover it again.
@@ -238,8 +249,16 @@ class TraceWriter:
 
     def _mark_wal_damage(self, report: RecoveryReport) -> None:
         """Say on the trace (th.traces, ls, info) that recovery cut damaged WAL records."""
-        losses = [{"file": t["file"], "offset": t["offset"], "bytes": t["bytes_cut"], "rows": t["rows_cut"],
-                   "reason": t["reason"]} for t in report.torn]
+        losses = [
+            {
+                "file": t["file"],
+                "offset": t["offset"],
+                "bytes": t["bytes_cut"],
+                "rows": t["rows_cut"],
+                "reason": t["reason"],
+            }
+            for t in report.torn
+        ]
         copies = next((t["quarantined"] for t in report.torn if t["quarantined"]), None)
         folder = "/".join(Path(copies).relative_to(self.root).parts[:2]) if copies else None  # quarantine/<session>
         reason = wal_damage_reason(losses, folder)
@@ -283,7 +302,9 @@ class TraceWriter:
     def _tail_full(self, factor: int = 1) -> bool:
         """The buffered rows reach `factor` checkpoints' worth (bytes, or rows when capped)."""
         rows = self.opts.flush_rows
-        return self.active_bytes >= factor * self.opts.flush_bytes or (rows is not None and self.active_rows >= factor * rows)
+        return self.active_bytes >= factor * self.opts.flush_bytes or (
+            rows is not None and self.active_rows >= factor * rows
+        )
 
     def append(self, event_type: str, batch: pa.RecordBatch, *, wait: bool = False, source: str = "batch") -> int:
         """Log and buffer one batch of `event_type`; returns its log sequence number."""
@@ -297,8 +318,9 @@ class TraceWriter:
             hit = self._wal_types[event_type] = (et, walmod.wal_type(event_type, conform_target(et)))
         return hit[1]
 
-    def append_many(self, event_type: str, batches: list[pa.RecordBatch], *, wait: bool = False,
-                    source: str = "batch") -> int:
+    def append_many(
+        self, event_type: str, batches: list[pa.RecordBatch], *, wait: bool = False, source: str = "batch"
+    ) -> int:
         """Log batches of one type as one WAL record (one LSN) and buffer them.
 
         The batches are conformed to the stored layout and get `seq` numbers when they have
@@ -335,8 +357,10 @@ class TraceWriter:
                         self.fail(self.wal.broken)
                         self._check()
                     if is_disk_full(e):
-                        raise DiskFull(f"no space to log {sum(b.num_rows for b in batches):,} rows of trace "
-                                       f"{self.trace_name!r} (nothing of them was kept): {e}") from e
+                        raise DiskFull(
+                            f"no space to log {sum(b.num_rows for b in batches):,} rows of trace "
+                            f"{self.trace_name!r} (nothing of them was kept): {e}"
+                        ) from e
                     raise
             self.lsn += 1
             lsn = self.lsn
@@ -544,13 +568,35 @@ class TraceWriter:
         ckpt = uuid.uuid4().hex
 
         def meta(name: str) -> dict:
-            return segment_meta(self.trace_id, self.trace_name, self.format, self.event_types[name], 0,
-                                wal=covered, checkpoint=ckpt, parts=len(jobs))
+            return segment_meta(
+                self.trace_id,
+                self.trace_name,
+                self.format,
+                self.event_types[name],
+                0,
+                wal=covered,
+                checkpoint=ckpt,
+                parts=len(jobs),
+            )
 
         futures = [
-            (name, self.pool.submit(write_sorted_part, self.root, f"{self.trace_dir}/segments/{name}", t, order, a, b,
-                                    0, not self.opts.drop_written_pages, self.row_group, meta(name),
-                                    self.opts.page_checksums))
+            (
+                name,
+                self.pool.submit(
+                    write_sorted_part,
+                    self.root,
+                    f"{self.trace_dir}/segments/{name}",
+                    t,
+                    order,
+                    a,
+                    b,
+                    0,
+                    not self.opts.drop_written_pages,
+                    self.row_group,
+                    meta(name),
+                    self.opts.page_checksums,
+                ),
+            )
             for name, t, order, a, b in jobs
         ]
         out, error = [], None
@@ -574,16 +620,20 @@ class TraceWriter:
         first = self.disk_full is None
         self.full_failures += 1
         where = "the WAL" if self.wal is not None else "memory (fsync=off)"
-        self.disk_full = DiskFull(f"no space left to checkpoint (rows wait in {where}; retried every "
-                                  f"{self.opts.disk_full_retry_s:g} s): {e}")
+        self.disk_full = DiskFull(
+            f"no space left to checkpoint (rows wait in {where}; retried every {self.opts.disk_full_retry_s:g} s): {e}"
+        )
         self.disk_full.__cause__ = e
         if not first:
             return
         # (an import - no WAL - is rolled back and says so itself)
-        log.log(logging.WARNING if self.wal is not None else logging.INFO, "trace %s: %s", self.trace_name,
-                self.disk_full)
-        reason = (f"{INCOMPLETE_CHECKPOINT} since {time.strftime('%Y-%m-%d %H:%M:%S')}: rows appended after "
-                  f"the last checkpoint are only in {where}")
+        log.log(
+            logging.WARNING if self.wal is not None else logging.INFO, "trace %s: %s", self.trace_name, self.disk_full
+        )
+        reason = (
+            f"{INCOMPLETE_CHECKPOINT} since {time.strftime('%Y-%m-%d %H:%M:%S')}: rows appended after "
+            f"the last checkpoint are only in {where}"
+        )
         try:
             self.host.catalog_write(lambda: self.host.catalog.set_incomplete(self.trace_id, reason))
         except Exception as mark_error:  # the catalog's disk may be the full one: the state is in memory too
@@ -594,8 +644,12 @@ class TraceWriter:
         deadline = time.monotonic() + self.opts.disk_full_retry_s
         with self.cond:
             kicks = self.full_kicks
-            while (not self._stop and self.error is None and self.full_kicks == kicks
-                   and (left := deadline - time.monotonic()) > 0):
+            while (
+                not self._stop
+                and self.error is None
+                and self.full_kicks == kicks
+                and (left := deadline - time.monotonic()) > 0
+            ):
                 self.cond.wait(min(left, 0.25))
 
     def flush(self) -> None:

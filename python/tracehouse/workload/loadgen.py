@@ -21,6 +21,7 @@ import os
 import resource
 import time
 from dataclasses import dataclass
+from pathlib import Path
 from urllib.parse import urlparse
 
 import numpy as np
@@ -40,7 +41,7 @@ class Target:
     token: str | None = None
 
     @classmethod
-    def parse(cls, url: str, tcp_port: int = 8094, token: str | None = None) -> "Target":
+    def parse(cls, url: str, tcp_port: int = 8094, token: str | None = None) -> Target:
         u = urlparse(url if "//" in url else f"http://{url}")
         return cls(u.hostname or "127.0.0.1", u.port or 8086, tcp_port, token)
 
@@ -76,7 +77,7 @@ def _delta(before: dict, after: dict, key: str) -> int | None:
 def proc_cpu_s(pid: int) -> float | None:
     """User + system CPU seconds of process `pid` (all threads)."""
     try:
-        fields = open(f"/proc/{pid}/stat").read().rsplit(")", 1)[1].split()
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
         return (int(fields[11]) + int(fields[12])) / CLK_TCK
     except (OSError, IndexError, ValueError):
         return None
@@ -101,8 +102,7 @@ def arrow_bodies_stamped(workload: str, rows: int, count: int = 8, seed: int = 4
     base = time.time_ns()
     for k in range(count):
         ts = base + np.arange(rows, dtype=np.int64) * 1000 + k
-        cols = {"ts": pa.array(ts, pa.int64()),
-                "producer": pa.array(np.full(rows, k, np.int32))}
+        cols = {"ts": pa.array(ts, pa.int64()), "producer": pa.array(np.full(rows, k, np.int32))}
         if workload == "qos":
             for name, typ, lo, hi in _core.QOS_RESULT_PARAMS:
                 if typ == "float64":
@@ -125,9 +125,20 @@ def arrow_bodies_stamped(workload: str, rows: int, count: int = 8, seed: int = 4
     return out, offsets
 
 
-def run(workload: str, *, target: Target, protocol: str = "http", bucket: str | None = None, agents: int = 8,
-        rows_per_batch: int = 1000, interval_ms: float = 0.0, duration_s: float = 10.0, batches_per_agent: int = 0,
-        seed: int = 42, path: str | None = None) -> dict:
+def run(
+    workload: str,
+    *,
+    target: Target,
+    protocol: str = "http",
+    bucket: str | None = None,
+    agents: int = 8,
+    rows_per_batch: int = 1000,
+    interval_ms: float = 0.0,
+    duration_s: float = 10.0,
+    batches_per_agent: int = 0,
+    seed: int = 42,
+    path: str | None = None,
+) -> dict:
     """One load run; returns the generator's report plus rates and CPU shares."""
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol {protocol!r}: expected one of {', '.join(PROTOCOLS)}")
@@ -146,10 +157,23 @@ def run(workload: str, *, target: Target, protocol: str = "http", bucket: str | 
     s0 = proc_cpu_s(spid) if spid else None
     c0, w0 = self_cpu_s(), time.perf_counter()
     load0 = os.getloadavg()[0]
-    rep = dict(_core.run_load(workload=workload, protocol=proto, host=target.host, port=port, bucket=bucket,
-                              token=target.token, agents=agents, rows_per_batch=rows_per_batch,
-                              interval_ms=interval_ms, duration_s=duration_s,
-                              batches_per_agent=batches_per_agent, seed=seed, **kw))
+    rep = dict(
+        _core.run_load(
+            workload=workload,
+            protocol=proto,
+            host=target.host,
+            port=port,
+            bucket=bucket,
+            token=target.token,
+            agents=agents,
+            rows_per_batch=rows_per_batch,
+            interval_ms=interval_ms,
+            duration_s=duration_s,
+            batches_per_agent=batches_per_agent,
+            seed=seed,
+            **kw,
+        )
+    )
     wall = time.perf_counter() - w0
     c1 = self_cpu_s()
     s1 = proc_cpu_s(spid) if spid else None
@@ -160,19 +184,29 @@ def run(workload: str, *, target: Target, protocol: str = "http", bucket: str | 
     if protocol == "tcp" and refused:
         # nothing is acknowledged at most once: the server's count is the only one there is
         rep["errors"] += refused
-        rep["error_samples"] = [f"server refused {refused:,} lines (its /health tcp_lines_refused; "
-                                "the reasons are in its log)"] + list(rep["error_samples"])
+        rep["error_samples"] = [
+            f"server refused {refused:,} lines (its /health tcp_lines_refused; the reasons are in its log)"
+        ] + list(rep["error_samples"])
     ncpu = os.cpu_count() or 1
     el = rep["elapsed_s"] or wall
-    rep.update({
-        "workload": workload, "protocol": protocol, "agents": agents, "rows_per_batch": rows_per_batch,
-        "interval_ms": interval_ms, "duration_s": duration_s,
-        "rows_sent_per_s": rep["rows_sent"] / el, "rows_acked_per_s": rep["rows_acked"] / el,
-        "loadgen_cpu_share": (c1 - c0) / (wall * ncpu),
-        "server_cpu_share": (s1 - s0) / (wall * ncpu) if s0 is not None and s1 is not None else None,
-        "cpus": ncpu, "loadavg_1m_before": load0, "loadavg_1m_after": os.getloadavg()[0],
-        "columns_per_row": (13 + 48) if workload == "qos" else 20,
-    })
+    rep.update(
+        {
+            "workload": workload,
+            "protocol": protocol,
+            "agents": agents,
+            "rows_per_batch": rows_per_batch,
+            "interval_ms": interval_ms,
+            "duration_s": duration_s,
+            "rows_sent_per_s": rep["rows_sent"] / el,
+            "rows_acked_per_s": rep["rows_acked"] / el,
+            "loadgen_cpu_share": (c1 - c0) / (wall * ncpu),
+            "server_cpu_share": (s1 - s0) / (wall * ncpu) if s0 is not None and s1 is not None else None,
+            "cpus": ncpu,
+            "loadavg_1m_before": load0,
+            "loadavg_1m_after": os.getloadavg()[0],
+            "columns_per_row": (13 + 48) if workload == "qos" else 20,
+        }
+    )
     return rep
 
 
@@ -189,15 +223,22 @@ def render(rep: dict) -> str:
         f"  ack latency   p50 {ms(rep['ack_us'][0])} ms  p90 {ms(rep['ack_us'][1])} ms  p99 {ms(rep['ack_us'][2])} ms"
         f"  max {ms(rep['ack_us'][3])} ms",
         f"  end-to-end    p50 {ms(rep['e2e_us'][0])} ms  p99 {ms(rep['e2e_us'][2])} ms (measurement time -> durable ack)",
-        f"  errors        {rep['errors']:,}" + (f"  {rep['statuses']}" if rep["statuses"] else "")
+        f"  errors        {rep['errors']:,}"
+        + (f"  {rep['statuses']}" if rep["statuses"] else "")
         + (f"  e.g. {rep['error_samples'][0]}" if rep["error_samples"] else ""),
-        *([f"  server (TCP)  {rep['server_tcp_rows']:,} rows stored, {rep['server_tcp_lines_refused']:,} lines "
-           "refused during the run (/health before and after; any TCP client of the server)"]
-          if rep["protocol"] == "tcp" and rep.get("server_tcp_rows") is not None else
-          ["  server (TCP)  unknown: no tracehouse /health to count what was stored and refused"]
-          if rep["protocol"] == "tcp" else []),
+        *(
+            [
+                f"  server (TCP)  {rep['server_tcp_rows']:,} rows stored, {rep['server_tcp_lines_refused']:,} lines "
+                "refused during the run (/health before and after; any TCP client of the server)"
+            ]
+            if rep["protocol"] == "tcp" and rep.get("server_tcp_rows") is not None
+            else ["  server (TCP)  unknown: no tracehouse /health to count what was stored and refused"]
+            if rep["protocol"] == "tcp"
+            else []
+        ),
         f"  CPU share     load generator {rep['loadgen_cpu_share']:.0%}"
-        + (f", server {srv:.0%}" if srv is not None else "") + f" of {rep['cpus']} cores;"
+        + (f", server {srv:.0%}" if srv is not None else "")
+        + f" of {rep['cpus']} cores;"
         f" load average {rep['loadavg_1m_before']:.2f} -> {rep['loadavg_1m_after']:.2f}",
     ]
     return "\n".join(lines)

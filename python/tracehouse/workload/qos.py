@@ -37,9 +37,21 @@ RUNS = ((1, 600_000), (5, 86_400), (50, 10_000), (500, 1_000))
 TOTAL_ROWS = sum(n * r for n, r in RUNS)  # 2,032,000
 T0_NS = 1_400_000_000 * 10**9  # runs start a minute apart from here (sampling time 1 s, as the seed assumed)
 
-ID_COLUMNS = ("customer_id", "user_id", "controller_id", "service_id", "service_map_id_addr", "service_map_id_port",
-              "caller_map_id_addr", "caller_map_id_port", "service2_map_id_addr", "service2_map_id_port",
-              "measurement_id", "measurement_start_time", "measurement_end_time")
+ID_COLUMNS = (
+    "customer_id",
+    "user_id",
+    "controller_id",
+    "service_id",
+    "service_map_id_addr",
+    "service_map_id_port",
+    "caller_map_id_addr",
+    "caller_map_id_port",
+    "service2_map_id_addr",
+    "service2_map_id_port",
+    "measurement_id",
+    "measurement_start_time",
+    "measurement_end_time",
+)
 INCREMENTED = ("ul_delay", "dl_delay", "ul_dupl", "dl_dupl")
 
 
@@ -87,11 +99,16 @@ def dataset(scale: float = 1.0, *, seed: int = 42, columns: tuple[str, ...] | No
     # The other id parameters are constant within a run (a measurement's identity).
     per_run = len(rr)
     ids = {
-        "user_id": rng.integers(1, 10_000, per_run), "controller_id": rng.integers(1, 100, per_run),
-        "service_id": rng.integers(1, 1_000, per_run), "service_map_id_addr": rng.integers(0, 2**31, per_run),
-        "service_map_id_port": rng.integers(1, 65_536, per_run), "caller_map_id_addr": rng.integers(0, 2**31, per_run),
-        "caller_map_id_port": rng.integers(1, 65_536, per_run), "service2_map_id_addr": rng.integers(0, 2**31, per_run),
-        "service2_map_id_port": rng.integers(1, 65_536, per_run), "measurement_id": np.arange(1, per_run + 1),
+        "user_id": rng.integers(1, 10_000, per_run),
+        "controller_id": rng.integers(1, 100, per_run),
+        "service_id": rng.integers(1, 1_000, per_run),
+        "service_map_id_addr": rng.integers(0, 2**31, per_run),
+        "service_map_id_port": rng.integers(1, 65_536, per_run),
+        "caller_map_id_addr": rng.integers(0, 2**31, per_run),
+        "caller_map_id_port": rng.integers(1, 65_536, per_run),
+        "service2_map_id_addr": rng.integers(0, 2**31, per_run),
+        "service2_map_id_port": rng.integers(1, 65_536, per_run),
+        "measurement_id": np.arange(1, per_run + 1),
     }
     for name, v in ids.items():
         if want(name):
@@ -104,8 +121,12 @@ def dataset(scale: float = 1.0, *, seed: int = 42, columns: tuple[str, ...] | No
         cols["ts"] = run_start + index * 10**9
     dupl = index.copy()
     dupl[index == 50] = 51  # see the module's docstring: Q5 case 4
-    inc = {"ul_delay": index.astype(np.float64), "dl_delay": index.astype(np.float64), "ul_dupl": dupl,
-           "dl_dupl": index.copy()}
+    inc = {
+        "ul_delay": index.astype(np.float64),
+        "dl_delay": index.astype(np.float64),
+        "ul_dupl": dupl,
+        "dl_dupl": index.copy(),
+    }
     n = len(index)
     for name, typ, lo, hi in result_params():
         if not want(name):
@@ -144,8 +165,10 @@ class Case:
 
 
 def _cases() -> tuple[Case, ...]:
-    out = [Case(1, i + 1, f"customer_id = {x}", r) for i, (x, r) in
-           enumerate([(60, 1_000), (10, 10_000), (6, 86_400), (1, 600_000)])]
+    out = [
+        Case(1, i + 1, f"customer_id = {x}", r)
+        for i, (x, r) in enumerate([(60, 1_000), (10, 10_000), (6, 86_400), (1, 600_000)])
+    ]
     lim = [(1, 556), (5, 2_780), (50, 27_800), (500, 278_000)]
     out += [Case(2, i + 1, f"ul_delay < {x}", r) for i, (x, r) in enumerate(lim)]
     k = 1
@@ -154,15 +177,32 @@ def _cases() -> tuple[Case, ...]:
             for x, r in lim:
                 out.append(Case(3, k, f"ul_dupl < {x}", r, tables, cache))
                 k += 1
-    out += [Case(4, i + 1, w, r) for i, (w, r) in enumerate([
-        ("customer_id = 60 AND ul_delay < 500", 500), ("customer_id = 10 AND ul_delay < 5000", 5_000),
-        ("customer_id = 6 AND ul_delay < 50000", 50_000), ("customer_id > 56 AND ul_delay < 100", 50_000),
-        ("customer_id < 6 AND ul_delay < 50000", 250_000)])]
-    out += [Case(5, i + 1, w, r) for i, (w, r) in enumerate([
-        ("ul_delay < 1 AND ul_dupl < 1", 556), ("ul_delay < 10 AND ul_dupl < 10", 5_560),
-        ("ul_delay < 50 AND ul_dupl < 50", 27_800), ("ul_delay < 100 AND ul_dupl > 50", 27_800),
-        ("ul_delay < 500 AND ul_dupl > 449", 27_800), ("ul_delay < 100 AND ul_dupl < 100", 55_600),
-        ("ul_delay < 500 AND ul_dupl < 500", 278_000)])]
+    out += [
+        Case(4, i + 1, w, r)
+        for i, (w, r) in enumerate(
+            [
+                ("customer_id = 60 AND ul_delay < 500", 500),
+                ("customer_id = 10 AND ul_delay < 5000", 5_000),
+                ("customer_id = 6 AND ul_delay < 50000", 50_000),
+                ("customer_id > 56 AND ul_delay < 100", 50_000),
+                ("customer_id < 6 AND ul_delay < 50000", 250_000),
+            ]
+        )
+    ]
+    out += [
+        Case(5, i + 1, w, r)
+        for i, (w, r) in enumerate(
+            [
+                ("ul_delay < 1 AND ul_dupl < 1", 556),
+                ("ul_delay < 10 AND ul_dupl < 10", 5_560),
+                ("ul_delay < 50 AND ul_dupl < 50", 27_800),
+                ("ul_delay < 100 AND ul_dupl > 50", 27_800),
+                ("ul_delay < 500 AND ul_dupl > 449", 27_800),
+                ("ul_delay < 100 AND ul_dupl < 100", 55_600),
+                ("ul_delay < 500 AND ul_dupl < 500", 278_000),
+            ]
+        )
+    ]
     return tuple(out)
 
 
@@ -214,8 +254,10 @@ def sql(case: Case, layout: str, *, dialect: str = "generic") -> str:
     if layout == "schema3":
         if case.tables == "one":  # Q3: ul_dupl lives in secondaryStats
             return f"SELECT {hint}x.* FROM qos3_secondary x WHERE {where}"
-        return (f"SELECT {hint}i.*, m.*, x.* FROM qos3_id i JOIN qos3_main m ON m.measurement_id = i.id "
-                f"JOIN qos3_secondary x ON x.measurement_id = m.measurement_id AND x.ts = m.ts WHERE {where}")
+        return (
+            f"SELECT {hint}i.*, m.*, x.* FROM qos3_id i JOIN qos3_main m ON m.measurement_id = i.id "
+            f"JOIN qos3_secondary x ON x.measurement_id = m.measurement_id AND x.ts = m.ts WHERE {where}"
+        )
     if layout in ("tracehouse", "tracehouse-embedded"):  # (the same SQL, served or in-process)
         # Identity once per measurement as a producer, its typed attributes carried by the view as
         # tag columns (`tag_columns=attrs`); the results in one event type. "One table" (Q3) is
@@ -291,17 +333,22 @@ def expected_rows(data: pa.Table) -> dict[str, int]:
 
     con = duckdb.connect()
     con.register("qos1", data)
-    return {c.name: con.execute(f"SELECT count(*) FROM qos1 t WHERE {_qualify(c.where, 'schema1')}").fetchone()[0]
-            for c in CASES}
+    return {
+        c.name: con.execute(f"SELECT count(*) FROM qos1 t WHERE {_qualify(c.where, 'schema1')}").fetchone()[0]
+        for c in CASES
+    }
 
 
 def tracehouse_event_type():
     """The results as one tracehouse event type (the ids are its producers' attributes)."""
     from ..schema import Column, EventType
 
-    return EventType(EVENT_TYPE, "instant", tuple(Column(n, t, "", "Qosmet result parameter (seed 003)")
-                                                  for n, t, _lo, _hi in result_params()),
-                     "one Qosmet averaging interval of a measurement (seed 003)")
+    return EventType(
+        EVENT_TYPE,
+        "instant",
+        tuple(Column(n, t, "", "Qosmet result parameter (seed 003)") for n, t, _lo, _hi in result_params()),
+        "one Qosmet averaging interval of a measurement (seed 003)",
+    )
 
 
 def tracehouse_load(store, data: pa.Table) -> None:
@@ -309,14 +356,27 @@ def tracehouse_load(store, data: pa.Table) -> None:
     become one producer per measurement (attributes), the rest one event type."""
     first = np.unique(data.column("measurement_id").to_numpy(), return_index=True)[1]
     ids = data.select(list(ID_COLUMNS)).take(pa.array(first)).to_pylist()
-    producers = [{"id": int(r["measurement_id"]), "parent": None, "kind": "measurement",
-                  "name": f"customer={r['customer_id']},measurement={r['measurement_id']}", "attrs": r} for r in ids]
+    producers = [
+        {
+            "id": int(r["measurement_id"]),
+            "parent": None,
+            "kind": "measurement",
+            "name": f"customer={r['customer_id']},measurement={r['measurement_id']}",
+            "attrs": r,
+        }
+        for r in ids
+    ]
     # Segments sorted by (measurement, ts) (`segment_order=producer`): the seed's clients read a
     # customer's measurement at a time, as its schemas' keys lead with the customer. The ids are
     # the views' tag columns (`tag_columns=attrs`).
-    store.create_trace(TRACE, "qos", event_types=[tracehouse_event_type()], producers=producers,
-                       format_description="Qosmet QoS measurements (seed 003)",
-                       metadata={"segment_order": "producer", "tag_columns": "attrs"})
+    store.create_trace(
+        TRACE,
+        "qos",
+        event_types=[tracehouse_event_type()],
+        producers=producers,
+        format_description="Qosmet QoS measurements (seed 003)",
+        metadata={"segment_order": "producer", "tag_columns": "attrs"},
+    )
     cols = {"ts": data.column("ts"), "producer": pa.compute.cast(data.column("measurement_id"), pa.int32())}
     for n, _t, _lo, _hi in result_params():
         cols[n] = data.column(n)

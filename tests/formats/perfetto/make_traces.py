@@ -29,7 +29,7 @@ EVENTS = [
     (1_000_000, "B", MAIN, "frame", "render", {"frame": 1}),
     (1_200_000, "B", MAIN, "layout", "render", {}),
     (1_500_000, "E", MAIN, None, None, {}),
-    (1_600_000, "I", MAIN, "vsync", "input", {"late": True, "why": "busy \"gpu\""}),
+    (1_600_000, "I", MAIN, "vsync", "input", {"late": True, "why": 'busy "gpu"'}),
     (2_000_000, "E", MAIN, None, None, {}),
     (1_100_000, "B", WORKER, "decode", "io", {"bytes": 4096}),
     (1_900_000, "E", WORKER, None, None, {}),
@@ -39,8 +39,12 @@ EVENTS = [
     (1_500_000, "C", CPU_COUNTER, None, None, 80),
     (2_000_000, "C", CPU_COUNTER, None, None, 35),
 ]
-TYPES = {"B": TrackEvent.TYPE_SLICE_BEGIN, "E": TrackEvent.TYPE_SLICE_END, "I": TrackEvent.TYPE_INSTANT,
-         "C": TrackEvent.TYPE_COUNTER}
+TYPES = {
+    "B": TrackEvent.TYPE_SLICE_BEGIN,
+    "E": TrackEvent.TYPE_SLICE_END,
+    "I": TrackEvent.TYPE_INSTANT,
+    "C": TrackEvent.TYPE_COUNTER,
+}
 
 
 def track_events() -> bytes:
@@ -111,8 +115,12 @@ def track_events() -> bytes:
 
 # (cpu, ts, prev tid, prev state, next tid, next comm) sched_switch records; (cpu, ts, tid, comm, target) wakings.
 SWITCHES = [
-    (0, 10_000, 0, 0, 501, "make"), (0, 25_000, 501, 1, 502, "cc1"), (0, 60_000, 502, 0, 0, "swapper/0"),
-    (1, 12_000, 0, 0, 600, "Xorg"), (1, 18_000, 600, 2, 501, "make"), (1, 40_000, 501, 1, 0, "swapper/1"),
+    (0, 10_000, 0, 0, 501, "make"),
+    (0, 25_000, 501, 1, 502, "cc1"),
+    (0, 60_000, 502, 0, 0, "swapper/0"),
+    (1, 12_000, 0, 0, 600, "Xorg"),
+    (1, 18_000, 600, 2, 501, "make"),
+    (1, 40_000, 501, 1, 0, "swapper/1"),
 ]
 WAKINGS = [(1, 11_000, 600, "Xorg", 1), (0, 24_000, 502, "cc1", 0)]
 
@@ -122,8 +130,9 @@ def sched() -> bytes:
     for cpu in (0, 1):
         p = b.add_packet()
         p.ftrace_events.cpu = cpu
-        events = [(ts, "s", rest) for c, ts, *rest in SWITCHES if c == cpu] + \
-                 [(ts, "w", rest) for c, ts, *rest in WAKINGS if c == cpu]
+        events = [(ts, "s", rest) for c, ts, *rest in SWITCHES if c == cpu] + [
+            (ts, "w", rest) for c, ts, *rest in WAKINGS if c == cpu
+        ]
         for ts, kind, rest in sorted(events, key=lambda e: e[0]):
             e = p.ftrace_events.event.add()
             e.timestamp = ts

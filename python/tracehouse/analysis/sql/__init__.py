@@ -4,17 +4,29 @@ the engine (`--engine duckdb|spark`) and its parameters."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from importlib import resources
-from typing import Iterable
 
 from ..registry import Param
 
 ENGINE_PARAMS = (
-    Param("engine", "str", "", "answer by plain SQL on this engine (default: indexes and the Rust core)",
-          choices=("duckdb", "spark")),
+    Param(
+        "engine",
+        "str",
+        "",
+        "answer by plain SQL on this engine (default: indexes and the Rust core)",
+        choices=("duckdb", "spark"),
+    ),
     Param("master", "str", "", "Spark master URL (default local[2])"),
-    Param("conf", "str", "", "a Spark setting KEY=VALUE, e.g. spark.driver.host=10.0.0.5 (repeat); "
-          "$SPARK_CONF_DIR/spark-defaults.conf is read too", many=True, metavar="KEY=VALUE"),
+    Param(
+        "conf",
+        "str",
+        "",
+        "a Spark setting KEY=VALUE, e.g. spark.driver.host=10.0.0.5 (repeat); "
+        "$SPARK_CONF_DIR/spark-defaults.conf is read too",
+        many=True,
+        metavar="KEY=VALUE",
+    ),
 )
 
 
@@ -37,8 +49,13 @@ def text(name: str) -> str:
     return "\n".join(line for line in body.splitlines() if not line.startswith("--"))
 
 
-def where(start: int | None = None, end: int | None = None, col: str = "ts",
-          producers: Iterable[int] | None = None, producer_col: str = "producer") -> str:
+def where(
+    start: int | None = None,
+    end: int | None = None,
+    col: str = "ts",
+    producers: Iterable[int] | None = None,
+    producer_col: str = "producer",
+) -> str:
     """The SQL condition of a window: `col` in [start, end) (None: open) and the producer among
     `producers` (None: any); `true` when nothing narrows it."""
     parts = []

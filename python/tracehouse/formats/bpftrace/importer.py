@@ -20,8 +20,24 @@ from ..report import ImportReport
 
 NAME = "bpftrace"
 DESCRIPTION = fmt.DESCRIPTION
-RECORD_TYPES = {"attached_probes", "printf", "map", "hist", "stats", "lost_events", "time", "cat", "join", "syscall",
-                "tseries", "value", "helper_error", "runtime_error", "print_error", "benchmark_results"}
+RECORD_TYPES = {
+    "attached_probes",
+    "printf",
+    "map",
+    "hist",
+    "stats",
+    "lost_events",
+    "time",
+    "cat",
+    "join",
+    "syscall",
+    "tseries",
+    "value",
+    "helper_error",
+    "runtime_error",
+    "print_error",
+    "benchmark_results",
+}
 _TEXT = re.compile(rb"^(Attaching \d+ probes?\.\.\.|@\w*(\[.*\])?:( .*)?)$", re.M)
 
 __all__ = ["DESCRIPTION", "NAME", "OPTIONS", "import_file", "import_stream", "sniff"]
@@ -40,14 +56,58 @@ def sniff(head: bytes) -> bool:
     return bool(_TEXT.search(head[:65536])) and b"\x00" not in head[:4096]
 
 
-def import_file(store, path: str | Path, name: str, *, mapping: Mapping | None = None, strict: bool = False,
-                description: str = "", progress=None, pattern=None, span=None) -> ImportReport:
-    return import_probe_output("bpftrace", fmt, store, path, name, mapping=mapping, strict=strict,
-                               description=description, progress=progress, pattern=pattern, span=span)
+def import_file(
+    store,
+    path: str | Path,
+    name: str,
+    *,
+    mapping: Mapping | None = None,
+    strict: bool = False,
+    description: str = "",
+    progress=None,
+    pattern=None,
+    span=None,
+) -> ImportReport:
+    return import_probe_output(
+        "bpftrace",
+        fmt,
+        store,
+        path,
+        name,
+        mapping=mapping,
+        strict=strict,
+        description=description,
+        progress=progress,
+        pattern=pattern,
+        span=span,
+    )
 
 
-def import_stream(store, fd: int, name: str, *, source: str = "stdin", mapping: Mapping | None = None,
-                  strict: bool = False, description: str = "", progress=None, pattern=None, span=None) -> ImportReport:
+def import_stream(
+    store,
+    fd: int,
+    name: str,
+    *,
+    source: str = "stdin",
+    mapping: Mapping | None = None,
+    strict: bool = False,
+    description: str = "",
+    progress=None,
+    pattern=None,
+    span=None,
+) -> ImportReport:
     """The same from a pipe, as the data arrives (`... | tracehouse import bpftrace - ...`)."""
-    return import_probe_output("bpftrace", fmt, store, source, name, mapping=mapping, strict=strict,
-                               description=description, progress=progress, pattern=pattern, span=span, stream=fd)
+    return import_probe_output(
+        "bpftrace",
+        fmt,
+        store,
+        source,
+        name,
+        mapping=mapping,
+        strict=strict,
+        description=description,
+        progress=progress,
+        pattern=pattern,
+        span=span,
+        stream=fd,
+    )

@@ -34,10 +34,10 @@ def arg_key(column: Column) -> tuple[str, bool] | None:
         if column.name.startswith(prefix):
             if column.doc.startswith(doc):
                 try:
-                    return json.loads(column.doc[len(doc):]), end
+                    return json.loads(column.doc[len(doc) :]), end
                 except ValueError:
                     pass
-            return column.name[len(prefix):], end
+            return column.name[len(prefix) :], end
     return None
 
 

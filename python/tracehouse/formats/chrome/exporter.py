@@ -39,7 +39,13 @@ _KIND_PH = {"span": "X", "instant": "i", "begin": "B", "end": "E", "counter": "C
 
 # Role columns of each chrome event type (column -> role), beside ts, producer, dur.
 _CHROME_ROLES = {
-    "slice": {"phase": "__ph", "thread_ts": "__tts", "thread_dur": "__tdur", "args": "__args", "end_args": "__end_args"},
+    "slice": {
+        "phase": "__ph",
+        "thread_ts": "__tts",
+        "thread_dur": "__tdur",
+        "args": "__args",
+        "end_args": "__end_args",
+    },
     "slice_begin": {"phase": "__ph", "thread_ts": "__tts", "args": "__args"},
     "slice_end": {"thread_ts": "__tts", "args": "__args"},
     "instant": {"scope": "__s", "args": "__args"},
@@ -48,14 +54,31 @@ _CHROME_ROLES = {
     "async_begin": {"id": "__id", "id_local": "__id_local", "args": "__args"},
     "async_end": {"id": "__id", "id_local": "__id_local", "args": "__args"},
     "async_instant": {"id": "__id", "id_local": "__id_local", "args": "__args"},
-    "flow": {"src_phase": "__ph", "id": "__id", "dst_producer": "__dst_producer", "dst_ts": "__dst_ts", "dst_phase": "__dst_ph",
-             "bp": "__bp"},
+    "flow": {
+        "src_phase": "__ph",
+        "id": "__id",
+        "dst_producer": "__dst_producer",
+        "dst_ts": "__dst_ts",
+        "dst_phase": "__dst_ph",
+        "bp": "__bp",
+    },
     "sample": {"sf": "__sf", "stack": "__stack", "args": "__args"},
     "other": {"phase": "__ph", "id": "__id", "args": "__args"},
 }
-_CHROME_PH = {"slice": "X", "slice_begin": "B", "slice_end": "E", "instant": "i", "counter": "C",
-              "async_slice": "b", "async_begin": "b", "async_end": "e", "async_instant": "n", "flow": "s",
-              "sample": "P", "other": "i"}
+_CHROME_PH = {
+    "slice": "X",
+    "slice_begin": "B",
+    "slice_end": "E",
+    "instant": "i",
+    "counter": "C",
+    "async_slice": "b",
+    "async_begin": "b",
+    "async_end": "e",
+    "async_instant": "n",
+    "flow": "s",
+    "sample": "P",
+    "other": "i",
+}
 
 
 def _label_roles(fmt_name: str, event_type: str) -> dict[str, str]:
@@ -65,7 +88,7 @@ def _label_roles(fmt_name: str, event_type: str) -> dict[str, str]:
     from ..registry import format_of
 
     fmt = format_of(fmt_name)
-    for t, name, cat in (fmt.profile.get("labels", ()) if fmt is not None else ()):
+    for t, name, cat in fmt.profile.get("labels", ()) if fmt is not None else ():
         if t == event_type:
             return {name: "__name"} | ({cat: "__cat"} if cat else {})
     return {}
@@ -80,8 +103,12 @@ def producer_map(producers: list[dict]) -> tuple[list[tuple[int, str, str]], lis
         `process` (a forked child is a process of its own, not a thread of its parent), else
         its nearest such ancestor."""
         seen = set()
-        while (str(p.get("kind")).lower() != "process" and p.get("parent") is not None and p["parent"] in by_id
-               and p["id"] not in seen):
+        while (
+            str(p.get("kind")).lower() != "process"
+            and p.get("parent") is not None
+            and p["parent"] in by_id
+            and p["id"] not in seen
+        ):
             seen.add(p["id"])
             p = by_id[p["parent"]]
         return p
@@ -107,7 +134,9 @@ def producer_map(producers: list[dict]) -> tuple[list[tuple[int, str, str]], lis
             mapping.append((p["id"], json.dumps(pid), ""))
             meta.append({"name": "process_name", "ph": "M", "pid": pid, "args": {"name": p["name"]}})
             if "sort_index" in attrs:
-                meta.append({"name": "process_sort_index", "ph": "M", "pid": pid, "args": {"sort_index": attrs["sort_index"]}})
+                meta.append(
+                    {"name": "process_sort_index", "ph": "M", "pid": pid, "args": {"sort_index": attrs["sort_index"]}}
+                )
             if "labels" in attrs:
                 meta.append({"name": "process_labels", "ph": "M", "pid": pid, "args": {"labels": attrs["labels"]}})
             continue
@@ -125,8 +154,15 @@ def producer_map(producers: list[dict]) -> tuple[list[tuple[int, str, str]], lis
         mapping.append((p["id"], json.dumps(pid), json.dumps(tid)))
         meta.append({"name": "thread_name", "ph": "M", "pid": pid, "tid": tid, "args": {"name": name}})
         if "sort_index" in attrs:
-            meta.append({"name": "thread_sort_index", "ph": "M", "pid": pid, "tid": tid,
-                         "args": {"sort_index": attrs["sort_index"]}})
+            meta.append(
+                {
+                    "name": "thread_sort_index",
+                    "ph": "M",
+                    "pid": pid,
+                    "tid": tid,
+                    "args": {"sort_index": attrs["sort_index"]},
+                }
+            )
     return mapping, meta
 
 
@@ -200,7 +236,7 @@ def export(store, trace: str, out: str | Path, *, progress=None) -> dict:
     out.parent.mkdir(parents=True, exist_ok=True)
     writer = _core.ChromeWriter(mapping, first=not meta_events)
     tmp = out.with_name(out.name + ".tmp")
-    opener = (lambda p: gzip.open(p, "wb", compresslevel=3)) if out.suffix == ".gz" else (lambda p: open(p, "wb"))
+    opener = (lambda p: gzip.open(p, "wb", compresslevel=3)) if out.suffix == ".gz" else (lambda p: open(p, "wb"))  # noqa: SIM115 - opened by the with below
     with opener(tmp) as f:
         f.write(b'{"traceEvents":[')
         if meta_events:
@@ -215,7 +251,7 @@ def export(store, trace: str, out: str | Path, *, progress=None) -> dict:
         for k, v in (info.metadata or {}).items():
             if k.startswith("chrome.") and k not in ("chrome.traceEvents",):
                 try:
-                    tail[k[len("chrome."):]] = json.loads(v)
+                    tail[k[len("chrome.") :]] = json.loads(v)
                 except (TypeError, ValueError):
                     pass
         tail.setdefault("otherData", {"tracehouse_trace": info.name, "format": info.format})
@@ -224,5 +260,10 @@ def export(store, trace: str, out: str | Path, *, progress=None) -> dict:
             f.write(b"," + json.dumps(k).encode() + b":" + json.dumps(v, separators=(",", ":")).encode())
         f.write(b"}\n")
     tmp.replace(out)
-    return {"trace": info.name, "path": str(out), "events": writer.events, "metadata_events": len(meta_events),
-            "bytes": out.stat().st_size}
+    return {
+        "trace": info.name,
+        "path": str(out),
+        "events": writer.events,
+        "metadata_events": len(meta_events),
+        "bytes": out.stat().st_size,
+    }

@@ -32,8 +32,16 @@ def sniff(head: bytes) -> bool:
     return False
 
 
-def import_file(store, path: str | Path, name: str, *, mapping: Mapping | None = None, strict: bool = False,
-                description: str = "", progress=None) -> ImportReport:
+def import_file(
+    store,
+    path: str | Path,
+    name: str,
+    *,
+    mapping: Mapping | None = None,
+    strict: bool = False,
+    description: str = "",
+    progress=None,
+) -> ImportReport:
     parser = _core.NativeParser("chrome", strict=strict)
 
     def declare(types):
@@ -46,8 +54,17 @@ def import_file(store, path: str | Path, name: str, *, mapping: Mapping | None =
     def column(t, name, ptype, key):
         return fmt.arg_column(name, ptype, key, name.startswith("end_arg_"))
 
-    report = import_parsed(fmt, store, path, name, strict=strict, description=description, progress=progress,
-                           parser=parser, loader_args={"declare": declare, "column": column})
+    report = import_parsed(
+        fmt,
+        store,
+        path,
+        name,
+        strict=strict,
+        description=description,
+        progress=progress,
+        parser=parser,
+        loader_args={"declare": declare, "column": column},
+    )
     meta = {f"chrome.{k}": v for k, v in report.details.pop("top_level", [])}
     if meta:
         store.set_metadata(name, meta)

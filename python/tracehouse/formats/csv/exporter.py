@@ -27,5 +27,6 @@ def _write_table(table, path: Path) -> None:
 
 def export(store, trace: str, out: str | Path, *, progress=None) -> dict:
     """Write `trace` into the directory `out` (created)."""
-    return export_dir(store, trace, out, ext=EXTENSION, write_type=_write_type, write_table=_write_table,
-                      progress=progress)
+    return export_dir(
+        store, trace, out, ext=EXTENSION, write_type=_write_type, write_table=_write_table, progress=progress
+    )

@@ -59,8 +59,15 @@ def _validate(col: pa.Array, typ: pa.DataType) -> tuple[pa.Array, pa.Array]:
     col = pc.if_else(empty, pa.scalar(None, pa.string()), col)
     if pa.types.is_string(typ) or pa.types.is_null(typ):
         return col, pa.array(np.zeros(len(col), dtype=bool))
-    pattern = (_INT if pa.types.is_integer(typ) else _FLOAT if pa.types.is_floating(typ)
-               else _BOOL if pa.types.is_boolean(typ) else _TIME)
+    pattern = (
+        _INT
+        if pa.types.is_integer(typ)
+        else _FLOAT
+        if pa.types.is_floating(typ)
+        else _BOOL
+        if pa.types.is_boolean(typ)
+        else _TIME
+    )
     ok = pc.fill_null(pc.match_substring_regex(col, pattern), True)
     bad = pc.invert(ok)
     clean = pc.if_else(ok, pc.utf8_trim_whitespace(col), pa.scalar(None, pa.string()))
@@ -121,8 +128,16 @@ def longest_line(path: str | Path, chunk: int = 16 << 20) -> tuple[int, int]:
     return best_line, best
 
 
-def import_file(store, path: str | Path, name: str, *, mapping: Mapping | None = None, strict: bool = False,
-                description: str = "", progress=None) -> ImportReport:
+def import_file(
+    store,
+    path: str | Path,
+    name: str,
+    *,
+    mapping: Mapping | None = None,
+    strict: bool = False,
+    description: str = "",
+    progress=None,
+) -> ImportReport:
     path = Path(path)
     source = str(path)
     block, done, shown = BLOCK, [0], [0]
@@ -137,17 +152,33 @@ def import_file(store, path: str | Path, name: str, *, mapping: Mapping | None =
         done[0] = 0
         try:
             with _undecodable_rows_quiet():
-                return _import(store, path, name, mapping=mapping, strict=strict, description=description,
-                           progress=advance, block=block)
+                return _import(
+                    store,
+                    path,
+                    name,
+                    mapping=mapping,
+                    strict=strict,
+                    description=description,
+                    progress=advance,
+                    block=block,
+                )
         except _LineTooLong:
             line, length = longest_line(path)
             if length + 1 > MAX_LINE:
-                raise BadInput(f"line of {length:,} bytes (a CSV line may have at most {MAX_LINE:,})",
-                               file=source, line=line, expected="one event per line") from None
+                raise BadInput(
+                    f"line of {length:,} bytes (a CSV line may have at most {MAX_LINE:,})",
+                    file=source,
+                    line=line,
+                    expected="one event per line",
+                ) from None
             grown = 1 << max(length + 1, 1).bit_length()  # a power of two that holds the longest line
             if grown <= block:  # pyarrow refused a line the block holds: do not loop
-                raise BadInput(f"pyarrow could not read a line in blocks of {block:,} bytes (longest line: "
-                               f"{length:,} bytes)", file=source, line=line, expected="one event per line") from None
+                raise BadInput(
+                    f"pyarrow could not read a line in blocks of {block:,} bytes (longest line: {length:,} bytes)",
+                    file=source,
+                    line=line,
+                    expected="one event per line",
+                ) from None
             block = grown
 
 
@@ -174,8 +205,13 @@ def _not_utf8(path: str | Path) -> BadInput | None:
     at = first_non_utf8(path)
     if at is None:
         return None
-    return BadInput(f"not UTF-8 text (byte 0x{at[2]:02x})", file=str(path), line=at[0], offset=at[1],
-                    expected="UTF-8 text, one event per line")
+    return BadInput(
+        f"not UTF-8 text (byte 0x{at[2]:02x})",
+        file=str(path),
+        line=at[0],
+        offset=at[1],
+        expected="UTF-8 text, one event per line",
+    )
 
 
 def first_non_utf8(path: str | Path, chunk: int = 16 << 20) -> tuple[int, int, int] | None:
@@ -197,8 +233,17 @@ def first_non_utf8(path: str | Path, chunk: int = 16 << 20) -> tuple[int, int, i
             offset += len(data)
 
 
-def _import(store, path: Path, name: str, *, mapping: Mapping | None, strict: bool, description: str,  # noqa: C901
-            progress, block: int) -> ImportReport:
+def _import(  # noqa: C901 - one pass over the file's options; its parts share the open reader
+    store,
+    path: Path,
+    name: str,
+    *,
+    mapping: Mapping | None,
+    strict: bool,
+    description: str,  # noqa: C901
+    progress,
+    block: int,
+) -> ImportReport:
     source = str(path)
     mapping = mapping or Mapping()
     if mapping.format is None:
@@ -211,20 +256,29 @@ def _import(store, path: Path, name: str, *, mapping: Mapping | None, strict: bo
     try:
         header.decode("utf-8")
     except UnicodeDecodeError as e:
-        raise BadInput(f"header is not UTF-8 text (byte {e.start})", file=source, line=1, offset=e.start,
-                       expected="a header line of column names") from None
+        raise BadInput(
+            f"header is not UTF-8 text (byte {e.start})",
+            file=source,
+            line=1,
+            offset=e.start,
+            expected="a header line of column names",
+        ) from None
     try:
         # Types come from the first block; malformed rows are the second pass's business.
-        probe = pacsv.open_csv(path, read_options=pacsv.ReadOptions(block_size=block),
-                               parse_options=pacsv.ParseOptions(invalid_row_handler=lambda row: "skip"))
+        probe = pacsv.open_csv(
+            path,
+            read_options=pacsv.ReadOptions(block_size=block),
+            parse_options=pacsv.ParseOptions(invalid_row_handler=lambda row: "skip"),
+        )
         inferred = probe.schema
     except FileNotFoundError:
         raise BadInput("no such file", file=source) from None
     except (pa.ArrowInvalid, UnicodeDecodeError) as e:
         if _straddles(e):
             raise _LineTooLong() from None
-        raise _not_utf8(path) or BadInput(f"not a readable CSV: {e}", file=source, line=None,
-                       expected="a header line, then one event per line") from None
+        raise _not_utf8(path) or BadInput(
+            f"not a readable CSV: {e}", file=source, line=None, expected="a header line, then one event per line"
+        ) from None
     text_types = {f.name: pa.string() for f in inferred}
     skipped: list[int] = []
     reasons: dict[int, str] = {}  # line -> reason; -1 holds the strict-mode failure
@@ -246,8 +300,9 @@ def _import(store, path: Path, name: str, *, mapping: Mapping | None, strict: bo
             line, reason = reasons[-1].split("\t", 1)
             return BadInput(reason, file=source, line=int(line), expected="the header's number of fields")
         # the usual cause: name its line rather than pyarrow's row
-        return _not_utf8(path) or BadInput(f"unreadable CSV after data row {row}: {e}", file=source,
-                        expected="UTF-8 text, one event per line")
+        return _not_utf8(path) or BadInput(
+            f"unreadable CSV after data row {row}: {e}", file=source, expected="UTF-8 text, one event per line"
+        )
 
     try:
         reader = pacsv.open_csv(
@@ -292,7 +347,9 @@ def _import(store, path: Path, name: str, *, mapping: Mapping | None, strict: bo
                         raise BadInput(reason, file=source, line=int(lines[idx[0]]), expected=str(f.type))
                     for i in idx:
                         if not bad_any[i]:
-                            loader.report.reject(int(lines[i]), reason if i == idx[0] else f"column {f.name!r}: not a valid {f.type}")
+                            loader.report.reject(
+                                int(lines[i]), reason if i == idx[0] else f"column {f.name!r}: not a valid {f.type}"
+                            )
                     bad_any |= badn
                 arrays.append(typed)
             typed_batch = pa.RecordBatch.from_arrays(arrays, names=inferred.names)

@@ -16,20 +16,50 @@ from ..report import ImportReport
 
 NAME = "lineproto"
 OPTIONS = {
-    "precision": {"choices": ("ns", "us", "ms", "s"),
-                  "help": "lineproto: unit of the timestamps (default ns, as InfluxDB's)"},
+    "precision": {
+        "choices": ("ns", "us", "ms", "s"),
+        "help": "lineproto: unit of the timestamps (default ns, as InfluxDB's)",
+    },
 }
 
 
-def import_file(store, path: str | Path, name: str, *, mapping: Mapping | None = None, strict: bool = False,
-                description: str = "", progress=None, precision: str | None = None) -> ImportReport:
-    return import_parsed(fmt, store, path, name, strict=strict, description=description, progress=progress,
-                         precision=precision)
+def import_file(
+    store,
+    path: str | Path,
+    name: str,
+    *,
+    mapping: Mapping | None = None,
+    strict: bool = False,
+    description: str = "",
+    progress=None,
+    precision: str | None = None,
+) -> ImportReport:
+    return import_parsed(
+        fmt, store, path, name, strict=strict, description=description, progress=progress, precision=precision
+    )
 
 
-def import_stream(store, fd: int, name: str, *, source: str = "stdin", mapping: Mapping | None = None,
-                  strict: bool = False, description: str = "", progress=None,
-                  precision: str | None = None) -> ImportReport:
+def import_stream(
+    store,
+    fd: int,
+    name: str,
+    *,
+    source: str = "stdin",
+    mapping: Mapping | None = None,
+    strict: bool = False,
+    description: str = "",
+    progress=None,
+    precision: str | None = None,
+) -> ImportReport:
     """The same from a pipe, as the data arrives."""
-    return import_parsed(fmt, store, source, name, strict=strict, description=description, progress=progress,
-                         stream=fd, precision=precision)
+    return import_parsed(
+        fmt,
+        store,
+        source,
+        name,
+        strict=strict,
+        description=description,
+        progress=progress,
+        stream=fd,
+        precision=precision,
+    )

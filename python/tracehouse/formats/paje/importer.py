@@ -16,8 +16,10 @@ from ..report import ImportReport
 
 NAME = "paje"
 OPTIONS = {
-    "time_unit": {"choices": ("s", "ms", "us", "ns"),
-                  "help": "paje: unit of the file's times (default s, as Paje, ViTE and SimGrid write them)"},
+    "time_unit": {
+        "choices": ("s", "ms", "us", "ns"),
+        "help": "paje: unit of the file's times (default s, as Paje, ViTE and SimGrid write them)",
+    },
 }
 
 
@@ -31,13 +33,32 @@ def sniff(head: bytes) -> bool:
     return False
 
 
-def import_file(store, path: str | Path, name: str, *, mapping: Mapping | None = None, strict: bool = False,
-                description: str = "", progress=None, time_unit: str | None = None) -> ImportReport:
+def import_file(
+    store,
+    path: str | Path,
+    name: str,
+    *,
+    mapping: Mapping | None = None,
+    strict: bool = False,
+    description: str = "",
+    progress=None,
+    time_unit: str | None = None,
+) -> ImportReport:
     # A Paje header with no event in it (only containers, or nothing) is a valid, empty trace:
     # what counts is that the input is Paje, i.e. that it declared its events.
-    report = import_parsed(fmt, store, path, name, strict=strict, description=description, progress=progress,
-                           metadata={"time_unit": time_unit or "s"}, after=lambda p: p.stats["event_defs"],
-                           time_unit=time_unit or "s", source=str(path))
+    report = import_parsed(
+        fmt,
+        store,
+        path,
+        name,
+        strict=strict,
+        description=description,
+        progress=progress,
+        metadata={"time_unit": time_unit or "s"},
+        after=lambda p: p.stats["event_defs"],
+        time_unit=time_unit or "s",
+        source=str(path),
+    )
     for k in ("event_defs", "containers"):
         report.details.pop(k, None)
     return report

@@ -30,13 +30,18 @@ def _write_type(store, query: str, info, et, path: Path) -> int:
     try:
         for b in store.sql_batches(query):
             if writer is None:
-                writer = pq.ParquetWriter(path, b.schema.with_metadata(metadata), compression="zstd",
-                                          write_page_checksum=True)
+                writer = pq.ParquetWriter(
+                    path, b.schema.with_metadata(metadata), compression="zstd", write_page_checksum=True
+                )
             writer.write_batch(b)
             n += b.num_rows
         if writer is None:
-            writer = pq.ParquetWriter(path, store.sql(f"{query} LIMIT 0").schema.with_metadata(metadata),
-                                      compression="zstd", write_page_checksum=True)
+            writer = pq.ParquetWriter(
+                path,
+                store.sql(f"{query} LIMIT 0").schema.with_metadata(metadata),
+                compression="zstd",
+                write_page_checksum=True,
+            )
     finally:
         if writer is not None:
             writer.close()
@@ -51,5 +56,6 @@ def _write_table(table, path: Path) -> None:
 
 def export(store, trace: str, out: str | Path, *, progress=None) -> dict:
     """Write `trace` into the directory `out` (created)."""
-    return export_dir(store, trace, out, ext=EXTENSION, write_type=_write_type, write_table=_write_table,
-                      progress=progress)
+    return export_dir(
+        store, trace, out, ext=EXTENSION, write_type=_write_type, write_table=_write_table, progress=progress
+    )

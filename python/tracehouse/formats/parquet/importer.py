@@ -43,16 +43,26 @@ def sniff(head: bytes) -> bool:
 def export_meta(info, et: EventType) -> str:
     """What `tracehouse export --format parquet` records in each file: the trace's format and the
     event type as declared."""
-    return json.dumps({"format": info.format, "name": et.name, "kind": et.kind, "doc": et.doc,
-                       "params": et.params_json()})
+    return json.dumps(
+        {"format": info.format, "name": et.name, "kind": et.kind, "doc": et.doc, "params": et.params_json()}
+    )
 
 
-def import_file(store, path: str | Path, name: str, *, mapping: Mapping | None = None, strict: bool = False,
-                description: str = "", progress=None) -> ImportReport:
+def import_file(
+    store,
+    path: str | Path,
+    name: str,
+    *,
+    mapping: Mapping | None = None,
+    strict: bool = False,
+    description: str = "",
+    progress=None,
+) -> ImportReport:
     path = Path(path)
     if path.is_dir():
-        return _import_export_dir(store, path, name, mapping=mapping, strict=strict, description=description,
-                                  progress=progress)
+        return _import_export_dir(
+            store, path, name, mapping=mapping, strict=strict, description=description, progress=progress
+        )
     source = str(path)
     mapping = mapping or Mapping()
     pf = _open(path)
@@ -101,9 +111,12 @@ def _row_group_batches(pf: pq.ParquetFile, group: int, source: str, first_row: i
             return
         except (OSError, pa.ArrowException) as e:  # pyarrow: "Unexpected end of stream", bad thrift, zstd...
             n = pf.metadata.row_group(group).num_rows
-            raise BadInput(f"row group {group} (rows {first_row:,}-{first_row + n - 1:,} of "
-                           f"{pf.metadata.num_rows:,}) does not decode: {e}", file=source,
-                           expected="a Parquet file whose data pages are intact") from None
+            raise BadInput(
+                f"row group {group} (rows {first_row:,}-{first_row + n - 1:,} of "
+                f"{pf.metadata.num_rows:,}) does not decode: {e}",
+                file=source,
+                expected="a Parquet file whose data pages are intact",
+            ) from None
         yield batch
 
 
@@ -120,8 +133,11 @@ def _recorded(pf: pq.ParquetFile, source: str) -> tuple[str, EventType] | None:
         et = EventType(d["name"], d["kind"], tuple(Column.from_json(p) for p in d["params"]), d.get("doc", ""))
         return d["format"], et
     except (ValueError, KeyError, TypeError) as e:
-        raise BadInput(f"unreadable {EXPORT_KEY} metadata: {e}", file=source,
-                       expected="the metadata `tracehouse export --format parquet` writes") from None
+        raise BadInput(
+            f"unreadable {EXPORT_KEY} metadata: {e}",
+            file=source,
+            expected="the metadata `tracehouse export --format parquet` writes",
+        ) from None
 
 
 def _adopt(mapping: Mapping, recorded: tuple[str, EventType], names: list[str]) -> Mapping:
@@ -151,34 +167,47 @@ def _declare(loader: TabularLoader, types: list[EventType], producers: Path) -> 
         return
     t = _open(producers).read()
     if not {"id", "parent", "kind", "name", "attrs"} <= set(t.schema.names):
-        raise BadInput("not the producers file of an export", file=str(producers),
-                       expected="columns id, parent, kind, name, attrs")
-    rows = [r | {"attrs": json.loads(r["attrs"] or "{}")} for r in t.select(["id", "parent", "kind", "name", "attrs"])
-            .to_pylist()]
+        raise BadInput(
+            "not the producers file of an export", file=str(producers), expected="columns id, parent, kind, name, attrs"
+        )
+    rows = [
+        r | {"attrs": json.loads(r["attrs"] or "{}")}
+        for r in t.select(["id", "parent", "kind", "name", "attrs"]).to_pylist()
+    ]
     loader.store.add_producers(loader.report.trace, rows)
     loader.known_producers.update(r["id"] for r in rows)
     loader.report.producers = len(rows)
 
 
-def _import_export_dir(store, path: Path, name: str, *, mapping: Mapping | None, strict: bool, description: str,
-                       progress) -> ImportReport:
+def _import_export_dir(
+    store, path: Path, name: str, *, mapping: Mapping | None, strict: bool, description: str, progress
+) -> ImportReport:
     """A directory written by `tracehouse export --format parquet`: one file per event type, one trace."""
     files = sorted(p for p in path.glob("*.parquet") if p.name != PRODUCERS)
     if not files:
-        raise BadInput("no .parquet files in the directory", file=str(path),
-                       expected="a directory written by `tracehouse export --format parquet`")
+        raise BadInput(
+            "no .parquet files in the directory",
+            file=str(path),
+            expected="a directory written by `tracehouse export --format parquet`",
+        )
     opened = []
     for f in files:
         pf = _open(f)
         recorded = _recorded(pf, str(f))
         if recorded is None:
-            raise BadInput(f"{f.name} was not written by `tracehouse export` (no {EXPORT_KEY} metadata)",
-                           file=str(f), expected="import a foreign Parquet file on its own, with mapping flags")
+            raise BadInput(
+                f"{f.name} was not written by `tracehouse export` (no {EXPORT_KEY} metadata)",
+                file=str(f),
+                expected="import a foreign Parquet file on its own, with mapping flags",
+            )
         opened.append((f, pf, recorded))
     formats = {r[0] for _, _, r in opened}
     if len(formats) > 1:
-        raise BadInput(f"files of several formats: {', '.join(sorted(formats))}", file=str(path),
-                       expected="the files of one exported trace")
+        raise BadInput(
+            f"files of several formats: {', '.join(sorted(formats))}",
+            file=str(path),
+            expected="the files of one exported trace",
+        )
     base = mapping or Mapping()
     first = _adopt(base, opened[0][2], opened[0][1].schema_arrow.names)
     loader = TabularLoader(store, name, first, str(path), strict=strict, description=description)

@@ -17,13 +17,29 @@ from ..report import ImportReport
 NAME = "perf"
 
 
-def import_file(store, path: str | Path, name: str, *, mapping: Mapping | None = None, strict: bool = False,
-                description: str = "", progress=None) -> ImportReport:
+def import_file(
+    store,
+    path: str | Path,
+    name: str,
+    *,
+    mapping: Mapping | None = None,
+    strict: bool = False,
+    description: str = "",
+    progress=None,
+) -> ImportReport:
     return import_parsed(fmt, store, path, name, strict=strict, description=description, progress=progress)
 
 
-def import_stream(store, fd: int, name: str, *, source: str = "stdin", mapping: Mapping | None = None,
-                  strict: bool = False, description: str = "", progress=None) -> ImportReport:
+def import_stream(
+    store,
+    fd: int,
+    name: str,
+    *,
+    source: str = "stdin",
+    mapping: Mapping | None = None,
+    strict: bool = False,
+    description: str = "",
+    progress=None,
+) -> ImportReport:
     """The same from a pipe, as the data arrives (`perf script | tracehouse import perf -`)."""
-    return import_parsed(fmt, store, source, name, strict=strict, description=description, progress=progress,
-                         stream=fd)
+    return import_parsed(fmt, store, source, name, strict=strict, description=description, progress=progress, stream=fd)

@@ -33,8 +33,13 @@ def float_of(bits: int) -> float:
     return struct.unpack("<d", struct.pack("<q", int(bits)))[0]
 
 
-def python_value(kind: int | None, value: int | None, type_name: str | None = None, repr_text: str | None = None,
-                 str_text: str | None = None):
+def python_value(
+    kind: int | None,
+    value: int | None,
+    type_name: str | None = None,
+    repr_text: str | None = None,
+    str_text: str | None = None,
+):
     """A recorded value as a plain Python value when it is one (None, bool, int, float, str);
     otherwise a dict {"type", "id", "repr"} (objects), {"cell": id} or {"unbound": True}.
     `str_text` is the symbol text of a str value."""
@@ -57,8 +62,13 @@ def python_value(kind: int | None, value: int | None, type_name: str | None = No
     return {"type": type_name, "id": int(value), "repr": repr_text}
 
 
-def show(kind: int | None, value: int | None, type_name: str | None = None, repr_text: str | None = None,
-         str_text: str | None = None) -> str:
+def show(
+    kind: int | None,
+    value: int | None,
+    type_name: str | None = None,
+    repr_text: str | None = None,
+    str_text: str | None = None,
+) -> str:
     """A recorded value as one line of text: `42`, `'abc'`, `Point@0x7f3a…`, `[1, 2]`."""
     if kind is None:
         return f"#{value}"

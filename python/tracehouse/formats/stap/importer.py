@@ -29,14 +29,58 @@ def sniff(head: bytes) -> bool:
     return bool(_HEADER.search(head_bytes(head)[:65536]))
 
 
-def import_file(store, path: str | Path, name: str, *, mapping: Mapping | None = None, strict: bool = False,
-                description: str = "", progress=None, pattern=None, span=None) -> ImportReport:
-    return import_probe_output("stap", fmt, store, path, name, mapping=mapping, strict=strict,
-                               description=description, progress=progress, pattern=pattern, span=span)
+def import_file(
+    store,
+    path: str | Path,
+    name: str,
+    *,
+    mapping: Mapping | None = None,
+    strict: bool = False,
+    description: str = "",
+    progress=None,
+    pattern=None,
+    span=None,
+) -> ImportReport:
+    return import_probe_output(
+        "stap",
+        fmt,
+        store,
+        path,
+        name,
+        mapping=mapping,
+        strict=strict,
+        description=description,
+        progress=progress,
+        pattern=pattern,
+        span=span,
+    )
 
 
-def import_stream(store, fd: int, name: str, *, source: str = "stdin", mapping: Mapping | None = None,
-                  strict: bool = False, description: str = "", progress=None, pattern=None, span=None) -> ImportReport:
+def import_stream(
+    store,
+    fd: int,
+    name: str,
+    *,
+    source: str = "stdin",
+    mapping: Mapping | None = None,
+    strict: bool = False,
+    description: str = "",
+    progress=None,
+    pattern=None,
+    span=None,
+) -> ImportReport:
     """The same from a pipe, as the data arrives (`... | tracehouse import stap - ...`)."""
-    return import_probe_output("stap", fmt, store, source, name, mapping=mapping, strict=strict,
-                               description=description, progress=progress, pattern=pattern, span=span, stream=fd)
+    return import_probe_output(
+        "stap",
+        fmt,
+        store,
+        source,
+        name,
+        mapping=mapping,
+        strict=strict,
+        description=description,
+        progress=progress,
+        pattern=pattern,
+        span=span,
+        stream=fd,
+    )

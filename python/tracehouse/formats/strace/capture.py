@@ -19,9 +19,10 @@ import shutil
 import subprocess
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from ...errors import BadInput, NotFound
 from .importer import StraceReport, StraceSink
@@ -55,9 +56,16 @@ class CaptureReport:
     summary: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
-        return {"trace": self.trace, "command": self.command, "exit_status": self.exit_status,
-                "seconds": round(self.seconds, 3), "strace": self.strace, "interrupted": self.interrupted,
-                "import": self.report.to_json(), "summary": self.summary}
+        return {
+            "trace": self.trace,
+            "command": self.command,
+            "exit_status": self.exit_status,
+            "seconds": round(self.seconds, 3),
+            "strace": self.strace,
+            "interrupted": self.interrupted,
+            "import": self.report.to_json(),
+            "summary": self.summary,
+        }
 
 
 def strace_binary() -> str:
@@ -77,9 +85,17 @@ def default_name(cmd: list[str], taken: set[str] = frozenset()) -> str:
     return name if n == 1 else f"{name}-{n}"
 
 
-def capture(store: "Store", cmd: list[str], name: str | None = None, *, all_syscalls: bool = False,
-            description: str = "", progress: Callable[[int], None] | None = None,
-            batch_rows: int = 1 << 16, stdout: int | None = None) -> CaptureReport:
+def capture(
+    store: Store,
+    cmd: list[str],
+    name: str | None = None,
+    *,
+    all_syscalls: bool = False,
+    description: str = "",
+    progress: Callable[[int], None] | None = None,
+    batch_rows: int = 1 << 16,
+    stdout: int | None = None,
+) -> CaptureReport:
     """Run `cmd` under strace, streaming its trace into a new trace `name` of `store`.
 
     The command's stdin, stdout and stderr are ours; `stdout`: a file descriptor for the
@@ -99,9 +115,15 @@ def capture(store: "Store", cmd: list[str], name: str | None = None, *, all_sysc
         fifo = Path(tmp) / "strace.fifo"
         os.mkfifo(fifo, 0o600)
         argv = [*args, "-o", str(fifo), "--", *cmd]
-        sink = StraceSink(store, name, ["strace"], [None], description=description or f"capture of {' '.join(cmd)}",
-                          metadata={"command": " ".join(cmd), "strace": " ".join(argv[1:-len(cmd) - 1])},
-                          batch_rows=batch_rows)
+        sink = StraceSink(
+            store,
+            name,
+            ["strace"],
+            [None],
+            description=description or f"capture of {' '.join(cmd)}",
+            metadata={"command": " ".join(cmd), "strace": " ".join(argv[1 : -len(cmd) - 1])},
+            batch_rows=batch_rows,
+        )
         t0 = time.perf_counter()
         proc = None
         interrupted = False
@@ -119,16 +141,27 @@ def capture(store: "Store", cmd: list[str], name: str | None = None, *, all_sysc
                     report = sink.finish()
                 except BadInput:
                     if sum(sink.parser.stats["events"].values()) == 0:
-                        raise BadInput(f"strace exited with {status} and traced nothing", file=cmd[0],
-                                       expected="a program that runs (strace says why above)") from None
+                        raise BadInput(
+                            f"strace exited with {status} and traced nothing",
+                            file=cmd[0],
+                            expected="a program that runs (strace says why above)",
+                        ) from None
                     raise
         except BaseException as e:
             if proc is not None and proc.poll() is None:
                 proc.kill()
                 proc.wait()
             sink.abort(e)  # raises
-    return CaptureReport(name, list(cmd), status, time.perf_counter() - t0, argv[:-len(cmd) - 1], report,
-                         interrupted=interrupted, summary=summarize(store, name))
+    return CaptureReport(
+        name,
+        list(cmd),
+        status,
+        time.perf_counter() - t0,
+        argv[: -len(cmd) - 1],
+        report,
+        interrupted=interrupted,
+        summary=summarize(store, name),
+    )
 
 
 def _pump(fd: int, proc: subprocess.Popen, sink: StraceSink, progress) -> bool:
@@ -173,7 +206,7 @@ _WRITES = "('write', 'pwrite64', 'writev', 'pwritev', 'pwritev2')"
 _COPIES = "('copy_file_range', 'sendfile', 'sendfile64', 'splice', 'tee')"
 
 
-def summarize(store: "Store", trace: str, top: int = 10) -> dict:
+def summarize(store: Store, trace: str, top: int = 10) -> dict:
     """Totals of a strace trace, answered by SQL: calls and time by syscall, IO by file."""
     q = f'"{trace}"'
     by_call = store.sql(f"""

@@ -15,9 +15,10 @@ from __future__ import annotations
 
 import glob
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, BinaryIO, Callable, NoReturn
+from typing import TYPE_CHECKING, BinaryIO, NoReturn
 
 from ...errors import BadInput
 from .. import strace as fmt
@@ -28,8 +29,10 @@ if TYPE_CHECKING:
     from ...store import Store
 
 NAME = "strace"
-DESCRIPTION = ("strace output with timestamps: `strace -f -ttt -T -y -o FILE CMD` "
-               "(or -ff -o PREFIX: give PREFIX to merge PREFIX.<pid>)")
+DESCRIPTION = (
+    "strace output with timestamps: `strace -f -ttt -T -y -o FILE CMD` "
+    "(or -ff -o PREFIX: give PREFIX to merge PREFIX.<pid>)"
+)
 
 BATCH_ROWS = 1 << 16
 # -ff files: one buffer per file is held at a time, MERGE_BUDGET bytes over all of them.
@@ -73,8 +76,11 @@ def _sources(path: Path) -> tuple[list[Path], list[int | None]]:
         return [path], [_pid_suffix(path)]
     if path.exists():
         raise BadInput("not a regular file", file=str(path), expected="an strace output file or an -ff prefix")
-    parts = [p for p in path.parent.glob(glob.escape(path.name) + ".*")
-             if p.is_file() and p.name[len(path.name) + 1:].isdigit() and _pid_suffix(p) is not None]
+    parts = [
+        p
+        for p in path.parent.glob(glob.escape(path.name) + ".*")
+        if p.is_file() and p.name[len(path.name) + 1 :].isdigit() and _pid_suffix(p) is not None
+    ]
     parts.sort(key=lambda p: int(p.suffix[1:]))
     if not parts:
         raise BadInput("no such file (nor PREFIX.<pid> files of strace -ff)", file=str(path))
@@ -92,9 +98,18 @@ class StraceSink:
     On any error the caller calls `abort()`: nothing of the trace stays.
     """
 
-    def __init__(self, store: "Store", trace: str, sources: list[str], pids: list[int | None], *,
-                 strict: bool = False, description: str = "", metadata: dict | None = None,
-                 batch_rows: int = BATCH_ROWS) -> None:
+    def __init__(
+        self,
+        store: Store,
+        trace: str,
+        sources: list[str],
+        pids: list[int | None],
+        *,
+        strict: bool = False,
+        description: str = "",
+        metadata: dict | None = None,
+        batch_rows: int = BATCH_ROWS,
+    ) -> None:
         from ... import _core
 
         self.store = store
@@ -103,11 +118,16 @@ class StraceSink:
         self.strict = strict
         # (replaced by the finished parser of a file parsed on its own thread, `feed_native`)
         self.parser = _core.StraceParser(pids=pids, batch_rows=batch_rows)
-        self.report = StraceReport(trace, sources[0] if len(sources) == 1 else ", ".join(sources),
-                                   files=list(sources))
-        store.create_trace(trace, fmt.FORMAT, description=description, event_types=fmt.EVENT_TYPES,
-                           format_description=fmt.DESCRIPTION,
-                           metadata={"source": self.report.source, **(metadata or {})}, importing=True)
+        self.report = StraceReport(trace, sources[0] if len(sources) == 1 else ", ".join(sources), files=list(sources))
+        store.create_trace(
+            trace,
+            fmt.FORMAT,
+            description=description,
+            event_types=fmt.EVENT_TYPES,
+            format_description=fmt.DESCRIPTION,
+            metadata={"source": self.report.source, **(metadata or {})},
+            importing=True,
+        )
         self._append = store.append
         self._lines = 0
 
@@ -136,7 +156,9 @@ class StraceSink:
 
     def _fail_strict(self):
         src, line, reason = self.parser.rejects()[0]
-        raise BadInput(reason, file=self._where(src), line=line, expected="a strace line (see `tracehouse import --help`)")
+        raise BadInput(
+            reason, file=self._where(src), line=line, expected="a strace line (see `tracehouse import --help`)"
+        )
 
     def finish(self) -> StraceReport:
         for type_name, batch in self.parser.finish():
@@ -161,8 +183,12 @@ class StraceSink:
         if r.events == 0:
             first = r.first_rejected[0] if r.first_rejected else None
             why = f"; {r.rejected} lines rejected, first: line {first.line}: {first.reason}" if first else ""
-            raise BadInput(f"no strace events in the input{why}", file=self._where(0),
-                           line=first.line if first else None, expected=DESCRIPTION)
+            raise BadInput(
+                f"no strace events in the input{why}",
+                file=self._where(0),
+                line=first.line if first else None,
+                expected=DESCRIPTION,
+            )
         producers = self.parser.producers()
         self.store.add_producers(self.trace, producers)
         r.producers = len(producers)
@@ -214,14 +240,25 @@ def feed_native(sink: StraceSink, native, progress: Callable[[int], None] | None
         progress(sink.parser.lines - seen)
 
 
-def import_stream(store: "Store", fd: int, name: str, *, source: str = "stdin", mapping: Mapping | None = None,
-                  strict: bool = False, description: str = "", progress=None, commit_s: float | None = None) -> StraceReport:
+def import_stream(
+    store: Store,
+    fd: int,
+    name: str,
+    *,
+    source: str = "stdin",
+    mapping: Mapping | None = None,
+    strict: bool = False,
+    description: str = "",
+    progress=None,
+    commit_s: float | None = None,
+) -> StraceReport:
     """Import strace output read from a pipe (`fd`) as it arrives, committed batch by batch
     (`formats/stream.py`): `strace -o /dev/stdout CMD | tracehouse import strace -`."""
     from ..stream import COMMIT_S, arrivals, stopped
 
-    sink = StraceSink(store, name, [source], [None], strict=strict, description=description,
-                      metadata={"stream": source})
+    sink = StraceSink(
+        store, name, [source], [None], strict=strict, description=description, metadata={"stream": source}
+    )
     seen = 0
     try:
         for chunk in arrivals(fd, COMMIT_S if commit_s is None else commit_s):
@@ -257,8 +294,17 @@ def start(path: str | Path):
         return None
 
 
-def import_file(store: "Store", path: str | Path, name: str, *, mapping: Mapping | None = None,
-                strict: bool = False, description: str = "", progress=None, started=None) -> StraceReport:
+def import_file(
+    store: Store,
+    path: str | Path,
+    name: str,
+    *,
+    mapping: Mapping | None = None,
+    strict: bool = False,
+    description: str = "",
+    progress=None,
+    started=None,
+) -> StraceReport:
     """Import strace output from `path` (a file, or the PREFIX of `strace -ff -o PREFIX`) as trace `name`.
 
     `mapping` is ignored: strace lines map onto the format's fixed event types. `started`: the
@@ -280,8 +326,15 @@ def import_file(store: "Store", path: str | Path, name: str, *, mapping: Mapping
     try:
         # pyarrow is imported now, while the first batches are parsed, not when they are handed over.
         _core.strace_schemas()
-        sink = StraceSink(store, name, [str(p) for p in paths], pids, strict=strict, description=description,
-                          metadata={"files": len(paths)} if len(paths) > 1 else None)
+        sink = StraceSink(
+            store,
+            name,
+            [str(p) for p in paths],
+            pids,
+            strict=strict,
+            description=description,
+            metadata={"files": len(paths)} if len(paths) > 1 else None,
+        )
     except BaseException:
         if native is not None:
             native.close()  # (else its thread waits with full queues until the object is collected)
@@ -295,7 +348,7 @@ def import_file(store: "Store", path: str | Path, name: str, *, mapping: Mapping
                 feed_native(sink, native, progress)
             else:
                 for p in paths:
-                    files.append(open(p, "rb"))
+                    files.append(open(p, "rb"))  # noqa: SIM115 - closed by the finally below
                 feed_files(sink, files, progress)
             return sink.finish()
     except BaseException as e:

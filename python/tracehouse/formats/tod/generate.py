@@ -7,22 +7,39 @@ created with the format's event types, the generator's batches appended, all or 
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from ...store import Store
 
 
-def generate_tod(store: "Store", name: str, events: int, *, seed: int = 42, threads: int = 10, batch: int = 100_000,
-                 progress: Callable[[int], None] | None = None, description: str = "") -> dict:
+def generate_tod(
+    store: Store,
+    name: str,
+    events: int,
+    *,
+    seed: int = 42,
+    threads: int = 10,
+    batch: int = 100_000,
+    progress: Callable[[int], None] | None = None,
+    description: str = "",
+) -> dict:
     """Generate a TOD trace (seed 001) into `store`; returns counts and timing."""
     from ... import _core
     from .. import tod
 
     params = {"events": events, "seed": seed, "threads": threads}
-    store.create_trace(name, tod.FORMAT, description=description or "TOD workload (seed 001)",
-                       metadata={"generator": "tod", **params}, event_types=tod.EVENT_TYPES,
-                       producers=tod.producers(threads), format_description=tod.DESCRIPTION, importing=True)
+    store.create_trace(
+        name,
+        tod.FORMAT,
+        description=description or "TOD workload (seed 001)",
+        metadata={"generator": "tod", **params},
+        event_types=tod.EVENT_TYPES,
+        producers=tod.producers(threads),
+        format_description=tod.DESCRIPTION,
+        importing=True,
+    )
     gen = _core.TodGenerator(events=events, seed=seed, threads=threads)
     t0 = time.perf_counter()
     total = 0

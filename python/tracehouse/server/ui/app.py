@@ -45,9 +45,10 @@ import json
 import logging
 import math
 import tempfile
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyarrow as pa
@@ -68,9 +69,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("tracehouse.server.ui")
 
-STATIC = {"index.html": "text/html; charset=utf-8", "app.js": "text/javascript; charset=utf-8",
-          "debug.js": "text/javascript; charset=utf-8",
-          "app.css": "text/css; charset=utf-8", "favicon.svg": "image/svg+xml"}
+STATIC = {
+    "index.html": "text/html; charset=utf-8",
+    "app.js": "text/javascript; charset=utf-8",
+    "debug.js": "text/javascript; charset=utf-8",
+    "app.css": "text/css; charset=utf-8",
+    "favicon.svg": "image/svg+xml",
+}
 ASSET_PATHS = ["/", "/favicon.ico"] + [f"/ui/{n}" for n in STATIC]  # public: served without the token
 MAX_PRODUCERS_LISTED = 5_000
 
@@ -78,8 +83,15 @@ MAX_PRODUCERS_LISTED = 5_000
 class UiState:
     """What the routes share: the store, its derived data, jobs, and how queries run."""
 
-    def __init__(self, store, *, token: str | None, run_query: Callable[[str], pa.Table],
-                 inline_events: int | None = None, check_sql: Callable[[str], None] | None = None) -> None:
+    def __init__(
+        self,
+        store,
+        *,
+        token: str | None,
+        run_query: Callable[[str], pa.Table],
+        inline_events: int | None = None,
+        check_sql: Callable[[str], None] | None = None,
+    ) -> None:
         self.store = store
         self.token = token
         self.run_query = run_query
@@ -94,7 +106,7 @@ class UiState:
         p, w = self.prep, Window()
         p.cached(trace, ("density", w, 1000), lambda: views.density(p, trace, w, 1000))
         for by in ("type", "producer", "state", "link"):
-            p.cached(trace, ("stats", w, by), lambda: views.stats(p, trace, w, by))
+            p.cached(trace, ("stats", w, by), lambda by=by: views.stats(p, trace, w, by))
         kw = dict(kind="hist", unit="us", k=0, lo=None, hi=None, step=None)
         p.cached(trace, ("hist", w, tuple(sorted(kw.items()))), lambda: views.hist(p, trace, w, **kw))
         kw = dict(kind="lhist", unit="us", k=0, lo=None, hi=None, step=None)
@@ -159,8 +171,10 @@ def api(state: UiState, fn: Callable[..., Any], *, body: bool = False):
         try:
             out = await run_in_threadpool(fn, params, data)
         except Pending as p:
-            return json_response({"pending": True, "message": f"building {p.what} (first use of a big trace)",
-                                  "job": p.job.to_json()}, 202)
+            return json_response(
+                {"pending": True, "message": f"building {p.what} (first use of a big trace)", "job": p.job.to_json()},
+                202,
+            )
         except BadInput as e:
             return _error(400, str(e))
         except NotFound as e:
@@ -246,10 +260,19 @@ def info(state: UiState, params, _body) -> dict:
     from ... import __version__
     from ...formats import registry
 
-    return {"version": __version__, "store": str(state.store.path), "token": bool(state.token),
-            "importers": [{"name": n, "description": getattr(m, "DESCRIPTION", ""),
-                           "options": sorted(getattr(m, "OPTIONS", None) or {})}
-                          for n, m in registry.importers().items()]}
+    return {
+        "version": __version__,
+        "store": str(state.store.path),
+        "token": bool(state.token),
+        "importers": [
+            {
+                "name": n,
+                "description": getattr(m, "DESCRIPTION", ""),
+                "options": sorted(getattr(m, "OPTIONS", None) or {}),
+            }
+            for n, m in registry.importers().items()
+        ],
+    }
 
 
 SORTS = ("name", "format", "created", "ts_min", "ts_max", "event_count", "bytes")
@@ -262,24 +285,49 @@ def traces(state: UiState, params, _body) -> dict:
         if not sep or not k:
             raise BadInput(f"meta={item!r}", expected="KEY=GLOB")
         meta[k] = v
-    found = state.store.search(format=params.get("format") or None, metadata=meta or None,
-                               start=_int(params, "start"), end=_int(params, "end"),
-                               min_events=_int(params, "min_events"), max_events=_int(params, "max_events"),
-                               min_bytes=_int(params, "min_bytes"), max_bytes=_int(params, "max_bytes"))
+    found = state.store.search(
+        format=params.get("format") or None,
+        metadata=meta or None,
+        start=_int(params, "start"),
+        end=_int(params, "end"),
+        min_events=_int(params, "min_events"),
+        max_events=_int(params, "max_events"),
+        min_bytes=_int(params, "min_bytes"),
+        max_bytes=_int(params, "max_bytes"),
+    )
     q = (params.get("q") or "").lower()
     if q:
-        found = [t for t in found if q in t.name.lower() or q in (t.description or "").lower()
-                 or any(q in str(v).lower() for v in t.metadata.values())]
+        found = [
+            t
+            for t in found
+            if q in t.name.lower()
+            or q in (t.description or "").lower()
+            or any(q in str(v).lower() for v in t.metadata.values())
+        ]
     sort = params.get("sort") or "name"
     if sort not in SORTS:
         raise BadInput(f"sort={sort!r}", expected=" | ".join(SORTS))
     desc = params.get("desc") in ("1", "true")
-    found.sort(key=lambda t: (getattr(t, sort) is None, getattr(t, sort) or 0) if sort != "name" and sort != "format"
-               else getattr(t, sort), reverse=desc)
-    rows = [t.to_json() | {"derived": bool(t.metadata.get("tool")),
-                           "ts_min_text": None if t.ts_min is None else str(t.ts_min)} for t in found]
-    return {"traces": rows, "total": len(rows), "events": sum(t.event_count for t in found),
-            "bytes": sum(t.bytes for t in found), "formats": sorted({t.format for t in state.store.traces()})}
+    found.sort(
+        key=lambda t: (
+            (getattr(t, sort) is None, getattr(t, sort) or 0)
+            if sort != "name" and sort != "format"
+            else getattr(t, sort)
+        ),
+        reverse=desc,
+    )
+    rows = [
+        t.to_json()
+        | {"derived": bool(t.metadata.get("tool")), "ts_min_text": None if t.ts_min is None else str(t.ts_min)}
+        for t in found
+    ]
+    return {
+        "traces": rows,
+        "total": len(rows),
+        "events": sum(t.event_count for t in found),
+        "bytes": sum(t.bytes for t in found),
+        "formats": sorted({t.format for t in state.store.traces()}),
+    }
 
 
 def trace_info(state: UiState, params, _body) -> dict:
@@ -289,29 +337,47 @@ def trace_info(state: UiState, params, _body) -> dict:
     types = store.event_types(name)
     producers = store.producers(name)
     cfg, why = infer_span_config(store, name)
-    derived = [r["params"].get("derived") for r in store.results(trace=name, kind="processed")
-               if r["params"].get("derived") and r["params"].get("derived") != name]
+    derived = [
+        r["params"].get("derived")
+        for r in store.results(trace=name, kind="processed")
+        if r["params"].get("derived") and r["params"].get("derived") != name
+    ]
     results = [r for r in store.results(trace=name) if r["tool"] != "tracehouse.index"]
     origin = _origin(state, params, name)
     return {
-        "trace": _rebased(info.to_json(), origin) | {"derived": bool(info.metadata.get("tool")),
-                                                     "ts_min_text": None if info.ts_min is None else str(info.ts_min)},
-        "event_types": [{"name": t.name, "kind": t.kind, "doc": t.doc,
-                         "params": [{"name": c.name, "type": c.type, "unit": c.unit} for c in t.params]}
-                        for t in types.values()],
-        "producers": [{"id": int(p["id"]), "parent": p["parent"], "kind": p["kind"], "name": p["name"]}
-                      for p in producers[:MAX_PRODUCERS_LISTED]],
+        "trace": _rebased(info.to_json(), origin)
+        | {
+            "derived": bool(info.metadata.get("tool")),
+            "ts_min_text": None if info.ts_min is None else str(info.ts_min),
+        },
+        "event_types": [
+            {
+                "name": t.name,
+                "kind": t.kind,
+                "doc": t.doc,
+                "params": [{"name": c.name, "type": c.type, "unit": c.unit} for c in t.params],
+            }
+            for t in types.values()
+        ],
+        "producers": [
+            {"id": int(p["id"]), "parent": p["parent"], "kind": p["kind"], "name": p["name"]}
+            for p in producers[:MAX_PRODUCERS_LISTED]
+        ],
         "producer_count": len(producers),
-        "spans": cfg.to_json() if cfg is not None else None, "spans_why": why,
-        "ready": state.prep.ready(name), "big": info.event_count > state.prep.inline_events,
-        "derived_traces": derived, "results": len(results),
+        "spans": cfg.to_json() if cfg is not None else None,
+        "spans_why": why,
+        "ready": state.prep.ready(name),
+        "big": info.event_count > state.prep.inline_events,
+        "derived_traces": derived,
+        "results": len(results),
     }
 
 
 def density(state: UiState, params, _body) -> dict:
     (trace, w, origin), bins = _selection(state, params), _int(params, "bins", 1000)
-    return _rebased(state.prep.cached(trace, ("density", w, bins), lambda: views.density(state.prep, trace, w, bins)),
-                    origin)
+    return _rebased(
+        state.prep.cached(trace, ("density", w, bins), lambda: views.density(state.prep, trace, w, bins)), origin
+    )
 
 
 def stats(state: UiState, params, _body) -> dict:
@@ -324,10 +390,20 @@ def hist(state: UiState, params, _body) -> dict:
     if kind not in ("hist", "lhist"):
         raise BadInput(f"kind={kind!r}", expected="hist | lhist")
     trace, w, origin = _selection(state, params)
-    kw = dict(kind=kind, unit=params.get("unit") or "us", k=_int(params, "k", 0), lo=_int(params, "min"),
-              hi=_int(params, "max"), step=_int(params, "step"))
-    return _rebased(state.prep.cached(trace, ("hist", w, tuple(sorted(kw.items()))),
-                                      lambda: views.hist(state.prep, trace, w, **kw)), origin)
+    kw = dict(
+        kind=kind,
+        unit=params.get("unit") or "us",
+        k=_int(params, "k", 0),
+        lo=_int(params, "min"),
+        hi=_int(params, "max"),
+        step=_int(params, "step"),
+    )
+    return _rebased(
+        state.prep.cached(
+            trace, ("hist", w, tuple(sorted(kw.items()))), lambda: views.hist(state.prep, trace, w, **kw)
+        ),
+        origin,
+    )
 
 
 def top(state: UiState, params, _body) -> dict:
@@ -337,9 +413,19 @@ def top(state: UiState, params, _body) -> dict:
 
 def timeline(state: UiState, params, _body) -> dict:
     name, w, origin = _selection(state, params)
-    return _rebased(views.timeline(state.prep, name, w, params.get("rows") or None, _int(params, "width", 1000),
-                                   _int(params, "max_depth", 12), params.get("lines") != "0",
-                                   params.get("fields") or None), origin)
+    return _rebased(
+        views.timeline(
+            state.prep,
+            name,
+            w,
+            params.get("rows") or None,
+            _int(params, "width", 1000),
+            _int(params, "max_depth", 12),
+            params.get("lines") != "0",
+            params.get("fields") or None,
+        ),
+        origin,
+    )
 
 
 def analyses_list(state: UiState, params, _body) -> dict:
@@ -387,8 +473,9 @@ def flame(state: UiState, params, _body) -> dict:
     root = _int(params, "root")
     if root is not None:  # a zoomed frame: its subtree, asked of the server
         return _rebased(views.flame(state.prep, trace, w, share, root=root), origin)
-    return _rebased(state.prep.cached(trace, ("flame", w, share), lambda: views.flame(state.prep, trace, w, share)),
-                    origin)
+    return _rebased(
+        state.prep.cached(trace, ("flame", w, share), lambda: views.flame(state.prep, trace, w, share)), origin
+    )
 
 
 def frame(state: UiState, params, _body) -> dict:
@@ -432,8 +519,12 @@ def sql(state: UiState, _params, body) -> dict:
 def sql_download(state: UiState, _params, body) -> Response:
     doc = _json_body(body)
     data, ctype, fname = console.download(state.run_query, _sql_of(state, doc), str(doc.get("format") or "csv"))
-    return Response(data, 200, media_type=ctype, headers={"content-disposition": f'attachment; filename="{fname}"',
-                                                          "cache-control": "no-store"})
+    return Response(
+        data,
+        200,
+        media_type=ctype,
+        headers={"content-disposition": f'attachment; filename="{fname}"', "cache-control": "no-store"},
+    )
 
 
 def examples(state: UiState, params, _body) -> dict:
@@ -462,7 +553,7 @@ def import_upload(state: UiState, params, body: bytes) -> dict:
         raise BadInput(f"a trace named {name!r} exists", expected="another name (or delete it first)")
     updir = Path(state.store.path) / "uploads"
     updir.mkdir(exist_ok=True)
-    tmp = tempfile.NamedTemporaryFile(dir=updir, suffix="-" + filename, delete=False)
+    tmp = tempfile.NamedTemporaryFile(dir=updir, suffix="-" + filename, delete=False)  # noqa: SIM115 - with tmp below
     with tmp:
         tmp.write(body)
     path = Path(tmp.name)
@@ -480,8 +571,9 @@ def import_upload(state: UiState, params, body: bytes) -> dict:
     def run(job) -> dict:
         try:
             job.step = f"importing {filename} ({len(body):,} bytes) as {fmt}"
-            report = imp.import_file(state.store, path, name, mapping=Mapping(),
-                                     description=f"uploaded {filename}", **options)
+            report = imp.import_file(
+                state.store, path, name, mapping=Mapping(), description=f"uploaded {filename}", **options
+            )
             return report.to_json()
         finally:
             path.unlink(missing_ok=True)
@@ -510,9 +602,20 @@ def results_list(state: UiState, params, _body) -> dict:
     rows = state.store.results(trace=trace, kind=params.get("kind") or None)
     if params.get("indexes") not in ("1", "true"):
         rows = [r for r in rows if r["tool"] != "tracehouse.index"]
-    return {"results": [{"id": r["id"], "kind": r["kind"], "name": r["name"], "tool": r["tool"],
-                         "created": r["created"], "traces": r["traces"], "has_table": bool(r["path"])}
-                        for r in rows]}
+    return {
+        "results": [
+            {
+                "id": r["id"],
+                "kind": r["kind"],
+                "name": r["name"],
+                "tool": r["tool"],
+                "created": r["created"],
+                "traces": r["traces"],
+                "has_table": bool(r["path"]),
+            }
+            for r in rows
+        ]
+    }
 
 
 HIST_COLUMNS = ({"lo", "hi", "count"}, {"label", "count"}, {"low", "high", "count"})
@@ -534,8 +637,14 @@ def result(state: UiState, params, _body) -> dict:
         return doc
     page_no, size = max(0, _int(params, "page", 0)), max(1, min(_int(params, "page_size", 200), 2000))
     table, total = _result_page(state.store, r, page_no * size, size)
-    doc["table"] = {"columns": table.column_names, "types": [str(f.type) for f in table.schema],
-                    "rows": console.rows_json(table), "page": page_no, "page_size": size, "total": total}
+    doc["table"] = {
+        "columns": table.column_names,
+        "types": [str(f.type) for f in table.schema],
+        "rows": console.rows_json(table),
+        "page": page_no,
+        "page_size": size,
+        "total": total,
+    }
     cols = set(table.column_names)
     doc["view"] = "text" if r["kind"] == "file" else "histogram" if any(h <= cols for h in HIST_COLUMNS) else "table"
     return doc
@@ -619,7 +728,7 @@ def build_app(state: UiState) -> Starlette:
     return Starlette(routes=routes, exception_handlers={404: not_found, 405: not_allowed})
 
 
-def start(store, token: str | None, api) -> "UiBridge":
+def start(store, token: str | None, api) -> UiBridge:
     """The UI attached to a running server: its app on its own thread (bridge.py), its SQL run
     by the server's own query execution (the `/api/query` path)."""
     from .bridge import UiBridge

@@ -34,8 +34,9 @@ def is_ui_path(path: str) -> bool:
 class UiBridge:
     """An ASGI app served in-process: its own thread and event loop, bounded work."""
 
-    def __init__(self, app, *, threads: int = 2, max_pending: int = 64, state=None,
-                 open_paths: list[str] | None = None) -> None:
+    def __init__(
+        self, app, *, threads: int = 2, max_pending: int = 64, state=None, open_paths: list[str] | None = None
+    ) -> None:
         self.app = app
         self.open_paths = list(open_paths or [])  # served without the token (the page and its assets)
         self.state = state  # the app's shared state (closed with the bridge)
@@ -73,8 +74,12 @@ class UiBridge:
             else:
                 self.refused += 1
         if full:
-            _respond(req, 503, [("content-type", "application/json"), ("retry-after", "1")],
-                     json.dumps({"error": f"the web UI has {self.max_pending} requests in hand; retry"}).encode())
+            _respond(
+                req,
+                503,
+                [("content-type", "application/json"), ("retry-after", "1")],
+                json.dumps({"error": f"the web UI has {self.max_pending} requests in hand; retry"}).encode(),
+            )
             return
         try:
             self.loop.call_soon_threadsafe(lambda: self.loop.create_task(self._serve(req)))
@@ -88,8 +93,9 @@ class UiBridge:
 
     async def _serve(self, req) -> None:
         try:
-            status, headers, body = await call_app(self.app, req.method, req.path, req.query, req.headers,
-                                                   bytes(req.take_body()), req.peer)
+            status, headers, body = await call_app(
+                self.app, req.method, req.path, req.query, req.headers, bytes(req.take_body()), req.peer
+            )
         except BaseException as e:  # noqa: BLE001 - every request gets an answer
             log.exception("web UI request %s %s failed", req.method, req.path)
             status, headers = 500, [("content-type", "application/json")]
@@ -109,16 +115,24 @@ class UiBridge:
         self.thread.join(timeout=5)
 
 
-async def call_app(app, method: str, path: str, query: str, headers, body: bytes,
-                   peer: str = "") -> tuple[int, list[tuple[str, str]], bytes]:
+async def call_app(
+    app, method: str, path: str, query: str, headers, body: bytes, peer: str = ""
+) -> tuple[int, list[tuple[str, str]], bytes]:
     """Run ASGI `app` on one complete request; returns (status, headers, body)."""
     host, _, port = peer.rpartition(":")
     scope: dict[str, Any] = {
-        "type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
-        "method": method, "scheme": "http", "path": path, "raw_path": path.encode(), "root_path": "",
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.3"},
+        "http_version": "1.1",
+        "method": method,
+        "scheme": "http",
+        "path": path,
+        "raw_path": path.encode(),
+        "root_path": "",
         "query_string": query.encode("latin-1"),
         "headers": [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in headers],
-        "client": (host, int(port)) if port.isdigit() else None, "server": None,
+        "client": (host, int(port)) if port.isdigit() else None,
+        "server": None,
     }
     sent_body = False
 
@@ -139,8 +153,11 @@ async def call_app(app, method: str, path: str, query: str, headers, body: bytes
         if message["type"] == "http.response.start":
             status = int(message["status"])
             # The front end writes Content-Length and Connection itself.
-            out_headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in message.get("headers", [])
-                           if k.lower() not in (b"content-length", b"connection")]
+            out_headers = [
+                (k.decode("latin-1"), v.decode("latin-1"))
+                for k, v in message.get("headers", [])
+                if k.lower() not in (b"content-length", b"connection")
+            ]
         elif message["type"] == "http.response.body":
             chunks.append(bytes(message.get("body", b"")))
 

@@ -16,7 +16,7 @@ from __future__ import annotations
 import io
 import re
 import time
-from typing import Callable
+from collections.abc import Callable
 
 import duckdb
 import pyarrow as pa
@@ -49,8 +49,11 @@ def page(run: Callable[[str], pa.Table], sql: str, page_no: int = 0, page_size: 
     page_size = max(1, min(int(page_size), MAX_PAGE))
     page_no = max(0, int(page_no))
     paged = _is_select(sql)
-    text = (f"SELECT * FROM (\n{_strip(sql)}\n) AS th_console LIMIT {page_size + 1} OFFSET {page_no * page_size}"
-            if paged else sql)
+    text = (
+        f"SELECT * FROM (\n{_strip(sql)}\n) AS th_console LIMIT {page_size + 1} OFFSET {page_no * page_size}"
+        if paged
+        else sql
+    )
     t0 = time.perf_counter()
     table = run(text)
     secs = time.perf_counter() - t0
@@ -58,9 +61,16 @@ def page(run: Callable[[str], pa.Table], sql: str, page_no: int = 0, page_size: 
         page_no = 0
     more = table.num_rows > page_size
     table = table.slice(0, page_size)
-    return {"columns": table.column_names, "types": [str(f.type) for f in table.schema],
-            "rows": rows_json(table), "page": page_no, "page_size": page_size, "has_more": more,
-            "seconds": round(secs, 4), "paged": paged}
+    return {
+        "columns": table.column_names,
+        "types": [str(f.type) for f in table.schema],
+        "rows": rows_json(table),
+        "page": page_no,
+        "page_size": page_size,
+        "has_more": more,
+        "seconds": round(secs, 4),
+        "paged": paged,
+    }
 
 
 EXACT = 2**53  # a browser's numbers are exact integers up to here: past it, integers go as text
@@ -114,21 +124,46 @@ def _csv_safe(t: pa.Table) -> pa.Table:
 
 # The system calls whose return value is a byte count (strace examples).
 _READS = ", ".join(f"'{c}'" for c in ("read", "pread64", "readv", "preadv", "preadv2", "recvfrom", "recvmsg"))
-_WRITES = ", ".join(f"'{c}'" for c in ("write", "pwrite64", "writev", "pwritev", "pwritev2", "sendto", "sendmsg",
-                                       "sendfile", "splice", "copy_file_range"))
+_WRITES = ", ".join(
+    f"'{c}'"
+    for c in (
+        "write",
+        "pwrite64",
+        "writev",
+        "pwritev",
+        "pwritev2",
+        "sendto",
+        "sendmsg",
+        "sendfile",
+        "splice",
+        "copy_file_range",
+    )
+)
 _IO_CALLS = f"{_READS}, {_WRITES}"
 
 GENERIC = [
-    ("events by type", 'SELECT type, count(*) AS events, min(ts) AS first_ns, max(ts) AS last_ns\n'
-                       'FROM {t}.events GROUP BY type ORDER BY events DESC'),
-    ("events per producer", "SELECT p.name AS producer, p.kind, count(*) AS events\nFROM {t}.events e\n"
-                            "JOIN th.producers p ON p.trace = {s} AND p.id = e.producer\n"
-                            "GROUP BY ALL ORDER BY events DESC LIMIT 20"),
-    ("events per second", "SELECT (ts - (SELECT min(ts) FROM {t}.events)) // 1000000000 AS second, count(*) AS events\n"
-                          "FROM {t}.events GROUP BY second ORDER BY second"),
-    ("event types and columns", "SELECT name, kind, params FROM th.event_types\n"
-                                "WHERE format = (SELECT format FROM th.traces WHERE name = {s})"),
+    (
+        "events by type",
+        "SELECT type, count(*) AS events, min(ts) AS first_ns, max(ts) AS last_ns\n"
+        "FROM {t}.events GROUP BY type ORDER BY events DESC",
+    ),
+    (
+        "events per producer",
+        "SELECT p.name AS producer, p.kind, count(*) AS events\nFROM {t}.events e\n"
+        "JOIN th.producers p ON p.trace = {s} AND p.id = e.producer\n"
+        "GROUP BY ALL ORDER BY events DESC LIMIT 20",
+    ),
+    (
+        "events per second",
+        "SELECT (ts - (SELECT min(ts) FROM {t}.events)) // 1000000000 AS second, count(*) AS events\n"
+        "FROM {t}.events GROUP BY second ORDER BY second",
+    ),
+    (
+        "event types and columns",
+        "SELECT name, kind, params FROM th.event_types\nWHERE format = (SELECT format FROM th.traces WHERE name = {s})",
+    ),
 ]
+
 
 def by_format(fmt: str) -> list[tuple[str, str]]:
     """The example queries a format declares (beside its parser, `src/formats/<fmt>/decl.rs`, or

@@ -62,8 +62,12 @@ def _restore(ses, state: dict | None) -> None:
 
 
 def _state(ses) -> dict:
-    return {"producer": ses.pos["producer"], "ts": ses.pos["ts"], "focus": ses.focus,
-            "breakpoints": [b.to_json() for b in ses.breakpoints]}
+    return {
+        "producer": ses.pos["producer"],
+        "ts": ses.pos["ts"],
+        "focus": ses.focus,
+        "breakpoints": [b.to_json() for b in ses.breakpoints],
+    }
 
 
 def debug_route(ui_state, _params, body: bytes | None) -> dict:
@@ -88,5 +92,12 @@ def debug_route(ui_state, _params, body: bytes | None) -> dict:
                 answers.append({"command": c, **debug.run(ses, str(c))})
             except BadInput as e:
                 answers.append({"command": c, "error": str(e)})
-        return {"answers": answers, "state": _state(ses), "position": ses.position(), "view": ses.view(),
-                "source": ses.source(12), "frames": ses.frames(), "threads": ses.threads}
+        return {
+            "answers": answers,
+            "state": _state(ses),
+            "position": ses.position(),
+            "view": ses.view(),
+            "source": ses.source(12),
+            "frames": ses.frames(),
+            "threads": ses.threads,
+        }

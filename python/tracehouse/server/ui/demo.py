@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Callable
 from importlib import resources
 from pathlib import Path
-from typing import Callable
 
 import numpy as np
 
@@ -47,7 +47,7 @@ def metrics_csv(path: Path, *, hosts: int = 3, seconds: int = 120, seed: int = 7
     rows = []
     for h in range(hosts):
         cpu = np.clip(20 + 10 * h + rng.normal(0, 4, seconds).cumsum() * 0.3, 0, 100)
-        cpu[seconds // 2: seconds // 2 + 15] += 35  # the job
+        cpu[seconds // 2 : seconds // 2 + 15] += 35  # the job
         mem = 2048 + 512 * h + np.cumsum(rng.normal(1, 3, seconds))
         for kind, vals in (("cpu_percent", np.clip(cpu, 0, 100)), ("memory_mb", mem)):
             for s, v in enumerate(vals):
@@ -91,14 +91,30 @@ def write_line_protocol(info: dict, token: str | None, say: Callable[[str], None
     from ...workload import loadgen
 
     target = loadgen.Target(host=info["http"].split("//")[1].rsplit(":", 1)[0], port=info["http_port"], token=token)
-    rep = loadgen.run("cpu", target=target, protocol="http", bucket=LP_BUCKET, agents=4, rows_per_batch=50,
-                   interval_ms=20, batches_per_agent=40, duration_s=30)
+    rep = loadgen.run(
+        "cpu",
+        target=target,
+        protocol="http",
+        bucket=LP_BUCKET,
+        agents=4,
+        rows_per_batch=50,
+        interval_ms=20,
+        batches_per_agent=40,
+        duration_s=30,
+    )
     say(f"wrote {rep.get('rows_sent', 0):,} line-protocol rows over HTTP into bucket {LP_BUCKET}")
     return rep
 
 
-def serve_ui(store_path, *, host: str, port: int, token: str | None, say: Callable[[str], None] = print,
-             ready_file: str | None = None) -> int:
+def serve_ui(
+    store_path,
+    *,
+    host: str,
+    port: int,
+    token: str | None,
+    say: Callable[[str], None] = print,
+    ready_file: str | None = None,
+) -> int:
     """Serve the store (UI, API, ingest) until Ctrl-C; fills the line-protocol bucket first thing."""
     import json
     import os
@@ -115,8 +131,10 @@ def serve_ui(store_path, *, host: str, port: int, token: str | None, say: Callab
             except (TracehouseError, OSError, RuntimeError, ValueError) as e:
                 say(f"line-protocol bucket not written: {e}")
             url = info["http"] + "/" + (f"#token={token}" if token else "")
-            say(f"\ntracehouse demo is serving the web UI at {url}\n"
-                f"(store {info['store']}; press Ctrl-C to stop the server: the traces stay in the store)")
+            say(
+                f"\ntracehouse demo is serving the web UI at {url}\n"
+                f"(store {info['store']}; press Ctrl-C to stop the server: the traces stay in the store)"
+            )
             if ready_file:
                 tmp = ready_file + ".tmp"
                 Path(tmp).write_text(json.dumps(info | {"lineproto": LP_BUCKET}))

@@ -32,8 +32,9 @@ import threading
 import time
 import traceback
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING
 
 from ...analysis import calltree, event_streams, spans
 from ...analysis.profiles import SpanConfig, infer_span_config
@@ -51,7 +52,7 @@ ANSWERS_KEPT = 256  # answers kept (Preparer.cached)
 class Pending(Exception):
     """The data a request needs is being built by a background job (HTTP 202)."""
 
-    def __init__(self, job: "Job", what: str) -> None:
+    def __init__(self, job: Job, what: str) -> None:
         super().__init__(f"building {what} of {job.trace!r}")
         self.job = job
         self.what = what
@@ -64,7 +65,7 @@ class Job:
     id: int
     kind: str  # "prepare" | "import"
     trace: str
-    run: Callable[["Job"], dict | None]
+    run: Callable[[Job], dict | None]
     state: str = "queued"  # queued | running | done | failed
     step: str = ""
     done_steps: int = 0
@@ -75,9 +76,18 @@ class Job:
     finished: float | None = None
 
     def to_json(self) -> dict:
-        return {"id": self.id, "kind": self.kind, "trace": self.trace, "state": self.state, "step": self.step,
-                "done_steps": self.done_steps, "steps": self.steps, "error": self.error, "result": self.result,
-                "seconds": round((self.finished or time.time()) - self.created, 2)}
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "trace": self.trace,
+            "state": self.state,
+            "step": self.step,
+            "done_steps": self.done_steps,
+            "steps": self.steps,
+            "error": self.error,
+            "result": self.result,
+            "seconds": round((self.finished or time.time()) - self.created, 2),
+        }
 
 
 class Jobs:
@@ -102,7 +112,7 @@ class Jobs:
                     return j
             job = Job(next(self._ids), kind, trace, run, steps=steps)
             self._jobs[job.id] = job
-            for old in sorted(self._jobs)[:-self.KEEP]:
+            for old in sorted(self._jobs)[: -self.KEEP]:
                 if self._jobs[old].state in ("done", "failed"):
                     del self._jobs[old]
             self._queue.append(job)
@@ -164,7 +174,7 @@ class SpanData:
 class Preparer:
     """Finds or builds each trace's derived data (see the module doc)."""
 
-    def __init__(self, store: "Store", jobs: Jobs, inline_events: int = INLINE_EVENTS) -> None:
+    def __init__(self, store: Store, jobs: Jobs, inline_events: int = INLINE_EVENTS) -> None:
         self.store = store
         self.jobs = jobs
         self.inline_events = inline_events
@@ -235,10 +245,11 @@ class Preparer:
     def ready(self, trace: str) -> dict:
         """Which parts exist now (nothing is built)."""
         cfg, _ = infer_span_config(self.store, trace)
-        return {"density": event_streams.density_index(self.store, trace, build=False) is not None,
-                "spans": spans.span_index(self.store, trace, cfg, build=False) is not None if cfg is not None else None,
-                "calls": calltree.call_paths(self.store, trace, cfg, build=False) is not None
-                if cfg is not None else None}
+        return {
+            "density": event_streams.density_index(self.store, trace, build=False) is not None,
+            "spans": spans.span_index(self.store, trace, cfg, build=False) is not None if cfg is not None else None,
+            "calls": calltree.call_paths(self.store, trace, cfg, build=False) is not None if cfg is not None else None,
+        }
 
     def ensure(self, trace: str, uses: tuple[str, ...]) -> None:
         """The derived data an analysis reads (`Analysis.uses`) is there, or being built (Pending)."""
@@ -255,8 +266,12 @@ class Preparer:
         """The density index's streams (`event_streams.streams`)."""
         if build:
             return event_streams.streams(self.store, trace)
-        return self._need(trace, "the density index", lambda: event_streams.streams(self.store, trace, build=False),
-                          lambda: event_streams.streams(self.store, trace))
+        return self._need(
+            trace,
+            "the density index",
+            lambda: event_streams.streams(self.store, trace, build=False),
+            lambda: event_streams.streams(self.store, trace),
+        )
 
     def spans(self, trace: str, *, build: bool = False) -> SpanData | None:
         """The span index of `trace`, None when the trace has no spans."""
@@ -269,8 +284,12 @@ class Preparer:
 
         if build:
             return wrap(spans.span_index(self.store, trace, cfg))
-        return self._need(trace, "the span index", lambda: wrap(spans.span_index(self.store, trace, cfg, build=False)),
-                          lambda: wrap(spans.span_index(self.store, trace, cfg)))
+        return self._need(
+            trace,
+            "the span index",
+            lambda: wrap(spans.span_index(self.store, trace, cfg, build=False)),
+            lambda: wrap(spans.span_index(self.store, trace, cfg)),
+        )
 
     def calls(self, trace: str, *, build: bool = False) -> calltree.CallPaths | None:
         """Call paths and name codes per span index row, None without spans."""
@@ -279,8 +298,12 @@ class Preparer:
             return None
         if build:
             return calltree.call_paths(self.store, trace, cfg)
-        return self._need(trace, "the call paths", lambda: calltree.call_paths(self.store, trace, cfg, build=False),
-                          lambda: calltree.call_paths(self.store, trace, cfg))
+        return self._need(
+            trace,
+            "the call paths",
+            lambda: calltree.call_paths(self.store, trace, cfg, build=False),
+            lambda: calltree.call_paths(self.store, trace, cfg),
+        )
 
     def cached(self, trace: str, what: tuple, make: Callable[[], dict]) -> dict:
         """An answer kept per (trace signature, question): a page shown again, the same selection in

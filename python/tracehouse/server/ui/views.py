@@ -37,8 +37,18 @@ MAX_NODES = 5_000  # flame graph frames sent, at most
 MAX_TABLE_ROWS = 200  # rows of the statistics' tables beside their pies
 MAX_ROWS_SHOWN = 1_000  # rows of a generic analysis' answer sent, at most
 
-__all__ = ["Window", "analysis", "analyses", "density", "flame", "frame_spans", "hist", "stats", "timeline",
-           "top_spans"]
+__all__ = [
+    "Window",
+    "analysis",
+    "analyses",
+    "density",
+    "flame",
+    "frame_spans",
+    "hist",
+    "stats",
+    "timeline",
+    "top_spans",
+]
 
 
 def run(prep: Preparer, name: str, trace, w: Window, **params):
@@ -78,8 +88,14 @@ def density(prep: Preparer, trace: str, w: Window, bins: int = 1000) -> dict:
     series = [{"type": str(types[i]), "counts": counts[i].tolist()} for i in order[:MAX_SERIES]]
     if len(order) > MAX_SERIES:
         series.append({"type": "other", "counts": counts[order[MAX_SERIES:]].sum(axis=0).tolist()})
-    return {"start": start, "end": end, "bins": bins, "bin_start": starts.tolist(), "series": series,
-            "total": counts.sum(axis=0).tolist()}
+    return {
+        "start": start,
+        "end": end,
+        "bins": bins,
+        "bin_start": starts.tolist(),
+        "series": series,
+        "total": counts.sum(axis=0).tolist(),
+    }
 
 
 # -- statistics -------------------------------------------------------------------------------
@@ -105,11 +121,22 @@ def stats(prep: Preparer, trace: str, w: Window, by: str) -> dict:
     t = run(prep, "stats", [trace], w, by=by).table().to_pylist()
     if by in ("type", "producer"):
         kinds = {k: et.kind for k, et in prep.store.event_types(trace).items()} if by == "type" else {}
-        rows = [{"key": r[by], "label": r[by] if by == "type" else (r["name"] or str(r["producer"])),
-                 "events": r["events"], "total_dur": r["total_dur"] or 0}
-                | ({"kind": kinds.get(r["type"], "")} if by == "type" else {}) for r in t]
-        doc = {"by": by, "rows": _top(rows, "events", ("events", "total_dur")), "total": sum(r["events"] for r in t),
-               "groups": len(t)}
+        rows = [
+            {
+                "key": r[by],
+                "label": r[by] if by == "type" else (r["name"] or str(r["producer"])),
+                "events": r["events"],
+                "total_dur": r["total_dur"] or 0,
+            }
+            | ({"kind": kinds.get(r["type"], "")} if by == "type" else {})
+            for r in t
+        ]
+        doc = {
+            "by": by,
+            "rows": _top(rows, "events", ("events", "total_dur")),
+            "total": sum(r["events"] for r in t),
+            "groups": len(t),
+        }
         info = prep.store.trace(trace)
         if info.ts_min is not None:
             doc["start"], doc["end"] = w.bounds(info.ts_min, info.ts_max)
@@ -118,29 +145,65 @@ def stats(prep: Preparer, trace: str, w: Window, by: str) -> dict:
         # By self time: a span's children are not counted twice (a recursive call's nested
         # spans summed by total exceed the trace); the pie shows the TOP_GROUPS states, the
         # table beside it the first MAX_TABLE_ROWS.
-        rows = sorted(({"key": r["state"], "label": r["state"], "spans": r["spans"], "total_dur": r["total_dur"],
-                        "self_dur": r["self_dur"] or 0, "mean_dur": r["mean_dur"], "max_dur": r.get("max_dur")}
-                       for r in t),
-                      key=lambda r: -r["self_dur"])
+        rows = sorted(
+            (
+                {
+                    "key": r["state"],
+                    "label": r["state"],
+                    "spans": r["spans"],
+                    "total_dur": r["total_dur"],
+                    "self_dur": r["self_dur"] or 0,
+                    "mean_dur": r["mean_dur"],
+                    "max_dur": r.get("max_dur"),
+                }
+                for r in t
+            ),
+            key=lambda r: -r["self_dur"],
+        )
         out = _top(rows, "self_dur", ("spans", "total_dur", "self_dur"))
         if len(rows) > TOP_GROUPS:
             out[-1]["mean_dur"] = out[-1]["total_dur"] / max(1, out[-1]["spans"])
         cfg, _ = infer_span_config(prep.store, trace)
-        return {"by": "state", "rows": out, "table": rows[:MAX_TABLE_ROWS], "measure": "self_dur",
-                "total": sum(r["self_dur"] for r in rows), "spans": sum(r["spans"] for r in rows),
-                "state": cfg.name_column or cfg.begin, "groups": len(t)}
+        return {
+            "by": "state",
+            "rows": out,
+            "table": rows[:MAX_TABLE_ROWS],
+            "measure": "self_dur",
+            "total": sum(r["self_dur"] for r in rows),
+            "spans": sum(r["spans"] for r in rows),
+            "state": cfg.name_column or cfg.begin,
+            "groups": len(t),
+        }
     if not t:
         return {"by": "link", "rows": [], "total": 0, "why": "no link event types with an end time in this trace"}
-    rows = [{"key": r["label"], "label": r["label"], "links": r["links"], "total_dur": r["total_dur"],
-             "mean_dur": r["mean_dur"]} for r in t[:TOP_GROUPS]]
+    rows = [
+        {
+            "key": r["label"],
+            "label": r["label"],
+            "links": r["links"],
+            "total_dur": r["total_dur"],
+            "mean_dur": r["mean_dur"],
+        }
+        for r in t[:TOP_GROUPS]
+    ]
     return {"by": "link", "rows": rows, "total": sum(r["total_dur"] or 0 for r in rows)}
 
 
 # -- span durations ---------------------------------------------------------------------------------
 
 
-def hist(prep: Preparer, trace: str, w: Window, *, kind: str = "hist", unit: str = "us", k: int = 0,
-         lo: int | None = None, hi: int | None = None, step: int | None = None) -> dict:
+def hist(
+    prep: Preparer,
+    trace: str,
+    w: Window,
+    *,
+    kind: str = "hist",
+    unit: str = "us",
+    k: int = 0,
+    lo: int | None = None,
+    hi: int | None = None,
+    step: int | None = None,
+) -> dict:
     """bpftrace `hist` (log2) or `lhist` (linear) of the closed spans starting in the window,
     with count/mean/p50/p90/p99 in ns (lhist without bounds: 0 to the 99th percentile)."""
     why = _no_spans(prep, trace)
@@ -167,8 +230,9 @@ def top_spans(prep: Preparer, trace: str, w: Window, n: int = 25) -> dict:
 # -- flame graph ------------------------------------------------------------------------------------
 
 
-def flame(prep: Preparer, trace: str, w: Window, min_share: float = 0.001, max_nodes: int = MAX_NODES,
-          root: int | None = None) -> dict:
+def flame(
+    prep: Preparer, trace: str, w: Window, min_share: float = 0.001, max_nodes: int = MAX_NODES, root: int | None = None
+) -> dict:
     """The calling-context tree of the spans overlapping the window, their durations clipped
     to it (of the stack samples in it, for a sampled trace, weighed by their period): per node
     calls, total, self ns and the time of its children left out (`cut`, drawn as an "other"
@@ -183,20 +247,42 @@ def flame(prep: Preparer, trace: str, w: Window, min_share: float = 0.001, max_n
     if tree.total == 0:
         return {"nodes": [], "total": 0, "start": tree.start, "end": tree.end, "spans": tree.spans} | extra
     t = tree.rows
-    cols = {c: t.column(c).to_pylist() for c in ("node", "parent", "depth", "name", "calls", "total_ns", "self_ns",
-                                                 "cut_ns")}
-    nodes = [{"id": cols["node"][i], "parent": cols["parent"][i], "depth": cols["depth"][i], "name": str(cols["name"][i]),
-              "calls": cols["calls"][i], "total": cols["total_ns"][i], "self": cols["self_ns"][i], "cut": cols["cut_ns"][i]}
-             for i in range(t.num_rows)]
-    return {"nodes": nodes, "total": tree.total, "start": tree.start, "end": tree.end, "spans": tree.spans,
-            "threshold_ns": tree.threshold_ns, "paths": tree.paths, "root": root} | extra
+    cols = {
+        c: t.column(c).to_pylist()
+        for c in ("node", "parent", "depth", "name", "calls", "total_ns", "self_ns", "cut_ns")
+    }
+    nodes = [
+        {
+            "id": cols["node"][i],
+            "parent": cols["parent"][i],
+            "depth": cols["depth"][i],
+            "name": str(cols["name"][i]),
+            "calls": cols["calls"][i],
+            "total": cols["total_ns"][i],
+            "self": cols["self_ns"][i],
+            "cut": cols["cut_ns"][i],
+        }
+        for i in range(t.num_rows)
+    ]
+    return {
+        "nodes": nodes,
+        "total": tree.total,
+        "start": tree.start,
+        "end": tree.end,
+        "spans": tree.spans,
+        "threshold_ns": tree.threshold_ns,
+        "paths": tree.paths,
+        "root": root,
+    } | extra
 
 
 def frame_spans(prep: Preparer, trace: str, w: Window, node: int, n: int = 100) -> dict:
     """The spans behind one flame-graph frame (call path `node`) in the window, longest first."""
     if _sampled(prep, trace):
-        return {"why": "a frame of stack samples: its samples are rows of the trace's sample type (SQL console)",
-                "rows": []}
+        return {
+            "why": "a frame of stack samples: its samples are rows of the trace's sample type (SQL console)",
+            "rows": [],
+        }
     why = _no_spans(prep, trace)
     if why is not None:
         return {"why": why, "rows": []}
@@ -207,11 +293,28 @@ def frame_spans(prep: Preparer, trace: str, w: Window, node: int, n: int = 100) 
 # -- timeline ---------------------------------------------------------------------------------------
 
 
-def timeline(prep: Preparer, trace: str, w: Window, rows: str | None, width: int = 1000, max_depth: int = 12,
-             lines: bool = True, fields: str | None = None) -> dict:
+def timeline(
+    prep: Preparer,
+    trace: str,
+    w: Window,
+    rows: str | None,
+    width: int = 1000,
+    max_depth: int = 12,
+    lines: bool = True,
+    fields: str | None = None,
+) -> dict:
     """Rows of the timeline over the window (`analysis.lanes`)."""
-    return run(prep, "timeline", trace, w, rows=rows, width=max(10, min(int(width), 4000)), max_depth=max_depth,
-               lines=lines, fields=fields).doc
+    return run(
+        prep,
+        "timeline",
+        trace,
+        w,
+        rows=rows,
+        width=max(10, min(int(width), 4000)),
+        max_depth=max_depth,
+        lines=lines,
+        fields=fields,
+    ).doc
 
 
 # -- any analysis -------------------------------------------------------------------------------------
@@ -252,6 +355,11 @@ def analysis(prep: Preparer, name: str, trace: str, w: Window, given: dict[str, 
     units = {c.name: c.unit for c in a.columns}
     from .console import rows_json
 
-    return {"analysis": name, "title": answer.title or name, "total": t.num_rows,
-            "columns": [{"name": f.name, "type": str(f.type), "unit": units.get(f.name, "")} for f in t.schema],
-            "rows": rows_json(t.slice(0, MAX_ROWS_SHOWN)), "json": answer.to_json({"limit": MAX_ROWS_SHOWN} | shown)}
+    return {
+        "analysis": name,
+        "title": answer.title or name,
+        "total": t.num_rows,
+        "columns": [{"name": f.name, "type": str(f.type), "unit": units.get(f.name, "")} for f in t.schema],
+        "rows": rows_json(t.slice(0, MAX_ROWS_SHOWN)),
+        "json": answer.to_json({"limit": MAX_ROWS_SHOWN} | shown),
+    }
