@@ -347,6 +347,7 @@ def run_load(
     seed: int = 42,
     bodies: list[bytes] | None = None,
     content_type: str = "application/vnd.apache.arrow.stream",
+    ts_offsets: list[int] | None = None,
 ) -> dict:
     """Run write load (one thread per agent, GIL released; Ctrl-C stops it).
 
@@ -354,7 +355,8 @@ def run_load(
     acknowledged; opens with the tracehouse comment line naming bucket and token), "tcp-plain"
     (nothing acknowledged, no handshake: any line-protocol listener), "tcp-acks" (tracehouse
     durable offsets), "http-bodies" (POST the given
-    ``bodies`` in turn). Returns elapsed_s, rows_sent, rows_acked, batches_sent,
+    ``bodies`` in turn; with ``ts_offsets``, the byte offset of each body's ``ts`` values,
+    every send stamped with its own time). Returns elapsed_s, rows_sent, rows_acked, batches_sent,
     batches_acked, errors, statuses [(code, n)], error_samples, ack_us and e2e_us
     ([p50, p90, p99, max] microseconds), bytes_sent."""
 
