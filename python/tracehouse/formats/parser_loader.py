@@ -230,3 +230,39 @@ def import_parsed(
     details = {k: v for k, v in parser.stats.items() if v and k != "rejected"}
     report.details = details | {k: v for k, v in json.loads(parser.details_json).items() if v}
     return report
+
+
+def plain_importer(fmt):
+    """(`import_file`, `import_stream`) of a format whose parser takes no options (perf,
+    pprof, Perfetto): its importer module is its NAME and these two."""
+
+    def import_file(
+        store,
+        path: str | Path,
+        name: str,
+        *,
+        mapping=None,
+        strict: bool = False,
+        description: str = "",
+        progress=None,
+    ) -> ImportReport:
+        return import_parsed(fmt, store, path, name, strict=strict, description=description, progress=progress)
+
+    def import_stream(
+        store,
+        fd: int,
+        name: str,
+        *,
+        source: str = "stdin",
+        mapping=None,
+        strict: bool = False,
+        description: str = "",
+        progress=None,
+    ) -> ImportReport:
+        """The same from a pipe, committed batch by batch as the data arrives (a format that
+        needs the whole input, as pprof, parses it when the pipe closes)."""
+        return import_parsed(
+            fmt, store, source, name, strict=strict, description=description, progress=progress, stream=fd
+        )
+
+    return import_file, import_stream
