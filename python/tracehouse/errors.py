@@ -46,7 +46,8 @@ class BadInput(TracehouseError):
                 where += f" (byte {self.offset})"
             where += ": "
         col = f"column {self.column!r}: " if self.column is not None else ""
-        exp = f" (expected {self.expected})" if self.expected else ""
+        # A reason of several lines (DuckDB's `LINE 1: ...` and its `^`) keeps its last line to itself.
+        exp = ("\n" if "\n" in self.reason else " ") + f"(expected {self.expected})" if self.expected else ""
         return f"{where}{col}{self.reason}{exp}"
 
 

@@ -261,6 +261,18 @@ def test_sql_console_pages_times_and_reports_duckdb_errors(tod_store, app):
     assert st == 400 and "JSON" in e["error"]
 
 
+def test_issue33_a_duckdb_error_keeps_its_lines_and_the_caret_under_the_mistake(app):
+    """DuckDB's multi-line error (`LINE 1: ...` then `^` under the mistake) reached the console
+    flattened to one line, the caret pointing nowhere."""
+    sql = "SELECT 1 FORM x"
+    st, e = get(app, "/api/ui/sql", method="POST", body=json.dumps({"sql": sql}).encode())
+    assert st == 400, e
+    lines = e["error"].splitlines()
+    at = next(i for i, line in enumerate(lines) if line.startswith("LINE 1: "))
+    assert lines[at] == "LINE 1: " + sql
+    assert lines[at + 1].strip() == "^" and lines[at + 1].index("^") == len("LINE 1: ") + sql.index("x")
+
+
 def test_sql_downloads(app):
     body = json.dumps({"sql": "SELECT 1 AS a, 'x' AS b UNION ALL SELECT 2, 'y'", "format": "csv"}).encode()
     st, out = get(app, "/api/ui/sql/download", method="POST", body=body)

@@ -37,7 +37,7 @@ import pyarrow as pa
 
 from ..errors import BadInput, TracehouseError
 from ..store import Store
-from ..store.query import arrow_reader, error_line
+from ..store.query import arrow_reader, error_line, error_text
 from .config import ServerConfig
 from .sqlguard import check_read_only, parse_tree_size
 
@@ -194,7 +194,7 @@ def answer(store: Store, sql: str, fmt: str, lim: dict) -> tuple[bytes | pa.Buff
             ) from None
         except (duckdb.Error, pa.ArrowException, OSError) as e:
             raise BadInput(
-                f"SQL error: {error_line(e)}", expected="a valid DuckDB query over the store's views"
+                f"SQL error: {error_text(e)}", expected="a valid DuckDB query over the store's views"
             ) from None
     return body, (ARROW_STREAM if fmt == "arrow" else "application/json")
 

@@ -23,7 +23,7 @@ import threading
 import duckdb
 
 from ..errors import BadInput
-from ..store.query import error_line
+from ..store.query import error_text
 
 EXPECTED = "one SELECT (or WITH ..., VALUES, FROM ..., DESCRIBE/SHOW/SUMMARIZE) or EXPLAIN [ANALYZE] of one"
 
@@ -43,7 +43,7 @@ def check_read_only(sql: str) -> None:
             statements = _parser.extract_statements(sql)
         kinds = [s.type for s in statements]
     except duckdb.Error as e:
-        raise BadInput(f"SQL error: {error_line(e)}", expected=EXPECTED) from None
+        raise BadInput(f"SQL error: {error_text(e)}", expected=EXPECTED) from None
     except ValueError:  # a statement kind this duckdb's Python enum does not name (UPDATE EXTENSIONS)
         raise BadInput("read-only API: a statement that is not a query", expected=EXPECTED) from None
     if len(statements) != 1:

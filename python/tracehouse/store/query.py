@@ -741,7 +741,7 @@ class QueryEngine:
                 return pa.table({}) if rel is None else _to_arrow(rel)
             except duckdb.Error as e:
                 raise BadInput(
-                    f"SQL error: {error_line(e)}", expected="a valid DuckDB query over the store's views"
+                    f"SQL error: {error_text(e)}", expected="a valid DuckDB query over the store's views"
                 ) from None
 
     def batches(self, query: str, params: list | dict | None = None, rows: int = 65_536):
@@ -756,7 +756,7 @@ class QueryEngine:
                 reader = arrow_reader(rel, rows)
             except duckdb.Error as e:
                 raise BadInput(
-                    f"SQL error: {error_line(e)}", expected="a valid DuckDB query over the store's views"
+                    f"SQL error: {error_text(e)}", expected="a valid DuckDB query over the store's views"
                 ) from None
             yield from reader
 
@@ -847,3 +847,9 @@ def _to_arrow(rel) -> pa.Table:
 def error_line(e: Exception) -> str:
     """An engine's error message on one line (runs of whitespace, newlines included, as one space)."""
     return re.sub(r"\s+", " ", str(e)).strip()
+
+
+def error_text(e: Exception) -> str:
+    """An engine's error message with its lines kept (blank ones dropped): DuckDB's
+    `LINE 1: ...` and the `^` under the mistake stay aligned for a reader with a fixed font."""
+    return "\n".join(line.rstrip() for line in str(e).strip().splitlines() if line.strip())
