@@ -22,7 +22,7 @@ DIR = "quarantine"
 
 
 class Quarantine:
-    """One session's folder under quarantine/ (made on first use)."""
+    """The folder under quarantine/ of one repair or recovery run (made on first use)."""
 
     def __init__(self, root: Path) -> None:
         self.root = Path(root)
@@ -50,7 +50,7 @@ class Quarantine:
         return dest
 
     def copy(self, path: Path, reason: str) -> Path | None:
-        """Copy `path` here, unless an earlier session kept a copy of it at that size already."""
+        """Copy `path` here, unless an earlier run kept a copy of it at that size already."""
         rel = Path(path).absolute().relative_to(self.root).as_posix()
         size = Path(path).stat().st_size
         for older in (self.root / DIR).glob(f"*/{rel}"):

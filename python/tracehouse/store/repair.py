@@ -18,7 +18,7 @@ Owns the rebuild. Under the store's writer lock (no writer may run beside it):
 
 The report says per trace what was registered, what was set aside and why, and what could not be
 known (producers of a trace without a journal). A trace that lost anything is marked incomplete
-with the reason. Repair deletes nothing: what it cannot use goes to quarantine/<session>/ with
+with the reason. Repair deletes nothing: what it cannot use goes to quarantine/<run>/ with
 `report.jsonl`.
 """
 

@@ -260,7 +260,7 @@ class TraceWriter:
             for t in report.torn
         ]
         copies = next((t["quarantined"] for t in report.torn if t["quarantined"]), None)
-        folder = "/".join(Path(copies).relative_to(self.root).parts[:2]) if copies else None  # quarantine/<session>
+        folder = "/".join(Path(copies).relative_to(self.root).parts[:2]) if copies else None  # quarantine/<run>
         reason = wal_damage_reason(losses, folder)
         log.warning("trace %s: %s", self.trace_name, reason)
         cat = self.host.catalog
