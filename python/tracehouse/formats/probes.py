@@ -104,3 +104,65 @@ def import_probe_output(
     if saved:
         report.details["results"] = saved
     return report
+
+
+def probe_importer(tool: str, fmt):
+    """(`import_file`, `import_stream`) of a probe tool's importer (bpftrace, stap): the file, or
+    a pipe as it arrives, through `import_probe_output` with the tool's `--pattern`/`--span`."""
+
+    def import_file(
+        store,
+        path: str | Path,
+        name: str,
+        *,
+        mapping: Mapping | None = None,
+        strict: bool = False,
+        description: str = "",
+        progress=None,
+        pattern=None,
+        span=None,
+    ) -> ImportReport:
+        return import_probe_output(
+            tool,
+            fmt,
+            store,
+            path,
+            name,
+            mapping=mapping,
+            strict=strict,
+            description=description,
+            progress=progress,
+            pattern=pattern,
+            span=span,
+        )
+
+    def import_stream(
+        store,
+        fd: int,
+        name: str,
+        *,
+        source: str = "stdin",
+        mapping: Mapping | None = None,
+        strict: bool = False,
+        description: str = "",
+        progress=None,
+        pattern=None,
+        span=None,
+    ) -> ImportReport:
+        """The same from a pipe, as the data arrives (`... | tracehouse import TOOL - ...`)."""
+        return import_probe_output(
+            tool,
+            fmt,
+            store,
+            source,
+            name,
+            mapping=mapping,
+            strict=strict,
+            description=description,
+            progress=progress,
+            pattern=pattern,
+            span=span,
+            stream=fd,
+        )
+
+    return import_file, import_stream

@@ -10,13 +10,10 @@ from __future__ import annotations
 
 import json
 import re
-from pathlib import Path
 
 from .. import bpftrace as fmt
-from ..column_mapping import Mapping
 from ..parser_loader import head_bytes
-from ..probes import OPTIONS, import_probe_output
-from ..report import ImportReport
+from ..probes import OPTIONS, probe_importer
 
 NAME = "bpftrace"
 DESCRIPTION = fmt.DESCRIPTION
@@ -56,58 +53,4 @@ def sniff(head: bytes) -> bool:
     return bool(_TEXT.search(head[:65536])) and b"\x00" not in head[:4096]
 
 
-def import_file(
-    store,
-    path: str | Path,
-    name: str,
-    *,
-    mapping: Mapping | None = None,
-    strict: bool = False,
-    description: str = "",
-    progress=None,
-    pattern=None,
-    span=None,
-) -> ImportReport:
-    return import_probe_output(
-        "bpftrace",
-        fmt,
-        store,
-        path,
-        name,
-        mapping=mapping,
-        strict=strict,
-        description=description,
-        progress=progress,
-        pattern=pattern,
-        span=span,
-    )
-
-
-def import_stream(
-    store,
-    fd: int,
-    name: str,
-    *,
-    source: str = "stdin",
-    mapping: Mapping | None = None,
-    strict: bool = False,
-    description: str = "",
-    progress=None,
-    pattern=None,
-    span=None,
-) -> ImportReport:
-    """The same from a pipe, as the data arrives (`... | tracehouse import bpftrace - ...`)."""
-    return import_probe_output(
-        "bpftrace",
-        fmt,
-        store,
-        source,
-        name,
-        mapping=mapping,
-        strict=strict,
-        description=description,
-        progress=progress,
-        pattern=pattern,
-        span=span,
-        stream=fd,
-    )
+import_file, import_stream = probe_importer("bpftrace", fmt)

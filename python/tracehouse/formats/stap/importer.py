@@ -9,13 +9,10 @@ tables named by the line printed above them.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from .. import stap as fmt
-from ..column_mapping import Mapping
 from ..parser_loader import head_bytes
-from ..probes import OPTIONS, import_probe_output
-from ..report import ImportReport
+from ..probes import OPTIONS, probe_importer
 
 NAME = "stap"
 DESCRIPTION = fmt.DESCRIPTION
@@ -29,58 +26,4 @@ def sniff(head: bytes) -> bool:
     return bool(_HEADER.search(head_bytes(head)[:65536]))
 
 
-def import_file(
-    store,
-    path: str | Path,
-    name: str,
-    *,
-    mapping: Mapping | None = None,
-    strict: bool = False,
-    description: str = "",
-    progress=None,
-    pattern=None,
-    span=None,
-) -> ImportReport:
-    return import_probe_output(
-        "stap",
-        fmt,
-        store,
-        path,
-        name,
-        mapping=mapping,
-        strict=strict,
-        description=description,
-        progress=progress,
-        pattern=pattern,
-        span=span,
-    )
-
-
-def import_stream(
-    store,
-    fd: int,
-    name: str,
-    *,
-    source: str = "stdin",
-    mapping: Mapping | None = None,
-    strict: bool = False,
-    description: str = "",
-    progress=None,
-    pattern=None,
-    span=None,
-) -> ImportReport:
-    """The same from a pipe, as the data arrives (`... | tracehouse import stap - ...`)."""
-    return import_probe_output(
-        "stap",
-        fmt,
-        store,
-        source,
-        name,
-        mapping=mapping,
-        strict=strict,
-        description=description,
-        progress=progress,
-        pattern=pattern,
-        span=span,
-        stream=fd,
-    )
+import_file, import_stream = probe_importer("stap", fmt)
