@@ -26,27 +26,11 @@ from pathlib import Path
 import pytest
 
 from helpers.server import Server
+from tracehouse_bench.tsbs import QUERY_TYPES  # the query types bench tsbs runs
 
 RECORDED = Path(__file__).resolve().parents[1] / "data" / "tsbs" / "cpu-only-queries.tsv"
 START, END = "2016-01-01T00:00:00Z", "2016-01-01T13:00:00Z"
 SCALE, SEED = 10, 123
-QUERY_TYPES = (
-    "single-groupby-1-1-1",
-    "single-groupby-1-1-12",
-    "single-groupby-1-8-1",
-    "single-groupby-5-1-1",
-    "single-groupby-5-1-12",
-    "single-groupby-5-8-1",
-    "cpu-max-all-1",
-    "cpu-max-all-8",
-    "double-groupby-1",
-    "double-groupby-5",
-    "double-groupby-all",
-    "high-cpu-all",
-    "high-cpu-1",
-    "lastpoint",
-    "groupby-orderby-limit",
-)
 
 
 def tool(name: str) -> str:
