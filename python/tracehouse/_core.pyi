@@ -213,10 +213,41 @@ class WalType:
         Else (the batches as stored, seq numbered where absent; their record with `encode`;
         bytes of their columns). The checksum runs with the GIL released."""
 
-def wal_write(fd: int, size: int, record: WalRecord, reserve_to: int = 0) -> int:
-    """Write `record` at byte `size` of WAL file `fd` (where its records end): one pwritev, GIL
-    released; returns the new end. OSError (ENOSPC for a short write) after cutting the file back to `size`.
-    reserve_to past `size`: first allocate the file's blocks up to there, keeping its length."""
+class WalLog:
+    """The current WAL file of a trace and its append policy (src/store/wallog.rs): small records
+    over zeros written ahead, big ones into blocks reserved ahead, all-or-nothing writes."""
+
+    def __init__(self) -> None: ...
+    def set_file(self, fd: int, path: str, size: int, min_free: int = ...) -> None:
+        """Make `fd` (the file at `path`, `size` bytes of records) the current file; nothing is
+        written or reserved ahead with less than `min_free` bytes free (default 1 GiB)."""
+    @property
+    def size(self) -> int: ...
+    @property
+    def end(self) -> int: ...
+    @property
+    def reserved(self) -> int: ...
+    @property
+    def broken(self) -> tuple[int, str] | None:
+        """(errno, message) once an append failed and could not be cut back."""
+    def unreserve(self) -> None:
+        """Cut the zeros and reserved blocks past the last record (before the file is closed)."""
+    def write(self, record: WalRecord) -> int:
+        """Append `record` (all or nothing, GIL released); returns where the records end."""
+    def append(
+        self,
+        wal_type: WalType,
+        batches: list[pa.RecordBatch],
+        seq: SeqCounters | None = None,
+        lsn: int = 0,
+        fsync: str = "batch",
+        committer: GroupCommit | None = None,
+    ) -> tuple[list[pa.RecordBatch], int] | None:
+        """Log `batches` as one record: conform fast path, `seq` where absent, framing, the
+        write, then the fsync ("always") or `committer.written(lsn)` ("batch"), in one call
+        with the GIL released once. None when a batch is not in the stored layout (nothing
+        logged); else (stored batches, bytes of their columns). OSError when the write failed."""
+
     ...
 
 def write_int_parquet(
@@ -270,6 +301,10 @@ class WriteBehind:
 
 WAL_MAGIC: Final[bytes]
 WAL_HEADER_BYTES: Final[int]
+WAL_ZERO_RECORD_MAX: Final[int]
+WAL_ZERO_AHEAD: Final[int]
+WAL_RESERVE_AHEAD: Final[int]
+WAL_RESERVE_MIN_FREE: Final[int]
 
 def wal_scan(
     data: bytes, start: int = 0
@@ -280,7 +315,7 @@ def wal_scan(
     Arrow IPC stream begins; damage None, "CRC mismatch" or "undecodable record: ..."."""
 
 def wal_failpoint(after: int) -> None:
-    """Test hook: the `after`-th wal_write from now writes half its record's payload (not its
+    """Test hook: the `after`-th WAL record written from now writes half its record's payload (not its
     header, written last) and SIGKILLs the process."""
     ...
 

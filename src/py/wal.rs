@@ -1,12 +1,13 @@
 //! Python face of the WAL format: the append path (`_core.WalType`, `_core.WalRecord`,
-//! `_core.wal_write`) and the read path (`_core.wal_scan`, `WAL_MAGIC`).
+//! `_core.WalLog`) and the read path (`_core.wal_scan`, `WAL_MAGIC`).
 //!
 //! Owns argument conversion only (the logic is `src/store/wal.rs` and `src/store/walscan.rs`). The store's
 //! `TraceWriter` keeps one `WalType` per event type (its stored schema, converted once) and
-//! per append calls `prepare` (conform fast path, seq, the framed record; the checksum runs
-//! with the GIL released) and then, under its lock, `wal_write` (one `writev`, GIL released).
+//! per append calls, under its lock, `WalLog.append`: conform fast path, seq, the framed
+//! record, its write and the fsync policy's step, with the GIL released once for all of it
+//! (`WalType.prepare` is the same without the write: fsync=off and tests).
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use arrow_array::RecordBatch;
 use arrow_buffer::Buffer;
@@ -21,7 +22,10 @@ use pyo3::types::{PyBytes, PyList, PyTuple, PyType};
 use super::arrow::batch_to_pyarrow;
 use super::lineproto::PySeqCounters;
 use crate::mutex::lock;
-use crate::store::wal::{self as walrec, Layout, Record};
+use super::commit::PyGroupCommit;
+use crate::store::seqnum::SeqCounters;
+use crate::store::wal::{self as walrec, Layout, Record, WriteError};
+use crate::store::wallog::{self, WalLog};
 use crate::store::walscan::{self, Then};
 
 /// The stored layout of one event type, as the WAL append path checks and writes it.
@@ -33,7 +37,7 @@ pub struct PyWalType {
     schema_msg: Buffer,
 }
 
-/// One framed WAL record, ready for `wal_write` (holds the batches' buffers, not copies).
+/// One framed WAL record, ready for `WalLog.write` (holds the batches' buffers, not copies).
 #[pyclass(module = "tracehouse._core", name = "WalRecord", frozen)]
 pub struct PyWalRecord {
     inner: Record,
@@ -90,6 +94,35 @@ impl PyWalType {
         seq: Option<&Bound<'py, PySeqCounters>>,
         encode: bool,
     ) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        let Some(mut part) = self.import(batches)? else { return Ok(None) };
+        let counters = self.counters_for(&part, seq)?;
+        let big = part.nbytes >= super::DETACH_BYTES; // a small record keeps the lock (`detach_if`)
+        let record = super::detach_if(py, big || counters.is_some(), || {
+            self.number(&mut part, counters)?;
+            encode.then(|| self.encode(&part)).transpose()
+        })?;
+        let record = match record {
+            Some(rec) => Py::new(py, PyWalRecord { inner: rec })?.into_any(),
+            None => py.None(),
+        };
+        let out = self.stored(py, batches, &part)?;
+        let nbytes = part.nbytes.into_pyobject(py)?.into_any().unbind();
+        Ok(Some(PyTuple::new(py, [out.into_any().unbind(), record, nbytes])?))
+    }
+}
+
+/// Batches of one event type imported from pyarrow, with where each stands against the
+/// stored layout and the bytes of their columns.
+struct Part {
+    batches: Vec<RecordBatch>,
+    layouts: Vec<Layout>,
+    nbytes: usize,
+}
+
+impl PyWalType {
+    /// `batches` imported (GIL held: the C data interface), or None when one is not in the
+    /// stored layout (nor that layout without `seq`).
+    fn import(&self, batches: &Bound<'_, PyList>) -> PyResult<Option<Part>> {
         let mut imported = Vec::with_capacity(batches.len());
         let mut layouts = Vec::with_capacity(batches.len());
         for b in batches.iter() {
@@ -107,52 +140,60 @@ impl PyWalType {
             layouts.push(l);
             imported.push(batch);
         }
-        let out = PyList::empty(py);
-        if layouts.iter().any(|l| matches!(l, Layout::WithoutSeq(_))) {
-            let seq = seq.ok_or_else(|| PyValueError::new_err("batches without seq need the trace's SeqCounters"))?;
-            // The counters are locked without the GIL and no Python runs meanwhile: holding both
-            // (or calling into Python with the lock held) deadlocked two appenders.
-            let inner = &seq.get().inner;
-            let target = &self.target;
-            py.detach(|| {
-                let mut counters = lock(inner);
-                for (batch, l) in imported.iter_mut().zip(&layouts) {
-                    if let Layout::WithoutSeq(at) = *l {
-                        *batch = walrec::with_seq(batch, at, target, &mut counters)?;
-                    }
-                }
-                Ok::<_, arrow_schema::ArrowError>(())
-            })
-            .map_err(|e| PyValueError::new_err(e.to_string()))?;
-            let pa_target = self.pa_target.bind(py);
-            for (i, (batch, l)) in imported.iter().zip(&layouts).enumerate() {
-                match l {
-                    Layout::WithoutSeq(at) => {
-                        out.append(with_seq_column(py, &batches.get_item(i)?, batch, *at, pa_target)?)?
-                    }
-                    _ => out.append(batches.get_item(i)?)?,
-                }
-            }
-        } else {
-            for b in batches.iter() {
-                out.append(b)?;
-            }
-        }
         let nbytes: usize =
             imported.iter().flat_map(|b| b.columns()).map(|c| c.to_data().get_slice_memory_size().unwrap_or(0)).sum();
-        let record = if encode {
-            let msg = self.schema_msg.clone();
-            let name = &self.name;
-            let big = nbytes >= super::DETACH_BYTES; // a small record keeps the lock (`detach_if`)
-            let rec = super::detach_if(py, big, || Record::encode(name, msg, &imported))
-                .map_err(|e| PyValueError::new_err(format!("WAL record: {e}")))?;
-            Some(Py::new(py, PyWalRecord { inner: rec })?.into_any())
-        } else {
-            None
-        };
-        let record = record.unwrap_or_else(|| py.None());
-        let nbytes = nbytes.into_pyobject(py)?.into_any().unbind();
-        Ok(Some(PyTuple::new(py, [out.into_any().unbind(), record, nbytes])?))
+        Ok(Some(Part { batches: imported, layouts, nbytes }))
+    }
+
+    /// The counters `part` needs (Some when a batch has no `seq`), or the error saying they are missing.
+    fn counters_for<'a>(
+        &self,
+        part: &Part,
+        seq: Option<&'a Bound<'_, PySeqCounters>>,
+    ) -> PyResult<Option<&'a Mutex<SeqCounters>>> {
+        if !part.layouts.iter().any(|l| matches!(l, Layout::WithoutSeq(_))) {
+            return Ok(None);
+        }
+        let seq = seq.ok_or_else(|| PyValueError::new_err("batches without seq need the trace's SeqCounters"))?;
+        Ok(Some(&seq.get().inner))
+    }
+
+    /// Numbers the batches without `seq` (call without the GIL: the counters are locked
+    /// without it and no Python runs meanwhile; holding both, or calling into Python with the
+    /// lock held, deadlocked two appenders).
+    fn number(&self, part: &mut Part, counters: Option<&Mutex<SeqCounters>>) -> PyResult<()> {
+        let Some(counters) = counters else { return Ok(()) };
+        let mut counters = lock(counters);
+        for (batch, l) in part.batches.iter_mut().zip(&part.layouts) {
+            if let Layout::WithoutSeq(at) = *l {
+                *batch = walrec::with_seq(batch, at, &self.target, &mut counters)
+                    .map_err(|e| PyValueError::new_err(e.to_string()))?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The WAL record of `part` (numbered).
+    fn encode(&self, part: &Part) -> PyResult<Record> {
+        Record::encode(&self.name, self.schema_msg.clone(), &part.batches)
+            .map_err(|e| PyValueError::new_err(format!("WAL record: {e}")))
+    }
+
+    /// The batches as stored, as pyarrow: the caller's objects, with a `seq` column added to
+    /// those that had none (`with_seq_column`).
+    fn stored<'py>(&self, py: Python<'py>, batches: &Bound<'py, PyList>, part: &Part) -> PyResult<Bound<'py, PyList>> {
+        if !part.layouts.iter().any(|l| matches!(l, Layout::WithoutSeq(_))) {
+            return Ok(batches.clone());
+        }
+        let out = PyList::empty(py);
+        let pa_target = self.pa_target.bind(py);
+        for (i, (batch, l)) in part.batches.iter().zip(&part.layouts).enumerate() {
+            match l {
+                Layout::WithoutSeq(at) => out.append(with_seq_column(py, &batches.get_item(i)?, batch, *at, pa_target)?)?,
+                _ => out.append(batches.get_item(i)?)?,
+            }
+        }
+        Ok(out)
     }
 }
 
@@ -182,22 +223,117 @@ fn with_seq_column<'py>(
     orig.call_method1(intern!(py, "add_column"), (at, field, numbered.column(at).to_data().to_pyarrow(py)?))
 }
 
-/// Writes `record` at byte `size` of the WAL file `fd` (where its records end); returns the new end.
-/// On failure (OSError, ENOSPC for a short write) the file was cut back to `size`, unless
-/// that failed too: the caller compares the file's size. `reserve_to` past `size`: the
-/// file's blocks up to there are allocated first, its length kept (`walrec::reserve`).
-#[pyfunction]
-#[pyo3(signature = (fd, size, record, reserve_to=0))]
-fn wal_write(py: Python<'_>, fd: i32, size: u64, record: &Bound<'_, PyWalRecord>, reserve_to: u64) -> PyResult<u64> {
-    let r = record.get();
-    // Always without the interpreter lock, however small: an append to a file whose
-    // fdatasync is under way can sleep (measured: 540 MB of appends
-    // 0.22-0.26 s alone, 0.34-0.40 s with an fdatasync every 5 ms beside them), and with the
-    // lock held every Python thread would wait with it.
-    py.detach(|| r.inner.write_reserving(fd, size, reserve_to)).map_err(|e| PyOSError::new_err((e.errno, e.message)))
+/// The current WAL file of a trace and its append policy (`src/store/wallog.rs`); appends
+/// through [`PyWalLog::append`] are one native call each.
+#[pyclass(module = "tracehouse._core", name = "WalLog", frozen)]
+pub struct PyWalLog {
+    log: Mutex<WalLog>,
 }
 
-/// Test hook (the crash tests): the `after`-th `wal_write` from now writes half its record's
+/// An OSError (errno, message) from a failed write.
+fn os_error(e: WriteError) -> PyErr {
+    PyOSError::new_err((e.errno, e.message))
+}
+
+#[pymethods]
+impl PyWalLog {
+    #[new]
+    fn new() -> Self {
+        Self { log: Mutex::new(WalLog::default()) }
+    }
+
+    /// Makes `fd` (the file at `path`, `size` bytes of records) the current file; nothing is
+    /// written or reserved ahead with less than `min_free` bytes free on its disk.
+    #[pyo3(signature = (fd, path, size, min_free=wallog::RESERVE_MIN_FREE))]
+    fn set_file(&self, fd: i32, path: String, size: u64, min_free: u64) {
+        lock(&self.log).set_file(fd, path, size, min_free);
+    }
+
+    /// Where the current file's records end.
+    #[getter]
+    fn size(&self) -> u64 {
+        lock(&self.log).file.size
+    }
+
+    /// The current file's length (zeros written ahead past `size` count).
+    #[getter]
+    fn end(&self) -> u64 {
+        lock(&self.log).file.end
+    }
+
+    /// The current file's blocks are allocated up to here.
+    #[getter]
+    fn reserved(&self) -> u64 {
+        lock(&self.log).file.reserved
+    }
+
+    /// (errno, message) once an append failed and could not be cut back, else None.
+    #[getter]
+    fn broken(&self) -> Option<(i32, String)> {
+        lock(&self.log).broken.as_ref().map(|b| (b.errno, b.message.clone()))
+    }
+
+    /// Cuts the zeros and reserved blocks past the last record (before the file is closed).
+    fn unreserve(&self) {
+        lock(&self.log).unreserve();
+    }
+
+    /// Appends `record` (all or nothing; OSError on failure); returns where the records end.
+    fn write(&self, py: Python<'_>, record: &Bound<'_, PyWalRecord>) -> PyResult<u64> {
+        let r = record.get();
+        py.detach(|| lock(&self.log).append(&r.inner)).map_err(os_error)
+    }
+
+    /// Logs `batches` of `wal_type` as one record: conform fast path, `seq` numbered by `seq`
+    /// where absent, framed and written, then under `fsync` "always" fsynced, under "batch"
+    /// reported to `committer` as LSN `lsn` — one release of the interpreter lock for all of
+    /// it. Returns None when a batch is not in the stored layout (nothing was numbered or
+    /// written: the caller conforms it), else `(stored, nbytes)` as `WalType.prepare` gives
+    /// them. OSError when the write failed (nothing of it kept; see `broken`).
+    #[pyo3(signature = (wal_type, batches, seq=None, lsn=0, fsync="batch", committer=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn append<'py>(
+        &self,
+        py: Python<'py>,
+        wal_type: &Bound<'py, PyWalType>,
+        batches: &Bound<'py, PyList>,
+        seq: Option<&Bound<'py, PySeqCounters>>,
+        lsn: u64,
+        fsync: &str,
+        committer: Option<&Bound<'py, PyGroupCommit>>,
+    ) -> PyResult<Option<Bound<'py, PyTuple>>> {
+        let wt = wal_type.get();
+        let Some(mut part) = wt.import(batches)? else { return Ok(None) };
+        let counters = wt.counters_for(&part, seq)?;
+        let always = match fsync {
+            "always" => true,
+            "batch" => false,
+            _ => return Err(PyValueError::new_err(format!("fsync {fsync:?} (expected always or batch)"))),
+        };
+        let committer = committer.map(|c| c.get());
+        let log = &self.log;
+        py.detach(|| {
+            wt.number(&mut part, counters)?;
+            let rec = wt.encode(&part)?;
+            let mut log = lock(log);
+            log.append(&rec).map_err(os_error)?;
+            if always {
+                // SAFETY: plain syscall on the current file's descriptor (open: it was just written).
+                if unsafe { libc::fsync(log.file.fd) } != 0 {
+                    return Err(PyOSError::new_err(std::io::Error::last_os_error().to_string()));
+                }
+            } else if let Some(c) = committer {
+                c.inner.written(lsn);
+            }
+            Ok::<_, PyErr>(())
+        })?;
+        let out = wt.stored(py, batches, &part)?;
+        let nbytes = part.nbytes.into_pyobject(py)?.into_any().unbind();
+        Ok(Some(PyTuple::new(py, [out.into_any().unbind(), nbytes])?))
+    }
+}
+
+/// Test hook (the crash tests): the `after`-th WAL record written from now writes half its record's
 /// payload (not its header, written last) and SIGKILLs the process. 0 disarms it.
 #[pyfunction]
 fn wal_failpoint(after: u64) {
@@ -245,10 +381,14 @@ fn wal_scan(py: Python<'_>, data: &[u8], start: u64) -> (Vec<FrameTuple>, u64, O
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("WAL_MAGIC", PyBytes::new(m.py(), walscan::MAGIC))?;
     m.add("WAL_HEADER_BYTES", walscan::HEADER)?;
+    m.add("WAL_ZERO_RECORD_MAX", wallog::ZERO_RECORD_MAX)?;
+    m.add("WAL_ZERO_AHEAD", wallog::ZERO_AHEAD)?;
+    m.add("WAL_RESERVE_AHEAD", wallog::RESERVE_AHEAD)?;
+    m.add("WAL_RESERVE_MIN_FREE", wallog::RESERVE_MIN_FREE)?;
     m.add_function(wrap_pyfunction!(wal_scan, m)?)?;
     m.add_class::<PyWalType>()?;
     m.add_class::<PyWalRecord>()?;
-    m.add_function(wrap_pyfunction!(wal_write, m)?)?;
+    m.add_class::<PyWalLog>()?;
     m.add_function(wrap_pyfunction!(wal_failpoint, m)?)?;
     Ok(())
 }

@@ -6,6 +6,8 @@
 //! - [`wal`]: the WAL format, write half: records of appended batches framed without copying a
 //!   column (the conform fast path, `seq` numbered, one `writev`); [`walscan`], its read half
 //!   (frames, checksums, torn tails, what damage means), through which `store/wal.py` reads.
+//! - [`wallog`]: the current WAL file of a trace and the append policy (zeros and blocks
+//!   allocated ahead, all-or-nothing writes).
 //! - [`seqnum`]: per-producer sequence numbers (the stored `seq` column).
 //! - [`commit`]: group commit of a trace's WAL (the fsync thread, actions run once durable).
 //! - [`intparquet`]: the segment writer of integer-only event types (Parquet, page CRCs).
@@ -24,5 +26,6 @@ pub mod order;
 pub mod pagecheck;
 pub mod seqnum;
 pub mod wal;
+pub mod wallog;
 pub mod walscan;
 pub mod writeback;

@@ -8,7 +8,7 @@ A file is `wal/<number>.wal`: an 8-byte magic, then
 records `[u32 payload length][u32 crc32(payload)][payload]`, where payload is
 `[u16 name length][event type name][Arrow IPC stream of one record batch]`.
 Zeros may follow the last record (the writer extends a file ahead with zeros for small
-records, `WalWriter.write`): a header of eight zero bytes ends the log like the file's end.
+records, src/store/wallog.rs): a header of eight zero bytes ends the log like the file's end.
 Numbers only grow; the catalog records the highest number whose records are
 all in registered segments (`traces.wal_covered`), so recovery replays exactly
 the files above it.
@@ -34,20 +34,12 @@ MAGIC = _core.WAL_MAGIC
 HEADER = struct.Struct("<II")  # a frame's payload length and CRC-32 (`_core.WAL_HEADER_BYTES`)
 NAME_LEN = struct.Struct("<H")
 _THEN_END, _THEN_RECORD = 0, 1  # what follows a frame, as `_core.wal_scan` says it
-# Blocks allocated ahead of the appends, the file's length kept (src/store/wal.rs `reserve`:
-# appends that allocate were measured sleeping beside the group commit's fdatasyncs).
-RESERVE_AHEAD = 16 << 20
-RESERVE_MIN_FREE = 1 << 30  # never reserved out of a disk's last GiB: segments need it more
-# Records up to ZERO_RECORD_MAX are written over zeros written ZERO_AHEAD at a time: an fdatasync
-# of such an overwrite writes data only, while one of an append must also write the inode for
-# the new length (ext4 here runs without a journal, /proc/fs/jbd2 is empty; with one it would be
-# a journal commit). One 10 KB record + fdatasync at a time on this disk (/tmp/ib/fs5.py,
-# three rounds each): appending 2,217-2,916 rounds/s (fdatasync p50 304-353 us); with blocks
-# reserved ahead 2,451-2,825 (322-326 us); over zeros written 1 MiB ahead 3,887-4,031 (197-223 us).
-# Big records are appended: zeros ahead of them would double what streaming ingest writes.
-ZERO_RECORD_MAX = 64 << 10
-ZERO_AHEAD = 1 << 20
-_ZEROS = bytes(ZERO_AHEAD)
+# The append policy's sizes (src/store/wallog.rs, where they are measured): small records are
+# written over zeros written ahead, big ones into blocks reserved ahead, neither out of a disk's last GiB.
+ZERO_RECORD_MAX = _core.WAL_ZERO_RECORD_MAX
+ZERO_AHEAD = _core.WAL_ZERO_AHEAD
+RESERVE_AHEAD = _core.WAL_RESERVE_AHEAD
+RESERVE_MIN_FREE = _core.WAL_RESERVE_MIN_FREE
 
 
 def wal_path(directory: Path, number: int) -> Path:
@@ -80,9 +72,12 @@ def wal_type(event_type: str, schema: pa.Schema) -> _core.WalType:
 class WalWriter:
     """Appends records to the current WAL file; `rotate()` starts the next one.
 
-    Records are made by the native append path (`_core.WalType.prepare`, src/store/wal.rs:
-    the frame, the IPC messages' metadata and the batches' own buffers, no copy) and written
-    by `write` in one `writev`. The format is the one pyarrow wrote before (module docstring).
+    The current file's append state and policy are native (`log`, a `_core.WalLog`,
+    src/store/wallog.rs): `TraceWriter` appends through `log.append` (prepare, write and the
+    fsync policy's step in one call); this class makes, switches, rotates and closes the files.
+    Records are the native append path's (src/store/wal.rs: the frame, the IPC messages'
+    metadata and the batches' own buffers, no copy), written in one `writev`. The format is the
+    one pyarrow wrote before (module docstring).
     """
 
     def __init__(self, directory: Path, number: int) -> None:
@@ -90,12 +85,7 @@ class WalWriter:
         self.directory.mkdir(parents=True, exist_ok=True)
         self.number = number
         self.fd = -1
-        self.size = 0
-        self.reserved = 0  # blocks of the current file allocated up to here (its length may be less)
-        self.end = 0  # the current file's length: `size`, or more with zeros past the last record
-        # Set when a failed append could not be cut back: the file then holds a torn record
-        # that would end the log at recovery, so nothing more may be appended after it.
-        self.broken: OSError | None = None
+        self.log = _core.WalLog()  # the current file's extents and append policy
         self._types: dict[str, _core.WalType] = {}
         # The next file, made ahead by `prepare_next` (number, fd), and the lock that keeps two
         # threads from making it at once (it is made without the writer's lock).
@@ -167,7 +157,25 @@ class WalWriter:
                 fd = self._create(wal_path(self.directory, number))
             # (an existing file is opened only without records: numbers only grow)
             size = max(os.fstat(fd).st_size, len(MAGIC))
-            self.fd, self.size, self.number, self.reserved, self.end = fd, size, number, 0, size
+            self.fd, self.number = fd, number
+            self.log.set_file(fd, str(wal_path(self.directory, number)), size, RESERVE_MIN_FREE)
+
+    @property
+    def size(self) -> int:
+        """Where the current file's records end."""
+        return self.log.size
+
+    @property
+    def end(self) -> int:
+        """The current file's length: `size`, or more with zeros past the last record."""
+        return self.log.end
+
+    @property
+    def broken(self) -> OSError | None:
+        """Set when a failed append could not be cut back: the file then holds a torn record
+        that would end the log at recovery, so nothing more may be appended after it."""
+        b = self.log.broken
+        return OSError(*b) if b is not None else None
 
     def append(self, event_type: str, batch: pa.RecordBatch) -> int:
         """Write one record of `batch` in its own schema; returns where the records end (not yet durable)."""
@@ -187,43 +195,7 @@ class WalWriter:
         writer cuts the file back to where it was, so a later append does not follow a torn
         record (recovery stops at the first bad record: everything after it would be lost). If
         even the cut failed, `broken` is set and every later write is refused."""
-        if self.broken is not None:
-            raise self.broken
-        reserve_to = 0
-        need = self.size + record.size
-        small = record.size <= ZERO_RECORD_MAX
-        # Small records: zeros are added while half of ZERO_AHEAD is left, so a record lands on
-        # zeros a group commit has written since (their blocks allocated). Over zeros written
-        # just before, its write waited for the inode's lock while the committer's fdatasync
-        # allocated their blocks: 8 writes of 7 ms each in 12 s of an instrumented
-        # `bench write --half-rate arrow` server (perf sched: rwsem_down_write_slowpath in
-        # ext4_da_write_end).
-        if (small and need + ZERO_AHEAD // 2 > self.end) or need > max(self.reserved, self.end):
-            st = os.fstatvfs(self.fd)
-            if st.f_bavail * st.f_frsize >= RESERVE_MIN_FREE:  # (else the disk's last GiB: neither)
-                if small:
-                    self._zero_ahead(need + ZERO_AHEAD)
-                else:
-                    reserve_to = need + RESERVE_AHEAD
-        try:
-            self.size = _core.wal_write(self.fd, self.size, record, reserve_to)
-            self.reserved = max(self.reserved, reserve_to)
-            self.end = max(self.end, self.size)
-        except OSError as e:
-            self.reserved, self.end = 0, self.size  # cut back to `size`: zeros and reservation gone
-            try:
-                cut = os.fstat(self.fd).st_size == self.size
-            except OSError:
-                cut = False
-            if not cut:
-                self.broken = OSError(
-                    e.errno,
-                    f"WAL file {wal_path(self.directory, self.number)} holds a "
-                    f"torn record that could not be cut after: {e}",
-                )
-                raise self.broken from e
-            raise OSError(e.errno, f"{e.strerror}: {wal_path(self.directory, self.number)}") from None
-        return self.size
+        return self.log.write(record)
 
     def sync(self) -> None:
         os.fsync(self.fd)
@@ -239,24 +211,10 @@ class WalWriter:
         self._open(old + 1)
         return old, fd
 
-    def _zero_ahead(self, to: int) -> None:
-        """Extend the current file with zeros up to byte `to` (records are then written over them)."""
-        try:
-            while self.end < to:
-                self.end += os.pwrite(self.fd, _ZEROS[: to - self.end], self.end)
-        except OSError:
-            self.end = os.fstat(self.fd).st_size  # (a full disk: the record is appended, or refused)
-
     def _unreserve(self) -> None:
         """Cut the zeros and free the blocks reserved past the last record of the current file
         (it is about to be closed), so a closed file is exactly its records."""
-        if max(self.reserved, self.end) > self.size:
-            try:
-                os.ftruncate(self.fd, self.size)
-                self.end = self.size
-            except OSError:
-                pass  # zeros end the log, and reserved blocks go when the file is deleted
-            self.reserved = 0
+        self.log.unreserve()
 
     def rotate(self) -> int:
         """Make the current file durable, close it and open the next; returns the closed number."""
@@ -273,6 +231,7 @@ class WalWriter:
                 self._unreserve()
                 os.fsync(self.fd)
                 os.close(self.fd)
+                self.log.set_file(-1, str(wal_path(self.directory, self.number)), self.size, RESERVE_MIN_FREE)
                 self.fd = -1
         finally:
             with self._next_lock:

@@ -30,9 +30,11 @@ once more at once and raises `DiskFull` if that finds no room either.
 Any other error stops the writer: every later call raises it.
 
 The append path itself (conform's fast path, seq numbers, the WAL record from the batches' own
-buffers, one writev) is native: `_core.WalType.prepare` and `_core.wal_write`
-(src/store/wal.rs, with the before/after measurement). Python only conforms batches not
-already in the stored layout.
+buffers, one writev, the zeros and blocks allocated ahead, the fsync under `always` or the
+group committer told under `batch`) is one native call, `_core.WalLog.append` (src/store/wal.rs
+and wallog.rs, with their measurements), made under the writer's lock with the interpreter
+lock released. Python only conforms batches not already in the stored layout and keeps the
+tail (the batches appended since the last checkpoint).
 
 Over 600 lines: the WAL append path, checkpoints and recovery share the writer's lock and its
 tail; compaction is compact.py, conform is conform.py.
@@ -335,23 +337,27 @@ class TraceWriter:
             return self.lsn
         wt = self._wal_type(event_type)
         seq = self.seq_counters() if any("seq" not in b.schema.names for b in batches) else None
-        encode = self.wal is not None
-        prepared = wt.prepare(batches, seq, encode)
-        if prepared is None:
-            et = self.event_types[event_type]
-            prepared = wt.prepare([conform_unnumbered(b, et, source=source) for b in batches], seq, encode)
+        if self.wal is None:  # fsync=off: no WAL record, only the tail
+            prepared = wt.prepare(batches, seq, False) or wt.prepare(self._conformed(event_type, batches, source), seq, False)
             if prepared is None:
                 raise TracehouseError(f"conformed batches of {event_type!r} are not in its stored layout")
-        batches, record, nbytes = prepared
+            batches, _record, nbytes = prepared
         with self.cond:
             while self._tail_full(2) and self.inflight and self.error is None:
                 if self.disk_full is not None:  # waiting would last until someone frees space
                     raise self._refuse_full(f"append of {sum(b.num_rows for b in batches):,} rows")
                 self.cond.wait(0.05)  # back-pressure: the checkpoint thread is behind
             self._check()
-            if record is not None:
+            lsn = self.lsn + 1
+            if self.wal is not None:
+                # One native call: conform fast path, seq, the record, its write, the fsync
+                # policy's step (src/store/wallog.rs); the interpreter lock released once.
                 try:
-                    self.wal.write(record)  # all or nothing: a failed write is cut back out of the log
+                    logged = self._log(wt, batches, seq, lsn)
+                    if logged is None:
+                        logged = self._log(wt, self._conformed(event_type, batches, source), seq, lsn)
+                        if logged is None:
+                            raise TracehouseError(f"conformed batches of {event_type!r} are not in its stored layout")
                 except OSError as e:
                     if self.wal.broken is not None:
                         self.fail(self.wal.broken)
@@ -362,21 +368,25 @@ class TraceWriter:
                             f"{self.trace_name!r} (nothing of them was kept): {e}"
                         ) from e
                     raise
-            self.lsn += 1
-            lsn = self.lsn
+                batches, nbytes = logged
+            self.lsn = lsn
             self._buffer(event_type, batches, nbytes)
-            if self.opts.fsync == "always":
-                self.wal.sync()
+            if self.committer is None:  # always: fsynced by the append; off: durable once checkpointed
                 self.durable_lsn = lsn
-            elif self.opts.fsync == "off":
-                self.durable_lsn = lsn
-            else:
-                self.committer.written(lsn)
             if self._tail_full():
                 self.flush_request.set()
         if wait:
             self.wait_durable(lsn)
         return lsn
+
+    def _log(self, wt: _core.WalType, batches: list, seq, lsn: int):
+        """`batches` logged as record `lsn` (`_core.WalLog.append`): (stored batches, bytes), or
+        None when one is not in the stored layout (nothing was logged)."""
+        return self.wal.log.append(wt, batches, seq, lsn, self.opts.fsync, self.committer)
+
+    def _conformed(self, event_type: str, batches: list, source: str) -> list:
+        et = self.event_types[event_type]
+        return [conform_unnumbered(b, et, source=source) for b in batches]
 
     @property
     def durable_lsn(self) -> int:
