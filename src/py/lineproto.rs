@@ -20,7 +20,9 @@ use pyo3::pybacked::PyBackedBytes;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use super::arrow::{batch_to_pyarrow, primitive_from_pyarrow, schema_to_pyarrow, vec_to_pyarrow};
+use super::commit::PyGroupCommit;
 use super::httpfront::PyBody;
+use super::wal::{fsync_always, is_stored, log_stored, PyWalLog, PyWalType};
 use crate::ingest::lineproto::{self, FieldType, Input, Limits, Precision, Producers, Schemas};
 use crate::mutex::lock;
 use crate::store::seqnum::SeqCounters;
@@ -172,10 +174,20 @@ impl Held<'_> {
 /// Decode several bodies (`[(body, precision, default_ts, first_line)]`) into one
 /// pyarrow.RecordBatch per measurement (numbered from `seq`, a `SeqCounters`, when given):
 /// `{"batches": [(name, batch)], "bodies": [{"lines", "rows", "errors", "error_count",
-/// "last_line", "rows_by_batch": [(batch index, rows)]}], "max_producer"}`.
+/// "last_line", "rows_by_batch": [(batch index, rows)]}], "max_producer", "logged", "error"}`.
+///
+/// Given a `log` (the trace's `WalLog`, under its writer's lock) and `types` (event type ->
+/// `WalType` of the trace's stored layouts), a round that changes no catalog row (every
+/// producer id at most `registered_max`, every batch in its type's stored layout: no new
+/// measurement, no new column) is also logged in the same call, the interpreter lock released
+/// once: batch i as record `lsn + i`, then the fsync policy's step (`fsync`, `committer`), as
+/// `WalLog.append` does. `logged`: the bytes of each logged batch's columns (None when nothing
+/// was tried: the caller registers what is new and appends); `error`: (errno, message) of the
+/// write that stopped the rest (the batches before it are logged).
 #[pyfunction]
 #[pyo3(signature = (items, schemas, producers, *, seq=None, max_line=1 << 20, max_producers=1_000_000, max_columns=1_000,
-                    max_measurements=10_000, max_errors=100))]
+                    max_measurements=10_000, max_errors=100, log=None, types=None, registered_max=-1, lsn=0,
+                    fsync="batch", committer=None))]
 #[allow(clippy::too_many_arguments)]
 fn decode_lines_many<'py>(
     py: Python<'py>,
@@ -188,6 +200,12 @@ fn decode_lines_many<'py>(
     max_columns: usize,
     max_measurements: usize,
     max_errors: usize,
+    log: Option<&Bound<'py, PyWalLog>>,
+    types: Option<&Bound<'py, PyDict>>,
+    registered_max: i64,
+    lsn: u64,
+    fsync: &str,
+    committer: Option<&Bound<'py, PyGroupCommit>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let limits = Limits { max_line, max_producers, max_columns, max_measurements, max_errors };
     let mut held = Vec::with_capacity(items.len());
@@ -209,10 +227,38 @@ fn decode_lines_many<'py>(
     let s = schemas.get();
     let p = producers.get();
     let counters = seq.map(|c| &c.get().inner);
+    // The stored layouts the round may be logged in (frozen classes: read without the GIL).
+    let mut stored: Vec<(String, Bound<'py, PyWalType>)> = Vec::new();
+    if let Some(types) = types {
+        for (k, v) in types.iter() {
+            stored.push((k.extract()?, v.cast_into::<PyWalType>()?));
+        }
+    }
+    let target: Option<(&PyWalLog, Vec<(&str, &PyWalType)>)> =
+        log.map(|l| (l.get(), stored.iter().map(|(k, v)| (k.as_str(), v.get())).collect()));
+    let always = if target.is_some() { fsync_always(fsync)? } else { false };
+    let committer = committer.map(|c| c.get());
     // Small rounds keep the interpreter lock (`detach_if`): the decoder's locks (schemas,
     // producers, counters) are never held by a thread waiting for it.
     let big = inputs.iter().map(|i| i.body.len()).sum::<usize>() >= super::DETACH_BYTES;
-    let decoded = super::detach_if(py, big, || lineproto::decode_many(&inputs, &s.inner, &p.inner, counters, &limits));
+    let (decoded, logged) = super::detach_if(py, big, || {
+        let decoded = lineproto::decode_many(&inputs, &s.inner, &p.inner, counters, &limits);
+        let logged = target.as_ref().and_then(|(log, types)| {
+            if i64::from(decoded.max_producer) > registered_max {
+                return None; // new producers: registered in the catalog first
+            }
+            let mut parts = Vec::with_capacity(decoded.batches.len());
+            for (name, batch) in &decoded.batches {
+                let wt = types.iter().find(|(n, _)| n == name)?.1; // a new measurement
+                if !is_stored(wt, batch) {
+                    return None; // a new column (or a batch the store must conform)
+                }
+                parts.push((wt, batch.clone()));
+            }
+            Some(log_stored(log, &parts, lsn, always, committer))
+        });
+        (decoded, logged)
+    });
     let out = PyDict::new(py);
     let batches = PyList::empty(py);
     for (name, batch) in decoded.batches {
@@ -235,6 +281,12 @@ fn decode_lines_many<'py>(
     }
     out.set_item("bodies", bodies)?;
     out.set_item("max_producer", decoded.max_producer)?;
+    let (sizes, error) = match logged {
+        Some((sizes, error)) => (Some(sizes), error.map(|e| (e.errno, e.message))),
+        None => (None, None),
+    };
+    out.set_item("logged", sizes)?;
+    out.set_item("error", error)?;
     Ok(out)
 }
 

@@ -227,7 +227,7 @@ fn with_seq_column<'py>(
 /// through [`PyWalLog::append`] are one native call each.
 #[pyclass(module = "tracehouse._core", name = "WalLog", frozen)]
 pub struct PyWalLog {
-    log: Mutex<WalLog>,
+    pub(crate) log: Mutex<WalLog>,
 }
 
 /// An OSError (errno, message) from a failed write.
@@ -305,11 +305,7 @@ impl PyWalLog {
         let wt = wal_type.get();
         let Some(mut part) = wt.import(batches)? else { return Ok(None) };
         let counters = wt.counters_for(&part, seq)?;
-        let always = match fsync {
-            "always" => true,
-            "batch" => false,
-            _ => return Err(PyValueError::new_err(format!("fsync {fsync:?} (expected always or batch)"))),
-        };
+        let always = fsync_always(fsync)?;
         let committer = committer.map(|c| c.get());
         let log = &self.log;
         py.detach(|| {
@@ -317,19 +313,77 @@ impl PyWalLog {
             let rec = wt.encode(&part)?;
             let mut log = lock(log);
             log.append(&rec).map_err(os_error)?;
-            if always {
-                // SAFETY: plain syscall on the current file's descriptor (open: it was just written).
-                if unsafe { libc::fsync(log.file.fd) } != 0 {
-                    return Err(PyOSError::new_err(std::io::Error::last_os_error().to_string()));
-                }
-            } else if let Some(c) = committer {
-                c.inner.written(lsn);
-            }
+            settle(&log, always, committer, lsn).map_err(os_error)?;
             Ok::<_, PyErr>(())
         })?;
         let out = wt.stored(py, batches, &part)?;
         let nbytes = part.nbytes.into_pyobject(py)?.into_any().unbind();
         Ok(Some(PyTuple::new(py, [out.into_any().unbind(), nbytes])?))
+    }
+}
+
+/// Logs `parts` (batches already numbered and in their types' stored layout) as records
+/// `lsn`, `lsn + 1`, ... and then takes the fsync policy's step (an fsync when `always`, else
+/// `committer` told of the last). Call without the interpreter lock. Returns the bytes of each
+/// logged batch's columns, and the error that stopped the rest (the batches before it are
+/// logged, and durable like any other once the step ran).
+pub(crate) fn log_stored(
+    log: &PyWalLog,
+    parts: &[(&PyWalType, RecordBatch)],
+    lsn: u64,
+    always: bool,
+    committer: Option<&PyGroupCommit>,
+) -> (Vec<usize>, Option<WriteError>) {
+    let mut log = lock(&log.log);
+    let mut sizes = Vec::with_capacity(parts.len());
+    let mut failed = None;
+    for (wt, batch) in parts {
+        let rec = match Record::encode(&wt.name, wt.schema_msg.clone(), std::slice::from_ref(batch)) {
+            Ok(r) => r,
+            Err(e) => {
+                failed = Some(WriteError { errno: libc::EINVAL, message: format!("WAL record: {e}") });
+                break;
+            }
+        };
+        if let Err(e) = log.append(&rec) {
+            failed = Some(e);
+            break;
+        }
+        sizes.push(batch.columns().iter().map(|c| c.to_data().get_slice_memory_size().unwrap_or(0)).sum());
+    }
+    if !sizes.is_empty() {
+        if let Err(e) = settle(&log, always, committer, lsn + sizes.len() as u64 - 1) {
+            failed = failed.or(Some(e));
+        }
+    }
+    (sizes, failed)
+}
+
+/// The fsync policy's step once records up to `lsn` are written: an fsync of the current file
+/// (`always`), else the group committer told.
+fn settle(log: &WalLog, always: bool, committer: Option<&PyGroupCommit>, lsn: u64) -> Result<(), WriteError> {
+    if always {
+        // SAFETY: plain syscall on the current file's descriptor (open: it was just written).
+        if unsafe { libc::fsync(log.file.fd) } != 0 {
+            return Err(std::io::Error::last_os_error().into());
+        }
+    } else if let Some(c) = committer {
+        c.inner.written(lsn);
+    }
+    Ok(())
+}
+
+/// Whether `batch` is in `wt`'s stored layout exactly (numbered, no column missing or added).
+pub(crate) fn is_stored(wt: &PyWalType, batch: &RecordBatch) -> bool {
+    walrec::layout(batch, &wt.target) == Layout::Stored
+}
+
+/// "always" -> true, "batch" -> false, else the ValueError.
+pub(crate) fn fsync_always(fsync: &str) -> PyResult<bool> {
+    match fsync {
+        "always" => Ok(true),
+        "batch" => Ok(false),
+        _ => Err(PyValueError::new_err(format!("fsync {fsync:?} (expected always or batch)"))),
     }
 }
 

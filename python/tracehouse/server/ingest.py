@@ -1,10 +1,12 @@
 """`Ingestor`: the server's one path from received bytes to durable rows.
 
 Owns, for the store the server holds:
-- line protocol → store: `write_lp_many` decodes the bodies of a round in Rust in one pass
-  (`_core.decode_lines_many`, GIL released), registers the tag sets it interned as
-  producers and the fields it added as event-type columns, then appends one batch per
-  measurement;
+- line protocol → store: `write_lp_many` hands the bodies of a round to one native call
+  (`_core.decode_lines_many` through `Store.write_round`, GIL released once) that decodes
+  them into one batch per measurement and, when the round adds no producer, measurement or
+  column, logs them too (WAL records, the fsync policy's step). A round that does add some
+  comes back decoded: the tag sets it interned are registered as producers and the fields it
+  added as event-type columns, then its batches are appended;
 - Arrow IPC → store: `write_arrow_many` appends the batches of IPC streams (many
   requests' streams of one type as one append), creating or widening the event type
   from the stream's schema;
@@ -229,21 +231,29 @@ class Ingestor:
         fst = self._types_of(st)
         cfg = self.cfg
         now = time.time_ns()
-        # Rows come numbered per producer (the writer's counters) in the stored layout, so
-        # the append below takes conform's fast path. A measurement refused after decoding
-        # (e.g. its name is a type of another kind) leaves a gap in its producers' numbers.
-        d = _core.decode_lines_many(
-            [
-                (body, precision, now if default_ts is None else default_ts, first_line)
-                for body, precision, default_ts, first_line in items
-            ],
-            fst.schemas,
-            st.producers,
-            seq=self.store.seq_counters(trace),
-            max_line=cfg.max_line,
-            max_producers=cfg.max_producers,
-            max_columns=cfg.max_columns,
-            max_errors=cfg.max_errors,
+        inputs = [
+            (body, precision, now if default_ts is None else default_ts, first_line)
+            for body, precision, default_ts, first_line in items
+        ]
+        # Rows come numbered per producer (the writer's counters) in the stored layout. A round
+        # that adds no producer, measurement or column is logged by the decoding call itself,
+        # under the writer's lock (Store.write_round); any other comes back for the catalog
+        # rows to be registered first, then appended below. A measurement refused after
+        # decoding (e.g. its name is a type of another kind) leaves a gap in its producers' numbers.
+        d = self.store.write_round(
+            trace,
+            lambda log: _core.decode_lines_many(
+                inputs,
+                fst.schemas,
+                st.producers,
+                seq=self.store.seq_counters(trace),
+                max_line=cfg.max_line,
+                max_producers=cfg.max_producers,
+                max_columns=cfg.max_columns,
+                max_errors=cfg.max_errors,
+                registered_max=st.registered_max,
+                **log,
+            ),
         )
         results = [
             WriteResult(
@@ -255,15 +265,18 @@ class Ingestor:
             )
             for b in d["bodies"]
         ]
-        if d["max_producer"] > st.registered_max:
-            self._register_producers(st, d["max_producer"])
-        stored: list = []  # per batch: its LSN, or the BadInput that refused that measurement
-        for name, batch in d["batches"]:
-            try:
-                self._ensure_columns(st, fst, name, batch.num_columns - 3)
-                stored.append(self.store.append(trace, name, batch))
-            except BadInput as e:  # e.g. the type exists with another kind: that measurement only
-                stored.append(e)
+        stored: list = d["lsns"]  # per batch: its LSN, or the BadInput that refused that measurement
+        if None in stored:
+            if d["max_producer"] > st.registered_max:
+                self._register_producers(st, d["max_producer"])
+            for i, (name, batch) in enumerate(d["batches"]):
+                if stored[i] is not None:
+                    continue
+                try:
+                    self._ensure_columns(st, fst, name, batch.num_columns - 3)
+                    stored[i] = self.store.append(trace, name, batch)
+                except BadInput as e:  # e.g. the type exists with another kind: that measurement only
+                    stored[i] = e
         for res, body in zip(results, d["bodies"]):
             for i, n in body["rows_by_batch"]:
                 got = stored[i]

@@ -584,6 +584,13 @@ class Store:
         # Conform, seq and the WAL record: the writer's native path (src/store/wal.rs).
         return w.append_many(event_type, [batch], wait=wait, source=source)
 
+    def write_round(self, trace: str, decode: Callable[[dict], dict]) -> dict:
+        """Decode and log a round of writes to `trace` in one native call: `decode` gets what
+        logging needs and returns what it logged (`TraceWriter.write_round`; the line-protocol
+        server hands it `_core.decode_lines_many`). Batches it did not log (a round that must
+        first register producers or columns) come back with LSN None for `append`."""
+        return self._live_writer(trace).write_round(decode)
+
     def _live_writer(self, trace: str) -> TraceWriter:
         # Hot path: a live append of a known trace costs no catalog query (the one writer
         # process owns every trace; rm drops the entry).

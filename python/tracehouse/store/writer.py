@@ -338,16 +338,14 @@ class TraceWriter:
         wt = self._wal_type(event_type)
         seq = self.seq_counters() if any("seq" not in b.schema.names for b in batches) else None
         if self.wal is None:  # fsync=off: no WAL record, only the tail
-            prepared = wt.prepare(batches, seq, False) or wt.prepare(self._conformed(event_type, batches, source), seq, False)
+            prepared = wt.prepare(batches, seq, False)
+            if prepared is None:
+                prepared = wt.prepare(self._conformed(event_type, batches, source), seq, False)
             if prepared is None:
                 raise TracehouseError(f"conformed batches of {event_type!r} are not in its stored layout")
             batches, _record, nbytes = prepared
         with self.cond:
-            while self._tail_full(2) and self.inflight and self.error is None:
-                if self.disk_full is not None:  # waiting would last until someone frees space
-                    raise self._refuse_full(f"append of {sum(b.num_rows for b in batches):,} rows")
-                self.cond.wait(0.05)  # back-pressure: the checkpoint thread is behind
-            self._check()
+            self._wait_room(f"append of {sum(b.num_rows for b in batches):,} rows")
             lsn = self.lsn + 1
             if self.wal is not None:
                 # One native call: conform fast path, seq, the record, its write, the fsync
@@ -359,25 +357,77 @@ class TraceWriter:
                         if logged is None:
                             raise TracehouseError(f"conformed batches of {event_type!r} are not in its stored layout")
                 except OSError as e:
-                    if self.wal.broken is not None:
-                        self.fail(self.wal.broken)
-                        self._check()
-                    if is_disk_full(e):
-                        raise DiskFull(
-                            f"no space to log {sum(b.num_rows for b in batches):,} rows of trace "
-                            f"{self.trace_name!r} (nothing of them was kept): {e}"
-                        ) from e
-                    raise
+                    err = self._log_failed(e, sum(b.num_rows for b in batches))
+                    if err is e:
+                        raise
+                    raise err from e
                 batches, nbytes = logged
-            self.lsn = lsn
-            self._buffer(event_type, batches, nbytes)
-            if self.committer is None:  # always: fsynced by the append; off: durable once checkpointed
-                self.durable_lsn = lsn
-            if self._tail_full():
-                self.flush_request.set()
+            self._logged(lsn, event_type, batches, nbytes)
         if wait:
             self.wait_durable(lsn)
         return lsn
+
+    def write_round(self, decode: Callable[[dict], dict]) -> dict:
+        """Run `decode` under the writer's lock, handing it what logging a round needs (`log`,
+        `types`: event type -> `WalType`, `lsn`, `fsync`, `committer`; all None/empty under
+        fsync=off), for a native decoder that logs what it decoded in the same call when no
+        catalog row must change first (`_core.decode_lines_many`). Its result says what it
+        logged (`logged`: bytes per batch, in order; None: nothing) and why it stopped
+        (`error`: (errno, message)); the logged batches are buffered here and get their LSNs,
+        returned as `lsns` (one per batch, None for those not logged: the caller appends them).
+        Raises as `append_many` does when a write failed (the batches before it are kept)."""
+        self._check()
+        with self.cond:
+            self._wait_room("a write")
+            lsn = self.lsn + 1
+            args: dict = {}
+            if self.wal is not None:
+                types = {n: self._wal_type(n) for n in self.event_types}
+                args = dict(log=self.wal.log, types=types, lsn=lsn, fsync=self.opts.fsync, committer=self.committer)
+            out = decode(args)
+            logged = out.get("logged") or []
+            lsns: list = [None] * len(out["batches"])
+            for i, nbytes in enumerate(logged):
+                name, batch = out["batches"][i]
+                self._logged(lsn + i, name, [batch], nbytes)
+                lsns[i] = lsn + i
+            out["lsns"] = lsns
+            if out.get("error") is not None:
+                rows = sum(b.num_rows for _n, b in out["batches"][len(logged) :])
+                e = OSError(*out["error"])
+                err = self._log_failed(e, rows)
+                raise err from (None if err is e else e)
+        return out
+
+    def _wait_room(self, what: str) -> None:
+        """Back-pressure (under `cond`): wait while the tail holds two checkpoints' worth and one
+        is under way; refused at once while a checkpoint waits for disk space."""
+        while self._tail_full(2) and self.inflight and self.error is None:
+            if self.disk_full is not None:  # waiting would last until someone frees space
+                raise self._refuse_full(what)
+            self.cond.wait(0.05)  # back-pressure: the checkpoint thread is behind
+        self._check()
+
+    def _logged(self, lsn: int, event_type: str, batches: list, nbytes: int) -> None:
+        """Record `lsn` (logged, or under fsync=off not) holds `batches`: buffer them (under `cond`)."""
+        self.lsn = lsn
+        self._buffer(event_type, batches, nbytes)
+        if self.committer is None:  # always: fsynced by the append; off: durable once checkpointed
+            self.durable_lsn = lsn
+        if self._tail_full():
+            self.flush_request.set()
+
+    def _log_failed(self, e: OSError, rows: int) -> BaseException:
+        """The error to raise for a WAL write of `rows` rows that failed with `e` (nothing of it
+        was kept): DiskFull for a full disk; a log that could not be cut back stops the writer."""
+        if self.wal.broken is not None:
+            self.fail(self.wal.broken)
+            self._check()  # raises: the writer stopped
+        if is_disk_full(e):
+            return DiskFull(
+                f"no space to log {rows:,} rows of trace {self.trace_name!r} (nothing of them was kept): {e}"
+            )
+        return e
 
     def _log(self, wt: _core.WalType, batches: list, seq, lsn: int):
         """`batches` logged as record `lsn` (`_core.WalLog.append`): (stored batches, bytes), or
