@@ -340,11 +340,24 @@ def decode_lines_many(
     max_columns: int = 1000,
     max_measurements: int = 10000,
     max_errors: int = 100,
+    log: WalLog | None = None,
+    types: dict[str, WalType] | None = None,
+    registered_max: int = -1,
+    lsn: int = 0,
+    fsync: str = "batch",
+    committer: GroupCommit | None = None,
 ) -> dict:
     """Bodies `(body, precision, default_ts, first_line)` decoded together into one batch per
     measurement (rows in input order): {"batches": [(measurement, RecordBatch)], "bodies":
     [{"lines", "rows", "errors", "error_count", "last_line", "rows_by_batch": [(batch index,
-    rows)]}], "max_producer"}. Each body keeps its own line numbers and errors.
+    rows)]}], "max_producer", "logged", "error"}. Each body keeps its own line numbers and errors.
+
+    Given `log` (under its writer's lock) and `types` (the trace's stored layouts), a round whose
+    producers are all at most `registered_max` and whose batches are all in their type's stored
+    layout is logged in the same call (batch i as record ``lsn + i``, then the fsync or
+    ``committer.written``; GIL released once): ``logged`` the bytes of each logged batch's
+    columns, ``error`` (errno, message) of a write that stopped the rest; ``logged`` None when
+    the round must first add producers, measurements or columns to the catalog.
 
     Each batch has ``ts`` (int64 ns, the body's ``default_ts`` when a line has none),
     ``producer`` (int32, the interned tag set), with `seq` given ``seq`` (int64, numbered per

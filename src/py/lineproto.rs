@@ -239,8 +239,9 @@ fn decode_lines_many<'py>(
     let always = if target.is_some() { fsync_always(fsync)? } else { false };
     let committer = committer.map(|c| c.get());
     // Small rounds keep the interpreter lock (`detach_if`): the decoder's locks (schemas,
-    // producers, counters) are never held by a thread waiting for it.
-    let big = inputs.iter().map(|i| i.body.len()).sum::<usize>() >= super::DETACH_BYTES;
+    // producers, counters) are never held by a thread waiting for it. A round that may be
+    // logged never does: a write to a file whose fdatasync is under way can sleep (py/wal.rs).
+    let big = target.is_some() || inputs.iter().map(|i| i.body.len()).sum::<usize>() >= super::DETACH_BYTES;
     let (decoded, logged) = super::detach_if(py, big, || {
         let decoded = lineproto::decode_many(&inputs, &s.inner, &p.inner, counters, &limits);
         let logged = target.as_ref().and_then(|(log, types)| {
