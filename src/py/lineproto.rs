@@ -1,6 +1,7 @@
 //! Python face of the line-protocol decoder: `_core.LpSchemas`, `_core.LpProducers`,
 //! `_core.SeqCounters` (the per-producer numbering the decoder and the store share) and
-//! `_core.decode_lines_many` (the bodies of one server round, or one body).
+//! `_core.decode_lines_many` (the bodies of one server round, or one body; given the trace's
+//! `WalLog`, a round that changes no catalog row is logged in the same call: py/wal.rs).
 //!
 //! Owns argument checking and the conversion of a [`lineproto::DecodedMany`] into Python: one
 //! `pyarrow.RecordBatch` per measurement, errors as `(line, message)` tuples. Decoding

@@ -20,9 +20,9 @@ use pyo3::sync::PyOnceLock;
 use pyo3::types::{PyBytes, PyList, PyTuple, PyType};
 
 use super::arrow::batch_to_pyarrow;
+use super::commit::PyGroupCommit;
 use super::lineproto::PySeqCounters;
 use crate::mutex::lock;
-use super::commit::PyGroupCommit;
 use crate::store::seqnum::SeqCounters;
 use crate::store::wal::{self as walrec, Layout, Record, WriteError};
 use crate::store::wallog::{self, WalLog};
@@ -189,7 +189,9 @@ impl PyWalType {
         let pa_target = self.pa_target.bind(py);
         for (i, (batch, l)) in part.batches.iter().zip(&part.layouts).enumerate() {
             match l {
-                Layout::WithoutSeq(at) => out.append(with_seq_column(py, &batches.get_item(i)?, batch, *at, pa_target)?)?,
+                Layout::WithoutSeq(at) => {
+                    out.append(with_seq_column(py, &batches.get_item(i)?, batch, *at, pa_target)?)?
+                }
                 _ => out.append(batches.get_item(i)?)?,
             }
         }

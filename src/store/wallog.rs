@@ -100,7 +100,8 @@ impl WalLog {
         let need = f.size + len;
         let small = len <= ZERO_RECORD_MAX;
         let mut reserve_to = 0;
-        if ((small && need + ZERO_AHEAD / 2 > f.end) || need > f.reserved.max(f.end)) && room_ahead(f.fd, self.min_free) {
+        if ((small && need + ZERO_AHEAD / 2 > f.end) || need > f.reserved.max(f.end)) && room_ahead(f.fd, self.min_free)
+        {
             if small {
                 zero_ahead(f, need + ZERO_AHEAD);
             } else {

@@ -26,8 +26,9 @@ everything else is decided here.
 
 Owns routing, gzip, the write and query handlers and the dispatcher: the thread
 that takes complete requests from the front end in rounds. The line-protocol
-writes of one batch to one trace are decoded together and appended together (one WAL
-record per measurement, one group commit); each answer is decided here and handed with
+writes of one batch to one trace are decoded and logged together, in one native call when
+they add nothing to the catalog (ingest.py; one WAL record per measurement, one group
+commit); each answer is decided here and handed with
 the request to the trace's group committer, whose thread sends it once the rows are
 durable (no Python runs then): a dispatcher never waits for an fsync. Queries run on
 their own workers (queries.py) so a slow query never delays a write.
