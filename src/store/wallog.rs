@@ -228,7 +228,7 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_write_is_cut_back_and_a_closed_log_refuses() {
+    fn a_log_without_a_file_refuses_and_is_not_broken() {
         let (_f, mut log) = log_in("bad");
         let r = record(10);
         log.append(&r).unwrap();
