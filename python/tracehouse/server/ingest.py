@@ -23,7 +23,9 @@ batch is appended, every producer id up to the batch's highest and every column
 it carries is registered in the catalog (under a per-trace lock, taking *all*
 pending registrations, which includes any other request's). A batch is appended
 only after that; durability of the append implies durability of the catalog rows
-(SQLite commits before the append starts).
+(SQLite commits before the append starts). The one-call path keeps the rule by checking
+it natively: it logs a round only when its highest producer id is at most the highest
+registered one and every batch has exactly its stored type's columns.
 
 All methods here are blocking and thread-safe; the dispatcher calls them for HTTP and
 TCP writes alike.
