@@ -10,6 +10,8 @@ nothing checkpointed), through the WAL's recovery.
 from __future__ import annotations
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import tracehouse
 from tracehouse import _core
@@ -97,3 +99,62 @@ def test_issue31_wal_log_refuses_a_batch_out_of_its_stored_layout_without_writin
         w.log.append(wt, stored, fsync="sometimes")
     w.close()
     assert [b.num_rows for _n, b in walmod.read_wal(walmod.wal_path(tmp_path, 0)).records] == [2]
+
+
+_MEASUREMENTS = ("cpu", "mem", "disk")
+_FIELDS = ("a", "b", "c", "d")
+
+
+@st.composite
+def _rounds(draw):
+    """Rounds of line-protocol bodies over a few measurements, tag sets and fields (fields that
+    appear later widen their measurement; some lines are malformed)."""
+    rounds = []
+    ts = 1_000
+    for _ in range(draw(st.integers(1, 5))):
+        bodies = []
+        for _ in range(draw(st.integers(1, 3))):
+            lines = []
+            for _ in range(draw(st.integers(1, 12))):
+                ts += 1
+                m = draw(st.sampled_from(_MEASUREMENTS))
+                host = draw(st.integers(0, 4))
+                fields = draw(st.lists(st.sampled_from(_FIELDS), min_size=1, max_size=3, unique=True))
+                if draw(st.integers(0, 20)) == 0:
+                    lines.append(f"{m},host=h{host} broken")
+                    continue
+                kv = ",".join(f"{f}={ts % 97}i" for f in fields)
+                lines.append(f"{m},host=h{host} {kv} {ts}")
+            bodies.append(("\n".join(lines) + "\n").encode())
+        rounds.append(bodies)
+    return rounds
+
+
+@settings(
+    max_examples=12, deadline=None, suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture]
+)
+@given(rounds=_rounds())
+def test_issue31_the_one_call_path_stores_what_the_registering_path_stores(tmp_path_factory, rounds):
+    # The same rounds written twice: as the server does, and with the one-call path turned off
+    # (every round comes back decoded and is appended after registering): the same rows, the
+    # same producers, the same answers.
+    def write(path, one_call: bool):
+        store = Store(path, fsync="batch", flush_interval_s=3600.0, flush_rows=10**9)
+        store.become_writer()
+        real = store.write_round
+        if not one_call:
+            store.write_round = lambda trace, decode: real(trace, lambda log: decode({}))
+        ing = Ingestor(store, ServerConfig())
+        answers = []
+        for bodies in rounds:
+            res = ing.write_lp_many("t", [(b, "ns", 0, 1) for b in bodies])
+            answers.append([(r.rows, r.lines, r.error_count) for r in res])
+        tables = {}
+        for name in store.event_types("t"):
+            tables[name] = store.sql(f'SELECT * FROM "t".{name} ORDER BY ts, producer').to_pylist()
+        producers = sorted((p["id"], p["name"]) for p in store.producers("t"))
+        store.close()
+        return answers, tables, producers
+
+    base = tmp_path_factory.mktemp("onecall")
+    assert write(base / "a", True) == write(base / "b", False)
