@@ -136,3 +136,40 @@ def test_issue32_limit_per_series_is_the_series_cut_after_offset(uneven, q, limi
     want = [dict(s, values=s["values"][offset : offset + limit]) for s in whole]
     assert cut == [s for s in want if s["values"]]
     assert whole  # (a question with an answer)
+
+
+@pytest.fixture(scope="module")
+def ends_apart(tmp_path_factory):
+    """Series whose last (and first) points lie far apart: host a stops at 8 s (5 s for `v`), b runs to 99 s;
+    host b is two producers (rack 1 and 2, rack 2's newest rows without `v`), c has one point."""
+    lines = [f"m,host=a v={i},w={i}i {i * 10**9}" for i in range(6)]
+    lines += [f"m,host=a w={i}i {i * 10**9}" for i in range(6, 9)]  # a's last v is at 5 s, its last row at 8 s
+    lines += [f"m,host=b,rack=1 v={100 + i},w={i}i {i * 10**9}" for i in range(3, 90)]
+    lines += [f"m,host=b,rack=2 v={200 + i},w={i}i {i * 10**9}" for i in range(10, 95)]
+    lines += [f"m,host=b,rack=2 w={i}i {i * 10**9}" for i in range(95, 100)]  # no v: not in SELECT v's rows
+    lines += ["m,host=c v=7,w=7i 50000000000"]
+    server = Server(tmp_path_factory.mktemp("ends") / "store", "--quiet")
+    for part in (lines[:40], lines[40:120], lines[120:]):
+        assert server.write("\n".join(part), bucket="db", precision="ns")[0] == 204
+    yield server
+    assert server.stop() == 0
+
+
+@pytest.mark.parametrize(
+    "q",
+    [
+        "SELECT * FROM m GROUP BY host ORDER BY time DESC",  # TSBS lastpoint
+        "SELECT v FROM m GROUP BY host ORDER BY time DESC",
+        "SELECT v FROM m GROUP BY host",  # the first point of each series
+        "SELECT w FROM m WHERE time < 60s GROUP BY host, rack ORDER BY time DESC",
+        "SELECT v FROM m WHERE host != 'b' GROUP BY host ORDER BY time DESC",
+    ],
+)
+def test_issue32_last_point_per_series_when_series_end_apart(ends_apart, q):
+    """LIMIT 1 per series reads only the rows at or after the earliest of the producers' last
+    times (before the latest of their first): every series keeps its own last (first) point,
+    also one that ended long before the others and one whose newest rows lack the field."""
+    whole = influxql(ends_apart, q).get("series", [])
+    cut = influxql(ends_apart, f"{q} LIMIT 1").get("series", [])
+    assert cut == [dict(s, values=s["values"][:1]) for s in whole]
+    assert len(cut) >= 2
