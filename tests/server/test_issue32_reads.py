@@ -173,3 +173,35 @@ def test_issue32_last_point_per_series_when_series_end_apart(ends_apart, q):
     cut = influxql(ends_apart, f"{q} LIMIT 1").get("series", [])
     assert cut == [dict(s, values=s["values"][:1]) for s in whole]
     assert len(cut) >= 2
+
+
+def test_issue32_a_statement_with_a_long_run_of_spaces_is_told_apart_at_once(tmp_path):
+    """The snapshot binds a plain query under its lock and leaves any other statement to its
+    caller; telling them apart must not backtrack over a long run of spaces before a `;` (it took
+    minutes for 200,000 of them). Both kinds still answer as DuckDB does."""
+    import threading
+
+    import duckdb
+
+    with tracehouse.open(tmp_path / "store") as s:
+        eng = s.query_engine
+        done: dict = {}
+
+        def classify() -> None:
+            try:
+                with eng.snapshot("SELECT 1" + " " * 400_000 + "; SELECT 2"):
+                    eng.snapshot_relation()
+            except duckdb.Error as e:
+                done["error"] = e
+            done["ok"] = True
+
+        t = threading.Thread(target=classify, daemon=True)
+        t.start()
+        t.join(60)  # (a hang guard, not a speed target: the quadratic look took ~30 min for this)
+        assert done.get("ok"), "the snapshot did not come back"
+        with eng.snapshot("  (SELECT 41 + 1 AS x)  ;  "):
+            assert eng.snapshot_relation().to_arrow_table().column("x").to_pylist() == [42]
+        with eng.snapshot("SELECT * FROM no_such_table"), pytest.raises(duckdb.Error, match="no_such_table"):
+            eng.snapshot_relation()
+        with eng.snapshot("VALUES (7)"):  # not bound under the lock: run by the caller
+            assert eng.snapshot_relation().fetchall() == [(7,)]
