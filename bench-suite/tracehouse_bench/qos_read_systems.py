@@ -116,8 +116,8 @@ class _EmbeddedClient:
         self.store = store
 
     def fetch(self, sql: str) -> int:
-        with self.store.read_connection(sql) as cur:
-            return cur.sql(self.store.query_engine.snapshot_query(sql)).to_arrow_table().num_rows
+        with self.store.read_connection(sql):
+            return self.store.query_engine.snapshot_relation().to_arrow_table().num_rows
 
     def close(self) -> None:
         pass

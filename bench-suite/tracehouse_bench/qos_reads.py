@@ -4,11 +4,18 @@ clients, on every system and layout, and the seed's points table (equations 4-10
 Owns the client matrix and the points. One cell = (system, layout, case, clients): the
 clients (threads, one connection each, opened before the clock) are released together,
 each runs the case's query once and receives every row as Arrow; a run's figure is the
-mean over clients of each client's total execution time (the seed's "seconds per client");
-runs repeat under the shared protocol (`stat_protocol.repeat`: SE < 5 % of the mean, at least 5
-runs, a time budget per cell). Before any timing each system answers every case once and
-its row count is checked against the data set's (DuckDB over the in-memory table): a
-system that answers differently fails the experiment, it is not timed.
+mean over clients of each client's total execution time (the seed's "seconds per client").
+Every system is loaded and up before any timing, and the runs are interleaved: per case and
+client count, rounds in which every system and layout runs once (the order rotated each round),
+at least 5 rounds (`stat_protocol.MIN_RUNS`), and a cell's figure is the median of its rounds.
+Run one system after another, a ratio moved with the machine's load between the two systems'
+turns (2 cores shared with other work); interleaved, both figures of a ratio see the same load. Each cell also keeps the process's CPU time per round (the figure for
+the in-process clients, tracehouse embedded and DuckDB's own file). `verdicts` gives, per
+case and client count, tracehouse's ratio to the best peer, the rounds it won and the verdict
+(met when the ratio of the medians is >= 1: the same figure the report's table prints). Before
+any timing each system answers every case once and its row count is checked against the data
+set's (DuckDB over the in-memory table): a system that answers differently fails the
+experiment, it is not timed.
 
 Q1 case 4 (600,000 rows) runs with at most 20 clients, as in the seed ("it was not
 possible to run the test with 50 clients, but 20 were used instead").
@@ -16,6 +23,7 @@ possible to run the test with 50 clients, but 20 were used instead").
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from pathlib import Path
@@ -70,6 +78,43 @@ def _one_run(clients: list, sql: str) -> float:
     return sum(times) / n
 
 
+def _median(xs: list[float]) -> float:
+    s = sorted(xs)
+    n = len(s)
+    return s[n // 2] if n % 2 else (s[n // 2 - 1] + s[n // 2]) / 2
+
+
+def figure(cell: dict) -> float:
+    """A cell's figure: the median of its interleaved rounds (the mean for cells measured
+    before rounds were interleaved)."""
+    return cell.get("median", cell["mean"])
+
+
+def _rounds(variants: list[tuple], n: int, sql_of, *, budget_s: float, max_runs: int) -> dict:
+    """`{key: [seconds per round]}` and `{key: [process CPU seconds per round]}`: every variant
+    runs once per round, the order rotated each round, so a change of the machine's load lands on
+    every system alike. At least `stat_protocol.MIN_RUNS` rounds, at most `max_runs`, fewer only
+    when a round costs more than the cell's budget (`budget_s` per variant), never fewer than 3."""
+    wall: dict = {v[0]: [] for v in variants}
+    cpu: dict = {v[0]: [] for v in variants}
+    t0 = time.monotonic()
+    budget = budget_s * len(variants)
+    r = 0
+    while r < max_runs:
+        k = r % len(variants)
+        for key, pool in variants[k:] + variants[:k]:
+            c0 = time.process_time()
+            wall[key].append(_one_run(pool[:n], sql_of(key)))
+            cpu[key].append(time.process_time() - c0)
+        r += 1
+        spent = time.monotonic() - t0
+        if r >= stat_protocol.MIN_RUNS and spent >= budget:
+            break
+        if r >= 3 and spent >= 3 * budget:
+            break
+    return {"wall": wall, "cpu": cpu, "rounds": r}
+
+
 def run(
     *,
     systems=tuple(qos_read_systems.SYSTEMS),
@@ -81,7 +126,9 @@ def run(
     workdir: str | Path,
     log=lambda s: None,
 ) -> dict:
-    """Load every system, check its answers, time every cell; returns a JSON-able dict."""
+    """Load every system (all of them up at once), check their answers, then time every cell:
+    per case and client count, rounds in which each system and layout runs once (interleaved);
+    a cell's figure is the median of its rounds. Returns a JSON-able dict."""
     cases = tuple(cases or qos.CASES)
     t0 = time.perf_counter()
     data = qos.dataset(scale)
@@ -94,65 +141,78 @@ def run(
         "clients": list(clients),
         "generate_s": round(gen_s, 2),
         "expected_rows": expect,
+        "protocol": "interleaved rounds (every system and layout once per round, order rotated), medians",
         "cells": [],
         "systems": {},
         "skipped": {},
     }
-    for name in systems:
-        cls = qos_read_systems.SYSTEMS[name]
-        try:
-            with cls(Path(workdir)) as s:
+    with contextlib.ExitStack() as stack:
+        variants = []  # ((system, layout), client pool)
+        for name in systems:
+            cls = qos_read_systems.SYSTEMS[name]
+            try:
+                s = stack.enter_context(cls(Path(workdir)))
                 log(f"qos reads: loading {name}")
                 loads = s.load(data, s.layouts)
-                out["systems"][name] = {
-                    "version": getattr(s, "version", ""),
-                    "client": s.client_path,
-                    "settings": getattr(s, "settings", None) or dict(getattr(s, "SETTINGS", {})),
-                    "loads": loads,
-                }
-                # a system may read each layout with its own clients (tracehouse: served and embedded)
-                if hasattr(s, "client_for_layout"):
-                    pools = {layout: [s.client(layout) for _ in range(max(clients))] for layout in s.layouts}
-                else:
-                    shared = [s.client() for _ in range(max(clients))]
-                    pools = {layout: shared for layout in s.layouts}
-                try:
-                    for layout in s.layouts:
-                        pool = pools[layout]
-                        dialect = "mariadb" if name == "mariadb" else "generic"
-                        for case in cases:
-                            sql = qos.sql(case, layout, dialect=dialect)
-                            got = _check(pool[0], sql, expect[case.name], name, layout, case)
-                            for n in clients:
-                                if n > SEED_MAX_CLIENTS.get(case.name, n):
-                                    continue
-                                # No discarded warm-up run: the row-count check just ran the query.
-                                m = stat_protocol.repeat(
-                                    lambda: _one_run(pool[:n], sql), budget_s=budget_s, max_runs=max_runs
-                                )
-                                cell = {
-                                    "system": name,
-                                    "layout": layout,
-                                    "case": case.name,
-                                    "clients": n,
-                                    "rows": got,
-                                    **{k: m[k] for k in ("mean", "se", "rel_se", "runs", "converged", "stopped")},
-                                }
-                                out["cells"].append(cell)
-                            log(
-                                f"  {name} {layout} {case.name}: {got:,} rows, "
-                                + ", ".join(
-                                    f"{c['clients']}x {c['mean'] * 1e3:.1f} ms"
-                                    for c in out["cells"]
-                                    if (c["system"], c["layout"], c["case"]) == (name, layout, case.name)
-                                )
-                            )
-                finally:
-                    for c in {id(c): c for pool in pools.values() for c in pool}.values():
-                        c.close()
-        except Unavailable as e:
-            out["skipped"][name] = str(e)
-            log(f"qos reads: {name} skipped: {e}")
+            except Unavailable as e:
+                out["skipped"][name] = str(e)
+                log(f"qos reads: {name} skipped: {e}")
+                continue
+            out["systems"][name] = {
+                "version": getattr(s, "version", ""),
+                "client": s.client_path,
+                "settings": getattr(s, "settings", None) or dict(getattr(s, "SETTINGS", {})),
+                "loads": loads,
+            }
+            # a system may read each layout with its own clients (tracehouse: served and embedded)
+            if hasattr(s, "client_for_layout"):
+                pools = {layout: [s.client(layout) for _ in range(max(clients))] for layout in s.layouts}
+            else:
+                shared = [s.client() for _ in range(max(clients))]
+                pools = {layout: shared for layout in s.layouts}
+            for c in {id(c): c for pool in pools.values() for c in pool}.values():
+                stack.callback(c.close)
+            variants += [((name, layout), pools[layout]) for layout in s.layouts]
+        for case in cases:
+            sqls = {
+                (name, layout): qos.sql(case, layout, dialect="mariadb" if name == "mariadb" else "generic")
+                for (name, layout), _ in variants
+            }
+            got = {key: _check(pool[0], sqls[key], expect[case.name], *key, case) for key, pool in variants}
+            for n in clients:
+                if n > SEED_MAX_CLIENTS.get(case.name, n):
+                    continue
+                # No discarded warm-up round: the row-count check just ran every query.
+                m = _rounds(variants, n, sqls.__getitem__, budget_s=budget_s, max_runs=max_runs)
+                for (name, layout), _ in variants:
+                    wall = m["wall"][(name, layout)]
+                    st = stat_protocol.summary(wall)
+                    out["cells"].append(
+                        {
+                            "system": name,
+                            "layout": layout,
+                            "case": case.name,
+                            "clients": n,
+                            "rows": got[(name, layout)],
+                            "median": _median(wall),
+                            "cpu_median": _median(m["cpu"][(name, layout)]),
+                            "samples": wall,
+                            **{k: st[k] for k in ("mean", "se", "rel_se", "runs")},
+                            # the criterion of interleaved rounds: enough of them (SE kept as information)
+                            "converged": m["rounds"] >= stat_protocol.MIN_RUNS,
+                            "stopped": "rounds" if m["rounds"] >= stat_protocol.MIN_RUNS else "budget",
+                        }
+                    )
+                here = [c for c in out["cells"] if (c["case"], c["clients"]) == (case.name, n)]
+                log(
+                    f"  {case.name} {n}x: "
+                    + ", ".join(f"{variant(c)} {c['median'] * 1e3:.1f} ms" for c in here)
+                    + "".join(
+                        f"; {v['variant']}: {v['ratio']:.2f} of {v['peer']} ({v['verdict']}, "
+                        f"won {v['won']}/{v['rounds']} rounds)"
+                        for v in verdicts(here)
+                    )
+                )
     out["seconds"] = round(time.perf_counter() - t0, 1)
     return out
 
@@ -184,6 +244,34 @@ def ours(variant_name: str) -> bool:
     return variant_name.startswith("tracehouse")
 
 
+def verdicts(cells: list[dict]) -> list[dict]:
+    """For each of tracehouse's variants among `cells` (one case, one client count): the best
+    peer (lowest median), the ratio best peer / tracehouse of the medians (> 1: tracehouse
+    faster), the rounds tracehouse won against that peer, and the verdict, which is the ratio's
+    side of 1 (the table prints the same ratio)."""
+    by = {variant(c): c for c in cells}
+    peers = {v: c for v, c in by.items() if not ours(v)}
+    out = []
+    if not peers:
+        return out
+    best = min(peers, key=lambda v: figure(peers[v]))
+    for mine in [v for v in by if ours(v)]:
+        th, pc = by[mine], peers[best]
+        r = figure(pc) / figure(th)
+        pairs = list(zip(th.get("samples", []), pc.get("samples", []), strict=False))
+        out.append(
+            {
+                "variant": mine,
+                "peer": best,
+                "ratio": r,
+                "won": sum(1 for a, b in pairs if a <= b),
+                "rounds": len(pairs),
+                "verdict": "met" if r >= 1.0 else "missed",
+            }
+        )
+    return out
+
+
 WRITE_SYSTEMS = {
     "tracehouse": ("tracehouse-http", "tracehouse-tcp", "tracehouse-arrow"),
     "questdb": ("questdb", "questdb-tcp"),
@@ -199,7 +287,7 @@ def points(reads: dict, write: dict | None) -> dict:
     all its cells, its best protocol), total = 2 x writing + reading (table 5.7)."""
     by: dict[tuple[str, str], list[float]] = {}
     for c in reads["cells"]:
-        by.setdefault((variant(c), c["case"]), []).append(c["mean"])
+        by.setdefault((variant(c), c["case"]), []).append(figure(c))
     variants = sorted({v for v, _ in by})
     case_names = sorted({k for _, k in by}, key=lambda n: (int(n[1]), int(n.split(".")[1])))
     per_query: dict[str, dict[int, list[float]]] = {v: {} for v in variants}

@@ -136,3 +136,72 @@ def test_issue32_limit_per_series_is_the_series_cut_after_offset(uneven, q, limi
     want = [dict(s, values=s["values"][offset : offset + limit]) for s in whole]
     assert cut == [s for s in want if s["values"]]
     assert whole  # (a question with an answer)
+
+
+@pytest.fixture(scope="module")
+def ends_apart(tmp_path_factory):
+    """Series whose last (and first) points lie far apart: host a stops at 8 s (5 s for `v`), b runs to 99 s;
+    host b is two producers (rack 1 and 2, rack 2's newest rows without `v`), c has one point."""
+    lines = [f"m,host=a v={i},w={i}i {i * 10**9}" for i in range(6)]
+    lines += [f"m,host=a w={i}i {i * 10**9}" for i in range(6, 9)]  # a's last v is at 5 s, its last row at 8 s
+    lines += [f"m,host=b,rack=1 v={100 + i},w={i}i {i * 10**9}" for i in range(3, 90)]
+    lines += [f"m,host=b,rack=2 v={200 + i},w={i}i {i * 10**9}" for i in range(10, 95)]
+    lines += [f"m,host=b,rack=2 w={i}i {i * 10**9}" for i in range(95, 100)]  # no v: not in SELECT v's rows
+    lines += ["m,host=c v=7,w=7i 50000000000"]
+    server = Server(tmp_path_factory.mktemp("ends") / "store", "--quiet")
+    for part in (lines[:40], lines[40:120], lines[120:]):
+        assert server.write("\n".join(part), bucket="db", precision="ns")[0] == 204
+    yield server
+    assert server.stop() == 0
+
+
+@pytest.mark.parametrize(
+    "q",
+    [
+        "SELECT * FROM m GROUP BY host ORDER BY time DESC",  # TSBS lastpoint
+        "SELECT v FROM m GROUP BY host ORDER BY time DESC",
+        "SELECT v FROM m GROUP BY host",  # the first point of each series
+        "SELECT w FROM m WHERE time < 60s GROUP BY host, rack ORDER BY time DESC",
+        "SELECT v FROM m WHERE host != 'b' GROUP BY host ORDER BY time DESC",
+    ],
+)
+def test_issue32_last_point_per_series_when_series_end_apart(ends_apart, q):
+    """LIMIT 1 per series reads only the rows at or after the earliest of the producers' last
+    times (before the latest of their first): every series keeps its own last (first) point,
+    also one that ended long before the others and one whose newest rows lack the field."""
+    whole = influxql(ends_apart, q).get("series", [])
+    cut = influxql(ends_apart, f"{q} LIMIT 1").get("series", [])
+    assert cut == [dict(s, values=s["values"][:1]) for s in whole]
+    assert len(cut) >= 2
+
+
+def test_issue32_a_statement_with_a_long_run_of_spaces_is_told_apart_at_once(tmp_path):
+    """The snapshot binds a plain query under its lock and leaves any other statement to its
+    caller; telling them apart must not backtrack over a long run of spaces before a `;` (it took
+    minutes for 200,000 of them). Both kinds still answer as DuckDB does."""
+    import threading
+
+    import duckdb
+
+    with tracehouse.open(tmp_path / "store") as s:
+        eng = s.query_engine
+        done: dict = {}
+
+        def classify() -> None:
+            try:
+                with eng.snapshot("SELECT 1" + " " * 400_000 + "; SELECT 2"):
+                    eng.snapshot_relation()
+            except duckdb.Error as e:
+                done["error"] = e
+            done["ok"] = True
+
+        t = threading.Thread(target=classify, daemon=True)
+        t.start()
+        t.join(60)  # (a hang guard, not a speed target: the quadratic look took ~30 min for this)
+        assert done.get("ok"), "the snapshot did not come back"
+        with eng.snapshot("  (SELECT 41 + 1 AS x)  ;  "):
+            assert eng.snapshot_relation().to_arrow_table().column("x").to_pylist() == [42]
+        with eng.snapshot("SELECT * FROM no_such_table"), pytest.raises(duckdb.Error, match="no_such_table"):
+            eng.snapshot_relation()
+        with eng.snapshot("VALUES (7)"):  # not bound under the lock: run by the caller
+            assert eng.snapshot_relation().fetchall() == [(7,)]

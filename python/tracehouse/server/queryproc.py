@@ -169,9 +169,9 @@ def answer(store: Store, sql: str, fmt: str, lim: dict) -> tuple[bytes | pa.Buff
         )
     t0 = time.perf_counter()
     engine = store.query_engine
-    with engine.snapshot(sql) as cur:
+    with engine.snapshot(sql):
         try:
-            rel = cur.sql(engine.snapshot_query(sql))
+            rel = engine.snapshot_relation()
             batches = iter(()) if rel is None else arrow_reader(rel, BATCH_ROWS)
             encode = _ArrowAnswer if fmt == "arrow" else _JsonAnswer
             out = encode(lim["max_answer"], lim["max_query_rows"])

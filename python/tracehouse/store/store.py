@@ -884,7 +884,8 @@ class Store:
     def read_connection(self, query: str):
         """A context manager giving a DuckDB cursor of its own to run `query` on, outside the
         engine's lock (`QueryEngine.snapshot`): its views are fixed when it is handed out,
-        and whatever it runs is rolled back. `interrupt()` it from another thread to stop it."""
+        and whatever it runs is rolled back; `query_engine.snapshot_relation()` is `query`
+        already bound on it. `interrupt()` it from another thread to stop it."""
         return self.query_engine.snapshot(query)
 
     def sandbox_sql(self, temp_directory: str | None = None, memory_limit: int | None = None) -> None:
