@@ -119,6 +119,8 @@ def parse_only_peer(fmt: str, counted: str) -> Callable[[Input], Peer]:
         for chunk in read_chunks(inp.path):
             p.feed(chunk)
         p.finish()
+        while p.drain():  # a parser making its rows as they are taken (pprof) after the end
+            pass
         return Peer(
             "tracehouse parse",
             "Rust parser only, batches dropped (no store)",

@@ -115,6 +115,10 @@ class ParserLoader:
                         continue
                     self._take(parser, parser.feed(chunk), progress)
                 self._take(parser, parser.finish(), progress)
+                # A parser that makes its rows as they are taken (pprof's samples) hands over
+                # one batch a call after the end of its input, until it has none.
+                while batches := parser.drain():
+                    self._take(parser, batches, progress)
                 self.store.flush(self.trace)
             for line, _offset, reason in parser.problems:
                 self.report.reject(line, reason)
