@@ -20,6 +20,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hst
 
 import tracehouse
 from helpers import child_env
@@ -334,3 +336,44 @@ def test_issue34_a_snapshot_s_primary_trace_clock_is_the_trace_s_clock(tmp_path)
         pf_importer.import_file(s, path, "p")
         got = {r["name"]: r["ts"] for r in s.sql('SELECT name, ts FROM "p".instant').to_pylist()}
     assert got == {"mono": 2_000, "boot": 2_000}
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    hst.lists(hst.tuples(hst.integers(0, 10**12), hst.integers(0, 10**12)), min_size=1, max_size=5),
+    hst.lists(hst.integers(0, 2 * 10**12), min_size=1, max_size=8),
+)
+def test_issue34_clock_conversion_is_the_snapshot_rule(snaps, stamps):
+    """Random snapshots of BOOTTIME and MONOTONIC and random MONOTONIC stamps: each converted time is
+    the rule's (the last snapshot whose MONOTONIC reading is at or before it, else the first)."""
+    from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TrackEvent
+    from perfetto.trace_builder.proto_builder import TraceProtoBuilder
+
+    from tracehouse import _core
+
+    b = TraceProtoBuilder()
+    for boot, mono in snaps:
+        p = b.add_packet()
+        for cid, ts in ((6, boot), (3, mono)):
+            c = p.clock_snapshot.clocks.add()
+            c.clock_id, c.timestamp = cid, ts
+    for i, ts in enumerate(stamps):
+        p = b.add_packet()
+        p.trusted_packet_sequence_id = 1
+        p.timestamp, p.timestamp_clock_id = ts, 3
+        p.track_event.type = TrackEvent.TYPE_INSTANT
+        p.track_event.name = f"e{i}"
+        p.track_event.track_uuid = 9
+    parser = _core.NativeParser("perfetto")
+    rows = parser.feed(b.serialize()) + parser.finish()
+    got = {r["name"]: r["ts"] for t, batch in rows if t == "instant" for r in batch.to_pylist()}
+
+    def rule(ts):
+        best = None
+        for boot, mono in snaps:
+            if mono <= ts and (best is None or mono >= best[1]):
+                best = (boot, mono)
+        boot, mono = best or snaps[0]
+        return max(0, ts - mono + boot)
+
+    assert got == {f"e{i}": rule(ts) for i, ts in enumerate(stamps)}
