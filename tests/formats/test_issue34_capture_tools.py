@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 
 import tracehouse
-from helpers.tracers import bpftrace_cannot_trace, perf_cannot_record
+from helpers.tracers import bpftrace_cannot_trace, perf_cannot_record, wait_committed
 from tracehouse.analysis import samples
 from tracehouse.cli import main
 from tracehouse.errors import BadInput
@@ -68,27 +68,6 @@ def _state(store: Path, trace: str) -> str | None:
     return rows[0]["state"] if rows else None
 
 
-def _wait_for(store: Path, query: str, ok, proc, deadline_s: float = 120.0):
-    """Polls `query` on a read-only store (the capture holds the writer lock) until ok(answer)."""
-    end = time.monotonic() + deadline_s
-    last = None
-    while time.monotonic() < end:
-        assert proc.poll() is None, f"the capture ended early: {proc.returncode} {_stderr(proc)}"
-        try:
-            with tracehouse.open(store, readonly=True) as s:
-                last = s.sql(query).to_pylist()
-            if ok(last):
-                return last
-        except Exception:  # noqa: BLE001 - the store or the trace is not there yet
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"not committed while the command ran: {last}")
-
-
-def _stderr(proc) -> str:
-    return proc.stderr.read()[-2000:] if proc.stderr else ""
-
-
 def _phased_capture(tmp_path, tool_argv: list[str], query: str, ok, spin_s: float = 0.6):
     """Runs `capture TOOL... -- python PHASES work` in a subprocess; while the program waits for
     its go, `query` must answer ok (rows committed while the tool runs). Returns (JSON report,
@@ -108,7 +87,7 @@ def _phased_capture(tmp_path, tool_argv: list[str], query: str, ok, spin_s: floa
         while not (work / "phase1").exists():
             assert proc.poll() is None, proc.stderr.read()[-2000:]
             time.sleep(0.05)
-        seen = _wait_for(store, query, ok, proc)
+        seen = wait_committed(store, query, ok, proc)
         assert _state(store, "live") == "incomplete", "the trace is marked incomplete while it streams"
         assert not (work / "phase2").exists()
         (work / "go").touch()
@@ -257,7 +236,9 @@ def test_issue34_a_second_ctrl_c_stops_the_tools_and_keeps_the_trace_marked_inco
             start_new_session=True,
         )
     try:
-        _wait_for(store, "SELECT count(*) AS n FROM \"st\".syscall WHERE path = '/'", lambda r: r[0]["n"] >= 20, proc)
+        wait_committed(
+            store, "SELECT count(*) AS n FROM \"st\".syscall WHERE path = '/'", lambda r: r[0]["n"] >= 20, proc
+        )
         os.killpg(proc.pid, signal.SIGINT)
         time.sleep(1.5)
         assert proc.poll() is None, "the first Ctrl-C waits for the tool"
@@ -426,7 +407,7 @@ def test_issue34_recorded_bpftrace_stream_is_committed_before_the_writer_ends(tm
         while not (d / "half").exists():
             assert proc.poll() is None, proc.stderr.read()[-2000:]
             time.sleep(0.05)
-        seen = _wait_for(store, 'SELECT count(*) AS n FROM "jobs".job', lambda r: r[0]["n"] > 0, proc)
+        seen = wait_committed(store, 'SELECT count(*) AS n FROM "jobs".job', lambda r: r[0]["n"] > 0, proc)
         assert _state(store, "jobs") == "incomplete"
         (d / "go").touch()
         t0 = time.monotonic()

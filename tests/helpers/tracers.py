@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import shutil
 import subprocess
+import time
 from pathlib import Path
+
+import tracehouse
 
 
 def perf_cannot_record() -> str | None:
@@ -45,3 +48,23 @@ def bpftrace_cannot_trace(probe: str = "tracepoint:syscalls:sys_enter_openat") -
     if '"seen' not in r.stdout:
         return f"bpftrace cannot attach {probe} here (exit {r.returncode}): {r.stderr.strip()[-300:]}"
     return None
+
+
+def wait_committed(store: Path, query: str, ok, proc, deadline_s: float = 120.0):
+    """Polls `query` on a read-only store (the importing process holds the writer lock) until
+    ok(answer), while `proc` (the importer, or the pipeline feeding it) still runs."""
+    end = time.monotonic() + deadline_s
+    last = None
+    while time.monotonic() < end:
+        if proc.poll() is not None:
+            err = proc.stderr.read()[-2000:] if proc.stderr else ""
+            raise AssertionError(f"the importer ended early: {proc.returncode} {err}")
+        try:
+            with tracehouse.open(store, readonly=True) as s:
+                last = s.sql(query).to_pylist()
+            if ok(last):
+                return last
+        except Exception:  # noqa: BLE001 - the store or the trace is not there yet (the importer is making them)
+            pass
+        time.sleep(0.2)
+    raise AssertionError(f"not committed while the input was open: {last}")
