@@ -401,7 +401,7 @@ def run(
                 }
             )
             runs.append(r)
-        head = next(r for r in runs if r[case.unit] == size)
+        head = next(r for r in runs if r[case.unit] == headline.units)
         rate = head[f"{case.unit}_per_s_end_to_end" if case.end_to_end else f"{case.unit}_per_s"]
         result = {
             "format": fmt,
