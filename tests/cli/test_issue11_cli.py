@@ -218,7 +218,7 @@ def test_ipv6_banner_url_has_brackets(tmp_path):
 
 def test_capture_default_names_never_collide_within_one_second(tmp_path, monkeypatch):
     # Two captures of one program in the same second used to be refused ("already exists").
-    from tracehouse.formats.strace import capture as capmod
+    from tracehouse.formats import capture as capmod
 
     monkeypatch.setattr(capmod.time, "strftime", lambda fmt: "20261126-002546")
     assert capmod.default_name(["/bin/sh", "-c", "true"]) == "sh-20261126-002546"

@@ -11,7 +11,8 @@ import pytest
 from helpers.strace import build_programs, check_io_threads, needs_strace
 from tracehouse.cli import main
 from tracehouse.errors import BadInput
-from tracehouse.formats.strace import capture as cap
+from tracehouse.formats import capture as cap
+from tracehouse.formats.strace.capture import summarize
 
 pytestmark = needs_strace
 
@@ -103,7 +104,7 @@ def test_cp_r_bytes_moved_by_copy_file_range_are_typed_and_summed(store, tmp_pat
     r = cap.capture(store, [cp, "-r", "src", "dst"], "cp")
     assert r.exit_status == 0 and r.report.rejected == 0
     total = sum(sizes.values())
-    s = cap.summarize(store, "cp", top=100)
+    s = summarize(store, "cp", top=100)
     assert s["bytes_written"] == total  # whether cp used copy_file_range or read/write
     files = {f["path"]: f for f in s["by_file"]}
     for rel, n in sizes.items():

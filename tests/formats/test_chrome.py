@@ -414,7 +414,7 @@ def test_counter_events_go_back_whole_with_integers_as_integers(store, tmp_path)
 def test_strace_export_has_a_process_per_traced_process_real_tids_and_syscall_names(store, tmp_path):
     """Regression: every process of a strace capture was one Chrome process (children as its
     "threads"), and every slice was named "syscall"."""
-    from tracehouse.formats.strace import capture as cap
+    from tracehouse.formats import capture as cap
 
     cap.capture(store, ["sh", "-c", "cat /etc/hostname > /dev/null; ls / > /dev/null"], "sh")
     out = tmp_path / "sh.json"

@@ -16,11 +16,11 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import time
 
 import pytest
 
 import tracehouse
+from helpers.tracers import wait_committed
 
 TRACEHOUSE = [sys.executable, "-m", "tracehouse.cli"]
 
@@ -64,23 +64,6 @@ PATTERNS = [
 ]
 
 
-def _wait_for(store, query: str, ok, proc, deadline_s: float = 120.0):
-    """Polls `query` on a read-only store until ok(answer) (the importer keeps the writer lock)."""
-    end = time.monotonic() + deadline_s
-    last = None
-    while time.monotonic() < end:
-        assert proc.poll() is None, f"the pipeline ended early: {proc.returncode}"
-        try:
-            with tracehouse.open(store, readonly=True) as s:
-                last = s.sql(query).to_pylist()
-            if ok(last):
-                return last
-        except Exception:  # noqa: BLE001 - the store or the trace is not there yet (the importer is making them)
-            pass
-        time.sleep(0.2)
-    raise AssertionError(f"not committed while the pipe was open: {last}")
-
-
 @pytest.mark.skipif(shutil.which("strace") is None, reason="strace is not installed (make setup installs it)")
 def test_issue29_strace_from_a_live_pipe_is_committed_as_it_arrives(tmp_path):
     store, work = tmp_path / "store", tmp_path / "work"
@@ -110,7 +93,7 @@ def test_issue29_strace_from_a_live_pipe_is_committed_as_it_arrives(tmp_path):
         text=True,
     )
     try:
-        _wait_for(
+        wait_committed(
             store,
             "SELECT count(*) AS n FROM \"live\".syscall WHERE path LIKE '%phase1.txt'",
             lambda r: r[0]["n"] >= 1,
@@ -161,7 +144,7 @@ def test_issue29_bpftrace_from_a_slow_writer_is_committed_before_the_pipe_closes
     )
     writer.stdout.close()  # the importer holds the read end
     try:
-        first = _wait_for(
+        first = wait_committed(
             store, 'SELECT count(*) AS n, min(caller) AS c FROM "jobs".job', lambda r: r[0]["n"] == n, proc
         )
         assert first == [{"n": n, "c": "caller0"}]
@@ -241,7 +224,9 @@ def test_issue29_live_bpftrace_pipe_is_committed_while_it_runs(tmp_path):
     )
     bpf.stdout.close()
     try:
-        seen = _wait_for(store, 'SELECT count(*) AS n FROM "live".job', lambda r: r[0]["n"] > 0, proc, deadline_s=60)
+        seen = wait_committed(
+            store, 'SELECT count(*) AS n FROM "live".job', lambda r: r[0]["n"] > 0, proc, deadline_s=60
+        )
         running = bpf.poll() is None
         out, err = proc.communicate(timeout=120)
         bpf.wait(timeout=30)

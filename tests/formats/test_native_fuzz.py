@@ -48,6 +48,8 @@ def _parse(fmt: str, data: bytes, cuts: list[int], strict: bool):
         rows += p.feed(data[prev:c])
         prev = c
     rows += p.finish()
+    while more := p.drain():  # a parser making its rows as they are taken (pprof's samples)
+        rows += more
     by_type: dict[str, list] = {}
     for t, b in rows:
         by_type.setdefault(t, []).extend(b.to_pylist())

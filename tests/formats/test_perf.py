@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +23,7 @@ from hypothesis import strategies as st
 
 import tracehouse
 from helpers import child_env
+from helpers.tracers import perf_cannot_record
 from tracehouse import _core
 from tracehouse.analysis import samples
 from tracehouse.cli import main
@@ -274,26 +274,8 @@ def test_random_bytes(data, strict):
 # -- a live recording --------------------------------------------------------------------------------
 
 
-def _perf_cannot_record() -> str | None:
-    if shutil.which("perf") is None:
-        return "perf is not installed (apt-get install linux-perf)"
-    if shutil.which("cc") is None:
-        return "no C compiler to build the recorded program"
-    try:
-        r = subprocess.run(
-            ["perf", "record", "-o", "/dev/null", "-q", "--", "true"], capture_output=True, text=True, timeout=60
-        )
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"perf record does not run here: {e}"
-    if r.returncode != 0:
-        paranoid = Path("/proc/sys/kernel/perf_event_paranoid")
-        level = paranoid.read_text().strip() if paranoid.exists() else "?"
-        return f"perf record cannot record here (perf_event_paranoid={level}): {r.stderr.strip()[-200:]}"
-    return None
-
-
 def test_live_record_script_and_import(tmp_path):
-    why = _perf_cannot_record()
+    why = perf_cannot_record()
     if why:
         pytest.skip(why)
     exe = tmp_path / "burn"

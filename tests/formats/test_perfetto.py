@@ -20,6 +20,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hst
 
 import tracehouse
 from helpers import child_env
@@ -242,3 +244,136 @@ def test_slices_are_spans_for_the_call_tree_and_pprof(store, tmp_path, capsys):
 
     stacks, vals, _ = pprof_export.profile_of(store, "ui")
     assert dict(zip(stacks, [v[1] for v in vals])) == {"frame": 700_000, "frame;layout": 300_000, "decode": 1_100_000}
+
+
+# -- clock snapshots -----------------------------------------------------------------------------------
+
+
+def test_issue34_timestamps_of_other_clocks_are_converted_through_the_clock_snapshots(tmp_path):
+    """A trace written by TraceProtoBuilder whose packets are stamped in MONOTONIC (one sequence's
+    default clock) and in REALTIME (per packet), with two snapshots drifting apart: each time is
+    converted to BOOTTIME through the latest snapshot at or before it, as Perfetto's trace
+    processor does; a clock no snapshot reads stays as written and is counted."""
+    from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TrackEvent
+    from perfetto.trace_builder.proto_builder import TraceProtoBuilder
+
+    BOOT, MONO, REAL, RAW = 6, 3, 1, 5
+    b = TraceProtoBuilder()
+    # Snapshot 1: boot 1,000,000 = mono 400,000 = real 10^18. Snapshot 2 (boot advanced by 50 more
+    # than mono: a suspend): boot 2,000,050 = mono 1,400,000 = real 10^18 + 10^6.
+    for boot, mono, real in ((1_000_000, 400_000, 10**18), (2_000_050, 1_400_000, 10**18 + 10**6)):
+        p = b.add_packet()
+        for cid, ts in ((BOOT, boot), (MONO, mono), (REAL, real)):
+            c = p.clock_snapshot.clocks.add()
+            c.clock_id, c.timestamp = cid, ts
+    p = b.add_packet()
+    p.trusted_packet_sequence_id = 7
+    p.track_descriptor.uuid = 11
+    p.track_descriptor.name = "t"
+    p = b.add_packet()  # sequence 7's packets are in MONOTONIC unless they say otherwise
+    p.trusted_packet_sequence_id = 7
+    p.sequence_flags = 1
+    p.trace_packet_defaults.timestamp_clock_id = MONO
+    p.trace_packet_defaults.track_event_defaults.track_uuid = 11
+
+    def event(ts, typ, name=None, clock=None):
+        p = b.add_packet()
+        p.trusted_packet_sequence_id = 7
+        p.timestamp = ts
+        if clock is not None:
+            p.timestamp_clock_id = clock
+        p.track_event.type = typ
+        if name:
+            p.track_event.name = name
+        return p
+
+    event(500_000, TrackEvent.TYPE_SLICE_BEGIN, "mono_early")  # snapshot 1: boot 1,100,000
+    event(500_100, TrackEvent.TYPE_SLICE_END)
+    event(1_500_000, TrackEvent.TYPE_SLICE_BEGIN, "mono_late")  # snapshot 2: boot 2,100,050
+    event(1_500_300, TrackEvent.TYPE_SLICE_END)
+    event(10**18 + 2 * 10**6, TrackEvent.TYPE_INSTANT, "real", clock=REAL)  # boot 3,000,050
+    event(300_000, TrackEvent.TYPE_INSTANT, "before_any", clock=MONO)  # before snapshot 1: the first
+    event(123, TrackEvent.TYPE_INSTANT, "boot", clock=BOOT)
+    event(77, TrackEvent.TYPE_INSTANT, "raw", clock=RAW)  # no snapshot reads MONOTONIC_RAW
+    path = tmp_path / "clocks.pftrace"
+    path.write_bytes(b.serialize())
+    with tracehouse.open(tmp_path / "s") as s:
+        r = pf_importer.import_file(s, path, "clk")
+        slices = s.sql('SELECT name, ts, dur FROM "clk".slice ORDER BY ts').to_pylist()
+        instants = {r["name"]: r["ts"] for r in s.sql('SELECT name, ts FROM "clk".instant').to_pylist()}
+    assert slices == [
+        {"name": "mono_early", "ts": 1_100_000, "dur": 100},
+        {"name": "mono_late", "ts": 2_100_050, "dur": 300},
+    ]
+    assert instants == {"real": 3_000_050, "before_any": 900_000, "boot": 123, "raw": 77}
+    assert r.details["clock_snapshots"] == 2
+    assert r.details["converted_timestamps"] == 6 and r.details["unconverted_timestamps"] == 1
+
+
+def test_issue34_a_snapshot_s_primary_trace_clock_is_the_trace_s_clock(tmp_path):
+    from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TrackEvent
+    from perfetto.trace_builder.proto_builder import TraceProtoBuilder
+
+    b = TraceProtoBuilder()
+    p = b.add_packet()
+    p.clock_snapshot.primary_trace_clock = 3  # MONOTONIC
+    for cid, ts in ((6, 5_000), (3, 1_000)):
+        c = p.clock_snapshot.clocks.add()
+        c.clock_id, c.timestamp = cid, ts
+    # MONOTONIC stays; a packet that names no clock is BOOTTIME (the trace clock changed, not its default).
+    for ts, clock, name in ((2_000, 3, "mono"), (6_000, None, "boot")):
+        p = b.add_packet()
+        p.trusted_packet_sequence_id = 1
+        p.timestamp = ts
+        if clock:
+            p.timestamp_clock_id = clock
+        p.track_event.type = TrackEvent.TYPE_INSTANT
+        p.track_event.name = name
+        p.track_event.track_uuid = 5
+    path = tmp_path / "primary.pftrace"
+    path.write_bytes(b.serialize())
+    with tracehouse.open(tmp_path / "s") as s:
+        pf_importer.import_file(s, path, "p")
+        got = {r["name"]: r["ts"] for r in s.sql('SELECT name, ts FROM "p".instant').to_pylist()}
+    assert got == {"mono": 2_000, "boot": 2_000}
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    hst.lists(hst.tuples(hst.integers(0, 10**12), hst.integers(0, 10**12)), min_size=1, max_size=5),
+    hst.lists(hst.integers(0, 2 * 10**12), min_size=1, max_size=8),
+)
+def test_issue34_clock_conversion_is_the_snapshot_rule(snaps, stamps):
+    """Random snapshots of BOOTTIME and MONOTONIC and random MONOTONIC stamps: each converted time is
+    the rule's (the last snapshot whose MONOTONIC reading is at or before it, else the first)."""
+    from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TrackEvent
+    from perfetto.trace_builder.proto_builder import TraceProtoBuilder
+
+    from tracehouse import _core
+
+    b = TraceProtoBuilder()
+    for boot, mono in snaps:
+        p = b.add_packet()
+        for cid, ts in ((6, boot), (3, mono)):
+            c = p.clock_snapshot.clocks.add()
+            c.clock_id, c.timestamp = cid, ts
+    for i, ts in enumerate(stamps):
+        p = b.add_packet()
+        p.trusted_packet_sequence_id = 1
+        p.timestamp, p.timestamp_clock_id = ts, 3
+        p.track_event.type = TrackEvent.TYPE_INSTANT
+        p.track_event.name = f"e{i}"
+        p.track_event.track_uuid = 9
+    parser = _core.NativeParser("perfetto")
+    rows = parser.feed(b.serialize()) + parser.finish()
+    got = {r["name"]: r["ts"] for t, batch in rows if t == "instant" for r in batch.to_pylist()}
+
+    def rule(ts):
+        best = None
+        for boot, mono in snaps:
+            if mono <= ts and (best is None or mono >= best[1]):
+                best = (boot, mono)
+        boot, mono = best or snaps[0]
+        return max(0, ts - mono + boot)
+
+    assert got == {f"e{i}": rule(ts) for i, ts in enumerate(stamps)}

@@ -19,9 +19,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as hst
 
 import tracehouse
 from helpers import child_env
+from tracehouse import _core
 from tracehouse.cli import main
 from tracehouse.errors import BadInput
 from tracehouse.formats import registry
@@ -202,3 +205,47 @@ def test_damaged_profiles_are_named_by_file(tmp_path):
             pprof_importer.import_file(s, bad, "cut", strict=True)
         assert "not a pprof profile" in str(e.value) and "cut.pb.gz" in str(e.value)
         assert "cut" not in s.traces_names() if hasattr(s, "traces_names") else True
+
+
+# -- samples made rows one batch at a time ----------------------------------------------------------
+
+_frame = hst.sampled_from(["main", "a", "b;c", "runtime.mallocgc", "x" * 40])
+
+
+def _rows(data: bytes, batch_rows: int, strict: bool = False):
+    p = _core.NativeParser("pprof", strict=strict, batch_rows=batch_rows)
+    p.feed(data)
+    batches = list(p.finish())
+    sizes = [b.num_rows for _, b in batches]
+    while more := p.drain():
+        batches += more
+        sizes += [b.num_rows for _, b in more]
+    rows = [r for _, b in batches for r in b.to_pylist()]
+    return rows, sizes, p.stats
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    hst.lists(hst.lists(_frame, min_size=1, max_size=6).map(";".join), min_size=0, max_size=40),
+    hst.integers(1, 9),
+    hst.integers(0, 2000),
+    hst.integers(0, 255),
+)
+def test_issue34_samples_in_bounded_batches_whatever_the_batch_size_and_a_damaged_byte(stacks, batch_rows, at, byte):
+    """Every sample becomes one row, in batches of at most `batch_rows`, the same rows whatever the
+    batch size; a byte changed anywhere never crashes the parser, and the samples are then rows or
+    rejects, never more than were written."""
+    values = [[i + 1] for i in range(len(stacks))]
+    data = _core.pprof_encode(stacks, values, [("samples", "count")], "prog", 7, 9)
+    rows, sizes, stats = _rows(data, batch_rows)
+    assert [r["value"] for r in rows] == [v[0] for v in values] and stats["rejected"] == 0
+    assert [r["stack"] for r in rows] == stacks
+    assert all(0 < n <= batch_rows for n in sizes)
+    assert rows == _rows(data, 1000)[0]
+    if data:
+        bad = bytearray(data)
+        bad[at % len(bad)] = byte
+        for strict in (False, True):
+            got, sizes, stats = _rows(bytes(bad), batch_rows, strict)
+            assert len(got) == stats["samples"] <= len(stacks)
+            assert all(0 < n <= batch_rows for n in sizes)

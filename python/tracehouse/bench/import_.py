@@ -119,6 +119,8 @@ def parse_only_peer(fmt: str, counted: str) -> Callable[[Input], Peer]:
         for chunk in read_chunks(inp.path):
             p.feed(chunk)
         p.finish()
+        while p.drain():  # a parser making its rows as they are taken (pprof) after the end
+            pass
         return Peer(
             "tracehouse parse",
             "Rust parser only, batches dropped (no store)",
@@ -399,7 +401,7 @@ def run(
                 }
             )
             runs.append(r)
-        head = next(r for r in runs if r[case.unit] == size)
+        head = next(r for r in runs if r[case.unit] == headline.units)
         rate = head[f"{case.unit}_per_s_end_to_end" if case.end_to_end else f"{case.unit}_per_s"]
         result = {
             "format": fmt,

@@ -78,6 +78,8 @@ def _samples(path: Path) -> int:
     p = _core.NativeParser("pprof")
     p.feed(gzip.decompress(path.read_bytes()))
     p.finish()
+    while p.drain():  # the samples are made rows a batch at a time
+        pass
     return p.stats["samples"]
 
 

@@ -61,7 +61,10 @@ COMMANDS: dict[str, tuple[str, str]] = {
         "travel back in a recorded program: steps both ways, stack, values, origins of values, "
         "breakpoints (tracehouse debug TRACE -c 'next; origin x')",
     ),
-    "capture": ("replay", "run a command under strace (-f -ttt -T -y -s0), streaming its IO syscalls into a new trace"),
+    "capture": (
+        "replay",
+        "run a command under strace, bpftrace or perf, streaming what the tracer writes into a new trace",
+    ),
     "replay": ("replay", "replay a strace trace's IO under --root with its timing and threads; store every call"),
     "extrapolate": ("replay", "fit PerfExt, USL and MVA to measured runs and predict higher concurrency"),
     "analyze": (

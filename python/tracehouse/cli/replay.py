@@ -1,4 +1,4 @@
-"""`tracehouse capture`: a thin shell over `formats.strace.capture.capture`.
+"""`tracehouse capture`: a thin shell over `formats.capture.capture` (strace, bpftrace, perf).
 
 Registered through `cli/main.py`'s COMMAND_MODULES.
 """
@@ -6,7 +6,10 @@ Registered through `cli/main.py`'s COMMAND_MODULES.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
+
+USAGE = "tracehouse capture [--tool strace|perf] -- CMD [ARG ...], or --tool bpftrace SCRIPT -- CMD [ARG ...]"
 
 
 def _stderr_fd() -> int:
@@ -17,16 +20,33 @@ def _stderr_fd() -> int:
         return 2
 
 
+def split_command(words: list[str], tool: str) -> tuple[str | None, list[str]]:
+    """(SCRIPT, CMD) of `[SCRIPT] -- CMD ...`: bpftrace's script is the word before `--` (or the
+    first word when there is no `--`); the other tools take no script."""
+    if "--" in words:
+        i = words.index("--")
+        before, cmd = words[:i], words[i + 1 :]
+    elif tool == "bpftrace":
+        before, cmd = words[:1], words[1:]
+    else:
+        before, cmd = [], words
+    if len(before) > 1:
+        from ..errors import BadInput
+
+        opts = [w for w in before[1:] if w.startswith("-")]
+        why = f"; options ({' '.join(opts)}) come before SCRIPT" if opts else ""
+        raise BadInput(f"more than one word before --: {shlex.join(before)}{why}", expected=USAGE)
+    return (before[0] if before else None), cmd
+
+
 def cmd_capture(args) -> int:
     from ..errors import BadInput
-    from ..formats.strace.capture import capture
-    from .output import emit_json, err, human_bytes, open_store, out, progress_bar
+    from ..formats.capture import capture
+    from .output import emit_json, open_store, progress_bar
 
-    cmd = list(args.cmd)
-    if cmd and cmd[0] == "--":
-        cmd = cmd[1:]
+    script, cmd = split_command(list(args.cmd), args.tool)
     if not cmd:
-        raise BadInput("no command to capture", expected="tracehouse capture [--name N] -- CMD [ARG ...]")
+        raise BadInput("no command to capture", expected=USAGE)
     with open_store(args, write=True, fsync=args.fsync) as s:
         with progress_bar("tracing", None, enabled=not args.json and sys.stderr.isatty()) as adv:
             # With --json the command's own output goes to stderr: stdout is the JSON alone.
@@ -34,16 +54,29 @@ def cmd_capture(args) -> int:
                 s,
                 cmd,
                 args.name,
+                tool=args.tool,
+                script=script,
+                tool_args=shlex.split(args.tool_args or ""),
+                pattern=args.pattern,
+                span=args.span,
                 all_syscalls=args.all_syscalls,
                 description=args.description or "",
                 progress=adv,
                 stdout=_stderr_fd() if args.json else None,
+                strict=args.strict,
             )
     if args.json:
         emit_json(r.to_json())
-        return exit_code_of(r.exit_status)
+        return exit_code_of(r.exit_status, r.tool_status)
+    print_capture(r)
+    return exit_code_of(r.exit_status, r.tool_status)
+
+
+def print_capture(r) -> None:
     from rich.markup import escape
     from rich.table import Table
+
+    from .output import err, human_bytes, out
 
     sm, rep = r.summary, r.report
     status = (
@@ -51,14 +84,37 @@ def cmd_capture(args) -> int:
         if r.exit_status is not None and r.exit_status >= 0
         else f"killed by signal {-r.exit_status}"
         if r.exit_status is not None
+        else f"ran ({r.tool} exited with {r.tool_status}; it does not report the command's status)"
+        if r.tool == "bpftrace"
         else "did not run"
     )
     out.print(
-        f"captured [bold]{escape(r.trace)}[/bold] in {r.seconds:.2f} s: {escape(' '.join(r.command))} {status}"
-        + (" (interrupted)" if r.interrupted else "")
+        f"captured [bold]{escape(r.trace)}[/bold] under {r.tool} in {r.seconds:.2f} s: "
+        f"{escape(' '.join(r.command))} {status}" + (" (interrupted)" if r.interrupted else "")
     )
+    by_type = ", ".join(f"{k} {v:,}" for k, v in rep.by_type.items())
+    if r.tool != "strace":
+        out.print(f"{rep.events:,} events ({by_type}); {rep.producers} producers")
+        for x in sm.get("results", []):
+            out.print(f"result {x['id']}: {x['kind']} {escape(x['name'])} ({x['rows']:,} rows)")
+        if sm.get("top_leaves"):
+            t = Table(show_edge=False, header_style="bold", title="hottest functions", title_justify="left")
+            t.add_column("leaf")
+            t.add_column("samples", justify="right")
+            for row in sm["top_leaves"]:
+                t.add_row(escape(str(row["leaf"])), f"{row['samples']:,}")
+            out.print(t)
+        if rep.rejected:
+            err.print(
+                f"[yellow]{rep.rejected} lines not understood[/yellow] (first: "
+                + "; ".join(f"line {x.line}: {escape(x.reason)}" for x in rep.first_rejected[:3])
+                + ")"
+            )
+        table = next(iter(rep.by_type), "sample")
+        out.print(f"query it: tracehouse query 'SELECT * FROM \"{r.trace}\".{table} LIMIT 10'")
+        return
     out.print(
-        f"{rep.events:,} events ({', '.join(f'{k} {v:,}' for k, v in rep.by_type.items())}) from "
+        f"{rep.events:,} events ({by_type}) from "
         f"{rep.lines:,} strace lines; {sm['processes']} processes, {sm['threads']} threads; "
         f"read {human_bytes(sm['bytes_read'])}, wrote {human_bytes(sm['bytes_written'])}"
     )
@@ -108,27 +164,46 @@ def cmd_capture(args) -> int:
             + ")"
         )
     out.print(f"query it: tracehouse query 'SELECT * FROM \"{r.trace}\".syscall LIMIT 10'")
-    return exit_code_of(r.exit_status)
 
 
-def exit_code_of(status: int | None) -> int:
+def exit_code_of(status: int | None, tool_status: int | None = None) -> int:
     """The captured command's exit code is ours (a script `tracehouse capture -- make`
-    fails when make does), as a shell gives it: 128 + N when signal N killed it; 1 when
-    it did not run."""
+    fails when make does), as a shell gives it: 128 + N when signal N killed it. When the
+    tool does not report it (bpftrace), the tool's own; 1 when nothing ran."""
+    if status is None:
+        status = tool_status
     if status is None:
         return 1
     return status if status >= 0 else 128 - status
 
 
 def register(commands) -> None:
+    from ..formats.capture import TOOLS
+    from ..formats.probes import OPTIONS
+
     sp = commands.add("capture", cmd_capture)
+    sp.add_argument(
+        "--tool",
+        choices=TOOLS,
+        default="strace",
+        help="the tracer: strace (IO syscalls), bpftrace (SCRIPT's probes, -c CMD), "
+        "perf (perf record -g | perf script: stack samples); default strace",
+    )
     sp.add_argument("--name", help="trace name (default: the command's name and the time)")
     sp.add_argument("--description")
     sp.add_argument(
         "--all-syscalls",
         action="store_true",
-        help="trace every syscall (default: those on fds and paths, and process structure)",
+        help="strace: trace every syscall (default: those on fds and paths, and process structure)",
     )
+    sp.add_argument(
+        "--tool-args",
+        metavar="ARGS",
+        help="options added to the tool's command line, one string (perf: perf record's, e.g. '-F 99 -e cycles')",
+    )
+    for opt, kw in OPTIONS.items():
+        sp.add_argument(f"--{opt}", **kw)
+    sp.add_argument("--strict", action="store_true", help="stop at the first line not understood")
     sp.add_argument(
         "--fsync",
         choices=("always", "batch", "off"),
@@ -138,8 +213,9 @@ def register(commands) -> None:
     sp.add_argument(
         "cmd",
         nargs=argparse.REMAINDER,
-        metavar="-- CMD ...",
-        help="the command and its arguments (with --json, its stdout goes to stderr: stdout is the JSON)",
+        metavar="[SCRIPT] -- CMD ...",
+        help="bpftrace's script (a file or the program), then the command and its arguments "
+        "(with --json, its stdout goes to stderr: stdout is the JSON)",
     )
     register_replay(commands)
     register_extrapolate(commands)

@@ -115,6 +115,10 @@ class ParserLoader:
                         continue
                     self._take(parser, parser.feed(chunk), progress)
                 self._take(parser, parser.finish(), progress)
+                # A parser that makes its rows as they are taken (pprof's samples) hands over
+                # one batch a call after the end of its input, until it has none.
+                while batches := parser.drain():
+                    self._take(parser, batches, progress)
                 self.store.flush(self.trace)
             for line, _offset, reason in parser.problems:
                 self.report.reject(line, reason)
@@ -139,7 +143,8 @@ class ParserLoader:
             if self.stream:
                 from .stream import stopped
 
-                stopped(self.store, self.trace, e, keep=not self.strict)
+                # Nothing parsed: nothing to keep (the trace is removed, not left empty and incomplete).
+                stopped(self.store, self.trace, e, keep=not self.strict and self.report.events > 0)
             self.abort(e)  # raises
 
     def _take(self, parser, batches, progress) -> None:
@@ -196,15 +201,17 @@ def import_parsed(
     parser=None,
     loader_args: dict | None = None,
     after=None,
+    chunks=None,
     **options,
 ) -> ImportReport:
     """Import `path` (or, `stream`: a file descriptor `path` names, a pipe read as the data
-    arrives, committed batch by batch) with the Rust parser of format module `fmt`'s `FORMAT`,
+    arrives, committed batch by batch; `chunks`: the bytes and commit marks (None) of a reader
+    of its own, `tracehouse capture`'s, `path` naming it) with the Rust parser of format module `fmt`'s `FORMAT`,
     given `options` (`parser`: one made already). The report's details are the parser's counts
     (nonzero ones, `rejected` aside) and its details. `after(parser)` saves what else the
     import keeps (result tables) and returns how many."""
     source = str(path)
-    if stream is None and not Path(path).is_file():
+    if stream is None and chunks is None and not Path(path).is_file():
         raise BadInput("no such file", file=source)
     if parser is None:
         parser = _core.NativeParser(fmt.FORMAT, strict=strict, **options)
@@ -219,7 +226,9 @@ def import_parsed(
         types=tuple(declared.input_types(parser)),
         **(loader_args or {}),
     )
-    if stream is not None:
+    if chunks is not None:
+        loader.stream = True
+    elif stream is not None:
         from .stream import arrivals
 
         loader.stream = True

@@ -53,11 +53,14 @@ def import_probe_output(
     pattern=None,
     span=None,
     stream: int | None = None,
+    chunks=None,
+    metadata: dict | None = None,
 ) -> ImportReport:
     """Import a probe tool's output from the file `path`, or (`stream`: a file descriptor, `path`
-    naming it) from a pipe as it arrives, committed batch by batch (`formats/stream.py`)."""
+    naming it) from a pipe as it arrives, committed batch by batch (`formats/stream.py`), or
+    from `chunks` (`parser_loader.import_parsed`'s, `tracehouse capture`'s reader)."""
     source = str(path)
-    if stream is None and not Path(path).is_file():
+    if stream is None and chunks is None and not Path(path).is_file():
         raise BadInput("no such file", file=source)
     try:
         parser = _core.NativeParser(tool, patterns=list(pattern or []), spans=list(span or []), strict=strict)
@@ -98,7 +101,8 @@ def import_probe_output(
         stream=stream,
         parser=parser,
         after=results,
-        metadata={"patterns": "\n".join(pattern or []), "spans": "\n".join(span or [])},
+        chunks=chunks,
+        metadata={"patterns": "\n".join(pattern or []), "spans": "\n".join(span or []), **(metadata or {})},
     )
     report.details.pop("empty_results", None)
     if saved:

@@ -115,7 +115,7 @@ def child_argv(cmd: list[str], fd: int, include=(), exclude=(), flush_rows: int 
 
 def default_name(cmd: list[str], taken: set[str]) -> str:
     """`<program>-<local time to the second>`, `-2`, `-3` ... when taken."""
-    from ..formats.strace.capture import default_name as by_time
+    from ..formats.capture import default_name as by_time
 
     py = cmd[1:] if cmd and Path(cmd[0]).name.startswith("python") else cmd
     prog = (

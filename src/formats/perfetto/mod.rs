@@ -24,8 +24,15 @@
 //!   its switch-in to its switch-out, with the state it left in) and `sched_waking` an
 //!   instant; their producer is the CPU.
 //!
-//! Times are the packets' `timestamp` (ns, the trace's default clock; clock snapshots are not
-//! applied). Flows, legacy (JSON-era) events and the other data sources are counted and skipped.
+//! Times are the packets' `timestamp` in ns of the trace's clock: BOOTTIME, or the
+//! `primary_trace_clock` of a `ClockSnapshot`. A packet's clock is its `timestamp_clock_id`,
+//! else its sequence's default in `trace_packet_defaults`, else BOOTTIME (ids 64 and up are the
+//! sequence's own); stamped in another clock than the trace's, it is converted through the snapshots, as Perfetto's trace processor
+//! does: of the snapshots that read both clocks, the last whose reading of the packet's clock
+//! is at or before its timestamp (else the first), `ts - reading(clock) + reading(trace clock)`,
+//! times the clock's `unit_multiplier_ns`; with no such snapshot the timestamp stays as written
+//! and is counted (`unconverted_timestamps`). Incremental clocks and the ftrace clock are not
+//! converted. Flows, legacy (JSON-era) events and the other data sources are counted and skipped.
 
 use arrow_array::RecordBatch;
 use prost::Message;
@@ -71,6 +78,8 @@ struct Sequence {
     categories: FastMap<u64, String>,
     annotation_names: FastMap<u64, String>,
     default_track: Option<u64>,
+    /// The clock of the sequence's packets without a `timestamp_clock_id` of their own.
+    default_clock: Option<u32>,
     /// False after a dropped packet, until the state is cleared.
     valid: bool,
 }
@@ -111,6 +120,7 @@ pub struct PerfettoParser {
     running: FastMap<u32, Running>,
     stopped: bool,
     counts: Counts,
+    clocks: Clocks,
 }
 
 #[derive(Debug, Default)]
@@ -125,6 +135,61 @@ struct Counts {
     skipped_without_state: u64,
     unknown_iids: u64,
     other_packets: u64,
+    clock_snapshots: u64,
+    converted_timestamps: u64,
+    unconverted_timestamps: u64,
+}
+
+/// The clock snapshots met so far and the trace's clock.
+#[derive(Debug)]
+struct Clocks {
+    trace_clock: u32,
+    /// Each snapshot: clock key ([`clock_key`]) -> (reading in ns, unit multiplier).
+    snapshots: Vec<FastMap<u64, (i128, i128)>>,
+}
+
+/// A clock's key: a builtin clock by its id, a sequence's own clock by sequence and id.
+fn clock_key(seq: u32, clock: u32) -> u64 {
+    if clock >= proto::FIRST_SEQUENCE_CLOCK {
+        (u64::from(seq) << 32) | u64::from(clock)
+    } else {
+        u64::from(clock)
+    }
+}
+
+impl Clocks {
+    fn snapshot(&mut self, seq: u32, s: &proto::ClockSnapshot) {
+        if let Some(c) = s.primary_trace_clock.and_then(|c| u32::try_from(c).ok()).filter(|&c| c > 0) {
+            self.trace_clock = c;
+        }
+        let mut m = FastMap::default();
+        for c in &s.clocks {
+            if let (Some(id), Some(ts)) = (c.clock_id, c.timestamp) {
+                if c.is_incremental != Some(true) {
+                    let mult = i128::from(c.unit_multiplier_ns.unwrap_or(1).max(1));
+                    m.insert(clock_key(seq, id), (i128::from(ts) * mult, mult));
+                }
+            }
+        }
+        self.snapshots.push(m);
+    }
+
+    /// `ts` of `clock` (on sequence `seq`) in the trace clock's ns; None when no snapshot reads both.
+    fn convert(&self, seq: u32, clock: u32, ts: u64) -> Option<i64> {
+        let (key, trace) = (clock_key(seq, clock), u64::from(self.trace_clock));
+        let mut best: Option<(i128, i128, i128)> = None; // (reading of clock, of trace clock, mult)
+        let mut first = None;
+        for s in &self.snapshots {
+            let (Some(&(c, mult)), Some(&(t, _))) = (s.get(&key), s.get(&trace)) else { continue };
+            first.get_or_insert((c, t, mult));
+            if c <= i128::from(ts) * mult && best.is_none_or(|(b, _, _)| c >= b) {
+                best = Some((c, t, mult));
+            }
+        }
+        let (c, t, mult) = best.or(first)?;
+        let v = i128::from(ts) * mult - c + t;
+        Some(v.clamp(0, i128::from(i64::MAX)) as i64)
+    }
 }
 
 impl PerfettoParser {
@@ -154,6 +219,7 @@ impl PerfettoParser {
             running: FastMap::default(),
             stopped: false,
             counts: Counts::default(),
+            clocks: Clocks { trace_clock: proto::CLOCK_BOOTTIME, snapshots: Vec::new() },
         }
     }
 
@@ -297,6 +363,7 @@ impl PerfettoParser {
         }
         if let Some(d) = &p.trace_packet_defaults {
             seq.default_track = d.track_event_defaults.as_ref().and_then(|t| t.track_uuid);
+            seq.default_clock = d.timestamp_clock_id;
         }
         if let Some(i) = &p.interned_data {
             for (list, map) in [
@@ -311,7 +378,25 @@ impl PerfettoParser {
                 }
             }
         }
-        let ts = p.timestamp.map_or(0, |t| t.min(i64::MAX as u64) as i64);
+        // A packet's clock: its own, its sequence's default, else BOOTTIME (whatever the trace clock).
+        let clock = p.timestamp_clock_id.or(seq.default_clock).unwrap_or(proto::CLOCK_BOOTTIME);
+        if let Some(c) = &p.clock_snapshot {
+            self.clocks.snapshot(seq_id, c);
+            self.counts.clock_snapshots += 1;
+        }
+        let ts = match (p.timestamp, clock) {
+            (Some(t), c) if c != self.clocks.trace_clock => match self.clocks.convert(seq_id, c, t) {
+                Some(v) => {
+                    self.counts.converted_timestamps += 1;
+                    v
+                }
+                None => {
+                    self.counts.unconverted_timestamps += 1;
+                    t.min(i64::MAX as u64) as i64
+                }
+            },
+            (t, _) => t.map_or(0, |t| t.min(i64::MAX as u64) as i64),
+        };
         if let Some(d) = p.track_descriptor {
             self.descriptor(d);
         } else if let Some(e) = p.track_event {
@@ -320,7 +405,7 @@ impl PerfettoParser {
             self.ftrace(b);
         } else if let Some(t) = p.process_tree {
             self.process_tree(t);
-        } else if p.interned_data.is_none() && p.trace_packet_defaults.is_none() {
+        } else if p.interned_data.is_none() && p.trace_packet_defaults.is_none() && p.clock_snapshot.is_none() {
             self.counts.other_packets += 1;
         }
     }
@@ -683,6 +768,9 @@ super::chunk_parser!(PerfettoParser {
             ("skipped_without_state", c.skipped_without_state),
             ("unknown_iids", c.unknown_iids),
             ("other_packets", c.other_packets),
+            ("clock_snapshots", c.clock_snapshots),
+            ("converted_timestamps", c.converted_timestamps),
+            ("unconverted_timestamps", c.unconverted_timestamps),
             ("rejected", self.rejects.count),
         ]
         .into_iter()

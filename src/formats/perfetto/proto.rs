@@ -32,7 +32,37 @@ pub struct TracePacket {
     pub ftrace_events: Option<FtraceEventBundle>,
     #[prost(message, optional, tag = "2")]
     pub process_tree: Option<ProcessTree>,
+    #[prost(message, optional, tag = "6")]
+    pub clock_snapshot: Option<ClockSnapshot>,
+    #[prost(uint32, optional, tag = "58")]
+    pub timestamp_clock_id: Option<u32>,
 }
+
+/// Readings of several clocks taken at one instant.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ClockSnapshot {
+    #[prost(message, repeated, tag = "1")]
+    pub clocks: Vec<Clock>,
+    #[prost(int32, optional, tag = "2")]
+    pub primary_trace_clock: Option<i32>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Clock {
+    #[prost(uint32, optional, tag = "1")]
+    pub clock_id: Option<u32>,
+    #[prost(uint64, optional, tag = "2")]
+    pub timestamp: Option<u64>,
+    #[prost(bool, optional, tag = "3")]
+    pub is_incremental: Option<bool>,
+    #[prost(uint64, optional, tag = "4")]
+    pub unit_multiplier_ns: Option<u64>,
+}
+
+/// BuiltinClock.BOOTTIME: a trace's clock unless a snapshot names another.
+pub const CLOCK_BOOTTIME: u32 = 6;
+/// Clock ids from here up are the sequence's own (BuiltinClock.BUILTIN_CLOCK_MAX_ID + 1).
+pub const FIRST_SEQUENCE_CLOCK: u32 = 64;
 
 /// TrackEvent.Type.
 pub const TYPE_SLICE_BEGIN: i32 = 1;
@@ -116,6 +146,8 @@ pub struct Interned {
 pub struct TracePacketDefaults {
     #[prost(message, optional, tag = "11")]
     pub track_event_defaults: Option<TrackEventDefaults>,
+    #[prost(uint32, optional, tag = "58")]
+    pub timestamp_clock_id: Option<u32>,
 }
 
 #[derive(Clone, PartialEq, prost::Message)]

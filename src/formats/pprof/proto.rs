@@ -42,6 +42,32 @@ pub struct Profile {
     pub doc_url: i64,
 }
 
+/// A profile without its samples: what the samples index (decoded first, the samples then one
+/// by one from the profile's bytes; prost skips the samples' field 2 as an unknown field).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ProfileTables {
+    #[prost(message, repeated, tag = "1")]
+    pub sample_type: Vec<ValueType>,
+    #[prost(message, repeated, tag = "3")]
+    pub mapping: Vec<Mapping>,
+    #[prost(message, repeated, tag = "4")]
+    pub location: Vec<Location>,
+    #[prost(message, repeated, tag = "5")]
+    pub function: Vec<Function>,
+    #[prost(string, repeated, tag = "6")]
+    pub string_table: Vec<String>,
+    #[prost(int64, tag = "9")]
+    pub time_nanos: i64,
+    #[prost(int64, tag = "10")]
+    pub duration_nanos: i64,
+    #[prost(message, optional, tag = "11")]
+    pub period_type: Option<ValueType>,
+    #[prost(int64, tag = "12")]
+    pub period: i64,
+    #[prost(int64, tag = "14")]
+    pub default_sample_type: i64,
+}
+
 /// A value's type and unit (string table indices).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct ValueType {

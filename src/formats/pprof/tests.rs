@@ -11,7 +11,14 @@ fn parse(bytes: &[u8], strict: bool) -> (PprofParser, Vec<RecordBatch>) {
         p.feed(c);
     }
     p.finish();
-    let b = p.take_batches(true).into_iter().map(|(_, b)| b).collect();
+    let mut b = Vec::new();
+    loop {
+        let got = p.take_batches(true);
+        if got.is_empty() {
+            break;
+        }
+        b.extend(got.into_iter().map(|(_, b)| b));
+    }
     (p, b)
 }
 
@@ -99,4 +106,29 @@ fn garbage_is_rejected_not_a_crash() {
     assert!(p.rejects.fatal.as_ref().unwrap().reason.starts_with("not a pprof profile"));
     assert!(!decl::sniff(b"{\"traceEvents\": []}"));
     assert!(!decl::sniff(b"perf 123 [000] 1.0: cpu-clock:\n"));
+}
+
+#[test]
+fn samples_become_rows_one_batch_at_a_time() {
+    let n = 2500;
+    let stacks: Vec<String> = (0..n).map(|i| format!("main;f{};g{}", i % 7, i % 3)).collect();
+    let values: Vec<Vec<i64>> = (0..n).map(|i| vec![i as i64]).collect();
+    let bytes = encode(&stacks, &values, &[("samples".into(), "count".into())], "prog", 1, 2).unwrap();
+    let mut p = PprofParser::new(true, 1000);
+    p.feed(&bytes);
+    p.finish();
+    assert_eq!(p.table.rows(), 0, "no row is made before it is taken");
+    let mut sizes = Vec::new();
+    let mut got = Vec::new();
+    loop {
+        let b = p.take_batches(true);
+        if b.is_empty() {
+            break;
+        }
+        sizes.push(b[0].1.num_rows());
+        got.extend(col_str(&b[0].1, "stack").into_iter().map(Option::unwrap));
+    }
+    assert_eq!(sizes, vec![1000, 1000, 500]);
+    assert_eq!(got, stacks);
+    assert_eq!(p.samples, n as u64);
 }

@@ -242,7 +242,7 @@ def feed_native(sink: StraceSink, native, progress: Callable[[int], None] | None
 
 def import_stream(
     store: Store,
-    fd: int,
+    fd: int | None,
     name: str,
     *,
     source: str = "stdin",
@@ -251,27 +251,40 @@ def import_stream(
     description: str = "",
     progress=None,
     commit_s: float | None = None,
+    chunks=None,
+    metadata: dict | None = None,
 ) -> StraceReport:
     """Import strace output read from a pipe (`fd`) as it arrives, committed batch by batch
-    (`formats/stream.py`): `strace -o /dev/stdout CMD | tracehouse import strace -`."""
+    (`formats/stream.py`): `strace -o /dev/stdout CMD | tracehouse import strace -`. `chunks`:
+    the bytes and commit marks of a reader of its own instead (`tracehouse capture`'s)."""
     from ..stream import COMMIT_S, arrivals, stopped
 
     sink = StraceSink(
-        store, name, [source], [None], strict=strict, description=description, metadata={"stream": source}
+        store,
+        name,
+        [source],
+        [None],
+        strict=strict,
+        description=description,
+        metadata=metadata if metadata is not None else {"stream": source},
     )
+    if chunks is None:
+        chunks = arrivals(fd, COMMIT_S if commit_s is None else commit_s)
     seen = 0
     try:
-        for chunk in arrivals(fd, COMMIT_S if commit_s is None else commit_s):
-            if chunk is None:
-                sink.commit()
-                continue
-            lines = sink.feed(chunk)
-            if progress is not None and lines != seen:
-                progress(lines - seen)
-                seen = lines
-        return sink.finish()
+        with store.bulk(name):  # no compaction while the stream comes in
+            for chunk in chunks:
+                if chunk is None:
+                    sink.commit()
+                    continue
+                lines = sink.feed(chunk)
+                if progress is not None and lines != seen:
+                    progress(lines - seen)
+                    seen = lines
+            return sink.finish()
     except BaseException as e:
-        stopped(store, name, e, keep=not strict)
+        # Nothing parsed: nothing to keep (the trace is removed, not left empty and incomplete).
+        stopped(store, name, e, keep=not strict and sum(sink.parser.stats["events"].values()) > 0)
 
 
 def start(path: str | Path):
