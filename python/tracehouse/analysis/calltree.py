@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 from .. import _core, arrays
 from ..errors import BadInput
 from ..schema import Column
-from . import indexes, windows
+from . import indexes, spans, windows
 from .profiles import SpanConfig, span_config
 from .registry import Analysis, Answer, Note, Param, Rows, Text, Window
 from .spans import (
@@ -206,21 +206,70 @@ def _paths_key(store: Store, trace: str, cfg: SpanConfig) -> tuple:
     return str(store.path), store.trace(trace).id, repr(cfg.to_json()), store.stamp(trace)
 
 
+CALLS_INDEX = 1  # layout of the saved call paths; another is rebuilt
+
+
+def _saved_params(config: SpanConfig, part: str) -> dict:
+    return {"v": CALLS_INDEX, "part": part} | spans.span_index_params(config)
+
+
 def call_paths(store: Store, trace: str, config: SpanConfig, *, build: bool = True) -> CallPaths | None:
-    """The call paths of `trace`'s spans (built from the span index on first use; kept in this
-    process per trace state). build=False: None unless already made (nothing built)."""
+    """The call paths of `trace`'s spans: kept in this process per trace state, saved in the
+    store beside the span index (`_saved`: a server restart maps them, nothing is recomputed).
+    build=False: None unless kept or saved (nothing built)."""
     key = _paths_key(store, trace, config)
     with _PATHS_LOCK:
         got = _PATHS.get(key)
-    if got is not None or not build:
+    if got is not None:
         return got
-    idx = span_index(store, trace, config)
-    got = _call_paths(idx, config)
+    got = _saved(store, trace, config, None)
+    if got is None:
+        if not build:
+            return None
+        idx = span_index(store, trace, config)
+        got = _saved(store, trace, config, _call_paths(idx, config))
     with _PATHS_LOCK:
         for k in [k for k in _PATHS if k[:3] == key[:3]]:
             del _PATHS[k]
         _PATHS[key] = got
     return got
+
+
+def _saved(store: Store, trace: str, config: SpanConfig, made: CallPaths | None) -> CallPaths | None:
+    """The call paths as three derived indexes (`indexes.get`: Arrow IPC results linked to the
+    trace, checksummed, fresh while the trace's signature is, mapped on use): per span index
+    row its path and name code, per path its parent, depth and frame's name code, and the
+    names. made=None: only what is saved and fresh (None when a part is missing)."""
+    parts = {
+        "rows": lambda: pa.table({"node": made.node, "code": made.code}),
+        "paths": lambda: pa.table({"parent": made.parent, "depth": made.depth, "label": made.label}),
+        "names": lambda: pa.table({"name": made.names.cast(pa.string())}),
+    }
+    got = {}
+    for part, table in parts.items():
+        params = _saved_params(config, part)
+        if made is None:
+            got[part] = indexes.fresh(store, trace, "calls", params)
+            if got[part] is None:
+                return None
+        else:
+            got[part] = indexes.get(store, trace, "calls", params, table)
+    if made is not None:
+        return made
+    rows, paths, names = got["rows"], got["paths"], got["names"]
+    cp = CallPaths(
+        indexes.array(rows, "node").astype(np.int32, copy=False),
+        indexes.array(paths, "parent").astype(np.int64, copy=False),
+        indexes.array(paths, "depth").astype(np.int32, copy=False),
+        indexes.array(paths, "label").astype(np.int64, copy=False),
+        names.column("name") if names.num_rows else pa.array([], pa.string()),
+        indexes.array(rows, "code").astype(np.int32, copy=False),
+    )
+    idx = span_index(store, trace, config, build=False)
+    if idx is not None and getattr(idx, "_names", None) is None and len(cp.code) == idx.num_rows:
+        # the span names' codes too (`windows.names`): a restart does not re-encode 17M strings
+        idx._names = (windows.names_key(config), cp.code, cp.names)
+    return cp
 
 
 def _call_paths(idx: indexes.PackedIndex, config: SpanConfig) -> CallPaths:
@@ -321,28 +370,34 @@ def call_tree(
     idx = span_index(store, trace, cfg)
     cp = call_paths(store, trace, cfg)
     lo, hi = _bounds(store, trace)
-    rows, clipped = windows.overlapping(idx, window, lo, hi)
-    node = cp.node[rows]
-    whole = isinstance(rows, slice)
+    whole = windows.is_whole(window, lo, hi)
     if whole:  # every call path; self times are the spans' own
+        node = cp.node
         ids = np.arange(len(cp.parent))
         ncalls = np.bincount(node, minlength=len(ids))
-        total = np.bincount(node, weights=clipped, minlength=len(ids)).astype(np.int64)
+        total = np.bincount(node, weights=indexes.array(idx, "dur"), minlength=len(ids)).astype(np.int64)
         self_ns = np.bincount(node, weights=indexes.array(idx, "self_time"), minlength=len(ids)).astype(np.int64)
         ppos = cp.parent
+        n_spans = idx.num_rows
     else:  # the paths of the window's spans only (their ancestors are among them: they overlap too)
-        ids, inv = np.unique(node, return_inverse=True)
-        ncalls = np.bincount(inv, minlength=len(ids))
-        total = np.bincount(inv, weights=clipped, minlength=len(ids)).astype(np.int64)
-        par = cp.parent[ids]
-        ppos = np.searchsorted(ids, par)
-        ok = (par >= 0) & (ppos < len(ids))
-        ok[ok] = ids[ppos[ok]] == par[ok]
-        ppos = np.where(ok, ppos, -1)
-        has = ppos >= 0
-        # Self time of a path = its total minus its child paths' totals (clipped spans nest).
-        child_sum = np.bincount(ppos[has], weights=total[has], minlength=len(ids)).astype(np.int64)
-        self_ns = np.maximum(total - child_sum, 0)
+        # One native pass over the window's row ranges (`windows.ranges`), durations clipped;
+        # self time of a path = its total minus its child paths' totals (clipped spans nest).
+        start, end = window.bounds(lo, hi)
+        first, last = windows.ranges(idx, window, lo, hi, overlap=True)
+        got = _core.window_paths(
+            arrays.from_numpy(cp.node),
+            arrays.from_numpy(indexes.array(idx, "ts").astype(np.int64, copy=False)),
+            arrays.from_numpy(indexes.array(idx, "end_ts").astype(np.int64, copy=False)),
+            arrays.from_numpy(cp.parent.astype(np.int64, copy=False)),
+            arrays.from_numpy(first),
+            arrays.from_numpy(last),
+            int(start),
+            int(end),
+        )
+        ids, ppos, ncalls, total, self_ns = (
+            arrays.as_numpy(got[k]) for k in ("ids", "ppos", "calls", "total", "self_ns")
+        )
+        n_spans = int(ncalls.sum())
     out, roots_total, threshold = _cut(
         ids,
         np.asarray(ppos, np.int64),
@@ -358,7 +413,6 @@ def call_tree(
         root=root,
     )
     start, end = window.bounds(lo, hi) if lo is not None else (None, None)
-    n_spans = idx.num_rows if whole else len(node)
     return CallTree(out, int(n_spans), roots_total, int((ncalls > 0).sum()), threshold, start, end, cfg)
 
 
