@@ -126,6 +126,18 @@ def test_issue33_flame_of_any_range_equals_sql_with_spans_cut_at_the_edges(tod):
             kids = sum(v[1] for q_, v in want.items() if q_.rsplit(";", 1)[0] == p and ";" in q_)
             assert self_ns == max(total - kids, 0)
         assert d["spans"] == sum(c for c, _t in want.values())
+        # the spans behind the biggest frame: as many as SQL counts, longest inside the range first
+        big = max(d["nodes"], key=lambda n: (n["total"], n["id"]))
+        w = views.Window(a, b, None if producers is None else tuple(producers))
+        f = views.frame_spans(state.prep, "t", w, big["id"], n=5)
+        by_id = {n["id"]: n for n in d["nodes"]}
+        path, p_ = [], big
+        while p_ is not None:
+            path.append(p_["name"])
+            p_ = by_id.get(p_["parent"])
+        assert f["count"] == want[";".join(path[::-1])][0] and f["path"] == path[::-1]
+        inside = [min(r["end_ts"], b) - max(r["ts"], a) for r in f["rows"]]
+        assert inside == sorted(inside, reverse=True) and all(x > 0 or r["dur"] == 0 for x, r in zip(inside, f["rows"]))
 
 
 def test_issue33_state_hist_and_top_of_any_range_equal_sql(tod):

@@ -555,16 +555,23 @@ def top_spans(
     cfg = config or span_config(store, trace)
     idx = span_index(store, trace, cfg)
     lo, hi = _bounds(store, trace)
-    rows = windows.starting(idx, window, lo, hi)
-    dur = indexes.array(idx, "dur")[rows]
-    count = len(dur)
-    rows = np.arange(idx.num_rows)[rows] if isinstance(rows, slice) else rows
     n = max(0, int(n))
-    if count > n:
-        # the n-th longest duration, then every span at least that long: ties resolved by span_id
-        cut = np.partition(dur, count - n)[count - n]
-        pick = np.flatnonzero(dur >= cut)
-        rows, dur = rows[pick], dur[pick]
+    # The durations of the spans starting in the window, copied run by run; the n-th longest,
+    # then the rows of every span at least that long (ties resolved by span_id below): no row
+    # numbers for the millions of others.
+    durs = windows.starting_values(idx, "dur", window, lo, hi)
+    count = len(durs)
+    cut = np.partition(durs, count - n)[count - n] if count > n > 0 else np.iinfo(np.int64).min
+    all_dur = indexes.array(idx, "dur")
+    closed = indexes.array(idx, "closed")
+    if windows.is_whole(window, lo, hi):
+        first, last = np.zeros(1, np.int64), np.full(1, idx.num_rows, np.int64)
+    else:
+        first, last = windows.ranges(idx, window, lo, hi, overlap=False)
+    parts = [a + np.flatnonzero(all_dur[a:z] >= cut) for a, z in zip(first.tolist(), last.tolist())]
+    rows = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    rows = rows[closed[rows]]
+    dur = all_dur[rows]
     sid = indexes.array(idx, "span_id")[rows]
     order = np.lexsort((sid, -dur))[:n]
     return span_rows(store, trace, idx, cfg, rows[order]), int(count)
@@ -581,9 +588,17 @@ def path_spans(
     if not 0 <= node < len(cp.parent):
         raise BadInput(f"no call path {node}", expected=f"0..{len(cp.parent) - 1}")
     lo, hi = _bounds(store, trace)
-    rows, clipped = windows.overlapping(idx, window, lo, hi)
-    mine = cp.node[rows] == node
-    rows, clipped = (np.flatnonzero(mine) if isinstance(rows, slice) else rows[mine]), clipped[mine]
+    if windows.is_whole(window, lo, hi):
+        rows = np.flatnonzero(cp.node == node)
+        clipped = indexes.array(idx, "dur")[rows]
+    else:  # the path's rows run by run (no row numbers for the window's other spans)
+        start, end = window.bounds(lo, hi)
+        first, last = windows.ranges(idx, window, lo, hi, overlap=True)
+        parts = [a + np.flatnonzero(cp.node[a:z] == node) for a, z in zip(first.tolist(), last.tolist())]
+        rows = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        end_ts = indexes.array(idx, "end_ts")[rows]
+        rows, end_ts = rows[end_ts > start], end_ts[end_ts > start]
+        clipped = np.minimum(end_ts, end) - np.maximum(indexes.array(idx, "ts")[rows], start)
     count = len(rows)
     n = max(1, int(n))
     if count > n:

@@ -9,19 +9,22 @@ exists, and building what is missing; the data and the analyses over it are
   spans     the span table paired and saved as the processed trace `<trace>:spans`, and
             the span index (analysis/spans.py): spans by (producer, depth, ts), mmapped
   calls     every span's call path and name code, aligned with the span index rows
-            (analysis/calltree.py, kept in this process): a flame graph or a by-name
-            statistic of any time range or producer set is then one bincount
+            (analysis/calltree.py, saved beside the span index): a flame graph or a
+            by-name statistic of any time range or producer set is then one native pass
+            over the range's rows
 
 A request never waits for a build on a big trace: traces up to `INLINE_EVENTS` events are
 prepared inside the request (a 2M-event trace in about a second); a bigger one gets one
 background job (`Jobs`, one worker thread: builds are CPU- and memory-heavy and this
 machine has two cores) that builds every part in turn, and the request answers at once
 with `Pending` (HTTP 202 and the job's progress; the page polls and redraws). Built
-indexes are saved in the store (`analysis/indexes.py`), so a server restart finds them.
+indexes and call paths are saved in the store (`analysis/indexes.py`: Arrow IPC files with
+the trace's signature and a CRC-32, checked by `tracehouse verify`; a stale or damaged one
+is rebuilt), so a restarted server maps them and answers at once, nothing Pending.
 
 What is kept in this process (by the analyses, per trace state): the parsed stream table
-of the density index and the call paths (int32 per span: 68 MB for 17M spans); the
-mmapped indexes themselves cost no heap.
+of the density index, the span index columns the range passes read (decoded once) and the
+call paths (int32 per span: 68 MB for 17M spans); the mmapped files themselves cost no heap.
 """
 
 from __future__ import annotations
