@@ -317,3 +317,44 @@ def test_issue33_a_restarted_server_answers_from_what_it_prepared(tmp_path):
     finally:
         _stop(proc)
     assert files() == prepared
+
+
+def test_issue33_a_pages_requests_do_not_wait_behind_slow_ones(tmp_path):
+    """Three slow SQL console requests hold three UI worker threads; a quick request sent after
+    them answers while they run (with two worker threads it waited for one of them to end)."""
+    import threading
+
+    import tracehouse
+
+    store = tmp_path / "store"
+    with tracehouse.open(store) as s:
+        generate_tod(s, "t", 2_000, seed=1)
+        s.flush()
+    proc, base = _serve(store, tmp_path / "r.json")
+    done: list[float] = []
+
+    def slow():
+        body = json.dumps({"sql": "SELECT sum(hash(i)) AS h FROM range(3000000000) t(i)"}).encode()
+        req = urllib.request.Request(
+            base + "/api/ui/sql", data=body, method="POST", headers={"content-type": "application/json"}
+        )
+        try:
+            urllib.request.urlopen(req, timeout=120).read()
+        except Exception:  # noqa: BLE001 - a timeout answer ends it too
+            pass
+        done.append(time.monotonic())
+
+    try:
+        threads = [threading.Thread(target=slow) for _ in range(3)]
+        for t in threads:
+            t.start()
+        time.sleep(1.0)  # the slow ones are running
+        st, _doc = _fetch(base, "/api/ui/traces")
+        quick = time.monotonic()
+        assert st == 200
+        assert not done, "a slow request ended before the quick one could answer: the test proves nothing"
+        for t in threads:
+            t.join()
+        assert quick < min(done)
+    finally:
+        _stop(proc)
