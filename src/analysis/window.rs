@@ -44,6 +44,7 @@ fn check_ranges(starts: &[i64], ends: &[i64], n: usize) -> Result<(), String> {
 /// Per call path, the spans in rows `[starts[k], ends[k])` with `end_ts > lo`: calls, durations
 /// clipped to `[lo, hi)`, self time. `node[r]` is row r's path, `parent[p]` path p's parent
 /// (-1 at a root).
+#[allow(clippy::too_many_arguments)]
 pub fn overlap_paths(
     node: &[i32],
     ts: &[i64],
