@@ -4,7 +4,7 @@ Hand-written: keep it in step with ``src/lib.rs`` and ``src/py/``.
 """
 
 from collections.abc import Iterator
-from typing import Final
+from typing import Any, Final
 
 import pyarrow as pa
 
@@ -557,6 +557,23 @@ def window_paths(
     (the paths with spans, ascending), ``ppos`` (the parent's position in ids, -1), ``calls``,
     ``total`` (durations clipped to ``[lo, hi)``) and ``self_ns`` (total minus the child paths'
     totals). ValueError on a row range or path out of bounds."""
+
+def window_candidates(
+    node: pa.Int32Array,
+    ts: pa.Int64Array,
+    end_ts: pa.Int64Array,
+    self_time: pa.Int64Array,
+    starts: pa.Int64Array,
+    ends: pa.Int64Array,
+    lo: int,
+    hi: int,
+    n_paths: int,
+    cand: pa.Int64Array,
+) -> dict[str, Any]:
+    """``window_paths`` for the call paths ``cand`` only: per candidate ``calls``, ``total``,
+    ``self_ns`` (a span cut by an edge: its clipped time, children not taken off), the rows
+    cut by an edge (``edges``), and over every path the overlapping ``spans`` and distinct
+    ``paths``."""
 
 def window_groups(
     group: pa.Int32Array,

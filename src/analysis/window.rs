@@ -11,8 +11,16 @@
 //!   ranges already stop before `ts >= hi`), their durations clipped to the window, and the
 //!   self time of the path (its total minus its child paths' totals): a flame graph of a
 //!   selected range. A span cut by an edge counts as one call with only its part inside.
+//! - [`overlap_candidates`]: the same for a flame graph cut at a threshold: only the paths
+//!   that may reach it (`cand`: those whose whole-trace total does) are summed, the others
+//!   only counted (spans, distinct paths) in bitsets that stay in cache; a candidate's self
+//!   time is its spans' own self times, and for a span cut by an edge its clipped time, its
+//!   children's clipped times taken off by the caller (`edges`: a few per run). 0.05 s of
+//!   CPU for 15M spans where summing every path costs 0.5 s (8.66M paths: a cache miss a span).
 //! - [`start_groups`]: per group (a span name), the closed spans starting in the window:
 //!   count, total and self durations and the longest (the statistics by state).
+
+use rustc_hash::FxHashMap;
 
 /// A window's call paths with spans in it, ascending path id.
 #[derive(Debug, Default, PartialEq)]
@@ -105,6 +113,87 @@ pub fn overlap_paths(
     Ok(out)
 }
 
+/// What [`overlap_candidates`] sums: per candidate path (in `cand` order) and overall.
+#[derive(Debug, Default, PartialEq)]
+pub struct Candidates {
+    /// Spans of each candidate path overlapping the window.
+    pub calls: Vec<i64>,
+    /// Their durations clipped to the window.
+    pub total: Vec<i64>,
+    /// Their self times (a span cut by an edge: its clipped time, children not yet taken off).
+    pub self_ns: Vec<i64>,
+    /// Rows of the candidates' spans cut by an edge (`ts < lo` or `end_ts > hi`).
+    pub edges: Vec<i64>,
+    /// Spans overlapping the window, every path.
+    pub spans: i64,
+    /// Distinct paths with spans overlapping the window.
+    pub paths: i64,
+}
+
+/// [`overlap_paths`] for the paths `cand` only (distinct ids below `n_paths`); see the module doc.
+#[allow(clippy::too_many_arguments)]
+pub fn overlap_candidates(
+    node: &[i32],
+    ts: &[i64],
+    end_ts: &[i64],
+    self_time: &[i64],
+    starts: &[i64],
+    ends: &[i64],
+    lo: i64,
+    hi: i64,
+    n_paths: usize,
+    cand: &[i64],
+) -> Result<Candidates, String> {
+    let n = node.len();
+    if ts.len() != n || end_ts.len() != n || self_time.len() != n {
+        return Err("node, ts, end_ts and self_time differ in length".into());
+    }
+    check_ranges(starts, ends, n)?;
+    let words = n_paths.div_ceil(64);
+    let (mut seen, mut is_cand) = (vec![0u64; words], vec![0u64; words]);
+    let mut slot: FxHashMap<u32, u32> = FxHashMap::default();
+    for (k, &p) in cand.iter().enumerate() {
+        if p < 0 || p as usize >= n_paths {
+            return Err(format!("candidate path {p} outside 0..{n_paths}"));
+        }
+        is_cand[p as usize >> 6] |= 1 << (p & 63);
+        slot.insert(p as u32, k as u32);
+    }
+    let m = cand.len();
+    let mut out = Candidates { calls: vec![0; m], total: vec![0; m], self_ns: vec![0; m], ..Default::default() };
+    for (&a, &b) in starts.iter().zip(ends) {
+        for r in a as usize..b as usize {
+            let e = end_ts[r];
+            if e <= lo {
+                continue;
+            }
+            let p = node[r];
+            if p < 0 || p as usize >= n_paths {
+                return Err(format!("row {r}: call path {p} outside 0..{n_paths}"));
+            }
+            let (w, bit) = (p as usize >> 6, 1u64 << (p & 63));
+            out.spans += 1;
+            seen[w] |= bit;
+            if is_cand[w] & bit == 0 {
+                continue;
+            }
+            let s = slot[&(p as u32)] as usize;
+            let t = ts[r];
+            let clipped = e.min(hi) - t.max(lo);
+            out.calls[s] += 1;
+            out.total[s] += clipped;
+            if t < lo || e > hi {
+                out.self_ns[s] += clipped;
+                out.edges.push(r as i64);
+            } else {
+                out.self_ns[s] += self_time[r];
+            }
+        }
+    }
+    out.paths = seen.iter().map(|w| w.count_ones() as i64).sum();
+    Ok(out)
+}
+
 /// Per group, the spans in rows `[starts[k], ends[k])` whose `closed` is not 0 (all of them
 /// when `closed` is None): (count, total dur, total self time, longest dur), `n_groups` each.
 /// A negative group code counts in the last group (null names).
@@ -170,6 +259,17 @@ mod tests {
     fn overlap_leaves_out_spans_ending_at_the_start() {
         let p = overlap_paths(&[0, 0], &[0, 5], &[5, 9], &[-1], &[0], &[2], 5, 10).unwrap();
         assert_eq!((p.calls, p.total), (vec![1], vec![4]));
+    }
+
+    #[test]
+    fn candidates_sum_like_every_path_and_list_the_cut_spans() {
+        // main [0,100) self 75; f [10,20) self 10; f [60,90) self 15; window [15, 70)
+        let node = [0, 1, 1];
+        let (ts, end_ts, self_time) = ([0, 10, 60], [100, 20, 90], [75, 10, 15]);
+        let c = overlap_candidates(&node, &ts, &end_ts, &self_time, &[0, 1], &[1, 3], 15, 70, 2, &[0]).unwrap();
+        assert_eq!((c.calls, c.total, c.self_ns), (vec![1], vec![55], vec![55]));
+        assert_eq!((c.edges, c.spans, c.paths), (vec![0], 3, 2));
+        assert!(overlap_candidates(&node, &ts, &end_ts, &self_time, &[0], &[3], 15, 70, 2, &[2]).is_err());
     }
 
     #[test]

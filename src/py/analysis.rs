@@ -1,5 +1,5 @@
 //! Python face of the analysis passes: `_core.stable_order`, `_core.running_max_by_key`, `_core.pair_spans`, `_core.SpanPairer`, `_core.nest_spans`,
-//! `_core.call_tree`, `_core.window_paths`, `_core.window_groups`, `_core.hist_log2`, `_core.hist_linear`, `_core.binned_counts`,
+//! `_core.call_tree`, `_core.window_paths`, `_core.window_candidates`, `_core.window_groups`, `_core.hist_log2`, `_core.hist_linear`, `_core.binned_counts`,
 //! `_core.pack_int64` and `_core.PackedColumn` (the derived indexes' packed columns; its
 //! `seq_lookup` and `rank_many` read the density index's seqs for `statistics.seq_at`).
 //!
@@ -275,6 +275,51 @@ fn window_paths<'py>(
     out.set_item("calls", vec_to_pyarrow::<Int64Type>(py, got.calls)?)?;
     out.set_item("total", vec_to_pyarrow::<Int64Type>(py, got.total)?)?;
     out.set_item("self_ns", vec_to_pyarrow::<Int64Type>(py, got.self_ns)?)?;
+    Ok(out)
+}
+
+/// `window::overlap_candidates`: dict of int64 arrays calls, total, self_ns (per candidate),
+/// edges (rows), and ints spans, paths.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn window_candidates<'py>(
+    py: Python<'py>,
+    node: &Bound<'py, PyAny>,
+    ts: &Bound<'py, PyAny>,
+    end_ts: &Bound<'py, PyAny>,
+    self_time: &Bound<'py, PyAny>,
+    starts: &Bound<'py, PyAny>,
+    ends: &Bound<'py, PyAny>,
+    lo: i64,
+    hi: i64,
+    n_paths: usize,
+    cand: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let (nd, t, e, st) = (i32s(node, "node")?, i64s(ts, "ts")?, i64s(end_ts, "end_ts")?, i64s(self_time, "self_time")?);
+    let (s, z, c) = (i64s(starts, "starts")?, i64s(ends, "ends")?, i64s(cand, "cand")?);
+    let got = py
+        .detach(|| {
+            window::overlap_candidates(
+                nd.values(),
+                t.values(),
+                e.values(),
+                st.values(),
+                s.values(),
+                z.values(),
+                lo,
+                hi,
+                n_paths,
+                c.values(),
+            )
+        })
+        .map_err(PyValueError::new_err)?;
+    let out = PyDict::new(py);
+    out.set_item("calls", vec_to_pyarrow::<Int64Type>(py, got.calls)?)?;
+    out.set_item("total", vec_to_pyarrow::<Int64Type>(py, got.total)?)?;
+    out.set_item("self_ns", vec_to_pyarrow::<Int64Type>(py, got.self_ns)?)?;
+    out.set_item("edges", vec_to_pyarrow::<Int64Type>(py, got.edges)?)?;
+    out.set_item("spans", got.spans)?;
+    out.set_item("paths", got.paths)?;
     Ok(out)
 }
 
@@ -715,6 +760,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(call_tree, m)?)?;
     m.add_function(wrap_pyfunction!(window_paths, m)?)?;
     m.add_function(wrap_pyfunction!(window_groups, m)?)?;
+    m.add_function(wrap_pyfunction!(window_candidates, m)?)?;
     m.add_function(wrap_pyfunction!(hist_log2, m)?)?;
     m.add_function(wrap_pyfunction!(hist_log2_buckets, m)?)?;
     m.add_function(wrap_pyfunction!(hist_linear, m)?)?;

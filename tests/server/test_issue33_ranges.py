@@ -125,7 +125,17 @@ def test_issue33_flame_of_any_range_equals_sql_with_spans_cut_at_the_edges(tod):
         for p, (_c, total, self_ns) in got.items():
             kids = sum(v[1] for q_, v in want.items() if q_.rsplit(";", 1)[0] == p and ";" in q_)
             assert self_ns == max(total - kids, 0)
-        assert d["spans"] == sum(c for c, _t in want.values())
+        assert d["spans"] == sum(c for c, _t in want.values()) and d["paths"] == len(want)
+        # as the page asks: paths under 0.1 % of the roots' total cut (summed over candidates only)
+        cut = views.flame(state.prep, "t", views.Window(a, b, None if producers is None else tuple(producers)))
+        kept = _flame_paths(cut)
+        assert kept and all(v == got[p] for p, v in kept.items()), (a, b, producers)
+        assert all(t < cut["threshold_ns"] for p, (_c, t) in want.items() if p not in kept)
+        assert (cut["spans"], cut["paths"], cut["total"]) == (d["spans"], d["paths"], d["total"])
+        by_cut = {n["id"]: n for n in cut["nodes"]}
+        for n in cut["nodes"]:
+            kids = sum(k["total"] for k in cut["nodes"] if k["parent"] == n["id"])
+            assert n["cut"] == max(n["total"] - n["self"] - kids, 0) and (n["parent"] < 0 or n["parent"] in by_cut)
         # the spans behind the biggest frame: as many as SQL counts, longest inside the range first
         big = max(d["nodes"], key=lambda n: (n["total"], n["id"]))
         w = views.Window(a, b, None if producers is None else tuple(producers))

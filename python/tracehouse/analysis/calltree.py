@@ -371,6 +371,7 @@ def call_tree(
     cp = call_paths(store, trace, cfg)
     lo, hi = _bounds(store, trace)
     whole = windows.is_whole(window, lo, hi)
+    n_paths = roots = None
     if whole:  # every call path; self times are the spans' own
         node = cp.node
         ids = np.arange(len(cp.parent))
@@ -379,6 +380,10 @@ def call_tree(
         self_ns = np.bincount(node, weights=indexes.array(idx, "self_time"), minlength=len(ids)).astype(np.int64)
         ppos = cp.parent
         n_spans = idx.num_rows
+    elif root is None and min_share > 0:  # the paths that may reach the threshold only
+        ids, ppos, ncalls, total, self_ns, n_spans, n_paths, roots = _window_candidates(
+            idx, cp, window, lo, hi, min_share
+        )
     else:  # the paths of the window's spans only (their ancestors are among them: they overlap too)
         # One native pass over the window's row ranges (`windows.ranges`), durations clipped;
         # self time of a path = its total minus its child paths' totals (clipped spans nest).
@@ -411,9 +416,75 @@ def call_tree(
         min_share=min_share,
         max_nodes=max_nodes,
         root=root,
+        roots_total=roots,
     )
     start, end = window.bounds(lo, hi) if lo is not None else (None, None)
-    return CallTree(out, int(n_spans), roots_total, int((ncalls > 0).sum()), threshold, start, end, cfg)
+    n_paths = int((ncalls > 0).sum()) if n_paths is None else n_paths
+    return CallTree(out, int(n_spans), roots_total, n_paths, threshold, start, end, cfg)
+
+
+def _whole_totals(idx: indexes.PackedIndex, cp: CallPaths) -> np.ndarray:
+    """Each call path's total over the whole trace (kept on the call paths): a window's is at
+    most that, so a path under a window's threshold here is under it in the window too."""
+    got = getattr(cp, "_whole_total", None)
+    if got is None:
+        got = np.bincount(cp.node, weights=indexes.array(idx, "dur"), minlength=len(cp.parent)).astype(np.int64)
+        cp._whole_total = got
+    return got
+
+
+def _window_candidates(idx: indexes.PackedIndex, cp: CallPaths, window: Window, lo: int, hi: int, min_share: float):
+    """(ids, ppos, calls, total, self_ns, spans, paths, roots' total) of the window's call paths
+    that may reach `min_share` of the roots' total: those whose whole-trace total reaches it
+    (`_whole_totals`; a parent's is at least its child's, so they hold their ancestors), summed
+    in one native pass (`_core.window_candidates`) that only counts the others. A candidate's
+    self time is its spans' own self times; a span cut by the window's edge (a few per
+    (producer, depth) run) has its clipped time minus its children's clipped times, found
+    here in its children's run (ts between its begin and end, parent_id its span_id)."""
+    start, end = window.bounds(lo, hi)
+    first, last, runs = windows.ranges(idx, window, lo, hi, overlap=True, runs=True)
+    b = windows.blocks(idx)
+    ts = indexes.array(idx, "ts").astype(np.int64, copy=False)
+    end_ts = indexes.array(idx, "end_ts").astype(np.int64, copy=False)
+
+    def clipped(a: int, z: int, keep=None) -> int:
+        t, e = ts[a:z], end_ts[a:z]
+        m = e > start if keep is None else keep & (e > start) & (t < end)
+        return int((np.minimum(e[m], end) - np.maximum(t[m], start)).sum())
+
+    # The roots' total first: it sets the threshold, and so which paths are candidates.
+    roots = sum(clipped(a, z) for a, z in zip(first[b.depth[runs] == 0].tolist(), last[b.depth[runs] == 0].tolist()))
+    cand = np.flatnonzero(_whole_totals(idx, cp) >= max(1, int(roots * min_share)))
+    got = _core.window_candidates(
+        arrays.from_numpy(cp.node),
+        arrays.from_numpy(ts),
+        arrays.from_numpy(end_ts),
+        arrays.from_numpy(indexes.array(idx, "self_time").astype(np.int64, copy=False)),
+        arrays.from_numpy(first),
+        arrays.from_numpy(last),
+        int(start),
+        int(end),
+        len(cp.parent),
+        arrays.from_numpy(cand.astype(np.int64)),
+    )
+    calls, total, self_ns, edges = (arrays.as_numpy(got[k]) for k in ("calls", "total", "self_ns", "edges"))
+    self_ns = self_ns.copy()
+    if len(edges):
+        sid, pid = indexes.array(idx, "span_id"), indexes.array(idx, "parent_id")
+        run_at = {(int(p), int(d)): (int(a), int(z)) for p, d, a, z in zip(b.producer, b.depth, b.start, b.end)}
+        for r in edges.tolist():
+            k = int(np.searchsorted(b.start, r, side="right")) - 1
+            a, z = run_at.get((int(b.producer[k]), int(b.depth[k]) + 1), (0, 0))
+            if z > a:  # its children: in the next level's run, between its begin and its end
+                i = a + int(np.searchsorted(ts[a:z], ts[r], side="left"))
+                j = a + int(np.searchsorted(ts[a:z], end_ts[r], side="right"))
+                self_ns[np.searchsorted(cand, cp.node[r])] -= clipped(i, j, pid[i:j] == sid[r])
+    par = cp.parent[cand]
+    ppos = np.searchsorted(cand, par)
+    ok = (par >= 0) & (ppos < len(cand))
+    ok[ok] = cand[ppos[ok]] == par[ok]
+    ppos = np.where(ok, ppos, -1)
+    return cand, ppos, calls, total, np.maximum(self_ns, 0), int(got["spans"]), int(got["paths"]), roots
 
 
 def _cut(
@@ -430,12 +501,14 @@ def _cut(
     min_share: float,
     max_nodes: int | None,
     root: int | None,
+    roots_total: int | None = None,
 ) -> tuple[pa.Table, int, int]:
     """(the kept paths as CALL_TREE_COLUMNS + cut_ns, the roots' total, the threshold) of a call
     tree given per path position: `ids` (path ids, sorted), `ppos` (the parent's position, -1),
     calls, total and self ns; `parent_of`/`depth_of`/`names` map a path id to its parent id,
     depth and name. Shared by spans (`call_tree`) and stack samples (`sample_call_tree`)."""
-    roots_total = int(total[ppos < 0].sum()) if len(ids) else 0
+    if roots_total is None:  # given when `ids` leave out paths (`_window_candidates`)
+        roots_total = int(total[ppos < 0].sum()) if len(ids) else 0
     inside, chain, base = None, np.zeros(0, np.int64), roots_total
     if root is not None:
         at = np.searchsorted(ids, int(root))

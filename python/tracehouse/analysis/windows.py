@@ -89,13 +89,14 @@ def is_whole(window: Window, lo: int | None, hi: int | None) -> bool:
 
 
 def ranges(
-    idx: indexes.PackedIndex, window: Window, lo: int | None, hi: int | None, *, overlap: bool
-) -> tuple[np.ndarray, np.ndarray]:
+    idx: indexes.PackedIndex, window: Window, lo: int | None, hi: int | None, *, overlap: bool, runs: bool = False
+) -> tuple[np.ndarray, ...]:
     """(starts, ends): per (producer, depth) run of the window's producers, the rows
     [start, end) of its spans overlapping the window (overlap=True: up to the last with
     ts < end, from the first whose running maximum end passes the start; a span of these
     may still end at or before the start: `end_ts > start` is checked by whoever reads
-    them) or starting in it. Empty runs are left out. Not for the whole trace (`is_whole`)."""
+    them) or starting in it. Empty runs are left out. Not for the whole trace (`is_whole`).
+    runs=True: also each range's run (its number in `blocks`)."""
     start, end = window.bounds(lo, hi)
     b = blocks(idx)
     sel = np.arange(len(b.start))
@@ -111,7 +112,7 @@ def ranges(
         )
         last[k] = x + indexes.search(ts[x:y], end, "left")
     keep = last > first
-    return first[keep], last[keep]
+    return (first[keep], last[keep], sel[keep]) if runs else (first[keep], last[keep])
 
 
 def rows(
