@@ -82,25 +82,8 @@ def _p(times: list[float], q: float) -> float:
 RANGES = (("10 %", 0.10), ("50 %", 0.50), ("90 %", 0.90), ("random", None))
 
 
-def range_endpoints(rows: str) -> list[tuple[str, str, dict]]:
-    """(name, path, parameters) of the requests a selected range makes: the Overview's
-    (density, four statistics, histogram, longest spans), the Calls page's flame graph and
-    the Timeline's rows."""
-    return [
-        ("density, 1,000 bins", "/api/ui/density", {"bins": 1000}),
-        ("stats by type", "/api/ui/stats", {"by": "type"}),
-        ("stats by producer", "/api/ui/stats", {"by": "producer"}),
-        ("stats by state", "/api/ui/stats", {"by": "state"}),
-        ("stats by link", "/api/ui/stats", {"by": "link"}),
-        ("histogram log2", "/api/ui/hist", {"kind": "hist", "unit": "us"}),
-        ("top 25 spans", "/api/ui/top", {"n": 25}),
-        ("flame graph", "/api/ui/flame", {}),
-        ("timeline, 40 rows", "/api/ui/timeline", {"rows": rows, "width": 1200}),
-    ]
-
-
-OVERVIEW = (
-    ("trace info", "/api/ui/trace", {}),
+# The Overview's requests of a range (what a selection on its density chart asks at once).
+OVERVIEW_OF_RANGE = (
     ("density, 1,000 bins", "/api/ui/density", {"bins": 1000}),
     ("stats by type", "/api/ui/stats", {"by": "type"}),
     ("stats by producer", "/api/ui/stats", {"by": "producer"}),
@@ -109,6 +92,17 @@ OVERVIEW = (
     ("histogram log2", "/api/ui/hist", {"kind": "hist", "unit": "us"}),
     ("top 25 spans", "/api/ui/top", {"n": 25}),
 )
+OVERVIEW = (("trace info", "/api/ui/trace", {}),) + OVERVIEW_OF_RANGE
+
+
+def range_endpoints(rows: str) -> list[tuple[str, str, dict]]:
+    """(name, path, parameters) of the requests a selected range makes: the Overview's
+    (density, four statistics, histogram, longest spans), the Calls page's flame graph and
+    the Timeline's rows."""
+    return list(OVERVIEW_OF_RANGE) + [
+        ("flame graph", "/api/ui/flame", {}),
+        ("timeline, 40 rows", "/api/ui/timeline", {"rows": rows, "width": 1200}),
+    ]
 
 
 def _window(rng: random.Random, lo: int, hi: int, share: float | None) -> tuple[int, int]:
