@@ -368,3 +368,40 @@ def test_issue33_a_pages_requests_do_not_wait_behind_slow_ones(tmp_path):
         assert quick < min(done)
     finally:
         _stop(proc)
+
+
+def test_issue33_a_big_traces_whole_trace_answers_are_read_back_after_a_restart(tmp_path, monkeypatch):
+    """The prepare job of a big trace saves the overview's whole-trace answers beside its
+    indexes; a new server's first requests are answered from them, nothing computed."""
+    import tracehouse
+
+    with tracehouse.open(tmp_path / "s") as s:
+        generate_tod(s, "big", 20_000, seed=9)
+        s.flush()
+        state, app = ui(s, inline_events=1_000)
+        st, d = get(app, "/api/ui/flame", {"trace": "big"})
+        assert st == 202
+        for _ in range(600):
+            job = get(app, "/api/ui/jobs", {"id": d["job"]["id"]})[1]
+            if job["state"] in ("done", "failed"):
+                break
+            time.sleep(0.1)
+        assert job["state"] == "done", job
+        asks = [
+            ("/api/ui/flame", {}),
+            ("/api/ui/density", {"bins": 1000}),
+            ("/api/ui/stats", {"by": "state"}),
+            ("/api/ui/stats", {"by": "producer"}),
+            ("/api/ui/hist", {"kind": "hist", "unit": "us"}),
+            ("/api/ui/top", {"n": 25}),
+        ]
+        before = [get(app, p, q | {"trace": "big"}) for p, q in asks]
+        state.close()
+        calltree._PATHS.clear()
+        indexes.forget(s)
+        for name in ("flame", "density", "stats", "hist", "top_spans"):
+            monkeypatch.setattr(views, name, lambda *a, name=name, **k: pytest.fail(f"{name} computed again"))
+        state, app = ui(s, inline_events=1_000)
+        after = [get(app, p, q | {"trace": "big"}) for p, q in asks]
+        state.close()
+        assert after == before and all(st == 200 for st, _ in after)

@@ -39,9 +39,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ...analysis import calltree, event_streams, spans
+from ...analysis import calltree, event_streams, indexes, spans
 from ...analysis.profiles import SpanConfig, infer_span_config
-from ...errors import BadInput, TracehouseError
+from ...analysis.registry import Window
+from ...errors import BadInput, ReadOnly, StoreLocked, TracehouseError
 
 if TYPE_CHECKING:
     from ...store import Store
@@ -50,6 +51,7 @@ log = logging.getLogger("tracehouse.server.ui")
 
 INLINE_EVENTS = 2_000_000  # traces up to this many events are prepared inside the request
 ANSWERS_KEPT = 256  # answers kept (Preparer.cached)
+ANSWER = "ui-answer"  # name of a whole-trace answer saved beside the indexes (tool tracehouse.index)
 
 
 class Pending(Exception):
@@ -310,15 +312,45 @@ class Preparer:
 
     def cached(self, trace: str, what: tuple, make: Callable[[], dict]) -> dict:
         """An answer kept per (trace signature, question): a page shown again, the same selection in
-        another view, and the whole-trace answers the prepare job computes ahead."""
+        another view, and the whole-trace answers the prepare job computes ahead. A whole-trace
+        answer of a big trace is also saved in the store beside its indexes, so a restarted
+        server answers the overview's first requests from disk (`_saved_answer`)."""
         key = (self._key(trace), what)
         with self._lock:
             if key in self._answers:
                 self._answers.move_to_end(key)
                 return self._answers[key]
-        doc = make()
+        whole = len(what) > 1 and isinstance(what[1], Window) and what[1] == Window()
+        big = whole and self.store.trace(trace).event_count > self.inline_events
+        doc = self._saved_answer(trace, what, key[0][1]) if big else None
+        if doc is None:
+            doc = make()
+            if big:
+                self._save_answer(trace, what, key[0][1], doc)
         with self._lock:
             self._answers[key] = doc
             while len(self._answers) > ANSWERS_KEPT:
                 self._answers.popitem(last=False)
         return doc
+
+    def _saved_answer(self, trace: str, what: tuple, stamp: str) -> dict | None:
+        for r in self.store.results(trace=trace, tool=indexes.TOOL, name=ANSWER):
+            if r["params"].get("what") == repr(what) and r["params"].get("signature") == stamp:
+                return r["payload"]
+        return None
+
+    def _save_answer(self, trace: str, what: tuple, stamp: str, doc: dict) -> None:
+        """Saved as a result of the trace (payload in the catalog; the trace's other saved answers
+        to the same question, of an older signature, deleted)."""
+        if self.store.readonly:
+            return
+        try:
+            old = [r for r in self.store.results(trace=trace, tool=indexes.TOOL, name=ANSWER)]
+            self.store.save_result(
+                "table", ANSWER, indexes.TOOL, [trace], params={"what": repr(what), "signature": stamp}, payload=doc
+            )
+            for r in old:
+                if r["params"].get("what") == repr(what):
+                    self.store.delete_result(r["id"])
+        except (ReadOnly, StoreLocked) as e:
+            log.info("answer of %s not saved: %s", trace, e)
