@@ -423,7 +423,7 @@ def call_tree(
     return CallTree(out, int(n_spans), roots_total, n_paths, threshold, start, end, cfg)
 
 
-def _whole_totals(idx: indexes.PackedIndex, cp: CallPaths) -> np.ndarray:
+def whole_totals(idx: indexes.PackedIndex, cp: CallPaths) -> np.ndarray:
     """Each call path's total over the whole trace (kept on the call paths): a window's is at
     most that, so a path under a window's threshold here is under it in the window too."""
     got = getattr(cp, "_whole_total", None)
@@ -436,7 +436,7 @@ def _whole_totals(idx: indexes.PackedIndex, cp: CallPaths) -> np.ndarray:
 def _window_candidates(idx: indexes.PackedIndex, cp: CallPaths, window: Window, lo: int, hi: int, min_share: float):
     """(ids, ppos, calls, total, self_ns, spans, paths, roots' total) of the window's call paths
     that may reach `min_share` of the roots' total: those whose whole-trace total reaches it
-    (`_whole_totals`; a parent's is at least its child's, so they hold their ancestors), summed
+    (`whole_totals`; a parent's is at least its child's, so they hold their ancestors), summed
     in one native pass (`_core.window_candidates`) that only counts the others. A candidate's
     self time is its spans' own self times; a span cut by the window's edge (a few per
     (producer, depth) run) has its clipped time minus its children's clipped times, found
@@ -454,7 +454,7 @@ def _window_candidates(idx: indexes.PackedIndex, cp: CallPaths, window: Window, 
 
     # The roots' total first: it sets the threshold, and so which paths are candidates.
     roots = sum(clipped(a, z) for a, z in zip(first[b.depth[runs] == 0].tolist(), last[b.depth[runs] == 0].tolist()))
-    cand = np.flatnonzero(_whole_totals(idx, cp) >= max(1, int(roots * min_share)))
+    cand = np.flatnonzero(whole_totals(idx, cp) >= max(1, int(roots * min_share)))
     got = _core.window_candidates(
         arrays.from_numpy(cp.node),
         arrays.from_numpy(ts),
