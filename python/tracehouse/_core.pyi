@@ -4,7 +4,7 @@ Hand-written: keep it in step with ``src/lib.rs`` and ``src/py/``.
 """
 
 from collections.abc import Iterator
-from typing import Final
+from typing import Any, Final
 
 import pyarrow as pa
 
@@ -590,6 +590,50 @@ def call_tree(parent: pa.Int64Array, key: pa.Int64Array, depth: pa.Int32Array) -
     """Calling-context tree: ``node_of`` (node of each span), and per node ``parent``,
     ``key``, ``depth`` (nodes in creation order, parents first). ValueError when a parent is
     not one level above its child."""
+
+def window_paths(
+    node: pa.Int32Array,
+    ts: pa.Int64Array,
+    end_ts: pa.Int64Array,
+    parent: pa.Int64Array,
+    starts: pa.Int64Array,
+    ends: pa.Int64Array,
+    lo: int,
+    hi: int,
+) -> dict[str, pa.Int64Array]:
+    """Per call path, the span index rows ``[starts[k], ends[k])`` with ``end_ts > lo``: ``ids``
+    (the paths with spans, ascending), ``ppos`` (the parent's position in ids, -1), ``calls``,
+    ``total`` (durations clipped to ``[lo, hi)``) and ``self_ns`` (total minus the child paths'
+    totals). ValueError on a row range or path out of bounds."""
+
+def window_candidates(
+    node: pa.Int32Array,
+    ts: pa.Int64Array,
+    end_ts: pa.Int64Array,
+    self_time: pa.Int64Array,
+    starts: pa.Int64Array,
+    ends: pa.Int64Array,
+    lo: int,
+    hi: int,
+    n_paths: int,
+    cand: pa.Int64Array,
+) -> dict[str, Any]:
+    """``window_paths`` for the call paths ``cand`` only: per candidate ``calls``, ``total``,
+    ``self_ns`` (a span cut by an edge: its clipped time, children not taken off), the rows
+    cut by an edge (``edges``), and over every path the overlapping ``spans`` and distinct
+    ``paths``."""
+
+def window_groups(
+    group: pa.Int32Array,
+    dur: pa.Int64Array,
+    self_time: pa.Int64Array,
+    closed: pa.UInt8Array | None,
+    starts: pa.Int64Array,
+    ends: pa.Int64Array,
+    n_groups: int,
+) -> tuple[pa.Int64Array, pa.Int64Array, pa.Int64Array, pa.Int64Array]:
+    """Per group (a negative code: the last group), the rows ``[starts[k], ends[k])`` whose
+    ``closed`` is not 0 (None: all): count, total dur, total self time, longest dur."""
 
 def hist_log2(
     values: pa.Int64Array, k: int = 0, groups: pa.Int64Array | None = None, n_groups: int = 1

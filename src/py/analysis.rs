@@ -1,5 +1,5 @@
 //! Python face of the analysis passes: `_core.stable_order`, `_core.running_max_by_key`, `_core.pair_spans`, `_core.SpanPairer`, `_core.nest_spans`,
-//! `_core.call_tree`, `_core.hist_log2`, `_core.hist_linear`, `_core.binned_counts`,
+//! `_core.call_tree`, `_core.window_paths`, `_core.window_candidates`, `_core.window_groups`, `_core.hist_log2`, `_core.hist_linear`, `_core.binned_counts`,
 //! `_core.pack_int64` and `_core.PackedColumn` (the derived indexes' packed columns; its
 //! `seq_lookup` and `rank_many` read the density index's seqs for `statistics.seq_at`).
 //!
@@ -19,7 +19,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList, PyTuple};
 
 use super::arrow::{bools_to_pyarrow, primitive_from_pyarrow, vec_to_pyarrow};
-use crate::analysis::{calltree, density, hist, packed, spans};
+use crate::analysis::{calltree, density, hist, packed, spans, window};
 use crate::store::order;
 
 fn i64s(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Int64Array> {
@@ -245,6 +245,124 @@ fn call_tree<'py>(
     out.set_item("key", vec_to_pyarrow::<Int64Type>(py, t.key)?)?;
     out.set_item("depth", vec_to_pyarrow::<Int32Type>(py, t.depth)?)?;
     Ok(out)
+}
+
+/// Per call path, the spans of the span index rows `[starts[k], ends[k])` overlapping
+/// `[lo, hi)`: dict of int64 arrays ids, ppos, calls, total, self_ns (`window::overlap_paths`).
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn window_paths<'py>(
+    py: Python<'py>,
+    node: &Bound<'py, PyAny>,
+    ts: &Bound<'py, PyAny>,
+    end_ts: &Bound<'py, PyAny>,
+    parent: &Bound<'py, PyAny>,
+    starts: &Bound<'py, PyAny>,
+    ends: &Bound<'py, PyAny>,
+    lo: i64,
+    hi: i64,
+) -> PyResult<Bound<'py, PyDict>> {
+    let (nd, t, e, p) = (i32s(node, "node")?, i64s(ts, "ts")?, i64s(end_ts, "end_ts")?, i64s(parent, "parent")?);
+    let (s, z) = (i64s(starts, "starts")?, i64s(ends, "ends")?);
+    let got = py
+        .detach(|| {
+            window::overlap_paths(nd.values(), t.values(), e.values(), p.values(), s.values(), z.values(), lo, hi)
+        })
+        .map_err(PyValueError::new_err)?;
+    let out = PyDict::new(py);
+    out.set_item("ids", vec_to_pyarrow::<Int64Type>(py, got.ids)?)?;
+    out.set_item("ppos", vec_to_pyarrow::<Int64Type>(py, got.ppos)?)?;
+    out.set_item("calls", vec_to_pyarrow::<Int64Type>(py, got.calls)?)?;
+    out.set_item("total", vec_to_pyarrow::<Int64Type>(py, got.total)?)?;
+    out.set_item("self_ns", vec_to_pyarrow::<Int64Type>(py, got.self_ns)?)?;
+    Ok(out)
+}
+
+/// `window::overlap_candidates`: dict of int64 arrays calls, total, self_ns (per candidate),
+/// edges (rows), and ints spans, paths.
+#[pyfunction]
+#[allow(clippy::too_many_arguments)]
+fn window_candidates<'py>(
+    py: Python<'py>,
+    node: &Bound<'py, PyAny>,
+    ts: &Bound<'py, PyAny>,
+    end_ts: &Bound<'py, PyAny>,
+    self_time: &Bound<'py, PyAny>,
+    starts: &Bound<'py, PyAny>,
+    ends: &Bound<'py, PyAny>,
+    lo: i64,
+    hi: i64,
+    n_paths: usize,
+    cand: &Bound<'py, PyAny>,
+) -> PyResult<Bound<'py, PyDict>> {
+    let (nd, t, e, st) = (i32s(node, "node")?, i64s(ts, "ts")?, i64s(end_ts, "end_ts")?, i64s(self_time, "self_time")?);
+    let (s, z, c) = (i64s(starts, "starts")?, i64s(ends, "ends")?, i64s(cand, "cand")?);
+    let got = py
+        .detach(|| {
+            window::overlap_candidates(
+                nd.values(),
+                t.values(),
+                e.values(),
+                st.values(),
+                s.values(),
+                z.values(),
+                lo,
+                hi,
+                n_paths,
+                c.values(),
+            )
+        })
+        .map_err(PyValueError::new_err)?;
+    let out = PyDict::new(py);
+    out.set_item("calls", vec_to_pyarrow::<Int64Type>(py, got.calls)?)?;
+    out.set_item("total", vec_to_pyarrow::<Int64Type>(py, got.total)?)?;
+    out.set_item("self_ns", vec_to_pyarrow::<Int64Type>(py, got.self_ns)?)?;
+    out.set_item("edges", vec_to_pyarrow::<Int64Type>(py, got.edges)?)?;
+    out.set_item("spans", got.spans)?;
+    out.set_item("paths", got.paths)?;
+    Ok(out)
+}
+
+/// Per group, the spans of rows `[starts[k], ends[k])` that are closed (uint8 per row, None:
+/// all): (count, total, self, longest) int64 arrays of `n_groups` (`window::start_groups`).
+#[pyfunction]
+#[pyo3(signature = (group, dur, self_time, closed, starts, ends, n_groups))]
+#[allow(clippy::too_many_arguments)]
+fn window_groups<'py>(
+    py: Python<'py>,
+    group: &Bound<'py, PyAny>,
+    dur: &Bound<'py, PyAny>,
+    self_time: &Bound<'py, PyAny>,
+    closed: Option<&Bound<'py, PyAny>>,
+    starts: &Bound<'py, PyAny>,
+    ends: &Bound<'py, PyAny>,
+    n_groups: usize,
+) -> PyResult<Bound<'py, PyTuple>> {
+    let (g, d, st) = (i32s(group, "group")?, i64s(dur, "dur")?, i64s(self_time, "self_time")?);
+    let c = closed.map(|c| primitive_from_pyarrow::<UInt8Type>(c, "closed")).transpose()?;
+    let (s, z) = (i64s(starts, "starts")?, i64s(ends, "ends")?);
+    let (count, total, selfs, longest) = py
+        .detach(|| {
+            window::start_groups(
+                g.values(),
+                d.values(),
+                st.values(),
+                c.as_ref().map(|c| c.values().as_ref()),
+                s.values(),
+                z.values(),
+                n_groups,
+            )
+        })
+        .map_err(PyValueError::new_err)?;
+    PyTuple::new(
+        py,
+        [
+            vec_to_pyarrow::<Int64Type>(py, count)?,
+            vec_to_pyarrow::<Int64Type>(py, total)?,
+            vec_to_pyarrow::<Int64Type>(py, selfs)?,
+            vec_to_pyarrow::<Int64Type>(py, longest)?,
+        ],
+    )
 }
 
 fn groups_arg(groups: Option<&Bound<'_, PyAny>>, n: usize) -> PyResult<Option<Int64Array>> {
@@ -640,6 +758,9 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<SpanPairer>()?;
     m.add_function(wrap_pyfunction!(nest_spans, m)?)?;
     m.add_function(wrap_pyfunction!(call_tree, m)?)?;
+    m.add_function(wrap_pyfunction!(window_paths, m)?)?;
+    m.add_function(wrap_pyfunction!(window_groups, m)?)?;
+    m.add_function(wrap_pyfunction!(window_candidates, m)?)?;
     m.add_function(wrap_pyfunction!(hist_log2, m)?)?;
     m.add_function(wrap_pyfunction!(hist_log2_buckets, m)?)?;
     m.add_function(wrap_pyfunction!(hist_linear, m)?)?;

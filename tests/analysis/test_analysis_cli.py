@@ -129,7 +129,8 @@ def test_index_command_builds_every_index(tod, capsys):
     r = run_json(capsys, tod, "analyze", "index", "tod")
     assert set(r["built_s"]) == {"spans", "objects", "locals", "density"}
     names = {x["name"] for x in run_json(capsys, tod, "results", "list", "--tool", "tracehouse.index")}
-    assert names == {"spans", "objects", "locals", "density"}
+    # (and the call paths a call tree saves beside the span index, when one ran before)
+    assert names - {"calls"} == {"spans", "objects", "locals", "density"}
 
 
 def test_plugin_analyses_join_the_analyze_command(tod, capsys, monkeypatch, tmp_path):

@@ -30,7 +30,7 @@ import pyarrow.compute as pc
 from .. import _core, arrays
 from ..errors import BadInput
 from ..schema import Column
-from . import indexes, windows
+from . import indexes, spans, windows
 from .profiles import SpanConfig, span_config
 from .registry import Analysis, Answer, Note, Param, Rows, Text, Window
 from .spans import (
@@ -206,21 +206,70 @@ def _paths_key(store: Store, trace: str, cfg: SpanConfig) -> tuple:
     return str(store.path), store.trace(trace).id, repr(cfg.to_json()), store.stamp(trace)
 
 
+CALLS_INDEX = 1  # layout of the saved call paths; another is rebuilt
+
+
+def _saved_params(config: SpanConfig, part: str) -> dict:
+    return {"v": CALLS_INDEX, "part": part} | spans.span_index_params(config)
+
+
 def call_paths(store: Store, trace: str, config: SpanConfig, *, build: bool = True) -> CallPaths | None:
-    """The call paths of `trace`'s spans (built from the span index on first use; kept in this
-    process per trace state). build=False: None unless already made (nothing built)."""
+    """The call paths of `trace`'s spans: kept in this process per trace state, saved in the
+    store beside the span index (`_saved`: a server restart maps them, nothing is recomputed).
+    build=False: None unless kept or saved (nothing built)."""
     key = _paths_key(store, trace, config)
     with _PATHS_LOCK:
         got = _PATHS.get(key)
-    if got is not None or not build:
+    if got is not None:
         return got
-    idx = span_index(store, trace, config)
-    got = _call_paths(idx, config)
+    got = _saved(store, trace, config, None)
+    if got is None:
+        if not build:
+            return None
+        idx = span_index(store, trace, config)
+        got = _saved(store, trace, config, _call_paths(idx, config))
     with _PATHS_LOCK:
         for k in [k for k in _PATHS if k[:3] == key[:3]]:
             del _PATHS[k]
         _PATHS[key] = got
     return got
+
+
+def _saved(store: Store, trace: str, config: SpanConfig, made: CallPaths | None) -> CallPaths | None:
+    """The call paths as three derived indexes (`indexes.get`: Arrow IPC results linked to the
+    trace, checksummed, fresh while the trace's signature is, mapped on use): per span index
+    row its path and name code, per path its parent, depth and frame's name code, and the
+    names. made=None: only what is saved and fresh (None when a part is missing)."""
+    parts = {
+        "rows": lambda: pa.table({"node": made.node, "code": made.code}),
+        "paths": lambda: pa.table({"parent": made.parent, "depth": made.depth, "label": made.label}),
+        "names": lambda: pa.table({"name": made.names.cast(pa.string())}),
+    }
+    got = {}
+    for part, table in parts.items():
+        params = _saved_params(config, part)
+        if made is None:
+            got[part] = indexes.fresh(store, trace, "calls", params)
+            if got[part] is None:
+                return None
+        else:
+            got[part] = indexes.get(store, trace, "calls", params, table)
+    if made is not None:
+        return made
+    rows, paths, names = got["rows"], got["paths"], got["names"]
+    cp = CallPaths(
+        indexes.array(rows, "node").astype(np.int32, copy=False),
+        indexes.array(paths, "parent").astype(np.int64, copy=False),
+        indexes.array(paths, "depth").astype(np.int32, copy=False),
+        indexes.array(paths, "label").astype(np.int64, copy=False),
+        names.column("name") if names.num_rows else pa.array([], pa.string()),
+        indexes.array(rows, "code").astype(np.int32, copy=False),
+    )
+    idx = span_index(store, trace, config, build=False)
+    if idx is not None and getattr(idx, "_names", None) is None and len(cp.code) == idx.num_rows:
+        # the span names' codes too (`windows.names`): a restart does not re-encode 17M strings
+        idx._names = (windows.names_key(config), cp.code, cp.names)
+    return cp
 
 
 def _call_paths(idx: indexes.PackedIndex, config: SpanConfig) -> CallPaths:
@@ -321,28 +370,39 @@ def call_tree(
     idx = span_index(store, trace, cfg)
     cp = call_paths(store, trace, cfg)
     lo, hi = _bounds(store, trace)
-    rows, clipped = windows.overlapping(idx, window, lo, hi)
-    node = cp.node[rows]
-    whole = isinstance(rows, slice)
+    whole = windows.is_whole(window, lo, hi)
+    n_paths = roots = None
     if whole:  # every call path; self times are the spans' own
+        node = cp.node
         ids = np.arange(len(cp.parent))
         ncalls = np.bincount(node, minlength=len(ids))
-        total = np.bincount(node, weights=clipped, minlength=len(ids)).astype(np.int64)
+        total = np.bincount(node, weights=indexes.array(idx, "dur"), minlength=len(ids)).astype(np.int64)
         self_ns = np.bincount(node, weights=indexes.array(idx, "self_time"), minlength=len(ids)).astype(np.int64)
         ppos = cp.parent
+        n_spans = idx.num_rows
+    elif root is None and min_share > 0:  # the paths that may reach the threshold only
+        ids, ppos, ncalls, total, self_ns, n_spans, n_paths, roots = _window_candidates(
+            idx, cp, window, lo, hi, min_share
+        )
     else:  # the paths of the window's spans only (their ancestors are among them: they overlap too)
-        ids, inv = np.unique(node, return_inverse=True)
-        ncalls = np.bincount(inv, minlength=len(ids))
-        total = np.bincount(inv, weights=clipped, minlength=len(ids)).astype(np.int64)
-        par = cp.parent[ids]
-        ppos = np.searchsorted(ids, par)
-        ok = (par >= 0) & (ppos < len(ids))
-        ok[ok] = ids[ppos[ok]] == par[ok]
-        ppos = np.where(ok, ppos, -1)
-        has = ppos >= 0
-        # Self time of a path = its total minus its child paths' totals (clipped spans nest).
-        child_sum = np.bincount(ppos[has], weights=total[has], minlength=len(ids)).astype(np.int64)
-        self_ns = np.maximum(total - child_sum, 0)
+        # One native pass over the window's row ranges (`windows.ranges`), durations clipped;
+        # self time of a path = its total minus its child paths' totals (clipped spans nest).
+        start, end = window.bounds(lo, hi)
+        first, last = windows.ranges(idx, window, lo, hi, overlap=True)
+        got = _core.window_paths(
+            arrays.from_numpy(cp.node),
+            arrays.from_numpy(indexes.array(idx, "ts").astype(np.int64, copy=False)),
+            arrays.from_numpy(indexes.array(idx, "end_ts").astype(np.int64, copy=False)),
+            arrays.from_numpy(cp.parent.astype(np.int64, copy=False)),
+            arrays.from_numpy(first),
+            arrays.from_numpy(last),
+            int(start),
+            int(end),
+        )
+        ids, ppos, ncalls, total, self_ns = (
+            arrays.as_numpy(got[k]) for k in ("ids", "ppos", "calls", "total", "self_ns")
+        )
+        n_spans = int(ncalls.sum())
     out, roots_total, threshold = _cut(
         ids,
         np.asarray(ppos, np.int64),
@@ -356,10 +416,75 @@ def call_tree(
         min_share=min_share,
         max_nodes=max_nodes,
         root=root,
+        roots_total=roots,
     )
     start, end = window.bounds(lo, hi) if lo is not None else (None, None)
-    n_spans = idx.num_rows if whole else len(node)
-    return CallTree(out, int(n_spans), roots_total, int((ncalls > 0).sum()), threshold, start, end, cfg)
+    n_paths = int((ncalls > 0).sum()) if n_paths is None else n_paths
+    return CallTree(out, int(n_spans), roots_total, n_paths, threshold, start, end, cfg)
+
+
+def whole_totals(idx: indexes.PackedIndex, cp: CallPaths) -> np.ndarray:
+    """Each call path's total over the whole trace (kept on the call paths): a window's is at
+    most that, so a path under a window's threshold here is under it in the window too."""
+    got = getattr(cp, "_whole_total", None)
+    if got is None:
+        got = np.bincount(cp.node, weights=indexes.array(idx, "dur"), minlength=len(cp.parent)).astype(np.int64)
+        cp._whole_total = got
+    return got
+
+
+def _window_candidates(idx: indexes.PackedIndex, cp: CallPaths, window: Window, lo: int, hi: int, min_share: float):
+    """(ids, ppos, calls, total, self_ns, spans, paths, roots' total) of the window's call paths
+    that may reach `min_share` of the roots' total: those whose whole-trace total reaches it
+    (`whole_totals`; a parent's is at least its child's, so they hold their ancestors), summed
+    in one native pass (`_core.window_candidates`) that only counts the others. A candidate's
+    self time is its spans' own self times; a span cut by the window's edge (a few per
+    (producer, depth) run) has its clipped time minus its children's clipped times, found
+    here in its children's run (ts between its begin and end, parent_id its span_id)."""
+    start, end = window.bounds(lo, hi)
+    first, last, runs = windows.ranges(idx, window, lo, hi, overlap=True, runs=True)
+    b = windows.blocks(idx)
+    ts = indexes.array(idx, "ts").astype(np.int64, copy=False)
+    end_ts = indexes.array(idx, "end_ts").astype(np.int64, copy=False)
+
+    def clipped(a: int, z: int, keep=None) -> int:
+        t, e = ts[a:z], end_ts[a:z]
+        m = e > start if keep is None else keep & (e > start) & (t < end)
+        return int((np.minimum(e[m], end) - np.maximum(t[m], start)).sum())
+
+    # The roots' total first: it sets the threshold, and so which paths are candidates.
+    roots = sum(clipped(a, z) for a, z in zip(first[b.depth[runs] == 0].tolist(), last[b.depth[runs] == 0].tolist()))
+    cand = np.flatnonzero(whole_totals(idx, cp) >= max(1, int(roots * min_share)))
+    got = _core.window_candidates(
+        arrays.from_numpy(cp.node),
+        arrays.from_numpy(ts),
+        arrays.from_numpy(end_ts),
+        arrays.from_numpy(indexes.array(idx, "self_time").astype(np.int64, copy=False)),
+        arrays.from_numpy(first),
+        arrays.from_numpy(last),
+        int(start),
+        int(end),
+        len(cp.parent),
+        arrays.from_numpy(cand.astype(np.int64)),
+    )
+    calls, total, self_ns, edges = (arrays.as_numpy(got[k]) for k in ("calls", "total", "self_ns", "edges"))
+    self_ns = self_ns.copy()
+    if len(edges):
+        sid, pid = indexes.array(idx, "span_id"), indexes.array(idx, "parent_id")
+        run_at = {(int(p), int(d)): (int(a), int(z)) for p, d, a, z in zip(b.producer, b.depth, b.start, b.end)}
+        for r in edges.tolist():
+            k = int(np.searchsorted(b.start, r, side="right")) - 1
+            a, z = run_at.get((int(b.producer[k]), int(b.depth[k]) + 1), (0, 0))
+            if z > a:  # its children: in the next level's run, between its begin and its end
+                i = a + int(np.searchsorted(ts[a:z], ts[r], side="left"))
+                j = a + int(np.searchsorted(ts[a:z], end_ts[r], side="right"))
+                self_ns[np.searchsorted(cand, cp.node[r])] -= clipped(i, j, pid[i:j] == sid[r])
+    par = cp.parent[cand]
+    ppos = np.searchsorted(cand, par)
+    ok = (par >= 0) & (ppos < len(cand))
+    ok[ok] = cand[ppos[ok]] == par[ok]
+    ppos = np.where(ok, ppos, -1)
+    return cand, ppos, calls, total, np.maximum(self_ns, 0), int(got["spans"]), int(got["paths"]), roots
 
 
 def _cut(
@@ -376,12 +501,14 @@ def _cut(
     min_share: float,
     max_nodes: int | None,
     root: int | None,
+    roots_total: int | None = None,
 ) -> tuple[pa.Table, int, int]:
     """(the kept paths as CALL_TREE_COLUMNS + cut_ns, the roots' total, the threshold) of a call
     tree given per path position: `ids` (path ids, sorted), `ppos` (the parent's position, -1),
     calls, total and self ns; `parent_of`/`depth_of`/`names` map a path id to its parent id,
     depth and name. Shared by spans (`call_tree`) and stack samples (`sample_call_tree`)."""
-    roots_total = int(total[ppos < 0].sum()) if len(ids) else 0
+    if roots_total is None:  # given when `ids` leave out paths (`_window_candidates`)
+        roots_total = int(total[ppos < 0].sum()) if len(ids) else 0
     inside, chain, base = None, np.zeros(0, np.int64), roots_total
     if root is not None:
         at = np.searchsorted(ids, int(root))
@@ -501,16 +628,23 @@ def top_spans(
     cfg = config or span_config(store, trace)
     idx = span_index(store, trace, cfg)
     lo, hi = _bounds(store, trace)
-    rows = windows.starting(idx, window, lo, hi)
-    dur = indexes.array(idx, "dur")[rows]
-    count = len(dur)
-    rows = np.arange(idx.num_rows)[rows] if isinstance(rows, slice) else rows
     n = max(0, int(n))
-    if count > n:
-        # the n-th longest duration, then every span at least that long: ties resolved by span_id
-        cut = np.partition(dur, count - n)[count - n]
-        pick = np.flatnonzero(dur >= cut)
-        rows, dur = rows[pick], dur[pick]
+    # The durations of the spans starting in the window, copied run by run; the n-th longest,
+    # then the rows of every span at least that long (ties resolved by span_id below): no row
+    # numbers for the millions of others.
+    durs = windows.starting_values(idx, "dur", window, lo, hi)
+    count = len(durs)
+    cut = np.partition(durs, count - n)[count - n] if count > n > 0 else np.iinfo(np.int64).min
+    all_dur = indexes.array(idx, "dur")
+    closed = indexes.array(idx, "closed")
+    if windows.is_whole(window, lo, hi):
+        first, last = np.zeros(1, np.int64), np.full(1, idx.num_rows, np.int64)
+    else:
+        first, last = windows.ranges(idx, window, lo, hi, overlap=False)
+    parts = [a + np.flatnonzero(all_dur[a:z] >= cut) for a, z in zip(first.tolist(), last.tolist())]
+    rows = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    rows = rows[closed[rows]]
+    dur = all_dur[rows]
     sid = indexes.array(idx, "span_id")[rows]
     order = np.lexsort((sid, -dur))[:n]
     return span_rows(store, trace, idx, cfg, rows[order]), int(count)
@@ -527,9 +661,17 @@ def path_spans(
     if not 0 <= node < len(cp.parent):
         raise BadInput(f"no call path {node}", expected=f"0..{len(cp.parent) - 1}")
     lo, hi = _bounds(store, trace)
-    rows, clipped = windows.overlapping(idx, window, lo, hi)
-    mine = cp.node[rows] == node
-    rows, clipped = (np.flatnonzero(mine) if isinstance(rows, slice) else rows[mine]), clipped[mine]
+    if windows.is_whole(window, lo, hi):
+        rows = np.flatnonzero(cp.node == node)
+        clipped = indexes.array(idx, "dur")[rows]
+    else:  # the path's rows run by run (no row numbers for the window's other spans)
+        start, end = window.bounds(lo, hi)
+        first, last = windows.ranges(idx, window, lo, hi, overlap=True)
+        parts = [a + np.flatnonzero(cp.node[a:z] == node) for a, z in zip(first.tolist(), last.tolist())]
+        rows = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+        end_ts = indexes.array(idx, "end_ts")[rows]
+        rows, end_ts = rows[end_ts > start], end_ts[end_ts > start]
+        clipped = np.minimum(end_ts, end) - np.maximum(indexes.array(idx, "ts")[rows], start)
     count = len(rows)
     n = max(1, int(n))
     if count > n:

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pyarrow as pa
 
+from .. import _core, arrays
 from ..arrays import from_numpy, strings, with_nulls
 from ..errors import BadInput
 from ..schema import Column
@@ -184,22 +185,33 @@ def _by_stream(store: Store, trace: str, by: str, window: Window) -> pa.Table:
 
 def _by_name(store: Store, trace: str, cfg, window: Window, unclosed: bool) -> pa.Table:
     """stats_by_state of paired spans by their name, from the span index: the spans starting
-    in the window (binary searches per thread and depth), one bincount per measure."""
+    in the window (binary searches per thread and depth), one native pass over their rows."""
     from . import windows
     from .spans import span_index
 
     idx = span_index(store, trace, cfg)
     info = store.trace(trace)
-    rows = windows.starting(idx, window, info.ts_min, info.ts_max, closed_only=not unclosed)
     codes, names = windows.names(idx, cfg)
-    code = codes[rows].astype(np.int64)
     g = len(names) + 1  # the last group: spans whose name is null
-    code = np.where(code < 0, g - 1, code)
-    spans = np.bincount(code, minlength=g).astype(np.int64)
-    total = _sums(code, indexes.array(idx, "dur")[rows], g)
-    selfs = _sums(code, indexes.array(idx, "self_time")[rows], g)
-    longest = np.zeros(g, np.int64)
-    np.maximum.at(longest, code, indexes.array(idx, "dur")[rows])
+    if windows.is_whole(window, info.ts_min, info.ts_max):
+        first, last = np.zeros(1, np.int64), np.full(1, idx.num_rows, np.int64)
+    else:  # per (producer, depth) run, its rows starting in the window
+        first, last = windows.ranges(idx, window, info.ts_min, info.ts_max, overlap=False)
+    closed = None if unclosed or windows.blocks(idx).all_closed else indexes.array(idx, "closed")
+    # One native pass over those rows (no row numbers, no gathers): a 90 % window of a
+    # 100M-event trace is 15M spans.
+    spans, total, selfs, longest = (
+        arrays.as_numpy(a)
+        for a in _core.window_groups(
+            from_numpy(codes.astype(np.int32, copy=False)),
+            from_numpy(indexes.array(idx, "dur").astype(np.int64, copy=False)),
+            from_numpy(indexes.array(idx, "self_time").astype(np.int64, copy=False)),
+            None if closed is None else from_numpy(closed.view(np.uint8)),
+            from_numpy(first),
+            from_numpy(last),
+            g,
+        )
+    )
     labels = np.array(names.to_pylist() + [None], dtype=object)
     keep = np.flatnonzero(spans > 0)
     # total_dur DESC NULLS LAST, then the state (NULL last)

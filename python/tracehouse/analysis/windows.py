@@ -58,10 +58,15 @@ def cumdur(idx: indexes.PackedIndex) -> np.ndarray:
     return got
 
 
+def names_key(config: SpanConfig) -> tuple:
+    """What `names` keeps its answer under (the call paths, saved, prime it)."""
+    return ("names", config.name_column, config.begin)
+
+
 def names(idx: indexes.PackedIndex, config: SpanConfig) -> tuple[np.ndarray, pa.Array]:
     """(int32 name code per index row, code -> name): the name column of the spans (the
     pairing's), or the begin type for every span when it names none."""
-    key = ("names", config.name_column, config.begin)
+    key = names_key(config)
     got = getattr(idx, "_names", None)
     if got is None or got[0] != key:
         col = begin_column(config.name_column) if config.name_column else None
@@ -83,6 +88,34 @@ def is_whole(window: Window, lo: int | None, hi: int | None) -> bool:
     return (window.start is None or window.start <= lo) and (window.end is None or window.end > hi)
 
 
+def ranges(
+    idx: indexes.PackedIndex, window: Window, lo: int | None, hi: int | None, *, overlap: bool, runs: bool = False
+) -> tuple[np.ndarray, ...]:
+    """(starts, ends): per (producer, depth) run of the window's producers, the rows
+    [start, end) of its spans overlapping the window (overlap=True: up to the last with
+    ts < end, from the first whose running maximum end passes the start; a span of these
+    may still end at or before the start: `end_ts > start` is checked by whoever reads
+    them) or starting in it. Empty runs are left out. Not for the whole trace (`is_whole`).
+    runs=True: also each range's run (its number in `blocks`)."""
+    start, end = window.bounds(lo, hi)
+    b = blocks(idx)
+    sel = np.arange(len(b.start))
+    if window.producers is not None:
+        sel = sel[np.isin(b.producer, np.array(window.producers, np.int64))]
+    ts = indexes.array(idx, "ts")
+    # searched in place (a few probes per run): decoding end_max whole costs 0.5 s on 17M spans
+    reach = indexes.column(idx, "end_max" if overlap and "end_max" in idx.column_names else "end_ts")
+    a, z = b.start[sel], b.end[sel]
+    first, last = np.zeros(len(sel), np.int64), np.zeros(len(sel), np.int64)
+    for k, (x, y) in enumerate(zip(a.tolist(), z.tolist())):  # one pair of searches per run
+        first[k] = x + (
+            indexes.search(reach[x:y], start, "right") if overlap else indexes.search(ts[x:y], start, "left")
+        )
+        last[k] = x + indexes.search(ts[x:y], end, "left")
+    keep = last > first
+    return (first[keep], last[keep], sel[keep]) if runs else (first[keep], last[keep])
+
+
 def rows(
     idx: indexes.PackedIndex, window: Window, lo: int | None, hi: int | None, *, overlap: bool
 ) -> np.ndarray | slice:
@@ -90,19 +123,8 @@ def rows(
     the trace's first and last event time. The whole trace: slice(None)."""
     if is_whole(window, lo, hi):
         return slice(None)
-    start, end = window.bounds(lo, hi)
-    b = blocks(idx)
-    sel = np.arange(len(b.start))
-    if window.producers is not None:
-        sel = sel[np.isin(b.producer, np.array(window.producers, np.int64))]
-    ts = indexes.array(idx, "ts")
-    reach = indexes.array(idx, "end_max" if overlap and "end_max" in idx.column_names else "end_ts")
-    parts = []
-    for a, z in zip(b.start[sel].tolist(), b.end[sel].tolist()):  # one pair of searches per block
-        i = a + (indexes.search(reach[a:z], start, "right") if overlap else indexes.search(ts[a:z], start, "left"))
-        j = a + indexes.search(ts[a:z], end, "left")
-        if j > i:
-            parts.append(np.arange(i, j, dtype=np.int64))
+    start, _end = window.bounds(lo, hi)
+    parts = [np.arange(i, j, dtype=np.int64) for i, j in zip(*ranges(idx, window, lo, hi, overlap=overlap))]
     out = np.concatenate(parts) if parts else np.zeros(0, np.int64)
     if overlap and len(out):
         out = out[indexes.array(idx, "end_ts")[out] > start]
@@ -120,6 +142,20 @@ def overlapping(
     ts = indexes.array(idx, "ts")[r]
     end_ts = indexes.array(idx, "end_ts")[r]
     return r, np.minimum(end_ts, end) - np.maximum(ts, start)
+
+
+def starting_values(
+    idx: indexes.PackedIndex, name: str, window: Window, lo: int | None, hi: int | None, *, closed_only: bool = True
+) -> np.ndarray:
+    """Column `name` of the spans starting in the window (`starting`), copied run by run
+    (slices, no row numbers: 3x less work than a gather through `starting`'s rows)."""
+    col = indexes.array(idx, name)
+    closed = indexes.array(idx, "closed") if closed_only and not blocks(idx).all_closed else None
+    if is_whole(window, lo, hi):
+        return col if closed is None else col[closed]
+    first, last = ranges(idx, window, lo, hi, overlap=False)
+    parts = [col[a:z] if closed is None else col[a:z][closed[a:z]] for a, z in zip(first.tolist(), last.tolist())]
+    return np.concatenate(parts) if parts else col[:0]
 
 
 def starting(

@@ -99,6 +99,7 @@ class UiState:
         self.jobs = Jobs()
         self.prep = Preparer(store, self.jobs, **({} if inline_events is None else {"inline_events": inline_events}))
         self.prep.warm = self.warm
+        self.prep.load_saved()
 
     def warm(self, trace: str) -> None:
         """The answers a trace's overview asks first, computed by its prepare job (kept by

@@ -4,9 +4,10 @@ Owns the hand-over: the server's dispatcher gives a whole request (`_core.HttpRe
 head and body already read by the front end) to `UiBridge.submit`, which only queues it on
 the UI's event loop and returns; the loop turns it into an ASGI `http` scope, runs the app
 and answers the request once with the collected response. The app's synchronous handlers
-run on a small pool of worker threads (anyio's default limiter, set to `threads`): the
-pages' work is DuckDB, numpy and Rust, which release the interpreter lock, and two cores
-gain nothing from more.
+run on a pool of worker threads (anyio's default limiter, set to `threads`, 8: a page's
+requests for one selection arrive together, the Overview's eight at once, and each runs
+at once rather than queued behind the slowest; their work is DuckDB, numpy and Rust,
+which release the interpreter lock, so they share the cores).
 
 Bounded: at most `max_pending` UI requests are queued or running; more are answered 503
 with Retry-After at once (the browser retries), so a stuck page cannot grow memory.
@@ -35,7 +36,7 @@ class UiBridge:
     """An ASGI app served in-process: its own thread and event loop, bounded work."""
 
     def __init__(
-        self, app, *, threads: int = 2, max_pending: int = 64, state=None, open_paths: list[str] | None = None
+        self, app, *, threads: int = 8, max_pending: int = 64, state=None, open_paths: list[str] | None = None
     ) -> None:
         self.app = app
         self.open_paths = list(open_paths or [])  # served without the token (the page and its assets)

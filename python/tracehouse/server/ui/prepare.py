@@ -9,19 +9,22 @@ exists, and building what is missing; the data and the analyses over it are
   spans     the span table paired and saved as the processed trace `<trace>:spans`, and
             the span index (analysis/spans.py): spans by (producer, depth, ts), mmapped
   calls     every span's call path and name code, aligned with the span index rows
-            (analysis/calltree.py, kept in this process): a flame graph or a by-name
-            statistic of any time range or producer set is then one bincount
+            (analysis/calltree.py, saved beside the span index): a flame graph or a
+            by-name statistic of any time range or producer set is then one native pass
+            over the range's rows
 
 A request never waits for a build on a big trace: traces up to `INLINE_EVENTS` events are
 prepared inside the request (a 2M-event trace in about a second); a bigger one gets one
 background job (`Jobs`, one worker thread: builds are CPU- and memory-heavy and this
 machine has two cores) that builds every part in turn, and the request answers at once
 with `Pending` (HTTP 202 and the job's progress; the page polls and redraws). Built
-indexes are saved in the store (`analysis/indexes.py`), so a server restart finds them.
+indexes and call paths are saved in the store (`analysis/indexes.py`: Arrow IPC files with
+the trace's signature and a CRC-32, checked by `tracehouse verify`; a stale or damaged one
+is rebuilt), so a restarted server maps them and answers at once, nothing Pending.
 
 What is kept in this process (by the analyses, per trace state): the parsed stream table
-of the density index and the call paths (int32 per span: 68 MB for 17M spans); the
-mmapped indexes themselves cost no heap.
+of the density index, the span index columns the range passes read (decoded once) and the
+call paths (int32 per span: 68 MB for 17M spans); the mmapped files themselves cost no heap.
 """
 
 from __future__ import annotations
@@ -36,9 +39,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from ...analysis import calltree, event_streams, spans
+from ...analysis import calltree, event_streams, indexes, spans
 from ...analysis.profiles import SpanConfig, infer_span_config
-from ...errors import BadInput, TracehouseError
+from ...analysis.registry import Window
+from ...errors import BadInput, ReadOnly, StoreLocked, TracehouseError
 
 if TYPE_CHECKING:
     from ...store import Store
@@ -47,6 +51,7 @@ log = logging.getLogger("tracehouse.server.ui")
 
 INLINE_EVENTS = 2_000_000  # traces up to this many events are prepared inside the request
 ANSWERS_KEPT = 256  # answers kept (Preparer.cached)
+ANSWER = "ui-answer"  # name of a whole-trace answer saved beside the indexes (tool tracehouse.index)
 
 
 class Pending(Exception):
@@ -242,6 +247,29 @@ class Preparer:
         job.step = "ready"
         return out
 
+    def load_saved(self) -> None:
+        """At the server's start: one background job per big trace that maps what was prepared
+        for it and decodes the span index columns a range reads (`_load`), so the first range
+        asked after a restart does not pay that (17M spans: ~2 s of CPU) itself."""
+        for info in self.store.traces():
+            if info.event_count > self.inline_events:
+                self.jobs.submit("load", info.name, lambda job, t=info.name: self._load(t, job))
+
+    def _load(self, trace: str, job: Job) -> dict | None:
+        job.step = "reading what was prepared"
+        have = self.ready(trace)
+        if not have["density"] or have["spans"] is False or have["calls"] is False:
+            return None  # not prepared: its first request starts the prepare job
+        t0 = time.perf_counter()
+        self.streams(trace, build=True)
+        sd, cp = self.spans(trace, build=True), self.calls(trace, build=True)
+        if sd is not None:
+            for c in ("ts", "end_ts", "dur", "self_time", "closed", "span_id", "parent_id"):
+                indexes.array(sd.index, c)
+            if cp is not None:
+                calltree.whole_totals(sd.index, cp)
+        return {"load_s": round(time.perf_counter() - t0, 2)}
+
     def ready(self, trace: str) -> dict:
         """Which parts exist now (nothing is built)."""
         cfg, _ = infer_span_config(self.store, trace)
@@ -307,15 +335,45 @@ class Preparer:
 
     def cached(self, trace: str, what: tuple, make: Callable[[], dict]) -> dict:
         """An answer kept per (trace signature, question): a page shown again, the same selection in
-        another view, and the whole-trace answers the prepare job computes ahead."""
+        another view, and the whole-trace answers the prepare job computes ahead. A whole-trace
+        answer of a big trace is also saved in the store beside its indexes, so a restarted
+        server answers the overview's first requests from disk (`_saved_answer`)."""
         key = (self._key(trace), what)
         with self._lock:
             if key in self._answers:
                 self._answers.move_to_end(key)
                 return self._answers[key]
-        doc = make()
+        whole = len(what) > 1 and isinstance(what[1], Window) and what[1] == Window()
+        big = whole and self.store.trace(trace).event_count > self.inline_events
+        doc = self._saved_answer(trace, what, key[0][1]) if big else None
+        if doc is None:
+            doc = make()
+            if big:
+                self._save_answer(trace, what, key[0][1], doc)
         with self._lock:
             self._answers[key] = doc
             while len(self._answers) > ANSWERS_KEPT:
                 self._answers.popitem(last=False)
         return doc
+
+    def _saved_answer(self, trace: str, what: tuple, stamp: str) -> dict | None:
+        for r in self.store.results(trace=trace, tool=indexes.TOOL, name=ANSWER):
+            if r["params"].get("what") == repr(what) and r["params"].get("signature") == stamp:
+                return r["payload"]
+        return None
+
+    def _save_answer(self, trace: str, what: tuple, stamp: str, doc: dict) -> None:
+        """Saved as a result of the trace (payload in the catalog; the trace's other saved answers
+        to the same question, of an older signature, deleted)."""
+        if self.store.readonly:
+            return
+        try:
+            old = [r for r in self.store.results(trace=trace, tool=indexes.TOOL, name=ANSWER)]
+            self.store.save_result(
+                "table", ANSWER, indexes.TOOL, [trace], params={"what": repr(what), "signature": stamp}, payload=doc
+            )
+            for r in old:
+                if r["params"].get("what") == repr(what):
+                    self.store.delete_result(r["id"])
+        except (ReadOnly, StoreLocked) as e:
+            log.info("answer of %s not saved: %s", trace, e)
