@@ -57,7 +57,7 @@ impl PyOtlpProducers {
     }
 }
 
-/// Decode one OTLP/HTTP request body (`signal`: "traces" or "logs"; `json`: the JSON
+/// Decode one OTLP/HTTP request body (`signal`: "traces", "logs" or "metrics"; `json`: the JSON
 /// encoding, else protobuf) into `{"batches": [(event type, pyarrow.RecordBatch)],
 /// "accepted", "rejected", "error"}` (error: why the first refused item was refused, or None),
 /// numbering rows from `seq` (a `SeqCounters`) when given. ValueError when the body is not
@@ -73,7 +73,7 @@ fn decode_otlp<'py>(
     seq: Option<&Bound<'py, PySeqCounters>>,
 ) -> PyResult<Bound<'py, PyDict>> {
     let sig = Signal::parse(signal)
-        .ok_or_else(|| PyValueError::new_err(format!("signal {signal:?}: expected traces or logs")))?;
+        .ok_or_else(|| PyValueError::new_err(format!("signal {signal:?}: expected traces, logs or metrics")))?;
     let held = Held::of(body)?;
     let bytes = held.bytes();
     let p = producers.get();
@@ -92,6 +92,10 @@ fn decode_otlp<'py>(
             Signal::Logs => {
                 let req = otlp::decode_logs(bytes, json)?;
                 d.logs(&req, &mut lock(&p.inner), seq)
+            }
+            Signal::Metrics => {
+                let req = otlp::decode_metrics(bytes, json)?;
+                d.metrics(&req, &mut lock(&p.inner), seq)
             }
         };
         Ok((d.take(), outcome))
@@ -118,7 +122,7 @@ fn otlp_response<'py>(
     json: bool,
 ) -> PyResult<Bound<'py, PyBytes>> {
     let sig = Signal::parse(signal)
-        .ok_or_else(|| PyValueError::new_err(format!("signal {signal:?}: expected traces or logs")))?;
+        .ok_or_else(|| PyValueError::new_err(format!("signal {signal:?}: expected traces, logs or metrics")))?;
     Ok(PyBytes::new(py, &otlp::response(sig, rejected, message, json)))
 }
 

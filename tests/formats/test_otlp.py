@@ -2,7 +2,7 @@
 decoder that `tracehouse serve`'s /v1/traces and /v1/logs share with it, fuzzed.
 
 Golden cases: tests/formats/otlp/ (an SDK-encoded protobuf request, OTLP JSON lines). The live
-path with the OpenTelemetry SDK's exporters: tests/server/test_otlp.py. Random bytes and
+path with the OpenTelemetry SDK's exporters: tests/server/test_otlp_ingest.py. Random bytes and
 chunking of the file parser: tests/formats/test_native_fuzz.py (it takes every declared parser).
 """
 
@@ -27,9 +27,14 @@ SDK = HERE / "sdk" / "input"
 JSONL = HERE / "json_lines" / "input"
 
 
-def test_sniffer_takes_otlp_json_lines_not_other_json():
-    assert "otlp" in registry.sniff(JSONL.read_bytes()[:4096])
-    assert "otlp" not in registry.sniff(b'{"traceEvents": []}')
+def test_sniffer_takes_otlp_json_lines_and_protobuf_not_other_inputs(tmp_path):
+    assert registry.sniff(JSONL) == "otlp"
+    assert registry.sniff(SDK) == "otlp"
+    other = tmp_path / "chrome.json"
+    other.write_text('{"traceEvents": []}')
+    assert registry.sniff(other) != "otlp"
+    for pb in (HERE.parent / "pprof" / "cpu" / "input", *HERE.parent.glob("perfetto/*/input")):
+        assert registry.sniff(pb) != "otlp", pb
 
 
 def test_import_of_a_gzipped_sdk_request(tmp_path):
@@ -37,8 +42,8 @@ def test_import_of_a_gzipped_sdk_request(tmp_path):
     gz.write_bytes(gzip.compress(SDK.read_bytes()))
     store = tracehouse.open(tmp_path / "store")
     rep = registry.importer("otlp").import_file(store, gz, "sdk")
-    assert rep.stats["spans"] == 4 and rep.stats["rejected"] == 0
-    rows = store.query("SELECT name, service FROM sdk.span ORDER BY ts").to_pylist()
+    assert rep.by_type == {"span": 4, "span_event": 1, "span_link": 1} and rep.rejected == 0
+    rows = store.sql("SELECT name, service FROM sdk.span ORDER BY ts").to_pylist()
     assert [r["name"] for r in rows] == ["POST /invoice", "INSERT invoices", "invoices publish", "reconcile"]
     assert {r["service"] for r in rows} == {"billing"}
 
@@ -49,9 +54,9 @@ def test_bad_lines_are_named_by_line_and_strict_stops(tmp_path, capsys):
     bad.write_text(lines[0] + '\n{"resourceSpans": [{"scopeSpans": 7}]}\n' + lines[1] + "\n")
     store = tracehouse.open(tmp_path / "store")
     rep = registry.importer("otlp").import_file(store, bad, "lenient")
-    assert rep.stats["spans"] == 2 and rep.stats["rejected"] == 1
-    (p,) = rep.problems
-    assert p["line"] == 2 and "resourceSpans[0].scopeSpans: expected an array, found a number" in p["reason"]
+    assert rep.by_type["span"] == 2 and rep.rejected == 1
+    (p,) = rep.first_rejected
+    assert p.line == 2 and "resourceSpans[0].scopeSpans: expected an array, found a number" in p.reason
     with pytest.raises(BadInput) as e:
         registry.importer("otlp").import_file(store, bad, "strict", strict=True)
     assert "bad.jsonl:2" in str(e.value)
@@ -90,7 +95,13 @@ def test_damaged_requests_are_refused_or_decoded_never_crash(data):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.recursive(st.none() | st.booleans() | st.integers() | st.text(max_size=8), lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=6), c, max_size=4), max_leaves=20))
+@given(
+    st.recursive(
+        st.none() | st.booleans() | st.integers() | st.text(max_size=8),
+        lambda c: st.lists(c, max_size=4) | st.dictionaries(st.text(max_size=6), c, max_size=4),
+        max_leaves=20,
+    )
+)
 def test_any_json_value_is_decoded_or_refused_with_its_path(value):
     doc = json.dumps({"resourceSpans": [{"scopeSpans": [{"spans": [value]}]}]}).encode()
     try:
@@ -113,5 +124,5 @@ def test_cli_import_and_the_example_queries(tmp_path, capsys):
     capsys.readouterr()
     s = tracehouse.open(store)
     for title, sql in registry.formats()["otlp"].examples:
-        s.query(sql.format(t='"j"', s="'j'"))  # every example runs
+        s.sql(sql.format(t='"j"', s="'j'"))  # every example runs
         assert title

@@ -4,7 +4,7 @@ Routes:
   POST /api/v2/write?bucket=T&precision=ns|us|ms|s   line protocol (InfluxDB 2.x API)
   POST /write?db=T&precision=n|u|ms|s                 line protocol (InfluxDB 1.x API)
   POST /api/v2/arrow?trace=T&type=E[&kind=instant]    Arrow IPC stream of one event type
-  POST /v1/traces, /v1/logs [?trace=T]                 OpenTelemetry OTLP/HTTP, protobuf or JSON (otlp.py)
+  POST /v1/traces, /v1/logs, /v1/metrics [?trace=T]   OpenTelemetry OTLP/HTTP, protobuf or JSON (otlp.py)
   POST /api/query    {"sql": ..., "format": "json"|"arrow"} (or the SQL as text/plain)
   GET  /api/query?sql=...&format=...
   GET|POST /query?q=SHOW DATABASES&db=...             InfluxDB 1.x InfluxQL meta statements (influxql.py)
@@ -181,6 +181,7 @@ class Api:
             "/api/v2/arrow": (("POST",), "arrow"),
             "/v1/traces": (("POST",), self.write_otlp),
             "/v1/logs": (("POST",), self.write_otlp),
+            "/v1/metrics": (("POST",), self.write_otlp),
             "/api/query": (("GET", "POST"), self.query),
             "/query": (("GET", "POST"), self.influxql),
             "/ping": (("GET", "HEAD"), self.ping),

@@ -1,4 +1,4 @@
-"""OTLP/HTTP ingest: `POST /v1/traces` and `POST /v1/logs` of `tracehouse serve`.
+"""OTLP/HTTP ingest: `POST /v1/traces`, `/v1/logs` and `/v1/metrics` of `tracehouse serve`.
 
 Owns the OpenTelemetry side of the write path: the encoding (`Content-Type`
 application/x-protobuf or application/json; gzip is the request's `Content-Encoding`, inflated
@@ -41,7 +41,8 @@ log = logging.getLogger("tracehouse.server")
 PROTOBUF = "application/x-protobuf"
 JSON = "application/json"
 TRACE_HEADER = "x-tracehouse-trace"
-SIGNALS = {"/v1/traces": "traces", "/v1/logs": "logs"}
+SIGNALS = {"/v1/traces": "traces", "/v1/logs": "logs", "/v1/metrics": "metrics"}
+ITEMS = {"traces": "spans", "logs": "log records", "metrics": "data points"}
 DISK_FULL_RETRY_S = 5
 # gRPC codes of the google.rpc.Status an error answer carries, by HTTP status
 GRPC_CODES = {400: 3, 401: 16, 404: 5, 408: 4, 413: 8, 415: 3, 429: 8, 503: 14, 507: 14}
@@ -160,7 +161,7 @@ class OtlpIngest:
             self.ingestor._count(rows=res.rows)
             msg = d["error"] or ""
             if d["rejected"]:
-                msg = f"{d['rejected']} {signal_items(signal)} refused; first: {msg}"
+                msg = f"{d['rejected']} {ITEMS[signal]} refused; first: {msg}"
             out = _core.otlp_response(signal, d["rejected"], msg, json=as_json)
             return Answer(200, out, [("content-type", JSON if as_json else PROTOBUF)], res)
         except BaseException as e:  # noqa: BLE001 - every request gets an answer
@@ -187,10 +188,6 @@ class OtlpIngest:
 def _renumber(batch, counters):
     i = batch.schema.get_field_index("seq")
     return batch.set_column(i, batch.schema.field(i), counters.assign(batch.column("producer")))
-
-
-def signal_items(signal: str) -> str:
-    return "spans" if signal == "traces" else "log records"
 
 
 def _error(status: int, message: str, as_json: bool, headers: list | None = None) -> Answer:

@@ -1,5 +1,5 @@
 //! The `otlp` format (OpenTelemetry's OTLP), declared once (see `formats/decl.rs`): its event
-//! types (spans, span events, span links, log records), its sniffer (the JSON lines the
+//! types (spans, span events, span links, log records, metric points), its sniffer (the JSON lines the
 //! Collector's file exporter writes), its parser's factory, the analyses' profile (spans are
 //! spans, named by `name`) and example queries.
 //!
@@ -8,7 +8,7 @@
 //! on the timeline, found by a time-range query like any event) and a link is a row one can
 //! join on (`linked_trace_id`), where a JSON array in a column could only be unpacked per row.
 
-use crate::formats::decl::types::{I, S};
+use crate::formats::decl::types::{B, F, I, S};
 use crate::formats::decl::{param, EventTypeDecl, FormatDecl, Param, ParserDecl, Profile, SpanProfile};
 use crate::formats::parser::{ChunkParser, Options};
 use crate::formats::pbwire::{self, Value};
@@ -94,14 +94,71 @@ pub const LOG: EventTypeDecl = EventTypeDecl {
     doc: "an OpenTelemetry log record (ts: its time, else when it was observed)",
 };
 
+const METRIC_COMMON: [Param; 6] = [
+    param("name", S, "text", "the metric's name"),
+    param("unit", S, "unit", "the metric's unit as declared (UCUM: s, ms, By, 1 ...; null when none)"),
+    param("temporality", S, "text", "delta or cumulative (null for gauges and summaries)"),
+    param("start_ts", I, "ns", "start of the period the point aggregates (null when not given)"),
+    SERVICE,
+    SCOPE,
+];
+
+/// A gauge or sum data point.
+pub const METRIC: EventTypeDecl = EventTypeDecl {
+    name: "metric",
+    kind: "counter",
+    params: &[
+        METRIC_COMMON[0],
+        param("value", F, "as recorded", "the point's value (an integer point as float64)"),
+        param("metric_type", S, "text", "gauge or sum"),
+        param("monotonic", B, "flag", "a sum that only grows (null for gauges)"),
+        METRIC_COMMON[1],
+        METRIC_COMMON[2],
+        METRIC_COMMON[3],
+        METRIC_COMMON[4],
+        METRIC_COMMON[5],
+        ATTRIBUTES,
+    ],
+    doc: "an OpenTelemetry gauge or sum data point (ts: its time)",
+};
+
+/// A histogram, exponential histogram or summary data point.
+pub const HISTOGRAM: EventTypeDecl = EventTypeDecl {
+    name: "histogram",
+    kind: "instant",
+    params: &[
+        METRIC_COMMON[0],
+        param("metric_type", S, "text", "histogram, exponential_histogram or summary"),
+        param("count", I, "count", "values recorded"),
+        param("sum", F, "as recorded", "their sum (null when not given)"),
+        param("min", F, "as recorded", "the smallest value (null when not given)"),
+        param("max", F, "as recorded", "the largest value (null when not given)"),
+        param(
+            "buckets",
+            S,
+            "json",
+            "histogram: [[upper bound, count], ...] (the last bound null: +inf); exponential: {scale, zero_count, \
+             positive: {offset, counts}, negative: {offset, counts}}; null for summaries",
+        ),
+        param("quantiles", S, "json", "summary: [[quantile, value], ...]; null otherwise"),
+        METRIC_COMMON[1],
+        METRIC_COMMON[2],
+        METRIC_COMMON[3],
+        METRIC_COMMON[4],
+        METRIC_COMMON[5],
+        ATTRIBUTES,
+    ],
+    doc: "an OpenTelemetry histogram, exponential histogram or summary data point (ts: its time)",
+};
+
 /// The `otlp` format.
 pub const OTLP: FormatDecl = FormatDecl {
     name: "otlp",
-    description: "OpenTelemetry OTLP traces and logs (ExportTraceServiceRequest / ExportLogsServiceRequest: \
+    description: "OpenTelemetry OTLP traces, logs and metrics (Export{Trace,Logs,Metrics}ServiceRequest: \
                   protobuf, or JSON one request per line as the Collector's file exporter writes; live on \
-                  tracehouse serve's /v1/traces and /v1/logs)",
-    event_types: &[SPAN, SPAN_EVENT, SPAN_LINK, LOG],
-    priority: 25,
+                  tracehouse serve's /v1/traces, /v1/logs and /v1/metrics)",
+    event_types: &[SPAN, SPAN_EVENT, SPAN_LINK, LOG, METRIC, HISTOGRAM],
+    priority: 35,
     sniff: Some(sniff),
     parser: Some(ParserDecl { options: &[], make }),
     profile: Profile {
@@ -140,10 +197,15 @@ fn make(o: &Options) -> Result<Box<dyn ChunkParser>, String> {
 /// holding a `Resource` (1) or `ScopeSpans` (2) whose own fields are of their schema's types.
 pub fn sniff(head: &[u8]) -> bool {
     let t: Vec<u8> = head.iter().take(256).copied().filter(|c| !c.is_ascii_whitespace()).collect();
-    if ["{\"resourceSpans\"", "{\"resource_spans\"", "{\"resourceLogs\"", "{\"resource_logs\""]
-        .iter()
-        .any(|k| t.starts_with(k.as_bytes()))
-    {
+    const KEYS: [&str; 6] = [
+        "{\"resourceSpans\"",
+        "{\"resource_spans\"",
+        "{\"resourceLogs\"",
+        "{\"resource_logs\"",
+        "{\"resourceMetrics\"",
+        "{\"resource_metrics\"",
+    ];
+    if KEYS.iter().any(|k| t.starts_with(k.as_bytes())) {
         return true;
     }
     // protobuf: the first ResourceSpans, whole or cut by the end of the head

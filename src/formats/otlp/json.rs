@@ -613,3 +613,221 @@ pub fn logs_request(body: &[u8]) -> R<ExportLogsServiceRequest> {
     .map_err(|e| e.trim_start_matches('.').to_string())?;
     Ok(req)
 }
+
+fn number_point(j: &J) -> R<NumberDataPoint> {
+    use number_data_point::Value as NV;
+    let mut p = NumberDataPoint::default();
+    members(j, |k, v| {
+        if same_key(k, "attributes") {
+            p.attributes = attributes(v)?;
+        } else if same_key(k, "startTimeUnixNano") {
+            p.start_time_unix_nano = at(".startTimeUnixNano", uint(v))?;
+        } else if same_key(k, "timeUnixNano") {
+            p.time_unix_nano = at(".timeUnixNano", uint(v))?;
+        } else if same_key(k, "asDouble") {
+            p.value = Some(NV::AsDouble(at(".asDouble", double(v))?));
+        } else if same_key(k, "asInt") {
+            p.value = Some(NV::AsInt(at(".asInt", int(v))?));
+        }
+        Ok(())
+    })?;
+    Ok(p)
+}
+
+fn doubles(field: &str, v: &J) -> R<Vec<f64>> {
+    list(field, v, double)
+}
+
+fn uints(field: &str, v: &J) -> R<Vec<u64>> {
+    list(field, v, uint)
+}
+
+fn hist_point(j: &J) -> R<HistogramDataPoint> {
+    let mut p = HistogramDataPoint::default();
+    members(j, |k, v| {
+        if same_key(k, "attributes") {
+            p.attributes = attributes(v)?;
+        } else if same_key(k, "startTimeUnixNano") {
+            p.start_time_unix_nano = at(".startTimeUnixNano", uint(v))?;
+        } else if same_key(k, "timeUnixNano") {
+            p.time_unix_nano = at(".timeUnixNano", uint(v))?;
+        } else if same_key(k, "count") {
+            p.count = at(".count", uint(v))?;
+        } else if same_key(k, "sum") {
+            p.sum = Some(at(".sum", double(v))?);
+        } else if same_key(k, "min") {
+            p.min = Some(at(".min", double(v))?);
+        } else if same_key(k, "max") {
+            p.max = Some(at(".max", double(v))?);
+        } else if same_key(k, "bucketCounts") {
+            p.bucket_counts = uints("bucketCounts", v)?;
+        } else if same_key(k, "explicitBounds") {
+            p.explicit_bounds = doubles("explicitBounds", v)?;
+        }
+        Ok(())
+    })?;
+    Ok(p)
+}
+
+fn buckets(j: &J) -> R<Buckets> {
+    let mut b = Buckets::default();
+    members(j, |k, v| {
+        if same_key(k, "offset") {
+            b.offset = at(".offset", int(v))?.clamp(i32::MIN as i64, i32::MAX as i64) as i32;
+        } else if same_key(k, "bucketCounts") {
+            b.bucket_counts = uints("bucketCounts", v)?;
+        }
+        Ok(())
+    })?;
+    Ok(b)
+}
+
+fn exp_point(j: &J) -> R<ExponentialHistogramDataPoint> {
+    let mut p = ExponentialHistogramDataPoint::default();
+    members(j, |k, v| {
+        if same_key(k, "attributes") {
+            p.attributes = attributes(v)?;
+        } else if same_key(k, "startTimeUnixNano") {
+            p.start_time_unix_nano = at(".startTimeUnixNano", uint(v))?;
+        } else if same_key(k, "timeUnixNano") {
+            p.time_unix_nano = at(".timeUnixNano", uint(v))?;
+        } else if same_key(k, "count") {
+            p.count = at(".count", uint(v))?;
+        } else if same_key(k, "sum") {
+            p.sum = Some(at(".sum", double(v))?);
+        } else if same_key(k, "min") {
+            p.min = Some(at(".min", double(v))?);
+        } else if same_key(k, "max") {
+            p.max = Some(at(".max", double(v))?);
+        } else if same_key(k, "scale") {
+            p.scale = at(".scale", int(v))?.clamp(i32::MIN as i64, i32::MAX as i64) as i32;
+        } else if same_key(k, "zeroCount") {
+            p.zero_count = at(".zeroCount", uint(v))?;
+        } else if same_key(k, "positive") {
+            p.positive = Some(at(".positive", buckets(v))?);
+        } else if same_key(k, "negative") {
+            p.negative = Some(at(".negative", buckets(v))?);
+        }
+        Ok(())
+    })?;
+    Ok(p)
+}
+
+fn summary_point(j: &J) -> R<SummaryDataPoint> {
+    let mut p = SummaryDataPoint::default();
+    members(j, |k, v| {
+        if same_key(k, "attributes") {
+            p.attributes = attributes(v)?;
+        } else if same_key(k, "startTimeUnixNano") {
+            p.start_time_unix_nano = at(".startTimeUnixNano", uint(v))?;
+        } else if same_key(k, "timeUnixNano") {
+            p.time_unix_nano = at(".timeUnixNano", uint(v))?;
+        } else if same_key(k, "count") {
+            p.count = at(".count", uint(v))?;
+        } else if same_key(k, "sum") {
+            p.sum = at(".sum", double(v))?;
+        } else if same_key(k, "quantileValues") {
+            p.quantile_values = list("quantileValues", v, |q| {
+                let mut out = ValueAtQuantile::default();
+                members(q, |k, v| {
+                    if same_key(k, "quantile") {
+                        out.quantile = at(".quantile", double(v))?;
+                    } else if same_key(k, "value") {
+                        out.value = at(".value", double(v))?;
+                    }
+                    Ok(())
+                })?;
+                Ok(out)
+            })?;
+        }
+        Ok(())
+    })?;
+    Ok(p)
+}
+
+const TEMPORALITIES: &[&str] =
+    &["AGGREGATION_TEMPORALITY_UNSPECIFIED", "AGGREGATION_TEMPORALITY_DELTA", "AGGREGATION_TEMPORALITY_CUMULATIVE"];
+
+/// The `dataPoints` and `aggregationTemporality` of a metric's data member.
+fn points<T>(v: &J, what: &str, point: fn(&J) -> R<T>) -> R<(Vec<T>, i32, bool)> {
+    let mut out = (Vec::new(), 0, false);
+    at(
+        what,
+        members(v, |k, v| {
+            if same_key(k, "dataPoints") {
+                out.0 = list("dataPoints", v, point)?;
+            } else if same_key(k, "aggregationTemporality") {
+                out.1 = at(".aggregationTemporality", enumeration(v, TEMPORALITIES))?;
+            } else if same_key(k, "isMonotonic") {
+                out.2 = at(".isMonotonic", boolean(v))?;
+            }
+            Ok(())
+        }),
+    )?;
+    Ok(out)
+}
+
+fn metric(j: &J) -> R<Metric> {
+    use metric::Data;
+    let mut m = Metric::default();
+    members(j, |k, v| {
+        if same_key(k, "name") {
+            m.name = at(".name", string(v))?;
+        } else if same_key(k, "description") {
+            m.description = at(".description", string(v))?;
+        } else if same_key(k, "unit") {
+            m.unit = at(".unit", string(v))?;
+        } else if same_key(k, "gauge") {
+            m.data = Some(Data::Gauge(Gauge { data_points: points(v, ".gauge", number_point)?.0 }));
+        } else if same_key(k, "sum") {
+            let (data_points, aggregation_temporality, is_monotonic) = points(v, ".sum", number_point)?;
+            m.data = Some(Data::Sum(Sum { data_points, aggregation_temporality, is_monotonic }));
+        } else if same_key(k, "histogram") {
+            let (data_points, aggregation_temporality, _) = points(v, ".histogram", hist_point)?;
+            m.data = Some(Data::Histogram(Histogram { data_points, aggregation_temporality }));
+        } else if same_key(k, "exponentialHistogram") {
+            let (data_points, aggregation_temporality, _) = points(v, ".exponentialHistogram", exp_point)?;
+            m.data = Some(Data::ExponentialHistogram(ExponentialHistogram { data_points, aggregation_temporality }));
+        } else if same_key(k, "summary") {
+            m.data = Some(Data::Summary(Summary { data_points: points(v, ".summary", summary_point)?.0 }));
+        }
+        Ok(())
+    })?;
+    Ok(m)
+}
+
+/// A JSON `ExportMetricsServiceRequest`.
+pub fn metrics_request(body: &[u8]) -> R<ExportMetricsServiceRequest> {
+    let j = parse(body)?;
+    let mut req = ExportMetricsServiceRequest::default();
+    members(&j, |k, v| {
+        if same_key(k, "resourceMetrics") {
+            req.resource_metrics = list("resourceMetrics", v, |rm| {
+                let mut out = ResourceMetrics::default();
+                members(rm, |k, v| {
+                    if same_key(k, "resource") {
+                        out.resource = Some(at(".resource", resource(v))?);
+                    } else if same_key(k, "scopeMetrics") {
+                        out.scope_metrics = list("scopeMetrics", v, |sm| {
+                            let mut out = ScopeMetrics::default();
+                            members(sm, |k, v| {
+                                if same_key(k, "scope") {
+                                    out.scope = Some(at(".scope", scope(v))?);
+                                } else if same_key(k, "metrics") {
+                                    out.metrics = list("metrics", v, metric)?;
+                                }
+                                Ok(())
+                            })?;
+                            Ok(out)
+                        })?;
+                    }
+                    Ok(())
+                })?;
+                Ok(out)
+            })?;
+        }
+        Ok(())
+    })
+    .map_err(|e| e.trim_start_matches('.').to_string())?;
+    Ok(req)
+}

@@ -41,6 +41,8 @@ pub enum Signal {
     Traces,
     /// `/v1/logs`.
     Logs,
+    /// `/v1/metrics`.
+    Metrics,
 }
 
 impl Signal {
@@ -49,6 +51,7 @@ impl Signal {
         match s {
             "traces" => Some(Signal::Traces),
             "logs" => Some(Signal::Logs),
+            "metrics" => Some(Signal::Metrics),
             _ => None,
         }
     }
@@ -58,6 +61,7 @@ impl Signal {
         match self {
             Signal::Traces => "spans",
             Signal::Logs => "log records",
+            Signal::Metrics => "data points",
         }
     }
 }
@@ -152,6 +156,13 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    fn count(&mut self, r: Result<(), String>, at: impl FnOnce() -> String) {
+        match r {
+            Ok(()) => self.accepted += 1,
+            Err(e) => self.reject(format!("{}: {e}", at())),
+        }
+    }
+
     fn reject(&mut self, why: String) {
         self.rejected += 1;
         if self.first_error.is_none() {
@@ -178,6 +189,15 @@ pub fn decode_logs(body: &[u8], json: bool) -> Result<proto::ExportLogsServiceRe
         .map_err(|e| format!("not an OTLP protobuf ExportLogsServiceRequest: {e}"))
 }
 
+/// Decodes a metrics request body: protobuf, or JSON when `json`.
+pub fn decode_metrics(body: &[u8], json: bool) -> Result<proto::ExportMetricsServiceRequest, String> {
+    if json {
+        return json::metrics_request(body).map_err(|e| format!("not an OTLP JSON ExportMetricsServiceRequest: {e}"));
+    }
+    proto::ExportMetricsServiceRequest::decode(body)
+        .map_err(|e| format!("not an OTLP protobuf ExportMetricsServiceRequest: {e}"))
+}
+
 /// The body of a 200 answer: an `Export*ServiceResponse`, with a partial success when items
 /// were refused; protobuf, or JSON when `json`.
 pub fn response(signal: Signal, rejected: u64, message: &str, json: bool) -> Vec<u8> {
@@ -188,6 +208,7 @@ pub fn response(signal: Signal, rejected: u64, message: &str, json: bool) -> Vec
         let key = match signal {
             Signal::Traces => "rejectedSpans",
             Signal::Logs => "rejectedLogRecords",
+            Signal::Metrics => "rejectedDataPoints",
         };
         let mut out = format!("{{\"partialSuccess\":{{\"{key}\":\"{rejected}\",\"errorMessage\":").into_bytes();
         crate::formats::json::write_str(&mut out, message.as_bytes());
@@ -362,6 +383,8 @@ pub struct Decoder {
     event: Table,
     link: Table,
     log: Table,
+    metric: Table,
+    hist: Table,
     hex: String,
     hex2: String,
     json: Vec<u8>,
@@ -379,6 +402,8 @@ impl Decoder {
             event: table(&decl::SPAN_EVENT, 16),
             link: table(&decl::SPAN_LINK, 16),
             log: table(&decl::LOG, 16),
+            metric: table(&decl::METRIC, 16),
+            hist: table(&decl::HISTOGRAM, 16),
             hex: String::new(),
             hex2: String::new(),
             json: Vec::new(),
@@ -387,13 +412,13 @@ impl Decoder {
 
     /// Rows buffered, all tables together.
     pub fn rows(&self) -> usize {
-        self.span.rows() + self.event.rows() + self.link.rows() + self.log.rows()
+        [&self.span, &self.event, &self.link, &self.log, &self.metric, &self.hist].iter().map(|t| t.rows()).sum()
     }
 
     /// Every non-empty batch, cut now.
     pub fn take(&mut self) -> Vec<(String, RecordBatch)> {
         let mut out = Vec::new();
-        for t in [&mut self.span, &mut self.event, &mut self.link, &mut self.log] {
+        for t in [&mut self.span, &mut self.event, &mut self.link, &mut self.log, &mut self.metric, &mut self.hist] {
             if let Some(b) = t.take() {
                 out.push((t.name.clone(), b));
             }
@@ -700,6 +725,222 @@ impl Decoder {
         t.end();
         Ok(())
     }
+}
+
+impl Decoder {
+    /// Rows of a metrics request: gauge and sum points as `metric`, histogram, exponential
+    /// histogram and summary points as `histogram`; the points it refuses are counted.
+    pub fn metrics(
+        &mut self,
+        req: &proto::ExportMetricsServiceRequest,
+        producers: &mut Producers,
+        seq: &mut SeqCounters,
+    ) -> Outcome {
+        use proto::metric::Data;
+        let mut out = Outcome::default();
+        for (ri, rm) in req.resource_metrics.iter().enumerate() {
+            let attrs = rm.resource.as_ref().map_or(&[][..], |r| &r.attributes[..]);
+            let origin = match self.origin(attrs, producers) {
+                Ok(o) => o,
+                Err(e) => {
+                    out.reject(format!("resourceMetrics[{ri}]: {e}"));
+                    continue;
+                }
+            };
+            for (si, sm) in rm.scope_metrics.iter().enumerate() {
+                let scope = sm.scope.as_ref().map(|s| s.name.as_str()).filter(|s| !s.is_empty());
+                for (mi, m) in sm.metrics.iter().enumerate() {
+                    let at =
+                        |k: usize| format!("resourceMetrics[{ri}].scopeMetrics[{si}].metrics[{mi}].dataPoints[{k}]");
+                    let head = Head { name: &m.name, unit: &m.unit, origin: &origin, scope };
+                    match &m.data {
+                        None => out.reject(format!("resourceMetrics[{ri}].scopeMetrics[{si}].metrics[{mi}]: no data (expected gauge, sum, histogram, exponentialHistogram or summary)")),
+                        Some(Data::Gauge(g)) => {
+                            for (k, p) in g.data_points.iter().enumerate() {
+                                let r = self.number(&head, p, "gauge", None, 0, seq);
+ out.count(r, || at(k));
+                            }
+                        }
+                        Some(Data::Sum(sm)) => {
+                            for (k, p) in sm.data_points.iter().enumerate() {
+                                let r = self.number(&head, p, "sum", Some(sm.is_monotonic), sm.aggregation_temporality, seq);
+ out.count(r, || at(k));
+                            }
+                        }
+                        Some(Data::Histogram(h)) => {
+                            for (k, p) in h.data_points.iter().enumerate() {
+                                let r = self.hist_row(&head, "histogram", p.time_unix_nano, p.start_time_unix_nano, h.aggregation_temporality, &p.attributes, seq, |t, json| {
+                                    t.set_i64(H_COUNT, p.count as i64);
+                                    set_opt(t, H_SUM, p.sum);
+                                    set_opt(t, H_MIN, p.min);
+                                    set_opt(t, H_MAX, p.max);
+                                    json.clear();
+                                    json.push(b'[');
+                                    for (i, c) in p.bucket_counts.iter().enumerate() {
+                                        if i > 0 {
+                                            json.push(b',');
+                                        }
+                                        let bound = p.explicit_bounds.get(i).filter(|b| b.is_finite());
+                                        json.extend_from_slice(format!("[{},{c}]", bound.map_or("null".into(), |b| format!("{b:?}"))).as_bytes());
+                                    }
+                                    json.push(b']');
+                                    t.set_str(H_BUCKETS, std::str::from_utf8(json).unwrap_or("[]"));
+                                });
+                                out.count(r, || at(k));
+                            }
+                        }
+                        Some(Data::ExponentialHistogram(h)) => {
+                            for (k, p) in h.data_points.iter().enumerate() {
+                                let r = self.hist_row(&head, "exponential_histogram", p.time_unix_nano, p.start_time_unix_nano, h.aggregation_temporality, &p.attributes, seq, |t, json| {
+                                    t.set_i64(H_COUNT, p.count as i64);
+                                    set_opt(t, H_SUM, p.sum);
+                                    set_opt(t, H_MIN, p.min);
+                                    set_opt(t, H_MAX, p.max);
+                                    let side = |b: &Option<proto::Buckets>| {
+                                        let b = b.clone().unwrap_or_default();
+                                        let counts: Vec<String> = b.bucket_counts.iter().map(|c| c.to_string()).collect();
+                                        format!("{{\"offset\":{},\"counts\":[{}]}}", b.offset, counts.join(","))
+                                    };
+                                    json.clear();
+                                    json.extend_from_slice(format!("{{\"scale\":{},\"zero_count\":{},\"positive\":{},\"negative\":{}}}", p.scale, p.zero_count, side(&p.positive), side(&p.negative)).as_bytes());
+                                    t.set_str(H_BUCKETS, std::str::from_utf8(json).unwrap_or("{}"));
+                                });
+                                out.count(r, || at(k));
+                            }
+                        }
+                        Some(Data::Summary(sm)) => {
+                            for (k, p) in sm.data_points.iter().enumerate() {
+                                let r = self.hist_row(&head, "summary", p.time_unix_nano, p.start_time_unix_nano, 0, &p.attributes, seq, |t, json| {
+                                    t.set_i64(H_COUNT, p.count as i64);
+                                    t.set_f64(H_SUM, p.sum);
+                                    let q: Vec<String> = p.quantile_values.iter().map(|q| format!("[{:?},{:?}]", q.quantile, q.value)).collect();
+                                    json.clear();
+                                    json.extend_from_slice(format!("[{}]", q.join(",")).as_bytes());
+                                    t.set_str(H_QUANTILES, std::str::from_utf8(json).unwrap_or("[]"));
+                                });
+                                out.count(r, || at(k));
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn number(
+        &mut self,
+        h: &Head<'_>,
+        p: &proto::NumberDataPoint,
+        kind: &str,
+        monotonic: Option<bool>,
+        temporality: i32,
+        seq: &mut SeqCounters,
+    ) -> Result<(), String> {
+        let ts = point_time(p.time_unix_nano)?;
+        let value = match p.value {
+            Some(proto::number_data_point::Value::AsDouble(d)) => d,
+            Some(proto::number_data_point::Value::AsInt(i)) => i as f64,
+            None => return Err("no value (expected asDouble or asInt)".into()),
+        };
+        let t = &mut self.metric;
+        t.start(ts, h.origin.producer, seq.take(h.origin.producer));
+        t.set_str(3, h.name);
+        t.set_f64(4, value);
+        t.set_str(5, kind);
+        if let Some(m) = monotonic {
+            t.set_bool(6, m);
+        }
+        common_metric(t, 7, h, temporality, p.start_time_unix_nano, &p.attributes, &mut self.json);
+        t.end();
+        Ok(())
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn hist_row(
+        &mut self,
+        h: &Head<'_>,
+        kind: &str,
+        time_ns: u64,
+        start: u64,
+        temporality: i32,
+        attrs: &[KeyValue],
+        seq: &mut SeqCounters,
+        fill: impl FnOnce(&mut Table, &mut Vec<u8>),
+    ) -> Result<(), String> {
+        let ts = point_time(time_ns)?;
+        let t = &mut self.hist;
+        t.start(ts, h.origin.producer, seq.take(h.origin.producer));
+        t.set_str(3, h.name);
+        t.set_str(4, kind);
+        fill(t, &mut self.json);
+        common_metric(t, 11, h, temporality, start, attrs, &mut self.json);
+        t.end();
+        Ok(())
+    }
+}
+
+// Columns of `histogram`.
+const H_COUNT: usize = 5;
+const H_SUM: usize = 6;
+const H_MIN: usize = 7;
+const H_MAX: usize = 8;
+const H_BUCKETS: usize = 9;
+const H_QUANTILES: usize = 10;
+
+/// What every data point of one metric shares.
+struct Head<'a> {
+    name: &'a str,
+    unit: &'a str,
+    origin: &'a Origin,
+    scope: Option<&'a str>,
+}
+
+fn set_opt(t: &mut Table, c: usize, v: Option<f64>) {
+    if let Some(v) = v {
+        t.set_f64(c, v);
+    }
+}
+
+/// unit, temporality, start_ts, service, scope, attributes from column `c` on.
+fn common_metric(
+    t: &mut Table,
+    c: usize,
+    h: &Head<'_>,
+    temporality: i32,
+    start: u64,
+    attrs: &[KeyValue],
+    json: &mut Vec<u8>,
+) {
+    if !h.unit.is_empty() {
+        t.set_str(c, h.unit);
+    }
+    match temporality {
+        1 => t.set_str(c + 1, "delta"),
+        2 => t.set_str(c + 1, "cumulative"),
+        _ => {}
+    }
+    if let Ok(s) = i64::try_from(start) {
+        if s > 0 {
+            t.set_i64(c + 2, s);
+        }
+    }
+    t.set_str(c + 3, &h.origin.service);
+    if let Some(sc) = h.scope {
+        t.set_str(c + 4, sc);
+    }
+    if !attrs.is_empty() {
+        json.clear();
+        json_object(json, attrs.iter(), 0);
+        t.set_str(c + 5, std::str::from_utf8(json).unwrap_or("{}"));
+    }
+}
+
+fn point_time(ns: u64) -> Result<i64, String> {
+    if ns == 0 {
+        return Err("no timeUnixNano".into());
+    }
+    time(ns, "timeUnixNano")
 }
 
 fn check_id(id: &[u8], len: usize, what: &str) -> Result<(), String> {

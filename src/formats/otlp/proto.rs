@@ -4,6 +4,8 @@
 //! the others (entity refs, dropped counts, flags, schema URLs), as any protobuf reader skips
 //! fields it does not know. The answers (`Export*ServiceResponse` with their partial success)
 //! and `google.rpc.Status` (the body of an OTLP/HTTP error) are encoded with these too.
+//! Metrics: collector/metrics/v1 and metrics/v1 (gauge, sum, histogram, exponential histogram,
+//! summary; exemplars are skipped).
 
 // The fields are the schema's, named as it names them; its comments document them.
 #![allow(missing_docs)]
@@ -221,4 +223,197 @@ pub struct RpcStatus {
     pub code: i32,
     #[prost(string, tag = "2")]
     pub message: String,
+}
+
+/// `ExportMetricsServiceRequest`: the body of `POST /v1/metrics`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ExportMetricsServiceRequest {
+    #[prost(message, repeated, tag = "1")]
+    pub resource_metrics: Vec<ResourceMetrics>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ResourceMetrics {
+    #[prost(message, optional, tag = "1")]
+    pub resource: Option<Resource>,
+    #[prost(message, repeated, tag = "2")]
+    pub scope_metrics: Vec<ScopeMetrics>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ScopeMetrics {
+    #[prost(message, optional, tag = "1")]
+    pub scope: Option<InstrumentationScope>,
+    #[prost(message, repeated, tag = "2")]
+    pub metrics: Vec<Metric>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Metric {
+    #[prost(string, tag = "1")]
+    pub name: String,
+    #[prost(string, tag = "2")]
+    pub description: String,
+    #[prost(string, tag = "3")]
+    pub unit: String,
+    #[prost(oneof = "metric::Data", tags = "5, 7, 9, 10, 11")]
+    pub data: Option<metric::Data>,
+}
+
+pub mod metric {
+    #[derive(Clone, PartialEq, prost::Oneof)]
+    pub enum Data {
+        #[prost(message, tag = "5")]
+        Gauge(super::Gauge),
+        #[prost(message, tag = "7")]
+        Sum(super::Sum),
+        #[prost(message, tag = "9")]
+        Histogram(super::Histogram),
+        #[prost(message, tag = "10")]
+        ExponentialHistogram(super::ExponentialHistogram),
+        #[prost(message, tag = "11")]
+        Summary(super::Summary),
+    }
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Gauge {
+    #[prost(message, repeated, tag = "1")]
+    pub data_points: Vec<NumberDataPoint>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Sum {
+    #[prost(message, repeated, tag = "1")]
+    pub data_points: Vec<NumberDataPoint>,
+    #[prost(int32, tag = "2")]
+    pub aggregation_temporality: i32,
+    #[prost(bool, tag = "3")]
+    pub is_monotonic: bool,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Histogram {
+    #[prost(message, repeated, tag = "1")]
+    pub data_points: Vec<HistogramDataPoint>,
+    #[prost(int32, tag = "2")]
+    pub aggregation_temporality: i32,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ExponentialHistogram {
+    #[prost(message, repeated, tag = "1")]
+    pub data_points: Vec<ExponentialHistogramDataPoint>,
+    #[prost(int32, tag = "2")]
+    pub aggregation_temporality: i32,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Summary {
+    #[prost(message, repeated, tag = "1")]
+    pub data_points: Vec<SummaryDataPoint>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct NumberDataPoint {
+    #[prost(message, repeated, tag = "7")]
+    pub attributes: Vec<KeyValue>,
+    #[prost(fixed64, tag = "2")]
+    pub start_time_unix_nano: u64,
+    #[prost(fixed64, tag = "3")]
+    pub time_unix_nano: u64,
+    #[prost(oneof = "number_data_point::Value", tags = "4, 6")]
+    pub value: Option<number_data_point::Value>,
+}
+
+pub mod number_data_point {
+    #[derive(Clone, Copy, PartialEq, prost::Oneof)]
+    pub enum Value {
+        #[prost(double, tag = "4")]
+        AsDouble(f64),
+        #[prost(sfixed64, tag = "6")]
+        AsInt(i64),
+    }
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct HistogramDataPoint {
+    #[prost(message, repeated, tag = "9")]
+    pub attributes: Vec<KeyValue>,
+    #[prost(fixed64, tag = "2")]
+    pub start_time_unix_nano: u64,
+    #[prost(fixed64, tag = "3")]
+    pub time_unix_nano: u64,
+    #[prost(fixed64, tag = "4")]
+    pub count: u64,
+    #[prost(double, optional, tag = "5")]
+    pub sum: Option<f64>,
+    #[prost(fixed64, repeated, tag = "6")]
+    pub bucket_counts: Vec<u64>,
+    #[prost(double, repeated, tag = "7")]
+    pub explicit_bounds: Vec<f64>,
+    #[prost(double, optional, tag = "11")]
+    pub min: Option<f64>,
+    #[prost(double, optional, tag = "12")]
+    pub max: Option<f64>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ExponentialHistogramDataPoint {
+    #[prost(message, repeated, tag = "1")]
+    pub attributes: Vec<KeyValue>,
+    #[prost(fixed64, tag = "2")]
+    pub start_time_unix_nano: u64,
+    #[prost(fixed64, tag = "3")]
+    pub time_unix_nano: u64,
+    #[prost(fixed64, tag = "4")]
+    pub count: u64,
+    #[prost(double, optional, tag = "5")]
+    pub sum: Option<f64>,
+    #[prost(sint32, tag = "6")]
+    pub scale: i32,
+    #[prost(fixed64, tag = "7")]
+    pub zero_count: u64,
+    #[prost(message, optional, tag = "8")]
+    pub positive: Option<Buckets>,
+    #[prost(message, optional, tag = "9")]
+    pub negative: Option<Buckets>,
+    #[prost(double, optional, tag = "12")]
+    pub min: Option<f64>,
+    #[prost(double, optional, tag = "13")]
+    pub max: Option<f64>,
+}
+
+/// `ExponentialHistogramDataPoint.Buckets`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Buckets {
+    #[prost(sint32, tag = "1")]
+    pub offset: i32,
+    #[prost(uint64, repeated, tag = "2")]
+    pub bucket_counts: Vec<u64>,
+}
+
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct SummaryDataPoint {
+    #[prost(message, repeated, tag = "7")]
+    pub attributes: Vec<KeyValue>,
+    #[prost(fixed64, tag = "2")]
+    pub start_time_unix_nano: u64,
+    #[prost(fixed64, tag = "3")]
+    pub time_unix_nano: u64,
+    #[prost(fixed64, tag = "4")]
+    pub count: u64,
+    #[prost(double, tag = "5")]
+    pub sum: f64,
+    #[prost(message, repeated, tag = "6")]
+    pub quantile_values: Vec<ValueAtQuantile>,
+}
+
+/// `SummaryDataPoint.ValueAtQuantile`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ValueAtQuantile {
+    #[prost(double, tag = "1")]
+    pub quantile: f64,
+    #[prost(double, tag = "2")]
+    pub value: f64,
 }

@@ -7,7 +7,8 @@ each with a child span carrying its `thread.id`/`thread.name`; one worker calls 
 http.server over `http.client`, with a CLIENT span around the call and the W3C `traceparent`
 header injected, and the server answers under a SERVER span continuing that trace (the
 `/fail` path answers 500 and records an exception); a span linked to the root; log records
-through the SDK's logging handler, one inside a span. Prints one JSON line: the root's trace
+through the SDK's logging handler, one inside a span; a counter, an up-down counter, a
+histogram, an exponential histogram (a View) and an observable gauge, exported once at the end. Prints one JSON line: the root's trace
 id and what was made.
 """
 
@@ -23,9 +24,14 @@ import threading
 from opentelemetry import context, propagate, trace
 from opentelemetry.exporter.otlp.proto.http import Compression
 from opentelemetry.exporter.otlp.proto.http._log_exporter import OTLPLogExporter
+from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk._logs import LoggerProvider, LoggingHandler
 from opentelemetry.sdk._logs.export import BatchLogRecordProcessor
+from opentelemetry.metrics import Observation
+from opentelemetry.sdk.metrics import MeterProvider
+from opentelemetry.sdk.metrics.export import PeriodicExportingMetricReader
+from opentelemetry.sdk.metrics.view import ExponentialBucketHistogramAggregation, View
 from opentelemetry.sdk.resources import ProcessResourceDetector, Resource, get_aggregated_resources
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import BatchSpanProcessor
@@ -52,6 +58,21 @@ logs = LoggerProvider(resource=resource)
 logs.add_log_record_processor(
     BatchLogRecordProcessor(OTLPLogExporter(endpoint=f"{base}/v1/logs", headers=headers, compression=compression))
 )
+reader = PeriodicExportingMetricReader(
+    OTLPMetricExporter(endpoint=f"{base}/v1/metrics", headers=headers, compression=compression),
+    export_interval_millis=3_600_000,  # exported once, by the flush at the end
+)
+meters = MeterProvider(
+    resource=resource,
+    metric_readers=[reader],
+    views=[View(instrument_name="payload.size", aggregation=ExponentialBucketHistogramAggregation())],
+)
+meter = meters.get_meter("shop.metrics")
+orders = meter.create_counter("orders", unit="1")
+queue = meter.create_up_down_counter("queue.depth")
+latency = meter.create_histogram("checkout.latency", unit="ms")
+payload = meter.create_histogram("payload.size", unit="By")
+meter.create_observable_gauge("cpu.temp", callbacks=[lambda _o: [Observation(41.5, {"core": 0})]], unit="Cel")
 log = logging.getLogger("shop")
 log.setLevel(logging.INFO)
 log.addHandler(LoggingHandler(level=logging.INFO, logger_provider=logs))
@@ -127,6 +148,14 @@ def worker(ctx, n: int) -> None:
 with tracer.start_as_current_span("checkout", kind=SpanKind.SERVER) as root:
     tag(root)
     root.set_attribute("order.id", "A-17")
+    orders.add(3, {"region": "eu"})
+    orders.add(2, {"region": "eu"})
+    queue.add(5)
+    queue.add(-2)
+    for ms in (5, 12, 80):
+        latency.record(ms)
+    for size in (100, 2000, 2100):
+        payload.record(size)
     log.info("checkout started")
     ctx = context.get_current()
     threads = [threading.Thread(target=worker, args=(ctx, n), name=f"worker-{n}") for n in (1, 2)]
@@ -141,6 +170,7 @@ with tracer.start_as_current_span("audit", links=[trace.Link(root_ctx, {"why": "
 httpd.shutdown()
 ok_spans = provider.force_flush(10_000)
 ok_logs = logs.force_flush(10_000)
+meters.shutdown()  # collects and exports once (a flush before it would export the cumulative points twice)
 provider.shutdown()
 logs.shutdown()
 print(json.dumps({"trace_id": f"{root_ctx.trace_id:032x}", "flushed": ok_spans and ok_logs}))

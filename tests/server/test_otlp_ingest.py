@@ -1,4 +1,4 @@
-"""OTLP/HTTP ingest on `tracehouse serve` (`/v1/traces`, `/v1/logs`), driven by clients nobody
+"""OTLP/HTTP ingest on `tracehouse serve` (`/v1/traces`, `/v1/logs`, `/v1/metrics`), driven by clients nobody
 here wrote: the OpenTelemetry Python SDK's OTLP/HTTP exporters in a subprocess
 (tests/formats/otlp/sdk_app.py), and raw requests built with the `opentelemetry-proto`
 messages for the spec's status codes and partial success.
@@ -63,7 +63,9 @@ def span(tid: bytes, sid: bytes, name: str, start: int, end: int, **attrs) -> Sp
 
 
 def request(*spans: Span) -> bytes:
-    return ExportTraceServiceRequest(resource_spans=[ResourceSpans(scope_spans=[ScopeSpans(spans=spans)])]).SerializeToString()
+    return ExportTraceServiceRequest(
+        resource_spans=[ResourceSpans(scope_spans=[ScopeSpans(spans=spans)])]
+    ).SerializeToString()
 
 
 def test_sdk_spans_across_threads_and_an_http_call_land_as_rows(server):
@@ -131,17 +133,81 @@ def test_sdk_spans_across_threads_and_an_http_call_land_as_rows(server):
     ln = server.sql("SELECT linked_trace_id, attributes FROM shop1.span_link", auth())
     assert ln == [[tid, '{"why":"after"}']]
     # Logs: severity, body, the span it was logged in.
-    lg = server.sql("SELECT severity, severity_text, body, trace_id IS NOT NULL, service FROM shop1.log ORDER BY ts", auth())
+    lg = server.sql(
+        "SELECT severity, severity_text, body, trace_id IS NOT NULL, service FROM shop1.log ORDER BY ts", auth()
+    )
     assert lg == [
         [9, "INFO", "checkout started", True, "shop"],
         [13, "WARN", "inventory failed for worker 1", True, "shop"],
     ]
 
 
+def test_sdk_metrics_are_counter_and_histogram_rows(server):
+    run_app(server, "shop3")
+    m = server.sql(
+        "SELECT name, value, metric_type, monotonic, temporality, unit, attributes FROM shop3.metric ORDER BY name",
+        auth(),
+    )
+    assert m == [
+        ["cpu.temp", 41.5, "gauge", None, None, "Cel", '{"core":0}'],
+        ["orders", 5.0, "sum", True, "cumulative", "1", '{"region":"eu"}'],
+        ["queue.depth", 3.0, "sum", False, "cumulative", None, None],
+    ]
+    h = server.sql("SELECT name, metric_type, count, sum, min, max, buckets FROM shop3.histogram ORDER BY name", auth())
+    assert [r[:6] for r in h] == [
+        ["checkout.latency", "histogram", 3, 97.0, 5.0, 80.0],
+        ["payload.size", "exponential_histogram", 3, 4200.0, 100.0, 2100.0],
+    ]
+    buckets = json.loads(h[0][6])  # [[upper bound, count], ...], the last bound null (+inf)
+    assert sum(c for _b, c in buckets) == 3 and buckets[-1][0] is None
+    exp = json.loads(h[1][6])
+    assert exp["zero_count"] == 0 and sum(exp["positive"]["counts"]) == 3
+    # a summary (the Python SDK makes none): OTLP JSON posted by hand
+    doc = {
+        "resourceMetrics": [
+            {
+                "scopeMetrics": [
+                    {
+                        "metrics": [
+                            {
+                                "name": "rpc.latency",
+                                "summary": {
+                                    "dataPoints": [
+                                        {
+                                            "timeUnixNano": "9",
+                                            "count": "4",
+                                            "sum": 10.5,
+                                            "quantileValues": [
+                                                {"quantile": 0.5, "value": 2.0},
+                                                {"quantile": 1, "value": 4.5},
+                                            ],
+                                        }
+                                    ]
+                                },
+                            },
+                            {"name": "broken"},
+                        ]
+                    }
+                ]
+            }
+        ]
+    }
+    status, _h, body = server.request(
+        "POST", "/v1/metrics?trace=shop3", json.dumps(doc).encode(), auth({"Content-Type": "application/json"})
+    )
+    assert status == 200
+    assert json.loads(body)["partialSuccess"]["rejectedDataPoints"] == "1"
+    assert server.sql("SELECT count, sum, quantiles FROM shop3.histogram WHERE metric_type = 'summary'", auth()) == [
+        [4, 10.5, "[[0.5,2.0],[1.0,4.5]]"]
+    ]
+
+
 def test_a_second_run_reuses_the_service_and_host_producers(server):
     run_app(server, "shop2")
     run_app(server, "shop2")
-    prods = server.sql("SELECT kind, count(*) FROM th.producers WHERE trace = 'shop2' GROUP BY kind ORDER BY kind", auth())
+    prods = server.sql(
+        "SELECT kind, count(*) FROM th.producers WHERE trace = 'shop2' GROUP BY kind ORDER BY kind", auth()
+    )
     counts = dict(map(tuple, prods))
     assert counts["service"] == 1 and counts["host"] == 1 and counts["process"] == 2  # two processes, two pids
     assert server.sql("SELECT count(*) FROM shop2.span", auth()) == [[16]]
