@@ -128,7 +128,7 @@ def test_sdk_spans_across_threads_and_an_http_call_land_as_rows(server):
     attrs = server.sql("SELECT attributes FROM shop1.span WHERE name = 'checkout'", auth())[0][0]
     assert json.loads(attrs) == {"order.id": "A-17"}
     ev = server.sql("SELECT e.name, e.attributes FROM shop1.span_event e ORDER BY e.name", auth())
-    assert ["exception", "picked", "picked"] == [e[0] for e in ev]
+    assert [e[0] for e in ev] == ["exception", "picked", "picked"]
     assert "inventory down" in ev[0][1]
     ln = server.sql("SELECT linked_trace_id, attributes FROM shop1.span_link", auth())
     assert ln == [[tid, '{"why":"after"}']]

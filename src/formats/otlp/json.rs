@@ -240,7 +240,7 @@ fn kind(j: &J) -> &'static str {
     }
 }
 
-fn obj<'a>(j: &'a J) -> R<&'a [(String, J)]> {
+fn obj(j: &J) -> R<&[(String, J)]> {
     match j {
         J::Obj(m) => Ok(m),
         _ => Err(format!("expected an object, found {}", kind(j))),

@@ -1071,11 +1071,8 @@ impl OtlpParser {
         }
         let buf = std::mem::take(&mut self.buf);
         match self.json {
-            Some(true) => {
-                if !buf.is_empty() {
-                    self.json_line(&buf);
-                }
-            }
+            Some(true) if !buf.is_empty() => self.json_line(&buf),
+            Some(true) => {}
             Some(false) => {
                 let o = decode_traces(&buf, false).map(|r| self.decoder.traces(&r, &mut self.producers, &mut self.seq));
                 self.outcome(0, o, false);
