@@ -126,3 +126,57 @@ def test_cli_import_and_the_example_queries(tmp_path, capsys):
     for title, sql in registry.formats()["otlp"].examples:
         s.sql(sql.format(t='"j"', s="'j'"))  # every example runs
         assert title
+
+
+# -- trace search: the spans view and `analyze traces` ---------------------------------------------
+
+
+@pytest.fixture
+def billing(tmp_path):
+    store = tmp_path / "store"
+    assert main(["--store", str(store), "import", "otlp", str(SDK), "--name", "billing"]) == 0
+    return store
+
+
+def analyze(store, capsys, *args) -> list[dict]:
+    capsys.readouterr()
+    assert main(["--store", str(store), "analyze", "traces", "billing", "--json", *args]) == 0
+    out = json.loads(capsys.readouterr().out)
+    return out["rows"] if isinstance(out, dict) else out
+
+
+def test_spans_view_has_end_ms_error_and_root(billing):
+    s = tracehouse.open(billing)
+    rows = s.sql(
+        "SELECT s.name, end_ts - ts AS d, ms, error, root, p.kind AS producer_kind, p.name AS producer_name "
+        "FROM billing.spans s JOIN th.producers p ON p.trace = 'billing' AND p.id = s.producer ORDER BY ts"
+    ).to_pylist()
+    assert [r["name"] for r in rows] == ["POST /invoice", "INSERT invoices", "invoices publish", "reconcile"]
+    assert rows[0]["d"] == 9_000_000 and rows[0]["ms"] == 9.0 and rows[0]["root"]
+    assert [r["error"] for r in rows] == [False, False, True, False]
+    assert rows[3]["producer_kind"] == "process" and rows[1]["producer_name"] == "thread 11"
+
+
+def test_analyze_traces_answers_the_everyday_questions(billing, capsys):
+    tid = "abcdef0123456789abcdef0123456789"
+    tree = analyze(billing, capsys, "--show", "tree", "--trace-id", tid.upper())
+    assert [(r["depth"], r["span"]) for r in tree] == [
+        (0, "POST /invoice"),
+        (1, "  INSERT invoices"),
+        (1, "  invoices publish"),
+        (0, "reconcile"),
+    ]
+    assert [r["name"] for r in analyze(billing, capsys, "--attr", "db.system=postgresql")] == ["INSERT invoices"]
+    assert [r["name"] for r in analyze(billing, capsys, "--attr", "tags=a")] == []
+    assert [r["name"] for r in analyze(billing, capsys, "--min-dur", "2ms", "--max-dur", "5ms")] == ["INSERT invoices"]
+    assert [r["name"] for r in analyze(billing, capsys, "--name", "%invoice%", "--service", "billing")] == [
+        "POST /invoice",
+        "INSERT invoices",
+        "invoices publish",
+    ]
+    errs = analyze(billing, capsys, "--show", "errors")
+    assert [(r["name"], r["status_message"]) for r in errs] == [("invoices publish", "broker unavailable")]
+    slow = analyze(billing, capsys, "--show", "slowest")
+    assert [(r["trace_id"], r["spans"], r["errors"], r["ms"]) for r in slow] == [(tid, 4, 1, 21.0)]
+    capsys.readouterr()
+    assert main(["--store", str(billing), "analyze", "traces", "billing", "--show", "tree"]) != 0

@@ -184,6 +184,12 @@ pub const OTLP: FormatDecl = FormatDecl {
              WHERE status = 'error' ORDER BY ts LIMIT 50",
         ),
     ],
+    views: &[(
+        "spans",
+        // (th.* is not joined here: the catalog's tables are made for the queries that name them)
+        "SELECT *, ts + dur AS end_ts, dur / 1e6 AS ms, status = 'error' AS error, parent_span_id IS NULL AS root\n\
+         FROM {t}.span",
+    )],
     ..FormatDecl::BASE
 };
 
