@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from ..errors import BadInput
 from ..schema import Column
-from ..store.query import qident, qstr
+from ..store.query import qident
 from .registry import Analysis, Param, Window
 
 if TYPE_CHECKING:
