@@ -515,40 +515,57 @@ fn span_link(j: &J) -> R<SpanLink> {
     Ok(l)
 }
 
-/// A JSON `ExportTraceServiceRequest`.
-pub fn trace_request(body: &[u8]) -> R<ExportTraceServiceRequest> {
+/// A request's resources, each with its scopes, each with its items: the one nesting of the
+/// three requests (`resourceSpans[].scopeSpans[].spans[]`, the same for logs and metrics).
+type Nested<I> = Vec<(Option<Resource>, Vec<(Option<InstrumentationScope>, Vec<I>)>)>;
+
+fn nested<I>(body: &[u8], keys: [&str; 3], item: fn(&J) -> R<I>) -> R<Nested<I>> {
+    let [top, scopes, items] = keys;
     let j = parse(body)?;
-    let mut req = ExportTraceServiceRequest::default();
+    let mut out = Vec::new();
     members(&j, |k, v| {
-        if same_key(k, "resourceSpans") {
-            req.resource_spans = list("resourceSpans", v, |rs| {
-                let mut out = ResourceSpans::default();
-                members(rs, |k, v| {
+        if same_key(k, top) {
+            out = list(top, v, |r| {
+                let (mut resource, mut scoped) = (None, Vec::new());
+                members(r, |k, v| {
                     if same_key(k, "resource") {
-                        out.resource = Some(at(".resource", resource(v))?);
-                    } else if same_key(k, "scopeSpans") {
-                        out.scope_spans = list("scopeSpans", v, |ss| {
-                            let mut out = ScopeSpans::default();
-                            members(ss, |k, v| {
+                        resource = Some(at(".resource", self::resource(v))?);
+                    } else if same_key(k, scopes) {
+                        scoped = list(scopes, v, |sc| {
+                            let (mut scope, mut got) = (None, Vec::new());
+                            members(sc, |k, v| {
                                 if same_key(k, "scope") {
-                                    out.scope = Some(at(".scope", scope(v))?);
-                                } else if same_key(k, "spans") {
-                                    out.spans = list("spans", v, span)?;
+                                    scope = Some(at(".scope", self::scope(v))?);
+                                } else if same_key(k, items) {
+                                    got = list(items, v, item)?;
                                 }
                                 Ok(())
                             })?;
-                            Ok(out)
+                            Ok((scope, got))
                         })?;
                     }
                     Ok(())
                 })?;
-                Ok(out)
+                Ok((resource, scoped))
             })?;
         }
         Ok(())
     })
     .map_err(|e| e.trim_start_matches('.').to_string())?;
-    Ok(req)
+    Ok(out)
+}
+
+/// A JSON `ExportTraceServiceRequest`.
+pub fn trace_request(body: &[u8]) -> R<ExportTraceServiceRequest> {
+    let n = nested(body, ["resourceSpans", "scopeSpans", "spans"], span)?;
+    let resource_spans = n
+        .into_iter()
+        .map(|(resource, s)| ResourceSpans {
+            resource,
+            scope_spans: s.into_iter().map(|(scope, spans)| ScopeSpans { scope, spans }).collect(),
+        })
+        .collect();
+    Ok(ExportTraceServiceRequest { resource_spans })
 }
 
 fn log_record(j: &J) -> R<LogRecord> {
@@ -580,38 +597,15 @@ fn log_record(j: &J) -> R<LogRecord> {
 
 /// A JSON `ExportLogsServiceRequest`.
 pub fn logs_request(body: &[u8]) -> R<ExportLogsServiceRequest> {
-    let j = parse(body)?;
-    let mut req = ExportLogsServiceRequest::default();
-    members(&j, |k, v| {
-        if same_key(k, "resourceLogs") {
-            req.resource_logs = list("resourceLogs", v, |rl| {
-                let mut out = ResourceLogs::default();
-                members(rl, |k, v| {
-                    if same_key(k, "resource") {
-                        out.resource = Some(at(".resource", resource(v))?);
-                    } else if same_key(k, "scopeLogs") {
-                        out.scope_logs = list("scopeLogs", v, |sl| {
-                            let mut out = ScopeLogs::default();
-                            members(sl, |k, v| {
-                                if same_key(k, "scope") {
-                                    out.scope = Some(at(".scope", scope(v))?);
-                                } else if same_key(k, "logRecords") {
-                                    out.log_records = list("logRecords", v, log_record)?;
-                                }
-                                Ok(())
-                            })?;
-                            Ok(out)
-                        })?;
-                    }
-                    Ok(())
-                })?;
-                Ok(out)
-            })?;
-        }
-        Ok(())
-    })
-    .map_err(|e| e.trim_start_matches('.').to_string())?;
-    Ok(req)
+    let n = nested(body, ["resourceLogs", "scopeLogs", "logRecords"], log_record)?;
+    let resource_logs = n
+        .into_iter()
+        .map(|(resource, s)| ResourceLogs {
+            resource,
+            scope_logs: s.into_iter().map(|(scope, log_records)| ScopeLogs { scope, log_records }).collect(),
+        })
+        .collect();
+    Ok(ExportLogsServiceRequest { resource_logs })
 }
 
 fn number_point(j: &J) -> R<NumberDataPoint> {
@@ -798,36 +792,13 @@ fn metric(j: &J) -> R<Metric> {
 
 /// A JSON `ExportMetricsServiceRequest`.
 pub fn metrics_request(body: &[u8]) -> R<ExportMetricsServiceRequest> {
-    let j = parse(body)?;
-    let mut req = ExportMetricsServiceRequest::default();
-    members(&j, |k, v| {
-        if same_key(k, "resourceMetrics") {
-            req.resource_metrics = list("resourceMetrics", v, |rm| {
-                let mut out = ResourceMetrics::default();
-                members(rm, |k, v| {
-                    if same_key(k, "resource") {
-                        out.resource = Some(at(".resource", resource(v))?);
-                    } else if same_key(k, "scopeMetrics") {
-                        out.scope_metrics = list("scopeMetrics", v, |sm| {
-                            let mut out = ScopeMetrics::default();
-                            members(sm, |k, v| {
-                                if same_key(k, "scope") {
-                                    out.scope = Some(at(".scope", scope(v))?);
-                                } else if same_key(k, "metrics") {
-                                    out.metrics = list("metrics", v, metric)?;
-                                }
-                                Ok(())
-                            })?;
-                            Ok(out)
-                        })?;
-                    }
-                    Ok(())
-                })?;
-                Ok(out)
-            })?;
-        }
-        Ok(())
-    })
-    .map_err(|e| e.trim_start_matches('.').to_string())?;
-    Ok(req)
+    let n = nested(body, ["resourceMetrics", "scopeMetrics", "metrics"], metric)?;
+    let resource_metrics = n
+        .into_iter()
+        .map(|(resource, s)| ResourceMetrics {
+            resource,
+            scope_metrics: s.into_iter().map(|(scope, metrics)| ScopeMetrics { scope, metrics }).collect(),
+        })
+        .collect();
+    Ok(ExportMetricsServiceRequest { resource_metrics })
 }
