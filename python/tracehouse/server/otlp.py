@@ -59,10 +59,10 @@ class Answer:
 
 
 class _OtlpTrace:
-    def __init__(self, store, name: str, exists: bool) -> None:
+    def __init__(self, store, name: str, exists: bool, max_producers: int) -> None:
         self.name = name
         self.exists = exists  # a new trace is created by its first request that stores something
-        self.producers = _core.OtlpProducers(store.next_producer_id(name) if exists else 0)
+        self.producers = _core.OtlpProducers(store.next_producer_id(name) if exists else 0, max_producers)
         for p in store.producers(name) if exists else ():  # a restart keeps giving a service ... its id
             key = fmt.PRODUCER_KEYS.get(p["kind"])
             if key is not None and key in (p["attrs"] or {}):
@@ -104,7 +104,7 @@ class OtlpIngest:
                     f"trace {name!r} is a {info.format} trace: OTLP writes go to otlp traces",
                     expected="?trace= naming an otlp trace or a new one",
                 )
-            st = self._traces[name] = _OtlpTrace(self.store, name, info is not None)
+            st = self._traces[name] = _OtlpTrace(self.store, name, info is not None, self.cfg.max_producers)
             return st
 
     def _create(self, st: _OtlpTrace) -> None:
