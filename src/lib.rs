@@ -56,6 +56,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     py::tod::register(m)?;
     py::checksum::register(m)?;
     py::lineproto::register(m)?;
+    py::otlp::register(m)?;
     py::loadgen::register(m)?;
     py::chrome::register(m)?;
     py::strace::register(m)?;

@@ -1,4 +1,4 @@
-"""`tracehouse bench all` and `tracehouse bench tsbs`: the suite's command lines.
+"""`tracehouse bench all`, `tracehouse bench tsbs` and `tracehouse bench otlp`: the suite's command lines.
 
 Declared under the entry-point group `tracehouse.bench` (pyproject.toml): the `tracehouse` command
 calls `register(commands)` when one of `BENCHMARKS` is asked for (or every command is listed), the
@@ -15,6 +15,8 @@ from pathlib import Path
 BENCHMARKS = {
     "all": "every experiment of the seeds (TOD store, QoS writes and reads, SoC-Trace, import, analyses) "
     "against SQLite, PostgreSQL, MariaDB, DuckDB, QuestDB; writes DIR/report.md",
+    "otlp": "spans/s over OTLP/HTTP protobuf into tracehouse serve with durable acks, beside line protocol "
+    "of the same rows in the same run",
     "tsbs": "TSBS's cpu-only queries (its own programs, unmodified) on tracehouse (InfluxQL) vs QuestDB, "
     "same data: median and p99 per query type",
 }
@@ -126,6 +128,28 @@ def _register_all(commands) -> None:
     sp.add_argument("--only", help="comma list of experiments: " + ",".join(_experiments()))
 
 
+def cmd_bench_otlp(args) -> int:
+    from . import otlp
+
+    err = _stderr()
+    say = (lambda m: None) if args.json else (lambda m: err.print(f"[dim]{m}[/dim]"))
+    result = otlp.run(seconds=args.seconds, agents=args.agents, spans=args.spans, rounds=args.rounds, progress=say)
+    if args.json:
+        _emit_json(result)
+    else:
+        sys.stdout.write(otlp.render(result) + "\n")
+    return 0
+
+
+def _register_otlp(commands) -> None:
+    sp = commands.bench("otlp", cmd_bench_otlp, help=BENCHMARKS["otlp"])
+    sp.add_argument("--seconds", type=float, default=10.0, help="length of each run")
+    sp.add_argument("--agents", type=int, default=8, help="connections posting at once")
+    sp.add_argument("--spans", type=int, default=1000, help="spans per request (rows per line-protocol body)")
+    sp.add_argument("--rounds", type=int, default=2, help="OTLP / line-protocol pairs, alternated")
+
+
 def register(commands) -> None:
     _register_all(commands)
     _register_tsbs(commands)
+    _register_otlp(commands)

@@ -172,6 +172,20 @@ class LpProducers:
     def next_id(self) -> int: ...
     def __len__(self) -> int: ...
 
+class OtlpProducers:
+    """The producer tree of one OTLP trace (service -> host -> process -> thread), kept across
+    requests. Thread-safe."""
+
+    def __init__(self, next_id: int = 0, max: int = 1000000) -> None: ...
+    def declare(self, id: int, parent: int | None, kind: str, key: str) -> None:
+        """A producer the store already has: kind service|host|process|thread and its key
+        (service.name, host.name, process.pid, thread.id)."""
+    def take_new(self) -> list[dict]:
+        """Producers made since the last call, as Store.add_producers takes them."""
+    @property
+    def next_id(self) -> int: ...
+    def __len__(self) -> int: ...
+
 class GroupCommit:
     """The group committer of one trace's WAL (fsync batch; src/store/commit.rs): a native thread
     fsyncs what was written (at once when anyone waits, else within `interval`) and runs
@@ -328,6 +342,19 @@ class SeqCounters:
         """Make each producer continue at least at its number."""
     def assign(self, producer: pa.Array) -> pa.Array:
         """int64 numbers for rows of `producer` (int32, no nulls), in row order."""
+
+def decode_otlp(
+    body: bytes | Body, signal: str, producers: OtlpProducers, *, json: bool = False, seq: SeqCounters | None = None
+) -> dict:
+    """One OTLP request body (signal "traces" or "logs"; protobuf, or JSON when `json`) into
+    {"batches": [(event type, RecordBatch)], "accepted", "rejected", "error"}; ValueError naming
+    what was expected when the body is not such a request."""
+
+def otlp_response(signal: str, rejected: int = 0, message: str = "", *, json: bool = False) -> bytes:
+    """An Export*ServiceResponse, with a partial success when items were refused."""
+
+def otlp_status(code: int, message: str, *, json: bool = False) -> bytes:
+    """A google.rpc.Status (the body of an OTLP/HTTP error answer)."""
 
 def decode_lines_many(
     items: list[tuple[bytes | Body, str, int, int]],

@@ -191,6 +191,9 @@ pub struct FormatDecl {
     /// Example queries: (title, SQL with `{t}` for the quoted trace, `{s}` for its name as an
     /// SQL string).
     pub examples: &'static [(&'static str, &'static str)],
+    /// Views made in each trace's schema beside its event types: (name, SELECT with `{t}` for
+    /// the quoted trace and `{s}` for its name as an SQL string).
+    pub views: &'static [(&'static str, &'static str)],
 }
 
 impl FormatDecl {
@@ -206,6 +209,7 @@ impl FormatDecl {
         parser: None,
         profile: Profile::NONE,
         examples: &[],
+        views: &[],
     };
 
     /// The declared format called `name`.

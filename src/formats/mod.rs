@@ -19,6 +19,7 @@ pub mod chrome;
 pub mod decl;
 pub mod json;
 pub mod lineproto;
+pub mod otlp;
 pub mod paje;
 pub mod parser;
 pub mod pbwire;
@@ -48,6 +49,7 @@ pub const FORMATS: &[&FormatDecl] = &[
     &perf::decl::PERF,
     &pprof::decl::PPROF,
     &perfetto::decl::PERFETTO,
+    &otlp::decl::OTLP,
 ];
 
 /// The declared formats whose sniffer recognises `head` (the first bytes of an input,

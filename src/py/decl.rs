@@ -72,13 +72,14 @@ fn format<'py>(py: Python<'py>, f: &FormatDecl) -> PyResult<Bound<'py, PyDict>> 
     d.set_item("parser_options", options)?;
     d.set_item("profile", profile(py, &f.profile)?)?;
     d.set_item("examples", f.examples.to_vec())?;
+    d.set_item("views", f.views.to_vec())?;
     Ok(d)
 }
 
 /// {format: {"description", "event_types": [(name, kind, doc, [(column, type, unit, doc),
 /// ...]), ...], "results": {kind: [(column, type, unit, doc), ...]}, "priority", "sniffs",
 /// "parser_options": [(name, type, doc)] or None, "profile": {...}, "examples": [(title,
-/// sql)]}} of every format declared in Rust, parameters only (the common columns are
+/// sql)], "views": [(name, sql)]}} of every format declared in Rust, parameters only (the common columns are
 /// `schema.py`'s).
 #[pyfunction]
 fn format_declarations(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {

@@ -11,6 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
 use super::arrow::{batch_to_pyarrow, schema_to_pyarrow};
+use crate::formats::parser::{Attr, ProducerRow};
 use crate::formats::ChunkParser;
 
 /// Batches as a list of (event type, pyarrow.RecordBatch), converting each distinct
@@ -90,4 +91,20 @@ pub fn producer_row<'py>(
     d.set_item("name", name)?;
     d.set_item("attrs", attrs)?;
     Ok(d)
+}
+
+/// Producers as the list of dicts `Store.add_producers` takes.
+pub fn producer_rows<'py>(py: Python<'py>, rows: Vec<ProducerRow>) -> PyResult<Bound<'py, PyList>> {
+    let out = PyList::empty(py);
+    for p in rows {
+        let attrs = PyDict::new(py);
+        for (k, v) in p.attrs {
+            match v {
+                Attr::Int(i) => attrs.set_item(k, i)?,
+                Attr::Str(s) => attrs.set_item(k, s)?,
+            }
+        }
+        out.append(producer_row(py, p.id, p.parent, &p.kind, &p.name, attrs)?)?;
+    }
+    Ok(out)
 }

@@ -158,13 +158,21 @@ impl PySeqCounters {
 }
 
 /// A request body as handed over: read in place (HTTP front end) or Python bytes.
-enum Held<'py> {
+pub(super) enum Held<'py> {
     Native(Bound<'py, PyBody>),
     Bytes(PyBackedBytes),
 }
 
-impl Held<'_> {
-    fn bytes(&self) -> &[u8] {
+impl<'py> Held<'py> {
+    /// Holds `body`: a `_core.Body` or anything bytes-like.
+    pub(super) fn of(body: &Bound<'py, PyAny>) -> PyResult<Self> {
+        Ok(match body.cast::<PyBody>() {
+            Ok(b) => Held::Native(b.clone()),
+            Err(_) => Held::Bytes(body.extract()?),
+        })
+    }
+
+    pub(super) fn bytes(&self) -> &[u8] {
         match self {
             Held::Native(b) => &b.get().data,
             Held::Bytes(b) => b,
@@ -214,10 +222,7 @@ fn decode_lines_many<'py>(
     for (body, precision, default_ts, first_line) in items {
         let p = Precision::parse(&precision)
             .ok_or_else(|| PyValueError::new_err(format!("precision {precision:?}: expected ns, us, ms or s")))?;
-        held.push(match body.cast::<PyBody>() {
-            Ok(b) => Held::Native(b.clone()),
-            Err(_) => Held::Bytes(body.extract()?),
-        });
+        held.push(Held::of(&body)?);
         how.push((p, default_ts, first_line));
     }
     let inputs: Vec<Input<'_>> = held

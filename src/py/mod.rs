@@ -14,6 +14,7 @@ pub mod httpfront;
 pub mod intparquet;
 pub mod lineproto;
 pub mod loadgen;
+pub mod otlp;
 pub mod pagecheck;
 pub mod parser;
 pub mod pprof;

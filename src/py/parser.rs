@@ -14,9 +14,9 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList};
 
-use super::driver::{batches_to_py, drain_parser, feed_parser, finish_parser, producer_row};
+use super::driver::{batches_to_py, drain_parser, feed_parser, finish_parser, producer_rows};
 use crate::formats::decl::FormatDecl;
-use crate::formats::parser::{Attr, OptValue, Options, Problem};
+use crate::formats::parser::{OptValue, Options, Problem};
 use crate::formats::table::PType;
 use crate::formats::ChunkParser;
 
@@ -131,18 +131,7 @@ impl PyNativeParser {
 
     /// Every producer met: dicts with id, parent, kind, name, attrs.
     fn producers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
-        let out = PyList::empty(py);
-        for p in self.inner.producers() {
-            let attrs = PyDict::new(py);
-            for (k, v) in p.attrs {
-                match v {
-                    Attr::Int(i) => attrs.set_item(k, i)?,
-                    Attr::Str(s) => attrs.set_item(k, s)?,
-                }
-            }
-            out.append(producer_row(py, p.id, p.parent, &p.kind, &p.name, attrs)?)?;
-        }
-        Ok(out)
+        producer_rows(py, self.inner.producers())
     }
 
     /// Counts for the import report, `rejected` included.

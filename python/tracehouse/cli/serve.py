@@ -38,6 +38,7 @@ def cmd_serve(args) -> int:
         format=args.trace_format,
         create_traces=not args.no_create,
         tcp_bucket=args.tcp_bucket,
+        otlp_trace=args.otlp_trace,
         max_body=_size(args.max_body),
         max_line=_size(args.max_line),
         max_connections=args.max_connections,
@@ -98,6 +99,12 @@ def register(commands) -> None:
     sp.add_argument("--trace-format", default=d.format, help=f"format of traces created by writes (default {d.format})")
     sp.add_argument("--no-create", action="store_true", help="refuse writes to unknown buckets (404)")
     sp.add_argument("--tcp-bucket", default=d.tcp_bucket, help="trace of TCP lines whose connection names none")
+    sp.add_argument(
+        "--otlp-trace",
+        default=d.otlp_trace,
+        help=f"trace of OTLP writes (/v1/traces, /v1/logs) naming none by ?trace= or X-Tracehouse-Trace "
+        f"(default {d.otlp_trace})",
+    )
     sp.add_argument("--max-body", default="64M", help="largest HTTP body, decompressed too (default 64M)")
     sp.add_argument("--max-line", default="1M", help="longest line-protocol line (default 1M)")
     sp.add_argument(

@@ -29,6 +29,7 @@ class ServerConfig:
     format: str = "lineproto"  # the format (owner of event types) of traces created by line protocol
     create_traces: bool = True  # a write to an unknown bucket creates the trace
     tcp_bucket: str = "lineproto"  # trace of TCP lines whose connection names none
+    otlp_trace: str = "otlp"  # trace of OTLP writes naming none (?trace=, X-Tracehouse-Trace)
     # -- limits -----------------------------------------------------------------------
     max_body: int = 64 << 20  # bytes of one HTTP request body (decompressed, too): 413 beyond
     max_line: int = 1 << 20  # bytes of one line-protocol line: that line is rejected

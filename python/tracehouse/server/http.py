@@ -4,6 +4,7 @@ Routes:
   POST /api/v2/write?bucket=T&precision=ns|us|ms|s   line protocol (InfluxDB 2.x API)
   POST /write?db=T&precision=n|u|ms|s                 line protocol (InfluxDB 1.x API)
   POST /api/v2/arrow?trace=T&type=E[&kind=instant]    Arrow IPC stream of one event type
+  POST /v1/traces, /v1/logs, /v1/metrics [?trace=T]   OpenTelemetry OTLP/HTTP, protobuf or JSON (otlp.py)
   POST /api/query    {"sql": ..., "format": "json"|"arrow"} (or the SQL as text/plain)
   GET  /api/query?sql=...&format=...
   GET|POST /query?q=SHOW DATABASES&db=...             InfluxDB 1.x InfluxQL meta statements (influxql.py)
@@ -54,6 +55,7 @@ from ..errors import BadInput, NotFound, TracehouseError, is_disk_full
 from . import influxql
 from .config import ServerConfig
 from .ingest import Ingestor, WriteResult
+from .otlp import OtlpIngest
 from .queries import ARROW_STREAM, QueryRunner, QueryStopped
 from .queries import json_bytes as _json
 from .tcp import TcpChunks
@@ -172,11 +174,15 @@ class Api:
         self.ui = None  # the web UI (server/ui), when served: it takes its own paths
         self.queries = QueryRunner(ingestor.store, cfg)
         self.tcp = TcpChunks(ingestor, cfg)  # line protocol over TCP: its chunks come in the same rounds
+        self.otlp = OtlpIngest(ingestor, cfg.otlp_trace)
         # path -> (methods, handler); writes are named, not called: a round gathers them
         self.routes = {
             "/api/v2/write": (("POST",), "lp"),
             "/write": (("POST",), "lp"),
             "/api/v2/arrow": (("POST",), "arrow"),
+            "/v1/traces": (("POST",), self.write_otlp),
+            "/v1/logs": (("POST",), self.write_otlp),
+            "/v1/metrics": (("POST",), self.write_otlp),
             "/api/query": (("GET", "POST"), self.query),
             "/query": (("GET", "POST"), self.influxql),
             "/ping": (("GET", "HEAD"), self.ping),
@@ -311,6 +317,14 @@ class Api:
                 call.fail(res, f"Arrow write to {trace}")
             else:
                 self.acknowledge(call, res, 204, [("x-rows-written", str(res.rows))])
+
+    def write_otlp(self, call: Call) -> None:
+        """OTLP/HTTP: answered in OTLP's own shapes (otlp.py), once its rows are durable."""
+        a = self.otlp.write(call, functools.partial(call.read_body, self.cfg))
+        if a.result is None:
+            call.reply(a.status, a.body, a.headers)
+        else:
+            self.acknowledge(call, a.result, a.status, a.headers, a.body)
 
     # -- queries -------------------------------------------------------------------
 

@@ -555,6 +555,14 @@ class QueryEngine:
             body = parts[0] if len(parts) == 1 else "\nUNION ALL\n".join(f"({p})" for p in parts)
             self.con.execute(f"CREATE OR REPLACE VIEW {schema}.{qident(name)} AS {body}")
         self.con.execute(f"CREATE OR REPLACE VIEW {schema}.events AS " + events_view_sql(schema, types))
+        for vname, sql in _format_views(info.format):  # a format's own views (otlp: `spans`)
+            if vname not in types:
+                try:
+                    self.con.execute(
+                        f"CREATE OR REPLACE VIEW {schema}.{qident(vname)} AS " + sql.format(t=schema, s=qstr(info.name))
+                    )
+                except duckdb.Error:  # (its types' columns missing in an older trace): the rest stays readable
+                    pass
         self._trace_sigs[info.name] = cut.signature
         self._trace_shapes[info.name] = shape
 
@@ -836,6 +844,19 @@ def whole_count(store, query: str) -> tuple[str, int] | None:
     rows = sum(s.rows for s in counted)
     rows += sum(b.num_rows for name, bs in tails.items() if view == "events" or name == view for b in bs)
     return alias or "count_star()", int(rows)
+
+
+_VIEWS: dict[str, list[tuple[str, str]]] = {}
+
+
+def _format_views(fmt: str) -> list[tuple[str, str]]:
+    """The views a format declares (`FormatDecl.views`, read once through `_core`)."""
+    if not _VIEWS:
+        from .. import _core
+
+        _VIEWS.update({f: [tuple(v) for v in d["views"]] for f, d in _core.format_declarations().items()})
+        _VIEWS.setdefault("", [])
+    return _VIEWS.get(fmt, [])
 
 
 def _usable(man: dict | None, type_name: str, live_ids: set[int]) -> dict | None:

@@ -138,13 +138,20 @@ def run(
     batches_per_agent: int = 0,
     seed: int = 42,
     path: str | None = None,
+    bodies: list[bytes] | None = None,
+    content_type: str | None = None,
 ) -> dict:
-    """One load run; returns the generator's report plus rates and CPU shares."""
+    """One load run; returns the generator's report plus rates and CPU shares. `bodies`:
+    prebuilt request bodies of `rows_per_batch` rows each, posted in turn to `path` with
+    `content_type` (any HTTP write API: OTLP, line protocol made elsewhere)."""
     if protocol not in PROTOCOLS:
         raise ValueError(f"protocol {protocol!r}: expected one of {', '.join(PROTOCOLS)}")
     bucket = bucket or workload
     kw: dict = {}
-    if protocol == "arrow":
+    if bodies is not None:
+        kw.update(bodies=bodies, content_type=content_type or "application/octet-stream", path=path)
+        proto = "http-bodies"
+    elif protocol == "arrow":
         kw["bodies"], kw["ts_offsets"] = arrow_bodies_stamped(workload, rows_per_batch, seed=seed)
         kw["path"] = path or f"/api/v2/arrow?trace={bucket}&type={workload}"
         proto = "http-bodies"

@@ -1,0 +1,213 @@
+"""`tracehouse bench otlp`: spans per second over OTLP/HTTP protobuf into `tracehouse serve` with
+durable acknowledgements (answered after the group commit's fsync), beside line protocol carrying
+the same rows, in the same run.
+
+The generator is the Rust load generator (`workload/loadgen.py`, `http-bodies`): `agents`
+connections post prebuilt bodies in turn and count the 2xx answers. The OTLP bodies are
+`ExportTraceServiceRequest`s built once with the `opentelemetry-proto` messages (the OpenTelemetry
+SDK's own encoding classes): `spans` spans each, in the shape an instrumented web service
+exports (one resource of service, host and pid; server spans with a method, status code and URL,
+client and DB child spans, a few other attributes). The peer is line protocol of the same rows:
+each span one line with the same stored columns (service/host/pid tags -> a producer; trace and
+span ids, parent, name, kind, status, the promoted attributes and the rest as fields), posted the
+same way to `/api/v2/write`. Runs alternate (OTLP, line protocol, OTLP, ...) so both see the same
+machine load; the report gives each run, the best of each, their ratio, the load average and the
+server's CPU share.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import tempfile
+import time
+
+KINDS = (2, 3, 3, 1)  # server, client, client, internal
+KIND_WORDS = {1: "internal", 2: "server", 3: "client"}
+
+
+def _spans(n: int, seed: int) -> list[dict]:
+    rnd = random.Random(seed)
+    t0 = 1_700_000_000_000_000_000 + seed * 10**9
+    out = []
+    trace = rnd.getrandbits(128).to_bytes(16, "big")
+    root = b""
+    for i in range(n):
+        if i % 4 == 0:
+            trace = rnd.getrandbits(128).to_bytes(16, "big")
+        sid = rnd.getrandbits(64).to_bytes(8, "big")
+        kind = KINDS[i % 4]
+        if kind == 2:
+            root = sid
+        attrs = {"http.request.method": "GET", "http.response.status_code": 200 if i % 50 else 500}
+        if kind == 2:
+            attrs["url.full"] = f"http://shop/items/{i % 97}"
+        elif i % 4 == 2:
+            attrs = {"db.system": "postgresql", "db.query.text": "SELECT * FROM items WHERE id = $1"}
+        attrs["user.tier"] = "gold" if i % 3 else "free"
+        start = t0 + i * 1_000
+        out.append(
+            {
+                "trace_id": trace,
+                "span_id": sid,
+                "parent": b"" if kind == 2 else root,
+                "name": ("GET /items", "GET", "SELECT items", "render")[i % 4],
+                "kind": kind,
+                "start": start,
+                "end": start + 50_000 + rnd.randrange(1_000_000),
+                "error": i % 50 == 0,
+                "attrs": attrs,
+            }
+        )
+    return out
+
+
+def otlp_bodies(spans: int, count: int = 8) -> list[bytes]:
+    """`count` ExportTraceServiceRequests of `spans` spans each (protobuf)."""
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+    from opentelemetry.proto.common.v1.common_pb2 import AnyValue, InstrumentationScope, KeyValue
+    from opentelemetry.proto.resource.v1.resource_pb2 import Resource
+    from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span, Status
+
+    def kv(k, v):
+        return KeyValue(key=k, value=AnyValue(int_value=v) if isinstance(v, int) else AnyValue(string_value=v))
+
+    res = Resource(attributes=[kv("service.name", "shop"), kv("host.name", "bench-1"), kv("process.pid", 4242)])
+    out = []
+    for b in range(count):
+        pb = [
+            Span(
+                trace_id=s["trace_id"],
+                span_id=s["span_id"],
+                parent_span_id=s["parent"],
+                name=s["name"],
+                kind=s["kind"],
+                start_time_unix_nano=s["start"],
+                end_time_unix_nano=s["end"],
+                attributes=[kv(k, v) for k, v in s["attrs"].items()],
+                status=Status(code=2 if s["error"] else 0),
+            )
+            for s in _spans(spans, b)
+        ]
+        req = ExportTraceServiceRequest(
+            resource_spans=[
+                ResourceSpans(
+                    resource=res, scope_spans=[ScopeSpans(scope=InstrumentationScope(name="bench"), spans=pb)]
+                )
+            ]
+        )
+        out.append(req.SerializeToString())
+    return out
+
+
+PROMOTED = {
+    "http.request.method": "http_method",
+    "http.response.status_code": "http_status_code",
+    "url.full": "url_full",
+    "db.system": "db_system",
+    "db.query.text": "db_statement",
+}
+
+
+def lp_bodies(spans: int, count: int = 8) -> list[bytes]:
+    """The same rows as line protocol: one line per span, the same stored columns."""
+    out = []
+    for b in range(count):
+        lines = []
+        for s in _spans(spans, b):
+            f = [
+                f'trace_id="{s["trace_id"].hex()}"',
+                f'span_id="{s["span_id"].hex()}"',
+                *([f'parent_span_id="{s["parent"].hex()}"'] if s["parent"] else []),
+                f'name="{s["name"]}"',
+                f'kind="{KIND_WORDS[s["kind"]]}"',
+                f'status="{"error" if s["error"] else "unset"}"',
+                f"dur={s['end'] - s['start']}i",
+                'service="shop"',
+                'scope="bench"',
+            ]
+            rest = []
+            for k, v in s["attrs"].items():
+                if k in PROMOTED:
+                    f.append(f"{PROMOTED[k]}={v}i" if isinstance(v, int) else f'{PROMOTED[k]}="{v}"')
+                else:
+                    rest.append(f'\\"{k}\\":\\"{v}\\"')
+            f.append('attributes="{' + ",".join(rest) + '}"')
+            lines.append(f"span,service=shop,host=bench-1,pid=4242 {','.join(f)} {s['start']}")
+        out.append(("\n".join(lines) + "\n").encode())
+    return out
+
+
+def run(*, seconds: float = 10.0, agents: int = 8, spans: int = 1000, rounds: int = 2, progress=None) -> dict:
+    from tracehouse.bench.write_systems import Tracehouse
+    from tracehouse.workload import loadgen
+
+    say = progress or (lambda m: None)
+    say(f"building {spans:,}-span bodies")
+    bodies = {"otlp": otlp_bodies(spans), "lineproto": lp_bodies(spans)}
+    ctype = {"otlp": "application/x-protobuf", "lineproto": "text/plain; charset=utf-8"}
+    path = {"otlp": "/v1/traces?trace=bench_otlp", "lineproto": "/api/v2/write?bucket=bench_lp"}
+    runs = []
+    with tempfile.TemporaryDirectory(prefix="bench-otlp-") as work, Tracehouse(work, "otlp") as th:
+        target = loadgen.Target("127.0.0.1", th.port, th.tcp_port)
+        for r in range(rounds):
+            for what in ("otlp", "lineproto"):
+                say(f"round {r + 1}/{rounds}: {what}, {agents} agents, {seconds:g} s")
+                rep = loadgen.run(
+                    "qos",
+                    target=target,
+                    agents=agents,
+                    rows_per_batch=spans,
+                    duration_s=seconds,
+                    path=path[what],
+                    bodies=bodies[what],
+                    content_type=ctype[what],
+                )
+                runs.append(
+                    {
+                        "what": what,
+                        "round": r + 1,
+                        "rows_acked_per_s": rep["rows_acked_per_s"],
+                        "rows_acked": rep["rows_acked"],
+                        "errors": rep["errors"],
+                        "error_samples": list(rep.get("error_samples") or [])[:3],
+                        "server_cpu_share": rep["server_cpu_share"],
+                        "loadavg_1m": [rep["loadavg_1m_before"], rep["loadavg_1m_after"]],
+                    }
+                )
+    best = {w: max(x["rows_acked_per_s"] for x in runs if x["what"] == w) for w in ("otlp", "lineproto")}
+    return {
+        "bench": "otlp",
+        "spans_per_request": spans,
+        "agents": agents,
+        "seconds": seconds,
+        "cpus": os.cpu_count(),
+        "ack": "durable (fsync batch, answered after the group commit)",
+        "runs": runs,
+        "otlp_spans_per_s": best["otlp"],
+        "lineproto_rows_per_s": best["lineproto"],
+        "ratio": best["otlp"] / best["lineproto"] if best["lineproto"] else None,
+        "loadavg_1m_end": os.getloadavg()[0],
+        "when": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
+
+
+def render(r: dict) -> str:
+    lines = [
+        f"OTLP/HTTP protobuf vs line protocol, same rows ({r['spans_per_request']:,} per request, "
+        f"{r['agents']} agents, {r['seconds']:g} s a run, durable acks)",
+        f"{'run':<16} {'rows/s':>12} {'errors':>7} {'server cpu':>11} {'load 1m':>13}",
+    ]
+    for x in r["runs"]:
+        cpu = "-" if x["server_cpu_share"] is None else f"{x['server_cpu_share']:.0%}"
+        la = x["loadavg_1m"]
+        lines.append(
+            f"{x['what'] + ' #' + str(x['round']):<16} {x['rows_acked_per_s']:>12,.0f} {x['errors']:>7} {cpu:>11} "
+            f"{la[0]:>6.1f}-{la[1]:<6.1f}"
+        )
+    ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}x"
+    lines.append(
+        f"best: OTLP {r['otlp_spans_per_s']:,.0f} spans/s, line protocol {r['lineproto_rows_per_s']:,.0f} rows/s "
+        f"(OTLP/line protocol {ratio})"
+    )
+    return "\n".join(lines)
