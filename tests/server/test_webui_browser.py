@@ -1077,6 +1077,19 @@ def test_issue33_a_folded_stack_result_is_a_flame_graph_and_parameters_wrap(brow
             pg.locator(".flame svg rect[data-node]").first.click()
             pg.wait_for_selector(".flame button:has-text('reset zoom')")
             shot(pg, "result-flame")
+            # a SQL answer of stacks and numbers (as `SELECT stack, count(*) ... GROUP BY stack`) too
+            pg.goto(info["http"] + "/#/sql")
+            pg.fill(
+                "textarea.sql",
+                "SELECT * FROM (VALUES ('main;parse', 30), ('main;run;step', 50), ('main;run', 20), ('idle', 10)) t(stack, n)",
+            )
+            pg.get_by_role("button", name="Run").click()
+            pg.wait_for_selector("main .flame svg rect[data-node]")
+            frames = pg.locator("main .flame svg rect[data-node] title").evaluate_all(
+                "ts => ts.map(t => t.textContent.split('\\n'))"
+            )
+            got = {name: re.search(r"total ([\d,]*\d)", what).group(1) for name, what in frames}
+            assert got == {"main": "100", "parse": "30", "run": "70", "step": "50", "idle": "10"}, got
             pg.goto(info["http"] + "/#/results")
             pg.locator("table[aria-label=results] tbody tr", has_text="annotation").locator("a").first.click()
             dd = pg.locator("dl.meta dd", has_text="second line").last

@@ -163,10 +163,16 @@ def folded_tree(lines: pa.Array) -> pa.Table | None:
     parts = pc.extract_regex(lines, FOLDED_LINE)
     if parts.null_count:
         return None
-    t = pa.table({"stack": pc.struct_field(parts, [0]), "weight": pc.struct_field(parts, [1]).cast(pa.int64())})
+    return stacks_tree(pc.struct_field(parts, [0]), pc.struct_field(parts, [1]).cast(pa.int64()))
+
+
+def stacks_tree(stack: pa.Array, weight: pa.Array) -> pa.Table:
+    """The calling-context tree of stacks (`root;child;leaf` text) with a weight each (a stack
+    given twice: its weights summed; `calls` counts its rows), as `tree_of_stacks`."""
+    t = pa.table({"stack": stack.cast(pa.string()), "weight": weight.cast(pa.int64())})
+    t = t.filter(pc.and_(pc.is_valid(t["stack"]), pc.is_valid(t["weight"])))
     t = t.group_by("stack").aggregate([("weight", "count"), ("weight", "sum")])
-    t = pa.table({"stack": t["stack"], "samples": t["weight_count"], "weight": t["weight_sum"]})
-    return tree_of_stacks(t)
+    return tree_of_stacks(pa.table({"stack": t["stack"], "samples": t["weight_count"], "weight": t["weight_sum"]}))
 
 
 def kept_nodes(tree: pa.Table, min_share: float = 0.001, max_nodes: int = 5_000) -> tuple[pa.Table, int]:

@@ -17,7 +17,8 @@ browser asks the JSON API under `/api/ui/` for aggregates:
   GET  /api/ui/flame          call paths (root= a path's subtree)   GET /api/ui/frame  node=  (spans behind a frame)
   GET  /api/ui/analyses       every analysis of the registry (?trace= says which apply to it)
   GET  /api/ui/analysis       name= trace= + the window + its parameters by name: rows and JSON
-  POST /api/ui/sql            {"sql", "page", "page_size", "id"}  (id: the client's name for it)
+  POST /api/ui/sql            {"sql", "page", "page_size", "id"}  (id: the client's name for it);
+                              {"sql", "flame": true}: the whole answer as a flame graph (folded stacks)
   POST /api/ui/sql/cancel     {"id"}: stop that query (its query process is killed)
   POST /api/ui/sql/download   {"sql", "format": "csv"|"parquet"}
   GET  /api/ui/examples       example queries (?trace= for one trace's format)
@@ -539,6 +540,9 @@ def sql(state: UiState, _params, body) -> dict:
         raise BadInput(f"page={doc.get('page')!r}, page_size={doc.get('page_size')!r}", expected="integers") from None
     tag = str(doc.get("id") or "")[:100] or None
     run = state.run_query if tag is None else (lambda text: state.run_query(text, tag=tag))
+    if doc.get("flame"):  # the whole answer as a flame graph, when it is folded stacks
+        got = console.flame(run, _sql_of(state, doc))
+        return {"flame": None if got is None else _flame_doc(*got, "")}
     return console.page(run, _sql_of(state, doc), page_no, size)
 
 
@@ -692,11 +696,20 @@ def result(state: UiState, params, _body) -> dict:
 def _folded_flame(store, r: dict) -> dict | None:
     """A `file` result of folded stacks (its whole text, not one page) as the flame graph's
     nodes (those over 0.1 % of the whole, at most views.MAX_NODES), None when it is not that."""
-    from ...analysis.samples import folded_tree, kept_nodes
+    from ...analysis.samples import folded_tree
 
     text = store.result_table(r["id"])
     tree = folded_tree(text.column("line").combine_chunks())
-    if tree is None or tree.num_rows == 0:
+    unit = "ns" if str(r.get("tool", "")).startswith("tracehouse.analysis.") else ""
+    return None if tree is None else _flame_doc(tree, text.num_rows, unit)
+
+
+def _flame_doc(tree: pa.Table, stacks: int, unit: str) -> dict | None:
+    """A calling-context tree of stacks as the flame graph's nodes (those over 0.1 % of the
+    whole, at most views.MAX_NODES); None when it is empty."""
+    from ...analysis.samples import kept_nodes
+
+    if tree.num_rows == 0:
         return None
     kept, threshold = kept_nodes(tree, 0.001, views.MAX_NODES)
     cols = {
@@ -708,12 +721,11 @@ def _folded_flame(store, r: dict) -> dict | None:
         for vals in zip(*cols.values())
     ]
     roots = sum(n["total"] for n in nodes if n["parent"] < 0)
-    unit = "ns" if str(r.get("tool", "")).startswith("tracehouse.analysis.") else ""
     return {
         "nodes": nodes,
         "total": roots,
         "paths": tree.num_rows,
-        "spans": text.num_rows,
+        "spans": stacks,
         "what": "stacks",
         "unit": unit,
         "threshold_ns": threshold,

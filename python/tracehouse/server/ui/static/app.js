@@ -734,7 +734,7 @@ function lineTrack(lines) {
   const all = [Math.min(...lo), Math.max(...hi)];
   const widths = lines.map((l, i) => hi[i] - lo[i]);
   const shared = lines.length === 1 || Math.max(...widths) <= 20 * Math.max(1e-300, Math.min(...widths)) && all[1] - all[0] <= 20 * Math.max(1e-300, Math.max(...widths));
-  return lines.map((l, i) => ({ line: l, color: pal(i + 3), lo: shared ? all[0] : lo[i], hi: shared ? all[1] : hi[i], own: [lo[i], hi[i]], shared }));
+  return lines.map((l, i) => ({ line: l, color: pal(i), lo: shared ? all[0] : lo[i], hi: shared ? all[1] : hi[i], own: [lo[i], hi[i]], shared }));
 }
 const lineName = (l) => `${l.type}.${l.value}${l.series ? " " + l.series : ""}`;
 
@@ -742,14 +742,16 @@ const lineName = (l) => `${l.type}.${l.value}${l.series ? " " + l.series : ""}`;
  *  may be for a wider or narrower range than the view (one held from before: client-side zoom
  *  and pan); its bars and ticks are placed by time, its per-pixel bins by the time they cover. */
 function drawTimeline(d, view, shown, labels, canvas, box, details, tree, expanded, W) {
-  const LEVEL = 11, TICK = 12, SERIES = 13;
+  const LEVEL = 11, TICK = 12, SERIES = 13, NAME = 16;
   const linesBy = new Map();
   for (const l of d.lines || []) { if (!linesBy.has(l.producer)) linesBy.set(l.producer, []); linesBy.get(l.producer).push(l); }
   const layout = d.rows.map((row) => {
     const lines = row.producers.length === 1 ? lineTrack(linesBy.get(row.producers[0]) || []) : [];
     const track = lines.length ? Math.max(40, SERIES * lines.length + 6) : 0;
-    const hgt = Math.max(18, row.levels.reduce((a, lv) => a + (lv.mode === "sum" ? 2 : 1) * LEVEL, 0) + row.ticks.length * TICK + track + 4);
-    return { row, lines, track, hgt };
+    const above = row.levels.reduce((a, lv) => a + (lv.mode === "sum" ? 2 : 1) * LEVEL, 0) + row.ticks.length * TICK;
+    const gap = lines.length ? Math.max(0, NAME - 2 - above) : 0;  // the track (and its legend) under the row's name
+    const hgt = Math.max(18, above + gap + track + 4);
+    return { row, lines, track, gap, hgt };
   });
   const H = layout.reduce((a, r) => a + r.hgt, 0) + 16;
   const dpr = window.devicePixelRatio || 1;
@@ -770,7 +772,7 @@ function drawTimeline(d, view, shown, labels, canvas, box, details, tree, expand
   const found = new Map(q ? q.rows.map((r, i) => [r.id, i === q.i]) : []);
   labels.replaceChildren();
   let y = 0;
-  layout.forEach(({ row, lines, track, hgt }, i) => {
+  layout.forEach(({ row, lines, track, gap, hgt }, i) => {
     const meta = shown[i];
     const p = tree.byId.get(meta.id) || { name: String(meta.id), kind: "" };
     const tog = meta.hasKids ? h("button", { "aria-expanded": String(expanded.has(meta.id)), "aria-label": (expanded.has(meta.id) ? "collapse " : "expand ") + p.name,
@@ -839,10 +841,15 @@ function drawTimeline(d, view, shown, labels, canvas, box, details, tree, expand
     });
     // the counter series of the row: one track, a colour each, named in the legend beside it
     if (lines.length) {
+      yy += gap;
       const legend = h("div", { class: "series-legend", style: `top:${yy - y}px`, role: "list", "aria-label": "series" });
       lines.forEach((ln) => {
         const l = ln.line, rng = ln.hi - ln.lo || 1;
         const yv = (v) => yy + track - 4 - ((v - ln.lo) / rng) * (track - 10);
+        // each pixel's min to max, faint, under the line of its means
+        g.fillStyle = ln.color; g.globalAlpha = 0.18;
+        l.bin.forEach((b, k) => { const x0 = binX(b, d.width); g.fillRect(x0, yv(l.hi[k]), Math.max(1, binX(b + 1, d.width) - x0), Math.max(1, yv(l.lo[k]) - yv(l.hi[k]))); });
+        g.globalAlpha = 1;
         g.strokeStyle = ln.color; g.lineWidth = 1.25; g.beginPath();
         l.bin.forEach((b, k) => { const xx = binX(b + 0.5, d.width); k ? g.lineTo(xx, yv(l.mean[k])) : g.moveTo(xx, yv(l.mean[k])); });
         g.stroke(); g.lineWidth = 1;
@@ -866,9 +873,15 @@ function drawTimeline(d, view, shown, labels, canvas, box, details, tree, expand
   const at = (ev) => { const r = box.getBoundingClientRect(); return [(ev.clientX - r.left) * W / r.width, ev.clientY - r.top]; };
   const exact = tickFormat(v0, view.end, span / W);  // one pixel's worth of digits
   const hover = $("#tl-hover"), ruler = $("#tl-ruler"), measure = $("#tl-measure");
-  // the counter values of a track at x: per series [line, its bin's index] (k < 0: no sample there)
-  const valuesAt = (hit, x) => hit.lines.map((ln) => [ln, ln.line.bin.indexOf(binAt(x, d.width))]);
-  const valueText = ([ln, k]) => `${lineName(ln.line)} = ` + (k >= 0 ? `${+ln.line.mean[k].toPrecision(6)} (min ${ln.line.lo[k]}, max ${ln.line.hi[k]})` : "no sample here");
+  // the counter values of a track at x: per series [line, the index of its last bin at or before
+  // x] (a counter holds its value until its next sample; k < 0: none before x)
+  const valuesAt = (hit, x) => hit.lines.map((ln) => {
+    const bins = ln.line.bin, want = binAt(x, d.width);
+    let lo = 0, hi = bins.length;
+    while (lo < hi) { const m = (lo + hi) >> 1; if (bins[m] <= want) lo = m + 1; else hi = m; }
+    return [ln, lo - 1];
+  });
+  const valueText = ([ln, k]) => `${lineName(ln.line)} = ` + (k >= 0 ? `${+ln.line.mean[k].toPrecision(6)} (min ${ln.line.lo[k]}, max ${ln.line.hi[k]})` : "no sample before");
   const lineAt = (x, yc) => {
     const hit = hits.find((hh) => hh.what === "lines" && yc >= hh.y0 && yc <= hh.y1);
     return hit ? valuesAt(hit, x).filter(([, k]) => k >= 0).map((v) => " · " + valueText(v)).join("") : "";
@@ -1145,7 +1158,16 @@ function pageSql() {
       cancel.disabled = true;
       info.textContent = `${d.rows.length} rows (page ${d.page + 1}${d.has_more ? ", more follow" : ""}) in ${(d.seconds * 1000).toFixed(1)} ms`;
       const jump = await sqlJump(area.value, d.columns);
-      out.replaceChildren(h("div", { class: "pager" },
+      const flameBox = h("div", { class: "flame" });
+      if (foldedStacks(d)) {
+        // folded stacks (`a;b;c` and a number, or `a;b;c 12` lines): the whole answer's flame graph
+        fill(flameBox, () => api("/api/ui/sql", {}, { method: "POST", body: JSON.stringify({ sql: area.value, flame: true }), headers: { "content-type": "application/json" } }), (f) => {
+          if (!f.flame) return;
+          const zoom = (n) => drawFlame(flameBox, f.flame, n.id, null, f.flame, zoom);
+          drawFlame(flameBox, f.flame, null, null, f.flame, zoom);
+        });
+      }
+      out.replaceChildren(flameBox, h("div", { class: "pager" },
         h("button", { disabled: d.page === 0, onclick: () => run(d.page - 1) }, "◀ previous"),
         h("button", { disabled: !d.has_more, onclick: () => run(d.page + 1) }, "next ▶")),
       jump ? h("p", { class: "muted" }, "Click a row to see it on the timeline.") : null,
@@ -1180,6 +1202,15 @@ function pageSql() {
       h("button", { onclick: () => download("csv") }, "Download CSV"), h("button", { onclick: () => download("parquet") }, "Download Parquet"), info),
     out);
   if (sqlState.text) run(sqlState.page);
+}
+
+/** Whether a SQL answer looks like folded stacks: a `a;b;c` text and an integer, or one text
+ *  column of `a;b;c 12` lines (the server says for the whole answer). */
+function foldedStacks(d) {
+  const t = d.types || [], text = /^(large_)?string$/.test(t[0] || "");
+  const stacky = d.rows.some((r) => typeof r[0] === "string" && r[0].includes(";"));
+  if (d.columns.length === 2) return text && /int|decimal/.test(t[1]) && stacky;
+  return d.columns.length === 1 && text && stacky && d.rows.every((r) => r[0] === null || /^\S.* \d+$/.test(r[0]));
 }
 
 /** A result table; with `jump(row)` (an address or null) a row with a time opens on the timeline. */
