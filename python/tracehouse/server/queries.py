@@ -22,6 +22,8 @@ of them held every worker for minutes. A process can be killed at any moment. So
   query; one more takes only short statements (at most EXPRESS_BYTES) when those are all busy,
   so `SELECT 1` answers while hostile queries hold the others (it is made beside the first
   regular one, and runs at a higher priority than they do: queryproc.NICE).
+- `cancel(tag)` kills the process of the query its client named (the web console's Cancel: 499);
+  a query cancelled while it waits for a process is stopped when it gets one.
 - A query process opens the store read-only: it sees the registered segments and every WAL
   record the server's writer has written (acknowledged rows are in the WAL before their answer).
 

@@ -680,7 +680,7 @@ function pageTimeline() {
   main.insertBefore(fieldBox, $("#timeline-wrap"));
   main.insertBefore(msg, details);
   const fieldsOf = (d) => {
-    // the value columns of counters and measurements: which are drawn, one band each
+    // the value columns of counters and measurements: which are drawn (a row's in one track)
     const drawn = new Set((d.lines || []).map((l) => l.value));
     const names = [...new Set(Object.values(d.fields || {}).flat())];
     if (names.length > 1) fieldBox.replaceChildren(h("span", { class: "muted" }, "lines of:"), ...names.map((f) => h("label", {},
@@ -698,7 +698,7 @@ function pageTimeline() {
   // once (no blank page while the server works); when it is exact here (bars and ticks one by
   // one) or at least as fine as a pixel, nothing is asked; else the range is asked at its own
   // resolution in the background and swapped in.
-  const hkey = [current.trace, params.rows, params.fields, params.max_depth].join("|");
+  const hkey = [current.trace, t.event_count, params.rows, params.fields, params.max_depth].join("|");  // (a trace written to since: asked again)
   const held = heldTimeline(hkey, start, end, W);
   if (held) draw(held.d, "held");
   if (held && held.enough) {
@@ -883,7 +883,8 @@ function drawTimeline(d, view, shown, labels, canvas, box, details, tree, expand
   });
   const valueText = ([ln, k]) => `${lineName(ln.line)} = ` + (k >= 0 ? `${+ln.line.mean[k].toPrecision(6)} (min ${ln.line.lo[k]}, max ${ln.line.hi[k]})` : "no sample before");
   const lineAt = (x, yc) => {
-    const hit = hits.find((hh) => hh.what === "lines" && yc >= hh.y0 && yc <= hh.y1);
+    const hit = hits.find((hh) => (hh.what === "lines" || hh.what === "ticks") && yc >= hh.y0 && yc <= hh.y1);
+    if (hit && hit.what === "ticks") return hit.items ? " · " + instantAt(hit, x, tAt(x), px, exact, binAt).split(";")[0] : "";
     return hit ? valuesAt(hit, x).filter(([, k]) => k >= 0).map((v) => " · " + valueText(v)).join("") : "";
   };
   let drag = null;
