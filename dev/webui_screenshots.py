@@ -101,6 +101,20 @@ def shoot_pages(base: str, out: Path) -> None:
             pg.wait_for_selector("dl[aria-label='span details']")
             _shoot(pg, out, "timeline")
 
+            pg.goto(base + "/#/timeline/demo-lineproto")  # counters: two fields of a row in one track
+            pg.wait_for_selector(".fields input[name=field]")
+            boxes = pg.locator(".fields input[name=field]")
+            unchecked = [i for i, c in enumerate(boxes.evaluate_all("bs => bs.map(b => b.checked)")) if not c]
+            if unchecked:
+                boxes.nth(unchecked[0]).check()
+            pg.wait_for_selector("#tl-labels .series-legend [data-series] >> nth=1")
+            pg.wait_for_function("document.querySelector('main').getAttribute('aria-busy') === 'false'")
+            legend = pg.locator("#tl-labels .series-legend").first.bounding_box()
+            box = pg.locator("#tl-canvas-box canvas").bounding_box()
+            pg.mouse.click(box["x"] + box["width"] * 0.6, legend["y"] + legend["height"] / 2)  # the values there
+            pg.mouse.move(box["x"] + box["width"] * 0.6, legend["y"] + legend["height"] / 2)
+            _shoot(pg, out, "counters")
+
             pg.goto(base + "/#/calls/demo-chrome")
             pg.wait_for_selector(".flame svg rect")
             box = pg.locator(".flame svg text", has_text="RunTimers").first.bounding_box()

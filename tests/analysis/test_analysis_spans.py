@@ -15,6 +15,7 @@ from tracehouse import analysis as an
 from tracehouse.analysis import calltree as CT
 from tracehouse.analysis import spans as S
 from tracehouse.analysis.profiles import SpanConfig
+from tracehouse.analysis.samples import folded_tree
 
 CFG_KEYED = SpanConfig("B", "E", key="key", name="name")
 CFG_NEST = SpanConfig("B", "E", key=None, name="name")
@@ -123,6 +124,14 @@ def test_children_thread_calls_stack_and_call_tree_match_brute_force(raw, keyed,
             stack, value = line.rsplit(" ", 1)
             folded[tuple(stack.split(";"))] = int(value)
         assert folded == {k: v[2] for k, v in ref_call_tree(want).items() if v[2] > 0}
+        # ... and read back as a tree (the web UI's flame graph of a folded result): every path's
+        # total and self time again
+        text = CT.folded(CT.aggregated_call_tree(store, "t", cfg))
+        back = folded_tree(pa.array(text.splitlines(), pa.string())) if text else None
+        rows = back.to_pylist() if back is not None else []
+        by_id = {r["node"]: r for r in rows}
+        got = {path(r): (r["total_ns"], r["self_ns"]) for r in rows}
+        assert got == {k: (v[1], v[2]) for k, v in ref_call_tree(want).items() if v[1] > 0}
 
 
 def test_hand_computed_nested_calls(store):

@@ -3,7 +3,8 @@
 Each test names the limit it checks: a query's deadline covers its planning (the query runs in a
 process the server kills), a memory cap per query, caps on the statement and its parse tree,
 `SELECT 1` answered while hostile queries run, SIGTERM while a query plans, DuckDB's temp
-directory inside the store, reserved names, and the papercuts (deep JSON, bad parameters).
+directory inside the store, reserved names, the papercuts (deep JSON, bad parameters), and the
+web console's Cancel of a query running or still waiting for a process.
 """
 
 from __future__ import annotations
@@ -245,5 +246,42 @@ def test_issue28_serve_logs_at_start_what_recovery_cut_from_a_damaged_wal(tmp_pa
         ((state, reason),) = srv.sql("SELECT state, state_reason FROM th.traces")
         assert state == "incomplete" and reason.startswith("WAL damaged: 1 record(s)"), reason
         assert srv.sql('SELECT DISTINCT batch FROM "t".ev ORDER BY 1') == [[1], [3]]
+    finally:
+        srv.stop()
+
+
+def test_issue33_a_console_query_cancelled_while_it_waits_for_a_process_stops_once_it_has_one(store_with_trace):
+    """Cancel of the web console: a running query's process is killed (499 at once); a query
+    still waiting for a process is stopped when it gets one, not run to its timeout."""
+    srv = Server(store_with_trace, "--query-timeout", "30", "--query-workers", "1")
+    pad = " /*" + "x" * 300 + "*/"  # longer than the express process takes
+    got: dict[str, tuple] = {}
+
+    def run(tag: str) -> None:
+        got[tag] = post(srv, "/api/ui/sql", {"sql": HUGE + pad, "id": tag})
+
+    def running() -> int:
+        return json.loads(srv.request("GET", "/health")[2])["queries_running"]
+
+    try:
+        a = threading.Thread(target=run, args=("a",), daemon=True)
+        a.start()
+        end = time.monotonic() + 20
+        while running() < 1:
+            assert time.monotonic() < end
+            time.sleep(0.05)
+        b = threading.Thread(target=run, args=("b",), daemon=True)
+        b.start()
+        time.sleep(0.5)  # b waits for the one query process
+        assert post(srv, "/api/ui/sql/cancel", {"id": "b"})[:2] == (200, {"cancelled": False})
+        t0 = time.monotonic()
+        assert post(srv, "/api/ui/sql/cancel", {"id": "a"})[:2] == (200, {"cancelled": True})
+        a.join(10)
+        b.join(10)
+        assert time.monotonic() - t0 < 8  # not the 30 s timeout
+        for tag in "ab":
+            status, doc, _s = got[tag]
+            assert status == 499 and "cancelled" in doc["error"], (tag, got[tag])
+        assert post(srv, "/api/ui/sql", {"sql": "SELECT 7 AS x", "id": "c"})[:2][1]["rows"] == [[7]]
     finally:
         srv.stop()

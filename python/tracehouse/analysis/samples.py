@@ -147,3 +147,49 @@ def tree_of_stacks(t: pa.Table) -> pa.Table:
             "self_ns": pa.array(np.bincount(node_of[leaf], weights=weight[leaf], minlength=nn).astype(np.int64)),
         }
     )
+
+
+FOLDED_LINE = r"^(?P<stack>\S.*) (?P<weight>[0-9]{1,18})$"
+
+
+def folded_tree(lines: pa.Array) -> pa.Table | None:
+    """The calling-context tree of folded-stack text (`root;child;leaf VALUE` a line, the value a
+    self weight: flamegraph.pl's input, `analyze flame`'s output), None when a line is not one.
+    Parsed with Arrow and interned as samples are (`tree_of_stacks`): `calls` counts lines."""
+    lines = pc.drop_null(lines)
+    lines = lines.filter(pc.not_equal(pc.utf8_length(lines), 0))
+    if len(lines) == 0:
+        return None
+    parts = pc.extract_regex(lines, FOLDED_LINE)
+    if parts.null_count:
+        return None
+    return stacks_tree(pc.struct_field(parts, [0]), pc.struct_field(parts, [1]).cast(pa.int64()))
+
+
+def stacks_tree(stack: pa.Array, weight: pa.Array) -> pa.Table:
+    """The calling-context tree of stacks (`root;child;leaf` text) with a weight each (a stack
+    given twice: its weights summed; `calls` counts its rows), as `tree_of_stacks`."""
+    t = pa.table({"stack": stack.cast(pa.string()), "weight": weight.cast(pa.int64())})
+    t = t.filter(pc.and_(pc.is_valid(t["stack"]), pc.is_valid(t["weight"])))
+    t = t.group_by("stack").aggregate([("weight", "count"), ("weight", "sum")])
+    return tree_of_stacks(pa.table({"stack": t["stack"], "samples": t["weight_count"], "weight": t["weight_sum"]}))
+
+
+def kept_nodes(tree: pa.Table, min_share: float = 0.001, max_nodes: int = 5_000) -> tuple[pa.Table, int]:
+    """The nodes of a calling-context tree (`tree_of_stacks`: parents first, node = row) whose
+    total is at least `min_share` of all (the share doubled until at most `max_nodes` stay),
+    with `cut_ns`, the time of their children left out; and the threshold used."""
+    total = tree.column("total_ns").to_numpy()
+    parent = tree.column("parent").to_numpy()
+    roots = int(total[parent < 0].sum())
+    threshold = max(1, int(roots * min_share))
+    keep = np.flatnonzero(total >= threshold)
+    while len(keep) > max_nodes:
+        threshold *= 2
+        keep = np.flatnonzero(total >= threshold)
+    kept_kids = np.zeros(len(total), np.int64)
+    has_parent = parent[keep] >= 0
+    np.add.at(kept_kids, parent[keep][has_parent], total[keep][has_parent])
+    cut = np.maximum(total - tree.column("self_ns").to_numpy() - kept_kids, 0)
+    out = tree.take(pa.array(keep))
+    return out.append_column("cut_ns", pa.array(cut[keep])), threshold

@@ -22,6 +22,8 @@ of them held every worker for minutes. A process can be killed at any moment. So
   query; one more takes only short statements (at most EXPRESS_BYTES) when those are all busy,
   so `SELECT 1` answers while hostile queries hold the others (it is made beside the first
   regular one, and runs at a higher priority than they do: queryproc.NICE).
+- `cancel(tag)` kills the process of the query its client named (the web console's Cancel: 499);
+  a query cancelled while it waits for a process is stopped when it gets one.
 - A query process opens the store read-only: it sees the registered segments and every WAL
   record the server's writer has written (acknowledged rows are in the WAL before their answer).
 
@@ -84,12 +86,13 @@ class _Proc:
 class _Running:
     """One query in its process, as the watchdog sees it."""
 
-    __slots__ = ("proc", "deadline", "stopped")
+    __slots__ = ("proc", "deadline", "stopped", "tag")
 
-    def __init__(self, proc: _Proc, deadline: float | None) -> None:
+    def __init__(self, proc: _Proc, deadline: float | None, tag: str | None = None) -> None:
         self.proc = proc
         self.deadline = deadline
-        self.stopped: str | None = None  # "deadline", "memory" or "shutdown" once killed
+        self.stopped: str | None = None  # "deadline", "memory", "cancelled" or "shutdown" once killed
+        self.tag = tag  # the client's name for the query (`cancel`)
 
 
 class QueryRunner:
@@ -111,6 +114,7 @@ class QueryRunner:
         self.too_large = 0
         self.memory_kills = 0
         self._ctx = None
+        self.cancelled: dict[str, float] = {}  # tags cancelled before their query had a process
         # Jobs wait for a process on their thread: twice as many threads as processes, so that a
         # short query still finds a thread (then the express process) while hostile ones wait.
         n_threads = 2 * cfg.query_workers + 2
@@ -326,20 +330,37 @@ class QueryRunner:
                 f"the statement is {n:,} bytes, over {self.cfg.max_statement:,} (--max-statement)",
             )
 
-    def run(self, sql: str, fmt: str) -> tuple[bytes, str]:
-        """The answer to `sql` as (body, content type): JSON or an Arrow IPC stream.
+    def cancel(self, tag: str) -> bool:
+        """Stop the query named `tag` (its process killed: it answers 499); True when it was
+        running. A query not yet running is stopped when it gets its process."""
+        with self.cond:
+            now = time.monotonic()
+            self.cancelled = {t: at for t, at in self.cancelled.items() if now - at < 300}
+            hit = [r for r in self.running if r.tag == tag and r.stopped is None]
+            for r in hit:
+                r.stopped = "cancelled"
+                r.proc.kill()
+            if not hit:
+                self.cancelled[tag] = now
+        return bool(hit)
+
+    def run(self, sql: str, fmt: str, tag: str | None = None) -> tuple[bytes, str]:
+        """The answer to `sql` as (body, content type): JSON or an Arrow IPC stream. `tag`: a
+        name for the query, which `cancel(tag)` stops.
 
         BadInput for a refused statement or an SQL error; QueryStopped past the deadline (408),
-        over a limit (413, 422) or at shutdown (503)."""
+        over a limit (413, 422), cancelled (499) or at shutdown (503)."""
         self.check_size(sql)
         timeout = self.cfg.query_timeout
         deadline = time.monotonic() + timeout if timeout > 0 else None
         p = self._acquire(sql, deadline)
-        r = _Running(p, deadline)
+        r = _Running(p, deadline, tag)
         with self.cond:
             self.running.add(r)
             if r.deadline is not None and time.monotonic() >= r.deadline:
                 r.stopped = "deadline"
+            elif tag is not None and self.cancelled.pop(tag, None) is not None:
+                r.stopped = "cancelled"
         alive = False
         try:
             if r.stopped is None:
@@ -380,6 +401,8 @@ class QueryRunner:
             return QueryStopped(
                 408, "query timeout", f"query cancelled after {self.cfg.query_timeout:g} s (--query-timeout)"
             )
+        if r.stopped == "cancelled":
+            return QueryStopped(499, "cancelled", "query cancelled by its client")
         if r.stopped == "memory":
             return QueryStopped(
                 422,

@@ -17,7 +17,9 @@ browser asks the JSON API under `/api/ui/` for aggregates:
   GET  /api/ui/flame          call paths (root= a path's subtree)   GET /api/ui/frame  node=  (spans behind a frame)
   GET  /api/ui/analyses       every analysis of the registry (?trace= says which apply to it)
   GET  /api/ui/analysis       name= trace= + the window + its parameters by name: rows and JSON
-  POST /api/ui/sql            {"sql", "page", "page_size"}
+  POST /api/ui/sql            {"sql", "page", "page_size", "id"}  (id: the client's name for it);
+                              {"sql", "flame": true}: the whole answer as a flame graph (folded stacks)
+  POST /api/ui/sql/cancel     {"id"}: stop that query (its query process is killed)
   POST /api/ui/sql/download   {"sql", "format": "csv"|"parquet"}
   GET  /api/ui/examples       example queries (?trace= for one trace's format)
   GET  /api/ui/results        saved results (?trace=, ?kind=, ?indexes=1)
@@ -32,6 +34,11 @@ are not exact (`ts_max + 1 === ts_max`); offsets of a trace shorter than 104 day
 (the page polls `jobs`); 400 {"error"} for bad parameters and bad SQL (DuckDB's message);
 401 without the token; 404 unknown trace or result; 500 {"error"} naming the exception
 type only (the stack trace goes to the server log, never to the page).
+
+The SQL routes only wait on the server's query processes: they run on threads of their own
+(QUERY_THREADS), not on the UI's two compute threads, where a console query waited behind the
+pages' work before its timeout began. A query past `--query-timeout` answers 504 (not 408,
+which a browser resends on a kept-alive connection: a 30 s timeout arrived after 60 s).
 
 Authentication: with `--token`, the static page and its assets are public (they hold no
 data) and every `/api/ui/` request needs `Authorization: Token <token>` (or Bearer), as
@@ -78,6 +85,7 @@ STATIC = {
 }
 ASSET_PATHS = ["/", "/favicon.ico"] + [f"/ui/{n}" for n in STATIC]  # public: served without the token
 MAX_PRODUCERS_LISTED = 5_000
+QUERY_THREADS = 8  # threads of the SQL routes: they wait on query processes (4 + the express one by default)
 
 
 class UiState:
@@ -88,14 +96,16 @@ class UiState:
         store,
         *,
         token: str | None,
-        run_query: Callable[[str], pa.Table],
+        run_query: Callable[..., pa.Table],
         inline_events: int | None = None,
         check_sql: Callable[[str], None] | None = None,
+        cancel_query: Callable[[str], bool] | None = None,
     ) -> None:
         self.store = store
         self.token = token
-        self.run_query = run_query
+        self.run_query = run_query  # (sql, tag=None): tag names the query for cancel_query
         self.check_sql = check_sql  # refuses a statement over the server's size cap (413)
+        self.cancel_query = cancel_query
         self.jobs = Jobs()
         self.prep = Preparer(store, self.jobs, **({} if inline_events is None else {"inline_events": inline_events}))
         self.prep.warm = self.warm
@@ -159,9 +169,20 @@ def _authorized(state: UiState, request: Request) -> bool:
     return hmac.compare_digest(value.strip().encode(), state.token.encode())
 
 
-def api(state: UiState, fn: Callable[..., Any], *, body: bool = False):
+def api(state: UiState, fn: Callable[..., Any], *, body: bool = False, waits: bool = False):
     """An endpoint: auth, then `fn(params, body)` on a worker thread, its answer (a dict, or a
-    Response) as JSON, and errors as {"error"} with the status they mean."""
+    Response) as JSON, and errors as {"error"} with the status they mean. `waits`: `fn` waits on
+    a query process, on a thread of the QUERY_THREADS (not the UI's compute threads)."""
+    limiter = []  # made on the UI's loop, at the first request
+
+    async def call(fn, *args):
+        if not waits:
+            return await run_in_threadpool(fn, *args)
+        import anyio.to_thread
+
+        if not limiter:
+            limiter.append(anyio.CapacityLimiter(QUERY_THREADS))
+        return await anyio.to_thread.run_sync(fn, *args, limiter=limiter[0])
 
     async def endpoint(request: Request) -> Response:
         if not _authorized(state, request):
@@ -170,7 +191,7 @@ def api(state: UiState, fn: Callable[..., Any], *, body: bool = False):
         params = dict(request.query_params)
         params["_multi"] = request.query_params
         try:
-            out = await run_in_threadpool(fn, params, data)
+            out = await call(fn, params, data)
         except Pending as p:
             return json_response(
                 {"pending": True, "message": f"building {p.what} (first use of a big trace)", "job": p.job.to_json()},
@@ -182,7 +203,11 @@ def api(state: UiState, fn: Callable[..., Any], *, body: bool = False):
             return _error(404, str(e))
         except TracehouseError as e:
             status = getattr(e, "status", 500)
-            return _error(status if isinstance(status, int) else 500, str(e))
+            status = status if isinstance(status, int) else 500
+            # A query past its deadline is 504 here, not /api/query's 408: a browser sends a
+            # request answered 408 on a kept-alive connection again (Chromium does, as if the
+            # server had closed an idle connection), so the page had its timeout after twice it.
+            return _error(504 if status == 408 else status, str(e))
         except Exception as e:  # noqa: BLE001 - the page gets the kind of failure, the log the stack trace
             log.exception("web UI %s failed", request.url.path)
             return _error(500, f"internal error ({type(e).__name__}); the server log has the details")
@@ -514,7 +539,20 @@ def sql(state: UiState, _params, body) -> dict:
         page_no, size = int(doc.get("page") or 0), int(doc.get("page_size") or 100)
     except (TypeError, ValueError):
         raise BadInput(f"page={doc.get('page')!r}, page_size={doc.get('page_size')!r}", expected="integers") from None
-    return console.page(state.run_query, _sql_of(state, doc), page_no, size)
+    tag = str(doc.get("id") or "")[:100] or None
+    run = state.run_query if tag is None else (lambda text: state.run_query(text, tag=tag))
+    if doc.get("flame"):  # the whole answer as a flame graph, when it is folded stacks
+        got = console.flame(run, _sql_of(state, doc))
+        return {"flame": None if got is None else _flame_doc(*got, "")}
+    return console.page(run, _sql_of(state, doc), page_no, size)
+
+
+def sql_cancel(state: UiState, _params, body) -> dict:
+    """Stop the console query the page named `id` (its query process is killed: it answers 499)."""
+    tag = str(_json_body(body).get("id") or "")[:100]
+    if not tag:
+        raise BadInput("missing id", expected='{"id": "<the id the query was sent with>"}')
+    return {"cancelled": bool(state.cancel_query and state.cancel_query(tag))}
 
 
 def sql_download(state: UiState, _params, body) -> Response:
@@ -648,7 +686,51 @@ def result(state: UiState, params, _body) -> dict:
     }
     cols = set(table.column_names)
     doc["view"] = "text" if r["kind"] == "file" else "histogram" if any(h <= cols for h in HIST_COLUMNS) else "table"
+    folded = (r.get("params") or {}).get("value", "self_ns") == "self_ns"
+    if doc["view"] == "text" and "line" in cols and folded and page_no == 0:  # (the later pages: text)
+        flame = _folded_flame(state.store, r)
+        if flame is not None:
+            doc["view"], doc["flame"] = "flame", flame
     return doc
+
+
+def _folded_flame(store, r: dict) -> dict | None:
+    """A `file` result of folded stacks (its whole text, not one page) as the flame graph's
+    nodes (those over 0.1 % of the whole, at most views.MAX_NODES), None when it is not that."""
+    from ...analysis.samples import folded_tree
+
+    text = store.result_table(r["id"])
+    tree = folded_tree(text.column("line").combine_chunks())
+    unit = "ns" if str(r.get("tool", "")).startswith("tracehouse.analysis.") else ""
+    return None if tree is None else _flame_doc(tree, text.num_rows, unit)
+
+
+def _flame_doc(tree: pa.Table, stacks: int, unit: str) -> dict | None:
+    """A calling-context tree of stacks as the flame graph's nodes (those over 0.1 % of the
+    whole, at most views.MAX_NODES); None when it is empty."""
+    from ...analysis.samples import kept_nodes
+
+    if tree.num_rows == 0:
+        return None
+    kept, threshold = kept_nodes(tree, 0.001, views.MAX_NODES)
+    cols = {
+        c: kept.column(c).to_pylist()
+        for c in ("node", "parent", "depth", "name", "calls", "total_ns", "self_ns", "cut_ns")
+    }
+    nodes = [
+        dict(zip(("id", "parent", "depth", "name", "calls", "total", "self", "cut"), vals))
+        for vals in zip(*cols.values())
+    ]
+    roots = sum(n["total"] for n in nodes if n["parent"] < 0)
+    return {
+        "nodes": nodes,
+        "total": roots,
+        "paths": tree.num_rows,
+        "spans": stacks,
+        "what": "stacks",
+        "unit": unit,
+        "threshold_ns": threshold,
+    }
 
 
 def _result_page(store, r: dict, offset: int, n: int) -> tuple[pa.Table, int]:
@@ -691,8 +773,8 @@ def build_app(state: UiState) -> Starlette:
 
         return serve
 
-    def route(path: str, fn, methods=("GET",), body: bool = False) -> Route:
-        return Route(path, api(state, lambda p, b: fn(state, p, b), body=body), methods=list(methods))
+    def route(path: str, fn, methods=("GET",), body: bool = False, waits: bool = False) -> Route:
+        return Route(path, api(state, lambda p, b: fn(state, p, b), body=body, waits=waits), methods=list(methods))
 
     routes = [
         Route("/", static("index.html")),
@@ -712,8 +794,9 @@ def build_app(state: UiState) -> Starlette:
         route("/api/ui/frame", frame),
         route("/api/ui/analyses", analyses_list),
         route("/api/ui/analysis", analysis),
-        route("/api/ui/sql", sql, ("POST",), body=True),
-        route("/api/ui/sql/download", sql_download, ("POST",), body=True),
+        route("/api/ui/sql", sql, ("POST",), body=True, waits=True),
+        route("/api/ui/sql/cancel", sql_cancel, ("POST",), body=True, waits=True),
+        route("/api/ui/sql/download", sql_download, ("POST",), body=True, waits=True),
         route("/api/ui/examples", examples),
         route("/api/ui/results", results_list),
         route("/api/ui/result", result),
@@ -734,10 +817,16 @@ def start(store, token: str | None, api) -> UiBridge:
     by the server's own query execution (the `/api/query` path)."""
     from .bridge import UiBridge
 
-    def run_query(sql_text: str) -> pa.Table:
+    def run_query(sql_text: str, tag: str | None = None) -> pa.Table:
         # The server's query workers (server/queries.py): read-only check, deadline, answer cap.
-        body, _ctype = api.queries.run(sql_text, "arrow")
+        body, _ctype = api.queries.run(sql_text, "arrow", tag="ui:" + tag if tag else None)
         return pa.ipc.open_stream(body).read_all()
 
-    state = UiState(store, token=token, run_query=run_query, check_sql=api.queries.check_size)
+    state = UiState(
+        store,
+        token=token,
+        run_query=run_query,
+        check_sql=api.queries.check_size,
+        cancel_query=lambda tag: api.queries.cancel("ui:" + tag),
+    )
     return UiBridge(build_app(state), state=state, open_paths=ASSET_PATHS)

@@ -92,6 +92,24 @@ def rows_json(t: pa.Table) -> list:
     return [list(r) for r in zip(*cols)] if cols else []
 
 
+def flame(run: Callable[[str], pa.Table], sql: str) -> tuple[pa.Table, int] | None:
+    """The calling-context tree of `sql`'s whole answer, and its rows, when it is folded stacks:
+    two columns (a `a;b;c` text and a number: `SELECT stack, count(*) ... GROUP BY stack` over
+    samples) or one of folded lines (`a;b;c 12`); None when it is not."""
+    from ...analysis.samples import folded_tree, stacks_tree
+
+    t = run(sql)
+    types = [f.type for f in t.schema]
+    if t.num_rows == 0 or not pa.types.is_string(types[0]) and not pa.types.is_large_string(types[0]):
+        return None
+    if len(types) == 1:
+        tree = folded_tree(t.column(0).combine_chunks())
+        return None if tree is None else (tree, t.num_rows)
+    if len(types) != 2 or not (pa.types.is_integer(types[1]) or pa.types.is_decimal(types[1])):
+        return None
+    return stacks_tree(t.column(0).combine_chunks(), t.column(1).combine_chunks()), t.num_rows
+
+
 def download(run: Callable[[str], pa.Table], sql: str, fmt: str) -> tuple[bytes, str, str]:
     """(body, content type, file name) of `sql`'s whole answer as CSV or Parquet."""
     if fmt not in ("csv", "parquet"):

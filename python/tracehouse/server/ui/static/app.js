@@ -244,7 +244,8 @@ async function route() {
     results: pageResults, result: pageResult, ...(window.extraPages || {}) };
   main.replaceChildren();
   (pages[page] || pageTraces)();
-  main.focus({ preventScroll: true });
+  // a page may have kept the reader's place (the timeline's canvas after a key zoomed it)
+  if (!main.contains(document.activeElement) || document.activeElement === document.body) main.focus({ preventScroll: true });
 }
 window.addEventListener("hashchange", route);
 
@@ -348,12 +349,14 @@ function importForm(done = () => {}) {
 function pageOverview() {
   const info = current.info, t = info.trace;
   document.title = `${t.name} · tracehouse`;
+  const own = [["format", t.format], ["description", t.description], ["events", fmtInt(t.event_count)], ["size on disk", fmtBytes(t.bytes)],
+    ["first event", t.ts_min_text === null ? "" : `${fmtEpoch(t.ts_min_text)} (${t.ts_min_text} ns)`], ["duration", t.ts_min === null ? "" : fmtNs(t.ts_max - t.ts_min)],
+    ["producers", fmtInt(info.producer_count)], ["created", fmtDate(t.created)],
+    ["spans", info.spans ? `${info.spans.begin}${info.spans.end ? " / " + info.spans.end : ""}${info.spans.name ? " named by " + info.spans.name : ""}` : info.spans_why]];
+  // the trace's metadata after them; a key named like one of ours (a generator's "events") says so
+  const taken = new Set(own.map(([k]) => k));
   const meta = h("dl", { class: "meta" },
-    ...[["format", t.format], ["description", t.description], ["events", fmtInt(t.event_count)], ["size on disk", fmtBytes(t.bytes)],
-      ["first event", t.ts_min_text === null ? "" : `${fmtEpoch(t.ts_min_text)} (${t.ts_min_text} ns)`], ["duration", t.ts_min === null ? "" : fmtNs(t.ts_max - t.ts_min)],
-      ["producers", fmtInt(info.producer_count)], ["created", fmtDate(t.created)],
-      ["spans", info.spans ? `${info.spans.begin}${info.spans.end ? " / " + info.spans.end : ""}${info.spans.name ? " named by " + info.spans.name : ""}` : info.spans_why],
-      ...Object.entries(t.metadata || {}).map(([k, v]) => [k, v])]
+    ...[...own, ...Object.entries(t.metadata || {}).map(([k, v]) => [taken.has(k) ? `${k} (metadata)` : k, v])]
       .filter(([, v]) => v !== "" && v !== null && v !== undefined).flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, String(v))]));
   const types = h("table", { "aria-label": "event types" }, h("thead", {}, h("tr", {}, h("th", {}, "event type"), h("th", {}, "kind"), h("th", {}, "columns"))),
     h("tbody", {}, info.event_types.map((et) => h("tr", {}, h("td", {}, et.name), h("td", {}, et.kind),
@@ -559,7 +562,36 @@ function producerTree(info) {
   return { kids, byId, roots };
 }
 
-const tlState = { expanded: new Map(), page: 0, fields: new Map(), search: null };
+const tlState = { expanded: new Map(), page: 0, fields: new Map(), search: null, held: [], refocus: false };
+
+/** Whether a timeline answer is exact at any zoom inside its range: every span and instant one
+ *  by one (no per-pixel bins, no level cut for the budget, no counter lines). */
+function exactTimeline(d) {
+  return !(d.lines && d.lines.length) && d.rows.every((r) => r.levels.every((lv) => lv.mode === "items") && r.ticks.every((t) => t.mode === "items"));
+}
+
+/** The held answer (same trace, rows and fields) to draw [start, end) with at once: one that
+ *  suffices (`enough`: it covers the range and is exact, or has bins as fine as a pixel here),
+ *  else the one covering most of it, finest first. */
+function heldTimeline(key, start, end, W) {
+  let best = null;
+  for (const h2 of tlState.held) {
+    if (h2.key !== key) continue;
+    const covers = h2.start <= start && h2.end >= end;
+    const fine = (h2.d.end - h2.d.start) / h2.d.width <= (end - start) / W * 1.000001;
+    if (covers && (h2.exact || fine)) return { d: h2.d, enough: true };
+    const overlap = Math.max(0, Math.min(end, h2.end) - Math.max(start, h2.start)) / (end - start);
+    const nsPerBin = (h2.d.end - h2.d.start) / h2.d.width;
+    if (overlap > 0 && (!best || overlap > best.overlap || (overlap === best.overlap && nsPerBin < best.nsPerBin))) best = { d: h2.d, overlap, nsPerBin, enough: false };
+  }
+  return best;
+}
+
+function holdTimeline(key, start, end, d) {
+  const held = tlState.held.filter((h2) => !(h2.key === key && h2.start === start && h2.end === end));
+  held.push({ key, start, end, d, exact: exactTimeline(d) });
+  tlState.held = held.slice(-12);  // each at most ~100K numbers
+}
 
 /** Search in the timeline: the spans named like a text (the registry's `find`), their count,
  *  and next / previous stepping through them (each shown on its producer, the matches outlined). */
@@ -640,7 +672,6 @@ function pageTimeline() {
       " pan, drag pans, shift-drag selects a range, alt-drag measures, wheel zooms."),
     searchBox(), pager, h("div", { id: "tl-hover", class: "muted", "aria-live": "off" }), h("div", { id: "timeline-wrap" }, h("div", {}), h("div", { id: "tl-axis", "aria-label": "time axis" }), labels, box), details);
   const W = Math.max(400, box.clientWidth || main.clientWidth - 240);
-  status.textContent = "loading…";
   const chosen = tlState.fields.get(key) || [];
   const params = Object.assign(selParams(), { start, end, width: Math.floor(W), rows: shown.map((r) => r.ids.join(",")).join(";"), max_depth: 12,
     fields: chosen.join(",") });
@@ -648,17 +679,40 @@ function pageTimeline() {
   const msg = h("div"), fieldBox = h("div", { class: "row fields", role: "group", "aria-label": "fields drawn as lines" });
   main.insertBefore(fieldBox, $("#timeline-wrap"));
   main.insertBefore(msg, details);
-  fill(msg, () => api("/api/ui/timeline", params).catch((e) => { status.textContent = ""; throw e; }), (d) => {
-    status.textContent = `${fmtNs(d.end - d.start)} in view`;
-    // the value columns of counters and measurements: which are drawn, one band each
+  const fieldsOf = (d) => {
+    // the value columns of counters and measurements: which are drawn (a row's in one track)
     const drawn = new Set((d.lines || []).map((l) => l.value));
     const names = [...new Set(Object.values(d.fields || {}).flat())];
     if (names.length > 1) fieldBox.replaceChildren(h("span", { class: "muted" }, "lines of:"), ...names.map((f) => h("label", {},
       h("input", { type: "checkbox", name: "field", value: f, checked: (chosen.length ? chosen.includes(f) : drawn.has(f)) || null, onchange: () => {
         tlState.fields.set(key, [...fieldBox.querySelectorAll("input:checked")].map((i) => i.value)); route(); } }), " " + f)));
-    drawTimeline(d, shown, labels, canvas, box, details, tree, expanded, W);
-  });
-  box.addEventListener("keydown", (ev) => keyZoom(ev, start, end));
+  };
+  const view = { start, end };
+  const draw = (d, from) => {
+    fieldsOf(d);
+    drawTimeline(d, view, shown, labels, canvas, box, details, tree, expanded, W);
+    canvas.dataset.drawn = from;
+    canvas.dataset.start = view.start; canvas.dataset.end = view.end;
+  };
+  // Zoom and pan without a round trip: an answer held for a range around this one draws it at
+  // once (no blank page while the server works); when it is exact here (bars and ticks one by
+  // one) or at least as fine as a pixel, nothing is asked; else the range is asked at its own
+  // resolution in the background and swapped in.
+  const hkey = [current.trace, t.event_count, params.rows, params.fields, params.max_depth].join("|");  // (a trace written to since: asked again)
+  const held = heldTimeline(hkey, start, end, W);
+  if (held) draw(held.d, "held");
+  if (held && held.enough) {
+    status.textContent = `${fmtNs(end - start)} in view (drawn from the answer at hand)`;
+  } else {
+    status.textContent = held ? "drawn from the answer at hand; asking at this resolution…" : "loading…";
+    fill(msg, () => api("/api/ui/timeline", params).catch((e) => { status.textContent = ""; throw e; }), (d) => {
+      holdTimeline(hkey, start, end, d);
+      status.textContent = `${fmtNs(d.end - d.start)} in view`;
+      draw(d, "answer");
+    });
+  }
+  if (tlState.refocus) { tlState.refocus = false; box.focus({ preventScroll: true }); }
+  box.addEventListener("keydown", (ev) => { tlState.refocus = true; keyZoom(ev, start, end); if (!ev.defaultPrevented) tlState.refocus = false; });
   if (current.sel.start !== undefined && info.spans) {
     // area selection: the selected range x the selected producers, aggregated by name
     const area = h("div", { class: "panel", "data-area": "" });
@@ -673,22 +727,44 @@ function pageTimeline() {
   }
 }
 
-function drawTimeline(d, shown, labels, canvas, box, details, tree, expanded, W) {
-  const LEVEL = 11, TICK = 12, LINE = 34;
+/** A row's counter series drawn in one track: on one scale when their ranges are alike, else
+ *  each on its own (a legend beside the track says which colour is which, and its range). */
+function lineTrack(lines) {
+  const lo = lines.map((l) => Math.min(...l.lo)), hi = lines.map((l) => Math.max(...l.hi));
+  const all = [Math.min(...lo), Math.max(...hi)];
+  const widths = lines.map((l, i) => hi[i] - lo[i]);
+  const shared = lines.length === 1 || Math.max(...widths) <= 20 * Math.max(1e-300, Math.min(...widths)) && all[1] - all[0] <= 20 * Math.max(1e-300, Math.max(...widths));
+  return lines.map((l, i) => ({ line: l, color: pal(i), lo: shared ? all[0] : lo[i], hi: shared ? all[1] : hi[i], own: [lo[i], hi[i]], shared }));
+}
+const lineName = (l) => `${l.type}.${l.value}${l.series ? " " + l.series : ""}`;
+
+/** Draw timeline answer `d` over `view` ([start, end) in ns from the trace's start): the answer
+ *  may be for a wider or narrower range than the view (one held from before: client-side zoom
+ *  and pan); its bars and ticks are placed by time, its per-pixel bins by the time they cover. */
+function drawTimeline(d, view, shown, labels, canvas, box, details, tree, expanded, W) {
+  const LEVEL = 11, TICK = 12, SERIES = 13, NAME = 16;
   const linesBy = new Map();
   for (const l of d.lines || []) { if (!linesBy.has(l.producer)) linesBy.set(l.producer, []); linesBy.get(l.producer).push(l); }
   const layout = d.rows.map((row) => {
-    const lines = row.producers.length === 1 ? linesBy.get(row.producers[0]) || [] : [];
-    const hgt = Math.max(18, row.levels.reduce((a, lv) => a + (lv.mode === "sum" ? 2 : 1) * LEVEL, 0) + row.ticks.length * TICK + lines.length * LINE + 4);
-    return { row, lines, hgt };
+    const lines = row.producers.length === 1 ? lineTrack(linesBy.get(row.producers[0]) || []) : [];
+    const track = lines.length ? Math.max(40, SERIES * lines.length + 6) : 0;
+    const above = row.levels.reduce((a, lv) => a + (lv.mode === "sum" ? 2 : 1) * LEVEL, 0) + row.ticks.length * TICK;
+    const gap = lines.length ? Math.max(0, NAME - 2 - above) : 0;  // the track (and its legend) under the row's name
+    const hgt = Math.max(18, above + gap + track + 4);
+    return { row, lines, track, gap, hgt };
   });
   const H = layout.reduce((a, r) => a + r.hgt, 0) + 16;
   const dpr = window.devicePixelRatio || 1;
   canvas.width = W * dpr; canvas.height = H * dpr; canvas.style.width = W + "px"; canvas.style.height = H + "px";
+  canvas.style.transform = "";
   const g = canvas.getContext("2d");
   g.scale(dpr, dpr);
   g.font = "10px system-ui, sans-serif";
-  const span = d.end - d.start, px = (t) => ((t - d.start) / span) * W;
+  const v0 = view.start, span = view.end - view.start, px = (t) => ((t - v0) / span) * W, tAt = (x) => v0 + span * x / W;
+  // the answer's per-pixel bins: bin b of n covers [d.start + b * dspan / n, ...), wherever that is in the view
+  const dspan = d.end - d.start;
+  const binX = (b, n) => px(d.start + b * dspan / n);
+  const binAt = (x, n) => Math.floor((tAt(x) - d.start) * n / dspan);
   const names = d.names || {};
   const hits = [];
   // the search's matches, outlined (the current one in red)
@@ -696,24 +772,25 @@ function drawTimeline(d, shown, labels, canvas, box, details, tree, expanded, W)
   const found = new Map(q ? q.rows.map((r, i) => [r.id, i === q.i]) : []);
   labels.replaceChildren();
   let y = 0;
-  layout.forEach(({ row, lines, hgt }, i) => {
+  layout.forEach(({ row, lines, track, gap, hgt }, i) => {
     const meta = shown[i];
     const p = tree.byId.get(meta.id) || { name: String(meta.id), kind: "" };
     const tog = meta.hasKids ? h("button", { "aria-expanded": String(expanded.has(meta.id)), "aria-label": (expanded.has(meta.id) ? "collapse " : "expand ") + p.name,
       onclick: () => { expanded.has(meta.id) ? expanded.delete(meta.id) : expanded.add(meta.id); route(); } }, expanded.has(meta.id) ? "▾" : "▸") : h("span", { style: "width:1em;display:inline-block" });
-    labels.append(h("div", { class: "lab", style: `height:${hgt}px;padding-left:${4 + meta.depth * 10}px`, title: `${p.kind} ${p.name} (id ${meta.id})` },
-      tog, h("span", {}, p.name + (meta.ids.length > 1 ? ` (+${meta.ids.length - 1})` : ""))));
+    const lab = h("div", { class: "lab", style: `height:${hgt}px;padding-left:${4 + meta.depth * 10}px`, title: `${p.kind} ${p.name} (id ${meta.id})` },
+      tog, h("span", {}, p.name + (meta.ids.length > 1 ? ` (+${meta.ids.length - 1})` : "")));
+    labels.append(lab);
     g.fillStyle = i % 2 ? "#fafbfc" : "#fff"; g.fillRect(0, y, W, hgt);
     let yy = y + 2;
     for (const lv of row.levels) {
       if (lv.mode === "sum") {
         // a collapsed group: how many of its producers are busy, per pixel (the sum of its subtree)
-        const max = Math.max(1, ...lv.busy);
-        for (let b = 0; b < lv.busy.length; b++) {
+        const max = Math.max(1, ...lv.busy), n = lv.busy.length;
+        for (let b = 0; b < n; b++) {
           if (lv.busy[b] <= 0) continue;
-          const hh = Math.max(1, (2 * LEVEL - 1) * lv.busy[b] / max);
+          const hh = Math.max(1, (2 * LEVEL - 1) * lv.busy[b] / max), x0 = binX(b, n);
           g.fillStyle = lv.name[b] >= 0 ? color(names[lv.name[b]] ?? lv.name[b]) : "#889";
-          g.fillRect(b * W / lv.busy.length, yy + 2 * LEVEL - 1 - hh, Math.max(1, W / lv.busy.length), hh);
+          g.fillRect(x0, yy + 2 * LEVEL - 1 - hh, Math.max(1, binX(b + 1, n) - x0), hh);
         }
         hits.push({ x0: 0, x1: W, y0: yy, y1: yy + 2 * LEVEL - 1, what: "sum", busy: lv.busy, name: lv.name, spans: lv.spans, producers: lv.producers, label: row.label });
         yy += LEVEL;  // two levels high
@@ -722,6 +799,7 @@ function drawTimeline(d, shown, labels, canvas, box, details, tree, expanded, W)
       } else if (lv.mode === "items") {
         for (let k = 0; k < lv.ts.length; k++) {
           const x0 = Math.max(0, px(lv.ts[k])), x1 = Math.min(W, px(lv.ts[k] + lv.dur[k]));
+          if (x1 < 0 || x0 > W) continue;
           const nm = names[lv.name[k]] ?? lv.name[k];
           g.fillStyle = color(nm); g.fillRect(x0, yy, Math.max(1, x1 - x0), LEVEL - 1);
           if (found.has(lv.id[k])) {
@@ -732,60 +810,82 @@ function drawTimeline(d, shown, labels, canvas, box, details, tree, expanded, W)
           hits.push({ x0, x1: Math.max(x0 + 1, x1), y0: yy, y1: yy + LEVEL - 1, what: "span", id: lv.id[k], name: nm, ts: lv.ts[k], dur: lv.dur[k], depth: lv.depth, producer: row.producers[0] });
         }
       } else {
-        for (let b = 0; b < lv.busy.length; b++) {
+        const n = lv.busy.length;
+        for (let b = 0; b < n; b++) {
           if (lv.busy[b] <= 0) continue;
+          const x0 = binX(b, n);
           g.globalAlpha = 0.35 + 0.65 * lv.busy[b];
           g.fillStyle = lv.name[b] >= 0 ? color(names[lv.name[b]] ?? lv.name[b]) : "#889";
-          g.fillRect(b * W / lv.busy.length, yy, Math.max(1, W / lv.busy.length), LEVEL - 1);
+          g.fillRect(x0, yy, Math.max(1, binX(b + 1, n) - x0), LEVEL - 1);
         }
         g.globalAlpha = 1;
         hits.push({ x0: 0, x1: W, y0: yy, y1: yy + LEVEL - 1, what: "level", depth: lv.depth, spans: lv.spans });
       }
       yy += LEVEL;
     }
-    // each instant type its own strip, each counter series its own band (one strip drew over another)
+    // each instant type its own strip (one strip drew over another)
     row.ticks.forEach((tk, ti) => {
       g.fillStyle = pal(ti);
       if (tk.mode === "items") {
-        for (const ts of tk.ts) g.fillRect(px(ts), yy, 1, TICK - 2);
+        for (const ts of tk.ts) { const x = px(ts); if (x >= -1 && x <= W) g.fillRect(x, yy, 1, TICK - 2); }
       } else {
-        const max = Math.max(1, ...tk.counts);
-        for (let b = 0; b < tk.counts.length; b++) if (tk.counts[b]) {
-          const hh = Math.max(1, (TICK - 2) * tk.counts[b] / max);
-          g.fillRect(b * W / tk.counts.length, yy + TICK - 2 - hh, Math.max(1, W / tk.counts.length), hh);
+        const max = Math.max(1, ...tk.counts), n = tk.counts.length;
+        for (let b = 0; b < n; b++) if (tk.counts[b]) {
+          const hh = Math.max(1, (TICK - 2) * tk.counts[b] / max), x0 = binX(b, n);
+          g.fillRect(x0, yy + TICK - 2 - hh, Math.max(1, binX(b + 1, n) - x0), hh);
         }
       }
       if (row.ticks.length > 1) { g.fillStyle = "#556"; g.fillText(tk.type, W - 4 - g.measureText(tk.type).width, yy + 8); }
-      hits.push({ x0: 0, x1: W, y0: yy, y1: yy + TICK - 1, what: "ticks", type: tk.type, events: tk.events, items: tk.mode === "items" ? tk.ts : null });
+      hits.push({ x0: 0, x1: W, y0: yy, y1: yy + TICK - 1, what: "ticks", type: tk.type, events: tk.events, items: tk.mode === "items" ? tk.ts : null, counts: tk.counts || null });
       yy += TICK;
     });
-    lines.forEach((l, li) => {
-      const lo = Math.min(...l.lo), hi = Math.max(...l.hi), rng = hi - lo || 1;
-      const yv = (v) => yy + LINE - 4 - ((v - lo) / rng) * (LINE - 14);
-      g.strokeStyle = pal(li + 3); g.beginPath();
-      l.bin.forEach((b, k) => { const xx = (b + 0.5) * W / d.width; k ? g.lineTo(xx, yv(l.mean[k])) : g.moveTo(xx, yv(l.mean[k])); });
-      g.stroke();
-      g.fillStyle = "#445"; g.fillText(`${l.type}.${l.value}${l.series ? " " + l.series : ""} ${lo.toPrecision(3)}…${hi.toPrecision(3)}`, 4, yy + 9);
-      hits.push({ x0: 0, x1: W, y0: yy, y1: yy + LINE - 1, what: "line", line: l });
-      yy += LINE;
-    });
+    // the counter series of the row: one track, a colour each, named in the legend beside it
+    if (lines.length) {
+      yy += gap;
+      const legend = h("div", { class: "series-legend", style: `top:${yy - y}px`, role: "list", "aria-label": "series" });
+      lines.forEach((ln) => {
+        const l = ln.line, rng = ln.hi - ln.lo || 1;
+        const yv = (v) => yy + track - 4 - ((v - ln.lo) / rng) * (track - 10);
+        // each pixel's min to max, faint, under the line of its means
+        g.fillStyle = ln.color; g.globalAlpha = 0.18;
+        l.bin.forEach((b, k) => { const x0 = binX(b, d.width); g.fillRect(x0, yv(l.hi[k]), Math.max(1, binX(b + 1, d.width) - x0), Math.max(1, yv(l.lo[k]) - yv(l.hi[k]))); });
+        g.globalAlpha = 1;
+        g.strokeStyle = ln.color; g.lineWidth = 1.25; g.beginPath();
+        l.bin.forEach((b, k) => { const xx = binX(b + 0.5, d.width); k ? g.lineTo(xx, yv(l.mean[k])) : g.moveTo(xx, yv(l.mean[k])); });
+        g.stroke(); g.lineWidth = 1;
+        legend.append(h("div", { role: "listitem", style: `--c:${ln.color}`, title: `${lineName(l)}: ${ln.own[0]} … ${ln.own[1]}${ln.shared ? "" : " (its own scale)"}`,
+          "data-series": lineName(l) }, h("span", { class: "sw" }), `${l.value}${l.series ? " " + l.series : ""} `,
+        h("span", { class: "muted" }, `${+ln.own[0].toPrecision(4)}…${+ln.own[1].toPrecision(4)}`)));
+      });
+      lab.append(legend);
+      hits.push({ x0: 0, x1: W, y0: yy, y1: yy + track - 1, what: "lines", lines });
+      yy += track;
+    }
     g.strokeStyle = "#e3e6ea"; g.beginPath(); g.moveTo(0, y + hgt - 0.5); g.lineTo(W, y + hgt - 0.5); g.stroke();
     y += hgt;
   });
   // the axis: HTML (readable, selectable), its labels with as many digits as tell them apart
-  const tick = tickFormat(d.start, d.end, span / 5), axis = $("#tl-axis");
-  if (axis) axis.replaceChildren(...[0, 1, 2, 3, 4, 5].map((k) => h("span", { style: k === 5 ? "right:0" : `left:${k * 20}%` }, tick(d.start + span * k / 5))));
+  const tick = tickFormat(v0, view.end, span / 5), axis = $("#tl-axis");
+  if (axis) axis.replaceChildren(...[0, 1, 2, 3, 4, 5].map((k) => h("span", { style: k === 5 ? "right:0" : `left:${k * 20}%` }, tick(v0 + span * k / 5))));
   // interactions: click = details, drag = pan, shift-drag = select, alt-drag = measure, wheel = zoom.
   // Pan and zoom move the picture at hand at once (a CSS transform of the canvas, no round trip),
-  // then the range is asked again at the new resolution and redrawn.
+  // then the new range is drawn from the answer at hand and asked again when that is too coarse.
   const at = (ev) => { const r = box.getBoundingClientRect(); return [(ev.clientX - r.left) * W / r.width, ev.clientY - r.top]; };
-  const exact = tickFormat(d.start, d.end, span / W);  // one pixel's worth of digits
+  const exact = tickFormat(v0, view.end, span / W);  // one pixel's worth of digits
   const hover = $("#tl-hover"), ruler = $("#tl-ruler"), measure = $("#tl-measure");
+  // the counter values of a track at x: per series [line, the index of its last bin at or before
+  // x] (a counter holds its value until its next sample; k < 0: none before x)
+  const valuesAt = (hit, x) => hit.lines.map((ln) => {
+    const bins = ln.line.bin, want = binAt(x, d.width);
+    let lo = 0, hi = bins.length;
+    while (lo < hi) { const m = (lo + hi) >> 1; if (bins[m] <= want) lo = m + 1; else hi = m; }
+    return [ln, lo - 1];
+  });
+  const valueText = ([ln, k]) => `${lineName(ln.line)} = ` + (k >= 0 ? `${+ln.line.mean[k].toPrecision(6)} (min ${ln.line.lo[k]}, max ${ln.line.hi[k]})` : "no sample before");
   const lineAt = (x, yc) => {
-    const hit = hits.find((hh) => hh.what === "line" && yc >= hh.y0 && yc <= hh.y1);
-    if (!hit) return "";
-    const l = hit.line, k = l.bin.indexOf(Math.floor(x / W * d.width));
-    return k >= 0 ? ` · ${l.type}.${l.value}${l.series ? " " + l.series : ""} = ${+l.mean[k].toPrecision(6)} (min ${l.lo[k]}, max ${l.hi[k]})` : "";
+    const hit = hits.find((hh) => (hh.what === "lines" || hh.what === "ticks") && yc >= hh.y0 && yc <= hh.y1);
+    if (hit && hit.what === "ticks") return hit.items ? " · " + instantAt(hit, x, tAt(x), px, exact, binAt).split(";")[0] : "";
+    return hit ? valuesAt(hit, x).filter(([, k]) => k >= 0).map((v) => " · " + valueText(v)).join("") : "";
   };
   let drag = null;
   canvas.style.transformOrigin = "0 0";
@@ -793,14 +893,14 @@ function drawTimeline(d, shown, labels, canvas, box, details, tree, expanded, W)
   canvas.onmouseleave = () => { if (hover) hover.textContent = ""; if (ruler) ruler.hidden = true; };
   canvas.onmousemove = (ev) => {
     const [x, yc] = at(ev);
-    const t = d.start + span * x / W;
+    const t = tAt(x);
     if (hover) { hover.textContent = `t = ${exact(t)}` + lineAt(x, yc); hover.dataset.t = Math.round(t); }
     if (ruler) { ruler.hidden = false; ruler.style.left = (x * box.getBoundingClientRect().width / W) + "px"; }
     if (!drag) return;
     if (Math.abs(x - drag.x) > 3) drag.moved = true;
     if (!drag.moved) return;
     if (drag.alt) {
-      const t0 = d.start + span * Math.min(x, drag.x) / W, t1 = d.start + span * Math.max(x, drag.x) / W;
+      const t0 = tAt(Math.min(x, drag.x)), t1 = tAt(Math.max(x, drag.x));
       measure.hidden = false; measure.style.left = Math.min(x, drag.x) * box.getBoundingClientRect().width / W + "px";
       measure.style.width = Math.abs(x - drag.x) * box.getBoundingClientRect().width / W + "px";
       measure.textContent = `Δ ${fmtNs(t1 - t0)}`; measure.dataset.ns = Math.round(t1 - t0);
@@ -812,35 +912,53 @@ function drawTimeline(d, shown, labels, canvas, box, details, tree, expanded, W)
     const [x, yc] = at(ev);
     const dd = drag; drag = null;
     if (dd && dd.moved) {
-      const t0 = d.start + span * Math.min(x, dd.x) / W, t1 = d.start + span * Math.max(x, dd.x) / W;
+      const t0 = tAt(Math.min(x, dd.x)), t1 = tAt(Math.max(x, dd.x));
       if (dd.alt) return;  // a measure stays shown until the next
       if (dd.shift) setSel({ start: t0, end: t1, producers: current.sel.producers });
-      else { const shift = span * (dd.x - x) / W; setSel({ start: d.start + shift, end: d.end + shift, producers: current.sel.producers }); }
+      else { const shift = span * (dd.x - x) / W; setSel({ start: view.start + shift, end: view.end + shift, producers: current.sel.producers }); }
       return;
     }
     if (measure) measure.hidden = true;
     const hit = hits.find((hh) => x >= hh.x0 - 1 && x <= hh.x1 + 1 && yc >= hh.y0 && yc <= hh.y1);
-    const t = d.start + span * x / W, at1 = tickFormat(d.start, d.end, span / W);
-    if (!hit) { details.textContent = `t = ${at1(t)}`; return; }
+    const t = tAt(x);
+    if (!hit) { details.textContent = `t = ${exact(t)}`; return; }
     if (hit.what === "span") sliceDetails(details, hit);
-    else if (hit.what === "level") details.textContent = `depth ${hit.depth}: ${fmtInt(hit.spans)} spans in view (zoom in to see them one by one); t = ${at1(t)}`;
-    else if (hit.what === "sum") { const b = Math.floor(x / W * hit.busy.length), nm = hit.name[b] >= 0 ? names[hit.name[b]] ?? hit.name[b] : null;
+    else if (hit.what === "level") details.textContent = `depth ${hit.depth}: ${fmtInt(hit.spans)} spans in view (zoom in to see them one by one); t = ${exact(t)}`;
+    else if (hit.what === "sum") { const b = binAt(x, hit.busy.length), nm = hit.name[b] >= 0 ? names[hit.name[b]] ?? hit.name[b] : null;
       details.textContent = `${hit.label}: ${(hit.busy[b] || 0).toFixed(2)} of ${hit.producers} producers busy here` + (nm !== null ? ` (busiest in ${nm})` : "") +
-        `; ${fmtInt(hit.spans)} top-level spans in view; t = ${at1(t)}`; }
-    else if (hit.what === "ticks") details.textContent = `${hit.type}: ${fmtInt(hit.events)} events in view; t = ${at1(t)}`;
-    else if (hit.what === "line") { const l = hit.line, b = Math.floor(x / W * d.width), k = l.bin.indexOf(b);
-      details.textContent = `${l.type}.${l.value} ${l.series}: ` + (k >= 0 ? `min ${l.lo[k]}, mean ${l.mean[k].toPrecision(4)}, max ${l.hi[k]} at ${fmtNs(t)}` : "no sample here"); }
+        `; ${fmtInt(hit.spans)} top-level spans in view; t = ${exact(t)}`; }
+    else if (hit.what === "ticks") details.textContent = instantAt(hit, x, t, px, exact, binAt);
+    else if (hit.what === "lines") details.replaceChildren(...valuesAt(hit, x).map((v) => h("div", { "data-series": lineName(v[0].line) },
+      h("span", { class: "sw", style: `--c:${v[0].color}` }), valueText(v) + ` at ${exact(t)}`)));
   };
   let zoom = 1;  // the wheel's zoom so far, shown at once by scaling the picture at hand
   canvas.onwheel = (ev) => {
     ev.preventDefault();
-    const f = at(ev)[0] / W, t = d.start + span * f;
+    const f = at(ev)[0] / W, t = tAt(at(ev)[0]);
     zoom *= ev.deltaY > 0 ? 1 / 1.5 : 1.5;
     const px0 = f * box.getBoundingClientRect().width;
     canvas.style.transform = `translateX(${px0 * (1 - zoom)}px) scaleX(${zoom})`;
     clearTimeout(canvas._wheel);
     canvas._wheel = setTimeout(() => setSel({ start: t - span / zoom * f, end: t + span / zoom * (1 - f), producers: current.sel.producers }), 250);
   };
+}
+
+/** What a click on an instant strip at x says: the instant under the cursor (the nearest within
+ *  3 pixels, exact to the ns, and how many share its pixel), or the count of its pixel's bin. */
+function instantAt(hit, x, t, px, exact, binAt) {
+  if (hit.items) {
+    const ts = hit.items;
+    let lo = 0, hi = ts.length;
+    while (lo < hi) { const m = (lo + hi) >> 1; if (ts[m] < t) lo = m + 1; else hi = m; }
+    const near = [lo - 1, lo].filter((k) => k >= 0 && k < ts.length).sort((a, b) => Math.abs(ts[a] - t) - Math.abs(ts[b] - t))[0];
+    if (near !== undefined && Math.abs(px(ts[near]) - x) <= 3) {
+      const same = ts.filter((v) => Math.abs(px(v) - px(ts[near])) < 1).length;
+      return `${hit.type} at ${fmtNsExact(ts[near])}` + (same > 1 ? ` (${same} in this pixel)` : "") + `; ${fmtInt(hit.events)} in view`;
+    }
+    return `${hit.type}: none under the cursor (${fmtInt(hit.events)} in view); t = ${exact(t)}`;
+  }
+  const b = binAt(x, hit.counts.length), n = hit.counts[b] || 0;
+  return `${hit.type}: ${fmtInt(n)} here (this pixel's bin; zoom in to see them one by one), ${fmtInt(hit.events)} in view; t = ${exact(t)}`;
 }
 
 /** A span's details (the registry's `span` analysis): its arguments, producer, self time,
@@ -913,7 +1031,11 @@ function zoomFlame(box, whole, node, frameBox) {
   frameSpans(frameBox, node);
 }
 
-function drawFlame(box, d, focusId, frameBox, whole = d) {
+/** A flame graph of `d` (its nodes), focused on `focusId` (null: all); a click on a frame calls
+ *  `zoom(node)`: by default asks the server for the frame's subtree (`zoomFlame`). */
+function drawFlame(box, d, focusId, frameBox, whole = d, zoom = null) {
+  const fmtV = d.unit === "" ? fmtInt : fmtNs, what = d.what || "spans";
+  const onZoom = zoom || ((n) => zoomFlame(box, whole, n, frameBox));
   const { byId, roots } = flameLayout(d);
   const W = 1200, ROW = 17;
   let maxDepth = 0;
@@ -926,15 +1048,15 @@ function drawFlame(box, d, focusId, frameBox, whole = d) {
     const w = ns * scale;
     if (w < 0.5) return;
     svg.append(s("rect", { x, y: depth * ROW, width: w, height: ROW - 1, class: "other", fill: "#c8ccd2" },
-      s("title", {}, `other: ${fmtNs(ns)} in frames under ${fmtNs(d.threshold_ns)} (zoom in to see them)`)));
+      s("title", {}, `other: ${fmtV(ns)} in frames under ${fmtV(d.threshold_ns)} (zoom in to see them)`)));
     if (w > 40) svg.append(s("text", { x: x + 3, y: depth * ROW + 12 }, "other"));
   };
   const place = (n, x, scale) => {
     const w = n.total * scale;
     if (w < 0.5) return;
     const r = s("rect", { x, y: n.depth * ROW, width: Math.max(0.5, w), height: ROW - 1, fill: color(n.name), "data-node": n.id },
-      s("title", {}, `${n.name}\n${fmtInt(n.calls)} calls, total ${fmtNs(n.total)}, self ${fmtNs(n.self)} (${(100 * n.total / d.total).toFixed(2)}%)`));
-    r.addEventListener("click", () => zoomFlame(box, whole, n, frameBox));
+      s("title", {}, `${n.name}\n${fmtInt(n.calls)} ${d.what ? what : "calls"}, total ${fmtV(n.total)}, self ${fmtV(n.self)} (${(100 * n.total / d.total).toFixed(2)}%)`));
+    r.addEventListener("click", () => onZoom(n));
     svg.append(r);
     if (w > 40) svg.append(s("text", { x: x + 3, y: n.depth * ROW + 12 }, n.name.slice(0, Math.floor(w / 6.5))));
     let cx = x;
@@ -946,7 +1068,7 @@ function drawFlame(box, d, focusId, frameBox, whole = d) {
     let a = focus.parent >= 0 ? byId.get(focus.parent) : null;
     while (a) {
       const r = s("rect", { x: 0, y: a.depth * ROW, width: W, height: ROW - 1, fill: "#ccd", "data-node": a.id }, s("title", {}, a.name));
-      const an = a; r.addEventListener("click", () => zoomFlame(box, whole, an, frameBox));
+      const an = a; r.addEventListener("click", () => onZoom(an));
       svg.append(r, s("text", { x: 3, y: a.depth * ROW + 12 }, a.name));
       a = a.parent >= 0 ? byId.get(a.parent) : null;
     }
@@ -956,8 +1078,8 @@ function drawFlame(box, d, focusId, frameBox, whole = d) {
     for (const r of roots) { place(r, x, W / total); x += r.total * W / total; }
     if (d.total > x * total / W) other(x, 0, d.total - x * total / W, W / total);
   }
-  box.replaceChildren(h("p", { class: "muted" }, `${fmtInt(d.spans)} spans, ${fmtInt(d.paths)} call paths (${d.nodes.length} drawn: those over ${fmtNs(d.threshold_ns)}), ${fmtNs(d.total)} in all. `,
-    focus ? h("button", { onclick: () => drawFlame(box, whole, null, frameBox) }, "reset zoom") : ""), svg);
+  box.replaceChildren(h("p", { class: "muted" }, `${fmtInt(d.spans)} ${what}, ${fmtInt(d.paths)} call paths (${d.nodes.length} drawn: those over ${fmtV(d.threshold_ns)}), ${fmtV(d.total)} in all. `,
+    focus ? h("button", { onclick: () => drawFlame(box, whole, null, frameBox, whole, zoom) }, "reset zoom") : ""), svg);
 }
 
 async function frameSpans(box, node) {
@@ -1022,19 +1144,38 @@ function pageSql() {
   area.value = sqlState.text || "SELECT name, format, event_count, ts_min, ts_max FROM th.traces ORDER BY event_count DESC";
   const examples = h("select", { "aria-label": "example queries" }, h("option", { value: "" }, "example queries…"));
   const out = h("div"), info = h("p", { class: "muted", "aria-live": "polite" });
+  // Cancel stops the query on the server (its query process is killed), not only the wait here.
+  const cancel = h("button", { disabled: true, onclick: async () => {
+    cancel.disabled = true;
+    try { await api("/api/ui/sql/cancel", {}, { method: "POST", body: JSON.stringify({ id: sqlState.id }), headers: { "content-type": "application/json" } }); } catch (e) { showError(e); }
+  } }, "Cancel");
   const run = async (page = 0) => {
     sqlState.text = area.value; sqlState.page = page;
-    info.textContent = "running…"; clearError();
+    const id = sqlState.id = Date.now().toString(36) + Math.random().toString(36).slice(2);
+    info.textContent = "running…"; clearError(); cancel.disabled = false;
     try {
-      const d = await api("/api/ui/sql", {}, { method: "POST", body: JSON.stringify({ sql: area.value, page, page_size: 100 }), headers: { "content-type": "application/json" } });
+      const d = await api("/api/ui/sql", {}, { method: "POST", body: JSON.stringify({ sql: area.value, page, page_size: 100, id }), headers: { "content-type": "application/json" } });
+      if (sqlState.id !== id) return;  // a later run (or a cancel and a new run) answers instead
+      cancel.disabled = true;
       info.textContent = `${d.rows.length} rows (page ${d.page + 1}${d.has_more ? ", more follow" : ""}) in ${(d.seconds * 1000).toFixed(1)} ms`;
       const jump = await sqlJump(area.value, d.columns);
-      out.replaceChildren(h("div", { class: "pager" },
+      const flameBox = h("div", { class: "flame" });
+      if (foldedStacks(d)) {
+        // folded stacks (`a;b;c` and a number, or `a;b;c 12` lines): the whole answer's flame graph
+        fill(flameBox, () => api("/api/ui/sql", {}, { method: "POST", body: JSON.stringify({ sql: area.value, flame: true }), headers: { "content-type": "application/json" } }), (f) => {
+          if (!f.flame) return;
+          const zoom = (n) => drawFlame(flameBox, f.flame, n.id, null, f.flame, zoom);
+          drawFlame(flameBox, f.flame, null, null, f.flame, zoom);
+        });
+      }
+      out.replaceChildren(flameBox, h("div", { class: "pager" },
         h("button", { disabled: d.page === 0, onclick: () => run(d.page - 1) }, "◀ previous"),
         h("button", { disabled: !d.has_more, onclick: () => run(d.page + 1) }, "next ▶")),
       jump ? h("p", { class: "muted" }, "Click a row to see it on the timeline.") : null,
       resultTable(d.columns, d.rows, d.types, jump));
     } catch (e) {
+      if (sqlState.id !== id) return;
+      cancel.disabled = true;
       info.textContent = "";
       out.replaceChildren(h("pre", { class: "sql-error", role: "alert" }, e.message));
     }
@@ -1058,10 +1199,19 @@ function pageSql() {
     h("p", { class: "muted" }, "Read-only DuckDB SQL over the store: ", h("code", {}, '"<trace>".<event_type>'), ", ", h("code", {}, '"<trace>".events'), ", ",
       h("code", {}, "th.traces"), ", ", h("code", {}, "th.producers"), ", ", h("code", {}, "th.results"), ". ", h("span", { class: "kbd" }, "Ctrl"), "+", h("span", { class: "kbd" }, "Enter"), " runs."),
     h("div", { class: "row" }, examples), area,
-    h("div", { class: "row" }, h("button", { class: "primary", onclick: () => run(0) }, "Run"),
+    h("div", { class: "row" }, h("button", { class: "primary", onclick: () => run(0) }, "Run"), cancel,
       h("button", { onclick: () => download("csv") }, "Download CSV"), h("button", { onclick: () => download("parquet") }, "Download Parquet"), info),
     out);
   if (sqlState.text) run(sqlState.page);
+}
+
+/** Whether a SQL answer looks like folded stacks: a `a;b;c` text and an integer, or one text
+ *  column of `a;b;c 12` lines (the server says for the whole answer). */
+function foldedStacks(d) {
+  const t = d.types || [], text = /^(large_)?string$/.test(t[0] || "");
+  const stacky = d.rows.some((r) => typeof r[0] === "string" && r[0].includes(";"));
+  if (d.columns.length === 2) return text && /int|decimal/.test(t[1]) && stacky;
+  return d.columns.length === 1 && text && stacky && d.rows.every((r) => r[0] === null || /^\S.* \d+$/.test(r[0]));
 }
 
 /** A result table; with `jump(row)` (an address or null) a row with a time opens on the timeline. */
@@ -1168,10 +1318,10 @@ function pageResult() {
   document.title = `Result ${id} · tracehouse`;
   const box = h("div");
   main.append(h("h1", {}, `Result ${id}`), box);
-  let page = Number(current.qs.get("page") || 0);
+  let page = Number(current.qs.get("page") || 0), flameShown = false;
   const load = () => fill(box, () => api("/api/ui/result", { id, page, page_size: 200 }), (d) => {
     box.append(h("dl", { class: "meta panel" }, ...[["name", d.name], ["kind", d.kind], ["tool", d.tool], ["traces", (d.traces || []).join(", ")],
-      ["created", fmtDate(d.created)], ["parameters", JSON.stringify(d.params)], ["payload", d.payload ? JSON.stringify(d.payload) : ""]]
+      ["created", fmtDate(d.created)], ["parameters", valueList(d.params)], ["payload", valueList(d.payload)]]
       .filter(([, v]) => v).flatMap(([k, v]) => [h("dt", {}, k), h("dd", {}, v)])));
     if (d.view === "processed") {
       box.append(h("p", {}, "A processed trace: ", h("a", { href: "#/trace/" + encodeURIComponent(d.derived_trace) }, d.derived_trace)));
@@ -1182,11 +1332,32 @@ function pageResult() {
     const pager = h("div", { class: "pager" }, h("button", { disabled: page === 0, onclick: () => { page--; load(); } }, "◀"),
       h("span", {}, `rows ${fmtInt(tb.page * tb.page_size + 1)}–${fmtInt(tb.page * tb.page_size + tb.rows.length)} of ${fmtInt(tb.total)}`),
       h("button", { disabled: (tb.page + 1) * tb.page_size >= tb.total, onclick: () => { page++; load(); } }, "▶"));
+    if (d.view === "flame") {
+      // folded stacks: the flame graph of the whole text (zoomed here, from what came), then the text
+      const fb = h("div", { class: "flame" });
+      box.append(h("h2", {}, "Flame graph"), fb);
+      const zoom = (n) => drawFlame(fb, d.flame, n.id, null, d.flame, zoom);
+      drawFlame(fb, d.flame, null, null, d.flame, zoom);
+      flameShown = true;
+    }
     if (d.view === "histogram") box.append(h("h2", {}, "Histogram"), resultHistograms(tb));
-    if (d.view === "text") box.append(h("pre", { class: "result-text" }, tb.rows.map((r) => r[0]).join("\n")));
+    if (d.view === "text" || d.view === "flame" || (flameShown && tb.columns.length === 1 && tb.columns[0] === "line")) {
+      // a text result is its lines, once (not also as a one-column table)
+      box.append(h("h2", {}, "Text"), pager, h("pre", { class: "result-text" }, tb.rows.map((r) => r[0]).join("\n")));
+      return;
+    }
     box.append(h("h2", {}, "Table"), pager, resultTable(tb.columns, tb.rows, tb.types));
   });
   load();
+}
+
+/** A result's parameters or payload: one line a key, text as written (its line breaks kept,
+ *  wrapped in the panel), nested values as indented JSON. */
+function valueList(obj) {
+  if (obj === null || obj === undefined || (typeof obj === "object" && !Object.keys(obj).length)) return "";
+  if (typeof obj !== "object" || Array.isArray(obj)) return h("span", { class: "value" }, typeof obj === "string" ? obj : JSON.stringify(obj));
+  return h("dl", { class: "meta values" }, ...Object.entries(obj).flatMap(([k, v]) => [h("dt", {}, k),
+    h("dd", { class: "value" }, v === null ? "∅" : typeof v === "object" ? JSON.stringify(v, null, 1) : String(v))]));
 }
 
 function resultHistograms(tb) {
