@@ -333,6 +333,9 @@ pub struct Recorder {
     reprs: Vec<(u64, i64, Vec<u8>)>,
     types: FxHashMap<usize, i64>,
     namespaces: FxHashSet<usize>,
+    /// Under sys.monitoring: the line each suspended generator frame yielded on (its next LINE
+    /// there is no step, as for 3.12's settrace, which keeps the last line in the frame).
+    yielded_on: FxHashMap<usize, i64>,
     out: Outbox,
     pending: usize,
     tx: Option<SyncSender<Outbox>>,
@@ -476,6 +479,7 @@ impl Recorder {
             reprs: vec![(0, 0, Vec::new()); REPR_SLOTS],
             types: FxHashMap::default(),
             namespaces: FxHashSet::default(),
+            yielded_on: FxHashMap::default(),
             out: Outbox::default(),
             pending: 0,
             tx: Some(tx),
@@ -1134,7 +1138,8 @@ impl Recorder {
         let globals: *mut ffi::PyObject = rd(f, self.layout.globals);
         let ns = if !locals.is_null() && locals == globals { globals as i64 } else { 0 };
         self.push_event(0, &[ts, p, seq, parent, id, i64::from(resumed), f as i64, call_line, ns]);
-        self.threads[th].stack.push(Open { frame: frame as usize, enter_seq: seq, code: ci, line: 0 });
+        let line = if resumed && self.monitoring { self.yielded_on.remove(&(frame as usize)).unwrap_or(0) } else { 0 };
+        self.threads[th].stack.push(Open { frame: frame as usize, enter_seq: seq, code: ci, line });
         self.snapshot(th, seq, f, ci);
     }
 
@@ -1211,6 +1216,13 @@ impl Recorder {
         let id = self.codes[open.code as usize].id;
         self.push_event(1, &[ts, p, seq, open.enter_seq, id, how, v[0], v[1], v[2], v[3]]);
         self.threads[th].stack.pop();
+        if self.monitoring {
+            if how == 2 {
+                self.yielded_on.insert(open.frame, open.line);
+            } else if !self.yielded_on.is_empty() {
+                self.yielded_on.remove(&open.frame);
+            }
+        }
     }
 
     /// Records a line step; returns whether the line holds a write (3.11: whether its
@@ -1296,10 +1308,12 @@ impl Recorder {
         let unbound = [kind::UNBOUND, 0, 0, 0];
         match act {
             action::STORE_FAST | action::DELETE_FAST => {
-                let v = if act == action::STORE_FAST { depth(0) } else { std::ptr::null_mut() };
-                if act == action::STORE_FAST && v.is_null() {
+                if act == action::STORE_FAST && top <= 0 {
                     return;
                 }
+                // A null stored is an unbinding: 3.12's inlined comprehension puts back the
+                // variable it borrowed (LOAD_FAST_AND_CLEAR ... STORE_FAST), unbound before.
+                let v = if act == action::STORE_FAST { depth(0) } else { std::ptr::null_mut() };
                 let sym = var(arg);
                 let val = self.encode(v);
                 self.var_write(th, parent, sym, val, 0);
@@ -1609,8 +1623,8 @@ unsafe extern "C" fn eval_frame(
 // -- CPython 3.12+: sys.monitoring --------------------------------------------------------
 
 /// Which sys.monitoring event a callback serves (the names are `sys.monitoring.events`').
-pub const MONITORING_EVENTS: [&str; 8] =
-    ["PY_START", "PY_RESUME", "PY_THROW", "PY_RETURN", "PY_YIELD", "PY_UNWIND", "LINE", "INSTRUCTION"];
+pub const MONITORING_EVENTS: [&str; 9] =
+    ["PY_START", "PY_RESUME", "PY_THROW", "PY_RETURN", "PY_YIELD", "PY_UNWIND", "LINE", "INSTRUCTION", "JUMP"];
 
 static DISABLE: GilCell<usize> = GilCell(UnsafeCell::new(0));
 
@@ -1697,8 +1711,29 @@ callback!(cb_line, |a| {
     }
     let line = ffi::PyLong_AsLongLong(a[1]);
     let frame = ffi::PyEval_GetFrame();
-    if !frame.is_null() {
+    // As 3.12's settrace: a line already stepped to is not stepped to again (a resumed
+    // generator goes on on its yield's line; a backward jump's JUMP event stepped first).
+    if !frame.is_null() && r.top(frame).is_some_and(|(_, o)| o.line != line) {
         r.line(frame, line);
+    }
+    none()
+});
+// A backward jump is a line step (to the jump's destination), as settrace has it, even on the
+// line running (a one-line loop); a forward jump never is (DISABLE: its LINE event follows).
+callback!(cb_jump, |a| {
+    let Some(r) = recorder() else { return none() };
+    if r.stopped || a.len() < 3 {
+        return none();
+    }
+    let ci = r.code_index(a[0]);
+    let (from, to) = (ffi::PyLong_AsLongLong(a[1]), ffi::PyLong_AsLongLong(a[2]));
+    if !r.codes[ci as usize].included || to > from {
+        return disable();
+    }
+    let line = ffi::PyCode_Addr2Line(a[0].cast(), to as c_int);
+    let frame = ffi::PyEval_GetFrame();
+    if !frame.is_null() && line >= 0 {
+        r.line(frame, i64::from(line));
     }
     none()
 });
@@ -1721,14 +1756,14 @@ callback!(cb_instruction, |a| {
     none()
 });
 
-static METHOD_DEFS: GilCell<[ffi::PyMethodDef; 8]> = GilCell(UnsafeCell::new([ffi::PyMethodDef::zeroed(); 8]));
+static METHOD_DEFS: GilCell<[ffi::PyMethodDef; 9]> = GilCell(UnsafeCell::new([ffi::PyMethodDef::zeroed(); 9]));
 
 /// The sys.monitoring callbacks, in [`MONITORING_EVENTS`] order (new references).
 ///
 /// # Safety
 /// Interpreter lock held.
 pub unsafe fn monitoring_callbacks() -> Vec<*mut ffi::PyObject> {
-    let fns: [(&'static CStr, ffi::PyCFunctionFast); 8] = [
+    let fns: [(&'static CStr, ffi::PyCFunctionFast); 9] = [
         (c"record_py_start", cb_start),
         (c"record_py_resume", cb_resume),
         (c"record_py_throw", cb_throw),
@@ -1737,9 +1772,10 @@ pub unsafe fn monitoring_callbacks() -> Vec<*mut ffi::PyObject> {
         (c"record_py_unwind", cb_unwind),
         (c"record_line", cb_line),
         (c"record_instruction", cb_instruction),
+        (c"record_jump", cb_jump),
     ];
     let defs = METHOD_DEFS.get();
-    let mut out = Vec::with_capacity(8);
+    let mut out = Vec::with_capacity(9);
     for (i, (name, f)) in fns.into_iter().enumerate() {
         defs[i] = ffi::PyMethodDef {
             ml_name: name.as_ptr(),

@@ -255,7 +255,8 @@ def _start(fd: int, include, exclude, flush_rows: int, program: list[str]) -> st
             | ev.PY_YIELD
             | ev.PY_UNWIND
             | ev.LINE
-            | ev.INSTRUCTION,
+            | ev.INSTRUCTION
+            | ev.JUMP,
         )
     else:
         _core.record_start(fd, rule_list, opcode_actions(), flush_rows=flush_rows, hello=hello)

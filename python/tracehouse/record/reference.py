@@ -250,7 +250,9 @@ class LineRecorder:
     def _state(self, frame) -> dict:
         out = {}
         for k, v in frame.f_locals.items():
-            if k == "__builtins__":
+            # __warningregistry__: put in a module's globals by the warnings module (not recorded
+            # code); on 3.12 reading f_locals inside an inlined comprehension warns by itself.
+            if k in ("__builtins__", "__warningregistry__"):
                 continue
             n = norm(v)
             fields = None
