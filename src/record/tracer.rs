@@ -1228,7 +1228,7 @@ impl Recorder {
     /// Records a line step; returns whether the line holds a write (3.11: whether its
     /// instructions need opcode events), None when the frame is not recorded.
     unsafe fn line(&mut self, frame: *mut ffi::PyFrameObject, line: i64) -> Option<bool> {
-        let Some((th, open)) = self.top(frame) else { return None };
+        let (th, open) = self.top(frame)?;
         if let Some(o) = self.threads[th].stack.last_mut() {
             o.line = line;
         }
