@@ -182,11 +182,16 @@ def lines_module(lines):
     return ["a, b, c = 0, 1, 2", "o = O()", "d = {}", *lines]
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(text=program())
-def test_generated_programs_equal_reference(store, tmp_path_factory, text):
+def check_generated(store, tmp_path_factory, text: str, python: str = sys.executable) -> None:
+    """`check` of a generated program (one trace per distinct text: hypothesis may repeat one)."""
     tmp = tmp_path_factory.mktemp("gen")
     name = f"gen{abs(hash(text)) % 10**8}"
     if name in {t.name for t in store.traces()}:
         return
-    check(store, tmp, name, text)
+    check(store, tmp, name, text, python)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=program())
+def test_generated_programs_equal_reference(store, tmp_path_factory, text):
+    check_generated(store, tmp_path_factory, text)

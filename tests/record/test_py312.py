@@ -20,7 +20,7 @@ from hypothesis import HealthCheck, given, settings
 from tracehouse.record.record import PACKAGE_ROOT
 
 from . import programs
-from .test_equivalence import check, program
+from .test_equivalence import check, check_generated, program
 
 
 def _python312() -> str | None:
@@ -63,8 +63,4 @@ def test_recording_under_312_equals_reference(store, tmp_path, construct):
 @settings(max_examples=5, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=program())
 def test_generated_programs_under_312_equal_reference(store, tmp_path_factory, text):
-    tmp = tmp_path_factory.mktemp("gen312")
-    name = f"gen{abs(hash(text)) % 10**8}"
-    if name in {t.name for t in store.traces()}:
-        return
-    check(store, tmp, name, text, python=PY312)
+    check_generated(store, tmp_path_factory, text, python=PY312)
