@@ -24,6 +24,9 @@ BIN     := $(VENV)/bin
 # maturin finds the target interpreter through VIRTUAL_ENV.
 MATURIN := VIRTUAL_ENV=$(abspath $(VENV)) $(BIN)/maturin
 
+# The extension's file name for the venv's interpreter (a 3.12 core may lie beside it: core312).
+VENV_EXT = $$($(BIN)/python -c 'import sysconfig; print(sysconfig.get_config_var("EXT_SUFFIX"))')
+
 # The core is rebuilt when one of these is newer than the stamp left by the last build.
 CORE_SOURCES := Cargo.toml Cargo.lock pyproject.toml $(shell find src -name '*.rs' 2>/dev/null)
 CORE_STAMP   := $(VENV)/.tracehouse-core-stamp
@@ -35,15 +38,15 @@ DEV_EXTRAS   := dev,bench,spark,docs
 BENCH_PEERS_PKGS := postgresql mariadb-server mariadb-client openjdk-17-jre-headless maven
 QUESTDB_VERSION  := 9.1.0
 
-.PHONY: setup core demo-core strace-tool java-tool chromium bench-peers bpftrace-tool test test-rust test-python demo bench lint fmt clean docs
+.PHONY: setup core core312 demo-core strace-tool java-tool chromium bench-peers bpftrace-tool test test-rust test-python demo bench lint fmt clean docs
 
-setup: core $(DEV_STAMP) strace-tool java-tool chromium bench-peers bpftrace-tool
+setup: core $(DEV_STAMP) strace-tool java-tool chromium bench-peers bpftrace-tool core312
 
 # The package, its dependencies and the Rust core: all `make demo` needs.
 core: $(CORE_STAMP)
 	@# The stamp lives in the venv but the extension is placed in python/tracehouse/: a
 	@# fresh checkout next to an old venv must rebuild.
-	@ls python/tracehouse/_core.*.so >/dev/null 2>&1 || { rm -f $(CORE_STAMP); $(MAKE) --no-print-directory $(CORE_STAMP); }
+	@ls python/tracehouse/_core$(VENV_EXT) >/dev/null 2>&1 || { rm -f $(CORE_STAMP); $(MAKE) --no-print-directory $(CORE_STAMP); }
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -62,7 +65,7 @@ $(CORE_STAMP): $(CORE_SOURCES) | $(BIN)/maturin
 
 # The demo's core: the release one when it is built and current, else the demo profile's.
 demo-core:
-	@if [ -f $(CORE_STAMP) ] && ls python/tracehouse/_core.*.so >/dev/null 2>&1 && \
+	@if [ -f $(CORE_STAMP) ] && ls python/tracehouse/_core$(VENV_EXT) >/dev/null 2>&1 && \
 		[ -z "$$(find $(CORE_SOURCES) -newer $(CORE_STAMP) 2>/dev/null | head -n 1)" ]; then :; \
 	else $(MAKE) --no-print-directory $(DEMO_STAMP); fi
 
@@ -83,6 +86,23 @@ $(DEV_STAMP): pyproject.toml bench-suite/pyproject.toml | $(CORE_STAMP)
 
 Cargo.lock:
 	cargo generate-lockfile
+
+# The recorder's tests run under CPython 3.12 too (sys.monitoring; tests/record/test_py312.py)
+# where the machine has one: pyenv's (`uv python install` downloads interpreters from outside the
+# package registries this machine reaches). Its core is built unoptimised (the demo profile) and
+# put beside the 3.11 one, where only a 3.12 interpreter loads it.
+PY312         ?= $(firstword $(wildcard $(HOME)/.pyenv/versions/3.12*/bin/python3.12 /usr/bin/python3.12))
+CORE312_STAMP := $(VENV)/.tracehouse-core312-stamp
+
+core312: $(if $(PY312),$(CORE312_STAMP))
+
+$(CORE312_STAMP): $(CORE_SOURCES) | $(BIN)/maturin
+	rm -rf $(VENV)/wheel312
+	$(BIN)/maturin build --quiet --profile demo --interpreter $(PY312) -o $(VENV)/wheel312
+	$(BIN)/python -c "import glob, zipfile; z = zipfile.ZipFile(glob.glob('$(VENV)/wheel312/*.whl')[0]); \
+		n = next(x for x in z.namelist() if x.startswith('tracehouse/_core.') and x.endswith('.so')); \
+		open('python/' + n, 'wb').write(z.read(n))"
+	@touch $@
 
 # `tracehouse capture` and the strace tests run strace. Installed with apt-get when missing
 # (sudo -n when not root); if that is impossible the capture tests skip and say why.
@@ -164,4 +184,4 @@ fmt:
 
 clean:
 	cargo clean
-	rm -f python/tracehouse/_core.*.so $(CORE_STAMP) $(DEMO_STAMP) $(DEV_STAMP)
+	rm -f python/tracehouse/_core.*.so $(CORE_STAMP) $(DEMO_STAMP) $(DEV_STAMP) $(CORE312_STAMP)

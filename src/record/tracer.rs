@@ -106,6 +106,8 @@ pub mod action {
 const MAX_STR: usize = 200;
 /// Elements shown in the short repr of a container.
 const PREVIEW_ITEMS: usize = 5;
+/// Slots of the recent-reprs cache (a power of two).
+const REPR_SLOTS: usize = 4096;
 /// Largest source file stored.
 const MAX_SOURCE: u64 = 16 << 20;
 /// Flushes queued for the writer before the program waits for it (each up to `flush_rows`).
@@ -255,11 +257,40 @@ struct Code {
     /// Symbols of the local slots (`localsplus`), and their kind.
     vars: Vec<i64>,
     kinds: Vec<u8>,
-    /// The deoptimised bytecode (`co_code`), to read the instruction at an offset.
-    bytes: Vec<u8>,
+    /// The deoptimised bytecode (`co_code`) decoded: (action, argument) per code unit, read at
+    /// every opcode event (one load, where decoding there cost 7 % of nbody's recording).
+    decoded: Vec<(u8, u32)>,
     /// Under sys.monitoring: the value stack's depth before each instruction (per code unit,
     /// -1 where unknown), computed from the bytecode at first sight (`Config::depths`).
     depths: Vec<i16>,
+    /// 3.11: the lines holding a write ([`StoreLines`]).
+    store_lines: StoreLines,
+}
+
+/// Which lines of a code object hold an instruction the tracer records (3.11). Opcode events
+/// are asked for (`f_trace_opcodes`) only while such a line runs: CPython 3.11 raises a line
+/// event whenever the running instruction's line differs from the last one's (or on a backward
+/// jump), so at each line event the tracer knows every instruction up to the next one is of
+/// that line. An opcode event costs about as much as a line event, and most lines write
+/// nothing (`json.loads(obj)`, `if x:`, `return y`); a write on an instruction without a line
+/// (none in CPython 3.11's compiler output seen so far) keeps opcode events on throughout.
+#[derive(Default)]
+struct StoreLines {
+    /// true: opcode events everywhere in this code (or the line table could not be read).
+    always: bool,
+    first: i64,
+    /// Bit `line - first` is set when that line holds a write.
+    bits: Vec<u64>,
+}
+
+impl StoreLines {
+    fn has(&self, line: i64) -> bool {
+        if self.always {
+            return true;
+        }
+        let i = line - self.first;
+        i >= 0 && (i as usize) < self.bits.len() * 64 && self.bits[i as usize / 64] & (1 << (i % 64)) != 0
+    }
 }
 
 /// Counts of what was recorded, for the end frame and `stop`'s report.
@@ -297,8 +328,14 @@ pub struct Recorder {
     by_code: FxHashMap<usize, u32>,
     files: FxHashMap<String, bool>,
     symbols: FxHashMap<Box<[u8]>, i64>,
+    next_symbol: i64,
+    /// Recent short reprs ([`Recorder::intern_repr`]), direct-mapped by hash.
+    reprs: Vec<(u64, i64, Vec<u8>)>,
     types: FxHashMap<usize, i64>,
     namespaces: FxHashSet<usize>,
+    /// Under sys.monitoring: the line each suspended generator frame yielded on (its next LINE
+    /// there is no step, as for 3.12's settrace, which keeps the last line in the frame).
+    yielded_on: FxHashMap<usize, i64>,
     out: Outbox,
     pending: usize,
     tx: Option<SyncSender<Outbox>>,
@@ -438,8 +475,11 @@ impl Recorder {
             by_code: FxHashMap::default(),
             files: FxHashMap::default(),
             symbols: FxHashMap::default(),
+            next_symbol: 1,
+            reprs: vec![(0, 0, Vec::new()); REPR_SLOTS],
             types: FxHashMap::default(),
             namespaces: FxHashSet::default(),
+            yielded_on: FxHashMap::default(),
             out: Outbox::default(),
             pending: 0,
             tx: Some(tx),
@@ -477,11 +517,42 @@ impl Recorder {
         if let Some(&id) = self.symbols.get(text) {
             return id;
         }
-        let id = self.symbols.len() as i64 + 1;
+        let id = self.new_symbol(text);
         self.symbols.insert(text.into(), id);
+        id
+    }
+
+    fn new_symbol(&mut self, text: &[u8]) -> i64 {
+        let id = self.next_symbol;
+        self.next_symbol += 1;
         self.out.ts = self.last_ts;
         self.out.push_symbol(id as u32, text);
         self.counts.symbols += 1;
+        id
+    }
+
+    /// The symbol of a short repr. Unlike names and str values (`intern`: one symbol per text,
+    /// compared by id), a repr is only shown, and most are seen once (a list of floats written
+    /// in a loop has a new one each time): a small direct-mapped cache of recent ones keeps the
+    /// repeats without a table that grows and rehashes with every new text (measured on
+    /// nbody: 500 000 reprs, 12 % of the recording's time in the table). A text may so get
+    /// several symbols, each holding it.
+    fn intern_repr(&mut self, text: &[u8]) -> i64 {
+        use std::hash::{BuildHasher, Hasher};
+        let mut h = rustc_hash::FxBuildHasher.build_hasher();
+        h.write(text);
+        let hash = h.finish();
+        let slot = (hash as usize) & (REPR_SLOTS - 1);
+        let (sh, sid, stext) = &self.reprs[slot];
+        if *sid != 0 && *sh == hash && stext.as_slice() == text {
+            return *sid;
+        }
+        let id = self.new_symbol(text);
+        let entry = &mut self.reprs[slot];
+        entry.0 = hash;
+        entry.1 = id;
+        entry.2.clear();
+        entry.2.extend_from_slice(text);
         id
     }
 
@@ -592,8 +663,9 @@ impl Recorder {
                 names: vec![],
                 vars: vec![],
                 kinds: vec![],
-                bytes: vec![],
+                decoded: vec![],
                 depths: vec![],
+                store_lines: StoreLines::default(),
             });
             return idx;
         }
@@ -667,8 +739,58 @@ impl Recorder {
         let file_sym = self.intern(file.as_bytes());
         let ts = self.last_ts;
         self.out.code.extend_from_slice(&[ts, id, file_sym, qual_sym, first_line]);
-        self.codes.push(Code { included: true, id, names, vars, kinds, bytes, depths });
+        let store_lines = if self.monitoring { StoreLines::default() } else { self.store_lines(code, &bytes) };
+        let decoded = (0..bytes.len() / 2).map(|u| self.decode_at(&bytes, 2 * u)).collect();
+        self.codes.push(Code { included: true, id, names, vars, kinds, decoded, depths, store_lines });
         idx
+    }
+
+    /// The lines of `code` holding a write, from `co_lines()` (ranges of bytecode offsets and
+    /// their line).
+    unsafe fn store_lines(&self, code: *mut ffi::PyObject, bytes: &[u8]) -> StoreLines {
+        let everywhere = StoreLines { always: true, ..StoreLines::default() };
+        let it = ffi::PyObject_CallMethod(code, c"co_lines".as_ptr(), std::ptr::null());
+        if it.is_null() {
+            ffi::PyErr_Clear();
+            return everywhere;
+        }
+        let mut lines: Vec<i64> = Vec::new();
+        let mut always = false;
+        loop {
+            let item = ffi::PyIter_Next(it);
+            if item.is_null() {
+                break;
+            }
+            if ffi::PyTuple_Check(item) != 0 && ffi::PyTuple_Size(item) == 3 {
+                let start = ffi::PyLong_AsSsize_t(ffi::PyTuple_GetItem(item, 0)).max(0) as usize;
+                let end = ffi::PyLong_AsSsize_t(ffi::PyTuple_GetItem(item, 1)).max(0) as usize;
+                let line = ffi::PyTuple_GetItem(item, 2);
+                let writes = (start..end.min(bytes.len())).step_by(2).any(|off| self.is_write_op(bytes[off]));
+                if writes {
+                    if line == ffi::Py_None() {
+                        always = true;
+                    } else {
+                        lines.push(ffi::PyLong_AsLongLong(line));
+                    }
+                }
+            } else {
+                always = true;
+            }
+            ffi::Py_DECREF(item);
+        }
+        ffi::Py_DECREF(it);
+        if !ffi::PyErr_Occurred().is_null() {
+            ffi::PyErr_Clear();
+            return everywhere;
+        }
+        let first = lines.iter().copied().min().unwrap_or(0);
+        let span = lines.iter().copied().max().map_or(0, |m| (m - first + 1) as usize);
+        let mut bits = vec![0u64; span.div_ceil(64)];
+        for l in lines {
+            let i = (l - first) as usize;
+            bits[i / 64] |= 1 << (i % 64);
+        }
+        StoreLines { always, first, bits }
     }
 
     unsafe fn tuple_syms(&mut self, obj: *mut ffi::PyObject, attr: &CStr) -> Vec<i64> {
@@ -770,7 +892,7 @@ impl Recorder {
             let sym = match py_str(s) {
                 Some(b) => {
                     let b = cut_utf8(b, MAX_STR).to_vec();
-                    self.intern(&b)
+                    self.intern_repr(&b)
                 }
                 None => 0,
             };
@@ -908,9 +1030,9 @@ impl Recorder {
             self.scratch = s;
             return 0;
         }
-        let text = cut_utf8(s.as_bytes(), MAX_STR).to_vec();
+        let id = self.intern_repr(cut_utf8(s.as_bytes(), MAX_STR));
         self.scratch = s;
-        self.intern(&text)
+        id
     }
 
     /// The field symbol of an item key: `[3]`, `['a']`, `[(1, 2)]`.
@@ -1016,7 +1138,8 @@ impl Recorder {
         let globals: *mut ffi::PyObject = rd(f, self.layout.globals);
         let ns = if !locals.is_null() && locals == globals { globals as i64 } else { 0 };
         self.push_event(0, &[ts, p, seq, parent, id, i64::from(resumed), f as i64, call_line, ns]);
-        self.threads[th].stack.push(Open { frame: frame as usize, enter_seq: seq, code: ci, line: 0 });
+        let line = if resumed && self.monitoring { self.yielded_on.remove(&(frame as usize)).unwrap_or(0) } else { 0 };
+        self.threads[th].stack.push(Open { frame: frame as usize, enter_seq: seq, code: ci, line });
         self.snapshot(th, seq, f, ci);
     }
 
@@ -1093,21 +1216,37 @@ impl Recorder {
         let id = self.codes[open.code as usize].id;
         self.push_event(1, &[ts, p, seq, open.enter_seq, id, how, v[0], v[1], v[2], v[3]]);
         self.threads[th].stack.pop();
+        if self.monitoring {
+            if how == 2 {
+                self.yielded_on.insert(open.frame, open.line);
+            } else if !self.yielded_on.is_empty() {
+                self.yielded_on.remove(&open.frame);
+            }
+        }
     }
 
-    unsafe fn line(&mut self, frame: *mut ffi::PyFrameObject, line: i64) {
-        let Some((th, open)) = self.top(frame) else { return };
+    /// Records a line step; returns whether the line holds a write (3.11: whether its
+    /// instructions need opcode events), None when the frame is not recorded.
+    unsafe fn line(&mut self, frame: *mut ffi::PyFrameObject, line: i64) -> Option<bool> {
+        let (th, open) = self.top(frame)?;
         if let Some(o) = self.threads[th].stack.last_mut() {
             o.line = line;
         }
         let ts = self.tick();
         let (p, seq) = self.seq(th);
-        let id = self.codes[open.code as usize].id;
+        let code = &self.codes[open.code as usize];
+        let (id, writes) = (code.id, code.store_lines.has(line));
         self.push_event(4, &[ts, p, seq, open.enter_seq, id, line]);
+        Some(writes)
     }
 
+    #[inline]
     fn opcode_at(&self, ci: u32, off: usize) -> (u8, u32) {
-        let b = &self.codes[ci as usize].bytes;
+        self.codes[ci as usize].decoded.get(off / 2).copied().unwrap_or((action::NONE, 0))
+    }
+
+    /// (action, argument with its EXTENDED_ARG prefixes) of the instruction at `off` of `b`.
+    fn decode_at(&self, b: &[u8], off: usize) -> (u8, u32) {
         if off + 1 >= b.len() {
             return (action::NONE, 0);
         }
@@ -1126,6 +1265,14 @@ impl Recorder {
     /// Whether the instruction at `off` of code `ci` is one the tracer records.
     fn is_write(&self, ci: u32, off: usize) -> bool {
         let (act, _) = self.opcode_at(ci, off);
+        Self::writes(act)
+    }
+
+    fn is_write_op(&self, op: u8) -> bool {
+        Self::writes(self.actions[op as usize])
+    }
+
+    fn writes(act: u8) -> bool {
         act != action::NONE && act != action::EXTENDED_ARG && act != action::YIELD_VALUE && act != action::RESUME
     }
 
@@ -1161,10 +1308,12 @@ impl Recorder {
         let unbound = [kind::UNBOUND, 0, 0, 0];
         match act {
             action::STORE_FAST | action::DELETE_FAST => {
-                let v = if act == action::STORE_FAST { depth(0) } else { std::ptr::null_mut() };
-                if act == action::STORE_FAST && v.is_null() {
+                if act == action::STORE_FAST && top <= 0 {
                     return;
                 }
+                // A null stored is an unbinding: 3.12's inlined comprehension puts back the
+                // variable it borrowed (LOAD_FAST_AND_CLEAR ... STORE_FAST), unbound before.
+                let v = if act == action::STORE_FAST { depth(0) } else { std::ptr::null_mut() };
                 let sym = var(arg);
                 let val = self.encode(v);
                 self.var_write(th, parent, sym, val, 0);
@@ -1371,7 +1520,10 @@ unsafe extern "C" fn trace_func(
         }
         ffi::PyTrace_LINE => {
             let line: c_int = rd(frame.cast(), FRAME_LINENO);
-            r.line(frame, i64::from(line));
+            if let Some(writes) = r.line(frame, i64::from(line)) {
+                // Read after this callback returns, for this same instruction on.
+                *frame.cast::<u8>().add(FRAME_TRACE_OPCODES) = u8::from(writes);
+            }
         }
         ffi::PyTrace_OPCODE => {
             if let Some((th, open)) = r.top(frame) {
@@ -1394,11 +1546,85 @@ unsafe extern "C" fn trace_func(
     0
 }
 
+/// This thread's 3.11 tracing: not installed (0: a thread the recorder has not reached yet, or
+/// the recording ended), on ([`TRACING`]: the trace function is installed) or suspended
+/// ([`SUSPENDED`]: removed while a frame of code that is not recorded runs).
+const NOT_TRACED: u8 = 0;
+const TRACING: u8 = 1;
+const SUSPENDED: u8 = 2;
+
+thread_local! {
+    static MODE: Cell<u8> = const { Cell::new(NOT_TRACED) };
+}
+
+extern "C" {
+    fn _PyEval_EvalFrameDefault(
+        tstate: *mut ffi::PyThreadState,
+        frame: *mut ffi::_PyInterpreterFrame,
+        throwflag: c_int,
+    ) -> *mut ffi::PyObject;
+}
+
+/// The frame evaluator that ran before the recorder's (null: the interpreter's own).
+static PREV_EVAL: GilCell<Option<ffi::_PyFrameEvalFunction>> = GilCell(UnsafeCell::new(None));
+
+unsafe fn eval_prev(ts: *mut ffi::PyThreadState, f: *mut ffi::_PyInterpreterFrame, throw: c_int) -> *mut ffi::PyObject {
+    match *PREV_EVAL.get() {
+        Some(prev) => prev(ts, f, throw),
+        None => _PyEval_EvalFrameDefault(ts, f, throw),
+    }
+}
+
+unsafe fn set_mode(mode: u8) {
+    MODE.with(|m| m.set(mode));
+    ffi::PyEval_SetTrace(if mode == TRACING { Some(trace_func) } else { None }, std::ptr::null_mut());
+}
+
+/// The frame evaluator while recording on 3.11 (PEP 523): a frame of code that is not recorded
+/// runs with the trace function removed, a recorded frame with it installed, each restored
+/// when the frame returns or yields. A traced thread pays CPython's tracing path at every
+/// instruction of every frame (the line table looked up, a frame object made, specialised
+/// instructions undone), recorded or not; a program whose time is spent in the standard library
+/// (json, re) paid it for the library's frames, which record nothing. With the hook they run as
+/// they do untraced; the price is that calls between Python functions are no longer inlined.
+unsafe extern "C" fn eval_frame(
+    ts: *mut ffi::PyThreadState,
+    f: *mut ffi::_PyInterpreterFrame,
+    throw: c_int,
+) -> *mut ffi::PyObject {
+    let mode = MODE.with(Cell::get);
+    if mode == NOT_TRACED {
+        return eval_prev(ts, f, throw);
+    }
+    let want = match recorder() {
+        Some(r) if !r.stopped => {
+            let code: *mut ffi::PyObject = rd(f.cast::<u8>(), r.layout.code);
+            let ci = r.code_index(code);
+            if r.codes[ci as usize].included {
+                TRACING
+            } else {
+                SUSPENDED
+            }
+        }
+        _ => mode,
+    };
+    if want == mode {
+        return eval_prev(ts, f, throw);
+    }
+    set_mode(want);
+    let out = eval_prev(ts, f, throw);
+    // The recording may have stopped (or this thread been forgotten) meanwhile.
+    if MODE.with(Cell::get) == want && recorder().is_some_and(|r| !r.stopped) {
+        set_mode(mode);
+    }
+    out
+}
+
 // -- CPython 3.12+: sys.monitoring --------------------------------------------------------
 
 /// Which sys.monitoring event a callback serves (the names are `sys.monitoring.events`').
-pub const MONITORING_EVENTS: [&str; 8] =
-    ["PY_START", "PY_RESUME", "PY_THROW", "PY_RETURN", "PY_YIELD", "PY_UNWIND", "LINE", "INSTRUCTION"];
+pub const MONITORING_EVENTS: [&str; 9] =
+    ["PY_START", "PY_RESUME", "PY_THROW", "PY_RETURN", "PY_YIELD", "PY_UNWIND", "LINE", "INSTRUCTION", "JUMP"];
 
 static DISABLE: GilCell<usize> = GilCell(UnsafeCell::new(0));
 
@@ -1485,8 +1711,29 @@ callback!(cb_line, |a| {
     }
     let line = ffi::PyLong_AsLongLong(a[1]);
     let frame = ffi::PyEval_GetFrame();
-    if !frame.is_null() {
+    // As 3.12's settrace: a line already stepped to is not stepped to again (a resumed
+    // generator goes on on its yield's line; a backward jump's JUMP event stepped first).
+    if !frame.is_null() && r.top(frame).is_some_and(|(_, o)| o.line != line) {
         r.line(frame, line);
+    }
+    none()
+});
+// A backward jump is a line step (to the jump's destination), as settrace has it, even on the
+// line running (a one-line loop); a forward jump never is (DISABLE: its LINE event follows).
+callback!(cb_jump, |a| {
+    let Some(r) = recorder() else { return none() };
+    if r.stopped || a.len() < 3 {
+        return none();
+    }
+    let ci = r.code_index(a[0]);
+    let (from, to) = (ffi::PyLong_AsLongLong(a[1]), ffi::PyLong_AsLongLong(a[2]));
+    if !r.codes[ci as usize].included || to > from {
+        return disable();
+    }
+    let line = ffi::PyCode_Addr2Line(a[0].cast(), to as c_int);
+    let frame = ffi::PyEval_GetFrame();
+    if !frame.is_null() && line >= 0 {
+        r.line(frame, i64::from(line));
     }
     none()
 });
@@ -1509,14 +1756,14 @@ callback!(cb_instruction, |a| {
     none()
 });
 
-static METHOD_DEFS: GilCell<[ffi::PyMethodDef; 8]> = GilCell(UnsafeCell::new([ffi::PyMethodDef::zeroed(); 8]));
+static METHOD_DEFS: GilCell<[ffi::PyMethodDef; 9]> = GilCell(UnsafeCell::new([ffi::PyMethodDef::zeroed(); 9]));
 
 /// The sys.monitoring callbacks, in [`MONITORING_EVENTS`] order (new references).
 ///
 /// # Safety
 /// Interpreter lock held.
 pub unsafe fn monitoring_callbacks() -> Vec<*mut ffi::PyObject> {
-    let fns: [(&'static CStr, ffi::PyCFunctionFast); 8] = [
+    let fns: [(&'static CStr, ffi::PyCFunctionFast); 9] = [
         (c"record_py_start", cb_start),
         (c"record_py_resume", cb_resume),
         (c"record_py_throw", cb_throw),
@@ -1525,9 +1772,10 @@ pub unsafe fn monitoring_callbacks() -> Vec<*mut ffi::PyObject> {
         (c"record_py_unwind", cb_unwind),
         (c"record_line", cb_line),
         (c"record_instruction", cb_instruction),
+        (c"record_jump", cb_jump),
     ];
     let defs = METHOD_DEFS.get();
-    let mut out = Vec::with_capacity(8);
+    let mut out = Vec::with_capacity(9);
     for (i, (name, f)) in fns.into_iter().enumerate() {
         defs[i] = ffi::PyMethodDef {
             ml_name: name.as_ptr(),
@@ -1568,9 +1816,23 @@ pub unsafe fn start(cfg: Config, disable_obj: *mut ffi::PyObject) -> Result<(), 
     let monitoring = r.monitoring;
     *RECORDER.get() = Some(Box::new(r));
     if !monitoring {
-        ffi::PyEval_SetTrace(Some(trace_func), std::ptr::null_mut());
+        let interp = ffi::PyInterpreterState_Get();
+        let prev = ffi::_PyInterpreterState_GetEvalFrameFunc(interp);
+        *PREV_EVAL.get() =
+            if prev as usize == _PyEval_EvalFrameDefault as *const () as usize { None } else { Some(prev) };
+        ffi::_PyInterpreterState_SetEvalFrameFunc(interp, Some(eval_frame));
+        set_mode(TRACING);
     }
     Ok(())
+}
+
+/// Puts back the frame evaluator that ran before the recording (3.11).
+unsafe fn uninstall_eval() {
+    let interp = ffi::PyInterpreterState_Get();
+    let ours = ffi::_PyInterpreterState_GetEvalFrameFunc(interp) as usize == eval_frame as *const () as usize;
+    if ours {
+        ffi::_PyInterpreterState_SetEvalFrameFunc(interp, *PREV_EVAL.get());
+    }
 }
 
 /// Installs the 3.11 trace function in the calling thread (threads started after `start`).
@@ -1580,7 +1842,7 @@ pub unsafe fn start(cfg: Config, disable_obj: *mut ffi::PyObject) -> Result<(), 
 pub unsafe fn attach_thread() {
     if let Some(r) = recorder() {
         if !r.stopped && !r.monitoring {
-            ffi::PyEval_SetTrace(Some(trace_func), std::ptr::null_mut());
+            set_mode(TRACING);
         }
     }
 }
@@ -1598,7 +1860,8 @@ pub unsafe fn stop(end_json: &str) -> Result<(Counts, u64, Vec<String>), String>
     }
     r.stopped = true;
     if !r.monitoring {
-        ffi::PyEval_SetTrace(None, std::ptr::null_mut());
+        set_mode(NOT_TRACED);
+        uninstall_eval();
     }
     r.tick();
     let c = &r.counts;
@@ -1639,7 +1902,8 @@ pub unsafe fn forget() {
     if let Some(r) = recorder() {
         r.stopped = true;
         if !r.monitoring {
-            ffi::PyEval_SetTrace(None, std::ptr::null_mut());
+            set_mode(NOT_TRACED);
+            uninstall_eval();
         }
         // The writer thread's handle and channel belong to the parent: leak them.
         std::mem::forget(r.writer.take());

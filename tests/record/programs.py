@@ -194,6 +194,65 @@ cfg = Config()
 v = cfg.method()
 """
 
+# Recorded code called back from the standard library's Python code (not recorded): a key
+# function, generators drained by another generator, __deepcopy__, json's default, and an
+# exception raised in a callback that crosses the library's frames back into recorded code.
+LIBRARY_CALLBACKS = """
+import copy
+import heapq
+import json
+
+
+class Box:
+    def __init__(self, v):
+        self.v = v
+
+    def __deepcopy__(self, memo):
+        twin = Box(self.v * 2)
+        twin.copied = True
+        return twin
+
+
+def key(x):
+    k = -x
+    return k
+
+
+def evens(n):
+    for i in range(n):
+        if i % 2 == 0:
+            yield i
+
+
+def odds(n):
+    for i in range(n):
+        if i % 2:
+            yield i
+
+
+def fail(x):
+    if x > 2:
+        raise ValueError(x)
+    return x
+
+
+def encode(o):
+    d = {"v": o.v}
+    return d
+
+
+small = heapq.nsmallest(2, [3, 1, 4, 1, 5], key=key)
+merged = list(heapq.merge(evens(6), odds(6)))
+originals = [Box(1), Box(2)]  # kept alive: a freed object's address may be the next one's
+boxes = copy.deepcopy(originals)
+text = json.dumps({"box": Box(3)}, default=encode)
+try:
+    heapq.nsmallest(2, [1, 2, 3, 4], key=fail)
+except ValueError as e:
+    caught = e.args[0]
+total = sum(merged) + small[0] + boxes[0].v + len(text) + caught
+"""
+
 ALL = {
     "recursion": RECURSION,
     "closures": CLOSURES,
@@ -204,4 +263,5 @@ ALL = {
     "objects": OBJECTS,
     "globals": GLOBALS,
     "class_body": CLASS_BODY,
+    "library_callbacks": LIBRARY_CALLBACKS,
 }

@@ -23,11 +23,11 @@ from . import programs
 from .replay_lines import replay
 
 
-def reference(prog: Path, out: Path) -> tuple[int, list[dict]]:
+def reference(prog: Path, out: Path, python: str = sys.executable) -> tuple[int, list[dict]]:
     """The reference recorder's lines (and the program's exit status: a program may raise)."""
     env = {"PYTHONPATH": PACKAGE_ROOT, "PATH": "/usr/bin:/bin"}
     p = subprocess.run(
-        [sys.executable, "-m", "tracehouse.record.reference", "--lines", str(out), "--", str(prog)],
+        [python, "-m", "tracehouse.record.reference", "--lines", str(out), "--", str(prog)],
         env=env,
         cwd=prog.parent,
         capture_output=True,
@@ -36,8 +36,8 @@ def reference(prog: Path, out: Path) -> tuple[int, list[dict]]:
     return p.returncode, json.loads(out.read_text())
 
 
-def ours(store, prog: Path, name: str, status: int = 0) -> list[dict]:
-    rep = record(store, [sys.executable, str(prog)], name)
+def ours(store, prog: Path, name: str, status: int = 0, python: str = sys.executable) -> list[dict]:
+    rep = record(store, [python, str(prog)], name)
     assert rep.complete and rep.exit_status == status, rep.to_json()
     return replay(store, name)
 
@@ -71,11 +71,11 @@ def compare(ref: list[dict], got: list[dict]) -> None:
             assert aliasing(gs) == aliasing(rs), f"{where}: aliasing"
 
 
-def check(store, tmp_path, name: str, text: str) -> tuple[list, list]:
+def check(store, tmp_path, name: str, text: str, python: str = sys.executable) -> tuple[list, list]:
     prog = tmp_path / f"{name}.py"
     prog.write_text(text)
-    status, ref = reference(prog, tmp_path / f"{name}.json")
-    got = ours(store, prog, name, status)
+    status, ref = reference(prog, tmp_path / f"{name}.json", python)
+    got = ours(store, prog, name, status, python)
     compare(ref, got)
     return ref, got
 
@@ -182,11 +182,16 @@ def lines_module(lines):
     return ["a, b, c = 0, 1, 2", "o = O()", "d = {}", *lines]
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(text=program())
-def test_generated_programs_equal_reference(store, tmp_path_factory, text):
+def check_generated(store, tmp_path_factory, text: str, python: str = sys.executable) -> None:
+    """`check` of a generated program (one trace per distinct text: hypothesis may repeat one)."""
     tmp = tmp_path_factory.mktemp("gen")
     name = f"gen{abs(hash(text)) % 10**8}"
     if name in {t.name for t in store.traces()}:
         return
-    check(store, tmp, name, text)
+    check(store, tmp, name, text, python)
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=program())
+def test_generated_programs_equal_reference(store, tmp_path_factory, text):
+    check_generated(store, tmp_path_factory, text)

@@ -101,6 +101,12 @@ def stack_depths(code) -> bytes:
                     work.append((ins.argval, d + dis.stack_effect(ins.opcode, arg, jump=True)))
                 if ins.opname in _ENDS:
                     break
+                if ins.opname == "RETURN_GENERATOR":
+                    # dis counts 0: the frame returns its generator. It goes on only when the
+                    # generator is first resumed, with the sent value on the stack (POP_TOP next).
+                    d += 1
+                    k += 1
+                    continue
                 d += (
                     dis.stack_effect(ins.opcode, arg, jump=False)
                     if ins.opcode >= dis.HAVE_ARGUMENT
@@ -249,7 +255,8 @@ def _start(fd: int, include, exclude, flush_rows: int, program: list[str]) -> st
             | ev.PY_YIELD
             | ev.PY_UNWIND
             | ev.LINE
-            | ev.INSTRUCTION,
+            | ev.INSTRUCTION
+            | ev.JUMP,
         )
     else:
         _core.record_start(fd, rule_list, opcode_actions(), flush_rows=flush_rows, hello=hello)
@@ -325,13 +332,14 @@ def main(argv: list[str]) -> int:
     status, error = 0, None
     import time
 
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     try:
         try:
             _run_program(program)
         finally:
             _join_threads()
             seconds = time.perf_counter() - t0
+            cpu_seconds = time.process_time() - c0
     except SystemExit as e:
         code = e.code
         if code is None:
@@ -351,5 +359,6 @@ def main(argv: list[str]) -> int:
 
         traceback.print_exc()
         status, error = 1, f"{type(e).__name__}: {e}"
-    _stop(mode, {"status": status, "error": error, "seconds": round(seconds, 6)})
+    # cpu_seconds: every thread of the process, the recorder's writer among them.
+    _stop(mode, {"status": status, "error": error, "seconds": round(seconds, 6), "cpu_seconds": round(cpu_seconds, 6)})
     return status

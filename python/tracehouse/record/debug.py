@@ -335,7 +335,8 @@ class Session:
 
     def _frame_vars(self, producer: int, frame: dict, t: int) -> list[tuple[str, dict, dict]]:
         """(name, write row, value) of the frame's variables at t (cells resolved, a module
-        body's globals for a module frame)."""
+        body's globals for a module frame, with the fast locals 3.12 gives a comprehension
+        inlined into it)."""
         out = []
         ns = frame.get("namespace") or 0
         if ns:
@@ -345,7 +346,6 @@ class Session:
                 n = names[r["field_id"]]
                 if r["value_kind"] != pyfmt.UNBOUND and not (n.startswith("__") and n.endswith("__")):
                     out.append((n, r, self.value(r)))
-            return out
         rows = timeline.latest(
             self._vars(), ["producer", "parent_seq", "var_id"], [producer, frame["seq"]], "var_id", t
         )

@@ -75,12 +75,18 @@ class RecordReport:
             "codes": self.end.get("codes"),
             "sources": self.end.get("sources"),
             "program_seconds": self.program_seconds,
+            "program_cpu_seconds": self.program_cpu_seconds,
         }
 
     @property
     def program_seconds(self) -> float | None:
         """The program's own time under the recorder (from the end frame: no start-up, no storing)."""
         return ((self.end.get("program") or {}).get("seconds")) if self.end else None
+
+    @property
+    def program_cpu_seconds(self) -> float | None:
+        """CPU time of the traced process meanwhile (every thread, the recorder's writer among them)."""
+        return ((self.end.get("program") or {}).get("cpu_seconds")) if self.end else None
 
 
 def python_command(cmd: list[str]) -> list[str]:

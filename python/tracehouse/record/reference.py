@@ -250,7 +250,9 @@ class LineRecorder:
     def _state(self, frame) -> dict:
         out = {}
         for k, v in frame.f_locals.items():
-            if k == "__builtins__":
+            # __warningregistry__: put in a module's globals by the warnings module (not recorded
+            # code); on 3.12 reading f_locals inside an inlined comprehension warns by itself.
+            if k in ("__builtins__", "__warningregistry__"):
                 continue
             n = norm(v)
             fields = None
@@ -303,11 +305,12 @@ class LineRecorder:
 
 def run(recorder, program: list[str]) -> int:
     """Runs `program` as `python PROGRAM` would under `recorder` (None: untraced); returns its
-    exit status. `run.seconds` is the program's own time (no interpreter start-up)."""
+    exit status. `run.seconds` is the program's own time (no interpreter start-up), `run.cpu_seconds`
+    the CPU time of its process meanwhile."""
     status = 0
     if recorder is not None:
         recorder.start()
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     try:
         try:
             child._run_program(program)
@@ -322,6 +325,7 @@ def run(recorder, program: list[str]) -> int:
         status = 1
     finally:
         run.seconds = time.perf_counter() - t0
+        run.cpu_seconds = time.process_time() - c0
         if recorder is not None:
             recorder.stop()
     return status
@@ -339,7 +343,8 @@ def main(argv: list[str]) -> int:
         return status
     rec = None if opts[:1] == ["--none"] else EventRecorder()
     status = run(rec, program)
-    print(json.dumps({"events": len(rec.events) if rec else 0, "seconds": run.seconds}), file=sys.stderr)
+    out = {"events": len(rec.events) if rec else 0, "seconds": run.seconds, "cpu_seconds": run.cpu_seconds}
+    print(json.dumps(out), file=sys.stderr)
     return status
 
 
