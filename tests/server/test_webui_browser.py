@@ -1013,7 +1013,8 @@ def test_issue33_sql_console_timeouts_answer_on_time_and_cancel_stops_the_query(
             )
             assert [st for st, _ in took] == [504] * 3 and max(s for _, s in took) < 5.5, took
             # Cancel: the page's query stops in the server at once
-            pg.fill("textarea.sql", SLOW_SQL.format(3))  # 0..6: DuckDB proves `i % 7 = 9` empty from statistics and answers in ms
+            # a remainder of 0..6: DuckDB proves `i % 7 = 9` empty from statistics and answers in ms
+            pg.fill("textarea.sql", SLOW_SQL.format(3))
             cancel = pg.get_by_role("button", name="Cancel")
             assert cancel.is_disabled()
             pg.get_by_role("button", name="Run").click()
