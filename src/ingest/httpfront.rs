@@ -689,6 +689,7 @@ pub fn reason(status: u16) -> &'static str {
         204 => "No Content",
         400 => "Bad Request",
         401 => "Unauthorized",
+        403 => "Forbidden",
         404 => "Not Found",
         405 => "Method Not Allowed",
         408 => "Request Timeout",
@@ -699,7 +700,10 @@ pub fn reason(status: u16) -> &'static str {
         431 => "Request Header Fields Too Large",
         499 => "Client Closed Request",
         500 => "Internal Server Error",
+        502 => "Bad Gateway",
         503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        507 => "Insufficient Storage",
         _ => "Status",
     }
 }
@@ -742,6 +746,16 @@ fn reply_bytes(r: &Reply, close: bool, head_only: bool) -> Vec<u8> {
 mod tests {
     use super::*;
     use crate::ingest::front::FrontConfig;
+
+    #[test]
+    fn every_status_the_server_answers_has_its_reason_phrase() {
+        // the web UI answers 504 on a console timeout, writes 507 on a full disk, queries 499
+        for status in [200, 204, 400, 401, 403, 404, 405, 408, 413, 415, 422, 429, 431, 499, 500, 502, 503, 504, 507] {
+            assert_ne!(reason(status), "Status", "{status}");
+        }
+        assert_eq!(reason(504), "Gateway Timeout");
+        assert_eq!(reason(299), "Status");
+    }
 
     fn start(cfg: FrontConfig) -> (Arc<Front>, SocketAddr) {
         let l = TcpListener::bind("127.0.0.1:0").unwrap();
