@@ -368,13 +368,18 @@ def thread_ranks(ts: np.ndarray, streams: list[dict]) -> np.ndarray:
     """Per density index row: how many rows of the same producer (every type) have a
     smaller ts: what the density index's seq is stored against (`pack`'s `ranked`;
     `_Ranked` computes the same for a few rows by one search per stream of the thread).
-    One numpy search of each stream's (sorted) timestamps in each stream of its thread."""
+    A thread's streams (each sorted by ts) are merged by one sort, and each stream is searched
+    once in the merge: the count below a ts in the merge is the sum of the counts below it in
+    each stream. One search per (stream, stream) pair instead cost 1.7x the CPU at 40M rows
+    (54 % of a 100M index build in `searchsorted`)."""
     ts = np.asarray(ts, np.int64)
     out = np.zeros(len(ts), np.int64)
     for ranges in thread_streams(streams).values():
+        merged = ts[ranges[0][0] : ranges[0][1]]
+        if len(ranges) > 1:
+            merged = np.sort(np.concatenate([ts[c:d] for c, d in ranges]))
         for a, b in ranges:
-            for c, d in ranges:
-                out[a:b] += np.searchsorted(ts[c:d], ts[a:b], "left")
+            out[a:b] = np.searchsorted(merged, ts[a:b], "left")
     return out
 
 
