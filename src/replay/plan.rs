@@ -443,15 +443,37 @@ enum FdRef {
     Skipped(SkipReason),
 }
 
-/// A process's fd number: what it refers to since `since` (the end of the call that made
-/// it), and what it referred to before when that was still open then. Rows come in start
-/// order, so a call of one thread that started while another's open was still running
-/// (and was then given the same number, freed meanwhile) means the earlier file.
-#[derive(Clone, Copy)]
-struct FdEntry {
-    cur: FdRef,
-    since: i64,
-    prev: Option<FdRef>,
+/// A process's fd number over time: what it refers to from each `since` on (the end of the
+/// open or dup that made it; a close's start, `None`), in `since` order. Rows come in start
+/// order while numbers are given at a call's end, so a call of one thread can start while
+/// other threads' opens of the same number are still running: with three threads churning
+/// through the same few numbers two such opens can be pending at once, and the call means the
+/// file its number held when it started. Entries before the last one at or before the row
+/// being planned are dropped (lookups only move forward), so a timeline stays a few entries.
+#[derive(Default)]
+struct FdTimeline(Vec<(i64, Option<FdRef>)>);
+
+impl FdTimeline {
+    /// What the number refers to for a call starting at `at`: the last entry at or before it;
+    /// when that is a close (or there is none), the next open (its end was seen after the call
+    /// started: the call ran after it returned); `None` when closed for good.
+    fn at(&self, at: i64) -> Option<FdRef> {
+        let i = self.0.partition_point(|e| e.0 <= at);
+        match i.checked_sub(1).map(|j| self.0[j].1) {
+            Some(Some(r)) => Some(r),
+            _ => self.0.get(i).and_then(|e| e.1),
+        }
+    }
+
+    /// Adds what the number refers to from `since` on; `now` is the start of the row planned.
+    fn set(&mut self, since: i64, r: Option<FdRef>, now: i64) {
+        let i = self.0.partition_point(|e| e.0 <= since);
+        self.0.insert(i, (since, r));
+        let last_past = self.0.partition_point(|e| e.0 <= now);
+        if last_past > 1 {
+            self.0.drain(..last_past - 1);
+        }
+    }
 }
 
 /// Builds a [`Plan`] from rows in `ts` order. See the module documentation.
@@ -463,7 +485,7 @@ pub struct PlanBuilder {
     thread_of: HashMap<i32, u32>,
     /// Trace end of each thread's last replayed call.
     prev_end: Vec<i64>,
-    fds: HashMap<(i32, i64), FdEntry>,
+    fds: HashMap<(i32, i64), FdTimeline>,
     path_ids: HashMap<Vec<u8>, u32>,
     binds: Vec<Bind>,
     inodes: Vec<Inode>,
@@ -708,32 +730,24 @@ impl PlanBuilder {
     fn fd_ref(&self, producer: i32, fd: i64, at: i64) -> Option<FdRef> {
         let mut p = self.process(producer);
         for _ in 0..64 {
-            if let Some(e) = self.fds.get(&(p, fd)) {
-                return Some(match e.prev {
-                    Some(prev) if e.since > at => prev,
-                    _ => e.cur,
-                });
+            if let Some(r) = self.fds.get(&(p, fd)).and_then(|t| t.at(at)) {
+                return Some(r);
             }
             p = *self.parent_of.get(&p)?;
         }
         None
     }
 
-    /// Process `p`'s fd `fd` refers to `r` from `since` on.
-    fn fd_set(&mut self, p: i32, fd: i64, r: FdRef, since: i64) {
-        let prev = self.fds.get(&(p, fd)).map(|e| e.cur);
-        self.fds.insert((p, fd), FdEntry { cur: r, since, prev });
+    /// Process `p`'s fd `fd` refers to `r` from `since` on (a row starting at `now` made it).
+    fn fd_set(&mut self, p: i32, fd: i64, r: FdRef, since: i64, now: i64) {
+        self.fds.entry((p, fd)).or_default().set(since, Some(r), now);
     }
 
-    /// Process `p`'s fd `fd` closed by a call starting at `at`: the file it referred to then.
+    /// Process `p`'s fd `fd` closed by a call starting at `at`.
     fn fd_close(&mut self, p: i32, fd: i64, at: i64) {
-        if let Some(e) = self.fds.get_mut(&(p, fd)) {
-            if e.since > at && e.prev.is_some() {
-                e.prev = None; // the earlier file was closed; the new one stays
-                return;
-            }
+        if let Some(t) = self.fds.get_mut(&(p, fd)) {
+            t.set(at, None, at);
         }
-        self.fds.remove(&(p, fd));
     }
 
     fn path_id(&mut self, mapped: Vec<u8>) -> u32 {
@@ -1033,7 +1047,7 @@ impl PlanBuilder {
             Err(why) => {
                 if let (false, Some(fd)) = (failed, row.ret) {
                     let p = self.process(row.producer);
-                    self.fd_set(p, fd, FdRef::Skipped(why), row.ts.saturating_add(row.dur));
+                    self.fd_set(p, fd, FdRef::Skipped(why), row.ts.saturating_add(row.dur), row.ts);
                 }
                 return self.skip(i, why);
             }
@@ -1111,7 +1125,7 @@ impl PlanBuilder {
         op.new_slot = slot;
         let p = self.process(row.producer);
         if let Some(fd) = row.ret {
-            self.fd_set(p, fd, FdRef::Slot { slot, desc, file, path }, row.ts.saturating_add(row.dur));
+            self.fd_set(p, fd, FdRef::Slot { slot, desc, file, path }, row.ts.saturating_add(row.dur), row.ts);
         }
         uses.push((Res::Desc(desc), Use::Excl));
         self.push_op(t, op, row, &uses);
@@ -1484,7 +1498,7 @@ impl PlanBuilder {
             Kind::Dup => {
                 let new_slot = self.new_slot();
                 op.new_slot = new_slot;
-                if let Some(FdRef::Slot { slot: old, .. }) = self.fds.get(&(proc_, ret)).map(|e| e.cur) {
+                if let Some(FdRef::Slot { slot: old, .. }) = self.fds.get(&(proc_, ret)).and_then(|t| t.at(row.ts)) {
                     if ret != fd {
                         op.aux = old; // dup2 onto an open fd closes it
                     }
@@ -1494,6 +1508,7 @@ impl PlanBuilder {
                     ret,
                     FdRef::Slot { slot: new_slot, desc, file, path },
                     row.ts.saturating_add(row.dur),
+                    row.ts,
                 );
                 vec![(Res::Desc(desc), Use::Excl)]
             }
@@ -1522,7 +1537,7 @@ impl PlanBuilder {
                 self.fd_close(p, fd, row.ts);
             }
             Class::Op(Kind::Dup) => {
-                self.fd_set(p, ret, FdRef::Skipped(why), row.ts.saturating_add(row.dur));
+                self.fd_set(p, ret, FdRef::Skipped(why), row.ts.saturating_add(row.dur), row.ts);
             }
             _ => {}
         }

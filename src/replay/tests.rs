@@ -482,6 +482,30 @@ fn test_issue29_an_fd_number_reused_while_another_thread_opens_means_the_earlier
 }
 
 #[test]
+fn an_fd_number_reused_by_two_pending_opens_means_the_file_it_held_when_the_call_started() {
+    // Three threads churn through fd 3 (shutil.copytree in threads, strace slowed by load):
+    // thread 11 reads /a through fd 3 until its close at 40; thread 12's open of /b started
+    // at 15 and returned 3 at 45, and thread 10's open of /c started at 16 and returned 3 at
+    // 60, after 12 closed it at 50. Thread 11's read at 30 is on /a, not on /b.
+    let rows = vec![
+        open(0, 11, "/a", "O_RDONLY", 3),
+        Row { dur: 30_000, ..open(15, 12, "/b", "O_RDONLY", 3) },
+        Row { dur: 44_000, ..open(16, 10, "/c", "O_RDONLY", 3) },
+        rw(30, 11, "pread64", 3, 0, 10, 10),
+        fdcall(40, 11, "close", 3),
+        rw(47, 12, "pread64", 3, 0, 10, 10),
+        fdcall(50, 12, "close", 3),
+        rw(70, 10, "pread64", 3, 0, 10, 10),
+        fdcall(80, 10, "close", 3),
+    ];
+    let plan = build(&rows, &[]);
+    for t in &plan.threads {
+        let opened = t.ops[0].new_slot;
+        assert!(t.ops[1..].iter().all(|o| o.slot == opened), "{:?}", t.ops);
+    }
+}
+
+#[test]
 fn test_issue29_stats_of_the_root_and_through_a_dirfd() {
     let rows = vec![
         // ls -ld /: the root itself is never prepared
