@@ -162,7 +162,10 @@ def test_sigkill_at_each_checkpoint_phase_recovers_without_repair(store_path, po
 
     if point == "wal-append":  # the half record is on disk past the last whole one
         wal = wal_files(store_path)[-1]
-        end = wal_frames(wal)[-1][1]
+        # A checkpoint may have rotated the log just before: the torn record is then alone
+        # in a new file, right after its magic.
+        frames = wal_frames(wal)
+        end = frames[-1][1] if frames else len(walmod.MAGIC)
         assert any(wal.read_bytes()[end:]), "the failpoint wrote nothing of the record"
     with open_recovered(store_path) as s:
         present = check_batches(s, set(ids), set(range(len(ids) + 1)))
