@@ -76,7 +76,7 @@ def test_issue28_query_timeout_covers_planning(store_with_trace):
     srv = Server(store_with_trace, "--query-timeout", "2", "--max-relations", "1000", "--max-parse-nodes", "100000")
     try:
         status, doc, took = post(srv, "/api/query", {"sql": join_chain(200)})
-        assert status == 408 and "--query-timeout" in doc["message"], doc
+        assert status == 504 and "--query-timeout" in doc["message"], doc
         assert took < 2 + 3, f"answered after {took:.1f} s"
         assert srv.sql("SELECT 1 AS one") == [[1]]  # the killed process is replaced
     finally:

@@ -148,7 +148,7 @@ def register(commands) -> None:
         type=float,
         default=d.query_timeout,
         help=f"seconds from a SQL query's arrival to its answer, planning included, before its "
-        f"process is killed (default {d.query_timeout:g}; 408; 0: no limit)",
+        f"process is killed (default {d.query_timeout:g}; 504; 0: no limit)",
     )
     sp.add_argument(
         "--query-workers",

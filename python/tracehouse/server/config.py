@@ -43,7 +43,7 @@ class ServerConfig:
     retry_after: int = 1  # s, the Retry-After of 429/503
     max_query_rows: int = 1_000_000  # rows of one JSON query answer (Arrow answers are not cut)
     max_answer: int = 64 << 20  # bytes of one query answer, JSON or Arrow: 422 beyond
-    query_timeout: float = 30.0  # s from a query's arrival to its answer, planning included (408); 0: no limit
+    query_timeout: float = 30.0  # s from a query's arrival to its answer, planning included (504); 0: no limit
     query_workers: int = (
         4  # query processes side by side (and one for short statements); more wait (503 beyond 16 per worker)
     )

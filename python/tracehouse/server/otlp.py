@@ -45,7 +45,7 @@ SIGNALS = {"/v1/traces": "traces", "/v1/logs": "logs", "/v1/metrics": "metrics"}
 ITEMS = {"traces": "spans", "logs": "log records", "metrics": "data points"}
 DISK_FULL_RETRY_S = 5
 # gRPC codes of the google.rpc.Status an error answer carries, by HTTP status
-GRPC_CODES = {400: 3, 401: 16, 404: 5, 408: 4, 413: 8, 415: 3, 429: 8, 503: 14, 507: 14}
+GRPC_CODES = {400: 3, 401: 16, 404: 5, 408: 4, 413: 8, 415: 3, 429: 8, 503: 14, 504: 4, 507: 14}
 
 
 @dataclass

@@ -13,7 +13,7 @@ of them held every worker for minutes. A process can be killed at any moment. So
   SELECT 1 is 5,009 nodes and plans in 0.08-0.2 s; a 50-way join, 99 relations, 0.14 s; a 100-way
   join, 199 relations, 2.9 s and an interrupt does not stop it);
 - a watchdog thread kills the query process of a query past its deadline (`query_timeout`,
-  counted from its arrival: waiting for a process counts; 408) or whose process's resident
+  counted from its arrival: waiting for a process counts; 504) or whose process's resident
   memory passes `query_memory` (422; DuckDB's own memory_limit in the process is 3/4 of it, so an
   operator spills to the store's temp directory before that);
 - processes are forked from a preloaded server process (`multiprocessing`'s forkserver: ~10 ms
@@ -232,7 +232,7 @@ class QueryRunner:
 
     def _acquire(self, sql: str, deadline: float | None) -> _Proc:
         """A query process for `sql`: an idle one, a new one while fewer than `query_workers` run,
-        or the express one for a short statement; else wait (408 past the deadline)."""
+        or the express one for a short statement; else wait (504 past the deadline)."""
         small = len(sql) <= EXPRESS_BYTES
         with self.cond:
             while True:
@@ -253,7 +253,7 @@ class QueryRunner:
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
                     raise QueryStopped(
-                        408,
+                        504,
                         "query timeout",
                         f"no query process was free within {self.cfg.query_timeout:g} s "
                         f"(--query-timeout; {self.cfg.query_workers} busy, --query-workers)",
@@ -348,7 +348,7 @@ class QueryRunner:
         """The answer to `sql` as (body, content type): JSON or an Arrow IPC stream. `tag`: a
         name for the query, which `cancel(tag)` stops.
 
-        BadInput for a refused statement or an SQL error; QueryStopped past the deadline (408),
+        BadInput for a refused statement or an SQL error; QueryStopped past the deadline (504),
         over a limit (413, 422), cancelled (499) or at shutdown (503)."""
         self.check_size(sql)
         timeout = self.cfg.query_timeout
@@ -399,7 +399,7 @@ class QueryRunner:
     def _stopped(self, r: _Running) -> TracehouseError:
         if r.stopped == "deadline":
             return QueryStopped(
-                408, "query timeout", f"query cancelled after {self.cfg.query_timeout:g} s (--query-timeout)"
+                504, "query timeout", f"query cancelled after {self.cfg.query_timeout:g} s (--query-timeout)"
             )
         if r.stopped == "cancelled":
             return QueryStopped(499, "cancelled", "query cancelled by its client")

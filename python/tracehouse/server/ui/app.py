@@ -37,7 +37,7 @@ type only (the stack trace goes to the server log, never to the page).
 
 The SQL routes only wait on the server's query processes: they run on threads of their own
 (QUERY_THREADS), not on the UI's two compute threads, where a console query waited behind the
-pages' work before its timeout began. A query past `--query-timeout` answers 504 (not 408,
+pages' work before its timeout began. A query past `--query-timeout` answers 504, as `/api/query` does (not 408,
 which a browser resends on a kept-alive connection: a 30 s timeout arrived after 60 s).
 
 Authentication: with `--token`, the static page and its assets are public (they hold no
@@ -204,10 +204,7 @@ def api(state: UiState, fn: Callable[..., Any], *, body: bool = False, waits: bo
         except TracehouseError as e:
             status = getattr(e, "status", 500)
             status = status if isinstance(status, int) else 500
-            # A query past its deadline is 504 here, not /api/query's 408: a browser sends a
-            # request answered 408 on a kept-alive connection again (Chromium does, as if the
-            # server had closed an idle connection), so the page had its timeout after twice it.
-            return _error(504 if status == 408 else status, str(e))
+            return _error(status, str(e))
         except Exception as e:  # noqa: BLE001 - the page gets the kind of failure, the log the stack trace
             log.exception("web UI %s failed", request.url.path)
             return _error(500, f"internal error ({type(e).__name__}); the server log has the details")
