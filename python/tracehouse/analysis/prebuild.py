@@ -1,7 +1,7 @@
 """`analyze index`: the derived indexes of a trace built now rather than on first use.
 
-Owns building every index a trace's format has a profile for (spans, objects, locals,
-density), saved in the store, with the time each took: a trace about to be questioned
+Owns building every index a trace's format has a profile for (spans, the call paths over
+them, objects, locals, density), saved in the store, with the time each took: a trace about to be questioned
 many times (a served store, a benchmark) pays the builds once, up front.
 """
 
@@ -16,7 +16,7 @@ from ..errors import BadInput
 from ..schema import Column
 from .registry import Analysis, Answer, Note, Param, Title
 
-KINDS = ("spans", "objects", "locals", "density")
+KINDS = ("spans", "calls", "objects", "locals", "density")
 
 
 @dataclass
@@ -46,8 +46,8 @@ class Built(Answer):
 
 
 def _index(store, trace, window, *, what=None) -> Built:
-    from . import event_streams, spans, stack, state
-    from .profiles import PROFILES, locals_config
+    from . import calltree, event_streams, spans, stack, state
+    from .profiles import PROFILES, locals_config, span_config
 
     wanted = what.split(",") if what else list(KINDS)
     bad = [w for w in wanted if w not in KINDS]
@@ -60,6 +60,8 @@ def _index(store, trace, window, *, what=None) -> Built:
         t0 = time.perf_counter()
         if w == "spans":
             spans.span_index(store, trace, save=True)
+        elif w == "calls":  # the flame graph's, call tree's and timeline's paths per span
+            calltree.call_paths(store, trace, span_config(store, trace))
         elif w == "objects":
             if prof is None or prof.objects is None:
                 out.skipped.append(f"skipping objects: no object profile for format {fmt!r}")
@@ -81,7 +83,7 @@ INDEX = Analysis(
     "index",
     "build the derived indexes now (else built on first use)",
     _index,
-    params=(Param("what", "str", "", "comma-separated: spans, objects, locals, density (default all)"),),
+    params=(Param("what", "str", "", "comma-separated: spans, calls, objects, locals, density (default all)"),),
     columns=(Column("index", "string", "", "the index built"), Column("seconds", "float64", "s", "how long it took")),
     fast=False,
 )
