@@ -163,12 +163,22 @@ def run(*, seconds: float = 10.0, agents: int = 8, spans: int = 1000, rounds: in
                     bodies=bodies[what],
                     content_type=ctype[what],
                 )
+                requests = rep["rows_acked"] / spans
+                cpu_s = (
+                    None
+                    if rep["server_cpu_share"] is None
+                    else rep["server_cpu_share"] * rep["elapsed_s"] * rep["cpus"]
+                )
                 runs.append(
                     {
                         "what": what,
                         "round": r + 1,
                         "rows_acked_per_s": rep["rows_acked_per_s"],
                         "rows_acked": rep["rows_acked"],
+                        "ack_p50_ms": rep["ack_us"][0] / 1000,
+                        "ack_p99_ms": rep["ack_us"][2] / 1000,
+                        # the server's CPU time (all its threads) per acknowledged request
+                        "server_cpu_us_per_request": None if cpu_s is None or not requests else cpu_s / requests * 1e6,
                         "errors": rep["errors"],
                         "error_samples": list(rep.get("error_samples") or [])[:3],
                         "server_cpu_share": rep["server_cpu_share"],
@@ -196,14 +206,17 @@ def render(r: dict) -> str:
     lines = [
         f"OTLP/HTTP protobuf vs line protocol, same rows ({r['spans_per_request']:,} per request, "
         f"{r['agents']} agents, {r['seconds']:g} s a run, durable acks)",
-        f"{'run':<16} {'rows/s':>12} {'errors':>7} {'server cpu':>11} {'load 1m':>13}",
+        f"{'run':<16} {'rows/s':>12} {'errors':>7} {'server cpu':>11} {'cpu/request':>12} {'ack p50':>8} "
+        f"{'ack p99':>8} {'load 1m':>13}",
     ]
     for x in r["runs"]:
         cpu = "-" if x["server_cpu_share"] is None else f"{x['server_cpu_share']:.0%}"
+        per = x.get("server_cpu_us_per_request")
+        per = "-" if per is None else f"{per:,.0f} us"
         la = x["loadavg_1m"]
         lines.append(
             f"{x['what'] + ' #' + str(x['round']):<16} {x['rows_acked_per_s']:>12,.0f} {x['errors']:>7} {cpu:>11} "
-            f"{la[0]:>6.1f}-{la[1]:<6.1f}"
+            f"{per:>12} {x['ack_p50_ms']:>5.1f} ms {x['ack_p99_ms']:>5.1f} ms {la[0]:>6.1f}-{la[1]:<6.1f}"
         )
     ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}x"
     lines.append(
