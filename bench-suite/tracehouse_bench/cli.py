@@ -154,7 +154,9 @@ def _register_otlp(commands) -> None:
     sp.add_argument("--seconds", type=float, default=10.0, help="length of each run")
     sp.add_argument("--agents", type=int, default=8, help="connections posting at once")
     sp.add_argument("--spans", type=int, default=1000, help="spans per request (rows per line-protocol body)")
-    sp.add_argument("--rounds", type=int, default=2, help="rounds of the OTLP, line-protocol (and telemetrygen) runs, alternated")
+    sp.add_argument(
+        "--rounds", type=int, default=2, help="rounds of the OTLP, line-protocol (and telemetrygen) runs, alternated"
+    )
     sp.add_argument(
         "--telemetrygen-procs", type=int, default=4, help="telemetrygen processes of the third run of each round"
     )
