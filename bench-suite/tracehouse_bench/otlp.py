@@ -350,7 +350,7 @@ def render(r: dict) -> str:
         lines.append(
             f"telemetrygen ({tg['processes']} processes x {tg['workers']} workers, spans stored per second of the run): "
             f"{tg['spans_per_s']:,.0f} spans/s ({tg['spans_per_s'] / r['lineproto_rows_per_s']:.2f}x line protocol); "
-            f"it generated {gen:,} spans, {got:,} reached the server (its exporter drops what its queue cannot hold)"
+            f"it generated {gen:,} spans, {got:,} were stored (its exporter drops what its queue cannot hold)"
         )
     elif tg:
         lines.append(f"telemetrygen: skipped ({tg.get('skipped')})")
