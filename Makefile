@@ -5,7 +5,7 @@
 #                suite (bench-suite/, its own distribution); strace and a Java runtime (apt-get)
 #                when missing: the strace tests trace real programs, the Spark engine tests run
 #                Spark local[2]; chromium: the web UI tests drive a real browser; the benchmark
-#                peers (bench-peers): PostgreSQL, MariaDB, Java + the QuestDB jar
+#                peers (bench-peers): PostgreSQL, MariaDB, Java + the QuestDB jar; telemetrygen (Go)
 #   make test    cargo tests of the pure Rust code, then pytest (tests/ and bench-suite/tests/)
 #   make demo    tracehouse demo: example traces of every format, then the web UI (Ctrl-C stops it);
 #                installs only what the demo runs: the package, its dependencies and the Rust core
@@ -38,9 +38,9 @@ DEV_EXTRAS   := dev,bench,spark,docs
 BENCH_PEERS_PKGS := postgresql mariadb-server mariadb-client openjdk-17-jre-headless maven
 QUESTDB_VERSION  := 9.1.0
 
-.PHONY: setup core core312 demo-core strace-tool java-tool chromium bench-peers bpftrace-tool test test-rust test-python demo bench lint fmt clean docs
+.PHONY: setup core core312 demo-core strace-tool java-tool chromium bench-peers bpftrace-tool telemetrygen-tool test test-rust test-python demo bench lint fmt clean docs
 
-setup: core $(DEV_STAMP) strace-tool java-tool chromium bench-peers bpftrace-tool core312
+setup: core $(DEV_STAMP) strace-tool java-tool chromium bench-peers bpftrace-tool core312 telemetrygen-tool
 
 # The package, its dependencies and the Rust core: all `make demo` needs.
 core: $(CORE_STAMP)
@@ -141,6 +141,17 @@ bpftrace-tool:
 		$(SUDO) apt-get install -y -q bpftrace >/dev/null 2>&1 || \
 		{ $(SUDO) apt-get update -q >/dev/null 2>&1 && $(SUDO) apt-get install -y -q bpftrace >/dev/null 2>&1; } || true
 	@command -v bpftrace >/dev/null 2>&1 || echo "note: bpftrace is not installed; the live bpftrace test will be skipped"
+
+# The OTLP tests and `bench otlp` run telemetrygen, the OpenTelemetry Collector's load generator,
+# built from its Go module into the venv's bin (the module has no release at v0.148.0, the
+# collector release other modules are kept at; v0.161.0 builds with this machine's Go). Without
+# Go or the module proxy, those tests skip and say why.
+TELEMETRYGEN_VERSION := v0.161.0
+telemetrygen-tool:
+	@[ -x $(BIN)/telemetrygen ] || ! command -v go >/dev/null 2>&1 || \
+		GOBIN=$(abspath $(BIN)) GOFLAGS=-mod=mod go install \
+		github.com/open-telemetry/opentelemetry-collector-contrib/cmd/telemetrygen@$(TELEMETRYGEN_VERSION) >/dev/null 2>&1 || true
+	@[ -x $(BIN)/telemetrygen ] || echo "note: telemetrygen is not installed (needs Go and the module proxy); its OTLP tests will be skipped"
 
 # The web UI's browser tests drive Debian's Chromium (playwright's own browser download is not
 # used). Installed with apt-get when missing; if that is impossible those tests skip and say why.

@@ -16,7 +16,7 @@ BENCHMARKS = {
     "all": "every experiment of the seeds (TOD store, QoS writes and reads, SoC-Trace, import, analyses) "
     "against SQLite, PostgreSQL, MariaDB, DuckDB, QuestDB; writes DIR/report.md",
     "otlp": "spans/s over OTLP/HTTP protobuf into tracehouse serve with durable acks, beside line protocol "
-    "of the same rows in the same run",
+    "of the same rows and the OpenTelemetry Collector's telemetrygen in the same run",
     "tsbs": "TSBS's cpu-only queries (its own programs, unmodified) on tracehouse (InfluxQL) vs QuestDB, "
     "same data: median and p99 per query type",
 }
@@ -133,7 +133,15 @@ def cmd_bench_otlp(args) -> int:
 
     err = _stderr()
     say = (lambda m: None) if args.json else (lambda m: err.print(f"[dim]{m}[/dim]"))
-    result = otlp.run(seconds=args.seconds, agents=args.agents, spans=args.spans, rounds=args.rounds, progress=say)
+    result = otlp.run(
+        seconds=args.seconds,
+        agents=args.agents,
+        spans=args.spans,
+        rounds=args.rounds,
+        telemetrygen=not args.no_telemetrygen,
+        tg_procs=args.telemetrygen_procs,
+        progress=say,
+    )
     if args.json:
         _emit_json(result)
     else:
@@ -146,7 +154,13 @@ def _register_otlp(commands) -> None:
     sp.add_argument("--seconds", type=float, default=10.0, help="length of each run")
     sp.add_argument("--agents", type=int, default=8, help="connections posting at once")
     sp.add_argument("--spans", type=int, default=1000, help="spans per request (rows per line-protocol body)")
-    sp.add_argument("--rounds", type=int, default=2, help="OTLP / line-protocol pairs, alternated")
+    sp.add_argument(
+        "--rounds", type=int, default=2, help="rounds of the OTLP, line-protocol (and telemetrygen) runs, alternated"
+    )
+    sp.add_argument(
+        "--telemetrygen-procs", type=int, default=4, help="telemetrygen processes of the third run of each round"
+    )
+    sp.add_argument("--no-telemetrygen", action="store_true", help="leave out the telemetrygen run")
 
 
 def register(commands) -> None:

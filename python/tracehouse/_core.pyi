@@ -350,6 +350,27 @@ def decode_otlp(
     {"batches": [(event type, RecordBatch)], "accepted", "rejected", "error"}; ValueError naming
     what was expected when the body is not such a request."""
 
+def decode_otlp_many(
+    items: list[tuple[bytes | Body, str, bool]],
+    producers: OtlpProducers,
+    *,
+    seq: SeqCounters | None = None,
+    log: WalLog | None = None,
+    types: dict[str, WalType] | None = None,
+    lsn: int = 0,
+    fsync: str = "batch",
+    committer: GroupCommit | None = None,
+) -> dict:
+    """The OTLP requests `(body, signal, json)` of one server round decoded together into one
+    batch per event type: {"batches": [(event type, RecordBatch)], "bodies": [{"accepted",
+    "rejected", "error", "invalid", "batches", "rows"}], "new_producers", "logged", "error"}.
+    Per body: ``invalid`` why it is not such a request (else None), ``batches`` the indices of
+    the batches holding its rows. Given `log` and `types` (under the writer's lock), a round
+    that made no producer and whose batches are in their stored layouts is logged in the same
+    call (batch i as record ``lsn + i``, then the fsync or ``committer.written``; GIL released
+    once): ``logged`` the bytes of each batch's columns, ``error`` (errno, message) of a write
+    that stopped the rest; ``logged`` None when nothing was tried."""
+
 def otlp_response(signal: str, rejected: int = 0, message: str = "", *, json: bool = False) -> bytes:
     """An Export*ServiceResponse, with a partial success when items were refused."""
 

@@ -29,7 +29,8 @@ Owns routing, gzip, the write and query handlers and the dispatcher: the thread
 that takes complete requests from the front end in rounds. The line-protocol
 writes of one batch to one trace are decoded and logged together, in one native call when
 they add nothing to the catalog (ingest.py; one WAL record per measurement, one group
-commit); each answer is decided here and handed with
+commit), and so are its OTLP requests to one trace (otlp.py; one record per event type);
+each answer is decided here and handed with
 the request to the trace's group committer, whose thread sends it once the rows are
 durable (no Python runs then): a dispatcher never waits for an fsync. Queries run on
 their own workers (queries.py) so a slow query never delays a write.
@@ -180,9 +181,9 @@ class Api:
             "/api/v2/write": (("POST",), "lp"),
             "/write": (("POST",), "lp"),
             "/api/v2/arrow": (("POST",), "arrow"),
-            "/v1/traces": (("POST",), self.write_otlp),
-            "/v1/logs": (("POST",), self.write_otlp),
-            "/v1/metrics": (("POST",), self.write_otlp),
+            "/v1/traces": (("POST",), "otlp"),
+            "/v1/logs": (("POST",), "otlp"),
+            "/v1/metrics": (("POST",), "otlp"),
             "/api/query": (("GET", "POST"), self.query),
             "/query": (("GET", "POST"), self.influxql),
             "/ping": (("GET", "HEAD"), self.ping),
@@ -213,6 +214,7 @@ class Api:
         """Handle a batch of requests (and TCP chunks) taken together from the front end."""
         lp: dict[str, list[tuple[Call, tuple]]] = {}
         arrow: dict[tuple[str, str, str], list[Call]] = {}
+        otlp: dict[str, list[tuple[Call, tuple]]] = {}
         for req in reqs:
             if type(req) is _core.TcpChunk:
                 try:
@@ -241,6 +243,12 @@ class Api:
                 elif route[1] == "lp":
                     trace, item = self._lp_item(call)
                     lp.setdefault(trace, []).append((call, item))
+                elif route[1] == "otlp":
+                    got = self.otlp.prepare(call, functools.partial(call.read_body, self.cfg))
+                    if isinstance(got, tuple):
+                        otlp.setdefault(got[0], []).append((call, got[1]))
+                    else:  # refused alone (content type, size, trace)
+                        call.reply(got.status, got.body, got.headers)
                 else:
                     route[1](call)
             except BaseException as e:  # noqa: BLE001 - every request gets an answer
@@ -249,6 +257,8 @@ class Api:
             self._write_lp(trace, calls)
         for key, calls in arrow.items():
             self._write_arrow(key, calls)
+        for trace, calls in otlp.items():
+            self._write_otlp(trace, calls)
 
     # -- writes --------------------------------------------------------------------
 
@@ -318,13 +328,15 @@ class Api:
             else:
                 self.acknowledge(call, res, 204, [("x-rows-written", str(res.rows))])
 
-    def write_otlp(self, call: Call) -> None:
-        """OTLP/HTTP: answered in OTLP's own shapes (otlp.py), once its rows are durable."""
-        a = self.otlp.write(call, functools.partial(call.read_body, self.cfg))
-        if a.result is None:
-            call.reply(a.status, a.body, a.headers)
-        else:
-            self.acknowledge(call, a.result, a.status, a.headers, a.body)
+    def _write_otlp(self, trace: str, calls: list[tuple[Call, tuple]]) -> None:
+        """OTLP/HTTP requests of a round to one trace, decoded and logged together (otlp.py);
+        each answered in OTLP's own shapes once its rows are durable."""
+        answers = self.otlp.write_round(trace, [item for _c, item in calls])
+        for (call, _item), a in zip(calls, answers):
+            if a.result is None:
+                call.reply(a.status, a.body, a.headers)
+            else:
+                self.acknowledge(call, a.result, a.status, a.headers, a.body)
 
     # -- queries -------------------------------------------------------------------
 

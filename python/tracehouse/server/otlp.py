@@ -22,6 +22,13 @@ parent link that crosses services is a join inside one trace. Decoding is native
 (`_core.decode_otlp`: protobuf or JSON into Arrow batches, GIL released for big bodies);
 producers are registered in the catalog before the rows that name them are appended, as the
 line-protocol path does (ingest.py's ordering rule).
+
+Rounds: the requests the dispatcher takes together are decoded together per trace
+(`write_round`, `_core.decode_otlp_many`): one batch per event type for the round, and when
+the round makes no new producer (every round after a service's first) the same native call
+writes the WAL records and tells the group committer, the interpreter lock released once, as
+line protocol's rounds do. Each request keeps its own answer (its partial success, or its 400
+alone when its body is not a request) and waits for the records holding its rows.
 """
 
 from __future__ import annotations
@@ -125,8 +132,9 @@ class OtlpIngest:
             log.info("created trace %s (otlp)", st.name)
             st.exists = True
 
-    def write(self, call, read_body) -> Answer:
-        """Handle one request; never raises: every failure is an OTLP answer."""
+    def prepare(self, call, read_body) -> tuple[str, tuple] | Answer:
+        """What one request asks to write, `(trace, (body, signal, json))`, for `write_round`; or
+        the answer when it is refused before decoding (content type, encoding, size, trace)."""
         signal = SIGNALS[call.path]
         ctype = call.headers.get("content-type", "").split(";")[0].strip().lower()
         as_json = ctype == JSON
@@ -135,37 +143,71 @@ class OtlpIngest:
                 return _error(415, f"Content-Type {ctype or 'none'!r} (expected {PROTOBUF} or {JSON})", as_json)
             body = read_body()  # gunzipped under max_body (413, 415 for another encoding)
             name = self.trace_of(call)
-            st = self._trace(name)
-            with st.lock:
-                seq = self.store.seq_counters(name) if st.exists else None
-                try:
-                    d = _core.decode_otlp(body, signal, st.producers, json=as_json, seq=seq)
-                except ValueError as e:
-                    return _error(400, str(e), as_json)
-                new = st.producers.take_new()
-                batches = d["batches"]
-                if not st.exists and (new or batches):
-                    self._create(st)
-                    # numbered by the decoder's own counters: numbered again by the writer's
-                    counters = self.store.seq_counters(name)
-                    batches = [(t, _renumber(b, counters)) for t, b in batches]
-                if batches:
-                    self.ingestor._pace_commits(name, True)  # someone waits: the fsync starts with the record
-                if new:
-                    self.store.add_producers(name, new)
-                res = WriteResult(name)
-                for etype, batch in batches:
-                    lsn = self.store.append(name, etype, batch, source=f"OTLP {signal}")
-                    res.lsn = lsn if res.lsn is None else max(res.lsn, lsn)
-                    res.rows += batch.num_rows
-            self.ingestor._count(rows=res.rows)
-            msg = d["error"] or ""
-            if d["rejected"]:
-                msg = f"{d['rejected']} {ITEMS[signal]} refused; first: {msg}"
-            out = _core.otlp_response(signal, d["rejected"], msg, json=as_json)
-            return Answer(200, out, [("content-type", JSON if as_json else PROTOBUF)], res)
+            self._trace(name)
+            return name, (body, signal, as_json)
         except BaseException as e:  # noqa: BLE001 - every request gets an answer
             return self._failed(e, as_json, signal)
+
+    def write(self, call, read_body) -> Answer:
+        """Handle one request alone; never raises: every failure is an OTLP answer."""
+        got = self.prepare(call, read_body)
+        return got if isinstance(got, Answer) else self.write_round(got[0], [got[1]])[0]
+
+    def write_round(self, name: str, items: list[tuple]) -> list[Answer]:
+        """The requests `items` (`(body, signal, json)`, from `prepare`) of one dispatcher round
+        to trace `name`, decoded together into one batch per event type; one answer per item,
+        in order, never raising. When the round makes no producer, the decoding call also
+        writes its WAL records (`Store.write_round`: one record per event type and one group
+        commit for the round, as line protocol's rounds); otherwise its producers are
+        registered first and its batches appended. Each answer waits for the records holding
+        that request's rows."""
+        try:
+            return self._write_round(name, items)
+        except BaseException as e:  # noqa: BLE001 - every request gets an answer
+            return [self._failed(e, as_json, signal) for _b, signal, as_json in items]
+
+    def _write_round(self, name: str, items: list[tuple]) -> list[Answer]:
+        st = self._trace(name)
+        with st.lock:
+            if st.exists:
+                self.ingestor._pace_commits(name, True)  # someone waits: the fsync starts with the record
+                d = self.store.write_round(
+                    name,
+                    lambda log: _core.decode_otlp_many(items, st.producers, seq=self.store.seq_counters(name), **log),
+                )
+                lsns: list = d["lsns"]
+            else:
+                d = _core.decode_otlp_many(items, st.producers)
+                lsns = [None] * len(d["batches"])
+            new = st.producers.take_new()
+            batches = d["batches"]
+            if not st.exists and (new or batches):
+                self._create(st)
+                # numbered by the decoder's own counters: numbered again by the writer's
+                counters = self.store.seq_counters(name)
+                batches = [(t, _renumber(b, counters)) for t, b in batches]
+            if new:
+                self.store.add_producers(name, new)
+            if None in lsns:
+                self.ingestor._pace_commits(name, True)
+                for i, (etype, batch) in enumerate(batches):
+                    if lsns[i] is None:
+                        lsns[i] = self.store.append(name, etype, batch, source="OTLP")
+        out = []
+        for (_b, signal, as_json), body in zip(items, d["bodies"]):
+            if body["invalid"] is not None:
+                out.append(_error(400, body["invalid"], as_json))
+                continue
+            res = WriteResult(name, rows=body["rows"])
+            if body["batches"]:
+                res.lsn = max(lsns[i] for i in body["batches"])
+            self.ingestor._count(rows=res.rows)
+            msg = body["error"] or ""
+            if body["rejected"]:
+                msg = f"{body['rejected']} {ITEMS[signal]} refused; first: {msg}"
+            resp = _core.otlp_response(signal, body["rejected"], msg, json=as_json)
+            out.append(Answer(200, resp, [("content-type", JSON if as_json else PROTOBUF)], res))
+        return out
 
     def _failed(self, e: BaseException, as_json: bool, signal: str) -> Answer:
         status = getattr(e, "status", None)  # the server's HttpError (413, 415, 400 for bad gzip)

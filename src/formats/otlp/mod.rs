@@ -103,6 +103,11 @@ impl Producers {
         self.next_id
     }
 
+    /// Producers made and not yet taken (not yet registered in the store's catalog).
+    pub fn has_new(&self) -> bool {
+        !self.new.is_empty()
+    }
+
     /// Producers known.
     pub fn len(&self) -> usize {
         self.ids.len()
@@ -415,6 +420,28 @@ impl Decoder {
         [&self.span, &self.event, &self.link, &self.log, &self.metric, &self.hist].iter().map(|t| t.rows()).sum()
     }
 
+    /// Rows buffered in each table, in the order `take` cuts them.
+    pub fn table_rows(&self) -> [usize; 6] {
+        [&self.span, &self.event, &self.link, &self.log, &self.metric, &self.hist].map(|t| t.rows())
+    }
+
+    /// Rows of one request body of `signal` (protobuf, or JSON when `json`): what it stored and
+    /// refused, or why the body is not such a request (nothing of it is buffered then).
+    pub fn request(
+        &mut self,
+        signal: Signal,
+        body: &[u8],
+        json: bool,
+        producers: &mut Producers,
+        seq: &mut SeqCounters,
+    ) -> Result<Outcome, String> {
+        Ok(match signal {
+            Signal::Traces => self.traces(&decode_traces(body, json)?, producers, seq),
+            Signal::Logs => self.logs(&decode_logs(body, json)?, producers, seq),
+            Signal::Metrics => self.metrics(&decode_metrics(body, json)?, producers, seq),
+        })
+    }
+
     /// Every non-empty batch, cut now.
     pub fn take(&mut self) -> Vec<(String, RecordBatch)> {
         let mut out = Vec::new();
@@ -518,6 +545,12 @@ impl Decoder {
         let end = time(s.end_time_unix_nano, "endTimeUnixNano")?;
         if end < start {
             return Err(format!("endTimeUnixNano {end} before startTimeUnixNano {start}"));
+        }
+        // An event's time is checked before any row is made: a span refused stores nothing.
+        for e in &s.events {
+            if e.time_unix_nano != 0 {
+                time(e.time_unix_nano, "event timeUnixNano")?;
+            }
         }
         // The thread, when the span names it (thread.id, semantic conventions).
         let mut producer = origin.producer;

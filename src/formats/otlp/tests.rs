@@ -164,3 +164,20 @@ fn the_file_parser_reads_json_lines_in_any_chunking() {
         assert_eq!(p.rejects.first[0].line, 3, "chunks of {size}");
     }
 }
+
+#[test]
+fn a_span_refused_for_its_event_time_stores_no_row() {
+    let mut req = request();
+    let spans = &mut req.resource_spans[0].scope_spans[0].spans;
+    spans[1].events[0].time_unix_nano = u64::MAX; // past 2262
+    let body = req.encode_to_vec();
+    let (mut p, mut seq, mut d) = (Producers::new(0), SeqCounters::new(), Decoder::new(16));
+    let o = d.request(Signal::Traces, &body, false, &mut p, &mut seq).unwrap();
+    assert_eq!((o.accepted, o.rejected), (1, 2));
+    assert_eq!(d.table_rows(), [1, 1, 0, 0, 0, 0]);
+    let batches: FastMap<String, RecordBatch> = d.take().into_iter().collect();
+    assert_eq!(strs(&batches["span"], "span_id"), ["0101010101010101"]);
+    // an undecodable body buffers nothing
+    assert!(d.request(Signal::Traces, b"\xff\xff", false, &mut p, &mut seq).is_err());
+    assert_eq!(d.table_rows(), [0; 6]);
+}

@@ -4,6 +4,11 @@ what `opentelemetry-exporter-otlp-proto-http` posts to /v1/traces), with fixed i
 the file is the same on every run.
 
     .venv/bin/python tests/formats/otlp/make_golden.py
+
+With `--telemetrygen` it writes the `telemetrygen` input instead: what the OpenTelemetry
+Collector's load generator (`make setup` builds it into the venv's bin) posts to /v1/traces,
+caught by a one-shot HTTP listener on loopback (its ids and times are random and now: the
+committed file is the case, regenerating it changes expected.csv).
 """
 
 from __future__ import annotations
@@ -74,5 +79,45 @@ def main() -> None:
     (HERE / "sdk" / "input").write_bytes(encode_spans(mem.get_finished_spans()).SerializeToString())
 
 
+def telemetrygen() -> None:
+    import http.server
+    import shutil
+    import subprocess
+    import sys
+    import threading
+
+    from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
+
+    exe = Path(sys.executable).parent / "telemetrygen"
+    exe = str(exe) if exe.exists() else shutil.which("telemetrygen")
+    bodies: list[bytes] = []
+
+    class Catch(http.server.BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802 - the handler's name
+            bodies.append(self.rfile.read(int(self.headers["Content-Length"])))
+            self.send_response(200)  # an empty ExportTraceServiceResponse: everything taken
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args) -> None:
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Catch)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    args = ["--otlp-http", "--otlp-insecure", "--otlp-endpoint", f"127.0.0.1:{srv.server_address[1]}"]
+    args += ["--workers", "1", "--traces", "2", "--child-spans", "2", "--span-links", "1", "--rate", "0"]
+    args += ["--service", "inventory", "--status-code", "Error", "--otlp-attributes", 'host.name="node-3"']
+    args += ["--telemetry-attributes", 'tenant="acme"']
+    subprocess.run([exe, "traces", *args], check=True, capture_output=True, timeout=60)
+    srv.shutdown()
+    req = ExportTraceServiceRequest()
+    for b in bodies:
+        req.MergeFromString(b)  # (one export of the three spans per trace; several are one request)
+    (HERE / "telemetrygen" / "input").write_bytes(req.SerializeToString())
+
+
 if __name__ == "__main__":
-    main()
+    import sys
+
+    telemetrygen() if sys.argv[1:] == ["--telemetrygen"] else main()
