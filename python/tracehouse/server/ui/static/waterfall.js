@@ -2,7 +2,7 @@
  * format otlp, and show one as a waterfall, as Jaeger and Tempo do.
  *
  * Owns the page only; it uses app.js's helpers (h, api, fill, main, current, hrefFor, fmtNs,
- * fmtNsExact, fmtInt, tickFormat, pal, showError) and registers itself in window.extraPages.
+ * fmtNsExact, fmtEpoch, fmtInt, tickFormat, PALETTE, showError) and registers itself in window.extraPages.
  * The search, the selected trace and span live in the address
  * (#/waterfall/TRACE?service=&name=&attr=&min=&max=&errors=1&sort=&limit=&tid=&span=): a
  * search is bookmarkable and Back returns to it. Every answer is bounded by the server
@@ -13,7 +13,9 @@
 "use strict";
 
 (function () {
-  const wf = { collapsed: new Map(), rows: 5000 };  // per OpenTelemetry trace id: its collapsed span ids
+  const wf = { collapsed: new Map(), rows: 5000 };
+  // Service colours: the palette without its reds, which mark spans in error.
+  const COLORS = PALETTE.filter((c) => !["#e15759", "#d1495b", "#ff9da7"].includes(c));  // per OpenTelemetry trace id: its collapsed span ids
   const KEYS = ["service", "name", "attr", "min", "max", "errors", "sort", "limit", "tid", "span"];
 
   function params() {
@@ -27,6 +29,9 @@
     return "#/waterfall/" + encodeURIComponent(current.trace) + (q.toString() ? "?" + q : "");
   }
   const short = (id) => (id || "").slice(0, 8);
+  /** A time of the page (ns from the store trace's first event) as a UTC date and time. */
+  const wall = (rel) => current.info.trace.ts_min_text ? fmtEpoch((BigInt(current.info.trace.ts_min_text) + BigInt(Math.round(rel))).toString()) : fmtNsExact(rel);
+  const kvText = (obj) => Object.entries(obj || {}).map(([k, v]) => `${k}=${typeof v === "object" ? JSON.stringify(v) : v}`).join("\n");
 
   function searchForm(p, services) {
     const svc = h("select", { name: "service" }, h("option", { value: "" }, "any"),
@@ -67,10 +72,10 @@
       h("td", { class: "num" }, fmtInt(t.spans)),
       h("td", { class: "num" }, t.errors ? h("span", { class: "err", title: `${t.errors} spans in error` }, `⚠ ${t.errors}`) : ""),
       h("td", { class: "num" }, fmtNs(t.dur)),
-      h("td", { class: "num" }, fmtNsExact(t.start)),
+      h("td", { class: "num", title: `${fmtNsExact(t.start)} from the store trace's first event` }, wall(t.start)),
       h("td", {}, (t.services || []).join(", "))));
     box.append(note, h("div", { class: "scroll wf-results" }, h("table", { "aria-label": "trace results" },
-      h("thead", {}, h("tr", {}, ["trace (root)", "trace id", "spans", "errors", "duration", "start", "services"].map((c) => h("th", {}, c)))),
+      h("thead", {}, h("tr", {}, ["trace (root)", "trace id", "spans", "errors", "duration", "start", "services"].map((c, i) => h("th", { class: i >= 2 && i <= 5 ? "num" : null }, c)))),
       h("tbody", {}, rows))));
   }
 
@@ -85,10 +90,10 @@
 
   function waterfall(box, d, p, details) {
     if (!d.total) { box.append(h("p", { class: "muted" }, `no spans of trace ${p.tid} in this store trace`)); return; }
-    const c = d.columns, dur = Math.max(d.duration, 1), col = new Map(d.services.map((s, i) => [s, pal(i)]));
+    const c = d.columns, dur = Math.max(d.duration, 1), col = new Map(d.services.map((s, i) => [s, COLORS[i % COLORS.length]]));
     const collapsed = wf.collapsed.get(d.trace_id) || new Set();
     const t = ticks(dur), fmt = tickFormat(0, dur, t.step);
-    const axis = h("div", { class: "wf-axis", "aria-hidden": "true" }, t.at.map((x) => h("span", { style: `left:${(x / dur) * 100}%` }, fmt(x))));
+    const axis = h("div", { class: "wf-axis", "aria-hidden": "true" }, t.at.map((x) => h("span", { style: `left:${(x / dur) * 100}%` + (x > dur * 0.9 ? ";transform:translateX(-100%)" : "") }, fmt(x))));
     const legend = h("div", { class: "legend" }, d.services.map((s) => h("span", { style: `--c:${col.get(s)}` }, s)));
     const rows = [];
     for (let i = 0; i < d.rows; i++) {
@@ -110,7 +115,7 @@
     }
     box.append(
       h("h2", {}, `Trace ${d.trace_id}`),
-      h("p", {}, `${fmtInt(d.total)} spans shown (of the tree with collapsed subtrees left out), duration ${fmtNs(d.duration)}, start ${fmtNsExact(d.start)} · `,
+      h("p", {}, `${fmtInt(d.total)} spans${collapsedNote(d)}, duration ${fmtNs(d.duration)}, started ${wall(d.start)} · `,
         h("a", { href: hrefFor("timeline", current.trace, { start: d.start, end: d.end }) }, "timeline of this trace"), " · ",
         h("a", { href: hrefFor("calls", current.trace, { start: d.start, end: d.end }) }, "flame graph of this trace"),
         collapsed.size ? [" · ", h("button", { class: "link", onclick: () => { wf.collapsed.delete(d.trace_id); route(); } }, "expand all")] : ""),
@@ -123,6 +128,8 @@
         h("button", { onclick: () => { wf.page = (wf.page || 0) + 1; route(); } }, "next rows ▶")));
     }
   }
+
+  const collapsedNote = (d) => d.collapsed.length ? ` shown (${d.collapsed.length} collapsed)` : "";
 
   function toggle(tid, id) {
     const set = wf.collapsed.get(tid) || new Set();
@@ -161,17 +168,17 @@
           ...dd("status", s.status + (s.status_message ? `: ${s.status_message}` : "")),
           ...dd("span id", h("span", { class: "mono" }, s.span_id)),
           ...dd("parent", s.parent_span_id ? spanLink(s.parent_span_id) : "none (a root span)"),
-          ...dd("start", `+${fmtNs(start)} in the trace (${fmtNsExact(s.ts)} in the store trace)`),
+          ...dd("start", `+${fmtNs(start)} in the trace (${wall(s.ts)})`),
           ...dd("duration", fmtNs(s.dur)), ...dd("self time", fmtNs(s.self_ns)),
           ...dd("children", fmtInt(s.children)), ...dd("scope", s.scope || ""),
           ...dd("producer", d.producers.map((x) => `${x.kind} ${x.name}`).join(" ← "))),
         h("h3", {}, "Attributes"), table("span attributes", ["key", "value"], attrs),
         h("h3", {}, `Events (${d.events.length})`), table("span events", ["at", "name", "attributes"], d.events.map((e) =>
-          h("tr", {}, h("td", { class: "num" }, `+${fmtNs(e.ts - s.ts)}`), h("td", {}, e.name), h("td", { class: "value" }, JSON.stringify(e.attributes))))),
+          h("tr", {}, h("td", { class: "num" }, `+${fmtNs(e.ts - s.ts)}`), h("td", {}, e.name), h("td", { class: "value" }, kvText(e.attributes))))),
         h("h3", {}, `Links (${d.links.length})`), table("span links", ["", "trace id", "span id", "attributes"], d.links.map((l) =>
           h("tr", {}, h("td", {}, l.direction === "to" ? "links to" : "linked from"),
             h("td", { class: "mono" }, h("a", { href: href({ tid: l.other_trace_id, span: l.other_span_id }) }, l.other_trace_id)),
-            h("td", { class: "mono" }, l.other_span_id), h("td", { class: "value" }, JSON.stringify(l.attributes))))),
+            h("td", { class: "mono" }, l.other_span_id), h("td", { class: "value" }, kvText(l.attributes))))),
         h("h3", {}, `Children (${fmtInt(d.children_total)})`), table("span children", ["start", "name", "service", "duration"], d.children.map((k) =>
           h("tr", {}, h("td", { class: "num" }, `+${fmtNs(k.ts - s.ts)}`), h("td", {}, spanLink(k.span_id, (k.error ? "⚠ " : "") + k.name)),
             h("td", {}, k.service || ""), h("td", { class: "num" }, fmtNs(k.dur))))),
