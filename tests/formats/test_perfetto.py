@@ -381,33 +381,107 @@ def test_issue34_clock_conversion_is_the_snapshot_rule(snaps, stamps):
     assert got == {f"e{i}": rule(ts) for i, ts in enumerate(stamps)}
 
 
-def expected_flow_arrows() -> tuple[list[tuple], int, int]:
-    """The builder's flows as Perfetto's trace processor joins them (ids global to the trace; a
-    step: the event carrying the id, a slice at its start; the old varint fields the same ids):
-    [(id, src thread, src ts, dst thread, dst ts)], first steps never followed, terminating ids
-    without a flow."""
-    pending: dict[int, tuple] = {}
-    open_at: dict[int, list[int]] = {}
-    arrows, unmatched = [], 0
-    for ts, kind, tid, _name, ids, ends, _old in make_traces.FLOW_EVENTS:
+def flow_arrows(events) -> tuple[list[tuple], int, int]:
+    """Flows of `events` ((ts, kind B/E/I, thread, flow ids, terminating ids)) as Perfetto's trace
+    processor joins them (ids global to the trace; a step: the event carrying the id, a slice at
+    its start; the old varint fields the same ids): [(id, src thread, src ts, dst thread, dst ts,
+    src phase, dst phase)] in Chrome's phases (s first, f last), first steps never followed,
+    terminating ids without a flow."""
+    pending: dict[int, tuple] = {}  # id -> (its last step, the arrow into it or None)
+    open_at: dict[object, list[int]] = {}
+    arrows, unmatched, unfollowed = [], 0, 0
+
+    def arrow(i, src, dst, first, last):
+        arrows.append((i, *src, *dst, "s" if first else "t", "f" if last else "t"))
+
+    for ts, kind, thread, ids, ends in events:
         at = ts
         if kind == "B":
-            open_at.setdefault(tid, []).append(ts)
+            open_at.setdefault(thread, []).append(ts)
         elif kind == "E":
-            at = open_at[tid].pop()
-        step = (make_traces.FLOW_THREADS[tid], at)
+            at = open_at[thread].pop()
+        step = (thread, at)
         for i in ids:
             if i in pending:
-                arrows.append((i, *pending[i], *step))
-            pending[i] = step
-        for i in ends:
-            if i in pending:
-                arrows.append((i, *pending.pop(i), *step))
+                last, into = pending[i]
+                if into is not None:
+                    arrow(i, into[0], last, into[1], False)
+                pending[i] = (step, (last, into is None))
             else:
+                pending[i] = (step, None)
+        for i in ends:
+            if i not in pending:
                 unmatched += 1
-    reached = {(a[0], a[3], a[4]) for a in arrows}
-    unfollowed = sum(1 for i, st in pending.items() if (i, *st) not in reached)
+                continue
+            last, into = pending.pop(i)
+            if into is not None:
+                arrow(i, into[0], last, into[1], False)
+            arrow(i, last, step, into is None, True)
+    for i, (last, into) in pending.items():
+        if into is None:
+            unfollowed += 1
+        else:
+            arrow(i, into[0], last, into[1], True)
     return sorted(arrows, key=lambda a: (a[2], a[0])), unfollowed, unmatched
+
+
+def expected_flow_arrows() -> tuple[list[tuple], int, int]:
+    """The golden `flows` case's arrows: [(id, src thread, src ts, dst thread, dst ts)], ..."""
+    events = [
+        (ts, kind, make_traces.FLOW_THREADS[tid], ids, ends)
+        for ts, kind, tid, _name, ids, ends, _old in make_traces.FLOW_EVENTS
+    ]
+    arrows, unfollowed, unmatched = flow_arrows(events)
+    return [a[:5] for a in arrows], unfollowed, unmatched
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    hst.lists(
+        hst.tuples(
+            hst.integers(0, 2),
+            hst.lists(hst.integers(1, 4), max_size=2, unique=True),
+            hst.lists(hst.integers(1, 4), max_size=2, unique=True),
+            hst.booleans(),
+        ),
+        max_size=40,
+    )
+)
+def test_issue34_flows_of_any_instants_are_trace_processor_s_arrows(steps):
+    """Random flow ids on instants of three threads (new or old fields, continuing and
+    terminating, ids reused): the parser's rows are the reference rule's arrows, phases and all."""
+    from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TrackEvent
+    from perfetto.trace_builder.proto_builder import TraceProtoBuilder
+
+    from tracehouse import _core
+
+    b = TraceProtoBuilder()
+    for t in range(3):
+        p = b.add_packet()
+        p.track_descriptor.uuid = 10 + t
+        p.track_descriptor.thread.pid, p.track_descriptor.thread.tid = 1, 10 + t
+    events = []
+    for n, (t, ids, ends, old) in enumerate(steps):
+        p = b.add_packet()
+        p.timestamp = 1000 * (n + 1)
+        p.trusted_packet_sequence_id = 1
+        p.track_event.type = TrackEvent.TYPE_INSTANT
+        p.track_event.track_uuid = 10 + t
+        (p.track_event.flow_ids_old if old else p.track_event.flow_ids).extend(ids)
+        (p.track_event.terminating_flow_ids_old if old else p.track_event.terminating_flow_ids).extend(ends)
+        events.append((1000 * (n + 1), "I", t, ids, ends))
+    parser = _core.NativeParser("perfetto", batch_rows=7)
+    out = parser.feed(b.serialize()) + parser.finish()
+    cols = ("id", "producer", "ts", "dst_producer", "dst_ts", "src_phase", "dst_phase")
+    got = sorted(
+        (r for name, bt in out if name == "flow" for r in zip(*[bt.column(c).to_pylist() for c in cols])),
+        key=lambda r: (r[2], int(r[0], 16)),
+    )
+    thread_of = {ts: t for ts, _k, t, _i, _e in events}
+    producer = {r[1]: thread_of[r[2]] for r in got} | {r[3]: thread_of[r[4]] for r in got}
+    assert len(set(producer.values())) == len(producer)  # one producer per thread
+    want, _, _ = flow_arrows(events)
+    assert [(int(r[0], 16), producer[r[1]], r[2], producer[r[3]], r[4], r[5], r[6]) for r in got] == want
 
 
 def test_issue34_flows_are_the_chrome_flow_type_across_threads(store):

@@ -1177,6 +1177,16 @@ def test_issue34_waterfall_search_a_trace_its_spans_and_a_span_s_attributes(brow
         pg.get_by_role("link", name="on the timeline").click()
         pg.wait_for_function("location.hash.startsWith('#/timeline/shop') && location.hash.includes('producers=')")
         pg.wait_for_selector("#tl-labels .lab")
+        pg.wait_for_function("document.querySelector('main').getAttribute('aria-busy') === 'false'")
+        box = pg.locator("#tl-canvas-box canvas").bounding_box()
+        pg.mouse.click(box["x"] + box["width"] / 2, box["y"] + 7)  # the span, alone on its thread
+        back = pg.get_by_role("link", name=f"waterfall of trace {tids[0]}")
+        back.wait_for()
+        back.click()  # the timeline's details of an OpenTelemetry span lead back to its waterfall
+        pg.wait_for_function(f"location.hash.startsWith('#/waterfall/shop') && location.hash.includes('span={fail}')")
+        pg.wait_for_selector("table[aria-label='span attributes']")
+        assert pg.locator(".wf-row.selected").get_attribute("data-span-id") == fail
+        pg.go_back()
         pg.go_back()
         pg.wait_for_function(f"location.hash.includes('span={fail}')")
         pg.wait_for_selector("table[aria-label='span attributes']")

@@ -986,8 +986,9 @@ function sliceDetails(box, hit) {
         : h("button", { class: "link", onclick: () => parentDetails(box, hit, row.parent_id) }, `span ${row.parent_id}`)),
       ...args.flatMap((c) => dd(c.name, `${typeof row[c.name] === "object" ? JSON.stringify(row[c.name]) : row[c.name]}${c.unit ? " " + c.unit : ""}`)),
       ...dd("same name", h("button", { class: "link", onclick: () => timelineSearch(String(row.name)) }, `find "${row.name}" in the timeline`)),
-      ...(current.info.trace.format === "otlp" && row.trace_id && row.span_id  // an OpenTelemetry span: its trace's waterfall
-        ? dd("trace", h("a", { href: `#/waterfall/${encodeURIComponent(current.trace)}?tid=${row.trace_id}&span=${row.span_id}` }, `waterfall of trace ${row.trace_id}`)) : [])));
+      // An OpenTelemetry span: its trace's waterfall (its own span_id column is begin_span_id here, beside the index's span_id).
+      ...(current.info.trace.format === "otlp" && typeof row.trace_id === "string" && typeof row.begin_span_id === "string"
+        ? dd("trace", h("a", { href: `#/waterfall/${encodeURIComponent(current.trace)}?tid=${row.trace_id}&span=${row.begin_span_id}` }, `waterfall of trace ${row.trace_id}`)) : [])));
   });
 }
 
