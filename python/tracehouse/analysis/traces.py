@@ -112,9 +112,11 @@ def _traces(
             raise BadInput("--show tree needs --trace-id", expected="--trace-id <32 hex digits>")
         # Depth-first order: each span's path is its ancestors' start times and ids.
         # Depth-first order: each span's path is its ancestors' start times and ids; `anc` its
-        # ancestors' ids, so that the subtrees of `collapsed` spans are left out in the query.
+        # ancestors' ids, so that the subtrees of `collapsed` spans are left out in the query. A
+        # span sent twice (an exporter's retry) is one node: joined as two, each level below it
+        # would double.
         sql = f"""
-            WITH RECURSIVE s AS (SELECT * FROM {t}.spans WHERE trace_id = ?),
+            WITH RECURSIVE s AS (SELECT DISTINCT ON (span_id) * FROM {t}.spans WHERE trace_id = ? ORDER BY span_id, ts),
             kids AS (SELECT parent_span_id AS span_id, count(*) AS children FROM s GROUP BY ALL),
             tree AS (
                 SELECT span_id, 0 AS depth, [lpad(CAST(ts AS VARCHAR), 20, '0') || span_id] AS path,
