@@ -1117,9 +1117,12 @@ def test_issue34_waterfall_search_a_trace_its_spans_and_a_span_s_attributes(brow
     server, tids = otel
     base = f"http://127.0.0.1:{server.port}"
     spans = {
-        r[0]: {"parent": r[1], "name": r[2], "error": r[3]}
-        for r in server.sql(f"SELECT span_id, parent_span_id, name, error FROM shop.spans WHERE trace_id = '{tids[0]}'")
+        r[0]: {"parent": r[1], "name": r[2], "error": r[3], "ts": r[4], "end": r[5]}
+        for r in server.sql(
+            f"SELECT span_id, parent_span_id, name, error, ts, end_ts FROM shop.spans WHERE trace_id = '{tids[0]}'"
+        )
     }
+    t0, t1 = min(s["ts"] for s in spans.values()), max(s["end"] for s in spans.values())
 
     def depth(sid: str) -> int:
         p = spans[sid]["parent"]
@@ -1153,6 +1156,15 @@ def test_issue34_waterfall_search_a_trace_its_spans_and_a_span_s_attributes(brow
             assert d == depth(sid)
             assert pad == d * 14 + 2  # indented by depth
         assert pg.locator(".wf-row.error[data-span-id]").count() == sum(s["error"] for s in spans.values()) == 2
+        # bars on the trace's time axis: left at the span's offset, as wide as its duration
+        bars = rows.evaluate_all(
+            "rs => rs.map(r => [r.dataset.spanId, parseFloat(r.querySelector('.wf-bar').style.left),"
+            " parseFloat(r.querySelector('.wf-bar').style.width)])"
+        )
+        for sid, left, width in bars:
+            sp = spans[sid]
+            assert left == pytest.approx((sp["ts"] - t0) / (t1 - t0) * 100, abs=1e-3)  # (the style keeps 6 digits)
+            assert width == pytest.approx(max((sp["end"] - sp["ts"]) / (t1 - t0) * 100, 0.15), abs=1e-3)
         assert pg.locator(".wf-axis span").first.inner_text().strip().endswith(("ms", "µs"))
         shot(pg, "waterfall")
         # a span's details: the failed server span's typed columns, attributes and exception event
