@@ -1184,6 +1184,13 @@ def test_issue34_waterfall_search_a_trace_its_spans_and_a_span_s_attributes(brow
         pg.wait_for_function("document.querySelectorAll('.wf-row[data-span-id]').length === 3")
         pg.get_by_role("button", name="expand all").click()
         pg.wait_for_function("document.querySelectorAll('.wf-row[data-span-id]').length === 7")
+        # the keyboard: on worker-1's row, ← collapses its subtree and → opens it again
+        pg.locator(f".wf-row[data-span-id='{w1}']").focus()
+        pg.keyboard.press("ArrowLeft")
+        pg.wait_for_function("document.querySelectorAll('.wf-row[data-span-id]').length === 3")
+        pg.wait_for_function(f"document.activeElement && document.activeElement.dataset.spanId === '{w1}'")
+        pg.keyboard.press("ArrowRight")
+        pg.wait_for_function("document.querySelectorAll('.wf-row[data-span-id]').length === 7")
         # to the timeline of the span's thread, and back to the waterfall with the span selected
         pg.locator(f".wf-row[data-span-id='{fail}']").click()
         pg.get_by_role("link", name="on the timeline").click()

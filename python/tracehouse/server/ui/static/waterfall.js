@@ -9,6 +9,7 @@
  * (server/ui/waterfall.py): at most `limit` traces; the tree's rows come a page at a time with
  * the subtrees of collapsed spans left out by the server, so a trace of 100,000 spans is never
  * sent whole. Selecting a span changes the address in place (no new request for the tree).
+ * Keys on a row: Enter shows the span, ↑/↓ move between rows, ←/→ collapse or expand.
  */
 "use strict";
 
@@ -103,7 +104,7 @@
         onclick: (ev) => { ev.stopPropagation(); toggle(d.trace_id, id); } }, closed ? "▸" : "▾") : h("span", { class: "tog" });
       rows.push(h("div", { class: "wf-row" + (err ? " error" : "") + (id === p.span ? " selected" : ""), role: "row", tabindex: "0",
         "data-span-id": id, "data-depth": c.depth[i], "data-parent": c.parent_span_id[i] || "",
-        onclick: () => pick(id, details), onkeydown: (ev) => { if (ev.key === "Enter") pick(id, details); } },
+        onclick: () => pick(id, details), onkeydown: (ev) => rowKey(ev, id, details) },
         h("div", { class: "wf-name", role: "cell", style: `padding-left:${c.depth[i] * 14 + 2}px` }, tog,
           h("span", { class: "sw", style: `--c:${col.get(c.service[i])}` }),
           err ? h("span", { class: "err", title: "status error" }, "⚠ ") : "",
@@ -123,9 +124,23 @@
       h("div", { class: "wf", role: "table", "aria-label": "waterfall", "data-total": d.total },
         h("div", { class: "wf-row wf-head" }, h("div", { class: "wf-name" }, "service · span"), h("div", { class: "wf-lane" }, axis)),
         rows));
-    if (d.offset + d.rows < d.total) {
-      box.append(h("p", { class: "muted" }, `rows ${fmtInt(d.offset + 1)}–${fmtInt(d.offset + d.rows)} of ${fmtInt(d.total)} `,
-        h("button", { onclick: () => { wf.page = (wf.page || 0) + 1; route(); } }, "next rows ▶")));
+    if (d.rows < d.total) {
+      box.append(h("p", { class: "muted pager" }, `rows ${fmtInt(d.offset + 1)}–${fmtInt(d.offset + d.rows)} of ${fmtInt(d.total)} `,
+        h("button", { onclick: () => { wf.page = Math.max(0, (wf.page || 0) - 1); route(); }, disabled: d.offset === 0 }, "◀ previous rows"),
+        h("button", { onclick: () => { wf.page = (wf.page || 0) + 1; route(); }, disabled: d.offset + d.rows >= d.total }, "next rows ▶")));
+    }
+  }
+
+  /** Keys on a row: Enter shows the span, ↑/↓ move between rows, ←/→ collapse or expand its subtree. */
+  function rowKey(ev, id, details) {
+    const row = ev.currentTarget;
+    if (ev.key === "Enter") pick(id, details);
+    else if (ev.key === "ArrowDown" || ev.key === "ArrowUp") {
+      const next = ev.key === "ArrowDown" ? row.nextElementSibling : row.previousElementSibling;
+      if (next && next.dataset.spanId) { ev.preventDefault(); next.focus(); }
+    } else if (ev.key === "ArrowLeft" || ev.key === "ArrowRight") {
+      const tog = row.querySelector("button.tog");
+      if (tog && (tog.getAttribute("aria-expanded") === "true") === (ev.key === "ArrowLeft")) { ev.preventDefault(); tog.click(); }
     }
   }
 
@@ -135,6 +150,7 @@
     const set = wf.collapsed.get(tid) || new Set();
     set.has(id) ? set.delete(id) : set.add(id);
     wf.collapsed.set(tid, set);
+    wf.focus = id;  // the row keeps the keyboard's place once redrawn
     route();
   }
 
@@ -205,6 +221,9 @@
     fill(treeBox, () => api("/api/ui/otel/tree", { trace: current.trace, rel: 1, trace_id: p.tid, collapsed: collapsed.join(","), offset: (wf.page || 0) * wf.rows, limit: wf.rows }), (d) => {
       wf.tree = d;
       waterfall(treeBox, d, p, details);
+      const back = wf.focus && treeBox.querySelector(`.wf-row[data-span-id="${wf.focus}"]`);
+      wf.focus = null;
+      if (back) back.focus();
       if (p.span) spanDetails(details, p.span);
     });
   }
