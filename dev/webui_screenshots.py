@@ -3,6 +3,7 @@ and each page shot by Debian's headless Chromium through Python playwright, the 
 tests/server/test_webui_browser.py drives it. Nothing is fetched from the network.
 
     .venv/bin/python dev/webui_screenshots.py            # writes docs/webui/{traces,overview,...}.png
+    .venv/bin/python dev/webui_screenshots.py --only waterfall   # that page's only
 
 The PNGs are 1280x800 (the viewport, not the whole page), reduced to a 256-colour palette with
 Pillow (a matplotlib dependency) so the set stays small in the repository.
@@ -73,12 +74,27 @@ def _shoot(pg, out: Path, name: str) -> None:
     print(f"{out / (name + '.png')}: {(out / (name + '.png')).stat().st_size:,} bytes", file=sys.stderr)
 
 
-def shoot_pages(base: str, out: Path) -> None:
+def shoot_waterfall(pg, base: str, out: Path) -> None:
+    """The OpenTelemetry example's traces with an error, the slowest opened, its payment span picked."""
+    pg.goto(base + "/#/waterfall/demo-otlp?errors=1")
+    pg.wait_for_selector("table[aria-label='trace results'] tbody tr a")
+    pg.locator("table[aria-label='trace results'] tbody tr a").first.click()
+    pg.wait_for_selector(".wf-row[data-span-id]")
+    pg.locator(".wf-row.error[data-span-id]", has_text="charge").first.click()
+    pg.wait_for_selector("table[aria-label='span attributes']")
+    _shoot(pg, out, "waterfall")
+
+
+def shoot_pages(base: str, out: Path, only: set[str] | None = None) -> None:
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox"], timeout=WAIT_MS)
         try:
             pg = browser.new_context(viewport={"width": 1280, "height": 800}).new_page()
             pg.set_default_timeout(WAIT_MS)
+            if only:
+                if "waterfall" in only:
+                    shoot_waterfall(pg, base, out)
+                return
             pg.goto(base + "/#/")
             pg.wait_for_function("document.querySelectorAll('table[aria-label=traces] tbody tr').length >= 8")
             _shoot(pg, out, "traces")
@@ -140,6 +156,7 @@ def shoot_pages(base: str, out: Path) -> None:
             pg.locator("table[aria-label=results] tbody tr", has_text="stap").locator("a").first.click()
             pg.wait_for_selector("svg[aria-label^=histogram] rect.bar", state="attached")
             _shoot(pg, out, "results")
+            shoot_waterfall(pg, base, out)
         finally:
             browser.close()
 
@@ -148,12 +165,13 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=ROOT / "docs" / "webui")
     ap.add_argument("--events", type=int, default=200_000, help="TOD events of the demo (default 200K)")
+    ap.add_argument("--only", action="append", choices=["waterfall"], help="shoot only this page (repeat)")
     args = ap.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix="th-shots-"))
     proc, base = _serve_demo(tmp / "store", args.events)
     try:
-        shoot_pages(base, args.out)
+        shoot_pages(base, args.out, set(args.only or ()))
     finally:
         proc.send_signal(signal.SIGINT)
         try:

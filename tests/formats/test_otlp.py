@@ -180,3 +180,20 @@ def test_analyze_traces_answers_the_everyday_questions(billing, capsys):
     assert [(r["trace_id"], r["spans"], r["errors"], r["ms"]) for r in slow] == [(tid, 4, 1, 21.0)]
     capsys.readouterr()
     assert main(["--store", str(billing), "analyze", "traces", "billing", "--show", "tree"]) != 0
+
+
+def test_issue34_a_span_sent_twice_is_one_node_of_the_tree(billing, capsys):
+    """An exporter that retries a batch the server had stored sends its spans again: the tree
+    of the trace is the same (each level below a doubled span would double)."""
+    tid = "abcdef0123456789abcdef0123456789"
+    once = analyze(billing, capsys, "--show", "tree", "--trace-id", tid)
+    assert main(["--store", str(billing), "import", "otlp", str(SDK), "--name", "again"]) == 0
+    s = tracehouse.open(billing)
+    cols = ["ts", "producer", "dur", *(p.name for p in s.event_types("billing")["span"].params)]
+    s.append("billing", "span", s.sql('SELECT * FROM "again".span').select(cols), wait=True)
+    s.close()
+    assert tracehouse.open(billing).sql("SELECT count(*) AS n FROM billing.spans").to_pylist() == [{"n": 8}]
+    twice = analyze(billing, capsys, "--show", "tree", "--trace-id", tid)
+    assert [(r["depth"], r["span"], r["children"]) for r in twice] == [
+        (r["depth"], r["span"], r["children"]) for r in once
+    ]

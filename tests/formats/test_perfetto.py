@@ -34,6 +34,7 @@ HERE = Path(__file__).parent / "perfetto"
 sys.path.insert(0, str(HERE))
 make_traces = pytest.importorskip("make_traces", reason="the perfetto package (its TraceProtoBuilder) is not installed")
 TRACK_EVENTS, SCHED = HERE / "track_events" / "input", HERE / "sched" / "input"
+FLOWS = HERE / "flows" / "input"
 THREAD_NAMES = {make_traces.MAIN: "main", make_traces.WORKER: "decoder"}
 
 
@@ -55,6 +56,7 @@ def store(tmp_path_factory):
     s = tracehouse.open(tmp_path_factory.mktemp("perfetto") / "store")
     pf_importer.import_file(s, TRACK_EVENTS, "ui")
     pf_importer.import_file(s, SCHED, "sched")
+    pf_importer.import_file(s, FLOWS, "flows")
     s.flush()
     yield s
     s.close()
@@ -377,3 +379,177 @@ def test_issue34_clock_conversion_is_the_snapshot_rule(snaps, stamps):
         return max(0, ts - mono + boot)
 
     assert got == {f"e{i}": rule(ts) for i, ts in enumerate(stamps)}
+
+
+def flow_arrows(events) -> tuple[list[tuple], int, int]:
+    """Flows of `events` ((ts, kind B/E/I, thread, flow ids, terminating ids)) as Perfetto's trace
+    processor joins them (ids global to the trace; a step: the event carrying the id, a slice at
+    its start; the old varint fields the same ids): [(id, src thread, src ts, dst thread, dst ts,
+    src phase, dst phase)] in Chrome's phases (s first, f last), first steps never followed,
+    terminating ids without a flow."""
+    pending: dict[int, tuple] = {}  # id -> (its last step, the arrow into it or None)
+    open_at: dict[object, list[int]] = {}
+    arrows, unmatched, unfollowed = [], 0, 0
+
+    def arrow(i, src, dst, first, last):
+        arrows.append((i, *src, *dst, "s" if first else "t", "f" if last else "t"))
+
+    for ts, kind, thread, ids, ends in events:
+        at = ts
+        if kind == "B":
+            open_at.setdefault(thread, []).append(ts)
+        elif kind == "E":
+            at = open_at[thread].pop()
+        step = (thread, at)
+        for i in ids:
+            if i in pending:
+                last, into = pending[i]
+                if into is not None:
+                    arrow(i, into[0], last, into[1], False)
+                pending[i] = (step, (last, into is None))
+            else:
+                pending[i] = (step, None)
+        for i in ends:
+            if i not in pending:
+                unmatched += 1
+                continue
+            last, into = pending.pop(i)
+            if into is not None:
+                arrow(i, into[0], last, into[1], False)
+            arrow(i, last, step, into is None, True)
+    for i, (last, into) in pending.items():
+        if into is None:
+            unfollowed += 1
+        else:
+            arrow(i, into[0], last, into[1], True)
+    return sorted(arrows, key=lambda a: (a[2], a[0])), unfollowed, unmatched
+
+
+def expected_flow_arrows() -> tuple[list[tuple], int, int]:
+    """The golden `flows` case's arrows: [(id, src thread, src ts, dst thread, dst ts)], ..."""
+    events = [
+        (ts, kind, make_traces.FLOW_THREADS[tid], ids, ends)
+        for ts, kind, tid, _name, ids, ends, _old in make_traces.FLOW_EVENTS
+    ]
+    arrows, unfollowed, unmatched = flow_arrows(events)
+    return [a[:5] for a in arrows], unfollowed, unmatched
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    hst.lists(
+        hst.tuples(
+            hst.integers(0, 2),
+            hst.lists(hst.integers(1, 4), max_size=2, unique=True),
+            hst.lists(hst.integers(1, 4), max_size=2, unique=True),
+            hst.booleans(),
+        ),
+        max_size=40,
+    )
+)
+def test_issue34_flows_of_any_instants_are_trace_processor_s_arrows(steps):
+    """Random flow ids on instants of three threads (new or old fields, continuing and
+    terminating, ids reused): the parser's rows are the reference rule's arrows, phases and all."""
+    from perfetto.protos.perfetto.trace.perfetto_trace_pb2 import TrackEvent
+    from perfetto.trace_builder.proto_builder import TraceProtoBuilder
+
+    from tracehouse import _core
+
+    b = TraceProtoBuilder()
+    for t in range(3):
+        p = b.add_packet()
+        p.track_descriptor.uuid = 10 + t
+        p.track_descriptor.thread.pid, p.track_descriptor.thread.tid = 1, 10 + t
+    events = []
+    for n, (t, ids, ends, old) in enumerate(steps):
+        p = b.add_packet()
+        p.timestamp = 1000 * (n + 1)
+        p.trusted_packet_sequence_id = 1
+        p.track_event.type = TrackEvent.TYPE_INSTANT
+        p.track_event.track_uuid = 10 + t
+        (p.track_event.flow_ids_old if old else p.track_event.flow_ids).extend(ids)
+        (p.track_event.terminating_flow_ids_old if old else p.track_event.terminating_flow_ids).extend(ends)
+        events.append((1000 * (n + 1), "I", t, ids, ends))
+    parser = _core.NativeParser("perfetto", batch_rows=7)
+    out = parser.feed(b.serialize()) + parser.finish()
+    cols = ("id", "producer", "ts", "dst_producer", "dst_ts", "src_phase", "dst_phase")
+    got = sorted(
+        (r for name, bt in out if name == "flow" for r in zip(*[bt.column(c).to_pylist() for c in cols])),
+        key=lambda r: (r[2], int(r[0], 16)),
+    )
+    thread_of = {ts: t for ts, _k, t, _i, _e in events}
+    producer = {r[1]: thread_of[r[2]] for r in got} | {r[3]: thread_of[r[4]] for r in got}
+    assert len(set(producer.values())) == len(producer)  # one producer per thread
+    want, _, _ = flow_arrows(events)
+    assert [(int(r[0], 16), producer[r[1]], r[2], producer[r[3]], r[4], r[5], r[6]) for r in got] == want
+
+
+def test_issue34_flows_are_the_chrome_flow_type_across_threads(store):
+    """Flows across threads, in the new and the old fields, terminated, an id used again after
+    its flow ended, a flow the trace ends during: the arrows trace processor's rule gives."""
+    want, unfollowed, unmatched = expected_flow_arrows()
+    got = store.sql(
+        "SELECT f.id, p.name AS src, f.ts, q.name AS dst, f.dst_ts, f.src_phase, f.dst_phase, f.bp, f.name "
+        "FROM flows.flow f JOIN th.producers p ON p.trace = 'flows' AND p.id = f.producer "
+        "JOIN th.producers q ON q.trace = 'flows' AND q.id = f.dst_producer ORDER BY f.ts, f.id"
+    ).to_pylist()
+    assert [(int(r["id"], 16), r["src"], r["ts"], r["dst"], r["dst_ts"]) for r in got] == want
+    assert len(want) == 5 and (unfollowed, unmatched) == (1, 1)
+    # Chrome's phases: a chain s -> t ... -> f, every step bound to its enclosing slice.
+    assert [(r["src_phase"], r["dst_phase"]) for r in got] == [
+        ("s", "t"),
+        ("t", "f"),
+        ("s", "f"),
+        ("s", "f"),
+        ("s", "f"),
+    ]
+    assert {r["bp"] for r in got} == {"e"} and {r["name"] for r in got} == {"flow"}
+    # The same event type as the chrome format's, column for column.
+    chrome_flow = next(t for t in registry.format_of("chrome").event_types if t.name == "flow")
+    assert store.event_types("flows")["flow"].params == chrome_flow.params
+
+
+def test_issue34_flow_counts_are_in_the_import_report(tmp_path):
+    with tracehouse.open(tmp_path / "s") as s:
+        rep = pf_importer.import_file(s, FLOWS, "f")
+    _, unfollowed, unmatched = expected_flow_arrows()
+    assert rep.by_type["flow"] == 5
+    assert (rep.details["flow_arrows"], rep.details["unfollowed_flows"], rep.details["unmatched_flow_ends"]) == (
+        5,
+        unfollowed,
+        unmatched,
+    )
+
+
+def test_issue34_chrome_export_of_flows_agrees_event_for_event(store, tmp_path):
+    out = tmp_path / "flows.json"
+    assert main(["--store", str(store.path), "export", "flows", "--format", "chrome", "--out", str(out), "--json"]) == 0
+    events = json.loads(out.read_text())["traceEvents"]
+    threads = {e["tid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    steps = [
+        (e["ph"], int(e["id"], 16), threads[e["tid"]], round(e["ts"] * 1000))
+        for e in events
+        if e.get("ph") in ("s", "t", "f")
+    ]
+    want, _, _ = expected_flow_arrows()
+    expected = []
+    for n, (i, src, ts, dst, dts) in enumerate(want):
+        chained = n > 0 and want[n - 1][0] == i and want[n - 1][3:] == (src, ts)
+        ends = not any(w[0] == i and w[1:3] == (dst, dts) for w in want[n + 1 :])
+        if not chained:
+            expected.append(("s", i, src, ts))
+        expected.append(("f" if ends else "t", i, dst, dts))
+    assert steps == expected
+    assert all(e.get("bp") == "e" for e in events if e.get("ph") in ("t", "f"))
+    # And back: the Chrome importer reads our export as the same arrows.
+    assert main(["--store", str(tmp_path / "back"), "import", "chrome", str(out), "--name", "fb"]) == 0
+    q = (
+        "SELECT f.id, p.name AS src, f.ts, q.name AS dst, f.dst_ts, f.src_phase, f.dst_phase FROM {t}.flow f "
+        "JOIN th.producers p ON p.trace = '{t}' AND p.id = f.producer "
+        "JOIN th.producers q ON q.trace = '{t}' AND q.id = f.dst_producer ORDER BY f.ts, f.id"
+    )
+    with tracehouse.open(tmp_path / "back", readonly=True) as b:
+        back = b.sql(q.format(t="fb")).to_pylist()
+    mine = store.sql(q.format(t="flows")).to_pylist()
+    strip = lambda rows: [{**r, "src": r["src"].split("/")[-1], "dst": r["dst"].split("/")[-1]} for r in rows]  # noqa: E731
+    assert strip(back) == strip(mine)

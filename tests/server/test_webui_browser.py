@@ -1101,3 +1101,113 @@ def test_issue33_a_folded_stack_result_is_a_flame_graph_and_parameters_wrap(brow
             assert b["x"] + b["width"] <= panel["x"] + panel["width"] + 1
     finally:
         assert _stop(proc) == 0
+
+
+@pytest.fixture(scope="module")
+def otel(tmp_path_factory):
+    """A `tracehouse serve` holding two runs of the OpenTelemetry SDK app (trace `shop`)."""
+    from helpers.otel import shop_server
+
+    server, tids = shop_server(tmp_path_factory.mktemp("otel") / "store", 2)
+    yield server, tids
+    assert server.stop() == 0
+
+
+def test_issue34_waterfall_search_a_trace_its_spans_and_a_span_s_attributes(browser, otel):
+    server, tids = otel
+    base = f"http://127.0.0.1:{server.port}"
+    spans = {
+        r[0]: {"parent": r[1], "name": r[2], "error": r[3], "ts": r[4], "end": r[5]}
+        for r in server.sql(
+            f"SELECT span_id, parent_span_id, name, error, ts, end_ts FROM shop.spans WHERE trace_id = '{tids[0]}'"
+        )
+    }
+    t0, t1 = min(s["ts"] for s in spans.values()), max(s["end"] for s in spans.values())
+
+    def depth(sid: str) -> int:
+        p = spans[sid]["parent"]
+        return 0 if p is None else 1 + depth(p)
+
+    errors = []
+    with _watched(browser, viewport={"width": 1400, "height": 1000}) as ctx:
+        pg = ctx.new_page()
+        pg.on("pageerror", lambda e: errors.append(str(e)))
+        pg.goto(base + "/#/trace/shop")
+        pg.locator("#tracenav a", has_text="Waterfall").click()  # the tab of an OpenTelemetry trace
+        results = "table[aria-label='trace results'] tbody tr"
+        pg.wait_for_function(f'document.querySelectorAll("{results}").length === 4')  # 2 checkouts, 2 audits
+        # errors only: the two checkout traces (their /fail call)
+        pg.check("input[name=errors]")
+        pg.get_by_role("button", name="Find traces").click()
+        pg.wait_for_function("location.hash.includes('errors=1')")
+        pg.wait_for_function(f'document.querySelectorAll("{results}").length === 2')
+        got = pg.locator(results).evaluate_all("rs => rs.map(r => r.dataset.traceId)")
+        assert sorted(got) == sorted(tids)
+        assert "shop: checkout" in pg.locator(results).first.inner_text()
+        pg.locator(f"{results}[data-trace-id='{tids[0]}'] a").click()
+        pg.wait_for_function(f"location.hash.includes('tid={tids[0]}')")
+        rows = pg.locator(".wf-row[data-span-id]")
+        pg.wait_for_function("document.querySelectorAll('.wf-row[data-span-id]').length === 7")
+        shown = rows.evaluate_all(
+            "rs => rs.map(r => [r.dataset.spanId, +r.dataset.depth, parseFloat(getComputedStyle(r.querySelector('.wf-name')).paddingLeft)])"
+        )
+        assert sorted(s for s, _d, _p in shown) == sorted(spans)
+        for sid, d, pad in shown:
+            assert d == depth(sid)
+            assert pad == d * 14 + 2  # indented by depth
+        assert pg.locator(".wf-row.error[data-span-id]").count() == sum(s["error"] for s in spans.values()) == 2
+        # bars on the trace's time axis: left at the span's offset, as wide as its duration
+        bars = rows.evaluate_all(
+            "rs => rs.map(r => [r.dataset.spanId, parseFloat(r.querySelector('.wf-bar').style.left),"
+            " parseFloat(r.querySelector('.wf-bar').style.width)])"
+        )
+        for sid, left, width in bars:
+            sp = spans[sid]
+            assert left == pytest.approx((sp["ts"] - t0) / (t1 - t0) * 100, abs=1e-3)  # (the style keeps 6 digits)
+            assert width == pytest.approx(max((sp["end"] - sp["ts"]) / (t1 - t0) * 100, 0.15), abs=1e-3)
+        assert pg.locator(".wf-axis span").first.inner_text().strip().endswith(("ms", "µs"))
+        shot(pg, "waterfall")
+        # a span's details: the failed server span's typed columns, attributes and exception event
+        fail = next(s for s, v in spans.items() if v["name"] == "GET /inventory" and v["error"])
+        pg.locator(f".wf-row[data-span-id='{fail}']").click()
+        pg.wait_for_function(f"location.hash.includes('span={fail}')")
+        attrs = pg.locator("table[aria-label='span attributes']")
+        attrs.wait_for()
+        text = attrs.inner_text()
+        assert "http_status_code" in text and "500" in text and "http_method" in text
+        assert "exception" in pg.locator("table[aria-label='span events']").inner_text()
+        assert "inventory down" in pg.locator("dl[aria-label='span details']").inner_text()
+        shot(pg, "waterfall-span")
+        # collapse worker-1: its four descendants leave
+        w1 = next(s for s, v in spans.items() if v["name"] == "worker-1")
+        pg.locator(f".wf-row[data-span-id='{w1}'] button.tog").click()
+        pg.wait_for_function("document.querySelectorAll('.wf-row[data-span-id]').length === 3")
+        pg.get_by_role("button", name="expand all").click()
+        pg.wait_for_function("document.querySelectorAll('.wf-row[data-span-id]').length === 7")
+        # the keyboard: on worker-1's row, ← collapses its subtree and → opens it again
+        pg.locator(f".wf-row[data-span-id='{w1}']").focus()
+        pg.keyboard.press("ArrowLeft")
+        pg.wait_for_function("document.querySelectorAll('.wf-row[data-span-id]').length === 3")
+        pg.wait_for_function(f"document.activeElement && document.activeElement.dataset.spanId === '{w1}'")
+        pg.keyboard.press("ArrowRight")
+        pg.wait_for_function("document.querySelectorAll('.wf-row[data-span-id]').length === 7")
+        # to the timeline of the span's thread, and back to the waterfall with the span selected
+        pg.locator(f".wf-row[data-span-id='{fail}']").click()
+        pg.get_by_role("link", name="on the timeline").click()
+        pg.wait_for_function("location.hash.startsWith('#/timeline/shop') && location.hash.includes('producers=')")
+        pg.wait_for_selector("#tl-labels .lab")
+        pg.wait_for_function("document.querySelector('main').getAttribute('aria-busy') === 'false'")
+        box = pg.locator("#tl-canvas-box canvas").bounding_box()
+        pg.mouse.click(box["x"] + box["width"] / 2, box["y"] + 7)  # the span, alone on its thread
+        back = pg.get_by_role("link", name=f"waterfall of trace {tids[0]}")
+        back.wait_for()
+        back.click()  # the timeline's details of an OpenTelemetry span lead back to its waterfall
+        pg.wait_for_function(f"location.hash.startsWith('#/waterfall/shop') && location.hash.includes('span={fail}')")
+        pg.wait_for_selector("table[aria-label='span attributes']")
+        assert pg.locator(".wf-row.selected").get_attribute("data-span-id") == fail
+        pg.go_back()
+        pg.go_back()
+        pg.wait_for_function(f"location.hash.includes('span={fail}')")
+        pg.wait_for_selector("table[aria-label='span attributes']")
+        assert pg.locator(".wf-row.selected").get_attribute("data-span-id") == fail
+    assert not errors, errors

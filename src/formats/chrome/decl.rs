@@ -118,7 +118,8 @@ const CHROME_ASYNC_INSTANT: EventTypeDecl = EventTypeDecl {
     doc: "an async instant (n, or legacy T/p)",
 };
 
-const CHROME_FLOW: EventTypeDecl = EventTypeDecl {
+/// A flow arrow; the perfetto format's flows are rows of this same type (`perfetto::flows`).
+pub const CHROME_FLOW: EventTypeDecl = EventTypeDecl {
     name: "flow",
     kind: "link",
     params: &[

@@ -72,12 +72,16 @@ pub const SCHED_WAKING: EventTypeDecl = EventTypeDecl {
     doc: "a thread being woken (sched_waking); producer: the CPU that woke it",
 };
 
+/// A flow arrow between track events (`flow_ids`, `terminating_flow_ids`): the Chrome importer's
+/// `flow` type, columns and all, so analyses and the Chrome exporter read both alike.
+pub use crate::formats::chrome::decl::CHROME_FLOW as FLOW;
+
 /// The `perfetto` format.
 pub const PERFETTO: FormatDecl = FormatDecl {
     name: "perfetto",
     description: "Perfetto protobuf trace (.perfetto-trace, .pftrace; gzipped or not): track event slices, \
-                  instants and counters per track, ftrace scheduling per CPU",
-    event_types: &[SLICE, INSTANT, COUNTER, SCHED_SLICE, SCHED_WAKING],
+                  instants, counters and flows per track, ftrace scheduling per CPU",
+    event_types: &[SLICE, INSTANT, COUNTER, SCHED_SLICE, SCHED_WAKING, FLOW],
     priority: 30,
     sniff: Some(sniff),
     parser: Some(ParserDecl { options: &[], make }),

@@ -32,7 +32,9 @@
 //! is at or before its timestamp (else the first), `ts - reading(clock) + reading(trace clock)`,
 //! times the clock's `unit_multiplier_ns`; with no such snapshot the timestamp stays as written
 //! and is counted (`unconverted_timestamps`). Incremental clocks and the ftrace clock are not
-//! converted. Flows, legacy (JSON-era) events and the other data sources are counted and skipped.
+//! converted. Flows (`flow_ids`, `terminating_flow_ids`, their `_old` spellings) become the
+//! `flow` rows of the Chrome importer's type ([`flows`]). Legacy (JSON-era) events and the other
+//! data sources are counted and skipped.
 
 use arrow_array::RecordBatch;
 use prost::Message;
@@ -42,6 +44,7 @@ use super::pbwire;
 use super::table::{FastMap, Table, DUR};
 
 pub mod decl;
+mod flows;
 pub mod proto;
 #[cfg(test)]
 mod tests;
@@ -52,6 +55,7 @@ const T_INSTANT: usize = 1;
 const T_COUNTER: usize = 2;
 const T_SCHED: usize = 3;
 const T_WAKING: usize = 4;
+const T_FLOW: usize = 5;
 /// Bytes of string data after which a batch is cut whatever its rows.
 const MAX_STR_BYTES: usize = 64 << 20;
 
@@ -110,7 +114,7 @@ pub struct PerfettoParser {
     skipping: usize,
     offset: u64,
     packets: u64,
-    tables: [Table; 5],
+    tables: [Table; 6],
     rejects: Rejects,
     producers: Vec<Producer>,
     by_track: FastMap<u64, i32>,
@@ -121,6 +125,7 @@ pub struct PerfettoParser {
     stopped: bool,
     counts: Counts,
     clocks: Clocks,
+    flows: flows::Flows,
 }
 
 #[derive(Debug, Default)]
@@ -209,7 +214,7 @@ impl PerfettoParser {
             skipping: 0,
             offset: 0,
             packets: 0,
-            tables: [t(T_SLICE), t(T_INSTANT), t(T_COUNTER), t(T_SCHED), t(T_WAKING)],
+            tables: [t(T_SLICE), t(T_INSTANT), t(T_COUNTER), t(T_SCHED), t(T_WAKING), t(T_FLOW)],
             rejects: Rejects::default(),
             producers: Vec::new(),
             by_track: FastMap::default(),
@@ -220,6 +225,7 @@ impl PerfettoParser {
             stopped: false,
             counts: Counts::default(),
             clocks: Clocks { trace_clock: proto::CLOCK_BOOTTIME, snapshots: Vec::new() },
+            flows: flows::Flows::default(),
         }
     }
 
@@ -268,6 +274,7 @@ impl PerfettoParser {
                 self.slice_row(track, o, None);
             }
         }
+        self.flows.finish(&mut self.tables[T_FLOW]);
     }
 
     /// Batches that reached the batch size (all non-empty ones when `all`).
@@ -526,7 +533,24 @@ impl PerfettoParser {
         };
         let track = e.track_uuid.or(seq.default_track).unwrap_or(u64::from(seq_id) | (1 << 63));
         self.counts.unknown_iids += unknown;
-        match e.r#type.unwrap_or(0) {
+        let kind = e.r#type.unwrap_or(0);
+        let flows = !(e.flow_ids.is_empty()
+            && e.flow_ids_old.is_empty()
+            && e.terminating_flow_ids.is_empty()
+            && e.terminating_flow_ids_old.is_empty());
+        if flows && matches!(kind, proto::TYPE_SLICE_BEGIN | proto::TYPE_SLICE_END | proto::TYPE_INSTANT) {
+            // The step is the slice (its start: an end's flows go to the slice it ends) or the instant.
+            let at = if kind == proto::TYPE_SLICE_END {
+                self.open.get(&track).and_then(|s| s.last()).map(|o| o.ts)
+            } else {
+                Some(ts)
+            };
+            match at {
+                Some(at) => self.flow_steps(track, at, &e),
+                None => self.flows.unmatched_ends += 1,
+            }
+        }
+        match kind {
             proto::TYPE_SLICE_BEGIN => {
                 let name = name.unwrap_or_default();
                 self.open.entry(track).or_default().push(Open { ts, name, category, args });
@@ -567,6 +591,17 @@ impl PerfettoParser {
                     "track event of type {other} (expected slice begin 1, end 2, instant 3, counter 4)"
                 ));
             }
+        }
+    }
+
+    /// The flow steps of a track event at `at` on `track`: its continuing ids, then its terminating ones.
+    fn flow_steps(&mut self, track: u64, at: i64, e: &proto::TrackEvent) {
+        let producer = self.track_producer(track);
+        let ids = e.flow_ids_old.iter().chain(&e.flow_ids).map(|&i| (i, false));
+        let ends = e.terminating_flow_ids_old.iter().chain(&e.terminating_flow_ids).map(|&i| (i, true));
+        for (id, terminating) in ids.chain(ends) {
+            let seq = self.next_seq(producer);
+            self.flows.step(&mut self.tables[T_FLOW], id, flows::Step { ts: at, producer, seq }, terminating);
         }
     }
 
@@ -771,6 +806,9 @@ super::chunk_parser!(PerfettoParser {
             ("clock_snapshots", c.clock_snapshots),
             ("converted_timestamps", c.converted_timestamps),
             ("unconverted_timestamps", c.unconverted_timestamps),
+            ("flow_arrows", self.flows.arrows),
+            ("unfollowed_flows", self.flows.unfollowed),
+            ("unmatched_flow_ends", self.flows.unmatched_ends),
             ("rejected", self.rejects.count),
         ]
         .into_iter()

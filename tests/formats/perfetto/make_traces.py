@@ -6,7 +6,10 @@
 `track_events`: a process with two thread tracks and a counter track; nested slices with interned
 names and categories on one sequence (incremental state cleared on its first packet, defaults
 giving its track), literal names on another, instants with debug annotations, counter values.
-`sched`: ftrace sched_switch and sched_waking on two CPUs. `tests/formats/test_perfetto.py`
+`sched`: ftrace sched_switch and sched_waking on two CPUs. `flows`: slices and instants on three
+threads joined by flows (`FLOW_EVENTS`): a flow across threads and back, one in the older varint
+fields (`flow_ids_old`, `terminating_flow_ids_old`), an id reused after its flow terminated, a
+flow the trace ends during, a first step never followed and a terminating id without a flow. `tests/formats/test_perfetto.py`
 imports the same builder to check our import and Chrome export event for event (`EVENTS`).
 """
 
@@ -147,7 +150,58 @@ def sched() -> bytes:
     return b.serialize()
 
 
-CASES = {"track_events": track_events, "sched": sched}
+IO = 1250
+# (ts ns, type, thread tid, name, flow ids, terminating flow ids, the older fields?): what `flows` holds.
+FLOW_EVENTS = [
+    (1_000, "B", MAIN, "post", [1], [], False),
+    (1_500, "E", MAIN, None, [], [], False),
+    (2_000, "B", WORKER, "run", [1], [], False),
+    (2_400, "I", WORKER, "note", [2], [], True),
+    (2_800, "E", WORKER, None, [], [], False),
+    (3_000, "B", MAIN, "reply", [], [1], False),
+    (3_200, "E", MAIN, None, [], [], False),
+    (4_000, "B", IO, "write", [], [2], True),
+    (4_500, "E", IO, None, [], [], False),
+    (5_000, "B", WORKER, "again", [1], [], False),
+    (5_100, "E", WORKER, None, [], [], False),
+    (6_000, "B", MAIN, "done", [], [1], False),
+    (6_100, "E", MAIN, None, [], [], False),
+    (7_000, "I", MAIN, "lonely", [3], [], False),
+    (7_500, "I", IO, "orphan", [], [4], False),
+    (8_000, "B", IO, "open-ended", [5], [], False),
+    (8_200, "E", IO, None, [], [], False),
+    (9_000, "B", WORKER, "tail", [5], [], False),
+    (9_100, "E", WORKER, None, [], [], False),
+]
+FLOW_THREADS = {MAIN: "main", WORKER: "worker", IO: "io"}
+
+
+def flows() -> bytes:
+    b = TraceProtoBuilder()
+    p = b.add_packet()
+    p.track_descriptor.uuid = PID
+    p.track_descriptor.process.pid = PID
+    p.track_descriptor.process.process_name = "browser"
+    for tid, name in FLOW_THREADS.items():
+        p = b.add_packet()
+        p.track_descriptor.uuid = tid * 10
+        p.track_descriptor.thread.pid = PID
+        p.track_descriptor.thread.tid = tid
+        p.track_descriptor.thread.thread_name = name
+    for ts, kind, tid, name, ids, ends, old in FLOW_EVENTS:
+        p = b.add_packet()
+        p.timestamp = ts
+        p.trusted_packet_sequence_id = SEQ_B
+        p.track_event.track_uuid = tid * 10
+        p.track_event.type = TYPES[kind]
+        if name is not None:
+            p.track_event.name = name
+        (p.track_event.flow_ids_old if old else p.track_event.flow_ids).extend(ids)
+        (p.track_event.terminating_flow_ids_old if old else p.track_event.terminating_flow_ids).extend(ends)
+    return b.serialize()
+
+
+CASES = {"track_events": track_events, "sched": sched, "flows": flows}
 
 
 def main() -> int:

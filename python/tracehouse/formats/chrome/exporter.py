@@ -6,7 +6,8 @@ as pid when it has one; every producer below it a thread of that process, with
 its `tid` attribute as tid; all named by `M` events), and each event type is selected with SQL that
 names its columns by role for the Rust encoder (`_core.ChromeWriter`, see
 src/formats/chrome/export.rs). Types of the `chrome` format are written back exactly as
-they were read (phases, ids, scopes, args with their original keys); other
+they were read (phases, ids, scopes, args with their original keys), and so is the chrome
+`flow` type where another format declares it (perfetto's flows: s -> t ... -> f); other
 formats map by kind: span -> X, instant -> i, begin/end -> B/E, counter -> C,
 link (with dst_producer/dst_ts) -> a flow s -> f, with the event type as name
 (or the column that names the event better: a strace syscall's name, a Paje
@@ -166,12 +167,23 @@ def producer_map(producers: list[dict]) -> tuple[list[tuple[int, str, str]], lis
     return mapping, meta
 
 
+def _is_chrome_flow(et: EventType) -> bool:
+    """Whether `et` is the chrome format's `flow` type, declared by another format (perfetto's
+    flows): written back as Chrome flow steps, as the chrome format's own."""
+    flow = next((t for t in fmt.EVENT_TYPES if t.name == "flow"), None)
+    return (
+        et.name == "flow"
+        and flow is not None
+        and [(p.name, p.type) for p in et.params] == [(p.name, p.type) for p in flow.params]
+    )
+
+
 def _branch(trace: str, fmt_name: str, et: EventType, n: int) -> tuple[str, str]:
     """(SELECT of one event type with its columns named by role, default phase)."""
     cols = [qident("ts"), qident("producer"), qident("seq")]
     if et.kind == "span":
         cols.append(qident("dur"))
-    chrome = fmt_name == fmt.FORMAT and et.name in _CHROME_ROLES
+    chrome = et.name in _CHROME_ROLES and (fmt_name == fmt.FORMAT or _is_chrome_flow(et))
     if chrome:
         ph = _CHROME_PH[et.name]
         roles = dict(_CHROME_ROLES[et.name], name="__name", cat="__cat")

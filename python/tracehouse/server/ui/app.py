@@ -25,6 +25,10 @@ browser asks the JSON API under `/api/ui/` for aggregates:
   GET  /api/ui/results        saved results (?trace=, ?kind=, ?indexes=1)
   GET  /api/ui/result?id=     one result: table page, histogram, text or processed trace
   POST /api/ui/debug          the Debug page: commands of `tracehouse debug` from a state (debugview.py)
+  GET  /api/ui/otel/search    the Waterfall page's trace search (waterfall.py): service, name, attr=K=V...,
+                              min_dur, max_dur, errors_only, sort=slowest|newest, limit
+  GET  /api/ui/otel/tree      trace_id= [collapsed=span ids, comma list] offset limit: waterfall rows
+  GET  /api/ui/otel/span      trace_id= span_id=: one span's fields, attributes, events, links, children
 
 Every trace view takes the linked selection: `trace`, `start`/`end` (ns) and `producers`
 (comma list). With `rel=1` (what the page sends) `start`/`end` are ns from the trace's
@@ -68,7 +72,7 @@ from starlette.routing import Route
 from ...analysis.profiles import infer_span_config
 from ...analysis.registry import Window
 from ...errors import BadInput, NotFound, TracehouseError
-from . import console, debugview, views
+from . import console, debugview, views, waterfall
 from .prepare import Jobs, Pending, Preparer
 
 if TYPE_CHECKING:
@@ -80,6 +84,7 @@ STATIC = {
     "index.html": "text/html; charset=utf-8",
     "app.js": "text/javascript; charset=utf-8",
     "debug.js": "text/javascript; charset=utf-8",
+    "waterfall.js": "text/javascript; charset=utf-8",
     "app.css": "text/css; charset=utf-8",
     "favicon.svg": "image/svg+xml",
 }
@@ -477,6 +482,45 @@ def analysis(state: UiState, params, _body) -> dict:
     return doc
 
 
+OTEL_FILTERS = ("service", "name", "min_dur", "max_dur", "errors_only", "sort")
+
+
+def otel_search(state: UiState, params, _body) -> dict:
+    trace, w, origin = _selection(state, params)
+    given = {k: params[k] for k in OTEL_FILTERS if params.get(k)}
+    attrs = [a for a in params["_multi"].getlist("attr") if a.strip()]
+    if attrs:
+        given["attr"] = attrs
+    return _rebased(waterfall.search(state.prep, trace, w, given, _int(params, "limit", 50)), origin)
+
+
+def _otel_id(params: dict, name: str) -> str:
+    v = (params.get(name) or "").strip().lower()
+    if not v or any(c not in "0123456789abcdef" for c in v):
+        raise BadInput(f"{name}={params.get(name)!r}", expected="hex digits (an OpenTelemetry id)")
+    return v
+
+
+def otel_tree(state: UiState, params, _body) -> dict:
+    trace = _trace(state, params)
+    collapsed = [c.strip() for c in (params.get("collapsed") or "").split(",") if c.strip()]
+    doc = waterfall.tree(
+        state.prep,
+        trace,
+        _otel_id(params, "trace_id"),
+        collapsed,
+        _int(params, "offset", 0),
+        _int(params, "limit", waterfall.MAX_ROWS),
+    )
+    return _rebased(doc, _origin(state, params, trace))
+
+
+def otel_span(state: UiState, params, _body) -> dict:
+    trace = _trace(state, params)
+    doc = waterfall.span(state.prep, trace, _otel_id(params, "trace_id"), _otel_id(params, "span_id"))
+    return _rebased(doc, _origin(state, params, trace))
+
+
 def _float(params: dict, name: str, default: float) -> float:
     v = params.get(name)
     if v is None or v == "":
@@ -798,6 +842,9 @@ def build_app(state: UiState) -> Starlette:
         route("/api/ui/results", results_list),
         route("/api/ui/result", result),
         route("/api/ui/debug", debugview.debug_route, ("POST",), body=True),
+        route("/api/ui/otel/search", otel_search),
+        route("/api/ui/otel/tree", otel_tree),
+        route("/api/ui/otel/span", otel_span),
     ]
 
     async def not_found(request: Request, _exc) -> Response:

@@ -31,6 +31,7 @@ EXAMPLES = [
     ("demo-bpftrace", "bpftrace", "hyrise_jobs.bpftrace.json", {"pattern": BPF_PATTERNS, "span": BPF_SPANS}),
     ("demo-stap", "stap", "hyrise_jobs.stap.txt", {"pattern": BPF_PATTERNS, "span": BPF_SPANS}),
     ("demo-paje", "paje", "small.paje", {}),
+    ("demo-otlp", "otlp", "shop.otlp", {}),  # made by dev/make_otlp_example.py (the OpenTelemetry SDK)
 ]
 CSV_TRACE = "demo-csv"
 LP_BUCKET = "demo-lineproto"

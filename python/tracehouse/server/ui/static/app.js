@@ -223,7 +223,7 @@ async function route() {
   const gen = ++routeGen;
   clearError();
   const { page, arg, sel, qs } = parseHash();
-  const tracePages = ["trace", "timeline", "calls", "analyses", "debug"];
+  const tracePages = ["trace", "timeline", "calls", "analyses", "debug", "waterfall"];
   current = { page, arg, sel, qs, trace: tracePages.includes(page) ? arg : null, info: null };
   document.querySelectorAll("[data-nav]").forEach((a) => a.classList.toggle("active", a.dataset.nav === page));
   const tnav = $("#tracenav");
@@ -238,6 +238,8 @@ async function route() {
     }
     if (gen !== routeGen) return;  // navigated elsewhere meanwhile: that route renders
     current.info = info;
+    if (info.trace.format === "otlp")  // OpenTelemetry traces: the Waterfall page (waterfall.js)
+      tnav.append(h("a", { href: "#/waterfall/" + encodeURIComponent(current.trace), class: page === "waterfall" ? "active" : null }, "Waterfall"));
   }
   renderSelection();
   const pages = { traces: pageTraces, trace: pageOverview, timeline: pageTimeline, calls: pageCalls, analyses: pageAnalyses, sql: pageSql,
@@ -983,7 +985,10 @@ function sliceDetails(box, hit) {
       ...dd("parent", row.parent_id === null || row.parent_id < 0 ? "none (a root call)"
         : h("button", { class: "link", onclick: () => parentDetails(box, hit, row.parent_id) }, `span ${row.parent_id}`)),
       ...args.flatMap((c) => dd(c.name, `${typeof row[c.name] === "object" ? JSON.stringify(row[c.name]) : row[c.name]}${c.unit ? " " + c.unit : ""}`)),
-      ...dd("same name", h("button", { class: "link", onclick: () => timelineSearch(String(row.name)) }, `find "${row.name}" in the timeline`))));
+      ...dd("same name", h("button", { class: "link", onclick: () => timelineSearch(String(row.name)) }, `find "${row.name}" in the timeline`)),
+      // An OpenTelemetry span: its trace's waterfall (its own span_id column is begin_span_id here, beside the index's span_id).
+      ...(current.info.trace.format === "otlp" && typeof row.trace_id === "string" && typeof row.begin_span_id === "string"
+        ? dd("trace", h("a", { href: `#/waterfall/${encodeURIComponent(current.trace)}?tid=${row.trace_id}&span=${row.begin_span_id}` }, `waterfall of trace ${row.trace_id}`)) : [])));
   });
 }
 
