@@ -1001,9 +1001,10 @@ def record_forget() -> None:
     ...
 
 class RecordReader:
-    """Decodes a recorder stream (a descriptor it takes over, or a file path) into record batches."""
+    """Decodes a recorder stream (a descriptor it takes over, or a file path) into record batches
+    (one per event type and read; `ts_offset` added to every event's ts)."""
 
-    def __init__(self, source: int | str) -> None: ...
+    def __init__(self, source: int | str, ts_offset: int = 0) -> None: ...
     def read(self, max_rows: int = 262144) -> dict:
         """About `max_rows` events (interpreter lock released while reading): {"batches": [(type,
         pyarrow.RecordBatch)], "threads": [{producer, ident, name, ts}], "hello": str | None,

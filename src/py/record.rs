@@ -126,9 +126,11 @@ pub struct PyRecordReader {
 
 #[pymethods]
 impl PyRecordReader {
-    /// `source`: an open descriptor (taken over and closed at the end) or a file path.
+    /// `source`: an open descriptor (taken over and closed at the end) or a file path;
+    /// `ts_offset` is added to every event's ts.
     #[new]
-    fn new(source: &Bound<'_, PyAny>) -> PyResult<Self> {
+    #[pyo3(signature = (source, ts_offset=0))]
+    fn new(source: &Bound<'_, PyAny>, ts_offset: i64) -> PyResult<Self> {
         let (file, name) = if let Ok(fd) = source.extract::<i32>() {
             if fd < 0 {
                 return Err(PyValueError::new_err("fd: expected an open descriptor"));
@@ -139,7 +141,7 @@ impl PyRecordReader {
             let path: String = source.extract()?;
             (File::open(&path).map_err(|e| PyOSError::new_err(format!("{path}: {e}")))?, path)
         };
-        Ok(Self { inner: Some(WireReader::new(file)), source: name })
+        Ok(Self { inner: Some(WireReader::new(file).with_ts_offset(ts_offset)), source: name })
     }
 
     /// Decodes about `max_rows` events: a dict with `batches` [(type, pyarrow.RecordBatch)],

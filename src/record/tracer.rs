@@ -110,6 +110,8 @@ const PREVIEW_ITEMS: usize = 5;
 const REPR_SLOTS: usize = 4096;
 /// Largest source file stored.
 const MAX_SOURCE: u64 = 16 << 20;
+/// Slots of the code lookup cache (a power of two).
+const CODE_CACHE: usize = 1024;
 /// Flushes queued for the writer before the program waits for it (each up to `flush_rows`).
 const QUEUE: usize = 4;
 
@@ -326,6 +328,10 @@ pub struct Recorder {
     cur: usize,
     codes: Vec<Code>,
     by_code: FxHashMap<usize, u32>,
+    /// The last code objects looked up, by address bits: a frame evaluator call (every frame,
+    /// library frames too) finds its code here with one compare, not a hash probe (3 frames
+    /// per `json.loads` call; the map probe was the largest of the recorder's own costs there).
+    code_cache: Box<[(usize, u32); CODE_CACHE]>,
     files: FxHashMap<String, bool>,
     symbols: FxHashMap<Box<[u8]>, i64>,
     next_symbol: i64,
@@ -473,6 +479,7 @@ impl Recorder {
             cur: 0,
             codes: Vec::new(),
             by_code: FxHashMap::default(),
+            code_cache: Box::new([(0, 0); CODE_CACHE]),
             files: FxHashMap::default(),
             symbols: FxHashMap::default(),
             next_symbol: 1,
@@ -617,12 +624,24 @@ impl Recorder {
 
     #[inline]
     unsafe fn code_index(&mut self, code: *mut ffi::PyObject) -> u32 {
-        if let Some(&i) = self.by_code.get(&(code as usize)) {
+        // Code objects stay alive for the recording (new_code keeps a reference): an address
+        // names one code object, so a cached entry never goes stale.
+        let key = code as usize;
+        let slot = ((key >> 5) ^ (key >> 14)) & (CODE_CACHE - 1);
+        let (k, i) = self.code_cache[slot];
+        if k == key {
             return i;
         }
-        let saved = SavedError::take();
-        let i = self.new_code(code);
-        saved.restore();
+        let i = match self.by_code.get(&key) {
+            Some(&i) => i,
+            None => {
+                let saved = SavedError::take();
+                let i = self.new_code(code);
+                saved.restore();
+                i
+            }
+        };
+        self.code_cache[slot] = (key, i);
         i
     }
 
