@@ -389,6 +389,7 @@ class QueryEngine:
         # `snapshot`'s cursor of each thread (the server's query workers), kept between queries
         # with the th.* tables registered on it: see `snapshot`.
         self._local = threading.local()
+        self._generation = 0  # bumped by every statement that changes the views (`_ddl`)
         self._closed = False
 
     def close(self) -> None:
@@ -404,6 +405,12 @@ class QueryEngine:
 
             logging.getLogger("tracehouse.store").warning("SQL engine not closed: %s", error_line(e))
 
+    def _ddl(self, sql: str, params: list | None = None):
+        """Run a statement that changes the views (or what they read) on the engine's connection:
+        a cursor's open transaction from before it is not reused (`snapshot`)."""
+        self._generation += 1
+        return self.con.execute(sql, params)
+
     def _register(self, name: str, trace: str | None, table: pa.Table) -> None:
         self.con.register(name, table)
         self._sources[name] = (trace, table)
@@ -415,11 +422,11 @@ class QueryEngine:
     # -- view maintenance ----------------------------------------------------------
 
     def _refresh_th(self) -> None:
-        self.con.execute("CREATE SCHEMA IF NOT EXISTS th")
+        self._ddl("CREATE SCHEMA IF NOT EXISTS th")
         for name, table in th_tables(self.store.catalog).items():
             reg = f"_th_{name}"
             self._register(reg, None, table)
-            self.con.execute(f"CREATE OR REPLACE VIEW th.{name} AS SELECT * FROM {reg}")
+            self._ddl(f"CREATE OR REPLACE VIEW th.{name} AS SELECT * FROM {reg}")
 
     def _type_sources(self, trace_name: str, trace_id: int, et: EventType, segs, tail) -> str:
         files = [(str(self.store.path / s.path), s.columns) for s in segs]
@@ -520,8 +527,8 @@ class QueryEngine:
         schema = qident(info.name)
         # Start from an empty schema: views of a type this trace no longer has (the name was
         # deleted and reused by a trace of another format) would still answer with old rows.
-        self.con.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-        self.con.execute(f"CREATE SCHEMA {schema}")
+        self._ddl(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        self._ddl(f"CREATE SCHEMA {schema}")
         # ... and let go of its old tail tables (a flushed tail would stay pinned in memory); a
         # tail still there is registered again below, over the old one (an unregister costs
         # DuckDB ~4 ms).
@@ -539,7 +546,7 @@ class QueryEngine:
                 body = damaged_view_sql(et, info.name, damaged)
                 if keys:  # the same columns as an intact type's view
                     body = tagged_view_sql(et, body, f"{TAG_TABLES}.{qident(info.name)}", keys)
-                self.con.execute(f"CREATE OR REPLACE VIEW {schema}.{qident(name)} AS {body}")
+                self._ddl(f"CREATE OR REPLACE VIEW {schema}.{qident(name)} AS {body}")
                 continue
             type_segs = by_type.get(name, [])
             cached = _usable(man, name, {s.id for s in type_segs})
@@ -553,12 +560,12 @@ class QueryEngine:
             if cached is not None:
                 parts.insert(0, self._cached_select(info, man, cached, et, keys))
             body = parts[0] if len(parts) == 1 else "\nUNION ALL\n".join(f"({p})" for p in parts)
-            self.con.execute(f"CREATE OR REPLACE VIEW {schema}.{qident(name)} AS {body}")
-        self.con.execute(f"CREATE OR REPLACE VIEW {schema}.events AS " + events_view_sql(schema, types))
+            self._ddl(f"CREATE OR REPLACE VIEW {schema}.{qident(name)} AS {body}")
+        self._ddl(f"CREATE OR REPLACE VIEW {schema}.events AS " + events_view_sql(schema, types))
         for vname, sql in _format_views(info.format):  # a format's own views (otlp: `spans`)
             if vname not in types:
                 try:
-                    self.con.execute(
+                    self._ddl(
                         f"CREATE OR REPLACE VIEW {schema}.{qident(vname)} AS " + sql.format(t=schema, s=qstr(info.name))
                     )
                 except duckdb.Error:  # (its types' columns missing in an older trace): the rest stays readable
@@ -572,11 +579,11 @@ class QueryEngine:
         alias = self._attached.get(man["path"])
         if alias is None:
             alias = f"_rc_{info.id}_{man['file'].split('.')[0][:12]}"
-            self.con.execute(f"ATTACH {qstr(man['path'])} AS {qident(alias)} (READ_ONLY)")
+            self._ddl(f"ATTACH {qstr(man['path'])} AS {qident(alias)} (READ_ONLY)")
             for old, old_alias in list(self._attached.items()):  # this trace's older caches
                 if old_alias.startswith(f"_rc_{info.id}_"):
                     try:
-                        self.con.execute(f"DETACH {qident(old_alias)}")
+                        self._ddl(f"DETACH {qident(old_alias)}")
                         del self._attached[old]
                     except duckdb.Error:
                         pass  # still read by a query: detached at the next change
@@ -604,14 +611,14 @@ class QueryEngine:
         keys = tag_keys(producers, info.metadata)
         ref = f"{TAG_TABLES}.{qident(info.name)}"
         if keys:
-            self.con.execute(f"CREATE SCHEMA IF NOT EXISTS {TAG_TABLES}")
+            self._ddl(f"CREATE SCHEMA IF NOT EXISTS {TAG_TABLES}")
             self.con.register("_tags_new", tag_table(producers, info.metadata, keys))
             try:
-                self.con.execute(f"CREATE OR REPLACE TABLE {ref} AS SELECT * FROM _tags_new")
+                self._ddl(f"CREATE OR REPLACE TABLE {ref} AS SELECT * FROM _tags_new")
             finally:
                 self.con.unregister("_tags_new")
         else:
-            self.con.execute(f"DROP TABLE IF EXISTS {ref}")
+            self._ddl(f"DROP TABLE IF EXISTS {ref}")
         self._tags[info.name] = (sig, keys)
         return keys
 
@@ -636,9 +643,9 @@ class QueryEngine:
             for key in [k for k in self._tail_cache if k[0] not in live_ids]:
                 del self._tail_cache[key]
             for gone in set(self._trace_sigs) - live:
-                self.con.execute(f"DROP SCHEMA IF EXISTS {qident(gone)} CASCADE")
+                self._ddl(f"DROP SCHEMA IF EXISTS {qident(gone)} CASCADE")
                 if self._tags.pop(gone, None) is not None:
-                    self.con.execute(f"DROP TABLE IF EXISTS {TAG_TABLES}.{qident(gone)}")
+                    self._ddl(f"DROP TABLE IF EXISTS {TAG_TABLES}.{qident(gone)}")
                 del self._trace_sigs[gone]
                 self._trace_shapes.pop(gone, None)
         for info in self._live_traces:  # (read again above whenever the catalog changed)
@@ -657,24 +664,24 @@ class QueryEngine:
         (DuckDB allows its temp directory); `memory_limit` bytes, when given, bound what its
         operators hold before they spill."""
         with self.lock:
-            self.con.execute("SET temp_directory = ?", [temp_directory])
+            self._ddl("SET temp_directory = ?", [temp_directory])
             if memory_limit:
-                self.con.execute(f"SET memory_limit = '{int(memory_limit)}B'")
-            self.con.execute("SET allowed_directories = ?", [[directory]])
-            self.con.execute("SET enable_external_access = false")
-            self.con.execute("SET autoinstall_known_extensions = false")
-            self.con.execute("SET lock_configuration = true")
+                self._ddl(f"SET memory_limit = '{int(memory_limit)}B'")
+            self._ddl("SET allowed_directories = ?", [[directory]])
+            self._ddl("SET enable_external_access = false")
+            self._ddl("SET autoinstall_known_extensions = false")
+            self._ddl("SET lock_configuration = true")
 
     @contextmanager
-    def snapshot(self, query: str) -> Iterator[duckdb.DuckDBPyConnection]:
+    def snapshot(self, query: str, keep_open: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
         """A cursor of its own for running `query` without holding the engine's lock.
 
         The views `query` needs are refreshed and the Arrow tables they read registered on the
         cursor; its transaction begins and `query` is bound in it (`snapshot_relation`: binding
         reads the catalog, which fixes what the transaction sees) before the lock is let go, so a
-        refresh for a later query cannot change the views under it. The transaction is rolled
-        back at the end: nothing the cursor ran outlives it. `interrupt()` the cursor from
-        another thread to stop it.
+        refresh for a later query cannot change the views under it. Nothing the cursor ran
+        outlives the transaction: it is rolled back. `interrupt()` the cursor from another
+        thread to stop it.
 
         Binding the query itself is the catalog read: a separate `SELECT current_schema()` for
         it cost 0.2-0.5 ms of every query, and the caller then bound the query again (QoS Q4.1,
@@ -685,58 +692,99 @@ class QueryEngine:
         go after, so an idle thread pins no rows). Made and registered afresh for every query,
         the cursor cost 2-8 ms of a small query's answer (registering th.producers alone ~1-6 ms
         at load 1-25), more than DuckDB took to answer it.
+
+        `keep_open`, for a caller that runs nothing on the cursor but `snapshot_relation()` (the
+        server's query workers): a query that read (its relation lazy, DuckDB's QUERY_RELATION:
+        not a statement that ran at the bind) and needed no table registered for it leaves its
+        transaction open when it ends without an error, and the thread's next such query runs in
+        it while no view has changed since (`_generation`: every statement that changes the
+        views bumps it). The rollback, the BEGIN and the bind under the lock were 0.45 ms of the
+        1.2 ms a QoS Q1.1 (1,000 rows, read cache) took beyond DuckDB reading its own file (load
+        6-7). The bind then happens in `snapshot_relation`, outside the lock. Any other query
+        rolls back at its end; a registration, a view change or an error rolls back first.
         """
+        local = self._local
         with self.lock:
-            self.refresh(query)
-            lowered = query.lower()
-            local = self._local
-            cur = getattr(local, "cur", None)
-            if cur is None:
-                cur = local.cur = self.con.cursor()
-                local.th = {}  # registered name -> the table it was
-            per_query = []
-            try:
-                for name, (trace, table) in self._sources.items():
-                    # Registering costs ~1 ms: only what the views the query may name read.
-                    if trace is None:
-                        if _mentions_th(lowered, name[len("_th_") :]) and local.th.get(name) is not table:
-                            cur.register(name, table)
-                            local.th[name] = table
-                    elif trace.lower() in lowered:
-                        cur.register(name, table)
-                        per_query.append(name)
-                # BEGIN alone fixes nothing: DuckDB starts the transaction's view of the catalog
-                # at its first catalog lookup, which binding the query is.
-                local.query = self._whole_count(query) or query
-                local.rel, local.error, local.bound = None, None, False
-                if _PLAIN_QUERY.match(local.query):
-                    # A query is bound, never run, by `sql`; any other statement (EXPLAIN, PIVOT,
-                    # DDL a guard let through) would run there, under the lock: not here.
-                    cur.execute("BEGIN TRANSACTION")
-                    local.bound = True
-                    try:
-                        local.rel = cur.sql(local.query)
-                    except duckdb.Error as e:  # raised by snapshot_relation, in the caller's hands
-                        local.error = e  # (the transaction is aborted: nothing else runs in it)
-                else:
-                    cur.execute("BEGIN TRANSACTION; SELECT current_schema()").fetchall()
-            except BaseException:
-                self._drop_cursor()
-                raise
+            self._prepare(query, keep_open)
+        clean = False
         try:
-            yield cur
+            yield local.cur
+            clean = True
         finally:
+            cur = local.cur
+            per_query, local.per_query = local.per_query, []
+            read = getattr(local.rel, "type", None) == "QUERY_RELATION"
             local.rel = local.error = None
             local.bound = False
+            keep = keep_open and clean and read and not per_query and local.plain and cur is not None
             try:
-                cur.execute("ROLLBACK")
-                for name in per_query:
-                    cur.unregister(name)
+                if cur is not None and not keep:
+                    local.txn = None
+                    cur.rollback()
+                    for name in per_query:
+                        cur.unregister(name)
             except duckdb.Error:
                 self._drop_cursor()  # interrupted: the transaction was aborted already; start clean
             except BaseException:
                 self._drop_cursor()
                 raise
+
+    def _prepare(self, query: str, keep_open: bool) -> None:
+        """`snapshot`'s part under the lock: views refreshed, tables registered on this thread's
+        cursor (`local.per_query`: the names registered for this query only, let go at its end),
+        the transaction begun (or the open one kept) and a plain query bound."""
+        self.refresh(query)
+        lowered = query.lower()
+        local = self._local
+        cur = getattr(local, "cur", None)
+        if cur is None:
+            cur = local.cur = self.con.cursor()
+            local.th = {}  # registered name -> the table it was
+            local.txn = None  # the `_generation` at which the cursor's open transaction began
+        per_query = local.per_query = []
+        local.plain = False
+        try:
+            regs = []
+            for name, (trace, table) in self._sources.items():
+                # Registering costs ~1 ms: only what the views the query may name read.
+                if trace is None:
+                    if _mentions_th(lowered, name[len("_th_") :]) and local.th.get(name) is not table:
+                        regs.append((name, table, False))
+                elif trace.lower() in lowered:
+                    regs.append((name, table, True))
+            local.query = self._whole_count(query) or query
+            local.rel, local.error, local.bound = None, None, False
+            local.plain = _PLAIN_QUERY.match(local.query) is not None
+            reuse = keep_open and local.txn is not None and local.txn == self._generation and not regs and local.plain
+            if not reuse and local.txn is not None:
+                local.txn = None
+                cur.rollback()  # (a registration inside a transaction is undone with it)
+            for name, table, once in regs:
+                cur.register(name, table)
+                if once:
+                    per_query.append(name)
+                else:
+                    local.th[name] = table
+            if reuse:
+                return  # the open transaction fixes the views; bound in snapshot_relation
+            if local.plain:
+                # A query is bound, never run, by `sql`; any other statement (EXPLAIN, PIVOT,
+                # DDL a guard let through) would run there, under the lock: not here.
+                # BEGIN alone fixes nothing: DuckDB starts the transaction's view of the catalog
+                # at its first catalog lookup, which binding the query is.
+                cur.execute("BEGIN TRANSACTION")
+                local.txn = self._generation
+                local.bound = True
+                try:
+                    local.rel = cur.sql(local.query)
+                except duckdb.Error as e:  # raised by snapshot_relation, in the caller's hands
+                    local.error = e  # (the transaction is aborted: nothing else runs in it)
+            else:
+                cur.execute("BEGIN TRANSACTION; SELECT current_schema()").fetchall()
+                local.txn = self._generation
+        except BaseException:
+            self._drop_cursor()
+            raise
 
     def snapshot_relation(self):
         """The relation of the query `snapshot(query)` bound on this thread's cursor (None for a
@@ -745,7 +793,20 @@ class QueryEngine:
         if getattr(local, "error", None) is not None:
             raise local.error
         if not getattr(local, "bound", False):
-            return local.cur.sql(local.query)
+            if not getattr(local, "plain", False):
+                return local.cur.sql(local.query)
+            try:
+                local.rel = local.cur.sql(local.query)
+            except duckdb.TransactionException:
+                # The kept transaction was aborted (a caller caught a failed query inside its
+                # `snapshot`): begin afresh, as a query after a rollback does.
+                with self.lock:
+                    local.txn = None
+                    local.cur.rollback()
+                    self._prepare(local.query, False)
+                if local.error is not None:
+                    raise local.error from None
+            local.bound = True
         return local.rel
 
     def snapshot_query(self, query: str) -> str:
@@ -761,6 +822,7 @@ class QueryEngine:
     def _drop_cursor(self) -> None:
         cur = getattr(self._local, "cur", None)
         self._local.cur = None
+        self._local.txn = None
         if cur is not None:
             try:
                 cur.close()
@@ -769,6 +831,7 @@ class QueryEngine:
 
     def sql(self, query: str, params: list | dict | None = None) -> pa.Table:
         with self.lock:
+            self._generation += 1  # (it may write what a kept transaction would not see: `snapshot`)
             count = self._whole_count(query)
             if count is None:
                 self.refresh(query)
@@ -784,6 +847,7 @@ class QueryEngine:
         """Yields the result as record batches of up to `rows` rows, streamed (the engine
         stays locked while the generator is consumed: finish or close it before other SQL)."""
         with self.lock:
+            self._generation += 1
             self.refresh(query)
             try:
                 rel = self.con.sql(self._whole_count(query) or query, params=params)
