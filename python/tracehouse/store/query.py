@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from .. import lazy
 from ..errors import BadInput
 from ..schema import EventType
+from . import lastrows
 from .conform import align
 
 # Imported on first use (lazy.py): listing, searching and counting traces need none.
@@ -376,6 +377,8 @@ class QueryEngine:
         self._trace_sigs: dict[str, Any] = {}  # trace name -> signature of its views
         # trace name -> what its views are made of apart from the tail's rows (`_refresh_trace`)
         self._trace_shapes: dict[str, Any] = {}
+        # trace name -> its types whose `_last` view reads the kept last rows (`_last_views`)
+        self._last_fast: dict[str, set[str]] = {}
         # trace name -> (signature of its producers, its tag keys and types): `_refresh_tags`
         self._tags: dict[str, tuple[Any, dict[str, str]]] = {}
         # read-cache file -> the name it is attached under (`_cached_select`)
@@ -508,12 +511,14 @@ class QueryEngine:
         # load 4.1-4.4); over 10 alternating `bench ingest` runs (load 4.4-5.5) its CPU went
         # 1.79 -> 1.54 s (start-up included), its polls 7 -> 9 and its lag 0.83 -> 0.63 s (medians).
         man = self.store.read_cache_manifest(info)  # store/readcache.py, or None
+        last_files = self._last_files(info, types, segs)
         shape = (
             cut.signature[0],
             tuple((n, tuple(c.name for c in et.columns)) for n, et in types.items()),
             tuple(s.id for s in segs),
             tuple(sorted(tails)),
             man and man["file"],
+            tuple(sorted(last_files.items())),
         )
         if self._trace_shapes.get(info.name) == shape:
             for name in changed:
@@ -561,6 +566,7 @@ class QueryEngine:
                 parts.insert(0, self._cached_select(info, man, cached, et, keys))
             body = parts[0] if len(parts) == 1 else "\nUNION ALL\n".join(f"({p})" for p in parts)
             self._ddl(f"CREATE OR REPLACE VIEW {schema}.{qident(name)} AS {body}")
+        self._last_views(info, types, tails, keys, last_files)
         self._ddl(f"CREATE OR REPLACE VIEW {schema}.events AS " + events_view_sql(schema, types))
         for vname, sql in _format_views(info.format):  # a format's own views (otlp: `spans`)
             if vname not in types:
@@ -572,6 +578,59 @@ class QueryEngine:
                     pass
         self._trace_sigs[info.name] = cut.signature
         self._trace_shapes[info.name] = shape
+
+    def _last_files(self, info, types: dict[str, EventType], segs) -> dict[str, tuple[str, int] | None]:
+        """For a trace that keeps the last row of each series (store/lastrows.py): per type, the
+        file of its registered rows' last rows and their count (no file: "", 0 rows), or None
+        when there is none for them (retention dropped rows since, a trace that kept none)."""
+        if not lastrows.wanted(info.metadata):
+            return {}
+        counts: dict[str, int] = {}
+        for s in segs:
+            counts[s.event_type] = counts.get(s.event_type, 0) + s.rows
+        out = {}
+        for name in types:
+            n = counts.get(name, 0)
+            path = lastrows.path_for(self.store.path, info.id, name, n)
+            out[name] = ("", 0) if n == 0 else (str(path), n) if path.exists() else None
+        return out
+
+    def _last_views(self, info, types: dict[str, EventType], tails: dict, keys: dict[str, str], files: dict) -> None:
+        """`"<trace>".<type>_last` of a trace that keeps them: the last row of each series, from
+        the kept file and the unflushed tail; where no file fits, from the type's view itself
+        (the same rows, every row read)."""
+        schema = qident(info.name)
+        fast = self._last_fast[info.name] = set()
+        for name, et in types.items():
+            if name not in files or name + lastrows.VIEW_SUFFIX in types:
+                continue
+            kept = files[name]
+            if kept is None:
+                body = lastrows.view_sql(f"SELECT * FROM {schema}.{qident(name)}")
+            else:
+                import pyarrow.parquet as pq
+
+                path, rows = kept
+                tail = tails.get(name)
+                body = type_view_sql(
+                    et,
+                    [(path, pq.read_schema(path).names)] if rows else [],
+                    None if tail is None else (f"_tail_{info.id}_{name}", tail.column_names),
+                )
+                body = lastrows.view_sql(body)
+                if keys:
+                    body = tagged_view_sql(et, body, f"{TAG_TABLES}.{qident(info.name)}", keys)
+                fast.add(name)
+            self._ddl(f"CREATE OR REPLACE VIEW {schema}.{qident(name + lastrows.VIEW_SUFFIX)} AS {body}")
+
+    def last_row_types(self, trace: str) -> set[str]:
+        """The types of `trace` whose `_last` view reads the kept last rows (store/lastrows.py),
+        not every row; their views refreshed first."""
+        with self.lock:
+            info = self.store.catalog.trace(trace)
+            if info.name.lower() not in RESERVED_TRACE_NAMES:
+                self._refresh_trace(info)
+            return set(self._last_fast.get(info.name, ()))
 
     def _cached_select(self, info, man: dict, entry: dict, et: EventType, keys: dict[str, str]) -> str:
         """The SELECT of a type's rows from its read-cache table, in the view's columns (a column
@@ -648,6 +707,7 @@ class QueryEngine:
                     self._ddl(f"DROP TABLE IF EXISTS {TAG_TABLES}.{qident(gone)}")
                 del self._trace_sigs[gone]
                 self._trace_shapes.pop(gone, None)
+                self._last_fast.pop(gone, None)
         for info in self._live_traces:  # (read again above whenever the catalog changed)
             if info.name.lower() in RESERVED_TRACE_NAMES:
                 continue  # (made before names were checked: its views would shadow SQL's own)

@@ -29,8 +29,8 @@ import uuid
 from pathlib import Path
 
 from .. import lazy
-from .segments import PRODUCER_ORDER
 from .query import DUCK_TYPES, qident, qstr, tag_column_names, tag_keys, tag_table
+from .segments import PRODUCER_ORDER
 from .wal import fsync_dir
 
 duckdb = lazy.module("duckdb")
@@ -78,7 +78,9 @@ def build(root: Path, info, types: dict, segments: list, producers: list[dict]) 
     # sorted on their own. Unsorted, `customer_id = 60` of seed 003's QoS set (producer order,
     # 508,000 rows) scanned 3 of the cache's 5 row groups where DuckDB's own file, loaded in
     # customer order, scanned 1; sorted, 1.
-    order = "b.producer, b.ts, b.seq" if info.metadata.get("segment_order") == PRODUCER_ORDER else "b.ts, b.producer, b.seq"
+    order = (
+        "b.producer, b.ts, b.seq" if info.metadata.get("segment_order") == PRODUCER_ORDER else "b.ts, b.producer, b.seq"
+    )
     con = duckdb.connect(str(tmp))
     try:
         con.execute("SET preserve_insertion_order = true")

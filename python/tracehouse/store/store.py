@@ -881,6 +881,11 @@ class Store:
         attributes with `tag_columns=attrs`), with their DuckDB types; see store/query.py."""
         return self.query_engine.tag_keys(trace)
 
+    def last_row_types(self, trace: str) -> set[str]:
+        """The event types of `trace` whose view `"<trace>".<type>_last` reads the last row of
+        each series kept on write (store/lastrows.py), not every row."""
+        return self.query_engine.last_row_types(trace)
+
     def read_connection(self, query: str, *, keep_open: bool = False):
         """A context manager giving a DuckDB cursor of its own to run `query` on, outside the
         engine's lock (`QueryEngine.snapshot`): its views are fixed when it is handed out,
