@@ -116,7 +116,7 @@ class _EmbeddedClient:
         self.store = store
 
     def fetch(self, sql: str) -> int:
-        with self.store.read_connection(sql):
+        with self.store.read_connection(sql, keep_open=True):
             return self.store.query_engine.snapshot_relation().to_arrow_table().num_rows
 
     def close(self) -> None:

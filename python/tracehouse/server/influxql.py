@@ -1184,12 +1184,16 @@ class Executor:
             if not names:
                 return []
             keys = self.store.tag_keys(db)
+            kept = self.store.last_row_types(db)  # (store/lastrows.py: lastpoint reads them)
             out = []
             for name in names:
                 et = types[name]
                 fields = {c.name: (c.name, c.type) for c in et.columns if c.name not in ("ts", "producer", "seq")}
                 tags = {k: col for k, col in tag_column_names(et, keys).items()}
-                out.append(Source(name, f"{qident(db)}.{qident(name)}", fields, tags, tiebreak=("producer", "seq")))
+                last = f"{qident(db)}.{qident(name + '_last')}" if name in kept else None
+                out.append(
+                    Source(name, f"{qident(db)}.{qident(name)}", fields, tags, tiebreak=("producer", "seq"), last=last)
+                )
             return out
 
         try:

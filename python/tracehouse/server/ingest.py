@@ -44,7 +44,7 @@ import pyarrow.compute as pc
 from .. import _core
 from ..errors import AlreadyExists, BadInput, NotFound
 from ..schema import Column, EventType, check_ident, infer_event_type
-from ..store import Store
+from ..store import Store, lastrows
 from ..store.store import check_trace_name
 from .config import ServerConfig
 
@@ -193,7 +193,8 @@ class Ingestor:
                         name,
                         self.cfg.format,
                         description="live ingest (tracehouse serve)",
-                        metadata={"source": SOURCE},
+                        # the last row of each series kept on write (store/lastrows.py: lastpoint)
+                        metadata={"source": SOURCE, lastrows.LAST_META: lastrows.SERIES},
                         own_types=True,
                         format_description="InfluxDB line protocol: measurement -> event type, "
                         "tag set -> producer, fields -> columns",

@@ -169,7 +169,7 @@ def answer(store: Store, sql: str, fmt: str, lim: dict) -> tuple[bytes | pa.Buff
         )
     t0 = time.perf_counter()
     engine = store.query_engine
-    with engine.snapshot(sql):
+    with engine.snapshot(sql, keep_open=True):  # (nothing runs on the cursor but the relation)
         try:
             rel = engine.snapshot_relation()
             batches = iter(()) if rel is None else arrow_reader(rel, BATCH_ROWS)

@@ -38,7 +38,7 @@ from pathlib import Path
 from .. import lazy
 from ..errors import BadInput, is_disk_full
 from ..schema import EventType
-from . import readcache
+from . import lastrows, readcache
 from .conform import align
 from .segments import check_pages, segment_meta, sort_rows, write_segment
 
@@ -187,10 +187,16 @@ class Compactor:
         old = expired(cat.segments(w.trace_id), time.time_ns(), keep)
         if not old:
             return 0
-        with w.view_lock:  # as a merge registers: readers take their cut under it
-            cat.register_segments(w.trace_id, [], retire=[s.id for s in old])
-            with w.cond:
-                w.tail_version += 1
+        # The kept last rows of the types losing rows go first (lastrows.py): a reader never
+        # pairs a file with fewer rows than it was taken from; the next checkpoint takes them again.
+        with w.last_lock:
+            lastrows.drop(w.root, w.trace_id, {s.event_type for s in old})
+            for s in old:
+                w.last.pop(s.event_type, None)
+            with w.view_lock:  # as a merge registers: readers take their cut under it
+                cat.register_segments(w.trace_id, [], retire=[s.id for s in old])
+                with w.cond:
+                    w.tail_version += 1
         log.info(
             "trace %s: retention %d s dropped %d segments (%d rows)",
             w.trace_name,

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 from .. import lazy
 from ..errors import BadInput
 from ..schema import EventType
+from . import lastrows
 from .conform import align
 
 # Imported on first use (lazy.py): listing, searching and counting traces need none.
@@ -376,6 +377,8 @@ class QueryEngine:
         self._trace_sigs: dict[str, Any] = {}  # trace name -> signature of its views
         # trace name -> what its views are made of apart from the tail's rows (`_refresh_trace`)
         self._trace_shapes: dict[str, Any] = {}
+        # trace name -> its types whose `_last` view reads the kept last rows (`_last_views`)
+        self._last_fast: dict[str, set[str]] = {}
         # trace name -> (signature of its producers, its tag keys and types): `_refresh_tags`
         self._tags: dict[str, tuple[Any, dict[str, str]]] = {}
         # read-cache file -> the name it is attached under (`_cached_select`)
@@ -389,6 +392,7 @@ class QueryEngine:
         # `snapshot`'s cursor of each thread (the server's query workers), kept between queries
         # with the th.* tables registered on it: see `snapshot`.
         self._local = threading.local()
+        self._generation = 0  # bumped by every statement that changes the views (`_ddl`)
         self._closed = False
 
     def close(self) -> None:
@@ -404,6 +408,12 @@ class QueryEngine:
 
             logging.getLogger("tracehouse.store").warning("SQL engine not closed: %s", error_line(e))
 
+    def _ddl(self, sql: str, params: list | None = None):
+        """Run a statement that changes the views (or what they read) on the engine's connection:
+        a cursor's open transaction from before it is not reused (`snapshot`)."""
+        self._generation += 1
+        return self.con.execute(sql, params)
+
     def _register(self, name: str, trace: str | None, table: pa.Table) -> None:
         self.con.register(name, table)
         self._sources[name] = (trace, table)
@@ -415,11 +425,11 @@ class QueryEngine:
     # -- view maintenance ----------------------------------------------------------
 
     def _refresh_th(self) -> None:
-        self.con.execute("CREATE SCHEMA IF NOT EXISTS th")
+        self._ddl("CREATE SCHEMA IF NOT EXISTS th")
         for name, table in th_tables(self.store.catalog).items():
             reg = f"_th_{name}"
             self._register(reg, None, table)
-            self.con.execute(f"CREATE OR REPLACE VIEW th.{name} AS SELECT * FROM {reg}")
+            self._ddl(f"CREATE OR REPLACE VIEW th.{name} AS SELECT * FROM {reg}")
 
     def _type_sources(self, trace_name: str, trace_id: int, et: EventType, segs, tail) -> str:
         files = [(str(self.store.path / s.path), s.columns) for s in segs]
@@ -501,12 +511,14 @@ class QueryEngine:
         # load 4.1-4.4); over 10 alternating `bench ingest` runs (load 4.4-5.5) its CPU went
         # 1.79 -> 1.54 s (start-up included), its polls 7 -> 9 and its lag 0.83 -> 0.63 s (medians).
         man = self.store.read_cache_manifest(info)  # store/readcache.py, or None
+        last_files = self._last_files(info, types, segs)
         shape = (
             cut.signature[0],
             tuple((n, tuple(c.name for c in et.columns)) for n, et in types.items()),
             tuple(s.id for s in segs),
             tuple(sorted(tails)),
             man and man["file"],
+            tuple(sorted(last_files.items())),
         )
         if self._trace_shapes.get(info.name) == shape:
             for name in changed:
@@ -520,8 +532,8 @@ class QueryEngine:
         schema = qident(info.name)
         # Start from an empty schema: views of a type this trace no longer has (the name was
         # deleted and reused by a trace of another format) would still answer with old rows.
-        self.con.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
-        self.con.execute(f"CREATE SCHEMA {schema}")
+        self._ddl(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        self._ddl(f"CREATE SCHEMA {schema}")
         # ... and let go of its old tail tables (a flushed tail would stay pinned in memory); a
         # tail still there is registered again below, over the old one (an unregister costs
         # DuckDB ~4 ms).
@@ -539,7 +551,7 @@ class QueryEngine:
                 body = damaged_view_sql(et, info.name, damaged)
                 if keys:  # the same columns as an intact type's view
                     body = tagged_view_sql(et, body, f"{TAG_TABLES}.{qident(info.name)}", keys)
-                self.con.execute(f"CREATE OR REPLACE VIEW {schema}.{qident(name)} AS {body}")
+                self._ddl(f"CREATE OR REPLACE VIEW {schema}.{qident(name)} AS {body}")
                 continue
             type_segs = by_type.get(name, [])
             cached = _usable(man, name, {s.id for s in type_segs})
@@ -553,12 +565,13 @@ class QueryEngine:
             if cached is not None:
                 parts.insert(0, self._cached_select(info, man, cached, et, keys))
             body = parts[0] if len(parts) == 1 else "\nUNION ALL\n".join(f"({p})" for p in parts)
-            self.con.execute(f"CREATE OR REPLACE VIEW {schema}.{qident(name)} AS {body}")
-        self.con.execute(f"CREATE OR REPLACE VIEW {schema}.events AS " + events_view_sql(schema, types))
+            self._ddl(f"CREATE OR REPLACE VIEW {schema}.{qident(name)} AS {body}")
+        self._last_views(info, types, tails, keys, last_files)
+        self._ddl(f"CREATE OR REPLACE VIEW {schema}.events AS " + events_view_sql(schema, types))
         for vname, sql in _format_views(info.format):  # a format's own views (otlp: `spans`)
             if vname not in types:
                 try:
-                    self.con.execute(
+                    self._ddl(
                         f"CREATE OR REPLACE VIEW {schema}.{qident(vname)} AS " + sql.format(t=schema, s=qstr(info.name))
                     )
                 except duckdb.Error:  # (its types' columns missing in an older trace): the rest stays readable
@@ -566,17 +579,70 @@ class QueryEngine:
         self._trace_sigs[info.name] = cut.signature
         self._trace_shapes[info.name] = shape
 
+    def _last_files(self, info, types: dict[str, EventType], segs) -> dict[str, tuple[str, int] | None]:
+        """For a trace that keeps the last row of each series (store/lastrows.py): per type, the
+        file of its registered rows' last rows and their count (no file: "", 0 rows), or None
+        when there is none for them (retention dropped rows since, a trace that kept none)."""
+        if not lastrows.wanted(info.metadata):
+            return {}
+        counts: dict[str, int] = {}
+        for s in segs:
+            counts[s.event_type] = counts.get(s.event_type, 0) + s.rows
+        out = {}
+        for name in types:
+            n = counts.get(name, 0)
+            path = lastrows.path_for(self.store.path, info.id, name, n)
+            out[name] = ("", 0) if n == 0 else (str(path), n) if path.exists() else None
+        return out
+
+    def _last_views(self, info, types: dict[str, EventType], tails: dict, keys: dict[str, str], files: dict) -> None:
+        """`"<trace>".<type>_last` of a trace that keeps them: the last row of each series, from
+        the kept file and the unflushed tail; where no file fits, from the type's view itself
+        (the same rows, every row read)."""
+        schema = qident(info.name)
+        fast = self._last_fast[info.name] = set()
+        for name, et in types.items():
+            if name not in files or name + lastrows.VIEW_SUFFIX in types:
+                continue
+            kept = files[name]
+            if kept is None:
+                body = lastrows.view_sql(f"SELECT * FROM {schema}.{qident(name)}")
+            else:
+                import pyarrow.parquet as pq
+
+                path, rows = kept
+                tail = tails.get(name)
+                body = type_view_sql(
+                    et,
+                    [(path, pq.read_schema(path).names)] if rows else [],
+                    None if tail is None else (f"_tail_{info.id}_{name}", tail.column_names),
+                )
+                body = lastrows.view_sql(body)
+                if keys:
+                    body = tagged_view_sql(et, body, f"{TAG_TABLES}.{qident(info.name)}", keys)
+                fast.add(name)
+            self._ddl(f"CREATE OR REPLACE VIEW {schema}.{qident(name + lastrows.VIEW_SUFFIX)} AS {body}")
+
+    def last_row_types(self, trace: str) -> set[str]:
+        """The types of `trace` whose `_last` view reads the kept last rows (store/lastrows.py),
+        not every row; their views refreshed first."""
+        with self.lock:
+            info = self.store.catalog.trace(trace)
+            if info.name.lower() not in RESERVED_TRACE_NAMES:
+                self._refresh_trace(info)
+            return set(self._last_fast.get(info.name, ()))
+
     def _cached_select(self, info, man: dict, entry: dict, et: EventType, keys: dict[str, str]) -> str:
         """The SELECT of a type's rows from its read-cache table, in the view's columns (a column
         the cache predates reads null). The cache file is attached once, read-only."""
         alias = self._attached.get(man["path"])
         if alias is None:
             alias = f"_rc_{info.id}_{man['file'].split('.')[0][:12]}"
-            self.con.execute(f"ATTACH {qstr(man['path'])} AS {qident(alias)} (READ_ONLY)")
+            self._ddl(f"ATTACH {qstr(man['path'])} AS {qident(alias)} (READ_ONLY)")
             for old, old_alias in list(self._attached.items()):  # this trace's older caches
                 if old_alias.startswith(f"_rc_{info.id}_"):
                     try:
-                        self.con.execute(f"DETACH {qident(old_alias)}")
+                        self._ddl(f"DETACH {qident(old_alias)}")
                         del self._attached[old]
                     except duckdb.Error:
                         pass  # still read by a query: detached at the next change
@@ -604,14 +670,14 @@ class QueryEngine:
         keys = tag_keys(producers, info.metadata)
         ref = f"{TAG_TABLES}.{qident(info.name)}"
         if keys:
-            self.con.execute(f"CREATE SCHEMA IF NOT EXISTS {TAG_TABLES}")
+            self._ddl(f"CREATE SCHEMA IF NOT EXISTS {TAG_TABLES}")
             self.con.register("_tags_new", tag_table(producers, info.metadata, keys))
             try:
-                self.con.execute(f"CREATE OR REPLACE TABLE {ref} AS SELECT * FROM _tags_new")
+                self._ddl(f"CREATE OR REPLACE TABLE {ref} AS SELECT * FROM _tags_new")
             finally:
                 self.con.unregister("_tags_new")
         else:
-            self.con.execute(f"DROP TABLE IF EXISTS {ref}")
+            self._ddl(f"DROP TABLE IF EXISTS {ref}")
         self._tags[info.name] = (sig, keys)
         return keys
 
@@ -636,11 +702,12 @@ class QueryEngine:
             for key in [k for k in self._tail_cache if k[0] not in live_ids]:
                 del self._tail_cache[key]
             for gone in set(self._trace_sigs) - live:
-                self.con.execute(f"DROP SCHEMA IF EXISTS {qident(gone)} CASCADE")
+                self._ddl(f"DROP SCHEMA IF EXISTS {qident(gone)} CASCADE")
                 if self._tags.pop(gone, None) is not None:
-                    self.con.execute(f"DROP TABLE IF EXISTS {TAG_TABLES}.{qident(gone)}")
+                    self._ddl(f"DROP TABLE IF EXISTS {TAG_TABLES}.{qident(gone)}")
                 del self._trace_sigs[gone]
                 self._trace_shapes.pop(gone, None)
+                self._last_fast.pop(gone, None)
         for info in self._live_traces:  # (read again above whenever the catalog changed)
             if info.name.lower() in RESERVED_TRACE_NAMES:
                 continue  # (made before names were checked: its views would shadow SQL's own)
@@ -657,24 +724,24 @@ class QueryEngine:
         (DuckDB allows its temp directory); `memory_limit` bytes, when given, bound what its
         operators hold before they spill."""
         with self.lock:
-            self.con.execute("SET temp_directory = ?", [temp_directory])
+            self._ddl("SET temp_directory = ?", [temp_directory])
             if memory_limit:
-                self.con.execute(f"SET memory_limit = '{int(memory_limit)}B'")
-            self.con.execute("SET allowed_directories = ?", [[directory]])
-            self.con.execute("SET enable_external_access = false")
-            self.con.execute("SET autoinstall_known_extensions = false")
-            self.con.execute("SET lock_configuration = true")
+                self._ddl(f"SET memory_limit = '{int(memory_limit)}B'")
+            self._ddl("SET allowed_directories = ?", [[directory]])
+            self._ddl("SET enable_external_access = false")
+            self._ddl("SET autoinstall_known_extensions = false")
+            self._ddl("SET lock_configuration = true")
 
     @contextmanager
-    def snapshot(self, query: str) -> Iterator[duckdb.DuckDBPyConnection]:
+    def snapshot(self, query: str, keep_open: bool = False) -> Iterator[duckdb.DuckDBPyConnection]:
         """A cursor of its own for running `query` without holding the engine's lock.
 
         The views `query` needs are refreshed and the Arrow tables they read registered on the
         cursor; its transaction begins and `query` is bound in it (`snapshot_relation`: binding
         reads the catalog, which fixes what the transaction sees) before the lock is let go, so a
-        refresh for a later query cannot change the views under it. The transaction is rolled
-        back at the end: nothing the cursor ran outlives it. `interrupt()` the cursor from
-        another thread to stop it.
+        refresh for a later query cannot change the views under it. Nothing the cursor ran
+        outlives the transaction: it is rolled back. `interrupt()` the cursor from another
+        thread to stop it.
 
         Binding the query itself is the catalog read: a separate `SELECT current_schema()` for
         it cost 0.2-0.5 ms of every query, and the caller then bound the query again (QoS Q4.1,
@@ -685,58 +752,105 @@ class QueryEngine:
         go after, so an idle thread pins no rows). Made and registered afresh for every query,
         the cursor cost 2-8 ms of a small query's answer (registering th.producers alone ~1-6 ms
         at load 1-25), more than DuckDB took to answer it.
+
+        `keep_open`, for a caller that runs nothing on the cursor but `snapshot_relation()` (the
+        server's query workers): a query that read (its relation lazy, DuckDB's QUERY_RELATION:
+        not a statement that ran at the bind) and needed no table registered for it leaves its
+        transaction open when it ends without an error, and the thread's next such query runs in
+        it while no view has changed since (`_generation`: every statement that changes the
+        views bumps it). The rollback, the BEGIN and the bind under the lock were 0.45 ms of the
+        1.2 ms a QoS Q1.1 (1,000 rows, read cache) took beyond DuckDB reading its own file (load
+        6-7). The bind then happens in `snapshot_relation`, outside the lock, once per query text
+        in a transaction: the relation is kept (at most `_KEPT_RELATIONS`) and run again by the
+        same query (a dashboard's refresh), which binds it anew and reads the rows afresh. DuckDB's
+        Python relations bind a query when made and again when run; through a view of 64 columns
+        a bind costs ~0.25 ms more than over the table (QoS Q1.1: 0.65 against 0.42 ms). Any
+        other query rolls back at its end; a registration, a view change or an error rolls back
+        first, and forgets the kept relations.
         """
+        local = self._local
         with self.lock:
-            self.refresh(query)
-            lowered = query.lower()
-            local = self._local
-            cur = getattr(local, "cur", None)
-            if cur is None:
-                cur = local.cur = self.con.cursor()
-                local.th = {}  # registered name -> the table it was
-            per_query = []
-            try:
-                for name, (trace, table) in self._sources.items():
-                    # Registering costs ~1 ms: only what the views the query may name read.
-                    if trace is None:
-                        if _mentions_th(lowered, name[len("_th_") :]) and local.th.get(name) is not table:
-                            cur.register(name, table)
-                            local.th[name] = table
-                    elif trace.lower() in lowered:
-                        cur.register(name, table)
-                        per_query.append(name)
-                # BEGIN alone fixes nothing: DuckDB starts the transaction's view of the catalog
-                # at its first catalog lookup, which binding the query is.
-                local.query = self._whole_count(query) or query
-                local.rel, local.error, local.bound = None, None, False
-                if _PLAIN_QUERY.match(local.query):
-                    # A query is bound, never run, by `sql`; any other statement (EXPLAIN, PIVOT,
-                    # DDL a guard let through) would run there, under the lock: not here.
-                    cur.execute("BEGIN TRANSACTION")
-                    local.bound = True
-                    try:
-                        local.rel = cur.sql(local.query)
-                    except duckdb.Error as e:  # raised by snapshot_relation, in the caller's hands
-                        local.error = e  # (the transaction is aborted: nothing else runs in it)
-                else:
-                    cur.execute("BEGIN TRANSACTION; SELECT current_schema()").fetchall()
-            except BaseException:
-                self._drop_cursor()
-                raise
+            self._prepare(query, keep_open)
+        clean = False
         try:
-            yield cur
+            yield local.cur
+            clean = True
         finally:
+            cur = local.cur
+            per_query, local.per_query = local.per_query, []
+            read = getattr(local.rel, "type", None) == "QUERY_RELATION"
             local.rel = local.error = None
             local.bound = False
+            keep = keep_open and clean and read and not per_query and local.plain and cur is not None
             try:
-                cur.execute("ROLLBACK")
-                for name in per_query:
-                    cur.unregister(name)
+                if cur is not None and not keep:
+                    local.txn, local.rels = None, {}
+                    cur.rollback()
+                    for name in per_query:
+                        cur.unregister(name)
             except duckdb.Error:
                 self._drop_cursor()  # interrupted: the transaction was aborted already; start clean
             except BaseException:
                 self._drop_cursor()
                 raise
+
+    def _prepare(self, query: str, keep_open: bool) -> None:
+        """`snapshot`'s part under the lock: views refreshed, tables registered on this thread's
+        cursor (`local.per_query`: the names registered for this query only, let go at its end),
+        the transaction begun (or the open one kept) and a plain query bound."""
+        self.refresh(query)
+        lowered = query.lower()
+        local = self._local
+        cur = getattr(local, "cur", None)
+        if cur is None:
+            cur = local.cur = self.con.cursor()
+            local.th = {}  # registered name -> the table it was
+            local.txn = None  # the `_generation` at which the cursor's open transaction began
+            local.rels = {}  # query -> its relation bound in that transaction (`snapshot_relation`)
+        per_query = local.per_query = []
+        local.plain = False
+        try:
+            regs = []
+            for name, (trace, table) in self._sources.items():
+                # Registering costs ~1 ms: only what the views the query may name read.
+                if trace is None:
+                    if _mentions_th(lowered, name[len("_th_") :]) and local.th.get(name) is not table:
+                        regs.append((name, table, False))
+                elif trace.lower() in lowered:
+                    regs.append((name, table, True))
+            local.query = self._whole_count(query) or query
+            local.rel, local.error, local.bound = None, None, False
+            local.plain = _PLAIN_QUERY.match(local.query) is not None
+            reuse = keep_open and local.txn is not None and local.txn == self._generation and not regs and local.plain
+            if not reuse and local.txn is not None:
+                local.txn, local.rels = None, {}
+                cur.rollback()  # (a registration inside a transaction is undone with it)
+            for name, table, once in regs:
+                cur.register(name, table)
+                if once:
+                    per_query.append(name)
+                else:
+                    local.th[name] = table
+            if reuse:
+                return  # the open transaction fixes the views; bound in snapshot_relation
+            if local.plain:
+                # A query is bound, never run, by `sql`; any other statement (EXPLAIN, PIVOT,
+                # DDL a guard let through) would run there, under the lock: not here.
+                # BEGIN alone fixes nothing: DuckDB starts the transaction's view of the catalog
+                # at its first catalog lookup, which binding the query is.
+                cur.execute("BEGIN TRANSACTION")
+                local.txn = self._generation
+                local.bound = True
+                try:
+                    local.rel = local.rels[local.query] = cur.sql(local.query)
+                except duckdb.Error as e:  # raised by snapshot_relation, in the caller's hands
+                    local.error = e  # (the transaction is aborted: nothing else runs in it)
+            else:
+                cur.execute("BEGIN TRANSACTION; SELECT current_schema()").fetchall()
+                local.txn = self._generation
+        except BaseException:
+            self._drop_cursor()
+            raise
 
     def snapshot_relation(self):
         """The relation of the query `snapshot(query)` bound on this thread's cursor (None for a
@@ -745,7 +859,25 @@ class QueryEngine:
         if getattr(local, "error", None) is not None:
             raise local.error
         if not getattr(local, "bound", False):
-            return local.cur.sql(local.query)
+            if not getattr(local, "plain", False):
+                return local.cur.sql(local.query)
+            try:
+                rel = local.rels.get(local.query)
+                if rel is None:
+                    if len(local.rels) >= _KEPT_RELATIONS:
+                        local.rels.clear()
+                    rel = local.rels[local.query] = local.cur.sql(local.query)
+                local.rel = rel
+            except duckdb.TransactionException:
+                # The kept transaction was aborted (a caller caught a failed query inside its
+                # `snapshot`): begin afresh, as a query after a rollback does.
+                with self.lock:
+                    local.txn, local.rels = None, {}
+                    local.cur.rollback()
+                    self._prepare(local.query, False)
+                if local.error is not None:
+                    raise local.error from None
+            local.bound = True
         return local.rel
 
     def snapshot_query(self, query: str) -> str:
@@ -761,6 +893,7 @@ class QueryEngine:
     def _drop_cursor(self) -> None:
         cur = getattr(self._local, "cur", None)
         self._local.cur = None
+        self._local.txn, self._local.rels = None, {}
         if cur is not None:
             try:
                 cur.close()
@@ -769,6 +902,7 @@ class QueryEngine:
 
     def sql(self, query: str, params: list | dict | None = None) -> pa.Table:
         with self.lock:
+            self._generation += 1  # (it may write what a kept transaction would not see: `snapshot`)
             count = self._whole_count(query)
             if count is None:
                 self.refresh(query)
@@ -784,6 +918,7 @@ class QueryEngine:
         """Yields the result as record batches of up to `rows` rows, streamed (the engine
         stays locked while the generator is consumed: finish or close it before other SQL)."""
         with self.lock:
+            self._generation += 1
             self.refresh(query)
             try:
                 rel = self.con.sql(self._whole_count(query) or query, params=params)
@@ -847,6 +982,7 @@ def whole_count(store, query: str) -> tuple[str, int] | None:
 
 
 _VIEWS: dict[str, list[tuple[str, str]]] = {}
+_KEPT_RELATIONS = 64  # relations a thread's kept transaction holds by query text (`snapshot`)
 
 
 def _format_views(fmt: str) -> list[tuple[str, str]]:

@@ -881,12 +881,19 @@ class Store:
         attributes with `tag_columns=attrs`), with their DuckDB types; see store/query.py."""
         return self.query_engine.tag_keys(trace)
 
-    def read_connection(self, query: str):
+    def last_row_types(self, trace: str) -> set[str]:
+        """The event types of `trace` whose view `"<trace>".<type>_last` reads the last row of
+        each series kept on write (store/lastrows.py), not every row."""
+        return self.query_engine.last_row_types(trace)
+
+    def read_connection(self, query: str, *, keep_open: bool = False):
         """A context manager giving a DuckDB cursor of its own to run `query` on, outside the
         engine's lock (`QueryEngine.snapshot`): its views are fixed when it is handed out,
         and whatever it runs is rolled back; `query_engine.snapshot_relation()` is `query`
-        already bound on it. `interrupt()` it from another thread to stop it."""
-        return self.query_engine.snapshot(query)
+        already bound on it. `interrupt()` it from another thread to stop it. `keep_open`:
+        the caller runs nothing on the cursor but `snapshot_relation()`, so a read's
+        transaction may serve this thread's next query (QueryEngine.snapshot)."""
+        return self.query_engine.snapshot(query, keep_open)
 
     def sandbox_sql(self, temp_directory: str | None = None, memory_limit: int | None = None) -> None:
         """From now on SQL may read the store's own files only (no other path, no URL, no

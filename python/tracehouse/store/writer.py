@@ -55,6 +55,7 @@ from typing import Any
 from .. import _core, lazy
 from ..errors import DiskFull, NotFound, TracehouseError, is_disk_full
 from ..schema import EventType
+from . import lastrows
 from . import wal as walmod
 from .catalog import INCOMPLETE_CHECKPOINT, INCOMPLETE_WAL, Catalog, wal_damage_reason
 from .compact import Compactor
@@ -139,9 +140,16 @@ class TraceWriter:
             info = host.catalog.trace(trace_name)
             self.by_producer = info.metadata.get("segment_order") == PRODUCER_ORDER
             self.format = info.format  # (segments say it: segments.segment_meta)
+            self.keep_last = lastrows.wanted(info.metadata)
         except NotFound:  # a trace being deleted, recovered only to be dropped
             self.by_producer = False
             self.format = ""
+            self.keep_last = False
+        # The last row of each series (lastrows.py): type -> (the rows it was taken from, the
+        # table), as the last checkpoint left it; held under `last_lock` with the files.
+        self.last: dict[str, tuple[int, pa.Table]] = {}
+        self.last_lock = threading.Lock()
+        self._aligned: dict[int, dict[str, pa.Table]] = {}  # id(snapshot) -> its rows as tables
         self.row_group = PRODUCER_ROW_GROUP if self.by_producer else None  # None: segments.ROW_GROUP
         self.wal_dir = self.root / self.trace_dir / "wal"
         self.lock = threading.RLock()
@@ -563,22 +571,28 @@ class TraceWriter:
                 try:
                     if rows is None:
                         rows = self._write_segments(snapshot, covered)
+                        tables = self._aligned.pop(id(snapshot), {})
                     with self.cond:
                         while self.ckpt_registered != ticket - 1:  # the earlier checkpoints first
                             self._check()
                             self.cond.wait(0.05)
                     # Only this ticket can register now (the next waits for ckpt_registered).
                     # Appends go on meanwhile; readers wait (view_lock) so they never see these
-                    # rows both in the new segments and in the snapshot.
-                    with self.view_lock:
-                        self.host.catalog.register_segments(self.trace_id, rows, wal_covered=covered)
-                        with self.cond:
-                            del self.inflight[ticket]
-                            self.ckpt_registered = ticket
-                            self.tail_version += 1
-                            resumed = self.disk_full is not None
-                            self.disk_full = None
-                            self.cond.notify_all()
+                    # rows both in the new segments and in the snapshot. The last rows of its
+                    # series are written first (lastrows.py: a crash between leaves the older file
+                    # the one the catalog names).
+                    with self.last_lock:
+                        last = self._last_rows(tables) if self.keep_last else {}
+                        with self.view_lock:
+                            self.host.catalog.register_segments(self.trace_id, rows, wal_covered=covered)
+                            with self.cond:
+                                del self.inflight[ticket]
+                                self.ckpt_registered = ticket
+                                self.tail_version += 1
+                                resumed = self.disk_full is not None
+                                self.disk_full = None
+                                self.cond.notify_all()
+                        self.last.update(last)
                     if resumed:
                         log.warning("trace %s: checkpoints register again (disk space is back)", self.trace_name)
                         self.host.ensure_reserve()
@@ -604,8 +618,43 @@ class TraceWriter:
         self.compactor.request()
         self.host.delete_retired()
 
+    def _last_rows(self, tables: dict[str, pa.Table]) -> dict[str, tuple[int, pa.Table]]:
+        """Write the last row of each series of every type among its registered rows and the
+        checkpoint's `tables` (lastrows.py); returns what `self.last` becomes. A failure other
+        than a full disk costs only the files (readers then take the last rows from the rows
+        themselves), never the checkpoint."""
+        segs = self.host.catalog.segments(self.trace_id)
+        out = {}
+        for name, t in tables.items():
+            et = self.event_types[name]
+            mine = [s for s in segs if s.event_type == name]
+            base = sum(s.rows for s in mine)
+            try:
+                known = self.last.get(name)
+                if known is not None and known[0] == base:
+                    old = known[1]
+                else:  # (a trace that kept none yet, or retention dropped rows since)
+                    old = lastrows.load(self.root, self.trace_id, name, base)
+                    if old is None and base:
+                        old = lastrows.from_segments(self.root, mine)
+                parts = [t] if old is None else [align([old], et), t]
+                new = lastrows.last_rows(parts[0] if len(parts) == 1 else pa.concat_tables(parts))
+                lastrows.write(
+                    self.root, self.trace_id, name, base + t.num_rows, new, keep=base, fsync=self.opts.fsync != "off"
+                )
+                out[name] = (base + t.num_rows, new)
+            except BaseException as e:
+                if is_disk_full(e):
+                    raise
+                log.warning("trace %s: last rows of %s not kept: %s", self.trace_name, name, e)
+                lastrows.drop(self.root, self.trace_id, [name])
+                self.last.pop(name, None)
+        return out
+
     def _write_segments(self, snapshot: dict[str, list[pa.RecordBatch]], covered: int | None) -> list[dict]:
         tables = {name: align(batches, self.event_types[name]) for name, batches in snapshot.items()}
+        if self.keep_last:  # (for `_last_rows`, once the earlier checkpoints registered)
+            self._aligned[id(snapshot)] = tables
         # Encoding cost ~ rows x columns. A type is split (each part still one ts range) only
         # when it alone would keep one encoder busier than its fair share: the types of a
         # checkpoint already spread over the threads, and every extra part is one more small
