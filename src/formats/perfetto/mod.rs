@@ -34,6 +34,9 @@
 //! and is counted (`unconverted_timestamps`). Incremental clocks and the ftrace clock are not
 //! converted. Flows, legacy (JSON-era) events and the other data sources are counted and skipped.
 
+use std::io::Write as _;
+use std::sync::Arc;
+
 use arrow_array::RecordBatch;
 use prost::Message;
 
@@ -45,6 +48,7 @@ pub mod decl;
 pub mod proto;
 #[cfg(test)]
 mod tests;
+mod wire;
 
 /// Event types, in [`decl::PERFETTO`]'s order.
 const T_SLICE: usize = 0;
@@ -74,8 +78,9 @@ struct Producer {
 
 #[derive(Debug, Default)]
 struct Sequence {
-    names: FastMap<u64, String>,
-    categories: FastMap<u64, String>,
+    /// Interned strings, shared with the open slices that name them (no copy per event).
+    names: FastMap<u64, Arc<str>>,
+    categories: FastMap<u64, Arc<str>>,
     annotation_names: FastMap<u64, String>,
     default_track: Option<u64>,
     /// The clock of the sequence's packets without a `timestamp_clock_id` of their own.
@@ -87,8 +92,8 @@ struct Sequence {
 #[derive(Debug)]
 struct Open {
     ts: i64,
-    name: String,
-    category: Option<String>,
+    name: Arc<str>,
+    category: Option<Arc<str>>,
     args: Option<String>,
 }
 
@@ -234,15 +239,32 @@ impl PerfettoParser {
             self.offset += n as u64;
             chunk = &chunk[n..];
         }
-        if !self.carry.is_empty() {
-            // A packet begun in an earlier chunk: the chunk joins it (a copy of one chunk at most).
+        while !self.carry.is_empty() && !chunk.is_empty() {
+            // A packet begun in an earlier chunk: completed with the bytes it lacks (only those
+            // copied; the whole chunk joining it was 2 % of the parse), a header 16 bytes at a time.
+            let want = match pbwire::delimited_head(&self.carry, 1) {
+                Some(Ok((len, _))) if len > self.max_packet => 0, // `cut` rejects it and skips the rest
+                Some(Ok((len, h))) => (h + len).saturating_sub(self.carry.len()),
+                _ => 16,
+            };
+            let n = want.min(chunk.len());
             let mut carry = std::mem::take(&mut self.carry);
-            carry.extend_from_slice(chunk);
+            carry.extend_from_slice(&chunk[..n]);
+            chunk = &chunk[n..];
             let used = self.cut(&carry, false);
-            if !self.stopped {
-                carry.drain(..used);
-                self.carry = carry;
+            if self.stopped {
+                return;
             }
+            carry.drain(..used);
+            self.carry = carry;
+            if self.skipping > 0 {
+                let n = self.skipping.min(chunk.len());
+                self.skipping -= n;
+                self.offset += n as u64;
+                chunk = &chunk[n..];
+            }
+        }
+        if !self.carry.is_empty() {
             return;
         }
         let used = self.cut(chunk, false);
@@ -302,6 +324,7 @@ impl PerfettoParser {
                 Some(Ok((len, h))) => {
                     if len > self.max_packet {
                         self.reject(format!("packet of {len} bytes, more than the {} accepted", self.max_packet));
+                        self.packets += 1;
                         let avail = b.len() - pos - h;
                         if avail >= len {
                             pos += h + len;
@@ -338,16 +361,35 @@ impl PerfettoParser {
         }
     }
 
+    /// Handles a packet; it counts once handled, so that a problem met on the way names it.
     fn packet(&mut self, bytes: &[u8]) {
-        let p = match proto::TracePacket::decode(bytes) {
-            Ok(p) => p,
-            Err(e) => {
-                self.reject(format!("a packet that is not a TracePacket: {e}"));
-                self.packets += 1;
-                return;
-            }
-        };
+        self.handle(bytes);
         self.packets += 1;
+    }
+
+    fn handle(&mut self, bytes: &[u8]) {
+        // Read in place ([`wire`]); where that stops, prost reads the packet (refusing it with
+        // its message, or merging what `wire` leaves to it, encoded again for `wire`).
+        let canonical: Vec<u8>;
+        let p = match wire::packet(bytes) {
+            Ok(p) => p,
+            Err(()) => match proto::TracePacket::decode(bytes) {
+                Ok(m) => {
+                    canonical = m.encode_to_vec();
+                    match wire::packet(&canonical) {
+                        Ok(p) => p,
+                        Err(()) => {
+                            self.reject("a packet prost reads but its encoding again does not decode".into());
+                            return;
+                        }
+                    }
+                }
+                Err(e) => {
+                    self.reject(format!("a packet that is not a TracePacket: {e}"));
+                    return;
+                }
+            },
+        };
         let seq_id = p.trusted_packet_sequence_id.unwrap_or(0);
         let flags = p.sequence_flags.unwrap_or(0);
         let seq = self.sequences.entry(seq_id).or_insert_with(|| Sequence { valid: true, ..Default::default() });
@@ -366,15 +408,16 @@ impl PerfettoParser {
             seq.default_clock = d.timestamp_clock_id;
         }
         if let Some(i) = &p.interned_data {
-            for (list, map) in [
-                (&i.event_names, &mut seq.names),
-                (&i.event_categories, &mut seq.categories),
-                (&i.debug_annotation_names, &mut seq.annotation_names),
-            ] {
+            for (list, map) in [(&i.event_names, &mut seq.names), (&i.event_categories, &mut seq.categories)] {
                 for e in list {
                     if let (Some(iid), Some(n)) = (e.iid, &e.name) {
-                        map.insert(iid, n.clone());
+                        map.insert(iid, Arc::from(n.as_str()));
                     }
+                }
+            }
+            for e in &i.debug_annotation_names {
+                if let (Some(iid), Some(n)) = (e.iid, &e.name) {
+                    seq.annotation_names.insert(iid, n.clone());
                 }
             }
         }
@@ -398,13 +441,13 @@ impl PerfettoParser {
             (t, _) => t.map_or(0, |t| t.min(i64::MAX as u64) as i64),
         };
         if let Some(d) = p.track_descriptor {
-            self.descriptor(d);
-        } else if let Some(e) = p.track_event {
+            self.descriptor(*d);
+        } else if let Some(e) = &p.track_event {
             self.track_event(seq_id, ts, e);
-        } else if let Some(b) = p.ftrace_events {
+        } else if let Some(b) = &p.ftrace_events {
             self.ftrace(b);
         } else if let Some(t) = p.process_tree {
-            self.process_tree(t);
+            self.process_tree(*t);
         } else if p.interned_data.is_none() && p.trace_packet_defaults.is_none() && p.clock_snapshot.is_none() {
             self.counts.other_packets += 1;
         }
@@ -467,53 +510,88 @@ impl PerfettoParser {
         }
     }
 
-    fn track_event(&mut self, seq_id: u32, ts: i64, e: proto::TrackEvent) {
+    fn track_event(&mut self, seq_id: u32, ts: i64, e: &wire::TrackEvent<'_>) {
         let seq = &self.sequences[&seq_id];
         let mut unknown = 0;
-        let name = match (&e.name, e.name_iid) {
-            (Some(n), _) => Some(n.clone()),
+        let name: Option<Arc<str>> = match (e.name, e.name_iid) {
+            (Some(n), _) => Some(Arc::from(n)),
             (None, Some(iid)) => Some(seq.names.get(&iid).cloned().unwrap_or_else(|| {
                 unknown += 1;
-                format!("[name iid {iid}]")
+                Arc::from(format!("[name iid {iid}]"))
             })),
             (None, None) => None,
         };
-        let mut cats: Vec<String> = e.categories.clone();
-        for iid in &e.category_iids {
-            cats.push(seq.categories.get(iid).cloned().unwrap_or_else(|| {
-                unknown += 1;
-                format!("[category iid {iid}]")
-            }));
+        // One category (the usual case) is the interned string itself; several are joined.
+        let mut category: Option<Arc<str>> = None;
+        if e.category_count > 0 {
+            let mut joined: Option<String> = None;
+            let mut walk;
+            let mut one;
+            let cats: &mut dyn Iterator<Item = wire::Category<'_>> = if e.category_count == 1 {
+                one = e.first_category.into_iter();
+                &mut one
+            } else {
+                walk = e.categories();
+                &mut walk
+            };
+            for c in cats {
+                let c: Arc<str> = match c {
+                    wire::Category::Name(n) => Arc::from(n),
+                    wire::Category::Iid(iid) => seq.categories.get(&iid).cloned().unwrap_or_else(|| {
+                        unknown += 1;
+                        Arc::from(format!("[category iid {iid}]"))
+                    }),
+                };
+                match (&category, &mut joined) {
+                    (None, _) => category = Some(c),
+                    (Some(first), None) => joined = Some(format!("{first},{c}")),
+                    (Some(_), Some(j)) => {
+                        j.push(',');
+                        j.push_str(&c);
+                    }
+                }
+            }
+            if let Some(j) = joined {
+                category = Some(Arc::from(j));
+            }
         }
-        let category = (!cats.is_empty()).then(|| cats.join(","));
-        let args = if e.debug_annotations.is_empty() {
+        let args = if !e.has_annotations {
             None
         } else {
             let mut out = Vec::with_capacity(64);
             out.push(b'{');
-            for (i, a) in e.debug_annotations.iter().enumerate() {
+            for (i, a) in e.annotations().enumerate() {
                 if i > 0 {
                     out.push(b',');
                 }
-                let key = match (&a.name, a.name_iid) {
-                    (Some(n), _) => n.clone(),
-                    (None, Some(iid)) => seq.annotation_names.get(&iid).cloned().unwrap_or_else(|| {
-                        unknown += 1;
-                        format!("[iid {iid}]")
-                    }),
-                    (None, None) => format!("arg{i}"),
+                let unnamed;
+                let key: &str = match (a.name, a.name_iid) {
+                    (Some(n), _) => n,
+                    (None, Some(iid)) => match seq.annotation_names.get(&iid) {
+                        Some(n) => n,
+                        None => {
+                            unknown += 1;
+                            unnamed = format!("[iid {iid}]");
+                            &unnamed
+                        }
+                    },
+                    (None, None) => {
+                        unnamed = format!("arg{i}");
+                        &unnamed
+                    }
                 };
                 super::json::write_str(&mut out, key.as_bytes());
                 out.push(b':');
+                // Writes into a Vec do not fail.
                 if let Some(v) = a.bool_value {
                     out.extend_from_slice(if v { b"true" } else { b"false" });
                 } else if let Some(v) = a.int_value {
-                    out.extend_from_slice(v.to_string().as_bytes());
+                    let _ = write!(out, "{v}");
                 } else if let Some(v) = a.uint_value {
-                    out.extend_from_slice(v.to_string().as_bytes());
+                    let _ = write!(out, "{v}");
                 } else if let Some(v) = a.double_value.filter(|v| v.is_finite()) {
-                    out.extend_from_slice(format!("{v:?}").as_bytes());
-                } else if let Some(v) = &a.string_value {
+                    let _ = write!(out, "{v:?}");
+                } else if let Some(v) = a.string_value {
                     super::json::write_str(&mut out, v.as_bytes());
                 } else if let Some(v) = a.pointer_value {
                     super::json::write_str(&mut out, format!("0x{v:x}").as_bytes());
@@ -528,7 +606,7 @@ impl PerfettoParser {
         self.counts.unknown_iids += unknown;
         match e.r#type.unwrap_or(0) {
             proto::TYPE_SLICE_BEGIN => {
-                let name = name.unwrap_or_default();
+                let name = name.unwrap_or_else(|| Arc::from(""));
                 self.open.entry(track).or_default().push(Open { ts, name, category, args });
             }
             proto::TYPE_SLICE_END => match self.open.get_mut(&track).and_then(|s| s.pop()) {
@@ -549,10 +627,9 @@ impl PerfettoParser {
             proto::TYPE_COUNTER => {
                 let producer = self.track_producer(track);
                 let seqn = self.next_seq(producer);
-                let pname = self.producers[producer as usize].name.clone();
                 let t = &mut self.tables[T_COUNTER];
                 t.start(ts, producer, seqn);
-                t.set_str(3, &pname);
+                t.set_str(3, &self.producers[producer as usize].name);
                 if let Some(v) = e.counter_value {
                     t.set_f64(4, v as f64);
                     t.set_i64(5, v);
@@ -606,44 +683,43 @@ impl PerfettoParser {
         id
     }
 
-    fn ftrace(&mut self, b: proto::FtraceEventBundle) {
+    fn ftrace(&mut self, b: &wire::Bundle<'_>) {
         let Some(cpu) = b.cpu else {
             self.reject("an ftrace event bundle without its cpu".into());
             return;
         };
         let producer = self.cpu_producer(cpu);
-        for e in b.event {
+        for e in &b.event {
             let ts = e.timestamp.map_or(0, |t| t.min(i64::MAX as u64) as i64);
-            if let Some(s) = e.sched_switch {
-                let prev = self.running.insert(
-                    cpu,
-                    Running {
-                        ts,
-                        tid: s.next_pid.unwrap_or(0).into(),
-                        comm: s.next_comm.unwrap_or_default(),
-                        prio: s.next_prio.unwrap_or(0).into(),
-                    },
-                );
-                if let Some(r) = prev {
-                    let seqn = self.next_seq(producer);
-                    let t = &mut self.tables[T_SCHED];
-                    t.start(r.ts, producer, seqn);
-                    t.set_i64(DUR, (ts - r.ts).max(0));
-                    t.set_i64(4, cpu.into());
-                    t.set_i64(5, r.tid);
-                    t.set_str(6, &r.comm);
-                    t.set_i64(7, r.prio);
-                    t.set_str(8, task_state(s.prev_state.unwrap_or(0)));
-                    t.end();
-                    self.counts.sched_slices += 1;
+            if let Some(s) = &e.sched_switch {
+                let (tid, comm, prio) = (s.next_pid.unwrap_or(0).into(), s.next_comm.unwrap_or(""), s.next_prio.unwrap_or(0).into());
+                if !self.running.contains_key(&cpu) {
+                    self.running.insert(cpu, Running { ts, tid, comm: comm.to_string(), prio });
+                    continue;
                 }
-            } else if let Some(w) = e.sched_waking {
+                let seqn = self.next_seq(producer);
+                // The CPU's running thread ends here and the next one starts (its comm's buffer reused).
+                let r = self.running.get_mut(&cpu).expect("checked above");
+                let t = &mut self.tables[T_SCHED];
+                t.start(r.ts, producer, seqn);
+                t.set_i64(DUR, (ts - r.ts).max(0));
+                t.set_i64(4, cpu.into());
+                t.set_i64(5, r.tid);
+                t.set_str(6, &r.comm);
+                t.set_i64(7, r.prio);
+                t.set_str(8, task_state(s.prev_state.unwrap_or(0)));
+                t.end();
+                self.counts.sched_slices += 1;
+                (r.ts, r.tid, r.prio) = (ts, tid, prio);
+                r.comm.clear();
+                r.comm.push_str(comm);
+            } else if let Some(w) = &e.sched_waking {
                 let seqn = self.next_seq(producer);
                 let t = &mut self.tables[T_WAKING];
                 t.start(ts, producer, seqn);
                 t.set_i64(3, cpu.into());
                 t.set_i64(4, w.pid.unwrap_or(0).into());
-                t.set_str(5, w.comm.as_deref().unwrap_or(""));
+                t.set_str(5, w.comm.unwrap_or(""));
                 t.set_i64(6, w.prio.unwrap_or(0).into());
                 if let Some(c) = w.target_cpu {
                     t.set_i64(7, c.into());
