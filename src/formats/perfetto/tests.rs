@@ -282,7 +282,7 @@ fn said_prost(p: &TracePacket) -> String {
 }
 
 #[test]
-fn issue34_the_hand_decoder_reads_what_prost_reads_or_leaves_the_packet_to_it() {
+fn the_hand_decoder_reads_what_prost_reads_or_leaves_the_packet_to_it() {
     let mut e = ev(100, TYPE_SLICE_BEGIN, Some(1), Some("lit"), 3, SEQ_INCREMENTAL_STATE_CLEARED);
     let te = e.track_event.as_mut().unwrap();
     te.category_iids = vec![1, 300];
@@ -293,7 +293,12 @@ fn issue34_the_hand_decoder_reads_what_prost_reads_or_leaves_the_packet_to_it() 
     te.flow_ids_old = vec![8];
     te.debug_annotations = vec![
         DebugAnnotation { name: Some("k".into()), int_value: Some(-3), ..Default::default() },
-        DebugAnnotation { name_iid: Some(2), string_value: Some("v".into()), double_value: Some(0.25), ..Default::default() },
+        DebugAnnotation {
+            name_iid: Some(2),
+            string_value: Some("v".into()),
+            double_value: Some(0.25),
+            ..Default::default()
+        },
     ];
     e.interned_data = Some(InternedData {
         event_names: vec![Interned { iid: Some(1), name: Some("n".into()) }],
