@@ -35,12 +35,13 @@
 //! and is counted (`unconverted_timestamps`). Incremental clocks and the ftrace clock are not
 //! converted. Flows, legacy (JSON-era) events and the other data sources are counted and skipped.
 //!
-//! Speed (`tracehouse bench import --format perfetto`: 2M events, 12 % of them ftrace
-//! sched_switch; file to registered segments, 2 cores): with prost's decoding 0.87M events/s at
-//! load 8.5-11 (2.2M events per CPU second), read in place 1.23M/s at load 13 (2.7M per CPU
-//! second; 8M events: 1.82M/s, 3.4M per CPU second); the parser alone 3.56M/s. The store's
-//! checkpoints encode on the writer's threads while the parser runs (the flush left at the
-//! end took 0.07-0.29 s of 3.2-5.7 s for 4M events at load 14), so parse and write overlap.
+//! Speed (`tracehouse bench import --format perfetto --sizes 2000000,4000000 --repeat 3`: 12 %
+//! of the events ftrace sched_switch; file to registered segments, 2 cores; prost's decoding and
+//! this interleaved, load 4.6-5.1, best of 3): 2M events 1.34 / 0.93 s with prost, 1.03 / 0.77 s
+//! read in place (0.88-0.89 against 0.69-0.70 CPU s); 4M events 2.15 / 1.58 s against 1.29 /
+//! 1.25 s (1.53-1.54 against 1.24 CPU s): 2.0-3.2M events/s, 2.9-3.2M per CPU second. The
+//! store's checkpoints encode on the writer's threads while the parser runs (the flush left at
+//! the end took 0.07-0.29 s of 3.2-5.7 s for 4M events at load 14), so parse and write overlap.
 
 use std::collections::hash_map::Entry;
 use std::io::Write as _;
