@@ -4,15 +4,18 @@ Owns the workload and its peers. The template is what an instrumented app's SDK 
 process with 8 thread tracks and a counter track, each thread on its own sequence with interned
 event names and categories (incremental state cleared on its first packet, the track from the
 sequence's defaults), slices nested 3 deep with a debug annotation on the outer one, an instant
-and a counter value per frame. The template's packets (`perfetto` package's TracePacket
-messages) are written again for each copy with new track uuids, thread ids and sequence ids and
-times moved past the previous copy, so each copy is new threads; the unit is the track event
-(a slice's begin and its end are two, as in the file).
+and a counter value per frame; and the kernel's side as traced_probes writes it, an ftrace
+bundle per CPU and frame of 4 `sched_switch` between the workers and idle on 2 CPUs (12 % of
+the events). The template's packets (`perfetto` package's TracePacket messages, the ones its
+TraceProtoBuilder writes) are written again for each copy with new track uuids, thread ids and
+sequence ids and times moved past the previous copy, so each copy is new threads (2M events:
+62 copies, 8 s); the unit is the event in the file (a track event: a slice's begin and its end
+are two; an ftrace event), not the row stored (a slice is one).
 
 Peers on the headline file: reading it (the bound of any import), Google's protobuf parser
 (upb, the C parser under the `protobuf` package) decoding every packet into messages with
-nothing stored (what a Python importer would start from), and the Rust parser alone with its
-batches dropped.
+nothing stored (what a Python importer would start from), the Rust parser alone with its
+batches dropped, and our Chrome JSON import of the same trace (exported by us).
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ from .import_ import Case, Input, Peer
 
 THREADS = 8
 FRAMES = 500  # per thread in the template
+CPUS = 2
+SWITCHES = 4  # sched_switch events per CPU per frame, one ftrace bundle per CPU per frame
 COPY_STEP = 1_000_000  # uuid, tid and sequence id offset per copy
 NAMES = ["frame", "layout", "paint", "decode", "raster", "commit"]
 
@@ -117,11 +122,45 @@ def _template():
                 p.track_event.track_uuid = 2
                 p.track_event.counter_value = 55 + f % 10
                 packets.append(p)
+    # The kernel's side: each CPU's switches between the worker threads (and idle, pid 0), one
+    # ftrace bundle per CPU and frame as traced_probes writes them (cpu, then its events).
+    for f in range(FRAMES):
+        for cpu in range(CPUS):
+            p = TracePacket()
+            p.trusted_packet_sequence_id = 2
+            b = p.ftrace_events
+            b.cpu = cpu
+            for k in range(SWITCHES):
+                i = f * SWITCHES + k
+                prev, nxt = _on_cpu(cpu, i - 1), _on_cpu(cpu, i)
+                e = b.event.add()
+                e.timestamp = f * 16_000_000 + k * 4_000_000 + cpu * 500 + 100
+                e.pid = prev
+                s = e.sched_switch
+                s.prev_pid, s.prev_comm, s.prev_prio = prev, _comm(prev), 120
+                s.prev_state = 1 if k % 2 else 0
+                s.next_pid, s.next_comm, s.next_prio = nxt, _comm(nxt), 120
+            packets.append(p)
     return packets, FRAMES * 16_000_000 + 1_000_000
 
 
-def _is_event(p) -> bool:
-    return p.HasField("track_event")
+def _on_cpu(cpu: int, i: int) -> int:
+    """The thread on `cpu` after its `i`th switch of the template: the CPU's half of the
+    workers in turn, idle (0) every fifth."""
+    if i < 0 or i % 5 == 4:
+        return 0
+    return 10 + cpu + CPUS * (i % (THREADS // CPUS))
+
+
+def _comm(pid: int) -> str:
+    return f"worker-{pid - 10}" if pid else "swapper"
+
+
+def _events(p) -> int:
+    """The events a packet holds: a track event, or an ftrace bundle's events."""
+    if p.HasField("track_event"):
+        return 1
+    return len(p.ftrace_events.event) if p.HasField("ftrace_events") else 0
 
 
 def write(out: Path, events: int) -> tuple[int, int]:
@@ -132,7 +171,8 @@ def write(out: Path, events: int) -> tuple[int, int]:
         while written < events:
             parts = []
             for p in packets:
-                if written >= events and _is_event(p):
+                n = _events(p)
+                if written >= events and n:
                     continue
                 q = type(p)()
                 q.CopyFrom(p)
@@ -147,6 +187,16 @@ def write(out: Path, events: int) -> tuple[int, int]:
                     if d.HasField("thread"):
                         d.thread.pid += off
                         d.thread.tid += off
+                elif q.HasField("ftrace_events"):
+                    # The CPUs are the same; the threads on them the copy's (idle stays 0).
+                    for e in q.ftrace_events.event:
+                        e.timestamp += copy * span
+                        s = e.sched_switch
+                        poff = off if e.pid else 0
+                        e.pid += poff
+                        s.prev_pid += off if s.prev_pid else 0
+                        s.next_pid += off if s.next_pid else 0
+                    written += n
                 else:
                     q.timestamp += copy * span
                     q.trusted_packet_sequence_id += off
@@ -154,7 +204,7 @@ def write(out: Path, events: int) -> tuple[int, int]:
                         q.trace_packet_defaults.track_event_defaults.track_uuid += off
                     if q.track_event.HasField("track_uuid"):
                         q.track_event.track_uuid += off
-                    written += 1
+                    written += n
                 b = q.SerializeToString()
                 parts.append(b"\x0a" + _varint(len(b)) + b)
             f.write(b"".join(parts))
@@ -176,7 +226,8 @@ def build(workdir: Path, sizes: list[int]) -> list[Input]:
                 {
                     "copies": copies,
                     "template": f"TraceProtoBuilder messages: {THREADS} threads x {FRAMES} frames of slices "
-                    "nested 3 deep with interned names, an instant and a counter per frame",
+                    "nested 3 deep with interned names, an instant and a counter per frame; "
+                    f"{SWITCHES} sched_switch per CPU and frame on {CPUS} CPUs",
                     "build_s": round(time.perf_counter() - t0, 2),
                 },
             )
@@ -202,7 +253,7 @@ def peer_upb(inp: Input) -> Peer:
 
     t0 = time.perf_counter()
     trace = Trace.FromString(inp.path.read_bytes())
-    n = sum(1 for p in trace.packet if p.HasField("track_event"))
+    n = sum(_events(p) for p in trace.packet)
     return Peer(
         "protobuf (upb)",
         f"Google's protobuf ({api_implementation.Type()}) decoding every packet into messages, nothing stored",
@@ -226,7 +277,38 @@ def peer_parse_only(inp: Input) -> Peer:
         "tracehouse parse",
         "Rust parser only, batches dropped (no store)",
         time.perf_counter() - t0,
-        2 * s["slices"] - s["unclosed_slices"] + s["instants"] + s["counters"],
+        # A CPU's first switch starts its first sched_slice: each CPU has one switch more than slices.
+        2 * s["slices"] - s["unclosed_slices"] + s["instants"] + s["counters"] + s["sched_slices"] + CPUS,
+    )
+
+
+def peer_chrome(inp: Input) -> Peer:
+    """Our Chrome JSON importer on the same trace: the headline file imported (not timed) and
+    exported as Chrome JSON by our exporter, that file imported in a child process as ours is."""
+    import shutil
+
+    import tracehouse
+
+    from ..formats import registry
+    from ..formats.chrome.exporter import export
+    from .import_ import _run_child
+
+    work = inp.path.parent / "chrome-peer"
+    work.mkdir(exist_ok=True)
+    try:
+        with tracehouse.open(work / "source", fsync="off") as s:
+            registry.importer("perfetto").import_file(s, inp.path, "source")
+            export(s, "source", work / "same.json")
+        size = (work / "same.json").stat().st_size
+        r = _run_child("chrome", work / "same.json", work / "store")
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    return Peer(
+        "tracehouse import chrome",
+        f"our Chrome JSON import of the same trace (our export of it: {r['events']:,} JSON events, "
+        f"{size / 1e6:.0f} MB), parse + store",
+        r["seconds"],
+        inp.units,
     )
 
 
@@ -236,7 +318,7 @@ CASE = Case(
     importer="perfetto",
     default_size=2_000_000,
     build=build,
-    peers=(peer_read, peer_upb, peer_parse_only),
+    peers=(peer_read, peer_upb, peer_parse_only, peer_chrome),
     target=1_000_000,
     target_text=">= 1M track events/s parsed and stored",
     bytes_per_unit=20,

@@ -136,3 +136,301 @@ fn garbage_and_cut_traces_are_rejected() {
     assert!(p.rejects.first[0].reason.contains("ends inside a packet"), "{:?}", p.rejects.first);
     assert!(!decl::sniff(b"\x0a\x04\x08\x01\x10\x02"));
 }
+
+/// What a packet says, as `wire` reads it.
+fn said_wire(p: &wire::Packet<'_>) -> String {
+    let e = p.track_event.as_ref().map(|e| {
+        let cats: Vec<String> = e
+            .categories()
+            .map(|c| match c {
+                wire::Category::Name(n) => format!("n:{n}"),
+                wire::Category::Iid(i) => format!("i:{i}"),
+            })
+            .collect();
+        let anns: Vec<String> = e
+            .annotations()
+            .map(|a| {
+                format!(
+                    "{:?}",
+                    (
+                        a.name_iid,
+                        a.name,
+                        a.bool_value,
+                        a.uint_value,
+                        a.int_value,
+                        a.double_value.map(f64::to_bits),
+                        a.string_value,
+                        a.pointer_value
+                    )
+                )
+            })
+            .collect();
+        format!(
+            "{:?}",
+            (
+                e.name,
+                e.name_iid,
+                e.r#type,
+                e.track_uuid,
+                e.counter_value,
+                e.double_counter_value.map(f64::to_bits),
+                cats,
+                anns,
+                (e.flow_ids(false), e.flow_ids(true))
+            )
+        )
+    });
+    let f = p.ftrace_events.as_ref().map(|b| {
+        let evs: Vec<String> = b
+            .event
+            .iter()
+            .map(|e| {
+                let s = e.sched_switch.as_ref().map(|s| {
+                    (s.prev_comm, s.prev_pid, s.prev_prio, s.prev_state, s.next_comm, s.next_pid, s.next_prio)
+                });
+                let w = e.sched_waking.as_ref().map(|w| (w.comm, w.pid, w.prio, w.target_cpu));
+                format!("{:?}", (e.timestamp, e.pid, s, w))
+            })
+            .collect();
+        format!("{:?}", (b.cpu, evs))
+    });
+    format!(
+        "{:?}",
+        (
+            (p.timestamp, p.trusted_packet_sequence_id, p.sequence_flags),
+            (p.incremental_state_cleared, p.previous_packet_dropped, p.timestamp_clock_id),
+            e,
+            f,
+            (&p.interned_data, &p.trace_packet_defaults, &p.track_descriptor, &p.process_tree, &p.clock_snapshot)
+        )
+    )
+}
+
+/// The same of prost's reading.
+fn said_prost(p: &TracePacket) -> String {
+    let e = p.track_event.as_ref().map(|e| {
+        let cats: Vec<String> = e
+            .categories
+            .iter()
+            .map(|n| format!("n:{n}"))
+            .chain(e.category_iids.iter().map(|i| format!("i:{i}")))
+            .collect();
+        let anns: Vec<String> = e
+            .debug_annotations
+            .iter()
+            .map(|a| {
+                format!(
+                    "{:?}",
+                    (
+                        a.name_iid,
+                        a.name.as_deref(),
+                        a.bool_value,
+                        a.uint_value,
+                        a.int_value,
+                        a.double_value.map(f64::to_bits),
+                        a.string_value.as_deref(),
+                        a.pointer_value
+                    )
+                )
+            })
+            .collect();
+        format!(
+            "{:?}",
+            (
+                e.name.as_deref(),
+                e.name_iid,
+                e.r#type,
+                e.track_uuid,
+                e.counter_value,
+                e.double_counter_value.map(f64::to_bits),
+                cats,
+                anns,
+                (
+                    [&e.flow_ids_old[..], &e.flow_ids[..]].concat(),
+                    [&e.terminating_flow_ids_old[..], &e.terminating_flow_ids[..]].concat()
+                )
+            )
+        )
+    });
+    let f = p.ftrace_events.as_ref().map(|b| {
+        let evs: Vec<String> = b
+            .event
+            .iter()
+            .map(|e| {
+                let s = e.sched_switch.as_ref().map(|s| {
+                    (
+                        s.prev_comm.as_deref(),
+                        s.prev_pid,
+                        s.prev_prio,
+                        s.prev_state,
+                        s.next_comm.as_deref(),
+                        s.next_pid,
+                        s.next_prio,
+                    )
+                });
+                let w = e.sched_waking.as_ref().map(|w| (w.comm.as_deref(), w.pid, w.prio, w.target_cpu));
+                format!("{:?}", (e.timestamp, e.pid, s, w))
+            })
+            .collect();
+        format!("{:?}", (b.cpu, evs))
+    });
+    format!(
+        "{:?}",
+        (
+            (p.timestamp, p.trusted_packet_sequence_id, p.sequence_flags),
+            (p.incremental_state_cleared, p.previous_packet_dropped, p.timestamp_clock_id),
+            e,
+            f,
+            (&p.interned_data, &p.trace_packet_defaults, &p.track_descriptor, &p.process_tree, &p.clock_snapshot)
+        )
+    )
+}
+
+#[test]
+fn the_hand_decoder_reads_what_prost_reads_or_leaves_the_packet_to_it() {
+    let mut e = ev(100, TYPE_SLICE_BEGIN, Some(1), Some("lit"), 3, SEQ_INCREMENTAL_STATE_CLEARED);
+    let te = e.track_event.as_mut().unwrap();
+    te.category_iids = vec![1, 300];
+    te.categories = vec!["c".into()];
+    te.counter_value = Some(-5);
+    te.double_counter_value = Some(1.5);
+    te.flow_ids = vec![9, u64::MAX];
+    te.flow_ids_old = vec![8, 300];
+    te.terminating_flow_ids = vec![7];
+    te.terminating_flow_ids_old = vec![1 << 40];
+    te.debug_annotations = vec![
+        DebugAnnotation { name: Some("k".into()), int_value: Some(-3), ..Default::default() },
+        DebugAnnotation {
+            name_iid: Some(2),
+            string_value: Some("v".into()),
+            double_value: Some(0.25),
+            ..Default::default()
+        },
+    ];
+    e.interned_data = Some(InternedData {
+        event_names: vec![Interned { iid: Some(1), name: Some("n".into()) }],
+        ..Default::default()
+    });
+    e.timestamp_clock_id = Some(64);
+    e.previous_packet_dropped = Some(1);
+    e.incremental_state_cleared = Some(true);
+    let ft = TracePacket {
+        ftrace_events: Some(FtraceEventBundle {
+            cpu: Some(2),
+            event: vec![
+                FtraceEvent {
+                    timestamp: Some(5),
+                    pid: Some(7),
+                    sched_switch: Some(SchedSwitch {
+                        prev_comm: Some("a".into()),
+                        prev_pid: Some(-1),
+                        prev_prio: Some(120),
+                        prev_state: Some(1 << 40),
+                        next_comm: Some("b".into()),
+                        next_pid: Some(9),
+                        next_prio: Some(100),
+                    }),
+                    sched_waking: None,
+                },
+                FtraceEvent {
+                    timestamp: Some(6),
+                    pid: None,
+                    sched_switch: None,
+                    sched_waking: Some(SchedWaking {
+                        comm: Some("w".into()),
+                        pid: Some(3),
+                        prio: Some(1),
+                        target_cpu: Some(0),
+                    }),
+                },
+            ],
+        }),
+        trace_packet_defaults: Some(TracePacketDefaults {
+            track_event_defaults: Some(TrackEventDefaults { track_uuid: Some(4) }),
+            timestamp_clock_id: Some(6),
+        }),
+        ..Default::default()
+    };
+    let desc = TracePacket {
+        track_descriptor: Some(TrackDescriptor {
+            uuid: Some(7),
+            process: Some(ProcessDescriptor { pid: Some(1), cmdline: vec!["x".into()], process_name: None }),
+            ..Default::default()
+        }),
+        clock_snapshot: Some(ClockSnapshot {
+            clocks: vec![Clock { clock_id: Some(6), timestamp: Some(10), ..Default::default() }],
+            primary_trace_clock: Some(6),
+        }),
+        ..Default::default()
+    };
+    let bases: Vec<Vec<u8>> = [e, ft, desc].iter().map(|p| p.encode_to_vec()).collect();
+    // Two fields protobuf merges (the track event given twice; an unknown group) and a packed list.
+    let mut merged = bases[0].clone();
+    merged.extend_from_slice(&[0x5a, 0x02, 0x48, 0x03]); // track_event { type: 3 } again
+    merged.extend_from_slice(&[0xfb, 0x06, 0x08, 0x01, 0xfc, 0x06]); // field 111, a group
+    let mut packed = bases[1].clone();
+    packed.extend_from_slice(&[0x5a, 0x04, 0x1a, 0x02, 0x05, 0x06]); // category_iids packed [5, 6]
+    let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut rnd = move |n: usize| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        (seed % n.max(1) as u64) as usize
+    };
+    let (mut read, mut left, mut refused) = (0, 0, 0);
+    for i in 0..40_000 {
+        let mut b = [&bases[..], &[merged.clone(), packed.clone()]].concat()[i % 5].clone();
+        for _ in 0..(i % 4) {
+            match rnd(4) {
+                0 if !b.is_empty() => {
+                    let k = rnd(b.len());
+                    b[k] = rnd(256) as u8;
+                }
+                1 if !b.is_empty() => {
+                    let k = rnd(b.len());
+                    b.truncate(k);
+                }
+                2 => {
+                    let k = rnd(b.len() + 1);
+                    b.insert(k, rnd(256) as u8);
+                }
+                _ if !b.is_empty() => {
+                    let k = rnd(b.len());
+                    b.remove(k);
+                }
+                _ => {}
+            }
+        }
+        let prost = TracePacket::decode(b.as_slice());
+        match (wire::packet(&b), &prost) {
+            (Ok(w), Ok(p)) => {
+                read += 1;
+                assert_eq!(said_wire(&w), said_prost(p), "packet {b:?}");
+            }
+            (Ok(w), Err(e)) => panic!("wire read what prost refuses ({e}): {b:?} -> {}", said_wire(&w)),
+            (Err(()), Ok(p)) => {
+                left += 1;
+                let again = p.encode_to_vec();
+                let w = wire::packet(&again).expect("prost's own encoding reads");
+                assert_eq!(said_wire(&w), said_prost(p));
+            }
+            (Err(()), Err(_)) => refused += 1,
+        }
+    }
+    // Varints at prost's limit: ten bytes, the last 0 or 1 (2 and an eleventh byte are refused).
+    for last in [0u8, 1, 2, 0x80] {
+        let mut b = vec![0x40];
+        b.extend_from_slice(&[0xff; 9]);
+        b.push(last);
+        let (w, p) = (wire::packet(&b), TracePacket::decode(b.as_slice()));
+        assert_eq!((w.is_ok(), p.is_ok()), (last < 2, last < 2), "last byte {last}");
+        if let (Ok(w), Ok(p)) = (w, p) {
+            assert_eq!(said_wire(&w), said_prost(&p));
+        }
+    }
+    assert!(read > 5_000 && left > 1_000 && refused > 10_000, "{read} {left} {refused}");
+    // The merged packet: prost merges the second track event into the first.
+    let (p, b) = parse(&frame(&[TracePacket::decode(merged.as_slice()).unwrap()]), 7);
+    assert_eq!(p.counts.instants, 1);
+    assert_eq!(strs(&b["instant"], "category"), ["c,[category iid 1],[category iid 300]"]);
+}
