@@ -32,7 +32,9 @@
 //! does: of the snapshots that read both clocks, the last whose reading of the packet's clock
 //! is at or before its timestamp (else the first), `ts - reading(clock) + reading(trace clock)`,
 //! times the clock's `unit_multiplier_ns`; with no such snapshot the timestamp stays as written
-//! and is counted (`unconverted_timestamps`). Incremental clocks and the ftrace clock are not
+//! and is counted (`unconverted_timestamps`). A clock a snapshot marks incremental (Chrome's
+//! sequence clock 64, in µs) stamps deltas: each packet's timestamp adds to the clock's last
+//! value, from the snapshot's reading on, and that sum is converted. The ftrace clock is not
 //! converted. Flows (`flow_ids`, `terminating_flow_ids`, their `_old` spellings) become the
 //! `flow` rows of the Chrome importer's type ([`flows`]). Legacy (JSON-era) events and the other
 //! data sources are counted and skipped.
@@ -166,6 +168,10 @@ struct Clocks {
     trace_clock: u32,
     /// Each snapshot: clock key ([`clock_key`]) -> (reading in ns, unit multiplier).
     snapshots: Vec<FastMap<u64, (i128, i128)>>,
+    /// Incremental clocks (a sequence's own, as Chrome stamps its track events: each packet's
+    /// timestamp is a delta from the previous one on that clock, in `unit_multiplier_ns`):
+    /// clock key -> (the last absolute value in ns, unit multiplier), from the snapshot's reading on.
+    incremental: FastMap<u64, (i128, i128)>,
 }
 
 /// A clock's key: a builtin clock by its id, a sequence's own clock by sequence and id.
@@ -185,29 +191,41 @@ impl Clocks {
         let mut m = FastMap::default();
         for c in &s.clocks {
             if let (Some(id), Some(ts)) = (c.clock_id, c.timestamp) {
-                if c.is_incremental != Some(true) {
-                    let mult = i128::from(c.unit_multiplier_ns.unwrap_or(1).max(1));
-                    m.insert(clock_key(seq, id), (i128::from(ts) * mult, mult));
+                let (key, mult) = (clock_key(seq, id), i128::from(c.unit_multiplier_ns.unwrap_or(1).max(1)));
+                m.insert(key, (i128::from(ts) * mult, mult));
+                if c.is_incremental == Some(true) {
+                    self.incremental.insert(key, (i128::from(ts) * mult, mult));
+                } else {
+                    self.incremental.remove(&key);
                 }
             }
         }
         self.snapshots.push(m);
     }
 
-    /// `ts` of `clock` (on sequence `seq`) in the trace clock's ns; None when no snapshot reads both.
-    fn convert(&self, seq: u32, clock: u32, ts: u64) -> Option<i64> {
+    /// A packet's `ts` on an incremental clock as that clock's absolute ns (the delta added to
+    /// the clock's last value, which it becomes); None for any other clock.
+    fn advance(&mut self, seq: u32, clock: u32, ts: u64) -> Option<i128> {
+        let (last, mult) = self.incremental.get_mut(&clock_key(seq, clock))?;
+        *last += i128::from(ts) * *mult;
+        Some(*last)
+    }
+
+    /// `ts` of `clock` (on sequence `seq`; `abs`: its value in ns when already known, an
+    /// incremental clock's) in the trace clock's ns; None when no snapshot reads both.
+    fn convert(&self, seq: u32, clock: u32, ts: u64, abs: Option<i128>) -> Option<i64> {
         let (key, trace) = (clock_key(seq, clock), u64::from(self.trace_clock));
         let mut best: Option<(i128, i128, i128)> = None; // (reading of clock, of trace clock, mult)
         let mut first = None;
         for s in &self.snapshots {
             let (Some(&(c, mult)), Some(&(t, _))) = (s.get(&key), s.get(&trace)) else { continue };
             first.get_or_insert((c, t, mult));
-            if c <= i128::from(ts) * mult && best.is_none_or(|(b, _, _)| c >= b) {
+            if c <= abs.unwrap_or(i128::from(ts) * mult) && best.is_none_or(|(b, _, _)| c >= b) {
                 best = Some((c, t, mult));
             }
         }
         let (c, t, mult) = best.or(first)?;
-        let v = i128::from(ts) * mult - c + t;
+        let v = abs.unwrap_or(i128::from(ts) * mult) - c + t;
         Some(v.clamp(0, i128::from(i64::MAX)) as i64)
     }
 }
@@ -239,7 +257,11 @@ impl PerfettoParser {
             running: FastMap::default(),
             stopped: false,
             counts: Counts::default(),
-            clocks: Clocks { trace_clock: proto::CLOCK_BOOTTIME, snapshots: Vec::new() },
+            clocks: Clocks {
+                trace_clock: proto::CLOCK_BOOTTIME,
+                snapshots: Vec::new(),
+                incremental: FastMap::default(),
+            },
             flows: flows::Flows::default(),
         }
     }
@@ -445,16 +467,19 @@ impl PerfettoParser {
             self.counts.clock_snapshots += 1;
         }
         let ts = match (p.timestamp, clock) {
-            (Some(t), c) if c != self.clocks.trace_clock => match self.clocks.convert(seq_id, c, t) {
-                Some(v) => {
-                    self.counts.converted_timestamps += 1;
-                    v
+            (Some(t), c) if c != self.clocks.trace_clock => {
+                let abs = self.clocks.advance(seq_id, c, t);
+                match self.clocks.convert(seq_id, c, t, abs) {
+                    Some(v) => {
+                        self.counts.converted_timestamps += 1;
+                        v
+                    }
+                    None => {
+                        self.counts.unconverted_timestamps += 1;
+                        abs.map_or(t.min(i64::MAX as u64) as i64, |a| a.clamp(0, i128::from(i64::MAX)) as i64)
+                    }
                 }
-                None => {
-                    self.counts.unconverted_timestamps += 1;
-                    t.min(i64::MAX as u64) as i64
-                }
-            },
+            }
             (t, _) => t.map_or(0, |t| t.min(i64::MAX as u64) as i64),
         };
         if let Some(d) = p.track_descriptor {
