@@ -253,6 +253,37 @@ except ValueError as e:
 total = sum(merged) + small[0] + boxes[0].v + len(text) + caught
 """
 
+# Recorded code called back through the library's Python frames and C code at once, nested:
+# re.sub's replacement function (re.sub and re._compile are Python, the substitution is C),
+# which decodes JSON with an object_hook (json.loads and JSONDecoder.decode are Python, the
+# scanner is C) and sorts with a key: recorded, not recorded, recorded, not recorded, recorded.
+LIBRARY_C_CALLBACKS = """
+import json
+import re
+
+
+def hook(d):
+    d["seen"] = len(d)
+    return d
+
+
+def by_len(s):
+    n = len(s)
+    return n
+
+
+def replace(m):
+    word = m.group(0)
+    obj = json.loads('{"w": "%s", "n": [1, 2]}' % word, object_hook=hook)
+    parts = sorted([word, word * 2, "x"], key=by_len)
+    return str(obj["seen"]) + parts[0]
+
+
+text = re.sub(r"[a-z]+", replace, "ab cd efg")
+found = [m.start() for m in re.finditer("b|d", text)]
+again = re.sub("(x)", lambda m: m.group(1).upper(), text)
+"""
+
 ALL = {
     "recursion": RECURSION,
     "closures": CLOSURES,
@@ -264,4 +295,5 @@ ALL = {
     "globals": GLOBALS,
     "class_body": CLASS_BODY,
     "library_callbacks": LIBRARY_CALLBACKS,
+    "library_c_callbacks": LIBRARY_C_CALLBACKS,
 }

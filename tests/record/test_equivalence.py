@@ -86,6 +86,20 @@ def test_recording_equals_reference(store, tmp_path, construct):
     assert sum(len(t["lines"]) for t in got) > 5
 
 
+def test_callbacks_from_library_and_c_code_are_recorded(store, tmp_path):
+    """Recorded functions called back from C code under the library's Python frames (which
+    run with the trace function switched off) are recorded at every call, nested two deep."""
+    ref, got = check(store, tmp_path, "library_c_callbacks", programs.LIBRARY_C_CALLBACKS)
+    in_fn: dict[str, int] = {}
+    for file, _line, fn, *_ in got[0]["lines"]:
+        if file.endswith("library_c_callbacks.py"):
+            in_fn[fn] = in_fn.get(fn, 0) + 1
+    # 3 words: replace 4 lines each, hook 2 lines x 3, by_len 2 lines x 3 keys x 3; then the
+    # lambda once per "x" (3).
+    assert (in_fn.get("replace"), in_fn.get("hook"), in_fn.get("by_len")) == (12, 6, 18), in_fn
+    assert in_fn.get("<lambda>") == 3, in_fn
+
+
 def test_threads_are_separate_producers(store, tmp_path):
     ref, got = check(store, tmp_path, "threads", programs.THREADS)
     assert len(got) == 3
