@@ -141,13 +141,7 @@ fn decode_otlp_many<'py>(
     }
     let p = producers.get();
     let counters = seq.map(|c| &c.get().inner);
-    // The stored layouts the round may be logged in (frozen classes: read without the GIL).
-    let mut stored: Vec<(String, Bound<'py, PyWalType>)> = Vec::new();
-    if let Some(types) = types {
-        for (k, v) in types.iter() {
-            stored.push((k.extract()?, v.cast_into::<PyWalType>()?));
-        }
-    }
+    let stored = super::wal::stored_layouts(types)?;
     let target: Option<(&PyWalLog, Vec<(&str, &PyWalType)>)> =
         log.map(|l| (l.get(), stored.iter().map(|(k, v)| (k.as_str(), v.get())).collect()));
     let always = if target.is_some() { fsync_always(fsync)? } else { false };

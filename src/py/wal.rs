@@ -233,6 +233,20 @@ pub struct PyWalLog {
 }
 
 /// An OSError (errno, message) from a failed write.
+/// The stored layouts a decoding round may be logged in, by event type, from the writer's
+/// `{type: WalType}` (frozen classes: read without the GIL); none without it.
+pub(crate) fn stored_layouts<'py>(
+    types: Option<&Bound<'py, pyo3::types::PyDict>>,
+) -> PyResult<Vec<(String, Bound<'py, PyWalType>)>> {
+    let mut stored = Vec::new();
+    if let Some(types) = types {
+        for (k, v) in types.iter() {
+            stored.push((k.extract()?, v.cast_into::<PyWalType>()?));
+        }
+    }
+    Ok(stored)
+}
+
 fn os_error(e: WriteError) -> PyErr {
     PyOSError::new_err((e.errno, e.message))
 }

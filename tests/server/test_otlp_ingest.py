@@ -8,9 +8,6 @@ from __future__ import annotations
 
 import gzip
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import pytest
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
@@ -21,9 +18,9 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.common.v1.common_pb2 import AnyValue, KeyValue
 from opentelemetry.proto.trace.v1.trace_pb2 import ResourceSpans, ScopeSpans, Span
 
+from helpers.otel import run_sdk_app
 from helpers.server import Server
 
-APP = Path(__file__).parents[1] / "formats" / "otlp" / "sdk_app.py"
 PB = {"Content-Type": "application/x-protobuf"}
 TOKEN = "s3cret-otlp"
 
@@ -40,15 +37,7 @@ def auth(h: dict | None = None) -> dict:
 
 
 def run_app(server, trace: str, compression: str = "none") -> dict:
-    p = subprocess.run(
-        [sys.executable, str(APP), str(server.port), trace, compression, TOKEN],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    assert p.returncode == 0, p.stderr
-    assert "Failed to export" not in p.stderr, p.stderr
-    return json.loads(p.stdout.strip().splitlines()[-1])
+    return run_sdk_app(server, trace, compression, TOKEN)
 
 
 def span(tid: bytes, sid: bytes, name: str, start: int, end: int, **attrs) -> Span:
