@@ -543,3 +543,48 @@ def test_open_without_create(store_path):
     with pytest.raises(NotFound, match="no tracehouse store"):
         tracehouse.open(store_path, create=False)
     assert not store_path.exists()
+
+
+def test_closing_the_store_while_other_threads_read_the_catalog_does_not_crash(store_path):
+    """The server closes the store at shutdown while a web UI job may still be reading the
+    catalog on its own thread: CPython's sqlite3 freed the handle under the running statement
+    and the process died of SIGSEGV. Now close waits for calls in flight and later calls raise
+    sqlite3's "closed database" error. Run in a child process so a crash fails only this test."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent(
+        f"""
+        import sqlite3, threading, time
+        import tracehouse
+        from tracehouse import NotFound
+        closed = []
+        for _ in range(25):
+            s = tracehouse.open({str(store_path)!r})
+            stop = threading.Event()
+            def reader():
+                while not stop.is_set():
+                    try:
+                        s.traces()
+                        s.trace("nosuch")
+                    except NotFound:
+                        pass
+                    except sqlite3.ProgrammingError as e:
+                        assert "closed database" in str(e), e
+                        closed.append(e)
+                        return
+            threads = [threading.Thread(target=reader) for _ in range(4)]
+            for t in threads:
+                t.start()
+            time.sleep(0.005)
+            s.close()
+            stop.set()
+            for t in threads:
+                t.join()
+        print(len(closed))
+        """
+    )
+    r = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, (r.returncode, r.stderr[-2000:])
+    assert int(r.stdout.split()[-1]) > 0  # some reader did run into the close
