@@ -185,3 +185,35 @@ def test_issue34_concurrent_otlp_clients_each_get_their_own_answer(tmp_path):
         assert len(have) == len(set(have)) and set(have) == want
     finally:
         assert s.stop() == 0
+
+
+def test_a_round_whose_producers_cannot_be_registered_leaves_no_unregistered_ids(tmp_path, monkeypatch):
+    """Registering a round's new services failed (the disk filled at that moment): the request
+    gets a 5xx, and the next round registers the service itself instead of naming an id the
+    catalog never got (its rows would belong to no producer)."""
+    store = Store(tmp_path / "s", flush_interval_s=3600.0, flush_rows=10**9)
+    store.become_writer()
+    otlp = OtlpIngest(Ingestor(store, ServerConfig()), "otlp")
+    assert otlp.write_round("t", [(traces(0, 3, service="shop"), "traces", False)])[0].status == 200
+    real = Store.add_producers
+
+    def disk_full(self, *a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Store, "add_producers", disk_full)
+    failed = otlp.write_round("t", [(traces(10, 2, service="cart"), "traces", False)])
+    assert failed[0].status >= 500
+    monkeypatch.setattr(Store, "add_producers", real)
+    again = otlp.write_round("t", [(traces(20, 2, service="cart"), "traces", False)])
+    assert again[0].status == 200
+    orphans = (
+        store.sql(
+            """SELECT count(*) AS n FROM "t".spans
+           WHERE producer NOT IN (SELECT id FROM th.producers WHERE trace = 't')"""
+        )
+        .column("n")[0]
+        .as_py()
+    )
+    services = store.sql("""SELECT count(*) AS n FROM "t".spans""").column("n")[0].as_py()
+    assert (orphans, services) == (0, 5)
+    store.close()

@@ -187,7 +187,14 @@ class OtlpIngest:
                 counters = self.store.seq_counters(name)
                 batches = [(t, _renumber(b, counters)) for t, b in batches]
             if new:
-                self.store.add_producers(name, new)
+                try:
+                    self.store.add_producers(name, new)
+                except BaseException:
+                    # The decoder's tree now holds ids the catalog does not: a later round would
+                    # name them without registering them. The next request rebuilds it from the store.
+                    with self._lock:
+                        self._traces.pop(name, None)
+                    raise
             if None in lsns:
                 self.ingestor._pace_commits(name, True)
                 for i, (etype, batch) in enumerate(batches):

@@ -157,7 +157,8 @@ class Jobs:
             except BaseException as e:  # noqa: BLE001 - a failed job is reported on its page
                 job.error = str(e) if isinstance(e, TracehouseError) else f"{type(e).__name__}: {e}"
                 job.state = "failed"
-                if not isinstance(e, TracehouseError):
+                # (a job the server's shutdown cut short fails on the closed store: not a bug to log)
+                if not isinstance(e, TracehouseError) and not self._closed:
                     log.error("web UI job %s (%s %s) failed:\n%s", job.id, job.kind, job.trace, traceback.format_exc())
             job.finished = time.time()
 
