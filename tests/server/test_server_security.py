@@ -136,7 +136,7 @@ def server(tmp_path_factory):
         "--token",
         TOKEN,
         "--query-timeout",
-        "2",
+        "5",  # (2 s made an ordinary statement of this module time out at load 13)
         "--max-answer",
         "1M",
         "--tcp-port",
