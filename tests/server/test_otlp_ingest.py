@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import json
+from pathlib import Path
 
 import pytest
 from opentelemetry.proto.collector.logs.v1.logs_service_pb2 import ExportLogsServiceResponse
@@ -275,6 +276,68 @@ def test_json_encoding_hex_ids_and_string_int64(server):
     )
     assert status == 200
     assert server.sql("SELECT count(*) FROM jsonw.span", auth()) == [[2]]
+
+
+EXAMPLES = Path(__file__).parents[1] / "data" / "otlp-examples"
+
+
+def test_the_specifications_json_examples_land_as_their_rows(server):
+    """opentelemetry-proto's own example requests (tests/data/otlp-examples): a server span, a
+    sum and a gauge, an explicit and an exponential histogram, a log record with every value
+    kind, and an event (a log record with an event name and a kvlist body)."""
+    h = auth({"Content-Type": "application/json"})
+    for name, path in (("trace", "traces"), ("metrics", "metrics"), ("logs", "logs"), ("events", "logs")):
+        status, _h, body = server.request("POST", f"/v1/{path}?trace=spec", (EXAMPLES / f"{name}.json").read_bytes(), h)
+        assert (status, json.loads(body)) == (200, {}), name
+    t0 = 1544712660000000000
+    assert server.sql(
+        f"SELECT ts - {t0}, dur, span_id, parent_span_id, name, kind, service, scope, attributes FROM spec.span",
+        auth(),
+    ) == [
+        [
+            0,
+            10**9,
+            "eee19b7ec3c1b174",
+            "eee19b7ec3c1b173",
+            "I'm a server span",
+            "server",
+            "my.service",
+            "my.library",
+            '{"my.span.attr":"some value"}',
+        ]
+    ]
+    assert server.sql(
+        "SELECT name, value, metric_type, monotonic, temporality FROM spec.metric ORDER BY name", auth()
+    ) == [["my.counter", 5.0, "sum", True, "delta"], ["my.gauge", 10.0, "gauge", None, None]]
+    hist = server.sql(
+        "SELECT name, metric_type, count, sum, min, max, buckets FROM spec.histogram ORDER BY name", auth()
+    )
+    assert hist[0][:6] == ["my.exponential.histogram", "exponential_histogram", 3, 10.0, 0.0, 5.0]
+    assert json.loads(hist[0][6]) == {
+        "scale": 0,
+        "zero_count": 1,
+        "positive": {"offset": 1, "counts": [0, 2]},
+        "negative": {"offset": 0, "counts": []},
+    }
+    # one bucket up to the bound 1.0 and the overflow bucket, one point each
+    assert hist[1][:6] == ["my.histogram", "histogram", 2, 2.0, 0.0, 2.0] and json.loads(hist[1][6]) == [
+        [1.0, 1],
+        [None, 1],
+    ]
+    logs = server.sql(
+        "SELECT severity, severity_text, body, span_id, event_name, attributes FROM spec.log ORDER BY seq", auth()
+    )
+    assert logs[0][:4] == [10, "Information", "Example log record", "eee19b7ec3c1b174"]
+    assert json.loads(logs[0][5]) == {
+        "string.attribute": "some string",
+        "boolean.attribute": True,
+        "int.attribute": 10,
+        "double.attribute": 637.704,
+        "array.attribute": ["many", "values"],
+        "map.attribute": {"some.map.key": "some value"},
+    }
+    assert logs[1][1] == "test severity text" and logs[1][4] == "browser.page_view"
+    assert json.loads(logs[1][2])["title"] == "Free Online GUID Generator"
 
 
 def test_errors_are_the_spec_status_codes_with_a_status_body(server):
