@@ -9,6 +9,8 @@ import math
 from urllib.parse import urlencode
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from helpers.server import Server
 
@@ -334,3 +336,64 @@ def test_from_regex_and_several_measurements_give_a_series_each(server):
     ]
     r = q(server, 'SELECT max(v) FROM "t"."autogen"."m", big')
     assert [s["name"] for s in r["series"]] == ["m"]  # big has no field v: no series
+
+
+# -- the answer's columns, vectorized, against the row-at-a-time reference --------------------
+
+_NS = st.integers(min_value=-(2**63) + 2, max_value=2**63 - 1)
+
+
+def _reference_series(plan, table, epoch):
+    """What `answer_series` returns, worked out a row at a time (format_time, NaN as None, a new
+    series wherever a tag value differs from the row before's)."""
+    from tracehouse.server.influxql_sql import EPOCH_DIVISORS, format_time
+
+    rows = table.to_pylist()
+    out = []
+    for r in rows:
+        t = r["time"]
+        t = None if t is None else (t // EPOCH_DIVISORS[epoch] if epoch else format_time(t))
+        vals = [None if isinstance(v, float) and v != v else v for v in (r[f"v{i}"] for i in range(len(plan.columns)))]
+        tags = [r[f"t{i}"] for i in range(len(plan.tags))]
+        if not out or out[-1][0] != tags:
+            out.append((tags, []))
+        out[-1][1].append([t, *vals])
+    return [
+        {
+            "name": plan.name,
+            **({"tags": dict(zip(plan.tags, tags))} if plan.tags else {}),
+            "columns": ["time", *plan.columns],
+            "values": v,
+        }
+        for tags, v in out
+    ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    rows=st.lists(
+        st.tuples(
+            st.sampled_from([None, "", "a", "b"]),
+            st.one_of(st.none(), _NS, st.integers(min_value=0, max_value=10**6).map(lambda s: s * 10**9)),
+            st.one_of(st.none(), st.floats(allow_infinity=False)),
+            st.one_of(st.none(), st.integers(min_value=-(2**63), max_value=2**63 - 1)),
+        ),
+        max_size=40,
+    ),
+    epoch=st.sampled_from([None, "ns", "u", "ms", "s", "m", "h"]),
+    tagged=st.booleans(),
+)
+def test_answer_series_equals_the_row_at_a_time_reference(rows, epoch, tagged):
+    import pyarrow as pa
+
+    from tracehouse.server.influxql_sql import Plan, answer_series
+
+    cols = {"time": pa.array([r[1] for r in rows], pa.int64())}
+    if tagged:
+        cols = {"t0": pa.array([r[0] for r in rows], pa.string()), **cols}
+    cols["v0"] = pa.array([r[2] for r in rows], pa.float64())
+    cols["v1"] = pa.array([r[3] for r in rows], pa.int64())
+    table = pa.table(cols)
+    plan = Plan("", "m", ["host"] if tagged else [], ["f", "n"])
+    got = answer_series(plan, table, epoch)
+    assert json.loads(json.dumps(got)) == json.loads(json.dumps(_reference_series(plan, table, epoch)))

@@ -1166,7 +1166,7 @@ class Executor:
 
     # -- SELECT (influxql_select.py parses it, influxql_sql.py translates it to SQL over the views)
     def _select(self, st: Statement, messages) -> list[dict] | None:
-        from .influxql_sql import QueryError, Source, answer_series, translate
+        from .influxql_sql import QueryError, Source, answer_series, plan_table, translate
 
         sel = st.options["select"]
         if sel.tz and sel.tz.upper() not in ("UTC", "ETC/UTC", "Z"):
@@ -1200,7 +1200,7 @@ class Executor:
             plans = translate(sel, sources_of, time.time_ns())
             series: list[dict] = []
             for plan in plans:
-                series += answer_series(plan, self.run_sql(plan.sql), self.epoch)
+                series += answer_series(plan, plan_table(plan, self.run_sql), self.epoch)
         except QueryError as e:
             raise StatementError(str(e)) from None
         if sel.soffset:

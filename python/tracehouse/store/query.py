@@ -370,6 +370,12 @@ class QueryEngine:
     def __init__(self, store) -> None:
         self.store = store  # the Store that owns this engine (not imported: store.py imports this module)
         self.con = duckdb.connect(":memory:")
+        # The Parquet footers the views read are cached across queries instead of read by each:
+        # segments are immutable, and DuckDB reads a footer again when its file changed since it
+        # was cached (a kept-last-rows file written anew under its name after retention). A query
+        # over the 6 segments of 864,000 TSBS rows whose time range pruned them all, in-process at
+        # load 16, two rounds: 2.3-2.5 ms against 2.6-3.5 ms.
+        self.con.execute("SET parquet_metadata_cache = true")
         self.lock = threading.RLock()
         self._catalog_version = -1
         self._live_traces: list = []  # the catalog's live traces at `_catalog_version`
@@ -617,7 +623,8 @@ class QueryEngine:
                     [(path, pq.read_schema(path).names)] if rows else [],
                     None if tail is None else (f"_tail_{info.id}_{name}", tail.column_names),
                 )
-                body = lastrows.view_sql(body)
+                if tail is not None:  # (the file alone has one row per producer already)
+                    body = lastrows.view_sql(body)
                 if keys:
                     body = tagged_view_sql(et, body, f"{TAG_TABLES}.{qident(info.name)}", keys)
                 fast.add(name)
