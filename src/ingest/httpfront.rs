@@ -750,14 +750,7 @@ fn write_file(s: &mut TcpStream, f: &File, len: u64) -> io::Result<()> {
     // above); the slice lives only while it is mapped. The query process that wrote the file
     // has finished with it (it sent the descriptor once its answer was complete).
     let p = unsafe {
-        libc::mmap(
-            std::ptr::null_mut(),
-            n,
-            libc::PROT_READ,
-            libc::MAP_SHARED | libc::MAP_POPULATE,
-            f.as_raw_fd(),
-            0,
-        )
+        libc::mmap(std::ptr::null_mut(), n, libc::PROT_READ, libc::MAP_SHARED | libc::MAP_POPULATE, f.as_raw_fd(), 0)
     };
     if p == libc::MAP_FAILED {
         let mut f = f;
@@ -859,6 +852,43 @@ mod tests {
         let mut out = Vec::new();
         let _ = s.read_to_end(&mut out);
         String::from_utf8_lossy(&out).into_owned()
+    }
+
+    #[test]
+    fn a_body_in_a_file_is_sent_whole_and_only_its_length() {
+        // 3 MB and a tail past the length: the answer is the first `len` bytes, on a kept-alive
+        // connection whose next answer follows it.
+        let path = std::env::temp_dir().join(format!("th-reply-file-{}", std::process::id()));
+        let data: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(&path, [&data[..], b"tail"].concat()).unwrap();
+        let (front, addr) = start(cfg());
+        let f2 = Arc::clone(&front);
+        let p2 = path.clone();
+        let h = thread::spawn(move || {
+            let mut n = 0;
+            while n < 2 {
+                for mut r in f2.take(16, 1 << 20, Duration::from_millis(50)) {
+                    let file = File::open(&p2).unwrap();
+                    r.respond(Reply { status: 200, headers: vec![], body: Vec::new(), file: Some((file, 3_000_000)) });
+                    n += 1;
+                }
+            }
+        });
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(b"GET /a HTTP/1.1\r\n\r\nGET /b HTTP/1.1\r\nConnection: close\r\n\r\n").unwrap();
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        h.join().unwrap();
+        front.close();
+        std::fs::remove_file(&path).unwrap();
+        let head = b"HTTP/1.1 200 OK\r\ncontent-length: 3000000\r\n\r\n";
+        let last = b"HTTP/1.1 200 OK\r\ncontent-length: 3000000\r\nconnection: close\r\n\r\n";
+        assert_eq!(out.len(), head.len() + last.len() + 2 * data.len());
+        assert_eq!(&out[..head.len()], head);
+        assert!(out[head.len()..head.len() + data.len()] == data[..]);
+        assert_eq!(&out[head.len() + data.len()..][..last.len()], last);
+        assert!(out[out.len() - data.len()..] == data[..]);
     }
 
     #[test]

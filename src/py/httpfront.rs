@@ -5,8 +5,8 @@
 //! ingestion stored. Waiting for requests releases the GIL.
 
 use std::ffi::{c_int, c_void};
-use std::net::TcpListener;
 use std::fs::File;
+use std::net::TcpListener;
 use std::os::fd::{BorrowedFd, FromRawFd};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
