@@ -18,7 +18,10 @@ JSON; the process answers with two messages: a JSON head ({"ok": true, "type"} o
 "kind", "status", "code", "message"}), then the body (the answer; empty for an error). A body of
 FD_BYTES or more is written to a memory file (memfd) instead, the head says how long
 (`fd_bytes`) and the file's descriptor follows (`send_answer`, `recv_answer`): it is freed when
-both ends have closed it, so a process killed meanwhile leaves nothing behind.
+both ends have closed it, so a process killed meanwhile leaves nothing behind. An Arrow answer is
+encoded into that file as it grows past FD_BYTES (`_Spill`), and the server's HTTP front end sends
+it to the client from the file (`recv_answer(keep_file=True)`): QoS Q1.4, 600,000 rows and 305 MB
+as Arrow, went from 1.8-1.9 s to 0.55-0.9 s served to one client at load 3-4.
 """
 
 from __future__ import annotations
