@@ -785,6 +785,9 @@ class HttpRequest:
     ) -> None:
         """Answer from `commit`'s thread once record `lsn` is durable (500 with the reason if it
         never will be); a second answer raises."""
+    def respond_file(self, status: int, headers: list[tuple[str, str]], fd: int, len: int) -> None:
+        """Answer with the first `len` bytes of file descriptor `fd` (from its start) as the body,
+        sent from the file (sendfile); `fd` is duplicated, the caller closes its own."""
 
 class TcpChunk:
     """Complete lines of one TCP connection (or the error of one line dropped for its length),

@@ -25,7 +25,8 @@
 //! Over 600 lines: request framing, limits, the accept loop and the connection threads
 //! share the limits and counters (kept in `front.rs`); the Python face is py/httpfront.rs.
 
-use std::io::{self, Read, Write};
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::Ordering;
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
@@ -72,6 +73,22 @@ pub struct Reply {
     pub headers: Vec<(String, String)>,
     /// The body.
     pub body: Vec<u8>,
+    /// Or the body in a file (`body` then empty): its first `len` bytes, written from the file
+    /// ([`write_file`]). A query's large answer arrives in a memory file (server/queryproc.py):
+    /// read into bytes and then into this `Vec`, a 305 MB answer cost two more passes over
+    /// memory, 0.3-0.7 s at load 4-11 on this 2-core machine, before the socket's own copy.
+    pub file: Option<(File, u64)>,
+}
+
+impl Reply {
+    /// A reply with a body in memory.
+    pub fn new(status: u16, headers: Vec<(String, String)>, body: Vec<u8>) -> Reply {
+        Reply { status, headers, body, file: None }
+    }
+
+    fn body_len(&self) -> u64 {
+        self.file.as_ref().map_or(self.body.len() as u64, |f| f.1)
+    }
 }
 
 impl Request {
@@ -85,7 +102,7 @@ impl Request {
     pub fn respond(&mut self, reply: Reply) {
         let Some(tx) = self.reply.take() else { return };
         let delivery = match self.direct.take() {
-            Some(sock) if reply.body.len() <= 64 << 10 => {
+            Some(sock) if reply.file.is_none() && reply.body.len() <= 64 << 10 => {
                 let out = reply_bytes(&reply, false, false);
                 match send_now(&sock, &out) {
                     Ok(n) => Delivery::Sent(out[n..].to_vec()),
@@ -113,7 +130,7 @@ impl Drop for Request {
         // A request dropped unanswered (a dispatcher bug or shutdown) must not hold its
         // connection forever.
         if let Some(tx) = self.reply.take() {
-            let r = Reply { status: 500, headers: vec![], body: b"request dropped unanswered\n".to_vec() };
+            let r = Reply::new(500, vec![], b"request dropped unanswered\n".to_vec());
             let _ = tx.send(Delivery::Reply(r));
         }
     }
@@ -664,11 +681,7 @@ pub fn error_reply(status: u16, message: &str) -> Reply {
         503 => "unavailable",
         _ => "internal error",
     };
-    Reply {
-        status,
-        headers: vec![("content-type".into(), "application/json".into())],
-        body: json_message(status, code, message),
-    }
+    Reply::new(status, vec![("content-type".into(), "application/json".into())], json_message(status, code, message))
 }
 
 fn too_large(message: &str) -> Reply {
@@ -709,11 +722,47 @@ pub fn reason(status: u16) -> &'static str {
 }
 
 fn write_reply(s: &mut TcpStream, r: &Reply, close: bool, head_only: bool) -> io::Result<()> {
-    if r.body.len() <= 64 << 10 || head_only || r.status == 204 || r.status == 304 {
+    if r.file.is_none() && r.body.len() <= 64 << 10 || head_only || r.status == 204 || r.status == 304 {
         return s.write_all(&reply_bytes(r, close, head_only));
     }
     s.write_all(&reply_bytes(r, close, true))?;
-    s.write_all(&r.body)
+    match &r.file {
+        None => s.write_all(&r.body),
+        Some((f, len)) => write_file(s, f, *len),
+    }
+}
+
+/// The first `len` bytes of `f` onto `s`: written from a read-only shared mapping of the file
+/// (its pages populated at once), else by `io::copy` (sendfile). Over loopback, sendfile of a
+/// 305 MB memory file to a Python client took 283-463 ms against 253-293 ms written from a
+/// mapping (the receiver's copy is the same; the kernel's splice of 64 KB steps is not).
+fn write_file(s: &mut TcpStream, f: &File, len: u64) -> io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let short = || io::Error::new(io::ErrorKind::UnexpectedEof, "answer file shorter than its length");
+    if f.metadata()?.len() < len {
+        return Err(short()); // (the client would wait for the rest forever)
+    }
+    let n = usize::try_from(len).map_err(|_| short())?;
+    if n == 0 {
+        return Ok(());
+    }
+    // Safety: a fresh read-only mapping of `n` bytes of a file at least that long (checked
+    // above); the slice lives only while it is mapped. The query process that wrote the file
+    // has finished with it (it sent the descriptor once its answer was complete).
+    let p = unsafe {
+        libc::mmap(std::ptr::null_mut(), n, libc::PROT_READ, libc::MAP_SHARED | libc::MAP_POPULATE, f.as_raw_fd(), 0)
+    };
+    if p == libc::MAP_FAILED {
+        let mut f = f;
+        f.seek(SeekFrom::Start(0))?;
+        return match io::copy(&mut f.take(len), s)? {
+            sent if sent < len => Err(short()),
+            _ => Ok(()),
+        };
+    }
+    let out = s.write_all(unsafe { std::slice::from_raw_parts(p as *const u8, n) });
+    unsafe { libc::munmap(p, n) };
+    out
 }
 
 /// The bytes of answer `r`: its head, and its body unless `head_only`.
@@ -730,7 +779,7 @@ fn reply_bytes(r: &Reply, close: bool, head_only: bool) -> Vec<u8> {
         out.extend_from_slice(b"\r\n");
     }
     if r.status != 204 && r.status != 304 {
-        out.extend_from_slice(format!("content-length: {}\r\n", r.body.len()).as_bytes());
+        out.extend_from_slice(format!("content-length: {}\r\n", r.body_len()).as_bytes());
     }
     if close {
         out.extend_from_slice(b"connection: close\r\n");
@@ -788,7 +837,7 @@ mod tests {
                     let mut b = r.body.clone();
                     b.reverse();
                     let h = vec![("x-path".to_string(), format!("{}?{}", r.path, r.query))];
-                    r.respond(Reply { status: 200, headers: h, body: b });
+                    r.respond(Reply::new(200, h, b));
                     n += 1;
                 }
             }
@@ -803,6 +852,43 @@ mod tests {
         let mut out = Vec::new();
         let _ = s.read_to_end(&mut out);
         String::from_utf8_lossy(&out).into_owned()
+    }
+
+    #[test]
+    fn a_body_in_a_file_is_sent_whole_and_only_its_length() {
+        // 3 MB and a tail past the length: the answer is the first `len` bytes, on a kept-alive
+        // connection whose next answer follows it.
+        let path = std::env::temp_dir().join(format!("th-reply-file-{}", std::process::id()));
+        let data: Vec<u8> = (0..3_000_000u32).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(&path, [&data[..], b"tail"].concat()).unwrap();
+        let (front, addr) = start(cfg());
+        let f2 = Arc::clone(&front);
+        let p2 = path.clone();
+        let h = thread::spawn(move || {
+            let mut n = 0;
+            while n < 2 {
+                for mut r in f2.take(16, 1 << 20, Duration::from_millis(50)) {
+                    let file = File::open(&p2).unwrap();
+                    r.respond(Reply { status: 200, headers: vec![], body: Vec::new(), file: Some((file, 3_000_000)) });
+                    n += 1;
+                }
+            }
+        });
+        let mut s = TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        s.write_all(b"GET /a HTTP/1.1\r\n\r\nGET /b HTTP/1.1\r\nConnection: close\r\n\r\n").unwrap();
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        h.join().unwrap();
+        front.close();
+        std::fs::remove_file(&path).unwrap();
+        let head = b"HTTP/1.1 200 OK\r\ncontent-length: 3000000\r\n\r\n";
+        let last = b"HTTP/1.1 200 OK\r\ncontent-length: 3000000\r\nconnection: close\r\n\r\n";
+        assert_eq!(out.len(), head.len() + last.len() + 2 * data.len());
+        assert_eq!(&out[..head.len()], head);
+        assert!(out[head.len()..head.len() + data.len()] == data[..]);
+        assert_eq!(&out[head.len() + data.len()..][..last.len()], last);
+        assert!(out[out.len() - data.len()..] == data[..]);
     }
 
     #[test]

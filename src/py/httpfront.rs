@@ -5,8 +5,9 @@
 //! ingestion stored. Waiting for requests releases the GIL.
 
 use std::ffi::{c_int, c_void};
+use std::fs::File;
 use std::net::TcpListener;
-use std::os::fd::FromRawFd;
+use std::os::fd::{BorrowedFd, FromRawFd};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
@@ -231,7 +232,21 @@ impl PyRequest {
         // A small answer is written here without blocking, under the interpreter lock
         // (`detach_if`); a big one is handed to the connection's thread.
         let big = body.len() >= super::DETACH_BYTES;
-        super::detach_if(py, big, move || r.respond(Reply { status, headers, body }));
+        super::detach_if(py, big, move || r.respond(Reply::new(status, headers, body)));
+        Ok(())
+    }
+
+    /// Answers the request with the first `len` bytes of the file open as descriptor `fd`
+    /// (from its start) as the body, sent by the connection's thread from the file (sendfile:
+    /// no copy through this process). The descriptor is duplicated: the caller closes its own.
+    fn respond_file(&mut self, status: u16, headers: Vec<(String, String)>, fd: i32, len: u64) -> PyResult<()> {
+        if fd < 0 {
+            return Err(PyValueError::new_err(format!("bad file descriptor {fd}")));
+        }
+        // Safety: borrowed for the duplication only; the caller keeps `fd` open during this call.
+        let file = unsafe { BorrowedFd::borrow_raw(fd) }.try_clone_to_owned()?;
+        let mut r = self.inner.take().ok_or_else(|| PyRuntimeError::new_err("request already answered"))?;
+        r.respond(Reply { status, headers, body: Vec::new(), file: Some((File::from(file), len)) });
         Ok(())
     }
 
@@ -257,7 +272,7 @@ impl PyRequest {
             c.inner.on_durable(
                 lsn,
                 Box::new(move |res| match res {
-                    Ok(()) => r.respond(Reply { status, headers, body }),
+                    Ok(()) => r.respond(Reply::new(status, headers, body)),
                     Err(why) => r.respond(error_reply(500, &format!("write not durable: {why}"))),
                 }),
             )

@@ -57,7 +57,7 @@ from . import influxql
 from .config import ServerConfig
 from .ingest import Ingestor, WriteResult
 from .otlp import OtlpIngest
-from .queries import ARROW_STREAM, QueryRunner, QueryStopped
+from .queries import ARROW_STREAM, AnswerFile, QueryRunner, QueryStopped
 from .queries import json_bytes as _json
 from .tcp import TcpChunks
 
@@ -366,8 +366,16 @@ class Api:
             fmt = fmt or ("arrow" if ARROW_STREAM in call.headers.get("accept", "") else "json")
             if fmt not in ("json", "arrow"):
                 raise HttpError(400, "invalid", f"format {fmt!r} (expected json or arrow)")
-            body, ctype = self.queries.run(sql, fmt)
-            call.reply(200, body, [("content-type", ctype)])
+            body, ctype = self.queries.run(sql, fmt, keep_file=True)
+            if isinstance(body, AnswerFile):  # a large answer: sent from its memory file (sendfile)
+                try:
+                    call.req.respond_file(200, [("content-type", ctype)], body.fd, body.size)
+                except RuntimeError:
+                    pass  # answered already (shutdown raced it)
+                finally:
+                    body.close()
+            else:
+                call.reply(200, body, [("content-type", ctype)])
         except BaseException as e:  # noqa: BLE001
             call.fail(e, "query")
 

@@ -28,7 +28,11 @@ of them held every worker for minutes. A process can be killed at any moment. So
   record the server's writer has written (acknowledged rows are in the WAL before their answer).
 
 The answer is encoded batch by batch in the query process as it streams out of DuckDB (JSON rows
-or Arrow IPC) and stopped once it passes `max_answer` bytes. `submit` runs a request's job
+or Arrow IPC) and stopped once it passes `max_answer` bytes. An answer of 1 MiB or more crosses
+to the server as a memory file (queryproc.py), which the HTTP front end sends to the client from
+the file (`run(keep_file=True)`): QoS Q1.4's 305 MB Arrow answer to one client went from
+1.4-1.9 s to 0.7-1.0 s at load 4 (the encode's growing buffer, a read into bytes and a copy into
+the front end's buffer taken out). `submit` runs a request's job
 (reading the request, then `run`) on one of the runner's threads; `close()` kills every query
 process at once (they hold nothing that must be saved) and lets the threads go.
 """
@@ -47,9 +51,9 @@ from collections.abc import Callable
 from ..errors import TracehouseError
 from . import queryproc
 from .config import ServerConfig
-from .queryproc import ARROW_STREAM, QueryStopped, json_bytes
+from .queryproc import ARROW_STREAM, AnswerFile, QueryStopped, json_bytes
 
-__all__ = ["ARROW_STREAM", "QueryRunner", "QueryStopped", "json_bytes"]
+__all__ = ["ARROW_STREAM", "AnswerFile", "QueryRunner", "QueryStopped", "json_bytes"]
 
 log = logging.getLogger("tracehouse.server")
 
@@ -344,9 +348,13 @@ class QueryRunner:
                 self.cancelled[tag] = now
         return bool(hit)
 
-    def run(self, sql: str, fmt: str, tag: str | None = None) -> tuple[bytes, str]:
+    def run(
+        self, sql: str, fmt: str, tag: str | None = None, keep_file: bool = False
+    ) -> tuple[bytes | queryproc.AnswerFile, str]:
         """The answer to `sql` as (body, content type): JSON or an Arrow IPC stream. `tag`: a
-        name for the query, which `cancel(tag)` stops.
+        name for the query, which `cancel(tag)` stops. `keep_file`: a large body is returned as
+        the memory file it came in (`queryproc.AnswerFile`, the caller closes it), for the front
+        end to send from (`HttpRequest.respond_file`), not read into bytes.
 
         BadInput for a refused statement or an SQL error; QueryStopped past the deadline (504),
         over a limit (413, 422), cancelled (499) or at shutdown (503)."""
@@ -365,7 +373,7 @@ class QueryRunner:
         try:
             if r.stopped is None:
                 p.conn.send_bytes(json.dumps({"sql": sql, "format": fmt}).encode())
-                head, body = queryproc.recv_answer(p.conn)
+                head, body = queryproc.recv_answer(p.conn, keep_file)
                 alive = True
             else:
                 raise EOFError
