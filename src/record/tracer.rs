@@ -1563,7 +1563,7 @@ unsafe extern "C" fn trace_func(
 
 /// This thread's 3.11 tracing: not installed (0: a thread the recorder has not reached yet, or
 /// the recording ended), on ([`TRACING`]: the trace function is installed) or suspended
-/// ([`SUSPENDED`]: while a frame of code that is not recorded runs).
+/// ([`SUSPENDED`]: removed while a frame of code that is not recorded runs).
 const NOT_TRACED: u8 = 0;
 const TRACING: u8 = 1;
 const SUSPENDED: u8 = 2;
@@ -1590,34 +1590,32 @@ unsafe fn eval_prev(ts: *mut ffi::PyThreadState, f: *mut ffi::_PyInterpreterFram
     }
 }
 
-/// Installs (TRACING) or removes (NOT_TRACED) the trace function in the calling thread.
+/// Sets the calling thread's mode, the trace function installed (TRACING) or not.
 unsafe fn set_mode(mode: u8) {
-    MODE.with(|m| m.set(mode));
-    ffi::PyEval_SetTrace(if mode == TRACING { Some(trace_func) } else { None }, std::ptr::null_mut());
+    MODE.with(|m| switch(m, mode));
 }
 
 /// The frame evaluator while recording on 3.11 (PEP 523): a frame of code that is not recorded
-/// runs with tracing suspended, a recorded frame called from one with it resumed, each undone
+/// runs with the trace function removed, a recorded frame with it installed, each restored
 /// when the frame returns or yields. A traced thread pays CPython's tracing path at every
 /// instruction of every frame (the line table looked up, a frame object made, specialised
 /// instructions undone), recorded or not; a program whose time is spent in the standard library
 /// (json, re) paid it for the library's frames, which record nothing. With the hook they run as
 /// they do untraced; the price is that calls between Python functions are no longer inlined.
 ///
-/// Suspending is CPython's public `PyThreadState_EnterTracing` (what the interpreter itself does
-/// around a trace function's call: `tstate->tracing += 1`, the running C frame's `use_tracing`
-/// off) and resuming `PyThreadState_LeaveTracing`: two stores each, where removing and
-/// reinstalling the trace function (`PyEval_SetTrace`) raised a `sys.settrace` audit event and
-/// swapped references both ways. The trace function stays installed meanwhile, so the
-/// interpreter still offers it an exception raised in a library frame, and drops it there at
-/// its first test (`tstate->tracing` is not 0): no event, as before. Every suspension or
-/// resumption a call makes is undone when that call returns, whatever happened meanwhile (the
-/// recording stopped, `fork`), so the thread's count always returns to where it was.
-///
-/// Measured (1M `re.search` from a recorded loop, perf at 5 kHz, load 4-6): the two
-/// `PyEval_SetTrace` per call were 73 of the recorder's 1,067 added samples
-/// (`_PyEval_SetTrace`, `sys_audit_tstate`, `_PySys_Audit`, `PyEval_SetTrace`), and the
-/// thread-local mode (`__tls_get_addr`) 40, read up to three times a call: now once.
+/// The thread's mode is looked up once per call (its cell's address serves the return too; it
+/// was up to three `__tls_get_addr` calls). Removing the trace function (`PyEval_SetTrace`, with
+/// its `sys.settrace` audit event) was measured against suspending it with CPython's public
+/// `PyThreadState_EnterTracing` / `LeaveTracing` (two stores each, the function left installed),
+/// in instructions (callgrind, same Python tree, load-independent): 220 fewer per call into the
+/// library on 1M `re.search` calls, 1M fewer (3 % of the recording's added instructions) on
+/// json_loads at 100 loops, but 0.4M more per loop on regex_effbot and 1,000 more per call on a
+/// loop of `os.environ.get` misses: with the function installed, the interpreter hands every
+/// exception raised in a library frame to `call_exc_trace` (exception normalised, a 3-tuple
+/// packed) before dropping it, and `re`'s cache misses (`except KeyError` in `re._compile`, 1,500
+/// per loop of regex_effbot, which purges the cache) are such exceptions. A wash on the two
+/// programs whose gain is closest to the target, a new cost for exception-heavy library code:
+/// the trace function is removed.
 unsafe extern "C" fn eval_frame(
     ts: *mut ffi::PyThreadState,
     f: *mut ffi::_PyInterpreterFrame,
@@ -1644,24 +1642,19 @@ unsafe extern "C" fn eval_frame(
     if want == mode {
         return eval_prev(ts, f, throw);
     }
-    let suspend = want == SUSPENDED;
-    if suspend {
-        ffi::PyThreadState_EnterTracing(ts);
-    } else {
-        ffi::PyThreadState_LeaveTracing(ts);
-    }
-    cell.set(want);
+    switch(cell, want);
     let out = eval_prev(ts, f, throw);
-    if suspend {
-        ffi::PyThreadState_LeaveTracing(ts);
-    } else {
-        ffi::PyThreadState_EnterTracing(ts);
-    }
-    // The recording may have stopped (or this thread been forgotten) meanwhile: then it stays so.
-    if cell.get() == want {
-        cell.set(mode);
+    // The recording may have stopped (or this thread been forgotten) meanwhile.
+    if cell.get() == want && recorder().is_some_and(|r| !r.stopped) {
+        switch(cell, mode);
     }
     out
+}
+
+/// Sets this thread's mode (its cell) and installs or removes the trace function to match.
+unsafe fn switch(cell: &Cell<u8>, mode: u8) {
+    cell.set(mode);
+    ffi::PyEval_SetTrace(if mode == TRACING { Some(trace_func) } else { None }, std::ptr::null_mut());
 }
 
 // -- CPython 3.12+: sys.monitoring --------------------------------------------------------
