@@ -80,6 +80,8 @@ def test_gain_is_what_the_pure_python_recorder_adds_over_what_the_native_one_add
     assert g["gain"] == 10.2 and g["low"] == 7.5 and g["high"] == 15.0
     # A native recorder whose interval reaches 0 (it adds less than the noise): no upper end.
     assert bench_record.gain([1.0, 0.9, 1.1], [0.01, -0.02, 0.03]) == {"gain": 100.0, "low": 30.0, "high": None}
+    # Its median at 0 or below (it measured faster than untraced): no bound at all, shown as inf.
+    assert bench_record.gain([1.0, 0.9, 1.1], [-0.001, -0.02, 0.03]) == {"gain": None, "low": 30.0, "high": None}
 
 
 def test_median_interval_holds_the_median_with_95_percent_whatever_the_distribution():
@@ -118,6 +120,10 @@ def test_bench_record_verdicts_judge_the_medians_the_table_shows_and_name_what_t
     r["programs"][0].update(gain=8.3, gain_interval=[4.0, None])
     elapsed = bench_record.verdicts(r)[1]
     assert "missed (least 8.3x, json_loads); not resolved by the noise: json_loads 8.3x [4.0x, inf]" in elapsed
+    # A gain without bound (the native recorder measured no slower than untraced) meets the target.
+    r["programs"][0].update(gain=None, gain_interval=[9.5, None])
+    elapsed = bench_record.verdicts(r)[1]
+    assert "met (least 16.6x, richards); not resolved by the noise: json_loads inf [9.5x, inf]" in elapsed
     # Without intervals (fewer than 5 rounds) the verdict says so.
     for p in r["programs"]:
         p.update(gain_interval=[None, None], cpu_gain_interval=[None, None])
