@@ -522,13 +522,13 @@ def render(r: dict) -> str:
         if "reference_s" in p:
             el += [_added(p["reference_added_s"]), _gain_text(p, "gain")]
             cpu += [_added(p["reference_added_cpu_s"]), _gain_text(p, "cpu_gain")]
-    width = [max([len(c[k][i]) for c in cols if len(c[k]) > i] + [12]) + 2 for k in (1, 2) for i in range(3)]
-    head = f"{'program':<16}" + "".join(
-        f"{t:>{w}}"
-        for t, w in zip(
-            ("native elapsed", "pure-Py elapsed", "gain", "native cpu", "pure-Py cpu", "cpu gain"), width, strict=True
-        )
-    )
+    titles = ("native elapsed", "pure-Py elapsed", "gain", "native cpu", "pure-Py cpu", "cpu gain")
+    width = [
+        max([len(c[k][i]) for c in cols if len(c[k]) > i] + [len(titles[3 * (k - 1) + i])]) + 2
+        for k in (1, 2)
+        for i in range(3)
+    ]
+    head = f"{'program':<16}" + "".join(f"{t:>{w}}" for t, w in zip(titles, width, strict=True))
     lines += [head, "-" * len(head)]
     for p, el, cpu in cols:
         cells = [*el, *[""] * (3 - len(el)), *cpu, *[""] * (3 - len(cpu))]
