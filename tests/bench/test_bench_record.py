@@ -59,15 +59,72 @@ def test_bench_record_quick_run_measures_all_three_ways(tmp_path):
     ing = r["ingest"]
     assert ing["events"] == 2 * p["events"] and ing["line_steps_stored"] == 2 * p["by_type"]["line_step"]
     assert len(ing["pass_events_per_s"]) == 2 and ing["segments"] >= 5 and ing["compact_s"] >= 0
+    assert len(p["added_s"]) == len(p["added_cpu_s"]) == len(p["reference_added_cpu_s"]) == 3
+    assert p["gain_interval"] == [None, None], "one round: no interval"
     text = bench_record.render(r)
     assert "json_loads" in text and "CPU time" in text
+    for line in bench_record.verdicts(r):
+        assert line in text
     assert not list(tmp_path.iterdir()), "the work directory is removed"
 
 
 def test_gain_is_what_the_pure_python_recorder_adds_over_what_the_native_one_adds():
-    assert bench_record._gain(3.0, 1.0, 1.2) == (10.0, False)
-    # A native recording measured faster than the untraced run: the gain is a lower bound,
-    # against the untraced runs' spread (at least a millisecond), never a division by ~0.
-    assert bench_record._gain(1.5, 1.0, 0.9, noise=0.05) == (10.0, True)
-    assert bench_record._gain(1.5, 1.0, 0.9) == (500.0, True)
-    assert bench_record._gain(1.5, 1.0, 1.02, noise=0.05) == (10.0, True)
+    # Rounds of (untraced, native, pure-Python) seconds: each recorder's added time is taken per
+    # round, against that round's untraced run, so a slow round (the third) cancels out.
+    plain = [{"s": x} for x in (1.0, 1.1, 3.0, 1.0, 0.9, 1.0)]
+    native = [{"s": p["s"] + d} for p, d in zip(plain, (0.10, 0.12, 0.09, 0.11, 0.10, 0.08), strict=True)]
+    pure = [{"s": p["s"] + d} for p, d in zip(plain, (1.0, 1.1, 1.2, 0.9, 1.0, 1.05), strict=True)]
+    nat, ref = bench_record.added(native, plain, "s"), bench_record.added(pure, plain, "s")
+    assert nat == pytest.approx([0.1, 0.08, 0.12]) and ref == pytest.approx([1.025, 0.9, 1.2])
+    g = bench_record.gain(ref, nat)
+    assert g["gain"] == 10.2 and g["low"] == 7.5 and g["high"] == 15.0
+    # A native recorder whose interval reaches 0 (it adds less than the noise): no upper end.
+    assert bench_record.gain([1.0, 0.9, 1.1], [0.01, -0.02, 0.03]) == {"gain": 100.0, "low": 30.0, "high": None}
+    # Its median at 0 or below (it measured faster than untraced): no bound at all, shown as inf.
+    assert bench_record.gain([1.0, 0.9, 1.1], [-0.001, -0.02, 0.03]) == {"gain": None, "low": 30.0, "high": None}
+
+
+def test_median_interval_holds_the_median_with_95_percent_whatever_the_distribution():
+    assert bench_record.median_interval([3.0, 1.0, 2.0]) == (2.0, None, None)  # too few for one
+    assert bench_record.median_interval([5, 1, 4, 2, 3]) == (3, 1, 5)  # the range: 1 - 2/32 = 94 %
+    assert bench_record.median_interval(list(range(10))) == (4.5, 1, 8)  # ranks 2 and 9: 97.9 %
+    assert bench_record.median_interval(list(range(20))) == (9.5, 5, 14)  # ranks 6 and 15: 95.9 %
+
+
+def _row(name: str, gain: float, interval: list, cpu_gain: float, cpu_interval: list) -> dict:
+    return {
+        "program": name,
+        "overhead": 1.1,
+        "gain": gain,
+        "gain_interval": interval,
+        "cpu_gain": cpu_gain,
+        "cpu_gain_interval": cpu_interval,
+    }
+
+
+def test_bench_record_verdicts_judge_the_medians_the_table_shows_and_name_what_the_noise_leaves_open():
+    r = {
+        "programs": [
+            _row("json_loads", 12.4, [6.0, 40.0], 21.0, [14.0, 35.0]),
+            _row("richards", 16.6, [14.0, 20.1], 27.6, [25.0, 30.0]),
+        ]
+    }
+    overhead, elapsed, cpu = bench_record.verdicts(r)
+    assert overhead.startswith("overhead <= 30x on every program: met")
+    assert (
+        "elapsed time): met (least 12.4x, json_loads); not resolved by the noise: json_loads 12.4x [6.0x, 40.0x]"
+        in elapsed
+    )
+    assert cpu.endswith("CPU time): met (least 21.0x, json_loads)")
+    # A median under the target is missed even when the interval reaches above it (and is named).
+    r["programs"][0].update(gain=8.3, gain_interval=[4.0, None])
+    elapsed = bench_record.verdicts(r)[1]
+    assert "missed (least 8.3x, json_loads); not resolved by the noise: json_loads 8.3x [4.0x, inf]" in elapsed
+    # A gain without bound (the native recorder measured no slower than untraced) meets the target.
+    r["programs"][0].update(gain=None, gain_interval=[9.5, None])
+    elapsed = bench_record.verdicts(r)[1]
+    assert "met (least 16.6x, richards); not resolved by the noise: json_loads inf [9.5x, inf]" in elapsed
+    # Without intervals (fewer than 5 rounds) the verdict says so.
+    for p in r["programs"]:
+        p.update(gain_interval=[None, None], cpu_gain_interval=[None, None])
+    assert all(v.endswith("no intervals (fewer than 5 rounds)") for v in bench_record.verdicts(r)[1:])

@@ -9,6 +9,7 @@ globals, class bodies), then generated programs (hypothesis).
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -98,6 +99,41 @@ def test_callbacks_from_library_and_c_code_are_recorded(store, tmp_path):
     # lambda once per "x" (3).
     assert (in_fn.get("replace"), in_fn.get("hook"), in_fn.get("by_len")) == (12, 6, 18), in_fn
     assert in_fn.get("<lambda>") == 3, in_fn
+
+
+def test_the_recorder_and_the_untraced_harness_start_a_program_alike(store, tmp_path):
+    """The bench compares the program's own time under the recorder with the untraced harness's:
+    both run it as `python prog.py` does, with the same modules imported before its first line
+    (a module imported later runs its top level inside the program's time), and neither
+    preloads what a program that does not import it would not have."""
+    prog = tmp_path / "modules.py"
+    prog.write_text(
+        "import sys\n"
+        "modules = sorted(sys.modules)\n"
+        "import json\n"
+        "json.dump({'modules': modules, 'file': __file__, 'name': __name__, 'argv': sys.argv,\n"
+        "           'main': sys.modules['__main__'].__dict__ is globals()}, open(sys.argv[1], 'w'))\n"
+    )
+    # The environment `record` gives its child (without HOME, `site` would import pwd).
+    env = {**os.environ, "PYTHONPATH": PACKAGE_ROOT}
+    untraced, recorded = tmp_path / "untraced.json", tmp_path / "recorded.json"
+    subprocess.run(
+        [sys.executable, "-m", "tracehouse.record.reference", "--none", "--", str(prog), str(untraced)],
+        env=env,
+        cwd=tmp_path,
+        check=True,
+        capture_output=True,
+    )
+    rep = record(store, [sys.executable, str(prog), str(recorded)], "modules")
+    assert rep.complete and rep.exit_status == 0, rep.to_json()
+    a, b = json.loads(untraced.read_text()), json.loads(recorded.read_text())
+    harness = {"tracehouse.record.reference", "tracehouse.record.__main__", "tracehouse._core"}
+    assert set(a["modules"]) - harness == set(b["modules"]) - harness
+    for m in ("typing", "re", "dis", "pkgutil"):
+        assert m not in b["modules"], f"{m} imported before the program"
+    assert a["file"] == b["file"] == str(prog) and a["name"] == b["name"] == "__main__"
+    assert a["argv"] == [str(prog), str(untraced)] and b["argv"] == [str(prog), str(recorded)]
+    assert a["main"] and b["main"]
 
 
 def test_threads_are_separate_producers(store, tmp_path):

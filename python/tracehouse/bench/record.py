@@ -5,7 +5,7 @@ json_loads and regex_effbot, unchanged, from the installed `pyperformance` packa
 `bench` extra), and a threaded file-IO program of ours in `bench/programs/`; all are copied to the
 work directory first, beside `bench/programs/pyperf.py`, since nothing under the tracehouse package
 is recorded),
-in the same run, interleaved --repeat times (untraced, recorded, pure Python, again):
+in the same run, in --repeat rounds of one run each way (in an order shuffled anew each round):
 
   untraced     `python prog.py`
   recorded     `tracehouse record -- python prog.py` (record.record: the program under the
@@ -13,17 +13,32 @@ in the same run, interleaved --repeat times (untraced, recorded, pure Python, ag
   pure Python  `python -m tracehouse.record.reference --events -- prog.py` (the same events
                captured by a sys.settrace function into lists)
 
-and reports each slowdown (recorded / untraced, pure Python / untraced) of the program's own time
-(from its start to its end and its threads', measured inside the process: the same runpy start
-for the three), both elapsed and CPU time (of the process, every thread: the recorder's writer
-counts), and the gain: the time the pure-Python recorder adds over the time the native one adds
-((pure - untraced) / (recorded - untraced)). The pyperformance programs run --loops times their
-benchmark (PYPERF_LOOPS, so each takes 0.2-0.5 s untraced): json_loads once takes 0.3 ms, less
-than the noise of the machine. On a loaded 2-core machine elapsed times of one same run vary by
-+-30 %, CPU times by a few %: a program whose recording adds little (json, regex: their time is in
-C and in the standard library, which is not recorded) needs CPU time and medians for its gain to
-mean anything. The recording's wall time end to end (start-up, storing, the trace's segments made
+and reports each slowdown (recorded / untraced, pure Python / untraced, medians) of the program's
+own time (from its first line to its end and its threads', measured inside the process: the same
+start for the three, `record.child`'s), both elapsed and CPU time (of the process, every thread:
+the recorder's writer counts), and the gain: the time the pure-Python recorder adds over the time
+the native one adds. The pyperformance programs run --loops times their benchmark (PYPERF_LOOPS,
+so each takes 0.2-0.5 s untraced): json_loads once takes 0.3 ms, less than the noise of the
+machine. The recording's wall time end to end (start-up, storing, the trace's segments made
 durable) is reported beside it. Targets: recorded <= 30x untraced, a gain >= 10x.
+
+How the added time is measured. On this project's loaded 2-core machine the runs of one program
+spread by more than the native recorder adds to a program whose time is in C and the standard
+library (json_loads, regex_effbot: 5-20 ms of CPU on 350 ms; elapsed times spread by +-30 %, CPU
+times by +-5 %). So each round runs the three ways back to back in a shuffled order (a slow spell
+of the machine, or the storing the last recording left behind, falls on no way in particular), the
+time a recorder adds is taken per round (its run minus that round's untraced run: a paired
+difference), and the table gives the median of those differences with its confidence interval:
+the order statistics of the rounds that hold the median with >= 95 % probability whatever the
+distribution (the range at 5 rounds, 94 %; no interval from fewer). The gain is the ratio of the
+two medians; its interval, the ratio of the intervals' ends, holds it with >= 90 %; a native
+recorder whose interval reaches 0 leaves the gain without an upper end (and a median at 0 or
+below, the gain itself: `inf`). A verdict judges the medians, as the table shows them, and names
+the programs whose interval still straddles the target; only more rounds, or a quieter machine,
+resolve them. Measured at load 13-15 with 21 rounds: json_loads' native recorder added +17.2 ms
+of CPU [-2.6, +87.1] to 0.47 s, the pure-Python one +309 [+278, +324]: a CPU gain of 18.0x
+[3.2x, inf]; elapsed, +75 ms [-54, +398] against +329 [+100, +666], 4.4x [0.2x, inf]: elapsed
+time on a machine that loaded measures the load.
 
 Store ingest: the stream of one recording (the largest program, captured to a file once) is fed
 to a new trace through the storing loop of `tracehouse record` (`_core.RecordReader` decoding,
@@ -43,7 +58,9 @@ The machine's load average is recorded before and after: other processes skew ev
 from __future__ import annotations
 
 import json
+import math
 import os
+import random
 import shutil
 import statistics
 import subprocess
@@ -130,19 +147,46 @@ def _med(runs: list[dict], key: str) -> float:
     return statistics.median(r[key] for r in runs)
 
 
-def _spread(runs: list[dict], key: str) -> float:
-    """Half the range of the runs: how far apart runs of one same program fall."""
-    xs = [r[key] for r in runs]
-    return (max(xs) - min(xs)) / 2
+def median_interval(xs: list[float]) -> tuple[float, float | None, float | None]:
+    """The median of `xs` and its distribution-free confidence interval: the order statistics
+    x(j) and x(n+1-j) with the largest j for which they hold the median with >= 95 % probability
+    (1 - 2 P(Binomial(n, 1/2) < j)); with 5 values the range (94 %), with fewer none."""
+    n = len(xs)
+    xs = sorted(xs)
+    med = statistics.median(xs)
+    if n < 5:
+        return med, None, None
+    j, below = 1, 0.5**n  # P(B <= j - 1) for j = 1
+    while True:
+        nxt = below + math.comb(n, j) * 0.5**n  # P(B <= j)
+        if 1 - 2 * nxt < 0.95:
+            break
+        j, below = j + 1, nxt
+    return med, xs[j - 1], xs[n - j]
 
 
-def _gain(ref: float, plain: float, recorded: float, noise: float = 0.0) -> tuple[float, bool]:
-    """The time the pure-Python recorder adds over the time the native one adds, and whether
-    the native one added less than the noise (the spread of the untraced runs, at least 1 ms):
-    then the gain is computed against the noise, a lower bound."""
-    floor = max(noise, 1e-3)
-    added = recorded - plain
-    return round((ref - plain) / max(added, floor), 1), added < floor
+def added(runs: list[dict], plain: list[dict], key: str) -> list:
+    """[median, low, high] of what `runs` add over the untraced run of their round, in s."""
+    return [None if v is None else round(v, 4) for v in median_interval([r[key] - p[key] for r, p in zip(runs, plain)])]
+
+
+def gain(ref: list, native: list) -> dict:
+    """The time the pure-Python recorder adds over the time the native one adds (medians), and its
+    interval from the two intervals' ends; None for no upper end: the native one's median (gain)
+    or interval (high) reaches 0."""
+    floor = 1e-4  # 0.1 ms: a median closer to 0 than this is not a measurable overhead
+    point = ref[0] / native[0] if native[0] > floor else None
+    lo = hi = None
+    if native[1] is not None:
+        # A pure-Python run made once (REFERENCE_ONCE_S) has no interval: its value stands for it.
+        ref_lo, ref_hi = (ref[1], ref[2]) if ref[1] is not None else (ref[0], ref[0])
+        lo = ref_lo / max(native[2], floor)
+        hi = ref_hi / native[1] if native[1] > floor else None
+    return {
+        "gain": None if point is None else round(point, 1),
+        "low": None if lo is None else round(lo, 1),
+        "high": None if hi is None else round(hi, 1),
+    }
 
 
 def run(
@@ -209,18 +253,29 @@ def _program(store, record, progs: Path, name: str, repeat: int, quick: bool, re
         args, loops = QUICK.get(name, args), max(1, loops // 10)
     argv = [sys.executable, str(progs / file), *args]
     env = _env(loops)
-    plain_runs, rec_runs, ref_runs, rep = [], [], [], None
+    plain_runs, rec_runs, ref_runs, ref_plain, rep = [], [], [], [], None
+    order = random.Random(f"{name} {repeat}")  # shuffled, and the same in every run of the bench
     for k in range(repeat):
-        log(f"{name} ({k + 1} of {repeat}): untraced, recorded" + (", pure-Python recorder" if reference else ""))
-        plain_runs.append(_harness("--none", argv[1:], env, progs))
-        os.environ["PYPERF_LOOPS"] = str(loops)
-        t0 = time.perf_counter()
-        rep = record(store, argv, f"{name}-{k}", stdout=subprocess.DEVNULL)
-        rec_runs.append({"wall": time.perf_counter() - t0, "s": rep.program_seconds, "cpu": rep.program_cpu_seconds})
-        if rep.exit_status != 0:
-            raise RuntimeError(f"{name} exited with {rep.exit_status} under the recorder")
+        ways = ["untraced", "recorded"]
         if reference and (not ref_runs or ref_runs[0]["s"] < REFERENCE_ONCE_S):
-            ref_runs.append(_harness("--events", argv[1:], env, progs))
+            ways.append("pure-Python recorder")
+        order.shuffle(ways)
+        log(f"{name} ({k + 1} of {repeat}): {', '.join(ways)}")
+        for way in ways:
+            if way == "untraced":
+                plain_runs.append(_harness("--none", argv[1:], env, progs))
+            elif way == "recorded":
+                os.environ["PYPERF_LOOPS"] = str(loops)
+                t0 = time.perf_counter()
+                rep = record(store, argv, f"{name}-{k}", stdout=subprocess.DEVNULL)
+                wall = time.perf_counter() - t0
+                rec_runs.append({"wall": wall, "s": rep.program_seconds, "cpu": rep.program_cpu_seconds})
+                if rep.exit_status != 0:
+                    raise RuntimeError(f"{name} exited with {rep.exit_status} under the recorder")
+            else:
+                ref_runs.append(_harness("--events", argv[1:], env, progs))
+        if len(ref_plain) < len(ref_runs):
+            ref_plain.append(plain_runs[-1])
     plain, plain_cpu, recorded, recorded_cpu = (
         _med(plain_runs, "s"),
         _med(plain_runs, "cpu"),
@@ -246,11 +301,13 @@ def _program(store, record, progs: Path, name: str, repeat: int, quick: bool, re
         "stream_bytes": rep.bytes,
         "threads": len(rep.threads),
     }
+    row["added_s"] = added(rec_runs, plain_runs, "s")
+    row["added_cpu_s"] = added(rec_runs, plain_runs, "cpu")
     if ref_runs:
         ref_s, ref_cpu = _med(ref_runs, "s"), _med(ref_runs, "cpu")
-        gain, gain_floor = _gain(ref_s, plain, recorded, _spread(plain_runs, "s"))
-        cpu_gain, cpu_gain_floor = _gain(ref_cpu, plain_cpu, recorded_cpu, _spread(plain_runs, "cpu"))
-        # Overhead is the time a recorder adds; the gain compares what each adds.
+        # Overhead is the time a recorder adds; the gain compares what each adds, round by round.
+        ref_added, ref_added_cpu = added(ref_runs, ref_plain, "s"), added(ref_runs, ref_plain, "cpu")
+        g, cg = gain(ref_added, row["added_s"]), gain(ref_added_cpu, row["added_cpu_s"])
         row.update(
             reference_runs=len(ref_runs),
             reference_s=round(ref_s, 3),
@@ -258,10 +315,12 @@ def _program(store, record, progs: Path, name: str, repeat: int, quick: bool, re
             reference_cpu_s=round(ref_cpu, 3),
             reference_cpu_overhead=round(ref_cpu / plain_cpu, 2),
             reference_events=ref_runs[-1]["events"],
-            gain=gain,
-            gain_at_least=gain_floor,
-            cpu_gain=cpu_gain,
-            cpu_gain_at_least=cpu_gain_floor,
+            reference_added_s=ref_added,
+            reference_added_cpu_s=ref_added_cpu,
+            gain=g["gain"],
+            gain_interval=[g["low"], g["high"]],
+            cpu_gain=cg["gain"],
+            cpu_gain_interval=[cg["low"], cg["high"]],
         )
     return row, rep, argv, env
 
@@ -367,18 +426,71 @@ def _ts_span(stream: Path) -> int:
         reader.close()
 
 
-def _shown_gain(p: dict, key: str) -> str:
-    return f"{'>' if p.get(key + '_at_least') else ''}{p[key]:.1f}x"
+def _ms(v: float | None) -> str:
+    if v is None:
+        return "?"
+    ms = v * 1e3
+    return f"{ms:+.0f}" if abs(ms) >= 100 else f"{ms:+.1f}"
+
+
+def _added(a: list) -> str:
+    """A median added time and its interval, in ms: `+14.2 [+3.1, +29.0]`."""
+    return _ms(a[0]) + ("" if a[1] is None else f" [{_ms(a[1])}, {_ms(a[2])}]")
+
+
+def _x(v: float | None) -> str:
+    return "inf" if v is None else f"{v:.1f}x" if v < 100 else f"{v:.0f}x"
+
+
+def _gain_text(p: dict, key: str) -> str:
+    lo, hi = p[key + "_interval"]
+    return _x(p[key]) + ("" if lo is None else f" [{_x(lo)}, {_x(hi)}]")
+
+
+def verdicts(r: dict) -> list[str]:
+    """The verdict lines, from the same values the tables show: the gains' medians decide, and the
+    programs whose interval straddles the target are named."""
+    out = []
+    if r["programs"]:
+        worst = max(p["overhead"] for p in r["programs"])
+        out.append(
+            f"overhead <= {TARGET_OVERHEAD:.0f}x on every program: {'met' if worst <= TARGET_OVERHEAD else 'missed'} "
+            f"(worst {worst:.1f}x)"
+        )
+    for key, what in (("gain", "elapsed time"), ("cpu_gain", "CPU time")):
+        rows = [p for p in r["programs"] if key in p]
+        if not rows:
+            continue
+        # None: the native recorder's median added time is 0 or less, a gain without bound.
+        least = min(rows, key=lambda p: math.inf if p[key] is None else p[key])
+        met = least[key] is None or least[key] >= TARGET_GAIN
+        line = (
+            f">= {TARGET_GAIN:.0f}x less overhead than the pure-Python recorder ({what}): "
+            f"{'met' if met else 'missed'} (least {_x(least[key])}, {least['program']})"
+        )
+        open_ = [
+            p
+            for p in rows
+            if p[key + "_interval"][0] is not None
+            and p[key + "_interval"][0] < TARGET_GAIN
+            and (p[key + "_interval"][1] is None or p[key + "_interval"][1] >= TARGET_GAIN)
+        ]
+        if open_:
+            line += "; not resolved by the noise: " + ", ".join(f"{p['program']} {_gain_text(p, key)}" for p in open_)
+        elif all(p[key + "_interval"][0] is None for p in rows):
+            line += "; no intervals (fewer than 5 rounds)"
+        out.append(line)
+    return out
 
 
 def render(r: dict) -> str:
-    """The results as a text table (the docs keep it beside the load average)."""
+    """The results as text tables (the docs keep them beside the load average)."""
     m = r["machine"]
     lines = [
         f"bench record (Python {m['python']}, {m['cpus']} CPUs; load average {m['loadavg_before'][0]:.1f} before, "
-        f"{m['loadavg_after'][0]:.1f} after; median of {r['repeat']}, interleaved); times are the program's own "
-        "(s: elapsed, cpu: CPU time of its process, every thread); wall x: the recording end to end (start-up and "
-        "storing) over the untraced run's",
+        f"{m['loadavg_after'][0]:.1f} after; {r['repeat']} rounds, each way once a round in a shuffled order; "
+        "medians); times are the program's own (s: elapsed, cpu: CPU time of its process, every thread); wall x: "
+        "the recording end to end (start-up and storing) over the untraced run's",
         "",
     ]
     head = (
@@ -388,37 +500,41 @@ def render(r: dict) -> str:
     lines += [head, "-" * len(head)]
     for p in r["programs"]:
         ref = (
-            f"{p['reference_s']:>10.3f}{p['reference_overhead']:>8.1f}x{_shown_gain(p, 'gain'):>7}"
+            f"{p['reference_s']:>10.3f}{p['reference_overhead']:>8.1f}x{_x(p['gain']):>7}"
             if "reference_s" in p
             else f"{'':>10}{'':>9}{'':>7}"
         )
         cpu_ref = (
-            f"{p['reference_cpu_overhead']:>8.1f}x{_shown_gain(p, 'cpu_gain'):>9}"
-            if "reference_s" in p
-            else f"{'':>9}{'':>9}"
+            f"{p['reference_cpu_overhead']:>8.1f}x{_x(p['cpu_gain']):>9}" if "reference_s" in p else f"{'':>9}{'':>9}"
         )
         lines.append(
             f"{p['program']:<16}{p['untraced_s']:>11.3f}{p['recorded_s']:>11.3f}{p['overhead']:>8.1f}x{ref}"
             f"{p['cpu_overhead']:>7.1f}x{cpu_ref}{p['events']:>11,}{p['events_per_s']:>11,}{p['wall_overhead']:>6.1f}x"
         )
-    worst = max((p["overhead"] for p in r["programs"]), default=0)
-    if any(p.get("gain_at_least") or p.get("cpu_gain_at_least") for p in r["programs"]):
-        lines.append(
-            ">: the native recorder added less than the untraced runs' own spread; the gain shown is against "
-            "that spread (a lower bound)"
-        )
+    lines += [
+        "",
+        "time added per run, ms: median of the rounds' differences to their untraced run [its 95 % interval]; "
+        "gain = pure-Python's / native's [>= 90 %]",
+        "",
+    ]
+    cols = [(p, [_added(p["added_s"])], [_added(p["added_cpu_s"])]) for p in r["programs"]]
+    for p, el, cpu in cols:
+        if "reference_s" in p:
+            el += [_added(p["reference_added_s"]), _gain_text(p, "gain")]
+            cpu += [_added(p["reference_added_cpu_s"]), _gain_text(p, "cpu_gain")]
+    titles = ("native elapsed", "pure-Py elapsed", "gain", "native cpu", "pure-Py cpu", "cpu gain")
+    width = [
+        max([len(c[k][i]) for c in cols if len(c[k]) > i] + [len(titles[3 * (k - 1) + i])]) + 2
+        for k in (1, 2)
+        for i in range(3)
+    ]
+    head = f"{'program':<16}" + "".join(f"{t:>{w}}" for t, w in zip(titles, width, strict=True))
+    lines += [head, "-" * len(head)]
+    for p, el, cpu in cols:
+        cells = [*el, *[""] * (3 - len(el)), *cpu, *[""] * (3 - len(cpu))]
+        lines.append(f"{p['program']:<16}" + "".join(f"{c:>{w}}" for c, w in zip(cells, width, strict=True)))
     lines.append("")
-    lines.append(
-        f"overhead <= {TARGET_OVERHEAD:.0f}x on every program: {'met' if worst <= TARGET_OVERHEAD else 'missed'} "
-        f"(worst {worst:.1f}x)"
-    )
-    for key, what in (("gain", "elapsed time"), ("cpu_gain", "CPU time")):
-        gains = [p[key] for p in r["programs"] if key in p]
-        if gains:
-            lines.append(
-                f">= {TARGET_GAIN:.0f}x less overhead than the pure-Python recorder ({what}): "
-                f"{'met' if min(gains) >= TARGET_GAIN else 'missed'} (least {min(gains):.1f}x)"
-            )
+    lines += verdicts(r)
     ing = r.get("ingest")
     if ing:
         lines.append(

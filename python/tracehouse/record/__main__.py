@@ -7,12 +7,12 @@ is `tracehouse record ... -- python prog.py ARGS` with this interpreter (the sam
 same report). With `--child FD` it is the traced process `tracehouse record` starts (`child.py`).
 """
 
-import json
 import sys
 
 
 def _parent(argv: list[str]) -> int:
     import argparse
+    import json
 
     p = argparse.ArgumentParser(prog="python -m tracehouse.record", description="record a Python program")
     p.add_argument("--store", help="store directory (default: $TRACEHOUSE_HOME or ./tracehouse-data)")

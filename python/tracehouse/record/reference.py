@@ -23,15 +23,14 @@ Both record the files `child.rules` records (the standard library and tracehouse
 
 from __future__ import annotations
 
-import dis
-import json
+import opcode
 import sys
 import threading
 import time
 
 from . import child
 
-_OP = dis.opmap
+_OP = opcode.opmap
 STORE_LOCAL = {_OP[n] for n in ("STORE_FAST", "STORE_NAME", "STORE_DEREF") if n in _OP}
 STORE_GLOBAL = {_OP["STORE_GLOBAL"]}
 STORE_ATTR = {_OP["STORE_ATTR"]}
@@ -308,6 +307,7 @@ def run(recorder, program: list[str]) -> int:
     exit status. `run.seconds` is the program's own time (no interpreter start-up), `run.cpu_seconds`
     the CPU time of its process meanwhile."""
     status = 0
+    child.preload()
     if recorder is not None:
         recorder.start()
     t0, c0 = time.perf_counter(), time.process_time()
@@ -338,13 +338,15 @@ def main(argv: list[str]) -> int:
     if opts[:1] == ["--lines"] and len(opts) == 2:
         rec = LineRecorder()
         status = run(rec, program)
+        import json
+
         with open(opts[1], "w") as f:
             json.dump(rec.to_json(), f)
         return status
     rec = None if opts[:1] == ["--none"] else EventRecorder()
     status = run(rec, program)
     out = {"events": len(rec.events) if rec else 0, "seconds": run.seconds, "cpu_seconds": run.cpu_seconds}
-    print(json.dumps(out), file=sys.stderr)
+    print(child.to_json(out), file=sys.stderr)
     return status
 
 
