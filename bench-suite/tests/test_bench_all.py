@@ -32,6 +32,28 @@ def test_points_follow_equations_6_to_10():
     assert p["a schema 1"]["write"] is None  # no write matrix cells for system "a"
 
 
+def test_a_qos_verdict_is_given_only_where_both_cells_have_the_protocols_rounds():
+    """A cell a time budget cut below the protocol's minimum rounds gets "not established" in the
+    table, as the report's summary says of it, not met/missed from its few rounds."""
+
+    def cell(system: str, layout: str, median: float, rounds: int) -> dict:
+        return {
+            "system": system,
+            "layout": layout,
+            "case": "Q1.4",
+            "clients": 20,
+            "median": median,
+            "mean": median,
+            "samples": [median] * rounds,
+            "converged": rounds >= 5,
+        }
+
+    full = qos_reads.verdicts([cell("tracehouse", "tracehouse", 2.0, 5), cell("duckdb", "schema1", 1.0, 5)])
+    assert [(v["verdict"], v["ratio"]) for v in full] == [("missed", 0.5)]
+    cut = qos_reads.verdicts([cell("tracehouse", "tracehouse", 1.0, 3), cell("duckdb", "schema1", 2.0, 3)])
+    assert [(v["verdict"], v["ratio"]) for v in cut] == [("not established (3 rounds)", 2.0)]
+
+
 @pytest.fixture
 def private_dir():
     """A directory of this test's own, outside pytest's numbered tmp dirs: a pytest session

@@ -273,7 +273,8 @@ def verdicts(cells: list[dict]) -> list[dict]:
     """For each of tracehouse's variants among `cells` (one case, one client count): the best
     peer (lowest median), the ratio best peer / tracehouse of the medians (> 1: tracehouse
     faster), the rounds tracehouse won against that peer, and the verdict, which is the ratio's
-    side of 1 (the table prints the same ratio)."""
+    side of 1 (the table prints the same ratio), or "not established" where either cell has
+    fewer rounds than the protocol's minimum (a time budget cut it), as the report's summary says."""
     by = {variant(c): c for c in cells}
     peers = {v: c for v, c in by.items() if not ours(v)}
     out = []
@@ -291,7 +292,9 @@ def verdicts(cells: list[dict]) -> list[dict]:
                 "ratio": r,
                 "won": sum(1 for a, b in pairs if a <= b),
                 "rounds": len(pairs),
-                "verdict": "met" if r >= 1.0 else "missed",
+                "verdict": ("met" if r >= 1.0 else "missed")
+                if th.get("converged", True) and pc.get("converged", True)
+                else f"not established ({len(pairs)} rounds)",
             }
         )
     return out

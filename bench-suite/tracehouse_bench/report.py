@@ -502,7 +502,8 @@ def _reads(r: dict, out: Path, summary: Summary, write: dict | None) -> str:
         "producers, results as one event type), QuestDB one table. The last rows of each block are the best "
         "peer's time over tracehouse's (> 1: tracehouse faster)"
         + (
-            ", the verdict that ratio gives (met at >= 1) and the rounds tracehouse won against that peer."
+            ", the verdict that ratio gives (met at >= 1; not established where a cell has fewer than "
+            f"{stat_protocol.MIN_RUNS} rounds) and the rounds tracehouse won against that peer."
             if interleaved
             else "."
         ),
