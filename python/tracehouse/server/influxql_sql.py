@@ -663,8 +663,7 @@ class Translator:
         are their last row's). TSBS lastpoint over 100 hosts x 4,680 rows in 5 segments whose
         times overlap (dev/lastpoint_cost.py): the producers' maxima first, then every row group
         above their minimum, against the 100 kept rows and an empty IN list."""
-        whole = self.where_sql([any_present])[len(" WHERE ") :] or "true"
-        tag_only = [self.cond_sql(c) for c in self.conds if self._tags_only(c)]
+        whole, tag_only = self._kept_conditions(any_present)
         p = qident("producer")
         failing = (
             f"{p} IN (SELECT {p} FROM {self.src.last} WHERE "
@@ -686,8 +685,7 @@ class Translator:
         ok = "_kept_ok"
         if ok in self.src.fields or ok in self.src.tags or ok in self.src.tags.values():
             return None  # (a column of that name: `SELECT *` beside it would be ambiguous)
-        whole = self.where_sql([any_present])[len(" WHERE ") :] or "true"
-        tag_only = [self.cond_sql(c) for c in self.conds if self._tags_only(c)]
+        whole, tag_only = self._kept_conditions(any_present)
         where = f" WHERE {' AND '.join(tag_only)}" if tag_only else ""
         paged = self._paged(f"SELECT {cols} FROM _kept WHERE {ok}", ties)
         return (
@@ -695,6 +693,12 @@ class Translator:
             f"_fails AS (SELECT count(*) AS _failing FROM _kept WHERE NOT {ok})\n"
             f"SELECT _page.*, _fails._failing FROM ({paged}) _page, _fails\nORDER BY {self._order(ties)}"
         )
+
+    def _kept_conditions(self, any_present: str) -> tuple[str, list[str]]:
+        """For the kept last rows: the whole condition as SQL ("true" when none), and its parts
+        that read tags only (constant per series: they rule a series out, its rows and all)."""
+        whole = self.where_sql([any_present])[len(" WHERE ") :] or "true"
+        return whole, [self.cond_sql(c) for c in self.conds if self._tags_only(c)]
 
     def _tags_only(self, e) -> bool:
         """Whether a condition reads tags only (and at least one): it is constant per series."""
