@@ -126,25 +126,27 @@ def send_answer(conn, head: dict, body) -> None:
     between the two processes, each waiting for the scheduler on a loaded machine: 46 ms at rest,
     171 ms at nice 5 and load 21, against one copy into the memory file and one read of it. An
     Arrow answer is written into its memory file as it is encoded (`_ArrowAnswer`)."""
-    if isinstance(body, AnswerFile):
-        if body.size >= FD_BYTES:
+    own = None
+    if not isinstance(body, AnswerFile) and len(body) >= FD_BYTES:
+        spill = _Spill()
+        try:
+            spill.write(body)
+        except BaseException:
+            spill.close()
+            raise
+        body = own = spill.take()
+    try:
+        if isinstance(body, AnswerFile) and body.size >= FD_BYTES:
             conn.send_bytes(json.dumps(dict(head, fd_bytes=body.size)).encode())
             reduction.send_handle(conn, body.fd, os.getppid())
             return
-        body = body.read()
-    if len(body) < FD_BYTES:
+        if isinstance(body, AnswerFile):
+            body = body.read()
         conn.send_bytes(json.dumps(head).encode())
         conn.send_bytes(body)
-        return
-    fd = os.memfd_create("tracehouse-answer", os.MFD_CLOEXEC)
-    try:
-        view, done = memoryview(body), 0
-        while done < len(view):
-            done += os.write(fd, view[done:])
-        conn.send_bytes(json.dumps(dict(head, fd_bytes=len(view))).encode())
-        reduction.send_handle(conn, fd, os.getppid())
     finally:
-        os.close(fd)  # (the server holds its own descriptor of the file from here on)
+        if own is not None:
+            own.close()  # (the server holds its own descriptor of the file from here on)
 
 
 class AnswerFile:
