@@ -151,11 +151,14 @@ class LpSchemas:
     Thread-safe (locks internally)."""
 
     def __init__(self) -> None: ...
-    def declare(self, measurement: str, columns: list[tuple[str, str]]) -> None:
-        """Declare (or widen) a measurement with columns the store has, in stored order.
+    def declare(self, measurement: str, columns: list[tuple[str, str]], keys: dict[str, str] | None = None) -> None:
+        """Declare (or widen) a measurement with columns the store has, in stored order, and
+        {column: field key} of the columns whose field key is not their name.
         ValueError when a column is known with another type."""
     def columns(self, measurement: str) -> list[tuple[str, str]] | None:
         """[(column, type)] in stored order, or None for an unknown measurement."""
+    def keys(self, measurement: str) -> dict[str, str]:
+        """{column: field key} of the columns whose field key is not their name."""
     def measurements(self) -> list[str]: ...
 
 class LpProducers:

@@ -32,17 +32,23 @@ class Column:
     unit: str
     doc: str
     nullable: bool = True
+    # The name the source gave the value where the column's differs (line protocol's field key
+    # `a.b` stored as `a_b`, `ts` as `ts_`); InfluxQL answers by it.
+    key: str = ""
 
     @property
     def arrow_type(self) -> pa.DataType:
         return getattr(pa, _ARROW_TYPES[self.type])()
 
     def to_json(self) -> dict:
-        return {"name": self.name, "type": self.type, "unit": self.unit, "doc": self.doc}
+        d = {"name": self.name, "type": self.type, "unit": self.unit, "doc": self.doc}
+        if self.key:
+            d["key"] = self.key
+        return d
 
     @classmethod
     def from_json(cls, d: dict) -> Column:
-        return cls(d["name"], d["type"], d.get("unit", ""), d.get("doc", ""))
+        return cls(d["name"], d["type"], d.get("unit", ""), d.get("doc", ""), key=d.get("key", ""))
 
 
 # The common columns, in stored order. `dur` exists only for span events.

@@ -187,11 +187,21 @@ pub fn ident(raw: &str, reserved: bool) -> Cow<'_, str> {
 }
 
 /// The field columns of one measurement, in stored order.
+///
+/// A field key that is not a column name of its own ([`ident`] changes it: `a.b`, `ts`, or a
+/// name another key's column took first) gets a column of its own all the same, named by
+/// [`MeasurementSchema::free_name`], and is remembered in `keys`: two keys never share a
+/// column. (Mapping `a.b` and `a_b` to one column dropped one of the two values of a line
+/// that had both, after the write was acknowledged.)
 #[derive(Clone, Debug, Default)]
 pub struct MeasurementSchema {
     /// (column name, type), in the order they were added.
     pub columns: Vec<(String, FieldType)>,
+    /// Per column, its field key where that is not its name.
+    pub keys: Vec<Option<String>>,
     index: FxMap<String, usize>,
+    /// Field key → column, for the keys in `keys`.
+    keyed: FxMap<String, usize>,
     /// Batch schemas of the current columns, without and with `seq`; dropped when a column is
     /// added. One `Arc` per layout lets the Python side convert it once, not per batch.
     arrow: [Option<SchemaRef>; 2],
@@ -202,7 +212,50 @@ impl MeasurementSchema {
         let i = self.columns.len();
         self.index.insert(name.clone(), i);
         self.columns.push((name, t));
+        self.keys.push(None);
         self.arrow = [None, None];
+        i
+    }
+
+    /// Records that column `i` holds field `key` (where the key is not its name).
+    fn set_key(&mut self, i: usize, key: &str) {
+        if self.columns[i].0 != key {
+            self.keys[i] = Some(key.to_string());
+            self.keyed.insert(key.to_string(), i);
+        }
+    }
+
+    /// The column of field key `key` (unescaped), if the measurement has one.
+    pub fn column_of(&self, key: &str) -> Option<usize> {
+        if let Some(&i) = self.keyed.get(key) {
+            return Some(i);
+        }
+        self.index.get(key).copied().filter(|&i| self.keys[i].is_none())
+    }
+
+    /// The name a new column for field `key` takes: [`ident`] of the key, with `_2`, `_3` ...
+    /// while that name is taken.
+    pub fn free_name(&self, key: &str) -> String {
+        let base = ident(key, true).into_owned();
+        if !self.index.contains_key(&base) {
+            return base;
+        }
+        (2u32..)
+            .map(|n| {
+                let suffix = format!("_{n}");
+                // (ident's output is ASCII: any byte is a char boundary)
+                let mut name = base[..base.len().min(MAX_IDENT - suffix.len())].to_string();
+                name.push_str(&suffix);
+                name
+            })
+            .find(|name| !self.index.contains_key(name))
+            .expect("a free name")
+    }
+
+    /// A new column for field `key`, of type `t`.
+    fn add_key(&mut self, key: &str, t: FieldType) -> usize {
+        let i = self.add(self.free_name(key), t);
+        self.set_key(i, key);
         i
     }
 
@@ -238,8 +291,14 @@ impl Schemas {
     }
 
     /// Declares (or widens) a measurement with columns known to the store, in stored
-    /// order. A column already known with another type is an error naming it.
-    pub fn declare(&mut self, measurement: &str, columns: &[(String, FieldType)]) -> Result<(), String> {
+    /// order, and the field key of each column whose key is not its name (`keys`: column →
+    /// key). A column already known with another type is an error naming it.
+    pub fn declare(
+        &mut self,
+        measurement: &str,
+        columns: &[(String, FieldType)],
+        keys: &FxMap<String, String>,
+    ) -> Result<(), String> {
         let m = self.map.entry(measurement.to_string()).or_default();
         for (name, t) in columns {
             match m.index.get(name) {
@@ -252,7 +311,10 @@ impl Schemas {
                 }
                 Some(_) => {}
                 None => {
-                    m.add(name.clone(), *t);
+                    let i = m.add(name.clone(), *t);
+                    if let Some(key) = keys.get(name) {
+                        m.set_key(i, key);
+                    }
                 }
             }
         }
@@ -785,30 +847,30 @@ fn decode_line<'a>(
         return Err(format!("too many measurements (limit {})", limits.max_measurements));
     }
     let mut new_cols = 0usize;
-    let mut names: Vec<Cow<'_, str>> = Vec::with_capacity(st.fields.len());
+    let mut keys: Vec<Cow<'_, str>> = Vec::with_capacity(st.fields.len());
     for (k, v) in st.fields.iter() {
-        let name = ident_owned(unescape(k, b",= \\"));
-        if name.is_empty() {
+        let key = unescape(k, b",= \\");
+        if key.is_empty() {
             return Err("empty field key".into());
         }
-        match known.and_then(|m| m.index.get(name.as_ref())) {
-            Some(&ci) => {
-                let t = known.expect("known").columns[ci].1;
-                if t != v.ftype() {
-                    return Err(conflict(k, v.ftype(), &name, &meas, t));
+        match known.and_then(|m| m.column_of(&key).map(|ci| (m, ci))) {
+            Some((m, ci)) => {
+                let (name, t) = &m.columns[ci];
+                if *t != v.ftype() {
+                    return Err(conflict(k, v.ftype(), name, &meas, *t));
                 }
             }
             None => {
-                if let Some(j) = names.iter().position(|n| *n == name) {
+                if let Some(j) = keys.iter().position(|n| *n == key) {
                     if st.fields[j].1.ftype() != v.ftype() {
-                        return Err(format!("field {:?} given twice with different types", name.as_ref()));
+                        return Err(format!("field {:?} given twice with different types", key.as_ref()));
                     }
                 } else {
                     new_cols += 1;
                 }
             }
         }
-        names.push(name);
+        keys.push(key);
     }
     let have = known.map_or(0, |m| m.columns.len());
     if new_cols > 0 && have + new_cols > limits.max_columns {
@@ -867,10 +929,10 @@ fn decode_line<'a>(
         }
     };
     st.cols.clear();
-    for ((_, v), name) in st.fields.iter().zip(&names) {
-        let ci = match schema.index.get(name.as_ref()) {
-            Some(&ci) => ci,
-            None => schema.add(name.to_string(), v.ftype()),
+    for ((_, v), key) in st.fields.iter().zip(&keys) {
+        let ci = match schema.column_of(key) {
+            Some(ci) => ci,
+            None => schema.add_key(key, v.ftype()),
         };
         st.cols.push(ci);
     }
@@ -1039,13 +1101,6 @@ fn timestamp(text: &str, mut i: usize, precision: Precision, default_ts: i64) ->
 
 fn conflict(key: &str, got: FieldType, column: &str, meas: &str, stored: FieldType) -> String {
     format!("field {key:?} is {} but column {column:?} of {meas:?} is {} (type conflict)", got.name(), stored.name())
-}
-
-fn ident_owned(s: Cow<'_, str>) -> Cow<'_, str> {
-    match s {
-        Cow::Borrowed(b) => ident(b, true),
-        Cow::Owned(o) => Cow::Owned(ident(&o, true).into_owned()),
-    }
 }
 
 fn parse_tags<'a>(raw: &'a str, tags: &mut Vec<(Cow<'a, str>, Cow<'a, str>)>) -> Result<(), String> {

@@ -62,20 +62,36 @@ impl PySchemas {
         Self { inner: Mutex::new(Schemas::new()), converted: Mutex::new(Vec::new()) }
     }
 
-    /// Declare (or widen) `measurement` with `[(column, type)]` known to the store.
-    fn declare(&self, measurement: &str, columns: Vec<(String, String)>) -> PyResult<()> {
+    /// Declare (or widen) `measurement` with `[(column, type)]` known to the store, and
+    /// `{column: field key}` of the columns whose field key is not their name.
+    #[pyo3(signature = (measurement, columns, keys=None))]
+    fn declare(
+        &self,
+        measurement: &str,
+        columns: Vec<(String, String)>,
+        keys: Option<HashMap<String, String>>,
+    ) -> PyResult<()> {
         let mut cols = Vec::with_capacity(columns.len());
         for (name, t) in columns {
             let ft = FieldType::from_name(&t)
                 .ok_or_else(|| PyValueError::new_err(format!("column {name:?}: unknown type {t:?}")))?;
             cols.push((name, ft));
         }
-        lock(&self.inner).declare(measurement, &cols).map_err(PyValueError::new_err)
+        let keys = keys.unwrap_or_default().into_iter().collect();
+        lock(&self.inner).declare(measurement, &cols, &keys).map_err(PyValueError::new_err)
     }
 
     /// `[(column, type)]` of `measurement` in stored order, or None.
     fn columns(&self, measurement: &str) -> Option<Vec<(String, &'static str)>> {
         lock(&self.inner).get(measurement).map(|m| m.columns.iter().map(|(n, t)| (n.clone(), t.name())).collect())
+    }
+
+    /// `{column: field key}` of `measurement`'s columns whose field key is not their name
+    /// (`a.b` stored as `a_b`); empty for an unknown measurement.
+    fn keys(&self, measurement: &str) -> HashMap<String, String> {
+        lock(&self.inner).get(measurement).map_or_else(HashMap::new, |m| {
+            m.columns.iter().zip(&m.keys).filter_map(|((n, _), k)| Some((n.clone(), k.clone()?))).collect()
+        })
     }
 
     /// Names of every known measurement.

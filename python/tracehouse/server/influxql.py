@@ -798,6 +798,17 @@ class StatementError(Exception):
     pass
 
 
+def field_keys(et) -> dict:
+    """The fields of a measurement by their key (the column's `key`, or its name), without the
+    common columns and without a field called `time`, which InfluxQL cannot name (InfluxDB
+    refuses to store one; a line-protocol write here keeps it, for SQL)."""
+    out = {}
+    for c in et.columns:
+        if c.name not in COMMON_COLUMNS and (c.key or c.name) != "time":
+            out[c.key or c.name] = c
+    return out
+
+
 def _escape_key(s: str, chars: str) -> str:
     for c in "\\" + chars:
         s = s.replace(c, "\\" + c)
@@ -1093,7 +1104,7 @@ class Executor:
         out = []
         for m in self._measurements(db, st.sources):
             keys = sorted(
-                [c.name, FIELD_TYPES.get(c.type, c.type)] for c in types[m].columns if c.name not in COMMON_COLUMNS
+                [k, FIELD_TYPES.get(c.type, c.type)] for k, c in field_keys(types[m]).items()
             )  # by name, as InfluxDB lists them
             keys = self._page(keys, st)
             if keys:
@@ -1188,8 +1199,8 @@ class Executor:
             out = []
             for name in names:
                 et = types[name]
-                fields = {c.name: (c.name, c.type) for c in et.columns if c.name not in ("ts", "producer", "seq")}
-                tags = {k: col for k, col in tag_column_names(et, keys).items()}
+                fields = {k: (c.name, c.type) for k, c in field_keys(et).items()}
+                tags = {k: col for k, col in tag_column_names(et, keys).items() if k != "time"}
                 last = f"{qident(db)}.{qident(name + '_last')}" if name in kept else None
                 out.append(
                     Source(name, f"{qident(db)}.{qident(name)}", fields, tags, tiebreak=("producer", "seq"), last=last)

@@ -854,7 +854,9 @@ class Translator:
                 values.append(self.value_sql(f.expr, agg=True))
         tags = self._tag_select()
         tcols = self._tcols()
-        group = ", ".join(tcols + ["time"])
+        # By position: GROUP BY binds a name to the view's column before the select list's
+        # alias, and a tag or field may be called `t0` or `time`.
+        group = ", ".join(str(i + 1) for i in range(len(tcols) + 1))
         agg_sql = (
             f"SELECT {', '.join(tags + [f'{bucket} AS time'] + aggs + ['1 AS _present'])} "
             f"FROM {self.src.relation}{self.where_sql([self._any_present()])} GROUP BY {group}"
@@ -992,7 +994,8 @@ class Translator:
             return Plan(sql, self.src.name, self.group_tags, [name], [FIELD_TYPE_NAMES.get(typ, "")])
         n = int(_number(c.args[1]))
         direction = "DESC" if c.name == "top" else "ASC"
-        part = ", ".join(tcols + ["_b"]) if tcols or self.dim else "NULL"
+        # (the expressions, not their aliases: PARTITION BY binds the view's columns first)
+        part = ", ".join([self.tag_sql(k) for k in self.group_tags] + [bucket]) if tcols or self.dim else "NULL"
         ranked = (
             f"SELECT {', '.join(tags + [f'{bucket} AS _b', f'{ts} AS time', f'{x} AS v0'])}, "
             f"row_number() OVER (PARTITION BY {part} ORDER BY {x} {direction}, {ts}) AS _k "

@@ -88,7 +88,7 @@ class _TypeState:
         """Tell the decoder about a stored type (string/int/float/bool params only)."""
         cols = [(p.name, p.type) for p in et.params]
         try:
-            self.schemas.declare(et.name, cols)
+            self.schemas.declare(et.name, cols, {p.name: p.key for p in et.params if p.key})
         except ValueError as e:  # cannot happen for a type the catalog widened consistently
             log.warning("event type %s: %s", et.name, e)
         self.columns[et.name] = max(self.columns.get(et.name, 0), len(cols))
@@ -316,10 +316,11 @@ class Ingestor:
             if fst.columns.get(name, -1) >= ncols:
                 return
             cols = fst.schemas.columns(name) or []
+            keys = fst.schemas.keys(name)
             et = EventType(
                 name,
                 LP_KIND,
-                tuple(Column(c, t, "", "line-protocol field") for c, t in cols),
+                tuple(Column(c, t, "", "line-protocol field", key=keys.get(c, "")) for c, t in cols),
                 doc="line-protocol measurement",
             )
             stored = self.store.add_event_type(st.name, et)

@@ -296,17 +296,25 @@ def tag_keys(producers: list[dict], metadata: dict) -> dict[str, str]:
     return out
 
 
+def tag_table_column(i: int) -> str:
+    """The column of `tag_table` holding the `i`-th tag key's values. Positional, not the key:
+    a tag may be named `producer` (the join key) or hold characters another engine quotes
+    differently (Spark's backticks)."""
+    return f"t{i}"
+
+
 def tag_table(producers: list[dict], metadata: dict, keys: dict[str, str]) -> pa.Table:
-    """One row per series: `producer` and each tag key's value (None where it lacks the key)."""
+    """One row per series: `producer` and each tag key's value (None where it lacks the key), the
+    keys in `keys`' order under `tag_table_column(i)`."""
     every = metadata.get(TAG_COLUMNS_META) == "attrs"
     rows = [p for p in producers if every or p["kind"] == TAG_KIND]
     arrow = {"VARCHAR": pa.string(), "BIGINT": pa.int64(), "DOUBLE": pa.float64(), "BOOLEAN": pa.bool_()}
     cols = {"producer": pa.array([int(p["id"]) for p in rows], pa.int32())}
-    for k, typ in keys.items():
+    for i, (k, typ) in enumerate(keys.items()):
         vals = [(p["attrs"] or {}).get(k) for p in rows]
         if typ == "VARCHAR":
             vals = [v if v is None or isinstance(v, str) else json.dumps(v) for v in vals]
-        cols[k] = pa.array(vals, arrow[typ])
+        cols[tag_table_column(i)] = pa.array(vals, arrow[typ])
     return pa.table(cols)
 
 
@@ -343,7 +351,7 @@ def tagged_view_sql(et: EventType, body: str, tag_ref: str, keys: Iterable[str])
     for c in et.columns:
         parts.append(f"b.{qident(c.name)}")
         if c.name == "producer":
-            parts += [f"t.{qident(k)} AS {qident(n)}" for k, n in names.items()]
+            parts += [f"t.{tag_table_column(i)} AS {qident(n)}" for i, n in enumerate(names.values())]
     return f"SELECT {', '.join(parts)} FROM ({body}) b LEFT JOIN {tag_ref} t ON t.producer = b.producer"
 
 

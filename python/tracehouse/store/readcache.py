@@ -29,7 +29,7 @@ import uuid
 from pathlib import Path
 
 from .. import lazy
-from .query import DUCK_TYPES, qident, qstr, tag_column_names, tag_keys, tag_table
+from .query import DUCK_TYPES, qident, qstr, tag_column_names, tag_keys, tag_table, tag_table_column
 from .segments import PRODUCER_ORDER
 from .wal import fsync_dir
 
@@ -100,7 +100,8 @@ def build(root: Path, info, types: dict, segments: list, producers: list[dict]) 
                     else f"CAST(NULL AS {DUCK_TYPES[c.type]}) AS {qident(c.name)}"
                 )
                 if c.name == "producer" and keys:
-                    cols += [f"t.{qident(k)} AS {qident(n)}" for k, n in tag_column_names(et, keys).items()]
+                    names = tag_column_names(et, keys).values()
+                    cols += [f"t.{tag_table_column(i)} AS {qident(n)}" for i, n in enumerate(names)]
             join = " LEFT JOIN _tags t ON t.producer = b.producer" if keys else ""
             table = f"t{i}"
             con.execute(

@@ -52,7 +52,7 @@ from .engines import (
     table_refs,
     view_name,
 )
-from .query import tag_column_names, trace_tags
+from .query import tag_column_names, tag_table_column, trace_tags
 
 DEFAULT_MASTER = "local[2]"
 # pyspark warns about pandas 3 whenever it checks for pandas; tracehouse hands it Arrow only.
@@ -235,7 +235,7 @@ class SparkEngine(EngineBase):
                 for c in et.columns:
                     cols.append(F.col("b." + c.name))
                     if c.name == "producer":
-                        cols += [F.col("t.`" + k + "`").alias(n) for k, n in names.items()]
+                        cols += [F.col("t." + tag_table_column(i)).alias(n) for i, n in enumerate(names.values())]
                 df = (
                     df.alias("b")
                     .join(tags_df.alias("t"), F.col("b.producer") == F.col("t.producer"), "left")
@@ -411,7 +411,12 @@ def _schema(snap: Snapshot, tree) -> dict:
             for c in et.columns:
                 cols[c.name] = _SQL_TYPES[c.type]
                 if c.name == "producer":  # tags as columns after `producer`, as the views have them
-                    cols.update({n: _arrow_sql(tags.schema.field(k).type) for k, n in names.items()})
+                    cols.update(
+                        {
+                            n: _arrow_sql(tags.schema.field(tag_table_column(i)).type)
+                            for i, n in enumerate(names.values())
+                        }
+                    )
             tables[name] = cols
         tables["events"] = {"ts": "BIGINT", "producer": "INT", "seq": "BIGINT", "dur": "BIGINT", "type": "VARCHAR"}
         out[db] = tables

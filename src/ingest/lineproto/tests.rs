@@ -75,7 +75,7 @@ fn tag_order_does_not_matter_and_ids_are_interned_once() {
 #[test]
 fn declared_producers_and_columns_are_reused() {
     let mut s = Schemas::new();
-    s.declare("m", &[("v".into(), FieldType::Int)]).unwrap();
+    s.declare("m", &[("v".into(), FieldType::Int)], &Default::default()).unwrap();
     let mut p = Producers::new(0);
     p.declare(5, &[("host".into(), "x".into())]);
     let d =
@@ -87,7 +87,7 @@ fn declared_producers_and_columns_are_reused() {
     let b = &d.batches[0].1;
     assert_eq!(col::<Int32Array>(b, "producer").values().to_vec(), vec![5, 6]);
     assert_eq!(col::<Int64Array>(b, "ts").values().to_vec(), vec![9, 9]);
-    assert!(s.declare("m", &[("v".into(), FieldType::Float)]).is_err());
+    assert!(s.declare("m", &[("v".into(), FieldType::Float)], &Default::default()).is_err());
 }
 
 #[test]
@@ -208,6 +208,38 @@ fn field_names_become_identifiers() {
 }
 
 #[test]
+fn keys_made_the_same_identifier_keep_columns_of_their_own() {
+    // `a.b`, `a_b`, `a-b` and `ts`/`ts_` each name another field: none may take another's column.
+    let (d, s, _) = run("m a.b=1,a_b=2,ts=3,ts_=4 1\nm a-b=5 2\nm a_b=6,a.b=7 3\n");
+    assert_eq!(d.body.errors, vec![]);
+    let b = &d.batches[0].1;
+    let schema = b.schema();
+    let got: Vec<&str> = schema.fields().iter().skip(2).map(|f| f.name().as_str()).collect();
+    assert_eq!(got, ["a_b", "a_b_2", "ts_", "ts__2", "a_b_3"]);
+    let m = s.get("m").unwrap();
+    let keys: Vec<Option<&str>> = m.keys.iter().map(|k| k.as_deref()).collect();
+    assert_eq!(keys, [Some("a.b"), Some("a_b"), Some("ts"), Some("ts_"), Some("a-b")]);
+    assert_eq!(col::<Float64Array>(b, "a_b").values().to_vec()[..], [1.0, 0.0, 7.0][..]);
+    assert_eq!(col::<Float64Array>(b, "a_b_2").value(2), 6.0);
+    assert_eq!(col::<Float64Array>(b, "ts__2").value(0), 4.0);
+    assert_eq!(col::<Float64Array>(b, "a_b_3").value(1), 5.0);
+    assert!(col::<Float64Array>(b, "a_b").is_null(1));
+}
+
+#[test]
+fn declared_keys_map_back_to_their_columns() {
+    let mut s = Schemas::new();
+    let keys = [("a_b".to_string(), "a.b".to_string())].into_iter().collect();
+    s.declare("m", &[("a_b".into(), FieldType::Float), ("ts_".into(), FieldType::Int)], &keys).unwrap();
+    let m = s.get("m").unwrap();
+    assert_eq!(m.column_of("a.b"), Some(0));
+    assert_eq!(m.column_of("a_b"), None); // a column of another key
+    assert_eq!(m.column_of("ts_"), Some(1)); // a column declared without a key is its name's
+    assert_eq!(m.free_name("a_b"), "a_b_2");
+    assert_eq!(m.free_name(&"y".repeat(70)), "y".repeat(63));
+}
+
+#[test]
 fn floats_and_bools() {
     let (d, _, _) = run("m a=1,b=-1.5e3,c=.5,d=+2.,e=TRUE,f=False,g=1E-2\n");
     assert_eq!(d.body.errors, vec![]);
@@ -229,7 +261,7 @@ fn several_measurements_one_batch_each_in_first_seen_order() {
 #[test]
 fn a_line_refused_for_its_types_interns_no_producer() {
     let mut s = Schemas::new();
-    s.declare("m", &[("v".into(), FieldType::Float)]).unwrap();
+    s.declare("m", &[("v".into(), FieldType::Float)], &Default::default()).unwrap();
     let mut p = Producers::new(0);
     let d = dec(b"m,h=new v=1i\nm,h=other v=1\n", 1, Precision::Ns, 0, &mut s, &mut p, &Limits::default());
     assert_eq!(d.body.rows, 1);
