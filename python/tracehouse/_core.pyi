@@ -151,10 +151,19 @@ class LpSchemas:
     Thread-safe (locks internally)."""
 
     def __init__(self) -> None: ...
-    def declare(self, measurement: str, columns: list[tuple[str, str]], keys: dict[str, str] | None = None) -> None:
-        """Declare (or widen) a measurement with columns the store has, in stored order, and
-        {column: field key} of the columns whose field key is not their name.
+    def declare(
+        self,
+        measurement: str,
+        columns: list[tuple[str, str]],
+        keys: dict[str, str] | None = None,
+        key: str | None = None,
+    ) -> None:
+        """Declare (or widen) a measurement with columns the store has, in stored order,
+        {column: field key} of the columns whose field key is not their name, and the
+        measurement name `key` where it is not `measurement`.
         ValueError when a column is known with another type."""
+    def measurement_key(self, measurement: str) -> str | None:
+        """The measurement name of event type `measurement` where it is not the type's name."""
     def columns(self, measurement: str) -> list[tuple[str, str]] | None:
         """[(column, type)] in stored order, or None for an unknown measurement."""
     def keys(self, measurement: str) -> dict[str, str]:

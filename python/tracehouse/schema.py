@@ -76,6 +76,9 @@ class EventType:
     kind: str
     params: tuple[Column, ...] = field(default_factory=tuple)
     doc: str = ""
+    # The name the source gave it where the type's differs (line protocol's measurement
+    # `cpu.load` stored as the type `cpu_load`); InfluxQL answers by it.
+    key: str = ""
 
     def __post_init__(self) -> None:
         check_ident(self.name, "event type")
@@ -107,14 +110,18 @@ class EventType:
         return [p.to_json() for p in self.params]
 
     def with_params(self, extra: list[Column]) -> EventType:
-        return EventType(self.name, self.kind, self.params + tuple(extra), self.doc)
+        return EventType(self.name, self.kind, self.params + tuple(extra), self.doc, self.key)
 
     def to_json(self) -> dict:
-        return {"name": self.name, "kind": self.kind, "params": self.params_json(), "doc": self.doc}
+        d = {"name": self.name, "kind": self.kind, "params": self.params_json(), "doc": self.doc}
+        if self.key:
+            d["key"] = self.key
+        return d
 
     @classmethod
     def from_json(cls, d: dict) -> EventType:
-        return cls(d["name"], d["kind"], tuple(Column.from_json(p) for p in d.get("params", ())), d.get("doc", ""))
+        params = tuple(Column.from_json(p) for p in d.get("params", ()))
+        return cls(d["name"], d["kind"], params, d.get("doc", ""), d.get("key", ""))
 
 
 def param_type_of(t: pa.DataType) -> str | None:

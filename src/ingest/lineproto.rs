@@ -186,6 +186,23 @@ pub fn ident(raw: &str, reserved: bool) -> Cow<'_, str> {
     Cow::Owned(s)
 }
 
+/// `base`, or `base_2`, `base_3` ... (cut to [`MAX_IDENT`]): the first that is not `taken`.
+fn free_name(base: &str, taken: impl Fn(&str) -> bool) -> String {
+    if !taken(base) {
+        return base.to_string();
+    }
+    (2u32..)
+        .map(|n| {
+            let suffix = format!("_{n}");
+            // (ident's output is ASCII: any byte is a char boundary)
+            let mut name = base[..base.len().min(MAX_IDENT - suffix.len())].to_string();
+            name.push_str(&suffix);
+            name
+        })
+        .find(|name| !taken(name))
+        .expect("a free name")
+}
+
 /// The field columns of one measurement, in stored order.
 ///
 /// A field key that is not a column name of its own ([`ident`] changes it: `a.b`, `ts`, or a
@@ -236,20 +253,7 @@ impl MeasurementSchema {
     /// The name a new column for field `key` takes: [`ident`] of the key, with `_2`, `_3` ...
     /// while that name is taken.
     pub fn free_name(&self, key: &str) -> String {
-        let base = ident(key, true).into_owned();
-        if !self.index.contains_key(&base) {
-            return base;
-        }
-        (2u32..)
-            .map(|n| {
-                let suffix = format!("_{n}");
-                // (ident's output is ASCII: any byte is a char boundary)
-                let mut name = base[..base.len().min(MAX_IDENT - suffix.len())].to_string();
-                name.push_str(&suffix);
-                name
-            })
-            .find(|name| !self.index.contains_key(name))
-            .expect("a free name")
+        free_name(&ident(key, true), |n| self.index.contains_key(n))
     }
 
     /// A new column for field `key`, of type `t`.
@@ -279,9 +283,17 @@ impl MeasurementSchema {
 }
 
 /// The measurements (event types) of one format and their field columns.
+///
+/// As with field keys, a measurement name that is not an event type name of its own
+/// (`cpu.load`, or `cpu_load` after `cpu.load` took that name) gets a type of its own, named
+/// by [`Schemas::free_name`] and remembered in `keys`.
 #[derive(Debug, Default)]
 pub struct Schemas {
     map: FxMap<String, MeasurementSchema>,
+    /// Event type → its measurement name, where that is not the type's name.
+    keys: FxMap<String, String>,
+    /// Measurement name → event type, for the names in `keys`.
+    keyed: FxMap<String, String>,
 }
 
 impl Schemas {
@@ -319,6 +331,44 @@ impl Schemas {
             }
         }
         Ok(())
+    }
+
+    /// [`Schemas::declare`] of an event type whose measurement name is `key`.
+    pub fn declare_keyed(
+        &mut self,
+        measurement: &str,
+        key: &str,
+        columns: &[(String, FieldType)],
+        keys: &FxMap<String, String>,
+    ) -> Result<(), String> {
+        self.set_key(measurement, key);
+        self.declare(measurement, columns, keys)
+    }
+
+    fn set_key(&mut self, measurement: &str, key: &str) {
+        if measurement != key {
+            self.keys.insert(measurement.to_string(), key.to_string());
+            self.keyed.insert(key.to_string(), measurement.to_string());
+        }
+    }
+
+    /// The event type of measurement name `key` (unescaped), if known.
+    pub fn type_of(&self, key: &str) -> Option<&str> {
+        if let Some(t) = self.keyed.get(key) {
+            return Some(t);
+        }
+        self.map.get_key_value(key).filter(|_| !self.keys.contains_key(key)).map(|(k, _)| k.as_str())
+    }
+
+    /// The measurement name of event type `measurement`, where it is not the type's name.
+    pub fn key_of(&self, measurement: &str) -> Option<&str> {
+        self.keys.get(measurement).map(String::as_str)
+    }
+
+    /// The name a new event type for measurement `key` takes: [`ident`] of it, with `_2`,
+    /// `_3` ... while taken.
+    pub fn free_name(&self, key: &str) -> String {
+        free_name(&ident(key, false), |n| self.map.contains_key(n))
     }
 
     /// The columns of `measurement`, if known.
@@ -838,7 +888,11 @@ fn decode_line<'a>(
     let mut schemas = lock(schemas);
     let mut producers = lock(producers);
     let meas_raw = unescape(&text[..meas_end], b",  \\");
-    let meas = ident(&meas_raw, false);
+    let meas: Cow<'_, str> = match schemas.type_of(&meas_raw) {
+        Some(t) => Cow::Owned(t.to_string()),
+        None if meas_raw.is_empty() => Cow::Borrowed(""),
+        None => Cow::Owned(schemas.free_name(&meas_raw)),
+    };
     if meas.is_empty() {
         return Err("missing measurement name".into());
     }
@@ -919,6 +973,9 @@ fn decode_line<'a>(
     };
 
     // Accepted: record.
+    if !schemas.map.contains_key(meas.as_ref()) {
+        schemas.set_key(&meas, &meas_raw);
+    }
     let schema = schemas.map.entry(meas.to_string()).or_default();
     let bi = match st.by_name.get(meas.as_ref()) {
         Some(&bi) => bi,

@@ -62,14 +62,16 @@ impl PySchemas {
         Self { inner: Mutex::new(Schemas::new()), converted: Mutex::new(Vec::new()) }
     }
 
-    /// Declare (or widen) `measurement` with `[(column, type)]` known to the store, and
-    /// `{column: field key}` of the columns whose field key is not their name.
-    #[pyo3(signature = (measurement, columns, keys=None))]
+    /// Declare (or widen) `measurement` with `[(column, type)]` known to the store,
+    /// `{column: field key}` of the columns whose field key is not their name, and the
+    /// measurement name `key` where it is not `measurement`.
+    #[pyo3(signature = (measurement, columns, keys=None, key=None))]
     fn declare(
         &self,
         measurement: &str,
         columns: Vec<(String, String)>,
         keys: Option<HashMap<String, String>>,
+        key: Option<&str>,
     ) -> PyResult<()> {
         let mut cols = Vec::with_capacity(columns.len());
         for (name, t) in columns {
@@ -78,7 +80,17 @@ impl PySchemas {
             cols.push((name, ft));
         }
         let keys = keys.unwrap_or_default().into_iter().collect();
-        lock(&self.inner).declare(measurement, &cols, &keys).map_err(PyValueError::new_err)
+        let mut schemas = lock(&self.inner);
+        match key {
+            Some(key) => schemas.declare_keyed(measurement, key, &cols, &keys),
+            None => schemas.declare(measurement, &cols, &keys),
+        }
+        .map_err(PyValueError::new_err)
+    }
+
+    /// The measurement name of event type `measurement` where it is not the type's name.
+    fn measurement_key(&self, measurement: &str) -> Option<String> {
+        lock(&self.inner).key_of(measurement).map(str::to_string)
     }
 
     /// `[(column, type)]` of `measurement` in stored order, or None.

@@ -1008,8 +1008,12 @@ class Executor:
         ]
 
     # -- measurements, fields, tags
+    def _measurement_types(self, db: str) -> dict[str, str]:
+        """Measurement name -> its event type (`cpu.load` is stored as the type `cpu_load`)."""
+        return {et.key or name: name for name, et in self.store.event_types(db).items()}
+
     def _measurements(self, db: str, sources: list[Source]) -> list[str]:
-        names = sorted(self.store.event_types(db))
+        names = sorted(self._measurement_types(db))
         if sources:
             names = [m for m in names if any(s.matches(m) for s in sources)]
         return names
@@ -1029,11 +1033,11 @@ class Executor:
             return got
         from ..store.query import qident, qstr
 
-        types = sorted(self.store.event_types(db))
+        types = sorted(self._measurement_types(db).items())
         pairs: list[tuple[str, int]] = []
         if types:
             sql = "\nUNION ALL\n".join(
-                f"SELECT DISTINCT {qstr(m)} AS m, producer FROM {qident(db)}.{qident(m)}" for m in types
+                f"SELECT DISTINCT {qstr(m)} AS m, producer FROM {qident(db)}.{qident(t)}" for m, t in types
             )
             t = self.store.sql(sql)
             pairs = list(zip(t.column("m").to_pylist(), t.column("producer").to_pylist()))
@@ -1101,10 +1105,11 @@ class Executor:
     def _show_field_keys(self, st: Statement, messages) -> list[dict] | None:
         db = self._sources_db(st)
         types = self.store.event_types(db)
+        type_of = self._measurement_types(db)
         out = []
         for m in self._measurements(db, st.sources):
             keys = sorted(
-                [k, FIELD_TYPES.get(c.type, c.type)] for k, c in field_keys(types[m]).items()
+                [k, FIELD_TYPES.get(c.type, c.type)] for k, c in field_keys(types[type_of[m]]).items()
             )  # by name, as InfluxDB lists them
             keys = self._page(keys, st)
             if keys:
@@ -1191,19 +1196,20 @@ class Executor:
                 types = self.store.event_types(db)
             except NotFound:
                 raise StatementError(f"database not found: {db}") from None
-            names = sorted(n for n in types if m.matches(n))
+            measured = sorted((et.key or n, n) for n, et in types.items())
+            names = [(k, n) for k, n in measured if m.matches(k)]
             if not names:
                 return []
             keys = self.store.tag_keys(db)
             kept = self.store.last_row_types(db)  # (store/lastrows.py: lastpoint reads them)
             out = []
-            for name in names:
+            for key, name in names:
                 et = types[name]
                 fields = {k: (c.name, c.type) for k, c in field_keys(et).items()}
                 tags = {k: col for k, col in tag_column_names(et, keys).items() if k != "time"}
                 last = f"{qident(db)}.{qident(name + '_last')}" if name in kept else None
                 out.append(
-                    Source(name, f"{qident(db)}.{qident(name)}", fields, tags, tiebreak=("producer", "seq"), last=last)
+                    Source(key, f"{qident(db)}.{qident(name)}", fields, tags, tiebreak=("producer", "seq"), last=last)
                 )
             return out
 

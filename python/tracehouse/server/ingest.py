@@ -88,7 +88,7 @@ class _TypeState:
         """Tell the decoder about a stored type (string/int/float/bool params only)."""
         cols = [(p.name, p.type) for p in et.params]
         try:
-            self.schemas.declare(et.name, cols, {p.name: p.key for p in et.params if p.key})
+            self.schemas.declare(et.name, cols, {p.name: p.key for p in et.params if p.key}, et.key or None)
         except ValueError as e:  # cannot happen for a type the catalog widened consistently
             log.warning("event type %s: %s", et.name, e)
         self.columns[et.name] = max(self.columns.get(et.name, 0), len(cols))
@@ -322,6 +322,7 @@ class Ingestor:
                 LP_KIND,
                 tuple(Column(c, t, "", "line-protocol field", key=keys.get(c, "")) for c, t in cols),
                 doc="line-protocol measurement",
+                key=fst.schemas.measurement_key(name) or "",
             )
             stored = self.store.add_event_type(st.name, et)
             fst.columns[name] = len(stored.params)

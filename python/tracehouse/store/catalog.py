@@ -55,8 +55,9 @@ CREATE TABLE IF NOT EXISTS event_types(
     format TEXT NOT NULL REFERENCES formats(name),
     name TEXT NOT NULL,
     kind TEXT NOT NULL CHECK (kind IN ('instant','span','begin','end','counter','link')),
-    params TEXT NOT NULL,            -- JSON list of {name, type, unit, doc}
+    params TEXT NOT NULL,            -- JSON list of {name, type, unit, doc[, key]}
     doc TEXT NOT NULL DEFAULT '',
+    key TEXT NOT NULL DEFAULT '',    -- the source's name of the type where it differs (schema.EventType)
     UNIQUE(format, name)
 );
 CREATE TABLE IF NOT EXISTS traces(
@@ -79,8 +80,9 @@ CREATE TABLE IF NOT EXISTS trace_event_types(
     trace_id INTEGER NOT NULL REFERENCES traces(id) ON DELETE CASCADE,
     name TEXT NOT NULL,
     kind TEXT NOT NULL CHECK (kind IN ('instant','span','begin','end','counter','link')),
-    params TEXT NOT NULL,            -- JSON list of {name, type, unit, doc}
+    params TEXT NOT NULL,            -- JSON list of {name, type, unit, doc[, key]}
     doc TEXT NOT NULL DEFAULT '',
+    key TEXT NOT NULL DEFAULT '',    -- the source's name of the type where it differs (schema.EventType)
     UNIQUE(trace_id, name)
 );
 CREATE TABLE IF NOT EXISTS trace_metadata(
@@ -227,6 +229,11 @@ def catalog_damaged(path: Path, e: sqlite3.Error) -> StoreDamaged | None:
 RESERVED_TYPE_NAMES = ("events",)
 
 
+def _event_type(row) -> EventType:
+    """An event type from its row: (name, kind, params, doc, key)."""
+    return EventType(row[0], row[1], tuple(Column.from_json(p) for p in json.loads(row[2])), row[3], row[4])
+
+
 def _check_new_name(db, table: str, key: str, value, et: EventType, owner: str) -> None:
     """A new event type's name is not reserved and does not differ only in case from one its
     owner has (SQL names are case-insensitive: `cpu`, `CPU` and `Cpu` would be one view, two of
@@ -353,6 +360,7 @@ class Catalog:
         else:
             con = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False, timeout=30)
         self.db = _Db(con, self.path)
+        self._type_key_columns: dict[str, str] = {}  # (see _type_key)
         try:
             self._open(readonly)
         except BaseException:
@@ -371,6 +379,8 @@ class Catalog:
                 ("traces", "incomplete", "TEXT"),
                 ("segments", "damaged", "TEXT"),
                 ("results", "checksum", "INTEGER"),
+                ("event_types", "key", "TEXT NOT NULL DEFAULT ''"),
+                ("trace_event_types", "key", "TEXT NOT NULL DEFAULT ''"),
             ):
                 if col not in self._columns(table):
                     try:
@@ -484,9 +494,18 @@ class Catalog:
 
     def _types(self, table: str, key: str, value) -> dict[str, EventType]:
         rows = self.db.execute(
-            f"SELECT name, kind, params, doc FROM {table} WHERE {key} = ? ORDER BY id", (value,)
+            f"SELECT name, kind, params, doc, {self._type_key(table)} FROM {table} WHERE {key} = ? ORDER BY id",
+            (value,),
         ).fetchall()
-        return {r[0]: EventType(r[0], r[1], tuple(Column.from_json(p) for p in json.loads(r[2])), r[3]) for r in rows}
+        return {r[0]: _event_type(r) for r in rows}
+
+    def _type_key(self, table: str) -> str:
+        """The `key` column of an event type table, or '' in a store made before it that a
+        read-only open could not widen."""
+        known = self._type_key_columns.get(table)
+        if known is None:
+            known = self._type_key_columns[table] = "key" if "key" in self._columns(table) else "''"
+        return known
 
     def put_event_type(self, fmt: str, et: EventType, trace: TraceInfo | None = None) -> EventType:
         """Register `et` under `fmt` (or, for a `trace` that owns its types, under that trace),
@@ -501,16 +520,16 @@ class Catalog:
             table, key, value, owner = "event_types", "format", fmt, f"format {fmt!r}"
         with self.transaction() as db:
             row = db.execute(
-                f"SELECT kind, params, doc FROM {table} WHERE {key} = ? AND name = ?", (value, et.name)
+                f"SELECT name, kind, params, doc, key FROM {table} WHERE {key} = ? AND name = ?", (value, et.name)
             ).fetchone()
             if row is None:
                 _check_new_name(db, table, key, value, et, owner)
                 db.execute(
-                    f"INSERT INTO {table}({key}, name, kind, params, doc) VALUES (?, ?, ?, ?, ?)",
-                    (value, et.name, et.kind, json.dumps(et.params_json()), et.doc),
+                    f"INSERT INTO {table}({key}, name, kind, params, doc, key) VALUES (?, ?, ?, ?, ?, ?)",
+                    (value, et.name, et.kind, json.dumps(et.params_json()), et.doc, et.key),
                 )
                 return et
-            stored = EventType(et.name, row[0], tuple(Column.from_json(p) for p in json.loads(row[1])), row[2])
+            stored = _event_type(row)
             if stored.kind != et.kind:
                 raise BadInput(f"event type {et.name} of {owner} is stored with kind {stored.kind!r}, not {et.kind!r}")
             have = {p.name: p for p in stored.params}

@@ -188,7 +188,7 @@ def _restore(root: Path, cat: Catalog, q: Quarantine, tid: int, old: dict, names
             _merge_type(types, _inferred(n, schema.names, schema))
     for n, et in list(types.items()):
         if et.kind == "instant" and any(n == s["event_type"] and "dur" in s["columns"] for s in segs["live"]):
-            types[n] = EventType(n, "span", et.params, et.doc)
+            types[n] = EventType(n, "span", et.params, et.doc, et.key)
     mark = old["traces"][tid].state_reason if tid in old["traces"] else None
     if out["quarantined"]:
         lost.append(f"{len(out['quarantined'])} damaged segment(s) moved to quarantine/")

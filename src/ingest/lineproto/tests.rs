@@ -240,6 +240,24 @@ fn declared_keys_map_back_to_their_columns() {
 }
 
 #[test]
+fn measurement_names_made_the_same_identifier_keep_types_of_their_own() {
+    let (d, s, _) = run("cpu.load v=1 1\ncpu_load v=2 2\ncpu-load v=3 3\ncpu.load v=4 4\n");
+    assert_eq!(d.body.errors, vec![]);
+    let mut got: Vec<(&str, usize)> = d.batches.iter().map(|(n, b)| (n.as_str(), b.num_rows())).collect();
+    got.sort_unstable();
+    assert_eq!(got, [("cpu_load", 2), ("cpu_load_2", 1), ("cpu_load_3", 1)]);
+    assert_eq!(s.type_of("cpu.load"), Some("cpu_load"));
+    assert_eq!(s.type_of("cpu_load"), Some("cpu_load_2"));
+    assert_eq!(s.key_of("cpu_load"), Some("cpu.load"));
+    assert_eq!(s.key_of("cpu_load_3"), Some("cpu-load"));
+    let mut declared = Schemas::new();
+    declared.declare_keyed("cpu_load", "cpu.load", &[("v".into(), FieldType::Float)], &Default::default()).unwrap();
+    assert_eq!(declared.type_of("cpu.load"), Some("cpu_load"));
+    assert_eq!(declared.type_of("cpu_load"), None);
+    assert_eq!(declared.free_name("cpu_load"), "cpu_load_2");
+}
+
+#[test]
 fn floats_and_bools() {
     let (d, _, _) = run("m a=1,b=-1.5e3,c=.5,d=+2.,e=TRUE,f=False,g=1E-2\n");
     assert_eq!(d.body.errors, vec![]);
