@@ -138,16 +138,26 @@ def test_store_traces_that_own_their_types_and_a_store_made_before_them(tmp_path
         assert rows == [{"format": "fmt", "name": "ev", "trace": None}, {"format": "fmt", "name": "ev", "trace": "own"}]
         s.rm("own")
         assert s.sql("SELECT count(*) FROM th.event_types").column(0)[0].as_py() == 1
-    # A catalog as earlier versions wrote it: no own_types column, no trace_event_types table.
+    # A catalog as earlier versions wrote it: no own_types column, no trace_event_types table,
+    # no key of an event type.
     db = sqlite3.connect(tmp_path / "s" / "catalog.sqlite")
-    db.executescript("DROP TABLE trace_event_types; ALTER TABLE traces DROP COLUMN own_types;")
+    db.executescript(
+        "DROP TABLE trace_event_types; ALTER TABLE traces DROP COLUMN own_types; ALTER TABLE event_types DROP COLUMN key;"
+    )
     db.close()
     with tracehouse.open(tmp_path / "s", readonly=True) as ro:  # read-only: cannot migrate, still reads
         assert [t.name for t in ro.traces()] == ["shared1", "shared2"]
         assert ro.sql("SELECT count(*) FROM th.event_types").column(0)[0].as_py() == 1
+        assert ro.event_types("shared1")["ev"].key == ""
     with tracehouse.open(tmp_path / "s") as s:  # the first writable open adds what is missing
         s.create_trace("own2", "fmt", own_types=True)
         assert s.event_types("own2") == {} and set(s.event_types("shared2")) == {"ev"}
+        s.add_event_type(
+            "own2", EventType("cpu_load", "instant", (Column("v", "float64", "", "", key="v.1"),), key="cpu.load")
+        )
+    with tracehouse.open(tmp_path / "s", readonly=True) as ro:
+        et = ro.event_types("own2")["cpu_load"]
+        assert (et.key, et.params[0].key) == ("cpu.load", "v.1")
 
 
 def test_refused_tcp_lines_are_logged_rate_limited_and_counted_in_the_load_report(tmp_path):
