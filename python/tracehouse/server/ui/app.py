@@ -54,7 +54,6 @@ from __future__ import annotations
 import hmac
 import json
 import logging
-import math
 import tempfile
 from collections.abc import Callable
 from importlib import resources
@@ -72,6 +71,7 @@ from starlette.routing import Route
 from ...analysis.profiles import infer_span_config
 from ...analysis.registry import Window
 from ...errors import BadInput, NotFound, TracehouseError
+from ..queries import json_bytes
 from . import console, debugview, views, waterfall
 from .prepare import Jobs, Pending, Preparer
 
@@ -142,22 +142,8 @@ class UiState:
 # -- plumbing -------------------------------------------------------------------------------------
 
 
-def _clean(x: Any) -> Any:
-    """JSON has no NaN or infinity: null instead."""
-    if isinstance(x, float):
-        return None if math.isnan(x) or math.isinf(x) else x
-    if isinstance(x, dict):
-        return {k: _clean(v) for k, v in x.items()}
-    if isinstance(x, (list, tuple)):
-        return [_clean(v) for v in x]
-    return x
-
-
 def json_response(doc: Any, status: int = 200) -> Response:
-    try:
-        body = json.dumps(doc, default=str, allow_nan=False, separators=(",", ":"))
-    except ValueError:
-        body = json.dumps(_clean(doc), default=str, allow_nan=False, separators=(",", ":"))
+    body = json_bytes(doc, separators=(",", ":"))  # (strict JSON: NaN and infinities are null)
     return Response(body, status, media_type="application/json", headers={"cache-control": "no-store"})
 
 
