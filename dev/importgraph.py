@@ -47,6 +47,7 @@ LAYERS: list[tuple[str, tuple[str, ...]]] = [
             "tracehouse.arrays",
             "tracehouse.child_processes",
             "tracehouse.errors",
+            "tracehouse.jsonvalues",
             "tracehouse.lazy",
             "tracehouse.schema",
             "tracehouse.util",

@@ -313,3 +313,22 @@ def test_bad_sql_is_exit_2(tmp_path, capsys):
     run_json(capsys, store, "init")
     code, _, err = run(capsys, store, "query", "SELEC nonsense")
     assert code == 2 and "SQL error" in err
+
+
+def test_query_json_is_strict_and_exact(tmp_path, capsys):
+    store = tmp_path / "s"
+    run(capsys, store, "init")
+    code, out, _ = run(
+        capsys,
+        store,
+        "query",
+        "SELECT sum(x) AS s, 'nan'::DOUBLE AS a, 'ab'::BLOB AS b FROM (VALUES (9223372036854775807), (10)) t(x)",
+        "--json",
+    )
+    assert code == 0
+
+    def refuse(name):
+        raise ValueError(name)
+
+    # (the sum was printed as a string, NaN as a bare NaN, the blob as "b'ab'")
+    assert json.loads(out, parse_constant=refuse) == [{"s": 9223372036854775817, "a": None, "b": "YWI="}]

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from helpers.server import Server
-from tracehouse.server.queryproc import json_bytes, json_column
+from tracehouse.jsonvalues import json_bytes, json_column
 
 
 def strict(body: bytes):

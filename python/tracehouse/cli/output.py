@@ -11,7 +11,6 @@ from __future__ import annotations
 import csv as csvmod
 import datetime as dt
 import io
-import json
 import sys
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
@@ -83,7 +82,10 @@ def open_store(args, *, write: bool = False, **options) -> Store:
 
 
 def emit_json(data: Any) -> None:
-    sys.stdout.write(json.dumps(data, indent=2, default=str) + "\n")
+    """`data` as strict JSON (jsonvalues.py: a NaN or an infinity is null)."""
+    from ..jsonvalues import json_bytes
+
+    sys.stdout.write(json_bytes(data, indent=2).decode() + "\n")
 
 
 def human_bytes(n: int | None) -> str:
@@ -138,6 +140,12 @@ def arrow_table_render(
     import pyarrow as pa
 
     numeric = [pa.types.is_integer(f.type) or pa.types.is_floating(f.type) for f in t.schema]
+    if fmt == "json":  # exact and strict (jsonvalues.py): HUGEINT sums as numbers, blobs as base64
+        from ..jsonvalues import json_column
+
+        cols = [json_column(c) for c in t.columns]
+        emit_json([dict(zip(t.column_names, r)) for r in zip(*cols)])
+        return
     rows = t.slice(0, limit).to_pylist() if limit and fmt == "table" else t.to_pylist()
     rows_render(t.column_names, numeric, rows, t.num_rows, fmt, limit, more)
 

@@ -26,23 +26,20 @@ as Arrow, went from 1.8-1.9 s to 0.55-0.9 s served to one client at load 3-4.
 
 from __future__ import annotations
 
-import base64
 import contextlib
 import json
-import math
 import os
 import shutil
 import signal
 import time
 from multiprocessing import reduction
 from pathlib import Path
-from typing import Any
 
 import duckdb
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ..errors import BadInput, TracehouseError
+from ..jsonvalues import json_bytes, json_column
 from ..store import Store
 from ..store.query import arrow_reader, error_line, error_text
 from .config import ServerConfig
@@ -368,47 +365,3 @@ class _Spill:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
-
-
-def json_bytes(doc: Any, separators: tuple[str, str] | None = None) -> bytes:
-    """`doc` as strict JSON (RFC 8259: no NaN or Infinity, which JSON.parse and Go refuse: a
-    float that is not finite is null). default=str: dates, times and intervals become strings."""
-    try:
-        return json.dumps(doc, default=str, allow_nan=False, separators=separators).encode()
-    except ValueError:  # a NaN or an infinity somewhere (an answer's float columns are done already)
-        return json.dumps(_finite(doc), default=str, allow_nan=False, separators=separators).encode()
-
-
-def _finite(v: Any) -> Any:
-    if isinstance(v, float):
-        return v if math.isfinite(v) else None
-    if isinstance(v, (list, tuple)):
-        return [_finite(x) for x in v]
-    if isinstance(v, dict):
-        return {k: _finite(x) for k, x in v.items()}
-    return v
-
-
-def json_column(c) -> list:
-    """A column of an answer as JSON-ready Python values, exact where JSON can be:
-    - integer decimals (DuckDB's sum() of integers is HUGEINT) are JSON numbers, beyond int64 too
-      (a cast to double turned sum(x) = 2^63 + 9 into 9.223372036854776e+18);
-    - other decimals are numbers up to 15 digits (a double prints them back exactly), strings
-      beyond;
-    - floats that are not finite are null;
-    - binary values are base64 strings (not Python's `b'...'`)."""
-    t = c.type
-    if pa.types.is_decimal(t):
-        if t.scale == 0:
-            try:
-                return c.cast(pa.int64()).to_pylist()
-            except pa.ArrowInvalid:  # beyond int64: Python's ints print exactly
-                return [None if v is None else int(v) for v in c.to_pylist()]
-        if t.precision <= 15:  # (through text: Arrow's decimal-to-double cast made 0.0017 0.0017000000000000001)
-            return c.cast(pa.string()).cast(pa.float64()).to_pylist()
-        return c.cast(pa.string()).to_pylist()
-    if pa.types.is_floating(t):
-        return pc.if_else(pc.is_finite(c), c, None).to_pylist()
-    if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
-        return [None if v is None else base64.b64encode(v).decode() for v in c.to_pylist()]
-    return c.to_pylist()
