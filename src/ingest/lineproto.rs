@@ -365,10 +365,15 @@ impl Schemas {
         self.keys.get(measurement).map(String::as_str)
     }
 
-    /// The name a new event type for measurement `key` takes: [`ident`] of it, with `_2`,
-    /// `_3` ... while taken.
+    /// The name a new event type for measurement `key` takes: [`ident`] of it (with a `_`
+    /// after `events`, in any case: the name of a trace's view of every type), with `_2`, `_3`
+    /// ... while taken.
     pub fn free_name(&self, key: &str) -> String {
-        free_name(&ident(key, false), |n| self.map.contains_key(n))
+        let mut base = ident(key, false).into_owned();
+        if base.eq_ignore_ascii_case("events") {
+            base.push('_');
+        }
+        free_name(&base, |n| self.map.contains_key(n))
     }
 
     /// The columns of `measurement`, if known.

@@ -22,7 +22,8 @@ LINES = (
     "m a_b=6,a.b=7,ts=8 1700000002\n"
     "cpu.load,host=a v=1 1700000000\n"
     "cpu_load,host=b v=2 1700000001\n"
-    "cpu-load w=3i 1700000002"
+    "cpu-load w=3i 1700000002\n"
+    "events,host=c v=4 1700000003"
 )
 
 
@@ -104,7 +105,16 @@ def test_the_mapping_survives_a_restart(tmp_path):
 
 
 def test_measurements_made_the_same_identifier_keep_types_of_their_own(served):
-    assert influxql(served, "SHOW MEASUREMENTS")[0]["values"] == [["cpu-load"], ["cpu.load"], ["cpu_load"], ["m"]]
+    assert influxql(served, "SHOW MEASUREMENTS")[0]["values"] == [
+        ["cpu-load"],
+        ["cpu.load"],
+        ["cpu_load"],
+        ["events"],
+        ["m"],
+    ]
+    # `events` is the name of a trace's view of every type: the measurement is the type `events_`
+    assert influxql(served, "SELECT host, v FROM events")[0]["values"][0][1:] == ["c", 4.0]
+    assert served.sql('SELECT v FROM "names".events_') == [[4.0]]
     for name, want in (("cpu.load", [["a", 1.0]]), ("cpu_load", [["b", 2.0]])):
         series = influxql(served, f'SELECT host, v FROM "{name}"')
         assert [(s["name"], [v[1:] for v in s["values"]]) for s in series] == [(name, want)]

@@ -255,6 +255,7 @@ fn measurement_names_made_the_same_identifier_keep_types_of_their_own() {
     assert_eq!(declared.type_of("cpu.load"), Some("cpu_load"));
     assert_eq!(declared.type_of("cpu_load"), None);
     assert_eq!(declared.free_name("cpu_load"), "cpu_load_2");
+    assert_eq!(declared.free_name("Events"), "Events_"); // (a trace's view of every type is `events`)
 }
 
 #[test]
