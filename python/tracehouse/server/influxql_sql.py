@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..store.query import qident, qstr
@@ -61,8 +61,9 @@ class QueryError(Exception):
 MIN_TIME = -(2**63) + 2  # InfluxDB's influxql.MinTime
 MAX_BUCKETS = 1_000_000  # windows of one query (InfluxDB: max-select-buckets, unlimited by default)
 # An answer of at most this many rows is formatted a value at a time in Python (`_times`,
-# `_pylist`): Arrow's kernels cost ~10-60 µs a call whatever the length, and a 61-row answer
-# (TSBS single-groupby-1-1-1) spent ~0.35 ms in the column-at-a-time formatting against ~0.1 ms.
+# `_pylist`): Arrow's kernels cost ~10-60 µs a call whatever the length. TSBS single-groupby-1-1-1's
+# 61 rows, `answer_series` alone (median of 1,000 each, interleaved, load 7.9): 0.17-0.18 ms column
+# at a time, 0.10 ms value at a time (`format_time` by timedelta + isoformat).
 SMALL_ANSWER_ROWS = 256
 TOP_N_ROWS = 1_000  # LIMIT + OFFSET per series up to this: arg_max/arg_min keep them (`Translator._paged`)
 SELECTORS = ("min", "max", "first", "last", "percentile")
@@ -126,10 +127,13 @@ def parse_time(text: str) -> int:
     return secs * 10**9 + int((frac or "0").ljust(9, "0"))
 
 
+_EPOCH = datetime(1970, 1, 1)
+
+
 def format_time(ns: int) -> str:
     """`ns` as Go's RFC3339Nano prints it (InfluxDB's default): trailing fraction zeros dropped."""
     secs, frac = divmod(ns, 10**9)
-    s = datetime.fromtimestamp(secs, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    s = (_EPOCH + timedelta(seconds=secs)).isoformat()  # (2.3 µs; fromtimestamp + strftime 5.2)
     if frac:
         s += "." + f"{frac:09d}".rstrip("0")
     return s + "Z"
