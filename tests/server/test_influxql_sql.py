@@ -382,10 +382,16 @@ def _reference_series(plan, table, epoch):
     ),
     epoch=st.sampled_from([None, "ns", "u", "ms", "s", "m", "h"]),
     tagged=st.booleans(),
+    small=st.booleans(),
 )
-def test_answer_series_equals_the_row_at_a_time_reference(rows, epoch, tagged):
+def test_answer_series_equals_the_row_at_a_time_reference(rows, epoch, tagged, small):
+    """Both ways of formatting: a value at a time (answers of up to SMALL_ANSWER_ROWS rows) and a
+    column at a time (larger ones; the threshold set to 0 here)."""
+    from unittest import mock
+
     import pyarrow as pa
 
+    from tracehouse.server import influxql_sql
     from tracehouse.server.influxql_sql import Plan, answer_series
 
     cols = {"time": pa.array([r[1] for r in rows], pa.int64())}
@@ -395,5 +401,6 @@ def test_answer_series_equals_the_row_at_a_time_reference(rows, epoch, tagged):
     cols["v1"] = pa.array([r[3] for r in rows], pa.int64())
     table = pa.table(cols)
     plan = Plan("", "m", ["host"] if tagged else [], ["f", "n"])
-    got = answer_series(plan, table, epoch)
+    with mock.patch.object(influxql_sql, "SMALL_ANSWER_ROWS", 10**6 if small else 0):
+        got = answer_series(plan, table, epoch)
     assert json.loads(json.dumps(got)) == json.loads(json.dumps(_reference_series(plan, table, epoch)))

@@ -142,3 +142,35 @@ def test_issue32_kept_transactions_on_many_threads_see_the_same_rows(store):
         t.join()
     assert not errors
     assert len(got) == 80 and all(g == want for g in got)
+
+
+def test_issue32_a_semicolon_inside_a_string_or_a_comment_ends_no_statement(store):
+    """A plain query keeps its read's transaction for the thread's next one; a `;` inside a '...'
+    string, a "..." name or a comment does not make it a script (InfluxQL's translations carry
+    one in an error message). A real second statement, an E'...' string and dollar quoting are
+    not plain: each answers as DuckDB does, its transaction rolled back."""
+    eng = store.query_engine
+    n = store.sql(f"SELECT count(*) FROM {qos.TRACE}.{qos.EVENT_TYPE}").column(0)[0].as_py()
+    plain = [
+        f"SELECT count(*) AS \"a;b\", 'x; y' AS s FROM {qos.TRACE}.{qos.EVENT_TYPE}",
+        f"SELECT count(*), 'x; y' FROM {qos.TRACE}.{qos.EVENT_TYPE} -- c; d\n;",
+        f"/* a; b */ SELECT count(*), 'x; y' /* c; 'd */ FROM {qos.TRACE}.{qos.EVENT_TYPE}",
+        f"SELECT count(*), 'it''s; x' FROM {qos.TRACE}.{qos.EVENT_TYPE}",
+    ]
+    for q in plain:
+        got = _read(store, q)
+        assert got[0][0] == n and got[0][1] in ("x; y", "it's; x"), q
+        assert eng._local.txn is not None, q  # kept: the query was taken as one statement
+    for q, want in [
+        ("SELECT 1; SELECT 2", [(2,)]),
+        ("SELECT E'\\';'", [("';",)]),
+        ("SELECT $$a;b$$", [("a;b",)]),
+        ("SELECT 1 /* ; unclosed", None),
+    ]:
+        if want is None:
+            with pytest.raises(duckdb.Error), store.read_connection(q, keep_open=True):
+                eng.snapshot_relation().fetchall()
+        else:
+            assert _read(store, q) == want, q
+        assert eng._local.txn is None, q  # not plain: rolled back at its end
+    assert _read(store, plain[0])[0][0] == n

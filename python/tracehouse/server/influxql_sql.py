@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from ..store.query import qident, qstr
@@ -60,6 +60,11 @@ class QueryError(Exception):
 
 MIN_TIME = -(2**63) + 2  # InfluxDB's influxql.MinTime
 MAX_BUCKETS = 1_000_000  # windows of one query (InfluxDB: max-select-buckets, unlimited by default)
+# An answer of at most this many rows is formatted a value at a time in Python (`_times`,
+# `_pylist`): Arrow's kernels cost ~10-60 µs a call whatever the length. TSBS single-groupby-1-1-1's
+# 61 rows, `answer_series` alone (median of 1,000 each, interleaved, load 7.9): 0.17-0.18 ms column
+# at a time, 0.10 ms value at a time (`format_time` by timedelta + isoformat).
+SMALL_ANSWER_ROWS = 256
 TOP_N_ROWS = 1_000  # LIMIT + OFFSET per series up to this: arg_max/arg_min keep them (`Translator._paged`)
 SELECTORS = ("min", "max", "first", "last", "percentile")
 MULTI_ROW = ("top", "bottom", "distinct")
@@ -122,10 +127,13 @@ def parse_time(text: str) -> int:
     return secs * 10**9 + int((frac or "0").ljust(9, "0"))
 
 
+_EPOCH = datetime(1970, 1, 1)
+
+
 def format_time(ns: int) -> str:
     """`ns` as Go's RFC3339Nano prints it (InfluxDB's default): trailing fraction zeros dropped."""
     secs, frac = divmod(ns, 10**9)
-    s = datetime.fromtimestamp(secs, UTC).strftime("%Y-%m-%dT%H:%M:%S")
+    s = (_EPOCH + timedelta(seconds=secs)).isoformat()  # (2.3 µs; fromtimestamp + strftime 5.2)
     if frac:
         s += "." + f"{frac:09d}".rstrip("0")
     return s + "Z"
@@ -1060,6 +1068,9 @@ def _pylist(col) -> list:
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    if len(col) <= SMALL_ANSWER_ROWS:
+        values = col.to_pylist()
+        return [None if v != v else v for v in values] if pa.types.is_floating(col.type) else values
     if pa.types.is_floating(col.type) and col.null_count < len(col):
         col = pc.if_else(pc.is_nan(col), pa.scalar(None, col.type), col)
     return col.to_pylist()
@@ -1072,6 +1083,11 @@ def _times(col, epoch: str | None) -> list:
     import pyarrow as pa
     import pyarrow.compute as pc
 
+    if len(col) <= SMALL_ANSWER_ROWS:
+        if epoch:
+            div = EPOCH_DIVISORS[epoch]
+            return [None if t is None else t // div for t in col.to_pylist()]
+        return [None if t is None else format_time(t) for t in col.to_pylist()]
     col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     valid = None if col.null_count == 0 else pc.is_valid(col).to_numpy(zero_copy_only=False)
     ns = col.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64, copy=False)

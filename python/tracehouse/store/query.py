@@ -1026,9 +1026,18 @@ def _unquote(ident: str) -> str:
 
 
 # A statement `snapshot` binds under its lock: SELECT, WITH or FROM first (after comments and
-# parentheses), one statement (no `;` but a last one). Possessive quantifiers: with `[^;]*` a long run
-# of spaces before a `;` backtracked quadratically (200,000 spaces: 472 s).
-_PLAIN_QUERY = re.compile(r"(?:\s|--[^\n]*\n|/\*.*?\*/|\()*+(?:select|with|from)\b[^;]*+;?\s*+\Z", re.I | re.S)
+# parentheses), one statement (no `;` but a last one). Read token by token, left to right: a `;`
+# inside a '...' string, a "..." name or a comment is no statement's end (InfluxQL's translations
+# carry one in an error message: every GROUP BY time() query was taken for a script, rolled its
+# kept transaction back and was bound three times); an E'...' string (its backslash escapes a
+# quote), a `$` (dollar quoting) or an unclosed comment or string ends the reading: not plain.
+# Possessive quantifiers, and each failed alternative scans at most once to the end: with
+# `[^;]*` a long run of spaces before a `;` backtracked quadratically (200,000 spaces: 472 s).
+_PLAIN_QUERY = re.compile(
+    r"(?:\s|--[^\n]*\n|/\*.*?\*/|\()*+(?:select|with|from)\b"
+    r"(?:[^;'\"$eE/-]|'[^']*+'|\"[^\"]*+\"|--[^\n]*+|/\*.*?\*/|/(?!\*)|-(?!-)|[eE](?!'))*+;?\s*+\Z",
+    re.I | re.S,
+)
 
 
 def _mentions_th(lowered: str, view: str = "") -> bool:
