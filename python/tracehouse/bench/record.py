@@ -202,8 +202,6 @@ def run(
     """Runs the benchmark (see the module doc); returns its results as JSON-able data."""
     import tracehouse
 
-    from ..record.record import record
-
     names = programs or list(PROGRAMS)
     bad = [n for n in names if n not in PROGRAMS]
     if bad:
@@ -230,10 +228,10 @@ def run(
         try:
             biggest = None
             for name in names:
-                row, rep, argv, env = _program(store, record, progs, name, repeat, quick, reference, log)
+                row, argv, env = _program(base / "recordings", progs, name, repeat, quick, reference, log)
                 out["programs"].append(row)
-                if biggest is None or rep.events > biggest[1]:
-                    biggest = (argv, rep.events, env)
+                if biggest is None or row["events"] > biggest[1]:
+                    biggest = (argv, row["events"], env)
             if biggest is not None and ingest_passes > 0:
                 log("store ingest")
                 out["ingest"] = ingest(store, base, biggest[0], biggest[2], ingest_passes, log)
@@ -245,18 +243,18 @@ def run(
     return out
 
 
-def _program(store, record, progs: Path, name: str, repeat: int, quick: bool, reference: bool, log):
-    """One program's row: the untraced, recorded and pure-Python runs interleaved `repeat` times
-    (the pure-Python one once when it took over REFERENCE_ONCE_S), medians of each."""
+def _program(store_path: Path, progs: Path, name: str, repeat: int, quick: bool, reference: bool, log):
+    """One program's row: the untraced, recorded, pure-Python and plain runs interleaved `repeat`
+    times (the pure-Python one once when it took over REFERENCE_ONCE_S), medians of each."""
     file, args, loops = PROGRAMS[name]
     if quick:
         args, loops = QUICK.get(name, args), max(1, loops // 10)
     argv = [sys.executable, str(progs / file), *args]
     env = _env(loops)
-    plain_runs, rec_runs, ref_runs, ref_plain, rep = [], [], [], [], None
+    plain_runs, rec_runs, ref_runs, ref_plain, py_runs, ref_py, rep = [], [], [], [], [], [], None
     order = random.Random(f"{name} {repeat}")  # shuffled, and the same in every run of the bench
     for k in range(repeat):
-        ways = ["untraced", "recorded"]
+        ways = ["untraced", "recorded", "python"]
         if reference and (not ref_runs or ref_runs[0]["s"] < REFERENCE_ONCE_S):
             ways.append("pure-Python recorder")
         order.shuffle(ways)
@@ -264,18 +262,18 @@ def _program(store, record, progs: Path, name: str, repeat: int, quick: bool, re
         for way in ways:
             if way == "untraced":
                 plain_runs.append(_harness("--none", argv[1:], env, progs))
-            elif way == "recorded":
-                os.environ["PYPERF_LOOPS"] = str(loops)
+            elif way == "python":
                 t0 = time.perf_counter()
-                rep = record(store, argv, f"{name}-{k}", stdout=subprocess.DEVNULL)
-                wall = time.perf_counter() - t0
-                rec_runs.append({"wall": wall, "s": rep.program_seconds, "cpu": rep.program_cpu_seconds})
-                if rep.exit_status != 0:
-                    raise RuntimeError(f"{name} exited with {rep.exit_status} under the recorder")
+                subprocess.run(argv, env=env, cwd=progs, check=True, stdout=subprocess.DEVNULL)
+                py_runs.append({"wall": time.perf_counter() - t0})
+            elif way == "recorded":
+                rep, wall = _cli_record(store_path, argv, env, progs, f"{name}-{k}")
+                rec_runs.append({"wall": wall, "s": rep["program_seconds"], "cpu": rep["program_cpu_seconds"]})
             else:
                 ref_runs.append(_harness("--events", argv[1:], env, progs))
         if len(ref_plain) < len(ref_runs):
             ref_plain.append(plain_runs[-1])
+            ref_py.append(py_runs[-1])
     plain, plain_cpu, recorded, recorded_cpu = (
         _med(plain_runs, "s"),
         _med(plain_runs, "cpu"),
@@ -292,17 +290,18 @@ def _program(store, record, progs: Path, name: str, repeat: int, quick: bool, re
         "untraced_cpu_s": round(plain_cpu, 3),
         "recorded_cpu_s": round(recorded_cpu, 3),
         "cpu_overhead": round(recorded_cpu / plain_cpu, 2),
-        "untraced_wall_s": round(_med(plain_runs, "wall"), 3),
+        "untraced_wall_s": round(_med(py_runs, "wall"), 3),
         "recorded_wall_s": round(_med(rec_runs, "wall"), 3),
-        "wall_overhead": round(_med(rec_runs, "wall") / _med(plain_runs, "wall"), 2),
-        "events": rep.events,
-        "by_type": rep.by_type,
-        "events_per_s": round(rep.events / recorded),
-        "stream_bytes": rep.bytes,
-        "threads": len(rep.threads),
+        "wall_overhead": round(_med(rec_runs, "wall") / _med(py_runs, "wall"), 2),
+        "events": rep["events"],
+        "by_type": rep["by_type"],
+        "events_per_s": round(rep["events"] / recorded),
+        "stream_bytes": rep["stream_bytes"],
+        "threads": len(rep["threads"]),
     }
     row["added_s"] = added(rec_runs, plain_runs, "s")
     row["added_cpu_s"] = added(rec_runs, plain_runs, "cpu")
+    row["added_wall_s"] = added(rec_runs, py_runs, "wall")
     if ref_runs:
         ref_s, ref_cpu = _med(ref_runs, "s"), _med(ref_runs, "cpu")
         # Overhead is the time a recorder adds; the gain compares what each adds, round by round.
@@ -321,8 +320,35 @@ def _program(store, record, progs: Path, name: str, repeat: int, quick: bool, re
             gain_interval=[g["low"], g["high"]],
             cpu_gain=cg["gain"],
             cpu_gain_interval=[cg["low"], cg["high"]],
+            reference_added_wall_s=added(ref_runs, ref_py, "wall"),
         )
-    return row, rep, argv, env
+    return row, argv, env
+
+
+def _cli() -> list[str]:
+    """The `tracehouse` command of this interpreter's environment (its console script, else -m)."""
+    script = Path(sys.executable).parent / "tracehouse"
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "tracehouse.cli"]
+
+
+def _cli_record(store_path: Path, argv: list[str], env: dict, cwd: Path, name: str) -> tuple[dict, float]:
+    """`tracehouse --store S record --json -- python PROGRAM` as a user runs it, in a process of its
+    own (its start-up, the store's opening, the storing, its exit): its report and wall s."""
+    t0 = time.perf_counter()
+    p = subprocess.run(
+        [*_cli(), "--store", str(store_path), "record", "--name", name, "--json", "--", *argv],
+        env=env,
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,  # the program's own stdout (--json puts it there)
+    )
+    wall = time.perf_counter() - t0
+    rep = json.loads(p.stdout) if p.stdout.strip() else {}
+    if p.returncode != 0 or rep.get("exit_status") != 0:
+        raise RuntimeError(
+            f"{name}: `tracehouse record` exited with {p.returncode} (program: {rep.get('exit_status')})"
+        )
+    return rep, wall
 
 
 def capture(argv: list[str], env: dict, path: Path) -> None:
@@ -533,6 +559,23 @@ def render(r: dict) -> str:
     for p, el, cpu in cols:
         cells = [*el, *[""] * (3 - len(el)), *cpu, *[""] * (3 - len(cpu))]
         lines.append(f"{p['program']:<16}" + "".join(f"{c:>{w}}" for c, w in zip(cells, width, strict=True)))
+    lines += [
+        "",
+        "what the user waits, wall s from process start to exit: `python PROGRAM` against `tracehouse record -- "
+        "python PROGRAM` (its start-up, the store's opening, the storing until durable, its exit) and the "
+        "pure-Python recorder's harness; added ms per run [95 % interval]",
+        "",
+    ]
+    head = f"{'program':<16}{'python s':>10}{'record s':>10}{'record adds':>24}{'pure-Py adds':>24}"
+    lines += [head, "-" * len(head)]
+    for p in r["programs"]:
+        if "added_wall_s" not in p:
+            continue
+        ref = _added(p["reference_added_wall_s"]) if "reference_added_wall_s" in p else ""
+        lines.append(
+            f"{p['program']:<16}{p['untraced_wall_s']:>10.3f}{p['recorded_wall_s']:>10.3f}"
+            f"{_added(p['added_wall_s']):>24}{ref:>24}"
+        )
     lines.append("")
     lines += verdicts(r)
     ing = r.get("ingest")

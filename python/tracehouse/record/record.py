@@ -228,35 +228,26 @@ def _pump(store: Store, name: str, reader, rep: RecordReport, progress) -> None:
             store.append(name, type_name, batch)
             if type_name in pyfmt.RECORDED:
                 n += batch.num_rows
-        if chunk["threads"]:
-            store.add_producers(
-                name,
-                [
-                    {
-                        "id": t["producer"],
-                        "parent": 0,
-                        "kind": "thread",
-                        "name": t["name"],
-                        "attrs": {"ident": t["ident"]},
-                    }
-                    for t in chunk["threads"]
-                ],
-            )
-            rep.threads += [t["name"] for t in chunk["threads"]]
+        # The process (from the hello frame) and the threads a chunk names: one catalog write.
+        producers = []
         if chunk["hello"]:
             rep.hello = json.loads(chunk["hello"])
-            store.add_producers(
-                name,
-                [
-                    {
-                        "id": 0,
-                        "parent": None,
-                        "kind": "process",
-                        "name": Path(str((rep.hello.get("argv") or ["python"])[0])).name,
-                        "attrs": {"pid": rep.hello.get("pid"), "python": rep.hello.get("python")},
-                    }
-                ],
+            producers.append(
+                {
+                    "id": 0,
+                    "parent": None,
+                    "kind": "process",
+                    "name": Path(str((rep.hello.get("argv") or ["python"])[0])).name,
+                    "attrs": {"pid": rep.hello.get("pid"), "python": rep.hello.get("python")},
+                }
             )
+        producers += [
+            {"id": t["producer"], "parent": 0, "kind": "thread", "name": t["name"], "attrs": {"ident": t["ident"]}}
+            for t in chunk["threads"]
+        ]
+        if producers:
+            store.add_producers(name, producers)
+        rep.threads += [t["name"] for t in chunk["threads"]]
         if chunk["end"]:
             rep.end = json.loads(chunk["end"])
             rep.complete = True
