@@ -204,6 +204,9 @@ def record(
         signal.signal(signal.SIGINT, lambda s, f: setattr(rep, "interrupted", True))
         with store.bulk(name):
             _pump(store, name, reader, rep, progress)
+        # The last checkpoint's encoding starts now, beside the wait for the program's exit and
+        # the metadata write; complete_import then waits for it.
+        store.checkpoint_soon(name)
         rep.exit_status = _exit_status(proc.wait())
     except BaseException as e:
         if proc.poll() is None:
