@@ -31,8 +31,8 @@ ends. So a table of its own gives the wall time of each process from its start t
 `python prog.py` against `tracehouse record -- python prog.py` and against the pure-Python
 recorder's harness (which stores nothing), the added ms per round with the interval as above.
 For regex_effbot (18,201 events: nothing reaches the store before the program's end) that wall
-adds 400-500 ms at load 4 where the program's own elapsed time adds 5-30 ms: the start-up and
-the storing, not the tracer. Inside the program's own time the recording waits for nothing: its
+adds 0.28 s at load 2.5-4.8 (0.57 s at load 18) where the program's own elapsed time adds
+5-30 ms: the start-up and the storing, not the tracer. Inside the program's own time the recording waits for nothing: its
 main thread never sleeps there (schedstat: elapsed = on CPU + waiting for a CPU, to 1.5 ms), the
 storing process uses 2.6 ms of CPU per window, as much as beside an untraced run (perf sched,
 21 rounds, load 4.7), and what elapsed time adds beyond CPU time is waiting for a core the
