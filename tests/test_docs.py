@@ -185,6 +185,8 @@ def test_every_flag_the_docs_name_after_a_command_exists():
     assert "tracehouse compact" in spans
     for span in spans:
         words = span.replace("[", " ").replace("]", " ").replace("|", " ").split()[1:]
+        # After `--` come the program's own arguments (`tracehouse record -- python prog.py`).
+        words = words[: words.index("--")] if "--" in words else words
         p, rest = _parser_of(words)
         assert p.prog != "tracehouse" or not words or words[0].startswith("-"), f"unknown command in `{span}`"
         known = _flags(p)

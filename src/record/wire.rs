@@ -407,8 +407,13 @@ impl<R: Read> WireReader<R> {
             rows_seen += rows;
             self.decode(at, tag, rows, &mut chunk)?;
             if chunk.end.is_some() {
-                // Nothing may follow the end frame: the stream is complete.
+                // Nothing may follow the end frame: the stream is complete. The read ends here,
+                // not at the input's end: the traced process closes its end of the pipe only
+                // when it exits, and its interpreter's teardown (10-30 ms) would otherwise come
+                // before the storing of the recording's last chunk instead of beside it.
                 self.done = true;
+                chunk.eof = true;
+                break;
             }
         }
         self.take_pending(&mut chunk);
@@ -674,6 +679,31 @@ mod tests {
         assert_eq!(seq(&c.batches[0].1), vec![0, 1, 2]);
         assert_eq!(seq(code), vec![3]);
         assert_eq!(seq(&c.batches[2].1), vec![4]);
+        assert!(r.read(10).unwrap().eof);
+    }
+
+    /// An input that fails every read past its bytes (a pipe whose writer has not closed it).
+    struct Open<'a>(&'a [u8]);
+
+    impl Read for Open<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            if self.0.is_empty() {
+                return Err(io::Error::other("read past the end frame"));
+            }
+            let n = buf.len().min(self.0.len());
+            buf[..n].copy_from_slice(&self.0[..n]);
+            self.0 = &self.0[n..];
+            Ok(n)
+        }
+    }
+
+    #[test]
+    fn the_end_frame_ends_the_stream_without_waiting_for_the_input_to_close() {
+        let bytes = sample();
+        let mut r = WireReader::new(Open(&bytes));
+        let c = r.read(1 << 20).unwrap();
+        assert!(c.eof && c.end.is_some());
+        assert_eq!(c.events(), 3);
         assert!(r.read(10).unwrap().eof);
     }
 

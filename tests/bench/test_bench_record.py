@@ -61,8 +61,12 @@ def test_bench_record_quick_run_measures_all_three_ways(tmp_path):
     assert len(ing["pass_events_per_s"]) == 2 and ing["segments"] >= 5 and ing["compact_s"] >= 0
     assert len(p["added_s"]) == len(p["added_cpu_s"]) == len(p["reference_added_cpu_s"]) == 3
     assert p["gain_interval"] == [None, None], "one round: no interval"
+    # What the user waits: `tracehouse record` as a command of its own, from its start to its
+    # exit, holds the program's own time and more (start-up, storing), against `python PROGRAM`.
+    assert p["recorded_wall_s"] > p["recorded_s"] and p["untraced_wall_s"] > 0
+    assert len(p["added_wall_s"]) == len(p["reference_added_wall_s"]) == 3 and p["added_wall_s"][0] > 0
     text = bench_record.render(r)
-    assert "json_loads" in text and "CPU time" in text
+    assert "json_loads" in text and "CPU time" in text and "what the user waits" in text
     for line in bench_record.verdicts(r):
         assert line in text
     assert not list(tmp_path.iterdir()), "the work directory is removed"

@@ -57,7 +57,7 @@ ACTIONS = {
 }
 # sys.monitoring tool id (the debugger's is 0, coverage's 1, profilers' 2; 4 is free for others).
 TOOL = 4
-USAGE = "python -m tracehouse.record --child FD [--include PKG] [--exclude PKG] -- PROGRAM [ARG ...]"
+USAGE = "python -m tracehouse.record --child FD [--go FD] [--include PKG] [--exclude PKG] -- PROGRAM [ARG ...]"
 
 
 def opcode_actions() -> bytes:
@@ -187,15 +187,17 @@ def rules(include=(), exclude=()) -> list[tuple[str, bool]]:
     return out
 
 
-def parse(argv: list[str]) -> tuple[int, list[str], list[str], int, list[str]]:
-    fd, include, exclude, flush_rows = -1, [], [], 32768
+def parse(argv: list[str]) -> tuple[int, list[str], list[str], int, list[str], int]:
+    fd, include, exclude, flush_rows, go = -1, [], [], 32768, -1
     i = 0
     while i < len(argv) and argv[i] != "--":
         a = argv[i]
-        if a in ("--child", "--include", "--exclude", "--flush-rows") and i + 1 < len(argv):
+        if a in ("--child", "--include", "--exclude", "--flush-rows", "--go") and i + 1 < len(argv):
             v = argv[i + 1]
             if a == "--child":
                 fd = int(v)
+            elif a == "--go":
+                go = int(v)
             elif a == "--include":
                 include.append(v)
             elif a == "--exclude":
@@ -208,7 +210,7 @@ def parse(argv: list[str]) -> tuple[int, list[str], list[str], int, list[str]]:
     program = argv[i + 1 :]
     if fd < 0 or not program:
         raise SystemExit(f"usage: {USAGE}")
-    return fd, include, exclude, flush_rows, program
+    return fd, include, exclude, flush_rows, program, go
 
 
 def to_json(v) -> str:
@@ -366,8 +368,17 @@ def _join_threads() -> None:
             t.join()
 
 
+def _wait_go(go: int) -> bool:
+    """Blocks until the storing process has created the trace (a byte on `go`); False when it
+    closed `go` without one (it could not: the program must not run)."""
+    try:
+        return os.read(go, 1) == b"1"
+    finally:
+        os.close(go)
+
+
 def main(argv: list[str]) -> int:
-    fd, include, exclude, flush_rows, program = parse(argv)
+    fd, include, exclude, flush_rows, program, go = parse(argv)
     os.set_inheritable(fd, False)  # the program's own children never write to the stream
 
     def forget_after_fork():
@@ -381,6 +392,8 @@ def main(argv: list[str]) -> int:
 
     os.register_at_fork(after_in_child=forget_after_fork)
     preload()
+    if go >= 0 and not _wait_go(go):
+        return 1
     mode = _start(fd, include, exclude, flush_rows, program)
     status, error = 0, None
     import time

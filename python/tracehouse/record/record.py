@@ -107,9 +107,13 @@ def python_command(cmd: list[str]) -> list[str]:
     raise BadInput(f"{cmd[0]!r} is not a Python program", expected="python prog.py [ARG ...] (or prog.py, -m MODULE)")
 
 
-def child_argv(cmd: list[str], fd: int, include=(), exclude=(), flush_rows: int | None = None) -> list[str]:
+def child_argv(
+    cmd: list[str], fd: int, include=(), exclude=(), flush_rows: int | None = None, go: int | None = None
+) -> list[str]:
     py = python_command(cmd)
     argv = [py[0], "-m", "tracehouse.record", "--child", str(fd)]
+    if go is not None:
+        argv += ["--go", str(go)]
     for p in include:
         argv += ["--include", p]
     for p in exclude:
@@ -150,40 +154,62 @@ def record(
     Ctrl-C goes to the program (it ends as Python ends on KeyboardInterrupt); what was recorded
     until then is kept. `stdout`: a descriptor for the program's stdout instead of ours."""
     py = python_command(cmd)
-    name = name or default_name(py, {t.name for t in store.traces()})
     read_fd, write_fd = os.pipe()
-    argv = child_argv(cmd, write_fd, include, exclude, flush_rows)
+    go_r, go_w = os.pipe()
+    argv = child_argv(cmd, write_fd, include, exclude, flush_rows, go=go_r)
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join([PACKAGE_ROOT, *filter(None, [env.get("PYTHONPATH")])])
-    store.create_trace(
-        name,
-        pyfmt.FORMAT,
-        description=description or f"recording of {' '.join(cmd)}",
-        metadata={"command": " ".join(cmd), "recorder": "tracehouse record"},
-        event_types=pyfmt.EVENT_TYPES,
-        producers=pyfmt.producers(Path(py[1] if len(py) > 1 else py[0]).name, 0),
-        format_description=pyfmt.DESCRIPTION,
-        importing=True,
-    )
+    t0 = time.perf_counter()
+    # The traced process starts its interpreter while the trace is created here; it runs the
+    # program only on the byte sent once the trace exists (the end of `go` without it: it exits
+    # without running anything).
+    try:
+        proc = subprocess.Popen(argv, pass_fds=(write_fd, go_r), env=env, stdout=stdout)
+    except BaseException:
+        for fd in (read_fd, go_w):
+            os.close(fd)
+        raise
+    finally:
+        os.close(write_fd)
+        os.close(go_r)
+    try:
+        name = name or default_name(py, {t.name for t in store.traces()})
+        store.create_trace(
+            name,
+            pyfmt.FORMAT,
+            description=description or f"recording of {' '.join(cmd)}",
+            metadata={"command": " ".join(cmd), "recorder": "tracehouse record"},
+            event_types=pyfmt.EVENT_TYPES,
+            producers=pyfmt.producers(Path(py[1] if len(py) > 1 else py[0]).name, 0),
+            format_description=pyfmt.DESCRIPTION,
+            importing=True,
+        )
+        try:
+            os.write(go_w, b"1")
+        except BrokenPipeError:
+            pass  # it ended before the start (an interpreter that cannot run the recorder): said below
+    except BaseException:
+        os.close(read_fd)
+        os.close(go_w)
+        proc.wait()
+        raise
+    os.close(go_w)
     from .. import _core
 
-    t0 = time.perf_counter()
-    proc = None
     rep = RecordReport(name, list(cmd), None, 0.0)
     old_int = signal.getsignal(signal.SIGINT)
     try:
-        try:
-            proc = subprocess.Popen(argv, pass_fds=(write_fd,), env=env, stdout=stdout)
-        finally:
-            os.close(write_fd)
         reader = _core.RecordReader(read_fd)
         # The program gets Ctrl-C and ends on it; we keep storing what it still sends.
         signal.signal(signal.SIGINT, lambda s, f: setattr(rep, "interrupted", True))
         with store.bulk(name):
             _pump(store, name, reader, rep, progress)
+        # The last checkpoint's encoding starts now, beside the wait for the program's exit and
+        # the metadata write; complete_import then waits for it.
+        store.checkpoint_soon(name)
         rep.exit_status = _exit_status(proc.wait())
     except BaseException as e:
-        if proc is not None and proc.poll() is None:
+        if proc.poll() is None:
             proc.kill()
             proc.wait()
         store.rollback_import(name, e)  # raises
@@ -228,35 +254,26 @@ def _pump(store: Store, name: str, reader, rep: RecordReport, progress) -> None:
             store.append(name, type_name, batch)
             if type_name in pyfmt.RECORDED:
                 n += batch.num_rows
-        if chunk["threads"]:
-            store.add_producers(
-                name,
-                [
-                    {
-                        "id": t["producer"],
-                        "parent": 0,
-                        "kind": "thread",
-                        "name": t["name"],
-                        "attrs": {"ident": t["ident"]},
-                    }
-                    for t in chunk["threads"]
-                ],
-            )
-            rep.threads += [t["name"] for t in chunk["threads"]]
+        # The process (from the hello frame) and the threads a chunk names: one catalog write.
+        producers = []
         if chunk["hello"]:
             rep.hello = json.loads(chunk["hello"])
-            store.add_producers(
-                name,
-                [
-                    {
-                        "id": 0,
-                        "parent": None,
-                        "kind": "process",
-                        "name": Path(str((rep.hello.get("argv") or ["python"])[0])).name,
-                        "attrs": {"pid": rep.hello.get("pid"), "python": rep.hello.get("python")},
-                    }
-                ],
+            producers.append(
+                {
+                    "id": 0,
+                    "parent": None,
+                    "kind": "process",
+                    "name": Path(str((rep.hello.get("argv") or ["python"])[0])).name,
+                    "attrs": {"pid": rep.hello.get("pid"), "python": rep.hello.get("python")},
+                }
             )
+        producers += [
+            {"id": t["producer"], "parent": 0, "kind": "thread", "name": t["name"], "attrs": {"ident": t["ident"]}}
+            for t in chunk["threads"]
+        ]
+        if producers:
+            store.add_producers(name, producers)
+        rep.threads += [t["name"] for t in chunk["threads"]]
         if chunk["end"]:
             rep.end = json.loads(chunk["end"])
             rep.complete = True

@@ -479,6 +479,10 @@ class Catalog:
     # -- formats and event types -------------------------------------------------
 
     def ensure_format(self, name: str, description: str = "") -> None:
+        # Known: no write transaction (each commits with an fsync and bumps the version readers
+        # refresh their views on).
+        if self.db.execute("SELECT 1 FROM formats WHERE name = ?", (name,)).fetchone():
+            return
         with self.transaction() as db:
             db.execute("INSERT OR IGNORE INTO formats(name, description) VALUES (?, ?)", (name, description))
 
