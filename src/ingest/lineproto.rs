@@ -251,9 +251,10 @@ impl MeasurementSchema {
     }
 
     /// The name a new column for field `key` takes: [`ident`] of the key, with `_2`, `_3` ...
-    /// while that name is taken.
+    /// while that name is taken in any case (SQL names ignore case: `Usage` beside `usage` read
+    /// back as `usage`'s values).
     pub fn free_name(&self, key: &str) -> String {
-        free_name(&ident(key, true), |n| self.index.contains_key(n))
+        free_name(&ident(key, true), |n| self.index.keys().any(|k| k.eq_ignore_ascii_case(n)))
     }
 
     /// A new column for field `key`, of type `t`.
@@ -367,13 +368,13 @@ impl Schemas {
 
     /// The name a new event type for measurement `key` takes: [`ident`] of it (with a `_`
     /// after `events`, in any case: the name of a trace's view of every type), with `_2`, `_3`
-    /// ... while taken.
+    /// ... while taken in any case (SQL names ignore case: `CPU` beside `cpu` was refused).
     pub fn free_name(&self, key: &str) -> String {
         let mut base = ident(key, false).into_owned();
         if base.eq_ignore_ascii_case("events") {
             base.push('_');
         }
-        free_name(&base, |n| self.map.contains_key(n))
+        free_name(&base, |n| self.map.keys().any(|k| k.eq_ignore_ascii_case(n)))
     }
 
     /// The columns of `measurement`, if known.

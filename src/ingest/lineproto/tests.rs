@@ -256,6 +256,8 @@ fn measurement_names_made_the_same_identifier_keep_types_of_their_own() {
     assert_eq!(declared.type_of("cpu_load"), None);
     assert_eq!(declared.free_name("cpu_load"), "cpu_load_2");
     assert_eq!(declared.free_name("Events"), "Events_"); // (a trace's view of every type is `events`)
+    assert_eq!(declared.free_name("CPU_LOAD"), "CPU_LOAD_2"); // (SQL names ignore case)
+    assert_eq!(declared.get("cpu_load").unwrap().free_name("V"), "V_2");
 }
 
 #[test]

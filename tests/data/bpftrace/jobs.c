@@ -25,5 +25,9 @@ int main(void) {
     pthread_t t[4];
     for (long i = 0; i < 4; i++) pthread_create(&t[i], NULL, worker, (void *)i);
     for (int i = 0; i < 4; i++) pthread_join(t[i], NULL);
+    /* bpftrace -c stops when this process exits: on a loaded machine the last job_end could
+       still be in its buffers then (docs/formats/bpftrace.md). */
+    struct timespec pause = {0, 100000000L};
+    nanosleep(&pause, NULL);
     return 0;
 }
