@@ -16,18 +16,19 @@ format (lightweight compression, zone maps per column segment) several times fas
 Parquet pages. Measured on seed 003's read set (2,032,000 rows x 62 columns, producer order;
 best of 5, in-process, load 8-11): Q2.1 (`ul_delay < 1`, a full scan for 556 rows) 591 ms from
 Parquet, 35 ms from the cache, 39 ms from DuckDB's own file loaded as the seed's schema 1;
-Q1.2 41 -> 6.3 ms (DuckDB file 5.6); Q5.7 476 -> 125 ms (86); the cache costs 342 MB beside
-308 MB of segments, and 10 s to build. Its columns are then stored plain or run-length
-(`DISABLED_COMPRESSION`, below): a filter on a result column keeps rows spread over every vector
+Q1.2 41 -> 6.3 ms (DuckDB file 5.6); Q5.7 476 -> 125 ms (86), with the columns compressed as
+DuckDB chooses (342 MB beside 308 MB of segments; 10 s to build). The cache stores them plain or
+run-length instead (`DISABLED_COMPRESSION`, below): a filter on a result column keeps rows spread over every vector
 (`ul_dupl < 1`: one row of each 1,000-row run), and DuckDB decodes each touched vector of every
 read column when it is ALP or bit-packed, but fetches only the kept rows when it is plain. The
 embedded client against DuckDB's own file with the seed's best schema, interleaved in one process
-(7 rounds, medians, load 4.1-4.9): the old cache was as fast as the best schema in 11 of the 36
-cases, the plain one in 32 (Q3.1 85 -> 24 ms against schema 3's 38, Q2.1 120 -> 51 ms against
-schema 2's 120); the file is 810 MB. The four it does not reach return 278,000 rows: Q3.4 and
-Q3.12 fetch 51 columns where schema 3's table has 32 (the time goes into materializing the answer:
-a count of the same rows costs 8 ms of the 90), and Q2.4 and Q3.8 tie with schema 2 within the
-machine's noise.
+(two runs of 7 rounds, medians, load 4-16): the old cache was as fast as the best schema in 9 and
+8 of the 36 cases, the plain one in 32 and 29 (Q3.1 80 -> 34 ms against schema 3's 45, Q2.1
+87 -> 45 ms against schema 2's 75); the file is 810 MB. Q3.4 and Q3.12 (278,000 rows) stay
+behind in both runs (0.69-0.82): they fetch 51 columns where schema 3's table has 32, and the time
+goes into materializing the answer (a count of the same rows costs 8 ms of the 90). The other
+large answers (Q2.4, Q3.16, Q4.5: 250,000-278,000 rows of 64 columns) tie with schema 1 and 2
+within the machine's noise (0.81-1.10 from one run to the other).
 """
 
 from __future__ import annotations
