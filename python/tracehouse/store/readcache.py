@@ -16,8 +16,19 @@ format (lightweight compression, zone maps per column segment) several times fas
 Parquet pages. Measured on seed 003's read set (2,032,000 rows x 62 columns, producer order;
 best of 5, in-process, load 8-11): Q2.1 (`ul_delay < 1`, a full scan for 556 rows) 591 ms from
 Parquet, 35 ms from the cache, 39 ms from DuckDB's own file loaded as the seed's schema 1;
-Q1.2 41 -> 6.3 ms (DuckDB file 5.6); Q5.7 476 -> 125 ms (86); the cache costs 342 MB beside
-308 MB of segments, and 10 s to build.
+Q1.2 41 -> 6.3 ms (DuckDB file 5.6); Q5.7 476 -> 125 ms (86), with the columns compressed as
+DuckDB chooses (342 MB beside 308 MB of segments; 10 s to build). The cache stores them plain or
+run-length instead (`DISABLED_COMPRESSION`, below): a filter on a result column keeps rows spread over every vector
+(`ul_dupl < 1`: one row of each 1,000-row run), and DuckDB decodes each touched vector of every
+read column when it is ALP or bit-packed, but fetches only the kept rows when it is plain. The
+embedded client against DuckDB's own file with the seed's best schema, interleaved in one process
+(two runs of 7 rounds, medians, load 4-16): the old cache was as fast as the best schema in 9 and
+8 of the 36 cases, the plain one in 32 and 29 (Q3.1 80 -> 34 ms against schema 3's 45, Q2.1
+87 -> 45 ms against schema 2's 75); the file is 810 MB. Q3.4 and Q3.12 (278,000 rows) stay
+behind in both runs (0.69-0.82): they fetch 51 columns where schema 3's table has 32, and the time
+goes into materializing the answer (a count of the same rows costs 8 ms of the 90). The other
+large answers (Q2.4, Q3.16, Q4.5: 250,000-278,000 rows of 64 columns) tie with schema 1 and 2
+within the machine's noise (0.81-1.10 from one run to the other).
 """
 
 from __future__ import annotations
@@ -40,6 +51,19 @@ log = logging.getLogger("tracehouse.store")
 CACHE_META = "read_cache"  # trace metadata: "duckdb" keeps a read cache of the trace
 BUILT_META = "read_cache_file"  # trace metadata: the current cache file (set when built: views follow)
 MANIFEST = "current.json"
+# The cache's columns are stored plain (numbers) or run-length/constant (the tag columns, constant
+# per series): DuckDB's ALP (doubles) and bit-packing (integers) are left out. A filter that keeps a
+# few rows of each vector (seed 003's `ul_dupl < 1`: one row of each 1,000-row run) makes DuckDB
+# decode every vector it touches of every column the query reads when it is ALP or bit-packed, and
+# fetch only the kept rows when it is plain. Measured on seed 003's QoS set (2,032,000 rows x 64
+# columns), the same table stored both ways, interleaved in one process, median wall / CPU ms of 9
+# rounds (load 4.8-5.2): Q2.1 (556 rows) 121/59 -> 52/23, Q3.1 (556 rows of 51 columns) 99/54 ->
+# 42/22 (DuckDB's own file, schema 3's 32-column table: 58/30), Q4.4 76/58 -> 46/29, Q5.5
+# 127/61 -> 63/32, Q3.4 (278,000 rows) 193/95 -> 130/67, Q1.4 (600,000 rows) 132/127 -> 109/109.
+# The file grows 342 MB -> 810 MB beside 308 MB of Parquet segments. Plain integers too but RLE
+# kept (the tag columns) measured the same as everything plain (938 MB), and plain doubles with
+# bit-packed integers (514 MB) 5-25% slower.
+DISABLED_COMPRESSION = "alp,alprd,bitpacking"
 
 
 def wanted(metadata: dict) -> bool:
@@ -84,6 +108,7 @@ def build(root: Path, info, types: dict, segments: list, producers: list[dict]) 
     con = duckdb.connect(str(tmp))
     try:
         con.execute("SET preserve_insertion_order = true")
+        con.execute(f"SET disabled_compression_methods = {qstr(DISABLED_COMPRESSION)}")
         if keys:
             con.register("_tags", tag_table(producers, info.metadata, keys))
         for i, (tname, segs) in enumerate(sorted(by_type.items())):
