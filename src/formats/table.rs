@@ -206,6 +206,11 @@ impl Table {
         self.index.get(name).copied()
     }
 
+    /// Whether the table has a column named `name` in any case (SQL names ignore case).
+    pub fn has_col_in_any_case(&self, name: &str) -> bool {
+        self.cols.iter().any(|c| c.name.eq_ignore_ascii_case(name))
+    }
+
     /// Type of column `i`.
     pub fn col_type(&self, i: usize) -> PType {
         self.cols[i].ptype

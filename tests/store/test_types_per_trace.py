@@ -19,6 +19,7 @@ from helpers import child_env
 from helpers.paths import ROOT
 from helpers.server import Server
 from tracehouse import Column, EventType
+from tracehouse.errors import BadInput
 
 HTTP_API = ROOT / "docs" / "http-api.md"
 
@@ -231,3 +232,26 @@ def test_load_generator_tcp_names_its_bucket_and_token(tmp_path, acks):
         assert got == rep["rows_sent"]
     finally:
         assert s.stop() == 0
+
+
+def test_parameters_that_differ_only_in_case_are_refused_whole(tmp_path):
+    # A view of `a_b` and `A_B` read `a_b`'s values under both names (DuckDB binds Parquet
+    # columns ignoring case): refused, as a new type and as a widening, and nothing is stored.
+    both = EventType("ev", "instant", (Column("a_b", "int64", "", ""), Column("A_B", "int64", "", "")))
+    with tracehouse.open(tmp_path / "s") as s:
+        with pytest.raises(BadInput, match="'A_B' of ev .*differs only in case from 'a_b'"):
+            s.create_trace("t", "fmt", event_types=[both])
+        assert s.traces() == []
+        s.create_trace("t", "fmt", own_types=True, event_types=[EventType("ev", "instant", both.params[:1])])
+        with pytest.raises(BadInput, match="differs only in case"):
+            s.add_event_type("t", EventType("ev", "instant", (Column("A_b", "float64", "", ""),)))
+        assert [p.name for p in s.event_types("t")["ev"].params] == ["a_b"]
+
+
+def test_a_csv_header_of_names_sql_cannot_tell_apart_is_refused_naming_the_file(tmp_path, capsys):
+    from tracehouse.cli import main
+
+    csv = tmp_path / "names.csv"
+    csv.write_text("ts,a_b,A_B\n1,20,30\n")
+    assert main(["--store", str(tmp_path / "s"), "import", "csv", str(csv), "--name", "c"]) == 2
+    assert f"{csv}: column 'A_B'" in capsys.readouterr().err

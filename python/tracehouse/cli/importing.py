@@ -93,6 +93,13 @@ def cmd_import(args) -> int:
                     **more,
                     **importer_options(args, imp),
                 )
+    except BadInput as e:
+        if e.file is not None:
+            raise
+        # (a refusal the store makes of what the file declares, e.g. a column name: still this file's)
+        raise BadInput(
+            e.reason, file=str(path), line=e.line, column=e.column, offset=e.offset, expected=e.expected
+        ) from None
     finally:
         if started is not None:
             started.close()  # (a no-op once the import took it to the end)

@@ -254,6 +254,21 @@ def _check_new_name(db, table: str, key: str, value, et: EventType, owner: str) 
         )
 
 
+def _check_param_names(et: EventType, stored: tuple = (), owner: str = "") -> None:
+    """No two parameters of a type differ only in case (SQL names ignore case: a view of `a_b`
+    and `A_B` read `a_b`'s values under both names)."""
+    seen = {p.name.lower(): p.name for p in stored}
+    for p in et.params:
+        other = seen.setdefault(p.name.lower(), p.name)
+        if other != p.name:
+            raise BadInput(
+                f"parameter {p.name!r} of {et.name} ({owner}) differs only in case from {other!r}: SQL names "
+                "ignore case, so a query could not tell them apart",
+                column=p.name,
+                expected="parameter names that differ in more than case",
+            )
+
+
 def _guarded(path: Path, f, *args):
     """`f(*args)`, a sqlite3 error saying the catalog file is damaged raised as StoreDamaged."""
     try:
@@ -528,6 +543,7 @@ class Catalog:
             ).fetchone()
             if row is None:
                 _check_new_name(db, table, key, value, et, owner)
+                _check_param_names(et, owner=owner)
                 db.execute(
                     f"INSERT INTO {table}({key}, name, kind, params, doc, key) VALUES (?, ?, ?, ?, ?, ?)",
                     (value, et.name, et.kind, json.dumps(et.params_json()), et.doc, et.key),
@@ -550,6 +566,7 @@ class Catalog:
                     extra.append(p)
             if not extra:
                 return stored
+            _check_param_names(EventType(et.name, et.kind, tuple(extra)), stored.params, owner)
             widened = stored.with_params(extra)
             db.execute(
                 f"UPDATE {table} SET params = ? WHERE {key} = ? AND name = ?",

@@ -1,6 +1,7 @@
 //! `args` made columns: each key typed by the first value met (int64, float64, bool, string)
 //! into an `arg_<key>` column of the event's type (`end_arg_<key>` for an `E`/`e`), values that
-//! do not fit, nested ones and keys beyond the cap kept as JSON text.
+//! do not fit, nested ones, keys beyond the cap and keys whose column name another key took (in
+//! any case: `url` and `URL`) kept as JSON text.
 
 use super::*;
 
@@ -92,7 +93,9 @@ impl ArgSink {
                     };
                     ptype.map(|pt| {
                         let name = arg_column(reg.prefix, key);
-                        let s = if t.t.col(&name).is_some() || t.dyn_cols >= max_cols {
+                        // (taken in any case: `URL` beside `url` would be one column to SQL, which
+                        // read `arg_url`'s values under both names)
+                        let s = if t.t.has_col_in_any_case(&name) || t.dyn_cols >= max_cols {
                             Slot::Text
                         } else {
                             let i = t.t.add_col(&name, pt);

@@ -177,6 +177,20 @@ fn late_columns_and_type_conflicts() {
 }
 
 #[test]
+fn keys_that_differ_only_in_case_take_one_column() {
+    // SQL names ignore case: a column `arg_URL` beside `arg_url` read `arg_url`'s values.
+    let input = br#"[{"ph":"i","ts":1,"pid":1,"args":{"url":"x","URL":"y"}}]"#;
+    let mut p = ChromeParser::new(Options::default());
+    p.feed(input);
+    p.finish();
+    let names: Vec<_> = p.take_new_columns().iter().map(|c| c.1.clone()).collect();
+    assert_eq!(names, vec!["arg_url"]);
+    let b = one(&p.take_batches(true), "instant");
+    assert_eq!(col::<StringArray>(&b, "arg_url").value(0), "x");
+    assert_eq!(col::<StringArray>(&b, "args").value(0), r#"{"URL":"y"}"#);
+}
+
+#[test]
 fn declared_columns_keep_their_type() {
     let mut p = ChromeParser::new(Options::default());
     assert!(p.declare("instant", "arg_v", PType::Float, "v", false));
