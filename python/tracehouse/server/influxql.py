@@ -60,6 +60,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from ..errors import AlreadyExists, BadInput, NotFound, TracehouseError
+from ..jsonvalues import json_bytes
 from ..store.compact import format_duration
 from ..store.query import qident, tag_column_names
 from .influxql_select import Measurement as Source
@@ -799,6 +800,11 @@ class StatementError(Exception):
     pass
 
 
+def measurement_types(types: dict) -> dict[str, str]:
+    """Measurement name -> its event type (`cpu.load` is stored as the type `cpu_load`)."""
+    return {et.key or name: name for name, et in types.items()}
+
+
 def field_keys(et) -> dict:
     """The fields of a measurement by their key (the column's `key`, or its name), without the
     common columns and without a field called `time`, which InfluxQL cannot name (InfluxDB
@@ -1028,8 +1034,7 @@ class Executor:
 
     # -- measurements, fields, tags
     def _measurement_types(self, db: str) -> dict[str, str]:
-        """Measurement name -> its event type (`cpu.load` is stored as the type `cpu_load`)."""
-        return {et.key or name: name for name, et in self.store.event_types(db).items()}
+        return measurement_types(self.store.event_types(db))
 
     def _measurements(self, db: str, sources: list[Source]) -> list[str]:
         names = sorted(self._measurement_types(db))
@@ -1215,8 +1220,7 @@ class Executor:
                 types = self.store.event_types(db)
             except NotFound:
                 raise StatementError(f"database not found: {db}") from None
-            measured = sorted((et.key or n, n) for n, et in types.items())
-            names = [(k, n) for k, n in measured if m.matches(k)]
+            names = [(k, n) for k, n in sorted(measurement_types(types).items()) if m.matches(k)]
             if not names:
                 return []
             keys, kept = _tags_and_kept(self.store, db)
@@ -1325,13 +1329,12 @@ def answer(results: list[dict], req: Request) -> bytes:
     `chunk_size` rows of a series (`"partial": true` on a series that goes on in the next chunk,
     and on every chunk of a statement but its last)."""
     indent = 4 if req.pretty else None
+    # (strict JSON, jsonvalues.py: a value that is not finite, which InfluxDB never returns, is null)
     if req.chunked:
         return b"".join(
-            json.dumps({"results": [c]}, indent=indent).encode() + b"\n"
-            for r in results
-            for c in _chunks(r, req.chunk_size)
+            json_bytes({"results": [c]}, indent=indent) + b"\n" for r in results for c in _chunks(r, req.chunk_size)
         )
-    return json.dumps({"results": results}, indent=indent).encode()
+    return json_bytes({"results": results}, indent=indent)
 
 
 def _chunks(result: dict, size: int) -> list[dict]:

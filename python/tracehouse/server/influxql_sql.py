@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from ..jsonvalues import json_column
 from ..store.query import qident, qstr
 from .influxql_select import (
     Binary,
@@ -1064,16 +1065,14 @@ def _sources(st: Select, sources_of) -> list[Source]:
 
 
 def _pylist(col) -> list:
-    """An answer column as Python values, NaN as None (InfluxDB never returns one), in Arrow's loops."""
+    """An answer column as Python values, NaN as None (InfluxDB never returns one): a small one
+    value at a time, a larger one by Arrow's loops (`json_column`)."""
     import pyarrow as pa
-    import pyarrow.compute as pc
 
     if len(col) <= SMALL_ANSWER_ROWS:
         values = col.to_pylist()
         return [None if v != v else v for v in values] if pa.types.is_floating(col.type) else values
-    if pa.types.is_floating(col.type) and col.null_count < len(col):
-        col = pc.if_else(pc.is_nan(col), pa.scalar(None, col.type), col)
-    return col.to_pylist()
+    return json_column(col)
 
 
 def _times(col, epoch: str | None) -> list:

@@ -254,6 +254,24 @@ def _check_new_name(db, table: str, key: str, value, et: EventType, owner: str) 
         )
 
 
+def _extra_params(stored: EventType, et: EventType, owner: str) -> list[Column]:
+    """The params of `et` that `stored` lacks; a kind or a param type other than stored's is an
+    error."""
+    if stored.kind != et.kind:
+        raise BadInput(f"event type {et.name} of {owner} is stored with kind {stored.kind!r}, not {et.kind!r}")
+    have = {p.name: p for p in stored.params}
+    extra = []
+    for p in et.params:
+        if p.name not in have:
+            extra.append(p)
+        elif have[p.name].type != p.type:
+            raise BadInput(
+                f"parameter {p.name!r} of {et.name} ({owner}) is stored as {have[p.name].type}, not {p.type}",
+                column=p.name,
+            )
+    return extra
+
+
 def _check_param_names(et: EventType, stored: tuple = (), owner: str = "") -> None:
     """No two parameters of a type differ only in case (SQL names ignore case: a view of `a_b`
     and `A_B` read `a_b`'s values under both names)."""
@@ -537,10 +555,14 @@ class Catalog:
             table, key, value, owner = "trace_event_types", "trace_id", trace.id, f"trace {trace.name!r}"
         else:
             table, key, value, owner = "event_types", "format", fmt, f"format {fmt!r}"
+        select = f"SELECT name, kind, params, doc, key FROM {table} WHERE {key} = ? AND name = ?"
+        row = self.db.execute(select, (value, et.name)).fetchone()
+        if row is not None and not _extra_params(_event_type(row), et, owner):
+            # Known already: no write transaction (each commits with an fsync and bumps the
+            # version readers refresh their views on; a `tracehouse record` of 8 known types made 8).
+            return _event_type(row)
         with self.transaction() as db:
-            row = db.execute(
-                f"SELECT name, kind, params, doc, key FROM {table} WHERE {key} = ? AND name = ?", (value, et.name)
-            ).fetchone()
+            row = db.execute(select, (value, et.name)).fetchone()
             if row is None:
                 _check_new_name(db, table, key, value, et, owner)
                 _check_param_names(et, owner=owner)
@@ -550,20 +572,7 @@ class Catalog:
                 )
                 return et
             stored = _event_type(row)
-            if stored.kind != et.kind:
-                raise BadInput(f"event type {et.name} of {owner} is stored with kind {stored.kind!r}, not {et.kind!r}")
-            have = {p.name: p for p in stored.params}
-            extra = []
-            for p in et.params:
-                if p.name in have:
-                    if have[p.name].type != p.type:
-                        raise BadInput(
-                            f"parameter {p.name!r} of {et.name} ({owner}) is stored as {have[p.name].type}, "
-                            f"not {p.type}",
-                            column=p.name,
-                        )
-                else:
-                    extra.append(p)
+            extra = _extra_params(stored, et, owner)
             if not extra:
                 return stored
             _check_param_names(EventType(et.name, et.kind, tuple(extra)), stored.params, owner)

@@ -344,14 +344,18 @@ def tag_column_names(et: EventType, keys: Iterable[str]) -> dict[str, str]:
     return out
 
 
+def tag_columns_sql(et: EventType, keys: Iterable[str]) -> list[str]:
+    """The tag columns of `et`'s view, read from a `tag_table` joined as `t`."""
+    return [f"t.{tag_table_column(i)} AS {qident(n)}" for i, n in enumerate(tag_column_names(et, keys).values())]
+
+
 def tagged_view_sql(et: EventType, body: str, tag_ref: str, keys: Iterable[str]) -> str:
     """`body` (a type's view) with the tag columns of `tag_ref` joined by producer, after `producer`."""
-    names = tag_column_names(et, keys)
     parts = []
     for c in et.columns:
         parts.append(f"b.{qident(c.name)}")
         if c.name == "producer":
-            parts += [f"t.{tag_table_column(i)} AS {qident(n)}" for i, n in enumerate(names.values())]
+            parts += tag_columns_sql(et, keys)
     return f"SELECT {', '.join(parts)} FROM ({body}) b LEFT JOIN {tag_ref} t ON t.producer = b.producer"
 
 

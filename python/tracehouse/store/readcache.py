@@ -40,7 +40,7 @@ import uuid
 from pathlib import Path
 
 from .. import lazy
-from .query import DUCK_TYPES, qident, qstr, tag_column_names, tag_keys, tag_table, tag_table_column
+from .query import DUCK_TYPES, qident, qstr, tag_columns_sql, tag_keys, tag_table
 from .segments import PRODUCER_ORDER
 from .wal import fsync_dir
 
@@ -125,8 +125,7 @@ def build(root: Path, info, types: dict, segments: list, producers: list[dict]) 
                     else f"CAST(NULL AS {DUCK_TYPES[c.type]}) AS {qident(c.name)}"
                 )
                 if c.name == "producer" and keys:
-                    names = tag_column_names(et, keys).values()
-                    cols += [f"t.{tag_table_column(i)} AS {qident(n)}" for i, n in enumerate(names)]
+                    cols += tag_columns_sql(et, keys)
             join = " LEFT JOIN _tags t ON t.producer = b.producer" if keys else ""
             table = f"t{i}"
             con.execute(

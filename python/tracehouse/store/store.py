@@ -107,12 +107,6 @@ def trace_name_from(text: str, default: str = "trace") -> str:
     return name if TRACE_NAME.fullmatch(name) else default
 
 
-def _covers(stored: EventType, et: EventType) -> bool:
-    """`stored` already holds `et`: same kind, each of its params stored with its type."""
-    have = {p.name: p.type for p in stored.params}
-    return stored.kind == et.kind and all(have.get(p.name) == p.type for p in et.params)
-
-
 def check_producers(rows: Iterable[dict]) -> list[dict]:
     """Producer rows validated up front: a bad row must not leave a half-created trace behind."""
     out = []
@@ -392,15 +386,7 @@ class Store:
         self.catalog.ensure_format(format, format_description)
         stored = []
         if not own_types:
-            # A format's types are registered by its first trace: later ones find them stored
-            # and write nothing (a `tracehouse record` of 8 types made 8 fsynced catalog
-            # transactions before its program could start).
-            known = self.catalog.event_types(format)
-            for et in event_types:
-                have = known.get(et.name)
-                if have is not None and _covers(have, et):
-                    stored.append(have)
-                    continue
+            for et in event_types:  # (a type stored already costs no catalog write: put_event_type)
                 stored.append(self.catalog.put_event_type(format, et))
                 self._widen_writers(format, stored[-1])
         mark = (
