@@ -53,6 +53,10 @@ class Column:
 
 # The common columns, in stored order. `dur` exists only for span events.
 TS = Column("ts", "int64", "ns", "event time (start time for spans), in nanoseconds", False)
+# A `ts` at or past this (1973-03-03) is read as ns since the Unix epoch; below it, as a trace's
+# own clock (strace -tt's time of day, a program's relative time): listings print it as seconds
+# and a retention, which compares rows with the machine's clock, is refused for such a trace.
+EPOCH_MIN_NS = 10**17
 PRODUCER = Column("producer", "int32", "id", "producer id (th.producers.id of this trace)", False)
 SEQ = Column("seq", "int64", "count", "order of the event within its producer, from 0", False)
 DUR = Column("dur", "int64", "ns", "span duration, in nanoseconds", False)

@@ -5,6 +5,7 @@ retention is set), the catalog and counts follow, nothing else is deleted; set t
 from __future__ import annotations
 
 import json
+import shutil
 import subprocess
 import sys
 import time
@@ -125,6 +126,39 @@ def test_cli_retain(tmp_path):
         timeout=120,
     )
     assert r.returncode == 2 and "invalid duration 'a while'" in r.stderr
+
+
+@pytest.mark.skipif(shutil.which("strace") is None, reason="needs strace")
+def test_retention_is_refused_for_a_trace_of_its_own_clock(tmp_path):
+    """strace -tt writes the time of day (62976.18 s): every segment is older than any cutoff, and
+    `retain --keep 30d` dropped the whole import. It is refused now and nothing is dropped."""
+    cap = tmp_path / "ls.strace"
+    subprocess.run(["strace", "-f", "-tt", "-T", "-y", "-o", str(cap), "ls", "/"], capture_output=True, check=True)
+    store = tmp_path / "s"
+
+    def cli(*args):
+        cmd = [sys.executable, "-m", "tracehouse.cli", "--store", str(store), *args]
+        return subprocess.run(cmd, env=child_env(), capture_output=True, text=True, timeout=120)
+
+    assert cli("import", "strace", str(cap), "--name", "tod").returncode == 0
+    with tracehouse.open(store, fsync="off") as s:
+        events = s.trace("tod").event_count
+        assert events > 10 and s.trace("tod").ts_max < 86_400 * 10**9
+    r = cli("retain", "tod", "--keep", "30d")
+    assert r.returncode == 2 and "not epoch times" in r.stderr, r.stderr
+    with tracehouse.open(store, fsync="off") as s:
+        assert s.trace("tod").event_count == events and s.retention("tod") == 0
+        # a trace given a retention while it was empty keeps rows of its own clock that arrive later
+        s.create_trace(
+            "b",
+            "custom",
+            event_types=[ET],
+            producers=[{"id": 0, "parent": None, "kind": "p", "name": "p", "attrs": {}}],
+        )
+        assert s.set_retention("b", H) == 0
+        segment(s, "b", [5 * 10**9, 6 * 10**9])
+        s.compact("b")
+        assert s.trace("b").event_count == 2 and s.retention("b") == H
 
 
 def influx(server: Server, q: str, db: str | None = None) -> dict:

@@ -16,6 +16,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from .. import default_path
+from ..schema import EPOCH_MIN_NS
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -101,7 +102,7 @@ def human_bytes(n: int | None) -> str:
 def human_ns(ns: int | None) -> str:
     if ns is None:
         return ""
-    if ns > 10**17:  # looks like a unix epoch in ns
+    if ns >= EPOCH_MIN_NS:
         return dt.datetime.fromtimestamp(ns / 1e9, dt.UTC).isoformat(timespec="microseconds")
     return f"{ns / 1e9:.6f} s"
 

@@ -14,7 +14,10 @@ checkpoints, every `RETAIN_EVERY_S` while a writer holds the trace, and when the
 set). They are retired in the catalog like merged inputs (the trace's counts and time bounds
 recomputed in the same transaction; the files deleted after their grace). Nothing else is
 deleted: a segment that still holds one row inside the window stays whole, and the unflushed
-tail, producers and event types stay.
+tail, producers and event types stay. Times before `EPOCH_MIN_NS` (1973) are a trace's own clock
+(strace -tt's time of day): setting a retention on a trace that holds them is refused (every
+one of its segments is older than any cutoff: `retain --keep 30d` dropped a whole strace
+import), and a segment of them is never expired.
 
 Automatic compaction runs on its own niced thread, not on the checkpoint thread: a merge
 of 512 MB of columns took seconds, and checkpoints queued behind it stalled appends (the
@@ -37,7 +40,7 @@ from pathlib import Path
 
 from .. import lazy
 from ..errors import BadInput, is_disk_full
-from ..schema import EventType
+from ..schema import EPOCH_MIN_NS, EventType
 from . import lastrows, readcache
 from .conform import align
 from .segments import check_pages, segment_meta, sort_rows, write_segment
@@ -106,7 +109,19 @@ def expired(segments: list, now_ns: int, keep_ns: int) -> list:
     if keep_ns <= 0:
         return []
     cutoff = now_ns - keep_ns
-    return [s for s in segments if s.ts_max is not None and s.ts_max < cutoff]
+    # a segment of a trace's own clock (ts before EPOCH_MIN_NS) is never compared with the machine's
+    return [s for s in segments if s.ts_max is not None and EPOCH_MIN_NS <= s.ts_max < cutoff]
+
+
+def _check_epoch_times(info) -> None:
+    """Refuse a retention for a trace whose times are its own clock, not the epoch's: strace -tt's
+    time of day (62976.18 s) is before every cutoff, and its whole trace would be dropped."""
+    if info.ts_min is not None and info.ts_min < EPOCH_MIN_NS:
+        raise BadInput(
+            f"trace {info.name!r} holds times that are not epoch times (from {info.ts_min / 1e9:.6f} s): "
+            "a retention compares rows with the machine's clock and would drop them all",
+            expected="a retention only for a trace whose ts are ns since 1970 (line protocol, OTLP, strace -ttt)",
+        )
 
 
 class Compactor:
@@ -173,6 +188,8 @@ class Compactor:
         with self._lock:
             if keep_ns is not None:
                 w = self.writer
+                if keep_ns > 0:
+                    _check_epoch_times(w.host.catalog.trace(w.trace_name))
                 w.host.catalog.set_metadata(w.trace_id, {RETENTION_META: str(int(keep_ns))})
             n = self._retain()
         if n:
