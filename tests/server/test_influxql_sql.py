@@ -254,6 +254,62 @@ def test_subquery_one_level(server):
     assert values(server, f"SELECT max(x) FROM (SELECT v AS x FROM m) WHERE time >= {T0 + 30}s") == [[T0 + 60, 20]]
 
 
+# -- transformations -----------------------------------------------------------------------------
+
+
+def test_derivative_and_difference_of_a_field(server):
+    assert values(server, "SELECT derivative(v) FROM m WHERE host = 'a'") == [[T0 + 10, 0.2], [T0 + 20, -0.1]]
+    r = q(server, "SELECT non_negative_derivative(v, 1m) FROM m GROUP BY host")
+    assert [(x["tags"], x["values"]) for x in r["series"]] == [
+        ({"host": "a"}, [[T0 + 10, 12.0]]),
+        ({"host": "b"}, [[T0 + 60, 10.0]]),  # 20 -> 5 falls: left out
+    ]
+    assert values(server, "SELECT difference(v) FROM m WHERE host = 'b'") == [[T0 + 60, 10], [T0 + 75, -15]]
+    assert values(server, "SELECT non_negative_difference(v) FROM m WHERE host = 'b'") == [[T0 + 60, 10]]
+    # time order DESC: each point against the one after it, the elapsed time counted forward
+    assert values(server, "SELECT derivative(v) FROM m WHERE host = 'a' ORDER BY time DESC") == [
+        [T0 + 10, 0.1],
+        [T0, -0.2],
+    ]
+    r = q(server, "SELECT derivative(v) * 10 AS d10 FROM m WHERE host = 'a' LIMIT 1")
+    assert r["series"][0]["columns"] == ["time", "d10"] and r["series"][0]["values"] == [[T0 + 10, 2.0]]
+
+
+def test_cumulative_sum_moving_average_elapsed(server):
+    # integers stay integers and wrap as int64 does; cumulative_sum has a point for every point
+    assert values(server, "SELECT difference(n), cumulative_sum(n) FROM big") == [
+        [T0, None, 2**63 - 1],
+        [T0 + 1, 1 - (2**63 - 1), -(2**63)],
+    ]
+    assert values(server, "SELECT moving_average(v, 2) FROM m WHERE host = 'a'") == [[T0 + 10, 2.0], [T0 + 20, 2.5]]
+    assert values(server, "SELECT elapsed(v, 1s) FROM m WHERE host = 'b'") == [[T0 + 60, 60], [T0 + 75, 15]]
+    assert values(server, "SELECT elapsed(f) FROM m WHERE host = 'b'") == [[T0 + 75, 75 * 10**9]]
+
+
+def test_transformation_of_windows_reads_one_window_before_the_range(server):
+    # the range holds one window (T0+60: mean 12.5); its derivative is against the window before
+    # the range (T0: 10), per the GROUP BY interval
+    query = f"SELECT derivative(mean(v)) FROM m WHERE host = 'b' AND time >= {T0 + 60}s AND time < {T0 + 120}s GROUP BY time(1m)"
+    assert values(server, query) == [[T0 + 60, 2.5]]
+    query = f"SELECT cumulative_sum(sum(v)) FROM m WHERE time >= {T0}s AND time < {T0 + 120}s GROUP BY time(1m)"
+    assert values(server, query) == [[T0, 16], [T0 + 60, 41]]
+
+
+def test_transformation_errors_are_influxdbs(server):
+    assert (
+        q(server, "SELECT derivative(mean(v)) FROM m")["error"] == "derivative aggregate requires a GROUP BY interval"
+    )
+    r = q(server, f"SELECT derivative(v) FROM m WHERE time >= {T0}s GROUP BY time(1m)")
+    assert r["error"] == "aggregate function required inside the call to derivative"
+    assert (
+        q(server, "SELECT moving_average(v, 1) FROM m")["error"]
+        == "moving_average window must be greater than 1, got 1"
+    )
+    r = q(server, f"SELECT mean(v), derivative(mean(v)) FROM m WHERE time >= {T0}s GROUP BY time(1m)")
+    assert r["error"] == "mixing aggregate and non-aggregate queries is not supported"
+    assert q(server, "SELECT derivative(v, 3) FROM m")["error"] == "second argument to derivative must be a duration"
+
+
 # -- the answer's shape: epochs, chunks, several statements, errors ----------------------------------
 
 

@@ -22,6 +22,11 @@ and query engine's behaviour):
 - Functions: mean median mode count sum min max first last spread stddev percentile distinct
   integral top bottom, `count(distinct(x))`; arithmetic over them. Integer sums wrap as Go's
   int64 does; integral interpolates at window boundaries as InfluxDB's reducer does.
+- Transformations (derivative, non_negative_derivative, difference, non_negative_difference,
+  cumulative_sum, moving_average, elapsed) of a field, or of an aggregate under GROUP BY time:
+  their arguments are a query of their own (one window wider, as InfluxDB's engine reads them),
+  each transformation a window function over its points per series, and the fields' arithmetic,
+  order and paging a raw query over those (`Translator._transformed`).
 - `ORDER BY time DESC`, `LIMIT`/`OFFSET` per series, `SLIMIT`/`SOFFSET` over series, and one
   level of subquery in FROM (its group-by tags and output columns are the outer query's tags and
   fields; its time range is the outer one where it names none).
@@ -43,6 +48,7 @@ from ..store.query import qident, qstr
 from .influxql_select import (
     Binary,
     Call,
+    Dimension,
     Field,
     Literal,
     Paren,
@@ -87,6 +93,28 @@ FUNCTIONS = {
     "top": 2,
     "bottom": 2,
 }
+# Transformations: a value per point of the series their argument makes (a field's points, or an
+# aggregate's windows under GROUP BY time), from the point before it in the query's time order
+# (InfluxDB 1.x's reducers: query/functions.go). Name -> (least, most) arguments.
+TRANSFORMS = {
+    "derivative": (1, 2),
+    "non_negative_derivative": (1, 2),
+    "difference": (1, 1),
+    "non_negative_difference": (1, 1),
+    "cumulative_sum": (1, 1),
+    "moving_average": (2, 2),
+    "elapsed": (1, 2),
+}
+# These read one window more before the range (after it, ORDER BY time DESC) under GROUP BY time,
+# so the range's first window has a point before it, as InfluxDB's query engine does.
+TRANSFORMS_LOOKING_BACK = (
+    "derivative",
+    "non_negative_derivative",
+    "difference",
+    "non_negative_difference",
+    "moving_average",
+    "elapsed",
+)
 INT_TYPES = ("int64", "int32")
 FIELD_TYPE_NAMES = {"float64": "float", "int64": "integer", "int32": "integer", "string": "string", "bool": "boolean"}
 
@@ -273,6 +301,42 @@ def _walk_calls(e, out: list) -> list:
     elif isinstance(e, Paren):
         _walk_calls(e.expr, out)
     return out
+
+
+def _wrap_int64(hugeint_sql: str) -> str:
+    """An int128 result as Go's int64 arithmetic leaves it (wrapped on overflow), BIGINT."""
+    return (
+        f"CAST((({hugeint_sql} + 9223372036854775808) % 18446744073709551616 "
+        f"+ 18446744073709551616) % 18446744073709551616 - 9223372036854775808 AS BIGINT)"
+    )
+
+
+def _transform_calls(e, out: list) -> list:
+    """The transformation calls (TRANSFORMS) in expression `e`, outermost first."""
+    if isinstance(e, Call):
+        if e.name in TRANSFORMS:
+            out.append(e)
+        else:
+            for a in e.args:
+                _transform_calls(a, out)
+    elif isinstance(e, Binary):
+        _transform_calls(e.left, out)
+        _transform_calls(e.right, out)
+    elif isinstance(e, Paren):
+        _transform_calls(e.expr, out)
+    return out
+
+
+def _substitute_transforms(e, calls: list):
+    """`e` with each transformation call replaced by a reference to its column c<i> (appended to `calls`)."""
+    if isinstance(e, Call) and e.name in TRANSFORMS:
+        calls.append(e)
+        return VarRef(f"c{len(calls) - 1}", "field")
+    if isinstance(e, Binary):
+        return Binary(e.op, _substitute_transforms(e.left, calls), _substitute_transforms(e.right, calls))
+    if isinstance(e, Paren):
+        return Paren(_substitute_transforms(e.expr, calls))
+    return e
 
 
 def _refs_outside_calls(e, out: list) -> list:
@@ -495,6 +559,8 @@ class Translator:
         fields = self.expand_fields()
         if not fields:
             raise QueryError("at least 1 non-time field must be queried")
+        if any(_transform_calls(f.expr, []) for f in fields):
+            return self._transformed(fields)
         calls: list[Call] = []
         for f in fields:
             _walk_calls(f.expr, calls)
@@ -777,10 +843,7 @@ class Translator:
             return f"count(DISTINCT {x})" if distinct else f"count({x})"
         if n == "sum":
             if typ in INT_TYPES:  # int64 wraps on overflow, as InfluxDB's (Go's) sum does
-                return (
-                    f"CAST(((sum(CAST({x} AS HUGEINT)) + 9223372036854775808) % 18446744073709551616 "
-                    f"+ 18446744073709551616) % 18446744073709551616 - 9223372036854775808 AS BIGINT)"
-                )
+                return _wrap_int64(f"sum(CAST({x} AS HUGEINT))")
             return f"sum({x})"
         if n == "percentile":
             return f"({self._percentile_list(c, x)}).v"
@@ -986,6 +1049,126 @@ class Translator:
             )
         group = ", ".join(tcols + ["time"])
         return f"SELECT {group}, sum(a) / {unit} AS v FROM ({areas}) GROUP BY {group}"
+
+    # -- transformations
+    def _transformed(self, fields: list[Field]) -> Plan | None:
+        """A SELECT of transformations (derivative(mean(x), 1s) * 8 ...): their arguments are
+        computed as a query of their own over the same range (one window wider, see
+        TRANSFORMS_LOOKING_BACK), each transformation by a window function over that query's
+        points per series, and the fields' arithmetic, order and LIMIT by a raw query over it."""
+        calls: list[Call] = []
+        outer: list[Field] = []
+        for f in fields:
+            n = len(calls)
+            subst = _substitute_transforms(f.expr, calls)
+            refs = _refs_outside_calls(subst, [])
+            if _walk_calls(subst, []) or len(refs) != len(calls) - n:  # a field or aggregate beside them
+                raise QueryError("mixing aggregate and non-aggregate queries is not supported")
+            outer.append(Field(subst, field_name(f)))
+        for c in calls:
+            self._check_transform(c)
+        rng = TimeRange(self.range.lo, self.range.hi)
+        if self.dim is not None and any(c.name in TRANSFORMS_LOOKING_BACK for c in calls):
+            if self.st.descending:
+                rng.hi = (self.range.hi if self.range.hi is not None else self.now + 1) + self.dim.interval
+            elif rng.lo is not None:
+                rng.lo -= self.dim.interval
+        inner_st = Select(
+            [Field(c.args[0]) for c in calls],
+            self.st.sources,
+            self.st.condition,
+            self.st.dimensions,
+            self.st.fill,
+            self.st.fill_value,
+            tz=self.st.tz,
+        )
+        inner = Translator(inner_st, self.src, self.now)
+        inner.range = rng
+        base = inner.translate()
+        if base is None:
+            return None
+        tcols = [f"t{i}" for i in range(len(base.tags))]
+        part = ", ".join(tcols) or "NULL"
+        order = "time DESC" if self.st.descending else "time"
+        w = f"OVER (PARTITION BY {part} ORDER BY {order})"
+        parts, types = [], []
+        for i, c in enumerate(calls):
+            is_int = base.types[i] == "integer" or inner._int_result(Field(c.args[0]))
+            val, keep, typ = self._transform_sql(c, w, is_int)
+            cols = ", ".join([*tcols, "time"])
+            points = f"SELECT {cols}, v{i} AS x FROM ({base.sql}) WHERE v{i} IS NOT NULL"
+            parts.append(
+                f"SELECT {cols}, _v AS v{i} FROM (SELECT {cols}, {val} AS _v, {keep} AS _keep FROM ({points})) WHERE _keep"
+            )
+            types.append(typ)
+        if len(parts) == 1:
+            sql = parts[0]
+        else:  # one row per series and time, each transformation's value where it has one
+            union = "\nUNION ALL BY NAME\n".join(parts)
+            by = ", ".join([*tcols, "time"])
+            sql = f"SELECT {by}, {', '.join(f'max(v{i}) AS v{i}' for i in range(len(calls)))} FROM ({union}) GROUP BY {by}"
+        plan = Plan(sql, base.name, base.tags, [f"c{i}" for i in range(len(calls))], types)
+        outer_st = Select(
+            outer,
+            [],
+            dimensions=[Dimension("tag", name=k) for k in base.tags],
+            descending=self.st.descending,
+            limit=self.st.limit,
+            offset=self.st.offset,
+            slimit=self.st.slimit,
+            soffset=self.st.soffset,
+            tz=self.st.tz,
+        )
+        return Translator(outer_st, subquery_source(plan), self.now).translate()
+
+    def _check_transform(self, c: Call) -> None:
+        lo, hi = TRANSFORMS[c.name]
+        if not lo <= len(c.args) <= hi:
+            expected = f"{lo}" if lo == hi else f"{lo} or {hi}"
+            raise QueryError(f"invalid number of arguments for {c.name}, expected {expected}, got {len(c.args)}")
+        arg = c.args[0]
+        if self.dim is not None:
+            if not (isinstance(arg, Call) and arg.name in FUNCTIONS and arg.name not in MULTI_ROW):
+                raise QueryError(f"aggregate function required inside the call to {c.name}")
+        elif isinstance(arg, Call):
+            raise QueryError(f"{c.name} aggregate requires a GROUP BY interval")
+        elif not isinstance(arg, VarRef):
+            raise QueryError(f"expected field argument in {c.name}()")
+        if len(c.args) == 2:
+            a = c.args[1]
+            if c.name == "moving_average":
+                if not (isinstance(a, Literal) and a.kind == "integer"):
+                    raise QueryError(f"second argument for moving_average must be an integer, got {describe(a)}")
+                if a.value <= 1:
+                    raise QueryError(f"moving_average window must be greater than 1, got {a.value}")
+            elif not (isinstance(a, Literal) and a.kind == "duration" and a.value > 0):
+                raise QueryError(f"second argument to {c.name} must be a duration")
+
+    def _transform_sql(self, c: Call, w: str, is_int: bool) -> tuple[str, str, str]:
+        """(value, keep condition, result type) of transformation `c` over points (t*, time, x)
+        taken in the query's order by window `w` (InfluxDB's reducers; integers wrap as Go's)."""
+        typ = "integer" if is_int else "float"
+        prev_x, prev_t = f"lag(x) {w}", f"lag(time) {w}"
+        unit = c.args[1].value if len(c.args) == 2 and c.name != "moving_average" else None
+        if c.name in ("derivative", "non_negative_derivative"):
+            unit = unit or (self.dim.interval if self.dim is not None else 10**9)
+            sign = -1 if self.st.descending else 1  # elapsed time counted forward in a DESC query too
+            val = f"CAST(x - {prev_x} AS DOUBLE) / (CAST((time - {prev_t}) * {sign} AS DOUBLE) / {unit})"
+            keep = f"{prev_t} IS NOT NULL" + (f" AND x - {prev_x} >= 0" if c.name.startswith("non_") else "")
+            return val, keep, "float"
+        if c.name in ("difference", "non_negative_difference"):
+            keep = f"{prev_t} IS NOT NULL" + (f" AND x - {prev_x} >= 0" if c.name.startswith("non_") else "")
+            return (_wrap_int64(f"CAST(x AS HUGEINT) - {prev_x}") if is_int else f"x - {prev_x}"), keep, typ
+        if c.name == "cumulative_sum":
+            running = f"{w[:-1]} ROWS UNBOUNDED PRECEDING)"
+            return (_wrap_int64(f"sum(CAST(x AS HUGEINT)) {running}") if is_int else f"sum(x) {running}"), "TRUE", typ
+        if c.name == "moving_average":
+            n = c.args[1].value
+            frame = w[:-1] + f" ROWS BETWEEN {n - 1} PRECEDING AND CURRENT ROW)"
+            return f"avg(x) {frame}", f"row_number() {w} >= {n}", "float"
+        # elapsed: whole units between a point and the one before it (`//` truncates as Go's int64 division)
+        unit = unit or 1
+        return f"(time - {prev_t}) // {unit}", f"{prev_t} IS NOT NULL", "integer"
 
     def _multi_row(self, c: Call, name: str) -> Plan:
         x, typ, _d = self._arg(c)
