@@ -7,6 +7,8 @@ import base64
 import decimal
 import json
 import math
+import shutil
+import subprocess
 
 import pyarrow as pa
 import pytest
@@ -31,6 +33,25 @@ def served(tmp_path_factory):
     s = Server(tmp_path_factory.mktemp("json") / "store", "--quiet")
     yield s
     s.stop()
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="needs curl")
+def test_curl_bodies_json_form_or_sql_whatever_their_content_type(served):
+    """`curl -d '{"sql": ...}'` sends form-urlencoded: its JSON was run as SQL (Parser Error:
+    zero-length delimited identifier). JSON, a form and the SQL itself are each read as such."""
+    url = f"http://127.0.0.1:{served.port}/api/query"
+    for args in (
+        ["-d", '{"sql": "SELECT 40 + 2 AS n"}'],
+        ["--data-urlencode", "sql=SELECT 40 + 2 AS n"],
+        ["-d", "SELECT 40 + 2 AS n"],
+        ["-H", "Content-Type: application/json", "-d", '{"sql": "SELECT 40 + 2 AS n"}'],
+    ):
+        r = subprocess.run(["curl", "-s", url, *args], capture_output=True, timeout=60)
+        assert strict(r.stdout)["rows"] == [[42]], (args, r.stdout)
+    r = subprocess.run(
+        ["curl", "-s", url, "-d", "SELECT a=1 AS t FROM (VALUES (1)) v(a)"], capture_output=True, timeout=60
+    )
+    assert strict(r.stdout)["rows"] == [[True]], r.stdout  # SQL with `=` is not taken for a form
 
 
 def test_overflowing_sums_wide_decimals_nan_and_blobs_come_back_exact(served):

@@ -5,7 +5,7 @@ Routes:
   POST /write?db=T&precision=n|u|ms|s                 line protocol (InfluxDB 1.x API)
   POST /api/v2/arrow?trace=T&type=E[&kind=instant]    Arrow IPC stream of one event type
   POST /v1/traces, /v1/logs, /v1/metrics [?trace=T]   OpenTelemetry OTLP/HTTP, protobuf or JSON (otlp.py)
-  POST /api/query    {"sql": ..., "format": "json"|"arrow"} (or the SQL as text/plain)
+  POST /api/query    {"sql": ..., "format": "json"|"arrow"} (or the SQL as the body, or a form sql=...)
   GET  /api/query?sql=...&format=...
   GET|POST /query?q=SHOW DATABASES&db=...             InfluxDB 1.x InfluxQL meta statements (influxql.py)
   GET  /ping, /health                                 204 / JSON stats (/ping needs no token)
@@ -349,7 +349,14 @@ class Api:
             sql = call.query.get("sql")
             if call.method == "POST" and sql is None:
                 body = bytes(call.read_body(self.cfg))
-                if call.headers.get("content-type", "").startswith("application/json"):
+                ctype = call.headers.get("content-type", "")
+                # `curl -d '{"sql": ...}'` and `--data-urlencode sql=...` say form-urlencoded: a
+                # body starting `{` is JSON (no SQL statement starts so), one starting `sql=` or
+                # `format=` a form; any other is the SQL itself (`curl -d 'SELECT 1'`).
+                if ctype.startswith("application/x-www-form-urlencoded") and body.startswith((b"sql=", b"format=")):
+                    form = dict(parse_qsl(body.decode("utf-8", errors="replace")))
+                    sql, fmt = form.get("sql"), fmt or form.get("format")
+                elif ctype.startswith("application/json") or body.lstrip()[:1] == b"{":
                     try:
                         doc = json.loads(body)
                     except ValueError as e:
