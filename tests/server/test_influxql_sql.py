@@ -119,11 +119,14 @@ def test_now_and_time_errors(server):
 
 
 def test_limit_offset_order_desc_per_series_and_slimit(server):
+    # DESC lists the series in reverse order too (InfluxDB 1.8.3 answers so: test_influxdb_peer.py)
     r = q(server, "SELECT v FROM m GROUP BY host ORDER BY time DESC LIMIT 2 OFFSET 1")
     assert [(s["tags"], s["values"]) for s in r["series"]] == [
-        ({"host": "a"}, [[T0 + 10, 3], [T0, 1]]),
         ({"host": "b"}, [[T0 + 60, 20], [T0, 10]]),
+        ({"host": "a"}, [[T0 + 10, 3], [T0, 1]]),
     ]
+    r = q(server, "SELECT v FROM m GROUP BY host ORDER BY time DESC SLIMIT 1")
+    assert [(s["tags"], s["values"][0]) for s in r["series"]] == [({"host": "b"}, [T0 + 75, 5])]
     r = q(server, "SELECT v FROM m GROUP BY * SLIMIT 1 SOFFSET 1")  # series by their tags, keys sorted
     assert [s["tags"] for s in r["series"]] == [{"dc": "x", "host": "a"}]
     r = q(server, "SELECT count(v) FROM m GROUP BY host, dc")
@@ -222,7 +225,9 @@ def test_top_bottom_distinct_keep_point_times(server):
     assert values(server, "SELECT bottom(v, 2) FROM m") == [[T0, 1], [T0 + 20, 2]]
     r = q(server, f"SELECT top(v, 1) FROM m WHERE time >= {T0}s AND time < {T0 + 90}s GROUP BY time(30s)")
     assert r["series"][0]["values"] == [[T0, 10], [T0 + 60, 20]]
-    assert values(server, "SELECT distinct(v) FROM m WHERE host = 'b'") == [[0, 5], [0, 10], [0, 20]]
+    # in the order of their first points (InfluxDB's DistinctReducer), and LIMIT counts them
+    assert values(server, "SELECT distinct(v) FROM m WHERE host = 'b'") == [[0, 10], [0, 20], [0, 5]]
+    assert values(server, "SELECT distinct(v) FROM m WHERE host = 'b' LIMIT 2") == [[0, 10], [0, 20]]
 
 
 def test_integral_interpolates_at_window_boundaries(server):

@@ -218,7 +218,7 @@ def lastpoint(server, _p) -> list[dict]:
     rows = sql(
         server,
         f"""SELECT hostname, ts, {", ".join(cols)} FROM "benchmark".cpu
-                           QUALIFY row_number() OVER (PARTITION BY hostname ORDER BY ts DESC) = 1 ORDER BY hostname""",
+                           QUALIFY row_number() OVER (PARTITION BY hostname ORDER BY ts DESC) = 1 ORDER BY hostname DESC""",
     )
     return [
         {"name": "cpu", "tags": {"hostname": r[0]}, "columns": ["time", *cols], "values": [[rfc3339(r[1]), *r[2:]]]}

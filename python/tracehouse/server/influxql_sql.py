@@ -303,6 +303,30 @@ def _walk_calls(e, out: list) -> list:
     return out
 
 
+def _mode_sql(x: str, ts: str, typ: str) -> str:
+    """InfluxDB's mode, as its engine computes it (query/call_iterator.go, *ModeReduceSlice), not
+    as its documentation words it: booleans, true unless false is more frequent; other values
+    sorted by value and scanned once, a value becoming the mode when its count passes the mode's,
+    or equals it and its first point is no later than the point at which the mode reached that
+    count. A value met once never becomes the mode after the first (all values distinct: the
+    smallest, where the documented "earliest on a tie" would take the first point's). InfluxDB's
+    sort is not stable, so points of one value come in no set order there; here in time order,
+    which decides only between values of equal counts of 2 or more."""
+    if typ == "bool":
+        return f"(count({x}) FILTER (WHERE {x}) >= count({x}) FILTER (WHERE NOT {x}))"
+    pts = f"list_sort(list({{'v': {x}, 't': {ts}}}) FILTER (WHERE {x} IS NOT NULL))"
+    first = f"{pts}[1]"
+    init = f"{{'mf': 0, 'mt': {first}.t, 'mode': {first}.v, 'cv': {first}.v, 'cf': 0, 'ct': {first}.t}}"
+    step = (
+        "lambda a, p: CASE WHEN p.v IS DISTINCT FROM a.cv "
+        "THEN {'mf': a.mf, 'mt': a.mt, 'mode': a.mode, 'cv': p.v, 'cf': 1, 'ct': p.t} "
+        "WHEN a.mf > a.cf + 1 OR (a.mf = a.cf + 1 AND a.ct > a.mt) "
+        "THEN {'mf': a.mf, 'mt': a.mt, 'mode': a.mode, 'cv': a.cv, 'cf': a.cf + 1, 'ct': a.ct} "
+        "ELSE {'mf': a.cf + 1, 'mt': p.t, 'mode': p.v, 'cv': a.cv, 'cf': a.cf + 1, 'ct': a.ct} END"
+    )
+    return f"list_reduce({pts}, {step}, {init}).mode"
+
+
 def _wrap_int64(hugeint_sql: str) -> str:
     """An int128 result as Go's int64 arithmetic leaves it (wrapped on overflow), BIGINT."""
     return (
@@ -660,8 +684,9 @@ class Translator:
         return [f"{prefix}t{i}" for i in range(len(self.group_tags))]
 
     def _order(self, ties: list[str] = ()) -> str:
+        # ORDER BY time DESC lists the series in reverse order too (InfluxDB's iterators)
         d = " DESC" if self.st.descending else ""
-        return ", ".join(self._tcols() + [f"time{d}"] + [f"{t}{d}" for t in ties])
+        return ", ".join([f"{t}{d}" for t in self._tcols()] + [f"time{d}"] + [f"{t}{d}" for t in ties])
 
     def _paged(self, inner: str, ties: list[str] = ()) -> str:
         """`inner` (t*, time, v*) with LIMIT/OFFSET per series, in output order (`ties`: columns
@@ -856,10 +881,9 @@ class Translator:
             "max": "max({x})",
             "first": "arg_min({x}, {ts}) {nn}",
             "last": "arg_max({x}, {ts}) {nn}",
-            # the most frequent value; the smallest of those on a tie
-            "mode": "list_min(list_transform(map_entries(histogram({x})), "
-            "lambda e: {{'c': -CAST(e.value AS BIGINT), 'k': e.key}})).k",
         }
+        if n == "mode":
+            return _mode_sql(x, ts, typ)
         if n not in simple:
             raise QueryError(f"{n}() is not an aggregate here")
         return simple[n].format(x=x, ts=ts, nn=nn)
@@ -1177,12 +1201,14 @@ class Translator:
         tcols = self._tcols()
         bucket = self._bucket(ts)
         if c.name == "distinct":
+            # each value once per series and window, in the order of its first point, then value
+            # (InfluxDB's DistinctReducer); LIMIT/OFFSET count them per series
             inner = (
-                f"SELECT {', '.join(tcols + ['time', 'v0'])} FROM (SELECT {', '.join(tags + [f'{bucket} AS time', f'{x} AS v0'])} "
+                f"SELECT {', '.join(tcols + ['time', 'v0'])}, min(_ts) AS _o0 FROM (SELECT "
+                f"{', '.join(tags + [f'{bucket} AS time', f'{x} AS v0', f'{ts} AS _ts'])} "
                 f"FROM {self.src.relation}{self.where_sql([f'{x} IS NOT NULL'])}) GROUP BY ALL"
             )
-            order = ", ".join(tcols + [f"time{' DESC' if self.st.descending else ''}", "v0"])
-            sql = self._paged(inner).rsplit("\nORDER BY ", 1)[0] + f"\nORDER BY {order}"
+            sql = self._paged(inner, ["_o0", "v0"])
             return Plan(sql, self.src.name, self.group_tags, [name], [FIELD_TYPE_NAMES.get(typ, "")])
         n = int(_number(c.args[1]))
         direction = "DESC" if c.name == "top" else "ASC"
