@@ -38,9 +38,9 @@ DEV_EXTRAS   := dev,bench,spark,docs
 BENCH_PEERS_PKGS := postgresql mariadb-server mariadb-client openjdk-17-jre-headless maven
 QUESTDB_VERSION  := 9.1.0
 
-.PHONY: setup core core312 demo-core strace-tool java-tool chromium bench-peers bpftrace-tool telemetrygen-tool test test-rust test-python demo bench lint fmt clean docs
+.PHONY: setup core core312 demo-core strace-tool java-tool chromium bench-peers bpftrace-tool telemetrygen-tool influxd-tool test test-rust test-python demo bench lint fmt clean docs
 
-setup: core $(DEV_STAMP) strace-tool java-tool chromium bench-peers bpftrace-tool core312 telemetrygen-tool
+setup: core $(DEV_STAMP) strace-tool java-tool chromium bench-peers bpftrace-tool core312 telemetrygen-tool influxd-tool
 
 # The package, its dependencies and the Rust core: all `make demo` needs.
 core: $(CORE_STAMP)
@@ -152,6 +152,16 @@ telemetrygen-tool:
 		GOBIN=$(abspath $(BIN)) GOFLAGS=-mod=mod go install \
 		github.com/open-telemetry/opentelemetry-collector-contrib/cmd/telemetrygen@$(TELEMETRYGEN_VERSION) >/dev/null 2>&1 || true
 	@[ -x $(BIN)/telemetrygen ] || echo "note: telemetrygen is not installed (needs Go and the module proxy); its OTLP tests will be skipped"
+
+# InfluxQL's answers are compared with a real InfluxDB 1.x's (tests/server/test_influxdb_peer.py),
+# built from its Go module into the venv's bin (v1.8.3: the last 1.x whose server builds without
+# Flux's Rust library). Without Go or the module proxy, that test skips and says why.
+INFLUXDB_VERSION := v1.8.3
+influxd-tool:
+	@[ -x $(BIN)/influxd ] || ! command -v go >/dev/null 2>&1 || \
+		GOBIN=$(abspath $(BIN)) GOFLAGS=-mod=mod go install \
+		github.com/influxdata/influxdb/cmd/influxd@$(INFLUXDB_VERSION) >/dev/null 2>&1 || true
+	@[ -x $(BIN)/influxd ] || echo "note: influxd is not installed (needs Go and the module proxy); the InfluxDB peer test will be skipped"
 
 # The web UI's browser tests drive Debian's Chromium (playwright's own browser download is not
 # used). Installed with apt-get when missing; if that is impossible those tests skip and say why.

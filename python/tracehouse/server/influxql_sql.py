@@ -327,6 +327,16 @@ def _mode_sql(x: str, ts: str, typ: str) -> str:
     return f"list_reduce({pts}, {step}, {init}).mode"
 
 
+def _takes(function: str, typ: str) -> bool:
+    """Whether InfluxDB's `function` takes a field of type `typ`: every function numbers; count,
+    first, last, distinct and mode strings and booleans too; min and max booleans."""
+    if typ == "string":
+        return function in ("count", "first", "last", "distinct", "mode")
+    if typ == "bool":
+        return function in ("count", "first", "last", "distinct", "mode", "min", "max")
+    return True
+
+
 def _wrap_int64(hugeint_sql: str) -> str:
     """An int128 result as Go's int64 arithmetic leaves it (wrapped on overflow), BIGINT."""
     return (
@@ -558,13 +568,7 @@ class Translator:
                 for n in sorted(self.src.fields):
                     if isinstance(a, RegexRef) and not a.regex.search(n):
                         continue
-                    if self.src.fields[n][1] in ("string", "bool") and e.name not in (
-                        "count",
-                        "first",
-                        "last",
-                        "distinct",
-                        "mode",
-                    ):
+                    if not _takes(e.name, self.src.fields[n][1]):
                         continue
                     out.append(
                         Field(
@@ -655,6 +659,10 @@ class Translator:
             arg = arg.args[0] if arg.args else None
         if not isinstance(arg, VarRef):
             raise QueryError(f"expected field argument in {c.name}()")
+        typ = self.ref(arg)[1]
+        if not _takes(c.name, typ):  # (InfluxDB: "unsupported mean iterator type: *query.stringInterruptIterator")
+            kind = "string" if typ == "string" else "boolean"
+            raise QueryError(f"unsupported {c.name} iterator type: {kind} field {arg.name!r}")
         if c.name in ("percentile", "top", "bottom"):
             n = _number(c.args[1])
             if c.name != "percentile" and (not isinstance(n, int) or n <= 0):
@@ -876,7 +884,8 @@ class Translator:
             "mean": "avg({x})",
             "median": "median({x})",
             "spread": "(max({x}) - min({x}))",
-            "stddev": "stddev_samp({x})",
+            # one point: NaN, as InfluxDB's reducer gives (null in JSON, but a point a transformation reads)
+            "stddev": "CASE WHEN count({x}) = 1 THEN 'NaN'::DOUBLE ELSE stddev_samp({x}) END",
             "min": "min({x})",
             "max": "max({x})",
             "first": "arg_min({x}, {ts}) {nn}",
@@ -957,12 +966,18 @@ class Translator:
             f"SELECT {', '.join(tags + [f'{bucket} AS time'] + aggs + ['1 AS _present'])} "
             f"FROM {self.src.relation}{self.where_sql([self._any_present()])} GROUP BY {group}"
         )
+        only_integral = all(c.name == "integral" for c in calls)
         for col, sub in joins:
             using = ", ".join(tcols + ["time"])
-            agg_sql = f"SELECT a.*, j.v AS {col} FROM ({agg_sql}) a LEFT JOIN ({sub}) j USING ({using})"
+            join = "JOIN" if only_integral else "LEFT JOIN"  # (integral alone: only its own windows)
+            agg_sql = f"SELECT a.*, j.v AS {col} FROM ({agg_sql}) a {join} ({sub}) j USING ({using})"
         time_out = "coalesce(_st, time)" if one_selector else "time"
+        # integral alone (InfluxDB's reducer): stamped with the epoch without GROUP BY time, as its
+        # docs show, and no window filled (fill() is not applied to it)
+        if self.dim is None and only_integral:
+            time_out = "0"
         vals = [f"{v} AS v{i}" for i, v in enumerate(values)]
-        if self.dim is None or self.st.fill == "none":
+        if self.dim is None or self.st.fill == "none" or only_integral:
             inner = f"SELECT {', '.join(tcols + [f'{time_out} AS time'] + vals)} FROM ({agg_sql})"
             return Plan(self._paged(inner), self.src.name, self.group_tags, names, self._types(fields))
         inner = self._filled(agg_sql, fields, values, tcols)
@@ -1021,8 +1036,11 @@ class Translator:
         nt = f"first_value(CASE WHEN _present IS NOT NULL AND {v} IS NOT NULL THEN time END IGNORE NULLS) OVER ({wa} ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING)"
         interp = f"{pv} + ({nv} - {pv}) * (CAST(time - {pt} AS DOUBLE) / ({nt} - {pt}))"
         if self._int_result(f):
+            # Go's linearInteger: int64(m*x + b), the slope first and the sum truncated (DuckDB's
+            # cast rounds: 1.5 between counts 1 and 2 read 2 where InfluxDB answers 1)
             interp = (
-                f"{pv} + CAST(CAST({nv} - {pv} AS DOUBLE) * (CAST(time - {pt} AS DOUBLE) / ({nt} - {pt})) AS BIGINT)"
+                f"CAST(trunc(CAST({nv} - {pv} AS DOUBLE) / CAST({nt} - {pt} AS DOUBLE) "
+                f"* CAST(time - {pt} AS DOUBLE) + CAST({pv} AS DOUBLE)) AS BIGINT)"
             )
         return f"CASE WHEN _present IS NULL THEN {interp} ELSE {v} END"
 
@@ -1058,7 +1076,7 @@ class Translator:
         bt, bpt = b_of("t"), b_of("pt")
         if self.dim is None:
             own = "coalesce(0.5 * (x + px) * (t - pt), 0)"
-            areas = f"SELECT {', '.join(tcols + [f'{bt} AS time', f'{own} AS a'])} FROM ({pairs})"
+            areas = f"SELECT {', '.join(tcols + [f'{bt} AS time', f'{own} AS a', 't AS lt'])} FROM ({pairs})"
         else:
             i = self.dim.interval
             end = f"({bpt} + {i})"
@@ -1067,12 +1085,18 @@ class Translator:
             own = f"CASE WHEN pt IS NULL THEN 0 WHEN {same} THEN 0.5 * (x + px) * (t - pt) ELSE 0.5 * ({vb} + x) * (t - {end}) END"
             before = f"0.5 * (px + {vb}) * ({end} - pt)"
             areas = (
-                f"SELECT {', '.join(tcols + [f'{bt} AS time', f'{own} AS a'])} FROM ({pairs})\n"
-                f"UNION ALL SELECT {', '.join(tcols + [f'{bpt} AS time', f'{before} AS a'])} "
+                f"SELECT {', '.join(tcols + [f'{bt} AS time', f'{own} AS a', 't AS lt'])} FROM ({pairs})\n"
+                f"UNION ALL SELECT {', '.join(tcols + [f'{bpt} AS time', f'{before} AS a', 'NULL AS lt'])} "
                 f"FROM ({pairs}) WHERE NOT {same}"
             )
         group = ", ".join(tcols + ["time"])
-        return f"SELECT {group}, sum(a) / {unit} AS v FROM ({areas}) GROUP BY {group}"
+        # A series' last window whose last point is at its start has no area and no row (the
+        # reducer's Close: "there is no area within this bucket")
+        sums = f"SELECT {group}, sum(a) / {unit} AS v, max(lt) AS lt FROM ({areas}) GROUP BY {group}"
+        return (
+            f"SELECT {group}, v FROM ({sums}) "
+            f"QUALIFY lt IS DISTINCT FROM time OR time < max(time) OVER (PARTITION BY {part})"
+        )
 
     # -- transformations
     def _transformed(self, fields: list[Field]) -> Plan | None:
@@ -1104,6 +1128,7 @@ class Translator:
             self.st.dimensions,
             self.st.fill,
             self.st.fill_value,
+            descending=self.st.descending,  # (fill(previous) follows the query's order)
             tz=self.st.tz,
         )
         inner = Translator(inner_st, self.src, self.now)
@@ -1278,7 +1303,7 @@ def _pylist(col) -> list:
     value at a time, a larger one by Arrow's loops (`json_column`)."""
     import pyarrow as pa
 
-    if len(col) <= SMALL_ANSWER_ROWS:
+    if len(col) <= SMALL_ANSWER_ROWS and not pa.types.is_decimal(col.type):  # (HUGEINT: a Decimal, written as a string)
         values = col.to_pylist()
         return [None if v != v else v for v in values] if pa.types.is_floating(col.type) else values
     return json_column(col)
