@@ -11,7 +11,9 @@ here), error texts naming Go iterator types, `integral`'s series order (InfluxDB
 integer field's (InfluxDB: stamped with the range's start where a float's is 1970, and after a
 window boundary the interpolated value taken for the next point's) and
 beside other functions (InfluxDB: a row of its own) and with ORDER BY time DESC (InfluxDB 1.8: negative areas stamped a
-window late), and `mode` between values of equal counts of 2 or more (InfluxDB's unstable sort
+window late), `percentile` by tags when a series selects no point (InfluxDB: no series at all),
+`top`/`bottom` with LIMIT (InfluxDB 1.8 reads only LIMIT points for them),
+and `mode` between values of equal counts of 2 or more (InfluxDB's unstable sort
 decides those).
 """
 
@@ -294,8 +296,43 @@ def statements(draw):
     return q
 
 
+@st.composite
+def raw_and_selector_statements(draw):
+    """Raw points, selectors with the fields beside them, percentiles, top/bottom, subqueries."""
+    lo = draw(st.integers(T0 - 100, END))
+    hi = draw(st.integers(lo + 1, END + 200))
+    where = f"time >= {lo}s AND time < {hi}s"
+    if draw(st.booleans()):
+        where += " AND " + draw(st.sampled_from(["host != 'db1'", "value < 50", "n >= 500", "msg =~ /1/", "dc = ''"]))
+    group = draw(st.sampled_from(["", " GROUP BY host", " GROUP BY *", " GROUP BY dc"]))
+    kind = draw(st.sampled_from(["raw", "selector", "percentile", "topbottom", "subquery"]))
+    if kind == "raw":
+        q = f"SELECT {draw(st.sampled_from(['value', 'n, value', '*', 'msg', 'value * 2 - n']))} FROM cpu WHERE {where}{group}"
+    elif kind == "selector":
+        sel = draw(st.sampled_from(["max", "min", "first", "last"]))
+        field = draw(st.sampled_from(["value", "n"]))
+        beside = draw(st.sampled_from(["", ", msg", ", host", ", n, value"]))
+        q = f"SELECT {sel}({field}){beside} FROM cpu WHERE {where}{group}"
+    elif kind == "percentile":  # (InfluxDB 1.8 answers no series at all when one selects no point)
+        p = draw(st.sampled_from([1, 25, 50, 90, 99.9, 100]))
+        q = f"SELECT percentile({draw(st.sampled_from(['value', 'n']))}, {p}) FROM cpu WHERE {where}"
+    elif kind == "topbottom":
+        q = f"SELECT {draw(st.sampled_from(['top', 'bottom']))}(value, {draw(st.integers(1, 4))}) FROM cpu WHERE {where}{group}"
+    else:
+        inner = draw(st.sampled_from(["mean(value) AS m", "max(n) AS m", "count(value) AS m"]))
+        q = (
+            f"SELECT {draw(st.sampled_from(['max', 'sum', 'mean', 'count']))}(m) FROM "
+            f"(SELECT {inner} FROM cpu WHERE {where} GROUP BY time(2m), host){group}"
+        )
+    if draw(st.booleans()):
+        q += " ORDER BY time DESC"
+    if kind != "topbottom" and draw(st.booleans()):  # (InfluxDB 1.8: LIMIT cuts the points top reads)
+        q += f" LIMIT {draw(st.integers(1, 3))}" + (f" OFFSET {draw(st.integers(1, 2))}" if draw(st.booleans()) else "")
+    return q
+
+
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(q=statements())
+@given(q=st.one_of(statements(), raw_and_selector_statements()))
 def test_random_statements_answer_as_influxdb(both, q):
     want, got = answers(both, q)
     assert got == want, q

@@ -38,6 +38,7 @@ only formats the rows it returns.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -423,11 +424,11 @@ class Translator:
         self.src = src
         self.now = now
         self.range, self.conds = split_condition(st.condition, now)
-        if outer_range is not None:  # a subquery without its own range takes its outer query's
-            if self.range.lo is None:
-                self.range.lo = outer_range.lo
-            if self.range.hi is None:
-                self.range.hi = outer_range.hi
+        if outer_range is not None:  # a subquery's range is its own and its outer query's, intersected
+            if outer_range.lo is not None:
+                self.range.lo = outer_range.lo if self.range.lo is None else max(self.range.lo, outer_range.lo)
+            if outer_range.hi is not None:
+                self.range.hi = outer_range.hi if self.range.hi is None else min(self.range.hi, outer_range.hi)
         self.dim = st.time_dimension
         self.group_tags = self._group_tags()
 
@@ -667,6 +668,10 @@ class Translator:
             n = _number(c.args[1])
             if c.name != "percentile" and (not isinstance(n, int) or n <= 0):
                 raise QueryError(f"limit ({n}) in {c.name} function must be at least 1")
+            if c.name != "percentile" and self.st.limit and n > self.st.limit:
+                raise QueryError(
+                    f"limit ({n}) in {c.name} function can not be larger than the LIMIT ({self.st.limit}) in the select statement"
+                )
         if (
             c.name == "integral"
             and len(c.args) == 2
@@ -912,8 +917,9 @@ class Translator:
         if c.name == "percentile":
             return f"({self._percentile_list(c, x)}).t"
         return {
-            "min": f"arg_min({ts}, ({x}, {ts}))",
-            "max": f"arg_max({ts}, ({x}, -{ts}))",
+            # (a struct with a NULL field is not NULL: points without the field are filtered out)
+            "min": f"arg_min({ts}, ({x}, {ts})) FILTER (WHERE {x} IS NOT NULL)",
+            "max": f"arg_max({ts}, ({x}, -{ts})) FILTER (WHERE {x} IS NOT NULL)",
             "first": f"min({ts}) FILTER (WHERE {x} IS NOT NULL)",
             "last": f"max({ts}) FILTER (WHERE {x} IS NOT NULL)",
         }[c.name]
@@ -979,6 +985,8 @@ class Translator:
         vals = [f"{v} AS v{i}" for i, v in enumerate(values)]
         if self.dim is None or self.st.fill == "none" or only_integral:
             inner = f"SELECT {', '.join(tcols + [f'{time_out} AS time'] + vals)} FROM ({agg_sql})"
+            if one_selector:  # a selector that selects no point (percentile past the count) gives no row
+                inner += " WHERE _st IS NOT NULL"
             return Plan(self._paged(inner), self.src.name, self.group_tags, names, self._types(fields))
         inner = self._filled(agg_sql, fields, values, tcols)
         return Plan(self._paged(inner), self.src.name, self.group_tags, names, self._types(fields))
@@ -1276,8 +1284,21 @@ def translate(st: Select, sources_of, now: int) -> list[Plan]:
     for s in st.sources:
         if isinstance(s, Subquery):
             outer = split_condition(st.condition, now)[0]
-            for inner_src in _sources(s.select, sources_of):
-                inner = Translator(s.select, inner_src, now, outer).translate()
+            # the outer query's group-by tags group the subquery too (InfluxDB passes its
+            # dimensions down): `max(m) FROM (SELECT mean(v) AS m ... GROUP BY host) GROUP BY dc`
+            # means per host and dc
+            # (named tags only: `*` and /re/ outside are the subquery's own tags)
+            extra = [d for d in st.dimensions if d.kind == "tag" and d not in s.select.dimensions]
+            # ... and so does its GROUP BY time when the subquery has none; a subquery takes the
+            # outer order, and fill(null) there is fill(none) (InfluxDB: the outer query strips
+            # nulls; a count's 0 is not a point of the subquery)
+            if s.select.time_dimension is None and st.time_dimension is not None:
+                extra.append(st.time_dimension)
+            sub = dataclasses.replace(s.select, dimensions=[*s.select.dimensions, *extra], descending=st.descending)
+            if sub.time_dimension is not None and sub.fill == "null":
+                sub = dataclasses.replace(sub, fill="none")
+            for inner_src in _sources(sub, sources_of):
+                inner = Translator(sub, inner_src, now, outer).translate()
                 if inner is not None:
                     plans.append(Translator(st, subquery_source(inner), now).translate())
         else:
