@@ -34,6 +34,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_tsbs import FIELDS, SCALE, START, TAGS, ns, recorded
 
 from helpers.server import Server
 
@@ -336,3 +337,35 @@ def raw_and_selector_statements(draw):
 def test_random_statements_answer_as_influxdb(both, q):
     want, got = answers(both, q)
     assert got == want, q
+
+
+@pytest.fixture(scope="module")
+def tsbs_both(both):
+    """TSBS's cpu-only shape (as test_tsbs.py writes it: 10 hosts, 9 tags, 10 integer fields, one
+    row a minute for 13 hours) in database `benchmark` of both."""
+    influx, ours = both
+    lo = ns(START)
+    lines = []
+    for h in range(SCALE):
+        tags = ",".join(f"{k}={k}_{(h * 7 + i) % 5}" for i, k in enumerate(TAGS))
+        for m in range(13 * 60):
+            fields = ",".join(f"{f}={(h * 31 + m * 7 + i * 13) % 100}i" for i, f in enumerate(FIELDS))
+            lines.append(f"cpu,hostname=host_{h},{tags} {fields} {lo + m * 60 * 10**9}")
+    body = "\n".join(lines).encode()
+    influx.request("/query?q=CREATE+DATABASE+benchmark", b"")
+    influx.request("/write?db=benchmark", body)
+    assert ours.write(body, bucket="benchmark", v1=True)[0] == 204
+    return both
+
+
+@pytest.mark.parametrize("query_type", sorted(recorded()))
+def test_tsbs_queries_answer_as_influxdb(tsbs_both, query_type):
+    """The 45 queries TSBS's generator wrote (tests/data/tsbs), as `tsbs_run_queries_influx` sends
+    them, answered as InfluxDB answers them."""
+    influx, ours = tsbs_both
+    for q in recorded()[query_type]:
+        path = "/query?" + urllib.parse.urlencode({"q": q}) + "&db=benchmark"
+        _status, _h, body = ours.request("POST", path)
+        want = _norm(json.loads(influx.request(path, b"")))
+        assert want["results"][0].get("series"), q  # (a question with an answer)
+        assert _norm(json.loads(body)) == want, q

@@ -843,7 +843,17 @@ class Translator:
     def _raw(self, fields: list[Field], names: list[str]) -> Plan:
         vals = [f"{self.value_sql(f.expr)} AS v{i}" for i, f in enumerate(fields)]
         any_present = self._any_present()
-        ties = [f"{qident(c)} AS _o{i}" for i, c in enumerate(self.src.tiebreak)]
+        ties = [qident(c) for c in self.src.tiebreak]
+        if not self._kept_last():
+            # points of one time: by their series' key (the other tags, keys sorted), as InfluxDB
+            # merges its series (TSBS high-cpu-all: host_3 before host_0 at one minute)
+            key = [
+                f"CASE WHEN {self.tag_sql(k)} <> '' THEN {qstr(k + '=')} || {self.tag_sql(k)} END"
+                for k in sorted(self.src.tags)
+                if k not in self.group_tags
+            ]
+            ties = ([f"concat_ws(',', {', '.join(key)})"] if key else []) + ties
+        ties = [f"{t} AS _o{i}" for i, t in enumerate(ties)]
         cols = ", ".join(self._tag_select() + [f"{self.src.time} AS time"] + vals + ties)
         order = [f"_o{i}" for i in range(len(ties))]
         fast = None
