@@ -1004,9 +1004,11 @@ fn decode_line<'a>(
     bl.grow(schema, upto);
     let row = bl.ts.len() as u64 + 1; // stamps start at 1 (0 = never filled)
     let mut repeated = false;
-    for ((_, v), &ci) in st.fields.iter().zip(&st.cols) {
+    // Last to first: a repeated key's last value stands, as InfluxDB keeps it (`v=1,v=2`
+    // stores 2; each value's type was checked against the column above).
+    for ((_, v), &ci) in st.fields.iter().zip(&st.cols).rev() {
         if bl.filled[ci] == row {
-            repeated = true; // a repeated key: the first value stands (its type was checked)
+            repeated = true;
             continue;
         }
         bl.filled[ci] = row;

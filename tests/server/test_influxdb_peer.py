@@ -369,3 +369,55 @@ def test_tsbs_queries_answer_as_influxdb(tsbs_both, query_type):
         want = _norm(json.loads(influx.request(path, b"")))
         assert want["results"][0].get("series"), q  # (a question with an answer)
         assert _norm(json.loads(body)) == want, q
+
+
+# Line protocol both take or both refuse, and what SELECT * reads back (each line its own
+# measurement; `lp<i>` is put in front). The lines InfluxDB 1.8 refuses and tracehouse takes are in
+# docs/formats/lineproto.md.
+TS = " 1700000000000000000"
+LINES = [
+    " v=1" + TS,
+    " v=1i,w=-9223372036854775808i" + TS,
+    " v=9223372036854775808i" + TS,
+    " a=t,b=T,c=true,d=True,e=TRUE,f=f,g=FALSE" + TS,
+    " v=tRUE" + TS,
+    ' s="a \\"q\\" b",t="back\\\\slash",u="tab\\there"' + TS,
+    " a=1e3,b=1.5E-2,c=.5,d=5.,e=-0" + TS,
+    " v=NaN" + TS,
+    "\\ space,t\\,k=a\\ b\\=c v=1" + TS,
+    ",t=a v=1,v=2,w=3i,w=4i" + TS,
+    ",t=a,t=b v=1" + TS,
+    ",t= v=1" + TS,
+    ",=a v=1" + TS,
+    " v=1 -1",
+    " v=1 1.5",
+    " v=1 99999999999999999999",
+    "  v=1" + TS,
+    ",t=a  v=1" + TS,
+    ',t=é v="ü"' + TS,
+    "" + TS,
+    " v" + TS,
+    " v=" + TS,
+    " v=1," + TS,
+    ",t=a" + TS,
+    ' "v"=1' + TS,
+]
+
+
+@pytest.mark.parametrize("i", range(len(LINES)))
+def test_line_protocol_reads_back_as_influxdb(both, i):
+    influx, ours = both
+    line = f"lp{i}x{LINES[i]}"
+    influx.request("/query?q=CREATE+DATABASE+lp", b"")
+    req = urllib.request.Request(f"http://127.0.0.1:{influx.port}/write?db=lp", data=line.encode())
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            status_i = r.status
+    except urllib.error.HTTPError as e:
+        status_i = e.code
+    status_t = ours.write(line.encode(), bucket="lp", v1=True)[0]
+    assert (status_t == 204) == (status_i == 204), (line, status_i, status_t)
+    if status_i == 204:
+        q = f"SELECT * FROM /^lp{i}x/ GROUP BY *"
+        path = "/query?" + urllib.parse.urlencode({"db": "lp", "q": q})
+        assert _norm(json.loads(ours.request("GET", path)[2])) == _norm(json.loads(influx.request(path))), line

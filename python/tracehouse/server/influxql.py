@@ -834,6 +834,43 @@ def _tags_and_kept(store, db: str) -> tuple[dict[str, str], set[str]]:
     return got[1], got[2]
 
 
+def _has_wildcard(sel) -> bool:
+    """Whether a SELECT (or its subquery) names `*` in its fields or GROUP BY."""
+    from .influxql_select import Subquery, Wildcard
+
+    if any(d.kind in ("wildcard", "regex") for d in sel.dimensions):
+        return True
+    if any(isinstance(f.expr, Wildcard) for f in sel.fields):
+        return True
+    return any(isinstance(s, Subquery) and _has_wildcard(s.select) for s in sel.sources)
+
+
+def _measurement_tag_keys(store, db: str, kept: set[str]) -> dict[str, set[str]]:
+    """The tag keys of each measurement's series, for the types whose last rows are kept (one
+    row per series: their producers, whose tags are the keys), kept while the catalog's version
+    stays. InfluxDB's `GROUP BY *` and `SELECT *` take a measurement's own keys; a bucket's
+    other keys are not its tags. Types without kept rows are left out (their views' keys stand)."""
+    version = store.catalog.version()
+    facts = _SOURCE_FACTS.setdefault(store, {})
+    got = facts.get(("keys", db))
+    if got is None or got[0] != version:
+        from ..store.query import qident, qstr
+
+        keys: dict[str, set[str]] = {}
+        if kept:
+            sql = "\nUNION ALL\n".join(
+                f"SELECT DISTINCT {qstr(t)} AS t, producer FROM {qident(db)}.{qident(t + '_last')}"
+                for t in sorted(kept)
+            )
+            rows = store.sql(sql)
+            attrs = {int(p["id"]): (p["attrs"] or {}) for p in store.producers(db)}
+            keys = {t: set() for t in kept}
+            for t, pid in zip(rows.column("t").to_pylist(), rows.column("producer").to_pylist()):
+                keys[t].update(str(k) for k in attrs.get(pid, {}))
+        got = facts[("keys", db)] = (version, keys)
+    return got[1]
+
+
 def _escape_key(s: str, chars: str) -> str:
     for c in "\\" + chars:
         s = s.replace(c, "\\" + c)
@@ -1212,6 +1249,8 @@ class Executor:
         if sel.tz and sel.tz.upper() not in ("UTC", "ETC/UTC", "Z"):
             raise StatementError(f"tz({sel.tz!r}) is not supported by tracehouse: windows are aligned in UTC")
 
+        wildcard = _has_wildcard(sel)
+
         def sources_of(m) -> list[Source]:
             db = m.database or self.default_db
             if not db:
@@ -1224,11 +1263,14 @@ class Executor:
             if not names:
                 return []
             keys, kept = _tags_and_kept(self.store, db)
+            own = _measurement_tag_keys(self.store, db, kept) if wildcard else {}
             out = []
             for key, name in names:
                 et = types[name]
                 fields = {k: (c.name, c.type) for k, c in field_keys(et).items()}
                 tags = {k: col for k, col in tag_column_names(et, keys).items() if k != "time"}
+                if name in own:  # (`*` reads the measurement's own tag keys, as InfluxDB's index has them)
+                    tags = {k: col for k, col in tags.items() if k in own[name]}
                 last = f"{qident(db)}.{qident(name + '_last')}" if name in kept else None
                 out.append(
                     Source(key, f"{qident(db)}.{qident(name)}", fields, tags, tiebreak=("producer", "seq"), last=last)

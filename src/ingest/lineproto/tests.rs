@@ -406,3 +406,19 @@ fn numbered_batches_have_seq_per_producer_and_one_schema_per_layout() {
     assert_eq!(col::<Int64Array>(&d5.batches[0].1, "seq").values(), &[5, 7]);
     assert_eq!(col::<Int64Array>(&d5.batches[1].1, "seq").values(), &[6]);
 }
+
+#[test]
+fn a_repeated_field_key_keeps_its_last_value_as_influxdb_does() {
+    // (InfluxDB 1.8.3 answers `SELECT v` with 2; the first value stood here)
+    let (d, _s, _p) = run("m,t=a v=1,v=2,w=3i\nm,t=a v=4,w=5i,w=6i\n");
+    assert_eq!(d.body.errors, vec![]);
+    let (_, b) = &d.batches[0];
+    let v = col::<Float64Array>(b, "v");
+    assert_eq!((v.value(0), v.value(1)), (2.0, 4.0));
+    let w = col::<arrow_array::Int64Array>(b, "w");
+    assert_eq!((w.value(0), w.value(1)), (3, 6));
+    // a repeated key of another type is refused, and nothing of its line is kept
+    let (d, _s, _p) = run("m v=1,v=\"s\"\n");
+    assert_eq!(d.body.rows, 0);
+    assert!(d.body.errors[0].message.contains("given twice with different types"), "{:?}", d.body.errors);
+}
