@@ -40,6 +40,7 @@ from helpers.server import Server
 
 T0 = 1_700_000_000  # 2023-11-14T22:13:20Z
 END = T0 + 300 * 7 + 4
+DST_EU, DST_US = 1_679_702_400, 1_699_056_000  # 2023-03-25T00:00Z, 2023-11-04T00:00Z
 
 
 def _influxd() -> str | None:
@@ -66,6 +67,10 @@ def points() -> str:
             fields.append(f"ok={'true' if i % 2 else 'false'}")
         host = ("web1", "web2", "db1")[i % 3]
         lines.append(f"cpu,host={host}{tags} {','.join(fields)} {T0 + i * 7 + rnd.randint(0, 3)}")
+    # every 10 minutes over 3 days around two changes of daylight saving time (Europe 2023-03-26,
+    # America 2023-11-05), for tz()
+    for start in (DST_EU, DST_US):
+        lines += [f"dst,site=a v={i % 17}i {start + i * 600}" for i in range(432)]
     return "\n".join(lines) + "\n"
 
 
@@ -246,6 +251,17 @@ STATEMENTS = [
     "SELECT count(value) FROM cpu WHERE host = 'nohost'",
     "SELECT nosuchfield FROM cpu",
     "SELECT value FROM nosuch",
+    f"SELECT mean(value) FROM cpu WHERE {R} GROUP BY time(20m) tz('Asia/Kolkata')",
+    f"SELECT value FROM cpu WHERE time >= {T0}s AND time < {T0 + 30}s tz('Europe/Paris')",
+    f"SELECT max(value) FROM cpu WHERE {R} GROUP BY time(1h, 10m) tz('Asia/Kathmandu')",
+    "SELECT mean(value) FROM cpu GROUP BY time(1h) tz('Nowhere/City')",
+    *[
+        f"SELECT sum(v), count(v) FROM dst WHERE time >= {lo}s AND time < {lo + 3 * 86400}s GROUP BY time({i}) tz('{z}')"
+        for lo, zones in ((DST_EU, ("Europe/Paris", "Europe/London")), (DST_US, ("America/New_York",)))
+        for z in zones
+        for i in ("1d", "12h", "1h", "30m", "10m")
+    ],
+    f"SELECT last(v) FROM dst WHERE time >= {DST_EU}s AND time < {DST_EU + 2 * 86400}s GROUP BY time(1d) fill(0) tz('Europe/Paris') ORDER BY time DESC",
     "SHOW FIELD KEYS",
     "SHOW TAG KEYS",
     "SHOW TAG VALUES WITH KEY = host",

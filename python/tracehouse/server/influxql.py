@@ -499,7 +499,15 @@ class Parser:
                 return self.retention_policy("drop retention policy")
             return self.unsupported(tok, "DROP " + self._word())
         if kw == "SELECT":
-            return Statement("select", "", options={"select": SelectParser(self).select()})
+            sel = SelectParser(self).select()
+            if sel.tz is not None:
+                from .influxql_sql import QueryError, zone_name
+
+                try:
+                    zone_name(sel.tz)
+                except QueryError as e:  # (InfluxDB: a parse error, nothing runs)
+                    raise ParseError(str(e)) from None
+            return Statement("select", "", options={"select": sel})
         if kw in _UNSUPPORTED_STARTS:
             return self.unsupported(tok, kw)
         raise self.fail(tok, "SELECT, DELETE, SHOW, CREATE, DROP, EXPLAIN, GRANT, REVOKE, ALTER, SET, KILL")
@@ -1243,11 +1251,9 @@ class Executor:
 
     # -- SELECT (influxql_select.py parses it, influxql_sql.py translates it to SQL over the views)
     def _select(self, st: Statement, messages) -> list[dict] | None:
-        from .influxql_sql import QueryError, Source, answer_series, plan_table, translate
+        from .influxql_sql import QueryError, Source, answer_series, plan_table, translate, zone_name
 
         sel = st.options["select"]
-        if sel.tz and sel.tz.upper() not in ("UTC", "ETC/UTC", "Z"):
-            raise StatementError(f"tz({sel.tz!r}) is not supported by tracehouse: windows are aligned in UTC")
 
         wildcard = _has_wildcard(sel)
 
@@ -1281,7 +1287,7 @@ class Executor:
             plans = translate(sel, sources_of, time.time_ns())
             series: list[dict] = []
             for plan in plans:
-                series += answer_series(plan, plan_table(plan, self.run_sql), self.epoch)
+                series += answer_series(plan, plan_table(plan, self.run_sql), self.epoch, tz=zone_name(sel.tz))
         except QueryError as e:
             raise StatementError(str(e)) from None
         if sel.soffset:

@@ -12,7 +12,8 @@ and query engine's behaviour):
 - A raw query returns the points where one of the selected fields is present, `time` first, in
   time order per series. `SELECT *` is every field and tag, by name.
 - An aggregate query groups by the series (GROUP BY tags, `*`, /re/) and `time(interval[,
-  offset])` windows (aligned to the epoch plus the offset). Windows span the time range: from
+  offset])` windows (aligned to the epoch plus the offset; with `tz('Zone')` to that zone's
+  local time, moved across its daylight saving changes as InfluxDB's Window does). Windows span the time range: from
   the lower bound's window (without one, the earliest point's), to the upper bound (without one,
   now), each series filled by `fill()`: null (count: 0), none, previous, linear or a number.
   Without GROUP BY time, a row per series stamped with the range's start (0 without one); a
@@ -39,6 +40,7 @@ only formats the rows it returns.
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -160,13 +162,19 @@ def parse_time(text: str) -> int:
 _EPOCH = datetime(1970, 1, 1)
 
 
-def format_time(ns: int) -> str:
-    """`ns` as Go's RFC3339Nano prints it (InfluxDB's default): trailing fraction zeros dropped."""
+def format_time(ns: int, zone=None) -> str:
+    """`ns` as Go's RFC3339Nano prints it (InfluxDB's default): trailing fraction zeros dropped;
+    in `zone` (a ZoneInfo) with its offset (`+05:30`; `Z` where the offset is 0)."""
     secs, frac = divmod(ns, 10**9)
+    fraction = "." + f"{frac:09d}".rstrip("0") if frac else ""
+    if zone is not None:
+        local = datetime.fromtimestamp(secs, zone)
+        offset = local.utcoffset()
+        if offset:
+            text = local.isoformat()
+            return text[:19] + fraction + text[19:]
     s = (_EPOCH + timedelta(seconds=secs)).isoformat()  # (2.3 µs; fromtimestamp + strftime 5.2)
-    if frac:
-        s += "." + f"{frac:09d}".rstrip("0")
-    return s + "Z"
+    return s + fraction + "Z"
 
 
 EPOCH_DIVISORS = {
@@ -338,6 +346,26 @@ def _takes(function: str, typ: str) -> bool:
     return True
 
 
+def zone_name(tz: str | None) -> str | None:
+    """The IANA zone of `tz('...')`, None for UTC; a zone Python's tz database does not know is a
+    parse error, as in InfluxDB ("unable to find time zone X")."""
+    if tz is None or tz.upper() in ("UTC", "ETC/UTC", "Z", "GMT"):
+        return None
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+    try:
+        ZoneInfo(tz)
+    except (ZoneInfoNotFoundError, ValueError):
+        raise QueryError(f"unable to find time zone {tz}") from None
+    return tz
+
+
+def _zone_offset_sql(ns_sql: str, tz: str) -> str:
+    """The zone's offset from UTC (ns) at the instant `ns_sql` (DuckDB's ICU time zones)."""
+    us = f"(({ns_sql}) // 1000)"
+    return f"((epoch_us(timezone({qstr(tz)}, timezone('UTC', make_timestamp({us})))) - {us}) * 1000)"
+
+
 def _wrap_int64(hugeint_sql: str) -> str:
     """An int128 result as Go's int64 arithmetic leaves it (wrapped on overflow), BIGINT."""
     return (
@@ -430,6 +458,7 @@ class Translator:
             if outer_range.hi is not None:
                 self.range.hi = outer_range.hi if self.range.hi is None else min(self.range.hi, outer_range.hi)
         self.dim = st.time_dimension
+        self.tz = zone_name(st.tz)
         self.group_tags = self._group_tags()
 
     # -- names
@@ -869,7 +898,16 @@ class Translator:
         if self.dim is None:
             return str(self.range.lo if self.range.lo is not None else 0)
         i, off = self.dim.interval, self.dim.offset % self.dim.interval
-        return f"({col} - ((({col} - {off}) % {i}) + {i}) % {i})"
+        if self.tz is None:
+            return f"({col} - ((({col} - {off}) % {i}) + {i}) % {i})"
+        # In a time zone (InfluxDB's IteratorOptions.Window): windows aligned in local time, and a
+        # window that a change of the zone's offset crosses moved by that change when it is
+        # shorter than the window (a day across DST starts at local midnight, 23 or 25 h long).
+        t = f"({col} - {off})"
+        zone = _zone_offset_sql(t, self.tz)
+        start = f"({t} - ((({t} + {zone}) % {i}) + {i}) % {i})"
+        moved = f"({zone} - {_zone_offset_sql(start, self.tz)})"
+        return f"({start} + CASE WHEN abs({moved}) < {i} THEN {moved} ELSE 0 END + {off})"
 
     def _arg(self, c: Call) -> tuple[str, str, bool]:
         """(SQL of the call's field, its type, whether it is count(distinct(...)))."""
@@ -1012,17 +1050,15 @@ class Translator:
             f"GROUP BY time interval') ELSE {hi} END"
         )
         series = ", ".join(tcols) if tcols else "NULL AS _s"
-        grid = (
-            (
-                f"SELECT s.*, r.range AS time FROM (SELECT DISTINCT {series} FROM agg) s, "
-                f"(SELECT min(time) AS lo FROM agg) b, range(b.lo, {cap}, {i}) r"
+        first = "(SELECT min(time) AS lo FROM agg) b" if self.range.lo is None else f"(SELECT {lo} AS lo) b"
+        if self.tz is None:
+            grid = f"SELECT s.*, r.range AS time FROM (SELECT DISTINCT {series} FROM agg) s, {first}, range(b.lo, {cap}, {i}) r"
+        else:  # (windows of a zone differ in length across DST: each window of instants a step apart)
+            step = math.gcd(i, 15 * 60 * 10**9)
+            windows = (
+                f"(SELECT DISTINCT {self._bucket('r.range')} AS time FROM {first}, range(b.lo, {cap}, {step}) r) w"
             )
-            if self.range.lo is None
-            else (
-                f"SELECT s.*, r.range AS time FROM (SELECT DISTINCT {series} FROM agg) s, "
-                f"(SELECT {lo} AS lo) b, range(b.lo, {cap}, {i}) r"
-            )
-        )
+            grid = f"SELECT s.*, w.time FROM (SELECT DISTINCT {series} FROM agg) s, {windows}"
         using = ", ".join(tcols + ["time"])
         joined = f"SELECT * FROM ({grid}) g LEFT JOIN agg USING ({using})"
         part = ", ".join(tcols) or "NULL"
@@ -1340,17 +1376,22 @@ def _pylist(col) -> list:
     return json_column(col)
 
 
-def _times(col, epoch: str | None) -> list:
+def _times(col, epoch: str | None, tz: str | None = None) -> list:
     """The `time` column (ns, int64) as the answer's times: integers in the epoch's unit (floored, as
     `//` does), else Go's RFC3339Nano (`format_time`), computed by Arrow and numpy column at a time."""
     import numpy as np
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if len(col) <= SMALL_ANSWER_ROWS:
+    if len(col) <= SMALL_ANSWER_ROWS or (tz and not epoch):  # (a zone's offsets: one value at a time)
         if epoch:
             div = EPOCH_DIVISORS[epoch]
             return [None if t is None else t // div for t in col.to_pylist()]
+        if tz:
+            from zoneinfo import ZoneInfo
+
+            zone = ZoneInfo(tz)
+            return [None if t is None else format_time(t, zone) for t in col.to_pylist()]
         return [None if t is None else format_time(t) for t in col.to_pylist()]
     col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     valid = None if col.null_count == 0 else pc.is_valid(col).to_numpy(zero_copy_only=False)
@@ -1394,7 +1435,9 @@ def _series_starts(table, ntags: int) -> list[int]:
     return [0, *(np.flatnonzero(change) + 1).tolist(), n]
 
 
-def answer_series(plan: Plan, table, epoch: str | None, *, slimit: int = 0, soffset: int = 0) -> list[dict]:
+def answer_series(
+    plan: Plan, table, epoch: str | None, *, slimit: int = 0, soffset: int = 0, tz: str | None = None
+) -> list[dict]:
     """The rows of `plan.sql` (an Arrow table) as InfluxDB series: one per group-by tag values.
 
     Column at a time: the times are formatted, NaN nulled and the series cut by Arrow and numpy,
@@ -1404,7 +1447,7 @@ def answer_series(plan: Plan, table, epoch: str | None, *, slimit: int = 0, soff
         return []
     ntags = len(plan.tags)
     tag_cols = [table.column(f"t{i}") for i in range(ntags)]
-    times = _times(table.column("time"), epoch)
+    times = _times(table.column("time"), epoch, tz)
     vals = [_pylist(table.column(f"v{i}")) for i in range(len(plan.columns))]
     rows = list(zip(times, *vals))
     columns = ["time", *plan.columns]
