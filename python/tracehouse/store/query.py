@@ -10,7 +10,9 @@ and only for traces whose name the SQL mentions (a store may hold thousands
 of traces; binding a view reads Parquet footers).
 
 Queries of this process run on its one connection under the engine's lock; the server's run
-side by side, each on a cursor of its own (`snapshot`), confined by `sandbox`.
+side by side, each on a cursor of its own (`snapshot`), confined by `sandbox`. A thread whose kept
+transaction still answers its query (nothing it reads changed: `_kept`) takes no lock at all:
+20 embedded clients of one process queued on it one query at a time.
 """
 
 from __future__ import annotations
@@ -832,7 +834,13 @@ class QueryEngine:
         Under the lock, 20 threads of one process queued for it one query at a time, and each
         hand-over waited for the interpreter's lock as well (the thread woken up needs it, while
         the others convert their answers): QoS Q1.1 with 20 embedded clients spent 13.7 ms of its
-        19.4 ms per client waiting for the engine's lock, held 0.2 ms per query (load 3.6)."""
+        19.4 ms per client waiting for the engine's lock, held 0.2 ms per query (load 3.6). Without
+        it, main's engine and this one in alternating processes (20 clients, 11 rounds, load
+        1.9-4.3): Q1.1 23.6, 26.2 -> 15.4, 13.3 ms per client (DuckDB's own file 15-17), Q4.1
+        26.8, 28.1 -> 18.3, 10.7 (16-18), Q1.2 82 -> 65, 76 (75-95). On a machine whose other work
+        takes every core (load 12-14) the wait costs nothing and the per-query CPU decides; it is
+        DuckDB's (both engines interleaved in one process: Q1.1 3.65 ms, main's 4.08, DuckDB's
+        file 3.92; Q4.1 3.85, 4.43, 4.22; Q1.2 10.9, 9.8, 10.7)."""
         local = self._local
         rels = getattr(local, "rels", None)
         if not rels or getattr(local, "cur", None) is None:
