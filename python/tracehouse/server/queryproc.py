@@ -18,10 +18,11 @@ JSON; the process answers with two messages: a JSON head ({"ok": true, "type"} o
 "kind", "status", "code", "message"}), then the body (the answer; empty for an error). A body of
 FD_BYTES or more is written to a memory file (memfd) instead, the head says how long
 (`fd_bytes`) and the file's descriptor follows (`send_answer`, `recv_answer`): it is freed when
-both ends have closed it, so a process killed meanwhile leaves nothing behind. An Arrow answer is
-encoded into that file as it grows past FD_BYTES (`_Spill`), and the server's HTTP front end sends
-it to the client from the file (`recv_answer(keep_file=True)`): QoS Q1.4, 600,000 rows and 305 MB
-as Arrow, went from 1.8-1.9 s to 0.55-0.9 s served to one client at load 3-4.
+both ends have closed it, so a process killed meanwhile leaves nothing behind. An Arrow answer
+past HELD_BYTES is encoded into a memory file of its own as it streams (`_ArrowAnswer`), and the
+server's HTTP front end sends it to the client from the file (`recv_answer(keep_file=True)`): QoS
+Q1.4, 600,000 rows and 305 MB as Arrow, went from 1.8-1.9 s to 0.55-0.9 s served to one client at
+load 3-4.
 """
 
 from __future__ import annotations
@@ -49,6 +50,7 @@ ARROW_STREAM = "application/vnd.apache.arrow.stream"
 BATCH_ROWS = 16_384  # rows per batch taken from DuckDB: bounds the Python objects of one JSON batch
 FD_BYTES = 1 << 20  # answers this big go in a memory file, not through the pipe (`send_answer`)
 WRITE_BUFFER = 1 << 20  # bytes an Arrow answer gathers before each write into its memory file
+HELD_BYTES = 32 << 20  # an Arrow answer this big (DuckDB's batches) is encoded at once at its end
 
 
 class QueryStopped(TracehouseError):
@@ -221,6 +223,7 @@ def answer(store: Store, sql: str, fmt: str, lim: dict) -> tuple[bytes | pa.Buff
             for batch in batches:
                 if not out.add(batch):
                     break
+            out.end()
             if out.over:
                 raise QueryStopped(
                     422,
@@ -278,54 +281,113 @@ class _JsonAnswer:
         tail = json_bytes({"row_count": self.rows, "seconds": round(seconds, 6), "truncated": self.truncated})
         return head[:-1] + b', "rows": [' + b", ".join(self.parts) + b"], " + tail[1:]
 
+    def end(self) -> None:
+        pass
+
     def close(self) -> None:
         pass
 
 
 class _ArrowAnswer:
-    """An Arrow IPC stream (no row cap: the byte cap bounds it), written a batch at a time through
-    a buffer of WRITE_BUFFER bytes into `_Spill`: in memory while under FD_BYTES, else in the
-    memory file that goes to the server (`send_answer`), whose front end sends it to the client
-    from there. Encoded into a growing buffer in memory first, the 305 MB of QoS Q1.4 took
-    1.0-1.7 s against 0.2-0.3 s for DuckDB's batches alone (the buffer copied as it grew, then
-    copied again into the memory file)."""
+    """An Arrow IPC stream (no row cap: the byte cap bounds it). DuckDB's batches are held as they
+    come while they hold under HELD_BYTES (and the byte cap), then encoded at once into Arrow's
+    own buffer (`end`): the body, which `send_answer` passes on, in a memory file from FD_BYTES.
+    A longer answer is written as it streams, a batch at a time, through a buffer of WRITE_BUFFER
+    bytes into a memory file of its own (Arrow's native file writer on it), which goes to the
+    server, whose front end sends it to the client from there. Encoded into a growing buffer in
+    memory first, the 305 MB of QoS Q1.4 took 1.0-1.7 s against 0.2-0.3 s for DuckDB's batches
+    alone (the buffer copied as it grew, then copied again into the memory file).
+
+    The stream went through `pa.PythonFile` into `_Spill` before (Arrow hands each write to
+    Python as a new `bytes`): 5 MB of QoS Q1.2 (10,000 rows x 64 columns) took 8.8-18 ms to
+    encode and put in a memory file against 3.4-12.8 ms encoded at once and written in one call;
+    2.5 MB of Q4.2 25 against 7.7 ms (40 interleaved rounds each, load 9-10)."""
 
     def __init__(self, max_bytes: int, _max_rows: int) -> None:
         self.max_bytes = max_bytes
-        self.spill = _Spill()
-        self.sink = pa.BufferedOutputStream(pa.PythonFile(self.spill, mode="w"), WRITE_BUFFER)
+        self.schema: pa.Schema | None = None
+        self.held: list[pa.RecordBatch] = []  # batches not encoded yet (`end`)
+        self.held_bytes = 0
+        self.body: pa.Buffer | None = None
+        self.size = -1  # the stream's bytes once ended (`end`)
+        self.fd = -1  # the memory file of a streamed answer
+        self.sink = None
         self.writer = None
         self.rows = 0
         self.over = False
 
     def start(self, schema: pa.Schema) -> None:
-        self.writer = pa.ipc.new_stream(self.sink, schema)
+        self.schema = schema
 
     def add(self, batch: pa.RecordBatch) -> bool:
-        self.writer.write_batch(batch)
         self.rows += batch.num_rows
+        if self.writer is None:
+            self.held.append(batch)
+            self.held_bytes += batch.get_total_buffer_size()  # (`nbytes` took 0.1 ms for 64 columns)
+            if self.held_bytes <= min(HELD_BYTES, self.max_bytes):
+                return True
+            self._stream()
+        else:
+            self.writer.write_batch(batch)
         self.over = self.sink.tell() > self.max_bytes
         return not self.over
 
-    def finish(self, _seconds: float) -> bytes | AnswerFile:
-        if self.writer is None:  # a statement without rows: an empty stream of no columns
-            self.start(pa.schema([]))
-        self.writer.close()
-        self.sink.flush()
-        return self.spill.take()
+    def _stream(self) -> None:
+        """From here on the answer is written as it comes, into a memory file."""
+        self.fd = os.memfd_create("tracehouse-answer", os.MFD_CLOEXEC)
+        self.sink = pa.BufferedOutputStream(pa.OSFile(f"/proc/self/fd/{self.fd}", "w"), WRITE_BUFFER)
+        self.writer = pa.ipc.new_stream(self.sink, self.schema)
+        for b in self.held:
+            self.writer.write_batch(b)
+        self.held = []
+
+    def end(self) -> None:
+        """Every batch is in: the stream is ended, and `over` says whether it passed the byte cap
+        (its end-of-stream marker counted)."""
+        if self.size >= 0:
+            return
+        if self.writer is not None:
+            self.writer.close()
+            self.size = self.sink.tell()
+            self.sink.close()  # (its own descriptor of the memory file)
+        else:
+            schema = self.schema if self.schema is not None else pa.schema([])  # (none: a statement without rows)
+            # Measured first (no bytes copied), then written into a buffer of that size, not one
+            # that copies itself as it grows: QoS Q4.3 (26 MB) 4.9 against 9.9 ms, Q1.2 (5 MB)
+            # 0.85 against 1.25, Q1.1 (0.5 MB) 0.11 against 0.09 (41 interleaved, load 5).
+            mock = pa.MockOutputStream()
+            self._encode(mock, schema)
+            self.body = pa.allocate_buffer(mock.size())
+            self._encode(pa.FixedSizeBufferWriter(self.body), schema)
+            self.held, self.size = [], self.body.size
+        self.over = self.size > self.max_bytes
+
+    def _encode(self, sink, schema: pa.Schema) -> None:
+        with pa.ipc.new_stream(sink, schema) as w:
+            for b in self.held:
+                w.write_batch(b)
+
+    def finish(self, _seconds: float) -> pa.Buffer | AnswerFile:
+        self.end()
+        if self.writer is None:
+            return self.body
+        fd, self.fd = self.fd, -1
+        return AnswerFile(fd, self.size)
 
     def close(self) -> None:
         """Frees the memory file of an answer not finished (an error or the byte cap)."""
-        self.spill.close()
+        if self.fd >= 0:
+            if self.sink is not None and not self.sink.closed:
+                self.sink.close()
+            os.close(self.fd)
+            self.fd = -1
 
 
 class _Spill:
-    """A write-only file (for `pa.PythonFile`) that keeps its bytes in memory until they reach
-    FD_BYTES, then moves them into a memory file and writes the rest there. A small answer
-    (most of QoS's cases) costs no file: opening one for every answer added 60-130 µs to a
-    one-row answer."""
-
-    closed = False
+    """A write-only file that keeps its bytes in memory until they reach FD_BYTES, then moves
+    them into a memory file and writes the rest there (`send_answer`: a large body in bytes, a
+    JSON answer's or an encoded Arrow one's). Opening a memory file for every answer added
+    60-130 µs to a one-row answer."""
 
     def __init__(self) -> None:
         self.parts: list[bytes] = []
@@ -350,9 +412,6 @@ class _Spill:
         done = 0
         while done < len(view):
             done += os.write(self.fd, view[done:])
-
-    def flush(self) -> None:
-        pass
 
     def take(self) -> bytes | AnswerFile:
         """What was written: bytes, or the memory file (now the caller's)."""

@@ -507,7 +507,11 @@ class Catalog:
                 self.db.execute("COMMIT")
 
     def version(self) -> int:
-        return int(self.db.execute("SELECT value FROM meta WHERE key='version'").fetchone()[0])
+        # Not inside another thread's transaction of the shared connection (`snapshot`'s BEGIN):
+        # it would read that transaction's older state, and a reader whose views looked current
+        # by it (store/query.py `_kept`, no engine lock) would miss a write acknowledged since.
+        with self._tx_lock:
+            return int(self.db.execute("SELECT value FROM meta WHERE key='version'").fetchone()[0])
 
     # -- formats and event types -------------------------------------------------
 

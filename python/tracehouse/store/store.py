@@ -194,6 +194,7 @@ class Store:
         self._append_writers: dict[str, TraceWriter] = {}  # trace name -> writer, for append's hot path
         self.recovery: list[RecoveryReport] = []
         self._query: QueryEngine | None = None
+        self._query_lock = threading.Lock()  # (`query_engine`: one engine, whichever thread asks first)
         # Keyed by (trace id, created): a trace deleted in another process and made again under its
         # name (InfluxQL DROP + CREATE DATABASE) is another trace, whose WAL file may even get the
         # old one's number and inode; its reads must not continue the old one's (they did: a
@@ -875,9 +876,15 @@ class Store:
 
     @property
     def query_engine(self) -> QueryEngine:
-        if self._query is None:
-            self._query = querymod.QueryEngine(self)
-        return self._query
+        q = self._query
+        if q is None:
+            # Threads racing for the first query made an engine each: a thread's `read_connection`
+            # prepared its cursor on one, and its `snapshot_relation()` asked the other (no cursor).
+            with self._query_lock:
+                if self._query is None:
+                    self._query = querymod.QueryEngine(self)
+                q = self._query
+        return q
 
     def tag_keys(self, trace: str) -> dict[str, str]:
         """The tag keys the views of `trace` carry as columns (line-protocol tags, or producer
