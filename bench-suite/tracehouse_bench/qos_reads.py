@@ -10,7 +10,9 @@ client count, rounds in which every system and layout runs once (the order rotat
 at least 5 rounds (`stat_protocol.MIN_RUNS`), and a cell's figure is the median of its rounds.
 Run one system after another, a ratio moved with the machine's load between the two systems'
 turns (2 cores shared with other work); interleaved, both figures of a ratio see the same load. Each cell also keeps the process's CPU time per round (the figure for
-the in-process clients, tracehouse embedded and DuckDB's own file). `verdicts` gives, per
+the in-process clients, tracehouse embedded and DuckDB's own file). Before each system's run
+the process's allocators give back the memory they hold free (`settle`), so every client pays
+for receiving its own answer, whichever ran before it. `verdicts` gives, per
 case and client count, tracehouse's ratio to the best peer, the rounds it won and the verdict
 (met when the ratio of the medians is >= 1: the same figure the report's table prints). Before
 any timing each system answers every case once and its row count is checked against the data
@@ -24,6 +26,7 @@ possible to run the test with 50 clients, but 20 were used instead").
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import queue
 import threading
 import time
@@ -115,6 +118,30 @@ def figure(cell: dict) -> float:
     return cell.get("median", cell["mean"])
 
 
+def settle() -> None:
+    """Hand the memory the process's allocators hold free back to the system (glibc's
+    `malloc_trim`, pyarrow's pool), outside any clock: each run then starts from the same state.
+
+    Why: the in-process clients (tracehouse embedded, DuckDB's own file) share one process, and
+    DuckDB builds an Arrow answer in memory from glibc's malloc. A run reused the pages that the
+    run before it had freed, or faulted every page of its answer afresh, depending on which
+    system ran before it, and the rotation puts the same one before it every round (embedded
+    always after served). Seed 003's QoS Q3.4 (278,000 rows x 51 columns, 112 MB as Arrow),
+    embedded, page faults of one run: 4,400-10,500 after another embedded run, 33,000 after a
+    served answer had been read (a socket read of 112 MB: glibc then kept no free pages), 186 ->
+    259 ms at load 9-10. With `settle` before each: 33,000 whatever ran before. Unsettled, a
+    1-client run of the large answers (load 2.7-3.7) had tracehouse embedded at 128 ms for Q3.4
+    with served beside it and 32 ms without, and DuckDB's schema 2 ahead of its schema 1 (one
+    table) by 1.5x."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (AttributeError, OSError):  # not glibc: nothing to do
+        pass
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
+
+
 def _rounds(variants: list[tuple], n: int, sql_of, *, budget_s: float, max_runs: int) -> dict:
     """`{key: [seconds per round]}` and `{key: [process CPU seconds per round]}`: every variant
     runs once per round, the order rotated each round, so a change of the machine's load lands on
@@ -128,6 +155,7 @@ def _rounds(variants: list[tuple], n: int, sql_of, *, budget_s: float, max_runs:
     while r < max_runs:
         k = r % len(variants)
         for key, pool in variants[k:] + variants[:k]:
+            settle()
             c0 = time.process_time()
             wall[key].append(_one_run(pool[:n], sql_of(key)))
             cpu[key].append(time.process_time() - c0)
@@ -166,7 +194,10 @@ def run(
         "clients": list(clients),
         "generate_s": round(gen_s, 2),
         "expected_rows": expect,
-        "protocol": "interleaved rounds (every system and layout once per round, order rotated), medians",
+        "protocol": (
+            "interleaved rounds (every system and layout once per round, order rotated), medians; "
+            "the process's free memory given back before each run (settle)"
+        ),
         "cells": [],
         "systems": {},
         "skipped": {},
