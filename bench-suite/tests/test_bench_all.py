@@ -64,6 +64,20 @@ def private_dir():
 
 
 @pytest.mark.bench_all
+@pytest.mark.parametrize("n", [1, 2, 4, 5, 7])
+def test_each_variant_runs_right_after_every_other_equally_often(n):
+    from collections import Counter
+
+    rounds = n if n % 2 == 0 else 2 * n
+    after = Counter()
+    for r in range(rounds):
+        order = qos_reads.round_order(n, r)
+        assert sorted(order) == list(range(n))
+        after.update(zip(order, order[1:], strict=False))
+    pairs = [(a, b) for a in range(n) for b in range(n) if a != b]
+    assert {after[p] for p in pairs} == ({rounds * (n - 1) // len(pairs)} if pairs else set())
+
+
 def _resident_bytes() -> int:
     import os
 

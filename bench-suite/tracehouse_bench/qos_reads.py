@@ -6,7 +6,8 @@ clients (threads, one connection each, opened before the clock) are released tog
 each runs the case's query once and receives every row as Arrow; a run's figure is the
 mean over clients of each client's total execution time (the seed's "seconds per client").
 Every system is loaded and up before any timing, and the runs are interleaved: per case and
-client count, rounds in which every system and layout runs once (the order rotated each round),
+client count, rounds in which every system and layout runs once (each round's order a row of a
+Williams design: over the rounds each runs right after every other equally often, `round_order`),
 at least 5 rounds (`stat_protocol.MIN_RUNS`), and a cell's figure is the median of its rounds.
 Run one system after another, a ratio moved with the machine's load between the two systems'
 turns (2 cores shared with other work); interleaved, both figures of a ratio see the same load. Each cell also keeps the process's CPU time per round (the figure for
@@ -125,9 +126,9 @@ def settle() -> None:
     Why: the in-process clients (tracehouse embedded, DuckDB's own file) share one process, and
     DuckDB builds an Arrow answer in memory from glibc's malloc. A run reused the pages that the
     run before it had freed, or faulted every page of its answer afresh, depending on which
-    system ran before it, and the rotation puts the same one before it every round (embedded
-    always after served). Seed 003's QoS Q3.4 (278,000 rows x 51 columns, 112 MB as Arrow),
-    embedded, page faults of one run: 4,400-10,500 after another embedded run, 33,000 after a
+    system ran before it, and a rotated order put the same one before it every round (embedded
+    always after served: `round_order` no longer does). Seed 003's QoS Q3.4 (278,000 rows x 51
+    columns, 112 MB as Arrow), embedded, page faults of one run: 4,400-10,500 after another embedded run, 33,000 after a
     served answer had been read (a socket read of 112 MB: glibc then kept no free pages), 186 ->
     259 ms at load 9-10. With `settle` before each: 33,000 whatever ran before. Unsettled, a
     1-client run of the large answers (load 2.7-3.7) had tracehouse embedded at 128 ms for Q3.4
@@ -142,9 +143,26 @@ def settle() -> None:
     pa.default_memory_pool().release_unused()
 
 
+def round_order(n: int, r: int) -> list[int]:
+    """The order of `n` variants in round `r`: row `r` of a Williams design (0, 1, n-1, 2, n-2,
+    ... shifted by `r`; for odd `n` the rows of rounds n..2n-1 reversed), in which every variant
+    runs right after every other equally often, over `n` rounds (even `n`) or `2n` (odd). A
+    rotation (0 1 2 3 4, 1 2 3 4 0, ...) shifts the start only: each variant but the round's first
+    ran right after the same one in every round, and paid for what it left behind."""
+    base, lo, hi = [0], 1, n - 1
+    while len(base) < n:
+        base.append(lo)
+        lo += 1
+        if len(base) < n:
+            base.append(hi)
+            hi -= 1
+    row = [(b + r) % n for b in base]
+    return row[::-1] if n % 2 and (r // n) % 2 else row
+
+
 def _rounds(variants: list[tuple], n: int, sql_of, *, budget_s: float, max_runs: int) -> dict:
     """`{key: [seconds per round]}` and `{key: [process CPU seconds per round]}`: every variant
-    runs once per round, the order rotated each round, so a change of the machine's load lands on
+    runs once per round, in `round_order`, so a change of the machine's load lands on
     every system alike. At least `stat_protocol.MIN_RUNS` rounds, at most `max_runs`, fewer only
     when a round costs more than the cell's budget (`budget_s` per variant), never fewer than 3."""
     wall: dict = {v[0]: [] for v in variants}
@@ -153,8 +171,7 @@ def _rounds(variants: list[tuple], n: int, sql_of, *, budget_s: float, max_runs:
     budget = budget_s * len(variants)
     r = 0
     while r < max_runs:
-        k = r % len(variants)
-        for key, pool in variants[k:] + variants[:k]:
+        for key, pool in [variants[i] for i in round_order(len(variants), r)]:
             settle()
             c0 = time.process_time()
             wall[key].append(_one_run(pool[:n], sql_of(key)))
@@ -195,7 +212,8 @@ def run(
         "generate_s": round(gen_s, 2),
         "expected_rows": expect,
         "protocol": (
-            "interleaved rounds (every system and layout once per round, order rotated), medians; "
+            "interleaved rounds (every system and layout once per round, in a Williams design's order), "
+            "medians; "
             "the process's free memory given back before each run (settle)"
         ),
         "cells": [],
