@@ -108,6 +108,7 @@ def build(root: Path, info, types: dict, segments: list, producers: list[dict]) 
     con = duckdb.connect(str(tmp))
     try:
         con.execute("SET preserve_insertion_order = true")
+        con.execute("SET enable_progress_bar = false")  # (built on the compactor's thread: no terminal's)
         con.execute(f"SET disabled_compression_methods = {qstr(DISABLED_COMPRESSION)}")
         if keys:
             con.register("_tags", tag_table(producers, info.metadata, keys))
