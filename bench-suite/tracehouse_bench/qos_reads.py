@@ -128,17 +128,17 @@ def settle() -> None:
     run before it had freed, or faulted every page of its answer afresh, depending on which
     system ran before it, and a rotated order put the same one before it every round (embedded
     always after served: `round_order` no longer does). Seed 003's QoS Q3.4 (278,000 rows x 51
-    columns, 112 MB as Arrow), embedded, page faults of one run: 4,400-10,500 after another embedded run, 33,000 after a
-    served answer had been read (a socket read of 112 MB: glibc then kept no free pages), 186 ->
-    259 ms at load 9-10. With `settle` before each: 33,000 whatever ran before. Unsettled, a
+    columns, 112 MB as Arrow), embedded, page faults of one run: 4,400-10,500 after another
+    embedded run, 33,000 after a served answer had been read (a socket read of 112 MB: glibc then
+    kept no free pages), 186 -> 259 ms at load 9-10. With `settle` before each: 33,000 whatever ran before. Unsettled, a
     1-client run of the large answers (load 2.7-3.7) had tracehouse embedded at 128 ms for Q3.4
     with served beside it and 32 ms without, and DuckDB's schema 2 ahead of its schema 1 (one
     table) by 1.5x. All 36 cases at 1 client, settled: tracehouse embedded as fast as the best
-    schema in 30 of 36 in each of two runs (load 6.5-22; rotated and Williams orders), against 25
-    in the last unsettled run (load 2.9-5.3); Q3.4 and Q3.12 (51 columns against schema 3's 32)
-    behind in both; the other misses changed from run to run (Q2.4, Q3.8, Q4.5 at 0.94-0.97 in
-    one, Q1.2 0.94, Q3.11 0.98, Q4.5 0.97 and Q3.16 0.48 in the other: 5 rounds, 3 of them 1.1-1.4
-    s against 0.27 s in the first run)."""
+    schema in 30 of 36 in each of three runs (load 5.6-22; one in rotated order, two in Williams
+    order), against 25 in the last unsettled run (load 2.9-5.3). Q3.4 and Q3.12 (51 columns
+    against schema 3's 32) were behind in all three, and Q1.2 (10,000 rows) in two. The other
+    misses were large answers, which tie with DuckDB's own table (store/readcache.py), and they
+    changed from run to run."""
     try:
         ctypes.CDLL(None).malloc_trim(0)
     except (AttributeError, OSError):  # not glibc: nothing to do
