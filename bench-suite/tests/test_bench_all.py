@@ -64,6 +64,40 @@ def private_dir():
 
 
 @pytest.mark.bench_all
+@pytest.mark.parametrize("n", [1, 2, 4, 5, 7])
+def test_each_variant_runs_right_after_every_other_equally_often(n):
+    from collections import Counter
+
+    rounds = n if n % 2 == 0 else 2 * n
+    after = Counter()
+    for r in range(rounds):
+        order = qos_reads.round_order(n, r)
+        assert sorted(order) == list(range(n))
+        after.update(zip(order, order[1:], strict=False))
+    pairs = [(a, b) for a in range(n) for b in range(n) if a != b]
+    assert {after[p] for p in pairs} == ({rounds * (n - 1) // len(pairs)} if pairs else set())
+
+
+def _resident_bytes() -> int:
+    import os
+
+    return int(Path("/proc/self/statm").read_text().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+@pytest.mark.skipif(not Path("/proc/self/statm").exists(), reason="reads the resident size from /proc")
+def test_settle_gives_back_the_memory_a_run_freed():
+    # 64 MB in 64 KB blocks (glibc's heap, below its mmap threshold), all freed but the last, which
+    # keeps them from being trimmed off the heap's top: resident until settle hands them back, as
+    # the pages of a freed answer were (the next run then faulted in fewer pages than its own).
+    blocks = [bytearray(64 << 10) for _ in range(1024)]
+    last = blocks[-1]
+    del blocks
+    before = _resident_bytes()
+    qos_reads.settle()
+    assert before - _resident_bytes() > 32 << 20
+    assert len(last) == 64 << 10
+
+
 def test_bench_all_quick_produces_the_report_with_every_peer(private_dir):
     from tracehouse_bench import pages
 

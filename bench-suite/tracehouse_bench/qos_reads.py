@@ -6,11 +6,14 @@ clients (threads, one connection each, opened before the clock) are released tog
 each runs the case's query once and receives every row as Arrow; a run's figure is the
 mean over clients of each client's total execution time (the seed's "seconds per client").
 Every system is loaded and up before any timing, and the runs are interleaved: per case and
-client count, rounds in which every system and layout runs once (the order rotated each round),
+client count, rounds in which every system and layout runs once (each round's order a row of a
+Williams design: over the rounds each runs right after every other equally often, `round_order`),
 at least 5 rounds (`stat_protocol.MIN_RUNS`), and a cell's figure is the median of its rounds.
 Run one system after another, a ratio moved with the machine's load between the two systems'
 turns (2 cores shared with other work); interleaved, both figures of a ratio see the same load. Each cell also keeps the process's CPU time per round (the figure for
-the in-process clients, tracehouse embedded and DuckDB's own file). `verdicts` gives, per
+the in-process clients, tracehouse embedded and DuckDB's own file). Before each system's run
+the process's allocators give back the memory they hold free (`settle`), so every client pays
+for receiving its own answer, whichever ran before it. `verdicts` gives, per
 case and client count, tracehouse's ratio to the best peer, the rounds it won and the verdict
 (met when the ratio of the medians is >= 1: the same figure the report's table prints). Before
 any timing each system answers every case once and its row count is checked against the data
@@ -24,6 +27,7 @@ possible to run the test with 50 clients, but 20 were used instead").
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import queue
 import threading
 import time
@@ -115,9 +119,55 @@ def figure(cell: dict) -> float:
     return cell.get("median", cell["mean"])
 
 
+def settle() -> None:
+    """Hand the memory the process's allocators hold free back to the system (glibc's
+    `malloc_trim`, pyarrow's pool), outside any clock: each run then starts from the same state.
+
+    Why: the in-process clients (tracehouse embedded, DuckDB's own file) share one process, and
+    DuckDB builds an Arrow answer in memory from glibc's malloc. A run reused the pages that the
+    run before it had freed, or faulted every page of its answer afresh, depending on which
+    system ran before it, and a rotated order put the same one before it every round (embedded
+    always after served: `round_order` no longer does). Seed 003's QoS Q3.4 (278,000 rows x 51
+    columns, 112 MB as Arrow), embedded, page faults of one run: 4,400-10,500 after another
+    embedded run, 33,000 after a served answer had been read (a socket read of 112 MB: glibc then
+    kept no free pages), 186 -> 259 ms at load 9-10. With `settle` before each: 33,000 whatever ran before. Unsettled, a
+    1-client run of the large answers (load 2.7-3.7) had tracehouse embedded at 128 ms for Q3.4
+    with served beside it and 32 ms without, and DuckDB's schema 2 ahead of its schema 1 (one
+    table) by 1.5x. All 36 cases at 1 client, settled: tracehouse embedded as fast as the best
+    schema in 30 of 36 in each of three runs (load 5.6-22; one in rotated order, two in Williams
+    order), against 25 in the last unsettled run (load 2.9-5.3). Q3.4 and Q3.12 (51 columns
+    against schema 3's 32) were behind in all three, and Q1.2 (10,000 rows) in two. The other
+    misses were large answers, which tie with DuckDB's own table (store/readcache.py), and they
+    changed from run to run."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (AttributeError, OSError):  # not glibc: nothing to do
+        pass
+    import pyarrow as pa
+
+    pa.default_memory_pool().release_unused()
+
+
+def round_order(n: int, r: int) -> list[int]:
+    """The order of `n` variants in round `r`: row `r` of a Williams design (0, 1, n-1, 2, n-2,
+    ... shifted by `r`; for odd `n` the rows of rounds n..2n-1 reversed), in which every variant
+    runs right after every other equally often, over `n` rounds (even `n`) or `2n` (odd). A
+    rotation (0 1 2 3 4, 1 2 3 4 0, ...) shifts the start only: each variant but the round's first
+    ran right after the same one in every round, and paid for what it left behind."""
+    base, lo, hi = [0], 1, n - 1
+    while len(base) < n:
+        base.append(lo)
+        lo += 1
+        if len(base) < n:
+            base.append(hi)
+            hi -= 1
+    row = [(b + r) % n for b in base]
+    return row[::-1] if n % 2 and (r // n) % 2 else row
+
+
 def _rounds(variants: list[tuple], n: int, sql_of, *, budget_s: float, max_runs: int) -> dict:
     """`{key: [seconds per round]}` and `{key: [process CPU seconds per round]}`: every variant
-    runs once per round, the order rotated each round, so a change of the machine's load lands on
+    runs once per round, in `round_order`, so a change of the machine's load lands on
     every system alike. At least `stat_protocol.MIN_RUNS` rounds, at most `max_runs`, fewer only
     when a round costs more than the cell's budget (`budget_s` per variant), never fewer than 3."""
     wall: dict = {v[0]: [] for v in variants}
@@ -126,8 +176,8 @@ def _rounds(variants: list[tuple], n: int, sql_of, *, budget_s: float, max_runs:
     budget = budget_s * len(variants)
     r = 0
     while r < max_runs:
-        k = r % len(variants)
-        for key, pool in variants[k:] + variants[:k]:
+        for key, pool in [variants[i] for i in round_order(len(variants), r)]:
+            settle()
             c0 = time.process_time()
             wall[key].append(_one_run(pool[:n], sql_of(key)))
             cpu[key].append(time.process_time() - c0)
@@ -166,7 +216,11 @@ def run(
         "clients": list(clients),
         "generate_s": round(gen_s, 2),
         "expected_rows": expect,
-        "protocol": "interleaved rounds (every system and layout once per round, order rotated), medians",
+        "protocol": (
+            "interleaved rounds (every system and layout once per round, in a Williams design's order), "
+            "medians; "
+            "the process's free memory given back before each run (settle)"
+        ),
         "cells": [],
         "systems": {},
         "skipped": {},

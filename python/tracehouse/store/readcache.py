@@ -28,7 +28,14 @@ embedded client against DuckDB's own file with the seed's best schema, interleav
 behind in both runs (0.69-0.82): they fetch 51 columns where schema 3's table has 32, and the time
 goes into materializing the answer (a count of the same rows costs 8 ms of the 90). The other
 large answers (Q2.4, Q3.16, Q4.5: 250,000-278,000 rows of 64 columns) tie with schema 1 and 2
-within the machine's noise (0.81-1.10 from one run to the other).
+within the machine's noise (0.81-1.10 from one run to the other). Where the time of the large
+answers goes (the query in EXPLAIN ANALYZE against its fetch as Arrow with the process's free
+memory given back first, as the bench does; medians of 5, load 8-10): Q2.4's query takes 42 ms
+here against 149 ms (schema 1) and 136 ms (schema 2), but receiving its 278,000 rows x 64
+columns as Arrow 405 ms against 411 and 346 (DuckDB's Arrow conversion and the first touch of
+the answer's 140 MB: 35,000 page faults); Q3.4 30 ms against schema 3's 33, its fetch 245 ms
+against 149 (51 columns against 32). The layout of the cache cannot change the fetch: a large
+answer of every column ties with DuckDB's own table, and Q3.4/Q3.12 stay behind by their bytes.
 """
 
 from __future__ import annotations
@@ -108,6 +115,7 @@ def build(root: Path, info, types: dict, segments: list, producers: list[dict]) 
     con = duckdb.connect(str(tmp))
     try:
         con.execute("SET preserve_insertion_order = true")
+        con.execute("SET enable_progress_bar = false")  # (built on the compactor's thread: no terminal's)
         con.execute(f"SET disabled_compression_methods = {qstr(DISABLED_COMPRESSION)}")
         if keys:
             con.register("_tags", tag_table(producers, info.metadata, keys))
