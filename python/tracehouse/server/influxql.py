@@ -64,7 +64,7 @@ from ..jsonvalues import json_bytes
 from ..store.compact import format_duration
 from ..store.query import qident, tag_column_names
 from .influxql_select import Measurement as Source
-from .influxql_select import SelectParser
+from .influxql_select import SelectParser, Subquery
 from .ingest import SOURCE
 from .queries import QueryStopped
 
@@ -855,8 +855,13 @@ class Executor:
         read_only: bool = False,
         epoch: str | None = None,
         run_sql: Callable | None = None,
+        native: bool = True,
     ) -> None:
         self.ingestor = ingestor
+        self.native = native  # SELECTs of the native shapes answered without DuckDB (influxql_native.py)
+        # "native" when every SELECT was answered without DuckDB, "duckdb" once one was not ("": none
+        # ran): the answer's X-Tracehouse-Engine header
+        self.engine = ""
         self.store = ingestor.store
         self.default_db = default_db or None
         self.peer = peer
@@ -1231,12 +1236,40 @@ class Executor:
                 tags = {k: col for k, col in tag_column_names(et, keys).items() if k != "time"}
                 last = f"{qident(db)}.{qident(name + '_last')}" if name in kept else None
                 out.append(
-                    Source(key, f"{qident(db)}.{qident(name)}", fields, tags, tiebreak=("producer", "seq"), last=last)
+                    Source(
+                        key,
+                        f"{qident(db)}.{qident(name)}",
+                        fields,
+                        tags,
+                        tiebreak=("producer", "seq"),
+                        last=last,
+                        db=db,
+                        type_name=name,
+                    )
                 )
             return out
 
+        now = time.time_ns()
+        if self.native and not any(isinstance(m, Subquery) for m in sel.sources):
+            # the shapes answered without DuckDB (influxql_native.py), else the SQL below
+            from . import influxql_native
+
+            try:
+                series = influxql_native.select(
+                    self.store, sel, [s for m in sel.sources for s in sources_of(m)], now, self.epoch
+                )
+            except influxql_native.Unsupported:
+                pass
+            else:
+                self.engine = self.engine or "native"
+                if sel.soffset:
+                    series = series[sel.soffset :]
+                if sel.slimit:
+                    series = series[: sel.slimit]
+                return series or None
+        self.engine = "duckdb"
         try:
-            plans = translate(sel, sources_of, time.time_ns())
+            plans = translate(sel, sources_of, now)
             series: list[dict] = []
             for plan in plans:
                 series += answer_series(plan, plan_table(plan, self.run_sql), self.epoch)
@@ -1394,11 +1427,13 @@ def handle(
         read_only=call.method == "GET",
         epoch=req.epoch,
         run_sql=run_sql,
+        native=getattr(cfg, "influxql_native", True),
     )
 
     def run() -> None:
         try:
-            call.reply(200, answer(ex.run(statements), req), json_type)
+            body = answer(ex.run(statements), req)
+            call.reply(200, body, [*json_type, *([("x-tracehouse-engine", ex.engine)] if ex.engine else [])])
         except TracehouseError as e:
             log.error("InfluxQL %r failed: %s", req.q[:200], e)
             call.reply(500, error_body(str(e)), json_type)

@@ -1,0 +1,251 @@
+//! Python face of the native InfluxQL executor (`analysis::influx`): `_core.SeriesPart` (one
+//! part of a measurement's columns, sorted by producer, time and seq) and
+//! `_core.influx_aggregate` / `_core.influx_raw` over a list of them.
+//!
+//! Owns argument conversion (pyarrow arrays in, zero-copy, nulls allowed in the fields; pyarrow
+//! arrays out) and runs the loops with the interpreter lock released (the server's other
+//! threads go on meanwhile).
+
+use std::sync::Arc;
+
+use arrow_array::types::{Int32Type, Int64Type, UInt32Type};
+use arrow_array::{Array, Float64Array, Int64Array};
+use arrow_data::ArrayData;
+use arrow_pyarrow::{FromPyArrowUnchecked, ToPyArrow};
+use arrow_schema::DataType;
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyInt, PyList};
+
+use super::arrow::{primitive_from_pyarrow, vec_to_pyarrow};
+use crate::analysis::influx::{self, Agg, AggQuery, Answer, Field, Op, Part, Selection, Value};
+
+/// A part of a measurement's columns held for the native executor.
+#[pyclass(name = "SeriesPart", frozen, module = "tracehouse._core")]
+struct PySeriesPart {
+    inner: Arc<Part>,
+}
+
+fn field_from_pyarrow(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Field> {
+    // SAFETY: imported through the Arrow C data interface; `validate` checks the buffers.
+    let data = unsafe { ArrayData::from_pyarrow_bound_unchecked(obj) }
+        .map_err(|e| PyTypeError::new_err(format!("{what}: expected a pyarrow array ({e})")))?;
+    data.validate().map_err(|e| PyValueError::new_err(format!("{what}: {e}")))?;
+    match data.data_type() {
+        DataType::Float64 => Ok(Field::F(Float64Array::from(data))),
+        DataType::Int64 => Ok(Field::I(Int64Array::from(data))),
+        t => Err(PyTypeError::new_err(format!("{what}: expected double or int64 values, got {t}"))),
+    }
+}
+
+#[pymethods]
+impl PySeriesPart {
+    /// A part from its columns: `producer` (int32), `ts` and `seq` (int64), sorted by the three
+    /// and non-null; `fields` by the measurement's field index, each double or int64 (nulls
+    /// allowed) or None.
+    #[new]
+    fn new(
+        producer: &Bound<'_, PyAny>,
+        ts: &Bound<'_, PyAny>,
+        seq: &Bound<'_, PyAny>,
+        fields: &Bound<'_, PyList>,
+    ) -> PyResult<Self> {
+        let producer = primitive_from_pyarrow::<Int32Type>(producer, "producer")?;
+        let ts = primitive_from_pyarrow::<Int64Type>(ts, "ts")?;
+        let seq = primitive_from_pyarrow::<Int64Type>(seq, "seq")?;
+        let fields = fields
+            .iter()
+            .enumerate()
+            .map(|(i, f)| if f.is_none() { Ok(None) } else { field_from_pyarrow(&f, &format!("fields[{i}]")).map(Some) })
+            .collect::<PyResult<Vec<_>>>()?;
+        let part = Part::new(producer.values(), ts, seq, fields).map_err(PyValueError::new_err)?;
+        Ok(PySeriesPart { inner: Arc::new(part) })
+    }
+
+    /// Rows held.
+    #[getter]
+    fn rows(&self) -> usize {
+        self.inner.rows()
+    }
+
+    /// Bytes of its columns.
+    #[getter]
+    fn nbytes(&self) -> usize {
+        self.inner.bytes()
+    }
+}
+
+fn parts_of(parts: &Bound<'_, PyList>) -> PyResult<Vec<Arc<Part>>> {
+    parts.iter().map(|p| Ok(p.cast::<PySeriesPart>()?.get().inner.clone())).collect()
+}
+
+fn value_of(v: &Bound<'_, PyAny>) -> PyResult<Value> {
+    if v.is_instance_of::<PyInt>() {
+        Ok(Value::I(v.extract()?))
+    } else {
+        Ok(Value::F(v.extract()?))
+    }
+}
+
+fn selection(
+    groups: Vec<Vec<i32>>,
+    lo: i64,
+    hi: i64,
+    filters: &Bound<'_, PyList>,
+    present: Vec<usize>,
+) -> PyResult<Selection> {
+    let filters = filters
+        .iter()
+        .map(|f| {
+            let (field, op, value): (usize, String, Bound<'_, PyAny>) = f.extract()?;
+            let op = Op::parse(&op).ok_or_else(|| PyValueError::new_err(format!("filters: unknown operator {op:?}")))?;
+            Ok((field, op, value_of(&value)?))
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    Ok(Selection { groups, lo, hi, filters, present })
+}
+
+/// A column of values as a pyarrow array (int64 when `int`, else double; None is null).
+fn column<'py>(py: Python<'py>, values: &[Option<Value>], int: bool) -> PyResult<Bound<'py, PyAny>> {
+    if int {
+        let a: Int64Array = values
+            .iter()
+            .map(|v| {
+                v.map(|v| match v {
+                    Value::I(x) => x,
+                    Value::F(x) => x as i64,
+                })
+            })
+            .collect();
+        a.into_data().to_pyarrow(py)
+    } else {
+        let a: Float64Array = values
+            .iter()
+            .map(|v| {
+                v.map(|v| match v {
+                    Value::F(x) => x,
+                    Value::I(x) => x as f64,
+                })
+            })
+            .collect();
+        a.into_data().to_pyarrow(py)
+    }
+}
+
+fn answer_to_py<'py>(py: Python<'py>, ans: Answer, ints: &[bool]) -> PyResult<Bound<'py, PyAny>> {
+    let cols = PyList::empty(py);
+    for (values, &int) in ans.columns.iter().zip(ints) {
+        cols.append(column(py, values, int)?)?;
+    }
+    let out = (
+        vec_to_pyarrow::<UInt32Type>(py, ans.group)?,
+        vec_to_pyarrow::<Int64Type>(py, ans.time)?,
+        vec_to_pyarrow::<Int32Type>(py, ans.producer)?,
+        cols,
+    );
+    Ok(out.into_pyobject(py)?.into_any())
+}
+
+/// An aggregate query over `parts` (module docstring of `analysis::influx`): (group uint32,
+/// time int64, producer int32 (empty), [values]), or None when it has more than `max_buckets`
+/// windows. `aggs`: (function name, field index); `int_fields`: each field's integer-ness.
+#[pyfunction]
+#[pyo3(signature = (parts, groups, lo, hi, filters, present, aggs, int_fields, interval, offset, fill_none, stamp, selector_time, descending, page_offset, page_limit, max_buckets, grid_hi))]
+#[allow(clippy::too_many_arguments)]
+fn influx_aggregate<'py>(
+    py: Python<'py>,
+    parts: &Bound<'py, PyList>,
+    groups: Vec<Vec<i32>>,
+    lo: i64,
+    hi: i64,
+    filters: &Bound<'py, PyList>,
+    present: Vec<usize>,
+    aggs: Vec<(String, usize)>,
+    int_fields: Vec<bool>,
+    interval: i64,
+    offset: i64,
+    fill_none: bool,
+    stamp: i64,
+    selector_time: bool,
+    descending: bool,
+    page_offset: usize,
+    page_limit: usize,
+    max_buckets: i64,
+    grid_hi: i64,
+) -> PyResult<Option<Bound<'py, PyAny>>> {
+    let parts = parts_of(parts)?;
+    let sel = selection(groups, lo, hi, filters, present)?;
+    let aggs = aggs
+        .into_iter()
+        .map(|(name, f)| {
+            let a = Agg::parse(&name).ok_or_else(|| PyValueError::new_err(format!("aggs: unknown function {name:?}")))?;
+            Ok((a, f))
+        })
+        .collect::<PyResult<Vec<_>>>()?;
+    let ints: Vec<bool> = aggs
+        .iter()
+        .map(|&(a, f)| match a {
+            Agg::Count => true,
+            Agg::Mean => false,
+            _ => int_fields.get(f).copied().unwrap_or(false),
+        })
+        .collect();
+    let q = AggQuery {
+        aggs,
+        int_fields,
+        interval,
+        offset,
+        fill_none,
+        stamp,
+        selector_time,
+        descending,
+        page_offset,
+        page_limit,
+        max_buckets,
+        grid_hi,
+    };
+    let ans = py.detach(|| {
+        let refs: Vec<&Part> = parts.iter().map(|p| p.as_ref()).collect();
+        influx::aggregate(&refs, &sel, &q)
+    });
+    match ans {
+        Ok(ans) => Ok(Some(answer_to_py(py, ans, &ints)?)),
+        Err(_) => Ok(None),
+    }
+}
+
+/// A raw query over `parts`: (group uint32, time int64, producer int32, [values of `fields`]),
+/// the rows of each group by (time, producer, seq), descending with `descending`, `offset` and
+/// `limit` (0: none) per group.
+#[pyfunction]
+#[pyo3(signature = (parts, groups, lo, hi, filters, present, fields, int_fields, descending, offset, limit))]
+#[allow(clippy::too_many_arguments)]
+fn influx_raw<'py>(
+    py: Python<'py>,
+    parts: &Bound<'py, PyList>,
+    groups: Vec<Vec<i32>>,
+    lo: i64,
+    hi: i64,
+    filters: &Bound<'py, PyList>,
+    present: Vec<usize>,
+    fields: Vec<usize>,
+    int_fields: Vec<bool>,
+    descending: bool,
+    offset: usize,
+    limit: usize,
+) -> PyResult<Bound<'py, PyAny>> {
+    let parts = parts_of(parts)?;
+    let sel = selection(groups, lo, hi, filters, present)?;
+    let ints: Vec<bool> = fields.iter().map(|&f| int_fields.get(f).copied().unwrap_or(false)).collect();
+    let ans = py.detach(|| {
+        let refs: Vec<&Part> = parts.iter().map(|p| p.as_ref()).collect();
+        influx::raw(&refs, &sel, &fields, descending, offset, limit)
+    });
+    answer_to_py(py, ans, &ints)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PySeriesPart>()?;
+    m.add_function(wrap_pyfunction!(influx_aggregate, m)?)?;
+    m.add_function(wrap_pyfunction!(influx_raw, m)?)
+}
