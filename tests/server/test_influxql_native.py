@@ -241,7 +241,7 @@ def test_served_write_query_write_query_sees_every_acknowledged_write(tmp_path):
         def ask(q: str):
             status, headers, body = s.request("GET", "/query?" + urlencode({"q": q, "db": "w", "epoch": "s"}))
             assert status == 200, body
-            return headers.get("x-tracehouse-engine") or headers.get("X-Tracehouse-Engine"), json.loads(body)
+            return {k.lower(): v for k, v in headers.items()}.get("x-tracehouse-engine"), json.loads(body)
 
         q = "SELECT count(v), last(v) FROM m GROUP BY host"
         for i in range(1, 6):
