@@ -1256,7 +1256,12 @@ class Executor:
 
             try:
                 series = influxql_native.select(
-                    self.store, sel, [s for m in sel.sources for s in sources_of(m)], now, self.epoch
+                    self.store,
+                    sel,
+                    [s for m in sel.sources for s in sources_of(m)],
+                    now,
+                    self.epoch,
+                    lambda db: _tags_and_kept(self.store, db)[0],
                 )
             except influxql_native.Unsupported:
                 pass

@@ -295,19 +295,20 @@ def _is_tags_only(e, src: Source) -> bool:
         return False
 
 
-def select(store, sel: Select, sources: list[Source], now: int, epoch: str | None) -> list[dict]:
-    """The series of `sel` over `sources` (one per measurement it reads), or Unsupported."""
+def select(store, sel: Select, sources: list[Source], now: int, epoch: str | None, tag_keys) -> list[dict]:
+    """The series of `sel` over `sources` (one per measurement it reads), or Unsupported.
+    `tag_keys(db)`: a database's tag keys and their types (store/query.py `tag_keys`)."""
     if any(isinstance(s, Subquery) for s in sel.sources):
         raise Unsupported("subquery")
     if sel.fill not in ("null", "none"):
         raise Unsupported(f"fill({sel.fill})")
     series: list[dict] = []
     for src in sources:
-        series += _source(store, sel, src, now, epoch)
+        series += _source(store, sel, src, now, epoch, tag_keys)
     return series
 
 
-def _source(store, sel: Select, src: Source, now: int, epoch: str | None) -> list[dict]:
+def _source(store, sel: Select, src: Source, now: int, epoch: str | None, tag_keys) -> list[dict]:
     import pyarrow as pa
 
     if src.db is None or src.type_name is None:
@@ -360,7 +361,7 @@ def _source(store, sel: Select, src: Source, now: int, epoch: str | None) -> lis
     if not calls and tr.dim is not None:
         raise Unsupported("GROUP BY time without a function")
     # the series: producers of the measurement whose tags pass, grouped by the GROUP BY tags
-    tags_of = producer_tags(store, info, _tag_keys(store, src.db))
+    tags_of = producer_tags(store, info, tag_keys(src.db))
     gt = tr.group_tags
     groups: dict[tuple, list[int]] = {}
     for p in sorted(cols.producers()):
@@ -423,9 +424,3 @@ def _source(store, sel: Select, src: Source, now: int, epoch: str | None) -> lis
         table[f"v{i}"] = v
     plan = Plan("", src.name, gt, names)
     return answer_series(plan, pa.table(table), epoch)
-
-
-def _tag_keys(store, db: str) -> dict[str, str]:
-    from .influxql import _tags_and_kept
-
-    return _tags_and_kept(store, db)[0]
