@@ -49,7 +49,7 @@ from .. import _core
 from ..store.conform import align
 from ..store.query import TAG_COLUMNS_META, TAG_KIND
 from .influxql_select import Binary, Call, Literal, Paren, Select, Subquery, VarRef, field_name
-from .influxql_sql import MAX_BUCKETS, Plan, QueryError, Source, Translator, _unique, answer_series
+from .influxql_sql import MAX_BUCKETS, Plan, QueryError, Source, Translator, _unique, answer_series, describe
 
 MAX_BYTES = 512 << 20  # columns held for all measurements (least recently used let go first)
 TAIL_PARTS = 8  # parts of a tail before they are merged into one
@@ -81,15 +81,17 @@ class _Columns:
     tail_producers: set = field(default_factory=set)
     nbytes: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    # at the current cut: the parts, the producers with rows (sorted), and what queries derived
+    # from them and the tags (`memo`: a query's series groups, a tag's values by producer)
+    all_parts: list = field(default_factory=list)
+    producer_ids: list[int] = field(default_factory=list)
+    memo: dict = field(default_factory=dict)
 
     def parts(self) -> list:
-        return list(self.segments.values()) + self.tail_parts
+        return self.all_parts
 
-    def producers(self) -> set:
-        out = set(self.tail_producers)
-        for s in self.seg_producers.values():
-            out |= s
-        return out
+    def producers(self) -> list[int]:
+        return self.producer_ids
 
 
 def _part(table, fields: list[str], ints: list[bool]):
@@ -187,7 +189,10 @@ class ColumnCache:
             cols.tail_parts.append(part)
             cols.tail_producers |= prods
         cols.tail_batches = batches
-        cols.nbytes = sum(p.nbytes for p in cols.parts())
+        cols.all_parts = list(cols.segments.values()) + cols.tail_parts
+        cols.producer_ids = sorted(set(cols.tail_producers).union(*cols.seg_producers.values()))
+        cols.memo = {}
+        cols.nbytes = sum(p.nbytes for p in cols.all_parts)
         cols.signature = cut.signature
 
 
@@ -324,10 +329,11 @@ def _source(store, sel: Select, src: Source, now: int, epoch: str | None, tag_ke
     cols = cache_of(store).columns(info, src.type_name)
     index = {name: i for i, name in enumerate(cols.fields)}  # column name -> field index
     # WHERE: tags-only conjuncts pick series, field comparisons pick rows
-    tag_preds, filters = [], []
+    tag_preds, tag_conds, filters = [], [], []
     for c in tr.conds:
         if _is_tags_only(c, src):
             tag_preds.append(_tag_pred(c, src))
+            tag_conds.append(c)
         else:
             filters.append(_field_filter(c, src, index))
     calls = [f.expr for f in fields if isinstance(f.expr, Call)]
@@ -363,13 +369,18 @@ def _source(store, sel: Select, src: Source, now: int, epoch: str | None, tag_ke
     # the series: producers of the measurement whose tags pass, grouped by the GROUP BY tags
     tags_of = producer_tags(store, info, tag_keys(src.db))
     gt = tr.group_tags
-    groups: dict[tuple, list[int]] = {}
-    for p in sorted(cols.producers()):
-        t = tags_of.get(p, {})
-        if all(pred(t) for pred in tag_preds):
-            groups.setdefault(tuple(t.get(k) or "" for k in gt), []).append(p)
-    keys = sorted(groups)
-    group_list = [groups[k] for k in keys]
+    # (the same conditions and GROUP BY over the same series and tags: the groups of before)
+    memo_key = ("groups", id(tags_of), tuple(describe(c) for c in tag_conds), tuple(gt))
+    got = cols.memo.get(memo_key)
+    if got is None:
+        groups: dict[tuple, list[int]] = {}
+        for p in cols.producers():
+            t = tags_of.get(p, {})
+            if all(pred(t) for pred in tag_preds):
+                groups.setdefault(tuple(t.get(k) or "" for k in gt), []).append(p)
+        keys = sorted(groups)
+        got = cols.memo[memo_key] = (keys, [groups[k] for k in keys], tags_of)
+    keys, group_list = got[0], got[1]
     rng = tr.range
     lo = I64_MIN if rng.lo is None else rng.lo
     parts = cols.parts()
@@ -407,7 +418,6 @@ def _source(store, sel: Select, src: Source, now: int, epoch: str | None, tag_ke
             sel.descending, sel.offset, sel.limit,
         )  # fmt: skip
         values, it = [], iter(fvalues)
-        prod_ids = sorted(cols.producers())
         pos = None
         for k, key in outs:
             if k == "field":
@@ -416,11 +426,27 @@ def _source(store, sel: Select, src: Source, now: int, epoch: str | None, tag_ke
             if pos is None:
                 import pyarrow.compute as pc
 
-                pos = pc.index_in(prod, value_set=pa.array(prod_ids, pa.int32()))
-            values.append(pa.array([tags_of.get(p, {}).get(key) for p in prod_ids], pa.string()).take(pos))
+                pos = pc.index_in(prod, value_set=_memo(cols, ("ids",), lambda: pa.array(cols.producers(), pa.int32())))
+            # (tags_of kept beside its id: the id names no other dict while the entry lives)
+            by_producer, _ = _memo(
+                cols,
+                ("tag", id(tags_of), key),
+                lambda key=key: (
+                    pa.array([tags_of.get(p, {}).get(key) for p in cols.producers()], pa.string()),
+                    tags_of,
+                ),
+            )
+            values.append(by_producer.take(pos))
     table = {f"t{j}": pa.array([k[j] for k in keys], pa.string()).take(group) for j in range(len(gt))}
     table["time"] = times
     for i, v in enumerate(values):
         table[f"v{i}"] = v
     plan = Plan("", src.name, gt, names)
     return answer_series(plan, pa.table(table), epoch)
+
+
+def _memo(cols: _Columns, key: tuple, make):
+    got = cols.memo.get(key)
+    if got is None:
+        got = cols.memo[key] = make()
+    return got
