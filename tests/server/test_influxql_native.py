@@ -47,7 +47,7 @@ def lines(first: int, rows: int, seed: int) -> str:
 def both(tmp_path_factory):
     """(run(query, native) -> results, the server) over a segment and an unflushed tail."""
     import tracehouse
-    from tracehouse.server.influxql import Executor, parse
+    from tracehouse.server.influxql import Executor, Request, answer, parse
 
     path = tmp_path_factory.mktemp("native") / "store"
     s = Server(path, "--quiet")
@@ -64,9 +64,10 @@ def both(tmp_path_factory):
     ingest.store = store
 
     def run(q: str, native: bool, epoch: str | None = "ns"):
-        ex = Executor(ingest, default_db="db", native=native, epoch=epoch)
-        res = ex.run(parse(q))
-        return json.loads(json.dumps(res)), ex.engine
+        # (natively: the values encoded as JSON text in Rust and spliced in, as `serve` answers)
+        ex = Executor(ingest, default_db="db", native=native, epoch=epoch, raw_json=native)
+        req = Request(q=q, db="db", epoch=epoch, chunked=False, pretty=False, params={})
+        return json.loads(answer(ex.run(parse(q)), req))["results"], ex.engine
 
     s.in_process = store
     try:
@@ -256,5 +257,18 @@ def test_served_write_query_write_query_sees_every_acknowledged_write(tmp_path):
             ]
         engine, _ = ask("SELECT median(v) FROM m")
         assert engine == "duckdb"
+        # chunked and pretty answers (values as lists again) hold the same series
+        _, whole = ask(q)
+        for extra in ({"chunked": "true", "chunk_size": "1"}, {"pretty": "true"}):
+            args = urlencode({"q": q, "db": "w", "epoch": "s", **extra})
+            status, _h, body = s.request("GET", "/query?" + args)
+            assert status == 200
+            docs = (
+                [json.loads(line) for line in body.decode().split("\n") if line.strip()]
+                if "chunked" in extra
+                else [json.loads(body)]
+            )
+            series = [x for d in docs for x in d["results"][0]["series"]]
+            assert series == whole["results"][0]["series"]
     finally:
         assert s.stop() == 0

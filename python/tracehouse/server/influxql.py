@@ -52,6 +52,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import secrets
 import time
 import weakref
 from collections.abc import Callable
@@ -60,7 +61,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from ..errors import AlreadyExists, BadInput, NotFound, TracehouseError
-from ..jsonvalues import json_bytes
+from ..jsonvalues import RawValues, json_bytes
 from ..store.compact import format_duration
 from ..store.query import qident, tag_column_names
 from .influxql_select import Measurement as Source
@@ -856,9 +857,11 @@ class Executor:
         epoch: str | None = None,
         run_sql: Callable | None = None,
         native: bool = True,
+        raw_json: bool = False,
     ) -> None:
         self.ingestor = ingestor
         self.native = native  # SELECTs of the native shapes answered without DuckDB (influxql_native.py)
+        self.raw_json = raw_json  # their series' values as JSON text (jsonvalues.RawValues) for `answer`
         # "native" when every SELECT was answered without DuckDB, "duckdb" once one was not ("": none
         # ran): the answer's X-Tracehouse-Engine header
         self.engine = ""
@@ -1262,6 +1265,7 @@ class Executor:
                     now,
                     self.epoch,
                     lambda db: _tags_and_kept(self.store, db)[0],
+                    raw_json=self.raw_json,
                 )
             except influxql_native.Unsupported:
                 pass
@@ -1372,6 +1376,23 @@ def answer(results: list[dict], req: Request) -> bytes:
     and on every chunk of a statement but its last)."""
     indent = 4 if req.pretty else None
     # (strict JSON, jsonvalues.py: a value that is not finite, which InfluxDB never returns, is null)
+    raws: list[bytes] = []
+    mark = f"\x00{secrets.token_hex(8)}:"  # (a nonce: no value of the answer holds it)
+    for r in results:
+        for s in r.get("series", ()):
+            v = s.get("values")
+            if isinstance(v, RawValues):
+                if req.chunked or req.pretty:
+                    s["values"] = json.loads(v)
+                else:
+                    s["values"] = f"{mark}{len(raws)}"
+                    raws.append(v)
+    if raws:  # the values the native executor encoded (influxql_native.py), spliced in
+        body = json_bytes({"results": results})
+        pieces = re.split(rb'"' + re.escape(json_bytes(mark)[1:-1]) + rb'(\d+)"', body)
+        for k in range(1, len(pieces), 2):
+            pieces[k] = raws[int(pieces[k])]
+        return b"".join(pieces)
     if req.chunked:
         return b"".join(
             json_bytes({"results": [c]}, indent=indent) + b"\n" for r in results for c in _chunks(r, req.chunk_size)
@@ -1437,6 +1458,7 @@ def handle(
         epoch=req.epoch,
         run_sql=run_sql,
         native=getattr(cfg, "influxql_native", True),
+        raw_json=not (req.chunked or req.pretty),
     )
 
     def run() -> None:
