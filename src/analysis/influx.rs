@@ -563,7 +563,6 @@ pub enum JsonCol<'a> {
 /// `ns` as Go's RFC3339Nano prints it (InfluxDB's default time format): UTC, the fraction's
 /// trailing zeros dropped.
 pub fn rfc3339_nano(ns: i64, out: &mut Vec<u8>) {
-    use std::io::Write;
     let secs = ns.div_euclid(1_000_000_000);
     let frac = ns.rem_euclid(1_000_000_000);
     let days = secs.div_euclid(86_400);
@@ -578,34 +577,83 @@ pub fn rfc3339_nano(ns: i64, out: &mut Vec<u8>) {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    let _ = write!(out, "{:04}-{:02}-{:02}T{:02}:{:02}:{:02}", y, m, d, sod / 3600, sod / 60 % 60, sod % 60);
+    if (0..=9999).contains(&y) {
+        digits(out, y, 4);
+    } else {
+        int(out, y);
+    }
+    out.push(b'-');
+    digits(out, m, 2);
+    out.push(b'-');
+    digits(out, d, 2);
+    out.push(b'T');
+    digits(out, sod / 3600, 2);
+    out.push(b':');
+    digits(out, sod / 60 % 60, 2);
+    out.push(b':');
+    digits(out, sod % 60, 2);
     if frac != 0 {
-        let mut digits = format!("{frac:09}");
-        while digits.ends_with('0') {
-            digits.pop();
+        let mut f = frac;
+        let mut n = 9;
+        while f % 10 == 0 {
+            f /= 10;
+            n -= 1;
         }
         out.push(b'.');
-        out.extend_from_slice(digits.as_bytes());
+        digits(out, f, n);
     }
     out.push(b'Z');
+}
+
+/// `v` (0 <= v < 10^n) in exactly `n` decimal digits.
+fn digits(out: &mut Vec<u8>, mut v: i64, n: usize) {
+    let at = out.len();
+    out.resize(at + n, b'0');
+    for i in (0..n).rev() {
+        out[at + i] = b'0' + (v % 10) as u8;
+        v /= 10;
+    }
+}
+
+/// `v` in decimal.
+fn int(out: &mut Vec<u8>, v: i64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    let mut u = v.unsigned_abs();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (u % 10) as u8;
+        u /= 10;
+        if u == 0 {
+            break;
+        }
+    }
+    if v < 0 {
+        out.push(b'-');
+    }
+    out.extend_from_slice(&buf[i..]);
 }
 
 fn json_string(s: &str, out: &mut Vec<u8>) {
     use std::io::Write;
     out.push(b'"');
-    for c in s.chars() {
-        match c {
-            '"' => out.extend_from_slice(b"\\\""),
-            '\\' => out.extend_from_slice(b"\\\\"),
-            '\n' => out.extend_from_slice(b"\\n"),
-            '\r' => out.extend_from_slice(b"\\r"),
-            '\t' => out.extend_from_slice(b"\\t"),
-            c if (c as u32) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", c as u32);
-            }
-            c => {
-                let mut b = [0u8; 4];
-                out.extend_from_slice(c.encode_utf8(&mut b).as_bytes());
+    if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
+        out.extend_from_slice(s.as_bytes());
+    } else {
+        for c in s.chars() {
+            match c {
+                '"' => out.extend_from_slice(b"\\\""),
+                '\\' => out.extend_from_slice(b"\\\\"),
+                '\n' => out.extend_from_slice(b"\\n"),
+                '\r' => out.extend_from_slice(b"\\r"),
+                '\t' => out.extend_from_slice(b"\\t"),
+                c if (c as u32) < 0x20 => {
+                    let _ = write!(out, "\\u{:04x}", c as u32);
+                }
+                c => {
+                    let mut b = [0u8; 4];
+                    out.extend_from_slice(c.encode_utf8(&mut b).as_bytes());
+                }
             }
         }
     }
@@ -629,7 +677,7 @@ pub fn values_json(times: &Int64Array, epoch_div: i64, cols: &[JsonCol<'_>], bou
             if times.is_null(r) {
                 buf.extend_from_slice(b"null");
             } else if epoch_div > 0 {
-                let _ = write!(buf, "{}", times.value(r).div_euclid(epoch_div));
+                int(&mut buf, times.value(r).div_euclid(epoch_div));
             } else {
                 buf.push(b'"');
                 rfc3339_nano(times.value(r), &mut buf);
@@ -638,9 +686,7 @@ pub fn values_json(times: &Int64Array, epoch_div: i64, cols: &[JsonCol<'_>], bou
             for c in cols {
                 buf.push(b',');
                 match c {
-                    JsonCol::I(a) if a.is_valid(r) => {
-                        let _ = write!(buf, "{}", a.value(r));
-                    }
+                    JsonCol::I(a) if a.is_valid(r) => int(&mut buf, a.value(r)),
                     JsonCol::F(a) if a.is_valid(r) && a.value(r).is_finite() => {
                         let _ = write!(buf, "{:?}", a.value(r));
                     }
@@ -697,6 +743,11 @@ mod tests {
         rfc3339_nano(-1, &mut b);
         rfc3339_nano(951_782_400_120_000_000, &mut b); // 2000-02-29
         assert_eq!(String::from_utf8(b).unwrap(), "2016-01-01T00:00:00Z1969-12-31T23:59:59.999999999Z2000-02-29T00:00:00.12Z");
+        let mut b = Vec::new();
+        int(&mut b, i64::MIN);
+        b.push(b' ');
+        int(&mut b, 0);
+        assert_eq!(String::from_utf8(b).unwrap(), "-9223372036854775808 0");
         let t = Int64Array::from(vec![Some(1_000_000_000), Some(-1), None]);
         let i = Int64Array::from(vec![Some(-5), None, Some(7)]);
         let f = Float64Array::from(vec![Some(0.1), Some(f64::NAN), Some(1e300)]);
