@@ -272,3 +272,28 @@ def test_served_write_query_write_query_sees_every_acknowledged_write(tmp_path):
             assert series == whole["results"][0]["series"]
     finally:
         assert s.stop() == 0
+
+
+def test_answer_splices_native_values_and_leaves_look_alike_strings_alone():
+    from tracehouse.jsonvalues import RawValues
+    from tracehouse.server.influxql import Request, answer
+
+    fake = "\x00" + "ab" * 8 + ":0"  # shaped like the splice's mark, with another nonce
+    res = [
+        {
+            "statement_id": 0,
+            "series": [
+                {"name": "m", "tags": {"h": fake}, "columns": ["time", "v"], "values": RawValues(b"[[1,2.5]]")},
+                {"name": "m", "tags": {"h": "b"}, "columns": ["time", "v"], "values": RawValues(b"[[2,null]]")},
+            ],
+        }
+    ]
+    req = Request(q="", db=None, epoch=None, chunked=False, pretty=False, params={})
+    doc = json.loads(answer(res, req))
+    assert doc["results"][0]["series"][0] == {
+        "name": "m",
+        "tags": {"h": fake},
+        "columns": ["time", "v"],
+        "values": [[1, 2.5]],
+    }
+    assert doc["results"][0]["series"][1]["values"] == [[2, None]]

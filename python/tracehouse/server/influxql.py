@@ -1370,6 +1370,9 @@ def request_params(query: dict[str, str], body: bytes | None, content_type: str)
     )
 
 
+_RAW_MARK = re.compile(rb'"\\u0000([0-9a-f]{16}):([0-9]+)"')  # `answer`'s place of a series' values
+
+
 def answer(results: list[dict], req: Request) -> bytes:
     """InfluxDB's JSON for `results`: one document, or when chunked one per chunk of at most
     `chunk_size` rows of a series (`"partial": true` on a series that goes on in the next chunk,
@@ -1377,7 +1380,8 @@ def answer(results: list[dict], req: Request) -> bytes:
     indent = 4 if req.pretty else None
     # (strict JSON, jsonvalues.py: a value that is not finite, which InfluxDB never returns, is null)
     raws: list[bytes] = []
-    mark = f"\x00{secrets.token_hex(8)}:"  # (a nonce: no value of the answer holds it)
+    nonce = secrets.token_hex(8)
+    mark = f"\x00{nonce}:"  # (a nonce: no value of the answer holds it)
     for r in results:
         for s in r.get("series", ()):
             v = s.get("values")
@@ -1389,10 +1393,12 @@ def answer(results: list[dict], req: Request) -> bytes:
                     raws.append(v)
     if raws:  # the values the native executor encoded (influxql_native.py), spliced in
         body = json_bytes({"results": results})
-        pieces = re.split(rb'"' + re.escape(json_bytes(mark)[1:-1]) + rb'(\d+)"', body)
-        for k in range(1, len(pieces), 2):
-            pieces[k] = raws[int(pieces[k])]
-        return b"".join(pieces)
+        pieces = _RAW_MARK.split(body)
+        out = [pieces[0]]
+        for k in range(1, len(pieces), 3):
+            who, n, rest = pieces[k : k + 3]
+            out += [raws[int(n)] if who == nonce.encode() else b'"\\u0000' + who + b":" + n + b'"', rest]
+        return b"".join(out)
     if req.chunked:
         return b"".join(
             json_bytes({"results": [c]}, indent=indent) + b"\n" for r in results for c in _chunks(r, req.chunk_size)
