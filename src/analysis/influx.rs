@@ -216,21 +216,6 @@ impl Selection {
         }
         self.present.iter().any(|&f| part.field(f).is_some_and(|c| c.get(row).is_some()))
     }
-
-    /// Calls `visit(part, row)` for each row of group `g` that passes, range by range in
-    /// (producer, part) order, rows ascending.
-    fn for_rows(&self, parts: &[&Part], g: usize, mut visit: impl FnMut(usize, i32, usize)) {
-        for &p in &self.groups[g] {
-            for (pi, part) in parts.iter().enumerate() {
-                let (a, b) = part.range(p, self.lo, self.hi);
-                for r in a..b {
-                    if self.passes(part, r) {
-                        visit(pi, p, r);
-                    }
-                }
-            }
-        }
-    }
 }
 
 /// An aggregate function.
@@ -323,6 +308,90 @@ impl State {
         }
     }
 
+    /// Folds the rows `r0..r1` of one series' part (time order) that `mask` keeps (all without
+    /// one) and where `col` has a value: the loops hoisted out of `add`'s per-row dispatch.
+    #[allow(clippy::too_many_arguments)]
+    fn fold(
+        &mut self,
+        agg: Agg,
+        col: &Field,
+        r0: usize,
+        r1: usize,
+        mask: Option<&[bool]>,
+        ts: &[i64],
+        seq: &[i64],
+        p: i32,
+    ) {
+        let nulls = match col {
+            Field::F(a) => a.nulls(),
+            Field::I(a) => a.nulls(),
+        };
+        let ok = |r: usize| nulls.is_none_or(|n| n.is_valid(r)) && mask.is_none_or(|m| m[r - r0]);
+        let key = |r: usize| (ts[r], p, seq[r]);
+        match agg {
+            Agg::Count => self.n += (r0..r1).filter(|&r| ok(r)).count() as i64,
+            Agg::Sum | Agg::Mean => match col {
+                Field::I(a) => {
+                    let v = a.values();
+                    for r in (r0..r1).filter(|&r| ok(r)) {
+                        self.n += 1;
+                        self.isum = self.isum.wrapping_add(v[r]);
+                        self.wide += v[r] as i128;
+                    }
+                }
+                Field::F(a) => {
+                    let v = a.values();
+                    for r in (r0..r1).filter(|&r| ok(r)) {
+                        self.n += 1;
+                        self.fsum += v[r];
+                    }
+                }
+            },
+            Agg::Min | Agg::Max => {
+                let mut best: Option<(Value, usize)> = None;
+                let mut n = 0;
+                macro_rules! scan {
+                    ($vals:expr, $wrap:expr, $better:expr) => {{
+                        let v = $vals;
+                        let mut bi = usize::MAX;
+                        for r in (r0..r1).filter(|&r| ok(r)) {
+                            n += 1;
+                            if bi == usize::MAX || $better(v[r], v[bi]) {
+                                bi = r;
+                            }
+                        }
+                        if bi != usize::MAX {
+                            best = Some(($wrap(v[bi]), bi));
+                        }
+                    }};
+                }
+                match (col, agg == Agg::Max) {
+                    (Field::I(a), true) => scan!(a.values(), Value::I, |x: i64, y: i64| x > y),
+                    (Field::I(a), false) => scan!(a.values(), Value::I, |x: i64, y: i64| x < y),
+                    (Field::F(a), true) => scan!(a.values(), Value::F, |x: f64, y: f64| x.total_cmp(&y).is_gt()),
+                    (Field::F(a), false) => scan!(a.values(), Value::F, |x: f64, y: f64| x.total_cmp(&y).is_lt()),
+                }
+                self.n += n;
+                if let Some((v, r)) = best {
+                    self.n -= 1; // (`add` counts the one it merges)
+                    self.add(agg, v, key(r));
+                }
+            }
+            Agg::First | Agg::Last => {
+                let pick = if agg == Agg::First { (r0..r1).find(|&r| ok(r)) } else { (r0..r1).rev().find(|&r| ok(r)) };
+                if let Some(r) = pick {
+                    let n = (r0..r1).filter(|&r| ok(r)).count() as i64;
+                    let v = match col {
+                        Field::I(a) => Value::I(a.value(r)),
+                        Field::F(a) => Value::F(a.value(r)),
+                    };
+                    self.n += n - 1;
+                    self.add(agg, v, key(r));
+                }
+            }
+        }
+    }
+
     fn value(&self, agg: Agg, int: bool) -> Option<Value> {
         match agg {
             Agg::Count => Some(Value::I(self.n)),
@@ -390,21 +459,12 @@ pub fn aggregate(parts: &[&Part], sel: &Selection, q: &AggQuery) -> Result<Answe
     let na = q.aggs.len();
     let mut out = Answer { columns: vec![Vec::new(); na], ..Answer::default() };
     let ints: Vec<bool> = q.aggs.iter().map(|&(_, f)| q.int_fields.get(f).copied().unwrap_or(false)).collect();
-    let key_of = |part: &Part, p: i32, r: usize| (part.ts.values()[r], p, part.seq.values()[r]);
     if q.interval <= 0 {
+        let mut st = vec![EMPTY; na];
         for g in 0..sel.groups.len() {
-            let mut st = vec![EMPTY; na];
-            let mut any = false;
-            sel.for_rows(parts, g, |pi, p, r| {
-                any = true;
-                let part = parts[pi];
-                let key = key_of(part, p, r);
-                for (k, &(agg, f)) in q.aggs.iter().enumerate() {
-                    if let Some(v) = part.field(f).and_then(|c| c.get(r)) {
-                        st[k].add(agg, v, key);
-                    }
-                }
-            });
+            st.iter_mut().for_each(|s| *s = EMPTY);
+            let mut present = [false];
+            let any = fold_group(parts, sel, g, q, &mut st, &mut present, None);
             if !any {
                 continue;
             }
@@ -414,13 +474,11 @@ pub fn aggregate(parts: &[&Part], sel: &Selection, q: &AggQuery) -> Result<Answe
                     time = k.0;
                 }
             }
-            let row: Vec<Option<Value>> =
-                q.aggs.iter().enumerate().map(|(k, &(agg, _))| st[k].value(agg, ints[k])).collect();
             for _ in paged(std::iter::once(()), q.page_offset, q.page_limit) {
                 out.group.push(g as u32);
                 out.time.push(time);
-                for (k, v) in row.iter().enumerate() {
-                    out.columns[k].push(*v);
+                for (k, &(agg, _)) in q.aggs.iter().enumerate() {
+                    out.columns[k].push(st[k].value(agg, ints[k]));
                 }
             }
         }
@@ -471,23 +529,7 @@ pub fn aggregate(parts: &[&Part], sel: &Selection, q: &AggQuery) -> Result<Answe
     for g in 0..sel.groups.len() {
         st.iter_mut().for_each(|s| *s = EMPTY);
         present.iter_mut().for_each(|p| *p = false);
-        let mut any = false;
-        narrow.for_rows(parts, g, |pi, p, r| {
-            let part = parts[pi];
-            let t = part.ts.values()[r];
-            any = true; // (a series with points is in the answer, even if all fall past the windows)
-            let b = ((t as i128 - lo as i128) / i as i128) as usize;
-            if b >= nb {
-                return;
-            }
-            present[b] = true;
-            let key = key_of(part, p, r);
-            for (k, &(agg, f)) in q.aggs.iter().enumerate() {
-                if let Some(v) = part.field(f).and_then(|c| c.get(r)) {
-                    st[b * na + k].add(agg, v, key);
-                }
-            }
-        });
+        let mut any = fold_group(parts, &narrow, g, q, &mut st, &mut present, Some((lo, i)));
         if !any && (b0, b1) != (0, nb) {
             any = sel.groups[g].iter().any(|&p| {
                 parts.iter().any(|part| {
@@ -499,7 +541,8 @@ pub fn aggregate(parts: &[&Part], sel: &Selection, q: &AggQuery) -> Result<Answe
         if !any {
             continue;
         }
-        let order: Box<dyn Iterator<Item = usize>> = if q.descending { Box::new((b0..b1).rev()) } else { Box::new(b0..b1) };
+        let order: Box<dyn Iterator<Item = usize>> =
+            if q.descending { Box::new((b0..b1).rev()) } else { Box::new(b0..b1) };
         let kept = order.filter(|&b| present[b] || !q.fill_none);
         for b in paged(kept, q.page_offset, q.page_limit) {
             out.group.push(g as u32);
@@ -519,10 +562,91 @@ pub fn aggregate(parts: &[&Part], sel: &Selection, q: &AggQuery) -> Result<Answe
     Ok(out)
 }
 
+/// Folds group `g`'s rows into `st` (window-major, `q.aggs` per window) and marks the windows
+/// with points in `present`: run by run, a run being one series' rows of one part in one window
+/// (`windows`: the first window's start and the interval; None: one window). Whether the group
+/// has any point (a point past the last window counts).
+fn fold_group(
+    parts: &[&Part],
+    sel: &Selection,
+    g: usize,
+    q: &AggQuery,
+    st: &mut [State],
+    present: &mut [bool],
+    windows: Option<(i64, i64)>,
+) -> bool {
+    let na = q.aggs.len();
+    let nb = present.len();
+    let mut any = false;
+    let mut mask: Vec<bool> = Vec::new();
+    for &p in &sel.groups[g] {
+        for part in parts {
+            let (a, b) = part.range(p, sel.lo, sel.hi);
+            if a == b {
+                continue;
+            }
+            let (ts, seq) = (part.ts.values(), part.seq.values());
+            // every row passes when nothing filters and a present field has no nulls in the part
+            let all = sel.filters.is_empty()
+                && sel.present.iter().any(|&f| {
+                    part.field(f).is_some_and(|c| match c {
+                        Field::F(x) => x.null_count() == 0,
+                        Field::I(x) => x.null_count() == 0,
+                    })
+                });
+            let mut r = a;
+            while r < b {
+                let (w, e) = match windows {
+                    None => (0usize, b),
+                    Some((lo, i)) => {
+                        let w = (ts[r] as i128 - lo as i128) / i as i128;
+                        let end = lo as i128 + (w + 1) * i as i128;
+                        let mut e = r + 1;
+                        while e < b && (ts[e] as i128) < end {
+                            e += 1;
+                        }
+                        (w as usize, e)
+                    }
+                };
+                let m = if all {
+                    None
+                } else {
+                    mask.clear();
+                    mask.extend((r..e).map(|x| sel.passes(part, x)));
+                    if !mask.iter().any(|&k| k) {
+                        r = e;
+                        continue;
+                    }
+                    Some(&mask[..])
+                };
+                any = true;
+                if w >= nb {
+                    break; // (past the last window: the series is in the answer, its points are not)
+                }
+                present[w] = true;
+                for (k, &(agg, f)) in q.aggs.iter().enumerate() {
+                    if let Some(col) = part.field(f) {
+                        st[w * na + k].fold(agg, col, r, e, m, ts, seq, p);
+                    }
+                }
+                r = e;
+            }
+        }
+    }
+    any
+}
+
 /// A raw query's answer: the rows of each group that pass, ordered by (time, producer, seq)
 /// (all descending with `descending`), `offset` and `limit` (0: none) per group; `fields`: the
 /// output columns' fields.
-pub fn raw(parts: &[&Part], sel: &Selection, fields: &[usize], descending: bool, offset: usize, limit: usize) -> Answer {
+pub fn raw(
+    parts: &[&Part],
+    sel: &Selection,
+    fields: &[usize],
+    descending: bool,
+    offset: usize,
+    limit: usize,
+) -> Answer {
     let mut out = Answer { columns: vec![Vec::new(); fields.len()], ..Answer::default() };
     let want = if limit == 0 { usize::MAX } else { offset.saturating_add(limit) };
     for g in 0..sel.groups.len() {
@@ -763,7 +887,10 @@ mod tests {
         rfc3339_nano(1_451_606_400_000_000_000, &mut b);
         rfc3339_nano(-1, &mut b);
         rfc3339_nano(951_782_400_120_000_000, &mut b); // 2000-02-29
-        assert_eq!(String::from_utf8(b).unwrap(), "2016-01-01T00:00:00Z1969-12-31T23:59:59.999999999Z2000-02-29T00:00:00.12Z");
+        assert_eq!(
+            String::from_utf8(b).unwrap(),
+            "2016-01-01T00:00:00Z1969-12-31T23:59:59.999999999Z2000-02-29T00:00:00.12Z"
+        );
         let mut b = Vec::new();
         int(&mut b, i64::MIN);
         b.push(b' ');

@@ -15,7 +15,7 @@
 pub mod calltree;
 pub mod density;
 pub mod hist;
+pub mod influx;
 pub mod packed;
 pub mod spans;
-pub mod influx;
 pub mod window;

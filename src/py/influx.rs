@@ -56,7 +56,9 @@ impl PySeriesPart {
         let fields = fields
             .iter()
             .enumerate()
-            .map(|(i, f)| if f.is_none() { Ok(None) } else { field_from_pyarrow(&f, &format!("fields[{i}]")).map(Some) })
+            .map(
+                |(i, f)| if f.is_none() { Ok(None) } else { field_from_pyarrow(&f, &format!("fields[{i}]")).map(Some) },
+            )
             .collect::<PyResult<Vec<_>>>()?;
         let part = Part::new(producer.values(), ts, seq, fields).map_err(PyValueError::new_err)?;
         Ok(PySeriesPart { inner: Arc::new(part) })
@@ -98,7 +100,8 @@ fn selection(
         .iter()
         .map(|f| {
             let (field, op, value): (usize, String, Bound<'_, PyAny>) = f.extract()?;
-            let op = Op::parse(&op).ok_or_else(|| PyValueError::new_err(format!("filters: unknown operator {op:?}")))?;
+            let op =
+                Op::parse(&op).ok_or_else(|| PyValueError::new_err(format!("filters: unknown operator {op:?}")))?;
             Ok((field, op, value_of(&value)?))
         })
         .collect::<PyResult<Vec<_>>>()?;
@@ -178,7 +181,8 @@ fn influx_aggregate<'py>(
     let aggs = aggs
         .into_iter()
         .map(|(name, f)| {
-            let a = Agg::parse(&name).ok_or_else(|| PyValueError::new_err(format!("aggs: unknown function {name:?}")))?;
+            let a =
+                Agg::parse(&name).ok_or_else(|| PyValueError::new_err(format!("aggs: unknown function {name:?}")))?;
             Ok((a, f))
         })
         .collect::<PyResult<Vec<_>>>()?;
