@@ -1083,3 +1083,9 @@ def influx_raw(
     """The points of a raw InfluxQL query over `parts` (interpreter lock released): each row's
     group, time, producer and the values of `fields`, by (time, producer, seq) per group."""
     ...
+
+def influx_values_json(times: pa.Array, epoch_div: int, columns: list[pa.Array], bounds: list[int]) -> list[bytes]:
+    """The `values` of InfluxDB series as JSON text, one per series (rows `bounds[k]` to
+    `bounds[k + 1]`): `times` (int64 ns) in RFC 3339 (`epoch_div` 0) or divided by `epoch_div`
+    (floored), then each of `columns` (int64, double or string; nulls, NaN and infinities null)."""
+    ...

@@ -698,9 +698,9 @@ pub fn raw(
             }
         }
         if descending {
-            cand.sort_unstable_by(|x, y| y.0.cmp(&x.0));
+            cand.sort_unstable_by_key(|x| std::cmp::Reverse(x.0));
         } else {
-            cand.sort_unstable_by(|x, y| x.0.cmp(&y.0));
+            cand.sort_unstable_by_key(|x| x.0);
         }
         for (key, pi, r) in paged(cand.into_iter(), offset, limit) {
             out.group.push(g as u32);
@@ -870,7 +870,10 @@ pub fn values_json(times: &Int64Array, epoch_div: i64, cols: &[JsonCol<'_>], bou
 mod tests {
     use super::*;
 
-    fn part(rows: &[(i32, i64, i64, Option<i64>, Option<f64>)]) -> Part {
+    /// (producer, ts, seq, integer field, float field)
+    type Row = (i32, i64, i64, Option<i64>, Option<f64>);
+
+    fn part(rows: &[Row]) -> Part {
         let p: Vec<i32> = rows.iter().map(|r| r.0).collect();
         let ts = Int64Array::from(rows.iter().map(|r| r.1).collect::<Vec<_>>());
         let seq = Int64Array::from(rows.iter().map(|r| r.2).collect::<Vec<_>>());
@@ -926,7 +929,7 @@ mod tests {
 
     #[test]
     fn sums_and_extremes_of_columns_without_nulls() {
-        let rows: Vec<(i32, i64, i64, Option<i64>, Option<f64>)> = [i64::MAX, i64::MIN, -1, i64::MAX, 5, i64::MAX]
+        let rows: Vec<Row> = [i64::MAX, i64::MIN, -1, i64::MAX, 5, i64::MAX]
             .iter()
             .enumerate()
             .map(|(k, &v)| (1, k as i64, k as i64, Some(v), Some(1.0)))
