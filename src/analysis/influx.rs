@@ -34,10 +34,19 @@ pub enum Value {
 }
 
 impl Value {
-    fn as_f64(self) -> f64 {
+    /// The value as a float.
+    pub fn as_f64(self) -> f64 {
         match self {
             Value::F(v) => v,
             Value::I(v) => v as f64,
+        }
+    }
+
+    /// The value as an integer (a float truncated).
+    pub fn as_i64(self) -> i64 {
+        match self {
+            Value::I(v) => v,
+            Value::F(v) => v as i64,
         }
     }
 

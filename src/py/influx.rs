@@ -111,27 +111,9 @@ fn selection(
 /// A column of values as a pyarrow array (int64 when `int`, else double; None is null).
 fn column<'py>(py: Python<'py>, values: &[Option<Value>], int: bool) -> PyResult<Bound<'py, PyAny>> {
     if int {
-        let a: Int64Array = values
-            .iter()
-            .map(|v| {
-                v.map(|v| match v {
-                    Value::I(x) => x,
-                    Value::F(x) => x as i64,
-                })
-            })
-            .collect();
-        a.into_data().to_pyarrow(py)
+        values.iter().map(|v| v.map(Value::as_i64)).collect::<Int64Array>().into_data().to_pyarrow(py)
     } else {
-        let a: Float64Array = values
-            .iter()
-            .map(|v| {
-                v.map(|v| match v {
-                    Value::F(x) => x,
-                    Value::I(x) => x as f64,
-                })
-            })
-            .collect();
-        a.into_data().to_pyarrow(py)
+        values.iter().map(|v| v.map(Value::as_f64)).collect::<Float64Array>().into_data().to_pyarrow(py)
     }
 }
 
