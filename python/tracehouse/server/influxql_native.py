@@ -8,6 +8,14 @@ runs random queries of the shapes below through both and compares the answers.
 
 Why: DuckDB's fixed cost per statement (parse, bind, optimize, first batch) was 7.7 ms of the
 11.3 ms TSBS single-groupby-1-1-1 spent in the server (load 5.5), where QuestDB answers in ~1 ms.
+`tracehouse bench tsbs` (864,000 rows, TSBS's own runner, medians in ms, tracehouse / QuestDB in
+the same run), through DuckDB at load 3-5, then natively at load 2.4-2.7: single-groupby-1-1-1
+10.97 / 1.04 -> 0.90 / 0.83, high-cpu-1 17.94 / 0.70 -> 1.39 / 0.93, high-cpu-all 248 / 49 ->
+44 / 51, lastpoint 14.41 / 0.51 -> 1.66 / 0.54, groupby-orderby-limit 25.8 / 7.1 -> 8.0 / 6.1
+(then 0.45 ms in-process: only the kept windows are folded), double-groupby-all 20 ms.
+In-process, a request's parts at load ~2 (single-groupby-1-1-1): parse 0.10 ms, the executor
+0.35 (of which the Rust loop 0.05, the rest the source's Python: the cut, catalog reads, the
+series groups), JSON 0.02-0.08; served, the HTTP front end and the query thread's hop add ~0.3.
 
 Shapes answered natively (TSBS's cpu-only queries and Grafana's default panels):
 - aggregates `count sum mean min max first last` of integer and float fields (each field a
@@ -476,8 +484,8 @@ def _memo(cols: _Columns, key: tuple, make):
 def _raw_series(name: str, gt: list[str], keys: list[tuple], names: list[str], group, times, values, epoch):
     """The series of one measurement's answer with their values as JSON text (`RawValues`),
     encoded by `_core.influx_values_json`: what `answer_series` makes, without a Python object
-    per value. TSBS high-cpu-all (40,000 rows of 21 columns, 7 MB of JSON), in-process at load
-    ~2: 85 ms to run and 57 ms to encode as lists, ... as text."""
+    per value. TSBS high-cpu-all (40,000 rows of 21 columns, 6-7 MB of JSON), in-process, median
+    of 30 at load 2-2.6: 85 ms to run and 57 ms to encode with lists; 29 ms and 2.1 ms as text."""
     import numpy as np
 
     n = len(group)
