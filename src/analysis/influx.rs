@@ -207,6 +207,22 @@ pub struct Selection {
 }
 
 impl Selection {
+    /// Rows the selection's ranges hold, at most `per_range` of each (series, part): what a
+    /// query over it will walk, to decide whether its loop is worth letting Python's other
+    /// threads run meanwhile.
+    pub fn work(&self, parts: &[&Part], per_range: usize) -> usize {
+        let mut n = 0usize;
+        for g in &self.groups {
+            for &p in g {
+                for part in parts {
+                    let (a, b) = part.range(p, self.lo, self.hi);
+                    n = n.saturating_add((b - a).min(per_range));
+                }
+            }
+        }
+        n
+    }
+
     fn passes(&self, part: &Part, row: usize) -> bool {
         for &(f, op, v) in &self.filters {
             let Some(x) = part.field(f).and_then(|c| c.get(row)) else {

@@ -3,8 +3,8 @@
 //! `_core.influx_aggregate` / `_core.influx_raw` over a list of them.
 //!
 //! Owns argument conversion (pyarrow arrays in, zero-copy, nulls allowed in the fields; pyarrow
-//! arrays out) and runs the loops with the interpreter lock released (the server's other
-//! threads go on meanwhile).
+//! arrays out) and runs the loops with the interpreter lock released when they are long enough
+//! for that to pay (`DETACH_VALUES`: the server's other threads go on meanwhile).
 
 use std::sync::Arc;
 
@@ -19,7 +19,13 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyInt, PyList};
 
 use super::arrow::primitive_from_pyarrow;
+use super::detach_if;
 use crate::analysis::influx::{self, Agg, AggQuery, Answer, Field, JsonCol, Op, Part, Selection, Value};
+
+/// Values a call walks above which it lets the interpreter lock go (`detach_if`): getting the
+/// lock back after a short call waits for the server's other threads, up to the interpreter's
+/// switch interval (src/py/mod.rs), for a call of well under a millisecond.
+const DETACH_VALUES: usize = 200_000;
 
 /// A part of a measurement's columns held for the native executor.
 #[pyclass(name = "SeriesPart", frozen, module = "tracehouse._core")]
@@ -204,10 +210,9 @@ fn influx_aggregate<'py>(
         max_buckets,
         grid_hi,
     };
-    let ans = py.detach(|| {
-        let refs: Vec<&Part> = parts.iter().map(|p| p.as_ref()).collect();
-        influx::aggregate(&refs, &sel, &q)
-    });
+    let refs: Vec<&Part> = parts.iter().map(|p| p.as_ref()).collect();
+    let big = sel.work(&refs, usize::MAX) * q.aggs.len().max(1) > DETACH_VALUES;
+    let ans = detach_if(py, big, || influx::aggregate(&refs, &sel, &q));
     match ans {
         Ok(ans) => Ok(Some(answer_to_py(py, ans, &ints)?)),
         Err(_) => Ok(None),
@@ -237,10 +242,10 @@ fn influx_raw<'py>(
     let parts = parts_of(parts)?;
     let sel = selection(groups, lo, hi, filters, present)?;
     let ints: Vec<bool> = fields.iter().map(|&f| int_fields.get(f).copied().unwrap_or(false)).collect();
-    let ans = py.detach(|| {
-        let refs: Vec<&Part> = parts.iter().map(|p| p.as_ref()).collect();
-        influx::raw(&refs, &sel, &fields, descending, offset, limit)
-    });
+    let refs: Vec<&Part> = parts.iter().map(|p| p.as_ref()).collect();
+    let want = if limit == 0 { usize::MAX } else { offset.saturating_add(limit) };
+    let big = sel.work(&refs, want) * fields.len().max(1) > DETACH_VALUES;
+    let ans = detach_if(py, big, || influx::raw(&refs, &sel, &fields, descending, offset, limit));
     answer_to_py(py, ans, &ints)
 }
 
@@ -291,7 +296,7 @@ fn influx_values_json<'py>(
     if bounds.windows(2).any(|w| w[0] > w[1]) || bounds.last().is_some_and(|&b| b > n) {
         return Err(PyValueError::new_err("bounds: not ascending within the rows"));
     }
-    let texts = py.detach(|| {
+    let texts = detach_if(py, n * (owned.len() + 1) > DETACH_VALUES, || {
         let cols: Vec<JsonCol<'_>> = owned
             .iter()
             .map(|o| match o {
