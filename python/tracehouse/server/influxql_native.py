@@ -12,7 +12,11 @@ Why: DuckDB's fixed cost per statement (parse, bind, optimize, first batch) was 
 the same run), through DuckDB at load 3-5, then natively at load 2.4-2.7: single-groupby-1-1-1
 10.97 / 1.04 -> 0.90 / 0.83, high-cpu-1 17.94 / 0.70 -> 1.39 / 0.93, high-cpu-all 248 / 49 ->
 44 / 51, lastpoint 14.41 / 0.51 -> 1.66 / 0.54, groupby-orderby-limit 25.8 / 7.1 -> 8.0 / 6.1
-(then 0.45 ms in-process: only the kept windows are folded), double-groupby-all 20 ms.
+(then 0.45 ms in-process: only the kept windows are folded), double-groupby-all 20 ms. The
+last run (runs folded per window, one struct array out; load 17-22, QuestDB in the same run):
+single-groupby-1-1-1 1.06 / 1.02, single-groupby-5-1-1 0.95 / 2.35, high-cpu-1 3.65 / 1.91,
+high-cpu-all 52 / 65, lastpoint 4.10 / 1.45, groupby-orderby-limit 1.17 / 13.6,
+double-groupby-all 14.4: 7 of the 10 types with a QuestDB peer at or under it by the median.
 In-process, a request's parts at load ~2 (single-groupby-1-1-1): parse 0.10 ms, the executor
 0.35 (of which the Rust loop 0.05, the rest the source's Python: the cut, catalog reads, the
 series groups), JSON 0.02-0.08; served, the HTTP front end and the query thread's hop add ~0.3.
