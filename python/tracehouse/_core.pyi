@@ -1044,11 +1044,7 @@ class SeriesPart:
 
 def influx_aggregate(
     parts: list[SeriesPart],
-    groups: list[list[int]],
-    lo: int,
-    hi: int,
-    filters: list[tuple[int, str, int | float]],
-    present: list[int],
+    selection: tuple[list[list[int]], int, int, list[tuple[int, str, int | float]], list[int]],
     aggs: list[tuple[str, int]],
     int_fields: list[bool],
     interval: int,
@@ -1062,18 +1058,16 @@ def influx_aggregate(
     max_buckets: int,
     grid_hi: int,
 ) -> tuple[pa.UInt32Array, pa.Int64Array, pa.Int32Array, list[pa.Array]] | None:
-    """An aggregate InfluxQL query over `parts` (interpreter lock released): each row's group,
+    """An aggregate InfluxQL query over `parts` and `selection` ((the producers of each output
+    group, time lo, time hi, (field, op, number) conditions, fields one of which is present)):
+    each row's group,
     time and values (count, integer sum/min/max/first/last: int64; else double), or None when
     it has more than `max_buckets` windows."""
     ...
 
 def influx_raw(
     parts: list[SeriesPart],
-    groups: list[list[int]],
-    lo: int,
-    hi: int,
-    filters: list[tuple[int, str, int | float]],
-    present: list[int],
+    selection: tuple[list[list[int]], int, int, list[tuple[int, str, int | float]], list[int]],
     fields: list[int],
     int_fields: list[bool],
     descending: bool,

@@ -96,13 +96,10 @@ fn value_of(v: &Bound<'_, PyAny>) -> PyResult<Value> {
     }
 }
 
-fn selection(
-    groups: Vec<Vec<i32>>,
-    lo: i64,
-    hi: i64,
-    filters: &Bound<'_, PyList>,
-    present: Vec<usize>,
-) -> PyResult<Selection> {
+/// A `Selection` from its Python form: (groups: [[producer]], lo, hi, filters: [(field, op,
+/// value)], present: [field]).
+fn selection(obj: &Bound<'_, PyAny>) -> PyResult<Selection> {
+    let (groups, lo, hi, filters, present): (Vec<Vec<i32>>, i64, i64, Bound<'_, PyList>, Vec<usize>) = obj.extract()?;
     let filters = filters
         .iter()
         .map(|f| {
@@ -151,20 +148,17 @@ fn answer_to_py<'py>(py: Python<'py>, ans: Answer, ints: &[bool]) -> PyResult<Bo
     Ok((group, time, producer, values).into_pyobject(py)?.into_any())
 }
 
-/// An aggregate query over `parts` (module docstring of `analysis::influx`): (group uint32,
+/// An aggregate query over `parts` and `selection` (`selection`'s form; module docstring of
+/// `analysis::influx`): (group uint32,
 /// time int64, producer int32 (empty), [values]), or None when it has more than `max_buckets`
 /// windows. `aggs`: (function name, field index); `int_fields`: each field's integer-ness.
 #[pyfunction]
-#[pyo3(signature = (parts, groups, lo, hi, filters, present, aggs, int_fields, interval, offset, fill_none, stamp, selector_time, descending, page_offset, page_limit, max_buckets, grid_hi))]
+#[pyo3(signature = (parts, selection, aggs, int_fields, interval, offset, fill_none, stamp, selector_time, descending, page_offset, page_limit, max_buckets, grid_hi))]
 #[allow(clippy::too_many_arguments)]
 fn influx_aggregate<'py>(
     py: Python<'py>,
     parts: &Bound<'py, PyList>,
-    groups: Vec<Vec<i32>>,
-    lo: i64,
-    hi: i64,
-    filters: &Bound<'py, PyList>,
-    present: Vec<usize>,
+    selection: &Bound<'py, PyAny>,
     aggs: Vec<(String, usize)>,
     int_fields: Vec<bool>,
     interval: i64,
@@ -179,7 +173,7 @@ fn influx_aggregate<'py>(
     grid_hi: i64,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
     let parts = parts_of(parts)?;
-    let sel = selection(groups, lo, hi, filters, present)?;
+    let sel = self::selection(selection)?;
     let aggs = aggs
         .into_iter()
         .map(|(name, f)| {
@@ -219,20 +213,16 @@ fn influx_aggregate<'py>(
     }
 }
 
-/// A raw query over `parts`: (group uint32, time int64, producer int32, [values of `fields`]),
+/// A raw query over `parts` and `selection`: (group uint32, time int64, producer int32, [values of `fields`]),
 /// the rows of each group by (time, producer, seq), descending with `descending`, `offset` and
 /// `limit` (0: none) per group.
 #[pyfunction]
-#[pyo3(signature = (parts, groups, lo, hi, filters, present, fields, int_fields, descending, offset, limit))]
+#[pyo3(signature = (parts, selection, fields, int_fields, descending, offset, limit))]
 #[allow(clippy::too_many_arguments)]
 fn influx_raw<'py>(
     py: Python<'py>,
     parts: &Bound<'py, PyList>,
-    groups: Vec<Vec<i32>>,
-    lo: i64,
-    hi: i64,
-    filters: &Bound<'py, PyList>,
-    present: Vec<usize>,
+    selection: &Bound<'py, PyAny>,
     fields: Vec<usize>,
     int_fields: Vec<bool>,
     descending: bool,
@@ -240,7 +230,7 @@ fn influx_raw<'py>(
     limit: usize,
 ) -> PyResult<Bound<'py, PyAny>> {
     let parts = parts_of(parts)?;
-    let sel = selection(groups, lo, hi, filters, present)?;
+    let sel = self::selection(selection)?;
     let ints: Vec<bool> = fields.iter().map(|&f| int_fields.get(f).copied().unwrap_or(false)).collect();
     let refs: Vec<&Part> = parts.iter().map(|p| p.as_ref()).collect();
     let want = if limit == 0 { usize::MAX } else { offset.saturating_add(limit) };

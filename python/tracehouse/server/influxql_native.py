@@ -419,17 +419,14 @@ def _source(store, sel: Select, src: Source, now: int, epoch: str | None, tag_ke
     rng = tr.range
     lo = I64_MIN if rng.lo is None else rng.lo
     parts = view.parts
+    selection = (group_list, lo, I64_MAX if rng.hi is None else rng.hi, filters, present)
     if calls:
         grid_hi = rng.hi if rng.hi is not None else now + 1
         dim = tr.dim
         one_selector = len(calls) == 1 and calls[0].name in SELECTORS and dim is None
         got = _core.influx_aggregate(
             parts,
-            group_list,
-            lo,
-            I64_MAX if rng.hi is None else rng.hi,
-            filters,
-            present,
+            selection,
             outs,
             cols.ints,
             dim.interval if dim else 0,
@@ -449,9 +446,8 @@ def _source(store, sel: Select, src: Source, now: int, epoch: str | None, tag_ke
     else:
         fidx = [i for k, i in outs if k == "field"]
         group, times, prod, fvalues = _core.influx_raw(
-            parts, group_list, lo, I64_MAX if rng.hi is None else rng.hi, filters, present, fidx, cols.ints,
-            sel.descending, sel.offset, sel.limit,
-        )  # fmt: skip
+            parts, selection, fidx, cols.ints, sel.descending, sel.offset, sel.limit
+        )
         values, it = [], iter(fvalues)
         pos = None
         # A small answer's tags by Python's dicts: an Arrow kernel lets the interpreter lock go
