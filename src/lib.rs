@@ -71,5 +71,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     py::segment::register(m)?;
     py::record::register(m)?;
     py::pagecheck::register(m)?;
+    py::influx::register(m)?;
     Ok(())
 }

@@ -1030,3 +1030,56 @@ class RecordReader:
         """Bytes decoded so far."""
         ...
     def close(self) -> None: ...
+
+class SeriesPart:
+    """A part of a measurement's columns for the native InfluxQL executor: rows sorted by
+    (producer, ts, seq), fields by the measurement's field index (double or int64, nulls allowed;
+    None: the part has none of that field). Unsorted rows raise ValueError naming the row."""
+
+    def __init__(self, producer: pa.Array, ts: pa.Array, seq: pa.Array, fields: list[pa.Array | None]) -> None: ...
+    @property
+    def rows(self) -> int: ...
+    @property
+    def nbytes(self) -> int: ...
+
+def influx_aggregate(
+    parts: list[SeriesPart],
+    selection: tuple[list[list[int]], int, int, list[tuple[int, str, int | float]], list[int]],
+    aggs: list[tuple[str, int]],
+    int_fields: list[bool],
+    interval: int,
+    offset: int,
+    fill_none: bool,
+    stamp: int,
+    selector_time: bool,
+    descending: bool,
+    page_offset: int,
+    page_limit: int,
+    max_buckets: int,
+    grid_hi: int,
+) -> tuple[pa.UInt32Array, pa.Int64Array, pa.Int32Array, list[pa.Array]] | None:
+    """An aggregate InfluxQL query over `parts` and `selection` ((the producers of each output
+    group, time lo, time hi, (field, op, number) conditions, fields one of which is present)):
+    each row's group,
+    time and values (count, integer sum/min/max/first/last: int64; else double), or None when
+    it has more than `max_buckets` windows."""
+    ...
+
+def influx_raw(
+    parts: list[SeriesPart],
+    selection: tuple[list[list[int]], int, int, list[tuple[int, str, int | float]], list[int]],
+    fields: list[int],
+    int_fields: list[bool],
+    descending: bool,
+    offset: int,
+    limit: int,
+) -> tuple[pa.UInt32Array, pa.Int64Array, pa.Int32Array, list[pa.Array]]:
+    """The points of a raw InfluxQL query over `parts` (interpreter lock released): each row's
+    group, time, producer and the values of `fields`, by (time, producer, seq) per group."""
+    ...
+
+def influx_values_json(times: pa.Array, epoch_div: int, columns: list[pa.Array], bounds: list[int]) -> list[bytes]:
+    """The `values` of InfluxDB series as JSON text, one per series (rows `bounds[k]` to
+    `bounds[k + 1]`): `times` (int64 ns) in RFC 3339 (`epoch_div` 0) or divided by `epoch_div`
+    (floored), then each of `columns` (int64, double or string; nulls, NaN and infinities null)."""
+    ...

@@ -62,3 +62,8 @@ def json_column(c) -> list:
     if pa.types.is_binary(t) or pa.types.is_large_binary(t) or pa.types.is_fixed_size_binary(t):
         return [None if v is None else base64.b64encode(v).decode() for v in c.to_pylist()]
     return c.to_pylist()
+
+
+class RawValues(bytes):
+    """JSON text already encoded natively (the InfluxQL native executor's series values,
+    `_core.influx_values_json`), spliced into the answer's JSON by its writer as it is."""

@@ -4,6 +4,7 @@
 //! - [`calltree`]: the aggregated call tree (calling-context tree) of spans.
 //! - [`hist`]: bpftrace `hist`/`lhist` bucket rules and counting (seed 004).
 //! - [`density`]: events per time bin over sorted timestamp streams.
+//! - [`influx`]: the native InfluxQL executor's loops (aggregates and raw points of a measurement).
 //! - [`window`]: aggregates of a time window's spans over the span index's row ranges.
 //! - [`packed`]: the frame-of-reference bit-packed int columns of the derived indexes, and the
 //!   searches and binned counts over them.
@@ -14,6 +15,7 @@
 pub mod calltree;
 pub mod density;
 pub mod hist;
+pub mod influx;
 pub mod packed;
 pub mod spans;
 pub mod window;

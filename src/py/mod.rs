@@ -11,6 +11,7 @@ pub mod commit;
 pub mod decl;
 pub mod driver;
 pub mod httpfront;
+pub mod influx;
 pub mod intparquet;
 pub mod lineproto;
 pub mod loadgen;

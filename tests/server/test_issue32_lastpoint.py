@@ -125,7 +125,7 @@ def test_issue32_lastpoint_answers_from_one_statement_unless_a_kept_row_fails(tm
                 ran.append(sql)
                 return store.sql(sql)
 
-            (res,) = Executor(ingest, default_db="benchmark", run_sql=run_sql).run(parse(q))
+            (res,) = Executor(ingest, default_db="benchmark", run_sql=run_sql, native=False).run(parse(q))
             assert len(ran) == statements, (q, ran)
             assert ran[0].startswith("WITH _kept AS MATERIALIZED")
             assert "_failing" not in res["series"][0]["columns"]

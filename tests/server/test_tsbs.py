@@ -337,8 +337,10 @@ def test_tsbs_recorded_queries_answer_as_hand_written_sql(rows_loaded, query_typ
     assert len(queries) == 3
     answered = 0
     for q in queries:
-        status, _, body = server.request("POST", "/query?" + urllib.parse.urlencode({"q": q}) + "&db=benchmark")
+        status, headers, body = server.request("POST", "/query?" + urllib.parse.urlencode({"q": q}) + "&db=benchmark")
         assert status == 200, (q, body[:500])
+        # every TSBS cpu-only query takes the native executor (server/influxql_native.py)
+        assert {k.lower(): v for k, v in headers.items()}.get("x-tracehouse-engine") == "native", q
         (result,) = json.loads(body)["results"]
         assert "error" not in result, (q, result)
         want = expected(server, query_type, q)

@@ -52,6 +52,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import secrets
 import time
 import weakref
 from collections.abc import Callable
@@ -60,11 +61,11 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from ..errors import AlreadyExists, BadInput, NotFound, TracehouseError
-from ..jsonvalues import json_bytes
+from ..jsonvalues import RawValues, json_bytes
 from ..store.compact import format_duration
 from ..store.query import qident, tag_column_names
 from .influxql_select import Measurement as Source
-from .influxql_select import SelectParser
+from .influxql_select import SelectParser, Subquery
 from .ingest import SOURCE
 from .queries import QueryStopped
 
@@ -900,8 +901,15 @@ class Executor:
         read_only: bool = False,
         epoch: str | None = None,
         run_sql: Callable | None = None,
+        native: bool = True,
+        raw_json: bool = False,
     ) -> None:
         self.ingestor = ingestor
+        self.native = native  # SELECTs of the native shapes answered without DuckDB (influxql_native.py)
+        self.raw_json = raw_json  # their series' values as JSON text (jsonvalues.RawValues) for `answer`
+        # "native" when every SELECT was answered without DuckDB, "duckdb" once one was not ("": none
+        # ran): the answer's X-Tracehouse-Engine header
+        self.engine = ""
         self.store = ingestor.store
         self.default_db = default_db or None
         self.peer = peer
@@ -1279,12 +1287,50 @@ class Executor:
                     tags = {k: col for k, col in tags.items() if k in own[name]}
                 last = f"{qident(db)}.{qident(name + '_last')}" if name in kept else None
                 out.append(
-                    Source(key, f"{qident(db)}.{qident(name)}", fields, tags, tiebreak=("producer", "seq"), last=last)
+                    Source(
+                        key,
+                        f"{qident(db)}.{qident(name)}",
+                        fields,
+                        tags,
+                        tiebreak=("producer", "seq"),
+                        last=last,
+                        db=db,
+                        type_name=name,
+                    )
                 )
             return out
 
+        now = time.time_ns()
+        if self.native and not any(isinstance(m, Subquery) for m in sel.sources):
+            # the shapes answered without DuckDB (influxql_native.py), else the SQL below
+            from . import influxql_native
+
+            try:
+                series = influxql_native.select(
+                    self.store,
+                    sel,
+                    [s for m in sel.sources for s in sources_of(m)],
+                    now,
+                    self.epoch,
+                    lambda db: _tags_and_kept(self.store, db)[0],
+                    raw_json=self.raw_json,
+                )
+            except influxql_native.Unsupported:
+                pass
+            except (StatementError, QueryError):
+                raise
+            except Exception:  # noqa: BLE001 - DuckDB answers it; the failure is logged to be fixed
+                log.exception("native InfluxQL executor failed on %r; DuckDB answers it", sel)
+            else:
+                self.engine = self.engine or "native"
+                if sel.soffset:
+                    series = series[sel.soffset :]
+                if sel.slimit:
+                    series = series[: sel.slimit]
+                return series or None
+        self.engine = "duckdb"
         try:
-            plans = translate(sel, sources_of, time.time_ns())
+            plans = translate(sel, sources_of, now)
             series: list[dict] = []
             for plan in plans:
                 series += answer_series(plan, plan_table(plan, self.run_sql), self.epoch, tz=zone_name(sel.tz))
@@ -1372,12 +1418,35 @@ def request_params(query: dict[str, str], body: bytes | None, content_type: str)
     )
 
 
+_RAW_MARK = re.compile(rb'"\\u0000([0-9a-f]{16}):([0-9]+)"')  # `answer`'s place of a series' values
+
+
 def answer(results: list[dict], req: Request) -> bytes:
     """InfluxDB's JSON for `results`: one document, or when chunked one per chunk of at most
     `chunk_size` rows of a series (`"partial": true` on a series that goes on in the next chunk,
     and on every chunk of a statement but its last)."""
     indent = 4 if req.pretty else None
     # (strict JSON, jsonvalues.py: a value that is not finite, which InfluxDB never returns, is null)
+    raws: list[bytes] = []
+    nonce = secrets.token_hex(8)
+    mark = f"\x00{nonce}:"  # (a nonce: no value of the answer holds it)
+    for r in results:
+        for s in r.get("series", ()):
+            v = s.get("values")
+            if isinstance(v, RawValues):
+                if req.chunked or req.pretty:
+                    s["values"] = json.loads(v)
+                else:
+                    s["values"] = f"{mark}{len(raws)}"
+                    raws.append(v)
+    if raws:  # the values the native executor encoded (influxql_native.py), spliced in
+        body = json_bytes({"results": results})
+        pieces = _RAW_MARK.split(body)
+        out = [pieces[0]]
+        for k in range(1, len(pieces), 3):
+            who, n, rest = pieces[k : k + 3]
+            out += [raws[int(n)] if who == nonce.encode() else b'"\\u0000' + who + b":" + n + b'"', rest]
+        return b"".join(out)
     if req.chunked:
         return b"".join(
             json_bytes({"results": [c]}, indent=indent) + b"\n" for r in results for c in _chunks(r, req.chunk_size)
@@ -1442,11 +1511,14 @@ def handle(
         read_only=call.method == "GET",
         epoch=req.epoch,
         run_sql=run_sql,
+        native=getattr(cfg, "influxql_native", True),
+        raw_json=not (req.chunked or req.pretty),
     )
 
     def run() -> None:
         try:
-            call.reply(200, answer(ex.run(statements), req), json_type)
+            body = answer(ex.run(statements), req)
+            call.reply(200, body, [*json_type, *([("x-tracehouse-engine", ex.engine)] if ex.engine else [])])
         except TracehouseError as e:
             log.error("InfluxQL %r failed: %s", req.q[:200], e)
             call.reply(500, error_body(str(e)), json_type)

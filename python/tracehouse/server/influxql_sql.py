@@ -137,6 +137,8 @@ class Source:
     time: str = "ts"
     tiebreak: tuple[str, ...] = ()  # columns that order points of one time (a view's producer and seq)
     last: str | None = None  # the view of the last row of each series, kept on write (store/lastrows.py)
+    db: str | None = None  # the trace and event type a stored measurement is (influxql_native.py reads them)
+    type_name: str | None = None
 
 
 # -- time -----------------------------------------------------------------------------------

@@ -1,0 +1,299 @@
+"""The native InfluxQL executor (server/influxql_native.py, src/analysis/influx.rs) against the
+DuckDB translation (influxql_sql.py): random SELECTs of the native shapes run through both paths
+over one store and their answers compared exactly; and over `tracehouse serve`, which path a
+query took (X-Tracehouse-Engine) and that every acknowledged write is seen (write, query, write,
+query).
+
+The store: 5 hosts of `cpu` (one without a region tag), an integer field `u` and a float field `f`
+(each null in some rows; floats are multiples of 1/4, so sums are exact in any order), in a
+checkpointed segment and an unflushed tail (the WAL of a running server, read by the in-process
+store as its tail). Timestamps differ between series (a host's are offset by its number in ns):
+DuckDB picks any of the points tied on time for first() and last(), the native path the one of
+least (time, producer, seq)."""
+
+from __future__ import annotations
+
+import json
+import random
+from urllib.parse import urlencode
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from helpers.server import Server
+
+T0 = 1_600_000_000 * 10**9  # 2020-09-13T12:26:40Z
+STEP = 10 * 10**9
+ROWS = 180  # per host and write: 30 minutes
+
+
+def lines(first: int, rows: int, seed: int) -> str:
+    rng = random.Random(seed)
+    out = []
+    for h in range(5):
+        tags = f"host=h{h}" + (f",region=r{h % 2}" if h != 4 else "")
+        for i in range(first, first + rows):
+            fields = []
+            if rng.random() > 0.1:
+                fields.append(f"u={rng.randint(-50, 100)}i")
+            if rng.random() > 0.2 or not fields:
+                fields.append(f"f={rng.randint(-400, 400) / 4}")
+            out.append(f"cpu,{tags} {','.join(fields)} {T0 + i * STEP + h}")
+    return "\n".join(out) + "\n"
+
+
+@pytest.fixture(scope="module")
+def both(tmp_path_factory):
+    """(run(query, native) -> results, the server) over a segment and an unflushed tail."""
+    import tracehouse
+    from tracehouse.server.influxql import Executor, Request, answer, parse
+
+    path = tmp_path_factory.mktemp("native") / "store"
+    s = Server(path, "--quiet")
+    assert s.write(lines(0, ROWS, 1), "db", v1=True)[0] == 204
+    assert s.stop() == 0  # (checkpointed: a segment)
+    s = Server(path, "--quiet")
+    assert s.write(lines(ROWS, ROWS, 2), "db", v1=True)[0] == 204  # (the tail: in the WAL)
+    store = tracehouse.open(path, readonly=True)
+
+    class Ingest:
+        pass
+
+    ingest = Ingest()
+    ingest.store = store
+
+    def run(q: str, native: bool, epoch: str | None = "ns"):
+        # (natively: the values encoded as JSON text in Rust and spliced in, as `serve` answers)
+        ex = Executor(ingest, default_db="db", native=native, epoch=epoch, raw_json=native)
+        req = Request(q=q, db="db", epoch=epoch, chunked=False, pretty=False, params={})
+        return json.loads(answer(ex.run(parse(q)), req))["results"], ex.engine
+
+    s.in_process = store
+    try:
+        yield run, s
+    finally:
+        store.close()
+        assert s.stop() == 0
+
+
+def test_the_store_has_a_segment_and_a_tail(both):
+    run, _s = both
+    store = both[1].in_process
+    cut = store.cut("db")
+    assert cut.segments and cut.tail_rows == ROWS * 5
+    (res,), engine = run("SELECT count(u), count(f) FROM cpu", native=True)
+    assert engine == "native"
+    (series,) = res["series"]
+    total = series["values"][0]
+    assert 0 < total[1] < 2 * ROWS * 5 and 0 < total[2] < 2 * ROWS * 5
+    (want,), engine = run("SELECT count(u), count(f) FROM cpu", native=False)
+    assert engine == "duckdb" and want == res
+
+
+T_LO, T_HI = T0 - 5 * STEP, T0 + 2 * ROWS * STEP + 5 * STEP
+times = st.integers(T_LO, T_HI)
+fields = st.sampled_from(["u", "f"])
+tag_conds = st.sampled_from(
+    [
+        None,
+        "host = 'h1'",
+        "(host = 'h0' or host = 'h3' or host = 'h4')",
+        "region = ''",
+        "region != 'r0'",
+        "(region = 'r1' and host != 'h3')",
+        "host = 'nope'",
+    ]
+)
+field_conds = st.sampled_from([None, "u > 50", "f <= -10.5", "u >= 0 and f < 80.0", "u != 7", "90 < u"])
+intervals = st.sampled_from(["10s", "1m", "7m", "1h", "90s"])
+group_tags = st.sampled_from([None, "host", "region", "*", '"host", region'])
+
+
+def where(lo, hi, tag, fcond) -> str:
+    parts = []
+    if lo is not None:
+        parts.append(f"time >= {lo}")
+    if hi is not None:
+        parts.append(f"time < {hi}")
+    parts += [c for c in (tag, fcond) if c]
+    return (" WHERE " + " AND ".join(parts)) if parts else ""
+
+
+@st.composite
+def aggregate_queries(draw) -> str:
+    n = draw(st.integers(1, 3))
+    calls = [
+        f"{draw(st.sampled_from(['count', 'sum', 'mean', 'min', 'max', 'first', 'last']))}({draw(fields)})"
+        for _ in range(n)
+    ]
+    dim = draw(st.booleans())
+    lo = draw(st.none() | times)
+    hi = draw(times) if dim else draw(st.none() | times)
+    q = f"SELECT {', '.join(calls)} FROM cpu{where(lo, hi, draw(tag_conds), draw(field_conds))}"
+    groups = []
+    if dim:
+        iv = draw(intervals)
+        off = draw(st.sampled_from(["", ", 15s", ", -3s"]))
+        groups.append(f"time({iv}{off})")
+    tags = draw(group_tags)
+    if tags:
+        groups.append(tags)
+    if groups:
+        q += " GROUP BY " + ", ".join(groups)
+    if dim and draw(st.booleans()):
+        q += " fill(none)"
+    if draw(st.booleans()):
+        q += " ORDER BY time DESC"
+    if draw(st.booleans()):
+        q += f" LIMIT {draw(st.integers(1, 4))}"
+        if draw(st.booleans()):
+            q += f" OFFSET {draw(st.integers(1, 3))}"
+    if draw(st.booleans()):
+        q += " SLIMIT 2"
+    return q
+
+
+@st.composite
+def raw_queries(draw) -> str:
+    cols = draw(st.sampled_from(["*", "u", "f, host", "u, f, region", "region, u"]))
+    q = f"SELECT {cols} FROM cpu{where(draw(st.none() | times), draw(st.none() | times), draw(tag_conds), draw(field_conds))}"
+    tags = draw(group_tags)
+    if tags:
+        q += " GROUP BY " + tags
+    if draw(st.booleans()):
+        q += " ORDER BY time DESC"
+    if draw(st.booleans()):
+        q += f" LIMIT {draw(st.integers(1, 5))}"
+        if draw(st.booleans()):
+            q += f" OFFSET {draw(st.integers(1, 3))}"
+    return q
+
+
+def same(run, q: str, epoch: str | None = "ns") -> None:
+    got, engine = run(q, True, epoch)
+    want, _ = run(q, False, epoch)
+    assert engine == "native", q
+    assert got == want, q
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(aggregate_queries())
+def test_aggregates_answer_as_duckdb_does(both, q):
+    same(both[0], q)
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(raw_queries())
+def test_raw_points_answer_as_duckdb_does(both, q):
+    same(both[0], q)
+
+
+@pytest.mark.parametrize(
+    "q",
+    [
+        # TSBS's cpu-only shapes
+        "SELECT max(u) FROM cpu WHERE (host = 'h2') AND time >= '2020-09-13T12:30:00Z' AND time < "
+        "'2020-09-13T13:30:00Z' GROUP BY time(1m)",
+        "SELECT max(u), max(f) FROM cpu WHERE (host = 'h2' or host = 'h0') AND time >= '2020-09-13T12:30:00Z' "
+        "AND time < '2020-09-13T12:50:00Z' GROUP BY time(1m)",
+        "SELECT mean(u), mean(f) FROM cpu WHERE time >= '2020-09-13T12:30:00Z' AND time < '2020-09-13T13:30:00Z' "
+        "GROUP BY time(10m), host",
+        "SELECT * FROM cpu WHERE u > 90.0 AND time >= '2020-09-13T12:30:00Z' AND time < '2020-09-13T13:30:00Z'",
+        "SELECT * FROM cpu WHERE u > 90.0 AND (host = 'h1') AND time >= '2020-09-13T12:30:00Z' AND time < "
+        "'2020-09-13T13:30:00Z'",
+        'SELECT * FROM cpu GROUP BY "host" ORDER BY time DESC LIMIT 1',
+        "SELECT max(u) FROM cpu WHERE time < '2020-09-13T13:00:00Z' GROUP BY time(1m) LIMIT 5",
+        # a lone selector without GROUP BY time: its point's time
+        "SELECT max(u) FROM cpu GROUP BY host",
+        "SELECT first(f) FROM cpu WHERE time >= 1600000100000000000",
+        "SELECT last(u) AS x, min(f) FROM cpu GROUP BY region",
+    ],
+)
+@pytest.mark.parametrize("epoch", [None, "ms"])
+def test_tsbs_shapes_and_time_formats(both, q, epoch):
+    same(both[0], q, epoch)
+
+
+@pytest.mark.parametrize(
+    "q",
+    [
+        "SELECT max(u) FROM cpu WHERE host =~ /h1/",  # regex
+        "SELECT median(u) FROM cpu",  # another function
+        "SELECT u + 1 FROM cpu",  # arithmetic
+        "SELECT max(u) FROM cpu WHERE time >= 1600000000000000000 AND time < 1600000600000000000 "
+        "GROUP BY time(1m) fill(previous)",
+        "SELECT max(u) FROM cpu WHERE u > 1 OR host = 'h1'",  # fields and tags under OR
+        "SELECT max(m) FROM (SELECT max(u) AS m FROM cpu GROUP BY time(1m), host) WHERE time >= 1600000000000000000"
+        " AND time < 1600000600000000000 GROUP BY time(5m)",
+    ],
+)
+def test_other_shapes_go_to_duckdb(both, q):
+    run = both[0]
+    got, engine = run(q, True)
+    want, _ = run(q, False)
+    assert engine == "duckdb" and got == want
+
+
+def test_served_write_query_write_query_sees_every_acknowledged_write(tmp_path):
+    s = Server(tmp_path / "store", "--quiet")
+    try:
+
+        def ask(q: str):
+            status, headers, body = s.request("GET", "/query?" + urlencode({"q": q, "db": "w", "epoch": "s"}))
+            assert status == 200, body
+            return {k.lower(): v for k, v in headers.items()}.get("x-tracehouse-engine"), json.loads(body)
+
+        q = "SELECT count(v), last(v) FROM m GROUP BY host"
+        for i in range(1, 6):
+            assert s.write(f"m,host=a v={i}i {1_600_000_000 + i}\nm,host=b v={10 * i}i {1_600_000_000 + i}\n", "w",
+                           precision="s")[0] == 204  # fmt: skip
+            engine, body = ask(q)
+            assert engine == "native"
+            series = body["results"][0]["series"]
+            assert [(x["tags"]["host"], x["values"]) for x in series] == [
+                ("a", [[0, i, i]]),
+                ("b", [[0, i, 10 * i]]),
+            ]
+        engine, _ = ask("SELECT median(v) FROM m")
+        assert engine == "duckdb"
+        # chunked and pretty answers (values as lists again) hold the same series
+        _, whole = ask(q)
+        for extra in ({"chunked": "true", "chunk_size": "1"}, {"pretty": "true"}):
+            args = urlencode({"q": q, "db": "w", "epoch": "s", **extra})
+            status, _h, body = s.request("GET", "/query?" + args)
+            assert status == 200
+            docs = (
+                [json.loads(line) for line in body.decode().split("\n") if line.strip()]
+                if "chunked" in extra
+                else [json.loads(body)]
+            )
+            series = [x for d in docs for x in d["results"][0]["series"]]
+            assert series == whole["results"][0]["series"]
+    finally:
+        assert s.stop() == 0
+
+
+def test_answer_splices_native_values_and_leaves_look_alike_strings_alone():
+    from tracehouse.jsonvalues import RawValues
+    from tracehouse.server.influxql import Request, answer
+
+    fake = "\x00" + "ab" * 8 + ":0"  # shaped like the splice's mark, with another nonce
+    res = [
+        {
+            "statement_id": 0,
+            "series": [
+                {"name": "m", "tags": {"h": fake}, "columns": ["time", "v"], "values": RawValues(b"[[1,2.5]]")},
+                {"name": "m", "tags": {"h": "b"}, "columns": ["time", "v"], "values": RawValues(b"[[2,null]]")},
+            ],
+        }
+    ]
+    req = Request(q="", db=None, epoch=None, chunked=False, pretty=False, params={})
+    doc = json.loads(answer(res, req))
+    assert doc["results"][0]["series"][0] == {
+        "name": "m",
+        "tags": {"h": fake},
+        "columns": ["time", "v"],
+        "values": [[1, 2.5]],
+    }
+    assert doc["results"][0]["series"][1]["values"] == [[2, None]]
