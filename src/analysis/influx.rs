@@ -680,9 +680,10 @@ fn fold_group(
     any
 }
 
-/// A raw query's answer: the rows of each group that pass, ordered by (time, producer, seq)
-/// (all descending with `descending`), `offset` and `limit` (0: none) per group; `fields`: the
-/// output columns' fields.
+/// A raw query's answer: the rows of each group that pass, ordered by (time, the producer's
+/// place in its group, seq) (all descending with `descending`): the caller lists a group's
+/// producers in the order of their series' keys, as InfluxDB merges series; `offset` and `limit`
+/// (0: none) per group; `fields`: the output columns' fields.
 pub fn raw(
     parts: &[&Part],
     sel: &Selection,
@@ -695,14 +696,14 @@ pub fn raw(
     let want = if limit == 0 { usize::MAX } else { offset.saturating_add(limit) };
     for g in 0..sel.groups.len() {
         // candidates: (key, part, row); with a limit, at most `want` of each series' range
-        let mut cand: Vec<((i64, i32, i64), usize, usize)> = Vec::new();
-        for &p in &sel.groups[g] {
+        let mut cand: Vec<((i64, u32, i64), usize, usize, i32)> = Vec::new();
+        for (place, &p) in sel.groups[g].iter().enumerate() {
             for (pi, part) in parts.iter().enumerate() {
                 let (a, b) = part.range(p, sel.lo, sel.hi);
                 let mut taken = 0usize;
                 let mut take = |r: usize| {
                     if sel.passes(part, r) {
-                        cand.push(((part.ts.values()[r], p, part.seq.values()[r]), pi, r));
+                        cand.push(((part.ts.values()[r], place as u32, part.seq.values()[r]), pi, r, p));
                         taken += 1;
                     }
                     taken < want
@@ -727,10 +728,10 @@ pub fn raw(
         } else {
             cand.sort_unstable_by_key(|x| x.0);
         }
-        for (key, pi, r) in paged(cand.into_iter(), offset, limit) {
+        for (key, pi, r, p) in paged(cand.into_iter(), offset, limit) {
             out.group.push(g as u32);
             out.time.push(key.0);
-            out.producer.push(key.1);
+            out.producer.push(p);
             for (k, &f) in fields.iter().enumerate() {
                 out.columns[k].push(parts[pi].field(f).and_then(|c| c.get(r)));
             }

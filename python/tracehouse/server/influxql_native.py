@@ -73,6 +73,7 @@ from .influxql_sql import (
     _unique,
     answer_series,
     describe,
+    zone_name,
 )
 
 MAX_BYTES = 512 << 20  # columns held for all measurements (least recently used let go first)
@@ -336,6 +337,8 @@ def select(
         raise Unsupported("subquery")
     if sel.fill not in ("null", "none"):
         raise Unsupported(f"fill({sel.fill})")
+    if zone_name(sel.tz) is not None:
+        raise Unsupported("tz(): windows and times of a zone")
     series: list[dict] = []
     for src in sources:
         series += _source(store, sel, src, now, epoch, tag_keys, raw_json)
@@ -404,7 +407,7 @@ def _source(store, sel: Select, src: Source, now: int, epoch: str | None, tag_ke
     tags_of = producer_tags(store, info, tag_keys(src.db))
     gt = tr.group_tags
     # (the same conditions and GROUP BY over the same series and tags: the groups of before)
-    memo_key = ("groups", id(tags_of), tuple(describe(c) for c in tag_conds), tuple(gt))
+    memo_key = ("groups", id(tags_of), tuple(describe(c) for c in tag_conds), tuple(gt), tuple(sorted(src.tags)))
     view = cols.view
     got = view.memo.get(memo_key)
     if got is None:
@@ -414,8 +417,15 @@ def _source(store, sel: Select, src: Source, now: int, epoch: str | None, tag_ke
             if all(pred(t) for pred in tag_preds):
                 groups.setdefault(tuple(t.get(k) or "" for k in gt), []).append(p)
         keys = sorted(groups)
-        got = view.memo[memo_key] = (keys, [groups[k] for k in keys], tags_of)
+
+        def series_key(p: int) -> str:  # (the other tags, keys sorted: raw points of one time by it)
+            t = tags_of.get(p, {})
+            return ",".join(f"{k}={t[k]}" for k in sorted(src.tags) if k not in gt and t.get(k))
+
+        got = view.memo[memo_key] = (keys, [sorted(groups[k], key=series_key) for k in keys], tags_of)
     keys, group_list = got[0], got[1]
+    if sel.descending:  # ORDER BY time DESC lists the series in reverse order too (InfluxDB)
+        keys, group_list = keys[::-1], group_list[::-1]
     rng = tr.range
     lo = I64_MIN if rng.lo is None else rng.lo
     parts = view.parts
