@@ -30,7 +30,7 @@ Shapes answered natively (TSBS's cpu-only queries and Grafana's default panels):
   (`SELECT * ... GROUP BY "hostname" ORDER BY time DESC LIMIT 1`);
 - WHERE: the time range; tag `=` / `!=` with a string, joined by AND / OR; AND-ed comparisons
   of a field with a number (`usage_user > 90.0`).
-Not native (DuckDB answers): regexes, string and boolean fields, arithmetic, other functions,
+Not native (DuckDB answers): tz(), regexes, string and boolean fields, arithmetic, other functions,
 fill(previous|linear|<n>), subqueries, tags that are not strings, conditions mixing fields and
 tags under OR, a database with more rows than the memory bound.
 
