@@ -34,7 +34,7 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from test_tsbs import FIELDS, SCALE, START, TAGS, ns, recorded
+from test_tsbs import recorded, tsbs_rows
 
 from helpers.server import Server
 
@@ -360,14 +360,7 @@ def tsbs_both(both):
     """TSBS's cpu-only shape (as test_tsbs.py writes it: 10 hosts, 9 tags, 10 integer fields, one
     row a minute for 13 hours) in database `benchmark` of both."""
     influx, ours = both
-    lo = ns(START)
-    lines = []
-    for h in range(SCALE):
-        tags = ",".join(f"{k}={k}_{(h * 7 + i) % 5}" for i, k in enumerate(TAGS))
-        for m in range(13 * 60):
-            fields = ",".join(f"{f}={(h * 31 + m * 7 + i * 13) % 100}i" for i, f in enumerate(FIELDS))
-            lines.append(f"cpu,hostname=host_{h},{tags} {fields} {lo + m * 60 * 10**9}")
-    body = "\n".join(lines).encode()
+    body = tsbs_rows()
     influx.request("/query?q=CREATE+DATABASE+benchmark", b"")
     influx.request("/write?db=benchmark", body)
     assert ours.write(body, bucket="benchmark", v1=True)[0] == 204

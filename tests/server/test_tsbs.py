@@ -308,11 +308,9 @@ def recorded() -> dict[str, list[str]]:
     return out
 
 
-@pytest.fixture(scope="module")
-def rows_loaded(tmp_path_factory):
-    """TSBS's cpu-only shape (host_0..host_9, its 9 tags and 10 integer fields, one row a minute over the
-    13 hours the queries were generated for), values of our own, written over line protocol."""
-    tmp = tmp_path_factory.mktemp("tsbs-rows")
+def tsbs_rows() -> bytes:
+    """TSBS's cpu-only shape as line protocol (ns): host_0..host_9, its 9 tags and 10 integer
+    fields, one row a minute over the 13 hours the recorded queries were generated for."""
     lo = ns(START)
     lines = []
     for h in range(SCALE):
@@ -320,9 +318,17 @@ def rows_loaded(tmp_path_factory):
         for m in range(13 * 60):
             fields = ",".join(f"{f}={(h * 31 + m * 7 + i * 13) % 100}i" for i, f in enumerate(FIELDS))
             lines.append(f"cpu,hostname=host_{h},{tags} {fields} {lo + m * 60 * 10**9}")
+    return "\n".join(lines).encode()
+
+
+@pytest.fixture(scope="module")
+def rows_loaded(tmp_path_factory):
+    """TSBS's cpu-only shape (host_0..host_9, its 9 tags and 10 integer fields, one row a minute over the
+    13 hours the queries were generated for), values of our own, written over line protocol."""
+    tmp = tmp_path_factory.mktemp("tsbs-rows")
     s = Server(tmp / "store", "--quiet")
     try:
-        body = "\n".join(lines).encode()
+        body = tsbs_rows()
         status, _, text = s.request("POST", "/write?db=benchmark", body=body)
         assert status == 204, text
         yield s
