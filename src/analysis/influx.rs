@@ -680,6 +680,10 @@ fn fold_group(
     any
 }
 
+/// A row a raw query may answer with: its order key (time, its producer's place in the group,
+/// seq), its part and row, and its producer.
+type RawCandidate = ((i64, u32, i64), usize, usize, i32);
+
 /// A raw query's answer: the rows of each group that pass, ordered by (time, the producer's
 /// place in its group, seq) (all descending with `descending`): the caller lists a group's
 /// producers in the order of their series' keys, as InfluxDB merges series; `offset` and `limit`
@@ -696,7 +700,7 @@ pub fn raw(
     let want = if limit == 0 { usize::MAX } else { offset.saturating_add(limit) };
     for g in 0..sel.groups.len() {
         // candidates: (key, part, row); with a limit, at most `want` of each series' range
-        let mut cand: Vec<((i64, u32, i64), usize, usize, i32)> = Vec::new();
+        let mut cand: Vec<RawCandidate> = Vec::new();
         for (place, &p) in sel.groups[g].iter().enumerate() {
             for (pi, part) in parts.iter().enumerate() {
                 let (a, b) = part.range(p, sel.lo, sel.hi);
