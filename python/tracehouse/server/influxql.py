@@ -65,7 +65,7 @@ from ..jsonvalues import RawValues, json_bytes
 from ..store.compact import format_duration
 from ..store.query import qident, tag_column_names
 from .influxql_select import Measurement as Source
-from .influxql_select import SelectParser, Subquery
+from .influxql_select import SelectParser, Subquery, Wildcard
 from .ingest import SOURCE
 from .queries import QueryStopped
 
@@ -843,10 +843,17 @@ def _tags_and_kept(store, db: str) -> tuple[dict[str, str], set[str]]:
     return got[1], got[2]
 
 
+def _series_page(series: list[dict], sel) -> list[dict] | None:
+    """A SELECT's series after its SOFFSET and SLIMIT (None: no series)."""
+    if sel.soffset:
+        series = series[sel.soffset :]
+    if sel.slimit:
+        series = series[: sel.slimit]
+    return series or None
+
+
 def _has_wildcard(sel) -> bool:
     """Whether a SELECT (or its subquery) names `*` in its fields or GROUP BY."""
-    from .influxql_select import Subquery, Wildcard
-
     if any(d.kind in ("wildcard", "regex") for d in sel.dimensions):
         return True
     if any(isinstance(f.expr, Wildcard) for f in sel.fields):
@@ -1323,11 +1330,7 @@ class Executor:
                 log.exception("native InfluxQL executor failed on %r; DuckDB answers it", sel)
             else:
                 self.engine = self.engine or "native"
-                if sel.soffset:
-                    series = series[sel.soffset :]
-                if sel.slimit:
-                    series = series[: sel.slimit]
-                return series or None
+                return _series_page(series, sel)
         self.engine = "duckdb"
         try:
             plans = translate(sel, sources_of, now)
@@ -1336,11 +1339,7 @@ class Executor:
                 series += answer_series(plan, plan_table(plan, self.run_sql), self.epoch, tz=zone_name(sel.tz))
         except QueryError as e:
             raise StatementError(str(e)) from None
-        if sel.soffset:
-            series = series[sel.soffset :]
-        if sel.slimit:
-            series = series[: sel.slimit]
-        return series or None
+        return _series_page(series, sel)
 
     def _unsupported(self, st: Statement, messages) -> None:
         what = st.options.get("what", "this statement")

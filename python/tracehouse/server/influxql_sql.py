@@ -303,14 +303,20 @@ def split_condition(cond, now: int) -> tuple[TimeRange, list]:
 # -- the translator -------------------------------------------------------------------------
 
 
-def _walk_calls(e, out: list) -> list:
+def _walk_calls(e, out: list, only=None) -> list:
+    """The calls in expression `e`, outermost: every call, or with `only` (names) the calls of
+    those names, looked for inside the other calls' arguments too."""
     if isinstance(e, Call):
-        out.append(e)
+        if only is None or e.name in only:
+            out.append(e)
+        else:
+            for a in e.args:
+                _walk_calls(a, out, only)
     elif isinstance(e, Binary):
-        _walk_calls(e.left, out)
-        _walk_calls(e.right, out)
+        _walk_calls(e.left, out, only)
+        _walk_calls(e.right, out, only)
     elif isinstance(e, Paren):
-        _walk_calls(e.expr, out)
+        _walk_calls(e.expr, out, only)
     return out
 
 
@@ -374,22 +380,6 @@ def _wrap_int64(hugeint_sql: str) -> str:
         f"CAST((({hugeint_sql} + 9223372036854775808) % 18446744073709551616 "
         f"+ 18446744073709551616) % 18446744073709551616 - 9223372036854775808 AS BIGINT)"
     )
-
-
-def _transform_calls(e, out: list) -> list:
-    """The transformation calls (TRANSFORMS) in expression `e`, outermost first."""
-    if isinstance(e, Call):
-        if e.name in TRANSFORMS:
-            out.append(e)
-        else:
-            for a in e.args:
-                _transform_calls(a, out)
-    elif isinstance(e, Binary):
-        _transform_calls(e.left, out)
-        _transform_calls(e.right, out)
-    elif isinstance(e, Paren):
-        _transform_calls(e.expr, out)
-    return out
 
 
 def _substitute_transforms(e, calls: list):
@@ -619,7 +609,7 @@ class Translator:
         fields = self.expand_fields()
         if not fields:
             raise QueryError("at least 1 non-time field must be queried")
-        if any(_transform_calls(f.expr, []) for f in fields):
+        if any(_walk_calls(f.expr, [], TRANSFORMS) for f in fields):
             return self._transformed(fields)
         calls: list[Call] = []
         for f in fields:
