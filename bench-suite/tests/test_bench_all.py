@@ -169,3 +169,25 @@ def test_bench_all_quick_produces_the_report_with_every_peer(private_dir):
         assert (out / png).stat().st_size > 5_000, png
     index = (out.parent / "index.md").read_text()  # the docs' index of kept runs, refreshed by the run
     assert "[2099-01-01](2099-01-01/report.md)" in index and "| work | tracehouse | best peer |" in index
+
+
+def _bench_all(private_dir, *extra):
+    return subprocess.run(
+        [sys.executable, "-m", "tracehouse.cli", "bench", "all", "--quick", "--workdir", str(private_dir), *extra],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def test_read_peers_narrow_the_reads_to_tracehouse_and_those_peers(private_dir):
+    out = private_dir / "report"
+    r = _bench_all(private_dir, "--only", "reads", "--read-peers", "duckdb", "--out", str(out), "--json")
+    assert r.returncode == 0, r.stderr[-3000:] + r.stdout[-2000:]
+    doc = json.loads((out / "results.json").read_text())
+    assert set(doc["experiments"]) == {"reads"}
+    assert {c["system"] for c in doc["experiments"]["reads"]["cells"]} == {"tracehouse", "duckdb"}
+    assert "beside duckdb only" in (out / "report.md").read_text()
+    bad = _bench_all(private_dir, "--only", "reads", "--read-peers", "duckdb,oracle", "--out", str(out))
+    assert bad.returncode != 0 and "unknown read peers ['oracle']" in bad.stderr

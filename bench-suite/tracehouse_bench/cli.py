@@ -78,16 +78,29 @@ def _experiments() -> tuple[str, ...]:
 def cmd_bench_all(args) -> int:
     from tracehouse.errors import BadInput
 
-    from . import bench_all
+    from . import bench_all, qos_read_systems
 
     only = tuple(args.only.split(",")) if args.only else None
     bad = [x for x in only or () if x not in _experiments()]
     if bad:
         raise BadInput(f"unknown experiments {bad}", expected=", ".join(_experiments()))
+    peers = tuple(args.read_peers.split(",")) if args.read_peers else None
+    known = [n for n in qos_read_systems.SYSTEMS if n != "tracehouse"]
+    bad = [x for x in peers or () if x not in known]
+    if bad:
+        raise BadInput(f"unknown read peers {bad}", expected=", ".join(known))
     err = _stderr()
     log = (lambda s: None) if args.json else (lambda s: err.print(s, highlight=False, markup=False))
     t0 = time.perf_counter()
-    result = bench_all.run(quick=args.quick, medium=args.medium, out=args.out, workdir=args.workdir, only=only, log=log)
+    result = bench_all.run(
+        quick=args.quick,
+        medium=args.medium,
+        out=args.out,
+        workdir=args.workdir,
+        only=only,
+        log=log,
+        read_peers=peers,
+    )
     report = Path(args.out) / "report.md"
     if args.json:
         _emit_json(
@@ -126,6 +139,11 @@ def _register_all(commands) -> None:
     )
     sp.add_argument("--workdir", help="where systems keep their data (default: the system temp dir); removed after")
     sp.add_argument("--only", help="comma list of experiments: " + ",".join(_experiments()))
+    sp.add_argument(
+        "--read-peers",
+        help="comma list of the peers the reads run beside tracehouse (default: every one): "
+        "duckdb,postgres,mariadb,sqlite,questdb",
+    )
 
 
 def cmd_bench_otlp(args) -> int:
