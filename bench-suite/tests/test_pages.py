@@ -49,7 +49,7 @@ def test_the_newest_full_run_is_current_and_the_index_lists_every_run(tmp_path, 
     quick = copy.deepcopy(committed) | {"size": "quick", "quick": True, "started": "2026-12-01T10:00:00+00:00"}
     (bench / "2026-12-01").mkdir()
     (bench / "2026-12-01" / "results.json").write_text(json.dumps(quick))
-    assert pages.latest(bench)[0].name == "2026-11-25"  # a quick run does not replace the full one
+    assert {d.name for d, _, _ in pages.current(bench)} == {"2026-11-25"}  # a quick run replaces no full one
     (bench / "index.md").write_text("a page someone wrote\n")
     assert pages.refresh_index(bench / "2026-12-01") is None  # not ours: left alone
     assert (bench / "index.md").read_text() == "a page someone wrote\n"
@@ -57,7 +57,7 @@ def test_the_newest_full_run_is_current_and_the_index_lists_every_run(tmp_path, 
     assert pages.refresh_index(bench / "2026-12-01") == bench / "index.md"
     text = (bench / "index.md").read_text()
     assert text.index("[2026-12-01](2026-12-01/report.md)") < text.index("[2026-11-25](2026-11-25/report.md)")
-    assert "From the full run of 2026-11-25" in text and "(2026-11-25/report.md)" in text
+    assert "## Current figures" in text and "(2026-11-25/report.md)" in text
 
 
 def test_the_readme_table_replaces_only_what_is_between_its_markers(tmp_path):
@@ -71,3 +71,49 @@ def test_the_readme_table_replaces_only_what_is_between_its_markers(tmp_path):
     empty = tmp_path / "none"
     empty.mkdir()
     assert "No benchmark run" in pages.readme_section(empty)
+
+
+def test_a_full_run_of_a_part_refreshes_its_rows_and_keeps_the_others(tmp_path, committed):
+    bench = tmp_path / "benchmarks"
+    shutil.copytree(KEPT / "2026-11-25", bench / "2026-11-25")
+    part = {k: v for k, v in committed.items() if k != "experiments"} | {"started": "2026-12-07T22:00:00+00:00"}
+    reads = copy.deepcopy(committed["experiments"]["reads"])
+    for c in reads["cells"]:  # tracehouse 4x faster than it was: every case met now
+        if c["system"] == "tracehouse":
+            c["mean"] = c["median"] = c["mean"] / 4 if "median" not in c else c["median"] / 4
+    q = {"median_ms": 2.0, "p99_ms": 8.0}
+    tsbs = {
+        "rows": 864_000,
+        "questdb_version": "9.1.0",
+        "types": {
+            "lastpoint": {
+                "tracehouse": q,
+                "questdb": {"median_ms": 1.0, "p99_ms": 16.0},
+                "median_ratio": 2.0,
+                "p99_ratio": 0.5,
+            },
+            "high-cpu-1": {
+                "tracehouse": q,
+                "questdb": {"median_ms": 4.0, "p99_ms": 16.0},
+                "median_ratio": 0.5,
+                "p99_ratio": 0.5,
+            },
+            "double-groupby-1": {"tracehouse": q, "questdb": {"error": "refused"}},
+        },
+    }
+    part["experiments"] = {"reads": reads, "tsbs": tsbs}
+    (bench / "2026-12-07-reads").mkdir()
+    (bench / "2026-12-07-reads" / "results.json").write_text(json.dumps(part))
+    rows = pages.current(bench)
+    by = {row[0]: d.name for d, _, row in rows}
+    assert all(d == "2026-12-07-reads" for w, d in by.items() if w.startswith(("QoS reads", "TSBS")))
+    assert any(d == "2026-11-25" and w.startswith("TOD events") for w, d in by.items())
+    read = next(row for _, _, row in rows if row[0].startswith("QoS reads"))
+    old = next(r for r in pages.headline(committed) if r[0].startswith("QoS reads"))
+    assert read[3] == pytest.approx(old[3] * 4)
+    ts = next(row for _, _, row in rows if row[0].startswith("TSBS"))
+    assert ts[0].startswith("TSBS cpu-only queries, 2 types, 864,000 rows")  # the refused type has no ratio
+    assert ts[1] == "1 of 2 at or under QuestDB by the median, 1 by median and p99"
+    assert ts[3] == pytest.approx(1.0)  # geometric mean of 0.5 and 2
+    section = pages.readme_section(bench)
+    assert "docs/benchmarks/2026-12-07-reads/report.md" in section and "docs/benchmarks/2026-11-25/report.md" in section

@@ -4,22 +4,25 @@ Owns what the docs and the README say about performance, so nobody edits a figur
 kept run is a directory `docs/benchmarks/<date>/` holding what `bench all --out` wrote
 (results.json, report.md, the plots); from the runs kept there this module makes
 
-- `docs/benchmarks/index.md`: the current table (from the latest full run) and the list of runs;
+- `docs/benchmarks/index.md`: the current table and the list of runs;
 - the README's performance table, between the markers `<!-- bench-table:start -->` and
   `<!-- bench-table:end -->`.
 
 The current table takes a few headline rows from results.json, each a work, tracehouse's
 figure, the best peer's figure measured in the same run, their ratio (> 1: tracehouse is
-better), the run's date, machine and load average, and a link to the full report. A row whose
-experiment the run did not include is left out. `dev/docs_gen.py` writes all of it;
+better), the run's date, machine and load average, and a link to the full report. Each
+experiment's rows come from the newest full run that holds it, so a full run of a part
+(`--only reads,tsbs`, 1 h instead of 3) refreshes its rows and leaves the others. `dev/docs_gen.py` writes all of it;
 `bench all` refreshes the index itself when it writes into a directory beside one.
 """
 
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 
+from . import qos_reads
 from .report import md_table, rate
 
 START = "<!-- bench-table:start -->"
@@ -35,13 +38,6 @@ def runs(bench_dir: Path) -> list[tuple[Path, dict]]:
         if d.is_dir() and f.exists():
             out.append((d, json.loads(f.read_text())))
     return out
-
-
-def latest(bench_dir: Path) -> tuple[Path, dict] | None:
-    """The newest full run, else the newest run of any size."""
-    kept = runs(bench_dir)
-    full = [x for x in kept if x[1].get("size", "quick" if x[1].get("quick") else "full") == "full"]
-    return (full or kept or [None])[0]
 
 
 # -- the headline rows ---------------------------------------------------------------------------
@@ -97,27 +93,50 @@ def _write(ex: dict) -> list[list]:
     ]
 
 
+def _geomean(xs: list[float]) -> float:
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
 def _reads(ex: dict) -> list[list]:
-    cells = ex.get("cells", [])
-    if not cells:
-        return []
-    clients = max(c["clients"] for c in cells)
+    """Per tracehouse variant and client count: the cases met against each case's best peer, and
+    the geometric mean of the ratios (one case alone: its ratio)."""
     rows = []
-    for case in sorted({c["case"] for c in cells})[:1]:
-        here = [c for c in cells if c["case"] == case and c["clients"] == clients and c.get("mean")]
-        th = [c for c in here if c["system"] == "tracehouse"]
-        peers = [c for c in here if c["system"] != "tracehouse"]
-        if th and peers:
-            p = min(peers, key=lambda c: c["mean"])
+    for variant, per_n in qos_reads.tally(ex.get("cells", [])).items():
+        for n, t in sorted(per_n.items()):
+            if not t["cases"]:
+                continue
             rows.append(
                 [
-                    f"QoS read {case}, {clients} clients, {ex.get('rows', 0):,} rows",
-                    f"{th[0]['mean'] * 1e3:,.0f} ms",
-                    f"{p['mean'] * 1e3:,.0f} ms ({p['system']} {p['layout']})",
-                    p["mean"] / th[0]["mean"],
+                    f"QoS reads Q1-Q5 ({variant}), {t['cases']} case{'s' if t['cases'] > 1 else ''}, {n} "
+                    f"client{'s' if n > 1 else ''}, {ex.get('rows', 0):,} rows"
+                    + (" (ratio: geometric mean over the cases)" if t["cases"] > 1 else ""),
+                    f"{t['met']} of {t['cases']} met (at or under the best peer)"
+                    + (f", {t['unsure']} not established" if t["unsure"] else ""),
+                    "best per case: "
+                    + ", ".join(f"{p} ({k})" for p, k in sorted(t["peers"].items(), key=lambda x: -x[1])),
+                    _geomean(t["ratios"]),
                 ]
             )
     return rows
+
+
+def _tsbs(ex: dict) -> list[list]:
+    """TSBS's query types that have a QuestDB peer: how many met by the median and by both
+    median and p99, and the geometric mean of QuestDB's median over tracehouse's."""
+    types = [c for c in ex.get("types", {}).values() if "median_ratio" in c]
+    if not types:
+        return []
+    med = sum(c["median_ratio"] <= 1 for c in types)
+    both = sum(c["median_ratio"] <= 1 and c["p99_ratio"] <= 1 for c in types)
+    return [
+        [
+            f"TSBS cpu-only queries, {len(types)} types, {ex.get('rows', 0):,} rows "
+            "(ratio: geometric mean of the medians)",
+            f"{med} of {len(types)} at or under QuestDB by the median, {both} by median and p99",
+            f"QuestDB {ex.get('questdb_version', '')}".strip(),
+            _geomean([1 / c["median_ratio"] for c in types]),
+        ]
+    ]
 
 
 def _soc(ex: dict) -> list[list]:
@@ -194,6 +213,7 @@ HEADLINES = (
     ("tod_store", _tod),
     ("write", _write),
     ("reads", _reads),
+    ("tsbs", _tsbs),
     ("soctrace", _soc),
     ("import", _import),
     ("analyze", _analyze),
@@ -217,37 +237,57 @@ def _ratio(r: float) -> str:
     return f"{r:,.0f}" if r >= 100 else f"{r:.1f}" if r >= 10 else f"{r:.2f}"
 
 
-def table(run_dir: Path, result: dict, link: str) -> str:
-    """The current table in markdown; `link` is the report's path as the page holding it sees it."""
-    m = result["machine"]
-    date = result["started"][:10]
-    where = f"{m['cpu']}, {m['cores']} cores"
-    rows = [
-        [
-            work,
-            th,
-            peer,
-            f"**{_ratio(r)}**" if r >= 1 else _ratio(r),
-            f"{date}, {where}, load {load:.0f}" if load is not None else f"{date}, {where}",
-            f"[report]({link})",
-        ]
-        for work, th, peer, r, load in headline(result)
-    ]
-    return md_table(["work", "tracehouse", "best peer", "ratio", "date, machine", ""], rows)
+def current(bench_dir: Path) -> list[tuple[Path, dict, list]]:
+    """The current headline rows: each experiment's from the newest full run that holds it (a
+    run of a part, `bench all --only reads,tsbs`, refreshes those rows and keeps the others);
+    where no full run is kept at all, from the newest run of any size. (run dir, result, row)
+    in HEADLINES order."""
+    kept = runs(bench_dir)
+    full = [x for x in kept if x[1].get("size", "quick" if x[1].get("quick") else "full") == "full"]
+    out = []
+    for name, fn in HEADLINES:
+        for d, result in full or kept[:1]:
+            ex = result.get("experiments", {}).get(name)
+            if isinstance(ex, dict):
+                out += [(d, result, row + [ex.get("loadavg_before")]) for row in fn(ex)]
+                break
+    return out
+
+
+def table(rows: list[tuple[Path, dict, list]], link) -> str:
+    """The current table in markdown; `link(run_dir)` is a run's report as the page holding it sees it."""
+    out = []
+    for d, result, (work, th, peer, r, load) in rows:
+        m = result["machine"]
+        date = result["started"][:10]
+        where = f"{m['cpu']}, {m['cores']} cores"
+        out.append(
+            [
+                work,
+                th,
+                peer,
+                f"**{_ratio(r)}**" if r >= 1 else _ratio(r),
+                f"{date}, {where}, load {load:.0f}" if load is not None else f"{date}, {where}",
+                f"[report]({link(d)})",
+            ]
+        )
+    return md_table(["work", "tracehouse", "best peer", "ratio", "date, machine", ""], out)
+
+
+CURRENT_NOTE = (
+    "Each row from the newest full run of `tracehouse bench all` that holds its experiment (its date and "
+    "report beside it). Ratio > 1: tracehouse is better (throughput over throughput, the peer's time or "
+    "bytes over tracehouse's). Other work shared the machine (its load average is beside each row): "
+    "compare the figures of one row, measured together."
+)
 
 
 def readme_section(bench_dir: Path, docs_prefix: str = "docs/benchmarks") -> str:
     """What goes between the README's markers."""
-    got = latest(bench_dir)
-    if got is None:
+    rows = current(bench_dir)
+    if not rows:
         return "No benchmark run is kept yet."
-    d, result = got
-    note = (
-        f"From `tracehouse bench all` of {result['started'][:10]} ({result.get('size', 'full')} run; "
-        f"[report]({docs_prefix}/{d.name}/report.md)). Ratio > 1: tracehouse is better. The machine was "
-        "shared with other work (load average per row): compare the figures of one row, measured together."
-    )
-    return note + "\n\n" + table(d, result, f"{docs_prefix}/{d.name}/report.md")
+    return CURRENT_NOTE + "\n\n" + table(rows, lambda d: f"{docs_prefix}/{d.name}/report.md")
 
 
 def with_readme_table(readme: str, bench_dir: Path) -> str:
@@ -261,7 +301,6 @@ def with_readme_table(readme: str, bench_dir: Path) -> str:
 
 def index_page(bench_dir: Path) -> str:
     kept = runs(bench_dir)
-    got = latest(bench_dir)
     out = [
         INDEX_MARK,
         "",
@@ -272,18 +311,9 @@ def index_page(bench_dir: Path) -> str:
         "them yourself.",
         "",
     ]
-    if got:
-        d, result = got
-        out += [
-            "## Current figures",
-            "",
-            f"From the {result.get('size', 'full')} run of {result['started'][:10]}. Ratio > 1: tracehouse "
-            "is better (throughput over throughput, the peer's time or bytes over tracehouse's). Other work "
-            "shared the machine (its load average is beside each row): compare figures within a row.",
-            "",
-            table(d, result, f"{d.name}/report.md"),
-            "",
-        ]
+    rows = current(bench_dir)
+    if rows:
+        out += ["## Current figures", "", CURRENT_NOTE, "", table(rows, lambda d: f"{d.name}/report.md"), ""]
     out += ["## Kept runs", ""]
     rows = []
     for d, r in kept:

@@ -354,6 +354,24 @@ def verdicts(cells: list[dict]) -> list[dict]:
     return out
 
 
+def tally(cells: list[dict]) -> dict[str, dict[int, dict]]:
+    """Per tracehouse variant and client count: the cases whose verdict is met and those whose
+    verdict is not established, of all (`verdicts` per case and client count), their ratios and how often each peer was the
+    best: what a summary line says and the per-case tables show."""
+    out: dict[str, dict[int, dict]] = {}
+    for key in sorted({(c["case"], c["clients"]) for c in cells}):
+        for v in verdicts([c for c in cells if (c["case"], c["clients"]) == key]):
+            t = out.setdefault(v["variant"], {}).setdefault(
+                key[1], {"met": 0, "unsure": 0, "cases": 0, "ratios": [], "peers": {}}
+            )
+            t["cases"] += 1
+            t["met"] += v["verdict"] == "met"
+            t["unsure"] += v["verdict"].startswith("not established")
+            t["ratios"].append(v["ratio"])
+            t["peers"][v["peer"]] = t["peers"].get(v["peer"], 0) + 1
+    return out
+
+
 WRITE_SYSTEMS = {
     "tracehouse": ("tracehouse-http", "tracehouse-tcp", "tracehouse-arrow"),
     "questdb": ("questdb", "questdb-tcp"),

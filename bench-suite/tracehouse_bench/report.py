@@ -510,6 +510,7 @@ def _reads(r: dict, out: Path, summary: Summary, write: dict | None) -> str:
         "",
     ]
     txt += ["Clients: " + "; ".join(f"**{k}** {v['client']} ({v['version']})" for k, v in r["systems"].items()), ""]
+    txt += _reads_verdicts(cells, cases, clients, interleaved)
     txt += [
         "The seed's own figures for these cases are plots (figures 5.8-5.27, MySQL 5.5 over a network); its "
         "text gives their scale: answers of ~1,000 rows took 0.0005-0.002 s per client, the large ones (Q1.4, "
@@ -644,6 +645,53 @@ def _reads(r: dict, out: Path, summary: Summary, write: dict | None) -> str:
     except ImportError:
         pass
     return "\n".join(txt)
+
+
+def _reads_verdicts(cells: list[dict], cases: list, clients: list[int], interleaved: bool) -> list[str]:
+    """Every case's verdict in one table (the blocks below give the figures), and the count; a
+    run from before the rounds were interleaved gets the ratios only, as its blocks do."""
+    per = {
+        (case.name, n): {
+            v["variant"]: v
+            for v in qos_reads.verdicts([c for c in cells if (c["case"], c["clients"]) == (case.name, n)])
+        }
+        for case in cases
+        for n in clients
+    }
+    mine = [v for v in dict.fromkeys(k for d in per.values() for k in d)]
+    if not mine:
+        return []
+    cols = [(m, n) for n in clients for m in mine]
+    rows = [
+        [
+            f"{case.name} `{case.where}`"
+            + (f" ({'one table' if case.tables == 'one' else 'all tables'})" if case.query == 3 else "")
+        ]
+        + [
+            ""
+            if m not in per[(case.name, n)]
+            else f"{ratio(per[(case.name, n)][m]['ratio'])} "
+            + (f"{per[(case.name, n)][m]['verdict']} " if interleaved else "")
+            + f"({per[(case.name, n)][m]['peer']})"
+            for m, n in cols
+        ]
+        for case in cases
+    ]
+    counts = qos_reads.tally(cells)
+    said = "; ".join(
+        f"{m} {counts[m][n]['met']} of {counts[m][n]['cases']} at {n} client{'s' if n > 1 else ''}"
+        + (f" ({counts[m][n]['unsure']} not established)" if counts[m][n]["unsure"] else "")
+        for m in mine
+        for n in clients
+        if n in counts.get(m, {})
+    )
+    head = "**Verdicts**: the best peer's time over tracehouse's per case and client count"
+    return [
+        f"{head} (met at >= 1). Cases met: {said}." if interleaved else f"{head} (> 1: tracehouse faster).",
+        "",
+        md_table(["case"] + [f"{m}, {n} client{'s' if n > 1 else ''}" for m, n in cols], rows),
+        "",
+    ]
 
 
 def _points_verdict(pts: dict, r: dict, write: dict | None, summary: Summary) -> list[str]:
