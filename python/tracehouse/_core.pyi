@@ -1078,6 +1078,26 @@ def influx_raw(
     group, time, producer and the values of `fields`, by (time, producer, seq) per group."""
     ...
 
+def influx_raw_json(
+    parts: list[SeriesPart],
+    selection: tuple[list[list[int]], int, int, list[tuple[int, str, int | float]], list[int]],
+    fields: list[int],
+    int_fields: list[bool],
+    descending: bool,
+    offset: int,
+    limit: int,
+    epoch_div: int,
+    outs: list[tuple[bool, int]],
+    producers: list[int],
+    tag_text: list[list[str]],
+    prefixes: list[str],
+) -> list[bytes]:
+    """A raw InfluxQL query as `influx_raw` runs it, answered as whole InfluxDB series (JSON text,
+    one per group with rows): `prefixes[g]` (the series object up to `"values":`), its rows with
+    `outs` (is a tag, index into `fields` or `tag_text`; a tag's text by the row producer's place
+    in the sorted `producers`), then `}`."""
+    ...
+
 def influx_values_json(times: pa.Array, epoch_div: int, columns: list[pa.Array], bounds: list[int]) -> list[bytes]:
     """The `values` of InfluxDB series as JSON text, one per series (rows `bounds[k]` to
     `bounds[k + 1]`): `times` (int64 ns) in RFC 3339 (`epoch_div` 0) or divided by `epoch_div`

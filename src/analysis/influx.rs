@@ -896,6 +896,76 @@ pub fn values_json(times: &Int64Array, epoch_div: i64, cols: &[JsonCol<'_>], bou
     out
 }
 
+/// An output column of `raw_series_json`: the answer's field column `k`, or tag `j`.
+#[derive(Clone, Copy, Debug)]
+pub enum Out {
+    /// The answer's column `k` (an integer column when `ints[k]`).
+    Field(usize),
+    /// Tag `j`: `tag_text[j]` at the row's producer's place in `producers`.
+    Tag(usize),
+}
+
+/// A raw answer as whole InfluxDB series, JSON text, one per group with rows (in group order):
+/// `prefixes[g]` (the series' object up to its `"values":`), its rows `[time, outs...]`, then `}`.
+/// A field value is written as `values_json` writes it (floats not finite: `null`); a tag is
+/// JSON text given per producer (`producers` sorted; a producer not there: `null`).
+pub fn raw_series_json(
+    ans: &Answer,
+    epoch_div: i64,
+    outs: &[Out],
+    ints: &[bool],
+    producers: &[i32],
+    tag_text: &[Vec<String>],
+    prefixes: &[String],
+) -> Vec<Vec<u8>> {
+    use std::io::Write;
+    let mut out = Vec::new();
+    let n = ans.time.len();
+    let mut r = 0;
+    while r < n {
+        let g = ans.group[r];
+        let end = r + ans.group[r..].iter().take_while(|&&x| x == g).count();
+        let mut buf: Vec<u8> = Vec::with_capacity(prefixes[g as usize].len() + (end - r) * (16 + 10 * outs.len()) + 4);
+        buf.extend_from_slice(prefixes[g as usize].as_bytes());
+        buf.push(b'[');
+        for row in r..end {
+            if row > r {
+                buf.push(b',');
+            }
+            buf.push(b'[');
+            if epoch_div > 0 {
+                int(&mut buf, ans.time[row].div_euclid(epoch_div));
+            } else {
+                buf.push(b'"');
+                rfc3339_nano(ans.time[row], &mut buf);
+                buf.push(b'"');
+            }
+            let place = producers.binary_search(&ans.producer[row]).ok();
+            for o in outs {
+                buf.push(b',');
+                match *o {
+                    Out::Field(k) => match ans.columns[k][row] {
+                        Some(v) if ints[k] => int(&mut buf, v.as_i64()),
+                        Some(v) if v.as_f64().is_finite() => {
+                            let _ = write!(buf, "{:?}", v.as_f64());
+                        }
+                        _ => buf.extend_from_slice(b"null"),
+                    },
+                    Out::Tag(j) => match place {
+                        Some(i) => buf.extend_from_slice(tag_text[j][i].as_bytes()),
+                        None => buf.extend_from_slice(b"null"),
+                    },
+                }
+            }
+            buf.push(b']');
+        }
+        buf.extend_from_slice(b"]}");
+        out.push(buf);
+        r = end;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -239,6 +239,62 @@ fn influx_raw<'py>(
     answer_to_py(py, ans, &ints)
 }
 
+/// A raw query as `influx_raw` runs it, answered as whole InfluxDB series, JSON text (one bytes
+/// per group with rows, `analysis::influx::raw_series_json`): `outs` per output column
+/// (is a tag, index: into `fields`, or into `tag_text`), `tag_text[j]` each producer's value of
+/// tag `j` as JSON text, by its place in `producers` (sorted), `prefixes[g]` group `g`'s series
+/// object up to `"values":`. No Arrow crossing: TSBS lastpoint's 100 rows went through one
+/// (and pyarrow lets the interpreter lock go there, waiting on the server's other threads).
+#[pyfunction]
+#[pyo3(signature = (parts, selection, fields, int_fields, descending, offset, limit, epoch_div, outs, producers, tag_text, prefixes))]
+#[allow(clippy::too_many_arguments)]
+fn influx_raw_json<'py>(
+    py: Python<'py>,
+    parts: &Bound<'py, PyList>,
+    selection: &Bound<'py, PyAny>,
+    fields: Vec<usize>,
+    int_fields: Vec<bool>,
+    descending: bool,
+    offset: usize,
+    limit: usize,
+    epoch_div: i64,
+    outs: Vec<(bool, usize)>,
+    producers: Vec<i32>,
+    tag_text: Vec<Vec<String>>,
+    prefixes: Vec<String>,
+) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+    let parts = parts_of(parts)?;
+    let sel = self::selection(selection)?;
+    if prefixes.len() < sel.groups.len() {
+        return Err(PyValueError::new_err(format!("prefixes: {} for {} groups", prefixes.len(), sel.groups.len())));
+    }
+    if producers.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(PyValueError::new_err("producers: not ascending"));
+    }
+    let mut out = Vec::with_capacity(outs.len());
+    for &(tag, i) in &outs {
+        if tag {
+            match tag_text.get(i) {
+                Some(t) if t.len() == producers.len() => out.push(influx::Out::Tag(i)),
+                _ => return Err(PyValueError::new_err(format!("outs: tag {i} has no text for each producer"))),
+            }
+        } else if i < fields.len() {
+            out.push(influx::Out::Field(i));
+        } else {
+            return Err(PyValueError::new_err(format!("outs: field {i} of {}", fields.len())));
+        }
+    }
+    let ints: Vec<bool> = fields.iter().map(|&f| int_fields.get(f).copied().unwrap_or(false)).collect();
+    let refs: Vec<&Part> = parts.iter().map(|p| p.as_ref()).collect();
+    let want = if limit == 0 { usize::MAX } else { offset.saturating_add(limit) };
+    let big = sel.work(&refs, want) * fields.len().max(1) > DETACH_VALUES;
+    let texts = detach_if(py, big, || {
+        let ans = influx::raw(&refs, &sel, &fields, descending, offset, limit);
+        influx::raw_series_json(&ans, epoch_div, &out, &ints, &producers, &tag_text, &prefixes)
+    });
+    Ok(texts.iter().map(|b| PyBytes::new(py, b)).collect())
+}
+
 /// An answer column for `influx_values_json`.
 enum Owned {
     I(Int64Array),
@@ -304,5 +360,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySeriesPart>()?;
     m.add_function(wrap_pyfunction!(influx_values_json, m)?)?;
     m.add_function(wrap_pyfunction!(influx_aggregate, m)?)?;
-    m.add_function(wrap_pyfunction!(influx_raw, m)?)
+    m.add_function(wrap_pyfunction!(influx_raw, m)?)?;
+    m.add_function(wrap_pyfunction!(influx_raw_json, m)?)
 }

@@ -20,6 +20,13 @@ double-groupby-all 14.4: 7 of the 10 types with a QuestDB peer at or under it by
 In-process, a request's parts at load ~2 (single-groupby-1-1-1): parse 0.10 ms, the executor
 0.35 (of which the Rust loop 0.05, the rest the source's Python: the cut, catalog reads, the
 series groups), JSON 0.02-0.08; served, the HTTP front end and the query thread's hop add ~0.3.
+Raw points (`SELECT *`, lastpoint, high-cpu) are written whole as series JSON in Rust
+(`_core.influx_raw_json`): served, cProfile'd, `influx_raw` took 2.4 ms a lastpoint where it
+takes 0.29 ms in-process, the rest waiting to get the interpreter lock back after pyarrow's
+import of its answer let it go; then 1.3 ms of Python made series dicts, tags and JSON. TSBS's
+runner against two servers of the same 864,000 rows, interleaved, medians (p99) in ms, before ->
+after, load 10-12: lastpoint 2.00-2.23 (4.0-22) -> 1.31-1.46 (2.4-5.9), high-cpu-1 1.36-1.54
+-> 0.93-0.97, high-cpu-all 54 -> 39.
 
 Shapes answered natively (TSBS's cpu-only queries and Grafana's default panels):
 - aggregates `count sum mean min max first last` of integer and float fields (each field a
@@ -53,12 +60,13 @@ every SELECT of the request was answered here, else `duckdb`.
 from __future__ import annotations
 
 import collections
+import json
 import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import _core
-from ..jsonvalues import RawValues
+from ..jsonvalues import RawSeries, RawValues
 from ..store.conform import align
 from ..store.query import TAG_COLUMNS_META, TAG_KIND
 from .influxql_select import Binary, Call, Literal, Paren, Select, Subquery, VarRef, field_name
@@ -453,6 +461,9 @@ def _source(store, sel: Select, src: Source, now: int, epoch: str | None, tag_ke
         if got is None:
             raise Unsupported("more windows than max-select-buckets")
         group, times, _prod, values = got
+    elif raw_json:
+        opening_key = ("openings", memo_key, sel.descending, src.name, tuple(names))
+        return _raw_json_series(view, selection, opening_key, gt, keys, names, outs, cols.ints, sel, epoch, tags_of)
     else:
         fidx = [i for k, i in outs if k == "field"]
         group, times, prod, fvalues = _core.influx_raw(
@@ -501,6 +512,58 @@ def _memo(view: _View, key: tuple, make):
     if got is None:
         got = view.memo[key] = make()
     return got
+
+
+def _raw_json_series(view: _View, selection, opening_key, gt, keys, names, outs, ints, sel, epoch, tags_of) -> list:
+    """The series of a raw query, each whole as JSON text (`RawSeries`) written by
+    `_core.influx_raw_json`: no Arrow crossing and no Python object per row or series. What
+    each producer's tags and each group's series opening are as JSON is kept with the columns'
+    view (`_memo`), so a repeated query encodes none of it again."""
+    fidx, louts, tag_text = [], [], []
+    for k, i in outs:
+        if k == "field":
+            louts.append((False, len(fidx)))
+            fidx.append(i)
+            continue
+        # (tags_of kept beside its id: the id names no other dict while the entry lives)
+        text, _ = _memo(
+            view,
+            ("tag json", id(tags_of), i),
+            lambda key=i: ([json.dumps(tags_of.get(p, {}).get(key)) for p in view.producers], tags_of),
+        )
+        louts.append((True, len(tag_text)))
+        tag_text.append(text)
+    columns = ["time", *names]
+
+    def openings() -> list[str]:
+        out = []
+        for key in keys:
+            s: dict[str, Any] = {"name": opening_key[3]}
+            if gt:
+                s["tags"] = dict(zip(gt, key))
+            s["columns"] = columns
+            s["values"] = 0
+            text = json.dumps(s)
+            out.append(text[: -len("0}")])
+        return out
+
+    # (the key: the groups' memo key, which holds the GROUP BY tags, the order and the names)
+    prefixes = _memo(view, opening_key, openings)
+    texts = _core.influx_raw_json(
+        view.parts,
+        selection,
+        fidx,
+        ints,
+        sel.descending,
+        sel.offset,
+        sel.limit,
+        EPOCH_DIVISORS[epoch] if epoch else 0,
+        louts,
+        view.producers,
+        tag_text,
+        prefixes,
+    )
+    return [RawSeries(t) for t in texts]
 
 
 def _raw_series(name: str, gt: list[str], keys: list[tuple], names: list[str], group, times, values, epoch):
