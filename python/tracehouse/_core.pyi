@@ -1057,12 +1057,15 @@ def influx_aggregate(
     page_limit: int,
     max_buckets: int,
     grid_hi: int,
-) -> tuple[pa.UInt32Array, pa.Int64Array, pa.Int32Array, list[pa.Array]] | None:
+    prefixes: list[str] | None = None,
+    epoch_div: int = 0,
+) -> tuple[pa.UInt32Array, pa.Int64Array, pa.Int32Array, list[pa.Array]] | list[bytes] | None:
     """An aggregate InfluxQL query over `parts` and `selection` ((the producers of each output
     group, time lo, time hi, (field, op, number) conditions, fields one of which is present)):
     each row's group,
     time and values (count, integer sum/min/max/first/last: int64; else double), or None when
-    it has more than `max_buckets` windows."""
+    it has more than `max_buckets` windows. With `prefixes`, whole series as JSON text instead
+    (one per group with rows, as `influx_raw_json` writes them)."""
     ...
 
 def influx_raw(

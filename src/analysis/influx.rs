@@ -940,7 +940,7 @@ pub fn raw_series_json(
                 rfc3339_nano(ans.time[row], &mut buf);
                 buf.push(b'"');
             }
-            let place = producers.binary_search(&ans.producer[row]).ok();
+            let place = ans.producer.get(row).and_then(|p| producers.binary_search(p).ok());
             for o in outs {
                 buf.push(b',');
                 match *o {

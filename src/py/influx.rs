@@ -152,8 +152,11 @@ fn answer_to_py<'py>(py: Python<'py>, ans: Answer, ints: &[bool]) -> PyResult<Bo
 /// `analysis::influx`): (group uint32,
 /// time int64, producer int32 (empty), [values]), or None when it has more than `max_buckets`
 /// windows. `aggs`: (function name, field index); `int_fields`: each field's integer-ness.
+/// With `prefixes` (group `g`'s series object up to `"values":`), the answer is whole InfluxDB
+/// series instead, JSON text, one bytes per group with rows, times as `influx_raw_json` writes
+/// them (`epoch_div`): no Arrow crossing (TSBS single-groupby's few rows went through one).
 #[pyfunction]
-#[pyo3(signature = (parts, selection, aggs, int_fields, interval, offset, fill_none, stamp, selector_time, descending, page_offset, page_limit, max_buckets, grid_hi))]
+#[pyo3(signature = (parts, selection, aggs, int_fields, interval, offset, fill_none, stamp, selector_time, descending, page_offset, page_limit, max_buckets, grid_hi, prefixes=None, epoch_div=0))]
 #[allow(clippy::too_many_arguments)]
 fn influx_aggregate<'py>(
     py: Python<'py>,
@@ -171,6 +174,8 @@ fn influx_aggregate<'py>(
     page_limit: usize,
     max_buckets: i64,
     grid_hi: i64,
+    prefixes: Option<Vec<String>>,
+    epoch_div: i64,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
     let parts = parts_of(parts)?;
     let sel = self::selection(selection)?;
@@ -206,6 +211,20 @@ fn influx_aggregate<'py>(
     };
     let refs: Vec<&Part> = parts.iter().map(|p| p.as_ref()).collect();
     let big = sel.work(&refs, usize::MAX) * q.aggs.len().max(1) > DETACH_VALUES;
+    if let Some(prefixes) = prefixes {
+        if prefixes.len() < sel.groups.len() {
+            return Err(PyValueError::new_err(format!("prefixes: {} for {} groups", prefixes.len(), sel.groups.len())));
+        }
+        let outs: Vec<influx::Out> = (0..q.aggs.len()).map(influx::Out::Field).collect();
+        let texts = detach_if(py, big, || {
+            influx::aggregate(&refs, &sel, &q)
+                .map(|ans| influx::raw_series_json(&ans, epoch_div, &outs, &ints, &[], &[], &prefixes))
+        });
+        return match texts {
+            Ok(texts) => Ok(Some(PyList::new(py, texts.iter().map(|b| PyBytes::new(py, b)))?.into_any())),
+            Err(_) => Ok(None),
+        };
+    }
     let ans = detach_if(py, big, || influx::aggregate(&refs, &sel, &q));
     match ans {
         Ok(ans) => Ok(Some(answer_to_py(py, ans, &ints)?)),
