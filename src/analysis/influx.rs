@@ -970,6 +970,33 @@ pub fn raw_series_json(
 mod tests {
     use super::*;
 
+    #[test]
+    fn raw_series_json_writes_a_series_per_group_with_tags_by_producer_and_nulls() {
+        let ans = Answer {
+            group: vec![0, 0, 2],
+            time: vec![1_000_000_000, 1_500_000_000, 2_000_000_000],
+            producer: vec![7, 9, 4],
+            columns: vec![
+                vec![Some(Value::I(3)), None, Some(Value::F(2.9))],
+                vec![Some(Value::F(0.25)), Some(Value::F(f64::NAN)), Some(Value::I(2))],
+            ],
+        };
+        let outs = [Out::Field(0), Out::Tag(0), Out::Field(1)];
+        let tags = vec![vec!["\"a\"".to_string(), "null".to_string()]];
+        let prefixes: Vec<String> = ["<g0>", "<g1>", "<g2>"].iter().map(|s| s.to_string()).collect();
+        let texts = raw_series_json(&ans, 0, &outs, &[true, false], &[7, 9], &tags, &prefixes);
+        let texts: Vec<String> = texts.into_iter().map(|t| String::from_utf8(t).unwrap()).collect();
+        assert_eq!(
+            texts,
+            vec![
+                r#"<g0>[["1970-01-01T00:00:01Z",3,"a",0.25],["1970-01-01T00:00:01.5Z",null,null,null]]}"#,
+                r#"<g2>[["1970-01-01T00:00:02Z",2,null,2.0]]}"#,
+            ]
+        );
+        let secs = raw_series_json(&ans, 1_000_000_000, &outs[..1], &[true], &[], &[], &prefixes);
+        assert_eq!(String::from_utf8(secs[1].clone()).unwrap(), "<g2>[[2,2]]}");
+    }
+
     /// (producer, ts, seq, integer field, float field)
     type Row = (i32, i64, i64, Option<i64>, Option<f64>);
 
