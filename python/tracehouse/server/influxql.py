@@ -1431,6 +1431,12 @@ def answer(results: list[dict], req: Request) -> bytes:
     mark = f"\x00{nonce}:"  # (a nonce: no value of the answer holds it)
     for r in results:
         series = r.get("series", ())
+        if series and not (req.chunked or req.pretty) and all(isinstance(s, RawSeries) for s in series):
+            # (one splice for the whole array: 100 series of TSBS lastpoint's shape, in-process,
+            # median of 500 at load 20: 0.070 ms spliced one at a time, 0.014 ms as one)
+            r["series"] = f"{mark}{len(raws)}"
+            raws.append(b"[" + b", ".join(series) + b"]")
+            continue
         for i, s in enumerate(series):
             if isinstance(s, RawSeries):  # (a whole series: the native executor's raw points)
                 if req.chunked or req.pretty:
