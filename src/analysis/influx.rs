@@ -137,8 +137,10 @@ impl Part {
         };
         let (a, b) = (self.runs[k].1, self.runs[k].2);
         let t = &self.ts.values()[a..b];
-        let start = a + t.partition_point(|&x| x < lo);
-        let end = a + t.partition_point(|&x| x < hi);
+        // (a run inside a bound needs no search: TSBS lastpoint, no time range, 100 series x 8
+        // parts, spent ~0.2 ms in the two searches, their reads missing the cache)
+        let start = if t.first().is_none_or(|&x| x >= lo) { a } else { a + t.partition_point(|&x| x < lo) };
+        let end = if t.last().is_none_or(|&x| x < hi) { b } else { a + t.partition_point(|&x| x < hi) };
         (start, end.max(start))
     }
 
