@@ -33,13 +33,15 @@ def _stderr():
 
 
 def cmd_bench_tsbs(args) -> int:
+    import shutil
     import tempfile
 
     from . import tsbs
 
     err = _stderr()
     say = (lambda m: None) if args.json else (lambda m: err.print(f"[dim]{m}[/dim]"))
-    with tempfile.TemporaryDirectory(prefix="tsbs-", dir=args.workdir) as work:
+    work = tempfile.mkdtemp(prefix="tsbs-", dir=args.workdir)
+    try:
         result = tsbs.run(
             hosts=args.hosts,
             hours=args.hours,
@@ -48,6 +50,12 @@ def cmd_bench_tsbs(args) -> int:
             workdir=work,
             progress=say,
         )
+    except tsbs.TsbsFailed:
+        raise  # (its workdir stays: the error names the servers' logs kept there)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    shutil.rmtree(work, ignore_errors=True)
     if args.json:
         _emit_json(result)
     else:

@@ -16,6 +16,7 @@ proxy does not serve github.com/timescale/tsbs, so `make setup` cannot build the
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -24,6 +25,7 @@ import time
 from pathlib import Path
 
 from tracehouse.bench.write_systems import Tracehouse, Unavailable
+from tracehouse.errors import TracehouseError
 
 from .servers import QuestDB
 
@@ -159,6 +161,7 @@ def run(
     with (
         Tracehouse(work, "cpu", serve_args=("--max-answer", "1G", "--query-timeout", "600")) as th,
         QuestDB(work, "cpu") as qdb,
+        _logs_kept_on_failure(work, th, qdb),
     ):
         t0 = time.perf_counter()
         r = subprocess.run(
@@ -239,6 +242,26 @@ def run(
         out["questdb_version"] = qdb.version
     out["loadavg_after"] = list(os.getloadavg())
     return out
+
+
+@contextlib.contextmanager
+def _logs_kept_on_failure(work: Path, *servers):
+    """On a failure inside, each server's log is copied to `work`/logs before the servers stop
+    (which deletes their directories) and the error says where: a run that failed can be read."""
+    try:
+        yield
+    except Exception as e:
+        kept = work / "logs"
+        kept.mkdir(parents=True, exist_ok=True)
+        for s in servers:
+            log = Path(s.log)
+            if log.is_file():
+                shutil.copy(log, kept / f"{log.parent.name}-{log.name}")
+        raise TsbsFailed(f"{e} (the servers' logs are kept in {kept})") from e
+
+
+class TsbsFailed(TracehouseError):
+    """A TSBS program or a server failed during `bench tsbs`; the message names the kept logs."""
 
 
 def _index_hostname(qdb: QuestDB) -> None:

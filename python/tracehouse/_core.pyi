@@ -1057,12 +1057,15 @@ def influx_aggregate(
     page_limit: int,
     max_buckets: int,
     grid_hi: int,
-) -> tuple[pa.UInt32Array, pa.Int64Array, pa.Int32Array, list[pa.Array]] | None:
+    prefixes: list[str] | None = None,
+    epoch_div: int = 0,
+) -> tuple[pa.UInt32Array, pa.Int64Array, pa.Int32Array, list[pa.Array]] | list[bytes] | None:
     """An aggregate InfluxQL query over `parts` and `selection` ((the producers of each output
     group, time lo, time hi, (field, op, number) conditions, fields one of which is present)):
     each row's group,
     time and values (count, integer sum/min/max/first/last: int64; else double), or None when
-    it has more than `max_buckets` windows."""
+    it has more than `max_buckets` windows. With `prefixes`, whole series as JSON text instead
+    (one per group with rows, as `influx_raw_json` writes them)."""
     ...
 
 def influx_raw(
@@ -1076,6 +1079,26 @@ def influx_raw(
 ) -> tuple[pa.UInt32Array, pa.Int64Array, pa.Int32Array, list[pa.Array]]:
     """The points of a raw InfluxQL query over `parts` (interpreter lock released): each row's
     group, time, producer and the values of `fields`, by (time, producer, seq) per group."""
+    ...
+
+def influx_raw_json(
+    parts: list[SeriesPart],
+    selection: tuple[list[list[int]], int, int, list[tuple[int, str, int | float]], list[int]],
+    fields: list[int],
+    int_fields: list[bool],
+    descending: bool,
+    offset: int,
+    limit: int,
+    epoch_div: int,
+    outs: list[tuple[bool, int]],
+    producers: list[int],
+    tag_text: list[list[str]],
+    prefixes: list[str],
+) -> list[bytes]:
+    """A raw InfluxQL query as `influx_raw` runs it, answered as whole InfluxDB series (JSON text,
+    one per group with rows): `prefixes[g]` (the series object up to `"values":`), its rows with
+    `outs` (is a tag, index into `fields` or `tag_text`; a tag's text by the row producer's place
+    in the sorted `producers`), then `}`."""
     ...
 
 def influx_values_json(times: pa.Array, epoch_div: int, columns: list[pa.Array], bounds: list[int]) -> list[bytes]:

@@ -67,3 +67,8 @@ def json_column(c) -> list:
 class RawValues(bytes):
     """JSON text already encoded natively (the InfluxQL native executor's series values,
     `_core.influx_values_json`), spliced into the answer's JSON by its writer as it is."""
+
+
+class RawSeries(bytes):
+    """A whole InfluxDB series object (name, tags, columns, values) as JSON text already encoded
+    natively (`_core.influx_raw_json`), spliced into the answer's JSON by its writer as it is."""

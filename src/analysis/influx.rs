@@ -137,8 +137,10 @@ impl Part {
         };
         let (a, b) = (self.runs[k].1, self.runs[k].2);
         let t = &self.ts.values()[a..b];
-        let start = a + t.partition_point(|&x| x < lo);
-        let end = a + t.partition_point(|&x| x < hi);
+        // (a run inside a bound needs no search: TSBS lastpoint, no time range, 100 series x 8
+        // parts, spent ~0.2 ms in the two searches, their reads missing the cache)
+        let start = if t.first().is_none_or(|&x| x >= lo) { a } else { a + t.partition_point(|&x| x < lo) };
+        let end = if t.last().is_none_or(|&x| x < hi) { b } else { a + t.partition_point(|&x| x < hi) };
         (start, end.max(start))
     }
 
@@ -896,9 +898,106 @@ pub fn values_json(times: &Int64Array, epoch_div: i64, cols: &[JsonCol<'_>], bou
     out
 }
 
+/// An output column of `raw_series_json`: the answer's field column `k`, or tag `j`.
+#[derive(Clone, Copy, Debug)]
+pub enum Out {
+    /// The answer's column `k` (an integer column when `ints[k]`).
+    Field(usize),
+    /// Tag `j`: `tag_text[j]` at the row's producer's place in `producers`.
+    Tag(usize),
+}
+
+/// A raw answer as whole InfluxDB series, JSON text, one per group with rows (in group order):
+/// `prefixes[g]` (the series' object up to its `"values":`), its rows `[time, outs...]`, then `}`.
+/// A field value is written as `values_json` writes it (floats not finite: `null`); a tag is
+/// JSON text given per producer (`producers` sorted; a producer not there: `null`).
+pub fn raw_series_json(
+    ans: &Answer,
+    epoch_div: i64,
+    outs: &[Out],
+    ints: &[bool],
+    producers: &[i32],
+    tag_text: &[Vec<String>],
+    prefixes: &[String],
+) -> Vec<Vec<u8>> {
+    use std::io::Write;
+    let mut out = Vec::new();
+    let n = ans.time.len();
+    let mut r = 0;
+    while r < n {
+        let g = ans.group[r];
+        let end = r + ans.group[r..].iter().take_while(|&&x| x == g).count();
+        let mut buf: Vec<u8> = Vec::with_capacity(prefixes[g as usize].len() + (end - r) * (16 + 10 * outs.len()) + 4);
+        buf.extend_from_slice(prefixes[g as usize].as_bytes());
+        buf.push(b'[');
+        for row in r..end {
+            if row > r {
+                buf.push(b',');
+            }
+            buf.push(b'[');
+            if epoch_div > 0 {
+                int(&mut buf, ans.time[row].div_euclid(epoch_div));
+            } else {
+                buf.push(b'"');
+                rfc3339_nano(ans.time[row], &mut buf);
+                buf.push(b'"');
+            }
+            let place = ans.producer.get(row).and_then(|p| producers.binary_search(p).ok());
+            for o in outs {
+                buf.push(b',');
+                match *o {
+                    Out::Field(k) => match ans.columns[k][row] {
+                        Some(v) if ints[k] => int(&mut buf, v.as_i64()),
+                        Some(v) if v.as_f64().is_finite() => {
+                            let _ = write!(buf, "{:?}", v.as_f64());
+                        }
+                        _ => buf.extend_from_slice(b"null"),
+                    },
+                    Out::Tag(j) => match place {
+                        Some(i) => buf.extend_from_slice(tag_text[j][i].as_bytes()),
+                        None => buf.extend_from_slice(b"null"),
+                    },
+                }
+            }
+            buf.push(b']');
+        }
+        buf.extend_from_slice(b"]}");
+        out.push(buf);
+        r = end;
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn raw_series_json_writes_a_series_per_group_with_tags_by_producer_and_nulls() {
+        let ans = Answer {
+            group: vec![0, 0, 2],
+            time: vec![1_000_000_000, 1_500_000_000, 2_000_000_000],
+            producer: vec![7, 9, 4],
+            columns: vec![
+                vec![Some(Value::I(3)), None, Some(Value::F(2.9))],
+                vec![Some(Value::F(0.25)), Some(Value::F(f64::NAN)), Some(Value::I(2))],
+            ],
+        };
+        let outs = [Out::Field(0), Out::Tag(0), Out::Field(1)];
+        let tags = vec![vec!["\"a\"".to_string(), "null".to_string()]];
+        let prefixes: Vec<String> = ["<g0>", "<g1>", "<g2>"].iter().map(|s| s.to_string()).collect();
+        let texts = raw_series_json(&ans, 0, &outs, &[true, false], &[7, 9], &tags, &prefixes);
+        let texts: Vec<String> = texts.into_iter().map(|t| String::from_utf8(t).unwrap()).collect();
+        assert_eq!(
+            texts,
+            vec![
+                r#"<g0>[["1970-01-01T00:00:01Z",3,"a",0.25],["1970-01-01T00:00:01.5Z",null,null,null]]}"#,
+                r#"<g2>[["1970-01-01T00:00:02Z",2,null,2.0]]}"#,
+            ]
+        );
+        let secs = raw_series_json(&ans, 1_000_000_000, &outs[..1], &[true], &[], &[], &prefixes);
+        assert_eq!(String::from_utf8(secs[1].clone()).unwrap(), "<g2>[[2,2]]}");
+    }
 
     /// (producer, ts, seq, integer field, float field)
     type Row = (i32, i64, i64, Option<i64>, Option<f64>);

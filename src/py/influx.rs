@@ -152,8 +152,11 @@ fn answer_to_py<'py>(py: Python<'py>, ans: Answer, ints: &[bool]) -> PyResult<Bo
 /// `analysis::influx`): (group uint32,
 /// time int64, producer int32 (empty), [values]), or None when it has more than `max_buckets`
 /// windows. `aggs`: (function name, field index); `int_fields`: each field's integer-ness.
+/// With `prefixes` (group `g`'s series object up to `"values":`), the answer is whole InfluxDB
+/// series instead, JSON text, one bytes per group with rows, times as `influx_raw_json` writes
+/// them (`epoch_div`): no Arrow crossing (TSBS single-groupby's few rows went through one).
 #[pyfunction]
-#[pyo3(signature = (parts, selection, aggs, int_fields, interval, offset, fill_none, stamp, selector_time, descending, page_offset, page_limit, max_buckets, grid_hi))]
+#[pyo3(signature = (parts, selection, aggs, int_fields, interval, offset, fill_none, stamp, selector_time, descending, page_offset, page_limit, max_buckets, grid_hi, prefixes=None, epoch_div=0))]
 #[allow(clippy::too_many_arguments)]
 fn influx_aggregate<'py>(
     py: Python<'py>,
@@ -171,6 +174,8 @@ fn influx_aggregate<'py>(
     page_limit: usize,
     max_buckets: i64,
     grid_hi: i64,
+    prefixes: Option<Vec<String>>,
+    epoch_div: i64,
 ) -> PyResult<Option<Bound<'py, PyAny>>> {
     let parts = parts_of(parts)?;
     let sel = self::selection(selection)?;
@@ -206,6 +211,20 @@ fn influx_aggregate<'py>(
     };
     let refs: Vec<&Part> = parts.iter().map(|p| p.as_ref()).collect();
     let big = sel.work(&refs, usize::MAX) * q.aggs.len().max(1) > DETACH_VALUES;
+    if let Some(prefixes) = prefixes {
+        if prefixes.len() < sel.groups.len() {
+            return Err(PyValueError::new_err(format!("prefixes: {} for {} groups", prefixes.len(), sel.groups.len())));
+        }
+        let outs: Vec<influx::Out> = (0..q.aggs.len()).map(influx::Out::Field).collect();
+        let texts = detach_if(py, big, || {
+            influx::aggregate(&refs, &sel, &q)
+                .map(|ans| influx::raw_series_json(&ans, epoch_div, &outs, &ints, &[], &[], &prefixes))
+        });
+        return match texts {
+            Ok(texts) => Ok(Some(PyList::new(py, texts.iter().map(|b| PyBytes::new(py, b)))?.into_any())),
+            Err(_) => Ok(None),
+        };
+    }
     let ans = detach_if(py, big, || influx::aggregate(&refs, &sel, &q));
     match ans {
         Ok(ans) => Ok(Some(answer_to_py(py, ans, &ints)?)),
@@ -237,6 +256,62 @@ fn influx_raw<'py>(
     let big = sel.work(&refs, want) * fields.len().max(1) > DETACH_VALUES;
     let ans = detach_if(py, big, || influx::raw(&refs, &sel, &fields, descending, offset, limit));
     answer_to_py(py, ans, &ints)
+}
+
+/// A raw query as `influx_raw` runs it, answered as whole InfluxDB series, JSON text (one bytes
+/// per group with rows, `analysis::influx::raw_series_json`): `outs` per output column
+/// (is a tag, index: into `fields`, or into `tag_text`), `tag_text[j]` each producer's value of
+/// tag `j` as JSON text, by its place in `producers` (sorted), `prefixes[g]` group `g`'s series
+/// object up to `"values":`. No Arrow crossing: TSBS lastpoint's 100 rows went through one
+/// (and pyarrow lets the interpreter lock go there, waiting on the server's other threads).
+#[pyfunction]
+#[pyo3(signature = (parts, selection, fields, int_fields, descending, offset, limit, epoch_div, outs, producers, tag_text, prefixes))]
+#[allow(clippy::too_many_arguments)]
+fn influx_raw_json<'py>(
+    py: Python<'py>,
+    parts: &Bound<'py, PyList>,
+    selection: &Bound<'py, PyAny>,
+    fields: Vec<usize>,
+    int_fields: Vec<bool>,
+    descending: bool,
+    offset: usize,
+    limit: usize,
+    epoch_div: i64,
+    outs: Vec<(bool, usize)>,
+    producers: Vec<i32>,
+    tag_text: Vec<Vec<String>>,
+    prefixes: Vec<String>,
+) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+    let parts = parts_of(parts)?;
+    let sel = self::selection(selection)?;
+    if prefixes.len() < sel.groups.len() {
+        return Err(PyValueError::new_err(format!("prefixes: {} for {} groups", prefixes.len(), sel.groups.len())));
+    }
+    if producers.windows(2).any(|w| w[0] >= w[1]) {
+        return Err(PyValueError::new_err("producers: not ascending"));
+    }
+    let mut out = Vec::with_capacity(outs.len());
+    for &(tag, i) in &outs {
+        if tag {
+            match tag_text.get(i) {
+                Some(t) if t.len() == producers.len() => out.push(influx::Out::Tag(i)),
+                _ => return Err(PyValueError::new_err(format!("outs: tag {i} has no text for each producer"))),
+            }
+        } else if i < fields.len() {
+            out.push(influx::Out::Field(i));
+        } else {
+            return Err(PyValueError::new_err(format!("outs: field {i} of {}", fields.len())));
+        }
+    }
+    let ints: Vec<bool> = fields.iter().map(|&f| int_fields.get(f).copied().unwrap_or(false)).collect();
+    let refs: Vec<&Part> = parts.iter().map(|p| p.as_ref()).collect();
+    let want = if limit == 0 { usize::MAX } else { offset.saturating_add(limit) };
+    let big = sel.work(&refs, want) * fields.len().max(1) > DETACH_VALUES;
+    let texts = detach_if(py, big, || {
+        let ans = influx::raw(&refs, &sel, &fields, descending, offset, limit);
+        influx::raw_series_json(&ans, epoch_div, &out, &ints, &producers, &tag_text, &prefixes)
+    });
+    Ok(texts.iter().map(|b| PyBytes::new(py, b)).collect())
 }
 
 /// An answer column for `influx_values_json`.
@@ -304,5 +379,6 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySeriesPart>()?;
     m.add_function(wrap_pyfunction!(influx_values_json, m)?)?;
     m.add_function(wrap_pyfunction!(influx_aggregate, m)?)?;
-    m.add_function(wrap_pyfunction!(influx_raw, m)?)
+    m.add_function(wrap_pyfunction!(influx_raw, m)?)?;
+    m.add_function(wrap_pyfunction!(influx_raw_json, m)?)
 }

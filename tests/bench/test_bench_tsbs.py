@@ -58,3 +58,25 @@ def test_bench_tsbs_times_every_type_and_its_verdicts_agree_with_its_ratios(tmp_
         # the report's summary: QuestDB's time over tracehouse's (> 1: tracehouse faster)
         assert summary[f"{qtype} median"] == pytest.approx(1 / cell["median_ratio"])
         assert summary[f"{qtype} p99"] == pytest.approx(1 / cell["p99_ratio"])
+
+
+def test_a_failed_run_keeps_the_servers_logs_and_says_where(tmp_path):
+    from types import SimpleNamespace
+
+    from tracehouse_bench import tsbs
+
+    servers = []
+    for name, text in (("tracehouse-durable", "native InfluxQL executor failed"), ("questdb-x", "qdb says")):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "server.log").write_text(text)
+        servers.append(SimpleNamespace(log=tmp_path / name / "server.log"))
+    with pytest.raises(tsbs.TsbsFailed) as got:
+        with tsbs._logs_kept_on_failure(tmp_path, *servers):
+            raise RuntimeError("tsbs_run_queries_influx failed (1): panic: non-200")
+    kept = tmp_path / "logs"
+    assert str(kept) in str(got.value) and "panic: non-200" in str(got.value)
+    assert (kept / "tracehouse-durable-server.log").read_text() == "native InfluxQL executor failed"
+    assert (kept / "questdb-x-server.log").read_text() == "qdb says"
+    with tsbs._logs_kept_on_failure(tmp_path / "ok", *servers):
+        pass
+    assert not (tmp_path / "ok").exists()

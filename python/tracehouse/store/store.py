@@ -203,6 +203,9 @@ class Store:
         self._wal_files: dict[tuple, dict] = {}  # -> what each WAL file gave so far (wal.read_uncovered)
         # -> (catalog version, event types, segments, covered WAL number) as last read: `cut`
         self._cut_catalog: dict[tuple, tuple] = {}
+        # -> (catalog version, event types, segments) of a trace this process writes, as last read
+        # by `cut` (the same reads, kept while the version stays)
+        self._writer_cut: dict[tuple, tuple] = {}
         if not readonly and _has_pending_work(self):
             try:
                 self.become_writer()
@@ -725,19 +728,30 @@ class Store:
 
         Another process's trace: what the catalog says of it (types, segments, covered WAL
         number) is read again only when the catalog's version moved (every catalog change bumps
-        it: `Catalog.transaction`); the WAL files are looked at every time (`_wal_view`)."""
+        it: `Catalog.transaction`); the WAL files are looked at every time (`_wal_view`).
+
+        This process's trace: its types and segments are kept the same way (read again when the
+        version moved), its tail is the writer's at the call. Read every call, the two catalog
+        reads were 0.12-0.37 ms of each served InfluxQL query (TSBS lastpoint, load 2-5)."""
         info = trace if isinstance(trace, TraceInfo) else self.catalog.trace(trace)
         w = self._writers.get(info.id)
         if w is None:
             return self._cut_of_wal(info)
-        types = self.catalog.trace_types(info)
+        key = (info.id, info.created)
         with w.view_lock, w.lock:  # registered segments + unflushed tail as one cut (view_lock: registrations)
             version = self.catalog.version()
-            segs = self.catalog.segments(info.id)
+            cached = self._writer_cut.get(key)
+            if cached is None or cached[0] != version:
+                # (the version read first: what is kept is never older than its key)
+                cached = (version, self.catalog.trace_types(info), self.catalog.segments(info.id))
+                if len(self._writer_cut) > 256:
+                    self._writer_cut.clear()
+                self._writer_cut[key] = cached
+            _version, types, segs = cached
             tails = {k: list(v) for k, v in w.tail().items()}
             sig = (version, w.tail_version, tuple(types))
             types = dict(types, **w.event_types)
-        return scanmod.Cut(info, self.path, types, segs, tails, sig)
+        return scanmod.Cut(info, self.path, types, list(segs), tails, sig)
 
     def _cut_of_wal(self, info: TraceInfo) -> scanmod.Cut:
         """`cut` of a trace no writer of this process holds: its segments, and the records of its
