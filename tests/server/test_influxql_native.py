@@ -371,3 +371,67 @@ def test_writer_cut_keeps_its_catalog_reads_only_while_the_version_stays(tmp_pat
         st.compact("t")
         cut = st.cut("t")
         assert rows(cut) == n and not cut.tails.get("ev")
+
+
+def test_held_columns_follow_new_cuts_without_a_query(tmp_path):
+    """`warm` (started by `serve`) brings the held columns up to each new cut off the query path:
+    after rows are acknowledged (the tail moves) and after a checkpoint (a segment registered),
+    the columns reach the new cut's signature with no query asking, and the next query's answer
+    holds every row once without bringing them up to date itself; `refresh` alone does the same
+    and says how many measurements it moved."""
+    import threading
+
+    import tracehouse
+    from tracehouse.server.influxql import Executor, Request, answer, parse
+    from tracehouse.server.influxql_native import cache_of, warm
+
+    path = tmp_path / "store"
+    srv = Server(path, "--quiet")
+    n = 0
+
+    def write(rows: int) -> None:
+        nonlocal n
+        body = "\n".join(f"m,host=h{(n + i) % 3} v={n + i}i {10**9 + n + i}" for i in range(rows))
+        assert srv.write(body, "w", precision="ns")[0] == 204
+        n += rows
+
+    write(50)
+    st = tracehouse.open(path, readonly=True)
+    stopping = threading.Event()
+    try:
+
+        class Ingest:
+            store = st
+
+        def count() -> int:
+            q = "SELECT count(v) FROM m"
+            ex = Executor(Ingest(), default_db="w", native=True, raw_json=True)
+            req = Request(q=q, db="w", epoch="ns", chunked=False, pretty=False, params={})
+            doc = json.loads(answer(ex.run(parse(q)), req))
+            assert ex.engine == "native"
+            return doc["results"][0]["series"][0]["values"][0][1]
+
+        assert count() == 50
+        cache = cache_of(st)
+        (cols,) = cache.held.values()
+        info = st.catalog.trace("w")
+        write(20)  # (the writer's tail)
+        assert cols.signature != st.cut(info).signature
+        assert cache.refresh() == 1 and cache.refresh() == 0
+        assert cols.signature == st.cut(info).signature and count() == 70
+        warm(st, stopping)
+        for round_ in range(2):
+            write(30)
+            if round_ == 1:  # a checkpoint: the rows move from the WAL into a segment
+                assert srv.stop() == 0
+                srv = Server(path, "--quiet")
+            deadline = time.monotonic() + 10
+            while cols.signature != st.cut(info).signature and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert cols.signature == st.cut(info).signature, round_  # (no query asked)
+            assert count() == n, round_
+        assert n == 130
+    finally:
+        stopping.set()
+        st.close()
+        assert srv.stop() == 0

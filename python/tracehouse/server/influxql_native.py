@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import collections
 import json
+import logging
 import threading
 from dataclasses import dataclass, field
 from typing import Any
@@ -91,6 +92,8 @@ from .influxql_sql import (
     describe,
     zone_name,
 )
+
+log = logging.getLogger("tracehouse.server")
 
 MAX_BYTES = 512 << 20  # columns held for all measurements (least recently used let go first)
 TAIL_PARTS = 8  # parts of a tail before they are merged into one
@@ -122,6 +125,8 @@ class _Columns:
     tail_producers: set = field(default_factory=set)
     nbytes: int = 0
     lock: threading.Lock = field(default_factory=threading.Lock)
+    info: Any = None  # the trace (its latest TraceInfo) and type these are of, for `refresh`
+    type_name: str = ""
     # at the current cut, replaced as one (a query reads one cut's, whatever another query
     # brings up to date meanwhile): the parts, the producers with rows (sorted), and what queries
     # derived from them and the tags (`memo`: a query's series groups, a tag's values by producer)
@@ -189,6 +194,7 @@ class ColumnCache:
                 cols = _Columns([c.name for c in numeric], [NUMERIC[c.type] for c in numeric], layout)
                 self.held[key] = cols
             self.held.move_to_end(key)
+        cols.info, cols.type_name = info, type_name
         with cols.lock:
             if cols.signature != cut.signature:
                 self._update(cols, cut, et, type_name)
@@ -204,6 +210,26 @@ class ColumnCache:
                 self.held.pop(key, None)
                 raise Unsupported(f"measurement holds {cols.nbytes:,} bytes, over the native bound {self.max_bytes:,}")
         return cols
+
+    def refresh(self) -> int:
+        """Bring the held measurements' columns up to their trace's current cut (`warm`'s
+        round); the measurements brought up to date. A query does the same for its own, so this
+        only moves the reading of a new segment out of a query's time."""
+        with self.lock:
+            held = list(self.held.values())
+        done = 0
+        for cols in held:
+            cut = self.store.cut(cols.info)
+            et = cut.types.get(cols.type_name)
+            if cut.signature == cols.signature or et is None:
+                continue
+            if tuple((c.name, c.type) for c in et.columns) != cols.layout:
+                continue  # (a new column: the next query builds them anew)
+            with cols.lock:
+                if cols.signature != cut.signature:
+                    self._update(cols, cut, et, cols.type_name)
+                    done += 1
+        return done
 
     def _update(self, cols: _Columns, cut, et, type_name: str) -> None:
         import pyarrow.parquet as pq
@@ -249,6 +275,31 @@ def cache_of(store) -> ColumnCache:
         if c is None or c.store is not store:
             c = _CACHES[id(store)] = ColumnCache(store)
         return c
+
+
+WARM_S = 0.5  # how often `warm` looks for a cut that moved
+
+
+def warm(store, stopping: threading.Event) -> threading.Thread:
+    """A thread that, until `stopping` is set, brings the held columns up to each new cut
+    (`ColumnCache.refresh`) soon after a checkpoint or a compaction registers a segment, so the
+    first query after it does not read the segment's Parquet file itself (a compaction of TSBS's
+    864,000 rows: one query of 50 took ~40 ms where the others took 1)."""
+
+    def run() -> None:
+        while not stopping.wait(WARM_S):
+            c = _CACHES.get(id(store))
+            if c is None or c.store is not store or not c.held:
+                continue
+            try:
+                c.refresh()
+            except Exception as e:  # noqa: BLE001 - a trace dropped meanwhile, a store closing: a query redoes it
+                if not stopping.is_set():
+                    log.debug("warming the InfluxQL columns: %s", e)
+
+    t = threading.Thread(target=run, name="th-influx-warm", daemon=True)
+    t.start()
+    return t
 
 
 # -- tags -----------------------------------------------------------------------------------

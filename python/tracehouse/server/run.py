@@ -89,7 +89,8 @@ def serve(store_path: str | os.PathLike, cfg: ServerConfig, *, ready: Callable[[
     # The server ingests for hours: its segments leave the page cache once durable (see
     # WriterOptions.drop_written_pages; queries then read them from disk).
     store = Store(store_path, fsync=cfg.fsync, group_commit_ms=cfg.group_commit_ms, drop_written_pages=True)
-    http = api = scrubber = None
+    http = api = scrubber = warmer = None
+    stopping = threading.Event()
     try:
         store.become_writer()  # fail now (StoreLocked, StoreDamaged) rather than at the first write
         log_recovery(store)
@@ -113,7 +114,10 @@ def serve(store_path: str | os.PathLike, cfg: ServerConfig, *, ready: Callable[[
         }
 
         http = HttpServer(api, http_sock, cfg, tcp_sock)
-        stopping = threading.Event()
+        if getattr(cfg, "influxql_native", True):
+            from .influxql_native import warm
+
+            warmer = warm(store, stopping)  # the InfluxQL columns follow checkpoints off the query path
         if cfg.scrub_interval > 0:
             scrubber = Scrubber(store, cfg.scrub_interval, stopping)
 
@@ -134,9 +138,12 @@ def serve(store_path: str | os.PathLike, cfg: ServerConfig, *, ready: Callable[[
             if left:
                 log.warning("%d TCP connection(s) not drained within %g s", left, TCP_DRAIN_S)
     finally:
+        stopping.set()
         try:
             if http is not None:
                 http.close()
+            if warmer is not None:
+                warmer.join(5)
             if api is not None and api.ui is not None:
                 api.ui.close()
             if scrubber is not None:
