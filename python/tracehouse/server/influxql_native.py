@@ -54,7 +54,9 @@ registered segments + the writer's unflushed tail) as parts, each sorted by (pro
 seq): one per segment (read from its Parquet file once, kept while the segment is live) and
 the tail's batches (a part per batch appended since the last query, merged into one past
 `TAIL_PARTS`). A query compares the cut's signature with the one its columns were built from
-and brings them up to date first, so every acknowledged write is seen. A series and a time
+and brings them up to date first, so every acknowledged write is seen; in `serve` a thread
+(`warm`) does the same every 0.5 s for the measurements held, so the Parquet file of a
+checkpoint's or a compaction's new segment is mostly read before a query needs it. A series and a time
 range are two binary searches in each part. Memory: the parts of all measurements are bounded
 by `MAX_BYTES` (least recently used measurements let go first); a measurement bigger than that
 is answered by DuckDB. The columns live in the server process and the loops run there, with
