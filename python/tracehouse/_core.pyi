@@ -1100,9 +1100,3 @@ def influx_raw_json(
     `outs` (is a tag, index into `fields` or `tag_text`; a tag's text by the row producer's place
     in the sorted `producers`), then `}`."""
     ...
-
-def influx_values_json(times: pa.Array, epoch_div: int, columns: list[pa.Array], bounds: list[int]) -> list[bytes]:
-    """The `values` of InfluxDB series as JSON text, one per series (rows `bounds[k]` to
-    `bounds[k + 1]`): `times` (int64 ns) in RFC 3339 (`epoch_div` 0) or divided by `epoch_div`
-    (floored), then each of `columns` (int64, double or string; nulls, NaN and infinities null)."""
-    ...

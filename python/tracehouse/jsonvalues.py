@@ -64,11 +64,6 @@ def json_column(c) -> list:
     return c.to_pylist()
 
 
-class RawValues(bytes):
-    """JSON text already encoded natively (the InfluxQL native executor's series values,
-    `_core.influx_values_json`), spliced into the answer's JSON by its writer as it is."""
-
-
 class RawSeries(bytes):
     """A whole InfluxDB series object (name, tags, columns, values) as JSON text already encoded
     natively (`_core.influx_raw_json`), spliced into the answer's JSON by its writer as it is."""

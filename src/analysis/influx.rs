@@ -12,7 +12,7 @@
 //! is a double, `min`/`max` keep the earliest point of their value, `first`/`last` the point of
 //! least/greatest (time, producer, seq). Windows are aligned to the epoch plus the offset.
 
-use arrow_array::{Array, Float64Array, Int64Array, StringArray};
+use arrow_array::{Array, Float64Array, Int64Array};
 use std::cmp::Ordering;
 
 /// One numeric field column of a part (null where a row lacks the field).
@@ -748,16 +748,6 @@ pub fn raw(
     out
 }
 
-/// A column of an answer as the JSON writer reads it.
-pub enum JsonCol<'a> {
-    /// Integers.
-    I(&'a Int64Array),
-    /// Floats (NaN and infinities are null: JSON has none).
-    F(&'a Float64Array),
-    /// Strings.
-    S(&'a StringArray),
-}
-
 /// `ns` as Go's RFC3339Nano prints it (InfluxDB's default time format): UTC, the fraction's
 /// trailing zeros dropped.
 pub fn rfc3339_nano(ns: i64, out: &mut Vec<u8>) {
@@ -832,74 +822,6 @@ fn int(out: &mut Vec<u8>, v: i64) {
     out.extend_from_slice(&buf[i..]);
 }
 
-fn json_string(s: &str, out: &mut Vec<u8>) {
-    use std::io::Write;
-    out.push(b'"');
-    if !s.bytes().any(|b| b < 0x20 || b == b'"' || b == b'\\') {
-        out.extend_from_slice(s.as_bytes());
-    } else {
-        for c in s.chars() {
-            match c {
-                '"' => out.extend_from_slice(b"\\\""),
-                '\\' => out.extend_from_slice(b"\\\\"),
-                '\n' => out.extend_from_slice(b"\\n"),
-                '\r' => out.extend_from_slice(b"\\r"),
-                '\t' => out.extend_from_slice(b"\\t"),
-                c if (c as u32) < 0x20 => {
-                    let _ = write!(out, "\\u{:04x}", c as u32);
-                }
-                c => {
-                    let mut b = [0u8; 4];
-                    out.extend_from_slice(c.encode_utf8(&mut b).as_bytes());
-                }
-            }
-        }
-    }
-    out.push(b'"');
-}
-
-/// The `values` of InfluxDB series as JSON text, one per series (rows `bounds[k]..bounds[k+1]`):
-/// `[[time, v0, v1, ...], ...]`, the time in RFC 3339 (`epoch_div` 0) or divided by
-/// `epoch_div` (floored), nulls `null`, floats as the shortest text that reads back the same.
-pub fn values_json(times: &Int64Array, epoch_div: i64, cols: &[JsonCol<'_>], bounds: &[usize]) -> Vec<Vec<u8>> {
-    use std::io::Write;
-    let mut out = Vec::with_capacity(bounds.len().saturating_sub(1));
-    for w in bounds.windows(2) {
-        let mut buf: Vec<u8> = Vec::with_capacity((w[1] - w[0]) * (16 + 8 * cols.len()) + 2);
-        buf.push(b'[');
-        for r in w[0]..w[1] {
-            if r > w[0] {
-                buf.push(b',');
-            }
-            buf.push(b'[');
-            if times.is_null(r) {
-                buf.extend_from_slice(b"null");
-            } else if epoch_div > 0 {
-                int(&mut buf, times.value(r).div_euclid(epoch_div));
-            } else {
-                buf.push(b'"');
-                rfc3339_nano(times.value(r), &mut buf);
-                buf.push(b'"');
-            }
-            for c in cols {
-                buf.push(b',');
-                match c {
-                    JsonCol::I(a) if a.is_valid(r) => int(&mut buf, a.value(r)),
-                    JsonCol::F(a) if a.is_valid(r) && a.value(r).is_finite() => {
-                        let _ = write!(buf, "{:?}", a.value(r));
-                    }
-                    JsonCol::S(a) if a.is_valid(r) => json_string(a.value(r), &mut buf),
-                    _ => buf.extend_from_slice(b"null"),
-                }
-            }
-            buf.push(b']');
-        }
-        buf.push(b']');
-        out.push(buf);
-    }
-    out
-}
-
 /// An output column of `raw_series_json`: the answer's field column `k`, or tag `j`.
 #[derive(Clone, Copy, Debug)]
 pub enum Out {
@@ -911,7 +833,8 @@ pub enum Out {
 
 /// A raw answer as whole InfluxDB series, JSON text, one per group with rows (in group order):
 /// `prefixes[g]` (the series' object up to its `"values":`), its rows `[time, outs...]`, then `}`.
-/// A field value is written as `values_json` writes it (floats not finite: `null`); a tag is
+/// A field value is an integer, or a float as the shortest text that reads back the same (not
+/// finite: `null`); a tag is
 /// JSON text given per producer (`producers` sorted; a producer not there: `null`).
 pub fn raw_series_json(
     ans: &Answer,
@@ -1035,7 +958,7 @@ mod tests {
     }
 
     #[test]
-    fn times_and_values_as_json() {
+    fn times_and_integers_as_json() {
         let mut b = Vec::new();
         rfc3339_nano(1_451_606_400_000_000_000, &mut b);
         rfc3339_nano(-1, &mut b);
@@ -1049,13 +972,6 @@ mod tests {
         b.push(b' ');
         int(&mut b, 0);
         assert_eq!(String::from_utf8(b).unwrap(), "-9223372036854775808 0");
-        let t = Int64Array::from(vec![Some(1_000_000_000), Some(-1), None]);
-        let i = Int64Array::from(vec![Some(-5), None, Some(7)]);
-        let f = Float64Array::from(vec![Some(0.1), Some(f64::NAN), Some(1e300)]);
-        let s = StringArray::from(vec![Some("a\"\u{1}é"), None, Some("")]);
-        let out = values_json(&t, 1_000_000, &[JsonCol::I(&i), JsonCol::F(&f), JsonCol::S(&s)], &[0, 2, 3]);
-        assert_eq!(String::from_utf8(out[0].clone()).unwrap(), "[[1000,-5,0.1,\"a\\\"\\u0001é\"],[-1,null,null,null]]");
-        assert_eq!(String::from_utf8(out[1].clone()).unwrap(), "[[null,7,1e300,\"\"]]");
     }
 
     #[test]

@@ -9,7 +9,7 @@
 use std::sync::Arc;
 
 use arrow_array::types::{Int32Type, Int64Type};
-use arrow_array::{Array, ArrayRef, Float64Array, Int32Array, Int64Array, StringArray, StructArray, UInt32Array};
+use arrow_array::{Array, ArrayRef, Float64Array, Int32Array, Int64Array, StructArray, UInt32Array};
 use arrow_data::ArrayData;
 use arrow_pyarrow::{FromPyArrowUnchecked, ToPyArrow};
 use arrow_schema::{DataType, Field as ArrowField};
@@ -20,7 +20,7 @@ use pyo3::types::{PyBytes, PyInt, PyList};
 
 use super::arrow::primitive_from_pyarrow;
 use super::detach_if;
-use crate::analysis::influx::{self, Agg, AggQuery, Answer, Field, JsonCol, Op, Part, Selection, Value};
+use crate::analysis::influx::{self, Agg, AggQuery, Answer, Field, Op, Part, Selection, Value};
 
 /// Values a call walks above which it lets the interpreter lock go (`detach_if`): getting the
 /// lock back after a short call waits for the server's other threads, up to the interpreter's
@@ -314,70 +314,8 @@ fn influx_raw_json<'py>(
     Ok(texts.iter().map(|b| PyBytes::new(py, b)).collect())
 }
 
-/// An answer column for `influx_values_json`.
-enum Owned {
-    I(Int64Array),
-    F(Float64Array),
-    S(StringArray),
-}
-
-/// The `values` of InfluxDB series as JSON text (bytes), one per series (rows `bounds[k]` to
-/// `bounds[k + 1]`): `times` (int64 ns) in RFC 3339 (`epoch_div` 0) or divided by `epoch_div`,
-/// then each of `columns` (int64, double or string; nulls, NaN and infinities `null`).
-#[pyfunction]
-fn influx_values_json<'py>(
-    py: Python<'py>,
-    times: &Bound<'py, PyAny>,
-    epoch_div: i64,
-    columns: &Bound<'py, PyList>,
-    bounds: Vec<usize>,
-) -> PyResult<Vec<Bound<'py, PyBytes>>> {
-    // SAFETY: imported through the Arrow C data interface; `validate` checks the buffers.
-    let import = |obj: &Bound<'py, PyAny>, what: &str| -> PyResult<ArrayData> {
-        let data = unsafe { ArrayData::from_pyarrow_bound_unchecked(obj) }
-            .map_err(|e| PyTypeError::new_err(format!("{what}: expected a pyarrow array ({e})")))?;
-        data.validate().map_err(|e| PyValueError::new_err(format!("{what}: {e}")))?;
-        Ok(data)
-    };
-    let t = import(times, "times")?;
-    if t.data_type() != &DataType::Int64 {
-        return Err(PyTypeError::new_err(format!("times: expected int64, got {}", t.data_type())));
-    }
-    let t = Int64Array::from(t);
-    let n = t.len();
-    let mut owned = Vec::new();
-    for (i, c) in columns.iter().enumerate() {
-        let d = import(&c, &format!("columns[{i}]"))?;
-        if d.len() != n {
-            return Err(PyValueError::new_err(format!("columns[{i}]: {} rows, times has {n}", d.len())));
-        }
-        owned.push(match d.data_type() {
-            DataType::Int64 => Owned::I(Int64Array::from(d)),
-            DataType::Float64 => Owned::F(Float64Array::from(d)),
-            DataType::Utf8 => Owned::S(StringArray::from(d)),
-            other => return Err(PyTypeError::new_err(format!("columns[{i}]: int64, double or string, not {other}"))),
-        });
-    }
-    if bounds.windows(2).any(|w| w[0] > w[1]) || bounds.last().is_some_and(|&b| b > n) {
-        return Err(PyValueError::new_err("bounds: not ascending within the rows"));
-    }
-    let texts = detach_if(py, n * (owned.len() + 1) > DETACH_VALUES, || {
-        let cols: Vec<JsonCol<'_>> = owned
-            .iter()
-            .map(|o| match o {
-                Owned::I(a) => JsonCol::I(a),
-                Owned::F(a) => JsonCol::F(a),
-                Owned::S(a) => JsonCol::S(a),
-            })
-            .collect();
-        influx::values_json(&t, epoch_div, &cols, &bounds)
-    });
-    Ok(texts.iter().map(|b| PyBytes::new(py, b)).collect())
-}
-
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySeriesPart>()?;
-    m.add_function(wrap_pyfunction!(influx_values_json, m)?)?;
     m.add_function(wrap_pyfunction!(influx_aggregate, m)?)?;
     m.add_function(wrap_pyfunction!(influx_raw, m)?)?;
     m.add_function(wrap_pyfunction!(influx_raw_json, m)?)

@@ -276,16 +276,16 @@ def test_served_write_query_write_query_sees_every_acknowledged_write(tmp_path):
 
 
 def test_answer_splices_native_values_and_leaves_look_alike_strings_alone():
-    from tracehouse.jsonvalues import RawValues
+    from tracehouse.jsonvalues import RawSeries
     from tracehouse.server.influxql import Request, answer
 
     fake = "\x00" + "ab" * 8 + ":0"  # shaped like the splice's mark, with another nonce
     res = [
         {
             "statement_id": 0,
-            "series": [
-                {"name": "m", "tags": {"h": fake}, "columns": ["time", "v"], "values": RawValues(b"[[1,2.5]]")},
-                {"name": "m", "tags": {"h": "b"}, "columns": ["time", "v"], "values": RawValues(b"[[2,null]]")},
+            "series": [  # (a series of dicts beside a native one: spliced one by one)
+                {"name": "m", "tags": {"h": fake}, "columns": ["time", "v"], "values": [[1, 2.5]]},
+                RawSeries(b'{"name": "m", "tags": {"h": "b"}, "columns": ["time", "v"], "values": [[2,null]]}'),
             ],
         }
     ]

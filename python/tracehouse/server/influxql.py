@@ -61,7 +61,7 @@ from typing import Any
 from urllib.parse import parse_qsl
 
 from ..errors import AlreadyExists, BadInput, NotFound, TracehouseError
-from ..jsonvalues import RawSeries, RawValues, json_bytes
+from ..jsonvalues import RawSeries, json_bytes
 from ..store.compact import format_duration
 from ..store.query import qident, tag_column_names
 from .influxql_select import Measurement as Source
@@ -913,7 +913,7 @@ class Executor:
     ) -> None:
         self.ingestor = ingestor
         self.native = native  # SELECTs of the native shapes answered without DuckDB (influxql_native.py)
-        self.raw_json = raw_json  # their series' values as JSON text (jsonvalues.RawValues) for `answer`
+        self.raw_json = raw_json  # their series as JSON text (jsonvalues.RawSeries) for `answer`
         # "native" when every SELECT was answered without DuckDB, "duckdb" once one was not ("": none
         # ran): the answer's X-Tracehouse-Engine header
         self.engine = ""
@@ -1444,14 +1444,6 @@ def answer(results: list[dict], req: Request) -> bytes:
                 else:
                     series[i] = f"{mark}{len(raws)}"
                     raws.append(s)
-                continue
-            v = s.get("values")
-            if isinstance(v, RawValues):
-                if req.chunked or req.pretty:
-                    s["values"] = json.loads(v)
-                else:
-                    s["values"] = f"{mark}{len(raws)}"
-                    raws.append(v)
     if raws:  # the values the native executor encoded (influxql_native.py), spliced in
         body = json_bytes({"results": results})
         pieces = _RAW_MARK.split(body)
