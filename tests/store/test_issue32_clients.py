@@ -119,3 +119,36 @@ def _answers_of_fresh_threads(store, n: int) -> list[int]:
     for t in threads:
         t.join(60)
     return out
+
+
+def test_issue32_a_kept_query_reads_the_catalog_once_after_the_wal_listing(stores, monkeypatch):
+    """`_kept` reads the catalog's version once, after the WAL listing (`Store.wal_signature`),
+    and a checkpoint that registers the acknowledged rows and drops their WAL file right before
+    the listing still leaves them in the next answer."""
+    writer, reader = stores
+    info = reader.catalog.trace(qos.TRACE)
+    n = _count(reader)
+    assert _count(reader) == n  # (the transaction is kept from here on)
+    assert reader.wal_signature(info) == reader.cut(info).signature
+    reads = []
+    version = reader.catalog.version
+    monkeypatch.setattr(reader.catalog, "version", lambda: reads.append(1) or version())
+    assert _count(reader) == n
+    assert len(reads) == 1
+    monkeypatch.undo()
+
+    extra = writer.sql(f"SELECT ts + 1 AS ts, producer, ul_delay FROM {qos.TRACE}.{qos.EVENT_TYPE} LIMIT 5")
+    writer.flush()
+    assert _count(reader) == n  # (views made at the checkpoint's version, nothing uncovered)
+    assert _count(reader) == n
+    writer.append(qos.TRACE, qos.EVENT_TYPE, extra)  # acknowledged before the next query begins
+    signature = reader.wal_signature
+
+    def checkpoint_then_list(i):
+        writer.flush()  # covers the WAL file with the rows and drops it: the listing is as before
+        return signature(i)
+
+    monkeypatch.setattr(reader, "wal_signature", checkpoint_then_list)
+    assert _count(reader) == n + extra.num_rows
+    monkeypatch.undo()
+    assert _count(reader) == n + extra.num_rows
