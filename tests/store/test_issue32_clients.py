@@ -131,10 +131,11 @@ def test_issue32_a_kept_query_reads_the_catalog_once_after_the_wal_listing(store
     assert _count(reader) == n  # (the transaction is kept from here on)
     assert reader.wal_signature(info) == reader.cut(info).signature
     reads = []
-    version = reader.catalog.version
-    monkeypatch.setattr(reader.catalog, "version", lambda: reads.append(1) or version())
+    for name in ("version", "version_held"):
+        read = getattr(reader.catalog, name)
+        monkeypatch.setattr(reader.catalog, name, lambda read=read, name=name: reads.append(name) or read())
     assert _count(reader) == n
-    assert len(reads) == 1
+    assert reads == ["version_held"]  # (read without letting go of the interpreter's lock)
     monkeypatch.undo()
 
     extra = writer.sql(f"SELECT ts + 1 AS ts, producer, ul_delay FROM {qos.TRACE}.{qos.EVENT_TYPE} LIMIT 5")
@@ -152,3 +153,20 @@ def test_issue32_a_kept_query_reads_the_catalog_once_after_the_wal_listing(store
     assert _count(reader) == n + extra.num_rows
     monkeypatch.undo()
     assert _count(reader) == n + extra.num_rows
+
+
+def test_issue32_the_version_read_holding_the_interpreter_lock_sees_every_commit(stores):
+    """`Catalog.version_held` (SQLite's C API through ctypes, one handle) gives what `version`
+    gives after each of another store's commits, and a closed catalog refuses it as `version` does."""
+    writer, reader = stores
+    extra = writer.sql(f"SELECT ts + 1 AS ts, producer, ul_delay FROM {qos.TRACE}.{qos.EVENT_TYPE} LIMIT 3")
+    seen = [reader.catalog.version_held()]
+    assert reader.catalog._held._stmt is not None  # (the C API path, not the fallback)
+    for _ in range(3):
+        writer.append(qos.TRACE, qos.EVENT_TYPE, extra)
+        writer.flush()  # a catalog transaction: the version moves
+        seen.append(reader.catalog.version_held())
+        assert seen[-1] == reader.catalog.version() == writer.catalog.version() > seen[-2]
+    reader.close()
+    with pytest.raises(Exception, match="closed"):
+        reader.catalog.version_held()
