@@ -119,3 +119,54 @@ def _answers_of_fresh_threads(store, n: int) -> list[int]:
     for t in threads:
         t.join(60)
     return out
+
+
+def test_issue32_a_kept_query_reads_the_catalog_once_after_the_wal_listing(stores, monkeypatch):
+    """`_kept` reads the catalog's version once, after the WAL listing (`Store.wal_signature`),
+    and a checkpoint that registers the acknowledged rows and drops their WAL file right before
+    the listing still leaves them in the next answer."""
+    writer, reader = stores
+    info = reader.catalog.trace(qos.TRACE)
+    n = _count(reader)
+    assert _count(reader) == n  # (the transaction is kept from here on)
+    assert reader.wal_signature(info) == reader.cut(info).signature
+    reads = []
+    for name in ("version", "version_held"):
+        read = getattr(reader.catalog, name)
+        monkeypatch.setattr(reader.catalog, name, lambda read=read, name=name: reads.append(name) or read())
+    assert _count(reader) == n
+    assert reads == ["version_held"]  # (read without letting go of the interpreter's lock)
+    monkeypatch.undo()
+
+    extra = writer.sql(f"SELECT ts + 1 AS ts, producer, ul_delay FROM {qos.TRACE}.{qos.EVENT_TYPE} LIMIT 5")
+    writer.flush()
+    assert _count(reader) == n  # (views made at the checkpoint's version, nothing uncovered)
+    assert _count(reader) == n
+    writer.append(qos.TRACE, qos.EVENT_TYPE, extra)  # acknowledged before the next query begins
+    signature = reader.wal_signature
+
+    def checkpoint_then_list(i):
+        writer.flush()  # covers the WAL file with the rows and drops it: the listing is as before
+        return signature(i)
+
+    monkeypatch.setattr(reader, "wal_signature", checkpoint_then_list)
+    assert _count(reader) == n + extra.num_rows
+    monkeypatch.undo()
+    assert _count(reader) == n + extra.num_rows
+
+
+def test_issue32_the_version_read_holding_the_interpreter_lock_sees_every_commit(stores):
+    """`Catalog.version_held` (SQLite's C API through ctypes, one handle) gives what `version`
+    gives after each of another store's commits, and a closed catalog refuses it as `version` does."""
+    writer, reader = stores
+    extra = writer.sql(f"SELECT ts + 1 AS ts, producer, ul_delay FROM {qos.TRACE}.{qos.EVENT_TYPE} LIMIT 3")
+    seen = [reader.catalog.version_held()]
+    assert reader.catalog._held._stmt is not None  # (the C API path, not the fallback)
+    for _ in range(3):
+        writer.append(qos.TRACE, qos.EVENT_TYPE, extra)
+        writer.flush()  # a catalog transaction: the version moves
+        seen.append(reader.catalog.version_held())
+        assert seen[-1] == reader.catalog.version() == writer.catalog.version() > seen[-2]
+    reader.close()
+    with pytest.raises(Exception, match="closed"):
+        reader.catalog.version_held()

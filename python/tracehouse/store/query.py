@@ -12,7 +12,10 @@ of traces; binding a view reads Parquet footers).
 Queries of this process run on its one connection under the engine's lock; the server's run
 side by side, each on a cursor of its own (`snapshot`), confined by `sandbox`. A thread whose kept
 transaction still answers its query (nothing it reads changed: `_kept`) takes no lock at all:
-20 embedded clients of one process queued on it one query at a time.
+20 embedded clients of one process queued on it one query at a time. Such a query reads the
+catalog once (its version, without letting go of the interpreter's lock) and stats the trace's
+WAL files: each call that lets go of that lock costs 20 clients wall time (`_kept`: QoS Q1.2
+80.6 -> 58.3 ms per client, DuckDB's own file 73.6).
 """
 
 from __future__ import annotations
@@ -840,7 +843,24 @@ class QueryEngine:
         26.8, 28.1 -> 18.3, 10.7 (16-18), Q1.2 82 -> 65, 76 (75-95). On a machine whose other work
         takes every core (load 12-14) the wait costs nothing and the per-query CPU decides; it is
         DuckDB's (both engines interleaved in one process: Q1.1 3.65 ms, main's 4.08, DuckDB's
-        file 3.92; Q4.1 3.85, 4.43, 4.22; Q1.2 10.9, 9.8, 10.7)."""
+        file 3.92; Q4.1 3.85, 4.43, 4.22; Q1.2 10.9, 9.8, 10.7).
+
+        The catalog's version is read once, after the WAL listings (`Store.wal_signature`), where
+        it was read three times (here, and before and after `Store.cut`'s listing). Each read of the
+        shared SQLite connection lets go of the interpreter's lock and waits to get it back while
+        the other clients run: with the per-query CPU equal to DuckDB's own client, the 20 clients'
+        wall time was not. 20 embedded clients, this engine and the one with three reads loaded
+        side by side in one process with DuckDB's own file (schema 1), 25 interleaved rounds, ms
+        per client (load 10-12): Q1.1 21.3 -> 19.4 (DuckDB 18.2), Q1.2 73.7 -> 63.9 (68.1), Q4.1
+        19.7 -> 19.0 (19.2), Q4.2 56.6 -> 51.3 (49.1). The one read left still costs: the same
+        clients with the version read taken out (a probe only: it is what makes an acknowledged
+        write visible), load 7-8: Q1.1 19.5 -> 16.3, Q4.1 23.6 -> 16.2, Q4.2 51.3 -> 41.6 ms
+        (DuckDB 18.9, 21.2, 62.5); a connection per thread for it gained nothing. So the read is
+        `Catalog.version_held`: SQLite's C API called with the interpreter's lock kept. The three
+        engines side by side with DuckDB's file, 20 clients, 25 interleaved rounds, ms per client
+        (load 5-6), three reads / one read / one read holding the lock (DuckDB): Q1.1 21.2 / 20.0 /
+        19.1 (20.1), Q1.2 80.6 / 65.2 / 58.3 (73.6), Q4.1 20.8 / 19.4 / 16.8 (19.1), Q4.2 45.0 /
+        40.6 / 34.7 (46.8)."""
         local = self._local
         rels = getattr(local, "rels", None)
         if not rels or getattr(local, "cur", None) is None:
@@ -848,8 +868,6 @@ class QueryEngine:
         rel = rels.get(query)
         generation = local.txn
         if rel is None or generation is None or generation != self._generation:
-            return False
-        if self.store.catalog.version() != self._catalog_version:
             return False
         lowered = query.lower()
         if _mentions_th(lowered):
@@ -859,11 +877,23 @@ class QueryEngine:
                 return False
         except RuntimeError:  # (changed while listed: a refresh is under way)
             return False
+        read_at = set()  # the catalog versions the WAL listings' signatures rest on
         for info in self._live_traces:
             name = info.name.lower()
-            mentioned = name in lowered and name not in RESERVED_TRACE_NAMES
-            if mentioned and self.store.cut(info).signature != self._trace_sigs.get(info.name):
+            if name not in lowered or name in RESERVED_TRACE_NAMES:
+                continue
+            sig = self.store.wal_signature(info)  # (another process's trace: no catalog read)
+            if sig is None:
+                sig = self.store.cut(info).signature  # (this process's writer: its tail's version)
+            else:
+                read_at.add(sig[0])
+            if sig != self._trace_sigs.get(info.name):
                 return False
+        # The one catalog read, after the listings: a version unchanged since the one the listings
+        # rest on proves each listing whole (`Store.wal_signature`).
+        version = self.store.catalog.version_held()
+        if version != self._catalog_version or any(v != version for v in read_at):
+            return False
         if generation != self._generation:
             return False
         local.per_query, local.query, local.plain = [], query, True

@@ -819,6 +819,34 @@ class Store:
                 continue  # a checkpoint registered a file after our snapshot and dropped it: look again
         raise TracehouseError(f"trace {info.name!r}: its WAL kept changing under 100 consistent reads")
 
+    def wal_signature(self, info: TraceInfo) -> tuple | None:
+        """`cut(info).signature` as it is now if the catalog is still at the version `cut` last read
+        for the trace, found without reading the catalog: that version, covered WAL number and types
+        with a fresh look at the WAL files. None for a trace a writer of this process holds, one not
+        cut yet, or a WAL file that vanished while listed (`cut` then says). The caller reads the
+        catalog's version after this and trusts the signature only when that version is the
+        signature's (`[0]`): no catalog transaction ran from that read to the listing's end, so the
+        listing saw one catalog state (files are dropped only after a transaction moved the covered
+        number past them), as `_wal_view`'s read after its listing proves.
+
+        Why: a query over an unchanged store (store/query.py `_kept`) read the version three times
+        (`_kept`, and before and after `_wal_view`'s listing), and each read of the shared SQLite
+        connection lets go of the interpreter's lock and waits for it again: one read is enough."""
+        if info.id in self._writers:
+            return None
+        key = (info.id, info.created)
+        cached = self._cut_catalog.get(key)
+        if cached is None:
+            return None
+        version, types, _segs, covered = cached
+        try:
+            files = walmod.uncovered_files(
+                self.path / "traces" / str(info.id) / "wal", covered, self._wal_files.get(key)
+            )
+        except FileNotFoundError:
+            return None
+        return (version, ("wal", (covered, files)), tuple(types))
+
     def check_pages(self, trace: str) -> None:
         """Every page of the trace's segments against its CRC (`segments.check_pages`); raises
         StoreDamaged naming the first damaged file (export runs it: DuckDB does not check)."""
