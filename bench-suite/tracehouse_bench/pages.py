@@ -227,10 +227,15 @@ def headline(result: dict) -> list[list]:
     for name, fn in HEADLINES:
         ex = result.get("experiments", {}).get(name)
         if isinstance(ex, dict):
-            load = ex.get("loadavg_before")
             for row in fn(ex):
-                out.append(row + [load])
+                out.append(row + [_load(ex)])
     return out
+
+
+def _load(ex: dict) -> float | None:
+    """An experiment's 1-minute load average before it (a bench's own run() keeps all three)."""
+    load = ex.get("loadavg_before")
+    return load[0] if isinstance(load, list | tuple) else load
 
 
 def _ratio(r: float) -> str:
@@ -249,7 +254,7 @@ def current(bench_dir: Path) -> list[tuple[Path, dict, list]]:
         for d, result in full or kept[:1]:
             ex = result.get("experiments", {}).get(name)
             if isinstance(ex, dict):
-                out += [(d, result, row + [ex.get("loadavg_before")]) for row in fn(ex)]
+                out += [(d, result, row + [_load(ex)]) for row in fn(ex)]
                 break
     return out
 
