@@ -107,7 +107,8 @@ def _reads(ex: dict) -> list[list]:
                 continue
             rows.append(
                 [
-                    f"QoS reads Q1-Q5 ({variant}), {t['cases']} case{'s' if t['cases'] > 1 else ''}, {n} "
+                    f"QoS reads Q1-Q5 ({'tracehouse served, HTTP' if variant == 'tracehouse' else variant}), "
+                    f"{t['cases']} case{'s' if t['cases'] > 1 else ''}, {n} "
                     f"client{'s' if n > 1 else ''}, {ex.get('rows', 0):,} rows"
                     + (" (ratio: geometric mean over the cases)" if t["cases"] > 1 else ""),
                     f"{t['met']} of {t['cases']} met (at or under the best peer)"
