@@ -250,12 +250,29 @@ fn influx_raw<'py>(
 ) -> PyResult<Bound<'py, PyAny>> {
     let parts = parts_of(parts)?;
     let sel = self::selection(selection)?;
+    let (ans, ints) = run_raw(py, &parts, &sel, &fields, &int_fields, (descending, offset, limit), |ans, _| ans);
+    answer_to_py(py, ans, &ints)
+}
+
+/// `influx::raw` over `parts` and `sel`, then `then` with its answer and each output field's
+/// integer flag, the two together outside the interpreter's lock when the query is big; returns
+/// what `then` made and the flags. `page`: (descending, offset, limit).
+fn run_raw<T: Send>(
+    py: Python<'_>,
+    parts: &[Arc<Part>],
+    sel: &Selection,
+    fields: &[usize],
+    int_fields: &[bool],
+    page: (bool, usize, usize),
+    then: impl Send + FnOnce(Answer, &[bool]) -> T,
+) -> (T, Vec<bool>) {
+    let (descending, offset, limit) = page;
     let ints: Vec<bool> = fields.iter().map(|&f| int_fields.get(f).copied().unwrap_or(false)).collect();
     let refs: Vec<&Part> = parts.iter().map(|p| p.as_ref()).collect();
     let want = if limit == 0 { usize::MAX } else { offset.saturating_add(limit) };
     let big = sel.work(&refs, want) * fields.len().max(1) > DETACH_VALUES;
-    let ans = detach_if(py, big, || influx::raw(&refs, &sel, &fields, descending, offset, limit));
-    answer_to_py(py, ans, &ints)
+    let got = detach_if(py, big, || then(influx::raw(&refs, sel, fields, descending, offset, limit), &ints));
+    (got, ints)
 }
 
 /// A raw query as `influx_raw` runs it, answered as whole InfluxDB series, JSON text (one bytes
@@ -303,13 +320,8 @@ fn influx_raw_json<'py>(
             return Err(PyValueError::new_err(format!("outs: field {i} of {}", fields.len())));
         }
     }
-    let ints: Vec<bool> = fields.iter().map(|&f| int_fields.get(f).copied().unwrap_or(false)).collect();
-    let refs: Vec<&Part> = parts.iter().map(|p| p.as_ref()).collect();
-    let want = if limit == 0 { usize::MAX } else { offset.saturating_add(limit) };
-    let big = sel.work(&refs, want) * fields.len().max(1) > DETACH_VALUES;
-    let texts = detach_if(py, big, || {
-        let ans = influx::raw(&refs, &sel, &fields, descending, offset, limit);
-        influx::raw_series_json(&ans, epoch_div, &out, &ints, &producers, &tag_text, &prefixes)
+    let (texts, _) = run_raw(py, &parts, &sel, &fields, &int_fields, (descending, offset, limit), |ans, ints| {
+        influx::raw_series_json(&ans, epoch_div, &out, ints, &producers, &tag_text, &prefixes)
     });
     Ok(texts.iter().map(|b| PyBytes::new(py, b)).collect())
 }

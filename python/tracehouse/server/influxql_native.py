@@ -499,14 +499,14 @@ def _source(store, sel: Select, src: Source, now: int, epoch: str | None, tag_ke
     lo = I64_MIN if rng.lo is None else rng.lo
     parts = view.parts
     selection = (group_list, lo, I64_MAX if rng.hi is None else rng.hi, filters, present)
+    opening_key = ("openings", memo_key, sel.descending, src.name, tuple(names))  # (`_openings`)
     if calls:
         grid_hi = rng.hi if rng.hi is not None else now + 1
         dim = tr.dim
         one_selector = len(calls) == 1 and calls[0].name in SELECTORS and dim is None
         json_args = ()
         if raw_json:  # (whole series as JSON text, written in Rust: `_openings`)
-            opening_key = ("openings", memo_key, sel.descending, src.name, tuple(names))
-            json_args = (_openings(view, opening_key, gt, keys, names), EPOCH_DIVISORS[epoch] if epoch else 0)
+            json_args = (_openings(view, opening_key, src.name, gt, keys, names), EPOCH_DIVISORS[epoch] if epoch else 0)
         got = _core.influx_aggregate(
             parts,
             selection,
@@ -530,8 +530,8 @@ def _source(store, sel: Select, src: Source, now: int, epoch: str | None, tag_ke
             return [RawSeries(t) for t in got]
         group, times, _prod, values = got
     elif raw_json:
-        opening_key = ("openings", memo_key, sel.descending, src.name, tuple(names))
-        return _raw_json_series(view, selection, opening_key, gt, keys, names, outs, cols.ints, sel, epoch, tags_of)
+        prefixes = _openings(view, opening_key, src.name, gt, keys, names)
+        return _raw_json_series(view, selection, prefixes, outs, cols.ints, sel, epoch, tags_of)
     else:
         fidx = [i for k, i in outs if k == "field"]
         group, times, prod, fvalues = _core.influx_raw(
@@ -580,15 +580,17 @@ def _memo(view: _View, key: tuple, make):
     return got
 
 
-def _openings(view: _View, opening_key: tuple, gt: list[str], keys: list[tuple], names: list[str]) -> list[str]:
-    """Each group's series object as JSON text up to its `"values":` (name, tags, columns), kept
+def _openings(
+    view: _View, opening_key: tuple, name: str, gt: list[str], keys: list[tuple], names: list[str]
+) -> list[str]:
+    """Each group's series object as JSON text up to its `"values":` (`name`, tags, columns), kept
     with the columns' view under `opening_key` (the groups' memo key, which holds the GROUP BY
     tags, with the order, the measurement and the names)."""
 
     def make() -> list[str]:
         out = []
         for key in keys:
-            s: dict[str, Any] = {"name": opening_key[3]}
+            s: dict[str, Any] = {"name": name}
             if gt:
                 s["tags"] = dict(zip(gt, key))
             s["columns"] = ["time", *names]
@@ -599,7 +601,7 @@ def _openings(view: _View, opening_key: tuple, gt: list[str], keys: list[tuple],
     return _memo(view, opening_key, make)
 
 
-def _raw_json_series(view: _View, selection, opening_key, gt, keys, names, outs, ints, sel, epoch, tags_of) -> list:
+def _raw_json_series(view: _View, selection, prefixes, outs, ints, sel, epoch, tags_of) -> list:
     """The series of a raw query, each whole as JSON text (`RawSeries`) written by
     `_core.influx_raw_json`: no Arrow crossing and no Python object per row or series. What
     each producer's tags and each group's series opening are as JSON is kept with the columns'
@@ -620,7 +622,6 @@ def _raw_json_series(view: _View, selection, opening_key, gt, keys, names, outs,
         )
         louts.append((True, len(tag_text)))
         tag_text.append(text)
-    prefixes = _openings(view, opening_key, gt, keys, names)
     texts = _core.influx_raw_json(
         view.parts,
         selection,

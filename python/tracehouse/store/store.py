@@ -318,7 +318,7 @@ class Store:
                 log.warning("moved %s to %s: %s", rel, dest, why)
         self._delete_retired()
         for info in self.catalog.traces():
-            wal_dir = self.path / "traces" / str(info.id) / "wal"
+            wal_dir = self._wal_dir(info)
             if wal_dir.exists() and any(wal_dir.iterdir()):
                 w = self._writer(info)
                 if w.recovery.wal_files:
@@ -766,7 +766,7 @@ class Store:
         tails: dict[str, list[pa.RecordBatch]] = {}
         for name, batch in records:  # (records of a type the catalog does not list are never made)
             tails.setdefault(name, []).append(batch)
-        return scanmod.Cut(info, self.path, dict(types), list(segs), tails, (version, ("wal", wal_sig), tuple(types)))
+        return scanmod.Cut(info, self.path, dict(types), list(segs), tails, _wal_cut_signature(version, wal_sig, types))
 
     def _wal_view(self, info: TraceInfo, known: tuple | None = None):
         """The catalog version, event types and registered segments of a trace and the records of
@@ -779,7 +779,7 @@ class Store:
         uncovered WAL files, where reading types and segments took ~0.1 ms of its catalog
         and its Python objects (QoS Q1.1 in a query process; more for a trace of many segments)."""
         key = (info.id, info.created)
-        wal_dir = self.path / "traces" / str(info.id) / "wal"
+        wal_dir = self._wal_dir(info)
         version = self.catalog.version()
         for _ in range(100):
             cached = self._cut_catalog.get(key)
@@ -840,12 +840,13 @@ class Store:
             return None
         version, types, _segs, covered = cached
         try:
-            files = walmod.uncovered_files(
-                self.path / "traces" / str(info.id) / "wal", covered, self._wal_files.get(key)
-            )
+            files = walmod.uncovered_files(self._wal_dir(info), covered, self._wal_files.get(key))
         except FileNotFoundError:
             return None
-        return (version, ("wal", (covered, files)), tuple(types))
+        return _wal_cut_signature(version, (covered, files), types)
+
+    def _wal_dir(self, info: TraceInfo) -> Path:
+        return self.path / "traces" / str(info.id) / "wal"
 
     def check_pages(self, trace: str) -> None:
         """Every page of the trace's segments against its CRC (`segments.check_pages`); raises
@@ -879,7 +880,7 @@ class Store:
         if self._lock_fd is not None or _writer_alive(self.path):
             return None
         info = self.catalog.trace(trace)
-        wal_dir = self.path / "traces" / str(info.id) / "wal"
+        wal_dir = self._wal_dir(info)
         losses = []
         for n in walmod.iter_uncovered(wal_dir, info.wal_covered):
             path = walmod.wal_path(wal_dir, n)
@@ -1252,3 +1253,9 @@ def convert(table: pa.Table, output: str):
 
         return pl.from_arrow(table)
     raise BadInput(f"unknown output {output!r}", expected="arrow | pandas | polars")
+
+
+def _wal_cut_signature(version: int, wal: tuple, types) -> tuple:
+    """The signature of a cut read from the catalog and the WAL files (`Store._cut_of_wal`), as
+    `Store.wal_signature` predicts it: one shape for both, or `_kept` never matches."""
+    return (version, ("wal", wal), tuple(types))
