@@ -318,15 +318,15 @@ impl State {
                 }
             }
             Agg::First | Agg::Last => {
+                // (points of one time: the greater value, as InfluxDB's FloatFirstReduce and
+                // its kin pick; then the least or greatest (producer, seq))
                 let better = match self.best {
                     None => true,
-                    Some((_, bk)) => {
-                        if agg == Agg::First {
-                            key < bk
-                        } else {
-                            key > bk
-                        }
-                    }
+                    Some((b, bk)) if key.0 == bk.0 => match v.cmp(b) {
+                        Ordering::Equal => (agg == Agg::First) == (key < bk),
+                        o => o == Ordering::Greater,
+                    },
+                    Some((_, bk)) => (agg == Agg::First) == (key.0 < bk.0),
                 };
                 if better {
                     self.best = Some((v, key));

@@ -72,6 +72,16 @@ def points() -> str:
     # America 2023-11-05), for tz()
     for start in (DST_EU, DST_US):
         lines += [f"dst,site=a v={i % 17}i {start + i * 600}" for i in range(432)]
+    # points of one time in two series: first() and last() pick the greater value (false for
+    # first() of booleans), whichever series holds it
+    for t, (a, b) in enumerate(
+        [
+            (("1.5", "3i", "true", "x"), ("2.5", "1i", "false", "y")),
+            (("4.0", "9i", "false", "z"), ("0.5", "2i", "true", "w")),
+        ]
+    ):
+        for host, (v, n, ok, s) in (("a", a), ("b", b)):
+            lines.append(f'tie,host={host} v={v},n={n},ok={ok},s="{s}" {T0 + 10 * t}')
     return "\n".join(lines) + "\n"
 
 
@@ -181,6 +191,11 @@ def answers(both, q: str) -> tuple:
 # wrong answer here: DESC's series order, distinct's order and LIMIT, mode).
 R = f"time >= {T0}s AND time < {T0 + 1000}s"
 STATEMENTS = [
+    "SELECT first(v), last(v), first(n), last(n) FROM tie",
+    "SELECT first(ok), last(ok), first(s), last(s) FROM tie",
+    "SELECT first(v), host FROM tie",
+    "SELECT last(n), s FROM tie",
+    f"SELECT first(v), last(n) FROM tie WHERE time >= {T0}s AND time < {T0 + 30}s GROUP BY time(10s)",
     "SELECT * FROM cpu LIMIT 5",
     "SELECT value FROM cpu WHERE host = 'web1' LIMIT 5",
     "SELECT count(value), count(n), count(msg), count(ok) FROM cpu",

@@ -7,9 +7,8 @@ query).
 The store: 5 hosts of `cpu` (one without a region tag), an integer field `u` and a float field `f`
 (each null in some rows; floats are multiples of 1/4, so sums are exact in any order), in a
 checkpointed segment and an unflushed tail (the WAL of a running server, read by the in-process
-store as its tail). Timestamps differ between series (a host's are offset by its number in ns):
-DuckDB picks any of the points tied on time for first() and last(), the native path the one of
-least (time, producer, seq)."""
+store as its tail). Timestamps differ between series (a host's are offset by its number in ns);
+points of one time are checked against InfluxDB itself (test_influxdb_peer.py: the greater value)."""
 
 from __future__ import annotations
 

@@ -320,6 +320,13 @@ def _walk_calls(e, out: list, only=None) -> list:
     return out
 
 
+def _tie(selector: str, x: str, typ: str) -> str:
+    """What first()/last() prefer among points of one time, as InfluxDB's reducers do
+    (query/call_iterator.go `FloatFirstReduce` and its kin): the greater value, but for
+    first() of booleans false. The result is maximized beside the time."""
+    return f"(NOT {x})" if selector == "first" and typ == "bool" else x
+
+
 def _mode_sql(x: str, ts: str, typ: str) -> str:
     """InfluxDB's mode, as its engine computes it (query/call_iterator.go, *ModeReduceSlice), not
     as its documentation words it: booleans, true unless false is more frequent; other values
@@ -933,14 +940,14 @@ class Translator:
             "stddev": "CASE WHEN count({x}) = 1 THEN 'NaN'::DOUBLE ELSE stddev_samp({x}) END",
             "min": "min({x})",
             "max": "max({x})",
-            "first": "arg_min({x}, {ts}) {nn}",
-            "last": "arg_max({x}, {ts}) {nn}",
+            "first": "arg_max({x}, (-{ts}, {tie})) {nn}",
+            "last": "arg_max({x}, ({ts}, {tie})) {nn}",
         }
         if n == "mode":
             return _mode_sql(x, ts, typ)
         if n not in simple:
             raise QueryError(f"{n}() is not an aggregate here")
-        return simple[n].format(x=x, ts=ts, nn=nn)
+        return simple[n].format(x=x, ts=ts, nn=nn, tie=_tie(n, x, typ))
 
     def _percentile_list(self, c: Call, x: str) -> str:
         p = float(_number(c.args[1]))
@@ -972,8 +979,8 @@ class Translator:
         return {
             "min": f"arg_min_null({ref_sql}, ({x}, {ts})) {nn}",
             "max": f"arg_max_null({ref_sql}, ({x}, -{ts})) {nn}",
-            "first": f"arg_min_null({ref_sql}, {ts}) {nn}",
-            "last": f"arg_max_null({ref_sql}, {ts}) {nn}",
+            "first": f"arg_max_null({ref_sql}, (-{ts}, {_tie('first', x, _typ)})) {nn}",
+            "last": f"arg_max_null({ref_sql}, ({ts}, {_tie('last', x, _typ)})) {nn}",
         }[c.name]
 
     def _aggregate(self, fields: list[Field], names: list[str], calls: list[Call]) -> Plan:
