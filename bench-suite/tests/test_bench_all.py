@@ -191,3 +191,32 @@ def test_read_peers_narrow_the_reads_to_tracehouse_and_those_peers(private_dir):
     assert "beside duckdb only" in (out / "report.md").read_text()
     bad = _bench_all(private_dir, "--only", "reads", "--read-peers", "duckdb,oracle", "--out", str(out))
     assert bad.returncode != 0 and "unknown read peers ['oracle']" in bad.stderr
+
+
+def test_a_cell_over_its_budget_stops_at_3_rounds_unless_the_run_asks_for_the_protocols_5():
+    """The full run gives every reads cell the protocol's minimum rounds (`min_runs`), so no case
+    is left "not established" because a round cost more than the cell's budget."""
+    import duckdb
+
+    class Client:
+        def __init__(self) -> None:
+            self.con = duckdb.connect()
+
+        def fetch(self, sql: str):
+            return self.con.execute(sql).fetchall()
+
+        def close(self) -> None:
+            self.con.close()
+
+    pool = [qos_reads._ClientThread(Client())]
+    try:
+        variants = [(("duckdb", "a"), pool), (("duckdb", "b"), pool)]
+        slow = "SELECT count(*) FROM range(3000000) t(x) WHERE x % 7 = 1"
+        cut = qos_reads._rounds(variants, 1, lambda key: slow, budget_s=0.0, max_runs=8)
+        full = qos_reads._rounds(variants, 1, lambda key: slow, budget_s=0.0, max_runs=8, min_runs=5)
+    finally:
+        for c in pool:
+            c.close()
+    assert cut["rounds"] == 3
+    assert full["rounds"] == 5
+    assert all(len(v) == 5 for v in full["wall"].values())

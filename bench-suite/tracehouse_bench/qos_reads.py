@@ -165,11 +165,12 @@ def round_order(n: int, r: int) -> list[int]:
     return row[::-1] if n % 2 and (r // n) % 2 else row
 
 
-def _rounds(variants: list[tuple], n: int, sql_of, *, budget_s: float, max_runs: int) -> dict:
+def _rounds(variants: list[tuple], n: int, sql_of, *, budget_s: float, max_runs: int, min_runs: int = 3) -> dict:
     """`{key: [seconds per round]}` and `{key: [process CPU seconds per round]}`: every variant
     runs once per round, in `round_order`, so a change of the machine's load lands on
     every system alike. At least `stat_protocol.MIN_RUNS` rounds, at most `max_runs`, fewer only
-    when a round costs more than the cell's budget (`budget_s` per variant), never fewer than 3."""
+    when a round costs more than the cell's budget (`budget_s` per variant), never fewer than
+    `min_runs` (3; the full run gives `stat_protocol.MIN_RUNS`, so every cell has a verdict)."""
     wall: dict = {v[0]: [] for v in variants}
     cpu: dict = {v[0]: [] for v in variants}
     t0 = time.monotonic()
@@ -185,7 +186,7 @@ def _rounds(variants: list[tuple], n: int, sql_of, *, budget_s: float, max_runs:
         spent = time.monotonic() - t0
         if r >= stat_protocol.MIN_RUNS and spent >= budget:
             break
-        if r >= 3 and spent >= 3 * budget:
+        if r >= max(3, min_runs) and spent >= 3 * budget:
             break
     return {"wall": wall, "cpu": cpu, "rounds": r}
 
@@ -198,6 +199,7 @@ def run(
     cases=None,
     budget_s: float = 20.0,
     max_runs: int = 20,
+    min_runs: int = 3,
     workdir: str | Path,
     log=lambda s: None,
 ) -> dict:
@@ -262,7 +264,7 @@ def run(
                 if n > SEED_MAX_CLIENTS.get(case.name, n):
                     continue
                 # No discarded warm-up round: the row-count check just ran every query.
-                m = _rounds(variants, n, sqls.__getitem__, budget_s=budget_s, max_runs=max_runs)
+                m = _rounds(variants, n, sqls.__getitem__, budget_s=budget_s, max_runs=max_runs, min_runs=min_runs)
                 for (name, layout), _ in variants:
                     wall = m["wall"][(name, layout)]
                     st = stat_protocol.summary(wall)
