@@ -106,6 +106,8 @@ class Influxd:
             f'[http]\n  bind-address = "127.0.0.1:{self.port}"\n  log-enabled = false\n'
             "[monitor]\n  store-enabled = false\n"
             "[continuous_queries]\n  enabled = false\n"
+            # (unlimited by default; tracehouse refuses a filled answer past 1,000,000 windows)
+            "[coordinator]\n  max-select-buckets = 1000000\n"
         )
         self.proc = subprocess.Popen(
             [_influxd(), "-config", str(conf)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
@@ -288,6 +290,7 @@ STATEMENTS = [
     f"SELECT value FROM cpu WHERE time >= {T0}s AND time < {T0 + 30}s tz('Europe/Paris')",
     f"SELECT max(value) FROM cpu WHERE {R} GROUP BY time(1h, 10m) tz('Asia/Kathmandu')",
     "SELECT mean(value) FROM cpu GROUP BY time(1h) tz('Nowhere/City')",
+    "SELECT count(value) FROM cpu WHERE time >= 0s AND time < 2000000s GROUP BY time(1s)",
     *[
         f"SELECT sum(v), count(v) FROM dst WHERE time >= {lo}s AND time < {lo + 3 * 86400}s GROUP BY time({i}) tz('{z}')"
         for lo, zones in ((DST_EU, ("Europe/Paris", "Europe/London")), (DST_US, ("America/New_York",)))

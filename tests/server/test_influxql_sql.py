@@ -391,6 +391,26 @@ def test_several_statements_and_influxdb_errors(server):
     assert status == 400 and json.loads(body)["error"].startswith("error parsing query: found FROM, expected")
 
 
+def test_too_many_filled_windows_are_refused_with_influxdbs_text(server):
+    """A filled answer past max-select-buckets (1,000,000 windows) is refused, in InfluxDB's words:
+    counted before anything runs where the range has a start (as InfluxDB counts), else over the
+    series' first point; without a fill there is no grid and nothing to refuse."""
+    refused = "max-select-buckets limit exceeded: (2000000/1000000)"
+    assert q(server, "SELECT count(v) FROM m WHERE time >= 0s AND time < 2000000s GROUP BY time(1s)") == {
+        "statement_id": 0,
+        "error": refused,
+    }
+    assert q(server, f"SELECT count(v) FROM m WHERE time < {T0 + 2_000_000}s GROUP BY time(1s)") == {
+        "statement_id": 0,
+        "error": refused,
+    }
+    assert values(server, f"SELECT count(v) FROM m WHERE time < {T0 + 2_000_000}s GROUP BY time(1s) fill(none)")[0] == [
+        T0,
+        2,
+    ]
+    assert values(server, f"SELECT count(v) FROM m WHERE time < {T0 + 1_000_000}s GROUP BY time(1s)")[0] == [T0, 2]
+
+
 def test_from_regex_and_several_measurements_give_a_series_each(server):
     r = q(server, "SELECT count(*) FROM /./")
     assert [(s["name"], s["columns"], s["values"]) for s in r["series"]] == [

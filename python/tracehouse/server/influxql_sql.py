@@ -46,6 +46,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
+from ..errors import BadInput
 from ..jsonvalues import json_column
 from ..store.query import qident, qstr
 from .influxql_select import (
@@ -436,11 +437,20 @@ class Plan:
 def plan_table(plan: Plan, run_sql):
     """The rows of `plan` (an Arrow table) from `run_sql`: its `fast` SQL's when that says they are
     the answer (some rows, `_failing` 0: one statement, one snapshot), else its `sql`'s."""
-    if plan.fast is not None:
-        table = run_sql(plan.fast)
-        if table.num_rows and not table.column("_failing")[0].as_py():
-            return table
-    return run_sql(plan.sql)
+    try:
+        if plan.fast is not None:
+            table = run_sql(plan.fast)
+            if table.num_rows and not table.column("_failing")[0].as_py():
+                return table
+        return run_sql(plan.sql)
+    except BadInput as e:  # the windows' cap (`_filled`) fails inside DuckDB: give InfluxDB's own text
+        m = _BUCKETS_EXCEEDED.search(str(e))
+        if m is None:
+            raise
+        raise QueryError(m.group(0)) from None
+
+
+_BUCKETS_EXCEEDED = re.compile(r"max-select-buckets limit exceeded: \(\d+/\d+\)")
 
 
 class Translator:
@@ -1043,10 +1053,17 @@ class Translator:
         i = self.dim.interval
         lo = self._bucket(str(self.range.lo)) if self.range.lo is not None else self._bucket("min(time)")
         hi = str(self.range.hi) if self.range.hi is not None else str(self.now + 1)
+        if self.range.lo is not None:
+            # InfluxDB's count (query/compile.go) where the range's start is given: refused before
+            # anything runs, points or not; without a start, the grid's own check below
+            off = self.dim.offset % i
+            first = self.range.lo - (self.range.lo - off) % i
+            last = (int(hi) - 2) - (int(hi) - 2 - off) % i
+            if (last - first + i) // i > MAX_BUCKETS:
+                raise QueryError(f"max-select-buckets limit exceeded: ({(last - first + i) // i}/{MAX_BUCKETS})")
         cap = (
-            f"CASE WHEN ({hi} - lo) // {i} > {MAX_BUCKETS} THEN error('max-select-buckets limit exceeded: ' || "
-            f"(({hi} - lo) // {i})::VARCHAR || ' windows > {MAX_BUCKETS}; narrow the time range or widen the "
-            f"GROUP BY time interval') ELSE {hi} END"
+            f"CASE WHEN ({hi} - lo) // {i} > {MAX_BUCKETS} THEN error('max-select-buckets limit exceeded: (' || "
+            f"(({hi} - lo) // {i})::VARCHAR || '/{MAX_BUCKETS})') ELSE {hi} END"
         )
         series = ", ".join(tcols) if tcols else "NULL AS _s"
         first = "(SELECT min(time) AS lo FROM agg) b" if self.range.lo is None else f"(SELECT {lo} AS lo) b"
