@@ -734,8 +734,13 @@ impl Front {
         let mut scanned = 0usize; // bytes of buf[..filled] known to hold no '\n'
         loop {
             // Complete lines go to the dispatcher.
-            if let Some(i) = memchr::memrchr(b'\n', &r.buf[scanned..r.filled]) {
-                let end = scanned + i + 1;
+            // Whole lines end at a newline outside a string field (which may hold newlines).
+            let whole = match memchr::memrchr(b'\n', &r.buf[scanned..r.filled]) {
+                Some(_) => crate::ingest::lineproto::whole_lines(&r.buf[..r.filled], cfg.max_line),
+                None => 0,
+            };
+            if whole > 0 {
+                let end = whole;
                 let mut start = 0;
                 if discarding {
                     start = memchr::memchr(b'\n', &r.buf[..end]).map_or(end, |j| j + 1);

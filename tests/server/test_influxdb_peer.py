@@ -431,6 +431,8 @@ LINES = [
     " a=t,b=T,c=true,d=True,e=TRUE,f=f,g=FALSE" + TS,
     " v=tRUE" + TS,
     ' s="a \\"q\\" b",t="back\\\\slash",u="tab\\there"' + TS,
+    ' s="two\nlines",v=1' + TS,
+    ' s="open\n' + TS,
     " a=1e3,b=1.5E-2,c=.5,d=5.,e=-0" + TS,
     " v=NaN" + TS,
     "\\ space,t\\,k=a\\ b\\=c v=1" + TS,

@@ -106,6 +106,24 @@ def test_telegraf_socket_writer_session_lines_cut_across_packets(server):
     assert [json.loads(t[0]) for t in tags] == [{"cpu": "cpu-total", "host": "web 1"}]
 
 
+def test_a_string_field_with_newlines_cut_across_packets(server):
+    """A string field may hold newlines (InfluxDB 1.x reads them so): the line ends at the first
+    newline outside the string, wherever the packets cut it; a quote never closed is refused with
+    its line alone (the line after it is kept)."""
+    rng = random.Random(5)
+    s = server.tcp()
+    logs = [f'applog,host=h msg="entry {k}\nat line 2, \\"quoted\\"\n",k={k}i {1_700_000_000 + k}' for k in range(200)]
+    body = "\n".join(logs) + '\napplog,host=h msg="never closed 1\napplog,host=h k=999i 2\n'
+    send_in_pieces(s, body.encode(), rng, most=37)
+    s.shutdown(socket.SHUT_WR)
+    s.settimeout(10)
+    assert s.recv(100) == b""
+    s.close()
+    assert wait_for(server, 'SELECT count(*) FROM "lineproto".applog', [[201]]) == [[201]]
+    assert server.sql('SELECT msg FROM "lineproto".applog WHERE k = 7') == [['entry 7\nat line 2, "quoted"\n']]
+    assert server.sql('SELECT count(*) FROM "lineproto".applog WHERE k = 999') == [[1]]
+
+
 def test_influxdb_client_points_with_durable_offsets_and_ack_order(server):
     """Lines serialized by InfluxData's Python client; refused lines answered in line order."""
     from influxdb_client import Point, WritePrecision

@@ -15,7 +15,7 @@ use arrow_array::RecordBatch;
 
 use super::parser::{Attr, NewColumn, Problem, ProducerRow, Rejects};
 use super::table::{FastMap, PType};
-use crate::ingest::lineproto::{decode_many, Input, Limits, Precision, Producers, Schemas};
+use crate::ingest::lineproto::{decode_many, whole_lines, Input, Limits, Precision, Producers, Schemas};
 use crate::store::seqnum::SeqCounters;
 
 pub mod decl;
@@ -80,18 +80,22 @@ impl LineProtoParser {
         if self.stopped {
             return;
         }
-        match memchr::memrchr(b'\n', chunk) {
-            None => self.carry.extend_from_slice(chunk),
-            Some(nl) => {
-                if self.carry.is_empty() {
-                    self.decode(&chunk[..=nl]);
-                } else {
-                    let mut body = std::mem::take(&mut self.carry);
-                    body.extend_from_slice(&chunk[..=nl]);
-                    self.decode(&body);
-                }
-                self.carry.extend_from_slice(&chunk[nl + 1..]);
+        // (a string field may hold newlines: the cut is after the last line whose strings are closed)
+        if self.carry.is_empty() {
+            let whole = whole_lines(chunk, self.limits.max_line);
+            if whole > 0 {
+                self.decode(&chunk[..whole]);
             }
+            self.carry.extend_from_slice(&chunk[whole..]);
+        } else {
+            let mut body = std::mem::take(&mut self.carry);
+            body.extend_from_slice(chunk);
+            let whole = whole_lines(&body, self.limits.max_line);
+            if whole > 0 {
+                self.decode(&body[..whole]);
+            }
+            body.drain(..whole);
+            self.carry = body;
         }
     }
 

@@ -61,3 +61,25 @@ fn sniffer() {
     assert!(!sniff(b"{\"traceEvents\": []}"));
     assert!(!sniff(b""));
 }
+
+#[test]
+fn a_string_with_newlines_decodes_alike_at_any_chunking() {
+    let text: &[u8] = b"log,host=a msg=\"one\ntwo, \\\"three\\\"\n\" 1000\nlog,host=a msg=\"four\" 2000\nbad\n";
+    for size in [1, 2, 5, 11, text.len()] {
+        let mut p = LineProtoParser::new(Precision::Ns, false, 1 << 20);
+        for c in text.chunks(size) {
+            p.feed(c);
+        }
+        p.finish();
+        let batches = p.take_batches(true);
+        let msgs: Vec<String> = batches
+            .iter()
+            .flat_map(|(_, b)| {
+                let c = b.column_by_name("msg").unwrap().as_any().downcast_ref::<arrow_array::StringArray>().unwrap();
+                (0..c.len()).map(|i| c.value(i).to_string()).collect::<Vec<_>>()
+            })
+            .collect();
+        assert_eq!(msgs, ["one\ntwo, \"three\"\n", "four"], "chunks of {size}");
+        assert_eq!(ChunkParser::problems(&p).iter().map(|p| p.line).collect::<Vec<_>>(), [5], "chunks of {size}");
+    }
+}

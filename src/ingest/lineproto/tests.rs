@@ -422,3 +422,47 @@ fn a_repeated_field_key_keeps_its_last_value_as_influxdb_does() {
     assert_eq!(d.body.rows, 0);
     assert!(d.body.errors[0].message.contains("given twice with different types"), "{:?}", d.body.errors);
 }
+
+#[test]
+fn a_string_field_may_hold_newlines_as_influxdb_reads_them() {
+    let body = "log,host=a msg=\"first\nsecond\\\"\nthird\",n=1i 1\nlog,host=a msg=\"plain\" 2\nlog n=x 3\n";
+    let (d, _s, _p) = run(body);
+    assert_eq!((d.body.lines, d.body.rows), (3, 2));
+    // the bad line is counted as an editor shows it: line 5 (the first string spans lines 1-3)
+    assert_eq!(d.body.errors.iter().map(|e| e.line).collect::<Vec<_>>(), vec![5]);
+    let (_, b) = &d.batches[0];
+    let msg = col::<StringArray>(b, "msg");
+    assert_eq!((msg.value(0), msg.value(1)), ("first\nsecond\"\nthird", "plain"));
+    assert_eq!(col::<Int64Array>(b, "n").value(0), 1);
+}
+
+#[test]
+fn an_unmatched_quote_is_refused_alone_and_the_next_lines_are_kept() {
+    let (d, _s, _p) = run("m s=\"open 1\nm v=1 2\nm v=2 3\n");
+    assert_eq!((d.body.lines, d.body.rows), (3, 2));
+    assert_eq!(d.body.errors.iter().map(|e| e.line).collect::<Vec<_>>(), vec![1]);
+}
+
+#[test]
+fn line_end_follows_influxdbs_scan_line() {
+    for (buf, want) in [
+        (&b"m v=1\nm v=2"[..], 5),
+        (b"m s=\"a\nb\" 1\nx", 11),
+        (b"m,t=\"a\nb v=1", 6),        // a quote in a tag is no string
+        (b"m s=\"a\\\"\nb\" 1\n", 13), // an escaped quote does not close it
+        (b"m a=1,s=\"x\ny\"\n", 13),
+        (b"m s=\"open\nm v=1", 9), // never closed: the first newline
+        (b"no newline", 10),
+    ] {
+        assert_eq!(line_end(buf), want, "{:?}", String::from_utf8_lossy(buf));
+    }
+}
+
+#[test]
+fn whole_lines_holds_back_a_line_whose_string_is_open() {
+    assert_eq!(whole_lines(b"m v=1\nm v=2", 100), 6);
+    assert_eq!(whole_lines(b"m v=1\nm s=\"a\nb", 100), 6); // the string may close in the next bytes
+    assert_eq!(whole_lines(b"m v=1\nm s=\"a\nb\" 1\n", 100), 18);
+    assert_eq!(whole_lines(b"m s=\"a\nb", 3), 7); // longer than a line may be: ends at its newline
+    assert_eq!(whole_lines(b"no newline", 100), 0);
+}
