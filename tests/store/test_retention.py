@@ -202,3 +202,30 @@ def test_influxql_retention_policies_are_applied(tmp_path):
         assert s.sql("SELECT count(*) FROM d.m")[0][0] == 2
     finally:
         assert s.stop() == 0
+
+
+def test_a_retention_policy_that_is_not_the_default_deletes_nothing(tmp_path):
+    """In InfluxDB a non-default policy holds only the writes that name it (a downsampling
+    script's `CREATE RETENTION POLICY one_hour ON telegraf DURATION 1h REPLICATION 1`): the
+    database's rows are not its rows. tracehouse keeps one policy per database, so such a policy
+    is not applied (a warning says so) rather than deleting every row older than an hour."""
+    s = Server(tmp_path / "store", "--quiet")
+    try:
+        now_s = time.time_ns() // 10**9
+        assert s.write(f"m,h=a v=1i {now_s - 5 * 3600}\nm,h=a v=2i {now_s}", bucket="d", precision="s")[0] == 204
+        r = influx(s, "CREATE RETENTION POLICY one_hour ON d DURATION 1h REPLICATION 1")["results"][0]
+        assert "'one_hour' is not applied" in r["messages"][0]["text"]
+        pol = influx(s, "SHOW RETENTION POLICIES ON d")["results"][0]["series"][0]
+        assert pol["values"] == [["autogen", "0s", "168h0m0s", 1, True]]
+        assert s.write(f"m,h=a v=3i {now_s - 4 * 3600}", bucket="d", precision="s")[0] == 204
+        time.sleep(1.5)  # a checkpoint and a compaction: a 1 h retention would have dropped two rows
+        assert s.sql("SELECT count(*) FROM d.m")[0][0] == 3
+        # the database's own policy again: nothing; with another duration: InfluxDB's error
+        assert influx(s, "CREATE RETENTION POLICY autogen ON d DURATION INF REPLICATION 1")["results"][0] == {
+            "statement_id": 0
+        }
+        r = influx(s, "CREATE RETENTION POLICY autogen ON d DURATION 2h REPLICATION 1")["results"][0]
+        assert r["error"] == "retention policy already exists"
+        assert s.sql("SELECT count(*) FROM d.m")[0][0] == 3
+    finally:
+        assert s.stop() == 0

@@ -36,9 +36,10 @@ Decisions:
   Chrome ...) is refused, with `tracehouse rm` named. Like every request, it needs the
   server's token when one is set; every drop is logged with the client's address.
 - A database has one retention policy, the trace's retention (store/compact.py: whole
-  segments older than its duration are dropped); `CREATE DATABASE ... WITH DURATION` and
-  CREATE/ALTER RETENTION POLICY set it, DROP RETENTION POLICY is refused (it would delete the
-  data). `REPLICATION` above 1 is accepted with a warning message (one node); time conditions
+  segments older than its duration are dropped); `CREATE DATABASE ... WITH DURATION`, CREATE
+  RETENTION POLICY ... DEFAULT and ALTER RETENTION POLICY set it; a CREATE without DEFAULT is
+  not applied (in InfluxDB it holds only the writes that name it, not the database's rows);
+  DROP RETENTION POLICY is refused (it would delete the data). `REPLICATION` above 1 is accepted with a warning message (one node); time conditions
   in a `SHOW` statement's WHERE are not applied (warning): the whole trace is listed.
 - As in InfluxDB, a statement that fails stops the rest of the request (they answer
   "not executed"), and write statements sent with GET carry InfluxDB's deprecation warning.
@@ -1026,7 +1027,23 @@ class Executor:
     def _create_retention_policy(self, st: Statement, messages) -> None:
         db = self._db(st)
         rp = st.options["rp_name"]
-        current, _dur, _meta = self._policy(db)
+        current, dur, _meta = self._policy(db)
+        if current == rp:  # InfluxDB: the same policy again is nothing, a different one an error
+            if st.options["duration"] != dur:
+                raise StatementError("retention policy already exists")
+            return None
+        if not st.options.get("default"):
+            # In InfluxDB a policy that is not the default holds only the writes that name it: the
+            # database's rows keep their own. Applied here, its duration would delete them.
+            messages.append(
+                {
+                    "level": "warning",
+                    "text": f"retention policy {rp!r} is not applied: tracehouse keeps one retention policy per "
+                    f"database, {current!r} on {db!r}, and writes naming {rp!r} are kept under it; "
+                    f"CREATE RETENTION POLICY ... DEFAULT or ALTER RETENTION POLICY {current} sets it",
+                }
+            )
+            return None
         if current != rp:
             messages.append(
                 {
