@@ -226,6 +226,10 @@ def test_a_retention_policy_that_is_not_the_default_deletes_nothing(tmp_path):
         }
         r = influx(s, "CREATE RETENTION POLICY autogen ON d DURATION 2h REPLICATION 1")["results"][0]
         assert r["error"] == "retention policy already exists"
+        # nor does CREATE DATABASE change an existing database's policy (InfluxDB's error)
+        r = influx(s, "CREATE DATABASE d WITH DURATION 1h")["results"][0]
+        assert r["error"] == "retention policy conflicts with an existing policy"
+        assert influx(s, "CREATE DATABASE d WITH DURATION INF; CREATE DATABASE d")["results"][1] == {"statement_id": 1}
         assert s.sql("SELECT count(*) FROM d.m")[0][0] == 3
     finally:
         assert s.stop() == 0

@@ -994,11 +994,21 @@ class Executor:
                     "node (each write is durable on its disk before 204)",
                 }
             )
+        wants_policy = "duration" in st.options or "rp_name" in st.options
+        if wants_policy:
+            try:
+                current, dur, _meta = self._policy(name)
+            except NotFound:
+                pass
+            else:  # InfluxDB: an existing database's policy is not changed by CREATE DATABASE
+                if st.options.get("rp_name", current) != current or st.options.get("duration", dur) != dur:
+                    raise StatementError("retention policy conflicts with an existing policy")
+                return None
         try:
             self.ingestor.trace(name, create=True)
         except BadInput as e:
             raise StatementError(f"invalid name: {e}") from None
-        if "duration" in st.options or "rp_name" in st.options:
+        if wants_policy:
             self._set_policy(name, st.options.get("rp_name"), st.options.get("duration"), st.options)
         return None
 
