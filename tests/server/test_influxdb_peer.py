@@ -291,6 +291,13 @@ STATEMENTS = [
     f"SELECT max(value) FROM cpu WHERE {R} GROUP BY time(1h, 10m) tz('Asia/Kathmandu')",
     "SELECT mean(value) FROM cpu GROUP BY time(1h) tz('Nowhere/City')",
     "SELECT count(value) FROM cpu WHERE time >= 0s AND time < 2000000s GROUP BY time(1s)",
+    "SELECT top(value, host, 2) FROM cpu",
+    "SELECT bottom(value, host, 2) FROM cpu",
+    "SELECT top(n, host, dc, 3) FROM cpu",
+    f"SELECT top(value, host, 2) FROM cpu WHERE {R} GROUP BY time(10m)",
+    "SELECT bottom(n, dc, 1) FROM cpu GROUP BY host",
+    "SELECT top(value, 2, host) FROM cpu",
+    "SELECT top(value) FROM cpu",
     *[
         f"SELECT sum(v), count(v) FROM dst WHERE time >= {lo}s AND time < {lo + 3 * 86400}s GROUP BY time({i}) tz('{z}')"
         for lo, zones in ((DST_EU, ("Europe/Paris", "Europe/London")), (DST_US, ("America/New_York",)))

@@ -686,7 +686,15 @@ class Translator:
         if want is None:
             raise QueryError(f"undefined function {c.name}()")
         lo, hi = want if isinstance(want, tuple) else (want, want)
-        if not lo <= len(c.args) <= hi:
+        if c.name in ("top", "bottom"):  # top(field, [tag, ...,] N): the greatest of each tag value
+            if len(c.args) < 2:
+                raise QueryError(f"invalid number of arguments for {c.name}, expected at least 2, got {len(c.args)}")
+            if not (isinstance(c.args[-1], Literal) and isinstance(_number(c.args[-1]), int)):
+                raise QueryError(f"expected integer as last argument in {c.name}(), found {describe(c.args[-1])}")
+            for a in c.args[1:-1]:
+                if not isinstance(a, VarRef):
+                    raise QueryError(f"only fields or tags are allowed in {c.name}(), found {describe(a)}")
+        elif not lo <= len(c.args) <= hi:
             expected = f"{lo}" if lo == hi else f"{lo} or {hi}"
             raise QueryError(f"invalid number of arguments for {c.name}, expected {expected}, got {len(c.args)}")
         arg = c.args[0]
@@ -703,7 +711,7 @@ class Translator:
             kind = "string" if typ == "string" else "boolean"
             raise QueryError(f"unsupported {c.name} iterator type: {kind} field {arg.name!r}")
         if c.name in ("percentile", "top", "bottom"):
-            n = _number(c.args[1])
+            n = _number(c.args[-1])
             if c.name != "percentile" and (not isinstance(n, int) or n <= 0):
                 raise QueryError(f"limit ({n}) in {c.name} function must be at least 1")
             if c.name != "percentile" and self.st.limit and n > self.st.limit:
@@ -1305,17 +1313,37 @@ class Translator:
             )
             sql = self._paged(inner, ["_o0", "v0"])
             return Plan(sql, self.src.name, self.group_tags, [name], [FIELD_TYPE_NAMES.get(typ, "")])
-        n = int(_number(c.args[1]))
+        n = int(_number(c.args[-1]))
         direction = "DESC" if c.name == "top" else "ASC"
         # (the expressions, not their aliases: PARTITION BY binds the view's columns first)
-        part = ", ".join([self.tag_sql(k) for k in self.group_tags] + [bucket]) if tcols or self.dim else "NULL"
+        group = [self.tag_sql(k) for k in self.group_tags] + [bucket]
+        part = ", ".join(group) if tcols or self.dim else "NULL"
+        # top(field, tag, ..., N), as InfluxDB builds it (query/select.go): the max (bottom: min)
+        # point of each value of the tags named, in each series and window, its time the
+        # earliest of equal values; then the N greatest of those, each with its tags as columns
+        # (a series without the tag groups as "" and shows null, as InfluxDB's)
+        keys = c.args[1:-1]
+        vals = ["v0"] + [f"v{i + 1}" for i in range(len(keys))]
+        picked = [f"{self.ref(k)[0]} AS v{i + 1}" for i, k in enumerate(keys)]
+        relation = self.src.relation
+        where = self.where_sql([f"{x} IS NOT NULL"])
+        if keys:
+            by_tag = ", ".join(group + [self.tag_sql(k.name) for k in keys if self.ref(k)[1] == "tag"])
+            relation = (
+                f"(SELECT * EXCLUDE (_m) FROM (SELECT *, row_number() OVER (PARTITION BY {by_tag} "
+                f"ORDER BY {x} {direction}, {ts}) AS _m FROM {relation}{where}) WHERE _m = 1)"
+            )
+            where = ""
         ranked = (
-            f"SELECT {', '.join(tags + [f'{bucket} AS _b', f'{ts} AS time', f'{x} AS v0'])}, "
+            f"SELECT {', '.join(tags + [f'{bucket} AS _b', f'{ts} AS time', f'{x} AS v0'] + picked)}, "
             f"row_number() OVER (PARTITION BY {part} ORDER BY {x} {direction}, {ts}) AS _k "
-            f"FROM {self.src.relation}{self.where_sql([f'{x} IS NOT NULL'])}"
+            f"FROM {relation}{where}"
         )
-        inner = f"SELECT {', '.join(tcols + ['time', 'v0'])} FROM ({ranked}) WHERE _k <= {n}"
-        return Plan(self._paged(inner), self.src.name, self.group_tags, [name], [FIELD_TYPE_NAMES.get(typ, "")])
+        inner = f"SELECT {', '.join(tcols + ['time'] + vals)} FROM ({ranked}) WHERE _k <= {n}"
+        types = [FIELD_TYPE_NAMES.get(typ, "")] + [
+            "string" if self.ref(k)[1] == "tag" else FIELD_TYPE_NAMES.get(self.ref(k)[1], "") for k in keys
+        ]
+        return Plan(self._paged(inner), self.src.name, self.group_tags, [name] + [k.name for k in keys], types)
 
 
 def _unique(names: list[str]) -> list[str]:
