@@ -291,6 +291,16 @@ STATEMENTS = [
     f"SELECT max(value) FROM cpu WHERE {R} GROUP BY time(1h, 10m) tz('Asia/Kathmandu')",
     "SELECT mean(value) FROM cpu GROUP BY time(1h) tz('Nowhere/City')",
     "SELECT count(value) FROM cpu WHERE time >= 0s AND time < 2000000s GROUP BY time(1s)",
+    # one point at the range's start: a float integral of 0 (the reducer's window starts at 0), none for integers
+    f"SELECT integral(value) FROM cpu WHERE time >= {T0 + 1430}s AND time < {T0 + 1431}s GROUP BY host",
+    f"SELECT integral(n) FROM cpu WHERE time >= {T0 + 1430}s AND time < {T0 + 1431}s",
+    "SELECT percentile(value, 50), host, n FROM cpu",
+    # each call's windows filled apart: a window of n's points without value's is filled for mean(value)
+    f"SELECT sum(n), mean(value) FROM cpu WHERE {R} GROUP BY time(30s), host fill(previous)",
+    f"SELECT count(value), max(value), sum(n) FROM cpu WHERE {R} GROUP BY time(30s) fill(-1)",
+    # fill(linear) counts times in intervals: 385 -> 7 over 3 windows reads 133 at the second
+    f"SELECT sum(n) FROM cpu WHERE time >= {T0 - 100}s AND time < {T0 + 673}s GROUP BY time(30s), * fill(linear)",
+    f"SELECT sum(n), mean(value) FROM cpu WHERE time >= {T0 - 100}s AND time < {T0 + 673}s GROUP BY time(30s), * fill(linear) ORDER BY time DESC",
     "SELECT top(value, host, 2) FROM cpu",
     "SELECT bottom(value, host, 2) FROM cpu",
     "SELECT top(n, host, dc, 3) FROM cpu",
@@ -375,9 +385,12 @@ def raw_and_selector_statements(draw):
         q = f"SELECT {sel}({field}){beside} FROM cpu WHERE {where}{group}"
     elif kind == "percentile":  # (InfluxDB 1.8 answers no series at all when one selects no point)
         p = draw(st.sampled_from([1, 25, 50, 90, 99.9, 100]))
-        q = f"SELECT percentile({draw(st.sampled_from(['value', 'n']))}, {p}) FROM cpu WHERE {where}"
+        # (of the float field: among equal values InfluxDB's unstable sort picks a point by chance)
+        beside = draw(st.sampled_from(["", ", host", ", n, msg"]))
+        q = f"SELECT percentile(value, {p}){beside} FROM cpu WHERE {where}"
     elif kind == "topbottom":
-        q = f"SELECT {draw(st.sampled_from(['top', 'bottom']))}(value, {draw(st.integers(1, 4))}) FROM cpu WHERE {where}{group}"
+        tags = draw(st.sampled_from(["", "host, ", "dc, ", "host, dc, "]))
+        q = f"SELECT {draw(st.sampled_from(['top', 'bottom']))}({draw(st.sampled_from(['value', 'n']))}, {tags}{draw(st.integers(1, 4))}) FROM cpu WHERE {where}{group}"
     else:
         inner = draw(st.sampled_from(["mean(value) AS m", "max(n) AS m", "count(value) AS m"]))
         q = (

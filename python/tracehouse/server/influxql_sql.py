@@ -642,11 +642,7 @@ class Translator:
                 raise QueryError("GROUP BY requires at least one aggregate function")
             return self._raw(fields, names)
         outside = [r for f in fields for r in _refs_outside_calls(f.expr, [])]
-        bare_selector = (
-            len(calls) == 1
-            and calls[0].name in ("min", "max", "first", "last")
-            and any(isinstance(f.expr, Call) for f in fields)
-        )
+        bare_selector = len(calls) == 1 and calls[0].name in SELECTORS and any(isinstance(f.expr, Call) for f in fields)
         if outside and not bare_selector:
             raise QueryError("mixing aggregate and non-aggregate queries is not supported")
         multi = [c for c in calls if c.name in MULTI_ROW]
@@ -967,11 +963,13 @@ class Translator:
             raise QueryError(f"{n}() is not an aggregate here")
         return simple[n].format(x=x, ts=ts, nn=nn, tie=_tie(n, x, typ))
 
-    def _percentile_list(self, c: Call, x: str) -> str:
+    def _percentile_list(self, c: Call, x: str, beside: str | None = None) -> str:
         p = float(_number(c.args[1]))
-        # nearest rank (InfluxDB): index floor(n * p / 100 + 0.5), 1-based; out of range: null
+        # nearest rank (InfluxDB): index floor(n * p / 100 + 0.5), 1-based; out of range: null;
+        # `beside`: a field or tag's value at that point (`.r`)
+        r = f", 'r': {beside}" if beside is not None else ""
         return (
-            f"list_sort(list({{'v': {x}, 't': {self.src.time}}}) FILTER (WHERE {x} IS NOT NULL))"
+            f"list_sort(list({{'v': {x}, 't': {self.src.time}{r}}}) FILTER (WHERE {x} IS NOT NULL))"
             f"[CAST(floor(count({x}) * {p!r} / 100.0 + 0.5) AS BIGINT)]"
         )
 
@@ -994,6 +992,8 @@ class Translator:
         x, _typ, _d = self._arg(c)
         ts = self.src.time
         nn = f"FILTER (WHERE {x} IS NOT NULL)"  # (the _null forms: a NULL there is the point's value)
+        if c.name == "percentile":
+            return f"({self._percentile_list(c, x, ref_sql)}).r"
         return {
             "min": f"arg_min_null({ref_sql}, ({x}, {ts})) {nn}",
             "max": f"arg_max_null({ref_sql}, ({x}, -{ts})) {nn}",
@@ -1012,6 +1012,10 @@ class Translator:
                 joins.append((f"a{i}", self._integral(c, bucket)))
             else:
                 aggs.append(f"{self._agg_sql(c)} AS a{i}")
+                if self.dim is not None and self.st.fill in ("value", "previous", "linear"):
+                    # whether this call's field has points in the window: InfluxDB fills each
+                    # call's windows apart (a window of another field's points is filled here)
+                    aggs.append(f"count({self._arg(c)[0]}) > 0 AS p{i}")
         one_selector = (
             len(calls) == 1
             and calls[0].name in SELECTORS
@@ -1089,38 +1093,44 @@ class Translator:
         order = "time DESC" if self.st.descending else "time"
         out = []
         for k, (f, v) in enumerate(zip(fields, values)):
-            out.append(f"{self._fill(f, v, part, order)} AS v{k}")
+            col = self.agg_col.get(id(f.expr)) if isinstance(f.expr, Call) and f.expr.name != "integral" else None
+            present = f"coalesce(p{col[1:]}, false)" if col else "_present IS NOT NULL"
+            out.append(f"{self._fill(f, v, part, order, present)} AS v{k}")
         return f"WITH agg AS ({agg_sql})\nSELECT {', '.join(tcols + ['time'] + out)} FROM ({joined})"
 
-    def _fill(self, f: Field, v: str, part: str, order: str) -> str:
+    def _fill(self, f: Field, v: str, part: str, order: str, present: str = "_present IS NOT NULL") -> str:
+        """`v` filled where `present` (the field's points are in the window) is false."""
         mode = self.st.fill
         if mode == "null":
             if isinstance(f.expr, Call) and f.expr.name == "count":
                 return f"CASE WHEN _present IS NULL THEN 0 ELSE {v} END"
             return v
         if mode == "value":
-            return f"CASE WHEN _present IS NULL THEN {self.st.fill_value!r} ELSE {v} END"
+            return f"CASE WHEN NOT ({present}) THEN {self.st.fill_value!r} ELSE {v} END"
         w = f"PARTITION BY {part} ORDER BY {order}"
         if mode == "previous":
             return (
-                f"CASE WHEN _present IS NULL THEN last_value(CASE WHEN _present IS NOT NULL THEN {v} END IGNORE NULLS) "
+                f"CASE WHEN NOT ({present}) THEN last_value(CASE WHEN {present} THEN {v} END IGNORE NULLS) "
                 f"OVER ({w} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING) ELSE {v} END"
             )
-        # linear: between the windows with points before and after, by time (ascending)
-        wa = f"PARTITION BY {part} ORDER BY time"
-        pv = f"last_value(CASE WHEN _present IS NOT NULL THEN {v} END IGNORE NULLS) OVER ({wa} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
-        pt = f"last_value(CASE WHEN _present IS NOT NULL AND {v} IS NOT NULL THEN time END IGNORE NULLS) OVER ({wa} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
-        nv = f"first_value(CASE WHEN _present IS NOT NULL THEN {v} END IGNORE NULLS) OVER ({wa} ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING)"
-        nt = f"first_value(CASE WHEN _present IS NOT NULL AND {v} IS NOT NULL THEN time END IGNORE NULLS) OVER ({wa} ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING)"
-        interp = f"{pv} + ({nv} - {pv}) * (CAST(time - {pt} AS DOUBLE) / ({nt} - {pt}))"
+        # linear: between the windows with points before and after in the output's order, as
+        # InfluxDB's fill iterator (query/iterator.gen.go) runs: times counted in intervals
+        # (time / interval, Go's truncating division), m*x + b with the slope first (linearFloat,
+        # linearInteger: 385 -> 7 over 3 windows gives 133 at the second, 132.99999999999997
+        # counted in ns), integers truncated
+        wa = w
+        pv = f"last_value(CASE WHEN {present} THEN {v} END IGNORE NULLS) OVER ({wa} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
+        pt = f"last_value(CASE WHEN {present} AND {v} IS NOT NULL THEN time END IGNORE NULLS) OVER ({wa} ROWS BETWEEN UNBOUNDED PRECEDING AND 1 PRECEDING)"
+        nv = f"first_value(CASE WHEN {present} THEN {v} END IGNORE NULLS) OVER ({wa} ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING)"
+        nt = f"first_value(CASE WHEN {present} AND {v} IS NOT NULL THEN time END IGNORE NULLS) OVER ({wa} ROWS BETWEEN 1 FOLLOWING AND UNBOUNDED FOLLOWING)"
+        i = self.dim.interval
+        slope = f"(CAST({nv} - {pv} AS DOUBLE) / CAST(({nt}) // {i} - ({pt}) // {i} AS DOUBLE))"
+        x = f"CAST(time // {i} - ({pt}) // {i} AS DOUBLE)"
+        interp = f"({slope} * {x} + CAST({pv} AS DOUBLE))"
         if self._int_result(f):
-            # Go's linearInteger: int64(m*x + b), the slope first and the sum truncated (DuckDB's
-            # cast rounds: 1.5 between counts 1 and 2 read 2 where InfluxDB answers 1)
-            interp = (
-                f"CAST(trunc(CAST({nv} - {pv} AS DOUBLE) / CAST({nt} - {pt} AS DOUBLE) "
-                f"* CAST(time - {pt} AS DOUBLE) + CAST({pv} AS DOUBLE)) AS BIGINT)"
-            )
-        return f"CASE WHEN _present IS NULL THEN {interp} ELSE {v} END"
+            # (DuckDB's cast rounds: 1.5 between counts 1 and 2 read 2 where InfluxDB answers 1)
+            interp = f"CAST(trunc{interp} AS BIGINT)"
+        return f"CASE WHEN NOT ({present}) THEN {interp} ELSE {v} END"
 
     def _int_result(self, f: Field) -> bool:
         e = f.expr
@@ -1136,7 +1146,7 @@ class Translator:
     def _integral(self, c: Call, bucket: str) -> str:
         """Per series and window: the trapezoid area under the field (in `unit`, default 1 s),
         split at window boundaries with the value interpolated there (InfluxDB's reducer)."""
-        x, _typ, _d = self._arg(c)
+        x, typ, _d = self._arg(c)
         unit = c.args[1].value if len(c.args) == 2 else 10**9
         ts = self.src.time
         tags = self._tag_select()
@@ -1169,8 +1179,12 @@ class Translator:
             )
         group = ", ".join(tcols + ["time"])
         # A series' last window whose last point is at its start has no area and no row (the
-        # reducer's Close: "there is no area within this bucket")
+        # reducer's Close: "there is no area within this bucket"); without GROUP BY time the
+        # float reducer's window starts at 0, whatever the range (one point: an area of 0), the
+        # integer reducer's at the range's start
         sums = f"SELECT {group}, sum(a) / {unit} AS v, max(lt) AS lt FROM ({areas}) GROUP BY {group}"
+        if self.dim is None and typ not in INT_TYPES:
+            return f"SELECT {group}, v FROM ({sums}) WHERE lt IS DISTINCT FROM 0"
         return (
             f"SELECT {group}, v FROM ({sums}) "
             f"QUALIFY lt IS DISTINCT FROM time OR time < max(time) OVER (PARTITION BY {part})"
