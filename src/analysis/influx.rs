@@ -440,9 +440,12 @@ impl State {
         }
     }
 
-    fn value(&self, agg: Agg, int: bool) -> Option<Value> {
+    /// The function's value; `count` of no points is null (its row made by another field's
+    /// points: InfluxDB's count iterator gives no point there) unless `zero_count` (fill(null)
+    /// under GROUP BY time fills count's windows with 0).
+    fn value(&self, agg: Agg, int: bool, zero_count: bool) -> Option<Value> {
         match agg {
-            Agg::Count => Some(Value::I(self.n)),
+            Agg::Count => (self.n != 0 || zero_count).then_some(Value::I(self.n)),
             _ if self.n == 0 => None,
             Agg::Sum => Some(if int { Value::I(self.isum) } else { Value::F(self.fsum) }),
             Agg::Mean => Some(Value::F(if int { self.wide as f64 } else { self.fsum } / self.n as f64)),
@@ -526,7 +529,7 @@ pub fn aggregate(parts: &[&Part], sel: &Selection, q: &AggQuery) -> Result<Answe
                 out.group.push(g as u32);
                 out.time.push(time);
                 for (k, &(agg, _)) in q.aggs.iter().enumerate() {
-                    out.columns[k].push(st[k].value(agg, ints[k]));
+                    out.columns[k].push(st[k].value(agg, ints[k], false));
                 }
             }
         }
@@ -597,7 +600,7 @@ pub fn aggregate(parts: &[&Part], sel: &Selection, q: &AggQuery) -> Result<Answe
             out.time.push(lo + b as i64 * i);
             for (k, &(agg, _)) in q.aggs.iter().enumerate() {
                 let v = if present[b] {
-                    st[b * na + k].value(agg, ints[k])
+                    st[b * na + k].value(agg, ints[k], !q.fill_none)
                 } else if agg == Agg::Count {
                     Some(Value::I(0))
                 } else {

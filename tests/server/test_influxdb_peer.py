@@ -298,6 +298,10 @@ STATEMENTS = [
     # each call's windows filled apart: a window of n's points without value's is filled for mean(value)
     f"SELECT sum(n), mean(value) FROM cpu WHERE {R} GROUP BY time(30s), host fill(previous)",
     f"SELECT count(value), max(value), sum(n) FROM cpu WHERE {R} GROUP BY time(30s) fill(-1)",
+    # count of a field without points where another field's make the row: null (fill(null): 0)
+    f"SELECT mean(n), count(value) FROM cpu WHERE time >= {T0 - 100}s AND time < {T0 + 2}s",
+    f"SELECT mean(n), count(value) FROM cpu WHERE time >= {T0 - 100}s AND time < {T0 + 300}s GROUP BY time(20s), host fill(none)",
+    f"SELECT mean(n), count(value) FROM cpu WHERE time >= {T0 - 100}s AND time < {T0 + 300}s GROUP BY time(20s), host",
     # fill(linear) counts times in intervals: 385 -> 7 over 3 windows reads 133 at the second
     f"SELECT sum(n) FROM cpu WHERE time >= {T0 - 100}s AND time < {T0 + 673}s GROUP BY time(30s), * fill(linear)",
     f"SELECT sum(n), mean(value) FROM cpu WHERE time >= {T0 - 100}s AND time < {T0 + 673}s GROUP BY time(30s), * fill(linear) ORDER BY time DESC",
@@ -356,6 +360,17 @@ def statements(draw):
         call = call.replace("(n)", "(value)")  # after a window boundary: the interpolated value is reused)
     group = [f"time({interval})"] if interval else []
     group += [f'"{t}"' if t != "*" else "*" for t in tags]
+    # a second function, filled apart (not under fill(none): InfluxDB 1.8 applies LIMIT to each
+    # function's windows apart there; not the same call twice: InfluxDB 1.8 then reads one selector)
+    second = draw(st.sampled_from(["count(value)", "max(n)", "mean(value)", "last(n)", "sum(value)"]))
+    if (
+        call == f"{agg}({field})"
+        and agg != "integral"
+        and second != call
+        and fill != " fill(none)"
+        and draw(st.booleans())
+    ):
+        call += ", " + second
     q = f"SELECT {call} FROM cpu WHERE {' AND '.join(where)}"
     if group:
         q += f" GROUP BY {', '.join(group)}" + (fill if interval else "")

@@ -939,7 +939,9 @@ class Translator:
         ts = self.src.time
         n = c.name
         if n == "count":
-            return f"count(DISTINCT {x})" if distinct else f"count({x})"
+            # (no points of the field, where another field's make the row: null, as InfluxDB's
+            # count iterator gives no point there; fill(null) fills it with 0, `_fill`)
+            return f"nullif(count(DISTINCT {x}), 0)" if distinct else f"nullif(count({x}), 0)"
         if n == "sum":
             if typ in INT_TYPES:  # int64 wraps on overflow, as InfluxDB's (Go's) sum does
                 return _wrap_int64(f"sum(CAST({x} AS HUGEINT))")
@@ -1012,7 +1014,7 @@ class Translator:
                 joins.append((f"a{i}", self._integral(c, bucket)))
             else:
                 aggs.append(f"{self._agg_sql(c)} AS a{i}")
-                if self.dim is not None and self.st.fill in ("value", "previous", "linear"):
+                if self.dim is not None and self.st.fill in ("value", "previous", "linear", "null"):
                     # whether this call's field has points in the window: InfluxDB fills each
                     # call's windows apart (a window of another field's points is filled here)
                     aggs.append(f"count({self._arg(c)[0]}) > 0 AS p{i}")
@@ -1103,7 +1105,7 @@ class Translator:
         mode = self.st.fill
         if mode == "null":
             if isinstance(f.expr, Call) and f.expr.name == "count":
-                return f"CASE WHEN _present IS NULL THEN 0 ELSE {v} END"
+                return f"CASE WHEN NOT ({present}) THEN 0 ELSE {v} END"
             return v
         if mode == "value":
             return f"CASE WHEN NOT ({present}) THEN {self.st.fill_value!r} ELSE {v} END"
