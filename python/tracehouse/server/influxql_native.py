@@ -309,9 +309,9 @@ def warm(store, stopping: threading.Event) -> threading.Thread:
 _TAGS: dict[tuple, dict[int, dict[str, str]]] = {}
 
 
-def producer_tags(store, info, keys: dict[str, str]) -> dict[int, dict[str, str]]:
-    """Each tagged producer's tags (strings), kept while the catalog's version stays."""
-    version = store.catalog.version()
+def producer_tags(store, info, keys: dict[str, str], version: int) -> dict[int, dict[str, str]]:
+    """Each tagged producer's tags (strings), kept while the catalog's version stays (`version`,
+    read by the caller before this: producers change only in a catalog transaction)."""
     k = (id(store), info.id, version)
     got = _TAGS.get(k)
     if got is None:
@@ -397,10 +397,11 @@ def _is_tags_only(e, src: Source) -> bool:
 
 
 def select(
-    store, sel: Select, sources: list[Source], now: int, epoch: str | None, tag_keys, raw_json: bool = False
+    store, sel: Select, sources: list[Source], now: int, epoch: str | None, facts, raw_json: bool = False
 ) -> list[dict]:
     """The series of `sel` over `sources` (one per measurement it reads), or Unsupported.
-    `tag_keys(db)`: a database's tag keys and their types (store/query.py `tag_keys`). With
+    `facts(db)`: a database's facts as of the statement's catalog version (influxql.py
+    `SourceFacts`: its `version`, trace `info` and `tag_keys`, read once for the statement). With
     `raw_json`, each series is JSON text written natively (`RawSeries`), not a dict."""
     if any(isinstance(s, Subquery) for s in sel.sources):
         raise Unsupported("subquery")
@@ -410,7 +411,7 @@ def select(
         raise Unsupported("tz(): windows and times of a zone")
     series: list[dict] = []
     for src in sources:
-        series += _source(store, sel, src, now, epoch, tag_keys, raw_json)
+        series += _source(store, sel, src, now, epoch, facts, raw_json)
     return series
 
 
@@ -439,7 +440,7 @@ def _outputs(fields: list, src: Source, index: dict[str, int]) -> list[tuple[str
     return outs
 
 
-def _source(store, sel: Select, src: Source, now: int, epoch: str | None, tag_keys, raw_json: bool) -> list[dict]:
+def _source(store, sel: Select, src: Source, now: int, epoch: str | None, facts, raw_json: bool) -> list[dict]:
     import pyarrow as pa
 
     if src.db is None or src.type_name is None:
@@ -451,7 +452,8 @@ def _source(store, sel: Select, src: Source, now: int, epoch: str | None, tag_ke
         raise Unsupported(str(e)) from None
     if not fields:
         raise Unsupported("no fields")
-    info = store.catalog.trace(src.db)
+    f = facts(src.db)
+    info = f.info
     cols = cache_of(store).columns(info, src.type_name)
     index = {name: i for i, name in enumerate(cols.fields)}  # column name -> field index
     # WHERE: tags-only conjuncts pick series, field comparisons pick rows
@@ -473,7 +475,7 @@ def _source(store, sel: Select, src: Source, now: int, epoch: str | None, tag_ke
     if not calls and tr.dim is not None:
         raise Unsupported("GROUP BY time without a function")
     # the series: producers of the measurement whose tags pass, grouped by the GROUP BY tags
-    tags_of = producer_tags(store, info, tag_keys(src.db))
+    tags_of = producer_tags(store, info, f.tag_keys, f.version)
     gt = tr.group_tags
     # (the same conditions and GROUP BY over the same series and tags: the groups of before)
     memo_key = ("groups", id(tags_of), tuple(describe(c) for c in tag_conds), tuple(gt), tuple(sorted(src.tags)))
