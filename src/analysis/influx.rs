@@ -688,6 +688,22 @@ fn fold_group(
 /// seq), its part and row, and its producer.
 type RawCandidate = ((i64, u32, i64), usize, usize, i32);
 
+/// A raw query's rows per group at most this many (offset + limit): the parts whose rows of a
+/// series cannot be among them are passed after one look at their first or last time (TSBS
+/// lastpoint, `ORDER BY time DESC LIMIT 1` over 100 series x 10 parts, in-process at load 4.6:
+/// `influx_raw_json` 248 -> 191 us; then its strings borrowed, not copied: 117 us).
+const PRUNE_WANT: usize = 64;
+
+/// `cand` cut to its `want` first rows in the answer's order.
+fn keep_best(cand: &mut Vec<RawCandidate>, want: usize, descending: bool) {
+    if descending {
+        cand.sort_unstable_by_key(|x| std::cmp::Reverse(x.0));
+    } else {
+        cand.sort_unstable_by_key(|x| x.0);
+    }
+    cand.truncate(want);
+}
+
 /// A raw query's answer: the rows of each group that pass, ordered by (time, the producer's
 /// place in its group, seq) (all descending with `descending`): the caller lists a group's
 /// producers in the order of their series' keys, as InfluxDB merges series; `offset` and `limit`
@@ -702,12 +718,30 @@ pub fn raw(
 ) -> Answer {
     let mut out = Answer { columns: vec![Vec::new(); fields.len()], ..Answer::default() };
     let want = if limit == 0 { usize::MAX } else { offset.saturating_add(limit) };
+    let prune = want <= PRUNE_WANT;
+    // candidates: (key, part, row); with a limit, at most `want` of each series' range
+    let mut cand: Vec<RawCandidate> = Vec::new();
     for g in 0..sel.groups.len() {
-        // candidates: (key, part, row); with a limit, at most `want` of each series' range
-        let mut cand: Vec<RawCandidate> = Vec::new();
+        cand.clear();
         for (place, &p) in sel.groups[g].iter().enumerate() {
-            for (pi, part) in parts.iter().enumerate() {
+            // (newest parts first when descending: the tail's, then the latest segments')
+            for k in 0..parts.len() {
+                let pi = if descending { parts.len() - 1 - k } else { k };
+                let part = parts[pi];
                 let (a, b) = part.range(p, sel.lo, sel.hi);
+                if a == b {
+                    continue;
+                }
+                if prune && cand.len() >= want {
+                    // `want` rows found: a part whose rows of the series all come after (before,
+                    // descending) the want-th of them has none of the answer
+                    keep_best(&mut cand, want, descending);
+                    let bound = cand[want - 1].0 .0;
+                    let t = part.ts.values();
+                    if if descending { t[b - 1] < bound } else { t[a] > bound } {
+                        continue;
+                    }
+                }
                 let mut taken = 0usize;
                 let mut take = |r: usize| {
                     if sel.passes(part, r) {
@@ -736,7 +770,7 @@ pub fn raw(
         } else {
             cand.sort_unstable_by_key(|x| x.0);
         }
-        for (key, pi, r, p) in paged(cand.into_iter(), offset, limit) {
+        for &(key, pi, r, p) in paged(cand.iter(), offset, limit) {
             out.group.push(g as u32);
             out.time.push(key.0);
             out.producer.push(p);
@@ -836,14 +870,14 @@ pub enum Out {
 /// A field value is an integer, or a float as the shortest text that reads back the same (not
 /// finite: `null`); a tag is
 /// JSON text given per producer (`producers` sorted; a producer not there: `null`).
-pub fn raw_series_json(
+pub fn raw_series_json<T: AsRef<str>, P: AsRef<str>>(
     ans: &Answer,
     epoch_div: i64,
     outs: &[Out],
     ints: &[bool],
     producers: &[i32],
-    tag_text: &[Vec<String>],
-    prefixes: &[String],
+    tag_text: &[Vec<T>],
+    prefixes: &[P],
 ) -> Vec<Vec<u8>> {
     use std::io::Write;
     let mut out = Vec::new();
@@ -852,8 +886,9 @@ pub fn raw_series_json(
     while r < n {
         let g = ans.group[r];
         let end = r + ans.group[r..].iter().take_while(|&&x| x == g).count();
-        let mut buf: Vec<u8> = Vec::with_capacity(prefixes[g as usize].len() + (end - r) * (16 + 10 * outs.len()) + 4);
-        buf.extend_from_slice(prefixes[g as usize].as_bytes());
+        let prefix = prefixes[g as usize].as_ref();
+        let mut buf: Vec<u8> = Vec::with_capacity(prefix.len() + (end - r) * (16 + 10 * outs.len()) + 4);
+        buf.extend_from_slice(prefix.as_bytes());
         buf.push(b'[');
         for row in r..end {
             if row > r {
@@ -879,7 +914,7 @@ pub fn raw_series_json(
                         _ => buf.extend_from_slice(b"null"),
                     },
                     Out::Tag(j) => match place {
-                        Some(i) => buf.extend_from_slice(tag_text[j][i].as_bytes()),
+                        Some(i) => buf.extend_from_slice(tag_text[j][i].as_ref().as_bytes()),
                         None => buf.extend_from_slice(b"null"),
                     },
                 }
@@ -920,7 +955,7 @@ mod tests {
                 r#"<g2>[["1970-01-01T00:00:02Z",2,null,2.0]]}"#,
             ]
         );
-        let secs = raw_series_json(&ans, 1_000_000_000, &outs[..1], &[true], &[], &[], &prefixes);
+        let secs = raw_series_json(&ans, 1_000_000_000, &outs[..1], &[true], &[], &[] as &[Vec<String>], &prefixes);
         assert_eq!(String::from_utf8(secs[1].clone()).unwrap(), "<g2>[[2,2]]}");
     }
 
@@ -1038,5 +1073,56 @@ mod tests {
         assert_eq!(ans.time, vec![0, 3]);
         assert_eq!(ans.producer, vec![1, 2]);
         assert_eq!(ans.columns[0], vec![Some(Value::I(95)), Some(Value::I(99))]);
+    }
+
+    #[test]
+    fn raw_with_a_limit_over_overlapping_parts_is_every_row_sorted_and_paged() {
+        // three parts whose times of one series interleave (a segment, a later one, a tail),
+        // two series in a group and one alone; some rows fail the filter or have no value
+        let mut rows: [Vec<Row>; 3] = Default::default();
+        let mut x: u64 = 7;
+        for i in 0..240i64 {
+            x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            let (prod, pi, ts) = ((x >> 33) % 3 + 1, ((x >> 40) % 3) as usize, (x >> 45) as i64 % 60);
+            let v = if (x >> 20) % 7 == 0 { None } else { Some(((x >> 24) % 100) as i64) };
+            rows[pi].push((prod as i32, ts, i, v, None));
+        }
+        let parts: Vec<Part> = rows
+            .iter_mut()
+            .map(|r| {
+                r.sort_by_key(|r| (r.0, r.1, r.2));
+                part(r)
+            })
+            .collect();
+        let refs: Vec<&Part> = parts.iter().collect();
+        let groups = vec![vec![2, 1], vec![3]];
+        for (desc, offset, limit, lo, hi) in
+            [(true, 0, 1, 0, 60), (false, 0, 1, 0, 60), (true, 2, 3, 10, 50), (false, 1, 4, 5, 40)]
+        {
+            let mut s = sel(groups.clone(), lo, hi);
+            s.filters = vec![(0, Op::Gt, Value::I(20))];
+            let ans = raw(&refs, &s, &[0], desc, offset, limit);
+            // the reference: every passing row of the group, sorted, paged
+            let (mut time, mut value) = (vec![], vec![]);
+            for g in &groups {
+                let mut all: Vec<((i64, u32, i64), Option<i64>)> = rows
+                    .iter()
+                    .flatten()
+                    .filter_map(|r| {
+                        let place = g.iter().position(|&p| p == r.0)? as u32;
+                        (r.1 >= lo && r.1 < hi && r.3.is_some_and(|v| v > 20)).then_some(((r.1, place, r.2), r.3))
+                    })
+                    .collect();
+                all.sort_by_key(|r| r.0);
+                if desc {
+                    all.reverse();
+                }
+                for (k, v) in all.into_iter().skip(offset).take(limit) {
+                    time.push(k.0);
+                    value.push(v.map(Value::I));
+                }
+            }
+            assert_eq!((ans.time, ans.columns[0].clone()), (time, value), "desc {desc} offset {offset} limit {limit}");
+        }
     }
 }
