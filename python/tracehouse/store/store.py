@@ -749,7 +749,9 @@ class Store:
             return self._cut_of_wal(info)
         key = (info.id, info.created)
         with w.view_lock, w.lock:  # registered segments + unflushed tail as one cut (view_lock: registrations)
-            version = self.catalog.version()
+            # (read keeping the interpreter lock, `version_held`: sqlite3 lets it go, and this
+            # thread holds the writer's lock while it waits to get it back)
+            version = self.catalog.version_held()
             cached = self._writer_cut.get(key)
             if cached is None or cached[0] != version:
                 # (the version read first: what is kept is never older than its key)
