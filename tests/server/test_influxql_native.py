@@ -434,3 +434,112 @@ def test_held_columns_follow_new_cuts_without_a_query(tmp_path):
         stopping.set()
         st.close()
         assert srv.stop() == 0
+
+
+@pytest.mark.parametrize("segments", ["tail", "flushed", "compacted"])
+def test_issue32_kept_facts_and_statements_follow_new_tags_fields_and_measurements(tmp_path, segments):
+    """What a SELECT keeps between requests (influxql.py `SourceFacts` per catalog version and
+    writer types, `parse_kept`'s statements, the cut's catalog reads): write, query, write, query
+    with the same texts, in the writing process, a new tag value, then a new tag key and a new
+    field (a wider type: `add_event_type` puts it in the writer after the version moved), then a
+    new measurement; the rows left in the tail, flushed to segments, or compacted between. Each
+    answer holds every acknowledged row, natively and through DuckDB."""
+    from tracehouse.server.config import ServerConfig
+    from tracehouse.server.influxql import Executor, Request, answer, parse_kept
+    from tracehouse.server.ingest import Ingestor
+    from tracehouse.store.store import Store
+
+    store = Store(tmp_path / "s", flush_interval_s=3600.0, flush_rows=10**9)
+    store.become_writer()
+    ing = Ingestor(store, ServerConfig())
+    last_q = 'SELECT * FROM m GROUP BY "host" ORDER BY time DESC LIMIT 1'
+
+    def write(body: str) -> None:
+        res = ing.write_lp("w", body.encode())
+        assert res.rows == body.count("\n") and not res.error_count, res.errors
+        assert ing.wait_durable("w", res.lsn, timeout=10)
+        if segments != "tail":
+            store.flush("w")
+        if segments == "compacted":
+            store.compact("w")
+
+    def ask(q: str, native: bool = True):
+        ex = Executor(ing, default_db="w", epoch="ns", native=native, raw_json=native)
+        req = Request(q=q, db="w", epoch="ns", chunked=False, pretty=False, params={})
+        statements = parse_kept(q)
+        assert parse_kept(q) is statements  # (a text of SELECTs: kept)
+        got = json.loads(answer(ex.run(statements), req))["results"][0]
+        assert "error" not in got, got
+        assert ex.engine == ("native" if native else "duckdb"), q
+        return [(s.get("tags"), s["columns"], s["values"]) for s in got.get("series", [])]
+
+    try:
+        write("m,host=h0 v=1i 100\n")
+        for native in (True, False):
+            assert ask(last_q, native) == [({"host": "h0"}, ["time", "v"], [[100, 1]])]
+        write("m,host=h1 v=2i 200\nm,host=h0 v=3i 300\n")  # a new tag value: a new producer
+        for native in (True, False):
+            assert ask(last_q, native) == [
+                ({"host": "h1"}, ["time", "v"], [[200, 2]]),
+                ({"host": "h0"}, ["time", "v"], [[300, 3]]),
+            ]
+        write("m,host=h0,dc=d0 v=4i,u=0.5 400\n")  # a new tag key and a new field: a wider type
+        for native in (True, False):
+            assert ask(last_q, native) == [
+                ({"host": "h1"}, ["time", "dc", "u", "v"], [[200, None, None, 2]]),
+                ({"host": "h0"}, ["time", "dc", "u", "v"], [[400, "d0", 0.5, 4]]),
+            ]
+            assert ask("SELECT u, v FROM m WHERE host = 'h0'", native) == [
+                (None, ["time", "u", "v"], [[100, None, 1], [300, None, 3], [400, 0.5, 4]])
+            ]
+        write("n,host=h2 w=7i 500\n")  # a new measurement
+        for native in (True, False):
+            assert ask('SELECT * FROM n GROUP BY "host" ORDER BY time DESC LIMIT 1', native) == [
+                ({"host": "h2"}, ["time", "w"], [[500, 7]])
+            ]
+            assert ask("SELECT count(v) FROM m", native) == [(None, ["time", "count"], [[0, 4]])]
+        if segments != "tail":
+            assert store.cut("w").segments_of("m")
+    finally:
+        store.close()
+
+
+def test_issue32_kept_facts_are_not_kept_across_a_type_widened_between_version_and_writer(tmp_path):
+    """`Store.add_event_type` moves the catalog's version before it puts the wider type in the
+    writer: a SELECT run in between (here: from inside the catalog's call, as another thread
+    could) reads the new version with the writer's old type. What it kept must not answer the
+    next SELECT, which sees the new field (`SourceFacts.writer_types`)."""
+    from tracehouse.server.config import ServerConfig
+    from tracehouse.server.influxql import Executor, Request, answer, parse_kept
+    from tracehouse.server.ingest import Ingestor
+    from tracehouse.store.store import Store
+
+    store = Store(tmp_path / "s", flush_interval_s=3600.0, flush_rows=10**9)
+    store.become_writer()
+    ing = Ingestor(store, ServerConfig())
+    q = 'SELECT * FROM m GROUP BY "host" ORDER BY time DESC LIMIT 1'
+
+    def ask():
+        ex = Executor(ing, default_db="w", epoch="ns", raw_json=True)
+        req = Request(q=q, db="w", epoch="ns", chunked=False, pretty=False, params={})
+        got = json.loads(answer(ex.run(parse_kept(q)), req))["results"][0]
+        assert ex.engine == "native"
+        return [(s["columns"], s["values"]) for s in got["series"]]
+
+    try:
+        assert ing.write_lp("w", b"m,host=h0 v=1i 100\n").rows == 1
+        assert ask() == [(["time", "v"], [[100, 1]])]
+        put = store.catalog.put_event_type
+        between = []
+
+        def put_then_ask(*a, **kw):
+            stored = put(*a, **kw)
+            between.append(ask())  # (the version moved; the writer has the old type)
+            return stored
+
+        store.catalog.put_event_type = put_then_ask
+        res = ing.write_lp("w", b"m,host=h0 v=2i,u=0.5 200\n")
+        assert res.rows == 1 and between == [[(["time", "v"], [[100, 1]])]]
+        assert ask() == [(["time", "u", "v"], [[200, 0.5, 2]])]
+    finally:
+        store.close()
