@@ -868,7 +868,7 @@ class SourceFacts:
     sources: dict = field(default_factory=dict, compare=False)
 
 
-FACTS_SOURCES = 256  # measurements' Sources kept per SourceFacts (past that, made each time)
+FACTS_SOURCES = 256  # measurements' Sources kept per SourceFacts (all let go when full)
 
 
 def _source_facts(store, db: str, version: int) -> SourceFacts:
@@ -1369,8 +1369,9 @@ class Executor:
                         type_name=name,
                     )
                 )
-            if len(f.sources) < FACTS_SOURCES:
-                f.sources[(id(m), wildcard)] = (m, out)
+            if len(f.sources) >= FACTS_SOURCES:
+                f.sources.clear()
+            f.sources[(id(m), wildcard)] = (m, out)
             return list(out)
 
         now = time.time_ns()
