@@ -79,8 +79,10 @@ impl Field {
 /// measurement's field index (None: the part has no values of that field).
 #[derive(Debug)]
 pub struct Part {
-    /// (producer, first row, end row) of each producer's run, by producer.
-    runs: Vec<(i32, usize, usize)>,
+    /// (producer, first row, end row, first time, last time) of each producer's run, by
+    /// producer: a run inside a query's bounds, or passed for its times, is known without a
+    /// read of `ts` (rows far apart: each read a miss of the cache).
+    runs: Vec<(i32, usize, usize, i64, i64)>,
     ts: Int64Array,
     seq: Int64Array,
     fields: Vec<Option<Field>>,
@@ -98,14 +100,14 @@ impl Part {
             return Err("ts and seq must not be null".into());
         }
         let (t, s) = (ts.values(), seq.values());
-        let mut runs: Vec<(i32, usize, usize)> = Vec::new();
+        let mut runs: Vec<(i32, usize, usize, i64, i64)> = Vec::new();
         for i in 0..n {
             if i > 0 && (producer[i - 1], t[i - 1], s[i - 1]) > (producer[i], t[i], s[i]) {
                 return Err(format!("rows not sorted by (producer, ts, seq) at row {i}"));
             }
             match runs.last_mut() {
-                Some(r) if r.0 == producer[i] => r.2 = i + 1,
-                _ => runs.push((producer[i], i, i + 1)),
+                Some(r) if r.0 == producer[i] => (r.2, r.4) = (i + 1, t[i]),
+                _ => runs.push((producer[i], i, i + 1, t[i], t[i])),
             }
         }
         Ok(Part { runs, ts, seq, fields })
@@ -127,21 +129,36 @@ impl Part {
                 Field::I(a) => a.get_buffer_memory_size(),
             })
             .sum();
-        f + self.ts.get_buffer_memory_size() + self.seq.get_buffer_memory_size() + self.runs.len() * 24
+        f + self.ts.get_buffer_memory_size()
+            + self.seq.get_buffer_memory_size()
+            + self.runs.len() * std::mem::size_of::<(i32, usize, usize, i64, i64)>()
     }
 
     /// The rows of `producer` with `lo <= ts < hi`.
     fn range(&self, producer: i32, lo: i64, hi: i64) -> (usize, usize) {
+        let (a, b, _, _) = self.range_times(producer, lo, hi);
+        (a, b)
+    }
+
+    /// `range`, with the first and last time of its rows (when it has any).
+    fn range_times(&self, producer: i32, lo: i64, hi: i64) -> (usize, usize, i64, i64) {
         let Ok(k) = self.runs.binary_search_by_key(&producer, |r| r.0) else {
-            return (0, 0);
+            return (0, 0, 0, 0);
         };
-        let (a, b) = (self.runs[k].1, self.runs[k].2);
-        let t = &self.ts.values()[a..b];
+        let (_, a, b, first, last) = self.runs[k];
+        if first >= lo && last < hi {
+            return (a, b, first, last);
+        }
         // (a run inside a bound needs no search: TSBS lastpoint, no time range, 100 series x 8
         // parts, spent ~0.2 ms in the two searches, their reads missing the cache)
-        let start = if t.first().is_none_or(|&x| x >= lo) { a } else { a + t.partition_point(|&x| x < lo) };
-        let end = if t.last().is_none_or(|&x| x < hi) { b } else { a + t.partition_point(|&x| x < hi) };
-        (start, end.max(start))
+        let t = &self.ts.values()[a..b];
+        let start = if first >= lo { a } else { a + t.partition_point(|&x| x < lo) };
+        let end = if last < hi { b } else { a + t.partition_point(|&x| x < hi) };
+        if end <= start {
+            return (start, start, 0, 0);
+        }
+        let v = self.ts.values();
+        (start, end, v[start], v[end - 1])
     }
 
     fn field(&self, i: usize) -> Option<&Field> {
@@ -728,7 +745,7 @@ pub fn raw(
             for k in 0..parts.len() {
                 let pi = if descending { parts.len() - 1 - k } else { k };
                 let part = parts[pi];
-                let (a, b) = part.range(p, sel.lo, sel.hi);
+                let (a, b, first, last) = part.range_times(p, sel.lo, sel.hi);
                 if a == b {
                     continue;
                 }
@@ -737,8 +754,7 @@ pub fn raw(
                     // descending) the want-th of them has none of the answer
                     keep_best(&mut cand, want, descending);
                     let bound = cand[want - 1].0 .0;
-                    let t = part.ts.values();
-                    if if descending { t[b - 1] < bound } else { t[a] > bound } {
+                    if if descending { last < bound } else { first > bound } {
                         continue;
                     }
                 }
