@@ -543,3 +543,39 @@ def test_issue32_kept_facts_are_not_kept_across_a_type_widened_between_version_a
         assert ask() == [(["time", "u", "v"], [[200, 0.5, 2]])]
     finally:
         store.close()
+
+
+def test_issue32_a_kept_statement_that_reads_now_is_planned_at_each_run(tmp_path):
+    """A SELECT's plan is kept for its text (influxql_native.py `_Plan`) only when its conditions
+    do not read `now()`: `time > now() - 1s` asked twice, 1.5 s apart, over a point written just
+    before the first, finds it the first time and not the second; the same text without now()
+    is kept and finds it both times."""
+    from tracehouse.server.config import ServerConfig
+    from tracehouse.server.influxql import Executor, Request, _source_facts, answer, parse_kept
+    from tracehouse.server.ingest import Ingestor
+    from tracehouse.store.store import Store
+
+    store = Store(tmp_path / "s", flush_interval_s=3600.0, flush_rows=10**9)
+    store.become_writer()
+    ing = Ingestor(store, ServerConfig())
+
+    def ask(q: str):
+        ex = Executor(ing, default_db="w", epoch="ns", raw_json=True)
+        req = Request(q=q, db="w", epoch="ns", chunked=False, pretty=False, params={})
+        got = json.loads(answer(ex.run(parse_kept(q)), req))["results"][0]
+        assert ex.engine == "native", q
+        return [v for s in got.get("series", []) for v in s["values"]]
+
+    try:
+        t = time.time_ns()
+        assert ing.write_lp("w", f"m,host=h0 v=1i {t}\n".encode()).rows == 1
+        recent = "SELECT v FROM m WHERE time > now() - 1s"
+        fixed = f"SELECT v FROM m WHERE time > {t - 10**9}"
+        assert ask(recent) == [[t, 1]] and ask(fixed) == [[t, 1]]
+        time.sleep(1.5)
+        assert ask(recent) == [] and ask(fixed) == [[t, 1]]
+        plans = _source_facts(store, "w", store.catalog.version_held()).plans
+        kept = [st.options["select"] for st in parse_kept(fixed)]
+        assert [id(p[0]) for p in plans.values()] == [id(s) for s in kept], "only the text without now()"
+    finally:
+        store.close()

@@ -866,6 +866,8 @@ class SourceFacts:
     # what `_select`'s `sources_of` made of these facts (in-process, medians at load 19: TSBS
     # lastpoint 226 -> 198 us a statement, high-cpu-1 142 -> 128)
     sources: dict = field(default_factory=dict, compare=False)
+    # a kept statement's plan over one of its Sources (influxql_native.py `_Plan`)
+    plans: dict = field(default_factory=dict, compare=False)
 
 
 FACTS_SOURCES = 256  # measurements' Sources kept per SourceFacts (all let go when full)
