@@ -1100,7 +1100,7 @@ mod tests {
         for i in 0..240i64 {
             x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
             let (prod, pi, ts) = ((x >> 33) % 3 + 1, ((x >> 40) % 3) as usize, (x >> 45) as i64 % 60);
-            let v = if (x >> 20) % 7 == 0 { None } else { Some(((x >> 24) % 100) as i64) };
+            let v = if (x >> 20).is_multiple_of(7) { None } else { Some(((x >> 24) % 100) as i64) };
             rows[pi].push((prod as i32, ts, i, v, None));
         }
         let parts: Vec<Part> = rows
