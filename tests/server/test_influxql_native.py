@@ -579,3 +579,42 @@ def test_issue32_a_kept_statement_that_reads_now_is_planned_at_each_run(tmp_path
         assert [id(p[0]) for p in plans.values()] == [id(s) for s in kept], "only the text without now()"
     finally:
         store.close()
+
+
+def test_issue32_a_known_small_select_on_the_dispatcher_sees_every_acknowledged_write(tmp_path):
+    """A kept SELECT text whose last run was native, short and over the same columns' views runs
+    on the dispatcher (influxql.py `handle`); a write, a new tag value or a new field between
+    makes new views and the run goes back to the query workers. Served: the same texts asked
+    three times after each acknowledged write answer every row so far."""
+    s = Server(tmp_path / "store", "--quiet")
+    try:
+
+        def ask(q: str):
+            status, headers, body = s.request("GET", "/query?" + urlencode({"q": q, "db": "w", "epoch": "ns"}))
+            assert status == 200, body
+            assert {k.lower(): v for k, v in headers.items()}.get("x-tracehouse-engine") == "native", q
+            return [(x.get("tags"), x["columns"], x["values"]) for x in json.loads(body)["results"][0]["series"]]
+
+        last_q = 'SELECT * FROM m GROUP BY "host" ORDER BY time DESC LIMIT 1'
+        rows: list[tuple[int, str, int]] = []
+        for n, line in enumerate(
+            ["m,host=h0 v=1i 100", "m,host=h0 v=2i 200", "m,host=h1 v=3i 300", "m,host=h1 v=4i 400"]
+        ):
+            assert s.write(line, "w", precision="ns")[0] == 204
+            rows.append((100 * (n + 1), line.split(",")[1].split()[0][5:], n + 1))
+            for _ in range(3):
+                newest = {}
+                for t, h, v in rows:
+                    newest[h] = (t, v)
+                assert ask(last_q) == [
+                    ({"host": h}, ["time", "v"], [[newest[h][0], newest[h][1]]]) for h in sorted(newest, reverse=True)
+                ]
+                assert ask("SELECT count(v) FROM m") == [(None, ["time", "count"], [[0, len(rows)]])]
+        assert s.write("m,host=h0 v=5i,u=0.5 500", "w", precision="ns")[0] == 204  # a new field
+        for _ in range(3):
+            assert ask(last_q) == [
+                ({"host": "h1"}, ["time", "u", "v"], [[400, None, 4]]),
+                ({"host": "h0"}, ["time", "u", "v"], [[500, 0.5, 5]]),
+            ]
+    finally:
+        assert s.stop() == 0

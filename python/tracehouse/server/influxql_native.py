@@ -182,14 +182,20 @@ class ColumnCache:
         self.lock = threading.Lock()
         self.held: collections.OrderedDict[tuple, _Columns] = collections.OrderedDict()
 
-    def columns(self, info, type_name: str) -> _Columns:
-        """`type_name`'s columns at the trace's current cut (built or brought up to date)."""
+    def columns(self, info, type_name: str, current_only: bool = False) -> _Columns:
+        """`type_name`'s columns at the trace's current cut (built or brought up to date; with
+        `current_only`, Unsupported unless they are current already)."""
         cut = self.store.cut(info)
         et = cut.types.get(type_name)
         if et is None:
             raise Unsupported("no such type in the cut")
         layout = tuple((c.name, c.type) for c in et.columns)
         key = (info.id, info.created, type_name)
+        if current_only:
+            cols = self.held.get(key)
+            if cols is None or cols.signature != cut.signature:
+                raise Unsupported("columns not current")
+            return cols
         with self.lock:
             cols = self.held.get(key)
             if cols is None or cols.layout != layout:
@@ -398,12 +404,21 @@ def _is_tags_only(e, src: Source) -> bool:
 
 
 def select(
-    store, sel: Select, sources: list[Source], now: int, epoch: str | None, facts, raw_json: bool = False
+    store,
+    sel: Select,
+    sources: list[Source],
+    now: int,
+    epoch: str | None,
+    facts,
+    raw_json: bool = False,
+    views: tuple = ([], None),
 ) -> list[dict]:
     """The series of `sel` over `sources` (one per measurement it reads), or Unsupported.
     `facts(db)`: a database's facts as of the statement's catalog version (influxql.py
     `SourceFacts`: its `version`, trace `info` and `tag_keys`, read once for the statement). With
-    `raw_json`, each series is JSON text written natively (`RawSeries`), not a dict."""
+    `raw_json`, each series is JSON text written natively (`RawSeries`), not a dict. `views`:
+    (a list the columns' views read are added to, None or the views this run must read: another
+    is Unsupported before its columns are brought up to date, influxql.py `handle`)."""
     if any(isinstance(s, Subquery) for s in sel.sources):
         raise Unsupported("subquery")
     if sel.fill not in ("null", "none"):
@@ -412,7 +427,7 @@ def select(
         raise Unsupported("tz(): windows and times of a zone")
     series: list[dict] = []
     for src in sources:
-        series += _source(store, sel, src, now, epoch, facts, raw_json)
+        series += _source(store, sel, src, now, epoch, facts, raw_json, views)
     return series
 
 
@@ -536,7 +551,9 @@ def _mentions_now(e) -> bool:
     return False
 
 
-def _source(store, sel: Select, src: Source, now: int, epoch: str | None, facts, raw_json: bool) -> list[dict]:
+def _source(
+    store, sel: Select, src: Source, now: int, epoch: str | None, facts, raw_json: bool, views: tuple = ([], None)
+) -> list[dict]:
     import pyarrow as pa
 
     if src.db is None or src.type_name is None:
@@ -545,14 +562,20 @@ def _source(store, sel: Select, src: Source, now: int, epoch: str | None, facts,
     info = f.info
     kept = f.plans.get((id(sel), id(src)))
     plan = kept[2] if kept is not None and kept[0] is sel and kept[1] is src else None
+    seen, expected = views
+    if expected is not None and plan is None:
+        raise Unsupported("no kept plan")
     if plan is None:
         tr = _translator(sel, src, now)  # (Unsupported before any columns are made)
         cols = cache_of(store).columns(info, src.type_name)
         plan = _plan(sel, src, tr, cols, f)
     else:
-        cols = cache_of(store).columns(info, src.type_name)
+        cols = cache_of(store).columns(info, src.type_name, current_only=expected is not None)
+        if expected is not None and (plan.cols is not cols or all(v is not cols.view for v in expected)):
+            raise Unsupported("not the columns of the last run")
         if plan.cols is not cols:  # (the type's columns changed: names and fields indexed anew)
             plan = _plan(sel, src, _translator(sel, src, now), cols, f)
+    seen.append(cols.view)
     names, outs, present, filters, calls, tag_preds = (
         plan.names,
         plan.outs,
