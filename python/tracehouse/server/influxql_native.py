@@ -32,9 +32,22 @@ at load 18-19, three runs each: single-groupby-1-1-1 0.86-1.09 -> 0.60-0.72, 1-8
 -> 1.23-2.08, high-cpu-1 1.46-1.54 -> 0.93-1.06. Then a run inside a query's time bound is
 taken without a binary search (`Part::range`): lastpoint's raw loop in-process 0.224 -> 0.077
 ms; served, against the code before all of this, three runs each at load 17-18: lastpoint
-2.34-3.20 -> 0.93-1.01 ms. What is left of a served lastpoint (cProfile'd, ~1 ms): the Rust
-call 0.29 ms, 18 catalog reads 0.22 ms (`catalog.trace` twice, `version` five times), the rest
-the translator and HTTP.
+2.34-3.20 -> 0.93-1.01 ms. Then a served request's stages were stamped (socket to last byte,
+TSBS lastpoint, medians at load 4-6): parse 70-110 us, the hop to a query thread 30-50, the
+SELECT's catalog reads and sources 105-145, the columns 50-65, the series groups 45-60, the
+Rust call and its strings 265-450, the answer 30-65, the send 70-240. What each SELECT made
+anew and read again is now kept while it is the same: statements by their text
+(influxql.py `parse_kept`), a database's trace, types and tag keys per catalog version and
+writer types (`SourceFacts`, the version read once), its Sources and each statement's plan
+(`_Plan`); the Rust call borrows its strings and passes the parts a LIMIT cannot reach; a
+kept text whose last run was short and over the same columns runs on the dispatcher. TSBS's
+runner against two servers of the same 864,000 rows loaded fresh, interleaved, three runs
+each, medians ms, before -> after (load 7): lastpoint 1.24-1.40 -> 0.59-0.66, high-cpu-1
+1.23-1.38 -> 0.63-0.85, single-groupby-1-1-1 0.69-0.85 -> 0.43-0.45, single-groupby-5-8-1
+0.94-1.32 -> 0.47-0.50, groupby-orderby-limit 0.78-1.14 -> 0.49-0.66 (then the dispatcher's
+runs, load 3.5-4.5: lastpoint 0.52-0.65 -> 0.44-0.53). Served lastpoint's stages then, load
+17: parse 11 us, hop 30, sources 40, columns 10 (the cut of a restarted server's trace, read
+from its WAL files: 86), groups 4, the Rust call 155-185, answer 20, send 45-215.
 
 Shapes answered natively (TSBS's cpu-only queries and Grafana's default panels):
 - aggregates `count sum mean min max first last` of integer and float fields (each field a
