@@ -434,3 +434,187 @@ def test_held_columns_follow_new_cuts_without_a_query(tmp_path):
         stopping.set()
         st.close()
         assert srv.stop() == 0
+
+
+@pytest.mark.parametrize("segments", ["tail", "flushed", "compacted"])
+def test_issue32_kept_facts_and_statements_follow_new_tags_fields_and_measurements(tmp_path, segments):
+    """What a SELECT keeps between requests (influxql.py `SourceFacts` per catalog version and
+    writer types, `parse_kept`'s statements, the cut's catalog reads): write, query, write, query
+    with the same texts, in the writing process, a new tag value, then a new tag key and a new
+    field (a wider type: `add_event_type` puts it in the writer after the version moved), then a
+    new measurement; the rows left in the tail, flushed to segments, or compacted between. Each
+    answer holds every acknowledged row, natively and through DuckDB."""
+    from tracehouse.server.config import ServerConfig
+    from tracehouse.server.influxql import Executor, Request, answer, parse_kept
+    from tracehouse.server.ingest import Ingestor
+    from tracehouse.store.store import Store
+
+    store = Store(tmp_path / "s", flush_interval_s=3600.0, flush_rows=10**9)
+    store.become_writer()
+    ing = Ingestor(store, ServerConfig())
+    last_q = 'SELECT * FROM m GROUP BY "host" ORDER BY time DESC LIMIT 1'
+
+    def write(body: str) -> None:
+        res = ing.write_lp("w", body.encode())
+        assert res.rows == body.count("\n") and not res.error_count, res.errors
+        assert ing.wait_durable("w", res.lsn, timeout=10)
+        if segments != "tail":
+            store.flush("w")
+        if segments == "compacted":
+            store.compact("w")
+
+    def ask(q: str, native: bool = True):
+        ex = Executor(ing, default_db="w", epoch="ns", native=native, raw_json=native)
+        req = Request(q=q, db="w", epoch="ns", chunked=False, pretty=False, params={})
+        statements = parse_kept(q)
+        assert parse_kept(q) is statements  # (a text of SELECTs: kept)
+        got = json.loads(answer(ex.run(statements), req))["results"][0]
+        assert "error" not in got, got
+        assert ex.engine == ("native" if native else "duckdb"), q
+        return [(s.get("tags"), s["columns"], s["values"]) for s in got.get("series", [])]
+
+    try:
+        write("m,host=h0 v=1i 100\n")
+        for native in (True, False):
+            assert ask(last_q, native) == [({"host": "h0"}, ["time", "v"], [[100, 1]])]
+        write("m,host=h1 v=2i 200\nm,host=h0 v=3i 300\n")  # a new tag value: a new producer
+        for native in (True, False):
+            assert ask(last_q, native) == [
+                ({"host": "h1"}, ["time", "v"], [[200, 2]]),
+                ({"host": "h0"}, ["time", "v"], [[300, 3]]),
+            ]
+        write("m,host=h0,dc=d0 v=4i,u=0.5 400\n")  # a new tag key and a new field: a wider type
+        for native in (True, False):
+            assert ask(last_q, native) == [
+                ({"host": "h1"}, ["time", "dc", "u", "v"], [[200, None, None, 2]]),
+                ({"host": "h0"}, ["time", "dc", "u", "v"], [[400, "d0", 0.5, 4]]),
+            ]
+            assert ask("SELECT u, v FROM m WHERE host = 'h0'", native) == [
+                (None, ["time", "u", "v"], [[100, None, 1], [300, None, 3], [400, 0.5, 4]])
+            ]
+        write("n,host=h2 w=7i 500\n")  # a new measurement
+        for native in (True, False):
+            assert ask('SELECT * FROM n GROUP BY "host" ORDER BY time DESC LIMIT 1', native) == [
+                ({"host": "h2"}, ["time", "w"], [[500, 7]])
+            ]
+            assert ask("SELECT count(v) FROM m", native) == [(None, ["time", "count"], [[0, 4]])]
+        if segments != "tail":
+            assert store.cut("w").segments_of("m")
+    finally:
+        store.close()
+
+
+def test_issue32_kept_facts_are_not_kept_across_a_type_widened_between_version_and_writer(tmp_path):
+    """`Store.add_event_type` moves the catalog's version before it puts the wider type in the
+    writer: a SELECT run in between (here: from inside the catalog's call, as another thread
+    could) reads the new version with the writer's old type. What it kept must not answer the
+    next SELECT, which sees the new field (`SourceFacts.writer_types`)."""
+    from tracehouse.server.config import ServerConfig
+    from tracehouse.server.influxql import Executor, Request, answer, parse_kept
+    from tracehouse.server.ingest import Ingestor
+    from tracehouse.store.store import Store
+
+    store = Store(tmp_path / "s", flush_interval_s=3600.0, flush_rows=10**9)
+    store.become_writer()
+    ing = Ingestor(store, ServerConfig())
+    q = 'SELECT * FROM m GROUP BY "host" ORDER BY time DESC LIMIT 1'
+
+    def ask():
+        ex = Executor(ing, default_db="w", epoch="ns", raw_json=True)
+        req = Request(q=q, db="w", epoch="ns", chunked=False, pretty=False, params={})
+        got = json.loads(answer(ex.run(parse_kept(q)), req))["results"][0]
+        assert ex.engine == "native"
+        return [(s["columns"], s["values"]) for s in got["series"]]
+
+    try:
+        assert ing.write_lp("w", b"m,host=h0 v=1i 100\n").rows == 1
+        assert ask() == [(["time", "v"], [[100, 1]])]
+        put = store.catalog.put_event_type
+        between = []
+
+        def put_then_ask(*a, **kw):
+            stored = put(*a, **kw)
+            between.append(ask())  # (the version moved; the writer has the old type)
+            return stored
+
+        store.catalog.put_event_type = put_then_ask
+        res = ing.write_lp("w", b"m,host=h0 v=2i,u=0.5 200\n")
+        assert res.rows == 1 and between == [[(["time", "v"], [[100, 1]])]]
+        assert ask() == [(["time", "u", "v"], [[200, 0.5, 2]])]
+    finally:
+        store.close()
+
+
+def test_issue32_a_kept_statement_that_reads_now_is_planned_at_each_run(tmp_path):
+    """A SELECT's plan is kept for its text (influxql_native.py `_Plan`) only when its conditions
+    do not read `now()`: `time > now() - 1s` asked twice, 1.5 s apart, over a point written just
+    before the first, finds it the first time and not the second; the same text without now()
+    is kept and finds it both times."""
+    from tracehouse.server.config import ServerConfig
+    from tracehouse.server.influxql import Executor, Request, _source_facts, answer, parse_kept
+    from tracehouse.server.ingest import Ingestor
+    from tracehouse.store.store import Store
+
+    store = Store(tmp_path / "s", flush_interval_s=3600.0, flush_rows=10**9)
+    store.become_writer()
+    ing = Ingestor(store, ServerConfig())
+
+    def ask(q: str):
+        ex = Executor(ing, default_db="w", epoch="ns", raw_json=True)
+        req = Request(q=q, db="w", epoch="ns", chunked=False, pretty=False, params={})
+        got = json.loads(answer(ex.run(parse_kept(q)), req))["results"][0]
+        assert ex.engine == "native", q
+        return [v for s in got.get("series", []) for v in s["values"]]
+
+    try:
+        t = time.time_ns()
+        assert ing.write_lp("w", f"m,host=h0 v=1i {t}\n".encode()).rows == 1
+        recent = "SELECT v FROM m WHERE time > now() - 1s"
+        fixed = f"SELECT v FROM m WHERE time > {t - 10**9}"
+        assert ask(recent) == [[t, 1]] and ask(fixed) == [[t, 1]]
+        time.sleep(1.5)
+        assert ask(recent) == [] and ask(fixed) == [[t, 1]]
+        plans = _source_facts(store, "w", store.catalog.version_held()).plans
+        kept = [st.options["select"] for st in parse_kept(fixed)]
+        assert [id(p[0]) for p in plans.values()] == [id(s) for s in kept], "only the text without now()"
+    finally:
+        store.close()
+
+
+def test_issue32_a_known_small_select_on_the_dispatcher_sees_every_acknowledged_write(tmp_path):
+    """A kept SELECT text whose last run was native, short and over the same columns' views runs
+    on the dispatcher (influxql.py `handle`); a write, a new tag value or a new field between
+    makes new views and the run goes back to the query workers. Served: the same texts asked
+    three times after each acknowledged write answer every row so far."""
+    s = Server(tmp_path / "store", "--quiet")
+    try:
+
+        def ask(q: str):
+            status, headers, body = s.request("GET", "/query?" + urlencode({"q": q, "db": "w", "epoch": "ns"}))
+            assert status == 200, body
+            assert {k.lower(): v for k, v in headers.items()}.get("x-tracehouse-engine") == "native", q
+            return [(x.get("tags"), x["columns"], x["values"]) for x in json.loads(body)["results"][0]["series"]]
+
+        last_q = 'SELECT * FROM m GROUP BY "host" ORDER BY time DESC LIMIT 1'
+        rows: list[tuple[int, str, int]] = []
+        for n, line in enumerate(
+            ["m,host=h0 v=1i 100", "m,host=h0 v=2i 200", "m,host=h1 v=3i 300", "m,host=h1 v=4i 400"]
+        ):
+            assert s.write(line, "w", precision="ns")[0] == 204
+            rows.append((100 * (n + 1), line.split(",")[1].split()[0][5:], n + 1))
+            for _ in range(3):
+                newest = {}
+                for t, h, v in rows:
+                    newest[h] = (t, v)
+                assert ask(last_q) == [
+                    ({"host": h}, ["time", "v"], [[newest[h][0], newest[h][1]]]) for h in sorted(newest, reverse=True)
+                ]
+                assert ask("SELECT count(v) FROM m") == [(None, ["time", "count"], [[0, len(rows)]])]
+        assert s.write("m,host=h0 v=5i,u=0.5 500", "w", precision="ns")[0] == 204  # a new field
+        for _ in range(3):
+            assert ask(last_q) == [
+                ({"host": "h1"}, ["time", "u", "v"], [[400, None, 4]]),
+                ({"host": "h0"}, ["time", "u", "v"], [[500, 0.5, 5]]),
+            ]
+    finally:
+        assert s.stop() == 0

@@ -69,6 +69,7 @@ DISPATCHERS = 1  # see HttpServer: one thread takes the rounds
 OPEN_PATHS = ["/ping"]  # served without the token: InfluxDB clients probe /ping unauthenticated
 ROUND_BYTES = 4 << 20  # body bytes one dispatcher round takes at most (its requests are answered together)
 DISK_FULL_RETRY_S = 5  # Retry-After of a 507: a checkpoint tries for room every second
+INLINE_ROUND_S = 0.002  # of a round, spent running small known SELECTs on the dispatcher at most
 
 
 class HttpError(Exception):
@@ -176,6 +177,7 @@ class Api:
         self.queries = QueryRunner(ingestor.store, cfg)
         self.tcp = TcpChunks(ingestor, cfg)  # line protocol over TCP: its chunks come in the same rounds
         self.otlp = OtlpIngest(ingestor, cfg.otlp_trace)
+        self.round_started = 0.0  # (`dispatch`: when the round began)
         # path -> (methods, handler); writes are named, not called: a round gathers them
         self.routes = {
             "/api/v2/write": (("POST",), "lp"),
@@ -212,6 +214,7 @@ class Api:
 
     def dispatch(self, reqs: list) -> None:
         """Handle a batch of requests (and TCP chunks) taken together from the front end."""
+        self.round_started = time.perf_counter()
         lp: dict[str, list[tuple[Call, tuple]]] = {}
         arrow: dict[tuple[str, str, str], list[Call]] = {}
         otlp: dict[str, list[tuple[Call, tuple]]] = {}
@@ -390,7 +393,19 @@ class Api:
 
     def influxql(self, call: Call) -> None:
         """InfluxDB 1.x `/query`: InfluxQL meta statements (SHOW DATABASES, CREATE DATABASE ...)."""
-        influxql.handle(call, self.ingestor, cfg=self.cfg, submit=self.queries.submit, run_sql=self.queries.table)
+        influxql.handle(
+            call,
+            self.ingestor,
+            cfg=self.cfg,
+            submit=self.queries.submit,
+            run_sql=self.queries.table,
+            inline=self._inline_left,
+        )
+
+    def _inline_left(self) -> float:
+        """Seconds this dispatcher round may still spend running SELECTs itself (`influxql.handle`):
+        a round's writes wait for them."""
+        return INLINE_ROUND_S - (time.perf_counter() - self.round_started)
 
     def ping(self, call: Call) -> None:
         call.reply(204, headers=[("x-influxdb-version", "tracehouse"), ("x-influxdb-build", "OSS")])

@@ -32,9 +32,22 @@ at load 18-19, three runs each: single-groupby-1-1-1 0.86-1.09 -> 0.60-0.72, 1-8
 -> 1.23-2.08, high-cpu-1 1.46-1.54 -> 0.93-1.06. Then a run inside a query's time bound is
 taken without a binary search (`Part::range`): lastpoint's raw loop in-process 0.224 -> 0.077
 ms; served, against the code before all of this, three runs each at load 17-18: lastpoint
-2.34-3.20 -> 0.93-1.01 ms. What is left of a served lastpoint (cProfile'd, ~1 ms): the Rust
-call 0.29 ms, 18 catalog reads 0.22 ms (`catalog.trace` twice, `version` five times), the rest
-the translator and HTTP.
+2.34-3.20 -> 0.93-1.01 ms. Then a served request's stages were stamped (socket to last byte,
+TSBS lastpoint, medians at load 4-6): parse 70-110 us, the hop to a query thread 30-50, the
+SELECT's catalog reads and sources 105-145, the columns 50-65, the series groups 45-60, the
+Rust call and its strings 265-450, the answer 30-65, the send 70-240. What each SELECT made
+anew and read again is now kept while it is the same: statements by their text
+(influxql.py `parse_kept`), a database's trace, types and tag keys per catalog version and
+writer types (`SourceFacts`, the version read once), its Sources and each statement's plan
+(`_Plan`); the Rust call borrows its strings and passes the parts a LIMIT cannot reach; a
+kept text whose last run was short and over the same columns runs on the dispatcher. TSBS's
+runner against two servers of the same 864,000 rows loaded fresh, interleaved, three runs
+each, medians ms, before -> after (load 7): lastpoint 1.24-1.40 -> 0.59-0.66, high-cpu-1
+1.23-1.38 -> 0.63-0.85, single-groupby-1-1-1 0.69-0.85 -> 0.43-0.45, single-groupby-5-8-1
+0.94-1.32 -> 0.47-0.50, groupby-orderby-limit 0.78-1.14 -> 0.49-0.66 (then the dispatcher's
+runs, load 3.5-4.5: lastpoint 0.52-0.65 -> 0.44-0.53). Served lastpoint's stages then, load
+17: parse 11 us, hop 30, sources 40, columns 10 (the cut of a restarted server's trace, read
+from its WAL files: 86), groups 4, the Rust call 155-185, answer 20, send 45-215.
 
 Shapes answered natively (TSBS's cpu-only queries and Grafana's default panels):
 - aggregates `count sum mean min max first last` of integer and float fields (each field a
@@ -70,6 +83,7 @@ every SELECT of the request was answered here, else `duckdb`.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import json
 import logging
 import threading
@@ -181,14 +195,20 @@ class ColumnCache:
         self.lock = threading.Lock()
         self.held: collections.OrderedDict[tuple, _Columns] = collections.OrderedDict()
 
-    def columns(self, info, type_name: str) -> _Columns:
-        """`type_name`'s columns at the trace's current cut (built or brought up to date)."""
+    def columns(self, info, type_name: str, current_only: bool = False) -> _Columns:
+        """`type_name`'s columns at the trace's current cut (built or brought up to date; with
+        `current_only`, Unsupported unless they are current already)."""
         cut = self.store.cut(info)
         et = cut.types.get(type_name)
         if et is None:
             raise Unsupported("no such type in the cut")
         layout = tuple((c.name, c.type) for c in et.columns)
         key = (info.id, info.created, type_name)
+        if current_only:
+            cols = self.held.get(key)
+            if cols is None or cols.signature != cut.signature:
+                raise Unsupported("columns not current")
+            return cols
         with self.lock:
             cols = self.held.get(key)
             if cols is None or cols.layout != layout:
@@ -309,9 +329,9 @@ def warm(store, stopping: threading.Event) -> threading.Thread:
 _TAGS: dict[tuple, dict[int, dict[str, str]]] = {}
 
 
-def producer_tags(store, info, keys: dict[str, str]) -> dict[int, dict[str, str]]:
-    """Each tagged producer's tags (strings), kept while the catalog's version stays."""
-    version = store.catalog.version()
+def producer_tags(store, info, keys: dict[str, str], version: int) -> dict[int, dict[str, str]]:
+    """Each tagged producer's tags (strings), kept while the catalog's version stays (`version`,
+    read by the caller before this: producers change only in a catalog transaction)."""
     k = (id(store), info.id, version)
     got = _TAGS.get(k)
     if got is None:
@@ -397,11 +417,21 @@ def _is_tags_only(e, src: Source) -> bool:
 
 
 def select(
-    store, sel: Select, sources: list[Source], now: int, epoch: str | None, tag_keys, raw_json: bool = False
+    store,
+    sel: Select,
+    sources: list[Source],
+    now: int,
+    epoch: str | None,
+    facts,
+    raw_json: bool = False,
+    views: tuple = ([], None),
 ) -> list[dict]:
     """The series of `sel` over `sources` (one per measurement it reads), or Unsupported.
-    `tag_keys(db)`: a database's tag keys and their types (store/query.py `tag_keys`). With
-    `raw_json`, each series is JSON text written natively (`RawSeries`), not a dict."""
+    `facts(db)`: a database's facts as of the statement's catalog version (influxql.py
+    `SourceFacts`: its `version`, trace `info` and `tag_keys`, read once for the statement). With
+    `raw_json`, each series is JSON text written natively (`RawSeries`), not a dict. `views`:
+    (a list the columns' views read are added to, None or the views this run must read: another
+    is Unsupported before its columns are brought up to date, influxql.py `handle`)."""
     if any(isinstance(s, Subquery) for s in sel.sources):
         raise Unsupported("subquery")
     if sel.fill not in ("null", "none"):
@@ -410,7 +440,7 @@ def select(
         raise Unsupported("tz(): windows and times of a zone")
     series: list[dict] = []
     for src in sources:
-        series += _source(store, sel, src, now, epoch, tag_keys, raw_json)
+        series += _source(store, sel, src, now, epoch, facts, raw_json, views)
     return series
 
 
@@ -439,20 +469,49 @@ def _outputs(fields: list, src: Source, index: dict[str, int]) -> list[tuple[str
     return outs
 
 
-def _source(store, sel: Select, src: Source, now: int, epoch: str | None, tag_keys, raw_json: bool) -> list[dict]:
-    import pyarrow as pa
+PLANS_KEPT = 256  # statements' plans kept per database's facts (all let go when full)
 
-    if src.db is None or src.type_name is None:
-        raise Unsupported("not a stored measurement")
+
+@dataclass(frozen=True)
+class _Plan:
+    """What a SELECT over one source is before its columns are read: the translator's names,
+    outputs, conditions and range over one measurement's columns (`cols`: the field indexes are
+    theirs). Kept with the database's facts (influxql.py `SourceFacts.plans`, let go when the
+    catalog's version or the writer's types move) for a kept statement (`parse_kept`) whose
+    conditions do not read `now()`: the same text sent again runs from here (not its answer:
+    the columns, the series groups and the loops are the current cut's). In-process, a statement
+    made each time -> kept, medians at load 17-18: TSBS lastpoint 175 -> 133 us, high-cpu-1 129
+    -> 65, single-groupby-1-1-1 76 -> 54 (the translator, the conditions sorted into tags and
+    fields, the outputs, the names)."""
+
+    cols: Any
+    names: list[str]
+    outs: list
+    present: list[int]
+    filters: list
+    calls: list
+    tag_preds: list
+    tag_desc: tuple  # the tags-only conditions as text (the series groups' memo key)
+    tag_keys: tuple  # the source's tag keys, sorted
+    gt: list[str]
+    dim: Any
+    range: Any
+
+
+def _translator(sel: Select, src: Source, now: int) -> Translator:
     try:
         tr = Translator(sel, src, now)
-        fields = tr.expand_fields()
+        tr.fields = tr.expand_fields()
     except QueryError as e:
         raise Unsupported(str(e)) from None
-    if not fields:
+    if not tr.fields:
         raise Unsupported("no fields")
-    info = store.catalog.trace(src.db)
-    cols = cache_of(store).columns(info, src.type_name)
+    return tr
+
+
+def _plan(sel: Select, src: Source, tr: Translator, cols: _Columns, facts) -> _Plan:
+    """`sel` over `src` as `_Plan`, kept in `facts.plans` unless it reads `now()`."""
+    fields = tr.fields
     index = {name: i for i, name in enumerate(cols.fields)}  # column name -> field index
     # WHERE: tags-only conjuncts pick series, field comparisons pick rows
     tag_preds, tag_conds, filters = [], [], []
@@ -472,11 +531,77 @@ def _source(store, sel: Select, src: Source, now: int, epoch: str | None, tag_ke
         raise Unsupported("no field present")
     if not calls and tr.dim is not None:
         raise Unsupported("GROUP BY time without a function")
+    tag_desc = tuple(describe(c) for c in tag_conds)
+    plan = _Plan(
+        cols,
+        names,
+        outs,
+        present,
+        filters,
+        calls,
+        tag_preds,
+        tag_desc,
+        tuple(sorted(src.tags)),
+        tr.group_tags,
+        tr.dim,
+        tr.range,
+    )
+    if not _mentions_now(sel.condition):
+        if len(facts.plans) >= PLANS_KEPT:
+            facts.plans.clear()
+        facts.plans[(id(sel), id(src))] = (sel, src, plan)  # (sel and src kept beside their ids)
+    return plan
+
+
+def _mentions_now(e) -> bool:
+    """Whether an expression calls `now()` anywhere (its value is the statement's time)."""
+    if isinstance(e, Call) and e.name == "now":
+        return True
+    if isinstance(e, (list, tuple)):
+        return any(_mentions_now(x) for x in e)
+    if dataclasses.is_dataclass(e) and not isinstance(e, type):
+        return any(_mentions_now(getattr(e, f.name)) for f in dataclasses.fields(e))
+    return False
+
+
+def _source(
+    store, sel: Select, src: Source, now: int, epoch: str | None, facts, raw_json: bool, views: tuple = ([], None)
+) -> list[dict]:
+    import pyarrow as pa
+
+    if src.db is None or src.type_name is None:
+        raise Unsupported("not a stored measurement")
+    f = facts(src.db)
+    info = f.info
+    kept = f.plans.get((id(sel), id(src)))
+    plan = kept[2] if kept is not None and kept[0] is sel and kept[1] is src else None
+    seen, expected = views
+    if expected is not None and plan is None:
+        raise Unsupported("no kept plan")
+    if plan is None:
+        tr = _translator(sel, src, now)  # (Unsupported before any columns are made)
+        cols = cache_of(store).columns(info, src.type_name)
+        plan = _plan(sel, src, tr, cols, f)
+    else:
+        cols = cache_of(store).columns(info, src.type_name, current_only=expected is not None)
+        if expected is not None and (plan.cols is not cols or all(v is not cols.view for v in expected)):
+            raise Unsupported("not the columns of the last run")
+        if plan.cols is not cols:  # (the type's columns changed: names and fields indexed anew)
+            plan = _plan(sel, src, _translator(sel, src, now), cols, f)
+    seen.append(cols.view)
+    names, outs, present, filters, calls, tag_preds = (
+        plan.names,
+        plan.outs,
+        plan.present,
+        plan.filters,
+        plan.calls,
+        plan.tag_preds,
+    )
     # the series: producers of the measurement whose tags pass, grouped by the GROUP BY tags
-    tags_of = producer_tags(store, info, tag_keys(src.db))
-    gt = tr.group_tags
+    tags_of = producer_tags(store, info, f.tag_keys, f.version)
+    gt = plan.gt
     # (the same conditions and GROUP BY over the same series and tags: the groups of before)
-    memo_key = ("groups", id(tags_of), tuple(describe(c) for c in tag_conds), tuple(gt), tuple(sorted(src.tags)))
+    memo_key = ("groups", id(tags_of), plan.tag_desc, tuple(gt), plan.tag_keys)
     view = cols.view
     got = view.memo.get(memo_key)
     if got is None:
@@ -495,14 +620,14 @@ def _source(store, sel: Select, src: Source, now: int, epoch: str | None, tag_ke
     keys, group_list = got[0], got[1]
     if sel.descending:  # ORDER BY time DESC lists the series in reverse order too (InfluxDB)
         keys, group_list = keys[::-1], group_list[::-1]
-    rng = tr.range
+    rng = plan.range
     lo = I64_MIN if rng.lo is None else rng.lo
     parts = view.parts
     selection = (group_list, lo, I64_MAX if rng.hi is None else rng.hi, filters, present)
     opening_key = ("openings", memo_key, sel.descending, src.name, tuple(names))  # (`_openings`)
     if calls:
         grid_hi = rng.hi if rng.hi is not None else now + 1
-        dim = tr.dim
+        dim = plan.dim
         one_selector = len(calls) == 1 and calls[0].name in SELECTORS and dim is None
         json_args = ()
         if raw_json:  # (whole series as JSON text, written in Rust: `_openings`)
@@ -569,8 +694,7 @@ def _source(store, sel: Select, src: Source, now: int, epoch: str | None, tag_ke
     table["time"] = times
     for i, v in enumerate(values):
         table[f"v{i}"] = v
-    plan = Plan("", src.name, gt, names)
-    return answer_series(plan, pa.table(table), epoch)
+    return answer_series(Plan("", src.name, gt, names), pa.table(table), epoch)
 
 
 def _memo(view: _View, key: tuple, make):

@@ -508,6 +508,16 @@ class Store:
         w = self._writers.get(info.id)
         return dict(w.event_types) if w else self.catalog.trace_types(info)
 
+    def writer_event_types(self, trace_id: int) -> dict[str, EventType] | None:
+        """The event types of this process's writer of the trace as they are (not a copy: read
+        it, never change it), or None when no writer of this process holds the trace. A type is
+        changed only by putting a new EventType under its name (`add_event_type`, after the
+        catalog's version moved), so a reader that kept a copy knows it is stale when a value is
+        no longer the same object: what a cache of facts keyed by the catalog's version needs
+        beside it (server/influxql.py `_source_facts`)."""
+        w = self._writers.get(trace_id)
+        return None if w is None else w.event_types
+
     def event_type(self, trace: str, name: str) -> EventType:
         """One event type of a trace (BadInput naming the ones it has when it has none of that name)."""
         return one_event_type(self.event_types(trace), trace, name)
@@ -739,7 +749,9 @@ class Store:
             return self._cut_of_wal(info)
         key = (info.id, info.created)
         with w.view_lock, w.lock:  # registered segments + unflushed tail as one cut (view_lock: registrations)
-            version = self.catalog.version()
+            # (read keeping the interpreter lock, `version_held`: sqlite3 lets it go, and this
+            # thread holds the writer's lock while it waits to get it back)
+            version = self.catalog.version_held()
             cached = self._writer_cut.get(key)
             if cached is None or cached[0] != version:
                 # (the version read first: what is kept is never older than its key)
