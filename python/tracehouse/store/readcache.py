@@ -119,6 +119,7 @@ def build(root: Path, info, types: dict, segments: list, producers: list[dict]) 
         con.execute(f"SET disabled_compression_methods = {qstr(DISABLED_COMPRESSION)}")
         if keys:
             con.register("_tags", tag_table(producers, info.metadata, keys))
+        lowered = [t.lower() for t in by_type]
         for i, (tname, segs) in enumerate(sorted(by_type.items())):
             et = types.get(tname)
             if et is None:
@@ -135,15 +136,18 @@ def build(root: Path, info, types: dict, segments: list, producers: list[dict]) 
                 if c.name == "producer" and keys:
                     cols += tag_columns_sql(et, keys)
             join = " LEFT JOIN _tags t ON t.producer = b.producer" if keys else ""
-            table = f"t{i}"
+            # Named as the type: a query may then name the table where it names the type's view
+            # (store/query.py `direct_sql`), and the name it reads the rows under stays the type's.
+            # (SQL compares names ignoring case: types named alike but for case keep numbered tables)
+            table = tname if lowered.count(tname.lower()) == 1 else f"{tname}#{i}"
             con.execute(
-                f"CREATE TABLE {table} AS SELECT {', '.join(cols)} FROM read_parquet({files}, "
+                f"CREATE TABLE {qident(table)} AS SELECT {', '.join(cols)} FROM read_parquet({files}, "
                 f"union_by_name = true) b{join} ORDER BY {order}"
             )
             out["types"][tname] = {
                 "table": table,
                 "segments": [s.id for s in segs],
-                "columns": [r[0] for r in con.execute(f"DESCRIBE {table}").fetchall()],
+                "columns": [r[0] for r in con.execute(f"DESCRIBE {qident(table)}").fetchall()],
             }
         con.execute("CHECKPOINT")
     finally:
