@@ -1,7 +1,8 @@
 """A decoded copy of a trace's segments in DuckDB's own file format, for reads.
 
 Owns the read cache of a trace whose metadata says `read_cache=duckdb`: one DuckDB database file
-(`traces/<id>/readcache/<name>.duckdb`) holding a table per event type with the rows of the
+(`traces/<id>/readcache/<name>.duckdb`) holding a table per event type, named as the type (a query
+naming the type may read it in place of the view: store/query.py `direct_sql`), with the rows of the
 segments it was built from, the tag columns materialized (store/query.py: tags as columns), and
 a manifest (`current.json`: the file, and per type its table, columns and segment ids) written
 last, by rename. The type views (store/query.py) read a type's cached segments from the table
