@@ -1,7 +1,8 @@
 """A decoded copy of a trace's segments in DuckDB's own file format, for reads.
 
 Owns the read cache of a trace whose metadata says `read_cache=duckdb`: one DuckDB database file
-(`traces/<id>/readcache/<name>.duckdb`) holding a table per event type with the rows of the
+(`traces/<id>/readcache/<name>.duckdb`) holding a table per event type, named as the type (a query
+naming the type may read it in place of the view: store/query.py `direct_sql`), with the rows of the
 segments it was built from, the tag columns materialized (store/query.py: tags as columns), and
 a manifest (`current.json`: the file, and per type its table, columns and segment ids) written
 last, by rename. The type views (store/query.py) read a type's cached segments from the table
@@ -119,6 +120,7 @@ def build(root: Path, info, types: dict, segments: list, producers: list[dict]) 
         con.execute(f"SET disabled_compression_methods = {qstr(DISABLED_COMPRESSION)}")
         if keys:
             con.register("_tags", tag_table(producers, info.metadata, keys))
+        lowered = [t.lower() for t in by_type]
         for i, (tname, segs) in enumerate(sorted(by_type.items())):
             et = types.get(tname)
             if et is None:
@@ -135,15 +137,18 @@ def build(root: Path, info, types: dict, segments: list, producers: list[dict]) 
                 if c.name == "producer" and keys:
                     cols += tag_columns_sql(et, keys)
             join = " LEFT JOIN _tags t ON t.producer = b.producer" if keys else ""
-            table = f"t{i}"
+            # Named as the type: a query may then name the table where it names the type's view
+            # (store/query.py `direct_sql`), and the name it reads the rows under stays the type's.
+            # (SQL compares names ignoring case: types named alike but for case keep numbered tables)
+            table = tname if lowered.count(tname.lower()) == 1 else f"{tname}#{i}"
             con.execute(
-                f"CREATE TABLE {table} AS SELECT {', '.join(cols)} FROM read_parquet({files}, "
+                f"CREATE TABLE {qident(table)} AS SELECT {', '.join(cols)} FROM read_parquet({files}, "
                 f"union_by_name = true) b{join} ORDER BY {order}"
             )
             out["types"][tname] = {
                 "table": table,
                 "segments": [s.id for s in segs],
-                "columns": [r[0] for r in con.execute(f"DESCRIBE {table}").fetchall()],
+                "columns": [r[0] for r in con.execute(f"DESCRIBE {qident(table)}").fetchall()],
             }
         con.execute("CHECKPOINT")
     finally:

@@ -203,6 +203,7 @@ class Store:
         self._wal_files: dict[tuple, dict] = {}  # -> what each WAL file gave so far (wal.read_uncovered)
         # -> (catalog version, event types, segments, covered WAL number) as last read: `cut`
         self._cut_catalog: dict[tuple, tuple] = {}
+        self._wal_dirs: dict[int, Path] = {}  # trace id -> its WAL directory (`_wal_dir`)
         # -> (catalog version, event types, segments) of a trace this process writes, as last read
         # by `cut` (the same reads, kept while the version stays)
         self._writer_cut: dict[tuple, tuple] = {}
@@ -858,7 +859,10 @@ class Store:
         return _wal_cut_signature(version, (covered, files), types)
 
     def _wal_dir(self, info: TraceInfo) -> Path:
-        return self.path / "traces" / str(info.id) / "wal"
+        d = self._wal_dirs.get(info.id)  # (made once: a kept read lists it every query)
+        if d is None:
+            d = self._wal_dirs[info.id] = self.path / "traces" / str(info.id) / "wal"
+        return d
 
     def check_pages(self, trace: str) -> None:
         """Every page of the trace's segments against its CRC (`segments.check_pages`); raises

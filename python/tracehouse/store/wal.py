@@ -46,14 +46,14 @@ def wal_path(directory: Path, number: int) -> Path:
     return directory / f"{number:012d}.wal"
 
 
-def wal_numbers(directory: Path) -> list[int]:
-    if not directory.exists():
+def wal_numbers(directory: Path | str) -> list[int]:
+    # Names, not Path objects: every kept read of another process's trace lists its WAL
+    # (store/query.py `_kept`), and pathlib's parsing was a third of that read's Python.
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
         return []
-    out = []
-    for p in directory.iterdir():
-        if p.suffix == ".wal" and p.stem.isdigit():
-            out.append(int(p.stem))
-    return sorted(out)
+    return sorted(int(n[:-4]) for n in names if n.endswith(".wal") and n[:-4].isdigit())
 
 
 def fsync_dir(directory: Path) -> None:
@@ -422,8 +422,8 @@ def uncovered_files(
     With where it was read (review): two equal records in a row have equal headers, and the
     second, at the next position, would otherwise look like the first."""
     out = []
-    for n in iter_uncovered(Path(directory), covered):
-        path = wal_path(directory, n)
+    for n in iter_uncovered(directory, covered):
+        path = os.path.join(directory, f"{n:012d}.wal")  # (wal_path's name)
         st = os.stat(path)
         head = (0, b"")
         prev = known.get(n) if known is not None else None
