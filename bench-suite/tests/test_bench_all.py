@@ -220,3 +220,25 @@ def test_a_cell_over_its_budget_stops_at_3_rounds_unless_the_run_asks_for_the_pr
     assert cut["rounds"] == 3
     assert full["rounds"] == 5
     assert all(len(v) == 5 for v in full["wall"].values())
+
+
+def test_a_tsbs_row_has_the_verdict_of_its_own_table():
+    """TSBS's runner times each of a type's distinct queries once: a row's median and p99 are over
+    those samples, so the summary's verdict is the ratio's side of 1, as the bench's own table
+    says (it was "not established" beside a table saying "met")."""
+    from tracehouse_bench import report, tsbs
+
+    r = {
+        "queries": 50,
+        "types": {
+            "lastpoint": {"questdb": {}, "median_ratio": 0.8, "p99_ratio": 1.25},
+            "cpu-max-all-1": {"questdb": {"error": "no query"}},
+        },
+    }
+    s = report.Summary()
+    for what, v, peer, cells in tsbs.summary(r):
+        s.add("tsbs", what, v, 1.0, peer, cells=cells)
+    assert [(row["what"], report.Summary.verdict(row)) for row in s.rows] == [
+        ("lastpoint median", "met"),
+        ("lastpoint p99", "**missed**"),
+    ]

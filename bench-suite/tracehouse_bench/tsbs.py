@@ -321,14 +321,16 @@ def render(r: dict) -> str:
     return "\n".join(lines)
 
 
-def summary(r: dict) -> list[tuple[str, float, str]]:
-    """(what, QuestDB's time over tracehouse's: > 1 means tracehouse is faster, peer) per query type
-    and figure, for the report's summary table."""
+def summary(r: dict) -> list[tuple]:
+    """(what, QuestDB's time over tracehouse's: > 1 means tracehouse is faster, peer, the samples
+    of each figure) per query type and figure, for the report's summary table: a figure is over
+    the type's `queries` timed queries, each one sample (distinct queries, not repeated runs)."""
+    samples = [{"converged": True, "runs": r["queries"], "rel_se": None}] * 2
     out = []
     for qtype, c in r["types"].items():
         if "error" not in c["questdb"]:
-            out.append((f"{qtype} median", 1 / c["median_ratio"], "questdb"))
-            out.append((f"{qtype} p99", 1 / c["p99_ratio"], "questdb"))
+            out.append((f"{qtype} median", 1 / c["median_ratio"], "questdb", samples))
+            out.append((f"{qtype} p99", 1 / c["p99_ratio"], "questdb", samples))
     return out
 
 
