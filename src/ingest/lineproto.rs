@@ -719,7 +719,7 @@ pub fn decode_many<'a>(
         let mut first = true;
         while !rest.is_empty() || first {
             first = false;
-            let (end, quoted) = line_end_quoted(rest);
+            let (end, _, quoted) = line_scan(rest);
             let (line, next) = (&rest[..end], &rest[(end + 1).min(rest.len())..]);
             rest = next;
             let line = line.strip_suffix(b"\r").unwrap_or(line);
@@ -1373,13 +1373,6 @@ fn trim_start(b: &[u8]) -> &[u8] {
 /// without a `"` take one memchr2.
 pub fn line_end(buf: &[u8]) -> usize {
     line_scan(buf).0
-}
-
-/// [`line_end`], and whether the line may span newlines (it holds a `"`).
-#[inline]
-fn line_end_quoted(buf: &[u8]) -> (usize, bool) {
-    let (end, _, quoted) = line_scan(buf);
-    (end, quoted)
 }
 
 /// [`line_end`], whether a string of the line is still open at the end of `buf`, and whether

@@ -4,7 +4,7 @@
 
 use crate::formats::decl::{FormatDecl, ParserDecl};
 use crate::formats::parser::{ChunkParser, OptKind, OptionDecl, Options};
-use crate::ingest::lineproto::Precision;
+use crate::ingest::lineproto::{line_end, Precision};
 
 /// The `lineproto` format.
 pub const LINEPROTO: FormatDecl = FormatDecl {
@@ -49,12 +49,19 @@ fn make(o: &Options) -> Result<Box<dyn ChunkParser>, String> {
 /// (with tags), a space, one or more `key=value` fields whose values are numbers (`i`/`u`
 /// suffix allowed), booleans or quoted strings, then an optional integer timestamp.
 pub fn sniff(head: &[u8]) -> bool {
-    let Some(line) = head
-        .split(|&b| b == b'\n')
-        .map(|l| l.strip_suffix(b"\r").unwrap_or(l))
-        .find(|l| !l.iter().all(u8::is_ascii_whitespace) && l.first() != Some(&b'#'))
-    else {
-        return false;
+    // (lines as the decoder cuts them: a string field may hold newlines)
+    let mut rest = head;
+    let line = loop {
+        if rest.is_empty() {
+            return false;
+        }
+        let end = line_end(rest);
+        let l = &rest[..end];
+        rest = &rest[(end + 1).min(rest.len())..];
+        let l = l.strip_suffix(b"\r").unwrap_or(l);
+        if !l.iter().all(u8::is_ascii_whitespace) && l.first() != Some(&b'#') {
+            break l;
+        }
     };
     let mut i = 0;
     // measurement and tags: up to the first unescaped space

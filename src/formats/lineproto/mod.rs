@@ -80,6 +80,27 @@ impl LineProtoParser {
         if self.stopped {
             return;
         }
+        let last_nl = memchr::memrchr(b'\n', chunk);
+        let quotes = memchr::memchr(b'"', &self.carry).is_some()
+            || last_nl.is_some_and(|nl| memchr::memchr(b'"', &chunk[..nl]).is_some());
+        if !quotes {
+            // (no string anywhere: every newline ends a line; only the carry and the chunk's
+            // whole lines are copied)
+            match last_nl {
+                None => self.carry.extend_from_slice(chunk),
+                Some(nl) => {
+                    if self.carry.is_empty() {
+                        self.decode(&chunk[..=nl]);
+                    } else {
+                        let mut body = std::mem::take(&mut self.carry);
+                        body.extend_from_slice(&chunk[..=nl]);
+                        self.decode(&body);
+                    }
+                    self.carry.extend_from_slice(&chunk[nl + 1..]);
+                }
+            }
+            return;
+        }
         // (a string field may hold newlines: the cut is after the last line whose strings are closed)
         if self.carry.is_empty() {
             let whole = whole_lines(chunk, self.limits.max_line);

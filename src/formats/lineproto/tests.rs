@@ -55,6 +55,7 @@ fn sniffer() {
     assert!(sniff(b"weather,location=us-midwest temperature=82 1465839830100400200\n"));
     assert!(sniff(b"m f=\"a b, c\",g=1i\n"));
     assert!(sniff(b"m,t=1 f=true\n"));
+    assert!(sniff(b"log,host=a msg=\"first\nsecond, \\\"q\\\"\" 1000\n")); // a string across lines
     assert!(!sniff(b"a,b,c\n1,2,3\n"));
     assert!(!sniff(b"python3 18242  8762.807921:    1001001 cpu-clock:ppp:\n"));
     assert!(!sniff(b"12345 1700000000.123456 read(3, \"x\", 1) = 1\n"));
